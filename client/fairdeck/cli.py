@@ -1,0 +1,130 @@
+"""The ``fairdeck`` command line: replay and verify (and, from the server
+package, serve and the commands that talk to a running dealer).
+
+Exit status: 0 when the command did what it says, 1 when a verification
+failed, 2 for bad usage or input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from fairdeck.commitment import commit
+from fairdeck.decks import SPEC_NAMES, DeckSpec
+from fairdeck.derivation import derive_deck
+from fairdeck.errors import InvalidInput, VerificationError
+from fairdeck.seeds import normalize_client_seed
+from fairdeck.transcript import Transcript
+from fairdeck.verify import verify
+from fairdeck.versions import CURRENT_VERSION, SUPPORTED_VERSIONS
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def _hex_seed(text: str) -> bytes:
+    try:
+        return bytes.fromhex(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("not hex") from None
+
+
+def _text_seed(text: str) -> bytes:
+    try:
+        return normalize_client_seed(text)
+    except InvalidInput as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    """Re-derive a revealed hand's deck and print it."""
+    seeds = args.client_seeds or []
+    cards = derive_deck(args.deck, args.hand_id, args.server_seed, seeds, version=args.version)
+    spec = DeckSpec.parse(args.deck)
+    codes = [spec.card_for_id(c).code for c in cards]
+    if args.json:
+        out = {
+            "version": args.version,
+            "deck": spec.name,
+            "hand_id": args.hand_id,
+            "commitment": commit(spec.name, args.hand_id, args.server_seed, version=args.version).hex(),
+            "client_seeds": [s.hex() for s in seeds],
+            "cards": codes,
+        }
+        print(json.dumps(out, indent=2))
+    else:
+        print(" ".join(codes))
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    """Verify a transcript file: exit 0 when it holds, 1 with the failed step."""
+    path: str = args.transcript
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        print(f"fairdeck verify: cannot read {path}: {e}", file=sys.stderr)
+        return 2
+    try:
+        transcript = Transcript.from_json(text)
+        verify(transcript)
+    except VerificationError as e:
+        print(f"FAILED at step {e.step}: {e}")
+        return 1
+    print(
+        f"OK: hand {transcript.hand_id} verified "
+        f"({transcript.deck}, {len(transcript.cards)} cards, {transcript.version})"
+    )
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="fairdeck", description="Provably fair card decks.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    replay = sub.add_parser("replay", help="re-derive a deck from revealed seeds")
+    replay.add_argument("--deck", default="standard", choices=SPEC_NAMES, help="deck spec (default standard)")
+    replay.add_argument("--hand-id", required=True, help="the hand's id")
+    replay.add_argument("--server-seed", required=True, type=_hex_seed, help="revealed server seed, hex")
+    replay.add_argument(
+        "--client-seed",
+        dest="client_seeds",
+        action="append",
+        type=_text_seed,
+        metavar="TEXT",
+        help="a client seed as text (NFC, UTF-8); repeat in order",
+    )
+    replay.add_argument(
+        "--client-seed-hex",
+        dest="client_seeds",
+        action="append",
+        type=_hex_seed,
+        metavar="HEX",
+        help="a client seed as hex bytes; repeat in order",
+    )
+    replay.add_argument("--version", default=CURRENT_VERSION, choices=SUPPORTED_VERSIONS)
+    replay.add_argument("--json", action="store_true", help="print JSON instead of card codes")
+    replay.set_defaults(handler=cmd_replay)
+
+    check = sub.add_parser("verify", help="verify a revealed hand's transcript (JSON)")
+    check.add_argument("transcript", help="transcript file, or - for standard input")
+    check.set_defaults(handler=cmd_verify)
+
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    handler: Handler = args.handler
+    try:
+        return handler(args)
+    except InvalidInput as e:
+        print(f"fairdeck {args.command}: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

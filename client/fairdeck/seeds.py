@@ -1,0 +1,92 @@
+"""Seeds: sizing and drawing the server seed, validating client seeds and hand ids.
+
+The server seed must be able to reach every order of the deck with margin:
+at least log2(n!) + 128 bits (docs/fairness-spec.md section 3). Entropy is
+passed in, so tests are deterministic; production passes ``secrets.token_bytes``.
+
+>>> from fairdeck.decks import DeckSpec
+>>> server_seed_length(DeckSpec.parse("standard"))
+45
+>>> normalize_client_seed("Cafe\\u0301") == "Caf\\u00e9".encode()
+True
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import unicodedata
+from collections.abc import Callable, Sequence
+
+from fairdeck.decks import DeckSpec
+from fairdeck.errors import InvalidInput
+from fairdeck.shuffle import index_bits
+
+MAX_CLIENT_SEEDS = 64
+"""At most this many client seeds per hand."""
+MAX_CLIENT_SEED_BYTES = 256
+"""Each client seed is 1 to this many bytes (after NFC and UTF-8 for text)."""
+MAX_HAND_ID_LENGTH = 64
+"""Hand ids are 1 to this many characters of ``[A-Za-z0-9._:-]``."""
+SECURITY_MARGIN_BITS = 128
+
+_HAND_ID = re.compile(rf"[A-Za-z0-9._:-]{{1,{MAX_HAND_ID_LENGTH}}}")
+
+
+class SeedError(InvalidInput):
+    """A seed or hand id that the spec does not allow."""
+
+
+def server_seed_length(spec: DeckSpec) -> int:
+    """Bytes of server seed for this deck: ceil((B + 128) / 8)."""
+    return (index_bits(spec.size) + SECURITY_MARGIN_BITS + 7) // 8
+
+
+def new_server_seed(spec: DeckSpec, entropy: Callable[[int], bytes] = secrets.token_bytes) -> bytes:
+    """A fresh server seed of the right length, drawn from ``entropy``."""
+    length = server_seed_length(spec)
+    seed = entropy(length)
+    if len(seed) != length:
+        raise SeedError(f"entropy source returned {len(seed)} bytes, wanted {length}")
+    return seed
+
+
+def check_server_seed(spec: DeckSpec, seed: bytes) -> None:
+    """Raise SeedError unless ``seed`` has exactly the length the spec requires."""
+    want = server_seed_length(spec)
+    if not isinstance(seed, bytes) or len(seed) != want:
+        got = len(seed) if isinstance(seed, bytes) else type(seed).__name__
+        raise SeedError(f"server seed for deck {spec.name!r} must be {want} bytes, got {got}")
+
+
+def normalize_client_seed(seed: str | bytes) -> bytes:
+    """Bytes of one client seed: text is NFC-normalised and UTF-8 encoded."""
+    if isinstance(seed, str):
+        try:
+            seed = unicodedata.normalize("NFC", seed).encode("utf-8")
+        except UnicodeEncodeError:
+            raise SeedError("client seed text is not valid Unicode (lone surrogate)") from None
+    if not isinstance(seed, bytes):
+        raise SeedError(f"client seed must be str or bytes, got {type(seed).__name__}")
+    if not 1 <= len(seed) <= MAX_CLIENT_SEED_BYTES:
+        raise SeedError(f"client seed must be 1..{MAX_CLIENT_SEED_BYTES} bytes, got {len(seed)}")
+    return seed
+
+
+def normalize_client_seeds(seeds: Sequence[str | bytes]) -> tuple[bytes, ...]:
+    """All client seeds of a hand, normalised, in the order given."""
+    if len(seeds) > MAX_CLIENT_SEEDS:
+        raise SeedError(f"at most {MAX_CLIENT_SEEDS} client seeds, got {len(seeds)}")
+    out = []
+    for i, seed in enumerate(seeds):
+        try:
+            out.append(normalize_client_seed(seed))
+        except SeedError as e:
+            raise SeedError(f"client_seeds[{i}]: {e}") from None
+    return tuple(out)
+
+
+def check_hand_id(hand_id: str) -> None:
+    """Raise SeedError unless ``hand_id`` is 1..64 characters of [A-Za-z0-9._:-]."""
+    if not isinstance(hand_id, str) or not _HAND_ID.fullmatch(hand_id):
+        raise SeedError(f"hand id must be 1..{MAX_HAND_ID_LENGTH} characters of A-Z a-z 0-9 . _ : -")

@@ -1,0 +1,125 @@
+"""The transcript of a revealed hand and its strict JSON form (spec section 6).
+
+A transcript carries everything needed to re-derive and check a hand. JSON
+parsing is strict: unknown or missing keys, upper-case or odd-length hex, and
+wrong types are rejected, because a lenient verifier is a broken verifier.
+
+>>> t = Transcript.from_json(Transcript(
+...     version="fairdeck-v1", deck="short", hand_id="h1", commitment=bytes(32),
+...     server_seed=bytes(34), client_seeds=(b"x",), cards=tuple(range(4, 13))).to_json())
+>>> t.deck, t.client_seeds
+('short', (b'x',))
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from fairdeck.cards import Card
+from fairdeck.decks import DeckSpec
+from fairdeck.errors import InvalidInput, VerificationError
+
+_HEX = re.compile(r"(?:[0-9a-f]{2})*")
+_KEYS = {"version", "deck", "hand_id", "commitment", "server_seed", "client_seeds", "cards"}
+
+
+@dataclass(frozen=True)
+class Transcript:
+    """A revealed hand: the inputs of the derivation, its commitment and its deck."""
+
+    version: str
+    """Algorithm version string, e.g. ``fairdeck-v1``."""
+    deck: str
+    """Deck spec name."""
+    hand_id: str
+    """The hand's id."""
+    commitment: bytes
+    """The 32-byte commitment published at open."""
+    server_seed: bytes
+    """The revealed server seed."""
+    client_seeds: tuple[bytes, ...]
+    """Client seeds as used (NFC UTF-8 for text), in order."""
+    cards: tuple[int, ...]
+    """The dealt order as card ids, top card first."""
+
+    def codes(self) -> list[str]:
+        """The dealt order as card codes."""
+        spec = DeckSpec.parse(self.deck)
+        return [spec.card_for_id(i).code for i in self.cards]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "deck": self.deck,
+            "hand_id": self.hand_id,
+            "commitment": self.commitment.hex(),
+            "server_seed": self.server_seed.hex(),
+            "client_seeds": [seed.hex() for seed in self.client_seeds],
+            "cards": self.codes(),
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2) + "\n"
+
+    @classmethod
+    def from_dict(cls, data: object) -> Transcript:
+        """Parse strictly; raise VerificationError(step="malformed")."""
+        if not isinstance(data, dict):
+            raise _malformed("transcript must be a JSON object")
+        keys = set(data)
+        if keys != _KEYS:
+            missing, extra = sorted(_KEYS - keys), sorted(keys - _KEYS)
+            raise _malformed(f"transcript keys: missing {missing}, unknown {extra}")
+        seeds = data["client_seeds"]
+        if not isinstance(seeds, list):
+            raise _malformed("client_seeds must be a list of hex strings")
+        codes = data["cards"]
+        if not isinstance(codes, list) or not all(isinstance(c, str) for c in codes):
+            raise _malformed("cards must be a list of card codes")
+        deck = _text(data, "deck")
+        try:
+            spec = DeckSpec.parse(deck)
+            cards = tuple(Card(c).id for c in codes)
+            # Each code must be this deck's own spelling of its card ("As.1" in a shoe).
+            for position, (code, card_id) in enumerate(zip(codes, cards, strict=True)):
+                if spec.card_for_id(card_id).code != code:
+                    raise _malformed(f"cards[{position}]: {code!r} is not a card of deck {deck!r}")
+        except InvalidInput as e:
+            raise _malformed(f"cards: {e}") from None
+        return cls(
+            version=_text(data, "version"),
+            deck=deck,
+            hand_id=_text(data, "hand_id"),
+            commitment=_hex(data["commitment"], "commitment"),
+            server_seed=_hex(data["server_seed"], "server_seed"),
+            client_seeds=tuple(_hex(s, f"client_seeds[{i}]") for i, s in enumerate(seeds)),
+            cards=cards,
+        )
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Transcript:
+        try:
+            data = json.loads(text)
+        except (ValueError, UnicodeDecodeError) as e:
+            raise _malformed(f"not JSON: {e}") from None
+        return cls.from_dict(data)
+
+
+def _malformed(message: str) -> VerificationError:
+    return VerificationError("malformed", message)
+
+
+def _text(data: dict[str, Any], key: str) -> str:
+    value = data[key]
+    if not isinstance(value, str):
+        raise _malformed(f"{key} must be a string")
+    return value
+
+
+def _hex(value: object, key: str) -> bytes:
+    if not isinstance(value, str) or not _HEX.fullmatch(value):
+        raise _malformed(f"{key} must be lower-case hex with an even number of digits")
+    return bytes.fromhex(value)

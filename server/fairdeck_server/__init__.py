@@ -1,0 +1,1 @@
+"""fairdeck_server: the dealer service (gRPC edge, storage, transparency log)."""
