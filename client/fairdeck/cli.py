@@ -113,7 +113,17 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("transcript", help="transcript file, or - for standard input")
     check.set_defaults(handler=cmd_verify)
 
+    _add_server_commands(sub)
     return parser
+
+
+def _add_server_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Commands that live in the server package (absent from a client-only install)."""
+    try:
+        from fairdeck_server import commands
+    except ImportError:
+        return
+    commands.register(sub)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,185 @@
+"""Everything the two dealer clients share that does no I/O.
+
+Each public operation is described once here as a ``Call``: the RPC name,
+the request message, and how to turn the response into SDK types. The sync
+and async clients (client.py) only differ in how they send it.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+import grpc
+from google.protobuf.message import Message
+
+from fairdeck.cards import Card
+from fairdeck.models import DealtHand, Draw, Hand, LogReceipt, cards, client_seed_to_proto
+from fairdeck.v1 import dealer_pb2 as pb
+
+R = TypeVar("R")
+SERVICE = "fairdeck.v1.DealerService"
+MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+
+# Retried on UNAVAILABLE by gRPC itself: only calls that are safe to repeat.
+# Opens are safe because the SDK always sends a request_id (see below).
+RETRYABLE_METHODS = ("GetHand", "CloseHand", "OpenHand", "DealNewHand")
+SERVICE_CONFIG = json.dumps(
+    {
+        "methodConfig": [
+            {
+                "name": [{"service": SERVICE, "method": m} for m in RETRYABLE_METHODS],
+                "retryPolicy": {
+                    "maxAttempts": 4,
+                    "initialBackoff": "0.1s",
+                    "maxBackoff": "2s",
+                    "backoffMultiplier": 2,
+                    "retryableStatusCodes": ["UNAVAILABLE"],
+                },
+            }
+        ]
+    }
+)
+
+
+@dataclass(frozen=True)
+class ClientConfig:
+    """How a client reaches the dealer. Shared by DealerClient and AsyncDealerClient."""
+
+    target: str = "127.0.0.1:50051"
+    """host:port of the dealer."""
+    credentials: grpc.ChannelCredentials | None = None
+    """TLS (or mTLS) credentials; None for a plain-text channel on a trusted network."""
+    api_token: str | None = field(default=None, repr=False)
+    """Sent as ``authorization: Bearer <token>``."""
+    metadata: tuple[tuple[str, str], ...] = ()
+    """Extra metadata sent with every call."""
+    timeout: float | None = 10.0
+    """Default deadline of each call, in seconds (None: no deadline)."""
+    options: tuple[tuple[str, Any], ...] = ()
+    """Extra gRPC channel options."""
+
+    def channel_options(self) -> list[tuple[str, Any]]:
+        return [
+            ("grpc.service_config", SERVICE_CONFIG),
+            ("grpc.enable_retries", 1),
+            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            *self.options,
+        ]
+
+    def call_metadata(self) -> tuple[tuple[str, str], ...]:
+        token = (("authorization", f"Bearer {self.api_token}"),) if self.api_token else ()
+        return token + self.metadata
+
+
+@dataclass(frozen=True)
+class Call(Generic[R]):
+    """One unary RPC: what to send and how to read the answer."""
+
+    method: str
+    request: Message
+    parse: Callable[[Any], R]
+
+
+@dataclass(frozen=True)
+class Deal:
+    """A hand opened, shuffled and dealt in one call."""
+
+    hand: Hand
+    cards: tuple[Card, ...]
+
+
+def _seeds(client_seeds: Iterable[str | bytes]) -> list[pb.ClientSeed]:
+    return [client_seed_to_proto(s) for s in client_seeds]
+
+
+def _request_id(request_id: str | None) -> str:
+    # Every open carries an id, so a retry after a lost answer finds the same
+    # hand instead of committing a second deck.
+    return request_id if request_id is not None else uuid.uuid4().hex
+
+
+def open_hand(deck: str, request_id: str | None) -> Call[Hand]:
+    return Call(
+        "OpenHand",
+        pb.OpenHandRequest(deck=deck, request_id=_request_id(request_id)),
+        lambda r: Hand.from_proto(r.hand),
+    )
+
+
+def add_client_seeds(hand_id: str, client_seeds: Sequence[str | bytes]) -> Call[Hand]:
+    return Call(
+        "AddClientSeeds",
+        pb.AddClientSeedsRequest(hand_id=hand_id, client_seeds=_seeds(client_seeds)),
+        lambda r: Hand.from_proto(r.hand),
+    )
+
+
+def shuffle(hand_id: str, client_seeds: Sequence[str | bytes]) -> Call[Hand]:
+    return Call(
+        "ShuffleHand",
+        pb.ShuffleHandRequest(hand_id=hand_id, client_seeds=_seeds(client_seeds)),
+        lambda r: Hand.from_proto(r.hand),
+    )
+
+
+def draw(hand_id: str, count: int) -> Call[Draw]:
+    return Call(
+        "DrawCards",
+        pb.DrawCardsRequest(hand_id=hand_id, count=count),
+        lambda r: Draw(cards(r.deck, r.cards), r.position, r.remaining_count),
+    )
+
+
+def deal(hand_id: str) -> Call[Draw]:
+    return Call(
+        "DealHand",
+        pb.DealHandRequest(hand_id=hand_id),
+        lambda r: Draw(cards(r.deck, r.cards), r.position, 0),
+    )
+
+
+def deal_new_hand(deck: str, client_seeds: Sequence[str | bytes], request_id: str | None) -> Call[Deal]:
+    return Call(
+        "DealNewHand",
+        pb.DealNewHandRequest(
+            deck=deck, client_seeds=_seeds(client_seeds), request_id=_request_id(request_id)
+        ),
+        lambda r: Deal(Hand.from_proto(r.hand), cards(r.hand.deck, r.cards)),
+    )
+
+
+def close(hand_id: str) -> Call[Hand]:
+    return Call("CloseHand", pb.CloseHandRequest(hand_id=hand_id), lambda r: Hand.from_proto(r.hand))
+
+
+def get(hand_id: str) -> Call[Hand]:
+    return Call("GetHand", pb.GetHandRequest(hand_id=hand_id), lambda r: Hand.from_proto(r.hand))
+
+
+def deal_hands_request(
+    deck: str, hand_count: int, client_seeds: Sequence[str | bytes], close: bool
+) -> pb.DealHandsRequest:
+    return pb.DealHandsRequest(
+        deck=deck, hand_count=hand_count, client_seeds=_seeds(client_seeds), close=close
+    )
+
+
+def dealt_hands(response: pb.DealHandsResponse) -> list[DealtHand]:
+    return [
+        DealtHand(
+            hand_id=h.hand_id,
+            deck=response.deck,
+            version=response.version,
+            commitment=h.commitment,
+            cards=cards(response.deck, h.cards),
+            commit_receipt=LogReceipt(h.commit_receipt.index),
+            server_seed=h.server_seed or None,
+            reveal_receipt=LogReceipt(h.reveal_receipt.index) if h.HasField("reveal_receipt") else None,
+        )
+        for h in response.hands
+    ]

@@ -1,0 +1,226 @@
+"""The dealer clients: ``DealerClient`` (blocking) and ``AsyncDealerClient`` (asyncio).
+
+Both describe each operation with the same ``calls`` function and differ only
+in how they send it; tests/client/test_client_surface.py checks they expose
+the same methods with the same signatures.
+
+    with DealerClient("127.0.0.1:50051") as dealer:
+        hand = dealer.open_hand("standard")
+        dealer.shuffle(hand.hand_id, ["alice", "bob"])
+        hole = dealer.draw(hand.hand_id, 2)
+        closed = dealer.close(hand.hand_id)
+        closed.verify(commitment=hand.commitment)
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator, Sequence
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+import grpc
+
+from fairdeck import calls
+from fairdeck.calls import Call, ClientConfig, Deal
+from fairdeck.exceptions import from_rpc_error
+from fairdeck.models import DealtHand, Draw, Hand
+from fairdeck.v1 import dealer_pb2_grpc
+
+R = TypeVar("R")
+
+
+class DealerClient:
+    """A blocking client for the dealer."""
+
+    def __init__(
+        self,
+        target: str = "127.0.0.1:50051",
+        *,
+        credentials: grpc.ChannelCredentials | None = None,
+        api_token: str | None = None,
+        metadata: Sequence[tuple[str, str]] = (),
+        timeout: float | None = 10.0,
+        options: Sequence[tuple[str, Any]] = (),
+    ) -> None:
+        self.config = ClientConfig(target, credentials, api_token, tuple(metadata), timeout, tuple(options))
+        c = self.config
+        self._channel = (
+            grpc.secure_channel(c.target, c.credentials, c.channel_options())
+            if c.credentials is not None
+            else grpc.insecure_channel(c.target, c.channel_options())
+        )
+        self._stub = dealer_pb2_grpc.DealerServiceStub(self._channel)
+
+    def _run(self, call: Call[R]) -> R:
+        try:
+            response = getattr(self._stub, call.method)(
+                call.request, timeout=self.config.timeout, metadata=self.config.call_metadata()
+            )
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from e
+        return call.parse(response)
+
+    def open_hand(self, deck: str = "standard", *, request_id: str | None = None) -> Hand:
+        """Open a hand; its commitment is published before any card is seen."""
+        return self._run(calls.open_hand(deck, request_id))
+
+    def add_client_seeds(self, hand_id: str, client_seeds: Sequence[str | bytes]) -> Hand:
+        """Add seeds (seat by seat) before the shuffle."""
+        return self._run(calls.add_client_seeds(hand_id, client_seeds))
+
+    def shuffle(self, hand_id: str, client_seeds: Sequence[str | bytes] = ()) -> Hand:
+        """Fix the client seeds (adding these last ones) and the deck."""
+        return self._run(calls.shuffle(hand_id, client_seeds))
+
+    def draw(self, hand_id: str, count: int = 1) -> Draw:
+        """The next ``count`` cards from the top."""
+        return self._run(calls.draw(hand_id, count))
+
+    def deal(self, hand_id: str) -> Draw:
+        """Every card not dealt yet, in order."""
+        return self._run(calls.deal(hand_id))
+
+    def deal_new_hand(
+        self,
+        deck: str = "standard",
+        *,
+        client_seeds: Sequence[str | bytes] = (),
+        request_id: str | None = None,
+    ) -> Deal:
+        """Open, shuffle and deal a whole deck in one call."""
+        return self._run(calls.deal_new_hand(deck, client_seeds, request_id))
+
+    def close(self, hand_id: str) -> Hand:
+        """Close the hand: the seed is revealed and the transcript returned."""
+        return self._run(calls.close(hand_id))
+
+    def get(self, hand_id: str) -> Hand:
+        """A hand's state (and transcript once closed)."""
+        return self._run(calls.get(hand_id))
+
+    def deal_hands(
+        self,
+        deck: str = "standard",
+        hand_count: int = 1,
+        *,
+        client_seeds: Sequence[str | bytes] = (),
+        close: bool = False,
+    ) -> Iterator[DealtHand]:
+        """Open and deal many hands; yields them as the dealer streams them."""
+        request = calls.deal_hands_request(deck, hand_count, client_seeds, close)
+        try:
+            for response in self._stub.DealHands(request, timeout=None, metadata=self.config.call_metadata()):
+                yield from calls.dealt_hands(response)
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from e
+
+    def close_channel(self) -> None:
+        self._channel.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close_channel()
+
+
+class AsyncDealerClient:
+    """An asyncio client for the dealer; same methods as DealerClient, awaited."""
+
+    def __init__(
+        self,
+        target: str = "127.0.0.1:50051",
+        *,
+        credentials: grpc.ChannelCredentials | None = None,
+        api_token: str | None = None,
+        metadata: Sequence[tuple[str, str]] = (),
+        timeout: float | None = 10.0,
+        options: Sequence[tuple[str, Any]] = (),
+    ) -> None:
+        self.config = ClientConfig(target, credentials, api_token, tuple(metadata), timeout, tuple(options))
+        c = self.config
+        self._channel = (
+            grpc.aio.secure_channel(c.target, c.credentials, c.channel_options())
+            if c.credentials is not None
+            else grpc.aio.insecure_channel(c.target, c.channel_options())
+        )
+        self._stub = dealer_pb2_grpc.DealerServiceStub(self._channel)
+
+    async def _run(self, call: Call[R]) -> R:
+        try:
+            response = await getattr(self._stub, call.method)(
+                call.request, timeout=self.config.timeout, metadata=self.config.call_metadata()
+            )
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from e
+        return call.parse(response)
+
+    async def open_hand(self, deck: str = "standard", *, request_id: str | None = None) -> Hand:
+        """Open a hand; its commitment is published before any card is seen."""
+        return await self._run(calls.open_hand(deck, request_id))
+
+    async def add_client_seeds(self, hand_id: str, client_seeds: Sequence[str | bytes]) -> Hand:
+        """Add seeds (seat by seat) before the shuffle."""
+        return await self._run(calls.add_client_seeds(hand_id, client_seeds))
+
+    async def shuffle(self, hand_id: str, client_seeds: Sequence[str | bytes] = ()) -> Hand:
+        """Fix the client seeds (adding these last ones) and the deck."""
+        return await self._run(calls.shuffle(hand_id, client_seeds))
+
+    async def draw(self, hand_id: str, count: int = 1) -> Draw:
+        """The next ``count`` cards from the top."""
+        return await self._run(calls.draw(hand_id, count))
+
+    async def deal(self, hand_id: str) -> Draw:
+        """Every card not dealt yet, in order."""
+        return await self._run(calls.deal(hand_id))
+
+    async def deal_new_hand(
+        self,
+        deck: str = "standard",
+        *,
+        client_seeds: Sequence[str | bytes] = (),
+        request_id: str | None = None,
+    ) -> Deal:
+        """Open, shuffle and deal a whole deck in one call."""
+        return await self._run(calls.deal_new_hand(deck, client_seeds, request_id))
+
+    async def close(self, hand_id: str) -> Hand:
+        """Close the hand: the seed is revealed and the transcript returned."""
+        return await self._run(calls.close(hand_id))
+
+    async def get(self, hand_id: str) -> Hand:
+        """A hand's state (and transcript once closed)."""
+        return await self._run(calls.get(hand_id))
+
+    async def deal_hands(
+        self,
+        deck: str = "standard",
+        hand_count: int = 1,
+        *,
+        client_seeds: Sequence[str | bytes] = (),
+        close: bool = False,
+    ) -> AsyncIterator[DealtHand]:
+        """Open and deal many hands; yields them as the dealer streams them."""
+        request = calls.deal_hands_request(deck, hand_count, client_seeds, close)
+        try:
+            async for response in self._stub.DealHands(
+                request, timeout=None, metadata=self.config.call_metadata()
+            ):
+                for hand in calls.dealt_hands(response):
+                    yield hand
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from e
+
+    async def close_channel(self) -> None:
+        await self._channel.close(grace=None)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close_channel()

@@ -1,0 +1,115 @@
+"""SDK exceptions: one class per meaning, raised ``from`` the grpc.RpcError.
+
+The dealer attaches a google.rpc.ErrorInfo with a stable ``reason`` to every
+error; ``from_rpc_error`` picks the class by reason first, then by status
+code. Every exception carries ``code``, ``reason`` and ``field``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+from google.rpc import error_details_pb2, status_pb2
+
+STATUS_DETAILS_KEY = "grpc-status-details-bin"
+
+
+class FairdeckError(Exception):
+    """A call to the dealer failed."""
+
+    def __init__(
+        self, message: str, *, code: grpc.StatusCode, reason: str = "", field: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.reason = reason
+        self.field = field
+
+
+class InvalidArgument(FairdeckError):
+    """The request was malformed; ``field`` names the offending field."""
+
+
+class HandNotFound(FairdeckError):
+    """No such hand (or not one of yours)."""
+
+
+class HandClosed(FairdeckError):
+    """The hand is closed: no more draws or seeds."""
+
+
+class HandAlreadyShuffled(FairdeckError):
+    """The hand's client seeds are fixed already."""
+
+
+class NotEnoughCards(FairdeckError):
+    """Fewer cards are left than were asked for."""
+
+
+class RequestIdReused(FairdeckError):
+    """The request id was used before for a different request."""
+
+
+class PermissionDenied(FairdeckError):
+    """The caller may not do this."""
+
+
+class Unauthenticated(FairdeckError):
+    """Missing or invalid credentials."""
+
+
+class ResourceExhausted(FairdeckError):
+    """A limit was hit; retry later."""
+
+
+class Unavailable(FairdeckError):
+    """The dealer could not be reached or could not record the request."""
+
+
+class DeadlineExceeded(FairdeckError):
+    """The call did not finish within its deadline."""
+
+
+_BY_REASON: dict[str, type[FairdeckError]] = {
+    "HAND_NOT_FOUND": HandNotFound,
+    "HAND_CLOSED": HandClosed,
+    "HAND_ALREADY_SHUFFLED": HandAlreadyShuffled,
+    "NOT_ENOUGH_CARDS": NotEnoughCards,
+    "REQUEST_ID_REUSED": RequestIdReused,
+}
+_BY_CODE: dict[grpc.StatusCode, type[FairdeckError]] = {
+    grpc.StatusCode.INVALID_ARGUMENT: InvalidArgument,
+    grpc.StatusCode.NOT_FOUND: HandNotFound,
+    grpc.StatusCode.PERMISSION_DENIED: PermissionDenied,
+    grpc.StatusCode.UNAUTHENTICATED: Unauthenticated,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: ResourceExhausted,
+    grpc.StatusCode.UNAVAILABLE: Unavailable,
+    grpc.StatusCode.DEADLINE_EXCEEDED: DeadlineExceeded,
+}
+
+
+def from_rpc_error(error: grpc.RpcError) -> FairdeckError:
+    """The SDK exception for a failed call (works for sync and aio errors)."""
+    call: Any = error  # a grpc.Call (sync) or grpc.aio.AioRpcError: both have these methods
+    code: grpc.StatusCode = call.code()
+    message: str = call.details() or code.name
+    reason, field = "", None
+    for key, value in call.trailing_metadata() or ():
+        if key == STATUS_DETAILS_KEY and isinstance(value, bytes):
+            reason, field = _error_info(value)
+    cls = _BY_REASON.get(reason) or _BY_CODE.get(code, FairdeckError)
+    return cls(message, code=code, reason=reason, field=field)
+
+
+def _error_info(data: bytes) -> tuple[str, str | None]:
+    status = status_pb2.Status()
+    try:
+        status.ParseFromString(data)
+    except Exception:  # a malformed trailer is no reason to lose the status code
+        return "", None
+    for detail in status.details:
+        info = error_details_pb2.ErrorInfo()
+        if detail.Unpack(info):
+            return info.reason, info.metadata.get("field")
+    return "", None

@@ -1,0 +1,1 @@
+"""Generated code for the fairdeck.v1 contract (see proto/). Do not edit."""

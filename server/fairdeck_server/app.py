@@ -1,0 +1,116 @@
+"""Assembling and running the dealer: storage, vault, gRPC server, health,
+reflection, and a graceful drain on SIGTERM.
+
+>>> ServerConfig().listen
+'127.0.0.1:50051'
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from fairdeck.v1 import dealer_pb2, dealer_pb2_grpc
+from fairdeck_server.dealer import Dealer
+from fairdeck_server.servicer import DealerServicer
+from fairdeck_server.storage.sqlite import SqliteStorage
+from fairdeck_server.vault import load_or_create_key
+
+log = logging.getLogger(__name__)
+DEALER_SERVICE = dealer_pb2.DESCRIPTOR.services_by_name["DealerService"].full_name
+MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """How to run the dealer."""
+
+    listen: str = "127.0.0.1:50051"
+    """host:port to listen on; port 0 picks a free one."""
+    data_dir: Path = field(default_factory=lambda: Path("fairdeck-data"))
+    """Where the SQLite database (and, by default, the keys) live."""
+    seed_key_file: Path | None = None
+    """AES key for seeds at rest; default DATA_DIR/seed.key (created 0600)."""
+    grace_seconds: float = 10.0
+    """On SIGTERM, how long calls in flight may take to finish."""
+
+
+class DealerServer:
+    """The running dealer. ``start`` returns the bound port."""
+
+    def __init__(self, config: ServerConfig) -> None:
+        self.config = config
+        self.storage = SqliteStorage(config.data_dir / "fairdeck.db")
+        self.port = 0
+
+    async def start(self) -> int:
+        # Made here, not in __init__: grpc.aio binds them to the running loop.
+        self.health = health.aio.HealthServicer()  # type: ignore[attr-defined]
+        self.server = grpc.aio.server(
+            options=[
+                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.so_reuseport", 0),
+            ]
+        )
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        await self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
+        reflection.enable_server_reflection(
+            [
+                DEALER_SERVICE,
+                health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+                reflection.SERVICE_NAME,
+            ],
+            self.server,
+        )
+        vault = load_or_create_key(self.config.seed_key_file or self.config.data_dir / "seed.key")
+        dealer_pb2_grpc.add_DealerServiceServicer_to_server(
+            DealerServicer(Dealer(self.storage, vault)), self.server
+        )
+        self.port = self.server.add_insecure_port(self.config.listen)
+        if self.port == 0:
+            raise OSError(f"cannot listen on {self.config.listen}")
+        await self.server.start()
+        # Health says NOT_SERVING until storage is open; calls made meanwhile wait for it.
+        await self.storage.start()
+        await self._set_health(health_pb2.HealthCheckResponse.SERVING)
+        return self.port
+
+    async def stop(self) -> None:
+        """Drain: report NOT_SERVING, refuse new calls, finish those in flight, flush."""
+        await self.health.enter_graceful_shutdown()
+        await self.server.stop(self.config.grace_seconds)
+        await self.storage.close()
+
+    async def _set_health(self, status: health_pb2.HealthCheckResponse.ServingStatus.ValueType) -> None:
+        for name in ("", DEALER_SERVICE):
+            await self.health.set(name, status)
+
+
+async def serve(config: ServerConfig, *, ready: asyncio.Event | None = None) -> None:
+    """Run until SIGTERM or SIGINT, then drain and return."""
+    server = DealerServer(config)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        port = await server.start()
+    except BaseException:
+        await server.storage.close()
+        raise
+    host = config.listen.rsplit(":", 1)[0]
+    print(f"fairdeck dealer listening on {host}:{port} (data: {config.data_dir})", flush=True)
+    if ready is not None:
+        ready.set()
+    await stop.wait()
+    log.info("draining")
+    await server.stop()
+    print("fairdeck dealer stopped", flush=True)

@@ -1,0 +1,347 @@
+"""The dealer's rules: the lifecycle of a hand, on top of the core and a Storage.
+
+No grpc here: the servicer turns requests into these calls and DealerError
+into status codes. Entropy, the clock and hand ids are injected so tests can
+pin them. Every state change goes through ``Storage.update_hand`` with a pure
+``decide`` function, so the rules hold the same on every engine.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, replace
+from functools import lru_cache
+
+from fairdeck.commitment import commit
+from fairdeck.decks import DeckSpec
+from fairdeck.derivation import Plan, plan
+from fairdeck.errors import InvalidInput
+from fairdeck.logentry import CommitEntry, RevealEntry
+from fairdeck.seeds import MAX_CLIENT_SEEDS, check_hand_id, normalize_client_seed
+from fairdeck.transcript import Transcript
+from fairdeck.versions import CURRENT_VERSION
+from fairdeck_server import errors
+from fairdeck_server.storage.base import Change, HandRecord, HandState, NewHand, Storage
+from fairdeck_server.vault import SeedVault, VaultError
+
+MAX_BATCH_HANDS = 100_000
+"""DealHands: at most this many hands per call."""
+BATCH_CHUNK = 256
+"""DealHands: hands per streamed message and per storage transaction."""
+DEFAULT_TENANT = "default"
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _new_hand_id() -> str:
+    return secrets.token_hex(10)
+
+
+@dataclass(frozen=True)
+class Draw:
+    deck: str
+    cards: tuple[int, ...]
+    position: int
+    remaining: int
+
+
+class Dealer:
+    """Opens, shuffles, deals and closes hands."""
+
+    def __init__(
+        self,
+        storage: Storage,
+        vault: SeedVault,
+        *,
+        entropy: Callable[[int], bytes] = secrets.token_bytes,
+        clock_ms: Callable[[], int] = _now_ms,
+        new_hand_id: Callable[[], str] = _new_hand_id,
+        version: str = CURRENT_VERSION,
+    ) -> None:
+        self.storage = storage
+        self.vault = vault
+        self._entropy = entropy
+        self._clock_ms = clock_ms
+        self._new_hand_id = new_hand_id
+        self._version = version
+        self._deck_cache = lru_cache(maxsize=4096)(self._derive)
+
+    # -- opening ----------------------------------------------------------------
+
+    async def open_hand(self, tenant: str, deck: str, request_id: str) -> HandRecord:
+        p = self._plan(deck)
+        rid = _request_id(request_id)
+        new, _, _ = self._new_hand(tenant, p, rid, ())
+        (record,) = await self.storage.create_hands([new])
+        return record
+
+    async def deal_new_hand(
+        self, tenant: str, deck: str, client_seeds: Sequence[str | bytes], request_id: str
+    ) -> tuple[HandRecord, tuple[int, ...]]:
+        """Open, shuffle and deal the whole deck in one durable step."""
+        p = self._plan(deck)
+        seeds = _client_seeds(client_seeds)
+        rid = _request_id(request_id)
+        new, _, cards = self._new_hand(tenant, p, rid, seeds, state=HandState.SHUFFLED)
+        (record,) = await self.storage.create_hands([new])
+        if record.hand_id != new.record.hand_id:  # an idempotent retry: deal what was stored
+            if record.dealt != len(cards):
+                raise errors.DealerError(
+                    errors.Status.ALREADY_EXISTS,
+                    "REQUEST_ID_REUSED",
+                    "request_id names a hand that was not opened by DealNewHand",
+                    "request_id",
+                )
+            cards = self._cards(record)
+        return record, cards
+
+    async def deal_hands(
+        self, tenant: str, deck: str, count: int, client_seeds: Sequence[str | bytes], close: bool
+    ) -> AsyncIterator[list[tuple[HandRecord, tuple[int, ...], bytes | None]]]:
+        """Open and deal ``count`` hands, in durable chunks of BATCH_CHUNK."""
+        p = self._plan(deck)
+        if not 1 <= count <= MAX_BATCH_HANDS:
+            raise errors.invalid("hand_count", "INVALID_HAND_COUNT", f"must be 1..{MAX_BATCH_HANDS}")
+        seeds = _client_seeds(client_seeds)
+        state = HandState.CLOSED if close else HandState.SHUFFLED
+        return self._deal_chunks(tenant, p, count, seeds, state)
+
+    async def _deal_chunks(
+        self, tenant: str, p: Plan, count: int, seeds: tuple[bytes, ...], state: HandState
+    ) -> AsyncIterator[list[tuple[HandRecord, tuple[int, ...], bytes | None]]]:
+        done = 0
+        while done < count:
+            made = [
+                self._new_hand(tenant, p, None, seeds, state=state)
+                for _ in range(min(BATCH_CHUNK, count - done))
+            ]
+            records = await self.storage.create_hands([new for new, _, _ in made])
+            revealed = state is HandState.CLOSED
+            yield [
+                (record, cards, seed if revealed else None)
+                for record, (_, seed, cards) in zip(records, made, strict=True)
+            ]
+            done += len(made)
+
+    def _new_hand(
+        self,
+        tenant: str,
+        p: Plan,
+        request_id: str | None,
+        seeds: tuple[bytes, ...],
+        state: HandState = HandState.OPEN,
+    ) -> tuple[NewHand, bytes, tuple[int, ...]]:
+        """A new hand: fresh seed, commitment, sealed seed, commit entry (and
+        the deck, unless it stays open for client seeds)."""
+        hand_id = self._new_hand_id()
+        now = self._clock_ms()
+        seed = self._entropy(p.seed_bytes)
+        commitment = commit(p.spec.name, hand_id, seed, version=self._version)
+        cards = p.derive(hand_id, seed, seeds) if state is not HandState.OPEN else ()
+        closed = state is HandState.CLOSED
+        record = HandRecord(
+            tenant=tenant,
+            hand_id=hand_id,
+            request_id=request_id,
+            deck=p.spec.name,
+            version=self._version,
+            commitment=commitment,
+            sealed_seed=self.vault.seal(hand_id, seed),
+            client_seeds=seeds,
+            state=state,
+            dealt=len(cards),
+            created_ms=now,
+            commit_index=-1,
+            closed_ms=now if closed else None,
+            server_seed=seed if closed else None,
+        )
+        entry = CommitEntry(now, hand_id, self._version, p.spec.name, commitment).encode()
+        reveal = RevealEntry(now, hand_id, seed, seeds).encode() if closed else None
+        return NewHand(record, entry, reveal), seed, cards
+
+    # -- seeds and shuffling ---------------------------------------------------------
+
+    async def add_client_seeds(
+        self, tenant: str, hand_id: str, client_seeds: Sequence[str | bytes]
+    ) -> HandRecord:
+        _hand_id(hand_id)
+        seeds = _client_seeds(client_seeds)
+
+        def decide(r: HandRecord) -> tuple[Change, HandRecord]:
+            if r.state is not HandState.OPEN:
+                raise _not_open(r)
+            new = replace(r, client_seeds=_combined(r.client_seeds, seeds))
+            return Change(new), new
+
+        return (await self.storage.update_hand(tenant, hand_id, decide))[0]
+
+    async def shuffle(self, tenant: str, hand_id: str, client_seeds: Sequence[str | bytes]) -> HandRecord:
+        _hand_id(hand_id)
+        seeds = _client_seeds(client_seeds)
+
+        def decide(r: HandRecord) -> tuple[Change, HandRecord]:
+            if r.state is not HandState.OPEN:
+                raise _not_open(r)
+            new = replace(r, client_seeds=_combined(r.client_seeds, seeds), state=HandState.SHUFFLED)
+            self._cards(new)  # derive now, so the first draw is a cache hit
+            return Change(new), new
+
+        return (await self.storage.update_hand(tenant, hand_id, decide))[0]
+
+    # -- dealing -------------------------------------------------------------------
+
+    async def draw(self, tenant: str, hand_id: str, count: int) -> Draw:
+        _hand_id(hand_id)
+        if count < 1:
+            raise errors.invalid("count", "INVALID_COUNT", "must be at least 1")
+
+        def decide(r: HandRecord) -> tuple[Change, Draw]:
+            r = self._shuffled(r)
+            size = DeckSpec.parse(r.deck).size
+            if count > size:
+                raise errors.invalid("count", "INVALID_COUNT", f"must be at most the deck size {size}")
+            if r.dealt + count > size:
+                raise errors.precondition(
+                    "NOT_ENOUGH_CARDS", f"{size - r.dealt} cards left, {count} requested"
+                )
+            cards = self._cards(r)[r.dealt : r.dealt + count]
+            new = replace(r, dealt=r.dealt + count)
+            return Change(new), Draw(r.deck, cards, r.dealt, size - new.dealt)
+
+        return (await self.storage.update_hand(tenant, hand_id, decide))[1]
+
+    async def deal(self, tenant: str, hand_id: str) -> Draw:
+        """Deal every card not dealt yet."""
+        _hand_id(hand_id)
+
+        def decide(r: HandRecord) -> tuple[Change, Draw]:
+            r = self._shuffled(r)
+            cards = self._cards(r)
+            new = replace(r, dealt=len(cards))
+            return Change(new), Draw(r.deck, cards[r.dealt :], r.dealt, 0)
+
+        return (await self.storage.update_hand(tenant, hand_id, decide))[1]
+
+    # -- closing and reading -------------------------------------------------------------
+
+    async def close(self, tenant: str, hand_id: str) -> HandRecord:
+        """Reveal the seed and record it. Closing a closed hand returns it as is."""
+        _hand_id(hand_id)
+
+        def decide(r: HandRecord) -> tuple[Change, None]:
+            if r.state is HandState.CLOSED:
+                return Change(r), None
+            seed = self._open_seed(r)
+            now = self._clock_ms()
+            new = replace(r, state=HandState.CLOSED, closed_ms=now, server_seed=seed)
+            entry = RevealEntry(now, r.hand_id, seed, r.client_seeds).encode()
+            return Change(new, entry), None
+
+        return (await self.storage.update_hand(tenant, hand_id, decide))[0]
+
+    async def get(self, tenant: str, hand_id: str) -> HandRecord:
+        _hand_id(hand_id)
+        record = await self.storage.get_hand(tenant, hand_id)
+        if record is None:
+            raise errors.hand_not_found()
+        return record
+
+    def transcript(self, record: HandRecord) -> Transcript:
+        """The transcript of a closed hand."""
+        if record.server_seed is None:
+            raise errors.precondition("HAND_NOT_CLOSED", "the hand is not closed; its seed is still secret")
+        return Transcript(
+            version=record.version,
+            deck=record.deck,
+            hand_id=record.hand_id,
+            commitment=record.commitment,
+            server_seed=record.server_seed,
+            client_seeds=record.client_seeds,
+            cards=self._cards(record),
+        )
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _plan(self, deck: str) -> Plan:
+        try:
+            return plan(self._version, deck)
+        except InvalidInput:
+            raise errors.invalid("deck", "UNKNOWN_DECK", "unknown deck spec") from None
+
+    def _shuffled(self, r: HandRecord) -> HandRecord:
+        if r.state is HandState.CLOSED:
+            raise errors.precondition("HAND_CLOSED", "the hand is closed")
+        return replace(r, state=HandState.SHUFFLED) if r.state is HandState.OPEN else r
+
+    def _cards(self, r: HandRecord) -> tuple[int, ...]:
+        return self._deck_cache(r.hand_id, r.deck, r.version, r.sealed_seed, r.client_seeds)
+
+    def _derive(
+        self, hand_id: str, deck: str, version: str, sealed: bytes, client_seeds: tuple[bytes, ...]
+    ) -> tuple[int, ...]:
+        seed = self._open_sealed(hand_id, sealed)
+        return plan(version, deck).derive(hand_id, seed, client_seeds)
+
+    def _open_seed(self, r: HandRecord) -> bytes:
+        return self._open_sealed(r.hand_id, r.sealed_seed)
+
+    def _open_sealed(self, hand_id: str, sealed: bytes) -> bytes:
+        try:
+            return self.vault.open(hand_id, sealed)
+        except VaultError as e:
+            raise errors.DealerError(errors.Status.INTERNAL, "SEED_UNAVAILABLE", str(e)) from None
+
+
+def _not_open(r: HandRecord) -> errors.DealerError:
+    if r.state is HandState.CLOSED:
+        return errors.precondition("HAND_CLOSED", "the hand is closed")
+    return errors.precondition("HAND_ALREADY_SHUFFLED", "the hand is already shuffled; seeds are fixed")
+
+
+def _combined(old: tuple[bytes, ...], new: tuple[bytes, ...]) -> tuple[bytes, ...]:
+    if len(old) + len(new) > MAX_CLIENT_SEEDS:
+        raise errors.invalid(
+            "client_seeds", "TOO_MANY_CLIENT_SEEDS", f"at most {MAX_CLIENT_SEEDS} client seeds per hand"
+        )
+    return old + new
+
+
+def _client_seeds(seeds: Sequence[str | bytes]) -> tuple[bytes, ...]:
+    if len(seeds) > MAX_CLIENT_SEEDS:
+        raise errors.invalid(
+            "client_seeds", "TOO_MANY_CLIENT_SEEDS", f"at most {MAX_CLIENT_SEEDS} client seeds per hand"
+        )
+    out = []
+    for i, seed in enumerate(seeds):
+        try:
+            out.append(normalize_client_seed(seed))
+        except InvalidInput as e:
+            raise errors.invalid(f"client_seeds[{i}]", "INVALID_CLIENT_SEED", str(e)) from None
+    return tuple(out)
+
+
+def _request_id(request_id: str) -> str | None:
+    if not request_id:
+        return None
+    try:
+        check_hand_id(request_id)
+    except InvalidInput:
+        raise errors.invalid(
+            "request_id", "INVALID_REQUEST_ID", "must be 1..64 characters of A-Z a-z 0-9 . _ : -"
+        ) from None
+    return request_id
+
+
+def _hand_id(hand_id: str) -> None:
+    if not hand_id:
+        raise errors.invalid("hand_id", "MISSING_HAND_ID", "required")
+    try:
+        check_hand_id(hand_id)
+    except InvalidInput:
+        raise errors.invalid(
+            "hand_id", "INVALID_HAND_ID", "must be 1..64 characters of A-Z a-z 0-9 . _ : -"
+        ) from None

@@ -1,0 +1,222 @@
+"""The gRPC edge: protobuf in, dealer calls, protobuf out.
+
+Errors are translated here and nowhere else: a DealerError becomes its
+canonical status with a google.rpc.Status detail holding an ErrorInfo
+(stable ``reason``, ``field`` in metadata); anything unexpected becomes
+INTERNAL with a fixed message, logged server-side without request data.
+A client never sees a stack trace.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+import grpc
+from google.protobuf import any_pb2, timestamp_pb2
+from google.rpc import error_details_pb2, status_pb2
+
+from fairdeck.decks import DeckSpec
+from fairdeck.v1 import dealer_pb2 as pb
+from fairdeck.v1 import dealer_pb2_grpc
+from fairdeck_server import errors
+from fairdeck_server.dealer import DEFAULT_TENANT, Dealer
+from fairdeck_server.storage.base import HandRecord, HandState
+
+log = logging.getLogger(__name__)
+ERROR_DOMAIN = "fairdeck.dev"
+STATUS_DETAILS_KEY = "grpc-status-details-bin"
+
+Req = TypeVar("Req")
+Resp = TypeVar("Resp")
+
+
+def status_metadata(
+    code: grpc.StatusCode, message: str, reason: str, field: str | None
+) -> tuple[tuple[str, bytes]]:
+    """The grpc-status-details-bin trailer for an error (google.rpc.Status + ErrorInfo)."""
+    info = error_details_pb2.ErrorInfo(reason=reason, domain=ERROR_DOMAIN)
+    if field:
+        info.metadata["field"] = field
+    detail = any_pb2.Any()
+    detail.Pack(info)
+    status = status_pb2.Status(code=code.value[0], message=message, details=[detail])
+    return ((STATUS_DETAILS_KEY, status.SerializeToString()),)
+
+
+async def abort(context: grpc.aio.ServicerContext[Any, Any], error: errors.DealerError) -> None:
+    code = getattr(grpc.StatusCode, error.status.value)
+    message = str(error)
+    await context.abort(
+        code, message, trailing_metadata=status_metadata(code, message, error.reason, error.field)
+    )
+
+
+async def fail(context: grpc.aio.ServicerContext[Any, Any], exc: Exception, where: str) -> None:
+    """End the call for ``exc``: its own status if a DealerError, else INTERNAL."""
+    if isinstance(exc, errors.DealerError):
+        await abort(context, exc)
+    log.error("unexpected %s in %s", type(exc).__name__, where, exc_info=exc)
+    await abort(context, errors.DealerError(errors.Status.INTERNAL, "INTERNAL", "internal error"))
+
+
+def _translated(
+    method: Callable[[Any, Req, grpc.aio.ServicerContext[Req, Resp]], Awaitable[Resp]],
+) -> Callable[[Any, Req, grpc.aio.ServicerContext[Req, Resp]], Awaitable[Resp]]:
+    @functools.wraps(method)
+    async def wrapper(self: Any, request: Req, context: grpc.aio.ServicerContext[Req, Resp]) -> Resp:
+        try:
+            return await method(self, request, context)
+        except Exception as e:
+            await fail(context, e, method.__name__)
+        raise AssertionError("unreachable: abort raises")
+
+    return wrapper
+
+
+def client_seeds(seeds: Sequence[pb.ClientSeed]) -> list[str | bytes]:
+    out: list[str | bytes] = []
+    for i, seed in enumerate(seeds):
+        kind = seed.WhichOneof("value")
+        if kind is None:
+            raise errors.invalid(f"client_seeds[{i}]", "INVALID_CLIENT_SEED", "set text or data")
+        out.append(seed.text if kind == "text" else seed.data)
+    return out
+
+
+_STATES = {
+    HandState.OPEN: pb.HAND_STATE_OPEN,
+    HandState.SHUFFLED: pb.HAND_STATE_SHUFFLED,
+    HandState.CLOSED: pb.HAND_STATE_CLOSED,
+}
+
+
+def _timestamp(ms: int | None) -> timestamp_pb2.Timestamp | None:
+    if ms is None:
+        return None
+    ts = timestamp_pb2.Timestamp()
+    ts.FromMilliseconds(ms)
+    return ts
+
+
+class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
+    def __init__(self, dealer: Dealer) -> None:
+        self.dealer = dealer
+
+    def _tenant(self, context: grpc.aio.ServicerContext[Any, Any]) -> str:
+        return DEFAULT_TENANT
+
+    def hand(self, record: HandRecord) -> pb.Hand:
+        message = pb.Hand(
+            hand_id=record.hand_id,
+            deck=record.deck,
+            version=record.version,
+            commitment=record.commitment,
+            state=_STATES[record.state],
+            client_seeds=record.client_seeds,
+            dealt_count=record.dealt,
+            deck_size=DeckSpec.parse(record.deck).size,
+            commit_receipt=pb.LogReceipt(index=record.commit_index),
+            create_time=_timestamp(record.created_ms),
+        )
+        if record.reveal_index is not None:
+            message.reveal_receipt.index = record.reveal_index
+        if record.closed_ms is not None:
+            message.close_time.FromMilliseconds(record.closed_ms)
+            t = self.dealer.transcript(record)
+            message.transcript.CopyFrom(
+                pb.Transcript(
+                    version=t.version,
+                    deck=t.deck,
+                    hand_id=t.hand_id,
+                    commitment=t.commitment,
+                    server_seed=t.server_seed,
+                    client_seeds=t.client_seeds,
+                    cards=t.cards,
+                )
+            )
+        return message
+
+    @_translated
+    async def OpenHand(self, request: pb.OpenHandRequest, context: Any) -> pb.OpenHandResponse:
+        record = await self.dealer.open_hand(self._tenant(context), request.deck, request.request_id)
+        return pb.OpenHandResponse(hand=self.hand(record))
+
+    @_translated
+    async def AddClientSeeds(
+        self, request: pb.AddClientSeedsRequest, context: Any
+    ) -> pb.AddClientSeedsResponse:
+        record = await self.dealer.add_client_seeds(
+            self._tenant(context), request.hand_id, client_seeds(request.client_seeds)
+        )
+        return pb.AddClientSeedsResponse(hand=self.hand(record))
+
+    @_translated
+    async def ShuffleHand(self, request: pb.ShuffleHandRequest, context: Any) -> pb.ShuffleHandResponse:
+        record = await self.dealer.shuffle(
+            self._tenant(context), request.hand_id, client_seeds(request.client_seeds)
+        )
+        return pb.ShuffleHandResponse(hand=self.hand(record))
+
+    @_translated
+    async def DrawCards(self, request: pb.DrawCardsRequest, context: Any) -> pb.DrawCardsResponse:
+        draw = await self.dealer.draw(self._tenant(context), request.hand_id, request.count)
+        return pb.DrawCardsResponse(
+            cards=draw.cards, position=draw.position, remaining_count=draw.remaining, deck=draw.deck
+        )
+
+    @_translated
+    async def DealHand(self, request: pb.DealHandRequest, context: Any) -> pb.DealHandResponse:
+        draw = await self.dealer.deal(self._tenant(context), request.hand_id)
+        return pb.DealHandResponse(cards=draw.cards, position=draw.position, deck=draw.deck)
+
+    @_translated
+    async def DealNewHand(self, request: pb.DealNewHandRequest, context: Any) -> pb.DealNewHandResponse:
+        record, cards = await self.dealer.deal_new_hand(
+            self._tenant(context), request.deck, client_seeds(request.client_seeds), request.request_id
+        )
+        return pb.DealNewHandResponse(hand=self.hand(record), cards=cards)
+
+    async def DealHands(
+        self, request: pb.DealHandsRequest, context: Any
+    ) -> AsyncIterator[pb.DealHandsResponse]:
+        try:
+            chunks = await self.dealer.deal_hands(
+                self._tenant(context),
+                request.deck,
+                request.hand_count,
+                client_seeds(request.client_seeds),
+                request.close,
+            )
+            async for chunk in chunks:
+                yield pb.DealHandsResponse(
+                    deck=request.deck,
+                    version=chunk[0][0].version,
+                    hands=[
+                        pb.DealtHand(
+                            hand_id=record.hand_id,
+                            commitment=record.commitment,
+                            cards=cards,
+                            commit_receipt=pb.LogReceipt(index=record.commit_index),
+                            server_seed=seed or b"",
+                            reveal_receipt=None
+                            if record.reveal_index is None
+                            else pb.LogReceipt(index=record.reveal_index),
+                        )
+                        for record, cards, seed in chunk
+                    ],
+                )
+        except Exception as e:
+            await fail(context, e, "DealHands")
+
+    @_translated
+    async def CloseHand(self, request: pb.CloseHandRequest, context: Any) -> pb.CloseHandResponse:
+        record = await self.dealer.close(self._tenant(context), request.hand_id)
+        return pb.CloseHandResponse(hand=self.hand(record))
+
+    @_translated
+    async def GetHand(self, request: pb.GetHandRequest, context: Any) -> pb.GetHandResponse:
+        record = await self.dealer.get(self._tenant(context), request.hand_id)
+        return pb.GetHandResponse(hand=self.hand(record))

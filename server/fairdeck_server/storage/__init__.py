@@ -1,0 +1,1 @@
+"""Storage engines behind one interface (base.Storage): SQLite embedded, more to follow."""

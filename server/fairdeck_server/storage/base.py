@@ -1,0 +1,113 @@
+"""The storage interface and the records it keeps.
+
+Engines implement ``Storage``; the dealer's logic stays out of them. An
+update runs a pure function of the current record inside the engine's
+transaction, so each engine provides atomicity its own way (one writer thread
+for SQLite, row locks for a server database) while the rules live in one
+place (dealer.py). Nothing an engine returns is acknowledged before it is
+durable.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
+
+from fairdeck.encoding import lp, u32
+
+T = TypeVar("T")
+
+
+class HandState(enum.IntEnum):
+    OPEN = 1
+    SHUFFLED = 2
+    CLOSED = 3
+
+
+@dataclass(frozen=True)
+class HandRecord:
+    """A hand as stored. ``sealed_seed`` is AES-GCM ciphertext; ``server_seed``
+    is set only once the hand is closed (revealed)."""
+
+    tenant: str
+    hand_id: str
+    request_id: str | None
+    deck: str
+    version: str
+    commitment: bytes
+    sealed_seed: bytes
+    client_seeds: tuple[bytes, ...]
+    state: HandState
+    dealt: int
+    created_ms: int
+    commit_index: int
+    closed_ms: int | None = None
+    server_seed: bytes | None = None
+    reveal_index: int | None = None
+
+    def __repr__(self) -> str:  # never print the sealed or revealed seed
+        return f"HandRecord(hand_id={self.hand_id!r}, deck={self.deck!r}, state={self.state.name})"
+
+
+@dataclass(frozen=True)
+class NewHand:
+    """A hand to create, with its commit log entry (encoded)."""
+
+    record: HandRecord
+    """The record; its ``commit_index`` (and ``reveal_index``) are assigned by the engine."""
+    log_entry: bytes
+    reveal_entry: bytes | None = None
+    """For a hand created closed: its reveal entry, appended right after the commit."""
+
+
+@dataclass(frozen=True)
+class Change:
+    """What an update function decided: the new record and, if any, a log entry
+    to append in the same transaction (its index becomes ``reveal_index``)."""
+
+    record: HandRecord
+    log_entry: bytes | None = None
+
+
+class Storage(Protocol):
+    async def create_hands(self, hands: Sequence[NewHand]) -> list[HandRecord]:
+        """Insert hands and append their commit entries, atomically and durably.
+
+        A hand whose (tenant, request_id) already exists is not inserted; the
+        stored hand is returned in its place (idempotent open).
+        """
+
+    async def get_hand(self, tenant: str, hand_id: str) -> HandRecord | None:
+        """The hand, or None if it does not exist or belongs to another tenant."""
+
+    async def update_hand(
+        self, tenant: str, hand_id: str, decide: Callable[[HandRecord], tuple[Change, T]]
+    ) -> tuple[HandRecord, T]:
+        """Run ``decide`` on the current record inside one transaction and store
+        its Change durably; return the stored record and decide's result.
+        ``decide`` may raise to abort without writing; an unknown hand raises
+        ``errors.hand_not_found()``."""
+
+    async def log_size(self) -> int:
+        """The number of entries in the transparency log."""
+
+    async def close(self) -> None:
+        """Flush and release everything; later calls fail."""
+
+
+def encode_seeds(seeds: Sequence[bytes]) -> bytes:
+    """Client seeds as one column: ``u32(k) || lp(s1) .. lp(sk)``."""
+    return u32(len(seeds)) + b"".join(lp(s) for s in seeds)
+
+
+def decode_seeds(data: bytes) -> tuple[bytes, ...]:
+    count, pos, out = int.from_bytes(data[:4], "big"), 4, []
+    for _ in range(count):
+        n = int.from_bytes(data[pos : pos + 4], "big")
+        out.append(data[pos + 4 : pos + 4 + n])
+        pos += 4 + n
+    if pos != len(data):
+        raise ValueError("corrupt client seed column")
+    return tuple(out)
