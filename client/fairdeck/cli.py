@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from fairdeck import holdem
 from fairdeck.commitment import commit
 from fairdeck.decks import SPEC_NAMES, DeckSpec
 from fairdeck.derivation import derive_deck
@@ -113,6 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("transcript", help="transcript file, or - for standard input")
     check.set_defaults(handler=cmd_verify)
 
+    holdem.register(sub)
     _add_server_commands(sub)
     return parser
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 import hmac
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -82,11 +82,13 @@ class Hand:
             close_time=_time(m.close_time) if m.HasField("close_time") else None,
         )
 
-    def verify(self, *, commitment: bytes | None = None) -> None:
+    def verify(self, *, commitment: bytes | None = None, dealt: Sequence[Card] = ()) -> None:
         """Check this closed hand locally with the core; raise VerificationError.
 
         Pass the ``commitment`` you saw when the hand opened: the check then
         also proves the dealer revealed the seed it had committed to then.
+        Pass the cards you were ``dealt`` (every draw, burns included, in
+        order): the check then also proves they are the top of the revealed deck.
         """
         if self.transcript is None:
             raise VerificationError("malformed", "the hand is not closed; there is nothing to verify yet")
@@ -95,6 +97,9 @@ class Hand:
             if not hmac.compare_digest(seen, self.transcript.commitment):
                 raise VerificationError("commitment", "the transcript's commitment is not the one published")
         verify(self.transcript)
+        revealed = self.transcript.cards[: len(dealt)]
+        if len(dealt) > len(self.transcript.cards) or tuple(c.id for c in dealt) != revealed:
+            raise VerificationError("deck", "the cards dealt are not the top of the revealed deck")
 
 
 @dataclass(frozen=True)
