@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from fairdeck import holdem
+from fairdeck import audit_command, holdem
 from fairdeck.commitment import commit
 from fairdeck.decks import SPEC_NAMES, DeckSpec
 from fairdeck.derivation import derive_deck
@@ -115,6 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.set_defaults(handler=cmd_verify)
 
     holdem.register(sub)
+    audit_command.register(sub)
     _add_server_commands(sub)
     return parser
 

@@ -4,8 +4,14 @@ Each entry is one leaf of the log (docs/log-format.md). Layout, all integers
 big-endian, ``lp`` = 4-byte length prefix:
 
 - commit: ``"FDL1" || u8(1) || u64(time_ms) || lp(hand_id) || lp(version) || lp(deck) || lp(commitment)``
-- reveal: ``"FDL1" || u8(2) || u64(time_ms) || lp(hand_id) || lp(server_seed)
-  || u32(k) || lp(client_seed_1) .. lp(client_seed_k)``
+- reveal: ``"FDL1" || u8(2) || u64(time_ms) || lp(hand_id) || u8(outcome) || lp(server_seed)
+  || u32(k) || lp(client_seed_1) .. lp(client_seed_k) || lp(deck_digest)``
+
+``outcome`` is 1 for a hand closed by its game server, 2 for one the dealer
+voided after the maximum hand lifetime. ``deck_digest`` is SHA-256 over the
+dealt deck as 2-byte big-endian card ids, top card first
+(``deck_digest(cards)``): the auditor re-derives the deck from the seeds and
+checks the dealer dealt exactly that.
 
 Parsing is strict: unknown magic or type, short fields and trailing bytes are
 rejected.
@@ -17,6 +23,8 @@ True
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from fairdeck.encoding import lp, u32, u64
@@ -25,6 +33,8 @@ from fairdeck.errors import InvalidInput
 MAGIC = b"FDL1"
 COMMIT = 1
 REVEAL = 2
+CLOSED = 1
+VOIDED = 2
 
 
 class EntryError(InvalidInput):
@@ -61,8 +71,11 @@ class RevealEntry:
 
     time_ms: int
     hand_id: str
+    outcome: int
+    """CLOSED or VOIDED."""
     server_seed: bytes
     client_seeds: tuple[bytes, ...]
+    deck_digest: bytes
 
     def encode(self) -> bytes:
         return b"".join(
@@ -71,11 +84,18 @@ class RevealEntry:
                 bytes([REVEAL]),
                 u64(self.time_ms),
                 lp(self.hand_id.encode("ascii")),
+                bytes([self.outcome]),
                 lp(self.server_seed),
                 u32(len(self.client_seeds)),
                 *(lp(seed) for seed in self.client_seeds),
+                lp(self.deck_digest),
             ]
         )
+
+
+def deck_digest(cards: Sequence[int]) -> bytes:
+    """SHA-256 over the card ids as 2-byte big-endian integers, top card first."""
+    return hashlib.sha256(b"".join(c.to_bytes(2, "big") for c in cards)).digest()
 
 
 Entry = CommitEntry | RevealEntry
@@ -117,8 +137,11 @@ def decode(data: bytes) -> Entry:
     if kind == COMMIT:
         entry = CommitEntry(r.int(8), r.text(), r.text(), r.text(), r.field())
     elif kind == REVEAL:
-        time_ms, hand_id, seed = r.int(8), r.text(), r.field()
-        entry = RevealEntry(time_ms, hand_id, seed, tuple(r.field() for _ in range(r.int(4))))
+        time_ms, hand_id, outcome, seed = r.int(8), r.text(), r.int(1), r.field()
+        if outcome not in (CLOSED, VOIDED):
+            raise EntryError(f"reveal entry has unknown outcome {outcome}")
+        seeds = tuple(r.field() for _ in range(r.int(4)))
+        entry = RevealEntry(time_ms, hand_id, outcome, seed, seeds, r.field())
     else:
         raise EntryError(f"log entry has unknown type {kind}")
     if r.pos != len(data):

@@ -8,6 +8,7 @@ reflection, and a graceful drain on SIGTERM.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 from dataclasses import dataclass, field
@@ -17,14 +18,17 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from fairdeck.v1 import dealer_pb2, dealer_pb2_grpc
+from fairdeck.v1 import audit_pb2, audit_pb2_grpc, dealer_pb2, dealer_pb2_grpc
+from fairdeck_server.audit_servicer import AuditServicer
 from fairdeck_server.dealer import Dealer
 from fairdeck_server.servicer import DealerServicer
 from fairdeck_server.storage.sqlite import SqliteStorage
+from fairdeck_server.transparency import CheckpointPublisher, load_or_create_signer
 from fairdeck_server.vault import load_or_create_key
 
 log = logging.getLogger(__name__)
 DEALER_SERVICE = dealer_pb2.DESCRIPTOR.services_by_name["DealerService"].full_name
+AUDIT_SERVICE = audit_pb2.DESCRIPTOR.services_by_name["AuditService"].full_name
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 
 
@@ -40,6 +44,14 @@ class ServerConfig:
     """AES key for seeds at rest; default DATA_DIR/seed.key (created 0600)."""
     grace_seconds: float = 10.0
     """On SIGTERM, how long calls in flight may take to finish."""
+    log_key_file: Path | None = None
+    """Ed25519 signed-note key of the transparency log; default DATA_DIR/log.key (created 0600)."""
+    log_origin: str | None = None
+    """The log's origin line (the key's name) when a new key is created."""
+    checkpoint_interval: float = 0.2
+    """Seconds between signed checkpoints while entries arrive."""
+    max_hand_lifetime: float = 3600.0
+    """Seconds a hand may stay open; older ones are voided (revealed and logged)."""
 
 
 class DealerServer:
@@ -65,14 +77,21 @@ class DealerServer:
         reflection.enable_server_reflection(
             [
                 DEALER_SERVICE,
+                AUDIT_SERVICE,
                 health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
                 reflection.SERVICE_NAME,
             ],
             self.server,
         )
         vault = load_or_create_key(self.config.seed_key_file or self.config.data_dir / "seed.key")
-        dealer_pb2_grpc.add_DealerServiceServicer_to_server(
-            DealerServicer(Dealer(self.storage, vault)), self.server
+        signer = load_or_create_signer(
+            self.config.log_key_file or self.config.data_dir / "log.key", self.config.log_origin
+        )
+        self.publisher = CheckpointPublisher(self.storage, signer, interval=self.config.checkpoint_interval)
+        self.dealer = Dealer(self.storage, vault)
+        dealer_pb2_grpc.add_DealerServiceServicer_to_server(DealerServicer(self.dealer), self.server)
+        audit_pb2_grpc.add_AuditServiceServicer_to_server(
+            AuditServicer(self.storage, self.publisher), self.server
         )
         self.port = self.server.add_insecure_port(self.config.listen)
         if self.port == 0:
@@ -80,6 +99,8 @@ class DealerServer:
         await self.server.start()
         # Health says NOT_SERVING until storage is open; calls made meanwhile wait for it.
         await self.storage.start()
+        self.publisher.start()
+        self._reaper = asyncio.create_task(self._void_stale_hands(), name="fairdeck-reaper")
         await self._set_health(health_pb2.HealthCheckResponse.SERVING)
         return self.port
 
@@ -87,7 +108,21 @@ class DealerServer:
         """Drain: report NOT_SERVING, refuse new calls, finish those in flight, flush."""
         await self.health.enter_graceful_shutdown()
         await self.server.stop(self.config.grace_seconds)
+        self._reaper.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._reaper
+        await self.publisher.stop()
         await self.storage.close()
+
+    async def _void_stale_hands(self) -> None:
+        lifetime_ms = int(self.config.max_hand_lifetime * 1000)
+        while True:
+            try:
+                while await self.dealer.void_stale(lifetime_ms) > 0:
+                    pass
+            except Exception as e:  # storage may be down for a while; try again next round
+                log.error("voiding stale hands failed: %s", type(e).__name__)
+            await asyncio.sleep(min(30.0, self.config.max_hand_lifetime / 4))
 
     async def _set_health(self, status: health_pb2.HealthCheckResponse.ServingStatus.ValueType) -> None:
         for name in ("", DEALER_SERVICE):

@@ -18,7 +18,7 @@ from fairdeck.commitment import commit
 from fairdeck.decks import DeckSpec
 from fairdeck.derivation import Plan, plan
 from fairdeck.errors import InvalidInput
-from fairdeck.logentry import CommitEntry, RevealEntry
+from fairdeck.logentry import CLOSED, VOIDED, CommitEntry, RevealEntry, deck_digest
 from fairdeck.seeds import MAX_CLIENT_SEEDS, check_hand_id, normalize_client_seed
 from fairdeck.transcript import Transcript
 from fairdeck.versions import CURRENT_VERSION
@@ -160,7 +160,9 @@ class Dealer:
             server_seed=seed if closed else None,
         )
         entry = CommitEntry(now, hand_id, self._version, p.spec.name, commitment).encode()
-        reveal = RevealEntry(now, hand_id, seed, seeds).encode() if closed else None
+        reveal = (
+            RevealEntry(now, hand_id, CLOSED, seed, seeds, deck_digest(cards)).encode() if closed else None
+        )
         return NewHand(record, entry, reveal), seed, cards
 
     # -- seeds and shuffling ---------------------------------------------------------
@@ -231,15 +233,30 @@ class Dealer:
     async def close(self, tenant: str, hand_id: str) -> HandRecord:
         """Reveal the seed and record it. Closing a closed hand returns it as is."""
         _hand_id(hand_id)
+        return await self._reveal(tenant, hand_id, CLOSED)
 
+    async def void_stale(self, max_lifetime_ms: int, limit: int = 1000) -> int:
+        """Void (reveal and log) every hand open longer than the lifetime.
+
+        An honest log then has no commitment without a reveal older than the
+        lifetime, which is what the auditor checks to catch deck shopping.
+        """
+        stale = await self.storage.stale_hands(self._clock_ms() - max_lifetime_ms, limit)
+        for tenant, hand_id in stale:
+            await self._reveal(tenant, hand_id, VOIDED)
+        return len(stale)
+
+    async def _reveal(self, tenant: str, hand_id: str, outcome: int) -> HandRecord:
         def decide(r: HandRecord) -> tuple[Change, None]:
             if r.state is HandState.CLOSED:
                 return Change(r), None
             seed = self._open_seed(r)
             now = self._clock_ms()
             new = replace(r, state=HandState.CLOSED, closed_ms=now, server_seed=seed)
-            entry = RevealEntry(now, r.hand_id, seed, r.client_seeds).encode()
-            return Change(new, entry), None
+            digest = deck_digest(self._cards(r))
+            return Change(
+                new, RevealEntry(now, r.hand_id, outcome, seed, r.client_seeds, digest).encode()
+            ), None
 
         return (await self.storage.update_hand(tenant, hand_id, decide))[0]
 

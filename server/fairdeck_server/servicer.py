@@ -62,7 +62,7 @@ async def fail(context: grpc.aio.ServicerContext[Any, Any], exc: Exception, wher
     await abort(context, errors.DealerError(errors.Status.INTERNAL, "INTERNAL", "internal error"))
 
 
-def _translated(
+def translated(
     method: Callable[[Any, Req, grpc.aio.ServicerContext[Req, Resp]], Awaitable[Resp]],
 ) -> Callable[[Any, Req, grpc.aio.ServicerContext[Req, Resp]], Awaitable[Resp]]:
     @functools.wraps(method)
@@ -139,12 +139,12 @@ class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
             )
         return message
 
-    @_translated
+    @translated
     async def OpenHand(self, request: pb.OpenHandRequest, context: Any) -> pb.OpenHandResponse:
         record = await self.dealer.open_hand(self._tenant(context), request.deck, request.request_id)
         return pb.OpenHandResponse(hand=self.hand(record))
 
-    @_translated
+    @translated
     async def AddClientSeeds(
         self, request: pb.AddClientSeedsRequest, context: Any
     ) -> pb.AddClientSeedsResponse:
@@ -153,26 +153,26 @@ class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
         )
         return pb.AddClientSeedsResponse(hand=self.hand(record))
 
-    @_translated
+    @translated
     async def ShuffleHand(self, request: pb.ShuffleHandRequest, context: Any) -> pb.ShuffleHandResponse:
         record = await self.dealer.shuffle(
             self._tenant(context), request.hand_id, client_seeds(request.client_seeds)
         )
         return pb.ShuffleHandResponse(hand=self.hand(record))
 
-    @_translated
+    @translated
     async def DrawCards(self, request: pb.DrawCardsRequest, context: Any) -> pb.DrawCardsResponse:
         draw = await self.dealer.draw(self._tenant(context), request.hand_id, request.count)
         return pb.DrawCardsResponse(
             cards=draw.cards, position=draw.position, remaining_count=draw.remaining, deck=draw.deck
         )
 
-    @_translated
+    @translated
     async def DealHand(self, request: pb.DealHandRequest, context: Any) -> pb.DealHandResponse:
         draw = await self.dealer.deal(self._tenant(context), request.hand_id)
         return pb.DealHandResponse(cards=draw.cards, position=draw.position, deck=draw.deck)
 
-    @_translated
+    @translated
     async def DealNewHand(self, request: pb.DealNewHandRequest, context: Any) -> pb.DealNewHandResponse:
         record, cards = await self.dealer.deal_new_hand(
             self._tenant(context), request.deck, client_seeds(request.client_seeds), request.request_id
@@ -211,12 +211,12 @@ class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
         except Exception as e:
             await fail(context, e, "DealHands")
 
-    @_translated
+    @translated
     async def CloseHand(self, request: pb.CloseHandRequest, context: Any) -> pb.CloseHandResponse:
         record = await self.dealer.close(self._tenant(context), request.hand_id)
         return pb.CloseHandResponse(hand=self.hand(record))
 
-    @_translated
+    @translated
     async def GetHand(self, request: pb.GetHandRequest, context: Any) -> pb.GetHandResponse:
         record = await self.dealer.get(self._tenant(context), request.hand_id)
         return pb.GetHandResponse(hand=self.hand(record))

@@ -71,6 +71,19 @@ class Change:
     log_entry: bytes | None = None
 
 
+@dataclass(frozen=True)
+class Checkpoint:
+    """A signed checkpoint as stored: tree size, root hash, the signed note."""
+
+    size: int
+    root: bytes
+    note: bytes
+
+
+class LogForkError(Exception):
+    """An attempt to sign a second root for a tree size, or a root that is not the stored tree's."""
+
+
 class Storage(Protocol):
     async def create_hands(self, hands: Sequence[NewHand]) -> list[HandRecord]:
         """Insert hands and append their commit entries, atomically and durably.
@@ -90,8 +103,32 @@ class Storage(Protocol):
         ``decide`` may raise to abort without writing; an unknown hand raises
         ``errors.hand_not_found()``."""
 
+    async def stale_hands(self, created_before_ms: int, limit: int) -> list[tuple[str, str]]:
+        """(tenant, hand_id) of hands not closed and created before the time."""
+
     async def log_size(self) -> int:
         """The number of entries in the transparency log."""
+
+    async def log_entries(self, start: int, end: int) -> list[bytes]:
+        """Entries ``start`` to ``end - 1`` (fewer if the log is shorter)."""
+
+    async def log_head(self) -> tuple[int, bytes]:
+        """(size, root hash) of the durably stored log."""
+
+    async def checkpoint(self, size: int | None = None) -> Checkpoint | None:
+        """The signed checkpoint at ``size`` (None: the latest), if there is one."""
+
+    async def put_checkpoint(self, size: int, root: bytes, note: bytes, time_ms: int) -> Checkpoint:
+        """Compare-and-swap the head forward; never two roots for one size."""
+
+    async def inclusion_proof(self, index: int, size: int) -> list[bytes]:
+        """RFC 9162 inclusion proof of leaf ``index`` in the tree of ``size``."""
+
+    async def consistency_proof(self, size1: int, size2: int) -> list[bytes]:
+        """RFC 9162 consistency proof between two sizes."""
+
+    async def entry_index(self, hand_id: str, reveal: bool) -> int | None:
+        """The log index of a hand's commit or reveal entry."""
 
     async def close(self) -> None:
         """Flush and release everything; later calls fail."""

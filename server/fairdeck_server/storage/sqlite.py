@@ -16,16 +16,19 @@ import logging
 import queue
 import sqlite3
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+from fairdeck import merkle
 from fairdeck_server import errors
 from fairdeck_server.storage.base import (
     Change,
+    Checkpoint,
     HandRecord,
     HandState,
+    LogForkError,
     NewHand,
     decode_seeds,
     encode_seeds,
@@ -59,6 +62,19 @@ CREATE INDEX IF NOT EXISTS hands_open ON hands (state, created_ms) WHERE state !
 CREATE TABLE IF NOT EXISTS log_entries (
     idx   INTEGER PRIMARY KEY,
     entry BLOB NOT NULL
+);
+-- Merkle tree hashes in Go sumdb's stored-hash layout (fairdeck.merkle):
+-- an append writes O(1) amortised rows, a proof reads O(log n).
+CREATE TABLE IF NOT EXISTS log_hashes (
+    idx  INTEGER PRIMARY KEY,
+    hash BLOB NOT NULL
+);
+-- Signed checkpoints; the head is the largest size. One row per size, ever.
+CREATE TABLE IF NOT EXISTS checkpoints (
+    size    INTEGER PRIMARY KEY,
+    root    BLOB NOT NULL,
+    note    BLOB NOT NULL,
+    time_ms INTEGER NOT NULL
 );
 """
 _COLUMNS = (
@@ -130,6 +146,17 @@ class SqliteStorage:
 
         return await self._submit(op)
 
+    async def stale_hands(self, created_before_ms: int, limit: int) -> list[tuple[str, str]]:
+        def op(conn: sqlite3.Connection) -> list[tuple[str, str]]:
+            rows = conn.execute(
+                "SELECT tenant, hand_id FROM hands WHERE state != ? AND created_ms < ? "
+                "ORDER BY created_ms LIMIT ?",
+                (int(HandState.CLOSED), created_before_ms, limit),
+            ).fetchall()
+            return [(r[0], r[1]) for r in rows]
+
+        return await self._submit(op)
+
     async def log_size(self) -> int:
         return await self._submit(lambda conn: self._log_size)
 
@@ -139,6 +166,73 @@ class SqliteStorage:
                 "SELECT entry FROM log_entries WHERE idx >= ? AND idx < ? ORDER BY idx", (start, end)
             ).fetchall()
             return [bytes(r[0]) for r in rows]
+
+        return await self._submit(op)
+
+    async def log_head(self) -> tuple[int, bytes]:
+        """(size, root) of the log as durably stored now."""
+        return await self._submit(
+            lambda conn: (self._log_size, merkle.tree_hash(self._log_size, _hash_reader(conn)))
+        )
+
+    async def checkpoint(self, size: int | None = None) -> Checkpoint | None:
+        """The signed checkpoint at ``size``, or the latest one; None if there is none."""
+
+        def op(conn: sqlite3.Connection) -> Checkpoint | None:
+            if size is None:
+                row = conn.execute(
+                    "SELECT size, root, note FROM checkpoints ORDER BY size DESC LIMIT 1"
+                ).fetchone()
+            else:
+                row = conn.execute(
+                    "SELECT size, root, note FROM checkpoints WHERE size = ?", (size,)
+                ).fetchone()
+            return None if row is None else Checkpoint(row[0], bytes(row[1]), bytes(row[2]))
+
+        return await self._submit(op)
+
+    async def put_checkpoint(self, size: int, root: bytes, note: bytes, time_ms: int) -> Checkpoint:
+        """Store a signed checkpoint if it moves the head forward (compare-and-swap).
+
+        Returns the head afterwards. A checkpoint for a size already signed is
+        never replaced; one with a different root there, or a root that is not
+        the stored tree's, raises LogForkError and is not stored.
+        """
+
+        def op(conn: sqlite3.Connection) -> Checkpoint:
+            same = conn.execute("SELECT size, root, note FROM checkpoints WHERE size = ?", (size,)).fetchone()
+            if same is not None:
+                if bytes(same[1]) != root:
+                    raise LogForkError(f"a different root is already signed for tree size {size}")
+                return Checkpoint(same[0], bytes(same[1]), bytes(same[2]))
+            if size > self._log_size or merkle.tree_hash(size, _hash_reader(conn)) != root:
+                raise LogForkError(f"checkpoint root for size {size} is not the stored tree's")
+            head = conn.execute(
+                "SELECT size, root, note FROM checkpoints ORDER BY size DESC LIMIT 1"
+            ).fetchone()
+            if head is not None and head[0] > size:
+                return Checkpoint(head[0], bytes(head[1]), bytes(head[2]))
+            conn.execute(
+                "INSERT INTO checkpoints (size, root, note, time_ms) VALUES (?, ?, ?, ?)",
+                (size, root, note, time_ms),
+            )
+            return Checkpoint(size, root, note)
+
+        return await self._submit(op)
+
+    async def inclusion_proof(self, index: int, size: int) -> list[bytes]:
+        return await self._submit(lambda conn: merkle.prove_inclusion(index, size, _hash_reader(conn)))
+
+    async def consistency_proof(self, size1: int, size2: int) -> list[bytes]:
+        return await self._submit(lambda conn: merkle.prove_consistency(size1, size2, _hash_reader(conn)))
+
+    async def entry_index(self, hand_id: str, reveal: bool) -> int | None:
+        """The log index of a hand's commit (or reveal) entry, whatever its tenant."""
+        column = "reveal_index" if reveal else "commit_index"
+
+        def op(conn: sqlite3.Connection) -> int | None:
+            row = conn.execute(f"SELECT {column} FROM hands WHERE hand_id = ?", (hand_id,)).fetchone()  # noqa: S608
+            return None if row is None else row[0]
 
         return await self._submit(op)
 
@@ -195,6 +289,11 @@ class SqliteStorage:
     def _append(self, conn: sqlite3.Connection, entry: bytes) -> int:
         index = self._log_size
         conn.execute("INSERT INTO log_entries (idx, entry) VALUES (?, ?)", (index, entry))
+        hashes = merkle.stored_hashes_for_append(index, merkle.leaf_hash(entry), _hash_reader(conn))
+        start = merkle.stored_hash_index(0, index)
+        conn.executemany(
+            "INSERT INTO log_hashes (idx, hash) VALUES (?, ?)", [(start + i, h) for i, h in enumerate(hashes)]
+        )
         self._log_size = index + 1
         return index
 
@@ -280,6 +379,16 @@ class SqliteStorage:
         return await fut
 
 
+def _hash_reader(conn: sqlite3.Connection) -> Callable[[list[int]], list[bytes]]:
+    def read(indexes: list[int]) -> list[bytes]:
+        marks = ",".join("?" * len(indexes))  # placeholders only; the values are bound
+        query = f"SELECT idx, hash FROM log_hashes WHERE idx IN ({marks})"  # noqa: S608
+        rows = dict(conn.execute(query, indexes).fetchall())
+        return [bytes(rows[i]) for i in indexes]
+
+    return read
+
+
 def _resolve(items: list[tuple[asyncio.Future[Any], bool, Any]]) -> None:
     for fut, ok, value in items:
         if fut.cancelled():
@@ -315,3 +424,29 @@ def _record(row: tuple[Any, ...]) -> HandRecord:
         server_seed=None if row[13] is None else bytes(row[13]),
         reveal_index=row[14],
     )
+
+
+def read_log(path: Path) -> tuple[int, list[bytes], Iterator[bytes]]:
+    """Read-only view of a data dir's log for ``fairdeck audit --data``.
+
+    Returns (entry count, every signed checkpoint note, an iterator over the
+    entries in index order). Nothing is written and no lock is held long.
+    """
+    if not path.exists():
+        raise FileNotFoundError(f"no database at {path}")
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    count = conn.execute("SELECT COUNT(*) FROM log_entries").fetchone()[0]
+    notes = [bytes(r[0]) for r in conn.execute("SELECT note FROM checkpoints ORDER BY size")]
+
+    def entries() -> Iterator[bytes]:
+        expected = 0
+        try:
+            for idx, entry in conn.execute("SELECT idx, entry FROM log_entries ORDER BY idx"):
+                if idx != expected:  # a gap: the auditor sees a missing entry as an empty one
+                    raise ValueError(f"log entry {expected} is missing (next stored index is {idx})")
+                expected += 1
+                yield bytes(entry)
+        finally:
+            conn.close()
+
+    return count, notes, entries()

@@ -1,0 +1,165 @@
+"""``fairdeck audit``: audit a dealer's transparency log from a live server
+(``--target``) or a data dir read-only (``--data``), with the log's public key.
+
+Exit 0 only when every check of fairdeck.audit holds; otherwise 1 and a
+report naming each bad entry and why (``--json`` for machines). With
+``--since FILE`` the audit also proves the log only grew since the checkpoint
+saved in FILE, and saves the new checkpoint there when it passes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+
+from fairdeck.audit import Auditor, AuditReport, Finding
+from fairdeck.note import NoteError, Verifier
+from fairdeck.v1 import audit_pb2, audit_pb2_grpc
+
+PAGE = 1000
+
+
+def remote_log(target: str, timeout: float) -> tuple[int, list[bytes], Iterator[bytes]]:
+    """(entry count at the latest checkpoint, [its note], the entries) from an AuditService."""
+    channel = grpc.insecure_channel(target, options=[("grpc.max_receive_message_length", 64 * 1024 * 1024)])
+    stub = audit_pb2_grpc.AuditServiceStub(channel)
+    head = stub.GetCheckpoint(audit_pb2.GetCheckpointRequest(), timeout=timeout)
+
+    def entries() -> Iterator[bytes]:
+        token, start = "", 0
+        try:
+            while True:
+                page = stub.ListEntries(
+                    audit_pb2.ListEntriesRequest(start_index=start, page_size=PAGE, page_token=token),
+                    timeout=timeout,
+                )
+                for e in page.entries:
+                    if e.index != start:
+                        raise ValueError(f"server sent entry {e.index} where {start} was due")
+                    start += 1
+                    yield e.data
+                if not page.next_page_token:
+                    return
+                token = page.next_page_token
+        finally:
+            channel.close()
+
+    return head.tree_size, [head.signed_checkpoint], entries()
+
+
+def run_audit(
+    source: tuple[int, list[bytes], Iterator[bytes]],
+    verifier: Verifier,
+    *,
+    since: bytes | None,
+    max_hand_lifetime_ms: int,
+    now_ms: int,
+    progress: bool = False,
+) -> AuditReport:
+    count, notes, entries = source
+    auditor = Auditor(
+        verifier, now_ms=now_ms, max_hand_lifetime_ms=max_hand_lifetime_ms, since=since, checkpoints=notes
+    )
+    step = max(1, count // 200)
+    try:
+        for i, entry in enumerate(entries):
+            auditor.add(entry)
+            if progress and i % step == 0:
+                done = (i + 1) / max(count, 1)
+                bar = "#" * int(30 * min(done, 1.0))
+                print(f"\raudit [{bar:<30}] {i + 1:,}/{count:,} entries", end="", file=sys.stderr, flush=True)
+    except (ValueError, grpc.RpcError) as e:
+        detail = e.details() if isinstance(e, grpc.RpcError) else str(e)
+        auditor.report.findings.append(Finding(f"could not read the whole log: {detail}"))
+    if progress:
+        print(file=sys.stderr)
+    return auditor.finish()
+
+
+def _verifier(text: str) -> Verifier:
+    if text.startswith("@"):
+        text = Path(text[1:]).read_text().strip()
+    return Verifier.parse(text.strip())
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    try:
+        verifier = _verifier(args.key)
+    except (OSError, NoteError) as e:
+        print(f"fairdeck audit: bad --key: {e}", file=sys.stderr)
+        return 2
+    since_path = Path(args.since) if args.since else None
+    since = since_path.read_bytes() if since_path is not None and since_path.exists() else None
+    try:
+        if args.data:
+            from fairdeck_server.storage.sqlite import read_log
+
+            source = read_log(Path(args.data) / "fairdeck.db")
+        else:
+            source = remote_log(args.target, args.timeout)
+    except (OSError, grpc.RpcError) as e:
+        detail = e.details() if isinstance(e, grpc.RpcError) else str(e)
+        print(f"fairdeck audit: cannot read the log: {detail}", file=sys.stderr)
+        return 2
+    started = time.monotonic()
+    report = run_audit(
+        source,
+        verifier,
+        since=since,
+        max_hand_lifetime_ms=int(args.max_hand_lifetime * 1000),
+        now_ms=time.time_ns() // 1_000_000,
+        progress=sys.stderr.isatty() and not args.json,
+    )
+    elapsed = time.monotonic() - started
+    if report.ok and since_path is not None:
+        since_path.write_bytes(report.checkpoint_note)
+    if args.json:
+        print(json.dumps({**report.to_dict(), "seconds": round(elapsed, 3)}, indent=2))
+    else:
+        _print_report(report, elapsed, since_path)
+    return 0 if report.ok else 1
+
+
+def _print_report(report: AuditReport, elapsed: float, since_path: Path | None) -> None:
+    verdict = "OK" if report.ok else "FAILED"
+    print(f"audit {verdict}: {report.entries:,} entries, {report.hands:,} hands in {elapsed:.1f}s")
+    print(f"  signed tree size {report.tree_size:,}, root {report.root.hex() or '-'}")
+    print(
+        f"  closed and verified {report.closed:,}, voided {report.voided:,}, "
+        f"still open within their lifetime {report.open_in_time:,}"
+    )
+    if report.ok and since_path is not None:
+        print(f"  consistent with the saved checkpoint; new checkpoint saved to {since_path}")
+    for finding in report.findings[:1000]:
+        print(f"  BAD {finding}")
+    if len(report.findings) > 1000:
+        print(f"  ... and {len(report.findings) - 1000:,} more findings")
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    audit = sub.add_parser("audit", help="audit a dealer's transparency log")
+    where = audit.add_mutually_exclusive_group(required=True)
+    where.add_argument("--target", metavar="HOST:PORT", help="a live dealer's AuditService")
+    where.add_argument("--data", metavar="DIR", help="a dealer's data dir, read-only")
+    audit.add_argument(
+        "--key", required=True, metavar="VKEY|@FILE", help="the log's verifier key (from `fairdeck key`)"
+    )
+    audit.add_argument(
+        "--since", metavar="FILE", help="checkpoint saved by an earlier audit; updated on success"
+    )
+    audit.add_argument(
+        "--max-hand-lifetime",
+        type=float,
+        default=3600.0,
+        metavar="SECONDS",
+        help="the operator's maximum hand lifetime (default %(default)s)",
+    )
+    audit.add_argument("--timeout", type=float, default=30.0, help="per-call deadline with --target")
+    audit.add_argument("--json", action="store_true", help="print the report as JSON")
+    audit.set_defaults(handler=cmd_audit)

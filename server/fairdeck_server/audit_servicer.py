@@ -1,0 +1,117 @@
+"""The AuditService edge: the log's checkpoints, entries and proofs over gRPC.
+
+Every proof is made for a tree size that has a signed checkpoint, and is
+returned with that checkpoint, so proof and root always come from the same
+tree size.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fairdeck.v1 import audit_pb2 as pb
+from fairdeck.v1 import audit_pb2_grpc
+from fairdeck_server import errors
+from fairdeck_server.servicer import translated
+from fairdeck_server.storage.base import Checkpoint, Storage
+from fairdeck_server.transparency import CheckpointPublisher
+
+MAX_PAGE = 1000
+DEFAULT_PAGE = 100
+
+
+class AuditServicer(audit_pb2_grpc.AuditServiceServicer):
+    def __init__(self, storage: Storage, publisher: CheckpointPublisher) -> None:
+        self.storage = storage
+        self.publisher = publisher
+
+    async def _checkpoint(self, size: int) -> Checkpoint:
+        """The signed checkpoint at ``size`` (0: the latest)."""
+        cp = await self.storage.checkpoint(size or None)
+        if cp is None and size == 0:
+            cp = await self.publisher.publish()
+        if cp is None:
+            raise errors.DealerError(
+                errors.Status.NOT_FOUND,
+                "NO_CHECKPOINT",
+                f"no signed checkpoint for tree size {size}",
+                "tree_size",
+            )
+        return cp
+
+    @translated
+    async def GetCheckpoint(self, request: pb.GetCheckpointRequest, context: Any) -> pb.GetCheckpointResponse:
+        cp = await self._checkpoint(0)
+        return pb.GetCheckpointResponse(signed_checkpoint=cp.note, tree_size=cp.size, root_hash=cp.root)
+
+    @translated
+    async def ListEntries(self, request: pb.ListEntriesRequest, context: Any) -> pb.ListEntriesResponse:
+        start = request.start_index
+        if request.page_token:
+            if not request.page_token.isdigit() or len(request.page_token) > 20:
+                raise errors.invalid("page_token", "INVALID_PAGE_TOKEN", "not a token from ListEntries")
+            start = int(request.page_token)
+        if not 0 <= request.page_size <= MAX_PAGE:
+            raise errors.invalid("page_size", "INVALID_PAGE_SIZE", f"must be 0..{MAX_PAGE}")
+        size = request.page_size or DEFAULT_PAGE
+        entries = await self.storage.log_entries(start, start + size)
+        more = len(entries) == size
+        return pb.ListEntriesResponse(
+            entries=[pb.LogEntry(index=start + i, data=e) for i, e in enumerate(entries)],
+            next_page_token=str(start + size) if more else "",
+        )
+
+    @translated
+    async def GetInclusionProof(
+        self, request: pb.GetInclusionProofRequest, context: Any
+    ) -> pb.GetInclusionProofResponse:
+        index = await self._entry_index(request)
+        if request.tree_size:
+            cp = await self._checkpoint(request.tree_size)
+        else:
+            try:
+                cp = await self.publisher.covering(index)
+            except LookupError:
+                raise errors.DealerError(
+                    errors.Status.NOT_FOUND, "ENTRY_NOT_FOUND", "no log entry at that index", "index"
+                ) from None
+        if index >= cp.size:
+            raise errors.invalid("tree_size", "ENTRY_NOT_IN_TREE", "the entry is not in a tree of that size")
+        hashes = await self.storage.inclusion_proof(index, cp.size)
+        (entry,) = await self.storage.log_entries(index, index + 1)
+        return pb.GetInclusionProofResponse(
+            index=index, tree_size=cp.size, hashes=hashes, entry=entry, signed_checkpoint=cp.note
+        )
+
+    async def _entry_index(self, request: pb.GetInclusionProofRequest) -> int:
+        which = request.WhichOneof("entry")
+        if which == "index":
+            return request.index
+        if which != "hand_id":
+            raise errors.invalid("entry", "MISSING_ENTRY", "set index or hand_id")
+        if request.kind not in (pb.ENTRY_KIND_COMMIT, pb.ENTRY_KIND_REVEAL):
+            raise errors.invalid("kind", "INVALID_ENTRY_KIND", "COMMIT or REVEAL")
+        index = await self.storage.entry_index(request.hand_id, reveal=request.kind == pb.ENTRY_KIND_REVEAL)
+        if index is None:
+            raise errors.DealerError(errors.Status.NOT_FOUND, "ENTRY_NOT_FOUND", "no such entry", "hand_id")
+        return index
+
+    @translated
+    async def GetConsistencyProof(
+        self, request: pb.GetConsistencyProofRequest, context: Any
+    ) -> pb.GetConsistencyProofResponse:
+        cp = await self._checkpoint(request.second_tree_size)
+        if not 1 <= request.first_tree_size <= cp.size:
+            raise errors.invalid("first_tree_size", "INVALID_TREE_SIZE", f"must be 1..{cp.size}")
+        hashes = await self.storage.consistency_proof(request.first_tree_size, cp.size)
+        return pb.GetConsistencyProofResponse(
+            first_tree_size=request.first_tree_size,
+            second_tree_size=cp.size,
+            hashes=hashes,
+            signed_checkpoint=cp.note,
+        )
+
+    @translated
+    async def GetPublicKey(self, request: pb.GetPublicKeyRequest, context: Any) -> pb.GetPublicKeyResponse:
+        signer = self.publisher.signer
+        return pb.GetPublicKeyResponse(origin=signer.name, verifier_key=signer.verifier.to_string())
