@@ -1,0 +1,251 @@
+"""Clients of the AuditService that verify everything they receive.
+
+``AuditClient`` (blocking) and ``AsyncAuditClient`` (asyncio) trust only the
+verifier key they are given: checkpoints are signature-checked, proofs are
+checked against them, and a hand's log entries are checked against what the
+dealer said about the hand. A server, or a proxy, that alters a checkpoint,
+a proof or an entry makes them raise VerificationError(step="log").
+
+    with AuditClient("127.0.0.1:50051", verifier=vkey) as log:
+        checkpoint = log.verify_hand(closed_hand, commitment=opened.commitment)
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator, Sequence
+from types import TracebackType
+from typing import Any, Self
+
+import grpc
+
+from fairdeck.calls import ClientConfig
+from fairdeck.checkpoint import Checkpoint
+from fairdeck.errors import VerificationError
+from fairdeck.exceptions import from_rpc_error
+from fairdeck.models import Hand
+from fairdeck.note import Verifier
+from fairdeck.receipts import (
+    InclusionProof,
+    check_commit_entry,
+    check_reveal_entry,
+    open_signed_checkpoint,
+    verify_consistency,
+)
+from fairdeck.v1 import audit_pb2 as pb
+from fairdeck.v1 import audit_pb2_grpc
+
+PAGE_SIZE = 1000
+
+
+def _proof_request(
+    index: int | None, hand_id: str | None, reveal: bool, tree_size: int
+) -> pb.GetInclusionProofRequest:
+    kind = pb.ENTRY_KIND_REVEAL if reveal else pb.ENTRY_KIND_COMMIT
+    if index is not None:
+        return pb.GetInclusionProofRequest(index=index, kind=kind, tree_size=tree_size)
+    return pb.GetInclusionProofRequest(hand_id=hand_id or "", kind=kind, tree_size=tree_size)
+
+
+def _proof(r: pb.GetInclusionProofResponse) -> InclusionProof:
+    return InclusionProof(r.index, r.tree_size, tuple(r.hashes), r.entry, r.signed_checkpoint)
+
+
+def _hand_requests(hand: Hand) -> list[tuple[pb.GetInclusionProofRequest, int]]:
+    wanted = [(_proof_request(hand.commit_receipt.index, None, False, 0), hand.commit_receipt.index)]
+    if hand.transcript is not None and hand.reveal_receipt is not None:
+        wanted.append((_proof_request(hand.reveal_receipt.index, None, True, 0), hand.reveal_receipt.index))
+    return wanted
+
+
+def _check_hand(
+    hand: Hand, proofs: list[InclusionProof], verifier: Verifier, commitment: bytes | None
+) -> Checkpoint:
+    checkpoints = []
+    for i, proof in enumerate(proofs):
+        checkpoints.append(proof.verify(verifier))
+        if i == 0:
+            check_commit_entry(proof.entry, hand, commitment)
+        else:
+            check_reveal_entry(proof.entry, hand)
+    return max(checkpoints, key=lambda cp: cp.size)
+
+
+def _checked_index(proof: InclusionProof, index: int) -> InclusionProof:
+    if proof.index != index:
+        raise VerificationError("log", f"asked for entry {index}, the proof is for entry {proof.index}")
+    return proof
+
+
+class AuditClient:
+    """A blocking, verifying client of the dealer's transparency log."""
+
+    def __init__(
+        self,
+        target: str = "127.0.0.1:50051",
+        *,
+        verifier: Verifier | str,
+        credentials: grpc.ChannelCredentials | None = None,
+        api_token: str | None = None,
+        metadata: Sequence[tuple[str, str]] = (),
+        timeout: float | None = 30.0,
+    ) -> None:
+        self.verifier = Verifier.parse(verifier) if isinstance(verifier, str) else verifier
+        self.config = ClientConfig(target, credentials, api_token, tuple(metadata), timeout)
+        c = self.config
+        self._channel = (
+            grpc.secure_channel(c.target, c.credentials, c.channel_options())
+            if c.credentials is not None
+            else grpc.insecure_channel(c.target, c.channel_options())
+        )
+        self._stub = audit_pb2_grpc.AuditServiceStub(self._channel)
+
+    def _call(self, method: str, request: Any) -> Any:
+        try:
+            return getattr(self._stub, method)(
+                request, timeout=self.config.timeout, metadata=self.config.call_metadata()
+            )
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from e
+
+    def checkpoint(self) -> Checkpoint:
+        """The latest checkpoint, signature-checked."""
+        r = self._call("GetCheckpoint", pb.GetCheckpointRequest())
+        return open_signed_checkpoint(r.signed_checkpoint, self.verifier)
+
+    def inclusion_proof(
+        self,
+        index: int | None = None,
+        *,
+        hand_id: str | None = None,
+        reveal: bool = False,
+        tree_size: int = 0,
+    ) -> InclusionProof:
+        """A verified inclusion proof, by entry index or by hand (commit or reveal entry)."""
+        proof = _proof(self._call("GetInclusionProof", _proof_request(index, hand_id, reveal, tree_size)))
+        proof.verify(self.verifier)
+        return proof if index is None else _checked_index(proof, index)
+
+    def verify_hand(self, hand: Hand, *, commitment: bytes | None = None) -> Checkpoint:
+        """Prove the hand's commitment (and, once closed, its reveal) is in the signed log."""
+        proofs = [
+            _checked_index(_proof(self._call("GetInclusionProof", req)), i) for req, i in _hand_requests(hand)
+        ]
+        return _check_hand(hand, proofs, self.verifier, commitment)
+
+    def consistency(self, old: Checkpoint) -> Checkpoint:
+        """Prove the latest signed log extends ``old``; return the latest checkpoint."""
+        r = self._call("GetConsistencyProof", pb.GetConsistencyProofRequest(first_tree_size=old.size))
+        return verify_consistency(old, r.signed_checkpoint, tuple(r.hashes), self.verifier)
+
+    def entries(self, start: int = 0) -> Iterator[tuple[int, bytes]]:
+        """Every entry from ``start`` on, as (index, bytes)."""
+        token = ""
+        while True:
+            page = self._call(
+                "ListEntries", pb.ListEntriesRequest(start_index=start, page_size=PAGE_SIZE, page_token=token)
+            )
+            for e in page.entries:
+                yield e.index, e.data
+            if not page.next_page_token:
+                return
+            token = page.next_page_token
+
+    def close_channel(self) -> None:
+        self._channel.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close_channel()
+
+
+class AsyncAuditClient:
+    """An asyncio, verifying client of the dealer's transparency log; same methods, awaited."""
+
+    def __init__(
+        self,
+        target: str = "127.0.0.1:50051",
+        *,
+        verifier: Verifier | str,
+        credentials: grpc.ChannelCredentials | None = None,
+        api_token: str | None = None,
+        metadata: Sequence[tuple[str, str]] = (),
+        timeout: float | None = 30.0,
+    ) -> None:
+        self.verifier = Verifier.parse(verifier) if isinstance(verifier, str) else verifier
+        self.config = ClientConfig(target, credentials, api_token, tuple(metadata), timeout)
+        c = self.config
+        self._channel = (
+            grpc.aio.secure_channel(c.target, c.credentials, c.channel_options())
+            if c.credentials is not None
+            else grpc.aio.insecure_channel(c.target, c.channel_options())
+        )
+        self._stub = audit_pb2_grpc.AuditServiceStub(self._channel)
+
+    async def _call(self, method: str, request: Any) -> Any:
+        try:
+            return await getattr(self._stub, method)(
+                request, timeout=self.config.timeout, metadata=self.config.call_metadata()
+            )
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from e
+
+    async def checkpoint(self) -> Checkpoint:
+        """The latest checkpoint, signature-checked."""
+        r = await self._call("GetCheckpoint", pb.GetCheckpointRequest())
+        return open_signed_checkpoint(r.signed_checkpoint, self.verifier)
+
+    async def inclusion_proof(
+        self,
+        index: int | None = None,
+        *,
+        hand_id: str | None = None,
+        reveal: bool = False,
+        tree_size: int = 0,
+    ) -> InclusionProof:
+        """A verified inclusion proof, by entry index or by hand (commit or reveal entry)."""
+        proof = _proof(
+            await self._call("GetInclusionProof", _proof_request(index, hand_id, reveal, tree_size))
+        )
+        proof.verify(self.verifier)
+        return proof if index is None else _checked_index(proof, index)
+
+    async def verify_hand(self, hand: Hand, *, commitment: bytes | None = None) -> Checkpoint:
+        """Prove the hand's commitment (and, once closed, its reveal) is in the signed log."""
+        proofs = [
+            _checked_index(_proof(await self._call("GetInclusionProof", req)), i)
+            for req, i in _hand_requests(hand)
+        ]
+        return _check_hand(hand, proofs, self.verifier, commitment)
+
+    async def consistency(self, old: Checkpoint) -> Checkpoint:
+        """Prove the latest signed log extends ``old``; return the latest checkpoint."""
+        r = await self._call("GetConsistencyProof", pb.GetConsistencyProofRequest(first_tree_size=old.size))
+        return verify_consistency(old, r.signed_checkpoint, tuple(r.hashes), self.verifier)
+
+    async def entries(self, start: int = 0) -> AsyncIterator[tuple[int, bytes]]:
+        """Every entry from ``start`` on, as (index, bytes)."""
+        token = ""
+        while True:
+            page = await self._call(
+                "ListEntries", pb.ListEntriesRequest(start_index=start, page_size=PAGE_SIZE, page_token=token)
+            )
+            for e in page.entries:
+                yield e.index, e.data
+            if not page.next_page_token:
+                return
+            token = page.next_page_token
+
+    async def close_channel(self) -> None:
+        await self._channel.close(grace=None)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close_channel()

@@ -1,0 +1,132 @@
+"""Offline proof that a hand is in the transparency log (in the spirit of C2SP tlog-proof).
+
+An ``InclusionProof`` holds an entry, its index, an RFC 9162 audit path and
+the signed checkpoint it leads to. ``verify`` needs only the log's verifier
+key: the checkpoint's signature, the audit path to its root, and, through
+``check_hand``, that the entry says what the dealer told the game server (the
+commitment seen at open; the seed, seeds and deck revealed at close). A proof
+of some other entry is worthless, so the content check is not optional in
+``verify_hand``.
+"""
+
+from __future__ import annotations
+
+import base64
+import hmac
+import json
+from dataclasses import dataclass
+
+from fairdeck import merkle
+from fairdeck.checkpoint import Checkpoint, CheckpointError, open_checkpoint
+from fairdeck.errors import VerificationError
+from fairdeck.logentry import CommitEntry, EntryError, RevealEntry, deck_digest, decode
+from fairdeck.models import Hand
+from fairdeck.note import NoteError, Verifier
+
+
+def _fail(message: str) -> VerificationError:
+    return VerificationError("log", message)
+
+
+def open_signed_checkpoint(note: bytes, verifier: Verifier, origin: str | None = None) -> Checkpoint:
+    """The checkpoint in a signed note, if it verifies under the log key."""
+    try:
+        return open_checkpoint(note, verifier, origin or verifier.name)
+    except (CheckpointError, NoteError) as e:
+        raise _fail(f"checkpoint does not verify under the log key: {e}") from None
+
+
+@dataclass(frozen=True)
+class InclusionProof:
+    index: int
+    tree_size: int
+    hashes: tuple[bytes, ...]
+    entry: bytes
+    signed_checkpoint: bytes
+
+    def verify(self, verifier: Verifier, origin: str | None = None) -> Checkpoint:
+        """Check the signature and the audit path; return the verified checkpoint."""
+        cp = open_signed_checkpoint(self.signed_checkpoint, verifier, origin)
+        if cp.size != self.tree_size:
+            raise _fail(f"proof is for tree size {self.tree_size}, the checkpoint signs {cp.size}")
+        try:
+            merkle.verify_inclusion(self.index, cp.size, merkle.leaf_hash(self.entry), self.hashes, cp.root)
+        except merkle.ProofError as e:
+            raise _fail(f"entry {self.index} is not in the signed tree: {e}") from None
+        return cp
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "index": self.index,
+                "tree_size": self.tree_size,
+                "hashes": [base64.b64encode(h).decode() for h in self.hashes],
+                "entry": base64.b64encode(self.entry).decode(),
+                "signed_checkpoint": self.signed_checkpoint.decode("utf-8"),
+            },
+            indent=2,
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> InclusionProof:
+        try:
+            d = json.loads(text)
+            return cls(
+                index=int(d["index"]),
+                tree_size=int(d["tree_size"]),
+                hashes=tuple(base64.b64decode(h, validate=True) for h in d["hashes"]),
+                entry=base64.b64decode(d["entry"], validate=True),
+                signed_checkpoint=d["signed_checkpoint"].encode("utf-8"),
+            )
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            raise _fail(f"malformed inclusion proof: {e}") from None
+
+
+def check_commit_entry(entry_bytes: bytes, hand: Hand, commitment: bytes | None = None) -> None:
+    """The entry is this hand's commitment, as published at open."""
+    entry = _decode(entry_bytes)
+    if not isinstance(entry, CommitEntry) or entry.hand_id != hand.hand_id:
+        raise _fail(f"log entry is not the commitment of hand {hand.hand_id}")
+    expected = hand.commitment if commitment is None else commitment
+    if not hmac.compare_digest(entry.commitment, expected) or (entry.deck, entry.version) != (
+        hand.deck,
+        hand.version,
+    ):
+        raise _fail("the logged commitment is not the one the dealer published")
+
+
+def check_reveal_entry(entry_bytes: bytes, hand: Hand) -> None:
+    """The entry is this closed hand's reveal, matching its transcript."""
+    t = hand.transcript
+    if t is None:
+        raise _fail("the hand is not closed")
+    entry = _decode(entry_bytes)
+    if not isinstance(entry, RevealEntry) or entry.hand_id != hand.hand_id:
+        raise _fail(f"log entry is not the reveal of hand {hand.hand_id}")
+    if (
+        not hmac.compare_digest(entry.server_seed, t.server_seed)
+        or entry.client_seeds != t.client_seeds
+        or not hmac.compare_digest(entry.deck_digest, deck_digest(t.cards))
+    ):
+        raise _fail("the logged reveal differs from the transcript")
+
+
+def _decode(data: bytes) -> CommitEntry | RevealEntry:
+    try:
+        return decode(data)
+    except EntryError as e:
+        raise _fail(f"log entry does not parse: {e}") from None
+
+
+def verify_consistency(
+    old: Checkpoint, new_note: bytes, hashes: tuple[bytes, ...], verifier: Verifier
+) -> Checkpoint:
+    """The signed ``new_note`` extends ``old``; return the new checkpoint."""
+    new = open_signed_checkpoint(new_note, verifier, old.origin)
+    if new.size < old.size:
+        raise _fail(f"the log shrank from {old.size} to {new.size} entries")
+    try:
+        merkle.verify_consistency(old.size, new.size, hashes, old.root, new.root)
+    except merkle.ProofError as e:
+        raise _fail(f"the log at {new.size} does not extend the log at {old.size}: {e}") from None
+    return new
