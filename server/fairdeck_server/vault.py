@@ -38,18 +38,19 @@ class SeedVault:
     """Seals and opens server seeds with one AES-256-GCM key."""
 
     key: bytes = field(repr=False)
+    key_id: bytes = field(init=False)
+    _aead: AESGCM = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if len(self.key) != 32:
             raise VaultError("seed key must be 32 bytes (AES-256)")
-
-    @property
-    def key_id(self) -> bytes:
-        return hashlib.sha256(b"fairdeck seed key id" + self.key).digest()[:4]
+        # Derived once: building AESGCM per seal costs more than the encryption.
+        object.__setattr__(self, "key_id", hashlib.sha256(b"fairdeck seed key id" + self.key).digest()[:4])
+        object.__setattr__(self, "_aead", AESGCM(self.key))
 
     def seal(self, hand_id: str, seed: bytes) -> bytes:
         nonce = secrets.token_bytes(12)
-        sealed = AESGCM(self.key).encrypt(nonce, seed, _AAD + lp(hand_id.encode("ascii")))
+        sealed = self._aead.encrypt(nonce, seed, _AAD + lp(hand_id.encode("ascii")))
         return bytes([_FORMAT]) + self.key_id + nonce + sealed
 
     def open(self, hand_id: str, sealed: bytes) -> bytes:
@@ -58,7 +59,7 @@ class SeedVault:
         if sealed[1:5] != self.key_id:
             raise VaultError("sealed seed was sealed under another key")
         try:
-            return AESGCM(self.key).decrypt(sealed[5:17], sealed[17:], _AAD + lp(hand_id.encode("ascii")))
+            return self._aead.decrypt(sealed[5:17], sealed[17:], _AAD + lp(hand_id.encode("ascii")))
         except InvalidTag:
             raise VaultError("sealed seed does not open: wrong key, or the row was altered") from None
 
