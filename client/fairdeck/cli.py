@@ -8,7 +8,6 @@ failed, 2 for bad usage or input.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -46,16 +45,17 @@ def cmd_replay(args: argparse.Namespace) -> int:
     cards = derive_deck(args.deck, args.hand_id, args.server_seed, seeds, version=args.version)
     spec = DeckSpec.parse(args.deck)
     codes = [spec.card_for_id(c).code for c in cards]
-    if args.json:
-        out = {
-            "version": args.version,
-            "deck": spec.name,
-            "hand_id": args.hand_id,
-            "commitment": commit(spec.name, args.hand_id, args.server_seed, version=args.version).hex(),
-            "client_seeds": [s.hex() for s in seeds],
-            "cards": codes,
-        }
-        print(json.dumps(out, indent=2))
+    if args.json:  # a full transcript: `fairdeck replay --json ... | fairdeck verify -` holds
+        transcript = Transcript(
+            version=args.version,
+            deck=spec.name,
+            hand_id=args.hand_id,
+            commitment=commit(spec.name, args.hand_id, args.server_seed, version=args.version),
+            server_seed=args.server_seed,
+            client_seeds=tuple(seeds),
+            cards=cards,
+        )
+        print(transcript.to_json(), end="")
     else:
         print(" ".join(codes))
     return 0
@@ -73,7 +73,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         transcript = Transcript.from_json(text)
         verify(transcript)
     except VerificationError as e:
-        print(f"FAILED at step {e.step}: {e}")
+        print(f"FAILED at step {e.step}: {e.detail}")
         return 1
     print(
         f"OK: hand {transcript.hand_id} verified "

@@ -15,7 +15,9 @@ from __future__ import annotations
 import hashlib
 from functools import cache
 
+from fairdeck.decks import DeckSpec
 from fairdeck.encoding import lp
+from fairdeck.seeds import SeedError, check_hand_id
 from fairdeck.versions import CURRENT_VERSION, check_version
 
 COMMITMENT_BYTES = 32
@@ -25,9 +27,13 @@ _sha256 = hashlib.sha256
 @cache
 def _prefix(version: str, deck: str) -> bytes:
     check_version(version)
+    DeckSpec.parse(deck)
     return lp(f"{version} commit".encode()) + lp(deck.encode("ascii"))
 
 
 def commit(deck: str, hand_id: str, server_seed: bytes, *, version: str = CURRENT_VERSION) -> bytes:
-    """The 32-byte commitment to ``server_seed`` for this hand."""
+    """The 32-byte commitment to ``server_seed`` for this hand; InvalidInput for bad inputs."""
+    check_hand_id(hand_id)
+    if not isinstance(server_seed, bytes):
+        raise SeedError("server seed must be bytes")
     return _sha256(_prefix(version, deck) + lp(hand_id.encode("ascii")) + lp(server_seed)).digest()

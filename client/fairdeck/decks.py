@@ -55,10 +55,14 @@ class DeckSpec:
         """n!: the number of distinct orders of this deck."""
         return factorial(self.size)
 
+    def contains(self, card_id: object) -> bool:
+        """Whether ``card_id`` is the id of a card of this deck."""
+        return isinstance(card_id, int) and not isinstance(card_id, bool) and card_id in _id_set(self.name)
+
     def card_for_id(self, card_id: int) -> Card:
         """The card with this id, checking that it belongs to this deck."""
-        if card_id not in _id_set(self.name):
-            raise DeckSpecError(f"card id {card_id} is not in deck {self.name!r}")
+        if not self.contains(card_id):
+            raise DeckSpecError(f"card id {card_id!r} is not in deck {self.name!r}")
         return Card(code_for_id(card_id, shoe=self.shoe))
 
 

@@ -22,3 +22,4 @@ class VerificationError(Exception):
     def __init__(self, step: str, message: str) -> None:
         super().__init__(f"{step}: {message}")
         self.step = step
+        self.detail = message

@@ -75,6 +75,8 @@ def normalize_client_seed(seed: str | bytes) -> bytes:
 
 def normalize_client_seeds(seeds: Sequence[str | bytes]) -> tuple[bytes, ...]:
     """All client seeds of a hand, normalised, in the order given."""
+    if isinstance(seeds, str | bytes | bytearray):
+        raise SeedError("client seeds must be a list of seeds, not one str or bytes")
     if len(seeds) > MAX_CLIENT_SEEDS:
         raise SeedError(f"at most {MAX_CLIENT_SEEDS} client seeds, got {len(seeds)}")
     out = []

@@ -21,6 +21,7 @@ from typing import Any
 from fairdeck.cards import Card
 from fairdeck.decks import DeckSpec
 from fairdeck.errors import InvalidInput, VerificationError
+from fairdeck.versions import check_version
 
 _HEX = re.compile(r"(?:[0-9a-f]{2})*")
 _KEYS = {"version", "deck", "hand_id", "commitment", "server_seed", "client_seeds", "cards"}
@@ -79,33 +80,61 @@ class Transcript:
         codes = data["cards"]
         if not isinstance(codes, list) or not all(isinstance(c, str) for c in codes):
             raise _malformed("cards must be a list of card codes")
+        version = _text(data, "version")
+        try:  # an unknown version is reported as such, before its deck or cards are judged
+            check_version(version)
+        except InvalidInput as e:
+            raise VerificationError("version", str(e)) from None
         deck = _text(data, "deck")
         try:
             spec = DeckSpec.parse(deck)
-            cards = tuple(Card(c).id for c in codes)
-            # Each code must be this deck's own spelling of its card ("As.1" in a shoe).
-            for position, (code, card_id) in enumerate(zip(codes, cards, strict=True)):
-                if spec.card_for_id(card_id).code != code:
-                    raise _malformed(f"cards[{position}]: {code!r} is not a card of deck {deck!r}")
         except InvalidInput as e:
-            raise _malformed(f"cards: {e}") from None
+            raise _malformed(f"deck: {e}") from None
+        cards = []
+        for position, code in enumerate(codes):
+            # Each code must be this deck's own spelling of its card ("As.1" in a shoe).
+            try:
+                card = Card(code)
+                ok = spec.contains(card.id) and spec.card_for_id(card.id).code == code
+            except InvalidInput:
+                ok = False
+            if not ok:
+                shown = code if len(code) <= 8 else code[:8] + "..."
+                raise _malformed(f"cards[{position}]: {shown!r} is not a card of deck {deck!r}")
+            cards.append(card.id)
         return cls(
-            version=_text(data, "version"),
+            version=version,
             deck=deck,
             hand_id=_text(data, "hand_id"),
             commitment=_hex(data["commitment"], "commitment"),
             server_seed=_hex(data["server_seed"], "server_seed"),
             client_seeds=tuple(_hex(s, f"client_seeds[{i}]") for i, s in enumerate(seeds)),
-            cards=cards,
+            cards=tuple(cards),
         )
 
     @classmethod
     def from_json(cls, text: str | bytes) -> Transcript:
         try:
-            data = json.loads(text)
+            data = json.loads(text, object_pairs_hook=_no_duplicates)
+        except _DuplicateName as e:
+            raise _malformed(f"duplicate name {e.args[0]!r}") from None
         except (ValueError, UnicodeDecodeError) as e:
             raise _malformed(f"not JSON: {e}") from None
         return cls.from_dict(data)
+
+
+class _DuplicateName(Exception):
+    pass
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """Different JSON parsers keep different copies of a duplicate name: refuse them all."""
+    out: dict[str, Any] = {}
+    for name, value in pairs:
+        if name in out:
+            raise _DuplicateName(name[:32])
+        out[name] = value
+    return out
 
 
 def _malformed(message: str) -> VerificationError:

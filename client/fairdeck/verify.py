@@ -34,7 +34,12 @@ def verify(transcript: Transcript) -> None:
         spec = DeckSpec.parse(transcript.deck)
         check_hand_id(transcript.hand_id)
         check_server_seed(spec, transcript.server_seed)
+        if not all(isinstance(s, bytes) for s in transcript.client_seeds):
+            raise InvalidInput("client seeds must be the bytes as used, not text")
         normalize_client_seeds(transcript.client_seeds)  # count and length bounds
+        for position, card_id in enumerate(transcript.cards):
+            if not spec.contains(card_id):
+                raise InvalidInput(f"cards[{position}]: card id {card_id!r} is not in deck {spec.name!r}")
     except InvalidInput as e:
         raise VerificationError("malformed", str(e)) from None
     if len(transcript.commitment) != COMMITMENT_BYTES:
