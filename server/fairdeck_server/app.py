@@ -13,22 +13,31 @@ import logging
 import signal
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 
 import grpc
+from google.protobuf.descriptor import ServiceDescriptor
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from fairdeck.v1 import audit_pb2, audit_pb2_grpc, dealer_pb2, dealer_pb2_grpc
+from fairdeck.v1 import audit_pb2, dealer_pb2
 from fairdeck_server.audit_servicer import AuditServicer
 from fairdeck_server.dealer import Dealer
-from fairdeck_server.servicer import DealerServicer
+from fairdeck_server.servicer import DealerServicer, register
 from fairdeck_server.storage.sqlite import SqliteStorage
 from fairdeck_server.transparency import CheckpointPublisher, load_or_create_signer
 from fairdeck_server.vault import load_or_create_key
 
 log = logging.getLogger(__name__)
-DEALER_SERVICE = dealer_pb2.DESCRIPTOR.services_by_name["DealerService"].full_name
-AUDIT_SERVICE = audit_pb2.DESCRIPTOR.services_by_name["AuditService"].full_name
+
+
+def _service(module: ModuleType, name: str) -> ServiceDescriptor:
+    service: ServiceDescriptor = module.DESCRIPTOR.services_by_name[name]
+    return service
+
+
+DEALER_SERVICE = _service(dealer_pb2, "DealerService").full_name
+AUDIT_SERVICE = _service(audit_pb2, "AuditService").full_name
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 
 
@@ -89,9 +98,12 @@ class DealerServer:
         )
         self.publisher = CheckpointPublisher(self.storage, signer, interval=self.config.checkpoint_interval)
         self.dealer = Dealer(self.storage, vault)
-        dealer_pb2_grpc.add_DealerServiceServicer_to_server(DealerServicer(self.dealer), self.server)
-        audit_pb2_grpc.add_AuditServiceServicer_to_server(
-            AuditServicer(self.storage, self.publisher), self.server
+        register(self.server, DealerServicer(self.dealer), _service(dealer_pb2, "DealerService"), dealer_pb2)
+        register(
+            self.server,
+            AuditServicer(self.storage, self.publisher),
+            _service(audit_pb2, "AuditService"),
+            audit_pb2,
         )
         self.port = self.server.add_insecure_port(self.config.listen)
         if self.port == 0:

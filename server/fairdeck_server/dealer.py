@@ -8,6 +8,7 @@ pin them. Every state change goes through ``Storage.update_hand`` with a pure
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -17,13 +18,14 @@ from functools import lru_cache
 from fairdeck.commitment import commit
 from fairdeck.decks import DeckSpec
 from fairdeck.derivation import Plan, plan
+from fairdeck.encoding import lp
 from fairdeck.errors import InvalidInput
 from fairdeck.logentry import CLOSED, VOIDED, CommitEntry, RevealEntry, deck_digest
 from fairdeck.seeds import MAX_CLIENT_SEEDS, check_hand_id, normalize_client_seed
 from fairdeck.transcript import Transcript
 from fairdeck.versions import CURRENT_VERSION
 from fairdeck_server import errors
-from fairdeck_server.storage.base import Change, HandRecord, HandState, NewHand, Storage
+from fairdeck_server.storage.base import Change, HandRecord, HandState, NewHand, Storage, encode_seeds
 from fairdeck_server.vault import SeedVault, VaultError
 
 MAX_BATCH_HANDS = 100_000
@@ -89,13 +91,6 @@ class Dealer:
         new, _, cards = self._new_hand(tenant, p, rid, seeds, state=HandState.SHUFFLED)
         (record,) = await self.storage.create_hands([new])
         if record.hand_id != new.record.hand_id:  # an idempotent retry: deal what was stored
-            if record.dealt != len(cards):
-                raise errors.DealerError(
-                    errors.Status.ALREADY_EXISTS,
-                    "REQUEST_ID_REUSED",
-                    "request_id names a hand that was not opened by DealNewHand",
-                    "request_id",
-                )
             cards = self._cards(record)
         return record, cards
 
@@ -156,6 +151,9 @@ class Dealer:
             dealt=len(cards),
             created_ms=now,
             commit_index=-1,
+            request_fingerprint=None
+            if request_id is None
+            else request_fingerprint(state, p.spec.name, seeds),
             closed_ms=now if closed else None,
             server_seed=seed if closed else None,
         )
@@ -351,6 +349,13 @@ def _request_id(request_id: str) -> str | None:
             "request_id", "INVALID_REQUEST_ID", "must be 1..64 characters of A-Z a-z 0-9 . _ : -"
         ) from None
     return request_id
+
+
+def request_fingerprint(state: HandState, deck: str, seeds: tuple[bytes, ...]) -> bytes:
+    """What a retry must repeat exactly: the kind of open (OpenHand creates an
+    OPEN hand, DealNewHand a SHUFFLED one), the deck and the client seeds."""
+    kind = bytes([int(state)])
+    return hashlib.sha256(b"fairdeck request v1" + kind + lp(deck.encode()) + encode_seeds(seeds)).digest()
 
 
 def _hand_id(hand_id: str) -> None:

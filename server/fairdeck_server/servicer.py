@@ -12,10 +12,13 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from types import ModuleType
 from typing import Any, TypeVar
 
 import grpc
 from google.protobuf import any_pb2, timestamp_pb2
+from google.protobuf.descriptor import ServiceDescriptor
+from google.protobuf.message import DecodeError, Message
 from google.rpc import error_details_pb2, status_pb2
 
 from fairdeck.decks import DeckSpec
@@ -54,6 +57,56 @@ async def abort(context: grpc.aio.ServicerContext[Any, Any], error: errors.Deale
     )
 
 
+class Malformed:
+    """Stands in for a request body that does not parse as its message type."""
+
+    __slots__ = ("type_name",)
+
+    def __init__(self, type_name: str) -> None:
+        self.type_name = type_name
+
+
+def _lenient(message_class: Any) -> Callable[[bytes], Any]:
+    def parse(data: bytes) -> Any:
+        try:
+            return message_class.FromString(data)
+        except DecodeError:
+            return Malformed(message_class.DESCRIPTOR.full_name)
+
+    return parse
+
+
+def check_parsed(request: object) -> None:
+    """Refuse a body that did not parse, with INVALID_ARGUMENT instead of gRPC's UNKNOWN."""
+    if isinstance(request, Malformed):
+        raise errors.invalid("request", "MALFORMED_REQUEST", f"the body is not a valid {request.type_name}")
+
+
+def register(
+    server: grpc.aio.Server, servicer: object, service: ServiceDescriptor, messages: ModuleType
+) -> None:
+    """Add a servicer's methods like the generated add_*_to_server, but with
+    request parsing that cannot fail: bad bytes reach the servicer as
+    Malformed, so every bad request gets the same status and ErrorInfo."""
+    handlers = {}
+    for method in service.methods:
+        kwargs: dict[str, Any] = {
+            "request_deserializer": _lenient(getattr(messages, method.input_type.name)),
+            "response_serializer": _serialize,
+        }
+        fn = getattr(servicer, method.name)
+        if method.server_streaming:
+            handlers[method.name] = grpc.unary_stream_rpc_method_handler(fn, **kwargs)
+        else:
+            handlers[method.name] = grpc.unary_unary_rpc_method_handler(fn, **kwargs)
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service.full_name, handlers),))
+    server.add_registered_method_handlers(service.full_name, handlers)  # type: ignore[attr-defined]
+
+
+def _serialize(message: Message) -> bytes:
+    return message.SerializeToString()
+
+
 async def fail(context: grpc.aio.ServicerContext[Any, Any], exc: Exception, where: str) -> None:
     """End the call for ``exc``: its own status if a DealerError, else INTERNAL."""
     if isinstance(exc, errors.DealerError):
@@ -68,6 +121,7 @@ def translated(
     @functools.wraps(method)
     async def wrapper(self: Any, request: Req, context: grpc.aio.ServicerContext[Req, Resp]) -> Resp:
         try:
+            check_parsed(request)
             return await method(self, request, context)
         except Exception as e:
             await fail(context, e, method.__name__)
@@ -183,6 +237,7 @@ class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
         self, request: pb.DealHandsRequest, context: Any
     ) -> AsyncIterator[pb.DealHandsResponse]:
         try:
+            check_parsed(request)
             chunks = await self.dealer.deal_hands(
                 self._tenant(context),
                 request.deck,

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from fairdeck.client import DealerClient
+from fairdeck.client import AsyncDealerClient, DealerClient
 from fairdeck_server.app import DealerServer, ServerConfig
 
 
@@ -64,3 +65,22 @@ def running(tmp_path: Path) -> Iterator[RunningDealer]:
 def client(running: RunningDealer) -> Iterator[DealerClient]:
     with DealerClient(running.target, timeout=20) as c:
         yield c
+
+
+AsyncScenario = Callable[[AsyncDealerClient], Awaitable[Any]]
+
+
+@pytest.fixture
+def run_async(running: RunningDealer) -> Callable[[AsyncScenario], Any]:
+    """Run ``async def scenario(client)`` to completion with an AsyncDealerClient
+    made inside its own event loop (pytest-asyncio is not used). Reads
+    ``running.target`` at call time, so it follows a restart."""
+
+    def run(scenario: AsyncScenario) -> Any:
+        async def main() -> Any:
+            async with AsyncDealerClient(running.target, timeout=20) as c:
+                return await scenario(c)
+
+        return asyncio.run(main())
+
+    return run

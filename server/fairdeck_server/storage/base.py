@@ -46,6 +46,8 @@ class HandRecord:
     closed_ms: int | None = None
     server_seed: bytes | None = None
     reveal_index: int | None = None
+    request_fingerprint: bytes | None = None
+    """Digest of what an idempotent open asked for; a retry must match it."""
 
     def __repr__(self) -> str:  # never print the sealed or revealed seed
         return f"HandRecord(hand_id={self.hand_id!r}, deck={self.deck!r}, state={self.state.name})"
@@ -88,8 +90,9 @@ class Storage(Protocol):
     async def create_hands(self, hands: Sequence[NewHand]) -> list[HandRecord]:
         """Insert hands and append their commit entries, atomically and durably.
 
-        A hand whose (tenant, request_id) already exists is not inserted; the
-        stored hand is returned in its place (idempotent open).
+        A hand whose (tenant, request_id) already exists is not inserted: the
+        stored hand is returned in its place (idempotent open) when the
+        request fingerprints match, else REQUEST_ID_REUSED is raised.
         """
 
     async def get_hand(self, tenant: str, hand_id: str) -> HandRecord | None:

@@ -54,7 +54,8 @@ CREATE TABLE IF NOT EXISTS hands (
     commit_index INTEGER NOT NULL,
     closed_ms    INTEGER,
     server_seed  BLOB,            -- set only when revealed
-    reveal_index INTEGER
+    reveal_index INTEGER,
+    request_fp   BLOB             -- what the idempotent open asked for
 ) WITHOUT ROWID;
 CREATE UNIQUE INDEX IF NOT EXISTS hands_request ON hands (tenant, request_id)
     WHERE request_id IS NOT NULL;
@@ -79,9 +80,9 @@ CREATE TABLE IF NOT EXISTS checkpoints (
 """
 _COLUMNS = (
     "hand_id, tenant, request_id, deck, version, commitment, sealed_seed, client_seeds, state, dealt, "
-    "created_ms, commit_index, closed_ms, server_seed, reveal_index"
+    "created_ms, commit_index, closed_ms, server_seed, reveal_index, request_fp"
 )
-_INSERT = f"INSERT INTO hands ({_COLUMNS}) VALUES ({', '.join('?' * 15)})"  # noqa: S608 - constants
+_INSERT = f"INSERT INTO hands ({_COLUMNS}) VALUES ({', '.join('?' * 16)})"  # noqa: S608 - constants
 _UPDATE = (
     "UPDATE hands SET client_seeds = ?, state = ?, dealt = ?, closed_ms = ?, server_seed = ?, "
     "reveal_index = ? WHERE hand_id = ?"
@@ -254,11 +255,11 @@ class SqliteStorage:
             ).fetchone()
             if row is not None:
                 existing = _record(row)
-                if existing.deck != r.deck:
+                if existing.request_fingerprint != r.request_fingerprint:
                     raise errors.DealerError(
                         errors.Status.ALREADY_EXISTS,
                         "REQUEST_ID_REUSED",
-                        "request_id was already used to open a hand with another deck",
+                        "request_id was already used for a different request (kind of open, deck or seeds)",
                         "request_id",
                     )
                 return existing
@@ -282,6 +283,7 @@ class SqliteStorage:
                 r.closed_ms,
                 r.server_seed,
                 reveal_index,
+                r.request_fingerprint,
             ),
         )
         return replace(r, commit_index=index, reveal_index=reveal_index)
@@ -423,6 +425,7 @@ def _record(row: tuple[Any, ...]) -> HandRecord:
         closed_ms=row[12],
         server_seed=None if row[13] is None else bytes(row[13]),
         reveal_index=row[14],
+        request_fingerprint=None if row[15] is None else bytes(row[15]),
     )
 
 
