@@ -22,6 +22,7 @@ from fairdeck.calls import ClientConfig
 from fairdeck.checkpoint import Checkpoint
 from fairdeck.errors import VerificationError
 from fairdeck.exceptions import from_rpc_error
+from fairdeck.logentry import CommitEntry, EntryError, RevealEntry, decode
 from fairdeck.models import Hand
 from fairdeck.note import Verifier
 from fairdeck.receipts import (
@@ -68,6 +69,21 @@ def _check_hand(
         else:
             check_reveal_entry(proof.entry, hand)
     return max(checkpoints, key=lambda cp: cp.size)
+
+
+def _checked(proof: InclusionProof, index: int | None, hand_id: str | None, reveal: bool) -> InclusionProof:
+    """The proof is of the entry asked for: that index, or that hand's commit or reveal."""
+    if index is not None:
+        return _checked_index(proof, index)
+    try:
+        entry = decode(proof.entry)
+    except EntryError as e:
+        raise VerificationError("log", f"log entry does not parse: {e}") from None
+    kind = RevealEntry if reveal else CommitEntry
+    if not isinstance(entry, kind) or entry.hand_id != hand_id:
+        what = "reveal" if reveal else "commitment"
+        raise VerificationError("log", f"the proof is not of the {what} of hand {hand_id}")
+    return proof
 
 
 def _checked_index(proof: InclusionProof, index: int) -> InclusionProof:
@@ -123,7 +139,7 @@ class AuditClient:
         """A verified inclusion proof, by entry index or by hand (commit or reveal entry)."""
         proof = _proof(self._call("GetInclusionProof", _proof_request(index, hand_id, reveal, tree_size)))
         proof.verify(self.verifier)
-        return proof if index is None else _checked_index(proof, index)
+        return _checked(proof, index, hand_id, reveal)
 
     def verify_hand(self, hand: Hand, *, commitment: bytes | None = None) -> Checkpoint:
         """Prove the hand's commitment (and, once closed, its reveal) is in the signed log."""
@@ -211,7 +227,7 @@ class AsyncAuditClient:
             await self._call("GetInclusionProof", _proof_request(index, hand_id, reveal, tree_size))
         )
         proof.verify(self.verifier)
-        return proof if index is None else _checked_index(proof, index)
+        return _checked(proof, index, hand_id, reveal)
 
     async def verify_hand(self, hand: Hand, *, commitment: bytes | None = None) -> Checkpoint:
         """Prove the hand's commitment (and, once closed, its reveal) is in the signed log."""

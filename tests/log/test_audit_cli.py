@@ -1,0 +1,214 @@
+"""``fairdeck audit``: a live dealer (--target) and its data dir (--data) give
+the same verdict; --json is complete; --since saves, advances and refuses a
+checkpoint of another log; ``fairdeck key`` gives the key the audit needs."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from log_testkit import (
+    LONG_LIFETIME,
+    CliResult,
+    LogDealer,
+    database,
+    fairdeck,
+    fairdeck_process,
+    log_dealer,
+    read_checkpoints,
+    verifier_key,
+)
+
+from fairdeck.audit_client import AuditClient
+from fairdeck.checkpoint import open_checkpoint
+from fairdeck.client import DealerClient
+from fairdeck.note import Verifier
+
+REPORT_KEYS = {
+    "ok", "tree_size", "root", "entries", "hands", "closed", "voided",
+    "open_within_lifetime", "findings", "seconds",
+}  # fmt: skip
+
+
+def deal(target: str, *, closed: int, still_open: int) -> int:
+    """Some closed hands and some left open; returns the log size afterwards."""
+    last = 0
+    with DealerClient(target, timeout=20) as c:
+        for dealt in c.deal_hands("standard", closed, close=True):
+            assert dealt.reveal_receipt is not None
+            last = dealt.reveal_receipt.index
+        for _ in range(still_open):
+            last = c.open_hand("short").commit_receipt.index
+    return last + 1
+
+
+def settle(dealer: LogDealer, size: int) -> bytes:
+    """Wait until the dealer's signed head covers ``size`` entries; return its note."""
+    vkey = verifier_key(dealer.data_dir)
+    deadline = time.monotonic() + 10
+    with AuditClient(dealer.target, verifier=vkey, timeout=10) as log:
+        while log.checkpoint().size < size:
+            assert time.monotonic() < deadline, "no checkpoint covers the log"
+            time.sleep(0.01)
+    return read_checkpoints(dealer.data_dir)[-1][2]
+
+
+def audit(*where: str, key: str, since: Path | None = None, lifetime: str = LONG_LIFETIME) -> CliResult:
+    extra = ["--since", str(since)] if since is not None else []
+    return fairdeck("audit", *where, "--key", key, "--max-hand-lifetime", lifetime, "--json", *extra)
+
+
+@pytest.fixture
+def dealer(tmp_path: Path) -> Iterator[LogDealer]:
+    with log_dealer(tmp_path / "data", checkpoint_interval=0.02) as d:
+        yield d
+
+
+def _same(report: dict[str, Any]) -> dict[str, Any]:
+    """A report without its timing, findings as a set."""
+    out = {k: v for k, v in report.items() if k not in ("seconds", "findings")}
+    out["findings"] = {(f["index"], f["hand_id"], f["problem"]) for f in report["findings"]}
+    return out
+
+
+def test_target_and_data_agree(dealer: LogDealer) -> None:
+    size = deal(dealer.target, closed=40, still_open=3)
+    settle(dealer, size)
+    key = verifier_key(dealer.data_dir)
+
+    live = audit("--target", dealer.target, key=key)
+    at_rest = audit("--data", str(dealer.data_dir), key=key)  # read-only, while the dealer runs
+    assert live.rc == at_rest.rc == 0, live.out + at_rest.out
+    assert set(live.report) == REPORT_KEYS
+    assert _same(live.report) == _same(at_rest.report)
+    assert live.report["tree_size"] == live.report["entries"] == size
+    assert (live.report["closed"], live.report["open_within_lifetime"]) == (40, 3)
+
+    time.sleep(0.01)
+    live = audit("--target", dealer.target, key=key, lifetime="0.005")
+    at_rest = audit("--data", str(dealer.data_dir), key=key, lifetime="0.005")
+    assert live.rc == at_rest.rc == 1
+    assert _same(live.report) == _same(at_rest.report)
+    assert len(live.findings) == 3 and all("deck shopping" in f["problem"] for f in live.findings)
+
+
+def test_the_console_script_and_fairdeck_key(dealer: LogDealer, tmp_path: Path) -> None:
+    """The real ``fairdeck`` process: key, then audit --target and --data, text output."""
+    size = deal(dealer.target, closed=10, still_open=1)
+    settle(dealer, size)
+    printed = fairdeck_process("key", "--data", str(dealer.data_dir))
+    assert printed.rc == 0
+    key_file = tmp_path / "log.vkey"
+    key_file.write_text(printed.out)
+    with AuditClient(dealer.target, verifier=printed.out.strip()) as log:
+        head = log.checkpoint()  # the printed key verifies the dealer's checkpoints
+
+    outputs = []
+    for where in (["--target", dealer.target], ["--data", str(dealer.data_dir)]):
+        result = fairdeck_process("audit", *where, "--key", f"@{key_file}")
+        assert result.rc == 0, result.out + result.err
+        assert result.out.startswith(f"audit OK: {size} entries, 11 hands in ")
+        outputs.append(result.out.splitlines()[1:])
+    assert outputs[0] == outputs[1]
+    assert outputs[0][0] == f"  signed tree size {head.size}, root {head.root.hex()}"
+    assert outputs[0][1] == "  closed and verified 10, voided 0, still open within their lifetime 1"
+
+
+def test_json_lists_the_findings_and_text_names_them(dealer: LogDealer, tmp_path: Path) -> None:
+    size = deal(dealer.target, closed=12, still_open=0)
+    settle(dealer, size)
+    dealer.stop()
+    copy = shutil.copytree(dealer.data_dir, tmp_path / "tampered")
+    with database(copy) as conn:  # reveal 3 now names a hand that was never committed
+        entry = bytearray(conn.execute("SELECT entry FROM log_entries WHERE idx = 3").fetchone()[0])
+        entry[17] = ord("z")
+        conn.execute("UPDATE log_entries SET entry = ? WHERE idx = 3", (bytes(entry),))
+    key = verifier_key(copy)
+
+    result = audit("--data", str(copy), key=key)
+    assert result.rc == 1
+    report = result.report
+    assert set(report) == REPORT_KEYS and report["ok"] is False
+    hand = bytes(entry[17:37]).decode()  # the hand id, its first character now "z"
+    assert hand.startswith("z")
+    found = {(f["index"], f["hand_id"], f["problem"]) for f in report["findings"]}
+    assert (3, hand, "reveal without a prior commitment") in found
+    assert (None, None, f"signed checkpoint for tree size {size} does not match the entries") in found
+
+    text = fairdeck("audit", "--data", str(copy), "--key", key)
+    assert text.rc == 1
+    assert text.out.startswith("audit FAILED:")
+    bad = [line for line in text.out.splitlines() if line.startswith("  BAD ")]
+    assert f"  BAD entry 3, hand {hand}: reveal without a prior commitment" in bad
+    assert len(bad) == len(report["findings"])
+
+
+def test_since_saves_then_advances(dealer: LogDealer, tmp_path: Path) -> None:
+    key = verifier_key(dealer.data_dir)
+    verifier = Verifier.parse(key)
+    saved = tmp_path / "audited.checkpoint"
+    first_size = deal(dealer.target, closed=5, still_open=1)
+    settle(dealer, first_size)
+
+    first = audit("--target", dealer.target, key=key, since=saved)  # no file yet: a first audit
+    assert first.rc == 0, first.out
+    cp = open_checkpoint(saved.read_bytes(), verifier, verifier.name)
+    assert (cp.size, cp.root.hex()) == (first_size, first.report["root"])
+
+    second_size = deal(dealer.target, closed=8, still_open=2)
+    settle(dealer, second_size)
+    second = audit("--target", dealer.target, key=key, since=saved)
+    assert second.rc == 0, second.out
+    cp = open_checkpoint(saved.read_bytes(), verifier, verifier.name)
+    assert (cp.size, cp.root.hex()) == (second_size, second.report["root"])
+
+    third_size = deal(dealer.target, closed=1, still_open=0)
+    settle(dealer, third_size)
+    text = fairdeck("audit", "--data", str(dealer.data_dir), "--key", key, "--since", str(saved))
+    assert text.rc == 0, text.out
+    assert f"  consistent with the saved checkpoint; new checkpoint saved to {saved}" in text.out.splitlines()
+    assert open_checkpoint(saved.read_bytes(), verifier, verifier.name).size == third_size
+
+
+@pytest.mark.parametrize("other_key", [True, False], ids=["another key", "the same key"])
+def test_since_from_another_log_fails(other_key: bool, dealer: LogDealer, tmp_path: Path) -> None:
+    """A checkpoint saved from a different log is not a prefix of this one: under
+    another key it does not verify; under the same key its root is not this tree's."""
+    size = deal(dealer.target, closed=20, still_open=0)
+    settle(dealer, size)
+    other_dir = tmp_path / "other"
+    if not other_key:  # the same operator key signing two different logs
+        other_dir.mkdir()
+        shutil.copy2(dealer.data_dir / "log.key", other_dir / "log.key")
+    with log_dealer(other_dir, checkpoint_interval=0.02) as other:
+        other_size = deal(other.target, closed=6, still_open=0)
+        other_note = settle(other, other_size)
+    assert other_size < size
+    saved = tmp_path / "other.checkpoint"
+    saved.write_bytes(other_note)
+    key = verifier_key(dealer.data_dir)
+
+    for where in (["--target", dealer.target], ["--data", str(dealer.data_dir)]):
+        result = audit(*where, key=key, since=saved)
+        assert result.rc == 1
+        problems = [f["problem"] for f in result.findings]
+        if other_key:
+            assert len(problems) == 1
+            assert problems[0].startswith("saved checkpoint (--since) does not verify under the log key")
+        else:
+            assert problems == [f"signed checkpoint for tree size {other_size} does not match the entries"]
+        assert saved.read_bytes() == other_note, "a failed audit does not overwrite the saved checkpoint"
+
+
+def test_unreachable_target_is_a_usage_error(tmp_path: Path) -> None:
+    with log_dealer(tmp_path / "data") as d:
+        key = verifier_key(d.data_dir)
+        d.stop()
+        result = fairdeck("audit", "--target", d.target, "--key", key, "--timeout", "2")
+    assert result.rc == 2
+    assert result.err.startswith("fairdeck audit: cannot read the log:")
+    assert fairdeck("audit", "--data", str(tmp_path / "nowhere"), "--key", key).rc == 2
