@@ -87,13 +87,6 @@ class AuditReport:
         }
 
 
-@dataclass
-class _Hand:
-    index: int
-    commit: CommitEntry
-    revealed: bool = False
-
-
 class Auditor:
     """Feed it every entry in order with ``add``, then call ``finish``."""
 
@@ -113,7 +106,10 @@ class Auditor:
         self.lifetime_ms = max_hand_lifetime_ms
         self.report = AuditReport()
         self._stack: list[tuple[int, bytes]] = []  # complete subtrees: (leaf count, hash)
-        self._hands: dict[str, _Hand] = {}
+        # Hands committed and not yet revealed, and the ids of all hands: only
+        # what later entries can need is kept, so memory stays small per hand.
+        self._unrevealed: dict[str, tuple[int, CommitEntry]] = {}
+        self._seen: set[str] = set()
         # Checkpoints to hold against the rebuilt tree, smallest first.
         self._pending: list[tuple[Checkpoint, bytes]] = []
         self._since: Checkpoint | None = None
@@ -178,22 +174,22 @@ class Auditor:
                 self.report.checkpoint, self.report.checkpoint_note = cp, note
 
     def _commit(self, index: int, entry: CommitEntry) -> None:
-        if entry.hand_id in self._hands:
+        if entry.hand_id in self._seen:
             self._find("hand id committed twice", index, entry.hand_id)
             return
-        self._hands[entry.hand_id] = _Hand(index, entry)
+        self._seen.add(entry.hand_id)
+        self._unrevealed[entry.hand_id] = (index, entry)
         self.report.hands += 1
 
     def _reveal(self, index: int, entry: RevealEntry) -> None:
-        hand = self._hands.get(entry.hand_id)
-        if hand is None:
-            self._find("reveal without a prior commitment", index, entry.hand_id)
+        pending = self._unrevealed.pop(entry.hand_id, None)
+        if pending is None:
+            seen = entry.hand_id in self._seen
+            self._find(
+                "hand revealed twice" if seen else "reveal without a prior commitment", index, entry.hand_id
+            )
             return
-        if hand.revealed:
-            self._find("hand revealed twice", index, entry.hand_id)
-            return
-        hand.revealed = True
-        c = hand.commit
+        c = pending[1]
         try:
             expected = commit(c.deck, c.hand_id, entry.server_seed, version=c.version)
             cards = derive_deck(c.deck, c.hand_id, entry.server_seed, entry.client_seeds, version=c.version)
@@ -222,13 +218,11 @@ class Auditor:
             self._find("no signed checkpoint covers the log")
         if self._since is not None and (r.checkpoint is None or r.checkpoint.size < self._since.size):
             self._find(f"the log is smaller than the saved checkpoint ({self._since.size} entries)")
-        for hand_id, hand in self._hands.items():
-            if hand.revealed:
-                continue
-            if self.now_ms - hand.commit.time_ms > self.lifetime_ms:
+        for hand_id, (index, c) in self._unrevealed.items():
+            if self.now_ms - c.time_ms > self.lifetime_ms:
                 self._find(
                     "committed but never revealed within the maximum hand lifetime (deck shopping?)",
-                    hand.index,
+                    index,
                     hand_id,
                 )
             else:

@@ -5,6 +5,9 @@
 
 from __future__ import annotations
 
+import struct
+from collections.abc import Sequence
+
 
 def u32(n: int) -> bytes:
     """``n`` as 4 bytes, big-endian."""
@@ -14,6 +17,11 @@ def u32(n: int) -> bytes:
 def u64(n: int) -> bytes:
     """``n`` as 8 bytes, big-endian."""
     return n.to_bytes(8, "big")
+
+
+def pack_cards(cards: Sequence[int]) -> bytes:
+    """Card ids as 2-byte big-endian integers, in order (ids are below 65536)."""
+    return struct.pack(f">{len(cards)}H", *cards)
 
 
 def lp(data: bytes) -> bytes:

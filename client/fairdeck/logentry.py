@@ -27,7 +27,7 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from fairdeck.encoding import lp, u32, u64
+from fairdeck.encoding import lp, pack_cards, u32, u64
 from fairdeck.errors import InvalidInput
 
 MAGIC = b"FDL1"
@@ -95,7 +95,7 @@ class RevealEntry:
 
 def deck_digest(cards: Sequence[int]) -> bytes:
     """SHA-256 over the card ids as 2-byte big-endian integers, top card first."""
-    return hashlib.sha256(b"".join(c.to_bytes(2, "big") for c in cards)).digest()
+    return hashlib.sha256(pack_cards(cards)).digest()
 
 
 Entry = CommitEntry | RevealEntry

@@ -15,6 +15,7 @@ import hmac
 from fairdeck.commitment import COMMITMENT_BYTES, commit
 from fairdeck.decks import DeckSpec
 from fairdeck.derivation import derive_deck
+from fairdeck.encoding import pack_cards
 from fairdeck.errors import InvalidInput, VerificationError
 from fairdeck.seeds import check_hand_id, check_server_seed, normalize_client_seeds
 from fairdeck.transcript import Transcript
@@ -64,12 +65,8 @@ def verify(transcript: Transcript) -> None:
         transcript.client_seeds,
         version=transcript.version,
     )
-    if not hmac.compare_digest(_pack(derived), _pack(transcript.cards)):
+    if not hmac.compare_digest(pack_cards(derived), pack_cards(transcript.cards)):
         first = next(i for i, (a, b) in enumerate(zip(derived, transcript.cards, strict=True)) if a != b)
         raise VerificationError(
             "deck", f"the dealt deck differs from the re-derived deck, first at position {first}"
         )
-
-
-def _pack(cards: tuple[int, ...]) -> bytes:
-    return b"".join(c.to_bytes(2, "big") for c in cards)
