@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import spec_reference as ref
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -33,6 +32,7 @@ from fairdeck import (
     verify,
 )
 from fairdeck.shuffle import index_bits
+from tests.core import spec_reference as ref
 
 ROOT = Path(__file__).resolve().parents[2]
 VECTORS_PATH = ROOT / "docs" / "vectors" / "fairdeck-v1.json"

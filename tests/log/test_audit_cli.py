@@ -11,7 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from log_testkit import (
+
+from fairdeck.audit_client import AuditClient
+from fairdeck.checkpoint import open_checkpoint
+from fairdeck.client import DealerClient
+from fairdeck.note import Verifier
+from tests.log.testkit import (
     LONG_LIFETIME,
     CliResult,
     LogDealer,
@@ -22,11 +27,6 @@ from log_testkit import (
     read_checkpoints,
     verifier_key,
 )
-
-from fairdeck.audit_client import AuditClient
-from fairdeck.checkpoint import open_checkpoint
-from fairdeck.client import DealerClient
-from fairdeck.note import Verifier
 
 REPORT_KEYS = {
     "ok", "tree_size", "root", "entries", "hands", "closed", "voided",

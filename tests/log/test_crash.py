@@ -38,7 +38,6 @@ from pathlib import Path
 from typing import IO
 
 import pytest
-from log_testkit import DB_NAME, LONG_LIFETIME, audit_data, fairdeck_process, subprocess_env, verifier_key
 
 from fairdeck import merkle
 from fairdeck.audit_client import AuditClient
@@ -47,6 +46,14 @@ from fairdeck.client import DealerClient
 from fairdeck.logentry import CommitEntry, RevealEntry, decode
 from fairdeck.models import Hand
 from fairdeck.note import Verifier
+from tests.log.testkit import (
+    DB_NAME,
+    LONG_LIFETIME,
+    audit_data,
+    fairdeck_process,
+    subprocess_env,
+    verifier_key,
+)
 
 pytestmark = pytest.mark.slow
 

@@ -26,7 +26,6 @@ from typing import Any
 import grpc
 import pytest
 from google.protobuf.message import Message
-from log_testkit import LogDealer, sign_tree, signer_of
 
 from fairdeck import merkle
 from fairdeck.audit_client import AsyncAuditClient, AuditClient
@@ -39,6 +38,7 @@ from fairdeck.note import Signer, Verifier
 from fairdeck.receipts import open_signed_checkpoint
 from fairdeck.v1 import audit_pb2 as pb
 from fairdeck.v1 import audit_pb2_grpc
+from tests.log.testkit import LogDealer, sign_tree, signer_of
 
 SERVICE = "fairdeck.v1.AuditService"
 MESSAGES: dict[str, tuple[type[Message], type[Message]]] = {

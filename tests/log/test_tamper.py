@@ -28,7 +28,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from log_testkit import (
+
+from fairdeck.client import DealerClient
+from fairdeck.commitment import commit
+from fairdeck.derivation import derive_deck, plan
+from fairdeck.logentry import CLOSED, VOIDED, CommitEntry, RevealEntry, deck_digest, decode
+from fairdeck.models import HandState
+from fairdeck.note import Signer
+from fairdeck.versions import CURRENT_VERSION
+from tests.log.testkit import (
     LONG_LIFETIME,
     BuiltLog,
     CliResult,
@@ -45,14 +53,6 @@ from log_testkit import (
     signer_of,
     tree_root,
 )
-
-from fairdeck.client import DealerClient
-from fairdeck.commitment import commit
-from fairdeck.derivation import derive_deck, plan
-from fairdeck.logentry import CLOSED, VOIDED, CommitEntry, RevealEntry, deck_digest, decode
-from fairdeck.models import HandState
-from fairdeck.note import Signer
-from fairdeck.versions import CURRENT_VERSION
 
 Expected = tuple[str, int | None, str | None]
 """(problem text, index, hand id) of a finding the audit must report."""

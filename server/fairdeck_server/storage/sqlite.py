@@ -101,6 +101,7 @@ class SqliteStorage:
         self._ready = threading.Event()
         self._startup_error: BaseException | None = None
         self._log_size = 0
+        self._frontier = _Frontier([])
         self._thread = threading.Thread(target=self._run, name="fairdeck-sqlite-writer", daemon=True)
 
     async def start(self) -> None:
@@ -113,7 +114,7 @@ class SqliteStorage:
     # -- the Storage interface ------------------------------------------------
 
     async def create_hands(self, hands: Sequence[NewHand]) -> list[HandRecord]:
-        return await self._submit(lambda conn: [self._create(conn, h) for h in hands])
+        return await self._submit(lambda conn: self._create_many(conn, hands))
 
     async def get_hand(self, tenant: str, hand_id: str) -> HandRecord | None:
         return await self._submit(lambda conn: _select(conn, tenant, hand_id))
@@ -128,7 +129,9 @@ class SqliteStorage:
             change, result = decide(current)
             new = change.record
             if change.log_entry is not None:
-                new = replace(new, reveal_index=self._append(conn, change.log_entry))
+                rows = _Rows()
+                new = replace(new, reveal_index=self._append(change.log_entry, rows))
+                rows.write(conn)
             if new == current:
                 return new, result
             conn.execute(
@@ -246,56 +249,74 @@ class SqliteStorage:
 
     # -- inside the writer thread ----------------------------------------------
 
-    def _create(self, conn: sqlite3.Connection, new: NewHand) -> HandRecord:
-        r = new.record
-        if r.request_id is not None:
-            row = conn.execute(
-                f"SELECT {_COLUMNS} FROM hands WHERE tenant = ? AND request_id = ?",  # noqa: S608
-                (r.tenant, r.request_id),
-            ).fetchone()
-            if row is not None:
-                existing = _record(row)
-                if existing.request_fingerprint != r.request_fingerprint:
-                    raise errors.DealerError(
-                        errors.Status.ALREADY_EXISTS,
-                        "REQUEST_ID_REUSED",
-                        "request_id was already used for a different request (kind of open, deck or seeds)",
-                        "request_id",
-                    )
-                return existing
-        index = self._append(conn, new.log_entry)
-        reveal_index = None if new.reveal_entry is None else self._append(conn, new.reveal_entry)
-        conn.execute(
-            _INSERT,
-            (
-                r.hand_id,
-                r.tenant,
-                r.request_id,
-                r.deck,
-                r.version,
-                r.commitment,
-                r.sealed_seed,
-                encode_seeds(r.client_seeds),
-                int(r.state),
-                r.dealt,
-                r.created_ms,
-                index,
-                r.closed_ms,
-                r.server_seed,
-                reveal_index,
-                r.request_fingerprint,
-            ),
-        )
-        return replace(r, commit_index=index, reveal_index=reveal_index)
+    def _create_many(self, conn: sqlite3.Connection, hands: Sequence[NewHand]) -> list[HandRecord]:
+        """Insert hands with their log entries: one executemany per table, not per row."""
+        rows = _Rows()
+        out = []
+        for new in hands:
+            r = new.record
+            existing = self._existing(conn, r) if r.request_id is not None else None
+            if existing is not None:
+                out.append(existing)
+                continue
+            index = self._append(new.log_entry, rows)
+            reveal_index = None if new.reveal_entry is None else self._append(new.reveal_entry, rows)
+            rows.hands.append(
+                (
+                    r.hand_id,
+                    r.tenant,
+                    r.request_id,
+                    r.deck,
+                    r.version,
+                    r.commitment,
+                    r.sealed_seed,
+                    encode_seeds(r.client_seeds),
+                    int(r.state),
+                    r.dealt,
+                    r.created_ms,
+                    index,
+                    r.closed_ms,
+                    r.server_seed,
+                    reveal_index,
+                    r.request_fingerprint,
+                )
+            )
+            out.append(replace(r, commit_index=index, reveal_index=reveal_index))
+        rows.write(conn)
+        return out
 
-    def _append(self, conn: sqlite3.Connection, entry: bytes) -> int:
+    def _existing(self, conn: sqlite3.Connection, r: HandRecord) -> HandRecord | None:
+        """The hand an earlier request with this request id created, if the request was the same."""
+        row = conn.execute(
+            f"SELECT {_COLUMNS} FROM hands WHERE tenant = ? AND request_id = ?",  # noqa: S608
+            (r.tenant, r.request_id),
+        ).fetchone()
+        if row is None:
+            return None
+        existing = _record(row)
+        if existing.request_fingerprint != r.request_fingerprint:
+            raise errors.DealerError(
+                errors.Status.ALREADY_EXISTS,
+                "REQUEST_ID_REUSED",
+                "request_id was already used for a different request (kind of open, deck or seeds)",
+                "request_id",
+            )
+        return existing
+
+    def _append(self, entry: bytes, rows: _Rows) -> int:
+        """Give ``entry`` the next index and queue it with its stored hashes.
+
+        The left siblings an append needs are always on the frontier (the
+        complete subtrees of the current tree), kept in memory, so an append
+        reads nothing from the database.
+        """
         index = self._log_size
-        conn.execute("INSERT INTO log_entries (idx, entry) VALUES (?, ?)", (index, entry))
-        hashes = merkle.stored_hashes_for_append(index, merkle.leaf_hash(entry), _hash_reader(conn))
+        frontier = self._frontier
+        hashes = merkle.stored_hashes_for_append(index, merkle.leaf_hash(entry), frontier.read)
         start = merkle.stored_hash_index(0, index)
-        conn.executemany(
-            "INSERT INTO log_hashes (idx, hash) VALUES (?, ?)", [(start + i, h) for i, h in enumerate(hashes)]
-        )
+        rows.entries.append((index, entry))
+        rows.hashes.extend((start + i, h) for i, h in enumerate(hashes))
+        frontier.push(start, hashes)
         self._log_size = index + 1
         return index
 
@@ -327,11 +348,11 @@ class SqliteStorage:
 
     def _run_batch(self, conn: sqlite3.Connection, batch: list[_Op]) -> None:
         outcomes: list[tuple[bool, Any]] = []
-        log_size_before = self._log_size
+        before = (self._log_size, self._frontier.copy())
         try:
             conn.execute("BEGIN IMMEDIATE")
             for fn, _, _ in batch:
-                mark = self._log_size
+                mark = (self._log_size, self._frontier.copy())
                 conn.execute("SAVEPOINT op")
                 try:
                     outcomes.append((True, fn(conn)))
@@ -339,7 +360,7 @@ class SqliteStorage:
                 except Exception as e:  # refused (DealerError) or a bug: this op alone rolls back
                     conn.execute("ROLLBACK TO op")
                     conn.execute("RELEASE op")
-                    self._log_size = mark
+                    self._log_size, self._frontier = mark
                     if not isinstance(e, errors.DealerError):
                         log.error("storage operation failed: %s", type(e).__name__)
                     outcomes.append((False, e))
@@ -348,7 +369,7 @@ class SqliteStorage:
             log.error("storage batch failed, rolled back: %s", type(e).__name__)
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
-            self._log_size = log_size_before
+            self._log_size, self._frontier = before
             failure = errors.storage_unavailable("storage failed; the request was not recorded")
             outcomes = [(False, failure)] * len(batch)
         by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], bool, Any]]] = {}
@@ -370,6 +391,7 @@ class SqliteStorage:
         if row[0] != row[1]:
             raise RuntimeError("log_entries has gaps: the log is damaged")
         self._log_size = row[0]
+        self._frontier = _Frontier.load(self._log_size, _hash_reader(conn))
         return conn
 
     async def _submit(self, fn: Callable[[sqlite3.Connection], T]) -> T:
@@ -379,6 +401,57 @@ class SqliteStorage:
         fut: asyncio.Future[T] = loop.create_future()
         self._queue.put((fn, loop, fut))
         return await fut
+
+
+class _Rows:
+    """Rows an operation writes, inserted together at its end."""
+
+    __slots__ = ("entries", "hands", "hashes")
+
+    def __init__(self) -> None:
+        self.entries: list[tuple[int, bytes]] = []
+        self.hashes: list[tuple[int, bytes]] = []
+        self.hands: list[tuple[Any, ...]] = []
+
+    def write(self, conn: sqlite3.Connection) -> None:
+        if self.entries:
+            conn.executemany("INSERT INTO log_entries (idx, entry) VALUES (?, ?)", self.entries)
+            conn.executemany("INSERT INTO log_hashes (idx, hash) VALUES (?, ?)", self.hashes)
+        if self.hands:
+            conn.executemany(_INSERT, self.hands)
+
+
+class _Frontier:
+    """The right edge of the tree: its complete subtrees as (level, stored index, hash), largest first."""
+
+    __slots__ = ("stack",)
+
+    def __init__(self, stack: list[tuple[int, int, bytes]]) -> None:
+        self.stack = stack
+
+    @classmethod
+    def load(cls, size: int, read: Callable[[list[int]], list[bytes]]) -> _Frontier:
+        subtrees, start = [], 0
+        for level in reversed(range(size.bit_length())):
+            if size >> level & 1:
+                subtrees.append((level, merkle.stored_hash_index(level, start >> level)))
+                start += 1 << level
+        hashes = read([index for _, index in subtrees]) if subtrees else []
+        return cls([(level, index, h) for (level, index), h in zip(subtrees, hashes, strict=True)])
+
+    def copy(self) -> _Frontier:
+        return _Frontier(list(self.stack))
+
+    def read(self, indexes: list[int]) -> list[bytes]:
+        known = {index: h for _, index, h in self.stack}
+        return [known[i] for i in indexes]
+
+    def push(self, start: int, hashes: list[bytes]) -> None:
+        """Leaf hash and merged subtrees of one append, as written from ``start``."""
+        merged = len(hashes) - 1  # the append completed subtrees of levels 1..merged
+        if merged:
+            del self.stack[-merged:]
+        self.stack.append((merged, start + merged, hashes[-1]))
 
 
 def _hash_reader(conn: sqlite3.Connection) -> Callable[[list[int]], list[bytes]]:

@@ -1,0 +1,302 @@
+"""Shared machinery of the transparency-log tests: a real in-process dealer
+with a configurable ServerConfig, the ``fairdeck audit`` command run in-process
+(or as the real console script), and read/write access to a data dir's log
+tables for the tampering tests."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fairdeck import merkle
+from fairdeck.checkpoint import Checkpoint, sign_checkpoint
+from fairdeck.cli import main as fairdeck_main
+from fairdeck.client import DealerClient
+from fairdeck.note import Signer
+from fairdeck_server.app import DealerServer, ServerConfig
+from fairdeck_server.vault import KEY_ENV
+
+DB_NAME = "fairdeck.db"
+LONG_LIFETIME = "1000000"  # seconds: no hand of a test is ever "too old" with this
+
+
+class LogDealer:
+    """A DealerServer on 127.0.0.1:0 in its own loop thread, with any ServerConfig; restartable."""
+
+    def __init__(self, data_dir: Path, **config: Any) -> None:
+        self.data_dir = data_dir
+        self.config = {"grace_seconds": 5, **config}
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.server: DealerServer | None = None
+        self.target = ""
+
+    def _run(self, coro: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout=30)
+
+    def start(self) -> str:
+        self.server = DealerServer(ServerConfig(listen="127.0.0.1:0", data_dir=self.data_dir, **self.config))
+        port = self._run(self.server.start())
+        self.target = f"127.0.0.1:{port}"
+        return self.target
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self._run(self.server.stop())
+            self.server = None
+
+    def close(self) -> None:
+        self.stop()
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=10)
+        self.loop.close()
+
+
+@contextlib.contextmanager
+def log_dealer(data_dir: Path, **config: Any) -> Iterator[LogDealer]:
+    dealer = LogDealer(data_dir, **config)
+    try:
+        dealer.start()
+        yield dealer
+    finally:
+        dealer.close()
+
+
+# -- the fairdeck command --------------------------------------------------------------------------
+
+
+@dataclass
+class CliResult:
+    rc: int
+    out: str
+    err: str
+
+    @property
+    def report(self) -> dict[str, Any]:
+        """The ``--json`` report."""
+        parsed: dict[str, Any] = json.loads(self.out)
+        return parsed
+
+    @property
+    def findings(self) -> list[dict[str, Any]]:
+        return list(self.report["findings"])
+
+
+def fairdeck(*args: str) -> CliResult:
+    """``fairdeck ARGS`` in this process (the same code path as the console script)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            rc = fairdeck_main(list(args))
+        except SystemExit as e:  # argparse
+            rc = int(e.code or 0)
+    return CliResult(rc, out.getvalue(), err.getvalue())
+
+
+def subprocess_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != KEY_ENV}
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def fairdeck_process(*args: str, timeout: float = 60) -> CliResult:
+    """``python -m fairdeck.cli ARGS``: the real console script in a subprocess."""
+    done = subprocess.run(
+        [sys.executable, "-m", "fairdeck.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=subprocess_env(),
+    )
+    return CliResult(done.returncode, done.stdout, done.stderr)
+
+
+def audit_data(data_dir: Path, *extra: str, key: str | None = None) -> CliResult:
+    """``fairdeck audit --data DIR --key ... --json EXTRA`` in-process."""
+    return fairdeck(
+        "audit", "--data", str(data_dir), "--key", key or verifier_key(data_dir), "--json", *extra
+    )
+
+
+def signer_of(data_dir: Path) -> Signer:
+    """The log's real signing key (what a dishonest operator holds)."""
+    return Signer.parse((data_dir / "log.key").read_text().strip())
+
+
+def verifier_key(data_dir: Path) -> str:
+    return signer_of(data_dir).verifier.to_string()
+
+
+def finding_text(result: CliResult) -> str:
+    return "\n".join(f"{f['index']} {f['hand_id']} {f['problem']}" for f in result.findings)
+
+
+def has_finding(
+    result: CliResult, problem: str, *, index: int | None = None, hand_id: str | None = None
+) -> bool:
+    """True when some finding's problem contains ``problem`` (and names ``index``/``hand_id`` if given)."""
+    return any(
+        problem in f["problem"]
+        and (index is None or f["index"] == index)
+        and (hand_id is None or f["hand_id"] == hand_id)
+        for f in result.findings
+    )
+
+
+# -- the log tables of a data dir ------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def database(data_dir: Path) -> Iterator[sqlite3.Connection]:
+    """A read-write connection to a stopped dealer's database, committed on exit."""
+    conn = sqlite3.connect(data_dir / DB_NAME, isolation_level=None)
+    try:
+        conn.execute("BEGIN")
+        yield conn
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+
+
+def read_entries(data_dir: Path) -> list[bytes]:
+    with database(data_dir) as conn:
+        return [bytes(r[0]) for r in conn.execute("SELECT entry FROM log_entries ORDER BY idx")]
+
+
+def read_checkpoints(data_dir: Path) -> list[tuple[int, bytes, bytes]]:
+    """Every stored checkpoint as (size, root, note), smallest first."""
+    with database(data_dir) as conn:
+        rows = conn.execute("SELECT size, root, note FROM checkpoints ORDER BY size").fetchall()
+    return [(r[0], bytes(r[1]), bytes(r[2])) for r in rows]
+
+
+def tree_root(entries: list[bytes]) -> bytes:
+    return merkle.root([merkle.leaf_hash(e) for e in entries])
+
+
+def sign_tree(signer: Signer, size: int, root: bytes) -> bytes:
+    return sign_checkpoint(Checkpoint(signer.name, size, root), signer)
+
+
+def append_signed(data_dir: Path, new_entries: list[bytes]) -> int:
+    """Append entries and a checkpoint over the whole new tree, signed with the REAL key.
+
+    Returns the new tree size. Old checkpoints stay: the old log is a prefix of the new one.
+    """
+    signer = signer_of(data_dir)
+    entries = read_entries(data_dir) + new_entries
+    with database(data_dir) as conn:
+        start = len(entries) - len(new_entries)
+        conn.executemany(
+            "INSERT INTO log_entries (idx, entry) VALUES (?, ?)",
+            [(start + i, e) for i, e in enumerate(new_entries)],
+        )
+        root = tree_root(entries)
+        conn.execute(
+            "INSERT INTO checkpoints (size, root, note, time_ms) VALUES (?, ?, ?, ?)",
+            (len(entries), root, sign_tree(signer, len(entries), root), time.time_ns() // 1_000_000),
+        )
+    return len(entries)
+
+
+def resign_all(data_dir: Path) -> int:
+    """Replace every checkpoint with one signed (REAL key) over the entries as they are now."""
+    signer = signer_of(data_dir)
+    entries = read_entries(data_dir)
+    root = tree_root(entries)
+    with database(data_dir) as conn:
+        conn.execute("DELETE FROM checkpoints")
+        conn.execute(
+            "INSERT INTO checkpoints (size, root, note, time_ms) VALUES (?, ?, ?, ?)",
+            (len(entries), root, sign_tree(signer, len(entries), root), time.time_ns() // 1_000_000),
+        )
+    return len(entries)
+
+
+# -- a real log, built once ------------------------------------------------------------------------
+
+
+@dataclass
+class BuiltLog:
+    """A stopped dealer's data dir holding a real log, and what went into it."""
+
+    data_dir: Path
+    closed: dict[str, bytes] = field(default_factory=dict)
+    """hand_id -> commitment of every hand closed by CloseHand or DealHands(close=True)."""
+    still_open: dict[str, bytes] = field(default_factory=dict)
+    """hand_id -> commitment of every hand left open (OPEN or SHUFFLED)."""
+    entries: int = 0
+    checkpoint_sizes: list[int] = field(default_factory=list)
+
+    def copy(self, to: Path) -> Path:
+        shutil.copytree(self.data_dir, to)
+        return to
+
+
+def build_log(data_dir: Path) -> BuiltLog:
+    """A few hundred hands through a real dealer: closed by CloseHand, by
+    DealHands(close=True), and a few left open; then a clean stop."""
+    built = BuiltLog(data_dir)
+    # A short checkpoint interval, and pauses, so the log has checkpoints at many sizes.
+    with (
+        log_dealer(data_dir, checkpoint_interval=0.02) as dealer,
+        DealerClient(dealer.target, timeout=20) as c,
+    ):
+        # 30 tables open, then play, then close in the reverse order: 30 commits, then 30 reveals.
+        hands = [c.open_hand("standard") for _ in range(30)]
+        for i, hand in enumerate(hands):
+            c.shuffle(hand.hand_id, [f"seat-{i}", b"\x00\xff"])
+            c.draw(hand.hand_id, 5)
+        time.sleep(0.1)
+        for hand in reversed(hands):
+            built.closed[c.close(hand.hand_id).hand_id] = hand.commitment
+        time.sleep(0.1)
+        for dealt in c.deal_hands("short", 150, client_seeds=["batch"], close=True):
+            built.closed[dealt.hand_id] = dealt.commitment
+        time.sleep(0.1)
+        deals = [c.deal_new_hand("jokers", client_seeds=[f"table-{i}"]) for i in range(20)]
+        for deal in deals:
+            built.closed[c.close(deal.hand.hand_id).hand_id] = deal.hand.commitment
+        time.sleep(0.1)
+        for dealt in c.deal_hands("standard", 20, close=False):  # dealt, never closed
+            built.still_open[dealt.hand_id] = dealt.commitment
+        for _ in range(4):  # opened, never shuffled
+            hand = c.open_hand("standard")
+            built.still_open[hand.hand_id] = hand.commitment
+        time.sleep(0.1)
+    built.entries = len(read_entries(data_dir))
+    built.checkpoint_sizes = [size for size, _, _ in read_checkpoints(data_dir)]
+    assert built.entries == 2 * len(built.closed) + len(built.still_open)
+    assert built.checkpoint_sizes[-1] == built.entries, "a clean stop signs the whole log"
+    assert len(built.checkpoint_sizes) >= 4
+    return built
+
+
+@pytest.fixture(scope="session")
+def built_log(tmp_path_factory: pytest.TempPathFactory) -> BuiltLog:
+    """The pristine log; never modified (tests tamper with copies)."""
+    return build_log(tmp_path_factory.mktemp("built") / "data")
+
+
+@pytest.fixture
+def log_copy(built_log: BuiltLog, tmp_path: Path) -> Path:
+    """A private copy of the built log's data dir, to tamper with."""
+    return built_log.copy(tmp_path / "data")
+
+
