@@ -8,6 +8,7 @@ pin them. Every state change goes through ``Storage.update_hand`` with a pure
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import secrets
 import time
@@ -40,7 +41,12 @@ def _now_ms() -> int:
 
 
 def _new_hand_id() -> str:
-    return secrets.token_hex(10)
+    """Time-ordered and unguessable: 11 hex digits of milliseconds, then 40 random bits.
+
+    Ordered ids make every insert land on the right edge of the hands table's
+    b-tree; random ones dirtied a page per hand and made COMMIT 8x dearer.
+    """
+    return f"{time.time_ns() // 1_000_000:011x}{secrets.token_hex(5)}"
 
 
 @dataclass(frozen=True)
@@ -108,19 +114,29 @@ class Dealer:
     async def _deal_chunks(
         self, tenant: str, p: Plan, count: int, seeds: tuple[bytes, ...], state: HandState
     ) -> AsyncIterator[list[tuple[HandRecord, tuple[int, ...], bytes | None]]]:
+        revealed = state is HandState.CLOSED
         done = 0
-        while done < count:
-            made = [
-                self._new_hand(tenant, p, None, seeds, state=state)
-                for _ in range(min(BATCH_CHUNK, count - done))
-            ]
-            records = await self.storage.create_hands([new for new, _, _ in made])
-            revealed = state is HandState.CLOSED
-            yield [
-                (record, cards, seed if revealed else None)
-                for record, (_, seed, cards) in zip(records, made, strict=True)
-            ]
-            done += len(made)
+        in_flight: (
+            tuple[list[tuple[NewHand, bytes, tuple[int, ...]]], asyncio.Task[list[HandRecord]]] | None
+        ) = None
+        while done < count or in_flight is not None:
+            # Build the next chunk while the storage thread makes the previous one durable.
+            ahead = None
+            if done < count:
+                made = [
+                    self._new_hand(tenant, p, None, seeds, state=state)
+                    for _ in range(min(BATCH_CHUNK, count - done))
+                ]
+                ahead = (made, asyncio.ensure_future(self.storage.create_hands([new for new, _, _ in made])))
+                done += len(made)
+            if in_flight is not None:
+                made_before, stored = in_flight
+                records = await stored
+                yield [
+                    (record, cards, seed if revealed else None)
+                    for record, (_, seed, cards) in zip(records, made_before, strict=True)
+                ]
+            in_flight = ahead
 
     def _new_hand(
         self,

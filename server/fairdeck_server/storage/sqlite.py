@@ -59,7 +59,7 @@ CREATE TABLE IF NOT EXISTS hands (
 ) WITHOUT ROWID;
 CREATE UNIQUE INDEX IF NOT EXISTS hands_request ON hands (tenant, request_id)
     WHERE request_id IS NOT NULL;
-CREATE INDEX IF NOT EXISTS hands_open ON hands (state, created_ms) WHERE state != 3;
+CREATE INDEX IF NOT EXISTS hands_unrevealed ON hands (created_ms) WHERE state != 3;
 CREATE TABLE IF NOT EXISTS log_entries (
     idx   INTEGER PRIMARY KEY,
     entry BLOB NOT NULL
@@ -153,9 +153,10 @@ class SqliteStorage:
     async def stale_hands(self, created_before_ms: int, limit: int) -> list[tuple[str, str]]:
         def op(conn: sqlite3.Connection) -> list[tuple[str, str]]:
             rows = conn.execute(
-                "SELECT tenant, hand_id FROM hands WHERE state != ? AND created_ms < ? "
+                # state != 3 spelled as in the partial index, so the index serves the query
+                "SELECT tenant, hand_id FROM hands WHERE state != 3 AND created_ms < ? "
                 "ORDER BY created_ms LIMIT ?",
-                (int(HandState.CLOSED), created_before_ms, limit),
+                (created_before_ms, limit),
             ).fetchall()
             return [(r[0], r[1]) for r in rows]
 
