@@ -133,7 +133,8 @@ def test_json_lists_the_findings_and_text_names_them(dealer: LogDealer, tmp_path
     assert result.rc == 1
     report = result.report
     assert set(report) == REPORT_KEYS and report["ok"] is False
-    hand = bytes(entry[17:37]).decode()  # the hand id, its first character now "z"
+    length = int.from_bytes(entry[13:17], "big")  # magic, type, time, then lp(hand_id)
+    hand = bytes(entry[17 : 17 + length]).decode()  # the hand id, its first character now "z"
     assert hand.startswith("z")
     found = {(f["index"], f["hand_id"], f["problem"]) for f in report["findings"]}
     assert (3, hand, "reveal without a prior commitment") in found
