@@ -8,7 +8,8 @@ and async clients (client.py) only differ in how they send it.
 from __future__ import annotations
 
 import json
-import uuid
+import secrets
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -99,8 +100,11 @@ def _seeds(client_seeds: Iterable[str | bytes]) -> list[pb.ClientSeed]:
 
 def _request_id(request_id: str | None) -> str:
     # Every open carries an id, so a retry after a lost answer finds the same
-    # hand instead of committing a second deck.
-    return request_id if request_id is not None else uuid.uuid4().hex
+    # hand instead of committing a second deck. Time-ordered (milliseconds, then
+    # 64 random bits) so the dealer's index on it grows at one end.
+    if request_id is not None:
+        return request_id
+    return f"{time.time_ns() // 1_000_000:011x}{secrets.token_hex(8)}"
 
 
 def open_hand(deck: str, request_id: str | None) -> Call[Hand]:
