@@ -107,12 +107,7 @@ class AuditClient:
     ) -> None:
         self.verifier = Verifier.parse(verifier) if isinstance(verifier, str) else verifier
         self.config = ClientConfig(target, credentials, api_token, tuple(metadata), timeout)
-        c = self.config
-        self._channel = (
-            grpc.secure_channel(c.target, c.credentials, c.channel_options())
-            if c.credentials is not None
-            else grpc.insecure_channel(c.target, c.channel_options())
-        )
+        self._channel = self.config.channel()
         self._stub = audit_pb2_grpc.AuditServiceStub(self._channel)
 
     def _call(self, method: str, request: Any) -> Any:
@@ -193,12 +188,7 @@ class AsyncAuditClient:
     ) -> None:
         self.verifier = Verifier.parse(verifier) if isinstance(verifier, str) else verifier
         self.config = ClientConfig(target, credentials, api_token, tuple(metadata), timeout)
-        c = self.config
-        self._channel = (
-            grpc.aio.secure_channel(c.target, c.credentials, c.channel_options())
-            if c.credentials is not None
-            else grpc.aio.insecure_channel(c.target, c.channel_options())
-        )
+        self._channel = self.config.aio_channel()
         self._stub = audit_pb2_grpc.AuditServiceStub(self._channel)
 
     async def _call(self, method: str, request: Any) -> Any:

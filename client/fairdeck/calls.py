@@ -72,6 +72,18 @@ class ClientConfig:
             *self.options,
         ]
 
+    def channel(self) -> grpc.Channel:
+        """A blocking channel to the target, TLS when credentials are set."""
+        if self.credentials is not None:
+            return grpc.secure_channel(self.target, self.credentials, self.channel_options())
+        return grpc.insecure_channel(self.target, self.channel_options())
+
+    def aio_channel(self) -> grpc.aio.Channel:
+        """An asyncio channel to the target, TLS when credentials are set."""
+        if self.credentials is not None:
+            return grpc.aio.secure_channel(self.target, self.credentials, self.channel_options())
+        return grpc.aio.insecure_channel(self.target, self.channel_options())
+
     def call_metadata(self) -> tuple[tuple[str, str], ...]:
         token = (("authorization", f"Bearer {self.api_token}"),) if self.api_token else ()
         return token + self.metadata

@@ -43,12 +43,7 @@ class DealerClient:
         options: Sequence[tuple[str, Any]] = (),
     ) -> None:
         self.config = ClientConfig(target, credentials, api_token, tuple(metadata), timeout, tuple(options))
-        c = self.config
-        self._channel = (
-            grpc.secure_channel(c.target, c.credentials, c.channel_options())
-            if c.credentials is not None
-            else grpc.insecure_channel(c.target, c.channel_options())
-        )
+        self._channel = self.config.channel()
         self._stub = dealer_pb2_grpc.DealerServiceStub(self._channel)
 
     def _run(self, call: Call[R]) -> R:
@@ -140,12 +135,7 @@ class AsyncDealerClient:
         options: Sequence[tuple[str, Any]] = (),
     ) -> None:
         self.config = ClientConfig(target, credentials, api_token, tuple(metadata), timeout, tuple(options))
-        c = self.config
-        self._channel = (
-            grpc.aio.secure_channel(c.target, c.credentials, c.channel_options())
-            if c.credentials is not None
-            else grpc.aio.insecure_channel(c.target, c.channel_options())
-        )
+        self._channel = self.config.aio_channel()
         self._stub = dealer_pb2_grpc.DealerServiceStub(self._channel)
 
     async def _run(self, call: Call[R]) -> R:

@@ -5,7 +5,6 @@ tables for the tampering tests."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import io
 import json
@@ -14,7 +13,6 @@ import shutil
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -28,44 +26,15 @@ from fairdeck.checkpoint import Checkpoint, sign_checkpoint
 from fairdeck.cli import main as fairdeck_main
 from fairdeck.client import DealerClient
 from fairdeck.note import Signer
-from fairdeck_server.app import DealerServer, ServerConfig
 from fairdeck_server.vault import KEY_ENV
+from tests.dealers import RunningDealer
 
 DB_NAME = "fairdeck.db"
 LONG_LIFETIME = "1000000"  # seconds: no hand of a test is ever "too old" with this
 
 
-class LogDealer:
-    """A DealerServer on 127.0.0.1:0 in its own loop thread, with any ServerConfig; restartable."""
-
-    def __init__(self, data_dir: Path, **config: Any) -> None:
-        self.data_dir = data_dir
-        self.config = {"grace_seconds": 5, **config}
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-        self.server: DealerServer | None = None
-        self.target = ""
-
-    def _run(self, coro: Any) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout=30)
-
-    def start(self) -> str:
-        self.server = DealerServer(ServerConfig(listen="127.0.0.1:0", data_dir=self.data_dir, **self.config))
-        port = self._run(self.server.start())
-        self.target = f"127.0.0.1:{port}"
-        return self.target
-
-    def stop(self) -> None:
-        if self.server is not None:
-            self._run(self.server.stop())
-            self.server = None
-
-    def close(self) -> None:
-        self.stop()
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(timeout=10)
-        self.loop.close()
+LogDealer = RunningDealer
+"""A DealerServer on 127.0.0.1:0 in its own loop thread, with any ServerConfig; restartable."""
 
 
 @contextlib.contextmanager
@@ -298,5 +267,3 @@ def built_log(tmp_path_factory: pytest.TempPathFactory) -> BuiltLog:
 def log_copy(built_log: BuiltLog, tmp_path: Path) -> Path:
     """A private copy of the built log's data dir, to tamper with."""
     return built_log.copy(tmp_path / "data")
-
-
