@@ -119,24 +119,35 @@ class Dealer:
         in_flight: (
             tuple[list[tuple[NewHand, bytes, tuple[int, ...]]], asyncio.Task[list[HandRecord]]] | None
         ) = None
-        while done < count or in_flight is not None:
-            # Build the next chunk while the storage thread makes the previous one durable.
-            ahead = None
-            if done < count:
-                made = [
-                    self._new_hand(tenant, p, None, seeds, state=state)
-                    for _ in range(min(BATCH_CHUNK, count - done))
-                ]
-                ahead = (made, asyncio.ensure_future(self.storage.create_hands([new for new, _, _ in made])))
-                done += len(made)
-            if in_flight is not None:
-                made_before, stored = in_flight
-                records = await stored
-                yield [
-                    (record, cards, seed if revealed else None)
-                    for record, (_, seed, cards) in zip(records, made_before, strict=True)
-                ]
-            in_flight = ahead
+        try:
+            while done < count or in_flight is not None:
+                # Build the next chunk while the storage thread makes the previous one durable.
+                ahead = None
+                if done < count:
+                    made = [
+                        self._new_hand(tenant, p, None, seeds, state=state)
+                        for _ in range(min(BATCH_CHUNK, count - done))
+                    ]
+                    stored_next = asyncio.ensure_future(  # noqa: RUF006 - kept in in_flight, always awaited
+                        self.storage.create_hands([new for new, _, _ in made])
+                    )
+                    ahead = (made, stored_next)
+                    done += len(made)
+                if in_flight is not None:
+                    made_before, stored = in_flight
+                    in_flight = ahead
+                    records = await stored
+                    yield [
+                        (record, cards, seed if revealed else None)
+                        for record, (_, seed, cards) in zip(records, made_before, strict=True)
+                    ]
+                in_flight = ahead
+        finally:
+            # The caller went away or a chunk failed: the chunk already handed to storage
+            # still becomes durable (its hands are voided in time), so wait for it and
+            # keep its outcome out of asyncio's "never retrieved" log.
+            if in_flight is not None and not in_flight[1].done():
+                await asyncio.gather(in_flight[1], return_exceptions=True)
 
     def _new_hand(
         self,
