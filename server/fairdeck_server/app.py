@@ -24,7 +24,7 @@ from fairdeck.v1 import audit_pb2, dealer_pb2
 from fairdeck_server.audit_servicer import AuditServicer
 from fairdeck_server.dealer import Dealer
 from fairdeck_server.servicer import DealerServicer, register
-from fairdeck_server.storage.sqlite import SqliteStorage
+from fairdeck_server.storage import open_storage
 from fairdeck_server.transparency import CheckpointPublisher, load_or_create_signer
 from fairdeck_server.vault import load_or_create_key
 
@@ -61,6 +61,32 @@ class ServerConfig:
     """Seconds between signed checkpoints while entries arrive."""
     max_hand_lifetime: float = 3600.0
     """Seconds a hand may stay open; older ones are voided (revealed and logged)."""
+    db: str | None = None
+    """A postgresql:// URL to share one database among replicas; None: SQLite in DATA_DIR."""
+    # -- TLS and authentication (security issue) --
+    tls_cert: Path | None = None
+    """PEM certificate chain the server presents; with tls_key, turns TLS on."""
+    tls_key: Path | None = None
+    tls_client_ca: Path | None = None
+    """PEM CA bundle; when set, clients must present a certificate it signed (mTLS)."""
+    insecure: bool = False
+    """Allow plaintext on a non-loopback address (refused otherwise)."""
+    require_auth: bool | None = None
+    """Require a token or client certificate; None: required unless listening on loopback."""
+    # -- abuse limits --
+    rate_limit: float = 500.0
+    """Requests per second per tenant (token bucket); 0 turns it off."""
+    rate_burst: int = 1000
+    max_open_hands: int = 10_000
+    """Hands a tenant may have open (not closed) at once; 0 turns it off."""
+    max_message_bytes: int = 4 * 1024 * 1024
+    default_deadline: float = 30.0
+    """Seconds a call may run when the client set no (shorter) deadline."""
+    # -- observability --
+    metrics_listen: str | None = None
+    """host:port for the Prometheus /metrics endpoint; None: no endpoint."""
+    log_format: str = "text"
+    """"text" or "json" (one object per line, with the call's request id)."""
 
 
 class DealerServer:
@@ -68,7 +94,7 @@ class DealerServer:
 
     def __init__(self, config: ServerConfig) -> None:
         self.config = config
-        self.storage = SqliteStorage(config.data_dir / "fairdeck.db")
+        self.storage = open_storage(config.db, config.data_dir)
         self.port = 0
 
     async def start(self) -> int:

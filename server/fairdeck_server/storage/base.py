@@ -82,11 +82,31 @@ class Checkpoint:
     note: bytes
 
 
+@dataclass(frozen=True)
+class TokenRecord:
+    """An API token as stored: never the token, only a digest of its secret part."""
+
+    token_id: str
+    tenant: str
+    role: str
+    """"dealer" (opens and deals hands of its tenant) or "auditor" (reads the log and closed hands)."""
+    digest: bytes
+    created_ms: int
+    label: str = ""
+    revoked_ms: int | None = None
+
+    def __repr__(self) -> str:
+        return f"TokenRecord(token_id={self.token_id!r}, tenant={self.tenant!r}, role={self.role!r})"
+
+
 class LogForkError(Exception):
     """An attempt to sign a second root for a tree size, or a root that is not the stored tree's."""
 
 
 class Storage(Protocol):
+    async def start(self) -> None:
+        """Connect, create the schema if missing, and load what the engine keeps in memory."""
+
     async def create_hands(self, hands: Sequence[NewHand]) -> list[HandRecord]:
         """Insert hands and append their commit entries, atomically and durably.
 
@@ -132,6 +152,21 @@ class Storage(Protocol):
 
     async def entry_index(self, hand_id: str, reveal: bool) -> int | None:
         """The log index of a hand's commit or reveal entry."""
+
+    async def open_hands(self, tenant: str | None = None) -> int:
+        """How many hands are not closed (of one tenant, or of all)."""
+
+    async def put_token(self, token: TokenRecord) -> None:
+        """Store a new token durably; an existing token_id raises ValueError."""
+
+    async def get_token(self, token_id: str) -> TokenRecord | None:
+        """The token with this id, revoked or not."""
+
+    async def list_tokens(self, tenant: str | None = None) -> list[TokenRecord]:
+        """Tokens (of one tenant, or all), oldest first."""
+
+    async def revoke_token(self, token_id: str, when_ms: int) -> TokenRecord | None:
+        """Mark a token revoked (idempotent: the first time is kept); None if unknown."""
 
     async def close(self) -> None:
         """Flush and release everything; later calls fail."""

@@ -30,6 +30,7 @@ from fairdeck_server.storage.base import (
     HandState,
     LogForkError,
     NewHand,
+    TokenRecord,
     decode_seeds,
     encode_seeds,
 )
@@ -77,6 +78,16 @@ CREATE TABLE IF NOT EXISTS checkpoints (
     note    BLOB NOT NULL,
     time_ms INTEGER NOT NULL
 );
+-- API tokens: only a digest of the secret part is stored.
+CREATE TABLE IF NOT EXISTS tokens (
+    token_id   TEXT PRIMARY KEY,
+    tenant     TEXT NOT NULL,
+    role       TEXT NOT NULL,
+    digest     BLOB NOT NULL,
+    created_ms INTEGER NOT NULL,
+    label      TEXT NOT NULL,
+    revoked_ms INTEGER
+) WITHOUT ROWID;
 """
 _COLUMNS = (
     "hand_id, tenant, request_id, deck, version, commitment, sealed_seed, client_seeds, state, dealt, "
@@ -87,6 +98,8 @@ _UPDATE = (
     "UPDATE hands SET client_seeds = ?, state = ?, dealt = ?, closed_ms = ?, server_seed = ?, "
     "reveal_index = ? WHERE hand_id = ?"
 )
+
+_TOKEN_COLUMNS = "token_id, tenant, role, digest, created_ms, label, revoked_ms"  # noqa: S105 - column names
 
 _Op = tuple[Callable[[sqlite3.Connection], Any], asyncio.AbstractEventLoop, "asyncio.Future[Any]"]
 
@@ -238,6 +251,75 @@ class SqliteStorage:
         def op(conn: sqlite3.Connection) -> int | None:
             row = conn.execute(f"SELECT {column} FROM hands WHERE hand_id = ?", (hand_id,)).fetchone()  # noqa: S608
             return None if row is None else row[0]
+
+        return await self._submit(op)
+
+    async def open_hands(self, tenant: str | None = None) -> int:
+        def op(conn: sqlite3.Connection) -> int:
+            if tenant is None:
+                row = conn.execute("SELECT COUNT(*) FROM hands WHERE state != 3").fetchone()
+            else:
+                row = conn.execute(
+                    "SELECT COUNT(*) FROM hands WHERE state != 3 AND tenant = ?", (tenant,)
+                ).fetchone()
+            return int(row[0])
+
+        return await self._submit(op)
+
+    async def put_token(self, token: TokenRecord) -> None:
+        def op(conn: sqlite3.Connection) -> None:
+            try:
+                conn.execute(
+                    f"INSERT INTO tokens ({_TOKEN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",  # noqa: S608
+                    (
+                        token.token_id,
+                        token.tenant,
+                        token.role,
+                        token.digest,
+                        token.created_ms,
+                        token.label,
+                        token.revoked_ms,
+                    ),
+                )
+            except sqlite3.IntegrityError:
+                raise ValueError(f"token {token.token_id} already exists") from None
+
+        await self._submit(op)
+
+    async def get_token(self, token_id: str) -> TokenRecord | None:
+        def op(conn: sqlite3.Connection) -> TokenRecord | None:
+            row = conn.execute(
+                f"SELECT {_TOKEN_COLUMNS} FROM tokens WHERE token_id = ?",  # noqa: S608
+                (token_id,),
+            ).fetchone()
+            return None if row is None else _token(row)
+
+        return await self._submit(op)
+
+    async def list_tokens(self, tenant: str | None = None) -> list[TokenRecord]:
+        def op(conn: sqlite3.Connection) -> list[TokenRecord]:
+            query = f"SELECT {_TOKEN_COLUMNS} FROM tokens"  # noqa: S608
+            if tenant is None:
+                rows = conn.execute(query + " ORDER BY created_ms, token_id").fetchall()
+            else:
+                rows = conn.execute(
+                    query + " WHERE tenant = ? ORDER BY created_ms, token_id", (tenant,)
+                ).fetchall()
+            return [_token(r) for r in rows]
+
+        return await self._submit(op)
+
+    async def revoke_token(self, token_id: str, when_ms: int) -> TokenRecord | None:
+        def op(conn: sqlite3.Connection) -> TokenRecord | None:
+            conn.execute(
+                "UPDATE tokens SET revoked_ms = ? WHERE token_id = ? AND revoked_ms IS NULL",
+                (when_ms, token_id),
+            )
+            row = conn.execute(
+                f"SELECT {_TOKEN_COLUMNS} FROM tokens WHERE token_id = ?",  # noqa: S608
+                (token_id,),
+            ).fetchone()
+            return None if row is None else _token(row)
 
         return await self._submit(op)
 
@@ -501,6 +583,10 @@ def _record(row: tuple[Any, ...]) -> HandRecord:
         reveal_index=row[14],
         request_fingerprint=None if row[15] is None else bytes(row[15]),
     )
+
+
+def _token(row: tuple[Any, ...]) -> TokenRecord:
+    return TokenRecord(row[0], row[1], row[2], bytes(row[3]), row[4], row[5], row[6])
 
 
 def read_log(path: Path) -> tuple[int, list[bytes], Iterator[bytes]]:
