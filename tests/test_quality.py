@@ -20,7 +20,7 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_ruff_is_clean() -> None:
-    result = run("ruff", "check", "client", "server", "tests", "bench", "proto", "docs")
+    result = run("ruff", "check", "client", "server", "tests", "bench", "proto", "docs", "examples")
     assert result.returncode == 0, result.stdout + result.stderr
 
 
