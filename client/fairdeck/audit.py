@@ -24,7 +24,7 @@ False
 from __future__ import annotations
 
 import hmac
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from fairdeck import merkle
@@ -92,7 +92,7 @@ class Auditor:
 
     def __init__(
         self,
-        verifier: Verifier,
+        verifier: Verifier | Sequence[Verifier],
         *,
         now_ms: int,
         max_hand_lifetime_ms: int,
@@ -100,8 +100,9 @@ class Auditor:
         checkpoints: Iterable[bytes] = (),
         origin: str | None = None,
     ) -> None:
-        self.verifier = verifier
-        self.origin = origin or verifier.name
+        # Several keys: the log's current and retired signing keys (checkpoints span a rotation).
+        self.verifiers = [verifier] if isinstance(verifier, Verifier) else list(verifier)
+        self.origin = origin or self.verifiers[0].name
         self.now_ms = now_ms
         self.lifetime_ms = max_hand_lifetime_ms
         self.report = AuditReport()
@@ -122,7 +123,7 @@ class Auditor:
 
     def _expect(self, note: bytes, what: str) -> Checkpoint | None:
         try:
-            cp = open_checkpoint(note, self.verifier, self.origin)
+            cp = open_checkpoint(note, self.verifiers, self.origin)
         except (CheckpointError, NoteError) as e:
             self.report.findings.append(Finding(f"{what} does not verify under the log key: {e}"))
             return None

@@ -104,9 +104,12 @@ class AuditClient:
         api_token: str | None = None,
         metadata: Sequence[tuple[str, str]] = (),
         timeout: float | None = 30.0,
+        insecure: bool = False,
     ) -> None:
         self.verifier = Verifier.parse(verifier) if isinstance(verifier, str) else verifier
-        self.config = ClientConfig(target, credentials, api_token, tuple(metadata), timeout)
+        self.config = ClientConfig(
+            target, credentials, api_token, tuple(metadata), timeout, insecure=insecure
+        )
         self._channel = self.config.channel()
         self._stub = audit_pb2_grpc.AuditServiceStub(self._channel)
 
@@ -185,9 +188,12 @@ class AsyncAuditClient:
         api_token: str | None = None,
         metadata: Sequence[tuple[str, str]] = (),
         timeout: float | None = 30.0,
+        insecure: bool = False,
     ) -> None:
         self.verifier = Verifier.parse(verifier) if isinstance(verifier, str) else verifier
-        self.config = ClientConfig(target, credentials, api_token, tuple(metadata), timeout)
+        self.config = ClientConfig(
+            target, credentials, api_token, tuple(metadata), timeout, insecure=insecure
+        )
         self._channel = self.config.aio_channel()
         self._stub = audit_pb2_grpc.AuditServiceStub(self._channel)
 

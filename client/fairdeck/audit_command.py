@@ -1,6 +1,12 @@
 """``fairdeck audit``: audit a dealer's transparency log from a live server
 (``--target``) or a data dir read-only (``--data``), with the log's public key.
 
+``--key`` may be given several times (or name a file with one key per line):
+after a rotation of the log's signing key, pass the current and the retired
+keys, and checkpoints signed by either verify. With ``--target``, ``--ca``
+(and ``--cert``/``--cert-key`` for mTLS) turn on TLS, and ``--token`` (or
+``$FAIRDECK_TOKEN``) sends an API token.
+
 Exit 0 only when every check of fairdeck.audit holds; otherwise 1 and a
 report naming each bad entry and why (``--json`` for machines). With
 ``--since FILE`` the audit also proves the log only grew since the checkpoint
@@ -11,25 +17,43 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import grpc
 
 from fairdeck.audit import Auditor, AuditReport, Finding
+from fairdeck.calls import ClientConfig, tls_credentials
 from fairdeck.note import NoteError, Verifier
 from fairdeck.v1 import audit_pb2, audit_pb2_grpc
 
 PAGE = 1000
+TOKEN_ENV = "FAIRDECK_TOKEN"  # noqa: S105 - the variable's name
 
 
-def remote_log(target: str, timeout: float) -> tuple[int, list[bytes], Iterator[bytes]]:
-    """(entry count at the latest checkpoint, [its note], the entries) from an AuditService."""
-    channel = grpc.insecure_channel(target, options=[("grpc.max_receive_message_length", 64 * 1024 * 1024)])
+def remote_log(
+    target: str, timeout: float, config: ClientConfig | None = None
+) -> tuple[int, list[bytes], Iterator[bytes]]:
+    """(entry count at the latest checkpoint, [its note], the entries) from an AuditService.
+
+    ``config`` carries TLS credentials and the API token (default: plain text, no token).
+    """
+    base = config or ClientConfig(target)
+    options = [("grpc.max_receive_message_length", 64 * 1024 * 1024)]
+    if base.credentials is not None:
+        channel = grpc.secure_channel(base.target, base.credentials, options)
+    else:
+        channel = grpc.insecure_channel(base.target, options)
+    metadata = base.call_metadata()
     stub = audit_pb2_grpc.AuditServiceStub(channel)
-    head = stub.GetCheckpoint(audit_pb2.GetCheckpointRequest(), timeout=timeout)
+    try:
+        head = stub.GetCheckpoint(audit_pb2.GetCheckpointRequest(), timeout=timeout, metadata=metadata)
+    except BaseException:
+        channel.close()
+        raise
 
     def entries() -> Iterator[bytes]:
         token, start = "", 0
@@ -38,6 +62,7 @@ def remote_log(target: str, timeout: float) -> tuple[int, list[bytes], Iterator[
                 page = stub.ListEntries(
                     audit_pb2.ListEntriesRequest(start_index=start, page_size=PAGE, page_token=token),
                     timeout=timeout,
+                    metadata=metadata,
                 )
                 for e in page.entries:
                     if e.index != start:
@@ -55,7 +80,7 @@ def remote_log(target: str, timeout: float) -> tuple[int, list[bytes], Iterator[
 
 def run_audit(
     source: tuple[int, list[bytes], Iterator[bytes]],
-    verifier: Verifier,
+    verifier: Verifier | Sequence[Verifier],
     *,
     since: bytes | None,
     max_hand_lifetime_ms: int,
@@ -82,15 +107,27 @@ def run_audit(
     return auditor.finish()
 
 
-def _verifier(text: str) -> Verifier:
-    if text.startswith("@"):
-        text = Path(text[1:]).read_text().strip()
-    return Verifier.parse(text.strip())
+def _verifiers(values: Sequence[str]) -> list[Verifier]:
+    """Each --key: a verifier key, or @FILE with one key per line (blank lines and # comments skipped)."""
+    keys = []
+    for text in values:
+        lines = Path(text[1:]).read_text().splitlines() if text.startswith("@") else [text]
+        keys += [Verifier.parse(k) for k in map(str.strip, lines) if k and not k.startswith("#")]
+    if not keys:
+        raise NoteError("no verifier key given")
+    return keys
+
+
+def _client_config(args: argparse.Namespace) -> ClientConfig:
+    token = args.token or os.environ.get(TOKEN_ENV) or None
+    tls = args.tls or args.ca or args.cert or args.cert_key
+    credentials = tls_credentials(args.ca, args.cert, args.cert_key) if tls else None
+    return ClientConfig(args.target, credentials, token, insecure=args.insecure)
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
     try:
-        verifier = _verifier(args.key)
+        verifier = _verifiers(args.key)
     except (OSError, NoteError) as e:
         print(f"fairdeck audit: bad --key: {e}", file=sys.stderr)
         return 2
@@ -102,7 +139,10 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
             source = read_log(Path(args.data) / "fairdeck.db")
         else:
-            source = remote_log(args.target, args.timeout)
+            source = remote_log(args.target, args.timeout, _client_config(args))
+    except ValueError as e:  # bad TLS flags, or a token refused for plain text
+        print(f"fairdeck audit: {e}", file=sys.stderr)
+        return 2
     except (OSError, grpc.RpcError) as e:
         detail = e.details() if isinstance(e, grpc.RpcError) else str(e)
         print(f"fairdeck audit: cannot read the log: {detail}", file=sys.stderr)
@@ -148,7 +188,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     where.add_argument("--target", metavar="HOST:PORT", help="a live dealer's AuditService")
     where.add_argument("--data", metavar="DIR", help="a dealer's data dir, read-only")
     audit.add_argument(
-        "--key", required=True, metavar="VKEY|@FILE", help="the log's verifier key (from `fairdeck key`)"
+        "--key",
+        required=True,
+        action="append",
+        metavar="VKEY|@FILE",
+        help="the log's verifier key (from `fairdeck key`); repeat, or one per line in FILE, "
+        "to accept keys retired by a rotation",
     )
     audit.add_argument(
         "--since", metavar="FILE", help="checkpoint saved by an earlier audit; updated on success"
@@ -162,4 +207,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     audit.add_argument("--timeout", type=float, default=30.0, help="per-call deadline with --target")
     audit.add_argument("--json", action="store_true", help="print the report as JSON")
+    tls = audit.add_argument_group("TLS and credentials (with --target)")
+    tls.add_argument("--tls", action="store_true", help="use TLS with the system's root CAs")
+    tls.add_argument(
+        "--ca", metavar="PEM", help="CA bundle that signed the dealer's certificate (turns TLS on)"
+    )
+    tls.add_argument("--cert", metavar="PEM", help="client certificate chain, for mTLS")
+    tls.add_argument("--cert-key", metavar="PEM", help="client private key, for mTLS")
+    tls.add_argument(
+        "--token", metavar="TOKEN", help=f"API token (default ${TOKEN_ENV}; prefer it: arguments show in ps)"
+    )
+    tls.add_argument(
+        "--insecure", action="store_true", help="allow sending the token in plain text off loopback"
+    )
     audit.set_defaults(handler=cmd_audit)

@@ -7,11 +7,13 @@ and async clients (client.py) only differ in how they send it.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import secrets
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 import grpc
@@ -46,9 +48,65 @@ SERVICE_CONFIG = json.dumps(
 )
 
 
+AUTHORIZATION = "authorization"
+"""The metadata key of the API token: ``authorization: Bearer fdk_<id>_<secret>``."""
+
+
+def is_loopback(address: str) -> bool:
+    """Whether ``address`` (host:port, [v6]:port, or a gRPC target) stays on this machine.
+
+    127.0.0.0/8, ::1, ``localhost`` and unix sockets are; the wildcards
+    ``0.0.0.0`` and ``[::]`` listen on every interface, so they are not.
+
+    >>> [is_loopback(a) for a in ("127.0.0.2:1", "[::1]:1", "localhost:1", "0.0.0.0:1", "[::]:1")]
+    [True, True, True, False, False]
+    """
+    for scheme in ("unix:", "unix-abstract:"):
+        if address.startswith(scheme):
+            return True
+    for scheme in ("dns:///", "dns:", "ipv4:", "ipv6:"):
+        if address.startswith(scheme):
+            address = address[len(scheme) :]
+            break
+    host = address
+    if host.startswith("["):
+        host = host[1 : host.find("]")] if "]" in host else host[1:]
+    elif host.count(":") == 1:
+        host = host.rsplit(":", 1)[0]
+    if host.lower() in ("localhost", "localhost."):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def tls_credentials(
+    ca: str | Path | None = None, cert: str | Path | None = None, key: str | Path | None = None
+) -> grpc.ChannelCredentials:
+    """TLS channel credentials from PEM files.
+
+    ``ca``: the CA bundle that signed the dealer's certificate (None: the
+    system's roots). ``cert`` and ``key``: this client's certificate chain and
+    private key, for a dealer that requires mTLS; give both or neither.
+    """
+    if (cert is None) != (key is None):
+        raise ValueError("give both cert and key (mTLS), or neither")
+    return grpc.ssl_channel_credentials(
+        root_certificates=Path(ca).read_bytes() if ca is not None else None,
+        private_key=Path(key).read_bytes() if key is not None else None,
+        certificate_chain=Path(cert).read_bytes() if cert is not None else None,
+    )
+
+
 @dataclass(frozen=True)
 class ClientConfig:
-    """How a client reaches the dealer. Shared by DealerClient and AsyncDealerClient."""
+    """How a client reaches the dealer. Shared by DealerClient and AsyncDealerClient.
+
+    An API token is never sent in plain text to a target off this machine:
+    that raises ValueError unless ``insecure`` says the network is trusted
+    (e.g. a TLS-terminating sidecar on the pod).
+    """
 
     target: str = "127.0.0.1:50051"
     """host:port of the dealer."""
@@ -62,6 +120,17 @@ class ClientConfig:
     """Default deadline of each call, in seconds (None: no deadline)."""
     options: tuple[tuple[str, Any], ...] = ()
     """Extra gRPC channel options."""
+    insecure: bool = False
+    """Allow sending the API token in plain text to a non-loopback target."""
+
+    def __post_init__(self) -> None:
+        if self.api_token and self.credentials is None and not self.insecure and not is_loopback(self.target):
+            raise ValueError(
+                f"refusing to send an API token in plain text to {self.target}: "
+                "pass TLS credentials (tls_credentials(ca=...)) or insecure=True"
+            )
+
+    tls_credentials = staticmethod(tls_credentials)
 
     def channel_options(self) -> list[tuple[str, Any]]:
         return [
@@ -85,7 +154,7 @@ class ClientConfig:
         return grpc.aio.insecure_channel(self.target, self.channel_options())
 
     def call_metadata(self) -> tuple[tuple[str, str], ...]:
-        token = (("authorization", f"Bearer {self.api_token}"),) if self.api_token else ()
+        token = ((AUTHORIZATION, f"Bearer {self.api_token}"),) if self.api_token else ()
         return token + self.metadata
 
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from fairdeck.merkle import HASH_SIZE, MAX_TREE_SIZE
@@ -126,14 +127,14 @@ def sign_checkpoint(checkpoint: Checkpoint, signer: Signer) -> bytes:
         raise CheckpointError(f"cannot sign checkpoint: {e}") from e
 
 
-def open_checkpoint(note: bytes, verifier: Verifier, origin: str) -> Checkpoint:
-    """Verify a signed checkpoint by the log's key and parse it.
+def open_checkpoint(note: bytes, verifier: Verifier | Iterable[Verifier], origin: str) -> Checkpoint:
+    """Verify a signed checkpoint by the log's key (or any of its keys, across a rotation) and parse it.
 
     Raises CheckpointError (with the NoteError as its cause when the note itself
     fails) unless ``verifier`` signed it, it is canonical, and its origin is ``origin``.
     """
     try:
-        opened = open_note(note, [verifier])
+        opened = open_note(note, verifier)
     except NoteError as e:
         raise CheckpointError(f"checkpoint note: {e}") from e
     checkpoint = Checkpoint.parse(opened.text)

@@ -10,6 +10,12 @@ the same methods with the same signatures.
         hole = dealer.draw(hand.hand_id, 2)
         closed = dealer.close(hand.hand_id)
         closed.verify(commitment=hand.commitment)
+
+Against a dealer with TLS and API tokens::
+
+    DealerClient("dealer.example:443", credentials=tls_credentials(ca="ca.pem"), api_token=token)
+
+(``tls_credentials(ca=, cert=, key=)`` also makes mTLS credentials.)
 """
 
 from __future__ import annotations
@@ -21,12 +27,13 @@ from typing import Any, Self, TypeVar
 import grpc
 
 from fairdeck import calls
-from fairdeck.calls import Call, ClientConfig, Deal
+from fairdeck.calls import Call, ClientConfig, Deal, tls_credentials
 from fairdeck.exceptions import from_rpc_error
 from fairdeck.models import DealtHand, Draw, Hand
 from fairdeck.v1 import dealer_pb2_grpc
 
 R = TypeVar("R")
+__all__ = ["AsyncDealerClient", "ClientConfig", "Deal", "DealerClient", "tls_credentials"]
 
 
 class DealerClient:
@@ -41,8 +48,11 @@ class DealerClient:
         metadata: Sequence[tuple[str, str]] = (),
         timeout: float | None = 10.0,
         options: Sequence[tuple[str, Any]] = (),
+        insecure: bool = False,
     ) -> None:
-        self.config = ClientConfig(target, credentials, api_token, tuple(metadata), timeout, tuple(options))
+        self.config = ClientConfig(
+            target, credentials, api_token, tuple(metadata), timeout, tuple(options), insecure=insecure
+        )
         self._channel = self.config.channel()
         self._stub = dealer_pb2_grpc.DealerServiceStub(self._channel)
 
@@ -133,8 +143,11 @@ class AsyncDealerClient:
         metadata: Sequence[tuple[str, str]] = (),
         timeout: float | None = 10.0,
         options: Sequence[tuple[str, Any]] = (),
+        insecure: bool = False,
     ) -> None:
-        self.config = ClientConfig(target, credentials, api_token, tuple(metadata), timeout, tuple(options))
+        self.config = ClientConfig(
+            target, credentials, api_token, tuple(metadata), timeout, tuple(options), insecure=insecure
+        )
         self._channel = self.config.aio_channel()
         self._stub = dealer_pb2_grpc.DealerServiceStub(self._channel)
 

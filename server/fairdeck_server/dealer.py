@@ -25,7 +25,7 @@ from fairdeck.logentry import CLOSED, VOIDED, CommitEntry, RevealEntry, deck_dig
 from fairdeck.seeds import MAX_CLIENT_SEEDS, check_hand_id, normalize_client_seed
 from fairdeck.transcript import Transcript
 from fairdeck.versions import CURRENT_VERSION
-from fairdeck_server import errors
+from fairdeck_server import errors, principal
 from fairdeck_server.storage.base import Change, HandRecord, HandState, NewHand, Storage, encode_seeds
 from fairdeck_server.vault import SeedVault, VaultError
 
@@ -33,7 +33,7 @@ MAX_BATCH_HANDS = 100_000
 """DealHands: at most this many hands per call."""
 BATCH_CHUNK = 256
 """DealHands: hands per streamed message and per storage transaction."""
-DEFAULT_TENANT = "default"
+DEFAULT_TENANT = principal.DEFAULT_TENANT
 
 
 def _now_ms() -> int:
@@ -320,7 +320,13 @@ class Dealer:
         return replace(r, state=HandState.SHUFFLED) if r.state is HandState.OPEN else r
 
     def _cards(self, r: HandRecord) -> tuple[int, ...]:
-        return self._deck_cache(r.hand_id, r.deck, r.version, r.sealed_seed, r.client_seeds)
+        try:
+            return self._deck_cache(r.hand_id, r.deck, r.version, r.sealed_seed, r.client_seeds)
+        except errors.DealerError:
+            if r.server_seed is None:
+                raise
+            # Revealed: the seed is in the record, so a retired seed key is not needed (vault.py).
+            return plan(r.version, r.deck).derive(r.hand_id, r.server_seed, r.client_seeds)
 
     def _derive(
         self, hand_id: str, deck: str, version: str, sealed: bytes, client_seeds: tuple[bytes, ...]

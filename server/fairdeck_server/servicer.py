@@ -24,8 +24,9 @@ from google.rpc import error_details_pb2, status_pb2
 from fairdeck.decks import DeckSpec
 from fairdeck.v1 import dealer_pb2 as pb
 from fairdeck.v1 import dealer_pb2_grpc
-from fairdeck_server import errors
-from fairdeck_server.dealer import DEFAULT_TENANT, Dealer
+from fairdeck_server import errors, principal
+from fairdeck_server.dealer import Dealer
+from fairdeck_server.principal import Role
 from fairdeck_server.storage.base import HandRecord, HandState
 
 log = logging.getLogger(__name__)
@@ -37,15 +38,20 @@ Resp = TypeVar("Resp")
 
 
 def status_metadata(
-    code: grpc.StatusCode, message: str, reason: str, field: str | None
+    code: grpc.StatusCode, message: str, reason: str, field: str | None, retry_delay: float | None = None
 ) -> tuple[tuple[str, bytes]]:
-    """The grpc-status-details-bin trailer for an error (google.rpc.Status + ErrorInfo)."""
+    """The grpc-status-details-bin trailer for an error (google.rpc.Status + ErrorInfo,
+    and a RetryInfo when the caller should wait ``retry_delay`` seconds and try again)."""
     info = error_details_pb2.ErrorInfo(reason=reason, domain=ERROR_DOMAIN)
     if field:
         info.metadata["field"] = field
     detail = any_pb2.Any()
     detail.Pack(info)
     status = status_pb2.Status(code=code.value[0], message=message, details=[detail])
+    if retry_delay is not None:
+        retry = error_details_pb2.RetryInfo()
+        retry.retry_delay.FromNanoseconds(max(1_000_000, int(retry_delay * 1e9)))  # at least 1 ms
+        status.details.add().Pack(retry)
     return ((STATUS_DETAILS_KEY, status.SerializeToString()),)
 
 
@@ -160,7 +166,8 @@ class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
         self.dealer = dealer
 
     def _tenant(self, context: grpc.aio.ServicerContext[Any, Any]) -> str:
-        return DEFAULT_TENANT
+        """The caller's tenant, bound by the auth interceptor (auth.py checked its role)."""
+        return principal.current().tenant
 
     def hand(self, record: HandRecord) -> pb.Hand:
         message = pb.Hand(
@@ -274,4 +281,7 @@ class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
     @translated
     async def GetHand(self, request: pb.GetHandRequest, context: Any) -> pb.GetHandResponse:
         record = await self.dealer.get(self._tenant(context), request.hand_id)
+        if principal.current().role is Role.AUDITOR and record.state is not HandState.CLOSED:
+            # Auditors see closed hands only, and cannot tell an open hand from a missing one.
+            raise errors.hand_not_found()
         return pb.GetHandResponse(hand=self.hand(record))

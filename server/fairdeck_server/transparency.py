@@ -2,10 +2,11 @@
 
 The key (a C2SP signed-note signer key, ``PRIVATE+KEY+origin+hash+base64``)
 is created on first start in the data dir with mode 0600, or supplied by the
-operator. Its name is the log's origin line. The publisher signs a checkpoint
-whenever the log has grown, at most every ``interval`` seconds, and on
-demand; storage's compare-and-swap keeps one root per size across restarts
-and writers.
+operator. Its name is the log's origin line. After a rotation the file also
+lists the verifier keys of the signers it replaced (``load_log_keys``). The
+publisher signs a checkpoint whenever the log has grown, at most every
+``interval`` seconds, and on demand; storage's compare-and-swap keeps one root
+per size across restarts and writers.
 """
 
 from __future__ import annotations
@@ -13,15 +14,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import secrets
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from fairdeck.checkpoint import Checkpoint as CheckpointBody
 from fairdeck.checkpoint import sign_checkpoint
-from fairdeck.note import Signer
+from fairdeck.note import NoteError, Signer, Verifier
 from fairdeck_server.storage.base import Checkpoint, Storage
+from fairdeck_server.vault import write_private_file
 
 log = logging.getLogger(__name__)
 DEFAULT_INTERVAL = 0.2
@@ -31,24 +33,86 @@ class LogKeyError(Exception):
     """A log key file that cannot be used."""
 
 
+@dataclass(frozen=True)
+class LogKeys:
+    """The key that signs new checkpoints, and the verifier keys of keys it replaced."""
+
+    signer: Signer = field(repr=False)
+    retired: tuple[Verifier, ...] = ()
+
+    @property
+    def verifiers(self) -> list[Verifier]:
+        """Every verifier key, the current one first: what an auditor of the whole history needs."""
+        return [self.signer.verifier, *self.retired]
+
+    def to_text(self) -> str:
+        """The key file: the signer key, then one retired verifier key per line."""
+        lines = [self.signer.to_string(), *(v.to_string() for v in self.retired)]
+        return "".join(line + "\n" for line in lines)
+
+
 def load_or_create_signer(path: Path, origin: str | None = None) -> Signer:
     """The log signer from ``path``, created (0600) with ``origin`` as its name if missing."""
+    return load_log_keys(path, origin).signer
+
+
+def load_log_keys(path: Path, origin: str | None = None) -> LogKeys:
+    """The keys in ``path`` (created 0600 with a new signer named ``origin`` if missing).
+
+    The file's first line is the signer key (``PRIVATE+KEY+...``); each later
+    line is the verifier key of a retired signer, newest first. Retired keys
+    are kept public only: after a rotation nothing can sign with them here.
+    """
     if path.exists():
         mode = path.stat().st_mode & 0o777
         if mode & 0o077:
             raise LogKeyError(f"log key file {path} is readable by others (mode {mode:o}); chmod 600 it")
-        signer = Signer.parse(path.read_text().strip())
-        if origin is not None and signer.name != origin:
-            raise LogKeyError(f"log key file {path} is for origin {signer.name!r}, not {origin!r}")
-        return signer
-    signer = Signer.generate(origin or f"fairdeck.log/{secrets.token_hex(6)}")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(signer.to_string() + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    return signer
+        keys = _parse_keys(path.read_text(), path)
+        if origin is not None and keys.signer.name != origin:
+            raise LogKeyError(f"log key file {path} is for origin {keys.signer.name!r}, not {origin!r}")
+        return keys
+    keys = LogKeys(Signer.generate(origin or f"fairdeck.log/{secrets.token_hex(6)}"))
+    write_private_file(path, keys.to_text(), create=True)
+    return keys
+
+
+def rotate_log_key(path: Path) -> LogKeys:
+    """Replace the signer in ``path`` by a new key of the same name (the log's
+    origin); the old signer's verifier key becomes the first retired key.
+
+    Takes effect when the dealer restarts. Checkpoints signed before stay
+    verifiable with the retired key; auditors pass every key to ``--key``.
+    """
+    old = load_log_keys(path) if path.exists() else None
+    if old is None:
+        raise LogKeyError(f"no log key at {path} to rotate")
+    new = LogKeys(Signer.generate(old.signer.name), (old.signer.verifier, *old.retired))
+    write_private_file(path, new.to_text(), create=False)
+    return new
+
+
+def _parse_keys(text: str, path: Path) -> LogKeys:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines:
+        raise LogKeyError(f"log key file {path} is empty")
+    try:
+        signer = Signer.parse(lines[0])
+    except NoteError as e:
+        raise LogKeyError(f"log key file {path}, line 1: {e}") from None
+    retired = []
+    for number, line in enumerate(lines[1:], start=2):
+        if line.startswith("PRIVATE+"):
+            raise LogKeyError(f"log key file {path}, line {number}: keep retired keys as verifier keys only")
+        try:
+            verifier = Verifier.parse(line)
+        except NoteError as e:
+            raise LogKeyError(f"log key file {path}, line {number}: {e}") from None
+        if verifier.name != signer.name:
+            raise LogKeyError(f"log key file {path}, line {number}: retired key is for another origin")
+        retired.append(verifier)
+    if len({(v.name, v.key_id) for v in [signer.verifier, *retired]}) != 1 + len(retired):
+        raise LogKeyError(f"log key file {path} lists a key twice")
+    return LogKeys(signer, tuple(retired))
 
 
 class CheckpointPublisher:

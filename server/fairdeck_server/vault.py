@@ -6,7 +6,12 @@ seed is bound to its hand (the hand id is the associated data), so a copy of
 the database reveals nothing and rows cannot be swapped undetected.
 
 Layout of a sealed seed: ``0x01 || key_id (4 bytes) || nonce (12) || ciphertext+tag``.
-The key id lets a later key rotation keep opening old hands.
+
+Rotation: the key file (or ``$FAIRDECK_SEED_KEY``) holds one or more keys,
+newest first. The first seals; every key opens, chosen by the key id in the
+sealed seed, so hands sealed before a rotation still deal and close. An old
+key can be dropped once every hand sealed under it is closed, which the
+dealer guarantees after ``max_hand_lifetime`` (stale hands are voided).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import base64
 import hashlib
 import os
 import secrets
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,69 +32,141 @@ from fairdeck.encoding import lp
 _FORMAT = 1
 _AAD = b"fairdeck sealed seed v1"
 KEY_ENV = "FAIRDECK_SEED_KEY"
-"""Environment variable holding a base64 AES-256 key (overrides the key file)."""
+"""Environment variable holding base64 AES-256 keys, newest first, separated by
+commas or whitespace (overrides the key file)."""
 
 
 class VaultError(Exception):
-    """A key that cannot be loaded, or a sealed seed that does not open."""
+    """A key that cannot be loaded, or a sealed seed that does not open.
+
+    Its message never contains key material (tests/security checks it)."""
+
+
+def key_id(key: bytes) -> bytes:
+    """The 4-byte id a sealed seed carries: public, it names the key without revealing it."""
+    return hashlib.sha256(b"fairdeck seed key id" + key).digest()[:4]
 
 
 @dataclass(frozen=True)
 class SeedVault:
-    """Seals and opens server seeds with one AES-256-GCM key."""
+    """Seals with ``key``; opens with it or any of the ``retired`` keys."""
 
     key: bytes = field(repr=False)
+    retired: tuple[bytes, ...] = field(default=(), repr=False)
     key_id: bytes = field(init=False)
-    _aead: AESGCM = field(init=False, repr=False, compare=False)
+    _aeads: dict[bytes, AESGCM] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if len(self.key) != 32:
-            raise VaultError("seed key must be 32 bytes (AES-256)")
-        # Derived once: building AESGCM per seal costs more than the encryption.
-        object.__setattr__(self, "key_id", hashlib.sha256(b"fairdeck seed key id" + self.key).digest()[:4])
-        object.__setattr__(self, "_aead", AESGCM(self.key))
+        aeads: dict[bytes, AESGCM] = {}
+        for k in (self.key, *self.retired):
+            if len(k) != 32:
+                raise VaultError("seed key must be 32 bytes (AES-256)")
+            kid = key_id(k)
+            if kid in aeads:
+                raise VaultError(f"two seed keys share the key id {kid.hex()} (a key listed twice?)")
+            # Built once: building AESGCM per seal costs more than the encryption.
+            aeads[kid] = AESGCM(k)
+        object.__setattr__(self, "key_id", key_id(self.key))
+        object.__setattr__(self, "_aeads", aeads)
+
+    @property
+    def key_ids(self) -> list[str]:
+        """Hex ids of every key, the sealing one first."""
+        return [kid.hex() for kid in self._aeads]
 
     def seal(self, hand_id: str, seed: bytes) -> bytes:
         nonce = secrets.token_bytes(12)
-        sealed = self._aead.encrypt(nonce, seed, _AAD + lp(hand_id.encode("ascii")))
+        sealed = self._aeads[self.key_id].encrypt(nonce, seed, _AAD + lp(hand_id.encode("ascii")))
         return bytes([_FORMAT]) + self.key_id + nonce + sealed
 
     def open(self, hand_id: str, sealed: bytes) -> bytes:
         if len(sealed) < 1 + 4 + 12 + 16 or sealed[0] != _FORMAT:
             raise VaultError("sealed seed has an unknown format")
-        if sealed[1:5] != self.key_id:
-            raise VaultError("sealed seed was sealed under another key")
+        aead = self._aeads.get(sealed[1:5])
+        if aead is None:
+            raise VaultError(f"sealed seed was sealed under a key not loaded (key id {sealed[1:5].hex()})")
         try:
-            return self._aead.decrypt(sealed[5:17], sealed[17:], _AAD + lp(hand_id.encode("ascii")))
+            return aead.decrypt(sealed[5:17], sealed[17:], _AAD + lp(hand_id.encode("ascii")))
         except InvalidTag:
             raise VaultError("sealed seed does not open: wrong key, or the row was altered") from None
 
 
-def load_or_create_key(path: Path, *, environ: dict[str, str] | None = None) -> SeedVault:
+def load_or_create_key(path: Path, *, environ: Mapping[str, str] | None = None) -> SeedVault:
     """The vault from $FAIRDECK_SEED_KEY, else from ``path``, created 0600 if missing."""
     env = os.environ if environ is None else environ
     if KEY_ENV in env:
-        return SeedVault(_decode_key(env[KEY_ENV], KEY_ENV))
+        return _vault(_decode_keys(env[KEY_ENV].replace(",", " "), KEY_ENV))
     if path.exists():
-        mode = path.stat().st_mode & 0o777
-        if mode & 0o077:
-            raise VaultError(f"seed key file {path} is readable by others (mode {mode:o}); chmod 600 it")
-        return SeedVault(_decode_key(path.read_text().strip(), str(path)))
-    path.parent.mkdir(parents=True, exist_ok=True)
+        return _vault(read_key_file(path))
     key = secrets.token_bytes(32)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(base64.b64encode(key).decode() + "\n")
-        f.flush()
-        os.fsync(f.fileno())
+    write_key_file(path, [key], create=True)
     return SeedVault(key)
 
 
-def _decode_key(text: str, where: str) -> bytes:
+def read_key_file(path: Path) -> list[bytes]:
+    """The keys in a seed key file, newest first; refuses a file others can read."""
+    mode = path.stat().st_mode & 0o777
+    if mode & 0o077:
+        raise VaultError(f"seed key file {path} is readable by others (mode {mode:o}); chmod 600 it")
+    return _decode_keys(path.read_text(), str(path))
+
+
+def write_key_file(path: Path, keys: Sequence[bytes], *, create: bool = False) -> None:
+    """Write ``keys`` (newest first), one base64 line each."""
+    write_private_file(path, "".join(base64.b64encode(k).decode() + "\n" for k in keys), create=create)
+
+
+def write_private_file(path: Path, text: str, *, create: bool) -> None:
+    """Write a key file: mode 0600 from the first byte, fsynced with its directory.
+
+    ``create``: the file must not exist yet (O_EXCL). Otherwise it is
+    replaced atomically (a new file renamed over it), so a crash leaves the
+    old keys or the new ones, never half a file.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    target = path if create else path.with_name(path.name + ".new")
+    if not create and target.exists():
+        target.unlink()
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    if not create:
+        os.replace(target, path)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
     try:
-        key = base64.b64decode(text, validate=True)
-    except ValueError:
-        raise VaultError(f"seed key in {where} is not base64") from None
-    if len(key) != 32:
-        raise VaultError(f"seed key in {where} must decode to 32 bytes")
-    return key
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def rotate_key_file(path: Path) -> tuple[str, list[str]]:
+    """Put a new key first in the key file (created if missing); returns (new key id, all ids).
+
+    Takes effect when the dealer restarts; until then it seals with the old key.
+    """
+    old = read_key_file(path) if path.exists() else []
+    key = secrets.token_bytes(32)
+    vault = SeedVault(key, tuple(old))  # checks the old keys too before anything is written
+    write_key_file(path, [key, *old], create=not old and not path.exists())
+    return vault.key_id.hex(), vault.key_ids
+
+
+def _vault(keys: list[bytes]) -> SeedVault:
+    return SeedVault(keys[0], tuple(keys[1:]))
+
+
+def _decode_keys(text: str, where: str) -> list[bytes]:
+    keys = []
+    for number, word in enumerate(text.split(), start=1):
+        try:
+            key = base64.b64decode(word, validate=True)
+        except ValueError:
+            raise VaultError(f"seed key {number} in {where} is not base64") from None
+        if len(key) != 32:
+            raise VaultError(f"seed key {number} in {where} must decode to 32 bytes")
+        keys.append(key)
+    if not keys:
+        raise VaultError(f"no seed key in {where}")
+    return keys

@@ -328,7 +328,8 @@ class SqliteStorage:
             return
         self._closed = True
         self._queue.put(None)
-        await asyncio.to_thread(self._thread.join)
+        if self._thread.ident is not None:  # never started (the dealer refused to start): nothing to join
+            await asyncio.to_thread(self._thread.join)
 
     # -- inside the writer thread ----------------------------------------------
 

@@ -1,0 +1,360 @@
+"""Who may call what: API tokens, client certificates, and the role table.
+
+Every call to the DealerService and AuditService passes ``AuthInterceptor``,
+which finds the caller (``principal.Principal``), checks the method against
+``ROLES`` and binds the principal for the duration of the call, so the
+servicers read the tenant from ``principal.current()``. Health and reflection
+stay open: probes carry no credentials.
+
+How a caller is found, in order:
+
+1. ``authorization: Bearer fdk_<token_id>_<secret>`` metadata: an API token
+   (see ``new_token``). Unknown, revoked and garbled tokens get the same
+   UNAUTHENTICATED ``INVALID_TOKEN``, so a caller cannot tell which.
+2. A client certificate (mTLS, when the dealer has a client CA): the tenant
+   and role come from its one URI SAN ``fairdeck://tenant/<tenant>/role/<role>``.
+   A verified certificate without that SAN gets ``INVALID_CERTIFICATE``.
+3. Neither: ``LOCAL`` (tenant "default", role dealer) when authentication is
+   not required (loopback quickstart), else ``MISSING_CREDENTIALS``.
+
+A token wins over a certificate: the certificate then only authenticates the
+connection (its subject is kept on the principal for the logs). Credentials
+that are present but bad are refused even when authentication is optional.
+
+A token's secret is never stored, logged or put in an error: storage keeps a
+SHA-256 digest, compared with ``hmac.compare_digest``.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import functools
+import hashlib
+import hmac
+import logging
+import re
+import secrets
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import grpc
+from cryptography import x509
+
+from fairdeck.calls import AUTHORIZATION
+from fairdeck.v1 import audit_pb2, dealer_pb2
+from fairdeck_server import principal
+from fairdeck_server.principal import Principal, Role
+from fairdeck_server.servicer import status_metadata
+from fairdeck_server.storage.base import Storage, TokenRecord
+
+log = logging.getLogger(__name__)
+
+TOKEN_PREFIX = "fdk"  # noqa: S105 - the public prefix of every token
+SECRET_BYTES = 32
+"""Random bytes in a token's secret: 256 bits, so no guessing and no dictionary."""
+_TOKEN = re.compile(r"fdk_([0-9a-f]{16})_([A-Za-z0-9_-]{43})")
+CACHE_TTL = 2.0
+"""Seconds a looked-up token is trusted without asking storage again. A
+revocation (or a new token) takes effect on every replica within this time."""
+CACHE_MAX = 10_000
+"""Token ids kept in the cache; beyond it the cache starts over (bounds memory
+against callers spraying random ids)."""
+CERT_URI = re.compile(r"fairdeck://tenant/([^/]+)/role/([^/]+)")
+"""The URI SAN of a client certificate that names a tenant and role."""
+
+OPEN_METHOD_PREFIXES = (
+    "/grpc.health.v1.Health/",
+    "/grpc.reflection.v1alpha.ServerReflection/",
+    "/grpc.reflection.v1.ServerReflection/",
+)
+"""Methods that need no credentials: health probes and reflection."""
+
+DEALER_ONLY = frozenset({Role.DEALER})
+ANY_ROLE = frozenset(Role)
+_DEALER_SERVICE = dealer_pb2.DESCRIPTOR.services_by_name["DealerService"]
+_AUDIT_SERVICE = audit_pb2.DESCRIPTOR.services_by_name["AuditService"]
+_DEALER_ROLES = {
+    "OpenHand": DEALER_ONLY,
+    "AddClientSeeds": DEALER_ONLY,
+    "ShuffleHand": DEALER_ONLY,
+    "DrawCards": DEALER_ONLY,
+    "DealHand": DEALER_ONLY,
+    "DealNewHand": DEALER_ONLY,
+    "DealHands": DEALER_ONLY,
+    "CloseHand": DEALER_ONLY,
+    # An auditor sees closed hands only; the servicer answers HAND_NOT_FOUND for the others.
+    "GetHand": ANY_ROLE,
+}
+ROLES: dict[str, frozenset[Role]] = {
+    **{f"/{_DEALER_SERVICE.full_name}/{name}": roles for name, roles in _DEALER_ROLES.items()},
+    **{f"/{_AUDIT_SERVICE.full_name}/{m.name}": ANY_ROLE for m in _AUDIT_SERVICE.methods},
+}
+"""The one role table: full method name -> roles that may call it. The log is
+public, so every role reads it. A method missing here is refused to everyone."""
+
+
+# -- tokens ------------------------------------------------------------------------------------
+
+
+def token_digest(token_id: str, secret: str) -> bytes:
+    """What storage keeps of a token: SHA-256 over a domain tag, the id and the secret.
+
+    A fast hash is the right one here: the secret is 32 random bytes, so there
+    is nothing for a slow password hash (bcrypt, Argon2) to protect against a
+    guesser, and checking it costs microseconds on every call. The id is in
+    the digest so a digest copied onto another token's row does not match.
+    """
+    return hashlib.sha256(b"fairdeck api token v1\0" + token_id.encode() + b"\0" + secret.encode()).digest()
+
+
+def new_token(
+    tenant: str, role: Role, label: str = "", *, now_ms: int | None = None
+) -> tuple[str, TokenRecord]:
+    """A new token ``fdk_<16 hex id>_<43 base64url secret>`` and the record to store.
+
+    The token is returned once, to be shown once; only the record is kept.
+    """
+    principal.check_tenant(tenant)
+    token_id = secrets.token_hex(8)
+    secret = base64.urlsafe_b64encode(secrets.token_bytes(SECRET_BYTES)).rstrip(b"=").decode()
+    created = time.time_ns() // 1_000_000 if now_ms is None else now_ms
+    record = TokenRecord(token_id, tenant, Role(role).value, token_digest(token_id, secret), created, label)
+    return f"{TOKEN_PREFIX}_{token_id}_{secret}", record
+
+
+def split_token(token: str) -> tuple[str, str] | None:
+    """(token_id, secret) of a well-formed token, else None."""
+    m = _TOKEN.fullmatch(token)
+    return (m.group(1), m.group(2)) if m else None
+
+
+class Refused(Exception):
+    """A call the auth layer turns away; becomes a gRPC status with ErrorInfo."""
+
+    def __init__(self, code: grpc.StatusCode, reason: str, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.reason = reason
+        self.field = field
+
+
+def invalid_token() -> Refused:
+    # One answer for unknown, revoked and garbled tokens.
+    return Refused(grpc.StatusCode.UNAUTHENTICATED, "INVALID_TOKEN", "invalid API token", AUTHORIZATION)
+
+
+_NO_DIGEST = bytes(32)
+
+
+class TokenVerifier:
+    """Checks API tokens against storage, with a short cache (``CACHE_TTL``)."""
+
+    def __init__(
+        self,
+        storage: Storage,
+        *,
+        ttl: float = CACHE_TTL,
+        clock: Callable[[], float] = time.monotonic,
+        max_entries: int = CACHE_MAX,
+    ) -> None:
+        self.storage = storage
+        self.ttl = ttl
+        self._clock = clock
+        self._max = max_entries
+        self._cache: dict[str, tuple[float, TokenRecord | None]] = {}
+
+    async def verify(self, token: str) -> Principal:
+        """The principal of a valid token; Refused otherwise."""
+        parsed = split_token(token)
+        if parsed is None:
+            raise invalid_token()
+        token_id, secret = parsed
+        record = await self._record(token_id)
+        # Compared even for an unknown id, so both take the same path.
+        matches = hmac.compare_digest(token_digest(token_id, secret), record.digest if record else _NO_DIGEST)
+        if record is None or not matches or record.revoked_ms is not None or record.role not in ANY_ROLE:
+            log.debug("refused API token %s", token_id)
+            raise invalid_token()
+        return Principal(record.tenant, Role(record.role), token_id=token_id)
+
+    async def _record(self, token_id: str) -> TokenRecord | None:
+        now = self._clock()
+        hit = self._cache.get(token_id)
+        if hit is not None and hit[0] > now:
+            return hit[1]
+        try:
+            record = await self.storage.get_token(token_id)
+        except Exception as e:
+            log.error("token lookup failed: %s", type(e).__name__)
+            raise Refused(
+                grpc.StatusCode.UNAVAILABLE, "STORAGE_UNAVAILABLE", "cannot check credentials now; retry"
+            ) from None
+        if len(self._cache) >= self._max:
+            self._cache.clear()
+        self._cache[token_id] = (now + self.ttl, record)
+        return record
+
+
+# -- certificates ------------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=1024)
+def certificate_principal(pem: bytes) -> Principal:
+    """The principal a (verified) client certificate names; Refused if it names none.
+
+    Exactly one URI SAN of the form ``fairdeck://tenant/<tenant>/role/<dealer|auditor>``.
+    """
+    try:
+        cert = x509.load_pem_x509_certificate(pem)
+        subject = cert.subject.rfc4514_string()
+        try:
+            san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+            uris = san.get_values_for_type(x509.UniformResourceIdentifier)
+        except x509.ExtensionNotFound:
+            uris = []
+    except ValueError:
+        raise _bad_certificate("the client certificate does not parse") from None
+    ours = [u for u in uris if u.startswith("fairdeck:")]
+    if len(ours) != 1:
+        raise _bad_certificate(
+            "the client certificate must carry one URI SAN fairdeck://tenant/<tenant>/role/<dealer|auditor>"
+        )
+    m = CERT_URI.fullmatch(ours[0])
+    if m is None or m.group(2) not in ANY_ROLE or not principal.TENANT_PATTERN.fullmatch(m.group(1)):
+        raise _bad_certificate("the client certificate's fairdeck URI does not name a valid tenant and role")
+    return Principal(m.group(1), Role(m.group(2)), subject=subject)
+
+
+def _bad_certificate(message: str) -> Refused:
+    return Refused(grpc.StatusCode.UNAUTHENTICATED, "INVALID_CERTIFICATE", message)
+
+
+# -- the interceptor ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Authenticator:
+    """Finds the principal of a call from its metadata and TLS peer."""
+
+    tokens: TokenVerifier
+    required: bool
+    """Refuse calls without credentials (else they run as LOCAL)."""
+
+    async def principal(
+        self, metadata: Sequence[tuple[str, Any]], auth_context: Mapping[str, Iterable[bytes]]
+    ) -> Principal:
+        headers = [v for k, v in metadata if k == AUTHORIZATION]
+        peer_certs = list(auth_context.get("x509_pem_cert") or ())
+        if headers:
+            value = headers[0]
+            if len(headers) != 1 or not isinstance(value, str) or value[:7].lower() != "bearer ":
+                raise invalid_token()
+            found = await self.tokens.verify(value[7:].strip())
+            if peer_certs:
+                with contextlib.suppress(Refused):
+                    found = replace(found, subject=certificate_principal(peer_certs[0]).subject)
+            return found
+        if peer_certs:
+            return certificate_principal(peer_certs[0])
+        if self.required:
+            raise Refused(
+                grpc.StatusCode.UNAUTHENTICATED,
+                "MISSING_CREDENTIALS",
+                "this dealer requires an API token (authorization: Bearer ...) or a client certificate",
+                AUTHORIZATION,
+            )
+        return principal.LOCAL
+
+
+def check_role(method: str, caller: Principal) -> None:
+    """Refuse ``method`` unless ``caller``'s role is in its row of ROLES."""
+    if caller.role not in ROLES.get(method, frozenset()):
+        name = method.rsplit("/", 1)[-1]
+        raise Refused(
+            grpc.StatusCode.PERMISSION_DENIED,
+            "ROLE_NOT_ALLOWED",
+            f"the {caller.role.value} role may not call {name}",
+        )
+
+
+def is_open(method: str) -> bool:
+    return method.startswith(OPEN_METHOD_PREFIXES)
+
+
+class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
+    """Authenticates each call, checks its role, and binds its principal while it runs."""
+
+    def __init__(self, authenticator: Authenticator) -> None:
+        self.authenticator = authenticator
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any]]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler[Any, Any]:
+        handler = await continuation(handler_call_details)
+        method: str = handler_call_details.method
+        if handler is None or is_open(method):
+            return handler
+        admit = functools.partial(self._admit, method)
+        kwargs = {
+            "request_deserializer": handler.request_deserializer,
+            "response_serializer": handler.response_serializer,
+        }
+        if handler.unary_unary is not None:
+            return grpc.unary_unary_rpc_method_handler(_unary(handler.unary_unary, admit), **kwargs)
+        if handler.unary_stream is not None:
+            return grpc.unary_stream_rpc_method_handler(_streaming(handler.unary_stream, admit), **kwargs)
+        if handler.stream_unary is not None:
+            return grpc.stream_unary_rpc_method_handler(_unary(handler.stream_unary, admit), **kwargs)
+        if handler.stream_stream is not None:
+            return grpc.stream_stream_rpc_method_handler(_streaming(handler.stream_stream, admit), **kwargs)
+        return handler
+
+    async def _admit(self, method: str, context: grpc.aio.ServicerContext[Any, Any]) -> Principal:
+        """The call's principal, or the call ends here with the refusal's status."""
+        try:
+            caller = await self.authenticator.principal(
+                tuple(context.invocation_metadata() or ()), context.auth_context()
+            )
+            check_role(method, caller)
+        except Refused as e:
+            message = str(e)
+            log.info("refused %s: %s", method, e.reason)
+            await context.abort(
+                e.code, message, trailing_metadata=status_metadata(e.code, message, e.reason, e.field)
+            )
+            raise AssertionError("unreachable: abort raises") from None
+        return caller
+
+
+Admit = Callable[[grpc.aio.ServicerContext[Any, Any]], Awaitable[Principal]]
+
+
+def _unary(behavior: Callable[..., Any], admit: Admit) -> Callable[..., Awaitable[Any]]:
+    async def call(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        token = principal.bind(await admit(context))
+        try:
+            return await behavior(request, context)
+        finally:
+            principal.unbind(token)
+
+    return call
+
+
+def _streaming(behavior: Callable[..., Any], admit: Admit) -> Callable[..., AsyncIterator[Any]]:
+    async def call(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
+        token = principal.bind(await admit(context))
+        try:
+            async for response in behavior(request, context):
+                yield response
+        finally:
+            # A generator finalized by the event loop runs in another context; the binding
+            # died with the call's own context then.
+            with contextlib.suppress(ValueError):
+                principal.unbind(token)
+
+    return call

@@ -1,0 +1,53 @@
+"""Fixtures of the security tests: a dealer that requires credentials, tokens
+made through the real `fairdeck token` command, and test certificates."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from fairdeck.cli import main
+from tests.dealers import RunningDealer
+from tests.security.pki import Pki
+
+MakeToken = Callable[[str, str], str]
+
+
+def create_token(
+    data: Path, tenant: str, role: str, capsys: pytest.CaptureFixture[str], label: str = ""
+) -> str:
+    """`fairdeck token create` against the data dir; returns what it printed on stdout."""
+    capsys.readouterr()
+    assert (
+        main(["token", "create", "--data", str(data), "--tenant", tenant, "--role", role, "--label", label])
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1, out
+    return out.strip()
+
+
+@pytest.fixture
+def data(tmp_path: Path) -> Path:
+    return tmp_path / "data"
+
+
+@pytest.fixture
+def token_for(data: Path, capsys: pytest.CaptureFixture[str]) -> MakeToken:
+    return lambda tenant, role: create_token(data, tenant, role, capsys)
+
+
+@pytest.fixture
+def secured(data: Path) -> Iterator[RunningDealer]:
+    """A dealer on loopback that still requires credentials (as off loopback)."""
+    dealer = RunningDealer(data, require_auth=True)
+    dealer.start()
+    yield dealer
+    dealer.close()
+
+
+@pytest.fixture
+def pki(tmp_path: Path) -> Pki:
+    return Pki.make(tmp_path / "pki")
