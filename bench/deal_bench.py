@@ -89,6 +89,7 @@ class Server:
 def start_dealer(data: Path) -> Server:
     argv = [PYTHON, "-m", "fairdeck.cli", "serve", "--listen", "127.0.0.1:0", "--data", str(data)]
     argv += ["--log-level", "WARNING"]
+    argv += ["--rate-limit", "0", "--max-open-hands", "0", "--default-deadline", "0"]  # measure, not limit
     return Server("dealer", argv, data.with_suffix(".log"))
 
 

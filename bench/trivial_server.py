@@ -25,7 +25,7 @@ import grpc
 from fairdeck.v1 import dealer_pb2 as pb
 from fairdeck.v1 import dealer_pb2_grpc
 
-MAX_MESSAGE_BYTES = 4 * 1024 * 1024  # as fairdeck_server.app
+MAX_MESSAGE_BYTES = 4 * 1024 * 1024  # as the dealer's default (ServerConfig.max_message_bytes)
 
 
 class TrivialDealer(dealer_pb2_grpc.DealerServiceServicer):

@@ -2,7 +2,9 @@
 
 The dealer attaches a google.rpc.ErrorInfo with a stable ``reason`` to every
 error; ``from_rpc_error`` picks the class by reason first, then by status
-code. Every exception carries ``code``, ``reason`` and ``field``.
+code. Every exception carries ``code``, ``reason`` and ``field``, and
+``retry_delay`` (seconds) when the dealer sent a google.rpc.RetryInfo, as it
+does with every RESOURCE_EXHAUSTED refusal.
 """
 
 from __future__ import annotations
@@ -19,12 +21,20 @@ class FairdeckError(Exception):
     """A call to the dealer failed."""
 
     def __init__(
-        self, message: str, *, code: grpc.StatusCode, reason: str = "", field: str | None = None
+        self,
+        message: str,
+        *,
+        code: grpc.StatusCode,
+        reason: str = "",
+        field: str | None = None,
+        retry_delay: float | None = None,
     ) -> None:
         super().__init__(message)
         self.code = code
         self.reason = reason
         self.field = field
+        self.retry_delay = retry_delay
+        """Seconds the dealer asks the caller to wait before retrying, if it said."""
 
 
 class InvalidArgument(FairdeckError):
@@ -52,11 +62,12 @@ class RequestIdReused(FairdeckError):
 
 
 class PermissionDenied(FairdeckError):
-    """The caller may not do this."""
+    """The caller may not do this (reason ROLE_NOT_ALLOWED: not with its role)."""
 
 
 class Unauthenticated(FairdeckError):
-    """Missing or invalid credentials."""
+    """Missing or invalid credentials (reasons MISSING_CREDENTIALS, INVALID_TOKEN,
+    INVALID_CERTIFICATE); an unknown and a revoked token get the same answer."""
 
 
 class ResourceExhausted(FairdeckError):
@@ -77,6 +88,10 @@ _BY_REASON: dict[str, type[FairdeckError]] = {
     "HAND_ALREADY_SHUFFLED": HandAlreadyShuffled,
     "NOT_ENOUGH_CARDS": NotEnoughCards,
     "REQUEST_ID_REUSED": RequestIdReused,
+    "MISSING_CREDENTIALS": Unauthenticated,
+    "INVALID_TOKEN": Unauthenticated,
+    "INVALID_CERTIFICATE": Unauthenticated,
+    "ROLE_NOT_ALLOWED": PermissionDenied,
 }
 _BY_CODE: dict[grpc.StatusCode, type[FairdeckError]] = {
     grpc.StatusCode.INVALID_ARGUMENT: InvalidArgument,
@@ -94,22 +109,27 @@ def from_rpc_error(error: grpc.RpcError) -> FairdeckError:
     call: Any = error  # a grpc.Call (sync) or grpc.aio.AioRpcError: both have these methods
     code: grpc.StatusCode = call.code()
     message: str = call.details() or code.name
-    reason, field = "", None
+    reason, field, delay = "", None, None
     for key, value in call.trailing_metadata() or ():
         if key == STATUS_DETAILS_KEY and isinstance(value, bytes):
-            reason, field = _error_info(value)
+            reason, field, delay = _error_details(value)
     cls = _BY_REASON.get(reason) or _BY_CODE.get(code, FairdeckError)
-    return cls(message, code=code, reason=reason, field=field)
+    return cls(message, code=code, reason=reason, field=field, retry_delay=delay)
 
 
-def _error_info(data: bytes) -> tuple[str, str | None]:
+def _error_details(data: bytes) -> tuple[str, str | None, float | None]:
+    """(reason, field) of the ErrorInfo and the RetryInfo delay in a status trailer."""
     status = status_pb2.Status()
     try:
         status.ParseFromString(data)
     except Exception:  # a malformed trailer is no reason to lose the status code
-        return "", None
+        return "", None, None
+    reason, field, delay = "", None, None
     for detail in status.details:
         info = error_details_pb2.ErrorInfo()
+        retry = error_details_pb2.RetryInfo()
         if detail.Unpack(info):
-            return info.reason, info.metadata.get("field")
-    return "", None
+            reason, field = info.reason, info.metadata.get("field")
+        elif detail.Unpack(retry):
+            delay = retry.retry_delay.ToNanoseconds() / 1e9
+    return reason, field, delay

@@ -14,6 +14,7 @@ import signal
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
+from typing import Any, cast
 
 import grpc
 from google.protobuf.descriptor import ServiceDescriptor
@@ -21,10 +22,16 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from fairdeck.v1 import audit_pb2, dealer_pb2
+from fairdeck_server import logs
 from fairdeck_server.audit_servicer import AuditServicer
+from fairdeck_server.auth import Authenticator, AuthInterceptor, TokenVerifier
 from fairdeck_server.dealer import Dealer
+from fairdeck_server.limits import DeadlineInterceptor, LimitsInterceptor, OpenHandsCap, RateLimiter
+from fairdeck_server.metrics import MeteredStorage, Metrics, MetricsEndpoint, ObservingInterceptor
 from fairdeck_server.servicer import DealerServicer, register
 from fairdeck_server.storage import open_storage
+from fairdeck_server.storage.base import Storage
+from fairdeck_server.tls import check_listen, is_loopback, server_credentials
 from fairdeck_server.transparency import CheckpointPublisher, load_or_create_signer
 from fairdeck_server.vault import load_or_create_key
 
@@ -38,7 +45,6 @@ def _service(module: ModuleType, name: str) -> ServiceDescriptor:
 
 DEALER_SERVICE = _service(dealer_pb2, "DealerService").full_name
 AUDIT_SERVICE = _service(audit_pb2, "AuditService").full_name
-MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -96,16 +102,48 @@ class DealerServer:
         self.config = config
         self.storage = open_storage(config.db, config.data_dir)
         self.port = 0
+        self.metrics = Metrics()
+        # What the dealer, the log and the limits use: counts hands and storage failures.
+        self.metered = cast(Storage, MeteredStorage(self.storage, self.metrics))
+        self.metrics_endpoint: MetricsEndpoint | None = None
+        self.metrics_port = 0
 
     async def start(self) -> int:
+        # Refused before anything listens: half a TLS config, or plain text off loopback.
+        credentials = server_credentials(self.config.tls_cert, self.config.tls_key, self.config.tls_client_ca)
+        check_listen(self.config.listen, tls=credentials is not None, insecure=self.config.insecure)
+        require_auth = self.config.require_auth
+        self.auth = AuthInterceptor(
+            Authenticator(
+                TokenVerifier(self.metered),  # token lookups that fail count as storage errors
+                required=not is_loopback(self.config.listen) if require_auth is None else require_auth,
+            )
+        )
         # Made here, not in __init__: grpc.aio binds them to the running loop.
         self.health = health.aio.HealthServicer()  # type: ignore[attr-defined]
+        config = self.config
+        self.limits = LimitsInterceptor(
+            RateLimiter(config.rate_limit, config.rate_burst),
+            OpenHandsCap(self.metered.open_hands, config.max_open_hands),
+            on_refusal=self.metrics.refused,
+            on_tenant=logs.set_tenant,
+        )
+        # Outermost first: observing (sees every outcome), the default deadline (covers
+        # stream writes), authentication, then the limits (per tenant, so after auth).
+        interceptors: list[grpc.aio.ServerInterceptor[Any, Any]] = [
+            ObservingInterceptor(self.metrics),
+            DeadlineInterceptor(config.default_deadline),
+            self.auth,
+            self.limits,
+        ]
+        message_bytes = config.max_message_bytes or -1  # 0: no limit
         self.server = grpc.aio.server(
+            interceptors=interceptors,
             options=[
-                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_receive_message_length", message_bytes),
+                ("grpc.max_send_message_length", message_bytes),
                 ("grpc.so_reuseport", 0),
-            ]
+            ],
         )
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         await self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
@@ -122,21 +160,28 @@ class DealerServer:
         signer = load_or_create_signer(
             self.config.log_key_file or self.config.data_dir / "log.key", self.config.log_origin
         )
-        self.publisher = CheckpointPublisher(self.storage, signer, interval=self.config.checkpoint_interval)
-        self.dealer = Dealer(self.storage, vault)
+        self.publisher = CheckpointPublisher(self.metered, signer, interval=self.config.checkpoint_interval)
+        self.dealer = Dealer(self.metered, vault)
         register(self.server, DealerServicer(self.dealer), _service(dealer_pb2, "DealerService"), dealer_pb2)
         register(
             self.server,
-            AuditServicer(self.storage, self.publisher),
+            AuditServicer(self.metered, self.publisher),
             _service(audit_pb2, "AuditService"),
             audit_pb2,
         )
-        self.port = self.server.add_insecure_port(self.config.listen)
+        if credentials is not None:
+            self.port = self.server.add_secure_port(self.config.listen, credentials)
+        else:
+            self.port = self.server.add_insecure_port(self.config.listen)
         if self.port == 0:
             raise OSError(f"cannot listen on {self.config.listen}")
+        if config.metrics_listen:
+            self.metrics_endpoint = MetricsEndpoint(config.metrics_listen, self.metrics.registry)
+            self.metrics_port = self.metrics_endpoint.port
         await self.server.start()
         # Health says NOT_SERVING until storage is open; calls made meanwhile wait for it.
         await self.storage.start()
+        self.metrics.gauges.attach(self.metered, asyncio.get_running_loop())
         self.publisher.start()
         self._reaper = asyncio.create_task(self._void_stale_hands(), name="fairdeck-reaper")
         await self._set_health(health_pb2.HealthCheckResponse.SERVING)
@@ -146,11 +191,18 @@ class DealerServer:
         """Drain: report NOT_SERVING, refuse new calls, finish those in flight, flush."""
         await self.health.enter_graceful_shutdown()
         await self.server.stop(self.config.grace_seconds)
+        await self._close_metrics()
         self._reaper.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._reaper
         await self.publisher.stop()
         await self.storage.close()
+
+    async def _close_metrics(self) -> None:
+        self.metrics.gauges.detach()
+        if self.metrics_endpoint is not None:
+            await self.metrics_endpoint.close()
+            self.metrics_endpoint = None
 
     async def _void_stale_hands(self) -> None:
         lifetime_ms = int(self.config.max_hand_lifetime * 1000)
@@ -177,10 +229,14 @@ async def serve(config: ServerConfig, *, ready: asyncio.Event | None = None) -> 
     try:
         port = await server.start()
     except BaseException:
+        await server._close_metrics()
         await server.storage.close()
         raise
     host = config.listen.rsplit(":", 1)[0]
     print(f"fairdeck dealer listening on {host}:{port} (data: {config.data_dir})", flush=True)
+    if server.metrics_endpoint is not None:
+        metrics_host = config.metrics_listen.rsplit(":", 1)[0] if config.metrics_listen else ""
+        log.info("metrics on http://%s:%d/metrics", metrics_host, server.metrics_port)
     if ready is not None:
         ready.set()
     await stop.wait()

@@ -1,28 +1,55 @@
-"""Server-side commands of the ``fairdeck`` console script: ``serve``."""
+"""Server-side commands of the ``fairdeck`` console script: ``serve`` and ``key``.
+
+``serve`` takes every ServerConfig field as a flag, an environment variable
+or a config file key (config.py); ``fairdeck serve --help`` lists them all.
+A configuration it refuses exits with status 2 and one line on stderr.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import logging
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
-from fairdeck_server.app import ServerConfig, serve
-from fairdeck_server.transparency import load_or_create_signer
+from fairdeck_server import config, errors, logs
+from fairdeck_server.app import serve
+from fairdeck_server.tls import ListenRefused, TlsConfigError
+from fairdeck_server.transparency import LogKeyError, load_or_create_signer
+from fairdeck_server.vault import VaultError
+
+STARTUP_ERRORS = (
+    ListenRefused,
+    TlsConfigError,
+    VaultError,
+    LogKeyError,
+    OSError,
+    ValueError,
+    errors.DealerError,
+)
+"""What a refused configuration or an unreachable resource raises while the
+dealer starts: reported as one line and exit status 2, never a traceback."""
+
+log = logging.getLogger(__name__)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    config = ServerConfig(
-        listen=args.listen,
-        data_dir=Path(args.data),
-        seed_key_file=args.seed_key_file,
-        log_key_file=args.log_key_file,
-        log_origin=args.log_origin,
-        max_hand_lifetime=args.max_hand_lifetime,
-    )
-    asyncio.run(serve(config))
+    try:
+        settings = config.load(config.flags_given(args), os.environ, args.config)
+    except config.ConfigError as e:
+        print(f"fairdeck serve: {e}", file=sys.stderr)
+        return 2
+    logs.configure(settings.log_format, settings.log_level)
+    log.info("configuration: %s", settings.describe())
+    try:
+        asyncio.run(serve(settings.server))
+    except STARTUP_ERRORS as e:
+        log.debug("startup failed", exc_info=e)
+        print(f"fairdeck serve: {e}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -40,34 +67,12 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     key.add_argument("--log-origin", default=None, help="origin for a new key")
     key.set_defaults(handler=cmd_key)
 
-    serve_parser = sub.add_parser("serve", help="run the dealer (gRPC)")
-    serve_parser.add_argument(
-        "--listen", default="127.0.0.1:50051", metavar="HOST:PORT", help="default %(default)s"
+    serve_parser = sub.add_parser(
+        "serve",
+        help="run the dealer (gRPC)",
+        description="Run the dealer: gRPC on --listen, optionally Prometheus /metrics on --metrics-listen.",
+        epilog=config.EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    serve_parser.add_argument(
-        "--data", default="fairdeck-data", metavar="DIR", help="data dir (default %(default)s)"
-    )
-    serve_parser.add_argument(
-        "--seed-key-file",
-        type=Path,
-        default=None,
-        metavar="PATH",
-        help="AES-256 key for seeds at rest (default DIR/seed.key, made 0600); $FAIRDECK_SEED_KEY overrides",
-    )
-    serve_parser.add_argument(
-        "--log-key-file",
-        type=Path,
-        default=None,
-        metavar="PATH",
-        help="log signing key (default DIR/log.key)",
-    )
-    serve_parser.add_argument("--log-origin", default=None, help="origin line of a new log key")
-    serve_parser.add_argument(
-        "--max-hand-lifetime",
-        type=float,
-        default=3600.0,
-        metavar="SECONDS",
-        help="hands open longer are voided: revealed and logged (default %(default)s)",
-    )
-    serve_parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    config.add_arguments(serve_parser)
     serve_parser.set_defaults(handler=cmd_serve)

@@ -73,6 +73,7 @@ class DealerProcess:
                 sys.executable, "-m", "fairdeck.cli", "serve",
                 "--listen", "127.0.0.1:0", "--data", str(data_dir),
                 "--max-hand-lifetime", LONG_LIFETIME, "--log-level", "WARNING",
+                "--rate-limit", "0", "--max-open-hands", "0",  # load, not limits (tests/ops)
             ],
             stdout=subprocess.PIPE,
             stderr=self.stderr_file,

@@ -68,6 +68,7 @@ class DealerProcess:
                 "127.0.0.1:0",
                 "--data",
                 str(data_dir),
+                *("--rate-limit", "0", "--max-open-hands", "0"),  # these tests hammer it; limits: tests/ops
             ],
             stdout=subprocess.PIPE,
             stderr=self.stderr_file,

@@ -1,0 +1,426 @@
+"""The dealer's configuration: command-line flags > environment > config file > defaults.
+
+Every ``ServerConfig`` field is an option, found by ``dataclasses.fields``,
+so a new field cannot be left out: its flag is ``--field-name`` (``data_dir``
+is ``--data``), its environment variable ``FAIRDECK_FIELD_NAME``, its key in
+the TOML file (``--config FILE`` or ``$FAIRDECK_CONFIG``) the field name.
+``log_level`` is one more option of the same kind, for the process rather
+than the server.
+
+Strict: an unknown file key, a value of the wrong type or out of range is a
+``ConfigError`` naming the option and where the value came from. Secrets are
+never options: the seed key comes from ``$FAIRDECK_SEED_KEY`` or a key file,
+and a database password belongs in ``$FAIRDECK_DB`` or the file, not in a
+flag that ``ps`` shows.
+
+>>> settings = load({"rate_limit": "50"}, {"FAIRDECK_RATE_LIMIT": "10", "FAIRDECK_LISTEN": "127.0.0.1:0"})
+>>> settings.server.rate_limit, settings.sources["rate_limit"], settings.server.listen
+(50.0, 'flag', '127.0.0.1:0')
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+import inspect
+import itertools
+import math
+import textwrap
+import tomllib
+import types
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from fairdeck_server import logs
+from fairdeck_server.app import ServerConfig
+from fairdeck_server.metrics import split_host_port
+
+ENV_PREFIX = "FAIRDECK_"
+CONFIG_ENV = "FAIRDECK_CONFIG"
+SEED_KEY_ENV = "FAIRDECK_SEED_KEY"
+FLAG_NAMES = {"data_dir": "data"}
+"""Flags that are not ``--field-name`` (kept as they were before the others existed)."""
+FLAG_ALIASES = {"data_dir": ("--data-dir",)}
+PRECEDENCE = (
+    "command-line flags > environment (FAIRDECK_*) > config file (--config, $FAIRDECK_CONFIG) > defaults"
+)
+TRUE = frozenset({"1", "true", "yes", "on"})
+FALSE = frozenset({"0", "false", "no", "off"})
+
+Source = str
+"""Where a value came from: "flag", "env", "file" or "default"."""
+
+
+class ConfigError(Exception):
+    """A configuration the dealer refuses; the message names the option and its source."""
+
+
+@dataclass(frozen=True)
+class Option:
+    name: str
+    kind: type
+    """str, Path, int, float or bool."""
+    optional: bool
+    """None is a value (the default of optional fields)."""
+    default: Any
+    help: str
+    choices: tuple[str, ...] = ()
+
+    @property
+    def flag(self) -> str:
+        return "--" + FLAG_NAMES.get(self.name, self.name).replace("_", "-")
+
+    @property
+    def env(self) -> str:
+        return ENV_PREFIX + self.name.upper()
+
+    def where(self, source: Source, file: Path | None = None) -> str:
+        if source == "flag":
+            return f"{self.flag} (flag)"
+        if source == "env":
+            return f"{self.env} (environment)"
+        if source == "file":
+            return f"{self.name} (config file {file})"
+        return f"{self.name} (default)"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The resolved configuration, and where each value came from."""
+
+    server: ServerConfig
+    log_level: str
+    sources: dict[str, Source]
+    file: Path | None = None
+
+    @property
+    def log_format(self) -> str:
+        return self.server.log_format
+
+    def describe(self) -> str:
+        """The options not at their default, with their source; no secret in it."""
+        parts = []
+        for name, source in sorted(self.sources.items()):
+            if source == "default":
+                continue
+            value = self.log_level if name == "log_level" else getattr(self.server, name)
+            if name == "db" and value is not None:
+                value = redact_url(value)
+            parts.append(f"{name}={value} ({source})")
+        return ", ".join(parts) or "all defaults"
+
+
+# -- the options ------------------------------------------------------------------------
+
+HELP = {
+    "tls_key": "PEM private key of tls_cert.",
+    "rate_burst": "Calls a tenant may make at once before rate_limit applies.",
+    "max_message_bytes": "Largest request or response message; 0: no limit.",
+    "log_level": "Least severe log level written.",
+}
+"""Help for options whose ServerConfig field has no docstring (and for log_level)."""
+
+
+def field_docs(cls: type) -> dict[str, str]:
+    """The attribute docstrings of a dataclass (the string right after a field)."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    except (OSError, TypeError, SyntaxError):
+        return {}
+    docs: dict[str, str] = {}
+    body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
+    for node, after in itertools.pairwise(body):
+        if (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and isinstance(after, ast.Expr)
+            and isinstance(after.value, ast.Constant)
+            and isinstance(after.value.value, str)
+        ):
+            docs[node.target.id] = " ".join(after.value.value.split())
+    return docs
+
+
+def _kind(hint: Any) -> tuple[type, bool]:
+    args = typing.get_args(hint)
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        inner = [a for a in args if a is not type(None)]
+        if len(inner) != 1:
+            raise TypeError(f"cannot configure a field of type {hint}")
+        return inner[0], True
+    return hint, False
+
+
+CHOICES = {"log_format": logs.FORMATS, "log_level": logs.LEVELS}
+
+
+def server_options() -> tuple[Option, ...]:
+    """One Option per ServerConfig field, then log_level."""
+    hints = typing.get_type_hints(ServerConfig)
+    defaults = ServerConfig()
+    docs = field_docs(ServerConfig)
+    out = []
+    for f in dataclasses.fields(ServerConfig):
+        kind, optional = _kind(hints[f.name])
+        doc = HELP.get(f.name) or docs.get(f.name, "")
+        out.append(Option(f.name, kind, optional, getattr(defaults, f.name), doc, CHOICES.get(f.name, ())))
+    out.append(Option("log_level", str, False, "INFO", HELP["log_level"], CHOICES["log_level"]))
+    return tuple(out)
+
+
+OPTIONS = server_options()
+
+
+# -- checks beyond the type -------------------------------------------------------------
+
+
+def _host_port(value: str) -> None:
+    try:
+        split_host_port(value)
+    except ValueError:
+        raise ValueError("must be HOST:PORT (a port of 0 picks a free one)") from None
+
+
+def _postgres_url(value: str) -> None:
+    if not value.startswith(("postgresql://", "postgres://")):
+        raise ValueError("must be a postgresql:// URL (SQLite in the data dir is the default)")
+
+
+def _at_least(low: float, *, above: bool = False) -> Callable[[Any], None]:
+    def check(value: Any) -> None:
+        if value < low or (above and value == low):
+            raise ValueError(f"must be {'>' if above else '>='} {low:g}")
+
+    return check
+
+
+CHECKS: dict[str, Callable[[Any], None]] = {
+    "listen": _host_port,
+    "metrics_listen": _host_port,
+    "db": _postgres_url,
+    "grace_seconds": _at_least(0),
+    "checkpoint_interval": _at_least(0, above=True),
+    "max_hand_lifetime": _at_least(0, above=True),
+    "rate_limit": _at_least(0),
+    "rate_burst": _at_least(0),
+    "max_open_hands": _at_least(0),
+    "max_message_bytes": _at_least(0),
+    "default_deadline": _at_least(0),
+}
+
+
+# -- reading values -------------------------------------------------------------------------
+
+
+def _from_text(option: Option, text: str) -> Any:
+    """A flag's or an environment variable's text as the option's type."""
+    kind = option.kind
+    if kind is bool:
+        word = text.strip().lower()
+        if word in TRUE:
+            return True
+        if word in FALSE:
+            return False
+        if option.optional and word == "auto":
+            return None
+        allowed = "true or false" + (" or auto" if option.optional else "")
+        raise ValueError(f"must be {allowed}, not {text!r}")
+    if kind is int:
+        try:
+            return int(text.strip())
+        except ValueError:
+            raise ValueError(f"must be a whole number, not {text!r}") from None
+    if kind is float:
+        try:
+            value = float(text.strip())
+        except ValueError:
+            raise ValueError(f"must be a number, not {text!r}") from None
+        if not math.isfinite(value):
+            raise ValueError(f"must be a finite number, not {text!r}")
+        return value
+    if not text:
+        raise ValueError("must not be empty")
+    return Path(text) if kind is Path else text
+
+
+def _from_toml(option: Option, value: Any) -> Any:
+    """A config file value, which must already have the option's type."""
+    kind = option.kind
+    if kind is bool:
+        if isinstance(value, bool):
+            return value
+        if option.optional and value == "auto":
+            return None
+        raise ValueError(f"must be true or false, not {value!r}")
+    if kind is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise ValueError(f"must be an integer, not {value!r}")
+    if kind is float:
+        if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+            return float(value)
+        raise ValueError(f"must be a number, not {value!r}")
+    if not isinstance(value, str):
+        raise ValueError(f"must be a string, not {value!r}")
+    return _from_text(option, value)
+
+
+def _choice(option: Option, value: Any) -> str:
+    """The choice ``value`` names, in any case (``info`` is ``INFO``)."""
+    for choice in option.choices:
+        if isinstance(value, str) and value.lower() == choice.lower():
+            return choice
+    raise ValueError(f"must be one of {', '.join(option.choices)}, not {value!r}")
+
+
+def read_file(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as f:
+            data = tomllib.load(f)
+    except OSError as e:
+        raise ConfigError(f"config file {path}: cannot read it: {e.strerror or e}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"config file {path}: not valid TOML: {e}") from None
+    known = {o.name for o in OPTIONS}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ConfigError(
+            f"config file {path}: unknown key {unknown[0]!r} (keys are ServerConfig field names, "
+            "e.g. listen, data_dir, rate_limit; see fairdeck serve --help)"
+        )
+    return data
+
+
+def load(flags: Mapping[str, Any], environ: Mapping[str, str], config_file: str | None = None) -> Settings:
+    """Resolve every option. ``flags`` maps option names to the flag's text (or
+    bool) for the flags given; ``config_file`` is --config if given."""
+    path_text = config_file if config_file is not None else environ.get(CONFIG_ENV) or None
+    path = Path(path_text) if path_text else None
+    file_values = read_file(path) if path is not None else {}
+    values: dict[str, Any] = {}
+    sources: dict[str, Source] = {}
+    for option in OPTIONS:
+        env_text = environ.get(option.env, "")
+        if option.name in flags:
+            source, raw = "flag", flags[option.name]
+        elif env_text.strip():
+            source, raw = "env", env_text
+        elif option.name in file_values:
+            source, raw = "file", file_values[option.name]
+        else:
+            values[option.name], sources[option.name] = option.default, "default"
+            continue
+        try:
+            if source == "file":
+                value = _from_toml(option, raw)
+            else:
+                value = raw if isinstance(raw, bool) else _from_text(option, str(raw))
+            if option.choices:
+                value = _choice(option, value)
+            if value is not None and option.name in CHECKS:
+                CHECKS[option.name](value)
+        except ValueError as e:
+            raise ConfigError(f"{option.where(source, path)}: {e}") from None
+        values[option.name], sources[option.name] = value, source
+    if values["rate_limit"] > 0 and values["rate_burst"] < 1:
+        where = OPTIONS_BY_NAME["rate_burst"].where(sources["rate_burst"], path)
+        raise ConfigError(f"{where}: must be >= 1 while rate_limit is on (rate_limit 0 turns it off)")
+    log_level = values.pop("log_level")
+    return Settings(ServerConfig(**values), log_level, sources, path)
+
+
+OPTIONS_BY_NAME = {o.name: o for o in OPTIONS}
+
+
+def redact_url(url: str) -> str:
+    """A URL without its password, for log lines.
+
+    >>> redact_url("postgresql://dealer:s3cret@db:5432/fairdeck")
+    'postgresql://dealer:***@db:5432/fairdeck'
+    """
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)[1]
+    user = f"{parts.username}:***@" if parts.username else ":***@"
+    return urlunsplit(parts._replace(netloc=user + netloc))
+
+
+# -- the command line -------------------------------------------------------------------------
+
+
+def _shown(option: Option) -> str:
+    default = option.default
+    if option.name == "require_auth" and default is None:
+        return "auto: required unless listening on loopback"
+    if default is None:
+        return "unset"
+    if isinstance(default, bool):
+        return "true" if default else "false"
+    return str(default)
+
+
+METAVARS = {
+    "listen": "HOST:PORT",
+    "metrics_listen": "HOST:PORT",
+    "data_dir": "DIR",
+    "db": "URL",
+    "log_origin": "ORIGIN",
+    "Path": "PATH",
+    "float": "N",
+    "int": "N",
+    "str": "TEXT",
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add every option's flag (and --config) to ``parser``; values stay text
+    (``load`` converts them, so errors read the same from every source)."""
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        default=None,
+        help=f"TOML file of options (keys are the option names below) [env {CONFIG_ENV}]",
+    )
+    for option in OPTIONS:
+        names = (option.flag, *FLAG_ALIASES.get(option.name, ()))
+        text = option.help.replace("%", "%%")
+        text += f" [env {option.env}; file key {option.name}; default {_shown(option).replace('%', '%%')}]"
+        if option.kind is bool:
+            parser.add_argument(
+                *names,
+                dest=option.name,
+                action=argparse.BooleanOptionalAction,
+                default=argparse.SUPPRESS,
+                help=text,
+            )
+        else:
+            metavar = "|".join(option.choices) or METAVARS.get(option.name) or METAVARS[option.kind.__name__]
+            parser.add_argument(
+                *names, dest=option.name, default=argparse.SUPPRESS, metavar=metavar, help=text
+            )
+
+
+def flags_given(args: argparse.Namespace) -> dict[str, Any]:
+    """The options given as flags, by name."""
+    return {o.name: getattr(args, o.name) for o in OPTIONS if hasattr(args, o.name)}
+
+
+EPILOG = f"""\
+Every option can be set three ways; the first found wins:
+  {PRECEDENCE}.
+Environment variables are FAIRDECK_ and the option's name in capitals
+(FAIRDECK_LISTEN, FAIRDECK_DB, FAIRDECK_TLS_CERT, FAIRDECK_METRICS_LISTEN,
+FAIRDECK_RATE_LIMIT, ...); an empty one counts as unset. Config file keys
+are the option names (listen = "0.0.0.0:50051", rate_limit = 100.0, ...);
+an unknown key, a wrong type or a bad value stops the dealer with exit code 2.
+
+Secrets are never flags (ps would show them): the seed key comes from
+{SEED_KEY_ENV} (base64) or --seed-key-file, and a database password belongs
+in FAIRDECK_DB or the config file. docs/operations.md has the full table.
+"""

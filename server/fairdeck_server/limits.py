@@ -1,0 +1,396 @@
+"""Abuse limits: a request rate and a number of open hands per tenant, and a
+default deadline for every call.
+
+A refused call ends with RESOURCE_EXHAUSTED, a stable ErrorInfo reason
+(``RATE_LIMITED`` or ``TOO_MANY_OPEN_HANDS``) and a google.rpc.RetryInfo
+saying when trying again can succeed. Health checks and reflection are never
+limited: an orchestrator must always be able to ask whether we are alive.
+
+The open-hands cap counts from storage, so it holds across restarts and
+replicas, but through a per-tenant cache (``OpenHandsCap``): exact within one
+replica, approximate across several (see docs/operations.md).
+
+>>> bucket = RateLimiter(rate=1.0, burst=2, clock=lambda: 0.0)
+>>> bucket.acquire("a"), bucket.acquire("a"), bucket.acquire("a")
+(None, None, 1.0)
+>>> bucket.acquire("b") is None
+True
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import grpc
+
+from fairdeck_server import principal
+from fairdeck_server.dealer import MAX_BATCH_HANDS
+from fairdeck_server.servicer import Malformed, status_metadata
+
+if TYPE_CHECKING:  # generic in the stubs only
+    ServerInterceptor = grpc.aio.ServerInterceptor[Any, Any]
+else:
+    ServerInterceptor = grpc.aio.ServerInterceptor
+
+log = logging.getLogger(__name__)
+RATE_LIMITED = "RATE_LIMITED"
+TOO_MANY_OPEN_HANDS = "TOO_MANY_OPEN_HANDS"
+DEADLINE_EXCEEDED = "DEADLINE_EXCEEDED"
+
+UNLIMITED_SERVICES = frozenset(
+    {
+        "grpc.health.v1.Health",
+        "grpc.reflection.v1alpha.ServerReflection",
+        "grpc.reflection.v1.ServerReflection",
+    }
+)
+"""Never rate limited nor cut by the default deadline (Watch and reflection streams are long by design)."""
+
+DEALER = "/fairdeck.v1.DealerService/"
+OPENING_METHODS = frozenset({DEALER + "OpenHand", DEALER + "DealNewHand", DEALER + "DealHands"})
+MAX_TENANTS = 100_000
+"""Buckets and counts kept in memory at most; idle ones are dropped first."""
+
+
+def service_of(method: str) -> str:
+    """``/pkg.Service/Method`` -> ``pkg.Service``."""
+    return method.lstrip("/").split("/", 1)[0]
+
+
+def hands_requested(method: str, request: object) -> int:
+    """How many open hands a call would create. DealHands with ``close`` creates
+    hands already closed, which never count; a request that the servicer will
+    refuse as malformed or out of range counts as nothing."""
+    if method not in OPENING_METHODS or isinstance(request, Malformed):
+        return 0
+    if method == DEALER + "DealHands":
+        count = int(getattr(request, "hand_count", 0))
+        if getattr(request, "close", False) or not 1 <= count <= MAX_BATCH_HANDS:
+            return 0
+        return count
+    return 1
+
+
+class RateLimiter:
+    """A token bucket per tenant: ``burst`` calls at once, ``rate`` per second sustained."""
+
+    def __init__(self, rate: float, burst: int, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.rate = rate
+        self.burst = float(max(burst, 1))
+        self._clock = clock
+        self._buckets: dict[str, tuple[float, float]] = {}  # tenant -> (tokens, when)
+
+    @property
+    def enabled(self) -> bool:
+        return self.rate > 0
+
+    def acquire(self, tenant: str) -> float | None:
+        """Take one token: None when allowed, else seconds until one is available."""
+        if not self.enabled:
+            return None
+        now = self._clock()
+        tokens, when = self._buckets.get(tenant, (self.burst, now))
+        tokens = min(self.burst, tokens + (now - when) * self.rate)
+        if tokens >= 1.0:
+            self._buckets[tenant] = (tokens - 1.0, now)
+            if len(self._buckets) > MAX_TENANTS:
+                self._forget_idle(now)
+            return None
+        self._buckets[tenant] = (tokens, now)
+        return (1.0 - tokens) / self.rate
+
+    def _forget_idle(self, now: float) -> None:
+        """Drop the buckets that have refilled (forgetting them changes nothing)."""
+        full = [
+            t
+            for t, (tokens, when) in self._buckets.items()
+            if tokens + (now - when) * self.rate >= self.burst
+        ]
+        for tenant in full:
+            del self._buckets[tenant]
+
+
+@dataclass
+class _Count:
+    open: int
+    """Open hands as last read from storage, plus those reserved since."""
+    read_at: float
+    in_flight: int = 0
+    """Hands reserved by calls still running (maybe not yet visible to a count)."""
+
+
+class OpenHandsCap:
+    """At most ``limit`` open hands per tenant, counted from storage.
+
+    The count is read from storage at most every ``ttl`` seconds per tenant
+    (and again, at most every ``min_reread``, before refusing), and every
+    admitted call adds what it asked for at once, so a burst on one replica
+    cannot overshoot. Calls still running when a count is read are added to
+    it, since storage may not show their hands yet: the count errs high,
+    which the next read corrects. Closed and voided hands free their slots
+    at the next read.
+    """
+
+    def __init__(
+        self,
+        count_open: Callable[[str], Awaitable[int]],
+        limit: int,
+        *,
+        ttl: float = 1.0,
+        min_reread: float = 0.1,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.limit = limit
+        self.ttl = ttl
+        self.min_reread = min_reread
+        self._count_open = count_open
+        self._clock = clock
+        self._counts: dict[str, _Count] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    @property
+    def enabled(self) -> bool:
+        return self.limit > 0
+
+    async def reserve(self, tenant: str, hands: int) -> float | None:
+        """Admit ``hands`` new open hands: None (call ``release`` when the call ends),
+        else the seconds after which to try again."""
+        if not self.enabled or hands <= 0:
+            return None
+        count = self._counts.get(tenant)
+        now = self._clock()
+        if count is None or now - count.read_at >= self.ttl:
+            count = await self._read(tenant)
+        elif count.open + hands > self.limit and now - count.read_at >= self.min_reread:
+            count = await self._read(tenant)  # maybe hands were closed since
+        if count.open + hands > self.limit:
+            return self.ttl
+        count.open += hands
+        count.in_flight += hands
+        return None
+
+    def release(self, tenant: str, hands: int) -> None:
+        """The call that reserved ``hands`` ended (its hands, if any, are in storage now)."""
+        count = self._counts.get(tenant)
+        if count is not None and hands > 0:
+            count.in_flight = max(0, count.in_flight - hands)
+
+    async def _read(self, tenant: str) -> _Count:
+        lock = self._locks.setdefault(tenant, asyncio.Lock())
+        async with lock:
+            count = self._counts.get(tenant)
+            if count is not None and self._clock() - count.read_at < self.min_reread:
+                return count  # another call just read it
+            started = self._clock()
+            stored = await self._count_open(tenant)
+            in_flight = count.in_flight if count is not None else 0
+            if count is None:
+                if len(self._counts) >= MAX_TENANTS:
+                    self._forget_idle()
+                count = self._counts[tenant] = _Count(0, started)
+            count.open = stored + in_flight
+            count.read_at = started
+            return count
+
+    def _forget_idle(self) -> None:
+        for tenant in [t for t, c in self._counts.items() if c.in_flight == 0]:
+            del self._counts[tenant]
+            self._locks.pop(tenant, None)
+
+
+Refusal = Callable[[str, str], None]
+"""Told (tenant, reason) of every refused call: the metrics count them."""
+
+
+def _rewrapped(
+    handler: grpc.RpcMethodHandler[Any, Any],
+    unary: Callable[[Callable[..., Any]], Callable[..., Any]],
+    stream: Callable[[Callable[..., Any]], Callable[..., Any]],
+) -> grpc.RpcMethodHandler[Any, Any]:
+    """``handler`` with its behavior wrapped by ``unary`` or ``stream`` (by response kind)."""
+    kwargs = {
+        "request_deserializer": handler.request_deserializer,
+        "response_serializer": handler.response_serializer,
+    }
+    if handler.unary_unary is not None:
+        return grpc.unary_unary_rpc_method_handler(unary(handler.unary_unary), **kwargs)
+    if handler.stream_unary is not None:
+        return grpc.stream_unary_rpc_method_handler(unary(handler.stream_unary), **kwargs)
+    if handler.unary_stream is not None:
+        return grpc.unary_stream_rpc_method_handler(stream(handler.unary_stream), **kwargs)
+    if handler.stream_stream is not None:
+        return grpc.stream_stream_rpc_method_handler(stream(handler.stream_stream), **kwargs)
+    return handler
+
+
+class DeadlineInterceptor(ServerInterceptor):
+    """Ends a call that runs longer than ``default_deadline`` seconds with
+    DEADLINE_EXCEEDED (reason ``DEADLINE_EXCEEDED``); a client's shorter
+    deadline ends it first anyway. Runs outside the auth interceptor so that a
+    streaming call's writes count too: its streams are coroutines that write.
+
+    What a cut call had made durable stays: DealHands chunks already stored
+    are kept (their hands are voided in time, like a client that goes away).
+    """
+
+    def __init__(self, default_deadline: float) -> None:
+        self.default_deadline = default_deadline
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any]]],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler[Any, Any]:
+        handler = await continuation(details)
+        if handler is None or self.default_deadline <= 0 or service_of(details.method) in UNLIMITED_SERVICES:
+            return handler
+        return _rewrapped(handler, self._unary, self._stream)
+
+    def _unary(self, inner: Callable[..., Any]) -> Callable[..., Any]:
+        async def behavior(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+            deadline = asyncio.timeout(self.default_deadline)
+            try:
+                async with deadline:
+                    return await inner(request, context)
+            except TimeoutError:
+                if not deadline.expired():
+                    raise
+                await self._exceeded(context)
+
+        return behavior
+
+    def _stream(self, inner: Callable[..., Any]) -> Callable[..., Any]:
+        async def behavior(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+            deadline = asyncio.timeout(self.default_deadline)
+            try:
+                async with deadline:
+                    await drain(inner, request, context)
+            except TimeoutError:
+                if not deadline.expired():
+                    raise
+                await self._exceeded(context)
+
+        return behavior
+
+    async def _exceeded(self, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+        code = grpc.StatusCode.DEADLINE_EXCEEDED
+        message = f"the call ran longer than the server's default deadline ({self.default_deadline:g} s)"
+        await context.abort(
+            code, message, trailing_metadata=status_metadata(code, message, DEADLINE_EXCEEDED, None)
+        )
+
+
+class LimitsInterceptor(ServerInterceptor):
+    """Refuses calls over a tenant's rate or open-hands cap. Runs inside the
+    auth interceptor, so ``principal.current()`` is the caller; its streams
+    stay async generators, as the auth interceptor expects."""
+
+    def __init__(
+        self,
+        rate: RateLimiter,
+        cap: OpenHandsCap,
+        *,
+        on_refusal: Refusal | None = None,
+        on_tenant: Callable[[str], None] | None = None,
+    ) -> None:
+        self.rate = rate
+        self.cap = cap
+        self._on_refusal = on_refusal
+        self._on_tenant = on_tenant
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any]]],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler[Any, Any]:
+        handler = await continuation(details)
+        method: str = details.method
+        if handler is None or service_of(method) in UNLIMITED_SERVICES:
+            return handler
+        return _rewrapped(
+            handler, functools.partial(self._unary, method), functools.partial(self._stream, method)
+        )
+
+    def _unary(self, method: str, inner: Callable[..., Any]) -> Callable[..., Any]:
+        async def behavior(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+            tenant = principal.current().tenant
+            hands = await self._admit(method, tenant, request, context)
+            try:
+                return await inner(request, context)
+            finally:
+                self.cap.release(tenant, hands)
+
+        return behavior
+
+    def _stream(self, method: str, inner: Callable[..., Any]) -> Callable[..., Any]:
+        async def behavior(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
+            tenant = principal.current().tenant
+            hands = await self._admit(method, tenant, request, context)
+            try:
+                result = inner(request, context)
+                if not hasattr(result, "__aiter__"):
+                    await result  # a coroutine that writes its responses itself
+                    return
+                try:
+                    async for response in result:
+                        yield response
+                finally:
+                    await result.aclose()
+            finally:
+                self.cap.release(tenant, hands)
+
+        return behavior
+
+    async def _admit(
+        self, method: str, tenant: str, request: Any, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> int:
+        """The hands reserved for the call, or abort with RESOURCE_EXHAUSTED."""
+        if self._on_tenant is not None:
+            self._on_tenant(tenant)
+        wait = self.rate.acquire(tenant)
+        if wait is not None:
+            await self._refuse(context, tenant, RATE_LIMITED, "rate limit exceeded; slow down", wait)
+        hands = hands_requested(method, request)
+        wait = await self.cap.reserve(tenant, hands)
+        if wait is not None:
+            await self._refuse(
+                context,
+                tenant,
+                TOO_MANY_OPEN_HANDS,
+                f"at most {self.cap.limit} open hands per tenant; close some first",
+                wait,
+            )
+        return hands
+
+    async def _refuse(
+        self, context: grpc.aio.ServicerContext[Any, Any], tenant: str, reason: str, message: str, wait: float
+    ) -> None:
+        log.info("refused: %s (retry in %.3f s)", reason, wait)  # the line carries the request id and tenant
+        if self._on_refusal is not None:
+            self._on_refusal(tenant, reason)
+        code = grpc.StatusCode.RESOURCE_EXHAUSTED
+        await context.abort(
+            code, message, trailing_metadata=status_metadata(code, message, reason, None, wait)
+        )
+
+
+async def drain(
+    inner: Callable[[Any, Any], Any], request: Any, context: grpc.aio.ServicerContext[Any, Any]
+) -> None:
+    """Run a server-streaming handler of either style: an async generator (its
+    responses are written here) or a coroutine that writes them itself."""
+    result = inner(request, context)
+    if not hasattr(result, "__aiter__"):
+        await result
+        return
+    try:
+        async for response in result:
+            await context.write(response)
+    finally:
+        await result.aclose()

@@ -1,0 +1,375 @@
+"""Prometheus metrics, and the outermost interceptor that measures and logs every call.
+
+Each DealerServer has its own CollectorRegistry (never the process-global
+one), so two dealers in one process do not mix their numbers. Labels never
+hold request data: the service and method (of registered methods only), the
+status code name, a hand's outcome, a limit's reason, a storage operation.
+The tenant is not a label: it would multiply every series by the number of
+tenants; the access log has it for each call.
+
+Counters (hands opened and closed, storage errors) count what this process
+did: sum them across replicas. Gauges read from storage (open hands, log
+size, checkpoint) describe the shared database: take their max.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import threading
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+import grpc
+from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from fairdeck import logentry
+from fairdeck_server import errors, logs
+from fairdeck_server.limits import RATE_LIMITED, TOO_MANY_OPEN_HANDS, ServerInterceptor, drain
+from fairdeck_server.storage.base import Change, HandRecord, HandState, LogForkError, NewHand, Storage
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+OUTCOMES = {logentry.CLOSED: "closed", logentry.VOIDED: "voided"}
+STORAGE_FAULTS = (errors.Status.UNAVAILABLE, errors.Status.INTERNAL)
+GAUGE_MAX_AGE = 1.0
+"""Seconds a scrape may reuse the gauges read from storage by the previous one."""
+
+
+class Metrics:
+    """The dealer's instruments, in a registry of its own."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.rpcs = Counter(
+            "fairdeck_rpcs",
+            "RPCs finished, by method and status code",
+            ["service", "method", "code"],
+            registry=r,
+        )
+        self.rpc_seconds = Histogram(
+            "fairdeck_rpc_duration_seconds",
+            "Time from the call's start to its status, by method",
+            ["service", "method"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.hands_opened = Counter("fairdeck_hands_opened", "Hands created (commitment logged)", registry=r)
+        self.hands_closed = Counter(
+            "fairdeck_hands_closed",
+            "Hands revealed: outcome closed (by the client) or voided (too old)",
+            ["outcome"],
+            registry=r,
+        )
+        self.refusals = Counter(
+            "fairdeck_limit_refusals",
+            "Calls refused with RESOURCE_EXHAUSTED by a limit",
+            ["reason"],
+            registry=r,
+        )
+        self.storage_errors = Counter(
+            "fairdeck_storage_errors",
+            "Storage operations that failed (UNAVAILABLE or INTERNAL), by operation",
+            ["operation"],
+            registry=r,
+        )
+        for outcome in OUTCOMES.values():
+            self.hands_closed.labels(outcome)
+        for reason in (RATE_LIMITED, TOO_MANY_OPEN_HANDS):
+            self.refusals.labels(reason)
+        self.gauges = StorageGauges()
+        r.register(self.gauges)
+
+    def observe_rpc(self, method: str, code: str, seconds: float) -> None:
+        service, _, name = method.lstrip("/").partition("/")
+        self.rpcs.labels(service, name, code).inc()
+        self.rpc_seconds.labels(service, name).observe(seconds)
+
+    def refused(self, tenant: str, reason: str) -> None:
+        self.refusals.labels(reason).inc()
+
+
+class StorageGauges(Collector):
+    """Gauges read from storage when scraped (at most every GAUGE_MAX_AGE seconds).
+
+    A scrape is served on the metrics server's thread; the reads run on the
+    dealer's event loop. ``checkpoint_age`` counts from when this process saw
+    the signed head move (or, for a head older than the process, from the
+    first scrape): alert on it only while the log is ahead of the checkpoint.
+    """
+
+    def __init__(self) -> None:
+        self._storage: Storage | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._lock = threading.Lock()
+        self._read_at = float("-inf")
+        self._values: dict[str, float] = {}
+        self._head: tuple[int, float] | None = None  # (checkpoint size, when first seen)
+
+    def attach(self, storage: Storage, loop: asyncio.AbstractEventLoop) -> None:
+        self._storage, self._loop = storage, loop
+
+    def detach(self) -> None:
+        self._storage = self._loop = None
+
+    async def read(self) -> dict[str, float]:
+        """Read the gauges from storage now (on the dealer's loop)."""
+        storage = self._storage
+        if storage is None:
+            return {}
+        open_hands = await storage.open_hands(None)
+        log_size = await storage.log_size()
+        head = await storage.checkpoint()
+        now = time.time()
+        size = head.size if head is not None else 0
+        if self._head is None or self._head[0] != size:
+            self._head = (size, now)
+        return {
+            "open_hands": open_hands,
+            "log_size": log_size,
+            "checkpoint_size": size,
+            "checkpoint_age": now - self._head[1],
+        }
+
+    def _refresh(self) -> None:
+        loop = self._loop
+        if loop is None or loop.is_closed() or time.monotonic() - self._read_at < GAUGE_MAX_AGE:
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            return  # scraped on the loop itself (a test): cannot wait for it; keep the last values
+        try:
+            self._values = asyncio.run_coroutine_threadsafe(self.read(), loop).result(timeout=5)
+            self._read_at = time.monotonic()
+        except Exception as e:  # storage down: serve the last values; storage_errors tells why
+            log.warning("reading gauges from storage failed: %s", type(e).__name__)
+
+    def collect(self) -> list[Metric]:
+        with self._lock:
+            self._refresh()
+            values = dict(self._values)
+        out: list[Metric] = []
+        for name, doc in (
+            ("open_hands", "Hands not closed, all tenants (from storage)"),
+            ("log_size", "Entries in the transparency log"),
+            ("checkpoint_size", "Tree size of the newest signed checkpoint"),
+            ("checkpoint_age", "Seconds since the newest signed checkpoint was first seen"),
+        ):
+            full = f"fairdeck_{name}_seconds" if name == "checkpoint_age" else f"fairdeck_{name}"
+            gauge = GaugeMetricFamily(full, doc)
+            if name in values:
+                gauge.add_metric([], values[name])
+            out.append(gauge)
+        return out
+
+    def describe(self) -> list[Metric]:
+        return []
+
+
+class MeteredStorage:
+    """A Storage that counts hands opened and closed and the storage's own
+    failures, then passes everything through unchanged. Hands are counted
+    from what storage returns after it is durable, so an idempotent retry
+    (the stored hand returned again) or a rolled-back close counts nothing."""
+
+    def __init__(self, inner: Storage, metrics: Metrics) -> None:
+        self._inner = inner
+        self._metrics = metrics
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._inner, name)
+        if not inspect.iscoroutinefunction(attr):
+            return attr
+
+        async def counted(*args: Any, **kwargs: Any) -> Any:
+            return await self._counted(name, attr(*args, **kwargs))
+
+        return counted
+
+    async def _counted(
+        self, operation: str, call: Awaitable[T], decided: list[BaseException] | None = None
+    ) -> T:
+        try:
+            return await call
+        except Exception as e:
+            if decided is None or not any(e is d for d in decided):
+                self._count_error(operation, e)
+            raise
+
+    def _count_error(self, operation: str, e: Exception) -> None:
+        if isinstance(e, errors.DealerError):
+            fault = e.status in STORAGE_FAULTS
+        else:  # a bad argument or an attempted fork is not the storage failing
+            fault = not isinstance(e, ValueError | LookupError | LogForkError)
+        if fault:
+            self._metrics.storage_errors.labels(operation).inc()
+
+    async def create_hands(self, hands: Sequence[NewHand]) -> list[HandRecord]:
+        records = await self._counted("create_hands", self._inner.create_hands(hands))
+        for new, record in zip(hands, records, strict=False):
+            if record.hand_id == new.record.hand_id:  # not an idempotent retry's stored hand
+                self._metrics.hands_opened.inc()
+                if record.state is HandState.CLOSED:
+                    self._metrics.hands_closed.labels(OUTCOMES[logentry.CLOSED]).inc()
+        return records
+
+    async def update_hand(
+        self, tenant: str, hand_id: str, decide: Callable[[HandRecord], tuple[Change, T]]
+    ) -> tuple[HandRecord, T]:
+        seen: list[tuple[HandRecord, Change]] = []
+        decided: list[BaseException] = []
+
+        def watched(record: HandRecord) -> tuple[Change, T]:
+            try:
+                change, result = decide(record)
+            except BaseException as e:  # the dealer's refusal, not a storage failure
+                decided.append(e)
+                raise
+            seen.append((record, change))  # the last one is what was stored (engines may retry)
+            return change, result
+
+        out = await self._counted("update_hand", self._inner.update_hand(tenant, hand_id, watched), decided)
+        if seen:
+            before, change = seen[-1]
+            if before.state is not HandState.CLOSED and change.record.state is HandState.CLOSED:
+                self._metrics.hands_closed.labels(_outcome(change.log_entry)).inc()
+        return out
+
+
+def _outcome(entry: bytes | None) -> str:
+    try:
+        decoded = logentry.decode(entry) if entry is not None else None
+    except logentry.EntryError:
+        decoded = None
+    if isinstance(decoded, logentry.RevealEntry):
+        return OUTCOMES.get(decoded.outcome, "closed")
+    return "closed"
+
+
+class ObservingInterceptor(ServerInterceptor):
+    """Outermost: binds the call's request id, then counts, times and logs
+    every call, whatever ends it (auth and limit refusals, aborts, errors,
+    cancellation), with the status code the client receives."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self.metrics = metrics
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any]]],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler[Any, Any]:
+        handler = await continuation(details)
+        if handler is None:
+            return handler  # an unknown method: gRPC answers UNIMPLEMENTED
+        method: str = details.method
+        metadata = tuple(details.invocation_metadata or ())
+        kwargs = {
+            "request_deserializer": handler.request_deserializer,
+            "response_serializer": handler.response_serializer,
+        }
+        if handler.unary_unary is not None:
+            return grpc.unary_unary_rpc_method_handler(
+                self._unary(method, metadata, handler.unary_unary), **kwargs
+            )
+        if handler.stream_unary is not None:
+            return grpc.stream_unary_rpc_method_handler(
+                self._unary(method, metadata, handler.stream_unary), **kwargs
+            )
+        if handler.unary_stream is not None:
+            return grpc.unary_stream_rpc_method_handler(
+                self._stream(method, metadata, handler.unary_stream), **kwargs
+            )
+        if handler.stream_stream is not None:
+            return grpc.stream_stream_rpc_method_handler(
+                self._stream(method, metadata, handler.stream_stream), **kwargs
+            )
+        return handler
+
+    def _unary(
+        self, method: str, metadata: tuple[Any, ...], inner: Callable[[Any, Any], Any]
+    ) -> Callable[..., Any]:
+        async def behavior(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+            call, token = logs.begin_call(method, metadata)
+            start = time.perf_counter()
+            code = grpc.StatusCode.OK
+            try:
+                response = await inner(request, context)
+                code = context.code() or grpc.StatusCode.OK
+                return response
+            except BaseException as e:
+                code = status_of(e, context)
+                raise
+            finally:
+                self._finish(call, code, time.perf_counter() - start)
+                logs.end_call(token)
+
+        return behavior
+
+    def _stream(
+        self, method: str, metadata: tuple[Any, ...], inner: Callable[[Any, Any], Any]
+    ) -> Callable[..., Any]:
+        async def behavior(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+            call, token = logs.begin_call(method, metadata)
+            start = time.perf_counter()
+            code = grpc.StatusCode.OK
+            try:
+                await drain(inner, request, context)
+                code = context.code() or grpc.StatusCode.OK
+            except BaseException as e:
+                code = status_of(e, context)
+                raise
+            finally:
+                self._finish(call, code, time.perf_counter() - start)
+                logs.end_call(token)
+
+        return behavior
+
+    def _finish(self, call: logs.CallContext, code: grpc.StatusCode, seconds: float) -> None:
+        self.metrics.observe_rpc(call.method, code.name, seconds)
+        logs.log_access(call, code.name, seconds)
+
+
+def status_of(e: BaseException, context: grpc.aio.ServicerContext[Any, Any]) -> grpc.StatusCode:
+    """The status the client receives when a handler ends by raising ``e``."""
+    if isinstance(e, grpc.aio.AbortError):
+        return context.code() or grpc.StatusCode.UNKNOWN
+    if isinstance(e, asyncio.CancelledError):  # the client went away, or its deadline passed
+        remaining = context.time_remaining()
+        expired = remaining is not None and remaining <= 0
+        return grpc.StatusCode.DEADLINE_EXCEEDED if expired else grpc.StatusCode.CANCELLED
+    return grpc.StatusCode.UNKNOWN  # what gRPC answers for an exception it did not expect
+
+
+class MetricsEndpoint:
+    """The HTTP /metrics endpoint on ``host:port`` (port 0 picks one), in a thread."""
+
+    def __init__(self, listen: str, registry: CollectorRegistry) -> None:
+        host, port = split_host_port(listen)
+        self.server, self.thread = start_http_server(port, host, registry)
+        self.port: int = self.server.server_port
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self.server.shutdown)
+        self.server.server_close()
+
+
+def split_host_port(listen: str) -> tuple[str, int]:
+    """``host:port`` or ``[v6]:port`` -> (host, port); ValueError if malformed.
+
+    >>> split_host_port("[::1]:9090")
+    ('::1', 9090)
+    """
+    host, sep, port = listen.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"{listen!r} is not host:port")
+    return host.removeprefix("[").removesuffix("]"), int(port)

@@ -1,0 +1,93 @@
+"""Shared by the operations tests: real dealers with any config, a scrape of
+their /metrics over loopback HTTP, and the RetryInfo of a refused call."""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from google.rpc import error_details_pb2, status_pb2
+from prometheus_client.parser import text_string_to_metric_families
+
+from fairdeck.exceptions import FairdeckError
+from tests.dealers import RunningDealer
+
+STATUS_DETAILS_KEY = "grpc-status-details-bin"
+LISTENING = re.compile(r"^fairdeck dealer listening on 127\.0\.0\.1:(\d+) \(data: (.+)\)$")
+
+
+def clean_env() -> dict[str, str]:
+    """This environment without FAIRDECK_* variables, for a ``fairdeck serve`` subprocess."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FAIRDECK_")}
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+@contextmanager
+def dealer(data_dir: Path, **config: Any) -> Iterator[RunningDealer]:
+    running = RunningDealer(data_dir, **config)
+    running.start()
+    try:
+        yield running
+    finally:
+        running.close()
+
+
+def scrape(running: RunningDealer) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample of the dealer's /metrics, fetched over HTTP: (name, sorted labels) -> value."""
+    assert running.server is not None and running.server.metrics_port
+    url = f"http://127.0.0.1:{running.server.metrics_port}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as response:
+        assert response.status == 200
+        text = response.read().decode()
+    samples = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            samples[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return samples
+
+
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def scrape_until(running: RunningDealer, done: Callable[[Samples], bool], timeout: float = 5) -> Samples:
+    """Scrape until ``done`` holds (or the timeout passes; the caller's asserts then fail).
+
+    A refused call's status reaches the client a moment before the dealer has
+    counted it (abort sends the status, then unwinds the interceptors).
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        samples = scrape(running)
+        if done(samples) or time.monotonic() > deadline:
+            return samples
+        time.sleep(0.05)
+
+
+def sample(samples: dict[tuple[str, tuple[tuple[str, str], ...]], float], name: str, **labels: str) -> float:
+    """One sample's value; 0 if the series does not exist (yet)."""
+    return samples.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+def details(error: FairdeckError) -> status_pb2.Status:
+    """The google.rpc.Status the dealer attached to a failed call."""
+    cause: Any = error.__cause__
+    for key, value in cause.trailing_metadata() or ():
+        if key == STATUS_DETAILS_KEY:
+            return status_pb2.Status.FromString(value)
+    raise AssertionError("no grpc-status-details-bin trailer")
+
+
+def retry_delay(error: FairdeckError) -> float | None:
+    """Seconds of the google.rpc.RetryInfo in the error's status details, if any."""
+    for detail in details(error).details:
+        info = error_details_pb2.RetryInfo()
+        if detail.Unpack(info):
+            return info.retry_delay.ToNanoseconds() / 1e9
+    return None

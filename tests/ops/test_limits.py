@@ -1,0 +1,259 @@
+"""Abuse limits on a real dealer through the real SDK: the request rate per
+tenant, the open-hands cap, the default deadline (unary and streaming) and
+the message size. Refusals are RESOURCE_EXHAUSTED with a stable reason and a
+RetryInfo; health checks are never limited."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from pathlib import Path
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from fairdeck.client import AsyncDealerClient, DealerClient
+from fairdeck.exceptions import DeadlineExceeded, FairdeckError, ResourceExhausted
+from fairdeck.v1 import dealer_pb2 as pb
+from fairdeck_server.auth import new_token
+from fairdeck_server.limits import OpenHandsCap, RateLimiter, hands_requested
+from fairdeck_server.principal import Role
+from fairdeck_server.servicer import Malformed
+from tests.dealers import RunningDealer
+from tests.ops.kit import dealer, details, retry_delay
+
+DEALER = "/fairdeck.v1.DealerService/"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+# -- the pieces, with a clock we move ------------------------------------------------------
+
+
+def test_token_bucket_refills_at_the_rate_and_keeps_tenants_apart() -> None:
+    clock = Clock()
+    bucket = RateLimiter(rate=4.0, burst=2, clock=clock)
+    assert bucket.acquire("acme") is None
+    assert bucket.acquire("acme") is None
+    assert bucket.acquire("acme") == pytest.approx(0.25)  # one token comes back in 1/4 s
+    assert bucket.acquire("zenith") is None  # another tenant has its own bucket
+    clock.now += 0.125
+    assert bucket.acquire("acme") == pytest.approx(0.125)  # half a token so far
+    clock.now += 0.125
+    assert bucket.acquire("acme") is None
+    clock.now += 60  # refills to the burst, not beyond
+    assert [bucket.acquire("acme") for _ in range(3)] == [None, None, 0.25]
+    assert RateLimiter(rate=0, burst=0).acquire("acme") is None  # 0: off
+
+
+def test_open_hands_cap_reserves_locally_and_rereads_before_refusing() -> None:
+    stored = {"acme": 0}
+    reads: list[str] = []
+
+    async def count_open(tenant: str) -> int:
+        reads.append(tenant)
+        return stored[tenant]
+
+    async def scenario() -> None:
+        clock = Clock()
+        cap = OpenHandsCap(count_open, 3, ttl=1.0, min_reread=0.1, clock=clock)
+        assert await cap.reserve("acme", 2) is None
+        assert await cap.reserve("acme", 1) is None  # from the cache: no second read
+        assert reads == ["acme"]
+        assert await cap.reserve("acme", 1) == 1.0  # the cache says 3 open; too soon to reread
+        stored["acme"] = 3
+        for hands in (2, 1):
+            cap.release("acme", hands)  # the calls ended; storage shows their hands
+        stored["acme"] = 1  # two were closed since
+        clock.now += 0.2
+        assert await cap.reserve("acme", 2) is None  # reread before refusing: 1 open
+        assert len(reads) == 2
+        stored["acme"] = 1  # the reservation's call is still running: storage does not show it
+        clock.now += 5
+        assert await cap.reserve("acme", 1) == 1.0  # 1 stored + 2 in flight: full
+        assert await cap.reserve("acme", 0) is None  # asking for nothing is never refused
+
+    asyncio.run(scenario())
+
+
+def test_what_counts_as_opening_hands() -> None:
+    assert hands_requested(DEALER + "OpenHand", pb.OpenHandRequest()) == 1
+    assert hands_requested(DEALER + "DealNewHand", pb.DealNewHandRequest()) == 1
+    assert hands_requested(DEALER + "DealHands", pb.DealHandsRequest(hand_count=40)) == 40
+    assert hands_requested(DEALER + "DealHands", pb.DealHandsRequest(hand_count=40, close=True)) == 0
+    assert hands_requested(DEALER + "DealHands", pb.DealHandsRequest(hand_count=10**6)) == 0  # refused anyway
+    assert hands_requested(DEALER + "OpenHand", Malformed("x")) == 0
+    assert hands_requested(DEALER + "CloseHand", pb.CloseHandRequest()) == 0
+
+
+# -- on a running dealer -------------------------------------------------------------------
+
+
+def _health(target: str) -> int:
+    with grpc.insecure_channel(target) as channel:
+        reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=10)
+        return int(reply.status)
+
+
+def test_rate_limit_refuses_with_reason_and_retry_delay(tmp_path: Path) -> None:
+    with dealer(tmp_path / "d", rate_limit=1.0, rate_burst=3) as running, DealerClient(running.target) as c:
+        hand = c.open_hand()
+        c.get(hand.hand_id)
+        c.get(hand.hand_id)
+        with pytest.raises(ResourceExhausted) as refused:
+            c.get(hand.hand_id)
+        error = refused.value
+        assert error.code is grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert error.reason == "RATE_LIMITED"
+        delay = retry_delay(error)
+        assert delay is not None and 0 < delay <= 1.0
+        assert error.retry_delay == delay  # the SDK surfaces the hint
+        assert details(error).code == grpc.StatusCode.RESOURCE_EXHAUSTED.value[0]
+        for _ in range(5):  # health checks and reflection are never limited
+            assert _health(running.target) == health_pb2.HealthCheckResponse.SERVING
+        time.sleep(delay + 0.05)
+        assert c.get(hand.hand_id).hand_id == hand.hand_id
+
+
+def test_one_tenant_exhausted_leaves_another_alone(tmp_path: Path) -> None:
+    with dealer(tmp_path / "d", rate_limit=0.5, rate_burst=2, require_auth=True) as running:
+        tokens = {}
+        for tenant in ("acme", "zenith"):
+            token, record = new_token(tenant, Role.DEALER)
+            assert running.server is not None
+            running._run(running.server.storage.put_token(record))
+            tokens[tenant] = token
+        with (
+            DealerClient(running.target, api_token=tokens["acme"]) as acme,
+            DealerClient(running.target, api_token=tokens["zenith"]) as zenith,
+        ):
+            acme.open_hand()
+            acme.open_hand()
+            with pytest.raises(ResourceExhausted) as refused:
+                acme.open_hand()
+            assert refused.value.reason == "RATE_LIMITED"
+            zenith.open_hand()  # its own bucket is full
+            zenith.open_hand()
+            with pytest.raises(ResourceExhausted):
+                zenith.open_hand()
+
+
+def test_a_rate_of_zero_turns_the_limit_off(tmp_path: Path) -> None:
+    with dealer(tmp_path / "d", rate_limit=0, rate_burst=1) as running, DealerClient(running.target) as c:
+        hand = c.open_hand()
+        for _ in range(20):
+            c.get(hand.hand_id)
+
+
+def test_open_hands_cap(tmp_path: Path) -> None:
+    config = {"max_open_hands": 3, "rate_limit": 0}
+    with dealer(tmp_path / "d", **config) as running, DealerClient(running.target) as c:
+        first = c.open_hand()
+        c.open_hand()
+        c.deal_new_hand()
+        for call in (c.open_hand, c.deal_new_hand, lambda: list(c.deal_hands(hand_count=1))):
+            with pytest.raises(ResourceExhausted) as refused:
+                call()
+            assert refused.value.reason == "TOO_MANY_OPEN_HANDS"
+            assert retry_delay(refused.value) == pytest.approx(1.0)
+            assert refused.value.retry_delay == pytest.approx(1.0)
+        assert len(list(c.deal_hands(hand_count=5, close=True))) == 5  # created closed: never open
+        c.close(first.hand_id)
+        time.sleep(0.15)  # the cap rereads storage before refusing, at most every 0.1 s
+        with pytest.raises(ResourceExhausted):
+            list(c.deal_hands(hand_count=2))  # 2 open + 2 > 3
+        c.open_hand()
+        running.restart()  # counted from storage: a restart forgets nothing
+        with DealerClient(running.target) as again, pytest.raises(ResourceExhausted):
+            again.open_hand()
+
+
+def test_a_burst_of_opens_cannot_overshoot_the_cap(tmp_path: Path) -> None:
+    async def burst(target: str) -> list[str]:
+        async with AsyncDealerClient(target) as c:
+            results = await asyncio.gather(*(c.open_hand() for _ in range(12)), return_exceptions=True)
+        outcomes = []
+        for r in results:
+            assert not isinstance(r, BaseException) or isinstance(r, ResourceExhausted), r
+            outcomes.append("refused" if isinstance(r, ResourceExhausted) else "opened")
+        return outcomes
+
+    with dealer(tmp_path / "d", max_open_hands=4, rate_limit=0) as running:
+        outcomes = asyncio.run(burst(running.target))
+        assert outcomes.count("opened") == 4
+        assert running.server is not None
+        assert running._run(running.server.storage.open_hands("default")) == 4
+
+
+def _settled(running: RunningDealer) -> tuple[int, int]:
+    """(open hands, log size) once a cut call's last chunk has landed."""
+    assert running.server is not None
+    storage = running.server.storage
+    last = (-1, -1)
+    for _ in range(100):
+        now = (running._run(storage.open_hands()), running._run(storage.log_size()))
+        if now == last:
+            return now
+        last = now
+        time.sleep(0.1)
+    raise AssertionError("storage did not settle")
+
+
+def test_default_deadline_ends_a_long_stream_and_keeps_what_was_stored(tmp_path: Path) -> None:
+    config = {"default_deadline": 0.2, "max_open_hands": 0, "rate_limit": 0}
+    with dealer(tmp_path / "d", **config) as running, DealerClient(running.target) as c:
+        received = 0
+        started = time.monotonic()
+        with pytest.raises(DeadlineExceeded) as cut:
+            for _ in c.deal_hands(hand_count=100_000):  # the SDK sets no deadline on DealHands
+                received += 1
+        assert time.monotonic() - started < 5
+        assert cut.value.reason == "DEADLINE_EXCEEDED"
+        assert received < 100_000
+        opened, entries = _settled(running)
+        # Every hand stored has its commitment in the log and nothing else; those sent are among them.
+        assert opened == entries >= received
+        after = c.open_hand()  # the dealer goes on
+        assert after.commit_receipt.index == entries
+
+
+def test_default_deadline_ends_a_unary_call_stalled_on_storage(tmp_path: Path) -> None:
+    config = {"default_deadline": 0.3, "rate_limit": 0}
+    with dealer(tmp_path / "d", **config) as running, DealerClient(running.target) as c:
+        c.open_hand()  # the database exists
+        blocker = sqlite3.connect(tmp_path / "d" / "fairdeck.db", isolation_level=None, timeout=10)
+        blocker.execute("BEGIN IMMEDIATE")  # holds the write lock: the dealer's commit waits
+        try:
+            started = time.monotonic()
+            with pytest.raises(DeadlineExceeded) as cut:
+                c.deal_new_hand(client_seeds=["alice"])
+            assert 0.25 < time.monotonic() - started < 3
+            assert cut.value.reason == "DEADLINE_EXCEEDED"
+        finally:
+            blocker.execute("ROLLBACK")
+            blocker.close()
+        # The write the call had handed over lands after all: whole, never acknowledged.
+        assert _settled(running) == (2, 2)
+        assert c.open_hand().commit_receipt.index == 2
+
+
+def test_messages_over_the_size_limit_are_refused_by_grpc(tmp_path: Path) -> None:
+    with (
+        dealer(tmp_path / "d", max_message_bytes=4096, rate_limit=0) as running,
+        DealerClient(running.target) as c,
+    ):
+        with pytest.raises(ResourceExhausted) as big:
+            c.deal_new_hand(client_seeds=["x" * 200] * 64)  # ~13 KB request
+        assert big.value.code is grpc.StatusCode.RESOURCE_EXHAUSTED
+        with pytest.raises(FairdeckError) as big_answer:
+            list(c.deal_hands(hand_count=256))  # one ~30 KB response message
+        assert big_answer.value.code is grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert c.deal_new_hand(client_seeds=["x" * 200]).hand.hand_id  # small ones pass

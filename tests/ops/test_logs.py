@@ -1,0 +1,149 @@
+"""Structured logs: ``fairdeck serve --log-format json`` writes one JSON object
+per line, each line logged inside a call carries that call's request id
+(the client's ``x-request-id`` when sane), and no line holds a seed."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import re
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from fairdeck.client import DealerClient
+from fairdeck.exceptions import HandNotFound, ResourceExhausted
+from fairdeck_server.logs import CallFilter, JsonFormatter
+from tests.ops.kit import LISTENING, clean_env, dealer
+
+GENERATED = re.compile(r"[0-9a-f]{27}")
+KEYS = {"time", "level", "logger", "message", "request_id", "method", "tenant"}
+
+
+def serve(*args: str, cwd: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "fairdeck.cli", "serve", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=clean_env(),
+        cwd=cwd,
+    )
+
+
+def wait_listening(proc: subprocess.Popen[str]) -> int:
+    assert proc.stdout is not None
+    line = proc.stdout.readline().strip()
+    match = LISTENING.match(line)
+    if not match:
+        proc.kill()
+        raise AssertionError(f"no listening line: {line!r}; stderr: {proc.communicate()[1]}")
+    return int(match.group(1))
+
+
+def test_json_access_lines_carry_the_clients_request_id(tmp_path: Path) -> None:
+    proc = serve(
+        "--listen", "127.0.0.1:0", "--data", str(tmp_path / "data"), "--log-format", "json", cwd=tmp_path
+    )
+    try:
+        port = wait_listening(proc)
+        target = f"127.0.0.1:{port}"
+        with DealerClient(target, metadata=(("x-request-id", "ops-test-42"),)) as c:
+            hand = c.open_hand(request_id="ops-open-1")
+            closed = c.close(hand.hand_id)
+            with pytest.raises(HandNotFound):
+                c.get("0000000000000000000")
+        with DealerClient(target, metadata=(("x-request-id", "not sane!" + "x" * 200),)) as c:
+            c.get(hand.hand_id)
+        with DealerClient(target) as c:
+            c.get(hand.hand_id)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 0, stderr
+
+    lines = [json.loads(line) for line in stderr.splitlines()]  # every line is one JSON object
+    assert lines and all(set(line) >= KEYS for line in lines)
+    access = [line for line in lines if line["logger"] == "fairdeck.access"]
+    ours = [line for line in access if line["request_id"] == "ops-test-42"]
+    assert [(line["method"], line["code"]) for line in ours] == [
+        ("/fairdeck.v1.DealerService/OpenHand", "OK"),
+        ("/fairdeck.v1.DealerService/CloseHand", "OK"),
+        ("/fairdeck.v1.DealerService/GetHand", "NOT_FOUND"),
+    ]
+    for line in ours:
+        assert line["tenant"] == "default" and line["level"] == "INFO"
+        assert isinstance(line["duration_ms"], int | float) and line["duration_ms"] >= 0
+    others = [line for line in access if line["request_id"] != "ops-test-42"]
+    assert len(others) == 2  # the insane id was replaced, the missing one made up
+    assert all(GENERATED.fullmatch(line["request_id"]) for line in others)
+    assert len({line["request_id"] for line in others}) == 2
+    assert any(line["message"] == "draining" and line["request_id"] is None for line in lines)
+    # No request data and no secret: not the revealed seed, the hand id or the request id sent.
+    for secret in (closed.transcript.server_seed.hex(), hand.hand_id, "ops-open-1", "not sane"):
+        assert secret not in stderr
+
+
+@contextmanager
+def captured(*loggers: str) -> Iterator[io.StringIO]:
+    """JSON lines of these loggers (at INFO), as ``fairdeck serve --log-format json`` writes them."""
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    handler.addFilter(CallFilter())
+    handler.setFormatter(JsonFormatter())
+    saved = []
+    for name in loggers:
+        logger = logging.getLogger(name)
+        saved.append((logger, logger.level))
+        logger.setLevel(logging.INFO)
+        logger.addHandler(handler)
+    try:
+        yield out
+    finally:
+        for logger, level in saved:
+            logger.removeHandler(handler)
+            logger.setLevel(level)
+
+
+def test_every_line_inside_a_call_carries_its_request_id(tmp_path: Path) -> None:
+    # The dealer stops (finishing its calls' lines) before the capture ends: a refused
+    # call's status reaches the client before its access line is written.
+    with (
+        captured("fairdeck.access", "fairdeck_server") as out,
+        dealer(tmp_path / "d", rate_limit=0.0001, rate_burst=1) as running,
+        DealerClient(running.target, metadata=(("x-request-id", "burst-7"),)) as c,
+    ):
+        c.open_hand()
+        with pytest.raises(ResourceExhausted):
+            c.open_hand()
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    refused = [line for line in lines if line["logger"] == "fairdeck_server.limits"]
+    assert len(refused) == 1 and refused[0]["message"].startswith("refused: RATE_LIMITED")
+    assert refused[0]["request_id"] == "burst-7" and refused[0]["tenant"] == "default"
+    access = [line for line in lines if line["logger"] == "fairdeck.access"]
+    assert [(line["request_id"], line["code"]) for line in access] == [
+        ("burst-7", "OK"),
+        ("burst-7", "RESOURCE_EXHAUSTED"),
+    ]
+
+
+def test_text_is_the_default_format(tmp_path: Path) -> None:
+    proc = serve("--listen", "127.0.0.1:0", "--data", str(tmp_path / "data"), cwd=tmp_path)
+    try:
+        port = wait_listening(proc)
+        with DealerClient(f"127.0.0.1:{port}", metadata=(("x-request-id", "plain-1"),)) as c:
+            c.open_hand()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=30)
+    access = [line for line in stderr.splitlines() if " fairdeck.access: " in line]
+    assert len(access) == 1
+    assert "/fairdeck.v1.DealerService/OpenHand OK" in access[0]
+    assert "request_id=plain-1 tenant=default" in access[0]
+    assert not stderr.lstrip().startswith("{")

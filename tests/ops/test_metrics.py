@@ -1,0 +1,206 @@
+"""The Prometheus endpoint of a real dealer, scraped over loopback HTTP after a
+known session: every counter moves by exactly what the session did, with
+the status code each client received (aborts, refusals, deadlines)."""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import time
+from pathlib import Path
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from fairdeck.client import DealerClient
+from fairdeck.exceptions import (
+    DeadlineExceeded,
+    HandNotFound,
+    InvalidArgument,
+    ResourceExhausted,
+    Unauthenticated,
+    Unavailable,
+)
+from fairdeck_server.auth import new_token
+from fairdeck_server.principal import Role
+from tests.ops.kit import dealer, sample, scrape, scrape_until
+
+DEALER = "fairdeck.v1.DealerService"
+
+
+def rpcs(samples: dict, method: str, code: str, service: str = DEALER) -> float:
+    return sample(samples, "fairdeck_rpcs_total", service=service, method=method, code=code)
+
+
+def test_a_known_session_moves_every_counter_by_its_exact_amount(tmp_path: Path) -> None:
+    # burst 8 at a rate that refills nothing during the test: the 9th call is refused.
+    config = {"metrics_listen": "127.0.0.1:0", "rate_limit": 0.0001, "rate_burst": 8, "max_open_hands": 0}
+    with dealer(tmp_path / "d", **config) as running, DealerClient(running.target) as c:
+        first = c.open_hand(request_id="session-open-1")
+        assert c.open_hand(request_id="session-open-1").hand_id == first.hand_id  # a retry: no new hand
+        second = c.open_hand()
+        with pytest.raises(HandNotFound):
+            c.get("0000000000000000000")
+        with pytest.raises(InvalidArgument):
+            c.draw(first.hand_id, 60)
+        closed = c.close(first.hand_id)
+        c.close(first.hand_id)  # already closed: returned as is
+        assert len(list(c.deal_hands(hand_count=3, close=True))) == 3
+        with pytest.raises(ResourceExhausted):
+            c.get(second.hand_id)
+        with grpc.insecure_channel(running.target) as channel:
+            health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=10)
+        s = scrape_until(running, lambda s: rpcs(s, "GetHand", "RESOURCE_EXHAUSTED") == 1)
+
+        assert rpcs(s, "OpenHand", "OK") == 3
+        assert rpcs(s, "GetHand", "NOT_FOUND") == 1
+        assert rpcs(s, "DrawCards", "INVALID_ARGUMENT") == 1
+        assert rpcs(s, "CloseHand", "OK") == 2
+        assert rpcs(s, "DealHands", "OK") == 1
+        assert rpcs(s, "GetHand", "RESOURCE_EXHAUSTED") == 1
+        assert rpcs(s, "Check", "OK", service="grpc.health.v1.Health") == 1
+        total = sum(v for (name, _), v in s.items() if name == "fairdeck_rpcs_total")
+        assert total == 10  # nothing else was counted
+        for method, calls in {
+            "OpenHand": 3,
+            "GetHand": 2,
+            "DrawCards": 1,
+            "CloseHand": 2,
+            "DealHands": 1,
+        }.items():
+            count = sample(s, "fairdeck_rpc_duration_seconds_count", service=DEALER, method=method)
+            assert count == calls, method
+        assert sample(s, "fairdeck_hands_opened_total") == 2 + 3
+        assert sample(s, "fairdeck_hands_closed_total", outcome="closed") == 1 + 3
+        assert sample(s, "fairdeck_hands_closed_total", outcome="voided") == 0
+        assert sample(s, "fairdeck_limit_refusals_total", reason="RATE_LIMITED") == 1
+        assert sample(s, "fairdeck_limit_refusals_total", reason="TOO_MANY_OPEN_HANDS") == 0
+        assert not [k for k in s if k[0] == "fairdeck_storage_errors_total"]
+        assert sample(s, "fairdeck_open_hands") == 1
+        assert sample(s, "fairdeck_log_size") == 2 + 1 + 3 * 2  # commits, a reveal, 3 closed hands
+        assert 0 <= sample(s, "fairdeck_checkpoint_size") <= 9
+
+        # No label holds request data: no hand id, request id, seed or tenant.
+        labels = " ".join(f"{k}={v}" for _, pairs in s for k, v in pairs)
+        for secret in (first.hand_id, second.hand_id, "session-open-1", closed.transcript.server_seed.hex()):
+            assert secret not in labels
+        assert "default" not in labels
+
+
+def test_codes_of_refusals_and_deadlines_are_the_ones_clients_received(tmp_path: Path) -> None:
+    config = {"metrics_listen": "127.0.0.1:0", "rate_limit": 0, "max_open_hands": 1, "default_deadline": 0.2}
+    with dealer(tmp_path / "d", **config) as running, DealerClient(running.target) as c:
+        c.open_hand()
+        with pytest.raises(ResourceExhausted):
+            c.open_hand()
+        with pytest.raises(DeadlineExceeded):  # the server's default deadline
+            list(c.deal_hands(hand_count=100_000, close=True))
+        with DealerClient(running.target, timeout=0.3) as hasty:
+            blocker = sqlite3.connect(tmp_path / "d" / "fairdeck.db", isolation_level=None, timeout=10)
+            blocker.execute("BEGIN IMMEDIATE")
+            try:
+                with pytest.raises(DeadlineExceeded):  # the client's own deadline
+                    hasty.deal_new_hand()
+                time.sleep(0.2)
+            finally:
+                blocker.execute("ROLLBACK")
+                blocker.close()
+        s = scrape_until(running, lambda s: rpcs(s, "DealNewHand", "DEADLINE_EXCEEDED") == 1)
+        assert rpcs(s, "OpenHand", "OK") == 1
+        assert rpcs(s, "OpenHand", "RESOURCE_EXHAUSTED") == 1
+        assert sample(s, "fairdeck_limit_refusals_total", reason="TOO_MANY_OPEN_HANDS") == 1
+        assert rpcs(s, "DealHands", "DEADLINE_EXCEEDED") == 1
+        assert rpcs(s, "DealNewHand", "DEADLINE_EXCEEDED") == 1
+
+
+def test_voided_hands_are_counted_apart(tmp_path: Path) -> None:
+    config = {"metrics_listen": "127.0.0.1:0", "max_hand_lifetime": 0.3}
+    with dealer(tmp_path / "d", **config) as running, DealerClient(running.target) as c:
+        c.open_hand()
+        kept = c.open_hand()
+        c.close(kept.hand_id)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            time.sleep(0.3)
+            s = scrape(running)
+            if sample(s, "fairdeck_hands_closed_total", outcome="voided") >= 1:
+                break
+        assert sample(s, "fairdeck_hands_closed_total", outcome="voided") == 1
+        assert sample(s, "fairdeck_hands_closed_total", outcome="closed") == 1
+        assert sample(s, "fairdeck_hands_opened_total") == 2
+
+
+def test_storage_failures_are_counted_by_operation(tmp_path: Path) -> None:
+    running_cm = dealer(tmp_path / "d", metrics_listen="127.0.0.1:0")
+    running = running_cm.__enter__()
+    try:
+        with DealerClient(running.target) as c:
+            hand = c.open_hand()
+            assert running.server is not None
+            running._run(running.server.storage.close())  # the database goes away under the dealer
+            with pytest.raises(Unavailable) as down:
+                c.draw(hand.hand_id, 1)
+            assert down.value.reason == "STORAGE_UNAVAILABLE"
+            s = scrape_until(running, lambda s: rpcs(s, "DrawCards", "UNAVAILABLE") == 1)
+            assert sample(s, "fairdeck_storage_errors_total", operation="update_hand") == 1
+            assert rpcs(s, "DrawCards", "UNAVAILABLE") == 1
+    finally:
+        with contextlib.suppress(Exception):  # its drain cannot flush to a closed database
+            running.stop()
+        running.server = None
+        running_cm.__exit__(None, None, None)
+
+
+def test_two_dealers_in_one_process_keep_their_own_numbers(tmp_path: Path) -> None:
+    with (
+        dealer(tmp_path / "a", metrics_listen="127.0.0.1:0") as a,
+        dealer(tmp_path / "b", metrics_listen="127.0.0.1:0") as b,
+        DealerClient(a.target) as ca,
+        DealerClient(b.target) as cb,
+    ):
+        ca.open_hand()
+        cb.open_hand()
+        cb.open_hand()
+        assert sample(scrape(a), "fairdeck_hands_opened_total") == 1
+        assert sample(scrape(b), "fairdeck_hands_opened_total") == 2
+
+
+def test_checkpoint_age_resets_when_the_head_moves(tmp_path: Path) -> None:
+    with dealer(tmp_path / "d", metrics_listen="127.0.0.1:0") as running, DealerClient(running.target) as c:
+        c.open_hand()
+        for _ in range(20):
+            s = scrape(running)
+            if sample(s, "fairdeck_checkpoint_size") == sample(s, "fairdeck_log_size") == 1:
+                break
+            time.sleep(1.05)  # the gauges are reread at most once a second
+        assert sample(s, "fairdeck_checkpoint_size") == 1
+        time.sleep(1.05)
+        idle = scrape(running)
+        assert sample(idle, "fairdeck_checkpoint_age_seconds") >= 1.0
+        c.open_hand()
+        for _ in range(20):
+            time.sleep(1.05)
+            moved = scrape(running)
+            if sample(moved, "fairdeck_checkpoint_size") == 2:
+                break
+        assert sample(moved, "fairdeck_checkpoint_size") == 2
+        assert sample(moved, "fairdeck_checkpoint_age_seconds") < 0.5  # counted from when it moved
+
+
+def test_auth_refusals_are_counted_and_never_spend_a_tenants_budget(tmp_path: Path) -> None:
+    # Interceptor order: observing (outermost) sees the refusal; limits (inside auth) never run for it.
+    config = {"metrics_listen": "127.0.0.1:0", "require_auth": True, "rate_limit": 0.0001, "rate_burst": 1}
+    with dealer(tmp_path / "d", **config) as running:
+        token, record = new_token("acme", Role.DEALER)
+        assert running.server is not None
+        running._run(running.server.storage.put_token(record))
+        with DealerClient(running.target) as anonymous:
+            for _ in range(3):
+                with pytest.raises(Unauthenticated):
+                    anonymous.open_hand()
+        with DealerClient(running.target, api_token=token) as acme:
+            acme.open_hand()  # its one call of budget is still there
+        s = scrape_until(running, lambda s: rpcs(s, "OpenHand", "OK") == 1)
+        assert rpcs(s, "OpenHand", "UNAUTHENTICATED") == 3
+        assert sample(s, "fairdeck_limit_refusals_total", reason="RATE_LIMITED") == 0
