@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from fairdeck import audit_command, holdem
+from fairdeck import audit_command, health_command, holdem
 from fairdeck.commitment import commit
 from fairdeck.decks import SPEC_NAMES, DeckSpec
 from fairdeck.derivation import derive_deck
@@ -116,6 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     holdem.register(sub)
     audit_command.register(sub)
+    health_command.register(sub)
     _add_server_commands(sub)
     return parser
 
@@ -123,10 +124,11 @@ def build_parser() -> argparse.ArgumentParser:
 def _add_server_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Commands that live in the server package (absent from a client-only install)."""
     try:
-        from fairdeck_server import commands
+        from fairdeck_server import commands, token_commands
     except ImportError:
         return
     commands.register(sub)
+    token_commands.register(sub)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
