@@ -1,0 +1,271 @@
+"""Two real dealer processes (``fairdeck serve --db postgresql://...``) on one
+database, sharing the seed key and the log key: a hand can move between
+them call by call, an idempotent retry sent to the other replica gets the
+same hand, and after one replica is killed (SIGKILL) in the middle of load,
+``fairdeck audit`` against the survivor passes and finds every acknowledged
+open and close in the log at the index of its receipt."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+import pytest
+
+from fairdeck import logentry
+from fairdeck.audit_client import AuditClient
+from fairdeck.client import DealerClient
+from fairdeck.exceptions import FairdeckError
+from fairdeck.models import HandState
+from fairdeck_server.transparency import load_or_create_signer
+from fairdeck_server.vault import load_or_create_key
+
+LISTENING = re.compile(r"^fairdeck dealer listening on 127\.0\.0\.1:(\d+) ")
+
+
+def _env() -> dict[str, str]:
+    """This environment without FAIRDECK_* settings (they would override the flags' intent)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FAIRDECK_")}
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+class Replica:
+    """``python -m fairdeck.cli serve --db URL`` on 127.0.0.1:0 with its own data dir."""
+
+    def __init__(self, name: str, tmp: Path, url: str, seed_key: Path, log_key: Path) -> None:
+        self.name = name
+        self.stderr_path = tmp / f"{name}.stderr"
+        self._stderr = self.stderr_path.open("w")
+        argv = [
+            sys.executable, "-m", "fairdeck.cli", "serve",
+            "--listen", "127.0.0.1:0",
+            "--db", url,
+            "--data", str(tmp / name),
+            "--seed-key-file", str(seed_key),
+            "--log-key-file", str(log_key),
+            "--checkpoint-interval", "0.05",
+            "--rate-limit", "0",
+            "--log-level", "WARNING",
+        ]  # fmt: skip
+        self.proc = subprocess.Popen(
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            text=True,
+            env=_env(),
+        )
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        assert self.proc.stdout is not None
+        threading.Thread(target=self._read, args=(self.proc.stdout,), daemon=True).start()
+        first = self.lines.get(timeout=60)
+        match = LISTENING.match(first or "")
+        assert match, f"{name} did not start: {first!r}; stderr: {self.stderr()}"
+        self.target = f"127.0.0.1:{match.group(1)}"
+
+    def _read(self, stream: IO[str]) -> None:
+        for line in stream:
+            self.lines.put(line.rstrip("\n"))
+        self.lines.put(None)
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text()
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=30)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._stderr.close()
+
+
+@pytest.fixture
+def keys(tmp_path: Path) -> tuple[Path, Path, str]:
+    """The seed key and log key both replicas load, and the log's verifier key."""
+    seed_key, log_key = tmp_path / "seed.key", tmp_path / "log.key"
+    load_or_create_key(seed_key, environ={})
+    signer = load_or_create_signer(log_key, "fairdeck.test/replicas")
+    return seed_key, log_key, signer.verifier.to_string()
+
+
+@pytest.fixture
+def pair(tmp_path: Path, pg_url: str, keys: tuple[Path, Path, str]) -> Iterator[tuple[Replica, Replica]]:
+    seed_key, log_key, _ = keys
+    a = Replica("a", tmp_path, pg_url, seed_key, log_key)
+    try:
+        b = Replica("b", tmp_path, pg_url, seed_key, log_key)
+    except BaseException:
+        a.stop()
+        raise
+    try:
+        yield a, b
+    finally:
+        a.stop()
+        b.stop()
+    for replica in (a, b):
+        assert "Traceback" not in replica.stderr(), replica.stderr()
+
+
+def test_a_hand_moves_between_replicas(pair: tuple[Replica, Replica], keys: tuple[Path, Path, str]) -> None:
+    a_target, b_target = pair[0].target, pair[1].target
+    with DealerClient(a_target, timeout=20) as a, DealerClient(b_target, timeout=20) as b:
+        opened = a.open_hand("standard")
+        b.shuffle(opened.hand_id, ["alice", "bob"])
+        first = a.draw(opened.hand_id, 2).cards
+        second = b.draw(opened.hand_id, 3).cards
+        assert a.get(opened.hand_id).dealt_count == 5
+        closed = b.close(opened.hand_id)
+        closed.verify(commitment=opened.commitment, dealt=first + second)
+        assert a.close(opened.hand_id).reveal_receipt == closed.reveal_receipt  # closing again: as is
+
+        dealt = b.deal_new_hand("short", client_seeds=["x"])
+        assert a.close(dealt.hand.hand_id).state is HandState.CLOSED
+
+        # A retry of an idempotent open, sent to the other replica, gets the same hand.
+        once = a.open_hand("jokers", request_id="retry-1")
+        again = b.open_hand("jokers", request_id="retry-1")
+        assert (again.hand_id, again.commit_receipt) == (once.hand_id, once.commit_receipt)
+        with pytest.raises(FairdeckError) as reused:
+            b.open_hand("standard", request_id="retry-1")
+        assert reused.value.reason == "REQUEST_ID_REUSED"
+
+    with AuditClient(b_target, verifier=keys[2], timeout=20) as log:  # commit and reveal are in the log
+        log.verify_hand(closed, commitment=opened.commitment)
+
+
+def test_killing_a_replica_mid_load_loses_nothing_acknowledged(
+    pair: tuple[Replica, Replica], keys: tuple[Path, Path, str], tmp_path: Path
+) -> None:
+    a, b = pair
+    lock = threading.Lock()
+    commits: dict[str, int] = {}  # hand_id -> commit index of every acknowledged open/deal
+    reveals: dict[str, int] = {}  # hand_id -> reveal index of every acknowledged close
+    opened_on_a: list[str] = []  # acknowledged open on A, not closed
+    unexpected: list[BaseException] = []
+    stop_b = threading.Event()
+    calls: dict[tuple[str, str], int] = {}  # (replica, kind) -> calls completed
+
+    def ack(hand_id: str, commit: int | None = None, reveal: int | None = None) -> None:
+        with lock:
+            if commit is not None:
+                commits[hand_id] = commit
+            if reveal is not None:
+                reveals[hand_id] = reveal
+
+    def worker(replica: Replica, kind: str, stop: threading.Event | None) -> None:
+        """Calls back to back until the replica dies (A) or the test says stop (B)."""
+        left_open = 0
+        with DealerClient(replica.target, timeout=20) as c:
+            while stop is None or not stop.is_set():
+                try:
+                    if kind == "deal":
+                        d = c.deal_new_hand("standard", client_seeds=[kind])
+                        ack(d.hand.hand_id, commit=d.hand.commit_receipt.index)
+                    elif kind == "batch":
+                        for h in c.deal_hands("short", 40, close=True):
+                            assert h.reveal_receipt is not None
+                            ack(h.hand_id, h.commit_receipt.index, h.reveal_receipt.index)
+                    else:  # open, draw, close; on A, the first few hands are left open
+                        h = c.open_hand("jokers")
+                        ack(h.hand_id, commit=h.commit_receipt.index)
+                        c.draw(h.hand_id, 3)
+                        if replica is a and left_open < 3:
+                            left_open += 1
+                            opened_on_a.append(h.hand_id)
+                        else:
+                            closed = c.close(h.hand_id)
+                            assert closed.reveal_receipt is not None
+                            ack(h.hand_id, reveal=closed.reveal_receipt.index)
+                    with lock:
+                        calls[replica.name, kind] = calls.get((replica.name, kind), 0) + 1
+                except FairdeckError as e:
+                    if stop is None:  # A's workers end when A is killed
+                        return
+                    with lock:
+                        unexpected.append(e)
+                    return
+                except BaseException as e:
+                    with lock:
+                        unexpected.append(e)
+                    return
+
+    def wait_for(replica: Replica, more: int) -> None:
+        """Until every kind of call completed ``more`` more times on the replica."""
+        with lock:
+            want = {k: calls.get((replica.name, k), 0) + more for k in kinds}
+        deadline = time.monotonic() + 60
+        while True:
+            with lock:
+                if all(calls.get((replica.name, k), 0) >= n for k, n in want.items()):
+                    return
+                assert not unexpected, unexpected
+            assert time.monotonic() < deadline, f"calls on {replica.name} stalled: {calls}"
+            time.sleep(0.01)
+
+    kinds = ["deal", "batch", "cycle"]
+    on_a = [threading.Thread(target=worker, args=(a, k, None)) for k in kinds]
+    on_b = [threading.Thread(target=worker, args=(b, k, stop_b)) for k in kinds]
+    for t in on_a + on_b:
+        t.start()
+    try:
+        wait_for(a, 5)  # calls of every kind flowing on both replicas
+        wait_for(b, 5)
+        a.kill()
+        killed_at = len(commits)
+        wait_for(b, 5)  # B keeps serving after A died
+    finally:
+        stop_b.set()
+        for t in on_a + on_b:
+            t.join(timeout=60)
+    assert not unexpected, unexpected
+    assert len(commits) > killed_at
+
+    with DealerClient(b.target, timeout=20) as c:  # B reveals a hand A opened before it died
+        assert opened_on_a
+        for hand_id in opened_on_a:
+            closed = c.close(hand_id)
+            assert closed.reveal_receipt is not None
+            reveals[hand_id] = closed.reveal_receipt.index
+
+    with AuditClient(b.target, verifier=keys[2], timeout=20) as log:
+        deadline = time.monotonic() + 20
+        size = max([*commits.values(), *reveals.values()]) + 1
+        while log.checkpoint().size < size:
+            assert time.monotonic() < deadline, "no checkpoint covers the acknowledged entries"
+            time.sleep(0.05)
+        entries = dict(log.entries())
+
+    for hand_id, index in commits.items():
+        e = logentry.decode(entries[index])
+        assert isinstance(e, logentry.CommitEntry) and e.hand_id == hand_id, (hand_id, index)
+    for hand_id, index in reveals.items():
+        e = logentry.decode(entries[index])
+        assert isinstance(e, logentry.RevealEntry) and e.hand_id == hand_id, (hand_id, index)
+
+    done = subprocess.run(
+        [sys.executable, "-m", "fairdeck.cli", "audit", "--target", b.target, "--key", keys[2],
+         "--max-hand-lifetime", "1000000", "--json"],
+        capture_output=True, text=True, timeout=120, env=_env(),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    assert report["ok"] is True and report["findings"] == []
+    assert report["entries"] >= size
+    assert report["closed"] >= len(reveals)

@@ -1,0 +1,147 @@
+"""The Storage contract for the transparency log, on every engine: stored
+roots equal RFC 9162 roots computed naively across restarts at many sizes,
+proofs verify, checkpoints are compare-and-swap with one root per size,
+concurrent appends give a gap-free log, and a refused operation takes its
+appends with it."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+
+import pytest
+
+from fairdeck import merkle
+from fairdeck_server import errors
+from fairdeck_server.storage.base import LogForkError, NewHand, Storage
+from tests.storage.kit import Engine, closing, entry, naive_root, new_hand, record, run
+
+
+@pytest.mark.parametrize("batches", [[1] * 20, [3, 5, 8, 13, 1, 1, 64], [255, 2, 257]])
+def test_stored_roots_equal_naive_roots_across_restarts(storage_engine: Engine, batches: list[int]) -> None:
+    """Append batches of hands, restarting the engine between batches."""
+    n = 0
+    for size in batches:
+
+        async def append(s: Storage, start: int = n, size: int = size) -> tuple[int, bytes, list[bytes]]:
+            await s.create_hands([new_hand(i) for i in range(start, start + size)])
+            stored_size, root = await s.log_head()
+            return stored_size, root, await s.log_entries(0, start + size + 5)
+
+        n += size
+        stored_size, root, entries = run(storage_engine, append)
+        assert stored_size == n
+        assert entries == [entry(i) for i in range(n)]
+        assert root == naive_root(entries), f"root differs at size {n}"
+
+
+def test_an_empty_log(storage_engine: Engine) -> None:
+    async def scenario(s: Storage) -> None:
+        assert await s.log_head() == (0, merkle.EMPTY_ROOT)
+        assert await s.log_size() == 0
+        assert await s.log_entries(0, 10) == []
+        assert await s.checkpoint() is None
+
+    run(storage_engine, scenario)
+
+
+def test_proofs_verify_against_naive_roots(storage_engine: Engine) -> None:
+    entries = [entry(i) for i in range(70)]
+    leaves = [merkle.leaf_hash(e) for e in entries]
+
+    async def scenario(s: Storage) -> None:
+        for start in range(0, 70, 9):  # several commits, so hashes span batches
+            await s.create_hands([new_hand(i) for i in range(start, min(70, start + 9))])
+        for size in (1, 2, 3, 7, 8, 9, 31, 32, 33, 64, 69, 70):
+            root = merkle.root(leaves[:size])
+            for index in sorted({0, size // 2, size - 1}):
+                proof = await s.inclusion_proof(index, size)
+                merkle.verify_inclusion(index, size, leaves[index], proof, root)
+            for size1 in sorted({1, size // 3 or 1, size - 1 or 1, size}):
+                proof = await s.consistency_proof(size1, size)
+                merkle.verify_consistency(size1, size, proof, merkle.root(leaves[:size1]), root)
+        with pytest.raises(merkle.ProofError):  # a proof of one leaf is not one of another
+            merkle.verify_inclusion(3, 70, leaves[4], await s.inclusion_proof(3, 70), merkle.root(leaves))
+
+    run(storage_engine, scenario)
+
+
+def test_checkpoints_are_compare_and_swap(storage_engine: Engine) -> None:
+    async def scenario(s: Storage) -> None:
+        await s.create_hands([new_hand(i) for i in range(10)])
+        entries = await s.log_entries(0, 10)
+        root5, root10 = naive_root(entries[:5]), naive_root(entries)
+
+        head = await s.put_checkpoint(5, root5, b"note 5", 1)
+        assert (head.size, head.root, head.note) == (5, root5, b"note 5")
+        again = await s.put_checkpoint(5, root5, b"another note", 2)  # same root: the stored one stays
+        assert (again.size, again.note) == (5, b"note 5")
+        with pytest.raises(LogForkError):  # a second root for a signed size
+            await s.put_checkpoint(5, root10, b"fork", 3)
+        with pytest.raises(LogForkError):  # a root that is not the stored tree's
+            await s.put_checkpoint(7, root10, b"wrong", 3)
+        with pytest.raises(LogForkError):  # a tree larger than the log
+            await s.put_checkpoint(11, root10, b"future", 3)
+
+        head = await s.put_checkpoint(10, root10, b"note 10", 4)
+        assert (head.size, head.note) == (10, b"note 10")
+        older = await s.put_checkpoint(8, naive_root(entries[:8]), b"note 8", 5)  # behind the head
+        assert (older.size, older.note) == (10, b"note 10")
+        assert await s.checkpoint(8) is None
+
+        latest = await s.checkpoint()
+        assert latest is not None and (latest.size, latest.root) == (10, root10)
+        at5 = await s.checkpoint(5)
+        assert at5 is not None and (at5.root, at5.note) == (root5, b"note 5")
+        assert await s.log_head() == (10, root10)
+
+    run(storage_engine, scenario)
+
+
+def test_concurrent_appends_make_one_gap_free_log(storage_engine: Engine) -> None:
+    async def worker(s: Storage, w: int) -> list[tuple[str, int, bytes]]:
+        """Create hands and close some; every acknowledged append as (hand, index, entry)."""
+        out = []
+        for i in range(8):
+            hand = f"w{w}-{i}"
+            made = await s.create_hands([new_hand(hand), new_hand(f"{hand}b")])
+            out += [(h.hand_id, h.commit_index, entry(h.hand_id[1:])) for h in made]
+            if i % 2:
+                stored, _ = await s.update_hand("t", f"h{hand}", closing(entry(f"reveal {hand}")))
+                assert stored.reveal_index is not None
+                out.append((stored.hand_id, stored.reveal_index, entry(f"reveal {hand}")))
+        return out
+
+    async def scenario(s: Storage) -> None:
+        acked = [a for w in await asyncio.gather(*(worker(s, w) for w in range(24))) for a in w]
+        size, root = await s.log_head()
+        entries = await s.log_entries(0, size + 10)
+        assert size == len(acked) == len(entries) == 24 * (16 + 4)
+        assert sorted(index for _, index, _ in acked) == list(range(size))  # gap-free, no index twice
+        for _hand, index, data in acked:
+            assert entries[index] == data
+        assert root == naive_root(entries)
+
+    run(storage_engine, scenario)
+
+
+def test_a_refused_operation_rolls_back_its_appends(storage_engine: Engine) -> None:
+    """The second hand's insert fails after both appends were computed: neither
+    entry stays, and the next append takes the next free index."""
+
+    async def scenario(s: Storage) -> tuple[int, bytes, list[bytes]]:
+        await s.create_hands([new_hand(i) for i in range(5)])
+        clash = replace(record(0), request_id=None)  # the same hand id again
+
+        with pytest.raises(Exception) as refused:
+            await s.create_hands([new_hand(5), NewHand(clash, entry(99))])
+        if isinstance(refused.value, errors.DealerError):
+            assert refused.value.reason == "STORAGE_UNAVAILABLE"
+        await s.create_hands([new_hand(6)])
+        size, root = await s.log_head()
+        return size, root, await s.log_entries(0, 10)
+
+    size, root, entries = run(storage_engine, scenario)
+    assert size == 6
+    assert entries == [entry(i) for i in (0, 1, 2, 3, 4, 6)]
+    assert root == naive_root(entries)
