@@ -18,6 +18,7 @@ from fairdeck.decks import SPEC_NAMES, DeckSpec
 from fairdeck.derivation import derive_deck
 from fairdeck.errors import InvalidInput, VerificationError
 from fairdeck.seeds import normalize_client_seed
+from fairdeck.stats import command as stats_command
 from fairdeck.transcript import Transcript
 from fairdeck.verify import verify
 from fairdeck.versions import CURRENT_VERSION, SUPPORTED_VERSIONS
@@ -117,6 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
     holdem.register(sub)
     audit_command.register(sub)
     health_command.register(sub)
+    stats_command.register(sub)
     _add_server_commands(sub)
     return parser
 

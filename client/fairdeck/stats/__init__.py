@@ -1,0 +1,18 @@
+"""``fairdeck stats``: deal many decks, test them, and draw what the tests saw.
+
+The package is split by what each part owns:
+
+* ``exact``: distributions of a uniform shuffle (Eulerian numbers, successions), in integers;
+* ``checks``: the statistical tests and the Holm-Bonferroni correction;
+* ``tally``: streaming counts of dealt decks, and the duplicate test's 64-bit hashes;
+* ``batch`` and ``mt``: the broken controls of ``fairdeck.controls``, vectorised
+  and tested to be the same algorithms, plus one under-shuffled extra;
+* ``sampling``: where decks come from (the derivation, the controls) and the worker processes;
+* ``remote``: decks from a live dealer, each verified against its commitment;
+* ``analysis``: every test on every source, and the verdict rules;
+* ``report``: the HTML report and its PNG charts;
+* ``command`` and ``run``: the command line.
+
+Only ``command`` and ``exact`` import without numpy, scipy and matplotlib
+(the ``stats`` extra); ``command`` says how to install them when missing.
+"""

@@ -1,0 +1,154 @@
+"""``fairdeck stats``: the argument parser, and the check for the ``stats`` extra.
+
+This module imports nothing outside the standard library, so ``fairdeck``
+works without numpy; only running ``fairdeck stats`` needs numpy, scipy and
+matplotlib (``pip install 'fairdeck[stats]'``), and says so when they are
+missing. The work is in ``fairdeck.stats.run``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+
+from fairdeck.decks import SPEC_NAMES
+
+EXTRA = "pip install 'fairdeck[stats]'"
+NEEDS = ("numpy", "scipy", "matplotlib")
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text.replace("_", "").replace(",", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def _alpha(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError("must be between 0 and 1")
+    return value
+
+
+def _seed_bits(text: str) -> int:
+    value = _positive(text)
+    if value > 32:
+        raise argparse.ArgumentTypeError("must be 1..32")
+    return value
+
+
+def missing_dependencies() -> list[str]:
+    """The ``stats`` extra's packages that cannot be imported."""
+    missing = []
+    for name in NEEDS:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            missing.append(name)
+    return missing
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    missing = missing_dependencies()
+    if missing:
+        print(
+            f"fairdeck stats needs {', '.join(NEEDS)}; missing: {', '.join(missing)}. "
+            f"Install them with: {EXTRA}",
+            file=sys.stderr,
+        )
+        return 2
+    from fairdeck.stats.run import run
+
+    return run(args)
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    stats = sub.add_parser(
+        "stats",
+        help="deal many decks, test them and the known-broken shuffles, write an HTML report",
+        description="Deal N decks through fairdeck's derivation (or a live dealer), run the statistical "
+        "tests on them and, at the same N, on every known-broken shuffle, and write an HTML report with "
+        "charts. Exit 0 when ours passes every test and every broken shuffle is caught, 1 otherwise.",
+    )
+    stats.add_argument(
+        "-n",
+        "--decks",
+        type=_positive,
+        default=1_000_000,
+        metavar="N",
+        help="decks per source (default 1,000,000)",
+    )
+    stats.add_argument("--deck", default="standard", choices=SPEC_NAMES, help="deck spec (default standard)")
+    stats.add_argument(
+        "--small-decks",
+        type=_positive,
+        default=None,
+        metavar="N",
+        help="decks per 3/4/5-card permutation test (default: N)",
+    )
+    stats.add_argument(
+        "--seed", default="1", help="run seed: the decks are a function of it (default %(default)s)"
+    )
+    stats.add_argument(
+        "--out", default="fairdeck-stats", metavar="DIR", help="report directory (default %(default)s)"
+    )
+    stats.add_argument(
+        "--workers",
+        type=_positive,
+        default=os.cpu_count() or 1,
+        metavar="K",
+        help="worker processes (default: CPUs)",
+    )
+    stats.add_argument(
+        "--alpha", type=_alpha, default=0.01, help="family-wise error rate (default %(default)s)"
+    )
+    stats.add_argument(
+        "--controls",
+        default="all",
+        metavar="NAMES",
+        help="'all' (default), 'none', or comma-separated control names",
+    )
+    stats.add_argument(
+        "--seed-bits",
+        type=_seed_bits,
+        default=32,
+        metavar="B",
+        help="random bits given to the seeded_32bit control "
+        "(default 32; fewer show its duplicates at a smaller N)",
+    )
+    stats.add_argument("--json", action="store_true", help="print the results as JSON")
+    stats.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="progress bar on stderr (default: when a TTY)",
+    )
+    dealer = stats.add_argument_group("a live dealer instead of the in-process derivation")
+    dealer.add_argument(
+        "--target", action="append", metavar="HOST:PORT", help="deal through this dealer; repeat for replicas"
+    )
+    dealer.add_argument("--timeout", type=float, default=30.0, help="per-call deadline in seconds")
+    dealer.add_argument("--tls", action="store_true", help="use TLS with the system's root CAs")
+    dealer.add_argument(
+        "--ca", metavar="PEM", help="CA bundle that signed the dealer's certificate (turns TLS on)"
+    )
+    dealer.add_argument("--cert", metavar="PEM", help="client certificate chain, for mTLS")
+    dealer.add_argument("--cert-key", metavar="PEM", help="client private key, for mTLS")
+    dealer.add_argument(
+        "--token",
+        metavar="TOKEN",
+        help="API token (default $FAIRDECK_TOKEN; prefer it: arguments show in ps)",
+    )
+    dealer.add_argument(
+        "--insecure", action="store_true", help="allow sending the token in plain text off loopback"
+    )
+    stats.set_defaults(handler=cmd_stats)
