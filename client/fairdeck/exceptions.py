@@ -45,6 +45,11 @@ class HandNotFound(FairdeckError):
     """No such hand (or not one of yours)."""
 
 
+class NotInLog(FairdeckError):
+    """The transparency log has no entry at that index or for that hand
+    (ENTRY_NOT_FOUND), or no signed checkpoint of that size (NO_CHECKPOINT)."""
+
+
 class HandClosed(FairdeckError):
     """The hand is closed: no more draws or seeds."""
 
@@ -84,6 +89,8 @@ class DeadlineExceeded(FairdeckError):
 
 _BY_REASON: dict[str, type[FairdeckError]] = {
     "HAND_NOT_FOUND": HandNotFound,
+    "ENTRY_NOT_FOUND": NotInLog,
+    "NO_CHECKPOINT": NotInLog,
     "HAND_CLOSED": HandClosed,
     "HAND_ALREADY_SHUFFLED": HandAlreadyShuffled,
     "NOT_ENOUGH_CARDS": NotEnoughCards,

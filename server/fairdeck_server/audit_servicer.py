@@ -7,17 +7,26 @@ tree size.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from fairdeck.v1 import audit_pb2 as pb
 from fairdeck.v1 import audit_pb2_grpc
 from fairdeck_server import errors
+from fairdeck_server.dealer import validate_hand_id
 from fairdeck_server.servicer import translated
 from fairdeck_server.storage.base import Checkpoint, Storage
 from fairdeck_server.transparency import CheckpointPublisher
 
 MAX_PAGE = 1000
 DEFAULT_PAGE = 100
+# A page ends early rather than pass this many bytes of entries, so that a page
+# of large reveals (64 client seeds each) stays under gRPC's 4 MiB default.
+PAGE_BYTES = 3 * 1024 * 1024
+# Indexes and sizes are stored as signed 64-bit integers; the proto's uint64
+# allows more. Nothing at or past this exists, and storage must not see it.
+INDEX_LIMIT = 2**63 - 1
+PAGE_TOKEN = re.compile(r"[0-9]{1,19}")
 
 
 class AuditServicer(audit_pb2_grpc.AuditServiceServicer):
@@ -27,7 +36,7 @@ class AuditServicer(audit_pb2_grpc.AuditServiceServicer):
 
     async def _checkpoint(self, size: int) -> Checkpoint:
         """The signed checkpoint at ``size`` (0: the latest)."""
-        cp = await self.storage.checkpoint(size or None)
+        cp = await self.storage.checkpoint(size or None) if size < INDEX_LIMIT else None
         if cp is None and size == 0:
             cp = await self.publisher.publish()
         if cp is None:
@@ -48,18 +57,25 @@ class AuditServicer(audit_pb2_grpc.AuditServiceServicer):
     async def ListEntries(self, request: pb.ListEntriesRequest, context: Any) -> pb.ListEntriesResponse:
         start = request.start_index
         if request.page_token:
-            if not request.page_token.isdigit() or len(request.page_token) > 20:
+            if not PAGE_TOKEN.fullmatch(request.page_token):
                 raise errors.invalid("page_token", "INVALID_PAGE_TOKEN", "not a token from ListEntries")
             start = int(request.page_token)
         if not 0 <= request.page_size <= MAX_PAGE:
             raise errors.invalid("page_size", "INVALID_PAGE_SIZE", f"must be 0..{MAX_PAGE}")
         size = request.page_size or DEFAULT_PAGE
-        entries = await self.storage.log_entries(start, start + size)
-        more = len(entries) == size
-        return pb.ListEntriesResponse(
-            entries=[pb.LogEntry(index=start + i, data=e) for i, e in enumerate(entries)],
-            next_page_token=str(start + size) if more else "",
-        )
+        if start >= INDEX_LIMIT:
+            return pb.ListEntriesResponse()  # past the end of any log: an empty last page
+        entries = await self.storage.log_entries(start, min(start + size, INDEX_LIMIT))
+        page = pb.ListEntriesResponse()
+        used = 0
+        for i, data in enumerate(entries):
+            used += len(data) + 16  # the entry, its index and its framing
+            if i and used > PAGE_BYTES:
+                break
+            page.entries.add(index=start + i, data=data)
+        if len(page.entries) < len(entries) or len(entries) == size:
+            page.next_page_token = str(start + len(page.entries))
+        return page
 
     @translated
     async def GetInclusionProof(
@@ -86,9 +102,14 @@ class AuditServicer(audit_pb2_grpc.AuditServiceServicer):
     async def _entry_index(self, request: pb.GetInclusionProofRequest) -> int:
         which = request.WhichOneof("entry")
         if which == "index":
+            if request.index >= INDEX_LIMIT:
+                raise errors.DealerError(
+                    errors.Status.NOT_FOUND, "ENTRY_NOT_FOUND", "no log entry at that index", "index"
+                )
             return request.index
         if which != "hand_id":
             raise errors.invalid("entry", "MISSING_ENTRY", "set index or hand_id")
+        validate_hand_id(request.hand_id)
         if request.kind not in (pb.ENTRY_KIND_COMMIT, pb.ENTRY_KIND_REVEAL):
             raise errors.invalid("kind", "INVALID_ENTRY_KIND", "COMMIT or REVEAL")
         index = await self.storage.entry_index(request.hand_id, reveal=request.kind == pb.ENTRY_KIND_REVEAL)

@@ -195,7 +195,7 @@ class Dealer:
     async def add_client_seeds(
         self, tenant: str, hand_id: str, client_seeds: Sequence[str | bytes]
     ) -> HandRecord:
-        _hand_id(hand_id)
+        validate_hand_id(hand_id)
         seeds = _client_seeds(client_seeds)
 
         def decide(r: HandRecord) -> tuple[Change, HandRecord]:
@@ -207,7 +207,7 @@ class Dealer:
         return (await self.storage.update_hand(tenant, hand_id, decide))[0]
 
     async def shuffle(self, tenant: str, hand_id: str, client_seeds: Sequence[str | bytes]) -> HandRecord:
-        _hand_id(hand_id)
+        validate_hand_id(hand_id)
         seeds = _client_seeds(client_seeds)
 
         def decide(r: HandRecord) -> tuple[Change, HandRecord]:
@@ -222,7 +222,7 @@ class Dealer:
     # -- dealing -------------------------------------------------------------------
 
     async def draw(self, tenant: str, hand_id: str, count: int) -> Draw:
-        _hand_id(hand_id)
+        validate_hand_id(hand_id)
         if count < 1:
             raise errors.invalid("count", "INVALID_COUNT", "must be at least 1")
 
@@ -243,7 +243,7 @@ class Dealer:
 
     async def deal(self, tenant: str, hand_id: str) -> Draw:
         """Deal every card not dealt yet."""
-        _hand_id(hand_id)
+        validate_hand_id(hand_id)
 
         def decide(r: HandRecord) -> tuple[Change, Draw]:
             r = self._shuffled(r)
@@ -257,7 +257,7 @@ class Dealer:
 
     async def close(self, tenant: str, hand_id: str) -> HandRecord:
         """Reveal the seed and record it. Closing a closed hand returns it as is."""
-        _hand_id(hand_id)
+        validate_hand_id(hand_id)
         return await self._reveal(tenant, hand_id, CLOSED)
 
     async def void_stale(self, max_lifetime_ms: int, limit: int = 1000) -> int:
@@ -286,7 +286,7 @@ class Dealer:
         return (await self.storage.update_hand(tenant, hand_id, decide))[0]
 
     async def get(self, tenant: str, hand_id: str) -> HandRecord:
-        _hand_id(hand_id)
+        validate_hand_id(hand_id)
         record = await self.storage.get_hand(tenant, hand_id)
         if record is None:
             raise errors.hand_not_found()
@@ -391,7 +391,7 @@ def request_fingerprint(state: HandState, deck: str, seeds: tuple[bytes, ...]) -
     return hashlib.sha256(b"fairdeck request v1" + kind + lp(deck.encode()) + encode_seeds(seeds)).digest()
 
 
-def _hand_id(hand_id: str) -> None:
+def validate_hand_id(hand_id: str) -> None:
     if not hand_id:
         raise errors.invalid("hand_id", "MISSING_HAND_ID", "required")
     try:

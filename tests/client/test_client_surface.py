@@ -140,6 +140,8 @@ def details_trailer(code: grpc.StatusCode, reason: str, field: str | None = None
 C = grpc.StatusCode
 BY_REASON = [
     (C.NOT_FOUND, "HAND_NOT_FOUND", "hand_id", exceptions.HandNotFound),
+    (C.NOT_FOUND, "ENTRY_NOT_FOUND", "index", exceptions.NotInLog),
+    (C.NOT_FOUND, "NO_CHECKPOINT", "tree_size", exceptions.NotInLog),
     (C.FAILED_PRECONDITION, "HAND_CLOSED", None, exceptions.HandClosed),
     (C.FAILED_PRECONDITION, "HAND_ALREADY_SHUFFLED", None, exceptions.HandAlreadyShuffled),
     (C.FAILED_PRECONDITION, "NOT_ENOUGH_CARDS", None, exceptions.NotEnoughCards),
