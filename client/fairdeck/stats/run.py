@@ -125,7 +125,7 @@ def summary(analysis: Analysis, spec: RunSpec, sources: list[str], out: TextIO) 
     tests = list(dict.fromkeys(r.test for r in analysis.results))
     cells: dict[tuple[str, str], Result] = {(r.source, r.test): r for r in analysis.results}
     width = max(len(report.label(s)) for s in sources) + 2
-    print(" " * width + "".join(f"{t:>12}" for t in tests), file=out)
+    print(" " * width + "".join(f" {t:>11}" for t in tests), file=out)
     for source in sources:
         row = report.label(source).ljust(width)
         for test in tests:
@@ -135,7 +135,7 @@ def summary(analysis: Analysis, spec: RunSpec, sources: list[str], out: TextIO) 
                 if r is None
                 else ("✗ " if r.rejected else "") + report.format_p(report.adjusted_log10(r, m), r.p_adjusted)
             )
-            row += f"{text:>12}"
+            row += " " + f"{text:>11}"  # a space even when a p-value is wider than its column
         print(row, file=out)
     print(f"(Holm-adjusted p over all {m} tests; ✗: rejected at alpha = {analysis.alpha:g})", file=out)
     if analysis.ours_passes:
