@@ -270,7 +270,7 @@ async def storage_load(args: argparse.Namespace) -> dict[str, Any]:
         s = storage.stats
         marks[name] = (
             time.perf_counter(), time.process_time(), 0.0,
-            s.batches, s.operations, s.appends, s.lock_wait_seconds, s.hashing_seconds,
+            s.batches, s.operations, s.appends, s.lock_wait_seconds or 0.0, s.hashing_seconds or 0.0,
             s.transaction_seconds,
         )  # fmt: skip
 

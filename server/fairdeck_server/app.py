@@ -69,6 +69,9 @@ class ServerConfig:
     """Seconds a hand may stay open; older ones are voided (revealed and logged)."""
     db: str | None = None
     """A postgresql:// URL to share one database among replicas; None: SQLite in DATA_DIR."""
+    db_pool_size: int = 8
+    """Most PostgreSQL connections this replica opens (the writer's and reads); replicas
+    times this must stay below the server's max_connections. Not used with SQLite."""
     # -- TLS and authentication (security issue) --
     tls_cert: Path | None = None
     """PEM certificate chain the server presents; with tls_key, turns TLS on."""
@@ -100,7 +103,7 @@ class DealerServer:
 
     def __init__(self, config: ServerConfig) -> None:
         self.config = config
-        self.storage = open_storage(config.db, config.data_dir)
+        self.storage = open_storage(config.db, config.data_dir, pool_size=config.db_pool_size)
         self.port = 0
         self.metrics = Metrics()
         # What the dealer, the log and the limits use: counts hands and storage failures.

@@ -203,6 +203,7 @@ CHECKS: dict[str, Callable[[Any], None]] = {
     "listen": _host_port,
     "metrics_listen": _host_port,
     "db": _postgres_url,
+    "db_pool_size": _at_least(2),
     "grace_seconds": _at_least(0),
     "checkpoint_interval": _at_least(0, above=True),
     "max_hand_lifetime": _at_least(0, above=True),

@@ -24,13 +24,21 @@ from typing import Any, TypeVar
 
 import grpc
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from fairdeck import logentry
 from fairdeck_server import errors, logs
 from fairdeck_server.limits import RATE_LIMITED, TOO_MANY_OPEN_HANDS, ServerInterceptor, drain
-from fairdeck_server.storage.base import Change, HandRecord, HandState, LogForkError, NewHand, Storage
+from fairdeck_server.storage.base import (
+    Change,
+    HandRecord,
+    HandState,
+    LogForkError,
+    NewHand,
+    Storage,
+    WriterStats,
+)
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -39,6 +47,15 @@ OUTCOMES = {logentry.CLOSED: "closed", logentry.VOIDED: "voided"}
 STORAGE_FAULTS = (errors.Status.UNAVAILABLE, errors.Status.INTERNAL)
 GAUGE_MAX_AGE = 1.0
 """Seconds a scrape may reuse the gauges read from storage by the previous one."""
+WRITER_COUNTERS = (
+    ("batches", "fairdeck_storage_batches", "Transactions committed by this process's storage writer"),
+    ("operations", "fairdeck_storage_operations", "Storage operations run in those transactions"),
+    ("appends", "fairdeck_log_appends", "Log entries this process appended"),
+    ("transaction_seconds", "fairdeck_storage_transaction_seconds", "Time in transactions, COMMIT included"),
+    ("lock_wait_seconds", "fairdeck_log_lock_wait_seconds", "Time the writer waited for the shared log lock"),
+    ("hashing_seconds", "fairdeck_log_hashing_seconds", "Time the log lock was held to hash new leaves"),
+)
+"""The storage writer's counts (WriterStats), exported when the engine keeps them."""
 
 
 class Metrics:
@@ -111,9 +128,12 @@ class StorageGauges(Collector):
         self._read_at = float("-inf")
         self._values: dict[str, float] = {}
         self._head: tuple[int, float] | None = None  # (checkpoint size, when first seen)
+        self._writer: WriterStats | None = None  # read without a lock: counts, at worst a batch behind
 
     def attach(self, storage: Storage, loop: asyncio.AbstractEventLoop) -> None:
         self._storage, self._loop = storage, loop
+        stats = getattr(storage, "stats", None)
+        self._writer = stats if isinstance(stats, WriterStats) else None
 
     def detach(self) -> None:
         self._storage = self._loop = None
@@ -169,6 +189,11 @@ class StorageGauges(Collector):
             if name in values:
                 gauge.add_metric([], values[name])
             out.append(gauge)
+        writer = self._writer
+        for attribute, name, doc in WRITER_COUNTERS if writer is not None else ():
+            value = getattr(writer, attribute)
+            if value is not None:  # None: this engine does not measure it
+                out.append(CounterMetricFamily(name, doc, value=value))
         return out
 
     def describe(self) -> list[Metric]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import grpc
@@ -80,6 +81,12 @@ def test_a_known_session_moves_every_counter_by_its_exact_amount(tmp_path: Path)
         assert sample(s, "fairdeck_open_hands") == 1
         assert sample(s, "fairdeck_log_size") == 2 + 1 + 3 * 2  # commits, a reveal, 3 closed hands
         assert 0 <= sample(s, "fairdeck_checkpoint_size") <= 9
+        # The SQLite writer's own counts: every entry of this fresh log was appended by it.
+        assert sample(s, "fairdeck_log_appends_total") == 9
+        batches = sample(s, "fairdeck_storage_batches_total")
+        assert 1 <= batches <= sample(s, "fairdeck_storage_operations_total")
+        assert sample(s, "fairdeck_storage_transaction_seconds_total") > 0
+        assert not [k for k in s if k[0] == "fairdeck_log_lock_wait_seconds_total"]  # one writer, no lock
 
         # No label holds request data: no hand id, request id, seed or tenant.
         labels = " ".join(f"{k}={v}" for _, pairs in s for k, v in pairs)
@@ -204,3 +211,33 @@ def test_auth_refusals_are_counted_and_never_spend_a_tenants_budget(tmp_path: Pa
         s = scrape_until(running, lambda s: rpcs(s, "OpenHand", "OK") == 1)
         assert rpcs(s, "OpenHand", "UNAUTHENTICATED") == 3
         assert sample(s, "fairdeck_limit_refusals_total", reason="RATE_LIMITED") == 0
+
+
+def test_writers_on_postgresql_export_their_log_lock_wait(tmp_path: Path, pg_url: str) -> None:
+    """On PostgreSQL the writer also reports how long it waited for the shared log lock:
+    with appends per batch, the signal that the single sequence nears its ceiling. The
+    replica holds no more connections than --db-pool-size, even with 16 reads waiting."""
+    import psycopg
+
+    config = {"metrics_listen": "127.0.0.1:0", "db": pg_url, "db_pool_size": 3}
+    with dealer(tmp_path / "d", **config) as running, DealerClient(running.target) as c:
+        assert len(list(c.deal_hands(hand_count=5, close=True))) == 5
+        hand = c.open_hand().hand_id
+        with psycopg.connect(pg_url) as blocker, ThreadPoolExecutor(16) as pool:
+            blocker.execute("LOCK TABLE hands IN ACCESS EXCLUSIVE MODE")  # every read now waits
+            reads = [pool.submit(c.get, hand) for _ in range(16)]
+            time.sleep(1.0)  # time for the replica to open all the connections it may
+            row = blocker.execute(
+                "SELECT count(*) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND application_name = 'fairdeck'"
+            ).fetchone()
+            blocker.commit()
+            assert all(r.result(timeout=20).hand_id == hand for r in reads)
+        assert row is not None and row[0] == 3
+        c.close(hand)
+        s = scrape_until(running, lambda s: sample(s, "fairdeck_log_appends_total") == 12)
+        batches = sample(s, "fairdeck_storage_batches_total")
+        assert 1 <= batches <= sample(s, "fairdeck_storage_operations_total")
+        assert ("fairdeck_log_lock_wait_seconds_total", ()) in s  # present (its value may be 0)
+        assert sample(s, "fairdeck_log_hashing_seconds_total") > 0
+        assert sample(s, "fairdeck_log_size") == 12

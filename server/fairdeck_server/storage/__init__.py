@@ -7,8 +7,9 @@ from pathlib import Path
 from fairdeck_server.storage.base import Storage
 
 
-def open_storage(db: str | None, data_dir: Path) -> Storage:
-    """The engine for ``db``: a postgresql:// URL, or None for SQLite in ``data_dir``."""
+def open_storage(db: str | None, data_dir: Path, *, pool_size: int = 8) -> Storage:
+    """The engine for ``db``: a postgresql:// URL (holding at most ``pool_size``
+    connections), or None for SQLite in ``data_dir``."""
     if db is None:
         from fairdeck_server.storage.sqlite import SqliteStorage
 
@@ -16,5 +17,5 @@ def open_storage(db: str | None, data_dir: Path) -> Storage:
     if db.startswith(("postgresql://", "postgres://")):
         from fairdeck_server.storage.postgres import PostgresStorage
 
-        return PostgresStorage(db)
+        return PostgresStorage(db, min_size=min(2, pool_size), max_size=pool_size)
     raise ValueError("--db must be a postgresql:// URL (SQLite is the default, in the data dir)")

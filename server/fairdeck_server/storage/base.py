@@ -99,6 +99,26 @@ class TokenRecord:
         return f"TokenRecord(token_id={self.token_id!r}, tenant={self.tenant!r}, role={self.role!r})"
 
 
+@dataclass
+class WriterStats:
+    """What an engine's group-commit writer did, for benchmarks and the metrics (no request data).
+
+    Counts only grow. ``lock_wait_seconds`` and ``hashing_seconds`` are measured by
+    engines whose writers share a log lock (PostgreSQL); ``None`` where not measured.
+    """
+
+    batches: int = 0
+    operations: int = 0
+    appends: int = 0
+    transaction_seconds: float = 0.0
+    """Whole transactions as this process sees them, from taking a connection to COMMIT returned."""
+    lock_wait_seconds: float | None = None
+    """Waiting for the log lock (held by another batch, of this replica or another), server-side."""
+    hashing_seconds: float | None = None
+    """Holding it while the server hashes the new leaves and stores the hashes. The rest of the
+    hold is the entries' and hands' inserts and the COMMIT (WAL flush) that follow."""
+
+
 class LogForkError(Exception):
     """An attempt to sign a second root for a tree size, or a root that is not the stored tree's."""
 

@@ -70,6 +70,7 @@ from fairdeck_server.storage.base import (
     LogForkError,
     NewHand,
     TokenRecord,
+    WriterStats,
     decode_seeds,
     encode_seeds,
 )
@@ -302,22 +303,6 @@ class _Batch:
         return len(self.entries) - 1
 
 
-@dataclass
-class WriterStats:
-    """What the group-commit writer did, for benchmarks and monitoring (no request data)."""
-
-    batches: int = 0
-    operations: int = 0
-    appends: int = 0
-    lock_wait_seconds: float = 0.0
-    """Waiting for the log lock (held by another batch, of this replica or another), server-side."""
-    hashing_seconds: float = 0.0
-    """Holding it while the server hashes the new leaves and stores the hashes. The rest of the
-    hold is the entries' and hands' inserts and the COMMIT (WAL flush) that follow."""
-    transaction_seconds: float = 0.0
-    """Whole transactions as this process sees them, from taking a connection to COMMIT returned."""
-
-
 class PostgresStorage:
     """Storage on one PostgreSQL database, shareable by several dealer replicas.
 
@@ -354,7 +339,7 @@ class PostgresStorage:
         self._opened = asyncio.Event()
         """Set when start() is over, well or not: calls made before then wait for it."""
         self._start_error: errors.DealerError | None = None
-        self.stats = WriterStats()
+        self.stats = WriterStats(lock_wait_seconds=0.0, hashing_seconds=0.0)
 
     async def start(self) -> None:
         try:
@@ -658,8 +643,8 @@ class PostgresStorage:
         stats.appends += len(plan.entries)
         stats.transaction_seconds += time.perf_counter() - began
         if row is not None:
-            stats.lock_wait_seconds += int(row[1]) / 1e6
-            stats.hashing_seconds += int(row[2]) / 1e6
+            stats.lock_wait_seconds = (stats.lock_wait_seconds or 0.0) + int(row[1]) / 1e6
+            stats.hashing_seconds = (stats.hashing_seconds or 0.0) + int(row[2]) / 1e6
         outcomes: list[tuple[_Op, bool, Any]] = [(op, False, error) for op, error in plan.failed]
         outcomes += [(op, True, build(base)) for op, build in plan.results]
         _settle(outcomes)

@@ -16,6 +16,7 @@ import logging
 import queue
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -31,6 +32,7 @@ from fairdeck_server.storage.base import (
     LogForkError,
     NewHand,
     TokenRecord,
+    WriterStats,
     decode_seeds,
     encode_seeds,
 )
@@ -116,6 +118,8 @@ class SqliteStorage:
         self._log_size = 0
         self._frontier = _Frontier([])
         self._thread = threading.Thread(target=self._run, name="fairdeck-sqlite-writer", daemon=True)
+        self.stats = WriterStats()
+        """Written by the writer thread only; readers see whole numbers, possibly a batch behind."""
 
     async def start(self) -> None:
         self._path.parent.mkdir(parents=True, exist_ok=True)
@@ -433,6 +437,7 @@ class SqliteStorage:
     def _run_batch(self, conn: sqlite3.Connection, batch: list[_Op]) -> None:
         outcomes: list[tuple[bool, Any]] = []
         before = (self._log_size, self._frontier.copy())
+        began = time.perf_counter()
         try:
             conn.execute("BEGIN IMMEDIATE")
             for fn, _, _ in batch:
@@ -449,6 +454,11 @@ class SqliteStorage:
                         log.error("storage operation failed: %s", type(e).__name__)
                     outcomes.append((False, e))
             conn.execute("COMMIT")  # synchronous=FULL: returns once the WAL is on disk
+            stats = self.stats
+            stats.batches += 1
+            stats.operations += len(batch)
+            stats.appends += self._log_size - before[0]
+            stats.transaction_seconds += time.perf_counter() - began
         except Exception as e:  # disk full, I/O error, a bug: nothing of the batch is acknowledged
             log.error("storage batch failed, rolled back: %s", type(e).__name__)
             if conn.in_transaction:
