@@ -1,5 +1,6 @@
 """``fairdeck audit``: audit a dealer's transparency log from a live server
-(``--target``) or a data dir read-only (``--data``), with the log's public key.
+(``--target``), a data dir read-only (``--data``) or, for replicas on
+PostgreSQL, the database read-only (``--db``), with the log's public key.
 
 ``--key`` may be given several times (or name a file with one key per line):
 after a rotation of the log's signing key, pass the current and the retired
@@ -107,6 +108,25 @@ def run_audit(
     return auditor.finish()
 
 
+class DatabaseUnreadable(Exception):
+    """--db could not be read (the postgres extra missing, or the database refusing)."""
+
+
+def _database_log(url: str) -> tuple[int, list[bytes], Iterator[bytes]]:
+    if not url.startswith(("postgresql://", "postgres://")):
+        raise ValueError("--db must be a postgresql:// URL")
+    try:
+        import psycopg
+
+        from fairdeck_server.storage.postgres import read_log
+    except ImportError:
+        raise DatabaseUnreadable("--db needs the postgres extra: pip install 'fairdeck[postgres]'") from None
+    try:
+        return read_log(url)
+    except psycopg.Error as e:  # its text names the server and the cause, never the password
+        raise DatabaseUnreadable(str(e).strip().splitlines()[0]) from None
+
+
 def _verifiers(values: Sequence[str]) -> list[Verifier]:
     """Each --key: a verifier key, or @FILE with one key per line (blank lines and # comments skipped)."""
     keys = []
@@ -138,12 +158,14 @@ def cmd_audit(args: argparse.Namespace) -> int:
             from fairdeck_server.storage.sqlite import read_log
 
             source = read_log(Path(args.data) / "fairdeck.db")
+        elif args.db:
+            source = _database_log(args.db)
         else:
             source = remote_log(args.target, args.timeout, _client_config(args))
     except ValueError as e:  # bad TLS flags, or a token refused for plain text
         print(f"fairdeck audit: {e}", file=sys.stderr)
         return 2
-    except (OSError, grpc.RpcError) as e:
+    except (OSError, grpc.RpcError, DatabaseUnreadable) as e:
         detail = e.details() if isinstance(e, grpc.RpcError) else str(e)
         print(f"fairdeck audit: cannot read the log: {detail}", file=sys.stderr)
         return 2
@@ -187,6 +209,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     where = audit.add_mutually_exclusive_group(required=True)
     where.add_argument("--target", metavar="HOST:PORT", help="a live dealer's AuditService")
     where.add_argument("--data", metavar="DIR", help="a dealer's data dir, read-only")
+    where.add_argument(
+        "--db",
+        metavar="URL",
+        help="the replicas' postgresql:// database, read-only; a read-only role will do, and its "
+        "password belongs in PGPASSWORD or ~/.pgpass (arguments show in ps)",
+    )
     audit.add_argument(
         "--key",
         required=True,

@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import pytest
 
@@ -269,3 +269,59 @@ def test_killing_a_replica_mid_load_loses_nothing_acknowledged(
     assert report["ok"] is True and report["findings"] == []
     assert report["entries"] >= size
     assert report["closed"] >= len(reveals)
+
+
+def _audit_db(url: str, vkey: str) -> tuple[int, dict[str, Any]]:
+    done = subprocess.run(
+        [sys.executable, "-m", "fairdeck.cli", "audit", "--db", url, "--key", vkey, "--json"],
+        capture_output=True, text=True, timeout=120, env=_env(),
+    )  # fmt: skip
+    assert done.returncode in (0, 1), done.stdout + done.stderr
+    return done.returncode, json.loads(done.stdout)
+
+
+def test_audit_reads_the_shared_database_with_a_read_only_role(
+    pair: tuple[Replica, Replica], keys: tuple[Path, Path, str], pg_url: str
+) -> None:
+    """fairdeck audit --db: the log straight from PostgreSQL, as a role that may only
+    SELECT the log's two tables; then one changed byte in one entry is found."""
+    import psycopg
+
+    a, b = pair
+    with DealerClient(a.target, timeout=20) as ca, DealerClient(b.target, timeout=20) as cb:
+        dealt = [*ca.deal_hands("standard", 5, close=True), *cb.deal_hands("short", 5, close=True)]
+    size = max(h.reveal_receipt.index for h in dealt if h.reveal_receipt is not None) + 1
+    with AuditClient(b.target, verifier=keys[2], timeout=20) as log:
+        deadline = time.monotonic() + 20
+        while log.checkpoint().size < size:
+            assert time.monotonic() < deadline, "no checkpoint covers the dealt hands"
+            time.sleep(0.05)
+    reader = f"reader_{os.getpid()}_{time.monotonic_ns()}"  # roles are cluster-wide: a new one
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f"CREATE ROLE {reader} LOGIN")
+        conn.execute(f"GRANT SELECT ON log_entries, checkpoints TO {reader}")
+    reader_url = pg_url.replace("://postgres@", f"://{reader}@", 1)
+    assert reader_url != pg_url
+
+    code, report = _audit_db(reader_url, keys[2])
+    assert (code, report["ok"], report["findings"]) == (0, True, [])
+    assert report["entries"] == report["tree_size"] == size and report["closed"] == 10
+
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        flip = "set_byte(entry, 20, get_byte(entry, 20) # 1)"  # one bit of one byte
+        conn.execute(f"UPDATE log_entries SET entry = {flip} WHERE idx = 3")
+    code, report = _audit_db(reader_url, keys[2])
+    assert code == 1 and report["ok"] is False
+    assert any(f["index"] == 3 for f in report["findings"]), report["findings"]
+
+
+def test_audit_of_an_unreachable_database_says_so_without_its_password(keys: tuple[Path, Path, str]) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "fairdeck.cli", "audit", "--db",
+         "postgresql://auditor:hunter2@127.0.0.1:1/fairdeck?connect_timeout=5", "--key", keys[2]],
+        capture_output=True, text=True, timeout=60, env=_env(),
+    )  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.startswith("fairdeck audit: cannot read the log: ")
+    assert len(done.stderr.splitlines()) == 1 and "Traceback" not in done.stderr
+    assert "hunter2" not in done.stdout + done.stderr

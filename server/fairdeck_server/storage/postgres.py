@@ -50,7 +50,7 @@ import hmac
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
@@ -1058,3 +1058,37 @@ def _token(row: TupleRow) -> TokenRecord:
     return TokenRecord(
         row[0], row[1], row[2], bytes(row[3]), int(row[4]), row[5], None if row[6] is None else int(row[6])
     )
+
+
+def read_log(url: str) -> tuple[int, list[bytes], Iterator[bytes]]:
+    """Read-only view of a database's log for ``fairdeck audit --db``, as sqlite.read_log.
+
+    One REPEATABLE READ, READ ONLY transaction: the count, the checkpoints and
+    the entries all come from one snapshot while replicas keep appending, and the
+    entries stream through a server-side cursor rather than into memory.
+    """
+    conn = psycopg.connect(url, autocommit=False, application_name="fairdeck-audit")
+    try:
+        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        row = conn.execute("SELECT count(*) FROM log_entries").fetchone()
+        count = int(row[0]) if row is not None else 0
+        notes = [bytes(r[0]) for r in conn.execute("SELECT note FROM checkpoints ORDER BY size")]
+    except BaseException:
+        conn.close()
+        raise
+
+    def entries() -> Iterator[bytes]:
+        expected = 0
+        try:
+            with conn.cursor(name="fairdeck_audit") as cursor:
+                cursor.itersize = 10_000
+                cursor.execute("SELECT idx, entry FROM log_entries ORDER BY idx")
+                for idx, entry in cursor:
+                    if idx != expected:  # a gap: the auditor sees a missing entry as an empty one
+                        raise ValueError(f"log entry {expected} is missing (next stored index is {idx})")
+                    expected += 1
+                    yield bytes(entry)
+        finally:
+            conn.close()
+
+    return count, notes, entries()
