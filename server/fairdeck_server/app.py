@@ -70,8 +70,8 @@ class ServerConfig:
     db: str | None = None
     """A postgresql:// URL to share one database among replicas; None: SQLite in DATA_DIR."""
     db_pool_size: int = 8
-    """Most PostgreSQL connections this replica opens (the writer's and reads); replicas
-    times this must stay below the server's max_connections. Not used with SQLite."""
+    """Most PostgreSQL connections this replica opens (at least 2: one the writer keeps, the
+    rest for reads); replicas times this must stay below max_connections. Not for SQLite."""
     # -- TLS and authentication (security issue) --
     tls_cert: Path | None = None
     """PEM certificate chain the server presents; with tls_key, turns TLS on."""

@@ -271,3 +271,51 @@ def test_calls_waiting_for_a_failed_start_fail_as_unavailable() -> None:
         await s.close()
 
     asyncio.run(scenario())
+
+
+def test_a_replica_starting_on_a_busy_database_runs_no_ddl(pg_url: str) -> None:
+    """A restart or scale-out must not queue writes behind DDL: with another session's
+    write to ``hands`` uncommitted, a replica still starts (CREATE INDEX IF NOT EXISTS
+    would wait for that transaction, and every replica's writes would queue behind it)."""
+
+    async def first(s: Storage) -> None:
+        await s.create_hands([new_hand("before")])
+
+    replicas(pg_url, 1, first)
+    assert sql(pg_url, "SELECT count(*) FROM fairdeck_schema") == [(1,)]
+    with psycopg.connect(pg_url) as busy:  # a transaction left open, holding a lock on hands
+        busy.execute("UPDATE hands SET dealt = dealt WHERE hand_id = 'hbefore'")
+
+        async def started(s: Storage) -> int:
+            return len(await s.create_hands([new_hand("after")]))
+
+        async def main() -> int:
+            return await asyncio.wait_for(asyncio.to_thread(replicas, pg_url, 1, started), timeout=20)
+
+        assert asyncio.run(main()) == 1
+        busy.rollback()
+
+
+def test_the_writer_keeps_its_connection_when_reads_fill_the_pool(pg_url: str) -> None:
+    """Reads stuck behind a lock hold every read connection; a write still commits."""
+
+    async def scenario(s: Storage) -> None:
+        await s.create_hands([new_hand("seen")])
+        with psycopg.connect(pg_url) as blocker:
+            blocker.execute("LOCK TABLE tokens IN ACCESS EXCLUSIVE MODE")
+            reads = [asyncio.create_task(s.get_token(f"t{i}")) for i in range(6)]
+            await asyncio.sleep(0.2)
+            made = await asyncio.wait_for(s.create_hands([new_hand("written")]), timeout=10)
+            assert [h.hand_id for h in made] == ["hwritten"]
+            blocker.rollback()
+            assert await asyncio.gather(*reads) == [None] * 6
+
+    async def main() -> None:
+        s = PostgresStorage(pg_url, max_size=3)  # the writer's connection and 2 for reads
+        await s.start()
+        try:
+            await scenario(s)
+        finally:
+            await s.close()
+
+    asyncio.run(main())

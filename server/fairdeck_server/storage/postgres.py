@@ -46,6 +46,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import hashlib
 import hmac
 import json
 import logging
@@ -88,6 +89,11 @@ IDLE_IN_TRANSACTION_MS = 10_000
 """A session idle inside a transaction this long (ms) is ended by PostgreSQL, releasing its locks."""
 CHECKPOINT_LOCK = 0x6664_6B02
 """pg_advisory_xact_lock key serialising checkpoint compare-and-swap (appends do not take it)."""
+LOCK_TIMEOUT_MS = 10_000
+"""A statement waiting this long (ms) for a lock fails (UNAVAILABLE, not recorded) instead of
+hanging the writer behind an operator's LOCK TABLE or a stuck DDL while health says SERVING."""
+STATEMENT_TIMEOUT_MS = 60_000
+"""A statement running this long (ms) is cancelled by the server."""
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS hands (
@@ -135,6 +141,11 @@ CREATE TABLE IF NOT EXISTS checkpoints (
     root    bytea NOT NULL,
     note    bytea NOT NULL,
     time_ms bigint NOT NULL
+);
+-- Which SCHEMA text created or last upgraded the database (SCHEMA_VERSION).
+CREATE TABLE IF NOT EXISTS fairdeck_schema (
+    id      smallint PRIMARY KEY CHECK (id = 1),
+    version text NOT NULL
 );
 -- API tokens: only a digest of the secret part is stored.
 CREATE TABLE IF NOT EXISTS tokens (
@@ -210,6 +221,10 @@ BEGIN
 END
 $fn$;
 """
+SCHEMA_VERSION = hashlib.sha256(SCHEMA.encode()).hexdigest()[:16]
+"""Changes whenever SCHEMA does. A replica whose version is already recorded runs no DDL at
+start: CREATE INDEX IF NOT EXISTS takes a lock on ``hands`` even when the index exists, which
+would queue every other replica's writes behind it at each restart or scale-out."""
 
 _COLUMNS = (
     "hand_id, tenant, request_id, deck, version, commitment, sealed_seed, client_seeds, state, dealt, "
@@ -306,8 +321,9 @@ class _Batch:
 class PostgresStorage:
     """Storage on one PostgreSQL database, shareable by several dealer replicas.
 
-    Each replica holds up to ``max_size`` connections (the writer's, and reads):
-    replicas times ``max_size`` must stay under the server's max_connections.
+    Each replica holds up to ``max_size`` connections: one the writer keeps for
+    itself, and ``max_size - 1`` for reads, tokens and checkpoints. Replicas
+    times ``max_size`` must stay under the server's max_connections.
     ``stats`` counts what the writer did (batches, appends, lock wait).
     """
 
@@ -321,16 +337,25 @@ class PostgresStorage:
     ) -> None:
         self._where = _describe(url)
         self._connect_timeout = connect_timeout
-        self._pool: AsyncConnectionPool[psycopg.AsyncConnection[TupleRow]] = AsyncConnectionPool(
-            url,
-            min_size=min_size,
-            max_size=max_size,
-            open=False,
-            kwargs={"autocommit": True, "application_name": "fairdeck"},
-            configure=_configure,
-            name="fairdeck",
-            timeout=connect_timeout,
-        )
+        if max_size < 2:
+            raise ValueError("max_size must be at least 2: the writer's connection and one for reads")
+
+        def pool(name: str, low: int, high: int) -> AsyncConnectionPool[psycopg.AsyncConnection[TupleRow]]:
+            return AsyncConnectionPool(
+                url,
+                min_size=low,
+                max_size=high,
+                open=False,
+                kwargs={"autocommit": True, "application_name": "fairdeck"},
+                configure=_configure,
+                name=name,
+                timeout=connect_timeout,
+            )
+
+        # The writer has a connection of its own, so reads (however many, however slow)
+        # can never keep a batch of acknowledged-to-be writes waiting for one.
+        self._pool = pool("fairdeck", max(1, min(min_size, max_size) - 1), max_size - 1)
+        self._write_pool = pool("fairdeck-writer", 1, 1)
         self._writer_task: asyncio.Task[None] | None = None
         self._queue: collections.deque[_Op] = collections.deque()
         self._wakeup = asyncio.Event()
@@ -345,21 +370,27 @@ class PostgresStorage:
         try:
             try:
                 await self._pool.open(wait=True, timeout=self._connect_timeout)
+                await self._write_pool.open(wait=True, timeout=self._connect_timeout)
             except psycopg.Error as e:
                 raise errors.storage_unavailable(
                     f"cannot connect to PostgreSQL at {self._where}: {_what(e)}"
                 ) from None
-            async with (
-                self._guard("create the schema", starting=True),
-                self._pool.connection() as conn,
-                conn.transaction(),
-            ):
-                await conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
-                await conn.execute(SCHEMA)
+            async with self._guard("create the schema", starting=True), self._pool.connection() as conn:
+                if await _schema_version(conn) != SCHEMA_VERSION:
+                    async with conn.transaction():
+                        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
+                        if await _schema_version(conn) != SCHEMA_VERSION:  # not by a replica just now
+                            await conn.execute(SCHEMA)
+                            await conn.execute(
+                                "INSERT INTO fairdeck_schema (id, version) VALUES (1, %s) "
+                                "ON CONFLICT (id) DO UPDATE SET version = excluded.version",
+                                (SCHEMA_VERSION,),
+                            )
             async with self._guard("check the log", starting=True), self._pool.connection() as conn:
                 await _check_log(conn)
         except BaseException as e:
             await self._pool.close()
+            await self._write_pool.close()
             self._start_error = (
                 e
                 if isinstance(e, errors.DealerError)
@@ -545,6 +576,7 @@ class PostgresStorage:
         if self._writer_task is not None:  # it finishes what is queued first
             await asyncio.gather(self._writer_task, return_exceptions=True)
         await self._pool.close()
+        await self._write_pool.close()
 
     # -- the writer ---------------------------------------------------------------------------------
 
@@ -612,7 +644,7 @@ class PostgresStorage:
         began = time.perf_counter()
         keys, ids = _reads(batch)
         try:
-            async with self._pool.connection() as conn:
+            async with self._write_pool.connection() as conn:
                 if not (keys or ids):
                     plan = _decide(batch, {}, {})
                     row = await _write_alone(conn, plan)
@@ -929,14 +961,28 @@ def _describe(url: str) -> str:
 
 
 async def _configure(conn: psycopg.AsyncConnection[TupleRow]) -> None:
-    """Every connection commits durably (synchronous_commit is never off for us),
-    and a session stuck inside a transaction (a replica frozen while it holds the
-    log lock) is ended by the server instead of stalling every replica."""
+    """Every connection commits durably (synchronous_commit is never off for us);
+    a session stuck inside a transaction (a replica frozen between its two round
+    trips, holding hand rows) is ended by the server instead of stalling other
+    replicas' writers; and no statement waits for a lock or runs without end."""
     cur = await conn.execute("SHOW synchronous_commit")
     row = await cur.fetchone()
     if row is not None and row[0] == "off":
         await conn.execute("SET synchronous_commit = on")
     await conn.execute(f"SET idle_in_transaction_session_timeout = {IDLE_IN_TRANSACTION_MS}")
+    await conn.execute(f"SET lock_timeout = {LOCK_TIMEOUT_MS}")
+    await conn.execute(f"SET statement_timeout = {STATEMENT_TIMEOUT_MS}")
+
+
+async def _schema_version(conn: psycopg.AsyncConnection[TupleRow]) -> str | None:
+    """The SCHEMA_VERSION recorded in the database (None: none yet, or a new database)."""
+    cur = await conn.execute("SELECT to_regclass('fairdeck_schema') IS NOT NULL")
+    row = await cur.fetchone()
+    if row is None or not row[0]:
+        return None
+    cur = await conn.execute("SELECT version FROM fairdeck_schema WHERE id = 1")
+    row = await cur.fetchone()
+    return None if row is None else str(row[0])
 
 
 async def _check_log(conn: psycopg.AsyncConnection[TupleRow]) -> None:
