@@ -168,7 +168,7 @@ class DealerServer:
         register(self.server, DealerServicer(self.dealer), _service(dealer_pb2, "DealerService"), dealer_pb2)
         register(
             self.server,
-            AuditServicer(self.metered, self.publisher),
+            AuditServicer(self.metered, self.publisher, max_message_bytes=config.max_message_bytes),
             _service(audit_pb2, "AuditService"),
             audit_pb2,
         )

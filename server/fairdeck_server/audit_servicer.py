@@ -21,7 +21,8 @@ from fairdeck_server.transparency import CheckpointPublisher
 MAX_PAGE = 1000
 DEFAULT_PAGE = 100
 # A page ends early rather than pass this many bytes of entries, so that a page
-# of large reveals (64 client seeds each) stays under gRPC's 4 MiB default.
+# of large reveals (64 client seeds each) stays under gRPC's 4 MiB default, or
+# under three quarters of a smaller --max-message-bytes.
 PAGE_BYTES = 3 * 1024 * 1024
 # Indexes and sizes are stored as signed 64-bit integers; the proto's uint64
 # allows more. Nothing at or past this exists, and storage must not see it.
@@ -30,12 +31,15 @@ PAGE_TOKEN = re.compile(r"[0-9]{1,19}")
 
 
 class AuditServicer(audit_pb2_grpc.AuditServiceServicer):
-    def __init__(self, storage: Storage, publisher: CheckpointPublisher) -> None:
+    def __init__(
+        self, storage: Storage, publisher: CheckpointPublisher, *, max_message_bytes: int = 0
+    ) -> None:
         self.storage = storage
         self.publisher = publisher
+        self.page_bytes = min(PAGE_BYTES, max_message_bytes * 3 // 4) if max_message_bytes else PAGE_BYTES
 
-    async def _checkpoint(self, size: int) -> Checkpoint:
-        """The signed checkpoint at ``size`` (0: the latest)."""
+    async def _checkpoint(self, size: int, field: str = "tree_size") -> Checkpoint:
+        """The signed checkpoint at ``size`` (0: the latest); ``field`` names the request's."""
         cp = await self.storage.checkpoint(size or None) if size < INDEX_LIMIT else None
         if cp is None and size == 0:
             cp = await self.publisher.publish()
@@ -44,7 +48,7 @@ class AuditServicer(audit_pb2_grpc.AuditServiceServicer):
                 errors.Status.NOT_FOUND,
                 "NO_CHECKPOINT",
                 f"no signed checkpoint for tree size {size}",
-                "tree_size",
+                field,
             )
         return cp
 
@@ -70,7 +74,7 @@ class AuditServicer(audit_pb2_grpc.AuditServiceServicer):
         used = 0
         for i, data in enumerate(entries):
             used += len(data) + 16  # the entry, its index and its framing
-            if i and used > PAGE_BYTES:
+            if i and used > self.page_bytes:
                 break
             page.entries.add(index=start + i, data=data)
         if len(page.entries) < len(entries) or len(entries) == size:
@@ -121,7 +125,7 @@ class AuditServicer(audit_pb2_grpc.AuditServiceServicer):
     async def GetConsistencyProof(
         self, request: pb.GetConsistencyProofRequest, context: Any
     ) -> pb.GetConsistencyProofResponse:
-        cp = await self._checkpoint(request.second_tree_size)
+        cp = await self._checkpoint(request.second_tree_size, "second_tree_size")
         if not 1 <= request.first_tree_size <= cp.size:
             raise errors.invalid("first_tree_size", "INVALID_TREE_SIZE", f"must be 1..{cp.size}")
         hashes = await self.storage.consistency_proof(request.first_tree_size, cp.size)

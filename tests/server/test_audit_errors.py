@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -21,6 +22,7 @@ from fairdeck.audit_client import AuditClient
 from fairdeck.client import DealerClient
 from fairdeck.v1 import audit_pb2 as apb
 from fairdeck.v1 import audit_pb2_grpc
+from tests.dealers import RunningDealer
 from tests.log.testkit import verifier_key
 from tests.server.test_errors import DOMAIN, assert_no_leak, error_info
 
@@ -64,6 +66,8 @@ ROWS = [
         apb.GetInclusionProofRequest(index=0, tree_size=2**63), NOT_FOUND, "NO_CHECKPOINT", "tree_size"),
     Row("GetInclusionProof-tree-size-unsigned", "GetInclusionProof",
         apb.GetInclusionProofRequest(index=0, tree_size=10**9), NOT_FOUND, "NO_CHECKPOINT", "tree_size"),
+    Row("GetInclusionProof-entry-after-the-tree", "GetInclusionProof",
+        apb.GetInclusionProofRequest(index=2, tree_size=2), INVALID, "ENTRY_NOT_IN_TREE", "tree_size"),
     Row("GetInclusionProof-hand-id-65-chars", "GetInclusionProof",
         apb.GetInclusionProofRequest(hand_id="h" * 65, kind=apb.ENTRY_KIND_COMMIT),
         INVALID, "INVALID_HAND_ID", "hand_id"),
@@ -77,10 +81,13 @@ ROWS = [
         NOT_FOUND, "ENTRY_NOT_FOUND", "hand_id"),
     Row("GetConsistencyProof-second-2**63", "GetConsistencyProof",
         apb.GetConsistencyProofRequest(first_tree_size=1, second_tree_size=2**63),
-        NOT_FOUND, "NO_CHECKPOINT", "tree_size"),
+        NOT_FOUND, "NO_CHECKPOINT", "second_tree_size"),
     Row("GetConsistencyProof-second-uint64-max", "GetConsistencyProof",
         apb.GetConsistencyProofRequest(first_tree_size=1, second_tree_size=TOP),
-        NOT_FOUND, "NO_CHECKPOINT", "tree_size"),
+        NOT_FOUND, "NO_CHECKPOINT", "second_tree_size"),
+    Row("GetConsistencyProof-second-unsigned", "GetConsistencyProof",
+        apb.GetConsistencyProofRequest(first_tree_size=1, second_tree_size=3),
+        NOT_FOUND, "NO_CHECKPOINT", "second_tree_size"),
     Row("GetConsistencyProof-first-zero", "GetConsistencyProof",
         apb.GetConsistencyProofRequest(first_tree_size=0), INVALID, "INVALID_TREE_SIZE", "first_tree_size"),
     Row("GetConsistencyProof-first-past-the-head", "GetConsistencyProof",
@@ -159,3 +166,23 @@ def test_a_page_of_big_entries_ends_early_and_paging_reads_them_all(
     with AuditClient(running.target, verifier=verifier_key(running.data_dir), timeout=30) as log:
         indexes = [index for index, _ in log.entries()]
     assert indexes == list(range(500))
+
+
+def test_a_smaller_message_limit_makes_pages_smaller(tmp_path: Path) -> None:
+    """With --max-message-bytes 1 MiB a page ends before 768 KiB of entries, so the
+    audit still pages through reveals that a 3 MiB page would not fit."""
+    running = RunningDealer(tmp_path / "small", max_message_bytes=1024 * 1024)
+    running.start()
+    try:
+        seeds = [bytes([i]) * 256 for i in range(64)]
+        with DealerClient(running.target, timeout=30) as c:
+            assert len(list(c.deal_hands("standard", 80, client_seeds=seeds, close=True))) == 80
+        with grpc.insecure_channel(running.target) as channel:
+            stub = audit_pb2_grpc.AuditServiceStub(channel)
+            page = stub.ListEntries(apb.ListEntriesRequest(page_size=1000), timeout=30)
+        assert 0 < sum(len(e.data) for e in page.entries) <= 768 * 1024
+        assert page.next_page_token == str(len(page.entries)) and len(page.entries) < 160
+        with AuditClient(running.target, verifier=verifier_key(running.data_dir), timeout=30) as log:
+            assert [index for index, _ in log.entries()] == list(range(160))  # 1.3 MB of entries
+    finally:
+        running.close()
