@@ -223,17 +223,32 @@ def test_writers_on_postgresql_export_their_log_lock_wait(tmp_path: Path, pg_url
     with dealer(tmp_path / "d", **config) as running, DealerClient(running.target) as c:
         assert len(list(c.deal_hands(hand_count=5, close=True))) == 5
         hand = c.open_hand().hand_id
-        with psycopg.connect(pg_url) as blocker, ThreadPoolExecutor(16) as pool:
+        with (
+            psycopg.connect(pg_url) as blocker,
+            psycopg.connect(pg_url, autocommit=True) as watcher,  # a fresh activity snapshot each time
+            ThreadPoolExecutor(16) as pool,
+        ):
             blocker.execute("LOCK TABLE hands IN ACCESS EXCLUSIVE MODE")  # every read now waits
             reads = [pool.submit(c.get, hand) for _ in range(16)]
-            time.sleep(1.0)  # time for the replica to open all the connections it may
-            row = blocker.execute(
-                "SELECT count(*) FROM pg_stat_activity"
-                " WHERE datname = current_database() AND application_name = 'fairdeck'"
-            ).fetchone()
+
+            def connections() -> int:
+                row = watcher.execute(
+                    "SELECT count(*) FROM pg_stat_activity"
+                    " WHERE datname = current_database() AND application_name = 'fairdeck'"
+                ).fetchone()
+                return int(row[0]) if row is not None else 0
+
+            seen = [connections()]
+            deadline = time.monotonic() + 10
+            while seen[-1] < 3 and time.monotonic() < deadline:  # the pool grows as reads wait
+                time.sleep(0.05)
+                seen.append(connections())
+            for _ in range(10):  # then stays at the cap while 16 reads wait
+                time.sleep(0.05)
+                seen.append(connections())
             blocker.commit()
             assert all(r.result(timeout=20).hand_id == hand for r in reads)
-        assert row is not None and row[0] == 3
+        assert max(seen) == 3 and seen[-1] == 3, seen
         c.close(hand)
         s = scrape_until(running, lambda s: sample(s, "fairdeck_log_appends_total") == 12)
         batches = sample(s, "fairdeck_storage_batches_total")

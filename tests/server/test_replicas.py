@@ -160,6 +160,7 @@ def test_killing_a_replica_mid_load_loses_nothing_acknowledged(
     opened_on_a: list[str] = []  # acknowledged open on A, not closed
     unexpected: list[BaseException] = []
     stop_b = threading.Event()
+    killing_a = threading.Event()  # before it is set, an error on A is a failure too
     calls: dict[tuple[str, str], int] = {}  # (replica, kind) -> calls completed
 
     def ack(hand_id: str, commit: int | None = None, reveal: int | None = None) -> None:
@@ -196,7 +197,7 @@ def test_killing_a_replica_mid_load_loses_nothing_acknowledged(
                     with lock:
                         calls[replica.name, kind] = calls.get((replica.name, kind), 0) + 1
                 except FairdeckError as e:
-                    if stop is None:  # A's workers end when A is killed
+                    if stop is None and killing_a.is_set():  # A's workers end when A is killed
                         return
                     with lock:
                         unexpected.append(e)
@@ -227,6 +228,7 @@ def test_killing_a_replica_mid_load_loses_nothing_acknowledged(
     try:
         wait_for(a, 5)  # calls of every kind flowing on both replicas
         wait_for(b, 5)
+        killing_a.set()
         a.kill()
         killed_at = len(commits)
         wait_for(b, 5)  # B keeps serving after A died

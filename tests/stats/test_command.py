@@ -29,6 +29,7 @@ pytest.importorskip("matplotlib")
 from fairdeck.cli import main
 from fairdeck.client import DealerClient
 from fairdeck.models import DealtHand
+from fairdeck.stats import sampling
 from fairdeck.stats.analysis import analyse
 from fairdeck.stats.remote import check_hand
 from fairdeck.stats.sampling import RunSpec, sample
@@ -113,12 +114,19 @@ def test_report_is_self_contained_html_with_its_charts(full_run: Any) -> None:
     assert json.loads((out / "results.json").read_text()) == result
 
 
-def test_same_seed_same_p_values_whatever_the_workers() -> None:
-    """Chunks have a fixed size and their own seeds, so worker processes change nothing."""
+def test_same_seed_same_p_values_whatever_the_workers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunks have a fixed size and their own seeds, so worker processes change nothing.
+    Small chunks (set in the parent, which makes the jobs) give each source several."""
+    monkeypatch.setitem(sampling.CHUNK, "ours", 700)
+    monkeypatch.setitem(sampling.CHUNK, "ours-small", 900)
+    monkeypatch.setitem(sampling.CHUNK, "control", 800)
 
     def run(seed: str, workers: int) -> dict[tuple[str, str], float]:
         spec = RunSpec("standard", 3000, 3000, seed, controls=("naive_swap_any", "riffle_7"))
+        jobs = sampling.jobs_for(spec)
+        assert sum(1 for j in jobs if j.source == "naive_swap_any" and not j.small) == 4  # 800 x 3 + 600
         samples = sample(spec, workers=workers)
+        assert samples["naive_swap_any"].main is not None and samples["naive_swap_any"].main.decks == 3000
         return {(r.source, r.test): r.log10_p for r in analyse(samples, spec, 0.01).results}
 
     one = run("same", 1)

@@ -46,8 +46,9 @@ def deck_hashes(ranks: Ranks, keys: npt.NDArray[np.int64]) -> npt.NDArray[np.uin
     """One 64-bit hash per deck (row): ``(h1 << 32) | h2`` with ``h = ranks . key mod P``.
 
     The dot products are done in float64 (a BLAS matrix product) and are
-    exact: every product is below 2**16 * 2**31 and a row has at most 416 of
-    them, so every partial sum is an integer below 2**53.
+    exact: a rank is below the deck size n <= 416 < 2**9 and a key below 2**31,
+    so every product is below 2**40, and a row's n of them sum to an integer
+    below 2**49 < 2**53.
     """
     h = (ranks.astype(np.float64) @ keys.astype(np.float64)).astype(np.int64) % HASH_PRIME
     return (h[:, 0].astype(np.uint64) << np.uint64(32)) | h[:, 1].astype(np.uint64)
