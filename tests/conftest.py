@@ -13,7 +13,6 @@ import pytest
 from tests.pgcluster import PgCluster, PgUnavailable
 from tests.storage.kit import Engine
 
-
 REQUIRE_POSTGRES = "CI_REQUIRE_POSTGRES"
 """Set to 1 (as .ci/run does) to fail, not skip, the PostgreSQL tests where none is installed."""
 
