@@ -391,6 +391,15 @@ async def drain(
         return
     try:
         async for response in result:
-            await context.write(response)
+            try:
+                await context.write(response)
+            except Exception:  # the stream is over: cancelled, past its deadline, or cut
+                raise StreamGone from None
     finally:
         await result.aclose()
+
+
+class StreamGone(Exception):
+    """A response could not be written because the call had already ended. Nobody is
+    left to tell; the outermost interceptor records it (CANCELLED or DEADLINE_EXCEEDED)
+    and returns, where gRPC would log an ERROR with a traceback for every such call."""

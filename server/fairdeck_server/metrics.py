@@ -29,7 +29,7 @@ from prometheus_client.registry import Collector
 
 from fairdeck import logentry
 from fairdeck_server import errors, logs
-from fairdeck_server.limits import RATE_LIMITED, TOO_MANY_OPEN_HANDS, ServerInterceptor, drain
+from fairdeck_server.limits import RATE_LIMITED, TOO_MANY_OPEN_HANDS, ServerInterceptor, StreamGone, drain
 from fairdeck_server.storage.base import (
     Change,
     HandRecord,
@@ -350,6 +350,8 @@ class ObservingInterceptor(ServerInterceptor):
             try:
                 await drain(inner, request, context)
                 code = context.code() or grpc.StatusCode.OK
+            except StreamGone:
+                code = status_of(asyncio.CancelledError(), context)
             except BaseException as e:
                 code = status_of(e, context)
                 raise

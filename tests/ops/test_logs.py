@@ -147,3 +147,38 @@ def test_text_is_the_default_format(tmp_path: Path) -> None:
     assert "/fairdeck.v1.DealerService/OpenHand OK" in access[0]
     assert "request_id=plain-1 tenant=default" in access[0]
     assert not stderr.lstrip().startswith("{")
+
+
+def test_streams_the_client_abandons_log_no_error(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """DealHands calls whose client deadline passes mid-stream, or whose client cancels
+    after the first message: the dealer logs no ERROR (gRPC logs one with a traceback
+    for every failed write it was not told of), and counts each call once, as the
+    client saw it."""
+    import grpc
+
+    from fairdeck.v1 import dealer_pb2, dealer_pb2_grpc
+    from tests.ops.kit import sample, scrape_until
+
+    config = {"metrics_listen": "127.0.0.1:0", "rate_limit": 0, "max_open_hands": 0}
+    request = dealer_pb2.DealHandsRequest(deck="standard", hand_count=100_000, close=False)
+    with caplog.at_level(logging.DEBUG), dealer(tmp_path / "d", **config) as running:
+        with grpc.insecure_channel(running.target) as channel:
+            stub = dealer_pb2_grpc.DealerServiceStub(channel)
+            for timeout in (0.05, 0.1, 0.15, 0.2, 0.3) * 2:
+                with pytest.raises(grpc.RpcError) as late:
+                    for _ in stub.DealHands(request, timeout=timeout):
+                        pass
+                assert late.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED  # type: ignore[attr-defined]
+            for _ in range(10):
+                call = stub.DealHands(request, timeout=30)
+                next(call)
+                call.cancel()
+        s = scrape_until(
+            running,
+            lambda s: sum(v for (name, _), v in s.items() if name == "fairdeck_rpcs_total") >= 20,
+        )
+        method = {"service": "fairdeck.v1.DealerService", "method": "DealHands"}
+        assert sample(s, "fairdeck_rpcs_total", code="DEADLINE_EXCEEDED", **method) == 10
+        assert sample(s, "fairdeck_rpcs_total", code="CANCELLED", **method) == 10
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert not errors, [f"{r.name}: {r.getMessage()}" for r in errors]

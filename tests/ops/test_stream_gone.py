@@ -1,0 +1,72 @@
+"""A streamed response that cannot be written because the call already ended.
+
+gRPC sets "client closed" on a call a moment after the stream is gone; a
+write in between fails inside grpc (ExecuteBatchError, a private class), and
+if that reaches gRPC it logs an ERROR with a traceback (the fuzzer saw one in
+about 10,000 DealHands calls it cancelled or gave millisecond deadlines). The
+race cannot be forced through a real server, so the call here is a stand-in
+for grpc.aio's ServicerContext whose stream is closed; the interceptors under
+test are the real ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from fairdeck_server.metrics import Metrics, ObservingInterceptor
+
+
+class EndedCall:
+    """What a handler sees of a call whose stream closed: every write fails."""
+
+    def __init__(self, remaining: float | None) -> None:
+        self.remaining = remaining
+
+    async def write(self, message: Any) -> None:
+        raise RuntimeError('Failed "execute_batch"')  # stands in for cygrpc.ExecuteBatchError
+
+    def time_remaining(self) -> float | None:
+        return self.remaining
+
+    def code(self) -> None:
+        return None
+
+
+@pytest.mark.parametrize(
+    "remaining, code", [(-0.01, "DEADLINE_EXCEEDED"), (5.0, "CANCELLED"), (None, "CANCELLED")]
+)
+def test_a_write_to_an_ended_stream_is_counted_not_raised(remaining: float | None, code: str) -> None:
+    metrics = Metrics()
+    closed: list[bool] = []
+
+    async def handler(request: Any, context: Any) -> AsyncIterator[str]:
+        try:
+            for i in range(10):
+                yield f"chunk {i}"
+        finally:
+            closed.append(True)
+
+    behavior = ObservingInterceptor(metrics)._stream("/fairdeck.v1.DealerService/DealHands", (), handler)
+    asyncio.run(behavior(None, EndedCall(remaining)))  # returns: nothing for gRPC to log
+
+    assert closed == [True]  # the handler's generator was closed at once
+    value = metrics.registry.get_sample_value(
+        "fairdeck_rpcs_total", {"service": "fairdeck.v1.DealerService", "method": "DealHands", "code": code}
+    )
+    assert value == 1
+
+
+def test_other_failures_of_a_stream_still_raise() -> None:
+    """Only a failed write means the call is gone; the handler's own bug is not hidden."""
+
+    async def handler(request: Any, context: Any) -> AsyncIterator[str]:
+        raise ValueError("a bug")
+        yield "never"
+
+    behavior = ObservingInterceptor(Metrics())._stream("/fairdeck.v1.DealerService/DealHands", (), handler)
+    with pytest.raises(ValueError):
+        asyncio.run(behavior(None, EndedCall(5.0)))
