@@ -34,8 +34,6 @@ stopped at the cut card.
 
 from __future__ import annotations
 
-import argparse
-import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -50,6 +48,7 @@ from fairplay import (
     SeatSecret,
     TableRecord,
     fetch_proofs,
+    game_main,
     load_verifier,
     verify_seat,
 )
@@ -59,8 +58,7 @@ from fairdeck.cards import Card
 from fairdeck.client import DealerClient
 from fairdeck.decks import DeckSpec
 from fairdeck.errors import VerificationError
-from fairdeck.exceptions import FairdeckError
-from fairdeck.note import NoteError, Verifier
+from fairdeck.note import Verifier
 
 DECK = "shoe-6"
 SHOE_SIZE = DeckSpec.parse(DECK).size
@@ -331,32 +329,8 @@ def run(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument("--target", default="127.0.0.1:50051", metavar="HOST:PORT")
-    parser.add_argument(
-        "--key", required=True, metavar="VKEY|@FILE", help="the log's verifier key (from `fairdeck key`)"
-    )
-    parser.add_argument("--players", type=int, default=2, help=f"1..{MAX_PLAYERS} (default 2)")
-    args = parser.parse_args(argv)
-    if not 1 <= args.players <= MAX_PLAYERS:
-        parser.error(f"--players must be 1..{MAX_PLAYERS}")
-    try:
-        verifier = load_verifier(args.key)
-    except (OSError, NoteError) as e:
-        print(f"blackjack: bad --key: {e}", file=sys.stderr)
-        return 2
-    try:
-        result = run(
-            args.target,
-            verifier,
-            players=args.players,
-            api_token=os.environ.get("FAIRDECK_API_TOKEN"),
-            audit_token=os.environ.get("FAIRDECK_AUDIT_TOKEN"),
-        )
-    except (FairdeckError, VerificationError) as e:
-        print(f"blackjack: {e}", file=sys.stderr)
-        return 1
-    return 0 if result.all_verified else 1
+    description = __doc__.split("\n\n")[0] if __doc__ else None
+    return game_main("blackjack", description, run, (1, MAX_PLAYERS, 2), argv)
 
 
 if __name__ == "__main__":

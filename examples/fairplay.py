@@ -34,12 +34,16 @@ cards or seed before the reveal, nor the game server's API token.
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import hmac
+import os
 import secrets
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Protocol
 
 from fairdeck.audit_client import AuditClient
 from fairdeck.cards import Card
@@ -48,6 +52,7 @@ from fairdeck.client import DealerClient
 from fairdeck.decks import DeckSpec
 from fairdeck.encoding import lp, u32
 from fairdeck.errors import InvalidInput, VerificationError
+from fairdeck.exceptions import FairdeckError
 from fairdeck.models import Hand
 from fairdeck.note import NoteError, Verifier
 from fairdeck.receipts import InclusionProof, check_commit_entry, check_reveal_entry
@@ -415,3 +420,47 @@ def _check_log(record: TableRecord, proofs: Proofs, verifier: Verifier) -> Check
     except (InvalidInput, NoteError) as e:
         raise VerificationError("log", str(e)) from None
     return checkpoint
+
+
+class GameResult(Protocol):
+    @property
+    def all_verified(self) -> bool: ...
+
+
+def game_main(
+    name: str,
+    description: str | None,
+    run: Callable[..., GameResult],
+    players: tuple[int, int, int],
+    argv: Sequence[str] | None = None,
+) -> int:
+    """The command line both games share: ``--target``, ``--key``, ``--players``
+    (``players`` is (least, most, default)); tokens come from FAIRDECK_API_TOKEN
+    and FAIRDECK_AUDIT_TOKEN. Exit 0 when every player verified, 1 when one did
+    not or the dealer refused, 2 for a bad key."""
+    least, most, default = players
+    parser = argparse.ArgumentParser(prog=name, description=description)
+    parser.add_argument("--target", default="127.0.0.1:50051", metavar="HOST:PORT")
+    parser.add_argument(
+        "--key", required=True, metavar="VKEY|@FILE", help="the log's verifier key (from `fairdeck key`)"
+    )
+    parser.add_argument("--players", type=int, default=default, help=f"{least}..{most} (default {default})")
+    args = parser.parse_args(argv)
+    if not least <= args.players <= most:
+        parser.error(f"--players must be {least}..{most}")
+    try:
+        verifier = load_verifier(args.key)
+    except (OSError, NoteError) as e:
+        print(f"{name}: bad --key: {e}", file=sys.stderr)
+        return 2
+    options: dict[str, Any] = {
+        "players": args.players,
+        "api_token": os.environ.get("FAIRDECK_API_TOKEN"),
+        "audit_token": os.environ.get("FAIRDECK_AUDIT_TOKEN"),
+    }
+    try:
+        result = run(args.target, verifier, **options)
+    except (FairdeckError, VerificationError) as e:
+        print(f"{name}: {e}", file=sys.stderr)
+        return 1
+    return 0 if result.all_verified else 1

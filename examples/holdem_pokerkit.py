@@ -25,9 +25,7 @@ of the board from the rules here (``Layout``), not from the game server.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import os
 import sys
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -41,6 +39,7 @@ from fairplay import (
     SeatReport,
     TableRecord,
     fetch_proofs,
+    game_main,
     load_verifier,
     verify_seat,
 )
@@ -58,9 +57,7 @@ from pokerkit import (
 
 from fairdeck.audit_client import AuditClient
 from fairdeck.client import DealerClient
-from fairdeck.errors import VerificationError
-from fairdeck.exceptions import FairdeckError
-from fairdeck.note import NoteError, Verifier
+from fairdeck.note import Verifier
 
 DECK = "standard"
 BLINDS = (1, 2)
@@ -296,32 +293,8 @@ def run(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument("--target", default="127.0.0.1:50051", metavar="HOST:PORT")
-    parser.add_argument(
-        "--key", required=True, metavar="VKEY|@FILE", help="the log's verifier key (from `fairdeck key`)"
-    )
-    parser.add_argument("--players", type=int, default=3, help="2..9 (default 3)")
-    args = parser.parse_args(argv)
-    if not 2 <= args.players <= 9:
-        parser.error("--players must be 2..9")
-    try:
-        verifier = load_verifier(args.key)
-    except (OSError, NoteError) as e:
-        print(f"holdem: bad --key: {e}", file=sys.stderr)
-        return 2
-    try:
-        result = run(
-            args.target,
-            verifier,
-            players=args.players,
-            api_token=os.environ.get("FAIRDECK_API_TOKEN"),
-            audit_token=os.environ.get("FAIRDECK_AUDIT_TOKEN"),
-        )
-    except (FairdeckError, VerificationError) as e:
-        print(f"holdem: {e}", file=sys.stderr)
-        return 1
-    return 0 if result.all_verified else 1
+    description = __doc__.split("\n\n")[0] if __doc__ else None
+    return game_main("holdem", description, run, (2, 9, 3), argv)
 
 
 if __name__ == "__main__":
