@@ -47,7 +47,7 @@ from fairdeck.calls import AUTHORIZATION
 from fairdeck.v1 import audit_pb2, dealer_pb2
 from fairdeck_server import principal
 from fairdeck_server.principal import Principal, Role
-from fairdeck_server.servicer import status_metadata
+from fairdeck_server.servicer import rewrap, status_metadata
 from fairdeck_server.storage.base import Storage, TokenRecord
 
 log = logging.getLogger(__name__)
@@ -300,19 +300,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
         if handler is None or is_open(method):
             return handler
         admit = functools.partial(self._admit, method)
-        kwargs = {
-            "request_deserializer": handler.request_deserializer,
-            "response_serializer": handler.response_serializer,
-        }
-        if handler.unary_unary is not None:
-            return grpc.unary_unary_rpc_method_handler(_unary(handler.unary_unary, admit), **kwargs)
-        if handler.unary_stream is not None:
-            return grpc.unary_stream_rpc_method_handler(_streaming(handler.unary_stream, admit), **kwargs)
-        if handler.stream_unary is not None:
-            return grpc.stream_unary_rpc_method_handler(_unary(handler.stream_unary, admit), **kwargs)
-        if handler.stream_stream is not None:
-            return grpc.stream_stream_rpc_method_handler(_streaming(handler.stream_stream, admit), **kwargs)
-        return handler
+        return rewrap(handler, lambda inner: _unary(inner, admit), lambda inner: _streaming(inner, admit))
 
     async def _admit(self, method: str, context: grpc.aio.ServicerContext[Any, Any]) -> Principal:
         """The call's principal, or the call ends here with the refusal's status."""

@@ -31,7 +31,7 @@ import grpc
 
 from fairdeck_server import principal
 from fairdeck_server.dealer import MAX_BATCH_HANDS
-from fairdeck_server.servicer import Malformed, status_metadata
+from fairdeck_server.servicer import Malformed, rewrap, status_metadata
 
 if TYPE_CHECKING:  # generic in the stubs only
     ServerInterceptor = grpc.aio.ServerInterceptor[Any, Any]
@@ -208,27 +208,6 @@ Refusal = Callable[[str, str], None]
 """Told (tenant, reason) of every refused call: the metrics count them."""
 
 
-def _rewrapped(
-    handler: grpc.RpcMethodHandler[Any, Any],
-    unary: Callable[[Callable[..., Any]], Callable[..., Any]],
-    stream: Callable[[Callable[..., Any]], Callable[..., Any]],
-) -> grpc.RpcMethodHandler[Any, Any]:
-    """``handler`` with its behavior wrapped by ``unary`` or ``stream`` (by response kind)."""
-    kwargs = {
-        "request_deserializer": handler.request_deserializer,
-        "response_serializer": handler.response_serializer,
-    }
-    if handler.unary_unary is not None:
-        return grpc.unary_unary_rpc_method_handler(unary(handler.unary_unary), **kwargs)
-    if handler.stream_unary is not None:
-        return grpc.stream_unary_rpc_method_handler(unary(handler.stream_unary), **kwargs)
-    if handler.unary_stream is not None:
-        return grpc.unary_stream_rpc_method_handler(stream(handler.unary_stream), **kwargs)
-    if handler.stream_stream is not None:
-        return grpc.stream_stream_rpc_method_handler(stream(handler.stream_stream), **kwargs)
-    return handler
-
-
 class DeadlineInterceptor(ServerInterceptor):
     """Ends a call that runs longer than ``default_deadline`` seconds with
     DEADLINE_EXCEEDED (reason ``DEADLINE_EXCEEDED``); a client's shorter
@@ -250,7 +229,7 @@ class DeadlineInterceptor(ServerInterceptor):
         handler = await continuation(details)
         if handler is None or self.default_deadline <= 0 or service_of(details.method) in UNLIMITED_SERVICES:
             return handler
-        return _rewrapped(handler, self._unary, self._stream)
+        return rewrap(handler, self._unary, self._stream)
 
     def _unary(self, inner: Callable[..., Any]) -> Callable[..., Any]:
         async def behavior(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
@@ -313,7 +292,7 @@ class LimitsInterceptor(ServerInterceptor):
         method: str = details.method
         if handler is None or service_of(method) in UNLIMITED_SERVICES:
             return handler
-        return _rewrapped(
+        return rewrap(
             handler, functools.partial(self._unary, method), functools.partial(self._stream, method)
         )
 

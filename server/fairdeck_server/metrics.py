@@ -15,6 +15,7 @@ size, checkpoint) describe the shared database: take their max.
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import logging
 import threading
@@ -30,6 +31,7 @@ from prometheus_client.registry import Collector
 from fairdeck import logentry
 from fairdeck_server import errors, logs
 from fairdeck_server.limits import RATE_LIMITED, TOO_MANY_OPEN_HANDS, ServerInterceptor, StreamGone, drain
+from fairdeck_server.servicer import rewrap
 from fairdeck_server.storage.base import (
     Change,
     HandRecord,
@@ -298,27 +300,11 @@ class ObservingInterceptor(ServerInterceptor):
             return handler  # an unknown method: gRPC answers UNIMPLEMENTED
         method: str = details.method
         metadata = tuple(details.invocation_metadata or ())
-        kwargs = {
-            "request_deserializer": handler.request_deserializer,
-            "response_serializer": handler.response_serializer,
-        }
-        if handler.unary_unary is not None:
-            return grpc.unary_unary_rpc_method_handler(
-                self._unary(method, metadata, handler.unary_unary), **kwargs
-            )
-        if handler.stream_unary is not None:
-            return grpc.stream_unary_rpc_method_handler(
-                self._unary(method, metadata, handler.stream_unary), **kwargs
-            )
-        if handler.unary_stream is not None:
-            return grpc.unary_stream_rpc_method_handler(
-                self._stream(method, metadata, handler.unary_stream), **kwargs
-            )
-        if handler.stream_stream is not None:
-            return grpc.stream_stream_rpc_method_handler(
-                self._stream(method, metadata, handler.stream_stream), **kwargs
-            )
-        return handler
+        return rewrap(
+            handler,
+            functools.partial(self._unary, method, metadata),
+            functools.partial(self._stream, method, metadata),
+        )
 
     def _unary(
         self, method: str, metadata: tuple[Any, ...], inner: Callable[[Any, Any], Any]

@@ -285,3 +285,25 @@ class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
             # Auditors see closed hands only, and cannot tell an open hand from a missing one.
             raise errors.hand_not_found()
         return pb.GetHandResponse(hand=self.hand(record))
+
+
+def rewrap(
+    handler: grpc.RpcMethodHandler[Any, Any],
+    unary: Callable[[Callable[..., Any]], Callable[..., Any]],
+    stream: Callable[[Callable[..., Any]], Callable[..., Any]],
+) -> grpc.RpcMethodHandler[Any, Any]:
+    """``handler`` with its behavior wrapped by ``unary`` or ``stream`` (by response
+    kind), for interceptors: the same deserializer and serializer, a new behavior."""
+    kwargs = {
+        "request_deserializer": handler.request_deserializer,
+        "response_serializer": handler.response_serializer,
+    }
+    if handler.unary_unary is not None:
+        return grpc.unary_unary_rpc_method_handler(unary(handler.unary_unary), **kwargs)
+    if handler.stream_unary is not None:
+        return grpc.stream_unary_rpc_method_handler(unary(handler.stream_unary), **kwargs)
+    if handler.unary_stream is not None:
+        return grpc.unary_stream_rpc_method_handler(stream(handler.unary_stream), **kwargs)
+    if handler.stream_stream is not None:
+        return grpc.stream_stream_rpc_method_handler(stream(handler.stream_stream), **kwargs)
+    return handler
