@@ -372,10 +372,22 @@ async def drain(
         async for response in result:
             try:
                 await context.write(response)
-            except Exception:  # the stream is over: cancelled, past its deadline, or cut
+            except Exception as e:
+                if not _call_ended(e, context):
+                    raise
                 raise StreamGone from None
     finally:
         await result.aclose()
+
+
+def _call_ended(error: Exception, context: grpc.aio.ServicerContext[Any, Any]) -> bool:
+    """Whether a failed write means the call is over: grpc's own batch failure
+    (private class, so matched by name), a passed deadline, or a cancellation. A
+    failure of ours, such as a response that does not serialize, is not."""
+    if type(error).__name__ == "ExecuteBatchError":
+        return True
+    remaining = context.time_remaining()
+    return (remaining is not None and remaining <= 0) or context.cancelled()
 
 
 class StreamGone(Exception):

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from grpc._cython.cygrpc import ExecuteBatchError
 
 from fairdeck_server.metrics import Metrics, ObservingInterceptor
 
@@ -27,10 +28,13 @@ class EndedCall:
         self.remaining = remaining
 
     async def write(self, message: Any) -> None:
-        raise RuntimeError('Failed "execute_batch"')  # stands in for cygrpc.ExecuteBatchError
+        raise ExecuteBatchError('Failed "execute_batch"')  # what grpc's write raises then
 
     def time_remaining(self) -> float | None:
         return self.remaining
+
+    def cancelled(self) -> bool:
+        return False
 
     def code(self) -> None:
         return None
@@ -58,6 +62,22 @@ def test_a_write_to_an_ended_stream_is_counted_not_raised(remaining: float | Non
         "fairdeck_rpcs_total", {"service": "fairdeck.v1.DealerService", "method": "DealHands", "code": code}
     )
     assert value == 1
+
+
+def test_a_write_that_fails_on_a_live_call_is_not_hidden() -> None:
+    """A write failing for a reason of ours (here, a response that does not serialize)
+    on a call that has not ended still raises: it is a bug, and must be seen."""
+
+    class LiveCall(EndedCall):
+        async def write(self, message: Any) -> None:
+            raise TypeError("not a DealHandsResponse")
+
+    async def handler(request: Any, context: Any) -> AsyncIterator[str]:
+        yield "not a message"
+
+    behavior = ObservingInterceptor(Metrics())._stream("/fairdeck.v1.DealerService/DealHands", (), handler)
+    with pytest.raises(TypeError):
+        asyncio.run(behavior(None, LiveCall(5.0)))
 
 
 def test_other_failures_of_a_stream_still_raise() -> None:
