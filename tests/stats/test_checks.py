@@ -24,6 +24,13 @@ def test_perfectly_uniform_tables_score_zero_and_p_one() -> None:
     assert (r.statistic, r.dof, r.p) == (0.0, 9.0, 1.0)
 
 
+def test_sparse_tables_say_their_p_value_is_approximate() -> None:
+    sparse = checks.pair_test("x", np.full((5, 5), 3) * (1 - np.eye(5, dtype=np.int64)))
+    dense = checks.pair_test("x", np.full((5, 5), 7) * (1 - np.eye(5, dtype=np.int64)))
+    assert "approximate" in sparse.note and "approximate" not in dense.note
+    assert "approximate" in checks.permutation_test("x", np.full(24, 4), 4).note
+
+
 def test_a_planted_bias_gives_the_textbook_p_value() -> None:
     # Two cells, 600 against 400 expected 500 each: X^2 = 2 * 100^2 / 500 = 40, 1 df.
     counts = np.array([600, 400, 500, 500, 500, 500])

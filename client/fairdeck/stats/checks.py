@@ -96,7 +96,12 @@ def poisson_log_sf(k: int, mean: float) -> float:
     return k * math.log(mean) - mean - math.lgamma(k + 1)
 
 
-def _chi2(source: str, test: str, statistic: float, dof: float, note: str) -> Result:
+def _chi2(
+    source: str, test: str, statistic: float, dof: float, note: str, expected: float | None = None
+) -> Result:
+    """The chi-square Result; ``expected`` (decks per cell) below MIN_EXPECTED is said in the note."""
+    if expected is not None and expected < MIN_EXPECTED:
+        note += f" (under {MIN_EXPECTED:g} expected per cell: the p-value is approximate; deal more decks)"
     if dof <= 0:
         return Result(source, test, statistic, dof, 1.0, 0.0, note + " (too few decks for this test)")
     log_p = chi2_log_sf(statistic, dof)
@@ -127,7 +132,7 @@ def position_test(source: str, matrix: npt.NDArray[np.integer]) -> Result:
     note = (
         f"X^2 = {x2:,.1f} (scaled by {n - 1}/{n}); largest deviation {worst:.2%} (card {card} at {position})"
     )
-    return _chi2(source, "position", x2 * (n - 1) / n, float((n - 1) ** 2), note)
+    return _chi2(source, "position", x2 * (n - 1) / n, float((n - 1) ** 2), note, decks / n)
 
 
 def standardised_residuals(matrix: npt.NDArray[np.integer]) -> npt.NDArray[np.float64]:
@@ -150,7 +155,7 @@ def pair_test(source: str, pairs: npt.NDArray[np.integer]) -> Result:
         return Result(
             source, "pairs", math.inf, float(cells - 1), 0.0, -math.inf, note + "; a card dealt twice"
         )
-    return _chi2(source, "pairs", x2, float(cells - 1), note)
+    return _chi2(source, "pairs", x2, float(cells - 1), note, decks / cells)
 
 
 def permutation_test(source: str, counts: npt.NDArray[np.integer], n: int, impossible: int = 0) -> Result:
@@ -166,7 +171,7 @@ def permutation_test(source: str, counts: npt.NDArray[np.integer], n: int, impos
         return Result(
             source, test, math.inf, float(cells - 1), 0.0, -math.inf, note + "; non-permutations dealt"
         )
-    return _chi2(source, test, x2, float(cells - 1), note)
+    return _chi2(source, test, x2, float(cells - 1), note, expected)
 
 
 def merge_tails(
