@@ -122,6 +122,19 @@ def stored_hash_index(level: int, n: int) -> int:
     return 2 * m - m.bit_count() + level
 
 
+def frontier_subtrees(size: int) -> list[tuple[int, int]]:
+    """(level, stored hash index) of the complete subtrees a tree of ``size`` leaves
+    ends in, largest first: one per set bit of ``size``. Their hashes are all an
+    append needs, and they fold into the root."""
+    _arg_int("size", size)
+    subtrees, start = [], 0
+    for level in reversed(range(size.bit_length())):
+        if size >> level & 1:
+            subtrees.append((level, stored_hash_index(level, start >> level)))
+            start += 1 << level
+    return subtrees
+
+
 def split_stored_hash_index(index: int) -> tuple[int, int]:
     """The ``(level, n)`` stored at ``index``; the inverse of ``stored_hash_index``."""
     _arg_int("index", index)

@@ -20,6 +20,7 @@ from fairdeck.merkle import (
     HashReaderError,
     ProofError,
     consistency_proof_length,
+    frontier_subtrees,
     inclusion_proof_length,
     leaf_hash,
     node_hash,
@@ -325,6 +326,24 @@ def test_layout_is_a_bijection_on_small_indexes() -> None:
 @settings(max_examples=300, deadline=None)
 def test_layout_round_trip_large(level: int, n: int) -> None:
     assert split_stored_hash_index(stored_hash_index(level, n)) == (level, n)
+
+
+def test_frontier_subtrees_cover_the_tree_and_fold_into_its_root() -> None:
+    """The right edge both engines keep: complete subtrees, largest first, that
+    cover leaves 0..size-1 in order, and whose stored hashes fold into the root."""
+    assert frontier_subtrees(0) == []
+    for size in range(1, N + 1):
+        subtrees = frontier_subtrees(size)
+        levels = [level for level, _ in subtrees]
+        assert levels == sorted(levels, reverse=True) and sum(1 << lv for lv in levels) == size
+        start = 0
+        for level, index in subtrees:
+            assert split_stored_hash_index(index) == (level, start >> level)
+            start += 1 << level
+        h = STORE[subtrees[-1][1]]
+        for _, index in reversed(subtrees[:-1]):
+            h = node_hash(STORE[index], h)
+        assert h == root(LEAVES[:size])
 
 
 def test_appends_fill_the_layout() -> None:

@@ -11,9 +11,9 @@ durable.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from fairdeck.encoding import lp, u32
 
@@ -117,6 +117,59 @@ class WriterStats:
     hashing_seconds: float | None = None
     """Holding it while the server hashes the new leaves and stores the hashes. The rest of the
     hold is the entries' and hands' inserts and the COMMIT (WAL flush) that follow."""
+
+
+HAND_COLUMNS = (
+    "hand_id, tenant, request_id, deck, version, commitment, sealed_seed, client_seeds, state, dealt, "
+    "created_ms, commit_index, closed_ms, server_seed, reveal_index, request_fp"
+)
+"""The ``hands`` columns in the order ``hand_record`` reads them (both engines' schemas)."""
+TOKEN_COLUMNS = "token_id, tenant, role, digest, created_ms, label, revoked_ms"  # noqa: S105 - column names
+"""The ``tokens`` columns in the order ``token_record`` reads them."""
+
+
+def _int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def _bytes(value: Any) -> bytes | None:
+    return None if value is None else bytes(value)
+
+
+def hand_record(row: Sequence[Any]) -> HandRecord:
+    """A ``SELECT HAND_COLUMNS`` row of either engine."""
+    return HandRecord(
+        hand_id=row[0],
+        tenant=row[1],
+        request_id=row[2],
+        deck=row[3],
+        version=row[4],
+        commitment=bytes(row[5]),
+        sealed_seed=bytes(row[6]),
+        client_seeds=decode_seeds(bytes(row[7])),
+        state=HandState(row[8]),
+        dealt=int(row[9]),
+        created_ms=int(row[10]),
+        commit_index=int(row[11]),
+        closed_ms=_int(row[12]),
+        server_seed=_bytes(row[13]),
+        reveal_index=_int(row[14]),
+        request_fingerprint=_bytes(row[15]),
+    )
+
+
+def token_record(row: Sequence[Any]) -> TokenRecord:
+    """A ``SELECT TOKEN_COLUMNS`` row of either engine."""
+    return TokenRecord(row[0], row[1], row[2], bytes(row[3]), int(row[4]), row[5], _int(row[6]))
+
+
+def entries_in_order(rows: Iterable[tuple[int, Any]]) -> Iterator[bytes]:
+    """The entries of ``SELECT idx, entry FROM log_entries ORDER BY idx``, for the
+    read-only audits; a gap raises (an auditor would see a missing entry as empty)."""
+    for expected, (idx, entry) in enumerate(rows):
+        if idx != expected:
+            raise ValueError(f"log entry {expected} is missing (next stored index is {idx})")
+        yield bytes(entry)
 
 
 class LogForkError(Exception):

@@ -64,16 +64,19 @@ from psycopg_pool import AsyncConnectionPool
 from fairdeck import merkle
 from fairdeck_server import errors
 from fairdeck_server.storage.base import (
+    HAND_COLUMNS,
+    TOKEN_COLUMNS,
     Change,
     Checkpoint,
     HandRecord,
-    HandState,
     LogForkError,
     NewHand,
     TokenRecord,
     WriterStats,
-    decode_seeds,
     encode_seeds,
+    entries_in_order,
+    hand_record,
+    token_record,
 )
 
 T = TypeVar("T")
@@ -226,10 +229,6 @@ SCHEMA_VERSION = hashlib.sha256(SCHEMA.encode()).hexdigest()[:16]
 start: CREATE INDEX IF NOT EXISTS takes a lock on ``hands`` even when the index exists, which
 would queue every other replica's writes behind it at each restart or scale-out."""
 
-_COLUMNS = (
-    "hand_id, tenant, request_id, deck, version, commitment, sealed_seed, client_seeds, state, dealt, "
-    "created_ms, commit_index, closed_ms, server_seed, reveal_index, request_fp"
-)
 _UPDATES = (
     "u (hand_id text, client_seeds text, state smallint, dealt integer, closed_ms bigint, server_seed text, "
     "reveal_index bigint, reveal_pos bigint)"
@@ -248,7 +247,7 @@ _APPEND = (
     "FROM doc, jsonb_array_elements_text(doc.d -> 'entries') WITH ORDINALITY AS e (x, o) ORDER BY e.o))), "
     "entries AS (INSERT INTO log_entries (idx, entry) SELECT a.base + e.o - 1, decode(e.x, 'hex') "
     "FROM a, doc, jsonb_array_elements_text(doc.d -> 'entries') WITH ORDINALITY AS e (x, o)), "
-    f"created AS (INSERT INTO hands ({_COLUMNS}) "
+    f"created AS (INSERT INTO hands ({HAND_COLUMNS}) "
     "SELECT u.hand_id, u.tenant, u.request_id, u.deck, u.version, decode(u.commitment, 'hex'), "
     "decode(u.sealed_seed, 'hex'), decode(u.client_seeds, 'hex'), u.state, u.dealt, u.created_ms, "
     "a.base + u.commit_pos, u.closed_ms, decode(u.server_seed, 'hex'), a.base + u.reveal_pos, "
@@ -271,11 +270,10 @@ hand, against 3 us for ``json.dumps``. It is read as jsonb, parsed once
 before the lock is taken (plain json is parsed again by every ``->``, which
 doubled the statement's time under the lock)."""
 _BY_REQUEST = (
-    f"SELECT {_COLUMNS} FROM hands WHERE request_id IS NOT NULL AND (tenant, request_id) IN "  # noqa: S608
+    f"SELECT {HAND_COLUMNS} FROM hands WHERE request_id IS NOT NULL AND (tenant, request_id) IN "  # noqa: S608
     "(SELECT * FROM unnest(%s::text[], %s::text[]))"
 )
-_LOCK_HANDS = f"SELECT {_COLUMNS} FROM hands WHERE hand_id = ANY(%s::text[]) ORDER BY hand_id FOR UPDATE"  # noqa: S608
-_TOKEN_COLUMNS = "token_id, tenant, role, digest, created_ms, label, revoked_ms"  # noqa: S105 - column names
+_LOCK_HANDS = f"SELECT {HAND_COLUMNS} FROM hands WHERE hand_id = ANY(%s::text[]) ORDER BY hand_id FOR UPDATE"  # noqa: S608
 
 # -- the queued write operations ------------------------------------------------------------------
 
@@ -424,10 +422,10 @@ class PostgresStorage:
 
     async def get_hand(self, tenant: str, hand_id: str) -> HandRecord | None:
         row = await self._one(
-            f"SELECT {_COLUMNS} FROM hands WHERE hand_id = %s AND tenant = %s",  # noqa: S608
+            f"SELECT {HAND_COLUMNS} FROM hands WHERE hand_id = %s AND tenant = %s",  # noqa: S608
             (hand_id, tenant),
         )
-        return None if row is None else _record(row)
+        return None if row is None else hand_record(row)
 
     async def stale_hands(self, created_before_ms: int, limit: int) -> list[tuple[str, str]]:
         rows = await self._all(
@@ -525,7 +523,7 @@ class PostgresStorage:
         async with self._guard("store a token"), self._pool.connection() as conn:
             try:
                 await conn.execute(
-                    f"INSERT INTO tokens ({_TOKEN_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s)",  # noqa: S608
+                    f"INSERT INTO tokens ({TOKEN_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s)",  # noqa: S608
                     (
                         token.token_id,
                         token.tenant,
@@ -541,18 +539,18 @@ class PostgresStorage:
 
     async def get_token(self, token_id: str) -> TokenRecord | None:
         row = await self._one(
-            f"SELECT {_TOKEN_COLUMNS} FROM tokens WHERE token_id = %s",  # noqa: S608
+            f"SELECT {TOKEN_COLUMNS} FROM tokens WHERE token_id = %s",  # noqa: S608
             (token_id,),
         )
-        return None if row is None else _token(row)
+        return None if row is None else token_record(row)
 
     async def list_tokens(self, tenant: str | None = None) -> list[TokenRecord]:
-        query = f"SELECT {_TOKEN_COLUMNS} FROM tokens"  # noqa: S608
+        query = f"SELECT {TOKEN_COLUMNS} FROM tokens"  # noqa: S608
         if tenant is None:
             rows = await self._all(query + " ORDER BY created_ms, token_id", ())
         else:
             rows = await self._all(query + " WHERE tenant = %s ORDER BY created_ms, token_id", (tenant,))
-        return [_token(r) for r in rows]
+        return [token_record(r) for r in rows]
 
     async def revoke_token(self, token_id: str, when_ms: int) -> TokenRecord | None:
         async with self._guard("revoke a token"), self._pool.connection() as conn, conn.transaction():
@@ -561,12 +559,12 @@ class PostgresStorage:
                 (when_ms, token_id),
             )
             cur = await conn.execute(
-                f"SELECT {_TOKEN_COLUMNS} FROM tokens WHERE token_id = %s",  # noqa: S608
+                f"SELECT {TOKEN_COLUMNS} FROM tokens WHERE token_id = %s",  # noqa: S608
                 (token_id,),
                 binary=True,
             )
             row = await cur.fetchone()
-        return None if row is None else _token(row)
+        return None if row is None else token_record(row)
 
     async def close(self) -> None:
         if self._closed:
@@ -742,9 +740,9 @@ async def _read_and_lock(
     existing: dict[tuple[str, str], HandRecord] = {}
     if keys:
         for row in sets.pop(0):
-            r = _record(row)
+            r = hand_record(row)
             existing[(r.tenant, r.request_id or "")] = r
-    current = {row[0]: _record(row) for row in sets.pop(0)} if ids else {}
+    current = {row[0]: hand_record(row) for row in sets.pop(0)} if ids else {}
     return existing, current
 
 
@@ -1059,11 +1057,7 @@ class _Frontier:
 
     @classmethod
     def parse(cls, size: int, blob: bytes) -> _Frontier:
-        subtrees, start = [], 0
-        for level in reversed(range(size.bit_length())):
-            if size >> level & 1:
-                subtrees.append((level, merkle.stored_hash_index(level, start >> level)))
-                start += 1 << level
+        subtrees = merkle.frontier_subtrees(size)
         if len(blob) != merkle.HASH_SIZE * len(subtrees):
             raise errors.storage_unavailable("the log head's frontier does not fit its size")
         hashes = [blob[i : i + merkle.HASH_SIZE] for i in range(0, len(blob), merkle.HASH_SIZE)]
@@ -1077,33 +1071,6 @@ class _Frontier:
         for _, _, left in reversed(self.stack[:-1]):
             h = merkle.node_hash(left, h)
         return h
-
-
-def _record(row: TupleRow) -> HandRecord:
-    return HandRecord(
-        hand_id=row[0],
-        tenant=row[1],
-        request_id=row[2],
-        deck=row[3],
-        version=row[4],
-        commitment=bytes(row[5]),
-        sealed_seed=bytes(row[6]),
-        client_seeds=decode_seeds(bytes(row[7])),
-        state=HandState(row[8]),
-        dealt=int(row[9]),
-        created_ms=int(row[10]),
-        commit_index=int(row[11]),
-        closed_ms=None if row[12] is None else int(row[12]),
-        server_seed=None if row[13] is None else bytes(row[13]),
-        reveal_index=None if row[14] is None else int(row[14]),
-        request_fingerprint=None if row[15] is None else bytes(row[15]),
-    )
-
-
-def _token(row: TupleRow) -> TokenRecord:
-    return TokenRecord(
-        row[0], row[1], row[2], bytes(row[3]), int(row[4]), row[5], None if row[6] is None else int(row[6])
-    )
 
 
 def read_log(url: str) -> tuple[int, list[bytes], Iterator[bytes]]:
@@ -1124,16 +1091,11 @@ def read_log(url: str) -> tuple[int, list[bytes], Iterator[bytes]]:
         raise
 
     def entries() -> Iterator[bytes]:
-        expected = 0
         try:
             with conn.cursor(name="fairdeck_audit") as cursor:
                 cursor.itersize = 10_000
                 cursor.execute("SELECT idx, entry FROM log_entries ORDER BY idx")
-                for idx, entry in cursor:
-                    if idx != expected:  # a gap: the auditor sees a missing entry as an empty one
-                        raise ValueError(f"log entry {expected} is missing (next stored index is {idx})")
-                    expected += 1
-                    yield bytes(entry)
+                yield from entries_in_order(cursor)
         finally:
             conn.close()
 

@@ -25,16 +25,19 @@ from typing import Any, TypeVar
 from fairdeck import merkle
 from fairdeck_server import errors
 from fairdeck_server.storage.base import (
+    HAND_COLUMNS,
+    TOKEN_COLUMNS,
     Change,
     Checkpoint,
     HandRecord,
-    HandState,
     LogForkError,
     NewHand,
     TokenRecord,
     WriterStats,
-    decode_seeds,
     encode_seeds,
+    entries_in_order,
+    hand_record,
+    token_record,
 )
 
 T = TypeVar("T")
@@ -91,17 +94,12 @@ CREATE TABLE IF NOT EXISTS tokens (
     revoked_ms INTEGER
 ) WITHOUT ROWID;
 """
-_COLUMNS = (
-    "hand_id, tenant, request_id, deck, version, commitment, sealed_seed, client_seeds, state, dealt, "
-    "created_ms, commit_index, closed_ms, server_seed, reveal_index, request_fp"
-)
-_INSERT = f"INSERT INTO hands ({_COLUMNS}) VALUES ({', '.join('?' * 16)})"  # noqa: S608 - constants
+_INSERT = f"INSERT INTO hands ({HAND_COLUMNS}) VALUES ({', '.join('?' * 16)})"  # noqa: S608 - constants
 _UPDATE = (
     "UPDATE hands SET client_seeds = ?, state = ?, dealt = ?, closed_ms = ?, server_seed = ?, "
     "reveal_index = ? WHERE hand_id = ?"
 )
 
-_TOKEN_COLUMNS = "token_id, tenant, role, digest, created_ms, label, revoked_ms"  # noqa: S105 - column names
 
 _Op = tuple[Callable[[sqlite3.Connection], Any], asyncio.AbstractEventLoop, "asyncio.Future[Any]"]
 
@@ -274,7 +272,7 @@ class SqliteStorage:
         def op(conn: sqlite3.Connection) -> None:
             try:
                 conn.execute(
-                    f"INSERT INTO tokens ({_TOKEN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",  # noqa: S608
+                    f"INSERT INTO tokens ({TOKEN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",  # noqa: S608
                     (
                         token.token_id,
                         token.tenant,
@@ -293,23 +291,23 @@ class SqliteStorage:
     async def get_token(self, token_id: str) -> TokenRecord | None:
         def op(conn: sqlite3.Connection) -> TokenRecord | None:
             row = conn.execute(
-                f"SELECT {_TOKEN_COLUMNS} FROM tokens WHERE token_id = ?",  # noqa: S608
+                f"SELECT {TOKEN_COLUMNS} FROM tokens WHERE token_id = ?",  # noqa: S608
                 (token_id,),
             ).fetchone()
-            return None if row is None else _token(row)
+            return None if row is None else token_record(row)
 
         return await self._submit(op)
 
     async def list_tokens(self, tenant: str | None = None) -> list[TokenRecord]:
         def op(conn: sqlite3.Connection) -> list[TokenRecord]:
-            query = f"SELECT {_TOKEN_COLUMNS} FROM tokens"  # noqa: S608
+            query = f"SELECT {TOKEN_COLUMNS} FROM tokens"  # noqa: S608
             if tenant is None:
                 rows = conn.execute(query + " ORDER BY created_ms, token_id").fetchall()
             else:
                 rows = conn.execute(
                     query + " WHERE tenant = ? ORDER BY created_ms, token_id", (tenant,)
                 ).fetchall()
-            return [_token(r) for r in rows]
+            return [token_record(r) for r in rows]
 
         return await self._submit(op)
 
@@ -320,10 +318,10 @@ class SqliteStorage:
                 (when_ms, token_id),
             )
             row = conn.execute(
-                f"SELECT {_TOKEN_COLUMNS} FROM tokens WHERE token_id = ?",  # noqa: S608
+                f"SELECT {TOKEN_COLUMNS} FROM tokens WHERE token_id = ?",  # noqa: S608
                 (token_id,),
             ).fetchone()
-            return None if row is None else _token(row)
+            return None if row is None else token_record(row)
 
         return await self._submit(op)
 
@@ -376,12 +374,12 @@ class SqliteStorage:
     def _existing(self, conn: sqlite3.Connection, r: HandRecord) -> HandRecord | None:
         """The hand an earlier request with this request id created, if the request was the same."""
         row = conn.execute(
-            f"SELECT {_COLUMNS} FROM hands WHERE tenant = ? AND request_id = ?",  # noqa: S608
+            f"SELECT {HAND_COLUMNS} FROM hands WHERE tenant = ? AND request_id = ?",  # noqa: S608
             (r.tenant, r.request_id),
         ).fetchone()
         if row is None:
             return None
-        existing = _record(row)
+        existing = hand_record(row)
         if existing.request_fingerprint != r.request_fingerprint:
             raise errors.DealerError(
                 errors.Status.ALREADY_EXISTS,
@@ -525,11 +523,7 @@ class _Frontier:
 
     @classmethod
     def load(cls, size: int, read: Callable[[list[int]], list[bytes]]) -> _Frontier:
-        subtrees, start = [], 0
-        for level in reversed(range(size.bit_length())):
-            if size >> level & 1:
-                subtrees.append((level, merkle.stored_hash_index(level, start >> level)))
-                start += 1 << level
+        subtrees = merkle.frontier_subtrees(size)
         hashes = read([index for _, index in subtrees]) if subtrees else []
         return cls([(level, index, h) for (level, index), h in zip(subtrees, hashes, strict=True)])
 
@@ -569,35 +563,10 @@ def _resolve(items: list[tuple[asyncio.Future[Any], bool, Any]]) -> None:
 
 
 def _select(conn: sqlite3.Connection, tenant: str, hand_id: str) -> HandRecord | None:
-    row = conn.execute(f"SELECT {_COLUMNS} FROM hands WHERE hand_id = ?", (hand_id,)).fetchone()  # noqa: S608
+    row = conn.execute(f"SELECT {HAND_COLUMNS} FROM hands WHERE hand_id = ?", (hand_id,)).fetchone()  # noqa: S608
     if row is None or row[1] != tenant:
         return None
-    return _record(row)
-
-
-def _record(row: tuple[Any, ...]) -> HandRecord:
-    return HandRecord(
-        hand_id=row[0],
-        tenant=row[1],
-        request_id=row[2],
-        deck=row[3],
-        version=row[4],
-        commitment=bytes(row[5]),
-        sealed_seed=bytes(row[6]),
-        client_seeds=decode_seeds(bytes(row[7])),
-        state=HandState(row[8]),
-        dealt=row[9],
-        created_ms=row[10],
-        commit_index=row[11],
-        closed_ms=row[12],
-        server_seed=None if row[13] is None else bytes(row[13]),
-        reveal_index=row[14],
-        request_fingerprint=None if row[15] is None else bytes(row[15]),
-    )
-
-
-def _token(row: tuple[Any, ...]) -> TokenRecord:
-    return TokenRecord(row[0], row[1], row[2], bytes(row[3]), row[4], row[5], row[6])
+    return hand_record(row)
 
 
 def read_log(path: Path) -> tuple[int, list[bytes], Iterator[bytes]]:
@@ -613,13 +582,8 @@ def read_log(path: Path) -> tuple[int, list[bytes], Iterator[bytes]]:
     notes = [bytes(r[0]) for r in conn.execute("SELECT note FROM checkpoints ORDER BY size")]
 
     def entries() -> Iterator[bytes]:
-        expected = 0
         try:
-            for idx, entry in conn.execute("SELECT idx, entry FROM log_entries ORDER BY idx"):
-                if idx != expected:  # a gap: the auditor sees a missing entry as an empty one
-                    raise ValueError(f"log entry {expected} is missing (next stored index is {idx})")
-                expected += 1
-                yield bytes(entry)
+            yield from entries_in_order(conn.execute("SELECT idx, entry FROM log_entries ORDER BY idx"))
         finally:
             conn.close()
 
