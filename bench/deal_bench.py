@@ -61,11 +61,11 @@ BAR_CONCURRENCY = (16, 64)
 class Server:
     """A server subprocess that prints ``... listening on HOST:PORT ...`` first."""
 
-    def __init__(self, name: str, argv: list[str], log: Path) -> None:
+    def __init__(self, name: str, argv: list[str], log: Path, env: dict[str, str] | None = None) -> None:
         self.name = name
         self.log = log
         self._err = open(log, "w")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self._err, text=True)
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self._err, text=True, env=env)
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
         if "listening on" not in line:

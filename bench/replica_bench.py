@@ -43,7 +43,6 @@ import json
 import os
 import platform
 import secrets
-import signal
 import statistics
 import subprocess
 import sys
@@ -57,6 +56,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))  # tests.pgcluster, shared with the test suite
 
 import grpc  # noqa: E402
+from deal_bench import Server  # noqa: E402
 from loadgen import METHOD, OPTIONS, machine_cpu, percentile, proc_cpu  # noqa: E402
 
 from fairdeck.v1 import dealer_pb2 as pb  # noqa: E402
@@ -69,31 +69,12 @@ QUIET = 0.3
 # -- processes ----------------------------------------------------------------------------------------
 
 
-class Dealer:
-    """A ``fairdeck serve`` subprocess; its first stdout line names the port."""
+class Dealer(Server):
+    """A ``fairdeck serve`` subprocess, without the caller's FAIRDECK_* settings."""
 
     def __init__(self, name: str, argv: list[str], log: Path) -> None:
-        self.name = name
-        self._err = open(log, "w")  # noqa: SIM115 - closed in stop()
         env = {k: v for k, v in os.environ.items() if not k.startswith("FAIRDECK_")}
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self._err, text=True, env=env)
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        if "listening on" not in line:
-            self.stop()
-            raise RuntimeError(f"{name} did not start: {line!r}; see {log}")
-        self.target = line.split("listening on ", 1)[1].split()[0]
-        self.pid = self.proc.pid
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._err.close()
+        super().__init__(name, argv, log, env)
 
 
 def start_dealer(name: str, tmp: Path, db: str | None, keys: tuple[Path, Path]) -> Dealer:
