@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -26,13 +25,13 @@ from pathlib import Path
 
 import grpc
 
+from fairdeck import cli_credentials
 from fairdeck.audit import Auditor, AuditReport, Finding
-from fairdeck.calls import ClientConfig, tls_credentials
+from fairdeck.calls import ClientConfig
 from fairdeck.note import NoteError, Verifier
 from fairdeck.v1 import audit_pb2, audit_pb2_grpc
 
 PAGE = 1000
-TOKEN_ENV = "FAIRDECK_TOKEN"  # noqa: S105 - the variable's name
 
 
 def remote_log(
@@ -139,10 +138,8 @@ def _verifiers(values: Sequence[str]) -> list[Verifier]:
 
 
 def _client_config(args: argparse.Namespace) -> ClientConfig:
-    token = args.token or os.environ.get(TOKEN_ENV) or None
-    tls = args.tls or args.ca or args.cert or args.cert_key
-    credentials = tls_credentials(args.ca, args.cert, args.cert_key) if tls else None
-    return ClientConfig(args.target, credentials, token, insecure=args.insecure)
+    c = cli_credentials.from_args(args)
+    return ClientConfig(args.target, c.channel, c.api_token, insecure=c.insecure)
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
@@ -235,17 +232,5 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     audit.add_argument("--timeout", type=float, default=30.0, help="per-call deadline with --target")
     audit.add_argument("--json", action="store_true", help="print the report as JSON")
-    tls = audit.add_argument_group("TLS and credentials (with --target)")
-    tls.add_argument("--tls", action="store_true", help="use TLS with the system's root CAs")
-    tls.add_argument(
-        "--ca", metavar="PEM", help="CA bundle that signed the dealer's certificate (turns TLS on)"
-    )
-    tls.add_argument("--cert", metavar="PEM", help="client certificate chain, for mTLS")
-    tls.add_argument("--cert-key", metavar="PEM", help="client private key, for mTLS")
-    tls.add_argument(
-        "--token", metavar="TOKEN", help=f"API token (default ${TOKEN_ENV}; prefer it: arguments show in ps)"
-    )
-    tls.add_argument(
-        "--insecure", action="store_true", help="allow sending the token in plain text off loopback"
-    )
+    cli_credentials.add_arguments(audit.add_argument_group("TLS and credentials (with --target)"))
     audit.set_defaults(handler=cmd_audit)

@@ -1,7 +1,7 @@
 """``fairdeck stats``: the argument parser, and the check for the ``stats`` extra.
 
-This module imports nothing outside the standard library, so ``fairdeck``
-works without numpy; only running ``fairdeck stats`` needs numpy, scipy and
+This module imports nothing outside the standard library and fairdeck's base
+dependencies, so ``fairdeck`` works without numpy; only running ``fairdeck stats`` needs numpy, scipy and
 matplotlib (``pip install 'fairdeck[stats]'``), and says so when they are
 missing. The work is in ``fairdeck.stats.run``.
 """
@@ -13,6 +13,7 @@ import importlib
 import os
 import sys
 
+from fairdeck import cli_credentials
 from fairdeck.decks import SPEC_NAMES
 
 EXTRA = "pip install 'fairdeck[stats]'"
@@ -137,18 +138,5 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--target", action="append", metavar="HOST:PORT", help="deal through this dealer; repeat for replicas"
     )
     dealer.add_argument("--timeout", type=float, default=30.0, help="per-call deadline in seconds")
-    dealer.add_argument("--tls", action="store_true", help="use TLS with the system's root CAs")
-    dealer.add_argument(
-        "--ca", metavar="PEM", help="CA bundle that signed the dealer's certificate (turns TLS on)"
-    )
-    dealer.add_argument("--cert", metavar="PEM", help="client certificate chain, for mTLS")
-    dealer.add_argument("--cert-key", metavar="PEM", help="client private key, for mTLS")
-    dealer.add_argument(
-        "--token",
-        metavar="TOKEN",
-        help="API token (default $FAIRDECK_TOKEN; prefer it: arguments show in ps)",
-    )
-    dealer.add_argument(
-        "--insecure", action="store_true", help="allow sending the token in plain text off loopback"
-    )
+    cli_credentials.add_arguments(dealer)
     stats.set_defaults(handler=cmd_stats)

@@ -21,6 +21,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from fairdeck import cli_credentials
 from fairdeck.exceptions import FairdeckError
 from fairdeck.stats import report
 from fairdeck.stats.analysis import Analysis, analyse, why_not_caught
@@ -29,8 +30,6 @@ from fairdeck.stats.checks import Result
 from fairdeck.stats.remote import DealerSample, sample_dealer
 from fairdeck.stats.sampling import OURS, RunSpec, Sample, sample
 from fairdeck.versions import CURRENT_VERSION
-
-TOKEN_ENV = "FAIRDECK_TOKEN"  # noqa: S105 - the variable's name, as in fairdeck audit
 
 
 class Bar:
@@ -238,19 +237,15 @@ def _chosen_controls(text: str, known: list[str]) -> list[str] | None:
 
 
 def _sample_dealer(args: argparse.Namespace, spec: RunSpec, targets: list[str], bar: Bar) -> DealerSample:
-    from fairdeck.calls import tls_credentials
-
-    token = args.token or os.environ.get(TOKEN_ENV) or None
-    tls = args.tls or args.ca or args.cert or args.cert_key
-    credentials = tls_credentials(args.ca, args.cert, args.cert_key) if tls else None
+    c = cli_credentials.from_args(args)
     return sample_dealer(
         targets,
         spec.deck,
         spec.decks,
         spec.seed,
-        credentials=credentials,
-        api_token=token,
-        insecure=args.insecure,
+        credentials=c.channel,
+        api_token=c.api_token,
+        insecure=c.insecure,
         timeout=args.timeout,
         progress=lambda f: bar(f, "dealer"),
     )
