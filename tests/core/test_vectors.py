@@ -358,3 +358,21 @@ def test_package_and_spec_reference_agree_on_random_hands(
     expected, _, _ = ref.derive("fairdeck-v1", deck, hand_id, server_seed, used)
     assert [spec.card_for_id(c).code for c in cards] == expected
     assert commit(deck, hand_id, server_seed) == ref.commitment("fairdeck-v1", deck, hand_id, server_seed)
+
+
+_EXAMPLE_TEXT = json.dumps(transcript(BY_NAME["short/worked-example"]), separators=(",", ":")).encode()
+_JSONISH = st.sampled_from(
+    [b"{", b"}", b"[", b"]", b'"', b"\\", b",", b":", b" ", b"\\u00", b"\xff", b"\xc3", b"1"]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    at=st.integers(min_value=0, max_value=len(_EXAMPLE_TEXT)),
+    cut=st.integers(min_value=0, max_value=3),
+    insert=st.lists(_JSONISH | st.binary(min_size=1, max_size=2), max_size=3),
+)
+def test_package_and_spec_reference_agree_on_mangled_texts(at: int, cut: int, insert: list[bytes]) -> None:
+    """Two readers of section 7.1 reach the same step on the same bytes, however mangled."""
+    raw = _EXAMPLE_TEXT[:at] + b"".join(insert) + _EXAMPLE_TEXT[at + cut :]
+    assert _package_step(raw) == ref.check_text(raw)
