@@ -207,3 +207,17 @@ def test_verify_command_accepts_a_good_transcript_as_bytes(
     path.write_bytes(_CLI_TEXT)
     assert main(["verify", str(path)]) == 0
     assert capsys.readouterr().out.startswith("OK: hand cli-hand verified")
+
+
+def test_verify_command_refuses_a_text_over_1_mib_without_reading_it_all(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from fairdeck.cli import main
+    from fairdeck.strictjson import MAX_TEXT_BYTES
+
+    path = tmp_path / "padded.json"
+    path.write_bytes(_CLI_TEXT + b" " * (MAX_TEXT_BYTES - len(_CLI_TEXT) + 1))
+    assert main(["verify", str(path)]) == 1
+    assert "larger than 1048576 bytes" in capsys.readouterr().out
+    path.write_bytes(_CLI_TEXT + b" " * (MAX_TEXT_BYTES - len(_CLI_TEXT)))
+    assert main(["verify", str(path)]) == 0
