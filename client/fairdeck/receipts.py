@@ -47,7 +47,8 @@ class InclusionProof:
     signed_checkpoint: bytes
 
     def verify(self, verifier: Verifier, origin: str | None = None) -> Checkpoint:
-        """Check the signature and the audit path; return the verified checkpoint."""
+        """Check the receipt as docs/log-format.md ("The receipt") orders it: the signature,
+        the tree size, the audit path, then that the entry parses. Return the checkpoint."""
         cp = open_signed_checkpoint(self.signed_checkpoint, verifier, origin)
         if cp.size != self.tree_size:
             raise _fail(f"proof is for tree size {self.tree_size}, the checkpoint signs {cp.size}")
@@ -55,6 +56,7 @@ class InclusionProof:
             merkle.verify_inclusion(self.index, cp.size, merkle.leaf_hash(self.entry), self.hashes, cp.root)
         except merkle.ProofError as e:
             raise _fail(f"entry {self.index} is not in the signed tree: {e}") from None
+        _decode(self.entry)
         return cp
 
     def to_json(self) -> str:

@@ -986,6 +986,18 @@ def log_vectors(valid_list: list[Vector]) -> dict[str, Any]:
             {"name": name, "description": f"{field} written {number}", "valid": False, "text": body}
         )
 
+    # A signed tree whose one entry does not parse: the path and signature hold, step 5 does not.
+    garbage = b"FDL1\x01 not an entry"
+    garbage_note = sign_checkpoint(Checkpoint(LOG_ORIGIN, 1, merkle.leaf_hash(garbage)), signer)
+    receipts_list.append(
+        {
+            "name": "entry-does-not-parse",
+            "description": "a one-entry tree, signed, whose entry does not parse",
+            "valid": False,
+            "text": InclusionProof(0, 1, (), garbage, garbage_note).to_json(),
+        }
+    )
+
     return {
         "version": "fairdeck-log-v1",
         "description": (

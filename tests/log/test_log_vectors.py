@@ -249,3 +249,11 @@ def test_log_format_doc_states_the_worked_example_deck_digest() -> None:
     text = (ROOT / "docs" / "log-format.md").read_text(encoding="utf-8")
     assert reveal["deck_digest"] in text
     assert len(HANDS["short/worked-example"]["cards"]) == 36
+
+
+def test_a_signed_receipt_of_an_entry_that_does_not_parse_is_rejected_at_the_last_step() -> None:
+    """log-format.md, "The receipt", step 5: the path and the signature hold, the entry does not parse."""
+    (vector,) = [v for v in LOG["receipts"] if v["name"] == "entry-does-not-parse"]
+    assert ref.check_receipt(vector["text"].encode(), VKEY) == "entry"
+    with pytest.raises(VerificationError, match="log entry does not parse"):
+        InclusionProof.from_json(vector["text"]).verify(VERIFIER)
