@@ -19,6 +19,7 @@ from fairdeck.derivation import derive_deck
 from fairdeck.errors import InvalidInput, VerificationError
 from fairdeck.seeds import normalize_client_seed
 from fairdeck.stats import command as stats_command
+from fairdeck.strictjson import MAX_TEXT_BYTES
 from fairdeck.transcript import Transcript
 from fairdeck.verify import verify
 from fairdeck.versions import CURRENT_VERSION, SUPPORTED_VERSIONS
@@ -66,9 +67,17 @@ def cmd_verify(args: argparse.Namespace) -> int:
     """Verify a transcript file: exit 0 when it holds, 1 with the failed step."""
     path: str = args.transcript
     try:
-        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        print(f"fairdeck verify: cannot read {path}: {e}", file=sys.stderr)
+        # Bytes, not text: what the bytes are (UTF-8 or not, JSON or not) is the spec's
+        # step "malformed" (section 7.1), a finding about the transcript, exit 1.
+        # Only a file that cannot be read at all is exit 2. At most one byte past the
+        # limit is read, so a huge file is refused without being loaded.
+        if path == "-":
+            text = sys.stdin.buffer.read(MAX_TEXT_BYTES + 1)
+        else:
+            with Path(path).open("rb") as file:
+                text = file.read(MAX_TEXT_BYTES + 1)
+    except OSError as e:
+        print(f"fairdeck verify: cannot read {path}: {e.strerror or e}", file=sys.stderr)
         return 2
     try:
         transcript = Transcript.from_json(text)

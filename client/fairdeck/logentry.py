@@ -13,8 +13,14 @@ dealt deck as 2-byte big-endian card ids, top card first
 (``deck_digest(cards)``): the auditor re-derives the deck from the seeds and
 checks the dealer dealt exactly that.
 
-Parsing is strict: unknown magic or type, short fields and trailing bytes are
-rejected.
+Parsing is strict, field by field as docs/log-format.md ("Parsing") lists:
+the magic, the type and the outcome; the hand id follows the hand-id rule of
+the fairness spec (ASCII, 1 to 64 of ``A-Z a-z 0-9 . _ : -``); a commit names
+an algorithm version this reader implements and a deck spec of it, and a
+32-byte commitment; a reveal has at most 64 client seeds of 1 to 256 bytes and
+a 32-byte deck digest; no length runs past the end and nothing trails. The
+server seed's length depends on the hand's deck, so the audit checks it
+against the hand's commit entry, not the parser.
 
 >>> e = CommitEntry(1700000000000, "h1", "fairdeck-v1", "standard", bytes(32))
 >>> decode(e.encode()) == e
@@ -27,14 +33,18 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from fairdeck.decks import SPEC_NAMES
 from fairdeck.encoding import lp, pack_cards, u32, u64
 from fairdeck.errors import InvalidInput
+from fairdeck.seeds import MAX_CLIENT_SEED_BYTES, MAX_CLIENT_SEEDS, MAX_HAND_ID_LENGTH, check_hand_id
+from fairdeck.versions import check_version
 
 MAGIC = b"FDL1"
 COMMIT = 1
 REVEAL = 2
 CLOSED = 1
 VOIDED = 2
+DIGEST_BYTES = 32  # the commitment and the deck digest are SHA-256 digests
 
 
 class EntryError(InvalidInput):
@@ -128,22 +138,48 @@ class _Reader:
 
 
 def decode(data: bytes) -> Entry:
-    """Parse one entry strictly; raise EntryError."""
+    """Parse one entry strictly (docs/log-format.md, "Parsing"); raise EntryError."""
     r = _Reader(data)
     if r.take(4) != MAGIC:
         raise EntryError("log entry has an unknown format (magic)")
     kind = r.int(1)
     entry: Entry
     if kind == COMMIT:
-        entry = CommitEntry(r.int(8), r.text(), r.text(), r.text(), r.field())
+        time_ms, hand_id, version, deck = r.int(8), _hand_id(r.text()), r.text(), r.text()
+        try:
+            check_version(version)
+        except InvalidInput:
+            raise EntryError("commit entry names an unknown algorithm version") from None
+        if deck not in SPEC_NAMES:
+            raise EntryError("commit entry names an unknown deck spec")
+        entry = CommitEntry(time_ms, hand_id, version, deck, _digest(r.field(), "commitment"))
     elif kind == REVEAL:
-        time_ms, hand_id, outcome, seed = r.int(8), r.text(), r.int(1), r.field()
+        time_ms, hand_id, outcome, seed = r.int(8), _hand_id(r.text()), r.int(1), r.field()
         if outcome not in (CLOSED, VOIDED):
             raise EntryError(f"reveal entry has unknown outcome {outcome}")
-        seeds = tuple(r.field() for _ in range(r.int(4)))
-        entry = RevealEntry(time_ms, hand_id, outcome, seed, seeds, r.field())
+        count = r.int(4)
+        if count > MAX_CLIENT_SEEDS:
+            raise EntryError(f"reveal entry has {count} client seeds, at most {MAX_CLIENT_SEEDS}")
+        seeds = tuple(r.field() for _ in range(count))
+        if any(not 1 <= len(seed) <= MAX_CLIENT_SEED_BYTES for seed in seeds):
+            raise EntryError(f"reveal entry has a client seed outside 1..{MAX_CLIENT_SEED_BYTES} bytes")
+        entry = RevealEntry(time_ms, hand_id, outcome, seed, seeds, _digest(r.field(), "deck digest"))
     else:
         raise EntryError(f"log entry has unknown type {kind}")
     if r.pos != len(data):
         raise EntryError("log entry has trailing bytes")
     return entry
+
+
+def _hand_id(hand_id: str) -> str:
+    try:
+        check_hand_id(hand_id)
+    except InvalidInput:
+        raise EntryError(f"log entry hand id is not 1..{MAX_HAND_ID_LENGTH} of A-Z a-z 0-9 . _ : -") from None
+    return hand_id
+
+
+def _digest(value: bytes, what: str) -> bytes:
+    if len(value) != DIGEST_BYTES:
+        raise EntryError(f"log entry {what} is {len(value)} bytes, want {DIGEST_BYTES}")
+    return value

@@ -12,11 +12,13 @@ of some other entry is worthless, so the content check is not optional in
 from __future__ import annotations
 
 import base64
+import binascii
 import hmac
 import json
+import re
 from dataclasses import dataclass
 
-from fairdeck import merkle
+from fairdeck import merkle, strictjson
 from fairdeck.checkpoint import Checkpoint, CheckpointError, open_checkpoint
 from fairdeck.errors import VerificationError
 from fairdeck.logentry import CommitEntry, EntryError, RevealEntry, deck_digest, decode
@@ -45,7 +47,8 @@ class InclusionProof:
     signed_checkpoint: bytes
 
     def verify(self, verifier: Verifier, origin: str | None = None) -> Checkpoint:
-        """Check the signature and the audit path; return the verified checkpoint."""
+        """Check the receipt as docs/log-format.md ("The receipt") orders it: the signature,
+        the tree size, the audit path, then that the entry parses. Return the checkpoint."""
         cp = open_signed_checkpoint(self.signed_checkpoint, verifier, origin)
         if cp.size != self.tree_size:
             raise _fail(f"proof is for tree size {self.tree_size}, the checkpoint signs {cp.size}")
@@ -53,6 +56,7 @@ class InclusionProof:
             merkle.verify_inclusion(self.index, cp.size, merkle.leaf_hash(self.entry), self.hashes, cp.root)
         except merkle.ProofError as e:
             raise _fail(f"entry {self.index} is not in the signed tree: {e}") from None
+        _decode(self.entry)
         return cp
 
     def to_json(self) -> str:
@@ -68,18 +72,63 @@ class InclusionProof:
         )
 
     @classmethod
-    def from_json(cls, text: str) -> InclusionProof:
+    def from_json(cls, text: str | bytes) -> InclusionProof:
+        """Read a receipt's JSON strictly (docs/log-format.md, "The receipt"); raise VerificationError.
+
+        The text rules are the transcript's (strictjson); exactly the five names;
+        ``index`` and ``tree_size`` are JSON integers in 0..2**64-1 written as plain
+        digits; hashes and entry are canonical standard base64 (RFC 4648 section 4).
+        """
         try:
-            d = json.loads(text)
-            return cls(
-                index=int(d["index"]),
-                tree_size=int(d["tree_size"]),
-                hashes=tuple(base64.b64decode(h, validate=True) for h in d["hashes"]),
-                entry=base64.b64decode(d["entry"], validate=True),
-                signed_checkpoint=d["signed_checkpoint"].encode("utf-8"),
-            )
-        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            d = strictjson.loads(text)
+        except strictjson.StrictJSONError as e:
             raise _fail(f"malformed inclusion proof: {e}") from None
+        if not isinstance(d, dict) or set(d) != _RECEIPT_NAMES:
+            raise _fail(f"malformed inclusion proof: want an object with exactly {sorted(_RECEIPT_NAMES)}")
+        hashes = d["hashes"]
+        if not isinstance(hashes, list):
+            raise _fail("malformed inclusion proof: hashes must be a list")
+        note = d["signed_checkpoint"]
+        if not isinstance(note, str):
+            raise _fail("malformed inclusion proof: signed_checkpoint must be a string")
+        proof = tuple(_base64(h, f"hashes[{i}]") for i, h in enumerate(hashes))
+        for i, h in enumerate(proof):
+            if len(h) != merkle.HASH_SIZE:
+                raise _fail(
+                    f"malformed inclusion proof: hashes[{i}] is {len(h)} bytes, want {merkle.HASH_SIZE}"
+                )
+        return cls(
+            index=_uint64(d["index"], "index"),
+            tree_size=_uint64(d["tree_size"], "tree_size"),
+            hashes=proof,
+            entry=_base64(d["entry"], "entry"),
+            signed_checkpoint=note.encode("utf-8"),
+        )
+
+
+_RECEIPT_NAMES = {"index", "tree_size", "hashes", "entry", "signed_checkpoint"}
+_UINT = re.compile(r"0|[1-9][0-9]{0,19}")
+
+
+def _uint64(value: object, name: str) -> int:
+    if not isinstance(value, strictjson.Number) or not _UINT.fullmatch(value.text):
+        raise _fail(f"malformed inclusion proof: {name} must be an integer written in plain digits")
+    number = int(value.text)
+    if number > merkle.MAX_TREE_SIZE:
+        raise _fail(f"malformed inclusion proof: {name} is beyond 2**64-1")
+    return number
+
+
+def _base64(value: object, name: str) -> bytes:
+    if isinstance(value, str):
+        try:
+            raw = base64.b64decode(value, validate=True)
+        except (binascii.Error, ValueError):
+            pass
+        else:
+            if base64.b64encode(raw).decode("ascii") == value:
+                return raw
+    raise _fail(f"malformed inclusion proof: {name} must be canonical standard base64")
 
 
 def check_commit_entry(entry_bytes: bytes, hand: Hand, commitment: bytes | None = None) -> None:

@@ -1,8 +1,10 @@
-"""The transcript of a revealed hand and its strict JSON form (spec section 6).
+"""The transcript of a revealed hand and its strict JSON form (spec sections 6 and 7).
 
-A transcript carries everything needed to re-derive and check a hand. JSON
-parsing is strict: unknown or missing keys, upper-case or odd-length hex, and
-wrong types are rejected, because a lenient verifier is a broken verifier.
+A transcript carries everything needed to re-derive and check a hand. Reading
+one is strict, in the order of spec section 7: the raw text
+(``fairdeck.strictjson``), then the ``version`` (an unknown one is step
+``version`` whatever the rest holds), then the seven names, their types and hex. A lenient
+verifier is a broken verifier: two verifiers must never disagree on a text.
 
 >>> t = Transcript.from_json(Transcript(
 ...     version="fairdeck-v1", deck="short", hand_id="h1", commitment=bytes(32),
@@ -18,6 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from fairdeck import strictjson
 from fairdeck.cards import Card
 from fairdeck.decks import DeckSpec
 from fairdeck.errors import InvalidInput, VerificationError
@@ -67,9 +70,19 @@ class Transcript:
 
     @classmethod
     def from_dict(cls, data: object) -> Transcript:
-        """Parse strictly; raise VerificationError(step="malformed")."""
+        """Parse a JSON value strictly (spec section 7.2); raise VerificationError, step
+        ``version`` for an unknown version (checked first) and ``malformed`` otherwise."""
         if not isinstance(data, dict):
             raise _malformed("transcript must be a JSON object")
+        # Spec section 7.2: the version first, whatever the other names and values are,
+        # because a later version may define other names, types, decks and codes.
+        if "version" not in data:
+            raise _malformed("transcript has no 'version'")
+        version = _text(data, "version")
+        try:
+            check_version(version)
+        except InvalidInput as e:
+            raise VerificationError("version", str(e)) from None
         keys = set(data)
         if keys != _KEYS:
             missing, extra = sorted(_KEYS - keys), sorted(keys - _KEYS)
@@ -80,11 +93,6 @@ class Transcript:
         codes = data["cards"]
         if not isinstance(codes, list) or not all(isinstance(c, str) for c in codes):
             raise _malformed("cards must be a list of card codes")
-        version = _text(data, "version")
-        try:  # an unknown version is reported as such, before its deck or cards are judged
-            check_version(version)
-        except InvalidInput as e:
-            raise VerificationError("version", str(e)) from None
         deck = _text(data, "deck")
         try:
             spec = DeckSpec.parse(deck)
@@ -114,27 +122,16 @@ class Transcript:
 
     @classmethod
     def from_json(cls, text: str | bytes) -> Transcript:
-        try:
-            data = json.loads(text, object_pairs_hook=_no_duplicates)
-        except _DuplicateName as e:
-            raise _malformed(f"duplicate name {e.args[0]!r}") from None
-        except (ValueError, UnicodeDecodeError) as e:
-            raise _malformed(f"not JSON: {e}") from None
-        return cls.from_dict(data)
+        """Read a transcript's text (bytes as read from a file, or str); raise VerificationError."""
+        return cls.from_dict(parse_json_text(text))
 
 
-class _DuplicateName(Exception):
-    pass
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """Different JSON parsers keep different copies of a duplicate name: refuse them all."""
-    out: dict[str, Any] = {}
-    for name, value in pairs:
-        if name in out:
-            raise _DuplicateName(name[:32])
-        out[name] = value
-    return out
+def parse_json_text(text: str | bytes) -> Any:
+    """The JSON value of a transcript's text (spec section 7.1), or step ``malformed``."""
+    try:
+        return strictjson.loads(text)
+    except strictjson.StrictJSONError as e:
+        raise _malformed(str(e)) from None
 
 
 def _malformed(message: str) -> VerificationError:

@@ -45,9 +45,11 @@ BY_NAME = {v["name"]: v for v in VALID}
 TEXT_VECTORS = [v for v in VALID if "client_seed_text" in v]
 FIELDS = ("version", "deck", "hand_id", "commitment", "server_seed", "client_seeds", "cards")
 
-# sha256 of the canonical JSON of the "valid" list. Valid vectors of a published
-# version never change (spec section 9): if this fails, the algorithm changed,
-# and that needs a new version, not new answers for fairdeck-v1.
+# sha256 of the canonical JSON of the "valid" list, with each 'index' written
+# as it was first published (minimal hex; section 11 since writes it as w bytes,
+# the same numbers). Valid vectors of a published version never change (spec
+# section 9): if this fails, the algorithm changed, and that needs a new
+# version, not new answers for fairdeck-v1.
 VALID_DIGEST = "e8018cfd49fc631cb6512933aa5d8998a214a9aa4cabdf800b32da46bbaa9f2d"
 
 
@@ -91,8 +93,18 @@ def test_valid_vector_through_spec_reference(vector: dict[str, Any]) -> None:
     )
     assert cards == vector["cards"]
     assert attempts == vector["attempts"]
-    assert format(index, "x") == vector["index"]
+    width = -(-ref.index_bits(n) // 8)
+    assert index.to_bytes(width, "big").hex() == vector["index"]
     assert ref.check(transcript(vector)) is None
+    assert ref.check_text(json.dumps(transcript(vector)).encode()) is None
+
+
+@valid_cases
+def test_index_is_hex_of_w_bytes_two_digits_per_byte(vector: dict[str, Any]) -> None:
+    """Regression (issue 16, the hex rule): 'index' was minimal hex, 35 of 50 of odd length,
+    against section 1.1's "two digits per byte". It is now the w bytes of section 4."""
+    width = -(-ref.index_bits(len(ref.canonical_codes(vector["deck"]))) // 8)
+    assert re.fullmatch(f"[0-9a-f]{{{2 * width}}}", vector["index"])
 
 
 @pytest.mark.parametrize("vector", TEXT_VECTORS, ids=[v["name"] for v in TEXT_VECTORS])
@@ -138,8 +150,100 @@ def test_vectors_file_is_exactly_what_generate_py_produces() -> None:
     assert _load_generator().document() == VECTORS_PATH.read_text(encoding="ascii")
 
 
+def test_every_vectors_file_is_exactly_what_generate_py_produces() -> None:
+    files = _load_generator().documents()
+    assert {path.name for path in files} == {
+        "fairdeck-v1.json",
+        "fairdeck-v1-texts.json",
+        "fairdeck-log-v1.json",
+    }
+    for path, text in files.items():
+        assert path.read_text(encoding="ascii") == text, path.name
+
+
+# Raw texts (section 7.1): fairdeck-v1-texts.json holds the bytes, which the
+# vectors file, holding parsed values, cannot.
+
+TEXTS: list[dict[str, Any]] = json.loads((ROOT / "docs" / "vectors" / "fairdeck-v1-texts.json").read_text())[
+    "texts"
+]
+text_cases = pytest.mark.parametrize("vector", TEXTS, ids=[v["name"] for v in TEXTS])
+
+
+def _package_step(raw: bytes) -> str | None:
+    try:
+        verify(Transcript.from_json(raw))
+    except VerificationError as e:
+        return e.step
+    return None
+
+
+@text_cases
+def test_text_vector_through_package(vector: dict[str, Any]) -> None:
+    assert _package_step(bytes.fromhex(vector["text"])) == vector["expected_step"]
+
+
+@text_cases
+def test_text_vector_through_spec_reference(vector: dict[str, Any]) -> None:
+    assert ref.check_text(bytes.fromhex(vector["text"])) == vector["expected_step"]
+
+
+def test_text_vectors_cover_what_section_7_1_names() -> None:
+    names = {v["name"].split("/")[0] for v in TEXTS}
+    assert {"valid", "duplicate", "encoding", "not-json", "limits"} <= names
+    for wanted in (
+        "duplicate/same-value",
+        "encoding/bom",
+        "encoding/invalid-utf8-in-string",
+        "not-json/empty",
+    ):
+        assert any(v["name"] == wanted for v in TEXTS), wanted
+    assert any(v["expected_step"] is None for v in TEXTS)
+
+
+@pytest.mark.parametrize("too_large", [False, True])
+def test_text_size_limit_is_on_raw_bytes(too_large: bool) -> None:
+    """At most 1 MiB of text (section 7.1): a valid transcript padded to the limit, and one byte past it."""
+    text = json.dumps(transcript(BY_NAME["short/worked-example"])).encode()
+    padded = text + b" " * (ref.MAX_TEXT_BYTES - len(text) + too_large)
+    expected = "malformed" if too_large else None
+    assert _package_step(padded) == expected
+    assert ref.check_text(padded) == expected
+
+
+# The version is read first (section 7.2), whatever the rest of the object holds.
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"cards": [1]},
+        {"client_seeds": [1]},
+        {"deck": None},
+        {"server_seed": "XYZ"},
+        {"extra": 1},
+        {"cards": "x"},
+    ],
+    ids=[
+        "cards-not-strings",
+        "client-seeds-not-strings",
+        "deck-null",
+        "bad-hex",
+        "extra-name",
+        "cards-string",
+    ],
+)
+def test_unknown_version_is_step_version_whatever_else_is_wrong(changes: dict[str, Any]) -> None:
+    """Regression (issue 16): fairdeck-v2 with cards [1] gave 'malformed' in the package while
+    client_seeds [1], deck null or bad hex gave 'version', and the reference disagreed on some."""
+    data = dict(transcript(BY_NAME["standard/one-client-seed"]), version="fairdeck-v2", **changes)
+    assert _package_step(json.dumps(data).encode()) == "version"
+    assert ref.check(data) == "version"
+
+
 def test_valid_vectors_never_change() -> None:
-    canonical = json.dumps(VALID, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    as_published = [dict(v, index=format(int(v["index"], 16), "x")) for v in VALID]
+    canonical = json.dumps(as_published, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     assert hashlib.sha256(canonical.encode()).hexdigest() == VALID_DIGEST
 
 
@@ -157,6 +261,8 @@ def test_vectors_cover_every_deck_with_and_without_client_seeds_and_with_rejecti
     assert any(len(v["client_seeds"]) == 64 for v in VALID)
     assert any(any(len(s) == 2 * 256 for s in v["client_seeds"]) for v in VALID)
     assert {v["expected_step"] for v in INVALID} == {"version", "malformed", "commitment", "deck"}
+    for name in ("cards-not-strings", "client-seeds-not-strings", "deck-null", "bad-hex"):
+        assert any(v["name"] == f"version/fairdeck-v2-{name}" for v in INVALID), name
     assert len({v["name"] for v in VALID + INVALID}) == len(VALID) + len(INVALID)
 
 
@@ -252,3 +358,21 @@ def test_package_and_spec_reference_agree_on_random_hands(
     expected, _, _ = ref.derive("fairdeck-v1", deck, hand_id, server_seed, used)
     assert [spec.card_for_id(c).code for c in cards] == expected
     assert commit(deck, hand_id, server_seed) == ref.commitment("fairdeck-v1", deck, hand_id, server_seed)
+
+
+_EXAMPLE_TEXT = json.dumps(transcript(BY_NAME["short/worked-example"]), separators=(",", ":")).encode()
+_JSONISH = st.sampled_from(
+    [b"{", b"}", b"[", b"]", b'"', b"\\", b",", b":", b" ", b"\\u00", b"\xff", b"\xc3", b"1"]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    at=st.integers(min_value=0, max_value=len(_EXAMPLE_TEXT)),
+    cut=st.integers(min_value=0, max_value=3),
+    insert=st.lists(_JSONISH | st.binary(min_size=1, max_size=2), max_size=3),
+)
+def test_package_and_spec_reference_agree_on_mangled_texts(at: int, cut: int, insert: list[bytes]) -> None:
+    """Two readers of section 7.1 reach the same step on the same bytes, however mangled."""
+    raw = _EXAMPLE_TEXT[:at] + b"".join(insert) + _EXAMPLE_TEXT[at + cut :]
+    assert _package_step(raw) == ref.check_text(raw)

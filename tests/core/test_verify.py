@@ -138,3 +138,86 @@ def test_verify_does_not_accept_text_where_the_transcript_recorded_bytes() -> No
 def test_card_id_outside_the_deck_fails_verification_instead_of_crashing(bad_id: int) -> None:
     t = changed(cards=(bad_id, *GOOD.cards[1:]))
     assert failing_step(t).step in ("malformed", "deck")
+
+
+# fairdeck verify on texts that are not a transcript (issue 16, finding 4)
+
+_CLI_TEXT = deal_hand("short", "cli-hand", ["alice"], entropy=_seed).transcript.to_json().encode()
+
+
+@pytest.mark.parametrize(
+    ("name", "raw", "says"),
+    [
+        ("non-utf8", _CLI_TEXT.replace(b"cli-hand", b"cli-h\xe4nd"), "not UTF-8"),
+        ("latin1-file", b'{"hand_id": "h\xe9"}', "not UTF-8"),
+        ("not-json", b"{not json", "not JSON"),
+        ("bom", b"\xef\xbb\xbf" + _CLI_TEXT, "byte order mark"),
+        ("utf-16", _CLI_TEXT.decode().encode("utf-16"), "not UTF-8"),
+        ("deeply-nested", b"[" * 100_000, "nested deeper"),
+        ("duplicate-name", _CLI_TEXT.replace(b'"deck"', b'"deck": "short", "deck"'), "duplicate name"),
+    ],
+)
+def test_verify_command_reports_text_that_is_not_a_transcript_as_malformed(
+    name: str, raw: bytes, says: str, tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Regression: non-UTF-8 input exited 2 ("cannot read") where the README promises exit 1
+    naming the step; deep nesting raised RecursionError (a traceback); a BOM or UTF-16 was read."""
+    from fairdeck.cli import main
+
+    path = tmp_path / f"{name}.json"
+    path.write_bytes(raw)
+    assert main(["verify", str(path)]) == 1
+    out = capsys.readouterr()
+    assert out.out.startswith("FAILED at step malformed: ")
+    assert says in out.out
+    assert out.err == ""
+
+
+def test_verify_command_real_program_on_non_utf8_standard_input() -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "fairdeck.cli", "verify", "-"],
+        input=_CLI_TEXT.replace(b"cli-hand", b"cli-\xff"),
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr
+    assert done.stdout.startswith(b"FAILED at step malformed: the text is not UTF-8")
+    assert b"Traceback" not in done.stderr
+
+
+def test_verify_command_still_exits_2_when_the_file_cannot_be_opened(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from fairdeck.cli import main
+
+    assert main(["verify", str(tmp_path / "missing.json")]) == 2
+    assert "fairdeck verify: cannot read" in capsys.readouterr().err
+
+
+def test_verify_command_accepts_a_good_transcript_as_bytes(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from fairdeck.cli import main
+
+    path = tmp_path / "good.json"
+    path.write_bytes(_CLI_TEXT)
+    assert main(["verify", str(path)]) == 0
+    assert capsys.readouterr().out.startswith("OK: hand cli-hand verified")
+
+
+def test_verify_command_refuses_a_text_over_1_mib_without_reading_it_all(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from fairdeck.cli import main
+    from fairdeck.strictjson import MAX_TEXT_BYTES
+
+    path = tmp_path / "padded.json"
+    path.write_bytes(_CLI_TEXT + b" " * (MAX_TEXT_BYTES - len(_CLI_TEXT) + 1))
+    assert main(["verify", str(path)]) == 1
+    assert "larger than 1048576 bytes" in capsys.readouterr().out
+    path.write_bytes(_CLI_TEXT + b" " * (MAX_TEXT_BYTES - len(_CLI_TEXT)))
+    assert main(["verify", str(path)]) == 0
