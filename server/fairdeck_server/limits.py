@@ -66,6 +66,22 @@ def service_of(method: str) -> str:
 STREAM_IN_FLIGHT = 2 * BATCH_CHUNK
 """Hands a DealHands call with ``close`` holds against the open-hands cap while it runs:
 the chunk being written and the next one being stored (dealer.py ``_deal_chunks``)."""
+MAX_PENDING_CALLS = 10_000
+"""Calls gRPC may hold for the server before our handlers take them (see TRANSPORT_OPTIONS)."""
+TRANSPORT_OPTIONS: tuple[tuple[str, int], ...] = (
+    # gRPC core queues each new call until grpc.aio's accept loop takes it, one per turn
+    # of the event loop. Past grpc.server.max_pending_requests (default 1,000, then
+    # randomly up to the hard limit of 3,000) it drops calls: the client gets CANCELLED
+    # with no message, and no handler, interceptor or metric ever sees them. 2,500
+    # concurrent GetHand calls on one channel lost 282-421 that way. A queued call costs
+    # little (its metadata and at most a flow-control window of request bytes) and waits
+    # under its own deadline, so the queue is made large, with no random early drop.
+    # A per-connection stream cap (grpc.max_concurrent_streams) is no cure: streams the
+    # client opens before it reads the server's SETTINGS are reset (UNAVAILABLE).
+    ("grpc.server.max_pending_requests", MAX_PENDING_CALLS),
+    ("grpc.server.max_pending_requests_hard_limit", MAX_PENDING_CALLS),
+)
+"""gRPC server options for the transport's own queue of new calls."""
 
 
 def hands_requested(method: str, request: object) -> int:

@@ -6,17 +6,18 @@ All on a real dealer on 127.0.0.1:0 through the real SDK.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 
 import pytest
 
-from fairdeck.client import DealerClient
+from fairdeck.client import AsyncDealerClient, DealerClient
 from fairdeck.exceptions import ResourceExhausted
 from fairdeck_server.dealer import BATCH_CHUNK
 from fairdeck_server.limits import STREAM_IN_FLIGHT
 from tests.dealers import RunningDealer
-from tests.ops.kit import dealer
+from tests.ops.kit import dealer, sample, scrape_until
 
 
 def _log_size_when_still(running: RunningDealer, timeout: float = 20) -> int:
@@ -33,6 +34,30 @@ def _log_size_when_still(running: RunningDealer, timeout: float = 20) -> int:
             break
         time.sleep(0.1)
     return last
+
+
+# -- finding 13: calls ended CANCELLED with no reason, uncounted -----------------------------
+
+
+def test_cancelled_without_reason_under_2500_concurrent_gets(tmp_path: Path) -> None:
+    """gRPC core dropped calls queued past its pending-request limit (1,000 to 3,000)
+    before any handler saw them: CANCELLED, no reason, in no metric."""
+    calls = 2_500
+
+    async def many_gets(target: str) -> list[object]:
+        async with AsyncDealerClient(target, timeout=60) as c:
+            hand = await c.open_hand()
+            return await asyncio.gather(*(c.get(hand.hand_id) for _ in range(calls)), return_exceptions=True)
+
+    with dealer(tmp_path / "d", rate_limit=0, metrics_listen="127.0.0.1:0") as running:
+        results = asyncio.run(many_gets(running.target))
+        failed = [r for r in results if isinstance(r, BaseException)]
+        assert not failed, {(type(r).__name__, getattr(r, "code", None)) for r in failed}
+        labels = {"service": "fairdeck.v1.DealerService", "method": "GetHand"}
+        samples = scrape_until(
+            running, lambda s: sample(s, "fairdeck_rpcs_total", code="OK", **labels) >= calls
+        )
+        assert sample(samples, "fairdeck_rpcs_total", code="OK", **labels) == calls
 
 
 # -- finding 11: DealHands escaped the caps ---------------------------------------------------
