@@ -73,7 +73,7 @@ TRANSPORT_OPTIONS: tuple[tuple[str, int], ...] = (
     # of the event loop. Past grpc.server.max_pending_requests (default 1,000, then
     # randomly up to the hard limit of 3,000) it drops calls: the client gets CANCELLED
     # with no message, and no handler, interceptor or metric ever sees them. 2,500
-    # concurrent GetHand calls on one channel lost 282-421 that way. A queued call costs
+    # concurrent GetHand calls on one channel lost 282-432 that way. A queued call costs
     # little (its metadata and at most a flow-control window of request bytes) and waits
     # under its own deadline, so the queue is made large, with no random early drop.
     # A per-connection stream cap (grpc.max_concurrent_streams) is no cure: streams the
