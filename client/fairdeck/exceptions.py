@@ -2,7 +2,10 @@
 
 The dealer attaches a google.rpc.ErrorInfo with a stable ``reason`` to every
 error; ``from_rpc_error`` picks the class by reason first, then by status
-code. Every exception carries ``code``, ``reason`` and ``field``, and
+code. Every status code has a class of its own (``BY_CODE``), so a caller can
+catch, say, ``Cancelled`` without catching everything; a reason's class is a
+subclass of its code's where the two differ in meaning. Every exception
+carries ``code``, ``reason`` and ``field``, and
 ``retry_delay`` (seconds) when the dealer sent a google.rpc.RetryInfo, as it
 does with every RESOURCE_EXHAUSTED refusal.
 """
@@ -50,19 +53,27 @@ class NotInLog(FairdeckError):
     (ENTRY_NOT_FOUND), or no signed checkpoint of that size (NO_CHECKPOINT)."""
 
 
-class HandClosed(FairdeckError):
+class FailedPrecondition(FairdeckError):
+    """The hand is not in a state that allows this (FAILED_PRECONDITION)."""
+
+
+class HandClosed(FailedPrecondition):
     """The hand is closed: no more draws or seeds."""
 
 
-class HandAlreadyShuffled(FairdeckError):
+class HandAlreadyShuffled(FailedPrecondition):
     """The hand's client seeds are fixed already."""
 
 
-class NotEnoughCards(FairdeckError):
+class NotEnoughCards(FailedPrecondition):
     """Fewer cards are left than were asked for."""
 
 
-class RequestIdReused(FairdeckError):
+class AlreadyExists(FairdeckError):
+    """What the call would create exists already (ALREADY_EXISTS)."""
+
+
+class RequestIdReused(AlreadyExists):
     """The request id was used before for a different request."""
 
 
@@ -87,6 +98,39 @@ class DeadlineExceeded(FairdeckError):
     """The call did not finish within its deadline."""
 
 
+class Cancelled(FairdeckError):
+    """The call was cancelled before it finished, with no answer: the client's
+    channel closed, or the connection went away (docs/api.md, CANCELLED). Whether
+    a call that changes state took effect is unknown; a retry with the same
+    request_id finds out."""
+
+
+class Unknown(FairdeckError):
+    """The call failed with no known status (UNKNOWN; an RpcError that carries
+    OK, which no failed call should, is reported as this too)."""
+
+
+class Aborted(FairdeckError):
+    """The operation was aborted, typically by a conflict (ABORTED)."""
+
+
+class OutOfRange(FairdeckError):
+    """A value was past the valid range (OUT_OF_RANGE)."""
+
+
+class Unimplemented(FairdeckError):
+    """The dealer does not implement this method (UNIMPLEMENTED): an older dealer."""
+
+
+class Internal(FairdeckError):
+    """A fault in the dealer (INTERNAL: reasons SEED_UNAVAILABLE, INTERNAL); the
+    message never holds a stack trace or a secret."""
+
+
+class DataLoss(FairdeckError):
+    """Unrecoverable data loss or corruption (DATA_LOSS)."""
+
+
 _BY_REASON: dict[str, type[FairdeckError]] = {
     "HAND_NOT_FOUND": HandNotFound,
     "ENTRY_NOT_FOUND": NotInLog,
@@ -100,15 +144,26 @@ _BY_REASON: dict[str, type[FairdeckError]] = {
     "INVALID_CERTIFICATE": Unauthenticated,
     "ROLE_NOT_ALLOWED": PermissionDenied,
 }
-_BY_CODE: dict[grpc.StatusCode, type[FairdeckError]] = {
+BY_CODE: dict[grpc.StatusCode, type[FairdeckError]] = {
+    grpc.StatusCode.OK: Unknown,
+    grpc.StatusCode.CANCELLED: Cancelled,
+    grpc.StatusCode.UNKNOWN: Unknown,
     grpc.StatusCode.INVALID_ARGUMENT: InvalidArgument,
-    grpc.StatusCode.NOT_FOUND: HandNotFound,
-    grpc.StatusCode.PERMISSION_DENIED: PermissionDenied,
-    grpc.StatusCode.UNAUTHENTICATED: Unauthenticated,
-    grpc.StatusCode.RESOURCE_EXHAUSTED: ResourceExhausted,
-    grpc.StatusCode.UNAVAILABLE: Unavailable,
     grpc.StatusCode.DEADLINE_EXCEEDED: DeadlineExceeded,
+    grpc.StatusCode.NOT_FOUND: HandNotFound,
+    grpc.StatusCode.ALREADY_EXISTS: AlreadyExists,
+    grpc.StatusCode.PERMISSION_DENIED: PermissionDenied,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: ResourceExhausted,
+    grpc.StatusCode.FAILED_PRECONDITION: FailedPrecondition,
+    grpc.StatusCode.ABORTED: Aborted,
+    grpc.StatusCode.OUT_OF_RANGE: OutOfRange,
+    grpc.StatusCode.UNIMPLEMENTED: Unimplemented,
+    grpc.StatusCode.INTERNAL: Internal,
+    grpc.StatusCode.UNAVAILABLE: Unavailable,
+    grpc.StatusCode.DATA_LOSS: DataLoss,
+    grpc.StatusCode.UNAUTHENTICATED: Unauthenticated,
 }
+"""The class for each status code when no known reason decides (every code is here)."""
 
 
 def from_rpc_error(error: grpc.RpcError) -> FairdeckError:
@@ -120,7 +175,7 @@ def from_rpc_error(error: grpc.RpcError) -> FairdeckError:
     for key, value in call.trailing_metadata() or ():
         if key == STATUS_DETAILS_KEY and isinstance(value, bytes):
             reason, field, delay = _error_details(value)
-    cls = _BY_REASON.get(reason) or _BY_CODE.get(code, FairdeckError)
+    cls = _BY_REASON.get(reason) or BY_CODE.get(code, Unknown)
     return cls(message, code=code, reason=reason, field=field, retry_delay=delay)
 
 

@@ -26,7 +26,13 @@ from fairdeck_server import logs
 from fairdeck_server.audit_servicer import AuditServicer
 from fairdeck_server.auth import Authenticator, AuthInterceptor, TokenVerifier
 from fairdeck_server.dealer import Dealer
-from fairdeck_server.limits import DeadlineInterceptor, LimitsInterceptor, OpenHandsCap, RateLimiter
+from fairdeck_server.limits import (
+    TRANSPORT_OPTIONS,
+    DeadlineInterceptor,
+    LimitsInterceptor,
+    OpenHandsCap,
+    RateLimiter,
+)
 from fairdeck_server.metrics import MeteredStorage, Metrics, MetricsEndpoint, ObservingInterceptor
 from fairdeck_server.servicer import DealerServicer, register
 from fairdeck_server.storage import open_storage
@@ -146,6 +152,7 @@ class DealerServer:
                 ("grpc.max_receive_message_length", message_bytes),
                 ("grpc.max_send_message_length", message_bytes),
                 ("grpc.so_reuseport", 0),
+                *TRANSPORT_OPTIONS,  # no call dropped unseen (limits.py)
             ],
         )
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import grpc
 
 from fairdeck_server import principal
-from fairdeck_server.dealer import MAX_BATCH_HANDS
+from fairdeck_server.dealer import BATCH_CHUNK, MAX_BATCH_HANDS
 from fairdeck_server.servicer import Malformed, rewrap, status_metadata
 
 if TYPE_CHECKING:  # generic in the stubs only
@@ -63,17 +63,43 @@ def service_of(method: str) -> str:
     return method.lstrip("/").split("/", 1)[0]
 
 
+STREAM_IN_FLIGHT = 2 * BATCH_CHUNK
+"""Hands a DealHands call with ``close`` holds against the open-hands cap while it runs:
+the chunk being written and the next one being stored (dealer.py ``_deal_chunks``)."""
+MAX_PENDING_CALLS = 10_000
+"""Calls gRPC may hold for the server before our handlers take them (see TRANSPORT_OPTIONS)."""
+TRANSPORT_OPTIONS: tuple[tuple[str, int], ...] = (
+    # gRPC core queues each new call until grpc.aio's accept loop takes it, one per turn
+    # of the event loop. Past grpc.server.max_pending_requests (default 1,000, then
+    # randomly up to the hard limit of 3,000) it drops calls: the client gets CANCELLED
+    # with no message, and no handler, interceptor or metric ever sees them. 2,500
+    # concurrent GetHand calls on one channel lost 282-432 that way. A queued call costs
+    # little (its metadata and at most a flow-control window of request bytes) and waits
+    # under its own deadline, so the queue is made large, with no random early drop.
+    # A per-connection stream cap (grpc.max_concurrent_streams) is no cure: streams the
+    # client opens before it reads the server's SETTINGS are reset (UNAVAILABLE).
+    ("grpc.server.max_pending_requests", MAX_PENDING_CALLS),
+    ("grpc.server.max_pending_requests_hard_limit", MAX_PENDING_CALLS),
+)
+"""gRPC server options for the transport's own queue of new calls."""
+
+
 def hands_requested(method: str, request: object) -> int:
-    """How many open hands a call would create. DealHands with ``close`` creates
-    hands already closed, which never count; a request that the servicer will
-    refuse as malformed or out of range counts as nothing."""
+    """How many hands a call holds against the open-hands cap while it runs.
+
+    DealHands holds ``hand_count``. With ``close`` its hands are closed when stored,
+    but while the call runs they are work in flight: it holds up to STREAM_IN_FLIGHT,
+    so a tenant cannot run more such streams at once than its cap allows (each makes
+    the dealer produce hands until the client's flow-control window is full, read or
+    not). A request that the servicer will refuse as malformed or out of range counts
+    as nothing."""
     if method not in OPENING_METHODS or isinstance(request, Malformed):
         return 0
     if method == DEALER + "DealHands":
         count = int(getattr(request, "hand_count", 0))
-        if getattr(request, "close", False) or not 1 <= count <= MAX_BATCH_HANDS:
+        if not 1 <= count <= MAX_BATCH_HANDS:
             return 0
-        return count
+        return min(count, STREAM_IN_FLIGHT) if getattr(request, "close", False) else count
     return 1
 
 

@@ -153,8 +153,8 @@ BY_REASON = [
     (C.INVALID_ARGUMENT, "INVALID_HAND_COUNT", "hand_count", exceptions.InvalidArgument),
     (C.INVALID_ARGUMENT, "MISSING_HAND_ID", "hand_id", exceptions.InvalidArgument),
     (C.UNAVAILABLE, "STORAGE_UNAVAILABLE", None, exceptions.Unavailable),
-    (C.INTERNAL, "SEED_UNAVAILABLE", None, exceptions.FairdeckError),
-    (C.INTERNAL, "INTERNAL", None, exceptions.FairdeckError),
+    (C.INTERNAL, "SEED_UNAVAILABLE", None, exceptions.Internal),
+    (C.INTERNAL, "INTERNAL", None, exceptions.Internal),
     # The reason decides over the code.
     (C.UNKNOWN, "HAND_CLOSED", None, exceptions.HandClosed),
 ]
@@ -179,10 +179,10 @@ BY_CODE = [
     (C.RESOURCE_EXHAUSTED, exceptions.ResourceExhausted),
     (C.UNAVAILABLE, exceptions.Unavailable),
     (C.DEADLINE_EXCEEDED, exceptions.DeadlineExceeded),
-    (C.FAILED_PRECONDITION, exceptions.FairdeckError),
-    (C.CANCELLED, exceptions.FairdeckError),
-    (C.UNKNOWN, exceptions.FairdeckError),
-    (C.INTERNAL, exceptions.FairdeckError),
+    (C.FAILED_PRECONDITION, exceptions.FailedPrecondition),
+    (C.CANCELLED, exceptions.Cancelled),
+    (C.UNKNOWN, exceptions.Unknown),
+    (C.INTERNAL, exceptions.Internal),
 ]
 
 

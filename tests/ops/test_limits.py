@@ -88,7 +88,8 @@ def test_what_counts_as_opening_hands() -> None:
     assert hands_requested(DEALER + "OpenHand", pb.OpenHandRequest()) == 1
     assert hands_requested(DEALER + "DealNewHand", pb.DealNewHandRequest()) == 1
     assert hands_requested(DEALER + "DealHands", pb.DealHandsRequest(hand_count=40)) == 40
-    assert hands_requested(DEALER + "DealHands", pb.DealHandsRequest(hand_count=40, close=True)) == 0
+    assert hands_requested(DEALER + "DealHands", pb.DealHandsRequest(hand_count=40, close=True)) == 40
+    assert hands_requested(DEALER + "DealHands", pb.DealHandsRequest(hand_count=10**5, close=True)) == 512
     assert hands_requested(DEALER + "DealHands", pb.DealHandsRequest(hand_count=10**6)) == 0  # refused anyway
     assert hands_requested(DEALER + "OpenHand", Malformed("x")) == 0
     assert hands_requested(DEALER + "CloseHand", pb.CloseHandRequest()) == 0
@@ -159,17 +160,25 @@ def test_open_hands_cap(tmp_path: Path) -> None:
         first = c.open_hand()
         c.open_hand()
         c.deal_new_hand()
-        for call in (c.open_hand, c.deal_new_hand, lambda: list(c.deal_hands(hand_count=1))):
+        refused_calls = (
+            c.open_hand,
+            c.deal_new_hand,
+            lambda: list(c.deal_hands(hand_count=1)),
+            lambda: list(c.deal_hands(hand_count=1, close=True)),  # in flight while it runs
+        )
+        for call in refused_calls:
             with pytest.raises(ResourceExhausted) as refused:
                 call()
             assert refused.value.reason == "TOO_MANY_OPEN_HANDS"
             assert retry_delay(refused.value) == pytest.approx(1.0)
             assert refused.value.retry_delay == pytest.approx(1.0)
-        assert len(list(c.deal_hands(hand_count=5, close=True))) == 5  # created closed: never open
         c.close(first.hand_id)
         time.sleep(0.15)  # the cap rereads storage before refusing, at most every 0.1 s
+        assert len(list(c.deal_hands(hand_count=1, close=True))) == 1  # created closed: never open
+        time.sleep(0.15)
         with pytest.raises(ResourceExhausted):
             list(c.deal_hands(hand_count=2))  # 2 open + 2 > 3
+        time.sleep(0.15)
         c.open_hand()
         running.restart()  # counted from storage: a restart forgets nothing
         with DealerClient(running.target) as again, pytest.raises(ResourceExhausted):

@@ -96,13 +96,22 @@ def test_a_known_session_moves_every_counter_by_its_exact_amount(tmp_path: Path)
 
 
 def test_codes_of_refusals_and_deadlines_are_the_ones_clients_received(tmp_path: Path) -> None:
-    config = {"metrics_listen": "127.0.0.1:0", "rate_limit": 0, "max_open_hands": 1, "default_deadline": 0.2}
+    # The cap fits what a DealHands with close holds while it runs (limits.STREAM_IN_FLIGHT).
+    config = {
+        "metrics_listen": "127.0.0.1:0",
+        "rate_limit": 0,
+        "max_open_hands": 512,
+        "default_deadline": 0.2,
+    }
     with dealer(tmp_path / "d", **config) as running, DealerClient(running.target) as c:
-        c.open_hand()
-        with pytest.raises(ResourceExhausted):
-            c.open_hand()
         with pytest.raises(DeadlineExceeded):  # the server's default deadline
             list(c.deal_hands(hand_count=100_000, close=True))
+        first = c.open_hand()
+        assert len(list(c.deal_hands(hand_count=511))) == 511  # the cap is full
+        with pytest.raises(ResourceExhausted):
+            c.open_hand()
+        c.close(first.hand_id)
+        time.sleep(0.15)  # the cap rereads storage before refusing, at most every 0.1 s
         with DealerClient(running.target, timeout=0.3) as hasty:
             blocker = sqlite3.connect(tmp_path / "d" / "fairdeck.db", isolation_level=None, timeout=10)
             blocker.execute("BEGIN IMMEDIATE")
@@ -115,6 +124,7 @@ def test_codes_of_refusals_and_deadlines_are_the_ones_clients_received(tmp_path:
                 blocker.close()
         s = scrape_until(running, lambda s: rpcs(s, "DealNewHand", "DEADLINE_EXCEEDED") == 1)
         assert rpcs(s, "OpenHand", "OK") == 1
+        assert rpcs(s, "DealHands", "OK") == 1
         assert rpcs(s, "OpenHand", "RESOURCE_EXHAUSTED") == 1
         assert sample(s, "fairdeck_limit_refusals_total", reason="TOO_MANY_OPEN_HANDS") == 1
         assert rpcs(s, "DealHands", "DEADLINE_EXCEEDED") == 1
