@@ -240,8 +240,8 @@ def _short(frame: str) -> str:
 
 
 def cprofile_run_audit(data: Path, vkey: str, outdir: Path) -> dict[str, Any]:
-    from fairdeck.audit_command import run_audit
-    from fairdeck.note import Verifier
+    from fairdeck.cli.audit_command import run_audit
+    from fairdeck.log.note import Verifier
     from fairdeck_server.storage.sqlite import read_log
 
     source = read_log(data / "fairdeck.db")

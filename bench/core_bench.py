@@ -36,9 +36,9 @@ import sys
 import time
 from collections.abc import Callable
 
-from fairdeck.commitment import commit
-from fairdeck.derivation import Stream, derive_deck, plan
-from fairdeck.encoding import lp, u32
+from fairdeck.core.commitment import commit
+from fairdeck.core.derivation import Stream, derive_deck, plan
+from fairdeck.core.encoding import lp, u32
 
 HAND_ID = "h1"
 VERSION = "fairdeck-v1"

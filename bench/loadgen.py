@@ -184,8 +184,8 @@ async def batch(args: argparse.Namespace) -> dict[str, Any]:
 
 def _check_samples(samples: list[pb.DealtHand], deck: str, close: bool) -> bool:
     """After timing: receipts are set, and closed hands replay to their commitment and cards."""
-    from fairdeck.commitment import commit
-    from fairdeck.derivation import derive_deck
+    from fairdeck.core.commitment import commit
+    from fairdeck.core.derivation import derive_deck
 
     for h in samples:
         if not h.HasField("commit_receipt") or len(h.commitment) != 32:

@@ -55,9 +55,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from fairdeck import merkle
-from fairdeck.logentry import CommitEntry
-from fairdeck.versions import CURRENT_VERSION
+from fairdeck.core.versions import CURRENT_VERSION
+from fairdeck.log import merkle
+from fairdeck.log.logentry import CommitEntry
 from fairdeck_server.storage import sqlite as sqlite_storage
 from fairdeck_server.storage.sqlite import SqliteStorage
 

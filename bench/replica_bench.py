@@ -438,9 +438,9 @@ def serial_section(url: str, sizes: list[int], reps: int = 15) -> list[dict[str,
 
 def _bench_hand(hand_id: str) -> Any:
     """A hand the size of DealNewHand's (sealed seed, commitment, commit entry)."""
-    from fairdeck.commitment import commit
-    from fairdeck.logentry import CommitEntry
-    from fairdeck.versions import CURRENT_VERSION
+    from fairdeck.core.commitment import commit
+    from fairdeck.core.versions import CURRENT_VERSION
+    from fairdeck.log.logentry import CommitEntry
     from fairdeck_server.storage.base import HandRecord, HandState, NewHand
 
     now = time.time_ns() // 1_000_000

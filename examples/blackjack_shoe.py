@@ -53,12 +53,12 @@ from fairplay import (
     verify_seat,
 )
 
-from fairdeck.audit_client import AuditClient
-from fairdeck.cards import Card
 from fairdeck.client import DealerClient
-from fairdeck.decks import DeckSpec
-from fairdeck.errors import VerificationError
-from fairdeck.note import Verifier
+from fairdeck.client.audit_client import AuditClient
+from fairdeck.core.cards import Card
+from fairdeck.core.decks import DeckSpec
+from fairdeck.core.errors import VerificationError
+from fairdeck.log.note import Verifier
 
 DECK = "shoe-6"
 SHOE_SIZE = DeckSpec.parse(DECK).size

@@ -45,18 +45,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from fairdeck.audit_client import AuditClient
-from fairdeck.cards import Card
-from fairdeck.checkpoint import Checkpoint
 from fairdeck.client import DealerClient
-from fairdeck.decks import DeckSpec
-from fairdeck.encoding import lp, u32
-from fairdeck.errors import InvalidInput, VerificationError
-from fairdeck.exceptions import FairdeckError
-from fairdeck.models import Hand
-from fairdeck.note import NoteError, Verifier
-from fairdeck.receipts import InclusionProof, check_commit_entry, check_reveal_entry
-from fairdeck.verify import verify
+from fairdeck.client.audit_client import AuditClient
+from fairdeck.client.exceptions import FairdeckError
+from fairdeck.client.models import Hand
+from fairdeck.core.cards import Card
+from fairdeck.core.decks import DeckSpec
+from fairdeck.core.encoding import lp, u32
+from fairdeck.core.errors import InvalidInput, VerificationError
+from fairdeck.core.verify import verify
+from fairdeck.log.checkpoint import Checkpoint
+from fairdeck.log.note import NoteError, Verifier
+from fairdeck.log.receipts import InclusionProof, check_commit_entry, check_reveal_entry
 
 SEED_BYTES = 32
 SEED_TAG = b"fairdeck-example player-seed v1"

@@ -55,9 +55,9 @@ from pokerkit import (
     State,
 )
 
-from fairdeck.audit_client import AuditClient
 from fairdeck.client import DealerClient
-from fairdeck.note import Verifier
+from fairdeck.client.audit_client import AuditClient
+from fairdeck.log.note import Verifier
 
 DECK = "standard"
 BLINDS = (1, 2)

@@ -8,13 +8,13 @@ importable without grpc; the client SDK for the dealer service lives beside it.
 >>> verify(hand.transcript)
 """
 
-from fairdeck.cards import Card, CardError
-from fairdeck.commitment import commit
-from fairdeck.dealing import DealtHand, SealedHand, deal_hand, open_hand, reveal
-from fairdeck.decks import SPEC_NAMES, DeckSpec, DeckSpecError
-from fairdeck.derivation import derive_deck
-from fairdeck.errors import InvalidInput, VerificationError
-from fairdeck.seeds import (
+from fairdeck.core.cards import Card, CardError
+from fairdeck.core.commitment import commit
+from fairdeck.core.dealing import DealtHand, SealedHand, deal_hand, open_hand, reveal
+from fairdeck.core.decks import SPEC_NAMES, DeckSpec, DeckSpecError
+from fairdeck.core.derivation import derive_deck
+from fairdeck.core.errors import InvalidInput, VerificationError
+from fairdeck.core.seeds import (
     MAX_CLIENT_SEED_BYTES,
     MAX_CLIENT_SEEDS,
     MAX_HAND_ID_LENGTH,
@@ -22,9 +22,9 @@ from fairdeck.seeds import (
     normalize_client_seed,
     server_seed_length,
 )
-from fairdeck.transcript import Transcript
-from fairdeck.verify import verify
-from fairdeck.versions import CURRENT_VERSION, SUPPORTED_VERSIONS, UnknownVersion
+from fairdeck.core.transcript import Transcript
+from fairdeck.core.verify import verify
+from fairdeck.core.versions import CURRENT_VERSION, SUPPORTED_VERSIONS, UnknownVersion
 
 __all__ = [
     "CURRENT_VERSION",

@@ -26,17 +26,17 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from fairdeck import merkle
-from fairdeck.checkpoint import Checkpoint, sign_checkpoint
-from fairdeck.commitment import commit
-from fairdeck.decks import SPEC_NAMES, DeckSpec
-from fairdeck.derivation import Stream, derive_deck
-from fairdeck.encoding import lp, u32, u64
-from fairdeck.logentry import CLOSED, MAGIC, VOIDED, CommitEntry, Entry, RevealEntry, deck_digest
-from fairdeck.note import Signer, sign_note
-from fairdeck.receipts import InclusionProof
-from fairdeck.seeds import normalize_client_seeds, server_seed_length
-from fairdeck.shuffle import shuffler
+from fairdeck.core.commitment import commit
+from fairdeck.core.decks import SPEC_NAMES, DeckSpec
+from fairdeck.core.derivation import Stream, derive_deck
+from fairdeck.core.encoding import lp, u32, u64
+from fairdeck.core.seeds import normalize_client_seeds, server_seed_length
+from fairdeck.core.shuffle import shuffler
+from fairdeck.log import merkle
+from fairdeck.log.checkpoint import Checkpoint, sign_checkpoint
+from fairdeck.log.logentry import CLOSED, MAGIC, VOIDED, CommitEntry, Entry, RevealEntry, deck_digest
+from fairdeck.log.note import Signer, sign_note
+from fairdeck.log.receipts import InclusionProof
 
 VERSION = "fairdeck-v1"
 OUTPUT = Path(__file__).with_name("fairdeck-v1.json")

@@ -43,7 +43,7 @@ from typing import Any
 import grpc
 from cryptography import x509
 
-from fairdeck.calls import AUTHORIZATION
+from fairdeck.client.calls import AUTHORIZATION
 from fairdeck.v1 import audit_pb2, dealer_pb2
 from fairdeck_server import principal
 from fairdeck_server.principal import Principal, Role

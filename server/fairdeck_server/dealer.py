@@ -16,15 +16,15 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
-from fairdeck.commitment import commit
-from fairdeck.decks import DeckSpec
-from fairdeck.derivation import Plan, plan
-from fairdeck.encoding import lp
-from fairdeck.errors import InvalidInput
-from fairdeck.logentry import CLOSED, VOIDED, CommitEntry, RevealEntry, deck_digest
-from fairdeck.seeds import MAX_CLIENT_SEEDS, check_hand_id, normalize_client_seed
-from fairdeck.transcript import Transcript
-from fairdeck.versions import CURRENT_VERSION
+from fairdeck.core.commitment import commit
+from fairdeck.core.decks import DeckSpec
+from fairdeck.core.derivation import Plan, plan
+from fairdeck.core.encoding import lp
+from fairdeck.core.errors import InvalidInput
+from fairdeck.core.seeds import MAX_CLIENT_SEEDS, check_hand_id, normalize_client_seed
+from fairdeck.core.transcript import Transcript
+from fairdeck.core.versions import CURRENT_VERSION
+from fairdeck.log.logentry import CLOSED, VOIDED, CommitEntry, RevealEntry, deck_digest
 from fairdeck_server import errors, principal
 from fairdeck_server.storage.base import Change, HandRecord, HandState, NewHand, Storage, encode_seeds
 from fairdeck_server.vault import SeedVault, VaultError

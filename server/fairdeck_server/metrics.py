@@ -28,7 +28,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from fairdeck import logentry
+from fairdeck.log import logentry
 from fairdeck_server import errors, logs
 from fairdeck_server.limits import RATE_LIMITED, TOO_MANY_OPEN_HANDS, ServerInterceptor, StreamGone, drain
 from fairdeck_server.servicer import rewrap

@@ -21,7 +21,7 @@ from google.protobuf.descriptor import ServiceDescriptor
 from google.protobuf.message import DecodeError, Message
 from google.rpc import error_details_pb2, status_pb2
 
-from fairdeck.decks import DeckSpec
+from fairdeck.core.decks import DeckSpec
 from fairdeck.v1 import dealer_pb2 as pb
 from fairdeck.v1 import dealer_pb2_grpc
 from fairdeck_server import errors, principal

@@ -19,9 +19,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fairdeck.checkpoint import Checkpoint as CheckpointBody
-from fairdeck.checkpoint import sign_checkpoint
-from fairdeck.note import NoteError, Signer, Verifier
+from fairdeck.log.checkpoint import Checkpoint as CheckpointBody
+from fairdeck.log.checkpoint import sign_checkpoint
+from fairdeck.log.note import NoteError, Signer, Verifier
 from fairdeck_server.storage.base import Checkpoint, Storage
 from fairdeck_server.vault import write_private_file
 

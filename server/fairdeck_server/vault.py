@@ -27,7 +27,7 @@ from pathlib import Path
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from fairdeck.encoding import lp
+from fairdeck.core.encoding import lp
 
 _FORMAT = 1
 _AAD = b"fairdeck sealed seed v1"

@@ -13,10 +13,9 @@ from google.protobuf import any_pb2
 from google.rpc import error_details_pb2, status_pb2
 
 import fairdeck
-from fairdeck import exceptions
-from fairdeck.audit_client import AsyncAuditClient, AuditClient
-from fairdeck.client import AsyncDealerClient, DealerClient
-from fairdeck.exceptions import from_rpc_error
+from fairdeck.client import AsyncDealerClient, DealerClient, exceptions
+from fairdeck.client.audit_client import AsyncAuditClient, AuditClient
+from fairdeck.client.exceptions import from_rpc_error
 
 PAIRS = [(DealerClient, AsyncDealerClient), (AuditClient, AsyncAuditClient)]
 # The only names the two clients of a pair may differ by: the context manager protocols.

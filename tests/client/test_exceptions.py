@@ -17,9 +17,8 @@ from typing import Any
 import grpc
 import pytest
 
-from fairdeck import exceptions
-from fairdeck.client import AsyncDealerClient, DealerClient
-from fairdeck.exceptions import BY_CODE, FairdeckError
+from fairdeck.client import AsyncDealerClient, DealerClient, exceptions
+from fairdeck.client.exceptions import BY_CODE, FairdeckError
 from fairdeck.v1 import dealer_pb2 as pb
 from tests.dealers import RunningDealer
 

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fairdeck import Card, CardError, InvalidInput
-from fairdeck.cards import RANKS, SUITS, code_for_id
+from fairdeck.core.cards import RANKS, SUITS, code_for_id
 
 
 @pytest.mark.parametrize(

@@ -6,11 +6,11 @@ import hashlib
 
 import pytest
 
-import fairdeck.commitment
-import fairdeck.derivation
+import fairdeck.core.commitment
+import fairdeck.core.derivation
 from fairdeck import UnknownVersion, commit, derive_deck, open_hand, reveal, server_seed_length
-from fairdeck.decks import DeckSpec
-from fairdeck.encoding import lp, u32, u64
+from fairdeck.core.decks import DeckSpec
+from fairdeck.core.encoding import lp, u32, u64
 
 SEED = bytes(range(45))
 
@@ -74,7 +74,7 @@ def test_commitment_does_not_cover_the_client_seeds() -> None:
 
 
 def test_commit_and_stream_domain_tags_differ() -> None:
-    plan = fairdeck.derivation.plan("fairdeck-v1", "standard")
+    plan = fairdeck.core.derivation.plan("fairdeck-v1", "standard")
     assert plan.stream_prefix == lp(b"fairdeck-v1 stream")
     assert plan.stream_prefix != lp(b"fairdeck-v1 commit")
 
@@ -90,7 +90,7 @@ def _recording_shake(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
         inputs.append(bytes(data))
         return real(data)
 
-    monkeypatch.setattr(fairdeck.derivation, "_shake", spy)
+    monkeypatch.setattr(fairdeck.core.derivation, "_shake", spy)
     return inputs
 
 
@@ -101,7 +101,7 @@ def test_deck_is_not_derived_from_published_commitment(monkeypatch: pytest.Monke
 
     inputs = _recording_shake(monkeypatch)
     # Were the derivation to go through the commitment, breaking the commitment hash would change it.
-    monkeypatch.setattr(fairdeck.commitment, "_sha256", lambda data=b"": hashlib.sha256(b"broken"))
+    monkeypatch.setattr(fairdeck.core.commitment, "_sha256", lambda data=b"": hashlib.sha256(b"broken"))
     assert commit(deck, hand_id, SEED) != commitment  # the patch bites
     assert derive_deck(deck, hand_id, SEED, clients) == expected
     assert inputs

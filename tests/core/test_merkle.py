@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fairdeck.errors import InvalidInput
-from fairdeck.merkle import (
+from fairdeck.core.errors import InvalidInput
+from fairdeck.log.merkle import (
     EMPTY_ROOT,
     HashReaderError,
     ProofError,

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fairdeck.checkpoint import Checkpoint, CheckpointError, open_checkpoint, sign_checkpoint
-from fairdeck.merkle import EMPTY_ROOT, MAX_TREE_SIZE
-from fairdeck.note import (
+from fairdeck.log.checkpoint import Checkpoint, CheckpointError, open_checkpoint, sign_checkpoint
+from fairdeck.log.merkle import EMPTY_ROOT, MAX_TREE_SIZE
+from fairdeck.log.note import (
     MAX_NOTE_BYTES,
     MAX_SIGNATURES,
     InvalidSignatureError,

@@ -19,7 +19,7 @@ from fairdeck import (
     normalize_client_seed,
     server_seed_length,
 )
-from fairdeck.seeds import check_hand_id, check_server_seed, new_server_seed, normalize_client_seeds
+from fairdeck.core.seeds import check_hand_id, check_server_seed, new_server_seed, normalize_client_seeds
 
 # Section 3.1's table: deck -> server seed bytes.
 SEED_BYTES = {

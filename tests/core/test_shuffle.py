@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fairdeck.derivation import BLOCK_BYTES, Stream
-from fairdeck.encoding import lp, u64
-from fairdeck.shuffle import (
+from fairdeck.core.derivation import BLOCK_BYTES, Stream
+from fairdeck.core.encoding import lp, u64
+from fairdeck.core.shuffle import (
     durstenfeld_reference,
     factorial,
     index_bits,

@@ -1,7 +1,7 @@
 """Statistical tests of the shuffle, each shown to have power by broken controls.
 
 Two classic experiments, run on fairdeck's production path and, at the same
-sample size, on the known-broken shuffles of ``fairdeck.controls``:
+sample size, on the known-broken shuffles of ``fairdeck.stats.controls``:
 
 * permutation frequencies: deal a 3- or 4-card deck many times and test the
   counts of all ``n!`` orders against the uniform distribution (the Spanish
@@ -41,7 +41,10 @@ import pytest
 np = pytest.importorskip("numpy")
 stats = pytest.importorskip("scipy.stats")
 
-from fairdeck.controls import (  # noqa: E402 - after the importorskip guards
+from fairdeck.core.derivation import Stream, derive_deck  # noqa: E402
+from fairdeck.core.encoding import lp, u64  # noqa: E402
+from fairdeck.core.shuffle import shuffler  # noqa: E402
+from fairdeck.stats.controls import (  # noqa: E402 - after the importorskip guards
     float_scaled_small,
     modulo_biased,
     naive_swap_any,
@@ -49,9 +52,6 @@ from fairdeck.controls import (  # noqa: E402 - after the importorskip guards
     seeded_32bit,
     seeded_32bit_from_source,
 )
-from fairdeck.derivation import Stream, derive_deck  # noqa: E402
-from fairdeck.encoding import lp, u64  # noqa: E402
-from fairdeck.shuffle import shuffler  # noqa: E402
 
 PASS_P = 1e-4
 """Ours must score above this (see the module docstring)."""

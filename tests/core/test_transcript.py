@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from fairdeck import Transcript, VerificationError, deal_hand, verify
+from fairdeck import Transcript, VerificationError, deal_hand
+from fairdeck.core import verify
 
 KEYS = ["version", "deck", "hand_id", "commitment", "server_seed", "client_seeds", "cards"]
 GOOD = deal_hand("standard", "h1", ["alice", b"\x00\xff"], entropy=lambda n: bytes(range(n))).transcript

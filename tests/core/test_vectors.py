@@ -29,9 +29,9 @@ from fairdeck import (
     derive_deck,
     normalize_client_seed,
     server_seed_length,
-    verify,
 )
-from fairdeck.shuffle import index_bits
+from fairdeck.core import verify
+from fairdeck.core.shuffle import index_bits
 from tests.core import spec_reference as ref
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from fairdeck import InvalidInput, Transcript, VerificationError, commit, deal_hand, verify
+from fairdeck import InvalidInput, Transcript, VerificationError, commit, deal_hand
+from fairdeck.core import verify
 
 
 def _seed(n: int) -> bytes:
@@ -213,7 +214,7 @@ def test_verify_command_refuses_a_text_over_1_mib_without_reading_it_all(
     tmp_path: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from fairdeck.cli import main
-    from fairdeck.strictjson import MAX_TEXT_BYTES
+    from fairdeck.core.strictjson import MAX_TEXT_BYTES
 
     path = tmp_path / "padded.json"
     path.write_bytes(_CLI_TEXT + b" " * (MAX_TEXT_BYTES - len(_CLI_TEXT) + 1))

@@ -28,8 +28,8 @@ from pathlib import Path
 import grpc
 import pytest
 
+from fairdeck.cli.health_command import check
 from fairdeck.client import DealerClient
-from fairdeck.health_command import check
 from tests.deploy import deployfiles as d
 
 FAIRDECK = Path(sys.executable).parent / "fairdeck"

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from fairdeck.note import Signer
+from fairdeck.log.note import Signer
 from tests.dealers import RunningDealer
 
 

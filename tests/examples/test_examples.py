@@ -18,13 +18,13 @@ import holdem_pokerkit as holdem
 import pytest
 from fairplay import Dealt, Player, Proofs, TableRecord
 
-from fairdeck.cards import Card
 from fairdeck.client import DealerClient
-from fairdeck.decks import DeckSpec
-from fairdeck.derivation import derive_deck
-from fairdeck.errors import VerificationError
-from fairdeck.models import Hand, HandState
-from fairdeck.note import Signer
+from fairdeck.client.models import Hand, HandState
+from fairdeck.core.cards import Card
+from fairdeck.core.decks import DeckSpec
+from fairdeck.core.derivation import derive_deck
+from fairdeck.core.errors import VerificationError
+from fairdeck.log.note import Signer
 from tests.dealers import RunningDealer
 from tests.examples import EXAMPLES
 

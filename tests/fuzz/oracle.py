@@ -34,13 +34,13 @@ from google.protobuf import message_factory, text_format
 from google.protobuf.message import DecodeError, Message
 from google.rpc import error_details_pb2, status_pb2
 
-from fairdeck import merkle
-from fairdeck.checkpoint import Checkpoint
-from fairdeck.decks import SPEC_NAMES, DeckSpec
-from fairdeck.models import Hand
-from fairdeck.note import Verifier
-from fairdeck.receipts import InclusionProof, open_signed_checkpoint, verify_consistency
-from fairdeck.seeds import check_hand_id
+from fairdeck.client.models import Hand
+from fairdeck.core.decks import SPEC_NAMES, DeckSpec
+from fairdeck.core.seeds import check_hand_id
+from fairdeck.log import merkle
+from fairdeck.log.checkpoint import Checkpoint
+from fairdeck.log.note import Verifier
+from fairdeck.log.receipts import InclusionProof, open_signed_checkpoint, verify_consistency
 from fairdeck.v1 import audit_pb2, dealer_pb2
 from fairdeck.v1 import dealer_pb2 as pb
 from tests.fuzz.plausible import World

@@ -19,8 +19,8 @@ from collections.abc import Callable
 from google.protobuf.message import Message
 from hypothesis import strategies as st
 
-from fairdeck.checkpoint import Checkpoint
-from fairdeck.decks import SPEC_NAMES, DeckSpec
+from fairdeck.core.decks import SPEC_NAMES, DeckSpec
+from fairdeck.log.checkpoint import Checkpoint
 from fairdeck.v1 import audit_pb2 as apb
 from fairdeck.v1 import dealer_pb2 as pb
 from tests.fuzz.wire import Genome

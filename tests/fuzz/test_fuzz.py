@@ -37,11 +37,11 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
-from fairdeck.audit_client import AuditClient
-from fairdeck.checkpoint import Checkpoint
 from fairdeck.client import DealerClient
-from fairdeck.models import HandState
-from fairdeck.note import Signer
+from fairdeck.client.audit_client import AuditClient
+from fairdeck.client.models import HandState
+from fairdeck.log.checkpoint import Checkpoint
+from fairdeck.log.note import Signer
 from fairdeck.v1 import audit_pb2 as apb
 from tests.fuzz import wire
 from tests.fuzz.dealer_process import DealerProcess

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from fairdeck.audit_client import AuditClient
-from fairdeck.checkpoint import open_checkpoint
 from fairdeck.client import DealerClient
-from fairdeck.note import Verifier
+from fairdeck.client.audit_client import AuditClient
+from fairdeck.log.checkpoint import open_checkpoint
+from fairdeck.log.note import Verifier
 from tests.log.testkit import (
     LONG_LIFETIME,
     CliResult,

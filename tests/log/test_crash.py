@@ -39,13 +39,13 @@ from typing import IO
 
 import pytest
 
-from fairdeck import merkle
-from fairdeck.audit_client import AuditClient
-from fairdeck.checkpoint import Checkpoint, open_checkpoint
 from fairdeck.client import DealerClient
-from fairdeck.logentry import CommitEntry, RevealEntry, decode
-from fairdeck.models import Hand
-from fairdeck.note import Verifier
+from fairdeck.client.audit_client import AuditClient
+from fairdeck.client.models import Hand
+from fairdeck.log import merkle
+from fairdeck.log.checkpoint import Checkpoint, open_checkpoint
+from fairdeck.log.logentry import CommitEntry, RevealEntry, decode
+from fairdeck.log.note import Verifier
 from tests.log.testkit import (
     DB_NAME,
     LONG_LIFETIME,

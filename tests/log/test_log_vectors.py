@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 
-from fairdeck import merkle
-from fairdeck.checkpoint import CheckpointError, open_checkpoint
-from fairdeck.decks import DeckSpec
-from fairdeck.errors import VerificationError
-from fairdeck.logentry import CommitEntry, EntryError, RevealEntry, decode
-from fairdeck.note import Verifier
-from fairdeck.receipts import InclusionProof
+from fairdeck.core.decks import DeckSpec
+from fairdeck.core.errors import VerificationError
+from fairdeck.log import merkle
+from fairdeck.log.checkpoint import CheckpointError, open_checkpoint
+from fairdeck.log.logentry import CommitEntry, EntryError, RevealEntry, decode
+from fairdeck.log.note import Verifier
+from fairdeck.log.receipts import InclusionProof
 from tests.core import spec_reference as ref
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -199,7 +199,7 @@ def test_checkpoint_through_spec_reference(vector: dict[str, Any]) -> None:
 
 
 def test_the_verifier_key_is_the_signer_seeds() -> None:
-    from fairdeck.note import Signer
+    from fairdeck.log.note import Signer
 
     signer = Signer.from_seed(ORIGIN, bytes.fromhex(LOG["key"]["signer_seed"]))
     assert signer.verifier.to_string() == VKEY

@@ -27,15 +27,15 @@ import grpc
 import pytest
 from google.protobuf.message import Message
 
-from fairdeck import merkle
-from fairdeck.audit_client import AsyncAuditClient, AuditClient
-from fairdeck.checkpoint import Checkpoint
 from fairdeck.client import DealerClient
-from fairdeck.errors import VerificationError
-from fairdeck.logentry import CommitEntry, RevealEntry, decode
-from fairdeck.models import Hand
-from fairdeck.note import Signer, Verifier
-from fairdeck.receipts import open_signed_checkpoint
+from fairdeck.client.audit_client import AsyncAuditClient, AuditClient
+from fairdeck.client.models import Hand
+from fairdeck.core.errors import VerificationError
+from fairdeck.log import merkle
+from fairdeck.log.checkpoint import Checkpoint
+from fairdeck.log.logentry import CommitEntry, RevealEntry, decode
+from fairdeck.log.note import Signer, Verifier
+from fairdeck.log.receipts import open_signed_checkpoint
 from fairdeck.v1 import audit_pb2 as pb
 from fairdeck.v1 import audit_pb2_grpc
 from tests.log.testkit import LogDealer, sign_tree, signer_of

@@ -30,12 +30,12 @@ from pathlib import Path
 import pytest
 
 from fairdeck.client import DealerClient
-from fairdeck.commitment import commit
-from fairdeck.derivation import derive_deck, plan
-from fairdeck.logentry import CLOSED, VOIDED, CommitEntry, RevealEntry, deck_digest, decode
-from fairdeck.models import HandState
-from fairdeck.note import Signer
-from fairdeck.versions import CURRENT_VERSION
+from fairdeck.client.models import HandState
+from fairdeck.core.commitment import commit
+from fairdeck.core.derivation import derive_deck, plan
+from fairdeck.core.versions import CURRENT_VERSION
+from fairdeck.log.logentry import CLOSED, VOIDED, CommitEntry, RevealEntry, deck_digest, decode
+from fairdeck.log.note import Signer
 from tests.log.testkit import (
     LONG_LIFETIME,
     BuiltLog,

@@ -21,11 +21,11 @@ from typing import Any
 
 import pytest
 
-from fairdeck import merkle
-from fairdeck.checkpoint import Checkpoint, sign_checkpoint
 from fairdeck.cli import main as fairdeck_main
 from fairdeck.client import DealerClient
-from fairdeck.note import Signer
+from fairdeck.log import merkle
+from fairdeck.log.checkpoint import Checkpoint, sign_checkpoint
+from fairdeck.log.note import Signer
 from fairdeck_server.vault import KEY_ENV
 from tests.dealers import RunningDealer
 

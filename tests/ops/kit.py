@@ -15,7 +15,7 @@ from typing import Any
 from google.rpc import error_details_pb2, status_pb2
 from prometheus_client.parser import text_string_to_metric_families
 
-from fairdeck.exceptions import FairdeckError
+from fairdeck.client.exceptions import FairdeckError
 from tests.dealers import RunningDealer
 
 STATUS_DETAILS_KEY = "grpc-status-details-bin"

@@ -15,7 +15,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from fairdeck.client import AsyncDealerClient, DealerClient
-from fairdeck.exceptions import DeadlineExceeded, FairdeckError, ResourceExhausted
+from fairdeck.client.exceptions import DeadlineExceeded, FairdeckError, ResourceExhausted
 from fairdeck.v1 import dealer_pb2 as pb
 from fairdeck_server.auth import new_token
 from fairdeck_server.limits import OpenHandsCap, RateLimiter, hands_requested

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from fairdeck.client import DealerClient
-from fairdeck.exceptions import HandNotFound, ResourceExhausted
+from fairdeck.client.exceptions import HandNotFound, ResourceExhausted
 from fairdeck_server.logs import CallFilter, JsonFormatter
 from tests.ops.kit import LISTENING, clean_env, dealer
 

@@ -15,7 +15,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from fairdeck.client import DealerClient
-from fairdeck.exceptions import (
+from fairdeck.client.exceptions import (
     DeadlineExceeded,
     HandNotFound,
     InvalidArgument,

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from fairdeck.client import AsyncDealerClient, DealerClient
-from fairdeck.exceptions import ResourceExhausted
+from fairdeck.client.exceptions import ResourceExhausted
 from fairdeck_server.dealer import BATCH_CHUNK
 from fairdeck_server.limits import STREAM_IN_FLIGHT
 from tests.dealers import RunningDealer

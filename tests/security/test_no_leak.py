@@ -26,10 +26,10 @@ from typing import Any
 import grpc
 import pytest
 
-from fairdeck.audit_client import AuditClient
 from fairdeck.cli import main
 from fairdeck.client import DealerClient
-from fairdeck.exceptions import FairdeckError
+from fairdeck.client.audit_client import AuditClient
+from fairdeck.client.exceptions import FairdeckError
 from fairdeck_server.auth import split_token, token_digest
 from fairdeck_server.transparency import load_log_keys
 from fairdeck_server.vault import load_or_create_key, read_key_file

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from fairdeck.audit_client import AuditClient
-from fairdeck.checkpoint import Checkpoint, sign_checkpoint
 from fairdeck.cli import main
 from fairdeck.client import DealerClient
-from fairdeck.errors import VerificationError
-from fairdeck.exceptions import FairdeckError
-from fairdeck.note import Signer, Verifier
+from fairdeck.client.audit_client import AuditClient
+from fairdeck.client.exceptions import FairdeckError
+from fairdeck.core.errors import VerificationError
+from fairdeck.log.checkpoint import Checkpoint, sign_checkpoint
+from fairdeck.log.note import Signer, Verifier
 from fairdeck_server.transparency import LogKeyError, load_log_keys
 from fairdeck_server.vault import KEY_ENV, SeedVault, VaultError, key_id, load_or_create_key, read_key_file
 from tests.dealers import RunningDealer

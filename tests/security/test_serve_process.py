@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from fairdeck.calls import tls_credentials
 from fairdeck.client import DealerClient
-from fairdeck.exceptions import Unauthenticated
+from fairdeck.client.calls import tls_credentials
+from fairdeck.client.exceptions import Unauthenticated
 from fairdeck_server.auth import split_token
 from fairdeck_server.vault import KEY_ENV
 from tests.security.pki import Pki

@@ -9,9 +9,9 @@ from typing import Any
 import grpc
 import pytest
 
-from fairdeck.audit_client import AuditClient
 from fairdeck.client import DealerClient
-from fairdeck.exceptions import FairdeckError, HandNotFound, PermissionDenied
+from fairdeck.client.audit_client import AuditClient
+from fairdeck.client.exceptions import FairdeckError, HandNotFound, PermissionDenied
 from fairdeck.v1 import audit_pb2, dealer_pb2
 from fairdeck_server import auth
 from fairdeck_server.principal import Role

@@ -10,11 +10,11 @@ from pathlib import Path
 import grpc
 import pytest
 
-from fairdeck.audit_client import AsyncAuditClient
-from fairdeck.calls import ClientConfig, is_loopback, tls_credentials
 from fairdeck.cli import main
 from fairdeck.client import AsyncDealerClient, DealerClient
-from fairdeck.exceptions import FairdeckError, PermissionDenied, Unavailable
+from fairdeck.client.audit_client import AsyncAuditClient
+from fairdeck.client.calls import ClientConfig, is_loopback, tls_credentials
+from fairdeck.client.exceptions import FairdeckError, PermissionDenied, Unavailable
 from fairdeck_server.app import DealerServer, ServerConfig
 from fairdeck_server.tls import ListenRefused, TlsConfigError
 from tests.dealers import RunningDealer

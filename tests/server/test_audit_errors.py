@@ -18,8 +18,8 @@ import grpc
 import pytest
 from google.protobuf.message import Message
 
-from fairdeck.audit_client import AuditClient
 from fairdeck.client import DealerClient
+from fairdeck.client.audit_client import AuditClient
 from fairdeck.v1 import audit_pb2 as apb
 from fairdeck.v1 import audit_pb2_grpc
 from tests.dealers import RunningDealer

@@ -23,7 +23,7 @@ from google.rpc import error_details_pb2, status_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from fairdeck.client import DealerClient
-from fairdeck.exceptions import (
+from fairdeck.client.exceptions import (
     FairdeckError,
     HandAlreadyShuffled,
     HandClosed,

@@ -14,10 +14,10 @@ import pytest
 
 import fairdeck
 from fairdeck import SPEC_NAMES, DeckSpec, Transcript, VerificationError, derive_deck
-from fairdeck.cards import Card
 from fairdeck.client import AsyncDealerClient, DealerClient
-from fairdeck.exceptions import HandAlreadyShuffled, HandClosed, NotEnoughCards, RequestIdReused
-from fairdeck.models import Hand, HandState
+from fairdeck.client.exceptions import HandAlreadyShuffled, HandClosed, NotEnoughCards, RequestIdReused
+from fairdeck.client.models import Hand, HandState
+from fairdeck.core.cards import Card
 
 ALL_DECKS = ("standard", "jokers", "short", *(f"shoe-{n}" for n in range(1, 9)))
 
@@ -49,8 +49,8 @@ def check_closed(closed: Hand, opened: Hand, drawn: tuple[int, ...], seeds: tupl
     assert t.cards[: len(drawn)] == drawn
     assert len(t.server_seed) == fairdeck.server_seed_length(DeckSpec.parse(t.deck))
     closed.verify(commitment=opened.commitment)
-    fairdeck.verify(t)
-    fairdeck.verify(Transcript.from_json(t.to_json()))
+    fairdeck.core.verify(t)
+    fairdeck.core.verify(Transcript.from_json(t.to_json()))
     assert derive_deck(t.deck, t.hand_id, t.server_seed, t.client_seeds) == t.cards
 
 
@@ -102,9 +102,9 @@ def test_full_lifecycle_sync(client: DealerClient) -> None:
     assert t is not None
     swapped = (t.cards[1], t.cards[0], *t.cards[2:])
     with pytest.raises(VerificationError):
-        fairdeck.verify(replace(t, cards=swapped))
+        fairdeck.core.verify(replace(t, cards=swapped))
     with pytest.raises(VerificationError):
-        fairdeck.verify(replace(t, client_seeds=t.client_seeds[:-1]))
+        fairdeck.core.verify(replace(t, client_seeds=t.client_seeds[:-1]))
 
 
 def test_full_lifecycle_async(run_async) -> None:  # type: ignore[no-untyped-def]
@@ -147,7 +147,7 @@ def test_full_lifecycle_async(run_async) -> None:  # type: ignore[no-untyped-def
         assert len({h.hand_id for h in batch}) == 300
         for h in batch:
             assert h.server_seed is not None
-            fairdeck.verify(
+            fairdeck.core.verify(
                 Transcript(h.version, h.deck, h.hand_id, h.commitment, h.server_seed, (b"y",), ids(h.cards))
             )
 
@@ -271,7 +271,7 @@ def test_deal_hands_batch(client: DealerClient, run_async, close: bool) -> None:
             assert h.server_seed is not None and h.reveal_receipt is not None
             indexes.append(h.reveal_receipt.index)
             t = Transcript(h.version, h.deck, h.hand_id, h.commitment, h.server_seed, used, ids(h.cards))
-            fairdeck.verify(t)
+            fairdeck.core.verify(t)
         else:
             assert h.server_seed is None and h.reveal_receipt is None
     assert indexes == sorted(set(indexes)), "log indexes must be distinct and increasing"

@@ -26,8 +26,8 @@ from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
 )
 
 from fairdeck.client import DealerClient
-from fairdeck.exceptions import FairdeckError
-from fairdeck.models import HandState
+from fairdeck.client.exceptions import FairdeckError
+from fairdeck.client.models import HandState
 from fairdeck_server.app import ServerConfig
 from fairdeck_server.vault import KEY_ENV
 

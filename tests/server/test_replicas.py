@@ -22,11 +22,11 @@ from typing import IO, Any
 
 import pytest
 
-from fairdeck import logentry
-from fairdeck.audit_client import AuditClient
 from fairdeck.client import DealerClient
-from fairdeck.exceptions import FairdeckError
-from fairdeck.models import HandState
+from fairdeck.client.audit_client import AuditClient
+from fairdeck.client.exceptions import FairdeckError
+from fairdeck.client.models import HandState
+from fairdeck.log import logentry
 from fairdeck_server.transparency import load_or_create_signer
 from fairdeck_server.vault import load_or_create_key
 

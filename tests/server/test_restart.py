@@ -15,10 +15,10 @@ from pathlib import Path
 import grpc
 import pytest
 
-from fairdeck.cards import Card
 from fairdeck.client import DealerClient
-from fairdeck.exceptions import FairdeckError, HandAlreadyShuffled
-from fairdeck.models import HandState
+from fairdeck.client.exceptions import FairdeckError, HandAlreadyShuffled
+from fairdeck.client.models import HandState
+from fairdeck.core.cards import Card
 from fairdeck_server.vault import KEY_ENV, VaultError
 
 

@@ -1,8 +1,8 @@
-"""The vectorised controls are the controls of fairdeck.controls, deck for deck.
+"""The vectorised controls are the controls of fairdeck.stats.controls, deck for deck.
 
 Each batch function is run with a recording source of randomness; then every
 deck's recorded values are played back, in order, through the original
-function of ``fairdeck.controls``, which must deal the identical deck and
+function of ``fairdeck.stats.controls``, which must deal the identical deck and
 consume exactly the values the batch consumed. The seeded control is also
 checked against ``random.Random`` directly, output by output.
 """
@@ -17,8 +17,11 @@ import pytest
 
 np = pytest.importorskip("numpy")
 
-from fairdeck import controls  # noqa: E402
-from fairdeck.stats import batch, mt  # noqa: E402
+from fairdeck.stats import (  # noqa: E402
+    batch,
+    controls,
+    mt,
+)
 
 
 class Recorder:
@@ -36,7 +39,7 @@ class Recorder:
 
 
 class Playback:
-    """A ``getrandbits`` source for fairdeck.controls that replays one deck's log."""
+    """A ``getrandbits`` source for fairdeck.stats.controls that replays one deck's log."""
 
     def __init__(
         self, log: Sequence[tuple[int, int]], widen: Callable[[int, int, int], int] | None = None

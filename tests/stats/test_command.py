@@ -1,7 +1,7 @@
 """``fairdeck stats`` end to end: the report, the verdicts, determinism, a live dealer.
 
 The main run deals 20,000 decks per source. At that size every control of
-fairdeck.controls is caught except ``seeded_32bit``: its defect is that only
+fairdeck.stats.controls is caught except ``seeded_32bit``: its defect is that only
 2**32 decks are reachable, which shows as repeated decks only from about
 200,000 decks on (C(N, 2) / 2**32 expected repeats: 0.05 at 20,000, 4.7 at
 200,000, 116 at 1,000,000; bench/stats_bench.py shows it caught at 1M). So
@@ -28,7 +28,7 @@ pytest.importorskip("matplotlib")
 
 from fairdeck.cli import main
 from fairdeck.client import DealerClient
-from fairdeck.models import DealtHand
+from fairdeck.client.models import DealtHand
 from fairdeck.stats import sampling
 from fairdeck.stats.analysis import analyse
 from fairdeck.stats.remote import check_hand

@@ -6,7 +6,8 @@ import pytest
 
 np = pytest.importorskip("numpy")
 
-from fairdeck.derivation import derive_deck, plan  # noqa: E402
+from fairdeck.core.derivation import derive_deck, plan  # noqa: E402
+from fairdeck.core.versions import CURRENT_VERSION  # noqa: E402
 from fairdeck.stats.sampling import (  # noqa: E402
     CHUNK,
     Job,
@@ -17,7 +18,6 @@ from fairdeck.stats.sampling import (  # noqa: E402
     server_seed,
     small_plan,
 )
-from fairdeck.versions import CURRENT_VERSION  # noqa: E402
 
 
 @pytest.mark.parametrize("deck", ["standard", "short", "shoe-2"])

@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
-from fairdeck import merkle
+from fairdeck.log import merkle
 from fairdeck_server.storage.base import Change, HandRecord, HandState, NewHand, Storage
 
 T = TypeVar("T")

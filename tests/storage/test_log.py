@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import pytest
 
-from fairdeck import merkle
+from fairdeck.log import merkle
 from fairdeck_server import errors
 from fairdeck_server.storage.base import LogForkError, NewHand, Storage
 from tests.storage.kit import Engine, closing, entry, naive_root, new_hand, record, run

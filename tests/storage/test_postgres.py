@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import psycopg
 import pytest
 
-from fairdeck import merkle
+from fairdeck.log import merkle
 from fairdeck_server import errors
 from fairdeck_server.dealer import Dealer
 from fairdeck_server.storage.base import Checkpoint, LogForkError, Storage

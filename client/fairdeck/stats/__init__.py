@@ -5,7 +5,7 @@ The package is split by what each part owns:
 * ``exact``: distributions of a uniform shuffle (Eulerian numbers, successions), in integers;
 * ``checks``: the statistical tests and the Holm-Bonferroni correction;
 * ``tally``: streaming counts of dealt decks, and the duplicate test's 64-bit hashes;
-* ``batch`` and ``mt``: the broken controls of ``fairdeck.controls``, vectorised
+* ``batch`` and ``mt``: the broken controls of ``fairdeck.stats.controls``, vectorised
   and tested to be the same algorithms, plus one under-shuffled extra;
 * ``sampling``: where decks come from (the derivation, the controls) and the worker processes;
 * ``remote``: decks from a live dealer, each verified against its commitment;

@@ -1,16 +1,16 @@
-"""The controls of ``fairdeck.controls``, vectorised over many decks at once.
+"""The controls of ``fairdeck.stats.controls``, vectorised over many decks at once.
 
 ``fairdeck stats`` runs every test on every control at the same sample size as
 fairdeck's own decks. In pure Python the controls cost 15 to 30 µs a deck,
 several times fairdeck's own derivation, so they are computed here with numpy,
 one deck per row. Each is the same algorithm, step for step, as its
-counterpart in ``fairdeck.controls``: the same swaps in the same order, and
+counterpart in ``fairdeck.stats.controls``: the same swaps in the same order, and
 the same randomness requests (``getrandbits(k)``, with the same rejection
 loops) in the same order for each deck. ``Draws`` hands each deck the values
 it asks for; tests/stats replays the values a batch consumed through the
 original functions and checks every deck is identical.
 
-Also here is one control that ``fairdeck.controls`` does not have:
+Also here is one control that ``fairdeck.stats.controls`` does not have:
 ``riffle_7``, seven Gilbert-Shannon-Reeds riffle shuffles of a sorted deck
 (the "seven shuffles suffice" deck of Bayer and Diaconis). No frequency test
 of a practical size sees it, but the adjacency and rising-sequence tests
@@ -26,7 +26,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from fairdeck.controls import FLOAT_BITS, MODULO_BITS, SEED32_MASK
+from fairdeck.stats.controls import FLOAT_BITS, MODULO_BITS, SEED32_MASK
 from fairdeck.stats.mt import shuffle_seeded, swap
 
 Rows = npt.NDArray[np.intp]
@@ -162,7 +162,7 @@ class BatchControl:
     bug: str
     """What is wrong with it, in a line, for the report."""
     in_controls: bool
-    """Whether it is one of ``fairdeck.controls.CONTROLS`` (else an extra one defined here)."""
+    """Whether it is one of ``fairdeck.stats.controls.CONTROLS`` (else an extra one defined here)."""
 
 
 def controls(*, seed_bits: int = SEED_BITS) -> dict[str, BatchControl]:
@@ -183,7 +183,7 @@ def controls(*, seed_bits: int = SEED_BITS) -> dict[str, BatchControl]:
         BatchControl("float_scaled_small", float_scaled_small, "j = floor(u * (i + 1)), u of 8 bits", True),
         BatchControl(seeded_name, seeded, seeded_bug, True),
         BatchControl(
-            "riffle_7", riffle, "only seven riffle shuffles (extra, not in fairdeck.controls)", False
+            "riffle_7", riffle, "only seven riffle shuffles (extra, not in fairdeck.stats.controls)", False
         ),
     ]
     return {c.name: c for c in found}

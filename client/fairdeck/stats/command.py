@@ -13,8 +13,8 @@ import importlib
 import os
 import sys
 
-from fairdeck import cli_credentials
-from fairdeck.decks import SPEC_NAMES
+from fairdeck.cli import cli_credentials
+from fairdeck.core.decks import SPEC_NAMES
 
 EXTRA = "pip install 'fairdeck[stats]'"
 NEEDS = ("numpy", "scipy", "matplotlib")

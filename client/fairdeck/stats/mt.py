@@ -1,6 +1,6 @@
 """CPython's ``random.Random(seed).shuffle`` for many 32-bit seeds at once.
 
-The ``seeded_32bit`` control of ``fairdeck.controls`` is ``random.Random``
+The ``seeded_32bit`` control of ``fairdeck.stats.controls`` is ``random.Random``
 seeded with 32 bits, then ``shuffle``. In Python it costs about 29 µs a deck,
 which is too slow for a million decks next to everything else, so this module
 computes the very same decks with numpy, one seed per column:
@@ -18,7 +18,7 @@ computes the very same decks with numpy, one seed per column:
 A deck that needs more outputs than were computed (practically never: a 52-card
 shuffle takes about 72 of the 624 a twist yields) is redone with
 ``random.Random`` itself. tests/stats checks the outputs and the decks against
-``random.Random`` and against ``fairdeck.controls.seeded_32bit``.
+``random.Random`` and against ``fairdeck.stats.controls.seeded_32bit``.
 """
 
 from __future__ import annotations

@@ -25,11 +25,11 @@ from dataclasses import dataclass, field
 import grpc
 
 from fairdeck.client import DealerClient
-from fairdeck.commitment import commit
-from fairdeck.decks import DeckSpec
-from fairdeck.derivation import derive_deck
-from fairdeck.errors import InvalidInput
-from fairdeck.models import DealtHand
+from fairdeck.client.models import DealtHand
+from fairdeck.core.commitment import commit
+from fairdeck.core.decks import DeckSpec
+from fairdeck.core.derivation import derive_deck
+from fairdeck.core.errors import InvalidInput
 from fairdeck.stats.sampling import decks_to_ranks
 from fairdeck.stats.tally import DeckTally, hash_keys
 

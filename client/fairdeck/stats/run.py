@@ -21,15 +21,15 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from fairdeck import cli_credentials
-from fairdeck.exceptions import FairdeckError
+from fairdeck.cli import cli_credentials
+from fairdeck.client.exceptions import FairdeckError
+from fairdeck.core.versions import CURRENT_VERSION
 from fairdeck.stats import report
 from fairdeck.stats.analysis import Analysis, analyse, why_not_caught
 from fairdeck.stats.batch import BatchControl, controls
 from fairdeck.stats.checks import Result
 from fairdeck.stats.remote import DealerSample, sample_dealer
 from fairdeck.stats.sampling import OURS, RunSpec, Sample, sample
-from fairdeck.versions import CURRENT_VERSION
 
 
 class Bar:
@@ -90,7 +90,7 @@ def descriptions(spec: RunSpec, targets: list[str], found: Mapping[str, BatchCon
         control = found[name]
         if control.in_controls:
             described[name] = (
-                f"{control.bug} (fairdeck.controls; vectorised, tested deck for deck against it)"
+                f"{control.bug} (fairdeck.stats.controls; vectorised, tested deck for deck against it)"
             )
         else:
             described[name] = f"{control.bug}; vectorised, tested against the exact GSR distribution"

@@ -40,14 +40,14 @@ from itertools import chain
 import numpy as np
 import numpy.typing as npt
 
-from fairdeck.decks import DeckSpec
-from fairdeck.derivation import Plan, plan
-from fairdeck.encoding import lp
-from fairdeck.seeds import server_seed_length
-from fairdeck.shuffle import shuffler
+from fairdeck.core.decks import DeckSpec
+from fairdeck.core.derivation import Plan, plan
+from fairdeck.core.encoding import lp
+from fairdeck.core.seeds import server_seed_length
+from fairdeck.core.shuffle import shuffler
+from fairdeck.core.versions import CURRENT_VERSION
 from fairdeck.stats.batch import SEED_BITS, GeneratorDraws, controls
 from fairdeck.stats.tally import DeckTally, PermTally, hash_keys
-from fairdeck.versions import CURRENT_VERSION
 
 OURS = "ours"
 SMALL_SIZES = (3, 4, 5)

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from fairdeck.encoding import lp, u32
+from fairdeck.core.encoding import lp, u32
 
 T = TypeVar("T")
 

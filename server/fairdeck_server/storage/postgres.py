@@ -4,7 +4,7 @@
 ``log_head`` (``SELECT ... FOR UPDATE``), which holds the tree size and its
 frontier: the hashes of the complete subtrees on the tree's right edge,
 O(log n) bytes. The lock is taken in the transaction that inserts the
-entries, their stored hashes (Go sumdb layout, ``fairdeck.merkle``) and the
+entries, their stored hashes (Go sumdb layout, ``fairdeck.log.merkle``) and the
 hand rows, and is held until COMMIT. An index, its hashes and its hand thus
 commit together or not at all, replicas never hand out the same index, and a
 replica needs no memory of the tree: the locked row tells it where the tree
@@ -61,7 +61,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool
 
-from fairdeck import merkle
+from fairdeck.log import merkle
 from fairdeck_server import errors
 from fairdeck_server.storage.base import (
     HAND_COLUMNS,
@@ -125,7 +125,7 @@ CREATE TABLE IF NOT EXISTS log_entries (
     idx   bigint PRIMARY KEY,
     entry bytea NOT NULL
 );
--- Merkle tree hashes in Go sumdb's stored-hash layout (fairdeck.merkle).
+-- Merkle tree hashes in Go sumdb's stored-hash layout (fairdeck.log.merkle).
 CREATE TABLE IF NOT EXISTS log_hashes (
     idx  bigint PRIMARY KEY,
     hash bytea NOT NULL
@@ -162,7 +162,7 @@ CREATE TABLE IF NOT EXISTS tokens (
 );
 -- The log's append, run in the database so that the log lock is held only
 -- while the server works: it locks the head row, hashes the new leaves into the
--- stored-hash layout (fairdeck.merkle: a leaf's hash, then each subtree it
+-- stored-hash layout (fairdeck.log.merkle: a leaf's hash, then each subtree it
 -- completes), inserts those hashes and moves the head. The caller inserts the
 -- entries themselves, at base, base + 1, ... in the same statement.
 CREATE OR REPLACE FUNCTION fairdeck_append(
@@ -1017,7 +1017,7 @@ async def _read_hashes(conn: psycopg.AsyncConnection[TupleRow], indexes: list[in
 async def _with_hashes(
     conn: psycopg.AsyncConnection[TupleRow], compute: Callable[[merkle.HashReader], T]
 ) -> T:
-    """Run a ``fairdeck.merkle`` computation whose reads are synchronous: once to
+    """Run a ``fairdeck.log.merkle`` computation whose reads are synchronous: once to
     learn which hashes it reads (they depend only on the sizes), then with them."""
     wanted: list[int] = []
 

@@ -22,7 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from fairdeck import merkle
+from fairdeck.log import merkle
 from fairdeck_server import errors
 from fairdeck_server.storage.base import (
     HAND_COLUMNS,
@@ -70,7 +70,7 @@ CREATE TABLE IF NOT EXISTS log_entries (
     idx   INTEGER PRIMARY KEY,
     entry BLOB NOT NULL
 );
--- Merkle tree hashes in Go sumdb's stored-hash layout (fairdeck.merkle):
+-- Merkle tree hashes in Go sumdb's stored-hash layout (fairdeck.log.merkle):
 -- an append writes O(1) amortised rows, a proof reads O(log n).
 CREATE TABLE IF NOT EXISTS log_hashes (
     idx  INTEGER PRIMARY KEY,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import grpc
 
-from fairdeck.calls import tls_credentials
+from fairdeck.client.calls import tls_credentials
 
 TOKEN_ENV = "FAIRDECK_TOKEN"  # noqa: S105 - the variable's name
 

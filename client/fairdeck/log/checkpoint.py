@@ -1,6 +1,6 @@
 """Transparency log checkpoints (https://c2sp.org/tlog-checkpoint).
 
-A checkpoint is the signed head of the log: a signed note (``fairdeck.note``)
+A checkpoint is the signed head of the log: a signed note (``fairdeck.log.note``)
 whose text is exactly
 
 - the origin, the log's name (non-empty);
@@ -13,8 +13,8 @@ whose text is exactly
 each line ending in a newline. ``Checkpoint.parse`` accepts only that canonical
 form, so one checkpoint has one text and one signature covers it.
 
->>> from fairdeck.merkle import EMPTY_ROOT
->>> from fairdeck.note import Signer
+>>> from fairdeck.log.merkle import EMPTY_ROOT
+>>> from fairdeck.log.note import Signer
 >>> cp = Checkpoint("example.com/fairdeck", 0, EMPTY_ROOT)
 >>> print(cp.to_text(), end="")
 example.com/fairdeck
@@ -27,7 +27,7 @@ True
 >>> Checkpoint.parse("example.com/fairdeck\\n01\\n47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=\\n")
 Traceback (most recent call last):
     ...
-fairdeck.checkpoint.CheckpointError: tree size '01' is not a canonical decimal number
+fairdeck.log.checkpoint.CheckpointError: tree size '01' is not a canonical decimal number
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from fairdeck.merkle import HASH_SIZE, MAX_TREE_SIZE
-from fairdeck.note import NoteError, Signer, Verifier, open_note, sign_note
+from fairdeck.log.merkle import HASH_SIZE, MAX_TREE_SIZE
+from fairdeck.log.note import NoteError, Signer, Verifier, open_note, sign_note
 
 _DECIMAL = re.compile(r"0|[1-9][0-9]{0,19}")
 _CONTROL = re.compile(r"[\x00-\x1f]")  # newline included: it ends lines, never sits in one

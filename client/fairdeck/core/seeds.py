@@ -4,7 +4,7 @@ The server seed must be able to reach every order of the deck with margin:
 at least log2(n!) + 128 bits (docs/fairness-spec.md section 3). Entropy is
 passed in, so tests are deterministic; production passes ``secrets.token_bytes``.
 
->>> from fairdeck.decks import DeckSpec
+>>> from fairdeck.core.decks import DeckSpec
 >>> server_seed_length(DeckSpec.parse("standard"))
 45
 >>> normalize_client_seed("Cafe\\u0301") == "Caf\\u00e9".encode()
@@ -18,9 +18,9 @@ import secrets
 import unicodedata
 from collections.abc import Callable, Sequence
 
-from fairdeck.decks import DeckSpec
-from fairdeck.errors import InvalidInput
-from fairdeck.shuffle import index_bits
+from fairdeck.core.decks import DeckSpec
+from fairdeck.core.errors import InvalidInput
+from fairdeck.core.shuffle import index_bits
 
 MAX_CLIENT_SEEDS = 64
 """At most this many client seeds per hand."""

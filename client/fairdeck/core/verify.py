@@ -4,7 +4,7 @@
 naming the first step that fails. Digests and decks are compared in constant
 time.
 
->>> from fairdeck.dealing import deal_hand
+>>> from fairdeck.core.dealing import deal_hand
 >>> verify(deal_hand("standard", "h1", entropy=lambda n: bytes(n)).transcript)
 """
 
@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import hmac
 
-from fairdeck.commitment import COMMITMENT_BYTES, commit
-from fairdeck.decks import DeckSpec
-from fairdeck.derivation import derive_deck
-from fairdeck.encoding import pack_cards
-from fairdeck.errors import InvalidInput, VerificationError
-from fairdeck.seeds import check_hand_id, check_server_seed, normalize_client_seeds
-from fairdeck.transcript import Transcript
-from fairdeck.versions import check_version
+from fairdeck.core.commitment import COMMITMENT_BYTES, commit
+from fairdeck.core.decks import DeckSpec
+from fairdeck.core.derivation import derive_deck
+from fairdeck.core.encoding import pack_cards
+from fairdeck.core.errors import InvalidInput, VerificationError
+from fairdeck.core.seeds import check_hand_id, check_server_seed, normalize_client_seeds
+from fairdeck.core.transcript import Transcript
+from fairdeck.core.versions import check_version
 
 
 def verify(transcript: Transcript) -> None:

@@ -15,12 +15,12 @@ from datetime import UTC, datetime
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from fairdeck.cards import Card
-from fairdeck.decks import DeckSpec
-from fairdeck.errors import VerificationError
-from fairdeck.transcript import Transcript
+from fairdeck.core.cards import Card
+from fairdeck.core.decks import DeckSpec
+from fairdeck.core.errors import VerificationError
+from fairdeck.core.transcript import Transcript
+from fairdeck.core.verify import verify
 from fairdeck.v1 import dealer_pb2 as pb
-from fairdeck.verify import verify
 
 
 class HandState(enum.Enum):

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fairdeck.errors import InvalidInput
+from fairdeck.core.errors import InvalidInput
 
 RANKS = "23456789TJQKA"
 SUITS = "cdhs"

@@ -18,14 +18,14 @@ from typing import Any, Self
 
 import grpc
 
-from fairdeck.calls import ClientConfig
-from fairdeck.checkpoint import Checkpoint
-from fairdeck.errors import VerificationError
-from fairdeck.exceptions import from_rpc_error
-from fairdeck.logentry import CommitEntry, EntryError, RevealEntry, decode
-from fairdeck.models import Hand
-from fairdeck.note import Verifier
-from fairdeck.receipts import (
+from fairdeck.client.calls import ClientConfig
+from fairdeck.client.exceptions import from_rpc_error
+from fairdeck.client.models import Hand
+from fairdeck.core.errors import VerificationError
+from fairdeck.log.checkpoint import Checkpoint
+from fairdeck.log.logentry import CommitEntry, EntryError, RevealEntry, decode
+from fairdeck.log.note import Verifier
+from fairdeck.log.receipts import (
     InclusionProof,
     check_commit_entry,
     check_reveal_entry,

@@ -15,7 +15,7 @@ trusts nothing it is fed:
 4. Deck shopping: a commitment older than the maximum hand lifetime with no
    reveal is reported. An honest dealer closes or voids every hand in time.
 
->>> from fairdeck.note import Signer
+>>> from fairdeck.log.note import Signer
 >>> auditor = Auditor(Signer.generate("example.log").verifier, now_ms=0, max_hand_lifetime_ms=1)
 >>> auditor.finish().ok  # an empty log with no checkpoint is not a proof of anything
 False
@@ -27,13 +27,13 @@ import hmac
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from fairdeck import merkle
-from fairdeck.checkpoint import Checkpoint, CheckpointError, open_checkpoint
-from fairdeck.commitment import commit
-from fairdeck.derivation import derive_deck
-from fairdeck.errors import InvalidInput
-from fairdeck.logentry import VOIDED, CommitEntry, EntryError, RevealEntry, deck_digest, decode
-from fairdeck.note import NoteError, Verifier
+from fairdeck.core.commitment import commit
+from fairdeck.core.derivation import derive_deck
+from fairdeck.core.errors import InvalidInput
+from fairdeck.log import merkle
+from fairdeck.log.checkpoint import Checkpoint, CheckpointError, open_checkpoint
+from fairdeck.log.logentry import VOIDED, CommitEntry, EntryError, RevealEntry, deck_digest, decode
+from fairdeck.log.note import NoteError, Verifier
 
 
 @dataclass(frozen=True)

@@ -26,10 +26,10 @@ from typing import Any, Self, TypeVar
 
 import grpc
 
-from fairdeck import calls
-from fairdeck.calls import Call, ClientConfig, Deal, tls_credentials
-from fairdeck.exceptions import from_rpc_error
-from fairdeck.models import DealtHand, Draw, Hand
+from fairdeck.client import calls
+from fairdeck.client.calls import Call, ClientConfig, Deal, tls_credentials
+from fairdeck.client.exceptions import from_rpc_error
+from fairdeck.client.models import DealtHand, Draw, Hand
 from fairdeck.v1 import dealer_pb2_grpc
 
 R = TypeVar("R")

@@ -19,11 +19,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 
-from fairdeck.decks import DeckSpec
-from fairdeck.encoding import lp, u32
-from fairdeck.seeds import check_hand_id, check_server_seed, normalize_client_seeds, server_seed_length
-from fairdeck.shuffle import Shuffler, shuffler
-from fairdeck.versions import CURRENT_VERSION, check_version
+from fairdeck.core.decks import DeckSpec
+from fairdeck.core.encoding import lp, u32
+from fairdeck.core.seeds import check_hand_id, check_server_seed, normalize_client_seeds, server_seed_length
+from fairdeck.core.shuffle import Shuffler, shuffler
+from fairdeck.core.versions import CURRENT_VERSION, check_version
 
 BLOCK_BYTES = 64
 _shake = hashlib.shake_256

@@ -12,17 +12,18 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from fairdeck import audit_command, health_command, holdem
-from fairdeck.commitment import commit
-from fairdeck.decks import SPEC_NAMES, DeckSpec
-from fairdeck.derivation import derive_deck
-from fairdeck.errors import InvalidInput, VerificationError
-from fairdeck.seeds import normalize_client_seed
+from fairdeck.cli import audit_command, health_command
+from fairdeck.cli import deal_command as holdem
+from fairdeck.core.commitment import commit
+from fairdeck.core.decks import SPEC_NAMES, DeckSpec
+from fairdeck.core.derivation import derive_deck
+from fairdeck.core.errors import InvalidInput, VerificationError
+from fairdeck.core.seeds import normalize_client_seed
+from fairdeck.core.strictjson import MAX_TEXT_BYTES
+from fairdeck.core.transcript import Transcript
+from fairdeck.core.verify import verify
+from fairdeck.core.versions import CURRENT_VERSION, SUPPORTED_VERSIONS
 from fairdeck.stats import command as stats_command
-from fairdeck.strictjson import MAX_TEXT_BYTES
-from fairdeck.transcript import Transcript
-from fairdeck.verify import verify
-from fairdeck.versions import CURRENT_VERSION, SUPPORTED_VERSIONS
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -135,7 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _add_server_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Commands that live in the server package (absent from a client-only install)."""
     try:
-        from fairdeck_server import commands, token_commands
+        from fairdeck_server.cli import commands, token_commands
     except ImportError:
         return
     commands.register(sub)

@@ -33,11 +33,11 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from fairdeck.decks import SPEC_NAMES
-from fairdeck.encoding import lp, pack_cards, u32, u64
-from fairdeck.errors import InvalidInput
-from fairdeck.seeds import MAX_CLIENT_SEED_BYTES, MAX_CLIENT_SEEDS, MAX_HAND_ID_LENGTH, check_hand_id
-from fairdeck.versions import check_version
+from fairdeck.core.decks import SPEC_NAMES
+from fairdeck.core.encoding import lp, pack_cards, u32, u64
+from fairdeck.core.errors import InvalidInput
+from fairdeck.core.seeds import MAX_CLIENT_SEED_BYTES, MAX_CLIENT_SEEDS, MAX_HAND_ID_LENGTH, check_hand_id
+from fairdeck.core.versions import check_version
 
 MAGIC = b"FDL1"
 COMMIT = 1

@@ -15,9 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cache
 
-from fairdeck.cards import MAX_SHOE_DECKS, RANKS, Card, code_for_id
-from fairdeck.errors import InvalidInput
-from fairdeck.shuffle import factorial
+from fairdeck.core.cards import MAX_SHOE_DECKS, RANKS, Card, code_for_id
+from fairdeck.core.errors import InvalidInput
+from fairdeck.core.shuffle import factorial
 
 
 class DeckSpecError(InvalidInput):

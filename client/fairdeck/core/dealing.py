@@ -16,12 +16,12 @@ import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from fairdeck.commitment import commit
-from fairdeck.decks import DeckSpec
-from fairdeck.derivation import derive_deck
-from fairdeck.seeds import check_hand_id, new_server_seed, normalize_client_seeds
-from fairdeck.transcript import Transcript
-from fairdeck.versions import CURRENT_VERSION, check_version
+from fairdeck.core.commitment import commit
+from fairdeck.core.decks import DeckSpec
+from fairdeck.core.derivation import derive_deck
+from fairdeck.core.seeds import check_hand_id, new_server_seed, normalize_client_seeds
+from fairdeck.core.transcript import Transcript
+from fairdeck.core.versions import CURRENT_VERSION, check_version
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ keys, and checkpoints signed by either verify. With ``--target``, ``--ca``
 (and ``--cert``/``--cert-key`` for mTLS) turn on TLS, and ``--token`` (or
 ``$FAIRDECK_TOKEN``) sends an API token.
 
-Exit 0 only when every check of fairdeck.audit holds; otherwise 1 and a
+Exit 0 only when every check of fairdeck.log.audit holds; otherwise 1 and a
 report naming each bad entry and why (``--json`` for machines). With
 ``--since FILE`` the audit also proves the log only grew since the checkpoint
 saved in FILE, and saves the new checkpoint there when it passes.
@@ -25,10 +25,10 @@ from pathlib import Path
 
 import grpc
 
-from fairdeck import cli_credentials
-from fairdeck.audit import Auditor, AuditReport, Finding
-from fairdeck.calls import ClientConfig
-from fairdeck.note import NoteError, Verifier
+from fairdeck.cli import cli_credentials
+from fairdeck.client.calls import ClientConfig
+from fairdeck.log.audit import Auditor, AuditReport, Finding
+from fairdeck.log.note import NoteError, Verifier
 from fairdeck.v1 import audit_pb2, audit_pb2_grpc
 
 PAGE = 1000

@@ -18,7 +18,7 @@ no number, however long, can fail a conversion.
 >>> loads(b'{"a": 1, "a": 2}')
 Traceback (most recent call last):
     ...
-fairdeck.strictjson.StrictJSONError: duplicate name in a JSON object
+fairdeck.core.strictjson.StrictJSONError: duplicate name in a JSON object
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ True
 >>> verify_inclusion(3, 5, leaves[2], proof, root(leaves))
 Traceback (most recent call last):
     ...
-fairdeck.merkle.ProofError: inclusion proof does not lead to the root: computed root differs
+fairdeck.log.merkle.ProofError: inclusion proof does not lead to the root: computed root differs
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ import hashlib
 import hmac
 from collections.abc import Callable, Sequence
 
-from fairdeck.errors import InvalidInput
+from fairdeck.core.errors import InvalidInput
 
 HASH_SIZE = 32
 EMPTY_ROOT = hashlib.sha256(b"").digest()

@@ -19,8 +19,8 @@ from typing import Any, Generic, TypeVar
 import grpc
 from google.protobuf.message import Message
 
-from fairdeck.cards import Card
-from fairdeck.models import DealtHand, Draw, Hand, LogReceipt, cards, client_seed_to_proto
+from fairdeck.client.models import DealtHand, Draw, Hand, LogReceipt, cards, client_seed_to_proto
+from fairdeck.core.cards import Card
 from fairdeck.v1 import dealer_pb2 as pb
 
 R = TypeVar("R")

@@ -15,10 +15,10 @@ from __future__ import annotations
 import hashlib
 from functools import cache
 
-from fairdeck.decks import DeckSpec
-from fairdeck.encoding import lp
-from fairdeck.seeds import SeedError, check_hand_id
-from fairdeck.versions import CURRENT_VERSION, check_version
+from fairdeck.core.decks import DeckSpec
+from fairdeck.core.encoding import lp
+from fairdeck.core.seeds import SeedError, check_hand_id
+from fairdeck.core.versions import CURRENT_VERSION, check_version
 
 COMMITMENT_BYTES = 32
 _sha256 = hashlib.sha256

@@ -31,7 +31,7 @@ hello, world
 >>> open_note(msg.replace(b"hello", b"HELLO"), [signer.verifier])
 Traceback (most recent call last):
     ...
-fairdeck.note.InvalidSignatureError: invalid signature by known key example.com/log+1dde4531
+fairdeck.log.note.InvalidSignatureError: invalid signature by known key example.com/log+1dde4531
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ old versions stay verifiable, and their known-answer vectors never change."""
 
 from __future__ import annotations
 
-from fairdeck.errors import InvalidInput
+from fairdeck.core.errors import InvalidInput
 
 CURRENT_VERSION = "fairdeck-v1"
 SUPPORTED_VERSIONS: tuple[str, ...] = (CURRENT_VERSION,)

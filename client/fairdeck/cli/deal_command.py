@@ -12,10 +12,10 @@ import argparse
 import secrets
 from collections.abc import Sequence
 
-from fairdeck.cards import Card
 from fairdeck.client import DealerClient
-from fairdeck.errors import VerificationError
-from fairdeck.exceptions import FairdeckError
+from fairdeck.client.exceptions import FairdeckError
+from fairdeck.core.cards import Card
+from fairdeck.core.errors import VerificationError
 
 
 def _show(cards: Sequence[Card]) -> str:

@@ -2,7 +2,7 @@
 
 A transcript carries everything needed to re-derive and check a hand. Reading
 one is strict, in the order of spec section 7: the raw text
-(``fairdeck.strictjson``), then the ``version`` (an unknown one is step
+(``fairdeck.core.strictjson``), then the ``version`` (an unknown one is step
 ``version`` whatever the rest holds), then the seven names, their types and hex. A lenient
 verifier is a broken verifier: two verifiers must never disagree on a text.
 
@@ -20,11 +20,11 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from fairdeck import strictjson
-from fairdeck.cards import Card
-from fairdeck.decks import DeckSpec
-from fairdeck.errors import InvalidInput, VerificationError
-from fairdeck.versions import check_version
+from fairdeck.core import strictjson
+from fairdeck.core.cards import Card
+from fairdeck.core.decks import DeckSpec
+from fairdeck.core.errors import InvalidInput, VerificationError
+from fairdeck.core.versions import check_version
 
 _HEX = re.compile(r"(?:[0-9a-f]{2})*")
 _KEYS = {"version", "deck", "hand_id", "commitment", "server_seed", "client_seeds", "cards"}

@@ -18,12 +18,13 @@ import json
 import re
 from dataclasses import dataclass
 
-from fairdeck import merkle, strictjson
-from fairdeck.checkpoint import Checkpoint, CheckpointError, open_checkpoint
-from fairdeck.errors import VerificationError
-from fairdeck.logentry import CommitEntry, EntryError, RevealEntry, deck_digest, decode
-from fairdeck.models import Hand
-from fairdeck.note import NoteError, Verifier
+from fairdeck.client.models import Hand
+from fairdeck.core import strictjson
+from fairdeck.core.errors import VerificationError
+from fairdeck.log import merkle
+from fairdeck.log.checkpoint import Checkpoint, CheckpointError, open_checkpoint
+from fairdeck.log.logentry import CommitEntry, EntryError, RevealEntry, deck_digest, decode
+from fairdeck.log.note import NoteError, Verifier
 
 
 def _fail(message: str) -> VerificationError:
