@@ -11,6 +11,7 @@ from fairdeck.log.checkpoint import Checkpoint, CheckpointError, open_checkpoint
 from fairdeck.log.logentry import CommitEntry, EntryError, RevealEntry, decode
 from fairdeck.log.merkle import ProofError
 from fairdeck.log.note import NoteError, Signer, Verifier
+from fairdeck.log.receipts import InclusionProof
 
 __all__ = [
     "AuditReport",
@@ -20,6 +21,7 @@ __all__ = [
     "CommitEntry",
     "EntryError",
     "Finding",
+    "InclusionProof",
     "NoteError",
     "ProofError",
     "RevealEntry",

@@ -17,14 +17,34 @@ import hmac
 import json
 import re
 from dataclasses import dataclass
+from typing import Protocol
 
-from fairdeck.client.models import Hand
 from fairdeck.core import strictjson
 from fairdeck.core.errors import VerificationError
+from fairdeck.core.transcript import Transcript
 from fairdeck.log import merkle
 from fairdeck.log.checkpoint import Checkpoint, CheckpointError, open_checkpoint
 from fairdeck.log.logentry import CommitEntry, EntryError, RevealEntry, deck_digest, decode
 from fairdeck.log.note import NoteError, Verifier
+
+
+class Hand(Protocol):
+    """What the entry checks read of a hand; the SDK's ``fairdeck.client.Hand`` is one.
+
+    A protocol rather than the SDK's class, so that checking a receipt offline
+    loads neither the SDK nor protobuf (the log imports only the core).
+    """
+
+    @property
+    def hand_id(self) -> str: ...
+    @property
+    def deck(self) -> str: ...
+    @property
+    def version(self) -> str: ...
+    @property
+    def commitment(self) -> bytes: ...
+    @property
+    def transcript(self) -> Transcript | None: ...
 
 
 def _fail(message: str) -> VerificationError:
