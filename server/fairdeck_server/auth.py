@@ -43,8 +43,8 @@ from typing import Any
 import grpc
 from cryptography import x509
 
-from fairdeck.client.calls import AUTHORIZATION
 from fairdeck.v1 import audit_pb2, dealer_pb2
+from fairdeck.wire import AUTHORIZATION
 from fairdeck_server import principal
 from fairdeck_server.principal import Principal, Role
 from fairdeck_server.servicer import rewrap, status_metadata

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import grpc
 
-from fairdeck.client.calls import is_loopback
+from fairdeck.wire import is_loopback
 
 __all__ = ["ListenRefused", "TlsConfigError", "check_listen", "is_loopback", "server_credentials"]
 

@@ -7,7 +7,6 @@ and async clients (client.py) only differ in how they send it.
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import secrets
 import time
@@ -22,6 +21,7 @@ from google.protobuf.message import Message
 from fairdeck.client.models import DealtHand, Draw, Hand, LogReceipt, cards, client_seed_to_proto
 from fairdeck.core.cards import Card
 from fairdeck.v1 import dealer_pb2 as pb
+from fairdeck.wire import AUTHORIZATION, is_loopback
 
 R = TypeVar("R")
 SERVICE = "fairdeck.v1.DealerService"
@@ -46,39 +46,6 @@ SERVICE_CONFIG = json.dumps(
         ]
     }
 )
-
-
-AUTHORIZATION = "authorization"
-"""The metadata key of the API token: ``authorization: Bearer fdk_<id>_<secret>``."""
-
-
-def is_loopback(address: str) -> bool:
-    """Whether ``address`` (host:port, [v6]:port, or a gRPC target) stays on this machine.
-
-    127.0.0.0/8, ::1, ``localhost`` and unix sockets are; the wildcards
-    ``0.0.0.0`` and ``[::]`` listen on every interface, so they are not.
-
-    >>> [is_loopback(a) for a in ("127.0.0.2:1", "[::1]:1", "localhost:1", "0.0.0.0:1", "[::]:1")]
-    [True, True, True, False, False]
-    """
-    for scheme in ("unix:", "unix-abstract:"):
-        if address.startswith(scheme):
-            return True
-    for scheme in ("dns:///", "dns:", "ipv4:", "ipv6:"):
-        if address.startswith(scheme):
-            address = address[len(scheme) :]
-            break
-    host = address
-    if host.startswith("["):
-        host = host[1 : host.find("]")] if "]" in host else host[1:]
-    elif host.count(":") == 1:
-        host = host.rsplit(":", 1)[0]
-    if host.lower() in ("localhost", "localhost."):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def tls_credentials(
