@@ -20,7 +20,8 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from importlib.metadata import entry_points
 from pathlib import Path
 
 import grpc
@@ -107,23 +108,19 @@ def run_audit(
     return auditor.finish()
 
 
-class DatabaseUnreadable(Exception):
-    """--db could not be read (the postgres extra missing, or the database refusing)."""
+def _server_source(kind: str, value: str) -> tuple[int, list[bytes], Iterator[bytes]]:
+    """--data or --db: a reader of the dealer's own storage, from the server package.
 
-
-def _database_log(url: str) -> tuple[int, list[bytes], Iterator[bytes]]:
-    if not url.startswith(("postgresql://", "postgres://")):
-        raise ValueError("--db must be a postgresql:// URL")
-    try:
-        import psycopg
-
-        from fairdeck_server.storage.postgres import read_log
-    except ImportError:
-        raise DatabaseUnreadable("--db needs the postgres extra: pip install 'fairdeck[postgres]'") from None
-    try:
-        return read_log(url)
-    except psycopg.Error as e:  # its text names the server and the cause, never the password
-        raise DatabaseUnreadable(str(e).strip().splitlines()[0]) from None
+    It is found by entry point (fairdeck_server.cli.audit_sources), so that the
+    client never imports the server, and ``audit --target`` never loads it.
+    """
+    found = [ep for ep in entry_points(group="fairdeck.audit_sources") if ep.name == kind]
+    if not found:
+        raise OSError(
+            f"--{kind} reads the dealer's storage and needs its package (fairdeck_server) installed"
+        )
+    reader: Callable[[str], tuple[int, list[bytes], Iterator[bytes]]] = found[0].load()
+    return reader(value)
 
 
 def _verifiers(values: Sequence[str]) -> list[Verifier]:
@@ -152,17 +149,15 @@ def cmd_audit(args: argparse.Namespace) -> int:
     since = since_path.read_bytes() if since_path is not None and since_path.exists() else None
     try:
         if args.data:
-            from fairdeck_server.storage.sqlite import read_log
-
-            source = read_log(Path(args.data) / "fairdeck.db")
+            source = _server_source("data", args.data)
         elif args.db:
-            source = _database_log(args.db)
+            source = _server_source("db", args.db)
         else:
             source = remote_log(args.target, args.timeout, _client_config(args))
     except ValueError as e:  # bad TLS flags, or a token refused for plain text
         print(f"fairdeck audit: {e}", file=sys.stderr)
         return 2
-    except (OSError, grpc.RpcError, DatabaseUnreadable) as e:
+    except (OSError, grpc.RpcError) as e:
         detail = e.details() if isinstance(e, grpc.RpcError) else str(e)
         print(f"fairdeck audit: cannot read the log: {detail}", file=sys.stderr)
         return 2

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from importlib.metadata import entry_points
 from pathlib import Path
 
 from fairdeck.cli import audit_command, health_command
@@ -26,6 +27,8 @@ from fairdeck.core.versions import CURRENT_VERSION, SUPPORTED_VERSIONS
 from fairdeck.stats import command as stats_command
 
 Handler = Callable[[argparse.Namespace], int]
+CLIENT_COMMANDS = ("replay", "verify", "deal", "audit", "health", "stats")
+"""The commands this package registers itself; any other asks for the server's."""
 
 
 def _hex_seed(text: str) -> bytes:
@@ -93,7 +96,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(*, server: bool = True) -> argparse.ArgumentParser:
+    """The whole command line; ``server=False`` leaves out the server's commands (and does not load it)."""
     parser = argparse.ArgumentParser(prog="fairdeck", description="Provably fair card decks.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -129,22 +133,36 @@ def build_parser() -> argparse.ArgumentParser:
     audit_command.register(sub)
     health_command.register(sub)
     stats_command.register(sub)
-    _add_server_commands(sub)
+    if server:
+        _add_server_commands(sub)
     return parser
 
 
 def _add_server_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Commands that live in the server package (absent from a client-only install)."""
-    try:
-        from fairdeck_server.cli import commands, token_commands
-    except ImportError:
-        return
-    commands.register(sub)
-    token_commands.register(sub)
+    """Commands that live in the server package (absent from a client-only install).
+
+    Found through the ``fairdeck.commands`` entry point group rather than by
+    importing fairdeck_server: the client package never names the server.
+    """
+    for ep in entry_points(group="fairdeck.commands"):
+        try:
+            register: Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None] = ep.load()
+        except ImportError as e:  # installed but broken: say so, the client's commands still work
+            print(f"fairdeck: the commands of {ep.value} are unavailable: {e}", file=sys.stderr)
+            continue
+        register(sub)
+
+
+def _client_command(argv: Sequence[str]) -> bool:
+    """Whether argv asks for one of the client's own commands, which need nothing of the server."""
+    first = next((a for a in argv if not a.startswith("-")), None)
+    return first is not None and first in CLIENT_COMMANDS
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    # verify, replay, audit --target...: the server (grpc reflection, prometheus, storage) is not loaded.
+    args = build_parser(server=not _client_command(argv)).parse_args(argv)
     handler: Handler = args.handler
     try:
         return handler(args)

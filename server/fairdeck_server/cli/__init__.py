@@ -1,2 +1,24 @@
-"""fairdeck_server.cli: the server's commands of the ``fairdeck`` console script (serve, key, token,
-rotate-key)."""
+"""fairdeck_server.cli: the server's commands of the ``fairdeck`` console script.
+
+``serve`` and ``key`` (``commands``), ``token`` and ``rotate-key`` (``token_commands``), and the
+read-only log sources of ``fairdeck audit --data/--db`` (``audit_sources``). The client's command line
+never imports this package by name: it finds ``register`` and the audit sources through the entry
+point groups ``fairdeck.commands`` and ``fairdeck.audit_sources`` (pyproject.toml), and loads them only
+when a server command, ``--data``/``--db`` or the top-level ``--help`` asks for them, so ``fairdeck
+verify`` never loads the dealer.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+__all__ = ["register"]
+
+
+def register(sub: argparse._SubParsersAction[Any]) -> None:
+    """Add serve, key, token and rotate-key to the ``fairdeck`` command line."""
+    from fairdeck_server.cli import commands, token_commands
+
+    commands.register(sub)
+    token_commands.register(sub)
