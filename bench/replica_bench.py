@@ -441,7 +441,7 @@ def _bench_hand(hand_id: str) -> Any:
     from fairdeck.core.commitment import commit
     from fairdeck.core.versions import CURRENT_VERSION
     from fairdeck.log.logentry import CommitEntry
-    from fairdeck_server.storage.base import HandRecord, HandState, NewHand
+    from fairdeck_server.storage.base import HandRecord, NewHand, StoredHandState
 
     now = time.time_ns() // 1_000_000
     seed = secrets.token_bytes(45)
@@ -449,7 +449,7 @@ def _bench_hand(hand_id: str) -> Any:
     record = HandRecord(
         tenant="bench", hand_id=hand_id, request_id=None, deck="standard", version=CURRENT_VERSION,
         commitment=commitment, sealed_seed=secrets.token_bytes(78), client_seeds=(),
-        state=HandState.SHUFFLED, dealt=52, created_ms=now, commit_index=-1,
+        state=StoredHandState.SHUFFLED, dealt=52, created_ms=now, commit_index=-1,
     )  # fmt: skip
     return NewHand(record, CommitEntry(now, hand_id, CURRENT_VERSION, "standard", commitment).encode())
 

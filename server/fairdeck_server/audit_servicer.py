@@ -15,7 +15,7 @@ from fairdeck.v1 import audit_pb2_grpc
 from fairdeck_server import errors
 from fairdeck_server.dealer import validate_hand_id
 from fairdeck_server.servicer import translated
-from fairdeck_server.storage.base import Checkpoint, Storage
+from fairdeck_server.storage.base import Storage, StoredCheckpoint
 from fairdeck_server.transparency import CheckpointPublisher
 
 MAX_PAGE = 1000
@@ -38,7 +38,7 @@ class AuditServicer(audit_pb2_grpc.AuditServiceServicer):
         self.publisher = publisher
         self.page_bytes = min(PAGE_BYTES, max_message_bytes * 3 // 4) if max_message_bytes else PAGE_BYTES
 
-    async def _checkpoint(self, size: int, field: str = "tree_size") -> Checkpoint:
+    async def _checkpoint(self, size: int, field: str = "tree_size") -> StoredCheckpoint:
         """The signed checkpoint at ``size`` (0: the latest); ``field`` names the request's."""
         cp = await self.storage.checkpoint(size or None) if size < INDEX_LIMIT else None
         if cp is None and size == 0:

@@ -26,7 +26,7 @@ from fairdeck.core.transcript import Transcript
 from fairdeck.core.versions import CURRENT_VERSION
 from fairdeck.log.logentry import CLOSED, VOIDED, CommitEntry, RevealEntry, deck_digest
 from fairdeck_server import errors, principal
-from fairdeck_server.storage.base import Change, HandRecord, HandState, NewHand, Storage, encode_seeds
+from fairdeck_server.storage.base import Change, HandRecord, NewHand, Storage, StoredHandState, encode_seeds
 from fairdeck_server.vault import SeedVault, VaultError
 
 MAX_BATCH_HANDS = 100_000
@@ -50,7 +50,7 @@ def _new_hand_id() -> str:
 
 
 @dataclass(frozen=True)
-class Draw:
+class DrawnCards:
     deck: str
     cards: tuple[int, ...]
     position: int
@@ -94,7 +94,7 @@ class Dealer:
         p = self._plan(deck)
         seeds = _client_seeds(client_seeds)
         rid = _request_id(request_id)
-        new, _, cards = self._new_hand(tenant, p, rid, seeds, state=HandState.SHUFFLED)
+        new, _, cards = self._new_hand(tenant, p, rid, seeds, state=StoredHandState.SHUFFLED)
         (record,) = await self.storage.create_hands([new])
         if record.hand_id != new.record.hand_id:  # an idempotent retry: deal what was stored
             cards = self._cards(record)
@@ -108,13 +108,13 @@ class Dealer:
         if not 1 <= count <= MAX_BATCH_HANDS:
             raise errors.invalid("hand_count", "INVALID_HAND_COUNT", f"must be 1..{MAX_BATCH_HANDS}")
         seeds = _client_seeds(client_seeds)
-        state = HandState.CLOSED if close else HandState.SHUFFLED
+        state = StoredHandState.CLOSED if close else StoredHandState.SHUFFLED
         return self._deal_chunks(tenant, p, count, seeds, state)
 
     async def _deal_chunks(
-        self, tenant: str, p: Plan, count: int, seeds: tuple[bytes, ...], state: HandState
+        self, tenant: str, p: Plan, count: int, seeds: tuple[bytes, ...], state: StoredHandState
     ) -> AsyncIterator[list[tuple[HandRecord, tuple[int, ...], bytes | None]]]:
-        revealed = state is HandState.CLOSED
+        revealed = state is StoredHandState.CLOSED
         done = 0
         in_flight: (
             tuple[list[tuple[NewHand, bytes, tuple[int, ...]]], asyncio.Task[list[HandRecord]]] | None
@@ -155,7 +155,7 @@ class Dealer:
         p: Plan,
         request_id: str | None,
         seeds: tuple[bytes, ...],
-        state: HandState = HandState.OPEN,
+        state: StoredHandState = StoredHandState.OPEN,
     ) -> tuple[NewHand, bytes, tuple[int, ...]]:
         """A new hand: fresh seed, commitment, sealed seed, commit entry (and
         the deck, unless it stays open for client seeds)."""
@@ -163,8 +163,8 @@ class Dealer:
         now = self._clock_ms()
         seed = self._entropy(p.seed_bytes)
         commitment = commit(p.spec.name, hand_id, seed, version=self._version)
-        cards = p.derive(hand_id, seed, seeds) if state is not HandState.OPEN else ()
-        closed = state is HandState.CLOSED
+        cards = p.derive(hand_id, seed, seeds) if state is not StoredHandState.OPEN else ()
+        closed = state is StoredHandState.CLOSED
         record = HandRecord(
             tenant=tenant,
             hand_id=hand_id,
@@ -199,7 +199,7 @@ class Dealer:
         seeds = _client_seeds(client_seeds)
 
         def decide(r: HandRecord) -> tuple[Change, HandRecord]:
-            if r.state is not HandState.OPEN:
+            if r.state is not StoredHandState.OPEN:
                 raise _not_open(r)
             new = replace(r, client_seeds=_combined(r.client_seeds, seeds))
             return Change(new), new
@@ -211,9 +211,9 @@ class Dealer:
         seeds = _client_seeds(client_seeds)
 
         def decide(r: HandRecord) -> tuple[Change, HandRecord]:
-            if r.state is not HandState.OPEN:
+            if r.state is not StoredHandState.OPEN:
                 raise _not_open(r)
-            new = replace(r, client_seeds=_combined(r.client_seeds, seeds), state=HandState.SHUFFLED)
+            new = replace(r, client_seeds=_combined(r.client_seeds, seeds), state=StoredHandState.SHUFFLED)
             self._cards(new)  # derive now, so the first draw is a cache hit
             return Change(new), new
 
@@ -221,12 +221,12 @@ class Dealer:
 
     # -- dealing -------------------------------------------------------------------
 
-    async def draw(self, tenant: str, hand_id: str, count: int) -> Draw:
+    async def draw(self, tenant: str, hand_id: str, count: int) -> DrawnCards:
         validate_hand_id(hand_id)
         if count < 1:
             raise errors.invalid("count", "INVALID_COUNT", "must be at least 1")
 
-        def decide(r: HandRecord) -> tuple[Change, Draw]:
+        def decide(r: HandRecord) -> tuple[Change, DrawnCards]:
             r = self._shuffled(r)
             size = DeckSpec.parse(r.deck).size
             if count > size:
@@ -237,19 +237,19 @@ class Dealer:
                 )
             cards = self._cards(r)[r.dealt : r.dealt + count]
             new = replace(r, dealt=r.dealt + count)
-            return Change(new), Draw(r.deck, cards, r.dealt, size - new.dealt)
+            return Change(new), DrawnCards(r.deck, cards, r.dealt, size - new.dealt)
 
         return (await self.storage.update_hand(tenant, hand_id, decide))[1]
 
-    async def deal(self, tenant: str, hand_id: str) -> Draw:
+    async def deal(self, tenant: str, hand_id: str) -> DrawnCards:
         """Deal every card not dealt yet."""
         validate_hand_id(hand_id)
 
-        def decide(r: HandRecord) -> tuple[Change, Draw]:
+        def decide(r: HandRecord) -> tuple[Change, DrawnCards]:
             r = self._shuffled(r)
             cards = self._cards(r)
             new = replace(r, dealt=len(cards))
-            return Change(new), Draw(r.deck, cards[r.dealt :], r.dealt, 0)
+            return Change(new), DrawnCards(r.deck, cards[r.dealt :], r.dealt, 0)
 
         return (await self.storage.update_hand(tenant, hand_id, decide))[1]
 
@@ -273,11 +273,11 @@ class Dealer:
 
     async def _reveal(self, tenant: str, hand_id: str, outcome: int) -> HandRecord:
         def decide(r: HandRecord) -> tuple[Change, None]:
-            if r.state is HandState.CLOSED:
+            if r.state is StoredHandState.CLOSED:
                 return Change(r), None
             seed = self._open_seed(r)
             now = self._clock_ms()
-            new = replace(r, state=HandState.CLOSED, closed_ms=now, server_seed=seed)
+            new = replace(r, state=StoredHandState.CLOSED, closed_ms=now, server_seed=seed)
             digest = deck_digest(self._cards(r))
             return Change(
                 new, RevealEntry(now, r.hand_id, outcome, seed, r.client_seeds, digest).encode()
@@ -315,9 +315,9 @@ class Dealer:
             raise errors.invalid("deck", "UNKNOWN_DECK", "unknown deck spec") from None
 
     def _shuffled(self, r: HandRecord) -> HandRecord:
-        if r.state is HandState.CLOSED:
+        if r.state is StoredHandState.CLOSED:
             raise errors.precondition("HAND_CLOSED", "the hand is closed")
-        return replace(r, state=HandState.SHUFFLED) if r.state is HandState.OPEN else r
+        return replace(r, state=StoredHandState.SHUFFLED) if r.state is StoredHandState.OPEN else r
 
     def _cards(self, r: HandRecord) -> tuple[int, ...]:
         try:
@@ -345,7 +345,7 @@ class Dealer:
 
 
 def _not_open(r: HandRecord) -> errors.DealerError:
-    if r.state is HandState.CLOSED:
+    if r.state is StoredHandState.CLOSED:
         return errors.precondition("HAND_CLOSED", "the hand is closed")
     return errors.precondition("HAND_ALREADY_SHUFFLED", "the hand is already shuffled; seeds are fixed")
 
@@ -384,7 +384,7 @@ def _request_id(request_id: str) -> str | None:
     return request_id
 
 
-def request_fingerprint(state: HandState, deck: str, seeds: tuple[bytes, ...]) -> bytes:
+def request_fingerprint(state: StoredHandState, deck: str, seeds: tuple[bytes, ...]) -> bytes:
     """What a retry must repeat exactly: the kind of open (OpenHand creates an
     OPEN hand, DealNewHand a SHUFFLED one), the deck and the client seeds."""
     kind = bytes([int(state)])

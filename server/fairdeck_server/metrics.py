@@ -35,10 +35,10 @@ from fairdeck_server.servicer import rewrap
 from fairdeck_server.storage.base import (
     Change,
     HandRecord,
-    HandState,
     LogForkError,
     NewHand,
     Storage,
+    StoredHandState,
     WriterStats,
 )
 
@@ -245,7 +245,7 @@ class MeteredStorage:
         for new, record in zip(hands, records, strict=False):
             if record.hand_id == new.record.hand_id:  # not an idempotent retry's stored hand
                 self._metrics.hands_opened.inc()
-                if record.state is HandState.CLOSED:
+                if record.state is StoredHandState.CLOSED:
                     self._metrics.hands_closed.labels(OUTCOMES[logentry.CLOSED]).inc()
         return records
 
@@ -267,7 +267,7 @@ class MeteredStorage:
         out = await self._counted("update_hand", self._inner.update_hand(tenant, hand_id, watched), decided)
         if seen:
             before, change = seen[-1]
-            if before.state is not HandState.CLOSED and change.record.state is HandState.CLOSED:
+            if before.state is not StoredHandState.CLOSED and change.record.state is StoredHandState.CLOSED:
                 self._metrics.hands_closed.labels(_outcome(change.log_entry)).inc()
         return out
 

@@ -27,7 +27,7 @@ from fairdeck.v1 import dealer_pb2_grpc
 from fairdeck_server import errors, principal
 from fairdeck_server.dealer import Dealer
 from fairdeck_server.principal import Role
-from fairdeck_server.storage.base import HandRecord, HandState
+from fairdeck_server.storage.base import HandRecord, StoredHandState
 
 log = logging.getLogger(__name__)
 ERROR_DOMAIN = "fairdeck.dev"
@@ -147,9 +147,9 @@ def client_seeds(seeds: Sequence[pb.ClientSeed]) -> list[str | bytes]:
 
 
 _STATES = {
-    HandState.OPEN: pb.HAND_STATE_OPEN,
-    HandState.SHUFFLED: pb.HAND_STATE_SHUFFLED,
-    HandState.CLOSED: pb.HAND_STATE_CLOSED,
+    StoredHandState.OPEN: pb.HAND_STATE_OPEN,
+    StoredHandState.SHUFFLED: pb.HAND_STATE_SHUFFLED,
+    StoredHandState.CLOSED: pb.HAND_STATE_CLOSED,
 }
 
 
@@ -281,7 +281,7 @@ class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
     @translated
     async def GetHand(self, request: pb.GetHandRequest, context: Any) -> pb.GetHandResponse:
         record = await self.dealer.get(self._tenant(context), request.hand_id)
-        if principal.current().role is Role.AUDITOR and record.state is not HandState.CLOSED:
+        if principal.current().role is Role.AUDITOR and record.state is not StoredHandState.CLOSED:
             # Auditors see closed hands only, and cannot tell an open hand from a missing one.
             raise errors.hand_not_found()
         return pb.GetHandResponse(hand=self.hand(record))

@@ -19,10 +19,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fairdeck.log.checkpoint import Checkpoint as CheckpointBody
-from fairdeck.log.checkpoint import sign_checkpoint
+from fairdeck.log.checkpoint import Checkpoint, sign_checkpoint
 from fairdeck.log.note import NoteError, Signer, Verifier
-from fairdeck_server.storage.base import Checkpoint, Storage
+from fairdeck_server.storage.base import Storage, StoredCheckpoint
 from fairdeck_server.vault import write_private_file
 
 log = logging.getLogger(__name__)
@@ -129,7 +128,7 @@ class CheckpointPublisher:
     def origin(self) -> str:
         return self.signer.name
 
-    async def publish(self) -> Checkpoint | None:
+    async def publish(self) -> StoredCheckpoint | None:
         """Sign the current tree if it is larger than the head; return the head."""
         async with self._lock:
             head = await self.storage.checkpoint()
@@ -138,10 +137,10 @@ class CheckpointPublisher:
                 return head
             if size == 0:
                 return head
-            note = sign_checkpoint(CheckpointBody(self.origin, size, root), self.signer)
+            note = sign_checkpoint(Checkpoint(self.origin, size, root), self.signer)
             return await self.storage.put_checkpoint(size, root, note, time.time_ns() // 1_000_000)
 
-    async def covering(self, index: int) -> Checkpoint:
+    async def covering(self, index: int) -> StoredCheckpoint:
         """A checkpoint whose tree includes entry ``index`` (signing one if needed)."""
         head = await self.storage.checkpoint()
         if head is None or head.size <= index:

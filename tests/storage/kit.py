@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from fairdeck.log import merkle
-from fairdeck_server.storage.base import Change, HandRecord, HandState, NewHand, Storage
+from fairdeck_server.storage.base import Change, HandRecord, NewHand, Storage, StoredHandState
 
 T = TypeVar("T")
 
@@ -33,7 +33,7 @@ def record(i: int | str, *, tenant: str = "t", request_id: str | None = None, **
         commitment=bytes(32),
         sealed_seed=b"sealed",
         client_seeds=(),
-        state=HandState.OPEN,
+        state=StoredHandState.OPEN,
         dealt=0,
         created_ms=0,
         commit_index=-1,
@@ -71,9 +71,9 @@ def closing(entry_bytes: bytes) -> Callable[[HandRecord], tuple[Change, str]]:
     """A decide that closes the hand and appends ``entry_bytes`` (or leaves a closed hand as is)."""
 
     def decide(r: HandRecord) -> tuple[Change, str]:
-        if r.state is HandState.CLOSED:
+        if r.state is StoredHandState.CLOSED:
             return Change(r), "already"
-        closed = replace(r, state=HandState.CLOSED, closed_ms=1, server_seed=b"seed")
+        closed = replace(r, state=StoredHandState.CLOSED, closed_ms=1, server_seed=b"seed")
         return Change(closed, entry_bytes), "closed"
 
     return decide
@@ -83,6 +83,6 @@ def dealing(n: int) -> Callable[[HandRecord], tuple[Change, int]]:
     """A decide that deals ``n`` more cards (no log entry); returns the position before."""
 
     def decide(r: HandRecord) -> tuple[Change, int]:
-        return Change(replace(r, state=HandState.SHUFFLED, dealt=r.dealt + n)), r.dealt
+        return Change(replace(r, state=StoredHandState.SHUFFLED, dealt=r.dealt + n)), r.dealt
 
     return decide

@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 
 from fairdeck_server import errors
-from fairdeck_server.storage.base import Change, HandRecord, HandState, NewHand, Storage
+from fairdeck_server.storage.base import Change, HandRecord, NewHand, Storage, StoredHandState
 from tests.storage.kit import Engine, closing, dealing, entry, new_hand, record, run
 
 
@@ -22,7 +22,7 @@ def test_create_then_get_round_trips_every_field(storage_engine: Engine) -> None
         client_seeds=seeds,
         commitment=bytes(range(32)),
         sealed_seed=b"\x01sealed\x00seed",
-        state=HandState.SHUFFLED,
+        state=StoredHandState.SHUFFLED,
         dealt=52,
         created_ms=1_700_000_000_123,
         request_fingerprint=b"\x07" * 32,
@@ -45,7 +45,7 @@ def test_create_then_get_round_trips_every_field(storage_engine: Engine) -> None
 
 
 def test_a_hand_created_closed_gets_its_reveal_right_after_its_commit(storage_engine: Engine) -> None:
-    closed = record(1, state=HandState.CLOSED, closed_ms=5, server_seed=b"revealed", dealt=52)
+    closed = record(1, state=StoredHandState.CLOSED, closed_ms=5, server_seed=b"revealed", dealt=52)
 
     async def scenario(s: Storage) -> None:
         made = await s.create_hands([new_hand(0), NewHand(closed, entry("c1"), entry("r1")), new_hand(2)])
@@ -132,7 +132,7 @@ def test_update_runs_decide_on_the_stored_record(storage_engine: Engine) -> None
         position = [(await s.update_hand("t", "h0", dealing(5)))[1] for _ in range(3)]
         assert position == [0, 5, 10]
         stored, result = await s.update_hand("t", "h0", closing(entry("reveal 0")))
-        assert result == "closed" and stored.reveal_index == 2 and stored.state is HandState.CLOSED
+        assert result == "closed" and stored.reveal_index == 2 and stored.state is StoredHandState.CLOSED
         assert await s.get_hand("t", "h0") == stored
         assert await s.entry_index("h0", reveal=True) == 2
         assert await s.log_entries(2, 3) == [entry("reveal 0")]
@@ -179,7 +179,7 @@ def test_another_tenants_hand_cannot_be_updated(storage_engine: Engine) -> None:
             assert missing.value.reason == "HAND_NOT_FOUND"
             assert missing.value.status is errors.Status.NOT_FOUND
         stored = await s.get_hand("a", "h0")
-        assert stored is not None and stored.state is HandState.OPEN
+        assert stored is not None and stored.state is StoredHandState.OPEN
         assert await s.log_size() == 1
 
     run(storage_engine, scenario)
@@ -207,9 +207,9 @@ def test_stale_and_open_hands(storage_engine: Engine) -> None:
             [
                 new_hand(1, created_ms=300),
                 new_hand(2, created_ms=100, tenant="u"),
-                new_hand(3, created_ms=200, state=HandState.SHUFFLED),
+                new_hand(3, created_ms=200, state=StoredHandState.SHUFFLED),
                 NewHand(
-                    record(4, created_ms=50, state=HandState.CLOSED, server_seed=b"s", closed_ms=60),
+                    record(4, created_ms=50, state=StoredHandState.CLOSED, server_seed=b"s", closed_ms=60),
                     entry(4),
                     entry("r4"),
                 ),

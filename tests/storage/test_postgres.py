@@ -19,7 +19,7 @@ import pytest
 from fairdeck.log import merkle
 from fairdeck_server import errors
 from fairdeck_server.dealer import Dealer
-from fairdeck_server.storage.base import Checkpoint, LogForkError, Storage
+from fairdeck_server.storage.base import LogForkError, Storage, StoredCheckpoint
 from fairdeck_server.storage.postgres import PostgresStorage
 from fairdeck_server.vault import SeedVault
 from tests.storage.kit import closing, entry, naive_root, new_hand
@@ -87,7 +87,7 @@ def test_racing_publishers_store_one_root_per_size(pg_url: str) -> None:
         for i in range(40):
             await s.create_hands([new_hand(f"{name}{i}")])
 
-    async def publish(s: Storage, name: str, stop: asyncio.Event) -> list[tuple[int, Checkpoint]]:
+    async def publish(s: Storage, name: str, stop: asyncio.Event) -> list[tuple[int, StoredCheckpoint]]:
         got = []
         while not stop.is_set() or len(got) < 10:  # at least 10 each, however fast the appends
             size, root = await s.log_head()
@@ -96,7 +96,7 @@ def test_racing_publishers_store_one_root_per_size(pg_url: str) -> None:
             await asyncio.sleep(0)
         return got
 
-    async def scenario(a: Storage, b: Storage) -> list[tuple[int, Checkpoint]]:
+    async def scenario(a: Storage, b: Storage) -> list[tuple[int, StoredCheckpoint]]:
         stop = asyncio.Event()
         pairs = ((a, "A"), (b, "B"), (a, "A2"), (b, "B2"))  # two publishers on each replica
         publishers = [asyncio.create_task(publish(s, n, stop)) for s, n in pairs]

@@ -13,8 +13,7 @@ from collections.abc import Callable, Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
 
-from fairdeck.cli import audit_command, health_command
-from fairdeck.cli import deal_command as holdem
+from fairdeck.cli import audit_command, deal_command, health_command
 from fairdeck.core.commitment import commit
 from fairdeck.core.decks import SPEC_NAMES, DeckSpec
 from fairdeck.core.derivation import derive_deck
@@ -129,7 +128,7 @@ def build_parser(*, server: bool = True) -> argparse.ArgumentParser:
     check.add_argument("transcript", help="transcript file, or - for standard input")
     check.set_defaults(handler=cmd_verify)
 
-    holdem.register(sub)
+    deal_command.register(sub)
     audit_command.register(sub)
     health_command.register(sub)
     stats_command.register(sub)

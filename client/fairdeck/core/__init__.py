@@ -9,7 +9,7 @@ standard library and ``cryptography``: no grpc, no protobuf, nothing else of fai
 
 from fairdeck.core.cards import Card, CardError
 from fairdeck.core.commitment import commit
-from fairdeck.core.dealing import DealtHand, SealedHand, deal_hand, open_hand, reveal
+from fairdeck.core.dealing import LocalHand, SealedHand, deal_hand, open_hand, reveal
 from fairdeck.core.decks import SPEC_NAMES, DeckSpec, DeckSpecError
 from fairdeck.core.derivation import derive_deck
 from fairdeck.core.errors import InvalidInput, VerificationError
@@ -34,10 +34,10 @@ __all__ = [
     "SUPPORTED_VERSIONS",
     "Card",
     "CardError",
-    "DealtHand",
     "DeckSpec",
     "DeckSpecError",
     "InvalidInput",
+    "LocalHand",
     "SealedHand",
     "SeedError",
     "Transcript",

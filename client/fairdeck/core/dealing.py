@@ -67,7 +67,12 @@ def reveal(sealed: SealedHand, client_seeds: Sequence[str | bytes] = ()) -> Tran
 
 
 @dataclass(frozen=True)
-class DealtHand:
+class LocalHand:
+    """A hand dealt in this process, without a dealer: its whole transcript.
+
+    Not the SDK's ``fairdeck.client.DealtHand`` (one hand of a dealer's batch deal).
+    """
+
     transcript: Transcript
 
 
@@ -77,6 +82,6 @@ def deal_hand(
     client_seeds: Sequence[str | bytes] = (),
     *,
     entropy: Callable[[int], bytes] = secrets.token_bytes,
-) -> DealtHand:
+) -> LocalHand:
     """Open and reveal in one step (for tests, replays and simulations)."""
-    return DealtHand(reveal(open_hand(deck, hand_id, entropy=entropy), client_seeds))
+    return LocalHand(reveal(open_hand(deck, hand_id, entropy=entropy), client_seeds))

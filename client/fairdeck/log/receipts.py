@@ -28,7 +28,7 @@ from fairdeck.log.logentry import CommitEntry, EntryError, RevealEntry, deck_dig
 from fairdeck.log.note import NoteError, Verifier
 
 
-class Hand(Protocol):
+class HandView(Protocol):
     """What the entry checks read of a hand; the SDK's ``fairdeck.client.Hand`` is one.
 
     A protocol rather than the SDK's class, so that checking a receipt offline
@@ -152,7 +152,7 @@ def _base64(value: object, name: str) -> bytes:
     raise _fail(f"malformed inclusion proof: {name} must be canonical standard base64")
 
 
-def check_commit_entry(entry_bytes: bytes, hand: Hand, commitment: bytes | None = None) -> None:
+def check_commit_entry(entry_bytes: bytes, hand: HandView, commitment: bytes | None = None) -> None:
     """The entry is this hand's commitment, as published at open."""
     entry = _decode(entry_bytes)
     if not isinstance(entry, CommitEntry) or entry.hand_id != hand.hand_id:
@@ -165,7 +165,7 @@ def check_commit_entry(entry_bytes: bytes, hand: Hand, commitment: bytes | None 
         raise _fail("the logged commitment is not the one the dealer published")
 
 
-def check_reveal_entry(entry_bytes: bytes, hand: Hand) -> None:
+def check_reveal_entry(entry_bytes: bytes, hand: HandView) -> None:
     """The entry is this closed hand's reveal, matching its transcript."""
     t = hand.transcript
     if t is None:

@@ -20,7 +20,7 @@ from fairdeck.core.encoding import lp, u32
 T = TypeVar("T")
 
 
-class HandState(enum.IntEnum):
+class StoredHandState(enum.IntEnum):
     OPEN = 1
     SHUFFLED = 2
     CLOSED = 3
@@ -39,7 +39,7 @@ class HandRecord:
     commitment: bytes
     sealed_seed: bytes
     client_seeds: tuple[bytes, ...]
-    state: HandState
+    state: StoredHandState
     dealt: int
     created_ms: int
     commit_index: int
@@ -74,7 +74,7 @@ class Change:
 
 
 @dataclass(frozen=True)
-class Checkpoint:
+class StoredCheckpoint:
     """A signed checkpoint as stored: tree size, root hash, the signed note."""
 
     size: int
@@ -147,7 +147,7 @@ def hand_record(row: Sequence[Any]) -> HandRecord:
         commitment=bytes(row[5]),
         sealed_seed=bytes(row[6]),
         client_seeds=decode_seeds(bytes(row[7])),
-        state=HandState(row[8]),
+        state=StoredHandState(row[8]),
         dealt=int(row[9]),
         created_ms=int(row[10]),
         commit_index=int(row[11]),
@@ -211,10 +211,10 @@ class Storage(Protocol):
     async def log_head(self) -> tuple[int, bytes]:
         """(size, root hash) of the durably stored log."""
 
-    async def checkpoint(self, size: int | None = None) -> Checkpoint | None:
+    async def checkpoint(self, size: int | None = None) -> StoredCheckpoint | None:
         """The signed checkpoint at ``size`` (None: the latest), if there is one."""
 
-    async def put_checkpoint(self, size: int, root: bytes, note: bytes, time_ms: int) -> Checkpoint:
+    async def put_checkpoint(self, size: int, root: bytes, note: bytes, time_ms: int) -> StoredCheckpoint:
         """Compare-and-swap the head forward; never two roots for one size."""
 
     async def inclusion_proof(self, index: int, size: int) -> list[bytes]:

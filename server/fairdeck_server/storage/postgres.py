@@ -67,10 +67,10 @@ from fairdeck_server.storage.base import (
     HAND_COLUMNS,
     TOKEN_COLUMNS,
     Change,
-    Checkpoint,
     HandRecord,
     LogForkError,
     NewHand,
+    StoredCheckpoint,
     TokenRecord,
     WriterStats,
     encode_seeds,
@@ -453,14 +453,14 @@ class PostgresStorage:
             return 0, merkle.EMPTY_ROOT
         return int(row[0]), _Frontier.parse(int(row[0]), bytes(row[1])).root()
 
-    async def checkpoint(self, size: int | None = None) -> Checkpoint | None:
+    async def checkpoint(self, size: int | None = None) -> StoredCheckpoint | None:
         if size is None:
             row = await self._one("SELECT size, root, note FROM checkpoints ORDER BY size DESC LIMIT 1", ())
         else:
             row = await self._one("SELECT size, root, note FROM checkpoints WHERE size = %s", (size,))
-        return None if row is None else Checkpoint(int(row[0]), bytes(row[1]), bytes(row[2]))
+        return None if row is None else StoredCheckpoint(int(row[0]), bytes(row[1]), bytes(row[2]))
 
-    async def put_checkpoint(self, size: int, root: bytes, note: bytes, time_ms: int) -> Checkpoint:
+    async def put_checkpoint(self, size: int, root: bytes, note: bytes, time_ms: int) -> StoredCheckpoint:
         """Store a signed checkpoint if it moves the head forward (compare-and-swap).
 
         Returns the head afterwards. A checkpoint for a size already signed is
@@ -478,7 +478,7 @@ class PostgresStorage:
             if same is not None:
                 if not hmac.compare_digest(bytes(same[1]), root):
                     raise LogForkError(f"a different root is already signed for tree size {size}")
-                return Checkpoint(int(same[0]), bytes(same[1]), bytes(same[2]))
+                return StoredCheckpoint(int(same[0]), bytes(same[1]), bytes(same[2]))
             cur = await conn.execute("SELECT size FROM log_head WHERE id = 1")
             head_row = await cur.fetchone()
             log_size = 0 if head_row is None else int(head_row[0])
@@ -489,12 +489,12 @@ class PostgresStorage:
             )
             head = await cur.fetchone()
             if head is not None and int(head[0]) > size:
-                return Checkpoint(int(head[0]), bytes(head[1]), bytes(head[2]))
+                return StoredCheckpoint(int(head[0]), bytes(head[1]), bytes(head[2]))
             await conn.execute(
                 "INSERT INTO checkpoints (size, root, note, time_ms) VALUES (%s, %s, %s, %s)",
                 (size, root, note, time_ms),
             )
-            return Checkpoint(size, root, note)
+            return StoredCheckpoint(size, root, note)
 
     async def inclusion_proof(self, index: int, size: int) -> list[bytes]:
         async with self._guard("read the log"), self._pool.connection() as conn:

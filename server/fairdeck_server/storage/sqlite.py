@@ -28,10 +28,10 @@ from fairdeck_server.storage.base import (
     HAND_COLUMNS,
     TOKEN_COLUMNS,
     Change,
-    Checkpoint,
     HandRecord,
     LogForkError,
     NewHand,
+    StoredCheckpoint,
     TokenRecord,
     WriterStats,
     encode_seeds,
@@ -195,10 +195,10 @@ class SqliteStorage:
             lambda conn: (self._log_size, merkle.tree_hash(self._log_size, _hash_reader(conn)))
         )
 
-    async def checkpoint(self, size: int | None = None) -> Checkpoint | None:
+    async def checkpoint(self, size: int | None = None) -> StoredCheckpoint | None:
         """The signed checkpoint at ``size``, or the latest one; None if there is none."""
 
-        def op(conn: sqlite3.Connection) -> Checkpoint | None:
+        def op(conn: sqlite3.Connection) -> StoredCheckpoint | None:
             if size is None:
                 row = conn.execute(
                     "SELECT size, root, note FROM checkpoints ORDER BY size DESC LIMIT 1"
@@ -207,11 +207,11 @@ class SqliteStorage:
                 row = conn.execute(
                     "SELECT size, root, note FROM checkpoints WHERE size = ?", (size,)
                 ).fetchone()
-            return None if row is None else Checkpoint(row[0], bytes(row[1]), bytes(row[2]))
+            return None if row is None else StoredCheckpoint(row[0], bytes(row[1]), bytes(row[2]))
 
         return await self._submit(op)
 
-    async def put_checkpoint(self, size: int, root: bytes, note: bytes, time_ms: int) -> Checkpoint:
+    async def put_checkpoint(self, size: int, root: bytes, note: bytes, time_ms: int) -> StoredCheckpoint:
         """Store a signed checkpoint if it moves the head forward (compare-and-swap).
 
         Returns the head afterwards. A checkpoint for a size already signed is
@@ -219,24 +219,24 @@ class SqliteStorage:
         the stored tree's, raises LogForkError and is not stored.
         """
 
-        def op(conn: sqlite3.Connection) -> Checkpoint:
+        def op(conn: sqlite3.Connection) -> StoredCheckpoint:
             same = conn.execute("SELECT size, root, note FROM checkpoints WHERE size = ?", (size,)).fetchone()
             if same is not None:
                 if bytes(same[1]) != root:
                     raise LogForkError(f"a different root is already signed for tree size {size}")
-                return Checkpoint(same[0], bytes(same[1]), bytes(same[2]))
+                return StoredCheckpoint(same[0], bytes(same[1]), bytes(same[2]))
             if size > self._log_size or merkle.tree_hash(size, _hash_reader(conn)) != root:
                 raise LogForkError(f"checkpoint root for size {size} is not the stored tree's")
             head = conn.execute(
                 "SELECT size, root, note FROM checkpoints ORDER BY size DESC LIMIT 1"
             ).fetchone()
             if head is not None and head[0] > size:
-                return Checkpoint(head[0], bytes(head[1]), bytes(head[2]))
+                return StoredCheckpoint(head[0], bytes(head[1]), bytes(head[2]))
             conn.execute(
                 "INSERT INTO checkpoints (size, root, note, time_ms) VALUES (?, ?, ?, ?)",
                 (size, root, note, time_ms),
             )
-            return Checkpoint(size, root, note)
+            return StoredCheckpoint(size, root, note)
 
         return await self._submit(op)
 
