@@ -5,6 +5,7 @@ The package is split by what each part owns:
 * ``exact``: distributions of a uniform shuffle (Eulerian numbers, successions), in integers;
 * ``checks``: the statistical tests and the Holm-Bonferroni correction;
 * ``tally``: streaming counts of dealt decks, and the duplicate test's 64-bit hashes;
+* ``controls``: the known-broken shuffles kept as controls, one deck at a time, in pure Python;
 * ``batch`` and ``mt``: the broken controls of ``fairdeck.stats.controls``, vectorised
   and tested to be the same algorithms, plus one under-shuffled extra;
 * ``sampling``: where decks come from (the derivation, the controls) and the worker processes;
@@ -15,4 +16,7 @@ The package is split by what each part owns:
 
 Only ``command`` and ``exact`` import without numpy, scipy and matplotlib
 (the ``stats`` extra); ``command`` says how to install them when missing.
+It may import the core and (``remote``, for ``--target``) the SDK, never the server.
 """
+
+__all__: list[str] = []  # the parts are the modules above; nothing is re-exported here
