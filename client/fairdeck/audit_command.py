@@ -254,7 +254,7 @@ def _print_report(report: AuditReport, elapsed: float, since_path: Path | None, 
     elif report.entries == 0:
         print(f"  the empty log: nothing to sign yet, root {report.root.hex()} (the empty tree)")
     else:
-        print("  no signed checkpoint verifies these entries")
+        print("  no signed checkpoint matches these entries")
     print(
         f"  closed and verified {report.closed:,}, voided {report.voided:,}, "
         f"still open within their lifetime {report.open_in_time:,}"
