@@ -251,3 +251,24 @@ def test_missing_database_is_one_line_and_creates_nothing(tmp_path: Path) -> Non
         _one_line_refusal(result, where / DB_NAME)
         assert "--data must name the data dir of `fairdeck serve`" in result.err
         assert _tree(tmp_path) == before, "the audit created something"
+
+
+def test_damage_found_while_reading_the_entries_is_one_line(built_log: BuiltLog, tmp_path: Path) -> None:
+    """The count and the checkpoints read fine; an entry's overflow chain is broken (one page
+    pointer overwritten), so the damage shows only while the entries are streamed."""
+    copy = built_log.copy(tmp_path / "data")
+    db = copy / DB_NAME
+    with database(copy) as conn:
+        conn.execute("UPDATE log_entries SET entry = ? WHERE idx = 7", (b"\xee" * 20_000,))
+    with database(copy) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    raw = bytearray(db.read_bytes())
+    page = int.from_bytes(raw[16:18], "big")
+    # The first overflow page: its 4-byte next-page pointer, then nothing but the entry's bytes.
+    start = next(p for p in range(0, len(raw), page) if raw[p + 4 : p + page] == b"\xee" * (page - 4))
+    raw[start : start + 4] = (len(raw) // page + 1000).to_bytes(4, "big")  # a page past the end
+    db.write_bytes(bytes(raw))
+
+    result = fairdeck("audit", "--data", str(copy), "--key", verifier_key(built_log.data_dir))
+    _one_line_refusal(result, db)
+    assert result.err.startswith(f"fairdeck audit: cannot read the dealer database {db}: ")
