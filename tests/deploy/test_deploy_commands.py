@@ -13,7 +13,6 @@ drain and exit 0 on SIGTERM.
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import signal
