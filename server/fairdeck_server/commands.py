@@ -64,7 +64,8 @@ def cmd_key(args: argparse.Namespace) -> int:
     try:
         keys = load_log_keys(path, args.log_origin)
     except LogKeyError as e:
-        print(f"fairdeck key: {e} (`fairdeck init` makes new keys)", file=sys.stderr)
+        hint = "" if path.exists() else " (restore it from backup; `fairdeck init` makes new keys)"
+        print(f"fairdeck key: {e}{hint}", file=sys.stderr)
         return 2
     print(keys.signer.verifier.to_string())
     return 0

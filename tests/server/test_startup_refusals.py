@@ -377,6 +377,13 @@ def test_commands_on_a_missing_data_dir_create_nothing(
     assert not typo.exists()
 
 
+def test_key_with_a_world_readable_key_file_is_one_line(data: Path) -> None:
+    """`fairdeck key` on a 0644 log key printed a LogKeyError traceback."""
+    (data / "log.key").chmod(0o644)
+    line = run("key", "--data", str(data)).refused(str(data / "log.key"), "chmod 600")
+    assert "init" not in line  # the key is there: nothing to make
+
+
 # -- fairdeck init -------------------------------------------------------------------------------
 
 
