@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 from fairdeck import merkle
 from fairdeck_server import errors
@@ -494,7 +495,7 @@ class SqliteStorage:
 
     def _connect(self) -> sqlite3.Connection:
         # Without create, mode=rw: a file that vanished since start() is not made again, empty.
-        target = self._path if self._create else f"file:{self._path}?mode=rw"
+        target = self._path if self._create else f"file:{quote(str(self._path.absolute()))}?mode=rw"
         conn = sqlite3.connect(target, isolation_level=None, check_same_thread=False, uri=not self._create)
         try:
             self._check(conn)
