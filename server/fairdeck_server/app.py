@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -33,13 +34,20 @@ from fairdeck_server.limits import (
     OpenHandsCap,
     RateLimiter,
 )
-from fairdeck_server.metrics import MeteredStorage, Metrics, MetricsEndpoint, ObservingInterceptor
+from fairdeck_server.metrics import (
+    MeteredStorage,
+    Metrics,
+    MetricsEndpoint,
+    ObservingInterceptor,
+    split_host_port,
+)
+from fairdeck_server.refusal import StartupRefused
 from fairdeck_server.servicer import DealerServicer, register
+from fairdeck_server.startup import Identity, IdentityStore, check_store, prepare
 from fairdeck_server.storage import open_storage
 from fairdeck_server.storage.base import Storage
 from fairdeck_server.tls import check_listen, is_loopback, server_credentials
-from fairdeck_server.transparency import CheckpointPublisher, load_or_create_signer
-from fairdeck_server.vault import load_or_create_key
+from fairdeck_server.transparency import CheckpointPublisher
 
 log = logging.getLogger(__name__)
 
@@ -62,11 +70,12 @@ class ServerConfig:
     data_dir: Path = field(default_factory=lambda: Path("fairdeck-data"))
     """Where the SQLite database (and, by default, the keys) live."""
     seed_key_file: Path | None = None
-    """AES key for seeds at rest; default DATA_DIR/seed.key (created 0600)."""
+    """AES key for seeds at rest; default DATA_DIR/seed.key (created 0600 only in a fresh data dir)."""
     grace_seconds: float = 10.0
     """On SIGTERM, how long calls in flight may take to finish."""
     log_key_file: Path | None = None
-    """Ed25519 signed-note key of the transparency log; default DATA_DIR/log.key (created 0600)."""
+    """Ed25519 signed-note key of the transparency log; default DATA_DIR/log.key (created 0600 only in a
+    fresh data dir; `fairdeck init` makes keys explicitly)."""
     log_origin: str | None = None
     """The log's origin line (the key's name) when a new key is created."""
     checkpoint_interval: float = 0.2
@@ -116,8 +125,27 @@ class DealerServer:
         self.metered = cast(Storage, MeteredStorage(self.storage, self.metrics))
         self.metrics_endpoint: MetricsEndpoint | None = None
         self.metrics_port = 0
+        self.identity: Identity | None = None
+        self._started = False
 
     async def start(self) -> int:
+        """Start serving; on any failure, undo what was started (ports, lock, storage) and raise."""
+        try:
+            return await self._start()
+        except BaseException:
+            await self._abort()
+            raise
+
+    async def _abort(self) -> None:
+        server = getattr(self, "server", None)
+        if server is not None:  # stopped even if never started: grpc's finaliser needs a live loop
+            await server.stop(None)
+        await self._close_metrics()
+        await self.storage.close()
+        if self.identity is not None:
+            self.identity.release()
+
+    async def _start(self) -> int:
         # Refused before anything listens: half a TLS config, or plain text off loopback.
         credentials = server_credentials(self.config.tls_cert, self.config.tls_key, self.config.tls_client_ca)
         check_listen(self.config.listen, tls=credentials is not None, insecure=self.config.insecure)
@@ -166,12 +194,35 @@ class DealerServer:
             ],
             self.server,
         )
-        vault = load_or_create_key(self.config.seed_key_file or self.config.data_dir / "seed.key")
-        signer = load_or_create_signer(
-            self.config.log_key_file or self.config.data_dir / "log.key", self.config.log_origin
+        # Ports first: a port in use is refused before a fresh data dir gets its keys. The probe
+        # gives the refusal its reason without grpc's own error line; grpc's bind stays the test.
+        _probe_listen("--listen", self.config.listen)
+        try:
+            if credentials is not None:
+                self.port = self.server.add_secure_port(self.config.listen, credentials)
+            else:
+                self.port = self.server.add_insecure_port(self.config.listen)
+        except RuntimeError:  # grpc's "Failed to bind", with no errno
+            self.port = 0
+        if self.port == 0:
+            raise StartupRefused(
+                f"--listen {self.config.listen}: cannot listen there (the port is in use, or the address "
+                "is not this host's); stop what holds it, or pick another --listen"
+            )
+        if config.metrics_listen:
+            try:
+                self.metrics_endpoint = MetricsEndpoint(config.metrics_listen, self.metrics.registry)
+            except OSError as e:
+                raise StartupRefused(
+                    f"--metrics-listen {config.metrics_listen}: cannot listen there ({e.strerror or e}); "
+                    "stop what holds it, or pick another --metrics-listen"
+                ) from None
+            self.metrics_port = self.metrics_endpoint.port
+        self.identity = identity = prepare(self.config)
+        self.publisher = CheckpointPublisher(
+            self.metered, identity.log_keys.signer, interval=self.config.checkpoint_interval
         )
-        self.publisher = CheckpointPublisher(self.metered, signer, interval=self.config.checkpoint_interval)
-        self.dealer = Dealer(self.metered, vault)
+        self.dealer = Dealer(self.metered, identity.vault)
         register(self.server, DealerServicer(self.dealer), _service(dealer_pb2, "DealerService"), dealer_pb2)
         register(
             self.server,
@@ -179,26 +230,23 @@ class DealerServer:
             _service(audit_pb2, "AuditService"),
             audit_pb2,
         )
-        if credentials is not None:
-            self.port = self.server.add_secure_port(self.config.listen, credentials)
-        else:
-            self.port = self.server.add_insecure_port(self.config.listen)
-        if self.port == 0:
-            raise OSError(f"cannot listen on {self.config.listen}")
-        if config.metrics_listen:
-            self.metrics_endpoint = MetricsEndpoint(config.metrics_listen, self.metrics.registry)
-            self.metrics_port = self.metrics_endpoint.port
         await self.server.start()
-        # Health says NOT_SERVING until storage is open; calls made meanwhile wait for it.
+        # Health says NOT_SERVING until storage is open and checked; calls made meanwhile wait for it.
         await self.storage.start()
+        where = "the PostgreSQL database" if config.db else f"database {config.data_dir / 'fairdeck.db'}"
+        await check_store(cast(IdentityStore, self.storage), identity, where)
         self.metrics.gauges.attach(self.metered, asyncio.get_running_loop())
         self.publisher.start()
         self._reaper = asyncio.create_task(self._void_stale_hands(), name="fairdeck-reaper")
+        self._started = True
         await self._set_health(health_pb2.HealthCheckResponse.SERVING)
         return self.port
 
     async def stop(self) -> None:
         """Drain: report NOT_SERVING, refuse new calls, finish those in flight, flush."""
+        if not self._started:  # a start that failed has undone itself already
+            return
+        self._started = False
         await self.health.enter_graceful_shutdown()
         await self.server.stop(self.config.grace_seconds)
         await self._close_metrics()
@@ -207,6 +255,8 @@ class DealerServer:
             await self._reaper
         await self.publisher.stop()
         await self.storage.close()
+        if self.identity is not None:
+            self.identity.release()  # after the last write: the next dealer may take the dir
 
     async def _close_metrics(self) -> None:
         self.metrics.gauges.detach()
@@ -229,19 +279,49 @@ class DealerServer:
             await self.health.set(name, status)
 
 
-async def serve(config: ServerConfig, *, ready: asyncio.Event | None = None) -> None:
-    """Run until SIGTERM or SIGINT, then drain and return."""
+def _probe_listen(option: str, listen: str) -> None:
+    """Refuse ``listen`` if none of its addresses can be bound now (port 0 always can)."""
+    try:
+        host, port = split_host_port(listen)
+    except ValueError:
+        return  # config.py refuses a malformed address before this
+    if port == 0:
+        return
+    try:
+        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError as e:
+        raise StartupRefused(f"{option} {listen}: cannot resolve {host!r} ({e.strerror or e})") from None
+    error: OSError | None = None
+    for family, kind, proto, _, address in infos:
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as grpc binds
+            try:
+                probe.bind(address)
+            except OSError as e:
+                error = e
+                continue
+            return
+    reason = f" ({error.strerror})" if error is not None and error.strerror else ""
+    raise StartupRefused(
+        f"{option} {listen}: cannot listen there{reason}; stop what holds it, or pick another {option}"
+    )
+
+
+async def serve(
+    config: ServerConfig, *, ready: asyncio.Event | None = None, described: str | None = None
+) -> None:
+    """Run until SIGTERM or SIGINT, then drain and return.
+
+    ``described``: the configuration, logged once the dealer has started (a refusal
+    before then is one line on stderr, nothing else)."""
     server = DealerServer(config)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    try:
-        port = await server.start()
-    except BaseException:
-        await server._close_metrics()
-        await server.storage.close()
-        raise
+    port = await server.start()  # on a failure it has undone itself
+    if described is not None:
+        log.info("configuration: %s", described)
     host = config.listen.rsplit(":", 1)[0]
     print(f"fairdeck dealer listening on {host}:{port} (data: {config.data_dir})", flush=True)
     if server.metrics_endpoint is not None:

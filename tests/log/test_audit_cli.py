@@ -16,6 +16,7 @@ from fairdeck.audit_client import AuditClient
 from fairdeck.checkpoint import open_checkpoint
 from fairdeck.client import DealerClient
 from fairdeck.note import Verifier
+from fairdeck_server.storage.sqlite import create_database
 from tests.log.testkit import (
     LONG_LIFETIME,
     CliResult,
@@ -197,8 +198,11 @@ def test_since_from_another_log_fails(other_key: bool, dealer: LogDealer, tmp_pa
     settle(dealer, size)
     other_dir = tmp_path / "other"
     if not other_key:  # the same operator key signing two different logs
+        # The dealer refuses to make this fork (keys without their database); build it by hand.
         other_dir.mkdir()
-        shutil.copy2(dealer.data_dir / "log.key", other_dir / "log.key")
+        for name in ("log.key", "seed.key"):
+            shutil.copy2(dealer.data_dir / name, other_dir / name)
+        create_database(other_dir / "fairdeck.db", {})
     with log_dealer(other_dir, checkpoint_interval=0.02) as other:
         other_size = deal(other.target, closed=6, still_open=0)
         other_note = settle(other, other_size)
