@@ -31,9 +31,11 @@ withholds it.)
 
 Failed authentication is limited per client address (``FailureLimiter``):
 each failure takes one from the address's bucket, and once it is empty, a
-token that would need a storage lookup is refused RESOURCE_EXHAUSTED
-``AUTH_RATE_LIMITED`` with a RetryInfo, before the lookup. So spraying random
-token ids costs the dealer a parse and a hash per call, not a query. A token
+credential that is not a token already verified is refused RESOURCE_EXHAUSTED
+``AUTH_RATE_LIMITED`` with a RetryInfo, before any lookup, and only after up
+to ``TARPIT`` seconds (the refused caller waits; no one else does). So
+spraying random token ids costs the dealer a parse and a hash per call, not a
+query, and a sprayer that waits for its answers gets a few a second. A token
 this dealer has already verified (its digest is in the cache, even expired)
 still passes, so a tenant behind the same address (a proxy, a NAT) is not
 locked out by an attacker there.
@@ -41,6 +43,7 @@ locked out by an attacker there.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import functools
@@ -84,6 +87,8 @@ AUTH_FAILURE_BURST = 30
 """Failed authentications a client address may make at once."""
 MAX_PEERS = 100_000
 """Failure buckets kept at most; refilled ones are dropped first, then all."""
+TARPIT = 1.0
+"""Seconds at most that a call refused AUTH_RATE_LIMITED waits for its answer."""
 AUTH_RATE_LIMITED = "AUTH_RATE_LIMITED"
 CERT_URI = re.compile(r"fairdeck://tenant/([^/]+)/role/([^/]+)")
 """The URI SAN of a client certificate that names a tenant and role."""
@@ -217,8 +222,10 @@ class FailureLimiter:
         *,
         clock: Callable[[], float] = time.monotonic,
         max_peers: int = MAX_PEERS,
+        tarpit: float = TARPIT,
     ) -> None:
         self.rate = rate
+        self.tarpit = tarpit
         self.burst = float(max(burst, 1))
         self._clock = clock
         self._max = max_peers
@@ -275,24 +282,38 @@ class TokenVerifier:
         self.failures.failed(address)
         return invalid_token()
 
+    async def failure(self, address: str) -> Refused:
+        """The refusal of a bad credential from ``address``: INVALID_TOKEN, counted;
+        or, when the address is over its budget, AUTH_RATE_LIMITED (raised)."""
+        await self.check_address(address)
+        return self.refused(address)
+
+    async def check_address(self, address: str) -> None:
+        """Raise AUTH_RATE_LIMITED if ``address`` has no failures left, after holding
+        the answer for up to ``failures.tarpit`` seconds: a caller that waits for its
+        answers (most sprayers) then sprays at a few calls a second, and a held call
+        costs the dealer no CPU, only a little memory. Nobody else waits for it."""
+        wait = self.failures.blocked(address)
+        if wait is not None:
+            await asyncio.sleep(min(wait, self.failures.tarpit))
+            raise Refused(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                AUTH_RATE_LIMITED,
+                "too many failed authentications from this address; retry later",
+                AUTHORIZATION,
+                retry_delay=max(0.0, wait - self.failures.tarpit),
+            )
+
     async def verify(self, token: str, address: str = "") -> Principal:
         """The principal of a valid token; Refused otherwise. ``address`` is the
         client's (``peer_address``): its failures are counted and limited."""
         parsed = split_token(token)
         if parsed is None:
-            raise self.refused(address)
+            raise await self.failure(address)
         token_id, secret = parsed
         digest = token_digest(token_id, secret)
         if not self._known(token_id, digest):
-            wait = self.failures.blocked(address)
-            if wait is not None:
-                raise Refused(
-                    grpc.StatusCode.RESOURCE_EXHAUSTED,
-                    AUTH_RATE_LIMITED,
-                    "too many failed authentications from this address; retry later",
-                    AUTHORIZATION,
-                    retry_delay=wait,
-                )
+            await self.check_address(address)
         record = await self._record(token_id)
         # Compared even for an unknown id, so both take the same path.
         matches = hmac.compare_digest(digest, record.digest if record else _NO_DIGEST)
@@ -388,7 +409,7 @@ class Authenticator:
                 or not (value.isascii() and value.isprintable())
                 or value[:7].lower() != "bearer "
             ):
-                raise self.tokens.refused(address)
+                raise await self.tokens.failure(address)
             found = await self.tokens.verify(value[7:].strip(" "), address)
             if peer_certs:
                 with contextlib.suppress(Refused):
