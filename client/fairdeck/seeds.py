@@ -33,6 +33,10 @@ checks it against the running interpreter's Unicode database."""
 MAX_CLIENT_SEED_CHARS = MAX_CLIENT_SEED_BYTES * MAX_NFD_EXPANSION
 """Text longer than this many code points is refused before it is normalised: its
 NFC form is longer than MAX_CLIENT_SEED_BYTES bytes anyway (see ``normalize_client_seed``)."""
+MAX_CLIENT_SEED_WIRE_BYTES = MAX_CLIENT_SEED_CHARS * 4 + 3
+"""A ClientSeed message (tag, length, value) bigger than this is refused before its
+text is decoded: UTF-8 spends at most 4 bytes per code point, so its text has more
+than MAX_CLIENT_SEED_CHARS code points (and bytes more than MAX_CLIENT_SEED_BYTES)."""
 MAX_HAND_ID_LENGTH = 64
 """Hand ids are 1 to this many characters of ``[A-Za-z0-9._:-]``."""
 SECURITY_MARGIN_BITS = 128

@@ -23,12 +23,14 @@ from fairdeck import (
 from fairdeck import seeds as seeds_module
 from fairdeck.seeds import (
     MAX_CLIENT_SEED_CHARS,
+    MAX_CLIENT_SEED_WIRE_BYTES,
     MAX_NFD_EXPANSION,
     check_hand_id,
     check_server_seed,
     new_server_seed,
     normalize_client_seeds,
 )
+from fairdeck.v1 import dealer_pb2 as pb
 
 # Section 3.1's table: deck -> server seed bytes.
 SEED_BYTES = {
@@ -279,3 +281,11 @@ def test_a_huge_text_seed_is_refused_without_being_normalised(monkeypatch: pytes
             normalize_client_seed(text)
     with pytest.raises(SeedError, match=r"client_seeds\[1\]: client seed must be 1\.\.256 bytes"):
         normalize_client_seeds(["ok", "e\u0301" * (4 * 1024 * 1024)])
+
+
+def test_the_wire_size_bound_covers_every_text_the_pre_check_accepts() -> None:
+    # The longest text the pre-check lets through, in the widest UTF-8, fits the wire bound.
+    widest = "\U0010ffff" * MAX_CLIENT_SEED_CHARS
+    seed = pb.ClientSeed(text=widest)
+    assert seed.ByteSize() <= MAX_CLIENT_SEED_WIRE_BYTES
+    assert pb.ClientSeed(text=widest + "x").ByteSize() > MAX_CLIENT_SEED_WIRE_BYTES

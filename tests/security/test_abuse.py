@@ -20,8 +20,11 @@ from google.rpc import error_details_pb2, status_pb2
 
 from fairdeck.client import DealerClient
 from fairdeck.exceptions import FairdeckError, ResourceExhausted, Unauthenticated
-from fairdeck.v1 import dealer_pb2
+from fairdeck.seeds import MAX_CLIENT_SEED_CHARS
+from fairdeck.v1 import dealer_pb2, dealer_pb2_grpc
 from fairdeck_server.auth import AUTH_RATE_LIMITED, peer_address, split_token
+from fairdeck_server.errors import DealerError
+from fairdeck_server.servicer import client_seeds
 from fairdeck_server.vault import KEY_ENV
 from tests.dealers import RunningDealer
 from tests.security import rawh2
@@ -239,3 +242,45 @@ def test_the_failure_limit_is_per_address_and_off_at_rate_zero(data: Path, token
                 assert isinstance(refused.value, Unauthenticated), refused.value
     finally:
         dealer.close()
+
+
+# -- finding 10 at the gRPC edge: a huge text seed was decoded into a str before being refused --
+
+
+class _SeedOnTheWire:
+    """Answers what the servicer may ask of a ClientSeed before deciding; its text may not be read."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+    def WhichOneof(self, name: str) -> str:
+        return "text"
+
+    def ByteSize(self) -> int:
+        return self.size
+
+    @property
+    def text(self) -> str:
+        raise AssertionError("the seed's text was decoded before its size was checked")
+
+
+def test_a_huge_text_seed_is_refused_on_its_wire_size_before_its_text_is_decoded() -> None:
+    with pytest.raises(DealerError) as refused:
+        client_seeds([dealer_pb2.ClientSeed(text="ok"), _SeedOnTheWire(4 * 1024 * 1024)])  # type: ignore[list-item]
+    assert (refused.value.reason, refused.value.field) == ("INVALID_CLIENT_SEED", "client_seeds[1]")
+    widest = "\U0010ffff" * MAX_CLIENT_SEED_CHARS  # the longest text the seed rule may accept: read
+    assert client_seeds([dealer_pb2.ClientSeed(text=widest)]) == [widest]
+
+
+def test_a_4_mib_text_seed_is_invalid_argument_from_the_real_dealer(
+    limited: RunningDealer, token_for: MakeToken
+) -> None:
+    token = token_for("acme", "dealer")
+    text = "e\u0301" * ((4 * 1024 * 1024 - 1024) // 3)
+    request = dealer_pb2.DealNewHandRequest(deck="standard", client_seeds=[dealer_pb2.ClientSeed(text=text)])
+    with grpc.insecure_channel(limited.target) as channel, pytest.raises(grpc.RpcError) as refused:
+        stub = dealer_pb2_grpc.DealerServiceStub(channel)
+        stub.DealNewHand(request, metadata=(("authorization", f"Bearer {token}"),), timeout=30)
+    trailers = {k: v for k, v in refused.value.trailing_metadata() or ()}  # type: ignore[attr-defined]
+    trailers["grpc-status"] = str(refused.value.code().value[0]).encode()  # type: ignore[attr-defined]
+    assert _status(trailers)[:2] == (grpc.StatusCode.INVALID_ARGUMENT.value[0], "INVALID_CLIENT_SEED")
