@@ -242,6 +242,13 @@ class FailureLimiter:
         tokens = self._tokens(address, self._clock())
         return None if tokens >= 1.0 else (1.0 - tokens) / self.rate
 
+    def refund(self, address: str) -> None:
+        """Give back one failure counted in advance (the token turned out valid)."""
+        if self.rate <= 0 or address not in self._buckets:
+            return
+        now = self._clock()
+        self._buckets[address] = (min(self.burst, self._tokens(address, now) + 1.0), now)
+
     def failed(self, address: str) -> None:
         """Count one failed authentication from ``address``."""
         if self.rate <= 0:
@@ -312,14 +319,25 @@ class TokenVerifier:
             raise await self.failure(address)
         token_id, secret = parsed
         digest = token_digest(token_id, secret)
-        if not self._known(token_id, digest):
+        known = self._known(token_id, digest)
+        if not known:
             await self.check_address(address)
-        record = await self._record(token_id)
+            # Counted before the lookup and given back if the token is valid, so that
+            # concurrent calls cannot all pass the check and look up more than the budget.
+            self.failures.failed(address)
+        try:
+            record = await self._record(token_id)
+        except Refused:
+            if not known:
+                self.failures.refund(address)  # storage's failure, not the caller's
+            raise
         # Compared even for an unknown id, so both take the same path.
         matches = hmac.compare_digest(digest, record.digest if record else _NO_DIGEST)
         if record is None or not matches or record.revoked_ms is not None or record.role not in ANY_ROLE:
             log.debug("refused API token %s", token_id)
-            raise self.refused(address)
+            raise self.refused(address) if known else invalid_token()
+        if not known:
+            self.failures.refund(address)
         return Principal(record.tenant, Role(record.role), token_id=token_id)
 
     def _known(self, token_id: str, digest: bytes) -> bool:

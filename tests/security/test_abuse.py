@@ -133,8 +133,9 @@ def limited(data: Path) -> Iterator[RunningDealer]:
     dealer.close()
 
 
-def _lookups(dealer: RunningDealer) -> list[str]:
-    """Record every token id the dealer looks up in storage (a spy on the real storage)."""
+def _lookups(dealer: RunningDealer, delay: float = 0.0) -> list[str]:
+    """Record every token id the dealer looks up in storage (a spy on the real storage),
+    each lookup taking ``delay`` seconds more (a remote database's round trip)."""
     assert dealer.server is not None
     verifier = dealer.server.auth.authenticator.tokens
     storage, seen = verifier.storage, []
@@ -142,6 +143,7 @@ def _lookups(dealer: RunningDealer) -> list[str]:
 
     async def get_token(token_id: str) -> Any:
         seen.append(token_id)
+        await asyncio.sleep(delay)
         return await real(token_id)
 
     verifier.storage = type("Spied", (), {"get_token": staticmethod(get_token)})()  # type: ignore[assignment]
@@ -284,3 +286,44 @@ def test_a_4_mib_text_seed_is_invalid_argument_from_the_real_dealer(
     trailers = {k: v for k, v in refused.value.trailing_metadata() or ()}  # type: ignore[attr-defined]
     trailers["grpc-status"] = str(refused.value.code().value[0]).encode()  # type: ignore[attr-defined]
     assert _status(trailers)[:2] == (grpc.StatusCode.INVALID_ARGUMENT.value[0], "INVALID_CLIENT_SEED")
+
+
+def test_concurrent_sprayers_cannot_look_up_more_than_the_budget(limited: RunningDealer) -> None:
+    # Each lookup is counted as a failure before it starts, so 40 calls in flight at once cannot
+    # all pass the check while the first lookups are running (here 50 ms each, as over a network).
+    lookups = _lookups(limited, delay=0.05)
+
+    async def spray() -> list[grpc.StatusCode]:
+        async with grpc.aio.insecure_channel(limited.target) as channel:
+            stub = dealer_pb2_grpc.DealerServiceStub(channel)
+
+            async def one() -> grpc.StatusCode:
+                metadata = (("authorization", f"Bearer {_sprayed()}"),)
+                try:
+                    await stub.GetHand(dealer_pb2.GetHandRequest(hand_id="x"), metadata=metadata)
+                except grpc.aio.AioRpcError as e:
+                    return e.code()
+                return grpc.StatusCode.OK
+
+            return await asyncio.gather(*[one() for _ in range(40)])
+
+    codes = asyncio.run(spray())
+    assert codes.count(grpc.StatusCode.UNAUTHENTICATED) == 5 == len(lookups)
+    assert codes.count(grpc.StatusCode.RESOURCE_EXHAUSTED) == 35
+
+
+def test_a_valid_token_gives_back_the_failure_counted_before_its_lookup(
+    limited: RunningDealer, token_for: MakeToken
+) -> None:
+    def answer(token: str) -> str:
+        with DealerClient(limited.target, api_token=token, timeout=20) as client:
+            try:
+                client.open_hand()
+            except FairdeckError as e:
+                return e.reason
+            return "OK"
+
+    fresh = token_for("acme", "dealer")
+    assert [answer(_sprayed()) for _ in range(4)] == ["INVALID_TOKEN"] * 4
+    assert answer(fresh) == "OK"  # first use: looked up, counted in advance, given back
+    assert [answer(_sprayed()) for _ in range(2)] == ["INVALID_TOKEN", AUTH_RATE_LIMITED]
