@@ -25,7 +25,7 @@ from grpc_reflection.v1alpha import reflection
 from fairdeck.v1 import audit_pb2, dealer_pb2
 from fairdeck_server import logs
 from fairdeck_server.audit_servicer import AuditServicer
-from fairdeck_server.auth import Authenticator, AuthInterceptor, TokenVerifier
+from fairdeck_server.auth import Authenticator, AuthInterceptor, FailureLimiter, TokenVerifier
 from fairdeck_server.dealer import Dealer
 from fairdeck_server.limits import (
     TRANSPORT_OPTIONS,
@@ -106,6 +106,11 @@ class ServerConfig:
     max_message_bytes: int = 4 * 1024 * 1024
     default_deadline: float = 30.0
     """Seconds a call may run when the client set no (shorter) deadline."""
+    auth_failure_rate: float = 1.0
+    """Failed authentications per second per client address (token bucket); past them, tokens
+    that need a lookup are refused before it. 0 turns it off."""
+    auth_failure_burst: int = 30
+    """Failed authentications a client address may make at once before auth_failure_rate applies."""
     # -- observability --
     metrics_listen: str | None = None
     """host:port for the Prometheus /metrics endpoint; None: no endpoint."""
@@ -127,6 +132,7 @@ class DealerServer:
         self.metrics_port = 0
         self.identity: Identity | None = None
         self._started = False
+        logs.redact_grpc_metadata()  # before any call: grpcio would log a non-UTF-8 token whole
 
     async def start(self) -> int:
         """Start serving; on any failure, undo what was started (ports, lock, storage) and raise."""
@@ -152,7 +158,11 @@ class DealerServer:
         require_auth = self.config.require_auth
         self.auth = AuthInterceptor(
             Authenticator(
-                TokenVerifier(self.metered),  # token lookups that fail count as storage errors
+                # token lookups that fail count as storage errors
+                TokenVerifier(
+                    self.metered,
+                    failures=FailureLimiter(self.config.auth_failure_rate, self.config.auth_failure_burst),
+                ),
                 required=not is_loopback(self.config.listen) if require_auth is None else require_auth,
             )
         )

@@ -212,6 +212,8 @@ CHECKS: dict[str, Callable[[Any], None]] = {
     "max_open_hands": _at_least(0),
     "max_message_bytes": _at_least(0),
     "default_deadline": _at_least(0),
+    "auth_failure_rate": _at_least(0),
+    "auth_failure_burst": _at_least(0),
 }
 
 
