@@ -72,6 +72,7 @@ def test_a_token_that_is_not_utf8_never_reaches_the_log_and_is_refused(
     tmp_path: Path, log_format: str
 ) -> None:
     data = tmp_path / "data"
+    assert _cli("init", "--data", str(data)).returncode == 0  # token create never makes a data dir
     made = _cli("token", "create", "--data", str(data), "--tenant", "acme", "--role", "dealer")
     assert made.returncode == 0, made.stderr
     token = made.stdout.strip()
