@@ -104,6 +104,12 @@ class ServerConfig:
     max_open_hands: int = 10_000
     """Hands a tenant may have open (not closed) at once; 0 turns it off."""
     max_message_bytes: int = 4 * 1024 * 1024
+    max_request_bytes: int = 512 * 1024
+    """Largest request the dealer reads; gRPC refuses a larger one before it is parsed, on the
+    transport, so a caller cannot make the one event loop parse megabytes before its tenant
+    is even known. The largest valid request is about 260 KiB (64 text client seeds of
+    1,024 code points). A request is held to the lower of this and max_message_bytes; 0: no
+    limit of its own."""
     default_deadline: float = 30.0
     """Seconds a call may run when the client set no (shorter) deadline."""
     auth_failure_rate: float = 1.0
@@ -184,10 +190,14 @@ class DealerServer:
             self.limits,
         ]
         message_bytes = config.max_message_bytes or -1  # 0: no limit
+        # A request is held to the lower of the two limits (0 is no limit).
+        request_bytes = min(
+            (b for b in (config.max_request_bytes, config.max_message_bytes) if b), default=-1
+        )
         self.server = grpc.aio.server(
             interceptors=interceptors,
             options=[
-                ("grpc.max_receive_message_length", message_bytes),
+                ("grpc.max_receive_message_length", request_bytes),
                 ("grpc.max_send_message_length", message_bytes),
                 ("grpc.so_reuseport", 0),
                 *TRANSPORT_OPTIONS,  # no call dropped unseen (limits.py)

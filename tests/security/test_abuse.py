@@ -275,11 +275,31 @@ def test_a_huge_text_seed_is_refused_on_its_wire_size_before_its_text_is_decoded
     assert client_seeds([dealer_pb2.ClientSeed(text=widest)]) == [widest]
 
 
-def test_a_4_mib_text_seed_is_invalid_argument_from_the_real_dealer(
+def test_a_4_mib_request_is_refused_by_the_transport_before_it_is_parsed(
+    limited: RunningDealer, token_for: MakeToken
+) -> None:
+    """max_request_bytes (512 KiB) sits below the 4 MiB response limit: gRPC refuses a 4 MiB
+    request on the transport, so the event loop never parses it (bench/README.md, attack a)."""
+    token = token_for("acme", "dealer")
+    text = "e\u0301" * ((4 * 1024 * 1024 - 1024) // 3)
+    request = dealer_pb2.DealNewHandRequest(deck="standard", client_seeds=[dealer_pb2.ClientSeed(text=text)])
+    with (
+        grpc.insecure_channel(
+            limited.target, options=[("grpc.max_send_message_length", 8 * 1024 * 1024)]
+        ) as channel,
+        pytest.raises(grpc.RpcError) as refused,
+    ):
+        stub = dealer_pb2_grpc.DealerServiceStub(channel)
+        stub.DealNewHand(request, metadata=(("authorization", f"Bearer {token}"),), timeout=30)
+    assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED  # type: ignore[attr-defined]
+    assert "larger than max" in (refused.value.details() or "")  # type: ignore[attr-defined]
+
+
+def test_a_text_seed_just_under_the_request_limit_is_invalid_argument_from_the_real_dealer(
     limited: RunningDealer, token_for: MakeToken
 ) -> None:
     token = token_for("acme", "dealer")
-    text = "e\u0301" * ((4 * 1024 * 1024 - 1024) // 3)
+    text = "e\u0301" * ((512 * 1024 - 1024) // 3)
     request = dealer_pb2.DealNewHandRequest(deck="standard", client_seeds=[dealer_pb2.ClientSeed(text=text)])
     with grpc.insecure_channel(limited.target) as channel, pytest.raises(grpc.RpcError) as refused:
         stub = dealer_pb2_grpc.DealerServiceStub(channel)
