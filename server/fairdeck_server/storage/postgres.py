@@ -566,6 +566,15 @@ class PostgresStorage:
             row = await cur.fetchone()
         return None if row is None else token_record(row)
 
+    async def probe(self) -> None:
+        """A transaction that takes a transaction id, so its COMMIT is a WAL record flushed
+        to disk (it fails when the server cannot write), with an UPDATE that matches no row,
+        so it is refused in a read-only transaction (a standby, default_transaction_read_only).
+        No DDL, no row locked: it never waits for the dealers' own writes."""
+        async with self._guard("write a probe"), self._pool.connection() as conn, conn.transaction():
+            await conn.execute("UPDATE tokens SET revoked_ms = revoked_ms WHERE false")
+            await conn.execute("SELECT txid_current()")
+
     async def close(self) -> None:
         if self._closed:
             return
