@@ -20,13 +20,13 @@ from typing import Any, cast
 import grpc
 from google.protobuf.descriptor import ServiceDescriptor
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
 
 from fairdeck.v1 import audit_pb2, dealer_pb2
-from fairdeck_server import logs
+from fairdeck_server import logs, reflection
 from fairdeck_server.audit_servicer import AuditServicer
 from fairdeck_server.auth import Authenticator, AuthInterceptor, FailureLimiter, TokenVerifier
 from fairdeck_server.dealer import Dealer
+from fairdeck_server.health import StorageHealth
 from fairdeck_server.limits import (
     TRANSPORT_OPTIONS,
     DeadlineInterceptor,
@@ -59,6 +59,9 @@ def _service(module: ModuleType, name: str) -> ServiceDescriptor:
 
 DEALER_SERVICE = _service(dealer_pb2, "DealerService").full_name
 AUDIT_SERVICE = _service(audit_pb2, "AuditService").full_name
+HEALTH_SERVICE = health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
+HEALTH_NAMES = ("", DEALER_SERVICE, AUDIT_SERVICE)
+"""What health answers for: the whole server ("") and each service it serves; all need storage."""
 
 
 @dataclass(frozen=True)
@@ -132,8 +135,14 @@ class DealerServer:
         self.storage = open_storage(config.db, config.data_dir, pool_size=config.db_pool_size)
         self.port = 0
         self.metrics = Metrics()
+        # Told of every storage fault and every write that succeeds, it turns health
+        # NOT_SERVING while storage does not take writes (health.py).
+        self.storage_health = StorageHealth(
+            self._probe, self._storage_health_changed, on_probe=self.metrics.probed
+        )
+        self._health_tasks: set[asyncio.Task[None]] = set()
         # What the dealer, the log and the limits use: counts hands and storage failures.
-        self.metered = cast(Storage, MeteredStorage(self.storage, self.metrics))
+        self.metered = cast(Storage, MeteredStorage(self.storage, self.metrics, self.storage_health))
         self.metrics_endpoint: MetricsEndpoint | None = None
         self.metrics_port = 0
         self.identity: Identity | None = None
@@ -152,6 +161,7 @@ class DealerServer:
         server = getattr(self, "server", None)
         if server is not None:  # stopped even if never started: grpc's finaliser needs a live loop
             await server.stop(None)
+        await self.storage_health.stop()
         await self._close_metrics()
         await self.storage.close()
         if self.identity is not None:
@@ -205,15 +215,7 @@ class DealerServer:
         )
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         await self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
-        reflection.enable_server_reflection(
-            [
-                DEALER_SERVICE,
-                AUDIT_SERVICE,
-                health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
-                reflection.SERVICE_NAME,
-            ],
-            self.server,
-        )
+        reflection.enable([DEALER_SERVICE, AUDIT_SERVICE, HEALTH_SERVICE], self.server)
         # Ports first: a port in use is refused before a fresh data dir gets its keys. The probe
         # gives the refusal its reason without grpc's own error line; grpc's bind stays the test.
         _probe_listen("--listen", self.config.listen)
@@ -259,7 +261,7 @@ class DealerServer:
         self.publisher.start()
         self._reaper = asyncio.create_task(self._void_stale_hands(), name="fairdeck-reaper")
         self._started = True
-        await self._set_health(health_pb2.HealthCheckResponse.SERVING)
+        await self._set_health(self._storage_status())
         return self.port
 
     async def stop(self) -> None:
@@ -269,6 +271,7 @@ class DealerServer:
         self._started = False
         await self.health.enter_graceful_shutdown()
         await self.server.stop(self.config.grace_seconds)
+        await self.storage_health.stop()
         await self._close_metrics()
         self._reaper.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -288,14 +291,40 @@ class DealerServer:
         lifetime_ms = int(self.config.max_hand_lifetime * 1000)
         while True:
             try:
-                while await self.dealer.void_stale(lifetime_ms) > 0:
+                while await self.dealer.void_stale(lifetime_ms, on_skip=self._skipped_stale_hand) > 0:
                     pass
             except Exception as e:  # storage may be down for a while; try again next round
                 log.error("voiding stale hands failed: %s", type(e).__name__)
             await asyncio.sleep(min(30.0, self.config.max_hand_lifetime / 4))
 
+    def _skipped_stale_hand(self, tenant: str, hand_id: str, reason: str) -> None:
+        # Ids and the reason code only: the error's text is not logged, and never a seed.
+        self.metrics.reaper_skipped.labels(reason).inc()
+        log.error(
+            "stale hand %s of tenant %s cannot be voided (%s); skipped, other hands are voided. "
+            "It stays open, and the audit lists it, until the dealer restarts able to open its seed",
+            hand_id,
+            tenant,
+            reason,
+        )
+
+    async def _probe(self) -> None:
+        await self.metered.probe()
+
+    def _storage_health_changed(self, healthy: bool) -> None:
+        self.metrics.storage_health(healthy)
+        if self._started:  # before start() is done, and once stop() began, health is not ours to set
+            task = asyncio.get_running_loop().create_task(self._set_health(self._storage_status()))
+            self._health_tasks.add(task)
+            task.add_done_callback(self._health_tasks.discard)
+
+    def _storage_status(self) -> health_pb2.HealthCheckResponse.ServingStatus.ValueType:
+        if self.storage_health.healthy:
+            return health_pb2.HealthCheckResponse.SERVING
+        return health_pb2.HealthCheckResponse.NOT_SERVING
+
     async def _set_health(self, status: health_pb2.HealthCheckResponse.ServingStatus.ValueType) -> None:
-        for name in ("", DEALER_SERVICE):
+        for name in HEALTH_NAMES:
             await self.health.set(name, status)
 
 

@@ -13,4 +13,14 @@ from __future__ import annotations
 
 
 class StartupRefused(Exception):
-    """The dealer refuses to start; the message is the one line the operator sees."""
+    """The dealer refuses to start; the message is the one line the operator sees.
+
+    Text from elsewhere in it (SQLite's quick_check report, an OS error) may hold
+    newlines; they are folded here, so the message is one line whoever built it.
+
+    >>> str(StartupRefused("damaged (*** in database main ***\\nPage 22: error)"))
+    'damaged (*** in database main *** Page 22: error)'
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(" ".join(message.split()))

@@ -600,6 +600,15 @@ class PostgresStorage:
             cur = await conn.execute(query, params)
             return cur.rowcount == 1
 
+    async def probe(self) -> None:
+        """A transaction that takes a transaction id, so its COMMIT is a WAL record flushed
+        to disk (it fails when the server cannot write), with an UPDATE that matches no row,
+        so it is refused in a read-only transaction (a standby, default_transaction_read_only).
+        No DDL, no row locked: it never waits for the dealers' own writes."""
+        async with self._guard("write a probe"), self._pool.connection() as conn, conn.transaction():
+            await conn.execute("UPDATE tokens SET revoked_ms = revoked_ms WHERE false")
+            await conn.execute("SELECT txid_current()")
+
     async def close(self) -> None:
         if self._closed:
             return

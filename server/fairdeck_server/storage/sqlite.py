@@ -344,6 +344,22 @@ class SqliteStorage:
 
         return await self._submit(op)
 
+    async def probe(self) -> None:
+        """One row rewritten and committed like any batch (same lock, WAL append and
+        fsync), so it fails when a write would: locked, read-only, full, I/O error."""
+
+        def op(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS health_probe "
+                "(id INTEGER PRIMARY KEY CHECK (id = 1), at_ms INTEGER NOT NULL)"
+            )
+            conn.execute(
+                "INSERT OR REPLACE INTO health_probe (id, at_ms) VALUES (1, ?)",
+                (time.time_ns() // 1_000_000,),
+            )
+
+        await self._submit(op)
+
     async def close(self) -> None:
         if self._closed:
             return
@@ -467,13 +483,11 @@ class SqliteStorage:
                 try:
                     outcomes.append((True, fn(conn)))
                     conn.execute("RELEASE op")
-                except Exception as e:  # refused (DealerError) or a bug: this op alone rolls back
+                except Exception as e:  # refused, the database failing, or a bug: this op alone rolls back
                     conn.execute("ROLLBACK TO op")
                     conn.execute("RELEASE op")
                     self._log_size, self._frontier = mark
-                    if not isinstance(e, errors.DealerError):
-                        log.error("storage operation failed: %s", type(e).__name__)
-                    outcomes.append((False, e))
+                    outcomes.append((False, _op_failure(e)))
             conn.execute("COMMIT")  # synchronous=FULL: returns once the WAL is on disk
             stats = self.stats
             stats.batches += 1
@@ -481,9 +495,12 @@ class SqliteStorage:
             stats.appends += self._log_size - before[0]
             stats.transaction_seconds += time.perf_counter() - began
         except Exception as e:  # disk full, I/O error, a bug: nothing of the batch is acknowledged
-            log.error("storage batch failed, rolled back: %s", type(e).__name__)
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
+            log.error("storage batch failed, rolled back: %s", _what(e))
+            # A ROLLBACK that fails too (the disk is gone) must not end the writer thread:
+            # every later call would then wait forever instead of failing.
+            with contextlib.suppress(sqlite3.Error):
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
             self._log_size, self._frontier = before
             failure = errors.storage_unavailable("storage failed; the request was not recorded")
             outcomes = [(False, failure)] * len(batch)
@@ -647,6 +664,34 @@ def _hash_reader(conn: sqlite3.Connection) -> Callable[[list[int]], list[bytes]]
         return [bytes(rows[i]) for i in indexes]
 
     return read
+
+
+STORAGE_FAULTS = (sqlite3.OperationalError, sqlite3.InternalError)
+"""Driver errors that mean the database failed (locked, read-only, full, I/O, a table
+gone), not our code: with sqlite3.DatabaseError itself (a damaged file) they become
+STORAGE_UNAVAILABLE. ProgrammingError, IntegrityError and the like stay bugs (INTERNAL)."""
+
+
+def _is_storage_fault(e: BaseException) -> bool:
+    return isinstance(e, STORAGE_FAULTS) or type(e) is sqlite3.DatabaseError
+
+
+def _what(e: BaseException) -> str:
+    """An exception named without its message: the class and SQLite's error code name."""
+    code = getattr(e, "sqlite_errorname", None)
+    return type(e).__name__ + (f" ({code})" if code else "")
+
+
+def _op_failure(e: Exception) -> Exception:
+    """What the caller of a failed operation gets: a refusal as it is, a database
+    failure as STORAGE_UNAVAILABLE (logged in one line, no traceback, no request
+    data), anything else (a bug) as it is, for the servicer to answer INTERNAL."""
+    if isinstance(e, errors.DealerError):
+        return e
+    log.error("storage operation failed, rolled back: %s", _what(e))
+    if _is_storage_fault(e):
+        return errors.storage_unavailable("storage failed; the request was not recorded")
+    return e
 
 
 def _resolve(items: list[tuple[asyncio.Future[Any], bool, Any]]) -> None:
