@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -19,13 +20,13 @@ from typing import Any, cast
 import grpc
 from google.protobuf.descriptor import ServiceDescriptor
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
 
 from fairdeck.v1 import audit_pb2, dealer_pb2
-from fairdeck_server import logs
+from fairdeck_server import logs, reflection
 from fairdeck_server.audit_servicer import AuditServicer
-from fairdeck_server.auth import Authenticator, AuthInterceptor, TokenVerifier
+from fairdeck_server.auth import Authenticator, AuthInterceptor, FailureLimiter, TokenVerifier
 from fairdeck_server.dealer import Dealer
+from fairdeck_server.health import StorageHealth
 from fairdeck_server.limits import (
     TRANSPORT_OPTIONS,
     DeadlineInterceptor,
@@ -33,13 +34,20 @@ from fairdeck_server.limits import (
     OpenHandsCap,
     RateLimiter,
 )
-from fairdeck_server.metrics import MeteredStorage, Metrics, MetricsEndpoint, ObservingInterceptor
+from fairdeck_server.metrics import (
+    MeteredStorage,
+    Metrics,
+    MetricsEndpoint,
+    ObservingInterceptor,
+    split_host_port,
+)
+from fairdeck_server.refusal import StartupRefused
 from fairdeck_server.servicer import DealerServicer, register
+from fairdeck_server.startup import Identity, IdentityStore, check_store, prepare
 from fairdeck_server.storage import open_storage
 from fairdeck_server.storage.base import Storage
 from fairdeck_server.tls import check_listen, is_loopback, server_credentials
-from fairdeck_server.transparency import CheckpointPublisher, load_or_create_signer
-from fairdeck_server.vault import load_or_create_key
+from fairdeck_server.transparency import CheckpointPublisher
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +59,9 @@ def _service(module: ModuleType, name: str) -> ServiceDescriptor:
 
 DEALER_SERVICE = _service(dealer_pb2, "DealerService").full_name
 AUDIT_SERVICE = _service(audit_pb2, "AuditService").full_name
+HEALTH_SERVICE = health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
+HEALTH_NAMES = ("", DEALER_SERVICE, AUDIT_SERVICE)
+"""What health answers for: the whole server ("") and each service it serves; all need storage."""
 
 
 @dataclass(frozen=True)
@@ -62,11 +73,12 @@ class ServerConfig:
     data_dir: Path = field(default_factory=lambda: Path("fairdeck-data"))
     """Where the SQLite database (and, by default, the keys) live."""
     seed_key_file: Path | None = None
-    """AES key for seeds at rest; default DATA_DIR/seed.key (created 0600)."""
+    """AES key for seeds at rest; default DATA_DIR/seed.key (created 0600 only in a fresh data dir)."""
     grace_seconds: float = 10.0
     """On SIGTERM, how long calls in flight may take to finish."""
     log_key_file: Path | None = None
-    """Ed25519 signed-note key of the transparency log; default DATA_DIR/log.key (created 0600)."""
+    """Ed25519 signed-note key of the transparency log; default DATA_DIR/log.key (created 0600 only in a
+    fresh data dir; `fairdeck init` makes keys explicitly)."""
     log_origin: str | None = None
     """The log's origin line (the key's name) when a new key is created."""
     checkpoint_interval: float = 0.2
@@ -95,8 +107,19 @@ class ServerConfig:
     max_open_hands: int = 10_000
     """Hands a tenant may have open (not closed) at once; 0 turns it off."""
     max_message_bytes: int = 4 * 1024 * 1024
+    max_request_bytes: int = 512 * 1024
+    """Largest request the dealer reads; gRPC refuses a larger one before it is parsed, on the
+    transport, so a caller cannot make the one event loop parse megabytes before its tenant
+    is even known. The largest valid request is about 260 KiB (64 text client seeds of
+    1,024 code points). A request is held to the lower of this and max_message_bytes; 0: no
+    limit of its own."""
     default_deadline: float = 30.0
     """Seconds a call may run when the client set no (shorter) deadline."""
+    auth_failure_rate: float = 1.0
+    """Failed authentications per second per client address (token bucket); past them, tokens
+    that need a lookup are refused before it. 0 turns it off."""
+    auth_failure_burst: int = 30
+    """Failed authentications a client address may make at once before auth_failure_rate applies."""
     # -- observability --
     metrics_listen: str | None = None
     """host:port for the Prometheus /metrics endpoint; None: no endpoint."""
@@ -112,19 +135,50 @@ class DealerServer:
         self.storage = open_storage(config.db, config.data_dir, pool_size=config.db_pool_size)
         self.port = 0
         self.metrics = Metrics()
+        # Told of every storage fault and every write that succeeds, it turns health
+        # NOT_SERVING while storage does not take writes (health.py).
+        self.storage_health = StorageHealth(
+            self._probe, self._storage_health_changed, on_probe=self.metrics.probed
+        )
+        self._health_tasks: set[asyncio.Task[None]] = set()
         # What the dealer, the log and the limits use: counts hands and storage failures.
-        self.metered = cast(Storage, MeteredStorage(self.storage, self.metrics))
+        self.metered = cast(Storage, MeteredStorage(self.storage, self.metrics, self.storage_health))
         self.metrics_endpoint: MetricsEndpoint | None = None
         self.metrics_port = 0
+        self.identity: Identity | None = None
+        self._started = False
+        logs.redact_grpc_metadata()  # before any call: grpcio would log a non-UTF-8 token whole
 
     async def start(self) -> int:
+        """Start serving; on any failure, undo what was started (ports, lock, storage) and raise."""
+        try:
+            return await self._start()
+        except BaseException:
+            await self._abort()
+            raise
+
+    async def _abort(self) -> None:
+        server = getattr(self, "server", None)
+        if server is not None:  # stopped even if never started: grpc's finaliser needs a live loop
+            await server.stop(None)
+        await self.storage_health.stop()
+        await self._close_metrics()
+        await self.storage.close()
+        if self.identity is not None:
+            self.identity.release()
+
+    async def _start(self) -> int:
         # Refused before anything listens: half a TLS config, or plain text off loopback.
         credentials = server_credentials(self.config.tls_cert, self.config.tls_key, self.config.tls_client_ca)
         check_listen(self.config.listen, tls=credentials is not None, insecure=self.config.insecure)
         require_auth = self.config.require_auth
         self.auth = AuthInterceptor(
             Authenticator(
-                TokenVerifier(self.metered),  # token lookups that fail count as storage errors
+                # token lookups that fail count as storage errors
+                TokenVerifier(
+                    self.metered,
+                    failures=FailureLimiter(self.config.auth_failure_rate, self.config.auth_failure_burst),
+                ),
                 required=not is_loopback(self.config.listen) if require_auth is None else require_auth,
             )
         )
@@ -146,10 +200,14 @@ class DealerServer:
             self.limits,
         ]
         message_bytes = config.max_message_bytes or -1  # 0: no limit
+        # A request is held to the lower of the two limits (0 is no limit).
+        request_bytes = min(
+            (b for b in (config.max_request_bytes, config.max_message_bytes) if b), default=-1
+        )
         self.server = grpc.aio.server(
             interceptors=interceptors,
             options=[
-                ("grpc.max_receive_message_length", message_bytes),
+                ("grpc.max_receive_message_length", request_bytes),
                 ("grpc.max_send_message_length", message_bytes),
                 ("grpc.so_reuseport", 0),
                 *TRANSPORT_OPTIONS,  # no call dropped unseen (limits.py)
@@ -157,21 +215,36 @@ class DealerServer:
         )
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         await self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
-        reflection.enable_server_reflection(
-            [
-                DEALER_SERVICE,
-                AUDIT_SERVICE,
-                health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
-                reflection.SERVICE_NAME,
-            ],
-            self.server,
+        reflection.enable([DEALER_SERVICE, AUDIT_SERVICE, HEALTH_SERVICE], self.server)
+        # Ports first: a port in use is refused before a fresh data dir gets its keys. The probe
+        # gives the refusal its reason without grpc's own error line; grpc's bind stays the test.
+        _probe_listen("--listen", self.config.listen)
+        try:
+            if credentials is not None:
+                self.port = self.server.add_secure_port(self.config.listen, credentials)
+            else:
+                self.port = self.server.add_insecure_port(self.config.listen)
+        except RuntimeError:  # grpc's "Failed to bind", with no errno
+            self.port = 0
+        if self.port == 0:
+            raise StartupRefused(
+                f"--listen {self.config.listen}: cannot listen there (the port is in use, or the address "
+                "is not this host's); stop what holds it, or pick another --listen"
+            )
+        if config.metrics_listen:
+            try:
+                self.metrics_endpoint = MetricsEndpoint(config.metrics_listen, self.metrics.registry)
+            except OSError as e:
+                raise StartupRefused(
+                    f"--metrics-listen {config.metrics_listen}: cannot listen there ({e.strerror or e}); "
+                    "stop what holds it, or pick another --metrics-listen"
+                ) from None
+            self.metrics_port = self.metrics_endpoint.port
+        self.identity = identity = prepare(self.config)
+        self.publisher = CheckpointPublisher(
+            self.metered, identity.log_keys.signer, interval=self.config.checkpoint_interval
         )
-        vault = load_or_create_key(self.config.seed_key_file or self.config.data_dir / "seed.key")
-        signer = load_or_create_signer(
-            self.config.log_key_file or self.config.data_dir / "log.key", self.config.log_origin
-        )
-        self.publisher = CheckpointPublisher(self.metered, signer, interval=self.config.checkpoint_interval)
-        self.dealer = Dealer(self.metered, vault)
+        self.dealer = Dealer(self.metered, identity.vault)
         register(self.server, DealerServicer(self.dealer), _service(dealer_pb2, "DealerService"), dealer_pb2)
         register(
             self.server,
@@ -179,34 +252,34 @@ class DealerServer:
             _service(audit_pb2, "AuditService"),
             audit_pb2,
         )
-        if credentials is not None:
-            self.port = self.server.add_secure_port(self.config.listen, credentials)
-        else:
-            self.port = self.server.add_insecure_port(self.config.listen)
-        if self.port == 0:
-            raise OSError(f"cannot listen on {self.config.listen}")
-        if config.metrics_listen:
-            self.metrics_endpoint = MetricsEndpoint(config.metrics_listen, self.metrics.registry)
-            self.metrics_port = self.metrics_endpoint.port
         await self.server.start()
-        # Health says NOT_SERVING until storage is open; calls made meanwhile wait for it.
+        # Health says NOT_SERVING until storage is open and checked; calls made meanwhile wait for it.
         await self.storage.start()
+        where = "the PostgreSQL database" if config.db else f"database {config.data_dir / 'fairdeck.db'}"
+        await check_store(cast(IdentityStore, self.storage), identity, where)
         self.metrics.gauges.attach(self.metered, asyncio.get_running_loop())
         self.publisher.start()
         self._reaper = asyncio.create_task(self._void_stale_hands(), name="fairdeck-reaper")
-        await self._set_health(health_pb2.HealthCheckResponse.SERVING)
+        self._started = True
+        await self._set_health(self._storage_status())
         return self.port
 
     async def stop(self) -> None:
         """Drain: report NOT_SERVING, refuse new calls, finish those in flight, flush."""
+        if not self._started:  # a start that failed has undone itself already
+            return
+        self._started = False
         await self.health.enter_graceful_shutdown()
         await self.server.stop(self.config.grace_seconds)
+        await self.storage_health.stop()
         await self._close_metrics()
         self._reaper.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._reaper
         await self.publisher.stop()
         await self.storage.close()
+        if self.identity is not None:
+            self.identity.release()  # after the last write: the next dealer may take the dir
 
     async def _close_metrics(self) -> None:
         self.metrics.gauges.detach()
@@ -218,30 +291,86 @@ class DealerServer:
         lifetime_ms = int(self.config.max_hand_lifetime * 1000)
         while True:
             try:
-                while await self.dealer.void_stale(lifetime_ms) > 0:
+                while await self.dealer.void_stale(lifetime_ms, on_skip=self._skipped_stale_hand) > 0:
                     pass
             except Exception as e:  # storage may be down for a while; try again next round
                 log.error("voiding stale hands failed: %s", type(e).__name__)
             await asyncio.sleep(min(30.0, self.config.max_hand_lifetime / 4))
 
+    def _skipped_stale_hand(self, tenant: str, hand_id: str, reason: str) -> None:
+        # Ids and the reason code only: the error's text is not logged, and never a seed.
+        self.metrics.reaper_skipped.labels(reason).inc()
+        log.error(
+            "stale hand %s of tenant %s cannot be voided (%s); skipped, other hands are voided. "
+            "It stays open, and the audit lists it, until the dealer restarts able to open its seed",
+            hand_id,
+            tenant,
+            reason,
+        )
+
+    async def _probe(self) -> None:
+        await self.metered.probe()
+
+    def _storage_health_changed(self, healthy: bool) -> None:
+        self.metrics.storage_health(healthy)
+        if self._started:  # before start() is done, and once stop() began, health is not ours to set
+            task = asyncio.get_running_loop().create_task(self._set_health(self._storage_status()))
+            self._health_tasks.add(task)
+            task.add_done_callback(self._health_tasks.discard)
+
+    def _storage_status(self) -> health_pb2.HealthCheckResponse.ServingStatus.ValueType:
+        if self.storage_health.healthy:
+            return health_pb2.HealthCheckResponse.SERVING
+        return health_pb2.HealthCheckResponse.NOT_SERVING
+
     async def _set_health(self, status: health_pb2.HealthCheckResponse.ServingStatus.ValueType) -> None:
-        for name in ("", DEALER_SERVICE):
+        for name in HEALTH_NAMES:
             await self.health.set(name, status)
 
 
-async def serve(config: ServerConfig, *, ready: asyncio.Event | None = None) -> None:
-    """Run until SIGTERM or SIGINT, then drain and return."""
+def _probe_listen(option: str, listen: str) -> None:
+    """Refuse ``listen`` if none of its addresses can be bound now (port 0 always can)."""
+    try:
+        host, port = split_host_port(listen)
+    except ValueError:
+        return  # config.py refuses a malformed address before this
+    if port == 0:
+        return
+    try:
+        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError as e:
+        raise StartupRefused(f"{option} {listen}: cannot resolve {host!r} ({e.strerror or e})") from None
+    error: OSError | None = None
+    for family, kind, proto, _, address in infos:
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as grpc binds
+            try:
+                probe.bind(address)
+            except OSError as e:
+                error = e
+                continue
+            return
+    reason = f" ({error.strerror})" if error is not None and error.strerror else ""
+    raise StartupRefused(
+        f"{option} {listen}: cannot listen there{reason}; stop what holds it, or pick another {option}"
+    )
+
+
+async def serve(
+    config: ServerConfig, *, ready: asyncio.Event | None = None, described: str | None = None
+) -> None:
+    """Run until SIGTERM or SIGINT, then drain and return.
+
+    ``described``: the configuration, logged once the dealer has started (a refusal
+    before then is one line on stderr, nothing else)."""
     server = DealerServer(config)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    try:
-        port = await server.start()
-    except BaseException:
-        await server._close_metrics()
-        await server.storage.close()
-        raise
+    port = await server.start()  # on a failure it has undone itself
+    if described is not None:
+        log.info("configuration: %s", described)
     host = config.listen.rsplit(":", 1)[0]
     print(f"fairdeck dealer listening on {host}:{port} (data: {config.data_dir})", flush=True)
     if server.metrics_endpoint is not None:

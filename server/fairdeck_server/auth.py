@@ -10,7 +10,10 @@ How a caller is found, in order:
 
 1. ``authorization: Bearer fdk_<token_id>_<secret>`` metadata: an API token
    (see ``new_token``). Unknown, revoked and garbled tokens get the same
-   UNAUTHENTICATED ``INVALID_TOKEN``, so a caller cannot tell which.
+   UNAUTHENTICATED ``INVALID_TOKEN``, so a caller cannot tell which; so does
+   a value that is not printable ASCII (HTTP/2 carries any octets; grpcio
+   decodes one that is not UTF-8 as Latin-1, where 0xA0 would strip away
+   like a space).
 2. A client certificate (mTLS, when the dealer has a client CA): the tenant
    and role come from its one URI SAN ``fairdeck://tenant/<tenant>/role/<role>``.
    A verified certificate without that SAN gets ``INVALID_CERTIFICATE``.
@@ -22,16 +25,31 @@ connection (its subject is kept on the principal for the logs). Credentials
 that are present but bad are refused even when authentication is optional.
 
 A token's secret is never stored, logged or put in an error: storage keeps a
-SHA-256 digest, compared with ``hmac.compare_digest``.
+SHA-256 digest, compared with ``hmac.compare_digest``. (grpcio itself logs a
+metadata value that is not UTF-8, token and all; ``logs.redact_grpc_metadata``
+withholds it.)
+
+Failed authentication is limited per client address (``FailureLimiter``):
+each failure takes one from the address's bucket, and once it is empty, a
+credential that is not a token already verified is refused RESOURCE_EXHAUSTED
+``AUTH_RATE_LIMITED`` with a RetryInfo, before any lookup, and only after up
+to ``TARPIT`` seconds (the refused caller waits; no one else does). So
+spraying random token ids costs the dealer a parse and a hash per call, not a
+query, and a sprayer that waits for its answers gets a few a second. A token
+this dealer has already verified (its digest is in the cache, even expired)
+still passes, so a tenant behind the same address (a proxy, a NAT) is not
+locked out by an attacker there.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import functools
 import hashlib
 import hmac
+import ipaddress
 import logging
 import re
 import secrets
@@ -39,6 +57,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
+from urllib.parse import unquote
 
 import grpc
 from cryptography import x509
@@ -62,6 +81,15 @@ revocation (or a new token) takes effect on every replica within this time."""
 CACHE_MAX = 10_000
 """Token ids kept in the cache; beyond it the cache starts over (bounds memory
 against callers spraying random ids)."""
+AUTH_FAILURE_RATE = 1.0
+"""Failed authentications per second a client address may make, sustained."""
+AUTH_FAILURE_BURST = 30
+"""Failed authentications a client address may make at once."""
+MAX_PEERS = 100_000
+"""Failure buckets kept at most; refilled ones are dropped first, then all."""
+TARPIT = 1.0
+"""Seconds at most that a call refused AUTH_RATE_LIMITED waits for its answer."""
+AUTH_RATE_LIMITED = "AUTH_RATE_LIMITED"
 CERT_URI = re.compile(r"fairdeck://tenant/([^/]+)/role/([^/]+)")
 """The URI SAN of a client certificate that names a tenant and role."""
 
@@ -134,11 +162,19 @@ def split_token(token: str) -> tuple[str, str] | None:
 class Refused(Exception):
     """A call the auth layer turns away; becomes a gRPC status with ErrorInfo."""
 
-    def __init__(self, code: grpc.StatusCode, reason: str, message: str, field: str | None = None) -> None:
+    def __init__(
+        self,
+        code: grpc.StatusCode,
+        reason: str,
+        message: str,
+        field: str | None = None,
+        retry_delay: float | None = None,
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.reason = reason
         self.field = field
+        self.retry_delay = retry_delay
 
 
 def invalid_token() -> Refused:
@@ -149,8 +185,88 @@ def invalid_token() -> Refused:
 _NO_DIGEST = bytes(32)
 
 
+def peer_address(peer: str) -> str:
+    """The client address of a gRPC peer string, without the port: ``ipv4:10.0.0.7:5123``
+    -> ``10.0.0.7``. An IPv6 address counts as its /64, since one host commonly holds a
+    whole /64; anything else (a Unix socket) is kept as it is.
+
+    >>> peer_address("ipv4:127.0.0.1:50312"), peer_address("ipv6:%5B2001:db8::1%5D:443")
+    ('127.0.0.1', '2001:db8::/64')
+    """
+    kind, _, rest = peer.partition(":")
+    if kind not in ("ipv4", "ipv6"):
+        return peer
+    host = unquote(rest).rsplit(":", 1)[0].strip("[]")
+    try:
+        address = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return host
+    if address.version == 6:
+        return str(ipaddress.ip_network(f"{address}/64", strict=False))
+    return str(address)
+
+
+class FailureLimiter:
+    """A token bucket of failed authentications per client address: ``burst`` at once,
+    ``rate`` per second sustained; a rate of 0 turns it off.
+
+    >>> limiter = FailureLimiter(rate=1.0, burst=2, clock=lambda: 0.0)
+    >>> limiter.failed("a"); limiter.blocked("a"), limiter.failed("a"), limiter.blocked("a")
+    (None, None, 1.0)
+    """
+
+    def __init__(
+        self,
+        rate: float = AUTH_FAILURE_RATE,
+        burst: int = AUTH_FAILURE_BURST,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        max_peers: int = MAX_PEERS,
+        tarpit: float = TARPIT,
+    ) -> None:
+        self.rate = rate
+        self.tarpit = tarpit
+        self.burst = float(max(burst, 1))
+        self._clock = clock
+        self._max = max_peers
+        self._buckets: dict[str, tuple[float, float]] = {}  # address -> (tokens, when)
+
+    def _tokens(self, address: str, now: float) -> float:
+        tokens, when = self._buckets.get(address, (self.burst, now))
+        return min(self.burst, tokens + (now - when) * self.rate)
+
+    def blocked(self, address: str) -> float | None:
+        """None if ``address`` may still fail, else seconds until it may again."""
+        if self.rate <= 0 or address not in self._buckets:
+            return None
+        tokens = self._tokens(address, self._clock())
+        return None if tokens >= 1.0 else (1.0 - tokens) / self.rate
+
+    def refund(self, address: str) -> None:
+        """Give back one failure counted in advance (the token turned out valid)."""
+        if self.rate <= 0 or address not in self._buckets:
+            return
+        now = self._clock()
+        self._buckets[address] = (min(self.burst, self._tokens(address, now) + 1.0), now)
+
+    def failed(self, address: str) -> None:
+        """Count one failed authentication from ``address``."""
+        if self.rate <= 0:
+            return
+        now = self._clock()
+        self._buckets[address] = (max(0.0, self._tokens(address, now) - 1.0), now)
+        if len(self._buckets) > self._max:
+            # Forgetting a refilled bucket changes nothing; if that is not enough, memory wins.
+            refilled = [a for a in self._buckets if self._tokens(a, now) >= self.burst]
+            for a in refilled:
+                del self._buckets[a]
+            if len(self._buckets) > self._max:
+                self._buckets.clear()
+
+
 class TokenVerifier:
-    """Checks API tokens against storage, with a short cache (``CACHE_TTL``)."""
+    """Checks API tokens against storage, with a short cache (``CACHE_TTL``), and
+    limits failed attempts per client address (``FailureLimiter``)."""
 
     def __init__(
         self,
@@ -159,26 +275,75 @@ class TokenVerifier:
         ttl: float = CACHE_TTL,
         clock: Callable[[], float] = time.monotonic,
         max_entries: int = CACHE_MAX,
+        failures: FailureLimiter | None = None,
     ) -> None:
         self.storage = storage
         self.ttl = ttl
         self._clock = clock
         self._max = max_entries
         self._cache: dict[str, tuple[float, TokenRecord | None]] = {}
+        self.failures = failures if failures is not None else FailureLimiter(clock=clock)
 
-    async def verify(self, token: str) -> Principal:
-        """The principal of a valid token; Refused otherwise."""
+    def refused(self, address: str) -> Refused:
+        """INVALID_TOKEN, counted as a failure of ``address``."""
+        self.failures.failed(address)
+        return invalid_token()
+
+    async def failure(self, address: str) -> Refused:
+        """The refusal of a bad credential from ``address``: INVALID_TOKEN, counted;
+        or, when the address is over its budget, AUTH_RATE_LIMITED (raised)."""
+        await self.check_address(address)
+        return self.refused(address)
+
+    async def check_address(self, address: str) -> None:
+        """Raise AUTH_RATE_LIMITED if ``address`` has no failures left, after holding
+        the answer for up to ``failures.tarpit`` seconds: a caller that waits for its
+        answers (most sprayers) then sprays at a few calls a second, and a held call
+        costs the dealer no CPU, only a little memory. Nobody else waits for it."""
+        wait = self.failures.blocked(address)
+        if wait is not None:
+            await asyncio.sleep(min(wait, self.failures.tarpit))
+            raise Refused(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                AUTH_RATE_LIMITED,
+                "too many failed authentications from this address; retry later",
+                AUTHORIZATION,
+                retry_delay=max(0.0, wait - self.failures.tarpit),
+            )
+
+    async def verify(self, token: str, address: str = "") -> Principal:
+        """The principal of a valid token; Refused otherwise. ``address`` is the
+        client's (``peer_address``): its failures are counted and limited."""
         parsed = split_token(token)
         if parsed is None:
-            raise invalid_token()
+            raise await self.failure(address)
         token_id, secret = parsed
-        record = await self._record(token_id)
+        digest = token_digest(token_id, secret)
+        known = self._known(token_id, digest)
+        if not known:
+            await self.check_address(address)
+            # Counted before the lookup and given back if the token is valid, so that
+            # concurrent calls cannot all pass the check and look up more than the budget.
+            self.failures.failed(address)
+        try:
+            record = await self._record(token_id)
+        except Refused:
+            if not known:
+                self.failures.refund(address)  # storage's failure, not the caller's
+            raise
         # Compared even for an unknown id, so both take the same path.
-        matches = hmac.compare_digest(token_digest(token_id, secret), record.digest if record else _NO_DIGEST)
+        matches = hmac.compare_digest(digest, record.digest if record else _NO_DIGEST)
         if record is None or not matches or record.revoked_ms is not None or record.role not in ANY_ROLE:
             log.debug("refused API token %s", token_id)
-            raise invalid_token()
+            raise self.refused(address) if known else invalid_token()
+        if not known:
+            self.failures.refund(address)
         return Principal(record.tenant, Role(record.role), token_id=token_id)
+
+    def _known(self, token_id: str, digest: bytes) -> bool:
+        """Whether this token was valid when last looked up (its cache entry may have expired)."""
+        hit = self._cache.get(token_id)
+        return hit is not None and hit[1] is not None and hmac.compare_digest(digest, hit[1].digest)
 
     async def _record(self, token_id: str) -> TokenRecord | None:
         now = self._clock()
@@ -193,7 +358,10 @@ class TokenVerifier:
                 grpc.StatusCode.UNAVAILABLE, "STORAGE_UNAVAILABLE", "cannot check credentials now; retry"
             ) from None
         if len(self._cache) >= self._max:
-            self._cache.clear()
+            # Unknown ids go first: a sprayer must not push the real tokens out.
+            self._cache = {k: v for k, v in self._cache.items() if v[1] is not None}
+            if len(self._cache) >= self._max:
+                self._cache.clear()
         self._cache[token_id] = (now + self.ttl, record)
         return record
 
@@ -244,15 +412,23 @@ class Authenticator:
     """Refuse calls without credentials (else they run as LOCAL)."""
 
     async def principal(
-        self, metadata: Sequence[tuple[str, Any]], auth_context: Mapping[str, Iterable[bytes]]
+        self, metadata: Sequence[tuple[str, Any]], auth_context: Mapping[str, Iterable[bytes]], peer: str = ""
     ) -> Principal:
         headers = [v for k, v in metadata if k == AUTHORIZATION]
         peer_certs = list(auth_context.get("x509_pem_cert") or ())
         if headers:
             value = headers[0]
-            if len(headers) != 1 or not isinstance(value, str) or value[:7].lower() != "bearer ":
-                raise invalid_token()
-            found = await self.tokens.verify(value[7:].strip())
+            address = peer_address(peer)
+            # Printable ASCII only: a value that was not UTF-8 reaches us Latin-1 decoded,
+            # and str.strip() would remove a trailing 0xA0 or 0x85 from it as whitespace.
+            if (
+                len(headers) != 1
+                or not isinstance(value, str)
+                or not (value.isascii() and value.isprintable())
+                or value[:7].lower() != "bearer "
+            ):
+                raise await self.tokens.failure(address)
+            found = await self.tokens.verify(value[7:].strip(" "), address)
             if peer_certs:
                 with contextlib.suppress(Refused):
                     found = replace(found, subject=certificate_principal(peer_certs[0]).subject)
@@ -306,14 +482,16 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
         """The call's principal, or the call ends here with the refusal's status."""
         try:
             caller = await self.authenticator.principal(
-                tuple(context.invocation_metadata() or ()), context.auth_context()
+                tuple(context.invocation_metadata() or ()), context.auth_context(), context.peer()
             )
             check_role(method, caller)
         except Refused as e:
             message = str(e)
             log.info("refused %s: %s", method, e.reason)
             await context.abort(
-                e.code, message, trailing_metadata=status_metadata(e.code, message, e.reason, e.field)
+                e.code,
+                message,
+                trailing_metadata=status_metadata(e.code, message, e.reason, e.field, e.retry_delay),
             )
             raise AssertionError("unreachable: abort raises") from None
         return caller

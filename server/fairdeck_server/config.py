@@ -120,7 +120,7 @@ class Settings:
 HELP = {
     "tls_key": "PEM private key of tls_cert.",
     "rate_burst": "Calls a tenant may make at once before rate_limit applies.",
-    "max_message_bytes": "Largest request or response message; 0: no limit.",
+    "max_message_bytes": "Largest request or response; 0: no limit (requests: see max_request_bytes).",
     "log_level": "Least severe log level written.",
 }
 """Help for options whose ServerConfig field has no docstring (and for log_level)."""
@@ -211,7 +211,10 @@ CHECKS: dict[str, Callable[[Any], None]] = {
     "rate_burst": _at_least(0),
     "max_open_hands": _at_least(0),
     "max_message_bytes": _at_least(0),
+    "max_request_bytes": _at_least(0),
     "default_deadline": _at_least(0),
+    "auth_failure_rate": _at_least(0),
+    "auth_failure_burst": _at_least(0),
 }
 
 

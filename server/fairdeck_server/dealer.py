@@ -77,6 +77,8 @@ class Dealer:
         self._new_hand_id = new_hand_id
         self._version = version
         self._deck_cache = lru_cache(maxsize=4096)(self._derive)
+        self._unvoidable: set[tuple[str, str]] = set()
+        """(tenant, hand_id) of stale hands void_stale could not void (see there)."""
 
     # -- opening ----------------------------------------------------------------
 
@@ -260,16 +262,44 @@ class Dealer:
         validate_hand_id(hand_id)
         return await self._reveal(tenant, hand_id, CLOSED)
 
-    async def void_stale(self, max_lifetime_ms: int, limit: int = 1000) -> int:
-        """Void (reveal and log) every hand open longer than the lifetime.
+    async def void_stale(
+        self,
+        max_lifetime_ms: int,
+        limit: int = 1000,
+        on_skip: Callable[[str, str, str], None] = lambda tenant, hand_id, reason: None,
+    ) -> int:
+        """Void (reveal and log) up to ``limit`` hands open longer than the lifetime;
+        return how many it dealt with (voided, or skipped for the first time).
 
         An honest log then has no commitment without a reveal older than the
         lifetime, which is what the auditor checks to catch deck shopping.
+
+        A hand that cannot be voided (its sealed seed does not open: its key is
+        not loaded) is skipped and reported once through ``on_skip(tenant,
+        hand_id, reason)``, and the other hands are voided all the same: one bad
+        hand must not keep every tenant's stale hands open. Skipped hands are
+        remembered for the life of this Dealer (they come first in every query,
+        so they are asked for on top of ``limit``); a restart, e.g. with the
+        missing key loaded, tries them again. Storage failing
+        (STORAGE_UNAVAILABLE) ends the round: it is not the hand's fault.
         """
-        stale = await self.storage.stale_hands(self._clock_ms() - max_lifetime_ms, limit)
+        skipped = self._unvoidable
+        stale = await self.storage.stale_hands(self._clock_ms() - max_lifetime_ms, limit + len(skipped))
+        handled = 0
         for tenant, hand_id in stale:
-            await self._reveal(tenant, hand_id, VOIDED)
-        return len(stale)
+            if (tenant, hand_id) in skipped:
+                continue
+            if handled == limit:
+                break
+            handled += 1
+            try:
+                await self._reveal(tenant, hand_id, VOIDED)
+            except errors.DealerError as e:
+                if e.status is errors.Status.UNAVAILABLE:
+                    raise
+                skipped.add((tenant, hand_id))
+                on_skip(tenant, hand_id, e.reason)
+        return handled
 
     async def _reveal(self, tenant: str, hand_id: str, outcome: int) -> HandRecord:
         def decide(r: HandRecord) -> tuple[Change, None]:

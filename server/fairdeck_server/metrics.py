@@ -24,14 +24,15 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import grpc
-from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from fairdeck.log import logentry
 from fairdeck_server import errors, logs
+from fairdeck_server.health import StorageHealth
 from fairdeck_server.limits import RATE_LIMITED, TOO_MANY_OPEN_HANDS, ServerInterceptor, StreamGone, drain
-from fairdeck_server.servicer import rewrap
+from fairdeck_server.servicer import fail, rewrap
 from fairdeck_server.storage.base import (
     Change,
     HandRecord,
@@ -58,6 +59,8 @@ WRITER_COUNTERS = (
     ("hashing_seconds", "fairdeck_log_hashing_seconds", "Time the log lock was held to hash new leaves"),
 )
 """The storage writer's counts (WriterStats), exported when the engine keeps them."""
+WRITES = frozenset({"create_hands", "update_hand", "put_checkpoint", "put_token", "revoke_token", "probe"})
+"""Storage operations that write: one that returns means storage takes writes (health.py)."""
 
 
 class Metrics:
@@ -98,8 +101,29 @@ class Metrics:
             ["operation"],
             registry=r,
         )
+        self.storage_healthy = Gauge(
+            "fairdeck_storage_healthy",
+            "1 while storage takes writes, 0 after a failed write and a failed probe write (health.py)",
+            registry=r,
+        )
+        self.storage_healthy.set(1)
+        self.storage_probes = Counter(
+            "fairdeck_storage_probes",
+            "Probe writes made while storage was failing, by outcome (ok, failed)",
+            ["outcome"],
+            registry=r,
+        )
+        self.reaper_skipped = Counter(
+            "fairdeck_reaper_skipped_hands",
+            "Stale hands the reaper could not void and skipped (once per hand and process), by reason",
+            ["reason"],
+            registry=r,
+        )
         for outcome in OUTCOMES.values():
             self.hands_closed.labels(outcome)
+        for probe_outcome in ("ok", "failed"):
+            self.storage_probes.labels(probe_outcome)
+        self.reaper_skipped.labels("SEED_UNAVAILABLE")
         for reason in (RATE_LIMITED, TOO_MANY_OPEN_HANDS):
             self.refusals.labels(reason)
         self.gauges = StorageGauges()
@@ -112,6 +136,12 @@ class Metrics:
 
     def refused(self, tenant: str, reason: str) -> None:
         self.refusals.labels(reason).inc()
+
+    def storage_health(self, healthy: bool) -> None:
+        self.storage_healthy.set(1 if healthy else 0)
+
+    def probed(self, ok: bool) -> None:
+        self.storage_probes.labels("ok" if ok else "failed").inc()
 
 
 class StorageGauges(Collector):
@@ -206,11 +236,13 @@ class MeteredStorage:
     """A Storage that counts hands opened and closed and the storage's own
     failures, then passes everything through unchanged. Hands are counted
     from what storage returns after it is durable, so an idempotent retry
-    (the stored hand returned again) or a rolled-back close counts nothing."""
+    (the stored hand returned again) or a rolled-back close counts nothing.
+    With ``health``, it also reports storage faults and successful writes."""
 
-    def __init__(self, inner: Storage, metrics: Metrics) -> None:
+    def __init__(self, inner: Storage, metrics: Metrics, health: StorageHealth | None = None) -> None:
         self._inner = inner
         self._metrics = metrics
+        self._health = health
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._inner, name)
@@ -226,11 +258,14 @@ class MeteredStorage:
         self, operation: str, call: Awaitable[T], decided: list[BaseException] | None = None
     ) -> T:
         try:
-            return await call
+            result = await call
         except Exception as e:
             if decided is None or not any(e is d for d in decided):
                 self._count_error(operation, e)
             raise
+        if self._health is not None and operation in WRITES:
+            self._health.wrote()
+        return result
 
     def _count_error(self, operation: str, e: Exception) -> None:
         if isinstance(e, errors.DealerError):
@@ -239,6 +274,8 @@ class MeteredStorage:
             fault = not isinstance(e, ValueError | LookupError | LogForkError)
         if fault:
             self._metrics.storage_errors.labels(operation).inc()
+            if self._health is not None:
+                self._health.failed()
 
     async def create_hands(self, hands: Sequence[NewHand]) -> list[HandRecord]:
         records = await self._counted("create_hands", self._inner.create_hands(hands))
@@ -317,6 +354,10 @@ class ObservingInterceptor(ServerInterceptor):
                 response = await inner(request, context)
                 code = context.code() or grpc.StatusCode.OK
                 return response
+            except errors.DealerError as e:
+                aborted = await _translate(context, e, method)
+                code = status_of(aborted, context)
+                raise aborted from None
             except BaseException as e:
                 code = status_of(e, context)
                 raise
@@ -338,6 +379,10 @@ class ObservingInterceptor(ServerInterceptor):
                 code = context.code() or grpc.StatusCode.OK
             except StreamGone:
                 code = status_of(asyncio.CancelledError(), context)
+            except errors.DealerError as e:
+                aborted = await _translate(context, e, method)
+                code = status_of(aborted, context)
+                raise aborted from None
             except BaseException as e:
                 code = status_of(e, context)
                 raise
@@ -350,6 +395,20 @@ class ObservingInterceptor(ServerInterceptor):
     def _finish(self, call: logs.CallContext, code: grpc.StatusCode, seconds: float) -> None:
         self.metrics.observe_rpc(call.method, code.name, seconds)
         logs.log_access(call, code.name, seconds)
+
+
+async def _translate(
+    context: grpc.aio.ServicerContext[Any, Any], e: errors.DealerError, method: str
+) -> grpc.aio.AbortError:
+    """A DealerError that escaped an interceptor (the open-hands cap reads storage before
+    the handler runs; handlers translate their own), ended as the servicer ends its
+    own (servicer.fail): its status and reason, not gRPC's UNKNOWN with a traceback.
+    Other exceptions are bugs and go on to gRPC, which logs them."""
+    try:
+        await fail(context, e, method)
+    except grpc.aio.AbortError as aborted:
+        return aborted
+    raise AssertionError("unreachable: fail aborts")
 
 
 def status_of(e: BaseException, context: grpc.aio.ServicerContext[Any, Any]) -> grpc.StatusCode:

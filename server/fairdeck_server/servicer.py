@@ -22,6 +22,7 @@ from google.protobuf.message import DecodeError, Message
 from google.rpc import error_details_pb2, status_pb2
 
 from fairdeck.core.decks import DeckSpec
+from fairdeck.core.seeds import MAX_CLIENT_SEED_BYTES, MAX_CLIENT_SEED_WIRE_BYTES
 from fairdeck.v1 import dealer_pb2 as pb
 from fairdeck.v1 import dealer_pb2_grpc
 from fairdeck_server import errors, principal
@@ -142,6 +143,14 @@ def client_seeds(seeds: Sequence[pb.ClientSeed]) -> list[str | bytes]:
         kind = seed.WhichOneof("value")
         if kind is None:
             raise errors.invalid(f"client_seeds[{i}]", "INVALID_CLIENT_SEED", "set text or data")
+        # Sized on the wire first: reading .text would decode megabytes into a str just to refuse it.
+        size = seed.ByteSize()
+        if size > MAX_CLIENT_SEED_WIRE_BYTES:
+            raise errors.invalid(
+                f"client_seeds[{i}]",
+                "INVALID_CLIENT_SEED",
+                f"client seed must be 1..{MAX_CLIENT_SEED_BYTES} bytes, got {size} bytes on the wire",
+            )
         out.append(seed.text if kind == "text" else seed.data)
     return out
 

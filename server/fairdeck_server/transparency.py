@@ -1,8 +1,9 @@
 """The log's signing side: the Ed25519 key and the checkpoint publisher.
 
 The key (a C2SP signed-note signer key, ``PRIVATE+KEY+origin+hash+base64``)
-is created on first start in the data dir with mode 0600, or supplied by the
-operator. Its name is the log's origin line. After a rotation the file also
+is created with mode 0600 by ``fairdeck init`` or by the first start on a fresh
+data dir (fairdeck_server.startup), or supplied by the operator; never as a
+side effect of a file gone missing. Its name is the log's origin line. After a rotation the file also
 lists the verifier keys of the signers it replaced (``load_log_keys``). The
 publisher signs a checkpoint whenever the log has grown, at most every
 ``interval`` seconds, and on demand; storage's compare-and-swap keeps one root
@@ -20,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fairdeck.log.checkpoint import Checkpoint, sign_checkpoint
-from fairdeck.log.note import NoteError, Signer, Verifier
+from fairdeck.log.note import NoteError, Signer, Verifier, is_valid_key_name
 from fairdeck_server.storage.base import Storage, StoredCheckpoint
 from fairdeck_server.vault import write_private_file
 
@@ -51,26 +52,51 @@ class LogKeys:
 
 
 def load_or_create_signer(path: Path, origin: str | None = None) -> Signer:
-    """The log signer from ``path``, created (0600) with ``origin`` as its name if missing."""
-    return load_log_keys(path, origin).signer
+    """The log signer from ``path``, created (0600) with ``origin`` as its name if missing.
+
+    For tests and benchmarks that set up a log by hand; the dealer never creates a key
+    as a side effect (fairdeck_server.startup decides when one is made)."""
+    if path.exists():
+        return load_log_keys(path, origin).signer
+    return create_log_keys(path, origin).signer
 
 
 def load_log_keys(path: Path, origin: str | None = None) -> LogKeys:
-    """The keys in ``path`` (created 0600 with a new signer named ``origin`` if missing).
+    """The keys in ``path``; a missing file is a LogKeyError (nothing is created).
 
     The file's first line is the signer key (``PRIVATE+KEY+...``); each later
     line is the verifier key of a retired signer, newest first. Retired keys
     are kept public only: after a rotation nothing can sign with them here.
     """
-    if path.exists():
-        mode = path.stat().st_mode & 0o777
-        if mode & 0o077:
-            raise LogKeyError(f"log key file {path} is readable by others (mode {mode:o}); chmod 600 it")
-        keys = _parse_keys(path.read_text(), path)
-        if origin is not None and keys.signer.name != origin:
-            raise LogKeyError(f"log key file {path} is for origin {keys.signer.name!r}, not {origin!r}")
-        return keys
-    keys = LogKeys(Signer.generate(origin or f"fairdeck.log/{secrets.token_hex(6)}"))
+    if not path.exists():
+        raise LogKeyError(f"no log key at {path}")
+    mode = path.stat().st_mode & 0o777
+    if mode & 0o077:
+        raise LogKeyError(f"log key file {path} is readable by others (mode {mode:o}); chmod 600 it")
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise LogKeyError(
+            f"log key file {path} cannot be read: {getattr(e, 'strerror', None) or e}"
+        ) from None
+    keys = _parse_keys(text, path)
+    if origin is not None and keys.signer.name != origin:
+        raise LogKeyError(f"log key file {path} is for origin {keys.signer.name!r}, not {origin!r}")
+    return keys
+
+
+def new_log_keys(origin: str | None = None) -> LogKeys:
+    """A new signer named ``origin`` (default a random ``fairdeck.log/...``); LogKeyError if the
+    name is not a valid key name."""
+    name = origin or f"fairdeck.log/{secrets.token_hex(6)}"
+    if not is_valid_key_name(name):
+        raise LogKeyError(f"--log-origin {name!r} is not a valid key name (non-empty, no spaces, no '+')")
+    return LogKeys(Signer.generate(name))
+
+
+def create_log_keys(path: Path, origin: str | None = None) -> LogKeys:
+    """Write a new signer to ``path`` (0600, which must not exist: O_EXCL)."""
+    keys = new_log_keys(origin)
     write_private_file(path, keys.to_text(), create=True)
     return keys
 

@@ -1,7 +1,9 @@
 """Seeds at rest: unrevealed server seeds are sealed with AES-256-GCM.
 
 The key lives apart from the database: a 0600 key file in the data dir by
-default, or a file or environment variable named by the operator. A sealed
+default, or a file or environment variable named by the operator. It is made
+only by ``fairdeck init`` or the first start on a fresh data dir
+(fairdeck_server.startup), never because a file went missing. A sealed
 seed is bound to its hand (the hand id is the associated data), so a copy of
 the database reveals nothing and rows cannot be swapped undetected.
 
@@ -92,12 +94,28 @@ class SeedVault:
 
 
 def load_or_create_key(path: Path, *, environ: Mapping[str, str] | None = None) -> SeedVault:
-    """The vault from $FAIRDECK_SEED_KEY, else from ``path``, created 0600 if missing."""
+    """The vault from $FAIRDECK_SEED_KEY, else from ``path``, created 0600 if missing.
+
+    For tests and benchmarks that set up keys by hand; the dealer uses ``load_vault``
+    and creates a key only through fairdeck_server.startup."""
+    env = os.environ if environ is None else environ
+    if KEY_ENV in env or path.exists():
+        return load_vault(path, environ=env)
+    return create_key_file(path)
+
+
+def load_vault(path: Path, *, environ: Mapping[str, str] | None = None) -> SeedVault:
+    """The vault from $FAIRDECK_SEED_KEY, else from ``path``; a missing file is a VaultError."""
     env = os.environ if environ is None else environ
     if KEY_ENV in env:
         return _vault(_decode_keys(env[KEY_ENV].replace(",", " "), KEY_ENV))
-    if path.exists():
-        return _vault(read_key_file(path))
+    if not path.exists():
+        raise VaultError(f"no seed key at {path}")
+    return _vault(read_key_file(path))
+
+
+def create_key_file(path: Path) -> SeedVault:
+    """A new key written to ``path`` (0600, which must not exist: O_EXCL)."""
     key = secrets.token_bytes(32)
     write_key_file(path, [key], create=True)
     return SeedVault(key)
@@ -108,7 +126,13 @@ def read_key_file(path: Path) -> list[bytes]:
     mode = path.stat().st_mode & 0o777
     if mode & 0o077:
         raise VaultError(f"seed key file {path} is readable by others (mode {mode:o}); chmod 600 it")
-    return _decode_keys(path.read_text(), str(path))
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise VaultError(
+            f"seed key file {path} cannot be read: {getattr(e, 'strerror', None) or e}"
+        ) from None
+    return _decode_keys(text, str(path))
 
 
 def write_key_file(path: Path, keys: Sequence[bytes], *, create: bool = False) -> None:
@@ -142,14 +166,20 @@ def write_private_file(path: Path, text: str, *, create: bool) -> None:
 
 
 def rotate_key_file(path: Path) -> tuple[str, list[str]]:
-    """Put a new key first in the key file (created if missing); returns (new key id, all ids).
+    """Put a new key first in the key file; returns (new key id, all ids).
 
-    Takes effect when the dealer restarts; until then it seals with the old key.
+    The file must exist: a missing one is a VaultError, never a new file (that
+    would leave every sealed seed without its key). Takes effect when the
+    dealer restarts; until then it seals with the old key.
     """
-    old = read_key_file(path) if path.exists() else []
+    if not path.exists():
+        raise VaultError(
+            f"no seed key at {path} to rotate (restore it from backup; `fairdeck init` makes new keys)"
+        )
+    old = read_key_file(path)
     key = secrets.token_bytes(32)
     vault = SeedVault(key, tuple(old))  # checks the old keys too before anything is written
-    write_key_file(path, [key, *old], create=not old and not path.exists())
+    write_key_file(path, [key, *old])
     return vault.key_id.hex(), vault.key_ids
 
 

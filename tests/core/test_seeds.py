@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import unicodedata
 
 import pytest
 from hypothesis import given
@@ -19,7 +20,17 @@ from fairdeck import (
     normalize_client_seed,
     server_seed_length,
 )
-from fairdeck.core.seeds import check_hand_id, check_server_seed, new_server_seed, normalize_client_seeds
+from fairdeck.core import seeds as seeds_module
+from fairdeck.core.seeds import (
+    MAX_CLIENT_SEED_CHARS,
+    MAX_CLIENT_SEED_WIRE_BYTES,
+    MAX_NFD_EXPANSION,
+    check_hand_id,
+    check_server_seed,
+    new_server_seed,
+    normalize_client_seeds,
+)
+from fairdeck.v1 import dealer_pb2 as pb
 
 # Section 3.1's table: deck -> server seed bytes.
 SEED_BYTES = {
@@ -202,3 +213,79 @@ def test_invalid_hand_ids(hand_id: object) -> None:
 
 def test_seed_error_is_invalid_input() -> None:
     assert issubclass(SeedError, InvalidInput)
+
+
+# -- finding 10: text seeds were NFC-normalised before their size was checked -----------------
+
+
+def test_no_code_point_decomposes_to_more_than_the_bound_the_pre_check_relies_on() -> None:
+    # The proof in normalize_client_seed needs D = MAX_NFD_EXPANSION to hold for the running
+    # Unicode database; a new Unicode version with a longer decomposition fails here first.
+    longest = max(
+        len(unicodedata.normalize("NFD", chr(c))) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF
+    )
+    assert longest <= MAX_NFD_EXPANSION
+    assert MAX_CLIENT_SEED_CHARS == MAX_CLIENT_SEED_BYTES * MAX_NFD_EXPANSION
+
+
+def _spec_rule_accepts(text: str) -> bool:
+    """The spec's rule, straight from section 3.1: NFC, UTF-8, then 1..256 bytes."""
+    try:
+        return 1 <= len(unicodedata.normalize("NFC", text).encode("utf-8")) <= MAX_CLIENT_SEED_BYTES
+    except UnicodeEncodeError:
+        return False
+
+
+# Pieces that NFC shrinks the most: each decomposed form composes back into one code point.
+_SHRINKING = [unicodedata.normalize("NFD", c) for c in ("\u1f82", "\ud4db", "\u01d5", "\u00e9", "\u1e69")] + [
+    "a",
+    "\u0301",
+    "\u1100",
+    "\u1161",
+    "\u11a8",
+    "\U0001d160",
+]
+
+
+@given(st.lists(st.sampled_from(_SHRINKING), min_size=200, max_size=600), st.text(max_size=40))
+def test_the_raw_length_pre_check_never_refuses_what_the_spec_accepts(pieces: list[str], tail: str) -> None:
+    text = "".join(pieces) + tail
+    try:
+        normalize_client_seed(text)
+        accepted = True
+    except SeedError:
+        accepted = False
+    assert accepted == _spec_rule_accepts(text)
+    if len(text) > MAX_CLIENT_SEED_CHARS:
+        assert not _spec_rule_accepts(text)
+
+
+def test_the_pre_check_accepts_the_longest_text_that_composes_to_256_bytes() -> None:
+    # 256 code points of 1 byte each after NFC cannot come from more than 256 raw code points of
+    # ASCII, but composed forms can: 85 x U+1F82 decomposed is 340 code points, 255 bytes after NFC.
+    text = unicodedata.normalize("NFD", "\u1f82") * 85
+    assert len(text) == 340 and normalize_client_seed(text) == "\u1f82".encode() * 85
+
+
+def test_a_huge_text_seed_is_refused_without_being_normalised(monkeypatch: pytest.MonkeyPatch) -> None:
+    normalize = unicodedata.normalize
+
+    def no_normalising(form: str, text: str) -> str:
+        if len(text) > MAX_CLIENT_SEED_CHARS:
+            raise AssertionError(f"normalised {len(text)} characters before checking the size")
+        return normalize(form, text)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(seeds_module.unicodedata, "normalize", no_normalising)
+    for text in ("\u00e9" * (4 * 1024 * 1024), "x" * (MAX_CLIENT_SEED_CHARS + 1)):
+        with pytest.raises(SeedError, match=r"client seed must be 1\.\.256 bytes"):
+            normalize_client_seed(text)
+    with pytest.raises(SeedError, match=r"client_seeds\[1\]: client seed must be 1\.\.256 bytes"):
+        normalize_client_seeds(["ok", "e\u0301" * (4 * 1024 * 1024)])
+
+
+def test_the_wire_size_bound_covers_every_text_the_pre_check_accepts() -> None:
+    # The longest text the pre-check lets through, in the widest UTF-8, fits the wire bound.
+    widest = "\U0010ffff" * MAX_CLIENT_SEED_CHARS
+    seed = pb.ClientSeed(text=widest)
+    assert seed.ByteSize() <= MAX_CLIENT_SEED_WIRE_BYTES
+    assert pb.ClientSeed(text=widest + "x").ByteSize() > MAX_CLIENT_SEED_WIRE_BYTES

@@ -13,7 +13,6 @@ drain and exit 0 on SIGTERM.
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import signal
@@ -45,19 +44,28 @@ def free_port() -> int:
 
 
 def make_keys(where: Path) -> None:
-    """As deploy/README.md: `openssl rand -base64 32` and `fairdeck key --log-key-file`."""
+    """As deploy/README.md: `fairdeck init --keys-only` makes both key files and prints the verifier key."""
     where.mkdir(mode=0o700)
-    seed = where / "seed.key"
-    seed.write_text(base64.b64encode(os.urandom(32)).decode() + "\n")
-    seed.chmod(0o600)
     made = subprocess.run(
-        [str(FAIRDECK), "key", "--log-key-file", str(where / "log.key"), "--log-origin", "deploy.test/log"],
+        [
+            str(FAIRDECK),
+            "init",
+            "--keys-only",
+            "--seed-key-file",
+            str(where / "seed.key"),
+            "--log-key-file",
+            str(where / "log.key"),
+            "--log-origin",
+            "deploy.test/log",
+        ],
         capture_output=True,
         text=True,
         timeout=60,
+        env={k: v for k, v in os.environ.items() if not k.startswith("FAIRDECK_")},
     )
     assert made.returncode == 0, made.stderr
     assert made.stdout.startswith("deploy.test/log+")
+    assert (where / "seed.key").stat().st_mode & 0o777 == 0o600
 
 
 def localise(args: list[str], tmp_path: Path, grpc_port: int, metrics_port: int) -> list[str]:

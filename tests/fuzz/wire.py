@@ -24,7 +24,7 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 from hypothesis import strategies as st
 
-MAX_MESSAGE_BYTES = 4 * 1024 * 1024  # what the dealer accepts (grpc.max_receive_message_length)
+MAX_MESSAGE_BYTES = 512 * 1024  # the largest request the dealer reads (its max_request_bytes)
 LONG_SIZES = (65, 257, 300, 1025, 4097, 65_537)
 """Lengths of long values: past every field limit of the API, well inside the message limit."""
 OVERSIZE = (MAX_MESSAGE_BYTES - 64, MAX_MESSAGE_BYTES + 1, MAX_MESSAGE_BYTES + 4096)

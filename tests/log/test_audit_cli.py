@@ -16,6 +16,7 @@ from fairdeck.client import DealerClient
 from fairdeck.client.audit_client import AuditClient
 from fairdeck.log.checkpoint import open_checkpoint
 from fairdeck.log.note import Verifier
+from fairdeck_server.storage.sqlite import create_database
 from tests.log.testkit import (
     LONG_LIFETIME,
     CliResult,
@@ -30,7 +31,7 @@ from tests.log.testkit import (
 
 REPORT_KEYS = {
     "ok", "tree_size", "root", "entries", "hands", "closed", "voided",
-    "open_within_lifetime", "findings", "seconds",
+    "open_within_lifetime", "consistency", "findings", "seconds",
 }  # fmt: skip
 
 
@@ -136,16 +137,20 @@ def test_json_lists_the_findings_and_text_names_them(dealer: LogDealer, tmp_path
     length = int.from_bytes(entry[13:17], "big")  # magic, type, time, then lp(hand_id)
     hand = bytes(entry[17 : 17 + length]).decode()  # the hand id, its first character now "z"
     assert hand.startswith("z")
-    found = {(f["index"], f["hand_id"], f["problem"]) for f in report["findings"]}
-    assert (3, hand, "reveal without a prior commitment") in found
-    assert (None, None, f"signed checkpoint for tree size {size} does not match the entries") in found
+    # Reported once, at the first bad entry, located through the signed checkpoints.
+    sizes = [cp_size for cp_size, _, _ in read_checkpoints(copy)]
+    good, bad = max([n for n in sizes if n <= 3], default=0), min(n for n in sizes if n > 3)
+    [finding] = report["findings"]
+    assert finding["index"] == good and finding["last_index"] == (None if bad - good == 1 else bad - 1)
+    assert f"the signed checkpoint for tree size {bad}" in finding["problem"]
+    assert "reveal without a prior commitment" in finding["problem"]
 
     text = fairdeck("audit", "--data", str(copy), "--key", key)
     assert text.rc == 1
     assert text.out.startswith("audit FAILED:")
-    bad = [line for line in text.out.splitlines() if line.startswith("  BAD ")]
-    assert f"  BAD entry 3, hand {hand}: reveal without a prior commitment" in bad
-    assert len(bad) == len(report["findings"])
+    bad_lines = [line for line in text.out.splitlines() if line.startswith("  BAD ")]
+    where = f"entry {good}" if bad - good == 1 else f"entries {good} to {bad - 1}"
+    assert len(bad_lines) == 1 and bad_lines[0].startswith(f"  BAD {where}: "), bad_lines
 
 
 def test_since_saves_then_advances(dealer: LogDealer, tmp_path: Path) -> None:
@@ -157,6 +162,10 @@ def test_since_saves_then_advances(dealer: LogDealer, tmp_path: Path) -> None:
 
     first = audit("--target", dealer.target, key=key, since=saved)  # no file yet: a first audit
     assert first.rc == 0, first.out
+    assert (
+        first.report["consistency"]
+        == f"consistency NOT checked: no saved checkpoint at {saved} (a first audit)"
+    )
     cp = open_checkpoint(saved.read_bytes(), verifier, verifier.name)
     assert (cp.size, cp.root.hex()) == (first_size, first.report["root"])
 
@@ -164,6 +173,9 @@ def test_since_saves_then_advances(dealer: LogDealer, tmp_path: Path) -> None:
     settle(dealer, second_size)
     second = audit("--target", dealer.target, key=key, since=saved)
     assert second.rc == 0, second.out
+    assert second.report["consistency"] == (
+        f"consistent with the saved checkpoint (tree size {first_size}): the log only grew"
+    )
     cp = open_checkpoint(saved.read_bytes(), verifier, verifier.name)
     assert (cp.size, cp.root.hex()) == (second_size, second.report["root"])
 
@@ -171,7 +183,10 @@ def test_since_saves_then_advances(dealer: LogDealer, tmp_path: Path) -> None:
     settle(dealer, third_size)
     text = fairdeck("audit", "--data", str(dealer.data_dir), "--key", key, "--since", str(saved))
     assert text.rc == 0, text.out
-    assert f"  consistent with the saved checkpoint; new checkpoint saved to {saved}" in text.out.splitlines()
+    assert text.out.splitlines()[3:] == [
+        f"  consistent with the saved checkpoint (tree size {second_size}): the log only grew",
+        f"  new checkpoint saved to {saved}",
+    ]
     assert open_checkpoint(saved.read_bytes(), verifier, verifier.name).size == third_size
 
 
@@ -183,8 +198,11 @@ def test_since_from_another_log_fails(other_key: bool, dealer: LogDealer, tmp_pa
     settle(dealer, size)
     other_dir = tmp_path / "other"
     if not other_key:  # the same operator key signing two different logs
+        # The dealer refuses to make this fork (keys without their database); build it by hand.
         other_dir.mkdir()
-        shutil.copy2(dealer.data_dir / "log.key", other_dir / "log.key")
+        for name in ("log.key", "seed.key"):
+            shutil.copy2(dealer.data_dir / name, other_dir / name)
+        create_database(other_dir / "fairdeck.db", {})
     with log_dealer(other_dir, checkpoint_interval=0.02) as other:
         other_size = deal(other.target, closed=6, still_open=0)
         other_note = settle(other, other_size)
@@ -201,7 +219,12 @@ def test_since_from_another_log_fails(other_key: bool, dealer: LogDealer, tmp_pa
             assert len(problems) == 1
             assert problems[0].startswith("saved checkpoint (--since) does not verify under the log key")
         else:
-            assert problems == [f"signed checkpoint for tree size {other_size} does not match the entries"]
+            assert len(problems) == 1
+            assert problems[0].startswith(
+                f"signed checkpoint for tree size {other_size} does not match the entries"
+            )
+        consistency = "consistency NOT checked" if other_key else "NOT consistent with the saved checkpoint"
+        assert result.report["consistency"].startswith(consistency)
         assert saved.read_bytes() == other_note, "a failed audit does not overwrite the saved checkpoint"
 
 

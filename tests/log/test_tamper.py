@@ -10,8 +10,12 @@ the audit's findings name the right entry, hand or kind of problem.
 What the auditor can and cannot know is part of the contract:
 
 - Without the key, any change to a checkpointed entry breaks the signed
-  roots from the first checkpoint covering it on; the tests check exactly
-  which checkpoints fail, so each test breaks if the root check goes.
+  roots from the first checkpoint covering it on. The audit reports that
+  once, at the first entry that may be altered: between the largest
+  checkpoint that still matches and the smallest that does not (and names
+  the first entry there that fails a check); what follows from it is counted,
+  not listed. The tests check exactly which range is named, so each test
+  breaks if the root check goes.
 - With the real key, a rewritten history can be re-signed. It is then caught
   only by the content checks (a reveal must follow its commitment, open it and
   match the deck digest; hand ids are unique) or by ``--since`` with a
@@ -23,7 +27,7 @@ What the auditor can and cannot know is part of the contract:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -90,22 +94,10 @@ class Layout:
     def open_hand(self, n: int) -> str:
         return [h for h in sorted(self.commits, key=self.commits.__getitem__) if h not in self.reveals][n]
 
-    def mismatches(self, first_changed: int) -> set[str]:
-        """The findings of every signed checkpoint whose tree includes entry ``first_changed``."""
-        return {
-            f"signed checkpoint for tree size {s} does not match the entries"
-            for s in self.checkpoint_sizes
-            if s > first_changed
-        }
-
-    def root_findings(self, first_changed: int) -> set[str]:
-        """Everything the audit says when only the signed roots can see a change at ``first_changed``:
-        each broken checkpoint, and, if none is left standing, that no checkpoint covers the log
-        (how many checkpoints precede the change depends on the publisher's timing)."""
-        uncovered = (
-            {"no signed checkpoint covers the log"} if min(self.checkpoint_sizes) > first_changed else set()
-        )
-        return self.mismatches(first_changed) | uncovered
+    def altered_range(self, first_changed: int) -> tuple[int, int]:
+        """(the largest checkpoint size at or before ``first_changed``, or 0; the smallest after it)."""
+        good = max([s for s in self.checkpoint_sizes if s <= first_changed], default=0)
+        return good, min(s for s in self.checkpoint_sizes if s > first_changed)
 
 
 @pytest.fixture(scope="module")
@@ -128,10 +120,29 @@ def assert_fails_with(result: CliResult, expected: list[Expected]) -> None:
         )
 
 
-def checkpoint_findings(result: CliResult) -> set[str]:
-    return {
-        f["problem"] for f in result.findings if f["problem"].startswith("signed checkpoint for tree size")
-    }
+def assert_altered_once(
+    result: CliResult, layout: Layout, first_changed: int, fails: Sequence[Expected] = ()
+) -> None:
+    """The change is the one finding: the entries between the last checkpoint that matches
+    and the first that does not, naming the first of them that fails a check (from ``fails``)."""
+    assert result.rc == 1, result.out + result.err
+    good, bad = layout.altered_range(first_changed)
+    assert len(result.findings) == 1, finding_text(result)
+    [f] = result.findings
+    assert (f["index"], f["last_index"], f["hand_id"]) == (good, None if bad - good == 1 else bad - 1, None)
+    assert f"the signed checkpoint for tree size {bad} " in f["problem"]
+    assert ("(no checkpoint matches)" if good == 0 else f"(the checkpoint for tree size {good} matches)") in (
+        f["problem"]
+    )
+    in_range = sorted(
+        (index, problem) for problem, index, _ in fails if index is not None and good <= index < bad
+    )
+    if in_range and bad - good == 1:
+        assert f"; it also fails a check: {in_range[0][1]}" in f["problem"], f["problem"]
+    elif in_range:
+        assert f"; the first to fail a check is entry {in_range[0][0]}: {in_range[0][1]}" in f["problem"]
+    else:
+        assert "fail" not in f["problem"].split(" matches)")[1]
 
 
 def test_the_untouched_log_passes(built_log: BuiltLog, layout: Layout) -> None:
@@ -294,9 +305,7 @@ def test_one_changed_byte(change: Callable[[Layout], ByteChange], layout: Layout
     set_entry(log_copy, c.index, bytes(data))
 
     result = audit_data(log_copy)
-    assert_fails_with(result, c.expected)
-    # The signed roots break exactly from the first checkpoint that covers the entry.
-    assert checkpoint_findings(result) == layout.mismatches(c.index)
+    assert_altered_once(result, layout, c.index, c.expected)
 
 
 def _time_low_byte(lay: Layout) -> tuple[int, int, int]:
@@ -321,9 +330,7 @@ def test_a_change_only_the_signed_root_catches(
     data[offset] = new
     set_entry(log_copy, index, bytes(data))
 
-    result = audit_data(log_copy)
-    assert result.rc == 1
-    assert {f["problem"] for f in result.findings} == layout.root_findings(index)
+    assert_altered_once(audit_data(log_copy), layout, index)
 
 
 # -- rows deleted, swapped, truncated -----------------------------------------------------------------
@@ -340,10 +347,11 @@ def test_deleted_row(which: str, layout: Layout, built_log: BuiltLog, log_copy: 
         conn.execute("DELETE FROM log_entries WHERE idx = ?", (index,))
 
     result = audit_data(log_copy)
-    assert_fails_with(result, [(f"could not read the whole log: log entry {index} is missing", None, None)])
-    for size in built_log.checkpoint_sizes:
-        truncated = f"log truncated: a checkpoint signs {size} entries, only {index} are present"
-        assert has_finding(result, truncated) == (size > index), finding_text(result)
+    assert result.rc == 1
+    assert [f["problem"] for f in result.findings] == [
+        f"could not read the whole log: log entry {index} is missing (next stored index is {index + 1})",
+        f"log truncated: a checkpoint signs {built_log.entries} entries, only {index} are present",
+    ]
 
 
 def _commit_and_its_reveal(lay: Layout) -> tuple[int, int, list[Expected]]:
@@ -373,11 +381,7 @@ def test_swapped_rows(
     set_entry(log_copy, i, layout.entries[j])
     set_entry(log_copy, j, layout.entries[i])
 
-    result = audit_data(log_copy)
-    assert_fails_with(result, expected)
-    assert checkpoint_findings(result) == layout.mismatches(i)
-    if not expected:  # every entry is still fine on its own: only the signed roots see the swap
-        assert {f["problem"] for f in result.findings} == layout.root_findings(i)
+    assert_altered_once(audit_data(log_copy), layout, i, expected)
 
 
 @pytest.mark.parametrize("cut", [1, 7, "to an older checkpoint"])
@@ -389,11 +393,9 @@ def test_truncated_log(cut: int | str, layout: Layout, built_log: BuiltLog, log_
 
     result = audit_data(log_copy)
     assert result.rc == 1
-    assert {f["problem"] for f in result.findings} == {
-        f"log truncated: a checkpoint signs {s} entries, only {keep} are present"
-        for s in built_log.checkpoint_sizes
-        if s > keep
-    }
+    assert [f["problem"] for f in result.findings] == [  # once, for the largest signed size
+        f"log truncated: a checkpoint signs {n} entries, only {keep} are present"
+    ]
 
 
 def test_rollback_with_its_checkpoints_is_caught_only_by_since(
@@ -411,16 +413,13 @@ def test_rollback_with_its_checkpoints_is_caught_only_by_since(
     assert audit_data(log_copy).rc == 0  # the limit: an older log is a valid log
 
     result = audit_data(log_copy, "--since", str(since))
-    assert_fails_with(
-        result,
-        [
-            (f"the log is smaller than the saved checkpoint ({built_log.entries} entries)", None, None),
-            (
-                f"log truncated: a checkpoint signs {built_log.entries} entries, only {keep} are present",
-                None,
-                None,
-            ),
-        ],
+    assert result.rc == 1
+    assert [f["problem"] for f in result.findings] == [
+        f"log truncated: a checkpoint signs {built_log.entries} entries, only {keep} are present "
+        "(the checkpoint saved by the earlier audit)"
+    ]
+    assert result.report["consistency"] == (
+        f"NOT consistent with the saved checkpoint (tree size {built_log.entries})"
     )
     assert since.read_bytes() == read_checkpoints(built_log.data_dir)[-1][2], "not updated on failure"
 
@@ -441,9 +440,9 @@ def _replace_seed(layout: Layout, data_dir: Path, n: int) -> tuple[int, str]:
 
 def test_replaced_seed_recomputing_nothing(layout: Layout, log_copy: Path) -> None:
     i, hand = _replace_seed(layout, log_copy, 77)
-    result = audit_data(log_copy)
-    assert_fails_with(result, [("revealed server seed does not open the commitment", i, hand)])
-    assert checkpoint_findings(result) == layout.mismatches(i)
+    assert_altered_once(
+        audit_data(log_copy), layout, i, [("revealed server seed does not open the commitment", i, hand)]
+    )
 
 
 def test_replaced_seed_re_signed_with_the_real_key(
@@ -466,7 +465,14 @@ def test_replaced_seed_re_signed_with_the_real_key(
     with_since = audit_data(log_copy, "--since", str(since))
     assert_fails_with(
         with_since,
-        [(f"signed checkpoint for tree size {built_log.entries} does not match the entries", None, None)],
+        [
+            (
+                f"signed checkpoint for tree size {built_log.entries} does not match the entries (the "
+                f"checkpoint for tree size {built_log.entries} signs them: two histories were signed)",
+                None,
+                None,
+            )
+        ],
     )
 
 
@@ -487,7 +493,8 @@ def test_invisible_rewrite_re_signed_is_caught_only_by_since(
     result = audit_data(log_copy, "--since", str(since))
     assert result.rc == 1
     assert [f["problem"] for f in result.findings] == [
-        f"signed checkpoint for tree size {built_log.checkpoint_sizes[-2]} does not match the entries"
+        f"signed checkpoint for tree size {built_log.checkpoint_sizes[-2]} does not match the entries "
+        f"(the checkpoint for tree size {built_log.entries} signs them: two histories were signed)"
     ]
 
 
@@ -508,9 +515,15 @@ def test_second_root_signed_with_the_real_key(which: int, built_log: BuiltLog, l
 
     result = audit_data(log_copy)
     assert result.rc == 1
-    assert [f["problem"] for f in result.findings] == [
-        f"signed checkpoint for tree size {size} does not match the entries"
-    ]
+    [f] = result.findings
+    if size < built_log.entries:  # a later checkpoint signs the entries: this root is the odd one out
+        assert f["problem"] == (
+            f"signed checkpoint for tree size {size} does not match the entries (the checkpoint for "
+            f"tree size {built_log.entries} signs them: two histories were signed)"
+        )
+    else:  # the head: nothing later vouches for the entries, so they are what is in question
+        assert f["index"] == built_log.checkpoint_sizes[-2]
+        assert f"the signed checkpoint for tree size {size} " in f["problem"]
 
 
 def test_checkpoint_signed_by_another_key(built_log: BuiltLog, log_copy: Path) -> None:

@@ -23,6 +23,7 @@ from fairdeck.client.exceptions import (
     Unauthenticated,
     Unavailable,
 )
+from fairdeck_server import startup
 from fairdeck_server.auth import new_token
 from fairdeck_server.principal import Role
 from tests.ops.kit import dealer, sample, scrape, scrape_until
@@ -230,6 +231,7 @@ def test_writers_on_postgresql_export_their_log_lock_wait(tmp_path: Path, pg_url
     import psycopg
 
     config = {"metrics_listen": "127.0.0.1:0", "db": pg_url, "db_pool_size": 3}
+    startup.init(tmp_path / "d", keys_only=True, environ={})  # serve never makes keys on PostgreSQL
     with dealer(tmp_path / "d", **config) as running, DealerClient(running.target) as c:
         assert len(list(c.deal_hands(hand_count=5, close=True))) == 5
         hand = c.open_hand().hand_id

@@ -31,7 +31,10 @@ def create_token(
 
 @pytest.fixture
 def data(tmp_path: Path) -> Path:
-    return tmp_path / "data"
+    """A data dir made by `fairdeck init` (tokens need a database, which only init or serve makes)."""
+    path = tmp_path / "data"
+    assert main(["init", "--data", str(path)]) == 0
+    return path
 
 
 @pytest.fixture

@@ -167,6 +167,7 @@ def run_session(data: Path) -> Session:
         errors.append(f"{e.value.code} {e.value.reason} {e.value.field} {e.value}")
 
     with capture_everything() as captured:
+        assert main(["init", "--data", str(data)]) == 0  # tokens need the database init makes
         dealer_a, dealer_b = _token(data, "alpha", "dealer", cli_err), _token(data, "beta", "dealer", cli_err)
         auditor = _token(data, "alpha", "auditor", cli_err)
         running = RunningDealer(data, require_auth=True, metrics_listen="127.0.0.1:0")

@@ -15,11 +15,11 @@ import pytest
 from fairdeck.cli import main
 from fairdeck.client import DealerClient
 from fairdeck.client.audit_client import AuditClient
-from fairdeck.client.exceptions import FairdeckError
 from fairdeck.core.errors import VerificationError
 from fairdeck.log.checkpoint import Checkpoint, sign_checkpoint
 from fairdeck.log.note import Signer, Verifier
-from fairdeck_server.transparency import LogKeyError, load_log_keys
+from fairdeck_server.refusal import StartupRefused
+from fairdeck_server.transparency import LogKeyError, create_log_keys, load_log_keys
 from fairdeck_server.vault import KEY_ENV, SeedVault, VaultError, key_id, load_or_create_key, read_key_file
 from tests.dealers import RunningDealer
 
@@ -71,18 +71,27 @@ def test_seed_key_rotation_keeps_old_hands_dealing(
         assert closed[2].transcript.cards == tuple(c.id for c in dealt.cards)  # type: ignore[union-attr]
         dealer.stop()
 
-        # Dropping the old key once its hands are closed is safe; a hand sealed under a key
-        # that is no longer loaded fails with a fixed message and no key material.
+        # Dropping a key while a hand sealed under it is still open is refused at start,
+        # naming the key id (never key material); dropping one whose hands are closed is safe.
         assert main(["rotate-key", "seed", "--data", str(data)]) == 0
         newest = read_key_file(data / "seed.key")[0]
+        (data / "seed.key").write_text(base64.b64encode(newest).decode() + "\n")
+        with pytest.raises(StartupRefused) as lost:
+            dealer.start()
+        dealer.server = None  # it never started
+        assert fresh.hand_id in str(lost.value) and new_id in str(lost.value)
+        assert base64.b64encode(keys[0]).decode() not in str(lost.value)
+        (data / "seed.key").write_text(
+            base64.b64encode(newest).decode() + "\n" + base64.b64encode(keys[0]).decode()
+        )
+        dealer.start()
+        with DealerClient(dealer.target, timeout=10) as client:
+            client.close(fresh.hand_id).verify(commitment=fresh.commitment)
+        dealer.stop()
         (data / "seed.key").write_text(base64.b64encode(newest).decode() + "\n")
         dealer.start()
         with DealerClient(dealer.target, timeout=10) as client:
             assert client.get(closed[0].hand_id).transcript == closed[0].transcript
-            with pytest.raises(FairdeckError) as lost:
-                client.draw(fresh.hand_id, 1)
-        assert lost.value.reason == "SEED_UNAVAILABLE"
-        assert new_id in str(lost.value) and base64.b64encode(keys[0]).decode() not in str(lost.value)
     finally:
         dealer.close()
 
@@ -178,7 +187,11 @@ def test_log_key_file_rules(tmp_path: Path) -> None:
         from fairdeck_server.transparency import rotate_log_key
 
         rotate_log_key(path)
-    keys = load_log_keys(path, "example.com/log")
+    with pytest.raises(LogKeyError, match="no log key"):
+        load_log_keys(path, "example.com/log")  # loading never creates one
+    assert not path.exists()
+    keys = create_log_keys(path, "example.com/log")
+    assert load_log_keys(path, "example.com/log") == keys
     other = Signer.generate("other.origin")
     for lines in [
         [keys.signer.to_string(), Signer.generate("example.com/log").to_string()],  # a private retired key

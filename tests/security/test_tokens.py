@@ -230,7 +230,20 @@ def test_tokens_on_postgresql_across_two_replicas(
     keys = {
         "seed_key_file": tmp_path / "seed.key",
         "log_key_file": tmp_path / "log.key",
-    }  # shared, as replicas do
+    }  # shared, as replicas do, made once by `fairdeck init --keys-only` (serve never makes them)
+    init = ["init", "--keys-only", "--data", str(tmp_path / "unused")]
+    assert (
+        main(
+            [
+                *init,
+                "--seed-key-file",
+                str(keys["seed_key_file"]),
+                "--log-key-file",
+                str(keys["log_key_file"]),
+            ]
+        )
+        == 0
+    )
     replicas = [RunningDealer(tmp_path / f"r{i}", db=pg_url, require_auth=True, **keys) for i in range(2)]
     try:
         for replica in replicas:

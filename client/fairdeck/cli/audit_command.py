@@ -9,15 +9,19 @@ keys, and checkpoints signed by either verify. With ``--target``, ``--ca``
 ``$FAIRDECK_TOKEN``) sends an API token.
 
 Exit 0 only when every check of fairdeck.log.audit holds; otherwise 1 and a
-report naming each bad entry and why (``--json`` for machines). With
-``--since FILE`` the audit also proves the log only grew since the checkpoint
-saved in FILE, and saves the new checkpoint there when it passes.
+report naming each bad entry and why (``--json`` for machines); 2 when the log
+cannot be read at all. An empty log (a fresh dealer, nothing signed yet) is a
+valid log. With ``--since FILE`` the audit also proves the log only grew since
+the checkpoint saved in FILE, and saves the new checkpoint there when it
+passes. A FILE that does not exist yet is a first audit: the report says in
+so many words that consistency was NOT checked, and never claims it was.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -28,7 +32,8 @@ import grpc
 
 from fairdeck.cli import cli_credentials
 from fairdeck.client.calls import ClientConfig
-from fairdeck.log.audit import Auditor, AuditReport, Finding
+from fairdeck.client.exceptions import from_rpc_error
+from fairdeck.log.audit import Auditor, AuditReport, Finding, LogUnreadable
 from fairdeck.log.note import NoteError, Verifier
 from fairdeck.v1 import audit_pb2, audit_pb2_grpc
 
@@ -52,6 +57,14 @@ def remote_log(
     stub = audit_pb2_grpc.AuditServiceStub(channel)
     try:
         head = stub.GetCheckpoint(audit_pb2.GetCheckpointRequest(), timeout=timeout, metadata=metadata)
+        notes = [head.signed_checkpoint]
+    except grpc.RpcError as e:
+        # A fresh dealer has nothing to sign yet. The entries are still listed: if there are
+        # any, the auditor reports that no checkpoint covers them.
+        if from_rpc_error(e).reason != "NO_CHECKPOINT":
+            channel.close()
+            raise
+        head, notes = audit_pb2.GetCheckpointResponse(), []
     except BaseException:
         channel.close()
         raise
@@ -76,7 +89,7 @@ def remote_log(
         finally:
             channel.close()
 
-    return head.tree_size, [head.signed_checkpoint], entries()
+    return head.tree_size, notes, entries()
 
 
 def run_audit(
@@ -116,7 +129,7 @@ def _server_source(kind: str, value: str) -> tuple[int, list[bytes], Iterator[by
     """
     found = [ep for ep in entry_points(group="fairdeck.audit_sources") if ep.name == kind]
     if not found:
-        raise OSError(
+        raise LogUnreadable(
             f"--{kind} reads the dealer's storage and needs its package (fairdeck_server) installed"
         )
     reader: Callable[[str], tuple[int, list[bytes], Iterator[bytes]]] = found[0].load()
@@ -146,7 +159,11 @@ def cmd_audit(args: argparse.Namespace) -> int:
         print(f"fairdeck audit: bad --key: {e}", file=sys.stderr)
         return 2
     since_path = Path(args.since) if args.since else None
-    since = since_path.read_bytes() if since_path is not None and since_path.exists() else None
+    try:
+        since = _read_since(since_path)
+    except OSError as e:
+        print(f"fairdeck audit: cannot read --since {since_path}: {e.strerror or e}", file=sys.stderr)
+        return 2
     try:
         if args.data:
             source = _server_source("data", args.data)
@@ -154,7 +171,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
             source = _server_source("db", args.db)
         else:
             source = remote_log(args.target, args.timeout, _client_config(args))
-    except ValueError as e:  # bad TLS flags, or a token refused for plain text
+    except (ValueError, LogUnreadable) as e:  # bad TLS flags, a token refused for plain text; no log
         print(f"fairdeck audit: {e}", file=sys.stderr)
         return 2
     except (OSError, grpc.RpcError) as e:
@@ -162,34 +179,78 @@ def cmd_audit(args: argparse.Namespace) -> int:
         print(f"fairdeck audit: cannot read the log: {detail}", file=sys.stderr)
         return 2
     started = time.monotonic()
-    report = run_audit(
-        source,
-        verifier,
-        since=since,
-        max_hand_lifetime_ms=int(args.max_hand_lifetime * 1000),
-        now_ms=time.time_ns() // 1_000_000,
-        progress=sys.stderr.isatty() and not args.json,
-    )
+    try:
+        report = run_audit(
+            source,
+            verifier,
+            since=since,
+            max_hand_lifetime_ms=int(args.max_hand_lifetime * 1000),
+            now_ms=time.time_ns() // 1_000_000,
+            progress=sys.stderr.isatty() and not args.json,
+        )
+    except LogUnreadable as e:  # damage found part way through the file
+        print(f"\nfairdeck audit: {e}" if sys.stderr.isatty() else f"fairdeck audit: {e}", file=sys.stderr)
+        return 2
     elapsed = time.monotonic() - started
-    if report.ok and since_path is not None:
-        since_path.write_bytes(report.checkpoint_note)
+    if since_path is not None and since is None:
+        report.consistency = f"consistency NOT checked: no saved checkpoint at {since_path} (a first audit)"
+    saved = False
+    if report.ok and since_path is not None and report.checkpoint_note:
+        try:
+            _save_since(since_path, report.checkpoint_note)
+            saved = True
+        except OSError as e:
+            print(
+                f"fairdeck audit: cannot save the checkpoint to {since_path}: {e.strerror or e}",
+                file=sys.stderr,
+            )
+            return 2
     if args.json:
         print(json.dumps({**report.to_dict(), "seconds": round(elapsed, 3)}, indent=2))
     else:
-        _print_report(report, elapsed, since_path)
+        _print_report(report, elapsed, since_path, saved)
     return 0 if report.ok else 1
 
 
-def _print_report(report: AuditReport, elapsed: float, since_path: Path | None) -> None:
+def _read_since(path: Path | None) -> bytes | None:
+    """The checkpoint saved by an earlier audit; None when there is none yet (a first audit)."""
+    if path is None:
+        return None
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+
+
+def _save_since(path: Path, note: bytes) -> None:
+    """Replace the saved checkpoint atomically: a crash leaves the old one or the new one, never half."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(note)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _print_report(report: AuditReport, elapsed: float, since_path: Path | None, saved: bool) -> None:
     verdict = "OK" if report.ok else "FAILED"
     print(f"audit {verdict}: {report.entries:,} entries, {report.hands:,} hands in {elapsed:.1f}s")
-    print(f"  signed tree size {report.tree_size:,}, root {report.root.hex() or '-'}")
+    if report.checkpoint is not None:
+        print(f"  signed tree size {report.tree_size:,}, root {report.root.hex()}")
+    elif report.entries == 0:
+        print(f"  the empty log: nothing to sign yet, root {report.root.hex()} (the empty tree)")
+    else:
+        print("  no signed checkpoint matches these entries")
     print(
         f"  closed and verified {report.closed:,}, voided {report.voided:,}, "
         f"still open within their lifetime {report.open_in_time:,}"
     )
-    if report.ok and since_path is not None:
-        print(f"  consistent with the saved checkpoint; new checkpoint saved to {since_path}")
+    if report.consistency is not None:
+        print(f"  {report.consistency}")
+    if saved:
+        print(f"  new checkpoint saved to {since_path}")
+    elif report.ok and since_path is not None:
+        print(f"  no checkpoint to save to {since_path} yet: the log is empty")
     for finding in report.findings[:1000]:
         print(f"  BAD {finding}")
     if len(report.findings) > 1000:
@@ -197,7 +258,13 @@ def _print_report(report: AuditReport, elapsed: float, since_path: Path | None) 
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    audit = sub.add_parser("audit", help="audit a dealer's transparency log")
+    audit = sub.add_parser(
+        "audit",
+        help="audit a dealer's transparency log",
+        description="Replay a dealer's whole transparency log and check every signed checkpoint and "
+        "every hand. Exit status: 0 every check holds (an empty log too), 1 something does not hold "
+        "(each finding is named), 2 the log or an argument cannot be read.",
+    )
     where = audit.add_mutually_exclusive_group(required=True)
     where.add_argument("--target", metavar="HOST:PORT", help="a live dealer's AuditService")
     where.add_argument("--data", metavar="DIR", help="a dealer's data dir, read-only")
@@ -216,7 +283,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "to accept keys retired by a rotation",
     )
     audit.add_argument(
-        "--since", metavar="FILE", help="checkpoint saved by an earlier audit; updated on success"
+        "--since",
+        metavar="FILE",
+        help="checkpoint saved by an earlier audit: prove the log only grew since, and save the new "
+        "checkpoint there when the audit passes. If FILE does not exist, this is a first audit: "
+        "the report says consistency was NOT checked, and the checkpoint is saved to FILE",
     )
     audit.add_argument(
         "--max-hand-lifetime",

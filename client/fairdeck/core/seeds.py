@@ -26,6 +26,17 @@ MAX_CLIENT_SEEDS = 64
 """At most this many client seeds per hand."""
 MAX_CLIENT_SEED_BYTES = 256
 """Each client seed is 1 to this many bytes (after NFC and UTF-8 for text)."""
+MAX_NFD_EXPANSION = 4
+"""The most code points any one code point decomposes to canonically (fully, Hangul
+included): 4 in Unicode 14/15 (e.g. U+1F82, U+1D160). ``tests/core/test_seeds.py``
+checks it against the running interpreter's Unicode database."""
+MAX_CLIENT_SEED_CHARS = MAX_CLIENT_SEED_BYTES * MAX_NFD_EXPANSION
+"""Text longer than this many code points is refused before it is normalised: its
+NFC form is longer than MAX_CLIENT_SEED_BYTES bytes anyway (see ``normalize_client_seed``)."""
+MAX_CLIENT_SEED_WIRE_BYTES = MAX_CLIENT_SEED_CHARS * 4 + 3
+"""A ClientSeed message (tag, length, value) bigger than this is refused before its
+text is decoded: UTF-8 spends at most 4 bytes per code point, so its text has more
+than MAX_CLIENT_SEED_CHARS code points (and bytes more than MAX_CLIENT_SEED_BYTES)."""
 MAX_HAND_ID_LENGTH = 64
 """Hand ids are 1 to this many characters of ``[A-Za-z0-9._:-]``."""
 SECURITY_MARGIN_BITS = 128
@@ -60,8 +71,31 @@ def check_server_seed(spec: DeckSpec, seed: bytes) -> None:
 
 
 def normalize_client_seed(seed: str | bytes) -> bytes:
-    """Bytes of one client seed: text is NFC-normalised and UTF-8 encoded."""
+    """Bytes of one client seed: text is NFC-normalised and UTF-8 encoded.
+
+    The limit is on the normalised bytes (spec section 3.1), but normalising
+    costs time in proportion to the text, so text is first refused on its raw
+    length alone when that length already proves the normalised form too long.
+    The proof that this refuses nothing the spec accepts, for text ``s`` of
+    ``len(s)`` code points:
+
+    - NFC(s) = compose(NFD(s)). Decomposition replaces every code point with
+      one or more, so ``len(NFD(s)) >= len(s)``.
+    - Composition merges a starter with following marks into one primary
+      composite, whose full canonical decomposition is exactly the code points
+      it absorbed. So every code point of NFC(s) stands for at most
+      MAX_NFD_EXPANSION (D) code points of NFD(s): ``len(NFC(s)) >= len(s) / D``.
+    - UTF-8 spends at least one byte per code point.
+
+    So ``len(s) > 256 * D`` implies more than 256 bytes after NFC and UTF-8:
+    the spec refuses it too. (NFC can also grow text, by at most 3x in UTF-8;
+    that only makes the refusal more certain.)
+    """
     if isinstance(seed, str):
+        if len(seed) > MAX_CLIENT_SEED_CHARS:  # O(1): refused before any per-character work
+            raise SeedError(
+                f"client seed must be 1..{MAX_CLIENT_SEED_BYTES} bytes, got at least {len(seed)} characters"
+            )
         try:
             seed = unicodedata.normalize("NFC", seed).encode("utf-8")
         except UnicodeEncodeError:

@@ -7,6 +7,11 @@ trusts nothing it is fed:
 1. Every signed checkpoint verifies under the log's key, and its root equals
    the root rebuilt from the entries at its size (so no entry was altered,
    dropped, reordered or truncated, and no second root was signed for a size).
+   Entries that are not what the checkpoints sign are reported once, at the
+   first of them, located between the largest checkpoint that still matches
+   and the smallest that does not; what follows from them (later roots,
+   reveals of altered commits) is counted, not listed, because nothing after
+   that point is what the dealer signed.
 2. A checkpoint saved by an earlier audit (``--since``) is a prefix of this
    log: history was only appended to.
 3. Every entry parses; hand ids are unique; every reveal follows its own
@@ -17,8 +22,9 @@ trusts nothing it is fed:
 
 >>> from fairdeck.log.note import Signer
 >>> auditor = Auditor(Signer.generate("example.log").verifier, now_ms=0, max_hand_lifetime_ms=1)
->>> auditor.finish().ok  # an empty log with no checkpoint is not a proof of anything
-False
+>>> report = auditor.finish()  # a fresh dealer: no entry, nothing signed yet
+>>> report.ok, report.tree_size, report.root == merkle.EMPTY_ROOT
+(True, 0, True)
 """
 
 from __future__ import annotations
@@ -36,6 +42,11 @@ from fairdeck.log.logentry import VOIDED, CommitEntry, EntryError, RevealEntry, 
 from fairdeck.log.note import NoteError, Verifier
 
 
+class LogUnreadable(Exception):
+    """The store holding the log cannot be read at all (missing, corrupt, foreign); the
+    message names it and the fix. Not a finding: nothing could be checked."""
+
+
 @dataclass(frozen=True)
 class Finding:
     """One thing that does not hold, with where it was found."""
@@ -43,10 +54,14 @@ class Finding:
     problem: str
     index: int | None = None
     hand_id: str | None = None
+    last_index: int | None = None
+    """Set when the finding is about a range of entries, ``index`` to ``last_index``."""
 
     def __str__(self) -> str:
         where = []
-        if self.index is not None:
+        if self.index is not None and self.last_index is not None:
+            where.append(f"entries {self.index} to {self.last_index}")
+        elif self.index is not None:
             where.append(f"entry {self.index}")
         if self.hand_id is not None:
             where.append(f"hand {self.hand_id}")
@@ -67,9 +82,13 @@ class AuditReport:
     open_in_time: int = 0
     findings: list[Finding] = field(default_factory=list)
 
+    consistency: str | None = None
+    """With ``--since``: what was proved against the saved checkpoint, in words (None without it)."""
+
     @property
     def ok(self) -> bool:
-        return not self.findings and self.checkpoint is not None
+        # An empty log needs no checkpoint: its root is the hash of the empty tree (RFC 9162 2.1.1).
+        return not self.findings and (self.checkpoint is not None or self.entries == 0)
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -81,8 +100,10 @@ class AuditReport:
             "closed": self.closed,
             "voided": self.voided,
             "open_within_lifetime": self.open_in_time,
+            "consistency": self.consistency,
             "findings": [
-                {"index": f.index, "hand_id": f.hand_id, "problem": f.problem} for f in self.findings
+                {"index": f.index, "last_index": f.last_index, "hand_id": f.hand_id, "problem": f.problem}
+                for f in self.findings
             ],
         }
 
@@ -113,9 +134,12 @@ class Auditor:
         self._seen: set[str] = set()
         # Checkpoints to hold against the rebuilt tree, smallest first.
         self._pending: list[tuple[Checkpoint, bytes]] = []
+        # Each checkpoint reached, in size order: (it, whether its root matched the entries).
+        self._held: list[tuple[Checkpoint, bool]] = []
         self._since: Checkpoint | None = None
         for note in checkpoints:
             self._expect(note, "checkpoint")
+        self._since_given = since is not None
         if since is not None:
             cp = self._expect(since, "saved checkpoint (--since)")
             self._since = cp
@@ -169,9 +193,9 @@ class Auditor:
     def _check_checkpoints(self) -> None:
         while self._pending and self._pending[0][0].size == self.size:
             cp, note = self._pending.pop(0)
-            if not hmac.compare_digest(cp.root, self.root()):
-                self._find(f"signed checkpoint for tree size {cp.size} does not match the entries")
-            elif self.report.checkpoint is None or cp.size >= self.report.checkpoint.size:
+            matched = hmac.compare_digest(cp.root, self.root())
+            self._held.append((cp, matched))
+            if matched and (self.report.checkpoint is None or cp.size >= self.report.checkpoint.size):
                 self.report.checkpoint, self.report.checkpoint_note = cp, note
 
     def _commit(self, index: int, entry: CommitEntry) -> None:
@@ -212,13 +236,75 @@ class Auditor:
     def finish(self) -> AuditReport:
         """Checks that need the whole log; returns the report."""
         r = self.report
-        for cp, _ in self._pending:  # checkpoints for sizes the entries never reached
-            self._find(f"log truncated: a checkpoint signs {cp.size} entries, only {r.entries} are present")
+        if self._pending:  # checkpoints for sizes the entries never reached: one finding, the largest
+            cp = self._pending[-1][0]
+            whose = " (the checkpoint saved by the earlier audit)" if cp is self._since else ""
+            self._find(
+                f"log truncated: a checkpoint signs {cp.size} entries, only {r.entries} are present{whose}"
+            )
         self._pending.clear()
-        if r.checkpoint is None:
-            self._find("no signed checkpoint covers the log")
-        if self._since is not None and (r.checkpoint is None or r.checkpoint.size < self._since.size):
-            self._find(f"the log is smaller than the saved checkpoint ({self._since.size} entries)")
+        altered = self._altered()
+        if altered is None:
+            if r.checkpoint is None and r.entries:
+                self._find("no signed checkpoint covers the log")
+            self._deck_shopping()
+        r.tree_size = r.checkpoint.size if r.checkpoint else 0
+        # The empty tree needs no signature: its root is SHA-256 of nothing (RFC 9162 2.1.1).
+        r.root = r.checkpoint.root if r.checkpoint else merkle.EMPTY_ROOT if r.entries == 0 else b""
+        r.consistency = self._consistency()
+        return r
+
+    def _altered(self) -> int | None:
+        """Checkpoint roots that do not match: forks, or entries altered. Returns the
+        index of the first entry that may be altered (None: none is)."""
+        matched = [cp.size for cp, ok in self._held if ok]
+        newest_match = max(matched, default=-1)
+        broken = [cp for cp, ok in self._held if not ok]
+        # A signed root that a LARGER (or equal) matching checkpoint contradicts: the entries are
+        # what the dealer signed later, so this root is a second history signed for its size.
+        for cp in broken:
+            if cp.size <= newest_match:
+                self._find(
+                    f"signed checkpoint for tree size {cp.size} does not match the entries (the "
+                    f"checkpoint for tree size {newest_match} signs them: two histories were signed)"
+                )
+        later = [cp for cp in broken if cp.size > newest_match]
+        if not later:
+            return None
+        # No signed root vouches for the entries from here on: the first altered entry lies
+        # between the largest checkpoint that matches and the smallest that does not.
+        first, bad = max(newest_match, 0), later[0].size
+        kept = [f for f in self.report.findings if f.index is None or f.index < first]
+        following = [f for f in self.report.findings if f.index is not None and f.index >= first]
+        in_range = [f for f in following if f.index is not None and f.index < bad]
+        good = (
+            f"the checkpoint for tree size {first} matches" if newest_match >= 0 else "no checkpoint matches"
+        )
+        if bad - first == 1:
+            problem = f"altered: not the entry that the signed checkpoint for tree size {bad} signs ({good})"
+            if in_range:
+                problem += f"; it also fails a check: {in_range[0].problem}"
+            finding = Finding(problem, first)
+        else:
+            problem = (
+                f"one of these entries is altered: the signed checkpoint for tree size {bad} does not "
+                f"match them ({good})"
+            )
+            if in_range:
+                problem += f"; the first to fail a check is entry {in_range[0].index}: {in_range[0].problem}"
+            finding = Finding(problem, first, last_index=bad - 1)
+        consequences = len(later) - 1 + len(following) - (1 if in_range else 0)
+        if consequences:
+            finding = Finding(
+                f"{finding.problem}; {consequences} later finding(s) follow from it and are not listed",
+                finding.index,
+                last_index=finding.last_index,
+            )
+        self.report.findings = [*kept, finding]
+        return first
+
+    def _deck_shopping(self) -> None:
+        r = self.report
         for hand_id, (index, c) in self._unrevealed.items():
             if self.now_ms - c.time_ms > self.lifetime_ms:
                 self._find(
@@ -228,6 +314,13 @@ class Auditor:
                 )
             else:
                 r.open_in_time += 1
-        r.tree_size = r.checkpoint.size if r.checkpoint else 0
-        r.root = r.checkpoint.root if r.checkpoint else b""
-        return r
+
+    def _consistency(self) -> str | None:
+        if not self._since_given:
+            return None
+        if self._since is None:
+            return "consistency NOT checked: the saved checkpoint does not verify under the log key"
+        held = [ok for cp, ok in self._held if cp is self._since]
+        if held == [True]:
+            return f"consistent with the saved checkpoint (tree size {self._since.size}): the log only grew"
+        return f"NOT consistent with the saved checkpoint (tree size {self._since.size})"

@@ -6,6 +6,12 @@ Holm-Bonferroni adjusted p-value at most ``alpha`` over the whole table (every
 test of every source), so the chance that any fair source is rejected
 anywhere in the table is at most ``alpha``. A run is OK when ours passes,
 every control is caught and (with ``--target``) every dealt hand verified.
+
+It FAILED when ours is rejected or a dealt hand did not verify. When ours
+passes but some control escapes, the run is INCONCLUSIVE at this N, not
+failed: the tests could not show, at this many decks, that they would have
+seen that defect (a 32-bit seed shows only from about 200,000 decks), so the
+pass proves less; a larger N decides. Each verdict has its exit status.
 """
 
 from __future__ import annotations
@@ -18,6 +24,10 @@ from fairdeck.stats.checks import Result
 from fairdeck.stats.sampling import OURS, RunSpec, Sample
 
 MAIN_TESTS = ("position", "pairs", "successions", "rising", "duplicates")
+
+OK, FAILED, INCONCLUSIVE = "ok", "failed", "inconclusive"
+EXIT_STATUS = {OK: 0, FAILED: 1, INCONCLUSIVE: 3}
+"""``fairdeck stats``' exit status for each verdict (2 stays the usage error's)."""
 
 
 def source_results(sample: Sample, spec: RunSpec) -> list[Result]:
@@ -72,7 +82,19 @@ class Analysis:
 
     @property
     def ok(self) -> bool:
-        return self.ours_passes and all(self.caught.values()) and not self.problems
+        return self.verdict == OK
+
+    @property
+    def uncaught(self) -> list[str]:
+        """The controls no test rejected."""
+        return [control for control, tests in self.caught.items() if not tests]
+
+    @property
+    def verdict(self) -> str:
+        """FAILED beats INCONCLUSIVE: a rejected or unverified deal is a failure at any N."""
+        if not self.ours_passes or self.problems:
+            return FAILED
+        return INCONCLUSIVE if self.uncaught else OK
 
 
 def analyse(samples: dict[str, Sample], spec: RunSpec, alpha: float) -> Analysis:

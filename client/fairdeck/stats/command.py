@@ -78,7 +78,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="deal many decks, test them and the known-broken shuffles, write an HTML report",
         description="Deal N decks through fairdeck's derivation (or a live dealer), run the statistical "
         "tests on them and, at the same N, on every known-broken shuffle, and write an HTML report with "
-        "charts. Exit 0 when ours passes every test and every broken shuffle is caught, 1 otherwise.",
+        "charts. Exit status: 0 OK (ours passes every test and every broken shuffle is caught); 1 FAILED "
+        "(ours is rejected by a test, or with --target a dealt hand did not verify); "
+        "3 INCONCLUSIVE at this N (ours passes, but a broken shuffle went uncaught, so a larger -n "
+        "is needed to show the tests can see its defect); 2 bad arguments or the stats extra missing.",
     )
     stats.add_argument(
         "-n",
@@ -135,7 +138,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     dealer = stats.add_argument_group("a live dealer instead of the in-process derivation")
     dealer.add_argument(
-        "--target", action="append", metavar="HOST:PORT", help="deal through this dealer; repeat for replicas"
+        "--target",
+        action="append",
+        metavar="HOST:PORT",
+        help="deal through this dealer; repeat for replicas. Every sampled hand is really dealt and closed: "
+        "each adds a commit and a reveal to the dealer's live transparency log, for good (2 x N entries), "
+        "so point it at a test dealer, not a production one",
     )
     dealer.add_argument("--timeout", type=float, default=30.0, help="per-call deadline in seconds")
     cli_credentials.add_arguments(dealer)

@@ -29,7 +29,7 @@ from matplotlib.figure import Figure
 from scipy import stats
 
 from fairdeck.stats import checks, exact
-from fairdeck.stats.analysis import Analysis
+from fairdeck.stats.analysis import FAILED, INCONCLUSIVE, OK, Analysis
 from fairdeck.stats.checks import Result
 from fairdeck.stats.sampling import OURS, Sample
 from fairdeck.stats.tally import permutation_labels
@@ -177,19 +177,23 @@ def radar(samples: Mapping[str, Sample], analysis: Analysis, n: int = 3) -> byte
     shown = [OURS] + [s for s in ("naive_swap_any",) if s in sources]
     names = permutation_labels(n)
     angles = np.linspace(0, 2 * math.pi, len(names), endpoint=False)
+    ratios = {}
+    for source in shown:
+        tally = samples[source].small[n]
+        ratios[source] = tally.counts() / (tally.decks / len(names))
+    # One scale for every panel: scaled on its own, ours' ±0.3% of noise would fill its panel
+    # as a 15% bias fills the control's, and the two would look alike.
+    pad = max(max(float(np.abs(r - 1).max()) for r in ratios.values()), 0.002) * 1.5
     fig = Figure(figsize=(5.4 * len(shown), 5.0))
     for i, source in enumerate(shown):
         ax = fig.add_subplot(1, len(shown), i + 1, projection="polar")
-        tally = samples[source].small[n]
-        ratio = tally.counts() / (tally.decks / len(names))
+        ratio = ratios[source]
         closed = np.append(angles, angles[0])
         ax.plot(closed, np.ones(len(closed)), "k--", linewidth=1, label="ideal")
         color = OURS_COLOR if source == OURS else BAD_COLOR
         ax.plot(closed, np.append(ratio, ratio[0]), color=color, linewidth=2, label=label(source))
         ax.set_xticks(angles)
         ax.set_xticklabels(names)
-        low, high = float(ratio.min()), float(ratio.max())
-        pad = max(high - 1, 1 - low, 0.002) * 1.5
         ax.set_ylim(1 - pad, 1 + pad)
         ax.set_title(f"{label(source)}: count / ideal, {n} cards", fontsize=10)
         ax.legend(loc="lower right", fontsize=8, bbox_to_anchor=(1.15, -0.1))
@@ -312,7 +316,7 @@ def charts(samples: Mapping[str, Sample], analysis: Analysis) -> dict[str, bytes
 
 _CSS = """
 body { font-family: system-ui, sans-serif; max-width: 1200px; margin: 2em auto; padding: 0 1em; color: #222; }
-h1 { margin-bottom: 0.2em; } .ok { color: #1a7f37; } .bad { color: #c62828; }
+h1 { margin-bottom: 0.2em; } .ok { color: #1a7f37; } .bad { color: #c62828; } .warn { color: #b26a00; }
 table { border-collapse: collapse; margin: 1em 0; font-size: 0.9em; }
 th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; vertical-align: top; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
@@ -329,7 +333,10 @@ CAPTIONS = {
         "noise (about 1 cell in 16,000 beyond ±4); a biased one gives structure."
     ),
     "permutations": "The Spanish post's experiment: every order of a 3- and a 4-card deck, counted.",
-    "radar-3": "The same 3-card counts as a radar, as a ratio to the ideal count.",
+    "radar-3": (
+        "The same 3-card counts as a radar, as a ratio to the ideal count, on one scale for both panels: "
+        "ours' noise hugs the dashed ideal circle; the broken shuffle's bias shows as a lopsided shape."
+    ),
     "residuals": "The heatmap's cells as a histogram: a fair shuffle's residuals follow the normal curve.",
     "sequences": (
         "Rising sequences and successions per deck, against their exact distributions. These catch a deck "
@@ -374,7 +381,12 @@ def render(
 ) -> str:
     """The whole report as one HTML document."""
     m = len(analysis.results)
-    verdict = "OK" if analysis.ok else "FAILED"
+    verdict, verdict_class = {
+        OK: ("OK", "ok"),
+        FAILED: ("FAILED", "bad"),
+        INCONCLUSIVE: ("INCONCLUSIVE at this N", "warn"),
+    }[analysis.verdict]
+    escaped = "warn" if analysis.verdict == INCONCLUSIVE else "bad"  # ours passed: a larger N decides
     lines = []
     if analysis.ours_passes:
         lines.append(
@@ -392,7 +404,9 @@ def render(
         else:
             hint = (hints or {}).get(control, "")
             why = f" ({html.escape(hint)})" if hint else ""
-            lines.append(f"<li class='bad'>{html.escape(control)} is not caught by any test{why}.</li>")
+            lines.append(
+                f"<li class='{escaped}'>{html.escape(control)} is not caught by any test at this N{why}.</li>"
+            )
     for problem in analysis.problems:
         lines.append(f"<li class='bad'>{html.escape(problem)}</li>")
     rows, classes = [], []
@@ -422,10 +436,12 @@ def render(
 <html lang="en"><head><meta charset="utf-8"><title>fairdeck stats: {verdict}</title>
 <style>{_CSS}</style></head>
 <body>
-<h1>fairdeck fairness report: <span class="{"ok" if analysis.ok else "bad"}">{verdict}</span></h1>
+<h1>fairdeck fairness report: <span class="{verdict_class}">{verdict}</span></h1>
 <p>{int(info.get("decks", 0)):,} decks of <b>{html.escape(str(info.get("deck", "")))}</b> from fairdeck and
 from each known-broken shuffle, run through the same tests. The rule: ours must pass every test and every
-broken shuffle must be caught by at least one. A test is <i>rejected</i> when its Holm-Bonferroni adjusted
+broken shuffle must be caught by at least one. When ours passes but a broken shuffle escapes, the run is
+inconclusive at this N (the tests were not shown able to see that defect at this many decks), not failed.
+A test is <i>rejected</i> when its Holm-Bonferroni adjusted
 p-value, over all {m} tests in the table, is at most α = {analysis.alpha:g}.</p>
 <ul>{"".join(lines)}</ul>
 <h2>Sources</h2>{sources}

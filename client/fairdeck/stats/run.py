@@ -25,7 +25,7 @@ from fairdeck.cli import cli_credentials
 from fairdeck.client.exceptions import FairdeckError
 from fairdeck.core.versions import CURRENT_VERSION
 from fairdeck.stats import report
-from fairdeck.stats.analysis import Analysis, analyse, why_not_caught
+from fairdeck.stats.analysis import EXIT_STATUS, INCONCLUSIVE, Analysis, analyse, why_not_caught
 from fairdeck.stats.batch import BatchControl, controls
 from fairdeck.stats.checks import Result
 from fairdeck.stats.remote import DealerSample, sample_dealer
@@ -106,6 +106,7 @@ def _finite(value: Any) -> Any:
 def as_json(analysis: Analysis, info: Mapping[str, Any], path: Path) -> dict[str, Any]:
     return {
         "ok": analysis.ok,
+        "verdict": analysis.verdict,
         "ours_passes": analysis.ours_passes,
         "ours_rejected_by": analysis.ours_failed,
         "caught": analysis.caught,
@@ -221,8 +222,18 @@ def run(args: argparse.Namespace) -> int:
         )
         summary(analysis, spec, list(samples), sys.stdout)
         print(f"report: {path}")
-        print("OK" if analysis.ok else "FAILED")
-    return 0 if analysis.ok else 1
+        print(verdict_line(analysis))
+    return EXIT_STATUS[analysis.verdict]
+
+
+def verdict_line(analysis: Analysis) -> str:
+    """The last line printed: OK, FAILED, or why the run is inconclusive at this N."""
+    if analysis.verdict == INCONCLUSIVE:
+        return (
+            f"INCONCLUSIVE at this N: ours passes every test, but {', '.join(analysis.uncaught)} "
+            "went uncaught, so these tests are not shown able to see that defect; run a larger -n"
+        )
+    return analysis.verdict.upper()
 
 
 def _chosen_controls(text: str, known: list[str]) -> list[str] | None:

@@ -1,8 +1,11 @@
-"""Server-side commands of the ``fairdeck`` console script: ``serve`` and ``key``.
+"""Server-side commands of the ``fairdeck`` console script: ``serve``, ``init`` and ``key``.
 
 ``serve`` takes every ServerConfig field as a flag, an environment variable
 or a config file key (config.py); ``fairdeck serve --help`` lists them all.
-A configuration it refuses exits with status 2 and one line on stderr.
+A configuration it refuses, or a start-up check that fails (startup.py: keys,
+database, data dir lock, ports), exits with status 2 and one line on stderr.
+``init`` makes new keys and a database and never replaces anything; ``key``
+only reads.
 """
 
 from __future__ import annotations
@@ -15,13 +18,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from fairdeck_server import config, errors, logs
+from fairdeck_server import config, errors, logs, startup
 from fairdeck_server.app import serve
+from fairdeck_server.refusal import StartupRefused
 from fairdeck_server.tls import ListenRefused, TlsConfigError
-from fairdeck_server.transparency import LogKeyError, load_or_create_signer
-from fairdeck_server.vault import VaultError
+from fairdeck_server.transparency import LogKeyError, load_log_keys
+from fairdeck_server.vault import KEY_ENV, VaultError
 
 STARTUP_ERRORS = (
+    StartupRefused,
     ListenRefused,
     TlsConfigError,
     VaultError,
@@ -43,9 +48,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"fairdeck serve: {e}", file=sys.stderr)
         return 2
     logs.configure(settings.log_format, settings.log_level)
-    log.info("configuration: %s", settings.describe())
+    log.debug("configuration: %s", settings.describe())
     try:
-        asyncio.run(serve(settings.server))
+        asyncio.run(serve(settings.server, described=settings.describe()))
     except STARTUP_ERRORS as e:
         log.debug("startup failed", exc_info=e)
         print(f"fairdeck serve: {e}", file=sys.stderr)
@@ -54,9 +59,42 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_key(args: argparse.Namespace) -> int:
-    """Print the log's verifier key (creating the key like serve would)."""
-    signer = load_or_create_signer(Path(args.log_key_file or Path(args.data) / "log.key"), args.log_origin)
-    print(signer.verifier.to_string())
+    """Print the log's verifier key. Read-only: a missing key is an error, never a new key."""
+    path = Path(args.log_key_file or Path(args.data) / "log.key")
+    try:
+        keys = load_log_keys(path, args.log_origin)
+    except LogKeyError as e:
+        hint = "" if path.exists() else " (restore it from backup; `fairdeck init` makes new keys)"
+        print(f"fairdeck key: {e}{hint}", file=sys.stderr)
+        return 2
+    print(keys.signer.verifier.to_string())
+    return 0
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    """Make new keys (and a database): the explicit start of a new log."""
+    data = Path(args.data)
+    log_key = Path(args.log_key_file) if args.log_key_file else None
+    seed_key = Path(args.seed_key_file) if args.seed_key_file else None
+    try:
+        keys = startup.init(
+            data,
+            log_key_file=log_key,
+            seed_key_file=seed_key,
+            log_origin=args.log_origin,
+            keys_only=args.keys_only,
+        )
+    except (StartupRefused, LogKeyError, VaultError, OSError) as e:
+        print(f"fairdeck init: {e}", file=sys.stderr)
+        return 2
+    made = [f"log key {log_key or data / 'log.key'}"]
+    made.append(
+        f"seed key from ${KEY_ENV}" if KEY_ENV in os.environ else f"seed key {seed_key or data / 'seed.key'}"
+    )
+    if not args.keys_only:
+        made.append(f"database {data / startup.DB_NAME}")
+    print(f"created {', '.join(made)}; the log's verifier key (give it to auditors):", file=sys.stderr)
+    print(keys.signer.verifier.to_string())
     return 0
 
 
@@ -64,8 +102,30 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     key = sub.add_parser("key", help="print the transparency log's verifier key (signed-note form)")
     key.add_argument("--data", default="fairdeck-data", metavar="DIR", help="data dir (default %(default)s)")
     key.add_argument("--log-key-file", default=None, metavar="PATH", help="default DIR/log.key")
-    key.add_argument("--log-origin", default=None, help="origin for a new key")
+    key.add_argument("--log-origin", default=None, help="refuse unless the key is for this origin")
     key.set_defaults(handler=cmd_key)
+
+    init = sub.add_parser(
+        "init",
+        help="make new keys and a new database (a new log); never replaces anything",
+        description="Make the keys (and, for SQLite, the database) of a new log. Refuses if any of them "
+        "exists. Prints the log's verifier key. `serve` does this by itself only in a fresh data dir.",
+    )
+    init.add_argument("--data", default="fairdeck-data", metavar="DIR", help="data dir (default %(default)s)")
+    init.add_argument("--log-key-file", default=None, metavar="PATH", help="default DIR/log.key")
+    init.add_argument(
+        "--seed-key-file",
+        default=None,
+        metavar="PATH",
+        help=f"default DIR/seed.key; not made if ${KEY_ENV} is set",
+    )
+    init.add_argument("--log-origin", default=None, help="the log's name (default fairdeck.log/RANDOM)")
+    init.add_argument(
+        "--keys-only",
+        action="store_true",
+        help="make only the keys (replicas on PostgreSQL, which make their database on first start)",
+    )
+    init.set_defaults(handler=cmd_init)
 
     serve_parser = sub.add_parser(
         "serve",

@@ -20,12 +20,14 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from fairdeck_server import principal
+from fairdeck_server import errors, principal
 from fairdeck_server.auth import new_token
 from fairdeck_server.principal import Role
+from fairdeck_server.refusal import StartupRefused
 from fairdeck_server.storage import open_storage
 from fairdeck_server.storage.base import Storage, TokenRecord
 from fairdeck_server.transparency import LogKeyError, rotate_log_key
@@ -35,6 +37,7 @@ MAX_LABEL = 100
 
 
 def _storage(args: argparse.Namespace) -> Storage:
+    # Never creates a database: a typo in --data must not make an empty one (or a data dir).
     return open_storage(args.db, Path(args.data))
 
 
@@ -45,6 +48,19 @@ async def _with_storage(args: argparse.Namespace, work: Any) -> Any:
         return await work(storage)
     finally:
         await storage.close()
+
+
+def _refusing(name: str, handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """``handler`` with a missing or damaged database (or driver) as one line and exit 2."""
+
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return handler(args)
+        except (StartupRefused, errors.DealerError) as e:
+            print(f"fairdeck {name}: {e}", file=sys.stderr)
+            return 2
+
+    return run
 
 
 def _when(ms: int | None) -> str:
@@ -173,18 +189,18 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     create.add_argument("--role", required=True, choices=[r.value for r in Role])
     create.add_argument("--label", default="", help="a note for `token list` (e.g. who holds it)")
     _storage_flags(create)
-    create.set_defaults(handler=cmd_token_create)
+    create.set_defaults(handler=_refusing("token create", cmd_token_create))
 
     listing = actions.add_parser("list", help="list tokens (never their secrets)")
     listing.add_argument("--tenant", default=None, help="only this tenant's tokens")
     listing.add_argument("--json", action="store_true", help="print JSON")
     _storage_flags(listing)
-    listing.set_defaults(handler=cmd_token_list)
+    listing.set_defaults(handler=_refusing("token list", cmd_token_list))
 
     revoke = actions.add_parser("revoke", help="revoke a token by its id")
     revoke.add_argument("token_id", metavar="TOKEN_ID", help="the id shown by `token list`")
     _storage_flags(revoke)
-    revoke.set_defaults(handler=cmd_token_revoke)
+    revoke.set_defaults(handler=_refusing("token revoke", cmd_token_revoke))
 
     rotate = sub.add_parser("rotate-key", help="rotate the seed key or the log signing key")
     rotate.add_argument("which", choices=["seed", "log"], help="which key")

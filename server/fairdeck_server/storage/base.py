@@ -241,6 +241,10 @@ class Storage(Protocol):
     async def revoke_token(self, token_id: str, when_ms: int) -> TokenRecord | None:
         """Mark a token revoked (idempotent: the first time is kept); None if unknown."""
 
+    async def probe(self) -> None:
+        """Make one small write durable, or raise STORAGE_UNAVAILABLE: whether storage
+        takes writes now. Health calls it while storage is failing (app.py)."""
+
     async def close(self) -> None:
         """Flush and release everything; later calls fail."""
 

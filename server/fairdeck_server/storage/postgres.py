@@ -150,6 +150,12 @@ CREATE TABLE IF NOT EXISTS fairdeck_schema (
     id      smallint PRIMARY KEY CHECK (id = 1),
     version text NOT NULL
 );
+-- Facts about the log itself: 'log_key' is the verifier key (public) of the key that signs
+-- it, recorded by the first replica that starts, so a replica with another key is refused.
+CREATE TABLE IF NOT EXISTS fairdeck_meta (
+    name  text PRIMARY KEY,
+    value text NOT NULL
+);
 -- API tokens: only a digest of the secret part is stored.
 CREATE TABLE IF NOT EXISTS tokens (
     token_id   text PRIMARY KEY,
@@ -565,6 +571,43 @@ class PostgresStorage:
             )
             row = await cur.fetchone()
         return None if row is None else token_record(row)
+
+    # -- start-up checks of the log's identity (fairdeck_server.startup) --------------------------
+
+    async def sealed_seed_samples(self) -> list[tuple[str, bytes]]:
+        """(hand id, sealed seed) of one unrevealed hand per seed key id (bytes 1..5 of the seal)."""
+        rows = await self._all(
+            "SELECT DISTINCT ON (substring(sealed_seed FROM 2 FOR 4)) hand_id, sealed_seed FROM hands "
+            "WHERE state <> 3 ORDER BY substring(sealed_seed FROM 2 FOR 4), hand_id",
+            (),
+        )
+        return [(str(r[0]), bytes(r[1])) for r in rows]
+
+    async def get_meta(self, name: str) -> str | None:
+        row = await self._one("SELECT value FROM fairdeck_meta WHERE name = %s", (name,))
+        return None if row is None else str(row[0])
+
+    async def set_meta(self, name: str, expected: str | None, value: str) -> bool:
+        """Set ``name`` to ``value`` if it is still ``expected`` (None: unset); False if another
+        replica changed it first (compare-and-swap, so two replicas cannot both win)."""
+        if expected is None:
+            query = "INSERT INTO fairdeck_meta (name, value) VALUES (%s, %s) ON CONFLICT (name) DO NOTHING"
+            params: tuple[Any, ...] = (name, value)
+        else:
+            query = "UPDATE fairdeck_meta SET value = %s WHERE name = %s AND value = %s"
+            params = (value, name, expected)
+        async with self._guard("record the log key"), self._pool.connection() as conn:
+            cur = await conn.execute(query, params)
+            return cur.rowcount == 1
+
+    async def probe(self) -> None:
+        """A transaction that takes a transaction id, so its COMMIT is a WAL record flushed
+        to disk (it fails when the server cannot write), with an UPDATE that matches no row,
+        so it is refused in a read-only transaction (a standby, default_transaction_read_only).
+        No DDL, no row locked: it never waits for the dealers' own writes."""
+        async with self._guard("write a probe"), self._pool.connection() as conn, conn.transaction():
+            await conn.execute("UPDATE tokens SET revoked_ms = revoked_ms WHERE false")
+            await conn.execute("SELECT txid_current()")
 
     async def close(self) -> None:
         if self._closed:

@@ -21,9 +21,12 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 from fairdeck.log import merkle
+from fairdeck.log.audit import LogUnreadable
 from fairdeck_server import errors
+from fairdeck_server.refusal import StartupRefused
 from fairdeck_server.storage.base import (
     HAND_COLUMNS,
     TOKEN_COLUMNS,
@@ -93,7 +96,14 @@ CREATE TABLE IF NOT EXISTS tokens (
     label      TEXT NOT NULL,
     revoked_ms INTEGER
 ) WITHOUT ROWID;
+-- Facts about the log itself: 'log_key' is the verifier key (public) of the key that signs it.
+CREATE TABLE IF NOT EXISTS fairdeck_meta (
+    name  TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+) WITHOUT ROWID;
 """
+TABLES = ("hands", "log_entries", "log_hashes", "checkpoints")
+"""Tables every fairdeck database has had from the start: one without them is truncated or not ours."""
 _INSERT = f"INSERT INTO hands ({HAND_COLUMNS}) VALUES ({', '.join('?' * 16)})"  # noqa: S608 - constants
 _UPDATE = (
     "UPDATE hands SET client_seeds = ?, state = ?, dealt = ?, closed_ms = ?, server_seed = ?, "
@@ -107,8 +117,11 @@ _Op = tuple[Callable[[sqlite3.Connection], Any], asyncio.AbstractEventLoop, "asy
 class SqliteStorage:
     """Storage on one SQLite file, written by one thread with group commit."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, create: bool = True) -> None:
+        """``create``: make the file and its tables if missing. Without it, a missing,
+        empty or table-less file is refused (StartupRefused) and nothing is written."""
         self._path = path
+        self._create = create
         self._queue: queue.SimpleQueue[_Op | None] = queue.SimpleQueue()
         self._closed = False
         self._ready = threading.Event()
@@ -120,7 +133,13 @@ class SqliteStorage:
         """Written by the writer thread only; readers see whole numbers, possibly a batch behind."""
 
     async def start(self) -> None:
-        self._path.parent.mkdir(parents=True, exist_ok=True)
+        if self._create:
+            self._path.parent.mkdir(parents=True, exist_ok=True)
+        elif not self._path.is_file() or self._path.stat().st_size == 0:
+            raise StartupRefused(
+                f"no database at {self._path} ({'empty file' if self._path.is_file() else 'missing'}): "
+                "restore it from backup, or create a new data dir with `fairdeck init`"
+            )
         self._thread.start()
         await asyncio.to_thread(self._ready.wait)
         if self._startup_error is not None:
@@ -325,6 +344,22 @@ class SqliteStorage:
 
         return await self._submit(op)
 
+    async def probe(self) -> None:
+        """One row rewritten and committed like any batch (same lock, WAL append and
+        fsync), so it fails when a write would: locked, read-only, full, I/O error."""
+
+        def op(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS health_probe "
+                "(id INTEGER PRIMARY KEY CHECK (id = 1), at_ms INTEGER NOT NULL)"
+            )
+            conn.execute(
+                "INSERT OR REPLACE INTO health_probe (id, at_ms) VALUES (1, ?)",
+                (time.time_ns() // 1_000_000,),
+            )
+
+        await self._submit(op)
+
     async def close(self) -> None:
         if self._closed:
             return
@@ -409,6 +444,10 @@ class SqliteStorage:
     def _run(self) -> None:
         try:
             conn = self._connect()
+        except StartupRefused as e:  # reported to start(), as it is
+            self._startup_error = e
+            self._ready.set()
+            return
         except BaseException as e:  # reported to start()
             self._startup_error = errors.storage_unavailable(f"cannot open database {self._path}: {e}")
             self._ready.set()
@@ -444,13 +483,11 @@ class SqliteStorage:
                 try:
                     outcomes.append((True, fn(conn)))
                     conn.execute("RELEASE op")
-                except Exception as e:  # refused (DealerError) or a bug: this op alone rolls back
+                except Exception as e:  # refused, the database failing, or a bug: this op alone rolls back
                     conn.execute("ROLLBACK TO op")
                     conn.execute("RELEASE op")
                     self._log_size, self._frontier = mark
-                    if not isinstance(e, errors.DealerError):
-                        log.error("storage operation failed: %s", type(e).__name__)
-                    outcomes.append((False, e))
+                    outcomes.append((False, _op_failure(e)))
             conn.execute("COMMIT")  # synchronous=FULL: returns once the WAL is on disk
             stats = self.stats
             stats.batches += 1
@@ -458,9 +495,12 @@ class SqliteStorage:
             stats.appends += self._log_size - before[0]
             stats.transaction_seconds += time.perf_counter() - began
         except Exception as e:  # disk full, I/O error, a bug: nothing of the batch is acknowledged
-            log.error("storage batch failed, rolled back: %s", type(e).__name__)
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
+            log.error("storage batch failed, rolled back: %s", _what(e))
+            # A ROLLBACK that fails too (the disk is gone) must not end the writer thread:
+            # every later call would then wait forever instead of failing.
+            with contextlib.suppress(sqlite3.Error):
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
             self._log_size, self._frontier = before
             failure = errors.storage_unavailable("storage failed; the request was not recorded")
             outcomes = [(False, failure)] * len(batch)
@@ -472,19 +512,93 @@ class SqliteStorage:
                 loop.call_soon_threadsafe(_resolve, items)
 
     def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
-        mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
-        if mode != "wal":
-            raise RuntimeError(f"journal_mode is {mode}, WAL required")
-        conn.execute("PRAGMA synchronous=FULL")
-        conn.execute("PRAGMA foreign_keys=ON")
-        conn.executescript(SCHEMA)
-        row = conn.execute("SELECT COALESCE(MAX(idx) + 1, 0), COUNT(*) FROM log_entries").fetchone()
-        if row[0] != row[1]:
-            raise RuntimeError("log_entries has gaps: the log is damaged")
-        self._log_size = row[0]
-        self._frontier = _Frontier.load(self._log_size, _hash_reader(conn))
+        # Without create, mode=rw: a file that vanished since start() is not made again, empty.
+        target = self._path if self._create else f"file:{quote(str(self._path.absolute()))}?mode=rw"
+        conn = sqlite3.connect(target, isolation_level=None, check_same_thread=False, uri=not self._create)
+        try:
+            self._check(conn)
+            mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            if mode != "wal":
+                raise RuntimeError(f"journal_mode is {mode}, WAL required")
+            conn.execute("PRAGMA synchronous=FULL")
+            conn.execute("PRAGMA foreign_keys=ON")
+            conn.executescript(SCHEMA)  # IF NOT EXISTS: adds only tables a newer version brought
+            row = conn.execute("SELECT COALESCE(MAX(idx) + 1, 0), COUNT(*) FROM log_entries").fetchone()
+            if row[0] != row[1]:
+                raise StartupRefused(
+                    f"database {self._path}: log_entries has gaps, the log is damaged; restore it from backup"
+                )
+            self._log_size = row[0]
+            self._frontier = _Frontier.load(self._log_size, _hash_reader(conn))
+        except sqlite3.DatabaseError as e:  # "file is not a database", "database disk image is malformed"
+            conn.close()
+            raise StartupRefused(f"database {self._path} is damaged ({e}); restore it from backup") from None
+        except BaseException:
+            conn.close()
+            raise
         return conn
+
+    def _check(self, conn: sqlite3.Connection) -> None:
+        """Refuse a database that is not whole: no tables (truncated, or not ours) or damaged pages.
+
+        quick_check reads every page (not the index contents), so a page of garbage in
+        the middle of the file is found here, at start, not by the hand that lands on it.
+        """
+        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if not self._create and not set(TABLES) <= names:
+            raise StartupRefused(
+                f"database {self._path} has no fairdeck tables (truncated, or not a fairdeck database); "
+                "restore it from backup"
+            )
+        problems = [r[0] for r in conn.execute("PRAGMA quick_check(3)").fetchall()]
+        if problems != ["ok"]:
+            raise StartupRefused(
+                f"database {self._path} is damaged (PRAGMA quick_check: {'; '.join(problems)}); "
+                "restore it from backup"
+            )
+
+    # -- start-up checks of the log's identity (fairdeck_server.startup) --------
+
+    async def sealed_seed_samples(self) -> list[tuple[str, bytes]]:
+        """(hand id, sealed seed) of one unrevealed hand per seed key id (bytes 1..5 of the seal)."""
+
+        def op(conn: sqlite3.Connection) -> list[tuple[str, bytes]]:
+            rows = conn.execute(
+                "SELECT MIN(hand_id), substr(sealed_seed, 2, 4) FROM hands WHERE state != 3 "
+                "GROUP BY substr(sealed_seed, 2, 4)"
+            ).fetchall()
+            out = []
+            for hand_id, _ in rows:
+                sealed = conn.execute(
+                    "SELECT sealed_seed FROM hands WHERE hand_id = ?", (hand_id,)
+                ).fetchone()
+                out.append((str(hand_id), bytes(sealed[0])))
+            return out
+
+        return await self._submit(op)
+
+    async def get_meta(self, name: str) -> str | None:
+        def op(conn: sqlite3.Connection) -> str | None:
+            row = conn.execute("SELECT value FROM fairdeck_meta WHERE name = ?", (name,)).fetchone()
+            return None if row is None else str(row[0])
+
+        return await self._submit(op)
+
+    async def set_meta(self, name: str, expected: str | None, value: str) -> bool:
+        """Set ``name`` to ``value`` if it is still ``expected`` (None: unset); False if it was not."""
+
+        def op(conn: sqlite3.Connection) -> bool:
+            row = conn.execute("SELECT value FROM fairdeck_meta WHERE name = ?", (name,)).fetchone()
+            if (None if row is None else str(row[0])) != expected:
+                return False
+            conn.execute(
+                "INSERT INTO fairdeck_meta (name, value) VALUES (?, ?) "
+                "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+                (name, value),
+            )
+            return True
+
+        return await self._submit(op)
 
     async def _submit(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         if self._closed:
@@ -552,6 +666,34 @@ def _hash_reader(conn: sqlite3.Connection) -> Callable[[list[int]], list[bytes]]
     return read
 
 
+STORAGE_FAULTS = (sqlite3.OperationalError, sqlite3.InternalError)
+"""Driver errors that mean the database failed (locked, read-only, full, I/O, a table
+gone), not our code: with sqlite3.DatabaseError itself (a damaged file) they become
+STORAGE_UNAVAILABLE. ProgrammingError, IntegrityError and the like stay bugs (INTERNAL)."""
+
+
+def _is_storage_fault(e: BaseException) -> bool:
+    return isinstance(e, STORAGE_FAULTS) or type(e) is sqlite3.DatabaseError
+
+
+def _what(e: BaseException) -> str:
+    """An exception named without its message: the class and SQLite's error code name."""
+    code = getattr(e, "sqlite_errorname", None)
+    return type(e).__name__ + (f" ({code})" if code else "")
+
+
+def _op_failure(e: Exception) -> Exception:
+    """What the caller of a failed operation gets: a refusal as it is, a database
+    failure as STORAGE_UNAVAILABLE (logged in one line, no traceback, no request
+    data), anything else (a bug) as it is, for the servicer to answer INTERNAL."""
+    if isinstance(e, errors.DealerError):
+        return e
+    log.error("storage operation failed, rolled back: %s", _what(e))
+    if _is_storage_fault(e):
+        return errors.storage_unavailable("storage failed; the request was not recorded")
+    return e
+
+
 def _resolve(items: list[tuple[asyncio.Future[Any], bool, Any]]) -> None:
     for fut, ok, value in items:
         if fut.cancelled():
@@ -569,22 +711,68 @@ def _select(conn: sqlite3.Connection, tenant: str, hand_id: str) -> HandRecord |
     return hand_record(row)
 
 
+def create_database(path: Path, meta: dict[str, str]) -> None:
+    """A new, empty database at ``path`` with ``meta`` recorded; refuses one that is there.
+
+    Only ``fairdeck init`` and ``serve`` on a fresh data dir call it: a database
+    is an identity, never made again because a file went missing.
+    """
+    if path.exists() and path.stat().st_size > 0:
+        raise StartupRefused(f"database {path} already exists; fairdeck never replaces one")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=FULL")
+        conn.executescript(SCHEMA)
+        conn.execute("BEGIN IMMEDIATE")
+        conn.executemany("INSERT INTO fairdeck_meta (name, value) VALUES (?, ?)", sorted(meta.items()))
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+
+
 def read_log(path: Path) -> tuple[int, list[bytes], Iterator[bytes]]:
     """Read-only view of a data dir's log for ``fairdeck audit --data``.
 
     Returns (entry count, every signed checkpoint note, an iterator over the
-    entries in index order). Nothing is written and no lock is held long.
+    entries in index order). Nothing is written, nothing is created (the file
+    is opened read-only, never made), and no lock is held long. A missing,
+    corrupt or foreign database raises ``LogUnreadable`` naming the file and
+    the fix, also from the iterator when the damage lies further in the file.
     """
-    if not path.exists():
-        raise FileNotFoundError(f"no database at {path}")
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    count = conn.execute("SELECT COUNT(*) FROM log_entries").fetchone()[0]
-    notes = [bytes(r[0]) for r in conn.execute("SELECT note FROM checkpoints ORDER BY size")]
+    if not path.is_file():
+        raise LogUnreadable(
+            f"no dealer database at {path}: --data must name the data dir of `fairdeck serve` "
+            f"(the one holding {path.name})"
+        )
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    except sqlite3.Error as e:
+        raise _unreadable(path, e) from None
+    try:
+        count = conn.execute("SELECT COUNT(*) FROM log_entries").fetchone()[0]
+        notes = [bytes(r[0]) for r in conn.execute("SELECT note FROM checkpoints ORDER BY size")]
+        rows = conn.execute("SELECT idx, entry FROM log_entries ORDER BY idx")
+    except sqlite3.Error as e:
+        conn.close()
+        raise _unreadable(path, e) from None
 
     def entries() -> Iterator[bytes]:
         try:
-            yield from entries_in_order(conn.execute("SELECT idx, entry FROM log_entries ORDER BY idx"))
+            yield from entries_in_order(rows)
+        except sqlite3.Error as e:
+            raise _unreadable(path, e) from None
         finally:
             conn.close()
 
     return count, notes, entries()
+
+
+def _unreadable(path: Path, error: sqlite3.Error) -> LogUnreadable:
+    # sqlite's own words ("file is not a database", "database disk image is malformed",
+    # "no such table: log_entries") say which of corrupt or foreign it is.
+    return LogUnreadable(
+        f"cannot read the dealer database {path}: {error}; restore it from a backup, "
+        "or audit the live dealer with --target"
+    )

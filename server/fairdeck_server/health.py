@@ -1,0 +1,94 @@
+"""Whether storage takes writes, for the gRPC health service.
+
+Storage is what the dealer needs while it runs: without durable writes it can
+open, close or void no hand. Health follows it this way:
+
+- A storage call fails with a storage fault (STORAGE_UNAVAILABLE, or an
+  unexpected error from the engine): one probe write is made at once. The
+  failure of one request alone does not flip health, since it may be that
+  request's own trouble; the probe is a write of the dealer's own.
+- The probe fails too: NOT_SERVING. The probe is then repeated every
+  ``retry_seconds``, so health comes back without any client traffic.
+- Any write succeeds (a client's or the probe): SERVING again.
+
+So a dealer whose disk is full, whose database turned read-only or is locked
+by a second dealer says NOT_SERVING after two failed writes in a row, and
+SERVING after the first one that works. ``fairdeck_storage_healthy`` and
+``fairdeck_storage_probes`` (metrics.py) show the same.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+
+log = logging.getLogger(__name__)
+RETRY_SECONDS = 1.0
+"""While unhealthy, seconds between probe writes."""
+
+
+class StorageHealth:
+    """Tracks whether storage takes writes; ``on_change(healthy)`` is called on each flip.
+
+    ``failed`` and ``wrote`` are called by MeteredStorage on the event loop, for
+    every storage call that ends in a storage fault or a write that succeeded.
+    """
+
+    def __init__(
+        self,
+        probe: Callable[[], Awaitable[None]],
+        on_change: Callable[[bool], None],
+        *,
+        on_probe: Callable[[bool], None] = lambda ok: None,
+        retry_seconds: float = RETRY_SECONDS,
+    ) -> None:
+        self.healthy = True
+        self._probe = probe
+        self._on_change = on_change
+        self._on_probe = on_probe
+        self._retry_seconds = retry_seconds
+        self._task: asyncio.Task[None] | None = None
+        self._stopped = False
+
+    def failed(self) -> None:
+        """A storage call failed: confirm with a probe write (unless one is under way)."""
+        if self._stopped or (self._task is not None and not self._task.done()):
+            return
+        self._task = asyncio.get_running_loop().create_task(self._probe_until_ok(), name="fairdeck-probe")
+
+    def wrote(self) -> None:
+        """A write was made durable: storage works."""
+        self._set(True)
+
+    async def stop(self) -> None:
+        self._stopped = True
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _probe_until_ok(self) -> None:
+        while not self._stopped:
+            try:
+                await self._probe()
+            except Exception as e:  # what failing storage raises; logged without its text
+                self._on_probe(False)
+                log.warning("storage probe write failed: %s", type(e).__name__)
+                self._set(False)
+                await asyncio.sleep(self._retry_seconds)
+                continue
+            self._on_probe(True)
+            self._set(True)
+            return
+
+    def _set(self, healthy: bool) -> None:
+        if healthy == self.healthy or self._stopped:
+            return
+        self.healthy = healthy
+        if healthy:
+            log.warning("storage takes writes again: SERVING")
+        else:
+            log.error("storage does not take writes: health NOT_SERVING until a write succeeds")
+        self._on_change(healthy)

@@ -1,0 +1,66 @@
+"""gRPC server reflection under both names clients use: grpc.reflection.v1 and v1alpha.
+
+grpcio-reflection ships only v1alpha, while newer tools (grpcurl, Postman, grpc
+CLI) ask for grpc.reflection.v1 first. The two protocols are the same messages
+with the same field numbers under another package, so v1 is served by the
+same servicer, its messages parsed and written with the v1alpha classes (the
+bytes are identical). The v1 file descriptor, made from the v1alpha one with
+its package renamed, is added to the default pool so that reflection can
+describe the v1 service too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import grpc
+from google.protobuf import descriptor_pb2, descriptor_pool
+from grpc_reflection.v1alpha import reflection, reflection_pb2, reflection_pb2_grpc
+
+V1_SERVICE_NAME = "grpc.reflection.v1.ServerReflection"
+V1ALPHA_SERVICE_NAME: str = reflection.SERVICE_NAME
+_V1_FILE = "grpc/reflection/v1/reflection.proto"
+_V1ALPHA_PACKAGE = "grpc.reflection.v1alpha"
+
+
+def _add_v1_descriptor() -> None:
+    pool = descriptor_pool.Default()
+    try:
+        pool.FindFileByName(_V1_FILE)
+        return  # already there (a library that ships v1 was imported)
+    except KeyError:
+        pass
+    source = descriptor_pb2.FileDescriptorProto()
+    reflection_pb2.DESCRIPTOR.CopyToProto(source)
+    v1 = descriptor_pb2.FileDescriptorProto()
+    v1.CopyFrom(source)
+    v1.name = _V1_FILE
+    v1.package = "grpc.reflection.v1"
+    v1.ClearField("options")  # the v1alpha file's java/go options name the old package
+    for message in v1.message_type:
+        for f in message.field:
+            if f.type_name.startswith(f".{_V1ALPHA_PACKAGE}."):
+                f.type_name = ".grpc.reflection.v1." + f.type_name.removeprefix(f".{_V1ALPHA_PACKAGE}.")
+    for service in v1.service:
+        for method in service.method:
+            for attr in ("input_type", "output_type"):
+                name = getattr(method, attr)
+                setattr(method, attr, ".grpc.reflection.v1." + name.removeprefix(f".{_V1ALPHA_PACKAGE}."))
+    pool.AddSerializedFile(v1.SerializeToString())
+
+
+def enable(service_names: Sequence[str], server: grpc.aio.Server) -> None:
+    """Serve reflection (v1 and v1alpha) listing ``service_names`` and both reflection services."""
+    _add_v1_descriptor()
+    names = [*service_names, V1_SERVICE_NAME, V1ALPHA_SERVICE_NAME]
+    servicer: Any = reflection.aio.ReflectionServicer(names)  # type: ignore[attr-defined]
+    reflection_pb2_grpc.add_ServerReflectionServicer_to_server(servicer, server)
+    handler = grpc.stream_stream_rpc_method_handler(
+        servicer.ServerReflectionInfo,
+        request_deserializer=reflection_pb2.ServerReflectionRequest.FromString,
+        response_serializer=reflection_pb2.ServerReflectionResponse.SerializeToString,
+    )
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler(V1_SERVICE_NAME, {"ServerReflectionInfo": handler}),)
+    )

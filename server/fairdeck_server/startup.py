@@ -1,0 +1,358 @@
+"""Keys and data are identities: what the dealer checks before it serves.
+
+A log is its signing key and its database together; a sealed seed is its
+seed key and its row together. So neither is ever made as a side effect of a
+file gone missing, and a mismatch is refused, not served:
+
+- ``serve`` makes keys and a database only in a *fresh* SQLite data dir: no
+  database and no key file at all (a missing or empty dir). That keeps the
+  Quickstart one command. ``fairdeck init`` makes them explicitly and never
+  replaces anything. A key path given explicitly (``--log-key-file``,
+  ``--seed-key-file``) is never created by ``serve``; ``$FAIRDECK_SEED_KEY``
+  cannot be.
+- Partial state is refused: a database without its keys, keys without their
+  database (a new log under the same key would sign a different root for a
+  size it signed before: an honest dealer would look like a forger).
+- Once storage is open (``check_store``): the log key must verify the latest
+  signed checkpoint, and must be the key recorded in the database's
+  ``fairdeck_meta`` (or one whose retired list holds it: a rotation, after
+  which the record moves on); the seed key must open one unrevealed hand per
+  seed key id.
+- One dealer per SQLite data dir: an exclusive ``flock`` on
+  ``DIR/fairdeck.lock``, with the holder's pid in it, for the process's life.
+
+Every refusal is a ``StartupRefused`` (or the key modules' typed errors)
+whose message names the file or option and the fix; ``commands.py`` prints it
+as one line and exits 2. Checks run before anything is written, so a refusal
+leaves no key, database or data dir behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from fairdeck.log.checkpoint import CheckpointError, open_checkpoint
+from fairdeck_server.refusal import StartupRefused
+from fairdeck_server.transparency import LogKeys, load_log_keys, new_log_keys
+from fairdeck_server.vault import (
+    KEY_ENV,
+    SeedVault,
+    VaultError,
+    create_key_file,
+    load_vault,
+    write_private_file,
+)
+
+if TYPE_CHECKING:
+    from fairdeck_server.app import ServerConfig
+    from fairdeck_server.storage.base import StoredCheckpoint
+
+DB_NAME = "fairdeck.db"
+LOCK_NAME = "fairdeck.lock"
+LOG_KEY_META = "log_key"
+"""fairdeck_meta row: the verifier key (public) of the key that signs the log."""
+
+__all__ = ["Identity", "KeySources", "StartupRefused", "check_store", "init", "prepare"]
+
+
+@dataclass(frozen=True)
+class KeySources:
+    """Where the keys come from, and how to name each place in a message."""
+
+    data_dir: Path
+    log_key: Path
+    log_key_explicit: bool
+    seed_key: Path | None
+    """None: the seed keys come from $FAIRDECK_SEED_KEY."""
+    seed_key_explicit: bool
+
+    @classmethod
+    def of(
+        cls,
+        data_dir: Path,
+        log_key_file: Path | None,
+        seed_key_file: Path | None,
+        environ: Mapping[str, str],
+    ) -> KeySources:
+        seed = None if KEY_ENV in environ else (seed_key_file or data_dir / "seed.key")
+        return cls(
+            data_dir,
+            log_key_file or data_dir / "log.key",
+            log_key_file is not None,
+            seed,
+            seed_key_file is not None,
+        )
+
+    @property
+    def log_where(self) -> str:
+        return f"--log-key-file {self.log_key}" if self.log_key_explicit else f"log key {self.log_key}"
+
+    @property
+    def seed_where(self) -> str:
+        if self.seed_key is None:
+            return f"${KEY_ENV}"
+        return f"--seed-key-file {self.seed_key}" if self.seed_key_explicit else f"seed key {self.seed_key}"
+
+    def key_files(self) -> list[tuple[str, Path]]:
+        """(how to name it, path) of each key kept in a file."""
+        files = [(self.log_where, self.log_key)]
+        if self.seed_key is not None:
+            files.append((self.seed_where, self.seed_key))
+        return files
+
+    def init_command(self) -> str:
+        """The `fairdeck init` line that would make these keys."""
+        parts = ["fairdeck init", f"--data {self.data_dir}"]
+        if self.log_key_explicit:
+            parts.append(f"--log-key-file {self.log_key}")
+        if self.seed_key_explicit and self.seed_key is not None:
+            parts.append(f"--seed-key-file {self.seed_key}")
+        return " ".join(parts)
+
+
+@dataclass
+class Identity:
+    """The loaded keys, and the data dir lock held for the dealer's life (SQLite only)."""
+
+    vault: SeedVault
+    log_keys: LogKeys
+    sources: KeySources
+    lock: DataDirLock | None = None
+    created: bool = False
+    """Made now: a fresh data dir."""
+
+    def release(self) -> None:
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
+
+
+class DataDirLock:
+    """An exclusive flock on DIR/fairdeck.lock, the holder's pid written in it.
+
+    The file stays (removing a lock file races with the next dealer taking it);
+    the lock goes with the process, however it ends.
+    """
+
+    def __init__(self, fd: int, path: Path) -> None:
+        self._fd = fd
+        self.path = path
+
+    @classmethod
+    def acquire(cls, data_dir: Path) -> DataDirLock:
+        path = data_dir / LOCK_NAME
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+            os.close(fd)
+            if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                raise StartupRefused(f"cannot lock data dir {data_dir} ({path}): {e.strerror}") from None
+            raise StartupRefused(
+                f"data dir {data_dir} is in use by another dealer (pid {holder} holds {path}); "
+                "stop that dealer first, or give this one another --data"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        return cls(fd, path)
+
+    def release(self) -> None:
+        if self._fd >= 0:
+            with contextlib.suppress(OSError):
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = -1
+
+
+# -- before storage opens ------------------------------------------------------------------------
+
+
+def prepare(config: ServerConfig, environ: Mapping[str, str] | None = None) -> Identity:
+    """Load (or, in a fresh SQLite data dir, make) the keys, and lock the data dir.
+
+    Refuses, having written nothing, any state that is not whole.
+    """
+    env = os.environ if environ is None else environ
+    src = KeySources.of(config.data_dir, config.log_key_file, config.seed_key_file, env)
+    if config.db is not None:  # PostgreSQL: the keys are shared by replicas and never made here
+        for where, path in src.key_files():
+            if not path.exists():
+                raise StartupRefused(
+                    f"{where} does not exist: replicas on PostgreSQL share their keys and serve never "
+                    f"creates one; restore it from backup, or make new ones with "
+                    f"`fairdeck init --keys-only --log-key-file PATH --seed-key-file PATH`"
+                )
+        return Identity(_load_seed(src, env), load_log_keys(src.log_key, config.log_origin), src)
+    db = config.data_dir / DB_NAME
+    has_db = db.is_file() and db.stat().st_size > 0
+    present = [(where, path) for where, path in src.key_files() if path.exists()]
+    if not has_db:
+        if present:
+            where, _ = present[0]
+            state = "empty" if db.exists() else "missing"
+            raise StartupRefused(
+                f"database {db} is {state} but its {where} exists: restore the database from backup "
+                "(a new log under the same key would contradict what that key signed); "
+                f"to start a new log instead, move the keys away and run `{src.init_command()}`"
+            )
+        for where, _ in src.key_files():
+            if where.startswith("--"):  # given explicitly and missing: never made by serve
+                raise StartupRefused(
+                    f"{where} does not exist and serve never creates a key it is given; "
+                    f"restore it from backup, or make new keys with `{src.init_command()}`"
+                )
+        new_log_keys(config.log_origin)  # a bad --log-origin is refused before anything is made
+        config.data_dir.mkdir(parents=True, exist_ok=True)
+        lock = DataDirLock.acquire(config.data_dir)
+        try:
+            vault, keys = _create(src, config.log_origin, env, make_db=True)
+        except BaseException:
+            lock.release()
+            raise
+        return Identity(vault, keys, src, lock, created=True)
+    for where, path in src.key_files():
+        if not path.exists():
+            raise StartupRefused(
+                f"{where} is missing but the database {db} exists: restore the key from backup "
+                "(a new key could not open its sealed seeds nor sign on from its checkpoints)"
+            )
+    lock = DataDirLock.acquire(config.data_dir)
+    try:
+        return Identity(_load_seed(src, env), load_log_keys(src.log_key, config.log_origin), src, lock)
+    except BaseException:
+        lock.release()
+        raise
+
+
+def _load_seed(src: KeySources, env: Mapping[str, str]) -> SeedVault:
+    return load_vault(src.seed_key or Path(os.devnull), environ=env)
+
+
+def _create(
+    src: KeySources, origin: str | None, env: Mapping[str, str], *, make_db: bool
+) -> tuple[SeedVault, LogKeys]:
+    """Make the keys in files (and the SQLite database): all of them, or, on a failure, none."""
+    from fairdeck_server.storage.sqlite import create_database
+
+    db = src.data_dir / DB_NAME
+    targets = [*src.key_files(), *([("database", db)] if make_db else [])]
+    for where, path in targets:
+        if path.exists() and (path != db or path.stat().st_size > 0):
+            raise StartupRefused(f"{where} already exists; fairdeck init never replaces a key or a database")
+    keys = new_log_keys(origin)
+    made: list[Path] = []
+    try:
+        write_private_file(src.log_key, keys.to_text(), create=True)
+        made.append(src.log_key)
+        if src.seed_key is not None:
+            vault = create_key_file(src.seed_key)
+            made.append(src.seed_key)
+        else:
+            vault = _load_seed(src, env)
+        if make_db:
+            made.append(db)
+            create_database(db, {LOG_KEY_META: keys.signer.verifier.to_string()})
+    except BaseException:
+        for path in made:
+            with contextlib.suppress(OSError):
+                path.unlink()
+        raise
+    return vault, keys
+
+
+def init(
+    data_dir: Path,
+    *,
+    log_key_file: Path | None = None,
+    seed_key_file: Path | None = None,
+    log_origin: str | None = None,
+    keys_only: bool = False,
+    environ: Mapping[str, str] | None = None,
+) -> LogKeys:
+    """``fairdeck init``: new keys (and, unless ``keys_only``, a new SQLite database).
+
+    Refuses if any of them exists; returns the log keys (whose verifier key is public).
+    """
+    env = os.environ if environ is None else environ
+    src = KeySources.of(data_dir, log_key_file, seed_key_file, env)
+    new_log_keys(log_origin)  # a bad origin is refused before anything is made
+    if keys_only:
+        return _create(src, log_origin, env, make_db=False)[1]
+    data_dir.mkdir(parents=True, exist_ok=True)
+    lock = DataDirLock.acquire(data_dir)
+    try:
+        return _create(src, log_origin, env, make_db=True)[1]
+    finally:
+        lock.release()
+
+
+# -- once storage is open ------------------------------------------------------------------------
+
+
+class IdentityStore(Protocol):
+    """What the start-up checks read from an engine (both have it)."""
+
+    async def checkpoint(self, size: int | None = None) -> StoredCheckpoint | None: ...
+
+    async def sealed_seed_samples(self) -> list[tuple[str, bytes]]: ...
+
+    async def get_meta(self, name: str) -> str | None: ...
+
+    async def set_meta(self, name: str, expected: str | None, value: str) -> bool: ...
+
+
+async def check_store(store: IdentityStore, identity: Identity, where: str) -> None:
+    """Refuse keys that are not this store's; record the log key on first use (and after a rotation).
+
+    ``where``: how to name the store in a message (a path or host:port/db).
+    """
+    keys, src = identity.log_keys, identity.sources
+    head = await store.checkpoint()
+    if head is not None:
+        try:
+            open_checkpoint(head.note, keys.verifiers, keys.signer.name)
+        except CheckpointError:
+            raise StartupRefused(
+                f"{src.log_where} does not verify the latest checkpoint of {where} (tree size {head.size}): "
+                "it is not this log's key; restore the key file from backup (after `fairdeck rotate-key "
+                "log` the file lists the old key as retired, which is fine)"
+            ) from None
+    current = keys.signer.verifier.to_string()
+    retired = {v.to_string() for v in keys.retired}
+    for _ in range(3):  # another replica may record or rotate it at the same moment
+        recorded = await store.get_meta(LOG_KEY_META)
+        if recorded == current:
+            break
+        if recorded is not None and recorded not in retired:
+            raise StartupRefused(
+                f"{src.log_where} is not the log key of {where} (it records {_short(recorded)}, this key is "
+                f"{_short(current)}): every replica needs the same log key file; after a rotation the "
+                "file must list the old key as retired (fairdeck rotate-key log)"
+            )
+        if await store.set_meta(LOG_KEY_META, recorded, current):
+            break
+    else:
+        raise StartupRefused(f"could not record the log key in {where}: it kept changing; try again")
+    for hand_id, sealed in await store.sealed_seed_samples():
+        try:
+            identity.vault.open(hand_id, sealed)
+        except VaultError:
+            raise StartupRefused(
+                f"{src.seed_where} cannot open the sealed seed of open hand {hand_id} (seed key id "
+                f"{sealed[1:5].hex()}): restore the seed key from backup (after `fairdeck rotate-key seed` "
+                "the old key stays in the file, after the new one)"
+            ) from None
+
+
+def _short(verifier: str) -> str:
+    """A verifier key named by its origin and key id (public either way, but shorter)."""
+    parts = verifier.split("+")
+    return "+".join(parts[:2]) if len(parts) >= 2 else verifier

@@ -1,0 +1,183 @@
+"""Health tells the truth: it answers for every service, and says NOT_SERVING
+while storage takes no writes. Reflection is served as v1 and v1alpha.
+
+Real dealers on real SQLite files; storage is made to fail for real by a
+second connection that holds the database's write lock, what a second dealer
+on the same file does. (Tests run as root, where chmod stops no write, so a
+read-only file is not used.)
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2
+
+from fairdeck.client import DealerClient
+from fairdeck.client.exceptions import FairdeckError
+from tests.dealers import RunningDealer
+from tests.ops.kit import dealer, sample, scrape_until
+
+SERVING = health_pb2.HealthCheckResponse.SERVING
+NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
+SERVICES = ("", "fairdeck.v1.DealerService", "fairdeck.v1.AuditService")
+WAIT = 60  # seconds; SQLite's busy timeout (5 s) is paid twice before NOT_SERVING
+
+
+@pytest.fixture
+def running(tmp_path: Path) -> Iterator[RunningDealer]:
+    with dealer(tmp_path / "d", metrics_listen="127.0.0.1:0") as d:
+        yield d
+
+
+def check(channel: grpc.Channel, service: str) -> int:
+    answer = health_pb2_grpc.HealthStub(channel).Check(
+        health_pb2.HealthCheckRequest(service=service), timeout=10
+    )
+    status: int = answer.status
+    return status
+
+
+def watch_until(channel: grpc.Channel, service: str, wanted: int) -> None:
+    """Follow Health.Watch until it reports ``wanted`` (a deadline ends the wait and fails the test)."""
+    stream = health_pb2_grpc.HealthStub(channel).Watch(
+        health_pb2.HealthCheckRequest(service=service), timeout=WAIT
+    )
+    try:
+        for answer in stream:
+            if answer.status == wanted:
+                return
+    finally:
+        stream.cancel()
+    raise AssertionError("the Watch stream ended")
+
+
+def test_health_answers_for_every_service_the_dealer_serves(running: RunningDealer) -> None:
+    with grpc.insecure_channel(running.target) as channel:
+        for service in SERVICES:
+            assert check(channel, service) == SERVING, service
+
+
+def reflect(channel: grpc.Channel, method: str, request: reflection_pb2.ServerReflectionRequest) -> object:
+    call = channel.stream_stream(
+        method,
+        request_serializer=reflection_pb2.ServerReflectionRequest.SerializeToString,
+        response_deserializer=reflection_pb2.ServerReflectionResponse.FromString,
+    )
+    (answer,) = list(call(iter([request]), timeout=10))
+    return answer
+
+
+@pytest.mark.parametrize("version", ["v1", "v1alpha"])
+def test_reflection_is_served_as_v1_and_v1alpha(running: RunningDealer, version: str) -> None:
+    from google.protobuf import descriptor_pb2
+
+    method = f"/grpc.reflection.{version}.ServerReflection/ServerReflectionInfo"
+    with grpc.insecure_channel(running.target) as channel:
+        listed: reflection_pb2.ServerReflectionResponse = reflect(  # type: ignore[assignment]
+            channel, method, reflection_pb2.ServerReflectionRequest(list_services="")
+        )
+        names = {s.name for s in listed.list_services_response.service}
+        assert {
+            "fairdeck.v1.DealerService",
+            "fairdeck.v1.AuditService",
+            "grpc.health.v1.Health",
+            "grpc.reflection.v1.ServerReflection",
+            "grpc.reflection.v1alpha.ServerReflection",
+        } <= names
+        # Every listed service can be described, the v1 reflection service included.
+        for symbol in ("grpc.reflection.v1.ServerReflection", "fairdeck.v1.DealerService"):
+            found: reflection_pb2.ServerReflectionResponse = reflect(  # type: ignore[assignment]
+                channel, method, reflection_pb2.ServerReflectionRequest(file_containing_symbol=symbol)
+            )
+            files = [
+                descriptor_pb2.FileDescriptorProto.FromString(b)
+                for b in found.file_descriptor_response.file_descriptor_proto
+            ]
+            assert any(f"{f.package}.{s.name}" == symbol for f in files for s in f.service), symbol
+
+
+def test_health_goes_not_serving_while_storage_takes_no_writes_and_comes_back(
+    running: RunningDealer, tmp_path: Path
+) -> None:
+    with DealerClient(running.target, timeout=WAIT) as c:
+        held = c.open_hand()
+    # A second connection takes the write lock and keeps it, as a second dealer on the file would.
+    blocker = sqlite3.connect(tmp_path / "d" / "fairdeck.db", isolation_level=None, timeout=10)
+    blocker.execute("BEGIN IMMEDIATE")
+    released = False
+    try:
+        with (
+            grpc.insecure_channel(running.target) as channel,
+            DealerClient(running.target, timeout=WAIT) as c,
+        ):
+            assert check(channel, "") == SERVING
+            with pytest.raises(FairdeckError) as failed:
+                c.draw(held.hand_id)  # waits out the busy timeout, then fails (DrawCards is not retried)
+            assert (failed.value.code, failed.value.reason) == (
+                grpc.StatusCode.UNAVAILABLE,
+                "STORAGE_UNAVAILABLE",
+            )
+            watch_until(channel, "", NOT_SERVING)  # the probe write failed too
+            for service in SERVICES:
+                assert check(channel, service) == NOT_SERVING, service
+            # (Not scraped now: a scrape reads gauges from storage, and waits on the lock too.)
+            assert running.server is not None
+            assert running.server.metrics.storage_healthy._value.get() == 0  # type: ignore[attr-defined]
+
+            blocker.execute("ROLLBACK")  # the lock is released: the next probe write succeeds
+            released = True
+            watch_until(channel, "", SERVING)
+            for service in SERVICES:
+                assert check(channel, service) == SERVING, service
+            hand = c.open_hand()
+            c.close(hand.hand_id).verify(commitment=hand.commitment)
+            s = scrape_until(running, lambda s: sample(s, "fairdeck_storage_healthy") == 1)
+            assert sample(s, "fairdeck_storage_healthy") == 1
+            # Back by the first write that succeeded: the next probe's, or a client's.
+            assert sample(s, "fairdeck_storage_probes_total", outcome="failed") >= 1
+    finally:
+        if not released:
+            blocker.execute("ROLLBACK")
+        blocker.close()
+
+
+def test_health_is_not_serving_until_storage_is_open(tmp_path: Path) -> None:
+    """Health answers NOT_SERVING while start() waits for storage, then SERVING."""
+    import asyncio
+
+    from fairdeck_server.app import DealerServer, ServerConfig
+
+    async def scenario() -> None:
+        server = DealerServer(ServerConfig(listen="127.0.0.1:0", data_dir=tmp_path / "d"))
+        gate = threading.Event()
+        entered = asyncio.Event()
+        opened = server.storage.start
+
+        async def slow_start() -> None:  # the real start, held back until the checks below are made
+            entered.set()
+            await asyncio.to_thread(gate.wait)
+            await opened()
+
+        server.storage.start = slow_start  # type: ignore[method-assign]
+        starting = asyncio.create_task(server.start())
+        await entered.wait()  # the gRPC server is listening, storage not open yet
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            stub = health_pb2_grpc.HealthStub(channel)
+            for service in SERVICES:
+                answer = await stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=10)
+                assert answer.status == NOT_SERVING, service
+            gate.set()
+            await starting
+            for service in SERVICES:
+                answer = await stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=10)
+                assert answer.status == SERVING, service
+        await server.stop()
+
+    asyncio.run(scenario())

@@ -1,0 +1,99 @@
+"""``fairdeck stats`` says what its run shows (issue 16, finding 5).
+
+Each test is named after a bug it pins:
+
+- a run where ours passed every test but one broken shuffle escaped at that N
+  was headed "FAILED" with exit 1, like a run where ours was rejected;
+- the radar chart scaled each panel on its own, so ours' noise filled its
+  panel as the broken shuffle's bias filled the other;
+- ``--target`` did not say that every sampled hand is added to the live log.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("numpy")
+pytest.importorskip("scipy")
+pytest.importorskip("matplotlib")
+
+from matplotlib.figure import Figure
+
+from fairdeck.cli import main
+from fairdeck.stats import report
+from fairdeck.stats.analysis import Analysis, analyse
+from fairdeck.stats.sampling import OURS, RunSpec, sample
+
+ESCAPES = ["-n", "3000", "--controls", "seeded_32bit", "--workers", "1", "--no-progress"]
+"""At 3,000 decks a 32-bit seed expects C(3000, 2) / 2^32 = 0.001 repeated decks: nothing can see it."""
+
+
+def test_uncaught_control_is_inconclusive_not_failed(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code = main(["stats", *ESCAPES, "--json", "--out", str(tmp_path / "json")])
+    result: dict[str, Any] = json.loads(capsys.readouterr().out)
+    assert code == 3
+    assert (result["verdict"], result["ok"], result["ours_passes"]) == ("inconclusive", False, True)
+    assert result["caught"] == {"seeded_32bit": []} and result["problems"] == []
+
+    code = main(["stats", *ESCAPES, "--out", str(tmp_path / "text")])
+    lines = capsys.readouterr().out.splitlines()
+    assert code == 3
+    assert "FAILED" not in "\n".join(lines)
+    assert lines[-1].startswith(
+        "INCONCLUSIVE at this N: ours passes every test, but seeded_32bit went uncaught"
+    )
+    assert any(
+        line.startswith("seeded_32bit: NOT CAUGHT (only repeated decks show a 32-bit") for line in lines
+    )
+    page = (tmp_path / "text" / "report.html").read_text(encoding="utf-8")
+    assert '<h1>fairdeck fairness report: <span class="warn">INCONCLUSIVE at this N</span></h1>' in page
+    assert "FAILED" not in page
+
+
+def _analysis(ours_failed: list[str], caught: dict[str, list[str]], problems: list[str]) -> Analysis:
+    return Analysis([], 0.01, ours_failed, caught, problems)
+
+
+def test_verdicts_and_their_exit_statuses_are_distinct() -> None:
+    """Ours rejected, or a dealt hand unverified, is FAILED whatever the controls did."""
+    from fairdeck.stats.analysis import EXIT_STATUS
+
+    assert _analysis([], {"naive": ["position"]}, []).verdict == "ok"
+    assert _analysis([], {"naive": ["position"], "seeded": []}, []).verdict == "inconclusive"
+    assert _analysis(["pairs"], {"naive": ["position"]}, []).verdict == "failed"
+    assert _analysis(["pairs"], {"seeded": []}, []).verdict == "failed"
+    assert _analysis([], {"seeded": []}, ["1 of 10 dealt hands did not verify"]).verdict == "failed"
+    assert EXIT_STATUS == {"ok": 0, "failed": 1, "inconclusive": 3}
+
+
+def test_radar_panels_share_one_scale(monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = RunSpec("standard", 200, 30_000, "radar", controls=("naive_swap_any",), small_sizes=(3,))
+    samples = sample(spec, workers=1)
+    figures: list[Figure] = []
+    monkeypatch.setattr(report, "_png", lambda fig: figures.append(fig) or b"png")
+
+    assert report.radar(samples, analyse(samples, spec, 0.01)) == b"png"
+    [fig] = figures
+    limits = [ax.get_ylim() for ax in fig.axes if ax.name == "polar"]
+    assert len(limits) == 2, "ours and the naive shuffle"
+    assert limits[0] == limits[1]
+    # The shared scale is the control's: its bias (about 15% for 3 cards) fits, ours' noise looks small.
+    tally = samples["naive_swap_any"].small[3]
+    worst = float(abs(tally.counts() / (tally.decks / 6) - 1).max())
+    assert worst > 0.1 and limits[0][1] >= 1 + worst
+    ours = samples[OURS].small[3]
+    assert float(abs(ours.counts() / (ours.decks / 6) - 1).max()) < worst / 3
+
+
+def test_target_help_says_it_writes_to_the_live_log(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["stats", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "each adds a commit and a reveal to the dealer's live transparency log, for good" in text
+    assert "3 INCONCLUSIVE at this N" in text
