@@ -73,6 +73,7 @@ from fairdeck_server.storage.base import (
     StoredCheckpoint,
     TokenRecord,
     WriterStats,
+    _Frontier,
     encode_seeds,
     entries_in_order,
     hand_record,
@@ -1082,38 +1083,6 @@ async def _with_hashes(
 
 async def _tree_hash(conn: psycopg.AsyncConnection[TupleRow], size: int) -> bytes:
     return await _with_hashes(conn, lambda read: merkle.tree_hash(size, read))
-
-
-class _Frontier:
-    """The right edge of the tree: its complete subtrees as (level, stored index, hash), largest first.
-
-    Stored in ``log_head.frontier`` as the hashes alone; the levels and
-    indexes follow from the size (one subtree per set bit). Appends update it
-    in the database (``fairdeck_append``); here it is read, for the root and
-    to check the head at start.
-    """
-
-    __slots__ = ("stack",)
-
-    def __init__(self, stack: list[tuple[int, int, bytes]]) -> None:
-        self.stack = stack
-
-    @classmethod
-    def parse(cls, size: int, blob: bytes) -> _Frontier:
-        subtrees = merkle.frontier_subtrees(size)
-        if len(blob) != merkle.HASH_SIZE * len(subtrees):
-            raise errors.storage_unavailable("the log head's frontier does not fit its size")
-        hashes = [blob[i : i + merkle.HASH_SIZE] for i in range(0, len(blob), merkle.HASH_SIZE)]
-        stack = [(level, index, h) for (level, index), h in zip(subtrees, hashes, strict=True)]
-        return cls(stack)
-
-    def root(self) -> bytes:
-        if not self.stack:
-            return merkle.EMPTY_ROOT
-        h = self.stack[-1][2]
-        for _, _, left in reversed(self.stack[:-1]):
-            h = merkle.node_hash(left, h)
-        return h
 
 
 def read_log(url: str) -> tuple[int, list[bytes], Iterator[bytes]]:
