@@ -29,7 +29,9 @@ def test_one_frontier_class_in_base_and_no_engine_defines_its_own() -> None:
     assert classes_named_frontier() == {"base.py": ["_Frontier"]}
 
 
-@pytest.mark.parametrize("module", ["fairdeck_server.storage.sqlite", "fairdeck_server.storage.postgres"])
+@pytest.mark.parametrize(
+    "module", ["fairdeck_server.storage.sqlite", "fairdeck_server.storage.postgres.engine"]
+)
 def test_each_engine_uses_the_frontier_of_base(module: str) -> None:
     assert importlib.import_module(module)._Frontier is base._Frontier
 
@@ -70,3 +72,43 @@ def test_a_frontier_that_does_not_fit_its_size_is_storage_unavailable() -> None:
     with pytest.raises(errors.DealerError) as refused:
         base._Frontier.parse(3, bytes(32))  # size 3 has two complete subtrees
     assert refused.value.reason == "STORAGE_UNAVAILABLE"
+
+
+def imported_modules(path: Path) -> set[str]:
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            out.add(node.module)
+    return out
+
+
+def test_postgres_is_split_by_job_and_keeps_its_imports() -> None:
+    """Schema, writer, engine and the audit reader each in a module; the reader and the
+    schema need none of the others; the old imports still work."""
+    package = STORAGE / "postgres"
+    assert sorted(p.name for p in package.glob("*.py")) == [
+        "__init__.py",
+        "engine.py",
+        "reader.py",
+        "schema.py",
+        "writer.py",
+    ]
+    assert not (STORAGE / "postgres.py").exists()
+    for name in ("reader.py", "schema.py"):
+        ours = {
+            m for m in imported_modules(package / name) if m.startswith("fairdeck_server.storage.postgres")
+        }
+        assert ours == set(), name
+    from fairdeck_server.storage.postgres import PostgresStorage, engine, read_log, reader
+
+    assert PostgresStorage is engine.PostgresStorage and read_log is reader.read_log
+
+
+def test_the_schema_text_did_not_change_by_a_byte() -> None:
+    """SCHEMA_VERSION is a hash of the DDL: another value makes every deployed database
+    run DDL (an upgrade) at the next start. Change this pin only with the schema."""
+    from fairdeck_server.storage.postgres import SCHEMA_VERSION
+
+    assert SCHEMA_VERSION == "b665f30577b81bbb"
