@@ -40,7 +40,7 @@ def database_log(url: str) -> Source:
     try:
         count, notes, rows = read_log(url)
     except psycopg.Error as e:  # its text names the server and the cause, never the password
-        raise LogUnreadable(str(e).strip().splitlines()[0]) from None
+        raise LogUnreadable(f"cannot read the log: {str(e).strip().splitlines()[0]}") from None
 
     def entries() -> Iterator[bytes]:
         # The connection can also fail part way through the stream (a restart, a dropped link).
