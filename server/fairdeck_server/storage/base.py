@@ -11,6 +11,7 @@ durable.
 from __future__ import annotations
 
 import enum
+import hmac
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
@@ -163,6 +164,25 @@ def hand_record(row: Sequence[Any]) -> HandRecord:
 def token_record(row: Sequence[Any]) -> TokenRecord:
     """A ``SELECT TOKEN_COLUMNS`` row of either engine."""
     return TokenRecord(row[0], row[1], row[2], bytes(row[3]), int(row[4]), row[5], _int(row[6]))
+
+
+def token_row(token: TokenRecord) -> tuple[Any, ...]:
+    """The values of ``TOKEN_COLUMNS`` for an INSERT: what ``token_record`` reads back."""
+    return (
+        token.token_id,
+        token.tenant,
+        token.role,
+        token.digest,
+        token.created_ms,
+        token.label,
+        token.revoked_ms,
+    )
+
+
+def same_request(stored: HandRecord, asked: HandRecord) -> bool:
+    """Whether a retried idempotent open asks for what ``stored`` was opened with: its
+    request fingerprints (digests) are equal, compared in constant time."""
+    return hmac.compare_digest(stored.request_fingerprint or b"", asked.request_fingerprint or b"")
 
 
 def entries_in_order(rows: Iterable[tuple[int, Any]]) -> Iterator[bytes]:

@@ -41,7 +41,9 @@ from fairdeck_server.storage.base import (
     encode_seeds,
     entries_in_order,
     hand_record,
+    same_request,
     token_record,
+    token_row,
 )
 
 T = TypeVar("T")
@@ -293,15 +295,7 @@ class SqliteStorage:
             try:
                 conn.execute(
                     f"INSERT INTO tokens ({TOKEN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",  # noqa: S608
-                    (
-                        token.token_id,
-                        token.tenant,
-                        token.role,
-                        token.digest,
-                        token.created_ms,
-                        token.label,
-                        token.revoked_ms,
-                    ),
+                    token_row(token),
                 )
             except sqlite3.IntegrityError:
                 raise ValueError(f"token {token.token_id} already exists") from None
@@ -416,7 +410,7 @@ class SqliteStorage:
         if row is None:
             return None
         existing = hand_record(row)
-        if existing.request_fingerprint != r.request_fingerprint:
+        if not same_request(existing, r):
             raise errors.DealerError(
                 errors.Status.ALREADY_EXISTS,
                 "REQUEST_ID_REUSED",

@@ -36,6 +36,7 @@ from fairdeck_server.storage.base import (
     _Frontier,
     hand_record,
     token_record,
+    token_row,
 )
 from fairdeck_server.storage.postgres.schema import ensure_schema
 from fairdeck_server.storage.postgres.writer import Create, Update, Writer, what
@@ -250,15 +251,7 @@ class PostgresStorage:
             try:
                 await conn.execute(
                     f"INSERT INTO tokens ({TOKEN_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s)",  # noqa: S608
-                    (
-                        token.token_id,
-                        token.tenant,
-                        token.role,
-                        token.digest,
-                        token.created_ms,
-                        token.label,
-                        token.revoked_ms,
-                    ),
+                    token_row(token),
                 )
             except psycopg.errors.UniqueViolation:
                 raise ValueError(f"token {token.token_id} already exists") from None

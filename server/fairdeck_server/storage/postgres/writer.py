@@ -46,7 +46,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import hmac
 import json
 import logging
 import time
@@ -68,6 +67,7 @@ from fairdeck_server.storage.base import (
     WriterStats,
     encode_seeds,
     hand_record,
+    same_request,
 )
 
 log = logging.getLogger(__name__)
@@ -424,9 +424,7 @@ def _prepare_create(
     for n in op.hands:
         r = n.record
         stored = None if r.request_id is None else existing.get((r.tenant, r.request_id))
-        if stored is not None and not hmac.compare_digest(
-            stored.request_fingerprint or b"", r.request_fingerprint or b""
-        ):
+        if stored is not None and not same_request(stored, r):
             plan.failed.append((op, _request_id_reused()))
             return
         stored_for.append(stored)
