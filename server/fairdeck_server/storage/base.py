@@ -5,7 +5,8 @@ update runs a pure function of the current record inside the engine's
 transaction, so each engine provides atomicity its own way (one writer thread
 for SQLite, row locks for a server database) while the rules live in one
 place (dealer.py). Nothing an engine returns is acknowledged before it is
-durable.
+durable. What both engines do alike is written once, here: the row codecs,
+the tree's frontier and the idempotent-open comparison.
 """
 
 from __future__ import annotations

@@ -128,12 +128,16 @@ _LOCK_HANDS = f"SELECT {HAND_COLUMNS} FROM hands WHERE hand_id = ANY(%s::text[])
 
 @dataclass(eq=False)
 class Create:
+    """Insert ``hands`` with their entries (create_hands); ``fut`` gets the stored records."""
+
     hands: Sequence[NewHand]
     fut: asyncio.Future[Any]
 
 
 @dataclass(eq=False)
 class Update:
+    """Run ``decide`` on a locked hand and store its Change (update_hand); ``fut`` gets the result."""
+
     tenant: str
     hand_id: str
     decide: Callable[[HandRecord], tuple[Change, Any]]
