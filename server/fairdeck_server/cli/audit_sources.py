@@ -20,6 +20,7 @@ __all__ = ["data_log", "database_log"]
 
 Source = tuple[int, list[bytes], Iterator[bytes]]
 
+
 def data_log(data_dir: str) -> Source:
     """A data dir's SQLite log, read-only."""
     from fairdeck_server.storage.sqlite import read_log
