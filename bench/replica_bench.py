@@ -393,8 +393,8 @@ def serial_section(url: str, sizes: list[int], reps: int = 15) -> list[dict[str,
     COMMIT comes on top (pg_stat_wal, in the storage runs)."""
     import psycopg
 
-    from fairdeck_server.storage import postgres as engine
     from fairdeck_server.storage.postgres import PostgresStorage
+    from fairdeck_server.storage.postgres import writer as engine
 
     async def fill() -> None:
         storage = PostgresStorage(url)

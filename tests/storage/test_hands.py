@@ -5,6 +5,7 @@ refused updates that leave no trace."""
 from __future__ import annotations
 
 import asyncio
+import hmac
 from dataclasses import replace
 
 import pytest
@@ -84,6 +85,34 @@ def test_an_idempotent_open_returns_the_stored_hand(storage_engine: Engine) -> N
         assert [h.commit_index for h in plain] == [2, 3]
 
     run(storage_engine, scenario)
+
+
+def test_request_fingerprints_compared_in_constant_time(
+    storage_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLite compared a retry's request fingerprint (a digest) with ``!=``, whose time
+    tells how many leading bytes a guess got right; PostgreSQL used hmac.compare_digest.
+    Both now share one comparison. The real compare_digest runs, watched."""
+    fp, other_fp = b"\x03" * 32, b"\x04" * 32
+    compared: list[tuple[bytes, bytes]] = []
+    real = hmac.compare_digest
+
+    def watched(a: bytes, b: bytes) -> bool:
+        compared.append((bytes(a), bytes(b)))
+        return real(a, b)
+
+    monkeypatch.setattr(hmac, "compare_digest", watched)
+
+    async def scenario(s: Storage) -> None:
+        (first,) = await s.create_hands([new_hand("a", request_id="r", request_fingerprint=fp)])
+        (again,) = await s.create_hands([new_hand("b", request_id="r", request_fingerprint=fp)])
+        assert again == first
+        with pytest.raises(errors.DealerError) as reused:
+            await s.create_hands([new_hand("c", request_id="r", request_fingerprint=other_fp)])
+        assert reused.value.reason == "REQUEST_ID_REUSED"
+
+    run(storage_engine, scenario)
+    assert (fp, fp) in compared and (fp, other_fp) in compared
 
 
 def test_concurrent_retries_of_one_open_store_one_hand(storage_engine: Engine) -> None:

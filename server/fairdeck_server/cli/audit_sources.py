@@ -20,6 +20,7 @@ __all__ = ["data_log", "database_log"]
 
 Source = tuple[int, list[bytes], Iterator[bytes]]
 
+
 def data_log(data_dir: str) -> Source:
     """A data dir's SQLite log, read-only."""
     from fairdeck_server.storage.sqlite import read_log
@@ -40,7 +41,7 @@ def database_log(url: str) -> Source:
     try:
         count, notes, rows = read_log(url)
     except psycopg.Error as e:  # its text names the server and the cause, never the password
-        raise LogUnreadable(str(e).strip().splitlines()[0]) from None
+        raise LogUnreadable(f"cannot read the log: {str(e).strip().splitlines()[0]}") from None
 
     def entries() -> Iterator[bytes]:
         # The connection can also fail part way through the stream (a restart, a dropped link).

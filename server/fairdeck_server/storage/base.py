@@ -5,17 +5,21 @@ update runs a pure function of the current record inside the engine's
 transaction, so each engine provides atomicity its own way (one writer thread
 for SQLite, row locks for a server database) while the rules live in one
 place (dealer.py). Nothing an engine returns is acknowledged before it is
-durable.
+durable. What both engines do alike is written once, here: the row codecs,
+the tree's frontier and the idempotent-open comparison.
 """
 
 from __future__ import annotations
 
 import enum
+import hmac
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from fairdeck.core.encoding import lp, u32
+from fairdeck.log import merkle
+from fairdeck_server import errors
 
 T = TypeVar("T")
 
@@ -163,6 +167,25 @@ def token_record(row: Sequence[Any]) -> TokenRecord:
     return TokenRecord(row[0], row[1], row[2], bytes(row[3]), int(row[4]), row[5], _int(row[6]))
 
 
+def token_row(token: TokenRecord) -> tuple[Any, ...]:
+    """The values of ``TOKEN_COLUMNS`` for an INSERT: what ``token_record`` reads back."""
+    return (
+        token.token_id,
+        token.tenant,
+        token.role,
+        token.digest,
+        token.created_ms,
+        token.label,
+        token.revoked_ms,
+    )
+
+
+def same_request(stored: HandRecord, asked: HandRecord) -> bool:
+    """Whether a retried idempotent open asks for what ``stored`` was opened with: its
+    request fingerprints (digests) are equal, compared in constant time."""
+    return hmac.compare_digest(stored.request_fingerprint or b"", asked.request_fingerprint or b"")
+
+
 def entries_in_order(rows: Iterable[tuple[int, Any]]) -> Iterator[bytes]:
     """The entries of ``SELECT idx, entry FROM log_entries ORDER BY idx``, for the
     read-only audits; a gap raises (an auditor would see a missing entry as empty)."""
@@ -170,6 +193,60 @@ def entries_in_order(rows: Iterable[tuple[int, Any]]) -> Iterator[bytes]:
         if idx != expected:
             raise ValueError(f"log entry {expected} is missing (next stored index is {idx})")
         yield bytes(entry)
+
+
+class _Frontier:
+    """The right edge of the tree: its complete subtrees as (level, stored index, hash), largest first.
+
+    Both engines keep it, one way each. SQLite holds it in memory (``load`` at
+    start, ``push`` on each append), so an append reads nothing from the
+    database. PostgreSQL stores it in ``log_head.frontier`` as the hashes alone
+    (the levels and indexes follow from the size, one subtree per set bit) and
+    appends update it in the database (``fairdeck_append``); there it is
+    ``parse``d, for the root and to check the head at start.
+    """
+
+    __slots__ = ("stack",)
+
+    def __init__(self, stack: list[tuple[int, int, bytes]]) -> None:
+        self.stack = stack
+
+    @classmethod
+    def load(cls, size: int, read: Callable[[list[int]], list[bytes]]) -> _Frontier:
+        subtrees = merkle.frontier_subtrees(size)
+        hashes = read([index for _, index in subtrees]) if subtrees else []
+        return cls([(level, index, h) for (level, index), h in zip(subtrees, hashes, strict=True)])
+
+    @classmethod
+    def parse(cls, size: int, blob: bytes) -> _Frontier:
+        subtrees = merkle.frontier_subtrees(size)
+        if len(blob) != merkle.HASH_SIZE * len(subtrees):
+            raise errors.storage_unavailable("the log head's frontier does not fit its size")
+        hashes = [blob[i : i + merkle.HASH_SIZE] for i in range(0, len(blob), merkle.HASH_SIZE)]
+        stack = [(level, index, h) for (level, index), h in zip(subtrees, hashes, strict=True)]
+        return cls(stack)
+
+    def copy(self) -> _Frontier:
+        return _Frontier(list(self.stack))
+
+    def read(self, indexes: list[int]) -> list[bytes]:
+        known = {index: h for _, index, h in self.stack}
+        return [known[i] for i in indexes]
+
+    def push(self, start: int, hashes: list[bytes]) -> None:
+        """Leaf hash and merged subtrees of one append, as written from ``start``."""
+        merged = len(hashes) - 1  # the append completed subtrees of levels 1..merged
+        if merged:
+            del self.stack[-merged:]
+        self.stack.append((merged, start + merged, hashes[-1]))
+
+    def root(self) -> bytes:
+        if not self.stack:
+            return merkle.EMPTY_ROOT
+        h = self.stack[-1][2]
+        for _, _, left in reversed(self.stack[:-1]):
+            h = merkle.node_hash(left, h)
+        return h
 
 
 class LogForkError(Exception):

@@ -37,10 +37,13 @@ from fairdeck_server.storage.base import (
     StoredCheckpoint,
     TokenRecord,
     WriterStats,
+    _Frontier,
     encode_seeds,
     entries_in_order,
     hand_record,
+    same_request,
     token_record,
+    token_row,
 )
 
 T = TypeVar("T")
@@ -292,15 +295,7 @@ class SqliteStorage:
             try:
                 conn.execute(
                     f"INSERT INTO tokens ({TOKEN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",  # noqa: S608
-                    (
-                        token.token_id,
-                        token.tenant,
-                        token.role,
-                        token.digest,
-                        token.created_ms,
-                        token.label,
-                        token.revoked_ms,
-                    ),
+                    token_row(token),
                 )
             except sqlite3.IntegrityError:
                 raise ValueError(f"token {token.token_id} already exists") from None
@@ -415,7 +410,7 @@ class SqliteStorage:
         if row is None:
             return None
         existing = hand_record(row)
-        if existing.request_fingerprint != r.request_fingerprint:
+        if not same_request(existing, r):
             raise errors.DealerError(
                 errors.Status.ALREADY_EXISTS,
                 "REQUEST_ID_REUSED",
@@ -625,35 +620,6 @@ class _Rows:
             conn.executemany("INSERT INTO log_hashes (idx, hash) VALUES (?, ?)", self.hashes)
         if self.hands:
             conn.executemany(_INSERT, self.hands)
-
-
-class _Frontier:
-    """The right edge of the tree: its complete subtrees as (level, stored index, hash), largest first."""
-
-    __slots__ = ("stack",)
-
-    def __init__(self, stack: list[tuple[int, int, bytes]]) -> None:
-        self.stack = stack
-
-    @classmethod
-    def load(cls, size: int, read: Callable[[list[int]], list[bytes]]) -> _Frontier:
-        subtrees = merkle.frontier_subtrees(size)
-        hashes = read([index for _, index in subtrees]) if subtrees else []
-        return cls([(level, index, h) for (level, index), h in zip(subtrees, hashes, strict=True)])
-
-    def copy(self) -> _Frontier:
-        return _Frontier(list(self.stack))
-
-    def read(self, indexes: list[int]) -> list[bytes]:
-        known = {index: h for _, index, h in self.stack}
-        return [known[i] for i in indexes]
-
-    def push(self, start: int, hashes: list[bytes]) -> None:
-        """Leaf hash and merged subtrees of one append, as written from ``start``."""
-        merged = len(hashes) - 1  # the append completed subtrees of levels 1..merged
-        if merged:
-            del self.stack[-merged:]
-        self.stack.append((merged, start + merged, hashes[-1]))
 
 
 def _hash_reader(conn: sqlite3.Connection) -> Callable[[list[int]], list[bytes]]:

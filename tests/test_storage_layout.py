@@ -1,0 +1,114 @@
+"""The storage layout as a rule: one ``_Frontier``, in ``storage/base.py``, used by both
+engines (each had its own copy, which could drift apart), checked on the source (AST)
+and on what the engines import; and the frontier itself, against the Merkle module."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+
+import pytest
+
+from fairdeck.log import merkle
+from fairdeck_server.storage import base
+
+STORAGE = Path(__file__).resolve().parent.parent / "server" / "fairdeck_server" / "storage"
+
+
+def classes_named_frontier() -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for path in sorted(STORAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef) and "frontier" in node.name.lower():
+                found.setdefault(str(path.relative_to(STORAGE)), []).append(node.name)
+    return found
+
+
+def test_one_frontier_class_in_base_and_no_engine_defines_its_own() -> None:
+    assert classes_named_frontier() == {"base.py": ["_Frontier"]}
+
+
+@pytest.mark.parametrize(
+    "module", ["fairdeck_server.storage.sqlite", "fairdeck_server.storage.postgres.engine"]
+)
+def test_each_engine_uses_the_frontier_of_base(module: str) -> None:
+    assert importlib.import_module(module)._Frontier is base._Frontier
+
+
+def appended(size: int) -> tuple[dict[int, bytes], list[base._Frontier]]:
+    """Stored hashes of a log of ``size`` leaves, and the frontier pushed after each append."""
+    stored: dict[int, bytes] = {}
+    frontier = base._Frontier([])
+    after = [frontier.copy()]
+    for n in range(size):
+        hashes = merkle.stored_hashes_for_append(n, merkle.leaf_hash(b"entry %d" % n), frontier.read)
+        start = merkle.stored_hash_index(0, n)
+        stored.update((start + i, h) for i, h in enumerate(hashes))
+        frontier.push(start, hashes)
+        after.append(frontier.copy())
+    return stored, after
+
+
+def test_pushed_loaded_and_parsed_frontiers_agree_and_fold_into_the_root() -> None:
+    """The three ways the engines make a frontier (SQLite pushes and loads, PostgreSQL
+    parses log_head.frontier) give one stack, whose root is the tree's."""
+    stored, after = appended(70)
+
+    def read(indexes: list[int]) -> list[bytes]:
+        return [stored[i] for i in indexes]
+
+    for size, pushed in enumerate(after):
+        loaded = base._Frontier.load(size, read)
+        parsed = base._Frontier.parse(size, b"".join(h for _, _, h in loaded.stack))
+        assert pushed.stack == loaded.stack == parsed.stack, size
+        assert parsed.root() == pushed.root() == merkle.tree_hash(size, read), size
+    assert base._Frontier([]).root() == merkle.EMPTY_ROOT
+
+
+def test_a_frontier_that_does_not_fit_its_size_is_storage_unavailable() -> None:
+    from fairdeck_server import errors
+
+    with pytest.raises(errors.DealerError) as refused:
+        base._Frontier.parse(3, bytes(32))  # size 3 has two complete subtrees
+    assert refused.value.reason == "STORAGE_UNAVAILABLE"
+
+
+def imported_modules(path: Path) -> set[str]:
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            out.add(node.module)
+    return out
+
+
+def test_postgres_is_split_by_job_and_keeps_its_imports() -> None:
+    """Schema, writer, engine and the audit reader each in a module; the reader and the
+    schema need none of the others; the old imports still work."""
+    package = STORAGE / "postgres"
+    assert sorted(p.name for p in package.glob("*.py")) == [
+        "__init__.py",
+        "engine.py",
+        "reader.py",
+        "schema.py",
+        "writer.py",
+    ]
+    assert not (STORAGE / "postgres.py").exists()
+    for name in ("reader.py", "schema.py"):
+        ours = {
+            m for m in imported_modules(package / name) if m.startswith("fairdeck_server.storage.postgres")
+        }
+        assert ours == set(), name
+    from fairdeck_server.storage.postgres import PostgresStorage, engine, read_log, reader
+
+    assert PostgresStorage is engine.PostgresStorage and read_log is reader.read_log
+
+
+def test_the_schema_text_did_not_change_by_a_byte() -> None:
+    """SCHEMA_VERSION is a hash of the DDL: another value makes every deployed database
+    run DDL (an upgrade) at the next start. Change this pin only with the schema."""
+    from fairdeck_server.storage.postgres import SCHEMA_VERSION
+
+    assert SCHEMA_VERSION == "b665f30577b81bbb"
