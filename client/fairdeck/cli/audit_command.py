@@ -36,6 +36,7 @@ from fairdeck.client.exceptions import from_rpc_error
 from fairdeck.log.audit import Auditor, AuditReport, Finding, LogUnreadable
 from fairdeck.log.note import NoteError, Verifier
 from fairdeck.v1 import audit_pb2, audit_pb2_grpc
+from fairdeck.wire import Reason
 
 PAGE = 1000
 
@@ -61,7 +62,7 @@ def remote_log(
     except grpc.RpcError as e:
         # A fresh dealer has nothing to sign yet. The entries are still listed: if there are
         # any, the auditor reports that no checkpoint covers them.
-        if from_rpc_error(e).reason != "NO_CHECKPOINT":
+        if from_rpc_error(e).reason != Reason.NO_CHECKPOINT:
             channel.close()
             raise
         head, notes = audit_pb2.GetCheckpointResponse(), []

@@ -920,12 +920,7 @@ def _prepare_create(
 
 
 def _request_id_reused() -> errors.DealerError:
-    return errors.DealerError(
-        errors.Status.ALREADY_EXISTS,
-        "REQUEST_ID_REUSED",
-        "request_id was already used for a different request (kind of open, deck or seeds)",
-        "request_id",
-    )
+    return errors.request_id_reused()
 
 
 def _prepare_update(plan: _Batch, op: _Update, current: HandRecord | None) -> None:
