@@ -79,7 +79,14 @@ PINNED = {
     ],
     "fairdeck.cli": ["build_parser", "main"],
     "fairdeck.stats": [],
-    "fairdeck.wire": ["AUTHORIZATION", "is_loopback"],
+    "fairdeck.wire": [
+        "AUTHORIZATION",
+        "ERROR_DOMAIN",
+        "STATUS",
+        "STATUS_DETAILS_KEY",
+        "Reason",
+        "is_loopback",
+    ],
     "fairdeck_server.cli": ["register"],
 }
 

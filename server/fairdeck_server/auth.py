@@ -64,9 +64,10 @@ from cryptography import x509
 
 from fairdeck.v1 import audit_pb2, dealer_pb2
 from fairdeck.wire import AUTHORIZATION
-from fairdeck_server import principal
+from fairdeck_server import errors, principal
+from fairdeck_server.errors import DealerError
 from fairdeck_server.principal import Principal, Role
-from fairdeck_server.servicer import rewrap, status_metadata
+from fairdeck_server.servicer import abort, rewrap
 from fairdeck_server.storage.base import Storage, TokenRecord
 
 log = logging.getLogger(__name__)
@@ -89,7 +90,6 @@ MAX_PEERS = 100_000
 """Failure buckets kept at most; refilled ones are dropped first, then all."""
 TARPIT = 1.0
 """Seconds at most that a call refused AUTH_RATE_LIMITED waits for its answer."""
-AUTH_RATE_LIMITED = "AUTH_RATE_LIMITED"
 CERT_URI = re.compile(r"fairdeck://tenant/([^/]+)/role/([^/]+)")
 """The URI SAN of a client certificate that names a tenant and role."""
 
@@ -157,29 +157,6 @@ def split_token(token: str) -> tuple[str, str] | None:
     """(token_id, secret) of a well-formed token, else None."""
     m = _TOKEN.fullmatch(token)
     return (m.group(1), m.group(2)) if m else None
-
-
-class Refused(Exception):
-    """A call the auth layer turns away; becomes a gRPC status with ErrorInfo."""
-
-    def __init__(
-        self,
-        code: grpc.StatusCode,
-        reason: str,
-        message: str,
-        field: str | None = None,
-        retry_delay: float | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.code = code
-        self.reason = reason
-        self.field = field
-        self.retry_delay = retry_delay
-
-
-def invalid_token() -> Refused:
-    # One answer for unknown, revoked and garbled tokens.
-    return Refused(grpc.StatusCode.UNAUTHENTICATED, "INVALID_TOKEN", "invalid API token", AUTHORIZATION)
 
 
 _NO_DIGEST = bytes(32)
@@ -284,12 +261,12 @@ class TokenVerifier:
         self._cache: dict[str, tuple[float, TokenRecord | None]] = {}
         self.failures = failures if failures is not None else FailureLimiter(clock=clock)
 
-    def refused(self, address: str) -> Refused:
+    def refused(self, address: str) -> DealerError:
         """INVALID_TOKEN, counted as a failure of ``address``."""
         self.failures.failed(address)
-        return invalid_token()
+        return errors.invalid_token()
 
-    async def failure(self, address: str) -> Refused:
+    async def failure(self, address: str) -> DealerError:
         """The refusal of a bad credential from ``address``: INVALID_TOKEN, counted;
         or, when the address is over its budget, AUTH_RATE_LIMITED (raised)."""
         await self.check_address(address)
@@ -303,16 +280,10 @@ class TokenVerifier:
         wait = self.failures.blocked(address)
         if wait is not None:
             await asyncio.sleep(min(wait, self.failures.tarpit))
-            raise Refused(
-                grpc.StatusCode.RESOURCE_EXHAUSTED,
-                AUTH_RATE_LIMITED,
-                "too many failed authentications from this address; retry later",
-                AUTHORIZATION,
-                retry_delay=max(0.0, wait - self.failures.tarpit),
-            )
+            raise errors.auth_rate_limited(max(0.0, wait - self.failures.tarpit))
 
     async def verify(self, token: str, address: str = "") -> Principal:
-        """The principal of a valid token; Refused otherwise. ``address`` is the
+        """The principal of a valid token; a DealerError otherwise. ``address`` is the
         client's (``peer_address``): its failures are counted and limited."""
         parsed = split_token(token)
         if parsed is None:
@@ -327,7 +298,7 @@ class TokenVerifier:
             self.failures.failed(address)
         try:
             record = await self._record(token_id)
-        except Refused:
+        except DealerError:
             if not known:
                 self.failures.refund(address)  # storage's failure, not the caller's
             raise
@@ -335,7 +306,7 @@ class TokenVerifier:
         matches = hmac.compare_digest(digest, record.digest if record else _NO_DIGEST)
         if record is None or not matches or record.revoked_ms is not None or record.role not in ANY_ROLE:
             log.debug("refused API token %s", token_id)
-            raise self.refused(address) if known else invalid_token()
+            raise self.refused(address) if known else errors.invalid_token()
         if not known:
             self.failures.refund(address)
         return Principal(record.tenant, Role(record.role), token_id=token_id)
@@ -354,9 +325,7 @@ class TokenVerifier:
             record = await self.storage.get_token(token_id)
         except Exception as e:
             log.error("token lookup failed: %s", type(e).__name__)
-            raise Refused(
-                grpc.StatusCode.UNAVAILABLE, "STORAGE_UNAVAILABLE", "cannot check credentials now; retry"
-            ) from None
+            raise errors.storage_unavailable("cannot check credentials now; retry") from None
         if len(self._cache) >= self._max:
             # Unknown ids go first: a sprayer must not push the real tokens out.
             self._cache = {k: v for k, v in self._cache.items() if v[1] is not None}
@@ -371,7 +340,7 @@ class TokenVerifier:
 
 @functools.lru_cache(maxsize=1024)
 def certificate_principal(pem: bytes) -> Principal:
-    """The principal a (verified) client certificate names; Refused if it names none.
+    """The principal a (verified) client certificate names; INVALID_CERTIFICATE if it names none.
 
     Exactly one URI SAN of the form ``fairdeck://tenant/<tenant>/role/<dealer|auditor>``.
     """
@@ -384,20 +353,18 @@ def certificate_principal(pem: bytes) -> Principal:
         except x509.ExtensionNotFound:
             uris = []
     except ValueError:
-        raise _bad_certificate("the client certificate does not parse") from None
+        raise errors.invalid_certificate("the client certificate does not parse") from None
     ours = [u for u in uris if u.startswith("fairdeck:")]
     if len(ours) != 1:
-        raise _bad_certificate(
+        raise errors.invalid_certificate(
             "the client certificate must carry one URI SAN fairdeck://tenant/<tenant>/role/<dealer|auditor>"
         )
     m = CERT_URI.fullmatch(ours[0])
     if m is None or m.group(2) not in ANY_ROLE or not principal.TENANT_PATTERN.fullmatch(m.group(1)):
-        raise _bad_certificate("the client certificate's fairdeck URI does not name a valid tenant and role")
+        raise errors.invalid_certificate(
+            "the client certificate's fairdeck URI does not name a valid tenant and role"
+        )
     return Principal(m.group(1), Role(m.group(2)), subject=subject)
-
-
-def _bad_certificate(message: str) -> Refused:
-    return Refused(grpc.StatusCode.UNAUTHENTICATED, "INVALID_CERTIFICATE", message)
 
 
 # -- the interceptor ---------------------------------------------------------------------------
@@ -430,30 +397,20 @@ class Authenticator:
                 raise await self.tokens.failure(address)
             found = await self.tokens.verify(value[7:].strip(" "), address)
             if peer_certs:
-                with contextlib.suppress(Refused):
+                with contextlib.suppress(DealerError):
                     found = replace(found, subject=certificate_principal(peer_certs[0]).subject)
             return found
         if peer_certs:
             return certificate_principal(peer_certs[0])
         if self.required:
-            raise Refused(
-                grpc.StatusCode.UNAUTHENTICATED,
-                "MISSING_CREDENTIALS",
-                "this dealer requires an API token (authorization: Bearer ...) or a client certificate",
-                AUTHORIZATION,
-            )
+            raise errors.missing_credentials()
         return principal.LOCAL
 
 
 def check_role(method: str, caller: Principal) -> None:
     """Refuse ``method`` unless ``caller``'s role is in its row of ROLES."""
     if caller.role not in ROLES.get(method, frozenset()):
-        name = method.rsplit("/", 1)[-1]
-        raise Refused(
-            grpc.StatusCode.PERMISSION_DENIED,
-            "ROLE_NOT_ALLOWED",
-            f"the {caller.role.value} role may not call {name}",
-        )
+        raise errors.role_not_allowed(caller.role.value, method.rsplit("/", 1)[-1])
 
 
 def is_open(method: str) -> bool:
@@ -485,14 +442,9 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
                 tuple(context.invocation_metadata() or ()), context.auth_context(), context.peer()
             )
             check_role(method, caller)
-        except Refused as e:
-            message = str(e)
+        except DealerError as e:
             log.info("refused %s: %s", method, e.reason)
-            await context.abort(
-                e.code,
-                message,
-                trailing_metadata=status_metadata(e.code, message, e.reason, e.field, e.retry_delay),
-            )
+            await abort(context, e)
             raise AssertionError("unreachable: abort raises") from None
         return caller
 

@@ -25,6 +25,7 @@ from fairdeck.core.seeds import MAX_CLIENT_SEEDS, check_hand_id, normalize_clien
 from fairdeck.core.transcript import Transcript
 from fairdeck.core.versions import CURRENT_VERSION
 from fairdeck.log.logentry import CLOSED, VOIDED, CommitEntry, RevealEntry, deck_digest
+from fairdeck.wire import Reason
 from fairdeck_server import errors, principal
 from fairdeck_server.storage.base import Change, HandRecord, NewHand, Storage, StoredHandState, encode_seeds
 from fairdeck_server.vault import SeedVault, VaultError
@@ -108,7 +109,7 @@ class Dealer:
         """Open and deal ``count`` hands, in durable chunks of BATCH_CHUNK."""
         p = self._plan(deck)
         if not 1 <= count <= MAX_BATCH_HANDS:
-            raise errors.invalid("hand_count", "INVALID_HAND_COUNT", f"must be 1..{MAX_BATCH_HANDS}")
+            raise errors.invalid("hand_count", Reason.INVALID_HAND_COUNT, f"must be 1..{MAX_BATCH_HANDS}")
         seeds = _client_seeds(client_seeds)
         state = StoredHandState.CLOSED if close else StoredHandState.SHUFFLED
         return self._deal_chunks(tenant, p, count, seeds, state)
@@ -226,17 +227,15 @@ class Dealer:
     async def draw(self, tenant: str, hand_id: str, count: int) -> DrawnCards:
         validate_hand_id(hand_id)
         if count < 1:
-            raise errors.invalid("count", "INVALID_COUNT", "must be at least 1")
+            raise errors.invalid("count", Reason.INVALID_COUNT, "must be at least 1")
 
         def decide(r: HandRecord) -> tuple[Change, DrawnCards]:
             r = self._shuffled(r)
             size = DeckSpec.parse(r.deck).size
             if count > size:
-                raise errors.invalid("count", "INVALID_COUNT", f"must be at most the deck size {size}")
+                raise errors.invalid("count", Reason.INVALID_COUNT, f"must be at most the deck size {size}")
             if r.dealt + count > size:
-                raise errors.precondition(
-                    "NOT_ENOUGH_CARDS", f"{size - r.dealt} cards left, {count} requested"
-                )
+                raise errors.not_enough_cards(size - r.dealt, count)
             cards = self._cards(r)[r.dealt : r.dealt + count]
             new = replace(r, dealt=r.dealt + count)
             return Change(new), DrawnCards(r.deck, cards, r.dealt, size - new.dealt)
@@ -325,7 +324,7 @@ class Dealer:
     def transcript(self, record: HandRecord) -> Transcript:
         """The transcript of a closed hand."""
         if record.server_seed is None:
-            raise errors.precondition("HAND_NOT_CLOSED", "the hand is not closed; its seed is still secret")
+            raise errors.hand_not_closed()
         return Transcript(
             version=record.version,
             deck=record.deck,
@@ -342,11 +341,11 @@ class Dealer:
         try:
             return plan(self._version, deck)
         except InvalidInput:
-            raise errors.invalid("deck", "UNKNOWN_DECK", "unknown deck spec") from None
+            raise errors.invalid("deck", Reason.UNKNOWN_DECK, "unknown deck spec") from None
 
     def _shuffled(self, r: HandRecord) -> HandRecord:
         if r.state is StoredHandState.CLOSED:
-            raise errors.precondition("HAND_CLOSED", "the hand is closed")
+            raise errors.hand_closed()
         return replace(r, state=StoredHandState.SHUFFLED) if r.state is StoredHandState.OPEN else r
 
     def _cards(self, r: HandRecord) -> tuple[int, ...]:
@@ -371,19 +370,19 @@ class Dealer:
         try:
             return self.vault.open(hand_id, sealed)
         except VaultError as e:
-            raise errors.DealerError(errors.Status.INTERNAL, "SEED_UNAVAILABLE", str(e)) from None
+            raise errors.seed_unavailable(str(e)) from None
 
 
 def _not_open(r: HandRecord) -> errors.DealerError:
     if r.state is StoredHandState.CLOSED:
-        return errors.precondition("HAND_CLOSED", "the hand is closed")
-    return errors.precondition("HAND_ALREADY_SHUFFLED", "the hand is already shuffled; seeds are fixed")
+        return errors.hand_closed()
+    return errors.hand_already_shuffled()
 
 
 def _combined(old: tuple[bytes, ...], new: tuple[bytes, ...]) -> tuple[bytes, ...]:
     if len(old) + len(new) > MAX_CLIENT_SEEDS:
         raise errors.invalid(
-            "client_seeds", "TOO_MANY_CLIENT_SEEDS", f"at most {MAX_CLIENT_SEEDS} client seeds per hand"
+            "client_seeds", Reason.TOO_MANY_CLIENT_SEEDS, f"at most {MAX_CLIENT_SEEDS} client seeds per hand"
         )
     return old + new
 
@@ -391,14 +390,14 @@ def _combined(old: tuple[bytes, ...], new: tuple[bytes, ...]) -> tuple[bytes, ..
 def _client_seeds(seeds: Sequence[str | bytes]) -> tuple[bytes, ...]:
     if len(seeds) > MAX_CLIENT_SEEDS:
         raise errors.invalid(
-            "client_seeds", "TOO_MANY_CLIENT_SEEDS", f"at most {MAX_CLIENT_SEEDS} client seeds per hand"
+            "client_seeds", Reason.TOO_MANY_CLIENT_SEEDS, f"at most {MAX_CLIENT_SEEDS} client seeds per hand"
         )
     out = []
     for i, seed in enumerate(seeds):
         try:
             out.append(normalize_client_seed(seed))
         except InvalidInput as e:
-            raise errors.invalid(f"client_seeds[{i}]", "INVALID_CLIENT_SEED", str(e)) from None
+            raise errors.invalid(f"client_seeds[{i}]", Reason.INVALID_CLIENT_SEED, str(e)) from None
     return tuple(out)
 
 
@@ -409,7 +408,7 @@ def _request_id(request_id: str) -> str | None:
         check_hand_id(request_id)
     except InvalidInput:
         raise errors.invalid(
-            "request_id", "INVALID_REQUEST_ID", "must be 1..64 characters of A-Z a-z 0-9 . _ : -"
+            "request_id", Reason.INVALID_REQUEST_ID, "must be 1..64 characters of A-Z a-z 0-9 . _ : -"
         ) from None
     return request_id
 
@@ -423,10 +422,10 @@ def request_fingerprint(state: StoredHandState, deck: str, seeds: tuple[bytes, .
 
 def validate_hand_id(hand_id: str) -> None:
     if not hand_id:
-        raise errors.invalid("hand_id", "MISSING_HAND_ID", "required")
+        raise errors.invalid("hand_id", Reason.MISSING_HAND_ID, "required")
     try:
         check_hand_id(hand_id)
     except InvalidInput:
         raise errors.invalid(
-            "hand_id", "INVALID_HAND_ID", "must be 1..64 characters of A-Z a-z 0-9 . _ : -"
+            "hand_id", Reason.INVALID_HAND_ID, "must be 1..64 characters of A-Z a-z 0-9 . _ : -"
         ) from None

@@ -1,48 +1,152 @@
 """Domain errors of the dealer, each with a canonical status and a stable reason.
 
 The domain does not import grpc: ``Status`` names the canonical code, and the
-servicer translates every ``DealerError`` at one boundary (servicer.py). The
-``reason`` strings are part of the API: clients switch on them, so never
-change one (docs/api.md lists them all).
+servicer translates every ``DealerError`` at one boundary (servicer.py
+``abort``), interceptors included. The reasons and the status each comes with
+are the error contract in ``fairdeck.wire`` (shared with the SDK); a refusal
+is built here by a named constructor, so no other module spells a reason.
 """
 
 from __future__ import annotations
 
 import enum
 
+from fairdeck.wire import AUTHORIZATION, STATUS, Reason
+
 
 class Status(enum.Enum):
-    INVALID_ARGUMENT = "INVALID_ARGUMENT"
-    NOT_FOUND = "NOT_FOUND"
-    ALREADY_EXISTS = "ALREADY_EXISTS"
-    FAILED_PRECONDITION = "FAILED_PRECONDITION"
-    RESOURCE_EXHAUSTED = "RESOURCE_EXHAUSTED"
-    UNAVAILABLE = "UNAVAILABLE"
-    INTERNAL = "INTERNAL"
+    """A canonical status code, by the name ``grpc.StatusCode`` gives it."""
+
+    INVALID_ARGUMENT = enum.auto()
+    NOT_FOUND = enum.auto()
+    ALREADY_EXISTS = enum.auto()
+    FAILED_PRECONDITION = enum.auto()
+    RESOURCE_EXHAUSTED = enum.auto()
+    DEADLINE_EXCEEDED = enum.auto()
+    UNAVAILABLE = enum.auto()
+    INTERNAL = enum.auto()
+    UNAUTHENTICATED = enum.auto()
+    PERMISSION_DENIED = enum.auto()
 
 
 class DealerError(Exception):
-    """A request the dealer refuses. The message must never contain a secret."""
+    """A request the dealer refuses. The message must never contain a secret.
 
-    def __init__(self, status: Status, reason: str, message: str, field: str | None = None) -> None:
+    The status is the one the contract gives the reason (``fairdeck.wire.STATUS``);
+    ``retry_delay`` (seconds) becomes a google.rpc.RetryInfo.
+    """
+
+    def __init__(
+        self, reason: Reason, message: str, field: str | None = None, retry_delay: float | None = None
+    ) -> None:
         super().__init__(message)
-        self.status = status
-        self.reason = reason
+        self.reason = Reason(reason)  # a reason outside the contract is a bug: ValueError here
+        self.status = Status[STATUS[self.reason]]
         self.field = field
+        self.retry_delay = retry_delay
 
 
-def invalid(field: str, reason: str, message: str) -> DealerError:
-    return DealerError(Status.INVALID_ARGUMENT, reason, f"{field}: {message}", field)
+def invalid(field: str, reason: Reason, message: str) -> DealerError:
+    return DealerError(reason, f"{field}: {message}", field)
 
 
 def hand_not_found() -> DealerError:
     # The same answer for a hand that does not exist and one of another tenant.
-    return DealerError(Status.NOT_FOUND, "HAND_NOT_FOUND", "hand not found", "hand_id")
+    return DealerError(Reason.HAND_NOT_FOUND, "hand not found", "hand_id")
 
 
-def precondition(reason: str, message: str) -> DealerError:
-    return DealerError(Status.FAILED_PRECONDITION, reason, message)
+def entry_not_found(field: str, message: str) -> DealerError:
+    return DealerError(Reason.ENTRY_NOT_FOUND, message, field)
+
+
+def no_checkpoint(size: int, field: str) -> DealerError:
+    return DealerError(Reason.NO_CHECKPOINT, f"no signed checkpoint for tree size {size}", field)
+
+
+def precondition(reason: Reason, message: str) -> DealerError:
+    return DealerError(reason, message)
+
+
+def hand_closed() -> DealerError:
+    return precondition(Reason.HAND_CLOSED, "the hand is closed")
+
+
+def hand_already_shuffled() -> DealerError:
+    return precondition(Reason.HAND_ALREADY_SHUFFLED, "the hand is already shuffled; seeds are fixed")
+
+
+def hand_not_closed() -> DealerError:
+    return precondition(Reason.HAND_NOT_CLOSED, "the hand is not closed; its seed is still secret")
+
+
+def not_enough_cards(left: int, requested: int) -> DealerError:
+    return precondition(Reason.NOT_ENOUGH_CARDS, f"{left} cards left, {requested} requested")
+
+
+def request_id_reused() -> DealerError:
+    return DealerError(
+        Reason.REQUEST_ID_REUSED,
+        "request_id was already used for a different request (kind of open, deck or seeds)",
+        "request_id",
+    )
+
+
+def rate_limited(delay: float) -> DealerError:
+    return DealerError(Reason.RATE_LIMITED, "rate limit exceeded; slow down", retry_delay=delay)
+
+
+def too_many_open_hands(limit: int, delay: float) -> DealerError:
+    return DealerError(
+        Reason.TOO_MANY_OPEN_HANDS,
+        f"at most {limit} open hands per tenant; close some first",
+        retry_delay=delay,
+    )
+
+
+def auth_rate_limited(delay: float) -> DealerError:
+    return DealerError(
+        Reason.AUTH_RATE_LIMITED,
+        "too many failed authentications from this address; retry later",
+        AUTHORIZATION,
+        retry_delay=delay,
+    )
+
+
+def deadline_exceeded(seconds: float) -> DealerError:
+    return DealerError(
+        Reason.DEADLINE_EXCEEDED, f"the call ran longer than the server's default deadline ({seconds:g} s)"
+    )
 
 
 def storage_unavailable(message: str) -> DealerError:
-    return DealerError(Status.UNAVAILABLE, "STORAGE_UNAVAILABLE", message)
+    return DealerError(Reason.STORAGE_UNAVAILABLE, message)
+
+
+def seed_unavailable(message: str) -> DealerError:
+    return DealerError(Reason.SEED_UNAVAILABLE, message)
+
+
+def internal() -> DealerError:
+    # A fixed message: whatever went wrong stays in the server's log.
+    return DealerError(Reason.INTERNAL, "internal error")
+
+
+def missing_credentials() -> DealerError:
+    return DealerError(
+        Reason.MISSING_CREDENTIALS,
+        "this dealer requires an API token (authorization: Bearer ...) or a client certificate",
+        AUTHORIZATION,
+    )
+
+
+def invalid_token() -> DealerError:
+    # One answer for unknown, revoked and garbled tokens.
+    return DealerError(Reason.INVALID_TOKEN, "invalid API token", AUTHORIZATION)
+
+
+def invalid_certificate(message: str) -> DealerError:
+    return DealerError(Reason.INVALID_CERTIFICATE, message)
+
+
+def role_not_allowed(role: str, method: str) -> DealerError:
+    return DealerError(Reason.ROLE_NOT_ALLOWED, f"the {role} role may not call {method}")

@@ -29,9 +29,9 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
-from fairdeck_server import principal
+from fairdeck_server import errors, principal
 from fairdeck_server.dealer import BATCH_CHUNK, MAX_BATCH_HANDS
-from fairdeck_server.servicer import Malformed, rewrap, status_metadata
+from fairdeck_server.servicer import Malformed, abort, rewrap
 
 if TYPE_CHECKING:  # generic in the stubs only
     ServerInterceptor = grpc.aio.ServerInterceptor[Any, Any]
@@ -39,9 +39,6 @@ else:
     ServerInterceptor = grpc.aio.ServerInterceptor
 
 log = logging.getLogger(__name__)
-RATE_LIMITED = "RATE_LIMITED"
-TOO_MANY_OPEN_HANDS = "TOO_MANY_OPEN_HANDS"
-DEADLINE_EXCEEDED = "DEADLINE_EXCEEDED"
 
 UNLIMITED_SERVICES = frozenset(
     {
@@ -284,11 +281,7 @@ class DeadlineInterceptor(ServerInterceptor):
         return behavior
 
     async def _exceeded(self, context: grpc.aio.ServicerContext[Any, Any]) -> None:
-        code = grpc.StatusCode.DEADLINE_EXCEEDED
-        message = f"the call ran longer than the server's default deadline ({self.default_deadline:g} s)"
-        await context.abort(
-            code, message, trailing_metadata=status_metadata(code, message, DEADLINE_EXCEEDED, None)
-        )
+        await abort(context, errors.deadline_exceeded(self.default_deadline))
 
 
 class LimitsInterceptor(ServerInterceptor):
@@ -360,29 +353,21 @@ class LimitsInterceptor(ServerInterceptor):
             self._on_tenant(tenant)
         wait = self.rate.acquire(tenant)
         if wait is not None:
-            await self._refuse(context, tenant, RATE_LIMITED, "rate limit exceeded; slow down", wait)
+            await self._refuse(context, tenant, errors.rate_limited(wait))
         hands = hands_requested(method, request)
         wait = await self.cap.reserve(tenant, hands)
         if wait is not None:
-            await self._refuse(
-                context,
-                tenant,
-                TOO_MANY_OPEN_HANDS,
-                f"at most {self.cap.limit} open hands per tenant; close some first",
-                wait,
-            )
+            await self._refuse(context, tenant, errors.too_many_open_hands(self.cap.limit, wait))
         return hands
 
     async def _refuse(
-        self, context: grpc.aio.ServicerContext[Any, Any], tenant: str, reason: str, message: str, wait: float
+        self, context: grpc.aio.ServicerContext[Any, Any], tenant: str, error: errors.DealerError
     ) -> None:
-        log.info("refused: %s (retry in %.3f s)", reason, wait)  # the line carries the request id and tenant
+        # The line carries the request id and tenant.
+        log.info("refused: %s (retry in %.3f s)", error.reason, error.retry_delay)
         if self._on_refusal is not None:
-            self._on_refusal(tenant, reason)
-        code = grpc.StatusCode.RESOURCE_EXHAUSTED
-        await context.abort(
-            code, message, trailing_metadata=status_metadata(code, message, reason, None, wait)
-        )
+            self._on_refusal(tenant, error.reason)
+        await abort(context, error)
 
 
 async def drain(

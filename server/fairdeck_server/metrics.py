@@ -29,9 +29,10 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from fairdeck.log import logentry
+from fairdeck.wire import Reason
 from fairdeck_server import errors, logs
 from fairdeck_server.health import StorageHealth
-from fairdeck_server.limits import RATE_LIMITED, TOO_MANY_OPEN_HANDS, ServerInterceptor, StreamGone, drain
+from fairdeck_server.limits import ServerInterceptor, StreamGone, drain
 from fairdeck_server.servicer import fail, rewrap
 from fairdeck_server.storage.base import (
     Change,
@@ -123,8 +124,8 @@ class Metrics:
             self.hands_closed.labels(outcome)
         for probe_outcome in ("ok", "failed"):
             self.storage_probes.labels(probe_outcome)
-        self.reaper_skipped.labels("SEED_UNAVAILABLE")
-        for reason in (RATE_LIMITED, TOO_MANY_OPEN_HANDS):
+        self.reaper_skipped.labels(Reason.SEED_UNAVAILABLE)
+        for reason in (Reason.RATE_LIMITED, Reason.TOO_MANY_OPEN_HANDS):
             self.refusals.labels(reason)
         self.gauges = StorageGauges()
         r.register(self.gauges)

@@ -25,21 +25,20 @@ from fairdeck.core.decks import DeckSpec
 from fairdeck.core.seeds import MAX_CLIENT_SEED_BYTES, MAX_CLIENT_SEED_WIRE_BYTES
 from fairdeck.v1 import dealer_pb2 as pb
 from fairdeck.v1 import dealer_pb2_grpc
+from fairdeck.wire import ERROR_DOMAIN, STATUS_DETAILS_KEY, Reason
 from fairdeck_server import errors, principal
 from fairdeck_server.dealer import Dealer
 from fairdeck_server.principal import Role
 from fairdeck_server.storage.base import HandRecord, StoredHandState
 
 log = logging.getLogger(__name__)
-ERROR_DOMAIN = "fairdeck.dev"
-STATUS_DETAILS_KEY = "grpc-status-details-bin"
 
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
 
 
 def status_metadata(
-    code: grpc.StatusCode, message: str, reason: str, field: str | None, retry_delay: float | None = None
+    code: grpc.StatusCode, message: str, reason: Reason, field: str | None, retry_delay: float | None = None
 ) -> tuple[tuple[str, bytes]]:
     """The grpc-status-details-bin trailer for an error (google.rpc.Status + ErrorInfo,
     and a RetryInfo when the caller should wait ``retry_delay`` seconds and try again)."""
@@ -57,10 +56,14 @@ def status_metadata(
 
 
 async def abort(context: grpc.aio.ServicerContext[Any, Any], error: errors.DealerError) -> None:
-    code = getattr(grpc.StatusCode, error.status.value)
+    """End the call with ``error``'s status and details: the one way the servicers and
+    the interceptors refuse a call."""
+    code = grpc.StatusCode[error.status.name]
     message = str(error)
     await context.abort(
-        code, message, trailing_metadata=status_metadata(code, message, error.reason, error.field)
+        code,
+        message,
+        trailing_metadata=status_metadata(code, message, error.reason, error.field, error.retry_delay),
     )
 
 
@@ -86,7 +89,9 @@ def _lenient(message_class: Any) -> Callable[[bytes], Any]:
 def check_parsed(request: object) -> None:
     """Refuse a body that did not parse, with INVALID_ARGUMENT instead of gRPC's UNKNOWN."""
     if isinstance(request, Malformed):
-        raise errors.invalid("request", "MALFORMED_REQUEST", f"the body is not a valid {request.type_name}")
+        raise errors.invalid(
+            "request", Reason.MALFORMED_REQUEST, f"the body is not a valid {request.type_name}"
+        )
 
 
 def register(
@@ -119,7 +124,7 @@ async def fail(context: grpc.aio.ServicerContext[Any, Any], exc: Exception, wher
     if isinstance(exc, errors.DealerError):
         await abort(context, exc)
     log.error("unexpected %s in %s", type(exc).__name__, where, exc_info=exc)
-    await abort(context, errors.DealerError(errors.Status.INTERNAL, "INTERNAL", "internal error"))
+    await abort(context, errors.internal())
 
 
 def translated(
@@ -142,13 +147,13 @@ def client_seeds(seeds: Sequence[pb.ClientSeed]) -> list[str | bytes]:
     for i, seed in enumerate(seeds):
         kind = seed.WhichOneof("value")
         if kind is None:
-            raise errors.invalid(f"client_seeds[{i}]", "INVALID_CLIENT_SEED", "set text or data")
+            raise errors.invalid(f"client_seeds[{i}]", Reason.INVALID_CLIENT_SEED, "set text or data")
         # Sized on the wire first: reading .text would decode megabytes into a str just to refuse it.
         size = seed.ByteSize()
         if size > MAX_CLIENT_SEED_WIRE_BYTES:
             raise errors.invalid(
                 f"client_seeds[{i}]",
-                "INVALID_CLIENT_SEED",
+                Reason.INVALID_CLIENT_SEED,
                 f"client seed must be 1..{MAX_CLIENT_SEED_BYTES} bytes, got {size} bytes on the wire",
             )
         out.append(seed.text if kind == "text" else seed.data)

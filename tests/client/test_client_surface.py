@@ -126,13 +126,16 @@ class FakeRpcError(grpc.RpcError):
         return self._trailers
 
 
-def details_trailer(code: grpc.StatusCode, reason: str, field: str | None = None) -> tuple[str, bytes]:
+def details_trailer(
+    code: grpc.StatusCode, message: str, reason: str, field: str | None = None
+) -> tuple[str, bytes]:
+    """The status trailer a dealer sends: its code and message are the call's own."""
     info = error_details_pb2.ErrorInfo(reason=reason, domain="fairdeck.dev")
     if field is not None:
         info.metadata["field"] = field
     detail = any_pb2.Any()
     detail.Pack(info)
-    status = status_pb2.Status(code=code.value[0], message="m", details=[detail])
+    status = status_pb2.Status(code=code.value[0], message=message, details=[detail])
     return ("grpc-status-details-bin", status.SerializeToString())
 
 
@@ -163,7 +166,9 @@ BY_REASON = [
     "code, reason, field, cls", BY_REASON, ids=[r[1] + "-" + r[0].name for r in BY_REASON]
 )
 def test_from_rpc_error_by_reason(code: grpc.StatusCode, reason: str, field: str | None, cls: type) -> None:
-    error = FakeRpcError(code, "what went wrong", (("other", "x"), details_trailer(code, reason, field)))
+    error = FakeRpcError(
+        code, "what went wrong", (("other", "x"), details_trailer(code, "what went wrong", reason, field))
+    )
     exc = from_rpc_error(error)
     assert type(exc) is cls
     assert (exc.code, exc.reason, exc.field, str(exc)) == (code, reason, field, "what went wrong")
@@ -196,10 +201,26 @@ def test_from_rpc_error_by_code_without_details(code: grpc.StatusCode, cls: type
 
 def test_from_rpc_error_unknown_reason_keeps_it() -> None:
     exc = from_rpc_error(
-        FakeRpcError(C.INVALID_ARGUMENT, "x", (details_trailer(C.INVALID_ARGUMENT, "NEW_ONE", "f"),))
+        FakeRpcError(C.INVALID_ARGUMENT, "x", (details_trailer(C.INVALID_ARGUMENT, "x", "NEW_ONE", "f"),))
     )
     assert type(exc) is exceptions.InvalidArgument
     assert (exc.reason, exc.field) == ("NEW_ONE", "f")
+
+
+@pytest.mark.parametrize(
+    "trailer",
+    [
+        details_trailer(C.FAILED_PRECONDITION, "x", "HAND_CLOSED"),
+        details_trailer(C.UNAVAILABLE, "y", "HAND_CLOSED"),
+    ],
+    ids=["other-code", "other-message"],
+)
+def test_from_rpc_error_ignores_a_status_trailer_of_another_status(trailer: tuple[str, bytes]) -> None:
+    """grpcio-status reads the trailer only if it agrees with the call's status (a proxy
+    may answer with its own status and pass the dealer's trailer on): the code decides."""
+    exc = from_rpc_error(FakeRpcError(C.UNAVAILABLE, "x", (trailer,)))
+    assert type(exc) is exceptions.Unavailable
+    assert (exc.reason, exc.field) == ("", None)
 
 
 def test_every_exception_is_a_fairdeck_error() -> None:

@@ -16,9 +16,9 @@ from google.rpc import error_details_pb2, status_pb2
 from prometheus_client.parser import text_string_to_metric_families
 
 from fairdeck.client.exceptions import FairdeckError
+from fairdeck.wire import STATUS_DETAILS_KEY
 from tests.dealers import RunningDealer
 
-STATUS_DETAILS_KEY = "grpc-status-details-bin"
 LISTENING = re.compile(r"^fairdeck dealer listening on 127\.0\.0\.1:(\d+) \(data: (.+)\)$")
 
 

@@ -22,7 +22,8 @@ from fairdeck.client import DealerClient
 from fairdeck.client.exceptions import FairdeckError, ResourceExhausted, Unauthenticated
 from fairdeck.core.seeds import MAX_CLIENT_SEED_CHARS
 from fairdeck.v1 import dealer_pb2, dealer_pb2_grpc
-from fairdeck_server.auth import AUTH_RATE_LIMITED, peer_address, split_token
+from fairdeck.wire import Reason
+from fairdeck_server.auth import peer_address, split_token
 from fairdeck_server.errors import DealerError
 from fairdeck_server.servicer import client_seeds
 from fairdeck_server.vault import KEY_ENV
@@ -174,7 +175,7 @@ def test_token_spraying_is_refused_before_the_lookup_once_an_address_failed_too_
             pytest.raises(ResourceExhausted) as limited_call,
         ):
             spray.open_hand()
-        assert limited_call.value.reason == AUTH_RATE_LIMITED
+        assert limited_call.value.reason == Reason.AUTH_RATE_LIMITED
         assert limited_call.value.field == "authorization"
         assert limited_call.value.retry_delay is not None and limited_call.value.retry_delay > 100
     assert len(lookups) == 5, "a sprayed token was looked up after the limit"
@@ -200,7 +201,7 @@ def test_malformed_authorization_headers_count_as_failures(limited: RunningDeale
     unauthenticated = (grpc.StatusCode.UNAUTHENTICATED.value[0], "INVALID_TOKEN", None)
     assert refused[:5] == [unauthenticated] * 5
     for code, reason, retry in refused[5:]:  # garbage too, once the address is over its budget
-        assert (code, reason) == (grpc.StatusCode.RESOURCE_EXHAUSTED.value[0], AUTH_RATE_LIMITED)
+        assert (code, reason) == (grpc.StatusCode.RESOURCE_EXHAUSTED.value[0], Reason.AUTH_RATE_LIMITED)
         assert retry is not None and retry > 100
 
 
@@ -222,13 +223,17 @@ def test_a_refusal_for_too_many_failures_is_held_before_it_is_answered(
         failures=auth.FailureLimiter(rate=0.5, burst=1, clock=lambda: 0.0, tarpit=1.0),
     )
     verifier.failures.failed("10.0.0.7")
-    with pytest.raises(auth.Refused) as refused:
+    with pytest.raises(DealerError) as refused:
         asyncio.run(verifier.verify(_sprayed(), "10.0.0.7"))
-    assert (refused.value.reason, refused.value.retry_delay, slept) == (AUTH_RATE_LIMITED, 1.0, [1.0])
+    assert (refused.value.reason, refused.value.retry_delay, slept) == (Reason.AUTH_RATE_LIMITED, 1.0, [1.0])
     verifier.failures.tarpit = 5.0
-    with pytest.raises(auth.Refused) as refused:
+    with pytest.raises(DealerError) as refused:
         asyncio.run(verifier.verify("not even a token", "10.0.0.7"))
-    assert (refused.value.reason, refused.value.retry_delay, slept) == (AUTH_RATE_LIMITED, 0.0, [1.0, 2.0])
+    assert (refused.value.reason, refused.value.retry_delay, slept) == (
+        Reason.AUTH_RATE_LIMITED,
+        0.0,
+        [1.0, 2.0],
+    )
 
 
 def test_the_failure_limit_is_per_address_and_off_at_rate_zero(data: Path, token_for: MakeToken) -> None:
@@ -347,4 +352,4 @@ def test_a_valid_token_gives_back_the_failure_counted_before_its_lookup(
     fresh = token_for("acme", "dealer")
     assert [answer(_sprayed()) for _ in range(4)] == ["INVALID_TOKEN"] * 4
     assert answer(fresh) == "OK"  # first use: looked up, counted in advance, given back
-    assert [answer(_sprayed()) for _ in range(2)] == ["INVALID_TOKEN", AUTH_RATE_LIMITED]
+    assert [answer(_sprayed()) for _ in range(2)] == ["INVALID_TOKEN", Reason.AUTH_RATE_LIMITED]

@@ -19,6 +19,7 @@ from fairdeck.cli import main
 from fairdeck.client import DealerClient
 from fairdeck.client.exceptions import FairdeckError, Unauthenticated
 from fairdeck_server import auth
+from fairdeck_server.errors import DealerError
 from fairdeck_server.principal import Role
 from fairdeck_server.storage.sqlite import SqliteStorage
 from tests.dealers import RunningDealer
@@ -189,12 +190,12 @@ def test_the_cache_keeps_a_token_at_most_its_ttl(tmp_path: Path) -> None:
             now[0] += 1.9
             assert (await verifier.verify(token)).tenant == "acme"  # still cached
             now[0] += 0.2
-            with pytest.raises(auth.Refused) as refused:
+            with pytest.raises(DealerError) as refused:
                 await verifier.verify(token)
             assert refused.value.reason == "INVALID_TOKEN"
             # A token made after an unknown id was looked up is accepted once the miss expires.
             late, late_record = auth.new_token("acme", Role.DEALER)
-            with pytest.raises(auth.Refused):
+            with pytest.raises(DealerError):
                 await verifier.verify(late)
             await storage.put_token(late_record)
             now[0] += 2.1

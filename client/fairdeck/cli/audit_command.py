@@ -31,11 +31,14 @@ from pathlib import Path
 import grpc
 
 from fairdeck.cli import cli_credentials
+from fairdeck.client.base import EntryPager
 from fairdeck.client.calls import ClientConfig
 from fairdeck.client.exceptions import from_rpc_error
+from fairdeck.core.errors import VerificationError
 from fairdeck.log.audit import Auditor, AuditReport, Finding, LogUnreadable
 from fairdeck.log.note import NoteError, Verifier
 from fairdeck.v1 import audit_pb2, audit_pb2_grpc
+from fairdeck.wire import Reason
 
 PAGE = 1000
 
@@ -61,7 +64,7 @@ def remote_log(
     except grpc.RpcError as e:
         # A fresh dealer has nothing to sign yet. The entries are still listed: if there are
         # any, the auditor reports that no checkpoint covers them.
-        if from_rpc_error(e).reason != "NO_CHECKPOINT":
+        if from_rpc_error(e).reason != Reason.NO_CHECKPOINT:
             channel.close()
             raise
         head, notes = audit_pb2.GetCheckpointResponse(), []
@@ -70,22 +73,14 @@ def remote_log(
         raise
 
     def entries() -> Iterator[bytes]:
-        token, start = "", 0
+        pager = EntryPager(0, PAGE)
         try:
-            while True:
-                page = stub.ListEntries(
-                    audit_pb2.ListEntriesRequest(start_index=start, page_size=PAGE, page_token=token),
-                    timeout=timeout,
-                    metadata=metadata,
-                )
-                for e in page.entries:
-                    if e.index != start:
-                        raise ValueError(f"server sent entry {e.index} where {start} was due")
-                    start += 1
-                    yield e.data
-                if not page.next_page_token:
-                    return
-                token = page.next_page_token
+            while not pager.done:
+                page = stub.ListEntries(pager.request(), timeout=timeout, metadata=metadata)
+                for _, data in pager.take(page):
+                    yield data
+        except VerificationError as e:  # out of order: the log could not be read whole
+            raise ValueError(e.detail) from None
         finally:
             channel.close()
 
@@ -149,7 +144,7 @@ def _verifiers(values: Sequence[str]) -> list[Verifier]:
 
 def _client_config(args: argparse.Namespace) -> ClientConfig:
     c = cli_credentials.from_args(args)
-    return ClientConfig(args.target, c.channel, c.api_token, insecure=c.insecure)
+    return ClientConfig(args.target, credentials=c.channel, api_token=c.api_token, insecure=c.insecure)
 
 
 def cmd_audit(args: argparse.Namespace) -> int:

@@ -13,13 +13,11 @@ a proof or an entry makes them raise VerificationError(step="log").
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator, Sequence
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 import grpc
 
-from fairdeck.client.calls import ClientConfig
-from fairdeck.client.exceptions import from_rpc_error
+from fairdeck.client.base import PAGE_SIZE, AsyncClient, EntryPager, SyncClient, client_config
 from fairdeck.client.models import Hand
 from fairdeck.core.errors import VerificationError
 from fairdeck.log.checkpoint import Checkpoint
@@ -34,8 +32,6 @@ from fairdeck.log.receipts import (
 )
 from fairdeck.v1 import audit_pb2 as pb
 from fairdeck.v1 import audit_pb2_grpc
-
-PAGE_SIZE = 1000
 
 
 def _proof_request(
@@ -86,13 +82,21 @@ def _checked(proof: InclusionProof, index: int | None, hand_id: str | None, reve
     return proof
 
 
+def _verifier(verifier: Verifier | str) -> Verifier:
+    return Verifier.parse(verifier) if isinstance(verifier, str) else verifier
+
+
+def _stub(channel: grpc.Channel | grpc.aio.Channel) -> audit_pb2_grpc.AuditServiceStub:
+    return audit_pb2_grpc.AuditServiceStub(channel)
+
+
 def _checked_index(proof: InclusionProof, index: int) -> InclusionProof:
     if proof.index != index:
         raise VerificationError("log", f"asked for entry {index}, the proof is for entry {proof.index}")
     return proof
 
 
-class AuditClient:
+class AuditClient(SyncClient):
     """A blocking, verifying client of the dealer's transparency log."""
 
     def __init__(
@@ -106,20 +110,19 @@ class AuditClient:
         timeout: float | None = 30.0,
         insecure: bool = False,
     ) -> None:
-        self.verifier = Verifier.parse(verifier) if isinstance(verifier, str) else verifier
-        self.config = ClientConfig(
-            target, credentials, api_token, tuple(metadata), timeout, insecure=insecure
+        self.verifier = _verifier(verifier)
+        config = client_config(
+            target,
+            credentials=credentials,
+            api_token=api_token,
+            metadata=metadata,
+            timeout=timeout,
+            insecure=insecure,
         )
-        self._channel = self.config.channel()
-        self._stub = audit_pb2_grpc.AuditServiceStub(self._channel)
+        super().__init__(config, _stub)
 
     def _call(self, method: str, request: Any) -> Any:
-        try:
-            return getattr(self._stub, method)(
-                request, timeout=self.config.timeout, metadata=self.config.call_metadata()
-            )
-        except grpc.RpcError as e:
-            raise from_rpc_error(e) from e
+        return self._unary(method, request)
 
     def checkpoint(self) -> Checkpoint:
         """The latest checkpoint, signature-checked."""
@@ -152,31 +155,13 @@ class AuditClient:
         return verify_consistency(old, r.signed_checkpoint, tuple(r.hashes), self.verifier)
 
     def entries(self, start: int = 0) -> Iterator[tuple[int, bytes]]:
-        """Every entry from ``start`` on, as (index, bytes)."""
-        token = ""
-        while True:
-            page = self._call(
-                "ListEntries", pb.ListEntriesRequest(start_index=start, page_size=PAGE_SIZE, page_token=token)
-            )
-            for e in page.entries:
-                yield e.index, e.data
-            if not page.next_page_token:
-                return
-            token = page.next_page_token
-
-    def close_channel(self) -> None:
-        self._channel.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close_channel()
+        """Every entry from ``start`` on, as (index, bytes), in order."""
+        pager = EntryPager(start, PAGE_SIZE)
+        while not pager.done:
+            yield from pager.take(self._call("ListEntries", pager.request()))
 
 
-class AsyncAuditClient:
+class AsyncAuditClient(AsyncClient):
     """An asyncio, verifying client of the dealer's transparency log; same methods, awaited."""
 
     def __init__(
@@ -190,20 +175,19 @@ class AsyncAuditClient:
         timeout: float | None = 30.0,
         insecure: bool = False,
     ) -> None:
-        self.verifier = Verifier.parse(verifier) if isinstance(verifier, str) else verifier
-        self.config = ClientConfig(
-            target, credentials, api_token, tuple(metadata), timeout, insecure=insecure
+        self.verifier = _verifier(verifier)
+        config = client_config(
+            target,
+            credentials=credentials,
+            api_token=api_token,
+            metadata=metadata,
+            timeout=timeout,
+            insecure=insecure,
         )
-        self._channel = self.config.aio_channel()
-        self._stub = audit_pb2_grpc.AuditServiceStub(self._channel)
+        super().__init__(config, _stub)
 
     async def _call(self, method: str, request: Any) -> Any:
-        try:
-            return await getattr(self._stub, method)(
-                request, timeout=self.config.timeout, metadata=self.config.call_metadata()
-            )
-        except grpc.RpcError as e:
-            raise from_rpc_error(e) from e
+        return await self._unary(method, request)
 
     async def checkpoint(self) -> Checkpoint:
         """The latest checkpoint, signature-checked."""
@@ -239,25 +223,8 @@ class AsyncAuditClient:
         return verify_consistency(old, r.signed_checkpoint, tuple(r.hashes), self.verifier)
 
     async def entries(self, start: int = 0) -> AsyncIterator[tuple[int, bytes]]:
-        """Every entry from ``start`` on, as (index, bytes)."""
-        token = ""
-        while True:
-            page = await self._call(
-                "ListEntries", pb.ListEntriesRequest(start_index=start, page_size=PAGE_SIZE, page_token=token)
-            )
-            for e in page.entries:
-                yield e.index, e.data
-            if not page.next_page_token:
-                return
-            token = page.next_page_token
-
-    async def close_channel(self) -> None:
-        await self._channel.close(grace=None)
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.close_channel()
+        """Every entry from ``start`` on, as (index, bytes), in order."""
+        pager = EntryPager(start, PAGE_SIZE)
+        while not pager.done:
+            for entry in pager.take(await self._call("ListEntries", pager.request())):
+                yield entry

@@ -11,7 +11,7 @@ import json
 import secrets
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -77,6 +77,7 @@ class ClientConfig:
 
     target: str = "127.0.0.1:50051"
     """host:port of the dealer."""
+    _: KW_ONLY  # the rest by name: several are optional and of like types, so order is a trap
     credentials: grpc.ChannelCredentials | None = None
     """TLS (or mTLS) credentials; None for a plain-text channel on a trusted network."""
     api_token: str | None = field(default=None, repr=False)

@@ -21,12 +21,12 @@ Against a dealer with TLS and API tokens::
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator, Sequence
-from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, TypeVar
 
 import grpc
 
 from fairdeck.client import calls
+from fairdeck.client.base import AsyncClient, SyncClient, client_config
 from fairdeck.client.calls import Call, ClientConfig, Deal, tls_credentials
 from fairdeck.client.exceptions import from_rpc_error
 from fairdeck.client.models import DealtHand, Draw, Hand
@@ -36,7 +36,7 @@ R = TypeVar("R")
 __all__ = ["AsyncDealerClient", "ClientConfig", "Deal", "DealerClient", "tls_credentials"]
 
 
-class DealerClient:
+class DealerClient(SyncClient):
     """A blocking client for the dealer."""
 
     def __init__(
@@ -50,20 +50,19 @@ class DealerClient:
         options: Sequence[tuple[str, Any]] = (),
         insecure: bool = False,
     ) -> None:
-        self.config = ClientConfig(
-            target, credentials, api_token, tuple(metadata), timeout, tuple(options), insecure=insecure
+        config = client_config(
+            target,
+            credentials=credentials,
+            api_token=api_token,
+            metadata=metadata,
+            timeout=timeout,
+            options=options,
+            insecure=insecure,
         )
-        self._channel = self.config.channel()
-        self._stub = dealer_pb2_grpc.DealerServiceStub(self._channel)
+        super().__init__(config, dealer_pb2_grpc.DealerServiceStub)
 
     def _run(self, call: Call[R]) -> R:
-        try:
-            response = getattr(self._stub, call.method)(
-                call.request, timeout=self.config.timeout, metadata=self.config.call_metadata()
-            )
-        except grpc.RpcError as e:
-            raise from_rpc_error(e) from e
-        return call.parse(response)
+        return call.parse(self._unary(call.method, call.request))
 
     def open_hand(self, deck: str = "standard", *, request_id: str | None = None) -> Hand:
         """Open a hand; its commitment is published before any card is seen."""
@@ -119,19 +118,8 @@ class DealerClient:
         except grpc.RpcError as e:
             raise from_rpc_error(e) from e
 
-    def close_channel(self) -> None:
-        self._channel.close()
 
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close_channel()
-
-
-class AsyncDealerClient:
+class AsyncDealerClient(AsyncClient):
     """An asyncio client for the dealer; same methods as DealerClient, awaited."""
 
     def __init__(
@@ -145,20 +133,19 @@ class AsyncDealerClient:
         options: Sequence[tuple[str, Any]] = (),
         insecure: bool = False,
     ) -> None:
-        self.config = ClientConfig(
-            target, credentials, api_token, tuple(metadata), timeout, tuple(options), insecure=insecure
+        config = client_config(
+            target,
+            credentials=credentials,
+            api_token=api_token,
+            metadata=metadata,
+            timeout=timeout,
+            options=options,
+            insecure=insecure,
         )
-        self._channel = self.config.aio_channel()
-        self._stub = dealer_pb2_grpc.DealerServiceStub(self._channel)
+        super().__init__(config, dealer_pb2_grpc.DealerServiceStub)
 
     async def _run(self, call: Call[R]) -> R:
-        try:
-            response = await getattr(self._stub, call.method)(
-                call.request, timeout=self.config.timeout, metadata=self.config.call_metadata()
-            )
-        except grpc.RpcError as e:
-            raise from_rpc_error(e) from e
-        return call.parse(response)
+        return call.parse(await self._unary(call.method, call.request))
 
     async def open_hand(self, deck: str = "standard", *, request_id: str | None = None) -> Hand:
         """Open a hand; its commitment is published before any card is seen."""
@@ -216,14 +203,3 @@ class AsyncDealerClient:
                     yield hand
         except grpc.RpcError as e:
             raise from_rpc_error(e) from e
-
-    async def close_channel(self) -> None:
-        await self._channel.close(grace=None)
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.close_channel()

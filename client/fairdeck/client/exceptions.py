@@ -1,7 +1,8 @@
 """SDK exceptions: one class per meaning, raised ``from`` the grpc.RpcError.
 
 The dealer attaches a google.rpc.ErrorInfo with a stable ``reason`` to every
-error; ``from_rpc_error`` picks the class by reason first, then by status
+error (the list is ``fairdeck.wire.Reason``); ``from_rpc_error`` picks the
+class by reason first (``BY_REASON`` has every reason), then by status
 code. Every status code has a class of its own (``BY_CODE``), so a caller can
 catch, say, ``Cancelled`` without catching everything; a reason's class is a
 subclass of its code's where the two differ in meaning. Every exception
@@ -15,9 +16,11 @@ from __future__ import annotations
 from typing import Any
 
 import grpc
-from google.rpc import error_details_pb2, status_pb2
+from google.protobuf.message import DecodeError
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
 
-STATUS_DETAILS_KEY = "grpc-status-details-bin"
+from fairdeck.wire import Reason
 
 
 class FairdeckError(Exception):
@@ -131,19 +134,42 @@ class DataLoss(FairdeckError):
     """Unrecoverable data loss or corruption (DATA_LOSS)."""
 
 
-_BY_REASON: dict[str, type[FairdeckError]] = {
-    "HAND_NOT_FOUND": HandNotFound,
-    "ENTRY_NOT_FOUND": NotInLog,
-    "NO_CHECKPOINT": NotInLog,
-    "HAND_CLOSED": HandClosed,
-    "HAND_ALREADY_SHUFFLED": HandAlreadyShuffled,
-    "NOT_ENOUGH_CARDS": NotEnoughCards,
-    "REQUEST_ID_REUSED": RequestIdReused,
-    "MISSING_CREDENTIALS": Unauthenticated,
-    "INVALID_TOKEN": Unauthenticated,
-    "INVALID_CERTIFICATE": Unauthenticated,
-    "ROLE_NOT_ALLOWED": PermissionDenied,
+_REASONS_OF: dict[type[FairdeckError], tuple[Reason, ...]] = {
+    InvalidArgument: (
+        Reason.MALFORMED_REQUEST,
+        Reason.UNKNOWN_DECK,
+        Reason.INVALID_CLIENT_SEED,
+        Reason.TOO_MANY_CLIENT_SEEDS,
+        Reason.INVALID_COUNT,
+        Reason.INVALID_HAND_COUNT,
+        Reason.INVALID_HAND_ID,
+        Reason.MISSING_HAND_ID,
+        Reason.INVALID_REQUEST_ID,
+        Reason.INVALID_PAGE_TOKEN,
+        Reason.INVALID_PAGE_SIZE,
+        Reason.MISSING_ENTRY,
+        Reason.INVALID_ENTRY_KIND,
+        Reason.INVALID_TREE_SIZE,
+        Reason.ENTRY_NOT_IN_TREE,
+    ),
+    HandNotFound: (Reason.HAND_NOT_FOUND,),
+    NotInLog: (Reason.ENTRY_NOT_FOUND, Reason.NO_CHECKPOINT),
+    NotEnoughCards: (Reason.NOT_ENOUGH_CARDS,),
+    HandClosed: (Reason.HAND_CLOSED,),
+    HandAlreadyShuffled: (Reason.HAND_ALREADY_SHUFFLED,),
+    FailedPrecondition: (Reason.HAND_NOT_CLOSED,),
+    RequestIdReused: (Reason.REQUEST_ID_REUSED,),
+    ResourceExhausted: (Reason.RATE_LIMITED, Reason.AUTH_RATE_LIMITED, Reason.TOO_MANY_OPEN_HANDS),
+    DeadlineExceeded: (Reason.DEADLINE_EXCEEDED,),
+    Unavailable: (Reason.STORAGE_UNAVAILABLE,),
+    Internal: (Reason.SEED_UNAVAILABLE, Reason.INTERNAL),
+    Unauthenticated: (Reason.MISSING_CREDENTIALS, Reason.INVALID_TOKEN, Reason.INVALID_CERTIFICATE),
+    PermissionDenied: (Reason.ROLE_NOT_ALLOWED,),
 }
+BY_REASON: dict[str, type[FairdeckError]] = {
+    reason: cls for cls, reasons in _REASONS_OF.items() for reason in reasons
+}
+"""The class for each reason of the contract (every ``fairdeck.wire.Reason`` is here)."""
 BY_CODE: dict[grpc.StatusCode, type[FairdeckError]] = {
     grpc.StatusCode.OK: Unknown,
     grpc.StatusCode.CANCELLED: Cancelled,
@@ -171,23 +197,19 @@ def from_rpc_error(error: grpc.RpcError) -> FairdeckError:
     call: Any = error  # a grpc.Call (sync) or grpc.aio.AioRpcError: both have these methods
     code: grpc.StatusCode = call.code()
     message: str = call.details() or code.name
-    reason, field, delay = "", None, None
-    for key, value in call.trailing_metadata() or ():
-        if key == STATUS_DETAILS_KEY and isinstance(value, bytes):
-            reason, field, delay = _error_details(value)
-    cls = _BY_REASON.get(reason) or BY_CODE.get(code, Unknown)
+    reason, field, delay = _error_details(call)
+    cls = BY_REASON.get(reason) or BY_CODE.get(code, Unknown)
     return cls(message, code=code, reason=reason, field=field, retry_delay=delay)
 
 
-def _error_details(data: bytes) -> tuple[str, str | None, float | None]:
-    """(reason, field) of the ErrorInfo and the RetryInfo delay in a status trailer."""
-    status = status_pb2.Status()
+def _error_details(call: Any) -> tuple[str, str | None, float | None]:
+    """(reason, field) of the ErrorInfo and the RetryInfo delay in the call's status trailer."""
     try:
-        status.ParseFromString(data)
-    except Exception:  # a malformed trailer is no reason to lose the status code
+        status = rpc_status.from_call(call)
+    except (DecodeError, ValueError):  # a malformed trailer is no reason to lose the status code
         return "", None, None
     reason, field, delay = "", None, None
-    for detail in status.details:
+    for detail in status.details if status is not None else ():
         info = error_details_pb2.ErrorInfo()
         retry = error_details_pb2.RetryInfo()
         if detail.Unpack(info):

@@ -411,12 +411,7 @@ class SqliteStorage:
             return None
         existing = hand_record(row)
         if not same_request(existing, r):
-            raise errors.DealerError(
-                errors.Status.ALREADY_EXISTS,
-                "REQUEST_ID_REUSED",
-                "request_id was already used for a different request (kind of open, deck or seeds)",
-                "request_id",
-            )
+            raise errors.request_id_reused()
         return existing
 
     def _append(self, entry: bytes, rows: _Rows) -> int:

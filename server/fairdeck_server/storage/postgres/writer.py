@@ -429,7 +429,7 @@ def _prepare_create(
         r = n.record
         stored = None if r.request_id is None else existing.get((r.tenant, r.request_id))
         if stored is not None and not same_request(stored, r):
-            plan.failed.append((op, _request_id_reused()))
+            plan.failed.append((op, errors.request_id_reused()))
             return
         stored_for.append(stored)
     claimed.update(keys)
@@ -455,15 +455,6 @@ def _prepare_create(
         return result
 
     plan.results.append((op, build))
-
-
-def _request_id_reused() -> errors.DealerError:
-    return errors.DealerError(
-        errors.Status.ALREADY_EXISTS,
-        "REQUEST_ID_REUSED",
-        "request_id was already used for a different request (kind of open, deck or seeds)",
-        "request_id",
-    )
 
 
 def _prepare_update(plan: _Batch, op: Update, current: HandRecord | None) -> None:

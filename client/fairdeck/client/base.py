@@ -1,0 +1,141 @@
+"""What every client of the dealer shares: its channel, config and stub, set up
+once here (``SyncClient``, ``AsyncClient``), the one way a unary call is sent
+and its error translated, and the one pager of the log's ListEntries
+(``EntryPager``), used by the audit clients and by ``fairdeck audit``.
+
+The blocking and asyncio bases differ only in how they wait; the public
+clients (dealer.py, audit_client.py) subclass them and add their methods.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from types import TracebackType
+from typing import Any, Self
+
+import grpc
+from google.protobuf.message import Message
+
+from fairdeck.client.calls import ClientConfig
+from fairdeck.client.exceptions import from_rpc_error
+from fairdeck.core.errors import VerificationError
+from fairdeck.v1 import audit_pb2
+
+__all__ = ["PAGE_SIZE", "AsyncClient", "EntryPager", "SyncClient", "client_config"]
+
+PAGE_SIZE = 1000
+"""Entries asked for per ListEntries page (the dealer may send fewer: it caps a page's bytes)."""
+
+
+def client_config(
+    target: str,
+    *,
+    credentials: grpc.ChannelCredentials | None,
+    api_token: str | None,
+    metadata: Sequence[tuple[str, str]],
+    timeout: float | None,
+    options: Sequence[tuple[str, Any]] = (),
+    insecure: bool,
+) -> ClientConfig:
+    """The config of a client from its constructor's arguments (the same for every client)."""
+    return ClientConfig(
+        target,
+        credentials=credentials,
+        api_token=api_token,
+        metadata=tuple(metadata),
+        timeout=timeout,
+        options=tuple(options),
+        insecure=insecure,
+    )
+
+
+class SyncClient:
+    """A blocking client: ``config``, its channel and a stub of one service."""
+
+    def __init__(self, config: ClientConfig, stub: Callable[[grpc.Channel], Any]) -> None:
+        self.config = config
+        self._channel = config.channel()
+        self._stub = stub(self._channel)
+
+    def _unary(self, method: str, request: Message) -> Any:
+        try:
+            return getattr(self._stub, method)(
+                request, timeout=self.config.timeout, metadata=self.config.call_metadata()
+            )
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from e
+
+    def close_channel(self) -> None:
+        self._channel.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close_channel()
+
+
+class AsyncClient:
+    """An asyncio client: ``config``, its channel and a stub of one service."""
+
+    def __init__(self, config: ClientConfig, stub: Callable[[grpc.aio.Channel], Any]) -> None:
+        self.config = config
+        self._channel = config.aio_channel()
+        self._stub = stub(self._channel)
+
+    async def _unary(self, method: str, request: Message) -> Any:
+        try:
+            return await getattr(self._stub, method)(
+                request, timeout=self.config.timeout, metadata=self.config.call_metadata()
+            )
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from e
+
+    async def close_channel(self) -> None:
+        await self._channel.close(grace=None)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close_channel()
+
+
+class EntryPager:
+    """Pages through ListEntries from ``start``: which page to ask for next, and
+    the entries each page holds, checked to be the next ones in order. The caller
+    sends the requests (blocking or awaited) until ``done``::
+
+        pager = EntryPager(start)
+        while not pager.done:
+            yield from pager.take(stub.ListEntries(pager.request()))
+    """
+
+    def __init__(self, start: int = 0, page_size: int = PAGE_SIZE) -> None:
+        self.next_index = start
+        self.page_size = page_size
+        self.done = False
+        self._token = ""
+
+    def request(self) -> audit_pb2.ListEntriesRequest:
+        return audit_pb2.ListEntriesRequest(
+            start_index=self.next_index, page_size=self.page_size, page_token=self._token
+        )
+
+    def take(self, page: audit_pb2.ListEntriesResponse) -> list[tuple[int, bytes]]:
+        """The page's (index, entry) pairs; VerificationError if it skips or repeats an index."""
+        entries = []
+        for e in page.entries:
+            if e.index != self.next_index:
+                raise VerificationError(
+                    "log", f"the server sent entry {e.index} where {self.next_index} was due"
+                )
+            entries.append((e.index, e.data))
+            self.next_index += 1
+        self._token = page.next_page_token
+        self.done = not page.next_page_token
+        return entries
