@@ -20,7 +20,7 @@ from google.protobuf.message import DecodeError
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
-from fairdeck.wire import Reason
+from fairdeck.wire import STATUS, Reason
 
 
 class FairdeckError(Exception):
@@ -134,42 +134,6 @@ class DataLoss(FairdeckError):
     """Unrecoverable data loss or corruption (DATA_LOSS)."""
 
 
-_REASONS_OF: dict[type[FairdeckError], tuple[Reason, ...]] = {
-    InvalidArgument: (
-        Reason.MALFORMED_REQUEST,
-        Reason.UNKNOWN_DECK,
-        Reason.INVALID_CLIENT_SEED,
-        Reason.TOO_MANY_CLIENT_SEEDS,
-        Reason.INVALID_COUNT,
-        Reason.INVALID_HAND_COUNT,
-        Reason.INVALID_HAND_ID,
-        Reason.MISSING_HAND_ID,
-        Reason.INVALID_REQUEST_ID,
-        Reason.INVALID_PAGE_TOKEN,
-        Reason.INVALID_PAGE_SIZE,
-        Reason.MISSING_ENTRY,
-        Reason.INVALID_ENTRY_KIND,
-        Reason.INVALID_TREE_SIZE,
-        Reason.ENTRY_NOT_IN_TREE,
-    ),
-    HandNotFound: (Reason.HAND_NOT_FOUND,),
-    NotInLog: (Reason.ENTRY_NOT_FOUND, Reason.NO_CHECKPOINT),
-    NotEnoughCards: (Reason.NOT_ENOUGH_CARDS,),
-    HandClosed: (Reason.HAND_CLOSED,),
-    HandAlreadyShuffled: (Reason.HAND_ALREADY_SHUFFLED,),
-    FailedPrecondition: (Reason.HAND_NOT_CLOSED,),
-    RequestIdReused: (Reason.REQUEST_ID_REUSED,),
-    ResourceExhausted: (Reason.RATE_LIMITED, Reason.AUTH_RATE_LIMITED, Reason.TOO_MANY_OPEN_HANDS),
-    DeadlineExceeded: (Reason.DEADLINE_EXCEEDED,),
-    Unavailable: (Reason.STORAGE_UNAVAILABLE,),
-    Internal: (Reason.SEED_UNAVAILABLE, Reason.INTERNAL),
-    Unauthenticated: (Reason.MISSING_CREDENTIALS, Reason.INVALID_TOKEN, Reason.INVALID_CERTIFICATE),
-    PermissionDenied: (Reason.ROLE_NOT_ALLOWED,),
-}
-BY_REASON: dict[str, type[FairdeckError]] = {
-    reason: cls for cls, reasons in _REASONS_OF.items() for reason in reasons
-}
-"""The class for each reason of the contract (every ``fairdeck.wire.Reason`` is here)."""
 BY_CODE: dict[grpc.StatusCode, type[FairdeckError]] = {
     grpc.StatusCode.OK: Unknown,
     grpc.StatusCode.CANCELLED: Cancelled,
@@ -190,6 +154,21 @@ BY_CODE: dict[grpc.StatusCode, type[FairdeckError]] = {
     grpc.StatusCode.UNAUTHENTICATED: Unauthenticated,
 }
 """The class for each status code when no known reason decides (every code is here)."""
+_OWN_CLASS: dict[Reason, type[FairdeckError]] = {
+    Reason.HAND_NOT_FOUND: HandNotFound,
+    Reason.ENTRY_NOT_FOUND: NotInLog,
+    Reason.NO_CHECKPOINT: NotInLog,
+    Reason.NOT_ENOUGH_CARDS: NotEnoughCards,
+    Reason.HAND_CLOSED: HandClosed,
+    Reason.HAND_ALREADY_SHUFFLED: HandAlreadyShuffled,
+    Reason.REQUEST_ID_REUSED: RequestIdReused,
+}
+"""Reasons with a class of their own; every other reason takes its status code's class."""
+BY_REASON: dict[str, type[FairdeckError]] = {
+    reason.value: _OWN_CLASS.get(reason) or BY_CODE[grpc.StatusCode[STATUS[reason]]] for reason in Reason
+}
+"""The class for each reason of the contract (every ``fairdeck.wire.Reason`` is here), derived
+from the contract's status of each reason, so a reason added there cannot be left out here."""
 
 
 def from_rpc_error(error: grpc.RpcError) -> FairdeckError:
