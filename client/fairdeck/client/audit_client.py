@@ -17,7 +17,7 @@ from typing import Any
 
 import grpc
 
-from fairdeck.client.base import PAGE_SIZE, AsyncClient, EntryPager, SyncClient, client_config
+from fairdeck.client.base import PAGE_SIZE, AsyncClient, EntryPager, SyncClient
 from fairdeck.client.models import Hand
 from fairdeck.core.errors import VerificationError
 from fairdeck.log.checkpoint import Checkpoint
@@ -86,10 +86,6 @@ def _verifier(verifier: Verifier | str) -> Verifier:
     return Verifier.parse(verifier) if isinstance(verifier, str) else verifier
 
 
-def _stub(channel: grpc.Channel | grpc.aio.Channel) -> audit_pb2_grpc.AuditServiceStub:
-    return audit_pb2_grpc.AuditServiceStub(channel)
-
-
 def _checked_index(proof: InclusionProof, index: int) -> InclusionProof:
     if proof.index != index:
         raise VerificationError("log", f"asked for entry {index}, the proof is for entry {proof.index}")
@@ -98,6 +94,8 @@ def _checked_index(proof: InclusionProof, index: int) -> InclusionProof:
 
 class AuditClient(SyncClient):
     """A blocking, verifying client of the dealer's transparency log."""
+
+    _STUB = audit_pb2_grpc.AuditServiceStub
 
     def __init__(
         self,
@@ -111,7 +109,7 @@ class AuditClient(SyncClient):
         insecure: bool = False,
     ) -> None:
         self.verifier = _verifier(verifier)
-        config = client_config(
+        super().__init__(
             target,
             credentials=credentials,
             api_token=api_token,
@@ -119,7 +117,6 @@ class AuditClient(SyncClient):
             timeout=timeout,
             insecure=insecure,
         )
-        super().__init__(config, _stub)
 
     def _call(self, method: str, request: Any) -> Any:
         return self._unary(method, request)
@@ -164,6 +161,8 @@ class AuditClient(SyncClient):
 class AsyncAuditClient(AsyncClient):
     """An asyncio, verifying client of the dealer's transparency log; same methods, awaited."""
 
+    _STUB = audit_pb2_grpc.AuditServiceStub
+
     def __init__(
         self,
         target: str = "127.0.0.1:50051",
@@ -176,7 +175,7 @@ class AsyncAuditClient(AsyncClient):
         insecure: bool = False,
     ) -> None:
         self.verifier = _verifier(verifier)
-        config = client_config(
+        super().__init__(
             target,
             credentials=credentials,
             api_token=api_token,
@@ -184,7 +183,6 @@ class AsyncAuditClient(AsyncClient):
             timeout=timeout,
             insecure=insecure,
         )
-        super().__init__(config, _stub)
 
     async def _call(self, method: str, request: Any) -> Any:
         return await self._unary(method, request)

@@ -9,9 +9,9 @@ clients (dealer.py, audit_client.py) subclass them and add their methods.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
 import grpc
 from google.protobuf.message import Message
@@ -21,41 +21,51 @@ from fairdeck.client.exceptions import from_rpc_error
 from fairdeck.core.errors import VerificationError
 from fairdeck.v1 import audit_pb2
 
-__all__ = ["PAGE_SIZE", "AsyncClient", "EntryPager", "SyncClient", "client_config"]
+__all__ = ["PAGE_SIZE", "AsyncClient", "EntryPager", "SyncClient"]
 
 PAGE_SIZE = 1000
 """Entries asked for per ListEntries page (the dealer may send fewer: it caps a page's bytes)."""
 
 
-def client_config(
-    target: str,
-    *,
-    credentials: grpc.ChannelCredentials | None,
-    api_token: str | None,
-    metadata: Sequence[tuple[str, str]],
-    timeout: float | None,
-    options: Sequence[tuple[str, Any]] = (),
-    insecure: bool,
-) -> ClientConfig:
-    """The config of a client from its constructor's arguments (the same for every client)."""
-    return ClientConfig(
-        target,
-        credentials=credentials,
-        api_token=api_token,
-        metadata=tuple(metadata),
-        timeout=timeout,
-        options=tuple(options),
-        insecure=insecure,
-    )
+class _Configured:
+    """The constructor every client shares: the keyword arguments, the config built from
+    them, and the channel and stub of the client's one service (``_STUB``), opened by
+    the blocking or the asyncio base."""
+
+    _STUB: ClassVar[type[Any]]
+
+    def __init__(
+        self,
+        target: str = "127.0.0.1:50051",
+        *,
+        credentials: grpc.ChannelCredentials | None = None,
+        api_token: str | None = None,
+        metadata: Sequence[tuple[str, str]] = (),
+        timeout: float | None = 10.0,
+        options: Sequence[tuple[str, Any]] = (),
+        insecure: bool = False,
+    ) -> None:
+        self.config = ClientConfig(
+            target,
+            credentials=credentials,
+            api_token=api_token,
+            metadata=tuple(metadata),
+            timeout=timeout,
+            options=tuple(options),
+            insecure=insecure,
+        )
+        self._open()
+
+    def _open(self) -> None:
+        raise NotImplementedError
 
 
-class SyncClient:
+class SyncClient(_Configured):
     """A blocking client: ``config``, its channel and a stub of one service."""
 
-    def __init__(self, config: ClientConfig, stub: Callable[[grpc.Channel], Any]) -> None:
-        self.config = config
-        self._channel = config.channel()
-        self._stub = stub(self._channel)
+    def _open(self) -> None:
+        self._channel = self.config.channel()
+        self._stub = self._STUB(self._channel)
 
     def _unary(self, method: str, request: Message) -> Any:
         try:
@@ -77,13 +87,12 @@ class SyncClient:
         self.close_channel()
 
 
-class AsyncClient:
+class AsyncClient(_Configured):
     """An asyncio client: ``config``, its channel and a stub of one service."""
 
-    def __init__(self, config: ClientConfig, stub: Callable[[grpc.aio.Channel], Any]) -> None:
-        self.config = config
-        self._channel = config.aio_channel()
-        self._stub = stub(self._channel)
+    def _open(self) -> None:
+        self._channel = self.config.aio_channel()
+        self._stub = self._STUB(self._channel)
 
     async def _unary(self, method: str, request: Message) -> Any:
         try:

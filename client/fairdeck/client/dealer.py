@@ -21,12 +21,12 @@ Against a dealer with TLS and API tokens::
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator, Sequence
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import grpc
 
 from fairdeck.client import calls
-from fairdeck.client.base import AsyncClient, SyncClient, client_config
+from fairdeck.client.base import AsyncClient, SyncClient
 from fairdeck.client.calls import Call, ClientConfig, Deal, tls_credentials
 from fairdeck.client.exceptions import from_rpc_error
 from fairdeck.client.models import DealtHand, Draw, Hand
@@ -39,27 +39,7 @@ __all__ = ["AsyncDealerClient", "ClientConfig", "Deal", "DealerClient", "tls_cre
 class DealerClient(SyncClient):
     """A blocking client for the dealer."""
 
-    def __init__(
-        self,
-        target: str = "127.0.0.1:50051",
-        *,
-        credentials: grpc.ChannelCredentials | None = None,
-        api_token: str | None = None,
-        metadata: Sequence[tuple[str, str]] = (),
-        timeout: float | None = 10.0,
-        options: Sequence[tuple[str, Any]] = (),
-        insecure: bool = False,
-    ) -> None:
-        config = client_config(
-            target,
-            credentials=credentials,
-            api_token=api_token,
-            metadata=metadata,
-            timeout=timeout,
-            options=options,
-            insecure=insecure,
-        )
-        super().__init__(config, dealer_pb2_grpc.DealerServiceStub)
+    _STUB = dealer_pb2_grpc.DealerServiceStub
 
     def _run(self, call: Call[R]) -> R:
         return call.parse(self._unary(call.method, call.request))
@@ -122,27 +102,7 @@ class DealerClient(SyncClient):
 class AsyncDealerClient(AsyncClient):
     """An asyncio client for the dealer; same methods as DealerClient, awaited."""
 
-    def __init__(
-        self,
-        target: str = "127.0.0.1:50051",
-        *,
-        credentials: grpc.ChannelCredentials | None = None,
-        api_token: str | None = None,
-        metadata: Sequence[tuple[str, str]] = (),
-        timeout: float | None = 10.0,
-        options: Sequence[tuple[str, Any]] = (),
-        insecure: bool = False,
-    ) -> None:
-        config = client_config(
-            target,
-            credentials=credentials,
-            api_token=api_token,
-            metadata=metadata,
-            timeout=timeout,
-            options=options,
-            insecure=insecure,
-        )
-        super().__init__(config, dealer_pb2_grpc.DealerServiceStub)
+    _STUB = dealer_pb2_grpc.DealerServiceStub
 
     async def _run(self, call: Call[R]) -> R:
         return call.parse(await self._unary(call.method, call.request))
