@@ -31,6 +31,7 @@ from pathlib import Path
 import grpc
 
 from fairdeck.cli import cli_credentials
+from fairdeck.cli import progress as progress_bar
 from fairdeck.client.base import EntryPager
 from fairdeck.client.calls import ClientConfig
 from fairdeck.client.exceptions import from_rpc_error
@@ -100,19 +101,18 @@ def run_audit(
     auditor = Auditor(
         verifier, now_ms=now_ms, max_hand_lifetime_ms=max_hand_lifetime_ms, since=since, checkpoints=notes
     )
-    step = max(1, count // 200)
-    try:
-        for i, entry in enumerate(entries):
-            auditor.add(entry)
-            if progress and i % step == 0:
-                done = (i + 1) / max(count, 1)
-                bar = "#" * int(30 * min(done, 1.0))
-                print(f"\raudit [{bar:<30}] {i + 1:,}/{count:,} entries", end="", file=sys.stderr, flush=True)
-    except (ValueError, grpc.RpcError) as e:
-        detail = e.details() if isinstance(e, grpc.RpcError) else str(e)
-        auditor.report.findings.append(Finding(f"could not read the whole log: {detail}"))
-    if progress:
-        print(file=sys.stderr)
+    # The total is the signed tree size; entries beyond it (not yet signed) still count, past 100%.
+    # The bar is closed (its last line ended) before anything else is printed, on error too.
+    with progress_bar.bar(
+        total=count or None, desc="audit", unit=" entries", stream=sys.stderr, enabled=progress
+    ) as shown:
+        try:
+            for entry in entries:
+                auditor.add(entry)
+                shown.update()
+        except (ValueError, grpc.RpcError) as e:
+            detail = e.details() if isinstance(e, grpc.RpcError) else str(e)
+            auditor.report.findings.append(Finding(f"could not read the whole log: {detail}"))
     return auditor.finish()
 
 
@@ -181,10 +181,10 @@ def cmd_audit(args: argparse.Namespace) -> int:
             since=since,
             max_hand_lifetime_ms=int(args.max_hand_lifetime * 1000),
             now_ms=time.time_ns() // 1_000_000,
-            progress=sys.stderr.isatty() and not args.json,
+            progress=progress_bar.wanted(args.progress, stream=sys.stderr, json=args.json),
         )
     except LogUnreadable as e:  # damage found part way through the file
-        print(f"\nfairdeck audit: {e}" if sys.stderr.isatty() else f"fairdeck audit: {e}", file=sys.stderr)
+        print(f"fairdeck audit: {e}", file=sys.stderr)
         return 2
     elapsed = time.monotonic() - started
     if since_path is not None and since is None:
@@ -293,5 +293,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     audit.add_argument("--timeout", type=float, default=30.0, help="per-call deadline with --target")
     audit.add_argument("--json", action="store_true", help="print the report as JSON")
+    progress_bar.add_argument(audit)
     cli_credentials.add_arguments(audit.add_argument_group("TLS and credentials (with --target)"))
     audit.set_defaults(handler=cmd_audit)

@@ -13,7 +13,7 @@ import importlib
 import os
 import sys
 
-from fairdeck.cli import cli_credentials
+from fairdeck.cli import cli_credentials, progress
 from fairdeck.core.decks import SPEC_NAMES
 
 EXTRA = "pip install 'fairdeck[stats]'"
@@ -130,12 +130,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "(default 32; fewer show its duplicates at a smaller N)",
     )
     stats.add_argument("--json", action="store_true", help="print the results as JSON")
-    stats.add_argument(
-        "--progress",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="progress bar on stderr (default: when a TTY)",
-    )
+    progress.add_argument(stats)
     dealer = stats.add_argument_group("a live dealer instead of the in-process derivation")
     dealer.add_argument(
         "--target",

@@ -79,10 +79,13 @@ def sample_dealer(
     api_token: str | None = None,
     insecure: bool = False,
     timeout: float = 30.0,
-    progress: Callable[[float], None] | None = None,
+    progress: Callable[[int], object] | None = None,
     batch: int = BATCH,
 ) -> DealerSample:
-    """Deal ``decks`` hands from the dealer(s), verify each, and count them."""
+    """Deal ``decks`` hands from the dealer(s), verify each, and count them.
+
+    ``progress`` is called after each batch with the number of hands it dealt.
+    """
     n = DeckSpec.parse(deck).size
     result = DealerSample(tuple(targets), DeckTally.empty(n))
     keys = hash_keys(seed, n)
@@ -114,7 +117,7 @@ def sample_dealer(
             done += count
             index += 1
             if progress is not None:
-                progress(done / decks)
+                progress(count)
     finally:
         for client in clients:
             client.close_channel()

@@ -21,7 +21,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from fairdeck.cli import cli_credentials
+from fairdeck.cli import cli_credentials, progress
 from fairdeck.client.exceptions import FairdeckError
 from fairdeck.core.versions import CURRENT_VERSION
 from fairdeck.stats import report
@@ -33,29 +33,37 @@ from fairdeck.stats.sampling import OURS, RunSpec, Sample, sample
 
 
 class Bar:
-    """A progress bar on stderr, redrawn at most five times a second."""
+    """The bar of the local sampling: the share of the estimated work done, the time left, and
+    the decks counted per second.
+
+    The bar moves by the work's estimated cost, not by decks, because a 52-card deck of ours
+    costs ten times a control's 5-card one: counted in decks, the time left would be wrong by
+    as much. The rate is in decks, which is what a reader wants to know.
+    """
 
     def __init__(self, stream: TextIO, enabled: bool) -> None:
-        self.stream = stream
-        self.enabled = enabled
-        self.began = time.perf_counter()
-        self.last = 0.0
-
-    def __call__(self, fraction: float, what: str) -> None:
-        now = time.perf_counter()
-        if not self.enabled or (now - self.last < 0.2 and fraction < 1.0):
-            return
-        self.last = now
-        filled = int(30 * min(fraction, 1.0))
-        self.stream.write(
-            f"\rstats [{'#' * filled:<30}] {fraction:6.1%} {now - self.began:6.1f} s  {what:<28}"
+        self.shown = progress.bar(
+            total=100.0,
+            desc="stats",
+            unit="%",
+            stream=stream,
+            enabled=enabled,
+            bar_format="{desc}: {percentage:3.0f}%|{bar}| [{elapsed}<{remaining}{postfix}]",
         )
-        self.stream.flush()
+        self.decks = 0
+        self.percent = 0.0
+
+    def __call__(self, fraction: float, decks: int, what: str) -> None:
+        self.decks += decks
+        percent = 100.0 * min(fraction, 1.0)
+        elapsed = self.shown.format_dict["elapsed"]
+        rate = f"{self.decks / elapsed:,.0f} decks/s" if elapsed > 0 else "? decks/s"
+        self.shown.set_postfix_str(f"{rate}, {what}", refresh=False)
+        self.shown.update(percent - self.percent)
+        self.percent = percent
 
     def done(self) -> None:
-        if self.enabled:
-            self.stream.write("\n")
-            self.stream.flush()
+        self.shown.close()
 
 
 def _version() -> str:
@@ -174,25 +182,26 @@ def run(args: argparse.Namespace) -> int:
         controls=tuple(chosen),
         ours_main=not targets,
     )
-    show = args.progress if args.progress is not None else sys.stderr.isatty()
-    bar = Bar(sys.stderr, show)
+    show = progress.wanted(args.progress, stream=sys.stderr, json=args.json)
     problems: list[str] = []
     dealer = None
     if targets:
         try:
-            dealer = _sample_dealer(args, spec, targets, bar)
+            dealer = _sample_dealer(args, spec, targets, show)
         except (OSError, ValueError, RuntimeError, FairdeckError) as e:
-            bar.done()
             print(f"fairdeck stats: could not sample the dealer: {e}", file=sys.stderr)
             return 1
         if dealer.failed:
             listed = "; ".join(dealer.failures)
             problems.append(f"{dealer.failed:,} of {spec.decks:,} dealt hands did not verify: {listed}")
-    samples = sample(spec, workers=args.workers, progress=bar)
+    bar = Bar(sys.stderr, show)
+    try:
+        samples = sample(spec, workers=args.workers, progress=bar)
+    finally:
+        bar.done()
     if dealer is not None:
         samples[OURS].main = dealer.tally
         samples[OURS].repeated = dealer.tally.repeated_decks()
-    bar.done()
     sampled = time.perf_counter()
     analysis = analyse(samples, spec, args.alpha)
     analysis.problems.extend(problems)
@@ -247,19 +256,23 @@ def _chosen_controls(text: str, known: list[str]) -> list[str] | None:
     return [by_base[name] for name in names] if names and all(name in by_base for name in names) else None
 
 
-def _sample_dealer(args: argparse.Namespace, spec: RunSpec, targets: list[str], bar: Bar) -> DealerSample:
+def _sample_dealer(args: argparse.Namespace, spec: RunSpec, targets: list[str], show: bool) -> DealerSample:
     c = cli_credentials.from_args(args)
-    return sample_dealer(
-        targets,
-        spec.deck,
-        spec.decks,
-        spec.seed,
-        credentials=c.channel,
-        api_token=c.api_token,
-        insecure=c.insecure,
-        timeout=args.timeout,
-        progress=lambda f: bar(f, "dealer"),
-    )
+    # Every hand costs the same round trip here, so the bar counts hands, and tqdm's rate is theirs.
+    with progress.bar(
+        total=spec.decks, desc="stats: dealer", unit=" hands", stream=sys.stderr, enabled=show
+    ) as shown:
+        return sample_dealer(
+            targets,
+            spec.deck,
+            spec.decks,
+            spec.seed,
+            credentials=c.channel,
+            api_token=c.api_token,
+            insecure=c.insecure,
+            timeout=args.timeout,
+            progress=shown.update,
+        )
 
 
 def _info(

@@ -208,8 +208,9 @@ def run_job(spec: RunSpec, job: Job) -> tuple[Job, DeckTally | PermTally, float]
     return job, tally, time.process_time() - began
 
 
-Progress = Callable[[float, str], None]
-"""Called with the fraction of work done and what is being worked on."""
+Progress = Callable[[float, int, str], None]
+"""Called after each chunk with the fraction of the estimated work done (weighed by cost, so
+that it is a fair base for the time left), the decks that chunk counted, and its source."""
 
 
 def _results(
@@ -265,5 +266,5 @@ def sample(spec: RunSpec, *, workers: int = 1, progress: Progress | None = None)
                 s.repeated = s.main.repeated_decks()
         done += job.cost
         if progress is not None:
-            progress(done / total, job.source)
+            progress(done / total, job.count, job.source)
     return samples

@@ -1,0 +1,53 @@
+"""``fairdeck stats``'s progress bar (issue 14): tqdm's, with the time left and the decks per
+second, on a terminal only; never on a pipe, never beside ``--json``, never with ``--no-progress``.
+
+The real console script runs in a subprocess with its stderr on a pseudo-terminal
+(tests/ttys.py) or on a pipe; a small run (2,000 decks, no controls) keeps each in seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("numpy")
+pytest.importorskip("scipy")
+pytest.importorskip("matplotlib")
+
+from tests.ttys import fairdeck_on_pipes, fairdeck_on_pty
+
+# tqdm's "[elapsed<remaining, ...]": the time taken and the time left, then our rate in decks.
+ETA_AND_RATE = re.compile(r"\[\d\d:\d\d<\d\d:\d\d, [\d,]+ decks/s, ours\]")
+
+
+def stats_args(out: Path, *extra: str) -> list[str]:
+    return ["stats", "-n", "2000", "--controls", "none", "--workers", "1", "--out", str(out), *extra]
+
+
+def test_stats_on_a_terminal_shows_time_left_and_rate(tmp_path: Path) -> None:
+    run = fairdeck_on_pty(*stats_args(tmp_path))
+    assert run.returncode == 0, run.terminal
+    last = run.terminal.split("\r")[-2]  # the final redraw; the bar's line then ends with \r\n
+    assert last.startswith("stats: 100%"), run.terminal
+    assert ETA_AND_RATE.search(last), last
+    assert run.terminal.endswith("\r\n")
+    assert run.stdout.startswith("fairdeck stats: 2,000 standard decks")
+    assert "\r" not in run.stdout and "decks/s" not in run.stdout
+
+
+def test_stats_draws_nothing_on_a_pipe(tmp_path: Path) -> None:
+    run = fairdeck_on_pipes(*stats_args(tmp_path))
+    assert run.returncode == 0, run.terminal
+    assert run.terminal == ""
+
+
+@pytest.mark.parametrize("flag", ["--json", "--no-progress"])
+def test_stats_json_or_no_progress_on_a_terminal_draws_nothing(tmp_path: Path, flag: str) -> None:
+    run = fairdeck_on_pty(*stats_args(tmp_path, flag))
+    assert run.returncode == 0, run.terminal
+    assert run.terminal == ""
+    if flag == "--json":
+        assert json.loads(run.stdout)["ok"] is True
