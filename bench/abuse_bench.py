@@ -106,16 +106,23 @@ def victim(opts: argparse.Namespace) -> dict[str, Any]:
         stub = dealer_pb2_grpc.DealerServiceStub(channel)
         request = pb.DealNewHandRequest(deck="standard")
         metadata = _auth(opts.token)
-        stub.DealNewHand(request, metadata=metadata, timeout=30)  # connected and warm
+        warm = stub.DealNewHand(request, metadata=metadata, timeout=30)  # connected and warm
+        close = [warm.hand.hand_id]
         end = time.monotonic() + opts.seconds
         while time.monotonic() < end:
             start = time.perf_counter()
             try:
-                stub.DealNewHand(request, metadata=metadata, timeout=30)
+                dealt = stub.DealNewHand(request, metadata=metadata, timeout=30)
                 codes["OK"] += 1
+                close.append(dealt.hand.hand_id)
             except grpc.RpcError as e:
                 codes[_code(e)] += 1
             latencies.append((time.perf_counter() - start) * 1000)
+            # Closed as a game server closes its hands, outside the timing: a victim that left
+            # them open reached its own cap of 10,000 open hands within a run on a quiet machine.
+            for hand_id in close:
+                stub.CloseHand(pb.CloseHandRequest(hand_id=hand_id), metadata=metadata, timeout=30)
+            close.clear()
             time.sleep(opts.pause)
     latencies.sort()
     return {
