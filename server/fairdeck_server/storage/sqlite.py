@@ -6,11 +6,17 @@ all of them at once: one fsync covers the whole batch, so durability costs
 latency, not throughput. Each operation runs inside its own savepoint, so a
 refused request rolls back alone. Futures are resolved only after COMMIT
 returned, i.e. after the WAL is on disk: nothing is acknowledged before then.
+
+Bulk operations (a DealHands chunk: many hands at once) wait apart: each
+transaction takes every ordinary operation queued and at most one bulk one,
+so a tenant's streams of thousands of hands cannot make another tenant's
+single hand wait behind all of them (bench/README.md, the abuse benchmark).
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import queue
@@ -114,7 +120,8 @@ _UPDATE = (
 )
 
 
-_Op = tuple[Callable[[sqlite3.Connection], Any], asyncio.AbstractEventLoop, "asyncio.Future[Any]"]
+_Op = tuple[Callable[[sqlite3.Connection], Any], asyncio.AbstractEventLoop, "asyncio.Future[Any]", bool]
+"""(operation, the loop awaiting it, its future, whether it is bulk)."""
 
 
 class SqliteStorage:
@@ -151,7 +158,7 @@ class SqliteStorage:
     # -- the Storage interface ------------------------------------------------
 
     async def create_hands(self, hands: Sequence[NewHand]) -> list[HandRecord]:
-        return await self._submit(lambda conn: self._create_many(conn, hands))
+        return await self._submit(lambda conn: self._create_many(conn, hands), bulk=len(hands) > 1)
 
     async def get_hand(self, tenant: str, hand_id: str) -> HandRecord | None:
         return await self._submit(lambda conn: _select(conn, tenant, hand_id))
@@ -443,13 +450,17 @@ class SqliteStorage:
             self._ready.set()
             return
         self._ready.set()
+        ordinary: list[_Op] = []
+        bulk: collections.deque[_Op] = collections.deque()  # in arrival order: chunks stay in order
         stop = False
-        while not stop:
-            first = self._queue.get()
-            if first is None:
-                break
-            batch = [first]
-            while len(batch) < MAX_BATCH:
+        while not (stop and not bulk):
+            if not bulk and not stop:
+                item = self._queue.get()  # nothing to do until something arrives
+                if item is None:
+                    stop = True
+                else:
+                    (bulk.append if item[3] else ordinary.append)(item)
+            while not stop and len(ordinary) < MAX_BATCH:
                 try:
                     item = self._queue.get_nowait()
                 except queue.Empty:
@@ -457,8 +468,12 @@ class SqliteStorage:
                 if item is None:
                     stop = True
                     break
-                batch.append(item)
-            self._run_batch(conn, batch)
+                (bulk.append if item[3] else ordinary.append)(item)
+            batch, ordinary = ordinary, []
+            if bulk:
+                batch.append(bulk.popleft())
+            if batch:
+                self._run_batch(conn, batch)
         conn.close()
 
     def _run_batch(self, conn: sqlite3.Connection, batch: list[_Op]) -> None:
@@ -467,7 +482,7 @@ class SqliteStorage:
         began = time.perf_counter()
         try:
             conn.execute("BEGIN IMMEDIATE")
-            for fn, _, _ in batch:
+            for fn, _, _, _ in batch:
                 mark = (self._log_size, self._frontier.copy())
                 conn.execute("SAVEPOINT op")
                 try:
@@ -495,7 +510,7 @@ class SqliteStorage:
             failure = errors.storage_unavailable("storage failed; the request was not recorded")
             outcomes = [(False, failure)] * len(batch)
         by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], bool, Any]]] = {}
-        for (_, loop, fut), (ok, value) in zip(batch, outcomes, strict=True):
+        for (_, loop, fut, _), (ok, value) in zip(batch, outcomes, strict=True):
             by_loop.setdefault(loop, []).append((fut, ok, value))
         for loop, items in by_loop.items():  # one wake-up per loop per batch
             with contextlib.suppress(RuntimeError):  # a closed loop: nobody is waiting any more
@@ -590,12 +605,12 @@ class SqliteStorage:
 
         return await self._submit(op)
 
-    async def _submit(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    async def _submit(self, fn: Callable[[sqlite3.Connection], T], *, bulk: bool = False) -> T:
         if self._closed:
             raise errors.storage_unavailable("storage is closed")
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[T] = loop.create_future()
-        self._queue.put((fn, loop, fut))
+        self._queue.put((fn, loop, fut, bulk))
         return await fut
 
 
