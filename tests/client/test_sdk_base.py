@@ -175,11 +175,12 @@ def test_one_pager_and_one_place_that_sets_up_a_client() -> None:
     assert set(constructed("ListEntriesRequest")) == {"client/fairdeck/client/base.py"}
     assert set(constructed("channel")) | set(constructed("aio_channel")) == {"client/fairdeck/client/base.py"}
     # One constructor builds every client's config (base.py); the dealer clients add none of
-    # their own, the audit clients only take their verifier first.
+    # their own, and the two audit clients share one that takes their verifier first.
     assert "client/fairdeck/client/base.py" in constructed("ClientConfig")
     assert not {"client/fairdeck/client/dealer.py", "client/fairdeck/client/audit_client.py"} & set(
         constructed("ClientConfig")
     )
-    from fairdeck.client import AsyncDealerClient, DealerClient
+    from fairdeck.client import AsyncAuditClient, AsyncDealerClient, AuditClient, DealerClient
 
-    assert "__init__" not in vars(DealerClient) and "__init__" not in vars(AsyncDealerClient)
+    for cls in (DealerClient, AsyncDealerClient, AuditClient, AsyncAuditClient):
+        assert "__init__" not in vars(cls), cls

@@ -17,7 +17,7 @@ from typing import Any
 
 import grpc
 
-from fairdeck.client.base import PAGE_SIZE, AsyncClient, EntryPager, SyncClient
+from fairdeck.client.base import PAGE_SIZE, AsyncClient, EntryPager, SyncClient, _Configured
 from fairdeck.client.models import Hand
 from fairdeck.core.errors import VerificationError
 from fairdeck.log.checkpoint import Checkpoint
@@ -92,8 +92,9 @@ def _checked_index(proof: InclusionProof, index: int) -> InclusionProof:
     return proof
 
 
-class AuditClient(SyncClient):
-    """A blocking, verifying client of the dealer's transparency log."""
+class _Verifying(_Configured):
+    """What both audit clients add to the shared constructor: the log's verifier key,
+    taken first, and a longer default timeout (proofs of a large log take longer)."""
 
     _STUB = audit_pb2_grpc.AuditServiceStub
 
@@ -117,6 +118,10 @@ class AuditClient(SyncClient):
             timeout=timeout,
             insecure=insecure,
         )
+
+
+class AuditClient(_Verifying, SyncClient):
+    """A blocking, verifying client of the dealer's transparency log."""
 
     def _call(self, method: str, request: Any) -> Any:
         return self._unary(method, request)
@@ -158,31 +163,8 @@ class AuditClient(SyncClient):
             yield from pager.take(self._call("ListEntries", pager.request()))
 
 
-class AsyncAuditClient(AsyncClient):
+class AsyncAuditClient(_Verifying, AsyncClient):
     """An asyncio, verifying client of the dealer's transparency log; same methods, awaited."""
-
-    _STUB = audit_pb2_grpc.AuditServiceStub
-
-    def __init__(
-        self,
-        target: str = "127.0.0.1:50051",
-        *,
-        verifier: Verifier | str,
-        credentials: grpc.ChannelCredentials | None = None,
-        api_token: str | None = None,
-        metadata: Sequence[tuple[str, str]] = (),
-        timeout: float | None = 30.0,
-        insecure: bool = False,
-    ) -> None:
-        self.verifier = _verifier(verifier)
-        super().__init__(
-            target,
-            credentials=credentials,
-            api_token=api_token,
-            metadata=metadata,
-            timeout=timeout,
-            insecure=insecure,
-        )
 
     async def _call(self, method: str, request: Any) -> Any:
         return await self._unary(method, request)
