@@ -380,6 +380,10 @@ class ObservingInterceptor(ServerInterceptor):
                 code = context.code() or grpc.StatusCode.OK
             except StreamGone:
                 code = status_of(asyncio.CancelledError(), context)
+                # Ended as gRPC ends a cancelled call: returning would make gRPC send a final
+                # status on the ended call, which can fail in turn and be logged as an ERROR
+                # (the fuzzer and a CI run saw it) while "client closed" is not yet set.
+                raise asyncio.CancelledError from None
             except errors.DealerError as e:
                 aborted = await _translate(context, e, method)
                 code = status_of(aborted, context)

@@ -9,6 +9,7 @@ A client never sees a stack trace.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -60,11 +61,21 @@ async def abort(context: grpc.aio.ServicerContext[Any, Any], error: errors.Deale
     the interceptors refuse a call."""
     code = grpc.StatusCode[error.status.name]
     message = str(error)
-    await context.abort(
-        code,
-        message,
-        trailing_metadata=status_metadata(code, message, error.reason, error.field, error.retry_delay),
-    )
+    try:
+        await context.abort(
+            code,
+            message,
+            trailing_metadata=status_metadata(code, message, error.reason, error.field, error.retry_delay),
+        )
+    except grpc.aio.AbortError:
+        raise
+    except Exception as e:
+        if type(e).__name__ != "ExecuteBatchError":  # grpc's private class, matched by name
+            raise
+        # The status could not be sent: the call ended meanwhile (the client cancelled, or a
+        # deadline passed as we answered). Nobody is left to tell; ended as gRPC ends a
+        # cancelled call, where the batch error would reach gRPC and be logged as an ERROR.
+        raise asyncio.CancelledError from None
 
 
 class Malformed:
