@@ -23,7 +23,7 @@ from pathlib import Path
 from fairdeck.log.checkpoint import Checkpoint, sign_checkpoint
 from fairdeck.log.note import NoteError, Signer, Verifier, is_valid_key_name
 from fairdeck_server.storage.base import Storage, StoredCheckpoint
-from fairdeck_server.vault import write_private_file
+from fairdeck_server.vault import read_private_text, write_private_file
 
 log = logging.getLogger(__name__)
 DEFAULT_INTERVAL = 0.2
@@ -70,16 +70,7 @@ def load_log_keys(path: Path, origin: str | None = None) -> LogKeys:
     """
     if not path.exists():
         raise LogKeyError(f"no log key at {path}")
-    mode = path.stat().st_mode & 0o777
-    if mode & 0o077:
-        raise LogKeyError(f"log key file {path} is readable by others (mode {mode:o}); chmod 600 it")
-    try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as e:
-        raise LogKeyError(
-            f"log key file {path} cannot be read: {getattr(e, 'strerror', None) or e}"
-        ) from None
-    keys = _parse_keys(text, path)
+    keys = _parse_keys(read_private_text(path, "log key file", LogKeyError), path)
     if origin is not None and keys.signer.name != origin:
         raise LogKeyError(f"log key file {path} is for origin {keys.signer.name!r}, not {origin!r}")
     return keys

@@ -123,16 +123,19 @@ def create_key_file(path: Path) -> SeedVault:
 
 def read_key_file(path: Path) -> list[bytes]:
     """The keys in a seed key file, newest first; refuses a file others can read."""
+    return _decode_keys(read_private_text(path, "seed key file", VaultError), str(path))
+
+
+def read_private_text(path: Path, what: str, error: type[Exception]) -> str:
+    """The text of a key file (the seed key's or the log key's), refused with ``error``
+    when others can read it or it cannot be read; ``what`` names the file in the message."""
     mode = path.stat().st_mode & 0o777
     if mode & 0o077:
-        raise VaultError(f"seed key file {path} is readable by others (mode {mode:o}); chmod 600 it")
+        raise error(f"{what} {path} is readable by others (mode {mode:o}); chmod 600 it")
     try:
-        text = path.read_text()
+        return path.read_text()
     except (OSError, UnicodeDecodeError) as e:
-        raise VaultError(
-            f"seed key file {path} cannot be read: {getattr(e, 'strerror', None) or e}"
-        ) from None
-    return _decode_keys(text, str(path))
+        raise error(f"{what} {path} cannot be read: {getattr(e, 'strerror', None) or e}") from None
 
 
 def write_key_file(path: Path, keys: Sequence[bytes], *, create: bool = False) -> None:
