@@ -5,7 +5,6 @@ script in a subprocess, or DealerServer on 127.0.0.1:0, spoken to over real sock
 from __future__ import annotations
 
 import asyncio
-import os
 import secrets
 import signal
 import subprocess
@@ -26,26 +25,13 @@ from fairdeck.wire import Reason
 from fairdeck_server.auth import peer_address, split_token
 from fairdeck_server.errors import DealerError
 from fairdeck_server.servicer import client_seeds
-from fairdeck_server.vault import KEY_ENV
 from tests.dealers import RunningDealer
 from tests.security import rawh2
 from tests.security.conftest import MakeToken
-from tests.security.test_serve_process import LISTENING
+from tests.security.test_serve_process import LISTENING, _cli, _env
 
 OPEN_HAND = "/fairdeck.v1.DealerService/OpenHand"
 BODY = dealer_pb2.OpenHandRequest(deck="standard").SerializeToString()
-
-
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FAIRDECK_") and k != KEY_ENV}
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
-
-
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "fairdeck.cli", *args], capture_output=True, text=True, timeout=60, env=_env()
-    )
 
 
 def _status(trailers: dict[str, bytes]) -> tuple[int, str, float | None]:
