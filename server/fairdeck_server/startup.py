@@ -146,19 +146,19 @@ class DataDirLock:
         self.path = path
 
     @classmethod
-    def acquire(cls, data_dir: Path) -> DataDirLock:
+    def acquire(cls, data_dir: Path, *, holder: str = "dealer", option: str = "--data") -> DataDirLock:
         path = data_dir / LOCK_NAME
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:
-            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+            pid = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
             os.close(fd)
             if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
                 raise StartupRefused(f"cannot lock data dir {data_dir} ({path}): {e.strerror}") from None
             raise StartupRefused(
-                f"data dir {data_dir} is in use by another dealer (pid {holder} holds {path}); "
-                "stop that dealer first, or give this one another --data"
+                f"data dir {data_dir} is in use by another {holder} (pid {pid} holds {path}); "
+                f"stop that {holder} first, or give this one another {option}"
             ) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)

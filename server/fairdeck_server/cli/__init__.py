@@ -17,8 +17,10 @@ __all__ = ["register"]
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
-    """Add serve, key, token and rotate-key to the ``fairdeck`` command line."""
+    """Add serve, key, init, token, rotate-key and witness to the ``fairdeck`` command line."""
     from fairdeck_server.cli import commands, token_commands
+    from fairdeck_server.witness import command as witness_command
 
     commands.register(sub)
     token_commands.register(sub)
+    witness_command.register(sub)
