@@ -48,6 +48,7 @@ from fairdeck_server.storage import open_storage
 from fairdeck_server.storage.base import Storage
 from fairdeck_server.tls import check_listen, is_loopback, server_credentials
 from fairdeck_server.transparency import CheckpointPublisher
+from fairdeck_server.witnessing import WitnessPublisher
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +121,12 @@ class ServerConfig:
     that need a lookup are refused before it. 0 turns it off."""
     auth_failure_burst: int = 30
     """Failed authentications a client address may make at once before auth_failure_rate applies."""
+    # -- witnesses (docs/witness.md) --
+    witnesses: tuple[str, ...] = ()
+    """Witnesses asked to cosign each checkpoint, each URL=KEY (the witness's add-checkpoint URL
+    prefix and its cosignature/v1 vkey); repeat --witness. Dealing never waits for them."""
+    witness_threshold: int = 0
+    """Cosignatures a checkpoint needs to count as final; 0: every witness named."""
     # -- observability --
     metrics_listen: str | None = None
     """host:port for the Prometheus /metrics endpoint; None: no endpoint."""
@@ -158,6 +165,9 @@ class DealerServer:
             raise
 
     async def _abort(self) -> None:
+        witnessing = getattr(self, "witnessing", None)
+        if witnessing is not None:
+            await witnessing.stop()
         server = getattr(self, "server", None)
         if server is not None:  # stopped even if never started: grpc's finaliser needs a live loop
             await server.stop(None)
@@ -244,11 +254,24 @@ class DealerServer:
         self.publisher = CheckpointPublisher(
             self.metered, identity.log_keys.signer, interval=self.config.checkpoint_interval
         )
+        self.witnessing = WitnessPublisher(
+            self.metered,
+            identity.log_keys.signer.verifier,
+            config.witnesses,
+            config.witness_threshold,
+            self.metrics.registry,
+            interval=config.checkpoint_interval,
+        )
         self.dealer = Dealer(self.metered, identity.vault)
         register(self.server, DealerServicer(self.dealer), _service(dealer_pb2, "DealerService"), dealer_pb2)
         register(
             self.server,
-            AuditServicer(self.metered, self.publisher, max_message_bytes=config.max_message_bytes),
+            AuditServicer(
+                self.metered,
+                self.publisher,
+                max_message_bytes=config.max_message_bytes,
+                final=lambda: self.witnessing.final,
+            ),
             _service(audit_pb2, "AuditService"),
             audit_pb2,
         )
@@ -259,6 +282,7 @@ class DealerServer:
         await check_store(cast(IdentityStore, self.storage), identity, where)
         self.metrics.gauges.attach(self.metered, asyncio.get_running_loop())
         self.publisher.start()
+        self.witnessing.start()
         self._reaper = asyncio.create_task(self._void_stale_hands(), name="fairdeck-reaper")
         self._started = True
         await self._set_health(self._storage_status())
@@ -276,6 +300,7 @@ class DealerServer:
         self._reaper.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._reaper
+        await self.witnessing.stop()
         await self.publisher.stop()
         await self.storage.close()
         if self.identity is not None:

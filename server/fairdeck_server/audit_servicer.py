@@ -8,6 +8,7 @@ tree size.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from fairdeck.v1 import audit_pb2 as pb
@@ -33,14 +34,26 @@ PAGE_TOKEN = re.compile(r"[0-9]{1,19}")
 
 class AuditServicer(audit_pb2_grpc.AuditServiceServicer):
     def __init__(
-        self, storage: Storage, publisher: CheckpointPublisher, *, max_message_bytes: int = 0
+        self,
+        storage: Storage,
+        publisher: CheckpointPublisher,
+        *,
+        max_message_bytes: int = 0,
+        final: Callable[[], StoredCheckpoint | None] = lambda: None,
     ) -> None:
         self.storage = storage
         self.publisher = publisher
+        self.final = final
+        """The latest checkpoint the witness threshold cosigned, when witnesses are configured:
+        it is what "the latest checkpoint" means then, so a client with a witness policy gets one
+        it accepts (docs/witness.md, "Final checkpoints")."""
         self.page_bytes = min(PAGE_BYTES, max_message_bytes * 3 // 4) if max_message_bytes else PAGE_BYTES
 
     async def _checkpoint(self, size: int, field: str = "tree_size") -> StoredCheckpoint:
-        """The signed checkpoint at ``size`` (0: the latest); ``field`` names the request's."""
+        """The signed checkpoint at ``size`` (0: the latest, final if witnesses are configured and one
+        is); ``field`` names the request's."""
+        if size == 0 and (final := self.final()) is not None:
+            return final
         cp = await self.storage.checkpoint(size or None) if size < INDEX_LIMIT else None
         if cp is None and size == 0:
             cp = await self.publisher.publish()
@@ -84,6 +97,8 @@ class AuditServicer(audit_pb2_grpc.AuditServiceServicer):
         index = await self._entry_index(request)
         if request.tree_size:
             cp = await self._checkpoint(request.tree_size)
+        elif (final := self.final()) is not None and index < final.size:
+            cp = final
         else:
             try:
                 cp = await self.publisher.covering(index)

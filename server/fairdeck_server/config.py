@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from fairdeck.log.cosignature import CosignatureError, CosignatureVerifier
 from fairdeck_server import logs
 from fairdeck_server.app import ServerConfig
 from fairdeck_server.metrics import split_host_port
@@ -43,7 +44,7 @@ from fairdeck_server.metrics import split_host_port
 ENV_PREFIX = "FAIRDECK_"
 CONFIG_ENV = "FAIRDECK_CONFIG"
 SEED_KEY_ENV = "FAIRDECK_SEED_KEY"
-FLAG_NAMES = {"data_dir": "data"}
+FLAG_NAMES = {"data_dir": "data", "witnesses": "witness"}
 """Flags that are not ``--field-name`` (kept as they were before the others existed)."""
 FLAG_ALIASES = {"data_dir": ("--data-dir",)}
 PRECEDENCE = (
@@ -64,7 +65,8 @@ class ConfigError(Exception):
 class Option:
     name: str
     kind: type
-    """str, Path, int, float or bool."""
+    """str, Path, int, float, bool, or tuple (of strings: a repeatable flag, a TOML list, or a
+    whitespace-separated environment variable)."""
     optional: bool
     """None is a value (the default of optional fields)."""
     default: Any
@@ -148,6 +150,8 @@ def field_docs(cls: type) -> dict[str, str]:
 
 def _kind(hint: Any) -> tuple[type, bool]:
     args = typing.get_args(hint)
+    if typing.get_origin(hint) is tuple and args == (str, ...):
+        return tuple, False
     if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
         inner = [a for a in args if a is not type(None)]
         if len(inner) != 1:
@@ -199,6 +203,26 @@ def _at_least(low: float, *, above: bool = False) -> Callable[[Any], None]:
     return check
 
 
+def _witness(value: str) -> None:
+    url, sep, vkey = value.rpartition("=")
+    if not sep or not url.startswith(("http://", "https://")):
+        raise ValueError(
+            f"each must be URL=KEY (an http:// or https:// URL, then the witness's vkey), not {value!r}"
+        )
+    try:
+        CosignatureVerifier.parse(vkey)
+    except CosignatureError as e:
+        raise ValueError(f"{value!r}: {e}") from None
+
+
+def _each(check: Callable[[str], None]) -> Callable[[Any], None]:
+    def each(values: Any) -> None:
+        for value in values:
+            check(value)
+
+    return each
+
+
 CHECKS: dict[str, Callable[[Any], None]] = {
     "listen": _host_port,
     "metrics_listen": _host_port,
@@ -215,6 +239,8 @@ CHECKS: dict[str, Callable[[Any], None]] = {
     "default_deadline": _at_least(0),
     "auth_failure_rate": _at_least(0),
     "auth_failure_burst": _at_least(0),
+    "witnesses": _each(_witness),
+    "witness_threshold": _at_least(0),
 }
 
 
@@ -224,6 +250,8 @@ CHECKS: dict[str, Callable[[Any], None]] = {
 def _from_text(option: Option, text: str) -> Any:
     """A flag's or an environment variable's text as the option's type."""
     kind = option.kind
+    if kind is tuple:
+        return tuple(text.split())
     if kind is bool:
         word = text.strip().lower()
         if word in TRUE:
@@ -255,6 +283,10 @@ def _from_text(option: Option, text: str) -> Any:
 def _from_toml(option: Option, value: Any) -> Any:
     """A config file value, which must already have the option's type."""
     kind = option.kind
+    if kind is tuple:
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return tuple(value)
+        raise ValueError(f"must be a list of strings, not {value!r}")
     if kind is bool:
         if isinstance(value, bool):
             return value
@@ -322,6 +354,8 @@ def load(flags: Mapping[str, Any], environ: Mapping[str, str], config_file: str 
         try:
             if source == "file":
                 value = _from_toml(option, raw)
+            elif isinstance(raw, list):  # a repeatable flag
+                value = tuple(str(v) for v in raw)
             else:
                 value = raw if isinstance(raw, bool) else _from_text(option, str(raw))
             if option.choices:
@@ -334,6 +368,11 @@ def load(flags: Mapping[str, Any], environ: Mapping[str, str], config_file: str 
     if values["rate_limit"] > 0 and values["rate_burst"] < 1:
         where = OPTIONS_BY_NAME["rate_burst"].where(sources["rate_burst"], path)
         raise ConfigError(f"{where}: must be >= 1 while rate_limit is on (rate_limit 0 turns it off)")
+    if values["witness_threshold"] > len(values["witnesses"]):
+        where = OPTIONS_BY_NAME["witness_threshold"].where(sources["witness_threshold"], path)
+        raise ConfigError(
+            f"{where}: must be at most the {len(values['witnesses'])} witnesses named with --witness"
+        )
     log_level = values.pop("log_level")
     return Settings(ServerConfig(**values), log_level, sources, path)
 
@@ -395,7 +434,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         names = (option.flag, *FLAG_ALIASES.get(option.name, ()))
         text = option.help.replace("%", "%%")
         text += f" [env {option.env}; file key {option.name}; default {_shown(option).replace('%', '%%')}]"
-        if option.kind is bool:
+        if option.kind is tuple:
+            parser.add_argument(
+                *names,
+                dest=option.name,
+                action="append",
+                default=argparse.SUPPRESS,
+                metavar="URL=KEY",
+                help=text,
+            )
+        elif option.kind is bool:
             parser.add_argument(
                 *names,
                 dest=option.name,

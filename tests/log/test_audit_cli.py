@@ -31,7 +31,7 @@ from tests.log.testkit import (
 
 REPORT_KEYS = {
     "ok", "tree_size", "root", "entries", "hands", "closed", "voided",
-    "open_within_lifetime", "consistency", "findings", "seconds",
+    "open_within_lifetime", "consistency", "witnesses", "findings", "seconds",
 }  # fmt: skip
 
 

@@ -37,6 +37,7 @@ from fairdeck.client.calls import ClientConfig
 from fairdeck.client.exceptions import from_rpc_error
 from fairdeck.core.errors import VerificationError
 from fairdeck.log.audit import Auditor, AuditReport, Finding, LogUnreadable
+from fairdeck.log.cosignature import CosignatureError, WitnessPolicy
 from fairdeck.log.note import NoteError, Verifier
 from fairdeck.v1 import audit_pb2, audit_pb2_grpc
 from fairdeck.wire import Reason
@@ -96,10 +97,16 @@ def run_audit(
     max_hand_lifetime_ms: int,
     now_ms: int,
     progress: bool = False,
+    policy: WitnessPolicy | None = None,
 ) -> AuditReport:
     count, notes, entries = source
     auditor = Auditor(
-        verifier, now_ms=now_ms, max_hand_lifetime_ms=max_hand_lifetime_ms, since=since, checkpoints=notes
+        verifier,
+        now_ms=now_ms,
+        max_hand_lifetime_ms=max_hand_lifetime_ms,
+        since=since,
+        checkpoints=notes,
+        policy=policy,
     )
     # The total is the signed tree size; entries beyond it (not yet signed) still count, past 100%.
     # The bar is closed (its last line ended) before anything else is printed, on error too.
@@ -142,6 +149,33 @@ def _verifiers(values: Sequence[str]) -> list[Verifier]:
     return keys
 
 
+def witness_policy(args: argparse.Namespace) -> WitnessPolicy | None:
+    """The policy of ``--witness NAME=KEY`` (repeated) and ``--witness-threshold K``; None without."""
+    if not args.witness:
+        if args.witness_threshold is not None:
+            raise CosignatureError("--witness-threshold needs at least one --witness NAME=KEY")
+        return None
+    return WitnessPolicy.parse(args.witness, args.witness_threshold)
+
+
+def add_witness_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("witnesses (docs/witness.md)")
+    group.add_argument(
+        "--witness",
+        action="append",
+        default=[],
+        metavar="NAME=KEY",
+        help="a witness whose cosignatures count (repeat): its name in reports, then its vkey",
+    )
+    group.add_argument(
+        "--witness-threshold",
+        type=int,
+        default=None,
+        metavar="K",
+        help="cosignatures from distinct --witness keys a checkpoint needs (default: all of them)",
+    )
+
+
 def _client_config(args: argparse.Namespace) -> ClientConfig:
     c = cli_credentials.from_args(args)
     return ClientConfig(args.target, credentials=c.channel, api_token=c.api_token, insecure=c.insecure)
@@ -152,6 +186,11 @@ def cmd_audit(args: argparse.Namespace) -> int:
         verifier = _verifiers(args.key)
     except (OSError, NoteError) as e:
         print(f"fairdeck audit: bad --key: {e}", file=sys.stderr)
+        return 2
+    try:
+        policy = witness_policy(args)
+    except CosignatureError as e:
+        print(f"fairdeck audit: bad --witness: {e}", file=sys.stderr)
         return 2
     since_path = Path(args.since) if args.since else None
     try:
@@ -182,6 +221,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
             max_hand_lifetime_ms=int(args.max_hand_lifetime * 1000),
             now_ms=time.time_ns() // 1_000_000,
             progress=progress_bar.wanted(args.progress, stream=sys.stderr, json=args.json),
+            policy=policy,
         )
     except LogUnreadable as e:  # damage found part way through the file
         print(f"fairdeck audit: {e}", file=sys.stderr)
@@ -242,6 +282,8 @@ def _print_report(report: AuditReport, elapsed: float, since_path: Path | None, 
     )
     if report.consistency is not None:
         print(f"  {report.consistency}")
+    if report.witnesses is not None:
+        print(f"  {report.witnesses}")
     if saved:
         print(f"  new checkpoint saved to {since_path}")
     elif report.ok and since_path is not None:
@@ -294,5 +336,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     audit.add_argument("--timeout", type=float, default=30.0, help="per-call deadline with --target")
     audit.add_argument("--json", action="store_true", help="print the report as JSON")
     progress_bar.add_argument(audit)
+    add_witness_arguments(audit)
     cli_credentials.add_arguments(audit.add_argument_group("TLS and credentials (with --target)"))
     audit.set_defaults(handler=cmd_audit)

@@ -21,6 +21,7 @@ from fairdeck.client.base import PAGE_SIZE, AsyncClient, EntryPager, SyncClient,
 from fairdeck.client.models import Hand
 from fairdeck.core.errors import VerificationError
 from fairdeck.log.checkpoint import Checkpoint
+from fairdeck.log.cosignature import WitnessPolicy
 from fairdeck.log.logentry import CommitEntry, EntryError, RevealEntry, decode
 from fairdeck.log.note import Verifier
 from fairdeck.log.receipts import (
@@ -55,11 +56,15 @@ def _hand_requests(hand: Hand) -> list[tuple[pb.GetInclusionProofRequest, int]]:
 
 
 def _check_hand(
-    hand: Hand, proofs: list[InclusionProof], verifier: Verifier, commitment: bytes | None
+    hand: Hand,
+    proofs: list[InclusionProof],
+    verifier: Verifier,
+    commitment: bytes | None,
+    policy: WitnessPolicy | None,
 ) -> Checkpoint:
     checkpoints = []
     for i, proof in enumerate(proofs):
-        checkpoints.append(proof.verify(verifier))
+        checkpoints.append(proof.verify(verifier, policy=policy))
         if i == 0:
             check_commit_entry(proof.entry, hand, commitment)
         else:
@@ -103,6 +108,7 @@ class _Verifying(_Configured):
         target: str = "127.0.0.1:50051",
         *,
         verifier: Verifier | str,
+        witness_policy: WitnessPolicy | None = None,
         credentials: grpc.ChannelCredentials | None = None,
         api_token: str | None = None,
         metadata: Sequence[tuple[str, str]] = (),
@@ -110,6 +116,9 @@ class _Verifying(_Configured):
         insecure: bool = False,
     ) -> None:
         self.verifier = _verifier(verifier)
+        self.witness_policy = witness_policy
+        """With a policy, every checkpoint must carry its threshold of valid witness cosignatures,
+        or VerificationError(step="cosignatures") names who signed and who is missing."""
         super().__init__(
             target,
             credentials=credentials,
@@ -129,7 +138,7 @@ class AuditClient(_Verifying, SyncClient):
     def checkpoint(self) -> Checkpoint:
         """The latest checkpoint, signature-checked."""
         r = self._call("GetCheckpoint", pb.GetCheckpointRequest())
-        return open_signed_checkpoint(r.signed_checkpoint, self.verifier)
+        return open_signed_checkpoint(r.signed_checkpoint, self.verifier, policy=self.witness_policy)
 
     def inclusion_proof(
         self,
@@ -141,7 +150,7 @@ class AuditClient(_Verifying, SyncClient):
     ) -> InclusionProof:
         """A verified inclusion proof, by entry index or by hand (commit or reveal entry)."""
         proof = _proof(self._call("GetInclusionProof", _proof_request(index, hand_id, reveal, tree_size)))
-        proof.verify(self.verifier)
+        proof.verify(self.verifier, policy=self.witness_policy)
         return _checked(proof, index, hand_id, reveal)
 
     def verify_hand(self, hand: Hand, *, commitment: bytes | None = None) -> Checkpoint:
@@ -149,12 +158,14 @@ class AuditClient(_Verifying, SyncClient):
         proofs = [
             _checked_index(_proof(self._call("GetInclusionProof", req)), i) for req, i in _hand_requests(hand)
         ]
-        return _check_hand(hand, proofs, self.verifier, commitment)
+        return _check_hand(hand, proofs, self.verifier, commitment, self.witness_policy)
 
     def consistency(self, old: Checkpoint) -> Checkpoint:
         """Prove the latest signed log extends ``old``; return the latest checkpoint."""
         r = self._call("GetConsistencyProof", pb.GetConsistencyProofRequest(first_tree_size=old.size))
-        return verify_consistency(old, r.signed_checkpoint, tuple(r.hashes), self.verifier)
+        return verify_consistency(
+            old, r.signed_checkpoint, tuple(r.hashes), self.verifier, self.witness_policy
+        )
 
     def entries(self, start: int = 0) -> Iterator[tuple[int, bytes]]:
         """Every entry from ``start`` on, as (index, bytes), in order."""
@@ -172,7 +183,7 @@ class AsyncAuditClient(_Verifying, AsyncClient):
     async def checkpoint(self) -> Checkpoint:
         """The latest checkpoint, signature-checked."""
         r = await self._call("GetCheckpoint", pb.GetCheckpointRequest())
-        return open_signed_checkpoint(r.signed_checkpoint, self.verifier)
+        return open_signed_checkpoint(r.signed_checkpoint, self.verifier, policy=self.witness_policy)
 
     async def inclusion_proof(
         self,
@@ -186,7 +197,7 @@ class AsyncAuditClient(_Verifying, AsyncClient):
         proof = _proof(
             await self._call("GetInclusionProof", _proof_request(index, hand_id, reveal, tree_size))
         )
-        proof.verify(self.verifier)
+        proof.verify(self.verifier, policy=self.witness_policy)
         return _checked(proof, index, hand_id, reveal)
 
     async def verify_hand(self, hand: Hand, *, commitment: bytes | None = None) -> Checkpoint:
@@ -195,12 +206,14 @@ class AsyncAuditClient(_Verifying, AsyncClient):
             _checked_index(_proof(await self._call("GetInclusionProof", req)), i)
             for req, i in _hand_requests(hand)
         ]
-        return _check_hand(hand, proofs, self.verifier, commitment)
+        return _check_hand(hand, proofs, self.verifier, commitment, self.witness_policy)
 
     async def consistency(self, old: Checkpoint) -> Checkpoint:
         """Prove the latest signed log extends ``old``; return the latest checkpoint."""
         r = await self._call("GetConsistencyProof", pb.GetConsistencyProofRequest(first_tree_size=old.size))
-        return verify_consistency(old, r.signed_checkpoint, tuple(r.hashes), self.verifier)
+        return verify_consistency(
+            old, r.signed_checkpoint, tuple(r.hashes), self.verifier, self.witness_policy
+        )
 
     async def entries(self, start: int = 0) -> AsyncIterator[tuple[int, bytes]]:
         """Every entry from ``start`` on, as (index, bytes), in order."""

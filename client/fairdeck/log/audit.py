@@ -38,6 +38,7 @@ from fairdeck.core.derivation import derive_deck
 from fairdeck.core.errors import InvalidInput
 from fairdeck.log import merkle
 from fairdeck.log.checkpoint import Checkpoint, CheckpointError, open_checkpoint
+from fairdeck.log.cosignature import CosignatureError, PolicyResult, WitnessPolicy
 from fairdeck.log.logentry import VOIDED, CommitEntry, EntryError, RevealEntry, deck_digest, decode
 from fairdeck.log.note import NoteError, Verifier
 
@@ -84,6 +85,8 @@ class AuditReport:
 
     consistency: str | None = None
     """With ``--since``: what was proved against the saved checkpoint, in words (None without it)."""
+    witnesses: str | None = None
+    """With a witness policy: who cosigned the checkpoint reached, in words (None without one)."""
 
     @property
     def ok(self) -> bool:
@@ -101,6 +104,7 @@ class AuditReport:
             "voided": self.voided,
             "open_within_lifetime": self.open_in_time,
             "consistency": self.consistency,
+            "witnesses": self.witnesses,
             "findings": [
                 {"index": f.index, "last_index": f.last_index, "hand_id": f.hand_id, "problem": f.problem}
                 for f in self.findings
@@ -120,6 +124,7 @@ class Auditor:
         since: bytes | None = None,
         checkpoints: Iterable[bytes] = (),
         origin: str | None = None,
+        policy: WitnessPolicy | None = None,
     ) -> None:
         # Several keys: the log's current and retired signing keys (checkpoints span a rotation).
         self.verifiers = [verifier] if isinstance(verifier, Verifier) else list(verifier)
@@ -127,6 +132,9 @@ class Auditor:
         self.now_ms = now_ms
         self.lifetime_ms = max_hand_lifetime_ms
         self.report = AuditReport()
+        self.policy = policy
+        """With a policy, only checkpoints its threshold of witnesses cosigned count as reached."""
+        self._unwitnessed: PolicyResult | None = None
         self._stack: list[tuple[int, bytes]] = []  # complete subtrees: (leaf count, hash)
         # Hands committed and not yet revealed, and the ids of all hands: only
         # what later entries can need is kept, so memory stays small per hand.
@@ -195,8 +203,25 @@ class Auditor:
             cp, note = self._pending.pop(0)
             matched = hmac.compare_digest(cp.root, self.root())
             self._held.append((cp, matched))
-            if matched and (self.report.checkpoint is None or cp.size >= self.report.checkpoint.size):
+            if not matched or not self._witnessed(cp, note):
+                continue
+            if self.report.checkpoint is None or cp.size >= self.report.checkpoint.size:
                 self.report.checkpoint, self.report.checkpoint_note = cp, note
+
+    def _witnessed(self, cp: Checkpoint, note: bytes) -> bool:
+        """Whether the checkpoint meets the witness policy (always, without one)."""
+        if self.policy is None:
+            return True
+        try:
+            result = self.policy.check(note)
+        except CosignatureError as e:
+            self._find(f"checkpoint for tree size {cp.size}: {e}")
+            return False
+        if result.ok:
+            self.report.witnesses = result.describe()
+        else:
+            self._unwitnessed = result
+        return result.ok
 
     def _commit(self, index: int, entry: CommitEntry) -> None:
         if entry.hand_id in self._seen:
@@ -245,7 +270,11 @@ class Auditor:
         self._pending.clear()
         altered = self._altered()
         if altered is None:
-            if r.checkpoint is None and r.entries:
+            if r.checkpoint is None and r.entries and self._unwitnessed is not None:
+                self._find(
+                    f"no checkpoint meets the witness policy: the latest {self._unwitnessed.describe()}"
+                )
+            elif r.checkpoint is None and r.entries:
                 self._find("no signed checkpoint covers the log")
             self._deck_shopping()
         r.tree_size = r.checkpoint.size if r.checkpoint else 0

@@ -24,6 +24,7 @@ from fairdeck.core.errors import VerificationError
 from fairdeck.core.transcript import Transcript
 from fairdeck.log import merkle
 from fairdeck.log.checkpoint import Checkpoint, CheckpointError, open_checkpoint
+from fairdeck.log.cosignature import CosignatureError, WitnessPolicy
 from fairdeck.log.logentry import CommitEntry, EntryError, RevealEntry, deck_digest, decode
 from fairdeck.log.note import NoteError, Verifier
 
@@ -51,12 +52,21 @@ def _fail(message: str) -> VerificationError:
     return VerificationError("log", message)
 
 
-def open_signed_checkpoint(note: bytes, verifier: Verifier, origin: str | None = None) -> Checkpoint:
-    """The checkpoint in a signed note, if it verifies under the log key."""
+def open_signed_checkpoint(
+    note: bytes, verifier: Verifier, origin: str | None = None, policy: WitnessPolicy | None = None
+) -> Checkpoint:
+    """The checkpoint in a signed note, if it verifies under the log key and, with ``policy``,
+    carries valid cosignatures of at least its threshold of witnesses (step ``cosignatures``)."""
     try:
-        return open_checkpoint(note, verifier, origin or verifier.name)
+        checkpoint = open_checkpoint(note, verifier, origin or verifier.name)
     except (CheckpointError, NoteError) as e:
         raise _fail(f"checkpoint does not verify under the log key: {e}") from None
+    if policy is not None:
+        try:
+            policy.require(note)
+        except CosignatureError as e:  # PolicyError (too few) or a known witness's bad cosignature
+            raise VerificationError("cosignatures", str(e)) from None
+    return checkpoint
 
 
 @dataclass(frozen=True)
@@ -67,10 +77,13 @@ class InclusionProof:
     entry: bytes
     signed_checkpoint: bytes
 
-    def verify(self, verifier: Verifier, origin: str | None = None) -> Checkpoint:
-        """Check the receipt as docs/log-format.md ("The receipt") orders it: the signature,
-        the tree size, the audit path, then that the entry parses. Return the checkpoint."""
-        cp = open_signed_checkpoint(self.signed_checkpoint, verifier, origin)
+    def verify(
+        self, verifier: Verifier, origin: str | None = None, *, policy: WitnessPolicy | None = None
+    ) -> Checkpoint:
+        """Check the receipt as docs/log-format.md ("The receipt") orders it: the signature (and,
+        with ``policy``, the witnesses' cosignatures), the tree size, the audit path, then that
+        the entry parses. Return the checkpoint."""
+        cp = open_signed_checkpoint(self.signed_checkpoint, verifier, origin, policy)
         if cp.size != self.tree_size:
             raise _fail(f"proof is for tree size {self.tree_size}, the checkpoint signs {cp.size}")
         try:
@@ -189,10 +202,14 @@ def _decode(data: bytes) -> CommitEntry | RevealEntry:
 
 
 def verify_consistency(
-    old: Checkpoint, new_note: bytes, hashes: tuple[bytes, ...], verifier: Verifier
+    old: Checkpoint,
+    new_note: bytes,
+    hashes: tuple[bytes, ...],
+    verifier: Verifier,
+    policy: WitnessPolicy | None = None,
 ) -> Checkpoint:
     """The signed ``new_note`` extends ``old``; return the new checkpoint."""
-    new = open_signed_checkpoint(new_note, verifier, old.origin)
+    new = open_signed_checkpoint(new_note, verifier, old.origin, policy)
     if new.size < old.size:
         raise _fail(f"the log shrank from {old.size} to {new.size} entries")
     try:

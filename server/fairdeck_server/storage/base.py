@@ -294,6 +294,10 @@ class Storage(Protocol):
     async def put_checkpoint(self, size: int, root: bytes, note: bytes, time_ms: int) -> StoredCheckpoint:
         """Compare-and-swap the head forward; never two roots for one size."""
 
+    async def add_cosignatures(self, size: int, lines: Sequence[str]) -> StoredCheckpoint | None:
+        """Append witness cosignature lines to the stored checkpoint of ``size`` (each line once);
+        its text and root never change. None if no checkpoint of that size is stored."""
+
     async def inclusion_proof(self, index: int, size: int) -> list[bytes]:
         """RFC 9162 inclusion proof of leaf ``index`` in the tree of ``size``."""
 

@@ -31,6 +31,7 @@ from urllib.parse import quote
 
 from fairdeck.log import merkle
 from fairdeck.log.audit import LogUnreadable
+from fairdeck.log.cosignature import add_cosignatures
 from fairdeck_server import errors
 from fairdeck_server.refusal import StartupRefused
 from fairdeck_server.storage.base import (
@@ -266,6 +267,18 @@ class SqliteStorage:
                 (size, root, note, time_ms),
             )
             return StoredCheckpoint(size, root, note)
+
+        return await self._submit(op)
+
+    async def add_cosignatures(self, size: int, lines: Sequence[str]) -> StoredCheckpoint | None:
+        def op(conn: sqlite3.Connection) -> StoredCheckpoint | None:
+            row = conn.execute("SELECT root, note FROM checkpoints WHERE size = ?", (size,)).fetchone()
+            if row is None:
+                return None
+            note = add_cosignatures(bytes(row[1]), lines)
+            if note != bytes(row[1]):
+                conn.execute("UPDATE checkpoints SET note = ? WHERE size = ?", (note, size))
+            return StoredCheckpoint(size, bytes(row[0]), note)
 
         return await self._submit(op)
 

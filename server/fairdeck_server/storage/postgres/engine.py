@@ -23,6 +23,7 @@ from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool
 
 from fairdeck.log import merkle
+from fairdeck.log.cosignature import add_cosignatures
 from fairdeck_server import errors
 from fairdeck_server.storage.base import (
     HAND_COLUMNS,
@@ -222,6 +223,20 @@ class PostgresStorage:
                 (size, root, note, time_ms),
             )
             return StoredCheckpoint(size, root, note)
+
+    async def add_cosignatures(self, size: int, lines: Sequence[str]) -> StoredCheckpoint | None:
+        async with self._guard("store cosignatures"), self._pool.connection() as conn, conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (CHECKPOINT_LOCK,))
+            cur = await conn.execute(
+                "SELECT root, note FROM checkpoints WHERE size = %s", (size,), binary=True
+            )
+            row = await cur.fetchone()
+            if row is None:
+                return None
+            note = add_cosignatures(bytes(row[1]), lines)
+            if note != bytes(row[1]):
+                await conn.execute("UPDATE checkpoints SET note = %s WHERE size = %s", (note, size))
+            return StoredCheckpoint(size, bytes(row[0]), note)
 
     async def inclusion_proof(self, index: int, size: int) -> list[bytes]:
         async with self._guard("read the log"), self._pool.connection() as conn:

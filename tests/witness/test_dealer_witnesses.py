@@ -1,0 +1,242 @@
+"""A dealer with witnesses: real witness processes, a real dealer on loopback, the real SDK.
+
+- cosigned checkpoints reach the audit service, and a client with a policy accepts them;
+- a witness that is down does not stop dealing; the others make checkpoints final, and it
+  catches up when it comes back;
+- a split view (two copies of one data dir, diverging) never gets the second tree cosigned, and
+  an auditor with a 2-of-2 policy rejects it, naming the witnesses that are missing.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+
+from fairdeck.client import AuditClient, DealerClient
+from fairdeck.core.errors import VerificationError
+from fairdeck.log.cosignature import CosignatureVerifier, WitnessPolicy
+from tests.dealers import RunningDealer
+from tests.witness.witnesskit import WitnessProcess, init_witness
+
+T = TypeVar("T")
+DEADLINE_S = 60.0  # generous: a wait for something that must happen, not a timing bar
+
+
+def eventually(what: str, probe: Callable[[], T | None]) -> T:
+    end = time.monotonic() + DEADLINE_S
+    while True:
+        value = probe()
+        if value is not None:
+            return value
+        if time.monotonic() > end:
+            raise AssertionError(f"never happened: {what}")
+        time.sleep(0.05)
+
+
+def init_log(data: Path) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "fairdeck.cli", "init", "--data", str(data)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return done.stdout.strip()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def deal(target: str, n: int) -> list[str]:
+    """Deal and close ``n`` hands (two log entries each); their ids."""
+    with DealerClient(target) as dealer:
+        ids = [dealer.deal_new_hand("standard", client_seeds=["x"]).hand.hand_id for _ in range(n)]
+        for hand_id in ids:
+            dealer.close(hand_id)
+    return ids
+
+
+def policy_of(*witnesses: WitnessProcess, k: int | None = None) -> WitnessPolicy:
+    named = {f"w{i + 1}": CosignatureVerifier.parse(w.vkey) for i, w in enumerate(witnesses)}
+    return WitnessPolicy(named, k or len(named))
+
+
+@pytest.fixture
+def log_vkey(tmp_path: Path) -> str:
+    return init_log(tmp_path / "data")
+
+
+@pytest.fixture
+def witnesses(tmp_path: Path, log_vkey: str) -> Iterator[list[WitnessProcess]]:
+    started = []
+    for name in ("w1", "w2"):
+        init_witness(tmp_path / name, f"witness.test/{name}", log_vkey)
+        started.append(WitnessProcess(tmp_path / name))
+    yield started
+    for w in started:
+        w.stop()
+
+
+def _dealer(data: Path, specs: list[str], k: int = 0) -> RunningDealer:
+    dealer = RunningDealer(
+        data, witnesses=tuple(specs), witness_threshold=k, checkpoint_interval=0.05, rate_limit=0
+    )
+    dealer.start()
+    return dealer
+
+
+def _final(target: str, vkey: str, policy: WitnessPolicy) -> Callable[[], int | None]:
+    def probe() -> int | None:
+        with AuditClient(target, verifier=vkey, witness_policy=policy) as audit:
+            try:
+                return audit.checkpoint().size
+            except VerificationError:
+                return None
+
+    return probe
+
+
+def test_checkpoints_are_cosigned_and_a_policy_client_accepts_them(
+    tmp_path: Path, log_vkey: str, witnesses: list[WitnessProcess]
+) -> None:
+    dealer = _dealer(tmp_path / "data", [f"{w.url}={w.vkey}" for w in witnesses])
+    try:
+        hands = deal(dealer.target, 5)
+        policy = policy_of(*witnesses)
+        eventually("a final checkpoint covering the hands", lambda: _final(dealer.target, log_vkey, policy)())
+        size = eventually(
+            "a final checkpoint with all 10 entries",
+            lambda: s if (s := _final(dealer.target, log_vkey, policy)()) and s >= 10 else None,
+        )
+        assert size >= 10
+        with (
+            AuditClient(dealer.target, verifier=log_vkey, witness_policy=policy) as audit,
+            DealerClient(dealer.target) as d,
+        ):
+            audit.verify_hand(d.get(hands[-1]))
+        witness_args = [f"--witness=w{i + 1}={w.vkey}" for i, w in enumerate(witnesses)]
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "fairdeck.cli",
+                "audit",
+                "--target",
+                dealer.target,
+                "--key",
+                log_vkey,
+                *witness_args,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "signed by w1, w2; missing none" in done.stdout
+    finally:
+        dealer.close()
+
+
+def test_a_policy_names_the_missing_witness(
+    tmp_path: Path, log_vkey: str, witnesses: list[WitnessProcess]
+) -> None:
+    """The dealer uses w1 only; an auditor who wants w1 and w2 rejects, naming w2."""
+    w1, w2 = witnesses
+    dealer = _dealer(tmp_path / "data", [f"{w1.url}={w1.vkey}"])
+    try:
+        deal(dealer.target, 3)
+        eventually("w1 cosigns", _final(dealer.target, log_vkey, policy_of(w1)))
+        with (
+            AuditClient(dealer.target, verifier=log_vkey, witness_policy=policy_of(w1, w2)) as audit,
+            pytest.raises(VerificationError) as e,
+        ):
+            audit.checkpoint()
+        assert e.value.step == "cosignatures"
+        assert "signed by w1; missing w2" in str(e.value)
+    finally:
+        dealer.close()
+
+
+def test_a_witness_that_is_down_does_not_stop_dealing_and_catches_up(
+    tmp_path: Path, log_vkey: str, witnesses: list[WitnessProcess]
+) -> None:
+    port = free_port()
+    init_witness(tmp_path / "w3", "witness.test/w3", log_vkey)
+    w3_vkey = subprocess.run(
+        [sys.executable, "-m", "fairdeck.cli", "witness", "key", "--dir", str(tmp_path / "w3")],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    specs = [f"{w.url}={w.vkey}" for w in witnesses] + [f"http://127.0.0.1:{port}={w3_vkey}"]
+    dealer = _dealer(tmp_path / "data", specs, k=2)
+    w3: WitnessProcess | None = None
+    try:
+        deal(dealer.target, 20)  # dealing goes on with w3 down
+        two = policy_of(*witnesses)
+        eventually("2 of 3 cosign", _final(dealer.target, log_vkey, two))
+        assert dealer.server is not None
+        failures = dealer.server.witnessing.failures.labels("witness.test/w3")._value.get()
+        assert failures >= 1
+        w3 = WitnessProcess(tmp_path / "w3", port=port)
+        three = WitnessPolicy({**two.witnesses, "w3": CosignatureVerifier.parse(w3_vkey)}, 3)
+        deal(dealer.target, 2)
+        eventually("w3 catches up", _final(dealer.target, log_vkey, three))
+    finally:
+        dealer.close()
+        if w3 is not None:
+            w3.stop()
+
+
+def test_a_split_view_never_gets_its_second_tree_cosigned(
+    tmp_path: Path, log_vkey: str, witnesses: list[WitnessProcess]
+) -> None:
+    specs = [f"{w.url}={w.vkey}" for w in witnesses]
+    policy = policy_of(*witnesses)
+    a = _dealer(tmp_path / "data", specs)
+    deal(a.target, 4)
+    common = eventually("the common prefix is final", _final(a.target, log_vkey, policy))
+    a.stop()
+    shutil.copytree(tmp_path / "data", tmp_path / "copy", ignore=shutil.ignore_patterns("fairdeck.lock"))
+    a.start()
+    b = _dealer(tmp_path / "copy", specs)
+    try:
+        deal(a.target, 3)  # the public tree
+        forked = deal(b.target, 6)  # the same log key, the same origin, another tree
+        grown = eventually(
+            "the public tree grows final",
+            lambda: s if (s := _final(a.target, log_vkey, policy)()) and s > common else None,
+        )
+        assert grown > common
+        # Each witness refused B's tree as inconsistent with A's (422), and logged it.
+        eventually(
+            "both witnesses refuse the fork",
+            lambda: (
+                all("refused an inconsistent checkpoint" in w.stderr_path.read_text() for w in witnesses)
+                or None
+            ),
+        )
+        with AuditClient(b.target, verifier=log_vkey, witness_policy=policy) as audit:
+            with DealerClient(b.target) as d:
+                hand = d.get(forked[-1])
+            with pytest.raises(VerificationError) as e:
+                audit.verify_hand(hand)
+        assert e.value.step == "cosignatures"
+        assert "signed by none; missing w1, w2" in str(e.value)
+        # Without a policy the fork looks fine: this is exactly the gap witnesses close.
+        with AuditClient(b.target, verifier=log_vkey) as audit, DealerClient(b.target) as d:
+            audit.verify_hand(d.get(forked[-1]))
+    finally:
+        b.close()
+        a.close()
