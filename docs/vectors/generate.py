@@ -34,6 +34,7 @@ from fairdeck.core.seeds import normalize_client_seeds, server_seed_length
 from fairdeck.core.shuffle import shuffler
 from fairdeck.log import merkle
 from fairdeck.log.checkpoint import Checkpoint, sign_checkpoint
+from fairdeck.log.cosignature import Cosigner, WitnessPolicy, add_cosignatures, signed_message
 from fairdeck.log.logentry import CLOSED, MAGIC, VOIDED, CommitEntry, Entry, RevealEntry, deck_digest
 from fairdeck.log.note import Signer, sign_note
 from fairdeck.log.receipts import InclusionProof
@@ -42,6 +43,7 @@ VERSION = "fairdeck-v1"
 OUTPUT = Path(__file__).with_name("fairdeck-v1.json")
 TEXTS_OUTPUT = Path(__file__).with_name("fairdeck-v1-texts.json")
 LOG_OUTPUT = Path(__file__).with_name("fairdeck-log-v1.json")
+WITNESS_OUTPUT = Path(__file__).with_name("fairdeck-witness-v1.json")
 _LABEL_TAG = lp(b"fairdeck-v1 test vectors")
 
 Vector = dict[str, Any]
@@ -1020,6 +1022,152 @@ def log_vectors(valid_list: list[Vector]) -> dict[str, Any]:
     }
 
 
+class _Tree:
+    """A log of entries b"witness vector entry N", its stored hashes as merkle lays them out."""
+
+    def __init__(self, size: int, tag: bytes = b"witness vector entry") -> None:
+        self.hashes: list[bytes] = []
+        for n in range(size):
+            leaf = merkle.leaf_hash(tag + b" %d" % n)
+            self.hashes += merkle.stored_hashes_for_append(n, leaf, self.read)
+
+    def read(self, indexes: Sequence[int]) -> list[bytes]:
+        return [self.hashes[i] for i in indexes]
+
+    def root(self, size: int) -> bytes:
+        return merkle.tree_hash(size, self.read)
+
+    def body(self, old: int, size: int, signer: Signer, proof: Sequence[bytes] | None = None) -> bytes:
+        """An add-checkpoint request body (tlog-witness, "add-checkpoint")."""
+        if proof is None:
+            proof = [] if old in (0, size) else merkle.prove_consistency(old, size, self.read)
+        head = f"old {old}\n" + "".join(_b64(h) + "\n" for h in proof) + "\n"
+        return head.encode() + sign_checkpoint(Checkpoint(signer.name, size, self.root(size)), signer)
+
+
+def witness_vectors() -> dict[str, Any]:
+    """Known answers of docs/witness.md: cosignature/v1 lines, policies, and add-checkpoint answers."""
+    log_signer = Signer.from_seed("example.com/fairdeck-witnessed", label_bytes("witness/log key", 32))
+    w1 = Cosigner.from_seed("witness.example/w1", label_bytes("witness/w1", 32))
+    w2 = Cosigner.from_seed("witness.example/w2", label_bytes("witness/w2", 32))
+    stranger = Cosigner.from_seed("witness.example/w1", label_bytes("witness/another w1 key", 32))
+    tree, fork = _Tree(12), _Tree(12, b"a forked entry")
+    time = 1_700_000_000
+    text = Checkpoint(log_signer.name, 7, tree.root(7)).to_text()
+
+    def key(c: Cosigner) -> dict[str, Any]:
+        return {
+            "name": c.name,
+            "seed": c.seed.hex(),
+            "vkey": c.verifier.to_string(),
+            "key_id": f"{c.verifier.key_id:08x}",
+        }
+
+    cosignatures = [
+        {
+            "name": f"{c.name} at {t}",
+            "vkey": c.verifier.to_string(),
+            "checkpoint": text,
+            "timestamp": t,
+            "signed_message": _b64(signed_message(text, t)),
+            "line": c.cosign(text, t),
+        }
+        for c, t in [(w1, time), (w2, time), (w1, 1)]
+    ]
+    good = w1.cosign(text, time)
+    raw = base64.b64decode(good.split()[-1])
+
+    def relined(data: bytes) -> str:
+        return f"\u2014 {w1.name} {_b64(data)}\n"
+
+    broken = [
+        ("another timestamp", relined(raw[:4] + (time + 1).to_bytes(8, "big") + raw[12:]), "invalid"),
+        ("a flipped signature bit", relined(raw[:12] + bytes([raw[12] ^ 1]) + raw[13:]), "invalid"),
+        ("another checkpoint's signature", w1.cosign(text.replace("\n7\n", "\n8\n"), time), "invalid"),
+        ("a timestamp above 2**63-1", relined(raw[:4] + (2**63).to_bytes(8, "big") + raw[12:]), "malformed"),
+        ("a truncated line", relined(raw[:-1]), "malformed"),
+        ("another key ID", relined(bytes(4) + raw[4:]), "malformed"),
+    ]
+    invalid = [
+        {
+            "name": name,
+            "vkey": w1.verifier.to_string(),
+            "checkpoint": text,
+            "line": line,
+            "expected": expected,
+        }
+        for name, line, expected in broken
+    ]
+    note = sign_note(text, log_signer)
+    witnesses = {"w1": w1.verifier.to_string(), "w2": w2.verifier.to_string()}
+    policy = WitnessPolicy.parse([f"{k}={v}" for k, v in witnesses.items()], 2)
+    policy_cases = []
+    for name, lines, threshold in [
+        ("both witnesses", [good, w2.cosign(text, time)], 2),
+        ("one of two, 2 needed", [good], 2),
+        ("one of two, 1 needed", [good], 1),
+        ("the same witness twice", [good, w1.cosign(text, time + 5)], 2),
+        ("an unknown key with a known name", [stranger.cosign(text, time), w2.cosign(text, time)], 2),
+        ("a bad cosignature by a known witness", [broken[1][1], w2.cosign(text, time)], 1),
+    ]:
+        cosigned = add_cosignatures(note, lines).decode("utf-8")
+        case: dict[str, Any] = {
+            "name": name,
+            "note": cosigned,
+            "witnesses": witnesses,
+            "threshold": threshold,
+        }
+        try:
+            result = WitnessPolicy(policy.witnesses, threshold).check(cosigned.encode("utf-8"))
+        except Exception:
+            case["expected"] = "bad cosignature"
+        else:
+            case.update(ok=result.ok, signed=list(result.signed), missing=list(result.missing))
+        policy_cases.append(case)
+
+    # One witness (w1), fresh state, the clock at `time`: each request in order, and the answer
+    # tlog-witness ("add-checkpoint") requires, written here from the text, not from our witness.
+    def cosigned(size: int) -> str:
+        return w1.cosign(Checkpoint(log_signer.name, size, tree.root(size)).to_text(), time)
+
+    other_key = Signer.from_seed(log_signer.name, bytes(32))
+    requests: list[tuple[str, bytes, int, str | None]] = [
+        ("a proof from 0 that is not empty", tree.body(0, 5, log_signer, [bytes(32)]), 422, None),
+        ("first checkpoint, from 0", tree.body(0, 5, log_signer), 200, cosigned(5)),
+        ("a stale old size", tree.body(0, 9, log_signer), 409, "5\n"),
+        ("growth with a consistency proof", tree.body(5, 9, log_signer), 200, cosigned(9)),
+        ("the same checkpoint again", tree.body(9, 9, log_signer), 200, cosigned(9)),
+        ("a fork of the same size", fork.body(9, 9, log_signer), 422, None),
+        ("a forked extension", fork.body(9, 12, log_signer), 422, None),
+        ("a wrong proof", tree.body(9, 12, log_signer, [bytes(32)] * 2), 422, None),
+        ("old size above the checkpoint", tree.body(10, 9, log_signer, []), 400, None),
+        ("an unknown origin", tree.body(0, 5, Signer.from_seed("other.example/log", bytes(32))), 404, None),
+        ("a signature by another key", tree.body(9, 12, other_key), 403, None),
+        ("no old line", b"5\n\n" + tree.body(0, 5, log_signer).split(b"\n\n", 1)[1], 400, None),
+        ("growth to 12", tree.body(9, 12, log_signer), 200, cosigned(12)),
+    ]
+    return {
+        "version": VERSION,
+        "description": (
+            "Known-answer vectors of docs/witness.md (C2SP tlog-cosignature cosignature/v1 and "
+            "tlog-witness add-checkpoint), generated by docs/vectors/generate.py. Never edit by hand."
+        ),
+        "log_vkey": log_signer.verifier.to_string(),
+        "witnesses": [key(w1), key(w2)],
+        "cosignatures": cosignatures,
+        "invalid_cosignatures": invalid,
+        "policies": policy_cases,
+        "add_checkpoint": {
+            "witness": "witness.example/w1",
+            "time": time,
+            "requests": [
+                {"name": name, "body": _b64(body), "status": status, "answer": answer}
+                for name, body, status, answer in requests
+            ],
+        },
+    }
+
+
 def build(valid_list: list[Vector] | None = None) -> dict[str, Any]:
     """The whole vectors document."""
     valid_list = valid_vectors() if valid_list is None else valid_list
@@ -1075,6 +1223,7 @@ def documents() -> dict[Path, str]:
         OUTPUT: render(build(valid_list)) + "\n",
         TEXTS_OUTPUT: render(text_vectors(valid_list)) + "\n",
         LOG_OUTPUT: render(log_vectors(valid_list)) + "\n",
+        WITNESS_OUTPUT: render(witness_vectors()) + "\n",
     }
 
 

@@ -67,6 +67,27 @@ def test_proofs_verify_against_naive_roots(storage_engine: Engine) -> None:
     run(storage_engine, scenario)
 
 
+def test_cosignatures_are_added_to_a_stored_checkpoint_once(storage_engine: Engine) -> None:
+    """Witness cosignature lines join the stored note (each once); the text and root never change."""
+    a, b = "\u2014 witness.test/a AAAA\n", "\u2014 witness.test/b BBBB\n"
+
+    async def scenario(s: Storage) -> None:
+        await s.create_hands([new_hand(i) for i in range(4)])
+        root = naive_root(await s.log_entries(0, 4))
+        note = b"origin\n4\nroot\n\n\xe2\x80\x94 origin sig\n"
+        await s.put_checkpoint(4, root, note, 1)
+        assert await s.add_cosignatures(9, [a]) is None  # no checkpoint of that size
+        one = await s.add_cosignatures(4, [a])
+        assert one is not None and one.note == note + a.encode()
+        both = await s.add_cosignatures(4, [a, b, b])
+        assert both is not None and both.note == note + (a + b).encode() and both.root == root
+        stored = await s.checkpoint(4)
+        assert stored is not None and stored.note == both.note
+        assert (await s.checkpoint()) == stored
+
+    run(storage_engine, scenario)
+
+
 def test_checkpoints_are_compare_and_swap(storage_engine: Engine) -> None:
     async def scenario(s: Storage) -> None:
         await s.create_hands([new_hand(i) for i in range(10)])
