@@ -17,12 +17,20 @@ import pytest
 
 from fairdeck.cli import build_parser
 from fairdeck.cli import main as fairdeck_main
+from fairdeck.log.cosignature import Cosigner
 from fairdeck_server import config
 from fairdeck_server.app import ServerConfig
 from tests.ops.kit import LISTENING, clean_env
 
+_WITNESS_KEYS = [
+    Cosigner.from_seed(f"witness.test/w{i}", bytes([i]) * 32).verifier.to_string() for i in range(3)
+]
+_WITNESSES = [f"http://127.0.0.1:{7000 + i}={key}" for i, key in enumerate(_WITNESS_KEYS)]
+
 # Three distinct valid values per option (file, environment, flag), by name or by type.
 VALUES: dict[str, tuple[Any, Any, Any]] = {
+    "witnesses": ((_WITNESSES[0],), (_WITNESSES[1], _WITNESSES[2]), (_WITNESSES[2],)),
+    "witness_threshold": (1, 2, 3),
     "listen": ("127.0.0.1:1001", "127.0.0.1:1002", "127.0.0.1:1003"),
     "metrics_listen": ("127.0.0.1:2001", "[::1]:2002", "0.0.0.0:2003"),
     "db": ("postgresql://file/db", "postgresql://env/db", "postgres://flag/db"),
@@ -39,6 +47,10 @@ BY_KIND: dict[type, tuple[Any, Any, Any]] = {
 }
 
 
+# Other file keys an option's values need: a threshold of 3 needs 3 witnesses.
+FILE_CONTEXT: dict[str, dict[str, Any]] = {"witness_threshold": {"witnesses": _WITNESSES}}
+
+
 def values(option: config.Option) -> tuple[Any, Any, Any]:
     return VALUES.get(option.name) or BY_KIND[option.kind]
 
@@ -47,6 +59,8 @@ def toml(settings: dict[str, Any]) -> str:
     def literal(v: Any) -> str:
         if isinstance(v, bool):
             return "true" if v else "false"
+        if isinstance(v, list | tuple):
+            return "[" + ", ".join(literal(x) for x in v) + "]"
         return json.dumps(v) if isinstance(v, str) else repr(v)
 
     return "".join(f"{k} = {literal(v)}\n" for k, v in settings.items())
@@ -61,10 +75,14 @@ def resolve(argv: list[str], env: dict[str, str]) -> config.Settings:
 def flag_argv(option: config.Option, value: Any) -> list[str]:
     if option.kind is bool:
         return [option.flag if value else "--no-" + option.flag[2:]]
+    if option.kind is tuple:
+        return [f"{option.flag}={v}" for v in value]
     return [f"{option.flag}={value}"]
 
 
 def env_text(value: Any) -> str:
+    if isinstance(value, tuple):
+        return " ".join(value)
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
@@ -104,7 +122,7 @@ def test_flag_beats_env_beats_file_beats_default(name: str, tmp_path: Path) -> N
     option = config.OPTIONS_BY_NAME[name]
     in_file, in_env, in_flag = values(option)
     path = tmp_path / "fairdeck.toml"
-    path.write_text(toml({name: in_file}))
+    path.write_text(toml({name: in_file, **FILE_CONTEXT.get(name, {})}))
 
     default = resolve([], {})
     assert got(default, option) == option.default and default.sources[name] == "default"
@@ -129,6 +147,21 @@ def test_no_arguments_is_the_server_config_defaults() -> None:
     ("argv", "env", "file", "expected"),
     [
         ([], {}, "rate_limt = 5\n", "unknown key 'rate_limt'"),
+        (["--witness=ftp://x=y"], {}, "", "--witness (flag): each must be URL=KEY"),
+        ([f"--witness=http://127.0.0.1:1={_WITNESS_KEYS[0][:-4]}AAA="], {}, "", "--witness (flag): "),
+        (
+            [f"--witness={_WITNESSES[0]}", "--witness-threshold=2"],
+            {},
+            "",
+            "--witness-threshold (flag): must be at most",
+        ),
+        (
+            [],
+            {"FAIRDECK_WITNESS_THRESHOLD": "1"},
+            "",
+            "FAIRDECK_WITNESS_THRESHOLD (environment): must be at most the 0",
+        ),
+        ([], {}, 'witnesses = "http://x"\n', "witnesses (config file "),
         ([], {}, 'rate_limit = "fast"\n', "rate_limit (config file "),
         ([], {}, "max_open_hands = true\n", "max_open_hands (config file "),
         ([], {}, "max_open_hands = 1.5\n", "must be an integer"),
