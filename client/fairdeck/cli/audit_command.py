@@ -20,10 +20,12 @@ so many words that consistency was NOT checked, and never claims it was.
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import os
 import sys
 import time
+import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -37,8 +39,10 @@ from fairdeck.client.calls import ClientConfig
 from fairdeck.client.exceptions import from_rpc_error
 from fairdeck.core.errors import VerificationError
 from fairdeck.log.audit import Auditor, AuditReport, Finding, LogUnreadable
+from fairdeck.log.checkpoint import Checkpoint, CheckpointError
 from fairdeck.log.cosignature import CosignatureError, WitnessPolicy
 from fairdeck.log.note import NoteError, Verifier
+from fairdeck.log.tiles import MAX_BUNDLE_BYTES, TileError, TileLog
 from fairdeck.v1 import audit_pb2, audit_pb2_grpc
 from fairdeck.wire import Reason
 
@@ -87,6 +91,56 @@ def remote_log(
             channel.close()
 
     return head.tree_size, notes, entries()
+
+
+MAX_CHECKPOINT_BYTES = 128 * 1024
+
+
+def tiles_log(location: str, timeout: float) -> tuple[int, list[bytes], Iterator[bytes]]:
+    """(tree size, [the checkpoint note], the entries) of a C2SP tlog-tiles log.
+
+    ``location`` is a directory or an http(s):// URL prefix (docs/log-format.md, "Tiles"). The
+    checkpoint is read first; each bundle is checked against its level-0 tile as it is read, so a
+    tampered tile or bundle ends the audit with a finding naming it.
+    """
+    if location.startswith(("http://", "https://")):
+        prefix = location.rstrip("/")
+
+        def fetch(rel: str, limit: int = MAX_BUNDLE_BYTES) -> bytes:
+            url = f"{prefix}/{rel}"  # the prefix was checked to be http(s)://, never file:
+            request = urllib.request.Request(url, headers={"Accept-Encoding": "identity"})  # noqa: S310
+            try:
+                with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
+                    data = response.read(limit + 1)
+            except (OSError, http.client.HTTPException) as e:
+                raise TileError(f"cannot fetch {prefix}/{rel}: {e}") from None
+            if len(data) > limit:
+                raise TileError(f"{prefix}/{rel} is larger than {limit} bytes")
+            return bytes(data)
+
+    else:
+        root = Path(location)
+
+        def fetch(rel: str, limit: int = MAX_BUNDLE_BYTES) -> bytes:
+            try:
+                with (root / rel).open("rb") as f:
+                    data = f.read(limit + 1)
+            except OSError as e:
+                raise TileError(f"cannot read {root / rel}: {e.strerror or e}") from None
+            if len(data) > limit:
+                raise TileError(f"{root / rel} is larger than {limit} bytes")
+            return data
+
+    try:
+        note = fetch("checkpoint", MAX_CHECKPOINT_BYTES)
+    except TileError as e:
+        raise LogUnreadable(f"--tiles {location}: {e}") from None
+    text = note.decode("utf-8", "replace")
+    try:
+        size = Checkpoint.parse(text[: text.rfind("\n\n") + 1]).size
+    except CheckpointError as e:
+        raise LogUnreadable(f"--tiles {location}: the checkpoint does not parse: {e}") from None
+    return size, [note], TileLog(fetch, size).entries()
 
 
 def run_audit(
@@ -203,6 +257,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
             source = _server_source("data", args.data)
         elif args.db:
             source = _server_source("db", args.db)
+        elif args.tiles:
+            source = tiles_log(args.tiles, args.timeout)
         else:
             source = remote_log(args.target, args.timeout, _client_config(args))
     except (ValueError, LogUnreadable) as e:  # bad TLS flags, a token refused for plain text; no log
@@ -305,6 +361,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     where = audit.add_mutually_exclusive_group(required=True)
     where.add_argument("--target", metavar="HOST:PORT", help="a live dealer's AuditService")
     where.add_argument("--data", metavar="DIR", help="a dealer's data dir, read-only")
+    where.add_argument(
+        "--tiles",
+        metavar="DIR|URL",
+        help="the log as C2SP tlog-tiles (`fairdeck tiles`), in a directory or at an http(s):// prefix",
+    )
     where.add_argument(
         "--db",
         metavar="URL",

@@ -17,10 +17,11 @@ __all__ = ["register"]
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
-    """Add serve, key, init, token, rotate-key and witness to the ``fairdeck`` command line."""
-    from fairdeck_server.cli import commands, token_commands
+    """Add serve, key, init, token, rotate-key, tiles and witness to the ``fairdeck`` command line."""
+    from fairdeck_server.cli import commands, tiles_command, token_commands
     from fairdeck_server.witness import command as witness_command
 
     commands.register(sub)
     token_commands.register(sub)
+    tiles_command.register(sub)
     witness_command.register(sub)

@@ -1,0 +1,337 @@
+"""The log as static files: C2SP tlog-tiles (https://c2sp.org/tlog-tiles).
+
+A tiled log is a ``checkpoint`` file, hash tiles and entry bundles. Anyone can
+serve it from a plain file host or a CDN, and an auditor reads it there without
+touching the dealer. Hashing is RFC 9162's, the same as ``merkle``. From
+tlog-tiles:
+
+- "Merkle Tree": tiles have height 8. A full tile holds 256 hashes (8,192 bytes).
+  Hash i of tile n at level l is ``MTH(D[(n*256 + i) * 256**l : (n*256 + i + 1) * 256**l])``.
+- "Partial Tiles": the partial tile at level l of a tree of size s has
+  ``floor(s / 256**l) mod 256`` hashes. Empty tiles are never written.
+- The path of tile n is ``tile/<L>/<N>[.p/<W>]``. ``<N>`` is written in
+  zero-padded 3-digit elements, each but the last starting with ``x``:
+  1234067 is ``x001/x234/067``.
+- "Log entries": an entry bundle ``tile/entries/<N>[.p/<W>]`` is the entries in
+  order, each preceded by its big-endian uint16 length.
+
+``TileWriter`` writes a tree (docs/log-format.md, "Tiles", says when and how).
+``TileLog`` reads one through a ``fetch(path) -> bytes`` function: entries from
+the bundles, and any stored hash through ``hash_reader`` for ``merkle``'s proofs.
+``TileLog`` checks every hash tile it reads against the entries.
+
+>>> tile_path(0, 1234067)
+'tile/0/x001/x234/067'
+>>> [tile_path(t.level, t.index, t.width) for t in tiles_for(70_000) if t.width < 256]
+['tile/0/273.p/112', 'tile/1/001.p/17', 'tile/2/000.p/1']
+"""
+
+from __future__ import annotations
+
+import hmac
+import os
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from fairdeck.log import merkle
+
+HEIGHT = 8
+WIDTH = 1 << HEIGHT  # 256 hashes, or entries, per full tile
+MAX_ENTRY_BYTES = 0xFFFF  # the uint16 length prefix of entry bundles
+MAX_BUNDLE_BYTES = WIDTH * (2 + MAX_ENTRY_BYTES)
+
+
+class TileError(ValueError):
+    """A tile or bundle that is missing, malformed, or does not match the log."""
+
+
+@dataclass(frozen=True, slots=True)
+class Tile:
+    level: int
+    index: int
+    width: int
+
+    @property
+    def path(self) -> str:
+        return tile_path(self.level, self.index, self.width)
+
+    @property
+    def bundle_path(self) -> str:
+        return tile_path("entries", self.index, self.width)
+
+
+def tile_path(level: int | str, index: int, width: int = WIDTH) -> str:
+    """``tile/<L>/<N>[.p/<W>]`` (tlog-tiles, "Merkle Tree"); ``level`` "entries" for a bundle."""
+    if not 1 <= width <= WIDTH:
+        raise ValueError(f"a tile is 1 to {WIDTH} wide, not {width}")
+    elements = []
+    n = index
+    while True:
+        elements.append(n % 1000)
+        n //= 1000
+        if n == 0:
+            break
+    parts = [f"x{e:03d}" for e in reversed(elements[1:])] + [f"{elements[0]:03d}"]
+    suffix = "" if width == WIDTH else f".p/{width}"
+    return f"tile/{level}/{'/'.join(parts)}{suffix}"
+
+
+def tiles_for(size: int) -> list[Tile]:
+    """Every tile of a tree of ``size`` entries, level by level: full ones, then the partial one."""
+    out = []
+    level = 0
+    while (count := size >> (HEIGHT * level)) > 0:
+        out += [Tile(level, n, WIDTH) for n in range(count // WIDTH)]
+        if count % WIDTH:
+            out.append(Tile(level, count // WIDTH, count % WIDTH))
+        level += 1
+    return out
+
+
+def subtree_root(hashes: Sequence[bytes]) -> bytes:
+    """The Merkle Tree Hash of a full tile's 256 hashes (a complete subtree)."""
+    level = list(hashes)
+    while len(level) > 1:
+        level = [merkle.node_hash(level[i], level[i + 1]) for i in range(0, len(level), 2)]
+    return level[0]
+
+
+def encode_bundle(entries: Sequence[bytes]) -> bytes:
+    out = bytearray()
+    for entry in entries:
+        if len(entry) > MAX_ENTRY_BYTES:
+            raise TileError(f"an entry of {len(entry)} bytes does not fit a bundle's uint16 length")
+        out += len(entry).to_bytes(2, "big") + entry
+    return bytes(out)
+
+
+def decode_bundle(data: bytes, count: int) -> list[bytes]:
+    """``count`` length-prefixed entries, exactly filling ``data``; TileError otherwise."""
+    entries: list[bytes] = []
+    at = 0
+    for _ in range(count):
+        if at + 2 > len(data):
+            raise TileError(f"entry bundle ends after {len(entries)} of {count} entries")
+        n = int.from_bytes(data[at : at + 2], "big")
+        if at + 2 + n > len(data):
+            raise TileError(f"entry bundle ends inside entry {len(entries)}")
+        entries.append(data[at + 2 : at + 2 + n])
+        at += 2 + n
+    if at != len(data):
+        raise TileError(f"entry bundle has {len(data) - at} bytes after its {count} entries")
+    return entries
+
+
+# --- writing -----------------------------------------------------------------------------------
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Write ``path`` so that a reader sees the old file or the new one, never part of one:
+    a temporary file in the same directory, fsynced, renamed over it, the directory fsynced."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+@dataclass
+class WriteReport:
+    size: int
+    written: int = 0
+    kept: int = 0
+
+
+class TileWriter:
+    """Writes the tiles of a log into a directory, adding only what is missing.
+
+    ``write(entries, checkpoint, note)`` streams the entries of the checkpoint's tree:
+
+    - Every tile and bundle is immutable. One that exists must hold exactly these
+      bytes, and the partial tile or bundle of the size written before must be a
+      prefix of this one. Anything else means the directory holds another log, or
+      a fork of this one: TileError is raised before anything is written over it
+      or beside it.
+    - A missing tile or bundle is written atomically.
+    - The checkpoint is written last, so a reader never sees a checkpoint whose
+      tiles are missing.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def _old_size(self, origin: str) -> int:
+        path = self.root / "checkpoint"
+        if not path.exists():
+            return 0
+        first, _, rest = path.read_bytes().partition(b"\n")
+        size_text = rest.partition(b"\n")[0]
+        if first.decode("utf-8", "replace") != origin or not size_text.isdigit():
+            raise TileError(
+                f"{path} is not a checkpoint of {origin}: the directory holds another log; use an empty --out"
+            )
+        return int(size_text)
+
+    def _put(self, rel: str, data: bytes, report: WriteReport) -> None:
+        path = self.root / rel
+        if path.exists():
+            if path.read_bytes() != data:
+                raise TileError(
+                    f"{path} holds other bytes than this log's: the directory holds another log (or a "
+                    "fork of this one); tiles are never overwritten, so use an empty --out"
+                )
+            report.kept += 1
+            return
+        write_atomically(path, data)
+        report.written += 1
+
+    def _check_prefix(self, rel: str, data: bytes) -> None:
+        """The tile (or bundle) of the size written before must begin this one."""
+        path = self.root / rel
+        if path.exists() and not data.startswith(path.read_bytes()):
+            raise TileError(
+                f"{path} (of the checkpoint written before) is not a prefix of this log's tile: the log "
+                "forked, or the directory holds another log; nothing was overwritten"
+            )
+
+    def write(
+        self, entries: Iterable[bytes], checkpoint_size: int, origin: str, root: bytes, note: bytes
+    ) -> WriteReport:
+        size = checkpoint_size
+        old = self._old_size(origin)
+        if old > size:
+            raise TileError(
+                f"{self.root / 'checkpoint'} signs {old} entries, the store only {size}: the store is behind "
+                "the published tiles (a restored backup?); tiles never go back"
+            )
+        report = WriteReport(size)
+        levels: list[list[bytes]] = [[]]  # per level: hashes of the tile being filled
+        done: list[int] = [0]  # per level: full tiles produced
+        bundle: list[bytes] = []
+        count = 0
+
+        def emit(level: int, index: int, hashes: list[bytes]) -> None:
+            data = b"".join(hashes)
+            old_count = old >> (HEIGHT * level)
+            if old_count // WIDTH == index and old_count % WIDTH:
+                self._check_prefix(tile_path(level, index, old_count % WIDTH), data)
+            self._put(tile_path(level, index, len(hashes)), data, report)
+
+        def emit_bundle(index: int, items: list[bytes]) -> None:
+            data = encode_bundle(items)
+            if old // WIDTH == index and old % WIDTH:
+                self._check_prefix(tile_path("entries", index, old % WIDTH), data)
+            self._put(tile_path("entries", index, len(items)), data, report)
+
+        def full(level: int) -> None:
+            hashes = levels[level]
+            emit(level, done[level], hashes)
+            done[level] += 1
+            levels[level] = []
+            if len(levels) == level + 1:
+                levels.append([])
+                done.append(0)
+            levels[level + 1].append(subtree_root(hashes))
+            if len(levels[level + 1]) == WIDTH:
+                full(level + 1)
+
+        for entry in entries:
+            if count == size:
+                break
+            bundle.append(entry)
+            levels[0].append(merkle.leaf_hash(entry))
+            count += 1
+            if len(bundle) == WIDTH:
+                emit_bundle(count // WIDTH - 1, bundle)
+                bundle = []
+                full(0)
+        if count != size:
+            raise TileError(f"the store has {count} entries, the checkpoint signs {size}")
+        if bundle:
+            emit_bundle(size // WIDTH, bundle)
+        for level, hashes in enumerate(levels):
+            if hashes:
+                emit(level, done[level], hashes)
+        tiled = TileLog(lambda rel: (self.root / rel).read_bytes(), size)
+        if size and not hmac.compare_digest(tiled.root(), root):
+            raise TileError(
+                "the tiles written do not give the checkpoint's root; the checkpoint was not written"
+            )
+        write_atomically(self.root / "checkpoint", note)
+        return report
+
+
+# --- reading -----------------------------------------------------------------------------------
+
+
+class TileLog:
+    """A tiled log of ``size`` entries, read through ``fetch(relative path) -> bytes``."""
+
+    def __init__(self, fetch: Callable[[str], bytes], size: int) -> None:
+        self.fetch = fetch
+        self.size = size
+        self._tiles: dict[tuple[int, int], list[bytes]] = {}
+
+    def _width(self, level: int, index: int) -> int:
+        count = self.size >> (HEIGHT * level)
+        if index < count // WIDTH:
+            return WIDTH
+        if index == count // WIDTH and count % WIDTH:
+            return count % WIDTH
+        raise TileError(f"a tree of {self.size} entries has no tile {index} at level {level}")
+
+    def tile(self, level: int, index: int) -> list[bytes]:
+        """The hashes of a tile, fetched once; TileError if it is not ``width * 32`` bytes."""
+        key = (level, index)
+        if key not in self._tiles:
+            width = self._width(level, index)
+            data = self.fetch(tile_path(level, index, width))
+            if len(data) != width * merkle.HASH_SIZE:
+                raise TileError(f"{tile_path(level, index, width)} is {len(data)} bytes, want {width * 32}")
+            self._tiles[key] = [data[i : i + 32] for i in range(0, len(data), 32)]
+        return self._tiles[key]
+
+    def subtree(self, level: int, n: int) -> bytes:
+        """The hash of the complete subtree of ``2**level`` leaves starting at leaf ``n * 2**level``."""
+        tile_level, within = divmod(level, HEIGHT)
+        first = n << within  # its first hash in the tile level below, counted across the level
+        hashes = self.tile(tile_level, first // WIDTH)
+        start = first % WIDTH
+        span = hashes[start : start + (1 << within)]
+        if len(span) != 1 << within:
+            raise TileError(f"tile {tile_path(tile_level, first // WIDTH)} is too narrow for subtree {n}")
+        return subtree_root(span)
+
+    def read_hashes(self, indexes: Sequence[int]) -> list[bytes]:
+        """A ``merkle.HashReader``: stored hashes by index, from the tiles."""
+        return [self.subtree(*merkle.split_stored_hash_index(i)) for i in indexes]
+
+    def root(self) -> bytes:
+        return merkle.tree_hash(self.size, self.read_hashes)
+
+    def entries(self, start_bundle: int = 0) -> Iterator[bytes]:
+        """Every entry, in order, from the bundles; each bundle checked against its level-0 tile."""
+        for tile in (t for t in tiles_for(self.size) if t.level == 0 and t.index >= start_bundle):
+            data = self.fetch(tile.bundle_path)
+            if len(data) > MAX_BUNDLE_BYTES:
+                raise TileError(f"{tile.bundle_path} is larger than any bundle can be")
+            bundle = decode_bundle(data, tile.width)
+            leaves = self.tile(0, tile.index)
+            for i, entry in enumerate(bundle):
+                if not hmac.compare_digest(merkle.leaf_hash(entry), leaves[i]):
+                    raise TileError(
+                        f"entry {tile.index * WIDTH + i} in {tile.bundle_path} does not hash to "
+                        f"its leaf in {tile.path}"
+                    )
+            self._tiles.pop((0, tile.index), None)  # keep memory flat over a long log
+            yield from bundle

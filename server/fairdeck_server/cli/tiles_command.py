@@ -1,0 +1,79 @@
+"""``fairdeck tiles``: publish a dealer's log as C2SP tlog-tiles in a directory.
+
+It reads the store read-only, as ``fairdeck audit --data/--db`` does, and writes the latest
+signed checkpoint's tree with ``fairdeck.log.tiles.TileWriter``. Run again later, it adds only
+what is new; tiles are immutable and every file is written atomically, the checkpoint last, so
+a static web server or CDN can serve the directory while the command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from fairdeck.log.audit import LogUnreadable
+from fairdeck.log.checkpoint import Checkpoint, CheckpointError
+from fairdeck.log.tiles import TileError, TileWriter
+from fairdeck_server.cli.audit_sources import data_log, database_log
+
+EPILOG = """\
+Serve the directory with any static file host, for example:
+
+  fairdeck tiles --data fairdeck-data --out public/log
+  python -m http.server --directory public 8080
+  fairdeck audit --tiles http://127.0.0.1:8080/log --key @log.pub
+
+Paths follow https://c2sp.org/tlog-tiles: checkpoint, tile/<L>/<N>[.p/<W>] and
+tile/entries/<N>[.p/<W>]. The checkpoint carries whatever cosignatures the dealer has
+stored with it (docs/witness.md). See docs/log-format.md, "Tiles".
+"""
+
+
+def _refuse(message: str) -> int:
+    print(f"fairdeck tiles: {' '.join(message.split())}", file=sys.stderr)
+    return 2
+
+
+def cmd_tiles(args: argparse.Namespace) -> int:
+    try:
+        _, notes, entries = data_log(args.data) if args.data else database_log(args.db)
+    except (LogUnreadable, ValueError) as e:
+        return _refuse(str(e))
+    if not notes:
+        return _refuse("the log has no signed checkpoint yet: start the dealer once, then export")
+    note = notes[-1]
+    text = note.decode("utf-8", "replace")
+    try:
+        checkpoint = Checkpoint.parse(text[: text.rfind("\n\n") + 1])
+    except CheckpointError as e:
+        return _refuse(f"the latest stored checkpoint does not parse: {e}")
+    out = Path(args.out)
+    try:
+        report = TileWriter(out).write(entries, checkpoint.size, checkpoint.origin, checkpoint.root, note)
+    except (TileError, LogUnreadable) as e:
+        return _refuse(str(e))
+    except OSError as e:
+        return _refuse(f"--out {out}: {e.strerror or e}")
+    print(
+        f"tiles of {checkpoint.origin} at tree size {checkpoint.size:,} in {out}: "
+        f"{report.written} files written, {report.kept} already there"
+    )
+    return 0
+
+
+def register(sub: argparse._SubParsersAction[Any]) -> None:
+    tiles = sub.add_parser(
+        "tiles",
+        help="publish the log as C2SP tlog-tiles (static files) in a directory",
+        description="Write the dealer's log, up to its latest signed checkpoint, as C2SP tlog-tiles. "
+        "Reads the store read-only; adds only what is new; never overwrites a tile.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    where = tiles.add_mutually_exclusive_group(required=True)
+    where.add_argument("--data", metavar="DIR", help="a dealer's data dir (SQLite), read-only")
+    where.add_argument("--db", metavar="URL", help="the replicas' postgresql:// database, read-only")
+    tiles.add_argument("--out", required=True, metavar="DIR", help="the directory to write (and serve)")
+    tiles.set_defaults(handler=cmd_tiles)
