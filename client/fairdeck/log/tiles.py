@@ -319,13 +319,41 @@ class TileLog:
     def root(self) -> bytes:
         return merkle.tree_hash(self.size, self.read_hashes)
 
-    def entries(self, start_bundle: int = 0) -> Iterator[bytes]:
-        """Every entry, in order, from the bundles; each bundle checked against its level-0 tile."""
-        for tile in (t for t in tiles_for(self.size) if t.level == 0 and t.index >= start_bundle):
+    def entries(self) -> Iterator[bytes]:
+        """Every entry, in order, from the bundles. Each bundle is checked against its level-0 tile,
+        and each tile above against the tiles below it, so every file of the tree is checked once
+        the last entry is read; TileError names the first that does not match."""
+        pending: list[list[bytes]] = [[]]  # per level >= 1: roots of the full tiles below, not yet checked
+        done: list[int] = [0]
+
+        def check(level: int, index: int, hashes: list[bytes]) -> None:
+            got = self.tile(level, index)
+            if len(got) != len(hashes) or not all(
+                hmac.compare_digest(a, b) for a, b in zip(got, hashes, strict=True)
+            ):
+                raise TileError(f"{tile_path(level, index, len(got))} does not match the tiles below it")
+            self._tiles.pop((level, index), None)
+
+        def carry(level: int, root: bytes) -> None:
+            while len(pending) < level:
+                pending.append([])
+                done.append(0)
+            row = pending[level - 1]
+            row.append(root)
+            if len(row) == WIDTH:
+                check(level, done[level - 1], row)
+                done[level - 1] += 1
+                pending[level - 1] = []
+                carry(level + 1, subtree_root(row))
+
+        for tile in (t for t in tiles_for(self.size) if t.level == 0):
             data = self.fetch(tile.bundle_path)
             if len(data) > MAX_BUNDLE_BYTES:
                 raise TileError(f"{tile.bundle_path} is larger than any bundle can be")
-            bundle = decode_bundle(data, tile.width)
+            try:
+                bundle = decode_bundle(data, tile.width)
+            except TileError as e:
+                raise TileError(f"{tile.bundle_path}: {e}") from None
             leaves = self.tile(0, tile.index)
             for i, entry in enumerate(bundle):
                 if not hmac.compare_digest(merkle.leaf_hash(entry), leaves[i]):
@@ -335,3 +363,8 @@ class TileLog:
                     )
             self._tiles.pop((0, tile.index), None)  # keep memory flat over a long log
             yield from bundle
+            if tile.width == WIDTH:
+                carry(1, subtree_root(leaves))
+        for level, row in enumerate(pending, start=1):  # the partial tiles above level 0
+            if row:
+                check(level, done[level - 1], row)
