@@ -157,6 +157,7 @@ def test_every_vectors_file_is_exactly_what_generate_py_produces() -> None:
         "fairdeck-v1-texts.json",
         "fairdeck-log-v1.json",
         "fairdeck-witness-v1.json",
+        "fairdeck-tiles-v1.json",
     }
     for path, text in files.items():
         assert path.read_text(encoding="ascii") == text, path.name
