@@ -2,7 +2,8 @@
 
 It owns the blocking and asyncio dealer clients (``dealer``), what they share without I/O (``calls``:
 the calls, ``ClientConfig``, ``tls_credentials``), the SDK's types (``models``), its exception per
-status and reason (``exceptions``) and the log auditing clients (``audit_client``). It may import
+status and reason (``exceptions``), the players' commit-then-reveal seed protocol (``seeds``) and
+the log auditing clients (``audit_client``). It may import
 ``fairdeck.core``, ``fairdeck.log``, the generated ``fairdeck.v1`` and grpc, never the server.
 """
 
@@ -11,6 +12,7 @@ from fairdeck.client.calls import ClientConfig, Deal, tls_credentials
 from fairdeck.client.dealer import AsyncDealerClient, DealerClient
 from fairdeck.client.exceptions import FairdeckError
 from fairdeck.client.models import DealtHand, Draw, Hand, HandState, LogReceipt
+from fairdeck.client.seeds import PlayerSeed, SeedOrderError, SeedRound
 
 __all__ = [
     "AsyncAuditClient",
@@ -25,5 +27,8 @@ __all__ = [
     "Hand",
     "HandState",
     "LogReceipt",
+    "PlayerSeed",
+    "SeedOrderError",
+    "SeedRound",
     "tls_credentials",
 ]

@@ -19,6 +19,7 @@ import grpc
 from google.protobuf.message import Message
 
 from fairdeck.client.models import DealtHand, Draw, Hand, LogReceipt, cards, client_seed_to_proto
+from fairdeck.client.seeds import sdk_seed
 from fairdeck.core.cards import Card
 from fairdeck.v1 import dealer_pb2 as pb
 from fairdeck.wire import AUTHORIZATION, is_loopback
@@ -172,7 +173,11 @@ def add_client_seeds(hand_id: str, client_seeds: Sequence[str | bytes]) -> Call[
     )
 
 
-def shuffle(hand_id: str, client_seeds: Sequence[str | bytes]) -> Call[Hand]:
+def shuffle(hand_id: str, client_seeds: Sequence[str | bytes], *, add_sdk_seed: bool = False) -> Call[Hand]:
+    # No seeds from the game server: the SDK adds one fresh random seed of its own, made now,
+    # after the dealer's commitment, and marked as the SDK's in the transcript (seeds.sdk_seed).
+    if add_sdk_seed and not client_seeds:
+        client_seeds = (sdk_seed(),)
     return Call(
         "ShuffleHand",
         pb.ShuffleHandRequest(hand_id=hand_id, client_seeds=_seeds(client_seeds)),

@@ -6,7 +6,7 @@ the same methods with the same signatures.
 
     with DealerClient("127.0.0.1:50051") as dealer:
         hand = dealer.open_hand("standard")
-        dealer.shuffle(hand.hand_id, ["alice", "bob"])
+        dealer.shuffle(hand.hand_id, round.seeds)  # the players' revealed seeds (fairdeck.client.seeds)
         hole = dealer.draw(hand.hand_id, 2)
         closed = dealer.close(hand.hand_id)
         closed.verify(commitment=hand.commitment)
@@ -20,6 +20,7 @@ Against a dealer with TLS and API tokens::
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import TypeVar
 
@@ -33,6 +34,33 @@ from fairdeck.client.models import DealtHand, Draw, Hand
 from fairdeck.v1 import dealer_pb2_grpc
 
 R = TypeVar("R")
+_REMEMBERED_HANDS = 4096
+
+
+class _SeededHands:
+    """The hands this client added seeds to (the latest few thousand): a shuffle with no seeds of
+    its own adds the SDK's seed only to a hand that has none from this client."""
+
+    def __init__(self) -> None:
+        self._ids: OrderedDict[str, None] = OrderedDict()
+
+    def add(self, hand_id: str) -> None:
+        self._ids[hand_id] = None
+        self._ids.move_to_end(hand_id)
+        while len(self._ids) > _REMEMBERED_HANDS:
+            self._ids.popitem(last=False)
+
+    def needs_sdk_seed(self, hand_id: str, client_seeds: Sequence[str | bytes]) -> bool:
+        return not client_seeds and hand_id not in self._ids
+
+
+def _seeded(client: object) -> _SeededHands:
+    seeded = client.__dict__.get("_seeded_hands")
+    if seeded is None:
+        seeded = client.__dict__["_seeded_hands"] = _SeededHands()
+    return seeded
+
+
 __all__ = ["AsyncDealerClient", "ClientConfig", "Deal", "DealerClient", "tls_credentials"]
 
 
@@ -50,11 +78,16 @@ class DealerClient(SyncClient):
 
     def add_client_seeds(self, hand_id: str, client_seeds: Sequence[str | bytes]) -> Hand:
         """Add seeds (seat by seat) before the shuffle."""
-        return self._run(calls.add_client_seeds(hand_id, client_seeds))
+        hand = self._run(calls.add_client_seeds(hand_id, client_seeds))
+        _seeded(self).add(hand_id)
+        return hand
 
     def shuffle(self, hand_id: str, client_seeds: Sequence[str | bytes] = ()) -> Hand:
-        """Fix the client seeds (adding these last ones) and the deck."""
-        return self._run(calls.shuffle(hand_id, client_seeds))
+        """Fix the client seeds (adding these last ones) and the deck. Pass the players' revealed
+        seeds (``fairdeck.client.seeds.SeedRound``). A hand given no seeds by this client gets one
+        fresh random seed of the SDK's, marked ``fairdeck-sdk-seed:`` in the transcript."""
+        sdk = _seeded(self).needs_sdk_seed(hand_id, client_seeds)
+        return self._run(calls.shuffle(hand_id, client_seeds, add_sdk_seed=sdk))
 
     def draw(self, hand_id: str, count: int = 1) -> Draw:
         """The next ``count`` cards from the top."""
@@ -113,11 +146,16 @@ class AsyncDealerClient(AsyncClient):
 
     async def add_client_seeds(self, hand_id: str, client_seeds: Sequence[str | bytes]) -> Hand:
         """Add seeds (seat by seat) before the shuffle."""
-        return await self._run(calls.add_client_seeds(hand_id, client_seeds))
+        hand = await self._run(calls.add_client_seeds(hand_id, client_seeds))
+        _seeded(self).add(hand_id)
+        return hand
 
     async def shuffle(self, hand_id: str, client_seeds: Sequence[str | bytes] = ()) -> Hand:
-        """Fix the client seeds (adding these last ones) and the deck."""
-        return await self._run(calls.shuffle(hand_id, client_seeds))
+        """Fix the client seeds (adding these last ones) and the deck. Pass the players' revealed
+        seeds (``fairdeck.client.seeds.SeedRound``). A hand given no seeds by this client gets one
+        fresh random seed of the SDK's, marked ``fairdeck-sdk-seed:`` in the transcript."""
+        sdk = _seeded(self).needs_sdk_seed(hand_id, client_seeds)
+        return await self._run(calls.shuffle(hand_id, client_seeds, add_sdk_seed=sdk))
 
     async def draw(self, hand_id: str, count: int = 1) -> Draw:
         """The next ``count`` cards from the top."""
