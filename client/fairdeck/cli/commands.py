@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
 
-from fairdeck.cli import audit_command, deal_command, health_command
+from fairdeck.cli import audit_command, deal_command, hand_command, health_command
 from fairdeck.core.commitment import commit
 from fairdeck.core.decks import SPEC_NAMES, DeckSpec
 from fairdeck.core.derivation import derive_deck
@@ -23,10 +23,12 @@ from fairdeck.core.strictjson import MAX_TEXT_BYTES
 from fairdeck.core.transcript import Transcript
 from fairdeck.core.verify import verify
 from fairdeck.core.versions import CURRENT_VERSION, SUPPORTED_VERSIONS
+from fairdeck.log import handproof
+from fairdeck.log.note import NoteError
 from fairdeck.stats import command as stats_command
 
 Handler = Callable[[argparse.Namespace], int]
-CLIENT_COMMANDS = ("replay", "verify", "deal", "audit", "health", "stats")
+CLIENT_COMMANDS = ("replay", "verify", "deal", "hand", "audit", "health", "stats")
 """The commands this package registers itself; any other asks for the server's."""
 
 
@@ -67,21 +69,24 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    """Verify a transcript file: exit 0 when it holds, 1 with the failed step."""
+    """Verify a transcript or a hand proof: exit 0 when it holds, 1 with the failed step."""
     path: str = args.transcript
     try:
         # Bytes, not text: what the bytes are (UTF-8 or not, JSON or not) is the spec's
         # step "malformed" (section 7.1), a finding about the transcript, exit 1.
         # Only a file that cannot be read at all is exit 2. At most one byte past the
         # limit is read, so a huge file is refused without being loaded.
+        limit = max(MAX_TEXT_BYTES, handproof.MAX_BYTES)
         if path == "-":
-            text = sys.stdin.buffer.read(MAX_TEXT_BYTES + 1)
+            text = sys.stdin.buffer.read(limit + 1)
         else:
             with Path(path).open("rb") as file:
-                text = file.read(MAX_TEXT_BYTES + 1)
+                text = file.read(limit + 1)
     except OSError as e:
         print(f"fairdeck verify: cannot read {path}: {e.strerror or e}", file=sys.stderr)
         return 2
+    if handproof.TYPE.encode() in text[: 64 * 1024]:
+        return _verify_hand_proof(args, text)
     try:
         transcript = Transcript.from_json(text)
         verify(transcript)
@@ -91,6 +96,37 @@ def cmd_verify(args: argparse.Namespace) -> int:
     print(
         f"OK: hand {transcript.hand_id} verified "
         f"({transcript.deck}, {len(transcript.cards)} cards, {transcript.version})"
+    )
+    return 0
+
+
+def _verify_hand_proof(args: argparse.Namespace, text: bytes) -> int:
+    """A hand proof (docs/hand-proof.md): every step, against the key the user gives."""
+    from fairdeck.cli.audit_command import _verifiers, witness_policy
+
+    if not args.key:
+        print(
+            "fairdeck verify: a hand proof is checked against the log's key: give --key "
+            "(from the operator, `fairdeck key`), never the one written in the file",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        keys = _verifiers(args.key)
+        policy = witness_policy(args)
+    except (OSError, ValueError, NoteError) as e:  # NoteError: a bad --key or --witness
+        print(f"fairdeck verify: {e}", file=sys.stderr)
+        return 2
+    try:
+        proof = handproof.HandProof.from_json(text)
+        checkpoint = proof.verify(keys[0], policy)
+    except VerificationError as e:
+        print(f"FAILED at step {e.step}: {e.detail}")
+        return 1
+    t = proof.transcript
+    print(
+        f"OK: hand {t.hand_id} verified ({t.deck}, {len(proof.dealt)} of {len(t.cards)} cards dealt, "
+        f"in the log at tree size {checkpoint.size})"
     )
     return 0
 
@@ -124,11 +160,23 @@ def build_parser(*, server: bool = True) -> argparse.ArgumentParser:
     replay.add_argument("--json", action="store_true", help="print JSON instead of card codes")
     replay.set_defaults(handler=cmd_replay)
 
-    check = sub.add_parser("verify", help="verify a revealed hand's transcript (JSON)")
-    check.add_argument("transcript", help="transcript file, or - for standard input")
+    check = sub.add_parser("verify", help="verify a revealed hand's transcript, or a hand proof (JSON)")
+    check.add_argument("transcript", metavar="FILE", help="transcript or hand proof, or - for standard input")
+    check.add_argument(
+        "--key",
+        action="append",
+        default=[],
+        metavar="VKEY|@FILE",
+        help="the log's verifier key (needed for a hand proof, which is checked against it)",
+    )
+    check.add_argument(
+        "--witness", action="append", default=[], metavar="NAME=KEY", help="a witness (repeat)"
+    )
+    check.add_argument("--witness-threshold", type=int, default=None, metavar="K")
     check.set_defaults(handler=cmd_verify)
 
     deal_command.register(sub)
+    hand_command.register(sub)
     audit_command.register(sub)
     health_command.register(sub)
     stats_command.register(sub)

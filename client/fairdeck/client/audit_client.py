@@ -17,11 +17,14 @@ from typing import Any
 
 import grpc
 
+from fairdeck.client import calls
 from fairdeck.client.base import PAGE_SIZE, AsyncClient, EntryPager, SyncClient, _Configured
+from fairdeck.client.exceptions import from_rpc_error
 from fairdeck.client.models import Hand
 from fairdeck.core.errors import VerificationError
 from fairdeck.log.checkpoint import Checkpoint
 from fairdeck.log.cosignature import WitnessPolicy
+from fairdeck.log.handproof import HandProof
 from fairdeck.log.logentry import CommitEntry, EntryError, RevealEntry, decode
 from fairdeck.log.note import Verifier
 from fairdeck.log.receipts import (
@@ -32,7 +35,7 @@ from fairdeck.log.receipts import (
     verify_consistency,
 )
 from fairdeck.v1 import audit_pb2 as pb
-from fairdeck.v1 import audit_pb2_grpc
+from fairdeck.v1 import audit_pb2_grpc, dealer_pb2, dealer_pb2_grpc
 
 
 def _proof_request(
@@ -84,6 +87,26 @@ def _checked(proof: InclusionProof, index: int | None, hand_id: str | None, reve
     if not isinstance(entry, kind) or entry.hand_id != hand_id:
         what = "reveal" if reveal else "commitment"
         raise VerificationError("log", f"the proof is not of the {what} of hand {hand_id}")
+    return proof
+
+
+def _closed(hand: Hand) -> None:
+    if hand.transcript is None:
+        raise VerificationError("format", f"hand {hand.hand_id} is not closed: its proof exists once it is")
+
+
+def _hand_proof(
+    hand: Hand,
+    commit: InclusionProof,
+    reveal: InclusionProof,
+    verifier: Verifier,
+    policy: WitnessPolicy | None,
+) -> HandProof:
+    _closed(hand)
+    assert hand.transcript is not None
+    dealt = tuple(hand.transcript.codes()[: hand.dealt_count])
+    proof = HandProof(hand.transcript, dealt, commit, reveal, verifier.to_string())
+    proof.verify(verifier, policy)
     return proof
 
 
@@ -167,6 +190,28 @@ class AuditClient(_Verifying, SyncClient):
             old, r.signed_checkpoint, tuple(r.hashes), self.verifier, self.witness_policy
         )
 
+    def hand_proof(self, hand: Hand | str) -> HandProof:
+        """A closed hand's one-file proof (docs/hand-proof.md), verified before it is returned.
+
+        ``hand`` is the closed ``Hand`` or its id (then read with GetHand on this channel). Both
+        receipts lead to the latest checkpoint (the latest final one, with witnesses)."""
+        if isinstance(hand, str):
+            call = calls.get(hand)
+            try:
+                hand = call.parse(
+                    dealer_pb2_grpc.DealerServiceStub(self._channel).GetHand(
+                        dealer_pb2.GetHandRequest(hand_id=hand),
+                        timeout=self.config.timeout,
+                        metadata=self.config.call_metadata(),
+                    )
+                )
+            except grpc.RpcError as e:
+                raise from_rpc_error(e) from e
+        _closed(hand)
+        reveal = self.inclusion_proof(hand_id=hand.hand_id, reveal=True)
+        commit = self.inclusion_proof(hand_id=hand.hand_id, tree_size=reveal.tree_size)
+        return _hand_proof(hand, commit, reveal, self.verifier, self.witness_policy)
+
     def entries(self, start: int = 0) -> Iterator[tuple[int, bytes]]:
         """Every entry from ``start`` on, as (index, bytes), in order."""
         pager = EntryPager(start, PAGE_SIZE)
@@ -214,6 +259,28 @@ class AsyncAuditClient(_Verifying, AsyncClient):
         return verify_consistency(
             old, r.signed_checkpoint, tuple(r.hashes), self.verifier, self.witness_policy
         )
+
+    async def hand_proof(self, hand: Hand | str) -> HandProof:
+        """A closed hand's one-file proof (docs/hand-proof.md), verified before it is returned.
+
+        ``hand`` is the closed ``Hand`` or its id (then read with GetHand on this channel). Both
+        receipts lead to the latest checkpoint (the latest final one, with witnesses)."""
+        if isinstance(hand, str):
+            call = calls.get(hand)
+            try:
+                hand = call.parse(
+                    await dealer_pb2_grpc.DealerServiceStub(self._channel).GetHand(
+                        dealer_pb2.GetHandRequest(hand_id=hand),
+                        timeout=self.config.timeout,
+                        metadata=self.config.call_metadata(),
+                    )
+                )
+            except grpc.RpcError as e:
+                raise from_rpc_error(e) from e
+        _closed(hand)
+        reveal = await self.inclusion_proof(hand_id=hand.hand_id, reveal=True)
+        commit = await self.inclusion_proof(hand_id=hand.hand_id, tree_size=reveal.tree_size)
+        return _hand_proof(hand, commit, reveal, self.verifier, self.witness_policy)
 
     async def entries(self, start: int = 0) -> AsyncIterator[tuple[int, bytes]]:
         """Every entry from ``start`` on, as (index, bytes), in order."""

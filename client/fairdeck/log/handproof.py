@@ -1,0 +1,171 @@
+"""One-file hand proofs (docs/hand-proof.md): everything a player needs to check a hand offline,
+with the log's public key alone.
+
+A hand proof is one JSON object:
+
+- ``type``: ``"fairdeck-hand-proof"``, and ``format``: ``1``;
+- ``transcript``: the hand's transcript (docs/fairness-spec.md section 7);
+- ``dealt``: the codes of the cards dealt, from the top of the deck;
+- ``commit`` and ``reveal``: the receipts (docs/log-format.md, "The receipt") of the hand's two log
+  entries, both to the same signed checkpoint;
+- ``log_key``: the log's verifier key, shown for information only. A verifier takes the key from
+  its user, never from the file: a forger would put their own key there.
+
+``HandProof.verify`` checks it in this order, and a failure names its step:
+
+``format``, ``commitment`` (the seed opens the commitment), ``deck`` (the deck re-derives),
+``cards`` (the cards dealt are the top of that deck), ``entries`` (the log's two entries are this
+hand's), ``checkpoint`` (the checkpoint is signed by the log's key), ``inclusion`` (both entries are
+in that tree), and ``cosignatures`` (with a witness policy: enough witnesses cosigned it).
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from fairdeck.core import strictjson
+from fairdeck.core.errors import VerificationError
+from fairdeck.core.transcript import Transcript
+from fairdeck.core.verify import verify as verify_transcript
+from fairdeck.log import merkle
+from fairdeck.log.checkpoint import Checkpoint
+from fairdeck.log.cosignature import CosignatureError, WitnessPolicy
+from fairdeck.log.logentry import CommitEntry, EntryError, RevealEntry, deck_digest, decode
+from fairdeck.log.note import Verifier
+from fairdeck.log.receipts import InclusionProof, open_signed_checkpoint
+
+TYPE = "fairdeck-hand-proof"
+FORMAT = 1
+MAX_BYTES = 1024 * 1024  # an 8-deck shoe's transcript and two receipts are far below this
+STEPS = ("format", "commitment", "deck", "cards", "entries", "checkpoint", "inclusion", "cosignatures")
+_KEYS = {"type", "format", "transcript", "dealt", "commit", "reveal", "log_key"}
+
+
+def _fail(step: str, message: str) -> VerificationError:
+    return VerificationError(step, message)
+
+
+@dataclass(frozen=True)
+class HandProof:
+    transcript: Transcript
+    dealt: tuple[str, ...]
+    commit: InclusionProof
+    reveal: InclusionProof
+    log_key: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "type": TYPE,
+            "format": FORMAT,
+            "transcript": self.transcript.to_dict(),
+            "dealt": list(self.dealt),
+            "commit": json.loads(self.commit.to_json()),
+            "reveal": json.loads(self.reveal.to_json()),
+            "log_key": self.log_key,
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> HandProof:
+        """Read strictly (strictjson's rules: no duplicate names, UTF-8, a size limit); step ``format``."""
+        raw = text.encode("utf-8") if isinstance(text, str) else text
+        if len(raw) > MAX_BYTES:
+            raise _fail("format", f"a hand proof is at most {MAX_BYTES} bytes")
+        try:
+            d = strictjson.loads(raw)
+        except strictjson.StrictJSONError as e:
+            raise _fail("format", f"not a hand proof: {e}") from None
+        if not isinstance(d, dict) or d.get("type") != TYPE:
+            raise _fail("format", f'not a hand proof: want an object with "type": "{TYPE}"')
+        fmt = d.get("format")
+        if not isinstance(fmt, strictjson.Number) or fmt.text != str(FORMAT):
+            shown = fmt.text if isinstance(fmt, strictjson.Number) else repr(fmt)[:20]
+            raise _fail("format", f"unknown hand proof format {shown}; this verifier reads {FORMAT}")
+        if set(d) != _KEYS:
+            raise _fail("format", f"a hand proof has exactly the names {sorted(_KEYS)}")
+        # strictjson has checked the text (UTF-8, no duplicate names, no stray values); the parts
+        # are read again by their own strict readers, from plain JSON values.
+        d = json.loads(raw)
+        try:
+            transcript = Transcript.from_dict(d["transcript"])
+        except VerificationError as e:
+            raise _fail("format", f"transcript: {e.detail}") from None
+        dealt = d["dealt"]
+        if not isinstance(dealt, list) or not all(isinstance(c, str) for c in dealt):
+            raise _fail("format", "dealt must be a list of card codes")
+        if not isinstance(d["log_key"], str):
+            raise _fail("format", "log_key must be a string")
+        receipts = []
+        for name in ("commit", "reveal"):
+            try:
+                receipts.append(InclusionProof.from_json(json.dumps(d[name])))
+            except VerificationError as e:
+                raise _fail("format", f"{name}: {e.detail}") from None
+        return cls(transcript, tuple(dealt), receipts[0], receipts[1], d["log_key"])
+
+    def verify(self, verifier: Verifier, policy: WitnessPolicy | None = None) -> Checkpoint:
+        """Every check, in the order of the module docstring; the checkpoint the entries are in."""
+        t = self.transcript
+        verify_transcript(t)  # raises at "commitment" or "deck" (and "version" for an unknown one)
+        deck = t.codes()
+        if len(self.dealt) > len(deck):
+            raise _fail("cards", f"{len(self.dealt)} cards dealt from a deck of {len(deck)}")
+        for position, (code, want) in enumerate(zip(self.dealt, deck, strict=False)):
+            if code != want:
+                raise _fail(
+                    "cards",
+                    f"card {position + 1} dealt was {code[:8]!r}; the re-derived deck has {want} there",
+                )
+        self._check_entries()
+        if self.commit.signed_checkpoint != self.reveal.signed_checkpoint:
+            raise _fail("checkpoint", "the two receipts lead to different checkpoints")
+        try:
+            checkpoint = open_signed_checkpoint(self.reveal.signed_checkpoint, verifier)
+        except VerificationError as e:
+            raise _fail("checkpoint", e.detail) from None
+        for name, receipt in (("commit", self.commit), ("reveal", self.reveal)):
+            if receipt.tree_size != checkpoint.size:
+                raise _fail("inclusion", f"the {name} receipt is for tree size {receipt.tree_size}")
+            try:
+                merkle.verify_inclusion(
+                    receipt.index,
+                    checkpoint.size,
+                    merkle.leaf_hash(receipt.entry),
+                    receipt.hashes,
+                    checkpoint.root,
+                )
+            except merkle.ProofError as e:
+                raise _fail("inclusion", f"the {name} entry is not in the signed tree: {e}") from None
+        if policy is not None:
+            try:
+                policy.require(self.reveal.signed_checkpoint)
+            except CosignatureError as e:
+                raise _fail("cosignatures", str(e)) from None
+        return checkpoint
+
+    def _check_entries(self) -> None:
+        t = self.transcript
+        try:
+            commit, reveal = decode(self.commit.entry), decode(self.reveal.entry)
+        except EntryError as e:
+            raise _fail("entries", f"a log entry does not parse: {e}") from None
+        if not isinstance(commit, CommitEntry) or commit.hand_id != t.hand_id:
+            raise _fail("entries", "the commit receipt is not of this hand's commitment")
+        if not hmac.compare_digest(commit.commitment, t.commitment) or (commit.deck, commit.version) != (
+            t.deck,
+            t.version,
+        ):
+            raise _fail("entries", "the logged commitment is not the transcript's")
+        if not isinstance(reveal, RevealEntry) or reveal.hand_id != t.hand_id:
+            raise _fail("entries", "the reveal receipt is not of this hand's reveal")
+        if (
+            not hmac.compare_digest(reveal.server_seed, t.server_seed)
+            or reveal.client_seeds != t.client_seeds
+            or not hmac.compare_digest(reveal.deck_digest, deck_digest(t.cards))
+        ):
+            raise _fail("entries", "the logged reveal differs from the transcript")
