@@ -235,3 +235,23 @@ def test_tampered_tiles_and_bundles_are_caught(tmp_path: Path) -> None:
     os.remove(level1)
     with pytest.raises(FileNotFoundError):
         reader(tmp_path, 600).root()
+
+
+def test_prefetching_reads_the_same_entries_and_catches_the_same_damage(tmp_path: Path) -> None:
+    items = entries(3000)
+    log = MemLog().append(*items)
+    publish(tmp_path, log, items)
+    fetched: list[str] = []
+
+    def fetch(rel: str) -> bytes:
+        fetched.append(rel)
+        return (tmp_path / rel).read_bytes()
+
+    assert list(TileLog(fetch, 3000, prefetch=4).entries()) == items
+    assert len(fetched) == len(set(fetched))  # each file once, prefetched or not
+    tile = tmp_path / "tile/0/005"
+    data = bytearray(tile.read_bytes())
+    data[3] ^= 1
+    tile.write_bytes(bytes(data))
+    with pytest.raises(TileError, match="entry 1280 in tile/entries/005 does not hash"):
+        list(TileLog(fetch, 3000, prefetch=4).entries())

@@ -31,6 +31,7 @@ from __future__ import annotations
 import hmac
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -277,9 +278,12 @@ class TileWriter:
 class TileLog:
     """A tiled log of ``size`` entries, read through ``fetch(relative path) -> bytes``."""
 
-    def __init__(self, fetch: Callable[[str], bytes], size: int) -> None:
+    def __init__(self, fetch: Callable[[str], bytes], size: int, *, prefetch: int = 0) -> None:
         self.fetch = fetch
         self.size = size
+        self.prefetch = prefetch
+        """With ``prefetch`` > 0, ``entries`` fetches that many bundles (and their level-0 tiles) ahead
+        in threads, so the network's waits overlap the checks (an HTTP host)."""
         self._tiles: dict[tuple[int, int], list[bytes]] = {}
 
     def _width(self, level: int, index: int) -> int:
@@ -346,7 +350,20 @@ class TileLog:
                 pending[level - 1] = []
                 carry(level + 1, subtree_root(row))
 
-        for tile in (t for t in tiles_for(self.size) if t.level == 0):
+        level0 = [t for t in tiles_for(self.size) if t.level == 0]
+        ahead = _Ahead(self.fetch, [p for t in level0 for p in (t.bundle_path, t.path)], self.prefetch)
+        fetch, self.fetch = self.fetch, ahead.get
+        try:
+            yield from self._entries(level0, carry)
+        finally:
+            self.fetch = fetch
+            ahead.close()
+        for level, row in enumerate(pending, start=1):  # the partial tiles above level 0
+            if row:
+                check(level, done[level - 1], row)
+
+    def _entries(self, level0: list[Tile], carry: Callable[[int, bytes], None]) -> Iterator[bytes]:
+        for tile in level0:
             data = self.fetch(tile.bundle_path)
             if len(data) > MAX_BUNDLE_BYTES:
                 raise TileError(f"{tile.bundle_path} is larger than any bundle can be")
@@ -365,6 +382,37 @@ class TileLog:
             yield from bundle
             if tile.width == WIDTH:
                 carry(1, subtree_root(leaves))
-        for level, row in enumerate(pending, start=1):  # the partial tiles above level 0
-            if row:
-                check(level, done[level - 1], row)
+
+
+class _Ahead:
+    """Fetches a known sequence of paths ``window`` ahead of their use, in threads."""
+
+    def __init__(self, fetch: Callable[[str], bytes], paths: list[str], window: int) -> None:
+        self._fetch = fetch
+        self._paths = paths
+        self._window = window
+        self._next = 0
+        self._futures: dict[str, Future[bytes]] = {}
+        self._pool = ThreadPoolExecutor(max_workers=window) if window > 0 else None
+
+    def _fill(self) -> None:
+        assert self._pool is not None
+        while self._next < len(self._paths) and len(self._futures) < self._window * 2:
+            path = self._paths[self._next]
+            self._futures[path] = self._pool.submit(self._fetch, path)
+            self._next += 1
+
+    def get(self, path: str) -> bytes:
+        if self._pool is None:
+            return self._fetch(path)
+        self._fill()
+        future = self._futures.pop(path, None)
+        data = future.result() if future is not None else self._fetch(path)
+        self._fill()
+        return data
+
+    def close(self) -> None:
+        if self._pool is not None:
+            for future in self._futures.values():
+                future.cancel()
+            self._pool.shutdown(wait=False, cancel_futures=True)
