@@ -260,3 +260,22 @@ def test_installed_console_script_runs(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.startswith("OK: hand example-1 verified")
+
+
+def test_a_reader_that_goes_away_gets_no_traceback() -> None:
+    """`fairdeck replay ... | head -c1`: the pipe closes before fairdeck writes (regression: a
+    BrokenPipeError traceback on stderr)."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fairdeck.cli", "replay", "--deck", "shoe-8", "--hand-id", "h",
+         "--server-seed", "00" * 395, "--client-seed", "x", "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # the reader is gone before the first byte is written
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 141, err
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err

@@ -8,6 +8,7 @@ failed, 2 for bad usage or input.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from importlib.metadata import entry_points
@@ -212,10 +213,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser(server=not _client_command(argv)).parse_args(argv)
     handler: Handler = args.handler
     try:
-        return handler(args)
+        status = handler(args)
+        sys.stdout.flush()  # here, not at exit, so a closed pipe is handled below
+        return status
     except InvalidInput as e:
         print(f"fairdeck {args.command}: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # The reader went away (`fairdeck deal | head -1`): stop quietly, as Unix tools do. Point
+        # stdout at /dev/null so the interpreter's last flush does not raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, what a shell reports for a tool killed by it
 
 
 if __name__ == "__main__":
