@@ -22,7 +22,7 @@ import pytest
 
 from fairdeck.client import AuditClient, DealerClient
 from fairdeck.core.errors import VerificationError
-from fairdeck.log.cosignature import CosignatureVerifier, WitnessPolicy
+from fairdeck.log.cosignature import CosignatureVerifier, Cosigner, WitnessPolicy
 from tests.dealers import RunningDealer
 from tests.witness.witnesskit import WitnessProcess, init_witness
 
@@ -144,6 +144,26 @@ def test_checkpoints_are_cosigned_and_a_policy_client_accepts_them(
         )
         assert done.returncode == 0, done.stdout + done.stderr
         assert "signed by w1, w2; missing none" in done.stdout
+        # Tiles of the latest checkpoint both witnesses cosigned; an audit from them with the policy.
+        tiles = tmp_path / "tiles"
+        cli = [sys.executable, "-m", "fairdeck.cli"]
+        exported = subprocess.run(
+            [*cli, "tiles", "--data", str(tmp_path / "data"), "--out", str(tiles), *witness_args],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert exported.returncode == 0, exported.stderr
+        from_tiles = subprocess.run(
+            [*cli, "audit", "--tiles", str(tiles), "--key", log_vkey, *witness_args],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert from_tiles.returncode == 0, from_tiles.stdout + from_tiles.stderr
+        assert "signed by w1, w2; missing none" in from_tiles.stdout
+        stranger = f"--witness=w9={Cosigner.from_seed('w.test/9', bytes(32)).verifier.to_string()}"
+        none = subprocess.run(
+            [*cli, "tiles", "--data", str(tmp_path / "data"), "--out", str(tmp_path / "t2"), stranger],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert none.returncode == 2 and "no stored checkpoint has the cosignatures" in none.stderr
     finally:
         dealer.close()
 

@@ -13,8 +13,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from fairdeck.cli.audit_command import add_witness_arguments, witness_policy
 from fairdeck.log.audit import LogUnreadable
 from fairdeck.log.checkpoint import Checkpoint, CheckpointError
+from fairdeck.log.cosignature import CosignatureError, WitnessPolicy
 from fairdeck.log.tiles import TileError, TileWriter
 from fairdeck_server.cli.audit_sources import data_log, database_log
 
@@ -27,13 +29,21 @@ Serve the directory with any static file host, for example:
 
 Paths follow https://c2sp.org/tlog-tiles: checkpoint, tile/<L>/<N>[.p/<W>] and
 tile/entries/<N>[.p/<W>]. The checkpoint carries whatever cosignatures the dealer has
-stored with it (docs/witness.md). See docs/log-format.md, "Tiles".
+stored with it (docs/witness.md); with --witness, the latest checkpoint those witnesses cosigned.
+See docs/log-format.md, "Tiles".
 """
 
 
 def _refuse(message: str) -> int:
     print(f"fairdeck tiles: {' '.join(message.split())}", file=sys.stderr)
     return 2
+
+
+def _meets(policy: WitnessPolicy, note: bytes) -> bool:
+    try:
+        return policy.check(note).ok
+    except CosignatureError:
+        return False
 
 
 def cmd_tiles(args: argparse.Namespace) -> int:
@@ -43,7 +53,19 @@ def cmd_tiles(args: argparse.Namespace) -> int:
         return _refuse(str(e))
     if not notes:
         return _refuse("the log has no signed checkpoint yet: start the dealer once, then export")
-    note = notes[-1]
+    try:
+        policy = witness_policy(args)
+    except CosignatureError as e:
+        return _refuse(f"bad --witness: {e}")
+    if policy is None:
+        note = notes[-1]
+    else:  # the latest checkpoint the policy's witnesses cosigned: what a policy's auditor accepts
+        final = [n for n in notes if _meets(policy, n)]
+        if not final:
+            return _refuse(
+                "no stored checkpoint has the cosignatures --witness asks for yet; try again later"
+            )
+        note = final[-1]
     text = note.decode("utf-8", "replace")
     try:
         checkpoint = Checkpoint.parse(text[: text.rfind("\n\n") + 1])
@@ -76,4 +98,5 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     where.add_argument("--data", metavar="DIR", help="a dealer's data dir (SQLite), read-only")
     where.add_argument("--db", metavar="URL", help="the replicas' postgresql:// database, read-only")
     tiles.add_argument("--out", required=True, metavar="DIR", help="the directory to write (and serve)")
+    add_witness_arguments(tiles)
     tiles.set_defaults(handler=cmd_tiles)
