@@ -224,7 +224,12 @@ class Dealer:
 
     # -- dealing -------------------------------------------------------------------
 
-    async def draw(self, tenant: str, hand_id: str, count: int) -> DrawnCards:
+    async def draw(
+        self, tenant: str, hand_id: str, count: int, expected_position: int | None = None
+    ) -> DrawnCards:
+        """The next ``count`` cards. With ``expected_position``, a retry is safe: the same draw
+        again (the hand is at that position plus ``count``) answers the same cards and moves
+        nothing; any other position is WRONG_POSITION."""
         validate_hand_id(hand_id)
         if count < 1:
             raise errors.invalid("count", Reason.INVALID_COUNT, "must be at least 1")
@@ -234,6 +239,12 @@ class Dealer:
             size = DeckSpec.parse(r.deck).size
             if count > size:
                 raise errors.invalid("count", Reason.INVALID_COUNT, f"must be at most the deck size {size}")
+            if expected_position is not None and r.dealt != expected_position:
+                if r.dealt == expected_position + count:
+                    # The same draw, done already (its answer was lost): the same cards again.
+                    again = self._cards(r)[expected_position : r.dealt]
+                    return Change(r), DrawnCards(r.deck, again, expected_position, size - r.dealt)
+                raise errors.wrong_position(r.dealt, expected_position)
             if r.dealt + count > size:
                 raise errors.not_enough_cards(size - r.dealt, count)
             cards = self._cards(r)[r.dealt : r.dealt + count]

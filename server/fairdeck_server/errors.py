@@ -83,6 +83,14 @@ def not_enough_cards(left: int, requested: int) -> DealerError:
     return precondition(Reason.NOT_ENOUGH_CARDS, f"{left} cards left, {requested} requested")
 
 
+def wrong_position(position: int, expected: int) -> DealerError:
+    return DealerError(
+        Reason.WRONG_POSITION,
+        f"the hand is at deck position {position}, not {expected}: another draw came first",
+        "expected_position",
+    )
+
+
 def request_id_reused() -> DealerError:
     return DealerError(
         Reason.REQUEST_ID_REUSED,

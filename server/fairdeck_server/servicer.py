@@ -248,7 +248,8 @@ class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
 
     @translated
     async def DrawCards(self, request: pb.DrawCardsRequest, context: Any) -> pb.DrawCardsResponse:
-        draw = await self.dealer.draw(self._tenant(context), request.hand_id, request.count)
+        expected = request.expected_position if request.HasField("expected_position") else None
+        draw = await self.dealer.draw(self._tenant(context), request.hand_id, request.count, expected)
         return pb.DrawCardsResponse(
             cards=draw.cards, position=draw.position, remaining_count=draw.remaining, deck=draw.deck
         )

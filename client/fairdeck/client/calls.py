@@ -185,10 +185,13 @@ def shuffle(hand_id: str, client_seeds: Sequence[str | bytes], *, add_sdk_seed: 
     )
 
 
-def draw(hand_id: str, count: int) -> Call[Draw]:
+def draw(hand_id: str, count: int, expected_position: int | None = None) -> Call[Draw]:
+    request = pb.DrawCardsRequest(hand_id=hand_id, count=count)
+    if expected_position is not None:
+        request.expected_position = expected_position
     return Call(
         "DrawCards",
-        pb.DrawCardsRequest(hand_id=hand_id, count=count),
+        request,
         lambda r: Draw(cards(r.deck, r.cards), r.position, r.remaining_count),
     )
 

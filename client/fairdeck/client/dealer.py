@@ -37,28 +37,56 @@ R = TypeVar("R")
 _REMEMBERED_HANDS = 4096
 
 
-class _SeededHands:
-    """The hands this client added seeds to (the latest few thousand): a shuffle with no seeds of
-    its own adds the SDK's seed only to a hand that has none from this client."""
+class _Hands:
+    """What this client remembers of the hands it dealt with (the latest few thousand):
+
+    - which it gave seeds to: a shuffle with no seeds adds the SDK's seed only to a hand that has
+      none from this client;
+    - where each hand's deck is, from the dealer's last answer: every draw sends it as
+      ``expected_position``, so a draw retried after a lost answer gets the same cards again
+      instead of the next ones.
+    """
 
     def __init__(self) -> None:
-        self._ids: OrderedDict[str, None] = OrderedDict()
+        self._seeded: OrderedDict[str, None] = OrderedDict()
+        self._positions: OrderedDict[str, int] = OrderedDict()
 
-    def add(self, hand_id: str) -> None:
-        self._ids[hand_id] = None
-        self._ids.move_to_end(hand_id)
-        while len(self._ids) > _REMEMBERED_HANDS:
-            self._ids.popitem(last=False)
+    @staticmethod
+    def _keep(memory: OrderedDict[str, R], hand_id: str, value: R) -> None:
+        memory[hand_id] = value
+        memory.move_to_end(hand_id)
+        while len(memory) > _REMEMBERED_HANDS:
+            memory.popitem(last=False)
+
+    def seeded(self, hand_id: str) -> None:
+        self._keep(self._seeded, hand_id, None)
 
     def needs_sdk_seed(self, hand_id: str, client_seeds: Sequence[str | bytes]) -> bool:
-        return not client_seeds and hand_id not in self._ids
+        return not client_seeds and hand_id not in self._seeded
+
+    def at(self, hand_id: str, position: int) -> None:
+        self._keep(self._positions, hand_id, position)
+
+    def position(self, hand_id: str) -> int | None:
+        return self._positions.get(hand_id)
+
+    def saw(self, hand: Hand) -> Hand:
+        if hand.transcript is None:
+            self.at(hand.hand_id, hand.dealt_count)
+        else:
+            self._positions.pop(hand.hand_id, None)
+        return hand
+
+    def drew(self, hand_id: str, draw: Draw) -> Draw:
+        self.at(hand_id, draw.position + len(draw.cards))
+        return draw
 
 
-def _seeded(client: object) -> _SeededHands:
-    seeded = client.__dict__.get("_seeded_hands")
-    if seeded is None:
-        seeded = client.__dict__["_seeded_hands"] = _SeededHands()
-    return seeded
+def _hands(client: object) -> _Hands:
+    hands = client.__dict__.get("_hands")
+    if hands is None:
+        hands = client.__dict__["_hands"] = _Hands()
+    return hands
 
 
 __all__ = ["AsyncDealerClient", "ClientConfig", "Deal", "DealerClient", "tls_credentials"]
@@ -74,28 +102,32 @@ class DealerClient(SyncClient):
 
     def open_hand(self, deck: str = "standard", *, request_id: str | None = None) -> Hand:
         """Open a hand; its commitment is published before any card is seen."""
-        return self._run(calls.open_hand(deck, request_id))
+        return _hands(self).saw(self._run(calls.open_hand(deck, request_id)))
 
     def add_client_seeds(self, hand_id: str, client_seeds: Sequence[str | bytes]) -> Hand:
         """Add seeds (seat by seat) before the shuffle."""
         hand = self._run(calls.add_client_seeds(hand_id, client_seeds))
-        _seeded(self).add(hand_id)
-        return hand
+        _hands(self).seeded(hand_id)
+        return _hands(self).saw(hand)
 
     def shuffle(self, hand_id: str, client_seeds: Sequence[str | bytes] = ()) -> Hand:
         """Fix the client seeds (adding these last ones) and the deck. Pass the players' revealed
         seeds (``fairdeck.client.seeds.SeedRound``). A hand given no seeds by this client gets one
         fresh random seed of the SDK's, marked ``fairdeck-sdk-seed:`` in the transcript."""
-        sdk = _seeded(self).needs_sdk_seed(hand_id, client_seeds)
-        return self._run(calls.shuffle(hand_id, client_seeds, add_sdk_seed=sdk))
+        sdk = _hands(self).needs_sdk_seed(hand_id, client_seeds)
+        return _hands(self).saw(self._run(calls.shuffle(hand_id, client_seeds, add_sdk_seed=sdk)))
 
-    def draw(self, hand_id: str, count: int = 1) -> Draw:
-        """The next ``count`` cards from the top."""
-        return self._run(calls.draw(hand_id, count))
+    def draw(self, hand_id: str, count: int = 1, *, expected_position: int | None = None) -> Draw:
+        """The next ``count`` cards from the top. The draw says where it expects the deck to be
+        (``expected_position``, by default where this client last saw it), so the same call
+        retried after a lost answer returns the same cards, and a draw from a stale position is
+        refused (``WrongPosition``) rather than dealing the next cards."""
+        expected = _hands(self).position(hand_id) if expected_position is None else expected_position
+        return _hands(self).drew(hand_id, self._run(calls.draw(hand_id, count, expected)))
 
     def deal(self, hand_id: str) -> Draw:
         """Every card not dealt yet, in order."""
-        return self._run(calls.deal(hand_id))
+        return _hands(self).drew(hand_id, self._run(calls.deal(hand_id)))
 
     def deal_new_hand(
         self,
@@ -109,11 +141,11 @@ class DealerClient(SyncClient):
 
     def close(self, hand_id: str) -> Hand:
         """Close the hand: the seed is revealed and the transcript returned."""
-        return self._run(calls.close(hand_id))
+        return _hands(self).saw(self._run(calls.close(hand_id)))
 
     def get(self, hand_id: str) -> Hand:
         """A hand's state (and transcript once closed)."""
-        return self._run(calls.get(hand_id))
+        return _hands(self).saw(self._run(calls.get(hand_id)))
 
     def deal_hands(
         self,
@@ -142,28 +174,32 @@ class AsyncDealerClient(AsyncClient):
 
     async def open_hand(self, deck: str = "standard", *, request_id: str | None = None) -> Hand:
         """Open a hand; its commitment is published before any card is seen."""
-        return await self._run(calls.open_hand(deck, request_id))
+        return _hands(self).saw(await self._run(calls.open_hand(deck, request_id)))
 
     async def add_client_seeds(self, hand_id: str, client_seeds: Sequence[str | bytes]) -> Hand:
         """Add seeds (seat by seat) before the shuffle."""
         hand = await self._run(calls.add_client_seeds(hand_id, client_seeds))
-        _seeded(self).add(hand_id)
-        return hand
+        _hands(self).seeded(hand_id)
+        return _hands(self).saw(hand)
 
     async def shuffle(self, hand_id: str, client_seeds: Sequence[str | bytes] = ()) -> Hand:
         """Fix the client seeds (adding these last ones) and the deck. Pass the players' revealed
         seeds (``fairdeck.client.seeds.SeedRound``). A hand given no seeds by this client gets one
         fresh random seed of the SDK's, marked ``fairdeck-sdk-seed:`` in the transcript."""
-        sdk = _seeded(self).needs_sdk_seed(hand_id, client_seeds)
-        return await self._run(calls.shuffle(hand_id, client_seeds, add_sdk_seed=sdk))
+        sdk = _hands(self).needs_sdk_seed(hand_id, client_seeds)
+        return _hands(self).saw(await self._run(calls.shuffle(hand_id, client_seeds, add_sdk_seed=sdk)))
 
-    async def draw(self, hand_id: str, count: int = 1) -> Draw:
-        """The next ``count`` cards from the top."""
-        return await self._run(calls.draw(hand_id, count))
+    async def draw(self, hand_id: str, count: int = 1, *, expected_position: int | None = None) -> Draw:
+        """The next ``count`` cards from the top. The draw says where it expects the deck to be
+        (``expected_position``, by default where this client last saw it), so the same call
+        retried after a lost answer returns the same cards, and a draw from a stale position is
+        refused (``WrongPosition``) rather than dealing the next cards."""
+        expected = _hands(self).position(hand_id) if expected_position is None else expected_position
+        return _hands(self).drew(hand_id, await self._run(calls.draw(hand_id, count, expected)))
 
     async def deal(self, hand_id: str) -> Draw:
         """Every card not dealt yet, in order."""
-        return await self._run(calls.deal(hand_id))
+        return _hands(self).drew(hand_id, await self._run(calls.deal(hand_id)))
 
     async def deal_new_hand(
         self,
@@ -177,11 +213,11 @@ class AsyncDealerClient(AsyncClient):
 
     async def close(self, hand_id: str) -> Hand:
         """Close the hand: the seed is revealed and the transcript returned."""
-        return await self._run(calls.close(hand_id))
+        return _hands(self).saw(await self._run(calls.close(hand_id)))
 
     async def get(self, hand_id: str) -> Hand:
         """A hand's state (and transcript once closed)."""
-        return await self._run(calls.get(hand_id))
+        return _hands(self).saw(await self._run(calls.get(hand_id)))
 
     async def deal_hands(
         self,

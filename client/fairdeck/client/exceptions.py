@@ -64,6 +64,10 @@ class HandClosed(FailedPrecondition):
     """The hand is closed: no more draws or seeds."""
 
 
+class WrongPosition(FailedPrecondition):
+    """A draw's ``expected_position`` is not where the hand is: another draw came first."""
+
+
 class HandAlreadyShuffled(FailedPrecondition):
     """The hand's client seeds are fixed already."""
 
@@ -161,6 +165,7 @@ _OWN_CLASS: dict[Reason, type[FairdeckError]] = {
     Reason.NOT_ENOUGH_CARDS: NotEnoughCards,
     Reason.HAND_CLOSED: HandClosed,
     Reason.HAND_ALREADY_SHUFFLED: HandAlreadyShuffled,
+    Reason.WRONG_POSITION: WrongPosition,
     Reason.REQUEST_ID_REUSED: RequestIdReused,
 }
 """Reasons with a class of their own; every other reason takes its status code's class."""

@@ -25,15 +25,15 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18\x66\x61irdeck/v1/dealer.proto\x12\x0b\x66\x61irdeck.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"5\n\nClientSeed\x12\x0e\n\x04text\x18\x01 \x01(\tH\x00\x12\x0e\n\x04\x64\x61ta\x18\x02 \x01(\x0cH\x00\x42\x07\n\x05value\"\x1b\n\nLogReceipt\x12\r\n\x05index\x18\x01 \x01(\x04\"\x9f\x03\n\x04Hand\x12\x0f\n\x07hand_id\x18\x01 \x01(\t\x12\x0c\n\x04\x64\x65\x63k\x18\x02 \x01(\t\x12\x0f\n\x07version\x18\x03 \x01(\t\x12\x12\n\ncommitment\x18\x04 \x01(\x0c\x12%\n\x05state\x18\x05 \x01(\x0e\x32\x16.fairdeck.v1.HandState\x12\x14\n\x0c\x63lient_seeds\x18\x06 \x03(\x0c\x12\x13\n\x0b\x64\x65\x61lt_count\x18\x07 \x01(\r\x12\x11\n\tdeck_size\x18\x08 \x01(\r\x12/\n\x0e\x63ommit_receipt\x18\t \x01(\x0b\x32\x17.fairdeck.v1.LogReceipt\x12/\n\x0ereveal_receipt\x18\n \x01(\x0b\x32\x17.fairdeck.v1.LogReceipt\x12+\n\ntranscript\x18\x0b \x01(\x0b\x32\x17.fairdeck.v1.Transcript\x12/\n\x0b\x63reate_time\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nclose_time\x18\r \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x8a\x01\n\nTranscript\x12\x0f\n\x07version\x18\x01 \x01(\t\x12\x0c\n\x04\x64\x65\x63k\x18\x02 \x01(\t\x12\x0f\n\x07hand_id\x18\x03 \x01(\t\x12\x12\n\ncommitment\x18\x04 \x01(\x0c\x12\x13\n\x0bserver_seed\x18\x05 \x01(\x0c\x12\x14\n\x0c\x63lient_seeds\x18\x06 \x03(\x0c\x12\r\n\x05\x63\x61rds\x18\x07 \x03(\r\"3\n\x0fOpenHandRequest\x12\x0c\n\x04\x64\x65\x63k\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\"3\n\x10OpenHandResponse\x12\x1f\n\x04hand\x18\x01 \x01(\x0b\x32\x11.fairdeck.v1.Hand\"W\n\x15\x41\x64\x64\x43lientSeedsRequest\x12\x0f\n\x07hand_id\x18\x01 \x01(\t\x12-\n\x0c\x63lient_seeds\x18\x02 \x03(\x0b\x32\x17.fairdeck.v1.ClientSeed\"9\n\x16\x41\x64\x64\x43lientSeedsResponse\x12\x1f\n\x04hand\x18\x01 \x01(\x0b\x32\x11.fairdeck.v1.Hand\"T\n\x12ShuffleHandRequest\x12\x0f\n\x07hand_id\x18\x01 \x01(\t\x12-\n\x0c\x63lient_seeds\x18\x02 \x03(\x0b\x32\x17.fairdeck.v1.ClientSeed\"6\n\x13ShuffleHandResponse\x12\x1f\n\x04hand\x18\x01 \x01(\x0b\x32\x11.fairdeck.v1.Hand\"2\n\x10\x44rawCardsRequest\x12\x0f\n\x07hand_id\x18\x01 \x01(\t\x12\r\n\x05\x63ount\x18\x02 \x01(\r\"[\n\x11\x44rawCardsResponse\x12\r\n\x05\x63\x61rds\x18\x01 \x03(\r\x12\x10\n\x08position\x18\x02 \x01(\r\x12\x17\n\x0fremaining_count\x18\x03 \x01(\r\x12\x0c\n\x04\x64\x65\x63k\x18\x04 \x01(\t\"\"\n\x0f\x44\x65\x61lHandRequest\x12\x0f\n\x07hand_id\x18\x01 \x01(\t\"A\n\x10\x44\x65\x61lHandResponse\x12\r\n\x05\x63\x61rds\x18\x01 \x03(\r\x12\x10\n\x08position\x18\x02 \x01(\r\x12\x0c\n\x04\x64\x65\x63k\x18\x03 \x01(\t\"e\n\x12\x44\x65\x61lNewHandRequest\x12\x0c\n\x04\x64\x65\x63k\x18\x01 \x01(\t\x12-\n\x0c\x63lient_seeds\x18\x02 \x03(\x0b\x32\x17.fairdeck.v1.ClientSeed\x12\x12\n\nrequest_id\x18\x03 \x01(\t\"E\n\x13\x44\x65\x61lNewHandResponse\x12\x1f\n\x04hand\x18\x01 \x01(\x0b\x32\x11.fairdeck.v1.Hand\x12\r\n\x05\x63\x61rds\x18\x02 \x03(\r\"r\n\x10\x44\x65\x61lHandsRequest\x12\x0c\n\x04\x64\x65\x63k\x18\x01 \x01(\t\x12\x12\n\nhand_count\x18\x02 \x01(\r\x12-\n\x0c\x63lient_seeds\x18\x03 \x03(\x0b\x32\x17.fairdeck.v1.ClientSeed\x12\r\n\x05\x63lose\x18\x04 \x01(\x08\"\xb6\x01\n\tDealtHand\x12\x0f\n\x07hand_id\x18\x01 \x01(\t\x12\x12\n\ncommitment\x18\x02 \x01(\x0c\x12\r\n\x05\x63\x61rds\x18\x03 \x03(\r\x12/\n\x0e\x63ommit_receipt\x18\x04 \x01(\x0b\x32\x17.fairdeck.v1.LogReceipt\x12\x13\n\x0bserver_seed\x18\x05 \x01(\x0c\x12/\n\x0ereveal_receipt\x18\x06 \x01(\x0b\x32\x17.fairdeck.v1.LogReceipt\"Y\n\x11\x44\x65\x61lHandsResponse\x12\x0c\n\x04\x64\x65\x63k\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\t\x12%\n\x05hands\x18\x03 \x03(\x0b\x32\x16.fairdeck.v1.DealtHand\"#\n\x10\x43loseHandRequest\x12\x0f\n\x07hand_id\x18\x01 \x01(\t\"4\n\x11\x43loseHandResponse\x12\x1f\n\x04hand\x18\x01 \x01(\x0b\x32\x11.fairdeck.v1.Hand\"!\n\x0eGetHandRequest\x12\x0f\n\x07hand_id\x18\x01 \x01(\t\"2\n\x0fGetHandResponse\x12\x1f\n\x04hand\x18\x01 \x01(\x0b\x32\x11.fairdeck.v1.Hand*l\n\tHandState\x12\x1a\n\x16HAND_STATE_UNSPECIFIED\x10\x00\x12\x13\n\x0fHAND_STATE_OPEN\x10\x01\x12\x17\n\x13HAND_STATE_SHUFFLED\x10\x02\x12\x15\n\x11HAND_STATE_CLOSED\x10\x03\x32\xcc\x05\n\rDealerService\x12G\n\x08OpenHand\x12\x1c.fairdeck.v1.OpenHandRequest\x1a\x1d.fairdeck.v1.OpenHandResponse\x12Y\n\x0e\x41\x64\x64\x43lientSeeds\x12\".fairdeck.v1.AddClientSeedsRequest\x1a#.fairdeck.v1.AddClientSeedsResponse\x12P\n\x0bShuffleHand\x12\x1f.fairdeck.v1.ShuffleHandRequest\x1a .fairdeck.v1.ShuffleHandResponse\x12J\n\tDrawCards\x12\x1d.fairdeck.v1.DrawCardsRequest\x1a\x1e.fairdeck.v1.DrawCardsResponse\x12G\n\x08\x44\x65\x61lHand\x12\x1c.fairdeck.v1.DealHandRequest\x1a\x1d.fairdeck.v1.DealHandResponse\x12P\n\x0b\x44\x65\x61lNewHand\x12\x1f.fairdeck.v1.DealNewHandRequest\x1a .fairdeck.v1.DealNewHandResponse\x12L\n\tDealHands\x12\x1d.fairdeck.v1.DealHandsRequest\x1a\x1e.fairdeck.v1.DealHandsResponse0\x01\x12J\n\tCloseHand\x12\x1d.fairdeck.v1.CloseHandRequest\x1a\x1e.fairdeck.v1.CloseHandResponse\x12\x44\n\x07GetHand\x12\x1b.fairdeck.v1.GetHandRequest\x1a\x1c.fairdeck.v1.GetHandResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18\x66\x61irdeck/v1/dealer.proto\x12\x0b\x66\x61irdeck.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"5\n\nClientSeed\x12\x0e\n\x04text\x18\x01 \x01(\tH\x00\x12\x0e\n\x04\x64\x61ta\x18\x02 \x01(\x0cH\x00\x42\x07\n\x05value\"\x1b\n\nLogReceipt\x12\r\n\x05index\x18\x01 \x01(\x04\"\x9f\x03\n\x04Hand\x12\x0f\n\x07hand_id\x18\x01 \x01(\t\x12\x0c\n\x04\x64\x65\x63k\x18\x02 \x01(\t\x12\x0f\n\x07version\x18\x03 \x01(\t\x12\x12\n\ncommitment\x18\x04 \x01(\x0c\x12%\n\x05state\x18\x05 \x01(\x0e\x32\x16.fairdeck.v1.HandState\x12\x14\n\x0c\x63lient_seeds\x18\x06 \x03(\x0c\x12\x13\n\x0b\x64\x65\x61lt_count\x18\x07 \x01(\r\x12\x11\n\tdeck_size\x18\x08 \x01(\r\x12/\n\x0e\x63ommit_receipt\x18\t \x01(\x0b\x32\x17.fairdeck.v1.LogReceipt\x12/\n\x0ereveal_receipt\x18\n \x01(\x0b\x32\x17.fairdeck.v1.LogReceipt\x12+\n\ntranscript\x18\x0b \x01(\x0b\x32\x17.fairdeck.v1.Transcript\x12/\n\x0b\x63reate_time\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nclose_time\x18\r \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x8a\x01\n\nTranscript\x12\x0f\n\x07version\x18\x01 \x01(\t\x12\x0c\n\x04\x64\x65\x63k\x18\x02 \x01(\t\x12\x0f\n\x07hand_id\x18\x03 \x01(\t\x12\x12\n\ncommitment\x18\x04 \x01(\x0c\x12\x13\n\x0bserver_seed\x18\x05 \x01(\x0c\x12\x14\n\x0c\x63lient_seeds\x18\x06 \x03(\x0c\x12\r\n\x05\x63\x61rds\x18\x07 \x03(\r\"3\n\x0fOpenHandRequest\x12\x0c\n\x04\x64\x65\x63k\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\"3\n\x10OpenHandResponse\x12\x1f\n\x04hand\x18\x01 \x01(\x0b\x32\x11.fairdeck.v1.Hand\"W\n\x15\x41\x64\x64\x43lientSeedsRequest\x12\x0f\n\x07hand_id\x18\x01 \x01(\t\x12-\n\x0c\x63lient_seeds\x18\x02 \x03(\x0b\x32\x17.fairdeck.v1.ClientSeed\"9\n\x16\x41\x64\x64\x43lientSeedsResponse\x12\x1f\n\x04hand\x18\x01 \x01(\x0b\x32\x11.fairdeck.v1.Hand\"T\n\x12ShuffleHandRequest\x12\x0f\n\x07hand_id\x18\x01 \x01(\t\x12-\n\x0c\x63lient_seeds\x18\x02 \x03(\x0b\x32\x17.fairdeck.v1.ClientSeed\"6\n\x13ShuffleHandResponse\x12\x1f\n\x04hand\x18\x01 \x01(\x0b\x32\x11.fairdeck.v1.Hand\"h\n\x10\x44rawCardsRequest\x12\x0f\n\x07hand_id\x18\x01 \x01(\t\x12\r\n\x05\x63ount\x18\x02 \x01(\r\x12\x1e\n\x11\x65xpected_position\x18\x03 \x01(\rH\x00\x88\x01\x01\x42\x14\n\x12_expected_position\"[\n\x11\x44rawCardsResponse\x12\r\n\x05\x63\x61rds\x18\x01 \x03(\r\x12\x10\n\x08position\x18\x02 \x01(\r\x12\x17\n\x0fremaining_count\x18\x03 \x01(\r\x12\x0c\n\x04\x64\x65\x63k\x18\x04 \x01(\t\"\"\n\x0f\x44\x65\x61lHandRequest\x12\x0f\n\x07hand_id\x18\x01 \x01(\t\"A\n\x10\x44\x65\x61lHandResponse\x12\r\n\x05\x63\x61rds\x18\x01 \x03(\r\x12\x10\n\x08position\x18\x02 \x01(\r\x12\x0c\n\x04\x64\x65\x63k\x18\x03 \x01(\t\"e\n\x12\x44\x65\x61lNewHandRequest\x12\x0c\n\x04\x64\x65\x63k\x18\x01 \x01(\t\x12-\n\x0c\x63lient_seeds\x18\x02 \x03(\x0b\x32\x17.fairdeck.v1.ClientSeed\x12\x12\n\nrequest_id\x18\x03 \x01(\t\"E\n\x13\x44\x65\x61lNewHandResponse\x12\x1f\n\x04hand\x18\x01 \x01(\x0b\x32\x11.fairdeck.v1.Hand\x12\r\n\x05\x63\x61rds\x18\x02 \x03(\r\"r\n\x10\x44\x65\x61lHandsRequest\x12\x0c\n\x04\x64\x65\x63k\x18\x01 \x01(\t\x12\x12\n\nhand_count\x18\x02 \x01(\r\x12-\n\x0c\x63lient_seeds\x18\x03 \x03(\x0b\x32\x17.fairdeck.v1.ClientSeed\x12\r\n\x05\x63lose\x18\x04 \x01(\x08\"\xb6\x01\n\tDealtHand\x12\x0f\n\x07hand_id\x18\x01 \x01(\t\x12\x12\n\ncommitment\x18\x02 \x01(\x0c\x12\r\n\x05\x63\x61rds\x18\x03 \x03(\r\x12/\n\x0e\x63ommit_receipt\x18\x04 \x01(\x0b\x32\x17.fairdeck.v1.LogReceipt\x12\x13\n\x0bserver_seed\x18\x05 \x01(\x0c\x12/\n\x0ereveal_receipt\x18\x06 \x01(\x0b\x32\x17.fairdeck.v1.LogReceipt\"Y\n\x11\x44\x65\x61lHandsResponse\x12\x0c\n\x04\x64\x65\x63k\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\t\x12%\n\x05hands\x18\x03 \x03(\x0b\x32\x16.fairdeck.v1.DealtHand\"#\n\x10\x43loseHandRequest\x12\x0f\n\x07hand_id\x18\x01 \x01(\t\"4\n\x11\x43loseHandResponse\x12\x1f\n\x04hand\x18\x01 \x01(\x0b\x32\x11.fairdeck.v1.Hand\"!\n\x0eGetHandRequest\x12\x0f\n\x07hand_id\x18\x01 \x01(\t\"2\n\x0fGetHandResponse\x12\x1f\n\x04hand\x18\x01 \x01(\x0b\x32\x11.fairdeck.v1.Hand*l\n\tHandState\x12\x1a\n\x16HAND_STATE_UNSPECIFIED\x10\x00\x12\x13\n\x0fHAND_STATE_OPEN\x10\x01\x12\x17\n\x13HAND_STATE_SHUFFLED\x10\x02\x12\x15\n\x11HAND_STATE_CLOSED\x10\x03\x32\xcc\x05\n\rDealerService\x12G\n\x08OpenHand\x12\x1c.fairdeck.v1.OpenHandRequest\x1a\x1d.fairdeck.v1.OpenHandResponse\x12Y\n\x0e\x41\x64\x64\x43lientSeeds\x12\".fairdeck.v1.AddClientSeedsRequest\x1a#.fairdeck.v1.AddClientSeedsResponse\x12P\n\x0bShuffleHand\x12\x1f.fairdeck.v1.ShuffleHandRequest\x1a .fairdeck.v1.ShuffleHandResponse\x12J\n\tDrawCards\x12\x1d.fairdeck.v1.DrawCardsRequest\x1a\x1e.fairdeck.v1.DrawCardsResponse\x12G\n\x08\x44\x65\x61lHand\x12\x1c.fairdeck.v1.DealHandRequest\x1a\x1d.fairdeck.v1.DealHandResponse\x12P\n\x0b\x44\x65\x61lNewHand\x12\x1f.fairdeck.v1.DealNewHandRequest\x1a .fairdeck.v1.DealNewHandResponse\x12L\n\tDealHands\x12\x1d.fairdeck.v1.DealHandsRequest\x1a\x1e.fairdeck.v1.DealHandsResponse0\x01\x12J\n\tCloseHand\x12\x1d.fairdeck.v1.CloseHandRequest\x1a\x1e.fairdeck.v1.CloseHandResponse\x12\x44\n\x07GetHand\x12\x1b.fairdeck.v1.GetHandRequest\x1a\x1c.fairdeck.v1.GetHandResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'fairdeck.v1.dealer_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_HANDSTATE']._serialized_start=2105
-  _globals['_HANDSTATE']._serialized_end=2213
+  _globals['_HANDSTATE']._serialized_start=2159
+  _globals['_HANDSTATE']._serialized_end=2267
   _globals['_CLIENTSEED']._serialized_start=74
   _globals['_CLIENTSEED']._serialized_end=127
   _globals['_LOGRECEIPT']._serialized_start=129
@@ -55,31 +55,31 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SHUFFLEHANDRESPONSE']._serialized_start=1057
   _globals['_SHUFFLEHANDRESPONSE']._serialized_end=1111
   _globals['_DRAWCARDSREQUEST']._serialized_start=1113
-  _globals['_DRAWCARDSREQUEST']._serialized_end=1163
-  _globals['_DRAWCARDSRESPONSE']._serialized_start=1165
-  _globals['_DRAWCARDSRESPONSE']._serialized_end=1256
-  _globals['_DEALHANDREQUEST']._serialized_start=1258
-  _globals['_DEALHANDREQUEST']._serialized_end=1292
-  _globals['_DEALHANDRESPONSE']._serialized_start=1294
-  _globals['_DEALHANDRESPONSE']._serialized_end=1359
-  _globals['_DEALNEWHANDREQUEST']._serialized_start=1361
-  _globals['_DEALNEWHANDREQUEST']._serialized_end=1462
-  _globals['_DEALNEWHANDRESPONSE']._serialized_start=1464
-  _globals['_DEALNEWHANDRESPONSE']._serialized_end=1533
-  _globals['_DEALHANDSREQUEST']._serialized_start=1535
-  _globals['_DEALHANDSREQUEST']._serialized_end=1649
-  _globals['_DEALTHAND']._serialized_start=1652
-  _globals['_DEALTHAND']._serialized_end=1834
-  _globals['_DEALHANDSRESPONSE']._serialized_start=1836
-  _globals['_DEALHANDSRESPONSE']._serialized_end=1925
-  _globals['_CLOSEHANDREQUEST']._serialized_start=1927
-  _globals['_CLOSEHANDREQUEST']._serialized_end=1962
-  _globals['_CLOSEHANDRESPONSE']._serialized_start=1964
-  _globals['_CLOSEHANDRESPONSE']._serialized_end=2016
-  _globals['_GETHANDREQUEST']._serialized_start=2018
-  _globals['_GETHANDREQUEST']._serialized_end=2051
-  _globals['_GETHANDRESPONSE']._serialized_start=2053
-  _globals['_GETHANDRESPONSE']._serialized_end=2103
-  _globals['_DEALERSERVICE']._serialized_start=2216
-  _globals['_DEALERSERVICE']._serialized_end=2932
+  _globals['_DRAWCARDSREQUEST']._serialized_end=1217
+  _globals['_DRAWCARDSRESPONSE']._serialized_start=1219
+  _globals['_DRAWCARDSRESPONSE']._serialized_end=1310
+  _globals['_DEALHANDREQUEST']._serialized_start=1312
+  _globals['_DEALHANDREQUEST']._serialized_end=1346
+  _globals['_DEALHANDRESPONSE']._serialized_start=1348
+  _globals['_DEALHANDRESPONSE']._serialized_end=1413
+  _globals['_DEALNEWHANDREQUEST']._serialized_start=1415
+  _globals['_DEALNEWHANDREQUEST']._serialized_end=1516
+  _globals['_DEALNEWHANDRESPONSE']._serialized_start=1518
+  _globals['_DEALNEWHANDRESPONSE']._serialized_end=1587
+  _globals['_DEALHANDSREQUEST']._serialized_start=1589
+  _globals['_DEALHANDSREQUEST']._serialized_end=1703
+  _globals['_DEALTHAND']._serialized_start=1706
+  _globals['_DEALTHAND']._serialized_end=1888
+  _globals['_DEALHANDSRESPONSE']._serialized_start=1890
+  _globals['_DEALHANDSRESPONSE']._serialized_end=1979
+  _globals['_CLOSEHANDREQUEST']._serialized_start=1981
+  _globals['_CLOSEHANDREQUEST']._serialized_end=2016
+  _globals['_CLOSEHANDRESPONSE']._serialized_start=2018
+  _globals['_CLOSEHANDRESPONSE']._serialized_end=2070
+  _globals['_GETHANDREQUEST']._serialized_start=2072
+  _globals['_GETHANDREQUEST']._serialized_end=2105
+  _globals['_GETHANDRESPONSE']._serialized_start=2107
+  _globals['_GETHANDRESPONSE']._serialized_end=2157
+  _globals['_DEALERSERVICE']._serialized_start=2270
+  _globals['_DEALERSERVICE']._serialized_end=2986
 # @@protoc_insertion_point(module_scope)

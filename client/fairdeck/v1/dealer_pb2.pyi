@@ -361,20 +361,31 @@ class DrawCardsRequest(_message.Message):
 
     HAND_ID_FIELD_NUMBER: _builtins.int
     COUNT_FIELD_NUMBER: _builtins.int
+    EXPECTED_POSITION_FIELD_NUMBER: _builtins.int
     hand_id: _builtins.str
     count: _builtins.int
     """1 to the number of cards left."""
+    expected_position: _builtins.int
+    """The deck position the caller expects the draw to start at (the number of cards
+    dealt so far). Set, it makes a retried draw safe: at that position the cards are
+    drawn; at that position plus count (the same draw, already done) the same cards
+    are answered again and nothing moves; anywhere else the draw is refused with
+    FAILED_PRECONDITION WRONG_POSITION. The SDK sets it.
+    """
     def __init__(
         self,
         *,
         hand_id: _builtins.str = ...,
         count: _builtins.int = ...,
+        expected_position: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_expected_position", b"_expected_position", "expected_position", b"expected_position"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["count", b"count", "hand_id", b"hand_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_position", b"_expected_position", "count", b"count", "expected_position", b"expected_position", "hand_id", b"hand_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__expected_position: _TypeAlias = _typing.Literal["expected_position"]  # noqa: Y015
+    _WhichOneofArgType__expected_position: _TypeAlias = _typing.Literal["_expected_position", b"_expected_position"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__expected_position) -> _WhichOneofReturnType__expected_position | None: ...
 
 Global___DrawCardsRequest: _TypeAlias = DrawCardsRequest  # noqa: Y015
 

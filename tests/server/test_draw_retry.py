@@ -1,0 +1,128 @@
+"""A retried draw is safe: DrawCards with expected_position answers the same cards again for the
+same draw, and refuses a stale one (regression: a draw retried after a lost answer dealt the next
+cards, so a game server could deal a card to two players without anyone seeing it)."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+from collections.abc import Iterator
+
+import grpc
+import pytest
+
+from fairdeck.client import DealerClient
+from fairdeck.client.exceptions import Unavailable, WrongPosition
+from fairdeck.v1 import dealer_pb2, dealer_pb2_grpc
+from tests.dealers import RunningDealer
+
+
+@pytest.fixture(scope="module")
+def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    dealer = RunningDealer(tmp_path_factory.mktemp("draws") / "data", rate_limit=0)
+    yield dealer.start()
+    dealer.close()
+
+
+def test_the_same_draw_again_answers_the_same_cards_and_a_stale_one_is_refused(target: str) -> None:
+    with DealerClient(target) as dealer:
+        hand = dealer.open_hand("standard")
+        dealer.shuffle(hand.hand_id, [b"s" * 32])
+        first = dealer.draw(hand.hand_id, 2, expected_position=0)
+        again = dealer.draw(hand.hand_id, 2, expected_position=0)
+        assert (again.cards, again.position) == (first.cards, 0)
+        assert dealer.get(hand.hand_id).dealt_count == 2  # nothing moved
+        nxt = dealer.draw(hand.hand_id, 3, expected_position=2)
+        assert nxt.position == 2 and nxt.cards != first.cards
+        with pytest.raises(WrongPosition) as e:
+            dealer.draw(hand.hand_id, 1, expected_position=1)
+        assert e.value.field == "expected_position" and e.value.reason == "WRONG_POSITION"
+        with pytest.raises(WrongPosition):
+            dealer.draw(hand.hand_id, 2, expected_position=0)  # the first draw, but the hand moved on
+        closed = dealer.close(hand.hand_id)
+    assert closed.transcript is not None
+    assert [c.code for c in first.cards + nxt.cards] == closed.transcript.codes()[:5]
+
+
+def test_without_expected_position_a_draw_deals_the_next_cards(target: str) -> None:
+    """The old contract, for callers that send no position (raw stub: the SDK always sends it)."""
+    with DealerClient(target) as dealer:
+        hand = dealer.open_hand("standard")
+    with grpc.insecure_channel(target) as channel:
+        stub = dealer_pb2_grpc.DealerServiceStub(channel)
+        a = stub.DrawCards(dealer_pb2.DrawCardsRequest(hand_id=hand.hand_id, count=2))
+        b = stub.DrawCards(dealer_pb2.DrawCardsRequest(hand_id=hand.hand_id, count=2))
+    assert (a.position, b.position) == (0, 2)
+
+
+class CuttingProxy:
+    """A TCP proxy on 127.0.0.1 that, when armed, cuts the connection as the dealer's answer
+    passes through (its first 40 bytes after arming: a unary answer's frames), so the client
+    never reads it while the dealer has already committed."""
+
+    def __init__(self, upstream: str) -> None:
+        host, port = upstream.rsplit(":", 1)
+        self.upstream = (host, int(port))
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.target = f"127.0.0.1:{self.listener.getsockname()[1]}"
+        self.armed = threading.Event()
+        self.cut = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(self.upstream)
+            threading.Thread(target=self._pump, args=(client, server, False), daemon=True).start()
+            threading.Thread(target=self._pump, args=(server, client, True), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket, answers: bool) -> None:
+        seen = 0
+        try:
+            while data := src.recv(65536):
+                if answers and self.armed.is_set():
+                    seen += len(data)
+                    if seen >= 40:
+                        self.armed.clear()
+                        self.cut.set()
+                        for s in (src, dst):
+                            s.close()
+                        return
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                with contextlib.suppress(OSError):
+                    s.close()
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+def test_a_draw_whose_answer_is_lost_is_retried_and_gets_the_same_cards(target: str) -> None:
+    proxy = CuttingProxy(target)
+    try:
+        with DealerClient(proxy.target, timeout=10) as dealer:
+            hand = dealer.open_hand("standard")
+            dealer.shuffle(hand.hand_id, [b"r" * 32])
+            dealer.draw(hand.hand_id, 2)
+            proxy.armed.set()
+            with pytest.raises(Unavailable):
+                dealer.draw(hand.hand_id, 3)  # committed by the dealer, its answer cut on the way
+            assert proxy.cut.is_set()
+            with DealerClient(target) as direct:
+                assert direct.get(hand.hand_id).dealt_count == 5  # the lost draw did happen
+            retried = dealer.draw(hand.hand_id, 3)  # the game server retries the same call
+            assert retried.position == 2
+            with DealerClient(target) as direct:
+                assert direct.get(hand.hand_id).dealt_count == 5  # and it happened once
+                closed = direct.close(hand.hand_id)
+        assert closed.transcript is not None
+        assert [c.code for c in retried.cards] == closed.transcript.codes()[2:5]
+    finally:
+        proxy.close()
