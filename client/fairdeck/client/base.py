@@ -9,6 +9,7 @@ clients (dealer.py, audit_client.py) subclass them and add their methods.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from types import TracebackType
 from typing import Any, ClassVar, Self
@@ -88,11 +89,33 @@ class SyncClient(_Configured):
 
 
 class AsyncClient(_Configured):
-    """An asyncio client: ``config``, its channel and a stub of one service."""
+    """An asyncio client: ``config``, its channel and a stub of one service.
+
+    The channel is made on first use, in the running event loop, and again if a later call runs
+    in another loop: a grpc.aio channel belongs to the loop it was made in. So a client may be
+    made at import time and used under ``asyncio.run`` as often as needed.
+    """
+
+    _loop: asyncio.AbstractEventLoop | None = None
+    _aio: grpc.aio.Channel | None = None
 
     def _open(self) -> None:
-        self._channel = self.config.aio_channel()
-        self._stub = self._STUB(self._channel)
+        self._loop = None
+        self._aio = None
+
+    @property
+    def _channel(self) -> grpc.aio.Channel:
+        loop = asyncio.get_running_loop()
+        if self._aio is None or self._loop is not loop:
+            self._aio = self.config.aio_channel()
+            self._loop = loop
+            self._stub_of_loop = self._STUB(self._aio)
+        return self._aio
+
+    @property
+    def _stub(self) -> Any:
+        self._channel  # noqa: B018 - makes the channel of the running loop
+        return self._stub_of_loop
 
     async def _unary(self, method: str, request: Message) -> Any:
         try:
@@ -103,7 +126,9 @@ class AsyncClient(_Configured):
             raise from_rpc_error(e) from e
 
     async def close_channel(self) -> None:
-        await self._channel.close(grace=None)
+        if self._aio is not None and self._loop is asyncio.get_running_loop():
+            await self._aio.close(grace=None)
+        self._aio = None
 
     async def __aenter__(self) -> Self:
         return self
