@@ -1,6 +1,10 @@
 """A retried draw is safe: DrawCards with expected_position answers the same cards again for the
 same draw, and refuses a stale one (regression: a draw retried after a lost answer dealt the next
-cards, so a game server could deal a card to two players without anyone seeing it)."""
+cards, so a game server could deal a card to two players without anyone seeing it).
+
+The game server passes the position (it knows how many cards it dealt); the SDK does not guess it
+from memory, because two clients drawing from one hand would make that memory stale
+(tests/server/test_replicas.py draws one hand through two replicas)."""
 
 from __future__ import annotations
 
@@ -110,14 +114,14 @@ def test_a_draw_whose_answer_is_lost_is_retried_and_gets_the_same_cards(target: 
         with DealerClient(proxy.target, timeout=10) as dealer:
             hand = dealer.open_hand("standard")
             dealer.shuffle(hand.hand_id, [b"r" * 32])
-            dealer.draw(hand.hand_id, 2)
+            dealer.draw(hand.hand_id, 2, expected_position=0)
             proxy.armed.set()
-            with pytest.raises(Unavailable):
-                dealer.draw(hand.hand_id, 3)  # committed by the dealer, its answer cut on the way
+            with pytest.raises(Unavailable):  # committed by the dealer, its answer cut on the way
+                dealer.draw(hand.hand_id, 3, expected_position=2)
             assert proxy.cut.is_set()
             with DealerClient(target) as direct:
                 assert direct.get(hand.hand_id).dealt_count == 5  # the lost draw did happen
-            retried = dealer.draw(hand.hand_id, 3)  # the game server retries the same call
+            retried = dealer.draw(hand.hand_id, 3, expected_position=2)  # the game server retries it
             assert retried.position == 2
             with DealerClient(target) as direct:
                 assert direct.get(hand.hand_id).dealt_count == 5  # and it happened once

@@ -38,18 +38,17 @@ _REMEMBERED_HANDS = 4096
 
 
 class _Hands:
-    """What this client remembers of the hands it dealt with (the latest few thousand):
+    """The hands this client gave seeds to (the latest few thousand): a shuffle with no seeds adds
+    the SDK's seed only to a hand that has none from this client.
 
-    - which it gave seeds to: a shuffle with no seeds adds the SDK's seed only to a hand that has
-      none from this client;
-    - where each hand's deck is, from the dealer's last answer: every draw sends it as
-      ``expected_position``, so a draw retried after a lost answer gets the same cards again
-      instead of the next ones.
+    (It does not remember deck positions to send them as ``expected_position`` by itself: a hand
+    that two clients draw from would make one client's memory stale, and a stale position that
+    happens to equal the other's last draw would answer that draw's cards again. The caller, who
+    knows how many cards it dealt, passes the position.)
     """
 
     def __init__(self) -> None:
         self._seeded: OrderedDict[str, None] = OrderedDict()
-        self._positions: OrderedDict[str, int] = OrderedDict()
 
     @staticmethod
     def _keep(memory: OrderedDict[str, R], hand_id: str, value: R) -> None:
@@ -63,23 +62,6 @@ class _Hands:
 
     def needs_sdk_seed(self, hand_id: str, client_seeds: Sequence[str | bytes]) -> bool:
         return not client_seeds and hand_id not in self._seeded
-
-    def at(self, hand_id: str, position: int) -> None:
-        self._keep(self._positions, hand_id, position)
-
-    def position(self, hand_id: str) -> int | None:
-        return self._positions.get(hand_id)
-
-    def saw(self, hand: Hand) -> Hand:
-        if hand.transcript is None:
-            self.at(hand.hand_id, hand.dealt_count)
-        else:
-            self._positions.pop(hand.hand_id, None)
-        return hand
-
-    def drew(self, hand_id: str, draw: Draw) -> Draw:
-        self.at(hand_id, draw.position + len(draw.cards))
-        return draw
 
 
 def _hands(client: object) -> _Hands:
@@ -102,32 +84,31 @@ class DealerClient(SyncClient):
 
     def open_hand(self, deck: str = "standard", *, request_id: str | None = None) -> Hand:
         """Open a hand; its commitment is published before any card is seen."""
-        return _hands(self).saw(self._run(calls.open_hand(deck, request_id)))
+        return self._run(calls.open_hand(deck, request_id))
 
     def add_client_seeds(self, hand_id: str, client_seeds: Sequence[str | bytes]) -> Hand:
         """Add seeds (seat by seat) before the shuffle."""
         hand = self._run(calls.add_client_seeds(hand_id, client_seeds))
         _hands(self).seeded(hand_id)
-        return _hands(self).saw(hand)
+        return hand
 
     def shuffle(self, hand_id: str, client_seeds: Sequence[str | bytes] = ()) -> Hand:
         """Fix the client seeds (adding these last ones) and the deck. Pass the players' revealed
         seeds (``fairdeck.client.seeds.SeedRound``). A hand given no seeds by this client gets one
         fresh random seed of the SDK's, marked ``fairdeck-sdk-seed:`` in the transcript."""
         sdk = _hands(self).needs_sdk_seed(hand_id, client_seeds)
-        return _hands(self).saw(self._run(calls.shuffle(hand_id, client_seeds, add_sdk_seed=sdk)))
+        return self._run(calls.shuffle(hand_id, client_seeds, add_sdk_seed=sdk))
 
     def draw(self, hand_id: str, count: int = 1, *, expected_position: int | None = None) -> Draw:
-        """The next ``count`` cards from the top. The draw says where it expects the deck to be
-        (``expected_position``, by default where this client last saw it), so the same call
-        retried after a lost answer returns the same cards, and a draw from a stale position is
-        refused (``WrongPosition``) rather than dealing the next cards."""
-        expected = _hands(self).position(hand_id) if expected_position is None else expected_position
-        return _hands(self).drew(hand_id, self._run(calls.draw(hand_id, count, expected)))
+        """The next ``count`` cards from the top. Pass ``expected_position`` (the number of cards
+        dealt so far) to make the call safe to retry: the same call again after a lost answer
+        returns the same cards, and a draw from another position is refused (``WrongPosition``)
+        rather than dealing the next cards."""
+        return self._run(calls.draw(hand_id, count, expected_position))
 
     def deal(self, hand_id: str) -> Draw:
         """Every card not dealt yet, in order."""
-        return _hands(self).drew(hand_id, self._run(calls.deal(hand_id)))
+        return self._run(calls.deal(hand_id))
 
     def deal_new_hand(
         self,
@@ -141,11 +122,11 @@ class DealerClient(SyncClient):
 
     def close(self, hand_id: str) -> Hand:
         """Close the hand: the seed is revealed and the transcript returned."""
-        return _hands(self).saw(self._run(calls.close(hand_id)))
+        return self._run(calls.close(hand_id))
 
     def get(self, hand_id: str) -> Hand:
         """A hand's state (and transcript once closed)."""
-        return _hands(self).saw(self._run(calls.get(hand_id)))
+        return self._run(calls.get(hand_id))
 
     def deal_hands(
         self,
@@ -174,32 +155,31 @@ class AsyncDealerClient(AsyncClient):
 
     async def open_hand(self, deck: str = "standard", *, request_id: str | None = None) -> Hand:
         """Open a hand; its commitment is published before any card is seen."""
-        return _hands(self).saw(await self._run(calls.open_hand(deck, request_id)))
+        return await self._run(calls.open_hand(deck, request_id))
 
     async def add_client_seeds(self, hand_id: str, client_seeds: Sequence[str | bytes]) -> Hand:
         """Add seeds (seat by seat) before the shuffle."""
         hand = await self._run(calls.add_client_seeds(hand_id, client_seeds))
         _hands(self).seeded(hand_id)
-        return _hands(self).saw(hand)
+        return hand
 
     async def shuffle(self, hand_id: str, client_seeds: Sequence[str | bytes] = ()) -> Hand:
         """Fix the client seeds (adding these last ones) and the deck. Pass the players' revealed
         seeds (``fairdeck.client.seeds.SeedRound``). A hand given no seeds by this client gets one
         fresh random seed of the SDK's, marked ``fairdeck-sdk-seed:`` in the transcript."""
         sdk = _hands(self).needs_sdk_seed(hand_id, client_seeds)
-        return _hands(self).saw(await self._run(calls.shuffle(hand_id, client_seeds, add_sdk_seed=sdk)))
+        return await self._run(calls.shuffle(hand_id, client_seeds, add_sdk_seed=sdk))
 
     async def draw(self, hand_id: str, count: int = 1, *, expected_position: int | None = None) -> Draw:
-        """The next ``count`` cards from the top. The draw says where it expects the deck to be
-        (``expected_position``, by default where this client last saw it), so the same call
-        retried after a lost answer returns the same cards, and a draw from a stale position is
-        refused (``WrongPosition``) rather than dealing the next cards."""
-        expected = _hands(self).position(hand_id) if expected_position is None else expected_position
-        return _hands(self).drew(hand_id, await self._run(calls.draw(hand_id, count, expected)))
+        """The next ``count`` cards from the top. Pass ``expected_position`` (the number of cards
+        dealt so far) to make the call safe to retry: the same call again after a lost answer
+        returns the same cards, and a draw from another position is refused (``WrongPosition``)
+        rather than dealing the next cards."""
+        return await self._run(calls.draw(hand_id, count, expected_position))
 
     async def deal(self, hand_id: str) -> Draw:
         """Every card not dealt yet, in order."""
-        return _hands(self).drew(hand_id, await self._run(calls.deal(hand_id)))
+        return await self._run(calls.deal(hand_id))
 
     async def deal_new_hand(
         self,
@@ -213,11 +193,11 @@ class AsyncDealerClient(AsyncClient):
 
     async def close(self, hand_id: str) -> Hand:
         """Close the hand: the seed is revealed and the transcript returned."""
-        return _hands(self).saw(await self._run(calls.close(hand_id)))
+        return await self._run(calls.close(hand_id))
 
     async def get(self, hand_id: str) -> Hand:
         """A hand's state (and transcript once closed)."""
-        return _hands(self).saw(await self._run(calls.get(hand_id)))
+        return await self._run(calls.get(hand_id))
 
     async def deal_hands(
         self,

@@ -25,7 +25,7 @@ Our choices where the text leaves one (docs/witness.md lists them):
 
 >>> w = Cosigner.from_seed("witness.example/w1", bytes(32))
 >>> w.verifier.to_string()
-'witness.example/w1+0c1c1b2f+BDtqJ7zOtqQtYqOo0CpvDXNlMhV3HeJDpjrASKGLWdop'
+'witness.example/w1+e42b2f2c+BDtqJ7zOtqQtYqOo0CpvDXNlMhV3HeJDpjrASKGLWdop'
 >>> line = w.cosign("example.com/log\\n1\\nbjQLnP+zepicpUTmu3gKLHiQHT+zNzh2hRGjBhevoB0=\\n", 1679315147)
 >>> parse_line(line, w.verifier).timestamp
 1679315147

@@ -370,7 +370,7 @@ class DrawCardsRequest(_message.Message):
     dealt so far). Set, it makes a retried draw safe: at that position the cards are
     drawn; at that position plus count (the same draw, already done) the same cards
     are answered again and nothing moves; anywhere else the draw is refused with
-    FAILED_PRECONDITION WRONG_POSITION. The SDK sets it.
+    FAILED_PRECONDITION WRONG_POSITION. The SDK passes it when the caller gives it.
     """
     def __init__(
         self,
