@@ -102,7 +102,9 @@ def test_codes_of_refusals_and_deadlines_are_the_ones_clients_received(tmp_path:
         "metrics_listen": "127.0.0.1:0",
         "rate_limit": 0,
         "max_open_hands": 512,
-        "default_deadline": 0.2,
+        # Long enough for the 511-hand DealHands below on a loaded CI machine (it failed once at
+        # 0.2 s), short enough that the 100,000-hand one (about 10 s) always runs past it.
+        "default_deadline": 1.5,
     }
     with dealer(tmp_path / "d", **config) as running, DealerClient(running.target) as c:
         with pytest.raises(DeadlineExceeded):  # the server's default deadline
