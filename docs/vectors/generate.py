@@ -32,9 +32,11 @@ from fairdeck.core.derivation import Stream, derive_deck
 from fairdeck.core.encoding import lp, u32, u64
 from fairdeck.core.seeds import normalize_client_seeds, server_seed_length
 from fairdeck.core.shuffle import shuffler
+from fairdeck.core.transcript import Transcript
 from fairdeck.log import merkle
 from fairdeck.log.checkpoint import Checkpoint, sign_checkpoint
 from fairdeck.log.cosignature import Cosigner, WitnessPolicy, add_cosignatures, signed_message
+from fairdeck.log.handproof import HandProof
 from fairdeck.log.logentry import CLOSED, MAGIC, VOIDED, CommitEntry, Entry, RevealEntry, deck_digest
 from fairdeck.log.note import Signer, sign_note
 from fairdeck.log.receipts import InclusionProof
@@ -46,6 +48,7 @@ TEXTS_OUTPUT = Path(__file__).with_name("fairdeck-v1-texts.json")
 LOG_OUTPUT = Path(__file__).with_name("fairdeck-log-v1.json")
 WITNESS_OUTPUT = Path(__file__).with_name("fairdeck-witness-v1.json")
 TILES_OUTPUT = Path(__file__).with_name("fairdeck-tiles-v1.json")
+HAND_PROOFS_OUTPUT = Path(__file__).with_name("fairdeck-hand-proofs-v1.json")
 _LABEL_TAG = lp(b"fairdeck-v1 test vectors")
 
 Vector = dict[str, Any]
@@ -1211,6 +1214,86 @@ def tiles_vectors() -> dict[str, Any]:
     }
 
 
+def hand_proof_vectors() -> dict[str, Any]:
+    """Known answers of docs/hand-proof.md: valid hand proofs, and broken ones with the step that fails."""
+    signer = Signer.from_seed("example.com/fairdeck-hand-proofs", label_bytes("handproof/log key", 32))
+    tree = _Tree(0)
+    entries: list[bytes] = []
+    hands = []
+    for n, (deck, dealt) in enumerate([("standard", 12), ("jokers", 5), ("short", 9), ("shoe-8", 40)]):
+        v = valid(
+            f"hp-{deck}",
+            "",
+            deck,
+            f"hp-{n}",
+            seed_for(f"handproof/{n}", deck),
+            [f"player seed {n}", b"\x07" * 32],
+        )
+        t = Transcript.from_dict(_transcript(v))
+        commit_entry = CommitEntry(1_700_000_000_000 + n, t.hand_id, t.version, t.deck, t.commitment).encode()
+        reveal_entry = RevealEntry(
+            1_700_000_000_500 + n, t.hand_id, CLOSED, t.server_seed, t.client_seeds, deck_digest(t.cards)
+        ).encode()
+        hands.append((t, dealt, len(entries), len(entries) + 1))
+        entries += [commit_entry, reveal_entry]
+    for n, entry in enumerate(entries):
+        tree.hashes += merkle.stored_hashes_for_append(n, merkle.leaf_hash(entry), tree.read)
+    size = len(entries)
+    note = sign_checkpoint(Checkpoint(signer.name, size, tree.root(size)), signer)
+
+    def receipt(index: int) -> InclusionProof:
+        return InclusionProof(
+            index, size, tuple(merkle.prove_inclusion(index, size, tree.read)), entries[index], note
+        )
+
+    proofs = []
+    for t, dealt, ci, ri in hands:
+        proofs.append(
+            HandProof(t, tuple(t.codes()[:dealt]), receipt(ci), receipt(ri), signer.verifier.to_string())
+        )
+    base = proofs[0].to_dict()
+
+    def broken(name: str, step: str, change: Callable[[dict[str, Any]], None]) -> Vector:
+        d = json.loads(json.dumps(base))
+        change(d)
+        return {"name": name, "step": step, "text": json.dumps(d, indent=2) + "\n"}
+
+    def swap_first_two(d: dict[str, Any]) -> None:
+        cards = d["transcript"]["cards"]
+        cards[0], cards[1] = cards[1], cards[0]
+
+    other_key = Signer.from_seed(signer.name, label_bytes("handproof/another key", 32))
+    other_note = sign_checkpoint(Checkpoint(signer.name, size, tree.root(size)), other_key).decode()
+    invalid = [
+        broken("a format this verifier does not read", "format", lambda d: d.update(format=2)),
+        broken("an extra name", "format", lambda d: d.update(extra=True)),
+        broken("not a hand proof", "format", lambda d: d.update(type="fairdeck-transcript")),
+        broken("a server seed that does not open the commitment", "commitment",
+               lambda d: d["transcript"].update(server_seed="00" + d["transcript"]["server_seed"][2:])),
+        broken("two cards swapped in the deck", "deck", swap_first_two),
+        broken("a dealt card that is not the top of the deck", "cards",
+               lambda d: d["dealt"].__setitem__(0, d["transcript"]["cards"][20])),
+        broken("the commit receipt of another hand", "entries",
+               lambda d: d.update(commit=proofs[1].to_dict()["commit"])),
+        broken("a checkpoint signed by another key", "checkpoint",
+               lambda d: [d[k].update(signed_checkpoint=other_note) for k in ("commit", "reveal")]),
+        broken("a wrong hash in the reveal's audit path", "inclusion",
+               lambda d: d["reveal"]["hashes"].__setitem__(0, _b64(bytes(32)))),
+    ]  # fmt: skip
+    duplicate = proofs[0].to_json().replace('"dealt": [', '"dealt": [], "dealt": [', 1)
+    invalid.append({"name": "a duplicate name", "step": "format", "text": duplicate})
+    return {
+        "version": VERSION,
+        "description": (
+            "Known-answer vectors of docs/hand-proof.md, generated by docs/vectors/generate.py. Every "
+            "'valid' proof verifies under 'log_key'; every 'invalid' one fails at 'step'. Never edit by hand."
+        ),
+        "log_key": signer.verifier.to_string(),
+        "valid": [{"name": f"a {p.transcript.deck} hand", "text": p.to_json()} for p in proofs],
+        "invalid": invalid,
+    }
+
+
 def build(valid_list: list[Vector] | None = None) -> dict[str, Any]:
     """The whole vectors document."""
     valid_list = valid_vectors() if valid_list is None else valid_list
@@ -1268,6 +1351,7 @@ def documents() -> dict[Path, str]:
         LOG_OUTPUT: render(log_vectors(valid_list)) + "\n",
         WITNESS_OUTPUT: render(witness_vectors()) + "\n",
         TILES_OUTPUT: render(tiles_vectors()) + "\n",
+        HAND_PROOFS_OUTPUT: render(hand_proof_vectors()) + "\n",
     }
 
 

@@ -158,6 +158,7 @@ def test_every_vectors_file_is_exactly_what_generate_py_produces() -> None:
         "fairdeck-log-v1.json",
         "fairdeck-witness-v1.json",
         "fairdeck-tiles-v1.json",
+        "fairdeck-hand-proofs-v1.json",
     }
     for path, text in files.items():
         assert path.read_text(encoding="ascii") == text, path.name
