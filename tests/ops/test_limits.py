@@ -3,6 +3,9 @@ tenant, the open-hands cap, the default deadline (unary and streaming) and
 the message size. Refusals are RESOURCE_EXHAUSTED with a stable reason and a
 RetryInfo; health checks are never limited."""
 
+# The SDK's own retries are off (retries=0) here: these tests watch the dealer's refusals
+# themselves; the SDK's waiting them out is tests/client/test_retries.py.
+
 from __future__ import annotations
 
 import asyncio
@@ -105,7 +108,10 @@ def _health(target: str) -> int:
 
 
 def test_rate_limit_refuses_with_reason_and_retry_delay(tmp_path: Path) -> None:
-    with dealer(tmp_path / "d", rate_limit=1.0, rate_burst=3) as running, DealerClient(running.target) as c:
+    with (
+        dealer(tmp_path / "d", rate_limit=1.0, rate_burst=3) as running,
+        DealerClient(running.target, retries=0) as c,
+    ):
         hand = c.open_hand()
         c.get(hand.hand_id)
         c.get(hand.hand_id)
@@ -133,8 +139,8 @@ def test_one_tenant_exhausted_leaves_another_alone(tmp_path: Path) -> None:
             running._run(running.server.storage.put_token(record))
             tokens[tenant] = token
         with (
-            DealerClient(running.target, api_token=tokens["acme"]) as acme,
-            DealerClient(running.target, api_token=tokens["zenith"]) as zenith,
+            DealerClient(running.target, api_token=tokens["acme"], retries=0) as acme,
+            DealerClient(running.target, api_token=tokens["zenith"], retries=0) as zenith,
         ):
             acme.open_hand()
             acme.open_hand()
@@ -148,7 +154,10 @@ def test_one_tenant_exhausted_leaves_another_alone(tmp_path: Path) -> None:
 
 
 def test_a_rate_of_zero_turns_the_limit_off(tmp_path: Path) -> None:
-    with dealer(tmp_path / "d", rate_limit=0, rate_burst=1) as running, DealerClient(running.target) as c:
+    with (
+        dealer(tmp_path / "d", rate_limit=0, rate_burst=1) as running,
+        DealerClient(running.target, retries=0) as c,
+    ):
         hand = c.open_hand()
         for _ in range(20):
             c.get(hand.hand_id)
@@ -156,7 +165,7 @@ def test_a_rate_of_zero_turns_the_limit_off(tmp_path: Path) -> None:
 
 def test_open_hands_cap(tmp_path: Path) -> None:
     config = {"max_open_hands": 3, "rate_limit": 0}
-    with dealer(tmp_path / "d", **config) as running, DealerClient(running.target) as c:
+    with dealer(tmp_path / "d", **config) as running, DealerClient(running.target, retries=0) as c:
         first = c.open_hand()
         c.open_hand()
         c.deal_new_hand()
@@ -181,13 +190,13 @@ def test_open_hands_cap(tmp_path: Path) -> None:
         time.sleep(0.15)
         c.open_hand()
         running.restart()  # counted from storage: a restart forgets nothing
-        with DealerClient(running.target) as again, pytest.raises(ResourceExhausted):
+        with DealerClient(running.target, retries=0) as again, pytest.raises(ResourceExhausted):
             again.open_hand()
 
 
 def test_a_burst_of_opens_cannot_overshoot_the_cap(tmp_path: Path) -> None:
     async def burst(target: str) -> list[str]:
-        async with AsyncDealerClient(target) as c:
+        async with AsyncDealerClient(target, retries=0) as c:
             results = await asyncio.gather(*(c.open_hand() for _ in range(12)), return_exceptions=True)
         outcomes = []
         for r in results:
@@ -218,7 +227,7 @@ def _settled(running: RunningDealer) -> tuple[int, int]:
 
 def test_default_deadline_ends_a_long_stream_and_keeps_what_was_stored(tmp_path: Path) -> None:
     config = {"default_deadline": 0.2, "max_open_hands": 0, "rate_limit": 0}
-    with dealer(tmp_path / "d", **config) as running, DealerClient(running.target) as c:
+    with dealer(tmp_path / "d", **config) as running, DealerClient(running.target, retries=0) as c:
         received = 0
         started = time.monotonic()
         with pytest.raises(DeadlineExceeded) as cut:
@@ -236,7 +245,7 @@ def test_default_deadline_ends_a_long_stream_and_keeps_what_was_stored(tmp_path:
 
 def test_default_deadline_ends_a_unary_call_stalled_on_storage(tmp_path: Path) -> None:
     config = {"default_deadline": 0.3, "rate_limit": 0}
-    with dealer(tmp_path / "d", **config) as running, DealerClient(running.target) as c:
+    with dealer(tmp_path / "d", **config) as running, DealerClient(running.target, retries=0) as c:
         c.open_hand()  # the database exists
         blocker = sqlite3.connect(tmp_path / "d" / "fairdeck.db", isolation_level=None, timeout=10)
         blocker.execute("BEGIN IMMEDIATE")  # holds the write lock: the dealer's commit waits
@@ -257,7 +266,7 @@ def test_default_deadline_ends_a_unary_call_stalled_on_storage(tmp_path: Path) -
 def test_messages_over_the_size_limit_are_refused_by_grpc(tmp_path: Path) -> None:
     with (
         dealer(tmp_path / "d", max_message_bytes=4096, rate_limit=0) as running,
-        DealerClient(running.target) as c,
+        DealerClient(running.target, retries=0) as c,
     ):
         with pytest.raises(ResourceExhausted) as big:
             c.deal_new_hand(client_seeds=["x" * 200] * 64)  # ~13 KB request

@@ -2,6 +2,9 @@
 known session: every counter moves by exactly what the session did, with
 the status code each client received (aborts, refusals, deadlines)."""
 
+# The SDK's own retries are off (retries=0) here: these tests watch the dealer's refusals
+# themselves; the SDK's waiting them out is tests/client/test_retries.py.
+
 from __future__ import annotations
 
 import contextlib
@@ -38,7 +41,7 @@ def rpcs(samples: dict, method: str, code: str, service: str = DEALER) -> float:
 def test_a_known_session_moves_every_counter_by_its_exact_amount(tmp_path: Path) -> None:
     # burst 8 at a rate that refills nothing during the test: the 9th call is refused.
     config = {"metrics_listen": "127.0.0.1:0", "rate_limit": 0.0001, "rate_burst": 8, "max_open_hands": 0}
-    with dealer(tmp_path / "d", **config) as running, DealerClient(running.target) as c:
+    with dealer(tmp_path / "d", **config) as running, DealerClient(running.target, retries=0) as c:
         first = c.open_hand(request_id="session-open-1")
         assert c.open_hand(request_id="session-open-1").hand_id == first.hand_id  # a retry: no new hand
         second = c.open_hand()
@@ -106,7 +109,7 @@ def test_codes_of_refusals_and_deadlines_are_the_ones_clients_received(tmp_path:
         # 0.2 s), short enough that the 100,000-hand one (about 10 s) always runs past it.
         "default_deadline": 1.5,
     }
-    with dealer(tmp_path / "d", **config) as running, DealerClient(running.target) as c:
+    with dealer(tmp_path / "d", **config) as running, DealerClient(running.target, retries=0) as c:
         with pytest.raises(DeadlineExceeded):  # the server's default deadline
             list(c.deal_hands(hand_count=100_000, close=True))
         first = c.open_hand()
@@ -115,7 +118,7 @@ def test_codes_of_refusals_and_deadlines_are_the_ones_clients_received(tmp_path:
             c.open_hand()
         c.close(first.hand_id)
         time.sleep(0.15)  # the cap rereads storage before refusing, at most every 0.1 s
-        with DealerClient(running.target, timeout=0.3) as hasty:
+        with DealerClient(running.target, timeout=0.3, retries=0) as hasty:
             blocker = sqlite3.connect(tmp_path / "d" / "fairdeck.db", isolation_level=None, timeout=10)
             blocker.execute("BEGIN IMMEDIATE")
             try:
@@ -136,7 +139,7 @@ def test_codes_of_refusals_and_deadlines_are_the_ones_clients_received(tmp_path:
 
 def test_voided_hands_are_counted_apart(tmp_path: Path) -> None:
     config = {"metrics_listen": "127.0.0.1:0", "max_hand_lifetime": 0.3}
-    with dealer(tmp_path / "d", **config) as running, DealerClient(running.target) as c:
+    with dealer(tmp_path / "d", **config) as running, DealerClient(running.target, retries=0) as c:
         c.open_hand()
         kept = c.open_hand()
         c.close(kept.hand_id)
@@ -155,7 +158,7 @@ def test_storage_failures_are_counted_by_operation(tmp_path: Path) -> None:
     running_cm = dealer(tmp_path / "d", metrics_listen="127.0.0.1:0")
     running = running_cm.__enter__()
     try:
-        with DealerClient(running.target) as c:
+        with DealerClient(running.target, retries=0) as c:
             hand = c.open_hand()
             assert running.server is not None
             running._run(running.server.storage.close())  # the database goes away under the dealer
@@ -187,7 +190,10 @@ def test_two_dealers_in_one_process_keep_their_own_numbers(tmp_path: Path) -> No
 
 
 def test_checkpoint_age_resets_when_the_head_moves(tmp_path: Path) -> None:
-    with dealer(tmp_path / "d", metrics_listen="127.0.0.1:0") as running, DealerClient(running.target) as c:
+    with (
+        dealer(tmp_path / "d", metrics_listen="127.0.0.1:0") as running,
+        DealerClient(running.target, retries=0) as c,
+    ):
         c.open_hand()
         for _ in range(20):
             s = scrape(running)
@@ -215,7 +221,7 @@ def test_auth_refusals_are_counted_and_never_spend_a_tenants_budget(tmp_path: Pa
         token, record = new_token("acme", Role.DEALER)
         assert running.server is not None
         running._run(running.server.storage.put_token(record))
-        with DealerClient(running.target) as anonymous:
+        with DealerClient(running.target, retries=0) as anonymous:
             for _ in range(3):
                 with pytest.raises(Unauthenticated):
                     anonymous.open_hand()
@@ -234,7 +240,7 @@ def test_writers_on_postgresql_export_their_log_lock_wait(tmp_path: Path, pg_url
 
     config = {"metrics_listen": "127.0.0.1:0", "db": pg_url, "db_pool_size": 3}
     startup.init(tmp_path / "d", keys_only=True, environ={})  # serve never makes keys on PostgreSQL
-    with dealer(tmp_path / "d", **config) as running, DealerClient(running.target) as c:
+    with dealer(tmp_path / "d", **config) as running, DealerClient(running.target, retries=0) as c:
         assert len(list(c.deal_hands(hand_count=5, close=True))) == 5
         hand = c.open_hand().hand_id
         with (

@@ -10,6 +10,7 @@ clients (dealer.py, audit_client.py) subclass them and add their methods.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Sequence
 from types import TracebackType
 from typing import Any, ClassVar, Self
@@ -17,7 +18,7 @@ from typing import Any, ClassVar, Self
 import grpc
 from google.protobuf.message import Message
 
-from fairdeck.client.calls import ClientConfig
+from fairdeck.client.calls import ClientConfig, retry_delay_for
 from fairdeck.client.exceptions import from_rpc_error
 from fairdeck.core.errors import VerificationError
 from fairdeck.v1 import audit_pb2
@@ -45,6 +46,8 @@ class _Configured:
         timeout: float | None = 10.0,
         options: Sequence[tuple[str, Any]] = (),
         insecure: bool = False,
+        retries: int = 2,
+        max_retry_delay: float = 5.0,
     ) -> None:
         self.config = ClientConfig(
             target,
@@ -54,6 +57,8 @@ class _Configured:
             timeout=timeout,
             options=tuple(options),
             insecure=insecure,
+            retries=retries,
+            max_retry_delay=max_retry_delay,
         )
         self._open()
 
@@ -69,12 +74,19 @@ class SyncClient(_Configured):
         self._stub = self._STUB(self._channel)
 
     def _unary(self, method: str, request: Message) -> Any:
-        try:
-            return getattr(self._stub, method)(
-                request, timeout=self.config.timeout, metadata=self.config.call_metadata()
-            )
-        except grpc.RpcError as e:
-            raise from_rpc_error(e) from e
+        attempt = 0
+        while True:
+            try:
+                return getattr(self._stub, method)(
+                    request, timeout=self.config.timeout, metadata=self.config.call_metadata()
+                )
+            except grpc.RpcError as e:
+                error = from_rpc_error(e)
+                delay = retry_delay_for(method, request, error, attempt, self.config)
+                if delay is None:
+                    raise error from e
+            time.sleep(delay)
+            attempt += 1
 
     def close_channel(self) -> None:
         self._channel.close()
@@ -118,12 +130,19 @@ class AsyncClient(_Configured):
         return self._stub_of_loop
 
     async def _unary(self, method: str, request: Message) -> Any:
-        try:
-            return await getattr(self._stub, method)(
-                request, timeout=self.config.timeout, metadata=self.config.call_metadata()
-            )
-        except grpc.RpcError as e:
-            raise from_rpc_error(e) from e
+        attempt = 0
+        while True:
+            try:
+                return await getattr(self._stub, method)(
+                    request, timeout=self.config.timeout, metadata=self.config.call_metadata()
+                )
+            except grpc.RpcError as e:
+                error = from_rpc_error(e)
+                delay = retry_delay_for(method, request, error, attempt, self.config)
+                if delay is None:
+                    raise error from e
+            await asyncio.sleep(delay)
+            attempt += 1
 
     async def close_channel(self) -> None:
         if self._aio is not None and self._loop is asyncio.get_running_loop():

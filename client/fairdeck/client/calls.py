@@ -8,6 +8,7 @@ and async clients (client.py) only differ in how they send it.
 from __future__ import annotations
 
 import json
+import random
 import secrets
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -47,6 +48,39 @@ SERVICE_CONFIG = json.dumps(
         ]
     }
 )
+
+
+IDEMPOTENT_METHODS = frozenset(
+    {
+        *RETRYABLE_METHODS,
+        "GetCheckpoint",
+        "ListEntries",
+        "GetInclusionProof",
+        "GetConsistencyProof",
+        "GetPublicKey",
+    }
+)
+"""Calls the SDK may repeat after a RESOURCE_EXHAUSTED with RetryInfo: reads, opens with a
+request id, closes; DrawCards too when it carries an expected_position (``retry_delay_for``)."""
+
+
+def retry_delay_for(
+    method: str, request: Any, error: Exception, attempt: int, config: ClientConfig
+) -> float | None:
+    """Seconds to wait before attempt ``attempt + 1`` of ``method``, or None: do not retry.
+
+    Only a call safe to repeat, only a refusal that says when to come back (the dealer's
+    RetryInfo), only within ``config.retries`` and ``config.max_retry_delay``; a little jitter so
+    that refused callers do not come back all at once."""
+    delay = getattr(error, "retry_delay", None)
+    if attempt >= config.retries or delay is None or delay > config.max_retry_delay:
+        return None
+    if getattr(error, "code", None) is not grpc.StatusCode.RESOURCE_EXHAUSTED:
+        return None
+    draw_with_position = method == "DrawCards" and request.HasField("expected_position")
+    if method not in IDEMPOTENT_METHODS and not draw_with_position:
+        return None
+    return float(delay) * (1 + random.random() / 4)
 
 
 def tls_credentials(
@@ -91,6 +125,12 @@ class ClientConfig:
     """Extra gRPC channel options."""
     insecure: bool = False
     """Allow sending the API token in plain text to a non-loopback target."""
+    retries: int = 2
+    """How often a call that is safe to repeat is retried after the dealer refused it with
+    RESOURCE_EXHAUSTED and a RetryInfo delay (rate and open-hand limits), after that delay.
+    UNAVAILABLE is retried by gRPC itself (``SERVICE_CONFIG``). 0: never."""
+    max_retry_delay: float = 5.0
+    """The longest RetryInfo delay the SDK waits out; a longer one is raised at once."""
 
     def __post_init__(self) -> None:
         if self.api_token and self.credentials is None and not self.insecure and not is_loopback(self.target):
