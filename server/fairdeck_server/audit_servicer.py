@@ -135,6 +135,10 @@ class AuditServicer(audit_pb2_grpc.AuditServiceServicer):
         self, request: pb.GetConsistencyProofRequest, context: Any
     ) -> pb.GetConsistencyProofResponse:
         cp = await self._checkpoint(request.second_tree_size, "second_tree_size")
+        if request.second_tree_size == 0 and cp.size < request.first_tree_size:
+            # The latest final checkpoint is behind the caller's (one it got from a proof that
+            # could not wait for the witnesses): prove against the latest signed one instead.
+            cp = await self.storage.checkpoint() or cp
         if not 1 <= request.first_tree_size <= cp.size:
             raise errors.invalid("first_tree_size", Reason.INVALID_TREE_SIZE, f"must be 1..{cp.size}")
         hashes = await self.storage.consistency_proof(request.first_tree_size, cp.size)

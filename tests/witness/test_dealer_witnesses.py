@@ -23,6 +23,7 @@ import pytest
 from fairdeck.client import AuditClient, DealerClient
 from fairdeck.core.errors import VerificationError
 from fairdeck.log.cosignature import CosignatureVerifier, Cosigner, WitnessPolicy
+from fairdeck.log.note import Verifier
 from tests.dealers import RunningDealer
 from tests.witness.witnesskit import WitnessProcess, init_witness
 
@@ -260,3 +261,25 @@ def test_a_split_view_never_gets_its_second_tree_cosigned(
     finally:
         b.close()
         a.close()
+
+
+def test_a_client_ahead_of_the_final_checkpoint_still_gets_its_consistency_proof(
+    tmp_path: Path, log_vkey: str, witnesses: list[WitnessProcess]
+) -> None:
+    """A proof of a fresh hand uses the newest checkpoint, which is not final yet; a consistency
+    proof from it must not be refused because "the latest" (final) checkpoint is smaller
+    (regression: INVALID_ARGUMENT first_tree_size)."""
+    w1 = witnesses[0]
+    dealer = _dealer(tmp_path / "data", [f"{w1.url}={w1.vkey}"])
+    try:
+        deal(dealer.target, 2)
+        final = eventually("w1 cosigns", _final(dealer.target, log_vkey, policy_of(w1)))
+        w1.stop()  # finality stops here; dealing goes on
+        fresh = deal(dealer.target, 3)[-1]
+        with AuditClient(dealer.target, verifier=log_vkey) as audit:
+            ahead = audit.inclusion_proof(hand_id=fresh, reveal=True).verify(Verifier.parse(log_vkey))
+            assert ahead.size > final
+            assert audit.checkpoint().size == final  # "the latest" is the final one
+            assert audit.consistency(ahead).size >= ahead.size
+    finally:
+        dealer.close()
