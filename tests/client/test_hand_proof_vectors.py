@@ -51,3 +51,21 @@ def test_fairdeck_verify_gives_the_same_verdicts(tmp_path: Path) -> None:
                 case["name"],
                 done,
             )
+
+
+def test_a_receipt_index_of_minus_zero_is_not_plain_digits(tmp_path: Path) -> None:
+    """Read inside a hand proof, a receipt is as strict as alone (docs/log-format.md: plain digits).
+
+    The reader once re-read the receipts through Python's json, which turned ``-0`` into ``0`` and
+    accepted it, so it and the browser verifier could have disagreed on a file."""
+    text = VECTORS["valid"][0]["text"]
+    assert '"index": 0,' in text
+    bent = text.replace('"index": 0,', '"index": -0,', 1)
+    with pytest.raises(VerificationError) as e:
+        HandProof.from_json(bent)
+    assert e.value.step == "format" and "plain digits" in e.value.detail
+    path = tmp_path / "proof.json"
+    path.write_text(bent, encoding="utf-8")
+    argv = [sys.executable, "-m", "fairdeck.cli", "verify", str(path), "--key", VECTORS["log_key"]]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and done.stdout.startswith("FAILED at step format:"), done

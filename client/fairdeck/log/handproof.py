@@ -88,9 +88,8 @@ class HandProof:
             raise _fail("format", f"unknown hand proof format {shown}; this verifier reads {FORMAT}")
         if set(d) != _KEYS:
             raise _fail("format", f"a hand proof has exactly the names {sorted(_KEYS)}")
-        # strictjson has checked the text (UTF-8, no duplicate names, no stray values); the parts
-        # are read again by their own strict readers, from plain JSON values.
-        d = json.loads(raw)
+        # The parts are read by their own strict readers from the strict value itself, numbers
+        # still as their text: a receipt's "index": -0 is not plain digits, here as in a receipt.
         try:
             transcript = Transcript.from_dict(d["transcript"])
         except VerificationError as e:
@@ -103,7 +102,7 @@ class HandProof:
         receipts = []
         for name in ("commit", "reveal"):
             try:
-                receipts.append(InclusionProof.from_json(json.dumps(d[name])))
+                receipts.append(InclusionProof.from_value(d[name]))
             except VerificationError as e:
                 raise _fail("format", f"{name}: {e.detail}") from None
         return cls(transcript, tuple(dealt), receipts[0], receipts[1], d["log_key"])

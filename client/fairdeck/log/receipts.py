@@ -117,6 +117,11 @@ class InclusionProof:
             d = strictjson.loads(text)
         except strictjson.StrictJSONError as e:
             raise _fail(f"malformed inclusion proof: {e}") from None
+        return cls.from_value(d)
+
+    @classmethod
+    def from_value(cls, d: object) -> InclusionProof:
+        """A receipt from a value ``strictjson.loads`` read (numbers kept as their text), as ``from_json``."""
         if not isinstance(d, dict) or set(d) != _RECEIPT_NAMES:
             raise _fail(f"malformed inclusion proof: want an object with exactly {sorted(_RECEIPT_NAMES)}")
         hashes = d["hashes"]
