@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
 
-from fairdeck.cli import audit_command, deal_command, hand_command, health_command
+from fairdeck.cli import audit_command, deal_command, hand_command, health_command, verifier_page_command
 from fairdeck.core.commitment import commit
 from fairdeck.core.decks import SPEC_NAMES, DeckSpec
 from fairdeck.core.derivation import derive_deck
@@ -181,6 +181,7 @@ def build_parser(*, server: bool = True) -> argparse.ArgumentParser:
     audit_command.register(sub)
     health_command.register(sub)
     stats_command.register(sub)
+    verifier_page_command.register(sub)
     if server:
         _add_server_commands(sub)
     return parser

@@ -1,0 +1,183 @@
+// The verifier page's user interface. Everything runs here, in the browser: no request leaves
+// the page (its Content-Security-Policy forbids any), and nothing is stored.
+import { verifyBytes, isHandProof } from "./verify.js";
+import * as spec from "./spec.js";
+import * as log from "./log.js";
+import * as strictjson from "./strictjson.js";
+
+const $ = (id) => document.getElementById(id);
+const SUIT = { c: "\u2663", d: "\u2666", h: "\u2665", s: "\u2660" };
+const RANK = { T: "10" };
+const state = { bytes: null, name: "" };
+
+function cardElement(code) {
+  const el = document.createElement("span");
+  el.className = "card";
+  el.title = code;
+  if (code === "X1" || code === "X2") {
+    el.classList.add("joker");
+    el.textContent = `Joker ${code[1]}`;
+    return el;
+  }
+  const [face, deckNo] = code.split(".");
+  el.classList.add(face[1] === "h" || face[1] === "d" ? "red" : "black");
+  el.textContent = (RANK[face[0]] ?? face[0]) + SUIT[face[1]];
+  if (deckNo) {
+    const sub = document.createElement("sub");
+    sub.textContent = `deck ${deckNo}`;
+    el.append(sub);
+  }
+  return el;
+}
+
+function render(report) {
+  const out = $("result");
+  out.hidden = false;
+  const verdict = $("verdict");
+  verdict.className = "verdict";
+  if (report.ok) {
+    verdict.classList.add("pass");
+    verdict.textContent =
+      report.kind === "hand-proof"
+        ? "\u2714 Every check passed: this hand was dealt fairly from the committed seed, and it is in the signed log."
+        : "\u2714 Every check passed: this deck is the one the committed seed and the players' seeds give.";
+  } else if (report.step) {
+    verdict.classList.add("fail");
+    const name = [...report.checks].find((c) => c.step === report.step);
+    verdict.textContent = `\u2718 FAILED at step ${report.step}: ${name ? name.text : ""}`;
+  } else {
+    verdict.classList.add("incomplete");
+    verdict.textContent = report.inputError
+      ? `Not fully checked: ${report.inputError}.`
+      : "Not fully checked: paste the log's key (from the dealer's operator) to check the log steps.";
+  }
+  verdict.dataset.step = report.step ?? "";
+  verdict.dataset.ok = String(report.ok);
+
+  const list = $("checks");
+  list.replaceChildren();
+  for (const c of report.checks) {
+    const li = document.createElement("li");
+    li.className = c.status;
+    li.dataset.step = c.step;
+    li.dataset.status = c.status;
+    const mark = { pass: "\u2714", fail: "\u2718", skip: "\u2013" }[c.status];
+    const head = document.createElement("div");
+    head.innerHTML = `<span class="mark"></span> <code></code> <span class="text"></span>`;
+    head.querySelector(".mark").textContent = mark;
+    head.querySelector("code").textContent = c.step;
+    head.querySelector(".text").textContent = c.text;
+    li.append(head);
+    if (c.detail) {
+      const d = document.createElement("div");
+      d.className = "detail";
+      d.textContent = c.detail;
+      li.append(d);
+    }
+    list.append(li);
+  }
+
+  const hand = $("hand");
+  hand.hidden = !report.hand;
+  if (report.hand) {
+    const h = report.hand;
+    $("hand-summary").textContent =
+      `Hand ${h.handId}: deck ${h.deck} (${h.size} cards), ${h.version}` +
+      (report.kind === "hand-proof" ? `, ${h.dealt.length} card${h.dealt.length === 1 ? "" : "s"} dealt` : "");
+    $("dealt").replaceChildren(...h.dealt.map(cardElement));
+    $("dealt-title").textContent = report.kind === "hand-proof" ? "The cards dealt, in order" : "The deck, top card first";
+    $("deck").replaceChildren(...h.deckCodes.map(cardElement));
+    $("deck-box").hidden = report.kind !== "hand-proof";
+    const facts = [
+      ["Commitment (published before the deal)", h.commitment],
+      ["Server seed (revealed after the hand)", h.serverSeed],
+      ["Players' seeds, in order", h.clientSeeds.length ? h.clientSeeds.join("\n") : "none"],
+    ];
+    if (h.logKeyInFile !== undefined) facts.push(["Log key written in the file (not trusted, for comparison)", h.logKeyInFile]);
+    $("facts").replaceChildren(
+      ...facts.flatMap(([k, v]) => {
+        const dt = document.createElement("dt");
+        dt.textContent = k;
+        const dd = document.createElement("dd");
+        dd.textContent = v;
+        return [dt, dd];
+      }),
+    );
+  }
+  $("timing").textContent = `Checked in ${report.millis.toFixed(1)} ms, in this browser, with no network.`;
+}
+
+function options() {
+  const threshold = $("threshold").value.trim();
+  return {
+    key: $("key").value,
+    witnesses: $("witnesses").value.split("\n"),
+    threshold: threshold ? Number(threshold) : null,
+  };
+}
+
+function check() {
+  if (!state.bytes || state.bytes.length === 0) return;
+  try {
+    render(verifyBytes(state.bytes, options()));
+  } catch (e) {
+    // A defect of this page, never a verdict about the dealer: say so plainly.
+    $("result").hidden = false;
+    $("verdict").className = "verdict incomplete";
+    $("verdict").textContent = `This page could not check the file (an error in the page: ${e && e.message}).`;
+  }
+}
+
+async function loadFile(file) {
+  const bytes = new Uint8Array(await file.arrayBuffer());
+  state.bytes = bytes;
+  state.name = file.name;
+  $("text").value = new TextDecoder("utf-8").decode(bytes.subarray(0, 2 * 1024 * 1024));
+  $("source").textContent = `${file.name} (${bytes.length} bytes)`;
+  check();
+}
+
+function init() {
+  const drop = $("drop");
+  for (const ev of ["dragenter", "dragover"]) {
+    drop.addEventListener(ev, (e) => {
+      e.preventDefault();
+      drop.classList.add("over");
+    });
+  }
+  for (const ev of ["dragleave", "drop"]) drop.addEventListener(ev, () => drop.classList.remove("over"));
+  drop.addEventListener("drop", (e) => {
+    e.preventDefault();
+    const file = e.dataTransfer.files[0];
+    if (file) loadFile(file);
+  });
+  // A file dropped anywhere else must not make the browser navigate away.
+  window.addEventListener("dragover", (e) => e.preventDefault());
+  window.addEventListener("drop", (e) => e.preventDefault());
+  $("file").addEventListener("change", (e) => {
+    const file = e.target.files[0];
+    if (file) loadFile(file);
+  });
+  $("text").addEventListener("input", () => {
+    state.bytes = new TextEncoder().encode($("text").value);
+    $("source").textContent = "pasted or edited text";
+    check();
+  });
+  for (const id of ["key", "witnesses", "threshold"]) $(id).addEventListener("input", check);
+  $("check").addEventListener("click", check);
+  const pinned = document.querySelector('meta[name="fairdeck-log-key"]');
+  if (pinned && pinned.content) $("key").value = pinned.content;
+}
+
+// For tests, benchmarks and curious players: the same functions the page uses.
+window.fairdeck = {
+  verifyBytes,
+  isHandProof,
+  verifyText: (text, opts) => verifyBytes(new TextEncoder().encode(text), opts),
+  spec,
+  log,
+  strictjson,
+};
+
+if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init);
+else init();

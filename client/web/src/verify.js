@@ -1,0 +1,180 @@
+// What the page checks, and how it says it: one entry point for a dropped or pasted file.
+import { VerificationError, deckSpec, toHex, transcriptFromBytes, verifyTranscript } from "./spec.js";
+import {
+  HAND_PROOF_TYPE,
+  LogError,
+  b64encode,
+  describePolicy,
+  handProofFromBytes,
+  parsePolicy,
+  parseVerifierKey,
+  verifyHandProof,
+} from "./log.js";
+
+/** The checks in order, with what each means in plain words (docs/hand-proof.md, "The checks"). */
+export const HAND_PROOF_CHECKS = [
+  ["format", "The file is a complete hand proof, in the published format."],
+  ["commitment", "The dealer's revealed seed opens the commitment it published before any card was seen."],
+  ["deck", "The deck re-derives from the dealer's seed and the players' seeds (fairdeck-v1)."],
+  ["cards", "The cards dealt are the top of that deck, in order."],
+  ["entries", "The transparency log's two entries are this hand's commitment and reveal."],
+  ["checkpoint", "The log's checkpoint is signed by the log key you gave."],
+  ["inclusion", "Both entries are in that signed log."],
+  ["cosignatures", "Enough independent witnesses cosigned that checkpoint."],
+];
+
+export const TRANSCRIPT_CHECKS = [
+  ["version", "The transcript is of an algorithm version this page knows (fairdeck-v1)."],
+  ["malformed", "The transcript is well formed: deck, hand id, seed sizes and cards."],
+  ["commitment", "The dealer's revealed seed opens the commitment it published before any card was seen."],
+  ["deck", "The deck re-derives from the dealer's seed and the players' seeds: the cards are exactly that deck."],
+];
+
+const NEEDLE = new TextEncoder().encode(HAND_PROOF_TYPE);
+
+/** As `fairdeck verify` decides: a file whose first 64 KiB hold "fairdeck-hand-proof" is a hand proof. */
+export function isHandProof(bytes) {
+  const head = bytes.subarray(0, 64 * 1024);
+  outer: for (let i = 0; i + NEEDLE.length <= head.length; i++) {
+    for (let j = 0; j < NEEDLE.length; j++) if (head[i + j] !== NEEDLE[j]) continue outer;
+    return true;
+  }
+  return false;
+}
+
+/**
+ * Check a file's bytes. Options: `key` (the log's verifier key, text), `witnesses` ("NAME=KEY"
+ * strings) and `threshold`. The report: `kind`, `ok` (every check ran and held), `step` and
+ * `detail` of the first failure, `checks` (each with `status` pass, fail or skip), `hand`
+ * (what to show of the hand), `inputError` (a key or witness the user gave is not valid).
+ */
+export function verifyBytes(bytes, options = {}) {
+  const started = performance.now();
+  const report = isHandProof(bytes) ? checkHandProof(bytes, options) : checkTranscript(bytes);
+  report.millis = performance.now() - started;
+  return report;
+}
+
+function newReport(kind, table) {
+  return {
+    kind,
+    ok: false,
+    step: null,
+    detail: null,
+    inputError: null,
+    hand: null,
+    checks: table.map(([step, text]) => ({ step, text, status: "skip", detail: "" })),
+  };
+}
+
+function mark(report, step, status, detail = "") {
+  const check = report.checks.find((c) => c.step === step);
+  if (check) {
+    check.status = status;
+    check.detail = detail;
+  }
+}
+
+function failed(report, e) {
+  if (!(e instanceof VerificationError)) throw e;
+  report.step = e.step;
+  report.detail = e.detail;
+  // A transcript's version and malformed steps are checked together; both are "format" in a proof.
+  mark(report, e.step, "fail", e.detail);
+  return report;
+}
+
+function handView(t, dealt) {
+  const spec = deckSpec(t.deck);
+  return {
+    handId: t.handId,
+    deck: t.deck,
+    version: t.version,
+    size: spec.ids.length,
+    dealt: dealt ?? t.codes,
+    deckCodes: t.codes,
+    commitment: toHex(t.commitment),
+    serverSeed: toHex(t.serverSeed),
+    clientSeeds: t.clientSeeds.map(toHex),
+  };
+}
+
+function checkTranscript(bytes) {
+  const report = newReport("transcript", TRANSCRIPT_CHECKS);
+  let t;
+  try {
+    t = transcriptFromBytes(bytes);
+  } catch (e) {
+    if (e instanceof VerificationError && e.step === "malformed") mark(report, "version", "skip", "the text was not read");
+    return failed(report, e);
+  }
+  mark(report, "version", "pass");
+  report.hand = handView(t, null);
+  try {
+    verifyTranscript(t);
+  } catch (e) {
+    for (const step of ["malformed", "commitment"]) {
+      if (step === e.step) break;
+      mark(report, step, "pass");
+    }
+    return failed(report, e);
+  }
+  for (const step of ["malformed", "commitment", "deck"]) mark(report, step, "pass");
+  report.ok = true;
+  return report;
+}
+
+function checkHandProof(bytes, options) {
+  const report = newReport("hand-proof", HAND_PROOF_CHECKS);
+  let verifier = null;
+  let policy = null;
+  const witnesses = (options.witnesses ?? []).filter((w) => w.trim());
+  try {
+    if (options.key && options.key.trim()) verifier = parseVerifierKey(options.key.trim());
+    if (witnesses.length) policy = parsePolicy(witnesses.map((w) => w.trim()), options.threshold ?? null);
+  } catch (e) {
+    if (!(e instanceof LogError)) throw e;
+    report.inputError = e.message;
+  }
+  let proof;
+  try {
+    proof = handProofFromBytes(bytes);
+  } catch (e) {
+    return failed(report, e);
+  }
+  mark(report, "format", "pass");
+  report.hand = handView(proof.transcript, proof.dealt);
+  report.hand.logKeyInFile = proof.logKey;
+  if (!policy) mark(report, "cosignatures", "skip", "no witness policy given: cosignatures not required");
+  const onStep = (step, extra) => {
+    let detail = "";
+    if (step === "checkpoint") detail = `${extra.origin}, tree size ${extra.size}, root ${b64encode(extra.root)}`;
+    if (step === "inclusion") {
+      detail = `commit entry ${proof.commit.index} and reveal entry ${proof.reveal.index} of ${extra.size}`;
+      report.hand.treeSize = String(extra.size);
+    }
+    if (step === "cosignatures") detail = describePolicy(extra);
+    mark(report, step, "pass", detail);
+  };
+  try {
+    if (verifier === null) {
+      verifyHandProof(proof, { name: "", keyId: -1, publicKey: new Uint8Array(32) }, null, (step, extra) => {
+        if (step === "checkpoint") throw new NoKey();
+        onStep(step, extra);
+      });
+    } else {
+      verifyHandProof(proof, verifier, policy, onStep);
+      report.ok = report.inputError === null;
+    }
+  } catch (e) {
+    if (e instanceof NoKey || (verifier === null && e instanceof VerificationError && e.step === "checkpoint")) {
+      const why = report.inputError ? "the log key given is not valid" : "give the log's key to check this";
+      for (const step of ["checkpoint", "inclusion"]) mark(report, step, "skip", `not checked: ${why}`);
+      return report;
+    }
+    return failed(report, e);
+  }
+  return report;
+}
+
+class NoKey extends Error {}

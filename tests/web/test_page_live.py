@@ -1,0 +1,264 @@
+"""The verifier page against a live dealer on loopback, in real headless Chromium: a hand proof of
+every deck type verifies; each tampering fails at the step `fairdeck verify` names; the README's
+"Check your own hand" steps work by drag and drop and by editing one character; and the page
+makes no request at all."""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fairdeck.client import AuditClient, DealerClient, PlayerSeed, SeedRound
+from fairdeck.core.decks import SPEC_NAMES
+from fairdeck.log.cosignature import Cosigner, add_cosignatures
+from fairdeck.log.note import Signer
+from tests.dealers import RunningDealer
+from tests.web import browser
+
+CLI = [sys.executable, "-m", "fairdeck.cli"]
+W1, W2 = (
+    Cosigner.from_seed("witness.test/w1", bytes([1]) * 32),
+    Cosigner.from_seed("witness.test/w2", bytes([2]) * 32),
+)
+POLICY_BOTH = (f"w1={W1.verifier.to_string()}", f"w2={W2.verifier.to_string()}")
+
+
+@pytest.fixture(scope="module")
+def dealer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    browser.require_browser()
+    data = tmp_path_factory.mktemp("page-live") / "data"
+    running = RunningDealer(data, rate_limit=0)
+    target = running.start()
+    vkey = subprocess.run([*CLI, "key", "--data", str(data)], capture_output=True, text=True, check=True)
+    yield target, vkey.stdout.strip()
+    running.close()
+
+
+def proof_of_a_closed_hand(target: str, vkey: str, deck: str, draws: int = 7) -> dict[str, Any]:
+    """A hand dealt with the players' seed protocol, closed, and its proof from the AuditService."""
+    with DealerClient(target) as client:
+        hand = client.open_hand(deck)
+        table = SeedRound(hand.hand_id, hand.commitment, seats=2)
+        players = [PlayerSeed.create(hand.hand_id, seat, hand.commitment) for seat in range(2)]
+        for p in players:
+            table.commit(p.seat, p.commitment)
+        for p in players:
+            table.reveal(p.seat, p.reveal(table.commitments))
+        client.shuffle(hand.hand_id, table.seeds)
+        client.draw(hand.hand_id, draws)
+        client.close(hand.hand_id)
+    with AuditClient(target, verifier=vkey) as log:
+        return log.hand_proof(hand.hand_id).to_dict()
+
+
+def cosigned(proof: dict[str, Any], *lines_by: Callable[[str], str]) -> dict[str, Any]:
+    """The proof with witness cosignature lines added to its checkpoint (both receipts share it)."""
+    note = proof["reveal"]["signed_checkpoint"].encode("utf-8")
+    text = note.decode("utf-8").split("\n\n")[0] + "\n"
+    out: dict[str, Any] = json.loads(json.dumps(proof))
+    new = add_cosignatures(note, [line(text) for line in lines_by]).decode("utf-8")
+    out["commit"]["signed_checkpoint"] = out["reveal"]["signed_checkpoint"] = new
+    return out
+
+
+def broken(line: str) -> str:
+    """A cosignature line with one bit of its signature flipped."""
+    name, sig = line.rstrip("\n").rsplit(" ", 1)
+    raw = bytearray(base64.b64decode(sig))
+    raw[-1] ^= 1
+    return f"{name} {base64.b64encode(bytes(raw)).decode()}\n"
+
+
+def tamperings(proof: dict[str, Any], other: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    def changed(change: Callable[[dict[str, Any]], Any]) -> dict[str, Any]:
+        d: dict[str, Any] = json.loads(json.dumps(proof))
+        change(d)
+        return d
+
+    def swap(d: dict[str, Any]) -> None:
+        cards = d["transcript"]["cards"]
+        cards[0], cards[1] = cards[1], cards[0]
+
+    def other_checkpoint(d: dict[str, Any]) -> None:
+        d["reveal"]["signed_checkpoint"] = d["commit"]["signed_checkpoint"] = (
+            d["reveal"]["signed_checkpoint"][:-6] + "AAAA=\n"
+        )
+
+    return [
+        ("format: another format", changed(lambda d: d.update(format=2))),
+        ("format: an extra name", changed(lambda d: d.update(extra=1))),
+        ("format: a receipt index -1", changed(lambda d: d["commit"].update(index=-1))),
+        (
+            "commitment: another seed",
+            changed(lambda d: d["transcript"].update(server_seed="00" + d["transcript"]["server_seed"][2:])),
+        ),
+        ("deck: two cards swapped", changed(swap)),
+        (
+            "cards: a card not dealt",
+            changed(lambda d: d["dealt"].__setitem__(0, d["transcript"]["cards"][10])),
+        ),
+        ("entries: another hand's commit", changed(lambda d: d.update(commit=other["commit"]))),
+        ("checkpoint: a forged signature", changed(other_checkpoint)),
+        ("inclusion: a wrong hash", changed(lambda d: d["reveal"]["hashes"].__setitem__(0, "A" * 43 + "="))),
+        (
+            "inclusion: another tree size",
+            changed(lambda d: d["reveal"].update(tree_size=d["reveal"]["tree_size"] + 1)),
+        ),
+    ]
+
+
+def test_every_deck_and_every_tampering_as_fairdeck_verify_says(
+    dealer: tuple[str, str], tmp_path: Path
+) -> None:
+    target, vkey = dealer
+    cases: list[tuple[str, bytes, str, tuple[str, ...], int | None]] = []
+    proofs = {deck: proof_of_a_closed_hand(target, vkey, deck) for deck in SPEC_NAMES}
+    for deck, proof in proofs.items():
+        cases.append((f"valid {deck}", json.dumps(proof, indent=2).encode(), vkey, (), None))
+    standard, other = proofs["standard"], proof_of_a_closed_hand(target, vkey, "standard")
+    for name, bad in tamperings(standard, other):
+        cases.append((name, json.dumps(bad).encode(), vkey, (), None))
+    another_key = Signer.from_seed(vkey.split("+")[0], bytes(32)).verifier.to_string()
+    cases.append(("checkpoint: another log's key", json.dumps(standard).encode(), another_key, (), None))
+    both = cosigned(standard, lambda t: W1.cosign(t, 1_800_000_000), lambda t: W2.cosign(t, 1_800_000_001))
+    one = cosigned(standard, lambda t: W1.cosign(t, 1_800_000_000))
+    bad_sig = cosigned(standard, lambda t: broken(W1.cosign(t, 1_800_000_000)))
+    cases += [
+        ("cosignatures: 2 of 2", json.dumps(both).encode(), vkey, POLICY_BOTH, 2),
+        ("cosignatures: 1 of 2, 1 needed", json.dumps(one).encode(), vkey, POLICY_BOTH, 1),
+        ("cosignatures: 1 of 2, 2 needed", json.dumps(one).encode(), vkey, POLICY_BOTH, 2),
+        ("cosignatures: none", json.dumps(standard).encode(), vkey, POLICY_BOTH, None),
+        ("cosignatures: without a policy, lines are ignored", json.dumps(both).encode(), vkey, (), None),
+        ("cosignatures: a bad one by a known witness", json.dumps(bad_sig).encode(), vkey, POLICY_BOTH, 1),
+    ]
+    job = {
+        "verify": [
+            {"id": n, "bytes_b64": browser.b64(d), "key": k, "witnesses": list(w), "threshold": t}
+            for n, d, k, w, t in cases
+        ]
+    }
+    got = browser.run(job, tmp_path)
+    steps = set()
+    for name, data, key, witnesses, threshold in cases:
+        want = browser.python_verdict(data, tmp_path, key, witnesses, threshold)
+        page = got["verify"][name]
+        assert (page["ok"], page["step"]) == want, (name, page, want)
+        assert page["kind"] == "hand-proof" and page["input_error"] is None
+        steps.add(want[1])
+    assert all(got["verify"][f"valid {deck}"]["ok"] for deck in SPEC_NAMES)
+    assert steps == {
+        None,
+        "format",
+        "commitment",
+        "deck",
+        "cards",
+        "entries",
+        "checkpoint",
+        "inclusion",
+        "cosignatures",
+    }
+    assert got["requests"] == [browser.PAGE.as_uri()] and got["refused"] == [] and got["errors"] == []
+
+
+def test_check_your_own_hand_as_the_readme_says(dealer: tuple[str, str], tmp_path: Path) -> None:
+    """`fairdeck deal --out hand.json`, open the page, drop the file: every check passes. Edit one
+    character: the failed step is named, the same one `fairdeck verify` names."""
+    target, vkey = dealer
+    hand = tmp_path / "hand.json"
+    dealt = subprocess.run(
+        [*CLI, "deal", "--target", target, "--out", str(hand), "--key", vkey],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert dealt.returncode == 0, dealt.stderr
+    text = hand.read_text(encoding="utf-8")
+    anchor = '"server_seed": "'
+    at = text.index(anchor) + len(anchor)
+    new = "0" if text[at] != "0" else "1"
+    root_line = text.index("\\n", text.index('"signed_checkpoint": "')) + 2  # the tree size's first digit
+    ui: list[dict[str, Any]] = [
+        {
+            "id": "drop",
+            "file": str(hand),
+            "key": vkey,
+            "drop": True,
+            "edit": {"find": anchor + text[at], "replace": anchor + new},
+        },
+        {
+            "id": "input",
+            "file": str(hand),
+            "key": vkey,
+            "edit": {
+                "find": text[root_line - 30 : root_line + 1],
+                "replace": text[root_line - 30 : root_line] + ("9" if text[root_line] != "9" else "8"),
+            },
+        },
+        {"id": "no key", "file": str(hand), "key": ""},
+    ]
+    control = tmp_path / "control.html"
+    control.write_text(
+        '<script>fetch("http://127.0.0.1:9/control"); new Image().src = "http://127.0.0.1:9/pixel.png";</script>'
+    )
+    got = browser.run({"ui": ui, "control": str(control)}, tmp_path)
+
+    proof = json.loads(text)
+    drop = got["ui"]["drop"]
+    assert drop["before"]["ok"] is True and drop["before"]["step"] is None
+    assert (
+        set(drop["before"]["checks"].values()) == {"pass", "skip"}
+        and drop["before"]["checks"]["cosignatures"] == "skip"
+    )
+    assert [s for s, v in drop["before"]["checks"].items() if v == "pass"] == [
+        "format", "commitment", "deck", "cards", "entries", "checkpoint", "inclusion",
+    ]  # fmt: skip
+    assert (
+        drop["before"]["dealt"] == proof["dealt"] and len(proof["dealt"]) == 12
+    )  # hold'em, 2 players: 4 hole, 3 burns, 5 board
+    assert proof["transcript"]["hand_id"] in drop["before"]["summary"]
+    for case in ("drop", "input"):
+        edit = ui[0 if case == "drop" else 1]["edit"]
+        assert got["ui"][case]["edit_found"]
+        edited = text.replace(edit["find"], edit["replace"], 1).encode("utf-8")
+        want = browser.python_verdict(edited, tmp_path, vkey)
+        after = got["ui"][case]["after"]
+        assert want[0] is False and (after["ok"], after["step"]) == want, (case, after, want)
+        assert after["checks"][want[1]] == "fail" and f"FAILED at step {want[1]}" in after["verdict"]
+    assert got["ui"]["drop"]["after"]["step"] == "commitment"
+    assert got["ui"]["input"]["after"]["step"] == "checkpoint"
+    no_key = got["ui"]["no key"]["before"]
+    assert no_key["ok"] is False and no_key["step"] is None and "log's key" in no_key["verdict"]
+    assert no_key["checks"]["checkpoint"] == no_key["checks"]["inclusion"] == "skip"
+    assert no_key["checks"]["cards"] == "pass"
+    # No request but the page itself; the recorder does see a page that makes them.
+    assert set(got["requests"]) == {browser.PAGE.as_uri()} and got["refused"] == [] and got["errors"] == []
+    assert sorted(got["control"]) == ["http://127.0.0.1:9/control", "http://127.0.0.1:9/pixel.png"]
+
+
+def test_a_page_written_with_a_pinned_key_opens_ready(dealer: tuple[str, str], tmp_path: Path) -> None:
+    target, vkey = dealer
+    hand = tmp_path / "hand.json"
+    hand.write_text(json.dumps(proof_of_a_closed_hand(target, vkey, "shoe-8", draws=20)), encoding="utf-8")
+    done = subprocess.run(
+        [*CLI, "verifier-page", "--out", str(tmp_path / "site"), "--key", vkey],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    page = tmp_path / "site" / "fairdeck-verifier.html"
+    got = browser.run({"ui": [{"id": "pinned", "file": str(hand)}]}, tmp_path, page=page)
+    shown = got["ui"]["pinned"]["before"]
+    assert (
+        shown["ok"] is True
+        and len(shown["dealt"]) == 20
+        and all(c.endswith(tuple(".12345678")) for c in shown["dealt"])
+    )
+    assert set(got["requests"]) == {page.as_uri()} and got["errors"] == []

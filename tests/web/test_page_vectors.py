@@ -1,0 +1,99 @@
+"""Every vector of docs/vectors that a player's page can meet, through the page in real headless
+Chromium: the same verdict and the same failed step as `fairdeck verify` (and as the vector says).
+
+Transcripts (fairdeck-v1.json, valid and invalid), raw texts (fairdeck-v1-texts.json), hand proofs
+(fairdeck-hand-proofs-v1.json), and, through the page's own log functions, the log's entries,
+inclusion proofs, checkpoints and receipts (fairdeck-log-v1.json) and the witnesses'
+cosignatures and policies (fairdeck-witness-v1.json). Not here: consistency proofs and tiles,
+which a hand proof never holds.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.web import browser
+
+VECTORS = browser.VECTORS
+TRANSCRIPTS: dict[str, Any] = json.loads((VECTORS / "fairdeck-v1.json").read_text())
+TEXTS: dict[str, Any] = json.loads((VECTORS / "fairdeck-v1-texts.json").read_text())
+PROOFS: dict[str, Any] = json.loads((VECTORS / "fairdeck-hand-proofs-v1.json").read_text())
+LOG: dict[str, Any] = json.loads((VECTORS / "fairdeck-log-v1.json").read_text())
+WITNESS: dict[str, Any] = json.loads((VECTORS / "fairdeck-witness-v1.json").read_text())
+FIELDS = ("version", "deck", "hand_id", "commitment", "server_seed", "client_seeds", "cards")
+
+
+def cases() -> list[tuple[str, bytes, str | None, str | None]]:
+    """(id, bytes, key, the step the vector names or None for valid)."""
+    out: list[tuple[str, bytes, str | None, str | None]] = []
+    for v in TRANSCRIPTS["valid"]:
+        out.append(
+            (f"transcript valid: {v['name']}", json.dumps({k: v[k] for k in FIELDS}).encode(), None, None)
+        )
+    for v in TRANSCRIPTS["invalid"]:
+        text = json.dumps(v["transcript"], ensure_ascii=False).encode("utf-8")
+        out.append((f"transcript invalid: {v['name']}", text, None, v["expected_step"]))
+    for v in TEXTS["texts"]:
+        out.append((f"text: {v['name']}", bytes.fromhex(v["text"]), None, v["expected_step"]))
+    for v in PROOFS["valid"]:
+        out.append((f"proof valid: {v['name']}", v["text"].encode("utf-8"), PROOFS["log_key"], None))
+    bent = PROOFS["valid"][0]["text"].replace('"index": 0,', '"index": -0,', 1)
+    out.append(("proof invalid: a receipt index of -0", bent.encode("utf-8"), PROOFS["log_key"], "format"))
+    for v in PROOFS["invalid"]:
+        out.append((f"proof invalid: {v['name']}", v["text"].encode("utf-8"), PROOFS["log_key"], v["step"]))
+    return out
+
+
+@pytest.fixture(scope="module")
+def page_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    browser.require_browser()
+    tmp = tmp_path_factory.mktemp("page-vectors")
+    job = {
+        "verify": [{"id": i, "bytes_b64": browser.b64(data), "key": key} for i, data, key, _ in cases()],
+        "log_vectors": {"log": LOG, "witness": WITNESS},
+    }
+    return browser.run(job, tmp)
+
+
+@pytest.mark.parametrize("case", cases(), ids=lambda c: c[0])
+def test_the_page_gives_the_verdict_and_step_of_fairdeck_verify(
+    page_run: dict[str, Any], case: tuple[str, bytes, str | None, str | None], tmp_path: Path
+) -> None:
+    name, data, key, want = case
+    ok, step = browser.python_verdict(data, tmp_path, key)
+    assert (ok, step) == (want is None, want), "the vector and fairdeck verify disagree"
+    got = page_run["verify"][name]
+    assert (got["ok"], got["step"]) == (ok, step), got
+
+
+def test_the_page_reads_every_log_and_witness_vector(page_run: dict[str, Any]) -> None:
+    r = page_run["log_vectors"]
+    assert [e["ok"] and e["leaf_ok"] and e["type_ok"] for e in r["entries"]] == [True] * len(LOG["entries"])
+    assert not [e["name"] for e in r["invalid_entries"] if e["ok"]], "invalid entries the page accepted"
+    assert len(r["invalid_entries"]) == len(LOG["invalid_entries"])
+    assert all(p["ok"] for p in r["inclusion"]) and len(r["inclusion"]) == len(LOG["inclusion_proofs"])
+    assert all(p["flipped"] is False for p in r["inclusion"] if p["flipped"] is not None)
+    assert [c["ok"] for c in r["checkpoints"]] == [c["valid"] for c in LOG["checkpoints"]]
+    assert [c["ok"] for c in r["receipts"]] == [c["valid"] for c in LOG["receipts"]]
+    assert [(c["ok"], c["timestamp"]) for c in r["cosignatures"]] == [
+        (True, str(c["timestamp"])) for c in WITNESS["cosignatures"]
+    ]
+    assert [c["ok"] for c in r["invalid_cosignatures"]] == [False] * len(WITNESS["invalid_cosignatures"])
+    for got, want in zip(r["policies"], WITNESS["policies"], strict=True):
+        if "ok" in want:
+            assert (got["ok"], got["signed"], got["missing"]) == (
+                want["ok"],
+                want["signed"],
+                want["missing"],
+            ), got
+        else:  # a known witness's bad cosignature rejects the note
+            assert got["ok"] is False and "invalid cosignature" in got["error"], got
+
+
+def test_the_page_made_no_request_and_raised_no_error(page_run: dict[str, Any]) -> None:
+    assert page_run["requests"] == [browser.PAGE.as_uri()]
+    assert page_run["refused"] == [] and page_run["errors"] == []
