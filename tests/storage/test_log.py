@@ -167,3 +167,48 @@ def test_a_refused_operation_rolls_back_its_appends(storage_engine: Engine) -> N
     assert size == 6
     assert entries == [entry(i) for i in (0, 1, 2, 3, 4, 6)]
     assert root == naive_root(entries)
+
+
+def test_two_storages_on_one_database_make_one_log(storage_engine: Engine) -> None:
+    """Two engines on one database, as two replicas or two `serve --processes` processes: their
+    appends interleave into one gap-free log whose every stored hash is right, and each sees
+    the other's entries in its roots, proofs and checkpoints. (On SQLite each writer once kept
+    its own idea of the log's size and right edge, so their appends collided: UNIQUE constraint
+    failed: log_entries.idx.)"""
+
+    async def scenario() -> None:
+        a, b = storage_engine.open(), storage_engine.open()
+        await a.start()
+        await b.start()
+        try:
+
+            async def worker(s: Storage, name: str) -> list[tuple[int, bytes]]:
+                out = []
+                for i in range(30):
+                    made = await s.create_hands([new_hand(f"{name}{i}")])
+                    out.append((made[0].commit_index, entry(f"{name}{i}")))
+                    if i % 3 == 0:
+                        stored, _ = await s.update_hand("t", f"h{name}{i}", closing(entry(f"reveal {name}{i}")))
+                        assert stored.reveal_index is not None
+                        out.append((stored.reveal_index, entry(f"reveal {name}{i}")))
+                return out
+
+            acked = [x for w in await asyncio.gather(worker(a, "a"), worker(b, "b"), worker(a, "c")) for x in w]
+            size_a, root_a = await a.log_head()
+            size_b, root_b = await b.log_head()
+            entries = await b.log_entries(0, size_a + 10)
+            assert size_a == size_b == len(acked) == len(entries) == 3 * 40
+            assert sorted(i for i, _ in acked) == list(range(size_a))
+            assert all(entries[i] == data for i, data in acked)
+            assert root_a == root_b == naive_root(entries)
+            for s in (a, b):
+                for index in (0, size_a // 2, size_a - 1):
+                    proof = await s.inclusion_proof(index, size_a)
+                    merkle.verify_inclusion(index, size_a, merkle.leaf_hash(entries[index]), proof, root_a)
+            stored = await a.put_checkpoint(size_a, root_a, b"note", 1)
+            assert (await b.put_checkpoint(size_a, root_a, b"note", 1)) == stored
+        finally:
+            await a.close()
+            await b.close()
+
+    asyncio.run(scenario())

@@ -495,6 +495,8 @@ class SqliteStorage:
         began = time.perf_counter()
         try:
             conn.execute("BEGIN IMMEDIATE")
+            if self._catch_up(conn):
+                before = (self._log_size, self._frontier.copy())
             for fn, _, _, _ in batch:
                 mark = (self._log_size, self._frontier.copy())
                 conn.execute("SAVEPOINT op")
@@ -528,6 +530,21 @@ class SqliteStorage:
         for loop, items in by_loop.items():  # one wake-up per loop per batch
             with contextlib.suppress(RuntimeError):  # a closed loop: nobody is waiting any more
                 loop.call_soon_threadsafe(_resolve, items)
+
+    def _catch_up(self, conn: sqlite3.Connection) -> bool:
+        """Take in what other processes appended (``serve --processes N``, docs/scaling.md).
+
+        Under BEGIN IMMEDIATE this writer holds the database's one write lock, so the log's size
+        cannot move until COMMIT. When another process has appended since this writer's last
+        batch, the frontier is read again from the stored hashes (O(log n) rows); otherwise this
+        costs one lookup of the largest index.
+        """
+        size = conn.execute("SELECT COALESCE(MAX(idx) + 1, 0) FROM log_entries").fetchone()[0]
+        if size == self._log_size:
+            return False
+        self._log_size = size
+        self._frontier = _Frontier.load(size, _hash_reader(conn))
+        return True
 
     def _connect(self) -> sqlite3.Connection:
         # Without create, mode=rw: a file that vanished since start() is not made again, empty.
