@@ -12,10 +12,10 @@ import contextlib
 import logging
 import signal
 import socket
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import grpc
 from google.protobuf.descriptor import ServiceDescriptor
@@ -49,6 +49,9 @@ from fairdeck_server.storage.base import Storage
 from fairdeck_server.tls import check_listen, is_loopback, server_credentials
 from fairdeck_server.transparency import CheckpointPublisher
 from fairdeck_server.witnessing import WitnessPublisher
+
+if TYPE_CHECKING:
+    from fairdeck_server.processes import Worker
 
 log = logging.getLogger(__name__)
 
@@ -127,6 +130,10 @@ class ServerConfig:
     prefix and its cosignature/v1 vkey); repeat --witness. Dealing never waits for them."""
     witness_threshold: int = 0
     """Cosignatures a checkpoint needs to count as final; 0: every witness named."""
+    # -- scaling (docs/scaling.md) --
+    processes: int = 1
+    """Serving processes on the one port (SO_REUSEPORT) and the one database: each uses a core.
+    Rate and open-hand limits, health and metrics are per process."""
     # -- observability --
     metrics_listen: str | None = None
     """host:port for the Prometheus /metrics endpoint; None: no endpoint."""
@@ -137,8 +144,14 @@ class ServerConfig:
 class DealerServer:
     """The running dealer. ``start`` returns the bound port."""
 
-    def __init__(self, config: ServerConfig) -> None:
+    def __init__(self, config: ServerConfig, worker: Worker | None = None) -> None:
+        """``worker``: this is one of the processes of ``serve --processes N`` (processes.py)."""
+        if worker is not None:
+            config = replace(
+                config, listen=worker.listen, metrics_listen=worker.metrics_listen(config.metrics_listen)
+            )
         self.config = config
+        self.worker = worker
         self.storage = open_storage(config.db, config.data_dir, pool_size=config.db_pool_size)
         self.port = 0
         self.metrics = Metrics()
@@ -219,7 +232,8 @@ class DealerServer:
             options=[
                 ("grpc.max_receive_message_length", request_bytes),
                 ("grpc.max_send_message_length", message_bytes),
-                ("grpc.so_reuseport", 0),
+                # One process per port, except the workers of one dealer (processes.py).
+                ("grpc.so_reuseport", 0 if self.worker is None else 1),
                 *TRANSPORT_OPTIONS,  # no call dropped unseen (limits.py)
             ],
         )
@@ -228,7 +242,8 @@ class DealerServer:
         reflection.enable([DEALER_SERVICE, AUDIT_SERVICE, HEALTH_SERVICE], self.server)
         # Ports first: a port in use is refused before a fresh data dir gets its keys. The probe
         # gives the refusal its reason without grpc's own error line; grpc's bind stays the test.
-        _probe_listen("--listen", self.config.listen)
+        if self.worker is None:  # a worker's port is its group's, which the probe would call busy
+            _probe_listen("--listen", self.config.listen)
         try:
             if credentials is not None:
                 self.port = self.server.add_secure_port(self.config.listen, credentials)
@@ -250,7 +265,9 @@ class DealerServer:
                     "stop what holds it, or pick another --metrics-listen"
                 ) from None
             self.metrics_port = self.metrics_endpoint.port
-        self.identity = identity = prepare(self.config)
+        self.identity = identity = prepare(
+            self.config, lock_fd=None if self.worker is None else self.worker.lock_fd
+        )
         self.publisher = CheckpointPublisher(
             self.metered, identity.log_keys.signer, interval=self.config.checkpoint_interval
         )
@@ -382,13 +399,18 @@ def _probe_listen(option: str, listen: str) -> None:
 
 
 async def serve(
-    config: ServerConfig, *, ready: asyncio.Event | None = None, described: str | None = None
+    config: ServerConfig,
+    *,
+    ready: asyncio.Event | None = None,
+    described: str | None = None,
+    worker: Worker | None = None,
 ) -> None:
     """Run until SIGTERM or SIGINT, then drain and return.
 
     ``described``: the configuration, logged once the dealer has started (a refusal
     before then is one line on stderr, nothing else)."""
-    server = DealerServer(config)
+    server = DealerServer(config, worker)
+    config = server.config
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -397,7 +419,8 @@ async def serve(
     if described is not None:
         log.info("configuration: %s", described)
     host = config.listen.rsplit(":", 1)[0]
-    print(f"fairdeck dealer listening on {host}:{port} (data: {config.data_dir})", flush=True)
+    part = "" if worker is None else f"; process {worker.index + 1} of {worker.count}"
+    print(f"fairdeck dealer listening on {host}:{port} (data: {config.data_dir}{part})", flush=True)
     if server.metrics_endpoint is not None:
         metrics_host = config.metrics_listen.rsplit(":", 1)[0] if config.metrics_listen else ""
         log.info("metrics on http://%s:%d/metrics", metrics_host, server.metrics_port)

@@ -241,6 +241,7 @@ CHECKS: dict[str, Callable[[Any], None]] = {
     "auth_failure_burst": _at_least(0),
     "witnesses": _each(_witness),
     "witness_threshold": _at_least(0),
+    "processes": _at_least(1),
 }
 
 

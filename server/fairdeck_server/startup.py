@@ -141,9 +141,37 @@ class DataDirLock:
     the lock goes with the process, however it ends.
     """
 
-    def __init__(self, fd: int, path: Path) -> None:
+    def __init__(self, fd: int, path: Path, *, inherited: bool = False) -> None:
         self._fd = fd
         self.path = path
+        self._inherited = inherited
+
+    def fileno(self) -> int:
+        return self._fd
+
+    @classmethod
+    def inherit(cls, fd: int, data_dir: Path) -> DataDirLock:
+        """The lock a ``serve --processes`` supervisor holds, from the descriptor it passed down.
+
+        The descriptor must be of this data dir's lock file, and the lock must be its own: flock
+        belongs to the open file, which the supervisor and its workers share, so taking it again
+        through that descriptor succeeds only for them.
+        """
+        path = data_dir / LOCK_NAME
+        try:
+            same = os.path.samestat(os.fstat(fd), os.stat(path))
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            raise StartupRefused(
+                f"the data dir lock passed down by the supervisor (descriptor {fd}) is not held: "
+                f"{e.strerror or e}; run `fairdeck serve --processes N`, not its workers by hand"
+            ) from None
+        if not same:
+            raise StartupRefused(
+                f"descriptor {fd} passed down by the supervisor is not {path}; "
+                "run `fairdeck serve --processes N`, not its workers by hand"
+            )
+        return cls(fd, path, inherited=True)
 
     @classmethod
     def acquire(cls, data_dir: Path, *, holder: str = "dealer", option: str = "--data") -> DataDirLock:
@@ -166,8 +194,9 @@ class DataDirLock:
 
     def release(self) -> None:
         if self._fd >= 0:
-            with contextlib.suppress(OSError):
-                fcntl.flock(self._fd, fcntl.LOCK_UN)
+            if not self._inherited:  # a worker's unlock would unlock its whole group
+                with contextlib.suppress(OSError):
+                    fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = -1
 
@@ -175,10 +204,20 @@ class DataDirLock:
 # -- before storage opens ------------------------------------------------------------------------
 
 
-def prepare(config: ServerConfig, environ: Mapping[str, str] | None = None) -> Identity:
+def _lock(data_dir: Path, inherited_fd: int | None) -> DataDirLock:
+    """The data dir's lock: taken now, or (a ``serve --processes`` worker) the supervisor's."""
+    return (
+        DataDirLock.acquire(data_dir) if inherited_fd is None else DataDirLock.inherit(inherited_fd, data_dir)
+    )
+
+
+def prepare(
+    config: ServerConfig, environ: Mapping[str, str] | None = None, *, lock_fd: int | None = None
+) -> Identity:
     """Load (or, in a fresh SQLite data dir, make) the keys, and lock the data dir.
 
-    Refuses, having written nothing, any state that is not whole.
+    Refuses, having written nothing, any state that is not whole. ``lock_fd``: a worker of
+    ``serve --processes`` shares its supervisor's lock rather than taking one.
     """
     env = os.environ if environ is None else environ
     src = KeySources.of(config.data_dir, config.log_key_file, config.seed_key_file, env)
@@ -211,7 +250,7 @@ def prepare(config: ServerConfig, environ: Mapping[str, str] | None = None) -> I
                 )
         new_log_keys(config.log_origin)  # a bad --log-origin is refused before anything is made
         config.data_dir.mkdir(parents=True, exist_ok=True)
-        lock = DataDirLock.acquire(config.data_dir)
+        lock = _lock(config.data_dir, lock_fd)
         try:
             vault, keys = _create(src, config.log_origin, env, make_db=True)
         except BaseException:
@@ -224,7 +263,7 @@ def prepare(config: ServerConfig, environ: Mapping[str, str] | None = None) -> I
                 f"{where} is missing but the database {db} exists: restore the key from backup "
                 "(a new key could not open its sealed seeds nor sign on from its checkpoints)"
             )
-    lock = DataDirLock.acquire(config.data_dir)
+    lock = _lock(config.data_dir, lock_fd)
     try:
         return Identity(_load_seed(src, env), load_log_keys(src.log_key, config.log_origin), src, lock)
     except BaseException:

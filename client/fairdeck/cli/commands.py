@@ -212,6 +212,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     # verify, replay, audit --target...: the server (grpc reflection, prometheus, storage) is not loaded.
     args = build_parser(server=not _client_command(argv)).parse_args(argv)
+    args.argv = argv  # what `serve --processes N` runs again in each of its processes
     handler: Handler = args.handler
     try:
         status = handler(args)

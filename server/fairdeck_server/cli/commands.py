@@ -20,6 +20,7 @@ from typing import Any
 
 from fairdeck_server import config, errors, logs, startup
 from fairdeck_server.app import serve
+from fairdeck_server.processes import Worker, supervise
 from fairdeck_server.refusal import StartupRefused
 from fairdeck_server.tls import ListenRefused, TlsConfigError
 from fairdeck_server.transparency import LogKeyError, load_log_keys
@@ -50,7 +51,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     logs.configure(settings.log_format, settings.log_level)
     log.debug("configuration: %s", settings.describe())
     try:
-        asyncio.run(serve(settings.server, described=settings.describe()))
+        worker = Worker.from_environ()
+        if worker is None and settings.server.processes > 1:
+            return supervise(settings.server, getattr(args, "argv", None) or sys.argv[1:])
+        asyncio.run(serve(settings.server, described=settings.describe(), worker=worker))
     except STARTUP_ERRORS as e:
         log.debug("startup failed", exc_info=e)
         print(f"fairdeck serve: {e}", file=sys.stderr)

@@ -1,0 +1,238 @@
+"""``serve --processes N``: one dealer on several cores, as N serving processes on one port.
+
+One dealer process is one event loop on one core (the GIL). With ``--processes N`` the command
+becomes a small supervisor:
+
+1. It runs the start-up checks once (keys, database, the data dir's lock), exactly as one
+   process would, and keeps holding the data dir's lock for the whole group.
+2. It starts N worker processes, each a whole dealer (``fairdeck serve`` again, same flags and
+   environment) that binds the same port with SO_REUSEPORT: the kernel spreads new connections
+   over them. Each worker inherits the locked lock file's descriptor (``FAIRDECK_WORKER_LOCK_FD``)
+   and checks that it is the group's, so no other dealer can open the data dir meanwhile.
+3. All workers write the one SQLite database. SQLite's write lock (BEGIN IMMEDIATE) is the
+   serial section, as the ``log_head`` row lock is on PostgreSQL, and each writer takes in the
+   others' appends when it takes the lock (``SqliteStorage._catch_up``): one log, gap-free,
+   never forked. Each worker groups its own commits; a hand opened through one worker can be
+   drawn and closed through another.
+4. SIGTERM or SIGINT go to every worker, which drain as one dealer does. If a worker dies, the
+   supervisor stops the others and exits 1 with one line naming it: a dealer with a missing
+   worker would still answer, with its capacity silently cut. Restarting is the job of what runs
+   the dealer (systemd, Kubernetes), as it is for one process.
+
+Per worker, and so per process rather than per dealer: rate limits and the open-hand count of a
+tenant (set them to 1/N of the whole), health, and metrics (worker i serves /metrics on the
+``--metrics-listen`` port plus i, or on a free port of its own with port 0). Witnesses are
+refused with more than one process: every worker would ask them to cosign on its own.
+docs/scaling.md has the design and the measured curve (bench/processes_bench.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from fairdeck_server.metrics import split_host_port
+from fairdeck_server.refusal import StartupRefused
+from fairdeck_server.startup import prepare
+
+if TYPE_CHECKING:
+    from fairdeck_server.app import ServerConfig
+
+WORKER_ENV = "FAIRDECK_WORKER"
+"""``INDEX/COUNT`` of a worker process; absent in the supervisor and in a plain dealer."""
+LISTEN_ENV = "FAIRDECK_WORKER_LISTEN"
+"""The address every worker binds (the supervisor resolved port 0 to one port for all)."""
+LOCK_ENV = "FAIRDECK_WORKER_LOCK_FD"
+"""The descriptor of the data dir's lock file, locked by the supervisor."""
+START_TIMEOUT = 60.0
+
+
+@dataclass(frozen=True)
+class Worker:
+    """What a worker process is told by its supervisor."""
+
+    index: int
+    count: int
+    listen: str
+    lock_fd: int | None
+
+    @classmethod
+    def from_environ(cls, environ: dict[str, str] | os._Environ[str] = os.environ) -> Worker | None:
+        text = environ.get(WORKER_ENV)
+        if text is None:
+            return None
+        index, _, count = text.partition("/")
+        lock = environ.get(LOCK_ENV)
+        return cls(int(index), int(count), environ[LISTEN_ENV], int(lock) if lock else None)
+
+    def metrics_listen(self, listen: str | None) -> str | None:
+        """Worker i's /metrics address: the configured port plus i (port 0 stays 0: a free one)."""
+        if listen is None:
+            return None
+        host, port = split_host_port(listen)
+        return listen if port == 0 else f"{host}:{port + self.index}"
+
+
+def supervise(config: ServerConfig, argv: Sequence[str]) -> int:
+    """Run ``config.processes`` workers of ``fairdeck <argv>`` until a signal or a worker's death."""
+    count = config.processes
+    if config.witnesses:
+        raise StartupRefused(
+            f"--processes {count} with --witness: each process would ask the witnesses to cosign on "
+            "its own; run a dealer with witnesses as --processes 1"
+        )
+    identity = prepare(config)  # keys made or checked, the data dir locked: once, here
+    reserved = _reserve(config.listen)
+    listen = config.listen if reserved is None else _with_port(config.listen, reserved.getsockname()[1])
+    env = dict(os.environ, **{LISTEN_ENV: listen})
+    fds: tuple[int, ...] = ()
+    if identity.lock is not None:
+        fd = identity.lock.fileno()
+        os.set_inheritable(fd, True)
+        env[LOCK_ENV] = str(fd)
+        fds = (fd,)
+    workers: list[subprocess.Popen[bytes]] = []
+    stopping = False
+
+    def stop(signum: int, _frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+        for w in workers:
+            with contextlib.suppress(ProcessLookupError):
+                w.send_signal(signal.SIGTERM)
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        for i in range(count):
+            workers.append(
+                subprocess.Popen(  # noqa: S603 - this same program, with the operator's own arguments
+                    [sys.executable, "-m", "fairdeck.cli", *argv],
+                    env={**env, WORKER_ENV: f"{i}/{count}"},
+                    pass_fds=fds,
+                    stdout=subprocess.PIPE,
+                )
+            )
+        pids = _wait_listening(workers, lambda: stopping)
+        if pids is None:
+            stop(signal.SIGTERM, None)
+            status = _reap(workers, config.grace_seconds + 5)
+            if stopping and all(s == 0 for s in status):
+                return 0
+            failed = next((i for i, s in enumerate(status) if s != 0), 0)
+            print(
+                f"fairdeck serve: process {failed + 1} of {count} did not start (exit status "
+                f"{status[failed]}); no process serves",
+                file=sys.stderr,
+            )
+            return 2
+        print(
+            f"fairdeck dealer listening on {listen} (data: {config.data_dir}; {count} processes, "
+            f"pids {' '.join(map(str, pids))})",
+            flush=True,
+        )
+        return _watch(workers, lambda: stopping, stop, config.grace_seconds + 5)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        for w in workers:  # never leave a worker behind, whatever happened here
+            if w.poll() is None:
+                w.kill()
+                w.wait()
+        if reserved is not None:
+            reserved.close()
+        identity.release()
+
+
+def _reserve(listen: str) -> socket.socket | None:
+    """For port 0: bind a free port with SO_REUSEPORT and keep it, so every worker gets the same one."""
+    host, port = split_host_port(listen)
+    if port != 0:
+        return None
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind((host.strip("[]"), 0))
+    return sock
+
+
+def _with_port(listen: str, port: int) -> str:
+    return f"{listen.rsplit(':', 1)[0]}:{port}"
+
+
+def _wait_listening(workers: list[subprocess.Popen[bytes]], stopping: Callable[[], bool]) -> list[int] | None:
+    """Each worker's pid once it printed its listening line; None if one exited first."""
+    waiting = {w.stdout.fileno(): w for w in workers if w.stdout is not None}
+    deadline = time.monotonic() + START_TIMEOUT
+    while waiting:
+        if stopping() or time.monotonic() > deadline:
+            return None
+        ready, _, _ = select.select(list(waiting), [], [], 0.2)
+        for fd in ready:
+            w = waiting[fd]
+            assert w.stdout is not None
+            line = w.stdout.readline()
+            if not line:  # exited before it listened
+                return None
+            if line.startswith(b"fairdeck dealer listening on "):
+                del waiting[fd]
+    for w in workers:  # what a worker prints later is not needed; never let its pipe fill
+        if w.stdout is not None:
+            os.set_blocking(w.stdout.fileno(), False)
+    return [w.pid for w in workers]
+
+
+def _watch(
+    workers: list[subprocess.Popen[bytes]],
+    stopping: Callable[[], bool],
+    stop: Callable[[int, object], None],
+    grace: float,
+) -> int:
+    """Until every worker exits: 0 when they all drained after a signal, else 1."""
+    while True:
+        for w in workers:
+            _drain(w)
+        exited = [(i, w) for i, w in enumerate(workers) if w.poll() is not None]
+        if len(exited) == len(workers):
+            break
+        if exited and not stopping():
+            i, w = exited[0]
+            print(
+                f"fairdeck serve: process {i + 1} of {len(workers)} (pid {w.pid}) exited with status "
+                f"{w.returncode}; stopping the others",
+                file=sys.stderr,
+                flush=True,
+            )
+            stop(signal.SIGTERM, None)
+            _reap(workers, grace)
+            return 1
+        time.sleep(0.1)
+    if all(w.returncode == 0 for w in workers):
+        print("fairdeck dealer stopped", flush=True)
+        return 0
+    return 1
+
+
+def _drain(w: subprocess.Popen[bytes]) -> None:
+    if w.stdout is not None:
+        with contextlib.suppress(BlockingIOError, ValueError):
+            w.stdout.read()
+
+
+def _reap(workers: list[subprocess.Popen[bytes]], grace: float) -> list[int]:
+    deadline = time.monotonic() + grace
+    for w in workers:
+        try:
+            w.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            w.kill()
+            w.wait()
+    return [w.returncode for w in workers]

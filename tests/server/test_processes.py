@@ -1,0 +1,223 @@
+"""`fairdeck serve --processes N`: one dealer as N serving processes on one port and one SQLite
+database (docs/scaling.md). The real console script, real SQLite, real connections: both
+processes serve, hands move between them, the log stays one audited log, the group holds the
+data dir, and a worker's death stops the dealer loudly, losing nothing acknowledged."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from fairdeck.client import DealerClient
+from fairdeck.log.cosignature import Cosigner
+from fairdeck_server.vault import KEY_ENV
+
+LISTENING = re.compile(
+    r"^fairdeck dealer listening on 127\.0\.0\.1:(\d+) \(data: (.+); (\d+) processes, pids ([\d ]+)\)$"
+)
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != KEY_ENV and not k.startswith("FAIRDECK_")}
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "fairdeck.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=_env(),
+    )
+
+
+def cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+class Group:
+    """`fairdeck serve --processes N` in a subprocess: its port, its workers' pids."""
+
+    def __init__(self, data: Path, processes: int, stderr: Path) -> None:
+        self.stderr_path = stderr
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "fairdeck.cli", "serve", "--listen", "127.0.0.1:0", "--data", str(data),
+             "--processes", str(processes), "--rate-limit", "0", "--max-open-hands", "0"],
+            stdout=subprocess.PIPE, stderr=stderr.open("w"), text=True, env=_env(),
+        )  # fmt: skip
+        assert self.proc.stdout is not None
+        first = self.proc.stdout.readline().rstrip("\n")
+        match = LISTENING.match(first)
+        assert match, f"unexpected first line {first!r}; stderr: {stderr.read_text()}"
+        assert match.group(2) == str(data) and int(match.group(3)) == processes
+        self.target = f"127.0.0.1:{match.group(1)}"
+        self.pids = [int(p) for p in match.group(4).split()]
+        assert len(self.pids) == processes
+
+    def stop(self) -> tuple[int, str, str]:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        out, _ = self.proc.communicate(timeout=60)
+        return self.proc.returncode, out, self.stderr_path.read_text()
+
+
+@pytest.fixture
+def group(tmp_path: Path) -> Iterator[tuple[Group, Path]]:
+    data = tmp_path / "data"
+    g = Group(data, 2, tmp_path / "stderr")
+    yield g, data
+    if g.proc.poll() is None:
+        g.proc.kill()
+        g.proc.wait()
+
+
+def play(target: str, hands: int) -> list[tuple[str, bytes]]:
+    """Each hand opened through one connection and shuffled, drawn and closed through another."""
+    out = []
+    # A connection of its own for each client: gRPC shares one between channels to one target
+    # otherwise, and the kernel spreads connections, not calls.
+    own = [("grpc.use_local_subchannel_pool", 1)]
+    with DealerClient(target, options=own) as a, DealerClient(target, options=own) as b:
+        for _ in range(hands):
+            opened = a.open_hand("standard")
+            b.shuffle(opened.hand_id, [os.urandom(16)])
+            drawn = a.draw(opened.hand_id, 5).cards
+            closed = b.close(opened.hand_id)
+            closed.verify(commitment=opened.commitment, dealt=drawn)
+            out.append((opened.hand_id, opened.commitment))
+    return out
+
+
+def test_two_processes_serve_one_log(group: tuple[Group, Path]) -> None:
+    g, data = group
+    before = [cpu_seconds(pid) for pid in g.pids]
+    with ThreadPoolExecutor(8) as pool:  # 16 connections: the kernel spreads them over both
+        played = [h for hs in pool.map(lambda _: play(g.target, 15), range(8)) for h in hs]
+    used = [cpu_seconds(pid) - b for pid, b in zip(g.pids, before, strict=True)]
+    assert all(u > 0.05 for u in used), f"CPU seconds per process under load: {used}"
+    with DealerClient(g.target) as client:  # every hand is visible through any connection
+        for hand_id, commitment in played[::17]:
+            assert client.get(hand_id).commitment == commitment
+    status, out, err = g.stop()
+    assert status == 0 and out.strip().endswith("fairdeck dealer stopped"), (out, err)
+    assert "Traceback" not in err
+    key = cli("key", "--data", str(data)).stdout.strip()
+    audit = cli("audit", "--data", str(data), "--key", key)
+    assert audit.returncode == 0, audit.stdout + audit.stderr
+    assert f"{2 * len(played)} entries, {len(played)} hands" in audit.stdout
+    assert f"closed and verified {len(played)}" in audit.stdout
+
+
+def test_the_group_holds_the_data_dir(group: tuple[Group, Path]) -> None:
+    g, data = group
+    other = cli("serve", "--listen", "127.0.0.1:0", "--data", str(data), timeout=30)
+    assert other.returncode == 2 and other.stderr.count("\n") == 1, other.stderr
+    assert "in use by another dealer" in other.stderr and str(g.proc.pid) in other.stderr
+
+
+def test_a_dead_worker_stops_the_dealer_and_loses_nothing(group: tuple[Group, Path]) -> None:
+    g, data = group
+    acknowledged = play(g.target, 10)
+    os.kill(g.pids[1], signal.SIGKILL)
+    status, _, err = g.stop() if _wait_exit(g.proc, 15) else (None, "", "")
+    assert status == 1, f"the supervisor did not stop on a dead worker: {err}"
+    lines = [line for line in err.splitlines() if "fairdeck serve:" in line]
+    assert lines == [
+        f"fairdeck serve: process 2 of 2 (pid {g.pids[1]}) exited with status -9; stopping the others"
+    ]
+    assert not _alive(g.pids[0]), "the other worker outlived its supervisor"
+    key = cli("key", "--data", str(data)).stdout.strip()
+    audit = cli("audit", "--data", str(data), "--key", key)
+    assert audit.returncode == 0, audit.stdout + audit.stderr
+    again = cli("serve", "--listen", "127.0.0.1:0", "--data", str(data), "--processes", "0")
+    assert again.returncode == 2 and "--processes" in again.stderr and again.stderr.count("\n") == 1
+    with _one_dealer(data) as target, DealerClient(target) as client:  # the lock went with the group
+        for hand_id, commitment in acknowledged:
+            assert client.get(hand_id).commitment == commitment
+
+
+def test_refusals_are_one_line(tmp_path: Path) -> None:
+    vkey = Cosigner.from_seed("w.test/1", bytes(32)).verifier.to_string()
+    refused = cli("serve", "--listen", "127.0.0.1:0", "--data", str(tmp_path / "d"), "--processes", "2",
+                  "--witness", f"http://127.0.0.1:9/={vkey}")  # fmt: skip
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+    assert "--processes 2 with --witness" in refused.stderr and not (tmp_path / "d").exists()
+    (tmp_path / "d2").mkdir()
+    worker = {
+        "FAIRDECK_WORKER": "0/2",
+        "FAIRDECK_WORKER_LISTEN": "127.0.0.1:0",
+        "FAIRDECK_WORKER_LOCK_FD": "0",
+    }
+    serve = [
+        sys.executable,
+        "-m",
+        "fairdeck.cli",
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--data",
+        str(tmp_path / "d2"),
+    ]
+    by_hand = subprocess.run(serve, capture_output=True, text=True, timeout=60, env={**_env(), **worker})
+    assert by_hand.returncode == 2 and by_hand.stderr.count("\n") == 1, by_hand.stderr
+    assert "not its workers by hand" in by_hand.stderr
+
+
+def _wait_exit(proc: subprocess.Popen[str], seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+class _one_dealer:
+    def __init__(self, data: Path) -> None:
+        self.data = data
+
+    def __enter__(self) -> str:
+        serve = [
+            sys.executable,
+            "-m",
+            "fairdeck.cli",
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--data",
+            str(self.data),
+        ]
+        self.proc = subprocess.Popen(
+            serve, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env()
+        )
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        match = re.match(r"fairdeck dealer listening on (127\.0\.0\.1:\d+)", line)
+        assert match, (line, self.proc.stderr.read() if self.proc.stderr else "")
+        return match.group(1)
+
+    def __exit__(self, *exc: object) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.communicate(timeout=60)
