@@ -73,6 +73,9 @@ class Server:
             raise RuntimeError(f"{name} did not start: {line!r}; see {log}")
         self.target = line.split("listening on ", 1)[1].split()[0]
         self.pid = self.proc.pid
+        # `serve --processes N` names its workers: "... N processes, pids A B)"
+        workers = line.rsplit("pids ", 1)[1].rstrip(")\n").split() if "processes, pids " in line else []
+        self.pids = [self.pid, *map(int, workers)]
 
     def stop(self) -> int:
         if self.proc.poll() is None:

@@ -1,13 +1,18 @@
-"""Replica benchmark: one dealer vs two dealers on the same PostgreSQL, and
-what the storage engine costs.
+"""Replica benchmark: one dealer vs two dealers on the same PostgreSQL, one dealer of 1, 2, ...
+processes on one SQLite file (``serve --processes N``), and what the storage engine costs.
 
 One run, one machine. The script starts its own throwaway PostgreSQL cluster
 (tests/pgcluster.py, fsync ON: commits wait for the disk, as in production)
-and four dealer processes (``fairdeck serve``), all idle until driven:
+and the dealers (``fairdeck serve``), all idle until driven:
 
 - ``pg-1``: one replica on database A;
 - ``pg-2``: two replicas on database B, sharing the seed and log keys;
-- ``sqlite``: one replica on SQLite (WAL, synchronous=FULL), for context.
+- ``sqlite-N``: one dealer of N serving processes on one SQLite file (WAL, synchronous=FULL),
+  for each N of ``--sqlite-processes`` (default 1 2).
+
+The load opens ``--connections`` TCP connections in all (default 4), spread over a
+configuration's replicas: ``serve --processes N`` spreads connections, not calls, over its
+processes. Dealer CPU counts every process of a configuration (a supervisor and its workers).
 
 1. **Same load, side by side.** For each round and each concurrency, one load
    generator process (this script, ``load``) keeps C DealNewHand calls in
@@ -77,12 +82,12 @@ class Dealer(Server):
         super().__init__(name, argv, log, env)
 
 
-def start_dealer(name: str, tmp: Path, db: str | None, keys: tuple[Path, Path]) -> Dealer:
+def start_dealer(name: str, tmp: Path, db: str | None, keys: tuple[Path, Path], processes: int = 1) -> Dealer:
     argv = [PYTHON, "-m", "fairdeck.cli", "serve", "--listen", "127.0.0.1:0", "--data", str(tmp / name)]
-    argv += ["--seed-key-file", str(keys[0]), "--log-key-file", str(keys[1])]
     argv += ["--rate-limit", "0", "--max-open-hands", "0", "--log-level", "WARNING"]
-    if db is not None:
-        argv += ["--db", db]
+    argv += ["--processes", str(processes)]
+    if db is not None:  # replicas share their keys; a SQLite dealer makes its own in its fresh data dir
+        argv += ["--db", db, "--seed-key-file", str(keys[0]), "--log-key-file", str(keys[1])]
     return Dealer(name, argv, tmp / f"{name}.log")
 
 
@@ -151,7 +156,12 @@ def cpu_used(before: dict[int, float], after: dict[int, float]) -> float:
 async def load(args: argparse.Namespace) -> dict[str, Any]:
     """C DealNewHand calls in flight, round-robin over the targets; one JSON result."""
     targets = args.targets.split(",")
-    channels = [grpc.aio.insecure_channel(t, options=OPTIONS) for t in targets]
+    # args.connections TCP connections in all, spread over the targets: each channel with its own
+    # subchannel pool (gRPC would otherwise share one connection among channels to one target),
+    # so that `serve --processes N` (SO_REUSEPORT spreads connections, not calls) sees several.
+    own = [*OPTIONS, ("grpc.use_local_subchannel_pool", 1)]
+    per_target = max(1, args.connections // len(targets))
+    channels = [grpc.aio.insecure_channel(t, options=own) for t in targets for _ in range(per_target)]
     for ch in channels:
         await asyncio.wait_for(ch.channel_ready(), 10)
     calls = [ch.unary_unary(METHOD) for ch in channels]
@@ -324,7 +334,8 @@ def run_configs(
                 res = _sub(
                     "load",
                     "--targets", ",".join(d.target for d in dealers),
-                    "--dealer-pids", ",".join(str(d.pid) for d in dealers),
+                    "--dealer-pids", ",".join(str(pid) for d in dealers for pid in d.pids),
+                    "--connections", str(opts.connections),
                     "--pg-datadir", str(datadir),
                     "--pg-url", pg_url,
                     "--concurrency", str(c),
@@ -543,8 +554,18 @@ def summarize(results: dict[int, dict[str, list[dict[str, Any]]]]) -> list[dict[
             for k in ("calls_per_s", "p50_ms", "p99_ms", "dealer_cpu_us_per_call", "pg_cpu_us_per_call"):
                 row[name][f"quiet_{k}"] = _median([x[k] for x in quiet])
             row[name]["errors"] = sum(sum(x["errors"].values()) for x in rs)
-        two = [x["calls_per_s"] / y["calls_per_s"] for x, y in zip(by["pg-2"], by["pg-1"], strict=True)]
-        row["pg2_over_pg1"] = {"median": statistics.median(two), "min": min(two), "max": max(two)}
+        row["configs"] = list(by)
+        for name in by:
+            base = "pg-1" if name.startswith("pg-") else "sqlite-1"
+            if name != base and base in by:
+                ratios = [
+                    x["calls_per_s"] / y["calls_per_s"] for x, y in zip(by[name], by[base], strict=True)
+                ]
+                row[f"{name}/{base}"] = {
+                    "median": statistics.median(ratios),
+                    "min": min(ratios),
+                    "max": max(ratios),
+                }
         rows.append(row)
     return rows
 
@@ -577,6 +598,7 @@ def main() -> int:
     lg.add_argument("--pg-datadir", default="")
     lg.add_argument("--pg-url", required=True)
     lg.add_argument("--concurrency", type=int, default=64)
+    lg.add_argument("--connections", type=int, default=4)
     lg.add_argument("--warmup", type=float, default=2.0)
     lg.add_argument("--duration", type=float, default=5.0)
     st = sub.add_parser("storage")
@@ -593,6 +615,11 @@ def main() -> int:
     ap.add_argument("--duration", type=float, default=5.0)
     ap.add_argument("--storage-rounds", type=int, default=3)
     ap.add_argument("--only", choices=["unary", "storage"], help="run one part only")
+    ap.add_argument(
+        "--sqlite-processes", type=int, nargs="+", default=[1, 2],
+        help="the SQLite configurations: one dealer with `serve --processes N` for each N (default 1 2)",
+    )  # fmt: skip
+    ap.add_argument("--connections", type=int, default=4, help="TCP connections of the load, in all")
     ap.add_argument("--json", metavar="FILE", help="also write every figure as JSON")
     opts = ap.parse_args()
     if opts.mode == "load":
@@ -630,8 +657,10 @@ def main() -> int:
                 dealers.append(start_dealer("pg-1", tmp, db_one, keys))
                 dealers.append(start_dealer("pg-2a", tmp, db_two, keys))
                 dealers.append(start_dealer("pg-2b", tmp, db_two, keys))
-                dealers.append(start_dealer("sqlite", tmp, None, keys))
-                configs = {"pg-1": dealers[:1], "pg-2": dealers[1:3], "sqlite": dealers[3:]}
+                configs = {"pg-1": dealers[:1], "pg-2": dealers[1:3]}
+                for n in opts.sqlite_processes:
+                    dealers.append(start_dealer(f"sqlite-{n}", tmp, None, keys, processes=n))
+                    configs[f"sqlite-{n}"] = dealers[-1:]
                 rows = summarize(run_configs(configs, datadir, pg.url(), opts))
                 sizes = table_sizes(db_one)
             finally:
@@ -668,7 +697,7 @@ def print_report(report: dict[str, Any]) -> None:
     print(f"{'c':>4} {'config':<7} {'calls/s':>8} {'p50 ms':>7} {'p99 ms':>7} {'dealer us':>9} {'pg us':>6} "
           f"{'client us':>9} {'WAL B':>6} {'syncs/s':>7} {'sync ms':>7} {'other cpu':>9}")  # fmt: skip
     for row in report["unary"]:
-        for name in ("pg-1", "pg-2", "sqlite"):
+        for name in row["configs"]:
             r = row[name]
             print(
                 f"{row['concurrency']:>4} {name:<7} {r['calls_per_s']:>8.0f} "
@@ -677,9 +706,12 @@ def print_report(report: dict[str, Any]) -> None:
                 f"{r['client_cpu_us_per_call']:>9.0f} {r['wal_bytes_per_call'] or 0:>6.0f} "
                 f"{r['wal_syncs_per_s'] or 0:>7.0f} {r['wal_sync_ms'] or 0:>7.2f} {r['other_cpu_util']:>9.0%}"
             )
-        ratio = row["pg2_over_pg1"]
-        print(f"     pg-2 / pg-1 throughput: {ratio['median']:.2f}x [{ratio['min']:.2f}..{ratio['max']:.2f}]")
-        for name in ("pg-1", "pg-2", "sqlite"):
+        for key, ratio in row.items():
+            if "/" in key:
+                print(
+                    f"     {key} throughput: {ratio['median']:.2f}x [{ratio['min']:.2f}..{ratio['max']:.2f}]"
+                )
+        for name in row["configs"]:
             r = row[name]
             if r["quiet_rounds"]:
                 print(

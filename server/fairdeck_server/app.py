@@ -152,7 +152,9 @@ class DealerServer:
             )
         self.config = config
         self.worker = worker
-        self.storage = open_storage(config.db, config.data_dir, pool_size=config.db_pool_size)
+        self.storage = open_storage(
+            config.db, config.data_dir, pool_size=config.db_pool_size, processes=config.processes
+        )
         self.port = 0
         self.metrics = Metrics()
         # Told of every storage fault and every write that succeeds, it turns health

@@ -7,19 +7,28 @@ from pathlib import Path
 from fairdeck_server.refusal import StartupRefused
 from fairdeck_server.storage.base import Storage
 
+WRITER_LOCK_NAME = "fairdeck.writer.lock"
+"""The file the writers of ``serve --processes N`` take turns on (SQLite)."""
 
-def open_storage(db: str | None, data_dir: Path, *, pool_size: int = 8, create: bool = False) -> Storage:
+
+def open_storage(
+    db: str | None, data_dir: Path, *, pool_size: int = 8, create: bool = False, processes: int = 1
+) -> Storage:
     """The engine for ``db``: a postgresql:// URL (holding at most ``pool_size``
     connections), or None for SQLite in ``data_dir``.
 
     ``create``: SQLite may make its database if missing. Off by default: only
     a fresh data dir gets a new database (fairdeck_server.startup); otherwise a
     missing one is refused, never silently replaced by an empty one.
+
+    ``processes``: how many processes write this database (``serve --processes N``). With more
+    than one, SQLite's writers take turns through a file lock that wakes the next at once.
     """
     if db is None:
         from fairdeck_server.storage.sqlite import SqliteStorage
 
-        return SqliteStorage(data_dir / "fairdeck.db", create=create)
+        writer_lock = data_dir / WRITER_LOCK_NAME if processes > 1 else None
+        return SqliteStorage(data_dir / "fairdeck.db", create=create, writer_lock=writer_lock)
     if db.startswith(("postgresql://", "postgres://")):
         try:
             from fairdeck_server.storage.postgres import PostgresStorage
