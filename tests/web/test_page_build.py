@@ -114,3 +114,18 @@ def test_verifier_page_pins_a_key_and_refuses_a_bad_one(tmp_path: Path) -> None:
         and "Traceback" not in bad.stderr
     )
     assert not (tmp_path / "x").exists()
+
+
+def test_the_wheel_ships_the_page(tmp_path: Path) -> None:
+    """A Python-only user gets the page with `pip install`: it is package data of the wheel."""
+    import zipfile
+
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", str(browser.ROOT), "--no-deps", "--no-build-isolation",
+         "-w", str(tmp_path)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert built.returncode == 0, built.stderr[-2000:]
+    (wheel,) = tmp_path.glob("fairdeck-*.whl")
+    with zipfile.ZipFile(wheel) as z:
+        assert z.read("fairdeck/web/verifier.html") == PAGE.read_bytes()
