@@ -44,7 +44,7 @@ def test_the_same_draw_again_answers_the_same_cards_and_a_stale_one_is_refused(t
         assert e.value.field == "expected_position" and e.value.reason == "WRONG_POSITION"
         with pytest.raises(WrongPosition):
             dealer.draw(hand.hand_id, 2, expected_position=0)  # the first draw, but the hand moved on
-        closed = dealer.close(hand.hand_id)
+        closed = dealer.close_hand(hand.hand_id)
     assert closed.transcript is not None
     assert [c.code for c in first.cards + nxt.cards] == closed.transcript.codes()[:5]
 
@@ -125,7 +125,7 @@ def test_a_draw_whose_answer_is_lost_is_retried_and_gets_the_same_cards(target: 
             assert retried.position == 2
             with DealerClient(target) as direct:
                 assert direct.get(hand.hand_id).dealt_count == 5  # and it happened once
-                closed = direct.close(hand.hand_id)
+                closed = direct.close_hand(hand.hand_id)
         assert closed.transcript is not None
         assert [c.code for c in retried.cards] == closed.transcript.codes()[2:5]
     finally:
