@@ -255,3 +255,24 @@ def test_a_request_id_the_dealer_would_not_log_is_refused_before_any_call(dealer
     target, _, _ = dealer
     with DealerClient(target) as c, pytest.raises(ValueError, match="request_id"):
         c.get("some-hand", request_id=bad)
+
+
+def test_a_calls_request_id_replaces_the_clients_own(
+    dealer: Dealer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A client may send one id with every call (``metadata``, docs/operations.md); a call's
+    ``request_id=`` replaces it for that call, and an open's made-up key never does."""
+    target, _, _ = dealer
+    caplog.handler.addFilter(CallFilter())
+    caplog.set_level(logging.INFO, logger="fairdeck.access")
+    with DealerClient(target, metadata=[("x-request-id", "game-7f3a")]) as c:
+        hand = c.open_hand()
+        c.get(hand.hand_id, request_id="game-7f3a-get")
+        c.open_hand(request_id="game-7f3a-open")
+        c.close_hand(hand.hand_id)
+    assert [line[0] for line in logged(caplog)] == [
+        "game-7f3a",
+        "game-7f3a-get",
+        "game-7f3a-open",
+        "game-7f3a",
+    ]

@@ -223,9 +223,17 @@ class ClientConfig:
         return grpc.aio.insecure_channel(self.target, self.channel_options())
 
     def call_metadata(self, request_id: str | None = None) -> tuple[tuple[str, str], ...]:
-        """The metadata of a call: the token, ``metadata``, and the call's request id if any."""
+        """The metadata of a call: the token, ``metadata``, and the call's request id if any,
+        which then replaces an ``x-request-id`` in ``metadata``."""
         token = ((AUTHORIZATION, f"Bearer {self.api_token}"),) if self.api_token else ()
-        return token + self.metadata + request_id_metadata(request_id)
+        if request_id is None:
+            return token + self.metadata
+        rest = tuple((k, v) for k, v in self.metadata if k.lower() != REQUEST_ID_KEY)
+        return token + rest + request_id_metadata(request_id)
+
+    def request_id(self) -> str | None:
+        """The request id that ``metadata`` sends with every call, if it sends one."""
+        return next((v for k, v in self.metadata if k.lower() == REQUEST_ID_KEY), None)
 
 
 @dataclass(frozen=True)

@@ -98,8 +98,12 @@ __all__ = [
 _CLOSE_IS_DEPRECATED = "close(hand_id) is deprecated: use close_hand(hand_id); close() closes the channel"
 
 
-def _rid(call: Call[R], request_id: str | None) -> str | None:
-    return request_id if request_id is not None else call.request_id
+def _rid(config: ClientConfig, call: Call[R], request_id: str | None) -> str | None:
+    """The request id to send: the caller's for this call; else the client's own (in its
+    metadata), sent with the rest of that; else the call's (an open's idempotency key)."""
+    if request_id is not None or config.request_id() is not None:
+        return request_id
+    return call.request_id
 
 
 class DealerClient(SyncClient):
@@ -108,9 +112,8 @@ class DealerClient(SyncClient):
     _STUB = dealer_pb2_grpc.DealerServiceStub
 
     def _run(self, call: Call[R], timeout: Timeout, request_id: str | None) -> R:
-        return call.parse(
-            self._unary(call.method, call.request, timeout=timeout, request_id=_rid(call, request_id))
-        )
+        rid = _rid(self.config, call, request_id)
+        return call.parse(self._unary(call.method, call.request, timeout=timeout, request_id=rid))
 
     def open_hand(
         self, deck: str = "standard", *, timeout: Timeout = USE_CLIENT_DEFAULT, request_id: str | None = None
@@ -118,7 +121,7 @@ class DealerClient(SyncClient):
         """Open a hand; its commitment is published before any card is seen. The request id
         (made up if not given) is also the open's idempotency key: the same open again finds
         the same hand."""
-        return self._run(calls.open_hand(deck, request_id), timeout, None)
+        return self._run(calls.open_hand(deck, request_id), timeout, request_id)
 
     def add_client_seeds(
         self,
@@ -178,7 +181,7 @@ class DealerClient(SyncClient):
     ) -> Deal:
         """Open, shuffle and deal a whole deck in one call. The request id (made up if not
         given) is also its idempotency key, as for ``open_hand``."""
-        return self._run(calls.deal_new_hand(deck, client_seeds, request_id), timeout, None)
+        return self._run(calls.deal_new_hand(deck, client_seeds, request_id), timeout, request_id)
 
     def close_hand(
         self, hand_id: str, *, timeout: Timeout = USE_CLIENT_DEFAULT, request_id: str | None = None
@@ -240,9 +243,8 @@ class AsyncDealerClient(AsyncClient):
     _STUB = dealer_pb2_grpc.DealerServiceStub
 
     async def _run(self, call: Call[R], timeout: Timeout, request_id: str | None) -> R:
-        return call.parse(
-            await self._unary(call.method, call.request, timeout=timeout, request_id=_rid(call, request_id))
-        )
+        rid = _rid(self.config, call, request_id)
+        return call.parse(await self._unary(call.method, call.request, timeout=timeout, request_id=rid))
 
     async def open_hand(
         self, deck: str = "standard", *, timeout: Timeout = USE_CLIENT_DEFAULT, request_id: str | None = None
@@ -250,7 +252,7 @@ class AsyncDealerClient(AsyncClient):
         """Open a hand; its commitment is published before any card is seen. The request id
         (made up if not given) is also the open's idempotency key: the same open again finds
         the same hand."""
-        return await self._run(calls.open_hand(deck, request_id), timeout, None)
+        return await self._run(calls.open_hand(deck, request_id), timeout, request_id)
 
     async def add_client_seeds(
         self,
@@ -310,7 +312,7 @@ class AsyncDealerClient(AsyncClient):
     ) -> Deal:
         """Open, shuffle and deal a whole deck in one call. The request id (made up if not
         given) is also its idempotency key, as for ``open_hand``."""
-        return await self._run(calls.deal_new_hand(deck, client_seeds, request_id), timeout, None)
+        return await self._run(calls.deal_new_hand(deck, client_seeds, request_id), timeout, request_id)
 
     async def close_hand(
         self, hand_id: str, *, timeout: Timeout = USE_CLIENT_DEFAULT, request_id: str | None = None
