@@ -24,7 +24,7 @@ import pytest
 
 from fairdeck.client import AsyncAuditClient, AsyncDealerClient, AuditClient, DealerClient
 from fairdeck.client.calls import REQUEST_ID_KEY
-from fairdeck.client.exceptions import DeadlineExceeded
+from fairdeck.client.exceptions import DeadlineExceeded, InvalidArgument
 from fairdeck.v1 import audit_pb2, audit_pb2_grpc
 from fairdeck_server import logs
 from fairdeck_server.logs import CallFilter
@@ -276,3 +276,14 @@ def test_a_calls_request_id_replaces_the_clients_own(
         "game-7f3a-open",
         "game-7f3a",
     ]
+
+
+def test_an_opens_bad_request_id_is_still_the_dealers_to_refuse(dealer: Dealer) -> None:
+    """An open's request id is its idempotency key, checked by the dealer (the error contract:
+    INVALID_REQUEST_ID naming the field); the SDK does not turn it into a ValueError."""
+    target, _, _ = dealer
+    with DealerClient(target) as c:
+        for open_with in (c.open_hand, c.deal_new_hand):
+            with pytest.raises(InvalidArgument) as e:
+                open_with("standard", request_id="has space")
+            assert (e.value.reason, e.value.field) == ("INVALID_REQUEST_ID", "request_id")

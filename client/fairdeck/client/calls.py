@@ -125,12 +125,17 @@ class Deadline:
         return self._end is None or time.monotonic() + wait < self._end
 
 
+def is_request_id(request_id: str | None) -> bool:
+    """Whether the dealer logs this request id (it makes up its own for any other)."""
+    return isinstance(request_id, str) and _REQUEST_ID.fullmatch(request_id) is not None
+
+
 def request_id_metadata(request_id: str | None) -> tuple[tuple[str, str], ...]:
     """The metadata that carries a call's request id (none when None); ValueError for an id the
     dealer would not log (it would make up its own instead)."""
     if request_id is None:
         return ()
-    if not isinstance(request_id, str) or not _REQUEST_ID.fullmatch(request_id):
+    if not is_request_id(request_id):
         raise ValueError("request_id must be 1 to 128 characters of A-Z a-z 0-9 . _ : -")
     return ((REQUEST_ID_KEY, request_id),)
 

@@ -42,6 +42,7 @@ from fairdeck.client.calls import (
     Deal,
     DealtHands,
     Timeout,
+    is_request_id,
     tls_credentials,
 )
 from fairdeck.client.exceptions import from_rpc_error
@@ -103,7 +104,13 @@ def _rid(config: ClientConfig, call: Call[R], request_id: str | None) -> str | N
     metadata), sent with the rest of that; else the call's (an open's idempotency key)."""
     if request_id is not None or config.request_id() is not None:
         return request_id
-    return call.request_id
+    return call.request_id if is_request_id(call.request_id) else None
+
+
+def _open_rid(request_id: str | None) -> str | None:
+    """An open's request id is its idempotency key too: one the dealer would not log is sent in
+    the request only, where the dealer refuses it (INVALID_REQUEST_ID, field request_id)."""
+    return request_id if is_request_id(request_id) else None
 
 
 class DealerClient(SyncClient):
@@ -121,7 +128,7 @@ class DealerClient(SyncClient):
         """Open a hand; its commitment is published before any card is seen. The request id
         (made up if not given) is also the open's idempotency key: the same open again finds
         the same hand."""
-        return self._run(calls.open_hand(deck, request_id), timeout, request_id)
+        return self._run(calls.open_hand(deck, request_id), timeout, _open_rid(request_id))
 
     def add_client_seeds(
         self,
@@ -181,7 +188,7 @@ class DealerClient(SyncClient):
     ) -> Deal:
         """Open, shuffle and deal a whole deck in one call. The request id (made up if not
         given) is also its idempotency key, as for ``open_hand``."""
-        return self._run(calls.deal_new_hand(deck, client_seeds, request_id), timeout, request_id)
+        return self._run(calls.deal_new_hand(deck, client_seeds, request_id), timeout, _open_rid(request_id))
 
     def close_hand(
         self, hand_id: str, *, timeout: Timeout = USE_CLIENT_DEFAULT, request_id: str | None = None
@@ -252,7 +259,7 @@ class AsyncDealerClient(AsyncClient):
         """Open a hand; its commitment is published before any card is seen. The request id
         (made up if not given) is also the open's idempotency key: the same open again finds
         the same hand."""
-        return await self._run(calls.open_hand(deck, request_id), timeout, request_id)
+        return await self._run(calls.open_hand(deck, request_id), timeout, _open_rid(request_id))
 
     async def add_client_seeds(
         self,
@@ -312,7 +319,9 @@ class AsyncDealerClient(AsyncClient):
     ) -> Deal:
         """Open, shuffle and deal a whole deck in one call. The request id (made up if not
         given) is also its idempotency key, as for ``open_hand``."""
-        return await self._run(calls.deal_new_hand(deck, client_seeds, request_id), timeout, request_id)
+        return await self._run(
+            calls.deal_new_hand(deck, client_seeds, request_id), timeout, _open_rid(request_id)
+        )
 
     async def close_hand(
         self, hand_id: str, *, timeout: Timeout = USE_CLIENT_DEFAULT, request_id: str | None = None
