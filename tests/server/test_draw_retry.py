@@ -94,6 +94,11 @@ class CuttingProxy:
                         self.armed.clear()
                         self.cut.set()
                         for s in (src, dst):
+                            # shutdown, not just close: the other pump may be blocked in recv on
+                            # it, and a close alone then sends no FIN until that recv returns,
+                            # so the client waited out its deadline on a loaded machine.
+                            with contextlib.suppress(OSError):
+                                s.shutdown(socket.SHUT_RDWR)
                             s.close()
                         return
                 dst.sendall(data)
