@@ -12,14 +12,14 @@ a proof or an entry makes them raise VerificationError(step="log").
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Collection, Iterator, Sequence
 from typing import Any
 
 import grpc
 
 from fairdeck.client import calls
 from fairdeck.client.base import PAGE_SIZE, AsyncClient, EntryPager, SyncClient, _Configured
-from fairdeck.client.calls import USE_CLIENT_DEFAULT, Deadline, Timeout
+from fairdeck.client.calls import RETRIED_CODES, USE_CLIENT_DEFAULT, Deadline, Timeout
 from fairdeck.client.models import Hand
 from fairdeck.core.errors import VerificationError
 from fairdeck.log.checkpoint import Checkpoint
@@ -140,6 +140,7 @@ class _Verifying(_Configured):
         retries: int = 2,
         max_retry_delay: float = 5.0,
         retry_backoff: float = 0.1,
+        retry_codes: Collection[grpc.StatusCode] = RETRIED_CODES,
     ) -> None:
         self.verifier = _verifier(verifier)
         self.witness_policy = witness_policy
@@ -155,6 +156,7 @@ class _Verifying(_Configured):
             retries=retries,
             max_retry_delay=max_retry_delay,
             retry_backoff=retry_backoff,
+            retry_codes=retry_codes,
         )
 
 

@@ -12,14 +12,21 @@ from __future__ import annotations
 import asyncio
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from types import TracebackType
 from typing import Any, ClassVar, Self
 
 import grpc
 from google.protobuf.message import Message
 
-from fairdeck.client.calls import USE_CLIENT_DEFAULT, ClientConfig, Deadline, Timeout, retry_delay_for
+from fairdeck.client.calls import (
+    RETRIED_CODES,
+    USE_CLIENT_DEFAULT,
+    ClientConfig,
+    Deadline,
+    Timeout,
+    retry_delay_for,
+)
 from fairdeck.client.exceptions import from_rpc_error
 from fairdeck.core.errors import VerificationError
 from fairdeck.v1 import audit_pb2
@@ -50,6 +57,7 @@ class _Configured:
         retries: int = 2,
         max_retry_delay: float = 5.0,
         retry_backoff: float = 0.1,
+        retry_codes: Collection[grpc.StatusCode] = RETRIED_CODES,
     ) -> None:
         self.config = ClientConfig(
             target,
@@ -62,6 +70,7 @@ class _Configured:
             retries=retries,
             max_retry_delay=max_retry_delay,
             retry_backoff=retry_backoff,
+            retry_codes=frozenset(retry_codes),
         )
         self._open()
 

@@ -196,7 +196,8 @@ class ClientConfig:
     repeat may succeed)."""
 
     def __post_init__(self) -> None:
-        if not set(self.retry_codes) <= RETRIED_CODES:
+        object.__setattr__(self, "retry_codes", frozenset(self.retry_codes))  # a set given: frozen
+        if not self.retry_codes <= RETRIED_CODES:
             raise ValueError(f"retry_codes: only {sorted(c.name for c in RETRIED_CODES)} may be retried")
         if self.retries < 0 or self.max_retry_delay < 0 or self.retry_backoff < 0:
             raise ValueError("retries, max_retry_delay and retry_backoff must not be negative")
