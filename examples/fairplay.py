@@ -254,7 +254,7 @@ class FairTable:
         try:
             self.commitments, self.seeds = collect_seeds(self.players, self.hand_id, opened.commitment)
         except VerificationError:
-            self.dealer.close(self.hand_id)  # abandoned before any card: revealed and logged, nothing dealt
+            self.dealer.close_hand(self.hand_id)  # abandoned before any card: revealed, logged, none dealt
             raise
         for p, c in zip(self.players, self.commitments, strict=True):
             self.out(f"  seat {p.seat + 1} {p.name:6} committed {c.hex()[:16]}...")
@@ -278,7 +278,7 @@ class FairTable:
 
     def close(self, public: Sequence[Dealt]) -> TableRecord:
         """CloseHand; check the whole deal ourselves, then show the table the record."""
-        closed = self.dealer.close(self.hand_id)
+        closed = self.dealer.close_hand(self.hand_id)
         closed.verify(commitment=self.dealer_commitment, dealt=[Card(d.card) for d in self.drawn])
         assert closed.reveal_receipt is not None
         revealed = closed.reveal_receipt.index

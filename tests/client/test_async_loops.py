@@ -38,7 +38,7 @@ def test_a_client_made_outside_any_loop_works_under_two_asyncio_runs(target: str
     assert first.endswith(":2") and second.endswith(":2") and first != second
 
     async def finish() -> None:
-        await dealer.close_channel()
+        await dealer.aclose()
 
     asyncio.run(finish())
 

@@ -128,7 +128,7 @@ def test_a_stream_cut_by_closing_the_channel_raises_cancelled(tmp_path: Path) ->
         c = DealerClient(target)
         hands = c.deal_hands("short", 5_000, close=True)
         next(hands)
-        c.close_channel()
+        c.close()
         with pytest.raises(exceptions.Cancelled) as cut:
             list(hands)
         check(cut.value, grpc.StatusCode.CANCELLED)

@@ -44,7 +44,7 @@ def deal_closed(target: str, deck: str, draws: int = 5) -> str:
             table.reveal(p.seat, p.reveal(table.commitments))
         client.shuffle(hand.hand_id, table.seeds)
         client.draw(hand.hand_id, draws)
-        client.close(hand.hand_id)
+        client.close_hand(hand.hand_id)
         return hand.hand_id
 
 

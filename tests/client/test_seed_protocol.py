@@ -36,7 +36,7 @@ def test_a_table_of_three_deals_with_the_players_seeds(target: str) -> None:
             table.reveal(p.seat, p.reveal(table.commitments))
         dealer.shuffle(hand.hand_id, table.seeds)
         dealt = dealer.draw(hand.hand_id, 5).cards
-        closed = dealer.close(hand.hand_id)
+        closed = dealer.close_hand(hand.hand_id)
     assert closed.client_seeds == tuple(p.seed for p in players)
     closed.verify(commitment=hand.commitment, dealt=dealt)
 
@@ -105,7 +105,7 @@ def test_a_shuffle_without_seeds_gets_a_fresh_sdk_seed_marked_in_the_transcript(
             hand = dealer.open_hand("short")
             dealer.shuffle(hand.hand_id)
             dealt = dealer.draw(hand.hand_id, 3).cards
-            closed = dealer.close(hand.hand_id)
+            closed = dealer.close_hand(hand.hand_id)
             closed.verify(commitment=hand.commitment, dealt=dealt)
             (seed,) = closed.client_seeds
             assert seed.startswith(SDK_SEED_PREFIX.encode()) and len(seed) == len(SDK_SEED_PREFIX) + 64
@@ -117,7 +117,7 @@ def test_a_shuffle_without_seeds_gets_a_fresh_sdk_seed_marked_in_the_transcript(
         async with AsyncDealerClient(target) as dealer:
             hand = await dealer.open_hand("standard")
             await dealer.shuffle(hand.hand_id)
-            closed = await dealer.close(hand.hand_id)
+            closed = await dealer.close_hand(hand.hand_id)
             return closed.client_seeds[0]
 
     assert asyncio.run(through_asyncio()).startswith(SDK_SEED_PREFIX.encode())
@@ -127,7 +127,7 @@ def test_seeds_the_game_server_passes_are_used_as_they_are(target: str) -> None:
     with DealerClient(target) as dealer:
         hand = dealer.open_hand("standard")
         dealer.shuffle(hand.hand_id, [b"\x01" * 32])
-        closed = dealer.close(hand.hand_id)
+        closed = dealer.close_hand(hand.hand_id)
     assert closed.client_seeds == (b"\x01" * 32,)
 
 

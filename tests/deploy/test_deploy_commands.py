@@ -113,7 +113,7 @@ def run_deploy_command(args: list[str], tmp_path: Path, env: dict[str, str]) -> 
         with DealerClient(target, timeout=20) as dealer:
             opened = dealer.open_hand("standard")
             dealt = dealer.draw(opened.hand_id, 5).cards
-            closed = dealer.close(opened.hand_id)
+            closed = dealer.close_hand(opened.hand_id)
             closed.verify(commitment=opened.commitment, dealt=dealt)
         with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as response:
             assert response.status == 200

@@ -99,7 +99,7 @@ def _prime(target: str, world: World, signer: Signer) -> None:
             world.hands["shuffled"].append(shuffled)
             dealt = c.deal_new_hand(deck, client_seeds=["x"]).hand.hand_id
             world.hands["dealt"].append(dealt)
-            closed = c.close(c.deal_new_hand(deck).hand.hand_id)
+            closed = c.close_hand(c.deal_new_hand(deck).hand.hand_id)
             world.hands["closed"].append(closed.hand_id)
             world.note_index(closed.reveal_receipt.index if closed.reveal_receipt else 0)
     with AuditClient(target, verifier=signer.verifier, timeout=20) as log:
@@ -252,7 +252,7 @@ def test_after_the_fuzz_the_dealer_is_healthy_deals_and_audits(dealer: DealerPro
         c.shuffle(opened.hand_id, [b"\x00seat-2"])
         first = c.draw(opened.hand_id, 5)
         rest = c.deal(opened.hand_id)
-        closed = c.close(opened.hand_id)
+        closed = c.close_hand(opened.hand_id)
     assert closed.state is HandState.CLOSED and len(first.cards + rest.cards) == 52
     closed.verify(commitment=opened.commitment, dealt=first.cards + rest.cards)
     assert closed.reveal_receipt is not None

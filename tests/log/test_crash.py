@@ -139,7 +139,7 @@ def play(c: DealerClient, rng: random.Random, acks: Acks) -> None:
     hand = c.open_hand(rng.choice(DECKS))
     acks.opened(hand.hand_id, hand.commit_receipt.index, hand.commitment)
     c.draw(hand.hand_id, rng.randint(1, 5))
-    closed = c.close(hand.hand_id)
+    closed = c.close_hand(hand.hand_id)
     assert closed.reveal_receipt is not None
     acks.revealed(hand.hand_id, closed.reveal_receipt.index)
     with acks.lock:
@@ -150,7 +150,7 @@ def deal_new(c: DealerClient, rng: random.Random, acks: Acks) -> None:
     deal = c.deal_new_hand(rng.choice(DECKS), client_seeds=[f"seat-{rng.randrange(10)}"])
     acks.opened(deal.hand.hand_id, deal.hand.commit_receipt.index, deal.hand.commitment)
     if rng.random() < 0.5:
-        closed = c.close(deal.hand.hand_id)
+        closed = c.close_hand(deal.hand.hand_id)
         assert closed.reveal_receipt is not None
         acks.revealed(closed.hand_id, closed.reveal_receipt.index)
 

@@ -166,7 +166,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Any:
             c.shuffle(opened.hand_id, ["alice", "bob"])
             c.draw(opened.hand_id, 4)
             still_open = c.open_hand("jokers")
-            closed = c.close(opened.hand_id)
+            closed = c.close_hand(opened.hand_id)
             for _ in range(5):
                 c.deal_new_hand("standard")
             head, _ = _await_head(vkey, dealer.target, 34 + 3 + 5)

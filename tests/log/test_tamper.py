@@ -697,7 +697,7 @@ def test_stopped_dealer_leaves_unrevealed_commitments_then_voids_them(tmp_path: 
         c.draw(drawn.hand_id, 3)
         opened.add(drawn.hand_id)
         closed = c.open_hand("standard")
-        c.close(closed.hand_id)
+        c.close_hand(closed.hand_id)
     commits = {decode(e).hand_id: i for i, e in enumerate(read_entries(data)) if decode(e).hand_id in opened}
 
     time.sleep(0.6)

@@ -234,14 +234,14 @@ def build_log(data_dir: Path) -> BuiltLog:
             c.draw(hand.hand_id, 5)
         time.sleep(0.1)
         for hand in reversed(hands):
-            built.closed[c.close(hand.hand_id).hand_id] = hand.commitment
+            built.closed[c.close_hand(hand.hand_id).hand_id] = hand.commitment
         time.sleep(0.1)
         for dealt in c.deal_hands("short", 150, client_seeds=["batch"], close=True):
             built.closed[dealt.hand_id] = dealt.commitment
         time.sleep(0.1)
         deals = [c.deal_new_hand("jokers", client_seeds=[f"table-{i}"]) for i in range(20)]
         for deal in deals:
-            built.closed[c.close(deal.hand.hand_id).hand_id] = deal.hand.commitment
+            built.closed[c.close_hand(deal.hand.hand_id).hand_id] = deal.hand.commitment
         time.sleep(0.1)
         for dealt in c.deal_hands("standard", 20, close=False):  # dealt, never closed
             built.still_open[dealt.hand_id] = dealt.commitment

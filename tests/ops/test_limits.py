@@ -181,7 +181,7 @@ def test_open_hands_cap(tmp_path: Path) -> None:
             assert refused.value.reason == "TOO_MANY_OPEN_HANDS"
             assert retry_delay(refused.value) == pytest.approx(1.0)
             assert refused.value.retry_delay == pytest.approx(1.0)
-        c.close(first.hand_id)
+        c.close_hand(first.hand_id)
         time.sleep(0.15)  # the cap rereads storage before refusing, at most every 0.1 s
         assert len(list(c.deal_hands(hand_count=1, close=True))) == 1  # created closed: never open
         time.sleep(0.15)

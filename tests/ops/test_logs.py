@@ -55,8 +55,8 @@ def test_json_access_lines_carry_the_clients_request_id(tmp_path: Path) -> None:
         port = wait_listening(proc)
         target = f"127.0.0.1:{port}"
         with DealerClient(target, metadata=(("x-request-id", "ops-test-42"),)) as c:
-            hand = c.open_hand(request_id="ops-open-1")
-            closed = c.close(hand.hand_id)
+            hand = c.open_hand()  # a request_id= here would replace the client's for this call
+            closed = c.close_hand(hand.hand_id)
             with pytest.raises(HandNotFound):
                 c.get("0000000000000000000")
         with DealerClient(target, metadata=(("x-request-id", "not sane!" + "x" * 200),)) as c:

@@ -49,8 +49,8 @@ def test_a_known_session_moves_every_counter_by_its_exact_amount(tmp_path: Path)
             c.get("0000000000000000000")
         with pytest.raises(InvalidArgument):
             c.draw(first.hand_id, 60)
-        closed = c.close(first.hand_id)
-        c.close(first.hand_id)  # already closed: returned as is
+        closed = c.close_hand(first.hand_id)
+        c.close_hand(first.hand_id)  # already closed: returned as is
         assert len(list(c.deal_hands(hand_count=3, close=True))) == 3
         with pytest.raises(ResourceExhausted):
             c.get(second.hand_id)
@@ -116,7 +116,7 @@ def test_codes_of_refusals_and_deadlines_are_the_ones_clients_received(tmp_path:
         assert len(list(c.deal_hands(hand_count=511))) == 511  # the cap is full
         with pytest.raises(ResourceExhausted):
             c.open_hand()
-        c.close(first.hand_id)
+        c.close_hand(first.hand_id)
         time.sleep(0.15)  # the cap rereads storage before refusing, at most every 0.1 s
         with DealerClient(running.target, timeout=0.3, retries=0) as hasty:
             blocker = sqlite3.connect(tmp_path / "d" / "fairdeck.db", isolation_level=None, timeout=10)
@@ -142,7 +142,7 @@ def test_voided_hands_are_counted_apart(tmp_path: Path) -> None:
     with dealer(tmp_path / "d", **config) as running, DealerClient(running.target, retries=0) as c:
         c.open_hand()
         kept = c.open_hand()
-        c.close(kept.hand_id)
+        c.close_hand(kept.hand_id)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             time.sleep(0.3)
@@ -269,7 +269,7 @@ def test_writers_on_postgresql_export_their_log_lock_wait(tmp_path: Path, pg_url
             blocker.commit()
             assert all(r.result(timeout=20).hand_id == hand for r in reads)
         assert max(seen) == 3 and seen[-1] == 3, seen
-        c.close(hand)
+        c.close_hand(hand)
         s = scrape_until(running, lambda s: sample(s, "fairdeck_log_appends_total") == 12)
         batches = sample(s, "fairdeck_storage_batches_total")
         assert 1 <= batches <= sample(s, "fairdeck_storage_operations_total")

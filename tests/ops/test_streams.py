@@ -74,7 +74,7 @@ def test_deal_hands_with_close_holds_hands_against_the_cap_while_it_runs(tmp_pat
                 next(iter(c.deal_hands("short", 100_000, close=True)))
             assert refused.value.reason == "TOO_MANY_OPEN_HANDS"
             assert c.open_hand().commit_receipt.index >= 0  # what is left of the cap still serves
-            reader.close_channel()  # the first call ends: what it held is released
+            reader.close()  # the first call ends: what it held is released
             deadline = time.monotonic() + 10
             while True:
                 try:

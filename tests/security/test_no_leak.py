@@ -189,7 +189,7 @@ def run_session(data: Path) -> Session:
                 a.deal(dealt.hand_id)
                 batch = list(a.deal_hands("standard", 40, client_seeds=["batch"]))
                 revealed_batch = list(a.deal_hands("short", 5, close=True))
-                closed_now = a.close(a.deal_new_hand().hand.hand_id)
+                closed_now = a.close_hand(a.deal_new_hand().hand.hand_id)
                 late = [shuffled.hand_id, dealt.hand_id]
 
                 # Errors on purpose, of every kind.
@@ -203,7 +203,7 @@ def run_session(data: Path) -> Session:
                 refused(lambda: a.open_hand(request_id="rid-1") and a.open_hand("short", request_id="rid-1"))
                 refused(lambda: a.deal_new_hand(request_id="rid-1"))
                 refused(lambda: b.get(open_only.hand_id))
-                refused(lambda: b.close(shuffled.hand_id))
+                refused(lambda: b.close_hand(shuffled.hand_id))
                 refused(lambda: aud.open_hand())
                 refused(lambda: aud.get(open_only.hand_id))
                 refused(lambda: list(aud.deal_hands("standard", 2)))
@@ -230,7 +230,7 @@ def run_session(data: Path) -> Session:
 
                 before_close = len(captured.lines)
                 for hand_id in late:
-                    a.close(hand_id)
+                    a.close_hand(hand_id)
             port = getattr(running.server, "metrics_port", 0)
             metrics = None
             if port:

@@ -60,7 +60,7 @@ def test_seed_key_rotation_keeps_old_hands_dealing(
             fresh = client.open_hand()
             client.shuffle(opened.hand_id, ["late"])
             rest = client.draw(drawn.hand_id, 50)
-            closed = [client.close(h) for h in (opened.hand_id, drawn.hand_id, dealt.hand.hand_id)]
+            closed = [client.close_hand(h) for h in (opened.hand_id, drawn.hand_id, dealt.hand.hand_id)]
         ids = sealed_key_ids(data)
         assert ids[fresh.hand_id] == new_id
         assert {ids[h.hand_id] for h in (opened, drawn, dealt.hand)} == {old_id}
@@ -86,7 +86,7 @@ def test_seed_key_rotation_keeps_old_hands_dealing(
         )
         dealer.start()
         with DealerClient(dealer.target, timeout=10) as client:
-            client.close(fresh.hand_id).verify(commitment=fresh.commitment)
+            client.close_hand(fresh.hand_id).verify(commitment=fresh.commitment)
         dealer.stop()
         (data / "seed.key").write_text(base64.b64encode(newest).decode() + "\n")
         dealer.start()
@@ -131,7 +131,7 @@ def test_log_key_rotation_keeps_old_checkpoints_verifiable(
     try:
         dealer.start()
         with DealerClient(dealer.target, timeout=10) as client:
-            before = [client.close(client.deal_new_hand().hand.hand_id) for _ in range(3)]
+            before = [client.close_hand(client.deal_new_hand().hand.hand_id) for _ in range(3)]
         old_signer = load_log_keys(data / "log.key").signer
         old_key = old_signer.verifier.to_string()
         assert main(["audit", "--target", dealer.target, "--key", old_key, "--since", str(since)]) == 0
@@ -149,7 +149,7 @@ def test_log_key_rotation_keeps_old_checkpoints_verifiable(
 
         dealer.start()
         with DealerClient(dealer.target, timeout=10) as client:
-            after = [client.close(client.deal_new_hand().hand.hand_id) for _ in range(2)]
+            after = [client.close_hand(client.deal_new_hand().hand.hand_id) for _ in range(2)]
         capsys.readouterr()
         assert main(["key", "--data", str(data)]) == 0
         assert capsys.readouterr().out.strip() == new_key

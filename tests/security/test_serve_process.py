@@ -60,7 +60,7 @@ def test_serve_with_tls_and_tokens(tmp_path: Path, pki: Pki) -> None:
             creds = tls_credentials(ca=pki.ca_pem)
             with DealerClient(target, credentials=creds, api_token=token, timeout=20) as client:
                 hand = client.open_hand()
-                client.close(hand.hand_id).verify(commitment=hand.commitment)
+                client.close_hand(hand.hand_id).verify(commitment=hand.commitment)
             with (
                 DealerClient(target, credentials=creds, timeout=20) as anonymous,
                 pytest.raises(Unauthenticated),

@@ -35,7 +35,7 @@ def by_hand(client: DealerClient, hand_id: str) -> dict[str, Callable[[], Any]]:
         "GetHand": lambda: client.get(hand_id),
         "DrawCards": lambda: client.draw(hand_id, 1),
         "DealHand": lambda: client.deal(hand_id),
-        "CloseHand": lambda: client.close(hand_id),
+        "CloseHand": lambda: client.close_hand(hand_id),
         "ShuffleHand": lambda: client.shuffle(hand_id, ["x"]),
         "AddClientSeeds": lambda: client.add_client_seeds(hand_id, ["x"]),
     }
@@ -54,7 +54,7 @@ def test_another_tenants_hand_is_indistinguishable_from_a_missing_one(
         alice.shuffle(shuffled.hand_id, ["s"])
         alice.draw(shuffled.hand_id, 2)
         closed = alice.deal_new_hand()
-        alice.close(closed.hand.hand_id)
+        alice.close_hand(closed.hand.hand_id)
         random_id = open_hand.hand_id[:-4] + ("0000" if not open_hand.hand_id.endswith("0000") else "1111")
         for method, call in by_hand(bob, random_id).items():
             missing = answer(call)
@@ -66,7 +66,7 @@ def test_another_tenants_hand_is_indistinguishable_from_a_missing_one(
         # Nothing Bob tried changed Alice's hands.
         assert alice.get(open_hand.hand_id).client_seeds == ()
         assert alice.draw(shuffled.hand_id, 1).position == 2
-        assert alice.close(open_hand.hand_id).transcript is not None
+        assert alice.close_hand(open_hand.hand_id).transcript is not None
 
 
 def test_the_role_table_covers_every_method() -> None:
@@ -91,7 +91,7 @@ def test_an_auditor_reads_closed_hands_and_the_log_but_deals_nothing(
     ):
         still_open = dealer.open_hand()
         shuffled = dealer.deal_new_hand()
-        closed = dealer.close(dealer.deal_new_hand().hand.hand_id)
+        closed = dealer.close_hand(dealer.deal_new_hand().hand.hand_id)
         hand_id = still_open.hand_id
         calls: dict[str, Callable[[], Any]] = {
             "OpenHand": lambda: auditor.open_hand(),
@@ -101,7 +101,7 @@ def test_an_auditor_reads_closed_hands_and_the_log_but_deals_nothing(
             "DealHand": lambda: auditor.deal(hand_id),
             "DealNewHand": lambda: auditor.deal_new_hand(),
             "DealHands": lambda: list(auditor.deal_hands("standard", 3)),
-            "CloseHand": lambda: auditor.close(hand_id),
+            "CloseHand": lambda: auditor.close_hand(hand_id),
         }
         assert set(calls) | {"GetHand"} == set(DEALER_METHODS)
         for method, call in calls.items():

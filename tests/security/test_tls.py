@@ -46,7 +46,7 @@ def test_sdk_over_tls_with_a_token(tls_dealer: RunningDealer, pki: Pki, token_fo
     with DealerClient(tls_dealer.target, credentials=creds, api_token=token, timeout=10) as client:
         hand = client.open_hand()
         client.shuffle(hand.hand_id, ["alice", "bob"])
-        closed = client.close(hand.hand_id)
+        closed = client.close_hand(hand.hand_id)
     closed.verify(commitment=hand.commitment)
     vkey = tls_dealer.server.publisher.signer.verifier  # type: ignore[union-attr]
 
@@ -70,7 +70,7 @@ def test_fairdeck_audit_over_tls(
     with DealerClient(
         tls_dealer.target, credentials=tls_credentials(ca=pki.ca_pem), api_token=token_for("acme", "dealer")
     ) as client:
-        client.close(client.deal_new_hand().hand.hand_id)
+        client.close_hand(client.deal_new_hand().hand.hand_id)
     vkey = tls_dealer.server.publisher.signer.verifier.to_string()  # type: ignore[union-attr]
     base = ["audit", "--target", tls_dealer.target, "--key", vkey, "--json"]
     assert main([*base, "--ca", str(pki.ca_pem), "--token", token]) == 0
@@ -107,7 +107,7 @@ def test_mtls_maps_the_certificate_to_tenant_and_role(mtls_dealer: RunningDealer
     }
     with DealerClient(mtls_dealer.target, credentials=creds["dealer"], timeout=10) as dealer:
         hand = dealer.open_hand()
-        closed = dealer.close(dealer.deal_new_hand().hand.hand_id)
+        closed = dealer.close_hand(dealer.deal_new_hand().hand.hand_id)
     with DealerClient(mtls_dealer.target, credentials=creds["auditor"], timeout=10) as auditor:
         assert auditor.get(closed.hand_id).transcript is not None
         with pytest.raises(PermissionDenied) as denied:

@@ -86,7 +86,7 @@ def test_a_token_acts_for_its_tenant(secured: RunningDealer, token_for: MakeToke
     with DealerClient(secured.target, api_token=token, timeout=10) as client:
         hand = client.open_hand()
         client.shuffle(hand.hand_id, ["alice"])
-        closed = client.close(hand.hand_id)
+        closed = client.close_hand(hand.hand_id)
     closed.verify(commitment=hand.commitment)
     with sqlite3.connect(secured.data_dir / "fairdeck.db") as db:
         (tenant,) = db.execute("SELECT tenant FROM hands WHERE hand_id = ?", (hand.hand_id,)).fetchone()
@@ -251,7 +251,7 @@ def test_tokens_on_postgresql_across_two_replicas(
             replica.start()
         clients = [DealerClient(r.target, api_token=token, timeout=10) for r in replicas]
         hand = clients[0].open_hand()
-        assert clients[1].close(hand.hand_id).transcript is not None  # same tenant on the other replica
+        assert clients[1].close_hand(hand.hand_id).transcript is not None  # same tenant on the other replica
         cli("token", "revoke", token_id)
         revoked_at = time.monotonic()
         pending = list(clients)
@@ -264,7 +264,7 @@ def test_tokens_on_postgresql_across_two_replicas(
             assert time.monotonic() - revoked_at < auth.CACHE_TTL + 1.5, "a replica still accepts the token"
             time.sleep(0.05)
         for client in clients:
-            client.close_channel()
+            client.close()
     finally:
         for replica in replicas:
             replica.close()

@@ -44,7 +44,7 @@ def test_the_same_draw_again_answers_the_same_cards_and_a_stale_one_is_refused(t
         assert e.value.field == "expected_position" and e.value.reason == "WRONG_POSITION"
         with pytest.raises(WrongPosition):
             dealer.draw(hand.hand_id, 2, expected_position=0)  # the first draw, but the hand moved on
-        closed = dealer.close(hand.hand_id)
+        closed = dealer.close_hand(hand.hand_id)
     assert closed.transcript is not None
     assert [c.code for c in first.cards + nxt.cards] == closed.transcript.codes()[:5]
 
@@ -94,6 +94,11 @@ class CuttingProxy:
                         self.armed.clear()
                         self.cut.set()
                         for s in (src, dst):
+                            # shutdown, not just close: the other pump may be blocked in recv on
+                            # it, and a close alone then sends no FIN until that recv returns,
+                            # so the client waited out its deadline on a loaded machine.
+                            with contextlib.suppress(OSError):
+                                s.shutdown(socket.SHUT_RDWR)
                             s.close()
                         return
                 dst.sendall(data)
@@ -111,7 +116,7 @@ class CuttingProxy:
 def test_a_draw_whose_answer_is_lost_is_retried_and_gets_the_same_cards(target: str) -> None:
     proxy = CuttingProxy(target)
     try:
-        with DealerClient(proxy.target, timeout=10) as dealer:
+        with DealerClient(proxy.target, timeout=10, retries=0) as dealer:  # the game server retries
             hand = dealer.open_hand("standard")
             dealer.shuffle(hand.hand_id, [b"r" * 32])
             dealer.draw(hand.hand_id, 2, expected_position=0)
@@ -125,7 +130,7 @@ def test_a_draw_whose_answer_is_lost_is_retried_and_gets_the_same_cards(target: 
             assert retried.position == 2
             with DealerClient(target) as direct:
                 assert direct.get(hand.hand_id).dealt_count == 5  # and it happened once
-                closed = direct.close(hand.hand_id)
+                closed = direct.close_hand(hand.hand_id)
         assert closed.transcript is not None
         assert [c.code for c in retried.cards] == closed.transcript.codes()[2:5]
     finally:

@@ -80,7 +80,7 @@ def _shuffled(c: DealerClient) -> str:
 
 def _closed(c: DealerClient) -> str:
     hid = _open(c)
-    c.close(hid)
+    c.close_hand(hid)
     return hid
 
 
@@ -144,7 +144,7 @@ def _hand_sdk(method: str) -> Callable[[DealerClient, str], Any]:
         "ShuffleHand": lambda c, h: c.shuffle(h),
         "DrawCards": lambda c, h: c.draw(h, 1),
         "DealHand": lambda c, h: c.deal(h),
-        "CloseHand": lambda c, h: c.close(h),
+        "CloseHand": lambda c, h: c.close_hand(h),
         "GetHand": lambda c, h: c.get(h),
     }[method]
 
@@ -476,7 +476,7 @@ def assert_healthy(channel: grpc.Channel, client: DealerClient) -> None:
         assert answer.status == health_pb2.HealthCheckResponse.SERVING
     hand = client.open_hand("standard")
     client.draw(hand.hand_id, 2)
-    client.close(hand.hand_id).verify(commitment=hand.commitment)
+    client.close_hand(hand.hand_id).verify(commitment=hand.commitment)
 
 
 @pytest.mark.parametrize("method", [*UNARY, "DealHands"])

@@ -137,7 +137,7 @@ def test_health_goes_not_serving_while_storage_takes_no_writes_and_comes_back(
             for service in SERVICES:
                 assert check(channel, service) == SERVING, service
             hand = c.open_hand()
-            c.close(hand.hand_id).verify(commitment=hand.commitment)
+            c.close_hand(hand.hand_id).verify(commitment=hand.commitment)
             s = scrape_until(running, lambda s: sample(s, "fairdeck_storage_healthy") == 1)
             assert sample(s, "fairdeck_storage_healthy") == 1
             # Back by the first write that succeeded: the next probe's, or a client's.

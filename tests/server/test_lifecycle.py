@@ -91,7 +91,7 @@ def test_full_lifecycle_sync(client: DealerClient) -> None:
     assert mid.dealt_count == 16
     assert mid.transcript is None
 
-    closed = client.close(hid)
+    closed = client.close_hand(hid)
     check_closed(closed, opened, tuple(drawn), seeds)
     assert client.get(hid) == closed
 
@@ -123,7 +123,7 @@ def test_full_lifecycle_async(run_async) -> None:  # type: ignore[no-untyped-def
             assert (draw.position, len(draw.cards), draw.remaining) == (len(drawn), n, 36 - len(drawn) - n)
             drawn.extend(ids(draw.cards))
         assert (await c.get(hid)).dealt_count == 16
-        closed = await c.close(hid)
+        closed = await c.close_hand(hid)
         check_closed(closed, opened, tuple(drawn), SEATS_AS_USED)
 
         # Many hands at once on one channel, each through its whole life.
@@ -133,14 +133,14 @@ def test_full_lifecycle_async(run_async) -> None:  # type: ignore[no-untyped-def
             first = await c.draw(o.hand_id, 2)
             rest = await c.deal(o.hand_id)
             assert rest.position == 2
-            done = await c.close(o.hand_id)
+            done = await c.close_hand(o.hand_id)
             check_closed(done, o, ids(first.cards) + ids(rest.cards), (f"seat-{i}".encode(),))
 
         await asyncio.gather(*(one(i) for i in range(25)))
 
         deal = await c.deal_new_hand("shoe-2", client_seeds=["x"])
         assert sorted(ids(deal.cards)) == list(range(104))
-        closed = await c.close(deal.hand.hand_id)
+        closed = await c.close_hand(deal.hand.hand_id)
         check_closed(closed, deal.hand, ids(deal.cards), (b"x",))
 
         batch = [h async for h in c.deal_hands("jokers", 300, client_seeds=["y"], close=True)]
@@ -177,7 +177,7 @@ def test_deal_new_hand_every_deck(client: DealerClient, deck: str) -> None:
     drawn = ids(deal.cards)
     assert sorted(drawn) == sorted(spec.card_ids)  # a permutation of this deck
     assert drawn != spec.card_ids  # and actually shuffled
-    closed = client.close(hand.hand_id)
+    closed = client.close_hand(hand.hand_id)
     assert closed.transcript is not None
     assert closed.transcript.cards == drawn
     check_closed(closed, hand, drawn, (b"table-7", b"\xff"))
@@ -201,7 +201,7 @@ def test_open_draw_all_close_every_deck(client: DealerClient, deck: str) -> None
     assert sorted(drawn) == sorted(spec.card_ids)
     with pytest.raises(NotEnoughCards):
         client.draw(opened.hand_id, 1)
-    closed = client.close(opened.hand_id)
+    closed = client.close_hand(opened.hand_id)
     assert closed.transcript is not None and closed.transcript.cards == tuple(drawn)
     check_closed(closed, opened, tuple(drawn), (f"seat-{deck}".encode(),))
 
@@ -221,12 +221,12 @@ def test_draw_auto_shuffles_an_open_hand(client: DealerClient) -> None:
         client.add_client_seeds(hid, ["too-late"])
     with pytest.raises(HandAlreadyShuffled):
         client.shuffle(hid, ["too-late"])
-    check_closed(client.close(hid), opened, ids(first.cards), (b"a", b"b"))
+    check_closed(client.close_hand(hid), opened, ids(first.cards), (b"a", b"b"))
 
     # With no client seed at all, the first draw shuffles with none.
     bare = client.open_hand("standard")
     top = client.draw(bare.hand_id, 1)
-    check_closed(client.close(bare.hand_id), bare, ids(top.cards), ())
+    check_closed(client.close_hand(bare.hand_id), bare, ids(top.cards), ())
 
 
 def test_deal_hand_returns_the_rest(client: DealerClient) -> None:
@@ -242,13 +242,13 @@ def test_deal_hand_returns_the_rest(client: DealerClient) -> None:
     assert (empty.cards, empty.position) == ((), 52)
     with pytest.raises(NotEnoughCards):
         client.draw(hid, 1)
-    check_closed(client.close(hid), opened, ids(first.cards) + ids(rest.cards), ())
+    check_closed(client.close_hand(hid), opened, ids(first.cards) + ids(rest.cards), ())
 
     # On a hand never drawn from, DealHand shuffles and deals the whole deck.
     whole = client.open_hand("short")
     everything = client.deal(whole.hand_id)
     assert everything.position == 0 and len(everything.cards) == 36
-    check_closed(client.close(whole.hand_id), whole, ids(everything.cards), ())
+    check_closed(client.close_hand(whole.hand_id), whole, ids(everything.cards), ())
 
 
 @pytest.mark.parametrize("close", [True, False], ids=["closed", "open"])
@@ -291,7 +291,7 @@ def test_deal_hands_batch(client: DealerClient, run_async, close: bool) -> None:
         assert (got.state, got.dealt_count, got.transcript) == (HandState.SHUFFLED, 52, None)
 
     async def close_all(c: AsyncDealerClient) -> list[Hand]:
-        return list(await asyncio.gather(*(c.close(h.hand_id) for h in hands)))
+        return list(await asyncio.gather(*(c.close_hand(h.hand_id) for h in hands)))
 
     closed = run_async(close_all)
     reveals = []
@@ -361,8 +361,8 @@ def test_deal_new_hand_request_id_of_a_dealt_open_is_refused(client: DealerClien
 def test_close_is_idempotent(client: DealerClient) -> None:
     opened = client.open_hand("standard")
     drawn = ids(client.draw(opened.hand_id, 3).cards)
-    first = client.close(opened.hand_id)
-    second = client.close(opened.hand_id)
+    first = client.close_hand(opened.hand_id)
+    second = client.close_hand(opened.hand_id)
     assert second == first  # same seed, transcript, receipts and close time
     check_closed(second, opened, drawn, ())
     # The second close appended no second reveal to the log.
@@ -373,6 +373,6 @@ def test_close_is_idempotent(client: DealerClient) -> None:
 def test_closing_an_open_hand_reveals_it(client: DealerClient) -> None:
     opened = client.open_hand("short")
     client.add_client_seeds(opened.hand_id, ["only-seat"])
-    closed = client.close(opened.hand_id)
+    closed = client.close_hand(opened.hand_id)
     assert closed.dealt_count == 0
     check_closed(closed, opened, (), (b"only-seat",))

@@ -148,7 +148,7 @@ def test_health_and_reflection(dealer_process: DealerProcess) -> None:
 
     with DealerClient(dealer_process.target, timeout=20) as client:
         hand = client.open_hand("standard")
-        client.close(hand.hand_id).verify(commitment=hand.commitment)
+        client.close_hand(hand.hand_id).verify(commitment=hand.commitment)
 
 
 def test_sigterm_drains_calls_in_flight(tmp_path: Path) -> None:
@@ -196,7 +196,7 @@ def test_sigterm_drains_calls_in_flight(tmp_path: Path) -> None:
                     cards = tuple(card.id for card in c.draw(h.hand_id, 5).cards)
                     with lock:
                         drawn[h.hand_id] = cards
-                    c.close(h.hand_id)
+                    c.close_hand(h.hand_id)
                     with lock:
                         closed[h.hand_id] = h.commitment
                 except BaseException as e:
@@ -264,7 +264,7 @@ def test_fairdeck_verify_accepts_a_real_transcript(dealer_process: DealerProcess
         opened = client.open_hand("shoe-2")
         client.shuffle(opened.hand_id, ["alice", "Cafe\u0301"])
         client.draw(opened.hand_id, 10)
-        transcript = client.close(opened.hand_id).transcript
+        transcript = client.close_hand(opened.hand_id).transcript
     assert transcript is not None
 
     good = tmp_path / "hand.json"

@@ -131,12 +131,12 @@ def test_a_hand_moves_between_replicas(pair: tuple[Replica, Replica], keys: tupl
         first = a.draw(opened.hand_id, 2).cards
         second = b.draw(opened.hand_id, 3).cards
         assert a.get(opened.hand_id).dealt_count == 5
-        closed = b.close(opened.hand_id)
+        closed = b.close_hand(opened.hand_id)
         closed.verify(commitment=opened.commitment, dealt=first + second)
-        assert a.close(opened.hand_id).reveal_receipt == closed.reveal_receipt  # closing again: as is
+        assert a.close_hand(opened.hand_id).reveal_receipt == closed.reveal_receipt  # closing again: as is
 
         dealt = b.deal_new_hand("short", client_seeds=["x"])
-        assert a.close(dealt.hand.hand_id).state is HandState.CLOSED
+        assert a.close_hand(dealt.hand.hand_id).state is HandState.CLOSED
 
         # A retry of an idempotent open, sent to the other replica, gets the same hand.
         once = a.open_hand("jokers", request_id="retry-1")
@@ -191,7 +191,7 @@ def test_killing_a_replica_mid_load_loses_nothing_acknowledged(
                             left_open += 1
                             opened_on_a.append(h.hand_id)
                         else:
-                            closed = c.close(h.hand_id)
+                            closed = c.close_hand(h.hand_id)
                             assert closed.reveal_receipt is not None
                             ack(h.hand_id, reveal=closed.reveal_receipt.index)
                     with lock:
@@ -242,7 +242,7 @@ def test_killing_a_replica_mid_load_loses_nothing_acknowledged(
     with DealerClient(b.target, timeout=20) as c:  # B reveals a hand A opened before it died
         assert opened_on_a
         for hand_id in opened_on_a:
-            closed = c.close(hand_id)
+            closed = c.close_hand(hand_id)
             assert closed.reveal_receipt is not None
             reveals[hand_id] = closed.reveal_receipt.index
 

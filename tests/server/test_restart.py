@@ -73,7 +73,7 @@ def test_restart_in_the_middle_of_a_hand(running, client: DealerClient) -> None:
             again.add_client_seeds(shuffled.hand_id, ["late"])
         nxt = again.draw(shuffled.hand_id, 5)
         assert (nxt.position, nxt.remaining) == (5, 42)
-        closed = again.close(shuffled.hand_id)
+        closed = again.close_hand(shuffled.hand_id)
         assert closed.transcript is not None
         assert closed.transcript.cards[:10] == ids(first.cards) + ids(nxt.cards)
         assert closed.transcript.client_seeds == (b"alice", b"bob")
@@ -85,7 +85,7 @@ def test_restart_in_the_middle_of_a_hand(running, client: DealerClient) -> None:
         again.add_client_seeds(still_open.hand_id, ["dave"])
         again.shuffle(still_open.hand_id, ["erin"])
         top = again.draw(still_open.hand_id, 3)
-        closed = again.close(still_open.hand_id)
+        closed = again.close_hand(still_open.hand_id)
         assert closed.transcript is not None
         assert closed.transcript.client_seeds == (b"carol", b"dave", b"erin")
         assert closed.transcript.cards[:3] == ids(top.cards)
@@ -98,11 +98,11 @@ def test_restart_in_the_middle_of_a_hand(running, client: DealerClient) -> None:
 
 def test_closed_hand_survives_restart(running, client: DealerClient) -> None:  # type: ignore[no-untyped-def]
     deal = client.deal_new_hand("shoe-3", client_seeds=["x"])
-    closed = client.close(deal.hand.hand_id)
+    closed = client.close_hand(deal.hand.hand_id)
     running.restart()
     with DealerClient(running.target, timeout=20) as again:
         assert again.get(deal.hand.hand_id) == closed
-        assert again.close(deal.hand.hand_id) == closed  # still idempotent
+        assert again.close_hand(deal.hand.hand_id) == closed  # still idempotent
 
 
 def test_unrevealed_seeds_are_not_at_rest(running, client: DealerClient) -> None:  # type: ignore[no-untyped-def]
@@ -124,7 +124,7 @@ def test_unrevealed_seeds_are_not_at_rest(running, client: DealerClient) -> None
     with DealerClient(running.target, timeout=20) as again:
         seeds = []
         for hid in hands:
-            t = again.close(hid).transcript
+            t = again.close_hand(hid).transcript
             assert t is not None
             seeds.append(t.server_seed)
     assert len(set(seeds)) == len(hands)
@@ -179,4 +179,4 @@ def test_another_key_cannot_open_old_seeds(running, client: DealerClient) -> Non
     key.write_text(original)
     running.start()
     with DealerClient(running.target, timeout=20) as again:
-        again.close(opened.hand_id).verify(commitment=opened.commitment)
+        again.close_hand(opened.hand_id).verify(commitment=opened.commitment)

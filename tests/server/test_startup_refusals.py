@@ -109,7 +109,7 @@ def _make(where: Path, hands: int) -> Path:
             for _ in range(hands):
                 opened = client.open_hand("standard")
                 client.draw(opened.hand_id, 5)
-                client.close(opened.hand_id)
+                client.close_hand(opened.hand_id)
             client.open_hand("standard")  # stays open: its seed is sealed under seed.key
     finally:
         dealer.close()
@@ -336,7 +336,7 @@ def test_postgres_log_key_rotation_moves_the_record_on(pg_url: str, tmp_path: Pa
         first.start()
         with DealerClient(first.target, timeout=20) as client:
             opened = client.open_hand("standard")
-            client.close(opened.hand_id)
+            client.close_hand(opened.hand_id)
     finally:
         first.close()
     assert run("rotate-key", "log", "--key-file", str(log_key)).rc == 0

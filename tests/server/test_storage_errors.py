@@ -57,7 +57,7 @@ def test_a_storage_error_inside_an_operation_is_storage_unavailable_not_internal
         # Nothing was recorded: no card was dealt, and the first two come out once the table is back.
         assert c.get(hand.hand_id).dealt_count == 0
         assert c.draw(hand.hand_id, 2).position == 0
-        c.close(hand.hand_id).verify(commitment=hand.commitment)
+        c.close_hand(hand.hand_id).verify(commitment=hand.commitment)
     s = scrape_until(
         running, lambda s: sample(s, "fairdeck_storage_errors_total", operation="update_hand") == 1
     )

@@ -19,7 +19,7 @@ from tests.dealers import RunningDealer
 def _deal(dealer: RunningDealer) -> None:
     with DealerClient(dealer.target, timeout=20) as client:
         opened = client.open_hand("standard")
-        client.close(opened.hand_id)
+        client.close_hand(opened.hand_id)
 
 
 def _meta(db: Path) -> dict[str, str]:

@@ -30,7 +30,7 @@ def dealt(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str,
     dealer.start()
     with DealerClient(dealer.target) as client:
         for _ in range(150):
-            client.close(client.deal_new_hand("standard", client_seeds=["x"]).hand.hand_id)
+            client.close_hand(client.deal_new_hand("standard", client_seeds=["x"]).hand.hand_id)
         client.open_hand("standard")
     dealer.stop()  # the last checkpoint is signed on the way out
     vkey = fairdeck("key", "--data", str(data)).stdout.strip()

@@ -64,7 +64,7 @@ def deal(target: str, n: int) -> list[str]:
     with DealerClient(target) as dealer:
         ids = [dealer.deal_new_hand("standard", client_seeds=["x"]).hand.hand_id for _ in range(n)]
         for hand_id in ids:
-            dealer.close(hand_id)
+            dealer.close_hand(hand_id)
     return ids
 
 

@@ -60,7 +60,7 @@ def deal_holdem(
         draw(1)  # burn
         board[name] = draw(count)
         out(f"{name + ':':6} {_show(board[name])}")
-    closed = dealer.close(opened.hand_id)
+    closed = dealer.close_hand(opened.hand_id)
     assert closed.reveal_receipt is not None
     out(f"closed: server seed {closed.transcript.server_seed.hex() if closed.transcript else '?'}")
     out(f"        revealed at log index {closed.reveal_receipt.index}")

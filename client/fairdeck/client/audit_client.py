@@ -12,14 +12,14 @@ a proof or an entry makes them raise VerificationError(step="log").
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Collection, Iterator, Sequence
 from typing import Any
 
 import grpc
 
 from fairdeck.client import calls
 from fairdeck.client.base import PAGE_SIZE, AsyncClient, EntryPager, SyncClient, _Configured
-from fairdeck.client.exceptions import from_rpc_error
+from fairdeck.client.calls import RETRIED_CODES, USE_CLIENT_DEFAULT, Deadline, Timeout
 from fairdeck.client.models import Hand
 from fairdeck.core.errors import VerificationError
 from fairdeck.log.checkpoint import Checkpoint
@@ -35,7 +35,7 @@ from fairdeck.log.receipts import (
     verify_consistency,
 )
 from fairdeck.v1 import audit_pb2 as pb
-from fairdeck.v1 import audit_pb2_grpc, dealer_pb2, dealer_pb2_grpc
+from fairdeck.v1 import audit_pb2_grpc, dealer_pb2_grpc
 
 
 def _proof_request(
@@ -137,6 +137,10 @@ class _Verifying(_Configured):
         metadata: Sequence[tuple[str, str]] = (),
         timeout: float | None = 30.0,
         insecure: bool = False,
+        retries: int = 2,
+        max_retry_delay: float = 5.0,
+        retry_backoff: float = 0.1,
+        retry_codes: Collection[grpc.StatusCode] = RETRIED_CODES,
     ) -> None:
         self.verifier = _verifier(verifier)
         self.witness_policy = witness_policy
@@ -149,18 +153,24 @@ class _Verifying(_Configured):
             metadata=metadata,
             timeout=timeout,
             insecure=insecure,
+            retries=retries,
+            max_retry_delay=max_retry_delay,
+            retry_backoff=retry_backoff,
+            retry_codes=retry_codes,
         )
 
 
 class AuditClient(_Verifying, SyncClient):
     """A blocking, verifying client of the dealer's transparency log."""
 
-    def _call(self, method: str, request: Any) -> Any:
-        return self._unary(method, request)
+    def _call(self, method: str, request: Any, timeout: Timeout | Deadline, request_id: str | None) -> Any:
+        return self._unary(method, request, timeout=timeout, request_id=request_id)
 
-    def checkpoint(self) -> Checkpoint:
+    def checkpoint(
+        self, *, timeout: Timeout = USE_CLIENT_DEFAULT, request_id: str | None = None
+    ) -> Checkpoint:
         """The latest checkpoint, signature-checked."""
-        r = self._call("GetCheckpoint", pb.GetCheckpointRequest())
+        r = self._call("GetCheckpoint", pb.GetCheckpointRequest(), timeout, request_id)
         return open_signed_checkpoint(r.signed_checkpoint, self.verifier, policy=self.witness_policy)
 
     def inclusion_proof(
@@ -170,64 +180,100 @@ class AuditClient(_Verifying, SyncClient):
         hand_id: str | None = None,
         reveal: bool = False,
         tree_size: int = 0,
+        timeout: Timeout = USE_CLIENT_DEFAULT,
+        request_id: str | None = None,
     ) -> InclusionProof:
         """A verified inclusion proof, by entry index or by hand (commit or reveal entry)."""
-        proof = _proof(self._call("GetInclusionProof", _proof_request(index, hand_id, reveal, tree_size)))
+        return self._inclusion_proof(index, hand_id, reveal, tree_size, timeout, request_id)
+
+    def _inclusion_proof(
+        self,
+        index: int | None,
+        hand_id: str | None,
+        reveal: bool,
+        tree_size: int,
+        timeout: Timeout | Deadline,
+        request_id: str | None,
+    ) -> InclusionProof:
+        request = _proof_request(index, hand_id, reveal, tree_size)
+        proof = _proof(self._call("GetInclusionProof", request, timeout, request_id))
         proof.verify(self.verifier, policy=self.witness_policy)
         return _checked(proof, index, hand_id, reveal)
 
-    def verify_hand(self, hand: Hand, *, commitment: bytes | None = None) -> Checkpoint:
-        """Prove the hand's commitment (and, once closed, its reveal) is in the signed log."""
+    def verify_hand(
+        self,
+        hand: Hand,
+        *,
+        commitment: bytes | None = None,
+        timeout: Timeout = USE_CLIENT_DEFAULT,
+        request_id: str | None = None,
+    ) -> Checkpoint:
+        """Prove the hand's commitment (and, once closed, its reveal) is in the signed log.
+        ``timeout`` is for all of its calls together."""
+        deadline = Deadline(timeout, self.config.timeout)
         proofs = [
-            _checked_index(_proof(self._call("GetInclusionProof", req)), i) for req, i in _hand_requests(hand)
+            _checked_index(_proof(self._call("GetInclusionProof", req, deadline, request_id)), i)
+            for req, i in _hand_requests(hand)
         ]
         return _check_hand(hand, proofs, self.verifier, commitment, self.witness_policy)
 
-    def consistency(self, old: Checkpoint) -> Checkpoint:
+    def consistency(
+        self, old: Checkpoint, *, timeout: Timeout = USE_CLIENT_DEFAULT, request_id: str | None = None
+    ) -> Checkpoint:
         """Prove the latest signed log extends ``old``; return the latest checkpoint."""
-        r = self._call("GetConsistencyProof", pb.GetConsistencyProofRequest(first_tree_size=old.size))
+        r = self._call(
+            "GetConsistencyProof",
+            pb.GetConsistencyProofRequest(first_tree_size=old.size),
+            timeout,
+            request_id,
+        )
         return verify_consistency(
             old, r.signed_checkpoint, tuple(r.hashes), self.verifier, self.witness_policy
         )
 
-    def hand_proof(self, hand: Hand | str) -> HandProof:
+    def hand_proof(
+        self, hand: Hand | str, *, timeout: Timeout = USE_CLIENT_DEFAULT, request_id: str | None = None
+    ) -> HandProof:
         """A closed hand's one-file proof (docs/hand-proof.md), verified before it is returned.
 
         ``hand`` is the closed ``Hand`` or its id (then read with GetHand on this channel). Both
-        receipts lead to the latest checkpoint (the latest final one, with witnesses)."""
+        receipts lead to the latest checkpoint (the latest final one, with witnesses). ``timeout``
+        is for all of its calls together."""
+        deadline = Deadline(timeout, self.config.timeout)
         if isinstance(hand, str):
-            call = calls.get(hand)
-            try:
-                hand = call.parse(
-                    dealer_pb2_grpc.DealerServiceStub(self._channel).GetHand(
-                        dealer_pb2.GetHandRequest(hand_id=hand),
-                        timeout=self.config.timeout,
-                        metadata=self.config.call_metadata(),
-                    )
-                )
-            except grpc.RpcError as e:
-                raise from_rpc_error(e) from e
+            get = calls.get(hand)
+            dealer = dealer_pb2_grpc.DealerServiceStub(self._channel)
+            hand = get.parse(
+                self._unary(get.method, get.request, timeout=deadline, request_id=request_id, stub=dealer)
+            )
         _closed(hand)
-        reveal = self.inclusion_proof(hand_id=hand.hand_id, reveal=True)
-        commit = self.inclusion_proof(hand_id=hand.hand_id, tree_size=reveal.tree_size)
+        reveal = self._inclusion_proof(None, hand.hand_id, True, 0, deadline, request_id)
+        commit = self._inclusion_proof(None, hand.hand_id, False, reveal.tree_size, deadline, request_id)
         return _hand_proof(hand, commit, reveal, self.verifier, self.witness_policy)
 
-    def entries(self, start: int = 0) -> Iterator[tuple[int, bytes]]:
-        """Every entry from ``start`` on, as (index, bytes), in order."""
+    def entries(
+        self, start: int = 0, *, timeout: Timeout = USE_CLIENT_DEFAULT, request_id: str | None = None
+    ) -> Iterator[tuple[int, bytes]]:
+        """Every entry from ``start`` on, as (index, bytes), in order. ``timeout`` is for each
+        page (a log of millions of entries takes a while)."""
         pager = EntryPager(start, PAGE_SIZE)
         while not pager.done:
-            yield from pager.take(self._call("ListEntries", pager.request()))
+            yield from pager.take(self._call("ListEntries", pager.request(), timeout, request_id))
 
 
 class AsyncAuditClient(_Verifying, AsyncClient):
     """An asyncio, verifying client of the dealer's transparency log; same methods, awaited."""
 
-    async def _call(self, method: str, request: Any) -> Any:
-        return await self._unary(method, request)
+    async def _call(
+        self, method: str, request: Any, timeout: Timeout | Deadline, request_id: str | None
+    ) -> Any:
+        return await self._unary(method, request, timeout=timeout, request_id=request_id)
 
-    async def checkpoint(self) -> Checkpoint:
+    async def checkpoint(
+        self, *, timeout: Timeout = USE_CLIENT_DEFAULT, request_id: str | None = None
+    ) -> Checkpoint:
         """The latest checkpoint, signature-checked."""
-        r = await self._call("GetCheckpoint", pb.GetCheckpointRequest())
+        r = await self._call("GetCheckpoint", pb.GetCheckpointRequest(), timeout, request_id)
         return open_signed_checkpoint(r.signed_checkpoint, self.verifier, policy=self.witness_policy)
 
     async def inclusion_proof(
@@ -237,54 +283,87 @@ class AsyncAuditClient(_Verifying, AsyncClient):
         hand_id: str | None = None,
         reveal: bool = False,
         tree_size: int = 0,
+        timeout: Timeout = USE_CLIENT_DEFAULT,
+        request_id: str | None = None,
     ) -> InclusionProof:
         """A verified inclusion proof, by entry index or by hand (commit or reveal entry)."""
-        proof = _proof(
-            await self._call("GetInclusionProof", _proof_request(index, hand_id, reveal, tree_size))
-        )
+        return await self._inclusion_proof(index, hand_id, reveal, tree_size, timeout, request_id)
+
+    async def _inclusion_proof(
+        self,
+        index: int | None,
+        hand_id: str | None,
+        reveal: bool,
+        tree_size: int,
+        timeout: Timeout | Deadline,
+        request_id: str | None,
+    ) -> InclusionProof:
+        request = _proof_request(index, hand_id, reveal, tree_size)
+        proof = _proof(await self._call("GetInclusionProof", request, timeout, request_id))
         proof.verify(self.verifier, policy=self.witness_policy)
         return _checked(proof, index, hand_id, reveal)
 
-    async def verify_hand(self, hand: Hand, *, commitment: bytes | None = None) -> Checkpoint:
-        """Prove the hand's commitment (and, once closed, its reveal) is in the signed log."""
+    async def verify_hand(
+        self,
+        hand: Hand,
+        *,
+        commitment: bytes | None = None,
+        timeout: Timeout = USE_CLIENT_DEFAULT,
+        request_id: str | None = None,
+    ) -> Checkpoint:
+        """Prove the hand's commitment (and, once closed, its reveal) is in the signed log.
+        ``timeout`` is for all of its calls together."""
+        deadline = Deadline(timeout, self.config.timeout)
         proofs = [
-            _checked_index(_proof(await self._call("GetInclusionProof", req)), i)
+            _checked_index(_proof(await self._call("GetInclusionProof", req, deadline, request_id)), i)
             for req, i in _hand_requests(hand)
         ]
         return _check_hand(hand, proofs, self.verifier, commitment, self.witness_policy)
 
-    async def consistency(self, old: Checkpoint) -> Checkpoint:
+    async def consistency(
+        self, old: Checkpoint, *, timeout: Timeout = USE_CLIENT_DEFAULT, request_id: str | None = None
+    ) -> Checkpoint:
         """Prove the latest signed log extends ``old``; return the latest checkpoint."""
-        r = await self._call("GetConsistencyProof", pb.GetConsistencyProofRequest(first_tree_size=old.size))
+        r = await self._call(
+            "GetConsistencyProof",
+            pb.GetConsistencyProofRequest(first_tree_size=old.size),
+            timeout,
+            request_id,
+        )
         return verify_consistency(
             old, r.signed_checkpoint, tuple(r.hashes), self.verifier, self.witness_policy
         )
 
-    async def hand_proof(self, hand: Hand | str) -> HandProof:
+    async def hand_proof(
+        self, hand: Hand | str, *, timeout: Timeout = USE_CLIENT_DEFAULT, request_id: str | None = None
+    ) -> HandProof:
         """A closed hand's one-file proof (docs/hand-proof.md), verified before it is returned.
 
         ``hand`` is the closed ``Hand`` or its id (then read with GetHand on this channel). Both
-        receipts lead to the latest checkpoint (the latest final one, with witnesses)."""
+        receipts lead to the latest checkpoint (the latest final one, with witnesses). ``timeout``
+        is for all of its calls together."""
+        deadline = Deadline(timeout, self.config.timeout)
         if isinstance(hand, str):
-            call = calls.get(hand)
-            try:
-                hand = call.parse(
-                    await dealer_pb2_grpc.DealerServiceStub(self._channel).GetHand(
-                        dealer_pb2.GetHandRequest(hand_id=hand),
-                        timeout=self.config.timeout,
-                        metadata=self.config.call_metadata(),
-                    )
+            get = calls.get(hand)
+            dealer = dealer_pb2_grpc.DealerServiceStub(self._channel)
+            hand = get.parse(
+                await self._unary(
+                    get.method, get.request, timeout=deadline, request_id=request_id, stub=dealer
                 )
-            except grpc.RpcError as e:
-                raise from_rpc_error(e) from e
+            )
         _closed(hand)
-        reveal = await self.inclusion_proof(hand_id=hand.hand_id, reveal=True)
-        commit = await self.inclusion_proof(hand_id=hand.hand_id, tree_size=reveal.tree_size)
+        reveal = await self._inclusion_proof(None, hand.hand_id, True, 0, deadline, request_id)
+        commit = await self._inclusion_proof(
+            None, hand.hand_id, False, reveal.tree_size, deadline, request_id
+        )
         return _hand_proof(hand, commit, reveal, self.verifier, self.witness_policy)
 
-    async def entries(self, start: int = 0) -> AsyncIterator[tuple[int, bytes]]:
-        """Every entry from ``start`` on, as (index, bytes), in order."""
+    async def entries(
+        self, start: int = 0, *, timeout: Timeout = USE_CLIENT_DEFAULT, request_id: str | None = None
+    ) -> AsyncIterator[tuple[int, bytes]]:
+        """Every entry from ``start`` on, as (index, bytes), in order. ``timeout`` is for each
+        page (a log of millions of entries takes a while)."""
         pager = EntryPager(start, PAGE_SIZE)
         while not pager.done:
-            for entry in pager.take(await self._call("ListEntries", pager.request())):
+            for entry in pager.take(await self._call("ListEntries", pager.request(), timeout, request_id)):
                 yield entry

@@ -11,14 +11,22 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+import warnings
+from collections.abc import Collection, Sequence
 from types import TracebackType
 from typing import Any, ClassVar, Self
 
 import grpc
 from google.protobuf.message import Message
 
-from fairdeck.client.calls import ClientConfig, retry_delay_for
+from fairdeck.client.calls import (
+    RETRIED_CODES,
+    USE_CLIENT_DEFAULT,
+    ClientConfig,
+    Deadline,
+    Timeout,
+    retry_delay_for,
+)
 from fairdeck.client.exceptions import from_rpc_error
 from fairdeck.core.errors import VerificationError
 from fairdeck.v1 import audit_pb2
@@ -48,6 +56,8 @@ class _Configured:
         insecure: bool = False,
         retries: int = 2,
         max_retry_delay: float = 5.0,
+        retry_backoff: float = 0.1,
+        retry_codes: Collection[grpc.StatusCode] = RETRIED_CODES,
     ) -> None:
         self.config = ClientConfig(
             target,
@@ -59,6 +69,8 @@ class _Configured:
             insecure=insecure,
             retries=retries,
             max_retry_delay=max_retry_delay,
+            retry_backoff=retry_backoff,
+            retry_codes=frozenset(retry_codes),
         )
         self._open()
 
@@ -73,23 +85,42 @@ class SyncClient(_Configured):
         self._channel = self.config.channel()
         self._stub = self._STUB(self._channel)
 
-    def _unary(self, method: str, request: Message) -> Any:
+    def _unary(
+        self,
+        method: str,
+        request: Message,
+        *,
+        timeout: Timeout | Deadline = USE_CLIENT_DEFAULT,
+        request_id: str | None = None,
+        stub: Any = None,
+    ) -> Any:
+        """Send one unary call (to ``stub``, by default the client's), retried as
+        ``retry_delay_for`` says, all of it within one deadline (``timeout``); raise the SDK's
+        exception."""
+        deadline = Deadline(timeout, self.config.timeout)
+        metadata = self.config.call_metadata(request_id)
         attempt = 0
         while True:
             try:
-                return getattr(self._stub, method)(
-                    request, timeout=self.config.timeout, metadata=self.config.call_metadata()
+                return getattr(stub or self._stub, method)(
+                    request, timeout=deadline.remaining(), metadata=metadata
                 )
             except grpc.RpcError as e:
                 error = from_rpc_error(e)
                 delay = retry_delay_for(method, request, error, attempt, self.config)
-                if delay is None:
+                if delay is None or not deadline.allows(delay):
                     raise error from e
             time.sleep(delay)
             attempt += 1
 
-    def close_channel(self) -> None:
+    def close(self) -> None:
+        """Close the channel; calls still running end with ``Cancelled``."""
         self._channel.close()
+
+    def close_channel(self) -> None:
+        """Deprecated: ``close()`` (asyncio: ``aclose()``), for one more release."""
+        warnings.warn("close_channel() is deprecated: use close()", DeprecationWarning, stacklevel=2)
+        self.close()
 
     def __enter__(self) -> Self:
         return self
@@ -97,7 +128,7 @@ class SyncClient(_Configured):
     def __exit__(
         self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self.close_channel()
+        self.close()
 
 
 class AsyncClient(_Configured):
@@ -129,25 +160,48 @@ class AsyncClient(_Configured):
         self._channel  # noqa: B018 - makes the channel of the running loop
         return self._stub_of_loop
 
-    async def _unary(self, method: str, request: Message) -> Any:
+    async def _unary(
+        self,
+        method: str,
+        request: Message,
+        *,
+        timeout: Timeout | Deadline = USE_CLIENT_DEFAULT,
+        request_id: str | None = None,
+        stub: Any = None,
+    ) -> Any:
+        """Send one unary call (to ``stub``, by default the client's), retried as
+        ``retry_delay_for`` says, all of it within one deadline (``timeout``); raise the SDK's
+        exception."""
+        deadline = Deadline(timeout, self.config.timeout)
+        metadata = self.config.call_metadata(request_id)
         attempt = 0
         while True:
             try:
-                return await getattr(self._stub, method)(
-                    request, timeout=self.config.timeout, metadata=self.config.call_metadata()
+                return await getattr(stub or self._stub, method)(
+                    request, timeout=deadline.remaining(), metadata=metadata
                 )
             except grpc.RpcError as e:
                 error = from_rpc_error(e)
                 delay = retry_delay_for(method, request, error, attempt, self.config)
-                if delay is None:
+                if delay is None or not deadline.allows(delay):
                     raise error from e
             await asyncio.sleep(delay)
             attempt += 1
 
-    async def close_channel(self) -> None:
+    async def aclose(self) -> None:
+        """Close the channel; calls still running end with ``Cancelled``."""
         if self._aio is not None and self._loop is asyncio.get_running_loop():
             await self._aio.close(grace=None)
         self._aio = None
+
+    async def close(self) -> None:
+        """Close the channel; calls still running end with ``Cancelled``."""
+        await self.aclose()
+
+    async def close_channel(self) -> None:
+        """Deprecated: ``close()`` (asyncio: ``aclose()``), for one more release."""
+        warnings.warn("close_channel() is deprecated: use aclose()", DeprecationWarning, stacklevel=2)
+        await self.aclose()
 
     async def __aenter__(self) -> Self:
         return self
@@ -155,7 +209,7 @@ class AsyncClient(_Configured):
     async def __aexit__(
         self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
-        await self.close_channel()
+        await self.aclose()
 
 
 class EntryPager:

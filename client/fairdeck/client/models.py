@@ -90,16 +90,22 @@ class Hand:
         Pass the cards you were ``dealt`` (every draw, burns included, in
         order): the check then also proves they are the top of the revealed deck.
         """
-        if self.transcript is None:
-            raise VerificationError("malformed", "the hand is not closed; there is nothing to verify yet")
-        published = (self.commitment,) if commitment is None else (self.commitment, commitment)
-        for seen in published:
-            if not hmac.compare_digest(seen, self.transcript.commitment):
-                raise VerificationError("commitment", "the transcript's commitment is not the one published")
-        verify(self.transcript)
-        revealed = self.transcript.cards[: len(dealt)]
-        if len(dealt) > len(self.transcript.cards) or tuple(c.id for c in dealt) != revealed:
-            raise VerificationError("deck", "the cards dealt are not the top of the revealed deck")
+        _verify(self.transcript, self.commitment, commitment, dealt)
+
+
+def _verify(
+    transcript: Transcript | None, published: bytes, commitment: bytes | None, dealt: Sequence[Card]
+) -> None:
+    """What ``Hand.verify`` and ``DealtHand.verify`` check."""
+    if transcript is None:
+        raise VerificationError("malformed", "the hand is not closed; there is nothing to verify yet")
+    for seen in (published,) if commitment is None else (published, commitment):
+        if not hmac.compare_digest(seen, transcript.commitment):
+            raise VerificationError("commitment", "the transcript's commitment is not the one published")
+    verify(transcript)
+    revealed = transcript.cards[: len(dealt)]
+    if len(dealt) > len(transcript.cards) or tuple(c.id for c in dealt) != revealed:
+        raise VerificationError("deck", "the cards dealt are not the top of the revealed deck")
 
 
 @dataclass(frozen=True)
@@ -125,6 +131,16 @@ class DealtHand:
     server_seed: bytes | None
     """The revealed seed when the batch was closed, else None."""
     reveal_receipt: LogReceipt | None
+    transcript: Transcript | None = None
+    """The revealed hand when the batch was closed (``deal_hands(..., close=True)``), else None:
+    its seed, commitment and deck as the dealer sent them, and the client seeds this client
+    sent."""
+
+    def verify(self, *, commitment: bytes | None = None) -> None:
+        """Check this hand of a closed batch locally with the core, as ``Hand.verify`` does;
+        raise VerificationError. The cards it was dealt (``cards``, the whole deck) must be the
+        revealed deck. Pass the ``commitment`` if you saw it elsewhere first (a log entry)."""
+        _verify(self.transcript, self.commitment, commitment, self.cards)
 
 
 def cards(deck: str, ids: Iterable[int]) -> tuple[Card, ...]:

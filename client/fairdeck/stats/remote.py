@@ -120,6 +120,6 @@ def sample_dealer(
                 progress(count)
     finally:
         for client in clients:
-            client.close_channel()
+            client.close()
     result.seconds = time.perf_counter() - began
     return result
