@@ -44,3 +44,22 @@ class RunningDealer:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(timeout=10)
         self.loop.close()
+
+
+def deal_closed_hand(target: str, deck: str, draws: int = 5) -> str:
+    """A hand dealt as the README says (two players' seeds by commit-then-reveal), drawn from and
+    closed; its id."""
+    from fairdeck.client import DealerClient, PlayerSeed, SeedRound
+
+    with DealerClient(target) as client:
+        hand = client.open_hand(deck)
+        table = SeedRound(hand.hand_id, hand.commitment, seats=2)
+        players = [PlayerSeed.create(hand.hand_id, seat, hand.commitment) for seat in range(2)]
+        for p in players:
+            table.commit(p.seat, p.commitment)
+        for p in players:
+            table.reveal(p.seat, p.reveal(table.commitments))
+        client.shuffle(hand.hand_id, table.seeds)
+        client.draw(hand.hand_id, draws)
+        client.close_hand(hand.hand_id)
+        return hand.hand_id

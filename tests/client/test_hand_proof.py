@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from fairdeck.client import AuditClient, DealerClient, PlayerSeed, SeedRound
+from fairdeck.client import AuditClient, DealerClient
 from fairdeck.core.decks import SPEC_NAMES
 from fairdeck.core.errors import VerificationError
 from fairdeck.log.cosignature import Cosigner, WitnessPolicy
 from fairdeck.log.handproof import HandProof
 from fairdeck.log.note import Signer, Verifier
-from tests.dealers import RunningDealer
+from tests.dealers import RunningDealer, deal_closed_hand
 
 CLI = [sys.executable, "-m", "fairdeck.cli"]
 
@@ -33,19 +33,7 @@ def dealer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]
     running.close()
 
 
-def deal_closed(target: str, deck: str, draws: int = 5) -> str:
-    with DealerClient(target) as client:
-        hand = client.open_hand(deck)
-        table = SeedRound(hand.hand_id, hand.commitment, seats=2)
-        players = [PlayerSeed.create(hand.hand_id, seat, hand.commitment) for seat in range(2)]
-        for p in players:
-            table.commit(p.seat, p.commitment)
-        for p in players:
-            table.reveal(p.seat, p.reveal(table.commitments))
-        client.shuffle(hand.hand_id, table.seeds)
-        client.draw(hand.hand_id, draws)
-        client.close_hand(hand.hand_id)
-        return hand.hand_id
+deal_closed = deal_closed_hand
 
 
 @pytest.mark.parametrize("deck", SPEC_NAMES)

@@ -96,7 +96,7 @@ def play(target: str, hands: int) -> list[tuple[str, bytes]]:
             opened = a.open_hand("standard")
             b.shuffle(opened.hand_id, [os.urandom(16)])
             drawn = a.draw(opened.hand_id, 5).cards
-            closed = b.close(opened.hand_id)
+            closed = b.close_hand(opened.hand_id)
             closed.verify(commitment=opened.commitment, dealt=drawn)
             out.append((opened.hand_id, opened.commitment))
     return out

@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from fairdeck.client import AuditClient, DealerClient, PlayerSeed, SeedRound
+from fairdeck.client import AuditClient
 from fairdeck.core.decks import SPEC_NAMES
 from fairdeck.log.cosignature import Cosigner, add_cosignatures
 from fairdeck.log.note import Signer
-from tests.dealers import RunningDealer
+from tests.dealers import RunningDealer, deal_closed_hand
 from tests.web import browser
 
 CLI = [sys.executable, "-m", "fairdeck.cli"]
@@ -43,19 +43,9 @@ def dealer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]
 
 def proof_of_a_closed_hand(target: str, vkey: str, deck: str, draws: int = 7) -> dict[str, Any]:
     """A hand dealt with the players' seed protocol, closed, and its proof from the AuditService."""
-    with DealerClient(target) as client:
-        hand = client.open_hand(deck)
-        table = SeedRound(hand.hand_id, hand.commitment, seats=2)
-        players = [PlayerSeed.create(hand.hand_id, seat, hand.commitment) for seat in range(2)]
-        for p in players:
-            table.commit(p.seat, p.commitment)
-        for p in players:
-            table.reveal(p.seat, p.reveal(table.commitments))
-        client.shuffle(hand.hand_id, table.seeds)
-        client.draw(hand.hand_id, draws)
-        client.close(hand.hand_id)
+    hand_id = deal_closed_hand(target, deck, draws)
     with AuditClient(target, verifier=vkey) as log:
-        return log.hand_proof(hand.hand_id).to_dict()
+        return log.hand_proof(hand_id).to_dict()
 
 
 def cosigned(proof: dict[str, Any], *lines_by: Callable[[str], str]) -> dict[str, Any]:
