@@ -175,18 +175,11 @@ def _insert_rows(conn: sqlite3.Connection, table: str, rows: Sequence[tuple[Any,
 class SqliteStorage:
     """Storage on one SQLite file, written by one thread with group commit."""
 
-    def __init__(self, path: Path, *, create: bool = True, shared: bool = False) -> None:
+    def __init__(self, path: Path, *, create: bool = True) -> None:
         """``create``: make the file and its tables if missing. Without it, a missing,
-        empty or table-less file is refused (StartupRefused) and nothing is written.
-
-        ``shared``: other processes write the same file (``fairdeck serve --processes``).
-        SQLite's write lock (BEGIN IMMEDIATE) puts their transactions one after another;
-        each transaction then starts by reading the log's size, and reloads the Merkle
-        frontier if another process appended since (an indexed MAX and, only then,
-        O(log n) hash rows). Alone, the size and frontier kept in memory are always right."""
+        empty or table-less file is refused (StartupRefused) and nothing is written."""
         self._path = path
         self._create = create
-        self._shared = shared
         self._queue: queue.SimpleQueue[_Op | None] = queue.SimpleQueue()
         self._closed = False
         self._ready = threading.Event()
@@ -562,9 +555,6 @@ class SqliteStorage:
         began = time.perf_counter()
         try:
             conn.execute("BEGIN IMMEDIATE")
-            if self._shared:
-                self._catch_up(conn)
-                before = (self._log_size, self._frontier.copy())
             fused = self._create_together(conn, [op for op in batch if op[4] is not None])
             outcomes.extend((True, records) for records in fused)
             for fn, _, _, _, _ in batch[len(fused) :]:
@@ -600,13 +590,6 @@ class SqliteStorage:
         for loop, items in by_loop.items():  # one wake-up per loop per batch
             with contextlib.suppress(RuntimeError):  # a closed loop: nobody is waiting any more
                 loop.call_soon_threadsafe(_resolve, items)
-
-    def _catch_up(self, conn: sqlite3.Connection) -> None:
-        """Inside the write lock: take the log as the other processes left it."""
-        size = conn.execute("SELECT COALESCE(MAX(idx) + 1, 0) FROM log_entries").fetchone()[0]
-        if size != self._log_size:
-            self._frontier = _Frontier.load(size, _hash_reader(conn))
-            self._log_size = size
 
     def _create_together(self, conn: sqlite3.Connection, creations: list[_Op]) -> list[list[HandRecord]]:
         """Write the hands of several plain creations with one set of INSERTs, under one
