@@ -180,7 +180,9 @@ class SqliteStorage:
         empty or table-less file is refused (StartupRefused) and nothing is written."""
         self._path = path
         self._create = create
-        self._queue: queue.SimpleQueue[_Op | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[list[_Op] | None] = queue.SimpleQueue()
+        self._pending: dict[asyncio.AbstractEventLoop, list[_Op]] = {}
+        """Operations submitted in the current turn of each loop, handed to the writer at its end."""
         self._closed = False
         self._ready = threading.Event()
         self._startup_error: BaseException | None = None
@@ -428,6 +430,7 @@ class SqliteStorage:
     async def close(self) -> None:
         if self._closed:
             return
+        self._flush(asyncio.get_running_loop())  # what this loop submitted before close runs
         self._closed = True
         self._queue.put(None)
         if self._thread.ident is not None:  # never started (the dealer refused to start): nothing to join
@@ -525,20 +528,22 @@ class SqliteStorage:
         stop = False
         while not (stop and not bulk):
             if not bulk and not stop:
-                item = self._queue.get()  # nothing to do until something arrives
-                if item is None:
+                ops = self._queue.get()  # nothing to do until something arrives
+                if ops is None:
                     stop = True
                 else:
-                    (bulk.append if item[3] else ordinary.append)(item)
+                    for op in ops:
+                        (bulk.append if op[3] else ordinary.append)(op)
             while not stop and len(ordinary) < MAX_BATCH:
                 try:
-                    item = self._queue.get_nowait()
+                    ops = self._queue.get_nowait()
                 except queue.Empty:
                     break
-                if item is None:
+                if ops is None:
                     stop = True
                     break
-                (bulk.append if item[3] else ordinary.append)(item)
+                for op in ops:
+                    (bulk.append if op[3] else ordinary.append)(op)
             batch, ordinary = ordinary, []
             if bulk:
                 batch.append(bulk.popleft())
@@ -712,8 +717,24 @@ class SqliteStorage:
             raise errors.storage_unavailable("storage is closed")
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[T] = loop.create_future()
-        self._queue.put((fn, loop, fut, bulk, hands))
+        pending = self._pending.get(loop)
+        if pending is None:  # the first of this turn: hand them all over at its end
+            pending = self._pending[loop] = []
+            loop.call_soon(self._flush, loop)
+        pending.append((fn, loop, fut, bulk, hands))
         return await fut
+
+    def _flush(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Hand the operations a loop submitted in one turn to the writer: one hand-off
+        (and at most one wake-up of the writer thread) per turn, not one per operation."""
+        ops = self._pending.pop(loop, None)
+        if not ops:
+            return
+        if self._closed:  # submitted before close() on another loop, flushed after it
+            failure = errors.storage_unavailable("storage is closed")
+            _resolve([(fut, False, failure) for _, _, fut, _, _ in ops])
+            return
+        self._queue.put(ops)
 
 
 class _Rows:
