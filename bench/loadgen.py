@@ -55,6 +55,35 @@ def proc_cpu(pid: int | None) -> float | None:
     return (int(fields[11]) + int(fields[12])) / _TICK
 
 
+def thread_cpu(pid: int | None) -> dict[str, tuple[float, float]]:
+    """{"tid name": (user, system) CPU seconds} of each thread of a process, from /proc."""
+    if pid is None:
+        return {}
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                name = f.read().strip()
+        except OSError:  # the thread ended meanwhile
+            continue
+        out[f"{tid} {name}"] = (int(fields[11]) / _TICK, int(fields[12]) / _TICK)
+    return out
+
+
+def thread_split(
+    before: dict[str, tuple[float, float]], after: dict[str, tuple[float, float]], calls: int
+) -> dict[str, Any]:
+    """Per thread of the server: user and system CPU us per call over the window."""
+    out = {}
+    for key, (user, system) in after.items():
+        u0, s0 = before.get(key, (0.0, 0.0))
+        if (user - u0) + (system - s0) > 0 and calls:
+            out[key] = {"user_us": (user - u0) / calls * 1e6, "system_us": (system - s0) / calls * 1e6}
+    return out
+
+
 def machine_cpu() -> tuple[float, float]:
     """Busy and steal CPU seconds of the whole machine so far, from /proc/stat."""
     with open("/proc/stat") as f:
@@ -105,8 +134,11 @@ async def unary(args: argparse.Namespace) -> dict[str, Any]:
             if t_start <= t1 < t_end:
                 record(t1 - t0)
 
+    threads: dict[str, dict[str, tuple[float, float]]] = {}
+
     def mark(name: str) -> None:
         marks[name] = (time.perf_counter(), time.process_time(), proc_cpu(args.server_pid), machine_cpu())
+        threads[name] = thread_cpu(args.server_pid)
 
     loop.call_at(loop.time() + (t_start - time.perf_counter()), mark, "start")
     loop.call_at(loop.time() + (t_end - time.perf_counter()), mark, "end")
@@ -142,6 +174,8 @@ async def unary(args: argparse.Namespace) -> dict[str, Any]:
         out["server_cpu_us_per_call"] = (s1 - s0) / n * 1e6 if n else None
         # CPU used on the machine by anything but this server and this generator: other noise
         out["other_cpu_util"] = ((m1[0] - m0[0]) - (s1 - s0) - (c1 - c0)) / window
+        # (Thread CPU counts in clock ticks: with under ~100 calls a window it is coarse.)
+        out["server_threads"] = thread_split(threads["start"], threads["end"], n)
     out["steal_util"] = (m1[1] - m0[1]) / window
     return out
 
