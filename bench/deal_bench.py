@@ -11,10 +11,16 @@ One run, one machine, one load generator (bench/loadgen.py, its own process):
    generator against the dealer and against the trivial service, in
    alternating order, and reports the median of the rounds, and the median
    and min of the per-round dealer/trivial ratios.
+   The bar (issue 15): the dealer's server CPU per call at most 1.4x the
+   trivial service's at c=16 and c=64.
+3b. Open loop (bar 2): half the trivial service's measured capacity is
+   offered to each server in turn on a fixed schedule (loadgen.py open);
+   the dealer's p99 must be at most 1.5x the trivial service's.
 4. DealHands (server streaming) on a fresh dealer: 100,000 hands per call,
    close=False and close=True, through the generated stub. Afterwards the
    dealer is stopped and the database is opened to check that every hand and
-   every log entry is there.
+   every log entry is there. The bar: close=False at least 20,000 decks/s at
+   at most 50 us of server CPU per deck (close=True reported beside it).
 5. Optionally (``--profile DIR``) samples the dealer with py-spy during an
    extra concurrency-64 run and a DealHands call, and prints the hottest
    functions.
@@ -22,7 +28,7 @@ One run, one machine, one load generator (bench/loadgen.py, its own process):
 The load generator shares the machine's cores with the server it drives,
 and its CPU use is reported next to the server's.
 
-    .venv/bin/python bench/deal_bench.py                 # ~3 minutes
+    .venv/bin/python bench/deal_bench.py                 # ~7 minutes
     .venv/bin/python bench/deal_bench.py --quick         # smoke run, ~20 s
     .venv/bin/python bench/deal_bench.py --profile bench/profiles
 """
