@@ -25,6 +25,7 @@ from fairdeck.v1 import audit_pb2, dealer_pb2
 from fairdeck_server import logs, reflection
 from fairdeck_server.audit_servicer import AuditServicer
 from fairdeck_server.auth import Authenticator, AuthInterceptor, FailureLimiter, TokenVerifier
+from fairdeck_server.calls import CallInterceptor
 from fairdeck_server.dealer import Dealer
 from fairdeck_server.health import StorageHealth
 from fairdeck_server.limits import (
@@ -205,7 +206,8 @@ class DealerServer:
                     failures=FailureLimiter(self.config.auth_failure_rate, self.config.auth_failure_burst),
                 ),
                 required=not is_loopback(self.config.listen) if require_auth is None else require_auth,
-            )
+            ),
+            on_tenant=logs.set_tenant,
         )
         # Made here, not in __init__: grpc.aio binds them to the running loop.
         self.health = health.aio.HealthServicer()  # type: ignore[attr-defined]
@@ -214,16 +216,19 @@ class DealerServer:
             RateLimiter(config.rate_limit, config.rate_burst),
             OpenHandsCap(self.metered.open_hands, config.max_open_hands),
             on_refusal=self.metrics.refused,
-            on_tenant=logs.set_tenant,
         )
         # Outermost first: observing (sees every outcome), the default deadline (covers
-        # stream writes), authentication, then the limits (per tenant, so after auth).
-        interceptors: list[grpc.aio.ServerInterceptor[Any, Any]] = [
-            ObservingInterceptor(self.metrics),
-            DeadlineInterceptor(config.default_deadline),
-            self.auth,
-            self.limits,
-        ]
+        # stream writes), authentication (tells the access log the tenant), then the limits
+        # (per tenant, so after auth). One interceptor, wrapped once per method (calls.py).
+        self.interceptor = CallInterceptor(
+            [
+                ObservingInterceptor(self.metrics),
+                DeadlineInterceptor(config.default_deadline),
+                self.auth,
+                self.limits,
+            ]
+        )
+        interceptors: list[grpc.aio.ServerInterceptor[Any, Any]] = [self.interceptor]
         message_bytes = config.max_message_bytes or -1  # 0: no limit
         # A request is held to the lower of the two limits (0 is no limit).
         request_bytes = min(

@@ -420,8 +420,12 @@ def is_open(method: str) -> bool:
 class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
     """Authenticates each call, checks its role, and binds its principal while it runs."""
 
-    def __init__(self, authenticator: Authenticator) -> None:
+    def __init__(
+        self, authenticator: Authenticator, *, on_tenant: Callable[[str], None] | None = None
+    ) -> None:
         self.authenticator = authenticator
+        self._on_tenant = on_tenant
+        """Told the tenant of each admitted call (the access log's tenant)."""
 
     async def intercept_service(
         self,
@@ -429,8 +433,14 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
         handler_call_details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler[Any, Any]:
         handler = await continuation(handler_call_details)
-        method: str = handler_call_details.method
-        if handler is None or is_open(method):
+        if handler is None:
+            return handler
+        return self.wrap(handler_call_details.method, handler)
+
+    def wrap(self, method: str, handler: grpc.RpcMethodHandler[Any, Any]) -> grpc.RpcMethodHandler[Any, Any]:
+        """This layer around ``handler`` for calls of ``method``; ``handler`` itself for the
+        methods open to all (health, reflection)."""
+        if is_open(method):
             return handler
         admit = functools.partial(self._admit, method)
         return rewrap(handler, lambda inner: _unary(inner, admit), lambda inner: _streaming(inner, admit))
@@ -446,6 +456,8 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
             log.info("refused %s: %s", method, e.reason)
             await abort(context, e)
             raise AssertionError("unreachable: abort raises") from None
+        if self._on_tenant is not None:
+            self._on_tenant(caller.tenant)
         return caller
 
 

@@ -250,7 +250,14 @@ class DeadlineInterceptor(ServerInterceptor):
         details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler[Any, Any]:
         handler = await continuation(details)
-        if handler is None or self.default_deadline <= 0 or service_of(details.method) in UNLIMITED_SERVICES:
+        if handler is None:
+            return handler
+        return self.wrap(details.method, handler)
+
+    def wrap(self, method: str, handler: grpc.RpcMethodHandler[Any, Any]) -> grpc.RpcMethodHandler[Any, Any]:
+        """This layer around ``handler`` for calls of ``method``; ``handler`` itself when it
+        has nothing to do (no default deadline, or health and reflection)."""
+        if self.default_deadline <= 0 or service_of(method) in UNLIMITED_SERVICES:
             return handler
         return rewrap(handler, self._unary, self._stream)
 
@@ -308,8 +315,19 @@ class LimitsInterceptor(ServerInterceptor):
         details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler[Any, Any]:
         handler = await continuation(details)
-        method: str = details.method
-        if handler is None or service_of(method) in UNLIMITED_SERVICES:
+        if handler is None:
+            return handler
+        return self.wrap(details.method, handler)
+
+    @property
+    def inert(self) -> bool:
+        """Both limits off and nobody to tell the tenant: the layer would change nothing."""
+        return not self.rate.enabled and not self.cap.enabled and self._on_tenant is None
+
+    def wrap(self, method: str, handler: grpc.RpcMethodHandler[Any, Any]) -> grpc.RpcMethodHandler[Any, Any]:
+        """This layer around ``handler`` for calls of ``method``; ``handler`` itself when it
+        has nothing to do (health and reflection, or both limits off)."""
+        if service_of(method) in UNLIMITED_SERVICES or self.inert:
             return handler
         return rewrap(
             handler, functools.partial(self._unary, method), functools.partial(self._stream, method)

@@ -344,11 +344,23 @@ class ObservingInterceptor(ServerInterceptor):
             functools.partial(self._stream, method, metadata),
         )
 
+    def wrap(self, method: str, handler: grpc.RpcMethodHandler[Any, Any]) -> grpc.RpcMethodHandler[Any, Any]:
+        """This layer around ``handler``, made once for every call of ``method`` (calls.py)."""
+        return rewrap(
+            handler,
+            functools.partial(self._unary, method, None),
+            functools.partial(self._stream, method, None),
+        )
+
     def _unary(
-        self, method: str, metadata: tuple[Any, ...], inner: Callable[[Any, Any], Any]
+        self, method: str, metadata: tuple[Any, ...] | None, inner: Callable[[Any, Any], Any]
     ) -> Callable[..., Any]:
+        """``metadata`` None: the call's own, read when it runs (a behavior made once per method)."""
+
         async def behavior(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-            call, token = logs.begin_call(method, metadata)
+            call, token = logs.begin_call(
+                method, metadata if metadata is not None else context.invocation_metadata()
+            )
             start = time.perf_counter()
             code = grpc.StatusCode.OK
             try:
@@ -369,10 +381,12 @@ class ObservingInterceptor(ServerInterceptor):
         return behavior
 
     def _stream(
-        self, method: str, metadata: tuple[Any, ...], inner: Callable[[Any, Any], Any]
+        self, method: str, metadata: tuple[Any, ...] | None, inner: Callable[[Any, Any], Any]
     ) -> Callable[..., Any]:
         async def behavior(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
-            call, token = logs.begin_call(method, metadata)
+            call, token = logs.begin_call(
+                method, metadata if metadata is not None else context.invocation_metadata()
+            )
             start = time.perf_counter()
             code = grpc.StatusCode.OK
             try:

@@ -17,7 +17,7 @@ from types import ModuleType
 from typing import Any, TypeVar
 
 import grpc
-from google.protobuf import any_pb2, timestamp_pb2
+from google.protobuf import any_pb2
 from google.protobuf.descriptor import ServiceDescriptor
 from google.protobuf.message import DecodeError, Message
 from google.rpc import error_details_pb2, status_pb2
@@ -178,12 +178,9 @@ _STATES = {
 }
 
 
-def _timestamp(ms: int | None) -> timestamp_pb2.Timestamp | None:
-    if ms is None:
-        return None
-    ts = timestamp_pb2.Timestamp()
-    ts.FromMilliseconds(ms)
-    return ts
+@functools.lru_cache(maxsize=256)
+def _deck_size(deck: str) -> int:
+    return DeckSpec.parse(deck).size
 
 
 class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
@@ -194,19 +191,22 @@ class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
         """The caller's tenant, bound by the auth interceptor (auth.py checked its role)."""
         return principal.current().tenant
 
-    def hand(self, record: HandRecord) -> pb.Hand:
-        message = pb.Hand(
-            hand_id=record.hand_id,
-            deck=record.deck,
-            version=record.version,
-            commitment=record.commitment,
-            state=_STATES[record.state],
-            client_seeds=record.client_seeds,
-            dealt_count=record.dealt,
-            deck_size=DeckSpec.parse(record.deck).size,
-            commit_receipt=pb.LogReceipt(index=record.commit_index),
-            create_time=_timestamp(record.created_ms),
-        )
+    def hand(self, record: HandRecord, message: pb.Hand | None = None) -> pb.Hand:
+        """``record`` as a Hand message; with ``message``, filled in place (a response's own
+        ``hand`` field), so no Hand, LogReceipt or Timestamp is built only to be copied."""
+        if message is None:
+            message = pb.Hand()
+        message.hand_id = record.hand_id
+        message.deck = record.deck
+        message.version = record.version
+        message.commitment = record.commitment
+        message.state = _STATES[record.state]
+        if record.client_seeds:
+            message.client_seeds.extend(record.client_seeds)
+        message.dealt_count = record.dealt
+        message.deck_size = _deck_size(record.deck)
+        message.commit_receipt.index = record.commit_index
+        message.create_time.FromMilliseconds(record.created_ms)
         if record.reveal_index is not None:
             message.reveal_receipt.index = record.reveal_index
         if record.closed_ms is not None:
@@ -264,7 +264,9 @@ class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
         record, cards = await self.dealer.deal_new_hand(
             self._tenant(context), request.deck, client_seeds(request.client_seeds), request.request_id
         )
-        return pb.DealNewHandResponse(hand=self.hand(record), cards=cards)
+        response = pb.DealNewHandResponse(cards=cards)
+        self.hand(record, response.hand)
+        return response
 
     async def DealHands(
         self, request: pb.DealHandsRequest, context: Any
@@ -279,23 +281,7 @@ class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
                 request.close,
             )
             async for chunk in chunks:
-                yield pb.DealHandsResponse(
-                    deck=request.deck,
-                    version=chunk[0][0].version,
-                    hands=[
-                        pb.DealtHand(
-                            hand_id=record.hand_id,
-                            commitment=record.commitment,
-                            cards=cards,
-                            commit_receipt=pb.LogReceipt(index=record.commit_index),
-                            server_seed=seed or b"",
-                            reveal_receipt=None
-                            if record.reveal_index is None
-                            else pb.LogReceipt(index=record.reveal_index),
-                        )
-                        for record, cards, seed in chunk
-                    ],
-                )
+                yield deal_hands_response(request.deck, chunk)
         except Exception as e:
             await fail(context, e, "DealHands")
 
@@ -311,6 +297,23 @@ class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
             # Auditors see closed hands only, and cannot tell an open hand from a missing one.
             raise errors.hand_not_found()
         return pb.GetHandResponse(hand=self.hand(record))
+
+
+def deal_hands_response(
+    deck: str, chunk: Sequence[tuple[HandRecord, tuple[int, ...], bytes | None]]
+) -> pb.DealHandsResponse:
+    """One DealHands message, its hands built in place: no DealtHand or LogReceipt made
+    only to be copied in."""
+    response = pb.DealHandsResponse(deck=deck, version=chunk[0][0].version)
+    add = response.hands.add
+    for record, cards, seed in chunk:
+        dealt = add(hand_id=record.hand_id, commitment=record.commitment, cards=cards)
+        dealt.commit_receipt.index = record.commit_index
+        if seed:
+            dealt.server_seed = seed
+        if record.reveal_index is not None:
+            dealt.reveal_receipt.index = record.reveal_index
+    return response
 
 
 def rewrap(
