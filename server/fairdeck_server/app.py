@@ -422,6 +422,10 @@ async def serve(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    if worker is not None and worker.lifeline_fd is not None:
+        # The supervisor holds the pipe's other end: end of file means it is gone (even by
+        # SIGKILL), and a worker never serves on without it.
+        loop.add_reader(worker.lifeline_fd, stop.set)
     port = await server.start()  # on a failure it has undone itself
     if described is not None:
         log.info("configuration: %s", described)

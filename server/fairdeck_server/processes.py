@@ -16,8 +16,9 @@ becomes a small supervisor:
    drawn and closed through another.
 4. SIGTERM or SIGINT go to every worker, which drain as one dealer does. If a worker dies, the
    supervisor stops the others and exits 1 with one line naming it: a dealer with a missing
-   worker would still answer, with its capacity silently cut. Restarting is the job of what runs
-   the dealer (systemd, Kubernetes), as it is for one process.
+   worker would still answer, with its capacity silently cut. If the supervisor dies, even by
+   SIGKILL, its workers see their lifeline pipe end and drain too. Restarting is the job of what
+   runs the dealer (systemd, Kubernetes), as it is for one process.
 
 Per worker, and so per process rather than per dealer: rate limits and the open-hand count of a
 tenant (set them to 1/N of the whole), health, and metrics (worker i serves /metrics on the
@@ -53,6 +54,8 @@ LISTEN_ENV = "FAIRDECK_WORKER_LISTEN"
 """The address every worker binds (the supervisor resolved port 0 to one port for all)."""
 LOCK_ENV = "FAIRDECK_WORKER_LOCK_FD"
 """The descriptor of the data dir's lock file, locked by the supervisor."""
+LIFELINE_ENV = "FAIRDECK_WORKER_LIFELINE_FD"
+"""The read end of a pipe whose write end only the supervisor holds: end of file when it dies."""
 START_TIMEOUT = 60.0
 
 
@@ -64,6 +67,7 @@ class Worker:
     count: int
     listen: str
     lock_fd: int | None
+    lifeline_fd: int | None = None
 
     @classmethod
     def from_environ(cls, environ: dict[str, str] | os._Environ[str] = os.environ) -> Worker | None:
@@ -71,8 +75,14 @@ class Worker:
         if text is None:
             return None
         index, _, count = text.partition("/")
-        lock = environ.get(LOCK_ENV)
-        return cls(int(index), int(count), environ[LISTEN_ENV], int(lock) if lock else None)
+        lock, lifeline = environ.get(LOCK_ENV), environ.get(LIFELINE_ENV)
+        return cls(
+            int(index),
+            int(count),
+            environ[LISTEN_ENV],
+            int(lock) if lock else None,
+            int(lifeline) if lifeline else None,
+        )
 
     def metrics_listen(self, listen: str | None) -> str | None:
         """Worker i's /metrics address: the configured port plus i (port 0 stays 0: a free one)."""
@@ -100,6 +110,10 @@ def supervise(config: ServerConfig, argv: Sequence[str]) -> int:
         os.set_inheritable(fd, True)
         env[LOCK_ENV] = str(fd)
         fds = (fd,)
+    # The workers' lifeline: they hold only the read end, so it ends when this process does.
+    lifeline_read, lifeline_write = os.pipe()  # both close-on-exec; the read end is passed below
+    env[LIFELINE_ENV] = str(lifeline_read)
+    fds = (*fds, lifeline_read)
     workers: list[subprocess.Popen[bytes]] = []
     stopping = False
 
@@ -149,6 +163,8 @@ def supervise(config: ServerConfig, argv: Sequence[str]) -> int:
                 w.wait()
         if reserved is not None:
             reserved.close()
+        os.close(lifeline_read)
+        os.close(lifeline_write)
         identity.release()
 
 

@@ -81,8 +81,7 @@ def group(tmp_path: Path) -> Iterator[tuple[Group, Path]]:
     g = Group(data, 2, tmp_path / "stderr")
     yield g, data
     if g.proc.poll() is None:
-        g.proc.kill()
-        g.proc.wait()
+        g.stop()
 
 
 def play(target: str, hands: int) -> list[tuple[str, bytes]]:
@@ -221,3 +220,19 @@ class _one_dealer:
     def __exit__(self, *exc: object) -> None:
         self.proc.send_signal(signal.SIGTERM)
         self.proc.communicate(timeout=60)
+
+
+def test_workers_do_not_outlive_a_killed_supervisor(group: tuple[Group, Path]) -> None:
+    """SIGKILL leaves the supervisor no chance to stop its workers: they see their lifeline pipe
+    end, drain and exit, and the data dir is free again."""
+    g, data = group
+    acknowledged = play(g.target, 3)
+    g.proc.kill()
+    g.proc.wait()
+    deadline = time.monotonic() + 30
+    while any(_alive(pid) for pid in g.pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_alive(pid) for pid in g.pids), "workers serve on without their supervisor"
+    with _one_dealer(data) as target, DealerClient(target) as client:
+        for hand_id, commitment in acknowledged:
+            assert client.get(hand_id).commitment == commitment
