@@ -41,6 +41,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from fairdeck_server.app import _probe_listen
 from fairdeck_server.metrics import split_host_port
 from fairdeck_server.refusal import StartupRefused
 from fairdeck_server.startup import prepare
@@ -100,9 +101,13 @@ def supervise(config: ServerConfig, argv: Sequence[str]) -> int:
             f"--processes {count} with --witness: each process would ask the witnesses to cosign on "
             "its own; run a dealer with witnesses as --processes 1"
         )
-    identity = prepare(config)  # keys made or checked, the data dir locked: once, here
+    # The port first, as one dealer does: a port in use is refused before a fresh data dir gets
+    # its keys. The probe binds without SO_REUSEPORT, so it also refuses a port that another
+    # group's workers share among themselves.
+    _probe_listen("--listen", config.listen)
     reserved = _reserve(config.listen)
-    listen = config.listen if reserved is None else _with_port(config.listen, reserved.getsockname()[1])
+    identity = prepare(config)  # keys made or checked, the data dir locked: once, here
+    listen = _with_port(config.listen, reserved.getsockname()[1])
     env = dict(os.environ, **{LISTEN_ENV: listen})
     fds: tuple[int, ...] = ()
     if identity.lock is not None:
@@ -161,22 +166,27 @@ def supervise(config: ServerConfig, argv: Sequence[str]) -> int:
             if w.poll() is None:
                 w.kill()
                 w.wait()
-        if reserved is not None:
-            reserved.close()
+        reserved.close()
         os.close(lifeline_read)
         os.close(lifeline_write)
         identity.release()
 
 
-def _reserve(listen: str) -> socket.socket | None:
-    """For port 0: bind a free port with SO_REUSEPORT and keep it, so every worker gets the same one."""
+def _reserve(listen: str) -> socket.socket:
+    """Bind the port with SO_REUSEPORT and keep it for the group's life: port 0 becomes one free
+    port for every worker, and no process without SO_REUSEPORT can take it meanwhile."""
     host, port = split_host_port(listen)
-    if port != 0:
-        return None
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    sock.bind((host.strip("[]"), 0))
+    try:
+        sock.bind((host.strip("[]"), port))
+    except OSError as e:
+        sock.close()
+        raise StartupRefused(
+            f"--listen {listen}: cannot listen there ({e.strerror or e}); "
+            "stop what holds it, or pick another --listen"
+        ) from None
     return sock
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -155,6 +156,17 @@ def test_refusals_are_one_line(tmp_path: Path) -> None:
                   "--witness", f"http://127.0.0.1:9/={vkey}")  # fmt: skip
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
     assert "--processes 2 with --witness" in refused.stderr and not (tmp_path / "d").exists()
+    with socket.socket() as holder:  # a port held by something else: refused before any key is made
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        taken = cli(
+            "serve", "--listen", f"127.0.0.1:{port}", "--data", str(tmp_path / "d3"), "--processes", "2"
+        )
+    assert taken.returncode == 2 and taken.stderr.count("\n") == 1, taken.stderr
+    assert (
+        f"--listen 127.0.0.1:{port}: cannot listen there" in taken.stderr and not (tmp_path / "d3").exists()
+    )
     (tmp_path / "d2").mkdir()
     worker = {
         "FAIRDECK_WORKER": "0/2",
