@@ -95,6 +95,10 @@ def tamperings(proof: dict[str, Any], other: dict[str, Any]) -> list[tuple[str, 
         ),
         ("deck: two cards swapped", changed(swap)),
         (
+            "malformed: a server seed one byte short",
+            changed(lambda d: d["transcript"].update(server_seed=d["transcript"]["server_seed"][2:])),
+        ),
+        (
             "cards: a card not dealt",
             changed(lambda d: d["dealt"].__setitem__(0, d["transcript"]["cards"][10])),
         ),
@@ -145,11 +149,14 @@ def test_every_deck_and_every_tampering_as_fairdeck_verify_says(
         page = got["verify"][name]
         assert (page["ok"], page["step"]) == want, (name, page, want)
         assert page["kind"] == "hand-proof" and page["input_error"] is None
+        if want[1] is not None:  # the failed step is always one of the checks shown, failing
+            assert page["checks"][want[1]] == "fail", (name, page["checks"])
         steps.add(want[1])
     assert all(got["verify"][f"valid {deck}"]["ok"] for deck in SPEC_NAMES)
     assert steps == {
         None,
         "format",
+        "malformed",
         "commitment",
         "deck",
         "cards",

@@ -75,11 +75,20 @@ function mark(report, step, status, detail = "") {
   }
 }
 
+/** Steps a hand proof can fail at that its table leaves out: the transcript's own step 6.2. */
+const EXTRA_STEPS = {
+  malformed: "The transcript's fields are well formed for its deck: hand id, seed sizes, number of cards.",
+};
+
 function failed(report, e) {
   if (!(e instanceof VerificationError)) throw e;
   report.step = e.step;
   report.detail = e.detail;
-  // A transcript's version and malformed steps are checked together; both are "format" in a proof.
+  if (!report.checks.some((c) => c.step === e.step)) {
+    // Shown right after "format", where fairdeck verify checks it too.
+    const at = report.checks.findIndex((c) => c.step === "format") + 1;
+    report.checks.splice(at, 0, { step: e.step, text: EXTRA_STEPS[e.step] ?? e.step, status: "skip", detail: "" });
+  }
   mark(report, e.step, "fail", e.detail);
   return report;
 }
