@@ -47,8 +47,9 @@ def storage_engine(request: pytest.FixtureRequest, tmp_path: Path) -> Engine:
         from fairdeck_server.storage.sqlite import SqliteStorage
 
         path = tmp_path / "fairdeck.db"
-        return Engine("sqlite", lambda: SqliteStorage(path))
+        lock = tmp_path / "fairdeck.writer.lock"
+        return Engine("sqlite", lambda: SqliteStorage(path), lambda: SqliteStorage(path, writer_lock=lock))
     from fairdeck_server.storage.postgres import PostgresStorage
 
     url: str = request.getfixturevalue("pg_url")
-    return Engine("postgres", lambda: PostgresStorage(url))
+    return Engine("postgres", lambda: PostgresStorage(url), lambda: PostgresStorage(url))

@@ -21,6 +21,9 @@ class Engine:
 
     name: str
     open: Callable[[], Storage]
+    open_replica: Callable[[], Storage]
+    """A Storage as another process writing the same database at the same time opens it
+    (a replica on PostgreSQL; a process of ``serve --processes N`` on SQLite)."""
 
 
 def record(i: int | str, *, tenant: str = "t", request_id: str | None = None, **fields: Any) -> HandRecord:

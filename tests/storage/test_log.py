@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
@@ -175,10 +174,11 @@ def test_two_storages_on_one_database_make_one_log(storage_engine: Engine) -> No
     appends interleave into one gap-free log whose every stored hash is right, and each sees
     the other's entries in its roots, proofs and checkpoints. (On SQLite each writer once kept
     its own idea of the log's size and right edge, so their appends collided: UNIQUE constraint
-    failed: log_entries.idx.)"""
+    failed: log_entries.idx. SQLite's writers also take turns by the writers' flock, which wakes
+    the next at once; SQLite's own busy wait polls with sleeps of up to 100 ms.)"""
 
     async def scenario() -> None:
-        a, b = storage_engine.open(), storage_engine.open()
+        a, b = storage_engine.open_replica(), storage_engine.open_replica()
         await a.start()
         await b.start()
         try:
@@ -217,30 +217,3 @@ def test_two_storages_on_one_database_make_one_log(storage_engine: Engine) -> No
             await b.close()
 
     asyncio.run(scenario())
-
-
-def test_sqlite_writers_of_several_processes_take_turns_by_a_file_lock(tmp_path: Path) -> None:
-    """`serve --processes N`: each SQLite writer takes the writers' flock around its transaction
-    (SQLite's own wait polls with sleeps of up to 100 ms); the log is still one gap-free log."""
-    from fairdeck_server.storage.sqlite import SqliteStorage
-
-    lock = tmp_path / "writers.lock"
-
-    async def scenario() -> None:
-        stores = [SqliteStorage(tmp_path / "db", writer_lock=lock) for _ in range(3)]
-        for s in stores:
-            await s.start()
-        try:
-            made = await asyncio.gather(
-                *(s.create_hands([new_hand(f"{n}-{i}")]) for i in range(40) for n, s in enumerate(stores))
-            )
-            size, root = await stores[0].log_head()
-            entries = await stores[2].log_entries(0, size)
-            assert size == 120 and sorted(h[0].commit_index for h in made) == list(range(120))
-            assert root == naive_root(entries)
-        finally:
-            for s in stores:
-                await s.close()
-
-    asyncio.run(scenario())
-    assert lock.exists()

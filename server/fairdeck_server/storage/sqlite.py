@@ -182,7 +182,9 @@ class SqliteStorage:
         empty or table-less file is refused (StartupRefused) and nothing is written.
 
         ``writer_lock``: other processes write this database too (``serve --processes N``).
-        Each batch then first takes an exclusive flock on this file. SQLite's own wait for its
+        Each batch then first takes an exclusive flock on this file, and takes in what the
+        others appended (``_catch_up``). Without it this writer is the only one (the data dir
+        lock sees to that), and a batch pays for neither. SQLite's own wait for its
         write lock polls, sleeping 1, 2, 5 ... up to 100 ms between tries, which would add tens
         of milliseconds to a call whenever the other process is committing; a blocked flock
         wakes as soon as the lock is free.
@@ -586,7 +588,7 @@ class SqliteStorage:
             fcntl.flock(self._writer_fd, fcntl.LOCK_EX)  # blocks this thread only; the GIL is released
         try:
             conn.execute("BEGIN IMMEDIATE")
-            if self._catch_up(conn):
+            if self._writer_fd >= 0 and self._catch_up(conn):  # others write too: take in theirs
                 before = (self._log_size, self._frontier.copy())
             fused = self._create_together(conn, [op for op in batch if op[4] is not None])
             outcomes.extend((True, records) for records in fused)
