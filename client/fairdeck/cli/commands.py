@@ -14,7 +14,14 @@ from collections.abc import Callable, Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
 
-from fairdeck.cli import audit_command, deal_command, hand_command, health_command, verifier_page_command
+from fairdeck.cli import (
+    audit_command,
+    deal_command,
+    hand_command,
+    health_command,
+    lab_command,
+    verifier_page_command,
+)
 from fairdeck.core.commitment import commit
 from fairdeck.core.decks import SPEC_NAMES, DeckSpec
 from fairdeck.core.derivation import derive_deck
@@ -29,7 +36,7 @@ from fairdeck.log.note import NoteError
 from fairdeck.stats import command as stats_command
 
 Handler = Callable[[argparse.Namespace], int]
-CLIENT_COMMANDS = ("replay", "verify", "deal", "hand", "audit", "health", "stats")
+CLIENT_COMMANDS = ("replay", "verify", "deal", "hand", "audit", "health", "stats", "lab")
 """The commands this package registers itself; any other asks for the server's."""
 
 
@@ -181,6 +188,7 @@ def build_parser(*, server: bool = True) -> argparse.ArgumentParser:
     audit_command.register(sub)
     health_command.register(sub)
     stats_command.register(sub)
+    lab_command.register(sub)
     verifier_page_command.register(sub)
     if server:
         _add_server_commands(sub)

@@ -1,0 +1,331 @@
+"""A collection: hands dealt, each verified and traced, appended batch by batch to a directory.
+
+Invariants:
+
+* Record ``k`` of every file is hand ``k`` (fixed-width records; one transcript line each).
+* Nothing is counted before it is on disk: after each batch every file is flushed and fsynced,
+  and only then is ``state.json`` replaced (write, fsync, rename). A collection interrupted at
+  any point resumes from the last ``state.json``: files are first cut back to the sizes it
+  records, so a half-written batch is dropped, never half-kept. (Hands of a dropped batch that a
+  live dealer dealt stay in its log, as any other closed hand.)
+* A hand is written only once it verified: its seed opens its commitment (compared with
+  ``hmac.compare_digest``) and the traced derivation gives exactly the cards dealt. A live
+  source adds the log check when the collection finishes (``fairdeck.lab.live``).
+* ``manifest.json`` is written last: sizes and SHA-256 of every file, the command, the fairdeck
+  version, the dealer's key, what each file holds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import platform
+import secrets
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any, BinaryIO, Protocol
+
+from fairdeck.core.commitment import commit
+from fairdeck.core.dealing import open_hand, reveal
+from fairdeck.core.decks import DeckSpec
+from fairdeck.core.errors import InvalidInput, VerificationError
+from fairdeck.core.shuffle import shuffler
+from fairdeck.core.transcript import Transcript
+from fairdeck.core.versions import CURRENT_VERSION
+from fairdeck.lab import formats
+from fairdeck.lab.trace import HandTrace, check_trace, trace
+
+STATE = "state.json"
+MANIFEST = "manifest.json"
+FORMAT = "fairdeck-lab-collection/1"
+
+
+class CollectionError(Exception):
+    """The directory cannot be collected into as asked; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class Dealt:
+    """One hand as a source dealt it, closed: its transcript and, when live, its log indexes."""
+
+    transcript: Transcript
+    commit_index: int | None = None
+    reveal_index: int | None = None
+
+
+class Source(Protocol):
+    """Where hands come from: the dealer in this process, or a live one."""
+
+    description: str
+    dealer_key: str | None
+    """The log's verifier key (a live dealer), or None."""
+
+    def deal(self, deck: str, count: int, client_seed: str, first: int) -> list[Dealt]:
+        """Deal and close ``count`` hands with this client seed; ``first`` numbers them."""
+        ...
+
+
+@dataclass
+class InProcess:
+    """fairdeck's own dealing code in this process: seeds from the OS CSPRNG, as the dealer draws them."""
+
+    run: str
+    description: str = "in-process (fairdeck.core.dealing, seeds from secrets.token_bytes)"
+    dealer_key: str | None = None
+    entropy: Callable[[int], bytes] = secrets.token_bytes
+
+    def deal(self, deck: str, count: int, client_seed: str, first: int) -> list[Dealt]:
+        return [
+            Dealt(reveal(open_hand(deck, f"lab-{self.run}-{i}", entropy=self.entropy), [client_seed]))
+            for i in range(first, first + count)
+        ]
+
+
+def verify_dealt(t: Transcript) -> HandTrace:
+    """The hand's trace, after checking its seed opens its commitment and derives its cards."""
+    try:
+        expected = commit(t.deck, t.hand_id, t.server_seed, version=t.version)
+        if not hmac.compare_digest(expected, t.commitment):
+            raise VerificationError("commitment", f"hand {t.hand_id}: the seed does not open the commitment")
+        traced = trace(t.deck, t.hand_id, t.server_seed, t.client_seeds, version=t.version)
+    except InvalidInput as e:
+        raise VerificationError("malformed", f"hand {t.hand_id}: {e}") from None
+    check_trace(traced, t.cards, t.hand_id)
+    return traced
+
+
+@dataclass
+class Plan:
+    """What to collect; the parameters a resumed collection must share."""
+
+    deck: str
+    raw_bytes: int
+    source: str
+    run: str = field(default_factory=lambda: secrets.token_hex(4))
+    batch: int = 2_000
+
+    def same_as(self, state: dict[str, Any]) -> str | None:
+        """Why a saved state belongs to another collection, or None."""
+        for name in ("deck", "source"):
+            if state.get(name) != getattr(self, name):
+                return f"{name} {state.get(name)!r} (this command asks for {getattr(self, name)!r})"
+        return None
+
+
+Progress = Callable[[int, int], None]
+"""Called after each batch with (hands so far, raw bytes so far)."""
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_json(path: Path, value: object) -> None:
+    """Replace ``path`` atomically and durably."""
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", encoding="utf-8") as f:
+        f.write(json.dumps(value, indent=2) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    tmp.replace(path)
+    _fsync_dir(path.parent)
+
+
+def read_state(out: Path) -> dict[str, Any] | None:
+    path = out / STATE
+    if not path.exists():
+        return None
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise CollectionError(f"{path} cannot be read ({e}); collect into a new directory") from None
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        raise CollectionError(
+            f"{path} is not a fairdeck lab collection's state; collect into a new directory"
+        )
+    return state
+
+
+class Writer:
+    """The appended files of one collection, cut back to a saved state when resumed."""
+
+    def __init__(self, out: Path, sizes: dict[str, int] | None) -> None:
+        self.out = out
+        self.files: dict[str, BinaryIO] = {}
+        for name in formats.APPENDED:
+            path = out / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if sizes is None:
+                if path.exists() and path.stat().st_size:
+                    raise CollectionError(f"{path} exists with no state.json: collect into a new directory")
+                handle: BinaryIO = path.open("wb")
+            else:
+                if not path.exists() or path.stat().st_size < sizes[name]:
+                    raise CollectionError(
+                        f"{path} is shorter than {STATE} records: the collection is damaged; "
+                        "collect into a new directory"
+                    )
+                handle = path.open("r+b")
+                handle.truncate(sizes[name])  # drop a batch that was being written when it stopped
+                handle.seek(sizes[name])
+            self.files[name] = handle
+
+    def append(self, hands: Sequence[tuple[Dealt, HandTrace]], layout: formats.Layout) -> None:
+        f = self.files
+        for dealt, t in hands:
+            tr = dealt.transcript
+            f[formats.RAW].write(t.blocks)
+            f[formats.SEEDS].write(tr.server_seed)
+            f[formats.INDEX].write(t.index.to_bytes(layout.index_bytes, "big"))
+            f[formats.CHOICES].write(b"".join(layout.card(j) for j in t.choices))
+            f[formats.ATTEMPTS].write(min(t.attempts, 255).to_bytes(1, "big"))
+            f[formats.DECKS].write(b"".join(layout.card(c) for c in tr.cards))
+            line: dict[str, Any] = {"transcript": tr.to_dict()}
+            if dealt.commit_index is not None:
+                line["log"] = {"commit": dealt.commit_index, "reveal": dealt.reveal_index}
+            f[formats.TRANSCRIPTS].write((json.dumps(line, separators=(",", ":")) + "\n").encode())
+
+    def sync(self) -> dict[str, int]:
+        """Flush and fsync every file; their sizes."""
+        sizes = {}
+        for name, handle in self.files.items():
+            handle.flush()
+            os.fsync(handle.fileno())
+            sizes[name] = handle.tell()
+        return sizes
+
+    def close(self) -> None:
+        for handle in self.files.values():
+            handle.close()
+
+
+def collect(
+    out: Path,
+    source: Source,
+    plan: Plan,
+    *,
+    progress: Progress | None = None,
+    should_stop: Callable[[], bool] = lambda: False,
+) -> dict[str, Any]:
+    """Collect until ``raw/stream.bin`` holds ``plan.raw_bytes`` (whole hands); the final state.
+
+    Resumes when ``out`` holds a state of the same deck and source. ``should_stop`` is polled
+    between batches (Ctrl-C): the state then stays resumable.
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    state = read_state(out)
+    if state is not None:
+        why = plan.same_as(state)
+        if why is not None:
+            raise CollectionError(
+                f"{out / STATE} is a collection of another {why}; collect into a new directory"
+            )
+        plan.run = state["run"]
+    else:
+        state = {
+            "format": FORMAT,
+            "deck": plan.deck,
+            "source": plan.source,
+            "run": plan.run,
+            "version": CURRENT_VERSION,
+            "hands": 0,
+            "batches": 0,
+            "sizes": None,
+            "seconds": 0.0,
+            "started": datetime.now(UTC).isoformat(timespec="seconds"),
+        }
+    spec = DeckSpec.parse(plan.deck)
+    layout = formats.Layout(spec.size, shuffler(spec.size).width)
+    writer = Writer(out, state["sizes"])
+    try:
+        if state["sizes"] is None:
+            state["sizes"] = writer.sync()
+            write_json(out / STATE, state)
+        while state["sizes"][formats.RAW] < plan.raw_bytes and not should_stop():
+            began = time.perf_counter()
+            batch = state["batches"]
+            dealt = source.deal(plan.deck, plan.batch, f"fairdeck-lab:{plan.run}:{batch}", state["hands"])
+            if len(dealt) != plan.batch:
+                raise CollectionError(f"the dealer returned {len(dealt)} hands, asked for {plan.batch}")
+            writer.append([(d, verify_dealt(d.transcript)) for d in dealt], layout)
+            state["sizes"] = writer.sync()
+            state["hands"] += len(dealt)
+            state["batches"] = batch + 1
+            state["seconds"] = round(state["seconds"] + time.perf_counter() - began, 3)
+            write_json(out / STATE, state)
+            if progress is not None:
+                progress(state["hands"], state["sizes"][formats.RAW])
+    finally:
+        writer.close()
+    return state
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def version() -> str:
+    try:
+        return metadata.version("fairdeck")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def finish(
+    out: Path,
+    state: dict[str, Any],
+    *,
+    argv: Sequence[str],
+    source: Source,
+    log_check: dict[str, Any] | None,
+    nist_bits: int = formats.NIST_BITS,
+) -> dict[str, Any]:
+    """Write the NIST ASCII files and ``manifest.json``; the manifest."""
+    for binary, text in ((formats.RAW, formats.RAW_NIST), (formats.SEEDS, formats.SEEDS_NIST)):
+        formats.ascii_bits(out / binary, out / text, nist_bits)
+    spec = DeckSpec.parse(state["deck"])
+    layout = formats.Layout(spec.size, shuffler(spec.size).width)
+    described = formats.describe(layout)
+    files = []
+    for name in (*formats.APPENDED, formats.RAW_NIST, formats.SEEDS_NIST):
+        path = out / name
+        files.append(
+            {
+                "path": name,
+                "bytes": path.stat().st_size,
+                "sha256": sha256_file(path),
+                "holds": described[name],
+            }
+        )
+    manifest = {
+        "format": FORMAT,
+        "command": ["fairdeck", *argv],
+        "fairdeck": version(),
+        "algorithm": state["version"],
+        "deck": state["deck"],
+        "hands": state["hands"],
+        "source": source.description,
+        "dealer_key": source.dealer_key,
+        "log_check": log_check,
+        "started (UTC)": state["started"],
+        "finished (UTC)": datetime.now(UTC).isoformat(timespec="seconds"),
+        "seconds collecting": state["seconds"],
+        "machine": f"{platform.platform()}; {os.cpu_count()} CPUs",
+        "files": files,
+    }
+    write_json(out / MANIFEST, manifest)
+    return manifest

@@ -1,0 +1,105 @@
+"""What one hand's derivation reads and computes, layer by layer, for a lab to test.
+
+Pure (standard library and the core only). For a revealed hand, ``trace`` re-runs the
+derivation of docs/fairness-spec.md sections 3 to 5 and keeps every intermediate value:
+
+* ``blocks``: the raw RNG output, every 64-byte SHAKE-256 block (section 3.2) the derivation
+  computed, whole, in counter order. This is the stream before rejection or scaling.
+* ``attempts`` and ``index``: section 4's attempts and the accepted uniform index ``r < n!``.
+* ``choices``: section 5's Durstenfeld swap choices ``j`` for ``i = n - 1`` down to 1.
+* ``cards``: the dealt order, which must equal the transcript's (``trace`` checks it).
+
+Why whole blocks and not only the bytes the attempts read: the accepted attempt is, by
+construction, a value below ``n!``, so its top bits are not uniform (for 52 cards its two
+top bits are never ``11``). Concatenating the bytes read, hand after hand, would make an
+honest stream fail a bit-level battery. Whether block ``b`` is computed depends only on bytes
+before it (a read that needs it starts in an earlier block or at its first byte), so the
+blocks, kept whole, are exactly SHAKE-256 output with no selection applied.
+
+>>> t = trace("short", "example-1", bytes(range(34)), [b"alice"])
+>>> t.attempts, t.choices[:4], len(t.blocks)
+(2, (17, 23, 7, 14), 64)
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from fairdeck.core.derivation import BLOCK_BYTES, plan
+from fairdeck.core.encoding import lp, u32
+from fairdeck.core.errors import VerificationError
+from fairdeck.core.seeds import normalize_client_seeds
+from fairdeck.core.shuffle import durstenfeld_reference
+from fairdeck.core.versions import CURRENT_VERSION
+
+
+@dataclass(frozen=True)
+class HandTrace:
+    """Every layer of one hand's derivation."""
+
+    blocks: bytes
+    """The SHAKE-256 blocks computed, whole (a multiple of 64 bytes)."""
+    attempts: int
+    width: int
+    """Bytes per attempt, ``ceil(B / 8)``."""
+    index: int
+    """The accepted uniform index, below ``n!``."""
+    choices: tuple[int, ...]
+    """``j`` for ``i = n - 1, n - 2, ..., 1``: each uniform in ``[0, i]``."""
+    cards: tuple[int, ...]
+
+    @property
+    def read(self) -> bytes:
+        """The bytes the attempts read (a prefix of ``blocks``)."""
+        return self.blocks[: self.attempts * self.width]
+
+
+def trace(
+    deck: str,
+    hand_id: str,
+    server_seed: bytes,
+    client_seeds: Sequence[str | bytes] = (),
+    *,
+    version: str = CURRENT_VERSION,
+) -> HandTrace:
+    """Re-derive the hand, keeping every layer; its cards equal ``derive_deck``'s."""
+    p = plan(version, deck)
+    seeds = normalize_client_seeds(client_seeds) if client_seeds else ()
+    message = (
+        p.deck_field
+        + lp(hand_id.encode("ascii"))
+        + lp(server_seed)
+        + u32(len(seeds))
+        + b"".join(lp(s) for s in seeds)
+    )
+    shuffler = p.shuffler
+    width, mask, limit = shuffler.width, shuffler.mask, shuffler.limit
+    blocks = bytearray()
+    position = attempts = 0
+    while True:
+        # Spec 3.2: a block is computed when a read needs it, and kept whole.
+        while len(blocks) < position + width:
+            counter = (len(blocks) // BLOCK_BYTES).to_bytes(8, "big")
+            blocks += hashlib.shake_256(p.stream_prefix + counter + message).digest(BLOCK_BYTES)
+        attempts += 1
+        value = int.from_bytes(blocks[position : position + width], "big") & mask  # spec 4 step 2
+        position += width
+        if value < limit:  # spec 4 step 3
+            break
+    choices = []
+    r = value
+    for i in range(p.spec.size - 1, 0, -1):  # spec 5
+        r, j = divmod(r, i + 1)
+        choices.append(j)
+    cards = durstenfeld_reference(p.spec.card_ids, value)
+    return HandTrace(bytes(blocks), attempts, width, value, tuple(choices), cards)
+
+
+def check_trace(t: HandTrace, cards: Sequence[int], hand_id: str) -> None:
+    """Raise VerificationError unless the traced derivation dealt ``cards``."""
+    if tuple(cards) != t.cards:
+        raise VerificationError(
+            "deck", f"hand {hand_id}: the traced derivation does not give the cards dealt"
+        )
