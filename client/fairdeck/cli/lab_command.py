@@ -259,6 +259,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--alpha", type=float, default=0.01, help="family-wise error rate per battery (default 0.01)"
     )
     test.add_argument("--seed", default="1", help="seed of the bad generators and the deck tests' controls")
+    test.add_argument(
+        "--seed-bits",
+        type=_positive,
+        default=32,
+        metavar="B",
+        help="random bits of the deck tests' seeded_32bit control (as fairdeck stats --seed-bits)",
+    )
     test.add_argument("--workers", type=_positive, default=2, metavar="K", help="dieharder processes at once")
     test.add_argument("--json", action="store_true", help="print the report as JSON")
     progress.add_argument(test)
