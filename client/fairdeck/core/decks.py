@@ -63,7 +63,7 @@ class DeckSpec:
         """The card with this id, checking that it belongs to this deck."""
         if not self.contains(card_id):
             raise DeckSpecError(f"card id {card_id!r} is not in deck {self.name!r}")
-        return Card(code_for_id(card_id, shoe=self.shoe))
+        return _card_by_id(self.name)[card_id]
 
 
 SPEC_NAMES: tuple[str, ...] = (
@@ -99,3 +99,9 @@ def _cards(name: str) -> tuple[Card, ...]:
 @cache
 def _id_set(name: str) -> frozenset[int]:
     return frozenset(_spec(name).card_ids)
+
+
+@cache
+def _card_by_id(name: str) -> dict[int, Card]:
+    """Each card of a deck by id, made once: a Card is immutable, and a batch deal converts millions."""
+    return {card.id: card for card in _cards(name)}
