@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cache
 from importlib import metadata
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol
@@ -44,6 +45,47 @@ from fairdeck.lab.trace import HandTrace, check_trace, trace
 STATE = "state.json"
 MANIFEST = "manifest.json"
 FORMAT = "fairdeck-lab-collection/1"
+
+
+@cache
+def _codes(deck: str) -> tuple[tuple[str, ...], dict[str, int]]:
+    """The deck's card code of each id, and back (``Transcript.codes`` costs a lookup per card)."""
+    spec = DeckSpec.parse(deck)
+    by_id = [""] * (max(spec.card_ids) + 1)
+    for card in spec.card_ids:
+        by_id[card] = spec.card_for_id(card).code
+    return tuple(by_id), {code: card for card, code in enumerate(by_id) if code}
+
+
+def transcript_dict(t: Transcript) -> dict[str, Any]:
+    """``t.to_dict()``, the spec's section 7 value, computed fast."""
+    by_id, _ = _codes(t.deck)
+    return {
+        "version": t.version,
+        "deck": t.deck,
+        "hand_id": t.hand_id,
+        "commitment": t.commitment.hex(),
+        "server_seed": t.server_seed.hex(),
+        "client_seeds": [seed.hex() for seed in t.client_seeds],
+        "cards": [by_id[c] for c in t.cards],
+    }
+
+
+def transcript_from(value: dict[str, Any]) -> Transcript:
+    """A transcript line of this collection back into a Transcript; VerificationError if it is not one."""
+    try:
+        _, by_code = _codes(value["deck"])
+        return Transcript(
+            version=value["version"],
+            deck=value["deck"],
+            hand_id=value["hand_id"],
+            commitment=bytes.fromhex(value["commitment"]),
+            server_seed=bytes.fromhex(value["server_seed"]),
+            client_seeds=tuple(bytes.fromhex(seed) for seed in value["client_seeds"]),
+            cards=tuple(by_code[code] for code in value["cards"]),
+        )
+    except (KeyError, TypeError, ValueError, InvalidInput) as e:
+        raise VerificationError("malformed", f"a transcript line does not parse: {e!r}") from None
 
 
 class CollectionError(Exception):
@@ -190,7 +232,7 @@ class Writer:
             f[formats.CHOICES].write(b"".join(layout.card(j) for j in t.choices))
             f[formats.ATTEMPTS].write(min(t.attempts, 255).to_bytes(1, "big"))
             f[formats.DECKS].write(b"".join(layout.card(c) for c in tr.cards))
-            line: dict[str, Any] = {"transcript": tr.to_dict()}
+            line: dict[str, Any] = {"transcript": transcript_dict(tr)}
             if dealt.commit_index is not None:
                 line["log"] = {"commit": dealt.commit_index, "reveal": dealt.reveal_index}
             f[formats.TRANSCRIPTS].write((json.dumps(line, separators=(",", ":")) + "\n").encode())

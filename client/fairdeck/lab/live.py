@@ -25,7 +25,7 @@ from fairdeck.client import AuditClient, ClientConfig, DealerClient
 from fairdeck.core.errors import VerificationError
 from fairdeck.core.transcript import Transcript
 from fairdeck.lab import formats
-from fairdeck.lab.collection import Dealt
+from fairdeck.lab.collection import Dealt, transcript_from
 from fairdeck.log.audit import Auditor
 from fairdeck.log.note import Verifier
 from fairdeck.log.receipts import check_commit_entry, check_reveal_entry, open_signed_checkpoint
@@ -107,7 +107,7 @@ def _expected(out: Path) -> dict[int, tuple[bool, Transcript]]:
     with (out / formats.TRANSCRIPTS).open("rb") as f:
         for line in f:
             record = json.loads(line)
-            t = Transcript.from_dict(record["transcript"])
+            t = transcript_from(record["transcript"])
             wanted[int(record["log"]["commit"])] = (False, t)
             wanted[int(record["log"]["reveal"])] = (True, t)
     return wanted

@@ -1,0 +1,97 @@
+"""The certification kit end to end: a small collection from a live dealer on loopback, then the
+reduced battery (a few dieharder tests, NIST SP 800-22 on 10^6 bits, the deck tests): ours
+passes, and each bad generator is rejected by each battery.
+
+The dealer runs in a process of its own (tests/fuzz/dealer_process.py), so that it and the
+collection each get a core.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fairdeck.cli import main
+from fairdeck.lab import formats
+from tests.fuzz.dealer_process import DealerProcess
+
+RAW_BYTES = 4_400_000
+"""Enough for one psample of the quick dieharder tests (each reads about 4.2 MB, measured) and
+many NIST sequences; about 64,000 hands."""
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[DealerProcess, str]]:
+    root = tmp_path_factory.mktemp("lab-live")
+    dealer = DealerProcess(root / "data", root / "dealer.log", rate_limit=0)
+    try:
+        key = subprocess.run(
+            [sys.executable, "-m", "fairdeck.cli", "key", "--data", str(root / "data")],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        yield dealer, key
+    finally:
+        dealer.stop()
+
+
+@pytest.fixture(scope="module")
+def collected(live: tuple[DealerProcess, str], tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    dealer, key = live
+    out = tmp_path_factory.mktemp("lab-collection") / "kit"
+    argv = [
+        "lab", "collect", "--out", str(out), "--target", dealer.target, "--key", key,
+        "--raw-bytes", str(RAW_BYTES), "--batch", "8000", "--no-progress",
+    ]  # fmt: skip
+    assert main(argv) == 0
+    return out, key
+
+
+@pytest.mark.slow
+def test_collected_from_a_live_dealer_every_hand_in_its_signed_log(collected: tuple[Path, str]) -> None:
+    out, key = collected
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["dealer_key"] == key
+    assert manifest["log_check"]["ok"] and manifest["log_check"]["entries_checked"] == 2 * manifest["hands"]
+    assert manifest["command"][:3] == ["fairdeck", "lab", "collect"]
+    sizes = {f["path"]: f["bytes"] for f in manifest["files"]}
+    hands = manifest["hands"]
+    assert sizes[formats.RAW] >= RAW_BYTES and sizes[formats.RAW] % 64 == 0
+    assert sizes[formats.SEEDS] == 45 * hands and sizes[formats.DECKS] == 52 * hands
+    assert sizes[formats.INDEX] == 29 * hands and sizes[formats.CHOICES] == 51 * hands
+    first = json.loads((out / formats.TRANSCRIPTS).read_bytes().split(b"\n", 1)[0])
+    assert set(first["log"]) == {"commit", "reveal"}
+    # the NIST file is the raw stream's first bits, in ASCII
+    head = (out / formats.RAW).read_bytes()[:4]
+    assert (out / formats.RAW_NIST).read_bytes()[:32] == "".join(format(b, "08b") for b in head).encode()
+
+
+@pytest.mark.slow
+def test_reduced_battery_ours_passes_and_every_bad_generator_is_rejected(
+    collected: tuple[Path, str], dieharder: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out, _ = collected
+    argv = [
+        "lab", "test", str(out), "--dieharder", "quick", "--nist-bits", "1000000", "--nist-sequences", "1",
+        "--seed-bits", "16", "--json", "--no-progress",
+    ]  # fmt: skip
+    status = main(argv)
+    report: dict[str, Any] = json.loads(capsys.readouterr().out)
+    by_name = {b["battery"]: b for b in report["batteries"]}
+    assert set(by_name) == {"dieharder (quick)", "NIST SP 800-22", "final outcomes (fairdeck stats)"}
+    for battery in report["batteries"]:
+        assert all(not tests for tests in battery["ours"].values()), (battery["battery"], battery["ours"])
+        assert all(battery["controls"].values()), (battery["battery"], battery["controls"])
+        assert battery["verdict"] == "ok"
+    assert set(by_name["NIST SP 800-22"]["controls"]) == {"lcg32", "mt_low_bits_modulo", "one_biased_bit"}
+    ran = [r for r in by_name["dieharder (quick)"]["dieharder"]["ours: raw stream"] if r["p"] is not None]
+    assert len(ran) >= 5, ran  # the raw stream was long enough for one psample of most quick tests
+    assert report["verdict"] == "ok" and status == 0
+    assert (out / "report" / "report.html").read_text().count("OK") >= 4
