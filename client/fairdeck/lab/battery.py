@@ -33,7 +33,7 @@ from fairdeck.lab import dieharder, nist
 from fairdeck.stats import analysis as stats_analysis
 from fairdeck.stats import checks
 from fairdeck.stats.checks import Result
-from fairdeck.stats.sampling import OURS, RunSpec, decks_to_ranks, sample
+from fairdeck.stats.sampling import OURS, RunSpec, rank_table, sample
 from fairdeck.stats.tally import DeckTally, hash_keys
 
 OK, FAILED, INCONCLUSIVE = stats_analysis.OK, stats_analysis.FAILED, stats_analysis.INCONCLUSIVE
@@ -260,9 +260,9 @@ def run_decks(
     samples = sample(spec, workers=workers)
     tally = DeckTally.empty(n)
     keys = hash_keys(seed, n)
-    for start in range(0, count, 50_000):
-        chunk = [tuple(int(c) for c in row) for row in ids[start : start + 50_000]]
-        tally.add(decks_to_ranks(chunk, deck), keys)
+    ranks = rank_table(deck)
+    for start in range(0, count, 200_000):
+        tally.add(ranks[ids[start : start + 200_000].astype(np.intp)], keys)
     samples[OURS].main = tally
     samples[OURS].repeated = tally.repeated_decks()
     result = stats_analysis.analyse(samples, spec, alpha)
