@@ -57,7 +57,7 @@ def test_raw_stream_is_whole_blocks_because_the_bytes_read_are_biased() -> None:
 
 def _collect(out: Path, raw: int, *, stop_after: int | None = None, deck: str = "standard") -> dict[str, Any]:
     source = collection.InProcess(run="t")
-    plan = collection.Plan(deck=deck, raw_bytes=raw, source="in-process", run="t", batch=300)
+    plan = collection.CollectionPlan(deck=deck, raw_bytes=raw, source="in-process", run="t", batch=300)
     batches = iter(range(10**9))
     stop = (lambda: next(batches) >= stop_after) if stop_after is not None else (lambda: False)
     return collection.collect(out, source, plan, should_stop=stop)

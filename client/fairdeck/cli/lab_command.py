@@ -95,7 +95,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
     else:
         source = collection.InProcess(run="")
         name = "in-process"
-    plan = collection.Plan(deck=args.deck, raw_bytes=args.raw_bytes, source=name, batch=args.batch)
+    plan = collection.CollectionPlan(deck=args.deck, raw_bytes=args.raw_bytes, source=name, batch=args.batch)
     if isinstance(source, collection.InProcess):
         source.run = plan.run
     show = progress.wanted(args.progress, stream=sys.stderr, json=False)

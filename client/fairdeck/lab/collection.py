@@ -143,7 +143,7 @@ def verify_dealt(t: Transcript) -> HandTrace:
 
 
 @dataclass
-class Plan:
+class CollectionPlan:
     """What to collect; the parameters a resumed collection must share."""
 
     deck: str
@@ -198,7 +198,7 @@ def read_state(out: Path) -> dict[str, Any] | None:
     return state
 
 
-class Writer:
+class CollectionFiles:
     """The appended files of one collection, cut back to a saved state when resumed."""
 
     def __init__(self, out: Path, sizes: dict[str, int] | None) -> None:
@@ -254,7 +254,7 @@ class Writer:
 def collect(
     out: Path,
     source: Source,
-    plan: Plan,
+    plan: CollectionPlan,
     *,
     progress: Progress | None = None,
     should_stop: Callable[[], bool] = lambda: False,
@@ -288,7 +288,7 @@ def collect(
         }
     spec = DeckSpec.parse(plan.deck)
     layout = formats.Layout(spec.size, shuffler(spec.size).width)
-    writer = Writer(out, state["sizes"])
+    writer = CollectionFiles(out, state["sizes"])
     try:
         if state["sizes"] is None:
             state["sizes"] = writer.sync()
