@@ -95,3 +95,41 @@ def test_reduced_battery_ours_passes_and_every_bad_generator_is_rejected(
     assert len(ran) >= 5, ran  # the raw stream was long enough for one psample of most quick tests
     assert report["verdict"] == "ok" and status == 0
     assert (out / "report" / "report.html").read_text().count("OK") >= 4
+
+
+def test_a_hand_whose_log_entries_are_anothers_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A small dealer of its own: the check reads a dealer's whole log, and this one is short."""
+    from fairdeck.lab.live import LiveDealer, check_log
+    from fairdeck.log.note import Verifier
+    from tests.dealers import RunningDealer
+
+    running = RunningDealer(tmp_path / "data", rate_limit=0)
+    try:
+        target = running.start()
+        key = subprocess.run(
+            [sys.executable, "-m", "fairdeck.cli", "key", "--data", str(tmp_path / "data")],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        out = tmp_path / "kit"
+        argv = ["lab", "collect", "--out", str(out), "--target", target, "--key", key, "--raw-bytes", "2000"]
+        assert main([*argv, "--batch", "20", "--no-progress"]) == 0
+        lines = (out / formats.TRANSCRIPTS).read_bytes().splitlines(keepends=True)
+        first, second = json.loads(lines[0]), json.loads(lines[1])
+        first["log"], second["log"] = second["log"], first["log"]  # each hand now points at the other's
+        lines[0] = (json.dumps(first) + "\n").encode()
+        lines[1] = (json.dumps(second) + "\n").encode()
+        (out / formats.TRANSCRIPTS).write_bytes(b"".join(lines))
+        dealer = LiveDealer(target, Verifier.parse(key))
+        try:
+            found = check_log(dealer, out)
+        finally:
+            dealer.close()
+    finally:
+        running.close()
+    assert not found["ok"]
+    assert len(found["problems"]) == 4 and all("is not the" in p for p in found["problems"])
+    assert found["entries_checked"] == 2 * len(lines) - 4

@@ -7,13 +7,14 @@ dealer's whole log through the AuditService into ``fairdeck.log.audit.Auditor`` 
 latest signed checkpoint against the rebuilt tree, and that every revealed seed opens its
 commitment and derives its logged deck), and checks that the entries at each collected hand's
 commit and reveal indexes are that hand's (``check_commit_entry``, ``check_reveal_entry``).
-Memory grows with the collected hands (their transcripts, until their entries are read).
+Memory is tens of bytes per collected entry (``_Expected``), not a transcript per hand.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,16 +102,49 @@ class _View:
         return self.transcript.commitment
 
 
-def _expected(out: Path) -> dict[int, tuple[bool, Transcript]]:
-    """Each collected hand's log indexes: ``index -> (is the reveal, transcript)``."""
-    wanted: dict[int, tuple[bool, Transcript]] = {}
-    with (out / formats.TRANSCRIPTS).open("rb") as f:
-        for line in f:
-            record = json.loads(line)
-            t = transcript_from(record["transcript"])
-            wanted[int(record["log"]["commit"])] = (False, t)
-            wanted[int(record["log"]["reveal"])] = (True, t)
-    return wanted
+class _Expected:
+    """Each collected hand's log indexes, sorted, with where its transcript line starts.
+
+    Entries are read in index order, so they are matched by walking this list alongside them, and
+    a transcript is read back (by its offset) only when its entry comes: memory is tens of bytes
+    per entry, not a transcript per hand, so a collection of millions of hands can be checked.
+    An entry's record is ``offset * 2 + is_reveal``, kept in an ``array``: no numpy needed.
+    """
+
+    def __init__(self, out: Path) -> None:
+        indexes = array("q")
+        records = array("q")
+        self.file = (out / formats.TRANSCRIPTS).open("rb")
+        offset = 0
+        for line in self.file:
+            log = json.loads(line)["log"]
+            indexes.extend((int(log["commit"]), int(log["reveal"])))
+            records.extend((2 * offset, 2 * offset + 1))
+            offset += len(line)
+        order = sorted(range(len(indexes)), key=indexes.__getitem__)
+        self.indexes = array("q", (indexes[k] for k in order))
+        self.records = array("q", (records[k] for k in order))
+        self.next = 0
+
+    @property
+    def last(self) -> int:
+        return self.indexes[-1] if self.indexes else -1
+
+    @property
+    def left(self) -> int:
+        return len(self.indexes) - self.next
+
+    def at(self, index: int) -> tuple[bool, Transcript] | None:
+        """The hand whose entry is ``index`` (entries come in increasing order), or None."""
+        if self.next < len(self.indexes) and self.indexes[self.next] == index:
+            offset, is_reveal = divmod(self.records[self.next], 2)
+            self.next += 1
+            self.file.seek(offset)
+            return bool(is_reveal), transcript_from(json.loads(self.file.readline())["transcript"])
+        return None
+
+    def close(self) -> None:
+        self.file.close()
 
 
 def signed_checkpoint(dealer: LiveDealer) -> bytes:
@@ -141,8 +175,8 @@ def check_log(
 
     Waits up to ``wait_seconds`` for a signed checkpoint that covers the last collected entry.
     """
-    wanted = _expected(out)
-    last = max(wanted, default=-1)
+    wanted = _Expected(out)
+    last = wanted.last
     deadline = time.monotonic() + wait_seconds
     while True:
         note = signed_checkpoint(dealer)
@@ -160,7 +194,7 @@ def check_log(
             if index >= size:
                 break
             auditor.add(data)
-            expected = wanted.pop(index, None)
+            expected = wanted.at(index)
             if expected is not None:
                 is_reveal, t = expected
                 try:
@@ -174,11 +208,12 @@ def check_log(
                         problems.append(f"entry {index}: {e.detail}")
             if progress is not None:
                 progress(1)
+    wanted.close()
     report = auditor.finish()
     problems += [str(f) for f in report.findings[:MAX_LISTED]]
-    if wanted:
+    if wanted.left:
         problems.append(
-            f"{len(wanted):,} collected entries are not under the signed checkpoint (size {size})"
+            f"{wanted.left:,} collected entries are not under the signed checkpoint (size {size})"
         )
     return {
         "ok": not problems and report.ok,
