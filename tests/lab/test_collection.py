@@ -137,3 +137,15 @@ def test_bad_generators_are_the_generators_named() -> None:
         == generators.lcg32(5_000_000, "s")[4_000_000:4_000_100]
     )
     assert generators.one_biased_bit(100, "a") == generators.one_biased_bit(100, "a")
+
+
+def test_lab_test_without_dieharder_says_how_to_install_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "kit"
+    assert main(["lab", "collect", "--out", str(out), "--raw-bytes", "20000", "--no-progress"]) == 0
+    capsys.readouterr()
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    assert main(["lab", "test", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "apt-get install dieharder" in err[0] and "--dieharder none" in err[0]
