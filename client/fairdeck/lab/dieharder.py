@@ -2,7 +2,7 @@
 
 ``dieharder -g 201 -f FILE`` rewinds a file that runs out and reads it again, and data read
 twice makes an honest stream fail (with 1 MiB of /dev/urandom, ``-a`` fails most tests). So each
-test runs as its own ``dieharder -g 200`` process reading standard input, fed from the file's
+test runs as its own ``dieharder -g 200`` process whose standard input is the file, from its
 start, with its psamples cut (from its default 100) to what the file holds: ``PSAMPLE_BYTES``
 says how many bytes one psample of each test reads, measured with dieharder 3.31.1 on a pipe.
 Should a test still run out, dieharder stops at end of input and the test is reported as not
@@ -20,16 +20,13 @@ shown but left out of the family.
 
 from __future__ import annotations
 
-import contextlib
 import re
 import shutil
 import subprocess
-import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
 
 PSAMPLES = 100
 """dieharder's default psamples."""
@@ -105,33 +102,17 @@ def plan(size: int, which: str) -> list[tuple[int, int | None, int]]:
     return [(test, ntup, max(1, min(PSAMPLES, size * 10 // (per * 11)))) for test, ntup, per in chosen]
 
 
-def _feed(path: Path, stream: IO[bytes]) -> None:
-    try:
-        with path.open("rb") as f:
-            while chunk := f.read(1 << 20):
-                stream.write(chunk)
-    except (BrokenPipeError, ValueError, OSError):
-        pass  # dieharder has read what it needs and exited
-    finally:
-        with contextlib.suppress(BrokenPipeError, OSError):
-            stream.close()
-
-
 def run_test(path: Path, test: int, ntup: int | None, psamples: int) -> list[Outcome]:
-    """One dieharder test on the bytes of ``path`` (read once, from its start)."""
+    """One dieharder test on the bytes of ``path``, read once from its start (as its stdin)."""
     args = [executable(), "-g", "200", "-d", str(test), "-p", str(psamples)]
     if ntup is not None:
         args += ["-n", str(ntup)]
-    proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # noqa: S603
-    feeder = threading.Thread(target=_feed, args=(path, proc.stdin), daemon=True)
-    feeder.start()
-    assert proc.stdout is not None
-    text = proc.stdout.read().decode(errors="replace")
-    proc.wait()
-    feeder.join()
+    with path.open("rb") as stream:
+        done = subprocess.run(args, stdin=stream, capture_output=True, check=False)  # noqa: S603
+    text = (done.stdout + done.stderr).decode(errors="replace")
     rows = [m for m in map(_ROW.match, text.splitlines()) if m]
     if "EOF" in text or not rows:
-        reason = "ran out of input" if "EOF" in text else f"no result (exit {proc.returncode})"
+        reason = "ran out of input" if "EOF" in text else f"no result (exit {done.returncode})"
         return [Outcome(test, ntup, f"test {test}", psamples, None, "NOT RUN", reason)]
     return [Outcome(test, ntup, m["name"], int(m["psamples"]), float(m["p"]), m["assessment"]) for m in rows]
 
