@@ -1,0 +1,51 @@
+"""The verdict rules and corrections of fairdeck.lab.battery, on made-up tables (no battery runs)."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+
+from fairdeck.lab import battery, dieharder
+from fairdeck.stats import checks
+
+
+def _battery(ours_p: float, control_ps: dict[str, float]) -> battery.Battery:
+    results = [battery._result("ours", "t", ours_p)]
+    results += [battery._result(name, "t", p) for name, p in control_ps.items()]
+    checks.holm(results, 0.01)
+    return battery.Battery("b", ["ours"], list(control_ps), results, 0.01, "holm")
+
+
+def test_verdicts_are_stats_own() -> None:
+    assert _battery(0.5, {"bad": 1e-12}).verdict == battery.OK
+    assert _battery(1e-9, {"bad": 1e-12}).verdict == battery.FAILED  # FAILED beats INCONCLUSIVE too
+    assert _battery(1e-9, {"bad": 0.5}).verdict == battery.FAILED
+    assert _battery(0.5, {"bad": 1e-12, "subtle": 0.2}).verdict == battery.INCONCLUSIVE
+
+
+def test_holm_over_a_family_larger_than_the_tests_run() -> None:
+    """A bad generator's dieharder run stops early; its untested tests still count in m."""
+    results = [battery._result("ours", f"t{k}", p) for k, p in enumerate((0.001, 0.2, 0.9))]
+    battery._holm_with_m(results, 0.01, 3)
+    assert results[0].rejected and math.isclose(results[0].p_adjusted, 0.003)
+    battery._holm_with_m(results, 0.01, 30)
+    assert not results[0].rejected and math.isclose(results[0].p_adjusted, 0.03)
+
+
+def test_dieharder_psamples_never_need_more_than_the_stream() -> None:
+    per = {(t, n): b for t, n, b in dieharder.PSAMPLE_BYTES}
+    for size in (5_000_000, 64 << 20, 1 << 30):
+        for test, ntup, p in dieharder.plan(size, "full"):
+            assert 1 <= p <= dieharder.PSAMPLES
+            assert p == 1 or p * per[(test, ntup)] * 1.1 <= size
+    assert {(t, n) for t, n, _ in dieharder.plan(1 << 30, "quick")} == set(dieharder.QUICK)
+
+
+def test_nist_on_several_sequences_checks_uniformity_and_proportion() -> None:
+    data = hashlib.shake_256(b"nist").digest(3 * 400_000 // 8)
+    found, used = battery.nist_source("ours", data, 400_000, 3)
+    tests = {r.test for r in found}
+    assert used == 3
+    assert {"frequency uniformity", "frequency proportion", "serial-2 uniformity"} <= tests
+    assert all(0.0 <= r.p <= 1.0 for r in found)
+    assert "Kolmogorov-Smirnov" in next(r.note for r in found if r.test == "frequency uniformity")
