@@ -67,9 +67,9 @@ def test_pushed_loaded_and_parsed_frontiers_agree_and_fold_into_the_root() -> No
 
 
 def test_a_frontier_that_does_not_fit_its_size_is_storage_unavailable() -> None:
-    from fairdeck_server import errors
+    from fairdeck_server import refusals
 
-    with pytest.raises(errors.DealerError) as refused:
+    with pytest.raises(refusals.DealerError) as refused:
         base._Frontier.parse(3, bytes(32))  # size 3 has two complete subtrees
     assert refused.value.reason == "STORAGE_UNAVAILABLE"
 

@@ -42,7 +42,7 @@ from fairdeck_server.metrics import (
     ObservingInterceptor,
     split_host_port,
 )
-from fairdeck_server.refusal import StartupRefused
+from fairdeck_server.refusals import DealerError, StartupRefused
 from fairdeck_server.servicer import DealerServicer, register
 from fairdeck_server.startup import Identity, IdentityStore, check_store, prepare
 from fairdeck_server.storage import open_storage
@@ -301,9 +301,12 @@ class DealerServer:
         )
         await self.server.start()
         # Health says NOT_SERVING until storage is open and checked; calls made meanwhile wait for it.
-        await self.storage.start()
         where = "the PostgreSQL database" if config.db else f"database {config.data_dir / 'fairdeck.db'}"
-        await check_store(cast(IdentityStore, self.storage), identity, where)
+        try:
+            await self.storage.start()
+            await check_store(cast(IdentityStore, self.storage), identity, where)
+        except DealerError as e:  # storage unreachable at start: a refusal to start, in one line
+            raise StartupRefused(str(e)) from None
         self.metrics.gauges.attach(self.metered, asyncio.get_running_loop())
         self.publisher.start()
         self.witnessing.start()

@@ -14,7 +14,7 @@ from typing import Any
 from fairdeck.v1 import audit_pb2 as pb
 from fairdeck.v1 import audit_pb2_grpc
 from fairdeck.wire import Reason
-from fairdeck_server import errors
+from fairdeck_server import refusals
 from fairdeck_server.dealer import validate_hand_id
 from fairdeck_server.servicer import translated
 from fairdeck_server.storage.base import Storage, StoredCheckpoint
@@ -58,7 +58,7 @@ class AuditServicer(audit_pb2_grpc.AuditServiceServicer):
         if cp is None and size == 0:
             cp = await self.publisher.publish()
         if cp is None:
-            raise errors.no_checkpoint(size, field)
+            raise refusals.no_checkpoint(size, field)
         return cp
 
     @translated
@@ -71,10 +71,12 @@ class AuditServicer(audit_pb2_grpc.AuditServiceServicer):
         start = request.start_index
         if request.page_token:
             if not PAGE_TOKEN.fullmatch(request.page_token):
-                raise errors.invalid("page_token", Reason.INVALID_PAGE_TOKEN, "not a token from ListEntries")
+                raise refusals.invalid(
+                    "page_token", Reason.INVALID_PAGE_TOKEN, "not a token from ListEntries"
+                )
             start = int(request.page_token)
         if not 0 <= request.page_size <= MAX_PAGE:
-            raise errors.invalid("page_size", Reason.INVALID_PAGE_SIZE, f"must be 0..{MAX_PAGE}")
+            raise refusals.invalid("page_size", Reason.INVALID_PAGE_SIZE, f"must be 0..{MAX_PAGE}")
         size = request.page_size or DEFAULT_PAGE
         if start >= INDEX_LIMIT:
             return pb.ListEntriesResponse()  # past the end of any log: an empty last page
@@ -103,9 +105,9 @@ class AuditServicer(audit_pb2_grpc.AuditServiceServicer):
             try:
                 cp = await self.publisher.covering(index)
             except LookupError:
-                raise errors.entry_not_found("index", "no log entry at that index") from None
+                raise refusals.entry_not_found("index", "no log entry at that index") from None
         if index >= cp.size:
-            raise errors.invalid(
+            raise refusals.invalid(
                 "tree_size", Reason.ENTRY_NOT_IN_TREE, "the entry is not in a tree of that size"
             )
         hashes = await self.storage.inclusion_proof(index, cp.size)
@@ -118,16 +120,16 @@ class AuditServicer(audit_pb2_grpc.AuditServiceServicer):
         which = request.WhichOneof("entry")
         if which == "index":
             if request.index >= INDEX_LIMIT:
-                raise errors.entry_not_found("index", "no log entry at that index")
+                raise refusals.entry_not_found("index", "no log entry at that index")
             return request.index
         if which != "hand_id":
-            raise errors.invalid("entry", Reason.MISSING_ENTRY, "set index or hand_id")
+            raise refusals.invalid("entry", Reason.MISSING_ENTRY, "set index or hand_id")
         validate_hand_id(request.hand_id)
         if request.kind not in (pb.ENTRY_KIND_COMMIT, pb.ENTRY_KIND_REVEAL):
-            raise errors.invalid("kind", Reason.INVALID_ENTRY_KIND, "COMMIT or REVEAL")
+            raise refusals.invalid("kind", Reason.INVALID_ENTRY_KIND, "COMMIT or REVEAL")
         index = await self.storage.entry_index(request.hand_id, reveal=request.kind == pb.ENTRY_KIND_REVEAL)
         if index is None:
-            raise errors.entry_not_found("hand_id", "no such entry")
+            raise refusals.entry_not_found("hand_id", "no such entry")
         return index
 
     @translated
@@ -140,7 +142,7 @@ class AuditServicer(audit_pb2_grpc.AuditServiceServicer):
             # could not wait for the witnesses): prove against the latest signed one instead.
             cp = await self.storage.checkpoint() or cp
         if not 1 <= request.first_tree_size <= cp.size:
-            raise errors.invalid("first_tree_size", Reason.INVALID_TREE_SIZE, f"must be 1..{cp.size}")
+            raise refusals.invalid("first_tree_size", Reason.INVALID_TREE_SIZE, f"must be 1..{cp.size}")
         hashes = await self.storage.consistency_proof(request.first_tree_size, cp.size)
         return pb.GetConsistencyProofResponse(
             first_tree_size=request.first_tree_size,

@@ -64,9 +64,9 @@ from cryptography import x509
 
 from fairdeck.v1 import audit_pb2, dealer_pb2
 from fairdeck.wire import AUTHORIZATION
-from fairdeck_server import errors, principal
-from fairdeck_server.errors import DealerError
+from fairdeck_server import principal, refusals
 from fairdeck_server.principal import Principal, Role
+from fairdeck_server.refusals import DealerError
 from fairdeck_server.servicer import abort, rewrap
 from fairdeck_server.storage.base import Storage, TokenRecord
 
@@ -264,7 +264,7 @@ class TokenVerifier:
     def refused(self, address: str) -> DealerError:
         """INVALID_TOKEN, counted as a failure of ``address``."""
         self.failures.failed(address)
-        return errors.invalid_token()
+        return refusals.invalid_token()
 
     async def failure(self, address: str) -> DealerError:
         """The refusal of a bad credential from ``address``: INVALID_TOKEN, counted;
@@ -280,7 +280,7 @@ class TokenVerifier:
         wait = self.failures.blocked(address)
         if wait is not None:
             await asyncio.sleep(min(wait, self.failures.tarpit))
-            raise errors.auth_rate_limited(max(0.0, wait - self.failures.tarpit))
+            raise refusals.auth_rate_limited(max(0.0, wait - self.failures.tarpit))
 
     async def verify(self, token: str, address: str = "") -> Principal:
         """The principal of a valid token; a DealerError otherwise. ``address`` is the
@@ -306,7 +306,7 @@ class TokenVerifier:
         matches = hmac.compare_digest(digest, record.digest if record else _NO_DIGEST)
         if record is None or not matches or record.revoked_ms is not None or record.role not in ANY_ROLE:
             log.debug("refused API token %s", token_id)
-            raise self.refused(address) if known else errors.invalid_token()
+            raise self.refused(address) if known else refusals.invalid_token()
         if not known:
             self.failures.refund(address)
         return Principal(record.tenant, Role(record.role), token_id=token_id)
@@ -325,7 +325,7 @@ class TokenVerifier:
             record = await self.storage.get_token(token_id)
         except Exception as e:
             log.error("token lookup failed: %s", type(e).__name__)
-            raise errors.storage_unavailable("cannot check credentials now; retry") from None
+            raise refusals.storage_unavailable("cannot check credentials now; retry") from None
         if len(self._cache) >= self._max:
             # Unknown ids go first: a sprayer must not push the real tokens out.
             self._cache = {k: v for k, v in self._cache.items() if v[1] is not None}
@@ -353,15 +353,15 @@ def certificate_principal(pem: bytes) -> Principal:
         except x509.ExtensionNotFound:
             uris = []
     except ValueError:
-        raise errors.invalid_certificate("the client certificate does not parse") from None
+        raise refusals.invalid_certificate("the client certificate does not parse") from None
     ours = [u for u in uris if u.startswith("fairdeck:")]
     if len(ours) != 1:
-        raise errors.invalid_certificate(
+        raise refusals.invalid_certificate(
             "the client certificate must carry one URI SAN fairdeck://tenant/<tenant>/role/<dealer|auditor>"
         )
     m = CERT_URI.fullmatch(ours[0])
     if m is None or m.group(2) not in ANY_ROLE or not principal.TENANT_PATTERN.fullmatch(m.group(1)):
-        raise errors.invalid_certificate(
+        raise refusals.invalid_certificate(
             "the client certificate's fairdeck URI does not name a valid tenant and role"
         )
     return Principal(m.group(1), Role(m.group(2)), subject=subject)
@@ -403,14 +403,14 @@ class Authenticator:
         if peer_certs:
             return certificate_principal(peer_certs[0])
         if self.required:
-            raise errors.missing_credentials()
+            raise refusals.missing_credentials()
         return principal.LOCAL
 
 
 def check_role(method: str, caller: Principal) -> None:
     """Refuse ``method`` unless ``caller``'s role is in its row of ROLES."""
     if caller.role not in ROLES.get(method, frozenset()):
-        raise errors.role_not_allowed(caller.role.value, method.rsplit("/", 1)[-1])
+        raise refusals.role_not_allowed(caller.role.value, method.rsplit("/", 1)[-1])
 
 
 def is_open(method: str) -> bool:

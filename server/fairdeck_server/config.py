@@ -40,6 +40,7 @@ from fairdeck.log.cosignature import CosignatureError, CosignatureVerifier
 from fairdeck_server import logs
 from fairdeck_server.app import ServerConfig
 from fairdeck_server.metrics import split_host_port
+from fairdeck_server.refusals import StartupRefused
 
 ENV_PREFIX = "FAIRDECK_"
 CONFIG_ENV = "FAIRDECK_CONFIG"
@@ -57,7 +58,7 @@ Source = str
 """Where a value came from: "flag", "env", "file" or "default"."""
 
 
-class ConfigError(Exception):
+class ConfigError(StartupRefused):
     """A configuration the dealer refuses; the message names the option and its source."""
 
 

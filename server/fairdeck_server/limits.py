@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
-from fairdeck_server import errors, principal
+from fairdeck_server import principal, refusals
 from fairdeck_server.dealer import BATCH_CHUNK, MAX_BATCH_HANDS
 from fairdeck_server.servicer import Malformed, abort, rewrap
 
@@ -288,7 +288,7 @@ class DeadlineInterceptor(ServerInterceptor):
         return behavior
 
     async def _exceeded(self, context: grpc.aio.ServicerContext[Any, Any]) -> None:
-        await abort(context, errors.deadline_exceeded(self.default_deadline))
+        await abort(context, refusals.deadline_exceeded(self.default_deadline))
 
 
 class LimitsInterceptor(ServerInterceptor):
@@ -371,15 +371,15 @@ class LimitsInterceptor(ServerInterceptor):
             self._on_tenant(tenant)
         wait = self.rate.acquire(tenant)
         if wait is not None:
-            await self._refuse(context, tenant, errors.rate_limited(wait))
+            await self._refuse(context, tenant, refusals.rate_limited(wait))
         hands = hands_requested(method, request)
         wait = await self.cap.reserve(tenant, hands)
         if wait is not None:
-            await self._refuse(context, tenant, errors.too_many_open_hands(self.cap.limit, wait))
+            await self._refuse(context, tenant, refusals.too_many_open_hands(self.cap.limit, wait))
         return hands
 
     async def _refuse(
-        self, context: grpc.aio.ServicerContext[Any, Any], tenant: str, error: errors.DealerError
+        self, context: grpc.aio.ServicerContext[Any, Any], tenant: str, error: refusals.DealerError
     ) -> None:
         # The line carries the request id and tenant.
         log.info("refused: %s (retry in %.3f s)", error.reason, error.retry_delay)

@@ -30,7 +30,7 @@ from prometheus_client.registry import Collector
 
 from fairdeck.log import logentry
 from fairdeck.wire import Reason
-from fairdeck_server import errors, logs
+from fairdeck_server import logs, refusals
 from fairdeck_server.health import StorageHealth
 from fairdeck_server.limits import ServerInterceptor, StreamGone, drain
 from fairdeck_server.servicer import fail, rewrap
@@ -48,7 +48,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 OUTCOMES = {logentry.CLOSED: "closed", logentry.VOIDED: "voided"}
-STORAGE_FAULTS = (errors.Status.UNAVAILABLE, errors.Status.INTERNAL)
+STORAGE_FAULTS = (refusals.Status.UNAVAILABLE, refusals.Status.INTERNAL)
 GAUGE_MAX_AGE = 1.0
 """Seconds a scrape may reuse the gauges read from storage by the previous one."""
 WRITER_COUNTERS = (
@@ -269,7 +269,7 @@ class MeteredStorage:
         return result
 
     def _count_error(self, operation: str, e: Exception) -> None:
-        if isinstance(e, errors.DealerError):
+        if isinstance(e, refusals.DealerError):
             fault = e.status in STORAGE_FAULTS
         else:  # a bad argument or an attempted fork is not the storage failing
             fault = not isinstance(e, ValueError | LookupError | LogForkError)
@@ -367,7 +367,7 @@ class ObservingInterceptor(ServerInterceptor):
                 response = await inner(request, context)
                 code = context.code() or grpc.StatusCode.OK
                 return response
-            except errors.DealerError as e:
+            except refusals.DealerError as e:
                 aborted = await _translate(context, e, method)
                 code = status_of(aborted, context)
                 raise aborted from None
@@ -398,7 +398,7 @@ class ObservingInterceptor(ServerInterceptor):
                 # status on the ended call, which can fail in turn and be logged as an ERROR
                 # (the fuzzer and a CI run saw it) while "client closed" is not yet set.
                 raise asyncio.CancelledError from None
-            except errors.DealerError as e:
+            except refusals.DealerError as e:
                 aborted = await _translate(context, e, method)
                 code = status_of(aborted, context)
                 raise aborted from None
@@ -417,7 +417,7 @@ class ObservingInterceptor(ServerInterceptor):
 
 
 async def _translate(
-    context: grpc.aio.ServicerContext[Any, Any], e: errors.DealerError, method: str
+    context: grpc.aio.ServicerContext[Any, Any], e: refusals.DealerError, method: str
 ) -> grpc.aio.AbortError:
     """A DealerError that escaped an interceptor (the open-hands cap reads storage before
     the handler runs; handlers translate their own), ended as the servicer ends its

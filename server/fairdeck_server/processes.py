@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING
 
 from fairdeck_server.app import _probe_listen
 from fairdeck_server.metrics import split_host_port
-from fairdeck_server.refusal import StartupRefused
+from fairdeck_server.refusals import StartupRefused
 from fairdeck_server.startup import prepare
 
 if TYPE_CHECKING:

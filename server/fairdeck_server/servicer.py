@@ -27,7 +27,7 @@ from fairdeck.core.seeds import MAX_CLIENT_SEED_BYTES, MAX_CLIENT_SEED_WIRE_BYTE
 from fairdeck.v1 import dealer_pb2 as pb
 from fairdeck.v1 import dealer_pb2_grpc
 from fairdeck.wire import ERROR_DOMAIN, STATUS_DETAILS_KEY, Reason
-from fairdeck_server import errors, principal
+from fairdeck_server import principal, refusals
 from fairdeck_server.dealer import Dealer
 from fairdeck_server.principal import Role
 from fairdeck_server.storage.base import HandRecord, StoredHandState
@@ -56,7 +56,7 @@ def status_metadata(
     return ((STATUS_DETAILS_KEY, status.SerializeToString()),)
 
 
-async def abort(context: grpc.aio.ServicerContext[Any, Any], error: errors.DealerError) -> None:
+async def abort(context: grpc.aio.ServicerContext[Any, Any], error: refusals.DealerError) -> None:
     """End the call with ``error``'s status and details: the one way the servicers and
     the interceptors refuse a call."""
     code = grpc.StatusCode[error.status.name]
@@ -100,7 +100,7 @@ def _lenient(message_class: Any) -> Callable[[bytes], Any]:
 def check_parsed(request: object) -> None:
     """Refuse a body that did not parse, with INVALID_ARGUMENT instead of gRPC's UNKNOWN."""
     if isinstance(request, Malformed):
-        raise errors.invalid(
+        raise refusals.invalid(
             "request", Reason.MALFORMED_REQUEST, f"the body is not a valid {request.type_name}"
         )
 
@@ -132,10 +132,10 @@ def _serialize(message: Message) -> bytes:
 
 async def fail(context: grpc.aio.ServicerContext[Any, Any], exc: Exception, where: str) -> None:
     """End the call for ``exc``: its own status if a DealerError, else INTERNAL."""
-    if isinstance(exc, errors.DealerError):
+    if isinstance(exc, refusals.DealerError):
         await abort(context, exc)
     log.error("unexpected %s in %s", type(exc).__name__, where, exc_info=exc)
-    await abort(context, errors.internal())
+    await abort(context, refusals.internal())
 
 
 def translated(
@@ -158,11 +158,11 @@ def client_seeds(seeds: Sequence[pb.ClientSeed]) -> list[str | bytes]:
     for i, seed in enumerate(seeds):
         kind = seed.WhichOneof("value")
         if kind is None:
-            raise errors.invalid(f"client_seeds[{i}]", Reason.INVALID_CLIENT_SEED, "set text or data")
+            raise refusals.invalid(f"client_seeds[{i}]", Reason.INVALID_CLIENT_SEED, "set text or data")
         # Sized on the wire first: reading .text would decode megabytes into a str just to refuse it.
         size = seed.ByteSize()
         if size > MAX_CLIENT_SEED_WIRE_BYTES:
-            raise errors.invalid(
+            raise refusals.invalid(
                 f"client_seeds[{i}]",
                 Reason.INVALID_CLIENT_SEED,
                 f"client seed must be 1..{MAX_CLIENT_SEED_BYTES} bytes, got {size} bytes on the wire",
@@ -295,7 +295,7 @@ class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
         record = await self.dealer.get(self._tenant(context), request.hand_id)
         if principal.current().role is Role.AUDITOR and record.state is not StoredHandState.CLOSED:
             # Auditors see closed hands only, and cannot tell an open hand from a missing one.
-            raise errors.hand_not_found()
+            raise refusals.hand_not_found()
         return pb.GetHandResponse(hand=self.hand(record))
 
 

@@ -16,15 +16,16 @@ from pathlib import Path
 import grpc
 
 from fairdeck.wire import is_loopback
+from fairdeck_server.refusals import StartupRefused
 
 __all__ = ["ListenRefused", "TlsConfigError", "check_listen", "is_loopback", "server_credentials"]
 
 
-class TlsConfigError(Exception):
+class TlsConfigError(StartupRefused):
     """TLS files that are missing, unreadable, or given without their pair."""
 
 
-class ListenRefused(Exception):
+class ListenRefused(StartupRefused):
     """The dealer will not listen this way (plain text off loopback)."""
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from fairdeck.log.checkpoint import Checkpoint, sign_checkpoint
 from fairdeck.log.note import NoteError, Signer, Verifier, is_valid_key_name
+from fairdeck_server.refusals import StartupRefused
 from fairdeck_server.storage.base import Storage, StoredCheckpoint
 from fairdeck_server.vault import read_private_text, write_private_file
 
@@ -29,7 +30,7 @@ log = logging.getLogger(__name__)
 DEFAULT_INTERVAL = 0.2
 
 
-class LogKeyError(Exception):
+class LogKeyError(StartupRefused):
     """A log key file that cannot be used."""
 
 

@@ -18,7 +18,7 @@ from fairdeck.client.audit_client import AuditClient
 from fairdeck.core.errors import VerificationError
 from fairdeck.log.checkpoint import Checkpoint, sign_checkpoint
 from fairdeck.log.note import Signer, Verifier
-from fairdeck_server.refusal import StartupRefused
+from fairdeck_server.refusals import StartupRefused
 from fairdeck_server.transparency import LogKeyError, create_log_keys, load_log_keys
 from fairdeck_server.vault import KEY_ENV, SeedVault, VaultError, key_id, load_or_create_key, read_key_file
 from tests.dealers import RunningDealer

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 
-from fairdeck_server import errors
+from fairdeck_server import refusals
 from fairdeck_server.storage.base import Change, HandRecord, NewHand, Storage, StoredHandState
 from tests.storage.kit import Engine, closing, dealing, entry, new_hand, record, run
 
@@ -70,9 +70,9 @@ def test_an_idempotent_open_returns_the_stored_hand(storage_engine: Engine) -> N
         assert await s.get_hand("t", "hb") is None
         assert await s.log_size() == 1
 
-        with pytest.raises(errors.DealerError) as reused:
+        with pytest.raises(refusals.DealerError) as reused:
             await s.create_hands([new_hand("c", request_id="r1", request_fingerprint=other_fp)])
-        assert reused.value.status is errors.Status.ALREADY_EXISTS
+        assert reused.value.status is refusals.Status.ALREADY_EXISTS
         assert (reused.value.reason, reused.value.field) == ("REQUEST_ID_REUSED", "request_id")
         assert await s.log_size() == 1 and await s.get_hand("t", "hc") is None
 
@@ -107,7 +107,7 @@ def test_request_fingerprints_compared_in_constant_time(
         (first,) = await s.create_hands([new_hand("a", request_id="r", request_fingerprint=fp)])
         (again,) = await s.create_hands([new_hand("b", request_id="r", request_fingerprint=fp)])
         assert again == first
-        with pytest.raises(errors.DealerError) as reused:
+        with pytest.raises(refusals.DealerError) as reused:
             await s.create_hands([new_hand("c", request_id="r", request_fingerprint=other_fp)])
         assert reused.value.reason == "REQUEST_ID_REUSED"
 
@@ -134,7 +134,7 @@ def test_one_refused_hand_refuses_its_whole_call(storage_engine: Engine) -> None
 
     async def scenario(s: Storage) -> None:
         await s.create_hands([new_hand("a", request_id="r", request_fingerprint=b"1" * 32)])
-        with pytest.raises(errors.DealerError):
+        with pytest.raises(refusals.DealerError):
             await s.create_hands(
                 [new_hand("b"), new_hand("c", request_id="r", request_fingerprint=b"2" * 32)]
             )
@@ -179,9 +179,9 @@ def test_a_refused_update_writes_nothing_and_appends_nothing(storage_engine: Eng
         before = await s.get_hand("t", "h0")
 
         def refuse(r: HandRecord) -> tuple[Change, None]:
-            raise errors.precondition("HAND_CLOSED", "the hand is closed")
+            raise refusals.precondition("HAND_CLOSED", "the hand is closed")
 
-        with pytest.raises(errors.DealerError) as refused:
+        with pytest.raises(refusals.DealerError) as refused:
             await s.update_hand("t", "h0", refuse)
         assert refused.value.reason == "HAND_CLOSED"
 
@@ -203,10 +203,10 @@ def test_another_tenants_hand_cannot_be_updated(storage_engine: Engine) -> None:
     async def scenario(s: Storage) -> None:
         await s.create_hands([new_hand(0, tenant="a")])
         for tenant, hand_id in (("b", "h0"), ("a", "missing")):
-            with pytest.raises(errors.DealerError) as missing:
+            with pytest.raises(refusals.DealerError) as missing:
                 await s.update_hand(tenant, hand_id, closing(entry("no")))
             assert missing.value.reason == "HAND_NOT_FOUND"
-            assert missing.value.status is errors.Status.NOT_FOUND
+            assert missing.value.status is refusals.Status.NOT_FOUND
         stored = await s.get_hand("a", "h0")
         assert stored is not None and stored.state is StoredHandState.OPEN
         assert await s.log_size() == 1
@@ -264,7 +264,7 @@ def test_closed_storage_refuses_calls(storage_engine: Engine) -> None:
         await s.create_hands([new_hand(0)])
         await s.close()
         await s.close()  # idempotent
-        with pytest.raises(errors.DealerError) as closed:
+        with pytest.raises(refusals.DealerError) as closed:
             await s.create_hands([new_hand(1)])
         assert closed.value.reason == "STORAGE_UNAVAILABLE"
 

@@ -11,7 +11,7 @@ import pytest
 
 from fairdeck.client import DealerClient
 from fairdeck_server import startup
-from fairdeck_server.refusal import StartupRefused
+from fairdeck_server.refusals import StartupRefused
 from fairdeck_server.storage.sqlite import SqliteStorage
 from tests.dealers import RunningDealer
 

@@ -13,7 +13,7 @@ from dataclasses import replace
 import pytest
 
 from fairdeck.log import merkle
-from fairdeck_server import errors
+from fairdeck_server import refusals
 from fairdeck_server.storage.base import LogForkError, NewHand, Storage
 from tests.storage.kit import Engine, closing, entry, naive_root, new_hand, record, run
 
@@ -155,9 +155,9 @@ def test_a_refused_operation_rolls_back_its_appends(storage_engine: Engine) -> N
         await s.create_hands([new_hand(i) for i in range(5)])
         clash = replace(record(0), request_id=None)  # the same hand id again
 
-        with pytest.raises((errors.DealerError, sqlite3.IntegrityError)) as refused:
+        with pytest.raises((refusals.DealerError, sqlite3.IntegrityError)) as refused:
             await s.create_hands([new_hand(5), NewHand(clash, entry(99))])
-        if isinstance(refused.value, errors.DealerError):  # PostgreSQL: the batch is not recorded
+        if isinstance(refused.value, refusals.DealerError):  # PostgreSQL: the batch is not recorded
             assert refused.value.reason == "STORAGE_UNAVAILABLE"
         await s.create_hands([new_hand(6)])
         size, root = await s.log_head()

@@ -17,7 +17,7 @@ import psycopg
 import pytest
 
 from fairdeck.log import merkle
-from fairdeck_server import errors
+from fairdeck_server import refusals
 from fairdeck_server.dealer import Dealer
 from fairdeck_server.storage.base import LogForkError, Storage, StoredCheckpoint
 from fairdeck_server.storage.postgres import PostgresStorage
@@ -174,10 +174,10 @@ def test_a_damaged_log_is_refused_at_start(pg_url: str, damage: str) -> None:
         finally:
             await s.close()
 
-    with pytest.raises(errors.DealerError) as refused:
+    with pytest.raises(refusals.DealerError) as refused:
         asyncio.run(start())
     assert refused.value.reason == "STORAGE_UNAVAILABLE"
-    assert refused.value.status is errors.Status.UNAVAILABLE
+    assert refused.value.status is refusals.Status.UNAVAILABLE
 
 
 def test_an_unreachable_database_is_unavailable_and_its_password_stays_secret(
@@ -197,7 +197,7 @@ def test_an_unreachable_database_is_unavailable_and_its_password_stays_secret(
             finally:
                 await s.close()
 
-        with caplog.at_level(logging.DEBUG), pytest.raises(errors.DealerError) as down:
+        with caplog.at_level(logging.DEBUG), pytest.raises(refusals.DealerError) as down:
             asyncio.run(start())
     assert down.value.reason == "STORAGE_UNAVAILABLE"
     assert f"127.0.0.1:{port}/fairdeck" in str(down.value)
@@ -219,8 +219,8 @@ def test_killed_connections_fail_calls_as_unavailable_then_recover(pg_url: str) 
                 await s.create_hands([new_hand(i)])
                 await s.get_hand("t", f"h{i}")
                 outcomes.append("ok")
-            except errors.DealerError as e:  # never a psycopg exception
-                assert e.reason == "STORAGE_UNAVAILABLE" and e.status is errors.Status.UNAVAILABLE
+            except refusals.DealerError as e:  # never a psycopg exception
+                assert e.reason == "STORAGE_UNAVAILABLE" and e.status is refusals.Status.UNAVAILABLE
                 outcomes.append("unavailable")
         assert "unavailable" in outcomes, outcomes  # the pool handed out a killed connection, once each
         assert outcomes[-10:] == ["ok"] * 10, outcomes
@@ -265,10 +265,10 @@ def test_calls_waiting_for_a_failed_start_fail_as_unavailable() -> None:
     async def scenario() -> None:
         s = PostgresStorage("postgresql://fairdeck@127.0.0.1:1/fairdeck", connect_timeout=0.5)
         early = asyncio.gather(s.create_hands([new_hand(0)]), s.get_hand("t", "h0"), return_exceptions=True)
-        with pytest.raises(errors.DealerError):
+        with pytest.raises(refusals.DealerError):
             await s.start()
         for outcome in await asyncio.wait_for(early, 10):
-            assert isinstance(outcome, errors.DealerError) and outcome.reason == "STORAGE_UNAVAILABLE"
+            assert isinstance(outcome, refusals.DealerError) and outcome.reason == "STORAGE_UNAVAILABLE"
         await s.close()
 
     asyncio.run(scenario())

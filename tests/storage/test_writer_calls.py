@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from fairdeck.log import merkle
-from fairdeck_server import errors
+from fairdeck_server import refusals
 from fairdeck_server.storage.base import HandRecord
 from fairdeck_server.storage.sqlite import SqliteStorage
 from tests.storage.kit import entry, new_hand, record
@@ -108,7 +108,7 @@ def test_a_failing_creation_among_plain_ones_fails_alone(tmp_path: Path) -> None
 
     outcomes, size, entries = asyncio.run(main())
     failed = [o for o in outcomes if isinstance(o, BaseException)]
-    assert len(failed) == 1 and not isinstance(failed[0], errors.DealerError)  # a bug: INTERNAL
+    assert len(failed) == 1 and not isinstance(failed[0], refusals.DealerError)  # a bug: INTERNAL
     assert isinstance(outcomes[2], sqlite3.IntegrityError)
     assert size == 2 + 5  # "dup", "first", then the five good ones; no index given to the bad one
     assert entries[:2] == [entry("dup"), entry("first")]

@@ -18,26 +18,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from fairdeck_server import config, errors, logs, startup
+from fairdeck_server import config, logs, startup
 from fairdeck_server.app import serve
 from fairdeck_server.processes import Worker, supervise
-from fairdeck_server.refusal import StartupRefused
-from fairdeck_server.tls import ListenRefused, TlsConfigError
+from fairdeck_server.refusals import StartupRefused
 from fairdeck_server.transparency import LogKeyError, load_log_keys
-from fairdeck_server.vault import KEY_ENV, VaultError
-
-STARTUP_ERRORS = (
-    StartupRefused,
-    ListenRefused,
-    TlsConfigError,
-    VaultError,
-    LogKeyError,
-    OSError,
-    ValueError,
-    errors.DealerError,
-)
-"""What a refused configuration or an unreachable resource raises while the
-dealer starts: reported as one line and exit status 2, never a traceback."""
+from fairdeck_server.vault import KEY_ENV
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +41,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if worker is None and settings.server.processes > 1:
             return supervise(settings.server, getattr(args, "argv", None) or sys.argv[1:])
         asyncio.run(serve(settings.server, described=settings.describe(), worker=worker))
-    except STARTUP_ERRORS as e:
+    except StartupRefused as e:  # every start-up refusal: one line, exit 2, never a traceback
         log.debug("startup failed", exc_info=e)
         print(f"fairdeck serve: {e}", file=sys.stderr)
         return 2
@@ -88,7 +74,7 @@ def cmd_init(args: argparse.Namespace) -> int:
             log_origin=args.log_origin,
             keys_only=args.keys_only,
         )
-    except (StartupRefused, LogKeyError, VaultError, OSError) as e:
+    except StartupRefused as e:
         print(f"fairdeck init: {e}", file=sys.stderr)
         return 2
     made = [f"log key {log_key or data / 'log.key'}"]

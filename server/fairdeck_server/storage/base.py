@@ -19,7 +19,7 @@ from typing import Any, Protocol, TypeVar
 
 from fairdeck.core.encoding import lp, u32
 from fairdeck.log import merkle
-from fairdeck_server import errors
+from fairdeck_server import refusals
 
 T = TypeVar("T")
 
@@ -221,7 +221,7 @@ class _Frontier:
     def parse(cls, size: int, blob: bytes) -> _Frontier:
         subtrees = merkle.frontier_subtrees(size)
         if len(blob) != merkle.HASH_SIZE * len(subtrees):
-            raise errors.storage_unavailable("the log head's frontier does not fit its size")
+            raise refusals.storage_unavailable("the log head's frontier does not fit its size")
         hashes = [blob[i : i + merkle.HASH_SIZE] for i in range(0, len(blob), merkle.HASH_SIZE)]
         stack = [(level, index, h) for (level, index), h in zip(subtrees, hashes, strict=True)]
         return cls(stack)
@@ -274,7 +274,7 @@ class Storage(Protocol):
         """Run ``decide`` on the current record inside one transaction and store
         its Change durably; return the stored record and decide's result.
         ``decide`` may raise to abort without writing; an unknown hand raises
-        ``errors.hand_not_found()``."""
+        ``refusals.hand_not_found()``."""
 
     async def stale_hands(self, created_before_ms: int, limit: int) -> list[tuple[str, str]]:
         """(tenant, hand_id) of hands not closed and created before the time."""

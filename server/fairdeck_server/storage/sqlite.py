@@ -44,8 +44,8 @@ from urllib.parse import quote
 from fairdeck.log import merkle
 from fairdeck.log.audit import LogUnreadable
 from fairdeck.log.cosignature import add_cosignatures
-from fairdeck_server import errors
-from fairdeck_server.refusal import StartupRefused
+from fairdeck_server import refusals
+from fairdeck_server.refusals import StartupRefused
 from fairdeck_server.storage.base import (
     HAND_COLUMNS,
     TOKEN_COLUMNS,
@@ -235,7 +235,7 @@ class SqliteStorage:
         def op(conn: sqlite3.Connection) -> tuple[HandRecord, T]:
             current = _select(conn, tenant, hand_id)
             if current is None:
-                raise errors.hand_not_found()
+                raise refusals.hand_not_found()
             change, result = decide(current)
             new = change.record
             if change.log_entry is not None:
@@ -504,7 +504,7 @@ class SqliteStorage:
             return None
         existing = hand_record(row)
         if not same_request(existing, r):
-            raise errors.request_id_reused()
+            raise refusals.request_id_reused()
         return existing
 
     def _append(self, entry: bytes, rows: _Rows) -> int:
@@ -532,7 +532,7 @@ class SqliteStorage:
             self._ready.set()
             return
         except BaseException as e:  # reported to start()
-            self._startup_error = errors.storage_unavailable(f"cannot open database {self._path}: {e}")
+            self._startup_error = StartupRefused(f"cannot open database {self._path}: {e}")
             self._ready.set()
             return
         if self._writer_lock is not None:
@@ -617,7 +617,7 @@ class SqliteStorage:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
             self._log_size, self._frontier = before
-            failure = errors.storage_unavailable("storage failed; the request was not recorded")
+            failure = refusals.storage_unavailable("storage failed; the request was not recorded")
             outcomes = [(False, failure)] * len(batch)
         finally:
             if self._writer_fd >= 0:
@@ -762,7 +762,7 @@ class SqliteStorage:
         hands: Sequence[NewHand] | None = None,
     ) -> T:
         if self._closed:
-            raise errors.storage_unavailable("storage is closed")
+            raise refusals.storage_unavailable("storage is closed")
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[T] = loop.create_future()
         pending = self._pending.get(loop)
@@ -779,7 +779,7 @@ class SqliteStorage:
         if not ops:
             return
         if self._closed:  # submitted before close() on another loop, flushed after it
-            failure = errors.storage_unavailable("storage is closed")
+            failure = refusals.storage_unavailable("storage is closed")
             _resolve([(fut, False, failure) for _, _, fut, _, _ in ops])
             return
         self._queue.put(ops)
@@ -831,11 +831,11 @@ def _op_failure(e: Exception) -> Exception:
     """What the caller of a failed operation gets: a refusal as it is, a database
     failure as STORAGE_UNAVAILABLE (logged in one line, no traceback, no request
     data), anything else (a bug) as it is, for the servicer to answer INTERNAL."""
-    if isinstance(e, errors.DealerError):
+    if isinstance(e, refusals.DealerError):
         return e
     log.error("storage operation failed, rolled back: %s", _what(e))
     if _is_storage_fault(e):
-        return errors.storage_unavailable("storage failed; the request was not recorded")
+        return refusals.storage_unavailable("storage failed; the request was not recorded")
     return e
 
 

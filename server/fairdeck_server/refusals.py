@@ -1,10 +1,10 @@
-"""Domain errors of the dealer, each with a canonical status and a stable reason.
+"""Every way the dealer says no: to a request (``DealerError``), or to starting (``StartupRefused``).
 
-The domain does not import grpc: ``Status`` names the canonical code, and the
-servicer translates every ``DealerError`` at one boundary (servicer.py
-``abort``), interceptors included. The reasons and the status each comes with
-are the error contract in ``fairdeck.wire`` (shared with the SDK); a refusal
-is built here by a named constructor, so no other module spells a reason.
+A ``DealerError`` carries a canonical status (``Status``, named as ``grpc.StatusCode`` names
+it) and a stable reason from the error contract in ``fairdeck.wire``; the gRPC edge translates
+it at one boundary. Refusals are built by the named constructors below, so no other module
+spells a reason. A ``StartupRefused`` is one line for the operator, naming the file or option
+and the fix. No message ever holds a secret. A leaf module: no grpc, nothing of the package.
 """
 
 from __future__ import annotations
@@ -158,3 +158,19 @@ def invalid_certificate(message: str) -> DealerError:
 
 def role_not_allowed(role: str, method: str) -> DealerError:
     return DealerError(Reason.ROLE_NOT_ALLOWED, f"the {role} role may not call {method}")
+
+
+class StartupRefused(Exception):
+    """The dealer (or an admin command) refuses to start; the message is the one line the
+    operator sees, printed with exit status 2. Every start-up refusal is one of these (the key,
+    TLS, listen and configuration errors subclass it).
+
+    Text from elsewhere in it (SQLite's quick_check report, an OS error) may hold
+    newlines; they are folded here, so the message is one line whoever built it.
+
+    >>> str(StartupRefused("damaged (*** in database main ***\\nPage 22: error)"))
+    'damaged (*** in database main *** Page 22: error)'
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(" ".join(message.split()))
