@@ -8,7 +8,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from fairdeck_server.app import DealerServer, ServerConfig
+from fairdeck_server.app import DealerServer
+from fairdeck_server.config import ServerConfig
 
 
 class RunningDealer:

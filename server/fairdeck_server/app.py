@@ -1,9 +1,5 @@
 """Assembling and running the dealer: storage, vault, gRPC server, health,
-reflection, and a graceful drain on SIGTERM.
-
->>> ServerConfig().listen
-'127.0.0.1:50051'
-"""
+reflection, and a graceful drain on SIGTERM."""
 
 from __future__ import annotations
 
@@ -11,9 +7,7 @@ import asyncio
 import contextlib
 import logging
 import signal
-import socket
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from dataclasses import replace
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, cast
 
@@ -23,9 +17,11 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from fairdeck.v1 import audit_pb2, dealer_pb2
 from fairdeck_server import logs, reflection
+from fairdeck_server.addresses import check_listen, is_loopback, probe_listen
 from fairdeck_server.audit_servicer import AuditServicer
 from fairdeck_server.auth import Authenticator, AuthInterceptor, FailureLimiter, TokenVerifier
 from fairdeck_server.calls import CallInterceptor
+from fairdeck_server.config import ServerConfig
 from fairdeck_server.dealer import Dealer
 from fairdeck_server.health import StorageHealth
 from fairdeck_server.limits import (
@@ -40,14 +36,13 @@ from fairdeck_server.metrics import (
     Metrics,
     MetricsEndpoint,
     ObservingInterceptor,
-    split_host_port,
 )
 from fairdeck_server.refusals import DealerError, StartupRefused
 from fairdeck_server.servicer import DealerServicer, register
 from fairdeck_server.startup import Identity, IdentityStore, check_store, prepare
 from fairdeck_server.storage import open_storage
 from fairdeck_server.storage.base import Storage
-from fairdeck_server.tls import check_listen, is_loopback, server_credentials
+from fairdeck_server.tls import server_credentials
 from fairdeck_server.transparency import CheckpointPublisher
 from fairdeck_server.witnessing import WitnessPublisher
 
@@ -67,79 +62,6 @@ AUDIT_SERVICE = _service(audit_pb2, "AuditService").full_name
 HEALTH_SERVICE = health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
 HEALTH_NAMES = ("", DEALER_SERVICE, AUDIT_SERVICE)
 """What health answers for: the whole server ("") and each service it serves; all need storage."""
-
-
-@dataclass(frozen=True)
-class ServerConfig:
-    """How to run the dealer."""
-
-    listen: str = "127.0.0.1:50051"
-    """host:port to listen on; port 0 picks a free one."""
-    data_dir: Path = field(default_factory=lambda: Path("fairdeck-data"))
-    """Where the SQLite database (and, by default, the keys) live."""
-    seed_key_file: Path | None = None
-    """AES key for seeds at rest; default DATA_DIR/seed.key (created 0600 only in a fresh data dir)."""
-    grace_seconds: float = 10.0
-    """On SIGTERM, how long calls in flight may take to finish."""
-    log_key_file: Path | None = None
-    """Ed25519 signed-note key of the transparency log; default DATA_DIR/log.key (created 0600 only in a
-    fresh data dir; `fairdeck init` makes keys explicitly)."""
-    log_origin: str | None = None
-    """The log's origin line (the key's name) when a new key is created."""
-    checkpoint_interval: float = 0.2
-    """Seconds between signed checkpoints while entries arrive."""
-    max_hand_lifetime: float = 3600.0
-    """Seconds a hand may stay open; older ones are voided (revealed and logged)."""
-    db: str | None = None
-    """A postgresql:// URL to share one database among replicas; None: SQLite in DATA_DIR."""
-    db_pool_size: int = 8
-    """Most PostgreSQL connections this replica opens (at least 2: one the writer keeps, the
-    rest for reads); replicas times this must stay below max_connections. Not for SQLite."""
-    # -- TLS and authentication (security issue) --
-    tls_cert: Path | None = None
-    """PEM certificate chain the server presents; with tls_key, turns TLS on."""
-    tls_key: Path | None = None
-    tls_client_ca: Path | None = None
-    """PEM CA bundle; when set, clients must present a certificate it signed (mTLS)."""
-    insecure: bool = False
-    """Allow plaintext on a non-loopback address (refused otherwise)."""
-    require_auth: bool | None = None
-    """Require a token or client certificate; None: required unless listening on loopback."""
-    # -- abuse limits --
-    rate_limit: float = 500.0
-    """Requests per second per tenant (token bucket); 0 turns it off."""
-    rate_burst: int = 1000
-    max_open_hands: int = 10_000
-    """Hands a tenant may have open (not closed) at once; 0 turns it off."""
-    max_message_bytes: int = 4 * 1024 * 1024
-    max_request_bytes: int = 512 * 1024
-    """Largest request the dealer reads; gRPC refuses a larger one before it is parsed, on the
-    transport, so a caller cannot make the one event loop parse megabytes before its tenant
-    is even known. The largest valid request is about 260 KiB (64 text client seeds of
-    1,024 code points). A request is held to the lower of this and max_message_bytes; 0: no
-    limit of its own."""
-    default_deadline: float = 30.0
-    """Seconds a call may run when the client set no (shorter) deadline."""
-    auth_failure_rate: float = 1.0
-    """Failed authentications per second per client address (token bucket); past them, tokens
-    that need a lookup are refused before it. 0 turns it off."""
-    auth_failure_burst: int = 30
-    """Failed authentications a client address may make at once before auth_failure_rate applies."""
-    # -- witnesses (docs/witness.md) --
-    witnesses: tuple[str, ...] = ()
-    """Witnesses asked to cosign each checkpoint, each URL=KEY (the witness's add-checkpoint URL
-    prefix and its cosignature/v1 vkey); repeat --witness. Dealing never waits for them."""
-    witness_threshold: int = 0
-    """Cosignatures a checkpoint needs to count as final; 0: every witness named."""
-    # -- scaling (docs/scaling.md) --
-    processes: int = 1
-    """Serving processes on the one port (SO_REUSEPORT) and the one database: each uses a core.
-    Rate and open-hand limits, health and metrics are per process."""
-    # -- observability --
-    metrics_listen: str | None = None
-    """host:port for the Prometheus /metrics endpoint; None: no endpoint."""
-    log_format: str = "text"
-    """"text" or "json" (one object per line, with the call's request id)."""
 
 
 class DealerServer:
@@ -250,7 +172,7 @@ class DealerServer:
         # Ports first: a port in use is refused before a fresh data dir gets its keys. The probe
         # gives the refusal its reason without grpc's own error line; grpc's bind stays the test.
         if self.worker is None:  # a worker's port is its group's, which the probe would call busy
-            _probe_listen("--listen", self.config.listen)
+            probe_listen("--listen", self.config.listen)
         try:
             if credentials is not None:
                 self.port = self.server.add_secure_port(self.config.listen, credentials)
@@ -378,34 +300,6 @@ class DealerServer:
     async def _set_health(self, status: health_pb2.HealthCheckResponse.ServingStatus.ValueType) -> None:
         for name in HEALTH_NAMES:
             await self.health.set(name, status)
-
-
-def _probe_listen(option: str, listen: str) -> None:
-    """Refuse ``listen`` if none of its addresses can be bound now (port 0 always can)."""
-    try:
-        host, port = split_host_port(listen)
-    except ValueError:
-        return  # config.py refuses a malformed address before this
-    if port == 0:
-        return
-    try:
-        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    except OSError as e:
-        raise StartupRefused(f"{option} {listen}: cannot resolve {host!r} ({e.strerror or e})") from None
-    error: OSError | None = None
-    for family, kind, proto, _, address in infos:
-        with socket.socket(family, kind, proto) as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as grpc binds
-            try:
-                probe.bind(address)
-            except OSError as e:
-                error = e
-                continue
-            return
-    reason = f" ({error.strerror})" if error is not None and error.strerror else ""
-    raise StartupRefused(
-        f"{option} {listen}: cannot listen there{reason}; stop what holds it, or pick another {option}"
-    )
 
 
 async def serve(

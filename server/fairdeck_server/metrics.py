@@ -31,6 +31,7 @@ from prometheus_client.registry import Collector
 from fairdeck.log import logentry
 from fairdeck.wire import Reason
 from fairdeck_server import logs, refusals
+from fairdeck_server.addresses import split_host_port
 from fairdeck_server.health import StorageHealth
 from fairdeck_server.limits import ServerInterceptor, StreamGone, drain
 from fairdeck_server.servicer import fail, rewrap
@@ -452,15 +453,3 @@ class MetricsEndpoint:
     async def close(self) -> None:
         await asyncio.to_thread(self.server.shutdown)
         self.server.server_close()
-
-
-def split_host_port(listen: str) -> tuple[str, int]:
-    """``host:port`` or ``[v6]:port`` -> (host, port); ValueError if malformed.
-
-    >>> split_host_port("[::1]:9090")
-    ('::1', 9090)
-    """
-    host, sep, port = listen.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError(f"{listen!r} is not host:port")
-    return host.removeprefix("[").removesuffix("]"), int(port)

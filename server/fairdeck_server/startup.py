@@ -51,7 +51,7 @@ from fairdeck_server.vault import (
 )
 
 if TYPE_CHECKING:
-    from fairdeck_server.app import ServerConfig
+    from fairdeck_server.config import ServerConfig
     from fairdeck_server.storage.base import StoredCheckpoint
 
 DB_NAME = "fairdeck.db"

@@ -15,29 +15,13 @@ from pathlib import Path
 
 import grpc
 
-from fairdeck.wire import is_loopback
 from fairdeck_server.refusals import StartupRefused
 
-__all__ = ["ListenRefused", "TlsConfigError", "check_listen", "is_loopback", "server_credentials"]
+__all__ = ["TlsConfigError", "server_credentials"]
 
 
 class TlsConfigError(StartupRefused):
     """TLS files that are missing, unreadable, or given without their pair."""
-
-
-class ListenRefused(StartupRefused):
-    """The dealer will not listen this way (plain text off loopback)."""
-
-
-def check_listen(listen: str, *, tls: bool, insecure: bool) -> None:
-    """Refuse plain text on a non-loopback address unless ``insecure``."""
-    if tls or insecure or is_loopback(listen):
-        return
-    raise ListenRefused(
-        f"refusing to listen on {listen} without TLS: give --tls-cert and --tls-key "
-        "(and --tls-client-ca for mTLS), listen on 127.0.0.1, or pass --insecure "
-        "if a trusted proxy terminates TLS"
-    )
 
 
 def server_credentials(

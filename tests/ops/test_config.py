@@ -19,7 +19,7 @@ from fairdeck.cli import build_parser
 from fairdeck.cli import main as fairdeck_main
 from fairdeck.log.cosignature import Cosigner
 from fairdeck_server import config
-from fairdeck_server.app import ServerConfig
+from fairdeck_server.config import ServerConfig
 from tests.ops.kit import LISTENING, clean_env
 
 _WITNESS_KEYS = [

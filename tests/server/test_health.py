@@ -152,7 +152,8 @@ def test_health_is_not_serving_until_storage_is_open(tmp_path: Path) -> None:
     """Health answers NOT_SERVING while start() waits for storage, then SERVING."""
     import asyncio
 
-    from fairdeck_server.app import DealerServer, ServerConfig
+    from fairdeck_server.app import DealerServer
+    from fairdeck_server.config import ServerConfig
 
     async def scenario() -> None:
         server = DealerServer(ServerConfig(listen="127.0.0.1:0", data_dir=tmp_path / "d"))

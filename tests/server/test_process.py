@@ -28,7 +28,7 @@ from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
 from fairdeck.client import DealerClient
 from fairdeck.client.exceptions import FairdeckError
 from fairdeck.client.models import HandState
-from fairdeck_server.app import ServerConfig
+from fairdeck_server.config import ServerConfig
 from fairdeck_server.vault import KEY_ENV
 
 GRACE_SECONDS = ServerConfig().grace_seconds  # what `fairdeck serve` drains with
