@@ -16,33 +16,30 @@ from google.protobuf.descriptor import ServiceDescriptor
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from fairdeck.v1 import audit_pb2, dealer_pb2
-from fairdeck_server import logs, reflection
+from fairdeck_server import logs
 from fairdeck_server.addresses import check_listen, is_loopback, probe_listen
-from fairdeck_server.audit_servicer import AuditServicer
-from fairdeck_server.auth import Authenticator, AuthInterceptor, FailureLimiter, TokenVerifier
-from fairdeck_server.calls import CallInterceptor
+from fairdeck_server.auth import Authenticator, FailureLimiter, TokenVerifier
 from fairdeck_server.config import ServerConfig
 from fairdeck_server.dealer import Dealer
-from fairdeck_server.health import StorageHealth
-from fairdeck_server.limits import (
-    TRANSPORT_OPTIONS,
+from fairdeck_server.edge import reflection
+from fairdeck_server.edge.audit_servicer import AuditServicer
+from fairdeck_server.edge.chain import CallInterceptor
+from fairdeck_server.edge.dealer_servicer import DealerServicer
+from fairdeck_server.edge.interceptors import (
+    AuthInterceptor,
     DeadlineInterceptor,
     LimitsInterceptor,
-    OpenHandsCap,
-    RateLimiter,
-)
-from fairdeck_server.metrics import (
-    MeteredStorage,
-    Metrics,
-    MetricsEndpoint,
     ObservingInterceptor,
 )
+from fairdeck_server.edge.methods import register
+from fairdeck_server.edge.transport import TRANSPORT_OPTIONS, server_credentials
+from fairdeck_server.health import StorageHealth
+from fairdeck_server.limits import OpenHandsCap, RateLimiter
+from fairdeck_server.metrics import MeteredStorage, Metrics, MetricsEndpoint
 from fairdeck_server.refusals import DealerError, StartupRefused
-from fairdeck_server.servicer import DealerServicer, register
 from fairdeck_server.startup import Identity, IdentityStore, check_store, prepare
 from fairdeck_server.storage import open_storage
 from fairdeck_server.storage.base import Storage
-from fairdeck_server.tls import server_credentials
 from fairdeck_server.transparency import CheckpointPublisher
 from fairdeck_server.witnessing import WitnessPublisher
 

@@ -1,6 +1,6 @@
 """Who may call what: API tokens, client certificates, and the role table.
 
-Every call to the DealerService and AuditService passes ``AuthInterceptor``,
+Every call to the DealerService and AuditService passes the edge's ``AuthInterceptor``,
 which finds the caller (``principal.Principal``), checks the method against
 ``ROLES`` and binds the principal for the duration of the call, so the
 servicers read the tenant from ``principal.current()``. Health and reflection
@@ -54,12 +54,11 @@ import logging
 import re
 import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import unquote
 
-import grpc
 from cryptography import x509
 
 from fairdeck.v1 import audit_pb2, dealer_pb2
@@ -67,7 +66,6 @@ from fairdeck.wire import AUTHORIZATION
 from fairdeck_server import principal, refusals
 from fairdeck_server.principal import Principal, Role
 from fairdeck_server.refusals import DealerError
-from fairdeck_server.servicer import abort, rewrap
 from fairdeck_server.storage.base import Storage, TokenRecord
 
 log = logging.getLogger(__name__)
@@ -415,76 +413,3 @@ def check_role(method: str, caller: Principal) -> None:
 
 def is_open(method: str) -> bool:
     return method.startswith(OPEN_METHOD_PREFIXES)
-
-
-class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
-    """Authenticates each call, checks its role, and binds its principal while it runs."""
-
-    def __init__(
-        self, authenticator: Authenticator, *, on_tenant: Callable[[str], None] | None = None
-    ) -> None:
-        self.authenticator = authenticator
-        self._on_tenant = on_tenant
-        """Told the tenant of each admitted call (the access log's tenant)."""
-
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any]]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler[Any, Any]:
-        handler = await continuation(handler_call_details)
-        if handler is None:
-            return handler
-        return self.wrap(handler_call_details.method, handler)
-
-    def wrap(self, method: str, handler: grpc.RpcMethodHandler[Any, Any]) -> grpc.RpcMethodHandler[Any, Any]:
-        """This layer around ``handler`` for calls of ``method``; ``handler`` itself for the
-        methods open to all (health, reflection)."""
-        if is_open(method):
-            return handler
-        admit = functools.partial(self._admit, method)
-        return rewrap(handler, lambda inner: _unary(inner, admit), lambda inner: _streaming(inner, admit))
-
-    async def _admit(self, method: str, context: grpc.aio.ServicerContext[Any, Any]) -> Principal:
-        """The call's principal, or the call ends here with the refusal's status."""
-        try:
-            caller = await self.authenticator.principal(
-                tuple(context.invocation_metadata() or ()), context.auth_context(), context.peer()
-            )
-            check_role(method, caller)
-        except DealerError as e:
-            log.info("refused %s: %s", method, e.reason)
-            await abort(context, e)
-            raise AssertionError("unreachable: abort raises") from None
-        if self._on_tenant is not None:
-            self._on_tenant(caller.tenant)
-        return caller
-
-
-Admit = Callable[[grpc.aio.ServicerContext[Any, Any]], Awaitable[Principal]]
-
-
-def _unary(behavior: Callable[..., Any], admit: Admit) -> Callable[..., Awaitable[Any]]:
-    async def call(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-        token = principal.bind(await admit(context))
-        try:
-            return await behavior(request, context)
-        finally:
-            principal.unbind(token)
-
-    return call
-
-
-def _streaming(behavior: Callable[..., Any], admit: Admit) -> Callable[..., AsyncIterator[Any]]:
-    async def call(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
-        token = principal.bind(await admit(context))
-        try:
-            async for response in behavior(request, context):
-                yield response
-        finally:
-            # A generator finalized by the event loop runs in another context; the binding
-            # died with the call's own context then.
-            with contextlib.suppress(ValueError):
-                principal.unbind(token)
-
-    return call

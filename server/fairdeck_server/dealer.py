@@ -35,6 +35,28 @@ MAX_BATCH_HANDS = 100_000
 BATCH_CHUNK = 256
 """DealHands: hands per streamed message and per storage transaction."""
 DEFAULT_TENANT = principal.DEFAULT_TENANT
+STREAM_IN_FLIGHT = 2 * BATCH_CHUNK
+"""Hands a DealHands call with ``close`` holds against the open-hands cap while it runs:
+the chunk being written and the next one being stored (``_deal_chunks``)."""
+
+
+def hands_held(hand_count: int | None = None, *, close: bool = False) -> int:
+    """How many hands an opening call holds against its tenant's open-hands cap while it runs:
+    one for OpenHand and DealNewHand (``hand_count`` None); ``hand_count`` for DealHands.
+
+    With ``close`` a DealHands call's hands are closed when stored, but while it runs they are
+    work in flight: it holds up to STREAM_IN_FLIGHT, so a tenant cannot run more such streams
+    at once than its cap allows (each makes the dealer produce hands until the client's
+    flow-control window is full, read or not). A count out of range, refused anyway, holds none.
+
+    >>> hands_held(), hands_held(100_000), hands_held(100_000, close=True), hands_held(0)
+    (1, 100000, 512, 0)
+    """
+    if hand_count is None:
+        return 1
+    if not 1 <= hand_count <= MAX_BATCH_HANDS:
+        return 0
+    return min(hand_count, STREAM_IN_FLIGHT) if close else hand_count
 
 
 def _now_ms() -> int:

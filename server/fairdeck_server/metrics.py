@@ -1,21 +1,16 @@
-"""Prometheus metrics, and the outermost interceptor that measures and logs every call.
+"""Prometheus metrics (``Metrics``, in a registry of each DealerServer's own), the gauges read
+from storage at scrape time, the storage wrapper that counts hands and storage faults
+(``MeteredStorage``), and the /metrics endpoint. No grpc: the observing interceptor feeds it.
 
-Each DealerServer has its own CollectorRegistry (never the process-global
-one), so two dealers in one process do not mix their numbers. Labels never
-hold request data: the service and method (of registered methods only), the
-status code name, a hand's outcome, a limit's reason, a storage operation.
-The tenant is not a label: it would multiply every series by the number of
-tenants; the access log has it for each call.
-
-Counters (hands opened and closed, storage errors) count what this process
-did: sum them across replicas. Gauges read from storage (open hands, log
-size, checkpoint) describe the shared database: take their max.
+Labels never hold request data or the tenant (the access log has it): the service and method,
+the status code name, a hand's outcome, a limit's reason, a storage operation. Counters count
+what this process did (sum them across replicas); gauges read from storage describe the shared
+database (take their max).
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import inspect
 import logging
 import threading
@@ -23,18 +18,15 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
-import grpc
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from fairdeck.log import logentry
 from fairdeck.wire import Reason
-from fairdeck_server import logs, refusals
+from fairdeck_server import refusals
 from fairdeck_server.addresses import split_host_port
 from fairdeck_server.health import StorageHealth
-from fairdeck_server.limits import ServerInterceptor, StreamGone, drain
-from fairdeck_server.servicer import fail, rewrap
 from fairdeck_server.storage.base import (
     Change,
     HandRecord,
@@ -319,127 +311,6 @@ def _outcome(entry: bytes | None) -> str:
     if isinstance(decoded, logentry.RevealEntry):
         return OUTCOMES.get(decoded.outcome, "closed")
     return "closed"
-
-
-class ObservingInterceptor(ServerInterceptor):
-    """Outermost: binds the call's request id, then counts, times and logs
-    every call, whatever ends it (auth and limit refusals, aborts, errors,
-    cancellation), with the status code the client receives."""
-
-    def __init__(self, metrics: Metrics) -> None:
-        self.metrics = metrics
-
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any]]],
-        details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler[Any, Any]:
-        handler = await continuation(details)
-        if handler is None:
-            return handler  # an unknown method: gRPC answers UNIMPLEMENTED
-        method: str = details.method
-        metadata = tuple(details.invocation_metadata or ())
-        return rewrap(
-            handler,
-            functools.partial(self._unary, method, metadata),
-            functools.partial(self._stream, method, metadata),
-        )
-
-    def wrap(self, method: str, handler: grpc.RpcMethodHandler[Any, Any]) -> grpc.RpcMethodHandler[Any, Any]:
-        """This layer around ``handler``, made once for every call of ``method`` (calls.py)."""
-        return rewrap(
-            handler,
-            functools.partial(self._unary, method, None),
-            functools.partial(self._stream, method, None),
-        )
-
-    def _unary(
-        self, method: str, metadata: tuple[Any, ...] | None, inner: Callable[[Any, Any], Any]
-    ) -> Callable[..., Any]:
-        """``metadata`` None: the call's own, read when it runs (a behavior made once per method)."""
-
-        async def behavior(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-            call, token = logs.begin_call(
-                method, metadata if metadata is not None else context.invocation_metadata()
-            )
-            start = time.perf_counter()
-            code = grpc.StatusCode.OK
-            try:
-                response = await inner(request, context)
-                code = context.code() or grpc.StatusCode.OK
-                return response
-            except refusals.DealerError as e:
-                aborted = await _translate(context, e, method)
-                code = status_of(aborted, context)
-                raise aborted from None
-            except BaseException as e:
-                code = status_of(e, context)
-                raise
-            finally:
-                self._finish(call, code, time.perf_counter() - start)
-                logs.end_call(token)
-
-        return behavior
-
-    def _stream(
-        self, method: str, metadata: tuple[Any, ...] | None, inner: Callable[[Any, Any], Any]
-    ) -> Callable[..., Any]:
-        async def behavior(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
-            call, token = logs.begin_call(
-                method, metadata if metadata is not None else context.invocation_metadata()
-            )
-            start = time.perf_counter()
-            code = grpc.StatusCode.OK
-            try:
-                await drain(inner, request, context)
-                code = context.code() or grpc.StatusCode.OK
-            except StreamGone:
-                code = status_of(asyncio.CancelledError(), context)
-                # Ended as gRPC ends a cancelled call: returning would make gRPC send a final
-                # status on the ended call, which can fail in turn and be logged as an ERROR
-                # (the fuzzer and a CI run saw it) while "client closed" is not yet set.
-                raise asyncio.CancelledError from None
-            except refusals.DealerError as e:
-                aborted = await _translate(context, e, method)
-                code = status_of(aborted, context)
-                raise aborted from None
-            except BaseException as e:
-                code = status_of(e, context)
-                raise
-            finally:
-                self._finish(call, code, time.perf_counter() - start)
-                logs.end_call(token)
-
-        return behavior
-
-    def _finish(self, call: logs.CallContext, code: grpc.StatusCode, seconds: float) -> None:
-        self.metrics.observe_rpc(call.method, code.name, seconds)
-        logs.log_access(call, code.name, seconds)
-
-
-async def _translate(
-    context: grpc.aio.ServicerContext[Any, Any], e: refusals.DealerError, method: str
-) -> grpc.aio.AbortError:
-    """A DealerError that escaped an interceptor (the open-hands cap reads storage before
-    the handler runs; handlers translate their own), ended as the servicer ends its
-    own (servicer.fail): its status and reason, not gRPC's UNKNOWN with a traceback.
-    Other exceptions are bugs and go on to gRPC, which logs them."""
-    try:
-        await fail(context, e, method)
-    except grpc.aio.AbortError as aborted:
-        return aborted
-    raise AssertionError("unreachable: fail aborts")
-
-
-def status_of(e: BaseException, context: grpc.aio.ServicerContext[Any, Any]) -> grpc.StatusCode:
-    """The status the client receives when a handler ends by raising ``e``."""
-    if isinstance(e, grpc.aio.AbortError):
-        return context.code() or grpc.StatusCode.UNKNOWN
-    if isinstance(e, asyncio.CancelledError):  # the client went away, or its deadline passed
-        remaining = context.time_remaining()
-        expired = remaining is not None and remaining <= 0
-        return grpc.StatusCode.DEADLINE_EXCEEDED if expired else grpc.StatusCode.CANCELLED
-    return grpc.StatusCode.UNKNOWN  # what gRPC answers for an exception it did not expect
 
 
 class MetricsEndpoint:

@@ -1,7 +1,7 @@
 """One error contract: ``fairdeck.wire.Reason`` and ``STATUS`` are the only list of
 reasons. The SDK's exception table and the reason table of docs/api.md agree with
 it, and the dealer refuses only through it: no module spells a reason as a string,
-every refusal is a ``DealerError`` built in ``refusals.py``, and only the servicer's
+every refusal is a ``DealerError`` built in ``refusals.py``, and only the edge's status module's
 ``abort`` ends a call with an error."""
 
 from __future__ import annotations
@@ -121,23 +121,23 @@ def test_every_refusal_is_a_dealer_error_built_by_a_named_constructor() -> None:
                 assert node.name not in ("Refused", "Refusal"), f"{path}: class {node.name}"
 
 
-def test_only_the_servicer_ends_a_call_with_an_error() -> None:
-    """Interceptors and servicers refuse through servicer.abort, which writes the
+def test_only_the_edge_status_module_ends_a_call_with_an_error() -> None:
+    """Interceptors and servicers refuse through edge/status.py's abort, which writes the
     status, the ErrorInfo and the RetryInfo the same way for every refusal."""
     aborting = [
         f"{path.relative_to(ROOT)}:{line}: {name}"
         for path in modules(SERVER)
         for line, name in calls(path)
         if name in ("abort", "abort_with_status", "set_code", "set_trailing_metadata")
-        and path.name != "servicer.py"
+        and path.relative_to(SERVER).as_posix() != "edge/status.py"
     ]
     assert all(entry.endswith(": abort") for entry in aborting), aborting
     for path in modules(SERVER):
-        if path.name == "servicer.py":
+        if path.relative_to(SERVER).as_posix() == "edge/status.py":
             continue
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
                 assert node.func.attr not in ("abort", "abort_with_status", "set_code"), (
-                    f"{path.relative_to(ROOT)}:{node.lineno}: context.{node.func.attr}; use servicer.abort"
+                    f"{path.relative_to(ROOT)}:{node.lineno}: context.{node.func.attr}; use edge.status.abort"
                 )

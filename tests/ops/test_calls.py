@@ -12,7 +12,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from fairdeck.client import DealerClient
-from fairdeck_server.calls import CallInterceptor
+from fairdeck_server.edge.chain import CallInterceptor
 from tests.ops.kit import dealer
 from tests.ops.test_logs import captured
 

@@ -21,9 +21,10 @@ from fairdeck.client import AsyncDealerClient, DealerClient
 from fairdeck.client.exceptions import DeadlineExceeded, FairdeckError, ResourceExhausted
 from fairdeck.v1 import dealer_pb2 as pb
 from fairdeck_server.auth import new_token
-from fairdeck_server.limits import OpenHandsCap, RateLimiter, hands_requested
+from fairdeck_server.edge.interceptors import hands_requested
+from fairdeck_server.edge.methods import Malformed
+from fairdeck_server.limits import OpenHandsCap, RateLimiter
 from fairdeck_server.principal import Role
-from fairdeck_server.servicer import Malformed
 from tests.dealers import RunningDealer
 from tests.ops.kit import dealer, details, retry_delay
 

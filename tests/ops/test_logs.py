@@ -123,7 +123,7 @@ def test_every_line_inside_a_call_carries_its_request_id(tmp_path: Path) -> None
         with pytest.raises(ResourceExhausted):
             c.open_hand()
     lines = [json.loads(line) for line in out.getvalue().splitlines()]
-    refused = [line for line in lines if line["logger"] == "fairdeck_server.limits"]
+    refused = [line for line in lines if line["logger"] == "fairdeck_server.edge.interceptors"]
     assert len(refused) == 1 and refused[0]["message"].startswith("refused: RATE_LIMITED")
     assert refused[0]["request_id"] == "burst-7" and refused[0]["tenant"] == "default"
     access = [line for line in lines if line["logger"] == "fairdeck.access"]

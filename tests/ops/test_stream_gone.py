@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 from grpc._cython.cygrpc import ExecuteBatchError
 
-from fairdeck_server.metrics import Metrics, ObservingInterceptor
+from fairdeck_server.edge.interceptors import ObservingInterceptor
+from fairdeck_server.metrics import Metrics
 
 
 class EndedCall:
@@ -100,7 +101,7 @@ def test_a_status_that_cannot_be_sent_because_the_call_ended_ends_as_cancelled()
     """abort() on a call that ended meanwhile: grpc's status batch fails. That must not reach
     gRPC, which would log an ERROR with a traceback, nor be mistaken for a bug of ours."""
     from fairdeck_server import refusals
-    from fairdeck_server.servicer import abort
+    from fairdeck_server.edge.status import abort
 
     class EndedAbort(EndedCall):
         async def abort(self, code: Any, details: str, trailing_metadata: Any = ()) -> None:

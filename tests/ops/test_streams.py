@@ -14,8 +14,7 @@ import pytest
 
 from fairdeck.client import AsyncDealerClient, DealerClient
 from fairdeck.client.exceptions import ResourceExhausted
-from fairdeck_server.dealer import BATCH_CHUNK
-from fairdeck_server.limits import STREAM_IN_FLIGHT
+from fairdeck_server.dealer import BATCH_CHUNK, STREAM_IN_FLIGHT
 from tests.dealers import RunningDealer
 from tests.ops.kit import dealer, sample, scrape_until
 

@@ -23,8 +23,8 @@ from fairdeck.core.seeds import MAX_CLIENT_SEED_CHARS
 from fairdeck.v1 import dealer_pb2, dealer_pb2_grpc
 from fairdeck.wire import Reason
 from fairdeck_server.auth import peer_address, split_token
+from fairdeck_server.edge.dealer_servicer import client_seeds
 from fairdeck_server.refusals import DealerError
-from fairdeck_server.servicer import client_seeds
 from tests.dealers import RunningDealer
 from tests.security import rawh2
 from tests.security.conftest import MakeToken

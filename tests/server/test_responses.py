@@ -19,7 +19,7 @@ from google.protobuf import timestamp_pb2
 from fairdeck.core.decks import DeckSpec
 from fairdeck.v1 import dealer_pb2 as pb
 from fairdeck_server.dealer import Dealer
-from fairdeck_server.servicer import DealerServicer, deal_hands_response
+from fairdeck_server.edge.dealer_servicer import DealerServicer, deal_hands_response
 from fairdeck_server.storage.base import HandRecord, StoredHandState
 from fairdeck_server.storage.sqlite import SqliteStorage
 from fairdeck_server.vault import SeedVault

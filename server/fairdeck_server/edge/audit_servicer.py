@@ -16,7 +16,7 @@ from fairdeck.v1 import audit_pb2_grpc
 from fairdeck.wire import Reason
 from fairdeck_server import refusals
 from fairdeck_server.dealer import validate_hand_id
-from fairdeck_server.servicer import translated
+from fairdeck_server.edge.status import translated
 from fairdeck_server.storage.base import Storage, StoredCheckpoint
 from fairdeck_server.transparency import CheckpointPublisher
 

@@ -1,15 +1,8 @@
-"""The dealer's one gRPC interceptor: its layers fused, made once per method.
+"""The dealer's one gRPC interceptor: its layers (interceptors.py) fused, wrapped once per method.
 
-The dealer's layers, outermost first: observing (metrics and the access
-log, metrics.py), the default deadline and the abuse limits (limits.py) on
-either side of authentication (auth.py). As four grpc.aio interceptors, each
-call ran four ``intercept_service`` coroutines, and each of them built a new
-method handler and new closures for the call; layers with nothing to do (no
-default deadline, both limits off) ran all the same. ``CallInterceptor``
-asks each layer once per method for its wrapper (``wrap``), leaves out the
-layers that have nothing to do for that method, and hands gRPC the same
-wrapped handler for every later call: a call pays one lookup, then only the
-work its layers really do. Their order, and what each does, is unchanged.
+Each layer is asked once per method for its wrapper (``wrap``); layers with nothing to do for that
+method are left out, and gRPC gets the same wrapped handler for every later call. So a call pays
+one lookup, then only the work its layers really do (docs/scaling.md has the measurements).
 """
 
 from __future__ import annotations
@@ -19,12 +12,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import grpc
 
-from fairdeck_server.limits import ServerInterceptor
-
 if TYPE_CHECKING:  # generic in the stubs only
     Handler = grpc.RpcMethodHandler[Any, Any]
+    ServerInterceptor = grpc.aio.ServerInterceptor[Any, Any]
 else:
     Handler = grpc.RpcMethodHandler
+    ServerInterceptor = grpc.aio.ServerInterceptor
 
 
 class Layer(Protocol):

@@ -1,13 +1,5 @@
-"""TLS for the dealer: server credentials from PEM files, and the rule that
-plain text is for loopback only.
-
-A dealer listening on anything but loopback (``0.0.0.0`` and ``[::]``
-included) without TLS would send seeds, cards and API tokens across the
-network in the clear, so ``check_listen`` refuses to start it unless the
-operator says ``insecure`` (e.g. TLS is terminated by a sidecar on the same
-pod). With a client CA the dealer requires a client certificate (mTLS), and
-``auth`` maps it to a tenant and role.
-"""
+"""The transport's settings: TLS server credentials from PEM files, and gRPC's own queue of
+new calls. Whether plain text may listen somewhere is addresses.check_listen's rule."""
 
 from __future__ import annotations
 
@@ -52,3 +44,23 @@ def _read(path: Path, flag: str) -> bytes:
     if b"-----BEGIN " not in data:
         raise TlsConfigError(f"{flag} {path} is not a PEM file")
     return data
+
+
+MAX_PENDING_CALLS = 10_000
+"""Calls gRPC may hold for the server before our handlers take them (see TRANSPORT_OPTIONS)."""
+
+
+TRANSPORT_OPTIONS: tuple[tuple[str, int], ...] = (
+    # gRPC core queues each new call until grpc.aio's accept loop takes it, one per turn
+    # of the event loop. Past grpc.server.max_pending_requests (default 1,000, then
+    # randomly up to the hard limit of 3,000) it drops calls: the client gets CANCELLED
+    # with no message, and no handler, interceptor or metric ever sees them. 2,500
+    # concurrent GetHand calls on one channel lost 282-432 that way. A queued call costs
+    # little (its metadata and at most a flow-control window of request bytes) and waits
+    # under its own deadline, so the queue is made large, with no random early drop.
+    # A per-connection stream cap (grpc.max_concurrent_streams) is no cure: streams the
+    # client opens before it reads the server's SETTINGS are reset (UNAVAILABLE).
+    ("grpc.server.max_pending_requests", MAX_PENDING_CALLS),
+    ("grpc.server.max_pending_requests_hard_limit", MAX_PENDING_CALLS),
+)
+"""gRPC server options for the transport's own queue of new calls."""
