@@ -632,7 +632,7 @@ def main() -> int:
         opts.rounds, opts.concurrency, opts.warmup, opts.duration = 1, [64], 1.0, 3.0
         opts.storage_concurrency, opts.storage_rounds = [1, 64], 1
 
-    from fairdeck_server.transparency import load_or_create_signer
+    from fairdeck_server.log_signing import load_or_create_signer
     from fairdeck_server.vault import load_or_create_key
     from tests.pgcluster import PgCluster
 

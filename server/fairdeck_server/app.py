@@ -16,10 +16,11 @@ from google.protobuf.descriptor import ServiceDescriptor
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from fairdeck.v1 import audit_pb2, dealer_pb2
-from fairdeck_server import logs
+from fairdeck_server import logging_setup
 from fairdeck_server.addresses import check_listen, is_loopback, probe_listen
 from fairdeck_server.auth import Authenticator, FailureLimiter, TokenVerifier
 from fairdeck_server.config import ServerConfig
+from fairdeck_server.cosigning import WitnessPublisher
 from fairdeck_server.dealer import Dealer
 from fairdeck_server.edge import reflection
 from fairdeck_server.edge.audit_servicer import AuditServicer
@@ -33,15 +34,14 @@ from fairdeck_server.edge.interceptors import (
 )
 from fairdeck_server.edge.methods import register
 from fairdeck_server.edge.transport import TRANSPORT_OPTIONS, server_credentials
-from fairdeck_server.health import StorageHealth
 from fairdeck_server.limits import OpenHandsCap, RateLimiter
+from fairdeck_server.log_signing import CheckpointPublisher
 from fairdeck_server.metrics import MeteredStorage, Metrics, MetricsEndpoint
 from fairdeck_server.refusals import DealerError, StartupRefused
 from fairdeck_server.startup import Identity, IdentityStore, check_store, prepare
 from fairdeck_server.storage import open_storage
 from fairdeck_server.storage.base import Storage
-from fairdeck_server.transparency import CheckpointPublisher
-from fairdeck_server.witnessing import WitnessPublisher
+from fairdeck_server.storage_health import StorageHealth
 
 if TYPE_CHECKING:
     from fairdeck_server.processes import Worker
@@ -78,7 +78,7 @@ class DealerServer:
         self.port = 0
         self.metrics = Metrics()
         # Told of every storage fault and every write that succeeds, it turns health
-        # NOT_SERVING while storage does not take writes (health.py).
+        # NOT_SERVING while storage does not take writes (storage_health.py).
         self.storage_health = StorageHealth(
             self._probe, self._storage_health_changed, on_probe=self.metrics.probed
         )
@@ -89,7 +89,7 @@ class DealerServer:
         self.metrics_port = 0
         self.identity: Identity | None = None
         self._started = False
-        logs.redact_grpc_metadata()  # before any call: grpcio would log a non-UTF-8 token whole
+        logging_setup.redact_grpc_metadata()  # before any call: grpcio would log a non-UTF-8 token whole
 
     async def start(self) -> int:
         """Start serving; on any failure, undo what was started (ports, lock, storage) and raise."""
@@ -126,7 +126,7 @@ class DealerServer:
                 ),
                 required=not is_loopback(self.config.listen) if require_auth is None else require_auth,
             ),
-            on_tenant=logs.set_tenant,
+            on_tenant=logging_setup.set_tenant,
         )
         # Made here, not in __init__: grpc.aio binds them to the running loop.
         self.health = health.aio.HealthServicer()  # type: ignore[attr-defined]

@@ -26,7 +26,7 @@ that are present but bad are refused even when authentication is optional.
 
 A token's secret is never stored, logged or put in an error: storage keeps a
 SHA-256 digest, compared with ``hmac.compare_digest``. (grpcio itself logs a
-metadata value that is not UTF-8, token and all; ``logs.redact_grpc_metadata``
+metadata value that is not UTF-8, token and all; ``logging_setup.redact_grpc_metadata``
 withholds it.)
 
 Failed authentication is limited per client address (``FailureLimiter``):

@@ -39,7 +39,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from fairdeck.log.cosignature import CosignatureError, CosignatureVerifier
-from fairdeck_server import logs
+from fairdeck_server import logging_setup
 from fairdeck_server.addresses import split_host_port
 from fairdeck_server.refusals import StartupRefused
 
@@ -235,7 +235,7 @@ def _kind(hint: Any) -> tuple[type, bool]:
     return hint, False
 
 
-CHOICES = {"log_format": logs.FORMATS, "log_level": logs.LEVELS}
+CHOICES = {"log_format": logging_setup.FORMATS, "log_level": logging_setup.LEVELS}
 
 
 def server_options() -> tuple[Option, ...]:

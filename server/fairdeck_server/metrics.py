@@ -26,7 +26,6 @@ from fairdeck.log import logentry
 from fairdeck.wire import Reason
 from fairdeck_server import refusals
 from fairdeck_server.addresses import split_host_port
-from fairdeck_server.health import StorageHealth
 from fairdeck_server.storage.base import (
     Change,
     HandRecord,
@@ -36,6 +35,7 @@ from fairdeck_server.storage.base import (
     StoredHandState,
     WriterStats,
 )
+from fairdeck_server.storage_health import StorageHealth
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -54,7 +54,7 @@ WRITER_COUNTERS = (
 )
 """The storage writer's counts (WriterStats), exported when the engine keeps them."""
 WRITES = frozenset({"create_hands", "update_hand", "put_checkpoint", "put_token", "revoke_token", "probe"})
-"""Storage operations that write: one that returns means storage takes writes (health.py)."""
+"""Storage operations that write: one that returns means storage takes writes (storage_health.py)."""
 
 
 class Metrics:
@@ -97,7 +97,7 @@ class Metrics:
         )
         self.storage_healthy = Gauge(
             "fairdeck_storage_healthy",
-            "1 while storage takes writes, 0 after a failed write and a failed probe write (health.py)",
+            "1 while storage takes writes, 0 after a failed write and a failed probe write",
             registry=r,
         )
         self.storage_healthy.set(1)

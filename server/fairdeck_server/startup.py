@@ -39,8 +39,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from fairdeck.log.checkpoint import CheckpointError, open_checkpoint
+from fairdeck_server.log_signing import LogKeys, load_log_keys, new_log_keys
 from fairdeck_server.refusals import StartupRefused
-from fairdeck_server.transparency import LogKeys, load_log_keys, new_log_keys
 from fairdeck_server.vault import (
     KEY_ENV,
     SeedVault,

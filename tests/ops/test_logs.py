@@ -19,7 +19,7 @@ import pytest
 
 from fairdeck.client import DealerClient
 from fairdeck.client.exceptions import HandNotFound, ResourceExhausted
-from fairdeck_server.logs import CallFilter, JsonFormatter
+from fairdeck_server.logging_setup import CallFilter, JsonFormatter
 from tests.ops.kit import LISTENING, clean_env, dealer
 
 GENERATED = re.compile(r"[0-9a-f]{27}")

@@ -27,7 +27,7 @@ from fairdeck.client.audit_client import AuditClient
 from fairdeck.client.exceptions import FairdeckError
 from fairdeck.client.models import HandState
 from fairdeck.log import logentry
-from fairdeck_server.transparency import load_or_create_signer
+from fairdeck_server.log_signing import load_or_create_signer
 from fairdeck_server.vault import load_or_create_key
 
 LISTENING = re.compile(r"^fairdeck dealer listening on 127\.0\.0\.1:(\d+) ")

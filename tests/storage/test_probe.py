@@ -1,4 +1,4 @@
-"""Storage.probe(): the write health makes while storage is failing (health.py).
+"""Storage.probe(): the write health makes while storage is failing (storage_health.py).
 
 It must be a real durable write, so that it fails whenever the dealer's own
 writes would: real SQLite files and a real PostgreSQL cluster.

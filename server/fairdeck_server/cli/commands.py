@@ -18,11 +18,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from fairdeck_server import config, logs, startup
+from fairdeck_server import config, logging_setup, startup
 from fairdeck_server.app import serve
+from fairdeck_server.log_signing import LogKeyError, load_log_keys
 from fairdeck_server.processes import Worker, supervise
 from fairdeck_server.refusals import StartupRefused
-from fairdeck_server.transparency import LogKeyError, load_log_keys
 from fairdeck_server.vault import KEY_ENV
 
 log = logging.getLogger(__name__)
@@ -34,7 +34,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except config.ConfigError as e:
         print(f"fairdeck serve: {e}", file=sys.stderr)
         return 2
-    logs.configure(settings.log_format, settings.log_level)
+    logging_setup.configure(settings.log_format, settings.log_level)
     log.debug("configuration: %s", settings.describe())
     try:
         worker = Worker.from_environ()

@@ -17,8 +17,8 @@ from fairdeck.wire import Reason
 from fairdeck_server import refusals
 from fairdeck_server.dealer import validate_hand_id
 from fairdeck_server.edge.status import translated
+from fairdeck_server.log_signing import CheckpointPublisher
 from fairdeck_server.storage.base import Storage, StoredCheckpoint
-from fairdeck_server.transparency import CheckpointPublisher
 
 MAX_PAGE = 1000
 DEFAULT_PAGE = 100

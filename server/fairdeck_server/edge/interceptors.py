@@ -1,7 +1,7 @@
 """The layers every call passes, outermost first (wired in app.py, fused by chain.py).
 
 - ``ObservingInterceptor``: binds the call's request id, then counts, times and logs every call
-  with the status the client receives (metrics.py, logs.py).
+  with the status the client receives (metrics.py, logging_setup.py).
 - ``DeadlineInterceptor``: the default deadline, around stream writes too.
 - ``AuthInterceptor``: finds the caller (auth.py), checks its role and binds its principal.
 - ``LimitsInterceptor``: the tenant's rate and open-hands cap (limits.py).
@@ -22,7 +22,7 @@ from typing import Any
 
 import grpc
 
-from fairdeck_server import logs, principal, refusals
+from fairdeck_server import logging_setup, principal, refusals
 from fairdeck_server.auth import Authenticator, check_role, is_open
 from fairdeck_server.dealer import hands_held
 from fairdeck_server.edge.chain import ServerInterceptor
@@ -74,7 +74,7 @@ class ObservingInterceptor(ServerInterceptor):
         """``metadata`` None: the call's own, read when it runs (a behavior made once per method)."""
 
         async def behavior(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-            call, token = logs.begin_call(
+            call, token = logging_setup.begin_call(
                 method, metadata if metadata is not None else context.invocation_metadata()
             )
             start = time.perf_counter()
@@ -92,7 +92,7 @@ class ObservingInterceptor(ServerInterceptor):
                 raise
             finally:
                 self._finish(call, code, time.perf_counter() - start)
-                logs.end_call(token)
+                logging_setup.end_call(token)
 
         return behavior
 
@@ -100,7 +100,7 @@ class ObservingInterceptor(ServerInterceptor):
         self, method: str, metadata: tuple[Any, ...] | None, inner: Callable[[Any, Any], Any]
     ) -> Callable[..., Any]:
         async def behavior(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
-            call, token = logs.begin_call(
+            call, token = logging_setup.begin_call(
                 method, metadata if metadata is not None else context.invocation_metadata()
             )
             start = time.perf_counter()
@@ -123,13 +123,13 @@ class ObservingInterceptor(ServerInterceptor):
                 raise
             finally:
                 self._finish(call, code, time.perf_counter() - start)
-                logs.end_call(token)
+                logging_setup.end_call(token)
 
         return behavior
 
-    def _finish(self, call: logs.CallContext, code: grpc.StatusCode, seconds: float) -> None:
+    def _finish(self, call: logging_setup.CallContext, code: grpc.StatusCode, seconds: float) -> None:
         self.metrics.observe_rpc(call.method, code.name, seconds)
-        logs.log_access(call, code.name, seconds)
+        logging_setup.log_access(call, code.name, seconds)
 
 
 DEALER = "/fairdeck.v1.DealerService/"
