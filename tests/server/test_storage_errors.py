@@ -109,9 +109,9 @@ def test_a_bug_inside_an_operation_stays_internal(tmp_path: Path) -> None:
             conn.execute("SELECT ?", (object(),))  # a value SQLite cannot bind: our mistake
 
         with pytest.raises(sqlite3.ProgrammingError):
-            await storage._submit(buggy)
+            await storage._writer.submit(buggy)
         with pytest.raises(TypeError):
-            await storage._submit(lambda conn: len(3))  # type: ignore[arg-type]
+            await storage._writer.submit(lambda conn: len(3))  # type: ignore[arg-type]
         await storage.close()
 
     asyncio.run(scenario())

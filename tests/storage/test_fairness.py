@@ -3,7 +3,7 @@
 The abuse benchmark's attack (b): one tenant's DealHands streams queued chunk after chunk of
 256 hands, and another tenant's DealNewHand, queued behind all of them in one transaction,
 waited over a second. Now each transaction takes every ordinary operation queued and at most
-one bulk one (storage/sqlite.py).
+one bulk one (storage/sqlite/writer.py).
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ class CountingQueue(queue.SimpleQueue):  # type: ignore[type-arg]
 def test_operations_of_one_turn_reach_the_writer_in_one_hand_off(tmp_path: Path) -> None:
     async def main() -> tuple[int, int, list[int]]:
         storage = SqliteStorage(tmp_path / "fairdeck.db")
-        counting = storage._queue = CountingQueue()
+        counting = storage._writer._queue = CountingQueue()
         await storage.start()
         try:
             before = counting.puts

@@ -30,11 +30,17 @@ class TracedStorage(SqliteStorage):
 
     statements: list[str]
 
-    def _connect(self) -> sqlite3.Connection:
-        conn = super()._connect()
-        self.statements = []
-        conn.set_trace_callback(self.statements.append)
-        return conn
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        connect = self._writer.connect
+
+        def traced() -> sqlite3.Connection:
+            conn = connect()
+            self.statements = []
+            conn.set_trace_callback(self.statements.append)
+            return conn
+
+        self._writer.connect = traced  # type: ignore[method-assign]
 
 
 def test_plain_creations_in_one_transaction_take_a_few_statements_not_several_per_hand(
@@ -139,7 +145,7 @@ def test_the_merkle_tree_of_hands_written_together_is_the_tree_of_their_entries(
 
 @pytest.mark.parametrize("rows", [0, 1, 3, 4, 5, 17, 64, 255, 256, 257, 600])
 def test_any_number_of_rows_is_inserted_exactly_once(tmp_path: Path, rows: int) -> None:
-    from fairdeck_server.storage.sqlite import _insert_rows
+    from fairdeck_server.storage.sqlite.writer import _insert_rows
 
     conn = sqlite3.connect(tmp_path / "x.db", isolation_level=None)
     conn.execute("CREATE TABLE log_entries (idx INTEGER PRIMARY KEY, entry BLOB NOT NULL)")

@@ -13,7 +13,7 @@ database (``fairdeck_append``, PL/pgSQL), inside the statement that writes
 the batch, so the lock is never held across a round trip to a replica or
 while a replica's busy event loop gets round to answering.
 
-**Group commit**, as in ``storage/sqlite.py``: operations queue up in the replica, and a
+**Group commit**, as in ``storage/sqlite/writer.py``: operations queue up in the replica, and a
 writer takes everything queued into one transaction, in two phases. The log
 lock is taken last, after every row lock, so there is one lock order and no
 deadlock between replicas:
