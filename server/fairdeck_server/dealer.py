@@ -27,7 +27,15 @@ from fairdeck.core.versions import CURRENT_VERSION
 from fairdeck.log.logentry import CLOSED, VOIDED, CommitEntry, RevealEntry, deck_digest
 from fairdeck.wire import Reason
 from fairdeck_server import principal, refusals
-from fairdeck_server.storage.base import Change, HandRecord, NewHand, Storage, StoredHandState, encode_seeds
+from fairdeck_server.storage.base import (
+    Change,
+    Created,
+    HandRecord,
+    NewHand,
+    Storage,
+    StoredHandState,
+    encode_seeds,
+)
 from fairdeck_server.vault import SeedVault, VaultError
 
 MAX_BATCH_HANDS = 100_000
@@ -109,8 +117,8 @@ class Dealer:
         p = self._plan(deck)
         rid = _request_id(request_id)
         new, _, _ = self._new_hand(tenant, p, rid, ())
-        (record,) = await self.storage.create_hands([new])
-        return record
+        (created,) = await self.storage.create_hands([new])
+        return created.record
 
     async def deal_new_hand(
         self, tenant: str, deck: str, client_seeds: Sequence[str | bytes], request_id: str
@@ -120,10 +128,10 @@ class Dealer:
         seeds = _client_seeds(client_seeds)
         rid = _request_id(request_id)
         new, _, cards = self._new_hand(tenant, p, rid, seeds, state=StoredHandState.SHUFFLED)
-        (record,) = await self.storage.create_hands([new])
-        if record.hand_id != new.record.hand_id:  # an idempotent retry: deal what was stored
-            cards = self._cards(record)
-        return record, cards
+        (created,) = await self.storage.create_hands([new])
+        if created.found:  # an idempotent retry: deal what was stored
+            cards = self._cards(created.record)
+        return created.record, cards
 
     async def deal_hands(
         self, tenant: str, deck: str, count: int, client_seeds: Sequence[str | bytes], close: bool
@@ -141,9 +149,9 @@ class Dealer:
     ) -> AsyncIterator[list[tuple[HandRecord, tuple[int, ...], bytes | None]]]:
         revealed = state is StoredHandState.CLOSED
         done = 0
-        in_flight: (
-            tuple[list[tuple[NewHand, bytes, tuple[int, ...]]], asyncio.Task[list[HandRecord]]] | None
-        ) = None
+        in_flight: tuple[list[tuple[NewHand, bytes, tuple[int, ...]]], asyncio.Task[list[Created]]] | None = (
+            None
+        )
         try:
             while done < count or in_flight is not None:
                 # Build the next chunk while the storage thread makes the previous one durable.
@@ -161,10 +169,10 @@ class Dealer:
                 if in_flight is not None:
                     made_before, stored = in_flight
                     in_flight = ahead
-                    records = await stored
+                    created = await stored
                     yield [
-                        (record, cards, seed if revealed else None)
-                        for record, (_, seed, cards) in zip(records, made_before, strict=True)
+                        (c.record, cards, seed if revealed else None)
+                        for c, (_, seed, cards) in zip(created, made_before, strict=True)
                     ]
                 in_flight = ahead
         finally:
@@ -341,9 +349,8 @@ class Dealer:
             now = self._clock_ms()
             new = replace(r, state=StoredHandState.CLOSED, closed_ms=now, server_seed=seed)
             digest = deck_digest(self._cards(r))
-            return Change(
-                new, RevealEntry(now, r.hand_id, outcome, seed, r.client_seeds, digest).encode()
-            ), None
+            entry = RevealEntry(now, r.hand_id, outcome, seed, r.client_seeds, digest).encode()
+            return Change(new, entry, outcome), None
 
         return (await self.storage.update_hand(tenant, hand_id, decide))[0]
 

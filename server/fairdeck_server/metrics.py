@@ -28,6 +28,7 @@ from fairdeck_server import refusals
 from fairdeck_server.addresses import split_host_port
 from fairdeck_server.storage.base import (
     Change,
+    Created,
     HandRecord,
     LogForkError,
     NewHand,
@@ -271,14 +272,14 @@ class MeteredStorage:
             if self._health is not None:
                 self._health.failed()
 
-    async def create_hands(self, hands: Sequence[NewHand]) -> list[HandRecord]:
-        records = await self._counted("create_hands", self._inner.create_hands(hands))
-        for new, record in zip(hands, records, strict=False):
-            if record.hand_id == new.record.hand_id:  # not an idempotent retry's stored hand
+    async def create_hands(self, hands: Sequence[NewHand]) -> list[Created]:
+        created = await self._counted("create_hands", self._inner.create_hands(hands))
+        for c in created:
+            if not c.found:  # an idempotent retry's stored hand was counted when it was stored
                 self._metrics.hands_opened.inc()
-                if record.state is StoredHandState.CLOSED:
+                if c.record.state is StoredHandState.CLOSED:
                     self._metrics.hands_closed.labels(OUTCOMES[logentry.CLOSED]).inc()
-        return records
+        return created
 
     async def update_hand(
         self, tenant: str, hand_id: str, decide: Callable[[HandRecord], tuple[Change, T]]
@@ -299,18 +300,10 @@ class MeteredStorage:
         if seen:
             before, change = seen[-1]
             if before.state is not StoredHandState.CLOSED and change.record.state is StoredHandState.CLOSED:
-                self._metrics.hands_closed.labels(_outcome(change.log_entry)).inc()
+                self._metrics.hands_closed.labels(
+                    OUTCOMES.get(change.outcome or logentry.CLOSED, "closed")
+                ).inc()
         return out
-
-
-def _outcome(entry: bytes | None) -> str:
-    try:
-        decoded = logentry.decode(entry) if entry is not None else None
-    except logentry.EntryError:
-        decoded = None
-    if isinstance(decoded, logentry.RevealEntry):
-        return OUTCOMES.get(decoded.outcome, "closed")
-    return "closed"
 
 
 class MetricsEndpoint:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from fairdeck_server.storage.base import HandRecord
 from fairdeck_server.storage.sqlite import SqliteStorage
-from tests.storage.kit import new_hand
+from tests.storage.kit import new_hand, records
 
 
 def test_a_single_hand_is_committed_ahead_of_bulk_chunks_queued_before_it(tmp_path: Path) -> None:
@@ -38,8 +38,8 @@ def test_a_single_hand_is_committed_ahead_of_bulk_chunks_queued_before_it(tmp_pa
             finally:
                 blocker.execute("ROLLBACK")
                 blocker.close()
-            stored = await asyncio.gather(*chunks)
-            (alone,) = await single
+            stored = [records(c) for c in await asyncio.gather(*chunks)]
+            (alone,) = records(await single)
             return stored, alone
         finally:
             await storage.close()

@@ -80,7 +80,7 @@ def test_plain_creations_in_one_transaction_take_a_few_statements_not_several_pe
     # INSERTs each (32 + 8 rows), its release, COMMIT. Before: 5 statements per hand,
     # and the rows of each executemany traced one by one (over 200 statements).
     assert len(second) <= 16, second
-    indexes = sorted(r.commit_index for (r,) in stored)
+    indexes = sorted(c.record.commit_index for (c,) in stored)
     assert indexes == list(range(indexes[0], indexes[0] + HANDS))
 
 
@@ -119,7 +119,7 @@ def test_a_failing_creation_among_plain_ones_fails_alone(tmp_path: Path) -> None
     assert size == 2 + 5  # "dup", "first", then the five good ones; no index given to the bad one
     assert entries[:2] == [entry("dup"), entry("first")]
     assert sorted(entries[2:]) == sorted(entry(i) for i in range(5))
-    good = [o[0] for o in outcomes if not isinstance(o, BaseException)]
+    good = [o[0].record for o in outcomes if not isinstance(o, BaseException)]
     assert sorted(r.commit_index for r in good) == list(range(2, 7))
     assert all(r == record(r.hand_id[1:], commit_index=r.commit_index) for r in good)
 

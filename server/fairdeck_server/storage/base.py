@@ -69,12 +69,25 @@ class NewHand:
 
 
 @dataclass(frozen=True)
+class Created:
+    """What ``create_hands`` did with one NewHand: stored it (``found`` False, the record with its
+    log indexes), or found the hand an earlier request with the same request id stored (an
+    idempotent retry: that hand's record, ``found`` True)."""
+
+    record: HandRecord
+    found: bool = False
+
+
+@dataclass(frozen=True)
 class Change:
     """What an update function decided: the new record and, if any, a log entry
-    to append in the same transaction (its index becomes ``reveal_index``)."""
+    to append in the same transaction (its index becomes ``reveal_index``). A change that
+    reveals a hand says how it ended (``outcome``: ``logentry.CLOSED`` or ``VOIDED``), so
+    nobody decodes the entry to learn it."""
 
     record: HandRecord
     log_entry: bytes | None = None
+    outcome: int | None = None
 
 
 @dataclass(frozen=True)
@@ -257,11 +270,12 @@ class Storage(Protocol):
     async def start(self) -> None:
         """Connect, create the schema if missing, and load what the engine keeps in memory."""
 
-    async def create_hands(self, hands: Sequence[NewHand]) -> list[HandRecord]:
-        """Insert hands and append their commit entries, atomically and durably.
+    async def create_hands(self, hands: Sequence[NewHand]) -> list[Created]:
+        """Insert hands and append their commit entries, atomically and durably; one
+        ``Created`` per hand, in order.
 
         A hand whose (tenant, request_id) already exists is not inserted: the
-        stored hand is returned in its place (idempotent open) when the
+        stored hand is returned in its place, ``found`` (idempotent open), when the
         request fingerprints match, else REQUEST_ID_REUSED is raised.
         """
 

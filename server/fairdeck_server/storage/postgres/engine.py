@@ -29,6 +29,7 @@ from fairdeck_server.storage.base import (
     HAND_COLUMNS,
     TOKEN_COLUMNS,
     Change,
+    Created,
     HandRecord,
     LogForkError,
     NewHand,
@@ -132,10 +133,10 @@ class PostgresStorage:
 
     # -- writes, group-committed ---------------------------------------------------------------
 
-    async def create_hands(self, hands: Sequence[NewHand]) -> list[HandRecord]:
+    async def create_hands(self, hands: Sequence[NewHand]) -> list[Created]:
         if not hands:
             return []
-        fut: asyncio.Future[list[HandRecord]] = self._future()
+        fut: asyncio.Future[list[Created]] = self._future()
         self._writer.enqueue(Create(hands, fut))
         return await fut
 

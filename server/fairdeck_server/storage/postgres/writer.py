@@ -62,6 +62,7 @@ from fairdeck_server import refusals
 from fairdeck_server.storage.base import (
     HAND_COLUMNS,
     Change,
+    Created,
     HandRecord,
     NewHand,
     WriterStats,
@@ -444,14 +445,15 @@ def _prepare_create(
         inserts.append((n.record, commit_pos, reveal_pos))
         made.append(len(inserts) - 1)
 
-    def build(base: int) -> list[HandRecord]:
+    def build(base: int) -> list[Created]:
         result = []
         for m in made:
             if isinstance(m, HandRecord):
-                result.append(m)
+                result.append(Created(m, found=True))
                 continue
             r, c, v = inserts[m]
-            result.append(replace(r, commit_index=base + c, reveal_index=None if v is None else base + v))
+            stored = replace(r, commit_index=base + c, reveal_index=None if v is None else base + v)
+            result.append(Created(stored))
         return result
 
     plan.results.append((op, build))

@@ -20,6 +20,7 @@ from fairdeck_server.refusals import StartupRefused
 from fairdeck_server.storage.base import (
     TOKEN_COLUMNS,
     Change,
+    Created,
     HandRecord,
     LogForkError,
     NewHand,
@@ -64,7 +65,7 @@ class SqliteStorage:
     async def close(self) -> None:
         await self._writer.close()
 
-    async def create_hands(self, hands: Sequence[NewHand]) -> list[HandRecord]:
+    async def create_hands(self, hands: Sequence[NewHand]) -> list[Created]:
         plain = all(new.record.request_id is None for new in hands)
         return await self._writer.submit(
             lambda conn: self._writer.create_many(conn, hands),

@@ -34,6 +34,7 @@ from fairdeck_server import refusals
 from fairdeck_server.refusals import StartupRefused
 from fairdeck_server.storage.base import (
     HAND_COLUMNS,
+    Created,
     HandRecord,
     NewHand,
     WriterStats,
@@ -135,21 +136,21 @@ class Writer:
         if self._thread.ident is not None:  # never started (the dealer refused to start): nothing to join
             await asyncio.to_thread(self._thread.join)
 
-    def create_many(self, conn: sqlite3.Connection, hands: Sequence[NewHand]) -> list[HandRecord]:
+    def create_many(self, conn: sqlite3.Connection, hands: Sequence[NewHand]) -> list[Created]:
         """Insert hands with their log entries: a few multi-row INSERTs per table, not one per row."""
         rows = Rows()
         out = self.create_rows(conn, hands, rows)
         rows.write(conn)
         return out
 
-    def create_rows(self, conn: sqlite3.Connection, hands: Sequence[NewHand], rows: Rows) -> list[HandRecord]:
+    def create_rows(self, conn: sqlite3.Connection, hands: Sequence[NewHand], rows: Rows) -> list[Created]:
         """Give ``hands`` their log indexes and queue their rows in ``rows`` (written by the caller)."""
         out = []
         for new in hands:
             r = new.record
             existing = self._existing(conn, r) if r.request_id is not None else None
             if existing is not None:
-                out.append(existing)
+                out.append(Created(existing, found=True))
                 continue
             index = self.append(new.log_entry, rows)
             reveal_index = None if new.reveal_entry is None else self.append(new.reveal_entry, rows)
@@ -173,7 +174,7 @@ class Writer:
                     r.request_fingerprint,
                 )
             )
-            out.append(replace(r, commit_index=index, reveal_index=reveal_index))
+            out.append(Created(replace(r, commit_index=index, reveal_index=reveal_index)))
         return out
 
     def _existing(self, conn: sqlite3.Connection, r: HandRecord) -> HandRecord | None:
@@ -326,7 +327,7 @@ class Writer:
         self.frontier = _Frontier.load(size, hash_reader(conn))
         return True
 
-    def _create_together(self, conn: sqlite3.Connection, creations: list[_Op]) -> list[list[HandRecord]]:
+    def _create_together(self, conn: sqlite3.Connection, creations: list[_Op]) -> list[list[Created]]:
         """Write the hands of several plain creations with one set of INSERTs, under one
         savepoint; their records, one list per creation. If that fails (it should not:
         nothing in them can be refused), undo it and return [], and the caller runs them
