@@ -62,7 +62,20 @@ HEALTH_NAMES = ("", DEALER_SERVICE, AUDIT_SERVICE)
 
 
 class DealerServer:
-    """The running dealer. ``start`` returns the bound port."""
+    """The running dealer: ``start`` returns the bound port, ``stop`` drains.
+
+    ``__init__`` makes storage, the metrics, health tracking and the call layers. ``start`` makes
+    the rest, in this order: the gRPC server (bound to the running loop) and its port, the
+    metrics endpoint, the identity (keys and the data dir lock, only once the port is ours), what
+    needs the identity (the dealer, the checkpoint publisher, the cosigning), then opens storage.
+    """
+
+    server: grpc.aio.Server
+    health: Any
+    """grpc_health's aio HealthServicer (untyped)."""
+    publisher: CheckpointPublisher
+    witnessing: WitnessPublisher
+    dealer: Dealer
 
     def __init__(self, config: ServerConfig, worker: Worker | None = None) -> None:
         """``worker``: this is one of the processes of ``serve --processes N`` (processes.py)."""
@@ -89,6 +102,33 @@ class DealerServer:
         self.metrics_port = 0
         self.identity: Identity | None = None
         self._started = False
+        required = config.require_auth
+        self.auth = AuthInterceptor(
+            Authenticator(
+                # token lookups that fail count as storage errors
+                TokenVerifier(
+                    self.metered, failures=FailureLimiter(config.auth_failure_rate, config.auth_failure_burst)
+                ),
+                required=not is_loopback(config.listen) if required is None else required,
+            ),
+            on_tenant=logging_setup.set_tenant,
+        )
+        self.limits = LimitsInterceptor(
+            RateLimiter(config.rate_limit, config.rate_burst),
+            OpenHandsCap(self.metered.open_hands, config.max_open_hands),
+            on_refusal=self.metrics.refused,
+        )
+        # Outermost first: observing (sees every outcome), the default deadline (covers
+        # stream writes), authentication (tells the access log the tenant), then the limits
+        # (per tenant, so after auth). One interceptor, wrapped once per method (edge/chain.py).
+        self.interceptor = CallInterceptor(
+            [
+                ObservingInterceptor(self.metrics),
+                DeadlineInterceptor(config.default_deadline),
+                self.auth,
+                self.limits,
+            ]
+        )
         logging_setup.redact_grpc_metadata()  # before any call: grpcio would log a non-UTF-8 token whole
 
     async def start(self) -> int:
@@ -113,117 +153,23 @@ class DealerServer:
             self.identity.release()
 
     async def _start(self) -> int:
-        # Refused before anything listens: half a TLS config, or plain text off loopback.
-        credentials = server_credentials(self.config.tls_cert, self.config.tls_key, self.config.tls_client_ca)
-        check_listen(self.config.listen, tls=credentials is not None, insecure=self.config.insecure)
-        require_auth = self.config.require_auth
-        self.auth = AuthInterceptor(
-            Authenticator(
-                # token lookups that fail count as storage errors
-                TokenVerifier(
-                    self.metered,
-                    failures=FailureLimiter(self.config.auth_failure_rate, self.config.auth_failure_burst),
-                ),
-                required=not is_loopback(self.config.listen) if require_auth is None else require_auth,
-            ),
-            on_tenant=logging_setup.set_tenant,
-        )
-        # Made here, not in __init__: grpc.aio binds them to the running loop.
-        self.health = health.aio.HealthServicer()  # type: ignore[attr-defined]
         config = self.config
-        self.limits = LimitsInterceptor(
-            RateLimiter(config.rate_limit, config.rate_burst),
-            OpenHandsCap(self.metered.open_hands, config.max_open_hands),
-            on_refusal=self.metrics.refused,
-        )
-        # Outermost first: observing (sees every outcome), the default deadline (covers
-        # stream writes), authentication (tells the access log the tenant), then the limits
-        # (per tenant, so after auth). One interceptor, wrapped once per method (calls.py).
-        self.interceptor = CallInterceptor(
-            [
-                ObservingInterceptor(self.metrics),
-                DeadlineInterceptor(config.default_deadline),
-                self.auth,
-                self.limits,
-            ]
-        )
-        interceptors: list[grpc.aio.ServerInterceptor[Any, Any]] = [self.interceptor]
-        message_bytes = config.max_message_bytes or -1  # 0: no limit
-        # A request is held to the lower of the two limits (0 is no limit).
-        request_bytes = min(
-            (b for b in (config.max_request_bytes, config.max_message_bytes) if b), default=-1
-        )
-        self.server = grpc.aio.server(
-            interceptors=interceptors,
-            options=[
-                ("grpc.max_receive_message_length", request_bytes),
-                ("grpc.max_send_message_length", message_bytes),
-                # One process per port, except the workers of one dealer (processes.py).
-                ("grpc.so_reuseport", 0 if self.worker is None else 1),
-                *TRANSPORT_OPTIONS,  # no call dropped unseen (limits.py)
-            ],
-        )
-        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        # Refused before anything listens: half a TLS config, or plain text off loopback.
+        credentials = server_credentials(config.tls_cert, config.tls_key, config.tls_client_ca)
+        check_listen(config.listen, tls=credentials is not None, insecure=config.insecure)
+        self._make_server()
         await self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
-        reflection.enable([DEALER_SERVICE, AUDIT_SERVICE, HEALTH_SERVICE], self.server)
-        # Ports first: a port in use is refused before a fresh data dir gets its keys. The probe
-        # gives the refusal its reason without grpc's own error line; grpc's bind stays the test.
-        if self.worker is None:  # a worker's port is its group's, which the probe would call busy
-            probe_listen("--listen", self.config.listen)
-        try:
-            if credentials is not None:
-                self.port = self.server.add_secure_port(self.config.listen, credentials)
-            else:
-                self.port = self.server.add_insecure_port(self.config.listen)
-        except RuntimeError:  # grpc's "Failed to bind", with no errno
-            self.port = 0
-        if self.port == 0:
-            raise StartupRefused(
-                f"--listen {self.config.listen}: cannot listen there (the port is in use, or the address "
-                "is not this host's); stop what holds it, or pick another --listen"
-            )
-        if config.metrics_listen:
-            try:
-                self.metrics_endpoint = MetricsEndpoint(config.metrics_listen, self.metrics.registry)
-            except OSError as e:
-                raise StartupRefused(
-                    f"--metrics-listen {config.metrics_listen}: cannot listen there ({e.strerror or e}); "
-                    "stop what holds it, or pick another --metrics-listen"
-                ) from None
-            self.metrics_port = self.metrics_endpoint.port
-        self.identity = identity = prepare(
-            self.config, lock_fd=None if self.worker is None else self.worker.lock_fd
-        )
-        self.publisher = CheckpointPublisher(
-            self.metered, identity.log_keys.signer, interval=self.config.checkpoint_interval
-        )
-        self.witnessing = WitnessPublisher(
-            self.metered,
-            identity.log_keys.signer.verifier,
-            config.witnesses,
-            config.witness_threshold,
-            self.metrics.registry,
-            interval=config.checkpoint_interval,
-        )
-        self.dealer = Dealer(self.metered, identity.vault)
-        register(self.server, DealerServicer(self.dealer), _service(dealer_pb2, "DealerService"), dealer_pb2)
-        register(
-            self.server,
-            AuditServicer(
-                self.metered,
-                self.publisher,
-                max_message_bytes=config.max_message_bytes,
-                final=lambda: self.witnessing.final,
-            ),
-            _service(audit_pb2, "AuditService"),
-            audit_pb2,
-        )
+        # Ports first: a port in use is refused before a fresh data dir gets its keys.
+        self._bind(credentials)
+        self._open_metrics_endpoint()
+        self.identity = prepare(config, lock_fd=None if self.worker is None else self.worker.lock_fd)
+        self._make_services(self.identity)
         await self.server.start()
         # Health says NOT_SERVING until storage is open and checked; calls made meanwhile wait for it.
         where = "the PostgreSQL database" if config.db else f"database {config.data_dir / 'fairdeck.db'}"
         try:
             await self.storage.start()
-            await check_store(cast(IdentityStore, self.storage), identity, where)
+            await check_store(cast(IdentityStore, self.storage), self.identity, where)
         except DealerError as e:  # storage unreachable at start: a refusal to start, in one line
             raise StartupRefused(str(e)) from None
         self.metrics.gauges.attach(self.metered, asyncio.get_running_loop())
@@ -233,6 +179,83 @@ class DealerServer:
         self._started = True
         await self._set_health(self._storage_status())
         return self.port
+
+    def _make_server(self) -> None:
+        """The gRPC server with health and reflection (made here, not in __init__: grpc.aio binds
+        them to the running loop)."""
+        config = self.config
+        # A request is held to the lower of the two limits (0 is no limit).
+        request_bytes = min(
+            (b for b in (config.max_request_bytes, config.max_message_bytes) if b), default=-1
+        )
+        self.server = grpc.aio.server(
+            interceptors=[self.interceptor],
+            options=[
+                ("grpc.max_receive_message_length", request_bytes),
+                ("grpc.max_send_message_length", config.max_message_bytes or -1),
+                # One process per port, except the workers of one dealer (processes.py).
+                ("grpc.so_reuseport", 0 if self.worker is None else 1),
+                *TRANSPORT_OPTIONS,  # no call dropped unseen (edge/transport.py)
+            ],
+        )
+        self.health = health.aio.HealthServicer()  # type: ignore[attr-defined]
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        reflection.enable([DEALER_SERVICE, AUDIT_SERVICE, HEALTH_SERVICE], self.server)
+
+    def _bind(self, credentials: grpc.ServerCredentials | None) -> None:
+        """Take the port, or refuse to start naming --listen. The probe gives the refusal its reason
+        without grpc's own error line; grpc's bind stays the test."""
+        listen = self.config.listen
+        if self.worker is None:  # a worker's port is its group's, which the probe would call busy
+            probe_listen("--listen", listen)
+        try:
+            if credentials is not None:
+                self.port = self.server.add_secure_port(listen, credentials)
+            else:
+                self.port = self.server.add_insecure_port(listen)
+        except RuntimeError:  # grpc's "Failed to bind", with no errno
+            self.port = 0
+        if self.port == 0:
+            raise StartupRefused(
+                f"--listen {listen}: cannot listen there (the port is in use, or the address "
+                "is not this host's); stop what holds it, or pick another --listen"
+            )
+
+    def _open_metrics_endpoint(self) -> None:
+        listen = self.config.metrics_listen
+        if not listen:
+            return
+        try:
+            self.metrics_endpoint = MetricsEndpoint(listen, self.metrics.registry)
+        except OSError as e:
+            raise StartupRefused(
+                f"--metrics-listen {listen}: cannot listen there ({e.strerror or e}); "
+                "stop what holds it, or pick another --metrics-listen"
+            ) from None
+        self.metrics_port = self.metrics_endpoint.port
+
+    def _make_services(self, identity: Identity) -> None:
+        """The dealer, the checkpoint publisher and the cosigning, and the two services on the server."""
+        config = self.config
+        signer = identity.log_keys.signer
+        self.publisher = CheckpointPublisher(self.metered, signer, interval=config.checkpoint_interval)
+        self.witnessing = WitnessPublisher(
+            self.metered,
+            signer.verifier,
+            config.witnesses,
+            config.witness_threshold,
+            self.metrics.registry,
+            interval=config.checkpoint_interval,
+        )
+        self.dealer = Dealer(self.metered, identity.vault)
+        register(self.server, DealerServicer(self.dealer), _service(dealer_pb2, "DealerService"), dealer_pb2)
+        audit = AuditServicer(
+            self.metered,
+            self.publisher,
+            max_message_bytes=config.max_message_bytes,
+            final=lambda: self.witnessing.final,
+        )
+        register(self.server, audit, _service(audit_pb2, "AuditService"), audit_pb2)
 
     async def stop(self) -> None:
         """Drain: report NOT_SERVING, refuse new calls, finish those in flight, flush."""
