@@ -15,6 +15,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 
 from fairdeck.cli import audit_command, deal_command, hand_command, health_command, verifier_page_command
+from fairdeck.cli import stats_command as stats_command
 from fairdeck.core.commitment import commit
 from fairdeck.core.decks import SPEC_NAMES, DeckSpec
 from fairdeck.core.derivation import derive_deck
@@ -26,7 +27,6 @@ from fairdeck.core.verify import verify
 from fairdeck.core.versions import CURRENT_VERSION, SUPPORTED_VERSIONS
 from fairdeck.log import handproof
 from fairdeck.log.note import NoteError
-from fairdeck.stats import command as stats_command
 
 Handler = Callable[[argparse.Namespace], int]
 CLIENT_COMMANDS = ("replay", "verify", "deal", "hand", "audit", "health", "stats")

@@ -2,7 +2,7 @@
 
 Each public operation is described once here as a ``Call``: the RPC name,
 the request message, and how to turn the response into SDK types. The sync
-and async clients (client.py) only differ in how they send it.
+and async clients (dealer_client.py) only differ in how they send it.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import grpc
 from google.protobuf.message import Message
 
 from fairdeck.client.models import DealtHand, Draw, Hand, LogReceipt, cards, client_seed_to_proto
-from fairdeck.client.seeds import sdk_seed
+from fairdeck.client.player_seeds import sdk_seed
 from fairdeck.core.cards import Card
 from fairdeck.core.decks import DeckSpec
 from fairdeck.core.seeds import normalize_client_seed

@@ -30,7 +30,7 @@ from fairdeck_server.storage.base import (
     token_record,
     token_row,
 )
-from fairdeck_server.storage.sqlite.writer import Rows, Writer, hash_reader, select_hand
+from fairdeck_server.storage.sqlite.writer import Rows, SqliteWriter, hash_reader, select_hand
 
 T = TypeVar("T")
 
@@ -46,10 +46,10 @@ class SqliteStorage:
     def __init__(self, path: Path, *, create: bool = True, writer_lock: Path | None = None) -> None:
         """``create``: make the file and its tables if missing. Without it, a missing,
         empty or table-less file is refused (StartupRefused) and nothing is written.
-        ``writer_lock``: other processes write this database too (writer.Writer)."""
+        ``writer_lock``: other processes write this database too (writer.SqliteWriter)."""
         self._path = path
         self._create = create
-        self._writer = Writer(path, create=create, writer_lock=writer_lock)
+        self._writer = SqliteWriter(path, create=create, writer_lock=writer_lock)
         self.stats = self._writer.stats
 
     async def start(self) -> None:

@@ -93,7 +93,7 @@ def _insert_rows(conn: sqlite3.Connection, table: str, rows: Sequence[tuple[Any,
             done += size
 
 
-class Writer:
+class SqliteWriter:
     """The thread that owns the database connection, its queue of operations and the log's state."""
 
     def __init__(self, path: Path, *, create: bool, writer_lock: Path | None) -> None:

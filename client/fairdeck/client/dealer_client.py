@@ -6,7 +6,7 @@ the same methods with the same signatures.
 
     with DealerClient("127.0.0.1:50051") as dealer:
         hand = dealer.open_hand("standard")
-        dealer.shuffle(hand.hand_id, round.seeds)  # the players' revealed seeds (fairdeck.client.seeds)
+        dealer.shuffle(hand.hand_id, round.seeds)  # the players' revealed seeds (player_seeds.py)
         hole = dealer.draw(hand.hand_id, 2)
         closed = dealer.close_hand(hand.hand_id)
         closed.verify(commitment=hand.commitment)
@@ -33,7 +33,6 @@ from typing import TypeVar, overload
 import grpc
 
 from fairdeck.client import calls
-from fairdeck.client.base import AsyncClient, SyncClient
 from fairdeck.client.calls import (
     USE_CLIENT_DEFAULT,
     Call,
@@ -45,6 +44,7 @@ from fairdeck.client.calls import (
     is_request_id,
     tls_credentials,
 )
+from fairdeck.client.channel import AsyncClient, SyncClient
 from fairdeck.client.exceptions import from_rpc_error
 from fairdeck.client.models import DealtHand, Draw, Hand
 from fairdeck.v1 import dealer_pb2_grpc
@@ -152,7 +152,7 @@ class DealerClient(SyncClient):
         request_id: str | None = None,
     ) -> Hand:
         """Fix the client seeds (adding these last ones) and the deck. Pass the players' revealed
-        seeds (``fairdeck.client.seeds.SeedRound``). A hand given no seeds by this client gets one
+        seeds (``fairdeck.client.player_seeds.SeedRound``). A hand given no seeds by this client gets one
         fresh random seed of the SDK's, marked ``fairdeck-sdk-seed:`` in the transcript."""
         sdk = _hands(self).needs_sdk_seed(hand_id, client_seeds)
         return self._run(calls.shuffle(hand_id, client_seeds, add_sdk_seed=sdk), timeout, request_id)
@@ -283,7 +283,7 @@ class AsyncDealerClient(AsyncClient):
         request_id: str | None = None,
     ) -> Hand:
         """Fix the client seeds (adding these last ones) and the deck. Pass the players' revealed
-        seeds (``fairdeck.client.seeds.SeedRound``). A hand given no seeds by this client gets one
+        seeds (``fairdeck.client.player_seeds.SeedRound``). A hand given no seeds by this client gets one
         fresh random seed of the SDK's, marked ``fairdeck-sdk-seed:`` in the transcript."""
         sdk = _hands(self).needs_sdk_seed(hand_id, client_seeds)
         return await self._run(calls.shuffle(hand_id, client_seeds, add_sdk_seed=sdk), timeout, request_id)

@@ -1,12 +1,11 @@
-"""The dealer's side of a hand: open (seed and commitment), then reveal.
+"""A hand dealt in this process, without a dealer: open (seed and commitment), then reveal.
 
-Pure: the entropy source is passed in. The server calls ``open_hand`` when a
-hand opens and ``reveal`` once the client seeds are known.
+For tests, replays and simulations; pure: the entropy source is passed in.
 
->>> sealed = open_hand("standard", "h1", entropy=lambda n: bytes(n))
+>>> sealed = open_local("standard", "h1", entropy=lambda n: bytes(n))
 >>> len(sealed.commitment), "server_seed" in repr(sealed)
 (32, False)
->>> reveal(sealed, ["alice"]).cards[:3]
+>>> reveal_local(sealed, ["alice"]).cards[:3]
 (1, 22, 10)
 """
 
@@ -36,7 +35,7 @@ class SealedHand:
     """Secret until the hand closes; kept out of repr so it cannot reach a log."""
 
 
-def open_hand(
+def open_local(
     deck: str,
     hand_id: str,
     *,
@@ -51,7 +50,7 @@ def open_hand(
     return SealedHand(version, spec.name, hand_id, commit(spec.name, hand_id, seed, version=version), seed)
 
 
-def reveal(sealed: SealedHand, client_seeds: Sequence[str | bytes] = ()) -> Transcript:
+def reveal_local(sealed: SealedHand, client_seeds: Sequence[str | bytes] = ()) -> Transcript:
     """Derive the deck from the sealed seed and the client seeds: the full transcript."""
     seeds = normalize_client_seeds(client_seeds)
     cards = derive_deck(sealed.deck, sealed.hand_id, sealed.server_seed, seeds, version=sealed.version)
@@ -76,7 +75,7 @@ class LocalHand:
     transcript: Transcript
 
 
-def deal_hand(
+def deal_local(
     deck: str,
     hand_id: str,
     client_seeds: Sequence[str | bytes] = (),
@@ -84,4 +83,4 @@ def deal_hand(
     entropy: Callable[[int], bytes] = secrets.token_bytes,
 ) -> LocalHand:
     """Open and reveal in one step (for tests, replays and simulations)."""
-    return LocalHand(reveal(open_hand(deck, hand_id, entropy=entropy), client_seeds))
+    return LocalHand(reveal_local(open_local(deck, hand_id, entropy=entropy), client_seeds))

@@ -3,7 +3,7 @@
 This module imports nothing outside the standard library and fairdeck's base
 dependencies, so ``fairdeck`` works without numpy; only running ``fairdeck stats`` needs numpy, scipy and
 matplotlib (``pip install 'fairdeck[stats]'``), and says so when they are
-missing. The work is in ``fairdeck.stats.run``.
+missing. The work is in ``fairdeck.cli.stats_run``.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    from fairdeck.stats.run import run
+    from fairdeck.cli.stats_run import run
 
     return run(args)
 
