@@ -28,7 +28,7 @@ from fairdeck.client.exceptions import DeadlineExceeded, InvalidArgument
 from fairdeck.v1 import audit_pb2, audit_pb2_grpc
 from fairdeck_server import logging_setup
 from fairdeck_server.logging_setup import CallFilter
-from tests.dealers import RunningDealer
+from tests.support.dealers import RunningDealer
 
 Dealer = tuple[str, str, Path]
 """A running dealer's target, its log's verifier key and its data directory."""

@@ -33,7 +33,7 @@ from fairdeck.client.exceptions import FairdeckError
 from fairdeck_server.auth import split_token, token_digest
 from fairdeck_server.log_signing import load_log_keys
 from fairdeck_server.vault import load_or_create_key, read_key_file
-from tests.dealers import RunningDealer
+from tests.support.dealers import RunningDealer
 
 # -- encodings and the search -------------------------------------------------------------------
 

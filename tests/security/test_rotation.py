@@ -21,7 +21,7 @@ from fairdeck.log.note import Signer, Verifier
 from fairdeck_server.log_signing import LogKeyError, create_log_keys, load_log_keys
 from fairdeck_server.refusals import StartupRefused
 from fairdeck_server.vault import KEY_ENV, SeedVault, VaultError, key_id, load_or_create_key, read_key_file
-from tests.dealers import RunningDealer
+from tests.support.dealers import RunningDealer
 
 
 def sealed_key_ids(data: Path) -> dict[str, str]:

@@ -22,8 +22,8 @@ from fairdeck_server import auth
 from fairdeck_server.principal import Role
 from fairdeck_server.refusals import DealerError
 from fairdeck_server.storage.sqlite import SqliteStorage
-from tests.dealers import RunningDealer
 from tests.security.conftest import MakeToken, create_token
+from tests.support.dealers import RunningDealer
 
 
 def refusal(target: str, token: str | None) -> FairdeckError:

@@ -21,8 +21,8 @@ from grpc_reflection.v1alpha import reflection_pb2
 
 from fairdeck.client import DealerClient
 from fairdeck.client.exceptions import FairdeckError
-from tests.dealers import RunningDealer
-from tests.ops.kit import dealer, sample, scrape_until
+from tests.ops.kit import sample, scrape_until
+from tests.support.dealers import RunningDealer
 
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
@@ -32,7 +32,7 @@ WAIT = 60  # seconds; SQLite's busy timeout (5 s) is paid twice before NOT_SERVI
 
 @pytest.fixture
 def running(tmp_path: Path) -> Iterator[RunningDealer]:
-    with dealer(tmp_path / "d", metrics_listen="127.0.0.1:0") as d:
+    with RunningDealer(tmp_path / "d", metrics_listen="127.0.0.1:0") as d:
         yield d
 
 

@@ -22,13 +22,13 @@ from fairdeck.client import DealerClient
 from fairdeck.client.exceptions import FairdeckError
 from fairdeck.v1 import dealer_pb2, dealer_pb2_grpc
 from fairdeck_server.storage.sqlite import SqliteStorage
-from tests.dealers import RunningDealer
-from tests.ops.kit import dealer, sample, scrape_until
+from tests.ops.kit import sample, scrape_until
+from tests.support.dealers import RunningDealer
 
 
 @pytest.fixture
 def running(tmp_path: Path) -> Iterator[RunningDealer]:
-    with dealer(tmp_path / "d", metrics_listen="127.0.0.1:0") as d:
+    with RunningDealer(tmp_path / "d", metrics_listen="127.0.0.1:0") as d:
         yield d
 
 

@@ -15,7 +15,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from fairdeck_server.vault import KEY_ENV
+from tests.support.env import clean_env
 
 
 @dataclass
@@ -24,12 +24,6 @@ class Run:
     stdout: str
     terminal: str
     """Everything the command wrote to stderr, as the terminal received it."""
-
-
-def env() -> dict[str, str]:
-    out = {k: v for k, v in os.environ.items() if k != KEY_ENV}
-    out["PYTHONUNBUFFERED"] = "1"
-    return out
 
 
 def fairdeck_on_pty(*args: str, timeout: float = 120) -> Run:
@@ -41,7 +35,7 @@ def fairdeck_on_pty(*args: str, timeout: float = 120) -> Run:
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=slave,
-        env=env(),
+        env=clean_env(),
     )
     os.close(slave)
     stdout: list[bytes] = []
@@ -83,6 +77,6 @@ def fairdeck_on_pipes(*args: str, timeout: float = 120) -> Run:
         capture_output=True,
         text=True,
         timeout=timeout,
-        env=env(),
+        env=clean_env(),
     )
     return Run(done.returncode, done.stdout, done.stderr)
