@@ -189,6 +189,19 @@ def test_no_module_name_is_shared_by_the_client_and_the_server() -> None:
     assert sorted(stem for stem, tops in names.items() if len(tops) > 1) == []
 
 
+def test_no_tracked_file_is_ignored() -> None:
+    """What is committed is not also ignored (bench/results/ was both: 55 files tracked under an
+    ignore rule), so the tree says plainly what belongs to it."""
+    both = subprocess.run(
+        ["git", "ls-files", "--cached", "--ignored", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert both == []
+
+
 def python_files() -> list[Path]:
     listed = subprocess.run(
         ["git", "ls-files", "--cached", "--others", "--exclude-standard", "*.py"],

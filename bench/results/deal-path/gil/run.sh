@@ -14,9 +14,9 @@ fi
 PID=$!
 for i in $(seq 50); do grep -q listening $D/out 2>/dev/null && break; sleep 0.2; done
 T=$(grep -o "127.0.0.1:[0-9]*" $D/out | head -1)
-.venv/bin/py-spy record --pid $PID --rate 200 --nonblocking --gil --format raw -o bench/results/issue15/gil/$1-c64.txt --duration 8 >/dev/null 2>&1 &
+.venv/bin/py-spy record --pid $PID --rate 200 --nonblocking --gil --format raw -o bench/results/deal-path/gil/$1-c64.txt --duration 8 >/dev/null 2>&1 &
 SPY=$!
 sleep 0.3
-.venv/bin/python bench/loadgen.py unary --target $T --concurrency 64 --warmup 1 --duration 7 --server-pid $PID > bench/results/issue15/gil/$1-c64.json
+.venv/bin/python bench/loadgen.py unary --target $T --concurrency 64 --warmup 1 --duration 7 --server-pid $PID > bench/results/deal-path/gil/$1-c64.json
 wait $SPY || true
 kill -TERM $PID; wait $PID
