@@ -49,8 +49,8 @@ from pathlib import Path
 from typing import Any
 
 from fairdeck_server.dealer import MAX_BATCH_HANDS, Dealer
+from fairdeck_server.log_signing import CheckpointPublisher, load_or_create_signer
 from fairdeck_server.storage.sqlite import SqliteStorage
-from fairdeck_server.transparency import CheckpointPublisher, load_or_create_signer
 from fairdeck_server.vault import load_or_create_key
 
 HANDS = 1_000_000

@@ -2,7 +2,7 @@
 processes on one SQLite file (``serve --processes N``), and what the storage engine costs.
 
 One run, one machine. The script starts its own throwaway PostgreSQL cluster
-(tests/pgcluster.py, fsync ON: commits wait for the disk, as in production)
+(tests/support/pgcluster.py, fsync ON: commits wait for the disk, as in production)
 and the dealers (``fairdeck serve``), all idle until driven:
 
 - ``pg-1``: one replica on database A;
@@ -58,7 +58,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path.insert(0, str(ROOT))  # tests.pgcluster, shared with the test suite
+sys.path.insert(0, str(ROOT))  # tests.support.pgcluster, shared with the test suite
 
 import grpc  # noqa: E402
 from deal_bench import Server  # noqa: E402
@@ -632,9 +632,9 @@ def main() -> int:
         opts.rounds, opts.concurrency, opts.warmup, opts.duration = 1, [64], 1.0, 3.0
         opts.storage_concurrency, opts.storage_rounds = [1, 64], 1
 
-    from fairdeck_server.transparency import load_or_create_signer
+    from fairdeck_server.log_signing import load_or_create_signer
     from fairdeck_server.vault import load_or_create_key
-    from tests.pgcluster import PgCluster
+    from tests.support.pgcluster import PgCluster
 
     started = time.time()
     with (

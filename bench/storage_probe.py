@@ -32,8 +32,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-import fairdeck_server.storage.sqlite as sqlite_storage
+import fairdeck_server.storage.sqlite.schema as sqlite_schema
 from fairdeck_server.dealer import Dealer
+from fairdeck_server.storage.sqlite import SqliteStorage
 from fairdeck_server.vault import SeedVault
 
 STATS: collections.defaultdict[str, list[float]] = collections.defaultdict(lambda: [0, 0.0])
@@ -74,9 +75,9 @@ def _timed_connect(*args: Any, **kwargs: Any) -> sqlite3.Connection:
 
 
 async def probe(hands: int, close: bool, data: Path, pragmas: list[str], unary: int) -> None:
-    sqlite_storage.sqlite3 = type("S", (), {**vars(sqlite3), "connect": staticmethod(_timed_connect)})  # type: ignore[assignment]
-    storage = sqlite_storage.SqliteStorage(data / "fairdeck.db")
-    connect = storage._connect
+    sqlite_schema.sqlite3 = type("S", (), {**vars(sqlite3), "connect": staticmethod(_timed_connect)})  # type: ignore[assignment]
+    storage = SqliteStorage(data / "fairdeck.db")
+    connect = storage._writer.connect
 
     def connect_with_pragmas() -> sqlite3.Connection:
         conn = connect()
@@ -84,13 +85,13 @@ async def probe(hands: int, close: bool, data: Path, pragmas: list[str], unary: 
             conn.execute(f"PRAGMA {pragma}")
         return conn
 
-    storage._connect = connect_with_pragmas  # type: ignore[method-assign]
+    storage._writer.connect = connect_with_pragmas  # type: ignore[method-assign]
     await storage.start()
     dealer = Dealer(storage, SeedVault(secrets.token_bytes(32)))
 
     # time the writer thread's whole batches and the loop's hand building
     batch_time = [0.0, 0]
-    run_batch = storage._run_batch
+    run_batch = storage._writer._run_batch
 
     def timed_batch(conn: Any, batch: Any) -> None:
         t = time.perf_counter()
@@ -98,7 +99,7 @@ async def probe(hands: int, close: bool, data: Path, pragmas: list[str], unary: 
         batch_time[0] += time.perf_counter() - t
         batch_time[1] += 1
 
-    storage._run_batch = timed_batch  # type: ignore[method-assign]
+    storage._writer._run_batch = timed_batch  # type: ignore[method-assign]
     build_time = [0.0]
     new_hand = dealer._new_hand
 

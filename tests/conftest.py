@@ -1,17 +1,19 @@
-"""Fixtures every test package can use: a throwaway PostgreSQL cluster (started
-once per session, on first use), a fresh database per test, and the storage
-engines behind one fixture. The cluster code lives in tests/pgcluster.py."""
+"""Fixtures every test package can use: a real dealer in this process (``running_dealer``),
+a throwaway PostgreSQL cluster (started once per session, on first use), a fresh database per
+test, and the storage engines behind one fixture. The helpers behind them live in tests/support/."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.pgcluster import PgCluster, PgUnavailable
 from tests.storage.kit import Engine
+from tests.support.dealers import RunningDealer
+from tests.support.pgcluster import PgCluster, PgUnavailable
 
 REQUIRE_POSTGRES = "CI_REQUIRE_POSTGRES"
 """Set to 1 (as .ci/run does) to fail, not skip, the PostgreSQL tests where none is installed."""
@@ -53,3 +55,20 @@ def storage_engine(request: pytest.FixtureRequest, tmp_path: Path) -> Engine:
 
     url: str = request.getfixturevalue("pg_url")
     return Engine("postgres", lambda: PostgresStorage(url), lambda: PostgresStorage(url))
+
+
+@pytest.fixture
+def running_dealer(tmp_path: Path) -> Iterator[Callable[..., RunningDealer]]:
+    """Start a real dealer in this process: ``running_dealer(data_dir=None, **ServerConfig fields)``
+    (data dir default ``tmp_path/"data"``), on 127.0.0.1:0; every one made is closed at teardown."""
+    made: list[RunningDealer] = []
+
+    def start(data_dir: Path | None = None, **config: Any) -> RunningDealer:
+        dealer = RunningDealer(data_dir or tmp_path / "data", **config)
+        made.append(dealer)
+        dealer.start()
+        return dealer
+
+    yield start
+    for dealer in reversed(made):
+        dealer.close()

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from fairdeck import DeckSpec, deal_hand, server_seed_length
+from fairdeck import DeckSpec, deal_local, server_seed_length
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "client" / "fairdeck"
@@ -119,7 +119,7 @@ def test_core_and_log_load_no_grpc_and_no_protobuf() -> None:
 
 def test_the_sdk_does_not_load_the_server() -> None:
     modules = loaded_after("import fairdeck.client")
-    assert "fairdeck.client.dealer" in modules
+    assert "fairdeck.client.dealer_client" in modules
     assert sorted(m for m in modules if under(m, SERVER_STACK)) == []
 
 
@@ -156,7 +156,7 @@ assert code == 0, code
 )
 def test_verify_and_replay_do_not_load_the_dealer(argv: list[str], tmp_path: Path) -> None:
     transcript = tmp_path / "hand.json"
-    transcript.write_text(deal_hand("standard", "boundary-1", ["alice"]).transcript.to_json())
+    transcript.write_text(deal_local("standard", "boundary-1", ["alice"]).transcript.to_json())
     modules = loaded_after(RUN_CLI, *(a.format(transcript=transcript) for a in argv))
     assert "fairdeck.cli.commands" in modules
     # grpc's own __init__ imports the bare grpc_reflection package (an alias for

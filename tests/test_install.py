@@ -43,7 +43,7 @@ async def deal_async(target: str) -> str:
         return opened.hand_id
 
 
-hand = fairdeck.deal_hand("standard", "demo-1", [b"seed"])
+hand = fairdeck.deal_local("standard", "demo-1", [b"seed"])
 fairdeck.verify(hand.transcript)
 '''
 

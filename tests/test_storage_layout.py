@@ -1,6 +1,7 @@
-"""The storage layout as a rule: one ``_Frontier``, in ``storage/base.py``, used by both
-engines (each had its own copy, which could drift apart), checked on the source (AST)
-and on what the engines import; and the frontier itself, against the Merkle module."""
+"""The storage layout as a rule: both engines are packages of the same four modules; one
+``_Frontier``, in ``storage/base.py``, used by both engines (each had its own copy, which
+could drift apart), checked on the source (AST) and on what the engines import; and the
+frontier itself, against the Merkle module."""
 
 from __future__ import annotations
 
@@ -30,10 +31,19 @@ def test_one_frontier_class_in_base_and_no_engine_defines_its_own() -> None:
 
 
 @pytest.mark.parametrize(
-    "module", ["fairdeck_server.storage.sqlite", "fairdeck_server.storage.postgres.engine"]
+    "module", ["fairdeck_server.storage.sqlite.writer", "fairdeck_server.storage.postgres.engine"]
 )
 def test_each_engine_uses_the_frontier_of_base(module: str) -> None:
     assert importlib.import_module(module)._Frontier is base._Frontier
+
+
+def test_both_engines_have_one_shape_schema_writer_engine_reader() -> None:
+    """A reader finds the same job in the same file under either engine."""
+    shapes = {
+        engine: sorted(p.stem for p in (STORAGE / engine).glob("*.py") if p.stem != "__init__")
+        for engine in ("sqlite", "postgres")
+    }
+    assert shapes == {e: ["engine", "reader", "schema", "writer"] for e in shapes}
 
 
 def appended(size: int) -> tuple[dict[int, bytes], list[base._Frontier]]:
@@ -67,9 +77,9 @@ def test_pushed_loaded_and_parsed_frontiers_agree_and_fold_into_the_root() -> No
 
 
 def test_a_frontier_that_does_not_fit_its_size_is_storage_unavailable() -> None:
-    from fairdeck_server import errors
+    from fairdeck_server import refusals
 
-    with pytest.raises(errors.DealerError) as refused:
+    with pytest.raises(refusals.DealerError) as refused:
         base._Frontier.parse(3, bytes(32))  # size 3 has two complete subtrees
     assert refused.value.reason == "STORAGE_UNAVAILABLE"
 

@@ -1,55 +1,29 @@
 """fairdeck: provably fair card decks.
 
-The pure core (cards, decks, seeds, derivation, commitment, verification) is
-importable without grpc; the client SDK for the dealer service lives beside it.
+The top level is the pure core (``fairdeck.core``: cards, decks, seeds, derivation, commitment,
+verification, and dealing a hand locally), importable without grpc; its names are re-exported
+here, and its ``__all__`` is this package's. The SDK for the dealer service is ``fairdeck.client``.
 
->>> from fairdeck import deal_hand, verify
->>> hand = deal_hand("standard", "demo-1", ["alice", "bob"])
+>>> from fairdeck import deal_local, verify
+>>> hand = deal_local("standard", "demo-1", ["alice", "bob"])
 >>> verify(hand.transcript)
 """
 
-from fairdeck.core.cards import Card, CardError
-from fairdeck.core.commitment import commit
-from fairdeck.core.dealing import LocalHand, SealedHand, deal_hand, open_hand, reveal
-from fairdeck.core.decks import SPEC_NAMES, DeckSpec, DeckSpecError
-from fairdeck.core.derivation import derive_deck
-from fairdeck.core.errors import InvalidInput, VerificationError
-from fairdeck.core.seeds import (
-    MAX_CLIENT_SEED_BYTES,
-    MAX_CLIENT_SEEDS,
-    MAX_HAND_ID_LENGTH,
-    SeedError,
-    normalize_client_seed,
-    server_seed_length,
-)
-from fairdeck.core.transcript import Transcript
-from fairdeck.core.verify import verify
-from fairdeck.core.versions import CURRENT_VERSION, SUPPORTED_VERSIONS, UnknownVersion
+import warnings
+from typing import Any
 
-__all__ = [
-    "CURRENT_VERSION",
-    "MAX_CLIENT_SEEDS",
-    "MAX_CLIENT_SEED_BYTES",
-    "MAX_HAND_ID_LENGTH",
-    "SPEC_NAMES",
-    "SUPPORTED_VERSIONS",
-    "Card",
-    "CardError",
-    "DeckSpec",
-    "DeckSpecError",
-    "InvalidInput",
-    "LocalHand",
-    "SealedHand",
-    "SeedError",
-    "Transcript",
-    "UnknownVersion",
-    "VerificationError",
-    "commit",
-    "deal_hand",
-    "derive_deck",
-    "normalize_client_seed",
-    "open_hand",
-    "reveal",
-    "server_seed_length",
-    "verify",
-]
+from fairdeck import core
+from fairdeck.core import *  # noqa: F403 - the core's names are the top level's
+from fairdeck.core import __all__ as __all__
+
+_RENAMED = {"deal_hand": "deal_local", "open_hand": "open_local", "reveal": "reveal_local"}
+"""Old names of the local dealing functions (they read like the dealer's RPCs); kept one release."""
+
+
+def __getattr__(name: str) -> Any:
+    if name in _RENAMED:
+        warnings.warn(
+            f"fairdeck.{name} is renamed fairdeck.{_RENAMED[name]}", DeprecationWarning, stacklevel=2
+        )
+        return getattr(core, _RENAMED[name])
+    raise AttributeError(f"module 'fairdeck' has no attribute {name!r}")

@@ -1,1 +1,15 @@
-"""fairdeck_server: the dealer service (gRPC edge, storage, transparency log)."""
+"""fairdeck_server: the dealer service. Where each part lives:
+
+- ``edge/``: everything that knows gRPC: the servicers, the interceptors, the one translation of
+  errors into statuses, reflection and the transport (nothing else imports grpc but ``app``);
+- ``dealer.py``: the rules of a hand (open, shuffle, draw, close, void) on top of a Storage;
+- ``storage/``: the engines behind one interface (``base.Storage``): ``sqlite/``, the embedded
+  default, and ``postgres/``, for replicas; each is ``schema``, ``writer``, ``engine``, ``reader``;
+- ``log_signing.py`` signs checkpoints; ``cosigning.py`` asks witnesses to cosign them;
+  ``witness/`` is ``fairdeck witness``, a C2SP witness for any log;
+- the policies the edge calls, without grpc: ``auth``, ``limits``, ``metrics``, ``principal``;
+  ``vault`` (seeds at rest), ``startup`` (keys and data are identities), ``refusals`` (every way
+  the dealer says no), ``storage_health``;
+- ``app.py`` wires a dealer together from ``config.py``; ``processes.py`` runs one as N processes;
+  ``cli/`` holds the server's commands; ``addresses.py`` and ``logging_setup.py`` serve them.
+"""

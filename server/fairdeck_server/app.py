@@ -1,9 +1,5 @@
 """Assembling and running the dealer: storage, vault, gRPC server, health,
-reflection, and a graceful drain on SIGTERM.
-
->>> ServerConfig().listen
-'127.0.0.1:50051'
-"""
+reflection, and a graceful drain on SIGTERM."""
 
 from __future__ import annotations
 
@@ -11,9 +7,7 @@ import asyncio
 import contextlib
 import logging
 import signal
-import socket
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from dataclasses import replace
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, cast
 
@@ -22,34 +16,32 @@ from google.protobuf.descriptor import ServiceDescriptor
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from fairdeck.v1 import audit_pb2, dealer_pb2
-from fairdeck_server import logs, reflection
-from fairdeck_server.audit_servicer import AuditServicer
-from fairdeck_server.auth import Authenticator, AuthInterceptor, FailureLimiter, TokenVerifier
-from fairdeck_server.calls import CallInterceptor
+from fairdeck_server import logging_setup
+from fairdeck_server.addresses import check_listen, is_loopback, probe_listen
+from fairdeck_server.auth import Authenticator, FailureLimiter, TokenVerifier
+from fairdeck_server.config import ServerConfig
+from fairdeck_server.cosigning import WitnessPublisher
 from fairdeck_server.dealer import Dealer
-from fairdeck_server.health import StorageHealth
-from fairdeck_server.limits import (
-    TRANSPORT_OPTIONS,
+from fairdeck_server.edge import reflection
+from fairdeck_server.edge.audit_servicer import AuditServicer
+from fairdeck_server.edge.chain import CallInterceptor
+from fairdeck_server.edge.dealer_servicer import DealerServicer
+from fairdeck_server.edge.interceptors import (
+    AuthInterceptor,
     DeadlineInterceptor,
     LimitsInterceptor,
-    OpenHandsCap,
-    RateLimiter,
-)
-from fairdeck_server.metrics import (
-    MeteredStorage,
-    Metrics,
-    MetricsEndpoint,
     ObservingInterceptor,
-    split_host_port,
 )
-from fairdeck_server.refusal import StartupRefused
-from fairdeck_server.servicer import DealerServicer, register
+from fairdeck_server.edge.methods import register
+from fairdeck_server.edge.transport import TRANSPORT_OPTIONS, server_credentials
+from fairdeck_server.limits import OpenHandsCap, RateLimiter
+from fairdeck_server.log_signing import CheckpointPublisher
+from fairdeck_server.metrics import MeteredStorage, Metrics, MetricsEndpoint
+from fairdeck_server.refusals import DealerError, StartupRefused
 from fairdeck_server.startup import Identity, IdentityStore, check_store, prepare
 from fairdeck_server.storage import open_storage
 from fairdeck_server.storage.base import Storage
-from fairdeck_server.tls import check_listen, is_loopback, server_credentials
-from fairdeck_server.transparency import CheckpointPublisher
-from fairdeck_server.witnessing import WitnessPublisher
+from fairdeck_server.storage_health import StorageHealth
 
 if TYPE_CHECKING:
     from fairdeck_server.processes import Worker
@@ -69,81 +61,21 @@ HEALTH_NAMES = ("", DEALER_SERVICE, AUDIT_SERVICE)
 """What health answers for: the whole server ("") and each service it serves; all need storage."""
 
 
-@dataclass(frozen=True)
-class ServerConfig:
-    """How to run the dealer."""
-
-    listen: str = "127.0.0.1:50051"
-    """host:port to listen on; port 0 picks a free one."""
-    data_dir: Path = field(default_factory=lambda: Path("fairdeck-data"))
-    """Where the SQLite database (and, by default, the keys) live."""
-    seed_key_file: Path | None = None
-    """AES key for seeds at rest; default DATA_DIR/seed.key (created 0600 only in a fresh data dir)."""
-    grace_seconds: float = 10.0
-    """On SIGTERM, how long calls in flight may take to finish."""
-    log_key_file: Path | None = None
-    """Ed25519 signed-note key of the transparency log; default DATA_DIR/log.key (created 0600 only in a
-    fresh data dir; `fairdeck init` makes keys explicitly)."""
-    log_origin: str | None = None
-    """The log's origin line (the key's name) when a new key is created."""
-    checkpoint_interval: float = 0.2
-    """Seconds between signed checkpoints while entries arrive."""
-    max_hand_lifetime: float = 3600.0
-    """Seconds a hand may stay open; older ones are voided (revealed and logged)."""
-    db: str | None = None
-    """A postgresql:// URL to share one database among replicas; None: SQLite in DATA_DIR."""
-    db_pool_size: int = 8
-    """Most PostgreSQL connections this replica opens (at least 2: one the writer keeps, the
-    rest for reads); replicas times this must stay below max_connections. Not for SQLite."""
-    # -- TLS and authentication (security issue) --
-    tls_cert: Path | None = None
-    """PEM certificate chain the server presents; with tls_key, turns TLS on."""
-    tls_key: Path | None = None
-    tls_client_ca: Path | None = None
-    """PEM CA bundle; when set, clients must present a certificate it signed (mTLS)."""
-    insecure: bool = False
-    """Allow plaintext on a non-loopback address (refused otherwise)."""
-    require_auth: bool | None = None
-    """Require a token or client certificate; None: required unless listening on loopback."""
-    # -- abuse limits --
-    rate_limit: float = 500.0
-    """Requests per second per tenant (token bucket); 0 turns it off."""
-    rate_burst: int = 1000
-    max_open_hands: int = 10_000
-    """Hands a tenant may have open (not closed) at once; 0 turns it off."""
-    max_message_bytes: int = 4 * 1024 * 1024
-    max_request_bytes: int = 512 * 1024
-    """Largest request the dealer reads; gRPC refuses a larger one before it is parsed, on the
-    transport, so a caller cannot make the one event loop parse megabytes before its tenant
-    is even known. The largest valid request is about 260 KiB (64 text client seeds of
-    1,024 code points). A request is held to the lower of this and max_message_bytes; 0: no
-    limit of its own."""
-    default_deadline: float = 30.0
-    """Seconds a call may run when the client set no (shorter) deadline."""
-    auth_failure_rate: float = 1.0
-    """Failed authentications per second per client address (token bucket); past them, tokens
-    that need a lookup are refused before it. 0 turns it off."""
-    auth_failure_burst: int = 30
-    """Failed authentications a client address may make at once before auth_failure_rate applies."""
-    # -- witnesses (docs/witness.md) --
-    witnesses: tuple[str, ...] = ()
-    """Witnesses asked to cosign each checkpoint, each URL=KEY (the witness's add-checkpoint URL
-    prefix and its cosignature/v1 vkey); repeat --witness. Dealing never waits for them."""
-    witness_threshold: int = 0
-    """Cosignatures a checkpoint needs to count as final; 0: every witness named."""
-    # -- scaling (docs/scaling.md) --
-    processes: int = 1
-    """Serving processes on the one port (SO_REUSEPORT) and the one database: each uses a core.
-    Rate and open-hand limits, health and metrics are per process."""
-    # -- observability --
-    metrics_listen: str | None = None
-    """host:port for the Prometheus /metrics endpoint; None: no endpoint."""
-    log_format: str = "text"
-    """"text" or "json" (one object per line, with the call's request id)."""
-
-
 class DealerServer:
-    """The running dealer. ``start`` returns the bound port."""
+    """The running dealer: ``start`` returns the bound port, ``stop`` drains.
+
+    ``__init__`` makes storage, the metrics, health tracking and the call layers. ``start`` makes
+    the rest, in this order: the gRPC server (bound to the running loop) and its port, the
+    metrics endpoint, the identity (keys and the data dir lock, only once the port is ours), what
+    needs the identity (the dealer, the checkpoint publisher, the cosigning), then opens storage.
+    """
+
+    server: grpc.aio.Server
+    health: Any
+    """grpc_health's aio HealthServicer (untyped)."""
+    publisher: CheckpointPublisher
+    witnessing: WitnessPublisher
+    dealer: Dealer
 
     def __init__(self, config: ServerConfig, worker: Worker | None = None) -> None:
         """``worker``: this is one of the processes of ``serve --processes N`` (processes.py)."""
@@ -159,7 +91,7 @@ class DealerServer:
         self.port = 0
         self.metrics = Metrics()
         # Told of every storage fault and every write that succeeds, it turns health
-        # NOT_SERVING while storage does not take writes (health.py).
+        # NOT_SERVING while storage does not take writes (storage_health.py).
         self.storage_health = StorageHealth(
             self._probe, self._storage_health_changed, on_probe=self.metrics.probed
         )
@@ -170,7 +102,34 @@ class DealerServer:
         self.metrics_port = 0
         self.identity: Identity | None = None
         self._started = False
-        logs.redact_grpc_metadata()  # before any call: grpcio would log a non-UTF-8 token whole
+        required = config.require_auth
+        self.auth = AuthInterceptor(
+            Authenticator(
+                # token lookups that fail count as storage errors
+                TokenVerifier(
+                    self.metered, failures=FailureLimiter(config.auth_failure_rate, config.auth_failure_burst)
+                ),
+                required=not is_loopback(config.listen) if required is None else required,
+            ),
+            on_tenant=logging_setup.set_tenant,
+        )
+        self.limits = LimitsInterceptor(
+            RateLimiter(config.rate_limit, config.rate_burst),
+            OpenHandsCap(self.metered.open_hands, config.max_open_hands),
+            on_refusal=self.metrics.refused,
+        )
+        # Outermost first: observing (sees every outcome), the default deadline (covers
+        # stream writes), authentication (tells the access log the tenant), then the limits
+        # (per tenant, so after auth). One interceptor, wrapped once per method (edge/chain.py).
+        self.interceptor = CallInterceptor(
+            [
+                ObservingInterceptor(self.metrics),
+                DeadlineInterceptor(config.default_deadline),
+                self.auth,
+                self.limits,
+            ]
+        )
+        logging_setup.redact_grpc_metadata()  # before any call: grpcio would log a non-UTF-8 token whole
 
     async def start(self) -> int:
         """Start serving; on any failure, undo what was started (ports, lock, storage) and raise."""
@@ -194,116 +153,25 @@ class DealerServer:
             self.identity.release()
 
     async def _start(self) -> int:
-        # Refused before anything listens: half a TLS config, or plain text off loopback.
-        credentials = server_credentials(self.config.tls_cert, self.config.tls_key, self.config.tls_client_ca)
-        check_listen(self.config.listen, tls=credentials is not None, insecure=self.config.insecure)
-        require_auth = self.config.require_auth
-        self.auth = AuthInterceptor(
-            Authenticator(
-                # token lookups that fail count as storage errors
-                TokenVerifier(
-                    self.metered,
-                    failures=FailureLimiter(self.config.auth_failure_rate, self.config.auth_failure_burst),
-                ),
-                required=not is_loopback(self.config.listen) if require_auth is None else require_auth,
-            ),
-            on_tenant=logs.set_tenant,
-        )
-        # Made here, not in __init__: grpc.aio binds them to the running loop.
-        self.health = health.aio.HealthServicer()  # type: ignore[attr-defined]
         config = self.config
-        self.limits = LimitsInterceptor(
-            RateLimiter(config.rate_limit, config.rate_burst),
-            OpenHandsCap(self.metered.open_hands, config.max_open_hands),
-            on_refusal=self.metrics.refused,
-        )
-        # Outermost first: observing (sees every outcome), the default deadline (covers
-        # stream writes), authentication (tells the access log the tenant), then the limits
-        # (per tenant, so after auth). One interceptor, wrapped once per method (calls.py).
-        self.interceptor = CallInterceptor(
-            [
-                ObservingInterceptor(self.metrics),
-                DeadlineInterceptor(config.default_deadline),
-                self.auth,
-                self.limits,
-            ]
-        )
-        interceptors: list[grpc.aio.ServerInterceptor[Any, Any]] = [self.interceptor]
-        message_bytes = config.max_message_bytes or -1  # 0: no limit
-        # A request is held to the lower of the two limits (0 is no limit).
-        request_bytes = min(
-            (b for b in (config.max_request_bytes, config.max_message_bytes) if b), default=-1
-        )
-        self.server = grpc.aio.server(
-            interceptors=interceptors,
-            options=[
-                ("grpc.max_receive_message_length", request_bytes),
-                ("grpc.max_send_message_length", message_bytes),
-                # One process per port, except the workers of one dealer (processes.py).
-                ("grpc.so_reuseport", 0 if self.worker is None else 1),
-                *TRANSPORT_OPTIONS,  # no call dropped unseen (limits.py)
-            ],
-        )
-        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        # Refused before anything listens: half a TLS config, or plain text off loopback.
+        credentials = server_credentials(config.tls_cert, config.tls_key, config.tls_client_ca)
+        check_listen(config.listen, tls=credentials is not None, insecure=config.insecure)
+        self._make_server()
         await self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
-        reflection.enable([DEALER_SERVICE, AUDIT_SERVICE, HEALTH_SERVICE], self.server)
-        # Ports first: a port in use is refused before a fresh data dir gets its keys. The probe
-        # gives the refusal its reason without grpc's own error line; grpc's bind stays the test.
-        if self.worker is None:  # a worker's port is its group's, which the probe would call busy
-            _probe_listen("--listen", self.config.listen)
-        try:
-            if credentials is not None:
-                self.port = self.server.add_secure_port(self.config.listen, credentials)
-            else:
-                self.port = self.server.add_insecure_port(self.config.listen)
-        except RuntimeError:  # grpc's "Failed to bind", with no errno
-            self.port = 0
-        if self.port == 0:
-            raise StartupRefused(
-                f"--listen {self.config.listen}: cannot listen there (the port is in use, or the address "
-                "is not this host's); stop what holds it, or pick another --listen"
-            )
-        if config.metrics_listen:
-            try:
-                self.metrics_endpoint = MetricsEndpoint(config.metrics_listen, self.metrics.registry)
-            except OSError as e:
-                raise StartupRefused(
-                    f"--metrics-listen {config.metrics_listen}: cannot listen there ({e.strerror or e}); "
-                    "stop what holds it, or pick another --metrics-listen"
-                ) from None
-            self.metrics_port = self.metrics_endpoint.port
-        self.identity = identity = prepare(
-            self.config, lock_fd=None if self.worker is None else self.worker.lock_fd
-        )
-        self.publisher = CheckpointPublisher(
-            self.metered, identity.log_keys.signer, interval=self.config.checkpoint_interval
-        )
-        self.witnessing = WitnessPublisher(
-            self.metered,
-            identity.log_keys.signer.verifier,
-            config.witnesses,
-            config.witness_threshold,
-            self.metrics.registry,
-            interval=config.checkpoint_interval,
-        )
-        self.dealer = Dealer(self.metered, identity.vault)
-        register(self.server, DealerServicer(self.dealer), _service(dealer_pb2, "DealerService"), dealer_pb2)
-        register(
-            self.server,
-            AuditServicer(
-                self.metered,
-                self.publisher,
-                max_message_bytes=config.max_message_bytes,
-                final=lambda: self.witnessing.final,
-            ),
-            _service(audit_pb2, "AuditService"),
-            audit_pb2,
-        )
+        # Ports first: a port in use is refused before a fresh data dir gets its keys.
+        self._bind(credentials)
+        self._open_metrics_endpoint()
+        self.identity = prepare(config, lock_fd=None if self.worker is None else self.worker.lock_fd)
+        self._make_services(self.identity)
         await self.server.start()
         # Health says NOT_SERVING until storage is open and checked; calls made meanwhile wait for it.
-        await self.storage.start()
         where = "the PostgreSQL database" if config.db else f"database {config.data_dir / 'fairdeck.db'}"
-        await check_store(cast(IdentityStore, self.storage), identity, where)
+        try:
+            await self.storage.start()
+            await check_store(cast(IdentityStore, self.storage), self.identity, where)
+        except DealerError as e:  # storage unreachable at start: a refusal to start, in one line
+            raise StartupRefused(str(e)) from None
         self.metrics.gauges.attach(self.metered, asyncio.get_running_loop())
         self.publisher.start()
         self.witnessing.start()
@@ -311,6 +179,83 @@ class DealerServer:
         self._started = True
         await self._set_health(self._storage_status())
         return self.port
+
+    def _make_server(self) -> None:
+        """The gRPC server with health and reflection (made here, not in __init__: grpc.aio binds
+        them to the running loop)."""
+        config = self.config
+        # A request is held to the lower of the two limits (0 is no limit).
+        request_bytes = min(
+            (b for b in (config.max_request_bytes, config.max_message_bytes) if b), default=-1
+        )
+        self.server = grpc.aio.server(
+            interceptors=[self.interceptor],
+            options=[
+                ("grpc.max_receive_message_length", request_bytes),
+                ("grpc.max_send_message_length", config.max_message_bytes or -1),
+                # One process per port, except the workers of one dealer (processes.py).
+                ("grpc.so_reuseport", 0 if self.worker is None else 1),
+                *TRANSPORT_OPTIONS,  # no call dropped unseen (edge/transport.py)
+            ],
+        )
+        self.health = health.aio.HealthServicer()  # type: ignore[attr-defined]
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        reflection.enable([DEALER_SERVICE, AUDIT_SERVICE, HEALTH_SERVICE], self.server)
+
+    def _bind(self, credentials: grpc.ServerCredentials | None) -> None:
+        """Take the port, or refuse to start naming --listen. The probe gives the refusal its reason
+        without grpc's own error line; grpc's bind stays the test."""
+        listen = self.config.listen
+        if self.worker is None:  # a worker's port is its group's, which the probe would call busy
+            probe_listen("--listen", listen)
+        try:
+            if credentials is not None:
+                self.port = self.server.add_secure_port(listen, credentials)
+            else:
+                self.port = self.server.add_insecure_port(listen)
+        except RuntimeError:  # grpc's "Failed to bind", with no errno
+            self.port = 0
+        if self.port == 0:
+            raise StartupRefused(
+                f"--listen {listen}: cannot listen there (the port is in use, or the address "
+                "is not this host's); stop what holds it, or pick another --listen"
+            )
+
+    def _open_metrics_endpoint(self) -> None:
+        listen = self.config.metrics_listen
+        if not listen:
+            return
+        try:
+            self.metrics_endpoint = MetricsEndpoint(listen, self.metrics.registry)
+        except OSError as e:
+            raise StartupRefused(
+                f"--metrics-listen {listen}: cannot listen there ({e.strerror or e}); "
+                "stop what holds it, or pick another --metrics-listen"
+            ) from None
+        self.metrics_port = self.metrics_endpoint.port
+
+    def _make_services(self, identity: Identity) -> None:
+        """The dealer, the checkpoint publisher and the cosigning, and the two services on the server."""
+        config = self.config
+        signer = identity.log_keys.signer
+        self.publisher = CheckpointPublisher(self.metered, signer, interval=config.checkpoint_interval)
+        self.witnessing = WitnessPublisher(
+            self.metered,
+            signer.verifier,
+            config.witnesses,
+            config.witness_threshold,
+            self.metrics.registry,
+            interval=config.checkpoint_interval,
+        )
+        self.dealer = Dealer(self.metered, identity.vault)
+        register(self.server, DealerServicer(self.dealer), _service(dealer_pb2, "DealerService"), dealer_pb2)
+        audit = AuditServicer(
+            self.metered,
+            self.publisher,
+            max_message_bytes=config.max_message_bytes,
+            final=lambda: self.witnessing.final,
+        )
+        register(self.server, audit, _service(audit_pb2, "AuditService"), audit_pb2)
 
     async def stop(self) -> None:
         """Drain: report NOT_SERVING, refuse new calls, finish those in flight, flush."""
@@ -375,34 +320,6 @@ class DealerServer:
     async def _set_health(self, status: health_pb2.HealthCheckResponse.ServingStatus.ValueType) -> None:
         for name in HEALTH_NAMES:
             await self.health.set(name, status)
-
-
-def _probe_listen(option: str, listen: str) -> None:
-    """Refuse ``listen`` if none of its addresses can be bound now (port 0 always can)."""
-    try:
-        host, port = split_host_port(listen)
-    except ValueError:
-        return  # config.py refuses a malformed address before this
-    if port == 0:
-        return
-    try:
-        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    except OSError as e:
-        raise StartupRefused(f"{option} {listen}: cannot resolve {host!r} ({e.strerror or e})") from None
-    error: OSError | None = None
-    for family, kind, proto, _, address in infos:
-        with socket.socket(family, kind, proto) as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as grpc binds
-            try:
-                probe.bind(address)
-            except OSError as e:
-                error = e
-                continue
-            return
-    reason = f" ({error.strerror})" if error is not None and error.strerror else ""
-    raise StartupRefused(
-        f"{option} {listen}: cannot listen there{reason}; stop what holds it, or pick another {option}"
-    )
 
 
 async def serve(

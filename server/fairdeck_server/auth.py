@@ -1,6 +1,6 @@
 """Who may call what: API tokens, client certificates, and the role table.
 
-Every call to the DealerService and AuditService passes ``AuthInterceptor``,
+Every call to the DealerService and AuditService passes the edge's ``AuthInterceptor``,
 which finds the caller (``principal.Principal``), checks the method against
 ``ROLES`` and binds the principal for the duration of the call, so the
 servicers read the tenant from ``principal.current()``. Health and reflection
@@ -26,7 +26,7 @@ that are present but bad are refused even when authentication is optional.
 
 A token's secret is never stored, logged or put in an error: storage keeps a
 SHA-256 digest, compared with ``hmac.compare_digest``. (grpcio itself logs a
-metadata value that is not UTF-8, token and all; ``logs.redact_grpc_metadata``
+metadata value that is not UTF-8, token and all; ``logging_setup.redact_grpc_metadata``
 withholds it.)
 
 Failed authentication is limited per client address (``FailureLimiter``):
@@ -54,20 +54,18 @@ import logging
 import re
 import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import unquote
 
-import grpc
 from cryptography import x509
 
 from fairdeck.v1 import audit_pb2, dealer_pb2
 from fairdeck.wire import AUTHORIZATION
-from fairdeck_server import errors, principal
-from fairdeck_server.errors import DealerError
+from fairdeck_server import principal, refusals
 from fairdeck_server.principal import Principal, Role
-from fairdeck_server.servicer import abort, rewrap
+from fairdeck_server.refusals import DealerError
 from fairdeck_server.storage.base import Storage, TokenRecord
 
 log = logging.getLogger(__name__)
@@ -264,7 +262,7 @@ class TokenVerifier:
     def refused(self, address: str) -> DealerError:
         """INVALID_TOKEN, counted as a failure of ``address``."""
         self.failures.failed(address)
-        return errors.invalid_token()
+        return refusals.invalid_token()
 
     async def failure(self, address: str) -> DealerError:
         """The refusal of a bad credential from ``address``: INVALID_TOKEN, counted;
@@ -280,7 +278,7 @@ class TokenVerifier:
         wait = self.failures.blocked(address)
         if wait is not None:
             await asyncio.sleep(min(wait, self.failures.tarpit))
-            raise errors.auth_rate_limited(max(0.0, wait - self.failures.tarpit))
+            raise refusals.auth_rate_limited(max(0.0, wait - self.failures.tarpit))
 
     async def verify(self, token: str, address: str = "") -> Principal:
         """The principal of a valid token; a DealerError otherwise. ``address`` is the
@@ -306,7 +304,7 @@ class TokenVerifier:
         matches = hmac.compare_digest(digest, record.digest if record else _NO_DIGEST)
         if record is None or not matches or record.revoked_ms is not None or record.role not in ANY_ROLE:
             log.debug("refused API token %s", token_id)
-            raise self.refused(address) if known else errors.invalid_token()
+            raise self.refused(address) if known else refusals.invalid_token()
         if not known:
             self.failures.refund(address)
         return Principal(record.tenant, Role(record.role), token_id=token_id)
@@ -325,7 +323,7 @@ class TokenVerifier:
             record = await self.storage.get_token(token_id)
         except Exception as e:
             log.error("token lookup failed: %s", type(e).__name__)
-            raise errors.storage_unavailable("cannot check credentials now; retry") from None
+            raise refusals.storage_unavailable("cannot check credentials now; retry") from None
         if len(self._cache) >= self._max:
             # Unknown ids go first: a sprayer must not push the real tokens out.
             self._cache = {k: v for k, v in self._cache.items() if v[1] is not None}
@@ -353,15 +351,15 @@ def certificate_principal(pem: bytes) -> Principal:
         except x509.ExtensionNotFound:
             uris = []
     except ValueError:
-        raise errors.invalid_certificate("the client certificate does not parse") from None
+        raise refusals.invalid_certificate("the client certificate does not parse") from None
     ours = [u for u in uris if u.startswith("fairdeck:")]
     if len(ours) != 1:
-        raise errors.invalid_certificate(
+        raise refusals.invalid_certificate(
             "the client certificate must carry one URI SAN fairdeck://tenant/<tenant>/role/<dealer|auditor>"
         )
     m = CERT_URI.fullmatch(ours[0])
     if m is None or m.group(2) not in ANY_ROLE or not principal.TENANT_PATTERN.fullmatch(m.group(1)):
-        raise errors.invalid_certificate(
+        raise refusals.invalid_certificate(
             "the client certificate's fairdeck URI does not name a valid tenant and role"
         )
     return Principal(m.group(1), Role(m.group(2)), subject=subject)
@@ -403,88 +401,15 @@ class Authenticator:
         if peer_certs:
             return certificate_principal(peer_certs[0])
         if self.required:
-            raise errors.missing_credentials()
+            raise refusals.missing_credentials()
         return principal.LOCAL
 
 
 def check_role(method: str, caller: Principal) -> None:
     """Refuse ``method`` unless ``caller``'s role is in its row of ROLES."""
     if caller.role not in ROLES.get(method, frozenset()):
-        raise errors.role_not_allowed(caller.role.value, method.rsplit("/", 1)[-1])
+        raise refusals.role_not_allowed(caller.role.value, method.rsplit("/", 1)[-1])
 
 
 def is_open(method: str) -> bool:
     return method.startswith(OPEN_METHOD_PREFIXES)
-
-
-class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
-    """Authenticates each call, checks its role, and binds its principal while it runs."""
-
-    def __init__(
-        self, authenticator: Authenticator, *, on_tenant: Callable[[str], None] | None = None
-    ) -> None:
-        self.authenticator = authenticator
-        self._on_tenant = on_tenant
-        """Told the tenant of each admitted call (the access log's tenant)."""
-
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any]]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler[Any, Any]:
-        handler = await continuation(handler_call_details)
-        if handler is None:
-            return handler
-        return self.wrap(handler_call_details.method, handler)
-
-    def wrap(self, method: str, handler: grpc.RpcMethodHandler[Any, Any]) -> grpc.RpcMethodHandler[Any, Any]:
-        """This layer around ``handler`` for calls of ``method``; ``handler`` itself for the
-        methods open to all (health, reflection)."""
-        if is_open(method):
-            return handler
-        admit = functools.partial(self._admit, method)
-        return rewrap(handler, lambda inner: _unary(inner, admit), lambda inner: _streaming(inner, admit))
-
-    async def _admit(self, method: str, context: grpc.aio.ServicerContext[Any, Any]) -> Principal:
-        """The call's principal, or the call ends here with the refusal's status."""
-        try:
-            caller = await self.authenticator.principal(
-                tuple(context.invocation_metadata() or ()), context.auth_context(), context.peer()
-            )
-            check_role(method, caller)
-        except DealerError as e:
-            log.info("refused %s: %s", method, e.reason)
-            await abort(context, e)
-            raise AssertionError("unreachable: abort raises") from None
-        if self._on_tenant is not None:
-            self._on_tenant(caller.tenant)
-        return caller
-
-
-Admit = Callable[[grpc.aio.ServicerContext[Any, Any]], Awaitable[Principal]]
-
-
-def _unary(behavior: Callable[..., Any], admit: Admit) -> Callable[..., Awaitable[Any]]:
-    async def call(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-        token = principal.bind(await admit(context))
-        try:
-            return await behavior(request, context)
-        finally:
-            principal.unbind(token)
-
-    return call
-
-
-def _streaming(behavior: Callable[..., Any], admit: Admit) -> Callable[..., AsyncIterator[Any]]:
-    async def call(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
-        token = principal.bind(await admit(context))
-        try:
-            async for response in behavior(request, context):
-                yield response
-        finally:
-            # A generator finalized by the event loop runs in another context; the binding
-            # died with the call's own context then.
-            with contextlib.suppress(ValueError):
-                principal.unbind(token)
-
-    return call

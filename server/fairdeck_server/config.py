@@ -13,6 +13,8 @@ never options: the seed key comes from ``$FAIRDECK_SEED_KEY`` or a key file,
 and a database password belongs in ``$FAIRDECK_DB`` or the file, not in a
 flag that ``ps`` shows.
 
+>>> ServerConfig().listen
+'127.0.0.1:50051'
 >>> settings = load({"rate_limit": "50"}, {"FAIRDECK_RATE_LIMIT": "10", "FAIRDECK_LISTEN": "127.0.0.1:0"})
 >>> settings.server.rate_limit, settings.sources["rate_limit"], settings.server.listen
 (50.0, 'flag', '127.0.0.1:0')
@@ -31,15 +33,15 @@ import tomllib
 import types
 import typing
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from fairdeck.log.cosignature import CosignatureError, CosignatureVerifier
-from fairdeck_server import logs
-from fairdeck_server.app import ServerConfig
-from fairdeck_server.metrics import split_host_port
+from fairdeck_server import logging_setup
+from fairdeck_server.addresses import split_host_port
+from fairdeck_server.refusals import StartupRefused
 
 ENV_PREFIX = "FAIRDECK_"
 CONFIG_ENV = "FAIRDECK_CONFIG"
@@ -57,8 +59,81 @@ Source = str
 """Where a value came from: "flag", "env", "file" or "default"."""
 
 
-class ConfigError(Exception):
+class ConfigError(StartupRefused):
     """A configuration the dealer refuses; the message names the option and its source."""
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """How to run the dealer."""
+
+    listen: str = "127.0.0.1:50051"
+    """host:port to listen on; port 0 picks a free one."""
+    data_dir: Path = field(default_factory=lambda: Path("fairdeck-data"))
+    """Where the SQLite database (and, by default, the keys) live."""
+    seed_key_file: Path | None = None
+    """AES key for seeds at rest; default DATA_DIR/seed.key (created 0600 only in a fresh data dir)."""
+    grace_seconds: float = 10.0
+    """On SIGTERM, how long calls in flight may take to finish."""
+    log_key_file: Path | None = None
+    """Ed25519 signed-note key of the transparency log; default DATA_DIR/log.key (created 0600 only in a
+    fresh data dir; `fairdeck init` makes keys explicitly)."""
+    log_origin: str | None = None
+    """The log's origin line (the key's name) when a new key is created."""
+    checkpoint_interval: float = 0.2
+    """Seconds between signed checkpoints while entries arrive."""
+    max_hand_lifetime: float = 3600.0
+    """Seconds a hand may stay open; older ones are voided (revealed and logged)."""
+    db: str | None = None
+    """A postgresql:// URL to share one database among replicas; None: SQLite in DATA_DIR."""
+    db_pool_size: int = 8
+    """Most PostgreSQL connections this replica opens (at least 2: one the writer keeps, the
+    rest for reads); replicas times this must stay below max_connections. Not for SQLite."""
+    # -- TLS and authentication (security issue) --
+    tls_cert: Path | None = None
+    """PEM certificate chain the server presents; with tls_key, turns TLS on."""
+    tls_key: Path | None = None
+    tls_client_ca: Path | None = None
+    """PEM CA bundle; when set, clients must present a certificate it signed (mTLS)."""
+    insecure: bool = False
+    """Allow plaintext on a non-loopback address (refused otherwise)."""
+    require_auth: bool | None = None
+    """Require a token or client certificate; None: required unless listening on loopback."""
+    # -- abuse limits --
+    rate_limit: float = 500.0
+    """Requests per second per tenant (token bucket); 0 turns it off."""
+    rate_burst: int = 1000
+    max_open_hands: int = 10_000
+    """Hands a tenant may have open (not closed) at once; 0 turns it off."""
+    max_message_bytes: int = 4 * 1024 * 1024
+    max_request_bytes: int = 512 * 1024
+    """Largest request the dealer reads; gRPC refuses a larger one before it is parsed, on the
+    transport, so a caller cannot make the one event loop parse megabytes before its tenant
+    is even known. The largest valid request is about 260 KiB (64 text client seeds of
+    1,024 code points). A request is held to the lower of this and max_message_bytes; 0: no
+    limit of its own."""
+    default_deadline: float = 30.0
+    """Seconds a call may run when the client set no (shorter) deadline."""
+    auth_failure_rate: float = 1.0
+    """Failed authentications per second per client address (token bucket); past them, tokens
+    that need a lookup are refused before it. 0 turns it off."""
+    auth_failure_burst: int = 30
+    """Failed authentications a client address may make at once before auth_failure_rate applies."""
+    # -- witnesses (docs/witness.md) --
+    witnesses: tuple[str, ...] = ()
+    """Witnesses asked to cosign each checkpoint, each URL=KEY (the witness's add-checkpoint URL
+    prefix and its cosignature/v1 vkey); repeat --witness. Dealing never waits for them."""
+    witness_threshold: int = 0
+    """Cosignatures a checkpoint needs to count as final; 0: every witness named."""
+    # -- scaling (docs/scaling.md) --
+    processes: int = 1
+    """Serving processes on the one port (SO_REUSEPORT) and the one database: each uses a core.
+    Rate and open-hand limits, health and metrics are per process."""
+    # -- observability --
+    metrics_listen: str | None = None
+    """host:port for the Prometheus /metrics endpoint; None: no endpoint."""
+    log_format: str = "text"
+    """"text" or "json" (one object per line, with the call's request id)."""
 
 
 @dataclass(frozen=True)
@@ -160,7 +235,7 @@ def _kind(hint: Any) -> tuple[type, bool]:
     return hint, False
 
 
-CHOICES = {"log_format": logs.FORMATS, "log_level": logs.LEVELS}
+CHOICES = {"log_format": logging_setup.FORMATS, "log_level": logging_setup.LEVELS}
 
 
 def server_options() -> tuple[Option, ...]:

@@ -26,8 +26,16 @@ from fairdeck.core.transcript import Transcript
 from fairdeck.core.versions import CURRENT_VERSION
 from fairdeck.log.logentry import CLOSED, VOIDED, CommitEntry, RevealEntry, deck_digest
 from fairdeck.wire import Reason
-from fairdeck_server import errors, principal
-from fairdeck_server.storage.base import Change, HandRecord, NewHand, Storage, StoredHandState, encode_seeds
+from fairdeck_server import principal, refusals
+from fairdeck_server.storage.base import (
+    Change,
+    Created,
+    HandRecord,
+    NewHand,
+    Storage,
+    StoredHandState,
+    encode_seeds,
+)
 from fairdeck_server.vault import SeedVault, VaultError
 
 MAX_BATCH_HANDS = 100_000
@@ -35,6 +43,28 @@ MAX_BATCH_HANDS = 100_000
 BATCH_CHUNK = 256
 """DealHands: hands per streamed message and per storage transaction."""
 DEFAULT_TENANT = principal.DEFAULT_TENANT
+STREAM_IN_FLIGHT = 2 * BATCH_CHUNK
+"""Hands a DealHands call with ``close`` holds against the open-hands cap while it runs:
+the chunk being written and the next one being stored (``_deal_chunks``)."""
+
+
+def hands_held(hand_count: int | None = None, *, close: bool = False) -> int:
+    """How many hands an opening call holds against its tenant's open-hands cap while it runs:
+    one for OpenHand and DealNewHand (``hand_count`` None); ``hand_count`` for DealHands.
+
+    With ``close`` a DealHands call's hands are closed when stored, but while it runs they are
+    work in flight: it holds up to STREAM_IN_FLIGHT, so a tenant cannot run more such streams
+    at once than its cap allows (each makes the dealer produce hands until the client's
+    flow-control window is full, read or not). A count out of range, refused anyway, holds none.
+
+    >>> hands_held(), hands_held(100_000), hands_held(100_000, close=True), hands_held(0)
+    (1, 100000, 512, 0)
+    """
+    if hand_count is None:
+        return 1
+    if not 1 <= hand_count <= MAX_BATCH_HANDS:
+        return 0
+    return min(hand_count, STREAM_IN_FLIGHT) if close else hand_count
 
 
 def _now_ms() -> int:
@@ -87,8 +117,8 @@ class Dealer:
         p = self._plan(deck)
         rid = _request_id(request_id)
         new, _, _ = self._new_hand(tenant, p, rid, ())
-        (record,) = await self.storage.create_hands([new])
-        return record
+        (created,) = await self.storage.create_hands([new])
+        return created.record
 
     async def deal_new_hand(
         self, tenant: str, deck: str, client_seeds: Sequence[str | bytes], request_id: str
@@ -98,10 +128,10 @@ class Dealer:
         seeds = _client_seeds(client_seeds)
         rid = _request_id(request_id)
         new, _, cards = self._new_hand(tenant, p, rid, seeds, state=StoredHandState.SHUFFLED)
-        (record,) = await self.storage.create_hands([new])
-        if record.hand_id != new.record.hand_id:  # an idempotent retry: deal what was stored
-            cards = self._cards(record)
-        return record, cards
+        (created,) = await self.storage.create_hands([new])
+        if created.found:  # an idempotent retry: deal what was stored
+            cards = self._cards(created.record)
+        return created.record, cards
 
     async def deal_hands(
         self, tenant: str, deck: str, count: int, client_seeds: Sequence[str | bytes], close: bool
@@ -109,7 +139,7 @@ class Dealer:
         """Open and deal ``count`` hands, in durable chunks of BATCH_CHUNK."""
         p = self._plan(deck)
         if not 1 <= count <= MAX_BATCH_HANDS:
-            raise errors.invalid("hand_count", Reason.INVALID_HAND_COUNT, f"must be 1..{MAX_BATCH_HANDS}")
+            raise refusals.invalid("hand_count", Reason.INVALID_HAND_COUNT, f"must be 1..{MAX_BATCH_HANDS}")
         seeds = _client_seeds(client_seeds)
         state = StoredHandState.CLOSED if close else StoredHandState.SHUFFLED
         return self._deal_chunks(tenant, p, count, seeds, state)
@@ -119,9 +149,9 @@ class Dealer:
     ) -> AsyncIterator[list[tuple[HandRecord, tuple[int, ...], bytes | None]]]:
         revealed = state is StoredHandState.CLOSED
         done = 0
-        in_flight: (
-            tuple[list[tuple[NewHand, bytes, tuple[int, ...]]], asyncio.Task[list[HandRecord]]] | None
-        ) = None
+        in_flight: tuple[list[tuple[NewHand, bytes, tuple[int, ...]]], asyncio.Task[list[Created]]] | None = (
+            None
+        )
         try:
             while done < count or in_flight is not None:
                 # Build the next chunk while the storage thread makes the previous one durable.
@@ -139,10 +169,10 @@ class Dealer:
                 if in_flight is not None:
                     made_before, stored = in_flight
                     in_flight = ahead
-                    records = await stored
+                    created = await stored
                     yield [
-                        (record, cards, seed if revealed else None)
-                        for record, (_, seed, cards) in zip(records, made_before, strict=True)
+                        (c.record, cards, seed if revealed else None)
+                        for c, (_, seed, cards) in zip(created, made_before, strict=True)
                     ]
                 in_flight = ahead
         finally:
@@ -232,21 +262,21 @@ class Dealer:
         nothing; any other position is WRONG_POSITION."""
         validate_hand_id(hand_id)
         if count < 1:
-            raise errors.invalid("count", Reason.INVALID_COUNT, "must be at least 1")
+            raise refusals.invalid("count", Reason.INVALID_COUNT, "must be at least 1")
 
         def decide(r: HandRecord) -> tuple[Change, DrawnCards]:
             r = self._shuffled(r)
             size = DeckSpec.parse(r.deck).size
             if count > size:
-                raise errors.invalid("count", Reason.INVALID_COUNT, f"must be at most the deck size {size}")
+                raise refusals.invalid("count", Reason.INVALID_COUNT, f"must be at most the deck size {size}")
             if expected_position is not None and r.dealt != expected_position:
                 if r.dealt == expected_position + count:
                     # The same draw, done already (its answer was lost): the same cards again.
                     again = self._cards(r)[expected_position : r.dealt]
                     return Change(r), DrawnCards(r.deck, again, expected_position, size - r.dealt)
-                raise errors.wrong_position(r.dealt, expected_position)
+                raise refusals.wrong_position(r.dealt, expected_position)
             if r.dealt + count > size:
-                raise errors.not_enough_cards(size - r.dealt, count)
+                raise refusals.not_enough_cards(size - r.dealt, count)
             cards = self._cards(r)[r.dealt : r.dealt + count]
             new = replace(r, dealt=r.dealt + count)
             return Change(new), DrawnCards(r.deck, cards, r.dealt, size - new.dealt)
@@ -304,8 +334,8 @@ class Dealer:
             handled += 1
             try:
                 await self._reveal(tenant, hand_id, VOIDED)
-            except errors.DealerError as e:
-                if e.status is errors.Status.UNAVAILABLE:
+            except refusals.DealerError as e:
+                if e.status is refusals.Status.UNAVAILABLE:
                     raise
                 skipped.add((tenant, hand_id))
                 on_skip(tenant, hand_id, e.reason)
@@ -319,9 +349,8 @@ class Dealer:
             now = self._clock_ms()
             new = replace(r, state=StoredHandState.CLOSED, closed_ms=now, server_seed=seed)
             digest = deck_digest(self._cards(r))
-            return Change(
-                new, RevealEntry(now, r.hand_id, outcome, seed, r.client_seeds, digest).encode()
-            ), None
+            entry = RevealEntry(now, r.hand_id, outcome, seed, r.client_seeds, digest).encode()
+            return Change(new, entry, outcome), None
 
         return (await self.storage.update_hand(tenant, hand_id, decide))[0]
 
@@ -329,13 +358,13 @@ class Dealer:
         validate_hand_id(hand_id)
         record = await self.storage.get_hand(tenant, hand_id)
         if record is None:
-            raise errors.hand_not_found()
+            raise refusals.hand_not_found()
         return record
 
     def transcript(self, record: HandRecord) -> Transcript:
         """The transcript of a closed hand."""
         if record.server_seed is None:
-            raise errors.hand_not_closed()
+            raise refusals.hand_not_closed()
         return Transcript(
             version=record.version,
             deck=record.deck,
@@ -352,17 +381,17 @@ class Dealer:
         try:
             return plan(self._version, deck)
         except InvalidInput:
-            raise errors.invalid("deck", Reason.UNKNOWN_DECK, "unknown deck spec") from None
+            raise refusals.invalid("deck", Reason.UNKNOWN_DECK, "unknown deck spec") from None
 
     def _shuffled(self, r: HandRecord) -> HandRecord:
         if r.state is StoredHandState.CLOSED:
-            raise errors.hand_closed()
+            raise refusals.hand_closed()
         return replace(r, state=StoredHandState.SHUFFLED) if r.state is StoredHandState.OPEN else r
 
     def _cards(self, r: HandRecord) -> tuple[int, ...]:
         try:
             return self._deck_cache(r.hand_id, r.deck, r.version, r.sealed_seed, r.client_seeds)
-        except errors.DealerError:
+        except refusals.DealerError:
             if r.server_seed is None:
                 raise
             # Revealed: the seed is in the record, so a retired seed key is not needed (vault.py).
@@ -381,18 +410,18 @@ class Dealer:
         try:
             return self.vault.open(hand_id, sealed)
         except VaultError as e:
-            raise errors.seed_unavailable(str(e)) from None
+            raise refusals.seed_unavailable(str(e)) from None
 
 
-def _not_open(r: HandRecord) -> errors.DealerError:
+def _not_open(r: HandRecord) -> refusals.DealerError:
     if r.state is StoredHandState.CLOSED:
-        return errors.hand_closed()
-    return errors.hand_already_shuffled()
+        return refusals.hand_closed()
+    return refusals.hand_already_shuffled()
 
 
 def _combined(old: tuple[bytes, ...], new: tuple[bytes, ...]) -> tuple[bytes, ...]:
     if len(old) + len(new) > MAX_CLIENT_SEEDS:
-        raise errors.invalid(
+        raise refusals.invalid(
             "client_seeds", Reason.TOO_MANY_CLIENT_SEEDS, f"at most {MAX_CLIENT_SEEDS} client seeds per hand"
         )
     return old + new
@@ -400,7 +429,7 @@ def _combined(old: tuple[bytes, ...], new: tuple[bytes, ...]) -> tuple[bytes, ..
 
 def _client_seeds(seeds: Sequence[str | bytes]) -> tuple[bytes, ...]:
     if len(seeds) > MAX_CLIENT_SEEDS:
-        raise errors.invalid(
+        raise refusals.invalid(
             "client_seeds", Reason.TOO_MANY_CLIENT_SEEDS, f"at most {MAX_CLIENT_SEEDS} client seeds per hand"
         )
     out = []
@@ -408,7 +437,7 @@ def _client_seeds(seeds: Sequence[str | bytes]) -> tuple[bytes, ...]:
         try:
             out.append(normalize_client_seed(seed))
         except InvalidInput as e:
-            raise errors.invalid(f"client_seeds[{i}]", Reason.INVALID_CLIENT_SEED, str(e)) from None
+            raise refusals.invalid(f"client_seeds[{i}]", Reason.INVALID_CLIENT_SEED, str(e)) from None
     return tuple(out)
 
 
@@ -418,7 +447,7 @@ def _request_id(request_id: str) -> str | None:
     try:
         check_hand_id(request_id)
     except InvalidInput:
-        raise errors.invalid(
+        raise refusals.invalid(
             "request_id", Reason.INVALID_REQUEST_ID, "must be 1..64 characters of A-Z a-z 0-9 . _ : -"
         ) from None
     return request_id
@@ -433,10 +462,10 @@ def request_fingerprint(state: StoredHandState, deck: str, seeds: tuple[bytes, .
 
 def validate_hand_id(hand_id: str) -> None:
     if not hand_id:
-        raise errors.invalid("hand_id", Reason.MISSING_HAND_ID, "required")
+        raise refusals.invalid("hand_id", Reason.MISSING_HAND_ID, "required")
     try:
         check_hand_id(hand_id)
     except InvalidInput:
-        raise errors.invalid(
+        raise refusals.invalid(
             "hand_id", Reason.INVALID_HAND_ID, "must be 1..64 characters of A-Z a-z 0-9 . _ : -"
         ) from None

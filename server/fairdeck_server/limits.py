@@ -1,14 +1,9 @@
-"""Abuse limits: a request rate and a number of open hands per tenant, and a
-default deadline for every call.
+"""Abuse limits per tenant, as policies that import no grpc: a request rate (``RateLimiter``)
+and a number of open hands (``OpenHandsCap``). Each answers "go" (None) or the seconds after
+which trying again can succeed; the edge turns that into RESOURCE_EXHAUSTED with a RetryInfo.
 
-A refused call ends with RESOURCE_EXHAUSTED, a stable ErrorInfo reason
-(``RATE_LIMITED`` or ``TOO_MANY_OPEN_HANDS``) and a google.rpc.RetryInfo
-saying when trying again can succeed. Health checks and reflection are never
-limited: an orchestrator must always be able to ask whether we are alive.
-
-The open-hands cap counts from storage, so it holds across restarts and
-replicas, but through a per-tenant cache (``OpenHandsCap``): exact within one
-replica, approximate across several (see docs/operations.md).
+The open-hands cap counts from storage, so it holds across restarts and replicas, through a
+per-tenant cache: exact within one replica, approximate across several (docs/operations.md).
 
 >>> bucket = RateLimiter(rate=1.0, burst=2, clock=lambda: 0.0)
 >>> bucket.acquire("a"), bucket.acquire("a"), bucket.acquire("a")
@@ -20,84 +15,16 @@ True
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-import grpc
-
-from fairdeck_server import errors, principal
-from fairdeck_server.dealer import BATCH_CHUNK, MAX_BATCH_HANDS
-from fairdeck_server.servicer import Malformed, abort, rewrap
-
-if TYPE_CHECKING:  # generic in the stubs only
-    ServerInterceptor = grpc.aio.ServerInterceptor[Any, Any]
-else:
-    ServerInterceptor = grpc.aio.ServerInterceptor
 
 log = logging.getLogger(__name__)
 
-UNLIMITED_SERVICES = frozenset(
-    {
-        "grpc.health.v1.Health",
-        "grpc.reflection.v1alpha.ServerReflection",
-        "grpc.reflection.v1.ServerReflection",
-    }
-)
-"""Never rate limited nor cut by the default deadline (Watch and reflection streams are long by design)."""
 
-DEALER = "/fairdeck.v1.DealerService/"
-OPENING_METHODS = frozenset({DEALER + "OpenHand", DEALER + "DealNewHand", DEALER + "DealHands"})
 MAX_TENANTS = 100_000
 """Buckets and counts kept in memory at most; idle ones are dropped first."""
-
-
-def service_of(method: str) -> str:
-    """``/pkg.Service/Method`` -> ``pkg.Service``."""
-    return method.lstrip("/").split("/", 1)[0]
-
-
-STREAM_IN_FLIGHT = 2 * BATCH_CHUNK
-"""Hands a DealHands call with ``close`` holds against the open-hands cap while it runs:
-the chunk being written and the next one being stored (dealer.py ``_deal_chunks``)."""
-MAX_PENDING_CALLS = 10_000
-"""Calls gRPC may hold for the server before our handlers take them (see TRANSPORT_OPTIONS)."""
-TRANSPORT_OPTIONS: tuple[tuple[str, int], ...] = (
-    # gRPC core queues each new call until grpc.aio's accept loop takes it, one per turn
-    # of the event loop. Past grpc.server.max_pending_requests (default 1,000, then
-    # randomly up to the hard limit of 3,000) it drops calls: the client gets CANCELLED
-    # with no message, and no handler, interceptor or metric ever sees them. 2,500
-    # concurrent GetHand calls on one channel lost 282-432 that way. A queued call costs
-    # little (its metadata and at most a flow-control window of request bytes) and waits
-    # under its own deadline, so the queue is made large, with no random early drop.
-    # A per-connection stream cap (grpc.max_concurrent_streams) is no cure: streams the
-    # client opens before it reads the server's SETTINGS are reset (UNAVAILABLE).
-    ("grpc.server.max_pending_requests", MAX_PENDING_CALLS),
-    ("grpc.server.max_pending_requests_hard_limit", MAX_PENDING_CALLS),
-)
-"""gRPC server options for the transport's own queue of new calls."""
-
-
-def hands_requested(method: str, request: object) -> int:
-    """How many hands a call holds against the open-hands cap while it runs.
-
-    DealHands holds ``hand_count``. With ``close`` its hands are closed when stored,
-    but while the call runs they are work in flight: it holds up to STREAM_IN_FLIGHT,
-    so a tenant cannot run more such streams at once than its cap allows (each makes
-    the dealer produce hands until the client's flow-control window is full, read or
-    not). A request that the servicer will refuse as malformed or out of range counts
-    as nothing."""
-    if method not in OPENING_METHODS or isinstance(request, Malformed):
-        return 0
-    if method == DEALER + "DealHands":
-        count = int(getattr(request, "hand_count", 0))
-        if not 1 <= count <= MAX_BATCH_HANDS:
-            return 0
-        return min(count, STREAM_IN_FLIGHT) if getattr(request, "close", False) else count
-    return 1
 
 
 class RateLimiter:
@@ -225,201 +152,3 @@ class OpenHandsCap:
         for tenant in [t for t, c in self._counts.items() if c.in_flight == 0]:
             del self._counts[tenant]
             self._locks.pop(tenant, None)
-
-
-Refusal = Callable[[str, str], None]
-"""Told (tenant, reason) of every refused call: the metrics count them."""
-
-
-class DeadlineInterceptor(ServerInterceptor):
-    """Ends a call that runs longer than ``default_deadline`` seconds with
-    DEADLINE_EXCEEDED (reason ``DEADLINE_EXCEEDED``); a client's shorter
-    deadline ends it first anyway. Runs outside the auth interceptor so that a
-    streaming call's writes count too: its streams are coroutines that write.
-
-    What a cut call had made durable stays: DealHands chunks already stored
-    are kept (their hands are voided in time, like a client that goes away).
-    """
-
-    def __init__(self, default_deadline: float) -> None:
-        self.default_deadline = default_deadline
-
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any]]],
-        details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler[Any, Any]:
-        handler = await continuation(details)
-        if handler is None:
-            return handler
-        return self.wrap(details.method, handler)
-
-    def wrap(self, method: str, handler: grpc.RpcMethodHandler[Any, Any]) -> grpc.RpcMethodHandler[Any, Any]:
-        """This layer around ``handler`` for calls of ``method``; ``handler`` itself when it
-        has nothing to do (no default deadline, or health and reflection)."""
-        if self.default_deadline <= 0 or service_of(method) in UNLIMITED_SERVICES:
-            return handler
-        return rewrap(handler, self._unary, self._stream)
-
-    def _unary(self, inner: Callable[..., Any]) -> Callable[..., Any]:
-        async def behavior(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-            deadline = asyncio.timeout(self.default_deadline)
-            try:
-                async with deadline:
-                    return await inner(request, context)
-            except TimeoutError:
-                if not deadline.expired():
-                    raise
-                await self._exceeded(context)
-
-        return behavior
-
-    def _stream(self, inner: Callable[..., Any]) -> Callable[..., Any]:
-        async def behavior(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
-            deadline = asyncio.timeout(self.default_deadline)
-            try:
-                async with deadline:
-                    await drain(inner, request, context)
-            except TimeoutError:
-                if not deadline.expired():
-                    raise
-                await self._exceeded(context)
-
-        return behavior
-
-    async def _exceeded(self, context: grpc.aio.ServicerContext[Any, Any]) -> None:
-        await abort(context, errors.deadline_exceeded(self.default_deadline))
-
-
-class LimitsInterceptor(ServerInterceptor):
-    """Refuses calls over a tenant's rate or open-hands cap. Runs inside the
-    auth interceptor, so ``principal.current()`` is the caller; its streams
-    stay async generators, as the auth interceptor expects."""
-
-    def __init__(
-        self,
-        rate: RateLimiter,
-        cap: OpenHandsCap,
-        *,
-        on_refusal: Refusal | None = None,
-        on_tenant: Callable[[str], None] | None = None,
-    ) -> None:
-        self.rate = rate
-        self.cap = cap
-        self._on_refusal = on_refusal
-        self._on_tenant = on_tenant
-
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any]]],
-        details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler[Any, Any]:
-        handler = await continuation(details)
-        if handler is None:
-            return handler
-        return self.wrap(details.method, handler)
-
-    @property
-    def inert(self) -> bool:
-        """Both limits off and nobody to tell the tenant: the layer would change nothing."""
-        return not self.rate.enabled and not self.cap.enabled and self._on_tenant is None
-
-    def wrap(self, method: str, handler: grpc.RpcMethodHandler[Any, Any]) -> grpc.RpcMethodHandler[Any, Any]:
-        """This layer around ``handler`` for calls of ``method``; ``handler`` itself when it
-        has nothing to do (health and reflection, or both limits off)."""
-        if service_of(method) in UNLIMITED_SERVICES or self.inert:
-            return handler
-        return rewrap(
-            handler, functools.partial(self._unary, method), functools.partial(self._stream, method)
-        )
-
-    def _unary(self, method: str, inner: Callable[..., Any]) -> Callable[..., Any]:
-        async def behavior(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-            tenant = principal.current().tenant
-            hands = await self._admit(method, tenant, request, context)
-            try:
-                return await inner(request, context)
-            finally:
-                self.cap.release(tenant, hands)
-
-        return behavior
-
-    def _stream(self, method: str, inner: Callable[..., Any]) -> Callable[..., Any]:
-        async def behavior(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
-            tenant = principal.current().tenant
-            hands = await self._admit(method, tenant, request, context)
-            try:
-                result = inner(request, context)
-                if not hasattr(result, "__aiter__"):
-                    await result  # a coroutine that writes its responses itself
-                    return
-                try:
-                    async for response in result:
-                        yield response
-                finally:
-                    await result.aclose()
-            finally:
-                self.cap.release(tenant, hands)
-
-        return behavior
-
-    async def _admit(
-        self, method: str, tenant: str, request: Any, context: grpc.aio.ServicerContext[Any, Any]
-    ) -> int:
-        """The hands reserved for the call, or abort with RESOURCE_EXHAUSTED."""
-        if self._on_tenant is not None:
-            self._on_tenant(tenant)
-        wait = self.rate.acquire(tenant)
-        if wait is not None:
-            await self._refuse(context, tenant, errors.rate_limited(wait))
-        hands = hands_requested(method, request)
-        wait = await self.cap.reserve(tenant, hands)
-        if wait is not None:
-            await self._refuse(context, tenant, errors.too_many_open_hands(self.cap.limit, wait))
-        return hands
-
-    async def _refuse(
-        self, context: grpc.aio.ServicerContext[Any, Any], tenant: str, error: errors.DealerError
-    ) -> None:
-        # The line carries the request id and tenant.
-        log.info("refused: %s (retry in %.3f s)", error.reason, error.retry_delay)
-        if self._on_refusal is not None:
-            self._on_refusal(tenant, error.reason)
-        await abort(context, error)
-
-
-async def drain(
-    inner: Callable[[Any, Any], Any], request: Any, context: grpc.aio.ServicerContext[Any, Any]
-) -> None:
-    """Run a server-streaming handler of either style: an async generator (its
-    responses are written here) or a coroutine that writes them itself."""
-    result = inner(request, context)
-    if not hasattr(result, "__aiter__"):
-        await result
-        return
-    try:
-        async for response in result:
-            try:
-                await context.write(response)
-            except Exception as e:
-                if not _call_ended(e, context):
-                    raise
-                raise StreamGone from None
-    finally:
-        await result.aclose()
-
-
-def _call_ended(error: Exception, context: grpc.aio.ServicerContext[Any, Any]) -> bool:
-    """Whether a failed write means the call is over: grpc's own batch failure
-    (private class, so matched by name), a passed deadline, or a cancellation. A
-    failure of ours, such as a response that does not serialize, is not."""
-    if type(error).__name__ == "ExecuteBatchError":
-        return True
-    remaining = context.time_remaining()
-    return (remaining is not None and remaining <= 0) or context.cancelled()
-
-
-class StreamGone(Exception):
-    """A response could not be written because the call had already ended. Nobody is
-    left to tell; the outermost interceptor records it (CANCELLED or DEADLINE_EXCEEDED)
-    and returns, where gRPC would log an ERROR with a traceback for every such call."""

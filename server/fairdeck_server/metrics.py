@@ -1,21 +1,16 @@
-"""Prometheus metrics, and the outermost interceptor that measures and logs every call.
+"""Prometheus metrics (``Metrics``, in a registry of each DealerServer's own), the gauges read
+from storage at scrape time, the storage wrapper that counts hands and storage faults
+(``MeteredStorage``), and the /metrics endpoint. No grpc: the observing interceptor feeds it.
 
-Each DealerServer has its own CollectorRegistry (never the process-global
-one), so two dealers in one process do not mix their numbers. Labels never
-hold request data: the service and method (of registered methods only), the
-status code name, a hand's outcome, a limit's reason, a storage operation.
-The tenant is not a label: it would multiply every series by the number of
-tenants; the access log has it for each call.
-
-Counters (hands opened and closed, storage errors) count what this process
-did: sum them across replicas. Gauges read from storage (open hands, log
-size, checkpoint) describe the shared database: take their max.
+Labels never hold request data or the tenant (the access log has it): the service and method,
+the status code name, a hand's outcome, a limit's reason, a storage operation. Counters count
+what this process did (sum them across replicas); gauges read from storage describe the shared
+database (take their max).
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import inspect
 import logging
 import threading
@@ -23,19 +18,17 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
-import grpc
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from fairdeck.log import logentry
 from fairdeck.wire import Reason
-from fairdeck_server import errors, logs
-from fairdeck_server.health import StorageHealth
-from fairdeck_server.limits import ServerInterceptor, StreamGone, drain
-from fairdeck_server.servicer import fail, rewrap
+from fairdeck_server import refusals
+from fairdeck_server.addresses import split_host_port
 from fairdeck_server.storage.base import (
     Change,
+    Created,
     HandRecord,
     LogForkError,
     NewHand,
@@ -43,12 +36,13 @@ from fairdeck_server.storage.base import (
     StoredHandState,
     WriterStats,
 )
+from fairdeck_server.storage_health import StorageHealth
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 OUTCOMES = {logentry.CLOSED: "closed", logentry.VOIDED: "voided"}
-STORAGE_FAULTS = (errors.Status.UNAVAILABLE, errors.Status.INTERNAL)
+STORAGE_FAULTS = (refusals.Status.UNAVAILABLE, refusals.Status.INTERNAL)
 GAUGE_MAX_AGE = 1.0
 """Seconds a scrape may reuse the gauges read from storage by the previous one."""
 WRITER_COUNTERS = (
@@ -61,7 +55,7 @@ WRITER_COUNTERS = (
 )
 """The storage writer's counts (WriterStats), exported when the engine keeps them."""
 WRITES = frozenset({"create_hands", "update_hand", "put_checkpoint", "put_token", "revoke_token", "probe"})
-"""Storage operations that write: one that returns means storage takes writes (health.py)."""
+"""Storage operations that write: one that returns means storage takes writes (storage_health.py)."""
 
 
 class Metrics:
@@ -104,7 +98,7 @@ class Metrics:
         )
         self.storage_healthy = Gauge(
             "fairdeck_storage_healthy",
-            "1 while storage takes writes, 0 after a failed write and a failed probe write (health.py)",
+            "1 while storage takes writes, 0 after a failed write and a failed probe write",
             registry=r,
         )
         self.storage_healthy.set(1)
@@ -269,7 +263,7 @@ class MeteredStorage:
         return result
 
     def _count_error(self, operation: str, e: Exception) -> None:
-        if isinstance(e, errors.DealerError):
+        if isinstance(e, refusals.DealerError):
             fault = e.status in STORAGE_FAULTS
         else:  # a bad argument or an attempted fork is not the storage failing
             fault = not isinstance(e, ValueError | LookupError | LogForkError)
@@ -278,14 +272,14 @@ class MeteredStorage:
             if self._health is not None:
                 self._health.failed()
 
-    async def create_hands(self, hands: Sequence[NewHand]) -> list[HandRecord]:
-        records = await self._counted("create_hands", self._inner.create_hands(hands))
-        for new, record in zip(hands, records, strict=False):
-            if record.hand_id == new.record.hand_id:  # not an idempotent retry's stored hand
+    async def create_hands(self, hands: Sequence[NewHand]) -> list[Created]:
+        created = await self._counted("create_hands", self._inner.create_hands(hands))
+        for c in created:
+            if not c.found:  # an idempotent retry's stored hand was counted when it was stored
                 self._metrics.hands_opened.inc()
-                if record.state is StoredHandState.CLOSED:
+                if c.record.state is StoredHandState.CLOSED:
                     self._metrics.hands_closed.labels(OUTCOMES[logentry.CLOSED]).inc()
-        return records
+        return created
 
     async def update_hand(
         self, tenant: str, hand_id: str, decide: Callable[[HandRecord], tuple[Change, T]]
@@ -306,139 +300,10 @@ class MeteredStorage:
         if seen:
             before, change = seen[-1]
             if before.state is not StoredHandState.CLOSED and change.record.state is StoredHandState.CLOSED:
-                self._metrics.hands_closed.labels(_outcome(change.log_entry)).inc()
+                self._metrics.hands_closed.labels(
+                    OUTCOMES.get(change.outcome or logentry.CLOSED, "closed")
+                ).inc()
         return out
-
-
-def _outcome(entry: bytes | None) -> str:
-    try:
-        decoded = logentry.decode(entry) if entry is not None else None
-    except logentry.EntryError:
-        decoded = None
-    if isinstance(decoded, logentry.RevealEntry):
-        return OUTCOMES.get(decoded.outcome, "closed")
-    return "closed"
-
-
-class ObservingInterceptor(ServerInterceptor):
-    """Outermost: binds the call's request id, then counts, times and logs
-    every call, whatever ends it (auth and limit refusals, aborts, errors,
-    cancellation), with the status code the client receives."""
-
-    def __init__(self, metrics: Metrics) -> None:
-        self.metrics = metrics
-
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any]]],
-        details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler[Any, Any]:
-        handler = await continuation(details)
-        if handler is None:
-            return handler  # an unknown method: gRPC answers UNIMPLEMENTED
-        method: str = details.method
-        metadata = tuple(details.invocation_metadata or ())
-        return rewrap(
-            handler,
-            functools.partial(self._unary, method, metadata),
-            functools.partial(self._stream, method, metadata),
-        )
-
-    def wrap(self, method: str, handler: grpc.RpcMethodHandler[Any, Any]) -> grpc.RpcMethodHandler[Any, Any]:
-        """This layer around ``handler``, made once for every call of ``method`` (calls.py)."""
-        return rewrap(
-            handler,
-            functools.partial(self._unary, method, None),
-            functools.partial(self._stream, method, None),
-        )
-
-    def _unary(
-        self, method: str, metadata: tuple[Any, ...] | None, inner: Callable[[Any, Any], Any]
-    ) -> Callable[..., Any]:
-        """``metadata`` None: the call's own, read when it runs (a behavior made once per method)."""
-
-        async def behavior(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-            call, token = logs.begin_call(
-                method, metadata if metadata is not None else context.invocation_metadata()
-            )
-            start = time.perf_counter()
-            code = grpc.StatusCode.OK
-            try:
-                response = await inner(request, context)
-                code = context.code() or grpc.StatusCode.OK
-                return response
-            except errors.DealerError as e:
-                aborted = await _translate(context, e, method)
-                code = status_of(aborted, context)
-                raise aborted from None
-            except BaseException as e:
-                code = status_of(e, context)
-                raise
-            finally:
-                self._finish(call, code, time.perf_counter() - start)
-                logs.end_call(token)
-
-        return behavior
-
-    def _stream(
-        self, method: str, metadata: tuple[Any, ...] | None, inner: Callable[[Any, Any], Any]
-    ) -> Callable[..., Any]:
-        async def behavior(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
-            call, token = logs.begin_call(
-                method, metadata if metadata is not None else context.invocation_metadata()
-            )
-            start = time.perf_counter()
-            code = grpc.StatusCode.OK
-            try:
-                await drain(inner, request, context)
-                code = context.code() or grpc.StatusCode.OK
-            except StreamGone:
-                code = status_of(asyncio.CancelledError(), context)
-                # Ended as gRPC ends a cancelled call: returning would make gRPC send a final
-                # status on the ended call, which can fail in turn and be logged as an ERROR
-                # (the fuzzer and a CI run saw it) while "client closed" is not yet set.
-                raise asyncio.CancelledError from None
-            except errors.DealerError as e:
-                aborted = await _translate(context, e, method)
-                code = status_of(aborted, context)
-                raise aborted from None
-            except BaseException as e:
-                code = status_of(e, context)
-                raise
-            finally:
-                self._finish(call, code, time.perf_counter() - start)
-                logs.end_call(token)
-
-        return behavior
-
-    def _finish(self, call: logs.CallContext, code: grpc.StatusCode, seconds: float) -> None:
-        self.metrics.observe_rpc(call.method, code.name, seconds)
-        logs.log_access(call, code.name, seconds)
-
-
-async def _translate(
-    context: grpc.aio.ServicerContext[Any, Any], e: errors.DealerError, method: str
-) -> grpc.aio.AbortError:
-    """A DealerError that escaped an interceptor (the open-hands cap reads storage before
-    the handler runs; handlers translate their own), ended as the servicer ends its
-    own (servicer.fail): its status and reason, not gRPC's UNKNOWN with a traceback.
-    Other exceptions are bugs and go on to gRPC, which logs them."""
-    try:
-        await fail(context, e, method)
-    except grpc.aio.AbortError as aborted:
-        return aborted
-    raise AssertionError("unreachable: fail aborts")
-
-
-def status_of(e: BaseException, context: grpc.aio.ServicerContext[Any, Any]) -> grpc.StatusCode:
-    """The status the client receives when a handler ends by raising ``e``."""
-    if isinstance(e, grpc.aio.AbortError):
-        return context.code() or grpc.StatusCode.UNKNOWN
-    if isinstance(e, asyncio.CancelledError):  # the client went away, or its deadline passed
-        remaining = context.time_remaining()
-        expired = remaining is not None and remaining <= 0
-        return grpc.StatusCode.DEADLINE_EXCEEDED if expired else grpc.StatusCode.CANCELLED
-    return grpc.StatusCode.UNKNOWN  # what gRPC answers for an exception it did not expect
 
 
 class MetricsEndpoint:
@@ -452,15 +317,3 @@ class MetricsEndpoint:
     async def close(self) -> None:
         await asyncio.to_thread(self.server.shutdown)
         self.server.server_close()
-
-
-def split_host_port(listen: str) -> tuple[str, int]:
-    """``host:port`` or ``[v6]:port`` -> (host, port); ValueError if malformed.
-
-    >>> split_host_port("[::1]:9090")
-    ('::1', 9090)
-    """
-    host, sep, port = listen.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError(f"{listen!r} is not host:port")
-    return host.removeprefix("[").removesuffix("]"), int(port)

@@ -41,13 +41,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from fairdeck_server.app import _probe_listen
-from fairdeck_server.metrics import split_host_port
-from fairdeck_server.refusal import StartupRefused
+from fairdeck_server.addresses import probe_listen, split_host_port
+from fairdeck_server.refusals import StartupRefused
 from fairdeck_server.startup import prepare
 
 if TYPE_CHECKING:
-    from fairdeck_server.app import ServerConfig
+    from fairdeck_server.config import ServerConfig
 
 WORKER_ENV = "FAIRDECK_WORKER"
 """``INDEX/COUNT`` of a worker process; absent in the supervisor and in a plain dealer."""
@@ -104,7 +103,7 @@ def supervise(config: ServerConfig, argv: Sequence[str]) -> int:
     # The port first, as one dealer does: a port in use is refused before a fresh data dir gets
     # its keys. The probe binds without SO_REUSEPORT, so it also refuses a port that another
     # group's workers share among themselves.
-    _probe_listen("--listen", config.listen)
+    probe_listen("--listen", config.listen)
     reserved = _reserve(config.listen)
     identity = prepare(config)  # keys made or checked, the data dir locked: once, here
     listen = _with_port(config.listen, reserved.getsockname()[1])

@@ -33,14 +33,14 @@ import contextlib
 import errno
 import fcntl
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from fairdeck.log.checkpoint import CheckpointError, open_checkpoint
-from fairdeck_server.refusal import StartupRefused
-from fairdeck_server.transparency import LogKeys, load_log_keys, new_log_keys
+from fairdeck_server.log_signing import LogKeys, load_log_keys, new_log_keys
+from fairdeck_server.refusals import StartupRefused
 from fairdeck_server.vault import (
     KEY_ENV,
     SeedVault,
@@ -51,7 +51,7 @@ from fairdeck_server.vault import (
 )
 
 if TYPE_CHECKING:
-    from fairdeck_server.app import ServerConfig
+    from fairdeck_server.config import ServerConfig
     from fairdeck_server.storage.base import StoredCheckpoint
 
 DB_NAME = "fairdeck.db"
@@ -211,6 +211,20 @@ def _lock(data_dir: Path, inherited_fd: int | None) -> DataDirLock:
     )
 
 
+@contextlib.contextmanager
+def _refusing() -> Iterator[None]:
+    """A seed key that does not load, or a file the OS refuses, as one StartupRefused line."""
+    try:
+        yield
+    except VaultError as e:
+        raise StartupRefused(str(e)) from None
+    except OSError as e:
+        where = f" {e.filename}" if e.filename else ""
+        raise StartupRefused(
+            f"cannot use{where}: {e.strerror or e}; check that the path exists and this user may write it"
+        ) from None
+
+
 def prepare(
     config: ServerConfig, environ: Mapping[str, str] | None = None, *, lock_fd: int | None = None
 ) -> Identity:
@@ -219,6 +233,11 @@ def prepare(
     Refuses, having written nothing, any state that is not whole. ``lock_fd``: a worker of
     ``serve --processes`` shares its supervisor's lock rather than taking one.
     """
+    with _refusing():
+        return _prepare(config, environ, lock_fd)
+
+
+def _prepare(config: ServerConfig, environ: Mapping[str, str] | None, lock_fd: int | None) -> Identity:
     env = os.environ if environ is None else environ
     src = KeySources.of(config.data_dir, config.log_key_file, config.seed_key_file, env)
     if config.db is not None:  # PostgreSQL: the keys are shared by replicas and never made here
@@ -320,6 +339,18 @@ def init(
 
     Refuses if any of them exists; returns the log keys (whose verifier key is public).
     """
+    with _refusing():
+        return _init(data_dir, log_key_file, seed_key_file, log_origin, keys_only, environ)
+
+
+def _init(
+    data_dir: Path,
+    log_key_file: Path | None,
+    seed_key_file: Path | None,
+    log_origin: str | None,
+    keys_only: bool,
+    environ: Mapping[str, str] | None,
+) -> LogKeys:
     env = os.environ if environ is None else environ
     src = KeySources.of(data_dir, log_key_file, seed_key_file, env)
     new_log_keys(log_origin)  # a bad origin is refused before anything is made

@@ -12,7 +12,7 @@ import pytest
 
 from fairdeck.client import AsyncAuditClient, AsyncDealerClient, DealerClient
 from fairdeck.v1 import audit_pb2, audit_pb2_grpc
-from tests.dealers import RunningDealer
+from tests.support.dealers import RunningDealer
 
 
 @pytest.fixture(scope="module")

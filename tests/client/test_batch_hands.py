@@ -16,7 +16,7 @@ from fairdeck.client import AsyncDealerClient, DealerClient, DealtHand
 from fairdeck.core.decks import SPEC_NAMES
 from fairdeck.core.errors import VerificationError
 from fairdeck.core.transcript import Transcript
-from tests.dealers import RunningDealer
+from tests.support.dealers import RunningDealer
 
 SEEDS = ["café", b"\x00table-7"]  # text not in NFC form: the dealer normalises it first
 CAFE_NFD = unicodedata.normalize("NFD", "café")

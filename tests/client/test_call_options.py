@@ -26,9 +26,9 @@ from fairdeck.client import AsyncAuditClient, AsyncDealerClient, AuditClient, De
 from fairdeck.client.calls import REQUEST_ID_KEY
 from fairdeck.client.exceptions import DeadlineExceeded, InvalidArgument
 from fairdeck.v1 import audit_pb2, audit_pb2_grpc
-from fairdeck_server import logs
-from fairdeck_server.logs import CallFilter
-from tests.dealers import RunningDealer
+from fairdeck_server import logging_setup
+from fairdeck_server.logging_setup import CallFilter
+from tests.support.dealers import RunningDealer
 
 Dealer = tuple[str, str, Path]
 """A running dealer's target, its log's verifier key and its data directory."""
@@ -59,7 +59,7 @@ def logged(caplog: pytest.LogCaptureFixture) -> list[tuple[str, str, str]]:
 
 
 def test_the_sdk_sends_the_request_id_under_the_dealers_key() -> None:
-    assert REQUEST_ID_KEY == logs.REQUEST_ID_KEY
+    assert REQUEST_ID_KEY == logging_setup.REQUEST_ID_KEY
 
 
 @contextmanager

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from fairdeck.client import AsyncAuditClient, AsyncDealerClient, AuditClient, DealerClient, HandState
-from tests.dealers import RunningDealer
+from tests.support.dealers import RunningDealer
 
 
 @pytest.fixture(scope="module")

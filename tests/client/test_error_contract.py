@@ -1,7 +1,7 @@
 """One error contract: ``fairdeck.wire.Reason`` and ``STATUS`` are the only list of
 reasons. The SDK's exception table and the reason table of docs/api.md agree with
 it, and the dealer refuses only through it: no module spells a reason as a string,
-every refusal is a ``DealerError`` built in ``errors.py``, and only the servicer's
+every refusal is a ``DealerError`` built in ``refusals.py``, and only the edge's status module's
 ``abort`` ends a call with an error."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from grpc_status import rpc_status
 
 from fairdeck.client import exceptions
 from fairdeck.wire import ERROR_DOMAIN, STATUS, STATUS_DETAILS_KEY, Reason
-from fairdeck_server import errors
+from fairdeck_server import refusals
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 SERVER = ROOT / "server" / "fairdeck_server"
@@ -45,7 +45,7 @@ def test_the_sdk_has_a_class_for_every_reason_and_no_other() -> None:
 
 def test_a_dealer_error_takes_its_status_from_the_contract() -> None:
     for reason in Reason:
-        assert errors.DealerError(reason, "m").status.name == STATUS[reason]
+        assert refusals.DealerError(reason, "m").status.name == STATUS[reason]
 
 
 def documented_reasons() -> list[tuple[str, str, str]]:
@@ -109,7 +109,7 @@ def test_every_refusal_is_a_dealer_error_built_by_a_named_constructor() -> None:
     built = [
         f"{path.relative_to(ROOT)}:{line}"
         for path in modules(SERVER)
-        if path.name != "errors.py"
+        if path.name != "refusals.py"
         for line, name in calls(path)
         if name == "DealerError"
     ]
@@ -117,27 +117,27 @@ def test_every_refusal_is_a_dealer_error_built_by_a_named_constructor() -> None:
     # And no refusal type of its own beside it (auth had one, Refused).
     for path in modules(SERVER):
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ClassDef) and path.name != "errors.py":
+            if isinstance(node, ast.ClassDef) and path.name != "refusals.py":
                 assert node.name not in ("Refused", "Refusal"), f"{path}: class {node.name}"
 
 
-def test_only_the_servicer_ends_a_call_with_an_error() -> None:
-    """Interceptors and servicers refuse through servicer.abort, which writes the
+def test_only_the_edge_status_module_ends_a_call_with_an_error() -> None:
+    """Interceptors and servicers refuse through edge/status.py's abort, which writes the
     status, the ErrorInfo and the RetryInfo the same way for every refusal."""
     aborting = [
         f"{path.relative_to(ROOT)}:{line}: {name}"
         for path in modules(SERVER)
         for line, name in calls(path)
         if name in ("abort", "abort_with_status", "set_code", "set_trailing_metadata")
-        and path.name != "servicer.py"
+        and path.relative_to(SERVER).as_posix() != "edge/status.py"
     ]
     assert all(entry.endswith(": abort") for entry in aborting), aborting
     for path in modules(SERVER):
-        if path.name == "servicer.py":
+        if path.relative_to(SERVER).as_posix() == "edge/status.py":
             continue
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
                 assert node.func.attr not in ("abort", "abort_with_status", "set_code"), (
-                    f"{path.relative_to(ROOT)}:{node.lineno}: context.{node.func.attr}; use servicer.abort"
+                    f"{path.relative_to(ROOT)}:{node.lineno}: context.{node.func.attr}; use edge.status.abort"
                 )

@@ -20,7 +20,7 @@ import pytest
 from fairdeck.client import AsyncDealerClient, DealerClient, exceptions
 from fairdeck.client.exceptions import BY_CODE, FairdeckError
 from fairdeck.v1 import dealer_pb2 as pb
-from tests.dealers import RunningDealer
+from tests.support.dealers import RunningDealer
 
 FAILING_CODES = [code for code in grpc.StatusCode if code is not grpc.StatusCode.OK]
 """Every code a call can fail with (a server cannot end a call as failed with OK)."""

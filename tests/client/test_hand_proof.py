@@ -18,7 +18,7 @@ from fairdeck.core.errors import VerificationError
 from fairdeck.log.cosignature import Cosigner, WitnessPolicy
 from fairdeck.log.handproof import HandProof
 from fairdeck.log.note import Signer, Verifier
-from tests.dealers import RunningDealer, deal_closed_hand
+from tests.support.dealers import RunningDealer, deal_closed_hand
 
 CLI = [sys.executable, "-m", "fairdeck.cli"]
 

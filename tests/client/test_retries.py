@@ -21,9 +21,9 @@ from fairdeck.client import AsyncDealerClient, ClientConfig, DealerClient
 from fairdeck.client.exceptions import ResourceExhausted, Unavailable
 from fairdeck.v1 import dealer_pb2 as pb
 from fairdeck.wire import Reason
-from fairdeck_server.servicer import status_metadata
-from tests.dealers import RunningDealer
+from fairdeck_server.edge.status import status_metadata
 from tests.server.test_draw_retry import CuttingProxy
+from tests.support.dealers import RunningDealer
 
 C = grpc.StatusCode
 

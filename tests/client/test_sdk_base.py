@@ -1,5 +1,5 @@
 """One SDK base: every client sets up its channel, config and stub in
-fairdeck.client.base, ``ClientConfig`` takes all but the target by name, and
+fairdeck.client.channel, ``ClientConfig`` takes all but the target by name, and
 ListEntries has one pager (``EntryPager``), used by both audit clients and by
 ``fairdeck audit --target``, that refuses a page out of order.
 
@@ -22,7 +22,7 @@ import pytest
 
 from fairdeck.cli.audit_command import remote_log
 from fairdeck.client import AsyncAuditClient, AuditClient, ClientConfig
-from fairdeck.client.base import EntryPager
+from fairdeck.client.channel import EntryPager
 from fairdeck.core.errors import VerificationError
 from fairdeck.log.note import Signer
 from fairdeck.v1 import audit_pb2 as pb
@@ -172,12 +172,14 @@ def constructed(name: str) -> list[str]:
 
 
 def test_one_pager_and_one_place_that_sets_up_a_client() -> None:
-    assert set(constructed("ListEntriesRequest")) == {"client/fairdeck/client/base.py"}
-    assert set(constructed("channel")) | set(constructed("aio_channel")) == {"client/fairdeck/client/base.py"}
+    assert set(constructed("ListEntriesRequest")) == {"client/fairdeck/client/channel.py"}
+    assert set(constructed("channel")) | set(constructed("aio_channel")) == {
+        "client/fairdeck/client/channel.py"
+    }
     # One constructor builds every client's config (base.py); the dealer clients add none of
     # their own, and the two audit clients share one that takes their verifier first.
-    assert "client/fairdeck/client/base.py" in constructed("ClientConfig")
-    assert not {"client/fairdeck/client/dealer.py", "client/fairdeck/client/audit_client.py"} & set(
+    assert "client/fairdeck/client/channel.py" in constructed("ClientConfig")
+    assert not {"client/fairdeck/client/dealer_client.py", "client/fairdeck/client/audit_client.py"} & set(
         constructed("ClientConfig")
     )
     from fairdeck.client import AsyncAuditClient, AsyncDealerClient, AuditClient, DealerClient

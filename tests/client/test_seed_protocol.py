@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from fairdeck.client import AsyncDealerClient, DealerClient, PlayerSeed, SeedOrderError, SeedRound
-from fairdeck.client.seeds import SDK_SEED_PREFIX, seed_commitment
+from fairdeck.client.player_seeds import SDK_SEED_PREFIX, seed_commitment
 from fairdeck.core.errors import VerificationError
-from tests.dealers import RunningDealer
+from tests.support.dealers import RunningDealer
 
 
 @pytest.fixture(scope="module")

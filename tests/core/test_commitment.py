@@ -8,7 +8,7 @@ import pytest
 
 import fairdeck.core.commitment
 import fairdeck.core.derivation
-from fairdeck import UnknownVersion, commit, derive_deck, open_hand, reveal, server_seed_length
+from fairdeck import UnknownVersion, commit, derive_deck, open_local, reveal_local, server_seed_length
 from fairdeck.core.decks import DeckSpec
 from fairdeck.core.encoding import lp, u32, u64
 
@@ -67,8 +67,8 @@ def test_unknown_version_is_refused() -> None:
 
 
 def test_commitment_does_not_cover_the_client_seeds() -> None:
-    sealed = open_hand("standard", "h1", entropy=lambda n: SEED[:n])
-    a, b = reveal(sealed, ["alice"]), reveal(sealed, ["bob"])
+    sealed = open_local("standard", "h1", entropy=lambda n: SEED[:n])
+    a, b = reveal_local(sealed, ["alice"]), reveal_local(sealed, ["bob"])
     assert a.commitment == b.commitment == commit("standard", "h1", SEED)
     assert a.cards != b.cards
 

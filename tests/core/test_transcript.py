@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-from fairdeck import Transcript, VerificationError, deal_hand
+from fairdeck import Transcript, VerificationError, deal_local
 from fairdeck.core import verify
 
 KEYS = ["version", "deck", "hand_id", "commitment", "server_seed", "client_seeds", "cards"]
-GOOD = deal_hand("standard", "h1", ["alice", b"\x00\xff"], entropy=lambda n: bytes(range(n))).transcript
-SHOE = deal_hand("shoe-3", "h2", entropy=lambda n: bytes(n)).transcript
+GOOD = deal_local("standard", "h1", ["alice", b"\x00\xff"], entropy=lambda n: bytes(range(n))).transcript
+SHOE = deal_local("shoe-3", "h2", entropy=lambda n: bytes(n)).transcript
 
 
 def good_dict(t: Transcript = GOOD) -> dict[str, Any]:

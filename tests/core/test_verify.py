@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from fairdeck import InvalidInput, Transcript, VerificationError, commit, deal_hand
+from fairdeck import InvalidInput, Transcript, VerificationError, commit, deal_local
 from fairdeck.core import verify
 
 
@@ -16,8 +16,8 @@ def _seed(n: int) -> bytes:
     return bytes((7 * i + 3) % 256 for i in range(n))
 
 
-GOOD = deal_hand("standard", "table-1:hand-9", ["alice", "bob"], entropy=_seed).transcript
-SHOE = deal_hand("shoe-2", "shoe-hand", ["carol"], entropy=_seed).transcript
+GOOD = deal_local("standard", "table-1:hand-9", ["alice", "bob"], entropy=_seed).transcript
+SHOE = deal_local("shoe-2", "shoe-hand", ["carol"], entropy=_seed).transcript
 
 
 def changed(t: Transcript = GOOD, **changes: Any) -> Transcript:
@@ -129,7 +129,7 @@ def test_digests_and_decks_are_compared_in_constant_time(monkeypatch: pytest.Mon
 
 def test_verify_does_not_accept_text_where_the_transcript_recorded_bytes() -> None:
     """The transcript's client seeds are bytes as used; verify re-derives from exactly those."""
-    t = deal_hand("standard", "nfc", ["e\u0301"], entropy=_seed).transcript
+    t = deal_local("standard", "nfc", ["e\u0301"], entropy=_seed).transcript
     assert t.client_seeds == (b"\xc3\xa9",)
     verify(t)
     assert failing_step(changed(t, client_seeds=("e\u0301".encode(),))).step == "deck"
@@ -143,7 +143,7 @@ def test_card_id_outside_the_deck_fails_verification_instead_of_crashing(bad_id:
 
 # fairdeck verify on texts that are not a transcript (issue 16, finding 4)
 
-_CLI_TEXT = deal_hand("short", "cli-hand", ["alice"], entropy=_seed).transcript.to_json().encode()
+_CLI_TEXT = deal_local("short", "cli-hand", ["alice"], entropy=_seed).transcript.to_json().encode()
 
 
 @pytest.mark.parametrize(

@@ -23,7 +23,7 @@ import yaml
 
 from fairdeck.cli import build_parser
 from fairdeck.v1 import audit_pb2, dealer_pb2
-from fairdeck_server.app import ServerConfig
+from fairdeck_server.config import ServerConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"

@@ -14,7 +14,6 @@ drain and exit 0 on SIGTERM.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import subprocess
@@ -30,6 +29,7 @@ import pytest
 from fairdeck.cli.health_command import check
 from fairdeck.client import DealerClient
 from tests.deploy import deployfiles as d
+from tests.support.env import clean_env
 
 FAIRDECK = Path(sys.executable).parent / "fairdeck"
 # `fairdeck` with only the image's modules importable (runtime_only.py): as in the container.
@@ -61,7 +61,7 @@ def make_keys(where: Path) -> None:
         capture_output=True,
         text=True,
         timeout=60,
-        env={k: v for k, v in os.environ.items() if not k.startswith("FAIRDECK_")},
+        env=clean_env(),
     )
     assert made.returncode == 0, made.stderr
     assert made.stdout.startswith("deploy.test/log+")
@@ -99,9 +99,8 @@ def run_deploy_command(args: list[str], tmp_path: Path, env: dict[str, str]) -> 
     grpc_port, metrics_port = free_port(), free_port()
     argv = [*IMAGE_FAIRDECK, "serve", *localise(args, tmp_path, grpc_port, metrics_port)]
     # Without the container's environment: what the deploy file sets, and nothing inherited.
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("FAIRDECK_")}
     proc = subprocess.Popen(
-        argv, env={**clean, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        argv, env=clean_env(**env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
     try:
         target = f"127.0.0.1:{grpc_port}"
@@ -165,9 +164,13 @@ def run_image_default(tmp_path: Path) -> subprocess.CompletedProcess[str]:
         a.replace("/var/lib/fairdeck", f"{tmp_path}/data")
         for a in d.serve_args_everywhere()["Dockerfile CMD"]
     ]
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("FAIRDECK_")}
     return subprocess.run(
-        [*IMAGE_FAIRDECK, "serve", *args], env=clean, capture_output=True, text=True, timeout=60, check=False
+        [*IMAGE_FAIRDECK, "serve", *args],
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
 
 

@@ -1,4 +1,4 @@
-"""``fairdeck health`` against a real dealer (tests/dealers.py) on 127.0.0.1:
+"""``fairdeck health`` against a real dealer (tests/support/dealers.py) on 127.0.0.1:
 the probe the Docker HEALTHCHECK and compose's service_healthy rely on.
 
 Plain text, TLS and mTLS (certificates from trustme), a draining dealer
@@ -19,7 +19,7 @@ import pytest
 import trustme
 
 from fairdeck.cli import main
-from tests.dealers import RunningDealer
+from tests.support.dealers import RunningDealer
 
 FAIRDECK = Path(sys.executable).parent / "fairdeck"
 

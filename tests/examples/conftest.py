@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from fairdeck.log.note import Signer
-from tests.dealers import RunningDealer
+from tests.support.dealers import RunningDealer
 
 
 @pytest.fixture(scope="module")

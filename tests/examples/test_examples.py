@@ -25,8 +25,8 @@ from fairdeck.core.decks import DeckSpec
 from fairdeck.core.derivation import derive_deck
 from fairdeck.core.errors import VerificationError
 from fairdeck.log.note import Signer
-from tests.dealers import RunningDealer
 from tests.examples import EXAMPLES
+from tests.support.dealers import RunningDealer
 
 
 def quiet(line: str) -> None:

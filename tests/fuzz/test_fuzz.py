@@ -11,7 +11,7 @@ grown past the message limit, a call gets a deadline of milliseconds, or is
 cancelled. oracle.py says what a right answer is.
 
 Throughput is the design constraint: 140,000 calls in about three minutes on
-two shared cores. So the dealer runs in a child process (dealer_process.py:
+two shared cores. So the dealer runs in a child process (the real `fairdeck serve`:
 its own core, and a crash is seen as one); one hypothesis example is a batch
 of BATCH requests (hypothesis costs about 0.1 ms a draw plus a fixed cost per
 example), sent at once so calls on one hand race; the fuzzer judges answers
@@ -44,10 +44,10 @@ from fairdeck.log.checkpoint import Checkpoint
 from fairdeck.log.note import Signer
 from fairdeck.v1 import audit_pb2 as apb
 from tests.fuzz import wire
-from tests.fuzz.dealer_process import DealerProcess
 from tests.fuzz.oracle import SHORT_DEADLINES, Fuzzer, Outgoing, Rpc, all_rpcs
 from tests.fuzz.plausible import World, plausible
 from tests.log.testkit import fairdeck
+from tests.support.dealers import DealerProcess
 
 PER_RPC = 10_000
 LAYOUT = ("structured", "plausible", "plausible", "raw") * 2
@@ -72,9 +72,18 @@ FUZZ_SETTINGS = settings(
 @pytest.fixture(scope="module")
 def dealer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DealerProcess]:
     base = tmp_path_factory.mktemp("fuzz")
-    process = DealerProcess(base / "data", base / "dealer.log", rate_limit=0, max_open_hands=0)
+    process = DealerProcess(
+        base / "data",
+        base / "dealer.log",
+        "--rate-limit",
+        "0",
+        "--max-open-hands",
+        "0",
+        "--log-level",
+        "WARNING",
+    )
     yield process
-    process.stop()
+    process.terminate()
 
 
 @pytest.fixture(scope="module")
@@ -172,7 +181,7 @@ def test_fuzz(name: str, fuzzer: Fuzzer, dealer: DealerProcess) -> None:
         f"outcomes {dict(outcomes.most_common())}"
     )
     print(summary)
-    assert dealer.alive(), f"the dealer died: {dealer.log()[-3000:]}"
+    assert dealer.alive(), f"the dealer died: {dealer.stderr()[-3000:]}"
     assert fuzzer.sent[name] >= PER_RPC, summary
     problems = sorted(fuzzer.violations[name].values(), key=lambda v: -v.count)
     assert not problems, "\n".join(map(str, problems)) + "\n" + summary
@@ -239,7 +248,7 @@ def _problems(fuzzer: Fuzzer, name: str, body: bytes) -> list[str]:
 
 @pytest.mark.slow
 def test_after_the_fuzz_the_dealer_is_healthy_deals_and_audits(dealer: DealerProcess, fuzzer: Fuzzer) -> None:
-    assert dealer.alive(), dealer.log()[-3000:]
+    assert dealer.alive(), dealer.stderr()[-3000:]
     with grpc.insecure_channel(dealer.target) as channel:
         health = health_pb2_grpc.HealthStub(channel)
         for service in ("", "fairdeck.v1.DealerService"):
@@ -277,10 +286,11 @@ def test_after_the_fuzz_the_dealer_is_healthy_deals_and_audits(dealer: DealerPro
 def test_the_dealer_logged_nothing_unexpected_and_stops_cleanly(dealer: DealerProcess) -> None:
     """Last: stops the module's dealer. An INTERNAL answer or a failing background task logs an ERROR."""
     print(f"dealer CPU {dealer.cpu_seconds()}s; this process {time.process_time():.1f}s")
-    code, printed = dealer.stop()
-    log = dealer.log()
-    assert (code, printed.splitlines()[-1:]) == (0, ["stopped"]), log[-3000:]
-    logged = Counter(line for line in log.splitlines() if line.startswith(("WARNING", "ERROR", "CRITICAL")))
+    code = dealer.terminate()
+    printed = dealer.rest_of_stdout()
+    log = dealer.stderr()
+    assert (code, printed[-1:]) == (0, ["fairdeck dealer stopped"]), log[-3000:]
+    logged = Counter(log.splitlines())  # at --log-level WARNING, every line is a warning or worse
     assert not logged, f"{len(logged)} distinct lines logged:\n" + "\n".join(
         f"{n:6}x {line[:200]}" for line, n in logged.most_common(40)
     )

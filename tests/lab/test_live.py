@@ -2,8 +2,8 @@
 reduced battery (a few dieharder tests, NIST SP 800-22 on 10^6 bits, the deck tests): ours
 passes, and each bad generator is rejected by each battery.
 
-The dealer runs in a process of its own (tests/fuzz/dealer_process.py), so that it and the
-collection each get a core.
+The dealer runs in a process of its own (``fairdeck serve``, tests/support/dealers.py), so that it
+and the collection each get a core.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import pytest
 
 from fairdeck.cli import main
 from fairdeck.lab import formats
-from tests.fuzz.dealer_process import DealerProcess
+from tests.support.dealers import DealerProcess, RunningDealer
 
 RAW_BYTES = 4_400_000
 """Enough for one psample of the quick dieharder tests (each reads about 4.2 MB, measured) and
@@ -29,7 +29,7 @@ many NIST sequences; about 64,000 hands."""
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[DealerProcess, str]]:
     root = tmp_path_factory.mktemp("lab-live")
-    dealer = DealerProcess(root / "data", root / "dealer.log", rate_limit=0)
+    dealer = DealerProcess(root / "data", root / "dealer.log", "--rate-limit", "0")
     try:
         key = subprocess.run(
             [sys.executable, "-m", "fairdeck.cli", "key", "--data", str(root / "data")],
@@ -39,7 +39,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[DealerProce
         ).stdout.strip()
         yield dealer, key
     finally:
-        dealer.stop()
+        dealer.terminate()
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +103,6 @@ def test_a_hand_whose_log_entries_are_anothers_is_named(
     """A small dealer of its own: the check reads a dealer's whole log, and this one is short."""
     from fairdeck.lab.live import LiveDealer, check_log
     from fairdeck.log.note import Verifier
-    from tests.dealers import RunningDealer
 
     running = RunningDealer(tmp_path / "data", rate_limit=0)
     try:

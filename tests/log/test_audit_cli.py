@@ -20,14 +20,13 @@ from fairdeck_server.storage.sqlite import create_database
 from tests.log.testkit import (
     LONG_LIFETIME,
     CliResult,
-    LogDealer,
     database,
     fairdeck,
     fairdeck_process,
-    log_dealer,
     read_checkpoints,
     verifier_key,
 )
+from tests.support.dealers import RunningDealer
 
 REPORT_KEYS = {
     "ok", "tree_size", "root", "entries", "hands", "closed", "voided",
@@ -47,7 +46,7 @@ def deal(target: str, *, closed: int, still_open: int) -> int:
     return last + 1
 
 
-def settle(dealer: LogDealer, size: int) -> bytes:
+def settle(dealer: RunningDealer, size: int) -> bytes:
     """Wait until the dealer's signed head covers ``size`` entries; return its note."""
     vkey = verifier_key(dealer.data_dir)
     deadline = time.monotonic() + 10
@@ -64,8 +63,8 @@ def audit(*where: str, key: str, since: Path | None = None, lifetime: str = LONG
 
 
 @pytest.fixture
-def dealer(tmp_path: Path) -> Iterator[LogDealer]:
-    with log_dealer(tmp_path / "data", checkpoint_interval=0.02) as d:
+def dealer(tmp_path: Path) -> Iterator[RunningDealer]:
+    with RunningDealer(tmp_path / "data", checkpoint_interval=0.02) as d:
         yield d
 
 
@@ -76,7 +75,7 @@ def _same(report: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def test_target_and_data_agree(dealer: LogDealer) -> None:
+def test_target_and_data_agree(dealer: RunningDealer) -> None:
     size = deal(dealer.target, closed=40, still_open=3)
     settle(dealer, size)
     key = verifier_key(dealer.data_dir)
@@ -97,7 +96,7 @@ def test_target_and_data_agree(dealer: LogDealer) -> None:
     assert len(live.findings) == 3 and all("deck shopping" in f["problem"] for f in live.findings)
 
 
-def test_the_console_script_and_fairdeck_key(dealer: LogDealer, tmp_path: Path) -> None:
+def test_the_console_script_and_fairdeck_key(dealer: RunningDealer, tmp_path: Path) -> None:
     """The real ``fairdeck`` process: key, then audit --target and --data, text output."""
     size = deal(dealer.target, closed=10, still_open=1)
     settle(dealer, size)
@@ -119,7 +118,7 @@ def test_the_console_script_and_fairdeck_key(dealer: LogDealer, tmp_path: Path) 
     assert outputs[0][1] == "  closed and verified 10, voided 0, still open within their lifetime 1"
 
 
-def test_json_lists_the_findings_and_text_names_them(dealer: LogDealer, tmp_path: Path) -> None:
+def test_json_lists_the_findings_and_text_names_them(dealer: RunningDealer, tmp_path: Path) -> None:
     size = deal(dealer.target, closed=12, still_open=0)
     settle(dealer, size)
     dealer.stop()
@@ -153,7 +152,7 @@ def test_json_lists_the_findings_and_text_names_them(dealer: LogDealer, tmp_path
     assert len(bad_lines) == 1 and bad_lines[0].startswith(f"  BAD {where}: "), bad_lines
 
 
-def test_since_saves_then_advances(dealer: LogDealer, tmp_path: Path) -> None:
+def test_since_saves_then_advances(dealer: RunningDealer, tmp_path: Path) -> None:
     key = verifier_key(dealer.data_dir)
     verifier = Verifier.parse(key)
     saved = tmp_path / "audited.checkpoint"
@@ -191,7 +190,7 @@ def test_since_saves_then_advances(dealer: LogDealer, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("other_key", [True, False], ids=["another key", "the same key"])
-def test_since_from_another_log_fails(other_key: bool, dealer: LogDealer, tmp_path: Path) -> None:
+def test_since_from_another_log_fails(other_key: bool, dealer: RunningDealer, tmp_path: Path) -> None:
     """A checkpoint saved from a different log is not a prefix of this one: under
     another key it does not verify; under the same key its root is not this tree's."""
     size = deal(dealer.target, closed=20, still_open=0)
@@ -203,7 +202,7 @@ def test_since_from_another_log_fails(other_key: bool, dealer: LogDealer, tmp_pa
         for name in ("log.key", "seed.key"):
             shutil.copy2(dealer.data_dir / name, other_dir / name)
         create_database(other_dir / "fairdeck.db", {})
-    with log_dealer(other_dir, checkpoint_interval=0.02) as other:
+    with RunningDealer(other_dir, checkpoint_interval=0.02) as other:
         other_size = deal(other.target, closed=6, still_open=0)
         other_note = settle(other, other_size)
     assert other_size < size
@@ -229,7 +228,7 @@ def test_since_from_another_log_fails(other_key: bool, dealer: LogDealer, tmp_pa
 
 
 def test_unreachable_target_is_a_usage_error(tmp_path: Path) -> None:
-    with log_dealer(tmp_path / "data") as d:
+    with RunningDealer(tmp_path / "data") as d:
         key = verifier_key(d.data_dir)
         d.stop()
         result = fairdeck("audit", "--target", d.target, "--key", key, "--timeout", "2")

@@ -1,7 +1,7 @@
 """``fairdeck audit``'s progress bar (issue 14): tqdm's, with the rate and the time left, on a
 terminal only; never on a pipe, never beside ``--json``, never with ``--no-progress``.
 
-The real console script runs in a subprocess, its stderr on a pseudo-terminal (tests/ttys.py)
+The real console script runs in a subprocess, its stderr on a pseudo-terminal (tests/support/ttys.py)
 or on a pipe, over the real log of tests/log/testkit.py.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from tests.log.testkit import BuiltLog, verifier_key
-from tests.ttys import fairdeck_on_pipes, fairdeck_on_pty
+from tests.support.ttys import fairdeck_on_pipes, fairdeck_on_pty
 
 # tqdm's "[elapsed<remaining, rate]": the time taken, the time left, and entries per second.
 RATE_AND_ETA = re.compile(r"\[\d\d:\d\d<\d\d:\d\d, [\d.,]+ ?entries/s\]")

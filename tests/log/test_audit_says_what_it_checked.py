@@ -27,13 +27,13 @@ from tests.log.testkit import (
     database,
     fairdeck,
     fairdeck_process,
-    log_dealer,
     read_checkpoints,
     read_entries,
     sign_tree,
     signer_of,
     verifier_key,
 )
+from tests.support.dealers import RunningDealer
 
 EMPTY_TREE_ROOT = hashlib.sha256(b"").hexdigest()  # RFC 9162 2.1.1
 
@@ -79,7 +79,7 @@ def test_since_unreadable_file_is_a_usage_error(built_log: BuiltLog, tmp_path: P
 def test_fresh_dealer_audits_ok(tmp_path: Path) -> None:
     data = tmp_path / "data"
     saved = tmp_path / "first.note"
-    with log_dealer(data, checkpoint_interval=0.02) as dealer:
+    with RunningDealer(data, checkpoint_interval=0.02) as dealer:
         key = verifier_key(data)
         for where in (["--target", dealer.target], ["--data", str(data)]):
             result = fairdeck("audit", *where, "--key", key, "--json")
@@ -123,7 +123,7 @@ def test_empty_log_after_a_saved_checkpoint_is_a_rollback(built_log: BuiltLog, t
     # identity refusals), so this is a fresh data dir; an empty log carries no signature, so which
     # key it has does not matter to what is checked here.
     data = tmp_path / "data"
-    with log_dealer(data) as dealer:
+    with RunningDealer(data) as dealer:
         result = fairdeck(
             "audit", "--target", dealer.target, "--key", verifier_key(built_log.data_dir), "--json",
             "--since", str(saved),

@@ -22,20 +22,14 @@ cleanly and the real ``fairdeck audit --data`` passes.
 
 from __future__ import annotations
 
-import queue
 import random
-import re
 import shutil
-import signal
 import sqlite3
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
 
 import pytest
 
@@ -51,63 +45,22 @@ from tests.log.testkit import (
     LONG_LIFETIME,
     audit_data,
     fairdeck_process,
-    subprocess_env,
     verifier_key,
 )
+from tests.support.dealers import DealerProcess
 
 pytestmark = pytest.mark.slow
 
 CYCLES = 20
 SEED = 0xFA1D_DEC4
-LISTENING = re.compile(r"^fairdeck dealer listening on 127\.0\.0\.1:(\d+) \(data: (.+)\)$")
 
 
-class DealerProcess:
-    """``python -m fairdeck.cli serve --listen 127.0.0.1:0 --data DIR`` as a child process."""
-
-    def __init__(self, data_dir: Path, stderr_path: Path) -> None:
-        self.stderr_path = stderr_path
-        self.stderr_file = stderr_path.open("a")
-        self.proc = subprocess.Popen(
-            [
-                sys.executable, "-m", "fairdeck.cli", "serve",
-                "--listen", "127.0.0.1:0", "--data", str(data_dir),
-                "--max-hand-lifetime", LONG_LIFETIME, "--log-level", "WARNING",
-                "--rate-limit", "0", "--max-open-hands", "0",  # load, not limits (tests/ops)
-            ],
-            stdout=subprocess.PIPE,
-            stderr=self.stderr_file,
-            text=True,
-            env=subprocess_env(),
-        )  # fmt: skip
-        lines: queue.Queue[str | None] = queue.Queue()
-        threading.Thread(target=_read_lines, args=(self.proc.stdout, lines), daemon=True).start()
-        first = lines.get(timeout=30)
-        match = LISTENING.match(first or "")
-        assert match, f"unexpected first line {first!r}; stderr: {stderr_path.read_text()}"
-        self.target = f"127.0.0.1:{match.group(1)}"
-
-    def kill9(self) -> None:
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(timeout=10)
-        self.stderr_file.close()
-
-    def terminate(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.stderr_file.close()
-        return self.proc.returncode
-
-
-def _read_lines(stream: IO[str], lines: queue.Queue[str | None]) -> None:
-    for line in stream:
-        lines.put(line.rstrip("\n"))
-    lines.put(None)
+def start_dealer(data: Path, stderr: Path) -> DealerProcess:
+    return DealerProcess(
+        data, stderr,
+        "--max-hand-lifetime", LONG_LIFETIME, "--log-level", "WARNING",
+        "--rate-limit", "0", "--max-open-hands", "0",  # load, not limits (tests/ops)
+    )  # fmt: skip
 
 
 @dataclass
@@ -309,7 +262,7 @@ def test_kill_9_under_load(tmp_path: Path) -> None:
     dealer: DealerProcess | None = None
     try:
         for cycle in range(CYCLES):
-            dealer = DealerProcess(data, stderr)
+            dealer = start_dealer(data, stderr)
             vkey = verifier_key(data)
             check_restarted(dealer.target, vkey, acks, crashed.head, sample_rng)
             killed = threading.Event()
@@ -328,7 +281,7 @@ def test_kill_9_under_load(tmp_path: Path) -> None:
             assert crashed.head is not None or cycle == 0
         assert len(acks.commits) > 20 * CYCLES and len(acks.reveals) > 10 * CYCLES, "the load did run"
 
-        dealer = DealerProcess(data, stderr)
+        dealer = start_dealer(data, stderr)
         check_restarted(dealer.target, verifier_key(data), acks, crashed.head, sample_rng)
         assert dealer.terminate() == 0
     finally:

@@ -38,7 +38,8 @@ from fairdeck.log.note import Signer, Verifier
 from fairdeck.log.receipts import open_signed_checkpoint
 from fairdeck.v1 import audit_pb2 as pb
 from fairdeck.v1 import audit_pb2_grpc
-from tests.log.testkit import LogDealer, sign_tree, signer_of
+from tests.log.testkit import sign_tree, signer_of
+from tests.support.dealers import RunningDealer
 
 SERVICE = "fairdeck.v1.AuditService"
 MESSAGES: dict[str, tuple[type[Message], type[Message]]] = {
@@ -150,7 +151,7 @@ def _await_head(vkey: str, target: str, size: int) -> tuple[Checkpoint, bytes]:
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Any:
     data = tmp_path_factory.mktemp("lying") / "data"
-    dealer = LogDealer(data, checkpoint_interval=0.01)
+    dealer = RunningDealer(data, checkpoint_interval=0.01)
     dealer.start()
     proxy = LyingProxy(dealer.target)
     try:

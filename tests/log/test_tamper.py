@@ -49,7 +49,6 @@ from tests.log.testkit import (
     database,
     finding_text,
     has_finding,
-    log_dealer,
     read_checkpoints,
     read_entries,
     resign_all,
@@ -57,6 +56,7 @@ from tests.log.testkit import (
     signer_of,
     tree_root,
 )
+from tests.support.dealers import RunningDealer
 
 Expected = tuple[str, int | None, str | None]
 """(problem text, index, hand id) of a finding the audit must report."""
@@ -690,7 +690,7 @@ def test_stopped_dealer_leaves_unrevealed_commitments_then_voids_them(tmp_path: 
     evidence; started again with a short lifetime, it voids them, and the audit
     then passes and counts them as voided."""
     data = tmp_path / "data"
-    with log_dealer(data, max_hand_lifetime=3600) as dealer, DealerClient(dealer.target, timeout=20) as c:
+    with RunningDealer(data, max_hand_lifetime=3600) as dealer, DealerClient(dealer.target, timeout=20) as c:
         opened = {c.open_hand("standard").hand_id for _ in range(3)}
         opened |= {c.deal_new_hand("short").hand.hand_id for _ in range(2)}
         drawn = c.open_hand("jokers")
@@ -706,7 +706,7 @@ def test_stopped_dealer_leaves_unrevealed_commitments_then_voids_them(tmp_path: 
     assert {(f["hand_id"], f["index"]) for f in shopping.findings} == {(h, commits[h]) for h in opened}
     assert all("deck shopping" in f["problem"] for f in shopping.findings)
 
-    with log_dealer(data, max_hand_lifetime=0.5) as dealer, DealerClient(dealer.target, timeout=20) as c:
+    with RunningDealer(data, max_hand_lifetime=0.5) as dealer, DealerClient(dealer.target, timeout=20) as c:
         deadline = time.monotonic() + 10
         while any(c.get(h).state is not HandState.CLOSED for h in opened):
             assert time.monotonic() < deadline, "the dealer did not void its stale hands"
@@ -726,7 +726,7 @@ def test_running_dealer_voids_in_time(tmp_path: Path) -> None:
     """A dealer with a 1 s lifetime that keeps running: its stale hands are voided
     and logged, so an audit with the same lifetime passes."""
     data = tmp_path / "data"
-    with log_dealer(data, max_hand_lifetime=1.0) as dealer, DealerClient(dealer.target, timeout=20) as c:
+    with RunningDealer(data, max_hand_lifetime=1.0) as dealer, DealerClient(dealer.target, timeout=20) as c:
         opened = [c.open_hand("standard").hand_id for _ in range(4)] + [c.deal_new_hand().hand.hand_id]
         deadline = time.monotonic() + 15
         while any(c.get(h).state is not HandState.CLOSED for h in opened):

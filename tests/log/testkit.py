@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import os
 import shutil
 import sqlite3
 import subprocess
@@ -26,25 +25,11 @@ from fairdeck.client import DealerClient
 from fairdeck.log import merkle
 from fairdeck.log.checkpoint import Checkpoint, sign_checkpoint
 from fairdeck.log.note import Signer
-from fairdeck_server.vault import KEY_ENV
-from tests.dealers import RunningDealer
+from tests.support.dealers import RunningDealer
+from tests.support.env import clean_env
 
 DB_NAME = "fairdeck.db"
 LONG_LIFETIME = "1000000"  # seconds: no hand of a test is ever "too old" with this
-
-
-LogDealer = RunningDealer
-"""A DealerServer on 127.0.0.1:0 in its own loop thread, with any ServerConfig; restartable."""
-
-
-@contextlib.contextmanager
-def log_dealer(data_dir: Path, **config: Any) -> Iterator[LogDealer]:
-    dealer = LogDealer(data_dir, **config)
-    try:
-        dealer.start()
-        yield dealer
-    finally:
-        dealer.close()
 
 
 # -- the fairdeck command --------------------------------------------------------------------------
@@ -78,12 +63,6 @@ def fairdeck(*args: str) -> CliResult:
     return CliResult(rc, out.getvalue(), err.getvalue())
 
 
-def subprocess_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != KEY_ENV}
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
-
-
 def fairdeck_process(*args: str, timeout: float = 60) -> CliResult:
     """``python -m fairdeck.cli ARGS``: the real console script in a subprocess."""
     done = subprocess.run(
@@ -91,7 +70,7 @@ def fairdeck_process(*args: str, timeout: float = 60) -> CliResult:
         capture_output=True,
         text=True,
         timeout=timeout,
-        env=subprocess_env(),
+        env=clean_env(),
     )
     return CliResult(done.returncode, done.stdout, done.stderr)
 
@@ -224,7 +203,7 @@ def build_log(data_dir: Path) -> BuiltLog:
     built = BuiltLog(data_dir)
     # A short checkpoint interval, and pauses, so the log has checkpoints at many sizes.
     with (
-        log_dealer(data_dir, checkpoint_interval=0.02) as dealer,
+        RunningDealer(data_dir, checkpoint_interval=0.02) as dealer,
         DealerClient(dealer.target, timeout=20) as c,
     ):
         # 30 tables open, then play, then close in the reverse order: 30 commits, then 30 reveals.

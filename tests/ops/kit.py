@@ -3,13 +3,9 @@ their /metrics over loopback HTTP, and the RetryInfo of a refused call."""
 
 from __future__ import annotations
 
-import os
-import re
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from google.rpc import error_details_pb2, status_pb2
@@ -17,26 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from fairdeck.client.exceptions import FairdeckError
 from fairdeck.wire import STATUS_DETAILS_KEY
-from tests.dealers import RunningDealer
-
-LISTENING = re.compile(r"^fairdeck dealer listening on 127\.0\.0\.1:(\d+) \(data: (.+)\)$")
-
-
-def clean_env() -> dict[str, str]:
-    """This environment without FAIRDECK_* variables, for a ``fairdeck serve`` subprocess."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FAIRDECK_")}
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
-
-
-@contextmanager
-def dealer(data_dir: Path, **config: Any) -> Iterator[RunningDealer]:
-    running = RunningDealer(data_dir, **config)
-    running.start()
-    try:
-        yield running
-    finally:
-        running.close()
+from tests.support.dealers import RunningDealer
 
 
 def scrape(running: RunningDealer) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

@@ -12,9 +12,9 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from fairdeck.client import DealerClient
-from fairdeck_server.calls import CallInterceptor
-from tests.ops.kit import dealer
+from fairdeck_server.edge.chain import CallInterceptor
 from tests.ops.test_logs import captured
+from tests.support.dealers import RunningDealer
 
 DEAL_NEW_HAND = "/fairdeck.v1.DealerService/DealNewHand"
 DEAL_HANDS = "/fairdeck.v1.DealerService/DealHands"
@@ -34,7 +34,7 @@ def _layers(behavior: Any) -> list[str]:
 def test_with_limits_and_default_deadline_off_a_call_runs_only_observing_and_auth(tmp_path: Path) -> None:
     with (
         captured("fairdeck.access") as out,
-        dealer(tmp_path / "data", rate_limit=0, max_open_hands=0, default_deadline=0) as running,
+        RunningDealer(tmp_path / "data", rate_limit=0, max_open_hands=0, default_deadline=0) as running,
     ):
         with DealerClient(running.target) as client:
             client.deal_new_hand()
@@ -63,7 +63,7 @@ def test_with_limits_and_default_deadline_off_a_call_runs_only_observing_and_aut
 
 
 def test_with_production_limits_every_layer_runs_in_order(tmp_path: Path) -> None:
-    with dealer(tmp_path / "data") as running:  # rate limit, open-hands cap, 30 s default deadline
+    with RunningDealer(tmp_path / "data") as running:  # rate limit, open-hands cap, 30 s default deadline
         with DealerClient(running.target) as client:
             client.deal_new_hand()
         with grpc.insecure_channel(running.target) as channel:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -19,8 +18,9 @@ from fairdeck.cli import build_parser
 from fairdeck.cli import main as fairdeck_main
 from fairdeck.log.cosignature import Cosigner
 from fairdeck_server import config
-from fairdeck_server.app import ServerConfig
-from tests.ops.kit import LISTENING, clean_env
+from fairdeck_server.config import ServerConfig
+from tests.support.dealers import DealerProcess
+from tests.support.env import clean_env
 
 _WITNESS_KEYS = [
     Cosigner.from_seed(f"witness.test/w{i}", bytes([i]) * 32).verifier.to_string() for i in range(3)
@@ -251,22 +251,10 @@ def test_the_three_sources_together_in_a_real_serve(tmp_path: Path) -> None:
         toml({"listen": "127.0.0.1:2", "data_dir": str(tmp_path / "from-file"), "log_format": "text"})
     )
     env = {"FAIRDECK_CONFIG": str(path), "FAIRDECK_LISTEN": "127.0.0.1:1", "FAIRDECK_LOG_FORMAT": "json"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "fairdeck.cli", "serve", "--listen", "127.0.0.1:0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**clean_env(), **env},
-        cwd=tmp_path,
-    )
-    try:
-        assert proc.stdout is not None
-        match = LISTENING.match(proc.stdout.readline().strip())
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        _, stderr = proc.communicate(timeout=30)
-    assert match, stderr
-    assert int(match.group(1)) not in (1, 2) and match.group(2) == str(tmp_path / "from-file")  # file
+    with DealerProcess(None, tmp_path / "stderr", env=env, cwd=tmp_path) as dealer:
+        match = dealer.listening
+    stderr = dealer.stderr()
+    assert int(match.group(2)) not in (1, 2) and match.group(3) == str(tmp_path / "from-file")  # file
     lines = [json.loads(line) for line in stderr.splitlines()]  # json: env beat the file's text
     described = next(line["message"] for line in lines if line["message"].startswith("configuration:"))
     assert "listen=127.0.0.1:0 (flag)" in described and "log_format=json (env)" in described

@@ -21,11 +21,12 @@ from fairdeck.client import AsyncDealerClient, DealerClient
 from fairdeck.client.exceptions import DeadlineExceeded, FairdeckError, ResourceExhausted
 from fairdeck.v1 import dealer_pb2 as pb
 from fairdeck_server.auth import new_token
-from fairdeck_server.limits import OpenHandsCap, RateLimiter, hands_requested
+from fairdeck_server.edge.interceptors import hands_requested
+from fairdeck_server.edge.methods import Malformed
+from fairdeck_server.limits import OpenHandsCap, RateLimiter
 from fairdeck_server.principal import Role
-from fairdeck_server.servicer import Malformed
-from tests.dealers import RunningDealer
-from tests.ops.kit import dealer, details, retry_delay
+from tests.ops.kit import details, retry_delay
+from tests.support.dealers import RunningDealer
 
 DEALER = "/fairdeck.v1.DealerService/"
 
@@ -109,7 +110,7 @@ def _health(target: str) -> int:
 
 def test_rate_limit_refuses_with_reason_and_retry_delay(tmp_path: Path) -> None:
     with (
-        dealer(tmp_path / "d", rate_limit=1.0, rate_burst=3) as running,
+        RunningDealer(tmp_path / "d", rate_limit=1.0, rate_burst=3) as running,
         DealerClient(running.target, retries=0) as c,
     ):
         hand = c.open_hand()
@@ -131,7 +132,7 @@ def test_rate_limit_refuses_with_reason_and_retry_delay(tmp_path: Path) -> None:
 
 
 def test_one_tenant_exhausted_leaves_another_alone(tmp_path: Path) -> None:
-    with dealer(tmp_path / "d", rate_limit=0.5, rate_burst=2, require_auth=True) as running:
+    with RunningDealer(tmp_path / "d", rate_limit=0.5, rate_burst=2, require_auth=True) as running:
         tokens = {}
         for tenant in ("acme", "zenith"):
             token, record = new_token(tenant, Role.DEALER)
@@ -155,7 +156,7 @@ def test_one_tenant_exhausted_leaves_another_alone(tmp_path: Path) -> None:
 
 def test_a_rate_of_zero_turns_the_limit_off(tmp_path: Path) -> None:
     with (
-        dealer(tmp_path / "d", rate_limit=0, rate_burst=1) as running,
+        RunningDealer(tmp_path / "d", rate_limit=0, rate_burst=1) as running,
         DealerClient(running.target, retries=0) as c,
     ):
         hand = c.open_hand()
@@ -165,7 +166,7 @@ def test_a_rate_of_zero_turns_the_limit_off(tmp_path: Path) -> None:
 
 def test_open_hands_cap(tmp_path: Path) -> None:
     config = {"max_open_hands": 3, "rate_limit": 0}
-    with dealer(tmp_path / "d", **config) as running, DealerClient(running.target, retries=0) as c:
+    with RunningDealer(tmp_path / "d", **config) as running, DealerClient(running.target, retries=0) as c:
         first = c.open_hand()
         c.open_hand()
         c.deal_new_hand()
@@ -204,7 +205,7 @@ def test_a_burst_of_opens_cannot_overshoot_the_cap(tmp_path: Path) -> None:
             outcomes.append("refused" if isinstance(r, ResourceExhausted) else "opened")
         return outcomes
 
-    with dealer(tmp_path / "d", max_open_hands=4, rate_limit=0) as running:
+    with RunningDealer(tmp_path / "d", max_open_hands=4, rate_limit=0) as running:
         outcomes = asyncio.run(burst(running.target))
         assert outcomes.count("opened") == 4
         assert running.server is not None
@@ -227,7 +228,7 @@ def _settled(running: RunningDealer) -> tuple[int, int]:
 
 def test_default_deadline_ends_a_long_stream_and_keeps_what_was_stored(tmp_path: Path) -> None:
     config = {"default_deadline": 0.2, "max_open_hands": 0, "rate_limit": 0}
-    with dealer(tmp_path / "d", **config) as running, DealerClient(running.target, retries=0) as c:
+    with RunningDealer(tmp_path / "d", **config) as running, DealerClient(running.target, retries=0) as c:
         received = 0
         started = time.monotonic()
         with pytest.raises(DeadlineExceeded) as cut:
@@ -245,7 +246,7 @@ def test_default_deadline_ends_a_long_stream_and_keeps_what_was_stored(tmp_path:
 
 def test_default_deadline_ends_a_unary_call_stalled_on_storage(tmp_path: Path) -> None:
     config = {"default_deadline": 0.3, "rate_limit": 0}
-    with dealer(tmp_path / "d", **config) as running, DealerClient(running.target, retries=0) as c:
+    with RunningDealer(tmp_path / "d", **config) as running, DealerClient(running.target, retries=0) as c:
         c.open_hand()  # the database exists
         blocker = sqlite3.connect(tmp_path / "d" / "fairdeck.db", isolation_level=None, timeout=10)
         blocker.execute("BEGIN IMMEDIATE")  # holds the write lock: the dealer's commit waits
@@ -265,7 +266,7 @@ def test_default_deadline_ends_a_unary_call_stalled_on_storage(tmp_path: Path) -
 
 def test_messages_over_the_size_limit_are_refused_by_grpc(tmp_path: Path) -> None:
     with (
-        dealer(tmp_path / "d", max_message_bytes=4096, rate_limit=0) as running,
+        RunningDealer(tmp_path / "d", max_message_bytes=4096, rate_limit=0) as running,
         DealerClient(running.target, retries=0) as c,
     ):
         with pytest.raises(ResourceExhausted) as big:

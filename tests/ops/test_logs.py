@@ -8,9 +8,6 @@ import io
 import json
 import logging
 import re
-import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,41 +16,17 @@ import pytest
 
 from fairdeck.client import DealerClient
 from fairdeck.client.exceptions import HandNotFound, ResourceExhausted
-from fairdeck_server.logs import CallFilter, JsonFormatter
-from tests.ops.kit import LISTENING, clean_env, dealer
+from fairdeck_server.logging_setup import CallFilter, JsonFormatter
+from tests.support.dealers import DealerProcess, RunningDealer
 
 GENERATED = re.compile(r"[0-9a-f]{27}")
 KEYS = {"time", "level", "logger", "message", "request_id", "method", "tenant"}
 
 
-def serve(*args: str, cwd: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "fairdeck.cli", "serve", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=clean_env(),
-        cwd=cwd,
-    )
-
-
-def wait_listening(proc: subprocess.Popen[str]) -> int:
-    assert proc.stdout is not None
-    line = proc.stdout.readline().strip()
-    match = LISTENING.match(line)
-    if not match:
-        proc.kill()
-        raise AssertionError(f"no listening line: {line!r}; stderr: {proc.communicate()[1]}")
-    return int(match.group(1))
-
-
 def test_json_access_lines_carry_the_clients_request_id(tmp_path: Path) -> None:
-    proc = serve(
-        "--listen", "127.0.0.1:0", "--data", str(tmp_path / "data"), "--log-format", "json", cwd=tmp_path
-    )
+    dealer = DealerProcess(tmp_path / "data", tmp_path / "stderr", "--log-format", "json", cwd=tmp_path)
     try:
-        port = wait_listening(proc)
-        target = f"127.0.0.1:{port}"
+        target = dealer.target
         with DealerClient(target, metadata=(("x-request-id", "ops-test-42"),)) as c:
             hand = c.open_hand()  # a request_id= here would replace the client's for this call
             closed = c.close_hand(hand.hand_id)
@@ -64,9 +37,9 @@ def test_json_access_lines_carry_the_clients_request_id(tmp_path: Path) -> None:
         with DealerClient(target) as c:
             c.get(hand.hand_id)
     finally:
-        proc.send_signal(signal.SIGTERM)
-        _, stderr = proc.communicate(timeout=30)
-    assert proc.returncode == 0, stderr
+        code = dealer.terminate()
+    stderr = dealer.stderr()
+    assert code == 0, stderr
 
     lines = [json.loads(line) for line in stderr.splitlines()]  # every line is one JSON object
     assert lines and all(set(line) >= KEYS for line in lines)
@@ -116,14 +89,14 @@ def test_every_line_inside_a_call_carries_its_request_id(tmp_path: Path) -> None
     # call's status reaches the client before its access line is written.
     with (
         captured("fairdeck.access", "fairdeck_server") as out,
-        dealer(tmp_path / "d", rate_limit=0.0001, rate_burst=1) as running,
+        RunningDealer(tmp_path / "d", rate_limit=0.0001, rate_burst=1) as running,
         DealerClient(running.target, metadata=(("x-request-id", "burst-7"),)) as c,
     ):
         c.open_hand()
         with pytest.raises(ResourceExhausted):
             c.open_hand()
     lines = [json.loads(line) for line in out.getvalue().splitlines()]
-    refused = [line for line in lines if line["logger"] == "fairdeck_server.limits"]
+    refused = [line for line in lines if line["logger"] == "fairdeck_server.edge.interceptors"]
     assert len(refused) == 1 and refused[0]["message"].startswith("refused: RATE_LIMITED")
     assert refused[0]["request_id"] == "burst-7" and refused[0]["tenant"] == "default"
     access = [line for line in lines if line["logger"] == "fairdeck.access"]
@@ -134,14 +107,12 @@ def test_every_line_inside_a_call_carries_its_request_id(tmp_path: Path) -> None
 
 
 def test_text_is_the_default_format(tmp_path: Path) -> None:
-    proc = serve("--listen", "127.0.0.1:0", "--data", str(tmp_path / "data"), cwd=tmp_path)
-    try:
-        port = wait_listening(proc)
-        with DealerClient(f"127.0.0.1:{port}", metadata=(("x-request-id", "plain-1"),)) as c:
-            c.open_hand()
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        _, stderr = proc.communicate(timeout=30)
+    with (
+        DealerProcess(tmp_path / "data", tmp_path / "stderr", cwd=tmp_path) as dealer,
+        DealerClient(dealer.target, metadata=(("x-request-id", "plain-1"),)) as c,
+    ):
+        c.open_hand()
+    stderr = dealer.stderr()
     access = [line for line in stderr.splitlines() if " fairdeck.access: " in line]
     assert len(access) == 1
     assert "/fairdeck.v1.DealerService/OpenHand OK" in access[0]
@@ -161,7 +132,7 @@ def test_streams_the_client_abandons_log_no_error(tmp_path: Path, caplog: pytest
 
     config = {"metrics_listen": "127.0.0.1:0", "rate_limit": 0, "max_open_hands": 0}
     request = dealer_pb2.DealHandsRequest(deck="standard", hand_count=100_000, close=False)
-    with caplog.at_level(logging.DEBUG), dealer(tmp_path / "d", **config) as running:
+    with caplog.at_level(logging.DEBUG), RunningDealer(tmp_path / "d", **config) as running:
         with grpc.insecure_channel(running.target) as channel:
             stub = dealer_pb2_grpc.DealerServiceStub(channel)
             for timeout in (0.05, 0.1, 0.15, 0.2, 0.3) * 2:

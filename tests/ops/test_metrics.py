@@ -29,7 +29,8 @@ from fairdeck.client.exceptions import (
 from fairdeck_server import startup
 from fairdeck_server.auth import new_token
 from fairdeck_server.principal import Role
-from tests.ops.kit import dealer, sample, scrape, scrape_until
+from tests.ops.kit import sample, scrape, scrape_until
+from tests.support.dealers import RunningDealer
 
 DEALER = "fairdeck.v1.DealerService"
 
@@ -41,7 +42,7 @@ def rpcs(samples: dict, method: str, code: str, service: str = DEALER) -> float:
 def test_a_known_session_moves_every_counter_by_its_exact_amount(tmp_path: Path) -> None:
     # burst 8 at a rate that refills nothing during the test: the 9th call is refused.
     config = {"metrics_listen": "127.0.0.1:0", "rate_limit": 0.0001, "rate_burst": 8, "max_open_hands": 0}
-    with dealer(tmp_path / "d", **config) as running, DealerClient(running.target, retries=0) as c:
+    with RunningDealer(tmp_path / "d", **config) as running, DealerClient(running.target, retries=0) as c:
         first = c.open_hand(request_id="session-open-1")
         assert c.open_hand(request_id="session-open-1").hand_id == first.hand_id  # a retry: no new hand
         second = c.open_hand()
@@ -100,7 +101,7 @@ def test_a_known_session_moves_every_counter_by_its_exact_amount(tmp_path: Path)
 
 
 def test_codes_of_refusals_and_deadlines_are_the_ones_clients_received(tmp_path: Path) -> None:
-    # The cap fits what a DealHands with close holds while it runs (limits.STREAM_IN_FLIGHT).
+    # The cap fits what a DealHands with close holds while it runs (dealer.STREAM_IN_FLIGHT).
     config = {
         "metrics_listen": "127.0.0.1:0",
         "rate_limit": 0,
@@ -109,7 +110,7 @@ def test_codes_of_refusals_and_deadlines_are_the_ones_clients_received(tmp_path:
         # 0.2 s), short enough that the 100,000-hand one (about 10 s) always runs past it.
         "default_deadline": 1.5,
     }
-    with dealer(tmp_path / "d", **config) as running, DealerClient(running.target, retries=0) as c:
+    with RunningDealer(tmp_path / "d", **config) as running, DealerClient(running.target, retries=0) as c:
         with pytest.raises(DeadlineExceeded):  # the server's default deadline
             list(c.deal_hands(hand_count=100_000, close=True))
         first = c.open_hand()
@@ -139,7 +140,7 @@ def test_codes_of_refusals_and_deadlines_are_the_ones_clients_received(tmp_path:
 
 def test_voided_hands_are_counted_apart(tmp_path: Path) -> None:
     config = {"metrics_listen": "127.0.0.1:0", "max_hand_lifetime": 0.3}
-    with dealer(tmp_path / "d", **config) as running, DealerClient(running.target, retries=0) as c:
+    with RunningDealer(tmp_path / "d", **config) as running, DealerClient(running.target, retries=0) as c:
         c.open_hand()
         kept = c.open_hand()
         c.close_hand(kept.hand_id)
@@ -155,7 +156,7 @@ def test_voided_hands_are_counted_apart(tmp_path: Path) -> None:
 
 
 def test_storage_failures_are_counted_by_operation(tmp_path: Path) -> None:
-    running_cm = dealer(tmp_path / "d", metrics_listen="127.0.0.1:0")
+    running_cm = RunningDealer(tmp_path / "d", metrics_listen="127.0.0.1:0")
     running = running_cm.__enter__()
     try:
         with DealerClient(running.target, retries=0) as c:
@@ -177,8 +178,8 @@ def test_storage_failures_are_counted_by_operation(tmp_path: Path) -> None:
 
 def test_two_dealers_in_one_process_keep_their_own_numbers(tmp_path: Path) -> None:
     with (
-        dealer(tmp_path / "a", metrics_listen="127.0.0.1:0") as a,
-        dealer(tmp_path / "b", metrics_listen="127.0.0.1:0") as b,
+        RunningDealer(tmp_path / "a", metrics_listen="127.0.0.1:0") as a,
+        RunningDealer(tmp_path / "b", metrics_listen="127.0.0.1:0") as b,
         DealerClient(a.target) as ca,
         DealerClient(b.target) as cb,
     ):
@@ -191,7 +192,7 @@ def test_two_dealers_in_one_process_keep_their_own_numbers(tmp_path: Path) -> No
 
 def test_checkpoint_age_resets_when_the_head_moves(tmp_path: Path) -> None:
     with (
-        dealer(tmp_path / "d", metrics_listen="127.0.0.1:0") as running,
+        RunningDealer(tmp_path / "d", metrics_listen="127.0.0.1:0") as running,
         DealerClient(running.target, retries=0) as c,
     ):
         c.open_hand()
@@ -217,7 +218,7 @@ def test_checkpoint_age_resets_when_the_head_moves(tmp_path: Path) -> None:
 def test_auth_refusals_are_counted_and_never_spend_a_tenants_budget(tmp_path: Path) -> None:
     # Interceptor order: observing (outermost) sees the refusal; limits (inside auth) never run for it.
     config = {"metrics_listen": "127.0.0.1:0", "require_auth": True, "rate_limit": 0.0001, "rate_burst": 1}
-    with dealer(tmp_path / "d", **config) as running:
+    with RunningDealer(tmp_path / "d", **config) as running:
         token, record = new_token("acme", Role.DEALER)
         assert running.server is not None
         running._run(running.server.storage.put_token(record))
@@ -240,7 +241,7 @@ def test_writers_on_postgresql_export_their_log_lock_wait(tmp_path: Path, pg_url
 
     config = {"metrics_listen": "127.0.0.1:0", "db": pg_url, "db_pool_size": 3}
     startup.init(tmp_path / "d", keys_only=True, environ={})  # serve never makes keys on PostgreSQL
-    with dealer(tmp_path / "d", **config) as running, DealerClient(running.target, retries=0) as c:
+    with RunningDealer(tmp_path / "d", **config) as running, DealerClient(running.target, retries=0) as c:
         assert len(list(c.deal_hands(hand_count=5, close=True))) == 5
         hand = c.open_hand().hand_id
         with (

@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 from grpc._cython.cygrpc import ExecuteBatchError
 
-from fairdeck_server.metrics import Metrics, ObservingInterceptor
+from fairdeck_server.edge.interceptors import ObservingInterceptor
+from fairdeck_server.metrics import Metrics
 
 
 class EndedCall:
@@ -99,19 +100,19 @@ def test_other_failures_of_a_stream_still_raise() -> None:
 def test_a_status_that_cannot_be_sent_because_the_call_ended_ends_as_cancelled() -> None:
     """abort() on a call that ended meanwhile: grpc's status batch fails. That must not reach
     gRPC, which would log an ERROR with a traceback, nor be mistaken for a bug of ours."""
-    from fairdeck_server import errors
-    from fairdeck_server.servicer import abort
+    from fairdeck_server import refusals
+    from fairdeck_server.edge.status import abort
 
     class EndedAbort(EndedCall):
         async def abort(self, code: Any, details: str, trailing_metadata: Any = ()) -> None:
             raise ExecuteBatchError('Failed "execute_batch"')
 
     with pytest.raises(asyncio.CancelledError):
-        asyncio.run(abort(EndedAbort(-0.01), errors.deadline_exceeded(0.2)))  # type: ignore[arg-type]
+        asyncio.run(abort(EndedAbort(-0.01), refusals.deadline_exceeded(0.2)))  # type: ignore[arg-type]
 
     class BrokenAbort(EndedCall):
         async def abort(self, code: Any, details: str, trailing_metadata: Any = ()) -> None:
             raise TypeError("a bug of ours")
 
     with pytest.raises(TypeError):
-        asyncio.run(abort(BrokenAbort(5.0), errors.deadline_exceeded(0.2)))  # type: ignore[arg-type]
+        asyncio.run(abort(BrokenAbort(5.0), refusals.deadline_exceeded(0.2)))  # type: ignore[arg-type]

@@ -14,10 +14,9 @@ import pytest
 
 from fairdeck.client import AsyncDealerClient, DealerClient
 from fairdeck.client.exceptions import ResourceExhausted
-from fairdeck_server.dealer import BATCH_CHUNK
-from fairdeck_server.limits import STREAM_IN_FLIGHT
-from tests.dealers import RunningDealer
-from tests.ops.kit import dealer, sample, scrape_until
+from fairdeck_server.dealer import BATCH_CHUNK, STREAM_IN_FLIGHT
+from tests.ops.kit import sample, scrape_until
+from tests.support.dealers import RunningDealer
 
 
 def _log_size_when_still(running: RunningDealer, timeout: float = 20) -> int:
@@ -49,7 +48,7 @@ def test_cancelled_without_reason_under_2500_concurrent_gets(tmp_path: Path) -> 
             hand = await c.open_hand()
             return await asyncio.gather(*(c.get(hand.hand_id) for _ in range(calls)), return_exceptions=True)
 
-    with dealer(tmp_path / "d", rate_limit=0, metrics_listen="127.0.0.1:0") as running:
+    with RunningDealer(tmp_path / "d", rate_limit=0, metrics_listen="127.0.0.1:0") as running:
         results = asyncio.run(many_gets(running.target))
         failed = [r for r in results if isinstance(r, BaseException)]
         assert not failed, {(type(r).__name__, getattr(r, "code", None)) for r in failed}
@@ -65,7 +64,7 @@ def test_cancelled_without_reason_under_2500_concurrent_gets(tmp_path: Path) -> 
 
 def test_deal_hands_with_close_holds_hands_against_the_cap_while_it_runs(tmp_path: Path) -> None:
     limit = STREAM_IN_FLIGHT + 100
-    with dealer(tmp_path / "d", max_open_hands=limit, rate_limit=0) as running:
+    with RunningDealer(tmp_path / "d", max_open_hands=limit, rate_limit=0) as running:
         reader = DealerClient(running.target)
         first = reader.deal_hands("short", 100_000, close=True)
         next(first)  # the call runs, unread: it holds STREAM_IN_FLIGHT hands
@@ -97,7 +96,7 @@ def test_an_unread_stream_stops_producing_and_resumes_when_read(tmp_path: Path) 
     count = 20_000
     config = {"rate_limit": 0, "max_open_hands": 0, "default_deadline": 120}
     with (
-        dealer(tmp_path / "d", **config) as running,
+        RunningDealer(tmp_path / "d", **config) as running,
         DealerClient(running.target, options=[("grpc.http2.bdp_probe", 0)]) as c,
     ):
         hands = c.deal_hands("standard", count, close=True)

@@ -3,14 +3,14 @@ made through the real `fairdeck token` command, and test certificates."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from fairdeck.cli import main
-from tests.dealers import RunningDealer
 from tests.security.pki import Pki
+from tests.support.dealers import RunningDealer
 
 MakeToken = Callable[[str, str], str]
 
@@ -43,12 +43,9 @@ def token_for(data: Path, capsys: pytest.CaptureFixture[str]) -> MakeToken:
 
 
 @pytest.fixture
-def secured(data: Path) -> Iterator[RunningDealer]:
+def secured(data: Path, running_dealer: Callable[..., RunningDealer]) -> RunningDealer:
     """A dealer on loopback that still requires credentials (as off loopback)."""
-    dealer = RunningDealer(data, require_auth=True)
-    dealer.start()
-    yield dealer
-    dealer.close()
+    return running_dealer(data, require_auth=True)
 
 
 @pytest.fixture

@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,12 +20,12 @@ from fairdeck.core.seeds import MAX_CLIENT_SEED_CHARS
 from fairdeck.v1 import dealer_pb2, dealer_pb2_grpc
 from fairdeck.wire import Reason
 from fairdeck_server.auth import peer_address, split_token
-from fairdeck_server.errors import DealerError
-from fairdeck_server.servicer import client_seeds
-from tests.dealers import RunningDealer
+from fairdeck_server.edge.dealer_servicer import client_seeds
+from fairdeck_server.refusals import DealerError
 from tests.security import rawh2
 from tests.security.conftest import MakeToken
-from tests.security.test_serve_process import LISTENING, _cli, _env
+from tests.security.test_serve_process import _cli
+from tests.support.dealers import DealerProcess, RunningDealer
 
 OPEN_HAND = "/fairdeck.v1.DealerService/OpenHand"
 BODY = dealer_pb2.OpenHandRequest(deck="standard").SerializeToString()
@@ -74,30 +71,17 @@ def test_a_token_that_is_not_utf8_never_reaches_the_log_and_is_refused(
         "0xFF in the secret": f"Bearer fdk_{token_id}_{garbage}".encode() + b"\xff",
     }
     log_path = tmp_path / "serve.log"
-    with log_path.open("w") as stderr:
-        proc = subprocess.Popen(
-            [
-                sys.executable, "-m", "fairdeck.cli", "serve", "--listen", "127.0.0.1:0", "--data", str(data),
-                "--require-auth", "--log-format", log_format, "--log-level", "DEBUG",
-            ],
-            stdout=subprocess.PIPE, stderr=stderr, text=True, env=_env(),
-        )  # fmt: skip
-        try:
-            assert proc.stdout is not None
-            line = proc.stdout.readline()
-            match = LISTENING.match(line)
-            assert match, line + log_path.read_text()
-            target = f"127.0.0.1:{match.group(1)}"
-            answers = {
-                name: _status(rawh2.call(target, OPEN_HAND, BODY, [(b"authorization", value)]))
-                for name, value in headers.items()
-            }
-            # The same token, sent properly, works: the refusals above are about the bytes.
-            with DealerClient(target, api_token=token, timeout=20) as client:
-                client.open_hand()
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            out, _ = proc.communicate(timeout=30)
+    with DealerProcess(
+        data, log_path, "--require-auth", "--log-format", log_format, "--log-level", "DEBUG"
+    ) as dealer:
+        answers = {
+            name: _status(rawh2.call(dealer.target, OPEN_HAND, BODY, [(b"authorization", value)]))
+            for name, value in headers.items()
+        }
+        # The same token, sent properly, works: the refusals above are about the bytes.
+        with DealerClient(dealer.target, api_token=token, timeout=20) as client:
+            client.open_hand()
+    out = "\n".join(dealer.rest_of_stdout())
     output = out + log_path.read_text()
     for name, answer in answers.items():
         assert answer == (grpc.StatusCode.UNAUTHENTICATED.value[0], "INVALID_TOKEN", None), name

@@ -10,8 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.dealers import RunningDealer
 from tests.security.conftest import MakeToken
+from tests.support.dealers import RunningDealer
 
 CLI = [sys.executable, "-m", "fairdeck.cli"]
 

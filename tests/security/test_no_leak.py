@@ -31,9 +31,9 @@ from fairdeck.client import DealerClient
 from fairdeck.client.audit_client import AuditClient
 from fairdeck.client.exceptions import FairdeckError
 from fairdeck_server.auth import split_token, token_digest
-from fairdeck_server.transparency import load_log_keys
+from fairdeck_server.log_signing import load_log_keys
 from fairdeck_server.vault import load_or_create_key, read_key_file
-from tests.dealers import RunningDealer
+from tests.support.dealers import RunningDealer
 
 # -- encodings and the search -------------------------------------------------------------------
 
@@ -93,7 +93,7 @@ class Capture(logging.Handler):
         self.plain = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
         self.json: logging.Formatter | None = None
         with contextlib.suppress(ImportError):
-            from fairdeck_server.logs import CallFilter, JsonFormatter
+            from fairdeck_server.logging_setup import CallFilter, JsonFormatter
 
             self.addFilter(CallFilter())
             self.json = JsonFormatter()

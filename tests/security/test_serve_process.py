@@ -5,9 +5,6 @@ serve plain text off loopback."""
 
 from __future__ import annotations
 
-import os
-import re
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -18,57 +15,41 @@ from fairdeck.client import DealerClient
 from fairdeck.client.calls import tls_credentials
 from fairdeck.client.exceptions import Unauthenticated
 from fairdeck_server.auth import split_token
-from fairdeck_server.vault import KEY_ENV
 from tests.security.pki import Pki
-
-LISTENING = re.compile(r"^fairdeck dealer listening on 127\.0\.0\.1:(\d+) ")
-
-
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FAIRDECK_") and k != KEY_ENV}
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
+from tests.support.dealers import DealerProcess
+from tests.support.env import clean_env
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "fairdeck.cli", *args], capture_output=True, text=True, timeout=60, env=_env()
+        [sys.executable, "-m", "fairdeck.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=clean_env(),
     )
 
 
 def test_serve_with_tls_and_tokens(tmp_path: Path, pki: Pki) -> None:
     data = tmp_path / "data"
     stderr_path = tmp_path / "serve.log"
-    with stderr_path.open("w") as stderr:
-        proc = subprocess.Popen(
-            [
-                sys.executable, "-m", "fairdeck.cli", "serve", "--listen", "127.0.0.1:0", "--data", str(data),
-                "--tls-cert", str(pki.server_cert), "--tls-key", str(pki.server_key), "--require-auth",
-                "--log-format", "json", "--log-level", "DEBUG",
-            ],
-            stdout=subprocess.PIPE, stderr=stderr, text=True, env=_env(),
-        )  # fmt: skip
-        try:
-            assert proc.stdout is not None
-            line = proc.stdout.readline()
-            match = LISTENING.match(line)
-            assert match, line + stderr_path.read_text()
-            target = f"127.0.0.1:{match.group(1)}"
-            made = _cli("token", "create", "--data", str(data), "--tenant", "acme", "--role", "dealer")
-            assert made.returncode == 0, made.stderr
-            token = made.stdout.strip()
-            creds = tls_credentials(ca=pki.ca_pem)
-            with DealerClient(target, credentials=creds, api_token=token, timeout=20) as client:
-                hand = client.open_hand()
-                client.close_hand(hand.hand_id).verify(commitment=hand.commitment)
-            with (
-                DealerClient(target, credentials=creds, timeout=20) as anonymous,
-                pytest.raises(Unauthenticated),
-            ):
-                anonymous.open_hand()
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(timeout=30)
+    with DealerProcess(
+        data, stderr_path,
+        "--tls-cert", str(pki.server_cert), "--tls-key", str(pki.server_key), "--require-auth",
+        "--log-format", "json", "--log-level", "DEBUG",
+    ) as dealer:  # fmt: skip
+        made = _cli("token", "create", "--data", str(data), "--tenant", "acme", "--role", "dealer")
+        assert made.returncode == 0, made.stderr
+        token = made.stdout.strip()
+        creds = tls_credentials(ca=pki.ca_pem)
+        with DealerClient(dealer.target, credentials=creds, api_token=token, timeout=20) as client:
+            hand = client.open_hand()
+            client.close_hand(hand.hand_id).verify(commitment=hand.commitment)
+        with (
+            DealerClient(dealer.target, credentials=creds, timeout=20) as anonymous,
+            pytest.raises(Unauthenticated),
+        ):
+            anonymous.open_hand()
     logs = stderr_path.read_text()
     assert '"level": "DEBUG"' in logs or '"level": "INFO"' in logs, logs[-2000:]
     secret = split_token(token)[1]  # type: ignore[index]

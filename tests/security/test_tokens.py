@@ -19,11 +19,11 @@ from fairdeck.cli import main
 from fairdeck.client import DealerClient
 from fairdeck.client.exceptions import FairdeckError, Unauthenticated
 from fairdeck_server import auth
-from fairdeck_server.errors import DealerError
 from fairdeck_server.principal import Role
+from fairdeck_server.refusals import DealerError
 from fairdeck_server.storage.sqlite import SqliteStorage
-from tests.dealers import RunningDealer
 from tests.security.conftest import MakeToken, create_token
+from tests.support.dealers import RunningDealer
 
 
 def refusal(target: str, token: str | None) -> FairdeckError:

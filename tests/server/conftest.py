@@ -5,21 +5,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from fairdeck.client import AsyncDealerClient, DealerClient
-from tests.dealers import RunningDealer
+from tests.support.dealers import RunningDealer
 
 
 @pytest.fixture
-def running(tmp_path: Path) -> Iterator[RunningDealer]:
-    dealer = RunningDealer(tmp_path / "data")
-    dealer.start()
-    yield dealer
-    dealer.close()
+def running(running_dealer: Callable[..., RunningDealer]) -> RunningDealer:
+    return running_dealer()
 
 
 @pytest.fixture

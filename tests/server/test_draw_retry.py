@@ -19,7 +19,7 @@ import pytest
 from fairdeck.client import DealerClient
 from fairdeck.client.exceptions import Unavailable, WrongPosition
 from fairdeck.v1 import dealer_pb2, dealer_pb2_grpc
-from tests.dealers import RunningDealer
+from tests.support.dealers import RunningDealer
 
 
 @pytest.fixture(scope="module")

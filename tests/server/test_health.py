@@ -21,8 +21,8 @@ from grpc_reflection.v1alpha import reflection_pb2
 
 from fairdeck.client import DealerClient
 from fairdeck.client.exceptions import FairdeckError
-from tests.dealers import RunningDealer
-from tests.ops.kit import dealer, sample, scrape_until
+from tests.ops.kit import sample, scrape_until
+from tests.support.dealers import RunningDealer
 
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
@@ -32,7 +32,7 @@ WAIT = 60  # seconds; SQLite's busy timeout (5 s) is paid twice before NOT_SERVI
 
 @pytest.fixture
 def running(tmp_path: Path) -> Iterator[RunningDealer]:
-    with dealer(tmp_path / "d", metrics_listen="127.0.0.1:0") as d:
+    with RunningDealer(tmp_path / "d", metrics_listen="127.0.0.1:0") as d:
         yield d
 
 
@@ -152,7 +152,8 @@ def test_health_is_not_serving_until_storage_is_open(tmp_path: Path) -> None:
     """Health answers NOT_SERVING while start() waits for storage, then SERVING."""
     import asyncio
 
-    from fairdeck_server.app import DealerServer, ServerConfig
+    from fairdeck_server.app import DealerServer
+    from fairdeck_server.config import ServerConfig
 
     async def scenario() -> None:
         server = DealerServer(ServerConfig(listen="127.0.0.1:0", data_dir=tmp_path / "d"))

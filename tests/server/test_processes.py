@@ -20,18 +20,10 @@ import pytest
 
 from fairdeck.client import DealerClient
 from fairdeck.log.cosignature import Cosigner
-from fairdeck_server.vault import KEY_ENV
+from tests.support.dealers import DealerProcess
+from tests.support.env import clean_env
 
-LISTENING = re.compile(
-    r"^fairdeck dealer listening on 127\.0\.0\.1:(\d+) \(data: (.+); (\d+) processes, pids ([\d ]+)\)$"
-)
 _TICK = os.sysconf("SC_CLK_TCK")
-
-
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != KEY_ENV and not k.startswith("FAIRDECK_")}
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
 
 
 def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -40,7 +32,7 @@ def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
         capture_output=True,
         text=True,
         timeout=timeout,
-        env=_env(),
+        env=clean_env(),
     )
 
 
@@ -50,30 +42,23 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / _TICK
 
 
-class Group:
+class Group(DealerProcess):
     """`fairdeck serve --processes N` in a subprocess: its port, its workers' pids."""
 
     def __init__(self, data: Path, processes: int, stderr: Path) -> None:
-        self.stderr_path = stderr
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "fairdeck.cli", "serve", "--listen", "127.0.0.1:0", "--data", str(data),
-             "--processes", str(processes), "--rate-limit", "0", "--max-open-hands", "0"],
-            stdout=subprocess.PIPE, stderr=stderr.open("w"), text=True, env=_env(),
-        )  # fmt: skip
-        assert self.proc.stdout is not None
-        first = self.proc.stdout.readline().rstrip("\n")
-        match = LISTENING.match(first)
-        assert match, f"unexpected first line {first!r}; stderr: {stderr.read_text()}"
-        assert match.group(2) == str(data) and int(match.group(3)) == processes
-        self.target = f"127.0.0.1:{match.group(1)}"
-        self.pids = [int(p) for p in match.group(4).split()]
+        super().__init__(
+            data, stderr, "--processes", str(processes), "--rate-limit", "0", "--max-open-hands", "0"
+        )
+        rest = self.listening.group(4) or ""
+        match = re.fullmatch(r"(\d+) processes, pids ([\d ]+)", rest)
+        assert match, f"unexpected listening line {self.listening.group(0)!r}"
+        assert self.listening.group(3) == str(data) and int(match.group(1)) == processes
+        self.pids = [int(p) for p in match.group(2).split()]
         assert len(self.pids) == processes
 
     def stop(self) -> tuple[int, str, str]:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        out, _ = self.proc.communicate(timeout=60)
-        return self.proc.returncode, out, self.stderr_path.read_text()
+        code = self.terminate(timeout=60)
+        return code, "\n".join(self.rest_of_stdout()) + "\n", self.stderr()
 
 
 @pytest.fixture
@@ -145,7 +130,8 @@ def test_a_dead_worker_stops_the_dealer_and_loses_nothing(group: tuple[Group, Pa
     assert audit.returncode == 0, audit.stdout + audit.stderr
     again = cli("serve", "--listen", "127.0.0.1:0", "--data", str(data), "--processes", "0")
     assert again.returncode == 2 and "--processes" in again.stderr and again.stderr.count("\n") == 1
-    with _one_dealer(data) as target, DealerClient(target) as client:  # the lock went with the group
+    # The lock went with the group: one dealer takes the data dir.
+    with DealerProcess(data, data.parent / "one.stderr") as one, DealerClient(one.target) as client:
         for hand_id, commitment in acknowledged:
             assert client.get(hand_id).commitment == commitment
 
@@ -183,7 +169,7 @@ def test_refusals_are_one_line(tmp_path: Path) -> None:
         "--data",
         str(tmp_path / "d2"),
     ]
-    by_hand = subprocess.run(serve, capture_output=True, text=True, timeout=60, env={**_env(), **worker})
+    by_hand = subprocess.run(serve, capture_output=True, text=True, timeout=60, env={**clean_env(), **worker})
     assert by_hand.returncode == 2 and by_hand.stderr.count("\n") == 1, by_hand.stderr
     assert "not its workers by hand" in by_hand.stderr
 
@@ -205,35 +191,6 @@ def _alive(pid: int) -> bool:
         return False
 
 
-class _one_dealer:
-    def __init__(self, data: Path) -> None:
-        self.data = data
-
-    def __enter__(self) -> str:
-        serve = [
-            sys.executable,
-            "-m",
-            "fairdeck.cli",
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--data",
-            str(self.data),
-        ]
-        self.proc = subprocess.Popen(
-            serve, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env()
-        )
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        match = re.match(r"fairdeck dealer listening on (127\.0\.0\.1:\d+)", line)
-        assert match, (line, self.proc.stderr.read() if self.proc.stderr else "")
-        return match.group(1)
-
-    def __exit__(self, *exc: object) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        self.proc.communicate(timeout=60)
-
-
 def test_workers_do_not_outlive_a_killed_supervisor(group: tuple[Group, Path]) -> None:
     """SIGKILL leaves the supervisor no chance to stop its workers: they see their lifeline pipe
     end, drain and exit, and the data dir is free again."""
@@ -245,6 +202,6 @@ def test_workers_do_not_outlive_a_killed_supervisor(group: tuple[Group, Path]) -
     while any(_alive(pid) for pid in g.pids) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not any(_alive(pid) for pid in g.pids), "workers serve on without their supervisor"
-    with _one_dealer(data) as target, DealerClient(target) as client:
+    with DealerProcess(data, data.parent / "one.stderr") as one, DealerClient(one.target) as client:
         for hand_id, commitment in acknowledged:
             assert client.get(hand_id).commitment == commitment

@@ -23,7 +23,8 @@ from fairdeck.log.logentry import VOIDED, RevealEntry, decode
 from fairdeck_server.dealer import Dealer
 from fairdeck_server.storage.sqlite import SqliteStorage
 from fairdeck_server.vault import SeedVault
-from tests.ops.kit import dealer, sample, scrape_until
+from tests.ops.kit import sample, scrape_until
+from tests.support.dealers import RunningDealer
 
 
 def test_a_hand_that_cannot_be_unsealed_does_not_stall_the_reaper_for_every_tenant(tmp_path: Path) -> None:
@@ -85,7 +86,7 @@ def test_the_running_reaper_skips_a_hand_whose_seed_does_not_open_and_voids_the_
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     data = tmp_path / "d"
-    with dealer(data) as running, DealerClient(running.target) as c:
+    with RunningDealer(data) as running, DealerClient(running.target) as c:
         hands = [c.open_hand("standard").hand_id for _ in range(4)]
     # A seed key that is not the store's is refused at start (tests/server/test_startup_refusals.py),
     # which checks one hand per key id: the first. A later hand's sealed seed can still fail to
@@ -98,7 +99,7 @@ def test_the_running_reaper_skips_a_hand_whose_seed_does_not_open_and_voids_the_
         db.execute("UPDATE hands SET sealed_seed = ? WHERE hand_id = ?", (bytes(damaged), lost_id))
     caplog.set_level(logging.INFO)
     with (
-        dealer(data, max_hand_lifetime=0.2, metrics_listen="127.0.0.1:0") as running,
+        RunningDealer(data, max_hand_lifetime=0.2, metrics_listen="127.0.0.1:0") as running,
         DealerClient(running.target) as c,
     ):
         deadline = time.monotonic() + 20

@@ -9,16 +9,13 @@ from __future__ import annotations
 
 import json
 import os
-import queue
-import re
-import signal
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import pytest
 
@@ -27,73 +24,28 @@ from fairdeck.client.audit_client import AuditClient
 from fairdeck.client.exceptions import FairdeckError
 from fairdeck.client.models import HandState
 from fairdeck.log import logentry
-from fairdeck_server.transparency import load_or_create_signer
+from fairdeck_server.log_signing import load_or_create_signer
 from fairdeck_server.vault import load_or_create_key
-
-LISTENING = re.compile(r"^fairdeck dealer listening on 127\.0\.0\.1:(\d+) ")
-
-
-def _env() -> dict[str, str]:
-    """This environment without FAIRDECK_* settings (they would override the flags' intent)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FAIRDECK_")}
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
+from tests.support.dealers import DealerProcess
+from tests.support.env import clean_env
 
 
-class Replica:
-    """``python -m fairdeck.cli serve --db URL`` on 127.0.0.1:0 with its own data dir."""
+class Replica(DealerProcess):
+    """``fairdeck serve --db URL`` on 127.0.0.1:0 with its own data dir and the shared keys."""
 
     def __init__(self, name: str, tmp: Path, url: str, seed_key: Path, log_key: Path) -> None:
         self.name = name
-        self.stderr_path = tmp / f"{name}.stderr"
-        self._stderr = self.stderr_path.open("w")
-        argv = [
-            sys.executable, "-m", "fairdeck.cli", "serve",
-            "--listen", "127.0.0.1:0",
-            "--db", url,
-            "--data", str(tmp / name),
-            "--seed-key-file", str(seed_key),
-            "--log-key-file", str(log_key),
-            "--checkpoint-interval", "0.05",
-            "--rate-limit", "0",
-            "--log-level", "WARNING",
-        ]  # fmt: skip
-        self.proc = subprocess.Popen(
-            argv,
-            stdout=subprocess.PIPE,
-            stderr=self._stderr,
-            text=True,
-            env=_env(),
-        )
-        self.lines: queue.Queue[str | None] = queue.Queue()
-        assert self.proc.stdout is not None
-        threading.Thread(target=self._read, args=(self.proc.stdout,), daemon=True).start()
-        first = self.lines.get(timeout=60)
-        match = LISTENING.match(first or "")
-        assert match, f"{name} did not start: {first!r}; stderr: {self.stderr()}"
-        self.target = f"127.0.0.1:{match.group(1)}"
-
-    def _read(self, stream: IO[str]) -> None:
-        for line in stream:
-            self.lines.put(line.rstrip("\n"))
-        self.lines.put(None)
-
-    def stderr(self) -> str:
-        return self.stderr_path.read_text()
+        super().__init__(
+            tmp / name, tmp / f"{name}.stderr",
+            "--db", url, "--seed-key-file", str(seed_key), "--log-key-file", str(log_key),
+            "--checkpoint-interval", "0.05", "--rate-limit", "0", "--log-level", "WARNING",
+        )  # fmt: skip
 
     def kill(self) -> None:
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(timeout=30)
+        self.kill9()
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._stderr.close()
+        self.terminate()
 
 
 @pytest.fixture
@@ -264,7 +216,7 @@ def test_killing_a_replica_mid_load_loses_nothing_acknowledged(
     done = subprocess.run(
         [sys.executable, "-m", "fairdeck.cli", "audit", "--target", b.target, "--key", keys[2],
          "--max-hand-lifetime", "1000000", "--json"],
-        capture_output=True, text=True, timeout=120, env=_env(),
+        capture_output=True, text=True, timeout=120, env=clean_env(),
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads(done.stdout)
@@ -276,7 +228,7 @@ def test_killing_a_replica_mid_load_loses_nothing_acknowledged(
 def _audit_db(url: str, vkey: str) -> tuple[int, dict[str, Any]]:
     done = subprocess.run(
         [sys.executable, "-m", "fairdeck.cli", "audit", "--db", url, "--key", vkey, "--json"],
-        capture_output=True, text=True, timeout=120, env=_env(),
+        capture_output=True, text=True, timeout=120, env=clean_env(),
     )  # fmt: skip
     assert done.returncode in (0, 1), done.stdout + done.stderr
     return done.returncode, json.loads(done.stdout)
@@ -322,7 +274,7 @@ def test_audit_of_an_unreachable_database_says_so_without_its_password(keys: tup
     done = subprocess.run(
         [sys.executable, "-m", "fairdeck.cli", "audit", "--db",
          "postgresql://auditor:hunter2@127.0.0.1:1/fairdeck?connect_timeout=5", "--key", keys[2]],
-        capture_output=True, text=True, timeout=60, env=_env(),
+        capture_output=True, text=True, timeout=60, env=clean_env(),
     )  # fmt: skip
     assert done.returncode == 2, done.stdout + done.stderr
     assert done.stderr.startswith("fairdeck audit: cannot read the log: ")

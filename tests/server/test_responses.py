@@ -1,10 +1,6 @@
-"""Responses built in place (issue 15) are the messages they were when built from parts.
-
-The servicer used to build a Hand (with a LogReceipt and a Timestamp) and copy it into
-the response, and a DealtHand per hand copied into DealHandsResponse. Now it fills the
-response's own fields. Here every kind of record, built both ways, serializes to the
-same bytes: presence of receipts at index 0, client seeds, reveal fields, transcripts.
-"""
+"""The servicer fills a response's own fields in place (no Hand or DealtHand built only to be
+copied): every kind of record says in its message exactly what the record holds, receipts at
+index 0 present, client seeds, reveal fields and a transcript that verifies."""
 
 from __future__ import annotations
 
@@ -14,54 +10,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from google.protobuf import timestamp_pb2
 
 from fairdeck.core.decks import DeckSpec
+from fairdeck.core.transcript import Transcript
+from fairdeck.core.verify import verify
 from fairdeck.v1 import dealer_pb2 as pb
 from fairdeck_server.dealer import Dealer
-from fairdeck_server.servicer import DealerServicer, deal_hands_response
+from fairdeck_server.edge.dealer_servicer import DealerServicer, deal_hands_response
 from fairdeck_server.storage.base import HandRecord, StoredHandState
 from fairdeck_server.storage.sqlite import SqliteStorage
 from fairdeck_server.vault import SeedVault
-
-
-def _from_parts(servicer: DealerServicer, record: HandRecord) -> pb.Hand:
-    """The Hand as the servicer built it before issue 15."""
-    created = timestamp_pb2.Timestamp()
-    created.FromMilliseconds(record.created_ms)
-    message = pb.Hand(
-        hand_id=record.hand_id,
-        deck=record.deck,
-        version=record.version,
-        commitment=record.commitment,
-        state={
-            StoredHandState.OPEN: pb.HAND_STATE_OPEN,
-            StoredHandState.SHUFFLED: pb.HAND_STATE_SHUFFLED,
-            StoredHandState.CLOSED: pb.HAND_STATE_CLOSED,
-        }[record.state],
-        client_seeds=record.client_seeds,
-        dealt_count=record.dealt,
-        deck_size=DeckSpec.parse(record.deck).size,
-        commit_receipt=pb.LogReceipt(index=record.commit_index),
-        create_time=created,
-    )
-    if record.reveal_index is not None:
-        message.reveal_receipt.index = record.reveal_index
-    if record.closed_ms is not None:
-        message.close_time.FromMilliseconds(record.closed_ms)
-        t = servicer.dealer.transcript(record)
-        message.transcript.CopyFrom(
-            pb.Transcript(
-                version=t.version,
-                deck=t.deck,
-                hand_id=t.hand_id,
-                commitment=t.commitment,
-                server_seed=t.server_seed,
-                client_seeds=t.client_seeds,
-                cards=t.cards,
-            )
-        )
-    return message
 
 
 async def _records(tmp_path: Path) -> tuple[DealerServicer, list[HandRecord], list[Any]]:
@@ -87,41 +45,67 @@ def made(tmp_path_factory: pytest.TempPathFactory) -> tuple[DealerServicer, list
     return asyncio.run(_records(tmp_path_factory.mktemp("responses")))
 
 
-def test_a_hand_filled_in_place_is_the_hand_built_from_parts(made: Any) -> None:
+STATES = {
+    StoredHandState.OPEN: pb.HAND_STATE_OPEN,
+    StoredHandState.SHUFFLED: pb.HAND_STATE_SHUFFLED,
+    StoredHandState.CLOSED: pb.HAND_STATE_CLOSED,
+}
+
+
+def check_hand(message: pb.Hand, record: HandRecord) -> None:
+    """``message`` says what ``record`` holds, field by field, and nothing else."""
+    assert (message.hand_id, message.deck, message.version) == (record.hand_id, record.deck, record.version)
+    assert message.commitment == record.commitment and message.state == STATES[record.state]
+    assert tuple(message.client_seeds) == record.client_seeds
+    assert (message.dealt_count, message.deck_size) == (record.dealt, DeckSpec.parse(record.deck).size)
+    assert message.HasField("commit_receipt") and message.commit_receipt.index == record.commit_index
+    assert message.create_time.ToMilliseconds() == record.created_ms
+    assert message.HasField("reveal_receipt") == (record.reveal_index is not None)
+    if record.reveal_index is not None:
+        assert message.reveal_receipt.index == record.reveal_index
+    assert message.HasField("close_time") == (record.closed_ms is not None)
+    assert message.HasField("transcript") == (record.closed_ms is not None)
+    if record.closed_ms is not None:
+        assert message.close_time.ToMilliseconds() == record.closed_ms
+        t = message.transcript
+        transcript = Transcript(
+            t.version, t.deck, t.hand_id, t.commitment, t.server_seed, tuple(t.client_seeds), tuple(t.cards)
+        )
+        verify(transcript)
+        assert (t.hand_id, t.commitment, t.server_seed) == (
+            record.hand_id,
+            record.commitment,
+            record.server_seed,
+        )
+        assert tuple(t.client_seeds) == record.client_seeds
+        assert len(t.cards) == DeckSpec.parse(record.deck).size
+
+
+def test_a_hand_message_says_what_its_record_holds(made: Any) -> None:
     servicer, records, _ = made
     assert records[0].commit_index == 0  # the receipt at index 0 must still be present
+    assert {r.state for r in records} == set(STATES)
     for record in records:
-        expected = _from_parts(servicer, record)
-        assert servicer.hand(record).SerializeToString(deterministic=True) == expected.SerializeToString(
-            deterministic=True
-        )
+        check_hand(servicer.hand(record), record)
         response = pb.DealNewHandResponse(cards=[1, 2])
-        servicer.hand(record, response.hand)
-        assert response == pb.DealNewHandResponse(hand=expected, cards=[1, 2])
-        assert response.hand.HasField("commit_receipt")
+        servicer.hand(record, response.hand)  # filled in place: the same message
+        check_hand(response.hand, record)
+        assert list(response.cards) == [1, 2]
 
 
-def test_deal_hands_messages_built_in_place_are_those_built_from_parts(made: Any) -> None:
+def test_deal_hands_messages_say_what_their_records_hold(made: Any) -> None:
     _, _, chunks = made
     assert any(seed for chunk in chunks for _, _, seed in chunk)  # closed hands: seeds and reveals
     assert any(seed is None for chunk in chunks for _, _, seed in chunk)
     for chunk in chunks:
-        expected = pb.DealHandsResponse(
-            deck="standard",
-            version=chunk[0][0].version,
-            hands=[
-                pb.DealtHand(
-                    hand_id=record.hand_id,
-                    commitment=record.commitment,
-                    cards=cards,
-                    commit_receipt=pb.LogReceipt(index=record.commit_index),
-                    server_seed=seed or b"",
-                    reveal_receipt=None
-                    if record.reveal_index is None
-                    else pb.LogReceipt(index=record.reveal_index),
-                )
-                for record, cards, seed in chunk
-            ],
-        )
         got = deal_hands_response("standard", chunk)
-        assert got.SerializeToString(deterministic=True) == expected.SerializeToString(deterministic=True)
+        assert got.deck == "standard" and got.version == chunk[0][0].version
+        assert len(got.hands) == len(chunk)
+        for dealt, (record, cards, seed) in zip(got.hands, chunk, strict=True):
+            assert (dealt.hand_id, dealt.commitment) == (record.hand_id, record.commitment)
+            assert tuple(dealt.cards) == cards
+            assert dealt.HasField("commit_receipt") and dealt.commit_receipt.index == record.commit_index
+            assert dealt.server_seed == (seed or b"")
+            assert dealt.HasField("reveal_receipt") == (record.reveal_index is not None)
+            if record.reveal_index is not None:
+                assert dealt.reveal_receipt.index == record.reveal_index

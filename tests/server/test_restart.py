@@ -18,8 +18,8 @@ from fairdeck.client import DealerClient
 from fairdeck.client.exceptions import HandAlreadyShuffled
 from fairdeck.client.models import HandState
 from fairdeck.core.cards import Card
-from fairdeck_server.refusal import StartupRefused
-from fairdeck_server.vault import KEY_ENV, VaultError
+from fairdeck_server.refusals import StartupRefused
+from fairdeck_server.vault import KEY_ENV
 
 
 @pytest.fixture(autouse=True)
@@ -153,7 +153,7 @@ def test_key_file_readable_by_others_is_refused(running) -> None:  # type: ignor
     running.stop()
     key = running.data_dir / "seed.key"
     os.chmod(key, 0o644)
-    with pytest.raises(VaultError, match="readable by others"):
+    with pytest.raises(StartupRefused, match="readable by others"):
         running.start()
     running.server = None  # it never started; nothing to stop
     os.chmod(key, 0o600)

@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from fairdeck.client import DealerClient
-from tests.dealers import RunningDealer
+from tests.support.dealers import RunningDealer
+from tests.support.env import clean_env
 
 LISTENING = "fairdeck dealer listening on "
 BLOCK_PSYCOPG = (
@@ -54,17 +55,11 @@ class Outcome:
         return line
 
 
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FAIRDECK_")}
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
-
-
 def run(*args: str, code: str | None = None, within: float = 60) -> Outcome:
     """``fairdeck ARGS`` (or ``python -c CODE ARGS``); a dealer that starts is stopped and reported."""
     head = [sys.executable, "-c", code] if code else [sys.executable, "-m", "fairdeck.cli"]
     proc = subprocess.Popen(
-        [*head, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env()
+        [*head, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_env()
     )
     assert proc.stdout is not None
     first: list[str] = []
@@ -275,7 +270,7 @@ def test_a_second_dealer_on_one_data_dir_is_refused_naming_the_first(data: Path)
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=_env(),
+        env=clean_env(),
     )
     try:
         assert first.stdout is not None and first.stdout.readline().startswith(LISTENING)

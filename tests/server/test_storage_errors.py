@@ -22,13 +22,13 @@ from fairdeck.client import DealerClient
 from fairdeck.client.exceptions import FairdeckError
 from fairdeck.v1 import dealer_pb2, dealer_pb2_grpc
 from fairdeck_server.storage.sqlite import SqliteStorage
-from tests.dealers import RunningDealer
-from tests.ops.kit import dealer, sample, scrape_until
+from tests.ops.kit import sample, scrape_until
+from tests.support.dealers import RunningDealer
 
 
 @pytest.fixture
 def running(tmp_path: Path) -> Iterator[RunningDealer]:
-    with dealer(tmp_path / "d", metrics_listen="127.0.0.1:0") as d:
+    with RunningDealer(tmp_path / "d", metrics_listen="127.0.0.1:0") as d:
         yield d
 
 
@@ -109,9 +109,9 @@ def test_a_bug_inside_an_operation_stays_internal(tmp_path: Path) -> None:
             conn.execute("SELECT ?", (object(),))  # a value SQLite cannot bind: our mistake
 
         with pytest.raises(sqlite3.ProgrammingError):
-            await storage._submit(buggy)
+            await storage._writer.submit(buggy)
         with pytest.raises(TypeError):
-            await storage._submit(lambda conn: len(3))  # type: ignore[arg-type]
+            await storage._writer.submit(lambda conn: len(3))  # type: ignore[arg-type]
         await storage.close()
 
     asyncio.run(scenario())

@@ -33,7 +33,7 @@ from fairdeck.stats import sampling
 from fairdeck.stats.analysis import analyse
 from fairdeck.stats.remote import check_hand
 from fairdeck.stats.sampling import RunSpec, sample
-from tests.dealers import RunningDealer
+from tests.support.dealers import RunningDealer
 
 
 def stats(capsys: pytest.CaptureFixture[str], out: Path, *args: str) -> tuple[int, dict[str, Any]]:

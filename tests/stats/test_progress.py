@@ -2,7 +2,7 @@
 second, on a terminal only; never on a pipe, never beside ``--json``, never with ``--no-progress``.
 
 The real console script runs in a subprocess with its stderr on a pseudo-terminal
-(tests/ttys.py) or on a pipe; a small run (2,000 decks, no controls) keeps each in seconds.
+(tests/support/ttys.py) or on a pipe; a small run (2,000 decks, no controls) keeps each in seconds.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ pytest.importorskip("numpy")
 pytest.importorskip("scipy")
 pytest.importorskip("matplotlib")
 
-from tests.ttys import fairdeck_on_pipes, fairdeck_on_pty
+from tests.support.ttys import fairdeck_on_pipes, fairdeck_on_pty
 
 # tqdm's "[elapsed<remaining, ...]": the time taken and the time left, then our rate in decks.
 ETA_AND_RATE = re.compile(r"\[\d\d:\d\d<\d\d:\d\d, [\d,]+ decks/s, ours\]")

@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from fairdeck.log import merkle
-from fairdeck_server.storage.base import Change, HandRecord, NewHand, Storage, StoredHandState
+from fairdeck_server.storage.base import Change, Created, HandRecord, NewHand, Storage, StoredHandState
 
 T = TypeVar("T")
 
@@ -42,6 +42,11 @@ def record(i: int | str, *, tenant: str = "t", request_id: str | None = None, **
         commit_index=-1,
     )
     return replace(base, **fields)
+
+
+def records(created: Sequence[Created]) -> list[HandRecord]:
+    """The stored records of what ``create_hands`` returned."""
+    return [c.record for c in created]
 
 
 def entry(i: int | str) -> bytes:

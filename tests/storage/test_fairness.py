@@ -3,7 +3,7 @@
 The abuse benchmark's attack (b): one tenant's DealHands streams queued chunk after chunk of
 256 hands, and another tenant's DealNewHand, queued behind all of them in one transaction,
 waited over a second. Now each transaction takes every ordinary operation queued and at most
-one bulk one (storage/sqlite.py).
+one bulk one (storage/sqlite/writer.py).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from fairdeck_server.storage.base import HandRecord
 from fairdeck_server.storage.sqlite import SqliteStorage
-from tests.storage.kit import new_hand
+from tests.storage.kit import new_hand, records
 
 
 def test_a_single_hand_is_committed_ahead_of_bulk_chunks_queued_before_it(tmp_path: Path) -> None:
@@ -38,8 +38,8 @@ def test_a_single_hand_is_committed_ahead_of_bulk_chunks_queued_before_it(tmp_pa
             finally:
                 blocker.execute("ROLLBACK")
                 blocker.close()
-            stored = await asyncio.gather(*chunks)
-            (alone,) = await single
+            stored = [records(c) for c in await asyncio.gather(*chunks)]
+            (alone,) = records(await single)
             return stored, alone
         finally:
             await storage.close()

@@ -25,14 +25,14 @@ class CountingQueue(queue.SimpleQueue):  # type: ignore[type-arg]
 def test_operations_of_one_turn_reach_the_writer_in_one_hand_off(tmp_path: Path) -> None:
     async def main() -> tuple[int, int, list[int]]:
         storage = SqliteStorage(tmp_path / "fairdeck.db")
-        counting = storage._queue = CountingQueue()
+        counting = storage._writer._queue = CountingQueue()
         await storage.start()
         try:
             before = counting.puts
             made = await asyncio.gather(*(storage.create_hands([new_hand(i)]) for i in range(50)))
             during = counting.puts - before
             batches = storage.stats.batches
-            return during, batches, sorted(r.commit_index for (r,) in made)
+            return during, batches, sorted(c.record.commit_index for (c,) in made)
         finally:
             await storage.close()
 
@@ -52,4 +52,4 @@ def test_operations_submitted_just_before_close_are_still_done(tmp_path: Path) -
         return await asyncio.wait_for(asyncio.gather(*calls, return_exceptions=True), 10)
 
     outcomes = asyncio.run(main())
-    assert [r.commit_index for (r,) in outcomes] == list(range(5))
+    assert [c.record.commit_index for (c,) in outcomes] == list(range(5))

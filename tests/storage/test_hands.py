@@ -10,9 +10,9 @@ from dataclasses import replace
 
 import pytest
 
-from fairdeck_server import errors
+from fairdeck_server import refusals
 from fairdeck_server.storage.base import Change, HandRecord, NewHand, Storage, StoredHandState
-from tests.storage.kit import Engine, closing, dealing, entry, new_hand, record, run
+from tests.storage.kit import Engine, closing, dealing, entry, new_hand, record, records, run
 
 
 def test_create_then_get_round_trips_every_field(storage_engine: Engine) -> None:
@@ -30,8 +30,8 @@ def test_create_then_get_round_trips_every_field(storage_engine: Engine) -> None
     )
 
     async def scenario(s: Storage) -> None:
-        (first,) = await s.create_hands([new_hand(0)])
-        (made,) = await s.create_hands([NewHand(stored, entry("full"))])
+        (first,) = records(await s.create_hands([new_hand(0)]))
+        (made,) = records(await s.create_hands([NewHand(stored, entry("full"))]))
         assert first.commit_index == 0 and made.commit_index == 1
         assert made == replace(stored, commit_index=1)
         assert await s.get_hand("t", "hfull") == made
@@ -49,7 +49,9 @@ def test_a_hand_created_closed_gets_its_reveal_right_after_its_commit(storage_en
     closed = record(1, state=StoredHandState.CLOSED, closed_ms=5, server_seed=b"revealed", dealt=52)
 
     async def scenario(s: Storage) -> None:
-        made = await s.create_hands([new_hand(0), NewHand(closed, entry("c1"), entry("r1")), new_hand(2)])
+        made = records(
+            await s.create_hands([new_hand(0), NewHand(closed, entry("c1"), entry("r1")), new_hand(2)])
+        )
         assert [(h.commit_index, h.reveal_index) for h in made] == [(0, None), (1, 2), (3, None)]
         assert await s.log_entries(0, 4) == [entry(0), entry("c1"), entry("r1"), entry(2)]
         assert await s.entry_index("h1", reveal=True) == 2
@@ -63,25 +65,25 @@ def test_an_idempotent_open_returns_the_stored_hand(storage_engine: Engine) -> N
     fp, other_fp = b"\x01" * 32, b"\x02" * 32
 
     async def scenario(s: Storage) -> None:
-        (first,) = await s.create_hands([new_hand("a", request_id="r1", request_fingerprint=fp)])
+        (first,) = records(await s.create_hands([new_hand("a", request_id="r1", request_fingerprint=fp)]))
         # A retry builds a new hand (new id, new seed): the stored one comes back instead.
-        (again,) = await s.create_hands([new_hand("b", request_id="r1", request_fingerprint=fp)])
+        (again,) = records(await s.create_hands([new_hand("b", request_id="r1", request_fingerprint=fp)]))
         assert again == first
         assert await s.get_hand("t", "hb") is None
         assert await s.log_size() == 1
 
-        with pytest.raises(errors.DealerError) as reused:
+        with pytest.raises(refusals.DealerError) as reused:
             await s.create_hands([new_hand("c", request_id="r1", request_fingerprint=other_fp)])
-        assert reused.value.status is errors.Status.ALREADY_EXISTS
+        assert reused.value.status is refusals.Status.ALREADY_EXISTS
         assert (reused.value.reason, reused.value.field) == ("REQUEST_ID_REUSED", "request_id")
         assert await s.log_size() == 1 and await s.get_hand("t", "hc") is None
 
         # Request ids are per tenant; a hand without one is never deduplicated.
-        (theirs,) = await s.create_hands(
-            [new_hand("d", tenant="u", request_id="r1", request_fingerprint=other_fp)]
+        (theirs,) = records(
+            await s.create_hands([new_hand("d", tenant="u", request_id="r1", request_fingerprint=other_fp)])
         )
         assert theirs.hand_id == "hd" and theirs.commit_index == 1
-        plain = await s.create_hands([new_hand("e"), new_hand("f")])
+        plain = records(await s.create_hands([new_hand("e"), new_hand("f")]))
         assert [h.commit_index for h in plain] == [2, 3]
 
     run(storage_engine, scenario)
@@ -104,10 +106,10 @@ def test_request_fingerprints_compared_in_constant_time(
     monkeypatch.setattr(hmac, "compare_digest", watched)
 
     async def scenario(s: Storage) -> None:
-        (first,) = await s.create_hands([new_hand("a", request_id="r", request_fingerprint=fp)])
-        (again,) = await s.create_hands([new_hand("b", request_id="r", request_fingerprint=fp)])
+        (first,) = records(await s.create_hands([new_hand("a", request_id="r", request_fingerprint=fp)]))
+        (again,) = records(await s.create_hands([new_hand("b", request_id="r", request_fingerprint=fp)]))
         assert again == first
-        with pytest.raises(errors.DealerError) as reused:
+        with pytest.raises(refusals.DealerError) as reused:
             await s.create_hands([new_hand("c", request_id="r", request_fingerprint=other_fp)])
         assert reused.value.reason == "REQUEST_ID_REUSED"
 
@@ -121,9 +123,10 @@ def test_concurrent_retries_of_one_open_store_one_hand(storage_engine: Engine) -
     async def scenario(s: Storage) -> None:
         retries = [new_hand(f"x{i}", request_id="same", request_fingerprint=fp) for i in range(20)]
         made = await asyncio.gather(*(s.create_hands([retry]) for retry in retries))
-        ids = {m[0].hand_id for m in made}
+        ids = {m[0].record.hand_id for m in made}
         assert len(ids) == 1
-        assert {m[0].commit_index for m in made} == {0}
+        assert {m[0].record.commit_index for m in made} == {0}
+        assert sorted(m[0].found for m in made) == [False] + [True] * 19  # one stored, the rest found
         assert await s.log_size() == 1
 
     run(storage_engine, scenario)
@@ -134,7 +137,7 @@ def test_one_refused_hand_refuses_its_whole_call(storage_engine: Engine) -> None
 
     async def scenario(s: Storage) -> None:
         await s.create_hands([new_hand("a", request_id="r", request_fingerprint=b"1" * 32)])
-        with pytest.raises(errors.DealerError):
+        with pytest.raises(refusals.DealerError):
             await s.create_hands(
                 [new_hand("b"), new_hand("c", request_id="r", request_fingerprint=b"2" * 32)]
             )
@@ -179,9 +182,9 @@ def test_a_refused_update_writes_nothing_and_appends_nothing(storage_engine: Eng
         before = await s.get_hand("t", "h0")
 
         def refuse(r: HandRecord) -> tuple[Change, None]:
-            raise errors.precondition("HAND_CLOSED", "the hand is closed")
+            raise refusals.precondition("HAND_CLOSED", "the hand is closed")
 
-        with pytest.raises(errors.DealerError) as refused:
+        with pytest.raises(refusals.DealerError) as refused:
             await s.update_hand("t", "h0", refuse)
         assert refused.value.reason == "HAND_CLOSED"
 
@@ -203,10 +206,10 @@ def test_another_tenants_hand_cannot_be_updated(storage_engine: Engine) -> None:
     async def scenario(s: Storage) -> None:
         await s.create_hands([new_hand(0, tenant="a")])
         for tenant, hand_id in (("b", "h0"), ("a", "missing")):
-            with pytest.raises(errors.DealerError) as missing:
+            with pytest.raises(refusals.DealerError) as missing:
                 await s.update_hand(tenant, hand_id, closing(entry("no")))
             assert missing.value.reason == "HAND_NOT_FOUND"
-            assert missing.value.status is errors.Status.NOT_FOUND
+            assert missing.value.status is refusals.Status.NOT_FOUND
         stored = await s.get_hand("a", "h0")
         assert stored is not None and stored.state is StoredHandState.OPEN
         assert await s.log_size() == 1
@@ -264,7 +267,7 @@ def test_closed_storage_refuses_calls(storage_engine: Engine) -> None:
         await s.create_hands([new_hand(0)])
         await s.close()
         await s.close()  # idempotent
-        with pytest.raises(errors.DealerError) as closed:
+        with pytest.raises(refusals.DealerError) as closed:
             await s.create_hands([new_hand(1)])
         assert closed.value.reason == "STORAGE_UNAVAILABLE"
 
@@ -282,8 +285,8 @@ def test_calls_made_before_start_wait_for_it(storage_engine: Engine) -> None:
         await s.start()
         try:
             made, _, _ = await asyncio.wait_for(early, 10)
-            assert made[0].commit_index == 0
-            assert await s.get_hand("t", "h0") == made[0]
+            assert made[0].record.commit_index == 0
+            assert await s.get_hand("t", "h0") == made[0].record
         finally:
             await s.close()
 

@@ -11,9 +11,9 @@ import pytest
 
 from fairdeck.client import DealerClient
 from fairdeck_server import startup
-from fairdeck_server.refusal import StartupRefused
+from fairdeck_server.refusals import StartupRefused
 from fairdeck_server.storage.sqlite import SqliteStorage
-from tests.dealers import RunningDealer
+from tests.support.dealers import RunningDealer
 
 
 def _deal(dealer: RunningDealer) -> None:

@@ -13,9 +13,9 @@ from dataclasses import replace
 import pytest
 
 from fairdeck.log import merkle
-from fairdeck_server import errors
+from fairdeck_server import refusals
 from fairdeck_server.storage.base import LogForkError, NewHand, Storage
-from tests.storage.kit import Engine, closing, entry, naive_root, new_hand, record, run
+from tests.storage.kit import Engine, closing, entry, naive_root, new_hand, record, records, run
 
 
 @pytest.mark.parametrize("batches", [[1] * 20, [3, 5, 8, 13, 1, 1, 64], [255, 2, 257]])
@@ -126,7 +126,7 @@ def test_concurrent_appends_make_one_gap_free_log(storage_engine: Engine) -> Non
         out = []
         for i in range(8):
             hand = f"w{w}-{i}"
-            made = await s.create_hands([new_hand(hand), new_hand(f"{hand}b")])
+            made = records(await s.create_hands([new_hand(hand), new_hand(f"{hand}b")]))
             out += [(h.hand_id, h.commit_index, entry(h.hand_id[1:])) for h in made]
             if i % 2:
                 stored, _ = await s.update_hand("t", f"h{hand}", closing(entry(f"reveal {hand}")))
@@ -155,9 +155,9 @@ def test_a_refused_operation_rolls_back_its_appends(storage_engine: Engine) -> N
         await s.create_hands([new_hand(i) for i in range(5)])
         clash = replace(record(0), request_id=None)  # the same hand id again
 
-        with pytest.raises((errors.DealerError, sqlite3.IntegrityError)) as refused:
+        with pytest.raises((refusals.DealerError, sqlite3.IntegrityError)) as refused:
             await s.create_hands([new_hand(5), NewHand(clash, entry(99))])
-        if isinstance(refused.value, errors.DealerError):  # PostgreSQL: the batch is not recorded
+        if isinstance(refused.value, refusals.DealerError):  # PostgreSQL: the batch is not recorded
             assert refused.value.reason == "STORAGE_UNAVAILABLE"
         await s.create_hands([new_hand(6)])
         size, root = await s.log_head()
@@ -186,7 +186,7 @@ def test_two_storages_on_one_database_make_one_log(storage_engine: Engine) -> No
             async def worker(s: Storage, name: str) -> list[tuple[int, bytes]]:
                 out = []
                 for i in range(30):
-                    made = await s.create_hands([new_hand(f"{name}{i}")])
+                    made = records(await s.create_hands([new_hand(f"{name}{i}")]))
                     out.append((made[0].commit_index, entry(f"{name}{i}")))
                     if i % 3 == 0:
                         stored, _ = await s.update_hand(

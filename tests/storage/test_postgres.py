@@ -17,12 +17,12 @@ import psycopg
 import pytest
 
 from fairdeck.log import merkle
-from fairdeck_server import errors
+from fairdeck_server import refusals
 from fairdeck_server.dealer import Dealer
 from fairdeck_server.storage.base import LogForkError, Storage, StoredCheckpoint
 from fairdeck_server.storage.postgres import PostgresStorage
 from fairdeck_server.vault import SeedVault
-from tests.storage.kit import closing, entry, naive_root, new_hand
+from tests.storage.kit import closing, entry, naive_root, new_hand, records
 
 T = TypeVar("T")
 
@@ -52,7 +52,7 @@ def test_two_replicas_appending_concurrently_never_fork(pg_url: str) -> None:
         acked = []
         for i in range(10):
             hand = f"{name}-{i}"
-            made = await s.create_hands([new_hand(hand), new_hand(f"{hand}x")])
+            made = records(await s.create_hands([new_hand(hand), new_hand(f"{hand}x")]))
             acked += [(h.commit_index, entry(h.hand_id[1:])) for h in made]
             stored, _ = await s.update_hand("t", f"h{hand}", closing(entry(f"reveal {hand}")))
             assert stored.reveal_index is not None
@@ -139,8 +139,9 @@ def test_replicas_racing_on_one_request_id_store_one_hand(pg_url: str) -> None:
                     for i, s in enumerate([a, b, a, b])
                 )
             )
-            assert len({m[0].hand_id for m in made}) == 1
-            assert len({m[0].commit_index for m in made}) == 1
+            assert len({m[0].record.hand_id for m in made}) == 1
+            assert len({m[0].record.commit_index for m in made}) == 1
+            assert sum(not m[0].found for m in made) == 1  # one replica stored it, the others found it
         assert await a.log_size() == 15
 
     replicas(pg_url, 2, scenario)
@@ -149,7 +150,7 @@ def test_replicas_racing_on_one_request_id_store_one_hand(pg_url: str) -> None:
 def test_replicas_starting_together_create_the_schema_once(pg_url: str) -> None:
     async def scenario(*storages: Storage) -> None:
         made = await asyncio.gather(*(s.create_hands([new_hand(i)]) for i, s in enumerate(storages)))
-        assert sorted(m[0].commit_index for m in made) == list(range(len(storages)))
+        assert sorted(m[0].record.commit_index for m in made) == list(range(len(storages)))
 
     replicas(pg_url, 5, scenario)
 
@@ -174,10 +175,10 @@ def test_a_damaged_log_is_refused_at_start(pg_url: str, damage: str) -> None:
         finally:
             await s.close()
 
-    with pytest.raises(errors.DealerError) as refused:
+    with pytest.raises(refusals.DealerError) as refused:
         asyncio.run(start())
     assert refused.value.reason == "STORAGE_UNAVAILABLE"
-    assert refused.value.status is errors.Status.UNAVAILABLE
+    assert refused.value.status is refusals.Status.UNAVAILABLE
 
 
 def test_an_unreachable_database_is_unavailable_and_its_password_stays_secret(
@@ -197,7 +198,7 @@ def test_an_unreachable_database_is_unavailable_and_its_password_stays_secret(
             finally:
                 await s.close()
 
-        with caplog.at_level(logging.DEBUG), pytest.raises(errors.DealerError) as down:
+        with caplog.at_level(logging.DEBUG), pytest.raises(refusals.DealerError) as down:
             asyncio.run(start())
     assert down.value.reason == "STORAGE_UNAVAILABLE"
     assert f"127.0.0.1:{port}/fairdeck" in str(down.value)
@@ -219,8 +220,8 @@ def test_killed_connections_fail_calls_as_unavailable_then_recover(pg_url: str) 
                 await s.create_hands([new_hand(i)])
                 await s.get_hand("t", f"h{i}")
                 outcomes.append("ok")
-            except errors.DealerError as e:  # never a psycopg exception
-                assert e.reason == "STORAGE_UNAVAILABLE" and e.status is errors.Status.UNAVAILABLE
+            except refusals.DealerError as e:  # never a psycopg exception
+                assert e.reason == "STORAGE_UNAVAILABLE" and e.status is refusals.Status.UNAVAILABLE
                 outcomes.append("unavailable")
         assert "unavailable" in outcomes, outcomes  # the pool handed out a killed connection, once each
         assert outcomes[-10:] == ["ok"] * 10, outcomes
@@ -265,10 +266,10 @@ def test_calls_waiting_for_a_failed_start_fail_as_unavailable() -> None:
     async def scenario() -> None:
         s = PostgresStorage("postgresql://fairdeck@127.0.0.1:1/fairdeck", connect_timeout=0.5)
         early = asyncio.gather(s.create_hands([new_hand(0)]), s.get_hand("t", "h0"), return_exceptions=True)
-        with pytest.raises(errors.DealerError):
+        with pytest.raises(refusals.DealerError):
             await s.start()
         for outcome in await asyncio.wait_for(early, 10):
-            assert isinstance(outcome, errors.DealerError) and outcome.reason == "STORAGE_UNAVAILABLE"
+            assert isinstance(outcome, refusals.DealerError) and outcome.reason == "STORAGE_UNAVAILABLE"
         await s.close()
 
     asyncio.run(scenario())
@@ -307,7 +308,7 @@ def test_the_writer_keeps_its_connection_when_reads_fill_the_pool(pg_url: str) -
             reads = [asyncio.create_task(s.get_token(f"t{i}")) for i in range(6)]
             await asyncio.sleep(0.2)
             made = await asyncio.wait_for(s.create_hands([new_hand("written")]), timeout=10)
-            assert [h.hand_id for h in made] == ["hwritten"]
+            assert [c.record.hand_id for c in made] == ["hwritten"]
             blocker.rollback()
             assert await asyncio.gather(*reads) == [None] * 6
 

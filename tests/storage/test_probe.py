@@ -1,4 +1,4 @@
-"""Storage.probe(): the write health makes while storage is failing (health.py).
+"""Storage.probe(): the write health makes while storage is failing (storage_health.py).
 
 It must be a real durable write, so that it fails whenever the dealer's own
 writes would: real SQLite files and a real PostgreSQL cluster.
@@ -13,7 +13,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from fairdeck_server import errors
+from fairdeck_server import refusals
 from fairdeck_server.storage.postgres import PostgresStorage
 from fairdeck_server.storage.sqlite import SqliteStorage
 
@@ -62,7 +62,7 @@ def test_postgres_probe_takes_a_transaction_id_and_fails_on_a_read_only_database
             _sql(pg_url, kill)
             failures = []
             for _ in range(3):  # the first attempts may meet a session that was ended
-                with pytest.raises(errors.DealerError) as failed:
+                with pytest.raises(refusals.DealerError) as failed:
                     await storage.probe()
                 failures.append(failed.value.reason)
             assert set(failures) == {"STORAGE_UNAVAILABLE"}
@@ -77,7 +77,7 @@ def test_postgres_probe_takes_a_transaction_id_and_fails_on_a_read_only_database
                 try:
                     await storage.probe()
                     break
-                except errors.DealerError:
+                except refusals.DealerError:
                     continue
             await storage.probe()
         finally:

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from fairdeck.log import merkle
-from fairdeck_server import errors
+from fairdeck_server import refusals
 from fairdeck_server.storage.base import HandRecord
 from fairdeck_server.storage.sqlite import SqliteStorage
 from tests.storage.kit import entry, new_hand, record
@@ -30,11 +30,17 @@ class TracedStorage(SqliteStorage):
 
     statements: list[str]
 
-    def _connect(self) -> sqlite3.Connection:
-        conn = super()._connect()
-        self.statements = []
-        conn.set_trace_callback(self.statements.append)
-        return conn
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        connect = self._writer.connect
+
+        def traced() -> sqlite3.Connection:
+            conn = connect()
+            self.statements = []
+            conn.set_trace_callback(self.statements.append)
+            return conn
+
+        self._writer.connect = traced  # type: ignore[method-assign]
 
 
 def test_plain_creations_in_one_transaction_take_a_few_statements_not_several_per_hand(
@@ -74,7 +80,7 @@ def test_plain_creations_in_one_transaction_take_a_few_statements_not_several_pe
     # INSERTs each (32 + 8 rows), its release, COMMIT. Before: 5 statements per hand,
     # and the rows of each executemany traced one by one (over 200 statements).
     assert len(second) <= 16, second
-    indexes = sorted(r.commit_index for (r,) in stored)
+    indexes = sorted(c.record.commit_index for (c,) in stored)
     assert indexes == list(range(indexes[0], indexes[0] + HANDS))
 
 
@@ -108,12 +114,12 @@ def test_a_failing_creation_among_plain_ones_fails_alone(tmp_path: Path) -> None
 
     outcomes, size, entries = asyncio.run(main())
     failed = [o for o in outcomes if isinstance(o, BaseException)]
-    assert len(failed) == 1 and not isinstance(failed[0], errors.DealerError)  # a bug: INTERNAL
+    assert len(failed) == 1 and not isinstance(failed[0], refusals.DealerError)  # a bug: INTERNAL
     assert isinstance(outcomes[2], sqlite3.IntegrityError)
     assert size == 2 + 5  # "dup", "first", then the five good ones; no index given to the bad one
     assert entries[:2] == [entry("dup"), entry("first")]
     assert sorted(entries[2:]) == sorted(entry(i) for i in range(5))
-    good = [o[0] for o in outcomes if not isinstance(o, BaseException)]
+    good = [o[0].record for o in outcomes if not isinstance(o, BaseException)]
     assert sorted(r.commit_index for r in good) == list(range(2, 7))
     assert all(r == record(r.hand_id[1:], commit_index=r.commit_index) for r in good)
 
@@ -139,7 +145,7 @@ def test_the_merkle_tree_of_hands_written_together_is_the_tree_of_their_entries(
 
 @pytest.mark.parametrize("rows", [0, 1, 3, 4, 5, 17, 64, 255, 256, 257, 600])
 def test_any_number_of_rows_is_inserted_exactly_once(tmp_path: Path, rows: int) -> None:
-    from fairdeck_server.storage.sqlite import _insert_rows
+    from fairdeck_server.storage.sqlite.writer import _insert_rows
 
     conn = sqlite3.connect(tmp_path / "x.db", isolation_level=None)
     conn.execute("CREATE TABLE log_entries (idx INTEGER PRIMARY KEY, entry BLOB NOT NULL)")

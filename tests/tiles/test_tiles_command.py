@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from fairdeck.client import DealerClient
-from tests.dealers import RunningDealer
+from tests.support.dealers import RunningDealer
 
 CLI = [sys.executable, "-m", "fairdeck.cli"]
 

@@ -19,7 +19,7 @@ from fairdeck.client import AuditClient
 from fairdeck.core.decks import SPEC_NAMES
 from fairdeck.log.cosignature import Cosigner, add_cosignatures
 from fairdeck.log.note import Signer
-from tests.dealers import RunningDealer, deal_closed_hand
+from tests.support.dealers import RunningDealer, deal_closed_hand
 from tests.web import browser
 
 CLI = [sys.executable, "-m", "fairdeck.cli"]

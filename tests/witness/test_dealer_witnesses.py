@@ -24,7 +24,7 @@ from fairdeck.client import AuditClient, DealerClient
 from fairdeck.core.errors import VerificationError
 from fairdeck.log.cosignature import CosignatureVerifier, Cosigner, WitnessPolicy
 from fairdeck.log.note import Verifier
-from tests.dealers import RunningDealer
+from tests.support.dealers import RunningDealer
 from tests.witness.witnesskit import WitnessProcess, init_witness
 
 T = TypeVar("T")

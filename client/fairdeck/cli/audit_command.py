@@ -34,8 +34,8 @@ import grpc
 
 from fairdeck.cli import cli_credentials
 from fairdeck.cli import progress as progress_bar
-from fairdeck.client.base import EntryPager
 from fairdeck.client.calls import ClientConfig
+from fairdeck.client.channel import EntryPager
 from fairdeck.client.exceptions import from_rpc_error
 from fairdeck.core.errors import VerificationError
 from fairdeck.log.audit import Auditor, AuditReport, Finding, LogUnreadable

@@ -22,6 +22,7 @@ from fairdeck.cli import (
     lab_command,
     verifier_page_command,
 )
+from fairdeck.cli import stats_command as stats_command
 from fairdeck.core.commitment import commit
 from fairdeck.core.decks import SPEC_NAMES, DeckSpec
 from fairdeck.core.derivation import derive_deck
@@ -33,7 +34,6 @@ from fairdeck.core.verify import verify
 from fairdeck.core.versions import CURRENT_VERSION, SUPPORTED_VERSIONS
 from fairdeck.log import handproof
 from fairdeck.log.note import NoteError
-from fairdeck.stats import command as stats_command
 
 Handler = Callable[[argparse.Namespace], int]
 CLIENT_COMMANDS = ("replay", "verify", "deal", "hand", "audit", "health", "stats", "lab")

@@ -164,7 +164,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
 
 
 def cmd_test(args: argparse.Namespace) -> int:
-    from fairdeck.stats.command import missing_dependencies
+    from fairdeck.cli.stats_command import missing_dependencies
 
     missing = missing_dependencies()
     if missing:
@@ -174,7 +174,7 @@ def cmd_test(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    from fairdeck.lab.run import run
+    from fairdeck.cli.lab_run import run
 
     status: int = run(args)
     return status

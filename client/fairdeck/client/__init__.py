@@ -9,10 +9,10 @@ the log auditing clients (``audit_client``). It may import
 
 from fairdeck.client.audit_client import AsyncAuditClient, AuditClient
 from fairdeck.client.calls import ClientConfig, Deal, tls_credentials
-from fairdeck.client.dealer import AsyncDealerClient, DealerClient
+from fairdeck.client.dealer_client import AsyncDealerClient, DealerClient
 from fairdeck.client.exceptions import FairdeckError
 from fairdeck.client.models import DealtHand, Draw, Hand, HandState, LogReceipt
-from fairdeck.client.seeds import PlayerSeed, SeedOrderError, SeedRound
+from fairdeck.client.player_seeds import PlayerSeed, SeedOrderError, SeedRound
 
 __all__ = [
     "AsyncAuditClient",

@@ -18,8 +18,8 @@ from typing import Any
 import grpc
 
 from fairdeck.client import calls
-from fairdeck.client.base import PAGE_SIZE, AsyncClient, EntryPager, SyncClient, _Configured
 from fairdeck.client.calls import RETRIED_CODES, USE_CLIENT_DEFAULT, Deadline, Timeout
+from fairdeck.client.channel import PAGE_SIZE, AsyncClient, EntryPager, SyncClient, _Configured
 from fairdeck.client.models import Hand
 from fairdeck.core.errors import VerificationError
 from fairdeck.log.checkpoint import Checkpoint

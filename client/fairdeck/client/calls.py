@@ -2,7 +2,7 @@
 
 Each public operation is described once here as a ``Call``: the RPC name,
 the request message, and how to turn the response into SDK types. The sync
-and async clients (client.py) only differ in how they send it.
+and async clients (dealer_client.py) only differ in how they send it.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import grpc
 from google.protobuf.message import Message
 
 from fairdeck.client.models import DealtHand, Draw, Hand, LogReceipt, cards, client_seed_to_proto
-from fairdeck.client.seeds import sdk_seed
+from fairdeck.client.player_seeds import sdk_seed
 from fairdeck.core.cards import Card
 from fairdeck.core.decks import DeckSpec
 from fairdeck.core.seeds import normalize_client_seed
@@ -58,7 +58,7 @@ could not store (UNAVAILABLE: its RetryInfo when it sends one, else a backoff)."
 
 REQUEST_ID_KEY = "x-request-id"
 """The metadata key of a call's request id, which the dealer puts on every log line of the call
-(fairdeck_server.logs: 1 to 128 characters of ``A-Z a-z 0-9 . _ : -``)."""
+(fairdeck_server.logging_setup: 1 to 128 characters of ``A-Z a-z 0-9 . _ : -``)."""
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 
 

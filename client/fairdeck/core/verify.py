@@ -4,8 +4,8 @@
 naming the first step that fails. Digests and decks are compared in constant
 time.
 
->>> from fairdeck.core.dealing import deal_hand
->>> verify(deal_hand("standard", "h1", entropy=lambda n: bytes(n)).transcript)
+>>> from fairdeck.core.local import deal_local
+>>> verify(deal_local("standard", "h1", entropy=lambda n: bytes(n)).transcript)
 """
 
 from __future__ import annotations

@@ -14,7 +14,9 @@ It owns what a lab asks for and how it is checked, split by what each part owns:
 * ``battery``: every battery on ours and on the bad generators, the corrections and verdicts;
 * ``report``: the HTML page and the JSON.
 
-It never imports ``fairdeck_server``; docs/certification.md is the requirement map.
+The command line (``fairdeck.cli.lab_command``, ``fairdeck.cli.lab_run``) draws the progress bars and
+prints; this package never imports the command line nor ``fairdeck_server``. docs/certification.md is
+the requirement map.
 """
 
 __all__: list[str] = []  # the parts are the modules above; nothing is re-exported here

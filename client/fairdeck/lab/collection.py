@@ -33,9 +33,9 @@ from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
 from fairdeck.core.commitment import commit
-from fairdeck.core.dealing import open_hand, reveal
 from fairdeck.core.decks import DeckSpec
 from fairdeck.core.errors import InvalidInput, VerificationError
+from fairdeck.core.local import open_local, reveal_local
 from fairdeck.core.shuffle import shuffler
 from fairdeck.core.transcript import Transcript
 from fairdeck.core.versions import CURRENT_VERSION
@@ -118,13 +118,13 @@ class InProcess:
     """fairdeck's own dealing code in this process: seeds from the OS CSPRNG, as the dealer draws them."""
 
     run: str
-    description: str = "in-process (fairdeck.core.dealing, seeds from secrets.token_bytes)"
+    description: str = "in-process (fairdeck.core.local, seeds from secrets.token_bytes)"
     dealer_key: str | None = None
     entropy: Callable[[int], bytes] = secrets.token_bytes
 
     def deal(self, deck: str, count: int, client_seed: str, first: int) -> list[Dealt]:
         return [
-            Dealt(reveal(open_hand(deck, f"lab-{self.run}-{i}", entropy=self.entropy), [client_seed]))
+            Dealt(reveal_local(open_local(deck, f"lab-{self.run}-{i}", entropy=self.entropy), [client_seed]))
             for i in range(first, first + count)
         ]
 

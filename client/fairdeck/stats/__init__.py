@@ -11,12 +11,11 @@ The package is split by what each part owns:
 * ``sampling``: where decks come from (the derivation, the controls) and the worker processes;
 * ``remote``: decks from a live dealer, each verified against its commitment;
 * ``analysis``: every test on every source, and the verdict rules;
-* ``report``: the HTML report and its PNG charts;
-* ``command`` and ``run``: the command line.
+* ``report``: the HTML report and its PNG charts.
 
-Only ``command`` and ``exact`` import without numpy, scipy and matplotlib
-(the ``stats`` extra); ``command`` says how to install them when missing.
-It may import the core and (``remote``, for ``--target``) the SDK, never the server.
+The command line is ``fairdeck.cli.stats_command`` and ``stats_run``. Only ``exact`` imports
+without numpy, scipy and matplotlib (the ``stats`` extra). It may import the core and (``remote``,
+for ``--target``) the SDK, never the command line or the server.
 """
 
 __all__: list[str] = []  # the parts are the modules above; nothing is re-exported here

@@ -24,13 +24,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from fairdeck_server import errors, principal
+from fairdeck_server import principal, refusals
 from fairdeck_server.auth import new_token
+from fairdeck_server.log_signing import LogKeyError, rotate_log_key
 from fairdeck_server.principal import Role
-from fairdeck_server.refusal import StartupRefused
+from fairdeck_server.refusals import StartupRefused
 from fairdeck_server.storage import open_storage
 from fairdeck_server.storage.base import Storage, TokenRecord
-from fairdeck_server.transparency import LogKeyError, rotate_log_key
 from fairdeck_server.vault import KEY_ENV, VaultError, rotate_key_file
 
 MAX_LABEL = 100
@@ -56,7 +56,7 @@ def _refusing(name: str, handler: Callable[[argparse.Namespace], int]) -> Callab
     def run(args: argparse.Namespace) -> int:
         try:
             return handler(args)
-        except (StartupRefused, errors.DealerError) as e:
+        except (StartupRefused, refusals.DealerError) as e:
             print(f"fairdeck {name}: {e}", file=sys.stderr)
             return 2
 

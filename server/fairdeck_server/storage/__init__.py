@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fairdeck_server.refusal import StartupRefused
+from fairdeck_server.refusals import StartupRefused
 from fairdeck_server.storage.base import Storage
 
 WRITER_LOCK_NAME = "fairdeck.writer.lock"
@@ -39,4 +39,4 @@ def open_storage(
             ) from None
 
         return PostgresStorage(db, min_size=min(2, pool_size), max_size=pool_size)
-    raise ValueError("--db must be a postgresql:// URL (SQLite is the default, in the data dir)")
+    raise StartupRefused("--db must be a postgresql:// URL (SQLite is the default, in the data dir)")

@@ -19,7 +19,7 @@ from typing import Any, Protocol, TypeVar
 
 from fairdeck.core.encoding import lp, u32
 from fairdeck.log import merkle
-from fairdeck_server import errors
+from fairdeck_server import refusals
 
 T = TypeVar("T")
 
@@ -69,12 +69,25 @@ class NewHand:
 
 
 @dataclass(frozen=True)
+class Created:
+    """What ``create_hands`` did with one NewHand: stored it (``found`` False, the record with its
+    log indexes), or found the hand an earlier request with the same request id stored (an
+    idempotent retry: that hand's record, ``found`` True)."""
+
+    record: HandRecord
+    found: bool = False
+
+
+@dataclass(frozen=True)
 class Change:
     """What an update function decided: the new record and, if any, a log entry
-    to append in the same transaction (its index becomes ``reveal_index``)."""
+    to append in the same transaction (its index becomes ``reveal_index``). A change that
+    reveals a hand says how it ended (``outcome``: ``logentry.CLOSED`` or ``VOIDED``), so
+    nobody decodes the entry to learn it."""
 
     record: HandRecord
     log_entry: bytes | None = None
+    outcome: int | None = None
 
 
 @dataclass(frozen=True)
@@ -221,7 +234,7 @@ class _Frontier:
     def parse(cls, size: int, blob: bytes) -> _Frontier:
         subtrees = merkle.frontier_subtrees(size)
         if len(blob) != merkle.HASH_SIZE * len(subtrees):
-            raise errors.storage_unavailable("the log head's frontier does not fit its size")
+            raise refusals.storage_unavailable("the log head's frontier does not fit its size")
         hashes = [blob[i : i + merkle.HASH_SIZE] for i in range(0, len(blob), merkle.HASH_SIZE)]
         stack = [(level, index, h) for (level, index), h in zip(subtrees, hashes, strict=True)]
         return cls(stack)
@@ -257,11 +270,12 @@ class Storage(Protocol):
     async def start(self) -> None:
         """Connect, create the schema if missing, and load what the engine keeps in memory."""
 
-    async def create_hands(self, hands: Sequence[NewHand]) -> list[HandRecord]:
-        """Insert hands and append their commit entries, atomically and durably.
+    async def create_hands(self, hands: Sequence[NewHand]) -> list[Created]:
+        """Insert hands and append their commit entries, atomically and durably; one
+        ``Created`` per hand, in order.
 
         A hand whose (tenant, request_id) already exists is not inserted: the
-        stored hand is returned in its place (idempotent open) when the
+        stored hand is returned in its place, ``found`` (idempotent open), when the
         request fingerprints match, else REQUEST_ID_REUSED is raised.
         """
 
@@ -274,7 +288,7 @@ class Storage(Protocol):
         """Run ``decide`` on the current record inside one transaction and store
         its Change durably; return the stored record and decide's result.
         ``decide`` may raise to abort without writing; an unknown hand raises
-        ``errors.hand_not_found()``."""
+        ``refusals.hand_not_found()``."""
 
     async def stale_hands(self, created_before_ms: int, limit: int) -> list[tuple[str, str]]:
         """(tenant, hand_id) of hands not closed and created before the time."""

@@ -24,11 +24,12 @@ from psycopg_pool import AsyncConnectionPool
 
 from fairdeck.log import merkle
 from fairdeck.log.cosignature import add_cosignatures
-from fairdeck_server import errors
+from fairdeck_server import refusals
 from fairdeck_server.storage.base import (
     HAND_COLUMNS,
     TOKEN_COLUMNS,
     Change,
+    Created,
     HandRecord,
     LogForkError,
     NewHand,
@@ -99,7 +100,7 @@ class PostgresStorage:
         self._started = False
         self._opened = asyncio.Event()
         """Set when start() is over, well or not: calls made before then wait for it."""
-        self._start_error: errors.DealerError | None = None
+        self._start_error: refusals.DealerError | None = None
         self.stats = self._writer.stats
 
     async def start(self) -> None:
@@ -108,7 +109,7 @@ class PostgresStorage:
                 await self._pool.open(wait=True, timeout=self._connect_timeout)
                 await self._write_pool.open(wait=True, timeout=self._connect_timeout)
             except psycopg.Error as e:
-                raise errors.storage_unavailable(
+                raise refusals.storage_unavailable(
                     f"cannot connect to PostgreSQL at {self._where}: {what(e)}"
                 ) from None
             async with self._guard("create the schema", starting=True), self._pool.connection() as conn:
@@ -120,8 +121,8 @@ class PostgresStorage:
             await self._write_pool.close()
             self._start_error = (
                 e
-                if isinstance(e, errors.DealerError)
-                else errors.storage_unavailable("storage did not start")
+                if isinstance(e, refusals.DealerError)
+                else refusals.storage_unavailable("storage did not start")
             )
             self._opened.set()
             self._writer.fail_queued(self._start_error)
@@ -132,10 +133,10 @@ class PostgresStorage:
 
     # -- writes, group-committed ---------------------------------------------------------------
 
-    async def create_hands(self, hands: Sequence[NewHand]) -> list[HandRecord]:
+    async def create_hands(self, hands: Sequence[NewHand]) -> list[Created]:
         if not hands:
             return []
-        fut: asyncio.Future[list[HandRecord]] = self._future()
+        fut: asyncio.Future[list[Created]] = self._future()
         self._writer.enqueue(Create(hands, fut))
         return await fut
 
@@ -348,9 +349,9 @@ class PostgresStorage:
     def _future(self) -> asyncio.Future[Any]:
         """A future for a queued write; queued before start(), it waits for the writer."""
         if self._closed:
-            raise errors.storage_unavailable("storage is closed")
+            raise refusals.storage_unavailable("storage is closed")
         if self._start_error is not None:
-            raise errors.storage_unavailable(str(self._start_error))
+            raise refusals.storage_unavailable(str(self._start_error))
         return asyncio.get_running_loop().create_future()
 
     # -- helpers ------------------------------------------------------------------------------------
@@ -361,14 +362,14 @@ class PostgresStorage:
         if not (starting or self._started or self._closed):
             await self._opened.wait()
         if self._closed:
-            raise errors.storage_unavailable("storage is closed")
+            raise refusals.storage_unavailable("storage is closed")
         if self._start_error is not None:
-            raise errors.storage_unavailable(str(self._start_error))
+            raise refusals.storage_unavailable(str(self._start_error))
         try:
             yield
         except psycopg.Error as e:
             log.error("storage failed to %s: %s", doing, what(e))
-            raise errors.storage_unavailable(f"storage failed to {doing}") from None
+            raise refusals.storage_unavailable(f"storage failed to {doing}") from None
 
     async def _one(self, query: str, params: tuple[Any, ...]) -> TupleRow | None:
         async with self._guard("read"), self._pool.connection() as conn:
@@ -413,14 +414,14 @@ async def _check_log(conn: psycopg.AsyncConnection[TupleRow]) -> None:
     )
     row = await cur.fetchone()
     if row is None:
-        raise errors.storage_unavailable("the log head row is missing: the log is damaged")
+        raise refusals.storage_unavailable("the log head row is missing: the log is damaged")
     size, blob, entries = int(row[0]), bytes(row[1]), int(row[2])
     if entries != size:
-        raise errors.storage_unavailable(f"the log head says {size} entries, the table holds {entries}")
+        raise refusals.storage_unavailable(f"the log head says {size} entries, the table holds {entries}")
     frontier = _Frontier.parse(size, blob)
     stored = await _read_hashes(conn, [index for _, index, _ in frontier.stack])
     if [stored.get(index) for _, index, _ in frontier.stack] != [h for _, _, h in frontier.stack]:
-        raise errors.storage_unavailable("the log head's frontier differs from the stored hashes")
+        raise refusals.storage_unavailable("the log head's frontier differs from the stored hashes")
 
 
 async def _read_hashes(conn: psycopg.AsyncConnection[TupleRow], indexes: list[int]) -> dict[int, bytes]:
@@ -453,7 +454,7 @@ async def _with_hashes(
         try:
             return [hashes[i] for i in indexes]
         except KeyError:
-            raise errors.storage_unavailable("a stored hash of the log is missing") from None
+            raise refusals.storage_unavailable("a stored hash of the log is missing") from None
 
     return compute(read)
 

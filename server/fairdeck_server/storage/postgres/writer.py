@@ -13,7 +13,7 @@ database (``fairdeck_append``, PL/pgSQL), inside the statement that writes
 the batch, so the lock is never held across a round trip to a replica or
 while a replica's busy event loop gets round to answering.
 
-**Group commit**, as in ``storage/sqlite.py``: operations queue up in the replica, and a
+**Group commit**, as in ``storage/sqlite/writer.py``: operations queue up in the replica, and a
 writer takes everything queued into one transaction, in two phases. The log
 lock is taken last, after every row lock, so there is one lock order and no
 deadlock between replicas:
@@ -58,10 +58,11 @@ from psycopg import pq
 from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool
 
-from fairdeck_server import errors
+from fairdeck_server import refusals
 from fairdeck_server.storage.base import (
     HAND_COLUMNS,
     Change,
+    Created,
     HandRecord,
     NewHand,
     WriterStats,
@@ -213,7 +214,7 @@ class Writer:
                 await self._run(batch)
             except Exception as e:  # a bug: fail the batch, keep the writer alive
                 log.error("storage writer failed: %s", type(e).__name__)
-                _settle([(op, False, errors.storage_unavailable("storage failed")) for op in batch])
+                _settle([(op, False, refusals.storage_unavailable("storage failed")) for op in batch])
 
     async def _run(self, batch: list[_Op]) -> None:
         """Commit a batch. After a lost race or a deadlock, a batch runs again one
@@ -429,7 +430,7 @@ def _prepare_create(
         r = n.record
         stored = None if r.request_id is None else existing.get((r.tenant, r.request_id))
         if stored is not None and not same_request(stored, r):
-            plan.failed.append((op, errors.request_id_reused()))
+            plan.failed.append((op, refusals.request_id_reused()))
             return
         stored_for.append(stored)
     claimed.update(keys)
@@ -444,14 +445,15 @@ def _prepare_create(
         inserts.append((n.record, commit_pos, reveal_pos))
         made.append(len(inserts) - 1)
 
-    def build(base: int) -> list[HandRecord]:
+    def build(base: int) -> list[Created]:
         result = []
         for m in made:
             if isinstance(m, HandRecord):
-                result.append(m)
+                result.append(Created(m, found=True))
                 continue
             r, c, v = inserts[m]
-            result.append(replace(r, commit_index=base + c, reveal_index=None if v is None else base + v))
+            stored = replace(r, commit_index=base + c, reveal_index=None if v is None else base + v)
+            result.append(Created(stored))
         return result
 
     plan.results.append((op, build))
@@ -459,12 +461,12 @@ def _prepare_create(
 
 def _prepare_update(plan: _Batch, op: Update, current: HandRecord | None) -> None:
     if current is None or current.tenant != op.tenant:
-        plan.failed.append((op, errors.hand_not_found()))
+        plan.failed.append((op, refusals.hand_not_found()))
         return
     try:
         change, value = op.decide(current)
     except Exception as e:  # refused (DealerError), or a bug: this operation alone fails
-        if not isinstance(e, errors.DealerError):
+        if not isinstance(e, refusals.DealerError):
             log.error("storage update failed: %s", type(e).__name__)
         plan.failed.append((op, e))
         return
@@ -506,13 +508,13 @@ class _Retry(Exception):
 
 
 class _Unavailable(Exception):
-    def __init__(self, error: errors.DealerError) -> None:
+    def __init__(self, error: refusals.DealerError) -> None:
         super().__init__(str(error))
         self.error = error
 
 
-def _not_recorded() -> errors.DealerError:
-    return errors.storage_unavailable("storage failed; the request may not have been recorded")
+def _not_recorded() -> refusals.DealerError:
+    return refusals.storage_unavailable("storage failed; the request may not have been recorded")
 
 
 def what(e: BaseException) -> str:

@@ -1,0 +1,128 @@
+"""Server-side commands of the ``fairdeck`` console script: ``serve``, ``init`` and ``key``.
+
+``serve`` takes every ServerConfig field as a flag, an environment variable
+or a config file key (config.py); ``fairdeck serve --help`` lists them all.
+A configuration it refuses, or a start-up check that fails (startup.py: keys,
+database, data dir lock, ports), exits with status 2 and one line on stderr.
+``init`` makes new keys and a database and never replaces anything; ``key``
+only reads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from fairdeck_server import config, logging_setup, startup
+from fairdeck_server.app import serve
+from fairdeck_server.log_signing import LogKeyError, load_log_keys
+from fairdeck_server.processes import Worker, supervise
+from fairdeck_server.refusals import StartupRefused
+from fairdeck_server.vault import KEY_ENV
+
+log = logging.getLogger(__name__)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    try:
+        settings = config.load(config.flags_given(args), os.environ, args.config)
+    except config.ConfigError as e:
+        print(f"fairdeck serve: {e}", file=sys.stderr)
+        return 2
+    logging_setup.configure(settings.log_format, settings.log_level)
+    log.debug("configuration: %s", settings.describe())
+    try:
+        worker = Worker.from_environ()
+        if worker is None and settings.server.processes > 1:
+            return supervise(settings.server, getattr(args, "argv", None) or sys.argv[1:])
+        asyncio.run(serve(settings.server, described=settings.describe(), worker=worker))
+    except StartupRefused as e:  # every start-up refusal: one line, exit 2, never a traceback
+        log.debug("startup failed", exc_info=e)
+        print(f"fairdeck serve: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def cmd_key(args: argparse.Namespace) -> int:
+    """Print the log's verifier key. Read-only: a missing key is an error, never a new key."""
+    path = Path(args.log_key_file or Path(args.data) / "log.key")
+    try:
+        keys = load_log_keys(path, args.log_origin)
+    except LogKeyError as e:
+        hint = "" if path.exists() else " (restore it from backup; `fairdeck init` makes new keys)"
+        print(f"fairdeck key: {e}{hint}", file=sys.stderr)
+        return 2
+    print(keys.signer.verifier.to_string())
+    return 0
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    """Make new keys (and a database): the explicit start of a new log."""
+    data = Path(args.data)
+    log_key = Path(args.log_key_file) if args.log_key_file else None
+    seed_key = Path(args.seed_key_file) if args.seed_key_file else None
+    try:
+        keys = startup.init(
+            data,
+            log_key_file=log_key,
+            seed_key_file=seed_key,
+            log_origin=args.log_origin,
+            keys_only=args.keys_only,
+        )
+    except StartupRefused as e:
+        print(f"fairdeck init: {e}", file=sys.stderr)
+        return 2
+    made = [f"log key {log_key or data / 'log.key'}"]
+    made.append(
+        f"seed key from ${KEY_ENV}" if KEY_ENV in os.environ else f"seed key {seed_key or data / 'seed.key'}"
+    )
+    if not args.keys_only:
+        made.append(f"database {data / startup.DB_NAME}")
+    print(f"created {', '.join(made)}; the log's verifier key (give it to auditors):", file=sys.stderr)
+    print(keys.signer.verifier.to_string())
+    return 0
+
+
+def register(sub: argparse._SubParsersAction[Any]) -> None:
+    key = sub.add_parser("key", help="print the transparency log's verifier key (signed-note form)")
+    key.add_argument("--data", default="fairdeck-data", metavar="DIR", help="data dir (default %(default)s)")
+    key.add_argument("--log-key-file", default=None, metavar="PATH", help="default DIR/log.key")
+    key.add_argument("--log-origin", default=None, help="refuse unless the key is for this origin")
+    key.set_defaults(handler=cmd_key)
+
+    init = sub.add_parser(
+        "init",
+        help="make new keys and a new database (a new log); never replaces anything",
+        description="Make the keys (and, for SQLite, the database) of a new log. Refuses if any of them "
+        "exists. Prints the log's verifier key. `serve` does this by itself only in a fresh data dir.",
+    )
+    init.add_argument("--data", default="fairdeck-data", metavar="DIR", help="data dir (default %(default)s)")
+    init.add_argument("--log-key-file", default=None, metavar="PATH", help="default DIR/log.key")
+    init.add_argument(
+        "--seed-key-file",
+        default=None,
+        metavar="PATH",
+        help=f"default DIR/seed.key; not made if ${KEY_ENV} is set",
+    )
+    init.add_argument("--log-origin", default=None, help="the log's name (default fairdeck.log/RANDOM)")
+    init.add_argument(
+        "--keys-only",
+        action="store_true",
+        help="make only the keys (replicas on PostgreSQL, which make their database on first start)",
+    )
+    init.set_defaults(handler=cmd_init)
+
+    serve_parser = sub.add_parser(
+        "serve",
+        help="run the dealer (gRPC)",
+        description="Run the dealer: gRPC on --listen, optionally Prometheus /metrics on --metrics-listen.",
+        epilog=config.EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    config.add_arguments(serve_parser)
+    serve_parser.set_defaults(handler=cmd_serve)

@@ -1,0 +1,55 @@
+"""The dealer's one gRPC interceptor: its layers (interceptors.py) fused, wrapped once per method.
+
+Each layer is asked once per method for its wrapper (``wrap``); layers with nothing to do for that
+method are left out, and gRPC gets the same wrapped handler for every later call. So a call pays
+one lookup, then only the work its layers really do (docs/scaling.md has the measurements).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+import grpc
+
+if TYPE_CHECKING:  # generic in the stubs only
+    Handler = grpc.RpcMethodHandler[Any, Any]
+    ServerInterceptor = grpc.aio.ServerInterceptor[Any, Any]
+else:
+    Handler = grpc.RpcMethodHandler
+    ServerInterceptor = grpc.aio.ServerInterceptor
+
+
+class Layer(Protocol):
+    def wrap(self, method: str, handler: Handler) -> Handler:
+        """``handler`` with this layer around it, for every call of ``method``; ``handler``
+        itself when the layer has nothing to do for that method."""
+        ...
+
+
+class CallInterceptor(ServerInterceptor):
+    """``layers`` (outermost first) as one interceptor, wrapped once per method."""
+
+    def __init__(self, layers: Sequence[Layer]) -> None:
+        self._inner_first = tuple(reversed(layers))
+        self._wrapped: dict[str, tuple[Handler, Handler]] = {}
+        """method -> (the servicer's handler, it wrapped). Only registered methods have a
+        handler, so this holds at most one entry per method the server serves."""
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[Handler]],
+        details: grpc.HandlerCallDetails,
+    ) -> Handler:
+        handler = await continuation(details)
+        if handler is None:
+            return handler  # an unknown method: gRPC answers UNIMPLEMENTED
+        method: str = details.method
+        known = self._wrapped.get(method)
+        if known is not None and known[0] is handler:
+            return known[1]
+        wrapped = handler
+        for layer in self._inner_first:
+            wrapped = layer.wrap(method, wrapped)
+        self._wrapped[method] = (handler, wrapped)
+        return wrapped

@@ -1,0 +1,383 @@
+"""The layers every call passes, outermost first (wired in app.py, fused by chain.py).
+
+- ``ObservingInterceptor``: binds the call's request id, then counts, times and logs every call
+  with the status the client receives (metrics.py, logging_setup.py).
+- ``DeadlineInterceptor``: the default deadline, around stream writes too.
+- ``AuthInterceptor``: finds the caller (auth.py), checks its role and binds its principal.
+- ``LimitsInterceptor``: the tenant's rate and open-hands cap (limits.py).
+
+Each only adapts gRPC to a policy that imports no grpc; refusals end through status.abort.
+Health and reflection pass without credentials, limits or the default deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import grpc
+
+from fairdeck_server import logging_setup, principal, refusals
+from fairdeck_server.auth import Authenticator, check_role, is_open
+from fairdeck_server.dealer import hands_held
+from fairdeck_server.edge.chain import ServerInterceptor
+from fairdeck_server.edge.methods import UNLIMITED_SERVICES, Malformed, StreamGone, drain, rewrap, service_of
+from fairdeck_server.edge.status import abort, status_of, translate
+from fairdeck_server.limits import OpenHandsCap, RateLimiter
+from fairdeck_server.metrics import Metrics
+from fairdeck_server.principal import Principal
+from fairdeck_server.refusals import DealerError
+
+log = logging.getLogger(__name__)
+
+
+class ObservingInterceptor(ServerInterceptor):
+    """Outermost: binds the call's request id, then counts, times and logs
+    every call, whatever ends it (auth and limit refusals, aborts, errors,
+    cancellation), with the status code the client receives."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self.metrics = metrics
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any]]],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler[Any, Any]:
+        handler = await continuation(details)
+        if handler is None:
+            return handler  # an unknown method: gRPC answers UNIMPLEMENTED
+        method: str = details.method
+        metadata = tuple(details.invocation_metadata or ())
+        return rewrap(
+            handler,
+            functools.partial(self._unary, method, metadata),
+            functools.partial(self._stream, method, metadata),
+        )
+
+    def wrap(self, method: str, handler: grpc.RpcMethodHandler[Any, Any]) -> grpc.RpcMethodHandler[Any, Any]:
+        """This layer around ``handler``, made once for every call of ``method`` (calls.py)."""
+        return rewrap(
+            handler,
+            functools.partial(self._unary, method, None),
+            functools.partial(self._stream, method, None),
+        )
+
+    def _unary(
+        self, method: str, metadata: tuple[Any, ...] | None, inner: Callable[[Any, Any], Any]
+    ) -> Callable[..., Any]:
+        """``metadata`` None: the call's own, read when it runs (a behavior made once per method)."""
+
+        async def behavior(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+            call, token = logging_setup.begin_call(
+                method, metadata if metadata is not None else context.invocation_metadata()
+            )
+            start = time.perf_counter()
+            code = grpc.StatusCode.OK
+            try:
+                response = await inner(request, context)
+                code = context.code() or grpc.StatusCode.OK
+                return response
+            except refusals.DealerError as e:
+                aborted = await translate(context, e, method)
+                code = status_of(aborted, context)
+                raise aborted from None
+            except BaseException as e:
+                code = status_of(e, context)
+                raise
+            finally:
+                self._finish(call, code, time.perf_counter() - start)
+                logging_setup.end_call(token)
+
+        return behavior
+
+    def _stream(
+        self, method: str, metadata: tuple[Any, ...] | None, inner: Callable[[Any, Any], Any]
+    ) -> Callable[..., Any]:
+        async def behavior(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+            call, token = logging_setup.begin_call(
+                method, metadata if metadata is not None else context.invocation_metadata()
+            )
+            start = time.perf_counter()
+            code = grpc.StatusCode.OK
+            try:
+                await drain(inner, request, context)
+                code = context.code() or grpc.StatusCode.OK
+            except StreamGone:
+                code = status_of(asyncio.CancelledError(), context)
+                # Ended as gRPC ends a cancelled call: returning would make gRPC send a final
+                # status on the ended call, which can fail in turn and be logged as an ERROR
+                # (the fuzzer and a CI run saw it) while "client closed" is not yet set.
+                raise asyncio.CancelledError from None
+            except refusals.DealerError as e:
+                aborted = await translate(context, e, method)
+                code = status_of(aborted, context)
+                raise aborted from None
+            except BaseException as e:
+                code = status_of(e, context)
+                raise
+            finally:
+                self._finish(call, code, time.perf_counter() - start)
+                logging_setup.end_call(token)
+
+        return behavior
+
+    def _finish(self, call: logging_setup.CallContext, code: grpc.StatusCode, seconds: float) -> None:
+        self.metrics.observe_rpc(call.method, code.name, seconds)
+        logging_setup.log_access(call, code.name, seconds)
+
+
+DEALER = "/fairdeck.v1.DealerService/"
+OPENING_METHODS = frozenset({DEALER + "OpenHand", DEALER + "DealNewHand", DEALER + "DealHands"})
+
+
+def hands_requested(method: str, request: object) -> int:
+    """How many hands a call holds against the open-hands cap while it runs (the dealer's
+    rule, ``dealer.hands_held``, applied to the request); a request the servicer will refuse as
+    malformed counts as nothing."""
+    if method not in OPENING_METHODS or isinstance(request, Malformed):
+        return 0
+    if method == DEALER + "DealHands":
+        return hands_held(
+            int(getattr(request, "hand_count", 0)), close=bool(getattr(request, "close", False))
+        )
+    return hands_held()
+
+
+Refusal = Callable[[str, str], None]
+"""Told (tenant, reason) of every refused call: the metrics count them."""
+
+
+class DeadlineInterceptor(ServerInterceptor):
+    """Ends a call that runs longer than ``default_deadline`` seconds with
+    DEADLINE_EXCEEDED (reason ``DEADLINE_EXCEEDED``); a client's shorter
+    deadline ends it first anyway. Runs outside the auth interceptor so that a
+    streaming call's writes count too: its streams are coroutines that write.
+
+    What a cut call had made durable stays: DealHands chunks already stored
+    are kept (their hands are voided in time, like a client that goes away).
+    """
+
+    def __init__(self, default_deadline: float) -> None:
+        self.default_deadline = default_deadline
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any]]],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler[Any, Any]:
+        handler = await continuation(details)
+        if handler is None:
+            return handler
+        return self.wrap(details.method, handler)
+
+    def wrap(self, method: str, handler: grpc.RpcMethodHandler[Any, Any]) -> grpc.RpcMethodHandler[Any, Any]:
+        """This layer around ``handler`` for calls of ``method``; ``handler`` itself when it
+        has nothing to do (no default deadline, or health and reflection)."""
+        if self.default_deadline <= 0 or service_of(method) in UNLIMITED_SERVICES:
+            return handler
+        return rewrap(handler, self._unary, self._stream)
+
+    def _unary(self, inner: Callable[..., Any]) -> Callable[..., Any]:
+        async def behavior(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+            deadline = asyncio.timeout(self.default_deadline)
+            try:
+                async with deadline:
+                    return await inner(request, context)
+            except TimeoutError:
+                if not deadline.expired():
+                    raise
+                await self._exceeded(context)
+
+        return behavior
+
+    def _stream(self, inner: Callable[..., Any]) -> Callable[..., Any]:
+        async def behavior(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+            deadline = asyncio.timeout(self.default_deadline)
+            try:
+                async with deadline:
+                    await drain(inner, request, context)
+            except TimeoutError:
+                if not deadline.expired():
+                    raise
+                await self._exceeded(context)
+
+        return behavior
+
+    async def _exceeded(self, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+        await abort(context, refusals.deadline_exceeded(self.default_deadline))
+
+
+class LimitsInterceptor(ServerInterceptor):
+    """Refuses calls over a tenant's rate or open-hands cap. Runs inside the
+    auth interceptor, so ``principal.current()`` is the caller; its streams
+    stay async generators, as the auth interceptor expects."""
+
+    def __init__(
+        self,
+        rate: RateLimiter,
+        cap: OpenHandsCap,
+        *,
+        on_refusal: Refusal | None = None,
+        on_tenant: Callable[[str], None] | None = None,
+    ) -> None:
+        self.rate = rate
+        self.cap = cap
+        self._on_refusal = on_refusal
+        self._on_tenant = on_tenant
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any]]],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler[Any, Any]:
+        handler = await continuation(details)
+        if handler is None:
+            return handler
+        return self.wrap(details.method, handler)
+
+    @property
+    def inert(self) -> bool:
+        """Both limits off and nobody to tell the tenant: the layer would change nothing."""
+        return not self.rate.enabled and not self.cap.enabled and self._on_tenant is None
+
+    def wrap(self, method: str, handler: grpc.RpcMethodHandler[Any, Any]) -> grpc.RpcMethodHandler[Any, Any]:
+        """This layer around ``handler`` for calls of ``method``; ``handler`` itself when it
+        has nothing to do (health and reflection, or both limits off)."""
+        if service_of(method) in UNLIMITED_SERVICES or self.inert:
+            return handler
+        return rewrap(
+            handler, functools.partial(self._unary, method), functools.partial(self._stream, method)
+        )
+
+    def _unary(self, method: str, inner: Callable[..., Any]) -> Callable[..., Any]:
+        async def behavior(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+            tenant = principal.current().tenant
+            hands = await self._admit(method, tenant, request, context)
+            try:
+                return await inner(request, context)
+            finally:
+                self.cap.release(tenant, hands)
+
+        return behavior
+
+    def _stream(self, method: str, inner: Callable[..., Any]) -> Callable[..., Any]:
+        async def behavior(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
+            tenant = principal.current().tenant
+            hands = await self._admit(method, tenant, request, context)
+            try:
+                result = inner(request, context)
+                if not hasattr(result, "__aiter__"):
+                    await result  # a coroutine that writes its responses itself
+                    return
+                try:
+                    async for response in result:
+                        yield response
+                finally:
+                    await result.aclose()
+            finally:
+                self.cap.release(tenant, hands)
+
+        return behavior
+
+    async def _admit(
+        self, method: str, tenant: str, request: Any, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> int:
+        """The hands reserved for the call, or abort with RESOURCE_EXHAUSTED."""
+        if self._on_tenant is not None:
+            self._on_tenant(tenant)
+        wait = self.rate.acquire(tenant)
+        if wait is not None:
+            await self._refuse(context, tenant, refusals.rate_limited(wait))
+        hands = hands_requested(method, request)
+        wait = await self.cap.reserve(tenant, hands)
+        if wait is not None:
+            await self._refuse(context, tenant, refusals.too_many_open_hands(self.cap.limit, wait))
+        return hands
+
+    async def _refuse(
+        self, context: grpc.aio.ServicerContext[Any, Any], tenant: str, error: refusals.DealerError
+    ) -> None:
+        # The line carries the request id and tenant.
+        log.info("refused: %s (retry in %.3f s)", error.reason, error.retry_delay)
+        if self._on_refusal is not None:
+            self._on_refusal(tenant, error.reason)
+        await abort(context, error)
+
+
+class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
+    """Authenticates each call, checks its role, and binds its principal while it runs."""
+
+    def __init__(
+        self, authenticator: Authenticator, *, on_tenant: Callable[[str], None] | None = None
+    ) -> None:
+        self.authenticator = authenticator
+        self._on_tenant = on_tenant
+        """Told the tenant of each admitted call (the access log's tenant)."""
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any]]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler[Any, Any]:
+        handler = await continuation(handler_call_details)
+        if handler is None:
+            return handler
+        return self.wrap(handler_call_details.method, handler)
+
+    def wrap(self, method: str, handler: grpc.RpcMethodHandler[Any, Any]) -> grpc.RpcMethodHandler[Any, Any]:
+        """This layer around ``handler`` for calls of ``method``; ``handler`` itself for the
+        methods open to all (health, reflection)."""
+        if is_open(method):
+            return handler
+        admit = functools.partial(self._admit, method)
+        return rewrap(handler, lambda inner: _unary(inner, admit), lambda inner: _streaming(inner, admit))
+
+    async def _admit(self, method: str, context: grpc.aio.ServicerContext[Any, Any]) -> Principal:
+        """The call's principal, or the call ends here with the refusal's status."""
+        try:
+            caller = await self.authenticator.principal(
+                tuple(context.invocation_metadata() or ()), context.auth_context(), context.peer()
+            )
+            check_role(method, caller)
+        except DealerError as e:
+            log.info("refused %s: %s", method, e.reason)
+            await abort(context, e)
+            raise AssertionError("unreachable: abort raises") from None
+        if self._on_tenant is not None:
+            self._on_tenant(caller.tenant)
+        return caller
+
+
+Admit = Callable[[grpc.aio.ServicerContext[Any, Any]], Awaitable[Principal]]
+
+
+def _unary(behavior: Callable[..., Any], admit: Admit) -> Callable[..., Awaitable[Any]]:
+    async def call(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        token = principal.bind(await admit(context))
+        try:
+            return await behavior(request, context)
+        finally:
+            principal.unbind(token)
+
+    return call
+
+
+def _streaming(behavior: Callable[..., Any], admit: Admit) -> Callable[..., AsyncIterator[Any]]:
+    async def call(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
+        token = principal.bind(await admit(context))
+        try:
+            async for response in behavior(request, context):
+                yield response
+        finally:
+            # A generator finalized by the event loop runs in another context; the binding
+            # died with the call's own context then.
+            with contextlib.suppress(ValueError):
+                principal.unbind(token)
+
+    return call

@@ -1,0 +1,147 @@
+"""How methods are served: lenient request parsing, registration, and the plumbing that
+interceptors share (rewrapping a handler, draining a server stream, telling which service a
+method belongs to).
+
+A body that does not parse reaches its servicer as ``Malformed``, so every bad request gets the
+same INVALID_ARGUMENT and ErrorInfo rather than gRPC's UNKNOWN. A response that cannot be written
+because the call already ended raises ``StreamGone``, which the outermost layer records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+import grpc
+from google.protobuf.descriptor import ServiceDescriptor
+from google.protobuf.message import DecodeError, Message
+
+from fairdeck.wire import Reason
+from fairdeck_server import refusals
+
+
+class Malformed:
+    """Stands in for a request body that does not parse as its message type."""
+
+    __slots__ = ("type_name",)
+
+    def __init__(self, type_name: str) -> None:
+        self.type_name = type_name
+
+
+def _lenient(message_class: Any) -> Callable[[bytes], Any]:
+    def parse(data: bytes) -> Any:
+        try:
+            return message_class.FromString(data)
+        except DecodeError:
+            return Malformed(message_class.DESCRIPTOR.full_name)
+
+    return parse
+
+
+def check_parsed(request: object) -> None:
+    """Refuse a body that did not parse, with INVALID_ARGUMENT instead of gRPC's UNKNOWN."""
+    if isinstance(request, Malformed):
+        raise refusals.invalid(
+            "request", Reason.MALFORMED_REQUEST, f"the body is not a valid {request.type_name}"
+        )
+
+
+def register(
+    server: grpc.aio.Server, servicer: object, service: ServiceDescriptor, messages: ModuleType
+) -> None:
+    """Add a servicer's methods like the generated add_*_to_server, but with
+    request parsing that cannot fail: bad bytes reach the servicer as
+    Malformed, so every bad request gets the same status and ErrorInfo."""
+    handlers = {}
+    for method in service.methods:
+        kwargs: dict[str, Any] = {
+            "request_deserializer": _lenient(getattr(messages, method.input_type.name)),
+            "response_serializer": _serialize,
+        }
+        fn = getattr(servicer, method.name)
+        if method.server_streaming:
+            handlers[method.name] = grpc.unary_stream_rpc_method_handler(fn, **kwargs)
+        else:
+            handlers[method.name] = grpc.unary_unary_rpc_method_handler(fn, **kwargs)
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service.full_name, handlers),))
+    server.add_registered_method_handlers(service.full_name, handlers)  # type: ignore[attr-defined]
+
+
+def _serialize(message: Message) -> bytes:
+    return message.SerializeToString()
+
+
+def rewrap(
+    handler: grpc.RpcMethodHandler[Any, Any],
+    unary: Callable[[Callable[..., Any]], Callable[..., Any]],
+    stream: Callable[[Callable[..., Any]], Callable[..., Any]],
+) -> grpc.RpcMethodHandler[Any, Any]:
+    """``handler`` with its behavior wrapped by ``unary`` or ``stream`` (by response
+    kind), for interceptors: the same deserializer and serializer, a new behavior."""
+    kwargs = {
+        "request_deserializer": handler.request_deserializer,
+        "response_serializer": handler.response_serializer,
+    }
+    if handler.unary_unary is not None:
+        return grpc.unary_unary_rpc_method_handler(unary(handler.unary_unary), **kwargs)
+    if handler.stream_unary is not None:
+        return grpc.stream_unary_rpc_method_handler(unary(handler.stream_unary), **kwargs)
+    if handler.unary_stream is not None:
+        return grpc.unary_stream_rpc_method_handler(stream(handler.unary_stream), **kwargs)
+    if handler.stream_stream is not None:
+        return grpc.stream_stream_rpc_method_handler(stream(handler.stream_stream), **kwargs)
+    return handler
+
+
+UNLIMITED_SERVICES = frozenset(
+    {
+        "grpc.health.v1.Health",
+        "grpc.reflection.v1alpha.ServerReflection",
+        "grpc.reflection.v1.ServerReflection",
+    }
+)
+"""Never rate limited nor cut by the default deadline (Watch and reflection streams are long by design)."""
+
+
+def service_of(method: str) -> str:
+    """``/pkg.Service/Method`` -> ``pkg.Service``."""
+    return method.lstrip("/").split("/", 1)[0]
+
+
+async def drain(
+    inner: Callable[[Any, Any], Any], request: Any, context: grpc.aio.ServicerContext[Any, Any]
+) -> None:
+    """Run a server-streaming handler of either style: an async generator (its
+    responses are written here) or a coroutine that writes them itself."""
+    result = inner(request, context)
+    if not hasattr(result, "__aiter__"):
+        await result
+        return
+    try:
+        async for response in result:
+            try:
+                await context.write(response)
+            except Exception as e:
+                if not _call_ended(e, context):
+                    raise
+                raise StreamGone from None
+    finally:
+        await result.aclose()
+
+
+def _call_ended(error: Exception, context: grpc.aio.ServicerContext[Any, Any]) -> bool:
+    """Whether a failed write means the call is over: grpc's own batch failure
+    (private class, so matched by name), a passed deadline, or a cancellation. A
+    failure of ours, such as a response that does not serialize, is not."""
+    if type(error).__name__ == "ExecuteBatchError":
+        return True
+    remaining = context.time_remaining()
+    return (remaining is not None and remaining <= 0) or context.cancelled()
+
+
+class StreamGone(Exception):
+    """A response could not be written because the call had already ended. Nobody is
+    left to tell; the outermost interceptor records it (CANCELLED or DEADLINE_EXCEEDED)
+    and returns, where gRPC would log an ERROR with a traceback for every such call."""

@@ -1,0 +1,116 @@
+"""The one translation of errors into gRPC statuses.
+
+A ``DealerError`` becomes its canonical status with a ``google.rpc.Status`` detail holding an
+``ErrorInfo`` (stable ``reason``, ``field`` in its metadata) and, for a refusal to wait on, a
+``RetryInfo``. Anything unexpected becomes INTERNAL with a fixed message and is logged here
+without request data. Servicers and interceptors end calls only through ``abort`` and ``fail``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import grpc
+from google.protobuf import any_pb2
+from google.rpc import error_details_pb2, status_pb2
+
+from fairdeck.wire import ERROR_DOMAIN, STATUS_DETAILS_KEY, Reason
+from fairdeck_server import refusals
+from fairdeck_server.edge.methods import check_parsed
+
+log = logging.getLogger(__name__)
+
+Req = TypeVar("Req")
+Resp = TypeVar("Resp")
+
+
+def status_metadata(
+    code: grpc.StatusCode, message: str, reason: Reason, field: str | None, retry_delay: float | None = None
+) -> tuple[tuple[str, bytes]]:
+    """The grpc-status-details-bin trailer for an error (google.rpc.Status + ErrorInfo,
+    and a RetryInfo when the caller should wait ``retry_delay`` seconds and try again)."""
+    info = error_details_pb2.ErrorInfo(reason=reason, domain=ERROR_DOMAIN)
+    if field:
+        info.metadata["field"] = field
+    detail = any_pb2.Any()
+    detail.Pack(info)
+    status = status_pb2.Status(code=code.value[0], message=message, details=[detail])
+    if retry_delay is not None:
+        retry = error_details_pb2.RetryInfo()
+        retry.retry_delay.FromNanoseconds(max(1_000_000, int(retry_delay * 1e9)))  # at least 1 ms
+        status.details.add().Pack(retry)
+    return ((STATUS_DETAILS_KEY, status.SerializeToString()),)
+
+
+async def abort(context: grpc.aio.ServicerContext[Any, Any], error: refusals.DealerError) -> None:
+    """End the call with ``error``'s status and details: the one way the servicers and
+    the interceptors refuse a call."""
+    code = grpc.StatusCode[error.status.name]
+    message = str(error)
+    try:
+        await context.abort(
+            code,
+            message,
+            trailing_metadata=status_metadata(code, message, error.reason, error.field, error.retry_delay),
+        )
+    except grpc.aio.AbortError:
+        raise
+    except Exception as e:
+        if type(e).__name__ != "ExecuteBatchError":  # grpc's private class, matched by name
+            raise
+        # The status could not be sent: the call ended meanwhile (the client cancelled, or a
+        # deadline passed as we answered). Nobody is left to tell; ended as gRPC ends a
+        # cancelled call, where the batch error would reach gRPC and be logged as an ERROR.
+        raise asyncio.CancelledError from None
+
+
+async def fail(context: grpc.aio.ServicerContext[Any, Any], exc: Exception, where: str) -> None:
+    """End the call for ``exc``: its own status if a DealerError, else INTERNAL."""
+    if isinstance(exc, refusals.DealerError):
+        await abort(context, exc)
+    log.error("unexpected %s in %s", type(exc).__name__, where, exc_info=exc)
+    await abort(context, refusals.internal())
+
+
+def translated(
+    method: Callable[[Any, Req, grpc.aio.ServicerContext[Req, Resp]], Awaitable[Resp]],
+) -> Callable[[Any, Req, grpc.aio.ServicerContext[Req, Resp]], Awaitable[Resp]]:
+    @functools.wraps(method)
+    async def wrapper(self: Any, request: Req, context: grpc.aio.ServicerContext[Req, Resp]) -> Resp:
+        try:
+            check_parsed(request)
+            return await method(self, request, context)
+        except Exception as e:
+            await fail(context, e, method.__name__)
+        raise AssertionError("unreachable: abort raises")
+
+    return wrapper
+
+
+async def translate(
+    context: grpc.aio.ServicerContext[Any, Any], e: refusals.DealerError, method: str
+) -> grpc.aio.AbortError:
+    """A DealerError that escaped an interceptor (the open-hands cap reads storage before
+    the handler runs; handlers translate their own), ended as the servicer ends its
+    own (servicer.fail): its status and reason, not gRPC's UNKNOWN with a traceback.
+    Other exceptions are bugs and go on to gRPC, which logs them."""
+    try:
+        await fail(context, e, method)
+    except grpc.aio.AbortError as aborted:
+        return aborted
+    raise AssertionError("unreachable: fail aborts")
+
+
+def status_of(e: BaseException, context: grpc.aio.ServicerContext[Any, Any]) -> grpc.StatusCode:
+    """The status the client receives when a handler ends by raising ``e``."""
+    if isinstance(e, grpc.aio.AbortError):
+        return context.code() or grpc.StatusCode.UNKNOWN
+    if isinstance(e, asyncio.CancelledError):  # the client went away, or its deadline passed
+        remaining = context.time_remaining()
+        expired = remaining is not None and remaining <= 0
+        return grpc.StatusCode.DEADLINE_EXCEEDED if expired else grpc.StatusCode.CANCELLED
+    return grpc.StatusCode.UNKNOWN  # what gRPC answers for an exception it did not expect

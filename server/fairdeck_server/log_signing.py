@@ -1,0 +1,187 @@
+"""The log's signing side: the Ed25519 key and the checkpoint publisher.
+
+The key (a C2SP signed-note signer key, ``PRIVATE+KEY+origin+hash+base64``)
+is created with mode 0600 by ``fairdeck init`` or by the first start on a fresh
+data dir (fairdeck_server.startup), or supplied by the operator; never as a
+side effect of a file gone missing. Its name is the log's origin line. After a rotation the file also
+lists the verifier keys of the signers it replaced (``load_log_keys``). The
+publisher signs a checkpoint whenever the log has grown, at most every
+``interval`` seconds, and on demand; storage's compare-and-swap keeps one root
+per size across restarts and writers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fairdeck.log.checkpoint import Checkpoint, sign_checkpoint
+from fairdeck.log.note import NoteError, Signer, Verifier, is_valid_key_name
+from fairdeck_server.refusals import StartupRefused
+from fairdeck_server.storage.base import Storage, StoredCheckpoint
+from fairdeck_server.vault import read_private_text, write_private_file
+
+log = logging.getLogger(__name__)
+DEFAULT_INTERVAL = 0.2
+
+
+class LogKeyError(StartupRefused):
+    """A log key file that cannot be used."""
+
+
+@dataclass(frozen=True)
+class LogKeys:
+    """The key that signs new checkpoints, and the verifier keys of keys it replaced."""
+
+    signer: Signer = field(repr=False)
+    retired: tuple[Verifier, ...] = ()
+
+    @property
+    def verifiers(self) -> list[Verifier]:
+        """Every verifier key, the current one first: what an auditor of the whole history needs."""
+        return [self.signer.verifier, *self.retired]
+
+    def to_text(self) -> str:
+        """The key file: the signer key, then one retired verifier key per line."""
+        lines = [self.signer.to_string(), *(v.to_string() for v in self.retired)]
+        return "".join(line + "\n" for line in lines)
+
+
+def load_or_create_signer(path: Path, origin: str | None = None) -> Signer:
+    """The log signer from ``path``, created (0600) with ``origin`` as its name if missing.
+
+    For tests and benchmarks that set up a log by hand; the dealer never creates a key
+    as a side effect (fairdeck_server.startup decides when one is made)."""
+    if path.exists():
+        return load_log_keys(path, origin).signer
+    return create_log_keys(path, origin).signer
+
+
+def load_log_keys(path: Path, origin: str | None = None) -> LogKeys:
+    """The keys in ``path``; a missing file is a LogKeyError (nothing is created).
+
+    The file's first line is the signer key (``PRIVATE+KEY+...``); each later
+    line is the verifier key of a retired signer, newest first. Retired keys
+    are kept public only: after a rotation nothing can sign with them here.
+    """
+    if not path.exists():
+        raise LogKeyError(f"no log key at {path}")
+    keys = _parse_keys(read_private_text(path, "log key file", LogKeyError), path)
+    if origin is not None and keys.signer.name != origin:
+        raise LogKeyError(f"log key file {path} is for origin {keys.signer.name!r}, not {origin!r}")
+    return keys
+
+
+def new_log_keys(origin: str | None = None) -> LogKeys:
+    """A new signer named ``origin`` (default a random ``fairdeck.log/...``); LogKeyError if the
+    name is not a valid key name."""
+    name = origin or f"fairdeck.log/{secrets.token_hex(6)}"
+    if not is_valid_key_name(name):
+        raise LogKeyError(f"--log-origin {name!r} is not a valid key name (non-empty, no spaces, no '+')")
+    return LogKeys(Signer.generate(name))
+
+
+def create_log_keys(path: Path, origin: str | None = None) -> LogKeys:
+    """Write a new signer to ``path`` (0600, which must not exist: O_EXCL)."""
+    keys = new_log_keys(origin)
+    write_private_file(path, keys.to_text(), create=True)
+    return keys
+
+
+def rotate_log_key(path: Path) -> LogKeys:
+    """Replace the signer in ``path`` by a new key of the same name (the log's
+    origin); the old signer's verifier key becomes the first retired key.
+
+    Takes effect when the dealer restarts. Checkpoints signed before stay
+    verifiable with the retired key; auditors pass every key to ``--key``.
+    """
+    old = load_log_keys(path) if path.exists() else None
+    if old is None:
+        raise LogKeyError(f"no log key at {path} to rotate")
+    new = LogKeys(Signer.generate(old.signer.name), (old.signer.verifier, *old.retired))
+    write_private_file(path, new.to_text(), create=False)
+    return new
+
+
+def _parse_keys(text: str, path: Path) -> LogKeys:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines:
+        raise LogKeyError(f"log key file {path} is empty")
+    try:
+        signer = Signer.parse(lines[0])
+    except NoteError as e:
+        raise LogKeyError(f"log key file {path}, line 1: {e}") from None
+    retired = []
+    for number, line in enumerate(lines[1:], start=2):
+        if line.startswith("PRIVATE+"):
+            raise LogKeyError(f"log key file {path}, line {number}: keep retired keys as verifier keys only")
+        try:
+            verifier = Verifier.parse(line)
+        except NoteError as e:
+            raise LogKeyError(f"log key file {path}, line {number}: {e}") from None
+        if verifier.name != signer.name:
+            raise LogKeyError(f"log key file {path}, line {number}: retired key is for another origin")
+        retired.append(verifier)
+    if len({(v.name, v.key_id) for v in [signer.verifier, *retired]}) != 1 + len(retired):
+        raise LogKeyError(f"log key file {path} lists a key twice")
+    return LogKeys(signer, tuple(retired))
+
+
+class CheckpointPublisher:
+    """Signs checkpoints of a Storage's log as it grows."""
+
+    def __init__(self, storage: Storage, signer: Signer, *, interval: float = DEFAULT_INTERVAL) -> None:
+        self.storage = storage
+        self.signer = signer
+        self.interval = interval
+        self._lock = asyncio.Lock()
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def origin(self) -> str:
+        return self.signer.name
+
+    async def publish(self) -> StoredCheckpoint | None:
+        """Sign the current tree if it is larger than the head; return the head."""
+        async with self._lock:
+            head = await self.storage.checkpoint()
+            size, root = await self.storage.log_head()
+            if head is not None and head.size >= size:
+                return head
+            if size == 0:
+                return head
+            note = sign_checkpoint(Checkpoint(self.origin, size, root), self.signer)
+            return await self.storage.put_checkpoint(size, root, note, time.time_ns() // 1_000_000)
+
+    async def covering(self, index: int) -> StoredCheckpoint:
+        """A checkpoint whose tree includes entry ``index`` (signing one if needed)."""
+        head = await self.storage.checkpoint()
+        if head is None or head.size <= index:
+            head = await self.publish()
+        if head is None or head.size <= index:
+            raise LookupError(f"log entry {index} does not exist")
+        return head
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="fairdeck-checkpoints")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        await self.publish()  # the last entries get a signed checkpoint before exit
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            try:
+                await self.publish()
+            except Exception as e:  # keep publishing; storage may come back
+                log.error("checkpoint publishing failed: %s", type(e).__name__)

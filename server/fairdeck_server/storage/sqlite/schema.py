@@ -1,0 +1,140 @@
+"""The SQLite schema, and opening a database file: whole, checked, in WAL mode, or refused.
+
+A database is an identity: ``create_database`` makes one only for ``fairdeck init`` or a fresh data
+dir, and ``open_database`` refuses (StartupRefused, one line naming the file) a file that is
+missing, not ours, truncated, damaged (quick_check) or whose log has gaps.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from urllib.parse import quote
+
+from fairdeck_server.refusals import StartupRefused
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS hands (
+    hand_id      TEXT PRIMARY KEY,
+    tenant       TEXT NOT NULL,
+    request_id   TEXT,
+    deck         TEXT NOT NULL,
+    version      TEXT NOT NULL,
+    commitment   BLOB NOT NULL,
+    sealed_seed  BLOB NOT NULL,   -- AES-256-GCM, never the plain seed
+    client_seeds BLOB NOT NULL,
+    state        INTEGER NOT NULL,
+    dealt        INTEGER NOT NULL,
+    created_ms   INTEGER NOT NULL,
+    commit_index INTEGER NOT NULL,
+    closed_ms    INTEGER,
+    server_seed  BLOB,            -- set only when revealed
+    reveal_index INTEGER,
+    request_fp   BLOB             -- what the idempotent open asked for
+) WITHOUT ROWID;
+CREATE UNIQUE INDEX IF NOT EXISTS hands_request ON hands (tenant, request_id)
+    WHERE request_id IS NOT NULL;
+CREATE INDEX IF NOT EXISTS hands_unrevealed ON hands (created_ms) WHERE state != 3;
+CREATE TABLE IF NOT EXISTS log_entries (
+    idx   INTEGER PRIMARY KEY,
+    entry BLOB NOT NULL
+);
+-- Merkle tree hashes in Go sumdb's stored-hash layout (fairdeck.log.merkle):
+-- an append writes O(1) amortised rows, a proof reads O(log n).
+CREATE TABLE IF NOT EXISTS log_hashes (
+    idx  INTEGER PRIMARY KEY,
+    hash BLOB NOT NULL
+);
+-- Signed checkpoints; the head is the largest size. One row per size, ever.
+CREATE TABLE IF NOT EXISTS checkpoints (
+    size    INTEGER PRIMARY KEY,
+    root    BLOB NOT NULL,
+    note    BLOB NOT NULL,
+    time_ms INTEGER NOT NULL
+);
+-- API tokens: only a digest of the secret part is stored.
+CREATE TABLE IF NOT EXISTS tokens (
+    token_id   TEXT PRIMARY KEY,
+    tenant     TEXT NOT NULL,
+    role       TEXT NOT NULL,
+    digest     BLOB NOT NULL,
+    created_ms INTEGER NOT NULL,
+    label      TEXT NOT NULL,
+    revoked_ms INTEGER
+) WITHOUT ROWID;
+-- Facts about the log itself: 'log_key' is the verifier key (public) of the key that signs it.
+CREATE TABLE IF NOT EXISTS fairdeck_meta (
+    name  TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+) WITHOUT ROWID;
+"""
+TABLES = ("hands", "log_entries", "log_hashes", "checkpoints")
+"""Tables every fairdeck database has had from the start: one without them is truncated or not ours."""
+
+
+def open_database(path: Path, *, create: bool) -> sqlite3.Connection:
+    """The writer's connection: WAL, synchronous=FULL, the schema's tables (IF NOT EXISTS: adds
+    only those a newer version brought). Without ``create`` the file must exist and hold a
+    fairdeck database (mode=rw: a file that vanished since start is not made again, empty)."""
+    target = path if create else f"file:{quote(str(path.absolute()))}?mode=rw"
+    conn = sqlite3.connect(target, isolation_level=None, check_same_thread=False, uri=not create)
+    try:
+        _check(conn, path, create)
+        mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        if mode != "wal":
+            raise RuntimeError(f"journal_mode is {mode}, WAL required")
+        conn.execute("PRAGMA synchronous=FULL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        conn.executescript(SCHEMA)
+        row = conn.execute("SELECT COALESCE(MAX(idx) + 1, 0), COUNT(*) FROM log_entries").fetchone()
+        if row[0] != row[1]:
+            raise StartupRefused(
+                f"database {path}: log_entries has gaps, the log is damaged; restore it from backup"
+            )
+    except sqlite3.DatabaseError as e:  # "file is not a database", "database disk image is malformed"
+        conn.close()
+        raise StartupRefused(f"database {path} is damaged ({e}); restore it from backup") from None
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _check(conn: sqlite3.Connection, path: Path, create: bool) -> None:
+    """Refuse a database that is not whole: no tables (truncated, or not ours) or damaged pages.
+
+    quick_check reads every page (not the index contents), so a page of garbage in
+    the middle of the file is found here, at start, not by the hand that lands on it.
+    """
+    names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if not create and not set(TABLES) <= names:
+        raise StartupRefused(
+            f"database {path} has no fairdeck tables (truncated, or not a fairdeck database); "
+            "restore it from backup"
+        )
+    problems = [r[0] for r in conn.execute("PRAGMA quick_check(3)").fetchall()]
+    if problems != ["ok"]:
+        raise StartupRefused(
+            f"database {path} is damaged (PRAGMA quick_check: {'; '.join(problems)}); restore it from backup"
+        )
+
+
+def create_database(path: Path, meta: dict[str, str]) -> None:
+    """A new, empty database at ``path`` with ``meta`` recorded; refuses one that is there.
+
+    Only ``fairdeck init`` and ``serve`` on a fresh data dir call it: a database
+    is an identity, never made again because a file went missing.
+    """
+    if path.exists() and path.stat().st_size > 0:
+        raise StartupRefused(f"database {path} already exists; fairdeck never replaces one")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=FULL")
+        conn.executescript(SCHEMA)
+        conn.execute("BEGIN IMMEDIATE")
+        conn.executemany("INSERT INTO fairdeck_meta (name, value) VALUES (?, ?)", sorted(meta.items()))
+        conn.execute("COMMIT")
+    finally:
+        conn.close()

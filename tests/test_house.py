@@ -1,0 +1,221 @@
+"""The shape of the house as tests: no import cycle in either package, at module or package
+level; gRPC only at the server's edge; no module name shared by the client and the server; and
+no hand-written Python module over 600 lines.
+
+The import graph is read from the source with ``ast``: every import statement, those inside
+functions and under ``if TYPE_CHECKING`` included, so a lazy import cannot hide a cycle.
+``from package import name`` is an edge to ``package.name`` when that is a module, else to
+``package``.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = {"fairdeck": ROOT / "client" / "fairdeck", "fairdeck_server": ROOT / "server" / "fairdeck_server"}
+GENERATED = ("fairdeck.v1",)
+MAX_LINES = 600
+
+
+def module_files() -> dict[str, Path]:
+    """Every hand-written module of both packages: dotted name -> file."""
+    out = {}
+    for top, root in PACKAGES.items():
+        for path in sorted(root.rglob("*.py")):
+            parts = path.relative_to(root).with_suffix("").parts
+            name = ".".join([top, *parts]).removesuffix(".__init__")
+            if not any(name == g or name.startswith(g + ".") for g in GENERATED):
+                out[name] = path
+    return out
+
+
+MODULES = module_files()
+
+
+def imported(name: str, path: Path) -> Iterator[str]:
+    """The modules of ours that ``name`` (at ``path``) imports."""
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, *([base] if base else [])])
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names]
+        else:
+            continue
+        for target in targets:
+            while target and target not in MODULES:  # `import a.b.c` of ours names a.b.c or a package above
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                yield target
+
+
+def graph() -> dict[str, set[str]]:
+    return {name: set(imported(name, path)) for name, path in MODULES.items()}
+
+
+def room(module: str) -> str:
+    """A module's room: its subpackage (``fairdeck.log``, ``fairdeck_server.storage``), or the
+    module itself when it sits at the top of its package."""
+    top, _, rest = module.partition(".")
+    if not rest:
+        return module
+    first = rest.split(".")[0]
+    return f"{top}.{first}"
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one node (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in edges.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_graph_is_read() -> None:
+    """The rule is about real edges: a few that must be there."""
+    edges = graph()
+    assert "fairdeck_server.edge.status" in edges["fairdeck_server.edge.dealer_servicer"]
+    assert "fairdeck_server.storage.sqlite.writer" in edges["fairdeck_server.storage.sqlite.engine"]
+    assert "fairdeck.core.commitment" in edges["fairdeck.core.local"]
+
+
+def test_no_import_cycle_between_modules() -> None:
+    assert cycles(graph()) == []
+
+
+def test_no_import_cycle_between_rooms() -> None:
+    rooms: dict[str, set[str]] = defaultdict(set)
+    for module, targets in graph().items():
+        rooms[room(module)] |= {room(t) for t in targets} - {room(module)}
+    assert cycles(rooms) == []
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+# -- gRPC stays at the edge ------------------------------------------------------------------------
+
+GRPC = ("grpc", "grpc_health", "grpc_reflection", "grpc_status")
+EDGE = ("fairdeck_server.edge", "fairdeck_server.app")
+
+
+def third_party_imports(path: Path) -> Iterator[tuple[int, str]]:
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            yield from ((node.lineno, a.name) for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            yield node.lineno, node.module
+
+
+def test_only_the_edge_and_app_import_grpc() -> None:
+    server = {n: p for n, p in MODULES.items() if n.startswith("fairdeck_server")}
+    assert {"fairdeck_server.dealer", "fairdeck_server.limits", "fairdeck_server.vault"} <= set(server)
+    bad = [
+        f"{path.relative_to(ROOT)}:{line}: {m}"
+        for name, path in server.items()
+        if not any(name == e or name.startswith(e + ".") for e in EDGE)
+        for line, m in third_party_imports(path)
+        if m.split(".")[0] in GRPC
+    ]
+    assert bad == []
+
+
+def test_the_rules_storage_and_signing_load_no_grpc() -> None:
+    """At run time too, through every module they pull in: the dealer, storage (both engines),
+    the vault, the limits, auth and metrics policies, and the log signer."""
+    code = (
+        "import sys, json\n"
+        "import fairdeck_server.dealer, fairdeck_server.storage.sqlite, fairdeck_server.vault\n"
+        "import fairdeck_server.limits, fairdeck_server.auth, fairdeck_server.metrics\n"
+        "import fairdeck_server.log_signing, fairdeck_server.cosigning, fairdeck_server.startup\n"
+        "import fairdeck_server.storage.postgres\n"
+        "print(json.dumps(sorted(sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    loaded = set(__import__("json").loads(out.stdout))
+    assert "fairdeck_server.storage.sqlite.writer" in loaded
+    assert sorted(m for m in loaded if m.split(".")[0] in GRPC) == []
+
+
+# -- names and sizes -------------------------------------------------------------------------------
+
+
+def test_no_module_name_is_shared_by_the_client_and_the_server() -> None:
+    names: dict[str, set[str]] = defaultdict(set)
+    for name, path in MODULES.items():
+        if path.name != "__init__.py":
+            names[path.stem].add(name.split(".")[0])
+    assert sorted(stem for stem, tops in names.items() if len(tops) > 1) == []
+
+
+def test_no_tracked_file_is_ignored() -> None:
+    """What is committed is not also ignored (bench/results/ was both: 55 files tracked under an
+    ignore rule), so the tree says plainly what belongs to it."""
+    both = subprocess.run(
+        ["git", "ls-files", "--cached", "--ignored", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert both == []
+
+
+def python_files() -> list[Path]:
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "*.py"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    return [ROOT / f for f in listed if not f.startswith("client/fairdeck/v1/") and (ROOT / f).is_file()]
+
+
+@pytest.mark.parametrize("limit", [MAX_LINES])
+def test_no_hand_written_module_is_over_600_lines(limit: int) -> None:
+    files = python_files()
+    assert len(files) > 100
+    long = {str(p.relative_to(ROOT)): n for p in files if (n := len(p.read_text().splitlines())) > limit}
+    assert long == {}
