@@ -149,3 +149,17 @@ def test_lab_test_without_dieharder_says_how_to_install_it(
     assert main(["lab", "test", str(out), "--no-progress"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "apt-get install dieharder" in err[0] and "--dieharder none" in err[0]
+
+
+def test_a_dealer_that_cannot_be_reached_is_one_line_and_the_collection_resumable(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from fairdeck.log.note import Signer
+
+    key = Signer.generate("lab.test/log").verifier.to_string()
+    out = tmp_path / "kit"
+    argv = ["lab", "collect", "--out", str(out), "--target", "127.0.0.1:1", "--key", key, "--timeout", "2"]
+    assert main([*argv, "--no-progress"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "could not be used" in err[0] and "run the same command again" in err[0]
+    assert json.loads((out / "state.json").read_text())["hands"] == 0

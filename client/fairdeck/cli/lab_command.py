@@ -17,6 +17,7 @@ from pathlib import Path
 from types import FrameType
 
 from fairdeck.cli import cli_credentials, progress
+from fairdeck.client.exceptions import FairdeckError
 from fairdeck.core.decks import SPEC_NAMES
 from fairdeck.core.errors import VerificationError
 
@@ -138,6 +139,13 @@ def cmd_collect(args: argparse.Namespace) -> int:
         return 2
     except VerificationError as e:
         print(f"fairdeck lab collect: FAILED at step {e.step}: {e.detail}", file=sys.stderr)
+        return 1
+    except (FairdeckError, OSError) as e:
+        print(
+            f"fairdeck lab collect: the dealer could not be used ({e}); the collection stays resumable: "
+            "run the same command again",
+            file=sys.stderr,
+        )
         return 1
     finally:
         bar.close()

@@ -22,15 +22,15 @@ from typing import Any
 
 import grpc
 
-from fairdeck.client import AuditClient, ClientConfig, DealerClient
+from fairdeck.client import AuditClient, DealerClient
+from fairdeck.client.exceptions import FairdeckError
 from fairdeck.core.errors import VerificationError
 from fairdeck.core.transcript import Transcript
 from fairdeck.lab import formats
 from fairdeck.lab.collection import Dealt, transcript_from
 from fairdeck.log.audit import Auditor
 from fairdeck.log.note import Verifier
-from fairdeck.log.receipts import check_commit_entry, check_reveal_entry, open_signed_checkpoint
-from fairdeck.v1 import audit_pb2, audit_pb2_grpc
+from fairdeck.log.receipts import check_commit_entry, check_reveal_entry
 
 MAX_LISTED = 10
 
@@ -147,21 +147,19 @@ class _Expected:
         self.file.close()
 
 
-def signed_checkpoint(dealer: LiveDealer) -> bytes:
-    """The latest signed checkpoint note, as the dealer serves it (checked by the Auditor)."""
-    config = ClientConfig(
-        dealer.target, credentials=dealer.credentials, api_token=dealer.api_token, insecure=dealer.insecure
-    )
-    channel = config.channel()
-    try:
-        stub = audit_pb2_grpc.AuditServiceStub(channel)
-        response = stub.GetCheckpoint(
-            audit_pb2.GetCheckpointRequest(), timeout=dealer.timeout, metadata=config.call_metadata()
-        )
-        note: bytes = response.signed_checkpoint
-        return note
-    finally:
-        channel.close()
+def _signed_note(log: AuditClient, last: int, wait_seconds: float) -> tuple[bytes, int]:
+    """The signed checkpoint note (and its size) of a tree that holds entry ``last``, as the
+    dealer serves it with that entry's inclusion proof (checked under the key given). Waits up to
+    ``wait_seconds`` for the dealer to sign a checkpoint that covers it."""
+    deadline = time.monotonic() + wait_seconds
+    while True:
+        try:
+            proof = log.inclusion_proof(max(last, 0))
+            return proof.signed_checkpoint, proof.tree_size
+        except FairdeckError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 def check_log(
@@ -173,23 +171,18 @@ def check_log(
 ) -> dict[str, Any]:
     """Prove every collected hand is in the dealer's signed log (module docstring); a summary.
 
-    Waits up to ``wait_seconds`` for a signed checkpoint that covers the last collected entry.
+    Waits up to ``wait_seconds`` for a signed checkpoint that covers the last collected entry; raises
+    FairdeckError when the dealer cannot be read, VerificationError when its checkpoint does not verify.
     """
     wanted = _Expected(out)
-    last = wanted.last
-    deadline = time.monotonic() + wait_seconds
-    while True:
-        note = signed_checkpoint(dealer)
-        size = open_signed_checkpoint(note, dealer.key).size  # raises VerificationError
-        if size > last or time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
-    auditor = Auditor(
-        dealer.key, now_ms=int(time.time() * 1000), max_hand_lifetime_ms=2**62, checkpoints=[note]
-    )
     problems: list[str] = []
     found = 0
     with dealer.audit_client() as log:
+        note, size = _signed_note(log, wanted.last, wait_seconds)
+        # Deck shopping is not this check's business (a test dealer may hold open hands): no lifetime.
+        auditor = Auditor(
+            dealer.key, now_ms=int(time.time() * 1000), max_hand_lifetime_ms=2**62, checkpoints=[note]
+        )
         for index, data in log.entries():
             if index >= size:
                 break
