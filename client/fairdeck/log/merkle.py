@@ -1,11 +1,12 @@
 """RFC 9162 Merkle trees for the transparency log: hashes, proofs, storage layout.
 
-Hashing is RFC 9162 section 2.1.1 (``leaf_hash``, ``node_hash``, ``root``; the empty tree is
-``EMPTY_ROOT``). ``verify_inclusion`` and ``verify_consistency`` are RFC 9162 sections 2.1.3.2
-and 2.1.4.2, strict (32-byte hashes, uint64 sizes, exact proof lengths, constant-time compares),
-and return None or raise ``ProofError`` naming the check that failed. Storage keeps Go sumdb's
-append-only array of complete-subtree hashes, so any root or proof reads about ``2*log2(n)``
-stored hashes in one ``read_hashes`` batch (docs/log-format.md, "Stored hashes").
+Hashing is RFC 9162 section 2.1.1, the same tree as RFC 6962 (``leaf_hash``, ``node_hash``,
+``root``; the empty tree is ``EMPTY_ROOT``). ``verify_inclusion`` and ``verify_consistency`` are
+RFC 9162 sections 2.1.3.2 and 2.1.4.2, strict (32-byte hashes, uint64 sizes, exact proof
+lengths, constant-time compares), and return None or raise ``ProofError`` naming the check that
+failed. Storage keeps Go sumdb's append-only array of complete-subtree hashes, so any root or
+proof reads about ``2*log2(n)`` stored hashes in one ``read_hashes`` batch (docs/log-format.md,
+"Stored hashes").
 
 >>> leaves = [leaf_hash(bytes([i])) for i in range(5)]
 >>> store = []
