@@ -236,6 +236,9 @@ export interface HandMessage {
   dealtCount?: number;
 }
 
+/** The code of card `id` in `deck` ("As", "X1", "7h.3"), as DrawCards' ids stand for; RangeError for an id not in the deck. */
+export function cardCode(deck: string, id: number): string;
+
 /** The transcript value of a dealer's Transcript message; raises VerificationError ("malformed") for a card not in its deck. */
 export function transcriptFromMessage(message: TranscriptMessage): TranscriptValue;
 

@@ -15,7 +15,7 @@ export { LogError, SPEC_NAMES, SUPPORTED_VERSIONS, VerificationError, isHandProo
 export { HAND_PROOF_CHECKS, TRANSCRIPT_CHECKS } from "./verify.js";
 export { StrictJSONError } from "./strictjson.js";
 export { ERROR_DOMAIN, STATUS_DETAILS_KEY, StatusDecodeError, decodeErrorInfo, decodeRetryInfo, decodeStatus, errorDetails } from "./status.js";
-export { handProofText, transcriptFromMessage } from "./messages.js";
+export { cardCode, handProofText, transcriptFromMessage } from "./messages.js";
 
 /** Text (a string, as UTF-8) or bytes (a Uint8Array or Buffer), exactly as written. */
 function asBytes(input, what) {

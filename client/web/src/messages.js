@@ -61,6 +61,14 @@ export function transcriptFromMessage(message) {
   };
 }
 
+/** The code of card `id` in `deck` ("As", "X1", "7h.3"): what DrawCards' ids stand for. */
+export function cardCode(deck, id) {
+  const spec = deckSpec(deck);
+  if (!spec) throw new RangeError(`unknown deck spec ${pyrepr(String(deck))}; known: ${SPEC_NAMES.join(", ")}`);
+  if (!Number.isInteger(id) || !spec.idSet.has(id)) throw new RangeError(`card id ${id} is not in deck ${pyrepr(deck)}`);
+  return codeForId(id, spec.shoe);
+}
+
 function receipt(message, name) {
   if (!message) throw new TypeError(`${name} is missing: the GetInclusionProof response for the hand's ${name} entry`);
   return {
