@@ -380,8 +380,8 @@ class Dealer:
     def _plan(self, deck: str) -> Plan:
         try:
             return plan(self._version, deck)
-        except InvalidInput:
-            raise refusals.invalid("deck", Reason.UNKNOWN_DECK, "unknown deck spec") from None
+        except InvalidInput as e:  # "unknown deck spec 'x'; known: standard, jokers, ..."
+            raise refusals.invalid("deck", Reason.UNKNOWN_DECK, str(e)) from None
 
     def _shuffled(self, r: HandRecord) -> HandRecord:
         if r.state is StoredHandState.CLOSED:
