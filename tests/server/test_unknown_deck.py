@@ -1,6 +1,6 @@
 """An unknown deck is refused with a message that lists the decks there are (regression: it said
 only "unknown deck spec", and a caller had to find the names in the docs), through every method
-that takes a deck. The name the caller sent is echoed bounded and escaped, as the verifier does."""
+that takes a deck. The name the caller sent is not echoed back (it could be anything)."""
 
 from __future__ import annotations
 
@@ -23,12 +23,10 @@ def test_an_unknown_deck_is_refused_with_the_decks_there_are(client: DealerClien
         CALLS[method](client, "standard-52")
     e = refused.value
     assert (e.reason, e.field) == ("UNKNOWN_DECK", "deck")
-    assert str(e) == f"deck: unknown deck spec 'standard-52'; known: {', '.join(SPEC_NAMES)}"
+    assert str(e) == f"deck: unknown deck spec; known: {', '.join(SPEC_NAMES)}"
 
 
-def test_the_echoed_name_is_bounded_and_escaped(client: DealerClient) -> None:
+def test_the_callers_text_is_not_echoed(client: DealerClient) -> None:
     with pytest.raises(InvalidArgument) as refused:
-        client.open_hand("x\n" * 500)
-    message = str(refused.value)
-    assert "\n" not in message and len(message) < 200
-    assert message.startswith("deck: unknown deck spec 'x\\nx\\n") and message.endswith(", ".join(SPEC_NAMES))
+        client.open_hand("../../etc/passwd\n")
+    assert "passwd" not in str(refused.value) and "\n" not in str(refused.value)
