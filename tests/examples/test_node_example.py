@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from fairdeck.log.note import Signer
-from tests.dealers import RunningDealer
 from tests.examples import EXAMPLES
+from tests.support.dealers import RunningDealer
 from tests.web import browser
 
 NODE = EXAMPLES / "node"

@@ -13,11 +13,13 @@ import grpc
 
 from fairdeck.client import DealerClient
 from fairdeck.core.versions import CURRENT_VERSION
-from tests.ops.kit import dealer, scrape
+from tests.ops.kit import scrape
+from tests.support.dealers import RunningDealer
 
 
 def test_no_created_series_and_one_build_info(tmp_path: Path) -> None:
-    with dealer(tmp_path / "d", metrics_listen="127.0.0.1:0") as running, DealerClient(running.target) as c:
+    running_dealer = RunningDealer(tmp_path / "d", metrics_listen="127.0.0.1:0")
+    with running_dealer as running, DealerClient(running.target) as c:
         c.close_hand(c.open_hand().hand_id)  # counters and a histogram with samples
         samples = scrape(running)
     names = {name for name, _ in samples}

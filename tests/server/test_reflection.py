@@ -18,7 +18,7 @@ from grpc_reflection.v1alpha import reflection_pb2 as rp
 
 from fairdeck.v1 import dealer_pb2, dealer_pb2_grpc
 from fairdeck.wire import STATUS_DETAILS_KEY
-from tests.dealers import RunningDealer
+from tests.support.dealers import RunningDealer
 
 PROTOCOLS = ("grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection")
 
