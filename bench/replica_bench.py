@@ -61,8 +61,8 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))  # tests.support.pgcluster, shared with the test suite
 
 import grpc  # noqa: E402
-from deal_bench import Server  # noqa: E402
 from loadgen import METHOD, OPTIONS, machine_cpu, percentile, proc_cpu  # noqa: E402
+from server_process import Server  # noqa: E402
 
 from fairdeck.v1 import dealer_pb2 as pb  # noqa: E402
 
