@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from deal_bench import PYTHON, Server
+from server_process import PYTHON, Server
 
 BAR = 0.8
 

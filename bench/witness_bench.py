@@ -32,7 +32,7 @@ from typing import Any
 import grpc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from deal_bench import PYTHON, Server, loadgen
+from server_process import PYTHON, Server, loadgen
 
 from fairdeck.log.cosignature import CosignatureVerifier, WitnessPolicy
 from fairdeck.v1 import audit_pb2, audit_pb2_grpc, dealer_pb2, dealer_pb2_grpc

@@ -33,6 +33,7 @@ from fairdeck import (
 from fairdeck.core import verify
 from fairdeck.core.shuffle import index_bits
 from tests.core import spec_reference as ref
+from tests.core.json_reader import MAX_TEXT_BYTES
 
 ROOT = Path(__file__).resolve().parents[2]
 VECTORS_PATH = ROOT / "docs" / "vectors" / "fairdeck-v1.json"
@@ -208,7 +209,7 @@ def test_text_vectors_cover_what_section_7_1_names() -> None:
 def test_text_size_limit_is_on_raw_bytes(too_large: bool) -> None:
     """At most 1 MiB of text (section 7.1): a valid transcript padded to the limit, and one byte past it."""
     text = json.dumps(transcript(BY_NAME["short/worked-example"])).encode()
-    padded = text + b" " * (ref.MAX_TEXT_BYTES - len(text) + too_large)
+    padded = text + b" " * (MAX_TEXT_BYTES - len(text) + too_large)
     expected = "malformed" if too_large else None
     assert _package_step(padded) == expected
     assert ref.check_text(padded) == expected
