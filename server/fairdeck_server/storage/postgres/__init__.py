@@ -6,6 +6,7 @@
 - ``engine``: ``PostgresStorage``, the Storage interface (connections, start-up checks, reads,
   tokens, checkpoints); its writes go to the writer;
 - ``reader``: ``read_log``, the read-only view of the log for ``fairdeck audit --db``.
+
 Importing it imports psycopg (the ``postgres`` extra): the dealer does so only for a
 ``--db postgresql://`` URL (``fairdeck_server.storage.open_storage``).
 """
