@@ -6,7 +6,7 @@ the lock's descriptor and writes the one SQLite database (its write lock is the 
 Signals go to every worker; if one dies, the others are stopped and the supervisor exits 1 with
 one line; if the supervisor dies, the workers see their lifeline pipe end and drain. Limits,
 health and metrics are per worker; witnesses are refused. The design: docs/scaling.md ("Several
-processes on one SQLite file"); the measured curve: bench/README.md, bar 4.
+processes on one SQLite file").
 """
 
 from __future__ import annotations
