@@ -11,7 +11,7 @@ One run, one machine, one load generator (bench/loadgen.py, its own process):
    generator against the dealer and against the trivial service, in
    alternating order, and reports the median of the rounds, and the median
    and min of the per-round dealer/trivial ratios.
-   The bar (issue 15): the dealer's server CPU per call at most 1.4x the
+   The bar (bench/README.md, "the gRPC Deal path"): the dealer's server CPU per call at most 1.4x the
    trivial service's at c=16 and c=64.
 3b. Open loop (bar 2): half the trivial service's measured capacity is
    offered to each server in turn on a fixed schedule (loadgen.py open);

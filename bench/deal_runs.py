@@ -18,7 +18,7 @@ from typing import Any
 from server_process import PYTHON, Server, loadgen
 
 BAR_CPU = 1.4
-"""Issue 15, bar 1: dealer server CPU per DealNewHand call <= 1.4x the trivial service's."""
+"""The lean Deal path's bar 1 (bench/README.md, "the gRPC Deal path"): dealer server CPU per DealNewHand call <= 1.4x the trivial service's."""
 BAR_OPEN_P99 = 1.5
 """Bar 2: at half the trivial service's capacity, offered open loop, dealer p99 <= 1.5x trivial's."""
 OPEN_LOAD = 0.5
@@ -29,7 +29,7 @@ BAR_BATCH_CPU_US = 50.0
 BAR_CONCURRENCY = (16, 64)
 INFO_THROUGHPUT = 0.85
 INFO_P99 = 1.5
-"""The closed-loop throughput and p99 ratios of the earlier issue, reported for reference."""
+"""The closed-loop throughput and p99 ratios of the earlier multi-replica bars, reported for reference."""
 
 
 def start_dealer(data: Path) -> Server:

@@ -1,4 +1,4 @@
-"""Witnesses and dealing (issue 12): the two bars of bench/README.md section 8.
+"""Witnesses and dealing: the two bars of bench/README.md, section 8.
 
 1. Throughput. DealNewHand throughput of a dealer with 3 witnesses configured, one of them
    down, against a dealer with none. The runs alternate A/B/A/B, and the ratio is the median's.

@@ -125,8 +125,8 @@ def test_invalid_entry_rejected_by_spec_reference(vector: dict[str, Any]) -> Non
     ],
 )
 def test_entry_strictness_regressions(name: str) -> None:
-    """Regression (issue 16): the parser took any commitment or digest length, any k,
-    any version, deck or ASCII hand id; log-format.md now says which, and so does decode."""
+    """Regression: the parser took any commitment or digest length, any k, any version,
+    deck or ASCII hand id; log-format.md ("Parsing") now says which, and so does decode."""
     (vector,) = [v for v in LOG["invalid_entries"] if v["name"] == name]
     with pytest.raises(EntryError):
         decode(bytes.fromhex(vector["entry"]))
@@ -230,13 +230,13 @@ def test_receipt_through_spec_reference(vector: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize("name", ["index-as-string", "index-float", "hash-hex", "extra-name"])
 def test_receipt_json_strictness_regressions(name: str) -> None:
-    """Regression (issue 16): from_json took int("2"), 2.0, hex hashes and unknown names."""
+    """Regression: a receipt's from_json took int("2"), 2.0, hex hashes and unknown names."""
     (vector,) = [v for v in LOG["receipts"] if v["name"] == name]
     with pytest.raises(VerificationError):
         InclusionProof.from_json(vector["text"]).verify(VERIFIER)
 
 
-def test_log_vectors_cover_what_the_issue_asks() -> None:
+def test_log_vectors_cover_every_entry_kind_extensions_the_empty_tree_and_equal_sizes() -> None:
     kinds = {(e["type"], e.get("outcome")) for e in LOG["entries"]}
     assert kinds == {("commit", None), ("reveal", 1), ("reveal", 2)}
     assert any(c["valid"] and "extension" in c["name"] for c in LOG["checkpoints"])
