@@ -18,7 +18,8 @@ from typing import Any
 from server_process import PYTHON, Server, loadgen
 
 BAR_CPU = 1.4
-"""The lean Deal path's bar 1 (bench/README.md, "the gRPC Deal path"): dealer server CPU per DealNewHand call <= 1.4x the trivial service's."""
+"""Bar 1 of the lean Deal path (bench/README.md, "the gRPC Deal path"): dealer server CPU per
+DealNewHand call <= 1.4x the trivial service's."""
 BAR_OPEN_P99 = 1.5
 """Bar 2: at half the trivial service's capacity, offered open loop, dealer p99 <= 1.5x trivial's."""
 OPEN_LOAD = 0.5
