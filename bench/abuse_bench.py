@@ -66,8 +66,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(1, str(HERE.parent))  # for tests/security/rawh2.py
 
-from deal_bench import PYTHON, Server  # noqa: E402
 from loadgen import percentile, proc_cpu  # noqa: E402
+from server_process import PYTHON, Server  # noqa: E402
 
 from fairdeck.v1 import dealer_pb2 as pb  # noqa: E402
 from fairdeck.v1 import dealer_pb2_grpc  # noqa: E402

@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from deal_bench import PYTHON, Server, loadgen
+from server_process import PYTHON, Server, loadgen
 
 
 def start(name: str, data: Path, pythonpath: str | None) -> Server:

@@ -1,5 +1,6 @@
-"""The verifier page's verification time in headless Chromium (issue 13): a 52-card hand and an
-8-deck shoe, from hand proofs of docs/vectors, with the Python reference beside it in the same run.
+"""The verifier page's verification time in headless Chromium (bench/README.md, section 10): a
+52-card hand and an 8-deck shoe, from hand proofs of docs/vectors, with the Python reference
+beside it in the same run.
 
     .venv/bin/python bench/page_bench.py [--rounds 50] [--json FILE]
 

@@ -4,7 +4,7 @@ The statements the writer runs for one hand alone in a transaction (BEGIN IMMEDI
 a savepoint, the log entry, one Merkle hash, the hand row, RELEASE, COMMIT) on the real
 schema, from Python with nothing else running, with synchronous FULL (the dealer's),
 NORMAL and OFF. User and system CPU per transaction show what durability itself costs
-before any of the dealer's Python. bench/README.md, issue 15.
+before any of the dealer's Python. bench/README.md, "Current figures and verdicts".
 
     .venv/bin/python bench/sqlite_txn_probe.py [--transactions 2000]
 """

@@ -1,4 +1,4 @@
-"""An audit from tiles against the same audit over gRPC (issue 12, bench/README.md section 9).
+"""An audit from tiles against the same audit over gRPC (bench/README.md, section 9).
 
 Given a data dir (make one with ``bench/audit_bench.py --data DIR``: 1,000,000 closed hands, 2,000,000
 entries), it:
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from deal_bench import PYTHON, Server
+from server_process import PYTHON, Server
 
 BAR = 0.8
 

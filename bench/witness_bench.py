@@ -1,4 +1,4 @@
-"""Witnesses and dealing (issue 12): the two bars of bench/README.md section 8.
+"""Witnesses and dealing: the two bars of bench/README.md, section 8.
 
 1. Throughput. DealNewHand throughput of a dealer with 3 witnesses configured, one of them
    down, against a dealer with none. The runs alternate A/B/A/B, and the ratio is the median's.
@@ -32,7 +32,7 @@ from typing import Any
 import grpc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from deal_bench import PYTHON, Server, loadgen
+from server_process import PYTHON, Server, loadgen
 
 from fairdeck.log.cosignature import CosignatureVerifier, WitnessPolicy
 from fairdeck.v1 import audit_pb2, audit_pb2_grpc, dealer_pb2, dealer_pb2_grpc

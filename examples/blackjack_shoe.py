@@ -4,32 +4,12 @@ card a physical card of one of the six decks.
     fairdeck key > log.pub          # the log's public key, taken once
     python examples/blackjack_shoe.py --target 127.0.0.1:50051 --key @log.pub --players 2
 
-One fairdeck hand is one shoe: ``shoe-6``, 312 cards, shuffled once with the
-dealer's committed seed and the players' committed-then-revealed seeds
-(``fairplay``). A casino shuffles a shoe once and deals it for many rounds,
-so one commitment covers every round, and the deck the players verify is the
-whole shoe. The cut card lies behind card 234 (75% penetration): a round
-starts only while fewer than 234 cards are out, the round in which the cut
-card comes out is played to its end, and then the shoe is closed, its last
-78 cards never dealt. No card is burnt.
-
-The rules are kept small. Every card is dealt face up from DrawCards, the
-dealer's second card face down until the players are done (it is drawn with
-the first ones, so the order is the live order). The dealer peeks for
-blackjack, **stands on soft 17** (S17) and draws only while a player's hand
-is still live. Players follow a basic-strategy-lite rule: hit hard 11 or
-less, hard 12 unless the dealer shows 4 to 6, hard 13 to 16 when the dealer
-shows 7 or more, soft 17 or less, and soft 18 against 9, ten or ace; stand
-otherwise. No doubling, splitting, insurance or surrender. Each round every player bets 10; a blackjack pays
-3 to 2.
-
-A shoe card's code carries its deck: ``7h.3`` is the seven of hearts of
-deck 3, from ``DeckSpec.card_for_id``. After the close every player checks,
-with ``fairplay.verify_seat``, that each card the game showed is the card at
-its position in the re-derived shoe (deck number included), and, with
-``check_shoe``, that the draws are consecutive, that each round was dealt in
-the live order, that the dealer drew by the S17 rule and that the shoe
-stopped at the cut card.
+One fairdeck hand is one shoe (``shoe-6``, 312 cards), shuffled once with the dealer's committed
+seed and the players' committed-then-revealed seeds (``fairplay``), and dealt round after round
+until the cut card (card 234) comes out. The dealer stands on soft 17; players hit or stand by a
+fixed basic-strategy-lite rule. After the close every player checks its cards with
+``fairplay.verify_seat`` and the deal with ``check_shoe``. The rules, and why one hand is one
+shoe: examples/README.md, "Inside the code".
 """
 
 from __future__ import annotations

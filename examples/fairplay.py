@@ -2,34 +2,11 @@
 to seeds of their own before anyone reveals, and each player verifies the
 closed hand by itself, from public data and its own secrets only.
 
-Why the players commit before they reveal, and not just the dealer. The
-dealer commits to its server seed before any client seed exists, so the
-dealer alone cannot choose the deck. But the client seeds shape the deck as
-much as the server seed does. If players announced their seeds one after
-another, the last to speak would know every other input but the server seed,
-and the server seed is known to one party: the dealer. A dishonest dealer (or
-one of its operators) who tells it to a player, or to the game server that
-passes the seeds on, lets that last speaker try seed after seed offline until
-the derived deck is the one they want (grinding). With commit-before-reveal,
-every seed is fixed, as a hash, before any seed is seen; whoever reveals last
-can only reveal the seed it already committed to, or refuse and so abort a
-hand in which no card has been dealt yet. The deck is then out of reach as
-long as one party is honest: the dealer, or any one player whose 32 random
-bytes nobody could predict.
-
-Each commitment binds the hand id and the seat, so it cannot be replayed
-from another hand or copied from another seat.
-
-The game server relays; it contributes no seed of its own (it would have to
-commit like a player). The players check that the seeds it passed to the
-shuffle are exactly the revealed ones, each opening its commitment, in seat
-order, so it cannot drop, add or swap one.
-
-``verify_seat`` is the player's side. It takes the ``TableRecord`` (what the
-whole table is shown), the player's own ``SeatSecret`` and the cards dealt to
-that player alone, the two log inclusion proofs the player fetched from the
-log itself, and the log's public key. It never sees another player's hole
-cards or seed before the reveal, nor the game server's API token.
+The game server relays and contributes no seed of its own; the players check that the seeds it
+passed to the shuffle are exactly the revealed ones, each opening its commitment, in seat order.
+``verify_seat`` is the player's side: it never sees another player's hole cards or seed before
+the reveal, nor the game server's API token. Why the players commit before they reveal:
+examples/README.md, "The protocol" and "Inside the code".
 """
 
 from __future__ import annotations

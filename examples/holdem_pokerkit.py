@@ -4,23 +4,12 @@ every player verifying the hand on its own.
     fairdeck key > log.pub          # the log's public key, taken once
     python examples/holdem_pokerkit.py --target 127.0.0.1:50051 --key @log.pub --players 4
 
-The game server (``HoldemTable``) opens a hand, so the dealer's commitment is
-published and logged before anything else. Then the players run the seed
-rounds of ``fairplay``: all commit, then all reveal, and the revealed seeds,
-each checked against its commitment, go to ShuffleHand in seat order. Cards
-come only from DrawCards, in the order a live dealer deals them: one hole
-card to each seat round the table, twice, then burn + flop, burn + turn,
-burn + river. Each card drawn is fed, as drawn, into PokerKit's state
-(``deal_hole``, ``burn_card``, ``deal_board``); PokerKit never shuffles a
-deck of its own, and its "card not dealable" warning is turned into an error,
-so a repeated card would stop the hand. The betting is scripted (everyone
-calls preflop, the first to act bets the minimum on the flop and the others
-call, then checks to the river) and PokerKit settles the showdown.
-
-CloseHand reveals the server seed. The game server checks the whole deal
-itself, then shows the table a ``TableRecord``, and every player checks it
-with ``fairplay.verify_seat``, taking the positions of its own hole cards and
-of the board from the rules here (``Layout``), not from the game server.
+The game server (``HoldemTable``) opens a hand, runs the players' seed rounds of ``fairplay``,
+and takes every card from DrawCards in the order a live dealer deals them, feeding each one, as
+drawn, into PokerKit, which never shuffles a deck of its own; the betting is scripted and
+PokerKit settles the showdown. After CloseHand every player checks the hand with
+``fairplay.verify_seat``, taking the card positions from the rules here (``Layout``), not from
+the game server. The whole protocol: examples/README.md.
 """
 
 from __future__ import annotations

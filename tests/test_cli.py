@@ -223,7 +223,7 @@ def test_verify_unreadable_file_exits_2(tmp_path: Path) -> None:
 
 def test_verify_a_directory_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A path that cannot be read at all is exit 2; bytes that are not UTF-8 are a
-    malformed transcript, exit 1 (tests/core/test_verify.py, issue 16 finding 4)."""
+    malformed transcript, exit 1 (tests/core/test_verify.py)."""
     assert main(["verify", str(tmp_path)]) == 2
     assert "cannot read" in capsys.readouterr().err
 

@@ -1,6 +1,7 @@
 """The shape of the house as tests: no import cycle in either package, at module or package
-level; gRPC only at the server's edge; no module name shared by the client and the server; and
-no hand-written Python module over 600 lines.
+level; gRPC only at the server's edge; no module name shared by the client and the server; no
+hand-written Python module over 600 lines; module docstrings of at most 15 lines; and no issue
+numbers in the code, which a reader of it cannot follow.
 
 The import graph is read from the source with ``ast``: every import statement, those inside
 functions and under ``if TYPE_CHECKING`` included, so a lazy import cannot hide a cycle.
@@ -11,6 +12,7 @@ functions and under ``if TYPE_CHECKING`` included, so a lazy import cannot hide 
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from collections import defaultdict
@@ -219,3 +221,84 @@ def test_no_hand_written_module_is_over_600_lines(limit: int) -> None:
     assert len(files) > 100
     long = {str(p.relative_to(ROOT)): n for p in files if (n := len(p.read_text().splitlines())) > limit}
     assert long == {}
+
+
+# -- docstrings and references ---------------------------------------------------------------------
+
+MAX_DOCSTRING_LINES = 15
+"""Of prose: the lines before a docstring's first doctest example (``>>>``), which is a runnable
+example rather than explanation, and runs in the suite."""
+ISSUE_NUMBER = re.compile(r"\b[Ii]ssues? #?\d+")
+ISSUE_SCOPE = ("client/", "server/", "tests/", "bench/", "examples/")
+N = 15
+
+
+def docstring_lines(source: str) -> int:
+    """How many lines of the file the module docstring's prose spans, quotes included, up to its
+    first doctest example; 0 without one."""
+    tree = ast.parse(source)
+    if ast.get_docstring(tree) is None:
+        return 0
+    first = tree.body[0]
+    spanned = source.splitlines()[first.lineno - 1 : first.end_lineno or first.lineno]
+    prose = next((i for i, line in enumerate(spanned) if line.lstrip().startswith(">>>")), len(spanned))
+    return prose
+
+
+def long_docstrings() -> dict[str, int]:
+    """Every hand-written module of both packages whose docstring is over the limit."""
+    spans = {str(path.relative_to(ROOT)): docstring_lines(path.read_text()) for path in MODULES.values()}
+    return {path: n for path, n in spans.items() if n > MAX_DOCSTRING_LINES}
+
+
+def issue_numbers() -> dict[str, list[str]]:
+    """Every Python file we write that mentions an issue number, with what it says."""
+    found = {}
+    for path in python_files():
+        rel = str(path.relative_to(ROOT))
+        if rel.startswith(ISSUE_SCOPE) and (hits := ISSUE_NUMBER.findall(path.read_text())):
+            found[rel] = hits
+    return found
+
+
+@pytest.mark.parametrize(
+    ("source", "lines"),
+    [
+        ('"""One line."""\n', 1),
+        ('"""Summary.\n\nMore.\n"""\n', 4),
+        ('"""' + "x\n" * 15 + '"""\n', 16),
+        ("import os\n", 0),
+        ('"""Summary.\n\n>>> 1 + 1\n2\n"""\n', 2),
+        ('from __future__ import annotations\n"""Not a docstring."""\n', 0),
+    ],
+)
+def test_docstring_lines_counts_the_lines_the_docstring_spans(source: str, lines: int) -> None:
+    assert docstring_lines(source) == lines
+
+
+@pytest.mark.parametrize(
+    ("text", "hit"),
+    [
+        (f"(issue {N})", True),  # spelt with N, so this file does not mention one itself
+        (f"Issue {N}, bar 1", True),
+        (f"issues {N} and {N + 1}", True),
+        (f"see issue #{N}", True),
+        ("tokens ever issued", False),
+        ("tissue 5", False),
+        ("an issue with the lock", False),
+    ],
+)
+def test_the_issue_pattern_finds_issue_numbers_only(text: str, hit: bool) -> None:
+    assert bool(ISSUE_NUMBER.search(text)) is hit
+
+
+def test_module_docstrings_are_at_most_15_lines() -> None:
+    """A module docstring says what the module owns and its invariants; essays go in docs/."""
+    long = long_docstrings()
+    assert long == {}, "move the essay to docs/ and leave a pointer"
+
+
+def test_no_issue_numbers_in_the_code() -> None:
+    """Say what an issue said (the bug, the bar) or point at docs/ or bench/README.md instead."""
+    found = issue_numbers()
+    assert found == {}

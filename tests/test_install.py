@@ -60,6 +60,15 @@ def test_ci_runs_the_readme_test_command() -> None:
     assert command in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
 
 
+def test_ci_installs_both_browsers_and_leaves_the_page_packages_to_the_test_run() -> None:
+    """The page is tested in two engines on CI; its npm packages come from the README's own
+    command (the test run installs them), so CI shows that a newcomer needs no extra step."""
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert "missing+=(chromium)" in ci and "missing+=(firefox-esr)" in ci
+    assert "apt-get install" in ci and "CI_REQUIRE_BROWSER=1" in ci
+    assert "npm ci" not in ci.replace("`npm ci`", "")
+
+
 @pytest.mark.parametrize("heading", ["**Run the dealer**", "**Run the whole test suite**"])
 def test_readme_installs_in_a_mode_type_checkers_can_follow(heading: str) -> None:
     command = _sh_blocks_after(heading)[0]

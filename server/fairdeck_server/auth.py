@@ -1,44 +1,11 @@
-"""Who may call what: API tokens, client certificates, and the role table.
+"""Who may call what: API tokens, client certificates, and the role table (``ROLES``).
 
-Every call to the DealerService and AuditService passes the edge's ``AuthInterceptor``,
-which finds the caller (``principal.Principal``), checks the method against
-``ROLES`` and binds the principal for the duration of the call, so the
-servicers read the tenant from ``principal.current()``. Health and reflection
-stay open: probes carry no credentials.
-
-How a caller is found, in order:
-
-1. ``authorization: Bearer fdk_<token_id>_<secret>`` metadata: an API token
-   (see ``new_token``). Unknown, revoked and garbled tokens get the same
-   UNAUTHENTICATED ``INVALID_TOKEN``, so a caller cannot tell which; so does
-   a value that is not printable ASCII (HTTP/2 carries any octets; grpcio
-   decodes one that is not UTF-8 as Latin-1, where 0xA0 would strip away
-   like a space).
-2. A client certificate (mTLS, when the dealer has a client CA): the tenant
-   and role come from its one URI SAN ``fairdeck://tenant/<tenant>/role/<role>``.
-   A verified certificate without that SAN gets ``INVALID_CERTIFICATE``.
-3. Neither: ``LOCAL`` (tenant "default", role dealer) when authentication is
-   not required (loopback quickstart), else ``MISSING_CREDENTIALS``.
-
-A token wins over a certificate: the certificate then only authenticates the
-connection (its subject is kept on the principal for the logs). Credentials
-that are present but bad are refused even when authentication is optional.
-
-A token's secret is never stored, logged or put in an error: storage keeps a
-SHA-256 digest, compared with ``hmac.compare_digest``. (grpcio itself logs a
-metadata value that is not UTF-8, token and all; ``logging_setup.redact_grpc_metadata``
-withholds it.)
-
-Failed authentication is limited per client address (``FailureLimiter``):
-each failure takes one from the address's bucket, and once it is empty, a
-credential that is not a token already verified is refused RESOURCE_EXHAUSTED
-``AUTH_RATE_LIMITED`` with a RetryInfo, before any lookup, and only after up
-to ``TARPIT`` seconds (the refused caller waits; no one else does). So
-spraying random token ids costs the dealer a parse and a hash per call, not a
-query, and a sprayer that waits for its answers gets a few a second. A token
-this dealer has already verified (its digest is in the cache, even expired)
-still passes, so a tenant behind the same address (a proxy, a NAT) is not
-locked out by an attacker there.
+``Authenticator`` finds a call's principal: an API token first, then a client certificate, then
+``LOCAL`` where authentication is optional; credentials present but bad are refused even there.
+``check_role`` checks the method; the edge's ``AuthInterceptor`` binds the principal for the
+call. A token's secret is never stored, logged or put in an error: storage keeps its SHA-256
+digest, compared with ``hmac.compare_digest``. ``FailureLimiter`` limits failed authentication
+per client address. The design: docs/security.md ("How a caller is found", "API tokens").
 """
 
 from __future__ import annotations

@@ -1,17 +1,8 @@
 """The dealer's configuration: command-line flags > environment > config file > defaults.
 
-Every ``ServerConfig`` field is an option, found by ``dataclasses.fields``,
-so a new field cannot be left out: its flag is ``--field-name`` (``data_dir``
-is ``--data``), its environment variable ``FAIRDECK_FIELD_NAME``, its key in
-the TOML file (``--config FILE`` or ``$FAIRDECK_CONFIG``) the field name.
-``log_level`` is one more option of the same kind, for the process rather
-than the server.
-
-Strict: an unknown file key, a value of the wrong type or out of range is a
-``ConfigError`` naming the option and where the value came from. Secrets are
-never options: the seed key comes from ``$FAIRDECK_SEED_KEY`` or a key file,
-and a database password belongs in ``$FAIRDECK_DB`` or the file, not in a
-flag that ``ps`` shows.
+Every ``ServerConfig`` field is an option (a flag, a ``FAIRDECK_*`` variable, a TOML key), plus
+``log_level``; a bad value is a ``ConfigError`` naming the option and where it came from. Secrets
+are never options. The rules and every option: docs/operations.md ("Configuration").
 
 >>> ServerConfig().listen
 '127.0.0.1:50051'
@@ -89,7 +80,7 @@ class ServerConfig:
     db_pool_size: int = 8
     """Most PostgreSQL connections this replica opens (at least 2: one the writer keeps, the
     rest for reads); replicas times this must stay below max_connections. Not for SQLite."""
-    # -- TLS and authentication (security issue) --
+    # -- TLS and authentication (docs/security.md) --
     tls_cert: Path | None = None
     """PEM certificate chain the server presents; with tls_key, turns TLS on."""
     tls_key: Path | None = None

@@ -1,18 +1,11 @@
-"""The dealer's side of witnessing: ask each witness to cosign the latest checkpoint, and keep
-the cosignatures with it (docs/witness.md).
+"""The dealer's side of witnessing (``WitnessPublisher``): ask each witness to cosign the latest
+checkpoint, and keep the cosignatures with it.
 
-Rounds run in the background, one after another: a round takes the latest stored checkpoint and
-sends it to every witness that has not cosigned it (and is not backing off after a failure), in
-parallel, each with the consistency proof from the size that witness last cosigned
-(tlog-witness, "add-checkpoint"). A 409 tells the witness's size; the request is sent once more
-from there. Each cosignature that verifies under the witness's key is added to the stored
-checkpoint, so the audit service serves the cosigned note. One checkpoint per round for every
-witness means the witnesses cosign the same checkpoints, so k of them meet on one.
-
-Dealing never waits for this: the HTTP calls run in threads of their own with a timeout, a
-witness that fails is retried after a growing pause (at most ``MAX_BACKOFF_S``), and nothing
-on the Deal path reads the cosignatures. A checkpoint is final once ``threshold`` witnesses
-cosigned it; ``fairdeck_checkpoint_final_size`` says how far that is.
+Rounds run in the background, one after another, each sending one checkpoint to every witness
+that has not cosigned it, with the consistency proof from the size that witness last cosigned;
+each cosignature that verifies is added to the stored checkpoint. Dealing never waits: the HTTP
+calls run in threads with a timeout, and a failing witness backs off (at most ``MAX_BACKOFF_S``).
+The design: docs/witness.md ("The dealer with witnesses").
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from fairdeck.core.commitment import commit
-from fairdeck.core.decks import DeckSpec
+from fairdeck.core.decks import SPEC_NAMES, DeckSpec
 from fairdeck.core.derivation import Plan, plan
 from fairdeck.core.encoding import lp
 from fairdeck.core.errors import InvalidInput
@@ -46,6 +46,8 @@ DEFAULT_TENANT = principal.DEFAULT_TENANT
 STREAM_IN_FLIGHT = 2 * BATCH_CHUNK
 """Hands a DealHands call with ``close`` holds against the open-hands cap while it runs:
 the chunk being written and the next one being stored (``_deal_chunks``)."""
+UNKNOWN_DECK = f"unknown deck spec; known: {', '.join(SPEC_NAMES)}"
+"""An unknown deck's refusal: the decks there are, not the caller's text echoed back."""
 
 
 def hands_held(hand_count: int | None = None, *, close: bool = False) -> int:
@@ -381,7 +383,7 @@ class Dealer:
         try:
             return plan(self._version, deck)
         except InvalidInput:
-            raise refusals.invalid("deck", Reason.UNKNOWN_DECK, "unknown deck spec") from None
+            raise refusals.invalid("deck", Reason.UNKNOWN_DECK, UNKNOWN_DECK) from None
 
     def _shuffled(self, r: HandRecord) -> HandRecord:
         if r.state is StoredHandState.CLOSED:

@@ -1,9 +1,8 @@
-"""Abuse limits per tenant, as policies that import no grpc: a request rate (``RateLimiter``)
-and a number of open hands (``OpenHandsCap``). Each answers "go" (None) or the seconds after
-which trying again can succeed; the edge turns that into RESOURCE_EXHAUSTED with a RetryInfo.
-
-The open-hands cap counts from storage, so it holds across restarts and replicas, through a
-per-tenant cache: exact within one replica, approximate across several (docs/operations.md).
+"""Abuse limits per tenant, as policies that import no grpc: a request rate (``RateLimiter``) and
+a number of open hands (``OpenHandsCap``, counted from storage through a per-tenant cache, so it
+holds across restarts: exact within one replica, approximate across several). Each answers "go"
+(None) or the seconds after which trying again can succeed; the edge makes that
+RESOURCE_EXHAUSTED with a RetryInfo (docs/operations.md, "Limits").
 
 >>> bucket = RateLimiter(rate=1.0, burst=2, clock=lambda: 0.0)
 >>> bucket.acquire("a"), bucket.acquire("a"), bucket.acquire("a")

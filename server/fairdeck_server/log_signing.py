@@ -1,13 +1,10 @@
-"""The log's signing side: the Ed25519 key and the checkpoint publisher.
+"""The log's signing side: the Ed25519 key (``LogKeys``) and the ``CheckpointPublisher``.
 
-The key (a C2SP signed-note signer key, ``PRIVATE+KEY+origin+hash+base64``)
-is created with mode 0600 by ``fairdeck init`` or by the first start on a fresh
-data dir (fairdeck_server.startup), or supplied by the operator; never as a
-side effect of a file gone missing. Its name is the log's origin line. After a rotation the file also
-lists the verifier keys of the signers it replaced (``load_log_keys``). The
-publisher signs a checkpoint whenever the log has grown, at most every
-``interval`` seconds, and on demand; storage's compare-and-swap keeps one root
-per size across restarts and writers.
+The key is a C2SP signed-note signer key named for the log's origin, made 0600 only by ``fairdeck
+init`` or a fresh data dir's first start (startup.py), never because a file went missing; after a
+rotation its file also lists the retired verifier keys. The publisher signs a checkpoint whenever
+the log has grown, at most every ``interval`` seconds, and on demand; storage's compare-and-swap
+keeps one root per size. docs/log-format.md ("Signed checkpoints") has the format and the rules.
 """
 
 from __future__ import annotations

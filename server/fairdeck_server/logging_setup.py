@@ -1,14 +1,9 @@
-"""Log lines: plain text for a person at a terminal, or one JSON object per
-line for a log pipeline, each carrying the request id of the call it came from.
+"""Log lines, as plain text or one JSON object per line, each with the request id of its call.
 
-A call's request id is the client's ``x-request-id`` metadata when that is
-sane (1..128 characters of ``A-Z a-z 0-9 . _ : -``), else a new one. It is
-bound in a contextvar for the duration of the call, so every line logged
-inside the call carries it, whoever logs it. Nothing here ever logs a
-request body, a token or a seed: the access line holds the method, the
-tenant, the status code and the duration, and nothing else from the call.
-Nor does grpcio, once ``redact_grpc_metadata`` is installed: it would log a
-metadata value that is not valid UTF-8 whole, an API token included.
+A call's request id (the client's ``x-request-id`` if sane, else a new one) is bound in a
+contextvar for the call, so every line logged inside it carries it. Nothing here logs a request
+body, a token or a seed, and ``redact_grpc_metadata`` keeps grpcio from logging a token
+(docs/operations.md, "Logs").
 
 >>> request_id_from((("x-request-id", "req-1"),))
 'req-1'

@@ -13,15 +13,19 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import platform
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from importlib import metadata
 from typing import Any, TypeVar
 
+import prometheus_client
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from fairdeck.core.versions import CURRENT_VERSION
 from fairdeck.log import logentry
 from fairdeck.wire import Reason
 from fairdeck_server import refusals
@@ -62,8 +66,12 @@ class Metrics:
     """The dealer's instruments, in a registry of its own."""
 
     def __init__(self) -> None:
+        # No *_created series: a timestamp per counter that no one reads (the switch is
+        # prometheus_client's, process-wide; a dealer's process is its own).
+        prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
         self.registry = CollectorRegistry()
         r = self.registry
+        prometheus_client.Info("fairdeck_build", "What this dealer runs", registry=r).info(build_info())
         self.rpcs = Counter(
             "fairdeck_rpcs",
             "RPCs finished, by method and status code",
@@ -137,6 +145,24 @@ class Metrics:
 
     def probed(self, ok: bool) -> None:
         self.storage_probes.labels("ok" if ok else "failed").inc()
+
+
+def build_info() -> dict[str, str]:
+    """fairdeck_build_info's labels: the package's version, the deal algorithm, Python and grpcio
+    (read from the installed distributions, so that this needs no grpc import)."""
+
+    def installed(name: str) -> str:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return "unknown"
+
+    return {
+        "version": installed("fairdeck"),
+        "algorithm": CURRENT_VERSION,
+        "python": platform.python_version(),
+        "grpcio": installed("grpcio"),
+    }
 
 
 class StorageGauges(Collector):

@@ -1,30 +1,12 @@
 """``serve --processes N``: one dealer on several cores, as N serving processes on one port.
 
-One dealer process is one event loop on one core (the GIL). With ``--processes N`` the command
-becomes a small supervisor:
-
-1. It runs the start-up checks once (keys, database, the data dir's lock), exactly as one
-   process would, and keeps holding the data dir's lock for the whole group.
-2. It starts N worker processes, each a whole dealer (``fairdeck serve`` again, same flags and
-   environment) that binds the same port with SO_REUSEPORT: the kernel spreads new connections
-   over them. Each worker inherits the locked lock file's descriptor (``FAIRDECK_WORKER_LOCK_FD``)
-   and checks that it is the group's, so no other dealer can open the data dir meanwhile.
-3. All workers write the one SQLite database. SQLite's write lock (BEGIN IMMEDIATE) is the
-   serial section, as the ``log_head`` row lock is on PostgreSQL, and each writer takes in the
-   others' appends when it takes the lock (``SqliteStorage._catch_up``): one log, gap-free,
-   never forked. Each worker groups its own commits; a hand opened through one worker can be
-   drawn and closed through another.
-4. SIGTERM or SIGINT go to every worker, which drain as one dealer does. If a worker dies, the
-   supervisor stops the others and exits 1 with one line naming it: a dealer with a missing
-   worker would still answer, with its capacity silently cut. If the supervisor dies, even by
-   SIGKILL, its workers see their lifeline pipe end and drain too. Restarting is the job of what
-   runs the dealer (systemd, Kubernetes), as it is for one process.
-
-Per worker, and so per process rather than per dealer: rate limits and the open-hand count of a
-tenant (set them to 1/N of the whole), health, and metrics (worker i serves /metrics on the
-``--metrics-listen`` port plus i, or on a free port of its own with port 0). Witnesses are
-refused with more than one process: every worker would ask them to cosign on its own.
-docs/scaling.md has the design and the measured curve (bench/processes_bench.py).
+``supervise`` runs the start-up checks once and holds the data dir's lock for the group, then
+starts N workers, each a whole ``fairdeck serve`` that binds the port with SO_REUSEPORT, inherits
+the lock's descriptor and writes the one SQLite database (its write lock is the serial section).
+Signals go to every worker; if one dies, the others are stopped and the supervisor exits 1 with
+one line; if the supervisor dies, the workers see their lifeline pipe end and drain. Limits,
+health and metrics are per worker; witnesses are refused. The design: docs/scaling.md ("Several
+processes on one SQLite file").
 """
 
 from __future__ import annotations

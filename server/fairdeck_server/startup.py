@@ -1,30 +1,11 @@
 """Keys and data are identities: what the dealer checks before it serves.
 
-A log is its signing key and its database together; a sealed seed is its
-seed key and its row together. So neither is ever made as a side effect of a
-file gone missing, and a mismatch is refused, not served:
-
-- ``serve`` makes keys and a database only in a *fresh* SQLite data dir: no
-  database and no key file at all (a missing or empty dir). That keeps the
-  Quickstart one command. ``fairdeck init`` makes them explicitly and never
-  replaces anything. A key path given explicitly (``--log-key-file``,
-  ``--seed-key-file``) is never created by ``serve``; ``$FAIRDECK_SEED_KEY``
-  cannot be.
-- Partial state is refused: a database without its keys, keys without their
-  database (a new log under the same key would sign a different root for a
-  size it signed before: an honest dealer would look like a forger).
-- Once storage is open (``check_store``): the log key must verify the latest
-  signed checkpoint, and must be the key recorded in the database's
-  ``fairdeck_meta`` (or one whose retired list holds it: a rotation, after
-  which the record moves on); the seed key must open one unrevealed hand per
-  seed key id.
-- One dealer per SQLite data dir: an exclusive ``flock`` on
-  ``DIR/fairdeck.lock``, with the holder's pid in it, for the process's life.
-
-Every refusal is a ``StartupRefused`` (or the key modules' typed errors)
-whose message names the file or option and the fix; ``commands.py`` prints it
-as one line and exits 2. Checks run before anything is written, so a refusal
-leaves no key, database or data dir behind.
+A log is its signing key and its database; a sealed seed is its seed key and its row. So neither
+is made as a side effect of a file gone missing (only a fresh SQLite data dir, or ``init``, gets
+new ones), partial state is refused, and once storage is open (``check_store``) the keys must be
+the ones it records. One dealer per data dir: a ``flock`` on ``DIR/fairdeck.lock``. A refusal is
+a ``StartupRefused`` (or a key module's typed error) naming the file or option and the fix, made
+before anything is written. The rules: docs/operations.md ("Keys, data dirs and start-up refusals").
 """
 
 from __future__ import annotations

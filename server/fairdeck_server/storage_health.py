@@ -1,20 +1,10 @@
-"""Whether storage takes writes, for the gRPC health service.
+"""Whether storage takes writes, for the gRPC health service (``StorageHealth``).
 
-Storage is what the dealer needs while it runs: without durable writes it can
-open, close or void no hand. Health follows it this way:
-
-- A storage call fails with a storage fault (STORAGE_UNAVAILABLE, or an
-  unexpected error from the engine): one probe write is made at once. The
-  failure of one request alone does not flip health, since it may be that
-  request's own trouble; the probe is a write of the dealer's own.
-- The probe fails too: NOT_SERVING. The probe is then repeated every
-  ``retry_seconds``, so health comes back without any client traffic.
-- Any write succeeds (a client's or the probe): SERVING again.
-
-So a dealer whose disk is full, whose database turned read-only or is locked
-by a second dealer says NOT_SERVING after two failed writes in a row, and
-SERVING after the first one that works. ``fairdeck_storage_healthy`` and
-``fairdeck_storage_probes`` (metrics.py) show the same.
+After a storage fault the dealer makes one probe write of its own; if that fails too, health is
+NOT_SERVING and the probe repeats every ``retry_seconds`` until any write (a client's or a probe)
+succeeds. One failed request alone never flips health: it may be that request's own trouble.
+``fairdeck_storage_healthy`` and ``fairdeck_storage_probes`` (metrics.py) show the same. The
+design: docs/operations.md ("Health").
 """
 
 from __future__ import annotations

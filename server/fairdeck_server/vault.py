@@ -1,19 +1,11 @@
-"""Seeds at rest: unrevealed server seeds are sealed with AES-256-GCM.
+"""Seeds at rest: unrevealed server seeds are sealed with AES-256-GCM, bound to their hand id.
 
-The key lives apart from the database: a 0600 key file in the data dir by
-default, or a file or environment variable named by the operator. It is made
-only by ``fairdeck init`` or the first start on a fresh data dir
-(fairdeck_server.startup), never because a file went missing. A sealed
-seed is bound to its hand (the hand id is the associated data), so a copy of
-the database reveals nothing and rows cannot be swapped undetected.
-
-Layout of a sealed seed: ``0x01 || key_id (4 bytes) || nonce (12) || ciphertext+tag``.
-
-Rotation: the key file (or ``$FAIRDECK_SEED_KEY``) holds one or more keys,
-newest first. The first seals; every key opens, chosen by the key id in the
-sealed seed, so hands sealed before a rotation still deal and close. An old
-key can be dropped once every hand sealed under it is closed, which the
-dealer guarantees after ``max_hand_lifetime`` (stale hands are voided).
+``SeedVault`` seals with the newest key and opens with any key it holds, chosen by the key id in
+the sealed seed (``0x01 || key_id (4) || nonce (12) || ciphertext+tag``), so hands sealed before a
+rotation still deal and close. The keys, newest first, are a 0600 file apart from the database or
+``$FAIRDECK_SEED_KEY``; they are made by ``fairdeck init`` or a fresh data dir's first start
+(startup.py), never because a file went missing. No error holds key material. The design:
+docs/security.md ("Seed key (seeds at rest)").
 """
 
 from __future__ import annotations

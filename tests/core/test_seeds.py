@@ -215,7 +215,7 @@ def test_seed_error_is_invalid_input() -> None:
     assert issubclass(SeedError, InvalidInput)
 
 
-# -- finding 10: text seeds were NFC-normalised before their size was checked -----------------
+# -- text seeds were NFC-normalised before their size was checked ------------------------------
 
 
 def test_no_code_point_decomposes_to_more_than_the_bound_the_pre_check_relies_on() -> None:

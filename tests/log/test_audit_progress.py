@@ -1,4 +1,4 @@
-"""``fairdeck audit``'s progress bar (issue 14): tqdm's, with the rate and the time left, on a
+"""``fairdeck audit``'s progress bar: tqdm's, with the rate and the time left, on a
 terminal only; never on a pipe, never beside ``--json``, never with ``--no-progress``.
 
 The real console script runs in a subprocess, its stderr on a pseudo-terminal (tests/support/ttys.py)

@@ -1,4 +1,4 @@
-"""``fairdeck audit`` says exactly what it checked (issue 16, and issue 11 item 8).
+"""``fairdeck audit`` says exactly what it checked, and refuses a database it cannot read in one line.
 
 Each test is named after a bug it pins:
 
@@ -208,7 +208,7 @@ def test_flipped_byte_between_sparse_checkpoints_names_the_range(built_log: Buil
     assert f"(the checkpoint for tree size {good} matches)" in finding["problem"]
 
 
-# -- a missing or corrupt database (issue 11 item 8) -----------------------------------------------
+# -- a missing or corrupt database: one line, exit 2, never a sqlite3 traceback -------------------
 
 
 def _one_line_refusal(result: CliResult, path: Path) -> None:

@@ -1,7 +1,7 @@
 """Known-answer vectors of docs/log-format.md (docs/vectors/fairdeck-log-v1.json), both ways.
 
 Every vector goes through the ``fairdeck`` package (logentry, merkle,
-checkpoint, note, receipts) and through ``tests/core/spec_reference``, which
+checkpoint, note, receipts) and through ``tests/core/log_reference``, which
 was written from docs/ alone (a hand-written JSON reader, RFC 9162's recursive
 definitions, Ed25519 from ``cryptography``). A reader re-implementing entry
 parsing or receipt checking from the docs gets these answers.
@@ -22,6 +22,7 @@ from fairdeck.log.checkpoint import CheckpointError, open_checkpoint
 from fairdeck.log.logentry import CommitEntry, EntryError, RevealEntry, decode
 from fairdeck.log.note import Verifier
 from fairdeck.log.receipts import InclusionProof
+from tests.core import log_reference as logref
 from tests.core import spec_reference as ref
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,9 +76,9 @@ def test_entry_fields_and_leaf_hash_through_package(vector: dict[str, Any]) -> N
 @cases("entries")
 def test_entry_fields_and_leaf_hash_through_spec_reference(vector: dict[str, Any]) -> None:
     raw = bytes.fromhex(vector["entry"])
-    fields = ref.parse_entry(raw)
+    fields = logref.parse_entry(raw)
     assert fields is not None
-    assert ref.leaf_hash(raw).hex() == vector["leaf_hash"]
+    assert logref.leaf_hash(raw).hex() == vector["leaf_hash"]
     assert fields["type"] == vector["type"]
     for name, value in fields.items():
         shown = [c.hex() for c in value] if name == "client_seeds" else value
@@ -98,7 +99,7 @@ def test_deck_digest_covers_the_whole_derived_deck(vector: dict[str, Any]) -> No
         [bytes.fromhex(c) for c in vector["client_seeds"]],
     )
     assert len(cards) == DeckSpec.parse(hand["deck"]).size
-    assert ref.deck_digest(hand["deck"], cards).hex() == vector["deck_digest"]
+    assert logref.deck_digest(hand["deck"], cards).hex() == vector["deck_digest"]
 
 
 @cases("invalid_entries")
@@ -109,7 +110,7 @@ def test_invalid_entry_rejected_by_package(vector: dict[str, Any]) -> None:
 
 @cases("invalid_entries")
 def test_invalid_entry_rejected_by_spec_reference(vector: dict[str, Any]) -> None:
-    assert ref.parse_entry(bytes.fromhex(vector["entry"])) is None
+    assert logref.parse_entry(bytes.fromhex(vector["entry"])) is None
 
 
 @pytest.mark.parametrize(
@@ -124,8 +125,8 @@ def test_invalid_entry_rejected_by_spec_reference(vector: dict[str, Any]) -> Non
     ],
 )
 def test_entry_strictness_regressions(name: str) -> None:
-    """Regression (issue 16): the parser took any commitment or digest length, any k,
-    any version, deck or ASCII hand id; log-format.md now says which, and so does decode."""
+    """Regression: the parser took any commitment or digest length, any k, any version,
+    deck or ASCII hand id; log-format.md ("Parsing") now says which, and so does decode."""
     (vector,) = [v for v in LOG["invalid_entries"] if v["name"] == name]
     with pytest.raises(EntryError):
         decode(bytes.fromhex(vector["entry"]))
@@ -138,7 +139,7 @@ def test_entry_strictness_regressions(name: str) -> None:
 def test_root(vector: dict[str, Any]) -> None:
     leaves = [merkle.leaf_hash(e) for e in ENTRIES[: vector["size"]]]
     assert merkle.root(leaves).hex() == vector["root"]
-    assert ref.mth(ENTRIES[: vector["size"]]).hex() == vector["root"]
+    assert logref.mth(ENTRIES[: vector["size"]]).hex() == vector["root"]
 
 
 def _root(size: int) -> bytes:
@@ -150,17 +151,17 @@ def _root(size: int) -> bytes:
 def test_inclusion_proof(vector: dict[str, Any]) -> None:
     index, size = vector["index"], vector["tree_size"]
     proof = [bytes.fromhex(h) for h in vector["proof"]]
-    assert ref.inclusion_path(index, ENTRIES[:size]) == proof
+    assert logref.inclusion_path(index, ENTRIES[:size]) == proof
     leaf = merkle.leaf_hash(ENTRIES[index])
     merkle.verify_inclusion(index, size, leaf, proof, _root(size))
-    assert ref.root_from_inclusion(index, size, leaf, proof) == _root(size)
+    assert logref.root_from_inclusion(index, size, leaf, proof) == _root(size)
 
 
 @cases("consistency_proofs")
 def test_consistency_proof(vector: dict[str, Any]) -> None:
     m, n = vector["size1"], vector["size2"]
     proof = [bytes.fromhex(h) for h in vector["proof"]]
-    assert ref.consistency_proof(m, ENTRIES[:n]) == proof
+    assert logref.consistency_proof(m, ENTRIES[:n]) == proof
     merkle.verify_consistency(m, n, proof, _root(m), _root(n))
 
 
@@ -191,7 +192,7 @@ def test_checkpoint_through_package(vector: dict[str, Any]) -> None:
 
 @cases("checkpoints")
 def test_checkpoint_through_spec_reference(vector: dict[str, Any]) -> None:
-    opened = ref.open_checkpoint(vector["note"].encode("utf-8"), VKEY)
+    opened = logref.open_checkpoint(vector["note"].encode("utf-8"), VKEY)
     assert (opened is not None) == vector["valid"]
     if opened is not None:
         assert opened[0] == ORIGIN
@@ -203,7 +204,7 @@ def test_the_verifier_key_is_the_signer_seeds() -> None:
 
     signer = Signer.from_seed(ORIGIN, bytes.fromhex(LOG["key"]["signer_seed"]))
     assert signer.verifier.to_string() == VKEY
-    assert ref.verifier_key(VKEY) is not None
+    assert logref.verifier_key(VKEY) is not None
 
 
 # Receipts
@@ -224,18 +225,18 @@ def test_receipt_through_package(vector: dict[str, Any]) -> None:
 
 @cases("receipts")
 def test_receipt_through_spec_reference(vector: dict[str, Any]) -> None:
-    assert (ref.check_receipt(vector["text"].encode("utf-8"), VKEY) is None) == vector["valid"]
+    assert (logref.check_receipt(vector["text"].encode("utf-8"), VKEY) is None) == vector["valid"]
 
 
 @pytest.mark.parametrize("name", ["index-as-string", "index-float", "hash-hex", "extra-name"])
 def test_receipt_json_strictness_regressions(name: str) -> None:
-    """Regression (issue 16): from_json took int("2"), 2.0, hex hashes and unknown names."""
+    """Regression: a receipt's from_json took int("2"), 2.0, hex hashes and unknown names."""
     (vector,) = [v for v in LOG["receipts"] if v["name"] == name]
     with pytest.raises(VerificationError):
         InclusionProof.from_json(vector["text"]).verify(VERIFIER)
 
 
-def test_log_vectors_cover_what_the_issue_asks() -> None:
+def test_log_vectors_cover_every_entry_kind_extensions_the_empty_tree_and_equal_sizes() -> None:
     kinds = {(e["type"], e.get("outcome")) for e in LOG["entries"]}
     assert kinds == {("commit", None), ("reveal", 1), ("reveal", 2)}
     assert any(c["valid"] and "extension" in c["name"] for c in LOG["checkpoints"])
@@ -254,6 +255,6 @@ def test_log_format_doc_states_the_worked_example_deck_digest() -> None:
 def test_a_signed_receipt_of_an_entry_that_does_not_parse_is_rejected_at_the_last_step() -> None:
     """log-format.md, "The receipt", step 5: the path and the signature hold, the entry does not parse."""
     (vector,) = [v for v in LOG["receipts"] if v["name"] == "entry-does-not-parse"]
-    assert ref.check_receipt(vector["text"].encode(), VKEY) == "entry"
+    assert logref.check_receipt(vector["text"].encode(), VKEY) == "entry"
     with pytest.raises(VerificationError, match="log entry does not parse"):
         InclusionProof.from_json(vector["text"]).verify(VERIFIER)

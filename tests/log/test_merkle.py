@@ -1,13 +1,12 @@
-"""RFC 9162 Merkle trees: published vectors, a reference tree, the stored-hash
-layout, and properties against a naive recursive implementation of the RFC."""
+"""RFC 9162 Merkle trees: published vectors, a reference tree, and the stored-hash layout
+checked against a naive recursive implementation of the RFC (merkle_reference.py). The
+proofs and the verifiers' strictness are in test_merkle_proofs.py."""
 
 from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 import json
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -17,11 +16,8 @@ from hypothesis import strategies as st
 from fairdeck.core.errors import InvalidInput
 from fairdeck.log.merkle import (
     EMPTY_ROOT,
-    HashReaderError,
     ProofError,
-    consistency_proof_length,
     frontier_subtrees,
-    inclusion_proof_length,
     leaf_hash,
     node_hash,
     prove_consistency,
@@ -35,119 +31,9 @@ from fairdeck.log.merkle import (
     verify_consistency,
     verify_inclusion,
 )
+from tests.log.merkle_reference import COUNTS, LEAVES, STORE, CountingReader, N, mth, sha256
 
 VECTORS = Path(__file__).resolve().parent.parent / "vectors" / "merkle"
-
-
-# --- a naive, recursive RFC 9162 section 2.1 reference --------------------------------------------
-
-
-def _h(data: bytes) -> bytes:
-    return hashlib.sha256(data).digest()
-
-
-def _k(n: int) -> int:
-    """Largest power of two smaller than n, by counting up."""
-    k = 1
-    while k * 2 < n:
-        k *= 2
-    return k
-
-
-def mth(leaves: Sequence[bytes]) -> bytes:
-    if not leaves:
-        return _h(b"")
-    if len(leaves) == 1:
-        return leaves[0]
-    k = _k(len(leaves))
-    return _h(b"\x01" + mth(leaves[:k]) + mth(leaves[k:]))
-
-
-def path(m: int, leaves: Sequence[bytes]) -> list[bytes]:
-    if len(leaves) == 1:
-        return []
-    k = _k(len(leaves))
-    if m < k:
-        return [*path(m, leaves[:k]), mth(leaves[k:])]
-    return [*path(m - k, leaves[k:]), mth(leaves[:k])]
-
-
-def subproof(m: int, leaves: Sequence[bytes], b: bool) -> list[bytes]:
-    n = len(leaves)
-    if m == n:
-        return [] if b else [mth(leaves)]
-    k = _k(n)
-    if m <= k:
-        return [*subproof(m, leaves[:k], b), mth(leaves[k:])]
-    return [*subproof(m - k, leaves[k:], False), mth(leaves[:k])]
-
-
-def path_shape(m: int, n: int) -> list[bool]:
-    """Bottom-up: is the proof hash at this step the right sibling? (Defines the computation.)"""
-    if n == 1:
-        return []
-    k = _k(n)
-    return [*path_shape(m, k), True] if m < k else [*path_shape(m - k, n - k), False]
-
-
-def subproof_shape(m: int, n: int, b: bool = True) -> list[str]:
-    """Bottom-up roles of consistency proof hashes: seed, R (new tree only), L (both trees)."""
-    if m == n:
-        return ["root1"] if b else ["seed"]
-    k = _k(n)
-    if m <= k:
-        return [*subproof_shape(m, k, b), "R"]
-    return [*subproof_shape(m - k, n - k, False), "L"]
-
-
-# --- one log of N leaves, built the way the server builds it ------------------------------------------
-
-N = 300
-LEAVES = [leaf_hash(b"entry %d" % i) for i in range(N)]
-STORE: list[bytes] = []
-COUNTS: list[int] = []  # len(STORE) after each append
-
-
-def read(indexes: list[int]) -> list[bytes]:
-    return [STORE[i] for i in indexes]
-
-
-for _n, _leaf in enumerate(LEAVES):
-    STORE += stored_hashes_for_append(_n, _leaf, read)
-    COUNTS.append(len(STORE))
-
-
-class CountingReader:
-    def __init__(self, limit: int) -> None:
-        self.calls: list[list[int]] = []
-        self.limit = limit
-
-    def __call__(self, indexes: list[int]) -> list[bytes]:
-        self.calls.append(list(indexes))
-        assert all(0 <= i < self.limit for i in indexes), "read beyond the tree asked for"
-        return [STORE[i] for i in indexes]
-
-
-def flip(h: bytes, bit: int = 0) -> bytes:
-    b = bytearray(h)
-    b[bit // 8 % len(b)] ^= 1 << (bit % 8)
-    return bytes(b)
-
-
-def rejects_inclusion(i: int, n: int, leaf: bytes, proof: Sequence[bytes], r: bytes) -> bool:
-    try:
-        verify_inclusion(i, n, leaf, proof, r)
-    except ProofError:
-        return True
-    return False
-
-
-def rejects_consistency(m: int, n: int, proof: Sequence[bytes], r1: bytes, r2: bytes) -> bool:
-    try:
-        verify_consistency(m, n, proof, r1, r2)
-    except ProofError:
-        return True
-    return False
 
 
 # --- published vectors (transparency-dev/merkle testdata) ------------------------------------------------
@@ -211,7 +97,7 @@ def test_consistency_vector(file: Path) -> None:
         assert not case["wantErr"] and len(r1) != 32
         with pytest.raises(ProofError, match="12 bytes, want 32"):
             verify_consistency(*args)
-        verify_consistency(1, 1, [], _h(r1), _h(r1))  # the same case with real hashes holds
+        verify_consistency(1, 1, [], sha256(r1), sha256(r1))  # the same case with real hashes holds
     elif case["wantErr"]:
         with pytest.raises(ProofError):
             verify_consistency(*args)
@@ -274,7 +160,7 @@ def _ref_store() -> list[bytes]:
 def test_reference_tree_roots() -> None:
     store = _ref_store()
     hashes = [leaf_hash(d) for d in REF_LEAVES]
-    assert tree_hash(0, lambda ix: []) == root([]) == EMPTY_ROOT == _h(b"")
+    assert tree_hash(0, lambda ix: []) == root([]) == EMPTY_ROOT == sha256(b"")
     for n in range(1, 9):
         assert tree_hash(n, lambda ix: [store[i] for i in ix]) == REF_ROOTS[n - 1]
         assert root(hashes[:n]) == REF_ROOTS[n - 1]
@@ -297,9 +183,9 @@ def test_reference_tree_consistency(size1: int, size2: int) -> None:
 
 
 def test_hash_primitives() -> None:
-    assert leaf_hash(b"") == _h(b"\x00")
+    assert leaf_hash(b"") == sha256(b"\x00")
     a, b = leaf_hash(b"a"), leaf_hash(b"b")
-    assert node_hash(a, b) == _h(b"\x01" + a + b) != node_hash(b, a)
+    assert node_hash(a, b) == sha256(b"\x01" + a + b) != node_hash(b, a)
     with pytest.raises(InvalidInput):
         node_hash(a, b[:31])
     with pytest.raises(InvalidInput):
@@ -369,234 +255,3 @@ def test_tree_hash_every_size() -> None:
         assert tree_hash(n, reader) == mth(LEAVES[:n]) == root(LEAVES[:n])
         assert len(reader.calls) == (1 if n else 0)
         assert not reader.calls or len(reader.calls[0]) <= n.bit_length()
-
-
-# --- proofs against the naive reference, exhaustively for small trees ------------------------------------
-
-
-def _check_inclusion(i: int, n: int) -> None:
-    reader = CountingReader(stored_hash_count(n))
-    proof = prove_inclusion(i, n, reader)
-    assert proof == path(i, LEAVES[:n])
-    assert len(proof) == inclusion_proof_length(i, n)
-    assert len(reader.calls) <= 1 and sum(map(len, reader.calls)) <= 2 * n.bit_length()
-    r, leaf = mth(LEAVES[:n]), LEAVES[i]
-    verify_inclusion(i, n, leaf, proof, r)
-
-    assert rejects_inclusion(i, n, flip(leaf), proof, r)
-    assert rejects_inclusion(i, n, leaf, proof, flip(r, 255))
-    for j in range(len(proof)):
-        for bit in (0, 7 * j + 3, 255):
-            assert rejects_inclusion(i, n, leaf, [*proof[:j], flip(proof[j], bit), *proof[j + 1 :]], r)
-    if proof:
-        assert rejects_inclusion(i, n, leaf, proof[1:], r)
-        assert rejects_inclusion(i, n, leaf, proof[:-1], r)
-    assert rejects_inclusion(i, n, leaf, [*proof, r], r)
-    assert rejects_inclusion(i, n, leaf, [r, *proof], r)
-    assert rejects_inclusion(i, n, leaf, [*proof, proof[-1] if proof else leaf], r)
-    assert rejects_inclusion(i, n, leaf, [*proof, b""], r)
-    for i2 in (i - 1, i + 1, i ^ 2):
-        if 0 <= i2 < n and i2 != i:
-            assert rejects_inclusion(i2, n, leaf, proof, r)
-    # A different size is refused unless the proof's shape is identical there,
-    # in which case the verifier computes the very same root: the size is bound
-    # by the signed checkpoint, not by the proof.
-    for n2 in (n - 1, n + 1, 2 * n, n // 2):
-        if n2 != n and n2 >= 0:
-            same = i < n2 and path_shape(i, n2) == path_shape(i, n)
-            assert rejects_inclusion(i, n2, leaf, proof, r) == (not same)
-
-
-def _check_consistency(m: int, n: int) -> None:
-    reader = CountingReader(stored_hash_count(n))
-    proof = prove_consistency(m, n, reader)
-    want = subproof(m, LEAVES[:n], True) if m < n else []
-    assert proof == want
-    assert m == n or len(proof) == consistency_proof_length(m, n)
-    assert len(reader.calls) <= 1 and sum(map(len, reader.calls)) <= 2 * n.bit_length() + 2
-    r1, r2 = mth(LEAVES[:m]), mth(LEAVES[:n])
-    verify_consistency(m, n, proof, r1, r2)
-
-    assert rejects_consistency(m, n, proof, flip(r1, 100), r2)
-    assert rejects_consistency(m, n, proof, r1, flip(r2, 100))
-    if m != n:
-        assert rejects_consistency(m, n, proof, r2, r1)
-        assert rejects_consistency(m, n, [], r1, r2)
-        for j in range(len(proof)):
-            for bit in (0, 4, 255):
-                assert rejects_consistency(m, n, [*proof[:j], flip(proof[j], bit), *proof[j + 1 :]], r1, r2)
-        assert rejects_consistency(m, n, proof[:-1], r1, r2)
-        assert rejects_consistency(m, n, proof[1:], r1, r2)
-        assert rejects_consistency(m, n, [proof[0], *proof], r1, r2)
-    for extra in (r1, r2, b"", LEAVES[0]):
-        assert rejects_consistency(m, n, [*proof, extra], r1, r2)
-        assert rejects_consistency(m, n, [extra, *proof], r1, r2)
-    # Other sizes are refused unless the computation is literally the same one.
-    for m2, n2 in ((m - 1, n), (m + 1, n), (m ^ 2, n), (m, n + 1), (m, n - 1), (m, 2 * n), (m, n // 2)):
-        if (m2, n2) == (m, n) or m2 < 0 or n2 < 0:
-            continue
-        same = 0 < m2 <= n2 and m < n and m2 < n2 and subproof_shape(m2, n2) == subproof_shape(m, n)
-        assert rejects_consistency(m2, n2, proof, r1, r2) == (not same), (m2, n2)
-
-
-def test_inclusion_exhaustive_small() -> None:
-    for n in range(1, 65):
-        for i in range(n):
-            _check_inclusion(i, n)
-
-
-def test_consistency_exhaustive_small() -> None:
-    for n in range(1, 65):
-        for m in range(1, n + 1):
-            _check_consistency(m, n)
-
-
-@given(st.data())
-@settings(max_examples=200, deadline=None)
-def test_inclusion_property(data: st.DataObject) -> None:
-    n = data.draw(st.integers(1, N))
-    i = data.draw(st.integers(0, n - 1))
-    _check_inclusion(i, n)
-    proof = prove_inclusion(i, n, read)
-    if proof:
-        j = data.draw(st.integers(0, len(proof) - 1))
-        bit = data.draw(st.integers(0, 255))
-        assert rejects_inclusion(
-            i, n, LEAVES[i], [*proof[:j], flip(proof[j], bit), *proof[j + 1 :]], mth(LEAVES[:n])
-        )
-    assert rejects_inclusion(i, n, LEAVES[i], proof, flip(mth(LEAVES[:n]), data.draw(st.integers(0, 255))))
-
-
-@given(st.data())
-@settings(max_examples=200, deadline=None)
-def test_consistency_property(data: st.DataObject) -> None:
-    n = data.draw(st.integers(1, N))
-    m = data.draw(st.integers(1, n))
-    _check_consistency(m, n)
-    proof = prove_consistency(m, n, read)
-    r1, r2 = mth(LEAVES[:m]), mth(LEAVES[:n])
-    if proof:
-        j = data.draw(st.integers(0, len(proof) - 1))
-        bit = data.draw(st.integers(0, 255))
-        assert rejects_consistency(m, n, [*proof[:j], flip(proof[j], bit), *proof[j + 1 :]], r1, r2)
-    assert rejects_consistency(m, n, proof, flip(r1, data.draw(st.integers(0, 255))), r2)
-    assert rejects_consistency(m, n, proof, r1, flip(r2, data.draw(st.integers(0, 255))))
-
-
-def test_proof_lengths_for_huge_trees() -> None:
-    """The length formulas agree with the naive recursions on shapes (no hashing needed)."""
-    for n in [2**40, 2**40 + 1, 2**63 - 1, 2**64 - 1, 3 * 2**50 + 12345]:
-        for i in (0, 1, n // 3, n - 2, n - 1):
-            assert inclusion_proof_length(i, n) == len(path_shape(i, n))
-        for m in (1, 2, n // 3, n - 1):
-            shape = subproof_shape(m, n)
-            assert consistency_proof_length(m, n) == len(shape) - (shape[0] == "root1")
-
-
-# --- strictness of the verifiers and of the generators' arguments ------------------------------------
-
-
-def test_verify_inclusion_rejects_malformed_input() -> None:
-    leaf, r = LEAVES[0], mth(LEAVES[:4])
-    proof = path(0, LEAVES[:4])
-    cases: list[tuple[object, ...]] = [
-        (4, 4, leaf, proof, r),  # index == size
-        (0, 0, leaf, [], EMPTY_ROOT),  # nothing is in the empty tree
-        (-1, 4, leaf, proof, r),
-        (0, 2**64, leaf, proof, r),
-        (True, 4, leaf, proof, r),
-        (0, 4.0, leaf, proof, r),
-        (0, 4, leaf[:31], proof, r),
-        (0, 4, leaf + b"\x00", proof, r),
-        (0, 4, leaf.hex(), proof, r),
-        (0, 4, bytearray(leaf), proof, r),
-        (0, 4, leaf, proof, r[:31]),
-        (0, 4, leaf, [proof[0], proof[1][:31]], r),
-        (0, 4, leaf, [proof[0], None], r),
-    ]
-    for args in cases:
-        with pytest.raises(ProofError):
-            verify_inclusion(*args)  # type: ignore[arg-type]
-    with pytest.raises(ProofError, match="index 18446744073709551615 is not below"):
-        verify_inclusion(2**64 - 1, 4, leaf, proof, r)
-    with pytest.raises(ProofError, match="has 3 hashes, want 2"):
-        verify_inclusion(0, 4, leaf, [*proof, r], r)
-    with pytest.raises(ProofError, match="computed root differs"):
-        verify_inclusion(0, 4, leaf, proof, flip(r))
-    with pytest.raises(ProofError, match=r"proof\[1\] is 31 bytes"):
-        verify_inclusion(0, 4, leaf, [proof[0], proof[1][:31]], r)
-    verify_inclusion(0, 1, leaf, [], leaf)
-    verify_inclusion(0, 4, leaf, tuple(proof), r)
-
-
-def test_verify_consistency_rejects_malformed_input() -> None:
-    r2, r4 = mth(LEAVES[:2]), mth(LEAVES[:4])
-    proof = subproof(2, LEAVES[:4], True)
-    with pytest.raises(ProofError, match="size1 4 is larger than size2 2"):
-        verify_consistency(4, 2, [], r4, r2)
-    with pytest.raises(ProofError, match="size1 is 0"):
-        verify_consistency(0, 4, [], EMPTY_ROOT, r4)
-    with pytest.raises(ProofError, match="empty tree must be"):
-        verify_consistency(0, 0, [], r2, r2)
-    verify_consistency(0, 0, [], EMPTY_ROOT, EMPTY_ROOT)
-    verify_consistency(4, 4, [], r4, r4)
-    with pytest.raises(ProofError, match="must be empty"):
-        verify_consistency(4, 4, [r4], r4, r4)
-    with pytest.raises(ProofError, match="roots differ"):
-        verify_consistency(4, 4, [], r4, r2)
-    r3, proof3 = mth(LEAVES[:3]), subproof(3, LEAVES[:4], True)
-    verify_consistency(3, 4, proof3, r3, r4)
-    with pytest.raises(ProofError, match="lead to root1"):
-        verify_consistency(3, 4, proof3, flip(r3), r4)
-    with pytest.raises(ProofError, match="lead to root2"):  # size1 a power of 2: root1 seeds the proof
-        verify_consistency(2, 4, proof, flip(r2), r4)
-    with pytest.raises(ProofError, match="root2"):
-        verify_consistency(2, 4, proof, r2, flip(r4))
-    with pytest.raises(ProofError, match="has 0 hashes, want 1"):
-        verify_consistency(2, 4, [], r2, r4)
-    for bad in (-1, 2**64, True, None, "2"):
-        with pytest.raises(ProofError):
-            verify_consistency(bad, 4, proof, r2, r4)  # type: ignore[arg-type]
-        with pytest.raises(ProofError):
-            verify_consistency(2, bad, proof, r2, r4)  # type: ignore[arg-type]
-    with pytest.raises(ProofError, match="root2 is 31 bytes"):
-        verify_consistency(2, 4, proof, r2, r4[:31])
-    with pytest.raises(ProofError, match=r"proof\[0\] must be bytes"):
-        verify_consistency(2, 4, [proof[0].hex()], r2, r4)  # type: ignore[list-item]
-
-
-def test_generators_reject_bad_arguments() -> None:
-    for args in [(0, 0), (5, 5), (-1, 5), (0, -1), (True, 5), (0, 2**64)]:
-        with pytest.raises(InvalidInput):
-            prove_inclusion(*args, read)
-    for args in [(0, 5), (6, 5), (-1, 5), (1, 2**64)]:
-        with pytest.raises(InvalidInput):
-            prove_consistency(*args, read)
-    assert prove_consistency(5, 5, read) == []
-    for fn in (stored_hash_count, split_stored_hash_index, lambda x: tree_hash(x, read)):
-        with pytest.raises(InvalidInput):
-            fn(-1)
-    with pytest.raises(InvalidInput):
-        stored_hash_index(-1, 0)
-    with pytest.raises(InvalidInput):
-        stored_hashes_for_append(0, b"short", read)
-
-
-def test_misbehaving_reader_is_caught() -> None:
-    with pytest.raises(HashReaderError, match="returned 1 hashes for 2"):
-        tree_hash(3, lambda ix: [STORE[0]])
-    with pytest.raises(HashReaderError, match="not a 32-byte hash"):
-        tree_hash(3, lambda ix: [b"x"] * len(ix))
-    with pytest.raises(HashReaderError):
-        stored_hashes_for_append(1, LEAVES[1], lambda ix: [])
-
-
-def test_size_one_needs_no_reads() -> None:
-    def never(indexes: list[int]) -> list[bytes]:
-        raise AssertionError("no read expected")
-
-    assert prove_inclusion(0, 1, never) == []
-    assert stored_hashes_for_append(0, LEAVES[0], never) == [LEAVES[0]]
-    assert stored_hashes_for_append(2, LEAVES[2], never) == [LEAVES[2]]
-    assert prove_consistency(7, 7, never) == []
-    assert tree_hash(0, never) == EMPTY_ROOT

@@ -1,5 +1,5 @@
 """The dealer's layers run as one interceptor, wrapped once per method, without the layers
-that have nothing to do (calls.py; issue 15: four interceptors ran on every call even with
+that have nothing to do (edge/chain.py: four interceptors used to run on every call, even with
 the limits off)."""
 
 from __future__ import annotations

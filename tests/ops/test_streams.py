@@ -1,5 +1,5 @@
 """DealHands cannot escape the open-hands cap nor make the dealer work for a caller
-that does not read, and no call is dropped unseen (issue 11: findings 11 and 13).
+that does not read, and no call is dropped unseen (under a burst, calls ended CANCELLED).
 
 All on a real dealer on 127.0.0.1:0 through the real SDK.
 """
@@ -35,7 +35,7 @@ def _log_size_when_still(running: RunningDealer, timeout: float = 20) -> int:
     return last
 
 
-# -- finding 13: calls ended CANCELLED with no reason, uncounted -----------------------------
+# -- under a burst, calls ended CANCELLED with no reason, uncounted ---------------------------
 
 
 def test_cancelled_without_reason_under_2500_concurrent_gets(tmp_path: Path) -> None:
@@ -59,7 +59,7 @@ def test_cancelled_without_reason_under_2500_concurrent_gets(tmp_path: Path) -> 
         assert sample(samples, "fairdeck_rpcs_total", code="OK", **labels) == calls
 
 
-# -- finding 11: DealHands escaped the caps ---------------------------------------------------
+# -- DealHands escaped the open-hands cap, and kept dealing to a caller that did not read -----
 
 
 def test_deal_hands_with_close_holds_hands_against_the_cap_while_it_runs(tmp_path: Path) -> None:

@@ -1,5 +1,5 @@
-"""Abuse of authentication: a token that reached the log through grpcio (finding 9), and
-token spraying before any limit applied (finding 12). Real dealers only: the console
+"""Abuse of authentication: a token that reached the log through grpcio, and token spraying
+before any limit applied; and a huge text seed at the gRPC edge. Real dealers only: the console
 script in a subprocess, or DealerServer on 127.0.0.1:0, spoken to over real sockets."""
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def _status(trailers: dict[str, bytes]) -> tuple[int, str, float | None]:
     return status.code, reason, retry
 
 
-# -- finding 9: a token that is not valid UTF-8 reached the log, and could still be accepted ------
+# -- a token that is not valid UTF-8 reached the log, and could still be accepted ----------------
 
 
 @pytest.mark.parametrize("log_format", ["text", "json"])
@@ -91,7 +91,7 @@ def test_a_token_that_is_not_utf8_never_reaches_the_log_and_is_refused(
     assert "withheld: it may hold a credential" in output  # grpcio did try to log them
 
 
-# -- finding 12: failed authentication was not limited, so spraying cost a lookup a call ----------
+# -- failed authentication was not limited, so spraying cost a lookup a call ---------------------
 
 
 @pytest.fixture
@@ -222,7 +222,7 @@ def test_the_failure_limit_is_per_address_and_off_at_rate_zero(data: Path, token
         dealer.close()
 
 
-# -- finding 10 at the gRPC edge: a huge text seed was decoded into a str before being refused --
+# -- at the gRPC edge: a huge text seed was decoded into a str before being refused -------------
 
 
 class _SeedOnTheWire:

@@ -1,4 +1,4 @@
-"""Start-up refusals (issue 11, "keys and data dirs" and "start-up failures"), each in the real
+"""Start-up refusals (docs/operations.md, "Runbook: each refusal"), each in the real
 console script: exit 2, exactly one line on stderr naming the file or option, no traceback,
 nothing created. Keys and the database are identities: serve never makes one because a
 file went missing, never serves a key that is not the log's or cannot open its seeds.

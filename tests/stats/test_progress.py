@@ -1,4 +1,4 @@
-"""``fairdeck stats``'s progress bar (issue 14): tqdm's, with the time left and the decks per
+"""``fairdeck stats``'s progress bar: tqdm's, with the time left and the decks per
 second, on a terminal only; never on a pipe, never beside ``--json``, never with ``--no-progress``.
 
 The real console script runs in a subprocess with its stderr on a pseudo-terminal

@@ -1,4 +1,4 @@
-"""``fairdeck stats`` says what its run shows (issue 16, finding 5).
+"""``fairdeck stats`` says what its run shows: passed, failed, or inconclusive at this N.
 
 Each test is named after a bug it pins:
 

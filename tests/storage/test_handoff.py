@@ -1,5 +1,5 @@
 """The event loop hands operations to SQLite's writer thread once per turn, not once per
-operation (issue 15): each hand-off can wake the writer, which then fights the loop for
+operation: each hand-off can wake the writer, which then fights the loop for
 the GIL while the loop is still submitting."""
 
 from __future__ import annotations

@@ -1,13 +1,16 @@
-"""Running the verifier page in real headless Chromium, through client/web/test/harness.mjs.
+"""Running the verifier page in real headless browsers, through client/web/test/harness.mjs.
 
-The harness (Node.js and Playwright's playwright-core, installed by ``npm ci`` in client/web from
-its lock file) drives Debian's ``chromium``. Where either is missing the browser tests skip,
-saying what to install, except under ``CI_REQUIRE_BROWSER=1`` (set by .ci/run), where they fail.
+The harness (Node.js, with Playwright's playwright-core and puppeteer-core from client/web's lock
+file) drives Debian's ``chromium`` over CDP and ``firefox-esr`` over WebDriver BiDi. The README's
+``pytest`` installs client/web's packages itself (``npm ci``, when node_modules is missing or does
+not match the lock file). Where Node.js or a browser is missing the browser tests skip, saying in
+one line what to install, except under ``CI_REQUIRE_BROWSER=1`` (set by .ci/run), where they fail.
 """
 
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import os
 import shutil
@@ -22,62 +25,113 @@ WEB = ROOT / "client" / "web"
 PAGE = ROOT / "client" / "fairdeck" / "web" / "verifier.html"
 HARNESS = WEB / "test" / "harness.mjs"
 VECTORS = ROOT / "docs" / "vectors"
+ENGINES = ("chromium", "firefox")
+"""The browser engines every page test runs in: "any browser" means at least these two."""
+HOW_TO_GET = {
+    "chromium": "Chromium is not installed: `sudo apt-get install chromium` (Debian/Ubuntu), "
+    "or set FAIRDECK_CHROMIUM to a Chrome or Chromium binary",
+    "firefox": "Firefox is not installed: `sudo apt-get install firefox-esr` (Debian/Ubuntu), "
+    "or set FAIRDECK_FIREFOX to a Firefox binary",
+}
+_NAMES = {
+    "chromium": ("FAIRDECK_CHROMIUM", ("chromium", "chromium-browser", "google-chrome")),
+    "firefox": ("FAIRDECK_FIREFOX", ("firefox-esr", "firefox")),
+}
 
 
-def _missing() -> str | None:
-    """Why the browser tests cannot run here, or None."""
-    if shutil.which("node") is None:
-        return "Node.js is not installed (the page's build and test harness run on it)"
-    if (
-        not (WEB / "node_modules" / "playwright-core").is_dir()
-        or not (WEB / "node_modules" / "esbuild").is_dir()
-    ):
-        return "client/web/node_modules is missing: run `npm ci --prefix client/web`"
-    if chromium() is None:
-        return "Chromium is not installed (Debian: `apt-get install chromium`; or set FAIRDECK_CHROMIUM)"
-    return None
-
-
-def chromium() -> str | None:
-    explicit = os.environ.get("FAIRDECK_CHROMIUM")
+def executable(engine: str) -> str | None:
+    """The browser binary of ``engine``: $FAIRDECK_CHROMIUM / $FAIRDECK_FIREFOX, else on PATH."""
+    variable, names = _NAMES[engine]
+    explicit = os.environ.get(variable)
     if explicit:
-        return explicit
-    for name in ("chromium", "chromium-browser", "google-chrome"):
+        return explicit if os.access(explicit, os.X_OK) else None
+    for name in names:
         found = shutil.which(name)
         if found:
             return found
     return None
 
 
-def node_missing() -> str | None:
-    """Why the Node.js build cannot run here (it needs no browser), or None."""
-    if shutil.which("node") is None:
-        return "Node.js is not installed (the page is built with it)"
-    if not (WEB / "node_modules" / "esbuild").is_dir():
-        return "client/web/node_modules is missing: run `npm ci --prefix client/web`"
+def chromium() -> str | None:
+    return executable("chromium")
+
+
+def stale(prefix: Path) -> str | None:
+    """Why ``prefix/node_modules`` does not hold what ``prefix/package-lock.json`` pins, or None.
+
+    npm records what it installed in node_modules/.package-lock.json: every package the lock
+    file pins (but optional ones, such as other platforms' esbuild) must be there, at its version.
+    """
+    installed = prefix / "node_modules" / ".package-lock.json"
+    if not installed.is_file():
+        return "node_modules is missing"
+    want = json.loads((prefix / "package-lock.json").read_text(encoding="utf-8"))["packages"]
+    have = json.loads(installed.read_text(encoding="utf-8")).get("packages", {})
+    for name, entry in want.items():
+        needed = name and not entry.get("optional") and not entry.get("link")
+        if needed and have.get(name, {}).get("version") != entry.get("version"):
+            return f"{name} {entry.get('version')} is not installed"
     return None
+
+
+@functools.cache
+def npm_ci(prefix: Path) -> str | None:
+    """Install ``prefix``'s packages from its lock file when they are missing or stale (once per
+    session); why they cannot be, or None."""
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        return "Node.js is not installed (https://nodejs.org, or Debian's `nodejs` and `npm`)"
+    if stale(prefix) is None:
+        return None
+    where = prefix.relative_to(ROOT)
+    done = subprocess.run(
+        ["npm", "ci", "--prefix", str(prefix), "--no-audit", "--no-fund", "--loglevel=error"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return f"`npm ci --prefix {where}` failed: {last}"
+    return stale(prefix)
+
+
+def node_missing() -> str | None:
+    """Why client/web's Node.js tools cannot run here (they need no browser), or None."""
+    return npm_ci(WEB)
+
+
+def _missing(engine: str = "chromium") -> str | None:
+    """Why the page cannot be tested in ``engine`` here, or None."""
+    return node_missing() or (None if executable(engine) else HOW_TO_GET[engine])
+
+
+SKIPPED: set[str] = set()
+"""Why browser tests skipped in this session; tests/web/conftest.py says each once at the end."""
 
 
 def require(why: str | None) -> None:
     """Skip with the reason, or fail where CI says the browser must be there."""
     if why is None:
         return
+    SKIPPED.add(why)
     if os.environ.get("CI_REQUIRE_BROWSER") == "1":
         pytest.fail(f"CI_REQUIRE_BROWSER=1 but {why}")
     pytest.skip(why)
 
 
-def require_browser() -> None:
-    require(_missing())
+def require_browser(engine: str = "chromium") -> None:
+    require(_missing(engine))
 
 
 def b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
 
-def run(job: dict[str, Any], tmp: Path, page: Path = PAGE, timeout: float = 240) -> dict[str, Any]:
-    """Run one harness job against ``page``; the harness's JSON result."""
-    job = {"page": str(page), "chromium": chromium(), **job}
+def run(
+    job: dict[str, Any], tmp: Path, page: Path = PAGE, timeout: float = 240, engine: str = "chromium"
+) -> dict[str, Any]:
+    """Run one harness job against ``page`` in ``engine``; the harness's JSON result."""
+    job = {"page": str(page), "engine": engine, "browser": executable(engine), **job}
     path = tmp / "job.json"
     path.write_text(json.dumps(job), encoding="utf-8")
     done = subprocess.run(
@@ -88,17 +142,15 @@ def run(job: dict[str, Any], tmp: Path, page: Path = PAGE, timeout: float = 240)
     return result
 
 
-def python_verdict(
+def python_line(
     data: bytes,
     tmp: Path,
     key: str | None = None,
     witnesses: tuple[str, ...] = (),
     threshold: int | None = None,
-) -> tuple[bool, str | None]:
-    """What ``fairdeck verify FILE [--key] [--witness]...`` says of these bytes: (ok, failed step).
-
-    The reference the page is held to: the command itself, run in-process on a real file.
-    """
+) -> str:
+    """The line ``fairdeck verify FILE [--key] [--witness]...`` prints for these bytes ("OK: ..." or
+    "FAILED at step ...: ..."): the command itself, run in-process on a real file."""
     import contextlib
     import io
 
@@ -117,8 +169,21 @@ def python_verdict(
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         status = main(argv)
     text = out.getvalue()
-    if status == 0:
-        assert text.startswith("OK"), text
+    assert text.count("\n") == 1, (status, text, err.getvalue())
+    assert (status, text.startswith("OK: ")) in {(0, True), (1, False)}, (status, text, err.getvalue())
+    assert status == 0 or text.startswith("FAILED at step "), text
+    return text.removesuffix("\n")
+
+
+def python_verdict(
+    data: bytes,
+    tmp: Path,
+    key: str | None = None,
+    witnesses: tuple[str, ...] = (),
+    threshold: int | None = None,
+) -> tuple[bool, str | None]:
+    """What ``fairdeck verify`` says of these bytes: (ok, failed step). The page is held to it."""
+    line = python_line(data, tmp, key, witnesses, threshold)
+    if line.startswith("OK: "):
         return True, None
-    assert status == 1 and text.startswith("FAILED at step "), (status, text, err.getvalue())
-    return False, text.removeprefix("FAILED at step ").split(":", 1)[0]
+    return False, line.removeprefix("FAILED at step ").split(":", 1)[0]

@@ -72,7 +72,7 @@ def test_the_page_forbids_every_request_by_its_own_policy() -> None:
 def test_the_lock_file_pins_what_package_json_asks_for() -> None:
     package = json.loads((WEB / "package.json").read_text())
     lock = json.loads((WEB / "package-lock.json").read_text())
-    for name, version in package["devDependencies"].items():
+    for name, version in {**package["dependencies"], **package["devDependencies"]}.items():
         assert re.fullmatch(r"\d+\.\d+\.\d+", version), f"{name} is not pinned exactly"
         locked = lock["packages"][f"node_modules/{name}"]
         assert locked["version"] == version and locked["integrity"].startswith("sha512-")

@@ -1,20 +1,13 @@
-"""``fairdeck audit``: audit a dealer's transparency log from a live server
-(``--target``), a data dir read-only (``--data``) or, for replicas on
-PostgreSQL, the database read-only (``--db``), with the log's public key.
+"""``fairdeck audit``: audit a dealer's transparency log with the log's public key, from a live
+server (``--target``), a data dir read-only (``--data``), for replicas on PostgreSQL the
+database read-only (``--db``), or static tiles (``--tiles``).
 
-``--key`` may be given several times (or name a file with one key per line):
-after a rotation of the log's signing key, pass the current and the retired
-keys, and checkpoints signed by either verify. With ``--target``, ``--ca``
-(and ``--cert``/``--cert-key`` for mTLS) turn on TLS, and ``--token`` (or
-``$FAIRDECK_TOKEN``) sends an API token.
-
-Exit 0 only when every check of fairdeck.log.audit holds; otherwise 1 and a
-report naming each bad entry and why (``--json`` for machines); 2 when the log
-cannot be read at all. An empty log (a fresh dealer, nothing signed yet) is a
-valid log. With ``--since FILE`` the audit also proves the log only grew since
-the checkpoint saved in FILE, and saves the new checkpoint there when it
-passes. A FILE that does not exist yet is a first audit: the report says in
-so many words that consistency was NOT checked, and never claims it was.
+``--key`` may be given several times, or name a file with one key per line, so that checkpoints
+signed by the current or a retired key verify; docs/security.md has that and the TLS flags.
+Exit 0 only when every check of ``fairdeck.log.audit`` holds; 1 and a report naming each bad
+entry and why otherwise (``--json`` for machines); 2 when the log cannot be read at all. With
+``--since FILE`` it also proves the log only grew; a first audit (no FILE yet) says in so many
+words that consistency was NOT checked, and never claims it was (docs/log-format.md, "The audit").
 """
 
 from __future__ import annotations

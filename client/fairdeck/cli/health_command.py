@@ -1,14 +1,11 @@
-"""``fairdeck health``: ask a server's standard gRPC health service
-(``grpc.health.v1.Health/Check``) whether it serves.
+"""``fairdeck health``: ask a server's standard gRPC health service (``grpc.health.v1.Health/Check``)
+whether it serves.
 
-Why it exists: the container image ships no grpc_health_probe binary, yet
-Docker's HEALTHCHECK, compose's ``service_healthy`` and an operator after a
-deploy all need a probe that speaks gRPC, plain text or TLS/mTLS, and answers
-with an exit status.
-
-Exit 0 when the server (or ``--service``) is SERVING; 1 when it answers
-anything else, the service is unknown, or it cannot be reached in time;
-2 for bad usage (such as ``--cert`` without ``--key`` or an unreadable file).
+The container image ships no grpc_health_probe binary, yet Docker's HEALTHCHECK, compose's
+``service_healthy`` and an operator after a deploy all need a probe that speaks gRPC, plain text
+or TLS/mTLS, and answers with an exit status. Exit 0 when the server (or ``--service``) is
+SERVING; 1 when it answers anything else, the service is unknown, or it cannot be reached in
+time; 2 for bad usage (such as ``--cert`` without ``--key`` or an unreadable file).
 """
 
 from __future__ import annotations

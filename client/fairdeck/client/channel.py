@@ -4,7 +4,7 @@ and its error translated, and the one pager of the log's ListEntries
 (``EntryPager``), used by the audit clients and by ``fairdeck audit``.
 
 The blocking and asyncio bases differ only in how they wait; the public
-clients (dealer.py, audit_client.py) subclass them and add their methods.
+clients (dealer_client.py, audit_client.py) subclass them and add their methods.
 """
 
 from __future__ import annotations

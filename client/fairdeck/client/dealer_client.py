@@ -1,26 +1,14 @@
 """The dealer clients: ``DealerClient`` (blocking) and ``AsyncDealerClient`` (asyncio).
 
-Both describe each operation with the same ``calls`` function and differ only
-in how they send it; tests/client/test_client_surface.py checks they expose
-the same methods with the same signatures.
+Both describe each operation with the same ``calls`` function and differ only in how they send
+it; tests/client/test_client_surface.py checks they expose the same methods with the same
+signatures. Every call takes ``timeout=`` and ``request_id=``; ``close()`` (``aclose()``) closes
+the channel. The methods, retries, TLS and tokens: docs/api.md, "The Python SDK".
 
     with DealerClient("127.0.0.1:50051") as dealer:
         hand = dealer.open_hand("standard")
         dealer.shuffle(hand.hand_id, round.seeds)  # the players' revealed seeds (player_seeds.py)
-        hole = dealer.draw(hand.hand_id, 2)
         closed = dealer.close_hand(hand.hand_id)
-        closed.verify(commitment=hand.commitment)
-
-Every call takes ``timeout=`` (seconds for the whole call, retries included; None: no
-deadline; by default the client's ``timeout``) and ``request_id=`` (sent as ``x-request-id``:
-the dealer's log lines of the call carry it). ``close()`` (``aclose()`` in asyncio, or leaving
-the ``with`` block) closes the channel.
-
-Against a dealer with TLS and API tokens::
-
-    DealerClient("dealer.example:443", credentials=tls_credentials(ca="ca.pem"), api_token=token)
-
-(``tls_credentials(ca=, cert=, key=)`` also makes mTLS credentials.)
 """
 
 from __future__ import annotations

@@ -1,22 +1,11 @@
-"""Players' seeds the dealer cannot predict: commit, then reveal (docs/fairness-spec.md, "Who must
-not predict which seed").
+"""Players' seeds the dealer cannot predict: commit, then reveal.
 
-The dealer commits to its server seed before any client seed exists, so it cannot choose the
-deck alone. But a client seed that is known before it is used, such as a player's name or a
-fixed string, lets whoever knows the server seed grind: try seed after seed until the deck suits
-them. The safe order is:
-
-1. The dealer opens the hand. Its commitment is logged before any player seed exists.
-2. Each player makes a fresh random seed on their own side (``PlayerSeed.create``), after seeing
-   the dealer's commitment, and sends only its commitment.
-3. Once every seat has committed, each player reveals its seed. ``SeedRound`` refuses a reveal
-   before all commitments are in, and refuses a seed that does not open its commitment, naming
-   the seat.
-4. ``SeedRound.seeds`` go to ``shuffle``, in seat order.
-
-A commitment binds the hand, the dealer's commitment and the seat, so it cannot be replayed from
-another hand or copied from another seat: ``SHA-256(lp("fairdeck player-seed v1") || lp(hand id)
-|| lp(dealer commitment) || u32(seat) || lp(seed))``.
+Each player makes a fresh random seed after seeing the dealer's commitment (``PlayerSeed.create``)
+and sends only its commitment, which binds the hand, the dealer's commitment and the seat.
+``SeedRound`` refuses a reveal before every seat has committed, and a seed that does not open its
+commitment, naming the seat; its ``seeds`` go to ``shuffle`` in seat order. The steps:
+docs/api.md, "Players' seeds"; why this order, and the commitment's bytes: docs/fairness-spec.md
+section 8.4, "Who must not predict which seed".
 
 >>> dealer_commitment = bytes(32)
 >>> alice = PlayerSeed.create("h1", 0, dealer_commitment)
@@ -51,7 +40,7 @@ class SeedOrderError(Exception):
 
 
 def seed_commitment(hand_id: str, dealer_commitment: bytes, seat: int, seed: bytes) -> bytes:
-    """A player's commitment to ``seed`` for ``seat`` of this hand (see the module docstring)."""
+    """A player's commitment to ``seed`` for ``seat`` of this hand (docs/fairness-spec.md section 8.4)."""
     return hashlib.sha256(
         lp(TAG) + lp(hand_id.encode("utf-8")) + lp(dealer_commitment) + u32(seat) + lp(seed)
     ).digest()

@@ -1,8 +1,9 @@
 """Playing cards: the card model, its two-character codes and integer ids.
 
-A card is a standard card (rank and suit), or one of two jokers. In a shoe of
-several decks every physical card also carries the number of the deck it came
-from, so that two 7 of hearts are never confused:
+A card is a standard card (rank and suit), one of two jokers, or a card of a shoe, which also
+carries the number of the deck (1 to 8) it came from, so that two 7 of hearts are never
+confused. The codes (``RS``, ``X1``, ``X2``, ``RS.D``) and the integer ids, which are what
+travels on the wire and what the spec shuffles, are docs/fairness-spec.md section 1.2.
 
 >>> Card.parse("Td")
 Card(code='Td')
@@ -10,16 +11,6 @@ Card(code='Td')
 (3, 135)
 >>> Card.parse("X1").is_joker
 True
-
-Codes:
-- ``RS`` for a standard card: rank ``23456789TJQKA``, suit ``cdhs``.
-- ``X1`` and ``X2`` for the two jokers.
-- ``RS.D`` for a card of a shoe, with ``D`` the deck number 1 to 8.
-
-Integer ids (these are what travels on the wire and what the spec shuffles):
-- standard card: ``13 * suit_index + rank_index`` (``2c`` is 0, ``As`` is 51);
-- jokers: 52 and 53;
-- card of shoe deck ``D``: ``52 * (D - 1) + standard id``.
 """
 
 from __future__ import annotations
@@ -94,7 +85,7 @@ class Card:
 
 
 def code_for_id(card_id: int, *, shoe: bool = False) -> str:
-    """The code of a card id (see the module docstring for the numbering)."""
+    """The code of a card id (docs/fairness-spec.md section 1.2 gives the numbering)."""
     if isinstance(card_id, bool) or not isinstance(card_id, int):
         raise CardError(f"card id must be an integer, got {type(card_id).__name__}")
     if shoe:

@@ -1,11 +1,9 @@
 """Deck derivation: (server seed, client seeds, hand id, deck spec) to the deck.
 
-Spec section 3. The stream is SHAKE-256 in counter mode: block ``b`` is the
-first 64 bytes of ``SHAKE-256(lp("fairdeck-v1 stream") || u64(b) || M)``
-where ``M`` encodes the deck, the hand id, the server seed and the client
-seeds. The counter comes before the seed, so each block absorbs the whole
-seed on its own and no single intermediate state is smaller than what it
-determines (the seed-sizing argument of section 3.3).
+Spec section 3. The stream is SHAKE-256 in counter mode: block ``b`` is the first 64 bytes of
+``SHAKE-256(lp("fairdeck-v1 stream") || u64(b) || M)``, where ``M`` encodes the deck, the hand id,
+the server seed and the client seeds. The counter comes before the seed, so each block absorbs
+the whole seed on its own (the seed-sizing argument of section 3.3).
 
 >>> deck = derive_deck("standard", "h1", bytes(45), [b"alice"])
 >>> len(deck), sorted(deck) == list(range(52))

@@ -73,23 +73,9 @@ def check_server_seed(spec: DeckSpec, seed: bytes) -> None:
 def normalize_client_seed(seed: str | bytes) -> bytes:
     """Bytes of one client seed: text is NFC-normalised and UTF-8 encoded.
 
-    The limit is on the normalised bytes (spec section 3.1), but normalising
-    costs time in proportion to the text, so text is first refused on its raw
-    length alone when that length already proves the normalised form too long.
-    The proof that this refuses nothing the spec accepts, for text ``s`` of
-    ``len(s)`` code points:
-
-    - NFC(s) = compose(NFD(s)). Decomposition replaces every code point with
-      one or more, so ``len(NFD(s)) >= len(s)``.
-    - Composition merges a starter with following marks into one primary
-      composite, whose full canonical decomposition is exactly the code points
-      it absorbed. So every code point of NFC(s) stands for at most
-      MAX_NFD_EXPANSION (D) code points of NFD(s): ``len(NFC(s)) >= len(s) / D``.
-    - UTF-8 spends at least one byte per code point.
-
-    So ``len(s) > 256 * D`` implies more than 256 bytes after NFC and UTF-8:
-    the spec refuses it too. (NFC can also grow text, by at most 3x in UTF-8;
-    that only makes the refusal more certain.)
+    The limit is on the normalised bytes (spec section 3.1), but text longer than
+    ``MAX_CLIENT_SEED_CHARS`` code points is refused before it is normalised: its NFC
+    form is too long anyway (the proof: docs/fairness-spec.md, appendix A.3).
     """
     if isinstance(seed, str):
         if len(seed) > MAX_CLIENT_SEED_CHARS:  # O(1): refused before any per-character work

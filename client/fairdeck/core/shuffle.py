@@ -1,18 +1,11 @@
 """The unbiased shuffle: a uniform index below n! and the Durstenfeld swap loop.
 
-Spec sections 4 and 5. A uniform integer ``r`` in ``[0, n!)`` is drawn by
-rejection (never modulo of a raw value, never floats). Its mixed-radix digits
-are the successive ``j`` of the Durstenfeld shuffle: for ``i`` from ``n - 1``
-down to 1, ``j = r mod (i + 1)``, ``r = r div (i + 1)``, swap items ``i`` and
-``j``. Digits of a uniform ``r`` are independent and uniform in ``[0, i]``, so
-the result is exactly the Fisher-Yates distribution, with one rejection test
-per deck instead of one per swap.
-
-``durstenfeld_reference`` is the normative loop, written to be read.
-``shuffle_by_index`` computes the same result with straight-line code
-generated once per deck size (tests check the two agree). It brings a whole
-secure 52-card hand (seed, commitment, stream, shuffle) to about the cost of
-``random.shuffle``, 0.97x; bench/README.md has the figures and what limits them.
+Spec sections 4 and 5: a uniform integer ``r`` in ``[0, n!)`` is drawn by rejection (never
+modulo of a raw value, never floats), and its mixed-radix digits are the successive ``j`` of the
+Durstenfeld shuffle, so the result is exactly the Fisher-Yates distribution.
+``durstenfeld_reference`` is the normative loop, written to be read; ``shuffle_by_index``
+computes the same result with straight-line code generated once per deck size, and tests check
+the two agree (why, and what it costs: docs/fairness-spec.md, appendix A.2).
 
 >>> durstenfeld_reference(["a", "b", "c"], 3)
 ('c', 'b', 'a')

@@ -1,17 +1,11 @@
 """Strict JSON text reading for transcripts and receipts (docs/fairness-spec.md section 7.1).
 
-Two conforming verifiers must reach the same verdict on the same bytes, so the
-text layer leaves nothing to the JSON library: a text is RFC 8259 JSON, in
-UTF-8 without a byte order mark (RFC 8259 section 8.1 lets a parser ignore
-one; we refuse it), at most ``MAX_TEXT_BYTES`` (checked on the raw bytes
-first), nested at most ``MAX_DEPTH`` deep, with no duplicate name in any
-object, no lone surrogate in any string (RFC 8259 section 8.2 leaves their
-meaning open), and no ``NaN`` or ``Infinity`` (not JSON at all). Python's
-``json`` alone reads a BOM, UTF-16 and UTF-32 from bytes, ``NaN``, lone
-surrogates, keeps the last of duplicate names and recurses without bound.
-
-Numbers are never converted: each becomes a ``Number`` holding its text, so
-no number, however long, can fail a conversion.
+Two conforming verifiers must reach the same verdict on the same bytes, so the text layer leaves
+nothing to the JSON library: RFC 8259 JSON in UTF-8 without a byte order mark, at most
+``MAX_TEXT_BYTES`` (checked on the raw bytes first) and ``MAX_DEPTH`` deep, no duplicate name, no
+lone surrogate, no ``NaN`` or ``Infinity``. Numbers are never converted: each becomes a
+``Number`` holding its text, so no number, however long, can fail a conversion. What Python's
+``json`` would have let through: docs/fairness-spec.md, appendix A.4.
 
 >>> loads(b'{"a": [1, "x"]}')
 {'a': [Number(text='1'), 'x']}

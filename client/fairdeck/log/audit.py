@@ -1,24 +1,11 @@
 """The auditor: replays the whole transparency log and says what does not hold.
 
-Pure: entries, checkpoints, the verifier key and the clock are passed in; the
-``fairdeck audit`` command feeds it from a live server or a data dir. It
-trusts nothing it is fed:
-
-1. Every signed checkpoint verifies under the log's key, and its root equals
-   the root rebuilt from the entries at its size (so no entry was altered,
-   dropped, reordered or truncated, and no second root was signed for a size).
-   Entries that are not what the checkpoints sign are reported once, at the
-   first of them, located between the largest checkpoint that still matches
-   and the smallest that does not; what follows from them (later roots,
-   reveals of altered commits) is counted, not listed, because nothing after
-   that point is what the dealer signed.
-2. A checkpoint saved by an earlier audit (``--since``) is a prefix of this
-   log: history was only appended to.
-3. Every entry parses; hand ids are unique; every reveal follows its own
-   commitment; the revealed seed opens the commitment; the deck re-derived from
-   the seeds is the deck the dealer says it dealt (deck digest).
-4. Deck shopping: a commitment older than the maximum hand lifetime with no
-   reveal is reported. An honest dealer closes or voids every hand in time.
+Pure: entries, checkpoints, the verifier key and the clock are passed in; the ``fairdeck audit``
+command feeds it. It trusts nothing it is fed. It checks that every signed checkpoint verifies
+and matches the root rebuilt from the entries, that a checkpoint saved by an earlier audit
+(``--since``) is a prefix of this log, that every reveal opens and re-derives its own commitment,
+and that no commitment outlived the maximum hand lifetime unrevealed (deck shopping). An altered
+entry is reported once, where the checkpoints place it (docs/log-format.md, "The audit").
 
 >>> from fairdeck.log.note import Signer
 >>> auditor = Auditor(Signer.generate("example.log").verifier, now_ms=0, max_hand_lifetime_ms=1)

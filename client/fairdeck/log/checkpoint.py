@@ -1,17 +1,10 @@
 """Transparency log checkpoints (https://c2sp.org/tlog-checkpoint).
 
-A checkpoint is the signed head of the log: a signed note (``fairdeck.log.note``)
-whose text is exactly
-
-- the origin, the log's name (non-empty);
-- the tree size in decimal: ASCII digits, no sign, no leading zero (``0`` for
-  the empty tree);
-- the root hash of the tree of that size, standard base64 with padding of its
-  32 bytes;
-- optional extension lines, each non-empty;
-
-each line ending in a newline. ``Checkpoint.parse`` accepts only that canonical
-form, so one checkpoint has one text and one signature covers it.
+A checkpoint is the signed head of the log: a signed note (``fairdeck.log.note``) whose text is
+the origin (non-empty), the tree size in canonical decimal, the root hash in standard base64,
+and optional non-empty extension lines, each ending in a newline. ``Checkpoint.parse`` accepts
+only that canonical form, so one checkpoint has one text and one signature covers it
+(docs/log-format.md, "Signed checkpoints").
 
 >>> from fairdeck.log.merkle import EMPTY_ROOT
 >>> from fairdeck.log.note import Signer

@@ -3,25 +3,9 @@
 A witness cosigns a checkpoint only when it is consistent with every checkpoint of that log it
 cosigned before, so a checkpoint that enough independent witnesses cosigned cannot be one side
 of a split view. This module signs and verifies Ed25519 cosignatures and checks a policy: a set
-of named witness keys and a threshold *k*.
-
-tlog-cosignature, "Format":
-
-- key ID ``SHA-256(name || "\\n" || 0x04 || 32-byte Ed25519 public key)[:4]``;
-- the signature line's bytes are ``key ID || timestamped_signature``, where
-  ``timestamped_signature`` is a big-endian u64 POSIX timestamp followed by the 64-byte signature;
-- verifier keys are signed-note vkeys with signature type 0x04: ``name+hash+base64(0x04 || key)``.
-
-tlog-cosignature, "Ed25519 signed message": ``cosignature/v1\\n``, ``time <t>\\n``, then the whole
-checkpoint body with its final newline, without signature lines.
-
-Our choices where the text leaves one (docs/witness.md lists them):
-
-- a timestamp above 2**63 - 1 makes the line malformed (the text says MUST NOT exceed);
-- a cosignature by a known witness key that does not verify rejects the note, as a bad
-  signature by a known key does in signed-note; a line by an unknown key is ignored;
-- signer keys are written ``PRIVATE+KEY+name+hash+base64(0x04 || seed)``, the form Go's
-  tooling uses for type 0x01 keys, with the cosignature type byte.
+of named witness keys and a threshold *k*. The format and the signed message follow the text
+(docs/log-format.md, "Cosigned checkpoints"); where the text leaves a choice, docs/witness.md
+("Choices", "The code") says which one is taken.
 
 >>> w = Cosigner.from_seed("witness.example/w1", bytes(32))
 >>> w.verifier.to_string()

@@ -1,22 +1,12 @@
-"""One-file hand proofs (docs/hand-proof.md): everything a player needs to check a hand offline,
-with the log's public key alone.
+"""One-file hand proofs: everything a player needs to check a hand offline, with the log's
+public key alone.
 
-A hand proof is one JSON object:
-
-- ``type``: ``"fairdeck-hand-proof"``, and ``format``: ``1``;
-- ``transcript``: the hand's transcript (docs/fairness-spec.md section 7);
-- ``dealt``: the codes of the cards dealt, from the top of the deck;
-- ``commit`` and ``reveal``: the receipts (docs/log-format.md, "The receipt") of the hand's two log
-  entries, both to the same signed checkpoint;
-- ``log_key``: the log's verifier key, shown for information only. A verifier takes the key from
-  its user, never from the file: a forger would put their own key there.
-
-``HandProof.verify`` checks it in this order, and a failure names its step:
-
-``format``, ``commitment`` (the seed opens the commitment), ``deck`` (the deck re-derives),
-``cards`` (the cards dealt are the top of that deck), ``entries`` (the log's two entries are this
-hand's), ``checkpoint`` (the checkpoint is signed by the log's key), ``inclusion`` (both entries are
-in that tree), and ``cosignatures`` (with a witness policy: enough witnesses cosigned it).
+A hand proof is one JSON object: the hand's transcript, the cards dealt, and the receipts of its
+commit and reveal entries to one signed checkpoint (docs/hand-proof.md, "Format 1"). Its
+``log_key`` is for display only: a verifier takes the key from its user, never from the file.
+``HandProof.verify`` checks in the order of docs/hand-proof.md, "The checks, in order"
+(``format``, ``commitment``, ``deck``, ``cards``, ``entries``, ``checkpoint``, ``inclusion``,
+``cosignatures``), and a failure names its step.
 """
 
 from __future__ import annotations
@@ -108,7 +98,7 @@ class HandProof:
         return cls(transcript, tuple(dealt), receipts[0], receipts[1], d["log_key"])
 
     def verify(self, verifier: Verifier, policy: WitnessPolicy | None = None) -> Checkpoint:
-        """Every check, in the order of the module docstring; the checkpoint the entries are in."""
+        """Every check, in the order of docs/hand-proof.md; the checkpoint the entries are in."""
         t = self.transcript
         verify_transcript(t)  # raises at "commitment" or "deck" (and "version" for an unknown one)
         deck = t.codes()

@@ -1,26 +1,10 @@
 """Transparency-log entries: the binary encoding of a commitment or a reveal.
 
-Each entry is one leaf of the log (docs/log-format.md). Layout, all integers
-big-endian, ``lp`` = 4-byte length prefix:
-
-- commit: ``"FDL1" || u8(1) || u64(time_ms) || lp(hand_id) || lp(version) || lp(deck) || lp(commitment)``
-- reveal: ``"FDL1" || u8(2) || u64(time_ms) || lp(hand_id) || u8(outcome) || lp(server_seed)
-  || u32(k) || lp(client_seed_1) .. lp(client_seed_k) || lp(deck_digest)``
-
-``outcome`` is 1 for a hand closed by its game server, 2 for one the dealer
-voided after the maximum hand lifetime. ``deck_digest`` is SHA-256 over the
-dealt deck as 2-byte big-endian card ids, top card first
-(``deck_digest(cards)``): the auditor re-derives the deck from the seeds and
-checks the dealer dealt exactly that.
-
-Parsing is strict, field by field as docs/log-format.md ("Parsing") lists:
-the magic, the type and the outcome; the hand id follows the hand-id rule of
-the fairness spec (ASCII, 1 to 64 of ``A-Z a-z 0-9 . _ : -``); a commit names
-an algorithm version this reader implements and a deck spec of it, and a
-32-byte commitment; a reveal has at most 64 client seeds of 1 to 256 bytes and
-a 32-byte deck digest; no length runs past the end and nothing trails. The
-server seed's length depends on the hand's deck, so the audit checks it
-against the hand's commit entry, not the parser.
+Each entry is one leaf of the log: a commit (``CommitEntry``) or a reveal (``RevealEntry``,
+with how the hand ended and ``deck_digest``, the SHA-256 of the whole dealt deck). The layout
+and every parsing rule are docs/log-format.md, "Entries" and "Parsing"; ``decode`` is strict,
+field by field, as that list says. The server seed's length depends on the hand's deck, so the
+audit checks it against the hand's commit entry, not the parser.
 
 >>> e = CommitEntry(1700000000000, "h1", "fairdeck-v1", "standard", bytes(32))
 >>> decode(e.encode()) == e

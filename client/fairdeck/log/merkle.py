@@ -1,30 +1,12 @@
 """RFC 9162 Merkle trees for the transparency log: hashes, proofs, storage layout.
 
-Hashing (RFC 9162 section 2.1.1, the same tree as RFC 6962):
-
-- ``leaf_hash(entry) = SHA-256(0x00 || entry)``
-- ``node_hash(left, right) = SHA-256(0x01 || left || right)``
-- ``root(leaf_hashes)`` is the Merkle Tree Hash: split at the largest power of
-  two below n; the empty tree hashes to ``SHA-256("")`` (``EMPTY_ROOT``).
-
-Verification (the client side) is exactly RFC 9162 sections 2.1.3.2 and
-2.1.4.2: ``verify_inclusion`` and ``verify_consistency`` return None or raise
-``ProofError`` naming the check that failed. They are strict: every hash must
-be 32 bytes, sizes and indexes are uint64, the proof length must be the one
-the sizes call for, and hashes are compared in constant time.
-
-Storage (the server side) follows Go's ``golang.org/x/mod/sumdb/tlog``: the
-log keeps one append-only array holding the hash of every *complete* subtree,
-that is of the 2**level leaves starting at leaf ``n * 2**level``, at index
-``stored_hash_index(level, n)``. Leaf n's hash is followed by the hashes of
-the subtrees it completes, so the array grows by ``stored_hashes_for_append``
-(about two hashes per leaf on average, at most 1 + log2(n)) and never changes::
-
-    index        0      1      2      3      4      5      6      7  ...
-    (level, n) (0,0)  (0,1)  (1,0)  (0,2)  (0,3)  (1,1)  (2,0)  (0,4) ...
-
-Any root and any proof for any tree size is then a function of at most about
-2*log2(n) stored hashes, fetched by ``read_hashes(indexes)`` in one batch.
+Hashing is RFC 9162 section 2.1.1, the same tree as RFC 6962 (``leaf_hash``, ``node_hash``,
+``root``; the empty tree is ``EMPTY_ROOT``). ``verify_inclusion`` and ``verify_consistency`` are
+RFC 9162 sections 2.1.3.2 and 2.1.4.2, strict (32-byte hashes, uint64 sizes, exact proof
+lengths, constant-time compares), and return None or raise ``ProofError`` naming the check that
+failed. Storage keeps Go sumdb's append-only array of complete-subtree hashes, so any root or
+proof reads about ``2*log2(n)`` stored hashes in one ``read_hashes`` batch (docs/log-format.md,
+"Stored hashes").
 
 >>> leaves = [leaf_hash(bytes([i])) for i in range(5)]
 >>> store = []

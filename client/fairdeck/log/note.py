@@ -1,22 +1,10 @@
 """Signed notes (https://c2sp.org/signed-note) with Ed25519 keys.
 
-A signed note is UTF-8 text ending in a newline, then a blank line, then one
-line per signature: an em dash (U+2014), a space, the key name, a space, and
-``base64(4-byte big-endian key ID || signature)``. The key ID is the first four
-bytes of ``SHA-256(name || 0x0A || 0x01 || public key)``.
-
-Keys are written the way Go's ``golang.org/x/mod/sumdb/note`` writes them, so
-keys and notes interoperate with Go tooling:
-
-- verifier key ``name+hash+base64(0x01 || 32-byte public key)``
-- signer key ``PRIVATE+KEY+name+hash+base64(0x01 || 32-byte seed)``
-
-where ``hash`` is the key ID as 8 lowercase hex digits.
-
-``open_note`` verifies as Go's ``note.Open`` does, with stricter parsing (only
-canonical base64): signatures by unknown keys are kept as unverified, a bad
-signature by a known key rejects the note, and at least one known key must
-have signed it.
+A note is text ending in a newline, a blank line, then one ``— name base64(key ID || signature)``
+line per signature (docs/log-format.md, "Signed checkpoints"). Keys are written as Go's
+``golang.org/x/mod/sumdb/note`` writes them, and ``open_note`` verifies as Go's ``note.Open``
+does, with stricter parsing: a bad signature by a known key rejects the note, and at least one
+known key must have signed it (docs/log-format.md, "Keys and notes in code").
 
 >>> signer = Signer.from_seed("example.com/log", bytes(32))
 >>> signer.verifier.to_string()

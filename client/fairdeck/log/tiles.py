@@ -1,24 +1,11 @@
 """The log as static files: C2SP tlog-tiles (https://c2sp.org/tlog-tiles).
 
-A tiled log is a ``checkpoint`` file, hash tiles and entry bundles. Anyone can
-serve it from a plain file host or a CDN, and an auditor reads it there without
-touching the dealer. Hashing is RFC 9162's, the same as ``merkle``. From
-tlog-tiles:
-
-- "Merkle Tree": tiles have height 8. A full tile holds 256 hashes (8,192 bytes).
-  Hash i of tile n at level l is ``MTH(D[(n*256 + i) * 256**l : (n*256 + i + 1) * 256**l])``.
-- "Partial Tiles": the partial tile at level l of a tree of size s has
-  ``floor(s / 256**l) mod 256`` hashes. Empty tiles are never written.
-- The path of tile n is ``tile/<L>/<N>[.p/<W>]``. ``<N>`` is written in
-  zero-padded 3-digit elements, each but the last starting with ``x``:
-  1234067 is ``x001/x234/067``.
-- "Log entries": an entry bundle ``tile/entries/<N>[.p/<W>]`` is the entries in
-  order, each preceded by its big-endian uint16 length.
-
-``TileWriter`` writes a tree (docs/log-format.md, "Tiles", says when and how).
-``TileLog`` reads one through a ``fetch(path) -> bytes`` function: entries from
-the bundles, and any stored hash through ``hash_reader`` for ``merkle``'s proofs.
-``TileLog`` checks every hash tile it reads against the entries.
+A tiled log is a ``checkpoint`` file, hash tiles of height 8 and entry bundles, with RFC 9162
+hashing as in ``merkle``; anyone can serve it from a plain file host and an auditor reads it
+there without touching the dealer. Paths, partial tiles and bundles: docs/log-format.md,
+"Tiles". ``TileWriter`` writes a tree, only what is missing and never over another log;
+``TileLog`` reads one through ``fetch(path) -> bytes``, checks every hash tile it reads against
+the entries, and serves any stored hash through ``hash_reader`` for ``merkle``'s proofs.
 
 >>> tile_path(0, 1234067)
 'tile/0/x001/x234/067'

@@ -1,17 +1,11 @@
 """From counts to verdicts: every test on every source, one correction for all.
 
-The verdict rules: fairdeck's own decks ("ours") must pass every test, and
-each control must be rejected by at least one. "Rejected" means a
-Holm-Bonferroni adjusted p-value at most ``alpha`` over the whole table (every
-test of every source), so the chance that any fair source is rejected
-anywhere in the table is at most ``alpha``. A run is OK when ours passes,
-every control is caught and (with ``--target``) every dealt hand verified.
-
-It FAILED when ours is rejected or a dealt hand did not verify. When ours
-passes but some control escapes, the run is INCONCLUSIVE at this N, not
-failed: the tests could not show, at this many decks, that they would have
-seen that defect (a 32-bit seed shows only from about 200,000 decks), so the
-pass proves less; a larger N decides. Each verdict has its exit status.
+Ours must pass every test and each control must be rejected by at least one, "rejected" meaning a
+Holm-Bonferroni adjusted p-value at most ``alpha`` over the whole table. A run is OK when ours
+passes, every control is caught and (with ``--target``) every dealt hand verified; FAILED when
+ours is rejected or a hand did not verify; otherwise INCONCLUSIVE at this N. Each verdict has its
+exit status. Why an escaped control is not a failure: docs/stats/README.md, "From counts to
+verdicts".
 """
 
 from __future__ import annotations

@@ -1,20 +1,11 @@
 """The controls of ``fairdeck.stats.controls``, vectorised over many decks at once.
 
-``fairdeck stats`` runs every test on every control at the same sample size as
-fairdeck's own decks. In pure Python the controls cost 15 to 30 µs a deck,
-several times fairdeck's own derivation, so they are computed here with numpy,
-one deck per row. Each is the same algorithm, step for step, as its
-counterpart in ``fairdeck.stats.controls``: the same swaps in the same order, and
-the same randomness requests (``getrandbits(k)``, with the same rejection
-loops) in the same order for each deck. ``Draws`` hands each deck the values
-it asks for; tests/stats replays the values a batch consumed through the
-original functions and checks every deck is identical.
-
-Also here is one control that ``fairdeck.stats.controls`` does not have:
-``riffle_7``, seven Gilbert-Shannon-Reeds riffle shuffles of a sorted deck
-(the "seven shuffles suffice" deck of Bayer and Diaconis). No frequency test
-of a practical size sees it, but the adjacency and rising-sequence tests
-do; it is the evidence that those tests have power.
+Each is the same algorithm, step for step, as its counterpart in ``fairdeck.stats.controls``,
+with numpy, one deck per row: the same swaps in the same order, and the same randomness requests
+(``getrandbits(k)``, with the same rejection loops) in the same order for each deck, handed out by
+``Draws``; tests/stats replays them through the originals and checks every deck is identical.
+Also here: ``riffle_7``, seven riffle shuffles of a sorted deck, the control that shows the
+adjacency and rising-sequence tests have power (docs/stats/README.md, "The vectorised controls").
 """
 
 from __future__ import annotations

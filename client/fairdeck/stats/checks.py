@@ -1,33 +1,11 @@
 """The statistical tests, each a pure function of counts (numpy and scipy).
 
-Every test returns a ``Result`` with its statistic, degrees of freedom and
-p-value, plus ``log10_p`` from the log survival function, so a control that
-fails by a thousand orders of magnitude still shows by how much. ``holm``
-adjusts a whole table of p-values at once (Holm-Bonferroni: it controls the
-chance of any false rejection across every test of every source at ``alpha``).
-
-Why each test has the distribution it claims:
-
-* card by position: the ``n x n`` counts of ``N`` uniform decks. Every row
-  and column sums to ``N``, so Pearson's ``X^2`` is not chi-square with
-  ``n (n - 1)`` df: the cells of one deck are a permutation matrix, whose
-  covariance is ``Q (x) Q / (n - 1)`` with ``Q = I - J / n``, so ``X^2`` tends
-  to ``n / (n - 1)`` times chi-square with ``(n - 1)**2`` df. The statistic is
-  scaled by ``(n - 1) / n`` before the survival function (tests/stats checks
-  the calibration by simulation).
-* first two cards: an ordered pair of distinct cards, uniform over
-  ``n (n - 1)`` cells for a uniform deck: a plain multinomial, ``n (n - 1) - 1`` df.
-* permutations of a small deck: uniform over ``n!`` cells, ``n! - 1`` df; every
-  order is a cell, including orders never dealt (Sattolo's are most of them).
-* successions and rising sequences: one number per deck, so their histogram
-  over ``N`` decks is multinomial with the exact probabilities of
-  ``fairdeck.stats.exact``; tail cells are merged until each expects at least
-  ``MIN_EXPECTED`` decks, and df is the number of cells left minus one.
-* duplicates: repeated decks among ``N`` are (nearly exactly) Poisson with mean
-  ``C(N, 2) q`` where ``q`` is the chance two decks collide, ``1 / n!`` for
-  the deck plus ``1 / P**2`` for the 64-bit hash (``fairdeck.stats.tally``).
-  The p-value is the upper tail. For 52 cards and N = 1M the mean is 1.1e-7; a
-  shuffle that can reach only ``2**32`` decks expects about 116.
+Every test returns a ``Result`` with its statistic, degrees of freedom and p-value, plus
+``log10_p`` from the log survival function, so a control that fails by a thousand orders of
+magnitude still shows by how much. ``holm`` adjusts a whole table of p-values at once
+(Holm-Bonferroni, at ``alpha`` over every test of every source). Why each test has the
+distribution it claims (the card-by-position scaling, the Poisson duplicates):
+docs/stats/README.md, "The tests".
 """
 
 from __future__ import annotations
@@ -124,7 +102,10 @@ def relative_deviation(matrix: npt.NDArray[np.integer]) -> tuple[float, int, int
 
 
 def position_test(source: str, matrix: npt.NDArray[np.integer]) -> Result:
-    """Card-by-position chi-square, scaled for the permutation constraint (module docstring)."""
+    """Card-by-position chi-square, scaled for the permutation constraint.
+
+    Why the scale: docs/stats/README.md, "The tests".
+    """
     n = matrix.shape[0]
     decks = int(matrix[:, 0].sum())
     x2 = pearson(matrix, decks / n)
@@ -222,7 +203,10 @@ def histogram_test(
 def duplicate_test(
     source: str, decks: int, repeated: int, n: int, *, reachable_bits: int | None = None
 ) -> Result:
-    """Repeated decks among ``decks`` against their Poisson expectation (module docstring)."""
+    """Repeated decks among ``decks`` against their Poisson expectation.
+
+    Why Poisson, and the hash's share of the mean: docs/stats/README.md, "The tests".
+    """
     pairs = math.comb(decks, 2)
     collide = 1 / math.factorial(n) + 1 / HASH_PRIME**2 if n < 171 else 1 / HASH_PRIME**2
     mean = pairs * collide

@@ -1,69 +1,11 @@
-"""Known-broken shuffles: negative controls for the statistical tests.
+"""Known-broken shuffles: negative controls for the statistical tests, never used to deal.
 
-A statistical test that never fails proves nothing. These shuffles each carry
-exactly one well-known bug, and the tests (and ``fairdeck stats``) run them at
-the same sample size as fairdeck's own shuffle to show that the tests would
-have caught the bug. Nothing here is used to deal.
-
-Every control is a pure function of the items and of a deterministic source of
-randomness passed in (a ``random.Random`` instance or anything else with
-``getrandbits``), so a run is reproducible from its seed. Wherever a control
-needs a uniform integer it draws it exactly (rejection on ``getrandbits``), so
-the documented bug is the only thing wrong with it.
-
-The bugs:
-
-``naive_swap_any``
-    For every position ``i`` in ``0..n-1``, swap it with a position ``j``
-    uniform over the *whole* deck ``[0, n)``. This is the "faulty" shuffle of
-    the Spanish-language post whose 3- and 4-card experiment the tests repeat
-    (and of Jeff Atwood's "The Danger of Naïveté"): its ``n**n`` equally
-    likely runs cannot map evenly onto the ``n!`` orders because ``n**n`` is
-    not a multiple of ``n!`` for ``n > 2``. With 3 cards, the 27 runs give three orders 5 times
-    and three orders 4 times.
-
-``sattolo_off_by_one``
-    Durstenfeld's loop with ``j`` uniform in ``[0, i)`` instead of ``[0, i]``:
-    the classic off-by-one. It is Sattolo's algorithm, which yields only the
-    ``(n - 1)!`` single-cycle permutations: no card ever stays in place, and
-    for 3 cards only 2 of the 6 orders occur.
-
-``modulo_biased``
-    Durstenfeld's loop with ``j = raw % (i + 1)`` where ``raw`` is uniform in
-    ``[0, 2**bits)`` (default: one random byte, the ``byte % n`` bug of code
-    that reads ``os.urandom(1)`` or ``crypto.getRandomValues(new
-    Uint8Array(1))`` per swap). Unless ``i + 1`` divides ``2**bits``, the
-    first ``2**bits mod (i + 1)`` values of ``j`` get one extra ``raw``. At
-    52 cards and 8 bits that is 5/256 against 4/256, a relative bias above
-    20%; a card-by-position matrix over 20,000 decks sees it. At 3 or 4
-    cards only the ``% 3`` step is biased (86/256 against 85/256, under 1%
-    relative), and seeing that at p < 1e-9 takes three to four million decks,
-    so the small-deck tests call it with ``bits=5`` (the same bug with a
-    32-value generator). ``rand() % n`` with a ``RAND_MAX`` of 32767 has the
-    same bug too, but at 52 cards its relative bias is about 0.16%: real,
-    and far too small for a test suite to see.
-
-``float_scaled_small``
-    Durstenfeld's loop with ``j = floor(u * (i + 1))`` where ``u`` is a float
-    in ``[0, 1)`` with only ``bits`` bits of precision (default 8: ``u =
-    byte / 256``). This is the ``Math.floor(Math.random() * (i + 1))`` idiom
-    of the Japanese article's example, made visibly wrong by a coarse ``u``:
-    ``2**bits`` values of ``u`` cannot split evenly into ``i + 1`` ranges.
-    The bias is as large as ``modulo_biased``'s but spread over the range
-    instead of piled at its low end; the same note on ``bits`` applies.
-
-``seeded_32bit``
-    A correct Fisher-Yates (``random.Random.shuffle``) whose generator is
-    seeded from only 32 bits of the seed it is given, as with C's
-    ``srand(unsigned)`` or a seed taken from a timestamp. Its decks look
-    uniform to any frequency test of practical size (the tests check that
-    they pass one). The bug is reachability: at most ``2**32`` of the
-    ``52!`` (about ``2**225.6``) orders can ever be dealt, and a few dealt
-    cards plus a search of ``2**32`` seeds give the rest of the deck away.
-    fairdeck's server seed is 45 bytes (``log2(52!) + 128`` bits, rounded
-    up) and every bit of it reaches the deck. Its test checks that, not a
-    frequency. ``seeded_32bit_from_source`` is the same shuffle with a full
-    45-byte seed drawn from a source, for uniform use in ``CONTROLS``.
+Each control carries exactly one well-known bug, and the tests (and ``fairdeck stats``) run it at
+the same sample size as fairdeck's own shuffle to show they would catch it. Every control is a
+pure function of the items and a deterministic source with ``getrandbits`` (a run replays from its
+seed), and draws its uniform integers exactly, so the documented bug is the only thing wrong with
+it. Each bug and why a test sees it (or, for ``seeded_32bit``, why no frequency test can):
+docs/stats/README.md, "The controls".
 
 >>> import random
 >>> sorted(naive_swap_any(range(6), random.Random(1))) == list(range(6))
@@ -186,4 +128,4 @@ CONTROLS: Mapping[str, Control] = {
     "seeded_32bit": seeded_32bit_from_source,
 }
 """Every control with one signature, by name. All but ``seeded_32bit`` are
-visible to frequency tests; ``seeded_32bit`` is not (see the module docstring)."""
+visible to frequency tests; ``seeded_32bit`` is not (docs/stats/README.md, "The controls")."""

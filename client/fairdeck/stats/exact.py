@@ -1,22 +1,9 @@
 """Exact distributions of permutation statistics under a uniform shuffle.
 
-The tests compare what decks show against these, so they are computed from
-their combinatorial definitions in Python integers (no floating point until
-the final division), and tests/stats checks them against enumeration.
-
-Rising sequences: a deck read card by card in canonical order (card 0, then
-card 1, ...) splits into maximal runs whose positions increase; their number
-is one plus the number of descents of the inverse permutation. For a uniform
-deck of ``n`` cards, ``P(R = r) = A(n, r - 1) / n!`` with ``A`` the Eulerian
-numbers. A riffle shuffle adds at most as many rising sequences as it has
-packets, which is why this statistic catches a deck that was not shuffled
-enough (Bayer and Diaconis, "Trailing the dovetail shuffle to its lair", 1992).
-
-Successions: positions where a card is immediately followed by its canonical
-successor (card ``c`` then card ``c + 1``). Permutations of ``n`` with exactly
-``k`` of them number ``C(n - 1, k) * S(n - k)``, where ``S(m)`` counts those
-with none: ``S(1) = S(2) = 1``, ``S(m) = (m - 1) S(m - 1) + (m - 2) S(m - 2)``
-(OEIS A000255, shifted). The mean is ``(n - 1) / n``.
+Rising sequences (Eulerian numbers) and successions, computed from their combinatorial
+definitions in Python integers, no floating point until the final division; tests/stats checks
+them against enumeration. The definitions and why these statistics: docs/stats/README.md,
+"Exact distributions".
 
 >>> eulerian_row(4)
 (1, 11, 11, 1)

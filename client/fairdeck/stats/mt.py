@@ -1,24 +1,11 @@
 """CPython's ``random.Random(seed).shuffle`` for many 32-bit seeds at once.
 
-The ``seeded_32bit`` control of ``fairdeck.stats.controls`` is ``random.Random``
-seeded with 32 bits, then ``shuffle``. In Python it costs about 29 µs a deck,
-which is too slow for a million decks next to everything else, so this module
-computes the very same decks with numpy, one seed per column:
-
-* ``random.Random(s)`` for ``0 <= s < 2**32`` calls MT19937's
-  ``init_by_array`` with the one-word key ``[s]`` (CPython's
-  ``_randommodule.c``); the 1,247 steps of that loop are sequential in the
-  state index but independent across seeds, so each step is one vector
-  operation over all the seeds of a batch;
-* the first twist and the tempering give the generator's first outputs;
-* ``shuffle`` is Durstenfeld's loop with ``j = _randbelow(i + 1)``, where
-  ``_randbelow(m)`` takes ``k = m.bit_length()`` bits (the top ``k`` bits of
-  one 32-bit output) and rejects values ``>= m``.
-
-A deck that needs more outputs than were computed (practically never: a 52-card
-shuffle takes about 72 of the 624 a twist yields) is redone with
-``random.Random`` itself. tests/stats checks the outputs and the decks against
-``random.Random`` and against ``fairdeck.stats.controls.seeded_32bit``.
+The ``seeded_32bit`` control of ``fairdeck.stats.controls``, computed with numpy, one seed per
+column: MT19937 seeding, the first twist and tempering, and ``shuffle``'s ``_randbelow``, each
+step one vector operation over a batch of seeds. A deck that needs more outputs than were
+computed is redone with ``random.Random`` itself; tests/stats checks outputs and decks against
+``random.Random`` and ``seeded_32bit``. How each step maps onto CPython's:
+docs/stats/README.md, "The vectorised controls".
 """
 
 from __future__ import annotations

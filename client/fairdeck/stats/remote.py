@@ -1,18 +1,11 @@
 """Decks from a live dealer, each verified against its commitment as it arrives.
 
-``fairdeck stats --target HOST:PORT`` samples through the SDK's ``DealHands``
-with ``close=True``: the dealer opens, deals and closes the hands and returns
-each one's commitment, cards and revealed server seed. Every hand is checked
-before it is counted: the seed must open the commitment (compared with
-``hmac.compare_digest``) and must re-derive exactly the cards dealt, with the
-client seed this command sent. So the report's "ours" row then describes what
-the dealer really dealt, and a dealer that dealt anything but its committed
-deck fails the run whatever the statistics say.
-
-Each batch carries its own client seed, ``fairdeck-stats:<seed>:<batch>``, so
-the sample depends on this command's input as well as on the dealer's seeds.
-With several targets (replicas), batches go round-robin to them and their
-decks are pooled.
+``fairdeck stats --target`` samples through the SDK's ``DealHands`` with ``close=True``. Every
+hand is checked before it is counted: its revealed seed must open its commitment (compared with
+``hmac.compare_digest``) and re-derive exactly the cards dealt, with the client seed this command
+sent, so a dealer that dealt anything but its committed deck fails the run whatever the
+statistics say. Each batch carries its own client seed; with several targets, batches go
+round-robin and their decks are pooled (docs/stats/README.md, "Decks from a live dealer").
 """
 
 from __future__ import annotations

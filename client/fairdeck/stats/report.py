@@ -1,15 +1,9 @@
 """The report a person can read: one HTML file with its PNG charts inside.
 
-The charts are the seed articles' experiments, drawn for fairdeck and for the
-controls at the same sample size, so the difference is visible at a glance:
-the card-by-position heatmap (the Chinese post's table), permutation counts
-of 3- and 4-card decks against the ideal line and a radar of the 3-card ones
-(the Spanish post's charts), the standardised residuals against the normal
-curve, the rising-sequence and succession histograms against their exact
-distributions, and a map of every adjusted p-value. matplotlib draws them
-with the Agg backend through ``Figure`` objects (no pyplot state), and they
-are embedded as base64 data URIs so the file stands alone; the same PNGs are
-also written next to it.
+The charts are the seed articles' experiments, drawn for fairdeck and for the controls at the
+same sample size (docs/stats/README.md, "The report", lists them). matplotlib draws them with the
+Agg backend through ``Figure`` objects (no pyplot state); they are embedded as base64 data URIs
+so the file stands alone, and the same PNGs are also written next to it.
 """
 
 from __future__ import annotations

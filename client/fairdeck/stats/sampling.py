@@ -1,28 +1,11 @@
 """Where the decks come from, and the worker processes that count them.
 
-Sources:
-
-* ``ours``: fairdeck's own derivation, in process. Deck ``i`` (``0 <= i < N``)
-  is ``plan(version, deck).derive(hand_id, server_seed, ())`` (the code path
-  of ``derive_deck`` and of the dealer) with ``hand_id = "stats-<i>"`` and
-  ``server_seed = SHAKE-256(lp("fairdeck-stats server seed") || lp(seed) ||
-  lp(deck))[: L - 8] || u64(i)``, ``L`` the deck's seed length. A run is a
-  function of ``--seed``, and any single deck of it can be replayed with
-  ``fairdeck replay``. The seeds are a counter on purpose: the derivation
-  must turn inputs that differ in a few bits into independent decks, and
-  structured seeds make that part of what is tested (the dealer's own seeds
-  come from the OS CSPRNG). The 3-, 4- and 5-card samples use the same
-  ``Plan.derive`` on a deck spec of ``n`` cards named ``perm-<n>`` (the dealer
-  offers no such deck; the stream, the sampling below ``n!`` and the shuffle
-  are the same code).
-* a control: ``fairdeck.stats.batch``, its randomness from a numpy PCG64 seeded
-  from ``--seed``, the control's name and the chunk.
-* a live dealer: ``fairdeck.stats.remote`` (in the parent process).
-
-Work is cut into chunks of fixed size (so the decks do not depend on how many
-workers run them), each chunk is counted into a tally in a worker, and the
-parent adds the tallies up. Memory in the parent is the tallies plus 8 bytes
-per deck of the source being finished (the duplicate test's hashes).
+Sources: ``ours`` (fairdeck's own derivation, in process, from counter seeds that make a run a
+function of ``--seed``), a control (``fairdeck.stats.batch``) or a live dealer
+(``fairdeck.stats.remote``, in the parent). Work is cut into chunks of fixed size, so the decks
+do not depend on how many workers run them; each chunk is counted into a tally in a worker and
+the parent adds the tallies up. The seeds, and what the parent keeps in memory:
+docs/stats/README.md, "Where the decks come from".
 """
 
 from __future__ import annotations
@@ -134,7 +117,10 @@ def small_plan(n: int, version: str = CURRENT_VERSION) -> Plan:
 
 
 def seed_prefix(seed: str, deck: str, length: int) -> bytes:
-    """The first ``length - 8`` bytes of every server seed of a run (module docstring)."""
+    """The first ``length - 8`` bytes of every server seed of a run.
+
+    The seed rule: docs/stats/README.md, "Where the decks come from".
+    """
     label = lp(b"fairdeck-stats server seed") + lp(seed.encode()) + lp(deck.encode())
     return hashlib.shake_256(label).digest(length - 8)
 
@@ -164,7 +150,7 @@ def decks_to_ranks(decks: list[tuple[int, ...]], deck: str) -> npt.NDArray[np.in
 
 
 def ours_decks(spec: RunSpec, job: Job) -> npt.NDArray[np.int16]:
-    """Decks ``start .. start + count - 1`` of ours (module docstring)."""
+    """Decks ``start .. start + count - 1`` of ours (docs/stats/README.md, "Where the decks come from")."""
     name = f"perm-{job.cards}" if job.small else spec.deck
     p = small_plan(job.cards) if job.small else plan(CURRENT_VERSION, spec.deck)
     derive, prefix = p.derive, seed_prefix(spec.seed, name, p.seed_bytes)

@@ -1,18 +1,10 @@
 """Streaming counts of dealt decks: what the tests need, and nothing per deck.
 
-Ten million 52-card decks are 520 MB as an array; the tests only need counts,
-so each worker turns a chunk of decks into a ``DeckTally`` (position and pair
-counts, histograms of successions and rising sequences, and 8 bytes per deck
-for the duplicate test) and the parent adds tallies up. Decks are given as
-card *ranks*: each card's index in the deck spec's canonical order.
-
-The duplicate test keeps one 64-bit hash per deck. It is two independent
-linear hashes modulo the prime ``P = 2**31 - 1`` with random keys (drawn from
-the run's seed, so never chosen by whoever dealt the decks). For two distinct
-decks, the difference of their rank vectors is nonzero modulo ``P`` (ranks are
-below 2**16), so each hash agrees with probability exactly ``1 / P`` over the
-keys, and both with ``1 / P**2`` (about ``2**-62``). The test's null
-expectation includes that rate; at ten million decks it is 1e-5 collisions.
+Each worker turns a chunk of decks, given as card *ranks* (each card's index in the deck spec's
+canonical order), into a ``DeckTally``: position and pair counts, histograms of successions and
+rising sequences, and one 64-bit hash per deck for the duplicate test, keyed from the run's seed.
+The parent adds tallies up. Why the hash collides with probability ``1 / P**2`` exactly:
+docs/stats/README.md, "Streaming counts".
 
 >>> import numpy as np
 >>> t = DeckTally.empty(3)

@@ -19,6 +19,7 @@ import {
   SPEC_NAMES,
 } from "./spec.js";
 import { JNumber, isObject, loads, StrictJSONError } from "./strictjson.js";
+import { head, pylist, pyrepr, pyreprValue } from "./words.js";
 
 export class LogError extends Error {}
 
@@ -40,6 +41,18 @@ export function b64decode(text) {
 }
 
 export const b64encode = (raw) => btoa(Array.from(raw, (b) => String.fromCharCode(b)).join(""));
+
+/**
+ * Whether Python's base64.b64decode(text, validate=True) decodes `text` (canonical or not): the
+ * alphabet with at most two "=" at the end, and padding that completes the last group.
+ */
+export function b64valid(text) {
+  const m = /^([A-Za-z0-9+/]*)(={0,2})$/.exec(text);
+  if (!m) return false;
+  const rest = m[1].length % 4;
+  const pads = m[2].length;
+  return rest === 0 || (rest === 2 && pads === 2) || (rest === 3 && pads >= 1);
+}
 
 // --- entries (docs/log-format.md, "Entries" and "Parsing") --------------------------------------
 
@@ -230,6 +243,7 @@ export function openNote(msg, verifier) {
   const { text, lines } = splitNote(msg);
   const body = utf8(text);
   let verified = false;
+  const unverified = new Map(); // line -> "name+keyid", each line once
   lines.forEach((line, i) => {
     const number = i + 1;
     if (number > MAX_SIGNATURES) throw new LogError(`note has more than ${MAX_SIGNATURES} signatures`);
@@ -240,13 +254,21 @@ export function openNote(msg, verifier) {
     if (raw === null) throw new LogError(`signature line ${number} is not canonical base64`);
     if (raw.length < 5) throw new LogError(`signature line ${number} is too short`);
     const kid = ((raw[0] << 24) | (raw[1] << 16) | (raw[2] << 8) | raw[3]) >>> 0;
-    if (name !== verifier.name || kid !== verifier.keyId || verified) return; // others' lines are ignored
+    if (name !== verifier.name || kid !== verifier.keyId) {
+      // Another key's line (even one sharing a name or an ID with the log's): ignored, named once.
+      if (!unverified.has(line)) unverified.set(line, `${name}+${kid.toString(16).padStart(8, "0")}`);
+      return;
+    }
+    if (verified) return; // only the key's first signature counts
     if (!ed25519Verify(raw.subarray(4), body, verifier.publicKey)) {
       throw new LogError(`invalid signature by known key ${name}+${kid.toString(16).padStart(8, "0")}`);
     }
     verified = true;
   });
-  if (!verified) throw new LogError("note has no signature by the log's key");
+  if (!verified) {
+    const keys = [...unverified.values()].join(", ") || "nobody";
+    throw new LogError(`note has no signature by a known key (signed by: ${keys})`);
+  }
   return { text, lines };
 }
 
@@ -262,9 +284,10 @@ export function parseCheckpoint(text) {
     if (!line) throw new LogError(`checkpoint line ${i + 1} is empty`);
   });
   const [origin, sizeText, rootText] = lines;
-  if (!DECIMAL.test(sizeText)) throw new LogError("tree size is not a canonical decimal number");
+  if (!DECIMAL.test(sizeText)) throw new LogError(`tree size ${pyrepr(head(sizeText, 24))} is not a canonical decimal number`);
   const size = BigInt(sizeText);
-  if (size > MAX_U64) throw new LogError("tree size is beyond 2**64-1");
+  if (size > MAX_U64) throw new LogError(`tree size ${sizeText} is beyond 2**64-1`);
+  if (!b64valid(rootText)) throw new LogError("root hash is not valid base64");
   const root = b64decode(rootText);
   if (root === null) throw new LogError("root hash is not canonical base64");
   if (root.length !== 32) throw new LogError(`root hash is ${root.length} bytes, want 32`);
@@ -274,9 +297,17 @@ export function parseCheckpoint(text) {
 
 /** The checkpoint of a signed note, if the log's key signed it and its origin is the key's name. */
 export function openCheckpoint(msg, verifier) {
-  const { text } = openNote(msg, verifier);
+  let text;
+  try {
+    ({ text } = openNote(msg, verifier));
+  } catch (e) {
+    if (e instanceof LogError) throw new LogError(`checkpoint note: ${e.message}`);
+    throw e;
+  }
   const cp = parseCheckpoint(text);
-  if (cp.origin !== verifier.name) throw new LogError("checkpoint is for another origin than the key's name");
+  if (cp.origin !== verifier.name) {
+    throw new LogError(`checkpoint is for origin ${pyrepr(cp.origin)}, want ${pyrepr(verifier.name)}`);
+  }
   return cp;
 }
 
@@ -289,8 +320,8 @@ export function parsePolicy(specs, threshold = null) {
   const witnesses = new Map();
   for (const spec of specs) {
     const [name, vkey] = partition(spec, "=");
-    if (!spec.includes("=") || !name) throw new LogError(`a witness is NAME=KEY, got ${JSON.stringify(spec.slice(0, 80))}`);
-    if (witnesses.has(name)) throw new LogError(`witness ${JSON.stringify(name)} is named twice`);
+    if (!spec.includes("=") || !name) throw new LogError(`a witness is NAME=KEY, got ${pyrepr(head(spec, 80))}`);
+    if (witnesses.has(name)) throw new LogError(`witness ${pyrepr(name)} is named twice`);
     witnesses.set(name, parseVerifierKey(vkey, 0x04));
   }
   const k = threshold === null ? witnesses.size : threshold;
@@ -348,7 +379,7 @@ const UINT = /^(?:0|[1-9][0-9]{0,19})$/;
 export function receiptFromValue(d) {
   const fail = (why) => new LogError(`malformed inclusion proof: ${why}`);
   if (!isObject(d) || Object.keys(d).length !== 5 || !RECEIPT_NAMES.every((k) => k in d)) {
-    throw fail(`want an object with exactly ${RECEIPT_NAMES.join(", ")}`);
+    throw fail(`want an object with exactly ${pylist(RECEIPT_NAMES)}`);
   }
   if (!Array.isArray(d.hashes)) throw fail("hashes must be a list");
   if (typeof d.signed_checkpoint !== "string") throw fail("signed_checkpoint must be a string");
@@ -417,9 +448,12 @@ export function handProofFromBytes(bytes) {
     throw e;
   }
   if (!isObject(d) || d.type !== HAND_PROOF_TYPE) throw fail("format", `not a hand proof: want an object with "type": "${HAND_PROOF_TYPE}"`);
-  if (!(d.format instanceof JNumber) || d.format.text !== "1") throw fail("format", "unknown hand proof format; this verifier reads 1");
+  if (!(d.format instanceof JNumber) || d.format.text !== "1") {
+    const shown = d.format instanceof JNumber ? d.format.text : head(pyreprValue(d.format ?? null), 20);
+    throw fail("format", `unknown hand proof format ${shown}; this verifier reads 1`);
+  }
   if (Object.keys(d).length !== PROOF_NAMES.length || !PROOF_NAMES.every((k) => k in d)) {
-    throw fail("format", `a hand proof has exactly the names ${PROOF_NAMES.join(", ")}`);
+    throw fail("format", `a hand proof has exactly the names ${pylist(PROOF_NAMES)}`);
   }
   let transcript;
   try {
@@ -461,7 +495,7 @@ export function verifyHandProof(proof, verifier, policy = null, onStep = () => {
   if (proof.dealt.length > deck.length) throw fail("cards", `${proof.dealt.length} cards dealt from a deck of ${deck.length}`);
   proof.dealt.forEach((code, position) => {
     if (code !== deck[position]) {
-      throw fail("cards", `card ${position + 1} dealt was ${JSON.stringify(code.slice(0, 8))}; the re-derived deck has ${deck[position]} there`);
+      throw fail("cards", `card ${position + 1} dealt was ${pyrepr(head(code, 8))}; the re-derived deck has ${deck[position]} there`);
     }
   });
   onStep("cards");

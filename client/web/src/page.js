@@ -1,6 +1,6 @@
 // The verifier page's user interface. Everything runs here, in the browser: no request leaves
 // the page (its Content-Security-Policy forbids any), and nothing is stored.
-import { verifyBytes, isHandProof } from "./verify.js";
+import { verifyBytes, isHandProof, verdictLine } from "./verify.js";
 import * as spec from "./spec.js";
 import * as log from "./log.js";
 import * as strictjson from "./strictjson.js";
@@ -30,29 +30,40 @@ function cardElement(code) {
   return el;
 }
 
-function render(report) {
-  const out = $("result");
-  out.hidden = false;
+/** The banner: the verdict in the words `fairdeck verify` prints, then what it means. */
+function renderVerdict(report) {
   const verdict = $("verdict");
   verdict.className = "verdict";
+  let line;
+  let help = "";
   if (report.ok) {
     verdict.classList.add("pass");
-    verdict.textContent =
+    line =
       report.kind === "hand-proof"
         ? "\u2714 Every check passed: this hand was dealt fairly from the committed seed, and it is in the signed log."
         : "\u2714 Every check passed: this deck is the one the committed seed and the players' seeds give.";
+    help = verdictLine(report);
   } else if (report.step) {
     verdict.classList.add("fail");
-    const name = [...report.checks].find((c) => c.step === report.step);
-    verdict.textContent = `\u2718 FAILED at step ${report.step}: ${name ? name.text : ""}`;
+    line = `\u2718 ${verdictLine(report)}`;
+    const check = report.checks.find((c) => c.step === report.step);
+    help = `This hand is NOT verified. The check that failed: ${check.text}`;
   } else {
     verdict.classList.add("incomplete");
-    verdict.textContent = report.inputError
+    line = report.inputError
       ? `Not fully checked: ${report.inputError}.`
       : "Not fully checked: paste the log's key (from the dealer's operator) to check the log steps.";
+    help = "Until every check has run, this hand is not verified.";
   }
+  $("verdict-line").textContent = line;
+  $("verdict-help").textContent = help;
   verdict.dataset.step = report.step ?? "";
   verdict.dataset.ok = String(report.ok);
+}
+
+function render(report) {
+  $("result").hidden = false;
+  renderVerdict(report);
 
   const list = $("checks");
   list.replaceChildren();
@@ -79,13 +90,28 @@ function render(report) {
 
   const hand = $("hand");
   hand.hidden = !report.hand;
+  // Cards shown from a file that did not verify are marked as such, on each card and above them.
+  hand.classList.toggle("unverified", !report.ok);
+  $("hand-warning").textContent = report.ok
+    ? ""
+    : report.step
+      ? `\u2718 Not verified: these are the cards the file claims, and the check failed at step ${report.step}.`
+      : "Not verified yet: these are the cards the file claims; the log steps have not been checked.";
   if (report.hand) {
     const h = report.hand;
     $("hand-summary").textContent =
       `Hand ${h.handId}: deck ${h.deck} (${h.size} cards), ${h.version}` +
       (report.kind === "hand-proof" ? `, ${h.dealt.length} card${h.dealt.length === 1 ? "" : "s"} dealt` : "");
-    $("dealt").replaceChildren(...h.dealt.map(cardElement));
-    $("dealt-title").textContent = report.kind === "hand-proof" ? "The cards dealt, in order" : "The deck, top card first";
+    $("dealt").replaceChildren(
+      ...h.dealt.map((code) => {
+        const el = cardElement(code);
+        el.dataset.verified = String(report.ok);
+        return el;
+      }),
+    );
+    $("dealt-title").textContent =
+      (report.kind === "hand-proof" ? "The cards dealt, in order" : "The deck, top card first") +
+      (report.ok ? "" : " (not verified)");
     $("deck").replaceChildren(...h.deckCodes.map(cardElement));
     $("deck-box").hidden = report.kind !== "hand-proof";
     const facts = [
@@ -124,8 +150,17 @@ function check() {
     // A defect of this page, never a verdict about the dealer: say so plainly.
     $("result").hidden = false;
     $("verdict").className = "verdict incomplete";
-    $("verdict").textContent = `This page could not check the file (an error in the page: ${e && e.message}).`;
+    $("verdict-line").textContent = `This page could not check the file (an error in the page: ${e && e.message}).`;
+    $("verdict-help").textContent = "";
   }
+}
+
+/** The key's box grows to hold the whole key (it wraps anywhere), so no part of it is hidden. */
+function fitKey() {
+  const key = $("key");
+  key.style.height = "auto";
+  const borders = key.offsetHeight - key.clientHeight; // the box's height counts its borders too
+  key.style.height = `${key.scrollHeight + borders}px`;
 }
 
 async function loadFile(file) {
@@ -135,6 +170,8 @@ async function loadFile(file) {
   $("text").value = new TextDecoder("utf-8").decode(bytes.subarray(0, 2 * 1024 * 1024));
   $("source").textContent = `${file.name} (${bytes.length} bytes)`;
   check();
+  // On a small screen, bring the verdict into view (it does not move when it is in view already).
+  $("verdict").scrollIntoView({ block: "nearest" });
 }
 
 function init() {
@@ -164,14 +201,22 @@ function init() {
     check();
   });
   for (const id of ["key", "witnesses", "threshold"]) $(id).addEventListener("input", check);
+  $("key").addEventListener("input", fitKey);
+  // The key is one line: Enter does not add a line break to it.
+  $("key").addEventListener("keydown", (e) => {
+    if (e.key === "Enter") e.preventDefault();
+  });
+  window.addEventListener("resize", fitKey);
   $("check").addEventListener("click", check);
   const pinned = document.querySelector('meta[name="fairdeck-log-key"]');
   if (pinned && pinned.content) $("key").value = pinned.content;
+  fitKey();
 }
 
 // For tests, benchmarks and curious players: the same functions the page uses.
 window.fairdeck = {
   verifyBytes,
+  verdictLine,
   isHandProof,
   verifyText: (text, opts) => verifyBytes(new TextEncoder().encode(text), opts),
   spec,

@@ -3,6 +3,7 @@
 import { sha256 } from "@noble/hashes/sha2.js";
 import { shake256 } from "@noble/hashes/sha3.js";
 import { JNumber, isObject, loads, StrictJSONError } from "./strictjson.js";
+import { head, length, pylist, pyrepr } from "./words.js";
 
 export const VERSION = "fairdeck-v1";
 export const SUPPORTED_VERSIONS = [VERSION];
@@ -216,24 +217,27 @@ export function transcriptFromValue(data) {
   const version = data.version;
   if (typeof version !== "string") throw malformed("version must be a string");
   if (!SUPPORTED_VERSIONS.includes(version)) {
-    const shown = version.length <= 32 ? JSON.stringify(version) : "<invalid>";
-    throw new VerificationError("version", `unknown algorithm version ${shown}; supported: ${SUPPORTED_VERSIONS.join(", ")}`);
+    const shown = length(version) <= 32 ? version : "<invalid>";
+    throw new VerificationError("version", `unknown algorithm version ${pyrepr(shown)}; supported: ${SUPPORTED_VERSIONS.join(", ")}`);
   }
   const names = Object.keys(data);
-  if (names.length !== KEYS.length || !KEYS.every((k) => k in data)) {
-    throw malformed(`transcript names must be exactly ${KEYS.join(", ")}`);
-  }
+  const missing = KEYS.filter((k) => !names.includes(k));
+  const unknown = names.filter((k) => !KEYS.includes(k));
+  if (missing.length || unknown.length) throw malformed(`transcript keys: missing ${pylist(missing)}, unknown ${pylist(unknown)}`);
   const seeds = data.client_seeds;
   if (!Array.isArray(seeds)) throw malformed("client_seeds must be a list of hex strings");
   const codes = data.cards;
   if (!Array.isArray(codes) || !codes.every((c) => typeof c === "string")) throw malformed("cards must be a list of card codes");
   if (typeof data.deck !== "string") throw malformed("deck must be a string");
   const spec = deckSpec(data.deck);
-  if (!spec) throw malformed(`deck: unknown deck spec; known: ${SPEC_NAMES.join(", ")}`);
+  if (!spec) {
+    const shown = length(data.deck) <= 20 ? data.deck : `${head(data.deck, 20)}...`;
+    throw malformed(`deck: unknown deck spec ${pyrepr(shown)}; known: ${SPEC_NAMES.join(", ")}`);
+  }
   const cards = codes.map((code, position) => {
     if (!belongs(spec, code)) {
-      const shown = code.length <= 8 ? code : `${code.slice(0, 8)}...`;
-      throw malformed(`cards[${position}]: ${JSON.stringify(shown)} is not a card of deck ${JSON.stringify(spec.name)}`);
+      const shown = length(code) <= 8 ? code : `${head(code, 8)}...`;
+      throw malformed(`cards[${position}]: ${pyrepr(shown)} is not a card of deck ${pyrepr(spec.name)}`);
     }
     return idForCode(code);
   });
@@ -259,7 +263,7 @@ export function verifyTranscript(t) {
   const spec = deckSpec(t.deck);
   if (!validHandId(t.handId)) throw malformed("hand id must be 1..64 characters of A-Z a-z 0-9 . _ : -");
   if (t.serverSeed.length !== spec.seedBytes) {
-    throw malformed(`server seed for deck ${JSON.stringify(spec.name)} must be ${spec.seedBytes} bytes, got ${t.serverSeed.length}`);
+    throw malformed(`server seed for deck ${pyrepr(spec.name)} must be ${spec.seedBytes} bytes, got ${t.serverSeed.length}`);
   }
   if (t.clientSeeds.length > 64) throw malformed(`at most 64 client seeds, got ${t.clientSeeds.length}`);
   t.clientSeeds.forEach((s, i) => {
@@ -267,7 +271,7 @@ export function verifyTranscript(t) {
   });
   if (t.commitment.length !== 32) throw malformed("commitment must be 32 bytes");
   if (t.cards.length !== spec.ids.length) {
-    throw malformed(`deck ${JSON.stringify(spec.name)} has ${spec.ids.length} cards, transcript lists ${t.cards.length}`);
+    throw malformed(`deck ${pyrepr(spec.name)} has ${spec.ids.length} cards, transcript lists ${t.cards.length}`);
   }
   if (!equalBytes(commit(t.version, spec.name, t.handId, t.serverSeed), t.commitment)) {
     throw new VerificationError("commitment", "the revealed server seed does not match the published commitment");

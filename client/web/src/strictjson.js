@@ -5,6 +5,10 @@
 // 1 MiB (counted on the raw bytes first), has no byte order mark, is valid UTF-8, nests at most
 // 32 deep, and is exactly one RFC 8259 value with no duplicate name in any object and no lone
 // surrogate in any string. Numbers are never converted: each becomes a JNumber holding its text.
+//
+// A refusal is worded as the Python reader words it, which is CPython's json module for a syntax
+// error ("Expecting ',' delimiter: line 3 column 5 (char 40)", positions in characters): the
+// same rules checked in the same order, so both readers name the same first fault.
 
 export const MAX_TEXT_BYTES = 1 << 20;
 export const MAX_DEPTH = 32;
@@ -17,7 +21,36 @@ export class JNumber {
   }
 }
 
-const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+/** The offset of the first byte that is not well-formed UTF-8 (Unicode Table 3-7), or -1. */
+export function firstBadUtf8(bytes) {
+  let i = 0;
+  while (i < bytes.length) {
+    const b = bytes[i];
+    if (b < 0x80) {
+      i++;
+      continue;
+    }
+    let n;
+    let lo = 0x80;
+    let hi = 0xbf;
+    if (b >= 0xc2 && b <= 0xdf) n = 1;
+    else if (b >= 0xe0 && b <= 0xef) {
+      n = 2;
+      if (b === 0xe0) lo = 0xa0; // no overlong form
+      if (b === 0xed) hi = 0x9f; // no surrogate
+    } else if (b >= 0xf0 && b <= 0xf4) {
+      n = 3;
+      if (b === 0xf0) lo = 0x90;
+      if (b === 0xf4) hi = 0x8f; // nothing past U+10FFFF
+    } else return i;
+    for (let k = 1; k <= n; k++) {
+      const c = bytes[i + k];
+      if (c === undefined || c < (k === 1 ? lo : 0x80) || c > (k === 1 ? hi : 0xbf)) return i;
+    }
+    i += n + 1;
+  }
+  return -1;
+}
 
 /** The text of raw bytes, after the size, BOM and UTF-8 rules (7.1 items 1 and 2). */
 export function decodeText(bytes) {
@@ -25,11 +58,9 @@ export function decodeText(bytes) {
   if (bytes.length >= 3 && bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf) {
     throw new StrictJSONError("the text starts with a byte order mark");
   }
-  try {
-    return utf8.decode(bytes); // fatal: invalid bytes, overlong forms and encoded surrogates throw
-  } catch {
-    throw new StrictJSONError("the text is not UTF-8");
-  }
+  const bad = firstBadUtf8(bytes);
+  if (bad >= 0) throw new StrictJSONError(`the text is not UTF-8 (byte ${bad})`);
+  return new TextDecoder("utf-8", { ignoreBOM: true }).decode(bytes);
 }
 
 /** The JSON value of raw bytes (a Uint8Array), or StrictJSONError. */
@@ -38,138 +69,168 @@ export function loads(bytes) {
 }
 
 const WS = new Set([" ", "\t", "\n", "\r"]);
+const HEX = /^[0-9a-fA-F]$/;
+const ESCAPES = { '"': '"', "\\": "\\", "/": "/", b: "\b", f: "\f", n: "\n", r: "\r", t: "\t" };
 const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
-const NUMBER = /-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?/y;
 
 /** Objects are null-prototype objects (so "__proto__" is an ordinary name), arrays are arrays. */
 export function parseText(text) {
   checkDepth(text);
-  let at = 0;
-  const fail = (why) => {
-    throw new StrictJSONError(`not JSON: ${why} at character ${at}`);
+  // Positions count characters (code points), as Python's do.
+  const s = Array.from(text);
+  const end = s.length;
+  const fail = (msg, pos) => {
+    let line = 1;
+    let lastNewline = -1;
+    for (let i = 0; i < pos; i++) {
+      if (s[i] === "\n") {
+        line++;
+        lastNewline = i;
+      }
+    }
+    throw new StrictJSONError(`not JSON: ${msg}: line ${line} column ${pos - lastNewline} (char ${pos})`);
   };
-  const skip = () => {
-    while (at < text.length && WS.has(text[at])) at++;
+  class Stop {
+    constructor(pos) {
+      this.pos = pos;
+    }
+  }
+  const skip = (i) => {
+    while (i < end && WS.has(s[i])) i++;
+    return i;
   };
-  const string = () => {
-    at++; // the opening quote
+  // CPython's scanstring: `i` is just past the opening quote.
+  const string = (i) => {
+    const begin = i - 1;
     let out = "";
     for (;;) {
-      if (at >= text.length) fail("unterminated string");
-      const c = text[at];
-      const code = text.charCodeAt(at);
-      if (c === '"') {
-        at++;
-        break;
+      let next = i;
+      while (next < end && s[next] !== '"' && s[next] !== "\\") {
+        if (s[next].codePointAt(0) <= 0x1f) fail("Invalid control character at", next);
+        next++;
       }
-      if (code < 0x20) fail("a raw control character in a string");
-      if (c !== "\\") {
-        out += c;
-        at++;
+      if (next >= end) fail("Unterminated string starting at", begin);
+      out += s.slice(i, next).join("");
+      const c = s[next];
+      next++;
+      if (c === '"') return [out, next];
+      if (next === end) fail("Unterminated string starting at", begin);
+      const e = s[next];
+      if (e !== "u") {
+        i = next + 1;
+        if (!(e in ESCAPES)) fail("Invalid \\escape", i - 2);
+        out += ESCAPES[e];
         continue;
       }
-      const e = text[at + 1];
-      at += 2;
-      switch (e) {
-        case '"': out += '"'; break;
-        case "\\": out += "\\"; break;
-        case "/": out += "/"; break;
-        case "b": out += "\b"; break;
-        case "f": out += "\f"; break;
-        case "n": out += "\n"; break;
-        case "r": out += "\r"; break;
-        case "t": out += "\t"; break;
-        case "u": {
-          const hex = text.slice(at, at + 4);
-          if (!/^[0-9a-fA-F]{4}$/.test(hex)) fail("a bad \\u escape");
-          out += String.fromCharCode(parseInt(hex, 16));
-          at += 4;
-          break;
+      next++;
+      i = next + 4;
+      if (i >= end) fail("Invalid \\uXXXX escape", next - 1);
+      const digits = s.slice(next, i);
+      if (!digits.every((d) => HEX.test(d))) fail("Invalid \\uXXXX escape", i - 5);
+      let unit = parseInt(digits.join(""), 16);
+      if (unit >= 0xd800 && unit <= 0xdbff && i + 6 < end && s[i] === "\\" && s[i + 1] === "u") {
+        const low = s.slice(i + 2, i + 6);
+        if (!low.every((d) => HEX.test(d))) fail("Invalid \\uXXXX escape", i + 1);
+        const second = parseInt(low.join(""), 16);
+        if (second >= 0xdc00 && second <= 0xdfff) {
+          unit = 0x10000 + ((unit - 0xd800) << 10) + (second - 0xdc00);
+          i += 6;
         }
-        default:
-          fail("a bad escape");
       }
+      out += String.fromCodePoint(unit);
     }
-    if (LONE_SURROGATE.test(out)) {
-      throw new StrictJSONError("a JSON string holds a lone surrogate (an escape such as \\ud800)");
-    }
-    return out;
   };
-  const value = () => {
-    skip();
-    const c = text[at];
-    if (c === "{") {
-      at++;
-      const obj = Object.create(null);
-      const names = new Set();
-      skip();
-      if (text[at] === "}") {
-        at++;
-        return obj;
-      }
-      for (;;) {
-        skip();
-        if (text[at] !== '"') fail("a name is expected");
-        const name = string();
-        skip();
-        if (text[at] !== ":") fail("':' is expected");
-        at++;
-        const v = value();
-        if (names.has(name)) throw new StrictJSONError("duplicate name in a JSON object");
-        names.add(name);
-        obj[name] = v;
-        skip();
-        if (text[at] === ",") {
-          at++;
-          continue;
-        }
-        if (text[at] === "}") {
-          at++;
-          return obj;
-        }
-        fail("',' or '}' is expected");
+  // CPython's scan_once: a value at `i`, or Stop(i) ("Expecting value").
+  const value = (i) => {
+    if (i >= end) throw new Stop(i);
+    const c = s[i];
+    if (c === '"') return string(i + 1);
+    if (c === "{") return object(i + 1);
+    if (c === "[") return array(i + 1);
+    for (const [word, v] of [["null", null], ["true", true], ["false", false]]) {
+      if (c === word[0] && s.slice(i, i + word.length).join("") === word) return [v, i + word.length];
+    }
+    for (const constant of ["NaN", "Infinity", "-Infinity"]) {
+      if (c === constant[0] && s.slice(i, i + constant.length).join("") === constant) {
+        throw new StrictJSONError(`not JSON: ${constant} is not JSON (RFC 8259 has no NaN or Infinity)`);
       }
     }
-    if (c === "[") {
-      at++;
-      const arr = [];
-      skip();
-      if (text[at] === "]") {
-        at++;
-        return arr;
-      }
-      for (;;) {
-        arr.push(value());
-        skip();
-        if (text[at] === ",") {
-          at++;
-          continue;
-        }
-        if (text[at] === "]") {
-          at++;
-          return arr;
-        }
-        fail("',' or ']' is expected");
-      }
-    }
-    if (c === '"') return string();
-    for (const [word, v] of [["true", true], ["false", false], ["null", null]]) {
-      if (text.startsWith(word, at)) {
-        at += word.length;
-        return v;
-      }
-    }
-    NUMBER.lastIndex = at;
-    const m = NUMBER.exec(text);
-    if (m) {
-      at += m[0].length;
-      return new JNumber(m[0]);
-    }
-    return fail(at >= text.length ? "unexpected end of text" : "unexpected character");
+    return number(i);
   };
-  const result = value();
-  skip();
-  if (at !== text.length) fail("extra data after the value");
+  // CPython's _match_number: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][-+]?[0-9]+)?, or Stop(i).
+  const digit = (j) => j < end && s[j] >= "0" && s[j] <= "9";
+  const number = (i) => {
+    let j = i;
+    if (s[j] === "-" && ++j >= end) throw new Stop(i);
+    if (s[j] >= "1" && s[j] <= "9") while (digit(++j));
+    else if (s[j] === "0") j++;
+    else throw new Stop(i);
+    if (j < end - 1 && s[j] === "." && digit(j + 1)) {
+      j += 2;
+      while (digit(j)) j++;
+    }
+    if (j < end - 1 && (s[j] === "e" || s[j] === "E")) {
+      const e = j++;
+      if (j < end - 1 && (s[j] === "-" || s[j] === "+")) j++;
+      while (digit(j)) j++;
+      if (!digit(j - 1)) j = e;
+    }
+    return [new JNumber(s.slice(i, j).join("")), j];
+  };
+  const object = (i) => {
+    const pairs = [];
+    i = skip(i);
+    if (i >= end || s[i] !== "}") {
+      for (;;) {
+        if (i >= end || s[i] !== '"') fail("Expecting property name enclosed in double quotes", i);
+        let name;
+        [name, i] = string(i + 1);
+        i = skip(i);
+        if (i >= end || s[i] !== ":") fail("Expecting ':' delimiter", i);
+        let v;
+        [v, i] = value(skip(i + 1));
+        pairs.push([name, v]);
+        i = skip(i);
+        if (i < end && s[i] === "}") break;
+        if (i >= end || s[i] !== ",") fail("Expecting ',' delimiter", i);
+        i = skip(i + 1);
+      }
+    }
+    // As Python's object_pairs_hook: duplicates are refused when the object closes.
+    const obj = Object.create(null);
+    for (const [name, v] of pairs) {
+      if (Object.prototype.hasOwnProperty.call(obj, name)) throw new StrictJSONError("duplicate name in a JSON object");
+      obj[name] = v;
+    }
+    return [obj, i + 1];
+  };
+  const array = (i) => {
+    const arr = [];
+    i = skip(i);
+    if (i >= end || s[i] !== "]") {
+      for (;;) {
+        let v;
+        [v, i] = value(i);
+        arr.push(v);
+        i = skip(i);
+        if (i < end && s[i] === "]") break;
+        if (i >= end || s[i] !== ",") fail("Expecting ',' delimiter", i);
+        i = skip(i + 1);
+      }
+    }
+    return [arr, i + 1];
+  };
+  let result;
+  let at;
+  try {
+    [result, at] = value(skip(0));
+  } catch (e) {
+    if (e instanceof Stop) fail("Expecting value", e.pos);
+    throw e;
+  }
+  at = skip(at);
+  if (at !== end) fail("Extra data", at);
+  checkStrings(result);
   return result;
 }
 
@@ -187,6 +248,21 @@ function checkDepth(text) {
       depth++;
       if (depth > MAX_DEPTH) throw new StrictJSONError(`JSON nested deeper than ${MAX_DEPTH} levels`);
     } else if (c === "]" || c === "}") depth--;
+  }
+}
+
+/** No string, name or value, may hold a lone surrogate: it is not Unicode text. */
+function checkStrings(v) {
+  if (typeof v === "string") {
+    // Raw text is well-formed UTF-8, so a surrogate here came from an escape that no pair joined.
+    if (LONE_SURROGATE.test(v)) throw new StrictJSONError("a JSON string holds a lone surrogate (an escape such as \\ud800)");
+  } else if (Array.isArray(v)) {
+    v.forEach(checkStrings);
+  } else if (v !== null && typeof v === "object" && !(v instanceof JNumber)) {
+    for (const name of Object.keys(v)) {
+      checkStrings(name);
+      checkStrings(v[name]);
+    }
   }
 }
 

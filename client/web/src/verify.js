@@ -75,6 +75,20 @@ function mark(report, step, status, detail = "") {
   }
 }
 
+/**
+ * The line `fairdeck verify` prints for this report: "OK: hand ... verified (...)" or
+ * "FAILED at step STEP: DETAIL", word for word; null when the report is not a verdict (no log key).
+ */
+export function verdictLine(report) {
+  if (report.step) return `FAILED at step ${report.step}: ${report.detail}`;
+  if (!report.ok) return null;
+  const h = report.hand;
+  if (report.kind === "hand-proof") {
+    return `OK: hand ${h.handId} verified (${h.deck}, ${h.dealt.length} of ${h.size} cards dealt, in the log at tree size ${h.treeSize})`;
+  }
+  return `OK: hand ${h.handId} verified (${h.deck}, ${h.size} cards, ${h.version})`;
+}
+
 /** Steps a hand proof can fail at that its table leaves out: the transcript's own step 6.2. */
 const EXTRA_STEPS = {
   malformed: "The transcript's fields are well formed for its deck: hand id, seed sizes, number of cards.",

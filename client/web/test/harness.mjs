@@ -1,56 +1,53 @@
-// Drive the verifier page in real headless Chromium (Playwright), for tests/web and bench/.
+// Drive the verifier page in a real headless browser, for tests/web and bench/.
 //
 //   node harness.mjs JOB.json > RESULT.json
 //
-// JOB: { page, chromium, verify: [{id, bytes_b64, key, witnesses, threshold}],
-//        ui: [{id, file, key, drop, edit: {find, replace}}], log_vectors: {log, witness} | null,
-//        control: PATH | null, bench: {cases: [{id, bytes_b64, key}], rounds} | null }
-// Every request the browser makes is recorded; any but the page itself is refused.
-import { chromium } from "playwright-core";
+// JOB: { page, engine: "chromium" | "firefox", browser: PATH,
+//        verify: [{id, bytes_b64, key, witnesses, threshold}],
+//        ui: [{id, file, key, witnesses, threshold, drop, viewport, edit: {find, replace}}],
+//        log_vectors: {log, witness} | null, control: PATH | null, bench: {cases, rounds} | null }
+// Every request the page makes (but its own file) is recorded in `requests` and refused.
 import { readFileSync } from "node:fs";
 import { pathToFileURL } from "node:url";
+import { launch } from "./drivers.mjs";
 
 const job = JSON.parse(readFileSync(process.argv[2], "utf8"));
 const pageUrl = pathToFileURL(job.page).href;
-const browser = await chromium.launch({
-  executablePath: job.chromium,
-  args: ["--no-sandbox", "--disable-dev-shm-usage"],
-});
-const out = { requests: [], refused: [], errors: [], verify: {}, ui: {}, log_vectors: null, control: null, bench: null };
+const browser = await launch(job.engine ?? "chromium", job.browser ?? job.chromium);
+const out = { requests: [], errors: [], verify: {}, ui: {}, log_vectors: null, control: null, bench: null };
+const record = { onRequest: (u) => out.requests.push(u), onError: (e) => out.errors.push(e) };
 
-async function open(url, record = true) {
-  const context = await browser.newContext({ serviceWorkers: "block" });
-  await context.route("**/*", (route) => {
-    const u = route.request().url();
-    if (u === url) return route.continue();
-    out.refused.push(u);
-    return route.abort("blockedbyclient");
-  });
-  const page = await context.newPage();
-  if (record) {
-    page.on("request", (r) => out.requests.push(r.url()));
-    page.on("pageerror", (e) => out.errors.push(String(e)));
-    page.on("console", (m) => {
-      if (m.type() === "error") out.errors.push(`console: ${m.text()}`);
-    });
-  }
-  await page.goto(url);
-  return { context, page };
-}
-
-const { context, page } = await open(pageUrl);
+let page = await browser.open(pageUrl, record);
 
 for (const c of job.verify ?? []) {
   out.verify[c.id] = await page.evaluate((c) => {
     const bytes = Uint8Array.from(atob(c.bytes_b64), (ch) => ch.charCodeAt(0));
     const r = window.fairdeck.verifyBytes(bytes, { key: c.key, witnesses: c.witnesses ?? [], threshold: c.threshold ?? null });
-    return { kind: r.kind, ok: r.ok, step: r.step, detail: r.detail, input_error: r.inputError, checks: Object.fromEntries(r.checks.map((x) => [x.step, x.status])) };
+    return {
+      kind: r.kind,
+      ok: r.ok,
+      step: r.step,
+      detail: r.detail,
+      line: window.fairdeck.verdictLine(r),
+      input_error: r.inputError,
+      checks: Object.fromEntries(r.checks.map((x) => [x.step, x.status])),
+    };
   }, c);
 }
 
 for (const c of job.ui ?? []) {
-  await page.reload();
+  // A fresh page for each case, at its screen size: a reload would keep what a browser restores
+  // of a form (Firefox keeps the file chosen, and choosing it again is then no change).
+  await page.close();
+  page = await browser.open(pageUrl, { ...record, viewport: c.viewport });
   if (c.key !== undefined) await page.fill("#key", c.key);
+  if (c.witnesses) {
+    await page.evaluate(() => (document.getElementById("witnesses").closest("details").open = true));
+    await page.fill("#witnesses", c.witnesses.join("\n"));
+  }
+  if (c.threshold !== undefined && c.threshold !== null) await page.fill("#threshold", String(c.threshold));
+  // The player is back at the top of the page, where the file is chosen or dropped.
+  await page.evaluate(() => window.scrollTo({ top: 0, behavior: "instant" }));
   if (c.drop) {
     // A real drop event with a real File, as a player's drag and drop makes one.
     const b64 = readFileSync(c.file).toString("base64");
@@ -61,30 +58,17 @@ for (const c of job.ui ?? []) {
       document.getElementById("drop").dispatchEvent(new DragEvent("drop", { dataTransfer: dt, bubbles: true, cancelable: true }));
     }, [b64, "hand.json"]);
   } else {
-    await page.setInputFiles("#file", c.file);
+    await page.setFile("#file", c.file);
   }
-  await page.waitForFunction(() => !document.getElementById("result").hidden);
-  const read = () =>
-    page.evaluate(() => {
-      const v = document.getElementById("verdict");
-      return {
-        ok: v.dataset.ok === "true",
-        step: v.dataset.step || null,
-        verdict: v.textContent,
-        checks: Object.fromEntries([...document.querySelectorAll("#checks li")].map((li) => [li.dataset.step, li.dataset.status])),
-        dealt: [...document.querySelectorAll("#dealt .card")].map((el) => el.title),
-        shown: [...document.querySelectorAll("#dealt .card")].map((el) => el.textContent),
-        summary: document.getElementById("hand-summary").textContent,
-      };
-    });
-  const result = { before: await read() };
+  await page.waitFor(() => !document.getElementById("result").hidden);
+  const result = { before: await page.evaluate(readPage) };
   if (c.edit) {
-    const text = await page.inputValue("#text");
+    const text = await page.evaluate(() => document.getElementById("text").value);
     const at = text.indexOf(c.edit.find);
     result.edit_found = at >= 0;
     await page.fill("#text", text.slice(0, at) + c.edit.replace + text.slice(at + c.edit.find.length));
-    await page.waitForFunction((before) => document.getElementById("verdict").textContent !== before, result.before.verdict);
-    result.after = await read();
+    await page.waitFor((before) => document.getElementById("verdict").textContent !== before, result.before.verdict);
+    result.after = await page.evaluate(readPage);
   }
   out.ui[c.id] = result;
 }
@@ -114,16 +98,16 @@ if (job.bench) {
   }, job.bench);
 }
 
-await context.close();
+await page.close();
 
 if (job.control) {
-  // The recorder's own check: a page that does make a request must be seen making it.
-  const before = out.refused.length;
-  const c = await open(pathToFileURL(job.control).href, false);
-  await c.page.waitForTimeout(500);
-  out.control = out.refused.slice(before);
-  out.refused = out.refused.slice(0, before);
-  await c.context.close();
+  // The recorder's own check: a page that does make requests must be seen making them.
+  const before = out.requests.length;
+  const c = await browser.open(pathToFileURL(job.control).href, { ...record, onError: () => {} });
+  await c.evaluate(() => new Promise((resolve) => setTimeout(resolve, 500)));
+  out.control = out.requests.slice(before);
+  out.requests = out.requests.slice(0, before);
+  await c.close();
 }
 
 await browser.close();
@@ -203,4 +187,54 @@ function runLogVectors({ log: L, witness: W }) {
     r.policies.push({ name: p.name, ...res });
   }
   return r;
+}
+
+// Runs inside the page: what a player sees, read from the DOM.
+function readPage() {
+  const $ = (id) => document.getElementById(id);
+  const v = $("verdict");
+  const rect = v.getBoundingClientRect();
+  const key = $("key");
+  const root = document.documentElement;
+  // Ordinary words (letters only, up to 20) that the layout split over two lines.
+  const broken = [];
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+    for (const m of n.data.matchAll(/\S+/g)) {
+      if (!/^[\p{L}'’(),.:;!?-]+$/u.test(m[0])) continue;
+      for (const w of m[0].matchAll(/\p{L}{2,20}/gu)) {
+        const range = document.createRange();
+        range.setStart(n, m.index + w.index);
+        range.setEnd(n, m.index + w.index + w[0].length);
+        const lines = new Set([...range.getClientRects()].filter((r) => r.width > 0).map((r) => Math.round(r.top)));
+        if (lines.size > 1) broken.push(w[0]);
+      }
+    }
+  }
+  const cards = [...document.querySelectorAll("#dealt .card")];
+  return {
+    ok: v.dataset.ok === "true",
+    step: v.dataset.step || null,
+    verdict: v.textContent,
+    verdict_line: ($("verdict-line") ?? v).textContent,
+    verdict_help: $("verdict-help")?.textContent ?? "",
+    checks: Object.fromEntries([...document.querySelectorAll("#checks li")].map((li) => [li.dataset.step, li.dataset.status])),
+    dealt: cards.map((el) => el.title),
+    shown: cards.map((el) => el.textContent),
+    cards_verified: cards.map((el) => el.dataset.verified),
+    card_style: cards.length ? (({ borderTopStyle, opacity, textDecorationLine }) => ({ borderTopStyle, opacity, textDecorationLine }))(getComputedStyle(cards[0])) : null,
+    dealt_title: $("dealt-title").textContent,
+    hand_warning: $("hand-warning")?.textContent ?? "",
+    summary: $("hand-summary").textContent,
+    layout: {
+      scroll_width: root.scrollWidth,
+      client_width: root.clientWidth,
+      client_height: root.clientHeight,
+      scroll_y: window.scrollY,
+      verdict_top: rect.top,
+      verdict_bottom: rect.bottom,
+      key_hidden: Math.max(0, key.scrollHeight - key.clientHeight) + Math.max(0, key.scrollWidth - key.clientWidth),
+      broken_words: broken,
+    },
+  };
 }

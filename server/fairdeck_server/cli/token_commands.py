@@ -1,14 +1,11 @@
-"""Admin commands on a dealer's own files: ``fairdeck token create|list|revoke``
-and ``fairdeck rotate-key seed|log``.
+"""Admin commands on a dealer's own files: ``fairdeck token create|list|revoke`` and
+``fairdeck rotate-key seed|log``.
 
-They work on the storage and key files directly (``--data DIR`` for SQLite,
-or ``--db postgresql://...``), like ``serve``, so they need no running dealer
-and no credentials beyond access to those files. A running dealer sees a new
-or revoked token within ``auth.CACHE_TTL`` seconds; a rotated key when it
-restarts.
-
-``token create`` prints the token on stdout and nothing else, once: it is
-not stored (only a digest) and no other command prints it again.
+They open the storage and key files directly (``--data DIR`` or ``--db postgresql://...``), so
+they need no running dealer and no credentials but access to those files. A running dealer sees a
+new or revoked token within ``auth.CACHE_TTL`` seconds, a rotated key when it restarts. ``token
+create`` prints the token on stdout and nothing else, once: only its digest is stored, and no
+command prints it again (docs/security.md, "Managing tokens", "Key rotation").
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 Each layer is asked once per method for its wrapper (``wrap``); layers with nothing to do for that
 method are left out, and gRPC gets the same wrapped handler for every later call. So a call pays
-one lookup, then only the work its layers really do (docs/scaling.md has the measurements).
+one lookup, then only the work its layers really do (measured in bench/README.md, "Current
+figures and verdicts").
 """
 
 from __future__ import annotations

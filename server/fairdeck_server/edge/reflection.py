@@ -7,6 +7,11 @@ same servicer, its messages parsed and written with the v1alpha classes (the
 bytes are identical). The v1 file descriptor, made from the v1alpha one with
 its package renamed, is added to the default pool so that reflection can
 describe the v1 service too.
+
+Two things every tool expects that Python's reflection does not do by itself: a method's full
+name (``fairdeck.v1.DealerService.OpenHand``, what ``grpcurl describe`` asks) resolves to its
+service's file, and the files of a refusal's details (google.rpc.Status, ErrorInfo, RetryInfo)
+are served, so that grpcurl decodes them.
 """
 
 from __future__ import annotations
@@ -16,12 +21,35 @@ from typing import Any
 
 import grpc
 from google.protobuf import descriptor_pb2, descriptor_pool
+from google.rpc import error_details_pb2, status_pb2
 from grpc_reflection.v1alpha import reflection, reflection_pb2, reflection_pb2_grpc
 
 V1_SERVICE_NAME = "grpc.reflection.v1.ServerReflection"
 V1ALPHA_SERVICE_NAME: str = reflection.SERVICE_NAME
 _V1_FILE = "grpc/reflection/v1/reflection.proto"
 _V1ALPHA_PACKAGE = "grpc.reflection.v1alpha"
+ERROR_DETAIL_FILES = (status_pb2.DESCRIPTOR.name, error_details_pb2.DESCRIPTOR.name)
+"""In the default pool by this module's own import: a refusal's details resolve through them."""
+
+
+class _Pool:
+    """The default pool, resolving a method's full name to its service's file too (the pool's
+    FindFileContainingSymbol knows messages, enums, services and fields, not methods)."""
+
+    def __init__(self, pool: descriptor_pool.DescriptorPool) -> None:
+        self._pool = pool
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._pool, name)
+
+    def FindFileContainingSymbol(self, symbol: str) -> Any:
+        try:
+            return self._pool.FindFileContainingSymbol(symbol)
+        except KeyError:
+            service, _, method = symbol.rpartition(".")
+            if not service or method not in self._pool.FindServiceByName(service).methods_by_name:
+                raise
+            return self._pool.FindServiceByName(service).file
 
 
 def _add_v1_descriptor() -> None:
@@ -54,7 +82,8 @@ def enable(service_names: Sequence[str], server: grpc.aio.Server) -> None:
     """Serve reflection (v1 and v1alpha) listing ``service_names`` and both reflection services."""
     _add_v1_descriptor()
     names = [*service_names, V1_SERVICE_NAME, V1ALPHA_SERVICE_NAME]
-    servicer: Any = reflection.aio.ReflectionServicer(names)  # type: ignore[attr-defined]
+    pool = _Pool(descriptor_pool.Default())
+    servicer: Any = reflection.aio.ReflectionServicer(names, pool=pool)  # type: ignore[attr-defined]
     reflection_pb2_grpc.add_ServerReflectionServicer_to_server(servicer, server)
     handler = grpc.stream_stream_rpc_method_handler(
         servicer.ServerReflectionInfo,

@@ -1,17 +1,9 @@
-"""The witness's HTTP edge: add-checkpoint, monitor retrieval, health and metrics.
+"""The witness's HTTP edge: add-checkpoint, monitor retrieval, health and metrics, at the root.
 
-Routes (the submission and monitoring prefixes of tlog-witness are both the server root):
-
-- ``POST /add-checkpoint``: tlog-witness "add-checkpoint" (``protocol.Witness``);
-- ``GET /<sha256 of the origin, lowercase hex>/checkpoint``: tlog-witness "Monitor Retrieval
-  Mechanism", the latest checkpoint this witness cosigned, with its cosignature;
-- ``GET /healthz``: 200 ``SERVING`` while the state file takes writes, else 503 ``NOT_SERVING``;
-- ``GET /metrics``: Prometheus text.
-
-The body's size is checked on the Content-Length header, before a byte is read. Every request
-has a socket timeout, and at most ``MAX_IN_FLIGHT`` are handled at once (beyond that: 503 with
-Retry-After), so a slow or hostile client cannot hold the witness. No handler error reaches the
-client as a stack trace: an unexpected one is logged and answered 500.
+The body's size is checked on the Content-Length header, before a byte is read; every request
+has a socket timeout; at most ``MAX_IN_FLIGHT`` run at once (beyond that: 503 with Retry-After).
+No handler error reaches the client as a stack trace: an unexpected one is logged and answered
+500. The routes and their answers: docs/witness.md ("Running a witness").
 """
 
 from __future__ import annotations

@@ -1,23 +1,10 @@
 """``add-checkpoint`` of https://c2sp.org/tlog-witness, as a pure function of the request body.
 
-Every check is in the order the text gives, each with the status code it names:
-
-- the body: an old size line, at most 63 consistency proof lines, an empty line, then a
-  checkpoint (tlog-witness, "add-checkpoint"); malformed: 400;
-- the checkpoint's origin must be a configured log: else 404;
-- a signature by a trusted key of that origin, and no bad signature by one: else 403;
-- the old size must not exceed the checkpoint size: else 400;
-- the old size must be the size this witness last cosigned for the origin (0 if never): else
-  409 with that size as ``text/x.tlog.size``;
-- a size-0 checkpoint has the empty tree's root; a proof from old size 0 is empty; an equal
-  size has an equal root; otherwise the proof must verify (RFC 6962 section 2.1.2, which RFC
-  9162 section 2.1.4 restates): else 422;
-- then the new checkpoint is stored, durably and atomically with the old-size check, and the
-  answer is 200 with the cosignature line.
-
-Choices the text leaves open are listed in docs/witness.md ("Choices"): a body over the size
-limit, a malformed note and a malformed checkpoint body are 400; a missing Content-Length is
-the HTTP edge's 411.
+``Witness`` makes every check in the order the text gives, each with the status code it names
+(400 malformed, 404 unknown origin, 403 signatures, 400 old size above size, 409 with the stored
+size as ``text/x.tlog.size``, 422 inconsistent), then stores the new checkpoint atomically with
+the old-size check and answers 200 with its cosignature line. The checks, and the choices the text
+leaves open: docs/witness.md ("Running a witness", "Choices").
 """
 
 from __future__ import annotations

@@ -1,15 +1,14 @@
 """The server engine: PostgreSQL, shared by any number of dealer replicas, split by job.
 
-- ``schema``: the tables, indexes and the log's append function (PL/pgSQL), and
-  the schema version that decides whether a replica runs any DDL at start.
-- ``writer``: group commit, the batch planner and the one statement that
-  appends a batch to the log (the design is in its docstring).
-- ``engine``: ``PostgresStorage``, the Storage interface: connections, start-up
-  checks, reads, tokens, checkpoints; its writes go to the writer.
+- ``schema``: tables, indexes, the log's append function (PL/pgSQL), the schema version;
+- ``writer``: group commit, the batch planner, the one statement that appends a batch to the log
+  (docs/scaling.md, "The PostgreSQL writer");
+- ``engine``: ``PostgresStorage``, the Storage interface (connections, start-up checks, reads,
+  tokens, checkpoints); its writes go to the writer;
 - ``reader``: ``read_log``, the read-only view of the log for ``fairdeck audit --db``.
 
-Importing this package imports psycopg (the ``postgres`` extra); the dealer imports
-it only for a ``--db postgresql://`` URL (``fairdeck_server.storage.open_storage``).
+Importing it imports psycopg (the ``postgres`` extra): the dealer does so only for a
+``--db postgresql://`` URL (``fairdeck_server.storage.open_storage``).
 """
 
 from __future__ import annotations

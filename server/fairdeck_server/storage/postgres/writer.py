@@ -1,44 +1,12 @@
 """The PostgreSQL writer: group commit, the batch planner and the one statement that appends.
 
-**One sequence, one tree.** Every append locks the single row of
-``log_head`` (``SELECT ... FOR UPDATE``), which holds the tree size and its
-frontier: the hashes of the complete subtrees on the tree's right edge,
-O(log n) bytes. The lock is taken in the transaction that inserts the
-entries, their stored hashes (Go sumdb layout, ``fairdeck.log.merkle``) and the
-hand rows, and is held until COMMIT. An index, its hashes and its hand thus
-commit together or not at all, replicas never hand out the same index, and a
-replica needs no memory of the tree: the locked row tells it where the tree
-ends and what an append must hash with. The locking and hashing run in the
-database (``fairdeck_append``, PL/pgSQL), inside the statement that writes
-the batch, so the lock is never held across a round trip to a replica or
-while a replica's busy event loop gets round to answering.
-
-**Group commit**, as in ``storage/sqlite/writer.py``: operations queue up in the replica, and a
-writer takes everything queued into one transaction, in two phases. The log
-lock is taken last, after every row lock, so there is one lock order and no
-deadlock between replicas:
-
-1. Reads and row locks. Idempotent opens are looked up by request id (one
-   query); the hands to update are locked ``FOR UPDATE`` in hand-id order
-   (one query); ``decide`` runs on each. A refused operation fails alone and
-   has written nothing.
-2. One statement writes the whole batch: the append (log lock, hashes, head),
-   then the entries and the hand rows at the indexes it gave out (writable
-   CTEs over one JSON document). A batch that read nothing (plain opens) sends
-   it alone, in autocommit mode: one statement, one transaction, one round
-   trip. A batch that read sends it and COMMIT as one string. Either way
-   nothing waits between the write and COMMIT. Futures resolve only after
-   COMMIT returned; with ``synchronous_commit`` on, the WAL is flushed by then.
-
-A second operation on a hand, or on a request id, already in the batch waits
-for the next batch, so every ``decide`` sees a stored record. If the write
-phase fails on a constraint (two replicas racing on one request id) or a
-deadlock or serialization failure, the batch rolls back as a whole and each
-operation runs again alone, so only the one at fault fails.
-
-Nothing here logs or raises a seed, a token or a connection password:
-PostgreSQL's own messages (which may quote key values) are replaced by their
-SQLSTATE.
+Every append locks the one ``log_head`` row (tree size and frontier) in the transaction that
+writes its entries, hashes and hand rows, until COMMIT: one sequence across replicas, gap-free and
+never forked. A batch first reads and locks its hands (hand-id order); then one statement
+(``fairdeck_append``) takes the log lock last and writes it all. Futures resolve only after
+COMMIT; a batch that fails on a race runs again one operation at a time. PostgreSQL's messages
+are replaced by their SQLSTATE, so no secret leaks. The design: docs/scaling.md ("The PostgreSQL
+writer").
 """
 
 from __future__ import annotations

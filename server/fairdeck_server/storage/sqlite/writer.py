@@ -1,15 +1,11 @@
 """The SQLite writer: one thread owns the connection and commits in groups.
 
-Operations queue up while the previous transaction is being made durable, and the next
-transaction takes all of them at once: one fsync covers the whole batch. Each operation runs in
-its own savepoint, so a refused request rolls back alone; futures are resolved only after COMMIT
-returned (the WAL is on disk). Bulk operations (a DealHands chunk) wait apart: a transaction takes
-every ordinary operation queued and at most one bulk one. Rows go in as multi-row INSERTs of a few
-fixed sizes, to keep GIL hand-offs few (docs/scaling.md, "The SQLite writer").
-
-The writer also keeps the log's size and Merkle frontier, so an append reads nothing; with
-``writer_lock`` (``serve --processes N``) it takes turns with other processes' writers through a
-flock and takes in their appends (``_catch_up``).
+Operations queued while a transaction is made durable go into the next (one fsync for the batch),
+each in its own savepoint, so a refused request rolls back alone; futures resolve only after
+COMMIT. Bulk operations (a DealHands chunk) wait apart. The writer keeps the log's size and Merkle
+frontier, so an append reads nothing; with ``writer_lock`` (``serve --processes N``) it takes
+turns with other processes' writers and takes in their appends (``_catch_up``). The design:
+docs/scaling.md ("The SQLite writer").
 """
 
 from __future__ import annotations

@@ -1,0 +1,251 @@
+// Types of @fairdeck/verifier (src/index.js). A test checks that every value this file declares is
+// exported by the code, and every one the code exports is declared here.
+
+/** A step of docs/fairness-spec.md section 6 or docs/hand-proof.md, "The checks". */
+export type Step =
+  | "version"
+  | "malformed"
+  | "format"
+  | "commitment"
+  | "deck"
+  | "cards"
+  | "entries"
+  | "checkpoint"
+  | "inclusion"
+  | "cosignatures";
+
+/** A check that failed: evidence about the dealer, never a reason to retry. */
+export class VerificationError extends Error {
+  /** The step that failed, as `fairdeck verify` names it. */
+  readonly step: Step;
+  /** Why, in the words `fairdeck verify` prints after "FAILED at step STEP: ". */
+  readonly detail: string;
+}
+
+/** A log key or witness key given by the caller that is not valid (not a finding about a proof). */
+export class LogError extends Error {}
+
+/** A text that is not strict JSON (docs/fairness-spec.md section 7.1). */
+export class StrictJSONError extends Error {}
+
+/** A grpc-status-details-bin trailer that is not a valid google.rpc.Status. */
+export class StatusDecodeError extends Error {}
+
+/** The deck specs of fairdeck-v1: "standard", "jokers", "short", "shoe-1" … "shoe-8". */
+export const SPEC_NAMES: readonly string[];
+/** The algorithm versions this verifier knows: ["fairdeck-v1"]. */
+export const SUPPORTED_VERSIONS: readonly string[];
+
+/** A verified transcript: hex for bytes, card codes ("As", "X1", "7h.3") top card first. */
+export interface Transcript {
+  version: string;
+  deck: string;
+  handId: string;
+  commitment: string;
+  serverSeed: string;
+  clientSeeds: string[];
+  cards: string[];
+}
+
+/** A transcript value (docs/fairness-spec.md section 7.2), as a transcript's JSON text holds it. */
+export interface TranscriptValue {
+  version: string;
+  deck: string;
+  hand_id: string;
+  commitment: string;
+  server_seed: string;
+  client_seeds: string[];
+  cards: string[];
+}
+
+/** A transcript's text (bytes or a string, exactly as written) or its value. */
+export type TranscriptInput = Uint8Array | string | TranscriptValue;
+
+/** Raises VerificationError at the first step that fails. */
+export function verifyTranscript(input: TranscriptInput): Transcript;
+
+export interface HandProofOptions {
+  /** The log's verifier key, from the operator (`fairdeck key`): never the one in the file. */
+  key: string;
+  /** Witness keys, "NAME=KEY" each; with them, the checkpoint's cosignatures are required. */
+  witnesses?: readonly string[];
+  /** How many witnesses must have cosigned; null or left out: all of them. */
+  threshold?: number | null;
+}
+
+export interface VerifiedHandProof {
+  transcript: Transcript;
+  /** The cards dealt, in order: the top of the re-derived deck. */
+  dealt: string[];
+  /** The signed checkpoint both entries are in. */
+  checkpoint: { origin: string; size: bigint; root: Uint8Array };
+}
+
+/**
+ * Raises VerificationError at the first step that fails, LogError when `key` or a witness is
+ * not a valid key, and TypeError without a key.
+ */
+export function verifyHandProof(input: Uint8Array | string, options: HandProofOptions): VerifiedHandProof;
+
+export type CheckStatus = "pass" | "fail" | "skip";
+
+export interface Check {
+  step: Step;
+  /** What the check means, in plain words. */
+  text: string;
+  status: CheckStatus;
+  detail: string;
+}
+
+/** The verifier page's report on a file. */
+export interface Report {
+  kind: "hand-proof" | "transcript";
+  /** Every check ran and held. */
+  ok: boolean;
+  /** The first step that failed, or null. */
+  step: Step | null;
+  detail: string | null;
+  /** A key or witness the caller gave that is not valid, or null. */
+  inputError: string | null;
+  checks: Check[];
+  hand: {
+    handId: string;
+    deck: string;
+    version: string;
+    size: number;
+    dealt: string[];
+    deckCodes: string[];
+    commitment: string;
+    serverSeed: string;
+    clientSeeds: string[];
+    treeSize?: string;
+    logKeyInFile?: string;
+  } | null;
+  /** How long the checks took, in milliseconds. */
+  millis: number;
+}
+
+export interface CheckOptions {
+  key?: string;
+  witnesses?: readonly string[];
+  threshold?: number | null;
+}
+
+/** The page's report on a file (a hand proof or a transcript); never raises for what it holds. */
+export function check(input: Uint8Array | string, options?: CheckOptions): Report;
+
+/** "OK: hand ... verified (...)" or "FAILED at step STEP: DETAIL", as `fairdeck verify` prints it; null when not every check could run. */
+export function verdictLine(report: Report): string | null;
+
+/** As `fairdeck verify` decides: the first 64 KiB hold "fairdeck-hand-proof". */
+export function isHandProof(bytes: Uint8Array): boolean;
+
+/** Each check in order, with what it means: [step, text]. */
+export const HAND_PROOF_CHECKS: ReadonlyArray<readonly [Step, string]>;
+export const TRANSCRIPT_CHECKS: ReadonlyArray<readonly [Step, string]>;
+
+/** "grpc-status-details-bin": the trailer that holds a refused call's google.rpc.Status. */
+export const STATUS_DETAILS_KEY: string;
+/** "fairdeck.dev": the domain of the dealer's ErrorInfo. */
+export const ERROR_DOMAIN: string;
+
+export interface StatusDetail {
+  typeUrl: string;
+  value: Uint8Array;
+}
+
+export interface RpcStatus {
+  code: number;
+  message: string;
+  details: StatusDetail[];
+}
+
+export interface ErrorInfo {
+  reason: string;
+  domain: string;
+  metadata: Record<string, string>;
+}
+
+export interface RetryInfo {
+  retryDelay: { seconds: bigint; nanos: number } | null;
+}
+
+/** A refused call's meaning (docs/api.md, "Errors"). */
+export interface ErrorDetails {
+  /** The canonical status code (3 INVALID_ARGUMENT, 8 RESOURCE_EXHAUSTED, ...). */
+  code: number;
+  message: string;
+  /** The stable reason ("UNKNOWN_DECK", "RATE_LIMITED", ...), or "" without an ErrorInfo. */
+  reason: string;
+  domain: string;
+  /** The request field at fault (ErrorInfo metadata "field"), or null. */
+  field: string | null;
+  metadata: Record<string, string>;
+  /** How long to wait before retrying (RetryInfo), or null when the dealer asked for no wait. */
+  retryDelayMs: number | null;
+}
+
+export function decodeStatus(bytes: Uint8Array): RpcStatus;
+export function decodeErrorInfo(bytes: Uint8Array): ErrorInfo;
+export function decodeRetryInfo(bytes: Uint8Array): RetryInfo;
+
+/** Something that holds gRPC metadata: @grpc/grpc-js's Metadata, or its ServiceError. */
+export interface HasMetadata {
+  get(key: string): unknown;
+}
+
+/**
+ * A refused call's details, from the trailer's bytes, a grpc-js Metadata, or a grpc-js error
+ * (its `.metadata`); null when the call carried no grpc-status-details-bin. Raises
+ * StatusDecodeError for a malformed trailer.
+ */
+export function errorDetails(source: Uint8Array | HasMetadata | { metadata: HasMetadata }): ErrorDetails | null;
+
+/** A uint64 as a gRPC library gives it: a BigInt, a safe integer, a decimal string or a Long. */
+export type Uint64 = bigint | number | string | { toString(): string };
+
+/** The dealer's Transcript message (either field naming; bytes as Buffer or Uint8Array). */
+export interface TranscriptMessage {
+  version: string;
+  deck: string;
+  hand_id?: string;
+  handId?: string;
+  commitment: Uint8Array;
+  server_seed?: Uint8Array;
+  serverSeed?: Uint8Array;
+  client_seeds?: Uint8Array[];
+  clientSeeds?: Uint8Array[];
+  cards: number[];
+}
+
+/** A GetInclusionProof response (either field naming). */
+export interface InclusionProofMessage {
+  index: Uint64;
+  tree_size?: Uint64;
+  treeSize?: Uint64;
+  hashes: Uint8Array[];
+  entry: Uint8Array;
+  signed_checkpoint?: Uint8Array;
+  signedCheckpoint?: Uint8Array;
+}
+
+/** The Hand message of CloseHand or GetHand: its transcript and how many cards were dealt. */
+export interface HandMessage {
+  transcript?: TranscriptMessage | null;
+  dealt_count?: number;
+  dealtCount?: number;
+}
+
+/** The code of card `id` in `deck` ("As", "X1", "7h.3"), as DrawCards' ids stand for; RangeError for an id not in the deck. */
+export function cardCode(deck: string, id: number): string;
+
+/** The transcript value of a dealer's Transcript message; raises VerificationError ("malformed") for a card not in its deck. */
+export function transcriptFromMessage(message: TranscriptMessage): TranscriptValue;
+
+/** A closed hand's proof text (docs/hand-proof.md, format 1), as `fairdeck hand get` writes it; not checked here. */
+export function handProofText(parts: {
+  hand: HandMessage;
+  commit: InclusionProofMessage;
+  reveal: InclusionProofMessage;
+  logKey: string;
+}): string;

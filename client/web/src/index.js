@@ -1,0 +1,76 @@
+// fairdeck's verifier for Node.js and browsers: the code the verifier page runs, as a package.
+//
+//   import { verifyHandProof, verifyTranscript, errorDetails } from "@fairdeck/verifier";
+//
+// verifyTranscript and verifyHandProof check what `fairdeck verify` checks and raise a
+// VerificationError with the same `step` and the same words; check() gives the page's report
+// instead of raising. errorDetails() reads a refused call's google.rpc.Status, ErrorInfo and
+// RetryInfo. transcriptFromMessage() and handProofText() turn the dealer's gRPC messages into
+// what these read. Types: index.d.ts. Nothing here touches the network, a clock or a file.
+import { LogError, handProofFromBytes, parsePolicy, parseVerifierKey, verifyHandProof as verifyProof } from "./log.js";
+import { SPEC_NAMES, SUPPORTED_VERSIONS, VerificationError, toHex, transcriptFromBytes, transcriptFromValue, verifyTranscript as verifyValue } from "./spec.js";
+import { isHandProof, verdictLine, verifyBytes } from "./verify.js";
+
+export { LogError, SPEC_NAMES, SUPPORTED_VERSIONS, VerificationError, isHandProof, verdictLine };
+export { HAND_PROOF_CHECKS, TRANSCRIPT_CHECKS } from "./verify.js";
+export { StrictJSONError } from "./strictjson.js";
+export { ERROR_DOMAIN, STATUS_DETAILS_KEY, StatusDecodeError, decodeErrorInfo, decodeRetryInfo, decodeStatus, errorDetails } from "./status.js";
+export { cardCode, handProofText, transcriptFromMessage } from "./messages.js";
+
+/** Text (a string, as UTF-8) or bytes (a Uint8Array or Buffer), exactly as written. */
+function asBytes(input, what) {
+  if (input instanceof Uint8Array) return input;
+  if (typeof input === "string") return new TextEncoder().encode(input);
+  throw new TypeError(`${what} is checked on its exact text: pass the file's bytes or its text, not a parsed object`);
+}
+
+function summary(t) {
+  return {
+    version: t.version,
+    deck: t.deck,
+    handId: t.handId,
+    commitment: toHex(t.commitment),
+    serverSeed: toHex(t.serverSeed),
+    clientSeeds: t.clientSeeds.map(toHex),
+    cards: t.codes,
+  };
+}
+
+/**
+ * Check a revealed hand (docs/fairness-spec.md section 6): its text (bytes or a string, read by the
+ * rules of section 7.1) or its value (an object, as transcriptFromMessage gives). Returns the
+ * transcript; raises VerificationError at the first step that fails.
+ */
+export function verifyTranscript(input) {
+  const t = input instanceof Uint8Array || typeof input === "string" ? transcriptFromBytes(asBytes(input, "a transcript")) : transcriptFromValue(input);
+  verifyValue(t);
+  return summary(t);
+}
+
+/**
+ * Check a hand proof (docs/hand-proof.md) against the log's key, which the caller got from the
+ * operator (never the one written in the file), and, with `witnesses` ("NAME=KEY" strings) and a
+ * `threshold` (default: all), the witnesses' cosignatures. Returns the transcript, the cards
+ * dealt and the checkpoint both entries are in; raises VerificationError at the first step that
+ * fails, or LogError when the key or a witness given is not valid.
+ */
+export function verifyHandProof(input, { key, witnesses = [], threshold = null } = {}) {
+  if (typeof key !== "string" || !key.trim()) throw new TypeError("verifyHandProof needs the log's key: { key: 'origin+hash+base64' }");
+  const verifier = parseVerifierKey(key.trim());
+  const policy = witnesses.length ? parsePolicy(witnesses, threshold) : null;
+  const proof = handProofFromBytes(asBytes(input, "a hand proof"));
+  const checkpoint = verifyProof(proof, verifier, policy);
+  return {
+    transcript: summary(proof.transcript),
+    dealt: proof.dealt,
+    checkpoint: { origin: checkpoint.origin, size: checkpoint.size, root: checkpoint.root },
+  };
+}
+
+/**
+ * The verifier page's report on a file, never raising for what the file holds: `ok`, the failed
+ * `step` and `detail`, each check's status, and `inputError` for a key or witness that is not valid.
+ */
+export function check(input, options = {}) {
+  return verifyBytes(asBytes(input, "a file"), options);
+}

@@ -1,0 +1,94 @@
+// One small interface over the two engines the page is tested in, so that every job runs the same
+// steps in both: Chromium through Playwright (CDP), Firefox ESR through puppeteer-core over
+// WebDriver BiDi. A page handle has evaluate, fill, setFile, waitFor and close.
+//
+// `onRequest(url)` is told of every request the page makes but its own file, and each one is
+// refused. (Firefox reports no event for a file:// page itself; Chromium does, and it is let through.)
+// A data: URL is no request to anywhere (its bytes are in the URL) and is not reported: Firefox
+// loads a font of its own that way when it leaves a page.
+import { chromium } from "playwright-core";
+import puppeteer from "puppeteer-core";
+
+export async function launch(engine, executablePath) {
+  if (engine === "chromium") return launchChromium(executablePath);
+  if (engine === "firefox") return launchFirefox(executablePath);
+  throw new Error(`unknown engine ${engine}`);
+}
+
+async function launchChromium(executablePath) {
+  const browser = await chromium.launch({ executablePath, args: ["--no-sandbox", "--disable-dev-shm-usage"] });
+  return {
+    async open(url, { viewport, onRequest, onError }) {
+      const context = await browser.newContext({ serviceWorkers: "block", ...(viewport ? { viewport } : {}) });
+      await context.route("**/*", (route) => {
+        const u = route.request().url();
+        if (u === url || u.startsWith("data:")) return route.continue();
+        onRequest(u);
+        return route.abort("blockedbyclient");
+      });
+      const page = await context.newPage();
+      page.on("pageerror", (e) => onError(String(e)));
+      page.on("console", (m) => {
+        if (m.type() === "error") onError(`console: ${m.text()}`);
+      });
+      await page.goto(url);
+      return {
+        evaluate: (fn, arg) => page.evaluate(fn, arg),
+        fill: (selector, value) => page.fill(selector, value),
+        setFile: (selector, path) => page.setInputFiles(selector, path),
+        waitFor: (fn, arg) => page.waitForFunction(fn, arg),
+        close: () => context.close(),
+      };
+    },
+    close: () => browser.close(),
+  };
+}
+
+async function launchFirefox(executablePath) {
+  const browser = await puppeteer.launch({
+    browser: "firefox",
+    protocol: "webDriverBiDi",
+    executablePath,
+    headless: true,
+  });
+  return {
+    async open(url, { viewport, onRequest, onError }) {
+      const context = await browser.createBrowserContext();
+      const page = await context.newPage();
+      if (viewport) await page.setViewport(viewport);
+      await page.setRequestInterception(true);
+      page.on("request", (request) => {
+        const u = request.url();
+        if (u === url || u.startsWith("data:")) return request.continue();
+        onRequest(u);
+        return request.abort("blockedbyclient");
+      });
+      page.on("pageerror", (e) => onError(String(e)));
+      page.on("console", (m) => {
+        if (m.type() === "error") onError(`console: ${m.text()}`);
+      });
+      await page.goto(url);
+      return {
+        evaluate: (fn, arg) => page.evaluate(fn, arg),
+        // As Playwright's fill: the value set, then one input event, as a paste makes.
+        fill: (selector, value) =>
+          page.$eval(
+            selector,
+            (el, v) => {
+              el.focus();
+              el.value = v;
+              el.dispatchEvent(new Event("input", { bubbles: true }));
+            },
+            value,
+          ),
+        setFile: async (selector, path) => {
+          const input = await page.$(selector);
+          await input.uploadFile(path);
+        },
+        waitFor: (fn, arg) => page.waitForFunction(fn, {}, arg),
+        close: () => context.close(),
+      };
+    },
+    close: () => browser.close(),
+  };
+}

@@ -1,0 +1,16 @@
+// The line the package (src/index.js, the page's own code) gives for each case, on Node:
+//
+//   node lines.mjs JOB.json > RESULT.json
+//
+// JOB: [{id, bytes_b64, key, witnesses, threshold}]; RESULT: {id: line}, where line is what
+// `fairdeck verify` would print ("OK: ..." or "FAILED at step ...: ..."), or "INPUT: why" for a
+// key or witness that is not valid.
+import { readFileSync } from "node:fs";
+import { check, verdictLine } from "../src/index.js";
+
+const out = {};
+for (const c of JSON.parse(readFileSync(process.argv[2], "utf8"))) {
+  const report = check(Buffer.from(c.bytes_b64, "base64"), { key: c.key ?? "", witnesses: c.witnesses ?? [], threshold: c.threshold ?? null });
+  out[c.id] = report.inputError ? `INPUT: ${report.inputError}` : verdictLine(report);
+}
+process.stdout.write(JSON.stringify(out));

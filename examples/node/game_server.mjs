@@ -1,0 +1,209 @@
+// A small game server in Node.js: it deals one hold'em hand through fairdeck over gRPC
+// (@grpc/grpc-js, with the .proto files loaded by @grpc/proto-loader), handles the dealer's
+// refusals by their reason, and verifies the closed hand with @fairdeck/verifier, the log proofs
+// included. See README.md here, and docs/api.md, "From other languages".
+//
+//   node game_server.mjs --target 127.0.0.1:50051 --key @log.pub [--players 2] [--deck standard] [--out hand.json]
+//   node game_server.mjs --verify hand.json --key @log.pub
+//
+// Exit status: 0 the hand verified; 1 it did not, or the dealer refused a call; 2 bad arguments,
+// an unreadable key, or a deck the dealer does not know. FAIRDECK_API_TOKEN, when set, is sent
+// as the dealer token.
+import { createHash, randomBytes, randomUUID } from "node:crypto";
+import { readFileSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
+import { VerificationError, cardCode, errorDetails, handProofText, verifyHandProof } from "@fairdeck/verifier";
+import grpc from "@grpc/grpc-js";
+import protoLoader from "@grpc/proto-loader";
+
+const PROTO = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "proto");
+// keepCase: the fields keep the names of the .proto and of our docs (hand_id, not handId).
+// longs: String: a uint64 (log indexes, tree sizes) arrives as a decimal string, never rounded.
+// bytes are left as Buffers. enums: String gives "HAND_STATE_CLOSED" rather than 3.
+const LOADER = { keepCase: true, longs: String, enums: String, defaults: true, oneofs: true, includeDirs: [PROTO] };
+// Limits: the dealer refused the call before doing anything (docs/api.md, "Limits") and says in a
+// RetryInfo when to come back, so any call, even one that is not idempotent, may be sent again.
+const WAITED_OUT = new Set(["RATE_LIMITED", "TOO_MANY_OPEN_HANDS"]);
+const MAX_RETRIES = 5;
+
+/** A call that failed, with what the dealer said of it (errorDetails: null when it said nothing). */
+class Refused extends Error {
+  constructor(method, details, error) {
+    const code = grpc.status[error.code];
+    super(
+      details?.reason
+        ? `the dealer refused ${method}: ${code} ${details.reason}${details.field ? ` (field ${details.field})` : ""}: ${details.message}`
+        : `${method} failed: ${code}: ${error.details}`,
+    );
+    this.details = details;
+  }
+}
+
+function usage(message) {
+  console.error(`game_server: ${message}`);
+  process.exit(2);
+}
+
+function readKey(value) {
+  if (!value) usage("--key is required: the log's verifier key (`fairdeck key`), or @FILE");
+  if (!value.startsWith("@")) return value;
+  try {
+    return readFileSync(value.slice(1), "utf8").trim();
+  } catch (e) {
+    return usage(`cannot read the key file ${value.slice(1)}: ${e.code ?? e.message}`);
+  }
+}
+
+/** The dealer's and the log's stubs on one channel. */
+function connect(target) {
+  const loaded = protoLoader.loadSync(["fairdeck/v1/dealer.proto", "fairdeck/v1/audit.proto"], LOADER);
+  const v1 = grpc.loadPackageDefinition(loaded).fairdeck.v1;
+  const credentials = grpc.credentials.createInsecure();
+  const dealer = new v1.DealerService(target, credentials);
+  const audit = new v1.AuditService(target, credentials, { channelOverride: dealer.getChannel() });
+  return { dealer, audit };
+}
+
+function metadata(requestId) {
+  const m = new grpc.Metadata();
+  if (process.env.FAIRDECK_API_TOKEN) m.set("authorization", `Bearer ${process.env.FAIRDECK_API_TOKEN}`);
+  if (requestId) m.set("x-request-id", requestId);
+  return m;
+}
+
+/**
+ * One call. A refusal the dealer asks us to wait out (a rate or open-hands limit, with a
+ * RetryInfo delay) is sent again after that delay; any other refusal is raised as Refused, with
+ * its reason. (A lost answer is another matter: OpenHand's request_id and DrawCards'
+ * expected_position make those safe to send again, but this example does not resend them.)
+ */
+async function call(stub, method, request, out) {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await new Promise((resolve, reject) =>
+        stub[method](request, metadata(request.request_id), { deadline: Date.now() + 10_000 }, (e, r) => (e ? reject(e) : resolve(r))),
+      );
+    } catch (error) {
+      if (error.code === undefined) throw error;
+      const details = errorDetails(error);
+      if (details && WAITED_OUT.has(details.reason) && details.retryDelayMs !== null && attempt < MAX_RETRIES) {
+        out(`  ${method}: ${details.reason}, waiting ${Math.ceil(details.retryDelayMs)} ms as the dealer asks`);
+        await new Promise((r) => setTimeout(r, details.retryDelayMs));
+        continue;
+      }
+      throw new Refused(method, details, error);
+    }
+  }
+}
+
+/** The players' seeds, committed before any is revealed (examples/README.md, "The protocol"). */
+function playersSeeds(handId, players) {
+  const seeds = Array.from({ length: players }, () => randomBytes(32));
+  const commitment = (seat, seed) => createHash("sha256").update(`${handId}\n${seat}\n`).update(seed).digest("hex");
+  const committed = seeds.map((seed, seat) => commitment(seat, seed)); // each player sends only this
+  seeds.forEach((seed, seat) => {
+    if (commitment(seat, seed) !== committed[seat]) throw new Error(`seat ${seat + 1}'s seed does not open its commitment`);
+  });
+  return seeds;
+}
+
+export async function deal({ target, key, deck = "standard", players = 2, out = console.log }) {
+  const { dealer, audit } = connect(target);
+  try {
+    // 1. The dealer commits. A request_id makes the open safe to retry: a repeat returns the same hand.
+    const request = { deck, request_id: `node-${randomUUID()}` };
+    const opened = (await call(dealer, "OpenHand", request, out)).hand;
+    const handId = opened.hand_id;
+    out(`hand ${handId} (${opened.deck}, ${opened.version})`);
+    out(`commitment ${opened.commitment.toString("hex")}  (log index ${opened.commit_receipt.index})`);
+    // 2. The players' seeds, after the commitment; 3. shuffled with them, in seat order.
+    const client_seeds = playersSeeds(handId, players).map((data) => ({ data }));
+    await call(dealer, "ShuffleHand", { hand_id: handId, client_seeds }, out);
+    // 4. The deal. Each draw names where it starts, so a repeat answers the same cards.
+    const drawn = [];
+    const draw = async (count) => {
+      const expected_position = drawn.length;
+      const r = await call(dealer, "DrawCards", { hand_id: handId, count, expected_position }, out);
+      drawn.push(...r.cards);
+      return r.cards.map((id) => cardCode(deck, id));
+    };
+    for (let seat = 1; seat <= players; seat++) out(`seat ${seat}: ${(await draw(2)).join(" ")}`);
+    await draw(1); // the burn card
+    out(`flop:   ${(await draw(3)).join(" ")}`);
+    // 5. The close reveals the seed.
+    const closed = (await call(dealer, "CloseHand", { hand_id: handId }, out)).hand;
+    out(`closed: server seed ${closed.transcript.server_seed.toString("hex").slice(0, 16)}...`);
+    // 6. Verified with the package, from what anyone can fetch: the hand's two log entries, proved
+    //    in the signed log, with the transcript, as one hand proof checked under the operator's key.
+    const reveal = await call(audit, "GetInclusionProof", { hand_id: handId, kind: "ENTRY_KIND_REVEAL" }, out);
+    const commit = await call(audit, "GetInclusionProof",
+      { hand_id: handId, kind: "ENTRY_KIND_COMMIT", tree_size: reveal.tree_size }, out);
+    const text = handProofText({ hand: closed, commit, reveal, logKey: key });
+    const proof = verifyHandProof(text, { key });
+    // What this game server saw itself: the commitment at open, and the cards it drew.
+    if (proof.transcript.commitment !== opened.commitment.toString("hex")) {
+      throw new VerificationError("commitment", "the closed hand's commitment is not the one published at open");
+    }
+    if (proof.dealt.join(" ") !== drawn.map((id) => cardCode(deck, id)).join(" ")) {
+      throw new VerificationError("cards", "the cards drawn are not the top of the verified deck");
+    }
+    out(okLine(proof));
+    return { handId, text };
+  } finally {
+    dealer.close();
+  }
+}
+
+/** The line `fairdeck verify` prints for a verified hand proof. */
+const okLine = (p) =>
+  `OK: hand ${p.transcript.handId} verified (${p.transcript.deck}, ${p.dealt.length} of ${p.transcript.cards.length} cards dealt, ` +
+  `in the log at tree size ${p.checkpoint.size})`;
+
+async function main() {
+  const { values } = parseArgs({
+    options: {
+      target: { type: "string", default: "127.0.0.1:50051" },
+      key: { type: "string" },
+      deck: { type: "string", default: "standard" },
+      players: { type: "string", default: "2" },
+      out: { type: "string" },
+      verify: { type: "string" },
+    },
+  });
+  const key = readKey(values.key);
+  if (values.verify) {
+    try {
+      console.log(okLine(verifyHandProof(readFileSync(values.verify), { key })));
+      return 0;
+    } catch (e) {
+      if (!(e instanceof VerificationError)) throw e;
+      console.log(`FAILED at step ${e.step}: ${e.detail}`);
+      return 1;
+    }
+  }
+  const players = Number(values.players);
+  if (!Number.isInteger(players) || players < 2 || players > 9) usage("--players is 2 to 9");
+  try {
+    const { text } = await deal({ target: values.target, key, deck: values.deck, players });
+    if (values.out) writeFileSync(values.out, text);
+    return 0;
+  } catch (e) {
+    if (e instanceof VerificationError) {
+      console.log(`FAILED at step ${e.step}: ${e.detail}`);
+      return 1;
+    }
+    if (e instanceof Refused) {
+      if (e.details?.reason === "UNKNOWN_DECK") {
+        console.error(`game_server: the dealer does not deal deck ${JSON.stringify(values.deck)}: ${e.message}`);
+        return 2;
+      }
+      console.error(`game_server: ${e.message}`);
+      return 1;
+    }
+    throw e;
+  }
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) process.exitCode = await main();

@@ -1,0 +1,105 @@
+"""Deck shopping in a real log: hands committed and never revealed within the maximum hand
+lifetime are named by ``fairdeck audit``, and a dealer voids (reveals and logs) its stale
+hands, stopped and restarted or left running, so that the audit then passes."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from fairdeck.client import DealerClient
+from fairdeck.client.models import HandState
+from fairdeck.log.logentry import VOIDED, RevealEntry, decode
+from tests.log.tampering import Layout
+from tests.log.testkit import (
+    LONG_LIFETIME,
+    BuiltLog,
+    audit_data,
+    database,
+    finding_text,
+    read_entries,
+    resign_all,
+)
+from tests.support.dealers import RunningDealer
+
+# -- deck shopping ---------------------------------------------------------------------------------------
+
+
+def test_open_hands_past_the_audit_lifetime_are_named(built_log: BuiltLog, layout: Layout) -> None:
+    """The same log, audited with a lifetime shorter than the hands' age: every
+    unrevealed commitment is named, and only those."""
+    lenient = audit_data(built_log.data_dir, "--max-hand-lifetime", LONG_LIFETIME)
+    assert lenient.rc == 0
+    assert lenient.report["open_within_lifetime"] == len(built_log.still_open)
+
+    time.sleep(0.01)
+    strict = audit_data(built_log.data_dir, "--max-hand-lifetime", "0.005")
+    assert strict.rc == 1
+    assert strict.report["open_within_lifetime"] == 0
+    assert {(f["hand_id"], f["index"]) for f in strict.findings} == {
+        (h, layout.commits[h]) for h in built_log.still_open
+    }
+    assert all("never revealed within the maximum hand lifetime" in f["problem"] for f in strict.findings)
+
+
+def test_stopped_dealer_leaves_unrevealed_commitments_then_voids_them(tmp_path: Path) -> None:
+    """A dealer stopped before it can void its stale hands leaves deck-shopping
+    evidence; started again with a short lifetime, it voids them, and the audit
+    then passes and counts them as voided."""
+    data = tmp_path / "data"
+    with RunningDealer(data, max_hand_lifetime=3600) as dealer, DealerClient(dealer.target, timeout=20) as c:
+        opened = {c.open_hand("standard").hand_id for _ in range(3)}
+        opened |= {c.deal_new_hand("short").hand.hand_id for _ in range(2)}
+        drawn = c.open_hand("jokers")
+        c.draw(drawn.hand_id, 3)
+        opened.add(drawn.hand_id)
+        closed = c.open_hand("standard")
+        c.close_hand(closed.hand_id)
+    commits = {decode(e).hand_id: i for i, e in enumerate(read_entries(data)) if decode(e).hand_id in opened}
+
+    time.sleep(0.6)
+    shopping = audit_data(data, "--max-hand-lifetime", "0.5")
+    assert shopping.rc == 1
+    assert {(f["hand_id"], f["index"]) for f in shopping.findings} == {(h, commits[h]) for h in opened}
+    assert all("deck shopping" in f["problem"] for f in shopping.findings)
+
+    with RunningDealer(data, max_hand_lifetime=0.5) as dealer, DealerClient(dealer.target, timeout=20) as c:
+        deadline = time.monotonic() + 10
+        while any(c.get(h).state is not HandState.CLOSED for h in opened):
+            assert time.monotonic() < deadline, "the dealer did not void its stale hands"
+            time.sleep(0.05)
+        for h in opened:
+            c.get(h).verify()  # a voided hand is revealed like any other
+
+    result = audit_data(data, "--max-hand-lifetime", "0.5")
+    assert result.rc == 0, finding_text(result)
+    assert result.report["voided"] == len(opened)
+    assert result.report["closed"] == 1
+    logged = [decode(e) for e in read_entries(data)]
+    assert {e.hand_id for e in logged if isinstance(e, RevealEntry) and e.outcome == VOIDED} == opened
+
+
+def test_running_dealer_voids_in_time(tmp_path: Path) -> None:
+    """A dealer with a 1 s lifetime that keeps running: its stale hands are voided
+    and logged, so an audit with the same lifetime passes."""
+    data = tmp_path / "data"
+    with RunningDealer(data, max_hand_lifetime=1.0) as dealer, DealerClient(dealer.target, timeout=20) as c:
+        opened = [c.open_hand("standard").hand_id for _ in range(4)] + [c.deal_new_hand().hand.hand_id]
+        deadline = time.monotonic() + 15
+        while any(c.get(h).state is not HandState.CLOSED for h in opened):
+            assert time.monotonic() < deadline, "the dealer did not void its stale hands"
+            time.sleep(0.1)
+    time.sleep(0.01)
+    result = audit_data(data, "--max-hand-lifetime", "1")
+    assert result.rc == 0, finding_text(result)
+    assert result.report["voided"] == len(opened)
+    assert result.report["open_within_lifetime"] == 0
+    # The same log with the voids cut off (and re-signed with the real key) is deck shopping.
+    entries = read_entries(data)
+    with database(data) as conn:
+        conn.execute("DELETE FROM log_entries WHERE idx >= ?", (len(opened),))
+    resign_all(data)
+    assert len(read_entries(data)) == len(opened) < len(entries)
+    shopping = audit_data(data, "--max-hand-lifetime", "1")
+    assert shopping.rc == 1
+    assert {f["hand_id"] for f in shopping.findings} == set(opened)

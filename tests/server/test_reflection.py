@@ -1,0 +1,170 @@
+"""Server reflection as grpcurl speaks it, over grpc.reflection.v1 and v1alpha alike: for every
+service listed, the file containing each method's symbol (what `grpcurl describe SERVICE.METHOD`
+asks; regression: Python's pool resolves no method name, so grpcurl said "Symbol not found"),
+then each dependency by file name; and the files of google.rpc.Status, ErrorInfo and RetryInfo,
+through which grpcurl decodes a refusal's details. The descriptors received are enough to decode
+a real refusal's trailer."""
+
+from __future__ import annotations
+
+import queue
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+from google.protobuf import any_pb2, descriptor_pb2, descriptor_pool, message_factory
+from grpc_reflection.v1alpha import reflection_pb2 as rp
+
+from fairdeck.v1 import dealer_pb2, dealer_pb2_grpc
+from fairdeck.wire import STATUS_DETAILS_KEY
+from tests.support.dealers import RunningDealer
+
+PROTOCOLS = ("grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection")
+
+
+class Reflection:
+    """One reflection stream, as grpcurl keeps one: a request, then its response."""
+
+    def __init__(self, channel: grpc.Channel, service: str) -> None:
+        self._requests: queue.Queue[rp.ServerReflectionRequest | None] = queue.Queue()
+        call = channel.stream_stream(
+            f"/{service}/ServerReflectionInfo",
+            request_serializer=rp.ServerReflectionRequest.SerializeToString,
+            response_deserializer=rp.ServerReflectionResponse.FromString,
+        )
+        self._responses = call(iter(self._requests.get, None), timeout=30)
+        self.files: dict[str, descriptor_pb2.FileDescriptorProto] = {}
+
+    def ask(self, **request: str) -> rp.ServerReflectionResponse:
+        self._requests.put(rp.ServerReflectionRequest(**request))
+        response: rp.ServerReflectionResponse = next(self._responses)
+        return response
+
+    def files_for(self, **request: str) -> list[descriptor_pb2.FileDescriptorProto]:
+        """The files of a file_containing_symbol / file_by_filename answer, cached as grpcurl does."""
+        response = self.ask(**request)
+        assert response.WhichOneof("message_response") == "file_descriptor_response", (request, response)
+        out = []
+        for raw in response.file_descriptor_response.file_descriptor_proto:
+            f = descriptor_pb2.FileDescriptorProto.FromString(raw)
+            self.files.setdefault(f.name, f)
+            out.append(f)
+        return out
+
+    def load(self, name: str, pool: descriptor_pool.DescriptorPool) -> None:
+        """Add a file to a pool of our own, fetching each dependency by file name first."""
+        try:
+            pool.FindFileByName(name)
+            return
+        except KeyError:
+            pass
+        for dep in self.files[name].dependency:
+            (got,) = [f for f in self.files_for(file_by_filename=dep) if f.name == dep]
+            self.load(got.name, pool)
+        pool.Add(self.files[name])
+
+    def close(self) -> None:
+        self._requests.put(None)
+
+
+@pytest.fixture(scope="module")
+def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A dealer that admits two calls, then refuses them for a long while (reflection is never
+    limited)."""
+    dealer = RunningDealer(tmp_path_factory.mktemp("reflection") / "data", rate_limit=0.001, rate_burst=2)
+    yield dealer.start()
+    dealer.close()
+
+
+@pytest.fixture(scope="module")
+def trailers(target: str) -> list[bytes]:
+    """The grpc-status-details-bin of two real refusals: an unknown deck (an ErrorInfo), and the
+    rate limit (an ErrorInfo and a RetryInfo)."""
+    out = []
+    with grpc.insecure_channel(target) as channel:
+        stub = dealer_pb2_grpc.DealerServiceStub(channel)
+        for deck in ("nope", "standard", "standard"):  # the second is admitted, the third is not
+            try:
+                stub.OpenHand(dealer_pb2.OpenHandRequest(deck=deck), timeout=10)
+            except grpc.RpcError as e:
+                error: grpc.Call = e  # type: ignore[assignment]
+                out += [bytes(v) for k, v in error.trailing_metadata() if k == STATUS_DETAILS_KEY]
+    return out
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_grpcurl_describes_every_method_and_decodes_the_error_details(
+    target: str, trailers: list[bytes], protocol: str
+) -> None:
+    with grpc.insecure_channel(target) as channel:
+        r = Reflection(channel, protocol)
+        try:
+            services = [s.name for s in r.ask(list_services="").list_services_response.service]
+            assert {"fairdeck.v1.DealerService", "fairdeck.v1.AuditService", protocol} <= set(services)
+            pool = descriptor_pool.DescriptorPool()
+            described = []
+            for service in services:
+                r.files_for(file_containing_symbol=service)
+                (file,) = [f for f in r.files.values() if any(s.name == service.rsplit(".", 1)[1]
+                                                              and f.package == service.rsplit(".", 1)[0]
+                                                              for s in f.service)]  # fmt: skip
+                r.load(file.name, pool)
+                for method in pool.FindServiceByName(service).methods:
+                    symbol = f"{service}.{method.name}"  # `grpcurl describe` of a method
+                    names = [f.name for f in r.files_for(file_containing_symbol=symbol)]
+                    assert names[0] == file.name, (symbol, names)
+                    assert pool.FindMethodByName(symbol).containing_service.full_name == service
+                    described.append(symbol)
+            assert "fairdeck.v1.DealerService.OpenHand" in described
+            assert "fairdeck.v1.AuditService.GetInclusionProof" in described
+            # What does not exist is still not found, method or not.
+            for missing in ("fairdeck.v1.DealerService.NoSuchMethod", "fairdeck.v1.NoSuchService.OpenHand",
+                            "OpenHand", "fairdeck.v1.OpenHandRequest.deck.x"):  # fmt: skip
+                answer = r.ask(file_containing_symbol=missing)
+                assert answer.error_response.error_code == grpc.StatusCode.NOT_FOUND.value[0], missing
+            # The details' types, by symbol (as grpcurl resolves an Any) and by file name.
+            for symbol in ("google.rpc.Status", "google.rpc.ErrorInfo", "google.rpc.RetryInfo"):
+                r.load(r.files_for(file_containing_symbol=symbol)[0].name, pool)
+            for name in ("google/rpc/status.proto", "google/rpc/error_details.proto"):
+                assert name in [f.name for f in r.files_for(file_by_filename=name)]
+        finally:
+            r.close()
+
+    # Decoded with nothing but what reflection sent.
+    def cls(name: str):  # type: ignore[no-untyped-def]
+        return message_factory.GetMessageClass(pool.FindMessageTypeByName(name))
+
+    decoded = []
+    for trailer in trailers:
+        status = cls("google.rpc.Status").FromString(trailer)
+        for detail in status.details:
+            any_ = any_pb2.Any.FromString(detail.SerializeToString())
+            message = cls(any_.type_url.rsplit("/", 1)[1]).FromString(any_.value)
+            decoded.append((any_.type_url, message))
+    infos = [m for url, m in decoded if url.endswith("google.rpc.ErrorInfo")]
+    retries = [m for url, m in decoded if url.endswith("google.rpc.RetryInfo")]
+    assert [(i.reason, i.domain, dict(i.metadata)) for i in infos] == [
+        ("UNKNOWN_DECK", "fairdeck.dev", {"field": "deck"}),
+        ("RATE_LIMITED", "fairdeck.dev", {}),
+    ]
+    assert len(retries) == 1 and retries[0].retry_delay.seconds + retries[0].retry_delay.nanos > 0
+
+
+def test_reflection_serves_the_error_detail_files_from_a_fresh_process(tmp_path: Path) -> None:
+    """The files are in the pool of a dealer process by reflection's own doing, not by chance of
+    what else that process imported: a fresh interpreter that imports only the reflection module
+    has them."""
+    import subprocess
+    import sys
+
+    code = (
+        "from google.protobuf import descriptor_pool\n"
+        "import fairdeck_server.edge.reflection\n"
+        "p = descriptor_pool.Default()\n"
+        "print(p.FindFileContainingSymbol('google.rpc.ErrorInfo').name)\n"
+        "print(p.FindFileByName('google/rpc/status.proto').name)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["google/rpc/error_details.proto", "google/rpc/status.proto"]
