@@ -1,20 +1,12 @@
 """Every battery on ours and on the bad generators of the same volume, each with its verdict.
 
-A battery's table holds every test of every source it ran on (ours, and each bad generator),
-corrected together by Holm-Bonferroni at ``alpha`` (``fairdeck.stats.checks.holm``, the same
-correction as ``fairdeck stats``): the chance that a fair source is rejected anywhere in the
-table is at most ``alpha``. The verdicts are ``fairdeck stats``' own: OK when ours passes and
-every bad generator is rejected by some test; FAILED when ours is rejected; INCONCLUSIVE when
-ours passes but a bad generator escaped (the battery is not shown able to see that defect at
-this volume).
-
-* ``nist``: SP 800-22 on ``K`` sequences of ``n`` bits of each stream. Per statistic: with one
-  sequence its P-value; with several, SP 800-22 section 4.2's two checks as P-values, the
-  uniformity of the sequences' P-values (chi-square over 10 bins from 55 sequences, as 4.2.2;
-  Kolmogorov-Smirnov below that) and the proportion that pass at 0.01 (binomial lower tail
-  against 0.99, which 4.2.1's three-sigma range approximates).
-* ``dieharder``: ``fairdeck.lab.dieharder``, one p-value per test.
-* ``decks``: ``fairdeck stats``' tests on the dealt decks, against its known-broken shuffles.
+A battery's table (every test of every source) is corrected together by Holm-Bonferroni at
+``alpha`` (``fairdeck.stats.checks.holm``, as ``fairdeck stats``). Verdicts are ``stats``' own: OK
+when ours passes and every bad generator is rejected by some test; FAILED when ours is rejected;
+INCONCLUSIVE when a bad generator escaped. NIST: with several sequences, each statistic gives two
+P-values, the uniformity of its sequences' P-values (chi-square over 10 bins from 55 sequences,
+Kolmogorov-Smirnov below) and the proportion passing at 0.01 (binomial tail against 0.99), as SP
+800-22 section 4.2. docs/certification.md, section 2, has the reasons.
 """
 
 from __future__ import annotations

@@ -1,18 +1,12 @@
 """A collection: hands dealt, each verified and traced, appended batch by batch to a directory.
 
-Invariants:
-
-* Record ``k`` of every file is hand ``k`` (fixed-width records; one transcript line each).
-* Nothing is counted before it is on disk: after each batch every file is flushed and fsynced,
-  and only then is ``state.json`` replaced (write, fsync, rename). A collection interrupted at
-  any point resumes from the last ``state.json``: files are first cut back to the sizes it
-  records, so a half-written batch is dropped, never half-kept. (Hands of a dropped batch that a
-  live dealer dealt stay in its log, as any other closed hand.)
-* A hand is written only once it verified: its seed opens its commitment (compared with
-  ``hmac.compare_digest``) and the traced derivation gives exactly the cards dealt. A live
-  source adds the log check when the collection finishes (``fairdeck.lab.live``).
-* ``manifest.json`` is written last: sizes and SHA-256 of every file, the command, the fairdeck
-  version, the dealer's key, what each file holds.
+Invariants: record ``k`` of every file is hand ``k``. Nothing counts before it is on disk: after
+each batch every file is fsynced, then ``state.json`` is replaced (write, fsync, rename); a
+resumed collection first cuts the files back to the sizes it records, so a half-written batch is
+dropped, never half kept. A hand is written only once its seed opens its commitment
+(``hmac.compare_digest``) and the traced derivation gives exactly its cards; a live source adds
+the log check at the end (``fairdeck.lab.live``). ``manifest.json`` (sizes, SHA-256, command,
+version, dealer key) is written last.
 """
 
 from __future__ import annotations

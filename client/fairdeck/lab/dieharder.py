@@ -1,21 +1,12 @@
-"""Debian's dieharder, run test by test on a byte stream it reads once, never rewound.
+"""Debian's dieharder, test by test, on a byte stream each test reads once from its start.
 
-``dieharder -g 201 -f FILE`` rewinds a file that runs out and reads it again, and data read
-twice makes an honest stream fail (with 1 MiB of /dev/urandom, ``-a`` fails most tests). So each
-test runs as its own ``dieharder -g 200`` process whose standard input is the file, from its
-start, with its psamples cut (from its default 100) to what the file holds: ``PSAMPLE_BYTES``
-says how many bytes one psample of each test reads, measured with dieharder 3.31.1 on a pipe.
-Should a test still run out, dieharder stops at end of input and the test is reported as not
-run (never as a pass). The tests and their order are those of ``dieharder -a``.
-
-dieharder's documentation reads each test's final p-value (a Kolmogorov-Smirnov test of its
-psamples' p-values) two-sided: "FAILED" below 1e-6 or above 1 - 1e-6. Near 1 that p-value is
-not uniform when psamples are few (cut to fit the file, as here): on 50 MB of our stream 4 of
-10 quick tests came out above 0.99. Read two-sided, that would reject an honest stream; so the
-verdict reads the final p one-sided (small: the psamples' p-values are not uniform), and shows
-dieharder's own assessment beside it. The battery is corrected by Holm-Bonferroni over its tests
-at the run's alpha. ``diehard_sums``, which dieharder itself marks "Do Not Use", is run and
-shown but left out of the family.
+``-g 201 -f FILE`` rewinds a file that runs out, and data read twice fails an honest stream. So each
+test of ``dieharder -a`` runs as its own ``-g 200`` process whose standard input is the file, its
+psamples cut from 100 to what the file holds (``PSAMPLE_BYTES``, measured with 3.31.1); a test
+that still runs out is reported as not run, never as passed. The final p-value is read one-sided
+(dieharder's is biased toward 1 with few psamples; docs/certification.md, sections 2 and 5) and
+dieharder's own assessment is kept beside it. ``diehard_sums`` ("Do Not Use" in dieharder's own
+list) is shown and not counted.
 """
 
 from __future__ import annotations

@@ -1,18 +1,10 @@
 """Known-bad generators: every battery runs on them, at the volume of ours, and must reject each.
 
-A battery that passes everything proves nothing. Each generator is deterministic (a function of
-the run's seed and the byte count) and has one well-known defect:
-
-``lcg32``
-    The 32-bit linear congruential generator of Numerical Recipes, ``x = 1664525 x + 1013904223
-    mod 2^32``, every state written as a 32-bit little-endian word (its low bit alternates, bit
-    ``k`` has period ``2^(k+1)``).
-``mt_low_bits_modulo``
-    Mersenne Twister (MT19937, numpy's), each output byte ``(w & 0x7fff) % 255``: the ``rand() % 255``
-    idiom on a generator with a 15-bit ``RAND_MAX``. The value 255 never occurs and 0 to 127 come
-    a 128th more often than 128 to 254.
-``one_biased_bit``
-    A good stream (numpy's PCG64) whose lowest bit of every byte is 1 with probability 0.55.
+Each is deterministic (a function of the run's seed) with one well-known defect: ``lcg32``, the
+32-bit LCG of Numerical Recipes (``a = 1664525, c = 1013904223``), each state as a 32-bit word;
+``mt_low_bits_modulo``, MT19937 bytes ``(w & 0x7fff) % 255`` (``rand() % 255`` with a 15-bit
+``RAND_MAX``: 255 never occurs); ``one_biased_bit``, PCG64 bytes whose lowest bit is 1 with
+probability 0.55.
 
 >>> lcg32(8, "doc").hex()
 '01a79dd86cd4135c'

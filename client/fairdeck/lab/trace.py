@@ -1,20 +1,11 @@
-"""What one hand's derivation reads and computes, layer by layer, for a lab to test.
+"""What one hand's derivation reads and computes, layer by layer (docs/fairness-spec.md 3 to 5).
 
-Pure (standard library and the core only). For a revealed hand, ``trace`` re-runs the
-derivation of docs/fairness-spec.md sections 3 to 5 and keeps every intermediate value:
-
-* ``blocks``: the raw RNG output, every 64-byte SHAKE-256 block (section 3.2) the derivation
-  computed, whole, in counter order. This is the stream before rejection or scaling.
-* ``attempts`` and ``index``: section 4's attempts and the accepted uniform index ``r < n!``.
-* ``choices``: section 5's Durstenfeld swap choices ``j`` for ``i = n - 1`` down to 1.
-* ``cards``: the dealt order, which must equal the transcript's (``trace`` checks it).
-
-Why whole blocks and not only the bytes the attempts read: the accepted attempt is, by
-construction, a value below ``n!``, so its top bits are not uniform (for 52 cards its two
-top bits are never ``11``). Concatenating the bytes read, hand after hand, would make an
-honest stream fail a bit-level battery. Whether block ``b`` is computed depends only on bytes
-before it (a read that needs it starts in an earlier block or at its first byte), so the
-blocks, kept whole, are exactly SHAKE-256 output with no selection applied.
+Pure. ``blocks`` is the raw RNG output: every 64-byte SHAKE-256 block the derivation computed,
+whole, before rejection or scaling; ``attempts`` and ``index`` are section 4's; ``choices`` are
+section 5's ``j`` for ``i = n - 1`` down to 1; ``cards`` is the dealt order. Whole blocks, not the
+bytes the attempts read: the accepted attempt is below ``n!`` (for 52 cards its top two bits are
+never ``11``), while whether a block is computed depends only on bytes before it, so whole blocks
+are SHAKE-256 output with no selection (docs/certification.md, section 1).
 
 >>> t = trace("short", "example-1", bytes(range(34)), [b"alice"])
 >>> t.attempts, t.choices[:4], len(t.blocks)
