@@ -210,7 +210,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         type=size,
         default=size("64M"),
         metavar="SIZE",
-        help="collect until the raw output holds SIZE (default 64M; 1G for dieharder's full battery)",
+        help="collect until the raw output holds SIZE (default 64M; 1G for dieharder's whole battery with "
+        "psamples cut to fit, 68G for all of them)",
     )
     collect.add_argument(
         "--deck", default="standard", choices=SPEC_NAMES, help="deck spec (default standard)"
