@@ -193,8 +193,11 @@ def test_log_key_file_rules(tmp_path: Path) -> None:
     keys = create_log_keys(path, "example.com/log")
     assert load_log_keys(path, "example.com/log") == keys
     other = Signer.generate("other.origin")
+    retired = Signer.generate("example.com/log")
+    # The secret is the base64 after the fourth "+"; the base64 itself may hold "+".
+    secrets = [signer.to_string().split("+", 4)[4] for signer in (keys.signer, retired)]
     for lines in [
-        [keys.signer.to_string(), Signer.generate("example.com/log").to_string()],  # a private retired key
+        [keys.signer.to_string(), retired.to_string()],  # a private retired key
         [keys.signer.to_string(), other.verifier.to_string()],  # another origin
         [keys.signer.to_string(), keys.signer.verifier.to_string()],  # listed twice
         ["not a key"],
@@ -202,7 +205,7 @@ def test_log_key_file_rules(tmp_path: Path) -> None:
         path.write_text("\n".join(lines) + "\n")
         with pytest.raises(LogKeyError) as refused:
             load_log_keys(path)
-        assert keys.signer.to_string().split("+")[-1] not in str(refused.value)
+        assert not any(secret in str(refused.value) for secret in secrets)
     path.write_text(f"{keys.signer.to_string()}\n{Verifier.parse(other.verifier.to_string()).to_string()}\n")
     path.chmod(0o644)
     with pytest.raises(LogKeyError, match="readable by others"):
