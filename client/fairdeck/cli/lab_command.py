@@ -59,6 +59,21 @@ class _Interrupt:
         print("\nfairdeck lab collect: stopping after this batch (again to stop now)", file=sys.stderr)
 
 
+REDACTED = "<redacted>"
+
+
+def recorded_command(argv: list[str], secrets: list[str | None]) -> list[str]:
+    """``argv`` as the manifest records it: every secret's text replaced, however the option that
+    carried it was spelled (``--token X``, ``--token=X``, an abbreviation)."""
+    shown = []
+    for arg in argv:
+        for secret in secrets:
+            if secret:
+                arg = arg.replace(secret, REDACTED)
+        shown.append(arg)
+    return shown
+
+
 def cmd_collect(args: argparse.Namespace) -> int:
     from fairdeck.lab import collection, formats
     from fairdeck.log.note import NoteError, Verifier
@@ -133,7 +148,8 @@ def cmd_collect(args: argparse.Namespace) -> int:
                 total=None, desc="lab collect: log", unit=" entries", stream=sys.stderr, enabled=show
             ) as shown:
                 log_check = check_log(dealer, out, progress=lambda k: shown.update(k))
-        manifest = collection.finish(out, state, argv=args.argv, source=source, log_check=log_check)
+        argv = recorded_command(list(args.argv), [args.token])
+        manifest = collection.finish(out, state, argv=argv, source=source, log_check=log_check)
     except collection.CollectionError as e:
         print(f"fairdeck lab collect: {e}", file=sys.stderr)
         return 2
