@@ -27,10 +27,15 @@ class AuthDealer:
     data: Path
 
     def log_size(self) -> int:
+        """The size of the latest signed checkpoint (0 before the first)."""
         from fairdeck.client import AuditClient
+        from fairdeck.client.exceptions import NotInLog
 
         with AuditClient(self.target, verifier=self.key, api_token=self.auditor_token) as log:
-            return log.checkpoint().size
+            try:
+                return log.checkpoint().size
+            except NotInLog:
+                return 0
 
 
 def _cli(*args: str) -> str:
@@ -77,3 +82,51 @@ def test_the_token_never_reaches_a_file_of_the_collection(
         command = json.loads((out / "manifest.json").read_text())["command"]
         assert "--key" in command and any("redacted" in part for part in command)
     assert secret not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("who", ["auditor", "nobody"])
+def test_collect_without_a_dealer_token_says_it_needs_one(
+    who: str, dealer: AuthDealer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """DealHands needs the dealer role. Running the same command again cannot help, so the
+    message says what can, and nothing was dealt."""
+    token = ["--token", dealer.auditor_token] if who == "auditor" else []
+    before = dealer.log_size()
+    assert _collect(tmp_path / "kit", dealer, "--key", dealer.key, *token) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert "dealer token" in err[0] and "--token" in err[0] and "same command" not in err[0]
+    assert dealer.log_size() == before
+
+
+def test_a_wrong_key_is_refused_before_any_hand_is_dealt(
+    dealer: AuthDealer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every hand a live collection deals stays in the dealer's log for good: a --key that is not
+    the dealer's is found before the first hand, not after the last."""
+    assert _collect(tmp_path / "first", dealer, "--key", dealer.key, "--token", dealer.dealer_token) == 0
+    capsys.readouterr()  # the log now has a signed checkpoint
+    wrong = Signer.generate("another.example/log").verifier.to_string()
+    before = dealer.log_size()
+    assert _collect(tmp_path / "kit", dealer, "--key", wrong, "--token", dealer.dealer_token) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--key" in err[0] and "fairdeck key" in err[0], err
+    assert "nothing was dealt" in err[0]
+    assert dealer.log_size() == before
+
+
+def test_a_wrong_key_for_a_log_with_no_checkpoint_yet_stops_after_the_first_batch(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A fresh log has no checkpoint to check the key against: the first batch is dealt, its
+    checkpoint checked, and nothing is written."""
+    data = tmp_path / "data"
+    _cli("init", "--data", str(data))
+    with RunningDealer(data, rate_limit=0) as running:
+        wrong = Signer.generate("another.example/log").verifier.to_string()
+        out = tmp_path / "kit"
+        argv = ["lab", "collect", "--out", str(out), "--target", running.target, "--key", wrong]
+        assert main([*argv, "--raw-bytes", "6000", "--batch", "40", "--no-progress"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--key" in err[0] and "40 hands were dealt, and not collected" in err[0], err
+    assert json.loads((out / "state.json").read_text())["hands"] == 0

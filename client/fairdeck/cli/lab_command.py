@@ -17,7 +17,7 @@ from pathlib import Path
 from types import FrameType
 
 from fairdeck.cli import cli_credentials, progress
-from fairdeck.client.exceptions import FairdeckError
+from fairdeck.client.exceptions import FairdeckError, PermissionDenied, Unauthenticated
 from fairdeck.core.decks import SPEC_NAMES
 from fairdeck.core.errors import VerificationError
 
@@ -120,6 +120,8 @@ def cmd_collect(args: argparse.Namespace) -> int:
     bar = progress.bar(total=args.raw_bytes, desc="lab collect", unit="B", stream=sys.stderr, enabled=show)
     bar.unit_scale = True
     try:
+        if dealer is not None:
+            dealer.check_key()
         state = collection.read_state(out) if out.exists() else None
         if state is not None and not plan.same_as(state):
             plan.run = state["run"]
@@ -150,19 +152,41 @@ def cmd_collect(args: argparse.Namespace) -> int:
                 log_check = check_log(dealer, out, progress=lambda k: shown.update(k))
         argv = recorded_command(list(args.argv), [args.token])
         manifest = collection.finish(out, state, argv=argv, source=source, log_check=log_check)
+    except collection.KeyMismatch as e:
+        dealt = f"{e.dealt:,} hands were dealt, and not collected" if e.dealt else "nothing was dealt"
+        print(
+            f"fairdeck lab collect: the dealer's signed checkpoint does not verify under --key ({e.detail}); "
+            f"give the key of this dealer's log (`fairdeck key` on its host). {dealt}",
+            file=sys.stderr,
+        )
+        return 1
     except collection.CollectionError as e:
         print(f"fairdeck lab collect: {e}", file=sys.stderr)
         return 2
     except VerificationError as e:
         print(f"fairdeck lab collect: FAILED at step {e.step}: {e.detail}", file=sys.stderr)
         return 1
-    except (FairdeckError, OSError) as e:
+    except (PermissionDenied, Unauthenticated) as e:
+        print(
+            f"fairdeck lab collect: the dealer refused the call ({e}): collecting deals hands, which needs "
+            f"a dealer token (--token or ${cli_credentials.TOKEN_ENV}); an auditor token only reads the log",
+            file=sys.stderr,
+        )
+        return 2
+    except FairdeckError as e:
         print(
             f"fairdeck lab collect: the dealer could not be used ({e}); the collection stays resumable: "
             "run the same command again",
             file=sys.stderr,
         )
         return 1
+    except OSError as e:
+        print(
+            f"fairdeck lab collect: cannot write in {out} ({e.strerror or e}); free space or make it "
+            "writable, then run the same command again: the collection resumes after its last whole batch",
+            file=sys.stderr,
+        )
+        return 2
     finally:
         bar.close()
         signal.signal(signal.SIGINT, previous[0])

@@ -86,6 +86,16 @@ class CollectionError(Exception):
     """The directory cannot be collected into as asked; the message says why and what to do."""
 
 
+class KeyMismatch(Exception):
+    """A live dealer's signed checkpoint does not verify under the key given; ``dealt`` hands
+    were dealt (and not collected) before that was known."""
+
+    def __init__(self, detail: str, *, dealt: int) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.dealt = dealt
+
+
 @dataclass(frozen=True)
 class Dealt:
     """One hand as a source dealt it, closed: its transcript and, when live, its log indexes."""
