@@ -10,8 +10,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from fairdeck.cli import main
-from fairdeck.lab import formats
+from fairdeck.core.errors import VerificationError
+from fairdeck.lab import collection, formats
 
 FILE_SIZE_LIMIT = """
 import resource, signal, sys
@@ -35,3 +38,47 @@ def test_a_full_disk_is_one_line_naming_the_directory_and_the_collection_resumes
     state = json.loads((out / "state.json").read_text())
     assert (out / formats.DECKS).stat().st_size == 52 * state["hands"]
     assert (out / formats.SEEDS).stat().st_size == 45 * state["hands"]
+
+
+class Liar:
+    """A source whose hands each verify on their own (seed, commitment, cards) but are not the
+    hands asked for: ``lie`` says how."""
+
+    description = "a lying dealer"
+    dealer_key = None
+
+    def __init__(self, lie: str) -> None:
+        self.lie = lie
+
+    def deal(self, deck: str, count: int, client_seed: str, first: int) -> list[collection.Dealt]:
+        from fairdeck.core.local import open_local, reveal_local
+
+        dealt = []
+        for i in range(first, first + count):
+            hand_id = "the-same-hand" if self.lie == "one hand twice" else f"liar-{i}"
+            ours = (client_seed,) if self.lie != "its own client seed" else ("chosen by the dealer",)
+            other = "short" if self.lie == "another deck" else deck
+            hand = open_local(other, hand_id, entropy=_entropy(i))
+            dealt.append(collection.Dealt(reveal_local(hand, ours)))
+        return dealt
+
+
+def _entropy(i: int):  # type: ignore[no-untyped-def]
+    import hashlib
+
+    return lambda n: hashlib.shake_256(b"%d" % i).digest(n)
+
+
+@pytest.mark.parametrize("lie", ["another deck", "its own client seed", "one hand twice"])
+def test_hands_other_than_the_ones_asked_for_are_refused_before_they_are_written(
+    lie: str, tmp_path: Path
+) -> None:
+    """A deck of another spec would be written in the wrong record size (every later record
+    shifted); a hand dealt with a client seed the dealer chose, or twice, is not a hand of this
+    collection. Each verifies on its own, so each needs its own check."""
+    out = tmp_path / "kit"
+    plan = collection.CollectionPlan(deck="standard", raw_bytes=5000, source="liar", batch=20)
+    with pytest.raises(VerificationError):
+        collection.collect(out, Liar(lie), plan)
+    state = json.loads((out / "state.json").read_text())
+    assert state["hands"] == 0 and all(size == 0 for size in state["sizes"].values())

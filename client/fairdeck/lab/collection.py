@@ -30,6 +30,7 @@ from fairdeck.core.commitment import commit
 from fairdeck.core.decks import DeckSpec
 from fairdeck.core.errors import InvalidInput, VerificationError
 from fairdeck.core.local import open_local, reveal_local
+from fairdeck.core.seeds import normalize_client_seeds
 from fairdeck.core.shuffle import shuffler
 from fairdeck.core.transcript import Transcript
 from fairdeck.core.versions import CURRENT_VERSION
@@ -144,6 +145,31 @@ def verify_dealt(t: Transcript) -> HandTrace:
         raise VerificationError("malformed", f"hand {t.hand_id}: {e}") from None
     check_trace(traced, t.cards, t.hand_id)
     return traced
+
+
+def check_asked(dealt: Sequence[Dealt], deck: str, client_seed: str, version: str) -> None:
+    """Raise VerificationError unless every hand is one this batch asked for: this deck and
+    version, dealt with this batch's client seed (unique to the run and the batch), each once.
+    A hand can verify on its own (seed, commitment, cards) and still be another: of another deck
+    (written in the wrong record size), of the dealer's own choosing, or repeated."""
+    wanted = normalize_client_seeds([client_seed])
+    seen: set[str] = set()
+    for d in dealt:
+        t = d.transcript
+        if t.version != version:
+            raise VerificationError("version", f"hand {t.hand_id} was dealt with {t.version}, not {version}")
+        if t.deck != deck:
+            raise VerificationError(
+                "deck", f"hand {t.hand_id} is a {t.deck} deck; the collection asked for {deck}"
+            )
+        if t.client_seeds != wanted:
+            raise VerificationError(
+                "client seeds",
+                f"hand {t.hand_id} was not dealt with this batch's client seed ({client_seed})",
+            )
+        if t.hand_id in seen:
+            raise VerificationError("hand id", f"hand {t.hand_id} came back twice in one batch")
+        seen.add(t.hand_id)
 
 
 @dataclass
@@ -276,6 +302,11 @@ def collect(
             raise CollectionError(
                 f"{out / STATE} is a collection of another {why}; collect into a new directory"
             )
+        if state.get("version") != CURRENT_VERSION:
+            raise CollectionError(
+                f"{out / STATE} is a collection of {state.get('version')!r} hands and this fairdeck deals "
+                f"{CURRENT_VERSION!r}; collect into a new directory"
+            )
         plan.run = state["run"]
     else:
         state = {
@@ -300,9 +331,13 @@ def collect(
         while state["sizes"][formats.RAW] < plan.raw_bytes and not should_stop():
             began = time.perf_counter()
             batch = state["batches"]
-            dealt = source.deal(plan.deck, plan.batch, f"fairdeck-lab:{plan.run}:{batch}", state["hands"])
+            client_seed = f"fairdeck-lab:{plan.run}:{batch}"
+            dealt = source.deal(plan.deck, plan.batch, client_seed, state["hands"])
             if len(dealt) != plan.batch:
-                raise CollectionError(f"the dealer returned {len(dealt)} hands, asked for {plan.batch}")
+                raise VerificationError(
+                    "hands", f"the dealer returned {len(dealt)} hands, asked for {plan.batch}"
+                )
+            check_asked(dealt, plan.deck, client_seed, state["version"])
             writer.append([(d, verify_dealt(d.transcript)) for d in dealt], layout)
             state["sizes"] = writer.sync()
             state["hands"] += len(dealt)
