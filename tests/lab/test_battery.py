@@ -49,3 +49,29 @@ def test_nist_on_several_sequences_checks_uniformity_and_proportion() -> None:
     assert {"frequency uniformity", "frequency proportion", "serial-2 uniformity"} <= tests
     assert all(0.0 <= r.p <= 1.0 for r in found)
     assert "Kolmogorov-Smirnov" in next(r.note for r in found if r.test == "frequency uniformity")
+
+
+def test_dieharder_family_counts_every_p_value_a_test_prints(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """sts_serial prints 30 final p-values in one run, diehard_runs two, ...: the family m that
+    Holm divides by is every p-value of the plan on every source, not the number of dieharder
+    runs. When no source stops early there are more p-values than runs, and the table is still
+    corrected (it used to fail with a math domain error)."""
+    from pathlib import Path
+
+    def everything(path: Path, which: str, **_: object) -> list[dieharder.Outcome]:
+        rows = []
+        for test, ntup, psamples in dieharder.plan(1 << 30, which):
+            for _ in range(dieharder.ROWS.get(test, 1)):
+                rows.append(dieharder.Outcome(test, ntup, f"t{test}", psamples, 0.5, "PASSED"))
+        return rows
+
+    monkeypatch.setattr(dieharder, "run_battery", everything)
+    monkeypatch.setattr(Path, "stat", lambda self: type("S", (), {"st_size": 1 << 30})())
+    ours = {"ours": Path("ours")}
+    bad = {name: Path(name) for name in ("a", "b")}
+    b = battery.run_dieharder(ours, bad, which="quick", alpha=0.01, workers=1)
+    per_source = sum(dieharder.ROWS.get(t, 1) for t, _ in dieharder.QUICK)
+    assert per_source == 10  # nine runs, diehard_runs prints two p-values
+    assert len(b.results) == 3 * per_source
+    assert f"m = {3 * per_source}" in b.correction
+    assert all(math.isclose(r.p_adjusted, 1.0) for r in b.results)

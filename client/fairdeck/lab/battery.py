@@ -164,9 +164,8 @@ def run_dieharder(
     """dieharder on each stream; a bad generator's run stops at its first test below alpha / m."""
     began = time.perf_counter()
     sizes = {name: path.stat().st_size for name, path in {**ours, **controls}.items()}
-    counted = sum(
-        1 for test, _, _ in dieharder.plan(max(sizes.values()), which) if test not in dieharder.DO_NOT_USE
-    )
+    steps = dieharder.plan(max(sizes.values()), which)
+    counted = dieharder.rows(steps, counted_only=True)  # p-values, not runs: sts_serial prints 30
     sources = len(sizes)
     bound = alpha / max(1, counted * sources)  # Bonferroni: a p below it is rejected by Holm too
     results: list[Result] = []
@@ -186,7 +185,7 @@ def run_dieharder(
                 )
             elif o.p is None:
                 notes.append(f"{name}: {o.label} not run ({o.note})")
-        if name in controls and len(outcomes) < counted:
+        if name in controls and len(outcomes) < dieharder.rows(steps):
             notes.append(
                 f"{name}: stopped after {len(outcomes)} tests, rejected (p below alpha / m = {bound:.2g})"
             )
@@ -211,6 +210,7 @@ def run_dieharder(
 
 def _holm_with_m(results: Sequence[Result], alpha: float, m: int) -> None:
     """Holm-Bonferroni as ``checks.holm``, for a family of ``m`` >= len(results) tests."""
+    m = max(m, len(results))
     running = 0.0
     for rank, result in enumerate(sorted(results, key=lambda r: r.log10_p)):
         scaled = min(0.0, result.log10_p + math.log10(m - rank))
