@@ -75,3 +75,13 @@ def test_dieharder_family_counts_every_p_value_a_test_prints(monkeypatch) -> Non
     assert len(b.results) == 3 * per_source
     assert f"m = {3 * per_source}" in b.correction
     assert all(math.isclose(r.p_adjusted, 1.0) for r in b.results)
+
+
+def test_nist_sequences_are_n_bits_long_when_n_is_not_a_whole_number_of_bytes() -> None:
+    from fairdeck.lab import nist
+
+    n = nist.MIN_BITS + 3
+    data = hashlib.shake_256(b"odd n").digest(n // 8 + 1)
+    found, _ = battery.nist_source("ours", data, n, 1)
+    frequency = next(r.p for r in found if r.test == "frequency")
+    assert frequency == nist.frequency(nist.bits_from_bytes(data)[:n])["frequency"]

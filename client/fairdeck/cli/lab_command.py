@@ -46,6 +46,27 @@ def _positive(text: str) -> int:
     return value
 
 
+def _alpha(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 < value < 1:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1 (exclusive), got {text}")
+    return value
+
+
+def _nist_bits(text: str) -> int:
+    from fairdeck.lab.nist import MIN_BITS
+
+    value = _positive(text)
+    if value < MIN_BITS:
+        raise argparse.ArgumentTypeError(
+            f"at least {MIN_BITS:,} (what Maurer's universal test needs; SP 800-22 uses 1,000,000)"
+        )
+    return value
+
+
 class _Interrupt:
     """Ctrl-C or SIGTERM ends the collection after the batch in flight, leaving it resumable."""
 
@@ -292,7 +313,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     test.add_argument(
         "--nist-bits",
-        type=_positive,
+        type=_nist_bits,
         default=1_000_000,
         metavar="N",
         help="bits per NIST SP 800-22 sequence (default 1,000,000)",
@@ -305,7 +326,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="NIST sequences per source, as many as the raw output holds (default 100)",
     )
     test.add_argument(
-        "--alpha", type=float, default=0.01, help="family-wise error rate per battery (default 0.01)"
+        "--alpha", type=_alpha, default=0.01, help="family-wise error rate per battery (default 0.01)"
     )
     test.add_argument("--seed", default="1", help="seed of the bad generators and the deck tests' controls")
     test.add_argument(

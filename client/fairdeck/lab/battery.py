@@ -88,7 +88,7 @@ def _result(source: str, test: str, p: float, note: str = "") -> Result:
 
 def nist_source(name: str, data: bytes, n: int, sequences: int) -> tuple[list[Result], int]:
     """Every statistic of ``sequences`` sequences of ``n`` bits of ``data``, combined (module doc)."""
-    bits = nist.bits_from_bytes(data[: sequences * n // 8])
+    bits = nist.bits_from_bytes(data[: (sequences * n + 7) // 8])[: sequences * n]
     per_statistic: dict[str, list[float]] = {}
     for k in range(sequences):
         for statistic, p in nist.sequence_results(bits[k * n : (k + 1) * n]).items():

@@ -382,7 +382,7 @@ def finish(
     layout = formats.Layout(spec.size, shuffler(spec.size).width)
     described = formats.describe(layout)
     files = []
-    for name in (*formats.APPENDED, formats.RAW_NIST, formats.SEEDS_NIST):
+    for name in formats.BOUND:
         path = out / name
         files.append(
             {
