@@ -230,7 +230,8 @@ def _run(args: argparse.Namespace, out: Path) -> int:
     else:
         for b in batteries:
             rejected = "; ".join(
-                f"{s} REJECTED by {', '.join(b.rejected_by(s)[:3])}" for s in b.ours if b.rejected_by(s)
+                [f"{s} REJECTED by {', '.join(b.rejected_by(s)[:3])}" for s in b.ours if b.rejected_by(s)]
+                + [f"{s} UNTESTED (too short for every test)" for s in b.untested()]
             )
             caught = sum(1 for c in b.controls if b.rejected_by(c))
             escaped = [c for c in b.controls if not b.rejected_by(c)]

@@ -51,11 +51,17 @@ class Battery:
     def rejected_by(self, source: str) -> list[str]:
         return [r.test for r in self.results if r.source == source and r.rejected]
 
+    def untested(self) -> list[str]:
+        """Sources of ours with no result at all (too short for every test): not shown to pass."""
+        return [s for s in self.ours if not any(r.source == s for r in self.results)]
+
     @property
     def verdict(self) -> str:
         if any(self.rejected_by(s) for s in self.ours):
             return FAILED
-        return INCONCLUSIVE if any(not self.rejected_by(c) for c in self.controls) else OK
+        if self.untested() or any(not self.rejected_by(c) for c in self.controls):
+            return INCONCLUSIVE
+        return OK
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -64,6 +70,7 @@ class Battery:
             "alpha": self.alpha,
             "correction": self.correction,
             "ours": {s: self.rejected_by(s) for s in self.ours},
+            "untested": self.untested(),
             "controls": {c: self.rejected_by(c) for c in self.controls},
             "notes": self.notes,
             "seconds": round(self.seconds, 2),

@@ -19,7 +19,7 @@ VERDICT_TEXT = {
     OK: "OK: ours passes every test, and every bad generator is rejected",
     FAILED: "FAILED: a test rejected ours",
     INCONCLUSIVE: "INCONCLUSIVE: ours passes, but a bad generator escaped, so this battery is not shown "
-    "able to see that defect at this volume",
+    "able to see that defect at this volume, or a source of ours was too short for every test",
 }
 _COLOUR = {OK: "#1a7f37", FAILED: "#cf222e", INCONCLUSIVE: "#9a6700"}
 
