@@ -82,3 +82,50 @@ def test_hands_other_than_the_ones_asked_for_are_refused_before_they_are_written
         collection.collect(out, Liar(lie), plan)
     state = json.loads((out / "state.json").read_text())
     assert state["hands"] == 0 and all(size == 0 for size in state["sizes"].values())
+
+
+def test_two_collectors_on_one_directory_the_second_is_refused(tmp_path: Path) -> None:
+    """Two processes appending to the same files would interleave their records and each cut the
+    other's batch back on resume. The second collector (another process, started while the first
+    is between batches) is refused, and the first finishes a collection whose records are whole."""
+    out = tmp_path / "kit"
+    refused: list[subprocess.CompletedProcess[str]] = []
+
+    def second() -> bool:
+        if not refused:
+            argv = ["lab", "collect", "--out", str(out), "--raw-bytes", "20000", "--no-progress"]
+            refused.append(
+                subprocess.run(
+                    [sys.executable, "-m", "fairdeck.cli", *argv], capture_output=True, text=True, check=False
+                )
+            )
+        return False
+
+    plan = collection.CollectionPlan(deck="standard", raw_bytes=20_000, source="in-process", batch=50)
+    state = collection.collect(out, collection.InProcess(run=plan.run), plan, should_stop=second)
+    err = refused[0].stderr.strip().splitlines()
+    assert refused[0].returncode == 2 and len(err) == 1, refused[0].stderr
+    assert "another" in err[0] and str(out) in err[0]
+    assert (out / formats.DECKS).stat().st_size == 52 * state["hands"]
+    assert json.loads((out / "state.json").read_text())["run"] == plan.run
+
+
+def test_a_directory_that_is_not_a_collection_is_refused_untouched(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--out pointed at a directory of other things (a home directory, a report) would have the
+    collection's folders scattered into it; a file is not a directory at all."""
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "notes.txt").write_text("mine")
+    a_file = tmp_path / "a-file"
+    a_file.write_text("mine")
+    for out in (busy, a_file):
+        assert main(["lab", "collect", "--out", str(out), "--raw-bytes", "5000", "--no-progress"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and str(out) in err[0], err
+    assert sorted(p.name for p in busy.iterdir()) == ["notes.txt"]
+    assert a_file.read_text() == "mine"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["lab", "collect", "--out", str(empty), "--raw-bytes", "5000", "--no-progress"]) == 0

@@ -10,6 +10,7 @@ Exit status of ``collect``: 0 collected and verified, 1 a hand or the log did no
 from __future__ import annotations
 
 import argparse
+import contextlib
 import re
 import signal
 import sys
@@ -140,10 +141,14 @@ def cmd_collect(args: argparse.Namespace) -> int:
     previous = signal.signal(signal.SIGINT, interrupt), signal.signal(signal.SIGTERM, interrupt)
     bar = progress.bar(total=args.raw_bytes, desc="lab collect", unit="B", stream=sys.stderr, enabled=show)
     bar.unit_scale = True
+    hold = contextlib.ExitStack()
     try:
         if dealer is not None:
             dealer.check_key()
-        state = collection.read_state(out) if out.exists() else None
+        collection.check_directory(out)
+        out.mkdir(parents=True, exist_ok=True)
+        hold.enter_context(collection.locked(out))  # from the first batch to the manifest
+        state = collection.read_state(out)
         if state is not None and not plan.same_as(state):
             plan.run = state["run"]
             bar.update(state["sizes"][formats.RAW] if state["sizes"] else 0)
@@ -209,6 +214,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
         )
         return 2
     finally:
+        hold.close()
         bar.close()
         signal.signal(signal.SIGINT, previous[0])
         signal.signal(signal.SIGTERM, previous[1])

@@ -6,11 +6,13 @@ resumed collection first cuts the files back to the sizes it records, so a half-
 dropped, never half kept. A hand is written only once its seed opens its commitment
 (``hmac.compare_digest``) and the traced derivation gives exactly its cards; a live source adds
 the log check at the end (``fairdeck.lab.live``). ``manifest.json`` (sizes, SHA-256, command,
-version, dealer key) is written last.
+version, dealer key) is written last. One process writes a directory at a time (``flock`` on
+``collect.lock``), and only an empty directory or a collection's own is collected into.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import hmac
 import json
@@ -18,7 +20,8 @@ import os
 import platform
 import secrets
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cache
@@ -39,6 +42,7 @@ from fairdeck.lab.trace import HandTrace, check_trace, trace
 
 STATE = "state.json"
 MANIFEST = "manifest.json"
+LOCK = "collect.lock"
 FORMAT = "fairdeck-lab-collection/1"
 
 
@@ -213,6 +217,57 @@ def write_json(path: Path, value: object) -> None:
     _fsync_dir(path.parent)
 
 
+_held: dict[Path, tuple[int, int]] = {}
+"""The collection locks this process holds: directory -> (fd, depth)."""
+
+
+@contextmanager
+def locked(out: Path) -> Iterator[None]:
+    """Hold the directory's lock (``flock`` on ``collect.lock``; the kernel drops it when the
+    process ends, however it ends). Re-entrant within a process; another process is refused."""
+    key = out.resolve()
+    if key in _held:
+        fd, depth = _held[key]
+        _held[key] = (fd, depth + 1)
+    else:
+        fd = os.open(out / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise CollectionError(
+                f"another `fairdeck lab collect` is writing {out}; wait for it to end (then run this "
+                "command again to resume), or collect into another directory"
+            ) from None
+        _held[key] = (fd, 1)
+    try:
+        yield
+    finally:
+        fd, depth = _held.pop(key)
+        if depth > 1:
+            _held[key] = (fd, depth - 1)
+        else:
+            os.close(fd)
+
+
+def check_directory(out: Path) -> None:
+    """Refuse a path that is not a directory, or a directory that holds anything but a
+    collection (or the empty start of one): a collection is not scattered among other files."""
+    if out.exists() and not out.is_dir():
+        raise CollectionError(f"{out} exists and is not a directory: give --out a new or empty directory")
+    if not out.exists() or (out / STATE).exists():
+        return
+    ours = {name.split("/")[0] for name in formats.APPENDED} | {LOCK, STATE + ".tmp"}
+    own_files = set(formats.APPENDED)
+    for path in out.rglob("*"):
+        name = path.relative_to(out).as_posix()
+        if name.split("/")[0] not in ours or (path.is_file() and name not in own_files | ours):
+            raise CollectionError(
+                f"{out} holds {name} and no {STATE}: it is not a collection; collect into a new or "
+                "empty directory"
+            )
+
+
 def read_state(out: Path) -> dict[str, Any] | None:
     path = out / STATE
     if not path.exists():
@@ -294,7 +349,20 @@ def collect(
     Resumes when ``out`` holds a state of the same deck and source. ``should_stop`` is polled
     between batches (Ctrl-C): the state then stays resumable.
     """
+    check_directory(out)
     out.mkdir(parents=True, exist_ok=True)
+    with locked(out):
+        return _collect(out, source, plan, progress=progress, should_stop=should_stop)
+
+
+def _collect(
+    out: Path,
+    source: Source,
+    plan: CollectionPlan,
+    *,
+    progress: Progress | None,
+    should_stop: Callable[[], bool],
+) -> dict[str, Any]:
     state = read_state(out)
     if state is not None:
         why = plan.same_as(state)
@@ -376,6 +444,19 @@ def finish(
     nist_bits: int = formats.NIST_BITS,
 ) -> dict[str, Any]:
     """Write the NIST ASCII files and ``manifest.json``; the manifest."""
+    with locked(out):
+        return _finish(out, state, argv=argv, source=source, log_check=log_check, nist_bits=nist_bits)
+
+
+def _finish(
+    out: Path,
+    state: dict[str, Any],
+    *,
+    argv: Sequence[str],
+    source: Source,
+    log_check: dict[str, Any] | None,
+    nist_bits: int,
+) -> dict[str, Any]:
     for binary, text in ((formats.RAW, formats.RAW_NIST), (formats.SEEDS, formats.SEEDS_NIST)):
         formats.ascii_bits(out / binary, out / text, nist_bits)
     spec = DeckSpec.parse(state["deck"])
