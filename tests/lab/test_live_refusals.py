@@ -130,3 +130,43 @@ def test_a_wrong_key_for_a_log_with_no_checkpoint_yet_stops_after_the_first_batc
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--key" in err[0] and "40 hands were dealt, and not collected" in err[0], err
     assert json.loads((out / "state.json").read_text())["hands"] == 0
+
+
+def test_a_dealer_that_stops_mid_collection_is_resumed_after_its_restart(tmp_path: Path) -> None:
+    """The dealer stops between two batches (a deploy, a crash): the collection keeps its whole
+    batches, resumes against the restarted dealer (another port), and every hand, from before
+    and after the restart, is found in the signed log; the manifest keeps that checkpoint."""
+    from fairdeck.client.exceptions import FairdeckError
+    from fairdeck.lab import collection
+    from fairdeck.lab.live import LiveDealer, check_log
+    from fairdeck.log.note import Verifier
+    from fairdeck.log.receipts import open_signed_checkpoint
+
+    data = tmp_path / "data"
+    _cli("init", "--data", str(data))
+    key = Verifier.parse(_cli("key", "--data", str(data)))
+    out = tmp_path / "kit"
+    plan = collection.CollectionPlan(deck="standard", raw_bytes=8000, source="live", batch=30)
+    with RunningDealer(data, rate_limit=0) as running:
+        first = LiveDealer(running.target, key, timeout=5)
+        batches = iter(range(10))
+
+        def stop_the_dealer() -> bool:
+            if next(batches) == 1:
+                running.stop()
+            return False
+
+        with pytest.raises(FairdeckError):
+            collection.collect(out, first, plan, should_stop=stop_the_dealer)
+        first.close()
+        assert json.loads((out / "state.json").read_text())["hands"] == 30
+        second = LiveDealer(running.start(), key)
+        try:
+            state = collection.collect(out, second, plan)
+            found = check_log(second, out)
+        finally:
+            second.close()
+    assert state["hands"] > 30 and found["ok"], found["problems"]
+    assert found["entries_checked"] == 2 * state["hands"]
+    checkpoint = open_signed_checkpoint(found["checkpoint"].encode(), key)
+    assert checkpoint.size == found["tree_size"] and checkpoint.root.hex() == found["root"]

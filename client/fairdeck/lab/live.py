@@ -234,6 +234,7 @@ def check_log(
         "ok": not problems and report.ok,
         "tree_size": size,
         "root": report.root.hex(),
+        "checkpoint": note.decode("utf-8", errors="replace"),  # the signed note: a lab re-checks it offline
         "entries_checked": found,
         "problems": problems,
     }
