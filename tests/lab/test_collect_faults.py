@@ -129,3 +129,56 @@ def test_a_directory_that_is_not_a_collection_is_refused_untouched(
     empty = tmp_path / "empty"
     empty.mkdir()
     assert main(["lab", "collect", "--out", str(empty), "--raw-bytes", "5000", "--no-progress"]) == 0
+
+
+def test_a_second_ctrl_c_stops_at_once_in_one_line_and_the_collection_resumes(tmp_path: Path) -> None:
+    """The first Ctrl-C asks to stop after the batch in flight; the second stops now. That is an
+    operator's ordinary impatience, not a crash: one line, no traceback, and the batch it cut
+    is dropped when the collection resumes."""
+    import signal
+    import time
+
+    out = tmp_path / "kit"
+    argv = ["lab", "collect", "--out", str(out), "--raw-bytes", "1G", "--batch", "2000", "--no-progress"]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "fairdeck.cli", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        state = out / "state.json"
+        if state.exists() and json.loads(state.read_text())["hands"] > 0:
+            break
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err
+    assert "Traceback" not in err and err.strip().splitlines()[-1].endswith(
+        "run the same command again to resume"
+    )
+    smaller = ["lab", "collect", "--out", str(out), "--raw-bytes", "1", "--no-progress"]
+    assert main(smaller) == 0  # resumes (nothing more to deal), cutting the stopped batch off
+    hands = json.loads((out / "manifest.json").read_text())["hands"]
+    assert (out / formats.DECKS).stat().st_size == 52 * hands
+
+
+def test_a_collection_being_extended_has_no_manifest_until_it_is_whole_again(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Resuming a finished collection with a larger --raw-bytes appends to files its manifest
+    describes: until the new manifest, lab test must say the collection is unfinished, not that
+    its files 'changed after collect'."""
+    out = tmp_path / "kit"
+    argv = ["lab", "collect", "--out", str(out), "--batch", "50", "--no-progress", "--raw-bytes"]
+    assert main([*argv, "5000"]) == 0
+    plan = collection.CollectionPlan(deck="standard", raw_bytes=50_000, source="in-process", batch=50)
+    batches = iter(range(100))
+    collection.collect(out, collection.InProcess(run=""), plan, should_stop=lambda: next(batches) >= 1)
+    capsys.readouterr()
+    assert main(["lab", "test", str(out), "--dieharder", "none", "--no-progress"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not found" in err[0] and "fairdeck lab collect" in err[0], err

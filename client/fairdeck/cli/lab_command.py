@@ -178,6 +178,13 @@ def cmd_collect(args: argparse.Namespace) -> int:
                 log_check = check_log(dealer, out, progress=lambda k: shown.update(k))
         argv = recorded_command(list(args.argv), [args.token])
         manifest = collection.finish(out, state, argv=argv, source=source, log_check=log_check)
+    except KeyboardInterrupt:
+        print(
+            "fairdeck lab collect: stopped at once (the batch in flight is dropped); "
+            "run the same command again to resume",
+            file=sys.stderr,
+        )
+        return 130
     except collection.KeyMismatch as e:
         dealt = f"{e.dealt:,} hands were dealt, and not collected" if e.dealt else "nothing was dealt"
         print(

@@ -396,6 +396,10 @@ def _collect(
         if state["sizes"] is None:
             state["sizes"] = writer.sync()
             write_json(out / STATE, state)
+        if state["sizes"][formats.RAW] < plan.raw_bytes and (out / MANIFEST).exists():
+            # Extending a finished collection: its manifest no longer describes the files.
+            (out / MANIFEST).unlink()
+            _fsync_dir(out)
         while state["sizes"][formats.RAW] < plan.raw_bytes and not should_stop():
             began = time.perf_counter()
             batch = state["batches"]
