@@ -100,3 +100,7 @@ def test_a_source_of_ours_that_no_test_could_run_on_is_not_ok() -> None:
     assert not b.rejected_by("raw") and all(b.rejected_by(name) for name in bad)
     assert b.verdict == battery.INCONCLUSIVE
     assert any("seeds" in note and "not run" in note for note in b.notes)
+    from fairdeck.lab import report
+
+    page = report.render([b], {}, {})
+    assert "untested: seeds" in page and "no test could run on it" in page
