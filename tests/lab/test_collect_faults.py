@@ -182,3 +182,16 @@ def test_a_collection_being_extended_has_no_manifest_until_it_is_whole_again(
     assert main(["lab", "test", str(out), "--dieharder", "none", "--no-progress"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "not found" in err[0] and "fairdeck lab collect" in err[0], err
+
+
+@pytest.mark.parametrize("timeout", ["0", "-5", "nan", "inf"])
+def test_a_timeout_no_call_can_meet_is_refused_when_parsed(
+    timeout: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A deadline of 0, below 0 or nan made every call fail with 'Deadline Exceeded' and the advice
+    to run the same command again; inf did too (the deadline overflowed)."""
+    argv = ["lab", "collect", "--out", "kit", "--target", "127.0.0.1:1", "--key", "k", "--timeout", timeout]
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    assert "--timeout" in capsys.readouterr().err.strip().splitlines()[-1]

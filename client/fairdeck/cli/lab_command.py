@@ -57,6 +57,16 @@ def _alpha(text: str) -> float:
     return value
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 < value < 86_400:  # also refuses nan and inf
+        raise argparse.ArgumentTypeError(f"must be more than 0 and less than a day, got {text}")
+    return value
+
+
 def _nist_bits(text: str) -> int:
     from fairdeck.lab.nist import MIN_BITS
 
@@ -302,7 +312,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "transparency log for good, so use a test dealer",
     )
     live.add_argument("--key", metavar="VKEY|@FILE", help="the log's verifier key (needed with --target)")
-    live.add_argument("--timeout", type=float, default=60.0, help="per-call deadline in seconds")
+    live.add_argument("--timeout", type=_seconds, default=60.0, help="per-call deadline in seconds")
     cli_credentials.add_arguments(live)
     collect.set_defaults(handler=cmd_collect)
 
