@@ -295,7 +295,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=size("64M"),
         metavar="SIZE",
         help="collect until the raw output holds SIZE (default 64M; 1G for dieharder's whole battery with "
-        "psamples cut to fit, 68G for all of them)",
+        "psamples cut to fit, 68G for all of them). The collection takes about 13 times SIZE on disk",
     )
     collect.add_argument(
         "--deck", default="standard", choices=SPEC_NAMES, help="deck spec (default standard)"
