@@ -438,6 +438,19 @@ def version() -> str:
         return "unknown"
 
 
+def code_digest() -> str:
+    """SHA-256 of the fairdeck package's files as ``sha256sum`` lists them, sorted by path: what
+    ``find -L fairdeck -type f ! -path '*/__pycache__/*' -print0 | LC_ALL=C sort -z | xargs -0
+    sha256sum | sha256sum`` prints in the package's parent directory (client/ of the source)."""
+    package = Path(__file__).parent.parent
+    files = sorted(
+        (p for p in package.rglob("*") if "__pycache__" not in p.parts and p.is_file()),
+        key=lambda p: p.relative_to(package.parent).as_posix().encode(),
+    )
+    listing = "".join(f"{sha256_file(p)}  {p.relative_to(package.parent).as_posix()}\n" for p in files)
+    return hashlib.sha256(listing.encode()).hexdigest()
+
+
 def finish(
     out: Path,
     state: dict[str, Any],
@@ -481,6 +494,7 @@ def _finish(
         "format": FORMAT,
         "command": ["fairdeck", *argv],
         "fairdeck": version(),
+        "fairdeck code (SHA-256)": code_digest(),
         "algorithm": state["version"],
         "deck": state["deck"],
         "hands": state["hands"],
