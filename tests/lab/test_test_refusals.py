@@ -115,3 +115,18 @@ def test_a_full_disk_while_writing_the_report_is_one_line(kit: Path, tmp_path: P
     err = run.stderr.strip().splitlines()
     assert run.returncode == 2 and len(err) == 1, run.stderr
     assert str(report) in err[0] and "--out" in err[0]
+
+
+def test_ctrl_c_during_the_batteries_is_one_line(
+    kit: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An operator stopping a 46-minute run: one line and exit 130, not a KeyboardInterrupt
+    traceback from wherever the batteries were (here, NIST)."""
+    from fairdeck.lab import battery
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(battery, "run_nist", interrupted)
+    status, err = _test(kit, capsys, "--out", str(tmp_path / "report"))
+    assert status == 130 and len(err) == 1 and "interrupted" in err[0], err

@@ -111,6 +111,9 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else Path(args.dir) / "report"
     try:
         return _run(args, out)
+    except KeyboardInterrupt:
+        print("fairdeck lab test: interrupted; no report was written (run it again)", file=sys.stderr)
+        return 130
     except OSError as e:
         print(
             f"fairdeck lab test: cannot write the report in {out} ({e.strerror or e}): free space there "
