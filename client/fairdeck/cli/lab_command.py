@@ -2,9 +2,11 @@
 
 ``collect`` imports only the core (and the SDK with ``--target``); ``test`` needs the ``lab``
 extra (numpy, scipy; the same as ``stats``) and says how to install it when missing.
-Exit status of ``collect``: 0 collected and verified, 1 a hand or the log did not verify,
-2 bad usage or a directory that cannot be collected into. ``test`` exits like ``stats``:
-0 OK, 1 FAILED, 3 INCONCLUSIVE, 2 bad usage or a missing tool.
+Exit status of ``collect``: 0 collected and verified, 1 a hand, the key or the log did not verify
+(or it stopped, resumable), 2 bad usage, a token that cannot deal, or a directory that cannot be
+collected into (full, unwritable, another collector's), 130 stopped at once by a second Ctrl-C.
+``test`` exits like ``stats``: 0 OK, 1 FAILED (or a collection refused), 3 INCONCLUSIVE, 2 bad
+usage, a missing tool or no room for the report, 130 interrupted.
 """
 
 from __future__ import annotations
