@@ -20,6 +20,7 @@ from pathlib import Path
 from types import FrameType
 
 from fairdeck.cli import cli_credentials, progress
+from fairdeck.cli.stats_command import _alpha  # the same --alpha as stats (refuses nan, 0 and 1)
 from fairdeck.client.exceptions import FairdeckError, PermissionDenied, Unauthenticated
 from fairdeck.core.decks import SPEC_NAMES
 from fairdeck.core.errors import VerificationError
@@ -46,16 +47,6 @@ def _positive(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError("must be at least 1")
-    return value
-
-
-def _alpha(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0 < value < 1:  # also refuses nan
-        raise argparse.ArgumentTypeError(f"must be between 0 and 1 (exclusive), got {text}")
     return value
 
 
