@@ -162,4 +162,24 @@ def test_a_dealer_that_cannot_be_reached_is_one_line_and_the_collection_resumabl
     assert main([*argv, "--no-progress"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "could not be used" in err[0] and "run the same command again" in err[0]
-    assert json.loads((out / "state.json").read_text())["hands"] == 0
+    assert not out.exists()  # the dealer is asked for its checkpoint before anything is written
+
+
+def test_the_manifest_names_the_code_that_collected_it_as_a_lab_recomputes_it(tmp_path: Path) -> None:
+    """The package version (0.1.0 for every build) does not say which code made a collection; the
+    SHA-256 of the package's files does, and a lab recomputes it from the source with the shell
+    line docs/certification.md gives."""
+    import subprocess
+
+    import fairdeck
+
+    out = tmp_path / "kit"
+    assert main(["lab", "collect", "--out", str(out), "--raw-bytes", "2000", "--no-progress"]) == 0
+    package = Path(fairdeck.__file__).parent
+    line = (
+        "find -L fairdeck -type f ! -path '*/__pycache__/*' -print0 | LC_ALL=C sort -z "
+        "| xargs -0 sha256sum | sha256sum"
+    )
+    shell = subprocess.run(["sh", "-c", line], cwd=package.parent, capture_output=True, text=True, check=True)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["fairdeck code (SHA-256)"] == shell.stdout.split()[0]

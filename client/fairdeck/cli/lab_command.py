@@ -2,14 +2,17 @@
 
 ``collect`` imports only the core (and the SDK with ``--target``); ``test`` needs the ``lab``
 extra (numpy, scipy; the same as ``stats``) and says how to install it when missing.
-Exit status of ``collect``: 0 collected and verified, 1 a hand or the log did not verify,
-2 bad usage or a directory that cannot be collected into. ``test`` exits like ``stats``:
-0 OK, 1 FAILED, 3 INCONCLUSIVE, 2 bad usage or a missing tool.
+Exit status of ``collect``: 0 collected and verified, 1 a hand, the key or the log did not verify
+(or it stopped, resumable), 2 bad usage, a token that cannot deal, or a directory that cannot be
+collected into (full, unwritable, another collector's), 130 stopped at once by a second Ctrl-C.
+``test`` exits like ``stats``: 0 OK, 1 FAILED (or a collection refused), 3 INCONCLUSIVE, 2 bad
+usage, a missing tool or no room for the report, 130 interrupted.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import re
 import signal
 import sys
@@ -17,7 +20,8 @@ from pathlib import Path
 from types import FrameType
 
 from fairdeck.cli import cli_credentials, progress
-from fairdeck.client.exceptions import FairdeckError
+from fairdeck.cli.stats_command import _alpha  # the same --alpha as stats (refuses nan, 0 and 1)
+from fairdeck.client.exceptions import FairdeckError, PermissionDenied, Unauthenticated
 from fairdeck.core.decks import SPEC_NAMES
 from fairdeck.core.errors import VerificationError
 
@@ -46,6 +50,27 @@ def _positive(text: str) -> int:
     return value
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 < value < 86_400:  # also refuses nan and inf
+        raise argparse.ArgumentTypeError(f"must be more than 0 and less than a day, got {text}")
+    return value
+
+
+def _nist_bits(text: str) -> int:
+    from fairdeck.lab.nist import MIN_BITS
+
+    value = _positive(text)
+    if value < MIN_BITS:
+        raise argparse.ArgumentTypeError(
+            f"at least {MIN_BITS:,} (what Maurer's universal test needs; SP 800-22 uses 1,000,000)"
+        )
+    return value
+
+
 class _Interrupt:
     """Ctrl-C or SIGTERM ends the collection after the batch in flight, leaving it resumable."""
 
@@ -57,6 +82,21 @@ class _Interrupt:
             raise KeyboardInterrupt
         self.asked = True
         print("\nfairdeck lab collect: stopping after this batch (again to stop now)", file=sys.stderr)
+
+
+REDACTED = "<redacted>"
+
+
+def recorded_command(argv: list[str], secrets: list[str | None]) -> list[str]:
+    """``argv`` as the manifest records it: every secret's text replaced, however the option that
+    carried it was spelled (``--token X``, ``--token=X``, an abbreviation)."""
+    shown = []
+    for arg in argv:
+        for secret in secrets:
+            if secret:
+                arg = arg.replace(secret, REDACTED)
+        shown.append(arg)
+    return shown
 
 
 def cmd_collect(args: argparse.Namespace) -> int:
@@ -104,8 +144,14 @@ def cmd_collect(args: argparse.Namespace) -> int:
     previous = signal.signal(signal.SIGINT, interrupt), signal.signal(signal.SIGTERM, interrupt)
     bar = progress.bar(total=args.raw_bytes, desc="lab collect", unit="B", stream=sys.stderr, enabled=show)
     bar.unit_scale = True
+    hold = contextlib.ExitStack()
     try:
-        state = collection.read_state(out) if out.exists() else None
+        if dealer is not None:
+            dealer.check_key()
+        collection.check_directory(out)
+        out.mkdir(parents=True, exist_ok=True)
+        hold.enter_context(collection.locked(out))  # from the first batch to the manifest
+        state = collection.read_state(out)
         if state is not None and not plan.same_as(state):
             plan.run = state["run"]
             bar.update(state["sizes"][formats.RAW] if state["sizes"] else 0)
@@ -133,21 +179,52 @@ def cmd_collect(args: argparse.Namespace) -> int:
                 total=None, desc="lab collect: log", unit=" entries", stream=sys.stderr, enabled=show
             ) as shown:
                 log_check = check_log(dealer, out, progress=lambda k: shown.update(k))
-        manifest = collection.finish(out, state, argv=args.argv, source=source, log_check=log_check)
+        argv = recorded_command(list(args.argv), [args.token])
+        manifest = collection.finish(out, state, argv=argv, source=source, log_check=log_check)
+    except KeyboardInterrupt:
+        print(
+            "fairdeck lab collect: stopped at once (the batch in flight is dropped); "
+            "run the same command again to resume",
+            file=sys.stderr,
+        )
+        return 130
+    except collection.KeyMismatch as e:
+        dealt = f"{e.dealt:,} hands were dealt, and not collected" if e.dealt else "nothing was dealt"
+        print(
+            f"fairdeck lab collect: the dealer's signed checkpoint does not verify under --key ({e.detail}); "
+            f"give the key of this dealer's log (`fairdeck key` on its host). {dealt}",
+            file=sys.stderr,
+        )
+        return 1
     except collection.CollectionError as e:
         print(f"fairdeck lab collect: {e}", file=sys.stderr)
         return 2
     except VerificationError as e:
         print(f"fairdeck lab collect: FAILED at step {e.step}: {e.detail}", file=sys.stderr)
         return 1
-    except (FairdeckError, OSError) as e:
+    except (PermissionDenied, Unauthenticated) as e:
+        print(
+            f"fairdeck lab collect: the dealer refused the call ({e}): collecting deals hands, which needs "
+            f"a dealer token (--token or ${cli_credentials.TOKEN_ENV}); an auditor token only reads the log",
+            file=sys.stderr,
+        )
+        return 2
+    except FairdeckError as e:
         print(
             f"fairdeck lab collect: the dealer could not be used ({e}); the collection stays resumable: "
             "run the same command again",
             file=sys.stderr,
         )
         return 1
+    except OSError as e:
+        print(
+            f"fairdeck lab collect: cannot write in {out} ({e.strerror or e}); free space or make it "
+            "writable, then run the same command again: the collection resumes after its last whole batch",
+            file=sys.stderr,
+        )
+        return 2
     finally:
+        hold.close()
         bar.close()
         signal.signal(signal.SIGINT, previous[0])
         signal.signal(signal.SIGTERM, previous[1])
@@ -211,7 +288,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=size("64M"),
         metavar="SIZE",
         help="collect until the raw output holds SIZE (default 64M; 1G for dieharder's whole battery with "
-        "psamples cut to fit, 68G for all of them)",
+        "psamples cut to fit, 68G for all of them). The collection takes about 13 times SIZE on disk",
     )
     collect.add_argument(
         "--deck", default="standard", choices=SPEC_NAMES, help="deck spec (default standard)"
@@ -228,7 +305,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "transparency log for good, so use a test dealer",
     )
     live.add_argument("--key", metavar="VKEY|@FILE", help="the log's verifier key (needed with --target)")
-    live.add_argument("--timeout", type=float, default=60.0, help="per-call deadline in seconds")
+    live.add_argument("--timeout", type=_seconds, default=60.0, help="per-call deadline in seconds")
     cli_credentials.add_arguments(live)
     collect.set_defaults(handler=cmd_collect)
 
@@ -252,7 +329,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     test.add_argument(
         "--nist-bits",
-        type=_positive,
+        type=_nist_bits,
         default=1_000_000,
         metavar="N",
         help="bits per NIST SP 800-22 sequence (default 1,000,000)",
@@ -265,7 +342,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="NIST sequences per source, as many as the raw output holds (default 100)",
     )
     test.add_argument(
-        "--alpha", type=float, default=0.01, help="family-wise error rate per battery (default 0.01)"
+        "--alpha", type=_alpha, default=0.01, help="family-wise error rate per battery (default 0.01)"
     )
     test.add_argument("--seed", default="1", help="seed of the bad generators and the deck tests' controls")
     test.add_argument(

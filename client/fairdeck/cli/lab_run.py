@@ -22,8 +22,12 @@ from typing import Any
 
 from fairdeck.cli import progress
 from fairdeck.core.decks import DeckSpec
+from fairdeck.core.derivation import BLOCK_BYTES
+from fairdeck.core.errors import InvalidInput
+from fairdeck.core.seeds import server_seed_length
+from fairdeck.core.shuffle import shuffler
 from fairdeck.lab import battery, dieharder, formats, generators, report
-from fairdeck.lab.collection import MANIFEST, sha256_file, version
+from fairdeck.lab.collection import FORMAT, MANIFEST, sha256_file, version
 from fairdeck.stats.analysis import EXIT_STATUS
 from fairdeck.stats.sampling import OURS
 
@@ -35,20 +39,61 @@ class Refused(Exception):
 
 
 def check_manifest(directory: Path) -> dict[str, Any]:
+    """The manifest, once it is one and every file it binds is as it says: the files of a
+    collection, each of its size and SHA-256, the fixed-record ones the size its deck and hand
+    count give. Refused (naming the file) otherwise."""
     path = directory / MANIFEST
     try:
-        manifest: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        manifest = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise Refused(f"{path} not found: run `fairdeck lab collect --out {directory}` first") from None
     except (OSError, ValueError) as e:
         raise Refused(f"{path} cannot be read: {e}") from None
-    for entry in manifest.get("files", []):
-        file = directory / entry["path"]
+    damaged = f"{path} is not a whole manifest of a fairdeck lab collection ({FORMAT}); collect again"
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise Refused(damaged)
+    deck, hands, files = manifest.get("deck"), manifest.get("hands"), manifest.get("files")
+    if not isinstance(deck, str) or type(hands) is not int or hands < 0 or not isinstance(files, list):
+        raise Refused(damaged)
+    try:
+        spec = DeckSpec.parse(deck)
+    except InvalidInput:
+        raise Refused(f"{path} names the deck {deck!r}, which this fairdeck does not know") from None
+    listed: dict[str, dict[str, Any]] = {}
+    for entry in files:
+        if not (
+            isinstance(entry, dict)
+            and isinstance(entry.get("path"), str)
+            and type(entry.get("bytes")) is int
+            and isinstance(entry.get("sha256"), str)
+        ):
+            raise Refused(damaged)
+        if entry["path"] not in formats.BOUND:
+            raise Refused(f"{path} lists {entry['path']}, which is not a file of a collection")
+        listed[entry["path"]] = entry
+    for name in formats.BOUND:
+        if name not in listed:
+            raise Refused(f"{directory / name} is not bound by {path} (no size or SHA-256): collect again")
+    layout = formats.Layout(spec.size, shuffler(spec.size).width)
+    expected = formats.record_sizes(layout, server_seed_length(spec), hands)
+    raw = listed[formats.RAW]["bytes"]
+    if raw % BLOCK_BYTES or raw < BLOCK_BYTES * hands:
+        expected[formats.RAW] = -1
+    for name, size in expected.items():
+        if listed[name]["bytes"] != size:
+            raise Refused(
+                f"{directory / name}: the manifest gives {listed[name]['bytes']:,} bytes, which is not "
+                f"what {hands:,} {deck} hands take; the manifest does not describe this collection"
+            )
+    for name in formats.BOUND:
+        entry, file = listed[name], directory / name
         if not file.exists():
             raise Refused(f"{file} is missing (the manifest lists it)")
-        if file.stat().st_size != entry["bytes"] or not hmac.compare_digest(
-            sha256_file(file), entry["sha256"]
-        ):
+        try:
+            digest = sha256_file(file)
+        except OSError as e:
+            raise Refused(f"{file} cannot be read ({e.strerror or e})") from None
+        if file.stat().st_size != entry["bytes"] or not hmac.compare_digest(digest, entry["sha256"]):
             raise Refused(
                 f"{file} is not what the manifest says (size or SHA-256 differ): it changed after collect"
             )
@@ -63,11 +108,26 @@ def _load() -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    out = Path(args.out) if args.out else Path(args.dir) / "report"
+    try:
+        return _run(args, out)
+    except KeyboardInterrupt:
+        print("fairdeck lab test: interrupted; no report was written (run it again)", file=sys.stderr)
+        return 130
+    except OSError as e:
+        print(
+            f"fairdeck lab test: cannot write the report in {out} ({e.strerror or e}): free space there "
+            "or give --out DIR on a disk with room (dieharder's bad generators take 3 times the raw stream)",
+            file=sys.stderr,
+        )
+        return 2
+
+
+def _run(args: argparse.Namespace, out: Path) -> int:
     began = time.perf_counter()
     started = datetime.now(UTC)
     load_before = _load()
     directory = Path(args.dir)
-    out = Path(args.out) if args.out else directory / "report"
     try:
         manifest = check_manifest(directory)
         if args.dieharder != "none":
@@ -84,9 +144,10 @@ def run(args: argparse.Namespace) -> int:
     raw, seeds = directory / formats.RAW, directory / formats.SEEDS
     size = raw.stat().st_size
     controls_dir = out / "controls"
-    controls_dir.mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
     control_files = {}
-    for name in generators.GENERATORS:
+    for name in generators.GENERATORS if args.dieharder != "none" else ():  # dieharder reads files
+        controls_dir.mkdir(exist_ok=True)
         path = controls_dir / f"{name}.bin"
         generators.write(name, path, size, args.seed)
         control_files[name] = path
@@ -172,7 +233,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         for b in batteries:
             rejected = "; ".join(
-                f"{s} REJECTED by {', '.join(b.rejected_by(s)[:3])}" for s in b.ours if b.rejected_by(s)
+                [f"{s} REJECTED by {', '.join(b.rejected_by(s)[:3])}" for s in b.ours if b.rejected_by(s)]
+                + [f"{s} UNTESTED (too short for every test)" for s in b.untested()]
             )
             caught = sum(1 for c in b.controls if b.rejected_by(c))
             escaped = [c for c in b.controls if not b.rejected_by(c)]

@@ -51,11 +51,17 @@ class Battery:
     def rejected_by(self, source: str) -> list[str]:
         return [r.test for r in self.results if r.source == source and r.rejected]
 
+    def untested(self) -> list[str]:
+        """Sources of ours with no result at all (too short for every test): not shown to pass."""
+        return [s for s in self.ours if not any(r.source == s for r in self.results)]
+
     @property
     def verdict(self) -> str:
         if any(self.rejected_by(s) for s in self.ours):
             return FAILED
-        return INCONCLUSIVE if any(not self.rejected_by(c) for c in self.controls) else OK
+        if self.untested() or any(not self.rejected_by(c) for c in self.controls):
+            return INCONCLUSIVE
+        return OK
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -64,6 +70,7 @@ class Battery:
             "alpha": self.alpha,
             "correction": self.correction,
             "ours": {s: self.rejected_by(s) for s in self.ours},
+            "untested": self.untested(),
             "controls": {c: self.rejected_by(c) for c in self.controls},
             "notes": self.notes,
             "seconds": round(self.seconds, 2),
@@ -88,7 +95,7 @@ def _result(source: str, test: str, p: float, note: str = "") -> Result:
 
 def nist_source(name: str, data: bytes, n: int, sequences: int) -> tuple[list[Result], int]:
     """Every statistic of ``sequences`` sequences of ``n`` bits of ``data``, combined (module doc)."""
-    bits = nist.bits_from_bytes(data[: sequences * n // 8])
+    bits = nist.bits_from_bytes(data[: (sequences * n + 7) // 8])[: sequences * n]
     per_statistic: dict[str, list[float]] = {}
     for k in range(sequences):
         for statistic, p in nist.sequence_results(bits[k * n : (k + 1) * n]).items():
@@ -164,9 +171,8 @@ def run_dieharder(
     """dieharder on each stream; a bad generator's run stops at its first test below alpha / m."""
     began = time.perf_counter()
     sizes = {name: path.stat().st_size for name, path in {**ours, **controls}.items()}
-    counted = sum(
-        1 for test, _, _ in dieharder.plan(max(sizes.values()), which) if test not in dieharder.DO_NOT_USE
-    )
+    steps = dieharder.plan(max(sizes.values()), which)
+    counted = dieharder.rows(steps, counted_only=True)  # p-values, not runs: sts_serial prints 30
     sources = len(sizes)
     bound = alpha / max(1, counted * sources)  # Bonferroni: a p below it is rejected by Holm too
     results: list[Result] = []
@@ -186,7 +192,7 @@ def run_dieharder(
                 )
             elif o.p is None:
                 notes.append(f"{name}: {o.label} not run ({o.note})")
-        if name in controls and len(outcomes) < counted:
+        if name in controls and len(outcomes) < dieharder.rows(steps):
             notes.append(
                 f"{name}: stopped after {len(outcomes)} tests, rejected (p below alpha / m = {bound:.2g})"
             )
@@ -211,6 +217,7 @@ def run_dieharder(
 
 def _holm_with_m(results: Sequence[Result], alpha: float, m: int) -> None:
     """Holm-Bonferroni as ``checks.holm``, for a family of ``m`` >= len(results) tests."""
+    m = max(m, len(results))
     running = 0.0
     for rank, result in enumerate(sorted(results, key=lambda r: r.log10_p)):
         scaled = min(0.0, result.log10_p + math.log10(m - rank))

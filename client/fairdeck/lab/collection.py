@@ -6,11 +6,13 @@ resumed collection first cuts the files back to the sizes it records, so a half-
 dropped, never half kept. A hand is written only once its seed opens its commitment
 (``hmac.compare_digest``) and the traced derivation gives exactly its cards; a live source adds
 the log check at the end (``fairdeck.lab.live``). ``manifest.json`` (sizes, SHA-256, command,
-version, dealer key) is written last.
+version, dealer key) is written last. One process writes a directory at a time (``flock`` on
+``collect.lock``), and only an empty directory or a collection's own is collected into.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import hmac
 import json
@@ -18,7 +20,8 @@ import os
 import platform
 import secrets
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cache
@@ -30,6 +33,7 @@ from fairdeck.core.commitment import commit
 from fairdeck.core.decks import DeckSpec
 from fairdeck.core.errors import InvalidInput, VerificationError
 from fairdeck.core.local import open_local, reveal_local
+from fairdeck.core.seeds import normalize_client_seeds
 from fairdeck.core.shuffle import shuffler
 from fairdeck.core.transcript import Transcript
 from fairdeck.core.versions import CURRENT_VERSION
@@ -38,6 +42,7 @@ from fairdeck.lab.trace import HandTrace, check_trace, trace
 
 STATE = "state.json"
 MANIFEST = "manifest.json"
+LOCK = "collect.lock"
 FORMAT = "fairdeck-lab-collection/1"
 
 
@@ -84,6 +89,16 @@ def transcript_from(value: dict[str, Any]) -> Transcript:
 
 class CollectionError(Exception):
     """The directory cannot be collected into as asked; the message says why and what to do."""
+
+
+class KeyMismatch(Exception):
+    """A live dealer's signed checkpoint does not verify under the key given; ``dealt`` hands
+    were dealt (and not collected) before that was known."""
+
+    def __init__(self, detail: str, *, dealt: int) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.dealt = dealt
 
 
 @dataclass(frozen=True)
@@ -136,6 +151,31 @@ def verify_dealt(t: Transcript) -> HandTrace:
     return traced
 
 
+def check_asked(dealt: Sequence[Dealt], deck: str, client_seed: str, version: str) -> None:
+    """Raise VerificationError unless every hand is one this batch asked for: this deck and
+    version, dealt with this batch's client seed (unique to the run and the batch), each once.
+    A hand can verify on its own (seed, commitment, cards) and still be another: of another deck
+    (written in the wrong record size), of the dealer's own choosing, or repeated."""
+    wanted = normalize_client_seeds([client_seed])
+    seen: set[str] = set()
+    for d in dealt:
+        t = d.transcript
+        if t.version != version:
+            raise VerificationError("version", f"hand {t.hand_id} was dealt with {t.version}, not {version}")
+        if t.deck != deck:
+            raise VerificationError(
+                "deck", f"hand {t.hand_id} is a {t.deck} deck; the collection asked for {deck}"
+            )
+        if t.client_seeds != wanted:
+            raise VerificationError(
+                "client seeds",
+                f"hand {t.hand_id} was not dealt with this batch's client seed ({client_seed})",
+            )
+        if t.hand_id in seen:
+            raise VerificationError("hand id", f"hand {t.hand_id} came back twice in one batch")
+        seen.add(t.hand_id)
+
+
 @dataclass
 class CollectionPlan:
     """What to collect; the parameters a resumed collection must share."""
@@ -175,6 +215,57 @@ def write_json(path: Path, value: object) -> None:
         os.fsync(f.fileno())
     tmp.replace(path)
     _fsync_dir(path.parent)
+
+
+_held: dict[Path, tuple[int, int]] = {}
+"""The collection locks this process holds: directory -> (fd, depth)."""
+
+
+@contextmanager
+def locked(out: Path) -> Iterator[None]:
+    """Hold the directory's lock (``flock`` on ``collect.lock``; the kernel drops it when the
+    process ends, however it ends). Re-entrant within a process; another process is refused."""
+    key = out.resolve()
+    if key in _held:
+        fd, depth = _held[key]
+        _held[key] = (fd, depth + 1)
+    else:
+        fd = os.open(out / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise CollectionError(
+                f"another `fairdeck lab collect` is writing {out}; wait for it to end (then run this "
+                "command again to resume), or collect into another directory"
+            ) from None
+        _held[key] = (fd, 1)
+    try:
+        yield
+    finally:
+        fd, depth = _held.pop(key)
+        if depth > 1:
+            _held[key] = (fd, depth - 1)
+        else:
+            os.close(fd)
+
+
+def check_directory(out: Path) -> None:
+    """Refuse a path that is not a directory, or a directory that holds anything but a
+    collection (or the empty start of one): a collection is not scattered among other files."""
+    if out.exists() and not out.is_dir():
+        raise CollectionError(f"{out} exists and is not a directory: give --out a new or empty directory")
+    if not out.exists() or (out / STATE).exists():
+        return
+    ours = {name.split("/")[0] for name in formats.APPENDED} | {LOCK, STATE + ".tmp"}
+    own_files = set(formats.APPENDED)
+    for path in out.rglob("*"):
+        name = path.relative_to(out).as_posix()
+        if name.split("/")[0] not in ours or (path.is_file() and name not in own_files | ours):
+            raise CollectionError(
+                f"{out} holds {name} and no {STATE}: it is not a collection; collect into a new or "
+                "empty directory"
+            )
 
 
 def read_state(out: Path) -> dict[str, Any] | None:
@@ -258,13 +349,31 @@ def collect(
     Resumes when ``out`` holds a state of the same deck and source. ``should_stop`` is polled
     between batches (Ctrl-C): the state then stays resumable.
     """
+    check_directory(out)
     out.mkdir(parents=True, exist_ok=True)
+    with locked(out):
+        return _collect(out, source, plan, progress=progress, should_stop=should_stop)
+
+
+def _collect(
+    out: Path,
+    source: Source,
+    plan: CollectionPlan,
+    *,
+    progress: Progress | None,
+    should_stop: Callable[[], bool],
+) -> dict[str, Any]:
     state = read_state(out)
     if state is not None:
         why = plan.same_as(state)
         if why is not None:
             raise CollectionError(
                 f"{out / STATE} is a collection of another {why}; collect into a new directory"
+            )
+        if state.get("version") != CURRENT_VERSION:
+            raise CollectionError(
+                f"{out / STATE} is a collection of {state.get('version')!r} hands and this fairdeck deals "
+                f"{CURRENT_VERSION!r}; collect into a new directory"
             )
         plan.run = state["run"]
     else:
@@ -287,12 +396,20 @@ def collect(
         if state["sizes"] is None:
             state["sizes"] = writer.sync()
             write_json(out / STATE, state)
+        if state["sizes"][formats.RAW] < plan.raw_bytes and (out / MANIFEST).exists():
+            # Extending a finished collection: its manifest no longer describes the files.
+            (out / MANIFEST).unlink()
+            _fsync_dir(out)
         while state["sizes"][formats.RAW] < plan.raw_bytes and not should_stop():
             began = time.perf_counter()
             batch = state["batches"]
-            dealt = source.deal(plan.deck, plan.batch, f"fairdeck-lab:{plan.run}:{batch}", state["hands"])
+            client_seed = f"fairdeck-lab:{plan.run}:{batch}"
+            dealt = source.deal(plan.deck, plan.batch, client_seed, state["hands"])
             if len(dealt) != plan.batch:
-                raise CollectionError(f"the dealer returned {len(dealt)} hands, asked for {plan.batch}")
+                raise VerificationError(
+                    "hands", f"the dealer returned {len(dealt)} hands, asked for {plan.batch}"
+                )
+            check_asked(dealt, plan.deck, client_seed, state["version"])
             writer.append([(d, verify_dealt(d.transcript)) for d in dealt], layout)
             state["sizes"] = writer.sync()
             state["hands"] += len(dealt)
@@ -321,6 +438,19 @@ def version() -> str:
         return "unknown"
 
 
+def code_digest() -> str:
+    """SHA-256 of the fairdeck package's files as ``sha256sum`` lists them, sorted by path: what
+    ``find -L fairdeck -type f ! -path '*/__pycache__/*' -print0 | LC_ALL=C sort -z | xargs -0
+    sha256sum | sha256sum`` prints in the package's parent directory (client/ of the source)."""
+    package = Path(__file__).parent.parent
+    files = sorted(
+        (p for p in package.rglob("*") if "__pycache__" not in p.parts and p.is_file()),
+        key=lambda p: p.relative_to(package.parent).as_posix().encode(),
+    )
+    listing = "".join(f"{sha256_file(p)}  {p.relative_to(package.parent).as_posix()}\n" for p in files)
+    return hashlib.sha256(listing.encode()).hexdigest()
+
+
 def finish(
     out: Path,
     state: dict[str, Any],
@@ -331,13 +461,26 @@ def finish(
     nist_bits: int = formats.NIST_BITS,
 ) -> dict[str, Any]:
     """Write the NIST ASCII files and ``manifest.json``; the manifest."""
+    with locked(out):
+        return _finish(out, state, argv=argv, source=source, log_check=log_check, nist_bits=nist_bits)
+
+
+def _finish(
+    out: Path,
+    state: dict[str, Any],
+    *,
+    argv: Sequence[str],
+    source: Source,
+    log_check: dict[str, Any] | None,
+    nist_bits: int,
+) -> dict[str, Any]:
     for binary, text in ((formats.RAW, formats.RAW_NIST), (formats.SEEDS, formats.SEEDS_NIST)):
         formats.ascii_bits(out / binary, out / text, nist_bits)
     spec = DeckSpec.parse(state["deck"])
     layout = formats.Layout(spec.size, shuffler(spec.size).width)
     described = formats.describe(layout)
     files = []
-    for name in (*formats.APPENDED, formats.RAW_NIST, formats.SEEDS_NIST):
+    for name in formats.BOUND:
         path = out / name
         files.append(
             {
@@ -351,6 +494,7 @@ def finish(
         "format": FORMAT,
         "command": ["fairdeck", *argv],
         "fairdeck": version(),
+        "fairdeck code (SHA-256)": code_digest(),
         "algorithm": state["version"],
         "deck": state["deck"],
         "hands": state["hands"],

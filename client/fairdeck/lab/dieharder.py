@@ -39,6 +39,16 @@ PSAMPLE_BYTES: tuple[tuple[int, int | None, int], ...] = (
     (208, None, 121_600_000), (209, None, 264_000_000),
 )  # fmt: skip
 
+ROWS = {15: 2, 16: 2, 17: 2, 102: 30, 207: 2, 208: 2}
+"""Final p-values one run of a test prints, where more than one (3.31.1: diehard_runs, diehard_craps,
+marsaglia_tsang_gcd, sts_serial, dab_filltree, dab_filltree2); each is a test of the family."""
+
+
+def rows(steps: list[tuple[int, int | None, int]], *, counted_only: bool = False) -> int:
+    """The final p-values a plan prints: with ``counted_only``, only those the verdict counts."""
+    return sum(ROWS.get(t, 1) for t, _, _ in steps if not (counted_only and t in DO_NOT_USE))
+
+
 QUICK = ((0, None), (2, None), (4, None), (8, None), (15, None), (100, None), (101, None), (200, 1), (200, 2))
 """A few cheap tests for a reduced battery (tests, a first look)."""
 

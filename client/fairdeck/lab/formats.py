@@ -29,6 +29,9 @@ TRANSCRIPTS = "final/transcripts.jsonl"
 APPENDED = (RAW, SEEDS, INDEX, CHOICES, ATTEMPTS, DECKS, TRANSCRIPTS)
 """The files every batch appends to, in the order they are written."""
 
+BOUND = (*APPENDED, RAW_NIST, SEEDS_NIST)
+"""Every file of a collection, each bound by the manifest (size and SHA-256)."""
+
 NIST_BITS = 100 * 1_000_000
 """Bits of each ASCII file: SP 800-22's 100 sequences of 10^6 bits."""
 
@@ -48,6 +51,17 @@ class Layout:
 
     def card(self, value: int) -> bytes:
         return value.to_bytes(self.card_bytes, "big")
+
+
+def record_sizes(layout: Layout, seed_bytes: int, hands: int) -> dict[str, int]:
+    """The size of each fixed-record file for ``hands`` hands of this layout."""
+    return {
+        SEEDS: seed_bytes * hands,
+        INDEX: layout.index_bytes * hands,
+        CHOICES: (layout.cards - 1) * layout.card_bytes * hands,
+        ATTEMPTS: hands,
+        DECKS: layout.cards * layout.card_bytes * hands,
+    }
 
 
 def describe(layout: Layout) -> dict[str, str]:

@@ -23,11 +23,11 @@ from typing import Any
 import grpc
 
 from fairdeck.client import AuditClient, DealerClient
-from fairdeck.client.exceptions import FairdeckError
+from fairdeck.client.exceptions import FairdeckError, NotInLog
 from fairdeck.core.errors import VerificationError
 from fairdeck.core.transcript import Transcript
 from fairdeck.lab import formats
-from fairdeck.lab.collection import Dealt, transcript_from
+from fairdeck.lab.collection import Dealt, KeyMismatch, transcript_from
 from fairdeck.log.audit import Auditor
 from fairdeck.log.note import Verifier
 from fairdeck.log.receipts import check_commit_entry, check_reveal_entry
@@ -47,6 +47,7 @@ class LiveDealer:
     timeout: float = 60.0
 
     def __post_init__(self) -> None:
+        self._key_checked = False
         self.description = f"live dealer at {self.target} (DealHands, closed)"
         self.dealer_key: str | None = self.key.to_string()
         self._client = DealerClient(
@@ -63,7 +64,28 @@ class LiveDealer:
             if hand.transcript is None or hand.reveal_receipt is None:
                 raise VerificationError("format", f"hand {hand.hand_id} came back without its reveal")
             dealt.append(Dealt(hand.transcript, hand.commit_receipt.index, hand.reveal_receipt.index))
+        if not self._key_checked and dealt:
+            last = max(d.reveal_index for d in dealt if d.reveal_index is not None)
+            with self.audit_client() as log:
+                try:
+                    _signed_note(log, last, wait_seconds=30.0)
+                except VerificationError as e:
+                    raise KeyMismatch(e.detail, dealt=len(dealt)) from None
+            self._key_checked = True
         return dealt
+
+    def check_key(self) -> None:
+        """Check the dealer's latest signed checkpoint under ``key`` before any hand is dealt
+        (KeyMismatch when it does not verify). A log with no checkpoint yet is checked after the
+        first batch instead, before that batch is written (``deal``)."""
+        with self.audit_client() as log:
+            try:
+                log.checkpoint()
+            except NotInLog:
+                return
+            except VerificationError as e:
+                raise KeyMismatch(e.detail, dealt=0) from None
+        self._key_checked = True
 
     def audit_client(self) -> AuditClient:
         return AuditClient(
@@ -212,6 +234,7 @@ def check_log(
         "ok": not problems and report.ok,
         "tree_size": size,
         "root": report.root.hex(),
+        "checkpoint": note.decode("utf-8", errors="replace"),  # the signed note: a lab re-checks it offline
         "entries_checked": found,
         "problems": problems,
     }

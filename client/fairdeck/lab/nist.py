@@ -27,6 +27,8 @@ Bits = npt.NDArray[np.uint8]
 Results = dict[str, float]
 
 SQRT2 = math.sqrt(2.0)
+MIN_BITS = 387_840
+"""The shortest sequence every test runs on (Maurer's universal test, L = 6)."""
 
 
 def igamc(a: float, x: float) -> float:
@@ -260,7 +262,7 @@ def universal(bits: Bits, l: int | None = None, q: int | None = None) -> Results
     if l is None:
         l = next((size for least, size in _UNIVERSAL_L if n >= least), 0)  # noqa: E741
         if l == 0:
-            raise ValueError("Maurer's universal test needs at least 387,840 bits")
+            raise ValueError(f"Maurer's universal test needs at least {MIN_BITS:,} bits")
     q = q if q is not None else 10 * 2**l
     k = n // l - q
     values = bits[: (q + k) * l].reshape(q + k, l).astype(np.int64) @ (1 << np.arange(l - 1, -1, -1))

@@ -19,7 +19,7 @@ VERDICT_TEXT = {
     OK: "OK: ours passes every test, and every bad generator is rejected",
     FAILED: "FAILED: a test rejected ours",
     INCONCLUSIVE: "INCONCLUSIVE: ours passes, but a bad generator escaped, so this battery is not shown "
-    "able to see that defect at this volume",
+    "able to see that defect at this volume, or a source of ours was too short for every test",
 }
 _COLOUR = {OK: "#1a7f37", FAILED: "#cf222e", INCONCLUSIVE: "#9a6700"}
 
@@ -62,6 +62,8 @@ def _battery(b: Battery, sources: Mapping[str, str]) -> str:
         state = (
             f"rejected by {len(rejected)}: {', '.join(rejected[:6])}{' ...' if len(rejected) > 6 else ''}"
             if rejected
+            else "no test could run on it (too short)"
+            if source in b.untested()
             else "passes every test"
         )
         described = sources.get(source, "")
@@ -87,12 +89,20 @@ def _battery(b: Battery, sources: Mapping[str, str]) -> str:
     return "\n".join(parts)
 
 
+def _ours(b: Battery) -> str:
+    rejected = ", ".join(html.escape(s) for s in b.ours if b.rejected_by(s))
+    untested = ", ".join(html.escape(s) for s in b.untested())
+    if rejected:
+        return f"rejected: {rejected}"
+    return f"untested: {untested}" if untested else "passes"
+
+
 def render(batteries: Sequence[Battery], info: Mapping[str, Any], sources: Mapping[str, str]) -> str:
     verdict = overall(batteries)
     rows = "".join(
         f'<tr><td><a href="#{html.escape(b.name)}">{html.escape(b.name)}</a></td>'
         f'<td style="color:{_COLOUR[b.verdict]}"><b>{b.verdict.upper()}</b></td>'
-        f"<td>{', '.join(html.escape(s) for s in b.ours if b.rejected_by(s)) or 'passes'}</td>"
+        f"<td>{_ours(b)}</td>"
         f"<td>{sum(1 for c in b.controls if b.rejected_by(c))} of {len(b.controls)} rejected</td></tr>"
         for b in batteries
     )
