@@ -9,17 +9,23 @@
 import { chromium } from "playwright-core";
 import puppeteer from "puppeteer-core";
 
-export async function launch(engine, executablePath) {
-  if (engine === "chromium") return launchChromium(executablePath);
-  if (engine === "firefox") return launchFirefox(executablePath);
+// `colorScheme` ("light" or "dark", or left out for the engine's default) is what the page's
+// prefers-color-scheme reports, as a player's system setting would make it.
+export async function launch(engine, executablePath, { colorScheme } = {}) {
+  if (engine === "chromium") return launchChromium(executablePath, colorScheme);
+  if (engine === "firefox") return launchFirefox(executablePath, colorScheme);
   throw new Error(`unknown engine ${engine}`);
 }
 
-async function launchChromium(executablePath) {
+async function launchChromium(executablePath, colorScheme) {
   const browser = await chromium.launch({ executablePath, args: ["--no-sandbox", "--disable-dev-shm-usage"] });
   return {
     async open(url, { viewport, onRequest, onError }) {
-      const context = await browser.newContext({ serviceWorkers: "block", ...(viewport ? { viewport } : {}) });
+      const context = await browser.newContext({
+        serviceWorkers: "block",
+        ...(viewport ? { viewport } : {}),
+        ...(colorScheme ? { colorScheme } : {}),
+      });
       await context.route("**/*", (route) => {
         const u = route.request().url();
         if (u === url || u.startsWith("data:")) return route.continue();
@@ -44,12 +50,14 @@ async function launchChromium(executablePath) {
   };
 }
 
-async function launchFirefox(executablePath) {
+async function launchFirefox(executablePath, colorScheme) {
   const browser = await puppeteer.launch({
     browser: "firefox",
     protocol: "webDriverBiDi",
     executablePath,
     headless: true,
+    // Firefox's own switch for what pages see of the system's theme: 0 dark, 1 light.
+    ...(colorScheme ? { extraPrefsFirefox: { "layout.css.prefers-color-scheme.content-override": colorScheme === "dark" ? 0 : 1 } } : {}),
   });
   return {
     async open(url, { viewport, onRequest, onError }) {
