@@ -39,9 +39,8 @@ def test_the_build_is_the_same_from_any_directory(tmp_path: Path) -> None:
     directories), and `node client/web/build.mjs --check` called a fresh page stale."""
     browser.require(browser.node_missing())
     for where in (browser.ROOT, tmp_path):
-        check = subprocess.run(
-            ["node", str(WEB / "build.mjs"), "--check"], cwd=where, capture_output=True, text=True, timeout=120
-        )
+        command = ["node", str(WEB / "build.mjs"), "--check"]
+        check = subprocess.run(command, cwd=where, capture_output=True, text=True, timeout=120)
         assert check.returncode == 0, (where, check.stderr)
 
 
