@@ -107,3 +107,20 @@ def test_every_file_a_player_picks_gets_the_verdict_fairdeck_verify_gives(
     assert cleared["edit_found"] and cleared["before"]["ok"]
     assert cleared["after"]["hidden"] and cleared["after"]["verdict"] == "", cleared["after"]["verdict"]
     assert got["requests"] == [] and got["errors"] == []
+
+
+@pytest.mark.parametrize("engine", browser.ENGINES)
+def test_the_players_own_text_size_is_kept(engine: str, hands: dict[str, Path], tmp_path: Path) -> None:
+    """A player who sets the browser's text size to 200% (32 px) got 16 px: the page's text was
+    in pixels. On a 320 px screen the larger text still fits: nothing scrolls sideways, no word
+    is split, and the whole key is in view."""
+    browser.require_browser(engine)
+    ui = [{"id": "valid", "file": str(hands["valid"]), "key": KEY, "viewport": {"width": 320, "height": 568}}]
+    got = browser.run({"ui": ui, "font_size": 32}, tmp_path, engine=engine)
+    shown = got["ui"]["valid"]["before"]
+    assert shown["ok"] and shown["font_px"]["root"] == 32, shown["font_px"]
+    assert shown["font_px"]["verdict"] >= 32 and shown["font_px"]["key"] >= 26, shown["font_px"]
+    layout = shown["layout"]
+    assert layout["scroll_width"] <= layout["client_width"], layout
+    assert layout["broken_words"] == [] and layout["key_hidden"] == 0, layout
+    assert got["requests"] == [] and got["errors"] == []

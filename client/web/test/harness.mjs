@@ -3,6 +3,7 @@
 //   node harness.mjs JOB.json > RESULT.json
 //
 // JOB: { page, engine: "chromium" | "firefox", browser: PATH, color_scheme: "light" | "dark" | null,
+//        font_size: the browser's default text size in CSS px | null,
 //        verify: [{id, bytes_b64, key, witnesses, threshold}],
 //        ui: [{id, file, key, witnesses, threshold, drop, viewport, edit: {find, replace}}],
 //        log_vectors: {log, witness} | null, control: PATH | null, bench: {cases, rounds} | null }
@@ -13,7 +14,10 @@ import { launch } from "./drivers.mjs";
 
 const job = JSON.parse(readFileSync(process.argv[2], "utf8"));
 const pageUrl = pathToFileURL(job.page).href;
-const browser = await launch(job.engine ?? "chromium", job.browser ?? job.chromium, { colorScheme: job.color_scheme ?? undefined });
+const browser = await launch(job.engine ?? "chromium", job.browser ?? job.chromium, {
+  colorScheme: job.color_scheme ?? undefined,
+  fontSize: job.font_size ?? undefined,
+});
 const out = { requests: [], errors: [], verify: {}, ui: {}, log_vectors: null, control: null, bench: null };
 const record = { onRequest: (u) => out.requests.push(u), onError: (e) => out.errors.push(e) };
 
@@ -234,6 +238,11 @@ function readPage() {
     card_style: cards.length ? (({ borderTopStyle, opacity, textDecorationLine }) => ({ borderTopStyle, opacity, textDecorationLine }))(getComputedStyle(cards[0])) : null,
     dealt_title: $("dealt-title").textContent,
     hidden: $("result").hidden,
+    font_px: {
+      root: parseFloat(getComputedStyle(root).fontSize),
+      verdict: parseFloat(getComputedStyle($("verdict-line")).fontSize),
+      key: parseFloat(getComputedStyle(key).fontSize),
+    },
     hand_warning: $("hand-warning")?.textContent ?? "",
     summary: $("hand-summary").textContent,
     layout: {
