@@ -124,3 +124,38 @@ def test_the_players_own_text_size_is_kept(engine: str, hands: dict[str, Path], 
     assert layout["scroll_width"] <= layout["client_width"], layout
     assert layout["broken_words"] == [] and layout["key_hidden"] == 0, layout
     assert got["requests"] == [] and got["errors"] == []
+
+
+RANKS = {"A": "Ace", "K": "King", "Q": "Queen", "J": "Jack", "T": "10"}
+SUITS = {"c": "clubs", "d": "diamonds", "h": "hearts", "s": "spades"}
+
+
+def spoken(code: str) -> str:
+    """What a screen reader should say of a card: "Ace of hearts", "7 of clubs, deck 3", "Joker 1"."""
+    if code in ("X1", "X2"):
+        return f"Joker {code[1]}"
+    face, _, deck = code.partition(".")
+    name = f"{RANKS.get(face[0], face[0])} of {SUITS[face[1]]}"
+    return f"{name}, deck {deck}" if deck else name
+
+
+@pytest.mark.parametrize("engine", browser.ENGINES)
+def test_a_screen_reader_says_each_card_by_its_name(engine: str, tmp_path: Path) -> None:
+    """A card was its glyphs alone: a screen reader said "A black heart suit" for the ace of
+    hearts (the Unicode names of ♥ and ♦ are BLACK HEART SUIT and BLACK DIAMOND SUIT), and
+    nothing of a shoe card's deck number but "deck 3" run into it."""
+    browser.require_browser(engine)
+    ui = []
+    for i, v in enumerate(PROOFS["valid"]):
+        path = tmp_path / f"hand-{i}.json"
+        path.write_text(v["text"], encoding="utf-8")
+        ui.append({"id": v["name"], "file": str(path), "key": KEY})
+    got = browser.run({"ui": ui}, tmp_path, engine=engine)
+    seen = set()
+    for name, case in got["ui"].items():
+        cards = case["before"]["access"]["cards"]
+        assert cards and [(role, label) for _, role, label in cards] == [
+            ("img", spoken(code)) for code, _, _ in cards
+        ], (name, cards[:5])
+        seen |= {code for code, _, _ in cards}
+    assert {"X1", "Th", "Ad"} <= seen and any("." in c for c in seen)

@@ -8,18 +8,25 @@ import * as strictjson from "./strictjson.js";
 const $ = (id) => document.getElementById(id);
 const SUIT = { c: "\u2663", d: "\u2666", h: "\u2665", s: "\u2660" };
 const RANK = { T: "10" };
+// What a screen reader says of a card (the glyphs alone read as "A black heart suit").
+const RANK_NAME = { A: "Ace", K: "King", Q: "Queen", J: "Jack", T: "10" };
+const SUIT_NAME = { c: "clubs", d: "diamonds", h: "hearts", s: "spades" };
 const state = { bytes: null, name: "" };
 
 function cardElement(code) {
   const el = document.createElement("span");
   el.className = "card";
   el.title = code;
+  el.setAttribute("role", "img");
   if (code === "X1" || code === "X2") {
     el.classList.add("joker");
     el.textContent = `Joker ${code[1]}`;
+    el.setAttribute("aria-label", el.textContent);
     return el;
   }
   const [face, deckNo] = code.split(".");
+  const name = `${RANK_NAME[face[0]] ?? face[0]} of ${SUIT_NAME[face[1]]}`;
+  el.setAttribute("aria-label", deckNo ? `${name}, deck ${deckNo}` : name);
   el.classList.add(face[1] === "h" || face[1] === "d" ? "red" : "black");
   el.textContent = (RANK[face[0]] ?? face[0]) + SUIT[face[1]];
   if (deckNo) {

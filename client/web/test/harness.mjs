@@ -280,6 +280,8 @@ function readAccess() {
   return {
     unnamed: [...document.querySelectorAll("input, textarea, select, button")].filter((el) => !name(el)).map((el) => el.id || el.tagName),
     names: Object.fromEntries([...document.querySelectorAll("input, textarea, select, button")].map((el) => [el.id, name(el)])),
+    // Each card drawn, as [its code, its role, the name a screen reader says].
+    cards: [...document.querySelectorAll("#dealt .card, #deck .card")].map((el) => [el.title, el.getAttribute("role"), el.getAttribute("aria-label")]),
     live: [...document.querySelectorAll('[role=status], [role=alert], [aria-live]:not([aria-live="off"])')].map((el) => ({
       id: el.id,
       visible: visible(el),
