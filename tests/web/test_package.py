@@ -285,3 +285,51 @@ def test_strict_typescript_compiles_against_its_types(installed: tuple[Path, Pat
         [str(tsc), "-p", "tsconfig.json"], cwd=project, capture_output=True, text=True, timeout=120
     )
     assert bad.returncode != 0 and "extra" in bad.stdout
+
+
+OPTIONS = r"""
+import { readFileSync } from "node:fs";
+import * as pkg from "@fairdeck/verifier";
+const job = JSON.parse(readFileSync(process.argv[2], "utf8"));
+const out = {};
+for (const [name, options] of Object.entries(job.options)) {
+  try {
+    pkg.verifyHandProof(job.proof, { key: job.key, ...options });
+    out[name] = "verified";
+  } catch (e) {
+    out[name] = e.constructor.name;
+  }
+  try {
+    const report = pkg.check(job.proof, { key: job.key, ...options });
+    out[`${name} (page)`] = report.inputError === null ? "verified" : "input error";
+  } catch (e) {
+    out[`${name} (page)`] = e.constructor.name;
+  }
+}
+process.stdout.write(JSON.stringify(out));
+"""
+
+
+def test_witness_options_that_make_no_policy_are_refused(installed: tuple[Path, Path]) -> None:
+    """A threshold with no witnesses (a policy whose list came out empty) verified the proof with
+    no cosignature checked, where `fairdeck verify --witness-threshold 2` refuses to run; a
+    threshold given as the string "1" said "threshold 1 must be between 1 and the 1 witnesses
+    named"; witnesses given as one string were read letter by letter."""
+    _, project = installed
+    from tests.web.test_same_words import POLICY
+
+    options = {
+        "threshold, no witnesses": {"threshold": 2},
+        "threshold, empty witnesses": {"witnesses": [], "threshold": 1},
+        "threshold as a string": {"witnesses": [POLICY[0]], "threshold": "1"},
+        "witnesses as one string": {"witnesses": POLICY[0]},
+    }
+    job = {"key": PROOFS["log_key"], "proof": PROOFS["valid"][0]["text"], "options": options}
+    (project / "options.json").write_text(json.dumps(job))
+    (project / "options.mjs").write_text(OPTIONS)
+    done = node(project / "options.mjs", "options.json")
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert got["threshold, no witnesses"] == got["threshold, empty witnesses"] == "LogError", got
+    assert got["threshold as a string"] == got["witnesses as one string"] == "TypeError", got
+    assert got["threshold, no witnesses (page)"] == "input error", got
