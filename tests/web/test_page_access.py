@@ -85,8 +85,8 @@ def test_every_file_a_player_picks_gets_the_verdict_fairdeck_verify_gives(
     engine: str, hands: dict[str, Path], tmp_path: Path
 ) -> None:
     """An empty file showed nothing at all; a file of 3 GB (a video picked by mistake) could not
-    be read whole, and the page stayed silent. And a text box emptied by hand kept the verdict
-    of what it held before."""
+    be read whole, and the page stayed silent. A file dropped on the text box, not the drop zone,
+    was ignored. And a text box emptied by hand kept the verdict of what it held before."""
     browser.require_browser(engine)
     empty, huge = tmp_path / "empty.json", tmp_path / "huge.json"
     empty.write_bytes(b"")
@@ -97,6 +97,7 @@ def test_every_file_a_player_picks_gets_the_verdict_fairdeck_verify_gives(
         {"id": "huge", "file": str(huge), "key": KEY},
         {"id": "cleared", "file": str(hands["valid"]), "key": KEY,
          "edit": {"find": hands["valid"].read_text(encoding="utf-8"), "replace": ""}},
+        {"id": "dropped on the text box", "file": str(hands["valid"]), "key": KEY, "drop": "#text"},
     ]  # fmt: skip
     got = browser.run({"ui": ui}, tmp_path, engine=engine)
     for name, path in (("empty", empty), ("huge", huge)):
@@ -106,6 +107,8 @@ def test_every_file_a_player_picks_gets_the_verdict_fairdeck_verify_gives(
     cleared = got["ui"]["cleared"]
     assert cleared["edit_found"] and cleared["before"]["ok"]
     assert cleared["after"]["hidden"] and cleared["after"]["verdict"] == "", cleared["after"]["verdict"]
+    # The text box, the largest target, is where a player drops a file too: it was ignored there.
+    assert got["ui"]["dropped on the text box"]["before"]["ok"] is True
     assert got["requests"] == [] and got["errors"] == []
 
 

@@ -220,15 +220,16 @@ function init() {
       drop.classList.add("over");
     });
   }
-  for (const ev of ["dragleave", "drop"]) drop.addEventListener(ev, () => drop.classList.remove("over"));
-  drop.addEventListener("drop", (e) => {
+  drop.addEventListener("dragleave", () => drop.classList.remove("over"));
+  // A file dropped anywhere on the page is checked (the text box is the largest target), and the
+  // browser does not navigate away to it.
+  window.addEventListener("dragover", (e) => e.preventDefault());
+  window.addEventListener("drop", (e) => {
     e.preventDefault();
-    const file = e.dataTransfer.files[0];
+    drop.classList.remove("over");
+    const file = e.dataTransfer && e.dataTransfer.files[0];
     if (file) loadFile(file);
   });
-  // A file dropped anywhere else must not make the browser navigate away.
-  window.addEventListener("dragover", (e) => e.preventDefault());
-  window.addEventListener("drop", (e) => e.preventDefault());
   $("file").addEventListener("change", (e) => {
     const file = e.target.files[0];
     if (file) loadFile(file);

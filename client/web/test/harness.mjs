@@ -6,6 +6,7 @@
 //        font_size: the browser's default text size in CSS px | null,
 //        verify: [{id, bytes_b64, key, witnesses, threshold}],
 //        ui: [{id, file, key, witnesses, threshold, drop, viewport, edit: {find, replace}}],
+//        (drop: true drops the file on the drop zone, a selector on that element instead)
 //        log_vectors: {log, witness} | null, control: PATH | null, bench: {cases, rounds} | null }
 // Every request the page makes (but its own file) is recorded in `requests` and refused.
 import { readFileSync } from "node:fs";
@@ -56,12 +57,12 @@ for (const c of job.ui ?? []) {
   if (c.drop) {
     // A real drop event with a real File, as a player's drag and drop makes one.
     const b64 = readFileSync(c.file).toString("base64");
-    await page.evaluate(([b64, name]) => {
+    await page.evaluate(([b64, name, where]) => {
       const bytes = Uint8Array.from(atob(b64), (ch) => ch.charCodeAt(0));
       const dt = new DataTransfer();
       dt.items.add(new File([bytes], name, { type: "application/json" }));
-      document.getElementById("drop").dispatchEvent(new DragEvent("drop", { dataTransfer: dt, bubbles: true, cancelable: true }));
-    }, [b64, "hand.json"]);
+      document.querySelector(where).dispatchEvent(new DragEvent("drop", { dataTransfer: dt, bubbles: true, cancelable: true }));
+    }, [b64, "hand.json", typeof c.drop === "string" ? c.drop : "#drop"]);
   } else {
     await page.setFile("#file", c.file);
   }
