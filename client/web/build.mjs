@@ -20,6 +20,8 @@ const versions = ["@noble/hashes", "@noble/curves", "esbuild"]
 
 const result = await build({
   entryPoints: [join(here, "src", "page.js")],
+  // Module paths in the bundle's comments are relative to this: the same bytes from any directory.
+  absWorkingDir: here,
   bundle: true,
   format: "iife",
   target: ["es2020", "chrome100", "firefox100", "safari15"],

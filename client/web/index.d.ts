@@ -83,7 +83,9 @@ export interface VerifiedHandProof {
 
 /**
  * Raises VerificationError at the first step that fails, LogError when `key` or a witness is
- * not a valid key, and TypeError without a key.
+ * not a valid key or a threshold comes with no witness (it would check no cosignature), and
+ * TypeError without a key, or with witnesses that are not an array or a threshold that is not
+ * a whole number.
  */
 export function verifyHandProof(input: Uint8Array | string, options: HandProofOptions): VerifiedHandProof;
 

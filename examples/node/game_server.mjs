@@ -4,17 +4,28 @@
 // included. See README.md here, and docs/api.md, "From other languages".
 //
 //   node game_server.mjs --target 127.0.0.1:50051 --key @log.pub [--players 2] [--deck standard] [--out hand.json]
+//                        [--tls | --ca ca.pem] [--insecure]
 //   node game_server.mjs --verify hand.json --key @log.pub
 //
 // Exit status: 0 the hand verified; 1 it did not, or the dealer refused a call; 2 bad arguments,
-// an unreadable key, or a deck the dealer does not know. FAIRDECK_API_TOKEN, when set, is sent
-// as the dealer token.
+// an unreadable file, a key that is not a log key, or a deck the dealer does not know.
+// FAIRDECK_API_TOKEN, when set, is sent as the dealer token: over TLS (--tls: the system's roots;
+// --ca: the operator's CA), or in plain text to loopback alone unless --insecure says otherwise.
 import { createHash, randomBytes, randomUUID } from "node:crypto";
 import { readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
-import { VerificationError, cardCode, errorDetails, handProofText, verifyHandProof } from "@fairdeck/verifier";
+import { isIP } from "node:net";
+import {
+  LogError,
+  StatusDecodeError,
+  VerificationError,
+  cardCode,
+  errorDetails,
+  handProofText,
+  verifyHandProof,
+} from "@fairdeck/verifier";
 import grpc from "@grpc/grpc-js";
 import protoLoader from "@grpc/proto-loader";
 
@@ -46,21 +57,51 @@ function usage(message) {
   process.exit(2);
 }
 
-function readKey(value) {
-  if (!value) usage("--key is required: the log's verifier key (`fairdeck key`), or @FILE");
-  if (!value.startsWith("@")) return value;
+function readFile(path, what) {
   try {
-    return readFileSync(value.slice(1), "utf8").trim();
+    return readFileSync(path);
   } catch (e) {
-    return usage(`cannot read the key file ${value.slice(1)}: ${e.code ?? e.message}`);
+    return usage(`cannot read ${what} ${path}: ${e.code ?? e.message}`);
   }
 }
 
+/** The log's key, checked before anything is dealt: a hand whose proof cannot be checked is no use. */
+function readKey(value) {
+  if (!value) usage("--key is required: the log's verifier key (`fairdeck key`), or @FILE");
+  const key = value.startsWith("@") ? readFile(value.slice(1), "the key file").toString("utf8").trim() : value;
+  try {
+    verifyHandProof("", { key }); // the key is read before the proof: LogError when it is not a log key
+  } catch (e) {
+    if (e instanceof LogError) usage(`--key is not the log's key: ${e.message}`);
+    if (!(e instanceof VerificationError)) throw e;
+  }
+  return key;
+}
+
+/** Whether `target` (host:port, [v6]:port, or a dns:/ipv4:/ipv6: target) stays on this machine. */
+function isLoopback(target) {
+  let host = target.replace(/^(?:dns:\/\/[^/]*\/|dns:|ipv4:|ipv6:)/, "");
+  if (host.startsWith("unix:") || host.startsWith("unix-abstract:")) return true;
+  host = host.startsWith("[") ? host.slice(1, host.indexOf("]")) : host.replace(/:[^:]*$/, "");
+  if (/^localhost\.?$/i.test(host)) return true;
+  if (isIP(host) === 4) return host.startsWith("127.");
+  return isIP(host) === 6 && new URL(`http://[${host}]/`).hostname === "[::1]";
+}
+
+/** The channel's credentials: TLS with --tls or --ca; plain text otherwise, where the token allows. */
+function credentialsFor({ target, tls, ca, insecure }) {
+  if (ca) return grpc.credentials.createSsl(readFile(ca, "the CA file"));
+  if (tls) return grpc.credentials.createSsl();
+  if (process.env.FAIRDECK_API_TOKEN && !isLoopback(target) && !insecure) {
+    usage(`refusing to send FAIRDECK_API_TOKEN to ${target} in plain text: use --tls or --ca CA.pem (or --insecure on a network you trust)`);
+  }
+  return grpc.credentials.createInsecure();
+}
+
 /** The dealer's and the log's stubs on one channel. */
-function connect(target) {
+function connect(target, credentials) {
   const loaded = protoLoader.loadSync(["fairdeck/v1/dealer.proto", "fairdeck/v1/audit.proto"], LOADER);
   const v1 = grpc.loadPackageDefinition(loaded).fairdeck.v1;
-  const credentials = grpc.credentials.createInsecure();
   const dealer = new v1.DealerService(target, credentials);
   const audit = new v1.AuditService(target, credentials, { channelOverride: dealer.getChannel() });
   return { dealer, audit };
@@ -87,7 +128,12 @@ async function call(stub, method, request, out) {
       );
     } catch (error) {
       if (error.code === undefined) throw error;
-      const details = errorDetails(error);
+      let details = null;
+      try {
+        details = errorDetails(error);
+      } catch (e) {
+        if (!(e instanceof StatusDecodeError)) throw e; // a trailer no one can read: the status code alone
+      }
       if (details && WAITED_OUT.has(details.reason) && details.retryDelayMs !== null && attempt < MAX_RETRIES) {
         out(`  ${method}: ${details.reason}, waiting ${Math.ceil(details.retryDelayMs)} ms as the dealer asks`);
         await new Promise((r) => setTimeout(r, details.retryDelayMs));
@@ -109,8 +155,8 @@ function playersSeeds(handId, players) {
   return seeds;
 }
 
-export async function deal({ target, key, deck = "standard", players = 2, out = console.log }) {
-  const { dealer, audit } = connect(target);
+export async function deal({ target, key, deck = "standard", players = 2, out = console.log, credentials = grpc.credentials.createInsecure() }) {
+  const { dealer, audit } = connect(target, credentials);
   try {
     // 1. The dealer commits. A request_id makes the open safe to retry: a repeat returns the same hand.
     const request = { deck, request_id: `node-${randomUUID()}` };
@@ -170,12 +216,16 @@ async function main() {
       players: { type: "string", default: "2" },
       out: { type: "string" },
       verify: { type: "string" },
+      tls: { type: "boolean", default: false },
+      ca: { type: "string" },
+      insecure: { type: "boolean", default: false },
     },
   });
   const key = readKey(values.key);
   if (values.verify) {
+    const proof = readFile(values.verify, "the hand proof");
     try {
-      console.log(okLine(verifyHandProof(readFileSync(values.verify), { key })));
+      console.log(okLine(verifyHandProof(proof, { key })));
       return 0;
     } catch (e) {
       if (!(e instanceof VerificationError)) throw e;
@@ -185,8 +235,9 @@ async function main() {
   }
   const players = Number(values.players);
   if (!Number.isInteger(players) || players < 2 || players > 9) usage("--players is 2 to 9");
+  const credentials = credentialsFor(values);
   try {
-    const { text } = await deal({ target: values.target, key, deck: values.deck, players });
+    const { text } = await deal({ target: values.target, key, deck: values.deck, players, credentials });
     if (values.out) writeFileSync(values.out, text);
     return 0;
   } catch (e) {

@@ -6,12 +6,15 @@ unknown deck by its reason, and catches a tampered proof."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from fairdeck.cli import main
 from fairdeck.log.note import Signer
 from tests.examples import EXAMPLES
 from tests.support.dealers import RunningDealer
@@ -94,3 +97,61 @@ def test_an_unknown_deck_stops_it_by_its_reason(installed: None, dealer: Running
 def test_a_missing_key_is_one_line_and_exit_2(installed: None) -> None:
     done = run("--target", "127.0.0.1:1")
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "--key" in done.stderr
+
+
+def test_what_it_cannot_read_is_one_line_and_exit_2(
+    installed: None, dealer: RunningDealer, key: str, tmp_path: Path
+) -> None:
+    """A proof file that is not there, or a --key that is no log key, ended in a Node stack trace
+    (the key only after a whole hand had been dealt, whose proof then could not be checked)."""
+    missing = run("--verify", str(tmp_path / "nowhere.json"), "--key", key)
+    assert missing.returncode == 2 and missing.stderr.count("\n") == 1, missing.stderr
+    assert "nowhere.json" in missing.stderr and "ENOENT" in missing.stderr
+    hand = tmp_path / "hand.json"
+    assert deal(dealer.target, key, "--out", str(hand)).returncode == 0
+    for bad in ("not-a-key", key.replace("+", "+0", 1)):
+        done = run("--verify", str(hand), "--key", bad)
+        assert done.returncode == 2 and done.stderr.count("\n") == 1 and "--key" in done.stderr, done.stderr
+        dealt = deal(dealer.target, bad)
+        assert dealt.returncode == 2 and dealt.stderr.count("\n") == 1, dealt.stderr
+        assert dealt.stdout == "", "a hand was dealt that could not be checked"
+
+
+def test_it_never_sends_a_token_in_plain_text_off_loopback(installed: None, key: str) -> None:
+    """FAIRDECK_API_TOKEN went to any target over plain text; `fairdeck` refuses that without
+    --insecure (docs/security.md)."""
+    env = {**os.environ, "FAIRDECK_API_TOKEN": "fd_secret_token"}
+    done = subprocess.run(
+        ["node", str(SCRIPT), "--target", "192.0.2.1:50051", "--key", key],
+        capture_output=True, text=True, timeout=60, env=env,
+    )  # fmt: skip
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "plain text" in done.stderr and "fd_secret_token" not in done.stderr + done.stdout
+
+
+def test_it_deals_over_tls_with_a_token(installed: None, tmp_path: Path) -> None:
+    """A dealer that requires credentials, as one off loopback is: TLS with the operator's CA."""
+    from tests.security.pki import Pki
+
+    pki = Pki.make(tmp_path / "pki")
+    data = tmp_path / "data"
+    assert main(["init", "--data", str(data)]) == 0
+    token = subprocess.run(
+        [sys.executable, "-m", "fairdeck.cli", "token", "create", "--data", str(data), "--tenant", "casino",
+         "--role", "dealer"], capture_output=True, text=True, timeout=60, check=True,
+    ).stdout.strip()  # fmt: skip
+    running = RunningDealer(data, tls_cert=pki.server_cert, tls_key=pki.server_key, require_auth=True)
+    target = running.start()
+    try:
+        key = Signer.parse((data / "log.key").read_text().strip()).verifier.to_string()
+        env = {**os.environ, "FAIRDECK_API_TOKEN": token}
+        args = ["node", str(SCRIPT), "--target", target, "--key", key]
+        done = subprocess.run(
+            [*args, "--ca", str(pki.ca_pem)], capture_output=True, text=True, timeout=120, env=env
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert done.stdout.splitlines()[-1].startswith("OK: hand ")
+        plain = subprocess.run(args, capture_output=True, text=True, timeout=120, env=env)
+        assert plain.returncode == 1 and plain.stderr.count("\n") == 1, plain.stderr
+    finally:
+        running.close()

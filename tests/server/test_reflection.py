@@ -168,3 +168,33 @@ def test_reflection_serves_the_error_detail_files_from_a_fresh_process(tmp_path:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["google/rpc/error_details.proto", "google/rpc/status.proto"]
+
+
+def test_a_flood_of_reflection_requests_is_paced(tmp_path: Path) -> None:
+    """Reflection takes no credentials and no limit. One client sending reflection requests as
+    fast as it could got some 10 000 answers a second, each made on the dealer's event loop: the
+    tenants' deals were 8 times slower meanwhile. Answers are paced now, all callers together;
+    a grpcurl session (tens of requests) fits in the burst."""
+    import time
+
+    from fairdeck_server.edge.reflection import BURST, RATE
+
+    dealer = RunningDealer(tmp_path / "data")
+    target = dealer.start()
+    count = BURST + int(RATE)
+    try:
+        with grpc.insecure_channel(target) as channel:
+            call = channel.stream_stream(
+                f"/{PROTOCOLS[0]}/ServerReflectionInfo",
+                request_serializer=rp.ServerReflectionRequest.SerializeToString,
+                response_deserializer=rp.ServerReflectionResponse.FromString,
+            )
+            request = rp.ServerReflectionRequest(file_containing_symbol="fairdeck.v1.DealerService")
+            started = time.monotonic()
+            answers = list(call(iter([request] * count), timeout=60))
+            elapsed = time.monotonic() - started
+    finally:
+        dealer.close()
+    assert len(answers) == count and all(a.HasField("file_descriptor_response") for a in answers)
+    # A lower bound only: a loaded machine makes this slower, never faster.
+    assert elapsed >= 0.9 * (count - BURST) / RATE, elapsed

@@ -44,7 +44,7 @@ def executable(engine: str) -> str | None:
     variable, names = _NAMES[engine]
     explicit = os.environ.get(variable)
     if explicit:
-        return explicit if os.access(explicit, os.X_OK) else None
+        return explicit if os.access(explicit, os.X_OK) and os.path.isfile(explicit) else None
     for name in names:
         found = shutil.which(name)
         if found:
@@ -74,25 +74,53 @@ def stale(prefix: Path) -> str | None:
     return None
 
 
+NPM_CI_SECONDS = 240.0
+"""How long `npm ci` may take: below pytest's timeout of the test that runs it first (300 s)."""
+KEPT = "node_modules.kept"
+"""Where node_modules waits while `npm ci` replaces it, and comes back from if npm fails."""
+_NETWORK = frozenset(
+    {"ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "ETIMEDOUT", "ECONNRESET", "ENETUNREACH", "EHOSTUNREACH"}
+)
+
+
+def npm_failure(stderr: str) -> str:
+    """npm's error in one line: its code and first message (npm ends with where its log is)."""
+    said = [line.removeprefix("npm error").removeprefix("npm ERR!").strip() for line in stderr.splitlines()]
+    code = next((line.removeprefix("code ") for line in said if line.startswith("code ")), "")
+    boring = ("code ", "errno ", "syscall ", "A complete log", "Log files", "at ", "{", "}")
+    message = next((line for line in said if line and not line.startswith(boring)), "no output")
+    hint = "; is the npm registry reachable?" if code in _NETWORK else ""
+    return f"{code}: {message}{hint}" if code else message
+
+
 @functools.cache
 def npm_ci(prefix: Path) -> str | None:
     """Install ``prefix``'s packages from its lock file when they are missing or stale (once per
-    session); why they cannot be, or None."""
+    session); why they cannot be, or None. npm ci deletes node_modules before it fetches: where it
+    fails (offline, say), the node_modules that was there is put back as it was."""
     if shutil.which("node") is None or shutil.which("npm") is None:
         return "Node.js is not installed (https://nodejs.org, or Debian's `nodejs` and `npm`)"
     if stale(prefix) is None:
         return None
-    where = prefix.relative_to(ROOT)
-    done = subprocess.run(
-        ["npm", "ci", "--prefix", str(prefix), "--no-audit", "--no-fund", "--loglevel=error"],
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        return f"`npm ci --prefix {where}` failed: {last}"
-    return stale(prefix)
+    where = prefix.relative_to(ROOT) if prefix.is_relative_to(ROOT) else prefix
+    modules, kept = prefix / "node_modules", prefix / KEPT
+    shutil.rmtree(kept, ignore_errors=True)
+    if modules.exists():
+        modules.rename(kept)
+    command = ["npm", "ci", "--prefix", str(prefix), "--no-audit", "--no-fund", "--loglevel=error"]
+    npm = f"`npm ci --prefix {where}`"
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=NPM_CI_SECONDS)
+        why = None if done.returncode == 0 else f"{npm} failed: {npm_failure(done.stderr)}"
+    except subprocess.TimeoutExpired:
+        why = f"{npm} did not finish in {NPM_CI_SECONDS:g} s; is the npm registry reachable?"
+    why = why or stale(prefix)
+    if why is not None and kept.exists():
+        shutil.rmtree(modules, ignore_errors=True)
+        kept.rename(modules)
+        why += f" ({where}/node_modules is left as it was)"
+    shutil.rmtree(kept, ignore_errors=True)
+    return why
 
 
 def node_missing() -> str | None:
@@ -102,7 +130,14 @@ def node_missing() -> str | None:
 
 def _missing(engine: str = "chromium") -> str | None:
     """Why the page cannot be tested in ``engine`` here, or None."""
-    return node_missing() or (None if executable(engine) else HOW_TO_GET[engine])
+    if node_missing() is not None:
+        return node_missing()
+    if executable(engine) is not None:
+        return None
+    variable = _NAMES[engine][0]
+    if os.environ.get(variable):
+        return f"{variable}={os.environ[variable]} is not a program to run: name a browser, or unset it"
+    return HOW_TO_GET[engine]
 
 
 SKIPPED: set[str] = set()

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from google.protobuf import any_pb2, duration_pb2
+from google.protobuf.message import DecodeError
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 
 from tests.web import browser
@@ -56,12 +57,21 @@ TRAILERS = {
     "unknown deck": status(code_pb2.INVALID_ARGUMENT, "unknown deck", "UNKNOWN_DECK", "deck", None),
     "rate limited": status(code_pb2.RESOURCE_EXHAUSTED, "slow down", "RATE_LIMITED", None, 1_250_000_000),
     "no details": status_pb2.Status(code=code_pb2.INTERNAL, message="ünïcode").SerializeToString(),
+    # Groups (wire types 3 and 4), nested, in an unknown field: protobuf's parsers skip them.
+    "an unknown group": (
+        status(code_pb2.INVALID_ARGUMENT, "unknown deck", "UNKNOWN_DECK", "deck", None)
+        + b"\x4b\x08\x01\x53\x10\x02\x54\x4c"
+    ),
 }
 MALFORMED = {
     "a truncated varint": b"\x08\x80",
     "a length past the end": b"\x12\x05ab",
     "bad UTF-8 in the message": b"\x12\x02\xc3\x28",
     "an 11-byte varint": b"\x08" + b"\xff" * 10 + b"\x01",
+    "a field number past 2^29 - 1": b"\xf8\xff\xff\xff\x7f\x01",
+    "an end-group with no start": b"\x08\x03\x4c",
+    "a group that does not end": b"\x08\x03\x4b\x08\x01",
+    "a group ended by another number": b"\x4b\x08\x01\x54",
 }
 
 CONSUMER = r"""
@@ -217,6 +227,13 @@ def test_an_installed_tarball_verifies_and_reads_error_details(installed: tuple[
         and got["trailers"]["no details"]["message"] == "ünïcode"
     )
     assert got["malformed"] == dict.fromkeys(MALFORMED, "StatusDecodeError")
+    # Each trailer as Python's protobuf reads it (groups in unknown fields skipped), and each
+    # malformed one refused by it too.
+    assert got["trailers"]["an unknown group"] == got["trailers"]["unknown deck"]
+    for raw in MALFORMED.values():
+        with pytest.raises(DecodeError):
+            status_pb2.Status.FromString(raw)
+    assert status_pb2.Status.FromString(TRAILERS["an unknown group"]).message == "unknown deck"
     assert got["none"] is None
 
 
@@ -268,3 +285,51 @@ def test_strict_typescript_compiles_against_its_types(installed: tuple[Path, Pat
         [str(tsc), "-p", "tsconfig.json"], cwd=project, capture_output=True, text=True, timeout=120
     )
     assert bad.returncode != 0 and "extra" in bad.stdout
+
+
+OPTIONS = r"""
+import { readFileSync } from "node:fs";
+import * as pkg from "@fairdeck/verifier";
+const job = JSON.parse(readFileSync(process.argv[2], "utf8"));
+const out = {};
+for (const [name, options] of Object.entries(job.options)) {
+  try {
+    pkg.verifyHandProof(job.proof, { key: job.key, ...options });
+    out[name] = "verified";
+  } catch (e) {
+    out[name] = e.constructor.name;
+  }
+  try {
+    const report = pkg.check(job.proof, { key: job.key, ...options });
+    out[`${name} (page)`] = report.inputError === null ? "verified" : "input error";
+  } catch (e) {
+    out[`${name} (page)`] = e.constructor.name;
+  }
+}
+process.stdout.write(JSON.stringify(out));
+"""
+
+
+def test_witness_options_that_make_no_policy_are_refused(installed: tuple[Path, Path]) -> None:
+    """A threshold with no witnesses (a policy whose list came out empty) verified the proof with
+    no cosignature checked, where `fairdeck verify --witness-threshold 2` refuses to run; a
+    threshold given as the string "1" said "threshold 1 must be between 1 and the 1 witnesses
+    named"; witnesses given as one string were read letter by letter."""
+    _, project = installed
+    from tests.web.test_same_words import POLICY
+
+    options = {
+        "threshold, no witnesses": {"threshold": 2},
+        "threshold, empty witnesses": {"witnesses": [], "threshold": 1},
+        "threshold as a string": {"witnesses": [POLICY[0]], "threshold": "1"},
+        "witnesses as one string": {"witnesses": POLICY[0]},
+    }
+    job = {"key": PROOFS["log_key"], "proof": PROOFS["valid"][0]["text"], "options": options}
+    (project / "options.json").write_text(json.dumps(job))
+    (project / "options.mjs").write_text(OPTIONS)
+    done = node(project / "options.mjs", "options.json")
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert got["threshold, no witnesses"] == got["threshold, empty witnesses"] == "LogError", got
+    assert got["threshold as a string"] == got["witnesses as one string"] == "TypeError", got
+    assert got["threshold, no witnesses (page)"] == "input error", got

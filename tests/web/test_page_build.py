@@ -33,6 +33,17 @@ def test_the_committed_page_is_what_the_sources_build(tmp_path: Path) -> None:
     assert check.returncode == 0, check.stderr
 
 
+def test_the_build_is_the_same_from_any_directory(tmp_path: Path) -> None:
+    """esbuild named each bundled module by its path from the working directory: built from the
+    repository's root, the page held `../work/.../node_modules/...` comments (the builder's own
+    directories), and `node client/web/build.mjs --check` called a fresh page stale."""
+    browser.require(browser.node_missing())
+    for where in (browser.ROOT, tmp_path):
+        command = ["node", str(WEB / "build.mjs"), "--check"]
+        check = subprocess.run(command, cwd=where, capture_output=True, text=True, timeout=120)
+        assert check.returncode == 0, (where, check.stderr)
+
+
 def test_the_staleness_check_catches_a_changed_source(tmp_path: Path) -> None:
     """The check itself can fail: a copy of client/web with one source line changed builds other bytes."""
     browser.require(browser.node_missing())

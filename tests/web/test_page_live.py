@@ -37,7 +37,7 @@ engines = pytest.mark.parametrize("engine", browser.ENGINES)
 
 @pytest.fixture(scope="module")
 def dealer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
-    browser.require_browser()
+    browser.require(browser.node_missing())  # each test requires its own engine
     data = tmp_path_factory.mktemp("page-live") / "data"
     running = RunningDealer(data, rate_limit=0)
     target = running.start()

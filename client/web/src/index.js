@@ -7,9 +7,9 @@
 // instead of raising. errorDetails() reads a refused call's google.rpc.Status, ErrorInfo and
 // RetryInfo. transcriptFromMessage() and handProofText() turn the dealer's gRPC messages into
 // what these read. Types: index.d.ts. Nothing here touches the network, a clock or a file.
-import { LogError, handProofFromBytes, parsePolicy, parseVerifierKey, verifyHandProof as verifyProof } from "./log.js";
+import { LogError, handProofFromBytes, parseVerifierKey, verifyHandProof as verifyProof } from "./log.js";
 import { SPEC_NAMES, SUPPORTED_VERSIONS, VerificationError, toHex, transcriptFromBytes, transcriptFromValue, verifyTranscript as verifyValue } from "./spec.js";
-import { isHandProof, verdictLine, verifyBytes } from "./verify.js";
+import { isHandProof, policyOf, verdictLine, verifyBytes } from "./verify.js";
 
 export { LogError, SPEC_NAMES, SUPPORTED_VERSIONS, VerificationError, isHandProof, verdictLine };
 export { HAND_PROOF_CHECKS, TRANSCRIPT_CHECKS } from "./verify.js";
@@ -52,12 +52,15 @@ export function verifyTranscript(input) {
  * operator (never the one written in the file), and, with `witnesses` ("NAME=KEY" strings) and a
  * `threshold` (default: all), the witnesses' cosignatures. Returns the transcript, the cards
  * dealt and the checkpoint both entries are in; raises VerificationError at the first step that
- * fails, or LogError when the key or a witness given is not valid.
+ * fails, or LogError when the key or a witness given is not valid, or a threshold comes with no
+ * witness (no cosignature would be checked).
  */
 export function verifyHandProof(input, { key, witnesses = [], threshold = null } = {}) {
   if (typeof key !== "string" || !key.trim()) throw new TypeError("verifyHandProof needs the log's key: { key: 'origin+hash+base64' }");
+  if (!Array.isArray(witnesses)) throw new TypeError("witnesses is an array of 'NAME=KEY' strings");
+  if (threshold !== null && !Number.isInteger(threshold)) throw new TypeError("threshold is a whole number, or null for all the witnesses");
   const verifier = parseVerifierKey(key.trim());
-  const policy = witnesses.length ? parsePolicy(witnesses, threshold) : null;
+  const policy = policyOf(witnesses, threshold);
   const proof = handProofFromBytes(asBytes(input, "a hand proof"));
   const checkpoint = verifyProof(proof, verifier, policy);
   return {

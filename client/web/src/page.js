@@ -8,18 +8,25 @@ import * as strictjson from "./strictjson.js";
 const $ = (id) => document.getElementById(id);
 const SUIT = { c: "\u2663", d: "\u2666", h: "\u2665", s: "\u2660" };
 const RANK = { T: "10" };
+// What a screen reader says of a card (the glyphs alone read as "A black heart suit").
+const RANK_NAME = { A: "Ace", K: "King", Q: "Queen", J: "Jack", T: "10" };
+const SUIT_NAME = { c: "clubs", d: "diamonds", h: "hearts", s: "spades" };
 const state = { bytes: null, name: "" };
 
 function cardElement(code) {
   const el = document.createElement("span");
   el.className = "card";
   el.title = code;
+  el.setAttribute("role", "img");
   if (code === "X1" || code === "X2") {
     el.classList.add("joker");
     el.textContent = `Joker ${code[1]}`;
+    el.setAttribute("aria-label", el.textContent);
     return el;
   }
   const [face, deckNo] = code.split(".");
+  const name = `${RANK_NAME[face[0]] ?? face[0]} of ${SUIT_NAME[face[1]]}`;
+  el.setAttribute("aria-label", deckNo ? `${name}, deck ${deckNo}` : name);
   el.classList.add(face[1] === "h" || face[1] === "d" ? "red" : "black");
   el.textContent = (RANK[face[0]] ?? face[0]) + SUIT[face[1]];
   if (deckNo) {
@@ -57,6 +64,7 @@ function renderVerdict(report) {
   }
   $("verdict-line").textContent = line;
   $("verdict-help").textContent = help;
+  $("announce").textContent = `${line} ${help}`;
   verdict.dataset.step = report.step ?? "";
   verdict.dataset.ok = String(report.ok);
 }
@@ -142,17 +150,34 @@ function options() {
   };
 }
 
+/** A banner that is no verdict about the dealer: the page could not read or check the input. */
+function notChecked(line) {
+  $("result").hidden = false;
+  $("hand").hidden = true;
+  $("checks").replaceChildren();
+  $("verdict").className = "verdict incomplete";
+  $("verdict-line").textContent = line;
+  $("verdict-help").textContent = "";
+  $("announce").textContent = line;
+}
+
 function check() {
-  if (!state.bytes || state.bytes.length === 0) return;
+  if (state.bytes === null) return; // nothing given yet (an empty file is something: it gets its verdict)
   try {
     render(verifyBytes(state.bytes, options()));
   } catch (e) {
     // A defect of this page, never a verdict about the dealer: say so plainly.
-    $("result").hidden = false;
-    $("verdict").className = "verdict incomplete";
-    $("verdict-line").textContent = `This page could not check the file (an error in the page: ${e && e.message}).`;
-    $("verdict-help").textContent = "";
+    notChecked(`This page could not check the file (an error in the page: ${e && e.message}).`);
   }
+}
+
+/** Nothing to check any more (the text box was emptied): no verdict of what it held before stays. */
+function clear() {
+  state.bytes = null;
+  $("result").hidden = true;
+  $("verdict-line").textContent = "";
+  $("verdict-help").textContent = "";
+  $("announce").textContent = "";
 }
 
 /** The key's box grows to hold the whole key (it wraps anywhere), so no part of it is hidden. */
@@ -163,12 +188,25 @@ function fitKey() {
   key.style.height = `${key.scrollHeight + borders}px`;
 }
 
+/**
+ * Bytes read of a file: one more than the most either format allows, so that a larger file fails
+ * on its size, as `fairdeck verify` says, without being read whole (a file of gigabytes cannot be).
+ */
+const READ_AT_MOST = 1024 * 1024 + 1;
+
 async function loadFile(file) {
-  const bytes = new Uint8Array(await file.arrayBuffer());
+  $("source").textContent = `${file.name} (${file.size} bytes)`;
+  let bytes;
+  try {
+    bytes = new Uint8Array(await file.slice(0, READ_AT_MOST).arrayBuffer());
+  } catch (e) {
+    state.bytes = null;
+    notChecked(`This browser could not read ${file.name} (${e && e.name}): nothing was checked. Choose the file again, or paste its text.`);
+    return;
+  }
   state.bytes = bytes;
   state.name = file.name;
-  $("text").value = new TextDecoder("utf-8").decode(bytes.subarray(0, 2 * 1024 * 1024));
-  $("source").textContent = `${file.name} (${bytes.length} bytes)`;
+  $("text").value = new TextDecoder("utf-8").decode(bytes);
   check();
   // On a small screen, bring the verdict into view (it does not move when it is in view already).
   $("verdict").scrollIntoView({ block: "nearest" });
@@ -182,21 +220,28 @@ function init() {
       drop.classList.add("over");
     });
   }
-  for (const ev of ["dragleave", "drop"]) drop.addEventListener(ev, () => drop.classList.remove("over"));
-  drop.addEventListener("drop", (e) => {
+  drop.addEventListener("dragleave", () => drop.classList.remove("over"));
+  // A file dropped anywhere on the page is checked (the text box is the largest target), and the
+  // browser does not navigate away to it.
+  window.addEventListener("dragover", (e) => e.preventDefault());
+  window.addEventListener("drop", (e) => {
     e.preventDefault();
-    const file = e.dataTransfer.files[0];
+    drop.classList.remove("over");
+    const file = e.dataTransfer && e.dataTransfer.files[0];
     if (file) loadFile(file);
   });
-  // A file dropped anywhere else must not make the browser navigate away.
-  window.addEventListener("dragover", (e) => e.preventDefault());
-  window.addEventListener("drop", (e) => e.preventDefault());
   $("file").addEventListener("change", (e) => {
     const file = e.target.files[0];
     if (file) loadFile(file);
   });
   $("text").addEventListener("input", () => {
-    state.bytes = new TextEncoder().encode($("text").value);
+    const text = $("text").value;
+    if (!text) {
+      $("source").textContent = "";
+      clear();
+      return;
+    }
+    state.bytes = new TextEncoder().encode(text);
     $("source").textContent = "pasted or edited text";
     check();
   });

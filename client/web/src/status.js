@@ -4,9 +4,10 @@
 //
 // Read from the protobuf wire format (https://protobuf.dev/programming-guides/encoding/) as
 // protobuf's own parsers read it: fields in any order, unknown fields skipped, the last of a
-// repeated singular field kept (a repeated message field merged), strings valid UTF-8. Anything
-// else (a truncated field, a length past the end, a varint of more than 10 bytes) is a
-// StatusDecodeError, never a guess.
+// repeated singular field kept (a repeated message field merged), strings valid UTF-8, groups
+// (wire types 3 and 4, nested up to 100 deep) skipped as unknown fields. Anything else (a truncated
+// field, a length past the end, a varint of more than 10 bytes, a field number past 2^29 - 1, a
+// group that does not end with its own number) is a StatusDecodeError, never a guess.
 
 export class StatusDecodeError extends Error {}
 
@@ -16,6 +17,8 @@ const ERROR_INFO = "google.rpc.ErrorInfo";
 const RETRY_INFO = "google.rpc.RetryInfo";
 
 const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+const MAX_FIELD_NUMBER = (1n << 29n) - 1n;
+const MAX_GROUP_DEPTH = 100; // protobuf's own recursion limit
 
 /** Each field of a message: [number, wireType, value] (a BigInt for varints and fixed, bytes for LEN). */
 function* fields(bytes, what) {
@@ -37,17 +40,28 @@ function* fields(bytes, what) {
     at += Number(n);
     return out;
   };
+  const groups = []; // the numbers of the groups being skipped, innermost last
   while (at < bytes.length) {
     const key = varint();
     const number = Number(key >> 3n);
     const type = Number(key & 7n);
-    if (number === 0) throw new StatusDecodeError(`${what}: field number 0`);
-    if (type === 0) yield [number, type, varint()];
-    else if (type === 1) yield [number, type, take(8n)];
-    else if (type === 2) yield [number, type, take(varint())];
-    else if (type === 5) yield [number, type, take(4n)];
-    else throw new StatusDecodeError(`${what}: wire type ${type} is not read here`);
+    if (number === 0 || key >> 3n > MAX_FIELD_NUMBER) throw new StatusDecodeError(`${what}: field number ${key >> 3n}`);
+    let value;
+    if (type === 0) value = varint();
+    else if (type === 1) value = take(8n);
+    else if (type === 2) value = take(varint());
+    else if (type === 5) value = take(4n);
+    else if (type === 3) {
+      if (groups.length === MAX_GROUP_DEPTH) throw new StatusDecodeError(`${what}: groups nested deeper than ${MAX_GROUP_DEPTH}`);
+      groups.push(number);
+      continue;
+    } else if (type === 4) {
+      if (groups.pop() !== number) throw new StatusDecodeError(`${what}: an end of group ${number} that no group ${number} began`);
+      continue;
+    } else throw new StatusDecodeError(`${what}: wire type ${type}`);
+    if (!groups.length) yield [number, type, value];
   }
+  if (groups.length) throw new StatusDecodeError(`${what}: group ${groups.at(-1)} does not end`);
 }
 
 const text = (raw, what) => {

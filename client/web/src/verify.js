@@ -147,6 +147,17 @@ function checkTranscript(bytes) {
   return report;
 }
 
+/**
+ * The witness policy of `witnesses` ("NAME=KEY" each) and `threshold` (null: all of them), or null
+ * for none. A threshold with no witness is a LogError, as `fairdeck verify --witness-threshold`
+ * without --witness is refused: it would check no cosignature at all.
+ */
+export function policyOf(witnesses, threshold) {
+  if (witnesses.length) return parsePolicy(witnesses, threshold);
+  if (threshold !== null && threshold !== undefined) throw new LogError("a witness threshold needs at least one witness NAME=KEY");
+  return null;
+}
+
 function checkHandProof(bytes, options) {
   const report = newReport("hand-proof", HAND_PROOF_CHECKS);
   let verifier = null;
@@ -154,7 +165,7 @@ function checkHandProof(bytes, options) {
   const witnesses = (options.witnesses ?? []).filter((w) => w.trim());
   try {
     if (options.key && options.key.trim()) verifier = parseVerifierKey(options.key.trim());
-    if (witnesses.length) policy = parsePolicy(witnesses.map((w) => w.trim()), options.threshold ?? null);
+    policy = policyOf(witnesses.map((w) => w.trim()), options.threshold ?? null);
   } catch (e) {
     if (!(e instanceof LogError)) throw e;
     report.inputError = e.message;

@@ -9,17 +9,24 @@
 import { chromium } from "playwright-core";
 import puppeteer from "puppeteer-core";
 
-export async function launch(engine, executablePath) {
-  if (engine === "chromium") return launchChromium(executablePath);
-  if (engine === "firefox") return launchFirefox(executablePath);
+// `colorScheme` ("light" or "dark", or left out for the engine's default) is what the page's
+// prefers-color-scheme reports, as a player's system setting would make it; `fontSize` (CSS px)
+// is the player's default text size, the browser's own setting (16 when left out).
+export async function launch(engine, executablePath, { colorScheme, fontSize } = {}) {
+  if (engine === "chromium") return launchChromium(executablePath, colorScheme, fontSize);
+  if (engine === "firefox") return launchFirefox(executablePath, colorScheme, fontSize);
   throw new Error(`unknown engine ${engine}`);
 }
 
-async function launchChromium(executablePath) {
+async function launchChromium(executablePath, colorScheme, fontSize) {
   const browser = await chromium.launch({ executablePath, args: ["--no-sandbox", "--disable-dev-shm-usage"] });
   return {
     async open(url, { viewport, onRequest, onError }) {
-      const context = await browser.newContext({ serviceWorkers: "block", ...(viewport ? { viewport } : {}) });
+      const context = await browser.newContext({
+        serviceWorkers: "block",
+        ...(viewport ? { viewport } : {}),
+        ...(colorScheme ? { colorScheme } : {}),
+      });
       await context.route("**/*", (route) => {
         const u = route.request().url();
         if (u === url || u.startsWith("data:")) return route.continue();
@@ -27,6 +34,11 @@ async function launchChromium(executablePath) {
         return route.abort("blockedbyclient");
       });
       const page = await context.newPage();
+      if (fontSize) {
+        const cdp = await context.newCDPSession(page);
+        await cdp.send("Page.enable");
+        await cdp.send("Page.setFontSizes", { fontSizes: { standard: fontSize, fixed: Math.round((fontSize * 13) / 16) } });
+      }
       page.on("pageerror", (e) => onError(String(e)));
       page.on("console", (m) => {
         if (m.type() === "error") onError(`console: ${m.text()}`);
@@ -44,12 +56,17 @@ async function launchChromium(executablePath) {
   };
 }
 
-async function launchFirefox(executablePath) {
+async function launchFirefox(executablePath, colorScheme, fontSize) {
   const browser = await puppeteer.launch({
     browser: "firefox",
     protocol: "webDriverBiDi",
     executablePath,
     headless: true,
+    // Firefox's own switch for what pages see of the system's theme: 0 dark, 1 light.
+    extraPrefsFirefox: {
+      ...(colorScheme ? { "layout.css.prefers-color-scheme.content-override": colorScheme === "dark" ? 0 : 1 } : {}),
+      ...(fontSize ? { "font.size.variable.x-western": fontSize, "font.size.monospace.x-western": Math.round((fontSize * 13) / 16) } : {}),
+    },
   });
   return {
     async open(url, { viewport, onRequest, onError }) {

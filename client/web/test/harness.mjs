@@ -2,9 +2,11 @@
 //
 //   node harness.mjs JOB.json > RESULT.json
 //
-// JOB: { page, engine: "chromium" | "firefox", browser: PATH,
+// JOB: { page, engine: "chromium" | "firefox", browser: PATH, color_scheme: "light" | "dark" | null,
+//        font_size: the browser's default text size in CSS px | null,
 //        verify: [{id, bytes_b64, key, witnesses, threshold}],
 //        ui: [{id, file, key, witnesses, threshold, drop, viewport, edit: {find, replace}}],
+//        (drop: true drops the file on the drop zone, a selector on that element instead)
 //        log_vectors: {log, witness} | null, control: PATH | null, bench: {cases, rounds} | null }
 // Every request the page makes (but its own file) is recorded in `requests` and refused.
 import { readFileSync } from "node:fs";
@@ -13,7 +15,10 @@ import { launch } from "./drivers.mjs";
 
 const job = JSON.parse(readFileSync(process.argv[2], "utf8"));
 const pageUrl = pathToFileURL(job.page).href;
-const browser = await launch(job.engine ?? "chromium", job.browser ?? job.chromium);
+const browser = await launch(job.engine ?? "chromium", job.browser ?? job.chromium, {
+  colorScheme: job.color_scheme ?? undefined,
+  fontSize: job.font_size ?? undefined,
+});
 const out = { requests: [], errors: [], verify: {}, ui: {}, log_vectors: null, control: null, bench: null };
 const record = { onRequest: (u) => out.requests.push(u), onError: (e) => out.errors.push(e) };
 
@@ -48,27 +53,31 @@ for (const c of job.ui ?? []) {
   if (c.threshold !== undefined && c.threshold !== null) await page.fill("#threshold", String(c.threshold));
   // The player is back at the top of the page, where the file is chosen or dropped.
   await page.evaluate(() => window.scrollTo({ top: 0, behavior: "instant" }));
+  const initial = await page.evaluate(readAccess);
   if (c.drop) {
     // A real drop event with a real File, as a player's drag and drop makes one.
     const b64 = readFileSync(c.file).toString("base64");
-    await page.evaluate(([b64, name]) => {
+    await page.evaluate(([b64, name, where]) => {
       const bytes = Uint8Array.from(atob(b64), (ch) => ch.charCodeAt(0));
       const dt = new DataTransfer();
       dt.items.add(new File([bytes], name, { type: "application/json" }));
-      document.getElementById("drop").dispatchEvent(new DragEvent("drop", { dataTransfer: dt, bubbles: true, cancelable: true }));
-    }, [b64, "hand.json"]);
+      document.querySelector(where).dispatchEvent(new DragEvent("drop", { dataTransfer: dt, bubbles: true, cancelable: true }));
+    }, [b64, "hand.json", typeof c.drop === "string" ? c.drop : "#drop"]);
   } else {
     await page.setFile("#file", c.file);
   }
   await page.waitFor(() => !document.getElementById("result").hidden);
-  const result = { before: await page.evaluate(readPage) };
+  const result = { initial, before: await read(page) };
   if (c.edit) {
     const text = await page.evaluate(() => document.getElementById("text").value);
     const at = text.indexOf(c.edit.find);
     result.edit_found = at >= 0;
     await page.fill("#text", text.slice(0, at) + c.edit.replace + text.slice(at + c.edit.find.length));
-    await page.waitFor((before) => document.getElementById("verdict").textContent !== before, result.before.verdict);
-    result.after = await page.evaluate(readPage);
+    await page.waitFor(
+      (before) => document.getElementById("verdict").textContent !== before || document.getElementById("result").hidden,
+      result.before.verdict,
+    );
+    result.after = await read(page);
   }
   out.ui[c.id] = result;
 }
@@ -112,6 +121,11 @@ if (job.control) {
 
 await browser.close();
 process.stdout.write(JSON.stringify(out));
+
+// What a player sees and what assistive technology gets (each function runs in the page on its own).
+async function read(page) {
+  return { ...(await page.evaluate(readPage)), access: await page.evaluate(readAccess), contrast: await page.evaluate(readContrast) };
+}
 
 // Runs inside the page: the log and witness vectors through the page's own functions.
 function runLogVectors({ log: L, witness: W }) {
@@ -224,6 +238,12 @@ function readPage() {
     cards_verified: cards.map((el) => el.dataset.verified),
     card_style: cards.length ? (({ borderTopStyle, opacity, textDecorationLine }) => ({ borderTopStyle, opacity, textDecorationLine }))(getComputedStyle(cards[0])) : null,
     dealt_title: $("dealt-title").textContent,
+    hidden: $("result").hidden,
+    font_px: {
+      root: parseFloat(getComputedStyle(root).fontSize),
+      verdict: parseFloat(getComputedStyle($("verdict-line")).fontSize),
+      key: parseFloat(getComputedStyle(key).fontSize),
+    },
     hand_warning: $("hand-warning")?.textContent ?? "",
     summary: $("hand-summary").textContent,
     layout: {
@@ -237,4 +257,81 @@ function readPage() {
       broken_words: broken,
     },
   };
+}
+
+// Runs inside the page: what assistive technology gets. Every form control's accessible name
+// (its labels, aria-labelledby or aria-label; a file input's own "Browse..." is no name), and the
+// live regions: a screen reader announces a change only in a region that was rendered before it.
+function readAccess() {
+  const rendered = (el) => el.getClientRects().length > 0 || getComputedStyle(el).position === "absolute";
+  const visible = (el) => {
+    for (let e = el; e; e = e.parentElement) if (e.hidden || getComputedStyle(e).display === "none") return false;
+    return getComputedStyle(el).visibility !== "hidden" && rendered(el);
+  };
+  const name = (el) => {
+    const by = (el.getAttribute("aria-labelledby") ?? "").split(/\s+/).filter(Boolean);
+    const parts = [
+      ...[...(el.labels ?? [])].map((l) => l.textContent),
+      ...by.map((id) => document.getElementById(id)?.textContent ?? ""),
+      el.getAttribute("aria-label") ?? "",
+      el.tagName === "BUTTON" ? el.textContent : "",
+    ];
+    return parts.join(" ").replace(/\s+/g, " ").trim();
+  };
+  return {
+    unnamed: [...document.querySelectorAll("input, textarea, select, button")].filter((el) => !name(el)).map((el) => el.id || el.tagName),
+    names: Object.fromEntries([...document.querySelectorAll("input, textarea, select, button")].map((el) => [el.id, name(el)])),
+    // Each card drawn, as [its code, its role, the name a screen reader says].
+    cards: [...document.querySelectorAll("#dealt .card, #deck .card")].map((el) => [el.title, el.getAttribute("role"), el.getAttribute("aria-label")]),
+    live: [...document.querySelectorAll('[role=status], [role=alert], [aria-live]:not([aria-live="off"])')].map((el) => ({
+      id: el.id,
+      visible: visible(el),
+      text: el.textContent,
+    })),
+  };
+}
+
+// Runs inside the page: the contrast of each text that says something about the verdict, against
+// what is behind it (WCAG 2.2, 1.4.3: 4.5:1, or 3:1 for large text), in the scheme the page is in.
+function readContrast() {
+  const parse = (c) => {
+    const m = c.match(/[\d.]+/g).map(Number);
+    return { r: m[0], g: m[1], b: m[2], a: m.length > 3 ? m[3] : 1 };
+  };
+  const over = (top, under) => ({
+    r: top.r * top.a + under.r * (1 - top.a),
+    g: top.g * top.a + under.g * (1 - top.a),
+    b: top.b * top.a + under.b * (1 - top.a),
+    a: 1,
+  });
+  const probe = document.createElement("div");
+  probe.style.background = "Canvas";
+  document.body.append(probe);
+  const canvas = parse(getComputedStyle(probe).backgroundColor);
+  probe.remove();
+  const behind = (el) => {
+    const layers = [];
+    for (let e = el; e; e = e.parentElement) layers.push(parse(getComputedStyle(e).backgroundColor));
+    return layers.reverse().reduce((under, top) => over(top, under), canvas);
+  };
+  const lum = ({ r, g, b }) => {
+    const f = (v) => ((v /= 255) <= 0.04045 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4);
+    return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
+  };
+  const out = [];
+  const selectors = ["#verdict-line", "#verdict-help", "#hand-warning", "#hand-summary", "#checks li .text", "#checks li .detail", "#checks li .mark", "p.lead", ".hint", "#timing", "label"];
+  for (const sel of selectors) {
+    for (const el of document.querySelectorAll(sel)) {
+      if (!el.textContent.trim() || !el.getClientRects().length) continue;
+      const style = getComputedStyle(el);
+      const bg = behind(el);
+      const fg = over(parse(style.color), bg);
+      const [hi, lo] = [lum(fg), lum(bg)].sort((a, b) => b - a);
+      const ratio = (hi + 0.05) / (lo + 0.05);
+      const px = parseFloat(style.fontSize);
+      const large = px >= 24 || (px >= 18.66 && Number(style.fontWeight) >= 700);
+      out.push({ sel, text: el.textContent.slice(0, 40), ratio: Math.round(ratio * 100) / 100, need: large ? 3 : 4.5, color: style.color });
+    }
+  }
+  return out;
 }

@@ -12,11 +12,15 @@ Two things every tool expects that Python's reflection does not do by itself: a 
 name (``fairdeck.v1.DealerService.OpenHand``, what ``grpcurl describe`` asks) resolves to its
 service's file, and the files of a refusal's details (google.rpc.Status, ErrorInfo, RetryInfo)
 are served, so that grpcurl decodes them.
+
+Reflection takes no credentials and no tenant's limit, so its answers are paced: RATE a second
+after a burst of BURST, all callers of one server together.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import grpc
@@ -24,10 +28,16 @@ from google.protobuf import descriptor_pb2, descriptor_pool
 from google.rpc import error_details_pb2, status_pb2
 from grpc_reflection.v1alpha import reflection, reflection_pb2, reflection_pb2_grpc
 
+from fairdeck_server.limits import RateLimiter
+
 V1_SERVICE_NAME = "grpc.reflection.v1.ServerReflection"
 V1ALPHA_SERVICE_NAME: str = reflection.SERVICE_NAME
 _V1_FILE = "grpc/reflection/v1/reflection.proto"
 _V1ALPHA_PACKAGE = "grpc.reflection.v1alpha"
+RATE = 50.0
+BURST = 200
+"""Reflection answers a second, and at once: a flood costs the dealer's loop little, and a tool's
+whole session (`grpcurl describe` of everything: tens of requests) fits in the burst."""
 ERROR_DETAIL_FILES = (status_pb2.DESCRIPTOR.name, error_details_pb2.DESCRIPTOR.name)
 """In the default pool by this module's own import: a refusal's details resolve through them."""
 
@@ -50,6 +60,24 @@ class _Pool:
             if not service or method not in self._pool.FindServiceByName(service).methods_by_name:
                 raise
             return self._pool.FindServiceByName(service).file
+
+
+class _Paced(reflection.aio.ReflectionServicer):  # type: ignore[name-defined,misc]
+    """The reflection servicer, reading each request only when the shared bucket has a token."""
+
+    def __init__(self, names: Sequence[str], pool: Any) -> None:
+        super().__init__(names, pool=pool)
+        self._bucket = RateLimiter(RATE, BURST)
+
+    async def ServerReflectionInfo(self, requests: AsyncIterator[Any], context: Any) -> AsyncIterator[Any]:
+        async def paced() -> AsyncIterator[Any]:
+            async for request in requests:
+                while (wait := self._bucket.acquire("")) is not None:
+                    await asyncio.sleep(wait)
+                yield request
+
+        async for response in super().ServerReflectionInfo(paced(), context):
+            yield response
 
 
 def _add_v1_descriptor() -> None:
@@ -83,7 +111,7 @@ def enable(service_names: Sequence[str], server: grpc.aio.Server) -> None:
     _add_v1_descriptor()
     names = [*service_names, V1_SERVICE_NAME, V1ALPHA_SERVICE_NAME]
     pool = _Pool(descriptor_pool.Default())
-    servicer: Any = reflection.aio.ReflectionServicer(names, pool=pool)  # type: ignore[attr-defined]
+    servicer = _Paced(names, pool)
     reflection_pb2_grpc.add_ServerReflectionServicer_to_server(servicer, server)
     handler = grpc.stream_stream_rpc_method_handler(
         servicer.ServerReflectionInfo,
