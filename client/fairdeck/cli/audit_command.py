@@ -20,6 +20,7 @@ so many words that consistency was NOT checked, and never claims it was.
 from __future__ import annotations
 
 import argparse
+import datetime
 import http.client
 import json
 import os
@@ -151,14 +152,12 @@ def run_audit(
     *,
     since: bytes | None,
     max_hand_lifetime_ms: int,
-    now_ms: int,
     progress: bool = False,
     policy: WitnessPolicy | None = None,
 ) -> AuditReport:
     count, notes, entries = source
     auditor = Auditor(
         verifier,
-        now_ms=now_ms,
         max_hand_lifetime_ms=max_hand_lifetime_ms,
         since=since,
         checkpoints=notes,
@@ -277,7 +276,6 @@ def cmd_audit(args: argparse.Namespace) -> int:
             verifier,
             since=since,
             max_hand_lifetime_ms=int(args.max_hand_lifetime * 1000),
-            now_ms=time.time_ns() // 1_000_000,
             progress=progress_bar.wanted(args.progress, stream=sys.stderr, json=args.json),
             policy=policy,
         )
@@ -338,6 +336,10 @@ def _print_report(report: AuditReport, elapsed: float, since_path: Path | None, 
         f"  closed and verified {report.closed:,}, voided {report.voided:,}, "
         f"still open within their lifetime {report.open_in_time:,}"
     )
+    if report.open_in_time and report.last_entry is not None:
+        index, time_ms = report.last_entry
+        print(f"  pending: the dealer has logged nothing since {_utc(time_ms)} (entry {index:,}); open hands")
+        print("    are judged by what the log holds after them, never by this machine's clock")
     if report.consistency is not None:
         print(f"  {report.consistency}")
     if report.witnesses is not None:
@@ -350,6 +352,15 @@ def _print_report(report: AuditReport, elapsed: float, since_path: Path | None, 
         print(f"  BAD {finding}")
     if len(report.findings) > 1000:
         print(f"  ... and {len(report.findings) - 1000:,} more findings")
+
+
+def _utc(time_ms: int) -> str:
+    """An entry's time in ISO 8601 UTC, to the millisecond (any u64: far times are shown as numbers)."""
+    try:
+        when = datetime.datetime.fromtimestamp(time_ms / 1000, datetime.timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return f"time_ms {time_ms}"
+    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -394,7 +405,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         type=float,
         default=3600.0,
         metavar="SECONDS",
-        help="the operator's maximum hand lifetime (default %(default)s)",
+        help="the operator's maximum hand lifetime (default %(default)s): an open hand is overdue once "
+        "the log holds a later entry timestamped more than this after it",
     )
     audit.add_argument("--timeout", type=float, default=30.0, help="per-call deadline with --target")
     audit.add_argument("--json", action="store_true", help="print the report as JSON")

@@ -17,11 +17,13 @@ trusts nothing it is fed:
 3. Every entry parses; hand ids are unique; every reveal follows its own
    commitment; the revealed seed opens the commitment; the deck re-derived from
    the seeds is the deck the dealer says it dealt (deck digest).
-4. Deck shopping: a commitment older than the maximum hand lifetime with no
-   reveal is reported. An honest dealer closes or voids every hand in time.
+4. Deck shopping: a commitment with no reveal is reported when the log holds a later entry
+   (other than a void of an overdue hand) timestamped more than the maximum hand lifetime
+   after it (``overdue.py``). Time is the log's own: the auditor's clock plays no part, and an
+   open hand with nothing after it is pending, not a finding.
 
 >>> from fairdeck.log.note import Signer
->>> auditor = Auditor(Signer.generate("example.log").verifier, now_ms=0, max_hand_lifetime_ms=1)
+>>> auditor = Auditor(Signer.generate("example.log").verifier, max_hand_lifetime_ms=1)
 >>> report = auditor.finish()  # a fresh dealer: no entry, nothing signed yet
 >>> report.ok, report.tree_size, report.root == merkle.EMPTY_ROOT
 (True, 0, True)
@@ -41,6 +43,7 @@ from fairdeck.log.checkpoint import Checkpoint, CheckpointError, open_checkpoint
 from fairdeck.log.cosignature import CosignatureError, PolicyResult, WitnessPolicy
 from fairdeck.log.logentry import VOIDED, CommitEntry, EntryError, RevealEntry, deck_digest, decode
 from fairdeck.log.note import NoteError, Verifier
+from fairdeck.log.overdue import LogClock, is_overdue
 
 
 class LogUnreadable(Exception):
@@ -81,6 +84,10 @@ class AuditReport:
     closed: int = 0
     voided: int = 0
     open_in_time: int = 0
+    """Hands still open and not overdue: the log holds nothing more than the lifetime after them."""
+    last_entry: tuple[int, int] | None = None
+    """(index, time_ms) of the entry with the latest time that advances the log's clock: while
+    hands are pending, "the dealer has logged nothing since" that time."""
     findings: list[Finding] = field(default_factory=list)
 
     consistency: str | None = None
@@ -103,6 +110,8 @@ class AuditReport:
             "closed": self.closed,
             "voided": self.voided,
             "open_within_lifetime": self.open_in_time,
+            "last_entry_index": None if self.last_entry is None else self.last_entry[0],
+            "last_entry_ms": None if self.last_entry is None else self.last_entry[1],
             "consistency": self.consistency,
             "witnesses": self.witnesses,
             "findings": [
@@ -119,7 +128,6 @@ class Auditor:
         self,
         verifier: Verifier | Sequence[Verifier],
         *,
-        now_ms: int,
         max_hand_lifetime_ms: int,
         since: bytes | None = None,
         checkpoints: Iterable[bytes] = (),
@@ -129,8 +137,9 @@ class Auditor:
         # Several keys: the log's current and retired signing keys (checkpoints span a rotation).
         self.verifiers = [verifier] if isinstance(verifier, Verifier) else list(verifier)
         self.origin = origin or self.verifiers[0].name
-        self.now_ms = now_ms
         self.lifetime_ms = max_hand_lifetime_ms
+        self.clock = LogClock()
+        """The log's own clock: every entry's time but a void of an overdue hand's (overdue.py)."""
         self.report = AuditReport()
         self.policy = policy
         """With a policy, only checkpoints its threshold of witnesses cosigned count as reached."""
@@ -188,8 +197,9 @@ class Auditor:
             return
         if isinstance(entry, CommitEntry):
             self._commit(index, entry)
-        else:
-            self._reveal(index, entry)
+        elif self._reveal(index, entry):
+            return  # a void of an overdue hand does not advance the log's clock
+        self.clock.tick(index, entry.time_ms)
 
     def _push(self, leaf: bytes) -> None:
         count, h = 1, leaf
@@ -231,21 +241,23 @@ class Auditor:
         self._unrevealed[entry.hand_id] = (index, entry)
         self.report.hands += 1
 
-    def _reveal(self, index: int, entry: RevealEntry) -> None:
+    def _reveal(self, index: int, entry: RevealEntry) -> bool:
+        """Check a reveal against its commitment; True when it voids an overdue hand."""
         pending = self._unrevealed.pop(entry.hand_id, None)
         if pending is None:
             seen = entry.hand_id in self._seen
             self._find(
                 "hand revealed twice" if seen else "reveal without a prior commitment", index, entry.hand_id
             )
-            return
+            return False
         c = pending[1]
+        overdue_void = entry.outcome == VOIDED and entry.time_ms - c.time_ms > self.lifetime_ms
         try:
             expected = commit(c.deck, c.hand_id, entry.server_seed, version=c.version)
             cards = derive_deck(c.deck, c.hand_id, entry.server_seed, entry.client_seeds, version=c.version)
         except InvalidInput as e:
             self._find(f"revealed values are not valid: {e}", index, entry.hand_id)
-            return
+            return overdue_void
         if not hmac.compare_digest(expected, c.commitment):
             self._find("revealed server seed does not open the commitment", index, entry.hand_id)
         elif not hmac.compare_digest(deck_digest(cards), entry.deck_digest):
@@ -254,6 +266,7 @@ class Auditor:
             self.report.voided += 1
         else:
             self.report.closed += 1
+        return overdue_void
 
     def _find(self, problem: str, index: int | None = None, hand_id: str | None = None) -> None:
         self.report.findings.append(Finding(problem, index, hand_id))
@@ -334,10 +347,15 @@ class Auditor:
 
     def _deck_shopping(self) -> None:
         r = self.report
+        r.last_entry = self.clock.latest
+        lifetime = self.lifetime_ms / 1000
         for hand_id, (index, c) in self._unrevealed.items():
-            if self.now_ms - c.time_ms > self.lifetime_ms:
+            later = self.clock.latest_after(index)
+            if is_overdue(c.time_ms, later, self.lifetime_ms):
+                assert later is not None
                 self._find(
-                    "committed but never revealed within the maximum hand lifetime (deck shopping?)",
+                    f"committed but never revealed within the maximum hand lifetime ({lifetime:g} s), "
+                    f"while the dealer kept logging {(later - c.time_ms) / 1000:g} s after it (deck shopping?)",
                     index,
                     hand_id,
                 )
