@@ -680,7 +680,9 @@ def test_open_hands_past_the_audit_lifetime_are_named(built_log: BuiltLog, layou
     strict = audit_data(built_log.data_dir, "--max-hand-lifetime", "0.005")
     times = [decode(e).time_ms for e in layout.entries]
     overdue = {
-        h for h in built_log.still_open if max(times[layout.commits[h] + 1 :], default=0) - times[layout.commits[h]] > 5
+        h
+        for h in built_log.still_open
+        if max(times[layout.commits[h] + 1 :], default=0) - times[layout.commits[h]] > 5
     }
     assert overdue, "the log holds entries dealt after its open hands"
     assert strict.rc == 1
@@ -749,7 +751,9 @@ def test_running_dealer_voids_in_time(tmp_path: Path) -> None:
     resign_all(data)
     assert len(read_entries(data)) == len(opened) < len(entries)
     assert audit_data(data, "--max-hand-lifetime", "1").rc == 0
-    later = CommitEntry(decode(entries[len(opened) - 1]).time_ms + 2000, "later", CURRENT_VERSION, "standard", bytes(32))
+    later = CommitEntry(
+        decode(entries[len(opened) - 1]).time_ms + 2000, "later", CURRENT_VERSION, "standard", bytes(32)
+    )
     with database(data) as conn:
         conn.execute("INSERT INTO log_entries (idx, entry) VALUES (?, ?)", (len(opened), later.encode()))
     resign_all(data)

@@ -357,7 +357,7 @@ def _print_report(report: AuditReport, elapsed: float, since_path: Path | None, 
 def _utc(time_ms: int) -> str:
     """An entry's time in ISO 8601 UTC, to the millisecond (any u64: far times are shown as numbers)."""
     try:
-        when = datetime.datetime.fromtimestamp(time_ms / 1000, datetime.timezone.utc)
+        when = datetime.datetime.fromtimestamp(time_ms / 1000, datetime.UTC)
     except (OverflowError, OSError, ValueError):
         return f"time_ms {time_ms}"
     return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")

@@ -354,8 +354,8 @@ class Auditor:
             if is_overdue(c.time_ms, later, self.lifetime_ms):
                 assert later is not None
                 self._find(
-                    f"committed but never revealed within the maximum hand lifetime ({lifetime:g} s), "
-                    f"while the dealer kept logging {(later - c.time_ms) / 1000:g} s after it (deck shopping?)",
+                    f"committed but never revealed within the maximum hand lifetime ({lifetime:g} s), while "
+                    f"the dealer kept logging {(later - c.time_ms) / 1000:g} s after it (deck shopping?)",
                     index,
                     hand_id,
                 )
