@@ -29,7 +29,8 @@ from fairdeck.core.seeds import server_seed_length
 from fairdeck.log import merkle
 from fairdeck.log.checkpoint import Checkpoint, sign_checkpoint
 from fairdeck.log.logentry import CLOSED, VOIDED, CommitEntry, RevealEntry, deck_digest
-from fairdeck.log.note import Signer
+from fairdeck.log.note import Signer, sign_note
+from fairdeck.log.rotation import rotation_text, sign_rotation
 
 OUTPUT = Path(__file__).with_name("fairdeck-audit-v1.json")
 VERSION = "fairdeck-v1"
@@ -279,6 +280,132 @@ def overdue_vectors() -> list[Vector]:
     return cases
 
 
+ROTATION_ORIGIN = "log.example/fairdeck-rotation-vectors"
+
+
+def rotation_vectors() -> dict[str, Any]:
+    """Rotation statements, each valid or not, and cases: the keys trusted, the statements given,
+    the keys a verifier ends up trusting (in the order followed), and whether a checkpoint signed
+    by the newest key then verifies."""
+    k1, k2, k3 = (Signer.from_seed(ROTATION_ORIGIN, label_bytes(f"key/rotation/{n}")) for n in (1, 2, 3))
+    stranger = Signer.from_seed("log.example/another-log", label_bytes("key/rotation/stranger"))
+    thief = Signer.from_seed(ROTATION_ORIGIN, label_bytes("key/rotation/thief"))
+    s12, s23 = sign_rotation(k1, k2), sign_rotation(k2, k3)
+    statements: dict[str, tuple[str, bytes, bool]] = {
+        "1-to-2": ("key 1 names key 2, signed by both", s12, True),
+        "2-to-3": ("key 2 names key 3, signed by both", s23, True),
+        "old-only": (
+            "key 1 names the thief's key, signed by key 1 alone (no proof the new key's holder agreed)",
+            sign_note(rotation_text(k1.verifier, thief.verifier), k1),
+            False,
+        ),
+        "new-only": (
+            "key 1 names the thief's key, signed by the thief alone (the old key never said so)",
+            sign_note(rotation_text(k1.verifier, thief.verifier), thief),
+            False,
+        ),
+        "text-changed": (
+            "the 1-to-2 statement with its new key line replaced by key 3's after signing",
+            s12.replace(k2.verifier.to_string().encode(), k3.verifier.to_string().encode()),
+            False,
+        ),
+        "other-origin": (
+            "the origin line names another log than the keys' name",
+            sign_note(
+                f"fairdeck log key rotation v1\n{stranger.name}\n{k1.verifier.to_string()}\n"
+                f"{k2.verifier.to_string()}\n",
+                k1,
+                k2,
+            ),
+            False,
+        ),
+        "not-a-statement": (
+            "a checkpoint, not a statement",
+            sign_checkpoint(Checkpoint(ROTATION_ORIGIN, 1, bytes(32)), k1),
+            False,
+        ),
+    }
+
+    def checkpoint_by(signer: Signer) -> str:
+        return sign_checkpoint(Checkpoint(ROTATION_ORIGIN, 3, label_bytes("root")), signer).decode()
+
+    def case(
+        name: str, description: str, trusted: list[Signer], given: list[str], keys: list[Signer], by: Signer
+    ) -> Vector:
+        return {
+            "name": name,
+            "description": description,
+            "trusted": [k.verifier.to_string() for k in trusted],
+            "statements": given,
+            "expected_keys": [k.verifier.to_string() for k in keys],
+            "checkpoint": checkpoint_by(by),
+            "checkpoint_verifies": any(k.key_id == by.key_id for k in keys),
+        }
+
+    return {
+        "keys": {
+            "1": k1.verifier.to_string(),
+            "2": k2.verifier.to_string(),
+            "3": k3.verifier.to_string(),
+            "thief": thief.verifier.to_string(),
+        },
+        "statements": [
+            {"name": n, "description": d, "note": note.decode(), "valid": valid}
+            for n, (d, note, valid) in statements.items()
+        ],
+        "cases": [
+            case(
+                "one-rotation",
+                "the holder of key 1 follows 1-to-2 and verifies key 2's checkpoint",
+                [k1],
+                ["1-to-2"],
+                [k1, k2],
+                k2,
+            ),
+            case(
+                "chain-out-of-order",
+                "statements in any order: key 1 leads to 2, then 3",
+                [k1],
+                ["2-to-3", "1-to-2"],
+                [k1, k2, k3],
+                k3,
+            ),
+            case(
+                "key-list",
+                "every key of a list is used: keys 2 and 1 given, a checkpoint by key 1 verifies",
+                [k2, k1],
+                [],
+                [k2, k1],
+                k1,
+            ),
+            case(
+                "no-statement",
+                "without the statement, key 1 alone does not verify key 2's checkpoint",
+                [k1],
+                [],
+                [k1],
+                k2,
+            ),
+            case(
+                "forward-only",
+                "a statement is followed from old to new only: key 2 does not come to trust key 1",
+                [k2],
+                ["1-to-2"],
+                [k2],
+                k1,
+            ),
+            case(
+                "invalid-statements-ignored",
+                "statements that do not verify lead nowhere",
+                [k1],
+                ["old-only", "new-only", "text-changed", "other-origin", "not-a-statement"],
+                [k1],
+                thief,
+            ),
+        ],
+    }
+
+
 def build() -> dict[str, Any]:
     return {
         "version": "fairdeck-audit-v1",
@@ -288,10 +415,14 @@ def build() -> dict[str, Any]:
             "checkpoint signed by 'key', the lifetime to judge it by, and the answer: the hand ids "
             "of open hands that are overdue (findings) and pending (not findings), and the index of "
             "the entry whose time the report gives as 'the dealer has logged nothing since'. "
+            "'rotation' (docs/log-format.md, 'Key rotation'): statements, each 'valid' or not, and "
+            "cases: the keys 'trusted', the statements given (by name), the keys a verifier then "
+            "trusts in the order followed, and whether 'checkpoint' verifies under them. "
             "Never edit by hand."
         ),
         "key": {"origin": ORIGIN, "verifier_key": SIGNER.verifier.to_string()},
         "overdue": overdue_vectors(),
+        "rotation": rotation_vectors(),
     }
 
 

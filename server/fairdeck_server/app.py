@@ -254,6 +254,7 @@ class DealerServer:
             self.publisher,
             max_message_bytes=config.max_message_bytes,
             final=lambda: self.witnessing.final,
+            rotations=identity.log_keys.rotations,
         )
         register(self.server, audit, _service(audit_pb2, "AuditService"), audit_pb2)
 

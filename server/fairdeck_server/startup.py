@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import logging
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from fairdeck.log.checkpoint import CheckpointError, open_checkpoint
+from fairdeck.log.rotation import open_rotation
 from fairdeck_server.log_signing import LogKeys, load_log_keys, new_log_keys
 from fairdeck_server.refusals import StartupRefused
 from fairdeck_server.vault import (
@@ -56,7 +58,11 @@ if TYPE_CHECKING:
 
 DB_NAME = "fairdeck.db"
 LOCK_NAME = "fairdeck.lock"
+log = logging.getLogger(__name__)
 LOG_KEY_META = "log_key"
+ROTATION_META = "log_key_rotation/"
+"""Prefix of the fairdeck_meta names of rotation statements, one per new key (its key id in hex):
+what ``fairdeck audit --data/--db`` reads to follow a rotation."""
 """fairdeck_meta row: the verifier key (public) of the key that signs the log."""
 
 __all__ = ["Identity", "KeySources", "StartupRefused", "check_store", "init", "prepare"]
@@ -411,6 +417,7 @@ async def check_store(store: IdentityStore, identity: Identity, where: str) -> N
             break
     else:
         raise StartupRefused(f"could not record the log key in {where}: it kept changing; try again")
+    await publish_rotations(store, keys)
     for hand_id, sealed in await store.sealed_seed_samples():
         try:
             identity.vault.open(hand_id, sealed)
@@ -420,6 +427,23 @@ async def check_store(store: IdentityStore, identity: Identity, where: str) -> N
                 f"{sealed[1:5].hex()}): restore the seed key from backup (after `fairdeck rotate-key seed` "
                 "the old key stays in the file, after the new one)"
             ) from None
+
+
+async def publish_rotations(store: IdentityStore, keys: LogKeys) -> None:
+    """Record each rotation statement of the key file in the store, once (auditors read them there),
+    and say once when a retired key has none: auditors who hold only that key cannot follow."""
+    for note in keys.rotations:
+        name = f"{ROTATION_META}{open_rotation(note).new.key_id:08x}"
+        if await store.get_meta(name) is None:
+            await store.set_meta(name, None, note.decode())
+    for old in keys.unvouched():
+        log.warning(
+            "the log key file lists retired key %s+%08x without a rotation statement (rotated by an "
+            "older fairdeck): auditors who hold only that key cannot follow the rotation; give them "
+            "the current key",
+            old.name,
+            old.key_id,
+        )
 
 
 def _short(verifier: str) -> str:

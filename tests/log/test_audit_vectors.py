@@ -1,6 +1,8 @@
-"""The overdue rule of docs/log-format.md ("Overdue hands"), from its vectors
-(docs/vectors/fairdeck-audit-v1.json): each log through the auditor gives exactly the overdue
-and pending hands the vector names, and the vectors are what generate_audit.py makes."""
+"""The overdue rule of docs/log-format.md ("Overdue hands") and its key rotation statements ("Key
+rotation"), from their vectors (docs/vectors/fairdeck-audit-v1.json): each log through the auditor
+gives exactly the overdue and pending hands the vector names; each statement verifies or not, and
+each set of trusted keys and statements leads to the keys named; the vectors are what
+generate_audit.py makes."""
 
 from __future__ import annotations
 
@@ -12,9 +14,12 @@ from typing import Any
 
 import pytest
 
+from fairdeck.core.errors import VerificationError
 from fairdeck.log.audit import Auditor
 from fairdeck.log.logentry import CommitEntry, decode
 from fairdeck.log.note import Verifier
+from fairdeck.log.receipts import open_signed_checkpoint
+from fairdeck.log.rotation import RotationError, follow, open_rotation
 
 ROOT = Path(__file__).resolve().parents[2]
 VECTORS: dict[str, Any] = json.loads((ROOT / "docs" / "vectors" / "fairdeck-audit-v1.json").read_text())
@@ -56,3 +61,52 @@ def test_the_vectors_are_what_the_generator_makes() -> None:
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
+
+
+# -- key rotation ---------------------------------------------------------------------------------
+
+ROTATION: dict[str, Any] = VECTORS["rotation"]
+STATEMENTS = {s["name"]: s for s in ROTATION["statements"]}
+
+
+@pytest.mark.parametrize("statement", ROTATION["statements"], ids=lambda s: s["name"])
+def test_rotation_statements(statement: dict[str, Any]) -> None:
+    note = statement["note"].encode()
+    if statement["valid"]:
+        rotation = open_rotation(note)
+        assert rotation.note == note and rotation.old != rotation.new
+    else:
+        with pytest.raises(RotationError):
+            open_rotation(note)
+
+
+@pytest.mark.parametrize("case", ROTATION["cases"], ids=lambda c: c["name"])
+def test_rotation_cases(case: dict[str, Any]) -> None:
+    trusted = [Verifier.parse(k) for k in case["trusted"]]
+    notes = [STATEMENTS[name]["note"].encode() for name in case["statements"]]
+    keys, _ = follow(trusted, notes)
+    assert [k.to_string() for k in keys] == case["expected_keys"]
+    checkpoint = case["checkpoint"].encode()
+    if case["checkpoint_verifies"]:
+        open_signed_checkpoint(checkpoint, keys)
+    else:
+        with pytest.raises(VerificationError):
+            open_signed_checkpoint(checkpoint, keys)
+
+
+def test_the_auditor_follows_a_rotation_and_says_so() -> None:
+    """An audit given key 1 and the log's statements accepts key 2's checkpoint, and reports the
+    rotation it followed; a statement that does not verify is a finding."""
+    case = next(c for c in ROTATION["cases"] if c["name"] == "one-rotation")
+    statement = STATEMENTS["1-to-2"]["note"].encode()
+    checkpoint = case["checkpoint"].encode()
+    auditor = Auditor(
+        Verifier.parse(case["trusted"][0]), max_hand_lifetime_ms=1, checkpoints=[statement, checkpoint]
+    )
+    assert auditor.verifiers[-1].to_string() == ROTATION["keys"]["2"]
+    assert [f.problem for f in auditor.report.findings] == []
+    assert auditor.report.rotations == [open_rotation(statement).describe()]
+    forged = STATEMENTS["new-only"]["note"].encode()
+    auditor = Auditor(Verifier.parse(case["trusted"][0]), max_hand_lifetime_ms=1, checkpoints=[forged])
+    assert auditor.report.rotations == []
+    assert ["key rotation statement does not verify" in f.problem for f in auditor.report.findings] == [True]

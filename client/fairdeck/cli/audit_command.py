@@ -43,6 +43,7 @@ from fairdeck.log.audit import Auditor, AuditReport, Finding, LogUnreadable
 from fairdeck.log.checkpoint import Checkpoint, CheckpointError
 from fairdeck.log.cosignature import CosignatureError, WitnessPolicy
 from fairdeck.log.note import NoteError, Verifier
+from fairdeck.log.rotation import ROTATIONS_FILE, read_rotations_file
 from fairdeck.log.tiles import MAX_BUNDLE_BYTES, TileError, TileLog
 from fairdeck.v1 import audit_pb2, audit_pb2_grpc
 from fairdeck.wire import Reason
@@ -53,7 +54,8 @@ PAGE = 1000
 def remote_log(
     target: str, timeout: float, config: ClientConfig | None = None
 ) -> tuple[int, list[bytes], Iterator[bytes]]:
-    """(entry count at the latest checkpoint, [its note], the entries) from an AuditService.
+    """(entry count at the latest checkpoint, [its note and the key rotation statements], the
+    entries) from an AuditService.
 
     ``config`` carries TLS credentials and the API token (default: plain text, no token).
     """
@@ -66,15 +68,18 @@ def remote_log(
     metadata = base.call_metadata()
     stub = audit_pb2_grpc.AuditServiceStub(channel)
     try:
-        head = stub.GetCheckpoint(audit_pb2.GetCheckpointRequest(), timeout=timeout, metadata=metadata)
-        notes = [head.signed_checkpoint]
-    except grpc.RpcError as e:
-        # A fresh dealer has nothing to sign yet. The entries are still listed: if there are
-        # any, the auditor reports that no checkpoint covers them.
-        if from_rpc_error(e).reason != Reason.NO_CHECKPOINT:
-            channel.close()
-            raise
-        head, notes = audit_pb2.GetCheckpointResponse(), []
+        try:
+            head = stub.GetCheckpoint(audit_pb2.GetCheckpointRequest(), timeout=timeout, metadata=metadata)
+            notes = [head.signed_checkpoint]
+        except grpc.RpcError as e:
+            # A fresh dealer has nothing to sign yet. The entries are still listed: if there are
+            # any, the auditor reports that no checkpoint covers them.
+            if from_rpc_error(e).reason != Reason.NO_CHECKPOINT:
+                raise
+            head, notes = audit_pb2.GetCheckpointResponse(), []
+        # The log key's rotation statements: an auditor holding an old key follows them.
+        key = stub.GetPublicKey(audit_pb2.GetPublicKeyRequest(), timeout=timeout, metadata=metadata)
+        notes += list(key.key_rotations)
     except BaseException:
         channel.close()
         raise
@@ -141,9 +146,13 @@ def tiles_log(location: str, timeout: float) -> tuple[int, list[bytes], Iterator
         size = Checkpoint.parse(text[: text.rfind("\n\n") + 1]).size
     except CheckpointError as e:
         raise LogUnreadable(f"--tiles {location}: the checkpoint does not parse: {e}") from None
+    try:  # the key rotation statements beside it, if the log's key was ever rotated
+        rotations = read_rotations_file(fetch(ROTATIONS_FILE, MAX_CHECKPOINT_BYTES))
+    except TileError:
+        rotations = []
     # Over HTTP each file is a round trip: fetch 8 bundles ahead so the waits overlap the checks.
     ahead = 8 if location.startswith(("http://", "https://")) else 0
-    return size, [note], TileLog(fetch, size, prefetch=ahead).entries()
+    return size, [note, *rotations], TileLog(fetch, size, prefetch=ahead).entries()
 
 
 def run_audit(
@@ -340,6 +349,8 @@ def _print_report(report: AuditReport, elapsed: float, since_path: Path | None, 
         index, time_ms = report.last_entry
         print(f"  pending: the dealer has logged nothing since {_utc(time_ms)} (entry {index:,}); open hands")
         print("    are judged by what the log holds after them, never by this machine's clock")
+    for rotation in report.rotations:
+        print(f"  followed a log key rotation: {rotation} (a statement signed by both keys)")
     if report.consistency is not None:
         print(f"  {report.consistency}")
     if report.witnesses is not None:

@@ -44,6 +44,7 @@ from fairdeck.log.cosignature import CosignatureError, PolicyResult, WitnessPoli
 from fairdeck.log.logentry import VOIDED, CommitEntry, EntryError, RevealEntry, deck_digest, decode
 from fairdeck.log.note import NoteError, Verifier
 from fairdeck.log.overdue import LogClock, is_overdue
+from fairdeck.log.rotation import RotationError, follow, is_rotation, open_rotation
 
 
 class LogUnreadable(Exception):
@@ -94,6 +95,8 @@ class AuditReport:
     """With ``--since``: what was proved against the saved checkpoint, in words (None without it)."""
     witnesses: str | None = None
     """With a witness policy: who cosigned the checkpoint reached, in words (None without one)."""
+    rotations: list[str] = field(default_factory=list)
+    """Key rotations the audit followed from the keys it was given (``old -> new``), in order."""
 
     @property
     def ok(self) -> bool:
@@ -114,6 +117,7 @@ class AuditReport:
             "last_entry_ms": None if self.last_entry is None else self.last_entry[1],
             "consistency": self.consistency,
             "witnesses": self.witnesses,
+            "key_rotations": list(self.rotations),
             "findings": [
                 {"index": f.index, "last_index": f.last_index, "hand_id": f.hand_id, "problem": f.problem}
                 for f in self.findings
@@ -135,7 +139,12 @@ class Auditor:
         policy: WitnessPolicy | None = None,
     ) -> None:
         # Several keys: the log's current and retired signing keys (checkpoints span a rotation).
-        self.verifiers = [verifier] if isinstance(verifier, Verifier) else list(verifier)
+        # ``checkpoints`` may also hold key rotation statements: each one a trusted key signed
+        # leads to the key it names (rotation.py), and the report says so.
+        given = [verifier] if isinstance(verifier, Verifier) else list(verifier)
+        notes = list(checkpoints)
+        statements = [n for n in notes if is_rotation(n)]
+        self.verifiers, followed = follow(given, statements)
         self.origin = origin or self.verifiers[0].name
         self.lifetime_ms = max_hand_lifetime_ms
         self.clock = LogClock()
@@ -154,8 +163,15 @@ class Auditor:
         # Each checkpoint reached, in size order: (it, whether its root matched the entries).
         self._held: list[tuple[Checkpoint, bool]] = []
         self._since: Checkpoint | None = None
-        for note in checkpoints:
-            self._expect(note, "checkpoint")
+        self.report.rotations = [r.describe() for r in followed]
+        for note in statements:
+            try:
+                open_rotation(note)
+            except RotationError as e:
+                self.report.findings.append(Finding(f"key rotation statement does not verify: {e}"))
+        for note in notes:
+            if not is_rotation(note):
+                self._expect(note, "checkpoint")
         self._since_given = since is not None
         if since is not None:
             cp = self._expect(since, "saved checkpoint (--since)")

@@ -34,6 +34,12 @@ def read_log(path: Path) -> tuple[int, list[bytes], Iterator[bytes]]:
     try:
         count = conn.execute("SELECT COUNT(*) FROM log_entries").fetchone()[0]
         notes = [bytes(r[0]) for r in conn.execute("SELECT note FROM checkpoints ORDER BY size")]
+        notes += [
+            str(r[0]).encode()
+            for r in conn.execute(
+                "SELECT value FROM fairdeck_meta WHERE name LIKE 'log_key_rotation/%' ORDER BY name"
+            )
+        ]
         rows = conn.execute("SELECT idx, entry FROM log_entries ORDER BY idx")
     except sqlite3.Error as e:
         conn.close()
