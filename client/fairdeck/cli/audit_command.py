@@ -77,9 +77,7 @@ def remote_log(
             if from_rpc_error(e).reason != Reason.NO_CHECKPOINT:
                 raise
             head, notes = audit_pb2.GetCheckpointResponse(), []
-        # The log key's rotation statements: an auditor holding an old key follows them.
-        key = stub.GetPublicKey(audit_pb2.GetPublicKeyRequest(), timeout=timeout, metadata=metadata)
-        notes += list(key.key_rotations)
+        notes += _rotations(stub, timeout, metadata)
     except BaseException:
         channel.close()
         raise
@@ -97,6 +95,20 @@ def remote_log(
             channel.close()
 
     return head.tree_size, notes, entries()
+
+
+def _rotations(
+    stub: audit_pb2_grpc.AuditServiceStub, timeout: float, metadata: tuple[tuple[str, str], ...]
+) -> list[bytes]:
+    """The log key's rotation statements (an auditor holding an old key follows them); none from
+    a server that does not serve GetPublicKey (a proxy exposing the log alone)."""
+    try:
+        key = stub.GetPublicKey(audit_pb2.GetPublicKeyRequest(), timeout=timeout, metadata=metadata)
+    except grpc.RpcError as e:
+        if e.code() in (grpc.StatusCode.UNIMPLEMENTED, grpc.StatusCode.PERMISSION_DENIED):
+            return []
+        raise
+    return list(key.key_rotations)
 
 
 MAX_CHECKPOINT_BYTES = 128 * 1024
