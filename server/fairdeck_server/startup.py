@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Protocol
 from fairdeck.log.checkpoint import CheckpointError, open_checkpoint
 from fairdeck.log.rotation import open_rotation
 from fairdeck_server.log_signing import LogKeys, load_log_keys, new_log_keys
-from fairdeck_server.refusals import StartupRefused
+from fairdeck_server.refusals import RESTORE, StartupRefused
 from fairdeck_server.vault import (
     KEY_ENV,
     SeedVault,
@@ -263,7 +263,8 @@ def _prepare(config: ServerConfig, environ: Mapping[str, str] | None, lock_fd: i
             where, _ = present[0]
             state = "empty" if db.exists() else "missing"
             raise StartupRefused(
-                f"database {db} is {state} but its {where} exists: restore the database from backup "
+                f"database {db} is {state} but its {where} exists: "
+                f"{RESTORE.replace('restore it', 'restore the database', 1)} "
                 "(a new log under the same key would contradict what that key signed); "
                 f"to start a new log instead, move the keys away and run `{src.init_command()}`"
             )

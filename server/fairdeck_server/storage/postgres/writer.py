@@ -90,12 +90,15 @@ _UPDATE_HANDS = (
 )
 _APPEND = (
     "WITH doc AS (SELECT %s::jsonb AS d), "  # noqa: S608 - constants
-    # The leaf hashes are computed here, before fairdeck_append takes the lock.
-    "a AS MATERIALIZED (SELECT * FROM fairdeck_append(ARRAY("
-    "SELECT sha256(decode('00', 'hex') || decode(e.x, 'hex')) "
-    "FROM doc, jsonb_array_elements_text(doc.d -> 'entries') WITH ORDINALITY AS e (x, o) ORDER BY e.o))), "
-    "entries AS (INSERT INTO log_entries (idx, entry) SELECT a.base + e.o - 1, decode(e.x, 'hex') "
-    "FROM a, doc, jsonb_array_elements_text(doc.d -> 'entries') WITH ORDINALITY AS e (x, o)), "
+    "batch AS MATERIALIZED (SELECT array_agg(decode(e.x, 'hex') ORDER BY e.o) AS bytes "
+    "FROM doc, jsonb_array_elements_text(doc.d -> 'entries') WITH ORDINALITY AS e (x, o)), "
+    # The leaf hashes are computed here, before fairdeck_append takes the lock (which hashes again
+    # only an entry whose time it raises to the latest entry's).
+    "a AS MATERIALIZED (SELECT f.* FROM batch, fairdeck_append(batch.bytes, ARRAY("
+    "SELECT sha256(decode('00', 'hex') || l.x) FROM unnest(batch.bytes) WITH ORDINALITY AS l (x, o) "
+    "ORDER BY l.o)) AS f), "
+    "entries AS (INSERT INTO log_entries (idx, entry) SELECT a.base + s.o - 1, s.x "
+    "FROM a, unnest(a.stored) WITH ORDINALITY AS s (x, o)), "
     f"created AS (INSERT INTO hands ({HAND_COLUMNS}) "
     "SELECT u.hand_id, u.tenant, u.request_id, u.deck, u.version, decode(u.commitment, 'hex'), "
     "decode(u.sealed_seed, 'hex'), decode(u.client_seeds, 'hex'), u.state, u.dealt, u.created_ms, "

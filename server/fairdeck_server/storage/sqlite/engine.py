@@ -30,6 +30,7 @@ from fairdeck_server.storage.base import (
     token_record,
     token_row,
 )
+from fairdeck_server.storage.sqlite.faults import RESTORE, explain
 from fairdeck_server.storage.sqlite.writer import Rows, SqliteWriter, hash_reader, select_hand
 
 T = TypeVar("T")
@@ -58,7 +59,7 @@ class SqliteStorage:
         elif not self._path.is_file() or self._path.stat().st_size == 0:
             raise StartupRefused(
                 f"no database at {self._path} ({'empty file' if self._path.is_file() else 'missing'}): "
-                "restore it from backup, or create a new data dir with `fairdeck init`"
+                f"{RESTORE}; or, for a new log, create a new data dir with `fairdeck init`"
             )
         await self._writer.start()
 
@@ -288,6 +289,11 @@ class SqliteStorage:
             )
 
         await self._writer.submit(op)
+
+    def diagnose(self) -> str | None:
+        """The last storage failure in one line, with its fix (faults.explain); None if none."""
+        fault = self._writer.last_fault
+        return None if fault is None else explain(self._path, fault)
 
     async def sealed_seed_samples(self) -> list[tuple[str, bytes]]:
         """(hand id, sealed seed) of one unrevealed hand per seed key id (bytes 1..5 of the seal)."""

@@ -2,16 +2,26 @@
 
 A database is an identity: ``create_database`` makes one only for ``fairdeck init`` or a fresh data
 dir, and ``open_database`` refuses (StartupRefused, one line naming the file) a file that is
-missing, not ours, truncated, damaged (quick_check) or whose log has gaps.
+missing, not ours, truncated, damaged (quick_check) or whose log has gaps; a file it may not write,
+on a read-only mount, locked or on a full disk is refused in words of its own (faults.py).
+
+The database holds sealed seeds, tokens' digests and tenants' hands: it is made 0600, and its
+-wal and -shm files get the same mode from SQLite; an older, more open file is tightened at start.
+The WAL is truncated back to ``JOURNAL_SIZE_LIMIT`` when it restarts, so one that grew behind a
+reader holding a snapshot (a backup tool) shrinks once the reader is gone (docs/operations.md).
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import sqlite3
+import stat
 from pathlib import Path
 from urllib.parse import quote
 
 from fairdeck_server.refusals import StartupRefused
+from fairdeck_server.storage.sqlite.faults import RESTORE, explain
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS hands (
@@ -68,6 +78,9 @@ CREATE TABLE IF NOT EXISTS fairdeck_meta (
     value TEXT NOT NULL
 ) WITHOUT ROWID;
 """
+log = logging.getLogger(__name__)
+JOURNAL_SIZE_LIMIT = 16 * 1024 * 1024
+"""Bytes the WAL file is cut back to when it restarts (PRAGMA journal_size_limit)."""
 TABLES = ("hands", "log_entries", "log_hashes", "checkpoints")
 """Tables every fairdeck database has had from the start: one without them is truncated or not ours."""
 
@@ -85,15 +98,15 @@ def open_database(path: Path, *, create: bool) -> sqlite3.Connection:
             raise RuntimeError(f"journal_mode is {mode}, WAL required")
         conn.execute("PRAGMA synchronous=FULL")
         conn.execute("PRAGMA foreign_keys=ON")
+        conn.execute(f"PRAGMA journal_size_limit={JOURNAL_SIZE_LIMIT}")
         conn.executescript(SCHEMA)
+        private(path)
         row = conn.execute("SELECT COALESCE(MAX(idx) + 1, 0), COUNT(*) FROM log_entries").fetchone()
         if row[0] != row[1]:
-            raise StartupRefused(
-                f"database {path}: log_entries has gaps, the log is damaged; restore it from backup"
-            )
-    except sqlite3.DatabaseError as e:  # "file is not a database", "database disk image is malformed"
+            raise StartupRefused(f"database {path}: log_entries has gaps, the log is damaged; {RESTORE}")
+    except sqlite3.DatabaseError as e:  # damaged, or not writable, read-only, locked, full: each its own
         conn.close()
-        raise StartupRefused(f"database {path} is damaged ({e}); restore it from backup") from None
+        raise StartupRefused(explain(path, e)) from None
     except BaseException:
         conn.close()
         raise
@@ -109,13 +122,13 @@ def _check(conn: sqlite3.Connection, path: Path, create: bool) -> None:
     names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     if not create and not set(TABLES) <= names:
         raise StartupRefused(
-            f"database {path} has no fairdeck tables (truncated, or not a fairdeck database); "
-            "restore it from backup"
+            f"database {path} has no fairdeck tables (truncated, or not a fairdeck database); {RESTORE}"
         )
     problems = [r[0] for r in conn.execute("PRAGMA quick_check(3)").fetchall()]
     if problems != ["ok"]:
         raise StartupRefused(
-            f"database {path} is damaged (PRAGMA quick_check: {'; '.join(problems)}); restore it from backup"
+            f"database {path} is damaged (PRAGMA quick_check: {'; '.join(problems)}); do not write to it; "
+            f"{RESTORE}"
         )
 
 
@@ -128,6 +141,8 @@ def create_database(path: Path, meta: dict[str, str]) -> None:
     if path.exists() and path.stat().st_size > 0:
         raise StartupRefused(f"database {path} already exists; fairdeck never replaces one")
     path.parent.mkdir(parents=True, exist_ok=True)
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))  # SQLite gives -wal and -shm its mode
+    private(path)
     conn = sqlite3.connect(path, isolation_level=None)
     try:
         conn.execute("PRAGMA journal_mode=WAL")
@@ -138,3 +153,20 @@ def create_database(path: Path, meta: dict[str, str]) -> None:
         conn.execute("COMMIT")
     finally:
         conn.close()
+
+
+def private(path: Path) -> None:
+    """Make the database and its -wal and -shm files 0600 if they are more open (one log line)."""
+    for file in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        try:
+            mode = stat.S_IMODE(file.stat().st_mode)
+            if mode & 0o077:
+                os.chmod(file, mode & 0o700)
+                log.warning(
+                    "%s was mode %04o: now %04o (it holds sealed seeds and tenants' hands)",
+                    file,
+                    mode,
+                    mode & 0o700,
+                )
+        except FileNotFoundError:
+            continue
