@@ -261,6 +261,7 @@ class DealerServer:
             config.witness_threshold,
             self.metrics.registry,
             interval=config.checkpoint_interval,
+            clock_ms=self.clock.now_ms,
         )
         self.dealer = Dealer(self.metered, identity.vault, clock_ms=self.clock.now_ms)
         self.reaper = Reaper(

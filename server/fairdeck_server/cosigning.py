@@ -9,6 +9,10 @@ from there. Each cosignature that verifies under the witness's key is added to t
 checkpoint, so the audit service serves the cosigned note. One checkpoint per round for every
 witness means the witnesses cosign the same checkpoints, so k of them meet on one.
 
+Each cosignature's timestamp is the witness's clock at the moment it answered: the dealer compares
+it with its own (``fairdeck_witness_clock_skew_seconds``) and warns once when they differ by more
+than ``clock.WITNESS_SKEW_S`` (one of the two clocks is wrong; docs/operations.md).
+
 Dealing never waits for this: the HTTP calls run in threads of their own with a timeout, a
 witness that fails is retried after a growing pause (at most ``MAX_BACKOFF_S``), and nothing
 on the Deal path reads the cosignatures. A checkpoint is final once ``threshold`` witnesses
@@ -24,6 +28,7 @@ import http.client
 import logging
 import time
 import urllib.parse
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -31,6 +36,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from fairdeck.log.cosignature import CosignatureError, CosignatureVerifier, WitnessPolicy, parse_line
 from fairdeck.log.note import Verifier, open_note
+from fairdeck_server.clock import WITNESS_SKEW_S
 from fairdeck_server.storage.base import Storage, StoredCheckpoint
 
 log = logging.getLogger(__name__)
@@ -51,6 +57,8 @@ class WitnessTarget:
     failures: int = 0
     retry_at: float = 0.0
     down: bool = field(default=False)
+    skewed: bool = False
+    """Whether its clock was last seen further than WITNESS_SKEW_S from the dealer's (warned once)."""
 
     @property
     def name(self) -> str:
@@ -79,8 +87,11 @@ class WitnessPublisher:
         registry: CollectorRegistry,
         *,
         interval: float,
+        clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
     ) -> None:
         self.storage = storage
+        self.clock_ms = clock_ms
+        """The dealer's clock (clock.DealerClock.now_ms), held against the witnesses' timestamps."""
         self.log_verifier = log_verifier
         self.targets = [WitnessTarget.parse(spec) for spec in specs]
         self.policy = (
@@ -108,6 +119,12 @@ class WitnessPublisher:
         self.failures = Counter(
             "fairdeck_witness_failures",
             "Requests to the witness that did not end in a valid cosignature",
+            ["witness"],
+            registry=registry,
+        )
+        self.skew = Gauge(
+            "fairdeck_witness_clock_skew_seconds",
+            "The witness's cosignature timestamp minus the dealer's clock when the answer came",
             ["witness"],
             registry=registry,
         )
@@ -218,8 +235,27 @@ class WitnessPublisher:
             cosig = parse_line(line, target.verifier)
             self.cosigned_size.labels(target.name).set(head.size)
             self.cosigned_time.labels(target.name).set(cosig.timestamp)
+            self._held_against(target, cosig.timestamp)
             return line
         raise WitnessFailure("the witness's size kept changing (another log writer?)")
+
+    def _held_against(self, target: WitnessTarget, timestamp: int) -> None:
+        """Compare the witness's timestamp with the dealer's clock; warn once per episode of skew."""
+        skew = timestamp - self.clock_ms() / 1000
+        self.skew.labels(target.name).set(skew)
+        if abs(skew) <= WITNESS_SKEW_S:
+            if target.skewed:
+                log.info("witness %s and the dealer's clock agree again (%+.1f s)", target.name, skew)
+            target.skewed = False
+            return
+        if not target.skewed:
+            log.warning(
+                "witness %s cosigned at a time %+.0f s from the dealer's clock: one of the two clocks "
+                'is wrong; check NTP on both (docs/operations.md, "The dealer\'s clock")',
+                target.name,
+                skew,
+            )
+        target.skewed = True
 
 
 def _our_line(answer: bytes, verifier: CosignatureVerifier, text: str) -> str:
