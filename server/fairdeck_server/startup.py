@@ -226,6 +226,15 @@ def _refusing() -> Iterator[None]:
         raise StartupRefused(str(e)) from None
     except OSError as e:
         where = f" {e.filename}" if e.filename else ""
+        if e.errno == errno.EROFS:
+            raise StartupRefused(
+                f"cannot use{where}: it is on a read-only file system; remount it read-write (check the "
+                "disk first: a file system turns read-only after I/O errors); the database is not damaged"
+            ) from None
+        if e.errno == errno.ENOSPC:
+            raise StartupRefused(
+                f"cannot use{where}: the disk is full; free some space and start again; the database is not damaged"
+            ) from None
         raise StartupRefused(
             f"cannot use{where}: {e.strerror or e}; check that the path exists and this user may write it"
         ) from None

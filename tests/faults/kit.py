@@ -8,7 +8,9 @@ acknowledged), injects its fault, and returns. The fixture then stops every deal
 1. **Nothing acknowledged is lost**: every hand whose open or close was acknowledged is in the log
    at the index its receipt gave, saying what the dealer said (``Ledger.check``).
 2. **No audit of an honest dealer reports cheating**: the real ``fairdeck audit --data``, on the
-   real clock, with the dealer's lifetime, exits 0 with no finding.
+   real clock, with the dealer's lifetime, exits 0 with no finding. A scenario that damages rows
+   (``run.damaged``) gets exactly one finding per damaged hand, which the dealer cannot reveal:
+   a mistake is never silent.
 
 The faults:
 
@@ -148,19 +150,16 @@ class Sandbox:
     def fill(self) -> Path:
         """Fill the tmpfs to the last byte; the filler file (remove it to free the space)."""
         filler = self.outside(self.mount / "filler")
-        with filler.open("wb") as f:
-            try:
-                while True:
-                    f.write(b"\0" * 65536)
-                    f.flush()
-            except OSError:
-                pass
-            try:
-                while True:
-                    f.write(b"\0")
-                    f.flush()
-            except OSError:
-                pass
+        fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            for chunk in (65536, 4096, 1):
+                try:
+                    while os.write(fd, b"\0" * chunk):
+                        pass
+                except OSError:  # ENOSPC: on to a smaller chunk, until not one byte fits
+                    continue
+        finally:
+            os.close(fd)
         return filler
 
     def close(self) -> None:
@@ -259,7 +258,9 @@ class FaultRun:
         self.sandbox: Sandbox | None = None
         self.faked = False
         """Whether the dealers run under the faked clock (``start(fake_clock=True)``)."""
-        self.extra_keys: list[str] = []
+        self.damaged: set[str] = set()
+        """Hands whose rows a scenario damaged: the dealer cannot reveal them, and the audit must
+        say so (an overdue finding for each, and nothing else) once the log has moved past them."""
 
     @property
     def outside_data(self) -> Path:
@@ -320,11 +321,20 @@ class FaultRun:
         """``fairdeck audit WHERE --key ... --max-hand-lifetime L --json`` on the true clock."""
         flags = [x for k in (keys or self.keys()) for x in ("--key", k)]
         life = f"{self.lifetime if lifetime is None else lifetime:g}"
-        where = where or ("--data", str(self.outside_data))
+        where = where or ("--data", str(self.readable_data()))
         return fairdeck("audit", *where, *flags, "--max-hand-lifetime", life, "--json")
 
+    def readable_data(self) -> Path:
+        """The data dir where SQLite can open it: itself, or (in a sandbox, which SQLite cannot reach
+        through /proc/PID/root: it resolves the link) a copy, taken while the dealer is stopped."""
+        if self.sandbox is None:
+            return self.data_dir
+        copy = self.tmp / f"data-copy-{time.monotonic_ns()}"
+        shutil.copytree(self.outside_data, copy, ignore=shutil.ignore_patterns("filler", "*.lock"))
+        return copy
+
     def entries(self) -> list[bytes]:
-        db = self.outside_data / "fairdeck.db"
+        db = self.readable_data() / "fairdeck.db"
         with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
             return [bytes(r[0]) for r in conn.execute("SELECT entry FROM log_entries ORDER BY idx")]
 
@@ -339,7 +349,11 @@ class FaultRun:
             assert not self.ledger.opened, "hands were acknowledged, and there is no database"
             return
         self.ledger.check(self.entries())
-        audit = self.audit()
+        audit = self.audit("--data", str(self.readable_data()))
+        if self.damaged:  # the one finding a damaged row must give: that hand is never revealed
+            found = {f["hand_id"] for f in audit.report["findings"]}
+            assert found == self.damaged, f"the audit should name exactly the damaged hands: {audit.out}"
+            return
         assert audit.rc == 0 and audit.report["findings"] == [], (
             f"the audit of an honest dealer reports: {audit.out or audit.err}"
         )

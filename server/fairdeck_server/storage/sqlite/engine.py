@@ -7,7 +7,6 @@ as durably stored; writes are group-committed there.
 from __future__ import annotations
 
 import sqlite3
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -31,6 +30,7 @@ from fairdeck_server.storage.base import (
     token_row,
 )
 from fairdeck_server.storage.sqlite.faults import RESTORE, explain
+from fairdeck_server.storage.sqlite.schema import probe_write
 from fairdeck_server.storage.sqlite.writer import Rows, SqliteWriter, hash_reader, select_hand
 
 T = TypeVar("T")
@@ -278,17 +278,7 @@ class SqliteStorage:
         """One row rewritten and committed like any batch (same lock, WAL append and
         fsync), so it fails when a write would: locked, read-only, full, I/O error."""
 
-        def op(conn: sqlite3.Connection) -> None:
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS health_probe "
-                "(id INTEGER PRIMARY KEY CHECK (id = 1), at_ms INTEGER NOT NULL)"
-            )
-            conn.execute(
-                "INSERT OR REPLACE INTO health_probe (id, at_ms) VALUES (1, ?)",
-                (time.time_ns() // 1_000_000,),
-            )
-
-        await self._writer.submit(op)
+        await self._writer.submit(probe_write)
 
     def diagnose(self) -> str | None:
         """The last storage failure in one line, with its fix (faults.explain); None if none."""

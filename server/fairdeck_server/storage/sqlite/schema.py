@@ -17,6 +17,7 @@ import logging
 import os
 import sqlite3
 import stat
+import time
 from pathlib import Path
 from urllib.parse import quote
 
@@ -101,6 +102,11 @@ def open_database(path: Path, *, create: bool) -> sqlite3.Connection:
         conn.execute(f"PRAGMA journal_size_limit={JOURNAL_SIZE_LIMIT}")
         conn.executescript(SCHEMA)
         private(path)
+        # One write committed as any batch is (lock, WAL append, fsync): a file or mount that is
+        # read-only, a lock held outside or a full disk is refused now, not at a client's write.
+        conn.execute("BEGIN IMMEDIATE")
+        probe_write(conn)
+        conn.execute("COMMIT")
         row = conn.execute("SELECT COALESCE(MAX(idx) + 1, 0), COUNT(*) FROM log_entries").fetchone()
         if row[0] != row[1]:
             raise StartupRefused(f"database {path}: log_entries has gaps, the log is damaged; {RESTORE}")
@@ -111,6 +117,16 @@ def open_database(path: Path, *, create: bool) -> sqlite3.Connection:
         conn.close()
         raise
     return conn
+
+
+def probe_write(conn: sqlite3.Connection) -> None:
+    """Rewrite the one row of ``health_probe`` (the storage's probe: health checks call it too)."""
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS health_probe "
+        "(id INTEGER PRIMARY KEY CHECK (id = 1), at_ms INTEGER NOT NULL)"
+    )
+    now_ms = time.time_ns() // 1_000_000
+    conn.execute("INSERT OR REPLACE INTO health_probe (id, at_ms) VALUES (1, ?)", (now_ms,))
 
 
 def _check(conn: sqlite3.Connection, path: Path, create: bool) -> None:
