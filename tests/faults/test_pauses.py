@@ -58,4 +58,5 @@ def test_a_paused_dealer_voids_before_it_logs_again(run: FaultRun) -> None:
     after = [decode(e) for e in run.entries()[size:]]
     voids = [i for i, e in enumerate(after) if isinstance(e, RevealEntry) and e.hand_id in opened]
     commits = [i for i, e in enumerate(after) if isinstance(e, CommitEntry)]
-    assert len(voids) == 3 and max(voids) < min(commits), "a hand was dealt before the overdue ones were voided"
+    assert len(voids) == 3
+    assert max(voids) < min(commits), "a hand was dealt before the overdue ones were voided"

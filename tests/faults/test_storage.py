@@ -50,7 +50,8 @@ def test_a_data_dir_the_dealer_may_not_write_is_not_called_damaged(run: FaultRun
     made(run)
     os.chmod(run.data_dir, 0o555)
     try:
-        refused_in_one_line(run.start_refused(wrap=WITHOUT_DAC), "not writable by this user", str(run.data_dir))
+        refused = run.start_refused(wrap=WITHOUT_DAC)
+        refused_in_one_line(refused, "not writable by this user", str(run.data_dir))
     finally:
         os.chmod(run.data_dir, 0o700)
 

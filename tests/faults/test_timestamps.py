@@ -3,6 +3,7 @@ of ``serve --processes`` writing one SQLite file (whose clocks are read apart)."
 
 from __future__ import annotations
 
+import itertools
 import threading
 
 import pytest
@@ -25,6 +26,6 @@ def test_entry_times_never_go_backwards_under_load(run: FaultRun, processes: int
     deal_concurrently(run, dealer.target)
     run.stop()
     times = [decode(e).time_ms for e in run.entries()]
-    backwards = sum(1 for a, b in zip(times, times[1:], strict=False) if b < a)
+    backwards = sum(1 for a, b in itertools.pairwise(times) if b < a)
     assert len(times) == 2 * 8 * 25
     assert backwards == 0, f"{backwards} of {len(times) - 1} adjacent entries go back in time"
