@@ -377,6 +377,14 @@ def metric(dealer: DealerProcess, name: str, **labels: str) -> float:
     return 0.0
 
 
+def worker_pids(dealer: DealerProcess) -> list[int]:
+    """The pids of the processes of a ``serve --processes N`` dealer (to signal one of them)."""
+    rest = dealer.listening.group(4) or ""
+    found = re.fullmatch(r"(\d+) processes, pids ([\d ]+)", rest)
+    assert found, f"not a --processes dealer: {rest!r}"
+    return [int(pid) for pid in found.group(2).split()]
+
+
 def lines(dealer: DealerProcess, needle: str) -> list[str]:
     """The dealer's log lines that hold ``needle``."""
     return [line for line in dealer.stderr().splitlines() if needle in line]
