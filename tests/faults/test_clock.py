@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 
 from fairdeck.client import DealerClient
+from fairdeck.client.audit_client import AuditClient
 from fairdeck.client.models import HandState
 from fairdeck.log.logentry import decode
 from tests.faults.kit import FaultRun, lines, metric, wait_for
@@ -32,6 +33,9 @@ def test_a_slow_clock_is_not_deck_shopping(run: FaultRun) -> None:
     assert audit.report["open_within_lifetime"] == 3
     entry_ms = audit.report["last_entry_ms"]
     assert abs(entry_ms - (time.time() - HOURS_2) * 1000) < 60_000  # it did log 2 h behind
+    with AuditClient(dealer.target, verifier=run.key()) as log:  # the SDK's audit, the same rule
+        report = log.audit(max_hand_lifetime=3600)
+    assert report.ok and report.open_in_time == 3 and report.findings == []
 
 
 def test_a_clock_stepped_back_still_voids_in_time(run: FaultRun) -> None:

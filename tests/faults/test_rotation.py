@@ -71,5 +71,8 @@ def test_a_rotation_then_every_verifier_with_old_new_and_both_keys(run: FaultRun
     # The SDK, given the old key alone, follows it too; given the list, it needs nothing more.
     with AuditClient(dealer.target, verifier=old) as log:
         assert log.checkpoint().size == len(run.entries())
+    with AuditClient(dealer.target, verifier=old) as log:
+        report = log.audit(max_hand_lifetime=60)
+        assert report.ok and report.rotations == [f"{short(old)} -> {short(new)}"]
     with AuditClient(dealer.target, verifier=printed) as log:
         assert log.checkpoint().size == len(run.entries())

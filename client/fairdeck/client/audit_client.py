@@ -22,8 +22,10 @@ import grpc
 from fairdeck.client import calls
 from fairdeck.client.calls import RETRIED_CODES, USE_CLIENT_DEFAULT, Deadline, Timeout
 from fairdeck.client.channel import PAGE_SIZE, AsyncClient, EntryPager, SyncClient, _Configured
+from fairdeck.client.exceptions import FairdeckError
 from fairdeck.client.models import Hand
 from fairdeck.core.errors import VerificationError
+from fairdeck.log.audit import Auditor, AuditReport
 from fairdeck.log.checkpoint import Checkpoint
 from fairdeck.log.cosignature import WitnessPolicy
 from fairdeck.log.handproof import HandProof
@@ -39,6 +41,7 @@ from fairdeck.log.receipts import (
 from fairdeck.log.rotation import Rotation, follow
 from fairdeck.v1 import audit_pb2 as pb
 from fairdeck.v1 import audit_pb2_grpc, dealer_pb2_grpc
+from fairdeck.wire import Reason
 
 T = TypeVar("T")
 
@@ -122,6 +125,15 @@ def _verifiers(verifier: Verifier | str | Sequence[Verifier | str]) -> list[Veri
     return [Verifier.parse(v) if isinstance(v, str) else v for v in given]
 
 
+def _checkpoint_notes(response: pb.GetCheckpointResponse | None) -> list[bytes]:
+    """The latest checkpoint's note, or none for a dealer that has signed nothing yet."""
+    return [] if response is None else [response.signed_checkpoint]
+
+
+def _no_checkpoint(error: FairdeckError) -> bool:
+    return error.reason == Reason.NO_CHECKPOINT
+
+
 def _checked_index(proof: InclusionProof, index: int) -> InclusionProof:
     if proof.index != index:
         raise VerificationError("log", f"asked for entry {index}, the proof is for entry {proof.index}")
@@ -176,6 +188,15 @@ class _Verifying(_Configured):
     def _followed(self, response: pb.GetPublicKeyResponse) -> list[Rotation]:
         self.verifiers, followed = follow(self.verifiers, list(response.key_rotations))
         return followed
+
+    def _auditor(self, notes: list[bytes], max_hand_lifetime: float, since: bytes | None) -> Auditor:
+        return Auditor(
+            self.verifiers,
+            max_hand_lifetime_ms=int(max_hand_lifetime * 1000),
+            since=since,
+            checkpoints=notes,
+            policy=self.witness_policy,
+        )
 
 
 class AuditClient(_Verifying, SyncClient):
@@ -304,6 +325,31 @@ class AuditClient(_Verifying, SyncClient):
         pager = EntryPager(start, PAGE_SIZE)
         while not pager.done:
             yield from pager.take(self._call("ListEntries", pager.request(), timeout, request_id))
+
+    def audit(
+        self,
+        *,
+        max_hand_lifetime: float,
+        since: bytes | None = None,
+        timeout: Timeout = USE_CLIENT_DEFAULT,
+        request_id: str | None = None,
+    ) -> AuditReport:
+        """The whole audit of ``fairdeck audit --target`` (fairdeck.log.audit): every entry
+        replayed against the latest checkpoint, with the dealer's key rotation statements followed
+        from the keys given, and hands judged overdue by the log's own time, never this machine's
+        (``max_hand_lifetime``: the dealer's, in seconds). ``since``: a checkpoint note saved by an
+        earlier audit, proven a prefix. ``timeout`` is for each call."""
+        try:
+            head = self._call("GetCheckpoint", pb.GetCheckpointRequest(), timeout, request_id)
+        except FairdeckError as e:
+            if not _no_checkpoint(e):
+                raise
+            head = None
+        key = self._call("GetPublicKey", pb.GetPublicKeyRequest(), timeout, request_id)
+        auditor = self._auditor(_checkpoint_notes(head) + list(key.key_rotations), max_hand_lifetime, since)
+        for _, entry in self.entries(timeout=timeout, request_id=request_id):
+            auditor.add(entry)
+        return auditor.finish()
 
 
 class AsyncAuditClient(_Verifying, AsyncClient):
@@ -440,3 +486,28 @@ class AsyncAuditClient(_Verifying, AsyncClient):
         while not pager.done:
             for entry in pager.take(await self._call("ListEntries", pager.request(), timeout, request_id)):
                 yield entry
+
+    async def audit(
+        self,
+        *,
+        max_hand_lifetime: float,
+        since: bytes | None = None,
+        timeout: Timeout = USE_CLIENT_DEFAULT,
+        request_id: str | None = None,
+    ) -> AuditReport:
+        """The whole audit of ``fairdeck audit --target`` (fairdeck.log.audit): every entry
+        replayed against the latest checkpoint, with the dealer's key rotation statements followed
+        from the keys given, and hands judged overdue by the log's own time, never this machine's
+        (``max_hand_lifetime``: the dealer's, in seconds). ``since``: a checkpoint note saved by an
+        earlier audit, proven a prefix. ``timeout`` is for each call."""
+        try:
+            head = await self._call("GetCheckpoint", pb.GetCheckpointRequest(), timeout, request_id)
+        except FairdeckError as e:
+            if not _no_checkpoint(e):
+                raise
+            head = None
+        key = await self._call("GetPublicKey", pb.GetPublicKeyRequest(), timeout, request_id)
+        auditor = self._auditor(_checkpoint_notes(head) + list(key.key_rotations), max_hand_lifetime, since)
+        async for _, entry in self.entries(timeout=timeout, request_id=request_id):
+            auditor.add(entry)
+        return auditor.finish()
