@@ -138,7 +138,7 @@ def hand_unreadable(hand_id: str, column: str) -> DealerError:
     """A stored hand whose row cannot be read: named by its id and the column, never its content."""
     return DealerError(
         Reason.HAND_UNREADABLE,
-        f"stored hand {hand_id} cannot be read (its {column} column is damaged); the dealer's log says more",
+        f"stored hand {hand_id} cannot be read (column {column} is damaged); the dealer's log says more",
     )
 
 

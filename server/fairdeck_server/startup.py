@@ -233,7 +233,8 @@ def _refusing() -> Iterator[None]:
             ) from None
         if e.errno == errno.ENOSPC:
             raise StartupRefused(
-                f"cannot use{where}: the disk is full; free some space and start again; the database is not damaged"
+                f"cannot use{where}: the disk is full; free some space and start again; "
+                "the database is not damaged"
             ) from None
         raise StartupRefused(
             f"cannot use{where}: {e.strerror or e}; check that the path exists and this user may write it"

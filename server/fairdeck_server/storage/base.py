@@ -180,7 +180,7 @@ def hand_record(row: Sequence[Any]) -> HandRecord:
         dealt = int(row[9])
         if not 0 <= dealt <= DeckSpec.parse(row[3]).size:
             raise ValueError
-        column = "another column"
+        column = "created_ms, commit_index or closed_ms"
         return HandRecord(
             hand_id=row[0],
             tenant=row[1],

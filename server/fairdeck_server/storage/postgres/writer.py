@@ -127,6 +127,9 @@ _BY_REQUEST = (
 )
 _LOCK_HANDS = f"SELECT {HAND_COLUMNS} FROM hands WHERE hand_id = ANY(%s::text[]) ORDER BY hand_id FOR UPDATE"  # noqa: S608
 
+Readable = HandRecord | refusals.DealerError
+"""A stored hand as phase 1 read it: its record, or the HAND_UNREADABLE refusal of a damaged row."""
+
 # -- the queued write operations ------------------------------------------------------------------
 
 
@@ -310,7 +313,7 @@ def _reads(batch: list[_Op]) -> tuple[list[tuple[str, str]], list[str]]:
 
 async def _read_and_lock(
     cur: psycopg.AsyncClientCursor[TupleRow], keys: list[tuple[str, str]], ids: list[str]
-) -> tuple[dict[tuple[str, str], HandRecord], dict[str, HandRecord]]:
+) -> tuple[dict[tuple[str, str], Readable], dict[str, Readable]]:
     """Phase 1's reads, with BEGIN, in one round trip: stored hands by request id,
     and the hands to update, locked in hand-id order."""
     query, params = "BEGIN", []
@@ -324,17 +327,27 @@ async def _read_and_lock(
     sets: list[list[TupleRow]] = []
     while cur.nextset():
         sets.append(await cur.fetchall())
-    existing: dict[tuple[str, str], HandRecord] = {}
+    existing: dict[tuple[str, str], Readable] = {}
     if keys:
         for row in sets.pop(0):
-            r = hand_record(row)
-            existing[(r.tenant, r.request_id or "")] = r
-    current = {row[0]: hand_record(row) for row in sets.pop(0)} if ids else {}
+            existing[(row[1], row[2] or "")] = _record(row)
+    current = {row[0]: _record(row) for row in sets.pop(0)} if ids else {}
     return existing, current
 
 
+def _record(row: TupleRow) -> Readable:
+    """The hand in ``row``, or the HAND_UNREADABLE refusal of a damaged one: that operation alone
+    fails (``_prepare_*``), never the batch around it."""
+    try:
+        return hand_record(row)
+    except refusals.DealerError as e:
+        return e
+
+
 def _decide(
-    batch: list[_Op], existing: dict[tuple[str, str], HandRecord], current: dict[str, HandRecord]
+    batch: list[_Op],
+    existing: dict[tuple[str, str], Readable],
+    current: dict[str, Readable],
 ) -> _Batch:
     """Phase 1's decisions, from what was read: no I/O. A refused operation fails
     alone; a second one on the same hand or request id waits for the next batch."""
@@ -422,7 +435,10 @@ def _append_doc(plan: _Batch) -> str:
 
 
 def _prepare_create(
-    plan: _Batch, op: Create, existing: dict[tuple[str, str], HandRecord], claimed: set[tuple[str, str]]
+    plan: _Batch,
+    op: Create,
+    existing: dict[tuple[str, str], Readable],
+    claimed: set[tuple[str, str]],
 ) -> None:
     keys = [(n.record.tenant, n.record.request_id) for n in op.hands if n.record.request_id is not None]
     if any(k in claimed for k in keys):
@@ -432,6 +448,9 @@ def _prepare_create(
     for n in op.hands:
         r = n.record
         stored = None if r.request_id is None else existing.get((r.tenant, r.request_id))
+        if isinstance(stored, refusals.DealerError):  # the earlier request's row is damaged
+            plan.failed.append((op, stored))
+            return
         if stored is not None and not same_request(stored, r):
             plan.failed.append((op, refusals.request_id_reused()))
             return
@@ -462,7 +481,10 @@ def _prepare_create(
     plan.results.append((op, build))
 
 
-def _prepare_update(plan: _Batch, op: Update, current: HandRecord | None) -> None:
+def _prepare_update(plan: _Batch, op: Update, current: Readable | None) -> None:
+    if isinstance(current, refusals.DealerError):  # its row is damaged: this operation alone fails
+        plan.failed.append((op, current))
+        return
     if current is None or current.tenant != op.tenant:
         plan.failed.append((op, refusals.hand_not_found()))
         return
