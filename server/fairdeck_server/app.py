@@ -51,6 +51,8 @@ if TYPE_CHECKING:
     from fairdeck_server.processes import Worker
 
 log = logging.getLogger(__name__)
+STOP_WRITE_TIMEOUT_S = 10.0
+"""On SIGTERM, how long the last checkpoint's signing may wait for storage (after the drain)."""
 
 
 def _service(module: ModuleType, name: str) -> ServiceDescriptor:
@@ -292,10 +294,15 @@ class DealerServer:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         await self.witnessing.stop()
-        try:
-            await self.publisher.stop()  # signs the last entries
-        except Exception as e:  # storage failing as it stops (a full disk): said, and not fatal
-            where = self._storage_refusal(e, "storage") if isinstance(e, DealerError) else type(e).__name__
+        try:  # sign the last entries, within a bound: SIGTERM always ends the process
+            await asyncio.wait_for(self.publisher.stop(), timeout=STOP_WRITE_TIMEOUT_S)
+        except Exception as e:  # storage failing as it stops (a full disk, a lock): said, and not fatal
+            if isinstance(e, TimeoutError):
+                where = f"storage did not answer within {STOP_WRITE_TIMEOUT_S:g} s"
+            elif isinstance(e, DealerError):
+                where = self._storage_refusal(e, "storage")
+            else:
+                where = type(e).__name__
             log.error(
                 "the last checkpoint could not be signed while stopping: %s. Nothing acknowledged is "
                 "lost; the next start signs it",
