@@ -60,3 +60,29 @@ def test_a_paused_dealer_voids_before_it_logs_again(run: FaultRun) -> None:
     commits = [i for i, e in enumerate(after) if isinstance(e, CommitEntry)]
     assert len(voids) == 3
     assert max(voids) < min(commits), "a hand was dealt before the overdue ones were voided"
+
+
+def test_a_crash_under_load_then_a_restart_after_the_lifetime(run: FaultRun) -> None:
+    """SIGKILL while calls are in flight (nothing drained, nothing flushed that was not on disk),
+    the dealer down past the hands' lifetime, then started again: what was acknowledged is there,
+    the hands left open are voided before anything else, and the audit passes."""
+    dealer = run.start(lifetime=2)
+    run.ledger.open(dealer.target, 3)
+    killed = threading.Event()
+
+    def keep_dealing() -> None:
+        while not killed.is_set() or not run.ledger.failures:
+            run.ledger.deal(dealer.target, 1)
+
+    callers = [threading.Thread(target=keep_dealing) for _ in range(4)]
+    for t in callers:
+        t.start()
+    wait_for("some hands dealt", lambda: len(run.ledger.closed) >= 20)
+    dealer.kill9()
+    killed.set()
+    for t in callers:
+        t.join(timeout=60)
+    time.sleep(2.5)
+    assert run.audit().rc == 0
+    dealer = run.start(lifetime=2)
+    run.ledger.deal(dealer.target, 2)
