@@ -24,6 +24,9 @@ from fairdeck_server.dealer import Dealer
 log = logging.getLogger(__name__)
 
 MAX_MARGIN_MS = 2000
+MIN_PERIOD_S = 0.01
+"""Rounds are never closer than this (a lifetime of milliseconds, in tests): the freshness check
+before each entry still holds them to the margin."""
 
 
 class Reaper:
@@ -39,7 +42,7 @@ class Reaper:
         self.dealer = dealer
         self.lifetime_ms = max(1, int(lifetime_s * 1000))
         self.margin_ms = max(1, min(MAX_MARGIN_MS, self.lifetime_ms // 4))
-        self.period_s = self.margin_ms / 2000
+        self.period_s = max(MIN_PERIOD_S, self.margin_ms / 2000)
         self.clock_ms = clock_ms
         self.on_skip = on_skip
         self.voided_at_ms: int | None = None
