@@ -188,6 +188,7 @@ class DealerServer:
             await self.reaper.round()
         except DealerError as e:  # storage unreachable at start: a refusal to start, in one line
             raise StartupRefused(self._storage_refusal(e, where)) from None
+        self.storage.serving()
         self.metrics.gauges.attach(self.metered, asyncio.get_running_loop())
         self.publisher.start()
         self.witnessing.start()
@@ -321,9 +322,7 @@ class DealerServer:
     def _storage_refusal(self, error: DealerError, where: str) -> str:
         """The one line for storage failing at start: what the engine found (a full disk, a
         read-only file or mount, a lock, damage), with its fix; else the error as it is."""
-        diagnose = getattr(self.storage, "diagnose", None)
-        found = diagnose() if diagnose is not None else None
-        return found or f"{where}: {error}"
+        return self.storage.diagnose() or f"{where}: {error}"
 
     async def _start_clock(self) -> None:
         """Refuse a clock behind the log's latest entry (unless allowed), or start after it."""

@@ -428,7 +428,6 @@ async def check_store(store: IdentityStore, identity: Identity, where: str) -> N
             break
     else:
         raise StartupRefused(f"could not record the log key in {where}: it kept changing; try again")
-    await publish_rotations(store, keys)
     for hand_id, sealed in await store.sealed_seed_samples():
         try:
             identity.vault.open(hand_id, sealed)
@@ -438,6 +437,7 @@ async def check_store(store: IdentityStore, identity: Identity, where: str) -> N
                 f"{sealed[1:5].hex()}): restore the seed key from backup (after `fairdeck rotate-key seed` "
                 "the old key stays in the file, after the new one)"
             ) from None
+    await publish_rotations(store, keys)  # last: a refused start writes nothing
 
 
 async def publish_rotations(store: IdentityStore, keys: LogKeys) -> None:

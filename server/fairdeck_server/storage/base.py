@@ -377,6 +377,14 @@ class Storage(Protocol):
         """Make one small write durable, or raise STORAGE_UNAVAILABLE: whether storage
         takes writes now. Health calls it while storage is failing (app.py)."""
 
+    def diagnose(self) -> str | None:
+        """The last storage failure in one line, with its fix, when the engine can tell (a full
+        disk, a read-only file or mount, a lock held outside, damage); None otherwise."""
+
+    def serving(self) -> None:
+        """Start-up is over: from now on a failure is logged as it happens. (During start-up the
+        refusal says it, once, in one line.)"""
+
     async def close(self) -> None:
         """Flush and release everything; later calls fail."""
 

@@ -6,6 +6,7 @@ as durably stored; writes are group-committed there.
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -15,7 +16,7 @@ from typing import TypeVar
 from fairdeck.log import merkle
 from fairdeck.log.cosignature import add_cosignatures
 from fairdeck_server import refusals
-from fairdeck_server.refusals import StartupRefused
+from fairdeck_server.refusals import RESTORE, StartupRefused
 from fairdeck_server.storage.base import (
     TOKEN_COLUMNS,
     Change,
@@ -29,8 +30,7 @@ from fairdeck_server.storage.base import (
     token_record,
     token_row,
 )
-from fairdeck_server.storage.sqlite.faults import RESTORE, explain
-from fairdeck_server.storage.sqlite.schema import probe_write
+from fairdeck_server.storage.sqlite.schema import explain, kind, probe_file
 from fairdeck_server.storage.sqlite.writer import Rows, SqliteWriter, hash_reader, select_hand
 
 T = TypeVar("T")
@@ -275,10 +275,19 @@ class SqliteStorage:
         return await self._writer.submit(op)
 
     async def probe(self) -> None:
-        """One row rewritten and committed like any batch (same lock, WAL append and
-        fsync), so it fails when a write would: locked, read-only, full, I/O error."""
+        """One row rewritten and committed like any batch (same lock, WAL append and fsync), on a
+        connection of its own, so it fails when a write would (locked, read-only, full, I/O
+        error) without a line in the log for each probe: health says what changed."""
+        try:
+            await asyncio.to_thread(probe_file, self._path)
+        except sqlite3.Error as e:
+            self._writer.last_fault = e
+            raise refusals.storage_unavailable(
+                f"storage failed ({kind(self._path, e)}); the request was not recorded"
+            ) from None
 
-        await self._writer.submit(probe_write)
+    def serving(self) -> None:
+        self._writer.quiet = False
 
     def diagnose(self) -> str | None:
         """The last storage failure in one line, with its fix (faults.explain); None if none."""

@@ -12,8 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from fairdeck.log.audit import LogUnreadable
+from fairdeck_server.refusals import RESTORE
 from fairdeck_server.storage.base import entries_in_order
-from fairdeck_server.storage.sqlite.faults import RESTORE, explain, is_damage
+from fairdeck_server.storage.sqlite.schema import explain, is_damage
 
 PAGE = 5000
 """Entries per read transaction."""

@@ -45,8 +45,7 @@ from fairdeck_server.storage.base import (
     hand_record,
     same_request,
 )
-from fairdeck_server.storage.sqlite.faults import explain, kind
-from fairdeck_server.storage.sqlite.schema import open_database
+from fairdeck_server.storage.sqlite.schema import explain, kind, open_database
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -126,6 +125,9 @@ class SqliteWriter:
         self._thread = threading.Thread(target=self._run, name="fairdeck-sqlite-writer", daemon=True)
         self.stats = WriterStats()
         """Written by the writer thread only; readers see whole numbers, possibly a batch behind."""
+        self.quiet = True
+        """Until the dealer serves (``SqliteStorage.serving``), failures are logged at DEBUG: the
+        start-up refusal says them once, in one line."""
         self.last_fault: BaseException | None = None
         """The last database error (storage failing, not a refusal): what ``explain`` says."""
 
@@ -313,7 +315,7 @@ class SqliteWriter:
             stats.appends += self.log_size - before[0]
             stats.transaction_seconds += time.perf_counter() - began
         except Exception as e:  # disk full, I/O error, a bug: nothing of the batch is acknowledged
-            log.error("storage batch failed, rolled back: %s", _what(e))
+            self._said("storage batch failed, rolled back", e)
             self.last_fault = e
             # A ROLLBACK that fails too (the disk is gone) must not end the writer thread:
             # every later call would then wait forever instead of failing.
@@ -341,13 +343,17 @@ class SqliteWriter:
         no request data), anything else (a bug) as it is, for the servicer to answer INTERNAL."""
         if isinstance(e, refusals.DealerError):
             return e
-        log.error("storage operation failed, rolled back: %s", _what(e))
+        self._said("storage operation failed, rolled back", e)
         if _is_storage_fault(e):
             self.last_fault = e
             return refusals.storage_unavailable(
                 f"storage failed ({kind(self._path, e)}); the request was not recorded"
             )
         return e
+
+    def _said(self, what: str, e: BaseException) -> None:
+        """One log line for a failure: the class and SQLite's error name, never a value."""
+        log.log(logging.DEBUG if self.quiet else logging.ERROR, "%s: %s", what, _what(e))
 
     def _catch_up(self, conn: sqlite3.Connection) -> bool:
         """Take in what other processes appended (``serve --processes N``, docs/scaling.md).
