@@ -30,7 +30,9 @@ A new kind of fault is one more test in this folder, using these pieces.
 
 from __future__ import annotations
 
+import contextlib
 import glob
+import io
 import json
 import os
 import re
@@ -48,6 +50,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from fairdeck.cli import main as fairdeck_main
 from fairdeck.client import DealerClient
 from fairdeck.client.exceptions import FairdeckError
 from fairdeck.log.logentry import CommitEntry, RevealEntry, decode
@@ -238,11 +241,16 @@ class Audit:
         return parsed
 
 
-def fairdeck(*args: str, timeout: float = 120) -> Audit:
-    """The real ``fairdeck`` console script, on the true clock."""
-    command = [sys.executable, "-m", "fairdeck.cli", *args]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=clean_env())
-    return Audit(done.returncode, done.stdout, done.stderr)
+def fairdeck(*args: str) -> Audit:
+    """The ``fairdeck`` command line (its ``main``, the console script's code path) in this
+    process, on the true clock: the dealers are the processes under test, not the auditor."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            rc = fairdeck_main(list(args))
+        except SystemExit as e:  # argparse
+            rc = int(e.code or 0)
+    return Audit(rc, out.getvalue(), err.getvalue())
 
 
 class FaultRun:

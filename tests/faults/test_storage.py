@@ -99,7 +99,7 @@ def test_a_full_disk_at_start_while_running_and_at_sigterm(run: FaultRun) -> Non
     filler = sandbox.fill()
     refused_in_one_line(run.start_refused(), "is full", "free some space")
     filler.unlink()
-    dealer = run.start()
+    dealer = run.start("--checkpoint-interval", "3600")  # the entries below are signed at SIGTERM only
     run.ledger.deal(dealer.target, 2)
     filler = sandbox.fill()
     with DealerClient(dealer.target, timeout=15, retries=0) as c, pytest.raises(FairdeckError) as refused:
