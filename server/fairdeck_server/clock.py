@@ -12,7 +12,7 @@ clock").
   silently.
 
 Entry times never go backwards within a log: the storage writers take ``max(time, last entry's
-time)`` as they append (``fairdeck.log.logentry.not_before``), across processes and replicas too.
+time)`` as they append (``fairdeck.log.logentry.TIME_AT``), across processes and replicas too.
 """
 
 from __future__ import annotations

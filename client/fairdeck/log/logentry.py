@@ -111,7 +111,14 @@ def deck_digest(cards: Sequence[int]) -> bytes:
 Entry = CommitEntry | RevealEntry
 
 TIME_AT = slice(5, 13)
-"""Where ``time_ms`` is in every entry: after the magic and the type byte."""
+"""Where ``time_ms`` is in every entry: after the magic and the type byte. A log's writer keeps
+entry times from going backwards by raising these 8 bytes (big-endian, so they compare as the
+numbers do) to the latest entry's (docs/operations.md, "The dealer's clock").
+
+>>> e = CommitEntry(5, "h1", "fairdeck-v1", "standard", bytes(32)).encode()
+>>> time_of(e), e[TIME_AT] < u64(7)
+(5, True)
+"""
 
 
 def time_of(entry: bytes) -> int | None:
@@ -120,21 +127,6 @@ def time_of(entry: bytes) -> int | None:
     if len(entry) < TIME_AT.stop or not entry.startswith(MAGIC):
         return None
     return int.from_bytes(entry[TIME_AT], "big")
-
-
-def not_before(entry: bytes, time_ms: int) -> bytes:
-    """The encoded entry with its ``time_ms`` raised to ``time_ms`` if it is earlier: how a log's
-    writer keeps entry times from going backwards (docs/operations.md, "The dealer's clock").
-    Bytes that are not an entry are returned as they are.
-
-    >>> e = CommitEntry(5, "h1", "fairdeck-v1", "standard", bytes(32)).encode()
-    >>> time_of(not_before(e, 7)), time_of(not_before(e, 3)), not_before(e, 3) is e
-    (7, 5, True)
-    """
-    now = time_of(entry)
-    if now is None or now >= time_ms:
-        return entry
-    return entry[: TIME_AT.start] + u64(time_ms) + entry[TIME_AT.stop :]
 
 
 class _Reader:

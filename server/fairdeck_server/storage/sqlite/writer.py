@@ -30,8 +30,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+from fairdeck.core.encoding import u64
 from fairdeck.log import merkle
-from fairdeck.log.logentry import not_before, time_of
+from fairdeck.log.logentry import MAGIC, TIME_AT, time_of
 from fairdeck_server import refusals
 from fairdeck_server.refusals import StartupRefused
 from fairdeck_server.storage.base import (
@@ -120,8 +121,9 @@ class SqliteWriter:
         self._startup_error: BaseException | None = None
         self.log_size = 0
         self.frontier = _Frontier([])
-        self.last_time_ms = 0
-        """The time of the latest entry appended: the next one's is never earlier."""
+        self.last_stamp = bytes(8)
+        """The time of the latest entry appended, as its 8 bytes (big-endian: compared as bytes, as
+        numbers): the next one's is never earlier."""
         self._thread = threading.Thread(target=self._run, name="fairdeck-sqlite-writer", daemon=True)
         self.stats = WriterStats()
         """Written by the writer thread only; readers see whole numbers, possibly a batch behind."""
@@ -216,8 +218,12 @@ class SqliteWriter:
         """
         index = self.log_size
         frontier = self.frontier
-        entry = not_before(entry, self.last_time_ms)  # times never go backwards within the log
-        self.last_time_ms = time_of(entry) or self.last_time_ms
+        if entry.startswith(MAGIC) and len(entry) >= TIME_AT.stop:  # times never go backwards
+            stamp = entry[TIME_AT]
+            if stamp < self.last_stamp:
+                entry = entry[: TIME_AT.start] + self.last_stamp + entry[TIME_AT.stop :]
+            else:
+                self.last_stamp = stamp
         hashes = merkle.stored_hashes_for_append(index, merkle.leaf_hash(entry), frontier.read)
         start = merkle.stored_hash_index(0, index)
         rows.entries.append((index, entry))
@@ -368,15 +374,15 @@ class SqliteWriter:
             return False
         self.log_size = size
         self.frontier = _Frontier.load(size, hash_reader(conn))
-        self.last_time_ms = max(self.last_time_ms, _last_time(conn))
+        self.last_stamp = max(self.last_stamp, _last_stamp(conn))
         return True
 
-    def _mark(self) -> tuple[int, _Frontier, int]:
+    def _mark(self) -> tuple[int, _Frontier, bytes]:
         """What an append changes, to put back if its transaction rolls back."""
-        return self.log_size, self.frontier.copy(), self.last_time_ms
+        return self.log_size, self.frontier.copy(), self.last_stamp
 
-    def _restore(self, mark: tuple[int, _Frontier, int]) -> None:
-        self.log_size, self.frontier, self.last_time_ms = mark
+    def _restore(self, mark: tuple[int, _Frontier, bytes]) -> None:
+        self.log_size, self.frontier, self.last_stamp = mark
 
     def _create_together(self, conn: sqlite3.Connection, creations: list[_Op]) -> list[list[Created]]:
         """Write the hands of several plain creations with one set of INSERTs, under one
@@ -405,7 +411,7 @@ class SqliteWriter:
         try:
             self.log_size = conn.execute("SELECT COALESCE(MAX(idx) + 1, 0) FROM log_entries").fetchone()[0]
             self.frontier = _Frontier.load(self.log_size, hash_reader(conn))
-            self.last_time_ms = _last_time(conn)
+            self.last_stamp = _last_stamp(conn)
         except BaseException:
             conn.close()
             raise
@@ -458,10 +464,11 @@ class Rows:
         _insert_rows(conn, "hands", self.hands)
 
 
-def _last_time(conn: sqlite3.Connection) -> int:
-    """The time of the log's last entry (0 for an empty log)."""
+def _last_stamp(conn: sqlite3.Connection) -> bytes:
+    """The time of the log's last entry, as its 8 bytes (zeros for an empty log)."""
     row = conn.execute("SELECT entry FROM log_entries ORDER BY idx DESC LIMIT 1").fetchone()
-    return 0 if row is None else time_of(bytes(row[0])) or 0
+    time_ms = None if row is None else time_of(bytes(row[0]))
+    return u64(time_ms or 0)
 
 
 def hash_reader(conn: sqlite3.Connection) -> Callable[[list[int]], list[bytes]]:
