@@ -253,7 +253,6 @@ def cprofile_run_audit(data: Path, vkey: str, outdir: Path) -> dict[str, Any]:
         Verifier.parse(vkey),
         since=None,
         max_hand_lifetime_ms=3_600_000,
-        now_ms=time.time_ns() // 1_000_000,
     )
     prof.disable()
     elapsed = time.perf_counter() - started

@@ -15,10 +15,13 @@ import grpc
 from google.protobuf.descriptor import ServiceDescriptor
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from fairdeck.log.logentry import time_of
 from fairdeck.v1 import audit_pb2, dealer_pb2
+from fairdeck.wire import Reason
 from fairdeck_server import logging_setup
 from fairdeck_server.addresses import check_listen, is_loopback, probe_listen
 from fairdeck_server.auth import Authenticator, FailureLimiter, TokenVerifier
+from fairdeck_server.clock import CHECK_INTERVAL_S, DealerClock, iso, start_after_log
 from fairdeck_server.config import ServerConfig
 from fairdeck_server.cosigning import WitnessPublisher
 from fairdeck_server.dealer import Dealer
@@ -37,6 +40,7 @@ from fairdeck_server.edge.transport import TRANSPORT_OPTIONS, server_credentials
 from fairdeck_server.limits import OpenHandsCap, RateLimiter
 from fairdeck_server.log_signing import CheckpointPublisher
 from fairdeck_server.metrics import MeteredStorage, Metrics, MetricsEndpoint
+from fairdeck_server.reaper import Reaper
 from fairdeck_server.refusals import DealerError, StartupRefused
 from fairdeck_server.startup import Identity, IdentityStore, check_store, prepare
 from fairdeck_server.storage import open_storage
@@ -47,6 +51,8 @@ if TYPE_CHECKING:
     from fairdeck_server.processes import Worker
 
 log = logging.getLogger(__name__)
+STOP_WRITE_TIMEOUT_S = 10.0
+"""On SIGTERM, how long the last checkpoint's signing may wait for storage (after the drain)."""
 
 
 def _service(module: ModuleType, name: str) -> ServiceDescriptor:
@@ -76,6 +82,7 @@ class DealerServer:
     publisher: CheckpointPublisher
     witnessing: WitnessPublisher
     dealer: Dealer
+    reaper: Reaper
 
     def __init__(self, config: ServerConfig, worker: Worker | None = None) -> None:
         """``worker``: this is one of the processes of ``serve --processes N`` (processes.py)."""
@@ -89,6 +96,8 @@ class DealerServer:
             config.db, config.data_dir, pool_size=config.db_pool_size, processes=config.processes
         )
         self.port = 0
+        self.clock = DealerClock()
+        """The time the dealer logs and measures lifetimes by: monotonic while it runs (clock.py)."""
         self.metrics = Metrics()
         # Told of every storage fault and every write that succeeds, it turns health
         # NOT_SERVING while storage does not take writes (storage_health.py).
@@ -170,12 +179,21 @@ class DealerServer:
         try:
             await self.storage.start()
             await check_store(cast(IdentityStore, self.storage), self.identity, where)
+            await self._start_clock()
+            # A store that cannot take the dealer's writes (a read-only file or mount, a full disk,
+            # a lock held outside) is said now, in one line, not at the first client's write.
+            await self.storage.probe()
+            # Hands that outlived their lifetime while the dealer was down are voided before any
+            # call can log an entry (reaper.py).
+            await self.reaper.round()
         except DealerError as e:  # storage unreachable at start: a refusal to start, in one line
-            raise StartupRefused(str(e)) from None
+            raise StartupRefused(self._storage_refusal(e, where)) from None
+        self.storage.serving()
         self.metrics.gauges.attach(self.metered, asyncio.get_running_loop())
         self.publisher.start()
         self.witnessing.start()
-        self._reaper = asyncio.create_task(self._void_stale_hands(), name="fairdeck-reaper")
+        self._reaper = asyncio.create_task(self.reaper.run(), name="fairdeck-reaper")
+        self._clock_watch = asyncio.create_task(self._watch_clock(), name="fairdeck-clock")
         self._started = True
         await self._set_health(self._storage_status())
         return self.port
@@ -246,14 +264,20 @@ class DealerServer:
             config.witness_threshold,
             self.metrics.registry,
             interval=config.checkpoint_interval,
+            clock_ms=self.clock.now_ms,
         )
-        self.dealer = Dealer(self.metered, identity.vault)
+        self.dealer = Dealer(self.metered, identity.vault, clock_ms=self.clock.now_ms)
+        self.reaper = Reaper(
+            self.dealer, config.max_hand_lifetime, self.clock.now_ms, on_skip=self._skipped_stale_hand
+        )
+        self.dealer.before_logging = self.reaper.ensure_fresh
         register(self.server, DealerServicer(self.dealer), _service(dealer_pb2, "DealerService"), dealer_pb2)
         audit = AuditServicer(
             self.metered,
             self.publisher,
             max_message_bytes=config.max_message_bytes,
             final=lambda: self.witnessing.final,
+            rotations=identity.log_keys.rotations,
         )
         register(self.server, audit, _service(audit_pb2, "AuditService"), audit_pb2)
 
@@ -266,11 +290,25 @@ class DealerServer:
         await self.server.stop(self.config.grace_seconds)
         await self.storage_health.stop()
         await self._close_metrics()
-        self._reaper.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._reaper
+        for task in (self._reaper, self._clock_watch):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
         await self.witnessing.stop()
-        await self.publisher.stop()
+        try:  # sign the last entries, within a bound: SIGTERM always ends the process
+            await asyncio.wait_for(self.publisher.stop(), timeout=STOP_WRITE_TIMEOUT_S)
+        except Exception as e:  # storage failing as it stops (a full disk, a lock): said, and not fatal
+            if isinstance(e, TimeoutError):
+                where = f"storage did not answer within {STOP_WRITE_TIMEOUT_S:g} s"
+            elif isinstance(e, DealerError):
+                where = self._storage_refusal(e, "storage")
+            else:
+                where = type(e).__name__
+            log.error(
+                "the last checkpoint could not be signed while stopping: %s. Nothing acknowledged is "
+                "lost; the next start signs it",
+                where,
+            )
         await self.storage.close()
         if self.identity is not None:
             self.identity.release()  # after the last write: the next dealer may take the dir
@@ -281,25 +319,58 @@ class DealerServer:
             await self.metrics_endpoint.close()
             self.metrics_endpoint = None
 
-    async def _void_stale_hands(self) -> None:
-        lifetime_ms = int(self.config.max_hand_lifetime * 1000)
+    def _storage_refusal(self, error: DealerError, where: str) -> str:
+        """The one line for storage failing at start: what the engine found (a full disk, a
+        read-only file or mount, a lock, damage), with its fix; else the error as it is."""
+        return self.storage.diagnose() or f"{where}: {error}"
+
+    async def _start_clock(self) -> None:
+        """Refuse a clock behind the log's latest entry (unless allowed), or start after it."""
+        size = await self.metered.log_size()
+        latest = None
+        if size:
+            (entry,) = await self.metered.log_entries(size - 1, size)
+            time_ms = time_of(entry)
+            latest = None if time_ms is None else (size - 1, time_ms)
+        warning = start_after_log(self.clock, latest, allow_behind=self.config.allow_clock_behind_log)
+        if warning is not None:
+            log.warning("%s", warning)
+
+    async def _watch_clock(self) -> None:
+        """Compare the wall clock with the dealer's every second; say so once per step."""
         while True:
-            try:
-                while await self.dealer.void_stale(lifetime_ms, on_skip=self._skipped_stale_hand) > 0:
-                    pass
-            except Exception as e:  # storage may be down for a while; try again next round
-                log.error("voiding stale hands failed: %s", type(e).__name__)
-            await asyncio.sleep(min(30.0, self.config.max_hand_lifetime / 4))
+            await asyncio.sleep(CHECK_INTERVAL_S)
+            step = self.clock.step()
+            if step is None:
+                continue
+            direction = "forward" if step > 0 else "back"
+            self.metrics.clock_steps.labels(direction).inc()
+            self.metrics.clock_offset.set(self.clock.offset_ms / 1000)
+            log.warning(
+                "the wall clock stepped %s by %.1f s (it says %s; the log's time is %s): entry times and "
+                "hand lifetimes keep to the monotonic clock, no hand is voided early; the log's time "
+                "follows the wall clock again at the next restart",
+                direction,
+                abs(step) / 1000,
+                iso(self.clock.wall_ms()),
+                iso(self.clock.now_ms()),
+            )
 
     def _skipped_stale_hand(self, tenant: str, hand_id: str, reason: str) -> None:
         # Ids and the reason code only: the error's text is not logged, and never a seed.
         self.metrics.reaper_skipped.labels(reason).inc()
+        until = (
+            'its row is repaired (docs/operations.md, "A damaged row")'
+            if reason == Reason.HAND_UNREADABLE
+            else "the dealer restarts able to open its seed"
+        )
         log.error(
             "stale hand %s of tenant %s cannot be voided (%s); skipped, other hands are voided. "
-            "It stays open, and the audit lists it, until the dealer restarts able to open its seed",
+            "It stays open, and the audit lists it, until %s",
             hand_id,
             tenant,
             reason,
+            until,
         )
 
     async def _probe(self) -> None:

@@ -74,7 +74,11 @@ class ServerConfig:
     checkpoint_interval: float = 0.2
     """Seconds between signed checkpoints while entries arrive."""
     max_hand_lifetime: float = 3600.0
-    """Seconds a hand may stay open; older ones are voided (revealed and logged)."""
+    """Seconds a hand may stay open; older ones are voided (revealed and logged), in the last
+    min(2 s, a quarter) of it, so the void is in the log before the lifetime has passed."""
+    allow_clock_behind_log: bool = False
+    """Start even if this machine's clock is behind the log's latest entry: the log's time then
+    continues from that entry. Without it such a start is refused (docs/operations.md)."""
     db: str | None = None
     """A postgresql:// URL to share one database among replicas; None: SQLite in DATA_DIR."""
     db_pool_size: int = 8

@@ -5,7 +5,8 @@ Rounds run in the background, one after another, each sending one checkpoint to 
 that has not cosigned it, with the consistency proof from the size that witness last cosigned;
 each cosignature that verifies is added to the stored checkpoint. Dealing never waits: the HTTP
 calls run in threads with a timeout, and a failing witness backs off (at most ``MAX_BACKOFF_S``).
-The design: docs/witness.md ("The dealer with witnesses").
+A cosignature's timestamp far from the dealer's clock is warned of once (``clock.WITNESS_SKEW_S``).
+The design: docs/witness.md ("The dealer with witnesses"); clocks: docs/operations.md.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import http.client
 import logging
 import time
 import urllib.parse
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -24,6 +26,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from fairdeck.log.cosignature import CosignatureError, CosignatureVerifier, WitnessPolicy, parse_line
 from fairdeck.log.note import Verifier, open_note
+from fairdeck_server.clock import WITNESS_SKEW_S
 from fairdeck_server.storage.base import Storage, StoredCheckpoint
 
 log = logging.getLogger(__name__)
@@ -44,6 +47,8 @@ class WitnessTarget:
     failures: int = 0
     retry_at: float = 0.0
     down: bool = field(default=False)
+    skewed: bool = False
+    """Whether its clock was last seen further than WITNESS_SKEW_S from the dealer's (warned once)."""
 
     @property
     def name(self) -> str:
@@ -72,8 +77,11 @@ class WitnessPublisher:
         registry: CollectorRegistry,
         *,
         interval: float,
+        clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
     ) -> None:
         self.storage = storage
+        self.clock_ms = clock_ms
+        """The dealer's clock (clock.DealerClock.now_ms), held against the witnesses' timestamps."""
         self.log_verifier = log_verifier
         self.targets = [WitnessTarget.parse(spec) for spec in specs]
         self.policy = (
@@ -101,6 +109,12 @@ class WitnessPublisher:
         self.failures = Counter(
             "fairdeck_witness_failures",
             "Requests to the witness that did not end in a valid cosignature",
+            ["witness"],
+            registry=registry,
+        )
+        self.skew = Gauge(
+            "fairdeck_witness_clock_skew_seconds",
+            "The witness's cosignature timestamp minus the dealer's clock when the answer came",
             ["witness"],
             registry=registry,
         )
@@ -211,8 +225,27 @@ class WitnessPublisher:
             cosig = parse_line(line, target.verifier)
             self.cosigned_size.labels(target.name).set(head.size)
             self.cosigned_time.labels(target.name).set(cosig.timestamp)
+            self._held_against(target, cosig.timestamp)
             return line
         raise WitnessFailure("the witness's size kept changing (another log writer?)")
+
+    def _held_against(self, target: WitnessTarget, timestamp: int) -> None:
+        """Compare the witness's timestamp with the dealer's clock; warn once per episode of skew."""
+        skew = timestamp - self.clock_ms() / 1000
+        self.skew.labels(target.name).set(skew)
+        if abs(skew) <= WITNESS_SKEW_S:
+            if target.skewed:
+                log.info("witness %s and the dealer's clock agree again (%+.1f s)", target.name, skew)
+            target.skewed = False
+            return
+        if not target.skewed:
+            log.warning(
+                "witness %s cosigned at a time %+.0f s from the dealer's clock: one of the two clocks "
+                'is wrong; check NTP on both (docs/operations.md, "The dealer\'s clock")',
+                target.name,
+                skew,
+            )
+        target.skewed = True
 
 
 def _our_line(answer: bytes, verifier: CosignatureVerifier, text: str) -> str:

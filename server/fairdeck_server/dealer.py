@@ -3,7 +3,10 @@
 No grpc here: the servicer turns requests into these calls and DealerError
 into status codes. Entropy, the clock and hand ids are injected so tests can
 pin them. Every state change goes through ``Storage.update_hand`` with a pure
-``decide`` function, so the rules hold the same on every engine.
+``decide`` function, so the rules hold the same on every engine. Before it
+logs an entry (open, deal, close), an operation awaits ``before_logging``: the
+reaper (reaper.py) uses it to void overdue hands first, so the log never
+shows a hand left open past its lifetime while the dealer deals on.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import asyncio
 import hashlib
 import secrets
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
@@ -112,12 +115,15 @@ class Dealer:
         self._deck_cache = lru_cache(maxsize=4096)(self._derive)
         self._unvoidable: set[tuple[str, str]] = set()
         """(tenant, hand_id) of stale hands void_stale could not void (see there)."""
+        self.before_logging: Callable[[], Awaitable[None]] = _nothing
+        """Awaited before an operation logs an entry (the reaper's ``ensure_fresh``)."""
 
     # -- opening ----------------------------------------------------------------
 
     async def open_hand(self, tenant: str, deck: str, request_id: str) -> HandRecord:
         p = self._plan(deck)
         rid = _request_id(request_id)
+        await self.before_logging()
         new, _, _ = self._new_hand(tenant, p, rid, ())
         (created,) = await self.storage.create_hands([new])
         return created.record
@@ -129,6 +135,7 @@ class Dealer:
         p = self._plan(deck)
         seeds = _client_seeds(client_seeds)
         rid = _request_id(request_id)
+        await self.before_logging()
         new, _, cards = self._new_hand(tenant, p, rid, seeds, state=StoredHandState.SHUFFLED)
         (created,) = await self.storage.create_hands([new])
         if created.found:  # an idempotent retry: deal what was stored
@@ -159,6 +166,7 @@ class Dealer:
                 # Build the next chunk while the storage thread makes the previous one durable.
                 ahead = None
                 if done < count:
+                    await self.before_logging()
                     made = [
                         self._new_hand(tenant, p, None, seeds, state=state)
                         for _ in range(min(BATCH_CHUNK, count - done))
@@ -302,6 +310,7 @@ class Dealer:
     async def close(self, tenant: str, hand_id: str) -> HandRecord:
         """Reveal the seed and record it. Closing a closed hand returns it as is."""
         validate_hand_id(hand_id)
+        await self.before_logging()
         return await self._reveal(tenant, hand_id, CLOSED)
 
     async def void_stale(
@@ -317,9 +326,10 @@ class Dealer:
         lifetime, which is what the auditor checks to catch deck shopping.
 
         A hand that cannot be voided (its sealed seed does not open: its key is
-        not loaded) is skipped and reported once through ``on_skip(tenant,
-        hand_id, reason)``, and the other hands are voided all the same: one bad
-        hand must not keep every tenant's stale hands open. Skipped hands are
+        not loaded; or its stored row cannot be read: HAND_UNREADABLE) is skipped
+        and reported once through ``on_skip(tenant, hand_id, reason)``, and the
+        other hands are voided all the same: one bad hand must not keep every
+        tenant's stale hands open. Skipped hands are
         remembered for the life of this Dealer (they come first in every query,
         so they are asked for on top of ``limit``); a restart, e.g. with the
         missing key loaded, tries them again. Storage failing
@@ -344,11 +354,12 @@ class Dealer:
         return handled
 
     async def _reveal(self, tenant: str, hand_id: str, outcome: int) -> HandRecord:
+        now = self._clock_ms()  # when it was decided, after before_logging; storage never makes it earlier
+
         def decide(r: HandRecord) -> tuple[Change, None]:
             if r.state is StoredHandState.CLOSED:
                 return Change(r), None
             seed = self._open_seed(r)
-            now = self._clock_ms()
             new = replace(r, state=StoredHandState.CLOSED, closed_ms=now, server_seed=seed)
             digest = deck_digest(self._cards(r))
             entry = RevealEntry(now, r.hand_id, outcome, seed, r.client_seeds, digest).encode()
@@ -413,6 +424,10 @@ class Dealer:
             return self.vault.open(hand_id, sealed)
         except VaultError as e:
             raise refusals.seed_unavailable(str(e)) from None
+
+
+async def _nothing() -> None:
+    return None
 
 
 def _not_open(r: HandRecord) -> refusals.DealerError:

@@ -2,14 +2,17 @@
 
 The key is a C2SP signed-note signer key named for the log's origin, made 0600 only by ``fairdeck
 init`` or a fresh data dir's first start (startup.py), never because a file went missing; after a
-rotation its file also lists the retired verifier keys. The publisher signs a checkpoint whenever
-the log has grown, at most every ``interval`` seconds, and on demand; storage's compare-and-swap
-keeps one root per size. docs/log-format.md ("Signed checkpoints") has the format and the rules.
+rotation its file also lists the retired verifier keys and the rotation statements each old key
+signed to name its successor (``load_log_keys``; fairdeck.log.rotation). The publisher signs a
+checkpoint whenever the log has grown, at most every ``interval`` seconds, and on demand;
+storage's compare-and-swap keeps one root per size. docs/log-format.md ("Signed checkpoints").
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import contextlib
 import logging
 import secrets
@@ -19,6 +22,7 @@ from pathlib import Path
 
 from fairdeck.log.checkpoint import Checkpoint, sign_checkpoint
 from fairdeck.log.note import NoteError, Signer, Verifier, is_valid_key_name
+from fairdeck.log.rotation import RotationError, open_rotation, sign_rotation
 from fairdeck_server.refusals import StartupRefused
 from fairdeck_server.storage.base import Storage, StoredCheckpoint
 from fairdeck_server.vault import read_private_text, write_private_file
@@ -37,6 +41,8 @@ class LogKeys:
 
     signer: Signer = field(repr=False)
     retired: tuple[Verifier, ...] = ()
+    rotations: tuple[bytes, ...] = ()
+    """Rotation statements (signed notes), newest first: each retired key naming its successor."""
 
     @property
     def verifiers(self) -> list[Verifier]:
@@ -44,9 +50,23 @@ class LogKeys:
         return [self.signer.verifier, *self.retired]
 
     def to_text(self) -> str:
-        """The key file: the signer key, then one retired verifier key per line."""
+        """The key file: the signer key, then one retired verifier key per line, then one rotation
+        statement per line (``rotation`` and the note in base64)."""
         lines = [self.signer.to_string(), *(v.to_string() for v in self.retired)]
+        lines += [f"{ROTATION_PREFIX}{base64.b64encode(note).decode()}" for note in self.rotations]
         return "".join(line + "\n" for line in lines)
+
+    def unvouched(self) -> list[Verifier]:
+        """Retired keys no statement in the file hands over from (rotated by an older fairdeck)."""
+        vouched = set()
+        for note in self.rotations:
+            with contextlib.suppress(RotationError):
+                vouched.add(open_rotation(note).old)
+        return [v for v in self.retired if v not in vouched]
+
+
+ROTATION_PREFIX = "rotation "
+"""A key file line holding a rotation statement: this, then the signed note in base64."""
 
 
 def load_or_create_signer(path: Path, origin: str | None = None) -> Signer:
@@ -95,12 +115,16 @@ def rotate_log_key(path: Path) -> LogKeys:
     origin); the old signer's verifier key becomes the first retired key.
 
     Takes effect when the dealer restarts. Checkpoints signed before stay
-    verifiable with the retired key; auditors pass every key to ``--key``.
+    verifiable with the retired key; auditors pass every key to ``--key``. The old key signs a
+    rotation statement naming the new one (fairdeck.log.rotation), kept in the file: the dealer
+    publishes it, so an auditor who holds only the old key can follow the rotation.
     """
     old = load_log_keys(path) if path.exists() else None
     if old is None:
         raise LogKeyError(f"no log key at {path} to rotate")
-    new = LogKeys(Signer.generate(old.signer.name), (old.signer.verifier, *old.retired))
+    signer = Signer.generate(old.signer.name)
+    statement = sign_rotation(old.signer, signer)
+    new = LogKeys(signer, (old.signer.verifier, *old.retired), (statement, *old.rotations))
     write_private_file(path, new.to_text(), create=False)
     return new
 
@@ -114,7 +138,15 @@ def _parse_keys(text: str, path: Path) -> LogKeys:
     except NoteError as e:
         raise LogKeyError(f"log key file {path}, line 1: {e}") from None
     retired = []
+    rotations = []
     for number, line in enumerate(lines[1:], start=2):
+        if line.startswith(ROTATION_PREFIX):
+            rotations.append(_rotation(line[len(ROTATION_PREFIX) :], signer.name, path, number))
+            continue
+        if rotations:
+            raise LogKeyError(
+                f"log key file {path}, line {number}: retired keys come before rotation statements"
+            )
         if line.startswith("PRIVATE+"):
             raise LogKeyError(f"log key file {path}, line {number}: keep retired keys as verifier keys only")
         try:
@@ -126,7 +158,21 @@ def _parse_keys(text: str, path: Path) -> LogKeys:
         retired.append(verifier)
     if len({(v.name, v.key_id) for v in [signer.verifier, *retired]}) != 1 + len(retired):
         raise LogKeyError(f"log key file {path} lists a key twice")
-    return LogKeys(signer, tuple(retired))
+    return LogKeys(signer, tuple(retired), tuple(rotations))
+
+
+def _rotation(text: str, origin: str, path: Path, number: int) -> bytes:
+    """A rotation statement line's note, checked: it verifies, and is for this log."""
+    try:
+        note = base64.b64decode(text.strip(), validate=True)
+        rotation = open_rotation(note)
+    except (binascii.Error, RotationError) as e:
+        raise LogKeyError(
+            f"log key file {path}, line {number}: not a valid rotation statement ({e})"
+        ) from None
+    if rotation.old.name != origin:
+        raise LogKeyError(f"log key file {path}, line {number}: the rotation statement is for another origin")
+    return note
 
 
 class CheckpointPublisher:

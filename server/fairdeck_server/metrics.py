@@ -122,11 +122,31 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        self.unreadable_rows = Counter(
+            "fairdeck_unreadable_rows",
+            "Stored rows (hands) an operation could not read, damaged: the operation failed alone",
+            ["operation"],
+            registry=r,
+        )
+        self.clock_steps = Counter(
+            "fairdeck_clock_steps",
+            "Wall-clock steps beyond the tolerance, by direction; log times keep to the monotonic clock",
+            ["direction"],
+            registry=r,
+        )
+        self.clock_offset = Gauge(
+            "fairdeck_clock_offset_seconds",
+            "The wall clock minus the dealer's log clock (0 until the wall clock steps)",
+            registry=r,
+        )
+        for direction in ("forward", "back"):
+            self.clock_steps.labels(direction)
         for outcome in OUTCOMES.values():
             self.hands_closed.labels(outcome)
         for probe_outcome in ("ok", "failed"):
             self.storage_probes.labels(probe_outcome)
         self.reaper_skipped.labels(Reason.SEED_UNAVAILABLE)
+        self.reaper_skipped.labels(Reason.HAND_UNREADABLE)
         for reason in (Reason.RATE_LIMITED, Reason.TOO_MANY_OPEN_HANDS):
             self.refusals.labels(reason)
         self.gauges = StorageGauges()
@@ -264,6 +284,8 @@ class MeteredStorage:
         self._inner = inner
         self._metrics = metrics
         self._health = health
+        self._unreadable: set[str] = set()
+        """Messages of damaged rows already logged: each is logged once per process."""
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._inner, name)
@@ -289,6 +311,13 @@ class MeteredStorage:
         return result
 
     def _count_error(self, operation: str, e: Exception) -> None:
+        if isinstance(e, refusals.DealerError) and e.reason == Reason.HAND_UNREADABLE:
+            # One damaged row: the operation on it failed alone, storage still works.
+            self._metrics.unreadable_rows.labels(operation).inc()
+            if str(e) not in self._unreadable:
+                self._unreadable.add(str(e))
+                log.error("%s (in %s); the other hands are served", e, operation)
+            return
         if isinstance(e, refusals.DealerError):
             fault = e.status in STORAGE_FAULTS
         else:  # a bad argument or an attempted fork is not the storage failing

@@ -134,6 +134,14 @@ def seed_unavailable(message: str) -> DealerError:
     return DealerError(Reason.SEED_UNAVAILABLE, message)
 
 
+def hand_unreadable(hand_id: str, column: str) -> DealerError:
+    """A stored hand whose row cannot be read: named by its id and the column, never its content."""
+    return DealerError(
+        Reason.HAND_UNREADABLE,
+        f"stored hand {hand_id} cannot be read (column {column} is damaged); the dealer's log says more",
+    )
+
+
 def internal() -> DealerError:
     # A fixed message: whatever went wrong stays in the server's log.
     return DealerError(Reason.INTERNAL, "internal error")
@@ -158,6 +166,13 @@ def invalid_certificate(message: str) -> DealerError:
 
 def role_not_allowed(role: str, method: str) -> DealerError:
     return DealerError(Reason.ROLE_NOT_ALLOWED, f"the {role} role may not call {method}")
+
+
+RESTORE = (
+    "restore it from a backup no older than the latest checkpoint anyone may hold (an older copy of a "
+    'log with published checkpoints is a fork: docs/operations.md, "Restoring a backup")'
+)
+"""The only advice to restore a database, wherever it is given: never without the fork warning."""
 
 
 class StartupRefused(Exception):

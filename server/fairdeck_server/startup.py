@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import logging
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -20,8 +21,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from fairdeck.log.checkpoint import CheckpointError, open_checkpoint
+from fairdeck.log.rotation import open_rotation
 from fairdeck_server.log_signing import LogKeys, load_log_keys, new_log_keys
-from fairdeck_server.refusals import StartupRefused
+from fairdeck_server.refusals import RESTORE, StartupRefused
 from fairdeck_server.vault import (
     KEY_ENV,
     SeedVault,
@@ -37,7 +39,11 @@ if TYPE_CHECKING:
 
 DB_NAME = "fairdeck.db"
 LOCK_NAME = "fairdeck.lock"
+log = logging.getLogger(__name__)
 LOG_KEY_META = "log_key"
+ROTATION_META = "log_key_rotation/"
+"""Prefix of the fairdeck_meta names of rotation statements, one per new key (its key id in hex):
+what ``fairdeck audit --data/--db`` reads to follow a rotation."""
 """fairdeck_meta row: the verifier key (public) of the key that signs the log."""
 
 __all__ = ["Identity", "KeySources", "StartupRefused", "check_store", "init", "prepare"]
@@ -201,6 +207,16 @@ def _refusing() -> Iterator[None]:
         raise StartupRefused(str(e)) from None
     except OSError as e:
         where = f" {e.filename}" if e.filename else ""
+        if e.errno == errno.EROFS:
+            raise StartupRefused(
+                f"cannot use{where}: it is on a read-only file system; remount it read-write (check the "
+                "disk first: a file system turns read-only after I/O errors); the database is not damaged"
+            ) from None
+        if e.errno == errno.ENOSPC:
+            raise StartupRefused(
+                f"cannot use{where}: the disk is full; free some space and start again; "
+                "the database is not damaged"
+            ) from None
         raise StartupRefused(
             f"cannot use{where}: {e.strerror or e}; check that the path exists and this user may write it"
         ) from None
@@ -238,7 +254,8 @@ def _prepare(config: ServerConfig, environ: Mapping[str, str] | None, lock_fd: i
             where, _ = present[0]
             state = "empty" if db.exists() else "missing"
             raise StartupRefused(
-                f"database {db} is {state} but its {where} exists: restore the database from backup "
+                f"database {db} is {state} but its {where} exists: "
+                f"{RESTORE.replace('restore it', 'restore the database', 1)} "
                 "(a new log under the same key would contradict what that key signed); "
                 f"to start a new log instead, move the keys away and run `{src.init_command()}`"
             )
@@ -401,6 +418,24 @@ async def check_store(store: IdentityStore, identity: Identity, where: str) -> N
                 f"{sealed[1:5].hex()}): restore the seed key from backup (after `fairdeck rotate-key seed` "
                 "the old key stays in the file, after the new one)"
             ) from None
+    await publish_rotations(store, keys)  # last: a refused start writes nothing
+
+
+async def publish_rotations(store: IdentityStore, keys: LogKeys) -> None:
+    """Record each rotation statement of the key file in the store, once (auditors read them there),
+    and say once when a retired key has none: auditors who hold only that key cannot follow."""
+    for note in keys.rotations:
+        name = f"{ROTATION_META}{open_rotation(note).new.key_id:08x}"
+        if await store.get_meta(name) is None:
+            await store.set_meta(name, None, note.decode())
+    for old in keys.unvouched():
+        log.warning(
+            "the log key file lists retired key %s+%08x without a rotation statement (rotated by an "
+            "older fairdeck): auditors who hold only that key cannot follow the rotation; give them "
+            "the current key",
+            old.name,
+            old.key_id,
+        )
 
 
 def _short(verifier: str) -> str:

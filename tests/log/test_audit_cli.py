@@ -30,7 +30,8 @@ from tests.support.dealers import RunningDealer
 
 REPORT_KEYS = {
     "ok", "tree_size", "root", "entries", "hands", "closed", "voided",
-    "open_within_lifetime", "consistency", "witnesses", "findings", "seconds",
+    "open_within_lifetime", "last_entry_index", "last_entry_ms", "consistency", "witnesses",
+    "key_rotations", "findings", "seconds",
 }  # fmt: skip
 
 
@@ -88,9 +89,20 @@ def test_target_and_data_agree(dealer: RunningDealer) -> None:
     assert live.report["tree_size"] == live.report["entries"] == size
     assert (live.report["closed"], live.report["open_within_lifetime"]) == (40, 3)
 
-    time.sleep(0.01)
-    live = audit("--target", dealer.target, key=key, lifetime="0.005")
-    at_rest = audit("--data", str(dealer.data_dir), key=key, lifetime="0.005")
+    # Long after, by this machine's clock, with a 0.5 s lifetime: the open hands are last in the
+    # log, so they are pending, not overdue (the log's own time is judged, never the auditor's).
+    time.sleep(0.6)
+    live = audit("--target", dealer.target, key=key, lifetime="0.5")
+    at_rest = audit("--data", str(dealer.data_dir), key=key, lifetime="0.5")
+    assert live.rc == at_rest.rc == 0, live.out
+    assert _same(live.report) == _same(at_rest.report)
+    assert live.report["open_within_lifetime"] == 3
+    assert live.report["last_entry_index"] == size - 1
+    # The dealer deals on while they stay open: now the log itself shows them overdue.
+    size = deal(dealer.target, closed=2, still_open=0)
+    settle(dealer, size)
+    live = audit("--target", dealer.target, key=key, lifetime="0.5")
+    at_rest = audit("--data", str(dealer.data_dir), key=key, lifetime="0.5")
     assert live.rc == at_rest.rc == 1
     assert _same(live.report) == _same(at_rest.report)
     assert len(live.findings) == 3 and all("deck shopping" in f["problem"] for f in live.findings)
@@ -182,7 +194,8 @@ def test_since_saves_then_advances(dealer: RunningDealer, tmp_path: Path) -> Non
     settle(dealer, third_size)
     text = fairdeck("audit", "--data", str(dealer.data_dir), "--key", key, "--since", str(saved))
     assert text.rc == 0, text.out
-    assert text.out.splitlines()[3:] == [
+    assert text.out.splitlines()[3].startswith("  pending: the dealer has logged nothing since ")
+    assert text.out.splitlines()[5:] == [
         f"  consistent with the saved checkpoint (tree size {second_size}): the log only grew",
         f"  new checkpoint saved to {saved}",
     ]

@@ -38,6 +38,7 @@ VALUES: dict[str, tuple[Any, Any, Any]] = {
     "log_level": ("DEBUG", "WARNING", "ERROR"),
     "require_auth": (True, False, True),
     "insecure": (True, False, True),
+    "allow_clock_behind_log": (True, False, True),
 }
 BY_KIND: dict[type, tuple[Any, Any, Any]] = {
     str: ("from-file", "from-env", "from-flag"),

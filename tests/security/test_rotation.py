@@ -164,12 +164,20 @@ def test_log_key_rotation_keeps_old_checkpoints_verifiable(
         # Across the rotation: the saved checkpoint (old key) is proven a prefix of today's log (new key).
         assert main([*target, "--key", new_key, "--key", old_key, "--since", str(since)]) == 0
         assert main([*target, "--key", new_key]) == 0
-        assert main([*target, "--key", old_key]) == 1  # the retired key no longer signs
+        # The retired key no longer signs, but it signed the statement naming the new one: an
+        # auditor who holds only the old key follows it, and says so.
+        capsys.readouterr()
+        assert main([*target, "--key", old_key]) == 0
+        old_name_and_id = "+".join(old_key.split("+")[:2])  # base64 may hold a '+': split from the left
+        assert f"followed a log key rotation: {old_name_and_id} ->" in capsys.readouterr().out
+        with AuditClient(dealer.target, verifier=old_key) as log:
+            assert signed_by_new_key(log).size == head.size  # the SDK follows it too
         keyring = tmp_path / "keys.txt"
         keyring.write_text(f"# fairdeck log keys, newest first\n{new_key}\n{old_key}\n")
         dealer.stop()
         assert main(["audit", "--data", str(data), "--key", f"@{keyring}"]) == 0  # every stored checkpoint
         assert main(["audit", "--data", str(data), "--key", new_key]) == 1  # old ones need the old key
+        assert main(["audit", "--data", str(data), "--key", old_key]) == 0  # the statement leads on
 
         # Consistency is still checked: a fork signed by the retired key is caught.
         forged = Checkpoint(saved.origin, saved.size, bytes(32))

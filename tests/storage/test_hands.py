@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import sqlite3
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -291,3 +293,43 @@ def test_calls_made_before_start_wait_for_it(storage_engine: Engine) -> None:
             await s.close()
 
     asyncio.run(scenario())
+
+
+@pytest.mark.parametrize(
+    ("column", "value"),
+    [("deck", "no-such-deck"), ("client_seeds", b"\xff\xff\xff\xff\x00\x00"), ("state", 9)],
+)
+def test_a_damaged_row_fails_only_its_operations(storage_engine: Engine, column: str, value: Any) -> None:
+    """A row quick_check passes but the dealer cannot read (a count of 4 billion seeds, an unknown
+    deck, an unknown state): operations on that hand fail alone with HAND_UNREADABLE, naming the
+    column, at once; operations on every other hand, in the same batch too, succeed."""
+
+    async def scenario(s: Storage) -> None:
+        await s.create_hands([new_hand(i) for i in range(4)])
+        await _damage(storage_engine, s, "h0", column, value)
+        results = await asyncio.gather(
+            s.get_hand("t", "h0"),
+            s.update_hand("t", "h0", closing(entry("r0"))),
+            *(s.update_hand("t", f"h{i}", closing(entry(f"r{i}"))) for i in (1, 2, 3)),
+            return_exceptions=True,
+        )
+        for failed in results[:2]:
+            assert isinstance(failed, refusals.DealerError), failed
+            assert failed.reason == "HAND_UNREADABLE" and column in str(failed)
+        for ok in results[2:]:
+            assert not isinstance(ok, BaseException), ok
+        assert [r.state.name for r, _ in results[2:]] == ["CLOSED"] * 3  # type: ignore[union-attr]
+
+    run(storage_engine, scenario)
+
+
+async def _damage(engine: Engine, storage: Storage, hand_id: str, column: str, value: Any) -> None:
+    """Write ``value`` into the hand's row behind the engine's back, as a bad sector or restore would."""
+    sql = f"UPDATE hands SET {column} = %s WHERE hand_id = %s"
+    if engine.name == "sqlite":
+        with sqlite3.connect(storage._path) as db:  # type: ignore[attr-defined]
+            db.execute(sql.replace("%s", "?"), (value, hand_id))
+            assert db.execute("PRAGMA quick_check").fetchone()[0] == "ok"
+        return
+    async with storage._pool.connection() as conn:  # type: ignore[attr-defined]
+        await conn.execute(sql, (value, hand_id))

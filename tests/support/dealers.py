@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -92,6 +93,8 @@ class DealerProcess:
     stdout is read line by line in a thread; its stderr (the log) goes to ``stderr_path``.
 
     ``env`` replaces the clean environment's variables it names (``LD_PRELOAD`` for faketime, say).
+    ``wrap`` is a command the dealer runs under (``nsenter ...`` to enter a mount namespace,
+    ``setpriv ...`` to drop a capability): it must exec the command after it, keeping its pid.
     """
 
     def __init__(
@@ -103,6 +106,7 @@ class DealerProcess:
         listen: str | None = "127.0.0.1:0",
         cwd: Path | None = None,
         start_timeout: float = 60,
+        wrap: Sequence[str] = (),
     ) -> None:
         """``data_dir`` and ``listen`` None: no ``--data`` or ``--listen`` flag (the environment or a
         config file gives them)."""
@@ -111,7 +115,7 @@ class DealerProcess:
         self._stderr: IO[str] = stderr_path.open("a")
         flags = [*(("--listen", listen) if listen else ()), *(("--data", str(data_dir)) if data_dir else ())]
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "fairdeck.cli", "serve", *flags, *args],
+            [*wrap, sys.executable, "-m", "fairdeck.cli", "serve", *flags, *args],
             stdout=subprocess.PIPE,
             stderr=self._stderr,
             text=True,

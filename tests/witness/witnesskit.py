@@ -34,7 +34,8 @@ def init_witness(directory: Path, name: str, *log_vkeys: str) -> str:
 
 
 class WitnessProcess:
-    def __init__(self, directory: Path, port: int = 0) -> None:
+    def __init__(self, directory: Path, port: int = 0, env: dict[str, str] | None = None) -> None:
+        """``env``: variables added to its environment (libfaketime's, to run it on another clock)."""
         self.directory = directory
         self.stderr_path = directory.parent / f"{directory.name}.stderr"
         self._stderr = self.stderr_path.open("a")
@@ -43,7 +44,7 @@ class WitnessProcess:
             stdout=subprocess.PIPE,
             stderr=self._stderr,
             text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
         )
         assert self.proc.stdout is not None
         first = self.proc.stdout.readline().rstrip("\n")

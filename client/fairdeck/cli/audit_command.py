@@ -13,6 +13,7 @@ words that consistency was NOT checked, and never claims it was (docs/log-format
 from __future__ import annotations
 
 import argparse
+import datetime
 import http.client
 import json
 import os
@@ -35,6 +36,7 @@ from fairdeck.log.audit import Auditor, AuditReport, Finding, LogUnreadable
 from fairdeck.log.checkpoint import Checkpoint, CheckpointError
 from fairdeck.log.cosignature import CosignatureError, WitnessPolicy
 from fairdeck.log.note import NoteError, Verifier
+from fairdeck.log.rotation import ROTATIONS_FILE, read_rotations_file
 from fairdeck.log.tiles import MAX_BUNDLE_BYTES, TileError, TileLog
 from fairdeck.v1 import audit_pb2, audit_pb2_grpc
 from fairdeck.wire import Reason
@@ -45,7 +47,8 @@ PAGE = 1000
 def remote_log(
     target: str, timeout: float, config: ClientConfig | None = None
 ) -> tuple[int, list[bytes], Iterator[bytes]]:
-    """(entry count at the latest checkpoint, [its note], the entries) from an AuditService.
+    """(entry count at the latest checkpoint, [its note and the key rotation statements], the
+    entries) from an AuditService.
 
     ``config`` carries TLS credentials and the API token (default: plain text, no token).
     """
@@ -58,15 +61,16 @@ def remote_log(
     metadata = base.call_metadata()
     stub = audit_pb2_grpc.AuditServiceStub(channel)
     try:
-        head = stub.GetCheckpoint(audit_pb2.GetCheckpointRequest(), timeout=timeout, metadata=metadata)
-        notes = [head.signed_checkpoint]
-    except grpc.RpcError as e:
-        # A fresh dealer has nothing to sign yet. The entries are still listed: if there are
-        # any, the auditor reports that no checkpoint covers them.
-        if from_rpc_error(e).reason != Reason.NO_CHECKPOINT:
-            channel.close()
-            raise
-        head, notes = audit_pb2.GetCheckpointResponse(), []
+        try:
+            head = stub.GetCheckpoint(audit_pb2.GetCheckpointRequest(), timeout=timeout, metadata=metadata)
+            notes = [head.signed_checkpoint]
+        except grpc.RpcError as e:
+            # A fresh dealer has nothing to sign yet. The entries are still listed: if there are
+            # any, the auditor reports that no checkpoint covers them.
+            if from_rpc_error(e).reason != Reason.NO_CHECKPOINT:
+                raise
+            head, notes = audit_pb2.GetCheckpointResponse(), []
+        notes += _rotations(stub, timeout, metadata)
     except BaseException:
         channel.close()
         raise
@@ -84,6 +88,20 @@ def remote_log(
             channel.close()
 
     return head.tree_size, notes, entries()
+
+
+def _rotations(
+    stub: audit_pb2_grpc.AuditServiceStub, timeout: float, metadata: tuple[tuple[str, str], ...]
+) -> list[bytes]:
+    """The log key's rotation statements (an auditor holding an old key follows them); none from
+    a server that does not serve GetPublicKey (a proxy exposing the log alone)."""
+    try:
+        key = stub.GetPublicKey(audit_pb2.GetPublicKeyRequest(), timeout=timeout, metadata=metadata)
+    except grpc.RpcError as e:
+        if e.code() in (grpc.StatusCode.UNIMPLEMENTED, grpc.StatusCode.PERMISSION_DENIED):
+            return []
+        raise
+    return list(key.key_rotations)
 
 
 MAX_CHECKPOINT_BYTES = 128 * 1024
@@ -133,9 +151,13 @@ def tiles_log(location: str, timeout: float) -> tuple[int, list[bytes], Iterator
         size = Checkpoint.parse(text[: text.rfind("\n\n") + 1]).size
     except CheckpointError as e:
         raise LogUnreadable(f"--tiles {location}: the checkpoint does not parse: {e}") from None
+    try:  # the key rotation statements beside it, if the log's key was ever rotated
+        rotations = read_rotations_file(fetch(ROTATIONS_FILE, MAX_CHECKPOINT_BYTES))
+    except TileError:
+        rotations = []
     # Over HTTP each file is a round trip: fetch 8 bundles ahead so the waits overlap the checks.
     ahead = 8 if location.startswith(("http://", "https://")) else 0
-    return size, [note], TileLog(fetch, size, prefetch=ahead).entries()
+    return size, [note, *rotations], TileLog(fetch, size, prefetch=ahead).entries()
 
 
 def run_audit(
@@ -144,14 +166,12 @@ def run_audit(
     *,
     since: bytes | None,
     max_hand_lifetime_ms: int,
-    now_ms: int,
     progress: bool = False,
     policy: WitnessPolicy | None = None,
 ) -> AuditReport:
     count, notes, entries = source
     auditor = Auditor(
         verifier,
-        now_ms=now_ms,
         max_hand_lifetime_ms=max_hand_lifetime_ms,
         since=since,
         checkpoints=notes,
@@ -270,7 +290,6 @@ def cmd_audit(args: argparse.Namespace) -> int:
             verifier,
             since=since,
             max_hand_lifetime_ms=int(args.max_hand_lifetime * 1000),
-            now_ms=time.time_ns() // 1_000_000,
             progress=progress_bar.wanted(args.progress, stream=sys.stderr, json=args.json),
             policy=policy,
         )
@@ -331,6 +350,12 @@ def _print_report(report: AuditReport, elapsed: float, since_path: Path | None, 
         f"  closed and verified {report.closed:,}, voided {report.voided:,}, "
         f"still open within their lifetime {report.open_in_time:,}"
     )
+    if report.open_in_time and report.last_entry is not None:
+        index, time_ms = report.last_entry
+        print(f"  pending: the dealer has logged nothing since {_utc(time_ms)} (entry {index:,}); open hands")
+        print("    are judged by what the log holds after them, never by this machine's clock")
+    for rotation in report.rotations:
+        print(f"  followed a log key rotation: {rotation} (a statement signed by both keys)")
     if report.consistency is not None:
         print(f"  {report.consistency}")
     if report.witnesses is not None:
@@ -343,6 +368,15 @@ def _print_report(report: AuditReport, elapsed: float, since_path: Path | None, 
         print(f"  BAD {finding}")
     if len(report.findings) > 1000:
         print(f"  ... and {len(report.findings) - 1000:,} more findings")
+
+
+def _utc(time_ms: int) -> str:
+    """An entry's time in ISO 8601 UTC, to the millisecond (any u64: far times are shown as numbers)."""
+    try:
+        when = datetime.datetime.fromtimestamp(time_ms / 1000, datetime.UTC)
+    except (OverflowError, OSError, ValueError):
+        return f"time_ms {time_ms}"
+    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -387,7 +421,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         type=float,
         default=3600.0,
         metavar="SECONDS",
-        help="the operator's maximum hand lifetime (default %(default)s)",
+        help="the operator's maximum hand lifetime (default %(default)s): an open hand is overdue once "
+        "the log holds a later entry timestamped more than this after it",
     )
     audit.add_argument("--timeout", type=float, default=30.0, help="per-call deadline with --target")
     audit.add_argument("--json", action="store_true", help="print the report as JSON")

@@ -127,7 +127,7 @@ def _verify_hand_proof(args: argparse.Namespace, text: bytes) -> int:
         return 2
     try:
         proof = handproof.HandProof.from_json(text)
-        checkpoint = proof.verify(keys[0], policy)
+        checkpoint = proof.verify(keys, policy)  # every key given: a list spans the log's rotations
     except VerificationError as e:
         print(f"FAILED at step {e.step}: {e.detail}")
         return 1
@@ -175,7 +175,8 @@ def build_parser(*, server: bool = True) -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="VKEY|@FILE",
-        help="the log's verifier key (needed for a hand proof, which is checked against it)",
+        help="the log's verifier key (needed for a hand proof, which is checked against it); repeat, or "
+        "one per line in FILE: after a rotation, a proof signed by any of them verifies",
     )
     check.add_argument(
         "--witness", action="append", default=[], metavar="NAME=KEY", help="a witness (repeat)"

@@ -109,7 +109,7 @@ def cmd_deal(args: argparse.Namespace) -> int:
                 with AuditClient(args.target, verifier=_dealer_key(args.target, common), **common) as log:
                     proof = log.hand_proof(closed)
             else:
-                with AuditClient(args.target, verifier=keys[0], **common) as log:
+                with AuditClient(args.target, verifier=keys, **common) as log:
                     proof = log.hand_proof(closed)
             Path(args.out).write_text(proof.to_json(), encoding="utf-8")
             if not args.json:

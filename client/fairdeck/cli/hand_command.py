@@ -33,7 +33,7 @@ def cmd_hand_get(args: argparse.Namespace) -> int:
     try:
         with AuditClient(
             args.target,
-            verifier=keys[0],
+            verifier=keys,
             witness_policy=policy,
             credentials=creds.channel,
             api_token=creds.api_token,

@@ -1,9 +1,11 @@
 """Clients of the AuditService that verify everything they receive.
 
 ``AuditClient`` (blocking) and ``AsyncAuditClient`` (asyncio) trust only the
-verifier key they are given: checkpoints are signature-checked, proofs are
-checked against them, and a hand's log entries are checked against what the
-dealer said about the hand. A server, or a proxy, that alters a checkpoint,
+verifier keys they are given (one, or a list spanning the log's key rotations, every one used),
+and the keys that rotation statements signed by those keys lead to (fairdeck.log.rotation:
+followed when a checkpoint does not verify, ``follow_rotations``): checkpoints are
+signature-checked, proofs are checked against them, and a hand's log entries are checked against
+what the dealer said about the hand. A server, or a proxy, that alters a checkpoint,
 a proof or an entry makes them raise VerificationError(step="log").
 
     with AuditClient("127.0.0.1:50051", verifier=vkey) as log:
@@ -12,16 +14,18 @@ a proof or an entry makes them raise VerificationError(step="log").
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Collection, Iterator, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Collection, Iterator, Sequence
+from typing import Any, TypeVar
 
 import grpc
 
 from fairdeck.client import calls
 from fairdeck.client.calls import RETRIED_CODES, USE_CLIENT_DEFAULT, Deadline, Timeout
 from fairdeck.client.channel import PAGE_SIZE, AsyncClient, EntryPager, SyncClient, _Configured
+from fairdeck.client.exceptions import FairdeckError
 from fairdeck.client.models import Hand
 from fairdeck.core.errors import VerificationError
+from fairdeck.log.audit import Auditor, AuditReport
 from fairdeck.log.checkpoint import Checkpoint
 from fairdeck.log.cosignature import WitnessPolicy
 from fairdeck.log.handproof import HandProof
@@ -34,8 +38,12 @@ from fairdeck.log.receipts import (
     open_signed_checkpoint,
     verify_consistency,
 )
+from fairdeck.log.rotation import Rotation, follow
 from fairdeck.v1 import audit_pb2 as pb
 from fairdeck.v1 import audit_pb2_grpc, dealer_pb2_grpc
+from fairdeck.wire import Reason
+
+T = TypeVar("T")
 
 
 def _proof_request(
@@ -61,7 +69,7 @@ def _hand_requests(hand: Hand) -> list[tuple[pb.GetInclusionProofRequest, int]]:
 def _check_hand(
     hand: Hand,
     proofs: list[InclusionProof],
-    verifier: Verifier,
+    verifier: Sequence[Verifier],
     commitment: bytes | None,
     policy: WitnessPolicy | None,
 ) -> Checkpoint:
@@ -99,19 +107,31 @@ def _hand_proof(
     hand: Hand,
     commit: InclusionProof,
     reveal: InclusionProof,
-    verifier: Verifier,
+    verifier: Sequence[Verifier],
     policy: WitnessPolicy | None,
 ) -> HandProof:
     _closed(hand)
     assert hand.transcript is not None
     dealt = tuple(hand.transcript.codes()[: hand.dealt_count])
-    proof = HandProof(hand.transcript, dealt, commit, reveal, verifier.to_string())
+    proof = HandProof(hand.transcript, dealt, commit, reveal, verifier[0].to_string())
     proof.verify(verifier, policy)
     return proof
 
 
-def _verifier(verifier: Verifier | str) -> Verifier:
-    return Verifier.parse(verifier) if isinstance(verifier, str) else verifier
+def _verifiers(verifier: Verifier | str | Sequence[Verifier | str]) -> list[Verifier]:
+    given = [verifier] if isinstance(verifier, Verifier | str) else list(verifier)
+    if not given:
+        raise ValueError("no verifier key given")
+    return [Verifier.parse(v) if isinstance(v, str) else v for v in given]
+
+
+def _checkpoint_notes(response: pb.GetCheckpointResponse | None) -> list[bytes]:
+    """The latest checkpoint's note, or none for a dealer that has signed nothing yet."""
+    return [] if response is None else [response.signed_checkpoint]
+
+
+def _no_checkpoint(error: FairdeckError) -> bool:
+    return error.reason == Reason.NO_CHECKPOINT
 
 
 def _checked_index(proof: InclusionProof, index: int) -> InclusionProof:
@@ -130,7 +150,7 @@ class _Verifying(_Configured):
         self,
         target: str = "127.0.0.1:50051",
         *,
-        verifier: Verifier | str,
+        verifier: Verifier | str | Sequence[Verifier | str],
         witness_policy: WitnessPolicy | None = None,
         credentials: grpc.ChannelCredentials | None = None,
         api_token: str | None = None,
@@ -142,7 +162,8 @@ class _Verifying(_Configured):
         retry_backoff: float = 0.1,
         retry_codes: Collection[grpc.StatusCode] = RETRIED_CODES,
     ) -> None:
-        self.verifier = _verifier(verifier)
+        self.verifiers = _verifiers(verifier)
+        """Every key a checkpoint may be signed by: those given, then those rotations led to."""
         self.witness_policy = witness_policy
         """With a policy, every checkpoint must carry its threshold of valid witness cosignatures,
         or VerificationError(step="cosignatures") names who signed and who is missing."""
@@ -159,9 +180,46 @@ class _Verifying(_Configured):
             retry_codes=retry_codes,
         )
 
+    @property
+    def verifier(self) -> Verifier:
+        """The first key given."""
+        return self.verifiers[0]
+
+    def _followed(self, response: pb.GetPublicKeyResponse) -> list[Rotation]:
+        self.verifiers, followed = follow(self.verifiers, list(response.key_rotations))
+        return followed
+
+    def _auditor(self, notes: list[bytes], max_hand_lifetime: float, since: bytes | None) -> Auditor:
+        return Auditor(
+            self.verifiers,
+            max_hand_lifetime_ms=int(max_hand_lifetime * 1000),
+            since=since,
+            checkpoints=notes,
+            policy=self.witness_policy,
+        )
+
 
 class AuditClient(_Verifying, SyncClient):
     """A blocking, verifying client of the dealer's transparency log."""
+
+    def follow_rotations(
+        self, *, timeout: Timeout = USE_CLIENT_DEFAULT, request_id: str | None = None
+    ) -> list[Rotation]:
+        """Read the log key's rotation statements and trust each key they lead to from a key
+        trusted already; return the rotations followed (none: nothing new)."""
+        return self._follow(timeout, request_id)
+
+    def _follow(self, timeout: Timeout | Deadline, request_id: str | None = None) -> list[Rotation]:
+        return self._followed(self._call("GetPublicKey", pb.GetPublicKeyRequest(), timeout, request_id))
+
+    def _verified(self, check: Callable[[], T], timeout: Timeout | Deadline) -> T:
+        """``check()``; if it fails and a rotation leads to a key not trusted yet, again with it."""
+        try:
+            return check()
+        except VerificationError:
+            if not self._follow(timeout):
+                raise
+            return check()
 
     def _call(self, method: str, request: Any, timeout: Timeout | Deadline, request_id: str | None) -> Any:
         return self._unary(method, request, timeout=timeout, request_id=request_id)
@@ -171,7 +229,10 @@ class AuditClient(_Verifying, SyncClient):
     ) -> Checkpoint:
         """The latest checkpoint, signature-checked."""
         r = self._call("GetCheckpoint", pb.GetCheckpointRequest(), timeout, request_id)
-        return open_signed_checkpoint(r.signed_checkpoint, self.verifier, policy=self.witness_policy)
+        return self._verified(
+            lambda: open_signed_checkpoint(r.signed_checkpoint, self.verifiers, policy=self.witness_policy),
+            timeout,
+        )
 
     def inclusion_proof(
         self,
@@ -197,7 +258,7 @@ class AuditClient(_Verifying, SyncClient):
     ) -> InclusionProof:
         request = _proof_request(index, hand_id, reveal, tree_size)
         proof = _proof(self._call("GetInclusionProof", request, timeout, request_id))
-        proof.verify(self.verifier, policy=self.witness_policy)
+        self._verified(lambda: proof.verify(self.verifiers, policy=self.witness_policy), timeout)
         return _checked(proof, index, hand_id, reveal)
 
     def verify_hand(
@@ -215,7 +276,9 @@ class AuditClient(_Verifying, SyncClient):
             _checked_index(_proof(self._call("GetInclusionProof", req, deadline, request_id)), i)
             for req, i in _hand_requests(hand)
         ]
-        return _check_hand(hand, proofs, self.verifier, commitment, self.witness_policy)
+        return self._verified(
+            lambda: _check_hand(hand, proofs, self.verifiers, commitment, self.witness_policy), deadline
+        )
 
     def consistency(
         self, old: Checkpoint, *, timeout: Timeout = USE_CLIENT_DEFAULT, request_id: str | None = None
@@ -227,8 +290,11 @@ class AuditClient(_Verifying, SyncClient):
             timeout,
             request_id,
         )
-        return verify_consistency(
-            old, r.signed_checkpoint, tuple(r.hashes), self.verifier, self.witness_policy
+        return self._verified(
+            lambda: verify_consistency(
+                old, r.signed_checkpoint, tuple(r.hashes), self.verifiers, self.witness_policy
+            ),
+            timeout,
         )
 
     def hand_proof(
@@ -249,7 +315,7 @@ class AuditClient(_Verifying, SyncClient):
         _closed(hand)
         reveal = self._inclusion_proof(None, hand.hand_id, True, 0, deadline, request_id)
         commit = self._inclusion_proof(None, hand.hand_id, False, reveal.tree_size, deadline, request_id)
-        return _hand_proof(hand, commit, reveal, self.verifier, self.witness_policy)
+        return _hand_proof(hand, commit, reveal, self.verifiers, self.witness_policy)
 
     def entries(
         self, start: int = 0, *, timeout: Timeout = USE_CLIENT_DEFAULT, request_id: str | None = None
@@ -260,9 +326,54 @@ class AuditClient(_Verifying, SyncClient):
         while not pager.done:
             yield from pager.take(self._call("ListEntries", pager.request(), timeout, request_id))
 
+    def audit(
+        self,
+        *,
+        max_hand_lifetime: float,
+        since: bytes | None = None,
+        timeout: Timeout = USE_CLIENT_DEFAULT,
+        request_id: str | None = None,
+    ) -> AuditReport:
+        """The whole audit of ``fairdeck audit --target`` (fairdeck.log.audit): every entry
+        replayed against the latest checkpoint, with the dealer's key rotation statements followed
+        from the keys given, and hands judged overdue by the log's own time, never this machine's
+        (``max_hand_lifetime``: the dealer's, in seconds). ``since``: a checkpoint note saved by an
+        earlier audit, proven a prefix. ``timeout`` is for each call."""
+        try:
+            head = self._call("GetCheckpoint", pb.GetCheckpointRequest(), timeout, request_id)
+        except FairdeckError as e:
+            if not _no_checkpoint(e):
+                raise
+            head = None
+        key = self._call("GetPublicKey", pb.GetPublicKeyRequest(), timeout, request_id)
+        auditor = self._auditor(_checkpoint_notes(head) + list(key.key_rotations), max_hand_lifetime, since)
+        for _, entry in self.entries(timeout=timeout, request_id=request_id):
+            auditor.add(entry)
+        return auditor.finish()
+
 
 class AsyncAuditClient(_Verifying, AsyncClient):
     """An asyncio, verifying client of the dealer's transparency log; same methods, awaited."""
+
+    async def follow_rotations(
+        self, *, timeout: Timeout = USE_CLIENT_DEFAULT, request_id: str | None = None
+    ) -> list[Rotation]:
+        """Read the log key's rotation statements and trust each key they lead to from a key
+        trusted already; return the rotations followed (none: nothing new)."""
+        return await self._follow(timeout, request_id)
+
+    async def _follow(self, timeout: Timeout | Deadline, request_id: str | None = None) -> list[Rotation]:
+        response = await self._call("GetPublicKey", pb.GetPublicKeyRequest(), timeout, request_id)
+        return self._followed(response)
+
+    async def _verified(self, check: Callable[[], T], timeout: Timeout | Deadline) -> T:
+        """``check()``; if it fails and a rotation leads to a key not trusted yet, again with it."""
+        try:
+            return check()
+        except VerificationError:
+            if not await self._follow(timeout):
+                raise
+            return check()
 
     async def _call(
         self, method: str, request: Any, timeout: Timeout | Deadline, request_id: str | None
@@ -274,7 +385,10 @@ class AsyncAuditClient(_Verifying, AsyncClient):
     ) -> Checkpoint:
         """The latest checkpoint, signature-checked."""
         r = await self._call("GetCheckpoint", pb.GetCheckpointRequest(), timeout, request_id)
-        return open_signed_checkpoint(r.signed_checkpoint, self.verifier, policy=self.witness_policy)
+        return await self._verified(
+            lambda: open_signed_checkpoint(r.signed_checkpoint, self.verifiers, policy=self.witness_policy),
+            timeout,
+        )
 
     async def inclusion_proof(
         self,
@@ -300,7 +414,7 @@ class AsyncAuditClient(_Verifying, AsyncClient):
     ) -> InclusionProof:
         request = _proof_request(index, hand_id, reveal, tree_size)
         proof = _proof(await self._call("GetInclusionProof", request, timeout, request_id))
-        proof.verify(self.verifier, policy=self.witness_policy)
+        await self._verified(lambda: proof.verify(self.verifiers, policy=self.witness_policy), timeout)
         return _checked(proof, index, hand_id, reveal)
 
     async def verify_hand(
@@ -318,7 +432,9 @@ class AsyncAuditClient(_Verifying, AsyncClient):
             _checked_index(_proof(await self._call("GetInclusionProof", req, deadline, request_id)), i)
             for req, i in _hand_requests(hand)
         ]
-        return _check_hand(hand, proofs, self.verifier, commitment, self.witness_policy)
+        return await self._verified(
+            lambda: _check_hand(hand, proofs, self.verifiers, commitment, self.witness_policy), deadline
+        )
 
     async def consistency(
         self, old: Checkpoint, *, timeout: Timeout = USE_CLIENT_DEFAULT, request_id: str | None = None
@@ -330,8 +446,11 @@ class AsyncAuditClient(_Verifying, AsyncClient):
             timeout,
             request_id,
         )
-        return verify_consistency(
-            old, r.signed_checkpoint, tuple(r.hashes), self.verifier, self.witness_policy
+        return await self._verified(
+            lambda: verify_consistency(
+                old, r.signed_checkpoint, tuple(r.hashes), self.verifiers, self.witness_policy
+            ),
+            timeout,
         )
 
     async def hand_proof(
@@ -356,7 +475,7 @@ class AsyncAuditClient(_Verifying, AsyncClient):
         commit = await self._inclusion_proof(
             None, hand.hand_id, False, reveal.tree_size, deadline, request_id
         )
-        return _hand_proof(hand, commit, reveal, self.verifier, self.witness_policy)
+        return _hand_proof(hand, commit, reveal, self.verifiers, self.witness_policy)
 
     async def entries(
         self, start: int = 0, *, timeout: Timeout = USE_CLIENT_DEFAULT, request_id: str | None = None
@@ -367,3 +486,28 @@ class AsyncAuditClient(_Verifying, AsyncClient):
         while not pager.done:
             for entry in pager.take(await self._call("ListEntries", pager.request(), timeout, request_id)):
                 yield entry
+
+    async def audit(
+        self,
+        *,
+        max_hand_lifetime: float,
+        since: bytes | None = None,
+        timeout: Timeout = USE_CLIENT_DEFAULT,
+        request_id: str | None = None,
+    ) -> AuditReport:
+        """The whole audit of ``fairdeck audit --target`` (fairdeck.log.audit): every entry
+        replayed against the latest checkpoint, with the dealer's key rotation statements followed
+        from the keys given, and hands judged overdue by the log's own time, never this machine's
+        (``max_hand_lifetime``: the dealer's, in seconds). ``since``: a checkpoint note saved by an
+        earlier audit, proven a prefix. ``timeout`` is for each call."""
+        try:
+            head = await self._call("GetCheckpoint", pb.GetCheckpointRequest(), timeout, request_id)
+        except FairdeckError as e:
+            if not _no_checkpoint(e):
+                raise
+            head = None
+        key = await self._call("GetPublicKey", pb.GetPublicKeyRequest(), timeout, request_id)
+        auditor = self._auditor(_checkpoint_notes(head) + list(key.key_rotations), max_hand_lifetime, since)
+        async for _, entry in self.entries(timeout=timeout, request_id=request_id):
+            auditor.add(entry)
+        return auditor.finish()

@@ -130,7 +130,7 @@ class Unimplemented(FairdeckError):
 
 
 class Internal(FairdeckError):
-    """A fault in the dealer (INTERNAL: reasons SEED_UNAVAILABLE, INTERNAL); the
+    """A fault in the dealer (INTERNAL: reasons SEED_UNAVAILABLE, HAND_UNREADABLE, INTERNAL); the
     message never holds a stack trace or a secret."""
 
 

@@ -1,14 +1,15 @@
 """The auditor: replays the whole transparency log and says what does not hold.
 
-Pure: entries, checkpoints, the verifier key and the clock are passed in; the ``fairdeck audit``
+Pure: entries, checkpoints, the verifier key and the lifetime are passed in; the ``fairdeck audit``
 command feeds it. It trusts nothing it is fed. It checks that every signed checkpoint verifies
 and matches the root rebuilt from the entries, that a checkpoint saved by an earlier audit
 (``--since``) is a prefix of this log, that every reveal opens and re-derives its own commitment,
-and that no commitment outlived the maximum hand lifetime unrevealed (deck shopping). An altered
-entry is reported once, where the checkpoints place it (docs/log-format.md, "The audit").
+and that no commitment went unrevealed past the maximum hand lifetime by the log's own clock
+(``overdue.py``; an open hand with nothing later is pending, not a finding). An altered entry is
+reported once, where the checkpoints place it (docs/log-format.md, "The audit").
 
 >>> from fairdeck.log.note import Signer
->>> auditor = Auditor(Signer.generate("example.log").verifier, now_ms=0, max_hand_lifetime_ms=1)
+>>> auditor = Auditor(Signer.generate("example.log").verifier, max_hand_lifetime_ms=1)
 >>> report = auditor.finish()  # a fresh dealer: no entry, nothing signed yet
 >>> report.ok, report.tree_size, report.root == merkle.EMPTY_ROOT
 (True, 0, True)
@@ -28,6 +29,8 @@ from fairdeck.log.checkpoint import Checkpoint, CheckpointError, open_checkpoint
 from fairdeck.log.cosignature import CosignatureError, PolicyResult, WitnessPolicy
 from fairdeck.log.logentry import VOIDED, CommitEntry, EntryError, RevealEntry, deck_digest, decode
 from fairdeck.log.note import NoteError, Verifier
+from fairdeck.log.overdue import LogClock, is_overdue
+from fairdeck.log.rotation import RotationError, follow, is_rotation, open_rotation
 
 
 class LogUnreadable(Exception):
@@ -68,12 +71,18 @@ class AuditReport:
     closed: int = 0
     voided: int = 0
     open_in_time: int = 0
+    """Hands still open and not overdue: the log holds nothing more than the lifetime after them."""
+    last_entry: tuple[int, int] | None = None
+    """(index, time_ms) of the entry with the latest time that advances the log's clock: while
+    hands are pending, "the dealer has logged nothing since" that time."""
     findings: list[Finding] = field(default_factory=list)
 
     consistency: str | None = None
     """With ``--since``: what was proved against the saved checkpoint, in words (None without it)."""
     witnesses: str | None = None
     """With a witness policy: who cosigned the checkpoint reached, in words (None without one)."""
+    rotations: list[str] = field(default_factory=list)
+    """Key rotations the audit followed from the keys it was given (``old -> new``), in order."""
 
     @property
     def ok(self) -> bool:
@@ -90,8 +99,11 @@ class AuditReport:
             "closed": self.closed,
             "voided": self.voided,
             "open_within_lifetime": self.open_in_time,
+            "last_entry_index": None if self.last_entry is None else self.last_entry[0],
+            "last_entry_ms": None if self.last_entry is None else self.last_entry[1],
             "consistency": self.consistency,
             "witnesses": self.witnesses,
+            "key_rotations": list(self.rotations),
             "findings": [
                 {"index": f.index, "last_index": f.last_index, "hand_id": f.hand_id, "problem": f.problem}
                 for f in self.findings
@@ -106,7 +118,6 @@ class Auditor:
         self,
         verifier: Verifier | Sequence[Verifier],
         *,
-        now_ms: int,
         max_hand_lifetime_ms: int,
         since: bytes | None = None,
         checkpoints: Iterable[bytes] = (),
@@ -114,10 +125,16 @@ class Auditor:
         policy: WitnessPolicy | None = None,
     ) -> None:
         # Several keys: the log's current and retired signing keys (checkpoints span a rotation).
-        self.verifiers = [verifier] if isinstance(verifier, Verifier) else list(verifier)
+        # ``checkpoints`` may also hold key rotation statements: each one a trusted key signed
+        # leads to the key it names (rotation.py), and the report says so.
+        given = [verifier] if isinstance(verifier, Verifier) else list(verifier)
+        notes = list(checkpoints)
+        statements = [n for n in notes if is_rotation(n)]
+        self.verifiers, followed = follow(given, statements)
         self.origin = origin or self.verifiers[0].name
-        self.now_ms = now_ms
         self.lifetime_ms = max_hand_lifetime_ms
+        self.clock = LogClock()
+        """The log's own clock: every entry's time but a void of an overdue hand's (overdue.py)."""
         self.report = AuditReport()
         self.policy = policy
         """With a policy, only checkpoints its threshold of witnesses cosigned count as reached."""
@@ -132,8 +149,15 @@ class Auditor:
         # Each checkpoint reached, in size order: (it, whether its root matched the entries).
         self._held: list[tuple[Checkpoint, bool]] = []
         self._since: Checkpoint | None = None
-        for note in checkpoints:
-            self._expect(note, "checkpoint")
+        self.report.rotations = [r.describe() for r in followed]
+        for note in statements:
+            try:
+                open_rotation(note)
+            except RotationError as e:
+                self.report.findings.append(Finding(f"key rotation statement does not verify: {e}"))
+        for note in notes:
+            if not is_rotation(note):
+                self._expect(note, "checkpoint")
         self._since_given = since is not None
         if since is not None:
             cp = self._expect(since, "saved checkpoint (--since)")
@@ -175,8 +199,9 @@ class Auditor:
             return
         if isinstance(entry, CommitEntry):
             self._commit(index, entry)
-        else:
-            self._reveal(index, entry)
+        elif self._reveal(index, entry):
+            return  # a void of an overdue hand does not advance the log's clock
+        self.clock.tick(index, entry.time_ms)
 
     def _push(self, leaf: bytes) -> None:
         count, h = 1, leaf
@@ -218,21 +243,23 @@ class Auditor:
         self._unrevealed[entry.hand_id] = (index, entry)
         self.report.hands += 1
 
-    def _reveal(self, index: int, entry: RevealEntry) -> None:
+    def _reveal(self, index: int, entry: RevealEntry) -> bool:
+        """Check a reveal against its commitment; True when it voids an overdue hand."""
         pending = self._unrevealed.pop(entry.hand_id, None)
         if pending is None:
             seen = entry.hand_id in self._seen
             self._find(
                 "hand revealed twice" if seen else "reveal without a prior commitment", index, entry.hand_id
             )
-            return
+            return False
         c = pending[1]
+        overdue_void = entry.outcome == VOIDED and entry.time_ms - c.time_ms > self.lifetime_ms
         try:
             expected = commit(c.deck, c.hand_id, entry.server_seed, version=c.version)
             cards = derive_deck(c.deck, c.hand_id, entry.server_seed, entry.client_seeds, version=c.version)
         except InvalidInput as e:
             self._find(f"revealed values are not valid: {e}", index, entry.hand_id)
-            return
+            return overdue_void
         if not hmac.compare_digest(expected, c.commitment):
             self._find("revealed server seed does not open the commitment", index, entry.hand_id)
         elif not hmac.compare_digest(deck_digest(cards), entry.deck_digest):
@@ -241,6 +268,7 @@ class Auditor:
             self.report.voided += 1
         else:
             self.report.closed += 1
+        return overdue_void
 
     def _find(self, problem: str, index: int | None = None, hand_id: str | None = None) -> None:
         self.report.findings.append(Finding(problem, index, hand_id))
@@ -321,10 +349,15 @@ class Auditor:
 
     def _deck_shopping(self) -> None:
         r = self.report
+        r.last_entry = self.clock.latest
+        lifetime = self.lifetime_ms / 1000
         for hand_id, (index, c) in self._unrevealed.items():
-            if self.now_ms - c.time_ms > self.lifetime_ms:
+            later = self.clock.latest_after(index)
+            if is_overdue(c.time_ms, later, self.lifetime_ms):
+                assert later is not None
                 self._find(
-                    "committed but never revealed within the maximum hand lifetime (deck shopping?)",
+                    f"committed but never revealed within the maximum hand lifetime ({lifetime:g} s), while "
+                    f"the dealer kept logging {(later - c.time_ms) / 1000:g} s after it (deck shopping?)",
                     index,
                     hand_id,
                 )

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hmac
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -97,7 +98,9 @@ class HandProof:
                 raise _fail("format", f"{name}: {e.detail}") from None
         return cls(transcript, tuple(dealt), receipts[0], receipts[1], d["log_key"])
 
-    def verify(self, verifier: Verifier, policy: WitnessPolicy | None = None) -> Checkpoint:
+    def verify(
+        self, verifier: Verifier | Sequence[Verifier], policy: WitnessPolicy | None = None
+    ) -> Checkpoint:
         """Every check, in the order of docs/hand-proof.md; the checkpoint the entries are in."""
         t = self.transcript
         verify_transcript(t)  # raises at "commitment" or "deck" (and "version" for an unknown one)

@@ -94,6 +94,24 @@ def deck_digest(cards: Sequence[int]) -> bytes:
 
 Entry = CommitEntry | RevealEntry
 
+TIME_AT = slice(5, 13)
+"""Where ``time_ms`` is in every entry: after the magic and the type byte. A log's writer keeps
+entry times from going backwards by raising these 8 bytes (big-endian, so they compare as the
+numbers do) to the latest entry's (docs/operations.md, "The dealer's clock").
+
+>>> e = CommitEntry(5, "h1", "fairdeck-v1", "standard", bytes(32)).encode()
+>>> time_of(e), e[TIME_AT] < u64(7)
+(5, True)
+"""
+
+
+def time_of(entry: bytes) -> int | None:
+    """The ``time_ms`` of an encoded entry (of either type), without parsing the rest; None for
+    bytes that are not an entry of this format."""
+    if len(entry) < TIME_AT.stop or not entry.startswith(MAGIC):
+        return None
+    return int.from_bytes(entry[TIME_AT], "big")
+
 
 class _Reader:
     def __init__(self, data: bytes) -> None:

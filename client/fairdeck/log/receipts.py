@@ -16,6 +16,7 @@ import binascii
 import hmac
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -52,13 +53,26 @@ def _fail(message: str) -> VerificationError:
     return VerificationError("log", message)
 
 
+def key_list(verifier: Verifier | Sequence[Verifier]) -> list[Verifier]:
+    """One key, or a list of keys (the log's keys across rotations), as a non-empty list."""
+    keys = [verifier] if isinstance(verifier, Verifier) else list(verifier)
+    if not keys:
+        raise ValueError("no verifier key given")
+    return keys
+
+
 def open_signed_checkpoint(
-    note: bytes, verifier: Verifier, origin: str | None = None, policy: WitnessPolicy | None = None
+    note: bytes,
+    verifier: Verifier | Sequence[Verifier],
+    origin: str | None = None,
+    policy: WitnessPolicy | None = None,
 ) -> Checkpoint:
-    """The checkpoint in a signed note, if it verifies under the log key and, with ``policy``,
-    carries valid cosignatures of at least its threshold of witnesses (step ``cosignatures``)."""
+    """The checkpoint in a signed note, if it verifies under the log key (any of them: a list holds
+    the keys of a rotation, every one used) and, with ``policy``, carries valid cosignatures of at
+    least its threshold of witnesses (step ``cosignatures``)."""
+    keys = key_list(verifier)
     try:
-        checkpoint = open_checkpoint(note, verifier, origin or verifier.name)
+        checkpoint = open_checkpoint(note, keys, origin or keys[0].name)
     except (CheckpointError, NoteError) as e:
         raise _fail(f"checkpoint does not verify under the log key: {e}") from None
     if policy is not None:
@@ -78,7 +92,11 @@ class InclusionProof:
     signed_checkpoint: bytes
 
     def verify(
-        self, verifier: Verifier, origin: str | None = None, *, policy: WitnessPolicy | None = None
+        self,
+        verifier: Verifier | Sequence[Verifier],
+        origin: str | None = None,
+        *,
+        policy: WitnessPolicy | None = None,
     ) -> Checkpoint:
         """Check the receipt as docs/log-format.md ("The receipt") orders it: the signature (and,
         with ``policy``, the witnesses' cosignatures), the tree size, the audit path, then that
@@ -210,7 +228,7 @@ def verify_consistency(
     old: Checkpoint,
     new_note: bytes,
     hashes: tuple[bytes, ...],
-    verifier: Verifier,
+    verifier: Verifier | Sequence[Verifier],
     policy: WitnessPolicy | None = None,
 ) -> Checkpoint:
     """The signed ``new_note`` extends ``old``; return the new checkpoint."""

@@ -300,19 +300,28 @@ class GetPublicKeyResponse(_message.Message):
 
     ORIGIN_FIELD_NUMBER: _builtins.int
     VERIFIER_KEY_FIELD_NUMBER: _builtins.int
+    KEY_ROTATIONS_FIELD_NUMBER: _builtins.int
     origin: _builtins.str
     """The checkpoint origin line."""
     verifier_key: _builtins.str
     """The Ed25519 verifier key in signed-note form: name+hash+base64."""
+    @_builtins.property
+    def key_rotations(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bytes]:
+        """Key rotation statements, newest first: C2SP signed notes in which each retired key names its
+        successor, signed by both (docs/log-format.md, "Key rotation"). A verifier that holds an old
+        key follows them to the current one.
+        """
+
     def __init__(
         self,
         *,
         origin: _builtins.str = ...,
         verifier_key: _builtins.str = ...,
+        key_rotations: _abc.Iterable[_builtins.bytes] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["origin", b"origin", "verifier_key", b"verifier_key"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["key_rotations", b"key_rotations", "origin", b"origin", "verifier_key", b"verifier_key"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -17,7 +17,8 @@ from fairdeck.cli.audit_command import add_witness_arguments, witness_policy
 from fairdeck.log.audit import LogUnreadable
 from fairdeck.log.checkpoint import Checkpoint, CheckpointError
 from fairdeck.log.cosignature import CosignatureError, WitnessPolicy
-from fairdeck.log.tiles import TileError, TileWriter
+from fairdeck.log.rotation import ROTATIONS_FILE, is_rotation, rotations_file
+from fairdeck.log.tiles import TileError, TileWriter, write_atomically
 from fairdeck_server.cli.audit_sources import data_log, database_log
 
 EPILOG = """\
@@ -51,6 +52,8 @@ def cmd_tiles(args: argparse.Namespace) -> int:
         _, notes, entries = data_log(args.data) if args.data else database_log(args.db)
     except (LogUnreadable, ValueError) as e:
         return _refuse(str(e))
+    rotations = [n for n in notes if is_rotation(n)]
+    notes = [n for n in notes if not is_rotation(n)]
     if not notes:
         return _refuse("the log has no signed checkpoint yet: start the dealer once, then export")
     try:
@@ -73,6 +76,8 @@ def cmd_tiles(args: argparse.Namespace) -> int:
         return _refuse(f"the latest stored checkpoint does not parse: {e}")
     out = Path(args.out)
     try:
+        if rotations:  # before the checkpoint: a reader that sees the new key's checkpoint finds them
+            write_atomically(out / ROTATIONS_FILE, rotations_file(rotations))
         report = TileWriter(out).write(entries, checkpoint.size, checkpoint.origin, checkpoint.root, note)
     except (TileError, LogUnreadable) as e:
         return _refuse(str(e))

@@ -162,6 +162,11 @@ def cmd_rotate_key(args: argparse.Namespace) -> int:
             print("log signing key rotated (takes effect after a restart). Verifier keys, current first:")
             for verifier in keys.verifiers:
                 print(verifier.to_string())
+            print(
+                f"the old key signed a statement naming the new one (kept in {path}); the dealer "
+                "publishes it at its next start, so an auditor who holds only the old key can follow it",
+                file=sys.stderr,
+            )
     except (OSError, VaultError, LogKeyError) as e:
         print(f"fairdeck rotate-key: {e}", file=sys.stderr)
         return 2

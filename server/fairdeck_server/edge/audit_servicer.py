@@ -8,7 +8,7 @@ tree size.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from fairdeck.v1 import audit_pb2 as pb
@@ -40,8 +40,11 @@ class AuditServicer(audit_pb2_grpc.AuditServiceServicer):
         *,
         max_message_bytes: int = 0,
         final: Callable[[], StoredCheckpoint | None] = lambda: None,
+        rotations: Sequence[bytes] = (),
     ) -> None:
         self.storage = storage
+        self.rotations = list(rotations)
+        """The log key file's rotation statements, served with the public key."""
         self.publisher = publisher
         self.final = final
         """The latest checkpoint the witness threshold cosigned, when witnesses are configured:
@@ -154,4 +157,6 @@ class AuditServicer(audit_pb2_grpc.AuditServiceServicer):
     @translated
     async def GetPublicKey(self, request: pb.GetPublicKeyRequest, context: Any) -> pb.GetPublicKeyResponse:
         signer = self.publisher.signer
-        return pb.GetPublicKeyResponse(origin=signer.name, verifier_key=signer.verifier.to_string())
+        return pb.GetPublicKeyResponse(
+            origin=signer.name, verifier_key=signer.verifier.to_string(), key_rotations=self.rotations
+        )

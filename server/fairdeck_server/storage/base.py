@@ -17,7 +17,12 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+from fairdeck.core.commitment import COMMITMENT_BYTES
+from fairdeck.core.decks import SPEC_NAMES, DeckSpec
 from fairdeck.core.encoding import lp, u32
+from fairdeck.core.errors import InvalidInput
+from fairdeck.core.seeds import MAX_CLIENT_SEEDS, check_hand_id
+from fairdeck.core.versions import check_version
 from fairdeck.log import merkle
 from fairdeck_server import refusals
 
@@ -154,25 +159,57 @@ def _bytes(value: Any) -> bytes | None:
 
 
 def hand_record(row: Sequence[Any]) -> HandRecord:
-    """A ``SELECT HAND_COLUMNS`` row of either engine."""
-    return HandRecord(
-        hand_id=row[0],
-        tenant=row[1],
-        request_id=row[2],
-        deck=row[3],
-        version=row[4],
-        commitment=bytes(row[5]),
-        sealed_seed=bytes(row[6]),
-        client_seeds=decode_seeds(bytes(row[7])),
-        state=StoredHandState(row[8]),
-        dealt=int(row[9]),
-        created_ms=int(row[10]),
-        commit_index=int(row[11]),
-        closed_ms=_int(row[12]),
-        server_seed=_bytes(row[13]),
-        reveal_index=_int(row[14]),
-        request_fingerprint=_bytes(row[15]),
-    )
+    """A ``SELECT HAND_COLUMNS`` row of either engine, checked: a row that is not a hand this dealer
+    could have written (a bad sector, a bad restore, a migration's bug: nothing ``quick_check``
+    sees) raises HAND_UNREADABLE naming the hand and the column, never its content."""
+    hand_id = _shown_id(row[0])
+    column = "deck"
+    try:
+        if row[3] not in SPEC_NAMES:
+            raise ValueError
+        column = "version"
+        check_version(row[4])
+        column = "commitment"
+        if len(bytes(row[5])) != COMMITMENT_BYTES:
+            raise ValueError
+        column = "client_seeds"
+        seeds = decode_seeds(bytes(row[7]))
+        column = "state"
+        state = StoredHandState(row[8])
+        column = "dealt"
+        dealt = int(row[9])
+        if not 0 <= dealt <= DeckSpec.parse(row[3]).size:
+            raise ValueError
+        column = "created_ms, commit_index or closed_ms"
+        return HandRecord(
+            hand_id=row[0],
+            tenant=row[1],
+            request_id=row[2],
+            deck=row[3],
+            version=row[4],
+            commitment=bytes(row[5]),
+            sealed_seed=bytes(row[6]),
+            client_seeds=seeds,
+            state=state,
+            dealt=dealt,
+            created_ms=int(row[10]),
+            commit_index=int(row[11]),
+            closed_ms=_int(row[12]),
+            server_seed=_bytes(row[13]),
+            reveal_index=_int(row[14]),
+            request_fingerprint=_bytes(row[15]),
+        )
+    except (ValueError, TypeError, InvalidInput):
+        raise refusals.hand_unreadable(hand_id, column) from None
+
+
+def _shown_id(value: Any) -> str:
+    """A hand id fit for a log line: the id when it follows the hand-id rule, else ``?``."""
+    try:
+        check_hand_id(value)
+    except (InvalidInput, TypeError, AttributeError):
+        return "?"
+    return str(value)
 
 
 def token_record(row: Sequence[Any]) -> TokenRecord:
@@ -340,6 +377,14 @@ class Storage(Protocol):
         """Make one small write durable, or raise STORAGE_UNAVAILABLE: whether storage
         takes writes now. Health calls it while storage is failing (app.py)."""
 
+    def diagnose(self) -> str | None:
+        """The last storage failure in one line, with its fix, when the engine can tell (a full
+        disk, a read-only file or mount, a lock held outside, damage); None otherwise."""
+
+    def serving(self) -> None:
+        """Start-up is over: from now on a failure is logged as it happens. (During start-up the
+        refusal says it, once, in one line.)"""
+
     async def close(self) -> None:
         """Flush and release everything; later calls fail."""
 
@@ -350,9 +395,19 @@ def encode_seeds(seeds: Sequence[bytes]) -> bytes:
 
 
 def decode_seeds(data: bytes) -> tuple[bytes, ...]:
+    """The client seeds of ``encode_seeds``; ValueError for anything else. Bounded by the column's
+    own size before it loops: a count of 4 billion in a damaged row is refused, not iterated."""
+    if len(data) < 4:
+        raise ValueError("corrupt client seed column")
     count, pos, out = int.from_bytes(data[:4], "big"), 4, []
+    if count > min(MAX_CLIENT_SEEDS, (len(data) - 4) // 4):
+        raise ValueError("corrupt client seed column")
     for _ in range(count):
+        if pos + 4 > len(data):
+            raise ValueError("corrupt client seed column")
         n = int.from_bytes(data[pos : pos + 4], "big")
+        if pos + 4 + n > len(data):
+            raise ValueError("corrupt client seed column")
         out.append(data[pos + 4 : pos + 4 + n])
         pos += 4 + n
     if pos != len(data):

@@ -338,6 +338,12 @@ class PostgresStorage:
             await conn.execute("UPDATE tokens SET revoked_ms = revoked_ms WHERE false")
             await conn.execute("SELECT txid_current()")
 
+    def diagnose(self) -> str | None:
+        return None  # PostgreSQL's own message (in the refusal) names the cause
+
+    def serving(self) -> None:
+        return None
+
     async def close(self) -> None:
         if self._closed:
             return

@@ -26,6 +26,7 @@ def read_log(url: str) -> tuple[int, list[bytes], Iterator[bytes]]:
         row = conn.execute("SELECT count(*) FROM log_entries").fetchone()
         count = int(row[0]) if row is not None else 0
         notes = [bytes(r[0]) for r in conn.execute("SELECT note FROM checkpoints ORDER BY size")]
+        notes += _rotations(conn)
     except BaseException:
         conn.close()
         raise
@@ -40,3 +41,16 @@ def read_log(url: str) -> tuple[int, list[bytes], Iterator[bytes]]:
             conn.close()
 
     return count, notes, entries()
+
+
+def _rotations(conn: psycopg.Connection[tuple[object, ...]]) -> list[bytes]:
+    """The log key rotation statements the dealer recorded (startup.ROTATION_META). A role that may
+    read only the log's two tables gets none: then an auditor needs the current key."""
+    try:
+        with conn.transaction():  # a savepoint: a refused SELECT must not end the snapshot
+            rows = conn.execute(
+                "SELECT value FROM fairdeck_meta WHERE name LIKE 'log_key_rotation/%' ORDER BY name"
+            ).fetchall()
+    except psycopg.errors.InsufficientPrivilege:
+        return []
+    return [str(r[0]).encode() for r in rows]

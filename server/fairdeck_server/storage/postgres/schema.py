@@ -57,6 +57,12 @@ CREATE TABLE IF NOT EXISTS log_head (
     frontier bytea NOT NULL
 );
 INSERT INTO log_head (id, size, frontier) VALUES (1, 0, ''::bytea) ON CONFLICT (id) DO NOTHING;
+-- The time_ms of the latest entry: no entry appended after it has an earlier one.
+ALTER TABLE log_head ADD COLUMN IF NOT EXISTS last_ms bigint NOT NULL DEFAULT 0;
+UPDATE log_head SET last_ms = COALESCE((
+    SELECT ('x' || encode(substring(entry FROM 6 FOR 8), 'hex'))::bit(64)::bigint FROM log_entries
+    WHERE substring(entry FROM 1 FOR 4) = 'FDL1'::bytea AND octet_length(entry) >= 13
+    ORDER BY idx DESC LIMIT 1), 0) WHERE id = 1 AND last_ms = 0;
 -- Signed checkpoints; the head is the largest size. One row per size, ever.
 CREATE TABLE IF NOT EXISTS checkpoints (
     size    bigint PRIMARY KEY,
@@ -86,14 +92,21 @@ CREATE TABLE IF NOT EXISTS tokens (
     revoked_ms bigint
 );
 -- The log's append, run in the database so that the log lock is held only
--- while the server works: it locks the head row, hashes the new leaves into the
--- stored-hash layout (fairdeck.log.merkle: a leaf's hash, then each subtree it
--- completes), inserts those hashes and moves the head. The caller inserts the
--- entries themselves, at base, base + 1, ... in the same statement.
+-- while the server works: it locks the head row, keeps entry times from going
+-- backwards (an entry stamped before the latest one, by a replica whose batch
+-- waited for the lock, gets the latest time, and its leaf is hashed again),
+-- hashes the new leaves into the stored-hash layout (fairdeck.log.merkle: a
+-- leaf's hash, then each subtree it completes), inserts those hashes and moves
+-- the head. The caller inserts the entries as returned (stored), at base,
+-- base + 1, ... in the same statement.
 CREATE OR REPLACE FUNCTION fairdeck_append(
-    leaves bytea[], OUT base bigint, OUT waited_us bigint, OUT hashing_us bigint
+    entries bytea[], leaves bytea[], OUT base bigint, OUT waited_us bigint, OUT hashing_us bigint,
+    OUT stored bytea[]
 ) LANGUAGE plpgsql AS $fn$
 DECLARE
+    v_last bigint;
+    t bigint;
+    i_entry int;
     asked timestamptz := clock_timestamp();
     granted timestamptz;
     v_size bigint;
@@ -107,8 +120,22 @@ DECLARE
     lvl int;
     top int := 0;
 BEGIN
-    SELECT size, frontier INTO v_size, v_blob FROM log_head WHERE id = 1 FOR UPDATE;
+    SELECT size, frontier, last_ms INTO v_size, v_blob, v_last FROM log_head WHERE id = 1 FOR UPDATE;
     granted := clock_timestamp();
+    stored := entries;
+    FOR i_entry IN 1..coalesce(array_length(entries, 1), 0) LOOP
+        IF octet_length(entries[i_entry]) < 13
+                OR substring(entries[i_entry] FROM 1 FOR 4) <> 'FDL1'::bytea THEN
+            CONTINUE;  -- not an entry of this format: stored as it is
+        END IF;
+        t := ('x' || encode(substring(entries[i_entry] FROM 6 FOR 8), 'hex'))::bit(64)::bigint;
+        IF t < v_last THEN
+            stored[i_entry] := overlay(entries[i_entry] PLACING int8send(v_last) FROM 6 FOR 8);
+            leaves[i_entry] := sha256(decode('00', 'hex') || stored[i_entry]);  -- RFC 9162 leaf
+        ELSE
+            v_last := t;
+        END IF;
+    END LOOP;
     -- The frontier: one hash per set bit of the size, largest subtree first.
     FOR lvl IN REVERSE 62..0 LOOP
         IF (v_size >> lvl) & 1 = 1 THEN
@@ -140,7 +167,7 @@ BEGIN
     END LOOP;
     INSERT INTO log_hashes (idx, hash) SELECT * FROM unnest(out_idx, out_hash);
     UPDATE log_head
-    SET size = v_size + cardinality(leaves),
+    SET size = v_size + cardinality(leaves), last_ms = v_last,
         frontier = (SELECT string_agg(edge[k], ''::bytea ORDER BY k) FROM generate_series(1, top) AS k)
     WHERE id = 1;
     base := v_size;

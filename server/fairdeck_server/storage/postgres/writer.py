@@ -58,12 +58,15 @@ _UPDATE_HANDS = (
 )
 _APPEND = (
     "WITH doc AS (SELECT %s::jsonb AS d), "  # noqa: S608 - constants
-    # The leaf hashes are computed here, before fairdeck_append takes the lock.
-    "a AS MATERIALIZED (SELECT * FROM fairdeck_append(ARRAY("
-    "SELECT sha256(decode('00', 'hex') || decode(e.x, 'hex')) "
-    "FROM doc, jsonb_array_elements_text(doc.d -> 'entries') WITH ORDINALITY AS e (x, o) ORDER BY e.o))), "
-    "entries AS (INSERT INTO log_entries (idx, entry) SELECT a.base + e.o - 1, decode(e.x, 'hex') "
-    "FROM a, doc, jsonb_array_elements_text(doc.d -> 'entries') WITH ORDINALITY AS e (x, o)), "
+    "batch AS MATERIALIZED (SELECT array_agg(decode(e.x, 'hex') ORDER BY e.o) AS bytes "
+    "FROM doc, jsonb_array_elements_text(doc.d -> 'entries') WITH ORDINALITY AS e (x, o)), "
+    # The leaf hashes are computed here, before fairdeck_append takes the lock (which hashes again
+    # only an entry whose time it raises to the latest entry's).
+    "a AS MATERIALIZED (SELECT f.* FROM batch, fairdeck_append(batch.bytes, ARRAY("
+    "SELECT sha256(decode('00', 'hex') || l.x) FROM unnest(batch.bytes) WITH ORDINALITY AS l (x, o) "
+    "ORDER BY l.o)) AS f), "
+    "entries AS (INSERT INTO log_entries (idx, entry) SELECT a.base + s.o - 1, s.x "
+    "FROM a, unnest(a.stored) WITH ORDINALITY AS s (x, o)), "
     f"created AS (INSERT INTO hands ({HAND_COLUMNS}) "
     "SELECT u.hand_id, u.tenant, u.request_id, u.deck, u.version, decode(u.commitment, 'hex'), "
     "decode(u.sealed_seed, 'hex'), decode(u.client_seeds, 'hex'), u.state, u.dealt, u.created_ms, "
@@ -91,6 +94,9 @@ _BY_REQUEST = (
     "(SELECT * FROM unnest(%s::text[], %s::text[]))"
 )
 _LOCK_HANDS = f"SELECT {HAND_COLUMNS} FROM hands WHERE hand_id = ANY(%s::text[]) ORDER BY hand_id FOR UPDATE"  # noqa: S608
+
+Readable = HandRecord | refusals.DealerError
+"""A stored hand as phase 1 read it: its record, or the HAND_UNREADABLE refusal of a damaged row."""
 
 # -- the queued write operations ------------------------------------------------------------------
 
@@ -275,7 +281,7 @@ def _reads(batch: list[_Op]) -> tuple[list[tuple[str, str]], list[str]]:
 
 async def _read_and_lock(
     cur: psycopg.AsyncClientCursor[TupleRow], keys: list[tuple[str, str]], ids: list[str]
-) -> tuple[dict[tuple[str, str], HandRecord], dict[str, HandRecord]]:
+) -> tuple[dict[tuple[str, str], Readable], dict[str, Readable]]:
     """Phase 1's reads, with BEGIN, in one round trip: stored hands by request id,
     and the hands to update, locked in hand-id order."""
     query, params = "BEGIN", []
@@ -289,17 +295,27 @@ async def _read_and_lock(
     sets: list[list[TupleRow]] = []
     while cur.nextset():
         sets.append(await cur.fetchall())
-    existing: dict[tuple[str, str], HandRecord] = {}
+    existing: dict[tuple[str, str], Readable] = {}
     if keys:
         for row in sets.pop(0):
-            r = hand_record(row)
-            existing[(r.tenant, r.request_id or "")] = r
-    current = {row[0]: hand_record(row) for row in sets.pop(0)} if ids else {}
+            existing[(row[1], row[2] or "")] = _record(row)
+    current = {row[0]: _record(row) for row in sets.pop(0)} if ids else {}
     return existing, current
 
 
+def _record(row: TupleRow) -> Readable:
+    """The hand in ``row``, or the HAND_UNREADABLE refusal of a damaged one: that operation alone
+    fails (``_prepare_*``), never the batch around it."""
+    try:
+        return hand_record(row)
+    except refusals.DealerError as e:
+        return e
+
+
 def _decide(
-    batch: list[_Op], existing: dict[tuple[str, str], HandRecord], current: dict[str, HandRecord]
+    batch: list[_Op],
+    existing: dict[tuple[str, str], Readable],
+    current: dict[str, Readable],
 ) -> _Batch:
     """Phase 1's decisions, from what was read: no I/O. A refused operation fails
     alone; a second one on the same hand or request id waits for the next batch."""
@@ -387,7 +403,10 @@ def _append_doc(plan: _Batch) -> str:
 
 
 def _prepare_create(
-    plan: _Batch, op: Create, existing: dict[tuple[str, str], HandRecord], claimed: set[tuple[str, str]]
+    plan: _Batch,
+    op: Create,
+    existing: dict[tuple[str, str], Readable],
+    claimed: set[tuple[str, str]],
 ) -> None:
     keys = [(n.record.tenant, n.record.request_id) for n in op.hands if n.record.request_id is not None]
     if any(k in claimed for k in keys):
@@ -397,6 +416,9 @@ def _prepare_create(
     for n in op.hands:
         r = n.record
         stored = None if r.request_id is None else existing.get((r.tenant, r.request_id))
+        if isinstance(stored, refusals.DealerError):  # the earlier request's row is damaged
+            plan.failed.append((op, stored))
+            return
         if stored is not None and not same_request(stored, r):
             plan.failed.append((op, refusals.request_id_reused()))
             return
@@ -427,7 +449,10 @@ def _prepare_create(
     plan.results.append((op, build))
 
 
-def _prepare_update(plan: _Batch, op: Update, current: HandRecord | None) -> None:
+def _prepare_update(plan: _Batch, op: Update, current: Readable | None) -> None:
+    if isinstance(current, refusals.DealerError):  # its row is damaged: this operation alone fails
+        plan.failed.append((op, current))
+        return
     if current is None or current.tenant != op.tenant:
         plan.failed.append((op, refusals.hand_not_found()))
         return

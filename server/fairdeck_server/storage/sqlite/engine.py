@@ -6,8 +6,8 @@ as durably stored; writes are group-committed there.
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -16,7 +16,7 @@ from typing import TypeVar
 from fairdeck.log import merkle
 from fairdeck.log.cosignature import add_cosignatures
 from fairdeck_server import refusals
-from fairdeck_server.refusals import StartupRefused
+from fairdeck_server.refusals import RESTORE, StartupRefused
 from fairdeck_server.storage.base import (
     TOKEN_COLUMNS,
     Change,
@@ -30,6 +30,7 @@ from fairdeck_server.storage.base import (
     token_record,
     token_row,
 )
+from fairdeck_server.storage.sqlite.schema import explain, kind, probe_file
 from fairdeck_server.storage.sqlite.writer import Rows, SqliteWriter, hash_reader, select_hand
 
 T = TypeVar("T")
@@ -58,7 +59,7 @@ class SqliteStorage:
         elif not self._path.is_file() or self._path.stat().st_size == 0:
             raise StartupRefused(
                 f"no database at {self._path} ({'empty file' if self._path.is_file() else 'missing'}): "
-                "restore it from backup, or create a new data dir with `fairdeck init`"
+                f"{RESTORE}; or, for a new log, create a new data dir with `fairdeck init`"
             )
         await self._writer.start()
 
@@ -274,20 +275,24 @@ class SqliteStorage:
         return await self._writer.submit(op)
 
     async def probe(self) -> None:
-        """One row rewritten and committed like any batch (same lock, WAL append and
-        fsync), so it fails when a write would: locked, read-only, full, I/O error."""
+        """One row rewritten and committed like any batch (same lock, WAL append and fsync), on a
+        connection of its own, so it fails when a write would (locked, read-only, full, I/O
+        error) without a line in the log for each probe: health says what changed."""
+        try:
+            await asyncio.to_thread(probe_file, self._path)
+        except sqlite3.Error as e:
+            self._writer.last_fault = e
+            raise refusals.storage_unavailable(
+                f"storage failed ({kind(self._path, e)}); the request was not recorded"
+            ) from None
 
-        def op(conn: sqlite3.Connection) -> None:
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS health_probe "
-                "(id INTEGER PRIMARY KEY CHECK (id = 1), at_ms INTEGER NOT NULL)"
-            )
-            conn.execute(
-                "INSERT OR REPLACE INTO health_probe (id, at_ms) VALUES (1, ?)",
-                (time.time_ns() // 1_000_000,),
-            )
+    def serving(self) -> None:
+        self._writer.quiet = False
 
-        await self._writer.submit(op)
+    def diagnose(self) -> str | None:
+        """The last storage failure in one line, with its fix (faults.explain); None if none."""
+        fault = self._writer.last_fault
+        return None if fault is None else explain(self._path, fault)
 
     async def sealed_seed_samples(self) -> list[tuple[str, bytes]]:
         """(hand id, sealed seed) of one unrevealed hand per seed key id (bytes 1..5 of the seal)."""

@@ -2,16 +2,28 @@
 
 A database is an identity: ``create_database`` makes one only for ``fairdeck init`` or a fresh data
 dir, and ``open_database`` refuses (StartupRefused, one line naming the file) a file that is
-missing, not ours, truncated, damaged (quick_check) or whose log has gaps.
+missing, not ours, truncated, damaged (quick_check) or whose log has gaps; a file it may not write,
+on a read-only mount, locked or on a full disk is refused in words of its own (``explain``: only
+damage is fixed by a backup, and that advice always carries ``RESTORE``'s fork warning).
+
+The database holds sealed seeds, tokens' digests and tenants' hands: it is made 0600, and its
+-wal and -shm files get the same mode from SQLite; an older, more open file is tightened at start.
+The WAL is truncated back to ``JOURNAL_SIZE_LIMIT`` when it restarts, so one that grew behind a
+reader holding a snapshot (a backup tool) shrinks once the reader is gone (docs/operations.md).
 """
 
 from __future__ import annotations
 
+import errno
+import logging
+import os
 import sqlite3
+import stat
+import time
 from pathlib import Path
 from urllib.parse import quote
 
-from fairdeck_server.refusals import StartupRefused
+from fairdeck_server.refusals import RESTORE, StartupRefused
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS hands (
@@ -68,6 +80,9 @@ CREATE TABLE IF NOT EXISTS fairdeck_meta (
     value TEXT NOT NULL
 ) WITHOUT ROWID;
 """
+log = logging.getLogger(__name__)
+JOURNAL_SIZE_LIMIT = 16 * 1024 * 1024
+"""Bytes the WAL file is cut back to when it restarts (PRAGMA journal_size_limit)."""
 TABLES = ("hands", "log_entries", "log_hashes", "checkpoints")
 """Tables every fairdeck database has had from the start: one without them is truncated or not ours."""
 
@@ -85,19 +100,43 @@ def open_database(path: Path, *, create: bool) -> sqlite3.Connection:
             raise RuntimeError(f"journal_mode is {mode}, WAL required")
         conn.execute("PRAGMA synchronous=FULL")
         conn.execute("PRAGMA foreign_keys=ON")
+        conn.execute(f"PRAGMA journal_size_limit={JOURNAL_SIZE_LIMIT}")
         conn.executescript(SCHEMA)
+        private(path)
         row = conn.execute("SELECT COALESCE(MAX(idx) + 1, 0), COUNT(*) FROM log_entries").fetchone()
         if row[0] != row[1]:
-            raise StartupRefused(
-                f"database {path}: log_entries has gaps, the log is damaged; restore it from backup"
-            )
-    except sqlite3.DatabaseError as e:  # "file is not a database", "database disk image is malformed"
+            raise StartupRefused(f"database {path}: log_entries has gaps, the log is damaged; {RESTORE}")
+    except sqlite3.DatabaseError as e:  # damaged, or not writable, read-only, locked, full: each its own
         conn.close()
-        raise StartupRefused(f"database {path} is damaged ({e}); restore it from backup") from None
+        raise StartupRefused(explain(path, e)) from None
     except BaseException:
         conn.close()
         raise
     return conn
+
+
+def probe_file(path: Path) -> None:
+    """One write committed on a connection of its own, as a batch is (the database's write lock, a
+    WAL append, fsync): raises the sqlite3 error of a file or mount that is read-only, a lock held
+    outside, a full disk. Health's probe, and the dealer's last check before it serves."""
+    conn = sqlite3.connect(f"file:{quote(str(path.absolute()))}?mode=rw", uri=True, isolation_level=None)
+    try:
+        conn.execute("PRAGMA synchronous=FULL")
+        conn.execute("BEGIN IMMEDIATE")
+        probe_write(conn)
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+
+
+def probe_write(conn: sqlite3.Connection) -> None:
+    """Rewrite the one row of ``health_probe`` (the storage's probe: health checks call it too)."""
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS health_probe "
+        "(id INTEGER PRIMARY KEY CHECK (id = 1), at_ms INTEGER NOT NULL)"
+    )
+    now_ms = time.time_ns() // 1_000_000
+    conn.execute("INSERT OR REPLACE INTO health_probe (id, at_ms) VALUES (1, ?)", (now_ms,))
 
 
 def _check(conn: sqlite3.Connection, path: Path, create: bool) -> None:
@@ -109,13 +148,13 @@ def _check(conn: sqlite3.Connection, path: Path, create: bool) -> None:
     names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     if not create and not set(TABLES) <= names:
         raise StartupRefused(
-            f"database {path} has no fairdeck tables (truncated, or not a fairdeck database); "
-            "restore it from backup"
+            f"database {path} has no fairdeck tables (truncated, or not a fairdeck database); {RESTORE}"
         )
     problems = [r[0] for r in conn.execute("PRAGMA quick_check(3)").fetchall()]
     if problems != ["ok"]:
         raise StartupRefused(
-            f"database {path} is damaged (PRAGMA quick_check: {'; '.join(problems)}); restore it from backup"
+            f"database {path} is damaged (PRAGMA quick_check: {'; '.join(problems)}); do not write to it; "
+            f"{RESTORE}"
         )
 
 
@@ -128,6 +167,8 @@ def create_database(path: Path, meta: dict[str, str]) -> None:
     if path.exists() and path.stat().st_size > 0:
         raise StartupRefused(f"database {path} already exists; fairdeck never replaces one")
     path.parent.mkdir(parents=True, exist_ok=True)
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))  # SQLite gives -wal and -shm its mode
+    private(path)
     conn = sqlite3.connect(path, isolation_level=None)
     try:
         conn.execute("PRAGMA journal_mode=WAL")
@@ -138,3 +179,128 @@ def create_database(path: Path, meta: dict[str, str]) -> None:
         conn.execute("COMMIT")
     finally:
         conn.close()
+
+
+def private(path: Path) -> None:
+    """Make the database and its -wal and -shm files 0600 if they are more open (one log line)."""
+    for file in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        try:
+            mode = stat.S_IMODE(file.stat().st_mode)
+            if mode & 0o077:
+                os.chmod(file, mode & 0o700)
+                log.warning(
+                    "%s was mode %04o: now %04o (it holds sealed seeds and tenants' hands)",
+                    file,
+                    mode,
+                    mode & 0o700,
+                )
+        except FileNotFoundError:
+            continue
+
+
+# -- what a failure means -----------------------------------------------------------------------
+
+DAMAGE = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
+
+
+def explain(path: Path, error: BaseException) -> str:
+    """One line: what ``error`` (raised using the database at ``path``) means, and the fix."""
+    name = str(getattr(error, "sqlite_errorname", "") or "")
+    words = str(error)
+    directory = path.parent
+    if name.startswith(DAMAGE) or "malformed" in words or "not a database" in words:
+        return f"database {path} is damaged ({words}); do not write to it; {RESTORE}"
+    if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "locked" in words:
+        return (
+            f"database {path} is locked by another process ({words}): a backup or an sqlite3 shell "
+            f"holding a write transaction? find it with `fuser {path}`, end it, and start again; "
+            "the file is not damaged"
+        )
+    if name.startswith("SQLITE_FULL") or _full(directory) or _errno(error) == errno.ENOSPC:
+        return (
+            f"the disk holding {directory} is full ({_free(directory)} free) ({words}): free some space "
+            "and start again; nothing acknowledged is lost, and the file is not damaged"
+        )
+    if _read_only_mount(directory):
+        return (
+            f"{directory} is on a read-only file system ({words}): remount it read-write (check the "
+            "disk first: a file system turns read-only after I/O errors); the file is not damaged"
+        )
+    files = (path, Path(f"{path}-wal"), Path(f"{path}-shm"))
+    unwritable = [p for p in files if p.exists() and not _writable(p)]
+    if unwritable or not _writable(directory):
+        what = unwritable[0] if unwritable else directory
+        return (
+            f"{what} is not writable by this user (uid {os.getuid()}; {_mode(what)}) ({words}): the dealer "
+            f"needs to write the database and its -wal and -shm files in {directory}; fix the owner or "
+            "mode (chown, chmod u+w); the file is not damaged"
+        )
+    if name.startswith("SQLITE_IOERR") or name.startswith("SQLITE_CANTOPEN"):
+        return (
+            f"database {path}: the system refused an I/O ({name or words}): check the disk and the "
+            "kernel log (dmesg); do not restore a backup over a file that may be fine"
+        )
+    return f"database {path}: {name or type(error).__name__} ({words})"
+
+
+def kind(path: Path, error: BaseException) -> str:
+    """A few words for a client (no path): what kind of storage failure this is."""
+    line = explain(path, error)
+    for needle, words in (
+        ("is damaged", "the database is damaged"),
+        ("is locked", "the database is locked"),
+        ("is full", "the disk is full"),
+        ("read-only file system", "the file system is read-only"),
+        ("not writable", "the database is not writable"),
+    ):
+        if needle in line:
+            return words
+    return "an I/O error"
+
+
+def _errno(error: BaseException) -> int | None:
+    return getattr(error, "errno", None)
+
+
+def _writable(path: Path) -> bool:
+    return os.access(path, os.W_OK)
+
+
+def _read_only_mount(directory: Path) -> bool:
+    try:
+        return bool(os.statvfs(directory).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def _full(directory: Path) -> bool:
+    """Less than a page free: SQLite cannot grow the WAL by one frame."""
+    try:
+        st = os.statvfs(directory)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < 8192
+
+
+def _free(directory: Path) -> str:
+    try:
+        st = os.statvfs(directory)
+    except OSError:
+        return "unknown space"
+    return f"{st.f_bavail * st.f_frsize:,} bytes"
+
+
+def _mode(path: Path) -> str:
+    try:
+        st = path.stat()
+    except OSError as e:
+        return e.strerror or str(e)
+    return f"mode {stat.S_IMODE(st.st_mode):04o}, owner uid {st.st_uid}"
+
+
+def is_damage(error: BaseException) -> bool:
+    """Whether a sqlite3 error says the file itself is damaged (not a lock, a mode or the disk)."""
+    name = str(getattr(error, "sqlite_errorname", "") or "")
+    return isinstance(error, sqlite3.DatabaseError) and (
+        name.startswith(DAMAGE) or "malformed" in str(error) or "not a database" in str(error)
+    )

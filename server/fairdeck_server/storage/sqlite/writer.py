@@ -2,10 +2,10 @@
 
 Operations queued while a transaction is made durable go into the next (one fsync for the batch),
 each in its own savepoint, so a refused request rolls back alone; futures resolve only after
-COMMIT. Bulk operations (a DealHands chunk) wait apart. The writer keeps the log's size and Merkle
-frontier, so an append reads nothing; with ``writer_lock`` (``serve --processes N``) it takes
-turns with other processes' writers and takes in their appends (``_catch_up``). The design:
-docs/scaling.md ("The SQLite writer").
+COMMIT. Bulk operations (a DealHands chunk) wait apart. The writer keeps the log's size, Merkle
+frontier and latest entry time, so an append reads nothing and no entry's time goes back; with
+``writer_lock`` (``serve --processes N``) it takes turns with other processes' writers and takes
+in their appends (``_catch_up``). The design: docs/scaling.md ("The SQLite writer").
 """
 
 from __future__ import annotations
@@ -25,7 +25,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+from fairdeck.core.encoding import u64
 from fairdeck.log import merkle
+from fairdeck.log.logentry import MAGIC, TIME_AT, time_of
 from fairdeck_server import refusals
 from fairdeck_server.refusals import StartupRefused
 from fairdeck_server.storage.base import (
@@ -39,12 +41,14 @@ from fairdeck_server.storage.base import (
     hand_record,
     same_request,
 )
-from fairdeck_server.storage.sqlite.schema import open_database
+from fairdeck_server.storage.sqlite.schema import explain, kind, open_database
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 MAX_BATCH = 512
+CLOSE_TIMEOUT_S = 10.0
+"""How long ``close`` waits for the writer thread to finish what is queued: SIGTERM always ends."""
 ROW_GROUPS = (256, 128, 64, 32, 16, 8, 4, 2, 1)
 """Rows per multi-row INSERT: n rows (n < 512) go in as one statement per set bit of n,
 so the few SQL strings stay in sqlite3's statement cache. 256 x 16 hand columns is
@@ -112,9 +116,17 @@ class SqliteWriter:
         self._startup_error: BaseException | None = None
         self.log_size = 0
         self.frontier = _Frontier([])
+        self.last_stamp = bytes(8)
+        """The time of the latest entry appended, as its 8 bytes (big-endian: compared as bytes, as
+        numbers): the next one's is never earlier."""
         self._thread = threading.Thread(target=self._run, name="fairdeck-sqlite-writer", daemon=True)
         self.stats = WriterStats()
         """Written by the writer thread only; readers see whole numbers, possibly a batch behind."""
+        self.quiet = True
+        """Until the dealer serves (``SqliteStorage.serving``), failures are logged at DEBUG: the
+        start-up refusal says them once, in one line."""
+        self.last_fault: BaseException | None = None
+        """The last database error (storage failing, not a refusal): what ``explain`` says."""
 
     async def start(self) -> None:
         """Open the database on the writer thread; raise what refused it."""
@@ -130,7 +142,13 @@ class SqliteWriter:
         self._closed = True
         self._queue.put(None)
         if self._thread.ident is not None:  # never started (the dealer refused to start): nothing to join
-            await asyncio.to_thread(self._thread.join)
+            await asyncio.to_thread(self._thread.join, CLOSE_TIMEOUT_S)
+            if self._thread.is_alive():  # stuck in SQLite (a lock, a dead disk): do not hang the exit
+                log.error(
+                    "the storage writer did not finish within %g s; stopping without it (what was "
+                    "acknowledged is on disk, what it held is not acknowledged)",
+                    CLOSE_TIMEOUT_S,
+                )
 
     def create_many(self, conn: sqlite3.Connection, hands: Sequence[NewHand]) -> list[Created]:
         """Insert hands with their log entries: a few multi-row INSERTs per table, not one per row."""
@@ -195,6 +213,12 @@ class SqliteWriter:
         """
         index = self.log_size
         frontier = self.frontier
+        if entry.startswith(MAGIC) and len(entry) >= TIME_AT.stop:  # times never go backwards
+            stamp = entry[TIME_AT]
+            if stamp < self.last_stamp:
+                entry = entry[: TIME_AT.start] + self.last_stamp + entry[TIME_AT.stop :]
+            else:
+                self.last_stamp = stamp
         hashes = merkle.stored_hashes_for_append(index, merkle.leaf_hash(entry), frontier.read)
         start = merkle.stored_hash_index(0, index)
         rows.entries.append((index, entry))
@@ -211,7 +235,10 @@ class SqliteWriter:
             self._ready.set()
             return
         except BaseException as e:  # reported to start()
-            self._startup_error = StartupRefused(f"cannot open database {self._path}: {e}")
+            what = f"cannot open database {self._path}: {e}"
+            if isinstance(e, sqlite3.Error):
+                what = explain(self._path, e)
+            self._startup_error = StartupRefused(what)
             self._ready.set()
             return
         if self._writer_lock is not None:
@@ -261,18 +288,18 @@ class SqliteWriter:
         # in flight at once is free, and none of them can depend on another's outcome.
         batch = [op for op in batch if op[4] is not None] + [op for op in batch if op[4] is None]
         outcomes: list[tuple[bool, Any]] = []
-        before = (self.log_size, self.frontier.copy())
+        before = self._mark()
         began = time.perf_counter()
         if self._writer_fd >= 0:
             fcntl.flock(self._writer_fd, fcntl.LOCK_EX)  # blocks this thread only; the GIL is released
         try:
             conn.execute("BEGIN IMMEDIATE")
             if self._writer_fd >= 0 and self._catch_up(conn):  # others write too: take in theirs
-                before = (self.log_size, self.frontier.copy())
+                before = self._mark()
             fused = self._create_together(conn, [op for op in batch if op[4] is not None])
             outcomes.extend((True, records) for records in fused)
             for fn, _, _, _, _ in batch[len(fused) :]:
-                mark = (self.log_size, self.frontier.copy())
+                mark = self._mark()
                 conn.execute("SAVEPOINT op")
                 try:
                     outcomes.append((True, fn(conn)))
@@ -280,8 +307,8 @@ class SqliteWriter:
                 except Exception as e:  # refused, the database failing, or a bug: this op alone rolls back
                     conn.execute("ROLLBACK TO op")
                     conn.execute("RELEASE op")
-                    self.log_size, self.frontier = mark
-                    outcomes.append((False, _op_failure(e)))
+                    self._restore(mark)
+                    outcomes.append((False, self._op_failure(e)))
             conn.execute("COMMIT")  # synchronous=FULL: returns once the WAL is on disk
             stats = self.stats
             stats.batches += 1
@@ -289,14 +316,17 @@ class SqliteWriter:
             stats.appends += self.log_size - before[0]
             stats.transaction_seconds += time.perf_counter() - began
         except Exception as e:  # disk full, I/O error, a bug: nothing of the batch is acknowledged
-            log.error("storage batch failed, rolled back: %s", _what(e))
+            self._said("storage batch failed, rolled back", e)
+            self.last_fault = e
             # A ROLLBACK that fails too (the disk is gone) must not end the writer thread:
             # every later call would then wait forever instead of failing.
             with contextlib.suppress(sqlite3.Error):
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
-            self.log_size, self.frontier = before
-            failure = refusals.storage_unavailable("storage failed; the request was not recorded")
+            self._restore(before)
+            failure = refusals.storage_unavailable(
+                f"storage failed ({kind(self._path, e)}); the request was not recorded"
+            )
             outcomes = [(False, failure)] * len(batch)
         finally:
             if self._writer_fd >= 0:
@@ -307,6 +337,24 @@ class SqliteWriter:
         for loop, items in by_loop.items():  # one wake-up per loop per batch
             with contextlib.suppress(RuntimeError):  # a closed loop: nobody is waiting any more
                 loop.call_soon_threadsafe(_resolve, items)
+
+    def _op_failure(self, e: Exception) -> Exception:
+        """What the caller of a failed operation gets: a refusal as it is, a database
+        failure as STORAGE_UNAVAILABLE saying what kind (logged in one line, no traceback,
+        no request data), anything else (a bug) as it is, for the servicer to answer INTERNAL."""
+        if isinstance(e, refusals.DealerError):
+            return e
+        self._said("storage operation failed, rolled back", e)
+        if _is_storage_fault(e):
+            self.last_fault = e
+            return refusals.storage_unavailable(
+                f"storage failed ({kind(self._path, e)}); the request was not recorded"
+            )
+        return e
+
+    def _said(self, what: str, e: BaseException) -> None:
+        """One log line for a failure: the class and SQLite's error name, never a value."""
+        log.log(logging.DEBUG if self.quiet else logging.ERROR, "%s: %s", what, _what(e))
 
     def _catch_up(self, conn: sqlite3.Connection) -> bool:
         """Take in what other processes appended (``serve --processes N``, docs/scaling.md).
@@ -321,7 +369,15 @@ class SqliteWriter:
             return False
         self.log_size = size
         self.frontier = _Frontier.load(size, hash_reader(conn))
+        self.last_stamp = max(self.last_stamp, _last_stamp(conn))
         return True
+
+    def _mark(self) -> tuple[int, _Frontier, bytes]:
+        """What an append changes, to put back if its transaction rolls back."""
+        return self.log_size, self.frontier.copy(), self.last_stamp
+
+    def _restore(self, mark: tuple[int, _Frontier, bytes]) -> None:
+        self.log_size, self.frontier, self.last_stamp = mark
 
     def _create_together(self, conn: sqlite3.Connection, creations: list[_Op]) -> list[list[Created]]:
         """Write the hands of several plain creations with one set of INSERTs, under one
@@ -330,7 +386,7 @@ class SqliteWriter:
         one by one, each in its own savepoint, so a failure stays with its operation."""
         if not creations:
             return []
-        mark = (self.log_size, self.frontier.copy())
+        mark = self._mark()
         rows = Rows()
         conn.execute("SAVEPOINT together")
         try:
@@ -340,7 +396,7 @@ class SqliteWriter:
         except Exception:
             conn.execute("ROLLBACK TO together")
             conn.execute("RELEASE together")
-            self.log_size, self.frontier = mark
+            self._restore(mark)
             return []
         return out
 
@@ -350,6 +406,7 @@ class SqliteWriter:
         try:
             self.log_size = conn.execute("SELECT COALESCE(MAX(idx) + 1, 0) FROM log_entries").fetchone()[0]
             self.frontier = _Frontier.load(self.log_size, hash_reader(conn))
+            self.last_stamp = _last_stamp(conn)
         except BaseException:
             conn.close()
             raise
@@ -402,6 +459,13 @@ class Rows:
         _insert_rows(conn, "hands", self.hands)
 
 
+def _last_stamp(conn: sqlite3.Connection) -> bytes:
+    """The time of the log's last entry, as its 8 bytes (zeros for an empty log)."""
+    row = conn.execute("SELECT entry FROM log_entries ORDER BY idx DESC LIMIT 1").fetchone()
+    time_ms = None if row is None else time_of(bytes(row[0]))
+    return u64(time_ms or 0)
+
+
 def hash_reader(conn: sqlite3.Connection) -> Callable[[list[int]], list[bytes]]:
     def read(indexes: list[int]) -> list[bytes]:
         marks = ",".join("?" * len(indexes))  # placeholders only; the values are bound
@@ -426,18 +490,6 @@ def _what(e: BaseException) -> str:
     """An exception named without its message: the class and SQLite's error code name."""
     code = getattr(e, "sqlite_errorname", None)
     return type(e).__name__ + (f" ({code})" if code else "")
-
-
-def _op_failure(e: Exception) -> Exception:
-    """What the caller of a failed operation gets: a refusal as it is, a database
-    failure as STORAGE_UNAVAILABLE (logged in one line, no traceback, no request
-    data), anything else (a bug) as it is, for the servicer to answer INTERNAL."""
-    if isinstance(e, refusals.DealerError):
-        return e
-    log.error("storage operation failed, rolled back: %s", _what(e))
-    if _is_storage_fault(e):
-        return refusals.storage_unavailable("storage failed; the request was not recorded")
-    return e
 
 
 def _resolve(items: list[tuple[asyncio.Future[Any], bool, Any]]) -> None:

@@ -1,0 +1,139 @@
+"""Log key rotation statements: the old key vouches for the new one (docs/log-format.md, "Key rotation").
+
+A statement is a C2SP signed note whose text is four lines::
+
+    fairdeck log key rotation v1
+    <origin>
+    <old verifier key>
+    <new verifier key>
+
+signed by the old key (its authority) and by the new key (proof that the new key's holder made
+it). Its first line cannot be a checkpoint's origin followed by a tree size, so a statement never
+parses as a checkpoint, nor a checkpoint as a statement. ``follow`` takes the keys a verifier
+trusts and any statements, and returns the keys those statements lead to, in order: someone who
+holds only the old key can then verify checkpoints signed by the new one, and says so.
+
+>>> from fairdeck.log.note import Signer
+>>> old, new = Signer.generate("example.log"), Signer.generate("example.log")
+>>> note = sign_rotation(old, new)
+>>> keys, followed = follow([old.verifier], [note])
+>>> keys == [old.verifier, new.verifier], followed[0].new == new.verifier
+(True, True)
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from fairdeck.log.note import NoteError, Signer, Verifier, open_note, sign_note
+
+HEADER = "fairdeck log key rotation v1"
+"""The statement's first line."""
+ROTATIONS_FILE = "key-rotations"
+"""The file beside a tiled log's ``checkpoint`` that holds its statements (``rotations_file``)."""
+
+
+class RotationError(NoteError):
+    """A note that claims to be a rotation statement and is not a valid one."""
+
+
+@dataclass(frozen=True)
+class Rotation:
+    """A verified statement: ``old`` names ``new`` as the log's signing key from now on."""
+
+    old: Verifier
+    new: Verifier
+    note: bytes
+
+    def describe(self) -> str:
+        return f"{_short(self.old)} -> {_short(self.new)}"
+
+
+def rotation_text(old: Verifier, new: Verifier) -> str:
+    return f"{HEADER}\n{old.name}\n{old.to_string()}\n{new.to_string()}\n"
+
+
+def sign_rotation(old: Signer, new: Signer) -> bytes:
+    """The statement that ``old`` hands the log over to ``new``, signed by both (old first)."""
+    if old.name != new.name:
+        raise RotationError("a rotation keeps the log's origin: both keys need the same name")
+    if old.key_id == new.key_id:
+        raise RotationError("a rotation needs a new key")
+    return sign_note(rotation_text(old.verifier, new.verifier), old, new)
+
+
+def is_rotation(note: bytes) -> bool:
+    """Whether ``note`` claims to be a rotation statement (its first line is the header)."""
+    return note.startswith(HEADER.encode() + b"\n")
+
+
+def open_rotation(note: bytes) -> Rotation:
+    """Parse and verify a statement: four lines as above, the origin the keys' name, two different
+    keys, a valid signature by each. Raise RotationError."""
+    text = note.decode("utf-8", "replace")
+    lines = text[: text.find("\n\n") + 1].split("\n")
+    if len(lines) != 5 or lines[0] != HEADER or lines[4] != "":
+        raise RotationError("a rotation statement is four lines: header, origin, old key, new key")
+    try:
+        old, new = Verifier.parse(lines[2]), Verifier.parse(lines[3])
+    except NoteError as e:
+        raise RotationError(f"rotation statement: {e}") from None
+    if not old.name == new.name == lines[1]:
+        raise RotationError("rotation statement: both keys must be named for the origin line")
+    if old.key_id == new.key_id:
+        raise RotationError("rotation statement: the new key is the old key")
+    for key, which in ((old, "old"), (new, "new")):
+        try:
+            opened = open_note(note, key)
+        except NoteError as e:
+            raise RotationError(f"rotation statement is not signed by the {which} key: {e}") from None
+        if opened.text != rotation_text(old, new):
+            raise RotationError("rotation statement: the signed text is not the statement")
+    return Rotation(old, new, note)
+
+
+def follow(trusted: Sequence[Verifier], notes: Iterable[bytes]) -> tuple[list[Verifier], list[Rotation]]:
+    """The trusted keys, then every key a chain of valid statements leads to from them, in the
+    order followed; and the statements followed. Statements that do not verify, or that start
+    from a key not trusted, are left out (``open_rotation`` says why)."""
+    keys = list(trusted)
+    pending = []
+    for note in notes:
+        try:
+            pending.append(open_rotation(note))
+        except RotationError:
+            continue
+    followed: list[Rotation] = []
+    moved = True
+    while moved:
+        moved = False
+        for r in pending:
+            if r.old in keys and r.new not in keys:
+                keys.append(r.new)
+                followed.append(r)
+                moved = True
+    return keys, followed
+
+
+def rotations_file(notes: Iterable[bytes]) -> bytes:
+    """Statements as a text file: each one's note in standard base64, one per line."""
+    return b"".join(base64.b64encode(note) + b"\n" for note in notes)
+
+
+def read_rotations_file(data: bytes) -> list[bytes]:
+    """The notes of ``rotations_file``; lines that are not base64 are skipped (``follow`` ignores
+    anything that is not a valid statement anyway)."""
+    out = []
+    for line in data.splitlines():
+        try:
+            out.append(base64.b64decode(line.strip(), validate=True))
+        except binascii.Error:
+            continue
+    return out
+
+
+def _short(v: Verifier) -> str:
+    return f"{v.name}+{v.key_id:08x}"

@@ -1,0 +1,88 @@
+"""A dealer that stops running for longer than a hand's lifetime: stopped (downtime), or paused
+whole (SIGSTOP, as a VM pause or a stalled host does). Either way the log must never show a hand
+left open while the dealer dealt on: the overdue hands are voided before the next entry."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+
+from fairdeck.log.logentry import VOIDED, CommitEntry, RevealEntry, decode
+from tests.faults.kit import FaultRun, wait_for
+
+
+def test_downtime_longer_than_the_lifetime_is_pending_not_deck_shopping(run: FaultRun) -> None:
+    """Hands open, the dealer stops cleanly and stays down past their lifetime: the audit (on the
+    true clock) says they are pending. Started again, the dealer voids them before it logs anything
+    else, then deals on."""
+    dealer = run.start(lifetime=2)
+    opened = run.ledger.open(dealer.target, 3)
+    run.ledger.deal(dealer.target, 1)
+    dealer.terminate()
+    time.sleep(2.5)
+    audit = run.audit()
+    assert audit.rc == 0 and audit.report["findings"] == [], audit.out
+    assert audit.report["open_within_lifetime"] == 3
+    size = len(run.entries())
+
+    dealer = run.start(lifetime=2)
+    run.ledger.deal(dealer.target, 2)
+    run.stop()
+    after = [decode(e) for e in run.entries()[size:]]
+    voids = [i for i, e in enumerate(after) if isinstance(e, RevealEntry) and e.outcome == VOIDED]
+    commits = [i for i, e in enumerate(after) if isinstance(e, CommitEntry)]
+    assert {after[i].hand_id for i in voids} == set(opened)
+    assert max(voids) < min(commits), "a hand was dealt before the overdue ones were voided"
+
+
+def test_a_paused_dealer_voids_before_it_logs_again(run: FaultRun) -> None:
+    """SIGSTOP for longer than the lifetime, with calls arriving meanwhile: when it resumes, the
+    overdue hands are voided before any of those calls logs an entry."""
+    dealer = run.start(lifetime=2)
+    opened = run.ledger.open(dealer.target, 3)
+    size = len(run.entries())
+    dealer.signal(signal.SIGSTOP)
+    try:
+        time.sleep(0.5)
+        callers = [threading.Thread(target=run.ledger.deal, args=(dealer.target, 1)) for _ in range(3)]
+        for t in callers:
+            t.start()  # they wait for the paused dealer
+        time.sleep(2.5)
+    finally:
+        dealer.signal(signal.SIGCONT)
+    for t in callers:
+        t.join(timeout=30)
+    wait_for("the dealt hands", lambda: len(run.ledger.closed) == 3)
+    run.stop()
+    after = [decode(e) for e in run.entries()[size:]]
+    voids = [i for i, e in enumerate(after) if isinstance(e, RevealEntry) and e.hand_id in opened]
+    commits = [i for i, e in enumerate(after) if isinstance(e, CommitEntry)]
+    assert len(voids) == 3
+    assert max(voids) < min(commits), "a hand was dealt before the overdue ones were voided"
+
+
+def test_a_crash_under_load_then_a_restart_after_the_lifetime(run: FaultRun) -> None:
+    """SIGKILL while calls are in flight (nothing drained, nothing flushed that was not on disk),
+    the dealer down past the hands' lifetime, then started again: what was acknowledged is there,
+    the hands left open are voided before anything else, and the audit passes."""
+    dealer = run.start(lifetime=2)
+    run.ledger.open(dealer.target, 3)
+    killed = threading.Event()
+
+    def keep_dealing() -> None:
+        while not killed.is_set() or not run.ledger.failures:
+            run.ledger.deal(dealer.target, 1)
+
+    callers = [threading.Thread(target=keep_dealing) for _ in range(4)]
+    for t in callers:
+        t.start()
+    wait_for("some hands dealt", lambda: len(run.ledger.closed) >= 20)
+    dealer.kill9()
+    killed.set()
+    for t in callers:
+        t.join(timeout=60)
+    time.sleep(2.5)
+    assert run.audit().rc == 0
+    dealer = run.start(lifetime=2)
+    run.ledger.deal(dealer.target, 2)
