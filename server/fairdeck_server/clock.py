@@ -1,20 +1,16 @@
 """The dealer's clock: the time it writes into the log, kept honest (docs/operations.md, "The dealer's
 clock").
 
-- ``DealerClock.now_ms`` is the wall clock read once at start, advanced by the monotonic clock. A
-  wall-clock step (an NTP step, an operator's ``date -s``) moves neither entry times nor lifetimes
-  while the process runs; the wall clock is read again at the next start.
-- ``DealerClock.step`` compares the wall clock with it: a difference that moves by more than
-  ``STEP_TOLERANCE_MS`` is a step, reported once (one log line and a metric, by the caller).
-- ``start_after_log``: at start, a wall clock behind the log's latest entry is refused (entries
-  would go back in time), unless the operator allows it; then the dealer's time starts at that
-  entry's. Within the tolerance (a replica's clock a little behind another's) it starts there
-  silently.
+- ``DealerClock.now_ms`` is the wall clock read once at start, advanced by the monotonic clock, so
+  a wall-clock step moves neither entry times nor lifetimes while the process runs.
+- ``DealerClock.step`` reports a wall-clock step (a difference that moves by more than
+  ``STEP_TOLERANCE_MS``) once, by the caller's log line and metric.
+- ``start_after_log``: a wall clock behind the log's latest entry at start is refused unless the
+  operator allows it (then time starts at that entry's); within the tolerance it starts there.
 
 Entry times never go backwards within a log: the storage writers take ``max(time, last entry's
 time)`` as they append (``fairdeck.log.logentry.TIME_AT``), across processes and replicas too.
 """
-
 from __future__ import annotations
 
 import datetime

@@ -1,22 +1,15 @@
 """gRPC server reflection under both names clients use: grpc.reflection.v1 and v1alpha.
 
-grpcio-reflection ships only v1alpha, while newer tools (grpcurl, Postman, grpc
-CLI) ask for grpc.reflection.v1 first. The two protocols are the same messages
-with the same field numbers under another package, so v1 is served by the
-same servicer, its messages parsed and written with the v1alpha classes (the
-bytes are identical). The v1 file descriptor, made from the v1alpha one with
-its package renamed, is added to the default pool so that reflection can
-describe the v1 service too.
+grpcio-reflection ships only v1alpha, while newer tools (grpcurl, Postman, grpc CLI) ask for
+grpc.reflection.v1 first. The two are the same messages under another package, so v1 is served
+by the same servicer with the v1alpha classes, its file descriptor (the v1alpha one, renamed)
+added to the default pool.
 
-Two things every tool expects that Python's reflection does not do by itself: a method's full
-name (``fairdeck.v1.DealerService.OpenHand``, what ``grpcurl describe`` asks) resolves to its
-service's file, and the files of a refusal's details (google.rpc.Status, ErrorInfo, RetryInfo)
-are served, so that grpcurl decodes them.
-
+Also served, as every tool expects: a method's full name resolves to its service's file, and the
+files of a refusal's details (google.rpc.Status, ErrorInfo, RetryInfo), so grpcurl decodes them.
 Reflection takes no credentials and no tenant's limit, so its answers are paced: RATE a second
 after a burst of BURST, all callers of one server together.
 """
-
 from __future__ import annotations
 
 import asyncio
