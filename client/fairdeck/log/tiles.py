@@ -15,7 +15,7 @@ tlog-tiles:
 - "Log entries": an entry bundle ``tile/entries/<N>[.p/<W>]`` is the entries in
   order, each preceded by its big-endian uint16 length.
 
-``TileWriter`` writes a tree (docs/log-format.md, "Tiles", says when and how).
+``fairdeck.log.tile_writer`` writes them (docs/log-format.md, "Tiles", says when and how).
 ``TileLog`` reads one through a ``fetch(path) -> bytes`` function: entries from
 the bundles, and any stored hash through ``hash_reader`` for ``merkle``'s proofs.
 ``TileLog`` checks every hash tile it reads against the entries.
@@ -29,11 +29,9 @@ the bundles, and any stored hash through ``hash_reader`` for ``merkle``'s proofs
 from __future__ import annotations
 
 import hmac
-import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 
 from fairdeck.log import merkle
 
@@ -122,154 +120,6 @@ def decode_bundle(data: bytes, count: int) -> list[bytes]:
     if at != len(data):
         raise TileError(f"entry bundle has {len(data) - at} bytes after its {count} entries")
     return entries
-
-
-# --- writing -----------------------------------------------------------------------------------
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    """Write ``path`` so that a reader sees the old file or the new one, never part of one:
-    a temporary file in the same directory, fsynced, renamed over it, the directory fsynced."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
-@dataclass
-class WriteReport:
-    size: int
-    written: int = 0
-    kept: int = 0
-
-
-class TileWriter:
-    """Writes the tiles of a log into a directory, adding only what is missing.
-
-    ``write(entries, checkpoint, note)`` streams the entries of the checkpoint's tree:
-
-    - Every tile and bundle is immutable. One that exists must hold exactly these
-      bytes, and the partial tile or bundle of the size written before must be a
-      prefix of this one. Anything else means the directory holds another log, or
-      a fork of this one: TileError is raised before anything is written over it
-      or beside it.
-    - A missing tile or bundle is written atomically.
-    - The checkpoint is written last, so a reader never sees a checkpoint whose
-      tiles are missing.
-    """
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-
-    def _old_size(self, origin: str) -> int:
-        path = self.root / "checkpoint"
-        if not path.exists():
-            return 0
-        first, _, rest = path.read_bytes().partition(b"\n")
-        size_text = rest.partition(b"\n")[0]
-        if first.decode("utf-8", "replace") != origin or not size_text.isdigit():
-            raise TileError(
-                f"{path} is not a checkpoint of {origin}: the directory holds another log; use an empty --out"
-            )
-        return int(size_text)
-
-    def _put(self, rel: str, data: bytes, report: WriteReport) -> None:
-        path = self.root / rel
-        if path.exists():
-            if path.read_bytes() != data:
-                raise TileError(
-                    f"{path} holds other bytes than this log's: the directory holds another log (or a "
-                    "fork of this one); tiles are never overwritten, so use an empty --out"
-                )
-            report.kept += 1
-            return
-        write_atomically(path, data)
-        report.written += 1
-
-    def _check_prefix(self, rel: str, data: bytes) -> None:
-        """The tile (or bundle) of the size written before must begin this one."""
-        path = self.root / rel
-        if path.exists() and not data.startswith(path.read_bytes()):
-            raise TileError(
-                f"{path} (of the checkpoint written before) is not a prefix of this log's tile: the log "
-                "forked, or the directory holds another log; nothing was overwritten"
-            )
-
-    def write(
-        self, entries: Iterable[bytes], checkpoint_size: int, origin: str, root: bytes, note: bytes
-    ) -> WriteReport:
-        size = checkpoint_size
-        old = self._old_size(origin)
-        if old > size:
-            raise TileError(
-                f"{self.root / 'checkpoint'} signs {old} entries, the store only {size}: the store is behind "
-                "the published tiles (a restored backup?); tiles never go back"
-            )
-        report = WriteReport(size)
-        levels: list[list[bytes]] = [[]]  # per level: hashes of the tile being filled
-        done: list[int] = [0]  # per level: full tiles produced
-        bundle: list[bytes] = []
-        count = 0
-
-        def emit(level: int, index: int, hashes: list[bytes]) -> None:
-            data = b"".join(hashes)
-            old_count = old >> (HEIGHT * level)
-            if old_count // WIDTH == index and old_count % WIDTH:
-                self._check_prefix(tile_path(level, index, old_count % WIDTH), data)
-            self._put(tile_path(level, index, len(hashes)), data, report)
-
-        def emit_bundle(index: int, items: list[bytes]) -> None:
-            data = encode_bundle(items)
-            if old // WIDTH == index and old % WIDTH:
-                self._check_prefix(tile_path("entries", index, old % WIDTH), data)
-            self._put(tile_path("entries", index, len(items)), data, report)
-
-        def full(level: int) -> None:
-            hashes = levels[level]
-            emit(level, done[level], hashes)
-            done[level] += 1
-            levels[level] = []
-            if len(levels) == level + 1:
-                levels.append([])
-                done.append(0)
-            levels[level + 1].append(subtree_root(hashes))
-            if len(levels[level + 1]) == WIDTH:
-                full(level + 1)
-
-        for entry in entries:
-            if count == size:
-                break
-            bundle.append(entry)
-            levels[0].append(merkle.leaf_hash(entry))
-            count += 1
-            if len(bundle) == WIDTH:
-                emit_bundle(count // WIDTH - 1, bundle)
-                bundle = []
-                full(0)
-        if count != size:
-            raise TileError(f"the store has {count} entries, the checkpoint signs {size}")
-        if bundle:
-            emit_bundle(size // WIDTH, bundle)
-        for level, hashes in enumerate(levels):
-            if hashes:
-                emit(level, done[level], hashes)
-        tiled = TileLog(lambda rel: (self.root / rel).read_bytes(), size)
-        if size and not hmac.compare_digest(tiled.root(), root):
-            raise TileError(
-                "the tiles written do not give the checkpoint's root; the checkpoint was not written"
-            )
-        write_atomically(self.root / "checkpoint", note)
-        return report
 
 
 # --- reading -----------------------------------------------------------------------------------

@@ -1,9 +1,11 @@
 """``fairdeck tiles``: publish a dealer's log as C2SP tlog-tiles in a directory.
 
 It reads the store read-only, as ``fairdeck audit --data/--db`` does, and writes the latest
-signed checkpoint's tree with ``fairdeck.log.tiles.TileWriter``. Run again later, it adds only
-what is new; tiles are immutable and every file is written atomically, the checkpoint last, so
-a static web server or CDN can serve the directory while the command runs.
+signed checkpoint's tree with ``fairdeck.log.tile_writer.TileWriter``, with the partial tiles of
+every stored checkpoint's size (tlog-tiles requires them). Run again later, it adds only what is
+new; tiles are immutable and every file is written atomically, the checkpoint last, so a static
+web server or CDN can serve the directory while the command runs. ``fairdeck serve --tiles``
+keeps such a directory up to date live (fairdeck_server.tile_publishing).
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from fairdeck.cli.audit_command import add_witness_arguments, witness_policy
 from fairdeck.log.audit import LogUnreadable
 from fairdeck.log.checkpoint import Checkpoint, CheckpointError
 from fairdeck.log.cosignature import CosignatureError, WitnessPolicy
-from fairdeck.log.tiles import TileError, TileWriter
+from fairdeck.log.tile_writer import TileWriter
+from fairdeck.log.tiles import TileError
 from fairdeck_server.cli.audit_sources import data_log, database_log
 
 EPILOG = """\
@@ -44,6 +47,12 @@ def _meets(policy: WitnessPolicy, note: bytes) -> bool:
         return policy.check(note).ok
     except CosignatureError:
         return False
+
+
+def _size(note: bytes) -> int:
+    """A stored checkpoint's tree size (its second line); 0 if unreadable (no partial tiles then)."""
+    line = note.split(b"\n", 2)[1:2]
+    return int(line[0]) if line and line[0].isdigit() else 0
 
 
 def cmd_tiles(args: argparse.Namespace) -> int:
@@ -73,7 +82,9 @@ def cmd_tiles(args: argparse.Namespace) -> int:
         return _refuse(f"the latest stored checkpoint does not parse: {e}")
     out = Path(args.out)
     try:
-        report = TileWriter(out).write(entries, checkpoint.size, checkpoint.origin, checkpoint.root, note)
+        report = TileWriter(out).write(
+            entries, checkpoint.size, checkpoint.origin, checkpoint.root, note, map(_size, notes)
+        )
     except (TileError, LogUnreadable) as e:
         return _refuse(str(e))
     except OSError as e:
