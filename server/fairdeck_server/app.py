@@ -15,6 +15,7 @@ import grpc
 from google.protobuf.descriptor import ServiceDescriptor
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from fairdeck.log.tiles import TileError
 from fairdeck.v1 import audit_pb2, dealer_pb2
 from fairdeck_server import logging_setup
 from fairdeck_server.addresses import check_listen, is_loopback, probe_listen
@@ -35,6 +36,7 @@ from fairdeck_server.edge.interceptors import (
 from fairdeck_server.edge.methods import register
 from fairdeck_server.edge.transport import TRANSPORT_OPTIONS, server_credentials
 from fairdeck_server.limits import OpenHandsCap, RateLimiter
+from fairdeck_server.log_lease import FixedLease, Lease, PostgresLease
 from fairdeck_server.log_signing import CheckpointPublisher
 from fairdeck_server.metrics import MeteredStorage, Metrics, MetricsEndpoint
 from fairdeck_server.refusals import DealerError, StartupRefused
@@ -42,6 +44,7 @@ from fairdeck_server.startup import Identity, IdentityStore, check_store, prepar
 from fairdeck_server.storage import open_storage
 from fairdeck_server.storage.base import Storage
 from fairdeck_server.storage_health import StorageHealth
+from fairdeck_server.tile_publishing import LiveTiles, Source, read_whole_log, tiles_refusal
 
 if TYPE_CHECKING:
     from fairdeck_server.processes import Worker
@@ -172,6 +175,10 @@ class DealerServer:
             await check_store(cast(IdentityStore, self.storage), self.identity, where)
         except DealerError as e:  # storage unreachable at start: a refusal to start, in one line
             raise StartupRefused(str(e)) from None
+        try:  # before anything is served: the tiles of every stored checkpoint are whole
+            await self.publisher.prepare()
+        except (TileError, OSError) as e:
+            raise StartupRefused(tiles_refusal(config.tiles, e)) from None
         self.metrics.gauges.attach(self.metered, asyncio.get_running_loop())
         self.publisher.start()
         self.witnessing.start()
@@ -238,7 +245,15 @@ class DealerServer:
         """The dealer, the checkpoint publisher and the cosigning, and the two services on the server."""
         config = self.config
         signer = identity.log_keys.signer
-        self.publisher = CheckpointPublisher(self.metered, signer, interval=config.checkpoint_interval)
+        tiles = None if config.tiles is None else LiveTiles(config.tiles, signer.name, self._read_log)
+        self.publisher = CheckpointPublisher(
+            self.metered,
+            signer,
+            interval=config.checkpoint_interval,
+            tiles=tiles,
+            lease=self._lease(),
+            show_latest=not config.witnesses,
+        )
         self.witnessing = WitnessPublisher(
             self.metered,
             signer.verifier,
@@ -246,6 +261,10 @@ class DealerServer:
             config.witness_threshold,
             self.metrics.registry,
             interval=config.checkpoint_interval,
+            cadence=config.witness_interval,
+            leads=lambda: self.publisher.leading,
+            on_final=None if tiles is None else tiles.show,
+            shared=config.db is not None,
         )
         self.dealer = Dealer(self.metered, identity.vault)
         register(self.server, DealerServicer(self.dealer), _service(dealer_pb2, "DealerService"), dealer_pb2)
@@ -256,6 +275,19 @@ class DealerServer:
             final=lambda: self.witnessing.final,
         )
         register(self.server, audit, _service(audit_pb2, "AuditService"), audit_pb2)
+
+    def _lease(self) -> Lease | None:
+        """Who leads the log (log_lease.py), when anything needs one leader: tiles or witnesses."""
+        config = self.config
+        if config.tiles is None and not config.witnesses:
+            return None
+        if config.db is not None:
+            return PostgresLease(config.db)
+        return FixedLease(self.worker is None or self.worker.index == 0)
+
+    def _read_log(self) -> Source:
+        """The whole log, read-only, for rebuilding the tiles."""
+        return read_whole_log(self.config)
 
     async def stop(self) -> None:
         """Drain: report NOT_SERVING, refuse new calls, finish those in flight, flush."""

@@ -23,7 +23,9 @@ becomes a small supervisor:
 Per worker, and so per process rather than per dealer: rate limits and the open-hand count of a
 tenant (set them to 1/N of the whole), health, and metrics (worker i serves /metrics on the
 ``--metrics-listen`` port plus i, or on a free port of its own with port 0). Witnesses are
-refused with more than one process: every worker would ask them to cosign on its own.
+refused with more than one process: every worker would ask them to cosign on its own. With
+``--tiles``, worker 0 writes the tiles and signs every checkpoint (log_lease.py); the supervisor
+completes the tiles before any worker starts.
 docs/scaling.md has the design and the measured curve (bench/processes_bench.py).
 """
 
@@ -41,9 +43,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from fairdeck.log.audit import LogUnreadable
+from fairdeck.log.tiles import TileError
 from fairdeck_server.addresses import probe_listen, split_host_port
 from fairdeck_server.refusals import StartupRefused
 from fairdeck_server.startup import prepare
+from fairdeck_server.tile_publishing import complete_before_start, tiles_refusal
 
 if TYPE_CHECKING:
     from fairdeck_server.config import ServerConfig
@@ -106,6 +111,13 @@ def supervise(config: ServerConfig, argv: Sequence[str]) -> int:
     probe_listen("--listen", config.listen)
     reserved = _reserve(config.listen)
     identity = prepare(config)  # keys made or checked, the data dir locked: once, here
+    if config.tiles is not None:  # whole before any worker hands out a checkpoint
+        try:
+            complete_before_start(config, identity.log_keys.signer.name)
+        except (TileError, OSError, LogUnreadable) as e:
+            identity.release()
+            reserved.close()
+            raise StartupRefused(tiles_refusal(config.tiles, e)) from None
     listen = _with_port(config.listen, reserved.getsockname()[1])
     env = dict(os.environ, **{LISTEN_ENV: listen})
     fds: tuple[int, ...] = ()

@@ -231,15 +231,18 @@ def test_a_split_view_never_gets_its_second_tree_cosigned(
     a.stop()
     shutil.copytree(tmp_path / "data", tmp_path / "copy", ignore=shutil.ignore_patterns("fairdeck.lock"))
     a.start()
-    b = _dealer(tmp_path / "copy", specs)
+    b: RunningDealer | None = None
     try:
         deal(a.target, 3)  # the public tree
-        forked = deal(b.target, 6)  # the same log key, the same origin, another tree
         grown = eventually(
             "the public tree grows final",
             lambda: s if (s := _final(a.target, log_vkey, policy)()) and s > common else None,
         )
         assert grown > common
+        # Then the fork: the same log key, the same origin, another tree. (Had it reached the
+        # witnesses first, the public tree would be the one refused: either way, never both.)
+        b = _dealer(tmp_path / "copy", specs)
+        forked = deal(b.target, 6)
         # Each witness refused B's tree as inconsistent with A's (422), and logged it.
         eventually(
             "both witnesses refuse the fork",
@@ -259,7 +262,8 @@ def test_a_split_view_never_gets_its_second_tree_cosigned(
         with AuditClient(b.target, verifier=log_vkey) as audit, DealerClient(b.target) as d:
             audit.verify_hand(d.get(forked[-1]))
     finally:
-        b.close()
+        if b is not None:
+            b.close()
         a.close()
 
 

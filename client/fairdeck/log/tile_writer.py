@@ -306,27 +306,40 @@ class TileWriter:
                 f"{self.root / 'checkpoint'} signs {old} entries, the store only {size}: the store is behind "
                 "the published tiles (a restored backup?); tiles never go back"
             )
-        stops = sorted({s for s in sizes if 0 < s < size} | {size} | ({old} if old else set()))
-        edge = TileEdge()
-        feed = iter(entries)
-        for stop in stops:
-            batch = [e for _, e in zip(range(stop - edge.size), feed, strict=False)]
-            if len(batch) != stop - edge.size:
-                raise TileError(
-                    f"the store has {edge.size + len(batch)} entries, the checkpoint signs {size}"
-                )
-            for rel, data in edge.extend(batch):
-                files.put(rel, data)
-            if stop == old:
-                _check_published(files, edge)
-            for rel, data in edge.partials():
-                files.put(rel, data)
+        edge = write_tree(files, entries, size, sizes, published=old)
         if size and not hmac.compare_digest(edge.root(), root):
             raise TileError(
                 "the tiles written do not give the checkpoint's root; the checkpoint was not written"
             )
         files.set_checkpoint(note)
         return WriteReport(size, files.written, files.kept)
+
+
+def write_tree(
+    files: TileDir, entries: Iterable[bytes], size: int, sizes: Iterable[int] = (), *, published: int = 0
+) -> TileEdge:
+    """Write the tree of the first ``size`` entries into ``files`` (only what is missing), with the
+    partial tiles of each size in ``sizes`` at most ``size``, and make it durable; its edge.
+
+    ``published``: the size of the checkpoint published there before, whose partial files must be
+    this log's (TileError otherwise: a fork, or another log)."""
+    stops = sorted(
+        {s for s in sizes if 0 < s < size} | {size} | ({published} if 0 < published <= size else set())
+    )
+    edge = TileEdge()
+    feed = iter(entries)
+    for stop in stops:
+        batch = [e for _, e in zip(range(stop - edge.size), feed, strict=False)]
+        if len(batch) != stop - edge.size:
+            raise TileError(f"the store has {edge.size + len(batch)} entries, the checkpoint signs {size}")
+        for rel, data in edge.extend(batch):
+            files.put(rel, data)
+        if stop == published:
+            _check_published(files, edge)
+        for rel, data in edge.partials():
+            files.put(rel, data)
+    files.sync()
+    return edge
 
 
 def _check_published(files: TileDir, edge: TileEdge) -> None:
