@@ -204,6 +204,9 @@ class CheckpointPublisher:
         if self.tiles is not None and self.tiles.edge is None:
             done = await self.tiles.open(self.storage)
             log.info("tiles in %s: %s", self.tiles.root, done)
+            head = await self.storage.checkpoint()
+            if head is not None and self.show_latest:  # a kill may have come before the file
+                await self.tiles.show(head.note)
         return True
 
     async def publish(self) -> StoredCheckpoint | None:
