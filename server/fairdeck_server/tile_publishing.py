@@ -96,6 +96,8 @@ class LiveTiles:
         self.edge: TileEdge | None = None
         """The right edge of the tiles written; None until opened, and again after a failure."""
         self._shown: bytes | None = None
+        self._partials: set[str] = set()
+        """The partial files this process wrote for the current size (so, known to be there)."""
         self._show_lock = threading.Lock()
 
     @property
@@ -108,6 +110,7 @@ class LiveTiles:
         TileError when DIR holds another log, or more than storage does."""
         head = await storage.checkpoint()
         self.edge = None
+        self._partials = set()
         edge, done = await asyncio.to_thread(self._open, head)
         self.edge = edge
         return done
@@ -170,9 +173,12 @@ class LiveTiles:
         files = TileDir(self.root)
         for rel, data in edge.extend(entries):
             files.put(rel, data)
-        for rel, data in edge.partials():
-            files.put(rel, data)
-        if not hmac.compare_digest(edge.root(), root):
+        partials = edge.partials()
+        for rel, data in partials:
+            if rel not in self._partials:  # a partial tile above level 0 often stays the same
+                files.put(rel, data)
+        self._partials = {rel for rel, _ in partials}
+        if not hmac.compare_digest(edge.root(partials), root):
             raise TileError(f"the tiles of tree size {edge.size} do not give the root storage signs")
         files.sync()
 

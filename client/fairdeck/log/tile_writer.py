@@ -97,11 +97,12 @@ class TileEdge:
                 )
         return out
 
-    def root(self) -> bytes:
-        """The tree's root. Every complete subtree of the right edge lies in a partial tile."""
+    def root(self, partials: list[File] | None = None) -> bytes:
+        """The tree's root. Every complete subtree of the right edge lies in a partial tile
+        (``partials``: those of ``partials()``, made already)."""
         if self.size == 0:
             return merkle.EMPTY_ROOT
-        files = dict(self.partials())
+        files = dict(self.partials() if partials is None else partials)
         return TileLog(files.__getitem__, self.size).root()
 
     @classmethod
