@@ -42,6 +42,7 @@ from fairdeck.log.audit import Auditor, AuditReport, Finding, LogUnreadable
 from fairdeck.log.checkpoint import Checkpoint, CheckpointError
 from fairdeck.log.cosignature import CosignatureError, WitnessPolicy
 from fairdeck.log.note import NoteError, Verifier
+from fairdeck.log.policy import TlogPolicy
 from fairdeck.log.tiles import MAX_BUNDLE_BYTES, TileError, TileLog
 from fairdeck.v1 import audit_pb2, audit_pb2_grpc
 from fairdeck.wire import Reason
@@ -206,7 +207,17 @@ def _verifiers(values: Sequence[str]) -> list[Verifier]:
 
 
 def witness_policy(args: argparse.Namespace) -> WitnessPolicy | None:
-    """The policy of ``--witness NAME=KEY`` (repeated) and ``--witness-threshold K``; None without."""
+    """The policy of ``--policy FILE`` (C2SP tlog-policy), or of ``--witness NAME=KEY`` (repeated) and
+    ``--witness-threshold K``; None without any."""
+    if getattr(args, "policy", None):
+        if args.witness or args.witness_threshold is not None:
+            raise CosignatureError("give --policy or --witness, not both")
+        path = Path(args.policy)
+        try:
+            text = sys.stdin.buffer.read() if args.policy == "-" else path.read_bytes()
+        except OSError as e:
+            raise CosignatureError(f"cannot read --policy {path}: {e.strerror or e}") from None
+        return TlogPolicy.parse(text).witness_policy()
     if not args.witness:
         if args.witness_threshold is not None:
             raise CosignatureError("--witness-threshold needs at least one --witness NAME=KEY")
@@ -222,6 +233,12 @@ def add_witness_arguments(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="NAME=KEY",
         help="a witness whose cosignatures count (repeat): its name in reports, then its vkey",
+    )
+    group.add_argument(
+        "--policy",
+        metavar="FILE",
+        help="a C2SP tlog-policy file (witness, group and quorum lines; - reads stdin): the witnesses "
+        "and the quorum a checkpoint needs, as the public witness network publishes them",
     )
     group.add_argument(
         "--witness-threshold",
@@ -246,7 +263,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     try:
         policy = witness_policy(args)
     except CosignatureError as e:
-        print(f"fairdeck audit: bad --witness: {e}", file=sys.stderr)
+        print(f"fairdeck audit: bad --policy or --witness: {e}", file=sys.stderr)
         return 2
     since_path = Path(args.since) if args.since else None
     try:

@@ -65,7 +65,7 @@ def cmd_tiles(args: argparse.Namespace) -> int:
     try:
         policy = witness_policy(args)
     except CosignatureError as e:
-        return _refuse(f"bad --witness: {e}")
+        return _refuse(f"bad --policy or --witness: {e}")
     if policy is None:
         note = notes[-1]
     else:  # the latest checkpoint the policy's witnesses cosigned: what a policy's auditor accepts
