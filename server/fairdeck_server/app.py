@@ -37,7 +37,7 @@ from fairdeck_server.edge.methods import register
 from fairdeck_server.edge.transport import TRANSPORT_OPTIONS, server_credentials
 from fairdeck_server.limits import OpenHandsCap, RateLimiter
 from fairdeck_server.log_lease import FixedLease, Lease, PostgresLease
-from fairdeck_server.log_signing import CheckpointPublisher
+from fairdeck_server.log_signing import RANDOM_ORIGIN, CheckpointPublisher
 from fairdeck_server.metrics import MeteredStorage, Metrics, MetricsEndpoint
 from fairdeck_server.refusals import DealerError, StartupRefused
 from fairdeck_server.startup import Identity, IdentityStore, check_store, prepare
@@ -246,6 +246,12 @@ class DealerServer:
         config = self.config
         signer = identity.log_keys.signer
         tiles = None if config.tiles is None else LiveTiles(config.tiles, signer.name, self._read_log)
+        if tiles is not None and signer.name.startswith(RANDOM_ORIGIN):
+            log.warning(
+                "the log's origin %s is a random name; tlog-tiles asks for the URL prefix of the tiles "
+                "without the scheme (a new log gets one with fairdeck init --log-origin)",
+                signer.name,
+            )
         self.publisher = CheckpointPublisher(
             self.metered,
             signer,

@@ -32,6 +32,8 @@ from fairdeck_server.vault import read_private_text, write_private_file
 
 log = logging.getLogger(__name__)
 DEFAULT_INTERVAL = 0.2
+RANDOM_ORIGIN = "fairdeck.log/"
+"""The prefix of the origin a log gets when none is given (then a random suffix)."""
 FOLLOW_WAIT_S = 5.0
 """How long a process that does not lead waits for the leader's checkpoint of a new entry."""
 
@@ -86,7 +88,7 @@ def load_log_keys(path: Path, origin: str | None = None) -> LogKeys:
 def new_log_keys(origin: str | None = None) -> LogKeys:
     """A new signer named ``origin`` (default a random ``fairdeck.log/...``); LogKeyError if the
     name is not a valid key name."""
-    name = origin or f"fairdeck.log/{secrets.token_hex(6)}"
+    name = origin or f"{RANDOM_ORIGIN}{secrets.token_hex(6)}"
     if not is_valid_key_name(name):
         raise LogKeyError(f"--log-origin {name!r} is not a valid key name (non-empty, no spaces, no '+')")
     return LogKeys(Signer.generate(name))
