@@ -172,3 +172,40 @@ def test_a_reader_through_nginx_always_finds_every_tile_of_the_checkpoint(tmp_pa
             dealer.close()
     assert not errors, errors[0]
     assert proved == sorted(proved) and proved[-1] > 256, proved
+
+
+def test_an_audit_through_nginx_reads_compressed_bundles(tmp_path: Path) -> None:
+    """``fairdeck audit --tiles http://...`` asks for gzip (tlog-tiles: clients SHOULD), nginx sends
+    the bundles compressed, and the report is the one from the data dir."""
+    import json
+    import sys
+
+    root = tmp_path / "www"
+    dealer = RunningDealer(tmp_path / "data", tiles=root / "log", rate_limit=0)
+    dealer.start()
+    with DealerClient(dealer.target) as client:
+        for _ in range(150):
+            client.close_hand(client.deal_new_hand("standard", client_seeds=["x"]).hand.hand_id)
+    dealer.close()
+    vkey = subprocess.run(
+        [sys.executable, "-m", "fairdeck.cli", "key", "--data", str(tmp_path / "data")],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    with Nginx(root) as nginx:
+        assert (
+            nginx.get("/log/tile/entries/000", {"Accept-Encoding": "gzip, identity"}).headers[
+                "content-encoding"
+            ]
+            == "gzip"
+        )
+        reports = []
+        for source in (["--tiles", f"{nginx.url}/log"], ["--data", str(tmp_path / "data")]):
+            done = subprocess.run(
+                [sys.executable, "-m", "fairdeck.cli", "audit", *source, "--key", vkey, "--json"],
+                capture_output=True, text=True, timeout=120,
+            )  # fmt: skip
+            assert done.returncode == 0, done.stdout + done.stderr
+            report = json.loads(done.stdout)
+            report.pop("seconds")
+            reports.append(report)
+    assert reports[0] == reports[1] and reports[0]["closed"] == 150

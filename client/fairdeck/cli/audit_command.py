@@ -24,8 +24,10 @@ import http.client
 import json
 import os
 import sys
+import threading
 import time
-import urllib.request
+import urllib.parse
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -97,6 +99,66 @@ def remote_log(
 MAX_CHECKPOINT_BYTES = 128 * 1024
 
 
+class HttpTiles:
+    """GETs of a tiled log's files over HTTP(S): one keep-alive connection per thread, asking for
+    ``gzip, identity`` as tlog-tiles' clients SHOULD; a body (decompressed) is refused past
+    ``limit`` bytes, so a compressed answer cannot expand without bound."""
+
+    def __init__(self, prefix: str, timeout: float) -> None:
+        parts = urllib.parse.urlsplit(prefix)
+        self.prefix = prefix
+        self.https = parts.scheme == "https"
+        self.netloc = parts.netloc
+        self.path = parts.path
+        self.timeout = timeout
+        self._local = threading.local()
+
+    def _connection(self) -> http.client.HTTPConnection:
+        conn: http.client.HTTPConnection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            kind = http.client.HTTPSConnection if self.https else http.client.HTTPConnection
+            conn = kind(self.netloc, timeout=self.timeout)
+            self._local.conn = conn
+        return conn
+
+    def fetch(self, rel: str, limit: int = MAX_BUNDLE_BYTES) -> bytes:
+        url = f"{self.prefix}/{rel}"
+        for attempt in (0, 1):
+            conn = self._connection()
+            try:
+                conn.request("GET", f"{self.path}/{rel}", headers={"Accept-Encoding": "gzip, identity"})
+                response = conn.getresponse()
+                data = response.read(limit + 1)
+                encoding = (response.getheader("Content-Encoding") or "identity").lower()
+                if response.will_close or len(data) > limit:
+                    conn.close()
+                    self._local.conn = None
+            except (OSError, http.client.HTTPException) as e:
+                conn.close()
+                self._local.conn = None
+                if attempt == 0 and isinstance(e, http.client.RemoteDisconnected | ConnectionResetError):
+                    continue  # the server closed the idle keep-alive connection
+                raise TileError(f"cannot fetch {url}: {e}") from None
+            break
+        if response.status != 200:
+            raise TileError(f"cannot fetch {url}: HTTP {response.status} {response.reason}")
+        if len(data) > limit:
+            raise TileError(f"{url} is larger than {limit} bytes")
+        if encoding == "gzip":
+            inflate = zlib.decompressobj(wbits=31)
+            try:
+                data = inflate.decompress(data, limit + 1)
+            except zlib.error as e:
+                raise TileError(f"{url}: bad gzip: {e}") from None
+            if len(data) > limit or inflate.unconsumed_tail:
+                raise TileError(f"{url} is larger than {limit} bytes once decompressed")
+            if not inflate.eof:
+                raise TileError(f"{url}: the gzip stream ends early")
+        elif encoding != "identity":
+            raise TileError(f"{url} came with Content-Encoding {encoding}, not gzip or identity")
+        return bytes(data)
+
+
 def tiles_log(location: str, timeout: float) -> tuple[int, list[bytes], Iterator[bytes]]:
     """(tree size, [the checkpoint note], the entries) of a C2SP tlog-tiles log.
 
@@ -105,19 +167,7 @@ def tiles_log(location: str, timeout: float) -> tuple[int, list[bytes], Iterator
     tampered tile or bundle ends the audit with a finding naming it.
     """
     if location.startswith(("http://", "https://")):
-        prefix = location.rstrip("/")
-
-        def fetch(rel: str, limit: int = MAX_BUNDLE_BYTES) -> bytes:
-            url = f"{prefix}/{rel}"  # the prefix was checked to be http(s)://, never file:
-            request = urllib.request.Request(url, headers={"Accept-Encoding": "identity"})  # noqa: S310
-            try:
-                with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
-                    data = response.read(limit + 1)
-            except (OSError, http.client.HTTPException) as e:
-                raise TileError(f"cannot fetch {prefix}/{rel}: {e}") from None
-            if len(data) > limit:
-                raise TileError(f"{prefix}/{rel} is larger than {limit} bytes")
-            return bytes(data)
+        fetch = HttpTiles(location.rstrip("/"), timeout).fetch
 
     else:
         root = Path(location)
