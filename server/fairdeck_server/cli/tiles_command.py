@@ -24,16 +24,19 @@ from fairdeck.log.tiles import TileError
 from fairdeck_server.cli.audit_sources import data_log, database_log
 
 EPILOG = """\
-Serve the directory with any static file host, for example:
+Serve the directory with a web server that follows tlog-tiles (deploy/nginx has nginx's rules:
+the checkpoint as text/plain; charset=utf-8, full tiles immutable), then:
 
-  fairdeck tiles --data fairdeck-data --out public/log
-  python -m http.server --directory public 8080
-  fairdeck audit --tiles http://127.0.0.1:8080/log --key @log.pub
+  fairdeck audit --tiles https://log.example.com/fairdeck --key @log.pub
+
+`python -m http.server --directory OUT` does for a quick local look, but serves the checkpoint
+as application/octet-stream, which tlog-tiles does not allow. `fairdeck serve --tiles DIR` keeps
+such a directory up to date as the dealer signs, with no export to run.
 
 Paths follow https://c2sp.org/tlog-tiles: checkpoint, tile/<L>/<N>[.p/<W>] and
-tile/entries/<N>[.p/<W>]. The checkpoint carries whatever cosignatures the dealer has
-stored with it (docs/witness.md); with --witness, the latest checkpoint those witnesses cosigned.
-See docs/log-format.md, "Tiles".
+tile/entries/<N>[.p/<W>], with the partial tiles of every stored checkpoint's size. The checkpoint
+carries whatever cosignatures the dealer has stored with it (docs/witness.md); with --witness or
+--policy, the latest checkpoint those witnesses cosigned. See docs/log-format.md, "Tiles".
 """
 
 
