@@ -41,6 +41,7 @@ from fairdeck.client.channel import EntryPager
 from fairdeck.client.exceptions import from_rpc_error
 from fairdeck.core.errors import VerificationError
 from fairdeck.log.audit import Auditor, AuditReport, Finding, LogUnreadable
+from fairdeck.log.audit_pool import PARALLEL_FROM, RevealChecks, default_workers
 from fairdeck.log.checkpoint import Checkpoint, CheckpointError
 from fairdeck.log.cosignature import CosignatureError, WitnessPolicy
 from fairdeck.log.note import NoteError, Verifier
@@ -205,16 +206,28 @@ def run_audit(
     now_ms: int,
     progress: bool = False,
     policy: WitnessPolicy | None = None,
+    workers: int = 0,
 ) -> AuditReport:
+    """Replay ``source``; ``workers``: processes that check the reveals beside this one (0: none)."""
     count, notes, entries = source
-    auditor = Auditor(
-        verifier,
-        now_ms=now_ms,
-        max_hand_lifetime_ms=max_hand_lifetime_ms,
-        since=since,
-        checkpoints=notes,
-        policy=policy,
-    )
+    checks = RevealChecks(workers) if workers > 0 else None
+    try:
+        auditor = Auditor(
+            verifier,
+            now_ms=now_ms,
+            max_hand_lifetime_ms=max_hand_lifetime_ms,
+            since=since,
+            checkpoints=notes,
+            policy=policy,
+            checks=checks,
+        )
+        return _replay(auditor, count, entries, progress)
+    finally:
+        if checks is not None:
+            checks.close()
+
+
+def _replay(auditor: Auditor, count: int, entries: Iterator[bytes], progress: bool) -> AuditReport:
     # The total is the signed tree size; entries beyond it (not yet signed) still count, past 100%.
     # The bar is closed (its last line ended) before anything else is printed, on error too.
     with progress_bar.bar(
@@ -299,6 +312,12 @@ def add_witness_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _workers(text: str) -> int:
+    if not text.isdigit() or int(text) > 256:
+        raise argparse.ArgumentTypeError(f"--workers is a whole number 0 to 256, not {text!r}")
+    return int(text)
+
+
 def _client_config(args: argparse.Namespace) -> ClientConfig:
     c = cli_credentials.from_args(args)
     return ClientConfig(args.target, credentials=c.channel, api_token=c.api_token, insecure=c.insecure)
@@ -347,6 +366,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
             now_ms=time.time_ns() // 1_000_000,
             progress=progress_bar.wanted(args.progress, stream=sys.stderr, json=args.json),
             policy=policy,
+            workers=default_workers(source[0]) if args.workers is None else args.workers,
         )
     except LogUnreadable as e:  # damage found part way through the file
         print(f"fairdeck audit: {e}", file=sys.stderr)
@@ -464,6 +484,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="the operator's maximum hand lifetime (default %(default)s)",
     )
     audit.add_argument("--timeout", type=float, default=30.0, help="per-call deadline with --target")
+    audit.add_argument(
+        "--workers",
+        type=_workers,
+        default=None,
+        metavar="N",
+        help="processes that check reveals (seed, commitment, deck) beside the one reading the log; "
+        "0: check them in that one (default: one per core beside it, here "
+        f"{default_workers(PARALLEL_FROM)}, for a log of at least {PARALLEL_FROM:,} entries)",
+    )
     audit.add_argument("--json", action="store_true", help="print the report as JSON")
     progress_bar.add_argument(audit)
     add_witness_arguments(audit)

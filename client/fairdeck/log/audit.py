@@ -32,6 +32,7 @@ from __future__ import annotations
 import hmac
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from fairdeck.core.commitment import commit
 from fairdeck.core.derivation import derive_deck
@@ -39,8 +40,37 @@ from fairdeck.core.errors import InvalidInput
 from fairdeck.log import merkle
 from fairdeck.log.checkpoint import Checkpoint, CheckpointError, open_checkpoint
 from fairdeck.log.cosignature import CosignatureError, PolicyResult, WitnessPolicy
-from fairdeck.log.logentry import VOIDED, CommitEntry, EntryError, RevealEntry, deck_digest, decode
+from fairdeck.log.logentry import CLOSED, VOIDED, CommitEntry, EntryError, RevealEntry, deck_digest, decode
 from fairdeck.log.note import NoteError, Verifier
+
+if TYPE_CHECKING:
+    from fairdeck.log.audit_pool import RevealChecks
+
+
+def check_reveal(
+    deck: str,
+    hand_id: str,
+    version: str,
+    commitment: bytes,
+    server_seed: bytes,
+    client_seeds: tuple[bytes, ...],
+    digest: bytes,
+    outcome: int,
+) -> int | str:
+    """The per-hand check of a reveal against its commitment (check 3 of the module docstring):
+    its outcome (``CLOSED`` or ``VOIDED``) if the seed opens the commitment and the deck the seeds
+    derive is the deck dealt, else the problem. A pure function of one hand, so any process can
+    run it (fairdeck.log.audit_pool)."""
+    try:
+        expected = commit(deck, hand_id, server_seed, version=version)
+        cards = derive_deck(deck, hand_id, server_seed, client_seeds, version=version)
+    except InvalidInput as e:
+        return f"revealed values are not valid: {e}"
+    if not hmac.compare_digest(expected, commitment):
+        return "revealed server seed does not open the commitment"
+    if not hmac.compare_digest(deck_digest(cards), digest):
+        return "the deck dealt is not the deck the seeds derive"
+    return VOIDED if outcome == VOIDED else CLOSED
 
 
 class LogUnreadable(Exception):
@@ -125,7 +155,13 @@ class Auditor:
         checkpoints: Iterable[bytes] = (),
         origin: str | None = None,
         policy: WitnessPolicy | None = None,
+        checks: RevealChecks | None = None,
     ) -> None:
+        """``checks``: where the reveals are checked (fairdeck.log.audit_pool, worker processes);
+        None: here, one after another. The report is the same either way."""
+        self._checks = checks
+        self._placed: list[tuple[int, int, Finding]] = []
+        """Findings of checks done elsewhere: (findings count when submitted, order, the finding)."""
         # Several keys: the log's current and retired signing keys (checkpoints span a rotation).
         self.verifiers = [verifier] if isinstance(verifier, Verifier) else list(verifier)
         self.origin = origin or self.verifiers[0].name
@@ -240,17 +276,24 @@ class Auditor:
             )
             return
         c = pending[1]
-        try:
-            expected = commit(c.deck, c.hand_id, entry.server_seed, version=c.version)
-            cards = derive_deck(c.deck, c.hand_id, entry.server_seed, entry.client_seeds, version=c.version)
-        except InvalidInput as e:
-            self._find(f"revealed values are not valid: {e}", index, entry.hand_id)
-            return
-        if not hmac.compare_digest(expected, c.commitment):
-            self._find("revealed server seed does not open the commitment", index, entry.hand_id)
-        elif not hmac.compare_digest(deck_digest(cards), entry.deck_digest):
-            self._find("the deck dealt is not the deck the seeds derive", index, entry.hand_id)
-        elif entry.outcome == VOIDED:
+        check = (c.deck, c.hand_id, c.version, c.commitment, entry.server_seed, entry.client_seeds)
+        job = (*check, entry.deck_digest, entry.outcome)
+        if self._checks is None:
+            self._checked(index, entry.hand_id, check_reveal(*job))
+        else:  # its finding, if any, goes where it would have been found in order
+            for result in self._checks.submit(index, entry.hand_id, job, len(self.report.findings)):
+                self._returned(*result)
+
+    def _returned(self, index: int, hand_id: str, position: int, result: int | str) -> None:
+        if isinstance(result, str):
+            self._placed.append((position, len(self._placed), Finding(result, index, hand_id)))
+        else:
+            self._checked(index, hand_id, result)
+
+    def _checked(self, index: int, hand_id: str, result: int | str) -> None:
+        if isinstance(result, str):
+            self._find(result, index, hand_id)
+        elif result == VOIDED:
             self.report.voided += 1
         else:
             self.report.closed += 1
@@ -261,6 +304,12 @@ class Auditor:
     def finish(self) -> AuditReport:
         """Checks that need the whole log; returns the report."""
         r = self.report
+        if self._checks is not None:
+            for result in self._checks.results():
+                self._returned(*result)
+            for position, _, finding in sorted(self._placed, reverse=True):
+                r.findings.insert(position, finding)
+            self._checks, self._placed = None, []
         if self._pending:  # checkpoints for sizes the entries never reached: one finding, the largest
             cp = self._pending[-1][0]
             whose = " (the checkpoint saved by the earlier audit)" if cp is self._since else ""
