@@ -32,7 +32,7 @@ from __future__ import annotations
 import hmac
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from fairdeck.core.commitment import commit
 from fairdeck.core.derivation import derive_deck
@@ -43,8 +43,20 @@ from fairdeck.log.cosignature import CosignatureError, PolicyResult, WitnessPoli
 from fairdeck.log.logentry import CLOSED, VOIDED, CommitEntry, EntryError, RevealEntry, deck_digest, decode
 from fairdeck.log.note import NoteError, Verifier
 
-if TYPE_CHECKING:
-    from fairdeck.log.audit_pool import RevealChecks
+CheckResult = tuple[int, str, int, "int | str"]
+"""A reveal checked elsewhere: (entry index, hand id, findings count when submitted, result)."""
+
+
+class RevealChecks(Protocol):
+    """Where reveals are checked besides the auditor's process (fairdeck.log.audit_pool)."""
+
+    def submit(self, index: int, hand_id: str, job: tuple[Any, ...], position: int) -> list[CheckResult]:
+        """Queue ``check_reveal(*job)``; the results that came back meanwhile, in order."""
+        ...
+
+    def results(self) -> Iterable[CheckResult]:
+        """The rest of the results, in submission order."""
+        ...
 
 
 def check_reveal(

@@ -21,13 +21,12 @@ from collections.abc import Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
 
+from fairdeck.log.audit import CheckResult as Result
 from fairdeck.log.audit import check_reveal
 
 BATCH = 1024
 Job = tuple[Any, ...]
 """``check_reveal``'s arguments."""
-Result = tuple[int, str, int, int | str]
-"""(entry index, hand id, the auditor's findings count when submitted, check_reveal's result)."""
 
 
 def available_cores() -> int:

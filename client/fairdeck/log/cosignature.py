@@ -36,8 +36,9 @@ from __future__ import annotations
 import base64
 import hashlib
 from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
@@ -52,8 +53,14 @@ from fairdeck.log.note import (
     is_valid_key_name,
 )
 
-if TYPE_CHECKING:
-    from fairdeck.log.policy import Quorum
+
+class Quorum(Protocol):
+    """A tlog-policy quorum (``fairdeck.log.policy.Quorum``): which sets of witnesses meet it."""
+
+    def met(self, signed: AbstractSet[str]) -> bool: ...
+
+    def describe(self) -> str: ...
+
 
 SIG_COSIGNATURE_V1 = 0x04  # the signature type byte of Ed25519 cosigner keys (tlog-cosignature, "Format")
 HEADER = b"cosignature/v1\n"
