@@ -169,6 +169,8 @@ class CheckpointPublisher:
         self._next_try = 0.0
         self._lock = asyncio.Lock()
         self._ready = asyncio.Event()
+        if tiles is None and lease is None:
+            self._ready.set()  # nothing to complete or to take before signing
         self._task: asyncio.Task[None] | None = None
 
     @property

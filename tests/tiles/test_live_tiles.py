@@ -140,3 +140,25 @@ def test_a_database_behind_its_published_tiles_is_refused(tmp_path: Path, runnin
     shutil.copytree(tmp_path / "backup", tmp_path / "data")
     with pytest.raises(StartupRefused, match=r"database is behind what was published .* would fork"):
         running_dealer(tiles=tiles)
+
+
+def test_a_publisher_without_tiles_signs_with_no_prepare(tmp_path: Path) -> None:
+    """Benchmarks and tools build a CheckpointPublisher by hand and never call prepare(): without
+    tiles or a lease it must sign at once (a version that waited for prepare() hung them)."""
+    import asyncio
+
+    from fairdeck_server.log_signing import CheckpointPublisher, load_or_create_signer
+    from fairdeck_server.storage.sqlite import SqliteStorage
+
+    async def run() -> int:
+        storage = SqliteStorage(tmp_path / "fairdeck.db")
+        await storage.start()
+        try:
+            publisher = CheckpointPublisher(storage, load_or_create_signer(tmp_path / "log.key", "t.test/p"))
+            await storage.create_hands([])
+            head = await asyncio.wait_for(publisher.publish(), 5)
+            return 0 if head is None else head.size
+        finally:
+            await storage.close()
+
+    assert asyncio.run(run()) == 0
