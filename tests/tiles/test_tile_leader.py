@@ -80,3 +80,55 @@ def test_replicas_elect_one_writer_and_the_survivor_takes_over(tmp_path: Path, p
     for note in notes:
         assert missing(tiles, checkpoint_of(note).size) == []
     prove_from_tiles(lambda rel: (tiles / rel).read_bytes(), (tiles / "checkpoint").read_bytes(), samples=10)
+
+
+def test_replicas_with_witnesses_ask_them_once_and_serve_one_final_checkpoint(
+    tmp_path: Path, pg_url: str
+) -> None:
+    """Two replicas, one witness: only the leader asks it (one request per interval, not one per
+    replica), and the replica that does not lead serves the same final checkpoint, read from the
+    size the leader records."""
+    from fairdeck.log.cosignature import CosignatureVerifier, WitnessPolicy
+    from tests.witness.proxy import Proxy
+    from tests.witness.witnesskit import WitnessProcess, init_witness
+
+    seed_key, log_key = tmp_path / "seed.key", tmp_path / "log.key"
+    load_or_create_key(seed_key, environ={})
+    vkey = load_or_create_signer(log_key, "fairdeck.test/witnessed").verifier.to_string()
+    witness_vkey = init_witness(tmp_path / "w1", "witness.test/w1", vkey)
+    witness = WitnessProcess(tmp_path / "w1")
+    proxy = Proxy(witness.port)
+    policy = WitnessPolicy({"w1": CosignatureVerifier.parse(witness_vkey)}, 1)
+    flags = (
+        "--db", pg_url, "--seed-key-file", str(seed_key), "--log-key-file", str(log_key),
+        "--witness", f"{proxy.url}={witness_vkey}", "--witness-interval", "0.5", *FAST,
+    )  # fmt: skip
+    a = DealerProcess(tmp_path / "a", tmp_path / "a.log", *flags)
+    b = DealerProcess(tmp_path / "b", tmp_path / "b.log", *flags)
+    try:
+        started = time.monotonic()
+        end = started + 4
+        with DealerClient(a.target) as da, DealerClient(b.target) as db:
+            while time.monotonic() < end:
+                for dealer in (da, db):
+                    dealer.close_hand(dealer.deal_new_hand("standard", client_seeds=["x"]).hand.hand_id)
+        posts = proxy.posts()
+        elapsed = time.monotonic() - started
+        assert 2 <= len(posts) <= elapsed / 0.5 + 2, f"{len(posts)} requests in {elapsed:.1f} s"
+        deadline = time.monotonic() + 30
+        sizes = []
+        for target in (a.target, b.target):
+            while True:
+                try:
+                    with AuditClient(target, verifier=vkey, witness_policy=policy) as audit:
+                        sizes.append(audit.checkpoint().size)
+                        break
+                except Exception:
+                    assert time.monotonic() < deadline, "no final checkpoint served"
+                    time.sleep(0.1)
+        assert min(sizes) > 0
+    finally:
+        a.terminate()
+        b.terminate()
+        proxy.close()
+        witness.stop()
