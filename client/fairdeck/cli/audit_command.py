@@ -29,6 +29,7 @@ import time
 import urllib.parse
 import zlib
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures.process import BrokenProcessPool
 from importlib.metadata import entry_points
 from pathlib import Path
 
@@ -98,6 +99,10 @@ def remote_log(
 
 
 MAX_CHECKPOINT_BYTES = 128 * 1024
+Item = bytes | tuple[bytes, bytes]
+"""An entry, or an entry with its leaf hash already checked (from tiles)."""
+Source = tuple[int, list[bytes], Iterator[Item]]
+"""What a log source gives the audit: the signed tree size, the checkpoint notes, the entries."""
 
 
 class HttpTiles:
@@ -160,7 +165,7 @@ class HttpTiles:
         return bytes(data)
 
 
-def tiles_log(location: str, timeout: float) -> tuple[int, list[bytes], Iterator[bytes]]:
+def tiles_log(location: str, timeout: float) -> Source:
     """(tree size, [the checkpoint note], the entries) of a C2SP tlog-tiles log.
 
     ``location`` is a directory or an http(s):// URL prefix (docs/log-format.md, "Tiles"). The
@@ -194,11 +199,12 @@ def tiles_log(location: str, timeout: float) -> tuple[int, list[bytes], Iterator
         raise LogUnreadable(f"--tiles {location}: the checkpoint does not parse: {e}") from None
     # Over HTTP each file is a round trip: fetch 8 bundles ahead so the waits overlap the checks.
     ahead = 8 if location.startswith(("http://", "https://")) else 0
-    return size, [note], TileLog(fetch, size, prefetch=ahead).entries()
+    # Each entry comes with its leaf hash, checked against its level-0 tile: the auditor uses it.
+    return size, [note], TileLog(fetch, size, prefetch=ahead).entries_with_leaves()
 
 
 def run_audit(
-    source: tuple[int, list[bytes], Iterator[bytes]],
+    source: Source,
     verifier: Verifier | Sequence[Verifier],
     *,
     since: bytes | None,
@@ -227,15 +233,18 @@ def run_audit(
             checks.close()
 
 
-def _replay(auditor: Auditor, count: int, entries: Iterator[bytes], progress: bool) -> AuditReport:
+def _replay(auditor: Auditor, count: int, entries: Iterator[Item], progress: bool) -> AuditReport:
     # The total is the signed tree size; entries beyond it (not yet signed) still count, past 100%.
     # The bar is closed (its last line ended) before anything else is printed, on error too.
     with progress_bar.bar(
         total=count or None, desc="audit", unit=" entries", stream=sys.stderr, enabled=progress
     ) as shown:
         try:
-            for entry in entries:
-                auditor.add(entry)
+            for item in entries:
+                if isinstance(item, tuple):
+                    auditor.add(*item)
+                else:
+                    auditor.add(item)
                 shown.update()
         except (ValueError, grpc.RpcError) as e:
             detail = e.details() if isinstance(e, grpc.RpcError) else str(e)
@@ -340,6 +349,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     except OSError as e:
         print(f"fairdeck audit: cannot read --since {since_path}: {e.strerror or e}", file=sys.stderr)
         return 2
+    source: Source
     try:
         if args.data:
             source = _server_source("data", args.data)
@@ -370,6 +380,13 @@ def cmd_audit(args: argparse.Namespace) -> int:
         )
     except LogUnreadable as e:  # damage found part way through the file
         print(f"fairdeck audit: {e}", file=sys.stderr)
+        return 2
+    except BrokenProcessPool:
+        print(
+            "fairdeck audit: a worker process that checks reveals died (out of memory?); nothing was "
+            "concluded: run again, with --workers 0 to check in this process alone",
+            file=sys.stderr,
+        )
         return 2
     elapsed = time.monotonic() - started
     if since_path is not None and since is None:

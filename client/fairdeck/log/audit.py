@@ -29,6 +29,7 @@ trusts nothing it is fed:
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -223,10 +224,11 @@ class Auditor:
             h = merkle.node_hash(left, h)
         return h
 
-    def add(self, data: bytes) -> None:
-        """The next entry of the log (index = entries added so far)."""
+    def add(self, data: bytes, leaf: bytes | None = None) -> None:
+        """The next entry of the log (index = entries added so far). ``leaf``: its RFC 9162 leaf
+        hash, when the source already computed and checked it (a tile reader does)."""
         index = self.report.entries
-        self._push(merkle.leaf_hash(data))
+        self._push(merkle.leaf_hash(data) if leaf is None else leaf)
         self.report.entries += 1
         self._check_checkpoints()
         try:
@@ -243,7 +245,7 @@ class Auditor:
         count, h = 1, leaf
         while self._stack and self._stack[-1][0] == count:
             left_count, left = self._stack.pop()
-            count, h = left_count + count, merkle.node_hash(left, h)
+            count, h = left_count + count, hashlib.sha256(b"\x01" + left + h).digest()  # RFC 9162 node
         self._stack.append((count, h))
 
     def _check_checkpoints(self) -> None:

@@ -174,9 +174,14 @@ class TileLog:
         return merkle.tree_hash(self.size, self.read_hashes)
 
     def entries(self) -> Iterator[bytes]:
-        """Every entry, in order, from the bundles. Each bundle is checked against its level-0 tile,
-        and each tile above against the tiles below it, so every file of the tree is checked once
-        the last entry is read; TileError names the first that does not match."""
+        """Every entry, in order (see ``entries_with_leaves``)."""
+        for entry, _ in self.entries_with_leaves():
+            yield entry
+
+    def entries_with_leaves(self) -> Iterator[tuple[bytes, bytes]]:
+        """Every entry with its leaf hash, in order, from the bundles. Each bundle is checked against
+        its level-0 tile, and each tile above against the tiles below it, so every file of the tree
+        is checked once the last entry is read; TileError names the first that does not match."""
         pending: list[list[bytes]] = [[]]  # per level >= 1: roots of the full tiles below, not yet checked
         done: list[int] = [0]
 
@@ -212,7 +217,9 @@ class TileLog:
             if row:
                 check(level, done[level - 1], row)
 
-    def _entries(self, level0: list[Tile], carry: Callable[[int, bytes], None]) -> Iterator[bytes]:
+    def _entries(
+        self, level0: list[Tile], carry: Callable[[int, bytes], None]
+    ) -> Iterator[tuple[bytes, bytes]]:
         for tile in level0:
             data = self.fetch(tile.bundle_path)
             if len(data) > MAX_BUNDLE_BYTES:
@@ -229,7 +236,7 @@ class TileLog:
                         f"its leaf in {tile.path}"
                     )
             self._tiles.pop((0, tile.index), None)  # keep memory flat over a long log
-            yield from bundle
+            yield from zip(bundle, leaves, strict=True)
             if tile.width == WIDTH:
                 carry(1, subtree_root(leaves))
 
