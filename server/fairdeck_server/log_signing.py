@@ -196,6 +196,8 @@ class CheckpointPublisher:
         if self.lease is not None:
             if self.leading and not await self.lease.held():
                 self.leading = False
+                if self.tiles is not None:  # another process signs now: read the tiles again on return
+                    self.tiles.edge = None
             if not self.leading:
                 now = time.monotonic()
                 if now < self._next_try:
@@ -282,12 +284,22 @@ class CheckpointPublisher:
                 await self.lease.release()
 
     async def _run(self) -> None:
+        failing: str | None = None
         while True:
             await asyncio.sleep(self.interval)
             try:
                 await self.publish()
             except (TileError, OSError) as e:  # paths and sizes only: nothing secret in these
                 where = self.tiles.root if self.tiles is not None else "storage"
-                log.error("no checkpoint signed: the tiles in %s cannot be written: %s", where, e)
+                cause = (e.strerror or str(e)) if isinstance(e, OSError) else str(e)
+                problem = f"no checkpoint signed: the tiles in {where} cannot be written: {cause}"
+                if problem != failing:  # once per cause, not five times a second
+                    log.error("%s", problem)
+                failing = problem
+                continue
             except Exception as e:  # keep publishing; storage may come back
                 log.error("checkpoint publishing failed: %s", type(e).__name__)
+                continue
+            if failing is not None:
+                log.info("checkpoints are signed again, with their tiles")
+                failing = None

@@ -151,28 +151,30 @@ class LiveTiles:
         return edge, f"wrote {files.written:,} missing files up to tree size {size:,} (kept {files.kept:,})"
 
     async def extend(self, storage: Storage, size: int, root: bytes) -> None:
-        """Write the tiles of the tree of ``size`` entries, whose root must be ``root``, durably."""
+        """Write the tiles of the tree of ``size`` entries, whose root must be ``root``, durably: the
+        entries are read and their full tiles written ``PAGE`` at a time (a leader catching up after
+        an hour holds one page, not the hour), then the partial tiles of ``size``."""
         edge = self.edge
         if edge is None:
             raise TileError("the tiles are not open")
         if size <= edge.size:
             return
-        entries: list[bytes] = []
-        at = edge.size
-        while at < size:
-            page = await storage.log_entries(at, min(size, at + PAGE))
-            if not page:
-                raise TileError(f"log entry {at:,} is not in storage")
-            entries += page
-            at += len(page)
         self.edge = None  # until written: a failure part way leaves the edge to be read again
-        await asyncio.to_thread(self._write, edge, entries, root)
+        files = TileDir(self.root)
+        while edge.size < size:
+            page = await storage.log_entries(edge.size, min(size, edge.size + PAGE))
+            if not page:
+                raise TileError(f"log entry {edge.size:,} is not in storage")
+            await asyncio.to_thread(self._full, files, edge, page)
+        await asyncio.to_thread(self._partial, files, edge, root)
         self.edge = edge
 
-    def _write(self, edge: TileEdge, entries: list[bytes], root: bytes) -> None:
-        files = TileDir(self.root)
+    @staticmethod
+    def _full(files: TileDir, edge: TileEdge, entries: list[bytes]) -> None:
         for rel, data in edge.extend(entries):
             files.put(rel, data)
+
+    def _partial(self, files: TileDir, edge: TileEdge, root: bytes) -> None:
         partials = edge.partials()
         for rel, data in partials:
             if rel not in self._partials:  # a partial tile above level 0 often stays the same

@@ -162,3 +162,46 @@ def test_a_publisher_without_tiles_signs_with_no_prepare(tmp_path: Path) -> None
             await storage.close()
 
     assert asyncio.run(run()) == 0
+
+
+def test_a_full_disk_stops_signing_not_dealing_and_heals(
+    tmp_path: Path, running_dealer: Start, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """While the tiles cannot be written (ENOSPC), no checkpoint is signed, so none is handed out
+    without its tiles; dealing goes on; the cause is logged once; no half-written file is left;
+    once the disk has room, checkpoints resume with their tiles."""
+    import errno
+    import time
+
+    import fairdeck.log.tile_writer as tile_writer
+
+    tiles = tmp_path / "tiles"
+    dealer = running_dealer(tiles=tiles, checkpoint_interval=0.02, rate_limit=0)
+    deal(dealer.target, 5)
+    full = [True]
+    real = tile_writer._write_synced
+
+    def write(path: Path, data: bytes) -> None:
+        if full[0]:
+            path.write_bytes(data[: len(data) // 2])  # part of it reached the disk
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        real(path, data)
+
+    monkeypatch.setattr(tile_writer, "_write_synced", write)
+    time.sleep(0.2)
+    before = max(stored_sizes(tmp_path / "data"))
+    with caplog.at_level("ERROR"):
+        deal(dealer.target, 20)  # dealing goes on
+        time.sleep(0.5)  # some 25 checkpoint intervals
+    assert max(stored_sizes(tmp_path / "data")) == before, "a checkpoint was signed without its tiles"
+    errors = [r for r in caplog.records if "cannot be written" in r.getMessage()]
+    assert len(errors) == 1 and "No space left on device" in errors[0].getMessage()
+    assert not [p for p in tiles.rglob(".*") if p.is_file()], "a half-written file was left"
+    full[0] = False
+    deadline = time.monotonic() + 10
+    while max(stored_sizes(tmp_path / "data")) == before:
+        assert time.monotonic() < deadline, "checkpoints did not resume"
+        time.sleep(0.05)
+    dealer.stop()
+    for size in stored_sizes(tmp_path / "data"):
+        assert missing(tiles, size) == [], size

@@ -194,13 +194,14 @@ class TileDir:
         if existing is None:
             self._mkdir(path.parent)
             tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-            _write_synced(tmp, data)
             try:
+                _write_synced(tmp, data)
                 os.link(tmp, path)  # never replaces: a file that appeared meanwhile is compared below
             except FileExistsError:
                 existing = path.read_bytes()
             finally:
-                os.unlink(tmp)
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(tmp)  # also after a failed write (a full disk): no half file is left
             if existing is None:
                 self._dirty.add(path.parent)
                 self.written += 1
@@ -228,8 +229,13 @@ class TileDir:
         self.root.mkdir(parents=True, exist_ok=True)
         path = self.root / "checkpoint"
         tmp = path.with_name(f".checkpoint.{os.getpid()}.{threading.get_ident()}.tmp")
-        _write_synced(tmp, note)
-        os.replace(tmp, path)
+        try:
+            _write_synced(tmp, note)
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
         _fsync_dir(self.root)
 
     def remove_temporary(self, directories: Iterable[Path]) -> int:

@@ -92,7 +92,7 @@ def cmd_init(args: argparse.Namespace) -> int:
             f"the log's origin is {keys.signer.name}, a random name. A log published as tiles (serve "
             "--tiles) should be named for the URL its tiles are served at, without the scheme: make "
             "the new log with --log-origin, e.g. --log-origin example.com/fairdeck/log "
-            "(tlog-tiles; docs/log-format.md, \"Live tiles\")",
+            '(tlog-tiles; docs/log-format.md, "Live tiles")',
             file=sys.stderr,
         )
     print(keys.signer.verifier.to_string())
