@@ -187,8 +187,12 @@ def test_a_full_disk_stops_signing_not_dealing_and_heals(
             raise OSError(errno.ENOSPC, "No space left on device", str(path))
         real(path, data)
 
+    deadline = time.monotonic() + 30
+    while max(stored_sizes(tmp_path / "data"), default=0) < 10:  # the five hands are signed
+        assert time.monotonic() < deadline, "no checkpoint covers the first hands"
+        time.sleep(0.05)
     monkeypatch.setattr(tile_writer, "_write_synced", write)
-    time.sleep(0.2)
+    time.sleep(0.2)  # a checkpoint being written as the disk filled completes or fails first
     before = max(stored_sizes(tmp_path / "data"))
     with caplog.at_level("ERROR"):
         deal(dealer.target, 20)  # dealing goes on

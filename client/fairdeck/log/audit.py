@@ -48,7 +48,7 @@ CheckResult = tuple[int, str, int, "int | str"]
 """A reveal checked elsewhere: (entry index, hand id, findings count when submitted, result)."""
 
 
-class RevealChecks(Protocol):
+class RevealChecker(Protocol):
     """Where reveals are checked besides the auditor's process (fairdeck.log.audit_pool)."""
 
     def submit(self, index: int, hand_id: str, job: tuple[Any, ...], position: int) -> list[CheckResult]:
@@ -168,7 +168,7 @@ class Auditor:
         checkpoints: Iterable[bytes] = (),
         origin: str | None = None,
         policy: WitnessPolicy | None = None,
-        checks: RevealChecks | None = None,
+        checks: RevealChecker | None = None,
     ) -> None:
         """``checks``: where the reveals are checked (fairdeck.log.audit_pool, worker processes);
         None: here, one after another. The report is the same either way."""

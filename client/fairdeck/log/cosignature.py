@@ -54,7 +54,7 @@ from fairdeck.log.note import (
 )
 
 
-class Quorum(Protocol):
+class QuorumRule(Protocol):
     """A tlog-policy quorum (``fairdeck.log.policy.Quorum``): which sets of witnesses meet it."""
 
     def met(self, signed: AbstractSet[str]) -> bool: ...
@@ -273,7 +273,7 @@ class PolicyResult:
     signed: tuple[str, ...]
     missing: tuple[str, ...]
     timestamps: Mapping[str, int]
-    quorum: Quorum | None = None
+    quorum: QuorumRule | None = None
     """A tlog-policy quorum (fairdeck.log.policy): what ``ok`` means instead of the threshold."""
 
     @property
@@ -307,7 +307,7 @@ class WitnessPolicy:
 
     witnesses: Mapping[str, CosignatureVerifier]
     threshold: int = 0
-    quorum: Quorum | None = None
+    quorum: QuorumRule | None = None
     """From a tlog-policy file (fairdeck.log.policy): groups of witnesses instead of one threshold."""
 
     def __post_init__(self) -> None:
