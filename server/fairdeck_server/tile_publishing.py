@@ -160,7 +160,7 @@ class LiveTiles:
         if size <= edge.size:
             return
         self.edge = None  # until written: a failure part way leaves the edge to be read again
-        files = TileDir(self.root)
+        files = TileDir(self.root, expect_new=True)
         while edge.size < size:
             page = await storage.log_entries(edge.size, min(size, edge.size + PAGE))
             if not page:

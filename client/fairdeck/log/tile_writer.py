@@ -157,8 +157,11 @@ class TileDir:
     """A tiled log's directory (see the module docstring): tiles and bundles are created once and
     never replaced, the checkpoint is replaced atomically. ``written`` and ``kept`` count files."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, expect_new: bool = False) -> None:
+        """``expect_new``: the files put are most likely not there yet (a live writer's): write at
+        once rather than first look for them (an export run again finds most of them there)."""
         self.root = root
+        self.expect_new = expect_new
         self.written = 0
         self.kept = 0
         self._made: set[Path] = set()
@@ -187,29 +190,29 @@ class TileDir:
             return False
         self._put.add(rel)
         path = self.root / rel
+        if not self.expect_new and path.exists():
+            return self._compare(path, path.read_bytes(), data)
+        self._mkdir(path.parent)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
         try:
+            _write_synced(tmp, data)
+            os.link(tmp, path)  # never replaces: a file that is there already is compared below
+        except FileExistsError:
             existing = path.read_bytes()
-        except FileNotFoundError:
-            existing = None
-        if existing is None:
-            self._mkdir(path.parent)
-            tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-            try:
-                _write_synced(tmp, data)
-                os.link(tmp, path)  # never replaces: a file that appeared meanwhile is compared below
-            except FileExistsError:
-                existing = path.read_bytes()
-            finally:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(tmp)  # also after a failed write (a full disk): no half file is left
-            if existing is None:
-                self._dirty.add(path.parent)
-                self.written += 1
-                return True
+        else:
+            self._dirty.add(path.parent)
+            self.written += 1
+            return True
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)  # also after a failed write (a full disk): no half file is left
+        return self._compare(path, existing, data)
+
+    def _compare(self, path: Path, existing: bytes, data: bytes) -> bool:
         if existing != data:
             raise TileError(
-                f"{path} holds other bytes than this log's: the directory holds another log (or a fork "
-                "of this one); tiles are never overwritten"
+                f"{path} holds other bytes than this log's: the directory holds another log (or a "
+                "fork of this one); tiles are never overwritten"
             )
         self.kept += 1
         return False
