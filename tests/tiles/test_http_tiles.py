@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from fairdeck.cli.audit_command import HttpTiles
+from fairdeck.cli.tile_source import HttpTiles
 from fairdeck.log.tiles import MAX_BUNDLE_BYTES, TileError
 
 ANSWERS: dict[str, tuple[int, dict[str, str], bytes]] = {

@@ -142,3 +142,27 @@ def test_refusals_are_one_line(tmp_path: Path, dealt: tuple[Path, str, str]) -> 
         lines = done.stderr.strip().splitlines()
         assert len(lines) == 1 and words in lines[0], done.stderr
     assert not (tmp_path / "t").exists()
+
+
+@pytest.mark.parametrize("where", ["dir", "http"])
+def test_worker_processes_read_tiles_to_the_same_report(
+    tmp_path: Path, dealt: tuple[Path, str, str], served: tuple[Path, str], where: str
+) -> None:
+    """``audit --tiles --workers N``: bundles fetched and checked in worker processes give the
+    one-process report, on the intact tiles and on a copy with a bundle altered."""
+    import shutil
+
+    location = str(served[0]) if where == "dir" else served[1]
+    reports = [_report("--tiles", location, "--key", dealt[1], "--workers", n) for n in ("0", "2")]
+    assert reports[0] == reports[1] and reports[0]["ok"] is True
+    copy = tmp_path / "log"
+    shutil.copytree(served[0], copy)
+    bundle = copy / "tile" / "entries" / "000"
+    data = bytearray(bundle.read_bytes())
+    data[-1] ^= 1
+    bundle.write_bytes(bytes(data))
+    outputs = [fairdeck("audit", "--tiles", str(copy), "--key", dealt[1], "--workers", n) for n in ("0", "2")]
+    assert [o.returncode for o in outputs] == [1, 1]
+    assert outputs[0].stdout.split("\n", 1)[1] == outputs[1].stdout.split("\n", 1)[1]
+    assert "in tile/entries/000 does not hash to its leaf in tile/0/000" in outputs[1].stdout
+    assert "Traceback" not in outputs[1].stderr

@@ -20,14 +20,10 @@ so many words that consistency was NOT checked, and never claims it was.
 from __future__ import annotations
 
 import argparse
-import http.client
 import json
 import os
 import sys
-import threading
 import time
-import urllib.parse
-import zlib
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures.process import BrokenProcessPool
 from importlib.metadata import entry_points
@@ -37,17 +33,16 @@ import grpc
 
 from fairdeck.cli import cli_credentials
 from fairdeck.cli import progress as progress_bar
+from fairdeck.cli.tile_source import Item, Source, tiles_log
 from fairdeck.client.calls import ClientConfig
 from fairdeck.client.channel import EntryPager
 from fairdeck.client.exceptions import from_rpc_error
 from fairdeck.core.errors import VerificationError
 from fairdeck.log.audit import Auditor, AuditReport, Finding, LogUnreadable
 from fairdeck.log.audit_pool import PARALLEL_FROM, RevealChecks, default_workers
-from fairdeck.log.checkpoint import Checkpoint, CheckpointError
 from fairdeck.log.cosignature import CosignatureError, WitnessPolicy
 from fairdeck.log.note import NoteError, Verifier
 from fairdeck.log.policy import TlogPolicy
-from fairdeck.log.tiles import MAX_BUNDLE_BYTES, TileError, TileLog
 from fairdeck.v1 import audit_pb2, audit_pb2_grpc
 from fairdeck.wire import Reason
 
@@ -96,111 +91,6 @@ def remote_log(
             channel.close()
 
     return head.tree_size, notes, entries()
-
-
-MAX_CHECKPOINT_BYTES = 128 * 1024
-Item = bytes | tuple[bytes, bytes]
-"""An entry, or an entry with its leaf hash already checked (from tiles)."""
-Source = tuple[int, list[bytes], Iterator[Item]]
-"""What a log source gives the audit: the signed tree size, the checkpoint notes, the entries."""
-
-
-class HttpTiles:
-    """GETs of a tiled log's files over HTTP(S): one keep-alive connection per thread, asking for
-    ``gzip, identity`` as tlog-tiles' clients SHOULD; a body (decompressed) is refused past
-    ``limit`` bytes, so a compressed answer cannot expand without bound."""
-
-    def __init__(self, prefix: str, timeout: float) -> None:
-        parts = urllib.parse.urlsplit(prefix)
-        self.prefix = prefix
-        self.https = parts.scheme == "https"
-        self.netloc = parts.netloc
-        self.path = parts.path
-        self.timeout = timeout
-        self._local = threading.local()
-
-    def _connection(self) -> http.client.HTTPConnection:
-        conn: http.client.HTTPConnection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            kind = http.client.HTTPSConnection if self.https else http.client.HTTPConnection
-            conn = kind(self.netloc, timeout=self.timeout)
-            self._local.conn = conn
-        return conn
-
-    def fetch(self, rel: str, limit: int = MAX_BUNDLE_BYTES) -> bytes:
-        url = f"{self.prefix}/{rel}"
-        for attempt in (0, 1):
-            conn = self._connection()
-            try:
-                conn.request("GET", f"{self.path}/{rel}", headers={"Accept-Encoding": "gzip, identity"})
-                response = conn.getresponse()
-                data = response.read(limit + 1)
-                encoding = (response.getheader("Content-Encoding") or "identity").lower()
-                if response.will_close or len(data) > limit:
-                    conn.close()
-                    self._local.conn = None
-            except (OSError, http.client.HTTPException) as e:
-                conn.close()
-                self._local.conn = None
-                if attempt == 0 and isinstance(e, http.client.RemoteDisconnected | ConnectionResetError):
-                    continue  # the server closed the idle keep-alive connection
-                raise TileError(f"cannot fetch {url}: {e}") from None
-            break
-        if response.status != 200:
-            raise TileError(f"cannot fetch {url}: HTTP {response.status} {response.reason}")
-        if len(data) > limit:
-            raise TileError(f"{url} is larger than {limit} bytes")
-        if encoding == "gzip":
-            inflate = zlib.decompressobj(wbits=31)
-            try:
-                data = inflate.decompress(data, limit + 1)
-            except zlib.error as e:
-                raise TileError(f"{url}: bad gzip: {e}") from None
-            if len(data) > limit or inflate.unconsumed_tail:
-                raise TileError(f"{url} is larger than {limit} bytes once decompressed")
-            if not inflate.eof:
-                raise TileError(f"{url}: the gzip stream ends early")
-        elif encoding != "identity":
-            raise TileError(f"{url} came with Content-Encoding {encoding}, not gzip or identity")
-        return bytes(data)
-
-
-def tiles_log(location: str, timeout: float) -> Source:
-    """(tree size, [the checkpoint note], the entries) of a C2SP tlog-tiles log.
-
-    ``location`` is a directory or an http(s):// URL prefix (docs/log-format.md, "Tiles"). The
-    checkpoint is read first; each bundle is checked against its level-0 tile as it is read, so a
-    tampered tile or bundle ends the audit with a finding naming it.
-    """
-    if location.startswith(("http://", "https://")):
-        fetch = HttpTiles(location.rstrip("/"), timeout).fetch
-
-    else:
-        root = Path(location)
-
-        def fetch(rel: str, limit: int = MAX_BUNDLE_BYTES) -> bytes:
-            try:
-                with (root / rel).open("rb") as f:
-                    data = f.read(limit + 1)
-            except OSError as e:
-                raise TileError(f"cannot read {root / rel}: {e.strerror or e}") from None
-            if len(data) > limit:
-                raise TileError(f"{root / rel} is larger than {limit} bytes")
-            return data
-
-    try:
-        note = fetch("checkpoint", MAX_CHECKPOINT_BYTES)
-    except TileError as e:
-        raise LogUnreadable(f"--tiles {location}: {e}") from None
-    text = note.decode("utf-8", "replace")
-    try:
-        size = Checkpoint.parse(text[: text.rfind("\n\n") + 1]).size
-    except CheckpointError as e:
-        raise LogUnreadable(f"--tiles {location}: the checkpoint does not parse: {e}") from None
-    # Over HTTP each file is a round trip: fetch 8 bundles ahead so the waits overlap the checks.
-    ahead = 8 if location.startswith(("http://", "https://")) else 0
-    # Each entry comes with its leaf hash, checked against its level-0 tile: the auditor uses it.
-    return size, [note], TileLog(fetch, size, prefetch=ahead).entries_with_leaves()
 
 
 def run_audit(
@@ -356,7 +246,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
         elif args.db:
             source = _server_source("db", args.db)
         elif args.tiles:
-            source = tiles_log(args.tiles, args.timeout)
+            source = tiles_log(args.tiles, args.timeout, args.workers)
         else:
             source = remote_log(args.target, args.timeout, _client_config(args))
     except (ValueError, LogUnreadable) as e:  # bad TLS flags, a token refused for plain text; no log

@@ -178,10 +178,15 @@ class TileLog:
         for entry, _ in self.entries_with_leaves():
             yield entry
 
-    def entries_with_leaves(self) -> Iterator[tuple[bytes, bytes]]:
+    def entries_with_leaves(
+        self, verified: Iterator[Verified] | None = None
+    ) -> Iterator[tuple[bytes, bytes]]:
         """Every entry with its leaf hash, in order, from the bundles. Each bundle is checked against
         its level-0 tile, and each tile above against the tiles below it, so every file of the tree
-        is checked once the last entry is read; TileError names the first that does not match."""
+        is checked once the last entry is read; TileError names the first that does not match.
+
+        ``verified``: each level-0 tile's bundle already checked by ``verify_bundle``, in order
+        (worker processes did it, fairdeck.cli.tile_source); only the tiles above are read here."""
         pending: list[list[bytes]] = [[]]  # per level >= 1: roots of the full tiles below, not yet checked
         done: list[int] = [0]
 
@@ -206,39 +211,52 @@ class TileLog:
                 carry(level + 1, subtree_root(row))
 
         level0 = [t for t in tiles_for(self.size) if t.level == 0]
-        ahead = _Ahead(self.fetch, [p for t in level0 for p in (t.bundle_path, t.path)], self.prefetch)
-        fetch, self.fetch = self.fetch, ahead.get
-        try:
-            yield from self._entries(level0, carry)
-        finally:
-            self.fetch = fetch
-            ahead.close()
+        if verified is not None:
+            for _, (bundle, leaves, root) in zip(level0, verified, strict=True):
+                yield from zip(bundle, leaves, strict=True)
+                if root is not None:
+                    carry(1, root)
+        else:
+            ahead = _Ahead(self.fetch, [p for t in level0 for p in (t.bundle_path, t.path)], self.prefetch)
+            fetch, self.fetch = self.fetch, ahead.get
+            try:
+                for tile in level0:
+                    bundle, leaves, root = verify_bundle(
+                        tile, self.fetch(tile.bundle_path), self.fetch(tile.path)
+                    )
+                    yield from zip(bundle, leaves, strict=True)
+                    if root is not None:
+                        carry(1, root)
+            finally:
+                self.fetch = fetch
+                ahead.close()
         for level, row in enumerate(pending, start=1):  # the partial tiles above level 0
             if row:
                 check(level, done[level - 1], row)
 
-    def _entries(
-        self, level0: list[Tile], carry: Callable[[int, bytes], None]
-    ) -> Iterator[tuple[bytes, bytes]]:
-        for tile in level0:
-            data = self.fetch(tile.bundle_path)
-            if len(data) > MAX_BUNDLE_BYTES:
-                raise TileError(f"{tile.bundle_path} is larger than any bundle can be")
-            try:
-                bundle = decode_bundle(data, tile.width)
-            except TileError as e:
-                raise TileError(f"{tile.bundle_path}: {e}") from None
-            leaves = self.tile(0, tile.index)
-            for i, entry in enumerate(bundle):
-                if not hmac.compare_digest(merkle.leaf_hash(entry), leaves[i]):
-                    raise TileError(
-                        f"entry {tile.index * WIDTH + i} in {tile.bundle_path} does not hash to "
-                        f"its leaf in {tile.path}"
-                    )
-            self._tiles.pop((0, tile.index), None)  # keep memory flat over a long log
-            yield from zip(bundle, leaves, strict=True)
-            if tile.width == WIDTH:
-                carry(1, subtree_root(leaves))
+
+Verified = tuple[list[bytes], list[bytes], "bytes | None"]
+"""A level-0 tile's bundle checked against it: its entries, their leaf hashes, and, for a full
+tile, the root of its 256 hashes (the hash the tile above holds for it)."""
+
+
+def verify_bundle(tile: Tile, bundle_data: bytes, tile_data: bytes) -> Verified:
+    """Check a bundle against its level-0 tile: it decodes to ``tile.width`` entries, and each
+    entry hashes to its leaf. TileError names the file (and entry) that does not match."""
+    if len(bundle_data) > MAX_BUNDLE_BYTES:
+        raise TileError(f"{tile.bundle_path} is larger than any bundle can be")
+    try:
+        bundle = decode_bundle(bundle_data, tile.width)
+    except TileError as e:
+        raise TileError(f"{tile.bundle_path}: {e}") from None
+    if len(tile_data) != tile.width * merkle.HASH_SIZE:
+        raise TileError(f"{tile.path} is {len(tile_data)} bytes, want {tile.width * merkle.HASH_SIZE}")
+    leaves = [tile_data[i : i + merkle.HASH_SIZE] for i in range(0, len(tile_data), merkle.HASH_SIZE)]
+    for i, entry in enumerate(bundle):
+        if not hmac.compare_digest(merkle.leaf_hash(entry), leaves[i]):
+            where = f"entry {tile.index * WIDTH + i} in {tile.bundle_path}"
+            raise TileError(f"{where} does not hash to its leaf in {tile.path}")
+    return bundle, leaves, subtree_root(leaves) if tile.width == WIDTH else None
 
 
 class _Ahead:
