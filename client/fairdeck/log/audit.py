@@ -36,8 +36,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from fairdeck.core.commitment import commit
-from fairdeck.core.derivation import derive_deck
+from fairdeck.core.derivation import plan
 from fairdeck.core.errors import InvalidInput
+from fairdeck.core.seeds import check_server_seed
 from fairdeck.log import merkle
 from fairdeck.log.checkpoint import Checkpoint, CheckpointError, open_checkpoint
 from fairdeck.log.cosignature import CosignatureError, PolicyResult, WitnessPolicy
@@ -73,10 +74,15 @@ def check_reveal(
     """The per-hand check of a reveal against its commitment (check 3 of the module docstring):
     its outcome (``CLOSED`` or ``VOIDED``) if the seed opens the commitment and the deck the seeds
     derive is the deck dealt, else the problem. A pure function of one hand, so any process can
-    run it (fairdeck.log.audit_pool)."""
+    run it (fairdeck.log.audit_pool). Its inputs are fields of entries ``decode`` accepted: the
+    hand id, version, deck and client seeds are checked already."""
     try:
         expected = commit(deck, hand_id, server_seed, version=version)
-        cards = derive_deck(deck, hand_id, server_seed, client_seeds, version=version)
+        # derive_deck's checks, without those ``decode`` made already (the id, seeds' lengths).
+        p = plan(version, deck)
+        if len(server_seed) != p.seed_bytes:
+            check_server_seed(p.spec, server_seed)
+        cards = p.derive(hand_id, server_seed, client_seeds)
     except InvalidInput as e:
         return f"revealed values are not valid: {e}"
     if not hmac.compare_digest(expected, commitment):
