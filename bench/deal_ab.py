@@ -3,6 +3,8 @@
     git archive BASE server client | tar -x -C /tmp/base
     .venv/bin/python bench/deal_ab.py --baseline /tmp/base --rounds 4
 
+    .venv/bin/python bench/deal_ab.py --baseline . --new-flags="--tiles {data}.tiles"   # one flag's cost
+
 Both dealers run as ``python -m fairdeck.cli serve`` subprocesses (the baseline with
 ``PYTHONPATH=BASE/server:BASE/client``, so its server code is the one imported) with the
 limits off as in deal_bench.py, on fresh data dirs. For each round and concurrency
@@ -19,13 +21,14 @@ import os
 import statistics
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from server_process import PYTHON, Server, loadgen
 
 
-def start(name: str, data: Path, pythonpath: str | None) -> Server:
+def start(name: str, data: Path, pythonpath: str | None, flags: Sequence[str] = ()) -> Server:
     env = dict(os.environ)
     if pythonpath:
         env["PYTHONPATH"] = pythonpath
@@ -39,6 +42,7 @@ def start(name: str, data: Path, pythonpath: str | None) -> Server:
         "0",
         "--default-deadline",
         "0",
+        *(flag.replace("{data}", str(data)) for flag in flags),
     ]
     return Server(name, argv, data.with_suffix(".log"), env=env)
 
@@ -53,12 +57,15 @@ def main() -> int:
     ap.add_argument("--warmup", type=float, default=1.0)
     ap.add_argument("--duration", type=float, default=5.0)
     ap.add_argument("--batch-count", type=int, default=50_000, help="hands per DealHands call; 0: none")
+    ap.add_argument(
+        "--new-flags", default="", help="more serve flags for the new side ({data}: its data dir)"
+    )
     ap.add_argument("--json", type=Path)
     opts = ap.parse_args()
     base = opts.baseline.resolve()
     runs: dict[str, dict[str, list[dict[str, Any]]]] = {}
     with tempfile.TemporaryDirectory(prefix="fairdeck-ab-") as tmp:
-        new = start("new", Path(tmp) / "new", None)
+        new = start("new", Path(tmp) / "new", None, opts.new_flags.split())
         old = start("baseline", Path(tmp) / "old", f"{base / 'server'}:{base / 'client'}")
         try:
             flip = False
@@ -85,7 +92,10 @@ def main() -> int:
         finally:
             new.stop()
             old.stop()
-    print(f"new: this tree; baseline: {base}; {opts.rounds} rounds, alternating; medians, ratio new/baseline")
+    print(
+        f"new: this tree {opts.new_flags}; baseline: {base}; {opts.rounds} rounds, alternating; "
+        "medians, ratio new/baseline"
+    )
     summary = {}
     for point, by in runs.items():
         key = "calls_per_s" if point.startswith("c=") else "decks_per_s"

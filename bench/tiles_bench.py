@@ -5,14 +5,17 @@ entries), it:
 
 1. exports it with ``fairdeck tiles --data DIR --out TILES/log`` (timed; then timed again, when
    nothing is new);
-2. serves TILES with ``python -m http.server`` and the data dir with ``fairdeck serve``, both on
-   127.0.0.1;
-3. times the real CLI end to end, alternating: ``fairdeck audit --target`` (gRPC, ListEntries
-   pages) and ``fairdeck audit --tiles http://...`` (bundles and tiles over HTTP).
+2. serves TILES with nginx and the shipped rules (deploy/nginx; ``--server http.server`` for
+   Python's) and the data dir with ``fairdeck serve``, both on 127.0.0.1;
+3. times the real CLI end to end, alternating, each kind of ``--kinds``:
+   - ``grpc``: ``fairdeck audit --target`` in one process (``--workers 0``): the baseline;
+   - ``tiles``: ``fairdeck audit --tiles http://...`` with ``--workers W`` (default: one per core
+     beside the reader, as the CLI decides);
+   - ``grpc-w``, ``data``, ``data-w``: ``--target`` with W workers, ``--data`` with 0 and W.
 
-Bar: the tiles audit takes at most 0.8x the gRPC audit's time (median of the runs).
+Bar: the tiles audit (W workers) takes at most 0.8x the one-process gRPC audit's time (medians).
 
-    .venv/bin/python bench/tiles_bench.py --data /tmp/fd1m [--runs 2] [--json out.json]
+    .venv/bin/python bench/tiles_bench.py --data /tmp/fd1m [--runs 2] [--kinds grpc,tiles] [--json out.json]
 """
 
 from __future__ import annotations
@@ -31,7 +34,15 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from server_process import PYTHON, Server
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from fairdeck.log.audit_pool import PARALLEL_FROM, available_cores, default_workers
+from tests.support.nginx import Nginx
+
 BAR = 0.8
+
+
+def uptime() -> str:
+    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
 
 
 def timed(argv: list[str]) -> tuple[float, subprocess.CompletedProcess[str]]:
@@ -50,7 +61,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", type=Path, required=True)
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--kinds", default="grpc,tiles,grpc-w,data,data-w")
+    ap.add_argument("--workers", type=int, default=None, help="W (default: the CLI's own choice)")
+    ap.add_argument("--server", choices=("nginx", "http.server"), default="nginx")
     opts = ap.parse_args(argv)
+    kinds = opts.kinds.split(",")
+    workers = str(opts.workers if opts.workers is not None else default_workers(PARALLEL_FROM))
     cli = [PYTHON, "-m", "fairdeck.cli"]
     vkey = subprocess.run([*cli, "key", "--data", str(opts.data)], capture_output=True, text=True, check=True)
     key = vkey.stdout.strip()
@@ -74,41 +90,61 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
 
-        http = subprocess.Popen(
-            [PYTHON, "-u", "-m", "http.server", "0", "--bind", "127.0.0.1", "--directory", tmp],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
-        assert http.stdout is not None
-        port = re.search(r"port (\d+)", http.stdout.readline())
-        assert port, "http.server did not start"
-        url = f"http://127.0.0.1:{port.group(1)}/log"
+        if opts.server == "nginx":
+            web: Any = Nginx(Path(tmp))
+            url = f"{web.url}/log"
+        else:
+            web = subprocess.Popen(
+                [PYTHON, "-u", "-m", "http.server", "0", "--bind", "127.0.0.1", "--directory", tmp],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+            )
+            assert web.stdout is not None
+            port = re.search(r"port (\d+)", web.stdout.readline())
+            assert port, "http.server did not start"
+            url = f"http://127.0.0.1:{port.group(1)}/log"
         serve = [*cli, "serve", "--listen", "127.0.0.1:0", "--data", str(opts.data), "--log-level", "WARNING"]
         dealer = Server(
             "dealer", [*serve, "--rate-limit", "0", "--default-deadline", "0"], Path(tmp) / "dealer.log"
         )
-        times: dict[str, list[float]] = {"grpc": [], "tiles": []}
+        times: dict[str, list[float]] = {k: [] for k in kinds}
         reports: dict[str, dict[str, Any]] = {}
+        where = {
+            "grpc": ["--target", dealer.target, "--workers", "0"],
+            "tiles": ["--tiles", url, "--workers", workers],
+            "grpc-w": ["--target", dealer.target, "--workers", workers],
+            "data": ["--data", str(opts.data), "--workers", "0"],
+            "data-w": ["--data", str(opts.data), "--workers", workers],
+        }
+        report["uptime_before"] = uptime()
         try:
             for r in range(opts.runs):
-                order = ["grpc", "tiles"] if r % 2 == 0 else ["tiles", "grpc"]
+                order = kinds if r % 2 == 0 else kinds[::-1]
                 for kind in order:
-                    where = ["--target", dealer.target] if kind == "grpc" else ["--tiles", url]
-                    elapsed, result = timed([*cli, "audit", *where, "--key", key, "--json", "--no-progress"])
+                    elapsed, result = timed(
+                        [*cli, "audit", *where[kind], "--key", key, "--json", "--no-progress"]
+                    )
                     times[kind].append(elapsed)
                     reports[kind] = json.loads(result.stdout)
-                    print(f"run {r}: {kind}: {elapsed:.1f}s", file=sys.stderr)
+                    print(f"run {r}: {kind}: {elapsed:.1f}s  ({uptime()})", file=sys.stderr)
         finally:
             dealer.stop()
-            http.terminate()
-            http.wait()
-    same = {k: v for k, v in reports["grpc"].items() if k != "seconds"} == {
-        k: v for k, v in reports["tiles"].items() if k != "seconds"
-    }
+            if opts.server == "nginx":
+                web.stop()
+            else:
+                web.terminate()
+                web.wait()
+        report["uptime_after"] = uptime()
+    report["cores"] = available_cores()
+    report["workers"] = int(workers)
+    report["commands"] = {k: f"fairdeck audit {' '.join(where[k])} --key KEY --json" for k in kinds}
+    bare = [{k: v for k, v in rep.items() if k != "seconds"} for rep in reports.values()]
+    same = all(b == bare[0] for b in bare)
     ratio = statistics.median(times["tiles"]) / statistics.median(times["grpc"])
     report.update(
         seconds=times,
+        medians={k: round(statistics.median(v), 1) for k, v in times.items()},
         entries=reports["tiles"]["entries"],
         same_report=same,
         ratio=round(ratio, 3),

@@ -7,6 +7,10 @@
    covering it that k = 2 of the 3 witnesses cosigned, measured in a run of its own under the
    load of bar 1 (the sampler polls GetCheckpoint every 5 ms, so it is kept out of bar 1).
    Bar: median at most 2 s.
+3. Request rate. add-checkpoint requests each live witness answered per second while the
+   witnessed dealer dealt at full load (bar 1's runs), from the witness's own
+   ``fairdeck_witness_requests_total``. Bar: at most 1 per second per witness (the public witness
+   network's budget for a log; the dealer's default ``--witness-interval``).
 
 Every process is real: two `fairdeck witness serve`, a third witness's port left closed, two
 `fairdeck serve` on SQLite in a temporary directory, and the load generator (bench/loadgen.py)
@@ -39,6 +43,20 @@ from fairdeck.v1 import audit_pb2, audit_pb2_grpc, dealer_pb2, dealer_pb2_grpc
 
 BAR_THROUGHPUT = 0.95
 BAR_FINALITY_S = 2.0
+BAR_RATE = 1.0
+
+
+def witness_requests(w: Server) -> float:
+    """The add-checkpoint requests a witness answered so far (its /metrics, every status)."""
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://{w.target}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("fairdeck_witness_requests_total{")
+    )
 
 
 def cli(*args: str) -> str:
@@ -124,12 +142,17 @@ def main(argv: list[str] | None = None) -> int:
         policy = WitnessPolicy(keys, 2)
         runs: dict[str, list[float]] = {"none": [], "3 witnesses, 1 down": []}
         finality: list[float] = []
+        rates: dict[str, list[float]] = {w.name: [] for w in witnesses}
         try:
             load = ["unary", "--concurrency", str(opts.concurrency), "--warmup", "1", "--duration"]
             for r in range(opts.rounds):
                 pair = [("none", plain), ("3 witnesses, 1 down", witnessed)]
                 for label, server in pair if r % 2 == 0 else pair[::-1]:
+                    before = [(witness_requests(w), time.monotonic()) for w in witnesses]
                     result = loadgen([*load, str(opts.duration)], server)
+                    if server is witnessed:
+                        for w, (count, t0) in zip(witnesses, before, strict=True):
+                            rates[w.name].append((witness_requests(w) - count) / (time.monotonic() - t0))
                     runs[label].append(result["calls_per_s"])
                     print(f"round {r}: {label}: {result['calls_per_s']:.0f} calls/s", file=sys.stderr)
             # Finality under the same load, in a run of its own (its polling is not in the ratio).
@@ -163,6 +186,9 @@ def main(argv: list[str] | None = None) -> int:
             "max": round(max(finality), 3) if finality else None,
         },
         "finality_bar_s": BAR_FINALITY_S,
+        "witness_requests_per_s": {name: [round(x, 3) for x in xs] for name, xs in rates.items()},
+        "witness_rate_bar": BAR_RATE,
+        "witness_rate_verdict": "PASS" if all(max(xs) <= BAR_RATE for xs in rates.values()) else "MISS",
     }
     if finality:
         report["finality_verdict"] = "PASS" if statistics.median(finality) <= BAR_FINALITY_S else "MISS"

@@ -5,8 +5,9 @@
 - ``dealer.py``: the rules of a hand (open, shuffle, draw, close, void) on top of a Storage;
 - ``storage/``: the engines behind one interface (``base.Storage``): ``sqlite/``, the embedded
   default, and ``postgres/``, for replicas; each is ``schema``, ``writer``, ``engine``, ``reader``;
-- ``log_signing.py`` signs checkpoints; ``cosigning.py`` asks witnesses to cosign them;
-  ``witness/`` is ``fairdeck witness``, a C2SP witness for any log;
+- ``log_signing.py`` signs checkpoints; ``tile_publishing.py`` writes their tiles first
+  (``serve --tiles``); ``log_lease.py`` says which process leads the log; ``cosigning.py`` asks
+  witnesses to cosign them; ``witness/`` is ``fairdeck witness``, a C2SP witness for any log;
 - the policies the edge calls, without grpc: ``auth``, ``limits``, ``metrics``, ``principal``;
   ``vault`` (seeds at rest), ``startup`` (keys and data are identities), ``refusals`` (every way
   the dealer says no), ``storage_health``;

@@ -16,6 +16,7 @@ from google.protobuf.descriptor import ServiceDescriptor
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from fairdeck.log.logentry import time_of
+from fairdeck.log.tiles import TileError
 from fairdeck.v1 import audit_pb2, dealer_pb2
 from fairdeck.wire import Reason
 from fairdeck_server import logging_setup
@@ -38,7 +39,8 @@ from fairdeck_server.edge.interceptors import (
 from fairdeck_server.edge.methods import register
 from fairdeck_server.edge.transport import TRANSPORT_OPTIONS, server_credentials
 from fairdeck_server.limits import OpenHandsCap, RateLimiter
-from fairdeck_server.log_signing import CheckpointPublisher
+from fairdeck_server.log_lease import FixedLease, Lease, PostgresLease
+from fairdeck_server.log_signing import RANDOM_ORIGIN, CheckpointPublisher
 from fairdeck_server.metrics import MeteredStorage, Metrics, MetricsEndpoint
 from fairdeck_server.reaper import Reaper
 from fairdeck_server.refusals import DealerError, StartupRefused
@@ -46,6 +48,7 @@ from fairdeck_server.startup import Identity, IdentityStore, check_store, prepar
 from fairdeck_server.storage import open_storage
 from fairdeck_server.storage.base import Storage
 from fairdeck_server.storage_health import StorageHealth
+from fairdeck_server.tile_publishing import LiveTiles, Source, read_whole_log, tiles_refusal
 
 if TYPE_CHECKING:
     from fairdeck_server.processes import Worker
@@ -188,6 +191,12 @@ class DealerServer:
             await self.reaper.round()
         except DealerError as e:  # storage unreachable at start: a refusal to start, in one line
             raise StartupRefused(self._storage_refusal(e, where)) from None
+        try:  # before anything is served: the tiles of every stored checkpoint are whole
+            await self.publisher.prepare()
+        except (TileError, OSError) as e:
+            raise StartupRefused(tiles_refusal(config.tiles, e)) from None
+        except DealerError as e:
+            raise StartupRefused(self._storage_refusal(e, where)) from None
         self.storage.serving()
         self.metrics.gauges.attach(self.metered, asyncio.get_running_loop())
         self.publisher.start()
@@ -256,7 +265,25 @@ class DealerServer:
         """The dealer, the checkpoint publisher and the cosigning, and the two services on the server."""
         config = self.config
         signer = identity.log_keys.signer
-        self.publisher = CheckpointPublisher(self.metered, signer, interval=config.checkpoint_interval)
+        tiles = (
+            None
+            if config.tiles is None
+            else LiveTiles(config.tiles, signer.name, self._read_log, identity.log_keys.rotations)
+        )
+        if tiles is not None and signer.name.startswith(RANDOM_ORIGIN):
+            log.warning(
+                "the log's origin %s is a random name; tlog-tiles asks for the URL prefix of the tiles "
+                "without the scheme (a new log gets one with fairdeck init --log-origin)",
+                signer.name,
+            )
+        self.publisher = CheckpointPublisher(
+            self.metered,
+            signer,
+            interval=config.checkpoint_interval,
+            tiles=tiles,
+            lease=self._lease(),
+            show_latest=not config.witnesses,
+        )
         self.witnessing = WitnessPublisher(
             self.metered,
             signer.verifier,
@@ -265,6 +292,10 @@ class DealerServer:
             self.metrics.registry,
             interval=config.checkpoint_interval,
             clock_ms=self.clock.now_ms,
+            cadence=config.witness_interval,
+            leads=lambda: self.publisher.leading,
+            on_final=None if tiles is None else tiles.show,
+            shared=config.db is not None,
         )
         self.dealer = Dealer(self.metered, identity.vault, clock_ms=self.clock.now_ms)
         self.reaper = Reaper(
@@ -280,6 +311,19 @@ class DealerServer:
             rotations=identity.log_keys.rotations,
         )
         register(self.server, audit, _service(audit_pb2, "AuditService"), audit_pb2)
+
+    def _lease(self) -> Lease | None:
+        """Who leads the log (log_lease.py), when anything needs one leader: tiles or witnesses."""
+        config = self.config
+        if config.tiles is None and not config.witnesses:
+            return None
+        if config.db is not None:
+            return PostgresLease(config.db)
+        return FixedLease(self.worker is None or self.worker.index == 0)
+
+    def _read_log(self) -> Source:
+        """The whole log, read-only, for rebuilding the tiles."""
+        return read_whole_log(self.config)
 
     async def stop(self) -> None:
         """Drain: report NOT_SERVING, refuse new calls, finish those in flight, flush."""

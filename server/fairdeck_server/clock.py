@@ -11,6 +11,7 @@ clock").
 Entry times never go backwards within a log: the storage writers take ``max(time, last entry's
 time)`` as they append (``fairdeck.log.logentry.TIME_AT``), across processes and replicas too.
 """
+
 from __future__ import annotations
 
 import datetime

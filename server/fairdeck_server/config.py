@@ -120,6 +120,12 @@ class ServerConfig:
     prefix and its cosignature/v1 vkey); repeat --witness. Dealing never waits for them."""
     witness_threshold: int = 0
     """Cosignatures a checkpoint needs to count as final; 0: every witness named."""
+    witness_interval: float = 1.0
+    """Seconds between two add-checkpoint requests to one witness (the public witness network
+    allows a log one a second); a witness that answers 429 or 503 is left alone longer."""
+    tiles: Path | None = None
+    """Publish the log as C2SP tlog-tiles in this directory, live: each checkpoint's tiles are
+    written before the checkpoint is handed out. Serve it with a web server (deploy/nginx)."""
     # -- scaling (docs/scaling.md) --
     processes: int = 1
     """Serving processes on the one port (SO_REUSEPORT) and the one database: each uses a core.
@@ -311,6 +317,7 @@ CHECKS: dict[str, Callable[[Any], None]] = {
     "auth_failure_burst": _at_least(0),
     "witnesses": _each(_witness),
     "witness_threshold": _at_least(0),
+    "witness_interval": _at_least(0, above=True),
     "processes": _at_least(1),
 }
 
@@ -485,6 +492,7 @@ METAVARS = {
     "data_dir": "DIR",
     "db": "URL",
     "log_origin": "ORIGIN",
+    "tiles": "DIR",
     "Path": "PATH",
     "float": "N",
     "int": "N",

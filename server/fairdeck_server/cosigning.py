@@ -1,11 +1,13 @@
 """The dealer's side of witnessing (``WitnessPublisher``): ask each witness to cosign the latest
 checkpoint, and keep the cosignatures with it.
 
-Rounds run in the background, one after another, each sending one checkpoint to every witness
-that has not cosigned it, with the consistency proof from the size that witness last cosigned;
-each cosignature that verifies is added to the stored checkpoint. Dealing never waits: the HTTP
-calls run in threads with a timeout, and a failing witness backs off (at most ``MAX_BACKOFF_S``).
-A cosignature's timestamp far from the dealer's clock is warned of once (``clock.WITNESS_SKEW_S``).
+Rounds run in the background: each sends the latest checkpoint to every witness that has not
+cosigned it and whose turn it is (its own cadence, one a second by default; longer after a
+failure, at least ``Retry-After`` after a 429 or 503), with the consistency proof from the size it
+last cosigned (tlog-witness, "add-checkpoint"). Each cosignature that verifies is added to the
+stored checkpoint. Only the log's leader asks (log_lease.py); replicas share the final size.
+Dealing never waits: the HTTP calls run in threads, one keep-alive connection per witness. A
+cosignature's timestamp far from the dealer's clock is warned of once (``clock.WITNESS_SKEW_S``).
 The design: docs/witness.md ("The dealer with witnesses"); clocks: docs/operations.md.
 """
 
@@ -14,11 +16,12 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import email.utils
 import http.client
 import logging
 import time
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -33,6 +36,12 @@ log = logging.getLogger(__name__)
 
 REQUEST_TIMEOUT_S = 3.0
 MAX_BACKOFF_S = 30.0
+DEFAULT_CADENCE_S = 1.0
+"""At most one add-checkpoint a second per witness: the public witness network's budget for a log."""
+MAX_RETRY_AFTER_S = 300.0
+"""A witness's Retry-After is honoured up to this; a longer one is treated as this long."""
+FINAL_META = "witnessed_size"
+"""fairdeck_meta row: the size of the latest final checkpoint, for replicas that do not lead."""
 MAX_ANSWER_BYTES = 64 * 1024
 
 
@@ -45,10 +54,12 @@ class WitnessTarget:
     size: int | None = None
     """The size this witness last cosigned, as far as the dealer knows; None: not asked yet."""
     failures: int = 0
-    retry_at: float = 0.0
+    next_at: float = 0.0
+    """monotonic time of this witness's next turn (its cadence, a backoff, a Retry-After)."""
     down: bool = field(default=False)
     skewed: bool = False
     """Whether its clock was last seen further than WITNESS_SKEW_S from the dealer's (warned once)."""
+    connection: http.client.HTTPConnection | None = field(default=None, repr=False)
 
     @property
     def name(self) -> str:
@@ -62,7 +73,12 @@ class WitnessTarget:
 
 
 class WitnessFailure(Exception):
-    """A witness did not cosign: unreachable, an error status, or an answer that does not verify."""
+    """A witness did not cosign: unreachable, an error status, or an answer that does not verify.
+    ``retry_after``: seconds the witness asked to be left alone (429 or 503)."""
+
+    def __init__(self, message: str, retry_after: float = 0.0) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class WitnessPublisher:
@@ -78,10 +94,21 @@ class WitnessPublisher:
         *,
         interval: float,
         clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
+        cadence: float = DEFAULT_CADENCE_S,
+        leads: Callable[[], bool] = lambda: True,
+        on_final: Callable[[bytes], Awaitable[None]] | None = None,
+        shared: bool = False,
     ) -> None:
+        """``leads``: whether this process asks the witnesses now (log_lease.py). ``on_final``: told
+        each new final checkpoint's note (the tiles' checkpoint file). ``shared``: other replicas
+        serve this log and learn the final size from storage."""
         self.storage = storage
         self.clock_ms = clock_ms
         """The dealer's clock (clock.DealerClock.now_ms), held against the witnesses' timestamps."""
+        self.cadence = cadence
+        self.leads = leads
+        self.on_final = on_final
+        self.shared = shared
         self.log_verifier = log_verifier
         self.targets = [WitnessTarget.parse(spec) for spec in specs]
         self.policy = (
@@ -123,8 +150,15 @@ class WitnessPublisher:
             "Tree size of the largest checkpoint cosigned by the witness threshold (final)",
             registry=registry,
         )
+        self.requests = Counter(
+            "fairdeck_witness_requests",
+            "add-checkpoint requests sent to the witness (each answer counts, a 409 too)",
+            ["witness"],
+            registry=registry,
+        )
         for target in self.targets:
             self.failures.labels(target.name)
+            self.requests.labels(target.name)
 
     def start(self) -> None:
         if self.targets:
@@ -137,6 +171,9 @@ class WitnessPublisher:
                 await self._task
             self._task = None
         self._pool.shutdown(wait=False, cancel_futures=True)
+        for target in self.targets:
+            if target.connection is not None:
+                target.connection.close()
 
     async def _run(self) -> None:
         while True:
@@ -147,13 +184,16 @@ class WitnessPublisher:
             await asyncio.sleep(self.interval)
 
     async def round(self) -> StoredCheckpoint | None:
-        """Ask every due witness to cosign the latest checkpoint; store what comes back."""
+        """Ask every witness whose turn it is to cosign the latest checkpoint; store what comes back.
+        A process that does not lead only learns which checkpoint is final."""
+        if not self.leads():
+            return await self._follow()
         head = await self.storage.checkpoint()
         if head is None:
             return None
-        self._is_final(head)
+        await self._is_final(head)
         now = time.monotonic()
-        due = [t for t in self.targets if t.size != head.size and t.retry_at <= now]
+        due = [t for t in self.targets if t.size != head.size and t.next_at <= now]
         if not due:
             return head
         text = open_note(head.note, self.log_verifier).text
@@ -162,11 +202,23 @@ class WitnessPublisher:
         if lines:
             stored = await self.storage.add_cosignatures(head.size, lines)
             if stored is not None:
-                self._is_final(stored)
+                await self._is_final(stored)
             return stored
         return head
 
-    def _is_final(self, checkpoint: StoredCheckpoint) -> bool:
+    async def _follow(self) -> StoredCheckpoint | None:
+        """The leader's final checkpoint, from the size it recorded in storage."""
+        if not self.shared or self.policy is None:
+            return None
+        text = await self.storage.get_meta(FINAL_META)
+        if text is None or not text.isdigit():
+            return None
+        checkpoint = await self.storage.checkpoint(int(text))
+        if checkpoint is not None:
+            await self._is_final(checkpoint)
+        return checkpoint
+
+    async def _is_final(self, checkpoint: StoredCheckpoint) -> bool:
         """Whether the policy's threshold cosigned it; the largest such one becomes ``final``."""
         if self.policy is None:
             return False
@@ -174,60 +226,76 @@ class WitnessPublisher:
             ok = self.policy.check(checkpoint.note).ok
         except CosignatureError:
             return False
-        if ok and (self.final is None or checkpoint.size >= self.final.size):
-            self.final = checkpoint
-            self.final_size.set(checkpoint.size)
+        if not ok or (self.final is not None and checkpoint.size < self.final.size):
+            return ok
+        changed = self.final is None or self.final.note != checkpoint.note
+        self.final = checkpoint
+        self.final_size.set(checkpoint.size)
+        if changed and self.leads():
+            if self.on_final is not None:
+                await self.on_final(checkpoint.note)
+            if self.shared:
+                await self._record_final(checkpoint.size)
         return ok
 
+    async def _record_final(self, size: int) -> None:
+        recorded = await self.storage.get_meta(FINAL_META)
+        if recorded is None or not recorded.isdigit() or int(recorded) < size:
+            await self.storage.set_meta(FINAL_META, recorded, str(size))
+
     async def _ask(self, target: WitnessTarget, head: StoredCheckpoint, text: str) -> str | None:
+        """One add-checkpoint request to ``target`` (its turn); its cosignature line, or None."""
+        target.next_at = time.monotonic() + self.cadence
         try:
             line = await self._cosign(target, head, text)
         except WitnessFailure as e:
             target.failures += 1
-            target.retry_at = time.monotonic() + min(MAX_BACKOFF_S, 0.25 * 2**target.failures)
+            pause = max(self.cadence, min(MAX_BACKOFF_S, 0.25 * 2**target.failures), e.retry_after)
+            target.next_at = time.monotonic() + pause
             self.failures.labels(target.name).inc()
             if not target.down:
                 target.down = True
                 log.warning("witness %s did not cosign checkpoint %d: %s", target.name, head.size, e)
             return None
+        if line is None:
+            return None
         if target.down:
             log.info("witness %s cosigns again (checkpoint %d)", target.name, head.size)
-        target.failures, target.retry_at, target.down = 0, 0.0, False
+        target.failures, target.down = 0, False
         return line
 
-    async def _cosign(self, target: WitnessTarget, head: StoredCheckpoint, text: str) -> str:
-        for _ in range(2):  # a 409 tells the witness's size: one more request from there
-            old = 0 if target.size is None else target.size
-            if old > head.size:
-                raise WitnessFailure(
-                    f"the witness cosigned size {old}, beyond this log's head {head.size}: "
-                    "was the log restored from an old backup?"
-                )
-            proof = [] if old in (0, head.size) else await self.storage.consistency_proof(old, head.size)
-            body = (
-                f"old {old}\n".encode()
-                + b"".join(base64.b64encode(h) + b"\n" for h in proof)
-                + b"\n"
-                + head.note
+    async def _cosign(self, target: WitnessTarget, head: StoredCheckpoint, text: str) -> str | None:
+        """The request and its answer; None after a 409 (the witness's size, used at its next turn)."""
+        old = 0 if target.size is None else target.size
+        if old > head.size:
+            raise WitnessFailure(
+                f"the witness cosigned size {old}, beyond this log's head {head.size}: "
+                "was the log restored from an old backup?"
             )
-            loop = asyncio.get_running_loop()
-            status, answer = await loop.run_in_executor(self._pool, _post, target.url, body)
-            if status == 409:
-                try:
-                    target.size = int(answer.decode("ascii").strip())
-                except ValueError:
-                    raise WitnessFailure("409 without a tree size") from None
-                continue
-            if status != 200:
-                raise WitnessFailure(f"HTTP {status}: {answer[:200].decode('utf-8', 'replace').strip()}")
-            line = _our_line(answer, target.verifier, text)
-            target.size = head.size
-            cosig = parse_line(line, target.verifier)
-            self.cosigned_size.labels(target.name).set(head.size)
-            self.cosigned_time.labels(target.name).set(cosig.timestamp)
-            self._held_against(target, cosig.timestamp)
-            return line
-        raise WitnessFailure("the witness's size kept changing (another log writer?)")
+        proof = [] if old in (0, head.size) else await self.storage.consistency_proof(old, head.size)
+        body = (
+            f"old {old}\n".encode() + b"".join(base64.b64encode(h) + b"\n" for h in proof) + b"\n" + head.note
+        )
+        loop = asyncio.get_running_loop()
+        self.requests.labels(target.name).inc()
+        status, answer, retry_after = await loop.run_in_executor(self._pool, _post, target, body)
+        if status == 409:
+            try:
+                target.size = int(answer.decode("ascii").strip())
+            except ValueError:
+                raise WitnessFailure("409 without a tree size") from None
+            return None
+        if status in (429, 503):
+            raise WitnessFailure(f"HTTP {status}: the witness asks to wait {retry_after:g} s", retry_after)
+        if status != 200:
+            raise WitnessFailure(f"HTTP {status}: {answer[:200].decode('utf-8', 'replace').strip()}")
+        line = _our_line(answer, target.verifier, text)
+        target.size = head.size
+        cosig = parse_line(line, target.verifier)
+        self.cosigned_size.labels(target.name).set(head.size)
+        self.cosigned_time.labels(target.name).set(cosig.timestamp)
+        self._held_against(target, cosig.timestamp)
+        return line
 
     def _held_against(self, target: WitnessTarget, timestamp: int) -> None:
         """Compare the witness's timestamp with the dealer's clock; warn once per episode of skew."""
@@ -265,21 +333,50 @@ def _our_line(answer: bytes, verifier: CosignatureVerifier, text: str) -> str:
     raise WitnessFailure("the answer holds no cosignature by the witness's key")
 
 
-def _post(url: str, body: bytes) -> tuple[int, bytes]:
-    """POST ``body`` to ``url``/add-checkpoint; (status, answer). WitnessFailure when unreachable."""
-    parts = urllib.parse.urlsplit(url)
-    conn_type = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-    conn = conn_type(parts.netloc, timeout=REQUEST_TIMEOUT_S)
+def retry_after_seconds(value: str | None, now: float | None = None) -> float:
+    """An HTTP Retry-After (RFC 9110 section 10.2.3: delay-seconds or an HTTP-date) in seconds,
+    at most MAX_RETRY_AFTER_S; 0 when absent or unreadable."""
+    if not value:
+        return 0.0
+    value = value.strip()
+    if value.isdigit():
+        return float(min(int(value), MAX_RETRY_AFTER_S))
     try:
-        conn.request(
-            "POST",
-            parts.path.rstrip("/") + "/add-checkpoint",
-            body=body,
-            headers={"Content-Type": "text/plain; charset=utf-8"},
-        )
-        response = conn.getresponse()
-        return response.status, response.read(MAX_ANSWER_BYTES)
-    except (OSError, http.client.HTTPException) as e:
-        raise WitnessFailure(f"{type(e).__name__}: {e}") from None
-    finally:
-        conn.close()
+        when = email.utils.parsedate_to_datetime(value).timestamp()
+    except (TypeError, ValueError, IndexError):
+        return 0.0
+    return min(max(0.0, when - (time.time() if now is None else now)), MAX_RETRY_AFTER_S)
+
+
+def _post(target: WitnessTarget, body: bytes) -> tuple[int, bytes, float]:
+    """POST ``body`` to the witness's add-checkpoint; (status, answer, Retry-After seconds).
+    One keep-alive connection per witness (tlog-witness: clients SHOULD use keep-alive), made
+    again once if the witness closed it while idle. WitnessFailure when unreachable."""
+    parts = urllib.parse.urlsplit(target.url)
+    path = parts.path.rstrip("/") + "/add-checkpoint"
+    headers = {"Content-Type": "text/plain; charset=utf-8"}
+    for attempt in (0, 1):
+        reused = target.connection is not None
+        if target.connection is None:
+            conn_type = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+            target.connection = conn_type(parts.netloc, timeout=REQUEST_TIMEOUT_S)
+        conn = target.connection
+        try:
+            conn.request("POST", path, body=body, headers=headers)
+            response = conn.getresponse()
+            answer = response.read(MAX_ANSWER_BYTES)
+            if response.will_close or response.length:  # not all read, or the witness closes it
+                conn.close()
+                target.connection = None
+            return response.status, answer, retry_after_seconds(response.getheader("Retry-After"))
+        except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as e:
+            conn.close()
+            target.connection = None
+            if reused and attempt == 0:
+                continue  # the witness closed the idle connection before reading this request
+            raise WitnessFailure(f"{type(e).__name__}: {e}") from None
+        except (OSError, http.client.HTTPException) as e:
+            conn.close()
+            target.connection = None
+            raise WitnessFailure(f"{type(e).__name__}: {e}") from None
+    raise AssertionError("unreachable")

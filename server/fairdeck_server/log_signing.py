@@ -23,12 +23,20 @@ from pathlib import Path
 from fairdeck.log.checkpoint import Checkpoint, sign_checkpoint
 from fairdeck.log.note import NoteError, Signer, Verifier, is_valid_key_name
 from fairdeck.log.rotation import RotationError, open_rotation, sign_rotation
+from fairdeck.log.tiles import TileError
+from fairdeck_server import refusals
+from fairdeck_server.log_lease import Lease
 from fairdeck_server.refusals import StartupRefused
 from fairdeck_server.storage.base import Storage, StoredCheckpoint
+from fairdeck_server.tile_publishing import LiveTiles
 from fairdeck_server.vault import read_private_text, write_private_file
 
 log = logging.getLogger(__name__)
 DEFAULT_INTERVAL = 0.2
+RANDOM_ORIGIN = "fairdeck.log/"
+"""The prefix of the origin a log gets when none is given (then a random suffix)."""
+FOLLOW_WAIT_S = 5.0
+"""How long a process that does not lead waits for the leader's checkpoint of a new entry."""
 
 
 class LogKeyError(StartupRefused):
@@ -97,7 +105,7 @@ def load_log_keys(path: Path, origin: str | None = None) -> LogKeys:
 def new_log_keys(origin: str | None = None) -> LogKeys:
     """A new signer named ``origin`` (default a random ``fairdeck.log/...``); LogKeyError if the
     name is not a valid key name."""
-    name = origin or f"fairdeck.log/{secrets.token_hex(6)}"
+    name = origin or f"{RANDOM_ORIGIN}{secrets.token_hex(6)}"
     if not is_valid_key_name(name):
         raise LogKeyError(f"--log-origin {name!r} is not a valid key name (non-empty, no spaces, no '+')")
     return LogKeys(Signer.generate(name))
@@ -176,37 +184,130 @@ def _rotation(text: str, origin: str, path: Path, number: int) -> bytes:
 
 
 class CheckpointPublisher:
-    """Signs checkpoints of a Storage's log as it grows."""
+    """Signs checkpoints of a Storage's log as it grows.
 
-    def __init__(self, storage: Storage, signer: Signer, *, interval: float = DEFAULT_INTERVAL) -> None:
+    With ``tiles`` (``serve --tiles``), the tiles of each checkpoint are written before it is
+    stored, and only the log's leader (``lease``, log_lease.py) signs: the other processes hand
+    out the checkpoints it stored. Without a ``lease`` this process always leads."""
+
+    def __init__(
+        self,
+        storage: Storage,
+        signer: Signer,
+        *,
+        interval: float = DEFAULT_INTERVAL,
+        tiles: LiveTiles | None = None,
+        lease: Lease | None = None,
+        show_latest: bool = True,
+    ) -> None:
         self.storage = storage
         self.signer = signer
         self.interval = interval
+        self.tiles = tiles
+        self.lease = lease
+        self.show_latest = show_latest
+        """Publish each new checkpoint as the tiles' ``checkpoint`` file (off with witnesses: the
+        file then holds the latest final checkpoint, cosigning.py)."""
+        self.leading = lease is None
+        self._next_try = 0.0
         self._lock = asyncio.Lock()
+        self._ready = asyncio.Event()
+        if tiles is None and lease is None:
+            self._ready.set()  # nothing to complete or to take before signing
         self._task: asyncio.Task[None] | None = None
 
     @property
     def origin(self) -> str:
         return self.signer.name
 
+    async def prepare(self) -> None:
+        """Before the dealer serves: take the lead if this process can, and complete the tiles.
+        TileError or OSError when the tiles cannot be completed (the caller refuses to start)."""
+        try:
+            async with self._lock:
+                await self._lead()
+        finally:
+            self._ready.set()
+
+    async def ready(self) -> None:
+        """Wait until ``prepare`` is over: no checkpoint is handed out before the tiles are whole."""
+        await self._ready.wait()
+
+    async def _lead(self) -> bool:
+        """Whether this process leads the log now: it keeps the lead or tries to take it (at most
+        once an interval); a new leader completes the tiles first."""
+        if self.lease is not None:
+            if self.leading and not await self.lease.held():
+                self.leading = False
+                if self.tiles is not None:  # another process signs now: read the tiles again on return
+                    self.tiles.edge = None
+            if not self.leading:
+                now = time.monotonic()
+                if now < self._next_try:
+                    return False
+                self._next_try = now + self.interval
+                if not await self.lease.acquire():
+                    return False
+                self.leading = True
+                log.info("this process leads the log now%s", " and writes its tiles" if self.tiles else "")
+        if self.tiles is not None and self.tiles.edge is None:
+            done = await self.tiles.open(self.storage)
+            log.info("tiles in %s: %s", self.tiles.root, done)
+            head = await self.storage.checkpoint()
+            if head is not None and self.show_latest:  # a kill may have come before the file
+                await self.tiles.show(head.note)
+        return True
+
     async def publish(self) -> StoredCheckpoint | None:
         """Sign the current tree if it is larger than the head; return the head."""
+        await self._ready.wait()
         async with self._lock:
+            leads = await self._lead()
             head = await self.storage.checkpoint()
-            size, root = await self.storage.log_head()
-            if head is not None and head.size >= size:
+            if self.tiles is None:
+                return await self._sign(head)
+            if not leads:  # the leader signs, with its tiles; this process hands out what it stored
                 return head
-            if size == 0:
-                return head
-            note = sign_checkpoint(Checkpoint(self.origin, size, root), self.signer)
-            return await self.storage.put_checkpoint(size, root, note, time.time_ns() // 1_000_000)
+            if head is not None and head.size > self.tiles.size:
+                # Signed by a process without --tiles (every dealer of a log needs the same flag).
+                log.error(
+                    "checkpoint %d was signed by another dealer process without its tiles; writing "
+                    "them now. Run every process of this log with --tiles",
+                    head.size,
+                )
+                await self.tiles.extend(self.storage, head.size, head.root)
+            stored = await self._sign(head)
+            if stored is not None and self.show_latest:
+                await self.tiles.show(stored.note)
+            return stored
+
+    async def _sign(self, head: StoredCheckpoint | None) -> StoredCheckpoint | None:
+        size, root = await self.storage.log_head()
+        if (head is not None and head.size >= size) or size == 0:
+            return head
+        note = sign_checkpoint(Checkpoint(self.origin, size, root), self.signer)
+        if self.tiles is not None:
+            await self.tiles.extend(self.storage, size, root)  # before anyone can be handed it
+        return await self.storage.put_checkpoint(size, root, note, time.time_ns() // 1_000_000)
 
     async def covering(self, index: int) -> StoredCheckpoint:
-        """A checkpoint whose tree includes entry ``index`` (signing one if needed)."""
+        """A checkpoint whose tree includes entry ``index`` (signing one if needed; a process that
+        does not lead waits a while for the leader's)."""
         head = await self.storage.checkpoint()
         if head is None or head.size <= index:
             head = await self.publish()
+        deadline = time.monotonic() + max(FOLLOW_WAIT_S, 10 * self.interval)
+        while (head is None or head.size <= index) and not self.leading and time.monotonic() < deadline:
+            if index >= await self.storage.log_size():
+                break
+            await asyncio.sleep(min(0.05, self.interval / 2))
+            head = await self.publish()
         if head is None or head.size <= index:
+            if not self.leading and index < await self.storage.log_size():
+                raise refusals.storage_unavailable(
+                    f"no signed checkpoint covers log entry {index} yet: the process that leads the "
+                    "log has not signed one; try again"
+                )
             raise LookupError(f"log entry {index} does not exist")
         return head
 
@@ -219,12 +320,29 @@ class CheckpointPublisher:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
-        await self.publish()  # the last entries get a signed checkpoint before exit
+        try:
+            await self.publish()  # the last entries get a signed checkpoint before exit
+        finally:
+            if self.lease is not None:
+                await self.lease.release()
 
     async def _run(self) -> None:
+        failing: str | None = None
         while True:
             await asyncio.sleep(self.interval)
             try:
                 await self.publish()
+            except (TileError, OSError) as e:  # paths and sizes only: nothing secret in these
+                where = self.tiles.root if self.tiles is not None else "storage"
+                cause = (e.strerror or str(e)) if isinstance(e, OSError) else str(e)
+                problem = f"no checkpoint signed: the tiles in {where} cannot be written: {cause}"
+                if problem != failing:  # once per cause, not five times a second
+                    log.error("%s", problem)
+                failing = problem
+                continue
             except Exception as e:  # keep publishing; storage may come back
                 log.error("checkpoint publishing failed: %s", type(e).__name__)
+                continue
+            if failing is not None:
+                log.info("checkpoints are signed again, with their tiles")
+                failing = None

@@ -5,8 +5,8 @@ starts N workers, each a whole ``fairdeck serve`` that binds the port with SO_RE
 the lock's descriptor and writes the one SQLite database (its write lock is the serial section).
 Signals go to every worker; if one dies, the others are stopped and the supervisor exits 1 with
 one line; if the supervisor dies, the workers see their lifeline pipe end and drain. Limits,
-health and metrics are per worker; witnesses are refused. The design: docs/scaling.md ("Several
-processes on one SQLite file").
+health and metrics are per worker; witnesses are refused; with ``--tiles`` worker 0 writes the
+tiles (log_lease.py). The design: docs/scaling.md ("Several processes on one SQLite file").
 """
 
 from __future__ import annotations
@@ -23,9 +23,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from fairdeck.log.audit import LogUnreadable
+from fairdeck.log.tiles import TileError
 from fairdeck_server.addresses import probe_listen, split_host_port
 from fairdeck_server.refusals import StartupRefused
 from fairdeck_server.startup import prepare
+from fairdeck_server.tile_publishing import complete_before_start, tiles_refusal
 
 if TYPE_CHECKING:
     from fairdeck_server.config import ServerConfig
@@ -88,6 +91,13 @@ def supervise(config: ServerConfig, argv: Sequence[str]) -> int:
     probe_listen("--listen", config.listen)
     reserved = _reserve(config.listen)
     identity = prepare(config)  # keys made or checked, the data dir locked: once, here
+    if config.tiles is not None:  # whole before any worker hands out a checkpoint
+        try:
+            complete_before_start(config, identity.log_keys.signer.name, identity.log_keys.rotations)
+        except (TileError, OSError, LogUnreadable) as e:
+            identity.release()
+            reserved.close()
+            raise StartupRefused(tiles_refusal(config.tiles, e)) from None
     listen = _with_port(config.listen, reserved.getsockname()[1])
     env = dict(os.environ, **{LISTEN_ENV: listen})
     fds: tuple[int, ...] = ()

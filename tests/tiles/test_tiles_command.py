@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from fairdeck.client import DealerClient
+from fairdeck.log.tiles import tiles_for
 from tests.support.dealers import RunningDealer
 
 CLI = [sys.executable, "-m", "fairdeck.cli"]
@@ -85,11 +86,32 @@ def test_audit_from_tiles_over_http_is_the_audit_over_grpc(
 
 
 def test_a_second_export_adds_nothing(dealt: tuple[Path, str, str], served: tuple[Path, str]) -> None:
-    # 301 entries: tile/0/000, tile/0/001.p/45, tile/1/000.p/1 and the two bundles.
+    # 301 entries: tile/0/000, tile/0/001.p/45, tile/1/000.p/1 and the two bundles, and the partial
+    # tiles and bundles of each smaller signed size: every file but the checkpoint, checked again.
+    files = [p for p in served[0].rglob("*") if p.is_file() and p.name != "checkpoint"]
+    assert {"tile/0/000", "tile/0/001.p/45", "tile/1/000.p/1", "tile/entries/001.p/45"} <= {
+        p.relative_to(served[0]).as_posix() for p in files
+    }
     done = fairdeck("tiles", "--data", str(dealt[0]), "--out", str(served[0]))
-    assert done.returncode == 0 and done.stdout.rstrip().endswith("0 files written, 5 already there"), (
-        done.stdout
-    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.rstrip().endswith(f"0 files written, {len(files)} already there"), done.stdout
+
+
+def test_every_signed_size_has_its_partial_tiles(
+    dealt: tuple[Path, str, str], served: tuple[Path, str]
+) -> None:
+    """tlog-tiles: "Logs MUST serve partial tiles corresponding to tree sizes for which a checkpoint
+    was produced": the export writes them for every stored checkpoint, not only the latest."""
+    from fairdeck_server.cli.audit_sources import data_log
+
+    _, notes, _ = data_log(str(dealt[0]))
+    sizes = [int(note.split(b"\n")[1]) for note in notes]
+    assert len(sizes) > 1
+    for size in sizes:
+        for tile in tiles_for(size):
+            assert (served[0] / tile.path).is_file(), (size, tile.path)
+            if tile.level == 0:
+                assert (served[0] / tile.bundle_path).is_file(), (size, tile.bundle_path)
 
 
 def test_a_tampered_tile_fails_the_audit_naming_it(
@@ -120,3 +142,27 @@ def test_refusals_are_one_line(tmp_path: Path, dealt: tuple[Path, str, str]) -> 
         lines = done.stderr.strip().splitlines()
         assert len(lines) == 1 and words in lines[0], done.stderr
     assert not (tmp_path / "t").exists()
+
+
+@pytest.mark.parametrize("where", ["dir", "http"])
+def test_worker_processes_read_tiles_to_the_same_report(
+    tmp_path: Path, dealt: tuple[Path, str, str], served: tuple[Path, str], where: str
+) -> None:
+    """``audit --tiles --workers N``: bundles fetched and checked in worker processes give the
+    one-process report, on the intact tiles and on a copy with a bundle altered."""
+    import shutil
+
+    location = str(served[0]) if where == "dir" else served[1]
+    reports = [_report("--tiles", location, "--key", dealt[1], "--workers", n) for n in ("0", "2")]
+    assert reports[0] == reports[1] and reports[0]["ok"] is True
+    copy = tmp_path / "log"
+    shutil.copytree(served[0], copy)
+    bundle = copy / "tile" / "entries" / "000"
+    data = bytearray(bundle.read_bytes())
+    data[-1] ^= 1
+    bundle.write_bytes(bytes(data))
+    outputs = [fairdeck("audit", "--tiles", str(copy), "--key", dealt[1], "--workers", n) for n in ("0", "2")]
+    assert [o.returncode for o in outputs] == [1, 1]
+    assert outputs[0].stdout.split("\n", 1)[1] == outputs[1].stdout.split("\n", 1)[1]
+    assert "in tile/entries/000 does not hash to its leaf in tile/0/000" in outputs[1].stdout
+    assert "Traceback" not in outputs[1].stderr

@@ -8,7 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from fairdeck.log.tiles import TileLog, TileWriter, tile_path, tiles_for
+from fairdeck.log.tile_writer import TileWriter
+from fairdeck.log.tiles import TileLog, tile_path, tiles_for
 from tests.witness.logkit import MemLog
 
 ROOT = Path(__file__).resolve().parents[2]

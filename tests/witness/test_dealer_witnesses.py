@@ -24,6 +24,7 @@ from fairdeck.client import AuditClient, DealerClient
 from fairdeck.core.errors import VerificationError
 from fairdeck.log.cosignature import CosignatureVerifier, Cosigner, WitnessPolicy
 from fairdeck.log.note import Verifier
+from fairdeck.log.policy import TlogPolicy
 from tests.support.dealers import RunningDealer
 from tests.witness.witnesskit import WitnessProcess, init_witness
 
@@ -165,6 +166,26 @@ def test_checkpoints_are_cosigned_and_a_policy_client_accepts_them(
             capture_output=True, text=True, timeout=60,
         )  # fmt: skip
         assert none.returncode == 2 and "no stored checkpoint has the cosignatures" in none.stderr
+        # The same witnesses as a C2SP tlog-policy file, as the public witness network publishes
+        # them: the SDK and the auditor take it for witnesses and quorum.
+        policy_file = tmp_path / "witnesses.policy"
+        policy_file.write_text(
+            f"log {log_vkey}\n"
+            + "".join(f"witness w{i + 1} {w.vkey} {w.url}\n" for i, w in enumerate(witnesses))
+            + "group both all w1 w2\nquorum both\n"
+        )
+        from_file = TlogPolicy.parse(policy_file.read_bytes()).witness_policy()
+        with (
+            AuditClient(dealer.target, verifier=log_vkey, witness_policy=from_file) as audit,
+            DealerClient(dealer.target) as d,
+        ):
+            audit.verify_hand(d.get(hands[-1]))
+        audited = subprocess.run(
+            [*cli, "audit", "--target", dealer.target, "--key", log_vkey, "--policy", str(policy_file)],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert audited.returncode == 0, audited.stdout + audited.stderr
+        assert "which meets its quorum 2 of (w1, w2): signed by w1, w2; missing none" in audited.stdout
     finally:
         dealer.close()
 
@@ -231,15 +252,18 @@ def test_a_split_view_never_gets_its_second_tree_cosigned(
     a.stop()
     shutil.copytree(tmp_path / "data", tmp_path / "copy", ignore=shutil.ignore_patterns("fairdeck.lock"))
     a.start()
-    b = _dealer(tmp_path / "copy", specs)
+    b: RunningDealer | None = None
     try:
         deal(a.target, 3)  # the public tree
-        forked = deal(b.target, 6)  # the same log key, the same origin, another tree
         grown = eventually(
             "the public tree grows final",
             lambda: s if (s := _final(a.target, log_vkey, policy)()) and s > common else None,
         )
         assert grown > common
+        # Then the fork: the same log key, the same origin, another tree. (Had it reached the
+        # witnesses first, the public tree would be the one refused: either way, never both.)
+        b = _dealer(tmp_path / "copy", specs)
+        forked = deal(b.target, 6)
         # Each witness refused B's tree as inconsistent with A's (422), and logged it.
         eventually(
             "both witnesses refuse the fork",
@@ -259,7 +283,8 @@ def test_a_split_view_never_gets_its_second_tree_cosigned(
         with AuditClient(b.target, verifier=log_vkey) as audit, DealerClient(b.target) as d:
             audit.verify_hand(d.get(forked[-1]))
     finally:
-        b.close()
+        if b is not None:
+            b.close()
         a.close()
 
 

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fairdeck.log.checkpoint import Checkpoint, sign_checkpoint
-from fairdeck.log.cosignature import Cosigner, WitnessPolicy, add_cosignatures
+from fairdeck.log.cosignature import Cosigner, WitnessPolicy, add_cosignatures, parse_line
 from fairdeck.log.note import open_note
 from fairdeck_server.witness.protocol import MAX_BODY_BYTES, MAX_PROOF_LINES, Witness
 from fairdeck_server.witness.state import WitnessState
@@ -228,3 +228,44 @@ def _fuzz_witness(factory: pytest.TempPathFactory) -> Witness:
             )
         )
     return _FUZZ_WITNESS[0]
+
+
+def test_a_bad_signature_by_a_trusted_key_is_403(witness: Witness, log: MemLog) -> None:
+    """tlog-witness (C2SP main, after v1.0.0): 403 when "a signature line's key name and ID match a
+    trusted key but the signature itself fails to verify"; v1.0.0's "none verify" gives 403 too."""
+    body = log.body(0)
+    head, _, line = body.rpartition("\u2014 ".encode())
+    name, _, sig64 = line.rstrip(b"\n").partition(b" ")
+    raw = bytearray(base64.b64decode(sig64))
+    raw[-1] ^= 1  # canonical base64 still: only the signature is wrong
+    forged = head + "\u2014 ".encode() + name + b" " + base64.b64encode(bytes(raw)) + b"\n"
+    assert witness.add_checkpoint(forged).status == 403
+
+
+def test_extension_lines_are_in_the_cosigned_message(witness: Witness, log: MemLog) -> None:
+    """tlog-cosignature v1.0.0: extension lines "if present MUST be included in the cosigned message"."""
+    cp = Checkpoint(log.origin, log.size, log.root(), ("an extension line",))
+    note = sign_checkpoint(cp, log.signer)
+    answer = witness.add_checkpoint(b"old 0\n\n" + note)
+    assert answer.status == 200
+    cosig = parse_line(answer.body.decode(), COSIGNER.verifier)
+    assert COSIGNER.verifier.verify(cp.to_text(), cosig.timestamp, cosig.signature)
+    assert not COSIGNER.verifier.verify(
+        Checkpoint(log.origin, log.size, log.root()).to_text(), cosig.timestamp, cosig.signature
+    )
+
+
+def test_the_cosignature_timestamp_is_never_zero(tmp_path: Path, log: MemLog) -> None:
+    """tlog-witness (C2SP main): "the timestamp MUST NOT be zero", even with a clock at the epoch."""
+    witness = make_witness(tmp_path / "w.db", log, now=0.0)
+    answer = witness.add_checkpoint(log.body(0))
+    assert answer.status == 200
+    assert parse_line(answer.body.decode(), COSIGNER.verifier).timestamp == 1
+
+
+def test_the_answer_is_signature_lines_only(witness: Witness, log: MemLog) -> None:
+    """tlog-witness: the 200 body is "one or more note signature lines, each starting with the
+    — character (U+2014) and ending with a newline character (U+000A)"."""
+    body = witness.add_checkpoint(log.body(0)).body.decode()
+    assert body.endswith("\n")
+    assert all(line.startswith("\u2014 ") for line in body.removesuffix("\n").split("\n"))

@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import http.client
 import json
 import os
 import sys
 import time
-import urllib.request
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures.process import BrokenProcessPool
 from importlib.metadata import entry_points
 from pathlib import Path
 
@@ -28,16 +27,16 @@ import grpc
 
 from fairdeck.cli import cli_credentials
 from fairdeck.cli import progress as progress_bar
+from fairdeck.cli.tile_source import Item, Source, tiles_log
 from fairdeck.client.calls import ClientConfig
 from fairdeck.client.channel import EntryPager
 from fairdeck.client.exceptions import from_rpc_error
 from fairdeck.core.errors import VerificationError
 from fairdeck.log.audit import Auditor, AuditReport, Finding, LogUnreadable
-from fairdeck.log.checkpoint import Checkpoint, CheckpointError
+from fairdeck.log.audit_pool import PARALLEL_FROM, RevealChecks, default_workers
 from fairdeck.log.cosignature import CosignatureError, WitnessPolicy
 from fairdeck.log.note import NoteError, Verifier
-from fairdeck.log.rotation import ROTATIONS_FILE, read_rotations_file
-from fairdeck.log.tiles import MAX_BUNDLE_BYTES, TileError, TileLog
+from fairdeck.log.policy import TlogPolicy
 from fairdeck.v1 import audit_pb2, audit_pb2_grpc
 from fairdeck.wire import Reason
 
@@ -104,87 +103,46 @@ def _rotations(
     return list(key.key_rotations)
 
 
-MAX_CHECKPOINT_BYTES = 128 * 1024
-
-
-def tiles_log(location: str, timeout: float) -> tuple[int, list[bytes], Iterator[bytes]]:
-    """(tree size, [the checkpoint note], the entries) of a C2SP tlog-tiles log.
-
-    ``location`` is a directory or an http(s):// URL prefix (docs/log-format.md, "Tiles"). The
-    checkpoint is read first; each bundle is checked against its level-0 tile as it is read, so a
-    tampered tile or bundle ends the audit with a finding naming it.
-    """
-    if location.startswith(("http://", "https://")):
-        prefix = location.rstrip("/")
-
-        def fetch(rel: str, limit: int = MAX_BUNDLE_BYTES) -> bytes:
-            url = f"{prefix}/{rel}"  # the prefix was checked to be http(s)://, never file:
-            request = urllib.request.Request(url, headers={"Accept-Encoding": "identity"})  # noqa: S310
-            try:
-                with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
-                    data = response.read(limit + 1)
-            except (OSError, http.client.HTTPException) as e:
-                raise TileError(f"cannot fetch {prefix}/{rel}: {e}") from None
-            if len(data) > limit:
-                raise TileError(f"{prefix}/{rel} is larger than {limit} bytes")
-            return bytes(data)
-
-    else:
-        root = Path(location)
-
-        def fetch(rel: str, limit: int = MAX_BUNDLE_BYTES) -> bytes:
-            try:
-                with (root / rel).open("rb") as f:
-                    data = f.read(limit + 1)
-            except OSError as e:
-                raise TileError(f"cannot read {root / rel}: {e.strerror or e}") from None
-            if len(data) > limit:
-                raise TileError(f"{root / rel} is larger than {limit} bytes")
-            return data
-
-    try:
-        note = fetch("checkpoint", MAX_CHECKPOINT_BYTES)
-    except TileError as e:
-        raise LogUnreadable(f"--tiles {location}: {e}") from None
-    text = note.decode("utf-8", "replace")
-    try:
-        size = Checkpoint.parse(text[: text.rfind("\n\n") + 1]).size
-    except CheckpointError as e:
-        raise LogUnreadable(f"--tiles {location}: the checkpoint does not parse: {e}") from None
-    try:  # the key rotation statements beside it, if the log's key was ever rotated
-        rotations = read_rotations_file(fetch(ROTATIONS_FILE, MAX_CHECKPOINT_BYTES))
-    except TileError:
-        rotations = []
-    # Over HTTP each file is a round trip: fetch 8 bundles ahead so the waits overlap the checks.
-    ahead = 8 if location.startswith(("http://", "https://")) else 0
-    return size, [note, *rotations], TileLog(fetch, size, prefetch=ahead).entries()
-
-
 def run_audit(
-    source: tuple[int, list[bytes], Iterator[bytes]],
+    source: Source,
     verifier: Verifier | Sequence[Verifier],
     *,
     since: bytes | None,
     max_hand_lifetime_ms: int,
     progress: bool = False,
     policy: WitnessPolicy | None = None,
+    workers: int = 0,
 ) -> AuditReport:
+    """Replay ``source``; ``workers``: processes that check the reveals beside this one (0: none)."""
     count, notes, entries = source
-    auditor = Auditor(
-        verifier,
-        max_hand_lifetime_ms=max_hand_lifetime_ms,
-        since=since,
-        checkpoints=notes,
-        policy=policy,
-    )
+    checks = RevealChecks(workers) if workers > 0 else None
+    try:
+        auditor = Auditor(
+            verifier,
+            max_hand_lifetime_ms=max_hand_lifetime_ms,
+            since=since,
+            checkpoints=notes,
+            policy=policy,
+            checks=checks,
+        )
+        return _replay(auditor, count, entries, progress)
+    finally:
+        if checks is not None:
+            checks.close()
+
+
+def _replay(auditor: Auditor, count: int, entries: Iterator[Item], progress: bool) -> AuditReport:
     # The total is the signed tree size; entries beyond it (not yet signed) still count, past 100%.
     # The bar is closed (its last line ended) before anything else is printed, on error too.
     with progress_bar.bar(
         total=count or None, desc="audit", unit=" entries", stream=sys.stderr, enabled=progress
     ) as shown:
         try:
-            for entry in entries:
-                auditor.add(entry)
+            for item in entries:
+                if isinstance(item, tuple):
+                    auditor.add(*item)
+                else:
+                    auditor.add(item)
                 shown.update()
         except (ValueError, grpc.RpcError) as e:
             detail = e.details() if isinstance(e, grpc.RpcError) else str(e)
@@ -219,7 +177,17 @@ def _verifiers(values: Sequence[str]) -> list[Verifier]:
 
 
 def witness_policy(args: argparse.Namespace) -> WitnessPolicy | None:
-    """The policy of ``--witness NAME=KEY`` (repeated) and ``--witness-threshold K``; None without."""
+    """The policy of ``--policy FILE`` (C2SP tlog-policy), or of ``--witness NAME=KEY`` (repeated) and
+    ``--witness-threshold K``; None without any."""
+    if getattr(args, "policy", None):
+        if args.witness or args.witness_threshold is not None:
+            raise CosignatureError("give --policy or --witness, not both")
+        path = Path(args.policy)
+        try:
+            text = sys.stdin.buffer.read() if args.policy == "-" else path.read_bytes()
+        except OSError as e:
+            raise CosignatureError(f"cannot read --policy {path}: {e.strerror or e}") from None
+        return TlogPolicy.parse(text).witness_policy()
     if not args.witness:
         if args.witness_threshold is not None:
             raise CosignatureError("--witness-threshold needs at least one --witness NAME=KEY")
@@ -237,12 +205,24 @@ def add_witness_arguments(parser: argparse.ArgumentParser) -> None:
         help="a witness whose cosignatures count (repeat): its name in reports, then its vkey",
     )
     group.add_argument(
+        "--policy",
+        metavar="FILE",
+        help="a C2SP tlog-policy file (witness, group and quorum lines; - reads stdin): the witnesses "
+        "and the quorum a checkpoint needs, as the public witness network publishes them",
+    )
+    group.add_argument(
         "--witness-threshold",
         type=int,
         default=None,
         metavar="K",
         help="cosignatures from distinct --witness keys a checkpoint needs (default: all of them)",
     )
+
+
+def _workers(text: str) -> int:
+    if not text.isdigit() or int(text) > 256:
+        raise argparse.ArgumentTypeError(f"--workers is a whole number 0 to 256, not {text!r}")
+    return int(text)
 
 
 def _client_config(args: argparse.Namespace) -> ClientConfig:
@@ -259,7 +239,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     try:
         policy = witness_policy(args)
     except CosignatureError as e:
-        print(f"fairdeck audit: bad --witness: {e}", file=sys.stderr)
+        print(f"fairdeck audit: bad --policy or --witness: {e}", file=sys.stderr)
         return 2
     since_path = Path(args.since) if args.since else None
     try:
@@ -267,13 +247,14 @@ def cmd_audit(args: argparse.Namespace) -> int:
     except OSError as e:
         print(f"fairdeck audit: cannot read --since {since_path}: {e.strerror or e}", file=sys.stderr)
         return 2
+    source: Source
     try:
         if args.data:
             source = _server_source("data", args.data)
         elif args.db:
             source = _server_source("db", args.db)
         elif args.tiles:
-            source = tiles_log(args.tiles, args.timeout)
+            source = tiles_log(args.tiles, args.timeout, args.workers)
         else:
             source = remote_log(args.target, args.timeout, _client_config(args))
     except (ValueError, LogUnreadable) as e:  # bad TLS flags, a token refused for plain text; no log
@@ -292,9 +273,17 @@ def cmd_audit(args: argparse.Namespace) -> int:
             max_hand_lifetime_ms=int(args.max_hand_lifetime * 1000),
             progress=progress_bar.wanted(args.progress, stream=sys.stderr, json=args.json),
             policy=policy,
+            workers=default_workers(source[0]) if args.workers is None else args.workers,
         )
     except LogUnreadable as e:  # damage found part way through the file
         print(f"fairdeck audit: {e}", file=sys.stderr)
+        return 2
+    except BrokenProcessPool:
+        print(
+            "fairdeck audit: a worker process that checks reveals died (out of memory?); nothing was "
+            "concluded: run again, with --workers 0 to check in this process alone",
+            file=sys.stderr,
+        )
         return 2
     elapsed = time.monotonic() - started
     if since_path is not None and since is None:
@@ -425,6 +414,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "the log holds a later entry timestamped more than this after it",
     )
     audit.add_argument("--timeout", type=float, default=30.0, help="per-call deadline with --target")
+    audit.add_argument(
+        "--workers",
+        type=_workers,
+        default=None,
+        metavar="N",
+        help="processes that check reveals (seed, commitment, deck) beside the one reading the log; "
+        "0: check them in that one (default: one per core beside it, here "
+        f"{default_workers(PARALLEL_FROM)}, for a log of at least {PARALLEL_FROM:,} entries)",
+    )
     audit.add_argument("--json", action="store_true", help="print the report as JSON")
     progress_bar.add_argument(audit)
     add_witness_arguments(audit)

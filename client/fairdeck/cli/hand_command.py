@@ -50,7 +50,7 @@ def cmd_hand_get(args: argparse.Namespace) -> int:
     except (FairdeckError, grpc.RpcError, ValueError) as e:
         print(f"fairdeck hand get: {e}", file=sys.stderr)
         return 2
-    text = proof.to_json()
+    text = proof.as_format(args.format).to_json()
     if args.out:
         try:
             Path(args.out).write_text(text, encoding="utf-8")
@@ -77,6 +77,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     get.add_argument("--key", required=True, action="append", metavar="VKEY|@FILE", help="the log's key")
     get.add_argument("--out", metavar="FILE", help="write the proof here (default: standard output)")
     get.add_argument("--timeout", type=float, default=30.0, help="per-call deadline, seconds")
+    get.add_argument(
+        "--format",
+        type=int,
+        choices=(1, 2),
+        default=1,
+        help="1: receipts as JSON objects, read by every verifier (the default); 2: receipts as C2SP "
+        "tlog-proof texts (docs/hand-proof.md)",
+    )
     add_witness_arguments(get)
     cli_credentials.add_arguments(get.add_argument_group("TLS and credentials"))
     get.set_defaults(handler=cmd_hand_get)

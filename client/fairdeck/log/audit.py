@@ -17,20 +17,69 @@ reported once, where the checkpoints place it (docs/log-format.md, "The audit").
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from fairdeck.core.commitment import commit
-from fairdeck.core.derivation import derive_deck
+from fairdeck.core.derivation import plan
 from fairdeck.core.errors import InvalidInput
+from fairdeck.core.seeds import check_server_seed
 from fairdeck.log import merkle
 from fairdeck.log.checkpoint import Checkpoint, CheckpointError, open_checkpoint
 from fairdeck.log.cosignature import CosignatureError, PolicyResult, WitnessPolicy
-from fairdeck.log.logentry import VOIDED, CommitEntry, EntryError, RevealEntry, deck_digest, decode
+from fairdeck.log.logentry import CLOSED, VOIDED, CommitEntry, EntryError, RevealEntry, deck_digest, decode
 from fairdeck.log.note import NoteError, Verifier
 from fairdeck.log.overdue import LogClock, is_overdue
 from fairdeck.log.rotation import RotationError, follow, is_rotation, open_rotation
+
+CheckResult = tuple[int, str, int, "int | str"]
+"""A reveal checked elsewhere: (entry index, hand id, findings count when submitted, result)."""
+
+
+class RevealChecker(Protocol):
+    """Where reveals are checked besides the auditor's process (fairdeck.log.audit_pool)."""
+
+    def submit(self, index: int, hand_id: str, job: tuple[Any, ...], position: int) -> list[CheckResult]:
+        """Queue ``check_reveal(*job)``; the results that came back meanwhile, in order."""
+        ...
+
+    def results(self) -> Iterable[CheckResult]:
+        """The rest of the results, in submission order."""
+        ...
+
+
+def check_reveal(
+    deck: str,
+    hand_id: str,
+    version: str,
+    commitment: bytes,
+    server_seed: bytes,
+    client_seeds: tuple[bytes, ...],
+    digest: bytes,
+    outcome: int,
+) -> int | str:
+    """The per-hand check of a reveal against its commitment (check 3 of the module docstring):
+    its outcome (``CLOSED`` or ``VOIDED``) if the seed opens the commitment and the deck the seeds
+    derive is the deck dealt, else the problem. A pure function of one hand, so any process can
+    run it (fairdeck.log.audit_pool). Its inputs are fields of entries ``decode`` accepted: the
+    hand id, version, deck and client seeds are checked already."""
+    try:
+        expected = commit(deck, hand_id, server_seed, version=version)
+        # derive_deck's checks, without those ``decode`` made already (the id, seeds' lengths).
+        p = plan(version, deck)
+        if len(server_seed) != p.seed_bytes:
+            check_server_seed(p.spec, server_seed)
+        cards = p.derive(hand_id, server_seed, client_seeds)
+    except InvalidInput as e:
+        return f"revealed values are not valid: {e}"
+    if not hmac.compare_digest(expected, commitment):
+        return "revealed server seed does not open the commitment"
+    if not hmac.compare_digest(deck_digest(cards), digest):
+        return "the deck dealt is not the deck the seeds derive"
+    return VOIDED if outcome == VOIDED else CLOSED
 
 
 class LogUnreadable(Exception):
@@ -123,7 +172,13 @@ class Auditor:
         checkpoints: Iterable[bytes] = (),
         origin: str | None = None,
         policy: WitnessPolicy | None = None,
+        checks: RevealChecker | None = None,
     ) -> None:
+        """``checks``: where the reveals are checked (fairdeck.log.audit_pool, worker processes);
+        None: here, one after another. The report is the same either way."""
+        self._checks = checks
+        self._placed: list[tuple[int, int, Finding]] = []
+        """Findings of checks done elsewhere: (findings count when submitted, order, the finding)."""
         # Several keys: the log's current and retired signing keys (checkpoints span a rotation).
         # ``checkpoints`` may also hold key rotation statements: each one a trusted key signed
         # leads to the key it names (rotation.py), and the report says so.
@@ -186,10 +241,11 @@ class Auditor:
             h = merkle.node_hash(left, h)
         return h
 
-    def add(self, data: bytes) -> None:
-        """The next entry of the log (index = entries added so far)."""
+    def add(self, data: bytes, leaf: bytes | None = None) -> None:
+        """The next entry of the log (index = entries added so far). ``leaf``: its RFC 9162 leaf
+        hash, when the source already computed and checked it (a tile reader does)."""
         index = self.report.entries
-        self._push(merkle.leaf_hash(data))
+        self._push(merkle.leaf_hash(data) if leaf is None else leaf)
         self.report.entries += 1
         self._check_checkpoints()
         try:
@@ -207,7 +263,7 @@ class Auditor:
         count, h = 1, leaf
         while self._stack and self._stack[-1][0] == count:
             left_count, left = self._stack.pop()
-            count, h = left_count + count, merkle.node_hash(left, h)
+            count, h = left_count + count, hashlib.sha256(b"\x01" + left + h).digest()  # RFC 9162 node
         self._stack.append((count, h))
 
     def _check_checkpoints(self) -> None:
@@ -253,22 +309,29 @@ class Auditor:
             )
             return False
         c = pending[1]
-        overdue_void = entry.outcome == VOIDED and entry.time_ms - c.time_ms > self.lifetime_ms
-        try:
-            expected = commit(c.deck, c.hand_id, entry.server_seed, version=c.version)
-            cards = derive_deck(c.deck, c.hand_id, entry.server_seed, entry.client_seeds, version=c.version)
-        except InvalidInput as e:
-            self._find(f"revealed values are not valid: {e}", index, entry.hand_id)
-            return overdue_void
-        if not hmac.compare_digest(expected, c.commitment):
-            self._find("revealed server seed does not open the commitment", index, entry.hand_id)
-        elif not hmac.compare_digest(deck_digest(cards), entry.deck_digest):
-            self._find("the deck dealt is not the deck the seeds derive", index, entry.hand_id)
-        elif entry.outcome == VOIDED:
+        check = (c.deck, c.hand_id, c.version, c.commitment, entry.server_seed, entry.client_seeds)
+        job = (*check, entry.deck_digest, entry.outcome)
+        if self._checks is None:
+            self._checked(index, entry.hand_id, check_reveal(*job))
+        else:  # its finding, if any, goes where it would have been found in order
+            for result in self._checks.submit(index, entry.hand_id, job, len(self.report.findings)):
+                self._returned(*result)
+        # A void of an overdue hand does not advance the log's clock (docs/log-format.md, "Overdue hands").
+        return entry.outcome == VOIDED and entry.time_ms - c.time_ms > self.lifetime_ms
+
+    def _returned(self, index: int, hand_id: str, position: int, result: int | str) -> None:
+        if isinstance(result, str):
+            self._placed.append((position, len(self._placed), Finding(result, index, hand_id)))
+        else:
+            self._checked(index, hand_id, result)
+
+    def _checked(self, index: int, hand_id: str, result: int | str) -> None:
+        if isinstance(result, str):
+            self._find(result, index, hand_id)
+        elif result == VOIDED:
             self.report.voided += 1
         else:
             self.report.closed += 1
-        return overdue_void
 
     def _find(self, problem: str, index: int | None = None, hand_id: str | None = None) -> None:
         self.report.findings.append(Finding(problem, index, hand_id))
@@ -276,6 +339,12 @@ class Auditor:
     def finish(self) -> AuditReport:
         """Checks that need the whole log; returns the report."""
         r = self.report
+        if self._checks is not None:
+            for result in self._checks.results():
+                self._returned(*result)
+            for position, _, finding in sorted(self._placed, reverse=True):
+                r.findings.insert(position, finding)
+            self._checks, self._placed = None, []
         if self._pending:  # checkpoints for sizes the entries never reached: one finding, the largest
             cp = self._pending[-1][0]
             whose = " (the checkpoint saved by the earlier audit)" if cp is self._since else ""

@@ -20,7 +20,9 @@ from __future__ import annotations
 import base64
 import hashlib
 from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
@@ -34,6 +36,15 @@ from fairdeck.log.note import (
     _public_from_seed,
     is_valid_key_name,
 )
+
+
+class QuorumRule(Protocol):
+    """A tlog-policy quorum (``fairdeck.log.policy.Quorum``): which sets of witnesses meet it."""
+
+    def met(self, signed: AbstractSet[str]) -> bool: ...
+
+    def describe(self) -> str: ...
+
 
 SIG_COSIGNATURE_V1 = 0x04  # the signature type byte of Ed25519 cosigner keys (tlog-cosignature, "Format")
 HEADER = b"cosignature/v1\n"
@@ -246,15 +257,24 @@ class PolicyResult:
     signed: tuple[str, ...]
     missing: tuple[str, ...]
     timestamps: Mapping[str, int]
+    quorum: QuorumRule | None = None
+    """A tlog-policy quorum (fairdeck.log.policy): what ``ok`` means instead of the threshold."""
 
     @property
     def ok(self) -> bool:
+        if self.quorum is not None:
+            return self.quorum.met(set(self.signed))
         return len(self.signed) >= self.threshold
 
     def describe(self) -> str:
         signed = ", ".join(self.signed) or "none"
         missing = ", ".join(self.missing) or "none"
         verdict = "meets" if self.ok else "does not meet"
+        if self.quorum is not None:
+            return (
+                f"checkpoint is cosigned by {len(self.signed)} of the policy's witnesses, which {verdict} "
+                f"its quorum {self.quorum.describe()}: signed by {signed}; missing {missing}"
+            )
         return (
             f"checkpoint has {len(self.signed)} of the {self.threshold} witness cosignatures required "
             f"({verdict} the policy): signed by {signed}; missing {missing}"
@@ -270,12 +290,14 @@ class WitnessPolicy:
     """
 
     witnesses: Mapping[str, CosignatureVerifier]
-    threshold: int
+    threshold: int = 0
+    quorum: QuorumRule | None = None
+    """From a tlog-policy file (fairdeck.log.policy): groups of witnesses instead of one threshold."""
 
     def __post_init__(self) -> None:
         if isinstance(self.threshold, bool) or not isinstance(self.threshold, int):
             raise CosignatureError("the witness threshold is an integer")
-        if not 1 <= self.threshold <= len(self.witnesses):
+        if self.quorum is None and not 1 <= self.threshold <= len(self.witnesses):
             raise CosignatureError(
                 f"witness threshold {self.threshold} must be between 1 and the {len(self.witnesses)} "
                 "witnesses named"
@@ -321,7 +343,7 @@ class WitnessPolicy:
             timestamps[label] = cosig.timestamp
         signed = tuple(label for label in self.witnesses if label in timestamps)
         missing = tuple(label for label in self.witnesses if label not in timestamps)
-        return PolicyResult(self.threshold, signed, missing, timestamps)
+        return PolicyResult(self.threshold, signed, missing, timestamps, self.quorum)
 
     def require(self, note: bytes) -> PolicyResult:
         """``check``, raising PolicyError unless at least ``threshold`` witnesses cosigned."""

@@ -2,8 +2,9 @@
 public key alone.
 
 A hand proof is one JSON object: the hand's transcript, the cards dealt, and the receipts of its
-commit and reveal entries to one signed checkpoint (docs/hand-proof.md, "Format 1"). Its
-``log_key`` is for display only: a verifier takes the key from its user, never from the file.
+commit and reveal entries to one signed checkpoint: receipt objects in format 1, C2SP tlog-proof
+texts in format 2 (``fairdeck.log.tlog_proof``; docs/hand-proof.md). Its ``log_key`` is for
+display only: a verifier takes the key from its user, never from the file.
 ``HandProof.verify`` checks in the order of docs/hand-proof.md, "The checks, in order"
 (``format``, ``commitment``, ``deck``, ``cards``, ``entries``, ``checkpoint``, ``inclusion``,
 ``cosignatures``), and a failure names its step.
@@ -11,6 +12,7 @@ commit and reveal entries to one signed checkpoint (docs/hand-proof.md, "Format 
 
 from __future__ import annotations
 
+import dataclasses
 import hmac
 import json
 from collections.abc import Sequence
@@ -21,7 +23,7 @@ from fairdeck.core import strictjson
 from fairdeck.core.errors import VerificationError
 from fairdeck.core.transcript import Transcript
 from fairdeck.core.verify import verify as verify_transcript
-from fairdeck.log import merkle
+from fairdeck.log import merkle, tlog_proof
 from fairdeck.log.checkpoint import Checkpoint
 from fairdeck.log.cosignature import CosignatureError, WitnessPolicy
 from fairdeck.log.logentry import CommitEntry, EntryError, RevealEntry, deck_digest, decode
@@ -30,6 +32,8 @@ from fairdeck.log.receipts import InclusionProof, open_signed_checkpoint
 
 TYPE = "fairdeck-hand-proof"
 FORMAT = 1
+"""The format written by default: the one every verifier reads (the browser page included)."""
+FORMATS = (1, 2)
 MAX_BYTES = 1024 * 1024  # an 8-deck shoe's transcript and two receipts are far below this
 STEPS = ("format", "commitment", "deck", "cards", "entries", "checkpoint", "inclusion", "cosignatures")
 _KEYS = {"type", "format", "transcript", "dealt", "commit", "reveal", "log_key"}
@@ -46,17 +50,29 @@ class HandProof:
     commit: InclusionProof
     reveal: InclusionProof
     log_key: str
+    format: int = FORMAT
 
     def to_dict(self) -> dict[str, Any]:
+        if self.format == 2:
+            commit: Any = tlog_proof.to_text(self.commit)
+            reveal: Any = tlog_proof.to_text(self.reveal)
+        else:
+            commit, reveal = json.loads(self.commit.to_json()), json.loads(self.reveal.to_json())
         return {
             "type": TYPE,
-            "format": FORMAT,
+            "format": self.format,
             "transcript": self.transcript.to_dict(),
             "dealt": list(self.dealt),
-            "commit": json.loads(self.commit.to_json()),
-            "reveal": json.loads(self.reveal.to_json()),
+            "commit": commit,
+            "reveal": reveal,
             "log_key": self.log_key,
         }
+
+    def as_format(self, fmt: int) -> HandProof:
+        """The same proof, written in format ``fmt`` (1 or 2)."""
+        if fmt not in FORMATS:
+            raise ValueError(f"hand proof formats are {FORMATS}, not {fmt}")
+        return dataclasses.replace(self, format=fmt)
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n"
@@ -74,9 +90,9 @@ class HandProof:
         if not isinstance(d, dict) or d.get("type") != TYPE:
             raise _fail("format", f'not a hand proof: want an object with "type": "{TYPE}"')
         fmt = d.get("format")
-        if not isinstance(fmt, strictjson.Number) or fmt.text != str(FORMAT):
+        if not isinstance(fmt, strictjson.Number) or fmt.text not in ("1", "2"):
             shown = fmt.text if isinstance(fmt, strictjson.Number) else repr(fmt)[:20]
-            raise _fail("format", f"unknown hand proof format {shown}; this verifier reads {FORMAT}")
+            raise _fail("format", f"unknown hand proof format {shown}; this verifier reads 1 and 2")
         if set(d) != _KEYS:
             raise _fail("format", f"a hand proof has exactly the names {sorted(_KEYS)}")
         # The parts are read by their own strict readers from the strict value itself, numbers
@@ -93,10 +109,15 @@ class HandProof:
         receipts = []
         for name in ("commit", "reveal"):
             try:
-                receipts.append(InclusionProof.from_value(d[name]))
+                if fmt.text == "2":
+                    if not isinstance(d[name], str):
+                        raise _fail("format", f"in format 2, {name} is a tlog-proof text")
+                    receipts.append(tlog_proof.parse(d[name]))
+                else:
+                    receipts.append(InclusionProof.from_value(d[name]))
             except VerificationError as e:
                 raise _fail("format", f"{name}: {e.detail}") from None
-        return cls(transcript, tuple(dealt), receipts[0], receipts[1], d["log_key"])
+        return cls(transcript, tuple(dealt), receipts[0], receipts[1], d["log_key"], int(fmt.text))
 
     def verify(
         self, verifier: Verifier | Sequence[Verifier], policy: WitnessPolicy | None = None

@@ -3,9 +3,9 @@
 A tiled log is a ``checkpoint`` file, hash tiles of height 8 and entry bundles, with RFC 9162
 hashing as in ``merkle``; anyone can serve it from a plain file host and an auditor reads it
 there without touching the dealer. Paths, partial tiles and bundles: docs/log-format.md,
-"Tiles". ``TileWriter`` writes a tree, only what is missing and never over another log;
-``TileLog`` reads one through ``fetch(path) -> bytes``, checks every hash tile it reads against
-the entries, and serves any stored hash through ``hash_reader`` for ``merkle``'s proofs.
+"Tiles". ``fairdeck.log.tile_writer`` writes them; ``TileLog`` reads one through
+``fetch(path) -> bytes``, checks every hash tile it reads against the entries, and serves any
+stored hash through ``hash_reader`` for ``merkle``'s proofs.
 
 >>> tile_path(0, 1234067)
 'tile/0/x001/x234/067'
@@ -16,11 +16,9 @@ the entries, and serves any stored hash through ``hash_reader`` for ``merkle``'s
 from __future__ import annotations
 
 import hmac
-import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 
 from fairdeck.log import merkle
 
@@ -111,154 +109,6 @@ def decode_bundle(data: bytes, count: int) -> list[bytes]:
     return entries
 
 
-# --- writing -----------------------------------------------------------------------------------
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    """Write ``path`` so that a reader sees the old file or the new one, never part of one:
-    a temporary file in the same directory, fsynced, renamed over it, the directory fsynced."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
-@dataclass
-class WriteReport:
-    size: int
-    written: int = 0
-    kept: int = 0
-
-
-class TileWriter:
-    """Writes the tiles of a log into a directory, adding only what is missing.
-
-    ``write(entries, checkpoint, note)`` streams the entries of the checkpoint's tree:
-
-    - Every tile and bundle is immutable. One that exists must hold exactly these
-      bytes, and the partial tile or bundle of the size written before must be a
-      prefix of this one. Anything else means the directory holds another log, or
-      a fork of this one: TileError is raised before anything is written over it
-      or beside it.
-    - A missing tile or bundle is written atomically.
-    - The checkpoint is written last, so a reader never sees a checkpoint whose
-      tiles are missing.
-    """
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-
-    def _old_size(self, origin: str) -> int:
-        path = self.root / "checkpoint"
-        if not path.exists():
-            return 0
-        first, _, rest = path.read_bytes().partition(b"\n")
-        size_text = rest.partition(b"\n")[0]
-        if first.decode("utf-8", "replace") != origin or not size_text.isdigit():
-            raise TileError(
-                f"{path} is not a checkpoint of {origin}: the directory holds another log; use an empty --out"
-            )
-        return int(size_text)
-
-    def _put(self, rel: str, data: bytes, report: WriteReport) -> None:
-        path = self.root / rel
-        if path.exists():
-            if path.read_bytes() != data:
-                raise TileError(
-                    f"{path} holds other bytes than this log's: the directory holds another log (or a "
-                    "fork of this one); tiles are never overwritten, so use an empty --out"
-                )
-            report.kept += 1
-            return
-        write_atomically(path, data)
-        report.written += 1
-
-    def _check_prefix(self, rel: str, data: bytes) -> None:
-        """The tile (or bundle) of the size written before must begin this one."""
-        path = self.root / rel
-        if path.exists() and not data.startswith(path.read_bytes()):
-            raise TileError(
-                f"{path} (of the checkpoint written before) is not a prefix of this log's tile: the log "
-                "forked, or the directory holds another log; nothing was overwritten"
-            )
-
-    def write(
-        self, entries: Iterable[bytes], checkpoint_size: int, origin: str, root: bytes, note: bytes
-    ) -> WriteReport:
-        size = checkpoint_size
-        old = self._old_size(origin)
-        if old > size:
-            raise TileError(
-                f"{self.root / 'checkpoint'} signs {old} entries, the store only {size}: the store is behind "
-                "the published tiles (a restored backup?); tiles never go back"
-            )
-        report = WriteReport(size)
-        levels: list[list[bytes]] = [[]]  # per level: hashes of the tile being filled
-        done: list[int] = [0]  # per level: full tiles produced
-        bundle: list[bytes] = []
-        count = 0
-
-        def emit(level: int, index: int, hashes: list[bytes]) -> None:
-            data = b"".join(hashes)
-            old_count = old >> (HEIGHT * level)
-            if old_count // WIDTH == index and old_count % WIDTH:
-                self._check_prefix(tile_path(level, index, old_count % WIDTH), data)
-            self._put(tile_path(level, index, len(hashes)), data, report)
-
-        def emit_bundle(index: int, items: list[bytes]) -> None:
-            data = encode_bundle(items)
-            if old // WIDTH == index and old % WIDTH:
-                self._check_prefix(tile_path("entries", index, old % WIDTH), data)
-            self._put(tile_path("entries", index, len(items)), data, report)
-
-        def full(level: int) -> None:
-            hashes = levels[level]
-            emit(level, done[level], hashes)
-            done[level] += 1
-            levels[level] = []
-            if len(levels) == level + 1:
-                levels.append([])
-                done.append(0)
-            levels[level + 1].append(subtree_root(hashes))
-            if len(levels[level + 1]) == WIDTH:
-                full(level + 1)
-
-        for entry in entries:
-            if count == size:
-                break
-            bundle.append(entry)
-            levels[0].append(merkle.leaf_hash(entry))
-            count += 1
-            if len(bundle) == WIDTH:
-                emit_bundle(count // WIDTH - 1, bundle)
-                bundle = []
-                full(0)
-        if count != size:
-            raise TileError(f"the store has {count} entries, the checkpoint signs {size}")
-        if bundle:
-            emit_bundle(size // WIDTH, bundle)
-        for level, hashes in enumerate(levels):
-            if hashes:
-                emit(level, done[level], hashes)
-        tiled = TileLog(lambda rel: (self.root / rel).read_bytes(), size)
-        if size and not hmac.compare_digest(tiled.root(), root):
-            raise TileError(
-                "the tiles written do not give the checkpoint's root; the checkpoint was not written"
-            )
-        write_atomically(self.root / "checkpoint", note)
-        return report
-
-
 # --- reading -----------------------------------------------------------------------------------
 
 
@@ -311,9 +161,19 @@ class TileLog:
         return merkle.tree_hash(self.size, self.read_hashes)
 
     def entries(self) -> Iterator[bytes]:
-        """Every entry, in order, from the bundles. Each bundle is checked against its level-0 tile,
-        and each tile above against the tiles below it, so every file of the tree is checked once
-        the last entry is read; TileError names the first that does not match."""
+        """Every entry, in order (see ``entries_with_leaves``)."""
+        for entry, _ in self.entries_with_leaves():
+            yield entry
+
+    def entries_with_leaves(
+        self, verified: Iterator[Verified] | None = None
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """Every entry with its leaf hash, in order, from the bundles. Each bundle is checked against
+        its level-0 tile, and each tile above against the tiles below it, so every file of the tree
+        is checked once the last entry is read; TileError names the first that does not match.
+
+        ``verified``: each level-0 tile's bundle already checked by ``verify_bundle``, in order
+        (worker processes did it, fairdeck.cli.tile_source); only the tiles above are read here."""
         pending: list[list[bytes]] = [[]]  # per level >= 1: roots of the full tiles below, not yet checked
         done: list[int] = [0]
 
@@ -338,37 +198,52 @@ class TileLog:
                 carry(level + 1, subtree_root(row))
 
         level0 = [t for t in tiles_for(self.size) if t.level == 0]
-        ahead = _Ahead(self.fetch, [p for t in level0 for p in (t.bundle_path, t.path)], self.prefetch)
-        fetch, self.fetch = self.fetch, ahead.get
-        try:
-            yield from self._entries(level0, carry)
-        finally:
-            self.fetch = fetch
-            ahead.close()
+        if verified is not None:
+            for _, (bundle, leaves, root) in zip(level0, verified, strict=True):
+                yield from zip(bundle, leaves, strict=True)
+                if root is not None:
+                    carry(1, root)
+        else:
+            ahead = _Ahead(self.fetch, [p for t in level0 for p in (t.bundle_path, t.path)], self.prefetch)
+            fetch, self.fetch = self.fetch, ahead.get
+            try:
+                for tile in level0:
+                    bundle, leaves, root = verify_bundle(
+                        tile, self.fetch(tile.bundle_path), self.fetch(tile.path)
+                    )
+                    yield from zip(bundle, leaves, strict=True)
+                    if root is not None:
+                        carry(1, root)
+            finally:
+                self.fetch = fetch
+                ahead.close()
         for level, row in enumerate(pending, start=1):  # the partial tiles above level 0
             if row:
                 check(level, done[level - 1], row)
 
-    def _entries(self, level0: list[Tile], carry: Callable[[int, bytes], None]) -> Iterator[bytes]:
-        for tile in level0:
-            data = self.fetch(tile.bundle_path)
-            if len(data) > MAX_BUNDLE_BYTES:
-                raise TileError(f"{tile.bundle_path} is larger than any bundle can be")
-            try:
-                bundle = decode_bundle(data, tile.width)
-            except TileError as e:
-                raise TileError(f"{tile.bundle_path}: {e}") from None
-            leaves = self.tile(0, tile.index)
-            for i, entry in enumerate(bundle):
-                if not hmac.compare_digest(merkle.leaf_hash(entry), leaves[i]):
-                    raise TileError(
-                        f"entry {tile.index * WIDTH + i} in {tile.bundle_path} does not hash to "
-                        f"its leaf in {tile.path}"
-                    )
-            self._tiles.pop((0, tile.index), None)  # keep memory flat over a long log
-            yield from bundle
-            if tile.width == WIDTH:
-                carry(1, subtree_root(leaves))
+
+Verified = tuple[list[bytes], list[bytes], "bytes | None"]
+"""A level-0 tile's bundle checked against it: its entries, their leaf hashes, and, for a full
+tile, the root of its 256 hashes (the hash the tile above holds for it)."""
+
+
+def verify_bundle(tile: Tile, bundle_data: bytes, tile_data: bytes) -> Verified:
+    """Check a bundle against its level-0 tile: it decodes to ``tile.width`` entries, and each
+    entry hashes to its leaf. TileError names the file (and entry) that does not match."""
+    if len(bundle_data) > MAX_BUNDLE_BYTES:
+        raise TileError(f"{tile.bundle_path} is larger than any bundle can be")
+    try:
+        bundle = decode_bundle(bundle_data, tile.width)
+    except TileError as e:
+        raise TileError(f"{tile.bundle_path}: {e}") from None
+    if len(tile_data) != tile.width * merkle.HASH_SIZE:
+        raise TileError(f"{tile.path} is {len(tile_data)} bytes, want {tile.width * merkle.HASH_SIZE}")
+    leaves = [tile_data[i : i + merkle.HASH_SIZE] for i in range(0, len(tile_data), merkle.HASH_SIZE)]
+    for i, entry in enumerate(bundle):
+        if not hmac.compare_digest(merkle.leaf_hash(entry), leaves[i]):
+            where = f"entry {tile.index * WIDTH + i} in {tile.bundle_path}"
+            raise TileError(f"{where} does not hash to its leaf in {tile.path}")
+    return bundle, leaves, subtree_root(leaves) if tile.width == WIDTH else None
 
 
 class _Ahead:

@@ -64,6 +64,9 @@ def cmd_key(args: argparse.Namespace) -> int:
 def cmd_init(args: argparse.Namespace) -> int:
     """Make new keys (and a database): the explicit start of a new log."""
     data = Path(args.data)
+    if args.log_origin is not None and (problem := origin_problem(args.log_origin)):
+        print(f"fairdeck init: --log-origin {args.log_origin}: {problem}", file=sys.stderr)
+        return 2
     log_key = Path(args.log_key_file) if args.log_key_file else None
     seed_key = Path(args.seed_key_file) if args.seed_key_file else None
     try:
@@ -84,8 +87,26 @@ def cmd_init(args: argparse.Namespace) -> int:
     if not args.keys_only:
         made.append(f"database {data / startup.DB_NAME}")
     print(f"created {', '.join(made)}; the log's verifier key (give it to auditors):", file=sys.stderr)
+    if args.log_origin is None:
+        print(
+            f"the log's origin is {keys.signer.name}, a random name. A log published as tiles (serve "
+            "--tiles) should be named for the URL its tiles are served at, without the scheme: make "
+            "the new log with --log-origin, e.g. --log-origin example.com/fairdeck/log "
+            '(tlog-tiles; docs/log-format.md, "Live tiles")',
+            file=sys.stderr,
+        )
     print(keys.signer.verifier.to_string())
     return 0
+
+
+def origin_problem(origin: str) -> str | None:
+    """What is wrong with an origin meant as the log's URL prefix (tlog-tiles: "The origin line
+    SHOULD be the scheme-less URL prefix of the log with no trailing slashes"), or None."""
+    if "://" in origin:
+        return f"the origin is the URL prefix without the scheme: {origin.split('://', 1)[1].rstrip('/')}"
+    if origin.endswith("/"):
+        return f"the origin has no trailing slash: {origin.rstrip('/')}"
+    return None
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
@@ -109,7 +130,13 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         metavar="PATH",
         help=f"default DIR/seed.key; not made if ${KEY_ENV} is set",
     )
-    init.add_argument("--log-origin", default=None, help="the log's name (default fairdeck.log/RANDOM)")
+    init.add_argument(
+        "--log-origin",
+        default=None,
+        metavar="ORIGIN",
+        help="the log's name, fixed for its life: the URL prefix its tiles are served at, without the "
+        "scheme and with no trailing slash, e.g. example.com/fairdeck/log (default fairdeck.log/RANDOM)",
+    )
     init.add_argument(
         "--keys-only",
         action="store_true",

@@ -1,9 +1,11 @@
 """``fairdeck tiles``: publish a dealer's log as C2SP tlog-tiles in a directory.
 
 It reads the store read-only, as ``fairdeck audit --data/--db`` does, and writes the latest
-signed checkpoint's tree with ``fairdeck.log.tiles.TileWriter``. Run again later, it adds only
-what is new; tiles are immutable and every file is written atomically, the checkpoint last, so
-a static web server or CDN can serve the directory while the command runs.
+signed checkpoint's tree with ``fairdeck.log.tile_writer.TileWriter``, with the partial tiles of
+every stored checkpoint's size (tlog-tiles requires them). Run again later, it adds only what is
+new; tiles are immutable and every file is written atomically, the checkpoint last, so a static
+web server or CDN can serve the directory while the command runs. ``fairdeck serve --tiles``
+keeps such a directory up to date live (fairdeck_server.tile_publishing).
 """
 
 from __future__ import annotations
@@ -18,20 +20,24 @@ from fairdeck.log.audit import LogUnreadable
 from fairdeck.log.checkpoint import Checkpoint, CheckpointError
 from fairdeck.log.cosignature import CosignatureError, WitnessPolicy
 from fairdeck.log.rotation import ROTATIONS_FILE, is_rotation, rotations_file
-from fairdeck.log.tiles import TileError, TileWriter, write_atomically
+from fairdeck.log.tile_writer import TileDir, TileWriter
+from fairdeck.log.tiles import TileError
 from fairdeck_server.cli.audit_sources import data_log, database_log
 
 EPILOG = """\
-Serve the directory with any static file host, for example:
+Serve the directory with a web server that follows tlog-tiles (deploy/nginx has nginx's rules:
+the checkpoint as text/plain; charset=utf-8, full tiles immutable), then:
 
-  fairdeck tiles --data fairdeck-data --out public/log
-  python -m http.server --directory public 8080
-  fairdeck audit --tiles http://127.0.0.1:8080/log --key @log.pub
+  fairdeck audit --tiles https://log.example.com/fairdeck --key @log.pub
+
+`python -m http.server --directory OUT` does for a quick local look, but serves the checkpoint
+as application/octet-stream, which tlog-tiles does not allow. `fairdeck serve --tiles DIR` keeps
+such a directory up to date as the dealer signs, with no export to run.
 
 Paths follow https://c2sp.org/tlog-tiles: checkpoint, tile/<L>/<N>[.p/<W>] and
-tile/entries/<N>[.p/<W>]. The checkpoint carries whatever cosignatures the dealer has
-stored with it (docs/witness.md); with --witness, the latest checkpoint those witnesses cosigned.
-See docs/log-format.md, "Tiles".
+tile/entries/<N>[.p/<W>], with the partial tiles of every stored checkpoint's size. The checkpoint
+carries whatever cosignatures the dealer has stored with it (docs/witness.md); with --witness or
+--policy, the latest checkpoint those witnesses cosigned. See docs/log-format.md, "Tiles".
 """
 
 
@@ -47,6 +53,12 @@ def _meets(policy: WitnessPolicy, note: bytes) -> bool:
         return False
 
 
+def _size(note: bytes) -> int:
+    """A stored checkpoint's tree size (its second line); 0 if unreadable (no partial tiles then)."""
+    line = note.split(b"\n", 2)[1:2]
+    return int(line[0]) if line and line[0].isdigit() else 0
+
+
 def cmd_tiles(args: argparse.Namespace) -> int:
     try:
         _, notes, entries = data_log(args.data) if args.data else database_log(args.db)
@@ -59,7 +71,7 @@ def cmd_tiles(args: argparse.Namespace) -> int:
     try:
         policy = witness_policy(args)
     except CosignatureError as e:
-        return _refuse(f"bad --witness: {e}")
+        return _refuse(f"bad --policy or --witness: {e}")
     if policy is None:
         note = notes[-1]
     else:  # the latest checkpoint the policy's witnesses cosigned: what a policy's auditor accepts
@@ -77,8 +89,10 @@ def cmd_tiles(args: argparse.Namespace) -> int:
     out = Path(args.out)
     try:
         if rotations:  # before the checkpoint: a reader that sees the new key's checkpoint finds them
-            write_atomically(out / ROTATIONS_FILE, rotations_file(rotations))
-        report = TileWriter(out).write(entries, checkpoint.size, checkpoint.origin, checkpoint.root, note)
+            TileDir(out).replace(ROTATIONS_FILE, rotations_file(rotations))
+        report = TileWriter(out).write(
+            entries, checkpoint.size, checkpoint.origin, checkpoint.root, note, map(_size, notes)
+        )
     except (TileError, LogUnreadable) as e:
         return _refuse(str(e))
     except OSError as e:

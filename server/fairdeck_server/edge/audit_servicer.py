@@ -55,6 +55,7 @@ class AuditServicer(audit_pb2_grpc.AuditServiceServicer):
     async def _checkpoint(self, size: int, field: str = "tree_size") -> StoredCheckpoint:
         """The signed checkpoint at ``size`` (0: the latest, final if witnesses are configured and one
         is); ``field`` names the request's."""
+        await self.publisher.ready()  # with --tiles: not before the tiles of every checkpoint are whole
         if size == 0 and (final := self.final()) is not None:
             return final
         cp = await self.storage.checkpoint(size or None) if size < INDEX_LIMIT else None
@@ -99,6 +100,7 @@ class AuditServicer(audit_pb2_grpc.AuditServiceServicer):
     async def GetInclusionProof(
         self, request: pb.GetInclusionProofRequest, context: Any
     ) -> pb.GetInclusionProofResponse:
+        await self.publisher.ready()
         index = await self._entry_index(request)
         if request.tree_size:
             cp = await self._checkpoint(request.tree_size)

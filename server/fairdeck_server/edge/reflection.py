@@ -10,6 +10,7 @@ files of a refusal's details (google.rpc.Status, ErrorInfo, RetryInfo), so grpcu
 Reflection takes no credentials and no tenant's limit, so its answers are paced: RATE a second
 after a burst of BURST, all callers of one server together.
 """
+
 from __future__ import annotations
 
 import asyncio

@@ -373,6 +373,12 @@ class Storage(Protocol):
     async def revoke_token(self, token_id: str, when_ms: int) -> TokenRecord | None:
         """Mark a token revoked (idempotent: the first time is kept); None if unknown."""
 
+    async def get_meta(self, name: str) -> str | None:
+        """A ``fairdeck_meta`` value (the log key's record, the final checkpoint's size), or None."""
+
+    async def set_meta(self, name: str, expected: str | None, value: str) -> bool:
+        """Compare-and-swap a ``fairdeck_meta`` value, durably; False if it was not ``expected``."""
+
     async def probe(self) -> None:
         """Make one small write durable, or raise STORAGE_UNAVAILABLE: whether storage
         takes writes now. Health calls it while storage is failing (app.py)."""

@@ -1,0 +1,119 @@
+"""The log as the public holds it: a dealer deals continuously with ``serve --tiles`` behind a real
+nginx, with a real witness, while a second process (tests/tiles/collector.py) collects every
+checkpoint the dealer hands out (RPC, receipts, the witness's monitoring endpoint, the tiles'
+checkpoint) and proves each one from the tiles alone, fetched through nginx: tree hash, inclusion
+of random entries, consistency with the one before. In the middle the dealer is killed (SIGKILL)
+and started again; every proof must still hold, before, during and after."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from fairdeck.client import DealerClient
+from tests.support.dealers import DealerProcess
+from tests.support.env import clean_env
+from tests.support.nginx import REPO, Nginx
+from tests.witness.witnesskit import WitnessProcess, init_witness
+
+pytestmark = pytest.mark.slow
+CLI = (sys.executable, "-m", "fairdeck.cli")
+PHASE_S = 6.0  # how long each phase deals: long enough for several witness rounds
+
+
+def results(path: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line]
+
+
+def wait_for(what: str, ok: object, timeout: float = 60) -> None:
+    end = time.monotonic() + timeout
+    while not ok():  # type: ignore[operator]
+        assert time.monotonic() < end, f"never happened: {what}"
+        time.sleep(0.1)
+
+
+def test_every_checkpoint_handed_out_is_proved_from_tiles_through_nginx(tmp_path: Path) -> None:
+    data, root = tmp_path / "data", tmp_path / "www"
+    vkey = subprocess.run(
+        [*CLI, "init", "--data", str(data), "--log-origin", "log.test/fairdeck"],
+        capture_output=True, text=True, check=True, env=clean_env(),
+    ).stdout.strip()  # fmt: skip
+    witness_vkey = init_witness(tmp_path / "w1", "witness.test/w1", vkey)
+    witness = WitnessProcess(tmp_path / "w1")
+    flags = (
+        "--tiles", str(root / "log"), "--witness", f"{witness.url}={witness_vkey}",
+        "--witness-interval", "0.5", "--checkpoint-interval", "0.05", "--rate-limit", "0",
+    )  # fmt: skip
+    target_file, stop, out = tmp_path / "target", tmp_path / "stop", tmp_path / "collected.jsonl"
+    out.touch()
+    nginx = Nginx(root)
+    dealer = DealerProcess(data, tmp_path / "dealer.log", *flags)
+    target_file.write_text(dealer.target)
+    collector = subprocess.Popen(
+        [
+            sys.executable, "-m", "tests.tiles.collector", "--vkey", vkey, "--tiles", f"{nginx.url}/log",
+            "--witness", witness.url, "--target-file", str(target_file), "--stop", str(stop),
+            "--out", str(out),
+        ],
+        cwd=REPO, env=clean_env(PYTHONPATH=str(REPO)), stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    dealing = threading.Event()
+    dealt = [0]
+
+    def deal() -> None:
+        while dealing.is_set():
+            try:
+                with DealerClient(target_file.read_text().strip(), timeout=5, retries=0) as client:
+                    while dealing.is_set():
+                        client.close_hand(client.deal_new_hand("standard", client_seeds=["x"]).hand.hand_id)
+                        dealt[0] += 1
+            except Exception:
+                time.sleep(0.1)  # the dealer is down: deal again once it is back
+
+    dealing.set()
+    thread = threading.Thread(target=deal)
+    thread.start()
+    try:
+        time.sleep(PHASE_S)
+        wait_for(
+            "the witness's checkpoint is proved",
+            lambda: any(r.get("source") == "witness" for r in results(out)),
+        )
+        before = max(int(r["size"]) for r in results(out) if "size" in r)  # type: ignore[call-overload]
+        dealer.kill9()  # in the middle of dealing, of signing, of writing tiles
+        time.sleep(1.0)  # the tiles stay served (and proved) while the dealer is down
+        dealer = DealerProcess(data, tmp_path / "dealer.log", *flags)
+        target_file.write_text(dealer.target)
+        time.sleep(PHASE_S)
+        wait_for(
+            "checkpoints after the restart are proved from every source",
+            lambda: (
+                {str(r["source"]) for r in results(out) if "size" in r and int(r["size"]) > before}  # type: ignore[call-overload]
+                >= {"rpc", "receipt", "witness", "tiles"}
+            ),
+        )
+    finally:
+        dealing.clear()
+        thread.join()
+        stop.touch()
+        collector.wait(timeout=60)
+        dealer.terminate()
+        witness.stop()
+        nginx.stop()
+    records = results(out)
+    failures = [r["failure"] for r in records if "failure" in r]
+    assert not failures, failures[:5]
+    assert collector.returncode == 0, collector.stderr.read() if collector.stderr else ""
+    proved = [r for r in records if "size" in r]
+    by_source = {
+        s: sum(1 for r in proved if r["source"] == s) for s in ("rpc", "receipt", "witness", "tiles")
+    }
+    assert all(by_source.values()), by_source
+    assert any(r.get("down") for r in records), "the collector never saw the dealer down"
+    assert dealt[0] > 50
