@@ -10,7 +10,6 @@
   witnesses to cosign them; ``witness/`` is ``fairdeck witness``, a C2SP witness for any log;
 - the policies the edge calls, without grpc: ``auth``, ``limits``, ``metrics``, ``principal``;
   ``vault`` (seeds at rest), ``startup`` (keys and data are identities), ``refusals`` (every way
-  the dealer says no), ``storage_health``;
-- ``app.py`` wires a dealer together from ``config.py``; ``processes.py`` runs one as N processes;
-  ``cli/`` holds the server's commands; ``addresses.py`` and ``logging_setup.py`` serve them.
+  the dealer says no), ``storage_health``, ``clock`` and ``reaper`` (log time, stale hands);
+- ``app.py`` wires a dealer from ``config.py``; ``processes.py`` runs N; ``cli/`` has the commands.
 """

@@ -1,21 +1,16 @@
 """``serve --tiles DIR``: the log as live C2SP tlog-tiles, in step with every checkpoint signed.
 
 The checkpoint publisher (log_signing.py) calls ``extend`` with the size and root it is about to
-sign, *before* it stores the checkpoint, and ``show`` after. So:
+sign, *before* it stores the checkpoint, and ``show`` after. So every checkpoint the dealer hands
+out has its tiles and bundles durably in DIR; the ``checkpoint`` file is written last,
+atomically, never to a smaller tree; tiles are created once, never replaced or deleted.
 
-- every checkpoint in storage, and so every checkpoint the dealer hands out (an RPC, a hand
-  proof, a witness), has its full and partial tiles and bundles durably in DIR;
-- the ``checkpoint`` file is written last, atomically, and never goes back to a smaller tree;
-- tiles are created once, never replaced (``fairdeck.log.tile_writer.TileDir``); partial tiles
-  are never deleted.
+``open`` runs at start and whenever this process becomes the log's leader (log_lease.py): it
+completes what a kill left missing, going on from a whole tree or writing it again from storage
+(only what is missing, checking what exists), and writes the key rotation statements beside the
+checkpoint. DIR with another log in it, or published further than storage goes (a database
+restored from an old backup), is refused. docs/log-format.md, "Live tiles".
 
-``open`` runs before the first checkpoint is signed, at start and whenever this process becomes
-the log's leader (log_lease.py): it completes what a kill left missing. When DIR holds the
-latest stored checkpoint's tree whole (its right edge gives the stored root, and every full
-tile and bundle is there), it goes on from there; otherwise it writes the whole tree again from
-storage, the partial tiles of every stored checkpoint included, writing only what is missing and
-checking what exists. DIR with another log in it, or published further than storage goes (a
-database restored from an old backup), is refused. docs/log-format.md, "Live tiles".
 """
 
 from __future__ import annotations

@@ -1,14 +1,6 @@
 """C2SP tlog-policy (https://c2sp.org/tlog-policy): which logs and witnesses a verifier trusts, and
-the quorum of witnesses a checkpoint needs, as one text file.
-
-The file is lines of items separated by spaces and tabs ("Structure"); blank lines and lines
-starting with ``#`` are ignored:
-
-- ``log <vkey> [<url>]``: a log's Ed25519 signed-note key; its name is the log's origin;
-- ``witness <name> <vkey> [<url>]``: a witness's ``cosignature/v1`` key;
-- ``group <name> all|any|<k> <member>...``: met when at least k of its members are (a member is
-  a witness, cosigning, or a group defined on an earlier line);
-- ``quorum <name>|none``: exactly one; what a checkpoint needs.
+the quorum of witnesses a checkpoint needs, as one text file of ``log``, ``witness``, ``group``
+and ``quorum`` lines (blank lines and ``#`` comments ignored).
 
 Strict, as the text asks: only tab, newline, 0x20-0x7E and 0x80-0xFF octets ("Character set");
 names are opaque octets, shared by witnesses and groups, ``none`` reserved; a group names only
@@ -16,7 +8,7 @@ what earlier lines defined, each member once, ``1 <= k <= n``; no two logs or tw
 wrap one public key ("duplicate"). Anything else is a PolicyFileError naming the line.
 
 ``TlogPolicy.witness_policy()`` is the ``WitnessPolicy`` every verifier here takes (None for
-``quorum none``). docs/witness.md, "Policies", lists the choices.
+``quorum none``). docs/witness.md, "Policies", lists the lines and the choices.
 
 >>> w = "witness.example/w1+e42b2f2c+BDtqJ7zOtqQtYqOo0CpvDXNlMhV3HeJDpjrASKGLWdop"
 >>> policy = TlogPolicy.parse(f"witness W1 {w}\\ngroup G any W1\\nquorum G\\n")

@@ -1,22 +1,13 @@
 """A receipt as a C2SP tlog-proof (https://c2sp.org/tlog-proof, the draft of C2SP main, commit
 ab17a74, May 2026): the same index, audit path and signed checkpoint as ``InclusionProof``, in
-the text form other transparency-log tools read.
-
-The text's "Format", line by line:
-
-1. ``c2sp.org/tlog-proof@v1``;
-2. ``extra <base64>``: opaque data "necessary to reconstruct the record hash". fairdeck puts the
-   log entry's bytes there; the leaf hash is ``SHA-256(0x00 || entry)`` (RFC 9162), and the
-   entry is trusted only once that leaf proves into the signed root ("MUST NOT implicitly trust
-   the extra data"). The text makes the line optional; a fairdeck receipt requires it;
-3. ``index <N>``: the entry's index, decimal, no leading zero;
-4. zero or more lines of one base64 SHA-256 hash each: the audit path from the leaf's sibling up
-   (RFC 6962 section 2.1.1);
-5. an empty line, then the checkpoint note verbatim, its signatures (and cosignatures) included.
+the text form other transparency-log tools read: the header, ``extra <base64>`` (fairdeck puts
+the log entry there, required, and trusted only once its leaf proves into the signed root),
+``index <N>``, the audit path one base64 hash a line, an empty line, the checkpoint note.
 
 Parsing is strict: canonical standard base64, the index below 2**64, nothing before the header
 and every line where the text puts it. The tree size is the checkpoint's. A proof that does not
 parse is a ``VerificationError`` at step ``log`` (``format`` inside a hand proof).
+docs/hand-proof.md ("Format 2") has the lines and what the draft leaves open.
 
 >>> from fairdeck.log.receipts import InclusionProof
 >>> note = b"example.com/log\\n1\\nbjQLnP+zepicpUTmu3gKLHiQHT+zNzh2hRGjBhevoB0=\\n\\n- sig\\n"
