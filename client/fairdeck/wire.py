@@ -78,6 +78,8 @@ class Reason(enum.StrEnum):
     INVALID_CERTIFICATE = "INVALID_CERTIFICATE"
     # PERMISSION_DENIED
     ROLE_NOT_ALLOWED = "ROLE_NOT_ALLOWED"
+    # UNIMPLEMENTED
+    UNKNOWN_METHOD = "UNKNOWN_METHOD"
 
 
 _STATUS_OF = {
@@ -113,6 +115,7 @@ _STATUS_OF = {
     "INTERNAL": (Reason.SEED_UNAVAILABLE, Reason.INTERNAL),
     "UNAUTHENTICATED": (Reason.MISSING_CREDENTIALS, Reason.INVALID_TOKEN, Reason.INVALID_CERTIFICATE),
     "PERMISSION_DENIED": (Reason.ROLE_NOT_ALLOWED,),
+    "UNIMPLEMENTED": (Reason.UNKNOWN_METHOD,),
 }
 STATUS: Mapping[Reason, str] = MappingProxyType(
     {reason: status for status, reasons in _STATUS_OF.items() for reason in reasons}

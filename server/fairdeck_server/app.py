@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING, Any, cast
 
 import grpc
 from google.protobuf.descriptor import ServiceDescriptor
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from fairdeck.v1 import audit_pb2, dealer_pb2
 from fairdeck_server import logging_setup
 from fairdeck_server.addresses import check_listen, is_loopback, probe_listen
-from fairdeck_server.auth import Authenticator, FailureLimiter, TokenVerifier
+from fairdeck_server.auth import Authenticator, FailureLimiter, TokenVerifier, peer_address
 from fairdeck_server.config import ServerConfig
 from fairdeck_server.cosigning import WitnessPublisher
 from fairdeck_server.dealer import Dealer
@@ -26,13 +26,14 @@ from fairdeck_server.edge import reflection
 from fairdeck_server.edge.audit_servicer import AuditServicer
 from fairdeck_server.edge.chain import CallInterceptor
 from fairdeck_server.edge.dealer_servicer import DealerServicer
+from fairdeck_server.edge.health import HealthServicer
 from fairdeck_server.edge.interceptors import (
     AuthInterceptor,
     DeadlineInterceptor,
     LimitsInterceptor,
     ObservingInterceptor,
 )
-from fairdeck_server.edge.methods import register
+from fairdeck_server.edge.methods import UNKNOWN_METHOD, loggable_method, register, unknown_method_handler
 from fairdeck_server.edge.transport import TRANSPORT_OPTIONS, server_credentials
 from fairdeck_server.limits import OpenHandsCap, RateLimiter
 from fairdeck_server.log_signing import CheckpointPublisher
@@ -103,13 +104,13 @@ class DealerServer:
         self.identity: Identity | None = None
         self._started = False
         required = config.require_auth
+        # token lookups that fail count as storage errors
+        self.tokens = TokenVerifier(
+            self.metered, failures=FailureLimiter(config.auth_failure_rate, config.auth_failure_burst)
+        )
         self.auth = AuthInterceptor(
             Authenticator(
-                # token lookups that fail count as storage errors
-                TokenVerifier(
-                    self.metered, failures=FailureLimiter(config.auth_failure_rate, config.auth_failure_burst)
-                ),
-                required=not is_loopback(config.listen) if required is None else required,
+                self.tokens, required=not is_loopback(config.listen) if required is None else required
             ),
             on_tenant=logging_setup.set_tenant,
         )
@@ -121,13 +122,12 @@ class DealerServer:
         # Outermost first: observing (sees every outcome), the default deadline (covers
         # stream writes), authentication (tells the access log the tenant), then the limits
         # (per tenant, so after auth). One interceptor, wrapped once per method (edge/chain.py).
+        observing = ObservingInterceptor(self.metrics)
+        unknown = unknown_method_handler(self._unknown_method_called)
         self.interceptor = CallInterceptor(
-            [
-                ObservingInterceptor(self.metrics),
-                DeadlineInterceptor(config.default_deadline),
-                self.auth,
-                self.limits,
-            ]
+            [observing, DeadlineInterceptor(config.default_deadline), self.auth, self.limits],
+            # A method nobody serves: counted once under one label, refused, no traceback.
+            unknown=lambda method: observing.wrap(loggable_method(method), unknown, label=UNKNOWN_METHOD),
         )
         logging_setup.redact_grpc_metadata()  # before any call: grpcio would log a non-UTF-8 token whole
 
@@ -198,7 +198,7 @@ class DealerServer:
                 *TRANSPORT_OPTIONS,  # no call dropped unseen (edge/transport.py)
             ],
         )
-        self.health = health.aio.HealthServicer()  # type: ignore[attr-defined]
+        self.health = HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         reflection.enable([DEALER_SERVICE, AUDIT_SERVICE, HEALTH_SERVICE], self.server)
 
@@ -301,6 +301,14 @@ class DealerServer:
             tenant,
             reason,
         )
+
+    async def _unknown_method_called(self, peer: str) -> None:
+        """A call of a method nobody serves is a failed call of the client's address, limited
+        as failed authentications are (auth.FailureLimiter): refused AUTH_RATE_LIMITED, after
+        being held, once the address has used up its failures."""
+        address = peer_address(peer)
+        await self.tokens.check_address(address)
+        self.tokens.failures.failed(address)
 
     async def _probe(self) -> None:
         await self.metered.probe()

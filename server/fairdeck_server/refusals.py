@@ -27,6 +27,7 @@ class Status(enum.Enum):
     INTERNAL = enum.auto()
     UNAUTHENTICATED = enum.auto()
     PERMISSION_DENIED = enum.auto()
+    UNIMPLEMENTED = enum.auto()
 
 
 class DealerError(Exception):
@@ -109,6 +110,11 @@ def too_many_open_hands(limit: int, delay: float) -> DealerError:
         f"at most {limit} open hands per tenant; close some first",
         retry_delay=delay,
     )
+
+
+def unknown_method() -> DealerError:
+    # No echo of the method name: it is the caller's text.
+    return DealerError(Reason.UNKNOWN_METHOD, "this dealer does not serve that method")
 
 
 def auth_rate_limited(delay: float) -> DealerError:

@@ -60,16 +60,24 @@ class ObservingInterceptor(ServerInterceptor):
             functools.partial(self._stream, method, metadata),
         )
 
-    def wrap(self, method: str, handler: grpc.RpcMethodHandler[Any, Any]) -> grpc.RpcMethodHandler[Any, Any]:
-        """This layer around ``handler``, made once for every call of ``method`` (calls.py)."""
+    def wrap(
+        self, method: str, handler: grpc.RpcMethodHandler[Any, Any], *, label: str | None = None
+    ) -> grpc.RpcMethodHandler[Any, Any]:
+        """This layer around ``handler``, made once for every call of ``method`` (chain.py).
+        ``label``: the name the metrics give the method, if not ``method`` (an unknown one)."""
         return rewrap(
             handler,
-            functools.partial(self._unary, method, None),
-            functools.partial(self._stream, method, None),
+            functools.partial(self._unary, method, None, label=label),
+            functools.partial(self._stream, method, None, label=label),
         )
 
     def _unary(
-        self, method: str, metadata: tuple[Any, ...] | None, inner: Callable[[Any, Any], Any]
+        self,
+        method: str,
+        metadata: tuple[Any, ...] | None,
+        inner: Callable[[Any, Any], Any],
+        *,
+        label: str | None = None,
     ) -> Callable[..., Any]:
         """``metadata`` None: the call's own, read when it runs (a behavior made once per method)."""
 
@@ -87,17 +95,26 @@ class ObservingInterceptor(ServerInterceptor):
                 aborted = await translate(context, e, method)
                 code = status_of(aborted, context)
                 raise aborted from None
+            except NotImplementedError:  # a generated base class's method that nobody overrides
+                aborted = await translate(context, refusals.unknown_method(), method)
+                code = status_of(aborted, context)
+                raise aborted from None
             except BaseException as e:
                 code = status_of(e, context)
                 raise
             finally:
-                self._finish(call, code, time.perf_counter() - start)
+                self._finish(call, code, time.perf_counter() - start, label)
                 logging_setup.end_call(token)
 
         return behavior
 
     def _stream(
-        self, method: str, metadata: tuple[Any, ...] | None, inner: Callable[[Any, Any], Any]
+        self,
+        method: str,
+        metadata: tuple[Any, ...] | None,
+        inner: Callable[[Any, Any], Any],
+        *,
+        label: str | None = None,
     ) -> Callable[..., Any]:
         async def behavior(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
             call, token = logging_setup.begin_call(
@@ -118,17 +135,23 @@ class ObservingInterceptor(ServerInterceptor):
                 aborted = await translate(context, e, method)
                 code = status_of(aborted, context)
                 raise aborted from None
+            except NotImplementedError:  # a generated base class's method that nobody overrides
+                aborted = await translate(context, refusals.unknown_method(), method)
+                code = status_of(aborted, context)
+                raise aborted from None
             except BaseException as e:
                 code = status_of(e, context)
                 raise
             finally:
-                self._finish(call, code, time.perf_counter() - start)
+                self._finish(call, code, time.perf_counter() - start, label)
                 logging_setup.end_call(token)
 
         return behavior
 
-    def _finish(self, call: logging_setup.CallContext, code: grpc.StatusCode, seconds: float) -> None:
-        self.metrics.observe_rpc(call.method, code.name, seconds)
+    def _finish(
+        self, call: logging_setup.CallContext, code: grpc.StatusCode, seconds: float, label: str | None
+    ) -> None:
+        self.metrics.observe_rpc(label or call.method, code.name, seconds)
         logging_setup.log_access(call, code.name, seconds)
 
 
