@@ -20,6 +20,7 @@ from fairdeck_server import logging_setup
 from fairdeck_server.addresses import check_listen, is_loopback, probe_listen
 from fairdeck_server.auth import Authenticator, FailureLimiter, TokenVerifier, peer_address
 from fairdeck_server.config import ServerConfig
+from fairdeck_server.connections import SWEEP_SECONDS, ConnectionWarden, available, fit_descriptors
 from fairdeck_server.cosigning import WitnessPublisher
 from fairdeck_server.dealer import Dealer
 from fairdeck_server.edge import reflection
@@ -34,7 +35,7 @@ from fairdeck_server.edge.interceptors import (
     ObservingInterceptor,
 )
 from fairdeck_server.edge.methods import UNKNOWN_METHOD, loggable_method, register, unknown_method_handler
-from fairdeck_server.edge.transport import TRANSPORT_OPTIONS, server_credentials
+from fairdeck_server.edge.transport import TRANSPORT_OPTIONS, connection_options, server_credentials
 from fairdeck_server.limits import OpenHandsCap, RateLimiter
 from fairdeck_server.log_signing import CheckpointPublisher
 from fairdeck_server.metrics import MeteredStorage, Metrics, MetricsEndpoint
@@ -173,6 +174,7 @@ class DealerServer:
         except DealerError as e:  # storage unreachable at start: a refusal to start, in one line
             raise StartupRefused(str(e)) from None
         self.metrics.gauges.attach(self.metered, asyncio.get_running_loop())
+        self._warden = asyncio.create_task(self._watch_connections(), name="fairdeck-connections")
         self.publisher.start()
         self.witnessing.start()
         self._reaper = asyncio.create_task(self._void_stale_hands(), name="fairdeck-reaper")
@@ -196,6 +198,13 @@ class DealerServer:
                 # One process per port, except the workers of one dealer (processes.py).
                 ("grpc.so_reuseport", 0 if self.worker is None else 1),
                 *TRANSPORT_OPTIONS,  # no call dropped unseen (edge/transport.py)
+                *connection_options(
+                    idle=config.connection_idle_timeout,
+                    handshake=config.handshake_timeout,
+                    age=config.max_connection_age,
+                    age_grace=config.default_deadline or 30.0,
+                    max_connections=fit_descriptors(config.max_connections),
+                ),
             ],
         )
         self.health = HealthServicer()
@@ -266,6 +275,7 @@ class DealerServer:
         await self.server.stop(self.config.grace_seconds)
         await self.storage_health.stop()
         await self._close_metrics()
+        self._warden.cancel()
         self._reaper.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._reaper
@@ -290,6 +300,23 @@ class DealerServer:
             except Exception as e:  # storage may be down for a while; try again next round
                 log.error("voiding stale hands failed: %s", type(e).__name__)
             await asyncio.sleep(min(30.0, self.config.max_hand_lifetime / 4))
+
+    async def _watch_connections(self) -> None:
+        """Once a second: the connections per client address (connections.py), and the gauge."""
+        warden = ConnectionWarden(
+            self.port, self.config.max_connections_per_peer, on_cut=self.metrics.cut_connections
+        )
+        if not available():
+            if warden.limit:
+                log.warning("max_connections_per_peer is not enforced: no /proc on this system")
+            return
+        while True:
+            try:
+                await asyncio.to_thread(warden.sweep)
+                self.metrics.connections.set(warden.open)
+            except Exception as e:  # a look that failed is tried again next time
+                log.error("counting connections failed: %s", type(e).__name__)
+            await asyncio.sleep(SWEEP_SECONDS)
 
     def _skipped_stale_hand(self, tenant: str, hand_id: str, reason: str) -> None:
         # Ids and the reason code only: the error's text is not logged, and never a seed.

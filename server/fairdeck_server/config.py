@@ -119,6 +119,21 @@ class ServerConfig:
     that need a lookup are refused before it. 0 turns it off."""
     auth_failure_burst: int = 30
     """Failed authentications a client address may make at once before auth_failure_rate applies."""
+    # -- connections (docs/security.md, "Connections") --
+    handshake_timeout: float = 10.0
+    """Seconds a new connection has to finish its TLS handshake and the HTTP/2 preface and
+    settings; then it is closed."""
+    connection_idle_timeout: float = 60.0
+    """Seconds a connection with no call in flight stays open (then GOAWAY); 0: no limit."""
+    max_connection_age: float = 3600.0
+    """Seconds after which any connection is sent GOAWAY; its calls get default_deadline (30 s
+    if that is 0) more to finish, then it is closed. 0: no limit."""
+    max_connections: int = 4096
+    """Connections one serving process accepts at once; the file descriptor limit is raised to
+    fit when it can be, else this is lowered to fit it (with a warning). 0: no limit."""
+    max_connections_per_peer: int = 64
+    """Connections one client address (an IPv6 /64) may hold per serving process; its newest
+    ones past it are closed within a second (Linux). 0: no limit."""
     # -- witnesses (docs/witness.md) --
     witnesses: tuple[str, ...] = ()
     """Witnesses asked to cosign each checkpoint, each URL=KEY (the witness's add-checkpoint URL
@@ -314,6 +329,11 @@ CHECKS: dict[str, Callable[[Any], None]] = {
     "default_deadline": _at_least(0),
     "auth_failure_rate": _at_least(0),
     "auth_failure_burst": _at_least(0),
+    "handshake_timeout": _at_least(0, above=True),
+    "connection_idle_timeout": _at_least(0),
+    "max_connection_age": _at_least(0),
+    "max_connections": _at_least(0),
+    "max_connections_per_peer": _at_least(0),
     "witnesses": _each(_witness),
     "witness_threshold": _at_least(0),
     "processes": _at_least(1),

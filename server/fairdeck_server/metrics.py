@@ -108,6 +108,14 @@ class Metrics:
             ["outcome"],
             registry=r,
         )
+        self.connections = Gauge(
+            "fairdeck_connections", "Client connections open on the serving port (this process)", registry=r
+        )
+        self.connections_cut = Counter(
+            "fairdeck_connections_cut",
+            "Connections closed because their client address held more than max_connections_per_peer",
+            registry=r,
+        )
         self.reaper_skipped = Counter(
             "fairdeck_reaper_skipped_hands",
             "Stale hands the reaper could not void and skipped (once per hand and process), by reason",
@@ -131,6 +139,9 @@ class Metrics:
 
     def refused(self, tenant: str, reason: str) -> None:
         self.refusals.labels(reason).inc()
+
+    def cut_connections(self, peer: str, count: int) -> None:
+        self.connections_cut.inc(count)  # the peer is not a label: it would grow without bound
 
     def storage_health(self, healthy: bool) -> None:
         self.storage_healthy.set(1 if healthy else 0)
