@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 from dataclasses import replace
 from types import ModuleType
@@ -43,10 +44,14 @@ from fairdeck_server.refusals import DealerError, StartupRefused
 from fairdeck_server.startup import Identity, IdentityStore, check_store, prepare
 from fairdeck_server.storage import open_storage
 from fairdeck_server.storage.base import Storage
+from fairdeck_server.storage.sqlite.writer import LOCK_TIMEOUT
 from fairdeck_server.storage_health import StorageHealth
 
 if TYPE_CHECKING:
     from fairdeck_server.processes import Worker
+
+HEARTBEAT_SECONDS = 0.5
+"""How often a worker of ``serve --processes N`` tells its supervisor it makes progress."""
 
 log = logging.getLogger(__name__)
 
@@ -357,6 +362,23 @@ class DealerServer:
             await self.health.set(name, status)
 
 
+async def _heartbeat(fd: int, server: DealerServer) -> None:
+    """A worker's sign of progress to its supervisor (processes.py): a byte every
+    HEARTBEAT_SECONDS while its event loop runs, except while its storage writer has held the
+    writers' lock longer than the others wait for it (then it is the one stuck, not them)."""
+    os.set_blocking(fd, False)
+    held_for = getattr(server.storage, "lock_held_for", None)
+    while True:
+        if held_for is None or held_for() < LOCK_TIMEOUT:
+            try:
+                os.write(fd, b".")
+            except BlockingIOError:  # the supervisor is behind in reading: it has beats enough
+                pass
+            except OSError:  # the supervisor is gone: the lifeline says so too
+                return
+        await asyncio.sleep(HEARTBEAT_SECONDS)
+
+
 async def serve(
     config: ServerConfig,
     *,
@@ -389,7 +411,12 @@ async def serve(
         log.info("metrics on http://%s:%d/metrics", metrics_host, server.metrics_port)
     if ready is not None:
         ready.set()
+    beating = None
+    if worker is not None and worker.heartbeat_fd is not None:
+        beating = asyncio.create_task(_heartbeat(worker.heartbeat_fd, server), name="fairdeck-heartbeat")
     await stop.wait()
     log.info("draining")
+    if beating is not None:
+        beating.cancel()
     await server.stop()
     print("fairdeck dealer stopped", flush=True)

@@ -144,6 +144,9 @@ class ServerConfig:
     processes: int = 1
     """Serving processes on the one port (SO_REUSEPORT) and the one database: each uses a core.
     Rate and open-hand limits, health and metrics are per process."""
+    worker_timeout: float = 5.0
+    """With processes > 1: seconds a worker may go without a heartbeat (stopped, hung, or
+    holding the writers' lock without progress) before it is killed and replaced. 0: never."""
     # -- observability --
     metrics_listen: str | None = None
     """host:port for the Prometheus /metrics endpoint; None: no endpoint."""
@@ -337,6 +340,7 @@ CHECKS: dict[str, Callable[[Any], None]] = {
     "witnesses": _each(_witness),
     "witness_threshold": _at_least(0),
     "processes": _at_least(1),
+    "worker_timeout": _at_least(0),
 }
 
 

@@ -65,6 +65,10 @@ class SqliteStorage:
     async def close(self) -> None:
         await self._writer.close()
 
+    def lock_held_for(self) -> float:
+        """Seconds this process has held the writers' lock in the batch under way (0: not held)."""
+        return self._writer.lock_held_for()
+
     async def create_hands(self, hands: Sequence[NewHand]) -> list[Created]:
         plain = all(new.record.request_id is None for new in hands)
         return await self._writer.submit(

@@ -17,9 +17,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import fcntl
 import logging
-import os
 import queue
 import sqlite3
 import threading
@@ -43,12 +41,16 @@ from fairdeck_server.storage.base import (
     hand_record,
     same_request,
 )
+from fairdeck_server.storage.sqlite.lock import WriterLock
 from fairdeck_server.storage.sqlite.schema import open_database
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 MAX_BATCH = 512
+LOCK_TIMEOUT = 2.0
+"""Seconds a batch waits for the writers' lock (``serve --processes N``) before it fails
+STORAGE_UNAVAILABLE: a batch holds it for milliseconds, so this long means its holder is stuck."""
 ROW_GROUPS = (256, 128, 64, 32, 16, 8, 4, 2, 1)
 """Rows per multi-row INSERT: n rows (n < 512) go in as one statement per set bit of n,
 so the few SQL strings stay in sqlite3's statement cache. 256 x 16 hand columns is
@@ -106,8 +108,9 @@ class SqliteWriter:
         """
         self._path = path
         self._create = create
-        self._writer_lock = writer_lock
-        self._writer_fd = -1
+        self._lock = None if writer_lock is None else WriterLock(writer_lock, LOCK_TIMEOUT)
+        self._stalled_since: float | None = None
+        """When the lock was first not had in time, in the stall going on (None: none)."""
         self._queue: queue.SimpleQueue[list[_Op] | None] = queue.SimpleQueue()
         self._pending: dict[asyncio.AbstractEventLoop, list[_Op]] = {}
         """Operations submitted in the current turn of each loop, handed to the writer at its end."""
@@ -218,13 +221,13 @@ class SqliteWriter:
             self._startup_error = StartupRefused(f"cannot open database {self._path}: {e}")
             self._ready.set()
             return
-        if self._writer_lock is not None:
+        if self._lock is not None:
             try:
-                self._writer_fd = os.open(self._writer_lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+                self._lock.open()
             except OSError as e:  # reported to start(), as one line
                 conn.close()
                 self._startup_error = StartupRefused(
-                    f"cannot open the writers' lock {self._writer_lock}: {e.strerror or e}"
+                    f"cannot open the writers' lock {self._lock.path}: {e.strerror or e}"
                 )
                 self._ready.set()
                 return
@@ -256,9 +259,8 @@ class SqliteWriter:
             if batch:
                 self._run_batch(conn, batch)
         conn.close()
-        if self._writer_fd >= 0:
-            os.close(self._writer_fd)
-            self._writer_fd = -1
+        if self._lock is not None:
+            self._lock.close()
 
     def _run_batch(self, conn: sqlite3.Connection, batch: list[_Op]) -> None:
         # Plain creations first, written together; the order of operations that were all
@@ -267,11 +269,17 @@ class SqliteWriter:
         outcomes: list[tuple[bool, Any]] = []
         before = (self.log_size, self.frontier.copy())
         began = time.perf_counter()
-        if self._writer_fd >= 0:
-            fcntl.flock(self._writer_fd, fcntl.LOCK_EX)  # blocks this thread only; the GIL is released
+        lock = self._lock
+        if lock is not None and not self._take_lock(lock):
+            failure = refusals.storage_unavailable(
+                "another process holds the database's writer lock and makes no progress; "
+                "the request was not recorded"
+            )
+            self._settle(batch, [(False, failure)] * len(batch))
+            return
         try:
             conn.execute("BEGIN IMMEDIATE")
-            if self._writer_fd >= 0 and self._catch_up(conn):  # others write too: take in theirs
+            if lock is not None and self._catch_up(conn):  # others write too: take in theirs
                 before = (self.log_size, self.frontier.copy())
             fused = self._create_together(conn, [op for op in batch if op[4] is not None])
             outcomes.extend((True, records) for records in fused)
@@ -303,14 +311,45 @@ class SqliteWriter:
             failure = refusals.storage_unavailable("storage failed; the request was not recorded")
             outcomes = [(False, failure)] * len(batch)
         finally:
-            if self._writer_fd >= 0:
-                fcntl.flock(self._writer_fd, fcntl.LOCK_UN)
+            if lock is not None:
+                lock.release()
+        self._settle(batch, outcomes)
+
+    def _settle(self, batch: list[_Op], outcomes: list[tuple[bool, Any]]) -> None:
         by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], bool, Any]]] = {}
         for (_, loop, fut, _, _), (ok, value) in zip(batch, outcomes, strict=True):
             by_loop.setdefault(loop, []).append((fut, ok, value))
         for loop, items in by_loop.items():  # one wake-up per loop per batch
             with contextlib.suppress(RuntimeError):  # a closed loop: nobody is waiting any more
                 loop.call_soon_threadsafe(_resolve, items)
+
+    def _take_lock(self, lock: WriterLock) -> bool:
+        """The writers' lock within LOCK_TIMEOUT, saying once per stall (in one line each way)
+        that another process holds it and makes no progress, and when it moves again."""
+        if lock.acquire():
+            if self._stalled_since is not None:
+                log.warning(
+                    "took the writers' lock %s again after %.1f s; writes are recorded again",
+                    lock.path,
+                    time.monotonic() - self._stalled_since,
+                )
+                self._stalled_since = None
+            return True
+        if self._stalled_since is None:
+            self._stalled_since = time.monotonic() - lock.timeout
+            holder = lock.holder()
+            log.error(
+                "the writers' lock %s was not free within %.1f s (held by %s): writes fail "
+                "STORAGE_UNAVAILABLE until it is",
+                lock.path,
+                lock.timeout,
+                f"pid {holder}" if holder is not None else "another process",
+            )
+        return False
+
+    def lock_held_for(self) -> float:
+        """Seconds this writer has held the writers' lock in the batch under way (0: not held)."""
+        return 0.0 if self._lock is None else self._lock.held_for()
 
     def _catch_up(self, conn: sqlite3.Connection) -> bool:
         """Take in what other processes appended (``serve --processes N``, docs/scaling.md).
