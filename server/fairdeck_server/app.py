@@ -17,7 +17,7 @@ from google.protobuf.descriptor import ServiceDescriptor
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from fairdeck.v1 import audit_pb2, dealer_pb2
-from fairdeck_server import logging_setup
+from fairdeck_server import fair, logging_setup
 from fairdeck_server.addresses import check_listen, is_loopback, probe_listen
 from fairdeck_server.auth import Authenticator, FailureLimiter, TokenVerifier, peer_address
 from fairdeck_server.config import ServerConfig
@@ -34,6 +34,7 @@ from fairdeck_server.edge.interceptors import (
     DeadlineInterceptor,
     LimitsInterceptor,
     ObservingInterceptor,
+    StreamCap,
 )
 from fairdeck_server.edge.methods import UNKNOWN_METHOD, loggable_method, register, unknown_method_handler
 from fairdeck_server.edge.transport import TRANSPORT_OPTIONS, connection_options, server_credentials
@@ -50,6 +51,10 @@ from fairdeck_server.storage_health import StorageHealth
 if TYPE_CHECKING:
     from fairdeck_server.processes import Worker
 
+ADMISSION_SLOTS = 64
+"""Calls at work at once in one process, of all tenants; more wait for their tenant's turn
+(fair.Admission). Enough to keep the storage writer's batches full; few enough that the event
+loop's queue of ready work, which every call waits in, stays short."""
 HEARTBEAT_SECONDS = 0.5
 """How often a worker of ``serve --processes N`` tells its supervisor it makes progress."""
 
@@ -123,6 +128,11 @@ class DealerServer:
         self.limits = LimitsInterceptor(
             RateLimiter(config.rate_limit, config.rate_burst),
             OpenHandsCap(self.metered.open_hands, config.max_open_hands),
+            # No cap on calls in flight (0) turns the fair admission off with it.
+            admission=fair.Admission(
+                ADMISSION_SLOTS if config.max_calls_in_flight else 0, config.max_calls_in_flight
+            ),
+            streams=StreamCap(config.max_streams),
             on_refusal=self.metrics.refused,
         )
         # Outermost first: observing (sees every outcome), the default deadline (covers

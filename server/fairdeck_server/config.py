@@ -105,6 +105,10 @@ class ServerConfig:
     rate_burst: int = 1000
     max_open_hands: int = 10_000
     """Hands a tenant may have open (not closed) at once; 0 turns it off."""
+    max_calls_in_flight: int = 128
+    """Calls (other than streams) a tenant may have running or waiting for their turn at once; 0: no limit."""
+    max_streams: int = 4
+    """DealHands streams a tenant may have open at once; 0: no limit."""
     max_message_bytes: int = 4 * 1024 * 1024
     max_request_bytes: int = 512 * 1024
     """Largest request the dealer reads; gRPC refuses a larger one before it is parsed, on the
@@ -327,6 +331,8 @@ CHECKS: dict[str, Callable[[Any], None]] = {
     "rate_limit": _at_least(0),
     "rate_burst": _at_least(0),
     "max_open_hands": _at_least(0),
+    "max_calls_in_flight": _at_least(0),
+    "max_streams": _at_least(0),
     "max_message_bytes": _at_least(0),
     "max_request_bytes": _at_least(0),
     "default_deadline": _at_least(0),

@@ -127,7 +127,12 @@ class Metrics:
         for probe_outcome in ("ok", "failed"):
             self.storage_probes.labels(probe_outcome)
         self.reaper_skipped.labels(Reason.SEED_UNAVAILABLE)
-        for reason in (Reason.RATE_LIMITED, Reason.TOO_MANY_OPEN_HANDS):
+        for reason in (
+            Reason.RATE_LIMITED,
+            Reason.TOO_MANY_OPEN_HANDS,
+            Reason.TOO_MANY_CALLS,
+            Reason.TOO_MANY_STREAMS,
+        ):
             self.refusals.labels(reason)
         self.gauges = StorageGauges()
         r.register(self.gauges)

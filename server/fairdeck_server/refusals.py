@@ -112,6 +112,22 @@ def too_many_open_hands(limit: int, delay: float) -> DealerError:
     )
 
 
+def too_many_calls(limit: int, delay: float) -> DealerError:
+    return DealerError(
+        Reason.TOO_MANY_CALLS,
+        f"at most {limit} calls in flight per tenant; wait for some to finish",
+        retry_delay=delay,
+    )
+
+
+def too_many_streams(limit: int, delay: float) -> DealerError:
+    return DealerError(
+        Reason.TOO_MANY_STREAMS,
+        f"at most {limit} DealHands streams at once per tenant; wait for one to end",
+        retry_delay=delay,
+    )
+
+
 def unknown_method() -> DealerError:
     # No echo of the method name: it is the caller's text.
     return DealerError(Reason.UNKNOWN_METHOD, "this dealer does not serve that method")

@@ -9,7 +9,7 @@ import threading
 import time
 from pathlib import Path
 
-from fairdeck_server.storage.sqlite.lock import WriterLock
+from fairdeck_server.storage.writer_lock import WriterLock
 
 
 def make(path: Path, timeout: float) -> WriterLock:

@@ -44,7 +44,6 @@ SQLSTATE.
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import json
 import logging
@@ -58,7 +57,8 @@ from psycopg import pq
 from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool
 
-from fairdeck_server import refusals
+from fairdeck_server import fair, refusals
+from fairdeck_server.fair import FairQueue, take_turns
 from fairdeck_server.storage.base import (
     HAND_COLUMNS,
     Change,
@@ -75,6 +75,10 @@ log = logging.getLogger(__name__)
 
 MAX_BATCH = 512
 """Operations per group-commit transaction."""
+QUANTUM = 32
+"""A tenant's turn in a batch, in hands written (as the SQLite writer's: fair.py)."""
+BATCH_COST = 128
+"""Hands one tenant alone may have written in one transaction."""
 RETRIES = 3
 """Times an operation alone is retried after a deadlock, serialization failure or lost race."""
 
@@ -133,6 +137,12 @@ class Create:
 
     hands: Sequence[NewHand]
     fut: asyncio.Future[Any]
+    whose: str = field(default_factory=fair.current)
+    """Whose work it is, for the writer's turns (fair.py)."""
+
+    @property
+    def cost(self) -> int:
+        return len(self.hands)
 
 
 @dataclass(eq=False)
@@ -143,6 +153,8 @@ class Update:
     hand_id: str
     decide: Callable[[HandRecord], tuple[Change, Any]]
     fut: asyncio.Future[Any]
+    whose: str = field(default_factory=fair.current)
+    cost = 1
 
 
 _Op = Create | Update
@@ -175,7 +187,7 @@ class Writer:
 
     def __init__(self, pool: AsyncConnectionPool[psycopg.AsyncConnection[TupleRow]]) -> None:
         self._write_pool = pool
-        self._queue: collections.deque[_Op] = collections.deque()
+        self._queue: FairQueue[_Op] = FairQueue(QUANTUM)
         self._wakeup = asyncio.Event()
         self._closed = False
         self._task: asyncio.Task[None] | None = None
@@ -186,13 +198,15 @@ class Writer:
         self._task = asyncio.create_task(self._writer(), name="fairdeck-pg-writer")
 
     def enqueue(self, op: _Op) -> None:
-        self._queue.append(op)
+        self._queue.push(op.whose, op, op.cost)
         self._wakeup.set()
 
     def fail_queued(self, error: BaseException) -> None:
         """Storage did not start: what was queued meanwhile fails with its reason."""
-        _settle([(op, False, error) for op in self._queue])
-        self._queue.clear()
+        queued = []
+        while (op := self._queue.pop()) is not None:
+            queued.append(op)
+        _settle([(op, False, error) for op in queued])
 
     async def close(self) -> None:
         """Stop once what is queued is committed."""
@@ -208,8 +222,9 @@ class Writer:
                     return
                 self._wakeup.clear()
                 await self._wakeup.wait()
-            # Everything queued while the previous batch committed: one transaction, one WAL flush.
-            batch = [self._queue.popleft() for _ in range(min(MAX_BATCH, len(self._queue)))]
+            # What queued while the previous batch committed, in fair turns: one transaction, one
+            # WAL flush.
+            batch = take_turns(self._queue, alone=BATCH_COST, most=MAX_BATCH)
             try:
                 await self._run(batch)
             except Exception as e:  # a bug: fail the batch, keep the writer alive
@@ -237,8 +252,9 @@ class Writer:
             except _Unavailable as e:
                 _settle([(op, False, e.error) for op in batch])
                 return
-        if plan.deferred:
-            self._queue.extendleft(reversed(plan.deferred))
+        if plan.deferred:  # first in their tenants' next turns, in their order
+            for op in reversed(plan.deferred):
+                self._queue.push_front(op.whose, op, op.cost)
             self._wakeup.set()
 
     async def _commit(self, batch: list[_Op]) -> _Batch:

@@ -73,7 +73,7 @@ class SqliteStorage:
         plain = all(new.record.request_id is None for new in hands)
         return await self._writer.submit(
             lambda conn: self._writer.create_many(conn, hands),
-            bulk=len(hands) > 1,
+            cost=len(hands),
             hands=hands if plain else None,
         )
 

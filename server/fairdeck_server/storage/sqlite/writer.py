@@ -15,7 +15,6 @@ flock and takes in their appends (``_catch_up``).
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import logging
 import queue
@@ -28,12 +27,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from fairdeck.log import merkle
-from fairdeck_server import refusals
+from fairdeck_server import fair, refusals
+from fairdeck_server.fair import FairQueue, take_turns
 from fairdeck_server.refusals import StartupRefused
 from fairdeck_server.storage.base import (
     HAND_COLUMNS,
     Created,
     HandRecord,
+    LogForkError,
     NewHand,
     WriterStats,
     _Frontier,
@@ -41,13 +42,20 @@ from fairdeck_server.storage.base import (
     hand_record,
     same_request,
 )
-from fairdeck_server.storage.sqlite.lock import WriterLock
 from fairdeck_server.storage.sqlite.schema import open_database
+from fairdeck_server.storage.writer_lock import WriterLock
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 MAX_BATCH = 512
+"""Operations per transaction, at most."""
+QUANTUM = 32
+"""A tenant's turn in a batch, in hands written (an ordinary operation counts one): a DealHands
+slice (dealer.SLICE) is one turn."""
+BATCH_COST = 128
+"""Hands one tenant alone may have written in one transaction. A batch in progress is what a
+newly arrived call waits for, so this bounds that wait; commits still come 128 hands at a time."""
 LOCK_TIMEOUT = 2.0
 """Seconds a batch waits for the writers' lock (``serve --processes N``) before it fails
 STORAGE_UNAVAILABLE: a batch holds it for milliseconds, so this long means its holder is stuck."""
@@ -57,15 +65,29 @@ so the few SQL strings stay in sqlite3's statement cache. 256 x 16 hand columns 
 4,096 bound values, well under SQLite's 32,766."""
 
 
-_Op = tuple[
-    Callable[[sqlite3.Connection], Any],
-    asyncio.AbstractEventLoop,
-    "asyncio.Future[Any]",
-    bool,
-    "Sequence[NewHand] | None",
-]
-"""(operation, the loop awaiting it, its future, whether it is bulk, and for a plain
-creation of hands (no request id) the hands, so a batch can write all of them at once)."""
+class _Op:
+    """An operation queued for the writer: its function, the loop awaiting it and its future,
+    whose work it is and its cost (fair.py), and for a plain creation of hands (no request id)
+    the hands, so a batch can write all of them at once."""
+
+    __slots__ = ("cost", "fn", "fut", "hands", "loop", "whose")
+
+    def __init__(
+        self,
+        fn: Callable[[sqlite3.Connection], Any],
+        loop: asyncio.AbstractEventLoop,
+        fut: asyncio.Future[Any],
+        whose: str,
+        cost: int,
+        hands: Sequence[NewHand] | None,
+    ) -> None:
+        self.fn, self.loop, self.fut, self.whose, self.cost, self.hands = fn, loop, fut, whose, cost, hands
+
+
+REFUSED = (refusals.DealerError, ValueError, LookupError, LogForkError)
+"""What an operation raises to refuse, before it writes anything (a DealerError, a token that
+exists, a checkpoint that would fork): the batch goes on without it. Anything else (the database
+failing, a bug) may come after a write, so the batch is rolled back and run again one by one."""
 
 
 def _insert_sql(table: str, columns: str, width: int, rows: int) -> str:
@@ -232,30 +254,23 @@ class SqliteWriter:
                 self._ready.set()
                 return
         self._ready.set()
-        ordinary: list[_Op] = []
-        bulk: collections.deque[_Op] = collections.deque()  # in arrival order: chunks stay in order
+        turns: FairQueue[_Op] = FairQueue(QUANTUM)
         stop = False
-        while not (stop and not bulk):
-            if not bulk and not stop:
+        while not (stop and not turns):
+            if not turns and not stop:
                 ops = self._queue.get()  # nothing to do until something arrives
-                if ops is None:
-                    stop = True
-                else:
-                    for op in ops:
-                        (bulk.append if op[3] else ordinary.append)(op)
-            while not stop and len(ordinary) < MAX_BATCH:
+                stop = ops is None
+                for op in ops or ():
+                    turns.push(op.whose, op, op.cost)
+            while not stop:  # everything else submitted meanwhile joins the fair queue
                 try:
                     ops = self._queue.get_nowait()
                 except queue.Empty:
                     break
-                if ops is None:
-                    stop = True
-                    break
-                for op in ops:
-                    (bulk.append if op[3] else ordinary.append)(op)
-            batch, ordinary = ordinary, []
-            if bulk:
-                batch.append(bulk.popleft())
+                stop = ops is None
+                for op in ops or ():
+                    turns.push(op.whose, op, op.cost)
+            batch = take_turns(turns, alone=BATCH_COST, most=MAX_BATCH)
             if batch:
                 self._run_batch(conn, batch)
         conn.close()
@@ -263,10 +278,12 @@ class SqliteWriter:
             self._lock.close()
 
     def _run_batch(self, conn: sqlite3.Connection, batch: list[_Op]) -> None:
+        """One transaction for ``batch``, resolved only after COMMIT returned. No savepoint per
+        operation: one that refuses (REFUSED) has written nothing, and its in-memory appends
+        are undone; one that fails otherwise sends the batch to ``_run_alone``."""
         # Plain creations first, written together; the order of operations that were all
         # in flight at once is free, and none of them can depend on another's outcome.
-        batch = [op for op in batch if op[4] is not None] + [op for op in batch if op[4] is None]
-        outcomes: list[tuple[bool, Any]] = []
+        batch = [op for op in batch if op.hands is not None] + [op for op in batch if op.hands is None]
         before = (self.log_size, self.frontier.copy())
         began = time.perf_counter()
         lock = self._lock
@@ -277,48 +294,90 @@ class SqliteWriter:
             )
             self._settle(batch, [(False, failure)] * len(batch))
             return
+        alone = False
         try:
             conn.execute("BEGIN IMMEDIATE")
             if lock is not None and self._catch_up(conn):  # others write too: take in theirs
                 before = (self.log_size, self.frontier.copy())
-            fused = self._create_together(conn, [op for op in batch if op[4] is not None])
-            outcomes.extend((True, records) for records in fused)
-            for fn, _, _, _, _ in batch[len(fused) :]:
-                mark = (self.log_size, self.frontier.copy())
-                conn.execute("SAVEPOINT op")
+            try:
+                outcomes = self._create_together(conn, [op for op in batch if op.hands is not None])
+            except Exception as e:  # should not happen: nothing in them can be refused
+                raise _Again from e
+            for op in batch[len(outcomes) :]:
                 try:
-                    outcomes.append((True, fn(conn)))
-                    conn.execute("RELEASE op")
-                except Exception as e:  # refused, the database failing, or a bug: this op alone rolls back
-                    conn.execute("ROLLBACK TO op")
-                    conn.execute("RELEASE op")
-                    self.log_size, self.frontier = mark
-                    outcomes.append((False, _op_failure(e)))
+                    outcomes.append(self._run_op(conn, op))
+                except Exception as e:  # it may have written part of itself: undo the batch
+                    raise _Again from e
             conn.execute("COMMIT")  # synchronous=FULL: returns once the WAL is on disk
-            stats = self.stats
-            stats.batches += 1
-            stats.operations += len(batch)
-            stats.appends += self.log_size - before[0]
-            stats.transaction_seconds += time.perf_counter() - began
+            self._count(len(batch), before[0], began)
+        except _Again:
+            self._rollback(conn, before)
+            alone = True
         except Exception as e:  # disk full, I/O error, a bug: nothing of the batch is acknowledged
             log.error("storage batch failed, rolled back: %s", _what(e))
-            # A ROLLBACK that fails too (the disk is gone) must not end the writer thread:
-            # every later call would then wait forever instead of failing.
-            with contextlib.suppress(sqlite3.Error):
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-            self.log_size, self.frontier = before
+            self._rollback(conn, before)
             failure = refusals.storage_unavailable("storage failed; the request was not recorded")
             outcomes = [(False, failure)] * len(batch)
         finally:
-            if lock is not None:
+            if lock is not None and not alone:
                 lock.release()
+        if alone:  # still holding the lock: each operation in a transaction of its own
+            try:
+                outcomes = [self._run_alone(conn, op) for op in batch]
+            finally:
+                if lock is not None:
+                    lock.release()
         self._settle(batch, outcomes)
+
+    def _run_op(self, conn: sqlite3.Connection, op: _Op) -> tuple[bool, Any]:
+        """Run ``op`` in the transaction under way: its outcome. A refusal (REFUSED) has written
+        nothing, and its appends are undone here; any other exception is raised."""
+        mark = (self.log_size, self.frontier.copy())
+        try:
+            return True, op.fn(conn)
+        except REFUSED as e:
+            self.log_size, self.frontier = mark
+            return False, e
+
+    def _run_alone(self, conn: sqlite3.Connection, op: _Op) -> tuple[bool, Any]:
+        """``op`` in a transaction of its own (the writers' lock is held), so that a failure
+        stays with it."""
+        before = (self.log_size, self.frontier.copy())
+        began = time.perf_counter()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            outcome = (
+                (True, self.create_many(conn, op.hands)) if op.hands is not None else self._run_op(conn, op)
+            )
+            if not outcome[0]:
+                self._rollback(conn, before)
+                return outcome
+            conn.execute("COMMIT")
+            self._count(1, before[0], began)
+            return outcome
+        except Exception as e:
+            self._rollback(conn, before)
+            return False, _op_failure(e)
+
+    def _rollback(self, conn: sqlite3.Connection, before: tuple[int, _Frontier]) -> None:
+        # A ROLLBACK that fails too (the disk is gone) must not end the writer thread:
+        # every later call would then wait forever instead of failing.
+        with contextlib.suppress(sqlite3.Error):
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+        self.log_size, self.frontier = before
+
+    def _count(self, operations: int, size_before: int, began: float) -> None:
+        stats = self.stats
+        stats.batches += 1
+        stats.operations += operations
+        stats.appends += self.log_size - size_before
+        stats.transaction_seconds += time.perf_counter() - began
 
     def _settle(self, batch: list[_Op], outcomes: list[tuple[bool, Any]]) -> None:
         by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], bool, Any]]] = {}
-        for (_, loop, fut, _, _), (ok, value) in zip(batch, outcomes, strict=True):
-            by_loop.setdefault(loop, []).append((fut, ok, value))
+        for op, (ok, value) in zip(batch, outcomes, strict=True):
+            by_loop.setdefault(op.loop, []).append((op.fut, ok, value))
         for loop, items in by_loop.items():  # one wake-up per loop per batch
             with contextlib.suppress(RuntimeError):  # a closed loop: nobody is waiting any more
                 loop.call_soon_threadsafe(_resolve, items)
@@ -366,25 +425,14 @@ class SqliteWriter:
         self.frontier = _Frontier.load(size, hash_reader(conn))
         return True
 
-    def _create_together(self, conn: sqlite3.Connection, creations: list[_Op]) -> list[list[Created]]:
-        """Write the hands of several plain creations with one set of INSERTs, under one
-        savepoint; their records, one list per creation. If that fails (it should not:
-        nothing in them can be refused), undo it and return [], and the caller runs them
-        one by one, each in its own savepoint, so a failure stays with its operation."""
+    def _create_together(self, conn: sqlite3.Connection, creations: list[_Op]) -> list[tuple[bool, Any]]:
+        """Write the hands of several plain creations with one set of INSERTs; their outcomes.
+        Nothing in them can be refused, so a failure here fails the batch (the caller's)."""
         if not creations:
             return []
-        mark = (self.log_size, self.frontier.copy())
         rows = Rows()
-        conn.execute("SAVEPOINT together")
-        try:
-            out = [self.create_rows(conn, op[4] or (), rows) for op in creations]
-            rows.write(conn)
-            conn.execute("RELEASE together")
-        except Exception:
-            conn.execute("ROLLBACK TO together")
-            conn.execute("RELEASE together")
-            self.log_size, self.frontier = mark
-            return []
+        out = [(True, self.create_rows(conn, op.hands or (), rows)) for op in creations]
+        rows.write(conn)
         return out
 
     def connect(self) -> sqlite3.Connection:
@@ -402,9 +450,11 @@ class SqliteWriter:
         self,
         fn: Callable[[sqlite3.Connection], T],
         *,
-        bulk: bool = False,
+        cost: int = 1,
         hands: Sequence[NewHand] | None = None,
     ) -> T:
+        """Run ``fn`` on the writer thread, in a batch, in its tenant's turn (fair.current());
+        ``cost``: hands it writes, for the turns."""
         if self._closed:
             raise refusals.storage_unavailable("storage is closed")
         loop = asyncio.get_running_loop()
@@ -413,7 +463,7 @@ class SqliteWriter:
         if pending is None:  # the first of this turn: hand them all over at its end
             pending = self._pending[loop] = []
             loop.call_soon(self._flush, loop)
-        pending.append((fn, loop, fut, bulk, hands))
+        pending.append(_Op(fn, loop, fut, fair.current(), cost, hands))
         return await fut
 
     def _flush(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -424,7 +474,7 @@ class SqliteWriter:
             return
         if self._closed:  # submitted before close() on another loop, flushed after it
             failure = refusals.storage_unavailable("storage is closed")
-            _resolve([(fut, False, failure) for _, _, fut, _, _ in ops])
+            _resolve([(op.fut, False, failure) for op in ops])
             return
         self._queue.put(ops)
 
@@ -443,6 +493,10 @@ class Rows:
         _insert_rows(conn, "log_entries", self.entries)
         _insert_rows(conn, "log_hashes", self.hashes)
         _insert_rows(conn, "hands", self.hands)
+
+
+class _Again(Exception):
+    """An operation failed after it may have written: run the batch again one by one."""
 
 
 def hash_reader(conn: sqlite3.Connection) -> Callable[[list[int]], list[bytes]]:
