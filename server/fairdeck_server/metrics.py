@@ -29,6 +29,7 @@ from fairdeck_server.addresses import split_host_port
 from fairdeck_server.storage.base import (
     Change,
     Created,
+    HandBatch,
     HandRecord,
     LogForkError,
     NewHand,
@@ -54,7 +55,9 @@ WRITER_COUNTERS = (
     ("hashing_seconds", "fairdeck_log_hashing_seconds", "Time the log lock was held to hash new leaves"),
 )
 """The storage writer's counts (WriterStats), exported when the engine keeps them."""
-WRITES = frozenset({"create_hands", "update_hand", "put_checkpoint", "put_token", "revoke_token", "probe"})
+WRITES = frozenset(
+    {"create_hands", "create_batch", "update_hand", "put_checkpoint", "put_token", "revoke_token", "probe"}
+)
 """Storage operations that write: one that returns means storage takes writes (storage_health.py)."""
 
 
@@ -296,6 +299,13 @@ class MeteredStorage:
                 if c.record.state is StoredHandState.CLOSED:
                     self._metrics.hands_closed.labels(OUTCOMES[logentry.CLOSED]).inc()
         return created
+
+    async def create_batch(self, batch: HandBatch) -> int:
+        first = await self._counted("create_batch", self._inner.create_batch(batch))
+        self._metrics.hands_opened.inc(len(batch))
+        if batch.closed:
+            self._metrics.hands_closed.labels(OUTCOMES[logentry.CLOSED]).inc(len(batch))
+        return first
 
     async def update_hand(
         self, tenant: str, hand_id: str, decide: Callable[[HandRecord], tuple[Change, T]]

@@ -45,8 +45,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
+import operator
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -63,6 +65,7 @@ from fairdeck_server.storage.base import (
     HAND_COLUMNS,
     Change,
     Created,
+    HandBatch,
     HandRecord,
     NewHand,
     WriterStats,
@@ -157,7 +160,20 @@ class Update:
     cost = 1
 
 
-_Op = Create | Update
+@dataclass(eq=False)
+class CreateBatch:
+    """Insert a batch of hands with their entries (create_batch); ``fut`` gets its first index."""
+
+    batch: HandBatch
+    fut: asyncio.Future[Any]
+    whose: str = field(default_factory=fair.current)
+
+    @property
+    def cost(self) -> int:
+        return len(self.batch)
+
+
+_Op = Create | Update | CreateBatch
 
 
 @dataclass
@@ -171,6 +187,8 @@ class _Batch:
     """(record, commit entry position, reveal entry position)."""
     updates: list[tuple[HandRecord, int | None]] = field(default_factory=list)
     """(new record, reveal entry position)."""
+    batches: list[tuple[HandBatch, int]] = field(default_factory=list)
+    """(batch of hands, position of its first entry)."""
     results: list[tuple[_Op, Callable[[int], Any]]] = field(default_factory=list)
     """Each operation that succeeded, and its result as a function of the tree size before the batch."""
     failed: list[tuple[_Op, BaseException]] = field(default_factory=list)
@@ -355,7 +373,12 @@ def _decide(
     claimed: set[tuple[str, str]] = set()
     touched: set[str] = set()
     for op in batch:
-        if isinstance(op, Create):
+        if isinstance(op, CreateBatch):
+            first = len(plan.entries)
+            plan.entries.extend(op.batch.entries)
+            plan.batches.append((op.batch, first))
+            plan.results.append((op, functools.partial(operator.add, first)))
+        elif isinstance(op, Create):
             _prepare_create(plan, op, existing, claimed)
         elif op.hand_id in touched:
             plan.deferred.append(op)  # decide must see the stored result of the first
@@ -431,6 +454,31 @@ def _append_doc(plan: _Batch) -> str:
         }
         for r, commit_pos, reveal_pos in plan.inserts
     ]
+    for b, first in plan.batches:
+        seeds = encode_seeds(b.client_seeds).hex()
+        k = b.step
+        revealed = b.server_seeds
+        hands += [
+            {
+                "hand_id": hand_id,
+                "tenant": b.tenant,
+                "request_id": None,
+                "deck": b.deck,
+                "version": b.version,
+                "commitment": b.commitments[i].hex(),
+                "sealed_seed": b.sealed_seeds[i].hex(),
+                "client_seeds": seeds,
+                "state": int(b.state),
+                "dealt": b.dealt,
+                "created_ms": b.created_ms,
+                "commit_pos": first + i * k,
+                "closed_ms": b.created_ms if b.closed else None,
+                "server_seed": None if revealed is None else revealed[i].hex(),
+                "reveal_pos": first + i * k + 1 if b.closed else None,
+                "request_fp": None,
+            }
+            for i, hand_id in enumerate(b.hand_ids)
+        ]
     return _json({"entries": [e.hex() for e in plan.entries], "hands": hands, "updates": _updates(plan)})
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import queue
 import sqlite3
@@ -26,7 +27,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from fairdeck.log import merkle
 from fairdeck_server import fair, refusals
 from fairdeck_server.fair import FairQueue, take_turns
 from fairdeck_server.refusals import StartupRefused
@@ -47,6 +47,7 @@ from fairdeck_server.storage.writer_lock import WriterLock
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
+_sha256 = hashlib.sha256
 
 MAX_BATCH = 512
 """Operations per transaction, at most."""
@@ -67,10 +68,11 @@ so the few SQL strings stay in sqlite3's statement cache. 256 x 16 hand columns 
 
 class _Op:
     """An operation queued for the writer: its function, the loop awaiting it and its future,
-    whose work it is and its cost (fair.py), and for a plain creation of hands (no request id)
-    the hands, so a batch can write all of them at once."""
+    whose work it is and its cost (fair.py). A plain creation of hands (no request id: nothing
+    to read, nothing to refuse) also has ``rows``, which only queues its rows, so that a batch
+    writes those of all its creations with one set of INSERTs."""
 
-    __slots__ = ("cost", "fn", "fut", "hands", "loop", "whose")
+    __slots__ = ("cost", "fn", "fut", "loop", "rows", "whose")
 
     def __init__(
         self,
@@ -79,9 +81,9 @@ class _Op:
         fut: asyncio.Future[Any],
         whose: str,
         cost: int,
-        hands: Sequence[NewHand] | None,
+        rows: Callable[[Rows], Any] | None,
     ) -> None:
-        self.fn, self.loop, self.fut, self.whose, self.cost, self.hands = fn, loop, fut, whose, cost, hands
+        self.fn, self.loop, self.fut, self.whose, self.cost, self.rows = fn, loop, fut, whose, cost, rows
 
 
 REFUSED = (refusals.DealerError, ValueError, LookupError, LogForkError)
@@ -168,12 +170,15 @@ class SqliteWriter:
         rows.write(conn)
         return out
 
-    def create_rows(self, conn: sqlite3.Connection, hands: Sequence[NewHand], rows: Rows) -> list[Created]:
-        """Give ``hands`` their log indexes and queue their rows in ``rows`` (written by the caller)."""
+    def create_rows(
+        self, conn: sqlite3.Connection | None, hands: Sequence[NewHand], rows: Rows
+    ) -> list[Created]:
+        """Give ``hands`` their log indexes and queue their rows in ``rows`` (written by the caller).
+        ``conn`` None: a plain creation (no request id), which reads nothing."""
         out = []
         for new in hands:
             r = new.record
-            existing = self._existing(conn, r) if r.request_id is not None else None
+            existing = self._existing(conn, r) if r.request_id is not None and conn is not None else None
             if existing is not None:
                 out.append(Created(existing, found=True))
                 continue
@@ -223,12 +228,10 @@ class SqliteWriter:
         reads nothing from the database.
         """
         index = self.log_size
-        frontier = self.frontier
-        hashes = merkle.stored_hashes_for_append(index, merkle.leaf_hash(entry), frontier.read)
-        start = merkle.stored_hash_index(0, index)
+        hashes = self.frontier.append(index, _sha256(b"\x00" + entry).digest())  # RFC 9162 2.1.1: leaf
+        start = 2 * index - index.bit_count()  # merkle.stored_hash_index(0, index)
         rows.entries.append((index, entry))
-        rows.hashes.extend((start + i, h) for i, h in enumerate(hashes))
-        frontier.push(start, hashes)
+        rows.hashes.extend(zip(range(start, start + len(hashes)), hashes, strict=True))
         self.log_size = index + 1
         return index
 
@@ -283,7 +286,7 @@ class SqliteWriter:
         are undone; one that fails otherwise sends the batch to ``_run_alone``."""
         # Plain creations first, written together; the order of operations that were all
         # in flight at once is free, and none of them can depend on another's outcome.
-        batch = [op for op in batch if op.hands is not None] + [op for op in batch if op.hands is None]
+        batch = [op for op in batch if op.rows is not None] + [op for op in batch if op.rows is None]
         before = (self.log_size, self.frontier.copy())
         began = time.perf_counter()
         lock = self._lock
@@ -300,7 +303,7 @@ class SqliteWriter:
             if lock is not None and self._catch_up(conn):  # others write too: take in theirs
                 before = (self.log_size, self.frontier.copy())
             try:
-                outcomes = self._create_together(conn, [op for op in batch if op.hands is not None])
+                outcomes = self._create_together(conn, [op for op in batch if op.rows is not None])
             except Exception as e:  # should not happen: nothing in them can be refused
                 raise _Again from e
             for op in batch[len(outcomes) :]:
@@ -346,9 +349,7 @@ class SqliteWriter:
         began = time.perf_counter()
         try:
             conn.execute("BEGIN IMMEDIATE")
-            outcome = (
-                (True, self.create_many(conn, op.hands)) if op.hands is not None else self._run_op(conn, op)
-            )
+            outcome = self._run_op(conn, op)
             if not outcome[0]:
                 self._rollback(conn, before)
                 return outcome
@@ -431,7 +432,7 @@ class SqliteWriter:
         if not creations:
             return []
         rows = Rows()
-        out = [(True, self.create_rows(conn, op.hands or (), rows)) for op in creations]
+        out = [(True, op.rows(rows)) for op in creations if op.rows is not None]
         rows.write(conn)
         return out
 
@@ -451,10 +452,11 @@ class SqliteWriter:
         fn: Callable[[sqlite3.Connection], T],
         *,
         cost: int = 1,
-        hands: Sequence[NewHand] | None = None,
+        rows: Callable[[Rows], T] | None = None,
     ) -> T:
         """Run ``fn`` on the writer thread, in a batch, in its tenant's turn (fair.current());
-        ``cost``: hands it writes, for the turns."""
+        ``cost``: hands it writes, for the turns. ``rows``: for a plain creation, what queues
+        its rows, run instead of ``fn`` when the batch writes creations together."""
         if self._closed:
             raise refusals.storage_unavailable("storage is closed")
         loop = asyncio.get_running_loop()
@@ -463,7 +465,7 @@ class SqliteWriter:
         if pending is None:  # the first of this turn: hand them all over at its end
             pending = self._pending[loop] = []
             loop.call_soon(self._flush, loop)
-        pending.append(_Op(fn, loop, fut, fair.current(), cost, hands))
+        pending.append(_Op(fn, loop, fut, fair.current(), cost, rows))
         return await fut
 
     def _flush(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -545,10 +547,3 @@ def _resolve(items: list[tuple[asyncio.Future[Any], bool, Any]]) -> None:
             fut.set_result(value)
         else:
             fut.set_exception(value)
-
-
-def select_hand(conn: sqlite3.Connection, tenant: str, hand_id: str) -> HandRecord | None:
-    row = conn.execute(f"SELECT {HAND_COLUMNS} FROM hands WHERE hand_id = ?", (hand_id,)).fetchone()  # noqa: S608
-    if row is None or row[1] != tenant:
-        return None
-    return hand_record(row)
