@@ -130,26 +130,35 @@ def victim(opts: argparse.Namespace) -> dict[str, Any]:
 # -- the attacks -------------------------------------------------------------------------------------
 
 
-def unread_streams(opts: argparse.Namespace, tally: Tally) -> None:
+def unread_streams(own_connections: bool) -> Callable[[argparse.Namespace, Tally], None]:
     """50 DealHands calls of 100,000 hands that are never read (half close=true, half false),
-    each started again when it ends."""
-    channel = grpc.insecure_channel(opts.target, options=OPTIONS)
-    stub = dealer_pb2_grpc.DealerServiceStub(channel)
-    calls: list[Any] = [None] * 50
-    while tally.running():
-        for i, call in enumerate(calls):
+    each started again when it ends; on one connection, or each on a connection of its own
+    (then the connection's flow-control window no longer bounds them together)."""
+
+    def attack(opts: argparse.Namespace, tally: Tally) -> None:
+        channels = [grpc.insecure_channel(opts.target, options=OWN if own_connections else OPTIONS)]
+        if own_connections:
+            channels += [grpc.insecure_channel(opts.target, options=OWN) for _ in range(49)]
+        stubs = [dealer_pb2_grpc.DealerServiceStub(c) for c in channels]
+        calls: list[Any] = [None] * 50
+        while tally.running():
+            for i, call in enumerate(calls):
+                if call is not None and call.running():
+                    continue
+                if call is not None:
+                    tally.count(call.code().name)
+                request = pb.DealHandsRequest(deck="standard", hand_count=100_000, close=i % 2 == 0)
+                stub = stubs[i % len(stubs)]
+                calls[i] = stub.DealHands(request, metadata=auth(opts.token))  # started, never read
+            time.sleep(1.0)
+        for call in calls:
             if call is not None and call.running():
-                continue
-            if call is not None:
-                tally.count(call.code().name)
-            request = pb.DealHandsRequest(deck="standard", hand_count=100_000, close=i % 2 == 0)
-            calls[i] = stub.DealHands(request, metadata=auth(opts.token))  # started, never read
-        time.sleep(1.0)
-    for call in calls:
-        if call is not None and call.running():
-            tally.count("still open (cancelled by us)")
-            call.cancel()
-    channel.close()
+                tally.count("still open (cancelled by us)")
+                call.cancel()
+        for c in channels:
+            c.close()
+
+    return attack
 
 
 def readers(n: int) -> Callable[[argparse.Namespace, Tally], None]:
@@ -318,7 +327,8 @@ def _closed(s: socket.socket) -> bool:
 
 
 ATTACKS: dict[str, tuple[str, Callable[[argparse.Namespace, Tally], None]]] = {
-    "unread": ("50 DealHands streams it never reads", unread_streams),
+    "unread": ("50 DealHands streams it never reads", unread_streams(own_connections=False)),
+    "unread-own": ("50 unread DealHands streams, each on its own connection", unread_streams(True)),
     "readers": ("3 ordinary DealHands(100k, close=true) readers", readers(3)),
     "bulk": ("the ordinary bulk dealer: 1 DealHands(100k, close=true) reader", readers(1)),
     "gethand": ("2,500 concurrent GetHand", get_hand_flood),

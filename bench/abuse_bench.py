@@ -52,6 +52,8 @@ from abuse_attacks import ATTACKS, attack, victim  # noqa: E402
 from deal_bench import PYTHON, Server, hot_functions  # noqa: E402
 from loadgen import machine_cpu, proc_cpu  # noqa: E402
 
+DEFAULT_ROWS = ("unread", "readers", "bulk", "gethand", "opencap", "largest", "spray", "conns", "sigstop")
+"""The issue's table, the ordinary bulk dealer and the --processes row (``unread-own`` on request)."""
 GOAL = 2.0
 """The victim's p99 during a row may be at most this many times its idle p99."""
 ROWS = {
@@ -421,7 +423,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     run.add_argument("--idle-seconds", type=float, default=30.0, help="each idle window (30)")
     run.add_argument("--pause", type=float, default=0.1, help="the victim's pause between calls (0.1 s)")
-    run.add_argument("--only", default=",".join(ROWS), help="rows to run, e.g. unread,readers")
+    run.add_argument("--only", default=",".join(DEFAULT_ROWS), help="rows to run, e.g. unread,readers")
     run.add_argument("--json", type=Path, help="also write the results here")
     run.add_argument(
         "--profile", type=Path, metavar="DIR", help="py-spy the dealer in each window, raw stacks here"

@@ -319,7 +319,9 @@ class LimitsInterceptor(ServerInterceptor):
             tenant = principal.current().tenant
             hands = await self._admit(method, tenant, request, context)
             try:
-                if not self.streams.enter(tenant):
+                # A body that does not parse makes no stream: its servicer refuses it as malformed.
+                counted = not isinstance(request, Malformed)
+                if counted and not self.streams.enter(tenant):
                     await self._refuse(
                         context, tenant, refusals.too_many_streams(self.streams.limit, STREAMS_RETRY)
                     )
@@ -334,7 +336,8 @@ class LimitsInterceptor(ServerInterceptor):
                     finally:
                         await result.aclose()
                 finally:
-                    self.streams.leave(tenant)
+                    if counted:
+                        self.streams.leave(tenant)
             finally:
                 self.cap.release(tenant, hands)
 

@@ -1,15 +1,17 @@
 """The SQLite writer: one thread owns the connection and commits in groups.
 
-Operations queue up while the previous transaction is being made durable, and the next
-transaction takes all of them at once: one fsync covers the whole batch. Each operation runs in
-its own savepoint, so a refused request rolls back alone; futures are resolved only after COMMIT
-returned (the WAL is on disk). Bulk operations (a DealHands chunk) wait apart: a transaction takes
-every ordinary operation queued and at most one bulk one. Rows go in as multi-row INSERTs of a few
-fixed sizes, to keep GIL hand-offs few (docs/scaling.md, "The SQLite writer").
+Operations queue up while the previous transaction is being made durable; the next transaction
+takes them in fair turns (fair.take_turns: one turn of each tenant with work queued, up to
+BATCH_COST hands for a tenant alone), and one fsync covers the batch. Operations run without a
+savepoint each: one that refuses has written nothing (REFUSED), and any other failure rolls the
+batch back and runs it again one operation per transaction, so a failure stays with its
+operation. Futures are resolved only after COMMIT returned (the WAL is on disk). Rows go in as
+multi-row INSERTs of a few fixed sizes, to keep GIL hand-offs few (docs/scaling.md, "Fair shares").
 
 The writer also keeps the log's size and Merkle frontier, so an append reads nothing; with
 ``writer_lock`` (``serve --processes N``) it takes turns with other processes' writers through a
-flock and takes in their appends (``_catch_up``).
+flock (storage/writer_lock.py, waited for at most LOCK_TIMEOUT) and takes in their appends
+(``_catch_up``).
 """
 
 from __future__ import annotations
