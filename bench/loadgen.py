@@ -29,9 +29,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import itertools
 import json
 import os
+import secrets
 import statistics
 import sys
 import time
@@ -118,9 +118,6 @@ async def unary(args: argparse.Namespace) -> dict[str, Any]:
     errors: dict[str, int] = {}
     marks: dict[str, Any] = {}
 
-    ids = itertools.count()
-    prefix = f"lg{os.getpid()}-"
-
     async def worker(call: Any) -> None:
         perf = time.perf_counter
         record = latencies.append
@@ -129,10 +126,9 @@ async def unary(args: argparse.Namespace) -> dict[str, Any]:
             if t0 >= t_end:
                 return
             body = request
-            if args.request_ids:  # as the SDK sends them: each open its own idempotency key
-                body = pb.DealNewHandRequest(
-                    deck=args.deck, request_id=f"{prefix}{next(ids)}"
-                ).SerializeToString()
+            if args.request_ids:  # as the SDK makes them (client/calls.py): time-ordered, then random
+                rid = f"{time.time_ns() // 1_000_000:011x}{secrets.token_hex(8)}"
+                body = pb.DealNewHandRequest(deck=args.deck, request_id=rid).SerializeToString()
             try:
                 await call(body, timeout=30)
             except grpc.aio.AioRpcError as e:

@@ -105,7 +105,7 @@ class ServerConfig:
     rate_burst: int = 1000
     max_open_hands: int = 10_000
     """Hands a tenant may have open (not closed) at once; 0 turns it off."""
-    max_calls_in_flight: int = 128
+    max_calls_in_flight: int = 1000
     """Calls (other than streams) a tenant may have running or waiting for their turn at once; 0: no limit."""
     max_streams: int = 4
     """DealHands streams a tenant may have open at once; 0: no limit."""

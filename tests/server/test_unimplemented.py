@@ -77,7 +77,14 @@ def test_health_list_and_unknown_methods(tmp_path: Path) -> None:
         # The address's five failures, then the held refusal of a failed call.
         assert codes[:5] == [("UNIMPLEMENTED", "UNKNOWN_METHOD")] * 5, codes
         assert codes[5:] == [("RESOURCE_EXHAUSTED", "AUTH_RATE_LIMITED")] * 3, codes
-        samples = metrics(port)
+        # A refusal's status reaches the client a moment before the dealer has counted it.
+        deadline = time.monotonic() + 10
+        while True:
+            samples = metrics(port)
+            counted = sum(v for k, v in samples.items() if k[0] == "fairdeck_rpcs_total")
+            if counted >= 1 + 8 or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
         assert (
             samples[
                 (
