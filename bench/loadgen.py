@@ -31,6 +31,7 @@ import argparse
 import asyncio
 import json
 import os
+import secrets
 import statistics
 import sys
 import time
@@ -124,8 +125,12 @@ async def unary(args: argparse.Namespace) -> dict[str, Any]:
             t0 = perf()
             if t0 >= t_end:
                 return
+            body = request
+            if args.request_ids:  # as the SDK makes them (client/calls.py): time-ordered, then random
+                rid = f"{time.time_ns() // 1_000_000:011x}{secrets.token_hex(8)}"
+                body = pb.DealNewHandRequest(deck=args.deck, request_id=rid).SerializeToString()
             try:
-                await call(request, timeout=30)
+                await call(body, timeout=30)
             except grpc.aio.AioRpcError as e:
                 name = e.code().name
                 errors[name] = errors.get(name, 0) + 1
@@ -155,6 +160,7 @@ async def unary(args: argparse.Namespace) -> dict[str, Any]:
         "target": args.target,
         "concurrency": args.concurrency,
         "channels": args.channels,
+        "request_ids": args.request_ids,
         "duration_s": window,
         "calls": n,
         "calls_per_s": n / window,
@@ -348,6 +354,7 @@ def main() -> None:
     u.add_argument("--duration", type=float, default=6.0)
     u.add_argument("--deck", default="standard")
     u.add_argument("--server-pid", type=int)
+    u.add_argument("--request-ids", action="store_true", help="a request id on every call, as the SDK sends")
     o = sub.add_parser("open", help="DealNewHand at a fixed offered rate (open loop)")
     o.add_argument("--target", required=True)
     o.add_argument("--rate", type=float, required=True, help="calls per second, sent on a fixed schedule")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 from dataclasses import replace
 from types import ModuleType
@@ -13,31 +14,34 @@ from typing import TYPE_CHECKING, Any, cast
 
 import grpc
 from google.protobuf.descriptor import ServiceDescriptor
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from fairdeck.log.logentry import time_of
 from fairdeck.log.tiles import TileError
 from fairdeck.v1 import audit_pb2, dealer_pb2
 from fairdeck.wire import Reason
-from fairdeck_server import logging_setup
+from fairdeck_server import fair, logging_setup
 from fairdeck_server.addresses import check_listen, is_loopback, probe_listen
-from fairdeck_server.auth import Authenticator, FailureLimiter, TokenVerifier
+from fairdeck_server.auth import Authenticator, FailureLimiter, TokenVerifier, peer_address
 from fairdeck_server.clock import CHECK_INTERVAL_S, DealerClock, iso, start_after_log
 from fairdeck_server.config import ServerConfig
+from fairdeck_server.connections import SWEEP_SECONDS, ConnectionWarden, available, fit_descriptors
 from fairdeck_server.cosigning import WitnessPublisher
 from fairdeck_server.dealer import Dealer
 from fairdeck_server.edge import reflection
 from fairdeck_server.edge.audit_servicer import AuditServicer
 from fairdeck_server.edge.chain import CallInterceptor
 from fairdeck_server.edge.dealer_servicer import DealerServicer
+from fairdeck_server.edge.health import HealthServicer
 from fairdeck_server.edge.interceptors import (
     AuthInterceptor,
     DeadlineInterceptor,
     LimitsInterceptor,
     ObservingInterceptor,
+    StreamCap,
 )
-from fairdeck_server.edge.methods import register
-from fairdeck_server.edge.transport import TRANSPORT_OPTIONS, server_credentials
+from fairdeck_server.edge.methods import UNKNOWN_METHOD, loggable_method, register, unknown_method_handler
+from fairdeck_server.edge.transport import TRANSPORT_OPTIONS, connection_options, server_credentials
 from fairdeck_server.limits import OpenHandsCap, RateLimiter
 from fairdeck_server.log_lease import FixedLease, Lease, PostgresLease
 from fairdeck_server.log_signing import RANDOM_ORIGIN, CheckpointPublisher
@@ -47,11 +51,19 @@ from fairdeck_server.refusals import DealerError, StartupRefused
 from fairdeck_server.startup import Identity, IdentityStore, check_store, prepare
 from fairdeck_server.storage import open_storage
 from fairdeck_server.storage.base import Storage
+from fairdeck_server.storage.sqlite.writer import LOCK_TIMEOUT
 from fairdeck_server.storage_health import StorageHealth
 from fairdeck_server.tile_publishing import LiveTiles, Source, read_whole_log, tiles_refusal
 
 if TYPE_CHECKING:
     from fairdeck_server.processes import Worker
+
+ADMISSION_SLOTS = 64
+"""Calls at work at once in one process, of all tenants; more wait for their tenant's turn
+(fair.Admission). Enough to keep the storage writer's batches full; few enough that the event
+loop's queue of ready work, which every call waits in, stays short."""
+HEARTBEAT_SECONDS = 0.5
+"""How often a worker of ``serve --processes N`` tells its supervisor it makes progress."""
 
 log = logging.getLogger(__name__)
 STOP_WRITE_TIMEOUT_S = 10.0
@@ -115,31 +127,35 @@ class DealerServer:
         self.identity: Identity | None = None
         self._started = False
         required = config.require_auth
+        # token lookups that fail count as storage errors
+        self.tokens = TokenVerifier(
+            self.metered, failures=FailureLimiter(config.auth_failure_rate, config.auth_failure_burst)
+        )
         self.auth = AuthInterceptor(
             Authenticator(
-                # token lookups that fail count as storage errors
-                TokenVerifier(
-                    self.metered, failures=FailureLimiter(config.auth_failure_rate, config.auth_failure_burst)
-                ),
-                required=not is_loopback(config.listen) if required is None else required,
+                self.tokens, required=not is_loopback(config.listen) if required is None else required
             ),
             on_tenant=logging_setup.set_tenant,
         )
         self.limits = LimitsInterceptor(
             RateLimiter(config.rate_limit, config.rate_burst),
             OpenHandsCap(self.metered.open_hands, config.max_open_hands),
+            # No cap on calls in flight (0) turns the fair admission off with it.
+            admission=fair.Admission(
+                ADMISSION_SLOTS if config.max_calls_in_flight else 0, config.max_calls_in_flight
+            ),
+            streams=StreamCap(config.max_streams),
             on_refusal=self.metrics.refused,
         )
         # Outermost first: observing (sees every outcome), the default deadline (covers
         # stream writes), authentication (tells the access log the tenant), then the limits
         # (per tenant, so after auth). One interceptor, wrapped once per method (edge/chain.py).
+        observing = ObservingInterceptor(self.metrics)
+        unknown = unknown_method_handler(self._unknown_method_called)
         self.interceptor = CallInterceptor(
-            [
-                ObservingInterceptor(self.metrics),
-                DeadlineInterceptor(config.default_deadline),
-                self.auth,
-                self.limits,
-            ]
+            [observing, DeadlineInterceptor(config.default_deadline), self.auth, self.limits],
+            # A method nobody serves: counted once under one label, refused, no traceback.
+            unknown=lambda method: observing.wrap(loggable_method(method), unknown, label=UNKNOWN_METHOD),
         )
         logging_setup.redact_grpc_metadata()  # before any call: grpcio would log a non-UTF-8 token whole
 
@@ -199,6 +215,7 @@ class DealerServer:
             raise StartupRefused(self._storage_refusal(e, where)) from None
         self.storage.serving()
         self.metrics.gauges.attach(self.metered, asyncio.get_running_loop())
+        self._warden = asyncio.create_task(self._watch_connections(), name="fairdeck-connections")
         self.publisher.start()
         self.witnessing.start()
         self._reaper = asyncio.create_task(self.reaper.run(), name="fairdeck-reaper")
@@ -223,9 +240,16 @@ class DealerServer:
                 # One process per port, except the workers of one dealer (processes.py).
                 ("grpc.so_reuseport", 0 if self.worker is None else 1),
                 *TRANSPORT_OPTIONS,  # no call dropped unseen (edge/transport.py)
+                *connection_options(
+                    idle=config.connection_idle_timeout,
+                    handshake=config.handshake_timeout,
+                    age=config.max_connection_age,
+                    age_grace=config.default_deadline or 30.0,
+                    max_connections=fit_descriptors(config.max_connections),
+                ),
             ],
         )
-        self.health = health.aio.HealthServicer()  # type: ignore[attr-defined]
+        self.health = HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         reflection.enable([DEALER_SERVICE, AUDIT_SERVICE, HEALTH_SERVICE], self.server)
 
@@ -334,6 +358,7 @@ class DealerServer:
         await self.server.stop(self.config.grace_seconds)
         await self.storage_health.stop()
         await self._close_metrics()
+        self._warden.cancel()
         for task in (self._reaper, self._clock_watch):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -400,6 +425,23 @@ class DealerServer:
                 iso(self.clock.now_ms()),
             )
 
+    async def _watch_connections(self) -> None:
+        """Once a second: the connections per client address (connections.py), and the gauge."""
+        warden = ConnectionWarden(
+            self.port, self.config.max_connections_per_peer, on_cut=self.metrics.cut_connections
+        )
+        if not available():
+            if warden.limit:
+                log.warning("max_connections_per_peer is not enforced: no /proc on this system")
+            return
+        while True:
+            try:
+                await asyncio.to_thread(warden.sweep)
+                self.metrics.connections.set(warden.open)
+            except Exception as e:  # a look that failed is tried again next time
+                log.error("counting connections failed: %s", type(e).__name__)
+            await asyncio.sleep(SWEEP_SECONDS)
+
     def _skipped_stale_hand(self, tenant: str, hand_id: str, reason: str) -> None:
         # Ids and the reason code only: the error's text is not logged, and never a seed.
         self.metrics.reaper_skipped.labels(reason).inc()
@@ -416,6 +458,14 @@ class DealerServer:
             reason,
             until,
         )
+
+    async def _unknown_method_called(self, peer: str) -> None:
+        """A call of a method nobody serves is a failed call of the client's address, limited
+        as failed authentications are (auth.FailureLimiter): refused AUTH_RATE_LIMITED, after
+        being held, once the address has used up its failures."""
+        address = peer_address(peer)
+        await self.tokens.check_address(address)
+        self.tokens.failures.failed(address)
 
     async def _probe(self) -> None:
         await self.metered.probe()
@@ -435,6 +485,23 @@ class DealerServer:
     async def _set_health(self, status: health_pb2.HealthCheckResponse.ServingStatus.ValueType) -> None:
         for name in HEALTH_NAMES:
             await self.health.set(name, status)
+
+
+async def _heartbeat(fd: int, server: DealerServer) -> None:
+    """A worker's sign of progress to its supervisor (processes.py): a byte every
+    HEARTBEAT_SECONDS while its event loop runs, except while its storage writer has held the
+    writers' lock longer than the others wait for it (then it is the one stuck, not them)."""
+    os.set_blocking(fd, False)
+    held_for = getattr(server.storage, "lock_held_for", None)
+    while True:
+        if held_for is None or held_for() < LOCK_TIMEOUT:
+            try:
+                os.write(fd, b".")
+            except BlockingIOError:  # the supervisor is behind in reading: it has beats enough
+                pass
+            except OSError:  # the supervisor is gone: the lifeline says so too
+                return
+        await asyncio.sleep(HEARTBEAT_SECONDS)
 
 
 async def serve(
@@ -469,7 +536,12 @@ async def serve(
         log.info("metrics on http://%s:%d/metrics", metrics_host, server.metrics_port)
     if ready is not None:
         ready.set()
+    beating = None
+    if worker is not None and worker.heartbeat_fd is not None:
+        beating = asyncio.create_task(_heartbeat(worker.heartbeat_fd, server), name="fairdeck-heartbeat")
     await stop.wait()
     log.info("draining")
+    if beating is not None:
+        beating.cancel()
     await server.stop()
     print("fairdeck dealer stopped", flush=True)

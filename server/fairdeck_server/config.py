@@ -100,6 +100,10 @@ class ServerConfig:
     rate_burst: int = 1000
     max_open_hands: int = 10_000
     """Hands a tenant may have open (not closed) at once; 0 turns it off."""
+    max_calls_in_flight: int = 1000
+    """Calls (other than streams) a tenant may have running or waiting for their turn at once; 0: no limit."""
+    max_streams: int = 4
+    """DealHands streams a tenant may have open at once; 0: no limit."""
     max_message_bytes: int = 4 * 1024 * 1024
     max_request_bytes: int = 512 * 1024
     """Largest request the dealer reads; gRPC refuses a larger one before it is parsed, on the
@@ -114,6 +118,21 @@ class ServerConfig:
     that need a lookup are refused before it. 0 turns it off."""
     auth_failure_burst: int = 30
     """Failed authentications a client address may make at once before auth_failure_rate applies."""
+    # -- connections (docs/security.md, "Connections") --
+    handshake_timeout: float = 10.0
+    """Seconds a new connection has to finish its TLS handshake and the HTTP/2 preface and
+    settings; then it is closed."""
+    connection_idle_timeout: float = 60.0
+    """Seconds a connection with no call in flight stays open (then GOAWAY); 0: no limit."""
+    max_connection_age: float = 3600.0
+    """Seconds after which any connection is sent GOAWAY; its calls get default_deadline (30 s
+    if that is 0) more to finish, then it is closed. 0: no limit."""
+    max_connections: int = 4096
+    """Connections one serving process accepts at once; the file descriptor limit is raised to
+    fit when it can be, else this is lowered to fit it (with a warning). 0: no limit."""
+    max_connections_per_peer: int = 64
+    """Connections one client address (an IPv6 /64) may hold per serving process; its newest
+    ones past it are closed within a second (Linux). 0: no limit."""
     # -- witnesses (docs/witness.md) --
     witnesses: tuple[str, ...] = ()
     """Witnesses asked to cosign each checkpoint, each URL=KEY (the witness's add-checkpoint URL
@@ -130,6 +149,9 @@ class ServerConfig:
     processes: int = 1
     """Serving processes on the one port (SO_REUSEPORT) and the one database: each uses a core.
     Rate and open-hand limits, health and metrics are per process."""
+    worker_timeout: float = 5.0
+    """With processes > 1: seconds a worker may go without a heartbeat (stopped, hung, or
+    holding the writers' lock without progress) before it is killed and replaced. 0: never."""
     # -- observability --
     metrics_listen: str | None = None
     """host:port for the Prometheus /metrics endpoint; None: no endpoint."""
@@ -310,15 +332,23 @@ CHECKS: dict[str, Callable[[Any], None]] = {
     "rate_limit": _at_least(0),
     "rate_burst": _at_least(0),
     "max_open_hands": _at_least(0),
+    "max_calls_in_flight": _at_least(0),
+    "max_streams": _at_least(0),
     "max_message_bytes": _at_least(0),
     "max_request_bytes": _at_least(0),
     "default_deadline": _at_least(0),
     "auth_failure_rate": _at_least(0),
     "auth_failure_burst": _at_least(0),
+    "handshake_timeout": _at_least(0, above=True),
+    "connection_idle_timeout": _at_least(0),
+    "max_connection_age": _at_least(0),
+    "max_connections": _at_least(0),
+    "max_connections_per_peer": _at_least(0),
     "witnesses": _each(_witness),
     "witness_threshold": _at_least(0),
     "witness_interval": _at_least(0, above=True),
     "processes": _at_least(1),
+    "worker_timeout": _at_least(0),
 }
 
 

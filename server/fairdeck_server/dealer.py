@@ -12,6 +12,7 @@ shows a hand left open past its lifetime while the dealer deals on.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import secrets
 import time
@@ -19,7 +20,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
-from fairdeck.core.commitment import commit
+from fairdeck.core.commitment import commit, committer
 from fairdeck.core.decks import SPEC_NAMES, DeckSpec
 from fairdeck.core.derivation import Plan, plan
 from fairdeck.core.encoding import lp
@@ -27,12 +28,20 @@ from fairdeck.core.errors import InvalidInput
 from fairdeck.core.seeds import MAX_CLIENT_SEEDS, check_hand_id, normalize_client_seed
 from fairdeck.core.transcript import Transcript
 from fairdeck.core.versions import CURRENT_VERSION
-from fairdeck.log.logentry import CLOSED, VOIDED, CommitEntry, RevealEntry, deck_digest
+from fairdeck.log.logentry import (
+    CLOSED,
+    VOIDED,
+    CommitEntry,
+    RevealEntry,
+    commit_entries,
+    deck_digest,
+    reveal_entries,
+)
 from fairdeck.wire import Reason
-from fairdeck_server import principal, refusals
+from fairdeck_server import fair, principal, refusals
 from fairdeck_server.storage.base import (
     Change,
-    Created,
+    HandBatch,
     HandRecord,
     NewHand,
     Storage,
@@ -44,7 +53,10 @@ from fairdeck_server.vault import SeedVault, VaultError
 MAX_BATCH_HANDS = 100_000
 """DealHands: at most this many hands per call."""
 BATCH_CHUNK = 256
-"""DealHands: hands per streamed message and per storage transaction."""
+"""DealHands: hands per streamed message, each sent once all its hands are durable."""
+SLICE = 32
+"""DealHands: hands built in one turn of the CPU (fair.CpuTurns) and stored by one storage
+operation, which takes its tenant's turn at the writer (a chunk is 8 slices)."""
 DEFAULT_TENANT = principal.DEFAULT_TENANT
 STREAM_IN_FLIGHT = 2 * BATCH_CHUNK
 """Hands a DealHands call with ``close`` holds against the open-hands cap while it runs:
@@ -86,6 +98,16 @@ def _new_hand_id() -> str:
 
 
 @dataclass(frozen=True)
+class DealtSlice:
+    """A slice of a DealHands call, stored: its hands, their decks, and the log index of its
+    first entry (hand ``i``'s commit entry is at ``first_index + i * batch.step``)."""
+
+    batch: HandBatch
+    cards: list[tuple[int, ...]]
+    first_index: int
+
+
+@dataclass(frozen=True)
 class DrawnCards:
     deck: str
     cards: tuple[int, ...]
@@ -113,6 +135,9 @@ class Dealer:
         self._new_hand_id = new_hand_id
         self._version = version
         self._deck_cache = lru_cache(maxsize=4096)(self._derive)
+        self._committers: dict[str, Callable[[str, bytes], bytes]] = {}
+        self.turns = fair.CpuTurns(SLICE)
+        """Whose turn it is to use the CPU for bulk work (DealHands slices)."""
         self._unvoidable: set[tuple[str, str]] = set()
         """(tenant, hand_id) of stale hands void_stale could not void (see there)."""
         self.before_logging: Callable[[], Awaitable[None]] = _nothing
@@ -144,53 +169,119 @@ class Dealer:
 
     async def deal_hands(
         self, tenant: str, deck: str, count: int, client_seeds: Sequence[str | bytes], close: bool
-    ) -> AsyncIterator[list[tuple[HandRecord, tuple[int, ...], bytes | None]]]:
+    ) -> AsyncIterator[list[DealtSlice]]:
         """Open and deal ``count`` hands, in durable chunks of BATCH_CHUNK."""
         p = self._plan(deck)
         if not 1 <= count <= MAX_BATCH_HANDS:
             raise refusals.invalid("hand_count", Reason.INVALID_HAND_COUNT, f"must be 1..{MAX_BATCH_HANDS}")
         seeds = _client_seeds(client_seeds)
-        state = StoredHandState.CLOSED if close else StoredHandState.SHUFFLED
-        return self._deal_chunks(tenant, p, count, seeds, state)
+        return self._deal_chunks(tenant, p, count, seeds, close)
 
     async def _deal_chunks(
-        self, tenant: str, p: Plan, count: int, seeds: tuple[bytes, ...], state: StoredHandState
-    ) -> AsyncIterator[list[tuple[HandRecord, tuple[int, ...], bytes | None]]]:
-        revealed = state is StoredHandState.CLOSED
+        self, tenant: str, p: Plan, count: int, seeds: tuple[bytes, ...], closed: bool
+    ) -> AsyncIterator[list[DealtSlice]]:
+        """Chunk k+1 is built, slice by slice in fair turns, while chunk k's slices are stored;
+        chunk k is yielded once all of its slices are durable."""
+        stores: list[asyncio.Future[int]] = []  # every slice handed to storage, in order
         done = 0
-        in_flight: tuple[list[tuple[NewHand, bytes, tuple[int, ...]]], asyncio.Task[list[Created]]] | None = (
-            None
-        )
+        in_flight: list[tuple[HandBatch, list[tuple[int, ...]], asyncio.Future[int]]] | None = None
         try:
             while done < count or in_flight is not None:
-                # Build the next chunk while the storage thread makes the previous one durable.
                 ahead = None
                 if done < count:
                     await self.before_logging()
-                    made = [
-                        self._new_hand(tenant, p, None, seeds, state=state)
-                        for _ in range(min(BATCH_CHUNK, count - done))
-                    ]
-                    stored_next = asyncio.ensure_future(  # noqa: RUF006 - kept in in_flight, always awaited
-                        self.storage.create_hands([new for new, _, _ in made])
-                    )
-                    ahead = (made, stored_next)
-                    done += len(made)
+                    n = min(BATCH_CHUNK, count - done)
+                    ahead = await self._build_chunk(tenant, p, n, seeds, closed, stores)
+                    done += n
                 if in_flight is not None:
-                    made_before, stored = in_flight
-                    in_flight = ahead
-                    created = await stored
-                    yield [
-                        (c.record, cards, seed if revealed else None)
-                        for c, (_, seed, cards) in zip(created, made_before, strict=True)
-                    ]
+                    chunk, in_flight = in_flight, ahead
+                    yield [DealtSlice(batch, cards, await stored) for batch, cards, stored in chunk]
                 in_flight = ahead
         finally:
-            # The caller went away or a chunk failed: the chunk already handed to storage
-            # still becomes durable (its hands are voided in time), so wait for it and
-            # keep its outcome out of asyncio's "never retrieved" log.
-            if in_flight is not None and not in_flight[1].done():
-                await asyncio.gather(in_flight[1], return_exceptions=True)
+            # The caller went away or a slice failed: the slices already handed to storage still
+            # become durable (their hands are voided in time), so wait for them and keep their
+            # outcomes out of asyncio's "never retrieved" log.
+            waiting = [f for f in stores if not f.done()]
+            if waiting:
+                await asyncio.gather(*waiting, return_exceptions=True)
+            for f in stores:
+                if f.done() and not f.cancelled():
+                    f.exception()  # retrieved
+
+    async def _build_chunk(
+        self,
+        tenant: str,
+        p: Plan,
+        n: int,
+        seeds: tuple[bytes, ...],
+        closed: bool,
+        stores: list[asyncio.Future[int]],
+    ) -> list[tuple[HandBatch, list[tuple[int, ...]], asyncio.Future[int]]]:
+        """``n`` hands in slices, each built in its tenant's turn of the CPU and handed to storage
+        at once; one call for the whole chunk's seeds."""
+        size = p.seed_bytes
+        entropy = self._entropy(size * n)
+        out: list[tuple[HandBatch, list[tuple[int, ...]], asyncio.Future[int]]] = []
+        for start in range(0, n, SLICE):
+            m = min(SLICE, n - start)
+            raw = entropy[start * size : (start + m) * size]
+            batch, cards = await self.turns.run(
+                m, functools.partial(self._build_slice, tenant, p, m, raw, seeds, closed)
+            )
+            stored = asyncio.ensure_future(self.storage.create_batch(batch))
+            stores.append(stored)
+            out.append((batch, cards, stored))
+        return out
+
+    def _build_slice(
+        self, tenant: str, p: Plan, n: int, raw: bytes, seeds: tuple[bytes, ...], closed: bool
+    ) -> tuple[HandBatch, list[tuple[int, ...]]]:
+        """``n`` new hands from ``raw`` (their seeds, end to end): ids, commitments, decks, log
+        entries and, for hands that stay open, sealed seeds; the shared fields once."""
+        size = p.seed_bytes
+        now = self._clock_ms()
+        ids = self._new_hand_ids(n)
+        server = [raw[i * size : (i + 1) * size] for i in range(n)]
+        commit_one = self._committer(p.spec.name)
+        commitments = [commit_one(h, s) for h, s in zip(ids, server, strict=True)]
+        derive = p.derive
+        cards = [derive(h, s, seeds) for h, s in zip(ids, server, strict=True)]
+        entries = commit_entries(now, ids, self._version, p.spec.name, commitments)
+        if closed:
+            reveals = reveal_entries(now, ids, CLOSED, server, seeds, [deck_digest(c) for c in cards])
+            entries = [e for pair in zip(entries, reveals, strict=True) for e in pair]
+            sealed = [b""] * n  # revealed at once: the seed is in the row and the log
+        else:
+            sealed = self.vault.seal_many(ids, server)
+        batch = HandBatch(
+            tenant=tenant,
+            deck=p.spec.name,
+            version=self._version,
+            client_seeds=seeds,
+            closed=closed,
+            dealt=p.spec.size,
+            created_ms=now,
+            hand_ids=ids,
+            commitments=commitments,
+            sealed_seeds=sealed,
+            server_seeds=server if closed else None,
+            entries=entries,
+        )
+        return batch, cards
+
+    def _new_hand_ids(self, n: int) -> list[str]:
+        """``n`` new hand ids: with the default maker, one call for all their random parts."""
+        if self._new_hand_id is not _new_hand_id:
+            return [self._new_hand_id() for _ in range(n)]
+        head = f"{time.time_ns() // 1_000_000:011x}"
+        tail = secrets.token_bytes(5 * n).hex()
+        return [head + tail[10 * i : 10 * i + 10] for i in range(n)]
+
+    def _committer(self, deck: str) -> Callable[[str, bytes], bytes]:
+        found = self._committers.get(deck)
+        if found is None:
+            found = self._committers[deck] = committer(deck, version=self._version)
+        return found
 
     def _new_hand(
         self,

@@ -33,6 +33,7 @@ from fairdeck_server.addresses import split_host_port
 from fairdeck_server.storage.base import (
     Change,
     Created,
+    HandBatch,
     HandRecord,
     LogForkError,
     NewHand,
@@ -58,7 +59,9 @@ WRITER_COUNTERS = (
     ("hashing_seconds", "fairdeck_log_hashing_seconds", "Time the log lock was held to hash new leaves"),
 )
 """The storage writer's counts (WriterStats), exported when the engine keeps them."""
-WRITES = frozenset({"create_hands", "update_hand", "put_checkpoint", "put_token", "revoke_token", "probe"})
+WRITES = frozenset(
+    {"create_hands", "create_batch", "update_hand", "put_checkpoint", "put_token", "revoke_token", "probe"}
+)
 """Storage operations that write: one that returns means storage takes writes (storage_health.py)."""
 
 
@@ -116,6 +119,14 @@ class Metrics:
             ["outcome"],
             registry=r,
         )
+        self.connections = Gauge(
+            "fairdeck_connections", "Client connections open on the serving port (this process)", registry=r
+        )
+        self.connections_cut = Counter(
+            "fairdeck_connections_cut",
+            "Connections closed because their client address held more than max_connections_per_peer",
+            registry=r,
+        )
         self.reaper_skipped = Counter(
             "fairdeck_reaper_skipped_hands",
             "Stale hands the reaper could not void and skipped (once per hand and process), by reason",
@@ -147,7 +158,12 @@ class Metrics:
             self.storage_probes.labels(probe_outcome)
         self.reaper_skipped.labels(Reason.SEED_UNAVAILABLE)
         self.reaper_skipped.labels(Reason.HAND_UNREADABLE)
-        for reason in (Reason.RATE_LIMITED, Reason.TOO_MANY_OPEN_HANDS):
+        for reason in (
+            Reason.RATE_LIMITED,
+            Reason.TOO_MANY_OPEN_HANDS,
+            Reason.TOO_MANY_CALLS,
+            Reason.TOO_MANY_STREAMS,
+        ):
             self.refusals.labels(reason)
         self.gauges = StorageGauges()
         r.register(self.gauges)
@@ -159,6 +175,9 @@ class Metrics:
 
     def refused(self, tenant: str, reason: str) -> None:
         self.refusals.labels(reason).inc()
+
+    def cut_connections(self, peer: str, count: int) -> None:
+        self.connections_cut.inc(count)  # the peer is not a label: it would grow without bound
 
     def storage_health(self, healthy: bool) -> None:
         self.storage_healthy.set(1 if healthy else 0)
@@ -335,6 +354,13 @@ class MeteredStorage:
                 if c.record.state is StoredHandState.CLOSED:
                     self._metrics.hands_closed.labels(OUTCOMES[logentry.CLOSED]).inc()
         return created
+
+    async def create_batch(self, batch: HandBatch) -> int:
+        first = await self._counted("create_batch", self._inner.create_batch(batch))
+        self._metrics.hands_opened.inc(len(batch))
+        if batch.closed:
+            self._metrics.hands_closed.labels(OUTCOMES[logentry.CLOSED]).inc(len(batch))
+        return first
 
     async def update_hand(
         self, tenant: str, hand_id: str, decide: Callable[[HandRecord], tuple[Change, T]]

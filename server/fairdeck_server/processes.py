@@ -6,7 +6,9 @@ the lock's descriptor and writes the one SQLite database (its write lock is the 
 Signals go to every worker; if one dies, the others are stopped and the supervisor exits 1 with
 one line; if the supervisor dies, the workers see their lifeline pipe end and drain. Limits,
 health and metrics are per worker; witnesses are refused; with ``--tiles`` worker 0 writes the
-tiles (log_lease.py). The design: docs/scaling.md ("Several processes on one SQLite file").
+tiles (log_lease.py). A worker that hangs stops its heartbeat (app.py); the supervisor kills it
+and starts another, in one line. The design: docs/scaling.md ("Several processes on one SQLite
+file").
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ LOCK_ENV = "FAIRDECK_WORKER_LOCK_FD"
 """The descriptor of the data dir's lock file, locked by the supervisor."""
 LIFELINE_ENV = "FAIRDECK_WORKER_LIFELINE_FD"
 """The read end of a pipe whose write end only the supervisor holds: end of file when it dies."""
+HEARTBEAT_ENV = "FAIRDECK_WORKER_HEARTBEAT_FD"
+"""The write end of the pipe a worker beats on (its supervisor reads the other end)."""
 START_TIMEOUT = 60.0
 
 
@@ -53,6 +57,7 @@ class Worker:
     listen: str
     lock_fd: int | None
     lifeline_fd: int | None = None
+    heartbeat_fd: int | None = None
 
     @classmethod
     def from_environ(cls, environ: dict[str, str] | os._Environ[str] = os.environ) -> Worker | None:
@@ -60,13 +65,14 @@ class Worker:
         if text is None:
             return None
         index, _, count = text.partition("/")
-        lock, lifeline = environ.get(LOCK_ENV), environ.get(LIFELINE_ENV)
+        lock, lifeline, beat = environ.get(LOCK_ENV), environ.get(LIFELINE_ENV), environ.get(HEARTBEAT_ENV)
         return cls(
             int(index),
             int(count),
             environ[LISTEN_ENV],
             int(lock) if lock else None,
             int(lifeline) if lifeline else None,
+            int(beat) if beat else None,
         )
 
     def metrics_listen(self, listen: str | None) -> str | None:
@@ -110,7 +116,7 @@ def supervise(config: ServerConfig, argv: Sequence[str]) -> int:
     lifeline_read, lifeline_write = os.pipe()  # both close-on-exec; the read end is passed below
     env[LIFELINE_ENV] = str(lifeline_read)
     fds = (*fds, lifeline_read)
-    workers: list[subprocess.Popen[bytes]] = []
+    workers: list[_Running] = []
     stopping = False
 
     def stop(signum: int, _frame: object) -> None:
@@ -118,23 +124,19 @@ def supervise(config: ServerConfig, argv: Sequence[str]) -> int:
         stopping = True
         for w in workers:
             with contextlib.suppress(ProcessLookupError):
-                w.send_signal(signal.SIGTERM)
+                w.proc.send_signal(signal.SIGTERM)
+
+    def spawn(index: int) -> _Running:
+        return _Running.spawn(index, count, [sys.executable, "-m", "fairdeck.cli", *argv], env, fds)
 
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         for i in range(count):
-            workers.append(
-                subprocess.Popen(  # noqa: S603 - this same program, with the operator's own arguments
-                    [sys.executable, "-m", "fairdeck.cli", *argv],
-                    env={**env, WORKER_ENV: f"{i}/{count}"},
-                    pass_fds=fds,
-                    stdout=subprocess.PIPE,
-                )
-            )
-        pids = _wait_listening(workers, lambda: stopping)
+            workers.append(spawn(i))
+        pids = _wait_listening([w.proc for w in workers], lambda: stopping)
         if pids is None:
             stop(signal.SIGTERM, None)
-            status = _reap(workers, config.grace_seconds + 5)
+            status = _reap([w.proc for w in workers], config.grace_seconds + 5)
             if stopping and all(s == 0 for s in status):
                 return 0
             failed = next((i for i, s in enumerate(status) if s != 0), 0)
@@ -149,14 +151,18 @@ def supervise(config: ServerConfig, argv: Sequence[str]) -> int:
             f"pids {' '.join(map(str, pids))})",
             flush=True,
         )
-        return _watch(workers, lambda: stopping, stop, config.grace_seconds + 5)
+        for w in workers:
+            w.last_beat = time.monotonic()
+            w.listening = True
+        return _watch(workers, spawn, lambda: stopping, stop, config.grace_seconds + 5, config.worker_timeout)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         for w in workers:  # never leave a worker behind, whatever happened here
-            if w.poll() is None:
-                w.kill()
-                w.wait()
+            if w.proc.poll() is None:
+                w.proc.kill()
+                w.proc.wait()
+            w.close()
         reserved.close()
         os.close(lifeline_read)
         os.close(lifeline_write)
@@ -207,41 +213,119 @@ def _wait_listening(workers: list[subprocess.Popen[bytes]], stopping: Callable[[
     return [w.pid for w in workers]
 
 
+class _Running:
+    """A worker process as its supervisor sees it: the process, and the read end of its heartbeat."""
+
+    def __init__(self, index: int, proc: subprocess.Popen[bytes], beats: int) -> None:
+        self.index = index
+        self.proc = proc
+        self.beats = beats
+        self.last_beat = time.monotonic() + START_TIMEOUT  # no beat is due before it has started
+        self.listening = False
+        """It printed its listening line (a replacement's is read by ``drain``)."""
+
+    @classmethod
+    def spawn(
+        cls, index: int, count: int, argv: list[str], env: dict[str, str], fds: tuple[int, ...]
+    ) -> _Running:
+        read, write = os.pipe()  # both close-on-exec; the write end is passed below
+        os.set_blocking(read, False)
+        try:
+            proc = subprocess.Popen(  # noqa: S603 - this same program, with the operator's own arguments
+                argv,
+                env={**env, WORKER_ENV: f"{index}/{count}", HEARTBEAT_ENV: str(write)},
+                pass_fds=(*fds, write),
+                stdout=subprocess.PIPE,
+            )
+        except BaseException:
+            os.close(read)
+            raise
+        finally:
+            os.close(write)  # the worker's copy is the only one: its death ends the pipe
+        return cls(index, proc, read)
+
+    def heard(self, now: float) -> None:
+        """Take in the beats sent since the last look."""
+        with contextlib.suppress(BlockingIOError):
+            if os.read(self.beats, 4096):
+                self.last_beat = now
+
+    def drain(self) -> None:
+        """Read what it printed (never let its pipe fill), noting its listening line."""
+        if self.proc.stdout is None:
+            return
+        with contextlib.suppress(BlockingIOError, ValueError):
+            out = self.proc.stdout.read()
+            if out and b"fairdeck dealer listening on " in out:
+                self.listening = True
+
+    def stopped_cleanly(self) -> bool:
+        """It drained and exited 0, or SIGTERM ended it before it had started serving."""
+        code = self.proc.returncode
+        return code == 0 or (code == -signal.SIGTERM and not self.listening)
+
+    def close(self) -> None:
+        if self.beats >= 0:
+            os.close(self.beats)
+            self.beats = -1
+
+
 def _watch(
-    workers: list[subprocess.Popen[bytes]],
+    workers: list[_Running],
+    spawn: Callable[[int], _Running],
     stopping: Callable[[], bool],
     stop: Callable[[int, object], None],
     grace: float,
+    timeout: float,
 ) -> int:
-    """Until every worker exits: 0 when they all drained after a signal, else 1."""
+    """Until every worker exits: 0 when they all drained after a signal, else 1. A worker silent
+    for ``timeout`` seconds is killed and replaced."""
+    count = len(workers)
     while True:
+        now = time.monotonic()
         for w in workers:
-            _drain(w)
-        exited = [(i, w) for i, w in enumerate(workers) if w.poll() is not None]
-        if len(exited) == len(workers):
+            w.drain()
+            w.heard(now)
+        exited = [w for w in workers if w.proc.poll() is not None]
+        if len(exited) == count:
             break
         if exited and not stopping():
-            i, w = exited[0]
+            w = exited[0]
             print(
-                f"fairdeck serve: process {i + 1} of {len(workers)} (pid {w.pid}) exited with status "
-                f"{w.returncode}; stopping the others",
+                f"fairdeck serve: process {w.index + 1} of {count} (pid {w.proc.pid}) exited with "
+                f"status {w.proc.returncode}; stopping the others",
                 file=sys.stderr,
                 flush=True,
             )
             stop(signal.SIGTERM, None)
-            _reap(workers, grace)
+            _reap([w.proc for w in workers], grace)
             return 1
+        for k, w in enumerate(workers):
+            if timeout > 0 and now - w.last_beat > timeout and not stopping():
+                workers[k] = _replace(w, spawn, count, now - w.last_beat)
         time.sleep(0.1)
-    if all(w.returncode == 0 for w in workers):
+    if all(w.stopped_cleanly() for w in workers):
         print("fairdeck dealer stopped", flush=True)
         return 0
     return 1
 
 
-def _drain(w: subprocess.Popen[bytes]) -> None:
-    if w.stdout is not None:
-        with contextlib.suppress(BlockingIOError, ValueError):
-            w.stdout.read()
+def _replace(hung: _Running, spawn: Callable[[int], _Running], count: int, silent: float) -> _Running:
+    """Kill a worker that stopped answering (SIGKILL ends a stopped process too) and start another
+    in its place; say so in one line."""
+    hung.proc.kill()
+    hung.proc.wait()
+    hung.close()
+    new = spawn(hung.index)
+    if new.proc.stdout is not None:  # its listening line is not waited for: the others serve meanwhile
+        os.set_blocking(new.proc.stdout.fileno(), False)
+    print(
+        f"fairdeck serve: process {hung.index + 1} of {count} (pid {hung.proc.pid}) stopped answering "
+        f"for {silent:.1f} s; killed it and started pid {new.proc.pid} in its place",
+        file=sys.stderr,
+        flush=True,
+    )
+    return new
 
 
 def _reap(workers: list[subprocess.Popen[bytes]], grace: float) -> list[int]:

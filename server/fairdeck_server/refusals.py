@@ -27,6 +27,7 @@ class Status(enum.Enum):
     INTERNAL = enum.auto()
     UNAUTHENTICATED = enum.auto()
     PERMISSION_DENIED = enum.auto()
+    UNIMPLEMENTED = enum.auto()
 
 
 class DealerError(Exception):
@@ -109,6 +110,27 @@ def too_many_open_hands(limit: int, delay: float) -> DealerError:
         f"at most {limit} open hands per tenant; close some first",
         retry_delay=delay,
     )
+
+
+def too_many_calls(limit: int, delay: float) -> DealerError:
+    return DealerError(
+        Reason.TOO_MANY_CALLS,
+        f"at most {limit} calls in flight per tenant; wait for some to finish",
+        retry_delay=delay,
+    )
+
+
+def too_many_streams(limit: int, delay: float) -> DealerError:
+    return DealerError(
+        Reason.TOO_MANY_STREAMS,
+        f"at most {limit} DealHands streams at once per tenant; wait for one to end",
+        retry_delay=delay,
+    )
+
+
+def unknown_method() -> DealerError:
+    # No echo of the method name: it is the caller's text.
+    return DealerError(Reason.UNKNOWN_METHOD, "this dealer does not serve that method")
 
 
 def auth_rate_limited(delay: float) -> DealerError:

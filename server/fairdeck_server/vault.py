@@ -73,6 +73,17 @@ class SeedVault:
         sealed = self._aeads[self.key_id].encrypt(nonce, seed, _AAD + lp(hand_id.encode("ascii")))
         return bytes([_FORMAT]) + self.key_id + nonce + sealed
 
+    def seal_many(self, hand_ids: Sequence[str], seeds: Sequence[bytes]) -> list[bytes]:
+        """``seal`` for each (hand id, seed), the nonces drawn in one call."""
+        nonces = secrets.token_bytes(12 * len(hand_ids))
+        aead = self._aeads[self.key_id]
+        head = bytes([_FORMAT]) + self.key_id
+        out = []
+        for i, (hand_id, seed) in enumerate(zip(hand_ids, seeds, strict=True)):
+            nonce = nonces[12 * i : 12 * i + 12]
+            out.append(head + nonce + aead.encrypt(nonce, seed, _AAD + lp(hand_id.encode("ascii"))))
+        return out
+
     def open(self, hand_id: str, sealed: bytes) -> bytes:
         if len(sealed) < 1 + 4 + 12 + 16 or sealed[0] != _FORMAT:
             raise VaultError("sealed seed has an unknown format")

@@ -57,11 +57,18 @@ def test_a_call_that_is_not_safe_to_repeat_is_never_retried(target: str) -> None
             dealer.add_client_seeds(hand.hand_id, [b"x"])  # seeds twice would be two seeds
 
 
-def test_a_delay_longer_than_the_limit_is_raised_at_once(target: str) -> None:
-    with DealerClient(target, max_retry_delay=0.01) as dealer:
+def test_a_delay_longer_than_the_limit_is_raised_at_once(tmp_path: Path) -> None:
+    # One call each 10 s: the refusal is held 1 s, then asks for about 9 s more, past the limit.
+    with (
+        RunningDealer(tmp_path / "data", rate_limit=0.1, rate_burst=1) as running,
+        DealerClient(running.target, max_retry_delay=0.01) as dealer,
+    ):
         dealer.open_hand("standard")
-        with pytest.raises(ResourceExhausted):
+        began = time.monotonic()
+        with pytest.raises(ResourceExhausted) as e:
             dealer.open_hand("standard")
+    assert e.value.retry_delay is not None and e.value.retry_delay > 8
+    assert time.monotonic() - began < 5  # raised, not waited out
 
 
 def test_the_asyncio_client_retries_too(target: str) -> None:

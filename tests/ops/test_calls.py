@@ -34,7 +34,14 @@ def _layers(behavior: Any) -> list[str]:
 def test_with_limits_and_default_deadline_off_a_call_runs_only_observing_and_auth(tmp_path: Path) -> None:
     with (
         captured("fairdeck.access") as out,
-        RunningDealer(tmp_path / "data", rate_limit=0, max_open_hands=0, default_deadline=0) as running,
+        RunningDealer(
+            tmp_path / "data",
+            rate_limit=0,
+            max_open_hands=0,
+            max_calls_in_flight=0,
+            max_streams=0,
+            default_deadline=0,
+        ) as running,
     ):
         with DealerClient(running.target) as client:
             client.deal_new_hand()

@@ -1,29 +1,41 @@
 """`fairdeck serve --processes N`: one dealer as N serving processes on one port and one SQLite
 database (docs/scaling.md). The real console script, real SQLite, real connections: both
 processes serve, hands move between them, the log stays one audited log, the group holds the
-data dir, and a worker's death stops the dealer loudly, losing nothing acknowledged."""
+data dir, and a worker's death stops the dealer loudly, losing nothing acknowledged. A worker
+stopped with SIGSTOP, while it holds the writers' lock or while idle, cannot hold the others:
+their writes fail within a bound and their health says NOT_SERVING, and the supervisor kills
+and replaces it, in one line."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TypeVar
 
+import grpc
 import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from fairdeck.client import DealerClient
+from fairdeck.client.exceptions import FairdeckError
 from fairdeck.log.cosignature import Cosigner
 from tests.support.dealers import DealerProcess
 from tests.support.env import clean_env
 
 _TICK = os.sysconf("SC_CLK_TCK")
+T = TypeVar("T")
+SERVING = health_pb2.HealthCheckResponse.SERVING
+NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 
 
 def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -45,9 +57,9 @@ def cpu_seconds(pid: int) -> float:
 class Group(DealerProcess):
     """`fairdeck serve --processes N` in a subprocess: its port, its workers' pids."""
 
-    def __init__(self, data: Path, processes: int, stderr: Path) -> None:
+    def __init__(self, data: Path, processes: int, stderr: Path, *args: str) -> None:
         super().__init__(
-            data, stderr, "--processes", str(processes), "--rate-limit", "0", "--max-open-hands", "0"
+            data, stderr, "--processes", str(processes), "--rate-limit", "0", "--max-open-hands", "0", *args
         )
         rest = self.listening.group(4) or ""
         match = re.fullmatch(r"(\d+) processes, pids ([\d ]+)", rest)
@@ -202,6 +214,182 @@ def test_workers_do_not_outlive_a_killed_supervisor(group: tuple[Group, Path]) -
     while any(_alive(pid) for pid in g.pids) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not any(_alive(pid) for pid in g.pids), "workers serve on without their supervisor"
+    with DealerProcess(data, data.parent / "one.stderr") as one, DealerClient(one.target) as client:
+        for hand_id, commitment in acknowledged:
+            assert client.get(hand_id).commitment == commitment
+
+
+# -- a worker that hangs cannot hold the others -------------------------------------------------------
+
+OWN = [("grpc.use_local_subchannel_pool", 1)]
+"""A connection of its own per channel: the kernel spreads connections over the workers."""
+
+
+def lock_holder(data: Path) -> int | None:
+    """The pid holding the writers' lock (DATA/fairdeck.writer.lock), from /proc/locks."""
+    inode = str((data / "fairdeck.writer.lock").stat().st_ino)
+    for line in Path("/proc/locks").read_text().splitlines():
+        f = line.split()
+        if f[1:4] == ["FLOCK", "ADVISORY", "WRITE"] and f[5].rsplit(":", 1)[-1] == inode:
+            return int(f[4])
+    return None
+
+
+class Writers:
+    """Threads dealing hands through fresh connections, so that every worker writes all the time."""
+
+    def __init__(self, target: str, threads: int = 8) -> None:
+        self.target = target
+        self.stop = threading.Event()
+        self.threads = [threading.Thread(target=self._run, daemon=True) for _ in range(threads)]
+        for t in self.threads:
+            t.start()
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            with contextlib.suppress(FairdeckError), DealerClient(self.target, options=OWN, retries=0) as c:
+                for _ in range(20):
+                    if self.stop.is_set():
+                        return
+                    list(c.deal_hands("standard", 64, close=True, timeout=3))
+
+    def end(self) -> None:
+        self.stop.set()
+        for t in self.threads:
+            t.join(timeout=30)
+
+
+def stop_holding_the_lock(g: Group, data: Path, pid: int) -> None:
+    """SIGSTOP ``pid`` at a moment it holds the writers' lock (tried until it does)."""
+    writers = Writers(g.target)
+    try:
+        for _ in range(2000):
+            os.kill(pid, signal.SIGSTOP)
+            time.sleep(0.01)  # the stop takes effect
+            if lock_holder(data) == pid:
+                return
+            os.kill(pid, signal.SIGCONT)
+            time.sleep(0.005)
+        raise AssertionError("the worker was never caught holding the writers' lock")
+    finally:
+        writers.end()
+
+
+def answers(target: str, attempts: int, call: Callable[[DealerClient, grpc.Channel], T]) -> list[T]:
+    """``call`` on fresh connections, each given 3 s; the answers of those that answered (a
+    connection the kernel gave the stopped worker gets none)."""
+    out = []
+    for _ in range(attempts):
+        with (
+            grpc.insecure_channel(target, options=OWN) as channel,
+            DealerClient(target, options=OWN, retries=0, timeout=3) as client,
+        ):
+            try:
+                out.append(call(client, channel))
+            except (grpc.RpcError, FairdeckError):
+                continue
+    return out
+
+
+def health(client: DealerClient, channel: grpc.Channel) -> int:
+    stub = health_pb2_grpc.HealthStub(channel)
+    return stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=1).status  # type: ignore[no-any-return]
+
+
+@pytest.mark.slow
+def test_a_worker_stopped_holding_the_lock_turns_the_others_not_serving_until_it_moves(
+    tmp_path: Path,
+) -> None:
+    """The other worker's writes end STORAGE_UNAVAILABLE within the bound instead of hanging, and
+    its health says NOT_SERVING; when the stopped one resumes, everything comes back. (The
+    supervisor is told to wait long here: its part is the next test.)"""
+    data = tmp_path / "data"
+    g = Group(data, 2, tmp_path / "stderr", "--worker-timeout", "120")
+    try:
+        stopped = g.pids[1]
+        stop_holding_the_lock(g, data, stopped)
+        began = time.monotonic()
+        deadline = began + 20
+        failures: list[FairdeckError] = []
+        while time.monotonic() < deadline and not failures:
+
+            def write(client: DealerClient, channel: grpc.Channel) -> FairdeckError | None:
+                try:
+                    client.deal_new_hand(timeout=8)
+                except FairdeckError as e:
+                    if e.code is grpc.StatusCode.DEADLINE_EXCEEDED:
+                        raise  # no answer: the kernel gave this connection to the stopped worker
+                    return e
+                return None
+
+            failures = [e for e in answers(g.target, 4, write) if e is not None]
+        assert failures, "no write through the running worker ended"
+        assert (failures[0].code, failures[0].reason) == (grpc.StatusCode.UNAVAILABLE, "STORAGE_UNAVAILABLE")
+        statuses: list[int] = []
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and NOT_SERVING not in statuses:
+            statuses = answers(g.target, 4, health)
+        assert NOT_SERVING in statuses, f"the running worker's health said {statuses}"
+        os.kill(stopped, signal.SIGCONT)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not (statuses and set(statuses) == {SERVING}):
+            statuses = answers(g.target, 4, health)
+            time.sleep(0.2)
+        assert set(statuses) == {SERVING}
+        assert len(answers(g.target, 6, lambda c, _: c.deal_new_hand(timeout=10))) == 6
+        err = g.stderr()
+        assert f"(held by pid {stopped}): writes fail STORAGE_UNAVAILABLE" in err, err
+        assert "stopped answering" not in err
+    finally:
+        os.kill(g.pids[1], signal.SIGCONT)
+        status, _, err = g.stop()
+    assert status == 0 and "Traceback" not in err, err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("holding", [True, False], ids=["holding-the-lock", "idle"])
+def test_the_supervisor_replaces_a_worker_that_stops_answering(tmp_path: Path, holding: bool) -> None:
+    data = tmp_path / "data"
+    g = Group(data, 2, tmp_path / "stderr", "--worker-timeout", "2")
+    try:
+        acknowledged = play(g.target, 5)
+        stopped = g.pids[1]
+        if holding:
+            stop_holding_the_lock(g, data, stopped)
+        else:
+            os.kill(stopped, signal.SIGSTOP)
+        deadline = time.monotonic() + 20
+        line = ""
+        while time.monotonic() < deadline and not line:
+            line = next((x for x in g.stderr().splitlines() if "stopped answering" in x), "")
+            time.sleep(0.1)
+        found = re.fullmatch(
+            rf"fairdeck serve: process 2 of 2 \(pid {stopped}\) stopped answering for [\d.]+ s; "
+            r"killed it and started pid (\d+) in its place",
+            line,
+        )
+        assert found, g.stderr()
+        assert not _alive(stopped)
+        # Every new connection is served again, whichever worker the kernel gives it, and writes.
+        deadline = time.monotonic() + 30
+        served: list[object] = []
+        while time.monotonic() < deadline and len(served) < 12:
+            served = answers(g.target, 12, lambda c, _: c.deal_new_hand(timeout=5))
+        assert len(served) == 12, f"{len(served)} of 12 fresh connections were served"
+        acknowledged += play(g.target, 5)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(g.pids[1], signal.SIGCONT)
+        status, out, err = g.stop()
+    assert status == 0 and out.strip().endswith("fairdeck dealer stopped") and "Traceback" not in err, (
+        status,
+        out,
+        [x for x in err.splitlines() if "fairdeck.access" not in x],
+    )
+    assert len([x for x in err.splitlines() if x.startswith("fairdeck serve:")]) == 1, err
+    key = cli("key", "--data", str(data)).stdout.strip()
+    audit = cli("audit", "--data", str(data), "--key", key)
+    assert audit.returncode == 0, audit.stdout + audit.stderr
     with DealerProcess(data, data.parent / "one.stderr") as one, DealerClient(one.target) as client:
         for hand_id, commitment in acknowledged:
             assert client.get(hand_id).commitment == commitment

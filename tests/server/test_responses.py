@@ -34,10 +34,16 @@ async def _records(tmp_path: Path) -> tuple[DealerServicer, list[HandRecord], li
         dealt, _ = await dealer.deal_new_hand("t", "short", ["carol"], "")
         closed = await dealer.close("t", dealt.hand_id)
         chunks = [c async for c in await dealer.deal_hands("t", "standard", 3, [], True)]
-        chunks += [c async for c in await dealer.deal_hands("t", "standard", 2, ["x"], False)]
+        chunks += [c async for c in await dealer.deal_hands("t", "standard", 40, ["x"], False)]
+        # Each chunk with the records storage holds for its hands, to check the messages against.
+        stored = []
+        for chunk in chunks:
+            ids = [h for s in chunk for h in s.batch.hand_ids]
+            records = [await storage.get_hand("t", h) for h in ids]
+            stored.append((chunk, records, [c for s in chunk for c in s.cards]))
     finally:
         await storage.close()
-    return servicer, [first, seeded, dealt, closed], chunks
+    return servicer, [first, seeded, dealt, closed], stored
 
 
 @pytest.fixture(scope="module")
@@ -94,18 +100,28 @@ def test_a_hand_message_says_what_its_record_holds(made: Any) -> None:
 
 
 def test_deal_hands_messages_say_what_their_records_hold(made: Any) -> None:
+    """Each hand of a DealHands message says what storage holds for it: its id, commitment,
+    receipts and, for a hand created closed, its seed, whose transcript verifies."""
     _, _, chunks = made
-    assert any(seed for chunk in chunks for _, _, seed in chunk)  # closed hands: seeds and reveals
-    assert any(seed is None for chunk in chunks for _, _, seed in chunk)
-    for chunk in chunks:
+    assert any(len(chunk) > 1 for chunk, _, _ in chunks)  # 40 hands: two slices in one message
+    assert {r.state for _, records, _ in chunks for r in records} == {
+        StoredHandState.CLOSED,
+        StoredHandState.SHUFFLED,
+    }
+    for chunk, records, cards in chunks:
         got = deal_hands_response("standard", chunk)
-        assert got.deck == "standard" and got.version == chunk[0][0].version
-        assert len(got.hands) == len(chunk)
-        for dealt, (record, cards, seed) in zip(got.hands, chunk, strict=True):
+        assert got.deck == "standard" and got.version == records[0].version
+        assert len(got.hands) == len(records) == len(cards)
+        for dealt, record, deck in zip(got.hands, records, cards, strict=True):
             assert (dealt.hand_id, dealt.commitment) == (record.hand_id, record.commitment)
-            assert tuple(dealt.cards) == cards
+            assert tuple(dealt.cards) == deck and record.dealt == len(deck) == 52
             assert dealt.HasField("commit_receipt") and dealt.commit_receipt.index == record.commit_index
-            assert dealt.server_seed == (seed or b"")
+            assert dealt.server_seed == (record.server_seed or b"")
             assert dealt.HasField("reveal_receipt") == (record.reveal_index is not None)
             if record.reveal_index is not None:
-                assert dealt.reveal_receipt.index == record.reveal_index
+                assert dealt.reveal_receipt.index == record.reveal_index == record.commit_index + 1
+                transcript = Transcript(
+                    record.version, record.deck, record.hand_id, record.commitment,
+                    record.server_seed or b"", record.client_seeds, deck,
+                )  # fmt: skip
+                verify(transcript)

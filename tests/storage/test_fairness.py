@@ -1,9 +1,11 @@
-"""SQLite's writer does not make a single hand wait behind other callers' bulk chunks.
+"""The storage writers serve tenants in fair turns: one tenant's backlog of bulk chunks does not
+sit in front of another tenant's single hand, and each tenant's own work keeps its order.
 
-The abuse benchmark's attack (b): one tenant's DealHands streams queued chunk after chunk of
-256 hands, and another tenant's DealNewHand, queued behind all of them in one transaction,
-waited over a second. Now each transaction takes every ordinary operation queued and at most
-one bulk one (storage/sqlite/writer.py).
+The abuse benchmark's attack (b): one tenant's DealHands streams queued chunk after chunk, and
+another tenant's DealNewHand, queued behind all of them in one transaction, waited over a second.
+Now each transaction takes turns of the tenants with work queued (fair.take_turns), a tenant
+that had nothing queued first. Both engines, the real ones, with a second connection holding
+the database's write lock while the queue builds up.
 """
 
 from __future__ import annotations
@@ -12,32 +14,129 @@ import asyncio
 import sqlite3
 from pathlib import Path
 
+import pytest
+
+from fairdeck_server import fair
 from fairdeck_server.storage.base import HandRecord
 from fairdeck_server.storage.sqlite import SqliteStorage
+from fairdeck_server.storage.sqlite.writer import BATCH_COST
 from tests.storage.kit import new_hand, records
 
 
-def test_a_single_hand_is_committed_ahead_of_bulk_chunks_queued_before_it(tmp_path: Path) -> None:
+async def queue_behind_a_lock(
+    storage: SqliteStorage, path: Path
+) -> tuple[list[list[HandRecord]], HandRecord]:
+    await storage.create_hands([new_hand("warm")])  # the database and its tables exist
+    blocker = sqlite3.connect(path, isolation_level=None, timeout=10)
+    blocker.execute("BEGIN IMMEDIATE")  # the writer's next transaction waits for this lock
+    try:
+        bulk = fair.bind("bulk")
+        chunks = [
+            asyncio.ensure_future(storage.create_hands([new_hand(f"c{k}.{i}") for i in range(50)]))
+            for k in range(5)
+        ]
+        fair.unbind(bulk)
+        await asyncio.sleep(0.3)  # the writer has taken the first chunk and waits on the lock
+        one = fair.bind("one")
+        single = asyncio.ensure_future(storage.create_hands([new_hand("single")]))
+        fair.unbind(one)
+        await asyncio.sleep(0.1)  # queued behind the other four chunks
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    stored = [records(c) for c in await asyncio.gather(*chunks)]
+    (alone,) = records(await single)
+    return stored, alone
+
+
+def test_a_single_hand_of_another_tenant_is_committed_ahead_of_queued_bulk_chunks(tmp_path: Path) -> None:
     path = tmp_path / "fairdeck.db"
 
     async def main() -> tuple[list[list[HandRecord]], HandRecord]:
         storage = SqliteStorage(path)
         await storage.start()
         try:
-            await storage.create_hands([new_hand("warm")])  # the database and its tables exist
+            return await queue_behind_a_lock(storage, path)
+        finally:
+            await storage.close()
+
+    chunks, single = asyncio.run(main())
+    # First come, first served would have put it after all 250 hands of the chunks; it went in the
+    # first transaction after the one already under way (at most BATCH_COST hands of one tenant).
+    before = [r for chunk in chunks for r in chunk if r.commit_index < single.commit_index]
+    assert len(before) <= BATCH_COST and len(before) % 50 == 0
+    assert single.commit_index == 1 + len(before)
+    # Each stream's chunks still land in the order they were sent.
+    firsts = [chunk[0].commit_index for chunk in chunks]
+    assert firsts == sorted(firsts)
+
+
+@pytest.mark.parametrize("tenants", [1, 3])
+def test_one_tenant_alone_fills_a_batch_and_several_take_one_turn_each(tmp_path: Path, tenants: int) -> None:
+    """Batches stay short while tenants share the writer, and grow while one is alone."""
+    path = tmp_path / "fairdeck.db"
+
+    async def main() -> list[int]:
+        storage = SqliteStorage(path)
+        await storage.start()
+        try:
+            await storage.create_hands([new_hand("warm")])
+            before = storage.stats.batches
             blocker = sqlite3.connect(path, isolation_level=None, timeout=10)
-            blocker.execute("BEGIN IMMEDIATE")  # the writer's next transaction waits for this lock
+            blocker.execute("BEGIN IMMEDIATE")
             try:
+                calls = []
+                for t in range(tenants):
+                    bound = fair.bind(f"t{t}")
+                    calls += [
+                        asyncio.ensure_future(
+                            storage.create_hands([new_hand(f"h{t}.{k}.{i}") for i in range(32)])
+                        )
+                        for k in range(12)
+                    ]
+                    fair.unbind(bound)
+                await asyncio.sleep(0.3)
+            finally:
+                blocker.execute("ROLLBACK")
+                blocker.close()
+            await asyncio.gather(*calls)
+            return [storage.stats.batches - before, storage.stats.operations]
+        finally:
+            await storage.close()
+
+    batches, _ = asyncio.run(main())
+    # All queued at once: one tenant alone, 4 slices of 32 hands per transaction (BATCH_COST);
+    # three tenants, one slice of each per transaction.
+    assert batches == (3 if tenants == 1 else 12)
+
+
+def test_postgres_serves_a_single_hand_of_another_tenant_before_queued_bulk_chunks(pg_url: str) -> None:
+    import psycopg
+
+    from fairdeck_server.storage.postgres import PostgresStorage
+
+    async def main() -> tuple[list[list[HandRecord]], HandRecord]:
+        storage = PostgresStorage(pg_url)
+        await storage.start()
+        try:
+            await storage.create_hands([new_hand("warm")])
+            blocker = await psycopg.AsyncConnection.connect(pg_url)
+            await blocker.execute("LOCK TABLE log_head IN ACCESS EXCLUSIVE MODE")  # the next append waits
+            try:
+                bulk = fair.bind("bulk")
                 chunks = [
                     asyncio.ensure_future(storage.create_hands([new_hand(f"c{k}.{i}") for i in range(50)]))
                     for k in range(5)
                 ]
-                await asyncio.sleep(0.3)  # the writer has taken the first chunk and waits on the lock
+                fair.unbind(bulk)
+                await asyncio.sleep(0.5)  # the writer's first batch waits on the lock
+                one = fair.bind("one")
                 single = asyncio.ensure_future(storage.create_hands([new_hand("single")]))
-                await asyncio.sleep(0.1)  # queued behind the other four chunks
+                fair.unbind(one)
+                await asyncio.sleep(0.2)
             finally:
-                blocker.execute("ROLLBACK")
-                blocker.close()
+                await blocker.rollback()
+                await blocker.close()
             stored = [records(c) for c in await asyncio.gather(*chunks)]
             (alone,) = records(await single)
             return stored, alone
@@ -45,8 +144,45 @@ def test_a_single_hand_is_committed_ahead_of_bulk_chunks_queued_before_it(tmp_pa
             await storage.close()
 
     chunks, single = asyncio.run(main())
-    # First come, first served would have put it after all 250 hands of the chunks.
-    assert single.commit_index < min(r.commit_index for r in chunks[2])
-    # Each stream's chunks still land in the order they were sent.
+    before = [r for chunk in chunks for r in chunk if r.commit_index < single.commit_index]
+    assert len(before) <= BATCH_COST and len(before) % 50 == 0
+    assert single.commit_index == 1 + len(before)
     firsts = [chunk[0].commit_index for chunk in chunks]
     assert firsts == sorted(firsts)
+
+
+def test_one_tenants_backlog_of_single_calls_does_not_sit_in_front_of_anothers(tmp_path: Path) -> None:
+    """300 calls of one tenant queued (2,500 concurrent GetHand, say), then one of another: it
+    waits for the transaction under way, at most BATCH_COST of the first tenant's operations,
+    not for all 300."""
+    path = tmp_path / "fairdeck.db"
+
+    async def main() -> tuple[list[HandRecord], HandRecord]:
+        storage = SqliteStorage(path)
+        await storage.start()
+        try:
+            await storage.create_hands([new_hand("warm")])
+            blocker = sqlite3.connect(path, isolation_level=None, timeout=10)
+            blocker.execute("BEGIN IMMEDIATE")
+            try:
+                busy = fair.bind("busy")
+                many = [asyncio.ensure_future(storage.create_hands([new_hand(f"m{i}")])) for i in range(300)]
+                fair.unbind(busy)
+                await asyncio.sleep(0.3)
+                one = fair.bind("one")
+                single = asyncio.ensure_future(storage.create_hands([new_hand("single")]))
+                fair.unbind(one)
+                await asyncio.sleep(0.1)
+            finally:
+                blocker.execute("ROLLBACK")
+                blocker.close()
+            stored = [r for c in await asyncio.gather(*many) for r in records(c)]
+            (alone,) = records(await single)
+            return stored, alone
+        finally:
+            await storage.close()
+
+    many, single = asyncio.run(main())
+    ahead = [r for r in many if r.commit_index < single.commit_index]
+    assert len(ahead) <= BATCH_COST, f"{len(ahead)} of the other tenant's calls went first"
+    assert sorted(r.commit_index for r in many) == [r.commit_index for r in many]  # its own order kept

@@ -88,6 +88,35 @@ class RevealEntry:
         )
 
 
+def commit_entries(
+    time_ms: int, hand_ids: Sequence[str], version: str, deck: str, commitments: Sequence[bytes]
+) -> list[bytes]:
+    """``CommitEntry(time_ms, h, version, deck, c).encode()`` for each hand, the shared fields
+    encoded once (a dealer's batch of hands)."""
+    head = MAGIC + bytes([COMMIT]) + u64(time_ms)
+    middle = lp(version.encode("ascii")) + lp(deck.encode("ascii"))
+    return [head + lp(h.encode("ascii")) + middle + lp(c) for h, c in zip(hand_ids, commitments, strict=True)]
+
+
+def reveal_entries(
+    time_ms: int,
+    hand_ids: Sequence[str],
+    outcome: int,
+    server_seeds: Sequence[bytes],
+    client_seeds: tuple[bytes, ...],
+    digests: Sequence[bytes],
+) -> list[bytes]:
+    """``RevealEntry(time_ms, h, outcome, s, client_seeds, d).encode()`` for each hand, the
+    shared fields encoded once."""
+    head = MAGIC + bytes([REVEAL]) + u64(time_ms)
+    clients = u32(len(client_seeds)) + b"".join(lp(seed) for seed in client_seeds)
+    mark = bytes([outcome])
+    return [
+        head + lp(h.encode("ascii")) + mark + lp(s) + clients + lp(d)
+        for h, s, d in zip(hand_ids, server_seeds, digests, strict=True)
+    ]
+
+
 def deck_digest(cards: Sequence[int]) -> bytes:
     """SHA-256 over the card ids as 2-byte big-endian integers, top card first."""
     return hashlib.sha256(pack_cards(cards)).digest()

@@ -31,8 +31,11 @@ class Layer(Protocol):
 class CallInterceptor(ServerInterceptor):
     """``layers`` (outermost first) as one interceptor, wrapped once per method."""
 
-    def __init__(self, layers: Sequence[Layer]) -> None:
+    def __init__(self, layers: Sequence[Layer], unknown: Callable[[str], Handler] | None = None) -> None:
+        """``unknown(method)``: the handler of a call to a method no servicer serves (made per
+        call: the name is the caller's, so it is never a key of the cache)."""
         self._inner_first = tuple(reversed(layers))
+        self._unknown = unknown
         self._wrapped: dict[str, tuple[Handler, Handler]] = {}
         """method -> (the servicer's handler, it wrapped). Only registered methods have a
         handler, so this holds at most one entry per method the server serves."""
@@ -43,8 +46,8 @@ class CallInterceptor(ServerInterceptor):
         details: grpc.HandlerCallDetails,
     ) -> Handler:
         handler = await continuation(details)
-        if handler is None:
-            return handler  # an unknown method: gRPC answers UNIMPLEMENTED
+        if handler is None:  # a method nobody serves; None: gRPC answers UNIMPLEMENTED itself
+            return None if self._unknown is None else self._unknown(details.method)
         method: str = details.method
         known = self._wrapped.get(method)
         if known is not None and known[0] is handler:

@@ -19,7 +19,7 @@ from fairdeck.v1 import dealer_pb2 as pb
 from fairdeck.v1 import dealer_pb2_grpc
 from fairdeck.wire import Reason
 from fairdeck_server import principal, refusals
-from fairdeck_server.dealer import Dealer
+from fairdeck_server.dealer import Dealer, DealtSlice
 from fairdeck_server.edge.methods import check_parsed
 from fairdeck_server.edge.status import fail, translated
 from fairdeck_server.principal import Role
@@ -177,18 +177,20 @@ class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
         return pb.GetHandResponse(hand=self.hand(record))
 
 
-def deal_hands_response(
-    deck: str, chunk: Sequence[tuple[HandRecord, tuple[int, ...], bytes | None]]
-) -> pb.DealHandsResponse:
+def deal_hands_response(deck: str, chunk: Sequence[DealtSlice]) -> pb.DealHandsResponse:
     """One DealHands message, its hands built in place: no DealtHand or LogReceipt made
     only to be copied in."""
-    response = pb.DealHandsResponse(deck=deck, version=chunk[0][0].version)
+    response = pb.DealHandsResponse(deck=deck, version=chunk[0].batch.version)
     add = response.hands.add
-    for record, cards, seed in chunk:
-        dealt = add(hand_id=record.hand_id, commitment=record.commitment, cards=cards)
-        dealt.commit_receipt.index = record.commit_index
-        if seed:
-            dealt.server_seed = seed
-        if record.reveal_index is not None:
-            dealt.reveal_receipt.index = record.reveal_index
+    for dealt_slice in chunk:
+        batch, first, k = dealt_slice.batch, dealt_slice.first_index, dealt_slice.batch.step
+        revealed = batch.server_seeds
+        for i, (hand_id, commitment, cards) in enumerate(
+            zip(batch.hand_ids, batch.commitments, dealt_slice.cards, strict=True)
+        ):
+            dealt = add(hand_id=hand_id, commitment=commitment, cards=cards)
+            dealt.commit_receipt.index = first + i * k
+            if revealed is not None:
+                dealt.server_seed = revealed[i]
+                dealt.reveal_receipt.index = first + i * k + 1
     return response

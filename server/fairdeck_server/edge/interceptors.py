@@ -4,7 +4,8 @@
   with the status the client receives (metrics.py, logging_setup.py).
 - ``DeadlineInterceptor``: the default deadline, around stream writes too.
 - ``AuthInterceptor``: finds the caller (auth.py), checks its role and binds its principal.
-- ``LimitsInterceptor``: the tenant's rate and open-hands cap (limits.py).
+- ``LimitsInterceptor``: the tenant's rate, open-hands cap, calls in flight and streams
+  (limits.py), and fair admission (fair.py).
 
 Each only adapts gRPC to a policy that imports no grpc; refusals end through status.abort.
 Health and reflection pass without credentials, limits or the default deadline.
@@ -22,8 +23,8 @@ from typing import Any
 
 import grpc
 
-from fairdeck_server import logging_setup, principal, refusals
-from fairdeck_server.auth import Authenticator, check_role, is_open
+from fairdeck_server import fair, logging_setup, principal, refusals
+from fairdeck_server.auth import Authenticator, check_role, is_open, peer_address
 from fairdeck_server.dealer import hands_held
 from fairdeck_server.edge.chain import ServerInterceptor
 from fairdeck_server.edge.methods import UNLIMITED_SERVICES, Malformed, StreamGone, drain, rewrap, service_of
@@ -60,16 +61,24 @@ class ObservingInterceptor(ServerInterceptor):
             functools.partial(self._stream, method, metadata),
         )
 
-    def wrap(self, method: str, handler: grpc.RpcMethodHandler[Any, Any]) -> grpc.RpcMethodHandler[Any, Any]:
-        """This layer around ``handler``, made once for every call of ``method`` (calls.py)."""
+    def wrap(
+        self, method: str, handler: grpc.RpcMethodHandler[Any, Any], *, label: str | None = None
+    ) -> grpc.RpcMethodHandler[Any, Any]:
+        """This layer around ``handler``, made once for every call of ``method`` (chain.py).
+        ``label``: the name the metrics give the method, if not ``method`` (an unknown one)."""
         return rewrap(
             handler,
-            functools.partial(self._unary, method, None),
-            functools.partial(self._stream, method, None),
+            functools.partial(self._unary, method, None, label=label),
+            functools.partial(self._stream, method, None, label=label),
         )
 
     def _unary(
-        self, method: str, metadata: tuple[Any, ...] | None, inner: Callable[[Any, Any], Any]
+        self,
+        method: str,
+        metadata: tuple[Any, ...] | None,
+        inner: Callable[[Any, Any], Any],
+        *,
+        label: str | None = None,
     ) -> Callable[..., Any]:
         """``metadata`` None: the call's own, read when it runs (a behavior made once per method)."""
 
@@ -87,17 +96,26 @@ class ObservingInterceptor(ServerInterceptor):
                 aborted = await translate(context, e, method)
                 code = status_of(aborted, context)
                 raise aborted from None
+            except NotImplementedError:  # a generated base class's method that nobody overrides
+                aborted = await translate(context, refusals.unknown_method(), method)
+                code = status_of(aborted, context)
+                raise aborted from None
             except BaseException as e:
                 code = status_of(e, context)
                 raise
             finally:
-                self._finish(call, code, time.perf_counter() - start)
+                self._finish(call, code, time.perf_counter() - start, label)
                 logging_setup.end_call(token)
 
         return behavior
 
     def _stream(
-        self, method: str, metadata: tuple[Any, ...] | None, inner: Callable[[Any, Any], Any]
+        self,
+        method: str,
+        metadata: tuple[Any, ...] | None,
+        inner: Callable[[Any, Any], Any],
+        *,
+        label: str | None = None,
     ) -> Callable[..., Any]:
         async def behavior(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
             call, token = logging_setup.begin_call(
@@ -118,17 +136,23 @@ class ObservingInterceptor(ServerInterceptor):
                 aborted = await translate(context, e, method)
                 code = status_of(aborted, context)
                 raise aborted from None
+            except NotImplementedError:  # a generated base class's method that nobody overrides
+                aborted = await translate(context, refusals.unknown_method(), method)
+                code = status_of(aborted, context)
+                raise aborted from None
             except BaseException as e:
                 code = status_of(e, context)
                 raise
             finally:
-                self._finish(call, code, time.perf_counter() - start)
+                self._finish(call, code, time.perf_counter() - start, label)
                 logging_setup.end_call(token)
 
         return behavior
 
-    def _finish(self, call: logging_setup.CallContext, code: grpc.StatusCode, seconds: float) -> None:
-        self.metrics.observe_rpc(call.method, code.name, seconds)
+    def _finish(
+        self, call: logging_setup.CallContext, code: grpc.StatusCode, seconds: float, label: str | None
+    ) -> None:
+        self.metrics.observe_rpc(label or call.method, code.name, seconds)
         logging_setup.log_access(call, code.name, seconds)
 
 
@@ -214,22 +238,34 @@ class DeadlineInterceptor(ServerInterceptor):
 
 
 class LimitsInterceptor(ServerInterceptor):
-    """Refuses calls over a tenant's rate or open-hands cap. Runs inside the
-    auth interceptor, so ``principal.current()`` is the caller; its streams
-    stay async generators, as the auth interceptor expects."""
+    """Refuses calls over a tenant's rate, open-hands cap, calls in flight or streams, and admits
+    the others in fair turns (fair.Admission). Runs inside the auth interceptor, so
+    ``principal.current()`` is the caller. Its streams stay async generators, as the auth
+    interceptor expects.
+
+    A refusal of a flood (rate, calls in flight, streams) is answered after a while: the retry
+    delay, at most HOLD_SECONDS and half the call's deadline, and the RetryInfo then asks for only
+    the rest. A client that floods and waits for its answers floods more slowly, and a refused
+    call costs no CPU while it waits."""
 
     def __init__(
         self,
         rate: RateLimiter,
         cap: OpenHandsCap,
         *,
+        admission: fair.Admission | None = None,
+        streams: StreamCap | None = None,
         on_refusal: Refusal | None = None,
         on_tenant: Callable[[str], None] | None = None,
     ) -> None:
         self.rate = rate
         self.cap = cap
+        self.admission = admission if admission is not None else fair.Admission(0, 0)
+        self.streams = streams if streams is not None else StreamCap(0)
         self._on_refusal = on_refusal
         self._on_tenant = on_tenant
+        self._held = 0
+        """Refusals being held now (at most MAX_HELD; past it they are answered at once)."""
 
     async def intercept_service(
         self,
@@ -243,12 +279,18 @@ class LimitsInterceptor(ServerInterceptor):
 
     @property
     def inert(self) -> bool:
-        """Both limits off and nobody to tell the tenant: the layer would change nothing."""
-        return not self.rate.enabled and not self.cap.enabled and self._on_tenant is None
+        """Every limit off and nobody to tell the tenant: the layer would change nothing."""
+        return (
+            not self.rate.enabled
+            and not self.cap.enabled
+            and not self.admission.enabled
+            and not self.streams.enabled
+            and self._on_tenant is None
+        )
 
     def wrap(self, method: str, handler: grpc.RpcMethodHandler[Any, Any]) -> grpc.RpcMethodHandler[Any, Any]:
         """This layer around ``handler`` for calls of ``method``; ``handler`` itself when it
-        has nothing to do (health and reflection, or both limits off)."""
+        has nothing to do (health and reflection, or every limit off)."""
         if service_of(method) in UNLIMITED_SERVICES or self.inert:
             return handler
         return rewrap(
@@ -260,7 +302,13 @@ class LimitsInterceptor(ServerInterceptor):
             tenant = principal.current().tenant
             hands = await self._admit(method, tenant, request, context)
             try:
-                return await inner(request, context)
+                if not await self.admission.enter(tenant):
+                    limit = self.admission.per_tenant
+                    await self._refuse(context, tenant, refusals.too_many_calls(limit, CALLS_RETRY))
+                try:
+                    return await inner(request, context)
+                finally:
+                    self.admission.leave(tenant)
             finally:
                 self.cap.release(tenant, hands)
 
@@ -271,15 +319,25 @@ class LimitsInterceptor(ServerInterceptor):
             tenant = principal.current().tenant
             hands = await self._admit(method, tenant, request, context)
             try:
-                result = inner(request, context)
-                if not hasattr(result, "__aiter__"):
-                    await result  # a coroutine that writes its responses itself
-                    return
+                # A body that does not parse makes no stream: its servicer refuses it as malformed.
+                counted = not isinstance(request, Malformed)
+                if counted and not self.streams.enter(tenant):
+                    await self._refuse(
+                        context, tenant, refusals.too_many_streams(self.streams.limit, STREAMS_RETRY)
+                    )
                 try:
-                    async for response in result:
-                        yield response
+                    result = inner(request, context)
+                    if not hasattr(result, "__aiter__"):
+                        await result  # a coroutine that writes its responses itself
+                        return
+                    try:
+                        async for response in result:
+                            yield response
+                    finally:
+                        await result.aclose()
                 finally:
-                    await result.aclose()
+                    if counted:
+                        self.streams.leave(tenant)
             finally:
                 self.cap.release(tenant, hands)
 
@@ -297,17 +355,68 @@ class LimitsInterceptor(ServerInterceptor):
         hands = hands_requested(method, request)
         wait = await self.cap.reserve(tenant, hands)
         if wait is not None:
-            await self._refuse(context, tenant, refusals.too_many_open_hands(self.cap.limit, wait))
+            refused = refusals.too_many_open_hands(self.cap.limit, wait)
+            await self._refuse(context, tenant, refused, held=False)  # "close some first": no flood
         return hands
 
     async def _refuse(
-        self, context: grpc.aio.ServicerContext[Any, Any], tenant: str, error: refusals.DealerError
+        self,
+        context: grpc.aio.ServicerContext[Any, Any],
+        tenant: str,
+        error: refusals.DealerError,
+        *,
+        held: bool = True,
     ) -> None:
         # The line carries the request id and tenant.
         log.info("refused: %s (retry in %.3f s)", error.reason, error.retry_delay)
         if self._on_refusal is not None:
             self._on_refusal(tenant, error.reason)
+        remaining = context.time_remaining()
+        hold = min(error.retry_delay or 0.0, HOLD_SECONDS, (remaining or 60.0) / 2) if held else 0.0
+        if hold > 0 and self._held < MAX_HELD:
+            self._held += 1
+            try:
+                await asyncio.sleep(hold)
+            finally:
+                self._held -= 1
+            error.retry_delay = max(0.0, (error.retry_delay or 0.0) - hold)
         await abort(context, error)
+
+
+CALLS_RETRY = 0.1
+"""Seconds a call refused TOO_MANY_CALLS is asked to wait: the tenant's calls finish in milliseconds."""
+STREAMS_RETRY = 1.0
+"""Seconds a stream refused TOO_MANY_STREAMS is asked to wait: a stream runs for seconds."""
+HOLD_SECONDS = 1.0
+"""The longest a per-tenant refusal is held before it is answered."""
+MAX_HELD = 10_000
+"""Refusals held at once, at most; past it they are answered at once (memory over throttling)."""
+
+
+class StreamCap:
+    """At most ``limit`` server streams (DealHands) per tenant at once (0: no limit)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._open: dict[str, int] = {}
+
+    @property
+    def enabled(self) -> bool:
+        return self.limit > 0
+
+    def enter(self, tenant: str) -> bool:
+        held = self._open.get(tenant, 0)
+        if self.limit > 0 and held >= self.limit:
+            return False
+        self._open[tenant] = held + 1
+        return True
+
+    def leave(self, tenant: str) -> None:
+        left = self._open.get(tenant, 0) - 1
+        if left > 0:
+            self._open[tenant] = left
+        else:
+            self._open.pop(tenant, None)
 
 
 class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
@@ -339,16 +448,21 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
         return rewrap(handler, lambda inner: _unary(inner, admit), lambda inner: _streaming(inner, admit))
 
     async def _admit(self, method: str, context: grpc.aio.ServicerContext[Any, Any]) -> Principal:
-        """The call's principal, or the call ends here with the refusal's status."""
+        """The call's principal, or the call ends here with the refusal's status. A token lookup
+        before the tenant is known is the client address's work (fair.py)."""
+        peer = context.peer()
+        bound = fair.bind("@" + peer_address(peer))
         try:
             caller = await self.authenticator.principal(
-                tuple(context.invocation_metadata() or ()), context.auth_context(), context.peer()
+                tuple(context.invocation_metadata() or ()), context.auth_context(), peer
             )
             check_role(method, caller)
         except DealerError as e:
             log.info("refused %s: %s", method, e.reason)
             await abort(context, e)
             raise AssertionError("unreachable: abort raises") from None
+        finally:
+            fair.unbind(bound)
         if self._on_tenant is not None:
             self._on_tenant(caller.tenant)
         return caller
@@ -359,10 +473,12 @@ Admit = Callable[[grpc.aio.ServicerContext[Any, Any]], Awaitable[Principal]]
 
 def _unary(behavior: Callable[..., Any], admit: Admit) -> Callable[..., Awaitable[Any]]:
     async def call(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-        token = principal.bind(await admit(context))
+        caller = await admit(context)
+        token, whose = principal.bind(caller), fair.bind(caller.tenant)  # its work, in every queue
         try:
             return await behavior(request, context)
         finally:
+            fair.unbind(whose)
             principal.unbind(token)
 
     return call
@@ -370,7 +486,8 @@ def _unary(behavior: Callable[..., Any], admit: Admit) -> Callable[..., Awaitabl
 
 def _streaming(behavior: Callable[..., Any], admit: Admit) -> Callable[..., AsyncIterator[Any]]:
     async def call(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
-        token = principal.bind(await admit(context))
+        caller = await admit(context)
+        token, whose = principal.bind(caller), fair.bind(caller.tenant)
         try:
             async for response in behavior(request, context):
                 yield response
@@ -378,6 +495,7 @@ def _streaming(behavior: Callable[..., Any], admit: Admit) -> Callable[..., Asyn
             # A generator finalized by the event loop runs in another context; the binding
             # died with the call's own context then.
             with contextlib.suppress(ValueError):
+                fair.unbind(whose)
                 principal.unbind(token)
 
     return call

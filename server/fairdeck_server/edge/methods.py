@@ -9,7 +9,7 @@ because the call already ended raises ``StreamGone``, which the outermost layer 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from types import ModuleType
 from typing import Any
 
@@ -67,6 +67,34 @@ def register(
             handlers[method.name] = grpc.unary_unary_rpc_method_handler(fn, **kwargs)
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service.full_name, handlers),))
     server.add_registered_method_handlers(service.full_name, handlers)  # type: ignore[attr-defined]
+
+
+UNKNOWN_METHOD = "/unknown/unknown"
+"""How the metrics name a method the dealer does not serve: one label, whatever the caller asked
+for (a caller-chosen label per call would grow the metrics without bound)."""
+
+
+def unknown_method_handler(
+    count_failure: Callable[[str], Awaitable[None]],
+) -> grpc.RpcMethodHandler[Any, Any]:
+    """The handler of every method the dealer does not serve: UNIMPLEMENTED ``UNKNOWN_METHOD``,
+    no traceback. ``count_failure(peer)`` counts it as a failed call of the client's address
+    (it raises the held AUTH_RATE_LIMITED refusal once the address has none left), so calling
+    methods that do not exist is limited like failing to authenticate. Stream-stream with no
+    deserializer: it serves every call shape, and reads no request bytes."""
+
+    async def behavior(requests: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+        await count_failure(context.peer())
+        raise refusals.unknown_method()
+
+    return grpc.stream_stream_rpc_method_handler(behavior)
+
+
+def loggable_method(method: str) -> str:
+    """A method name the caller chose, fit for a log line: printable ASCII, at most 96 characters."""
+    text = method.encode("ascii", "backslashreplace").decode("ascii")
+    text = "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in text)
+    return text if len(text) <= 96 else text[:93] + "..."
 
 
 def _serialize(message: Message) -> bytes:

@@ -1,5 +1,6 @@
-"""The transport's settings: TLS server credentials from PEM files, and gRPC's own queue of
-new calls. Whether plain text may listen somewhere is addresses.check_listen's rule."""
+"""The transport's settings: TLS server credentials from PEM files, gRPC's own queue of new
+calls, and how long a connection may stay (``connection_options``). Whether plain text may listen
+somewhere is addresses.check_listen's rule."""
 
 from __future__ import annotations
 
@@ -64,3 +65,43 @@ TRANSPORT_OPTIONS: tuple[tuple[str, int], ...] = (
     ("grpc.server.max_pending_requests_hard_limit", MAX_PENDING_CALLS),
 )
 """gRPC server options for the transport's own queue of new calls."""
+
+
+KEEPALIVE_SECONDS = 60.0
+"""The server pings a connection that sent nothing for this long, to find peers that are gone."""
+KEEPALIVE_TIMEOUT_SECONDS = 20.0
+
+
+def _ms(seconds: float) -> int:
+    """A duration option in milliseconds; 0 (off) is gRPC's "never" (INT_MAX)."""
+    return int(seconds * 1000) if seconds > 0 else 2**31 - 1
+
+
+def connection_options(
+    *, idle: float, handshake: float, age: float, age_grace: float, max_connections: int
+) -> tuple[tuple[str, int], ...]:
+    """gRPC's own bounds on connections (measured on grpcio 1.85, tests/security/test_connections.py):
+
+    - ``handshake``: a connection must finish its TLS handshake, the HTTP/2 preface and its first
+      SETTINGS within it, or it is closed (``grpc.server_handshake_timeout_ms``; gRPC's default
+      is 120 s). A client that connects and sends nothing, or half a preface, goes after it.
+    - ``idle``: a connection with no call in flight for this long is sent GOAWAY and closed
+      (``grpc.max_connection_idle_ms``; default never). Headers that never end (no END_HEADERS)
+      make no call, so such a connection is idle too.
+    - ``age``: any connection is sent GOAWAY after it, and closed ``age_grace`` later, calls in
+      flight or not; it bounds a call whose headers came and whose body never does (gRPC reads
+      a unary request before any handler of ours runs, so no deadline of ours covers that wait).
+    - ``max_connections``: connections this process accepts at once, in all
+      (``grpc.max_allowed_incoming_connections``); past it a new one is closed at once. What one
+      client address may hold is connections.ConnectionWarden's, outside gRPC.
+    - keepalive pings find peers that vanished without closing (gRPC's own defaults: 2 hours).
+    """
+    return (
+        ("grpc.server_handshake_timeout_ms", _ms(handshake)),
+        ("grpc.max_connection_idle_ms", _ms(idle)),
+        ("grpc.max_connection_age_ms", _ms(age)),
+        ("grpc.max_connection_age_grace_ms", _ms(age_grace)),
+        ("grpc.keepalive_time_ms", _ms(KEEPALIVE_SECONDS)),
+        ("grpc.keepalive_timeout_ms", _ms(KEEPALIVE_TIMEOUT_SECONDS)),
+        *((("grpc.max_allowed_incoming_connections", max_connections),) if max_connections > 0 else ()),
+    )

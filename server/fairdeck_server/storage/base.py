@@ -12,6 +12,7 @@ the tree's frontier and the idempotent-open comparison.
 from __future__ import annotations
 
 import enum
+import hashlib
 import hmac
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from fairdeck.log import merkle
 from fairdeck_server import refusals
 
 T = TypeVar("T")
+_sha256 = hashlib.sha256
 
 
 class StoredHandState(enum.IntEnum):
@@ -71,6 +73,47 @@ class NewHand:
     log_entry: bytes
     reveal_entry: bytes | None = None
     """For a hand created closed: its reveal entry, appended right after the commit."""
+
+
+@dataclass(frozen=True)
+class HandBatch:
+    """Hands of one DealHands slice, stored by one ``create_batch``: what they share, once, and
+    what each has, in lists of equal length. Nothing per hand is an object of its own: a batch
+    costs a few list items per hand to build and to write.
+
+    ``entries`` are in log order, each hand's commit entry and then, for hands created closed,
+    its reveal entry: hand ``i`` gets log index ``base + i * k`` (``k`` 2 when closed, else 1)
+    and its reveal the next one. A hand created closed keeps no sealed seed (``b""``): its seed
+    is in its row and in the log."""
+
+    tenant: str
+    deck: str
+    version: str
+    client_seeds: tuple[bytes, ...]
+    closed: bool
+    dealt: int
+    created_ms: int
+    hand_ids: list[str]
+    commitments: list[bytes]
+    sealed_seeds: list[bytes]
+    server_seeds: list[bytes] | None
+    """The revealed seeds, for hands created closed; else None."""
+    entries: list[bytes]
+
+    def __len__(self) -> int:
+        return len(self.hand_ids)
+
+    @property
+    def state(self) -> StoredHandState:
+        return StoredHandState.CLOSED if self.closed else StoredHandState.SHUFFLED
+
+    @property
+    def step(self) -> int:
+        """Log entries per hand."""
+        return 2 if self.closed else 1
+
+    def __repr__(self) -> str:  # never print a sealed or revealed seed
+        return f"HandBatch({len(self)} hands, deck={self.deck!r}, closed={self.closed})"
 
 
 @dataclass(frozen=True)
@@ -283,6 +326,26 @@ class _Frontier:
         known = {index: h for _, index, h in self.stack}
         return [known[i] for i in indexes]
 
+    def append(self, index: int, leaf: bytes) -> list[bytes]:
+        """Leaf ``index`` (the tree's size) with hash ``leaf`` joins: its stored hashes (the leaf,
+        then each subtree it completes, as ``merkle.stored_hashes_for_append`` gives them), pushed
+        here. The append's whole hashing, in the fewest steps: an append completes one subtree
+        per trailing one bit of ``index``, and their left siblings are the top of the stack,
+        smallest first. Node hash: RFC 9162 section 2.1.1, ``SHA-256(0x01 || left || right)``."""
+        stack = self.stack
+        out = [leaf]
+        h = leaf
+        n = index
+        while n & 1:
+            h = _sha256(b"\x01" + stack.pop()[2] + h).digest()
+            out.append(h)
+            n >>= 1
+        level = len(out) - 1
+        stack.append(
+            (level, 2 * index - index.bit_count() + level, h)
+        )  # merkle.stored_hash_index(0, index) + level
+        return out
+
     def push(self, start: int, hashes: list[bytes]) -> None:
         """Leaf hash and merged subtrees of one append, as written from ``start``."""
         merged = len(hashes) - 1  # the append completed subtrees of levels 1..merged
@@ -315,6 +378,10 @@ class Storage(Protocol):
         stored hand is returned in its place, ``found`` (idempotent open), when the
         request fingerprints match, else REQUEST_ID_REUSED is raised.
         """
+
+    async def create_batch(self, batch: HandBatch) -> int:
+        """Insert a batch of hands with their entries, atomically and durably, as ``create_hands``
+        does (no request ids: nothing to find again); the log index of its first entry."""
 
     async def get_hand(self, tenant: str, hand_id: str) -> HandRecord | None:
         """The hand, or None if it does not exist or belongs to another tenant."""

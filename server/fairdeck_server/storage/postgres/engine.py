@@ -30,6 +30,7 @@ from fairdeck_server.storage.base import (
     TOKEN_COLUMNS,
     Change,
     Created,
+    HandBatch,
     HandRecord,
     LogForkError,
     NewHand,
@@ -41,7 +42,7 @@ from fairdeck_server.storage.base import (
     token_row,
 )
 from fairdeck_server.storage.postgres.schema import ensure_schema
-from fairdeck_server.storage.postgres.writer import Create, Update, Writer, what
+from fairdeck_server.storage.postgres.writer import Create, CreateBatch, Update, Writer, what
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -138,6 +139,11 @@ class PostgresStorage:
             return []
         fut: asyncio.Future[list[Created]] = self._future()
         self._writer.enqueue(Create(hands, fut))
+        return await fut
+
+    async def create_batch(self, batch: HandBatch) -> int:
+        fut: asyncio.Future[int] = self._future()
+        self._writer.enqueue(CreateBatch(batch, fut))
         return await fut
 
     async def update_hand(

@@ -12,10 +12,11 @@ writer").
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
+import functools
 import json
 import logging
+import operator
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -26,11 +27,13 @@ from psycopg import pq
 from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool
 
-from fairdeck_server import refusals
+from fairdeck_server import fair, refusals
+from fairdeck_server.fair import FairQueue, take_turns
 from fairdeck_server.storage.base import (
     HAND_COLUMNS,
     Change,
     Created,
+    HandBatch,
     HandRecord,
     NewHand,
     WriterStats,
@@ -43,6 +46,10 @@ log = logging.getLogger(__name__)
 
 MAX_BATCH = 512
 """Operations per group-commit transaction."""
+QUANTUM = 32
+"""A tenant's turn in a batch, in hands written (as the SQLite writer's: fair.py)."""
+BATCH_COST = 128
+"""Hands one tenant alone may have written in one transaction."""
 RETRIES = 3
 """Times an operation alone is retried after a deadlock, serialization failure or lost race."""
 
@@ -107,6 +114,12 @@ class Create:
 
     hands: Sequence[NewHand]
     fut: asyncio.Future[Any]
+    whose: str = field(default_factory=fair.current)
+    """Whose work it is, for the writer's turns (fair.py)."""
+
+    @property
+    def cost(self) -> int:
+        return len(self.hands)
 
 
 @dataclass(eq=False)
@@ -117,9 +130,24 @@ class Update:
     hand_id: str
     decide: Callable[[HandRecord], tuple[Change, Any]]
     fut: asyncio.Future[Any]
+    whose: str = field(default_factory=fair.current)
+    cost = 1
 
 
-_Op = Create | Update
+@dataclass(eq=False)
+class CreateBatch:
+    """Insert a batch of hands with their entries (create_batch); ``fut`` gets its first index."""
+
+    batch: HandBatch
+    fut: asyncio.Future[Any]
+    whose: str = field(default_factory=fair.current)
+
+    @property
+    def cost(self) -> int:
+        return len(self.batch)
+
+
+_Op = Create | Update | CreateBatch
 
 
 @dataclass
@@ -133,6 +161,8 @@ class _Batch:
     """(record, commit entry position, reveal entry position)."""
     updates: list[tuple[HandRecord, int | None]] = field(default_factory=list)
     """(new record, reveal entry position)."""
+    batches: list[tuple[HandBatch, int]] = field(default_factory=list)
+    """(batch of hands, position of its first entry)."""
     results: list[tuple[_Op, Callable[[int], Any]]] = field(default_factory=list)
     """Each operation that succeeded, and its result as a function of the tree size before the batch."""
     failed: list[tuple[_Op, BaseException]] = field(default_factory=list)
@@ -149,7 +179,7 @@ class Writer:
 
     def __init__(self, pool: AsyncConnectionPool[psycopg.AsyncConnection[TupleRow]]) -> None:
         self._write_pool = pool
-        self._queue: collections.deque[_Op] = collections.deque()
+        self._queue: FairQueue[_Op] = FairQueue(QUANTUM)
         self._wakeup = asyncio.Event()
         self._closed = False
         self._task: asyncio.Task[None] | None = None
@@ -160,13 +190,15 @@ class Writer:
         self._task = asyncio.create_task(self._writer(), name="fairdeck-pg-writer")
 
     def enqueue(self, op: _Op) -> None:
-        self._queue.append(op)
+        self._queue.push(op.whose, op, op.cost)
         self._wakeup.set()
 
     def fail_queued(self, error: BaseException) -> None:
         """Storage did not start: what was queued meanwhile fails with its reason."""
-        _settle([(op, False, error) for op in self._queue])
-        self._queue.clear()
+        queued = []
+        while (op := self._queue.pop()) is not None:
+            queued.append(op)
+        _settle([(op, False, error) for op in queued])
 
     async def close(self) -> None:
         """Stop once what is queued is committed."""
@@ -182,8 +214,9 @@ class Writer:
                     return
                 self._wakeup.clear()
                 await self._wakeup.wait()
-            # Everything queued while the previous batch committed: one transaction, one WAL flush.
-            batch = [self._queue.popleft() for _ in range(min(MAX_BATCH, len(self._queue)))]
+            # What queued while the previous batch committed, in fair turns: one transaction, one
+            # WAL flush.
+            batch = take_turns(self._queue, alone=BATCH_COST, most=MAX_BATCH)
             try:
                 await self._run(batch)
             except Exception as e:  # a bug: fail the batch, keep the writer alive
@@ -211,8 +244,9 @@ class Writer:
             except _Unavailable as e:
                 _settle([(op, False, e.error) for op in batch])
                 return
-        if plan.deferred:
-            self._queue.extendleft(reversed(plan.deferred))
+        if plan.deferred:  # first in their tenants' next turns, in their order
+            for op in reversed(plan.deferred):
+                self._queue.push_front(op.whose, op, op.cost)
             self._wakeup.set()
 
     async def _commit(self, batch: list[_Op]) -> _Batch:
@@ -323,7 +357,12 @@ def _decide(
     claimed: set[tuple[str, str]] = set()
     touched: set[str] = set()
     for op in batch:
-        if isinstance(op, Create):
+        if isinstance(op, CreateBatch):
+            first = len(plan.entries)
+            plan.entries.extend(op.batch.entries)
+            plan.batches.append((op.batch, first))
+            plan.results.append((op, functools.partial(operator.add, first)))
+        elif isinstance(op, Create):
             _prepare_create(plan, op, existing, claimed)
         elif op.hand_id in touched:
             plan.deferred.append(op)  # decide must see the stored result of the first
@@ -399,6 +438,31 @@ def _append_doc(plan: _Batch) -> str:
         }
         for r, commit_pos, reveal_pos in plan.inserts
     ]
+    for b, first in plan.batches:
+        seeds = encode_seeds(b.client_seeds).hex()
+        k = b.step
+        revealed = b.server_seeds
+        hands += [
+            {
+                "hand_id": hand_id,
+                "tenant": b.tenant,
+                "request_id": None,
+                "deck": b.deck,
+                "version": b.version,
+                "commitment": b.commitments[i].hex(),
+                "sealed_seed": b.sealed_seeds[i].hex(),
+                "client_seeds": seeds,
+                "state": int(b.state),
+                "dealt": b.dealt,
+                "created_ms": b.created_ms,
+                "commit_pos": first + i * k,
+                "closed_ms": b.created_ms if b.closed else None,
+                "server_seed": None if revealed is None else revealed[i].hex(),
+                "reveal_pos": first + i * k + 1 if b.closed else None,
+                "request_fp": None,
+            }
+            for i, hand_id in enumerate(b.hand_ids)
+        ]
     return _json({"entries": [e.hex() for e in plan.entries], "hands": hands, "updates": _updates(plan)})
 
 

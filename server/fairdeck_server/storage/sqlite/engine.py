@@ -18,20 +18,23 @@ from fairdeck.log.cosignature import add_cosignatures
 from fairdeck_server import refusals
 from fairdeck_server.refusals import RESTORE, StartupRefused
 from fairdeck_server.storage.base import (
+    HAND_COLUMNS,
     TOKEN_COLUMNS,
     Change,
     Created,
+    HandBatch,
     HandRecord,
     LogForkError,
     NewHand,
     StoredCheckpoint,
     TokenRecord,
     encode_seeds,
+    hand_record,
     token_record,
     token_row,
 )
 from fairdeck_server.storage.sqlite.schema import explain, kind, probe_file
-from fairdeck_server.storage.sqlite.writer import Rows, SqliteWriter, hash_reader, select_hand
+from fairdeck_server.storage.sqlite.writer import Rows, SqliteWriter, hash_reader
 
 T = TypeVar("T")
 
@@ -66,13 +69,29 @@ class SqliteStorage:
     async def close(self) -> None:
         await self._writer.close()
 
+    def lock_held_for(self) -> float:
+        """Seconds this process has held the writers' lock in the batch under way (0: not held)."""
+        return self._writer.lock_held_for()
+
     async def create_hands(self, hands: Sequence[NewHand]) -> list[Created]:
+        writer = self._writer
         plain = all(new.record.request_id is None for new in hands)
-        return await self._writer.submit(
-            lambda conn: self._writer.create_many(conn, hands),
-            bulk=len(hands) > 1,
-            hands=hands if plain else None,
+        return await writer.submit(
+            lambda conn: writer.create_many(conn, hands),
+            cost=len(hands),
+            rows=(lambda rows: writer.create_rows(None, hands, rows)) if plain else None,
         )
+
+    async def create_batch(self, batch: HandBatch) -> int:
+        writer = self._writer
+
+        def alone(conn: sqlite3.Connection) -> int:
+            rows = Rows()
+            base = batch_rows(writer, batch, rows)
+            rows.write(conn)
+            return base
+
+        return await writer.submit(alone, cost=len(batch), rows=lambda rows: batch_rows(writer, batch, rows))
 
     async def get_hand(self, tenant: str, hand_id: str) -> HandRecord | None:
         return await self._writer.submit(lambda conn: select_hand(conn, tenant, hand_id))
@@ -334,3 +353,40 @@ class SqliteStorage:
             return True
 
         return await self._writer.submit(op)
+
+
+def batch_rows(writer: SqliteWriter, batch: HandBatch, rows: Rows) -> int:
+    """Give a batch of hands its log indexes and queue its rows; the index of its first entry."""
+    base = writer.log_size
+    for entry in batch.entries:
+        writer.append(entry, rows)
+    k, closed = batch.step, batch.closed
+    tenant, deck, version, dealt, created = (
+        batch.tenant,
+        batch.deck,
+        batch.version,
+        batch.dealt,
+        batch.created_ms,
+    )
+    seeds = encode_seeds(batch.client_seeds)
+    state, closed_ms = int(batch.state), created if closed else None
+    revealed: Sequence[bytes | None] = (
+        batch.server_seeds if batch.server_seeds is not None else [None] * len(batch)
+    )
+    add = rows.hands.append
+    for i, hand_id in enumerate(batch.hand_ids):
+        index = base + i * k
+        add(
+            (
+                hand_id, tenant, None, deck, version, batch.commitments[i], batch.sealed_seeds[i], seeds,
+                state, dealt, created, index, closed_ms, revealed[i], index + 1 if closed else None, None,
+            )
+        )  # fmt: skip
+    return base
+
+
+def select_hand(conn: sqlite3.Connection, tenant: str, hand_id: str) -> HandRecord | None:
+    row = conn.execute(f"SELECT {HAND_COLUMNS} FROM hands WHERE hand_id = ?", (hand_id,)).fetchone()  # noqa: S608
+    if row is None or row[1] != tenant:
+        return None
+    return hand_record(row)

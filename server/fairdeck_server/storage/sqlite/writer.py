@@ -1,21 +1,21 @@
 """The SQLite writer: one thread owns the connection and commits in groups.
 
-Operations queued while a transaction is made durable go into the next (one fsync for the batch),
-each in its own savepoint, so a refused request rolls back alone; futures resolve only after
-COMMIT. Bulk operations (a DealHands chunk) wait apart. The writer keeps the log's size, Merkle
-frontier and latest entry time, so an append reads nothing and no entry's time goes back; with
-``writer_lock`` (``serve --processes N``) it takes turns with other processes' writers and takes
-in their appends (``_catch_up``). The design: docs/scaling.md ("The SQLite writer").
+Operations queued while a transaction is made durable go into the next in fair turns
+(fair.take_turns: one turn of each tenant with work queued, up to BATCH_COST hands for a tenant
+alone); one fsync covers the batch. No savepoint per operation: one that refuses has written
+nothing (REFUSED), any other failure runs the batch again one operation per transaction. Futures
+resolve only after COMMIT. The writer keeps the log's size, Merkle frontier and latest entry time,
+so an append reads nothing and no entry's time goes back; with ``writer_lock`` (``serve
+--processes N``) it takes turns with other processes' writers (storage/writer_lock.py, waited for
+at most LOCK_TIMEOUT) and takes in their appends (``_catch_up``). docs/scaling.md has the design.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
-import fcntl
+import hashlib
 import logging
-import os
 import queue
 import sqlite3
 import threading
@@ -26,14 +26,15 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from fairdeck.core.encoding import u64
-from fairdeck.log import merkle
 from fairdeck.log.logentry import MAGIC, TIME_AT, time_of
-from fairdeck_server import refusals
+from fairdeck_server import fair, refusals
+from fairdeck_server.fair import FairQueue, take_turns
 from fairdeck_server.refusals import StartupRefused
 from fairdeck_server.storage.base import (
     HAND_COLUMNS,
     Created,
     HandRecord,
+    LogForkError,
     NewHand,
     WriterStats,
     _Frontier,
@@ -42,28 +43,55 @@ from fairdeck_server.storage.base import (
     same_request,
 )
 from fairdeck_server.storage.sqlite.schema import explain, kind, open_database
+from fairdeck_server.storage.writer_lock import WriterLock
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
+_sha256 = hashlib.sha256
 
 MAX_BATCH = 512
 CLOSE_TIMEOUT_S = 10.0
 """How long ``close`` waits for the writer thread to finish what is queued: SIGTERM always ends."""
+"""Operations per transaction, at most."""
+QUANTUM = 32
+"""A tenant's turn in a batch, in hands written (an ordinary operation counts one): a DealHands
+slice (dealer.SLICE) is one turn."""
+BATCH_COST = 128
+"""Hands one tenant alone may have written in one transaction. A batch in progress is what a
+newly arrived call waits for, so this bounds that wait; commits still come 128 hands at a time."""
+LOCK_TIMEOUT = 2.0
+"""Seconds a batch waits for the writers' lock (``serve --processes N``) before it fails
+STORAGE_UNAVAILABLE: a batch holds it for milliseconds, so this long means its holder is stuck."""
 ROW_GROUPS = (256, 128, 64, 32, 16, 8, 4, 2, 1)
 """Rows per multi-row INSERT: n rows (n < 512) go in as one statement per set bit of n,
 so the few SQL strings stay in sqlite3's statement cache. 256 x 16 hand columns is
 4,096 bound values, well under SQLite's 32,766."""
 
 
-_Op = tuple[
-    Callable[[sqlite3.Connection], Any],
-    asyncio.AbstractEventLoop,
-    "asyncio.Future[Any]",
-    bool,
-    "Sequence[NewHand] | None",
-]
-"""(operation, the loop awaiting it, its future, whether it is bulk, and for a plain
-creation of hands (no request id) the hands, so a batch can write all of them at once)."""
+class _Op:
+    """An operation queued for the writer: its function, the loop awaiting it and its future,
+    whose work it is and its cost (fair.py). A plain creation of hands (no request id: nothing
+    to read, nothing to refuse) also has ``rows``, which only queues its rows, so that a batch
+    writes those of all its creations with one set of INSERTs."""
+
+    __slots__ = ("cost", "fn", "fut", "loop", "rows", "whose")
+
+    def __init__(
+        self,
+        fn: Callable[[sqlite3.Connection], Any],
+        loop: asyncio.AbstractEventLoop,
+        fut: asyncio.Future[Any],
+        whose: str,
+        cost: int,
+        rows: Callable[[Rows], Any] | None,
+    ) -> None:
+        self.fn, self.loop, self.fut, self.whose, self.cost, self.rows = fn, loop, fut, whose, cost, rows
+
+
+REFUSED = (refusals.DealerError, ValueError, LookupError, LogForkError)
+"""What an operation raises to refuse, before it writes anything (a DealerError, a token that
+exists, a checkpoint that would fork): the batch goes on without it. Anything else (the database
+failing, a bug) may come after a write, so the batch is rolled back and run again one by one."""
 
 
 def _insert_sql(table: str, columns: str, width: int, rows: int) -> str:
@@ -106,8 +134,9 @@ class SqliteWriter:
         """
         self._path = path
         self._create = create
-        self._writer_lock = writer_lock
-        self._writer_fd = -1
+        self._lock = None if writer_lock is None else WriterLock(writer_lock, LOCK_TIMEOUT)
+        self._stalled_since: float | None = None
+        """When the lock was first not had in time, in the stall going on (None: none)."""
         self._queue: queue.SimpleQueue[list[_Op] | None] = queue.SimpleQueue()
         self._pending: dict[asyncio.AbstractEventLoop, list[_Op]] = {}
         """Operations submitted in the current turn of each loop, handed to the writer at its end."""
@@ -157,12 +186,15 @@ class SqliteWriter:
         rows.write(conn)
         return out
 
-    def create_rows(self, conn: sqlite3.Connection, hands: Sequence[NewHand], rows: Rows) -> list[Created]:
-        """Give ``hands`` their log indexes and queue their rows in ``rows`` (written by the caller)."""
+    def create_rows(
+        self, conn: sqlite3.Connection | None, hands: Sequence[NewHand], rows: Rows
+    ) -> list[Created]:
+        """Give ``hands`` their log indexes and queue their rows in ``rows`` (written by the caller).
+        ``conn`` None: a plain creation (no request id), which reads nothing."""
         out = []
         for new in hands:
             r = new.record
-            existing = self._existing(conn, r) if r.request_id is not None else None
+            existing = self._existing(conn, r) if r.request_id is not None and conn is not None else None
             if existing is not None:
                 out.append(Created(existing, found=True))
                 continue
@@ -212,18 +244,16 @@ class SqliteWriter:
         reads nothing from the database.
         """
         index = self.log_size
-        frontier = self.frontier
         if entry.startswith(MAGIC) and len(entry) >= TIME_AT.stop:  # times never go backwards
             stamp = entry[TIME_AT]
             if stamp < self.last_stamp:
                 entry = entry[: TIME_AT.start] + self.last_stamp + entry[TIME_AT.stop :]
             else:
                 self.last_stamp = stamp
-        hashes = merkle.stored_hashes_for_append(index, merkle.leaf_hash(entry), frontier.read)
-        start = merkle.stored_hash_index(0, index)
+        hashes = self.frontier.append(index, _sha256(b"\x00" + entry).digest())  # RFC 9162 2.1.1: leaf
+        start = 2 * index - index.bit_count()  # merkle.stored_hash_index(0, index)
         rows.entries.append((index, entry))
-        rows.hashes.extend((start + i, h) for i, h in enumerate(hashes))
-        frontier.push(start, hashes)
+        rows.hashes.extend(zip(range(start, start + len(hashes)), hashes, strict=True))
         self.log_size = index + 1
         return index
 
@@ -241,102 +271,137 @@ class SqliteWriter:
             self._startup_error = StartupRefused(what)
             self._ready.set()
             return
-        if self._writer_lock is not None:
+        if self._lock is not None:
             try:
-                self._writer_fd = os.open(self._writer_lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+                self._lock.open()
             except OSError as e:  # reported to start(), as one line
                 conn.close()
                 self._startup_error = StartupRefused(
-                    f"cannot open the writers' lock {self._writer_lock}: {e.strerror or e}"
+                    f"cannot open the writers' lock {self._lock.path}: {e.strerror or e}"
                 )
                 self._ready.set()
                 return
         self._ready.set()
-        ordinary: list[_Op] = []
-        bulk: collections.deque[_Op] = collections.deque()  # in arrival order: chunks stay in order
+        turns: FairQueue[_Op] = FairQueue(QUANTUM)
         stop = False
-        while not (stop and not bulk):
-            if not bulk and not stop:
+        while not (stop and not turns):
+            if not turns and not stop:
                 ops = self._queue.get()  # nothing to do until something arrives
-                if ops is None:
-                    stop = True
-                else:
-                    for op in ops:
-                        (bulk.append if op[3] else ordinary.append)(op)
-            while not stop and len(ordinary) < MAX_BATCH:
+                stop = ops is None
+                for op in ops or ():
+                    turns.push(op.whose, op, op.cost)
+            while not stop:  # everything else submitted meanwhile joins the fair queue
                 try:
                     ops = self._queue.get_nowait()
                 except queue.Empty:
                     break
-                if ops is None:
-                    stop = True
-                    break
-                for op in ops:
-                    (bulk.append if op[3] else ordinary.append)(op)
-            batch, ordinary = ordinary, []
-            if bulk:
-                batch.append(bulk.popleft())
+                stop = ops is None
+                for op in ops or ():
+                    turns.push(op.whose, op, op.cost)
+            batch = take_turns(turns, alone=BATCH_COST, most=MAX_BATCH)
             if batch:
                 self._run_batch(conn, batch)
         conn.close()
-        if self._writer_fd >= 0:
-            os.close(self._writer_fd)
-            self._writer_fd = -1
+        if self._lock is not None:
+            self._lock.close()
 
     def _run_batch(self, conn: sqlite3.Connection, batch: list[_Op]) -> None:
+        """One transaction for ``batch``, resolved only after COMMIT returned. No savepoint per
+        operation: one that refuses (REFUSED) has written nothing, and its in-memory appends
+        are undone; one that fails otherwise sends the batch to ``_run_alone``."""
         # Plain creations first, written together; the order of operations that were all
         # in flight at once is free, and none of them can depend on another's outcome.
-        batch = [op for op in batch if op[4] is not None] + [op for op in batch if op[4] is None]
-        outcomes: list[tuple[bool, Any]] = []
+        batch = [op for op in batch if op.rows is not None] + [op for op in batch if op.rows is None]
         before = self._mark()
         began = time.perf_counter()
-        if self._writer_fd >= 0:
-            fcntl.flock(self._writer_fd, fcntl.LOCK_EX)  # blocks this thread only; the GIL is released
+        lock = self._lock
+        if lock is not None and not self._take_lock(lock):
+            failure = refusals.storage_unavailable(
+                "another process holds the database's writer lock and makes no progress; "
+                "the request was not recorded"
+            )
+            self._settle(batch, [(False, failure)] * len(batch))
+            return
+        alone = False
         try:
             conn.execute("BEGIN IMMEDIATE")
-            if self._writer_fd >= 0 and self._catch_up(conn):  # others write too: take in theirs
+            if lock is not None and self._catch_up(conn):  # others write too: take in theirs
                 before = self._mark()
-            fused = self._create_together(conn, [op for op in batch if op[4] is not None])
-            outcomes.extend((True, records) for records in fused)
-            for fn, _, _, _, _ in batch[len(fused) :]:
-                mark = self._mark()
-                conn.execute("SAVEPOINT op")
+            try:
+                outcomes = self._create_together(conn, [op for op in batch if op.rows is not None])
+            except Exception as e:  # should not happen: nothing in them can be refused
+                raise _Again from e
+            for op in batch[len(outcomes) :]:
                 try:
-                    outcomes.append((True, fn(conn)))
-                    conn.execute("RELEASE op")
-                except Exception as e:  # refused, the database failing, or a bug: this op alone rolls back
-                    conn.execute("ROLLBACK TO op")
-                    conn.execute("RELEASE op")
-                    self._restore(mark)
-                    outcomes.append((False, self._op_failure(e)))
+                    outcomes.append(self._run_op(conn, op))
+                except Exception as e:  # it may have written part of itself: undo the batch
+                    raise _Again from e
             conn.execute("COMMIT")  # synchronous=FULL: returns once the WAL is on disk
-            stats = self.stats
-            stats.batches += 1
-            stats.operations += len(batch)
-            stats.appends += self.log_size - before[0]
-            stats.transaction_seconds += time.perf_counter() - began
+            self._count(len(batch), before[0], began)
+        except _Again:
+            self._rollback(conn, before)
+            alone = True
         except Exception as e:  # disk full, I/O error, a bug: nothing of the batch is acknowledged
             self._said("storage batch failed, rolled back", e)
             self.last_fault = e
-            # A ROLLBACK that fails too (the disk is gone) must not end the writer thread:
-            # every later call would then wait forever instead of failing.
-            with contextlib.suppress(sqlite3.Error):
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-            self._restore(before)
+            self._rollback(conn, before)
             failure = refusals.storage_unavailable(
                 f"storage failed ({kind(self._path, e)}); the request was not recorded"
             )
             outcomes = [(False, failure)] * len(batch)
         finally:
-            if self._writer_fd >= 0:
-                fcntl.flock(self._writer_fd, fcntl.LOCK_UN)
-        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], bool, Any]]] = {}
-        for (_, loop, fut, _, _), (ok, value) in zip(batch, outcomes, strict=True):
-            by_loop.setdefault(loop, []).append((fut, ok, value))
-        for loop, items in by_loop.items():  # one wake-up per loop per batch
-            with contextlib.suppress(RuntimeError):  # a closed loop: nobody is waiting any more
-                loop.call_soon_threadsafe(_resolve, items)
+            if lock is not None and not alone:
+                lock.release()
+        if alone:  # still holding the lock: each operation in a transaction of its own
+            try:
+                outcomes = [self._run_alone(conn, op) for op in batch]
+            finally:
+                if lock is not None:
+                    lock.release()
+        self._settle(batch, outcomes)
+
+    def _run_op(self, conn: sqlite3.Connection, op: _Op) -> tuple[bool, Any]:
+        """Run ``op`` in the transaction under way: its outcome. A refusal (REFUSED) has written
+        nothing, and its appends are undone here; any other exception is raised."""
+        mark = self._mark()
+        try:
+            return True, op.fn(conn)
+        except REFUSED as e:
+            self._restore(mark)
+            return False, e
+
+    def _run_alone(self, conn: sqlite3.Connection, op: _Op) -> tuple[bool, Any]:
+        """``op`` in a transaction of its own (the writers' lock is held), so that a failure
+        stays with it."""
+        before = self._mark()
+        began = time.perf_counter()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            outcome = self._run_op(conn, op)
+            if not outcome[0]:
+                self._rollback(conn, before)
+                return outcome
+            conn.execute("COMMIT")
+            self._count(1, before[0], began)
+            return outcome
+        except Exception as e:
+            self._rollback(conn, before)
+            return False, self._op_failure(e)
+
+    def _rollback(self, conn: sqlite3.Connection, before: tuple[int, _Frontier, bytes]) -> None:
+        # A ROLLBACK that fails too (the disk is gone) must not end the writer thread:
+        # every later call would then wait forever instead of failing.
+        with contextlib.suppress(sqlite3.Error):
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+        self._restore(before)
+
+    def _mark(self) -> tuple[int, _Frontier, bytes]:
+        """What an append changes, to put back if its transaction rolls back."""
+        return self.log_size, self.frontier.copy(), self.last_stamp
+
+    def _restore(self, mark: tuple[int, _Frontier, bytes]) -> None:
+        self.log_size, self.frontier, self.last_stamp = mark
 
     def _op_failure(self, e: Exception) -> Exception:
         """What the caller of a failed operation gets: a refusal as it is, a database
@@ -356,6 +421,49 @@ class SqliteWriter:
         """One log line for a failure: the class and SQLite's error name, never a value."""
         log.log(logging.DEBUG if self.quiet else logging.ERROR, "%s: %s", what, _what(e))
 
+    def _count(self, operations: int, size_before: int, began: float) -> None:
+        stats = self.stats
+        stats.batches += 1
+        stats.operations += operations
+        stats.appends += self.log_size - size_before
+        stats.transaction_seconds += time.perf_counter() - began
+
+    def _settle(self, batch: list[_Op], outcomes: list[tuple[bool, Any]]) -> None:
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], bool, Any]]] = {}
+        for op, (ok, value) in zip(batch, outcomes, strict=True):
+            by_loop.setdefault(op.loop, []).append((op.fut, ok, value))
+        for loop, items in by_loop.items():  # one wake-up per loop per batch
+            with contextlib.suppress(RuntimeError):  # a closed loop: nobody is waiting any more
+                loop.call_soon_threadsafe(_resolve, items)
+
+    def _take_lock(self, lock: WriterLock) -> bool:
+        """The writers' lock within LOCK_TIMEOUT, saying once per stall (in one line each way)
+        that another process holds it and makes no progress, and when it moves again."""
+        if lock.acquire():
+            if self._stalled_since is not None:
+                log.warning(
+                    "took the writers' lock %s again after %.1f s; writes are recorded again",
+                    lock.path,
+                    time.monotonic() - self._stalled_since,
+                )
+                self._stalled_since = None
+            return True
+        if self._stalled_since is None:
+            self._stalled_since = time.monotonic() - lock.timeout
+            holder = lock.holder()
+            log.error(
+                "the writers' lock %s was not free within %.1f s (held by %s): writes fail "
+                "STORAGE_UNAVAILABLE until it is",
+                lock.path,
+                lock.timeout,
+                f"pid {holder}" if holder is not None else "another process",
+            )
+        return False
+
+    def lock_held_for(self) -> float:
+        """Seconds this writer has held the writers' lock in the batch under way (0: not held)."""
+        return 0.0 if self._lock is None else self._lock.held_for()
+
     def _catch_up(self, conn: sqlite3.Connection) -> bool:
         """Take in what other processes appended (``serve --processes N``, docs/scaling.md).
 
@@ -372,32 +480,14 @@ class SqliteWriter:
         self.last_stamp = max(self.last_stamp, _last_stamp(conn))
         return True
 
-    def _mark(self) -> tuple[int, _Frontier, bytes]:
-        """What an append changes, to put back if its transaction rolls back."""
-        return self.log_size, self.frontier.copy(), self.last_stamp
-
-    def _restore(self, mark: tuple[int, _Frontier, bytes]) -> None:
-        self.log_size, self.frontier, self.last_stamp = mark
-
-    def _create_together(self, conn: sqlite3.Connection, creations: list[_Op]) -> list[list[Created]]:
-        """Write the hands of several plain creations with one set of INSERTs, under one
-        savepoint; their records, one list per creation. If that fails (it should not:
-        nothing in them can be refused), undo it and return [], and the caller runs them
-        one by one, each in its own savepoint, so a failure stays with its operation."""
+    def _create_together(self, conn: sqlite3.Connection, creations: list[_Op]) -> list[tuple[bool, Any]]:
+        """Write the hands of several plain creations with one set of INSERTs; their outcomes.
+        Nothing in them can be refused, so a failure here fails the batch (the caller's)."""
         if not creations:
             return []
-        mark = self._mark()
         rows = Rows()
-        conn.execute("SAVEPOINT together")
-        try:
-            out = [self.create_rows(conn, op[4] or (), rows) for op in creations]
-            rows.write(conn)
-            conn.execute("RELEASE together")
-        except Exception:
-            conn.execute("ROLLBACK TO together")
-            conn.execute("RELEASE together")
-            self._restore(mark)
-            return []
+        out = [(True, op.rows(rows)) for op in creations if op.rows is not None]
+        rows.write(conn)
         return out
 
     def connect(self) -> sqlite3.Connection:
@@ -416,9 +506,12 @@ class SqliteWriter:
         self,
         fn: Callable[[sqlite3.Connection], T],
         *,
-        bulk: bool = False,
-        hands: Sequence[NewHand] | None = None,
+        cost: int = 1,
+        rows: Callable[[Rows], T] | None = None,
     ) -> T:
+        """Run ``fn`` on the writer thread, in a batch, in its tenant's turn (fair.current());
+        ``cost``: hands it writes, for the turns. ``rows``: for a plain creation, what queues
+        its rows, run instead of ``fn`` when the batch writes creations together."""
         if self._closed:
             raise refusals.storage_unavailable("storage is closed")
         loop = asyncio.get_running_loop()
@@ -427,7 +520,7 @@ class SqliteWriter:
         if pending is None:  # the first of this turn: hand them all over at its end
             pending = self._pending[loop] = []
             loop.call_soon(self._flush, loop)
-        pending.append((fn, loop, fut, bulk, hands))
+        pending.append(_Op(fn, loop, fut, fair.current(), cost, rows))
         return await fut
 
     def _flush(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -438,7 +531,7 @@ class SqliteWriter:
             return
         if self._closed:  # submitted before close() on another loop, flushed after it
             failure = refusals.storage_unavailable("storage is closed")
-            _resolve([(fut, False, failure) for _, _, fut, _, _ in ops])
+            _resolve([(op.fut, False, failure) for op in ops])
             return
         self._queue.put(ops)
 
@@ -464,6 +557,10 @@ def _last_stamp(conn: sqlite3.Connection) -> bytes:
     row = conn.execute("SELECT entry FROM log_entries ORDER BY idx DESC LIMIT 1").fetchone()
     time_ms = None if row is None else time_of(bytes(row[0]))
     return u64(time_ms or 0)
+
+
+class _Again(Exception):
+    """An operation failed after it may have written: run the batch again one by one."""
 
 
 def hash_reader(conn: sqlite3.Connection) -> Callable[[list[int]], list[bytes]]:
@@ -500,10 +597,3 @@ def _resolve(items: list[tuple[asyncio.Future[Any], bool, Any]]) -> None:
             fut.set_result(value)
         else:
             fut.set_exception(value)
-
-
-def select_hand(conn: sqlite3.Connection, tenant: str, hand_id: str) -> HandRecord | None:
-    row = conn.execute(f"SELECT {HAND_COLUMNS} FROM hands WHERE hand_id = ?", (hand_id,)).fetchone()  # noqa: S608
-    if row is None or row[1] != tenant:
-        return None
-    return hand_record(row)

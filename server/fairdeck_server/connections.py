@@ -1,0 +1,215 @@
+"""Connections per client address: at most ``limit``, enforced from outside gRPC.
+
+grpcio's server has no hook on accept and no per-peer limit (its options bound connections only
+in total, ``grpc.max_allowed_incoming_connections``), and it cannot serve a socket accepted by
+someone else. So the warden looks from outside, once a ``interval``: the process's TCP sockets
+on the serving port (``/proc/net/tcp{,6}`` for the addresses, ``/proc/self/fd`` for which are
+ours), counted by client address (an IPv6 address as its /64, as ``auth.peer_address``). An
+address over the limit loses its newest connections: ``shutdown(2)`` on the socket, which gRPC
+then sees end and closes as any connection the peer closed. The descriptor stays gRPC's (the
+socket is never closed here), and a descriptor is cut only if it still is that connection when
+cut. Linux only (``available``); elsewhere the limit is documented as off.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import os
+import resource
+import socket
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+PROC = Path("/proc")
+SWEEP_SECONDS = 1.0
+"""Seconds between two looks at the connections."""
+RESERVED_DESCRIPTORS = 256
+"""File descriptors kept for what is not a client connection (the database, logs, metrics)."""
+ESTABLISHED = "01"
+"""The TCP state in /proc/net/tcp of a connection both sides opened (the only one counted)."""
+
+
+@dataclass(frozen=True)
+class Connection:
+    inode: int
+    peer: str
+    """The client address it counts against (an IPv6 one as its /64)."""
+    address: tuple[str, int]
+    """The peer's address and port, as getpeername gives them."""
+
+
+def _address(hex_address: str, v6: bool) -> tuple[str, int]:
+    """``0100007F:1F90`` (little-endian words, as the kernel prints them) -> ("127.0.0.1", 8080)."""
+    host, port = hex_address.split(":")
+    raw = bytes.fromhex(host)
+    # Each 32-bit word is in host byte order (little-endian on every platform we run on).
+    raw = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
+    ip = ipaddress.ip_address(raw)
+    if v6 and isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return str(ip), int(port, 16)
+
+
+def client_address(ip: str) -> str:
+    """What a connection counts against: the address, or an IPv6 address's /64."""
+    parsed = ipaddress.ip_address(ip)
+    if parsed.version == 6:
+        return str(ipaddress.ip_network(f"{parsed}/64", strict=False))
+    return str(parsed)
+
+
+def tcp_connections(port: int, proc: Path = PROC) -> dict[int, Connection]:
+    """Established TCP connections whose local port is ``port``, by socket inode."""
+    out: dict[int, Connection] = {}
+    for name, v6 in (("tcp", False), ("tcp6", True)):
+        try:
+            lines = (proc / "net" / name).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) < 10 or fields[3] != ESTABLISHED:
+                continue
+            local, remote = _address(fields[1], v6), _address(fields[2], v6)
+            if local[1] != port:
+                continue
+            out[int(fields[9])] = Connection(int(fields[9]), client_address(remote[0]), remote)
+    return out
+
+
+def socket_fds(proc: Path = PROC) -> dict[int, int]:
+    """This process's socket descriptors, by socket inode."""
+    out: dict[int, int] = {}
+    fds = proc / "self" / "fd"
+    try:
+        names = os.listdir(fds)
+    except OSError:
+        return out
+    for name in names:
+        try:
+            link = os.readlink(fds / name)
+        except OSError:  # closed meanwhile
+            continue
+        if link.startswith("socket:["):
+            out[int(link[8:-1])] = int(name)
+    return out
+
+
+def fit_descriptors(max_connections: int) -> int:
+    """``max_connections``, with this process's file descriptor limit raised to fit it (up to the
+    hard limit); if it cannot be, lowered to what fits, with a warning. 0 stays 0 (no limit)."""
+    if max_connections <= 0:
+        return 0
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = max_connections + RESERVED_DESCRIPTORS
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        raised = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+            soft = raised
+        except (ValueError, OSError):
+            pass
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        fitted = max(1, soft - RESERVED_DESCRIPTORS)
+        log.warning(
+            "max_connections %d lowered to %d: the file descriptor limit is %d (raise it: ulimit -n, "
+            "LimitNOFILE= in systemd)",
+            max_connections,
+            fitted,
+            soft,
+        )
+        return fitted
+    return max_connections
+
+
+def available(proc: Path = PROC) -> bool:
+    return (proc / "net" / "tcp").exists() and (proc / "self" / "fd").is_dir()
+
+
+class ConnectionWarden:
+    """Cuts the newest connections of any client address over ``limit`` (0: no limit)."""
+
+    def __init__(
+        self,
+        port: int,
+        limit: int,
+        *,
+        on_cut: Callable[[str, int], None] = lambda peer, n: None,
+        proc: Path = PROC,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.port = port
+        self.limit = limit
+        self._on_cut = on_cut
+        self._proc = proc
+        self._clock = clock
+        self._first_seen: dict[int, float] = {}
+        self.open = 0
+        """Connections on the port at the last sweep."""
+
+    def sweep(self) -> int:
+        """One look: count, cut what is over the limit; the number of connections cut."""
+        found = tcp_connections(self.port, self._proc)
+        fds = socket_fds(self._proc)
+        ours = {inode: c for inode, c in found.items() if inode in fds}
+        now = self._clock()
+        self._first_seen = {inode: self._first_seen.get(inode, now) for inode in ours}
+        self.open = len(ours)
+        if self.limit <= 0:
+            return 0
+        cut = 0
+        for peer, conns in _by_peer(ours.values()):
+            over = len(conns) - self.limit
+            if over <= 0:
+                continue
+            # Newest first: first seen latest, then the higher descriptor (allocated later).
+            conns.sort(key=lambda c: (self._first_seen[c.inode], fds[c.inode]), reverse=True)
+            done = sum(_cut(fds[c.inode], c, self.port) for c in conns[:over])
+            if done:
+                cut += done
+                self._on_cut(peer, done)
+                log.warning(
+                    "client %s held %d connections, over max_connections_per_peer %d: closed the %d newest",
+                    peer,
+                    len(conns),
+                    self.limit,
+                    done,
+                )
+        return cut
+
+
+def _by_peer(conns: Iterable[Connection]) -> list[tuple[str, list[Connection]]]:
+    groups: dict[str, list[Connection]] = {}
+    for c in conns:
+        groups.setdefault(c.peer, []).append(c)
+    return list(groups.items())
+
+
+def _cut(fd: int, conn: Connection, port: int) -> bool:
+    """Shut down ``fd`` if it is still ``conn``; never close it (it is gRPC's descriptor)."""
+    try:
+        sock = socket.socket(fileno=fd)
+    except OSError:  # closed, or no longer a socket
+        return False
+    try:
+        peer = sock.getpeername()
+        if sock.getsockname()[1] != port or (str(_unmapped(peer[0])), peer[1]) != conn.address:
+            return False  # the descriptor was closed and reused meanwhile
+        sock.shutdown(socket.SHUT_RDWR)
+        return True
+    except OSError:
+        return False
+    finally:
+        sock.detach()
+
+
+def _unmapped(host: str) -> str:
+    ip = ipaddress.ip_address(host.split("%", 1)[0])
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return str(ip.ipv4_mapped)
+    return str(ip)

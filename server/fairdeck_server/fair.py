@@ -1,0 +1,269 @@
+"""Fair turns between tenants, at every queue the dealer owns (docs/scaling.md, "Fair shares").
+
+``FairQueue`` orders work by tenant: each tenant's work keeps its own order, and tenants take
+turns by deficit round robin, a tenant that had nothing queued going first (the scheduling of
+fq_codel, RFC 8290 section 4.2). A tenant with one call waiting is served before the next turn of
+a tenant with a backlog, whatever that backlog, and a backlog is served in turns of ``quantum``
+cost units (hands written, hands built, calls admitted). The same queue orders the storage
+writers' batches, the dealer's CPU work (``CpuTurns``: DealHands builds its hands in slices that
+each wait their turn) and admission (``Admission``: at most ``slots`` calls at work at once).
+
+Whose work it is travels in a contextvar (``bind``, ``current``): the tenant once a call is
+authenticated, ``@address`` before (a token lookup), ``""`` for the dealer's own work. No grpc.
+
+>>> q = FairQueue(quantum=2)
+>>> for i in range(4):
+...     q.push("bulk", f"b{i}", 1)
+>>> q.pop(), q.pop()
+('b0', 'b1')
+>>> q.push("one", "o0", 1)
+>>> [q.pop() for _ in range(4)]
+['o0', 'b2', 'b3', None]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+from collections.abc import Callable
+from contextvars import ContextVar, Token
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+SYSTEM = ""
+"""Whose work the dealer's own is (the reaper, checkpoints, health probes)."""
+_whose: ContextVar[str] = ContextVar("fairdeck_whose", default=SYSTEM)
+
+
+def current() -> str:
+    """Whose work the running code does."""
+    return _whose.get()
+
+
+def bind(key: str) -> Token[str]:
+    return _whose.set(key)
+
+
+def unbind(token: Token[str]) -> None:
+    _whose.reset(token)
+
+
+class _Flow(Generic[T]):
+    __slots__ = ("deficit", "items", "key", "listed")
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self.items: collections.deque[tuple[int, T]] = collections.deque()
+        self.deficit = 0
+        self.listed = False
+        """On the new or the old list."""
+
+
+class FairQueue(Generic[T]):
+    """Per-tenant FIFO queues, served deficit round robin with new tenants first.
+
+    Not thread-safe: each user keeps it on one thread.
+    """
+
+    def __init__(self, quantum: int) -> None:
+        self.quantum = max(1, quantum)
+        self._flows: dict[str, _Flow[T]] = {}
+        self._new: collections.deque[_Flow[T]] = collections.deque()
+        self._old: collections.deque[_Flow[T]] = collections.deque()
+        self._len = 0
+
+    def __len__(self) -> int:
+        return self._len
+
+    def tenants(self) -> int:
+        """Tenants with work queued."""
+        return sum(1 for f in self._flows.values() if f.items)
+
+    def push(self, key: str, item: T, cost: int = 1) -> None:
+        flow = self._flows.get(key)
+        if flow is None:
+            flow = self._flows[key] = _Flow(key)
+        flow.items.append((max(1, cost), item))
+        self._len += 1
+        if not flow.listed:  # it had nothing queued: it goes first, with a full quantum
+            flow.listed = True
+            flow.deficit = self.quantum
+            self._new.append(flow)
+
+    def push_front(self, key: str, item: T, cost: int = 1) -> None:
+        """Put ``item`` back at the head of ``key``'s queue (work taken out that must wait a turn)."""
+        self.push(key, item, cost)
+        flow = self._flows[key]
+        flow.items.rotate(1)  # the item just pushed goes first
+
+    def peek_cost(self) -> int | None:
+        """The cost of what ``pop`` would give next (None: nothing queued)."""
+        flow = self._next()
+        return None if flow is None else flow.items[0][0]
+
+    def pop(self) -> T | None:
+        flow = self._next()
+        if flow is None:
+            return None
+        cost, item = flow.items.popleft()
+        flow.deficit -= cost
+        self._len -= 1
+        return item
+
+    def _next(self) -> _Flow[T] | None:
+        """The flow whose turn it is, with work and deficit left (lists updated on the way)."""
+        while True:
+            lst = self._new if self._new else self._old
+            if not lst:
+                return None
+            flow = lst[0]
+            if flow.deficit <= 0:  # its turn is used up: the back of the old list
+                flow.deficit += self.quantum
+                lst.popleft()
+                self._old.append(flow)
+                continue
+            if not flow.items:
+                lst.popleft()
+                if lst is self._new:  # RFC 8290: an emptied new flow waits one round as old
+                    self._old.append(flow)
+                else:
+                    flow.listed = False
+                    del self._flows[flow.key]
+                continue
+            return flow
+
+    def drop(self, key: str) -> list[T]:
+        """Take out everything ``key`` has queued."""
+        flow = self._flows.get(key)
+        if flow is None:
+            return []
+        out = [item for _, item in flow.items]
+        self._len -= len(out)
+        flow.items.clear()
+        return out
+
+
+def take_turns(queue: FairQueue[T], *, alone: int, most: int) -> list[T]:
+    """What one batch (one transaction of a storage writer) takes from ``queue``: with several
+    tenants queued, one turn of each (a quantum of cost, so no batch grows long with one
+    tenant's backlog while others wait); with one alone, its turns up to ``alone`` cost. At most
+    ``most`` items, and always at least one when anything is queued."""
+    tenants = queue.tenants()
+    budget = alone if tenants <= 1 else queue.quantum * tenants
+    out: list[T] = []
+    spent = 0
+    while len(out) < most:
+        cost = queue.peek_cost()
+        if cost is None or (out and spent + cost > budget):
+            break
+        item = queue.pop()
+        assert item is not None  # peek_cost saw it
+        out.append(item)
+        spent += cost
+    return out
+
+
+class CpuTurns:
+    """The dealer's CPU work in fair turns: ``await turns.run(cost, fn)`` runs ``fn`` when it is
+    the caller's tenant's turn, then lets everything else ready on the event loop run before
+    the next piece of anyone's work. One piece runs at a time, so a slice of work is never cut
+    in the middle, and a call that is not waiting here (a unary call's own small work) runs
+    between any two slices."""
+
+    def __init__(self, quantum: int) -> None:
+        self._queue: FairQueue[asyncio.Future[None]] = FairQueue(quantum)
+        self._busy = False
+
+    async def run(self, cost: int, fn: Callable[[], T]) -> T:
+        if self._busy or self._queue:
+            turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._queue.push(current(), turn, cost)
+            try:
+                await turn
+            except BaseException:
+                if turn.done() and not turn.cancelled():  # our turn came as we were cancelled: pass it on
+                    self._hand_over()
+                raise
+        self._busy = True
+        try:
+            return fn()
+        finally:
+            # The next piece waits for a turn of the loop: what is ready meanwhile runs first.
+            asyncio.get_running_loop().call_soon(self._hand_over)
+
+    def _hand_over(self) -> None:
+        while True:
+            turn = self._queue.pop()
+            if turn is None:
+                self._busy = False
+                return
+            if not turn.done():
+                turn.set_result(None)
+                return
+
+
+class Admission:
+    """At most ``slots`` calls at work at once; the others wait their tenant's turn.
+
+    A tenant may have at most ``per_tenant`` calls admitted or waiting (``enter`` returns False
+    past it: the caller refuses the call). ``enter`` returns once the call may run; ``leave``
+    gives its slot to the next in fair order.
+    """
+
+    def __init__(self, slots: int, per_tenant: int) -> None:
+        self.slots = slots
+        self.per_tenant = per_tenant
+        self._active = 0
+        self._queue: FairQueue[asyncio.Future[None]] = FairQueue(1)
+        self._calls: dict[str, int] = {}
+
+    @property
+    def enabled(self) -> bool:
+        return self.slots > 0 or self.per_tenant > 0
+
+    def calls(self, tenant: str) -> int:
+        return self._calls.get(tenant, 0)
+
+    async def enter(self, tenant: str) -> bool:
+        held = self._calls.get(tenant, 0)
+        if self.per_tenant > 0 and held >= self.per_tenant:
+            return False
+        self._calls[tenant] = held + 1
+        if self.slots <= 0 or (self._active < self.slots and not self._queue):
+            self._active += 1
+            return True
+        turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._queue.push(tenant, turn)
+        try:
+            await turn  # the slot is handed over with the turn (``leave``)
+        except BaseException:
+            if turn.done() and not turn.cancelled():
+                self._release_slot()
+            self._forget(tenant)
+            raise
+        return True
+
+    def leave(self, tenant: str) -> None:
+        self._forget(tenant)
+        self._release_slot()
+
+    def _forget(self, tenant: str) -> None:
+        left = self._calls.get(tenant, 0) - 1
+        if left > 0:
+            self._calls[tenant] = left
+        else:
+            self._calls.pop(tenant, None)
+
+    def _release_slot(self) -> None:
+        if self.slots <= 0:
+            self._active -= 1
+            return
+        while True:
+            turn = self._queue.pop()
+            if turn is None:
+                self._active -= 1
+                return
+            if not turn.done():
+                turn.set_result(None)  # the slot passes to it, _active unchanged
+                return

@@ -1,0 +1,221 @@
+"""Fair turns between tenants (fair.py) and the per-tenant caps on calls in flight and streams.
+
+The queue itself, then each place it orders work: admission (at most N calls at work, the rest
+in their tenant's turn), the dealer's CPU work (slices of DealHands), and, on a real dealer
+through the real SDK, the caps' refusals: RESOURCE_EXHAUSTED with a stable reason and a RetryInfo,
+one tenant's cap never touching another's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+import time
+from pathlib import Path
+
+import grpc
+import pytest
+
+from fairdeck.client import DealerClient
+from fairdeck.client.exceptions import ResourceExhausted
+from fairdeck.v1 import dealer_pb2 as pb
+from fairdeck.v1 import dealer_pb2_grpc
+from fairdeck_server import fair
+from fairdeck_server.auth import new_token
+from fairdeck_server.principal import Role
+from tests.ops.kit import retry_delay
+from tests.support.dealers import RunningDealer
+
+# -- the queue ------------------------------------------------------------------------------------
+
+
+def test_a_tenant_with_nothing_queued_goes_before_the_next_turn_of_a_backlog() -> None:
+    q: fair.FairQueue[str] = fair.FairQueue(quantum=4)
+    for i in range(20):
+        q.push("bulk", f"b{i}", 1)
+    assert [q.pop() for _ in range(3)] == ["b0", "b1", "b2"]
+    q.push("one", "o0", 1)
+    # The backlog's turn under way ends (b3, its quantum of 4), then the newcomer, then the backlog.
+    assert [q.pop() for _ in range(3)] == ["b3", "o0", "b4"]
+    # Two backlogs take turns of one quantum each, by cost: a cost-4 item is a whole turn.
+    q2: fair.FairQueue[str] = fair.FairQueue(quantum=4)
+    for i in range(3):
+        q2.push("a", f"a{i}", 4)
+        q2.push("b", f"b{i}", 1)
+    assert [q2.pop() for _ in range(6)] == ["a0", "b0", "b1", "b2", "a1", "a2"]
+    assert q2.pop() is None and len(q2) == 0
+
+
+def test_take_turns_gives_one_turn_each_to_several_tenants_and_more_to_one_alone() -> None:
+    q: fair.FairQueue[str] = fair.FairQueue(quantum=32)
+    for i in range(10):
+        q.push("a", f"a{i}", 32)
+    assert fair.take_turns(q, alone=128, most=512) == ["a0", "a1", "a2", "a3"]
+    q.push("b", "b0", 1)
+    assert fair.take_turns(q, alone=128, most=512) == ["b0", "a4"]
+    assert fair.take_turns(q, alone=128, most=2) == ["a5", "a6"]
+    assert fair.take_turns(q, alone=1, most=512) == ["a7"]  # never nothing while work is queued
+
+
+def test_push_front_puts_work_back_first_in_its_tenants_queue() -> None:
+    q: fair.FairQueue[str] = fair.FairQueue(quantum=1)
+    q.push("a", "a1")
+    q.push("a", "a2")
+    q.push_front("a", "a0")
+    assert [q.pop(), q.pop(), q.pop(), q.pop()] == ["a0", "a1", "a2", None]
+
+
+# -- admission and the CPU's turns -----------------------------------------------------------------
+
+
+def test_admission_hands_a_free_slot_to_the_tenant_whose_turn_it_is() -> None:
+    async def scenario() -> list[str]:
+        gate = fair.Admission(slots=1, per_tenant=3)
+        order: list[str] = []
+
+        async def call(tenant: str, name: str, hold: asyncio.Event) -> None:
+            assert await gate.enter(tenant)
+            order.append(name)
+            await hold.wait()
+            gate.leave(tenant)
+
+        release = asyncio.Event()
+        release.set()
+        first = asyncio.Event()
+        tasks = [asyncio.create_task(call("busy", "busy-0", first))]
+        await asyncio.sleep(0)
+        tasks += [asyncio.create_task(call("busy", f"busy-{i}", release)) for i in (1, 2)]
+        await asyncio.sleep(0)
+        assert not await gate.enter("busy")  # a fourth of "busy": over its cap, refused at once
+        tasks.append(asyncio.create_task(call("other", "other-0", release)))
+        await asyncio.sleep(0)
+        first.set()
+        await asyncio.gather(*tasks)
+        return order
+
+    # "busy" had two waiting before "other" came: "other" waits for one turn of it (a quantum of
+    # one call), not for its whole backlog.
+    assert asyncio.run(scenario()) == ["busy-0", "busy-1", "other-0", "busy-2"]
+
+
+def test_a_cancelled_waiter_passes_its_slot_on() -> None:
+    async def scenario() -> None:
+        gate = fair.Admission(slots=1, per_tenant=0)
+        assert await gate.enter("a")
+        waiting = asyncio.create_task(gate.enter("b"))
+        await asyncio.sleep(0)
+        waiting.cancel()
+        third = asyncio.create_task(gate.enter("c"))
+        await asyncio.sleep(0)
+        gate.leave("a")
+        assert await asyncio.wait_for(third, 1)
+        assert gate.calls("b") == 0
+
+    asyncio.run(scenario())
+
+
+def test_cpu_turns_interleave_one_tenants_slices_with_anothers_single_piece() -> None:
+    async def scenario() -> list[str]:
+        turns = fair.CpuTurns(quantum=1)
+        ran: list[str] = []
+
+        async def work(tenant: str, name: str, pieces: int) -> None:
+            token = fair.bind(tenant)
+            try:
+                for i in range(pieces):
+                    await turns.run(1, lambda i=i: ran.append(f"{name}{i}"))
+            finally:
+                fair.unbind(token)
+
+        bulk = asyncio.create_task(work("bulk", "b", 6))
+        await asyncio.sleep(0)  # b0 runs, b1 waits for a turn
+        single = asyncio.create_task(work("one", "o", 1))
+        await asyncio.gather(bulk, single)
+        return ran
+
+    ran = asyncio.run(scenario())
+    assert ran.index("o0") <= 2, ran  # after the slice under way (and at most the next), not after all six
+
+
+# -- the caps on a real dealer ---------------------------------------------------------------------
+
+
+def tokens(running: RunningDealer, *tenants: str) -> dict[str, str]:
+    out = {}
+    for tenant in tenants:
+        token, record = new_token(tenant, Role.DEALER)
+        assert running.server is not None
+        running._run(running.server.storage.put_token(record))
+        out[tenant] = token
+    return out
+
+
+def test_streams_over_the_tenants_cap_are_refused_with_a_retry_delay(tmp_path: Path) -> None:
+    config = {"max_streams": 2, "rate_limit": 0, "max_open_hands": 0, "require_auth": True}
+    with RunningDealer(tmp_path / "d", **config) as running:
+        keys = tokens(running, "acme", "zenith")
+        with grpc.insecure_channel(running.target) as channel:
+            stub = dealer_pb2_grpc.DealerServiceStub(channel)
+            request = pb.DealHandsRequest(deck="standard", hand_count=100_000)
+            acme = (("authorization", f"Bearer {keys['acme']}"),)
+            open_ = [stub.DealHands(request, metadata=acme, timeout=30) for _ in range(2)]
+            for call in open_:
+                next(call)  # both run, and stay open: nobody reads them further
+            with DealerClient(running.target, api_token=keys["acme"], retries=0) as c:
+                began = time.monotonic()
+                with pytest.raises(ResourceExhausted) as refused:
+                    list(c.deal_hands(hand_count=1))
+                held = time.monotonic() - began
+            assert refused.value.reason == "TOO_MANY_STREAMS"
+            delay = retry_delay(refused.value)
+            assert delay is not None and 0 < delay <= 1.0 and 0.5 < held + delay < 2.5
+            with DealerClient(running.target, api_token=keys["zenith"], retries=0) as z:
+                assert len(list(z.deal_hands(hand_count=3))) == 3  # another tenant's cap is its own
+            for call in open_:
+                call.cancel()
+            time.sleep(0.3)
+            with DealerClient(running.target, api_token=keys["acme"], retries=0) as c:
+                assert len(list(c.deal_hands(hand_count=3))) == 3  # a stream ended: room again
+
+
+def test_calls_over_the_tenants_cap_in_flight_are_refused_and_others_are_not(tmp_path: Path) -> None:
+    config = {"max_calls_in_flight": 2, "rate_limit": 0, "max_open_hands": 0, "require_auth": True}
+    with RunningDealer(tmp_path / "d", **config) as running:
+        keys = tokens(running, "acme", "zenith")
+        with DealerClient(running.target, api_token=keys["acme"]) as c:
+            c.deal_new_hand()  # the database exists and the token is cached
+        # Another connection holds the database's write lock: calls stay in flight meanwhile.
+        blocker = sqlite3.connect(tmp_path / "d" / "fairdeck.db", isolation_level=None, timeout=10)
+        blocker.execute("BEGIN IMMEDIATE")
+        stuck: list[object] = []
+        try:
+            threads = [
+                threading.Thread(target=lambda: stuck.append(_deal(running.target, keys["acme"])))
+                for _ in range(2)
+            ]
+            for t in threads:
+                t.start()
+            time.sleep(0.5)
+            with (
+                DealerClient(running.target, api_token=keys["acme"], retries=0) as c,
+                pytest.raises(ResourceExhausted) as refused,
+            ):
+                c.deal_new_hand()
+            assert refused.value.reason == "TOO_MANY_CALLS"
+            assert retry_delay(refused.value) is not None
+            zenith = threading.Thread(target=lambda: stuck.append(_deal(running.target, keys["zenith"])))
+            zenith.start()  # admitted: its own cap is untouched (it waits for the lock like the others)
+            time.sleep(0.3)
+        finally:
+            blocker.execute("ROLLBACK")
+            blocker.close()
+        for t in [*threads, zenith]:
+            t.join(timeout=30)
+    assert stuck == ["OK"] * 3
+
+
+def _deal(target: str, token: str) -> str:
+    with DealerClient(target, api_token=token, retries=0, timeout=30) as c:
+        c.deal_new_hand()
+    return "OK"

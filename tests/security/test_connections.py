@@ -1,0 +1,140 @@
+"""Connections are bounded: one that never finishes the HTTP/2 preface and settings, one that sits
+idle, one whose headers never end and one whose request body never comes are all closed after
+their bound, and one client address keeps at most max_connections_per_peer connections. A real
+`fairdeck serve`, raw sockets speaking as little HTTP/2 as each case needs (rawh2.py), and the real
+SDK to show that an ordinary client does not notice."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from fairdeck.client import DealerClient
+from tests.security import rawh2
+from tests.support.dealers import DealerProcess
+
+SETTINGS = rawh2._frame(rawh2.SETTINGS, 0, 0)
+HEADERS = b"".join(
+    rawh2._literal(name, value)
+    for name, value in (
+        (b":method", b"POST"),
+        (b":scheme", b"http"),
+        (b":path", b"/fairdeck.v1.DealerService/GetHand"),
+        (b":authority", b"x"),
+        (b"content-type", b"application/grpc"),
+        (b"te", b"trailers"),
+    )
+)
+
+
+def closed_after(port: int, sends: list[bytes], limit: float) -> float | None:
+    """Seconds until the dealer closed a connection that sent ``sends`` and then nothing (the
+    dealer's SETTINGS and pings are read, never answered); None if still open after ``limit``."""
+    with socket.create_connection(("127.0.0.1", port), timeout=limit) as sock:
+        start = time.monotonic()
+        for data in sends:
+            sock.sendall(data)
+        try:
+            while sock.recv(65536):
+                if time.monotonic() - start > limit:
+                    return None
+        except TimeoutError:
+            return None
+        except OSError:  # reset
+            pass
+        return time.monotonic() - start
+
+
+def in_threads(cases: dict[str, Callable[[], float | None]]) -> dict[str, float | None]:
+    out: dict[str, float | None] = {}
+    threads = [threading.Thread(target=lambda k=k, f=f: out.__setitem__(k, f())) for k, f in cases.items()]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return out
+
+
+def test_slow_and_idle_connections_are_closed_after_their_bound(tmp_path: Path) -> None:
+    with DealerProcess(
+        tmp_path / "d",
+        tmp_path / "stderr",
+        "--handshake-timeout", "1", "--connection-idle-timeout", "2",
+        "--max-connection-age", "4", "--default-deadline", "1",
+    ) as dealer:  # fmt: skip
+        port = dealer.port
+        body_never = [rawh2.PREFACE, SETTINGS, rawh2._frame(rawh2.HEADERS, rawh2.END_HEADERS, 1, HEADERS)]
+        times = in_threads(
+            {
+                "nothing": lambda: closed_after(port, [], 20),
+                "half a preface": lambda: closed_after(port, [rawh2.PREFACE[:10]], 20),
+                "preface, no settings": lambda: closed_after(port, [rawh2.PREFACE], 20),
+                "idle": lambda: closed_after(port, [rawh2.PREFACE, SETTINGS], 20),
+                "headers never end": lambda: closed_after(
+                    port, [rawh2.PREFACE, SETTINGS, rawh2._frame(rawh2.HEADERS, 0, 1, HEADERS)], 20
+                ),
+                "body never comes": lambda: closed_after(port, body_never, 20),
+            }
+        )
+        # An ordinary client across the idle bound: its channel reconnects by itself.
+        with DealerClient(dealer.target) as client:
+            first = client.deal_new_hand()
+            time.sleep(3)
+            second = client.deal_new_hand()
+            assert first.hand.hand_id != second.hand.hand_id
+    assert all(t is not None for t in times.values()), times
+    for case in ("nothing", "half a preface", "preface, no settings"):
+        assert times[case] < 4, (case, times)  # the handshake bound, 1 s
+    for case in ("idle", "headers never end"):
+        assert 1.5 < times[case] < 5, (case, times)  # the idle bound, 2 s
+    assert 3.5 < times["body never comes"] < 10, times  # the age bound, 4 s, then 1 s of grace
+
+
+def test_one_address_keeps_at_most_its_share_of_connections(tmp_path: Path) -> None:
+    with DealerProcess(
+        tmp_path / "d",
+        tmp_path / "stderr",
+        "--max-connections-per-peer",
+        "4",
+        "--connection-idle-timeout",
+        "60",
+    ) as dealer:
+        socks = []
+        try:
+            for _ in range(10):
+                sock = socket.create_connection(("127.0.0.1", dealer.port), timeout=10)
+                sock.sendall(rawh2.PREFACE + SETTINGS)
+                socks.append(sock)
+                time.sleep(0.05)
+            deadline = time.monotonic() + 15
+            open_ = socks
+            while time.monotonic() < deadline:
+                open_ = [s for s in socks if _open(s)]
+                if len(open_) <= 4:
+                    break
+                time.sleep(0.2)
+            assert len(open_) == 4, f"{len(open_)} of 10 connections still open"
+            assert open_ == socks[:4], "the newest connections are the ones closed"
+        finally:
+            for s in socks:
+                s.close()
+    assert "client 127.0.0.1 held 10 connections, over max_connections_per_peer 4" in dealer.stderr()
+
+
+def _open(sock: socket.socket) -> bool:
+    """Whether the dealer has not closed ``sock`` (what it sent so far is read and dropped)."""
+    sock.setblocking(False)
+    try:
+        while True:
+            data = sock.recv(65536)
+            if not data:
+                return False
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        sock.setblocking(True)

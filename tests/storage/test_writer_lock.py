@@ -1,0 +1,95 @@
+"""The writers' lock of ``serve --processes N`` waits a bounded time, and hands the lock over the
+moment it is free. Two WriterLocks on one file are two open files, so they exclude each other as
+two processes do (flock belongs to the open file)."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+from fairdeck_server.storage.writer_lock import WriterLock
+
+
+def make(path: Path, timeout: float) -> WriterLock:
+    lock = WriterLock(path, timeout)
+    lock.open()
+    return lock
+
+
+def test_a_busy_lock_is_given_up_after_the_timeout_and_taken_when_free(tmp_path: Path) -> None:
+    path = tmp_path / "writer.lock"
+    holder, waiter = make(path, 5.0), make(path, 0.3)
+    try:
+        assert holder.acquire()
+        assert holder.holder() == os.getpid() and holder.held_for() >= 0
+        began = time.monotonic()
+        assert not waiter.acquire()  # held: the wait ends, it does not hang
+        assert 0.25 < time.monotonic() - began < 3
+        assert waiter.held_for() == 0
+        # The waiter's helper still waits; once the holder lets go it takes the lock and, since
+        # nobody wants it any more, lets it go at once: the holder can have it again.
+        holder.release()
+        time.sleep(0.2)
+        assert holder.acquire()
+        # A waiter that is still waiting when the holder lets go gets the lock at once.
+        got: list[float] = []
+
+        def wait() -> None:
+            waiter.timeout = 10.0
+            ok = waiter.acquire()
+            got.append(time.monotonic() if ok else -1)
+
+        thread = threading.Thread(target=wait)
+        thread.start()
+        time.sleep(0.3)
+        released = time.monotonic()
+        holder.release()
+        thread.join(timeout=10)
+        assert got and got[0] > 0 and got[0] - released < 1.0
+        assert waiter.held_for() > 0
+        holder.timeout = 0.2
+        assert not holder.acquire()  # the waiter holds it now
+        waiter.release()
+        assert holder.acquire()
+        holder.release()
+    finally:
+        holder.close()
+        waiter.close()
+
+
+def test_many_rounds_never_grant_the_lock_to_two_at_once(tmp_path: Path) -> None:
+    """Three writers taking turns, with waits that time out now and then: never two inside."""
+    path = tmp_path / "writer.lock"
+    locks = [make(path, 0.02) for _ in range(3)]
+    inside = 0
+    count = threading.Lock()  # guards the counter only, never the flock
+    overlaps = []
+    entries = [0, 0, 0]
+    stop = time.monotonic() + 2.0
+
+    def run(i: int) -> None:
+        nonlocal inside
+        while time.monotonic() < stop:
+            if not locks[i].acquire():
+                continue
+            with count:
+                inside += 1
+                if inside > 1:
+                    overlaps.append(i)
+            entries[i] += 1
+            time.sleep(0.005)
+            with count:
+                inside -= 1
+            locks[i].release()
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for lock in locks:
+        lock.close()
+    assert overlaps == []
+    assert all(n > 5 for n in entries), entries
