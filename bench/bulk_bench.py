@@ -9,7 +9,7 @@ service's server CPU per DealNewHand call, side by side in one run, and decks/s.
    read to the end (the dealer's server CPU per deck, every thread, and decks/s); the same with
    close=true. The ratio is CPU per deck over the trivial CPU per call of the same round.
 3. Reports the median and the spread of the rounds, the load average at each step, and the
-   CPU other processes used. The bar (issue 23): close=false at most 0.15x.
+   CPU other processes used. The bar: close=false at most 0.15x.
 
     .venv/bin/python bench/bulk_bench.py --rounds 3 --json bench/results/bulk.json
     .venv/bin/python bench/bulk_bench.py --rounds 1 --hands 20000 --duration 3      # smoke run

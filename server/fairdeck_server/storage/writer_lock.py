@@ -1,18 +1,15 @@
 """The writers' lock of ``serve --processes N``: an exclusive flock on one file, waited for at most
 ``timeout`` seconds.
 
-A blocked flock cannot be given a timeout, nor interrupted from another thread, and polling with
-LOCK_NB adds latency and wake-ups to every contended batch. So the writer tries LOCK_NB, and
-when the lock is busy hands the blocking wait to a helper thread and waits for it at most
-``timeout``: the helper's flock wakes the moment the lock is free, and the writer stops waiting
-when the time is up (the helper keeps waiting, and lets the lock go at once if nobody wants it
-any more). flock locks belong to the open file, not the thread, so a lock the helper took is
-the writer's. The writer never tries LOCK_NB while the helper waits: on the same open file, its
-lock would be granted to the helper too, which could then release it under the writer.
+A blocked flock takes no timeout and cannot be interrupted, and polling with LOCK_NB adds latency
+to every contended batch. So the writer tries LOCK_NB, and when the lock is busy hands the
+blocking wait to a helper thread and waits for it at most ``timeout``: the helper's flock wakes
+the moment the lock is free, and lets it go at once if nobody wants it any more. flock locks
+belong to the open file, so a lock the helper took is the writer's; the writer never tries
+LOCK_NB while the helper waits (the lock would be granted to both).
 
-``holder`` names the process holding the lock (from /proc/locks) for the log line that says who
-stalls everyone; ``held_for`` says how long this process has held it (its heartbeat stops when
-that is too long: processes.py).
+``holder`` names the process holding the lock (from /proc/locks) for the log line; ``held_for``
+says how long this process has held it (its heartbeat stops when that is too long: processes.py).
 """
 
 from __future__ import annotations
