@@ -124,11 +124,15 @@ class OpenHandsCap:
         count.in_flight += hands
         return None
 
-    def release(self, tenant: str, hands: int) -> None:
-        """The call that reserved ``hands`` ended (its hands, if any, are in storage now)."""
+    def release(self, tenant: str, hands: int, *, opened: bool = True) -> None:
+        """The call that reserved ``hands`` ended: its hands are in storage now, or, when it
+        failed (``opened`` False: refused, or storage did not take it), none of them is, and
+        their slots are free at once rather than at the next read."""
         count = self._counts.get(tenant)
         if count is not None and hands > 0:
             count.in_flight = max(0, count.in_flight - hands)
+            if not opened:
+                count.open = max(0, count.open - hands)
 
     async def _read(self, tenant: str) -> _Count:
         lock = self._locks.setdefault(tenant, asyncio.Lock())

@@ -195,6 +195,25 @@ def test_open_hands_cap(tmp_path: Path) -> None:
             again.open_hand()
 
 
+def test_refused_opens_free_their_slots_at_once(tmp_path: Path) -> None:
+    """An open the dealer refused (an unknown deck) opened nothing, yet it held its slot of the
+    cap until the next read of storage (up to 1 s): a tenant at its cap minus one that made one
+    bad call was refused TOO_MANY_OPEN_HANDS for its next good one."""
+    with (
+        RunningDealer(tmp_path / "d", max_open_hands=3, rate_limit=0) as running,
+        DealerClient(running.target, retries=0) as c,
+    ):
+        c.open_hand()
+        c.open_hand()
+        for _ in range(3):
+            with pytest.raises(FairdeckError) as refused:
+                c.open_hand("no-such-deck")
+            assert refused.value.reason == "UNKNOWN_DECK"
+        c.open_hand()  # the third slot: the refused opens never held it
+        with pytest.raises(ResourceExhausted):
+            c.open_hand()
+
+
 def test_a_burst_of_opens_cannot_overshoot_the_cap(tmp_path: Path) -> None:
     async def burst(target: str) -> list[str]:
         async with AsyncDealerClient(target, retries=0) as c:

@@ -301,16 +301,20 @@ class LimitsInterceptor(ServerInterceptor):
         async def behavior(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
             tenant = principal.current().tenant
             hands = await self._admit(method, tenant, request, context)
+            answered = False
             try:
                 if not await self.admission.enter(tenant):
                     limit = self.admission.per_tenant
                     await self._refuse(context, tenant, refusals.too_many_calls(limit, CALLS_RETRY))
                 try:
-                    return await inner(request, context)
+                    response = await inner(request, context)
+                    answered = True
+                    return response
                 finally:
                     self.admission.leave(tenant)
             finally:
-                self.cap.release(tenant, hands)
+                # A unary call that failed (refused, or storage did not take it) opened nothing.
+                self.cap.release(tenant, hands, opened=answered)
 
         return behavior
 
