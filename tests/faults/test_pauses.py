@@ -4,12 +4,14 @@ left open while the dealer dealt on: the overdue hands are voided before the nex
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import threading
 import time
 
 from fairdeck.log.logentry import VOIDED, CommitEntry, RevealEntry, decode
-from tests.faults.kit import FaultRun, wait_for
+from tests.faults.kit import FaultRun, lines, wait_for, worker_pids
 
 
 def test_downtime_longer_than_the_lifetime_is_pending_not_deck_shopping(run: FaultRun) -> None:
@@ -86,3 +88,27 @@ def test_a_crash_under_load_then_a_restart_after_the_lifetime(run: FaultRun) -> 
     assert run.audit().rc == 0
     dealer = run.start(lifetime=2)
     run.ledger.deal(dealer.target, 2)
+
+
+def test_one_worker_paused_is_replaced_and_nothing_is_lost(run: FaultRun) -> None:
+    """``serve --processes 2``, one worker paused (SIGSTOP) while the other deals and hands are
+    open: the supervisor kills it and starts another in one line, dealing goes on through the
+    group, and (the run's invariants) nothing acknowledged is lost and the audit passes."""
+    dealer = run.start("--processes", "2", "--worker-timeout", "2", lifetime=30)
+    run.ledger.open(dealer.target, 3)
+    run.ledger.deal(dealer.target, 4)
+    paused = worker_pids(dealer)[1]
+    os.kill(paused, signal.SIGSTOP)
+    try:
+        line = wait_for("the supervisor's line", lambda: lines(dealer, "stopped answering"), timeout=30)
+        assert len(line) == 1 and f"(pid {paused})" in line[0], line
+        # New connections go to live workers again (a call the kernel gave the paused one failed,
+        # and the ledger counts it as not acknowledged): some deals go through.
+        before = len(run.ledger.closed)
+        deadline = time.monotonic() + 60
+        while len(run.ledger.closed) < before + 4 and time.monotonic() < deadline:
+            run.ledger.deal(dealer.target, 1)
+        assert len(run.ledger.closed) >= before + 4, "the group did not deal again"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(paused, signal.SIGCONT)
