@@ -57,9 +57,7 @@ def build(hands: int, faults: dict[int, str]) -> tuple[list[bytes], list[bytes]]
 
 
 def report(entries: list[bytes], notes: list[bytes], checks: RevealChecks | None) -> dict[str, object]:
-    auditor = Auditor(
-        SIGNER.verifier, now_ms=10**12, max_hand_lifetime_ms=1, checkpoints=notes, checks=checks
-    )
+    auditor = Auditor(SIGNER.verifier, max_hand_lifetime_ms=1, checkpoints=notes, checks=checks)
     for entry in entries:
         auditor.add(entry)
     return auditor.finish().to_dict()

@@ -202,9 +202,7 @@ def check_log(
     with dealer.audit_client() as log:
         note, size = _signed_note(log, wanted.last, wait_seconds)
         # Deck shopping is not this check's business (a test dealer may hold open hands): no lifetime.
-        auditor = Auditor(
-            dealer.key, now_ms=int(time.time() * 1000), max_hand_lifetime_ms=2**62, checkpoints=[note]
-        )
+        auditor = Auditor(dealer.key, max_hand_lifetime_ms=2**62, checkpoints=[note])
         for index, data in log.entries():
             if index >= size:
                 break
