@@ -65,8 +65,12 @@ export type TranscriptInput = Uint8Array | string | TranscriptValue;
 export function verifyTranscript(input: TranscriptInput): Transcript;
 
 export interface HandProofOptions {
-  /** The log's verifier key, from the operator (`fairdeck key`): never the one in the file. */
-  key: string;
+  /**
+   * The log's verifier key, from the operator (`fairdeck key`): never the one in the file. After a
+   * key rotation, every key: a list, or a text holding one a line (as a key file does; lines
+   * starting with "#" skipped). A proof signed by any of them verifies.
+   */
+  key: string | readonly string[];
   /** Witness keys, "NAME=KEY" each; with them, the checkpoint's cosignatures are required. */
   witnesses?: readonly string[];
   /** How many witnesses must have cosigned; null or left out: all of them. */
@@ -77,8 +81,8 @@ export interface VerifiedHandProof {
   transcript: Transcript;
   /** The cards dealt, in order: the top of the re-derived deck. */
   dealt: string[];
-  /** The signed checkpoint both entries are in. */
-  checkpoint: { origin: string; size: bigint; root: Uint8Array };
+  /** The signed checkpoint both entries are in, and the keys given that signed it. */
+  checkpoint: { origin: string; size: bigint; root: Uint8Array; signedBy: string[] };
 }
 
 /**
@@ -107,8 +111,12 @@ export interface Report {
   /** The first step that failed, or null. */
   step: Step | null;
   detail: string | null;
-  /** A key or witness the caller gave that is not valid, or null. */
+  /** A key or witness the caller gave that is not valid (naming which key of a list), or null. */
   inputError: string | null;
+  /** How many log keys were given. */
+  keys: number;
+  /** The keys given that signed the checkpoint ("name+keyid"), with their place in the list (from 1). */
+  signedBy: { key: string; position: number }[];
   checks: Check[];
   hand: {
     handId: string;
@@ -128,7 +136,7 @@ export interface Report {
 }
 
 export interface CheckOptions {
-  key?: string;
+  key?: string | readonly string[];
   witnesses?: readonly string[];
   threshold?: number | null;
 }

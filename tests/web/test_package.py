@@ -22,7 +22,8 @@ from tests.web.test_page_vectors import PROOFS, TRANSCRIPTS
 
 NAME = "@fairdeck/verifier"
 LIBRARY = ["index.d.ts", "README.md", "package.json"] + [
-    f"src/{m}.js" for m in ("index", "log", "messages", "spec", "status", "strictjson", "verify", "words")
+    f"src/{m}.js"
+    for m in ("handproof", "index", "log", "messages", "spec", "status", "strictjson", "verify", "words")
 ]
 
 
@@ -333,3 +334,31 @@ def test_witness_options_that_make_no_policy_are_refused(installed: tuple[Path, 
     assert got["threshold, no witnesses"] == got["threshold, empty witnesses"] == "LogError", got
     assert got["threshold as a string"] == got["witnesses as one string"] == "TypeError", got
     assert got["threshold, no witnesses (page)"] == "input error", got
+
+
+def test_a_list_of_keys_verifies_a_proof_signed_by_any_of_them(installed: tuple[Path, Path]) -> None:
+    """After a key rotation a game server holds the log's keys, old and new. verifyHandProof took one
+    key string only: a list was a TypeError, and a key file's text of two keys a LogError."""
+    _, project = installed
+    from fairdeck.log.note import Signer
+
+    other = Signer.from_seed(PROOFS["log_key"].split("+")[0], bytes(32)).verifier.to_string()
+    options = {
+        "a list of keys": {"key": [other, PROOFS["log_key"]]},
+        "a key file's text": {"key": f"# the log's keys\n{other}\n\n{PROOFS['log_key']}\n"},
+        "a list with a key that is not valid": {"key": [PROOFS["log_key"], "not-a-key"]},
+        "a list without the key that signed": {"key": [other]},
+        "an empty list": {"key": []},
+    }
+    job = {"key": PROOFS["log_key"], "proof": PROOFS["valid"][0]["text"], "options": options}
+    (project / "keys.json").write_text(json.dumps(job))
+    (project / "options.mjs").write_text(OPTIONS)
+    done = node(project / "options.mjs", "keys.json")
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert got["a list of keys"] == got["a key file's text"] == "verified", got
+    assert got["a list of keys (page)"] == got["a key file's text (page)"] == "verified", got
+    assert got["a list with a key that is not valid"] == "LogError", got
+    assert got["a list with a key that is not valid (page)"] == "input error", got
+    assert got["a list without the key that signed"] == "VerificationError", got
+    assert got["an empty list"] == "TypeError", got

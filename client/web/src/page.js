@@ -1,8 +1,9 @@
 // The verifier page's user interface. Everything runs here, in the browser: no request leaves
 // the page (its Content-Security-Policy forbids any), and nothing is stored.
-import { verifyBytes, isHandProof, verdictLine } from "./verify.js";
+import { verifyBytes, isHandProof, signedByWords, verdictLine } from "./verify.js";
 import * as spec from "./spec.js";
 import * as log from "./log.js";
+import * as handproof from "./handproof.js";
 import * as strictjson from "./strictjson.js";
 
 const $ = (id) => document.getElementById(id);
@@ -50,6 +51,8 @@ function renderVerdict(report) {
         ? "\u2714 Every check passed: this hand was dealt fairly from the committed seed, and it is in the signed log."
         : "\u2714 Every check passed: this deck is the one the committed seed and the players' seeds give.";
     help = verdictLine(report);
+    // Which of the keys given signed the checkpoint (after a rotation, the player may give several).
+    if (report.signedBy.length) help += ` The checkpoint is signed by ${signedByWords(report)}.`;
   } else if (report.step) {
     verdict.classList.add("fail");
     line = `\u2718 ${verdictLine(report)}`;
@@ -247,14 +250,11 @@ function init() {
   });
   for (const id of ["key", "witnesses", "threshold"]) $(id).addEventListener("input", check);
   $("key").addEventListener("input", fitKey);
-  // The key is one line: Enter does not add a line break to it.
-  $("key").addEventListener("keydown", (e) => {
-    if (e.key === "Enter") e.preventDefault();
-  });
   window.addEventListener("resize", fitKey);
   $("check").addEventListener("click", check);
+  // `fairdeck verifier-page --key` pins the log's keys (several after a rotation, separated by spaces).
   const pinned = document.querySelector('meta[name="fairdeck-log-key"]');
-  if (pinned && pinned.content) $("key").value = pinned.content;
+  if (pinned && pinned.content.trim()) $("key").value = pinned.content.trim().split(/\s+/).join("\n");
   fitKey();
 }
 
@@ -266,6 +266,7 @@ window.fairdeck = {
   verifyText: (text, opts) => verifyBytes(new TextEncoder().encode(text), opts),
   spec,
   log,
+  handproof,
   strictjson,
 };
 

@@ -1,15 +1,7 @@
 // What the page checks, and how it says it: one entry point for a dropped or pasted file.
 import { VerificationError, deckSpec, toHex, transcriptFromBytes, verifyTranscript } from "./spec.js";
-import {
-  HAND_PROOF_TYPE,
-  LogError,
-  b64encode,
-  describePolicy,
-  handProofFromBytes,
-  parsePolicy,
-  parseVerifierKey,
-  verifyHandProof,
-} from "./log.js";
+import { LogError, b64encode, describePolicy, parseKeyList, parsePolicy } from "./log.js";
+import { HAND_PROOF_TYPE, handProofFromBytes, verifyHandProof } from "./handproof.js";
 
 /** The checks in order, with what each means in plain words (docs/hand-proof.md, "The checks"). */
 export const HAND_PROOF_CHECKS = [
@@ -18,7 +10,7 @@ export const HAND_PROOF_CHECKS = [
   ["deck", "The deck re-derives from the dealer's seed and the players' seeds (fairdeck-v1)."],
   ["cards", "The cards dealt are the top of that deck, in order."],
   ["entries", "The transparency log's two entries are this hand's commitment and reveal."],
-  ["checkpoint", "The log's checkpoint is signed by the log key you gave."],
+  ["checkpoint", "The log's checkpoint is signed by the log key you gave (by one of them, if you gave several)."],
   ["inclusion", "Both entries are in that signed log."],
   ["cosignatures", "Enough independent witnesses cosigned that checkpoint."],
 ];
@@ -43,10 +35,13 @@ export function isHandProof(bytes) {
 }
 
 /**
- * Check a file's bytes. Options: `key` (the log's verifier key, text), `witnesses` ("NAME=KEY"
+ * Check a file's bytes. Options: `key` (the log's verifier key as text, or several: one a line or
+ * separated by spaces, as a key file holds them; or an array of keys), `witnesses` ("NAME=KEY"
  * strings) and `threshold`. The report: `kind`, `ok` (every check ran and held), `step` and
- * `detail` of the first failure, `checks` (each with `status` pass, fail or skip), `hand`
- * (what to show of the hand), `inputError` (a key or witness the user gave is not valid).
+ * `detail` of the first failure, `checks` (each with `status` pass, fail or skip), `hand` (what
+ * to show of the hand), `keys` (how many log keys were given), `signedBy` (those that signed the
+ * checkpoint: `{ key, position }`, 1-based in the list given), `inputError` (a key or witness
+ * the user gave is not valid).
  */
 export function verifyBytes(bytes, options = {}) {
   const started = performance.now();
@@ -63,6 +58,8 @@ function newReport(kind, table) {
     detail: null,
     inputError: null,
     hand: null,
+    keys: 0,
+    signedBy: [],
     checks: table.map(([step, text]) => ({ step, text, status: "skip", detail: "" })),
   };
 }
@@ -158,13 +155,31 @@ export function policyOf(witnesses, threshold) {
   return null;
 }
 
+/** The log keys of the `key` option: a text (keys one a line or separated by spaces), or an array. */
+export function keysOf(key) {
+  if (key === null || key === undefined) return [];
+  return parseKeyList(Array.isArray(key) ? key.join("\n") : key);
+}
+
+/** "example.com/log+1dde4531": a key as reports name it. */
+const keyName = (v) => `${v.name}+${v.keyId.toString(16).padStart(8, "0")}`;
+
+/** Which key signed, in words: "the log key example.com/log+1dde4531 (the 2nd of the 2 keys given)". */
+export function signedByWords(report) {
+  const ordinal = (n) => n + (["th", "st", "nd", "rd"][(n % 100 > 10 && n % 100 < 14) || n % 10 > 3 ? 0 : n % 10]);
+  return report.signedBy
+    .map(({ key, position }) => `the log key ${key}` + (report.keys > 1 ? ` (the ${ordinal(position)} of the ${report.keys} keys given)` : ""))
+    .join(" and ");
+}
+
 function checkHandProof(bytes, options) {
   const report = newReport("hand-proof", HAND_PROOF_CHECKS);
-  let verifier = null;
+  let verifiers = [];
   let policy = null;
   const witnesses = (options.witnesses ?? []).filter((w) => w.trim());
   try {
-    if (options.key && options.key.trim()) verifier = parseVerifierKey(options.key.trim());
+    verifiers = keysOf(options.key);
+    report.keys = verifiers.length;
     policy = policyOf(witnesses.map((w) => w.trim()), options.threshold ?? null);
   } catch (e) {
     if (!(e instanceof LogError)) throw e;
@@ -182,7 +197,10 @@ function checkHandProof(bytes, options) {
   if (!policy) mark(report, "cosignatures", "skip", "no witness policy given: cosignatures not required");
   const onStep = (step, extra) => {
     let detail = "";
-    if (step === "checkpoint") detail = `${extra.origin}, tree size ${extra.size}, root ${b64encode(extra.root)}`;
+    if (step === "checkpoint") {
+      report.signedBy = extra.signedBy.map((v) => ({ key: keyName(v), position: verifiers.indexOf(v) + 1 }));
+      detail = `${extra.origin}, tree size ${extra.size}, root ${b64encode(extra.root)}; signed by ${signedByWords(report)}`;
+    }
     if (step === "inclusion") {
       detail = `commit entry ${proof.commit.index} and reveal entry ${proof.reveal.index} of ${extra.size}`;
       report.hand.treeSize = String(extra.size);
@@ -191,12 +209,12 @@ function checkHandProof(bytes, options) {
     mark(report, step, "pass", detail);
   };
   try {
-    verifyHandProof(proof, verifier, policy, onStep);
+    verifyHandProof(proof, verifiers, policy, onStep);
   } catch (e) {
     return failed(report, e);
   }
-  if (verifier === null) {
-    const why = report.inputError ? "the log key given is not valid" : "give the log's key to check this";
+  if (!verifiers.length) {
+    const why = report.inputError ? "a log key given is not valid" : "give the log's key to check this";
     for (const step of ["checkpoint", "inclusion"]) mark(report, step, "skip", `not checked: ${why}`);
   } else {
     report.ok = report.inputError === null;

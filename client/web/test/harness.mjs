@@ -4,7 +4,7 @@
 //
 // JOB: { page, engine: "chromium" | "firefox", browser: PATH, color_scheme: "light" | "dark" | null,
 //        font_size: the browser's default text size in CSS px | null,
-//        verify: [{id, bytes_b64, key, witnesses, threshold}],
+//        verify: [{id, bytes_b64, key (a key, a text of keys, or a list), witnesses, threshold}],
 //        ui: [{id, file, key, witnesses, threshold, drop, viewport, edit: {find, replace}}],
 //        (drop: true drops the file on the drop zone, a selector on that element instead)
 //        log_vectors: {log, witness} | null, control: PATH | null, bench: {cases, rounds} | null }
@@ -35,7 +35,9 @@ for (const c of job.verify ?? []) {
       detail: r.detail,
       line: window.fairdeck.verdictLine(r),
       input_error: r.inputError,
+      signed_by: r.signedBy ?? [],
       checks: Object.fromEntries(r.checks.map((x) => [x.step, x.status])),
+      details: Object.fromEntries(r.checks.map((x) => [x.step, x.detail])),
     };
   }, c);
 }
@@ -233,6 +235,8 @@ function readPage() {
     verdict_line: ($("verdict-line") ?? v).textContent,
     verdict_help: $("verdict-help")?.textContent ?? "",
     checks: Object.fromEntries([...document.querySelectorAll("#checks li")].map((li) => [li.dataset.step, li.dataset.status])),
+    check_details: Object.fromEntries([...document.querySelectorAll("#checks li")].map((li) => [li.dataset.step, li.querySelector(".detail")?.textContent ?? ""])),
+    key_box: $("key").value,
     dealt: cards.map((el) => el.title),
     shown: cards.map((el) => el.textContent),
     cards_verified: cards.map((el) => el.dataset.verified),
