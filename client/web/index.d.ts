@@ -86,7 +86,8 @@ export interface VerifiedHandProof {
 }
 
 /**
- * Raises VerificationError at the first step that fails, LogError when `key` or a witness is
+ * Checks a hand proof of format 1 (receipts as JSON objects) or 2 (receipts as C2SP tlog-proof
+ * texts), as `fairdeck verify` does. Raises VerificationError at the first step that fails, LogError when `key` or a witness is
  * not a valid key or a threshold comes with no witness (it would check no cosignature), and
  * TypeError without a key, or with witnesses that are not an array or a threshold that is not
  * a whole number.
@@ -111,6 +112,8 @@ export interface Report {
   /** The first step that failed, or null. */
   step: Step | null;
   detail: string | null;
+  /** At step "format": the file's format number, when it is above those this verifier reads (a later format). */
+  newerFormat?: number;
   /** A key or witness the caller gave that is not valid (naming which key of a list), or null. */
   inputError: string | null;
   /** How many log keys were given. */

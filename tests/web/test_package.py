@@ -18,13 +18,22 @@ from google.protobuf.message import DecodeError
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 
 from tests.web import browser
-from tests.web.test_page_vectors import PROOFS, TRANSCRIPTS
+from tests.web.test_page_vectors import PROOFS, PROOFS_V2, TRANSCRIPTS
 
 NAME = "@fairdeck/verifier"
-LIBRARY = ["index.d.ts", "README.md", "package.json"] + [
-    f"src/{m}.js"
-    for m in ("handproof", "index", "log", "messages", "spec", "status", "strictjson", "verify", "words")
+MODULES = [
+    "handproof",
+    "index",
+    "log",
+    "messages",
+    "spec",
+    "status",
+    "strictjson",
+    "tlogproof",
+    "verify",
+    "words",
 ]
+LIBRARY = ["index.d.ts", "README.md", "package.json"] + [f"src/{m}.js" for m in MODULES]
 
 
 def npm(*args: str, cwd: Path, timeout: float = 300) -> str:
@@ -184,7 +193,11 @@ def test_an_installed_tarball_verifies_and_reads_error_details(installed: tuple[
     fields = ("version", "deck", "hand_id", "commitment", "server_seed", "client_seeds", "cards")
     job: dict[str, Any] = {
         "key": PROOFS["log_key"],
-        "proofs": {"valid": good, "tampered": json.dumps(tampered)},
+        "proofs": {
+            "valid": good,
+            "tampered": json.dumps(tampered),
+            "format 2": PROOFS_V2["valid"][0]["text"],
+        },
         "transcripts": {
             "value": {k: TRANSCRIPTS["valid"][0][k] for k in fields},
             "text": json.dumps({k: TRANSCRIPTS["valid"][0][k] for k in fields}),
@@ -208,6 +221,7 @@ def test_an_installed_tarball_verifies_and_reads_error_details(installed: tuple[
         "size": str(valid["reveal"]["tree_size"]),
         "hand": valid["transcript"]["hand_id"],
     }
+    assert got["proofs"]["format 2"] == got["proofs"]["valid"]  # the same hand, its receipts as tlog-proofs
     tmp = project / "cli"
     tmp.mkdir(exist_ok=True)
     want = browser.python_line(json.dumps(tampered).encode(), tmp, PROOFS["log_key"])

@@ -62,12 +62,13 @@ def rotated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
         new = key_of(data)
         assert printed == [new, old] and new != old
         after = proof(target, new)
+        after_v2 = proof(target, new, fmt=2)
     finally:
         dealer.close()
     keyring = tmp / "keys.txt"
     keyring.write_text("# the log's keys, current first\n" + "".join(k + "\n" for k in printed))
     yield {"old": old, "new": new, "printed": printed, "keyring": keyring, "tmp": tmp,
-           "proofs": {"before": before, "after": after}}  # fmt: skip
+           "proofs": {"before": before, "after": after, "after, format 2": after_v2}}  # fmt: skip
 
 
 def key_sets(r: dict[str, Any]) -> dict[str, list[str]]:

@@ -1,6 +1,7 @@
 // Hand proofs (docs/hand-proof.md): one file a player checks offline with the log's key alone, read
 // and checked exactly as the Python reader (fairdeck.log.handproof) does, with the same failed
-// step and the same words. This verifier reads format 1, whose receipts are JSON objects.
+// step and the same words. Format 1 holds the receipts as JSON objects, format 2 as C2SP
+// tlog-proof texts (tlogproof.js); the checks and their order are the same for both.
 import {
   VerificationError,
   equalBytes,
@@ -20,11 +21,12 @@ import {
   receiptFromValue,
   verifyInclusion,
 } from "./log.js";
+import { parseTlogProof } from "./tlogproof.js";
 
 export const HAND_PROOF_TYPE = "fairdeck-hand-proof";
 export const HAND_PROOF_STEPS = ["format", "commitment", "deck", "cards", "entries", "checkpoint", "inclusion", "cosignatures"];
 /** The formats this verifier reads (docs/hand-proof.md). */
-export const HAND_PROOF_FORMATS = ["1"];
+export const HAND_PROOF_FORMATS = ["1", "2"];
 const PROOF_NAMES = ["type", "format", "transcript", "dealt", "commit", "reveal", "log_key"];
 const MAX_PROOF_BYTES = 1024 * 1024;
 
@@ -43,7 +45,10 @@ export function handProofFromBytes(bytes) {
   if (!isObject(d) || d.type !== HAND_PROOF_TYPE) throw fail("format", `not a hand proof: want an object with "type": "${HAND_PROOF_TYPE}"`);
   if (!(d.format instanceof JNumber) || !HAND_PROOF_FORMATS.includes(d.format.text)) {
     const shown = d.format instanceof JNumber ? d.format.text : head(pyreprValue(d.format ?? null), 20);
-    throw fail("format", `unknown hand proof format ${shown}; this verifier reads 1`);
+    const e = fail("format", `unknown hand proof format ${shown}; this verifier reads 1 and 2`);
+    // A format above those known may be a later one this copy of the page predates: the page says so.
+    if (/^[1-9][0-9]{0,5}$/.test(shown) && Number(shown) > HAND_PROOF_FORMATS.length) e.newerFormat = Number(shown);
+    throw e;
   }
   const format = Number(d.format.text);
   if (Object.keys(d).length !== PROOF_NAMES.length || !PROOF_NAMES.every((k) => k in d)) {
@@ -60,8 +65,9 @@ export function handProofFromBytes(bytes) {
   if (typeof d.log_key !== "string") throw fail("format", "log_key must be a string");
   const receipts = {};
   for (const name of ["commit", "reveal"]) {
+    if (format === 2 && typeof d[name] !== "string") throw fail("format", `${name}: in format 2, ${name} is a tlog-proof text`);
     try {
-      receipts[name] = receiptFromValue(d[name]);
+      receipts[name] = format === 2 ? parseTlogProof(d[name]) : receiptFromValue(d[name]);
     } catch (e) {
       if (e instanceof LogError) throw fail("format", `${name}: ${e.message}`);
       throw e;

@@ -330,8 +330,14 @@ export function parseCheckpoint(text) {
   const root = b64decode(rootText);
   if (root === null) throw new LogError("root hash is not canonical base64");
   if (root.length !== 32) throw new LogError(`root hash is ${root.length} bytes, want 32`);
-  for (const line of lines) if (/[\x00-\x1f]/.test(line)) throw new LogError("a checkpoint line contains a control character");
-  return { origin, size, root, extensions: lines.slice(3) };
+  // The origin and extension lines hold no control character (a note's reader refuses them before
+  // this; a tlog-proof's checkpoint is read before its signature is checked).
+  const extensions = lines.slice(3);
+  for (const [what, line] of [["origin", origin], ...extensions.map((l) => ["extension line", l])]) {
+    const m = /[\x00-\x1f]/.exec(line);
+    if (m) throw new LogError(`${what} contains the control character U+${m[0].charCodeAt(0).toString(16).padStart(4, "0").toUpperCase()}`);
+  }
+  return { origin, size, root, extensions };
 }
 
 /**

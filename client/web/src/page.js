@@ -4,6 +4,7 @@ import { verifyBytes, isHandProof, signedByWords, verdictLine } from "./verify.j
 import * as spec from "./spec.js";
 import * as log from "./log.js";
 import * as handproof from "./handproof.js";
+import * as tlogproof from "./tlogproof.js";
 import * as strictjson from "./strictjson.js";
 
 const $ = (id) => document.getElementById(id);
@@ -57,7 +58,11 @@ function renderVerdict(report) {
     verdict.classList.add("fail");
     line = `\u2718 ${verdictLine(report)}`;
     const check = report.checks.find((c) => c.step === report.step);
-    help = `This hand is NOT verified. The check that failed: ${check.text}`;
+    help = report.newerFormat
+      ? `This hand is NOT verified by this page: it reads hand proof formats 1 and 2, and the file is of format ` +
+        `${report.newerFormat}, which may be newer than this copy of the page. Check it with the dealer's ` +
+        "current verifier page, or with fairdeck verify, before you judge the hand."
+      : `This hand is NOT verified. The check that failed: ${check.text}`;
   } else {
     verdict.classList.add("incomplete");
     line = report.inputError
@@ -267,6 +272,7 @@ window.fairdeck = {
   spec,
   log,
   handproof,
+  tlogproof,
   strictjson,
 };
 

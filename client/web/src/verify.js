@@ -95,6 +95,7 @@ function failed(report, e) {
   if (!(e instanceof VerificationError)) throw e;
   report.step = e.step;
   report.detail = e.detail;
+  if (e.newerFormat) report.newerFormat = e.newerFormat;
   if (!report.checks.some((c) => c.step === e.step)) {
     // Shown right after "format", where fairdeck verify checks it too.
     const at = report.checks.findIndex((c) => c.step === "format") + 1;

@@ -130,7 +130,7 @@ async function read(page) {
 }
 
 // Runs inside the page: the log and witness vectors through the page's own functions.
-function runLogVectors({ log: L, witness: W }) {
+function runLogVectors({ log: L, witness: W, tlog_proofs: T }) {
   const f = window.fairdeck.log;
   const b64 = (s) => Uint8Array.from(atob(s), (ch) => ch.charCodeAt(0));
   const hex = (s) => Uint8Array.from(s.match(/../g) ?? [], (h) => parseInt(h, 16));
@@ -146,7 +146,16 @@ function runLogVectors({ log: L, witness: W }) {
     }
   };
   const key = f.parseVerifierKey(L.key.verifier_key);
-  const r = { entries: [], invalid_entries: [], inclusion: [], checkpoints: [], receipts: [], cosignatures: [], invalid_cosignatures: [], policies: [] };
+  const r = { entries: [], invalid_entries: [], inclusion: [], checkpoints: [], receipts: [], cosignatures: [], invalid_cosignatures: [], policies: [], tlog_proofs: [] };
+  for (const t of T ?? []) {
+    try {
+      const p = window.fairdeck.tlogproof.parseTlogProof(t.text);
+      r.tlog_proofs.push({ index: String(p.index), tree_size: String(p.treeSize), hashes: p.hashes.length, entry: toHex(p.entry) });
+    } catch (e) {
+      if (!(e instanceof f.LogError)) throw e;
+      r.tlog_proofs.push({ error: e.message });
+    }
+  }
   const entries = L.entries.map((e) => hex(e.entry));
   for (const e of L.entries) {
     const bytes = hex(e.entry);
