@@ -25,6 +25,9 @@ export class VerificationError extends Error {
 /** A log key or witness key given by the caller that is not valid (not a finding about a proof). */
 export class LogError extends Error {}
 
+/** A tlog-policy file that does not follow the text (C2SP tlog-policy); the message names the line. */
+export class PolicyFileError extends LogError {}
+
 /** A text that is not strict JSON (docs/fairness-spec.md section 7.1). */
 export class StrictJSONError extends Error {}
 
@@ -75,6 +78,12 @@ export interface HandProofOptions {
   witnesses?: readonly string[];
   /** How many witnesses must have cosigned; null or left out: all of them. */
   threshold?: number | null;
+  /**
+   * Instead of `witnesses` and `threshold`: a C2SP tlog-policy file (its text, or its bytes as
+   * read: names are opaque octets), as the public witness network publishes them. Its witnesses
+   * and quorum are required of the checkpoint (`quorum none`: none).
+   */
+  policy?: string | Uint8Array | null;
 }
 
 export interface VerifiedHandProof {
@@ -87,10 +96,12 @@ export interface VerifiedHandProof {
 
 /**
  * Checks a hand proof of format 1 (receipts as JSON objects) or 2 (receipts as C2SP tlog-proof
- * texts), as `fairdeck verify` does. Raises VerificationError at the first step that fails, LogError when `key` or a witness is
- * not a valid key or a threshold comes with no witness (it would check no cosignature), and
- * TypeError without a key, or with witnesses that are not an array or a threshold that is not
- * a whole number.
+ * texts), as `fairdeck verify` does. Raises VerificationError at the first step that fails;
+ * LogError when a key or a witness is not a valid key, the policy file is not valid
+ * (PolicyFileError, naming its line), witnesses come beside a policy file, or a threshold comes
+ * with no witness (it would check no cosignature); TypeError without a key, or with witnesses
+ * that are not an array, a threshold that is not a whole number or a policy that is not text
+ * or bytes.
  */
 export function verifyHandProof(input: Uint8Array | string, options: HandProofOptions): VerifiedHandProof;
 
@@ -142,6 +153,7 @@ export interface CheckOptions {
   key?: string | readonly string[];
   witnesses?: readonly string[];
   threshold?: number | null;
+  policy?: string | Uint8Array | null;
 }
 
 /** The page's report on a file (a hand proof or a transcript); never raises for what it holds. */

@@ -184,10 +184,12 @@ def python_line(
     key: str | Sequence[str] | None = None,
     witnesses: tuple[str, ...] = (),
     threshold: int | None = None,
+    policy: str | None = None,
 ) -> str:
-    """The line ``fairdeck verify FILE [--key]... [--witness]...`` prints for these bytes ("OK: ..."
-    or "FAILED at step ...: ..."): the command itself, run in-process on a real file. ``key``: one
-    ``--key`` value (a key, or ``@FILE``), or a list of them, each its own ``--key``."""
+    """The line ``fairdeck verify FILE [--key]... [--witness]... [--policy]`` prints for these bytes
+    ("OK: ..." or "FAILED at step ...: ..."): the command itself, run in-process on a real file.
+    ``key``: one ``--key`` value (a key, or ``@FILE``), or a list of them, each its own ``--key``;
+    ``policy``: the path of a tlog-policy file."""
     import contextlib
     import io
 
@@ -202,6 +204,8 @@ def python_line(
         argv += ["--witness", w]
     if threshold is not None:
         argv += ["--witness-threshold", str(threshold)]
+    if policy is not None:
+        argv += ["--policy", policy]
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         status = main(argv)

@@ -26,6 +26,7 @@ MODULES = [
     "index",
     "log",
     "messages",
+    "policy",
     "spec",
     "status",
     "strictjson",
@@ -376,3 +377,29 @@ def test_a_list_of_keys_verifies_a_proof_signed_by_any_of_them(installed: tuple[
     assert got["a list with a key that is not valid (page)"] == "input error", got
     assert got["a list without the key that signed"] == "VerificationError", got
     assert got["an empty list"] == "TypeError", got
+
+
+def test_a_policy_file_is_an_option(installed: tuple[Path, Path]) -> None:
+    """A game server holding the public witness network's tlog-policy file passes it as it is."""
+    _, project = installed
+    from tests.web.test_same_words import POLICY
+
+    w1 = POLICY[0].split("=", 1)[1]
+    options = {
+        "quorum none": {"policy": "quorum none\n"},
+        "a quorum the proof lacks": {"policy": f"witness w1 {w1}\nquorum w1\n"},
+        "not a policy": {"policy": "witness w1\nquorum w1\n"},
+        "beside witnesses": {"policy": "quorum none\n", "witnesses": [POLICY[0]]},
+        "not text": {"policy": 5},
+    }
+    job = {"key": PROOFS["log_key"], "proof": PROOFS["valid"][0]["text"], "options": options}
+    (project / "policy.json").write_text(json.dumps(job))
+    (project / "options.mjs").write_text(OPTIONS)
+    done = node(project / "options.mjs", "policy.json")
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert got["quorum none"] == got["quorum none (page)"] == "verified", got
+    assert got["a quorum the proof lacks"] == "VerificationError", got
+    assert got["not a policy"] == "PolicyFileError" and got["not a policy (page)"] == "input error", got
+    assert got["beside witnesses"] == "LogError" and got["beside witnesses (page)"] == "input error", got
+    assert got["not text"] == "TypeError", got

@@ -13,6 +13,7 @@ import { SPEC_NAMES, SUPPORTED_VERSIONS, VerificationError, toHex, transcriptFro
 import { isHandProof, keysOf, policyOf, verdictLine, verifyBytes } from "./verify.js";
 
 export { LogError, SPEC_NAMES, SUPPORTED_VERSIONS, VerificationError, isHandProof, verdictLine };
+export { PolicyFileError } from "./policy.js";
 export { HAND_PROOF_CHECKS, TRANSCRIPT_CHECKS } from "./verify.js";
 export { StrictJSONError } from "./strictjson.js";
 export { ERROR_DOMAIN, STATUS_DETAILS_KEY, StatusDecodeError, decodeErrorInfo, decodeRetryInfo, decodeStatus, errorDetails } from "./status.js";
@@ -51,14 +52,15 @@ export function verifyTranscript(input) {
 /**
  * Check a hand proof (docs/hand-proof.md, format 1 or 2) against the log's key, which the caller
  * got from the operator (never the one written in the file), and, with `witnesses` ("NAME=KEY"
- * strings) and a `threshold` (default: all), the witnesses' cosignatures. `key` may hold several
+ * strings) and a `threshold` (default: all), or a C2SP tlog-policy file (`policy`, its text or
+ * bytes: witness, group and quorum lines), the witnesses' cosignatures. `key` may hold several
  * keys (an array, or a text with one a line, as a key file holds them): after a rotation, a proof
  * signed by any of them verifies. Returns the transcript, the cards dealt and the checkpoint both
  * entries are in, with the keys that signed it; raises VerificationError at the first step that
- * fails, or LogError when a key or a witness given is not valid, or a threshold comes with no
- * witness (no cosignature would be checked).
+ * fails, or LogError when a key, a witness or the policy file given is not valid (the file's
+ * error names its line), or a threshold comes with no witness (no cosignature would be checked).
  */
-export function verifyHandProof(input, { key, witnesses = [], threshold = null } = {}) {
+export function verifyHandProof(input, { key, witnesses = [], threshold = null, policy = null } = {}) {
   const keyList = Array.isArray(key) && key.every((k) => typeof k === "string");
   if (!(keyList || typeof key === "string")) {
     throw new TypeError("verifyHandProof needs the log's key: { key: 'origin+hash+base64' }, or a list of keys");
@@ -67,9 +69,12 @@ export function verifyHandProof(input, { key, witnesses = [], threshold = null }
   if (threshold !== null && !Number.isInteger(threshold)) throw new TypeError("threshold is a whole number, or null for all the witnesses");
   const verifiers = keysOf(key);
   if (!verifiers.length) throw new TypeError("verifyHandProof needs the log's key: { key: 'origin+hash+base64' }, or a list of keys");
-  const policy = policyOf(witnesses, threshold);
+  if (policy !== null && typeof policy !== "string" && !(policy instanceof Uint8Array)) {
+    throw new TypeError("policy is a tlog-policy file's text or bytes");
+  }
+  const witnessPolicy = policyOf(witnesses, threshold, policy);
   const proof = handProofFromBytes(asBytes(input, "a hand proof"));
-  const checkpoint = verifyProof(proof, verifiers, policy);
+  const checkpoint = verifyProof(proof, verifiers, witnessPolicy);
   return {
     transcript: summary(proof.transcript),
     dealt: proof.dealt,

@@ -5,6 +5,7 @@ import * as spec from "./spec.js";
 import * as log from "./log.js";
 import * as handproof from "./handproof.js";
 import * as tlogproof from "./tlogproof.js";
+import * as policy from "./policy.js";
 import * as strictjson from "./strictjson.js";
 
 const $ = (id) => document.getElementById(id);
@@ -13,7 +14,9 @@ const RANK = { T: "10" };
 // What a screen reader says of a card (the glyphs alone read as "A black heart suit").
 const RANK_NAME = { A: "Ace", K: "King", Q: "Queen", J: "Jack", T: "10" };
 const SUIT_NAME = { c: "clubs", d: "diamonds", h: "hearts", s: "spades" };
-const state = { bytes: null, name: "" };
+// The policy file's bytes as chosen (its octets are read as they are: names may be any octets),
+// or as typed in its box; null when neither holds anything.
+const state = { bytes: null, name: "", policy: null };
 
 function cardElement(code) {
   const el = document.createElement("span");
@@ -155,6 +158,7 @@ function options() {
     key: $("key").value,
     witnesses: $("witnesses").value.split("\n"),
     threshold: threshold ? Number(threshold) : null,
+    policy: state.policy,
   };
 }
 
@@ -201,6 +205,8 @@ function fitKey() {
  * on its size, as `fairdeck verify` says, without being read whole (a file of gigabytes cannot be).
  */
 const READ_AT_MOST = 1024 * 1024 + 1;
+/** The same for a policy file: one byte past the most the policy reader takes (1 MiB). */
+const POLICY_AT_MOST = 1024 * 1024 + 1;
 
 async function loadFile(file) {
   $("source").textContent = `${file.name} (${file.size} bytes)`;
@@ -254,6 +260,26 @@ function init() {
     check();
   });
   for (const id of ["key", "witnesses", "threshold"]) $(id).addEventListener("input", check);
+  $("policy").addEventListener("input", () => {
+    const text = $("policy").value;
+    state.policy = text.trim() ? new TextEncoder().encode(text) : null;
+    $("policy-file-label").textContent = "Choose a tlog-policy file";
+    check();
+  });
+  $("policy-file").addEventListener("change", async (e) => {
+    const file = e.target.files[0];
+    if (!file) return;
+    try {
+      state.policy = new Uint8Array(await file.slice(0, POLICY_AT_MOST).arrayBuffer());
+    } catch (err) {
+      state.policy = null;
+      notChecked(`This browser could not read ${file.name} (${err && err.name}): choose the policy file again, or paste its text.`);
+      return;
+    }
+    $("policy").value = new TextDecoder("utf-8").decode(state.policy);
+    $("policy-file-label").textContent = `${file.name} (${file.size} bytes), read as chosen`;
+    check();
+  });
   $("key").addEventListener("input", fitKey);
   window.addEventListener("resize", fitKey);
   $("check").addEventListener("click", check);
@@ -273,6 +299,7 @@ window.fairdeck = {
   log,
   handproof,
   tlogproof,
+  policy,
   strictjson,
 };
 

@@ -2,6 +2,7 @@
 import { VerificationError, deckSpec, toHex, transcriptFromBytes, verifyTranscript } from "./spec.js";
 import { LogError, b64encode, describePolicy, parseKeyList, parsePolicy } from "./log.js";
 import { HAND_PROOF_TYPE, handProofFromBytes, verifyHandProof } from "./handproof.js";
+import { parsePolicyFile, witnessPolicyOf } from "./policy.js";
 
 /** The checks in order, with what each means in plain words (docs/hand-proof.md, "The checks"). */
 export const HAND_PROOF_CHECKS = [
@@ -37,7 +38,7 @@ export function isHandProof(bytes) {
 /**
  * Check a file's bytes. Options: `key` (the log's verifier key as text, or several: one a line or
  * separated by spaces, as a key file holds them; or an array of keys), `witnesses` ("NAME=KEY"
- * strings) and `threshold`. The report: `kind`, `ok` (every check ran and held), `step` and
+ * strings) and `threshold`, or `policy` (a C2SP tlog-policy file, text or bytes). The report: `kind`, `ok` (every check ran and held), `step` and
  * `detail` of the first failure, `checks` (each with `status` pass, fail or skip), `hand` (what
  * to show of the hand), `keys` (how many log keys were given), `signedBy` (those that signed the
  * checkpoint: `{ key, position }`, 1-based in the list given), `inputError` (a key or witness
@@ -146,11 +147,19 @@ function checkTranscript(bytes) {
 }
 
 /**
- * The witness policy of `witnesses` ("NAME=KEY" each) and `threshold` (null: all of them), or null
- * for none. A threshold with no witness is a LogError, as `fairdeck verify --witness-threshold`
- * without --witness is refused: it would check no cosignature at all.
+ * The witness policy of `witnesses` ("NAME=KEY" each) and `threshold` (null: all of them), or of a
+ * C2SP tlog-policy file (`policy`: its text or bytes; policy.js), or null for none (or for a
+ * policy's `quorum none`). A threshold with no witness is a LogError, as `fairdeck verify
+ * --witness-threshold` without --witness is refused: it would check no cosignature at all; so
+ * are witnesses or a threshold beside a policy file, as `fairdeck verify --policy` refuses them.
  */
-export function policyOf(witnesses, threshold) {
+export function policyOf(witnesses, threshold, policy = null) {
+  if (policy !== null && policy !== undefined) {
+    if (witnesses.length || (threshold !== null && threshold !== undefined)) {
+      throw new LogError("give a tlog-policy file or witnesses NAME=KEY (and a threshold), not both");
+    }
+    return witnessPolicyOf(parsePolicyFile(policy));
+  }
   if (witnesses.length) return parsePolicy(witnesses, threshold);
   if (threshold !== null && threshold !== undefined) throw new LogError("a witness threshold needs at least one witness NAME=KEY");
   return null;
@@ -181,7 +190,7 @@ function checkHandProof(bytes, options) {
   try {
     verifiers = keysOf(options.key);
     report.keys = verifiers.length;
-    policy = policyOf(witnesses.map((w) => w.trim()), options.threshold ?? null);
+    policy = policyOf(witnesses.map((w) => w.trim()), options.threshold ?? null, options.policy ?? null);
   } catch (e) {
     if (!(e instanceof LogError)) throw e;
     report.inputError = e.message;
