@@ -326,6 +326,18 @@ process.stdout.write(JSON.stringify(out));
 """
 
 
+def verify_with_options(project: Path, name: str, options: dict[str, Any]) -> dict[str, str]:
+    """What verifyHandProof (the class of what it raised, or "verified") and check() (the page:
+    "input error" or "verified") make of the first vector proof under each set of options."""
+    job = {"key": PROOFS["log_key"], "proof": PROOFS["valid"][0]["text"], "options": options}
+    (project / f"{name}.json").write_text(json.dumps(job))
+    (project / "options.mjs").write_text(OPTIONS)
+    done = node(project / "options.mjs", f"{name}.json")
+    assert done.returncode == 0, done.stderr
+    got: dict[str, str] = json.loads(done.stdout)
+    return got
+
+
 def test_witness_options_that_make_no_policy_are_refused(installed: tuple[Path, Path]) -> None:
     """A threshold with no witnesses (a policy whose list came out empty) verified the proof with
     no cosignature checked, where `fairdeck verify --witness-threshold 2` refuses to run; a
@@ -340,12 +352,7 @@ def test_witness_options_that_make_no_policy_are_refused(installed: tuple[Path, 
         "threshold as a string": {"witnesses": [POLICY[0]], "threshold": "1"},
         "witnesses as one string": {"witnesses": POLICY[0]},
     }
-    job = {"key": PROOFS["log_key"], "proof": PROOFS["valid"][0]["text"], "options": options}
-    (project / "options.json").write_text(json.dumps(job))
-    (project / "options.mjs").write_text(OPTIONS)
-    done = node(project / "options.mjs", "options.json")
-    assert done.returncode == 0, done.stderr
-    got = json.loads(done.stdout)
+    got = verify_with_options(project, "options", options)
     assert got["threshold, no witnesses"] == got["threshold, empty witnesses"] == "LogError", got
     assert got["threshold as a string"] == got["witnesses as one string"] == "TypeError", got
     assert got["threshold, no witnesses (page)"] == "input error", got
@@ -365,12 +372,7 @@ def test_a_list_of_keys_verifies_a_proof_signed_by_any_of_them(installed: tuple[
         "a list without the key that signed": {"key": [other]},
         "an empty list": {"key": []},
     }
-    job = {"key": PROOFS["log_key"], "proof": PROOFS["valid"][0]["text"], "options": options}
-    (project / "keys.json").write_text(json.dumps(job))
-    (project / "options.mjs").write_text(OPTIONS)
-    done = node(project / "options.mjs", "keys.json")
-    assert done.returncode == 0, done.stderr
-    got = json.loads(done.stdout)
+    got = verify_with_options(project, "keys", options)
     assert got["a list of keys"] == got["a key file's text"] == "verified", got
     assert got["a list of keys (page)"] == got["a key file's text (page)"] == "verified", got
     assert got["a list with a key that is not valid"] == "LogError", got
@@ -392,12 +394,7 @@ def test_a_policy_file_is_an_option(installed: tuple[Path, Path]) -> None:
         "beside witnesses": {"policy": "quorum none\n", "witnesses": [POLICY[0]]},
         "not text": {"policy": 5},
     }
-    job = {"key": PROOFS["log_key"], "proof": PROOFS["valid"][0]["text"], "options": options}
-    (project / "policy.json").write_text(json.dumps(job))
-    (project / "options.mjs").write_text(OPTIONS)
-    done = node(project / "options.mjs", "policy.json")
-    assert done.returncode == 0, done.stderr
-    got = json.loads(done.stdout)
+    got = verify_with_options(project, "policy", options)
     assert got["quorum none"] == got["quorum none (page)"] == "verified", got
     assert got["a quorum the proof lacks"] == "VerificationError", got
     assert got["not a policy"] == "PolicyFileError" and got["not a policy (page)"] == "input error", got
