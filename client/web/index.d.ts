@@ -25,6 +25,9 @@ export class VerificationError extends Error {
 /** A log key or witness key given by the caller that is not valid (not a finding about a proof). */
 export class LogError extends Error {}
 
+/** A tlog-policy file that does not follow the text (C2SP tlog-policy); the message names the line. */
+export class PolicyFileError extends LogError {}
+
 /** A text that is not strict JSON (docs/fairness-spec.md section 7.1). */
 export class StrictJSONError extends Error {}
 
@@ -65,27 +68,40 @@ export type TranscriptInput = Uint8Array | string | TranscriptValue;
 export function verifyTranscript(input: TranscriptInput): Transcript;
 
 export interface HandProofOptions {
-  /** The log's verifier key, from the operator (`fairdeck key`): never the one in the file. */
-  key: string;
+  /**
+   * The log's verifier key, from the operator (`fairdeck key`): never the one in the file. After a
+   * key rotation, every key: a list, or a text holding one a line (as a key file does; lines
+   * starting with "#" skipped). A proof signed by any of them verifies.
+   */
+  key: string | readonly string[];
   /** Witness keys, "NAME=KEY" each; with them, the checkpoint's cosignatures are required. */
   witnesses?: readonly string[];
   /** How many witnesses must have cosigned; null or left out: all of them. */
   threshold?: number | null;
+  /**
+   * Instead of `witnesses` and `threshold`: a C2SP tlog-policy file (its text, or its bytes as
+   * read: names are opaque octets), as the public witness network publishes them. Its witnesses
+   * and quorum are required of the checkpoint (`quorum none`: none).
+   */
+  policy?: string | Uint8Array | null;
 }
 
 export interface VerifiedHandProof {
   transcript: Transcript;
   /** The cards dealt, in order: the top of the re-derived deck. */
   dealt: string[];
-  /** The signed checkpoint both entries are in. */
-  checkpoint: { origin: string; size: bigint; root: Uint8Array };
+  /** The signed checkpoint both entries are in, and the keys given that signed it. */
+  checkpoint: { origin: string; size: bigint; root: Uint8Array; signedBy: string[] };
 }
 
 /**
- * Raises VerificationError at the first step that fails, LogError when `key` or a witness is
- * not a valid key or a threshold comes with no witness (it would check no cosignature), and
- * TypeError without a key, or with witnesses that are not an array or a threshold that is not
- * a whole number.
+ * Checks a hand proof of format 1 (receipts as JSON objects) or 2 (receipts as C2SP tlog-proof
+ * texts), as `fairdeck verify` does. Raises VerificationError at the first step that fails;
+ * LogError when a key or a witness is not a valid key, the policy file is not valid
+ * (PolicyFileError, naming its line), witnesses come beside a policy file, or a threshold comes
+ * with no witness (it would check no cosignature); TypeError without a key, or with witnesses
+ * that are not an array, a threshold that is not a whole number or a policy that is not text
+ * or bytes.
  */
 export function verifyHandProof(input: Uint8Array | string, options: HandProofOptions): VerifiedHandProof;
 
@@ -107,8 +123,14 @@ export interface Report {
   /** The first step that failed, or null. */
   step: Step | null;
   detail: string | null;
-  /** A key or witness the caller gave that is not valid, or null. */
+  /** At step "format": the file's format number, when it is above those this verifier reads (a later format). */
+  newerFormat?: number;
+  /** A key or witness the caller gave that is not valid (naming which key of a list), or null. */
   inputError: string | null;
+  /** How many log keys were given. */
+  keys: number;
+  /** The keys given that signed the checkpoint ("name+keyid"), with their place in the list (from 1). */
+  signedBy: { key: string; position: number }[];
   checks: Check[];
   hand: {
     handId: string;
@@ -128,9 +150,10 @@ export interface Report {
 }
 
 export interface CheckOptions {
-  key?: string;
+  key?: string | readonly string[];
   witnesses?: readonly string[];
   threshold?: number | null;
+  policy?: string | Uint8Array | null;
 }
 
 /** The page's report on a file (a hand proof or a transcript); never raises for what it holds. */

@@ -5,6 +5,7 @@ auditor's and the verifier's command lines."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -90,3 +91,75 @@ def test_the_policy_file_gives_the_cli_its_witnesses(tmp_path: Path) -> None:
     )
     assert done.returncode == 2
     assert done.stderr.strip().count("\n") == 0 and "policy line 1" in done.stderr, done.stderr
+
+
+def cosigned_proof(tmp_path: Path) -> tuple[Path, str, str, str]:
+    """A hand proof of docs/vectors whose checkpoint witness w1 cosigned; its log key, and w1's and
+    w2's witness keys."""
+    from fairdeck.log.cosignature import Cosigner, add_cosignatures
+
+    vectors = json.loads((REPO / "docs/vectors/fairdeck-hand-proofs-v1.json").read_text())
+    w1, w2 = (Cosigner.from_seed(f"witness.test/w{i}", bytes([i]) * 32) for i in (1, 2))
+    proof = json.loads(vectors["valid"][0]["text"])
+    note = proof["reveal"]["signed_checkpoint"].encode()
+    line = w1.cosign(note.decode().split("\n\n")[0] + "\n", 1_800_000_000)
+    proof["reveal"]["signed_checkpoint"] = proof["commit"]["signed_checkpoint"] = add_cosignatures(
+        note, [line]
+    ).decode()
+    path = tmp_path / "hand.json"
+    path.write_text(json.dumps(proof))
+    return path, vectors["log_key"], w1.verifier.to_string(), w2.verifier.to_string()
+
+
+def verify(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "fairdeck.cli", "verify", *args], capture_output=True, text=True, env=env
+    )
+
+
+def test_fairdeck_verify_takes_a_policy_file(tmp_path: Path) -> None:
+    """`fairdeck verify` took only --witness NAME=KEY: a player holding the public witness network's
+    policy file could not check a hand proof against it (the auditor could)."""
+    proof, key, w1, w2 = cosigned_proof(tmp_path)
+    policies = {
+        "one": f"witness w1 {w1}\nquorum w1\n",
+        "both": f"witness w1 {w1}\nwitness w2 {w2}\ngroup g all w1 w2\nquorum g\n",
+        "none": "quorum none\n",
+        "bad": f"witness w1 {w1}\nquorum w2\n",
+    }
+    for name, text in policies.items():
+        (tmp_path / f"{name}.policy").write_text(text)
+    assert verify(str(proof), "--key", key, "--policy", str(tmp_path / "one.policy")).stdout.startswith(
+        "OK: "
+    )
+    assert verify(str(proof), "--key", key, "--policy", str(tmp_path / "none.policy")).returncode == 0
+    both = verify(str(proof), "--key", key, "--policy", str(tmp_path / "both.policy"))
+    assert both.returncode == 1 and both.stdout == (
+        "FAILED at step cosignatures: checkpoint is cosigned by 1 of the policy's witnesses, which does "
+        "not meet its quorum 2 of (w1, w2): signed by w1; missing w2\n"
+    )
+    bad = verify(str(proof), "--key", key, "--policy", str(tmp_path / "bad.policy"))
+    assert bad.returncode == 2 and bad.stderr == (
+        "fairdeck verify: policy line 2: quorum 'w2' is not defined on an earlier line\n"
+    )
+    mixed = verify(
+        str(proof), "--key", key, "--policy", str(tmp_path / "one.policy"), "--witness", f"w1={w1}"
+    )
+    assert mixed.returncode == 2 and mixed.stderr == "fairdeck verify: give --policy or --witness, not both\n"
+
+
+def test_a_witness_name_the_terminal_cannot_write_is_escaped_not_a_traceback(tmp_path: Path) -> None:
+    """A policy's names are opaque octets: one that is not UTF-8, in a verdict printed to a strict
+    UTF-8 terminal (LANG=en_US.UTF-8), raised UnicodeEncodeError with a traceback."""
+    proof, key, w1, w2 = cosigned_proof(tmp_path)
+    policy = tmp_path / "latin-1.policy"
+    policy.write_bytes(
+        f"witness w\xe9 {w1}\nwitness w2 {w2}\ngroup g all w\xe9 w2\nquorum g\n".encode("latin-1")
+    )
+    env = {**os.environ, "PYTHONIOENCODING": "utf-8:strict"}
+    done = verify(str(proof), "--key", key, "--policy", str(policy), env=env)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert done.stdout == (
+        "FAILED at step cosignatures: checkpoint is cosigned by 1 of the policy's witnesses, which does "
+        "not meet its quorum 2 of (w\\udce9, w2): signed by w\\udce9; missing w2\n"
+    )

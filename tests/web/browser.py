@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -180,12 +181,15 @@ def run(
 def python_line(
     data: bytes,
     tmp: Path,
-    key: str | None = None,
+    key: str | Sequence[str] | None = None,
     witnesses: tuple[str, ...] = (),
     threshold: int | None = None,
+    policy: str | None = None,
 ) -> str:
-    """The line ``fairdeck verify FILE [--key] [--witness]...`` prints for these bytes ("OK: ..." or
-    "FAILED at step ...: ..."): the command itself, run in-process on a real file."""
+    """The line ``fairdeck verify FILE [--key]... [--witness]... [--policy]`` prints for these bytes
+    ("OK: ..." or "FAILED at step ...: ..."): the command itself, run in-process on a real file.
+    ``key``: one ``--key`` value (a key, or ``@FILE``), or a list of them, each its own ``--key``;
+    ``policy``: the path of a tlog-policy file."""
     import contextlib
     import io
 
@@ -194,12 +198,14 @@ def python_line(
     path = tmp / "input.json"
     path.write_bytes(data)
     argv = ["verify", str(path)]
-    if key is not None:
-        argv += ["--key", key]
+    for k in [key] if isinstance(key, str) else key or ():
+        argv += ["--key", k]
     for w in witnesses:
         argv += ["--witness", w]
     if threshold is not None:
         argv += ["--witness-threshold", str(threshold)]
+    if policy is not None:
+        argv += ["--policy", policy]
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         status = main(argv)
@@ -213,7 +219,7 @@ def python_line(
 def python_verdict(
     data: bytes,
     tmp: Path,
-    key: str | None = None,
+    key: str | Sequence[str] | None = None,
     witnesses: tuple[str, ...] = (),
     threshold: int | None = None,
 ) -> tuple[bool, str | None]:

@@ -18,12 +18,23 @@ from google.protobuf.message import DecodeError
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 
 from tests.web import browser
-from tests.web.test_page_vectors import PROOFS, TRANSCRIPTS
+from tests.web.test_page_vectors import PROOFS, PROOFS_V2, TRANSCRIPTS
 
 NAME = "@fairdeck/verifier"
-LIBRARY = ["index.d.ts", "README.md", "package.json"] + [
-    f"src/{m}.js" for m in ("index", "log", "messages", "spec", "status", "strictjson", "verify", "words")
+MODULES = [
+    "handproof",
+    "index",
+    "log",
+    "messages",
+    "policy",
+    "spec",
+    "status",
+    "strictjson",
+    "tlogproof",
+    "verify",
+    "words",
 ]
+LIBRARY = ["index.d.ts", "README.md", "package.json"] + [f"src/{m}.js" for m in MODULES]
 
 
 def npm(*args: str, cwd: Path, timeout: float = 300) -> str:
@@ -183,7 +194,11 @@ def test_an_installed_tarball_verifies_and_reads_error_details(installed: tuple[
     fields = ("version", "deck", "hand_id", "commitment", "server_seed", "client_seeds", "cards")
     job: dict[str, Any] = {
         "key": PROOFS["log_key"],
-        "proofs": {"valid": good, "tampered": json.dumps(tampered)},
+        "proofs": {
+            "valid": good,
+            "tampered": json.dumps(tampered),
+            "format 2": PROOFS_V2["valid"][0]["text"],
+        },
         "transcripts": {
             "value": {k: TRANSCRIPTS["valid"][0][k] for k in fields},
             "text": json.dumps({k: TRANSCRIPTS["valid"][0][k] for k in fields}),
@@ -207,6 +222,7 @@ def test_an_installed_tarball_verifies_and_reads_error_details(installed: tuple[
         "size": str(valid["reveal"]["tree_size"]),
         "hand": valid["transcript"]["hand_id"],
     }
+    assert got["proofs"]["format 2"] == got["proofs"]["valid"]  # the same hand, its receipts as tlog-proofs
     tmp = project / "cli"
     tmp.mkdir(exist_ok=True)
     want = browser.python_line(json.dumps(tampered).encode(), tmp, PROOFS["log_key"])
@@ -310,6 +326,18 @@ process.stdout.write(JSON.stringify(out));
 """
 
 
+def verify_with_options(project: Path, name: str, options: dict[str, Any]) -> dict[str, str]:
+    """What verifyHandProof (the class of what it raised, or "verified") and check() (the page:
+    "input error" or "verified") make of the first vector proof under each set of options."""
+    job = {"key": PROOFS["log_key"], "proof": PROOFS["valid"][0]["text"], "options": options}
+    (project / f"{name}.json").write_text(json.dumps(job))
+    (project / "options.mjs").write_text(OPTIONS)
+    done = node(project / "options.mjs", f"{name}.json")
+    assert done.returncode == 0, done.stderr
+    got: dict[str, str] = json.loads(done.stdout)
+    return got
+
+
 def test_witness_options_that_make_no_policy_are_refused(installed: tuple[Path, Path]) -> None:
     """A threshold with no witnesses (a policy whose list came out empty) verified the proof with
     no cosignature checked, where `fairdeck verify --witness-threshold 2` refuses to run; a
@@ -324,12 +352,51 @@ def test_witness_options_that_make_no_policy_are_refused(installed: tuple[Path, 
         "threshold as a string": {"witnesses": [POLICY[0]], "threshold": "1"},
         "witnesses as one string": {"witnesses": POLICY[0]},
     }
-    job = {"key": PROOFS["log_key"], "proof": PROOFS["valid"][0]["text"], "options": options}
-    (project / "options.json").write_text(json.dumps(job))
-    (project / "options.mjs").write_text(OPTIONS)
-    done = node(project / "options.mjs", "options.json")
-    assert done.returncode == 0, done.stderr
-    got = json.loads(done.stdout)
+    got = verify_with_options(project, "options", options)
     assert got["threshold, no witnesses"] == got["threshold, empty witnesses"] == "LogError", got
     assert got["threshold as a string"] == got["witnesses as one string"] == "TypeError", got
     assert got["threshold, no witnesses (page)"] == "input error", got
+
+
+def test_a_list_of_keys_verifies_a_proof_signed_by_any_of_them(installed: tuple[Path, Path]) -> None:
+    """After a key rotation a game server holds the log's keys, old and new. verifyHandProof took one
+    key string only: a list was a TypeError, and a key file's text of two keys a LogError."""
+    _, project = installed
+    from fairdeck.log.note import Signer
+
+    other = Signer.from_seed(PROOFS["log_key"].split("+")[0], bytes(32)).verifier.to_string()
+    options = {
+        "a list of keys": {"key": [other, PROOFS["log_key"]]},
+        "a key file's text": {"key": f"# the log's keys\n{other}\n\n{PROOFS['log_key']}\n"},
+        "a list with a key that is not valid": {"key": [PROOFS["log_key"], "not-a-key"]},
+        "a list without the key that signed": {"key": [other]},
+        "an empty list": {"key": []},
+    }
+    got = verify_with_options(project, "keys", options)
+    assert got["a list of keys"] == got["a key file's text"] == "verified", got
+    assert got["a list of keys (page)"] == got["a key file's text (page)"] == "verified", got
+    assert got["a list with a key that is not valid"] == "LogError", got
+    assert got["a list with a key that is not valid (page)"] == "input error", got
+    assert got["a list without the key that signed"] == "VerificationError", got
+    assert got["an empty list"] == "TypeError", got
+
+
+def test_a_policy_file_is_an_option(installed: tuple[Path, Path]) -> None:
+    """A game server holding the public witness network's tlog-policy file passes it as it is."""
+    _, project = installed
+    from tests.web.test_same_words import POLICY
+
+    w1 = POLICY[0].split("=", 1)[1]
+    options = {
+        "quorum none": {"policy": "quorum none\n"},
+        "a quorum the proof lacks": {"policy": f"witness w1 {w1}\nquorum w1\n"},
+        "not a policy": {"policy": "witness w1\nquorum w1\n"},
+        "beside witnesses": {"policy": "quorum none\n", "witnesses": [POLICY[0]]},
+        "not text": {"policy": 5},
+    }
+    got = verify_with_options(project, "policy", options)
+    assert got["quorum none"] == got["quorum none (page)"] == "verified", got
+    assert got["a quorum the proof lacks"] == "VerificationError", got
+    assert got["not a policy"] == "PolicyFileError" and got["not a policy (page)"] == "input error", got
+    assert got["beside witnesses"] == "LogError" and got["beside witnesses (page)"] == "input error", got
+    assert got["not text"] == "TypeError", got

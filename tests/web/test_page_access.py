@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.web import browser
-from tests.web.test_page_vectors import PROOFS
+from tests.web.test_page_vectors import PROOFS, PROOFS_V2
 
 KEY: str = PROOFS["log_key"]
 PHONE = {"width": 390, "height": 844}
@@ -86,10 +86,14 @@ def test_every_file_a_player_picks_gets_the_verdict_fairdeck_verify_gives(
 ) -> None:
     """An empty file showed nothing at all; a file of 3 GB (a video picked by mistake) could not
     be read whole, and the page stayed silent. A file dropped on the text box, not the drop zone,
-    was ignored. And a text box emptied by hand kept the verdict of what it held before."""
+    was ignored. A text box emptied by hand kept the verdict of what it held before. A hand proof
+    of format 2 failed at step format, and one of a later format says the page may be too old."""
     browser.require_browser(engine)
     empty, huge = tmp_path / "empty.json", tmp_path / "huge.json"
     empty.write_bytes(b"")
+    later, v2 = tmp_path / "format-3.json", tmp_path / "format-2.json"
+    later.write_text(PROOFS["valid"][0]["text"].replace('"format": 1,', '"format": 3,', 1), encoding="utf-8")
+    v2.write_text(PROOFS_V2["valid"][0]["text"], encoding="utf-8")
     with huge.open("wb") as f:  # sparse: no disk is used
         f.truncate(3 << 30)
     ui = [
@@ -98,12 +102,19 @@ def test_every_file_a_player_picks_gets_the_verdict_fairdeck_verify_gives(
         {"id": "cleared", "file": str(hands["valid"]), "key": KEY,
          "edit": {"find": hands["valid"].read_text(encoding="utf-8"), "replace": ""}},
         {"id": "dropped on the text box", "file": str(hands["valid"]), "key": KEY, "drop": "#text"},
+        {"id": "a later format", "file": str(later), "key": KEY},
+        {"id": "format 2", "file": str(v2), "key": KEY},
     ]  # fmt: skip
     got = browser.run({"ui": ui}, tmp_path, engine=engine)
-    for name, path in (("empty", empty), ("huge", huge)):
+    for name, path in (("empty", empty), ("huge", huge), ("a later format", later)):
         shown = got["ui"][name]["before"]
         assert shown["verdict_line"] == f"\u2718 {verify_line(path)}", (name, shown["verdict_line"])
     assert "larger than 1048576 bytes" in got["ui"]["huge"]["before"]["verdict_line"]
+    # A format this copy of the page predates: the line is fairdeck verify's, and the page says it
+    # may be too old for the file (a copy saved or hosted before format 2 said only FAILED).
+    assert "newer than this copy of the page" in got["ui"]["a later format"]["before"]["verdict_help"]
+    assert "newer" not in got["ui"]["huge"]["before"]["verdict_help"]
+    assert got["ui"]["format 2"]["before"]["ok"] is True
     cleared = got["ui"]["cleared"]
     assert cleared["edit_found"] and cleared["before"]["ok"]
     assert cleared["after"]["hidden"] and cleared["after"]["verdict"] == "", cleared["after"]["verdict"]

@@ -1,8 +1,8 @@
 """The verifier page against a live dealer on loopback, in real headless Chromium and Firefox: a
-hand proof of every deck type verifies; each tampering fails at the step `fairdeck verify` names,
-in its words, on the banner, with the cards marked as not verified; on a phone the verdict is in
-the first screen; the README's "Check your own hand" steps work by drag and drop and by editing
-one character; and the page makes no request at all."""
+hand proof of every deck type verifies, in format 1 and format 2; each tampering fails at the
+step `fairdeck verify` names, in its words, on the banner, with the cards marked as not verified;
+on a phone the verdict is in the first screen; the README's "Check your own hand" steps work by
+drag and drop and by editing one character; and the page makes no request at all."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ import pytest
 from fairdeck.client import AuditClient
 from fairdeck.core.decks import SPEC_NAMES
 from fairdeck.log.cosignature import Cosigner, add_cosignatures
+from fairdeck.log.handproof import HandProof
 from fairdeck.log.note import Signer
 from tests.support.dealers import RunningDealer, deal_closed_hand
 from tests.web import browser
@@ -127,6 +128,9 @@ def test_every_deck_and_every_tampering_as_fairdeck_verify_says(
     proofs = {deck: proof_of_a_closed_hand(target, vkey, deck) for deck in SPEC_NAMES}
     for deck, proof in proofs.items():
         cases.append((f"valid {deck}", json.dumps(proof, indent=2).encode(), vkey, (), None))
+        # Format 2: the receipts as C2SP tlog-proof texts, as `fairdeck hand get --format 2` writes them.
+        v2 = HandProof.from_json(json.dumps(proof)).as_format(2).to_json().encode()
+        cases.append((f"valid {deck}, format 2", v2, vkey, (), None))
     standard, other = proofs["standard"], proof_of_a_closed_hand(target, vkey, "standard")
     for name, bad in tamperings(standard, other):
         cases.append((name, json.dumps(bad).encode(), vkey, (), None))
@@ -161,6 +165,7 @@ def test_every_deck_and_every_tampering_as_fairdeck_verify_says(
             assert page["checks"][want[1]] == "fail", (name, page["checks"])
         steps.add(want[1])
     assert all(got["verify"][f"valid {deck}"]["ok"] for deck in SPEC_NAMES)
+    assert all(got["verify"][f"valid {deck}, format 2"]["ok"] for deck in SPEC_NAMES)
     assert steps == {
         None,
         "format",

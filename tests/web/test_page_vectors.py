@@ -3,10 +3,11 @@ Chromium and Firefox: the same verdict, the same failed step and the same words 
 `fairdeck verify` (and the step the vector names).
 
 Transcripts (fairdeck-v1.json, valid and invalid), raw texts (fairdeck-v1-texts.json), hand proofs
-(fairdeck-hand-proofs-v1.json), and, through the page's own log functions, the log's entries,
-inclusion proofs, checkpoints and receipts (fairdeck-log-v1.json) and the witnesses'
-cosignatures and policies (fairdeck-witness-v1.json). Not here: consistency proofs and tiles,
-which a hand proof never holds.
+of format 1 (fairdeck-hand-proofs-v1.json) and format 2 (fairdeck-hand-proofs-v2.json), and,
+through the page's own log functions, the log's entries, inclusion proofs, checkpoints and
+receipts (fairdeck-log-v1.json), single tlog-proof texts (fairdeck-hand-proofs-v2.json, read as
+fairdeck.log.tlog_proof reads them, in its words) and the witnesses' cosignatures and policies
+(fairdeck-witness-v1.json). Not here: consistency proofs and tiles, which a hand proof never holds.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ VECTORS = browser.VECTORS
 TRANSCRIPTS: dict[str, Any] = json.loads((VECTORS / "fairdeck-v1.json").read_text())
 TEXTS: dict[str, Any] = json.loads((VECTORS / "fairdeck-v1-texts.json").read_text())
 PROOFS: dict[str, Any] = json.loads((VECTORS / "fairdeck-hand-proofs-v1.json").read_text())
+PROOFS_V2: dict[str, Any] = json.loads((VECTORS / "fairdeck-hand-proofs-v2.json").read_text())
 LOG: dict[str, Any] = json.loads((VECTORS / "fairdeck-log-v1.json").read_text())
 WITNESS: dict[str, Any] = json.loads((VECTORS / "fairdeck-witness-v1.json").read_text())
 FIELDS = ("version", "deck", "hand_id", "commitment", "server_seed", "client_seeds", "cards")
@@ -46,7 +48,29 @@ def cases() -> list[tuple[str, bytes, str | None, str | None]]:
     out.append(("proof invalid: a receipt index of -0", bent.encode("utf-8"), PROOFS["log_key"], "format"))
     for v in PROOFS["invalid"]:
         out.append((f"proof invalid: {v['name']}", v["text"].encode("utf-8"), PROOFS["log_key"], v["step"]))
+    for v in PROOFS_V2["valid"]:
+        out.append((f"proof v2 valid: {v['name']}", v["text"].encode("utf-8"), PROOFS_V2["log_key"], None))
+    for v in PROOFS_V2["invalid"]:
+        text = v["text"].encode("utf-8")
+        out.append((f"proof v2 invalid: {v['name']}", text, PROOFS_V2["log_key"], v["step"]))
     return out
+
+
+def tlog_proof_reading(text: str) -> dict[str, Any]:
+    """What fairdeck.log.tlog_proof.parse makes of a text: the receipt's numbers, or its error."""
+    from fairdeck.core.errors import VerificationError
+    from fairdeck.log import tlog_proof
+
+    try:
+        r = tlog_proof.parse(text)
+    except VerificationError as e:
+        return {"error": e.detail}
+    return {
+        "index": str(r.index),
+        "tree_size": str(r.tree_size),
+        "hashes": len(r.hashes),
+        "entry": r.entry.hex(),
+    }
 
 
 @pytest.fixture(scope="module", params=browser.ENGINES)
@@ -56,7 +80,7 @@ def page_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     tmp = tmp_path_factory.mktemp(f"page-vectors-{engine}")
     job = {
         "verify": [{"id": i, "bytes_b64": browser.b64(data), "key": key} for i, data, key, _ in cases()],
-        "log_vectors": {"log": LOG, "witness": WITNESS},
+        "log_vectors": {"log": LOG, "witness": WITNESS, "tlog_proofs": PROOFS_V2["tlog_proofs"]},
     }
     return browser.run(job, tmp, engine=engine)
 
@@ -96,6 +120,14 @@ def test_the_page_reads_every_log_and_witness_vector(page_run: dict[str, Any]) -
             ), got
         else:  # a known witness's bad cosignature rejects the note
             assert got["ok"] is False and "invalid cosignature" in got["error"], got
+
+
+def test_the_page_reads_every_tlog_proof_text_as_the_python_reader(page_run: dict[str, Any]) -> None:
+    """The format-2 receipts alone: the same numbers from a valid text, the same words for a bad one."""
+    got = page_run["log_vectors"]["tlog_proofs"]
+    want = [tlog_proof_reading(v["text"]) for v in PROOFS_V2["tlog_proofs"]]
+    assert got == want
+    assert [("error" in w) for w in want] == [bool(v.get("error")) for v in PROOFS_V2["tlog_proofs"]]
 
 
 def test_the_page_made_no_request_and_raised_no_error(page_run: dict[str, Any]) -> None:

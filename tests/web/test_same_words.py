@@ -1,7 +1,8 @@
 """The page's verifier (client/web, run on Node.js) and `fairdeck verify` say the same line for
 the same bytes: the same verdict, the same failed step and the same words, on every vector and
 on some thousands of damaged hand proofs and transcripts (characters changed in the text, bytes
-of a log entry, lines of a checkpoint, numbers of a receipt, cosignatures under a policy).
+of a log entry, lines of a checkpoint, numbers of a receipt, cosignatures under a policy, lines
+of a format-2 receipt's tlog-proof text).
 
 The cases are drawn from a fixed seed, so a run is repeatable; a failure names the case."""
 
@@ -20,10 +21,11 @@ import pytest
 
 from fairdeck.log.cosignature import Cosigner, add_cosignatures
 from tests.web import browser
-from tests.web.test_page_vectors import PROOFS, TRANSCRIPTS
+from tests.web.test_page_vectors import PROOFS, PROOFS_V2, TRANSCRIPTS
 from tests.web.test_page_vectors import cases as vector_cases
 
 KEY: str = PROOFS["log_key"]
+assert PROOFS_V2["log_key"] == KEY  # the format-2 vectors are the format-1 proofs, rewritten
 W1, W2 = (
     Cosigner.from_seed("witness.test/w1", bytes([1]) * 32),
     Cosigner.from_seed("witness.test/w2", bytes([2]) * 32),
@@ -173,6 +175,78 @@ def cosignature_cases(rng: random.Random, proof: dict[str, Any], count: int) -> 
         )
 
 
+def tlog_proof_mutations(rng: random.Random, proof: dict[str, Any], count: int) -> Iterator[Case]:
+    """Format 2: a line of a receipt's tlog-proof text replaced, dropped or doubled, a character
+    changed, or the text cut; in one receipt or, for the checkpoint's lines, in both."""
+    replacements = ["", "c2sp.org/tlog-proof@v1", "c2sp.org/tlog-proof@v2", "extra ", "extra AAAA",
+                    "extra =", "index 0", "index 01", "index -1", "index 18446744073709551615",
+                    "index 18446744073709551616", "index  1", "A" * 43 + "=", "A" * 44, "A" * 42 + "==",
+                    "\u00e9", "\t", "0", "x"]  # fmt: skip
+    for n in range(count):
+        which = rng.choice(["commit", "reveal"])
+        lines = proof[which].split("\n")
+        kind = rng.choice(["replace", "drop", "double", "char", "cut"])
+        i = rng.randrange(len(lines))
+        if kind == "replace":
+            lines[i] = rng.choice(replacements)
+        elif kind == "drop":
+            del lines[i]
+        elif kind == "double":
+            lines.insert(i, lines[i])
+        elif kind == "char" and lines[i]:
+            j = rng.randrange(len(lines[i]))
+            lines[i] = (
+                lines[i][:j] + rng.choice(string.ascii_letters + string.digits + "+/= \t") + lines[i][j + 1 :]
+            )
+        text = "\n".join(lines)
+        if kind == "cut":
+            text = text[: rng.randrange(len(text))]
+        # A change past the empty line is in the checkpoint note, which both receipts must share.
+        both = text.partition("\n\n")[2] != proof[which].partition("\n\n")[2] and rng.random() < 0.8
+
+        def put(d: dict[str, Any], w: str = which, t: str = text, b: bool = both) -> None:
+            d[w] = t
+            if b:
+                other = "reveal" if w == "commit" else "commit"
+                d[other] = d[other].partition("\n\n")[0] + "\n\n" + t.partition("\n\n")[2]
+
+        yield f"tlog-proof {n}: {which} {kind} line {i}", changed(proof, put), KEY, (), None
+
+
+def tlog_proof_edge_cases(proof: dict[str, Any]) -> Iterator[Case]:
+    """Format 2, cases random damage would rarely reach: a control character in the checkpoint's
+    origin or an extension line (read before the signature is), a text over the reader's size in
+    characters, and one that is over it in UTF-16 units only (Python counts characters)."""
+    head, _, note = proof["commit"].partition("\n\n")
+    origin, rest = note.split("\n", 1)
+    body, _, sigs = rest.partition("\n\n")
+    lines = head.split("\n")
+    notes = {
+        "a tab in the origin": f"{origin}\t\n{rest}",
+        "a control character in an extension line": f"{origin}\n{body}\nx\x01y\n\n{sigs}",
+        "no signature lines": f"{origin}\n{body}\n",
+    }
+    for name, new in notes.items():
+        both = changed(
+            proof,
+            lambda d, n=new: d.update(
+                commit=f"{head}\n\n{n}", reveal=f"{d['reveal'].partition(chr(10) * 2)[0]}\n\n{n}"
+            ),
+        )
+        yield f"tlog-proof edge: {name}", both, KEY, (), None
+    texts = {
+        "262,145 characters": "\n".join(
+            [*lines[:3], "A" * (256 * 1024 + 1 - len(proof["commit"]) - 1), *lines[3:]]
+        )
+        + f"\n\n{note}",
+        "over the size in UTF-16 units only": "\n".join([*lines[:3], "\U0001f600" * 140_000, *lines[3:]])
+        + f"\n\n{note}",
+        "a space after the index": "\n".join([*lines[:2], lines[2] + " ", *lines[3:]]) + f"\n\n{note}",
+    }
+    for name, text in texts.items():
+        yield f"tlog-proof edge: {name}", changed(proof, lambda d, t=text: d.update(commit=t)), KEY, (), None
+
+
 def all_cases() -> list[Case]:
     rng = random.Random(26)
     out: list[Case] = [(name, data, key, (), None) for name, data, key, _ in vector_cases()]
@@ -189,6 +263,10 @@ def all_cases() -> list[Case]:
     out += note_mutations(rng, proof, 200)
     out += receipt_mutations(rng, proof, 150)
     out += cosignature_cases(rng, proof, 120)
+    for v in PROOFS_V2["valid"]:
+        out += text_mutations(rng, f"proof v2 {v['name']}", v["text"], 60)
+    out += tlog_proof_mutations(rng, json.loads(PROOFS_V2["valid"][0]["text"]), 250)
+    out += tlog_proof_edge_cases(json.loads(PROOFS_V2["valid"][0]["text"]))
     return out
 
 

@@ -8,6 +8,7 @@ failed, 2 for bad usage or input.
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -182,6 +183,12 @@ def build_parser(*, server: bool = True) -> argparse.ArgumentParser:
         "--witness", action="append", default=[], metavar="NAME=KEY", help="a witness (repeat)"
     )
     check.add_argument("--witness-threshold", type=int, default=None, metavar="K")
+    check.add_argument(
+        "--policy",
+        metavar="FILE",
+        help="a C2SP tlog-policy file (witness, group and quorum lines; - reads stdin) instead of "
+        "--witness: the witnesses and the quorum the checkpoint needs",
+    )
     check.set_defaults(handler=cmd_verify)
 
     deal_command.register(sub)
@@ -217,8 +224,18 @@ def _client_command(argv: Sequence[str]) -> bool:
     return first is not None and first in CLIENT_COMMANDS
 
 
+def _printable_stdout() -> None:
+    """A line that holds a character the terminal's encoding cannot write (a policy file's name is
+    opaque octets: one that is not UTF-8 is a lone surrogate) is written escaped, never a traceback.
+    Only a strict stream is changed: under the C locale Python writes such octets back as they were."""
+    stream = sys.stdout
+    if isinstance(stream, io.TextIOWrapper) and stream.errors == "strict":
+        stream.reconfigure(errors="backslashreplace")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    _printable_stdout()
     # verify, replay, audit --target...: the server (grpc reflection, prometheus, storage) is not loaded.
     args = build_parser(server=not _client_command(argv)).parse_args(argv)
     args.argv = argv  # what `serve --processes N` runs again in each of its processes

@@ -2,9 +2,9 @@
 
 The page (built from ``client/web``, docs/hand-proof.md) checks a hand proof or a transcript in the
 player's browser, with no server behind it and no network use. The package ships the built copy,
-so a Python-only user gets it with ``pip install``. ``--key`` pins the log's verifier key into the
-copy written, so that an operator can host a page that opens with its key filled in (a player can
-still replace it).
+so a Python-only user gets it with ``pip install``. ``--key`` pins the log's verifier keys into the
+copy written (every key given: after a rotation, the current and the retired ones), so that an
+operator can host a page that opens with its keys filled in (a player can still replace them).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import argparse
 import hashlib
 import html
 import sys
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 
@@ -23,28 +24,30 @@ PAGE_NAME = "fairdeck-verifier.html"
 _KEY_SLOT = '<meta name="fairdeck-log-key" content="">'
 
 
-def page_html(key: str | None = None) -> str:
-    """The page as shipped, with ``key`` (a log verifier key, already checked) pinned in it."""
+def page_html(keys: Sequence[str] = ()) -> str:
+    """The page as shipped, with ``keys`` (log verifier keys, already checked) pinned in it, separated
+    by spaces (the page puts each on its own line of its key box)."""
     text = resources.files("fairdeck").joinpath("web/verifier.html").read_text(encoding="utf-8")
-    if key is None:
+    if not keys:
         return text
     if text.count(_KEY_SLOT) != 1:  # pragma: no cover - the built page always has one
         raise RuntimeError("the packaged verifier page has no key slot")
-    return text.replace(_KEY_SLOT, f'<meta name="fairdeck-log-key" content="{html.escape(key, quote=True)}">')
+    content = html.escape(" ".join(keys), quote=True)
+    return text.replace(_KEY_SLOT, f'<meta name="fairdeck-log-key" content="{content}">')
 
 
 def cmd_verifier_page(args: argparse.Namespace) -> int:
-    key = None
-    if args.key is not None:
+    keys: list[str] = []
+    if args.key:
         try:
-            key = _verifiers([args.key])[0].to_string()
+            keys = list(dict.fromkeys(v.to_string() for v in _verifiers(args.key)))
         except (OSError, NoteError) as e:
             print(
                 f"fairdeck verifier-page: --key: {e} (give the log's verifier key, from `fairdeck key`)",
                 file=sys.stderr,
             )
             return 2
-    text = page_html(key)
+    text = page_html(keys)
     out = Path(args.out)
     target = out / PAGE_NAME
     try:
@@ -54,7 +57,7 @@ def cmd_verifier_page(args: argparse.Namespace) -> int:
         print(f"fairdeck verifier-page: cannot write {target}: {e.strerror or e}", file=sys.stderr)
         return 2
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
-    pinned = f", log key {key} pinned" if key else ""
+    pinned = f", log key{'s' if len(keys) > 1 else ''} {', '.join(keys)} pinned" if keys else ""
     print(f"wrote {target} ({len(text.encode('utf-8'))} bytes, sha256 {digest}{pinned})")
     print("open it in any browser (from disk or any static host) and drop a hand proof on it")
     return 0
@@ -69,6 +72,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--out", default=".", metavar="DIR", help=f"directory to write {PAGE_NAME} into (default .)"
     )
     page.add_argument(
-        "--key", default=None, metavar="VKEY|@FILE", help="pin this log verifier key into the page"
+        "--key",
+        action="append",
+        default=[],
+        metavar="VKEY|@FILE",
+        help="pin this log verifier key into the page; repeat, or one per line in FILE (after a "
+        "rotation, every key: a proof signed by any of them verifies)",
     )
     page.set_defaults(handler=cmd_verifier_page)

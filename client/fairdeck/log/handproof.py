@@ -32,7 +32,9 @@ from fairdeck.log.receipts import InclusionProof, open_signed_checkpoint
 
 TYPE = "fairdeck-hand-proof"
 FORMAT = 1
-"""The format written by default: the one every verifier reads (the browser page included)."""
+"""The format written by default: the one every verifier reads, those made before format 2 included
+(saved or hosted copies of the browser page, pinned @fairdeck/verifier): docs/hand-proof.md,
+"Format 1 stays the default"."""
 FORMATS = (1, 2)
 MAX_BYTES = 1024 * 1024  # an 8-deck shoe's transcript and two receipts are far below this
 STEPS = ("format", "commitment", "deck", "cards", "entries", "checkpoint", "inclusion", "cosignatures")

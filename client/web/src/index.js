@@ -7,11 +7,13 @@
 // instead of raising. errorDetails() reads a refused call's google.rpc.Status, ErrorInfo and
 // RetryInfo. transcriptFromMessage() and handProofText() turn the dealer's gRPC messages into
 // what these read. Types: index.d.ts. Nothing here touches the network, a clock or a file.
-import { LogError, handProofFromBytes, parseVerifierKey, verifyHandProof as verifyProof } from "./log.js";
+import { LogError } from "./log.js";
+import { handProofFromBytes, verifyHandProof as verifyProof } from "./handproof.js";
 import { SPEC_NAMES, SUPPORTED_VERSIONS, VerificationError, toHex, transcriptFromBytes, transcriptFromValue, verifyTranscript as verifyValue } from "./spec.js";
-import { isHandProof, policyOf, verdictLine, verifyBytes } from "./verify.js";
+import { isHandProof, keysOf, policyOf, verdictLine, verifyBytes } from "./verify.js";
 
 export { LogError, SPEC_NAMES, SUPPORTED_VERSIONS, VerificationError, isHandProof, verdictLine };
+export { PolicyFileError } from "./policy.js";
 export { HAND_PROOF_CHECKS, TRANSCRIPT_CHECKS } from "./verify.js";
 export { StrictJSONError } from "./strictjson.js";
 export { ERROR_DOMAIN, STATUS_DETAILS_KEY, StatusDecodeError, decodeErrorInfo, decodeRetryInfo, decodeStatus, errorDetails } from "./status.js";
@@ -48,25 +50,40 @@ export function verifyTranscript(input) {
 }
 
 /**
- * Check a hand proof (docs/hand-proof.md) against the log's key, which the caller got from the
- * operator (never the one written in the file), and, with `witnesses` ("NAME=KEY" strings) and a
- * `threshold` (default: all), the witnesses' cosignatures. Returns the transcript, the cards
- * dealt and the checkpoint both entries are in; raises VerificationError at the first step that
- * fails, or LogError when the key or a witness given is not valid, or a threshold comes with no
- * witness (no cosignature would be checked).
+ * Check a hand proof (docs/hand-proof.md, format 1 or 2) against the log's key, which the caller
+ * got from the operator (never the one written in the file), and, with `witnesses` ("NAME=KEY"
+ * strings) and a `threshold` (default: all), or a C2SP tlog-policy file (`policy`, its text or
+ * bytes: witness, group and quorum lines), the witnesses' cosignatures. `key` may hold several
+ * keys (an array, or a text with one a line, as a key file holds them): after a rotation, a proof
+ * signed by any of them verifies. Returns the transcript, the cards dealt and the checkpoint both
+ * entries are in, with the keys that signed it; raises VerificationError at the first step that
+ * fails, or LogError when a key, a witness or the policy file given is not valid (the file's
+ * error names its line), or a threshold comes with no witness (no cosignature would be checked).
  */
-export function verifyHandProof(input, { key, witnesses = [], threshold = null } = {}) {
-  if (typeof key !== "string" || !key.trim()) throw new TypeError("verifyHandProof needs the log's key: { key: 'origin+hash+base64' }");
+export function verifyHandProof(input, { key, witnesses = [], threshold = null, policy = null } = {}) {
+  const keyList = Array.isArray(key) && key.every((k) => typeof k === "string");
+  if (!(keyList || typeof key === "string")) {
+    throw new TypeError("verifyHandProof needs the log's key: { key: 'origin+hash+base64' }, or a list of keys");
+  }
   if (!Array.isArray(witnesses)) throw new TypeError("witnesses is an array of 'NAME=KEY' strings");
   if (threshold !== null && !Number.isInteger(threshold)) throw new TypeError("threshold is a whole number, or null for all the witnesses");
-  const verifier = parseVerifierKey(key.trim());
-  const policy = policyOf(witnesses, threshold);
+  const verifiers = keysOf(key);
+  if (!verifiers.length) throw new TypeError("verifyHandProof needs the log's key: { key: 'origin+hash+base64' }, or a list of keys");
+  if (policy !== null && typeof policy !== "string" && !(policy instanceof Uint8Array)) {
+    throw new TypeError("policy is a tlog-policy file's text or bytes");
+  }
+  const witnessPolicy = policyOf(witnesses, threshold, policy);
   const proof = handProofFromBytes(asBytes(input, "a hand proof"));
-  const checkpoint = verifyProof(proof, verifier, policy);
+  const checkpoint = verifyProof(proof, verifiers, witnessPolicy);
   return {
     transcript: summary(proof.transcript),
     dealt: proof.dealt,
-    checkpoint: { origin: checkpoint.origin, size: checkpoint.size, root: checkpoint.root },
+    checkpoint: {
+      origin: checkpoint.origin,
+      size: checkpoint.size,
+      root: checkpoint.root,
+      signedBy: checkpoint.signedBy.map((v) => v.text),
+    },
   };
 }
 

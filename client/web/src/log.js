@@ -1,25 +1,12 @@
-// The transparency log, written from docs/log-format.md, docs/witness.md and docs/hand-proof.md:
-// entries, RFC 9162 inclusion proofs, C2SP signed notes and checkpoints, C2SP tlog-cosignature
-// (cosignature/v1) witness policies, receipts, and hand proofs.
+// The transparency log, written from docs/log-format.md and docs/witness.md: entries, RFC 9162
+// inclusion proofs, C2SP signed notes and checkpoints under one log key or a list of them (the
+// keys of a rotation), C2SP tlog-cosignature (cosignature/v1) witness policies, and receipts.
+// Hand proofs are in handproof.js, tlog-proof texts in tlogproof.js, tlog-policy files in policy.js.
 import { ed25519 } from "@noble/curves/ed25519.js";
 import { sha256 } from "@noble/hashes/sha2.js";
-import {
-  VerificationError,
-  ascii,
-  codeForId,
-  concat,
-  deckSpec,
-  equalBytes,
-  packCards,
-  transcriptFromValue,
-  utf8,
-  validHandId,
-  verifyTranscript,
-  SUPPORTED_VERSIONS,
-  SPEC_NAMES,
-} from "./spec.js";
+import { ascii, concat, equalBytes, packCards, utf8, validHandId, SUPPORTED_VERSIONS, SPEC_NAMES } from "./spec.js";
 import { JNumber, isObject, loads, StrictJSONError } from "./strictjson.js";
-import { head, pylist, pyrepr, pyreprValue } from "./words.js";
+import { head, pylist, pyrepr } from "./words.js";
 
 export class LogError extends Error {}
 
@@ -169,11 +156,20 @@ const MAX_NOTE_BYTES = 128 * 1024;
 const MAX_SIGNATURES = 100;
 const NOTE_CONTROL = /[\x00-\x09\x0b-\x1f]/;
 // What Python's str.isspace() calls a space (the reference reader's rule for key names).
-const SPACE = /[\t\n\x0b\x0c\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]/;
+export const SPACE = /[\t\n\x0b\x0c\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]/;
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+const hex8 = (n) => n.toString(16).padStart(8, "0");
 
-/** signed-note, "Verifier keys": a key name is non-empty, has no "+" and no space. */
+/** signed-note, "Verifier keys": a key name is non-empty UTF-8 (no lone surrogate), has no "+" and no space. */
 export function validKeyName(name) {
-  return typeof name === "string" && name.length > 0 && !name.includes("+") && !SPACE.test(name) && !NOTE_CONTROL.test(name);
+  return (
+    typeof name === "string" &&
+    name.length > 0 &&
+    !name.includes("+") &&
+    !SPACE.test(name) &&
+    !NOTE_CONTROL.test(name) &&
+    !LONE_SURROGATE.test(name)
+  );
 }
 
 function keyId(name, type, publicKey) {
@@ -186,27 +182,57 @@ function partition(s, sep) {
   return i < 0 ? [s, ""] : [s.slice(0, i), s.slice(i + sep.length)];
 }
 
+const byte = (b) => `0x${b.toString(16).padStart(2, "0")}`;
+
 /**
- * A verifier key `name+hash+base64(type || 32-byte key)`: type 0x01 for the log's Ed25519 key
- * (signed-note), 0x04 for a witness's cosignature/v1 key (tlog-cosignature, "Format").
+ * A verifier key `name+hash+base64(type || 32-byte key)`: type 0x01 for a log's Ed25519 key
+ * (signed-note), 0x04 for a witness's cosignature/v1 key (tlog-cosignature, "Format"). A key that
+ * is not valid is a LogError in the words of the Python reader (Verifier.parse,
+ * CosignatureVerifier.parse), so the page and `fairdeck verify` refuse it alike.
  */
 export function parseVerifierKey(vkey, type = 0x01) {
-  const kind = type === 0x01 ? "log" : "witness";
+  const kind = type === 0x01 ? "verifier" : "witness verifier";
   if (typeof vkey !== "string") throw new LogError(`a ${kind} key is a string`);
   const [name, rest] = partition(vkey, "+");
   const [hash16, key64] = partition(rest, "+");
-  if (!validKeyName(name)) throw new LogError(`malformed ${kind} key: invalid key name`);
+  if (!validKeyName(name)) throw new LogError(`malformed ${kind} key: invalid key name ${pyrepr(name)}`);
   if (!/^[0-9a-f]{8}$/.test(hash16)) throw new LogError(`malformed ${kind} key: the key hash must be 8 lowercase hex digits`);
   const raw = b64decode(key64);
   if (!raw || raw.length === 0) throw new LogError(`malformed ${kind} key: the key is not canonical base64`);
   if (raw[0] !== type) {
-    throw new LogError(`a ${kind} key has type 0x${raw[0].toString(16).padStart(2, "0")}, want 0x0${type}`);
+    throw new LogError(
+      type === 0x01
+        ? `unsupported verifier key type ${byte(raw[0])}: only Ed25519 (0x01)`
+        : `witness verifier key has type ${byte(raw[0])}, want ${byte(type)} (cosignature/v1)`,
+    );
   }
   if (raw.length !== 33) throw new LogError(`malformed ${kind} key: an Ed25519 key is 32 bytes`);
   const publicKey = raw.subarray(1);
   const id = keyId(name, type, publicKey);
   if (parseInt(hash16, 16) !== id) throw new LogError(`${kind} key hash ${hash16} does not match the key`);
   return { name, keyId: id, publicKey, text: vkey };
+}
+
+/**
+ * The log keys of a text as `fairdeck verify --key @FILE` reads a key file: one key a line, blank
+ * lines and lines starting with "#" skipped; here keys may also share a line, separated by spaces
+ * (a key holds none). A key that is not valid is a LogError that says which one; no key at all
+ * gives an empty list.
+ */
+export function parseKeyList(text) {
+  const keys = String(text)
+    .split(/\r\n|[\n\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]/)
+    .map((line) => line.split(SPACE).filter(Boolean))
+    .filter((words) => words.length && !words[0].startsWith("#"))
+    .flat();
+  return keys.map((k, i) => {
+    try {
+      return parseVerifierKey(k);
+    } catch (e) {
+      if (!(e instanceof LogError) || keys.length === 1) throw e;
+      throw new LogError(`log key ${i + 1} of the ${keys.length} given (${pyrepr(head(k, 40))}): ${e.message}`);
+    }
+  });
 }
 
 /** Ed25519 (RFC 8032), strict: noble's zip215=false, as RFC 8032 and FIPS 186-5 read it. */
@@ -238,11 +264,23 @@ function splitNote(msg) {
   return { text, lines: block.slice(0, -1).split("\n") };
 }
 
-/** signed-note, "Signatures": the note's text, if `verifier` signed it. */
-export function openNote(msg, verifier) {
+/**
+ * signed-note, "Signatures": the note's text, if a known key signed it. `verifiers` is one key or
+ * a list (a log's keys across a rotation, every one used): each known key's first line must
+ * verify, and at least one must be there. `signedBy` lists the keys that signed, in line order.
+ */
+export function openNote(msg, verifiers) {
+  const known = new Map(); // "name+keyid" -> the distinct keys given under it
+  for (const v of Array.isArray(verifiers) ? verifiers : [verifiers]) {
+    const id = `${v.name}+${hex8(v.keyId)}`;
+    const same = known.get(id) ?? [];
+    if (!same.some((k) => equalBytes(k.publicKey, v.publicKey))) same.push(v);
+    known.set(id, same);
+  }
   const { text, lines } = splitNote(msg);
   const body = utf8(text);
-  let verified = false;
+  const signedBy = [];
+  const seen = new Set();
   const unverified = new Map(); // line -> "name+keyid", each line once
   lines.forEach((line, i) => {
     const number = i + 1;
@@ -253,23 +291,24 @@ export function openNote(msg, verifier) {
     const raw = b64decode(sig64);
     if (raw === null) throw new LogError(`signature line ${number} is not canonical base64`);
     if (raw.length < 5) throw new LogError(`signature line ${number} is too short`);
-    const kid = ((raw[0] << 24) | (raw[1] << 16) | (raw[2] << 8) | raw[3]) >>> 0;
-    if (name !== verifier.name || kid !== verifier.keyId) {
-      // Another key's line (even one sharing a name or an ID with the log's): ignored, named once.
-      if (!unverified.has(line)) unverified.set(line, `${name}+${kid.toString(16).padStart(8, "0")}`);
+    const id = `${name}+${hex8(((raw[0] << 24) | (raw[1] << 16) | (raw[2] << 8) | raw[3]) >>> 0)}`;
+    const candidates = known.get(id);
+    if (candidates === undefined) {
+      // An unknown key's line (even one sharing a name or an ID with a known key): ignored, named once.
+      if (!unverified.has(line)) unverified.set(line, id);
       return;
     }
-    if (verified) return; // only the key's first signature counts
-    if (!ed25519Verify(raw.subarray(4), body, verifier.publicKey)) {
-      throw new LogError(`invalid signature by known key ${name}+${kid.toString(16).padStart(8, "0")}`);
-    }
-    verified = true;
+    if (candidates.length > 1) throw new LogError(`ambiguous key ${id}: two known keys share that name and ID`);
+    if (seen.has(id)) return; // only a known key's first signature counts
+    seen.add(id);
+    if (!ed25519Verify(raw.subarray(4), body, candidates[0].publicKey)) throw new LogError(`invalid signature by known key ${id}`);
+    signedBy.push(candidates[0]);
   });
-  if (!verified) {
+  if (!signedBy.length) {
     const keys = [...unverified.values()].join(", ") || "nobody";
     throw new LogError(`note has no signature by a known key (signed by: ${keys})`);
   }
-  return { text, lines };
+  return { text, lines, signedBy };
 }
 
 // --- checkpoints (C2SP tlog-checkpoint) -------------------------------------------------------------
@@ -291,29 +330,65 @@ export function parseCheckpoint(text) {
   const root = b64decode(rootText);
   if (root === null) throw new LogError("root hash is not canonical base64");
   if (root.length !== 32) throw new LogError(`root hash is ${root.length} bytes, want 32`);
-  for (const line of lines) if (/[\x00-\x1f]/.test(line)) throw new LogError("a checkpoint line contains a control character");
-  return { origin, size, root, extensions: lines.slice(3) };
+  // The origin and extension lines hold no control character (a note's reader refuses them before
+  // this; a tlog-proof's checkpoint is read before its signature is checked).
+  const extensions = lines.slice(3);
+  for (const [what, line] of [["origin", origin], ...extensions.map((l) => ["extension line", l])]) {
+    const m = /[\x00-\x1f]/.exec(line);
+    if (m) throw new LogError(`${what} contains the control character U+${m[0].charCodeAt(0).toString(16).padStart(4, "0").toUpperCase()}`);
+  }
+  return { origin, size, root, extensions };
 }
 
-/** The checkpoint of a signed note, if the log's key signed it and its origin is the key's name. */
-export function openCheckpoint(msg, verifier) {
-  let text;
+/**
+ * The checkpoint of a signed note, if the log's key (one, or any of a list: the keys of a rotation)
+ * signed it and its origin is the name of the (first) key. `signedBy`: the keys that signed.
+ */
+export function openCheckpoint(msg, verifiers) {
+  const keys = Array.isArray(verifiers) ? verifiers : [verifiers];
+  if (!keys.length) throw new TypeError("no log key given");
+  let opened;
   try {
-    ({ text } = openNote(msg, verifier));
+    opened = openNote(msg, keys);
   } catch (e) {
     if (e instanceof LogError) throw new LogError(`checkpoint note: ${e.message}`);
     throw e;
   }
-  const cp = parseCheckpoint(text);
-  if (cp.origin !== verifier.name) {
-    throw new LogError(`checkpoint is for origin ${pyrepr(cp.origin)}, want ${pyrepr(verifier.name)}`);
+  const cp = parseCheckpoint(opened.text);
+  if (cp.origin !== keys[0].name) {
+    throw new LogError(`checkpoint is for origin ${pyrepr(cp.origin)}, want ${pyrepr(keys[0].name)}`);
   }
-  return cp;
+  return { ...cp, signedBy: opened.signedBy };
 }
 
 // --- witness cosignatures (C2SP tlog-cosignature, cosignature/v1) ------------------------------------
 
 const MAX_TIMESTAMP = (1n << 63n) - 1n;
+
+/**
+ * A policy: named witness keys (a Map from the label reports use to the key) and either a
+ * threshold (that many distinct witnesses must cosign) or a tlog-policy quorum (policy.js): a
+ * witness `{ name }`, or a group `{ name, k, members }` of which at least k must be met.
+ */
+export function makePolicy(witnesses, threshold, quorum = null) {
+  if (quorum === null && (!Number.isInteger(threshold) || threshold < 1 || threshold > witnesses.size)) {
+    throw new LogError(`witness threshold ${threshold} must be between 1 and the ${witnesses.size} witnesses named`);
+  }
+  const ids = new Set([...witnesses.values()].map((v) => `${v.name}+${v.keyId}`));
+  if (ids.size !== witnesses.size) throw new LogError("two witnesses of the policy share one key");
+  return { witnesses, threshold: quorum === null ? threshold : 0, quorum };
+}
+
+/** Whether the witnesses in `signed` (a Set of names) meet the quorum (tlog-policy). */
+export function quorumMet(q, signed) {
+  if (!q.members) return signed.has(q.name);
+  return q.members.filter((m) => quorumMet(m, signed)).length >= q.k;
+}
+
+/** A quorum in words: "X1", "2 of (X1, X2, 1 of (Y1))". */
+export function describeQuorum(q) {
+  return q.members ? `${q.k} of (${q.members.map(describeQuorum).join(", ")})` : q.name;
+}
 
 /** A policy from "NAME=KEY" lines and a threshold (default: all of them). */
 export function parsePolicy(specs, threshold = null) {
@@ -324,13 +399,7 @@ export function parsePolicy(specs, threshold = null) {
     if (witnesses.has(name)) throw new LogError(`witness ${pyrepr(name)} is named twice`);
     witnesses.set(name, parseVerifierKey(vkey, 0x04));
   }
-  const k = threshold === null ? witnesses.size : threshold;
-  if (!Number.isInteger(k) || k < 1 || k > witnesses.size) {
-    throw new LogError(`witness threshold ${k} must be between 1 and the ${witnesses.size} witnesses named`);
-  }
-  const ids = new Set([...witnesses.values()].map((v) => `${v.name}+${v.keyId}`));
-  if (ids.size !== witnesses.size) throw new LogError("two witnesses of the policy share one key");
-  return { witnesses, threshold: k };
+  return makePolicy(witnesses, threshold === null ? witnesses.size : threshold);
 }
 
 /** Which witnesses of the policy validly cosigned the (already opened) note; LogError for a bad one. */
@@ -359,14 +428,25 @@ export function checkPolicy(policy, msg) {
   const labels = [...policy.witnesses.keys()];
   const signed = labels.filter((l) => timestamps.has(l));
   const missing = labels.filter((l) => !timestamps.has(l));
-  return { threshold: policy.threshold, signed, missing, timestamps, ok: signed.length >= policy.threshold };
+  const quorum = policy.quorum ?? null;
+  const ok = quorum ? quorumMet(quorum, new Set(signed)) : signed.length >= policy.threshold;
+  return { threshold: policy.threshold, quorum, signed, missing, timestamps, ok };
 }
 
+/** A policy's verdict on a checkpoint, in the words of the Python verifier (PolicyResult.describe). */
 export function describePolicy(result) {
+  const signed = result.signed.join(", ") || "none";
+  const missing = result.missing.join(", ") || "none";
+  const verdict = result.ok ? "meets" : "does not meet";
+  if (result.quorum) {
+    return (
+      `checkpoint is cosigned by ${result.signed.length} of the policy's witnesses, which ${verdict} ` +
+      `its quorum ${describeQuorum(result.quorum)}: signed by ${signed}; missing ${missing}`
+    );
+  }
   return (
     `checkpoint has ${result.signed.length} of the ${result.threshold} witness cosignatures required ` +
-    `(${result.ok ? "meets" : "does not meet"} the policy): signed by ${result.signed.join(", ") || "none"}; ` +
-    `missing ${result.missing.join(", ") || "none"}`
+    `(${verdict} the policy): signed by ${signed}; missing ${missing}`
   );
 }
 
@@ -427,137 +507,3 @@ export function verifyReceiptText(bytes, verifier, policy = null) {
   verifyInclusion(r.index, cp.size, leafHash(r.entry), r.hashes, cp.root);
   return { receipt: r, checkpoint: cp, entry: decodeEntry(r.entry) };
 }
-
-// --- hand proofs (docs/hand-proof.md) ------------------------------------------------------------------
-
-export const HAND_PROOF_TYPE = "fairdeck-hand-proof";
-export const HAND_PROOF_STEPS = ["format", "commitment", "deck", "cards", "entries", "checkpoint", "inclusion", "cosignatures"];
-const PROOF_NAMES = ["type", "format", "transcript", "dealt", "commit", "reveal", "log_key"];
-const MAX_PROOF_BYTES = 1024 * 1024;
-
-const fail = (step, detail) => new VerificationError(step, detail);
-
-/** Step "format": read a hand proof's bytes strictly. */
-export function handProofFromBytes(bytes) {
-  if (bytes.length > MAX_PROOF_BYTES) throw fail("format", `a hand proof is at most ${MAX_PROOF_BYTES} bytes`);
-  let d;
-  try {
-    d = loads(bytes);
-  } catch (e) {
-    if (e instanceof StrictJSONError) throw fail("format", `not a hand proof: ${e.message}`);
-    throw e;
-  }
-  if (!isObject(d) || d.type !== HAND_PROOF_TYPE) throw fail("format", `not a hand proof: want an object with "type": "${HAND_PROOF_TYPE}"`);
-  if (!(d.format instanceof JNumber) || d.format.text !== "1") {
-    const shown = d.format instanceof JNumber ? d.format.text : head(pyreprValue(d.format ?? null), 20);
-    throw fail("format", `unknown hand proof format ${shown}; this verifier reads 1`);
-  }
-  if (Object.keys(d).length !== PROOF_NAMES.length || !PROOF_NAMES.every((k) => k in d)) {
-    throw fail("format", `a hand proof has exactly the names ${pylist(PROOF_NAMES)}`);
-  }
-  let transcript;
-  try {
-    transcript = transcriptFromValue(d.transcript);
-  } catch (e) {
-    if (e instanceof VerificationError) throw fail("format", `transcript: ${e.detail}`);
-    throw e;
-  }
-  if (!Array.isArray(d.dealt) || !d.dealt.every((c) => typeof c === "string")) throw fail("format", "dealt must be a list of card codes");
-  if (typeof d.log_key !== "string") throw fail("format", "log_key must be a string");
-  const receipts = {};
-  for (const name of ["commit", "reveal"]) {
-    try {
-      receipts[name] = receiptFromValue(d[name]);
-    } catch (e) {
-      if (e instanceof LogError) throw fail("format", `${name}: ${e.message}`);
-      throw e;
-    }
-  }
-  return { transcript, dealt: d.dealt, commit: receipts.commit, reveal: receipts.reveal, logKey: d.log_key };
-}
-
-/**
- * Every check of docs/hand-proof.md, in its order. `onStep(name, detail)` is told of each step
- * that holds. Returns the checkpoint; raises VerificationError at the first step that fails.
- * With no `verifier` (the player gave no log key), stops after "entries" and returns null.
- */
-export function verifyHandProof(proof, verifier, policy = null, onStep = () => {}) {
-  const t = proof.transcript;
-  try {
-    verifyTranscript(t);
-  } catch (e) {
-    if (e instanceof VerificationError && e.step === "deck") onStep("commitment");
-    throw e;
-  }
-  onStep("commitment");
-  onStep("deck");
-  const deck = t.codes;
-  if (proof.dealt.length > deck.length) throw fail("cards", `${proof.dealt.length} cards dealt from a deck of ${deck.length}`);
-  proof.dealt.forEach((code, position) => {
-    if (code !== deck[position]) {
-      throw fail("cards", `card ${position + 1} dealt was ${pyrepr(head(code, 8))}; the re-derived deck has ${deck[position]} there`);
-    }
-  });
-  onStep("cards");
-  checkEntries(proof);
-  onStep("entries");
-  if (verifier === null) return null;
-  if (!equalBytes(proof.commit.signedCheckpoint, proof.reveal.signedCheckpoint)) {
-    throw fail("checkpoint", "the two receipts lead to different checkpoints");
-  }
-  let cp;
-  try {
-    cp = openCheckpoint(proof.reveal.signedCheckpoint, verifier);
-  } catch (e) {
-    if (e instanceof LogError) throw fail("checkpoint", `checkpoint does not verify under the log key: ${e.message}`);
-    throw e;
-  }
-  onStep("checkpoint", cp);
-  for (const [name, receipt] of [["commit", proof.commit], ["reveal", proof.reveal]]) {
-    if (receipt.treeSize !== cp.size) throw fail("inclusion", `the ${name} receipt is for tree size ${receipt.treeSize}`);
-    try {
-      verifyInclusion(receipt.index, cp.size, leafHash(receipt.entry), receipt.hashes, cp.root);
-    } catch (e) {
-      if (e instanceof LogError) throw fail("inclusion", `the ${name} entry is not in the signed tree: ${e.message}`);
-      throw e;
-    }
-  }
-  onStep("inclusion", cp);
-  if (policy) {
-    let result;
-    try {
-      result = checkPolicy(policy, proof.reveal.signedCheckpoint);
-    } catch (e) {
-      if (e instanceof LogError) throw fail("cosignatures", e.message);
-      throw e;
-    }
-    if (!result.ok) throw fail("cosignatures", describePolicy(result));
-    onStep("cosignatures", result);
-  }
-  return cp;
-}
-
-function checkEntries(proof) {
-  const t = proof.transcript;
-  let commit;
-  let reveal;
-  try {
-    commit = decodeEntry(proof.commit.entry);
-    reveal = decodeEntry(proof.reveal.entry);
-  } catch (e) {
-    if (e instanceof LogError) throw fail("entries", `a log entry does not parse: ${e.message}`);
-    throw e;
-  }
-  if (commit.type !== "commit" || commit.handId !== t.handId) throw fail("entries", "the commit receipt is not of this hand's commitment");
-  if (!equalBytes(commit.commitment, t.commitment) || commit.deck !== t.deck || commit.version !== t.version) {
-    throw fail("entries", "the logged commitment is not the transcript's");
-  }
-  if (reveal.type !== "reveal" || reveal.handId !== t.handId) throw fail("entries", "the reveal receipt is not of this hand's reveal");
-  const seedsEqual =
-    reveal.clientSeeds.length === t.clientSeeds.length && reveal.clientSeeds.every((s, i) => equalBytes(s, t.clientSeeds[i]));
-  if (!equalBytes(reveal.serverSeed, t.serverSeed) || !seedsEqual || !equalBytes(reveal.deckDigest, deckDigest(t.cards))) {
-    throw fail("entries", "the logged reveal differs from the transcript");
-  }
-}
-
-export { codeForId, deckSpec };

@@ -5,7 +5,7 @@
 // Fields are read under either name a loader gives them (`hand_id` with keepCase, `handId`
 // without). Bytes must be bytes (Uint8Array or Buffer: proto-loader's default, not its
 // `bytes: String` option), uint64 numbers a BigInt, a safe integer, a decimal string or a Long.
-import { HAND_PROOF_TYPE } from "./log.js";
+import { HAND_PROOF_TYPE } from "./handproof.js";
 import { SPEC_NAMES, VerificationError, codeForId, deckSpec, toHex } from "./spec.js";
 import { head, length, pyrepr } from "./words.js";
 

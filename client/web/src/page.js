@@ -1,8 +1,11 @@
 // The verifier page's user interface. Everything runs here, in the browser: no request leaves
 // the page (its Content-Security-Policy forbids any), and nothing is stored.
-import { verifyBytes, isHandProof, verdictLine } from "./verify.js";
+import { verifyBytes, isHandProof, signedByWords, verdictLine } from "./verify.js";
 import * as spec from "./spec.js";
 import * as log from "./log.js";
+import * as handproof from "./handproof.js";
+import * as tlogproof from "./tlogproof.js";
+import * as policy from "./policy.js";
 import * as strictjson from "./strictjson.js";
 
 const $ = (id) => document.getElementById(id);
@@ -11,7 +14,9 @@ const RANK = { T: "10" };
 // What a screen reader says of a card (the glyphs alone read as "A black heart suit").
 const RANK_NAME = { A: "Ace", K: "King", Q: "Queen", J: "Jack", T: "10" };
 const SUIT_NAME = { c: "clubs", d: "diamonds", h: "hearts", s: "spades" };
-const state = { bytes: null, name: "" };
+// The policy file's bytes as chosen (its octets are read as they are: names may be any octets),
+// or as typed in its box; null when neither holds anything.
+const state = { bytes: null, name: "", policy: null };
 
 function cardElement(code) {
   const el = document.createElement("span");
@@ -50,11 +55,17 @@ function renderVerdict(report) {
         ? "\u2714 Every check passed: this hand was dealt fairly from the committed seed, and it is in the signed log."
         : "\u2714 Every check passed: this deck is the one the committed seed and the players' seeds give.";
     help = verdictLine(report);
+    // Which of the keys given signed the checkpoint (after a rotation, the player may give several).
+    if (report.signedBy.length) help += ` The checkpoint is signed by ${signedByWords(report)}.`;
   } else if (report.step) {
     verdict.classList.add("fail");
     line = `\u2718 ${verdictLine(report)}`;
     const check = report.checks.find((c) => c.step === report.step);
-    help = `This hand is NOT verified. The check that failed: ${check.text}`;
+    help = report.newerFormat
+      ? `This hand is NOT verified by this page: it reads hand proof formats 1 and 2, and the file is of format ` +
+        `${report.newerFormat}, which may be newer than this copy of the page. Check it with the dealer's ` +
+        "current verifier page, or with fairdeck verify, before you judge the hand."
+      : `This hand is NOT verified. The check that failed: ${check.text}`;
   } else {
     verdict.classList.add("incomplete");
     line = report.inputError
@@ -147,6 +158,7 @@ function options() {
     key: $("key").value,
     witnesses: $("witnesses").value.split("\n"),
     threshold: threshold ? Number(threshold) : null,
+    policy: state.policy,
   };
 }
 
@@ -193,6 +205,8 @@ function fitKey() {
  * on its size, as `fairdeck verify` says, without being read whole (a file of gigabytes cannot be).
  */
 const READ_AT_MOST = 1024 * 1024 + 1;
+/** The same for a policy file: one byte past the most the policy reader takes (1 MiB). */
+const POLICY_AT_MOST = 1024 * 1024 + 1;
 
 async function loadFile(file) {
   $("source").textContent = `${file.name} (${file.size} bytes)`;
@@ -246,15 +260,32 @@ function init() {
     check();
   });
   for (const id of ["key", "witnesses", "threshold"]) $(id).addEventListener("input", check);
-  $("key").addEventListener("input", fitKey);
-  // The key is one line: Enter does not add a line break to it.
-  $("key").addEventListener("keydown", (e) => {
-    if (e.key === "Enter") e.preventDefault();
+  $("policy").addEventListener("input", () => {
+    const text = $("policy").value;
+    state.policy = text.trim() ? new TextEncoder().encode(text) : null;
+    $("policy-file-label").textContent = "Choose a tlog-policy file";
+    check();
   });
+  $("policy-file").addEventListener("change", async (e) => {
+    const file = e.target.files[0];
+    if (!file) return;
+    try {
+      state.policy = new Uint8Array(await file.slice(0, POLICY_AT_MOST).arrayBuffer());
+    } catch (err) {
+      state.policy = null;
+      notChecked(`This browser could not read ${file.name} (${err && err.name}): choose the policy file again, or paste its text.`);
+      return;
+    }
+    $("policy").value = new TextDecoder("utf-8").decode(state.policy);
+    $("policy-file-label").textContent = `${file.name} (${file.size} bytes), read as chosen`;
+    check();
+  });
+  $("key").addEventListener("input", fitKey);
   window.addEventListener("resize", fitKey);
   $("check").addEventListener("click", check);
+  // `fairdeck verifier-page --key` pins the log's keys (several after a rotation, separated by spaces).
   const pinned = document.querySelector('meta[name="fairdeck-log-key"]');
-  if (pinned && pinned.content) $("key").value = pinned.content;
+  if (pinned && pinned.content.trim()) $("key").value = pinned.content.trim().split(/\s+/).join("\n");
   fitKey();
 }
 
@@ -266,6 +297,9 @@ window.fairdeck = {
   verifyText: (text, opts) => verifyBytes(new TextEncoder().encode(text), opts),
   spec,
   log,
+  handproof,
+  tlogproof,
+  policy,
   strictjson,
 };
 

@@ -1,15 +1,8 @@
 // What the page checks, and how it says it: one entry point for a dropped or pasted file.
 import { VerificationError, deckSpec, toHex, transcriptFromBytes, verifyTranscript } from "./spec.js";
-import {
-  HAND_PROOF_TYPE,
-  LogError,
-  b64encode,
-  describePolicy,
-  handProofFromBytes,
-  parsePolicy,
-  parseVerifierKey,
-  verifyHandProof,
-} from "./log.js";
+import { LogError, b64encode, describePolicy, parseKeyList, parsePolicy } from "./log.js";
+import { HAND_PROOF_TYPE, handProofFromBytes, verifyHandProof } from "./handproof.js";
+import { parsePolicyFile, witnessPolicyOf } from "./policy.js";
 
 /** The checks in order, with what each means in plain words (docs/hand-proof.md, "The checks"). */
 export const HAND_PROOF_CHECKS = [
@@ -18,7 +11,7 @@ export const HAND_PROOF_CHECKS = [
   ["deck", "The deck re-derives from the dealer's seed and the players' seeds (fairdeck-v1)."],
   ["cards", "The cards dealt are the top of that deck, in order."],
   ["entries", "The transparency log's two entries are this hand's commitment and reveal."],
-  ["checkpoint", "The log's checkpoint is signed by the log key you gave."],
+  ["checkpoint", "The log's checkpoint is signed by the log key you gave (by one of them, if you gave several)."],
   ["inclusion", "Both entries are in that signed log."],
   ["cosignatures", "Enough independent witnesses cosigned that checkpoint."],
 ];
@@ -43,10 +36,13 @@ export function isHandProof(bytes) {
 }
 
 /**
- * Check a file's bytes. Options: `key` (the log's verifier key, text), `witnesses` ("NAME=KEY"
- * strings) and `threshold`. The report: `kind`, `ok` (every check ran and held), `step` and
- * `detail` of the first failure, `checks` (each with `status` pass, fail or skip), `hand`
- * (what to show of the hand), `inputError` (a key or witness the user gave is not valid).
+ * Check a file's bytes. Options: `key` (the log's verifier key as text, or several: one a line or
+ * separated by spaces, as a key file holds them; or an array of keys), `witnesses` ("NAME=KEY"
+ * strings) and `threshold`, or `policy` (a C2SP tlog-policy file, text or bytes). The report: `kind`, `ok` (every check ran and held), `step` and
+ * `detail` of the first failure, `checks` (each with `status` pass, fail or skip), `hand` (what
+ * to show of the hand), `keys` (how many log keys were given), `signedBy` (those that signed the
+ * checkpoint: `{ key, position }`, 1-based in the list given), `inputError` (a key or witness
+ * the user gave is not valid).
  */
 export function verifyBytes(bytes, options = {}) {
   const started = performance.now();
@@ -63,6 +59,8 @@ function newReport(kind, table) {
     detail: null,
     inputError: null,
     hand: null,
+    keys: 0,
+    signedBy: [],
     checks: table.map(([step, text]) => ({ step, text, status: "skip", detail: "" })),
   };
 }
@@ -98,6 +96,7 @@ function failed(report, e) {
   if (!(e instanceof VerificationError)) throw e;
   report.step = e.step;
   report.detail = e.detail;
+  if (e.newerFormat) report.newerFormat = e.newerFormat;
   if (!report.checks.some((c) => c.step === e.step)) {
     // Shown right after "format", where fairdeck verify checks it too.
     const at = report.checks.findIndex((c) => c.step === "format") + 1;
@@ -148,24 +147,50 @@ function checkTranscript(bytes) {
 }
 
 /**
- * The witness policy of `witnesses` ("NAME=KEY" each) and `threshold` (null: all of them), or null
- * for none. A threshold with no witness is a LogError, as `fairdeck verify --witness-threshold`
- * without --witness is refused: it would check no cosignature at all.
+ * The witness policy of `witnesses` ("NAME=KEY" each) and `threshold` (null: all of them), or of a
+ * C2SP tlog-policy file (`policy`: its text or bytes; policy.js), or null for none (or for a
+ * policy's `quorum none`). A threshold with no witness is a LogError, as `fairdeck verify
+ * --witness-threshold` without --witness is refused: it would check no cosignature at all; so
+ * are witnesses or a threshold beside a policy file, as `fairdeck verify --policy` refuses them.
  */
-export function policyOf(witnesses, threshold) {
+export function policyOf(witnesses, threshold, policy = null) {
+  if (policy !== null && policy !== undefined) {
+    if (witnesses.length || (threshold !== null && threshold !== undefined)) {
+      throw new LogError("give a tlog-policy file or witnesses NAME=KEY (and a threshold), not both");
+    }
+    return witnessPolicyOf(parsePolicyFile(policy));
+  }
   if (witnesses.length) return parsePolicy(witnesses, threshold);
   if (threshold !== null && threshold !== undefined) throw new LogError("a witness threshold needs at least one witness NAME=KEY");
   return null;
 }
 
+/** The log keys of the `key` option: a text (keys one a line or separated by spaces), or an array. */
+export function keysOf(key) {
+  if (key === null || key === undefined) return [];
+  return parseKeyList(Array.isArray(key) ? key.join("\n") : key);
+}
+
+/** "example.com/log+1dde4531": a key as reports name it. */
+const keyName = (v) => `${v.name}+${v.keyId.toString(16).padStart(8, "0")}`;
+
+/** Which key signed, in words: "the log key example.com/log+1dde4531 (the 2nd of the 2 keys given)". */
+export function signedByWords(report) {
+  const ordinal = (n) => n + (["th", "st", "nd", "rd"][(n % 100 > 10 && n % 100 < 14) || n % 10 > 3 ? 0 : n % 10]);
+  return report.signedBy
+    .map(({ key, position }) => `the log key ${key}` + (report.keys > 1 ? ` (the ${ordinal(position)} of the ${report.keys} keys given)` : ""))
+    .join(" and ");
+}
+
 function checkHandProof(bytes, options) {
   const report = newReport("hand-proof", HAND_PROOF_CHECKS);
-  let verifier = null;
+  let verifiers = [];
   let policy = null;
   const witnesses = (options.witnesses ?? []).filter((w) => w.trim());
   try {
-    if (options.key && options.key.trim()) verifier = parseVerifierKey(options.key.trim());
-    policy = policyOf(witnesses.map((w) => w.trim()), options.threshold ?? null);
+    verifiers = keysOf(options.key);
+    report.keys = verifiers.length;
+    policy = policyOf(witnesses.map((w) => w.trim()), options.threshold ?? null, options.policy ?? null);
   } catch (e) {
     if (!(e instanceof LogError)) throw e;
     report.inputError = e.message;
@@ -182,7 +207,10 @@ function checkHandProof(bytes, options) {
   if (!policy) mark(report, "cosignatures", "skip", "no witness policy given: cosignatures not required");
   const onStep = (step, extra) => {
     let detail = "";
-    if (step === "checkpoint") detail = `${extra.origin}, tree size ${extra.size}, root ${b64encode(extra.root)}`;
+    if (step === "checkpoint") {
+      report.signedBy = extra.signedBy.map((v) => ({ key: keyName(v), position: verifiers.indexOf(v) + 1 }));
+      detail = `${extra.origin}, tree size ${extra.size}, root ${b64encode(extra.root)}; signed by ${signedByWords(report)}`;
+    }
     if (step === "inclusion") {
       detail = `commit entry ${proof.commit.index} and reveal entry ${proof.reveal.index} of ${extra.size}`;
       report.hand.treeSize = String(extra.size);
@@ -191,12 +219,12 @@ function checkHandProof(bytes, options) {
     mark(report, step, "pass", detail);
   };
   try {
-    verifyHandProof(proof, verifier, policy, onStep);
+    verifyHandProof(proof, verifiers, policy, onStep);
   } catch (e) {
     return failed(report, e);
   }
-  if (verifier === null) {
-    const why = report.inputError ? "the log key given is not valid" : "give the log's key to check this";
+  if (!verifiers.length) {
+    const why = report.inputError ? "a log key given is not valid" : "give the log's key to check this";
     for (const step of ["checkpoint", "inclusion"]) mark(report, step, "skip", `not checked: ${why}`);
   } else {
     report.ok = report.inputError === null;

@@ -4,8 +4,8 @@
 //
 // JOB: { page, engine: "chromium" | "firefox", browser: PATH, color_scheme: "light" | "dark" | null,
 //        font_size: the browser's default text size in CSS px | null,
-//        verify: [{id, bytes_b64, key, witnesses, threshold}],
-//        ui: [{id, file, key, witnesses, threshold, drop, viewport, edit: {find, replace}}],
+//        verify: [{id, bytes_b64, key (a key, a text of keys, or a list), witnesses, threshold, policy_b64}],
+//        ui: [{id, file, key, witnesses, threshold, policy (text), policy_file, drop, viewport, edit: {find, replace}}],
 //        (drop: true drops the file on the drop zone, a selector on that element instead)
 //        log_vectors: {log, witness} | null, control: PATH | null, bench: {cases, rounds} | null }
 // Every request the page makes (but its own file) is recorded in `requests` and refused.
@@ -27,7 +27,8 @@ let page = await browser.open(pageUrl, record);
 for (const c of job.verify ?? []) {
   out.verify[c.id] = await page.evaluate((c) => {
     const bytes = Uint8Array.from(atob(c.bytes_b64), (ch) => ch.charCodeAt(0));
-    const r = window.fairdeck.verifyBytes(bytes, { key: c.key, witnesses: c.witnesses ?? [], threshold: c.threshold ?? null });
+    const policy = c.policy_b64 ? Uint8Array.from(atob(c.policy_b64), (ch) => ch.charCodeAt(0)) : null;
+    const r = window.fairdeck.verifyBytes(bytes, { key: c.key, witnesses: c.witnesses ?? [], threshold: c.threshold ?? null, policy });
     return {
       kind: r.kind,
       ok: r.ok,
@@ -35,7 +36,9 @@ for (const c of job.verify ?? []) {
       detail: r.detail,
       line: window.fairdeck.verdictLine(r),
       input_error: r.inputError,
+      signed_by: r.signedBy ?? [],
       checks: Object.fromEntries(r.checks.map((x) => [x.step, x.status])),
+      details: Object.fromEntries(r.checks.map((x) => [x.step, x.detail])),
     };
   }, c);
 }
@@ -51,6 +54,14 @@ for (const c of job.ui ?? []) {
     await page.fill("#witnesses", c.witnesses.join("\n"));
   }
   if (c.threshold !== undefined && c.threshold !== null) await page.fill("#threshold", String(c.threshold));
+  if (c.policy !== undefined || c.policy_file) {
+    await page.evaluate(() => (document.getElementById("policy").closest("details").open = true));
+    if (c.policy !== undefined) await page.fill("#policy", c.policy);
+    if (c.policy_file) {
+      await page.setFile("#policy-file", c.policy_file);
+      await page.waitFor(() => document.getElementById("policy-file-label").textContent.includes("read as chosen"));
+    }
+  }
   // The player is back at the top of the page, where the file is chosen or dropped.
   await page.evaluate(() => window.scrollTo({ top: 0, behavior: "instant" }));
   const initial = await page.evaluate(readAccess);
@@ -128,7 +139,7 @@ async function read(page) {
 }
 
 // Runs inside the page: the log and witness vectors through the page's own functions.
-function runLogVectors({ log: L, witness: W }) {
+function runLogVectors({ log: L, witness: W, tlog_proofs: T, policies: P }) {
   const f = window.fairdeck.log;
   const b64 = (s) => Uint8Array.from(atob(s), (ch) => ch.charCodeAt(0));
   const hex = (s) => Uint8Array.from(s.match(/../g) ?? [], (h) => parseInt(h, 16));
@@ -144,7 +155,57 @@ function runLogVectors({ log: L, witness: W }) {
     }
   };
   const key = f.parseVerifierKey(L.key.verifier_key);
-  const r = { entries: [], invalid_entries: [], inclusion: [], checkpoints: [], receipts: [], cosignatures: [], invalid_cosignatures: [], policies: [] };
+  const r = { entries: [], invalid_entries: [], inclusion: [], checkpoints: [], receipts: [], cosignatures: [], invalid_cosignatures: [], policies: [], tlog_proofs: [], policy_files: [] };
+  // tlog-policy files, as the page reads them: what each holds, what its quorum makes of each set
+  // of witnesses asked about, and of each checkpoint note given; or the error naming the line.
+  for (const c of P ?? []) {
+    const pol = window.fairdeck.policy;
+    try {
+      const p = pol.parsePolicyFile(b64(c.bytes_b64));
+      const wp = pol.witnessPolicyOf(p);
+      const notes = (wp ? c.notes ?? [] : []).map((n) => {
+        try {
+          const res = f.checkPolicy(wp, enc(n));
+          return { signed: res.signed, ok: res.ok, describe: f.describePolicy(res) };
+        } catch (e) {
+          if (!(e instanceof f.LogError)) throw e;
+          return { error: e.message };
+        }
+      });
+      r.policy_files.push({
+        logs: p.logs.map((k) => k.text),
+        witnesses: [...p.witnesses].map(([n, k]) => [n, k.text]),
+        quorum: p.quorum ? f.describeQuorum(p.quorum) : null,
+        used: wp ? [...wp.witnesses.keys()] : null,
+        urls: Object.fromEntries(p.urls),
+        met: (c.subsets ?? []).map((s) => (p.quorum ? f.quorumMet(p.quorum, new Set(s)) : true)),
+        notes,
+      });
+    } catch (e) {
+      if (!(e instanceof f.LogError)) throw e;
+      r.policy_files.push({ error: e.message, policy_error: e instanceof window.fairdeck.policy.PolicyFileError });
+    }
+  }
+  // A name of octets that are not UTF-8 holds lone surrogates, which no browser driver carries
+  // intact: each is written as Python's backslashreplace writes it, "\udce9".
+  const esc = (v) =>
+    typeof v === "string"
+      ? v.replace(/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g, (m) => `\\u${m.charCodeAt(0).toString(16)}`)
+      : Array.isArray(v)
+        ? v.map(esc)
+        : v && typeof v === "object"
+          ? Object.fromEntries(Object.entries(v).map(([k, x]) => [esc(k), esc(x)]))
+          : v;
+  r.policy_files = esc(r.policy_files);
+  for (const t of T ?? []) {
+    try {
+      const p = window.fairdeck.tlogproof.parseTlogProof(t.text);
+      r.tlog_proofs.push({ index: String(p.index), tree_size: String(p.treeSize), hashes: p.hashes.length, entry: toHex(p.entry) });
+    } catch (e) {
+      if (!(e instanceof f.LogError)) throw e;
+      r.tlog_proofs.push({ error: e.message });
+    }
+  }
   const entries = L.entries.map((e) => hex(e.entry));
   for (const e of L.entries) {
     const bytes = hex(e.entry);
@@ -233,6 +294,8 @@ function readPage() {
     verdict_line: ($("verdict-line") ?? v).textContent,
     verdict_help: $("verdict-help")?.textContent ?? "",
     checks: Object.fromEntries([...document.querySelectorAll("#checks li")].map((li) => [li.dataset.step, li.dataset.status])),
+    check_details: Object.fromEntries([...document.querySelectorAll("#checks li")].map((li) => [li.dataset.step, li.querySelector(".detail")?.textContent ?? ""])),
+    key_box: $("key").value,
     dealt: cards.map((el) => el.title),
     shown: cards.map((el) => el.textContent),
     cards_verified: cards.map((el) => el.dataset.verified),
