@@ -301,20 +301,22 @@ class LimitsInterceptor(ServerInterceptor):
         async def behavior(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
             tenant = principal.current().tenant
             hands = await self._admit(method, tenant, request, context)
-            answered = False
+            refused = False
             try:
                 if not await self.admission.enter(tenant):
                     limit = self.admission.per_tenant
                     await self._refuse(context, tenant, refusals.too_many_calls(limit, CALLS_RETRY))
                 try:
-                    response = await inner(request, context)
-                    answered = True
-                    return response
+                    return await inner(request, context)
                 finally:
                     self.admission.leave(tenant)
+            except grpc.aio.AbortError:
+                refused = context.code() in WROTE_NOTHING
+                raise
             finally:
-                # A unary call that failed (refused, or storage did not take it) opened nothing.
-                self.cap.release(tenant, hands, opened=answered)
+                # A refused call opened nothing: its slots are free at once. A call cancelled or
+                # past its deadline may still be written, so its slots wait for the next count.
+                self.cap.release(tenant, hands, opened=not refused)
 
         return behavior
 
@@ -391,6 +393,19 @@ CALLS_RETRY = 0.1
 """Seconds a call refused TOO_MANY_CALLS is asked to wait: the tenant's calls finish in milliseconds."""
 STREAMS_RETRY = 1.0
 """Seconds a stream refused TOO_MANY_STREAMS is asked to wait: a stream runs for seconds."""
+WROTE_NOTHING = frozenset(
+    {
+        grpc.StatusCode.INVALID_ARGUMENT,
+        grpc.StatusCode.NOT_FOUND,
+        grpc.StatusCode.ALREADY_EXISTS,
+        grpc.StatusCode.FAILED_PRECONDITION,
+        grpc.StatusCode.OUT_OF_RANGE,
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        grpc.StatusCode.PERMISSION_DENIED,
+        grpc.StatusCode.UNAUTHENTICATED,
+    }
+)
+"""The codes of refusals, which write nothing (storage refuses before it writes)."""
 HOLD_SECONDS = 1.0
 """The longest a per-tenant refusal is held before it is answered."""
 MAX_HELD = 10_000
