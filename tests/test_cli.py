@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from fairdeck.cli import main
+from fairdeck.log.note import Signer
 
 ROOT = Path(__file__).resolve().parents[1]
 VECTORS = json.loads((ROOT / "docs" / "vectors" / "fairdeck-v1.json").read_text(encoding="ascii"))
@@ -219,6 +220,33 @@ def test_verify_unreadable_file_exits_2(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert result.stdout == ""
     assert "fairdeck verify: cannot read" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("option", "says"),
+    [
+        (["--policy", "missing.policy"], "cannot read --policy"),
+        (["--key", "not a key"], "malformed verifier key"),
+        (["--witness", "w1=nonsense"], "fairdeck verify: "),
+    ],
+    ids=["a policy file that is not there", "a key that is not one", "a witness that is not one"],
+)
+def test_verify_a_transcript_with_an_unreadable_log_option_exits_2(
+    tmp_path: Path, option: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A transcript has no log step; yet a --policy path that is not there (or a key that is not
+    one) was silently ignored, and the player took "OK" for a check of the witnesses too."""
+    path = write(tmp_path, transcript_of(EXAMPLE))
+    args = [a.replace("missing.policy", str(tmp_path / "missing.policy")) for a in option]
+    assert main(["verify", str(path), *args]) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and says in out.err and len(out.err.strip().splitlines()) == 1, out
+
+
+def test_verify_a_transcript_with_a_good_key_still_verifies(tmp_path: Path) -> None:
+    key = Signer.generate("example.com/log").verifier.to_string()
+    result = run("verify", str(write(tmp_path, transcript_of(EXAMPLE))), "--key", key)
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_verify_a_directory_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -96,6 +96,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
         return 2
     if handproof.TYPE.encode() in text[: 64 * 1024]:
         return _verify_hand_proof(args, text)
+    # A transcript has no log step, so keys and witnesses play no part; but a key, a witness or a
+    # policy file given that cannot be read is the user's mistake, said as for a hand proof.
+    refused = _unreadable_log_options(args)
+    if refused is not None:
+        print(f"fairdeck verify: {refused}", file=sys.stderr)
+        return 2
     try:
         transcript = Transcript.from_json(text)
         verify(transcript)
@@ -107,6 +113,19 @@ def cmd_verify(args: argparse.Namespace) -> int:
         f"({transcript.deck}, {len(transcript.cards)} cards, {transcript.version})"
     )
     return 0
+
+
+def _unreadable_log_options(args: argparse.Namespace) -> str | None:
+    """Why the --key, --witness or --policy given cannot be read (None: they can, or none was)."""
+    from fairdeck.cli.audit_command import _verifiers, witness_policy
+
+    try:
+        if args.key:
+            _verifiers(args.key)
+        witness_policy(args)
+    except (OSError, ValueError, NoteError) as e:
+        return str(e)
+    return None
 
 
 def _verify_hand_proof(args: argparse.Namespace, text: bytes) -> int:
