@@ -460,6 +460,11 @@ class SqliteWriter:
             )
         return False
 
+    @property
+    def shares_lock(self) -> bool:
+        """Whether other processes write this database too, taking turns for the writers' lock."""
+        return self._lock is not None
+
     def lock_held_for(self) -> float:
         """Seconds this writer has held the writers' lock in the batch under way (0: not held)."""
         return 0.0 if self._lock is None else self._lock.held_for()
