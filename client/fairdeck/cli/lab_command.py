@@ -20,7 +20,7 @@ from pathlib import Path
 from types import FrameType
 
 from fairdeck.cli import cli_credentials, progress
-from fairdeck.cli.stats_command import _alpha  # the same --alpha as stats (refuses nan, 0 and 1)
+from fairdeck.cli.stats_command import _alpha, _positive  # the same parsers as stats
 from fairdeck.client.exceptions import FairdeckError, PermissionDenied, Unauthenticated
 from fairdeck.core.decks import SPEC_NAMES
 from fairdeck.core.errors import VerificationError
@@ -37,16 +37,6 @@ def size(text: str) -> int:
     value = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
     if value < 1:
         raise argparse.ArgumentTypeError("must be at least 1 byte")
-    return value
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text.replace("_", "").replace(",", ""))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
     return value
 
 
