@@ -30,7 +30,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from deal_bench import _git_state, capture_response  # noqa: E402
-from server_process import PYTHON, Server, loadgen  # noqa: E402
+from server_process import PYTHON, Server, loadgen, serve_argv  # noqa: E402
 
 BAR = 0.15
 
@@ -41,17 +41,7 @@ def _load() -> float:
 
 def start(tmp: Path) -> tuple[Server, Server]:
     data = tmp / "data"
-    argv = [PYTHON, "-m", "fairdeck.cli", "serve", "--listen", "127.0.0.1:0", "--data", str(data)]
-    argv += [
-        "--log-level",
-        "WARNING",
-        "--rate-limit",
-        "0",
-        "--max-open-hands",
-        "0",
-        "--default-deadline",
-        "0",
-    ]
+    argv = serve_argv(data)
     dealer = Server("dealer", argv, tmp / "dealer.log")
     response = tmp / "response.bin"
     capture_response(dealer.target, response)

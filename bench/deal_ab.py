@@ -25,25 +25,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from server_process import PYTHON, Server, loadgen
+from server_process import Server, loadgen, serve_argv
 
 
 def start(name: str, data: Path, pythonpath: str | None, flags: Sequence[str] = ()) -> Server:
     env = dict(os.environ)
     if pythonpath:
         env["PYTHONPATH"] = pythonpath
-    argv = [PYTHON, "-m", "fairdeck.cli", "serve", "--listen", "127.0.0.1:0", "--data", str(data)]
-    argv += [
-        "--log-level",
-        "WARNING",
-        "--rate-limit",
-        "0",
-        "--max-open-hands",
-        "0",
-        "--default-deadline",
-        "0",
-        *(flag.replace("{data}", str(data)) for flag in flags),
-    ]
+    argv = serve_argv(data, *(flag.replace("{data}", str(data)) for flag in flags))
     return Server(name, argv, data.with_suffix(".log"), env=env)
 
 

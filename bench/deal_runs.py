@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from server_process import PYTHON, Server, loadgen
+from server_process import Server, loadgen, serve_argv
 
 BAR_CPU = 1.4
 """Bar 1 of the lean Deal path (bench/README.md, "the gRPC Deal path"): dealer server CPU per
@@ -34,10 +34,7 @@ INFO_P99 = 1.5
 
 
 def start_dealer(data: Path) -> Server:
-    argv = [PYTHON, "-m", "fairdeck.cli", "serve", "--listen", "127.0.0.1:0", "--data", str(data)]
-    argv += ["--log-level", "WARNING"]
-    argv += ["--rate-limit", "0", "--max-open-hands", "0", "--default-deadline", "0"]  # measure, not limit
-    return Server("dealer", argv, data.with_suffix(".log"))
+    return Server("dealer", serve_argv(data), data.with_suffix(".log"))
 
 
 def run_unary(

@@ -51,6 +51,16 @@ class Server:
         return self.proc.returncode
 
 
+def serve_argv(data: Path, *flags: str) -> list[str]:
+    """``fairdeck serve`` on a free loopback port over ``data``, warnings only, and every limit off
+    (the benchmarks measure the dealer, not its limits); ``flags`` added at the end."""
+    return [
+        PYTHON, "-m", "fairdeck.cli", "serve", "--listen", "127.0.0.1:0", "--data", str(data),
+        "--log-level", "WARNING", "--rate-limit", "0", "--max-open-hands", "0", "--default-deadline", "0",
+        *flags,
+    ]  # fmt: skip
+
+
 def loadgen(args: list[str], server: Server) -> dict[str, Any]:
     argv = [
         PYTHON,

@@ -36,7 +36,7 @@ from typing import Any
 import grpc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from server_process import PYTHON, Server, loadgen
+from server_process import PYTHON, Server, loadgen, serve_argv
 
 from fairdeck.log.cosignature import CosignatureVerifier, WitnessPolicy
 from fairdeck.v1 import audit_pb2, audit_pb2_grpc, dealer_pb2, dealer_pb2_grpc
@@ -71,17 +71,7 @@ def free_port() -> int:
 
 
 def dealer(data: Path, witnesses: list[str], k: int) -> Server:
-    argv = [PYTHON, "-m", "fairdeck.cli", "serve", "--listen", "127.0.0.1:0", "--data", str(data)]
-    argv += [
-        "--log-level",
-        "WARNING",
-        "--rate-limit",
-        "0",
-        "--max-open-hands",
-        "0",
-        "--default-deadline",
-        "0",
-    ]
+    argv = serve_argv(data)
     for spec in witnesses:
         argv += ["--witness", spec]
     if witnesses:
