@@ -23,6 +23,8 @@ import time
 from pathlib import Path
 from urllib.parse import quote
 
+from fairdeck.core.encoding import u64
+from fairdeck.log.logentry import time_of
 from fairdeck_server.refusals import RESTORE, StartupRefused
 
 SCHEMA = """
@@ -113,6 +115,13 @@ def open_database(path: Path, *, create: bool) -> sqlite3.Connection:
         conn.close()
         raise
     return conn
+
+
+def last_entry_stamp(conn: sqlite3.Connection) -> bytes:
+    """The time of the log's last entry, as its 8 bytes (zeros for an empty log)."""
+    row = conn.execute("SELECT entry FROM log_entries ORDER BY idx DESC LIMIT 1").fetchone()
+    time_ms = None if row is None else time_of(bytes(row[0]))
+    return u64(time_ms or 0)
 
 
 def probe_file(path: Path) -> None:

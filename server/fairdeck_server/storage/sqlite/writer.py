@@ -25,8 +25,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from fairdeck.core.encoding import u64
-from fairdeck.log.logentry import MAGIC, TIME_AT, time_of
+from fairdeck.log.logentry import MAGIC, TIME_AT
 from fairdeck_server import fair, refusals
 from fairdeck_server.fair import FairQueue, take_turns
 from fairdeck_server.refusals import StartupRefused
@@ -42,7 +41,7 @@ from fairdeck_server.storage.base import (
     hand_record,
     same_request,
 )
-from fairdeck_server.storage.sqlite.schema import explain, kind, open_database
+from fairdeck_server.storage.sqlite.schema import explain, kind, last_entry_stamp, open_database
 from fairdeck_server.storage.writer_lock import WriterLock
 
 T = TypeVar("T")
@@ -135,6 +134,8 @@ class SqliteWriter:
         self._path = path
         self._create = create
         self._lock = None if writer_lock is None else WriterLock(writer_lock, LOCK_TIMEOUT)
+        self.shares_lock = writer_lock is not None
+        """Whether other processes write this database too, taking turns for the writers' lock."""
         self._stalled_since: float | None = None
         """When the lock was first not had in time, in the stall going on (None: none)."""
         self._queue: queue.SimpleQueue[list[_Op] | None] = queue.SimpleQueue()
@@ -460,11 +461,6 @@ class SqliteWriter:
             )
         return False
 
-    @property
-    def shares_lock(self) -> bool:
-        """Whether other processes write this database too, taking turns for the writers' lock."""
-        return self._lock is not None
-
     def lock_held_for(self) -> float:
         """Seconds this writer has held the writers' lock in the batch under way (0: not held)."""
         return 0.0 if self._lock is None else self._lock.held_for()
@@ -482,7 +478,7 @@ class SqliteWriter:
             return False
         self.log_size = size
         self.frontier = _Frontier.load(size, hash_reader(conn))
-        self.last_stamp = max(self.last_stamp, _last_stamp(conn))
+        self.last_stamp = max(self.last_stamp, last_entry_stamp(conn))
         return True
 
     def _create_together(self, conn: sqlite3.Connection, creations: list[_Op]) -> list[tuple[bool, Any]]:
@@ -501,7 +497,7 @@ class SqliteWriter:
         try:
             self.log_size = conn.execute("SELECT COALESCE(MAX(idx) + 1, 0) FROM log_entries").fetchone()[0]
             self.frontier = _Frontier.load(self.log_size, hash_reader(conn))
-            self.last_stamp = _last_stamp(conn)
+            self.last_stamp = last_entry_stamp(conn)
         except BaseException:
             conn.close()
             raise
@@ -555,13 +551,6 @@ class Rows:
         _insert_rows(conn, "log_entries", self.entries)
         _insert_rows(conn, "log_hashes", self.hashes)
         _insert_rows(conn, "hands", self.hands)
-
-
-def _last_stamp(conn: sqlite3.Connection) -> bytes:
-    """The time of the log's last entry, as its 8 bytes (zeros for an empty log)."""
-    row = conn.execute("SELECT entry FROM log_entries ORDER BY idx DESC LIMIT 1").fetchone()
-    time_ms = None if row is None else time_of(bytes(row[0]))
-    return u64(time_ms or 0)
 
 
 class _Again(Exception):
