@@ -293,10 +293,12 @@ def _postgres_url(value: str) -> None:
         raise ValueError("must be a postgresql:// URL (SQLite in the data dir is the default)")
 
 
-def _at_least(low: float, *, above: bool = False) -> Callable[[Any], None]:
+def _at_least(low: float, *, above: bool = False, most: float | None = None) -> Callable[[Any], None]:
     def check(value: Any) -> None:
         if value < low or (above and value == low):
             raise ValueError(f"must be {'>' if above else '>='} {low:g}")
+        if most is not None and value > most:
+            raise ValueError(f"must be at most {most:g}")
 
     return check
 
@@ -347,7 +349,7 @@ CHECKS: dict[str, Callable[[Any], None]] = {
     "witnesses": _each(_witness),
     "witness_threshold": _at_least(0),
     "witness_interval": _at_least(0, above=True),
-    "processes": _at_least(1),
+    "processes": _at_least(1, most=256),  # a typo (100000) would fork until the machine stops
     "worker_timeout": _at_least(0),
 }
 

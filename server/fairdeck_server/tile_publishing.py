@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
+import tempfile
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -80,6 +81,17 @@ def complete_before_start(config: ServerConfig, origin: str, rotations: Sequence
     return tiles._open(head)[1]
 
 
+def _check_writable(root: Path) -> None:
+    """OSError naming ``root`` unless a file can be made in it now: an empty log, or tiles already
+    whole, write nothing at start, and would otherwise fail only at the next checkpoint, serving."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=root, prefix=".probe.", suffix=".tmp"):
+            pass  # the prefix and suffix of a temporary file: a kill here leaves one removed at start
+    except OSError as e:
+        raise OSError(e.errno, e.strerror, str(root)) from None
+
+
 def note_size(note: bytes) -> int:
     """A checkpoint note's tree size (its second line)."""
     return int(note.split(b"\n", 2)[1])
@@ -129,6 +141,7 @@ class LiveTiles:
                 "signing on from here would fork the published log"
             )
         files.remove_temporary(self.root / p for p in _edge_dirs(size))
+        _check_writable(self.root)
         if self.rotations:  # an auditor holding a retired key follows them (docs/log-format.md)
             files.replace(ROTATIONS_FILE, rotations_file(self.rotations))
         if head is None:

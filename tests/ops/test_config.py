@@ -180,6 +180,7 @@ def test_no_arguments_is_the_server_config_defaults() -> None:
         ),
         (["--max-open-hands=-1"], {}, "", "--max-open-hands (flag): must be >= 0"),
         (["--checkpoint-interval=0"], {}, "", "--checkpoint-interval (flag): must be > 0"),
+        (["--processes=100000"], {}, "", "--processes (flag): must be at most 256"),
         (["--listen=localhost"], {}, "", "--listen (flag): must be HOST:PORT"),
         (["--metrics-listen=:99999"], {}, "", "--metrics-listen (flag): must be HOST:PORT"),
         (["--db=mysql://x/y"], {}, "", "--db (flag): must be a postgresql:// URL"),
