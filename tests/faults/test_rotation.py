@@ -68,6 +68,15 @@ def test_a_rotation_then_every_verifier_with_old_new_and_both_keys(run: FaultRun
         assert both.rc == 0 and both.report["key_rotations"] == [], (where, both.out)
     text = fairdeck("audit", "--target", dealer.target, "--key", old)
     assert text.rc == 0 and "followed a log key rotation" in text.out, text.out
+    # The new key alone (what `fairdeck key` prints after the rotation): the checkpoints the old
+    # key signed were "does not verify under the log key", BAD log of an honest dealer. The
+    # statement the new key signed names the old one: the audit is incomplete (exit 2), not failed.
+    data_new = run.audit("--data", str(run.data_dir), keys=[new])
+    assert data_new.rc == 2 and data_new.report["findings"] == [], data_new.out
+    assert list(data_new.report["keys_needed"]) == [old]
+    assert "add it (--key)" in data_new.err and old in data_new.err, data_new.err
+    text_new = fairdeck("audit", "--data", str(run.data_dir), "--key", new)
+    assert text_new.rc == 2 and text_new.out.startswith("audit INCOMPLETE"), text_new.out
     # The SDK, given the old key alone, follows it too; given the list, it needs nothing more.
     with AuditClient(dealer.target, verifier=old) as log:
         assert log.checkpoint().size == len(run.entries())

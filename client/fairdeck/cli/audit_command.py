@@ -303,6 +303,14 @@ def cmd_audit(args: argparse.Namespace) -> int:
         print(json.dumps({**report.to_dict(), "seconds": round(elapsed, 3)}, indent=2))
     else:
         _print_report(report, elapsed, since_path, saved)
+    if report.keys_needed and report.ok:  # nothing wrong found, but not everything checked
+        key, count = next(iter(report.keys_needed.items()))
+        print(
+            f"fairdeck audit: incomplete: {count:,} checkpoint(s) are signed by {key}, the log's key "
+            "before a rotation that a key you gave signed; add it (--key) to check them",
+            file=sys.stderr,
+        )
+        return 2
     return 0 if report.ok else 1
 
 
@@ -327,7 +335,7 @@ def _save_since(path: Path, note: bytes) -> None:
 
 
 def _print_report(report: AuditReport, elapsed: float, since_path: Path | None, saved: bool) -> None:
-    verdict = "OK" if report.ok else "FAILED"
+    verdict = ("INCOMPLETE" if report.keys_needed else "OK") if report.ok else "FAILED"
     print(f"audit {verdict}: {report.entries:,} entries, {report.hands:,} hands in {elapsed:.1f}s")
     if report.checkpoint is not None:
         print(f"  signed tree size {report.tree_size:,}, root {report.root.hex()}")

@@ -132,6 +132,10 @@ class AuditReport:
     """With a witness policy: who cosigned the checkpoint reached, in words (None without one)."""
     rotations: list[str] = field(default_factory=list)
     """Key rotations the audit followed from the keys it was given (``old -> new``), in order."""
+    keys_needed: dict[str, int] = field(default_factory=dict)
+    """Checkpoints not checked, by the verifier key that signed them: the log's key before a
+    rotation that a key given signed (rotation statements are followed forward only). Not a
+    finding: the audit is incomplete until that key is given too."""
 
     @property
     def ok(self) -> bool:
@@ -153,6 +157,7 @@ class AuditReport:
             "consistency": self.consistency,
             "witnesses": self.witnesses,
             "key_rotations": list(self.rotations),
+            "keys_needed": dict(self.keys_needed),
             "findings": [
                 {"index": f.index, "last_index": f.last_index, "hand_id": f.hand_id, "problem": f.problem}
                 for f in self.findings
@@ -186,6 +191,16 @@ class Auditor:
         notes = list(checkpoints)
         statements = [n for n in notes if is_rotation(n)]
         self.verifiers, followed = follow(given, statements)
+        self._before: list[Verifier] = []
+        """Keys the log used before a rotation to a trusted key (valid statements, both keys
+        signed), not trusted themselves: a checkpoint one of them signed is set aside, not found."""
+        for note in statements:
+            try:
+                r = open_rotation(note)
+            except RotationError:
+                continue
+            if r.new in self.verifiers and r.old not in self.verifiers and r.old not in self._before:
+                self._before.append(r.old)
         self.origin = origin or self.verifiers[0].name
         self.lifetime_ms = max_hand_lifetime_ms
         self.clock = LogClock()
@@ -223,6 +238,14 @@ class Auditor:
         try:
             cp = open_checkpoint(note, self.verifiers, self.origin)
         except (CheckpointError, NoteError) as e:
+            for earlier in self._before:
+                try:
+                    open_checkpoint(note, [earlier], self.origin)
+                except (CheckpointError, NoteError):
+                    continue
+                key = earlier.to_string()
+                self.report.keys_needed[key] = self.report.keys_needed.get(key, 0) + 1
+                return None
             self.report.findings.append(Finding(f"{what} does not verify under the log key: {e}"))
             return None
         self._pending.append((cp, note))
