@@ -9,7 +9,6 @@ and replaces it, in one line."""
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import re
 import signal
@@ -295,46 +294,6 @@ def answers(target: str, attempts: int, call: Callable[[DealerClient, grpc.Chann
 def health(client: DealerClient, channel: grpc.Channel) -> int:
     stub = health_pb2_grpc.HealthStub(channel)
     return stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=1).status  # type: ignore[no-any-return]
-
-
-@pytest.mark.slow
-def test_the_writers_lock_held_outside_turns_health_not_serving_until_it_is_free(tmp_path: Path) -> None:
-    """Health's probe wrote on a connection of its own, past the writers' lock: with the lock
-    held (a stopped worker caught between its flock and SQLite's lock, here the test itself)
-    every write failed STORAGE_UNAVAILABLE while every worker's health said SERVING."""
-    data = tmp_path / "data"
-    g = Group(data, 2, tmp_path / "stderr", "--worker-timeout", "120")
-    try:
-        with (data / "fairdeck.writer.lock").open("a") as held:
-            fcntl.flock(held, fcntl.LOCK_EX)
-            failed = answers(g.target, 2, lambda c, _: _refusal(lambda: c.deal_new_hand(timeout=8)))
-            assert failed and all(
-                e is not None and (e.code, e.reason) == (grpc.StatusCode.UNAVAILABLE, "STORAGE_UNAVAILABLE")
-                for e in failed
-            ), failed
-            statuses: list[int] = []
-            deadline = time.monotonic() + 20
-            while time.monotonic() < deadline and set(statuses) != {NOT_SERVING}:
-                statuses = answers(g.target, 4, health)
-                time.sleep(0.2)
-            assert statuses and set(statuses) == {NOT_SERVING}, f"health said {statuses}"
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and set(statuses) != {SERVING}:
-            statuses = answers(g.target, 4, health)
-            time.sleep(0.2)
-        assert statuses and set(statuses) == {SERVING}, f"health said {statuses} once the lock was free"
-        assert len(answers(g.target, 4, lambda c, _: c.deal_new_hand(timeout=10))) == 4
-    finally:
-        status, _, err = g.stop()
-    assert status == 0 and "Traceback" not in err, err
-
-
-def _refusal(call: Callable[[], object]) -> FairdeckError | None:
-    try:
-        call()
-    except FairdeckError as e:
-        return e
-    return None
 
 
 @pytest.mark.slow

@@ -296,11 +296,7 @@ class SqliteStorage:
     async def probe(self) -> None:
         """One row rewritten and committed like any batch (same lock, WAL append and fsync), on a
         connection of its own, so it fails when a write would (locked, read-only, full, I/O
-        error) without a line in the log for each probe: health says what changed. With the
-        writers' lock (``serve --processes N``) it first waits its turn for that lock as a batch
-        does: a worker stopped holding it fails every write, and so the probe."""
-        if self._writer.shares_lock:
-            await self._writer.submit(_nothing)  # STORAGE_UNAVAILABLE when the lock is not had in time
+        error) without a line in the log for each probe: health says what changed."""
         try:
             await asyncio.to_thread(probe_file, self._path)
         except sqlite3.Error as e:
@@ -357,10 +353,6 @@ class SqliteStorage:
             return True
 
         return await self._writer.submit(op)
-
-
-def _nothing(conn: sqlite3.Connection) -> None:
-    """An empty transaction: the probe's turn for the writers' lock."""
 
 
 def batch_rows(writer: SqliteWriter, batch: HandBatch, rows: Rows) -> int:

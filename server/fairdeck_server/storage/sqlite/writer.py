@@ -134,8 +134,6 @@ class SqliteWriter:
         self._path = path
         self._create = create
         self._lock = None if writer_lock is None else WriterLock(writer_lock, LOCK_TIMEOUT)
-        self.shares_lock = writer_lock is not None
-        """Whether other processes write this database too, taking turns for the writers' lock."""
         self._stalled_since: float | None = None
         """When the lock was first not had in time, in the stall going on (None: none)."""
         self._queue: queue.SimpleQueue[list[_Op] | None] = queue.SimpleQueue()
