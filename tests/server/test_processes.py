@@ -9,6 +9,7 @@ and replaces it, in one line."""
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import re
 import signal
@@ -344,6 +345,52 @@ def test_a_worker_stopped_holding_the_lock_turns_the_others_not_serving_until_it
         assert "stopped answering" not in err
     finally:
         os.kill(g.pids[1], signal.SIGCONT)
+        status, _, err = g.stop()
+    assert status == 0 and "Traceback" not in err, err
+
+
+@pytest.mark.slow
+def test_the_writers_lock_held_outside_fails_writes_at_once_and_health_until_it_is_free(
+    tmp_path: Path,
+) -> None:
+    """The lock held by a process that makes no progress (here: this test): after the first write
+    waited the bound, later ones fail at once (they each waited the whole bound again, so a
+    DealNewHand, a reaper read and a write, took 4-6 s), and health is NOT_SERVING (its probe wrote
+    on a connection of its own, past the lock, and said SERVING). Freed, everything comes back."""
+    data = tmp_path / "data"
+    g = Group(data, 2, tmp_path / "stderr", "--worker-timeout", "120")
+    fd = -1
+    try:
+        play(g.target, 2)
+        fd = os.open(data / "fairdeck.writer.lock", os.O_RDWR)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        with DealerClient(g.target, retries=0) as client:
+            took = []
+            for _ in range(6):
+                began = time.monotonic()
+                with pytest.raises(FairdeckError) as e:
+                    client.deal_new_hand(timeout=10)
+                took.append(time.monotonic() - began)
+                assert (e.value.code, e.value.reason) == (grpc.StatusCode.UNAVAILABLE, "STORAGE_UNAVAILABLE")
+        assert max(took) < 3 and max(took[1:]) < 1, took
+        statuses: list[int] = []
+        deadline = time.monotonic() + 15  # every worker: the idle one's reaper finds it out
+        while time.monotonic() < deadline and set(statuses) != {NOT_SERVING}:
+            statuses = answers(g.target, 6, health)
+        assert set(statuses) == {NOT_SERVING}, statuses
+        os.close(fd)  # the lock goes with it
+        fd = -1
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and set(statuses) != {SERVING}:
+            statuses = answers(g.target, 6, health)
+        assert set(statuses) == {SERVING}, statuses
+        assert len(answers(g.target, 6, lambda c, _: c.deal_new_hand(timeout=10))) == 6
+        err = g.stderr()
+        assert f"(held by pid {os.getpid()}): writes fail STORAGE_UNAVAILABLE" in err, err
+        assert "writes are recorded again" in err, err
+    finally:
+        if fd >= 0:
+            os.close(fd)
         status, _, err = g.stop()
     assert status == 0 and "Traceback" not in err, err
 

@@ -46,8 +46,9 @@ class WriterLock:
         """Open (create) the lock file; raises OSError."""
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
 
-    def acquire(self) -> bool:
-        """Take the lock: True, or False if it was not free within ``timeout``."""
+    def acquire(self, timeout: float | None = None) -> bool:
+        """Take the lock: True, or False if it was not free within ``timeout`` (default: the
+        lock's own)."""
         with self._cond:
             if not self._pending:
                 try:
@@ -61,7 +62,7 @@ class WriterLock:
                 self._helper = threading.Thread(target=self._wait, name="fairdeck-writer-lock", daemon=True)
                 self._helper.start()
             self._cond.notify_all()
-            got = self._cond.wait_for(lambda: self._granted, self.timeout)
+            got = self._cond.wait_for(lambda: self._granted, self.timeout if timeout is None else timeout)
             self._wanted = False
             if not got:
                 return False

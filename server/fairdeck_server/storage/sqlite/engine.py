@@ -33,7 +33,7 @@ from fairdeck_server.storage.base import (
     token_record,
     token_row,
 )
-from fairdeck_server.storage.sqlite.schema import explain, kind, probe_file
+from fairdeck_server.storage.sqlite.schema import explain, kind, probe_file, probe_write
 from fairdeck_server.storage.sqlite.writer import Rows, SqliteWriter, hash_reader
 
 T = TypeVar("T")
@@ -294,11 +294,17 @@ class SqliteStorage:
         return await self._writer.submit(op)
 
     async def probe(self) -> None:
-        """One row rewritten and committed like any batch (same lock, WAL append and fsync), on a
-        connection of its own, so it fails when a write would (locked, read-only, full, I/O
-        error) without a line in the log for each probe: health says what changed."""
+        """One row rewritten and committed like any batch (same lock, WAL append and fsync), so it
+        fails when a write would (locked, read-only, full, I/O error) without a line in the log for
+        each probe: health says what changed. On a connection of its own, so that it does not wait
+        behind queued work; but with ``serve --processes N`` in a batch of the writer, since a
+        connection of its own would pass the writers' lock (held by a stopped worker, writes fail
+        while such a probe succeeds)."""
         try:
-            await asyncio.to_thread(probe_file, self._path)
+            if self._writer.shared:
+                await self._writer.submit(probe_write, quiet=True)
+            else:
+                await asyncio.to_thread(probe_file, self._path)
         except sqlite3.Error as e:
             self._writer.last_fault = e
             raise refusals.storage_unavailable(

@@ -61,6 +61,11 @@ newly arrived call waits for, so this bounds that wait; commits still come 128 h
 LOCK_TIMEOUT = 2.0
 """Seconds a batch waits for the writers' lock (``serve --processes N``) before it fails
 STORAGE_UNAVAILABLE: a batch holds it for milliseconds, so this long means its holder is stuck."""
+STALLED_WAIT = 0.1
+"""While the writers' lock is known to be stuck (a batch waited LOCK_TIMEOUT for it in vain), how
+long each later batch waits for it: one LOCK_TIMEOUT per queued batch put seconds in front of every
+call (a DealNewHand's reaper read, then its write). The helper's flock still wakes the moment the
+lock is free, and the next batch takes it."""
 ROW_GROUPS = (256, 128, 64, 32, 16, 8, 4, 2, 1)
 """Rows per multi-row INSERT: n rows (n < 512) go in as one statement per set bit of n,
 so the few SQL strings stay in sqlite3's statement cache. 256 x 16 hand columns is
@@ -73,7 +78,7 @@ class _Op:
     to read, nothing to refuse) also has ``rows``, which only queues its rows, so that a batch
     writes those of all its creations with one set of INSERTs."""
 
-    __slots__ = ("cost", "fn", "fut", "loop", "rows", "whose")
+    __slots__ = ("cost", "fn", "fut", "loop", "quiet", "rows", "whose")
 
     def __init__(
         self,
@@ -83,8 +88,11 @@ class _Op:
         whose: str,
         cost: int,
         rows: Callable[[Rows], Any] | None,
+        quiet: bool = False,
     ) -> None:
         self.fn, self.loop, self.fut, self.whose, self.cost, self.rows = fn, loop, fut, whose, cost, rows
+        self.quiet = quiet
+        """Its failure is not logged (health's probe: health says what changed)."""
 
 
 REFUSED = (refusals.DealerError, ValueError, LookupError, LogForkError)
@@ -341,7 +349,8 @@ class SqliteWriter:
             self._rollback(conn, before)
             alone = True
         except Exception as e:  # disk full, I/O error, a bug: nothing of the batch is acknowledged
-            self._said("storage batch failed, rolled back", e)
+            if not all(op.quiet for op in batch):
+                self._said("storage batch failed, rolled back", e)
             self.last_fault = e
             self._rollback(conn, before)
             failure = refusals.storage_unavailable(
@@ -385,7 +394,7 @@ class SqliteWriter:
             return outcome
         except Exception as e:
             self._rollback(conn, before)
-            return False, self._op_failure(e)
+            return False, self._op_failure(e, quiet=op.quiet)
 
     def _rollback(self, conn: sqlite3.Connection, before: tuple[int, _Frontier, bytes]) -> None:
         # A ROLLBACK that fails too (the disk is gone) must not end the writer thread:
@@ -402,13 +411,14 @@ class SqliteWriter:
     def _restore(self, mark: tuple[int, _Frontier, bytes]) -> None:
         self.log_size, self.frontier, self.last_stamp = mark
 
-    def _op_failure(self, e: Exception) -> Exception:
+    def _op_failure(self, e: Exception, *, quiet: bool = False) -> Exception:
         """What the caller of a failed operation gets: a refusal as it is, a database
         failure as STORAGE_UNAVAILABLE saying what kind (logged in one line, no traceback,
         no request data), anything else (a bug) as it is, for the servicer to answer INTERNAL."""
         if isinstance(e, refusals.DealerError):
             return e
-        self._said("storage operation failed, rolled back", e)
+        if not quiet:
+            self._said("storage operation failed, rolled back", e)
         if _is_storage_fault(e):
             self.last_fault = e
             return refusals.storage_unavailable(
@@ -438,7 +448,7 @@ class SqliteWriter:
     def _take_lock(self, lock: WriterLock) -> bool:
         """The writers' lock within LOCK_TIMEOUT, saying once per stall (in one line each way)
         that another process holds it and makes no progress, and when it moves again."""
-        if lock.acquire():
+        if lock.acquire(None if self._stalled_since is None else STALLED_WAIT):
             if self._stalled_since is not None:
                 log.warning(
                     "took the writers' lock %s again after %.1f s; writes are recorded again",
@@ -458,6 +468,11 @@ class SqliteWriter:
                 f"pid {holder}" if holder is not None else "another process",
             )
         return False
+
+    @property
+    def shared(self) -> bool:
+        """Other processes write this database too (``serve --processes N``)."""
+        return self._lock is not None
 
     def lock_held_for(self) -> float:
         """Seconds this writer has held the writers' lock in the batch under way (0: not held)."""
@@ -507,10 +522,12 @@ class SqliteWriter:
         *,
         cost: int = 1,
         rows: Callable[[Rows], T] | None = None,
+        quiet: bool = False,
     ) -> T:
         """Run ``fn`` on the writer thread, in a batch, in its tenant's turn (fair.current());
         ``cost``: hands it writes, for the turns. ``rows``: for a plain creation, what queues
-        its rows, run instead of ``fn`` when the batch writes creations together."""
+        its rows, run instead of ``fn`` when the batch writes creations together. ``quiet``: its
+        failure is not logged."""
         if self._closed:
             raise refusals.storage_unavailable("storage is closed")
         loop = asyncio.get_running_loop()
@@ -519,7 +536,7 @@ class SqliteWriter:
         if pending is None:  # the first of this turn: hand them all over at its end
             pending = self._pending[loop] = []
             loop.call_soon(self._flush, loop)
-        pending.append(_Op(fn, loop, fut, fair.current(), cost, rows))
+        pending.append(_Op(fn, loop, fut, fair.current(), cost, rows, quiet))
         return await fut
 
     def _flush(self, loop: asyncio.AbstractEventLoop) -> None:
