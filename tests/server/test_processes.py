@@ -355,13 +355,14 @@ def test_the_writers_lock_held_outside_fails_writes_at_once_and_health_until_it_
 ) -> None:
     """The lock held by a process that makes no progress (here: this test): after the first write
     waited the bound, later ones fail at once (they each waited the whole bound again, so a
-    DealNewHand, a reaper read and a write, took 4-6 s), and health is NOT_SERVING (its probe wrote
-    on a connection of its own, past the lock, and said SERVING). Freed, everything comes back."""
+    DealNewHand, a reaper read and a write, took 4-6 s), reads are answered (they went through the
+    writer's batches), and health is NOT_SERVING (its probe wrote on a connection of its own, past
+    the lock, and said SERVING). Freed, everything comes back."""
     data = tmp_path / "data"
     g = Group(data, 2, tmp_path / "stderr", "--worker-timeout", "120")
     fd = -1
     try:
-        play(g.target, 2)
+        acknowledged = play(g.target, 2)
         fd = os.open(data / "fairdeck.writer.lock", os.O_RDWR)
         fcntl.flock(fd, fcntl.LOCK_EX)
         with DealerClient(g.target, retries=0) as client:
@@ -372,6 +373,8 @@ def test_the_writers_lock_held_outside_fails_writes_at_once_and_health_until_it_
                     client.deal_new_hand(timeout=10)
                 took.append(time.monotonic() - began)
                 assert (e.value.code, e.value.reason) == (grpc.StatusCode.UNAVAILABLE, "STORAGE_UNAVAILABLE")
+            for hand_id, commitment in acknowledged:  # reads do not wait for the writers' lock
+                assert client.get(hand_id, timeout=2).commitment == commitment
         assert max(took) < 3 and max(took[1:]) < 1, took
         statuses: list[int] = []
         deadline = time.monotonic() + 15  # every worker: the idle one's reaper finds it out

@@ -3,8 +3,9 @@ as the PostgreSQL engine is.
 
 - ``schema``: the tables, and opening (or, only when told, creating) a database file;
 - ``writer``: the writer thread, group commit, and the log's size and frontier;
-- ``engine``: ``SqliteStorage``, the Storage interface, each operation run by the writer;
-- ``reader``: ``read_log``, the read-only view of the log for ``fairdeck audit --data``.
+- ``engine``: ``SqliteStorage``, the Storage interface: writes on the writer, reads on the reader;
+- ``reader``: the reader thread, and ``read_log``, the read-only view of the log for
+  ``fairdeck audit --data``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """``SqliteStorage``: the Storage interface on one SQLite file (the embedded default).
 
-Every operation runs on the writer thread (writer.py), reads included, so it sees the log exactly
-as durably stored; writes are group-committed there.
+Writes, and reads of the writer's state (the log's size and head), run on the writer thread
+(writer.py), group-committed there; every other read runs on the reader thread (reader.py), on
+a connection of its own, and sees every write acknowledged before it was asked for.
 """
 
 from __future__ import annotations
@@ -33,8 +34,9 @@ from fairdeck_server.storage.base import (
     token_record,
     token_row,
 )
+from fairdeck_server.storage.sqlite.reader import SqliteReader
 from fairdeck_server.storage.sqlite.schema import explain, kind, probe_file, probe_write
-from fairdeck_server.storage.sqlite.writer import Rows, SqliteWriter, hash_reader
+from fairdeck_server.storage.sqlite.writer import CLOSE_TIMEOUT_S, REFUSED, Rows, SqliteWriter, hash_reader
 
 T = TypeVar("T")
 
@@ -54,6 +56,7 @@ class SqliteStorage:
         self._path = path
         self._create = create
         self._writer = SqliteWriter(path, create=create, writer_lock=writer_lock)
+        self._reader = SqliteReader(path, REFUSED, on_fault=self._writer.fault)
         self.stats = self._writer.stats
 
     async def start(self) -> None:
@@ -65,8 +68,14 @@ class SqliteStorage:
                 f"{RESTORE}; or, for a new log, create a new data dir with `fairdeck init`"
             )
         await self._writer.start()
+        try:
+            await self._reader.start()
+        except BaseException:
+            await self._writer.close()
+            raise
 
     async def close(self) -> None:
+        await self._reader.close(CLOSE_TIMEOUT_S)
         await self._writer.close()
 
     def lock_held_for(self) -> float:
@@ -94,7 +103,7 @@ class SqliteStorage:
         return await writer.submit(alone, cost=len(batch), rows=lambda rows: batch_rows(writer, batch, rows))
 
     async def get_hand(self, tenant: str, hand_id: str) -> HandRecord | None:
-        return await self._writer.submit(lambda conn: select_hand(conn, tenant, hand_id))
+        return await self._reader.submit(lambda conn: select_hand(conn, tenant, hand_id))
 
     async def update_hand(
         self, tenant: str, hand_id: str, decide: Callable[[HandRecord], tuple[Change, T]]
@@ -137,7 +146,7 @@ class SqliteStorage:
             ).fetchall()
             return [(r[0], r[1]) for r in rows]
 
-        return await self._writer.submit(op)
+        return await self._reader.submit(op)
 
     async def log_size(self) -> int:
         return await self._writer.submit(lambda conn: self._writer.log_size)
@@ -149,7 +158,7 @@ class SqliteStorage:
             ).fetchall()
             return [bytes(r[0]) for r in rows]
 
-        return await self._writer.submit(op)
+        return await self._reader.submit(op)
 
     async def log_head(self) -> tuple[int, bytes]:
         """(size, root) of the log as durably stored now."""
@@ -171,7 +180,7 @@ class SqliteStorage:
                 ).fetchone()
             return None if row is None else StoredCheckpoint(row[0], bytes(row[1]), bytes(row[2]))
 
-        return await self._writer.submit(op)
+        return await self._reader.submit(op)
 
     async def put_checkpoint(self, size: int, root: bytes, note: bytes, time_ms: int) -> StoredCheckpoint:
         """Store a signed checkpoint if it moves the head forward (compare-and-swap).
@@ -215,10 +224,10 @@ class SqliteStorage:
         return await self._writer.submit(op)
 
     async def inclusion_proof(self, index: int, size: int) -> list[bytes]:
-        return await self._writer.submit(lambda conn: merkle.prove_inclusion(index, size, hash_reader(conn)))
+        return await self._reader.submit(lambda conn: merkle.prove_inclusion(index, size, hash_reader(conn)))
 
     async def consistency_proof(self, size1: int, size2: int) -> list[bytes]:
-        return await self._writer.submit(
+        return await self._reader.submit(
             lambda conn: merkle.prove_consistency(size1, size2, hash_reader(conn))
         )
 
@@ -230,7 +239,7 @@ class SqliteStorage:
             row = conn.execute(f"SELECT {column} FROM hands WHERE hand_id = ?", (hand_id,)).fetchone()  # noqa: S608
             return None if row is None else row[0]
 
-        return await self._writer.submit(op)
+        return await self._reader.submit(op)
 
     async def open_hands(self, tenant: str | None = None) -> int:
         def op(conn: sqlite3.Connection) -> int:
@@ -242,7 +251,7 @@ class SqliteStorage:
                 ).fetchone()
             return int(row[0])
 
-        return await self._writer.submit(op)
+        return await self._reader.submit(op)
 
     async def put_token(self, token: TokenRecord) -> None:
         def op(conn: sqlite3.Connection) -> None:
@@ -264,7 +273,7 @@ class SqliteStorage:
             ).fetchone()
             return None if row is None else token_record(row)
 
-        return await self._writer.submit(op)
+        return await self._reader.submit(op)
 
     async def list_tokens(self, tenant: str | None = None) -> list[TokenRecord]:
         def op(conn: sqlite3.Connection) -> list[TokenRecord]:
@@ -277,7 +286,7 @@ class SqliteStorage:
                 ).fetchall()
             return [token_record(r) for r in rows]
 
-        return await self._writer.submit(op)
+        return await self._reader.submit(op)
 
     async def revoke_token(self, token_id: str, when_ms: int) -> TokenRecord | None:
         def op(conn: sqlite3.Connection) -> TokenRecord | None:
@@ -312,7 +321,7 @@ class SqliteStorage:
             ) from None
 
     def serving(self) -> None:
-        self._writer.quiet = False
+        self._writer.quiet = self._reader.quiet = False
 
     def diagnose(self) -> str | None:
         """The last storage failure in one line, with its fix (faults.explain); None if none."""
@@ -335,14 +344,14 @@ class SqliteStorage:
                 out.append((str(hand_id), bytes(sealed[0])))
             return out
 
-        return await self._writer.submit(op)
+        return await self._reader.submit(op)
 
     async def get_meta(self, name: str) -> str | None:
         def op(conn: sqlite3.Connection) -> str | None:
             row = conn.execute("SELECT value FROM fairdeck_meta WHERE name = ?", (name,)).fetchone()
             return None if row is None else str(row[0])
 
-        return await self._writer.submit(op)
+        return await self._reader.submit(op)
 
     async def set_meta(self, name: str, expected: str | None, value: str) -> bool:
         """Set ``name`` to ``value`` if it is still ``expected`` (None: unset); False if it was not."""

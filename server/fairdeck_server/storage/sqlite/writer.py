@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from fairdeck.log.logentry import MAGIC, TIME_AT
-from fairdeck_server import fair, refusals
+from fairdeck_server import refusals
 from fairdeck_server.fair import FairQueue, take_turns
 from fairdeck_server.refusals import StartupRefused
 from fairdeck_server.storage.base import (
@@ -41,6 +41,7 @@ from fairdeck_server.storage.base import (
     hand_record,
     same_request,
 )
+from fairdeck_server.storage.handoff import Op, OpQueue, settle
 from fairdeck_server.storage.sqlite.schema import explain, kind, last_entry_stamp, open_database
 from fairdeck_server.storage.writer_lock import WriterLock
 
@@ -70,29 +71,6 @@ ROW_GROUPS = (256, 128, 64, 32, 16, 8, 4, 2, 1)
 """Rows per multi-row INSERT: n rows (n < 512) go in as one statement per set bit of n,
 so the few SQL strings stay in sqlite3's statement cache. 256 x 16 hand columns is
 4,096 bound values, well under SQLite's 32,766."""
-
-
-class _Op:
-    """An operation queued for the writer: its function, the loop awaiting it and its future,
-    whose work it is and its cost (fair.py). A plain creation of hands (no request id: nothing
-    to read, nothing to refuse) also has ``rows``, which only queues its rows, so that a batch
-    writes those of all its creations with one set of INSERTs."""
-
-    __slots__ = ("cost", "fn", "fut", "loop", "quiet", "rows", "whose")
-
-    def __init__(
-        self,
-        fn: Callable[[sqlite3.Connection], Any],
-        loop: asyncio.AbstractEventLoop,
-        fut: asyncio.Future[Any],
-        whose: str,
-        cost: int,
-        rows: Callable[[Rows], Any] | None,
-        quiet: bool = False,
-    ) -> None:
-        self.fn, self.loop, self.fut, self.whose, self.cost, self.rows = fn, loop, fut, whose, cost, rows
-        self.quiet = quiet
-        """Its failure is not logged (health's probe: health says what changed)."""
 
 
 REFUSED = (refusals.DealerError, ValueError, LookupError, LogForkError)
@@ -128,7 +106,7 @@ def _insert_rows(conn: sqlite3.Connection, table: str, rows: Sequence[tuple[Any,
             done += size
 
 
-class SqliteWriter:
+class SqliteWriter(OpQueue):
     """The thread that owns the database connection, its queue of operations and the log's state."""
 
     def __init__(self, path: Path, *, create: bool, writer_lock: Path | None) -> None:
@@ -144,10 +122,7 @@ class SqliteWriter:
         self._lock = None if writer_lock is None else WriterLock(writer_lock, LOCK_TIMEOUT)
         self._stalled_since: float | None = None
         """When the lock was first not had in time, in the stall going on (None: none)."""
-        self._queue: queue.SimpleQueue[list[_Op] | None] = queue.SimpleQueue()
-        self._pending: dict[asyncio.AbstractEventLoop, list[_Op]] = {}
-        """Operations submitted in the current turn of each loop, handed to the writer at its end."""
-        self._closed = False
+        super().__init__()
         self._ready = threading.Event()
         self._startup_error: BaseException | None = None
         self.log_size = 0
@@ -289,7 +264,7 @@ class SqliteWriter:
                 self._ready.set()
                 return
         self._ready.set()
-        turns: FairQueue[_Op] = FairQueue(QUANTUM)
+        turns: FairQueue[Op] = FairQueue(QUANTUM)
         stop = False
         while not (stop and not turns):
             if not turns and not stop:
@@ -312,7 +287,7 @@ class SqliteWriter:
         if self._lock is not None:
             self._lock.close()
 
-    def _run_batch(self, conn: sqlite3.Connection, batch: list[_Op]) -> None:
+    def _run_batch(self, conn: sqlite3.Connection, batch: list[Op]) -> None:
         """One transaction for ``batch``, resolved only after COMMIT returned. No savepoint per
         operation: one that refuses (REFUSED) has written nothing, and its in-memory appends
         are undone; one that fails otherwise sends the batch to ``_run_alone``."""
@@ -327,7 +302,7 @@ class SqliteWriter:
                 "another process holds the database's writer lock and makes no progress; "
                 "the request was not recorded"
             )
-            self._settle(batch, [(False, failure)] * len(batch))
+            settle(batch, [(False, failure)] * len(batch))
             return
         alone = False
         try:
@@ -366,9 +341,9 @@ class SqliteWriter:
             finally:
                 if lock is not None:
                     lock.release()
-        self._settle(batch, outcomes)
+        settle(batch, outcomes)
 
-    def _run_op(self, conn: sqlite3.Connection, op: _Op) -> tuple[bool, Any]:
+    def _run_op(self, conn: sqlite3.Connection, op: Op) -> tuple[bool, Any]:
         """Run ``op`` in the transaction under way: its outcome. A refusal (REFUSED) has written
         nothing, and its appends are undone here; any other exception is raised."""
         mark = self._mark()
@@ -378,7 +353,7 @@ class SqliteWriter:
             self._restore(mark)
             return False, e
 
-    def _run_alone(self, conn: sqlite3.Connection, op: _Op) -> tuple[bool, Any]:
+    def _run_alone(self, conn: sqlite3.Connection, op: Op) -> tuple[bool, Any]:
         """``op`` in a transaction of its own (the writers' lock is held), so that a failure
         stays with it."""
         before = self._mark()
@@ -437,14 +412,6 @@ class SqliteWriter:
         stats.appends += self.log_size - size_before
         stats.transaction_seconds += time.perf_counter() - began
 
-    def _settle(self, batch: list[_Op], outcomes: list[tuple[bool, Any]]) -> None:
-        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], bool, Any]]] = {}
-        for op, (ok, value) in zip(batch, outcomes, strict=True):
-            by_loop.setdefault(op.loop, []).append((op.fut, ok, value))
-        for loop, items in by_loop.items():  # one wake-up per loop per batch
-            with contextlib.suppress(RuntimeError):  # a closed loop: nobody is waiting any more
-                loop.call_soon_threadsafe(_resolve, items)
-
     def _take_lock(self, lock: WriterLock) -> bool:
         """The writers' lock within LOCK_TIMEOUT, saying once per stall (in one line each way)
         that another process holds it and makes no progress, and when it moves again."""
@@ -468,6 +435,10 @@ class SqliteWriter:
                 f"pid {holder}" if holder is not None else "another process",
             )
         return False
+
+    def fault(self, e: BaseException) -> None:
+        """A database error met elsewhere (the reader): what ``explain`` says next."""
+        self.last_fault = e
 
     @property
     def shared(self) -> bool:
@@ -494,7 +465,7 @@ class SqliteWriter:
         self.last_stamp = max(self.last_stamp, last_entry_stamp(conn))
         return True
 
-    def _create_together(self, conn: sqlite3.Connection, creations: list[_Op]) -> list[tuple[bool, Any]]:
+    def _create_together(self, conn: sqlite3.Connection, creations: list[Op]) -> list[tuple[bool, Any]]:
         """Write the hands of several plain creations with one set of INSERTs; their outcomes.
         Nothing in them can be refused, so a failure here fails the batch (the caller's)."""
         if not creations:
@@ -515,41 +486,6 @@ class SqliteWriter:
             conn.close()
             raise
         return conn
-
-    async def submit(
-        self,
-        fn: Callable[[sqlite3.Connection], T],
-        *,
-        cost: int = 1,
-        rows: Callable[[Rows], T] | None = None,
-        quiet: bool = False,
-    ) -> T:
-        """Run ``fn`` on the writer thread, in a batch, in its tenant's turn (fair.current());
-        ``cost``: hands it writes, for the turns. ``rows``: for a plain creation, what queues
-        its rows, run instead of ``fn`` when the batch writes creations together. ``quiet``: its
-        failure is not logged."""
-        if self._closed:
-            raise refusals.storage_unavailable("storage is closed")
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[T] = loop.create_future()
-        pending = self._pending.get(loop)
-        if pending is None:  # the first of this turn: hand them all over at its end
-            pending = self._pending[loop] = []
-            loop.call_soon(self._flush, loop)
-        pending.append(_Op(fn, loop, fut, fair.current(), cost, rows, quiet))
-        return await fut
-
-    def _flush(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Hand the operations a loop submitted in one turn to the writer: one hand-off
-        (and at most one wake-up of the writer thread) per turn, not one per operation."""
-        ops = self._pending.pop(loop, None)
-        if not ops:
-            return
-        if self._closed:  # submitted before close() on another loop, flushed after it
-            failure = refusals.storage_unavailable("storage is closed")
-            _resolve([(op.fut, False, failure) for op in ops])
-            return
-        self._queue.put(ops)
 
 
 class Rows:
@@ -596,13 +532,3 @@ def _what(e: BaseException) -> str:
     """An exception named without its message: the class and SQLite's error code name."""
     code = getattr(e, "sqlite_errorname", None)
     return type(e).__name__ + (f" ({code})" if code else "")
-
-
-def _resolve(items: list[tuple[asyncio.Future[Any], bool, Any]]) -> None:
-    for fut, ok, value in items:
-        if fut.cancelled():
-            continue
-        if ok:
-            fut.set_result(value)
-        else:
-            fut.set_exception(value)

@@ -1,0 +1,108 @@
+"""Operations handed from event loops to a storage thread (the writer, the reader), and back.
+
+An event loop hands over what it submitted in one turn at once (one put, at most one wake-up of
+the thread); the thread resolves the futures of a batch with one wake-up per loop. Each operation
+carries whose work it is and its cost, for the thread's fair turns (fair.py). No grpc.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import queue
+import sqlite3
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from fairdeck_server import fair, refusals
+
+T = TypeVar("T")
+
+
+class Op:
+    """An operation queued for a storage thread: its function, the loop awaiting it and its
+    future, whose work it is and its cost (fair.py). A plain creation of hands (no request id:
+    nothing to read, nothing to refuse) also has ``rows``, which only queues its rows, so that a
+    batch writes those of all its creations with one set of INSERTs."""
+
+    __slots__ = ("cost", "fn", "fut", "loop", "quiet", "rows", "whose")
+
+    def __init__(
+        self,
+        fn: Callable[[sqlite3.Connection], Any],
+        loop: asyncio.AbstractEventLoop,
+        fut: asyncio.Future[Any],
+        whose: str,
+        cost: int,
+        rows: Callable[[Any], Any] | None,
+        quiet: bool = False,
+    ) -> None:
+        self.fn, self.loop, self.fut, self.whose, self.cost, self.rows = fn, loop, fut, whose, cost, rows
+        self.quiet = quiet
+        """Its failure is not logged (health's probe: health says what changed)."""
+
+
+class OpQueue:
+    """The loops' side of a storage thread: ``submit``, and the queue the thread reads
+    (lists of operations; None: stop)."""
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[list[Op] | None] = queue.SimpleQueue()
+        self._pending: dict[asyncio.AbstractEventLoop, list[Op]] = {}
+        """Operations submitted in the current turn of each loop, handed over at its end."""
+        self._closed = False
+
+    async def submit(
+        self,
+        fn: Callable[[sqlite3.Connection], T],
+        *,
+        cost: int = 1,
+        rows: Callable[[Any], T] | None = None,
+        quiet: bool = False,
+    ) -> T:
+        """Run ``fn`` on the thread, in a batch, in its tenant's turn (fair.current()); ``cost``:
+        hands it writes, for the turns. ``rows``: for a plain creation, what queues its rows, run
+        instead of ``fn`` when the batch writes creations together. ``quiet``: its failure is not
+        logged."""
+        if self._closed:
+            raise refusals.storage_unavailable("storage is closed")
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[T] = loop.create_future()
+        pending = self._pending.get(loop)
+        if pending is None:  # the first of this turn: hand them all over at its end
+            pending = self._pending[loop] = []
+            loop.call_soon(self._flush, loop)
+        pending.append(Op(fn, loop, fut, fair.current(), cost, rows, quiet))
+        return await fut
+
+    def _flush(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Hand the operations a loop submitted in one turn to the thread: one hand-off (and at
+        most one wake-up of the thread) per turn, not one per operation."""
+        ops = self._pending.pop(loop, None)
+        if not ops:
+            return
+        if self._closed:  # submitted before close() on another loop, flushed after it
+            failure = refusals.storage_unavailable("storage is closed")
+            _resolve([(op.fut, False, failure) for op in ops])
+            return
+        self._queue.put(ops)
+
+
+def settle(batch: Sequence[Op], outcomes: Sequence[tuple[bool, Any]]) -> None:
+    """Resolve each operation's future with its outcome, on its own loop: one wake-up per loop."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], bool, Any]]] = {}
+    for op, (ok, value) in zip(batch, outcomes, strict=True):
+        by_loop.setdefault(op.loop, []).append((op.fut, ok, value))
+    for loop, items in by_loop.items():
+        with contextlib.suppress(RuntimeError):  # a closed loop: nobody is waiting any more
+            loop.call_soon_threadsafe(_resolve, items)
+
+
+def _resolve(items: list[tuple[asyncio.Future[Any], bool, Any]]) -> None:
+    for fut, ok, value in items:
+        if fut.cancelled():
+            continue
+        if ok:
+            fut.set_result(value)
+        else:
+            fut.set_exception(value)
