@@ -39,20 +39,22 @@ class RateLimiter:
     def enabled(self) -> bool:
         return self.rate > 0
 
-    def acquire(self, tenant: str) -> float | None:
-        """Take one token: None when allowed, else seconds until one is available."""
+    def acquire(self, tenant: str, cost: float = 1.0) -> float | None:
+        """Take ``cost`` tokens (at most the burst, so that any call can pass): None when
+        allowed, else seconds until they are there."""
         if not self.enabled:
             return None
+        cost = min(cost, self.burst)
         now = self._clock()
         tokens, when = self._buckets.get(tenant, (self.burst, now))
         tokens = min(self.burst, tokens + (now - when) * self.rate)
-        if tokens >= 1.0:
-            self._buckets[tenant] = (tokens - 1.0, now)
+        if tokens >= cost:
+            self._buckets[tenant] = (tokens - cost, now)
             if len(self._buckets) > MAX_TENANTS:
                 self._forget_idle(now)
             return None
         self._buckets[tenant] = (tokens, now)
-        return (1.0 - tokens) / self.rate
+        return (cost - tokens) / self.rate
 
     def _forget_idle(self, now: float) -> None:
         """Drop the buckets that have refilled (forgetting them changes nothing)."""

@@ -9,6 +9,7 @@ RetryInfo; health checks are never limited."""
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
 import time
 from pathlib import Path
@@ -20,9 +21,10 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from fairdeck.client import AsyncDealerClient, DealerClient
 from fairdeck.client.exceptions import DeadlineExceeded, FairdeckError, ResourceExhausted
 from fairdeck.v1 import dealer_pb2 as pb
+from fairdeck.v1 import dealer_pb2_grpc
 from fairdeck_server.auth import new_token
 from fairdeck_server.edge.interceptors import hands_requested
-from fairdeck_server.edge.methods import Malformed
+from fairdeck_server.edge.methods import Malformed, call_cost
 from fairdeck_server.limits import OpenHandsCap, RateLimiter
 from fairdeck_server.principal import Role
 from tests.ops.kit import details, retry_delay
@@ -129,6 +131,47 @@ def test_rate_limit_refuses_with_reason_and_retry_delay(tmp_path: Path) -> None:
             assert _health(running.target) == health_pb2.HealthCheckResponse.SERVING
         time.sleep(delay + 0.05)
         assert c.get(hand.hand_id).hand_id == hand.hand_id
+
+
+def test_a_request_counts_one_call_per_started_16_kib_of_body() -> None:
+    assert call_cost(pb.GetHandRequest(hand_id="h1")) == 1
+    biggest_needed = pb.DealNewHandRequest(
+        deck="standard", client_seeds=[pb.ClientSeed(data=bytes(256))] * 64
+    )
+    assert call_cost(biggest_needed) == 2  # about 17 KiB: a client's largest request
+    assert call_cost(pb.DealNewHandRequest(client_seeds=[pb.ClientSeed(data=bytes(7_900))] * 65)) == 32
+    assert call_cost(Malformed("fairdeck.v1.GetHandRequest", 100_000)) == 7  # its raw bytes
+    clock = Clock()
+    bucket = RateLimiter(rate=1.0, burst=10, clock=clock)
+    assert bucket.acquire("acme", 32) is None  # more than the burst: it costs the whole burst
+    assert bucket.acquire("acme", 1) == pytest.approx(1.0)
+
+
+def test_a_flood_of_the_largest_requests_is_rate_limited_by_their_size(tmp_path: Path) -> None:
+    """Requests just under the 512 KiB limit, each refused (one seed too many): receiving and
+    parsing them cost the dealer 32 small calls each, before any handler. They counted one call
+    each, so a tenant could send 500 a second of them (the abuse benchmark's "largest" row)."""
+    seed = pb.ClientSeed(data=os.urandom(7_900))
+    largest = pb.DealNewHandRequest(deck="standard", client_seeds=[seed] * 65)
+    with (
+        RunningDealer(tmp_path / "d", rate_limit=1.0, rate_burst=40) as running,
+        grpc.insecure_channel(running.target) as channel,
+        DealerClient(running.target, retries=0) as c,
+    ):
+        stub = dealer_pb2_grpc.DealerServiceStub(channel)
+        codes = []
+        for _ in range(3):
+            with pytest.raises(grpc.RpcError) as e:
+                stub.DealNewHand(largest, timeout=10)
+            codes.append(e.value.code())
+        # The first is refused by the dealer (one seed too many); it took 32 of the 40 tokens.
+        assert codes == [grpc.StatusCode.INVALID_ARGUMENT] + [grpc.StatusCode.RESOURCE_EXHAUSTED] * 2
+        passed = 0
+        with pytest.raises(ResourceExhausted) as refused:
+            for _ in range(30):  # small calls pass until the rest of the tokens are spent
+                c.deal_new_hand()
+                passed += 1
+        assert refused.value.reason == "RATE_LIMITED" and 1 <= passed < 30
 
 
 def test_one_tenant_exhausted_leaves_another_alone(tmp_path: Path) -> None:

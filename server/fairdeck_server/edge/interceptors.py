@@ -27,7 +27,15 @@ from fairdeck_server import fair, logging_setup, principal, refusals
 from fairdeck_server.auth import Authenticator, check_role, is_open, peer_address
 from fairdeck_server.dealer import hands_held
 from fairdeck_server.edge.chain import ServerInterceptor
-from fairdeck_server.edge.methods import UNLIMITED_SERVICES, Malformed, StreamGone, drain, rewrap, service_of
+from fairdeck_server.edge.methods import (
+    UNLIMITED_SERVICES,
+    Malformed,
+    StreamGone,
+    call_cost,
+    drain,
+    rewrap,
+    service_of,
+)
 from fairdeck_server.edge.status import abort, status_of, translate
 from fairdeck_server.limits import OpenHandsCap, RateLimiter
 from fairdeck_server.metrics import Metrics
@@ -355,7 +363,7 @@ class LimitsInterceptor(ServerInterceptor):
         """The hands reserved for the call, or abort with RESOURCE_EXHAUSTED."""
         if self._on_tenant is not None:
             self._on_tenant(tenant)
-        wait = self.rate.acquire(tenant)
+        wait = self.rate.acquire(tenant, call_cost(request))
         if wait is not None:
             await self._refuse(context, tenant, refusals.rate_limited(wait))
         hands = hands_requested(method, request)
