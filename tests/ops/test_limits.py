@@ -23,7 +23,7 @@ from fairdeck.client.exceptions import DeadlineExceeded, FairdeckError, Resource
 from fairdeck.v1 import dealer_pb2 as pb
 from fairdeck.v1 import dealer_pb2_grpc
 from fairdeck_server.auth import new_token
-from fairdeck_server.edge.interceptors import hands_requested
+from fairdeck_server.edge.interceptors import CAP_AGAIN, hands_requested
 from fairdeck_server.edge.methods import Malformed, call_cost
 from fairdeck_server.limits import OpenHandsCap, RateLimiter
 from fairdeck_server.principal import Role
@@ -220,6 +220,7 @@ def test_open_hands_cap(tmp_path: Path) -> None:
             lambda: list(c.deal_hands(hand_count=1, close=True)),  # in flight while it runs
         )
         for call in refused_calls:
+            time.sleep(CAP_AGAIN)  # each the first refusal in a while: answered at once
             with pytest.raises(ResourceExhausted) as refused:
                 call()
             assert refused.value.reason == "TOO_MANY_OPEN_HANDS"
@@ -236,6 +237,26 @@ def test_open_hands_cap(tmp_path: Path) -> None:
         running.restart()  # counted from storage: a restart forgets nothing
         with DealerClient(running.target, retries=0) as again, pytest.raises(ResourceExhausted):
             again.open_hand()
+
+
+def test_asking_again_while_capped_is_held_like_a_flood(tmp_path: Path) -> None:
+    """The first TOO_MANY_OPEN_HANDS is answered at once: the caller should close some. Asking
+    again within CAP_AGAIN is a flood (the abuse benchmark's 8 threads asked 1,400 times a second,
+    each refusal costing the dealer a whole call), so it is held for its retry delay first."""
+    with (
+        RunningDealer(tmp_path / "d", max_open_hands=1, rate_limit=0) as running,
+        DealerClient(running.target, retries=0) as c,
+    ):
+        c.open_hand()
+        took = []
+        for _ in range(3):
+            began = time.monotonic()
+            with pytest.raises(ResourceExhausted) as refused:
+                c.open_hand()
+            took.append(time.monotonic() - began)
+            assert refused.value.reason == "TOO_MANY_OPEN_HANDS"
+        assert took[0] < 0.5 and min(took[1:]) > 0.8, took
+        assert refused.value.retry_delay is not None and refused.value.retry_delay < 0.2
 
 
 def test_refused_opens_free_their_slots_at_once(tmp_path: Path) -> None:

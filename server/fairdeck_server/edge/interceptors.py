@@ -37,7 +37,7 @@ from fairdeck_server.edge.methods import (
     service_of,
 )
 from fairdeck_server.edge.status import abort, status_of, translate
-from fairdeck_server.limits import OpenHandsCap, RateLimiter
+from fairdeck_server.limits import MAX_TENANTS, OpenHandsCap, RateLimiter
 from fairdeck_server.metrics import Metrics
 from fairdeck_server.principal import Principal
 from fairdeck_server.refusals import DealerError
@@ -251,10 +251,10 @@ class LimitsInterceptor(ServerInterceptor):
     ``principal.current()`` is the caller. Its streams stay async generators, as the auth
     interceptor expects.
 
-    A refusal of a flood (rate, calls in flight, streams) is answered after a while: the retry
-    delay, at most HOLD_SECONDS and half the call's deadline, and the RetryInfo then asks for only
-    the rest. A client that floods and waits for its answers floods more slowly, and a refused
-    call costs no CPU while it waits."""
+    A refusal of a flood (rate, calls in flight, streams, the open-hands cap asked again within
+    CAP_AGAIN) is answered after a while: the retry delay, at most HOLD_SECONDS and half the
+    call's deadline, and the RetryInfo then asks for only the rest. A client that floods and
+    waits for its answers floods more slowly, and a refused call costs no CPU while it waits."""
 
     def __init__(
         self,
@@ -273,6 +273,8 @@ class LimitsInterceptor(ServerInterceptor):
         self._on_refusal = on_refusal
         self._on_tenant = on_tenant
         self._held = 0
+        self._capped: dict[str, float] = {}
+        """When each tenant was last refused TOO_MANY_OPEN_HANDS (monotonic seconds)."""
         """Refusals being held now (at most MAX_HELD; past it they are answered at once)."""
 
     async def intercept_service(
@@ -370,8 +372,19 @@ class LimitsInterceptor(ServerInterceptor):
         wait = await self.cap.reserve(tenant, hands)
         if wait is not None:
             refused = refusals.too_many_open_hands(self.cap.limit, wait)
-            await self._refuse(context, tenant, refused, held=False)  # "close some first": no flood
+            # The first refusal is answered at once (close some first); asking again while still
+            # capped is a flood, held like the others.
+            await self._refuse(context, tenant, refused, held=self._capped_again(tenant))
         return hands
+
+    def _capped_again(self, tenant: str) -> bool:
+        """Whether ``tenant`` was refused TOO_MANY_OPEN_HANDS within the last CAP_AGAIN seconds."""
+        now = time.monotonic()
+        last = self._capped.get(tenant)
+        self._capped[tenant] = now
+        if len(self._capped) > MAX_TENANTS:  # forget those that no longer matter
+            self._capped = {t: at for t, at in self._capped.items() if now - at < CAP_AGAIN}
+        return last is not None and now - last < CAP_AGAIN
 
     async def _refuse(
         self,
@@ -414,6 +427,8 @@ WROTE_NOTHING = frozenset(
     }
 )
 """The codes of refusals, which write nothing (storage refuses before it writes)."""
+CAP_AGAIN = 1.0
+"""A tenant refused TOO_MANY_OPEN_HANDS again within this many seconds has its refusal held."""
 HOLD_SECONDS = 1.0
 """The longest a per-tenant refusal is held before it is answered."""
 MAX_HELD = 10_000
