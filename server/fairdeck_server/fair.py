@@ -164,6 +164,27 @@ def take_turns(queue: FairQueue[T], *, alone: int, most: int) -> list[T]:
     return out
 
 
+class Sharing:
+    """Whether tenants share a queue now: work of two or more tenants (the dealer's own aside)
+    seen within the last ``window`` seconds. A storage writer lets a tenant alone fill long
+    batches (its throughput) and keeps every batch to one turn of each while others come, even
+    between their calls (their latency: a call arriving waits for the batch under way)."""
+
+    def __init__(self, window: float) -> None:
+        self.window = window
+        self._seen: dict[str, float] = {}
+
+    def saw(self, whose: str, now: float) -> None:
+        if whose != SYSTEM:
+            self._seen[whose] = now
+
+    def shared(self, now: float) -> bool:
+        if len(self._seen) < 2:
+            return False
+        self._seen = {k: at for k, at in self._seen.items() if now - at < self.window}
+        return len(self._seen) >= 2
+
+
 class CpuTurns:
     """The dealer's CPU work in fair turns: ``await turns.run(cost, fn)`` runs ``fn`` when it is
     the caller's tenant's turn, then lets everything else ready on the event loop run before

@@ -58,6 +58,19 @@ def test_take_turns_gives_one_turn_each_to_several_tenants_and_more_to_one_alone
     assert fair.take_turns(q, alone=1, most=512) == ["a7"]  # never nothing while work is queued
 
 
+def test_sharing_is_two_tenants_within_the_window_the_dealers_own_work_aside() -> None:
+    sharing = fair.Sharing(window=1.0)
+    sharing.saw("bulk", 10.0)
+    sharing.saw(fair.SYSTEM, 10.0)  # the reaper, checkpoints: nobody waits on them
+    assert not sharing.shared(10.0)
+    sharing.saw("table", 10.5)
+    assert sharing.shared(10.6)
+    sharing.saw("bulk", 11.3)
+    assert sharing.shared(11.4)  # between the table's calls too
+    sharing.saw("bulk", 11.6)
+    assert not sharing.shared(11.6)  # the table's last work is a window ago: bulk is alone
+
+
 def test_push_front_puts_work_back_first_in_its_tenants_queue() -> None:
     q: fair.FairQueue[str] = fair.FairQueue(quantum=1)
     q.push("a", "a1")

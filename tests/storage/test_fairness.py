@@ -19,7 +19,7 @@ import pytest
 from fairdeck_server import fair
 from fairdeck_server.storage.base import HandRecord
 from fairdeck_server.storage.sqlite import SqliteStorage
-from fairdeck_server.storage.sqlite.writer import BATCH_COST
+from fairdeck_server.storage.sqlite.writer import BATCH_COST, QUANTUM
 from tests.storage.kit import new_hand, records
 
 
@@ -110,6 +110,45 @@ def test_one_tenant_alone_fills_a_batch_and_several_take_one_turn_each(tmp_path:
     assert batches == (3 if tenants == 1 else 12)
 
 
+def test_while_another_tenant_is_active_a_bulk_tenant_alone_in_the_queue_gets_one_turn_a_batch(
+    tmp_path: Path,
+) -> None:
+    """A table that calls every 100 ms has nothing queued most of the time; its next call waits for
+    the batch under way. So while it is active (within SHARED_WINDOW), the bulk tenant's batches
+    stay one turn (QUANTUM) even when it is alone in the queue: they were BATCH_COST, and the
+    table's median DealNewHand was 3.5x idle behind a bulk dealer."""
+    path = tmp_path / "fairdeck.db"
+
+    async def main() -> int:
+        storage = SqliteStorage(path)
+        await storage.start()
+        try:
+            await storage.create_hands([new_hand("warm")])
+            table = fair.bind("table")
+            await storage.create_hands([new_hand("table")])  # done: nothing of it is queued
+            fair.unbind(table)
+            before = storage.stats.batches
+            blocker = sqlite3.connect(path, isolation_level=None, timeout=10)
+            blocker.execute("BEGIN IMMEDIATE")
+            try:
+                bulk = fair.bind("bulk")
+                slices = [
+                    asyncio.ensure_future(storage.create_hands([new_hand(f"b{k}.{i}") for i in range(32)]))
+                    for k in range(12)
+                ]
+                fair.unbind(bulk)
+                await asyncio.sleep(0.3)
+            finally:
+                blocker.execute("ROLLBACK")
+                blocker.close()
+            await asyncio.gather(*slices)
+            return storage.stats.batches - before
+        finally:
+            await storage.close()
+
+    assert asyncio.run(main()) == 12 * 32 // QUANTUM  # alone for a window: 12 * 32 // BATCH_COST
+
+
 def test_postgres_serves_a_single_hand_of_another_tenant_before_queued_bulk_chunks(pg_url: str) -> None:
     import psycopg
 
@@ -149,6 +188,43 @@ def test_postgres_serves_a_single_hand_of_another_tenant_before_queued_bulk_chun
     assert single.commit_index == 1 + len(before)
     firsts = [chunk[0].commit_index for chunk in chunks]
     assert firsts == sorted(firsts)
+
+
+def test_postgres_keeps_a_bulk_tenants_batches_to_one_turn_while_another_is_active(pg_url: str) -> None:
+    import psycopg
+
+    from fairdeck_server.storage.postgres import PostgresStorage
+    from fairdeck_server.storage.postgres import writer as pg_writer
+
+    async def main() -> int:
+        storage = PostgresStorage(pg_url)
+        await storage.start()
+        try:
+            await storage.create_hands([new_hand("warm")])
+            table = fair.bind("table")
+            await storage.create_hands([new_hand("table")])
+            fair.unbind(table)
+            before = storage.stats.batches
+            blocker = await psycopg.AsyncConnection.connect(pg_url)
+            await blocker.execute("LOCK TABLE log_head IN ACCESS EXCLUSIVE MODE")
+            try:
+                bulk = fair.bind("bulk")
+                slices = [
+                    asyncio.ensure_future(storage.create_hands([new_hand(f"b{k}.{i}") for i in range(32)]))
+                    for k in range(12)
+                ]
+                fair.unbind(bulk)
+                await asyncio.sleep(0.5)
+            finally:
+                await blocker.rollback()
+                await blocker.close()
+            await asyncio.gather(*slices)
+            return storage.stats.batches - before
+        finally:
+            await storage.close()
+
+    # The first slice may be in the batch that waits on the lock; the rest one turn a batch.
+    assert asyncio.run(main()) == 12 * 32 // pg_writer.QUANTUM
 
 
 def test_one_tenants_backlog_of_single_calls_does_not_sit_in_front_of_anothers(tmp_path: Path) -> None:

@@ -28,7 +28,7 @@ from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool
 
 from fairdeck_server import fair, refusals
-from fairdeck_server.fair import FairQueue, take_turns
+from fairdeck_server.fair import FairQueue, Sharing, take_turns
 from fairdeck_server.storage.base import (
     HAND_COLUMNS,
     Change,
@@ -49,7 +49,9 @@ MAX_BATCH = 512
 QUANTUM = 32
 """A tenant's turn in a batch, in hands written (as the SQLite writer's: fair.py)."""
 BATCH_COST = 128
-"""Hands one tenant alone may have written in one transaction."""
+"""Hands one tenant alone may have written in one transaction, while no other tenant has had work
+for SHARED_WINDOW seconds; while others have, one turn (QUANTUM), as on SQLite."""
+SHARED_WINDOW = 1.0
 RETRIES = 3
 """Times an operation alone is retried after a deadlock, serialization failure or lost race."""
 
@@ -180,6 +182,7 @@ class Writer:
     def __init__(self, pool: AsyncConnectionPool[psycopg.AsyncConnection[TupleRow]]) -> None:
         self._write_pool = pool
         self._queue: FairQueue[_Op] = FairQueue(QUANTUM)
+        self._sharing = Sharing(SHARED_WINDOW)
         self._wakeup = asyncio.Event()
         self._closed = False
         self._task: asyncio.Task[None] | None = None
@@ -191,6 +194,7 @@ class Writer:
 
     def enqueue(self, op: _Op) -> None:
         self._queue.push(op.whose, op, op.cost)
+        self._sharing.saw(op.whose, time.monotonic())
         self._wakeup.set()
 
     def fail_queued(self, error: BaseException) -> None:
@@ -216,7 +220,8 @@ class Writer:
                 await self._wakeup.wait()
             # What queued while the previous batch committed, in fair turns: one transaction, one
             # WAL flush.
-            batch = take_turns(self._queue, alone=BATCH_COST, most=MAX_BATCH)
+            shared = self._sharing.shared(time.monotonic())  # then one turn each (fair.Sharing)
+            batch = take_turns(self._queue, alone=QUANTUM if shared else BATCH_COST, most=MAX_BATCH)
             try:
                 await self._run(batch)
             except Exception as e:  # a bug: fail the batch, keep the writer alive
