@@ -381,10 +381,12 @@ class LimitsInterceptor(ServerInterceptor):
         """Whether ``tenant`` was refused TOO_MANY_OPEN_HANDS within the last CAP_AGAIN seconds."""
         now = time.monotonic()
         last = self._capped.get(tenant)
-        self._capped[tenant] = now
+        again = last is not None and now - last < CAP_AGAIN
+        # When this refusal is answered: a held one a hold later, so the next ask counts from then.
+        self._capped[tenant] = now + (HOLD_SECONDS if again else 0.0)
         if len(self._capped) > MAX_TENANTS:  # forget those that no longer matter
             self._capped = {t: at for t, at in self._capped.items() if now - at < CAP_AGAIN}
-        return last is not None and now - last < CAP_AGAIN
+        return again
 
     async def _refuse(
         self,
