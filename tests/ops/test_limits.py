@@ -174,6 +174,28 @@ def test_a_flood_of_the_largest_requests_is_rate_limited_by_their_size(tmp_path:
         assert refused.value.reason == "RATE_LIMITED" and 1 <= passed < 30
 
 
+def test_a_body_of_repeated_fields_counts_its_received_bytes(tmp_path: Path) -> None:
+    """A body of one singular field sent again and again (last one wins, as protobuf parses)
+    costs the dealer its whole size to receive and parse, but the message it parses to is a few
+    bytes: counted by the parsed message's ByteSize, 500 KiB of it counted one call, so the
+    size rule was bypassed by any body that repeats a field."""
+    one = pb.GetHandRequest(hand_id="h" * 60).SerializeToString()
+    body = one * (500 * 1024 // len(one))
+    assert pb.GetHandRequest.FromString(body).ByteSize() < 100  # what it parses to
+    with (
+        RunningDealer(tmp_path / "d", rate_limit=1.0, rate_burst=40) as running,
+        grpc.insecure_channel(running.target) as channel,
+    ):
+        get = channel.unary_unary(DEALER + "GetHand")  # bytes as they are, no serializer
+        codes = []
+        for _ in range(3):
+            with pytest.raises(grpc.RpcError) as e:
+                get(body, timeout=10)
+            codes.append(e.value.code())
+        # The first took 32 of the 40 tokens (500 KiB received); the next finds 8.
+        assert codes == [grpc.StatusCode.NOT_FOUND] + [grpc.StatusCode.RESOURCE_EXHAUSTED] * 2, codes
+
+
 def test_one_tenant_exhausted_leaves_another_alone(tmp_path: Path) -> None:
     with RunningDealer(tmp_path / "d", rate_limit=0.5, rate_burst=2, require_auth=True) as running:
         tokens = {}

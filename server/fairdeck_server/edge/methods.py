@@ -10,6 +10,7 @@ because the call already ended raises ``StreamGone``, which the outermost layer 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from types import ModuleType
 from typing import Any
 
@@ -31,8 +32,15 @@ class Malformed:
         self.size = size
 
 
+_received: ContextVar[int] = ContextVar("fairdeck_request_bytes", default=0)
+"""The bytes of the request body this call received (set by its deserializer, in the call's own
+task, before any interceptor's behavior runs): what ``call_cost`` counts, since the message they
+parse to can be far smaller (a field sent again and again: the last one wins)."""
+
+
 def _lenient(message_class: Any) -> Callable[[bytes], Any]:
     def parse(data: bytes) -> Any:
+        _received.set(len(data))
         try:
             return message_class.FromString(data)
         except DecodeError:
@@ -48,8 +56,12 @@ a client needs (64 client seeds of 256 bytes) is about 17 KiB; one of 512 KiB co
 
 
 def call_cost(request: object) -> int:
-    """What ``request`` counts against its tenant's rate (BYTES_PER_CALL)."""
-    size = request.size if isinstance(request, Malformed) else request.ByteSize()  # type: ignore[attr-defined]
+    """What ``request`` counts against its tenant's rate (BYTES_PER_CALL): by the bytes received
+    when the call's deserializer saw them, never less than the message's own size."""
+    if isinstance(request, Malformed):
+        size = request.size
+    else:
+        size = max(request.ByteSize(), _received.get())  # type: ignore[attr-defined]
     return max(1, -(-size // BYTES_PER_CALL))
 
 
