@@ -74,6 +74,11 @@ class _Count:
     read_at: float
     in_flight: int = 0
     """Hands reserved by calls still running (maybe not yet visible to a count)."""
+    reading: bool = False
+    """A count is being read from storage now."""
+    ended: int = 0
+    """Hands of calls that ended while that count was read: storage's snapshot may have been
+    taken before they were written (the SQLite reader's thread), so they are counted too."""
 
 
 class OpenHandsCap:
@@ -135,6 +140,8 @@ class OpenHandsCap:
             count.in_flight = max(0, count.in_flight - hands)
             if not opened:
                 count.open = max(0, count.open - hands)
+            elif count.reading:
+                count.ended += hands
 
     async def _read(self, tenant: str) -> _Count:
         lock = self._locks.setdefault(tenant, asyncio.Lock())
@@ -143,13 +150,20 @@ class OpenHandsCap:
             if count is not None and self._clock() - count.read_at < self.min_reread:
                 return count  # another call just read it
             started = self._clock()
-            stored = await self._count_open(tenant)
+            if count is not None:
+                count.reading, count.ended = True, 0
+            try:
+                stored = await self._count_open(tenant)
+            finally:
+                if count is not None:
+                    count.reading = False
             in_flight = count.in_flight if count is not None else 0
+            ended = count.ended if count is not None else 0  # maybe not in ``stored``: errs high
             if count is None:
                 if len(self._counts) >= MAX_TENANTS:
                     self._forget_idle()
                 count = self._counts[tenant] = _Count(0, started)
-            count.open = stored + in_flight
+            count.open = stored + in_flight + ended
             count.read_at = started
             return count
 

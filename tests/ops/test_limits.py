@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
+import threading
 import time
 from pathlib import Path
 
@@ -88,6 +89,47 @@ def test_open_hands_cap_reserves_locally_and_rereads_before_refusing() -> None:
         assert await cap.reserve("acme", 0) is None  # asking for nothing is never refused
 
     asyncio.run(scenario())
+
+
+def test_a_call_that_ends_while_its_tenant_is_counted_is_not_lost(tmp_path: Path) -> None:
+    """The count is read on the SQLite reader's thread, in a snapshot taken when it runs; a call
+    whose hand commits after that snapshot and that releases its reservation before the count
+    comes back is then in neither the stored count nor the calls in flight, so the cap let one
+    more in than it allows. (Counted on the writer, the count and the writes took turns in one
+    order, and the count was exact.) Here the reader is held, after the count's query, by a read
+    of the same transaction until the call has ended."""
+    from fairdeck_server.storage.sqlite import SqliteStorage
+    from tests.storage.kit import new_hand
+
+    async def scenario() -> list[float | None]:
+        storage = SqliteStorage(tmp_path / "fairdeck.db")
+        await storage.start()
+        try:
+            clock = Clock()
+            cap = OpenHandsCap(storage.open_hands, 2, ttl=1.0, min_reread=0.1, clock=clock)
+            assert await cap.reserve("t", 1) is None  # call A: 0 stored
+            clock.now += 5  # the next call reads the count again
+            gate = threading.Event()
+
+            def hold(conn: sqlite3.Connection) -> None:  # after the count, in its transaction
+                gate.wait(10)
+
+            b = asyncio.ensure_future(cap.reserve("t", 1))  # call B: its count is queued...
+            await asyncio.sleep(0)
+            held = asyncio.ensure_future(storage._reader.submit(hold))  # ...and this with it
+            await asyncio.sleep(0.2)  # the count has run: its snapshot shows no hand
+            await storage.create_hands([new_hand(1)])  # call A's hand, acknowledged
+            cap.release("t", 1)  # call A ends
+            gate.set()
+            await held
+            got = [await b]
+            # Two open (A's stored, B's in flight): a third is one too many.
+            got.append(await cap.reserve("t", 1))
+            return got
+        finally:
+            await storage.close()
+
+    assert asyncio.run(scenario()) == [None, 1.0]
 
 
 def test_what_counts_as_opening_hands() -> None:
