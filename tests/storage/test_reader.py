@@ -9,11 +9,16 @@ real file; the writer is held inside a batch by a second connection holding the 
 from __future__ import annotations
 
 import asyncio
+import errno
 import sqlite3
 import time
 from pathlib import Path
 
+import pytest
+
+from fairdeck.wire import Reason
 from fairdeck_server import fair
+from fairdeck_server.refusals import DealerError
 from fairdeck_server.storage.sqlite import SqliteStorage
 from fairdeck_server.storage.sqlite.reader import MOST
 from tests.storage.kit import new_hand, records
@@ -93,3 +98,39 @@ def test_one_tenants_flood_of_reads_does_not_sit_in_front_of_anothers_read(tmp_p
     position, total = asyncio.run(main())
     assert total == 2001
     assert position <= MOST, f"the other tenant's read came {position}th of {total}"
+
+
+def test_a_read_failing_while_the_disk_fails_stat_too_leaves_the_reader_alive(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A dying disk or mount: a read fails (SQLITE_IOERR) and saying what kind of failure it is
+    stats the -wal and -shm files, which fails too (EIO). That OSError escaped the reader's
+    error path and ended its thread: the read never got an answer, nor did any read after it
+    (each call hung until its deadline, and health heard nothing)."""
+    path = tmp_path / "fairdeck.db"
+    real_exists = Path.exists
+
+    def exists(self: Path) -> bool:
+        if self.name.endswith(("-wal", "-shm")):
+            raise OSError(errno.EIO, "Input/output error")
+        return real_exists(self)
+
+    def failing_read(conn: sqlite3.Connection) -> None:
+        raise sqlite3.OperationalError("disk I/O error")
+
+    async def main() -> None:
+        storage = SqliteStorage(path)
+        await storage.start()
+        try:
+            (made,) = records(await storage.create_hands([new_hand(1)]))
+            monkeypatch.setattr(Path, "exists", exists)
+            with pytest.raises(DealerError) as failed:
+                await asyncio.wait_for(storage._reader.submit(failing_read), 3)
+            assert failed.value.reason == Reason.STORAGE_UNAVAILABLE
+            monkeypatch.setattr(Path, "exists", real_exists)
+            got = await asyncio.wait_for(storage.get_hand("t", made.hand_id), 3)
+            assert got is not None and got.commitment == made.commitment
+        finally:
+            await storage.close()
+
+    asyncio.run(main())

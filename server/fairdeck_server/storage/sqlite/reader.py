@@ -176,7 +176,12 @@ class SqliteReader(OpQueue):
                     turns.push(op.whose, op, 1)
             batch = take_turns(turns, alone=MOST, most=MOST)
             if batch:
-                settle(batch, self._read(conn, batch))
+                try:
+                    outcomes = self._read(conn, batch)
+                except Exception as e:  # a bug of this thread's own: fail the batch, stay alive
+                    log.error("storage reads failed: %s", type(e).__name__)
+                    outcomes = [(False, e)] * len(batch)
+                settle(batch, outcomes)
         conn.close()
 
     def _read(self, conn: sqlite3.Connection, batch: list[Op]) -> list[tuple[bool, Any]]:

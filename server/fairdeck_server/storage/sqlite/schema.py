@@ -236,7 +236,7 @@ def explain(path: Path, error: BaseException) -> str:
             "disk first: a file system turns read-only after I/O errors); the file is not damaged"
         )
     files = (path, Path(f"{path}-wal"), Path(f"{path}-shm"))
-    unwritable = [p for p in files if p.exists() and not _writable(p)]
+    unwritable = [p for p in files if _exists(p) and not _writable(p)]
     if unwritable or not _writable(directory):
         what = unwritable[0] if unwritable else directory
         return (
@@ -273,6 +273,15 @@ def _errno(error: BaseException) -> int | None:
 
 def _writable(path: Path) -> bool:
     return os.access(path, os.W_OK)
+
+
+def _exists(path: Path) -> bool:
+    """Whether ``path`` is there; False when even that cannot be told (a dying disk answers stat
+    with EIO): explaining a failure must never raise, or it ends the storage thread explaining it."""
+    try:
+        return path.exists()
+    except OSError:
+        return False
 
 
 def _read_only_mount(directory: Path) -> bool:
