@@ -49,20 +49,21 @@ def _lenient(message_class: Any) -> Callable[[bytes], Any]:
     return parse
 
 
+FREE_BYTES = 64 * 1024
+"""A request's first 64 KiB count as its one call: every request a client needs fits (64 client
+seeds typed decomposed, valid by their NFC bytes, make a DealNewHand of about 49 KiB)."""
 BYTES_PER_CALL = 16 * 1024
-"""A request counts one call against its tenant's rate per started 16 KiB of body: what a call
-costs the dealer before any handler (receiving, parsing) grows with its body. The largest request
-a client needs (64 client seeds of 256 bytes) is about 17 KiB; one of 512 KiB counts 32."""
+"""Past FREE_BYTES, a request counts one call more against its tenant's rate per started 16 KiB:
+what a call costs the dealer before any handler (receiving, parsing) grows with its body. One of
+512 KiB counts 29."""
 
 
 def call_cost(request: object) -> int:
-    """What ``request`` counts against its tenant's rate (BYTES_PER_CALL): by the bytes received
-    when the call's deserializer saw them, never less than the message's own size."""
-    if isinstance(request, Malformed):
-        size = request.size
-    else:
-        size = max(request.ByteSize(), _received.get())  # type: ignore[attr-defined]
-    return max(1, -(-size // BYTES_PER_CALL))
+    """What ``request`` counts against its tenant's rate (FREE_BYTES, BYTES_PER_CALL): the bytes
+    its deserializer received, never less than the message's own size."""
+    received = request.size if isinstance(request, Malformed) else _received.get()
+    size = received if isinstance(request, Malformed) else max(request.ByteSize(), received)  # type: ignore[attr-defined]
+    return 1 + max(0, -(-(size - FREE_BYTES) // BYTES_PER_CALL))
 
 
 def check_parsed(request: object) -> None:
