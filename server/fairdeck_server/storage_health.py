@@ -14,6 +14,8 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
+from fairdeck_server import fair
+
 log = logging.getLogger(__name__)
 RETRY_SECONDS = 1.0
 """While unhealthy, seconds between probe writes."""
@@ -60,6 +62,7 @@ class StorageHealth:
                 await self._task
 
     async def _probe_until_ok(self) -> None:
+        fair.bind(fair.SYSTEM)  # the dealer's own work, not that of the tenant whose call failed
         while not self._stopped:
             try:
                 await self._probe()
