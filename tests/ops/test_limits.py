@@ -189,7 +189,7 @@ def test_a_request_counts_one_call_and_one_more_per_started_16_kib_past_64_kib()
     assert bucket.acquire("acme", 1) == pytest.approx(1.0)
 
 
-def test_a_request_the_sdk_makes_with_text_seeds_counts_at_most_two_calls() -> None:
+def test_a_request_the_sdk_makes_with_text_seeds_counts_one_call() -> None:
     """The SDK sends text seeds as they are (the dealer normalizes them), and a seed is limited
     by its NFC bytes: 85 Hangul syllables typed decomposed (NFD, as macOS input gives) are 765
     bytes on the wire and 255 after NFC. 64 of them, a valid DealNewHand, are 49 KiB: they
