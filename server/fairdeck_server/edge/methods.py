@@ -60,9 +60,13 @@ what a call costs the dealer before any handler (receiving, parsing) grows with 
 
 def call_cost(request: object) -> int:
     """What ``request`` counts against its tenant's rate (FREE_BYTES, BYTES_PER_CALL): the bytes
-    its deserializer received, never less than the message's own size."""
-    received = request.size if isinstance(request, Malformed) else _received.get()
-    size = received if isinstance(request, Malformed) else max(request.ByteSize(), received)  # type: ignore[attr-defined]
+    its deserializer received (the message's own size only if none did)."""
+    if isinstance(request, Malformed):
+        return _cost(request.size)
+    return _cost(_received.get() or request.ByteSize())  # type: ignore[attr-defined]
+
+
+def _cost(size: int) -> int:
     return 1 + max(0, -(-(size - FREE_BYTES) // BYTES_PER_CALL))
 
 

@@ -21,7 +21,7 @@ import logging
 import queue
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -32,7 +32,7 @@ from fairdeck_server.fair import FairQueue, take_turns
 from fairdeck_server.refusals import RESTORE
 from fairdeck_server.storage.base import entries_in_order
 from fairdeck_server.storage.handoff import Op, OpQueue, settle
-from fairdeck_server.storage.sqlite.schema import explain, is_damage, kind
+from fairdeck_server.storage.sqlite.schema import error_name, explain, is_damage, kind
 
 PAGE = 5000
 """Entries per read transaction."""
@@ -112,7 +112,12 @@ MOST = 64
 class SqliteReader(OpQueue):
     """The reader thread and its connection (opened once the writer has made the database)."""
 
-    def __init__(self, path: Path, refused: tuple[type[BaseException], ...], on_fault: Any) -> None:
+    def __init__(
+        self,
+        path: Path,
+        refused: tuple[type[BaseException], ...],
+        on_fault: Callable[[BaseException], None],
+    ) -> None:
         """``refused``: what a read raises to refuse (passed on as it is); ``on_fault(e)``: a
         database error, for the storage's diagnosis."""
         super().__init__()
@@ -210,10 +215,5 @@ class SqliteReader(OpQueue):
     def _failure(self, e: sqlite3.Error, quiet: bool) -> Exception:
         self._on_fault(e)
         if not quiet:
-            code = getattr(e, "sqlite_errorname", None)
-            log.log(
-                logging.DEBUG if self.quiet else logging.ERROR,
-                "storage read failed: %s",
-                type(e).__name__ + (f" ({code})" if code else ""),
-            )
+            log.log(logging.DEBUG if self.quiet else logging.ERROR, "storage read failed: %s", error_name(e))
         return refusals.storage_unavailable(f"storage failed ({kind(self._path, e)}); nothing was read")

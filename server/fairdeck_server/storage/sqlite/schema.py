@@ -275,6 +275,13 @@ def _writable(path: Path) -> bool:
     return os.access(path, os.W_OK)
 
 
+def error_name(e: BaseException) -> str:
+    """An exception named without its message (which may quote a value): the class and SQLite's
+    error code name, for a log line."""
+    code = getattr(e, "sqlite_errorname", None)
+    return type(e).__name__ + (f" ({code})" if code else "")
+
+
 def _exists(path: Path) -> bool:
     """Whether ``path`` is there; False when even that cannot be told (a dying disk answers stat
     with EIO): explaining a failure must never raise, or it ends the storage thread explaining it."""

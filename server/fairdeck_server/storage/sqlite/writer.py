@@ -42,7 +42,7 @@ from fairdeck_server.storage.base import (
     same_request,
 )
 from fairdeck_server.storage.handoff import Op, OpQueue, settle
-from fairdeck_server.storage.sqlite.schema import explain, kind, last_entry_stamp, open_database
+from fairdeck_server.storage.sqlite.schema import error_name, explain, kind, last_entry_stamp, open_database
 from fairdeck_server.storage.writer_lock import WriterLock
 
 T = TypeVar("T")
@@ -413,7 +413,7 @@ class SqliteWriter(OpQueue):
 
     def _said(self, what: str, e: BaseException) -> None:
         """One log line for a failure: the class and SQLite's error name, never a value."""
-        log.log(logging.DEBUG if self.quiet else logging.ERROR, "%s: %s", what, _what(e))
+        log.log(logging.DEBUG if self.quiet else logging.ERROR, "%s: %s", what, error_name(e))
 
     def _count(self, operations: int, size_before: int, began: float) -> None:
         stats = self.stats
@@ -536,9 +536,3 @@ STORAGE_UNAVAILABLE. ProgrammingError, IntegrityError and the like stay bugs (IN
 
 def _is_storage_fault(e: BaseException) -> bool:
     return isinstance(e, STORAGE_FAULTS) or type(e) is sqlite3.DatabaseError
-
-
-def _what(e: BaseException) -> str:
-    """An exception named without its message: the class and SQLite's error code name."""
-    code = getattr(e, "sqlite_errorname", None)
-    return type(e).__name__ + (f" ({code})" if code else "")
