@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -31,11 +32,19 @@ def results(path: Path) -> list[dict[str, object]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line]
 
 
-def wait_for(what: str, ok: object, timeout: float = 60) -> None:
+def wait_for(what: str, ok: Callable[[], bool], seen: Callable[[], str], timeout: float = 60) -> None:
     end = time.monotonic() + timeout
-    while not ok():  # type: ignore[operator]
-        assert time.monotonic() < end, f"never happened: {what}"
+    while not ok():
+        assert time.monotonic() < end, f"never happened: {what}; {seen()}"
         time.sleep(0.1)
+
+
+def point_at(target_file: Path, target: str) -> None:
+    """Tell the collector and the dealing thread where the dealer is: replaced whole, so that a
+    reader never sees the file empty between truncation and write."""
+    part = target_file.with_suffix(".part")
+    part.write_text(target)
+    part.replace(target_file)
 
 
 def test_every_checkpoint_handed_out_is_proved_from_tiles_through_nginx(tmp_path: Path) -> None:
@@ -54,7 +63,7 @@ def test_every_checkpoint_handed_out_is_proved_from_tiles_through_nginx(tmp_path
     out.touch()
     nginx = Nginx(root)
     dealer = DealerProcess(data, tmp_path / "dealer.log", *flags)
-    target_file.write_text(dealer.target)
+    point_at(target_file, dealer.target)
     collector = subprocess.Popen(
         [
             sys.executable, "-m", "tests.tiles.collector", "--vkey", vkey, "--tiles", f"{nginx.url}/log",
@@ -76,6 +85,23 @@ def test_every_checkpoint_handed_out_is_proved_from_tiles_through_nginx(tmp_path
             except Exception:
                 time.sleep(0.1)  # the dealer is down: deal again once it is back
 
+    before = 0
+
+    def seen() -> str:
+        """What the collector, the dealer and the witness show, for a failed wait."""
+        records = results(out)
+        sizes = [r for r in records if "size" in r]
+        sources = sorted({str(r["source"]) for r in sizes if int(r["size"]) > before})  # type: ignore[call-overload]
+        failed = [r["failure"] for r in records if "failure" in r][:3]
+        gone = collector.poll()
+        said = collector.stderr.read()[-2000:] if gone is not None and collector.stderr else ""
+        witness_said = witness.stderr_path.read_text(errors="replace")[-1500:]
+        return (
+            f"sources past size {before}: {sources}; failures: {failed}; last records: {records[-6:]}; "
+            f"collector exit: {gone} {said}; dealer stderr: {dealer.stderr()[-2000:]}; "
+            f"witness stderr: {witness_said}"
+        )
+
     dealing.set()
     thread = threading.Thread(target=deal)
     thread.start()
@@ -84,12 +110,13 @@ def test_every_checkpoint_handed_out_is_proved_from_tiles_through_nginx(tmp_path
         wait_for(
             "the witness's checkpoint is proved",
             lambda: any(r.get("source") == "witness" for r in results(out)),
+            seen,
         )
         before = max(int(r["size"]) for r in results(out) if "size" in r)  # type: ignore[call-overload]
         dealer.kill9()  # in the middle of dealing, of signing, of writing tiles
         time.sleep(1.0)  # the tiles stay served (and proved) while the dealer is down
         dealer = DealerProcess(data, tmp_path / "dealer.log", *flags)
-        target_file.write_text(dealer.target)
+        point_at(target_file, dealer.target)
         time.sleep(PHASE_S)
         wait_for(
             "checkpoints after the restart are proved from every source",
@@ -97,6 +124,7 @@ def test_every_checkpoint_handed_out_is_proved_from_tiles_through_nginx(tmp_path
                 {str(r["source"]) for r in results(out) if "size" in r and int(r["size"]) > before}  # type: ignore[call-overload]
                 >= {"rpc", "receipt", "witness", "tiles"}
             ),
+            seen,
         )
     finally:
         dealing.clear()
