@@ -6,9 +6,11 @@ the lock's descriptor and writes the one SQLite database (its write lock is the 
 Signals go to every worker; if one dies, the others are stopped and the supervisor exits 1 with
 one line; if the supervisor dies, the workers see their lifeline pipe end and drain. Limits,
 health and metrics are per worker; witnesses are refused; with ``--tiles`` worker 0 writes the
-tiles (log_lease.py). A worker that hangs stops its heartbeat (app.py); the supervisor kills it
-and starts another, in one line. The design: docs/scaling.md ("Several processes on one SQLite
-file").
+tiles (log_lease.py). A worker that hangs stops its heartbeat (app.py), and one the kernel shows
+stopped (SIGSTOP, a debugger) makes no progress by definition; the supervisor kills either and
+starts another, in one line. Silence is counted only while the supervisor itself runs: a pause of
+the whole group (a container pause, Ctrl-Z) replaces no one. The design: docs/scaling.md
+("Several processes on one SQLite file").
 """
 
 from __future__ import annotations
@@ -46,6 +48,17 @@ LIFELINE_ENV = "FAIRDECK_WORKER_LIFELINE_FD"
 HEARTBEAT_ENV = "FAIRDECK_WORKER_HEARTBEAT_FD"
 """The write end of the pipe a worker beats on (its supervisor reads the other end)."""
 START_TIMEOUT = 60.0
+LOOK_S = 0.1
+"""How often the supervisor looks at its workers."""
+STOPPED_S = 0.3
+"""A worker the kernel shows stopped (state T or t) at every look for this long is replaced
+without waiting for worker_timeout (at most that): it holds its connections, and maybe the
+writers' lock, and cannot move until someone continues it."""
+STOPPED_LOOKS = 3
+"""Looks in a row that must all see it stopped: a profiler's pause of a millisecond never counts."""
+SELF_PAUSE_S = 1.0
+"""A gap this long between two of the supervisor's own looks means it was paused or starved too:
+every worker's silence is counted again from then."""
 
 
 @dataclass(frozen=True)
@@ -223,6 +236,8 @@ class _Running:
         self.last_beat = time.monotonic() + START_TIMEOUT  # no beat is due before it has started
         self.listening = False
         """It printed its listening line (a replacement's is read by ``drain``)."""
+        self.stopped_since: float | None = None
+        self.stopped_looks = 0
 
     @classmethod
     def spawn(
@@ -249,6 +264,22 @@ class _Running:
         with contextlib.suppress(BlockingIOError):
             if os.read(self.beats, 4096):
                 self.last_beat = now
+
+    def stopped_for(self, now: float) -> float:
+        """How long every look in a row saw the kernel hold it stopped (0 while fewer than
+        STOPPED_LOOKS did, or where /proc cannot tell)."""
+        if _state(self.proc.pid) not in ("T", "t"):
+            self.stopped_since, self.stopped_looks = None, 0
+            return 0.0
+        if self.stopped_since is None:
+            self.stopped_since = now
+        self.stopped_looks += 1
+        return now - self.stopped_since if self.stopped_looks >= STOPPED_LOOKS else 0.0
+
+    def forgive(self, now: float) -> None:
+        """The supervisor itself was not running: what it did not see, it does not count."""
+        self.last_beat = max(self.last_beat, now)
+        self.stopped_since, self.stopped_looks = None, 0
 
     def drain(self) -> None:
         """Read what it printed (never let its pipe fill), noting its listening line."""
@@ -279,10 +310,16 @@ def _watch(
     timeout: float,
 ) -> int:
     """Until every worker exits: 0 when they all drained after a signal, else 1. A worker silent
-    for ``timeout`` seconds is killed and replaced."""
+    for ``timeout`` seconds, or seen stopped for STOPPED_S (at most ``timeout``), is killed and
+    replaced. ``timeout`` 0: never."""
     count = len(workers)
+    looked = time.monotonic()
     while True:
         now = time.monotonic()
+        if now - looked > SELF_PAUSE_S:
+            for w in workers:
+                w.forgive(now)
+        looked = now
         for w in workers:
             w.drain()
             w.heard(now)
@@ -301,16 +338,21 @@ def _watch(
             _reap([w.proc for w in workers], grace)
             return 1
         for k, w in enumerate(workers):
-            if timeout > 0 and now - w.last_beat > timeout and not stopping():
-                workers[k] = _replace(w, spawn, count, now - w.last_beat)
-        time.sleep(0.1)
+            if timeout <= 0 or stopping():
+                continue
+            stopped = w.stopped_for(now)
+            if stopped >= min(STOPPED_S, timeout):
+                workers[k] = _replace(w, spawn, count, f"{stopped:.1f} s (the kernel shows it stopped)")
+            elif now - w.last_beat > timeout:
+                workers[k] = _replace(w, spawn, count, f"{now - w.last_beat:.1f} s")
+        time.sleep(LOOK_S)
     if all(w.stopped_cleanly() for w in workers):
         print("fairdeck dealer stopped", flush=True)
         return 0
     return 1
 
 
-def _replace(hung: _Running, spawn: Callable[[int], _Running], count: int, silent: float) -> _Running:
+def _replace(hung: _Running, spawn: Callable[[int], _Running], count: int, silent: str) -> _Running:
     """Kill a worker that stopped answering (SIGKILL ends a stopped process too) and start another
     in its place; say so in one line."""
     hung.proc.kill()
@@ -321,11 +363,20 @@ def _replace(hung: _Running, spawn: Callable[[int], _Running], count: int, silen
         os.set_blocking(new.proc.stdout.fileno(), False)
     print(
         f"fairdeck serve: process {hung.index + 1} of {count} (pid {hung.proc.pid}) stopped answering "
-        f"for {silent:.1f} s; killed it and started pid {new.proc.pid} in its place",
+        f"for {silent}; killed it and started pid {new.proc.pid} in its place",
         file=sys.stderr,
         flush=True,
     )
     return new
+
+
+def _state(pid: int) -> str | None:
+    """The process's state letter from /proc/PID/stat (Linux; None where it cannot be read)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0].decode("ascii")
+    except (OSError, IndexError, UnicodeDecodeError):
+        return None
 
 
 def _reap(workers: list[subprocess.Popen[bytes]], grace: float) -> list[int]:

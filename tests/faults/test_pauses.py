@@ -112,3 +112,37 @@ def test_one_worker_paused_is_replaced_and_nothing_is_lost(run: FaultRun) -> Non
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(paused, signal.SIGCONT)
+
+
+def test_the_whole_group_paused_replaces_no_one(run: FaultRun) -> None:
+    """``serve --processes 2`` paused whole for longer than ``--worker-timeout`` (a container
+    pause, Ctrl-Z of the group, a stalled host), the supervisor continued a moment before its
+    workers: their silence was the supervisor's own pause, so it replaces no one (it killed every
+    worker, each "stopped answering for 3.x s"), and the group deals on."""
+    dealer = run.start("--processes", "2", "--worker-timeout", "2", lifetime=30)
+    run.ledger.deal(dealer.target, 4)
+    workers = worker_pids(dealer)
+    for pid in (dealer.pid, *workers):
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        time.sleep(3.0)
+    finally:
+        os.kill(dealer.pid, signal.SIGCONT)
+        time.sleep(0.05)  # the supervisor looks first: nothing has beaten since before the pause
+        for pid in workers:
+            with contextlib.suppress(ProcessLookupError):  # replaced already
+                os.kill(pid, signal.SIGCONT)
+    time.sleep(3.0)  # longer than the worker timeout: a replacement would have happened
+    assert lines(dealer, "stopped answering") == [], dealer.stderr()
+    assert worker_pids(dealer) == workers and all(_alive(pid) for pid in workers)
+    before = len(run.ledger.closed)
+    run.ledger.deal(dealer.target, 4)
+    assert len(run.ledger.closed) == before + 4
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
