@@ -279,6 +279,47 @@ def test_one_tenant_exhausted_leaves_another_alone(tmp_path: Path) -> None:
                 zenith.open_hand()
 
 
+def test_a_tenant_with_hundreds_of_refusals_held_gets_them_answered_at_a_bounded_rate(
+    tmp_path: Path,
+) -> None:
+    """2,500 GetHand in flight from one client were each refused after its short retry delay, so
+    the client sent the next at once and the one event loop refused about 1,400 a second, the
+    other tenants waiting behind. Now the n-th refusal a tenant has held at once waits
+    n / HELD_ANSWERS_PER_S: 400 in flight are answered over about 4 s, not all within the first
+    (the old code answered all of them by 0.6 s). Another tenant is not held at all."""
+    with RunningDealer(tmp_path / "d", rate_limit=2, rate_burst=1, require_auth=True) as running:
+        tokens = {}
+        for tenant in ("acme", "zenith"):
+            token, record = new_token(tenant, Role.DEALER)
+            assert running.server is not None
+            running._run(running.server.storage.put_token(record))
+            tokens[tenant] = token
+
+        async def flood() -> tuple[list[float], float]:
+            async with grpc.aio.insecure_channel(running.target) as channel:
+                stub = dealer_pb2_grpc.DealerServiceStub(channel)
+                began = time.monotonic()
+
+                async def one(token: str) -> float:
+                    request = pb.GetHandRequest(hand_id="h" * 26)
+                    with pytest.raises(grpc.aio.AioRpcError) as e:
+                        await stub.GetHand(
+                            request, metadata=(("authorization", f"Bearer {token}"),), timeout=30
+                        )
+                    assert e.value.code() in (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.NOT_FOUND)
+                    return time.monotonic() - began
+
+                flooding = [asyncio.ensure_future(one(tokens["acme"])) for _ in range(400)]
+                await asyncio.sleep(0.5)
+                other = await one(tokens["zenith"]) - 0.5  # its own bucket: answered, not held
+                return await asyncio.gather(*flooding), other
+
+        answered, other = asyncio.run(flood())
+        assert other < 0.5, other
+        assert sum(1 for t in answered if t < 1.0) <= 150, sorted(answered)[:10]
+        assert max(answered) > 3.0, max(answered)
+
+
 def test_a_rate_of_zero_turns_the_limit_off(tmp_path: Path) -> None:
     with (
         RunningDealer(tmp_path / "d", rate_limit=0, rate_burst=1) as running,

@@ -252,9 +252,11 @@ class LimitsInterceptor(ServerInterceptor):
     interceptor expects.
 
     A refusal of a flood (rate, calls in flight, streams, the open-hands cap asked again within
-    CAP_AGAIN) is answered after a while: the retry delay, at most HOLD_SECONDS and half the
-    call's deadline, and the RetryInfo then asks for only the rest. A client that floods and
-    waits for its answers floods more slowly, and a refused call costs no CPU while it waits."""
+    CAP_AGAIN) is answered after a while: the retry delay, at most HOLD_SECONDS, and the
+    RetryInfo then asks for only the rest. A client that floods and waits for its answers floods
+    more slowly, and a refused call costs no CPU while it waits. A tenant with many refusals held
+    at once gets them answered at HELD_ANSWERS_PER_S (each is held its share of that queue),
+    whatever it keeps in flight; no hold passes half the call's deadline."""
 
     def __init__(
         self,
@@ -273,6 +275,8 @@ class LimitsInterceptor(ServerInterceptor):
         self._on_refusal = on_refusal
         self._on_tenant = on_tenant
         self._held = 0
+        self._held_by: dict[str, int] = {}
+        """Refusals being held now, per tenant."""
         self._capped: dict[str, float] = {}
         """When each tenant was last refused TOO_MANY_OPEN_HANDS (monotonic seconds)."""
         """Refusals being held now (at most MAX_HELD; past it they are answered at once)."""
@@ -401,13 +405,22 @@ class LimitsInterceptor(ServerInterceptor):
         if self._on_refusal is not None:
             self._on_refusal(tenant, error.reason)
         remaining = context.time_remaining()
-        hold = min(error.retry_delay or 0.0, HOLD_SECONDS, (remaining or 60.0) / 2) if held else 0.0
+        hold = 0.0
+        if held:
+            # Its share of the tenant's queue of held refusals: a client keeping thousands in
+            # flight is answered HELD_ANSWERS_PER_S a second, not as fast as the loop can refuse.
+            queued = self._held_by.get(tenant, 0) / HELD_ANSWERS_PER_S
+            hold = min(max(min(error.retry_delay or 0.0, HOLD_SECONDS), queued), (remaining or 60.0) / 2)
         if hold > 0 and self._held < MAX_HELD:
             self._held += 1
+            self._held_by[tenant] = self._held_by.get(tenant, 0) + 1
             try:
                 await asyncio.sleep(hold)
             finally:
                 self._held -= 1
+                left = self._held_by.pop(tenant) - 1
+                if left:
+                    self._held_by[tenant] = left
             error.retry_delay = max(0.0, (error.retry_delay or 0.0) - hold)
         await abort(context, error)
 
@@ -433,6 +446,9 @@ CAP_AGAIN = 1.0
 """A tenant refused TOO_MANY_OPEN_HANDS again within this many seconds has its refusal held."""
 HOLD_SECONDS = 1.0
 """The longest a per-tenant refusal is held before it is answered."""
+HELD_ANSWERS_PER_S = 100.0
+"""How fast one tenant's held refusals are answered once it has many: the n-th held at once
+waits n / this (so 2,500 in flight cost the event loop 100 refusals a second, not 1,400)."""
 MAX_HELD = 10_000
 """Refusals held at once, at most; past it they are answered at once (memory over throttling)."""
 
