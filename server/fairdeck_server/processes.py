@@ -238,6 +238,8 @@ class _Running:
         """It printed its listening line (a replacement's is read by ``drain``)."""
         self.stopped_since: float | None = None
         self.stopped_looks = 0
+        self.stopped_switches = -1
+        """The context switches of the stop the looks since ``stopped_since`` saw."""
 
     @classmethod
     def spawn(
@@ -266,13 +268,17 @@ class _Running:
                 self.last_beat = now
 
     def stopped_for(self, now: float) -> float:
-        """How long every look in a row saw the kernel hold it stopped (0 while fewer than
-        STOPPED_LOOKS did, or where /proc cannot tell)."""
-        if _state(self.proc.pid) not in ("T", "t"):
+        """How long every look in a row saw the kernel hold it stopped, and it did not run in
+        between (0 while fewer than STOPPED_LOOKS did, or where /proc cannot tell). A look is an
+        instant: a process stopped and continued over and over (cpulimit; strace with a busy
+        process) is seen stopped at most looks while it runs between them, and each time it stops
+        again it is switched out anew, so its count of context switches moves."""
+        seen = _stopped_switches(self.proc.pid)
+        if seen is None:
             self.stopped_since, self.stopped_looks = None, 0
             return 0.0
-        if self.stopped_since is None:
-            self.stopped_since = now
+        if self.stopped_since is None or seen != self.stopped_switches:
+            self.stopped_since, self.stopped_looks, self.stopped_switches = now, 0, seen
         self.stopped_looks += 1
         return now - self.stopped_since if self.stopped_looks >= STOPPED_LOOKS else 0.0
 
@@ -370,12 +376,22 @@ def _replace(hung: _Running, spawn: Callable[[int], _Running], count: int, silen
     return new
 
 
-def _state(pid: int) -> str | None:
-    """The process's state letter from /proc/PID/stat (Linux; None where it cannot be read)."""
+def _stopped_switches(pid: int) -> int | None:
+    """Where /proc/PID/status shows the process stopped (state T or t): its main thread's count of
+    context switches, read in the same look; None where it runs, or where /proc cannot tell
+    (not Linux, or no counts: then the heartbeat alone judges it)."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0].decode("ascii")
-    except (OSError, IndexError, UnicodeDecodeError):
+        with open(f"/proc/{pid}/status", "rb") as f:
+            text = f.read()
+    except OSError:
+        return None
+    fields = dict(line.partition(b":")[::2] for line in text.splitlines())
+    state = fields.get(b"State", b"").split()
+    if not state or state[0] not in (b"T", b"t"):
+        return None
+    try:
+        return int(fields[b"voluntary_ctxt_switches"]) + int(fields[b"nonvoluntary_ctxt_switches"])
+    except (KeyError, ValueError):
         return None
 
 

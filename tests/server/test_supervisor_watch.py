@@ -5,6 +5,7 @@ or writer is stuck: the case a SIGSTOP cannot show, since the kernel then shows 
 from __future__ import annotations
 
 import os
+import random
 import re
 import signal
 import sys
@@ -69,3 +70,90 @@ def test_a_worker_running_but_silent_is_replaced_after_the_timeout(
         rf"killed it and started pid {workers[1].proc.pid} in its place",
         said[0],
     ), said
+
+
+def _cycle(pid: int, until: threading.Event, stopped_s: tuple[float, float], running_s: float) -> None:
+    """Stop and continue ``pid`` over and over, as cpulimit does (and as strace does with a busy
+    process: the kernel shows it ``t`` at most instants, while it runs between them). Each stop
+    lasts a random time in ``stopped_s``, as a real one does, not in step with the looks."""
+    while not until.is_set():
+        try:
+            os.kill(pid, signal.SIGSTOP)
+            time.sleep(random.uniform(*stopped_s))
+            os.kill(pid, signal.SIGCONT)
+        except ProcessLookupError:
+            return
+        time.sleep(running_s)
+
+
+def test_a_worker_stopped_and_continued_over_and_over_still_runs_and_is_not_replaced(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Stopped at every look is not stopped throughout: a worker held to a small share of a core
+    by cpulimit (or traced by strace while busy) runs between the looks and beats, and the
+    supervisor kills no honest worker for it (no stop lasts 0.3 s here). Looks in a row that saw
+    ``T`` are not a stop of 0.3 s unless the worker did not run between them."""
+    workers = [stand_in(0, "beat"), stand_in(1, "beat")]
+    for w in workers:
+        w.last_beat = time.monotonic()
+    cycled = workers[1].proc
+    stopping, done = threading.Event(), threading.Event()
+
+    def stop(_signum: int, _frame: object) -> None:
+        stopping.set()
+        for w in workers:
+            w.proc.send_signal(signal.SIGCONT)
+            w.proc.send_signal(signal.SIGTERM)
+
+    watch = threading.Thread(
+        target=_watch, args=(workers, lambda i: stand_in(i, "beat"), stopping.is_set, stop, 5, 5.0)
+    )
+    cycler = threading.Thread(target=_cycle, args=(cycled.pid, done, (0.05, 0.2), 0.01))
+    watch.start()
+    cycler.start()
+    try:
+        time.sleep(3.0)  # shorter than the worker timeout: only the stopped rule could replace it
+    finally:
+        done.set()
+        cycler.join()
+        stop(signal.SIGTERM, None)
+        watch.join(timeout=30)
+        for w in workers:
+            w.close()
+    said = capsys.readouterr().err
+    assert workers[1].proc is cycled, said
+    assert "stopped answering" not in said, said
+
+
+def test_a_worker_stopped_throughout_is_replaced_within_a_second(capsys: pytest.CaptureFixture[str]) -> None:
+    """The other side of the test above: stopped once and left so, it is replaced well before the
+    worker timeout (60 s here), the line saying the kernel shows it stopped."""
+    workers = [stand_in(0, "beat"), stand_in(1, "beat")]
+    for w in workers:
+        w.last_beat = time.monotonic()
+    stopped = workers[1].proc
+    stopping = threading.Event()
+
+    def stop(_signum: int, _frame: object) -> None:
+        stopping.set()
+        for w in workers:
+            w.proc.send_signal(signal.SIGTERM)
+
+    watch = threading.Thread(
+        target=_watch, args=(workers, lambda i: stand_in(i, "beat"), stopping.is_set, stop, 5, 60.0)
+    )
+    watch.start()
+    began = time.monotonic()
+    os.kill(stopped.pid, signal.SIGSTOP)
+    try:
+        while workers[1].proc is stopped and time.monotonic() < began + 10:
+            time.sleep(0.02)
+        took = time.monotonic() - began
+    finally:
+        stop(signal.SIGTERM, None)
+        watch.join(timeout=30)
+        for w in workers:
+            w.close()
+    assert workers[1].proc is not stopped and stopped.returncode == -signal.SIGKILL
+    assert 0.3 <= took < 1.5, took
+    assert "(the kernel shows it stopped)" in capsys.readouterr().err
