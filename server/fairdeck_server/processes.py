@@ -239,6 +239,8 @@ class _Running:
         self.stopped_since: float | None = None
         self.stopped_looks = 0
         self.stopped_switches = -1
+        self.continued = False
+        """The group is stopping and the supervisor continued it (``_unstop``)."""
         """The context switches of the stop the looks since ``stopped_since`` saw."""
 
     @classmethod
@@ -344,7 +346,11 @@ def _watch(
             _reap([w.proc for w in workers], grace)
             return 1
         for k, w in enumerate(workers):
-            if timeout <= 0 or stopping():
+            if stopping():
+                if w.proc.returncode is None and w.stopped_for(now) >= STOPPED_S:
+                    _unstop(w, count)
+                continue
+            if timeout <= 0:
                 continue
             stopped = w.stopped_for(now)
             if stopped >= min(STOPPED_S, timeout):
@@ -356,6 +362,24 @@ def _watch(
         print("fairdeck dealer stopped", flush=True)
         return 0
     return 1
+
+
+def _unstop(w: _Running, count: int) -> None:
+    """While the group stops: a worker the kernel holds stopped cannot act on its SIGTERM, and the
+    group would wait for it for ever. Continue it (SIGCONT), so that it drains as the others do;
+    one still held (a debugger's stop, which SIGCONT does not end) is killed, in one line."""
+    if not w.continued:
+        w.continued = True
+        w.stopped_since, w.stopped_looks = None, 0
+        w.proc.send_signal(signal.SIGCONT)
+        return
+    w.proc.kill()
+    print(
+        f"fairdeck serve: process {w.index + 1} of {count} (pid {w.proc.pid}) is held stopped and "
+        "cannot drain; killed it",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def _replace(hung: _Running, spawn: Callable[[int], _Running], count: int, silent: str) -> _Running:

@@ -4,10 +4,12 @@ or writer is stuck: the case a SIGSTOP cannot show, since the kernel then shows 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import re
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -157,3 +159,104 @@ def test_a_worker_stopped_throughout_is_replaced_within_a_second(capsys: pytest.
     assert workers[1].proc is not stopped and stopped.returncode == -signal.SIGKILL
     assert 0.3 <= took < 1.5, took
     assert "(the kernel shows it stopped)" in capsys.readouterr().err
+
+
+def test_a_worker_stopped_when_the_group_is_told_to_stop_drains_too() -> None:
+    """SIGTERM while a worker is stopped (SIGSTOP, Ctrl-Z; with ``--worker-timeout 0``, or within
+    its 0.3 s): the SIGTERM waits in the kernel until someone continues it, and the supervisor,
+    which replaces no one while stopping, waited for it for ever. It continues it, and the worker
+    ends by its SIGTERM as the others do."""
+    workers = [stand_in(0, "beat"), stand_in(1, "beat")]
+    for w in workers:
+        w.last_beat = time.monotonic()
+    stopped = workers[1].proc
+    stopping = threading.Event()
+    result: list[int] = []
+
+    def stop(_signum: int, _frame: object) -> None:
+        stopping.set()
+        for w in workers:
+            w.proc.send_signal(signal.SIGTERM)
+
+    watch = threading.Thread(
+        target=lambda: result.append(
+            _watch(workers, lambda i: stand_in(i, "beat"), stopping.is_set, stop, 5, 0.0)
+        )
+    )
+    watch.start()
+    try:
+        os.kill(stopped.pid, signal.SIGSTOP)
+        time.sleep(0.2)
+        stop(signal.SIGTERM, None)
+        watch.join(timeout=10)
+        assert not watch.is_alive(), "the supervisor waits for ever for a stopped worker to drain"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(stopped.pid, signal.SIGCONT)
+        watch.join(timeout=30)
+        for w in workers:
+            w.close()
+    assert stopped.returncode == -signal.SIGTERM and result == [0], (stopped.returncode, result)
+
+
+TRACER = """
+import ctypes, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+pid = int(sys.argv[1])
+if libc.ptrace(0x4206, pid, None, None) != 0 or libc.ptrace(0x4207, pid, None, None) != 0:  # SEIZE, INTERRUPT
+    print("refused", flush=True)
+    sys.exit(0)
+os.waitpid(pid, 0x40000000)  # __WALL: it is held in a trace stop now
+print("holding", flush=True)
+while True:
+    try:
+        os.waitpid(pid, 0x40000000)  # its death, once killed
+    except ChildProcessError:
+        time.sleep(0.1)
+"""
+
+
+def test_a_worker_a_debugger_holds_when_the_group_is_told_to_stop_is_killed_in_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """SIGCONT does not end a debugger's stop (state ``t``): that worker cannot drain, and the
+    group stops without it, saying so, with exit status 1."""
+    workers = [stand_in(0, "beat"), stand_in(1, "beat")]
+    held = workers[1].proc
+    tracer = subprocess.Popen(
+        [sys.executable, "-c", TRACER, str(held.pid)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert tracer.stdout is not None
+        if tracer.stdout.readline().strip() != "holding":
+            pytest.skip("ptrace is not allowed here")
+        stopping = threading.Event()
+        result: list[int] = []
+
+        def stop(_signum: int, _frame: object) -> None:
+            stopping.set()
+            for w in workers:
+                w.proc.send_signal(signal.SIGTERM)
+
+        stop(signal.SIGTERM, None)
+        watch = threading.Thread(
+            target=lambda: result.append(
+                _watch(workers, lambda i: stand_in(i, "beat"), stopping.is_set, stop, 5, 0.0)
+            )
+        )
+        watch.start()
+        watch.join(timeout=10)
+        assert not watch.is_alive(), "the supervisor waits for ever for a held worker to drain"
+    finally:
+        tracer.kill()
+        tracer.wait()
+        with contextlib.suppress(ProcessLookupError):
+            held.kill()
+        for w in workers:
+            w.proc.wait(timeout=30)
+            w.close()
+    assert held.returncode == -signal.SIGKILL and result == [1], (held.returncode, result)
+    said = capsys.readouterr().err.strip().splitlines()
+    assert said == [
+        f"fairdeck serve: process 2 of 2 (pid {held.pid}) is held stopped and cannot drain; killed it"
+    ]
