@@ -58,7 +58,7 @@ STOPPED_LOOKS = 3
 """Looks in a row that must all see it stopped: a profiler's pause of a millisecond never counts."""
 SELF_PAUSE_S = 1.0
 """A gap this long between two of the supervisor's own looks means it was paused or starved too:
-every worker's silence is counted again from then."""
+the gap is not counted in any worker's silence."""
 
 
 @dataclass(frozen=True)
@@ -239,9 +239,9 @@ class _Running:
         self.stopped_since: float | None = None
         self.stopped_looks = 0
         self.stopped_switches = -1
+        """The context switches of the stop the looks since ``stopped_since`` saw."""
         self.continued = False
         """The group is stopping and the supervisor continued it (``_unstop``)."""
-        """The context switches of the stop the looks since ``stopped_since`` saw."""
 
     @classmethod
     def spawn(
@@ -284,9 +284,11 @@ class _Running:
         self.stopped_looks += 1
         return now - self.stopped_since if self.stopped_looks >= STOPPED_LOOKS else 0.0
 
-    def forgive(self, now: float) -> None:
-        """The supervisor itself was not running: what it did not see, it does not count."""
-        self.last_beat = max(self.last_beat, now)
+    def forgive(self, gap: float) -> None:
+        """The supervisor itself did not run for ``gap`` seconds: that time is not counted as the
+        worker's silence (moved, not reset, so a supervisor that stalls often still replaces a
+        worker that never beats)."""
+        self.last_beat += gap
         self.stopped_since, self.stopped_looks = None, 0
 
     def drain(self) -> None:
@@ -326,7 +328,7 @@ def _watch(
         now = time.monotonic()
         if now - looked > SELF_PAUSE_S:
             for w in workers:
-                w.forgive(now)
+                w.forgive(now - looked - LOOK_S)
         looked = now
         for w in workers:
             w.drain()

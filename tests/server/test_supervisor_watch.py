@@ -16,6 +16,7 @@ import time
 
 import pytest
 
+from fairdeck_server import processes
 from fairdeck_server.processes import _Running, _watch
 
 STAND_IN = """
@@ -72,6 +73,48 @@ def test_a_worker_running_but_silent_is_replaced_after_the_timeout(
         rf"killed it and started pid {workers[1].proc.pid} in its place",
         said[0],
     ), said
+
+
+def test_a_supervisor_that_stalls_at_every_look_still_replaces_a_silent_worker(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each of the supervisor's looks comes 1.2 s after the last (a starved or throttled host):
+    its own stalls are left out of the worker's silence, not allowed to reset it (reset at each
+    stall, a worker that never beats was never replaced). Here every look adds 0.1 s of silence."""
+
+    class Stalling:
+        monotonic = staticmethod(time.monotonic)
+
+        @staticmethod
+        def sleep(_seconds: float) -> None:
+            time.sleep(1.2)
+
+    monkeypatch.setattr(processes, "time", Stalling)
+    workers = [stand_in(0, "silent")]
+    workers[0].last_beat = time.monotonic()
+    silent = workers[0].proc
+    stopping = threading.Event()
+
+    def stop(_signum: int, _frame: object) -> None:
+        stopping.set()
+        for w in workers:
+            w.proc.send_signal(signal.SIGTERM)
+
+    watch = threading.Thread(
+        target=_watch, args=(workers, lambda i: stand_in(i, "beat"), stopping.is_set, stop, 5, 0.5)
+    )
+    watch.start()
+    try:
+        deadline = time.monotonic() + 30
+        while workers[0].proc is silent and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        stop(signal.SIGTERM, None)
+        watch.join(timeout=30)
+        for w in workers:
+            w.close()
+    assert workers[0].proc is not silent, "never replaced: its silence was reset at every stall"
+    assert "stopped answering" in capsys.readouterr().err
 
 
 def _cycle(pid: int, until: threading.Event, stopped_s: tuple[float, float], running_s: float) -> None:
