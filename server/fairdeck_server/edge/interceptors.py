@@ -275,11 +275,11 @@ class LimitsInterceptor(ServerInterceptor):
         self._on_refusal = on_refusal
         self._on_tenant = on_tenant
         self._held = 0
+        """Refusals being held now (at most MAX_HELD; past it they are answered at once)."""
         self._held_by: dict[str, int] = {}
         """Refusals being held now, per tenant."""
         self._capped: dict[str, float] = {}
         """When each tenant was last refused TOO_MANY_OPEN_HANDS (monotonic seconds)."""
-        """Refusals being held now (at most MAX_HELD; past it they are answered at once)."""
 
     async def intercept_service(
         self,
