@@ -146,6 +146,7 @@ class DealerServer:
             ),
             streams=StreamCap(config.max_streams),
             on_refusal=self.metrics.refused,
+            default_deadline=config.default_deadline,
         )
         # Outermost first: observing (sees every outcome), the default deadline (covers
         # stream writes), authentication (tells the access log the tenant), then the limits

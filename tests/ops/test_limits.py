@@ -320,6 +320,37 @@ def test_a_tenant_with_hundreds_of_refusals_held_gets_them_answered_at_a_bounded
         assert max(answered) > 3.0, max(answered)
 
 
+def test_a_held_refusal_is_answered_before_the_default_deadline_cuts_it(tmp_path: Path) -> None:
+    """A client with no deadline of its own, 200 GetHand at once: the 100th held waits 1 s, the
+    dealer's default deadline here. Each hold stays under half that deadline, so every call is
+    answered RESOURCE_EXHAUSTED (with its RetryInfo), none DEADLINE_EXCEEDED as if it had run."""
+    with RunningDealer(
+        tmp_path / "d", rate_limit=2, rate_burst=1, require_auth=True, default_deadline=1.0
+    ) as running:
+        token, record = new_token("acme", Role.DEALER)
+        assert running.server is not None
+        running._run(running.server.storage.put_token(record))
+
+        async def flood() -> list[str]:
+            async with grpc.aio.insecure_channel(running.target) as channel:
+                stub = dealer_pb2_grpc.DealerServiceStub(channel)
+
+                async def one() -> str:
+                    try:
+                        await stub.GetHand(
+                            pb.GetHandRequest(hand_id="h" * 26),
+                            metadata=(("authorization", f"Bearer {token}"),),
+                        )
+                    except grpc.aio.AioRpcError as e:
+                        return e.code().name
+                    return "OK"
+
+                return await asyncio.gather(*(one() for _ in range(200)))
+
+        codes = asyncio.run(flood())
+        assert set(codes) <= {"RESOURCE_EXHAUSTED", "NOT_FOUND"}, sorted(set(codes))
+
+
 def test_a_rate_of_zero_turns_the_limit_off(tmp_path: Path) -> None:
     with (
         RunningDealer(tmp_path / "d", rate_limit=0, rate_burst=1) as running,

@@ -256,7 +256,8 @@ class LimitsInterceptor(ServerInterceptor):
     RetryInfo then asks for only the rest. A client that floods and waits for its answers floods
     more slowly, and a refused call costs no CPU while it waits. A tenant with many refusals held
     at once gets them answered at HELD_ANSWERS_PER_S (each is held its share of that queue),
-    whatever it keeps in flight; no hold passes half the call's deadline."""
+    whatever it keeps in flight; no hold passes half the call's deadline (the client's, or the
+    default deadline when shorter: past it the call would end DEADLINE_EXCEEDED instead)."""
 
     def __init__(
         self,
@@ -267,6 +268,7 @@ class LimitsInterceptor(ServerInterceptor):
         streams: StreamCap | None = None,
         on_refusal: Refusal | None = None,
         on_tenant: Callable[[str], None] | None = None,
+        default_deadline: float = 0.0,
     ) -> None:
         self.rate = rate
         self.cap = cap
@@ -274,6 +276,9 @@ class LimitsInterceptor(ServerInterceptor):
         self.streams = streams if streams is not None else StreamCap(0)
         self._on_refusal = on_refusal
         self._on_tenant = on_tenant
+        self.default_deadline = default_deadline
+        """The DeadlineInterceptor's (0: none): a hold never passes half of it either, or the
+        call would end DEADLINE_EXCEEDED instead of its refusal."""
         self._held = 0
         """Refusals being held now (at most MAX_HELD; past it they are answered at once)."""
         self._held_by: dict[str, int] = {}
@@ -404,13 +409,18 @@ class LimitsInterceptor(ServerInterceptor):
         log.info("refused: %s (retry in %.3f s)", error.reason, error.retry_delay)
         if self._on_refusal is not None:
             self._on_refusal(tenant, error.reason)
+        # The call's deadline: the client's, or the dealer's default when that is shorter (it
+        # runs outside this layer and would cut a longer hold with DEADLINE_EXCEEDED).
         remaining = context.time_remaining()
+        if self.default_deadline > 0:
+            remaining = self.default_deadline if remaining is None else min(remaining, self.default_deadline)
         hold = 0.0
         if held:
             # Its share of the tenant's queue of held refusals: a client keeping thousands in
             # flight is answered HELD_ANSWERS_PER_S a second, not as fast as the loop can refuse.
             queued = self._held_by.get(tenant, 0) / HELD_ANSWERS_PER_S
-            hold = min(max(min(error.retry_delay or 0.0, HOLD_SECONDS), queued), (remaining or 60.0) / 2)
+            limit = (NO_DEADLINE_HOLD * 2 if remaining is None else remaining) / 2
+            hold = min(max(min(error.retry_delay or 0.0, HOLD_SECONDS), queued), limit)
         if hold > 0 and self._held < MAX_HELD:
             self._held += 1
             self._held_by[tenant] = self._held_by.get(tenant, 0) + 1
@@ -445,7 +455,10 @@ WROTE_NOTHING = frozenset(
 CAP_AGAIN = 1.0
 """A tenant refused TOO_MANY_OPEN_HANDS again within this many seconds has its refusal held."""
 HOLD_SECONDS = 1.0
-"""The longest a per-tenant refusal is held before it is answered."""
+"""The longest a refusal is held for its retry delay (its share of its tenant's held refusals,
+HELD_ANSWERS_PER_S, may hold it longer, up to half the call's deadline)."""
+NO_DEADLINE_HOLD = 30.0
+"""The longest a refusal is held when the call has no deadline at all (client or default)."""
 HELD_ANSWERS_PER_S = 100.0
 """How fast one tenant's held refusals are answered once it has many: the n-th held at once
 waits n / this (so 2,500 in flight cost the event loop 100 refusals a second, not 1,400)."""
