@@ -351,6 +351,40 @@ def test_a_held_refusal_is_answered_before_the_default_deadline_cuts_it(tmp_path
         assert set(codes) <= {"RESOURCE_EXHAUSTED", "NOT_FOUND"}, sorted(set(codes))
 
 
+def test_refusals_held_to_the_deadline_bound_are_answered_spread_out(tmp_path: Path) -> None:
+    """400 GetHand at once with 2 s deadlines: every refusal past the 100th reaches the bound of
+    half the deadline (1 s). They were all answered in the same few milliseconds, and a client
+    retrying at once sent them all again together (a burst the other tenants wait behind); now
+    each is held between half that bound and the bound."""
+    with RunningDealer(tmp_path / "d", rate_limit=2, rate_burst=1, require_auth=True) as running:
+        token, record = new_token("acme", Role.DEALER)
+        assert running.server is not None
+        running._run(running.server.storage.put_token(record))
+
+        async def flood() -> list[float]:
+            async with grpc.aio.insecure_channel(running.target) as channel:
+                stub = dealer_pb2_grpc.DealerServiceStub(channel)
+                await channel.channel_ready()
+                began = time.monotonic()
+
+                async def one() -> float:
+                    with pytest.raises(grpc.aio.AioRpcError) as e:
+                        await stub.GetHand(
+                            pb.GetHandRequest(hand_id="h" * 26),
+                            metadata=(("authorization", f"Bearer {token}"),),
+                            timeout=2.0,
+                        )
+                    assert e.value.code() in (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.NOT_FOUND)
+                    return time.monotonic() - began
+
+                return await asyncio.gather(*(one() for _ in range(400)))
+
+        answered = sorted(asyncio.run(flood()))
+        at_the_bound = [t for t in answered if 0.9 <= t <= 1.1]
+        assert len(at_the_bound) <= 150, f"{len(at_the_bound)} of 400 answered within 0.1 s of the bound"
+        assert max(answered) < 1.9, max(answered)  # every one before the client's deadline
+
+
 def test_a_rate_of_zero_turns_the_limit_off(tmp_path: Path) -> None:
     with (
         RunningDealer(tmp_path / "d", rate_limit=0, rate_burst=1) as running,

@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -420,7 +421,11 @@ class LimitsInterceptor(ServerInterceptor):
             # flight is answered HELD_ANSWERS_PER_S a second, not as fast as the loop can refuse.
             queued = self._held_by.get(tenant, 0) / HELD_ANSWERS_PER_S
             limit = (NO_DEADLINE_HOLD * 2 if remaining is None else remaining) / 2
-            hold = min(max(min(error.retry_delay or 0.0, HOLD_SECONDS), queued), limit)
+            hold = max(min(error.retry_delay or 0.0, HOLD_SECONDS), queued)
+            if hold > limit:
+                # Past the deadline's bound every such refusal would be answered at the same
+                # moment, and the client would send them all again at once: spread them.
+                hold = limit * random.uniform(0.5, 1.0)
         if hold > 0 and self._held < MAX_HELD:
             self._held += 1
             self._held_by[tenant] = self._held_by.get(tenant, 0) + 1
