@@ -42,6 +42,17 @@ class Clock:
         return self.now
 
 
+def dealer_tokens(running: RunningDealer, *tenants: str) -> dict[str, str]:
+    """A dealer token for each tenant, stored in the running dealer."""
+    tokens = {}
+    for tenant in tenants:
+        token, record = new_token(tenant, Role.DEALER)
+        assert running.server is not None
+        running._run(running.server.storage.put_token(record))
+        tokens[tenant] = token
+    return tokens
+
+
 # -- the pieces, with a clock we move ------------------------------------------------------
 
 
@@ -258,12 +269,7 @@ def test_a_body_of_repeated_fields_counts_its_received_bytes(tmp_path: Path) -> 
 
 def test_one_tenant_exhausted_leaves_another_alone(tmp_path: Path) -> None:
     with RunningDealer(tmp_path / "d", rate_limit=0.5, rate_burst=2, require_auth=True) as running:
-        tokens = {}
-        for tenant in ("acme", "zenith"):
-            token, record = new_token(tenant, Role.DEALER)
-            assert running.server is not None
-            running._run(running.server.storage.put_token(record))
-            tokens[tenant] = token
+        tokens = dealer_tokens(running, "acme", "zenith")
         with (
             DealerClient(running.target, api_token=tokens["acme"], retries=0) as acme,
             DealerClient(running.target, api_token=tokens["zenith"], retries=0) as zenith,
@@ -288,12 +294,7 @@ def test_a_tenant_with_hundreds_of_refusals_held_gets_them_answered_at_a_bounded
     n / HELD_ANSWERS_PER_S: 400 in flight are answered over about 4 s, not all within the first
     (the old code answered all of them by 0.6 s). Another tenant is not held at all."""
     with RunningDealer(tmp_path / "d", rate_limit=2, rate_burst=1, require_auth=True) as running:
-        tokens = {}
-        for tenant in ("acme", "zenith"):
-            token, record = new_token(tenant, Role.DEALER)
-            assert running.server is not None
-            running._run(running.server.storage.put_token(record))
-            tokens[tenant] = token
+        tokens = dealer_tokens(running, "acme", "zenith")
 
         async def flood() -> tuple[list[float], float]:
             async with grpc.aio.insecure_channel(running.target) as channel:
@@ -327,9 +328,7 @@ def test_a_held_refusal_is_answered_before_the_default_deadline_cuts_it(tmp_path
     with RunningDealer(
         tmp_path / "d", rate_limit=2, rate_burst=1, require_auth=True, default_deadline=1.0
     ) as running:
-        token, record = new_token("acme", Role.DEALER)
-        assert running.server is not None
-        running._run(running.server.storage.put_token(record))
+        token = dealer_tokens(running, "acme")["acme"]
 
         async def flood() -> list[str]:
             async with grpc.aio.insecure_channel(running.target) as channel:
@@ -357,9 +356,7 @@ def test_refusals_held_to_the_deadline_bound_are_answered_spread_out(tmp_path: P
     retrying at once sent them all again together (a burst the other tenants wait behind); now
     each is held between half that bound and the bound."""
     with RunningDealer(tmp_path / "d", rate_limit=2, rate_burst=1, require_auth=True) as running:
-        token, record = new_token("acme", Role.DEALER)
-        assert running.server is not None
-        running._run(running.server.storage.put_token(record))
+        token = dealer_tokens(running, "acme")["acme"]
 
         async def flood() -> list[float]:
             async with grpc.aio.insecure_channel(running.target) as channel:

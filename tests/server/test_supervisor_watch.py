@@ -36,34 +36,52 @@ def stand_in(index: int, mode: str) -> _Running:
     return running
 
 
+class Watching:
+    """``_watch`` over ``workers`` (stand-ins) in a thread, as ``supervise`` runs it, for the
+    ``with`` block; replacements beat. ``stop`` is its SIGTERM handler: every worker is sent
+    SIGTERM (and first SIGCONT with ``cont``, for a test that stops one itself)."""
+
+    def __init__(self, workers: list[_Running], timeout: float, *, cont: bool = False) -> None:
+        self.workers = workers
+        self.cont = cont
+        for w in workers:
+            w.last_beat = time.monotonic()
+        self.stopping = threading.Event()
+        self.result: list[int] = []
+        self.thread = threading.Thread(
+            target=lambda: self.result.append(
+                _watch(workers, lambda i: stand_in(i, "beat"), self.stopping.is_set, self.stop, 5, timeout)
+            )
+        )
+
+    def stop(self, _signum: int = signal.SIGTERM, _frame: object = None) -> None:
+        self.stopping.set()
+        for w in self.workers:
+            if self.cont:
+                w.proc.send_signal(signal.SIGCONT)
+            w.proc.send_signal(signal.SIGTERM)
+
+    def __enter__(self) -> Watching:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+        self.thread.join(timeout=30)
+        for w in self.workers:
+            w.close()
+
+
 def test_a_worker_running_but_silent_is_replaced_after_the_timeout(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     workers = [stand_in(0, "beat"), stand_in(1, "silent")]
-    for w in workers:
-        w.last_beat = time.monotonic()
     silent, beating = workers[1].proc, workers[0].proc
-    stopping = threading.Event()
-
-    def stop(_signum: int, _frame: object) -> None:
-        stopping.set()
-        for w in workers:
-            w.proc.send_signal(signal.SIGTERM)
-
-    watch = threading.Thread(
-        target=_watch, args=(workers, lambda i: stand_in(i, "beat"), stopping.is_set, stop, 5, 1.0)
-    )
     began = time.monotonic()
-    watch.start()
-    try:
+    with Watching(workers, 1.0):
         while workers[1].proc is silent and time.monotonic() < began + 10:
             time.sleep(0.05)
         took = time.monotonic() - began
-    finally:
-        stop(signal.SIGTERM, None)
-        watch.join(timeout=30)
-        for w in workers:
-            w.close()
     assert workers[1].proc is not silent, "the silent worker was never replaced"
     assert 1.0 <= took < 3, took
     assert silent.returncode == -signal.SIGKILL and workers[0].proc is beating
@@ -91,28 +109,11 @@ def test_a_supervisor_that_stalls_at_every_look_still_replaces_a_silent_worker(
 
     monkeypatch.setattr(processes, "time", Stalling)
     workers = [stand_in(0, "silent")]
-    workers[0].last_beat = time.monotonic()
     silent = workers[0].proc
-    stopping = threading.Event()
-
-    def stop(_signum: int, _frame: object) -> None:
-        stopping.set()
-        for w in workers:
-            w.proc.send_signal(signal.SIGTERM)
-
-    watch = threading.Thread(
-        target=_watch, args=(workers, lambda i: stand_in(i, "beat"), stopping.is_set, stop, 5, 0.5)
-    )
-    watch.start()
-    try:
+    with Watching(workers, 0.5):
         deadline = time.monotonic() + 30
         while workers[0].proc is silent and time.monotonic() < deadline:
             time.sleep(0.1)
-    finally:
-        stop(signal.SIGTERM, None)
-        watch.join(timeout=30)
-        for w in workers:
-            w.close()
     assert workers[0].proc is not silent, "never replaced: its silence was reset at every stall"
     assert "stopped answering" in capsys.readouterr().err
 
@@ -139,32 +140,16 @@ def test_a_worker_stopped_and_continued_over_and_over_still_runs_and_is_not_repl
     supervisor kills no honest worker for it (no stop lasts 0.3 s here). Looks in a row that saw
     ``T`` are not a stop of 0.3 s unless the worker did not run between them."""
     workers = [stand_in(0, "beat"), stand_in(1, "beat")]
-    for w in workers:
-        w.last_beat = time.monotonic()
     cycled = workers[1].proc
-    stopping, done = threading.Event(), threading.Event()
-
-    def stop(_signum: int, _frame: object) -> None:
-        stopping.set()
-        for w in workers:
-            w.proc.send_signal(signal.SIGCONT)
-            w.proc.send_signal(signal.SIGTERM)
-
-    watch = threading.Thread(
-        target=_watch, args=(workers, lambda i: stand_in(i, "beat"), stopping.is_set, stop, 5, 5.0)
-    )
+    done = threading.Event()
     cycler = threading.Thread(target=_cycle, args=(cycled.pid, done, (0.05, 0.2), 0.01))
-    watch.start()
-    cycler.start()
-    try:
-        time.sleep(3.0)  # shorter than the worker timeout: only the stopped rule could replace it
-    finally:
-        done.set()
-        cycler.join()
-        stop(signal.SIGTERM, None)
-        watch.join(timeout=30)
-        for w in workers:
-            w.close()
+    with Watching(workers, 5.0, cont=True):
+        cycler.start()
+        try:
+            time.sleep(3.0)  # shorter than the worker timeout: only the stopped rule could replace it
+        finally:
+            done.set()
+            cycler.join()
     said = capsys.readouterr().err
     assert workers[1].proc is cycled, said
     assert "stopped answering" not in said, said
@@ -174,31 +159,13 @@ def test_a_worker_stopped_throughout_is_replaced_within_a_second(capsys: pytest.
     """The other side of the test above: stopped once and left so, it is replaced well before the
     worker timeout (60 s here), the line saying the kernel shows it stopped."""
     workers = [stand_in(0, "beat"), stand_in(1, "beat")]
-    for w in workers:
-        w.last_beat = time.monotonic()
     stopped = workers[1].proc
-    stopping = threading.Event()
-
-    def stop(_signum: int, _frame: object) -> None:
-        stopping.set()
-        for w in workers:
-            w.proc.send_signal(signal.SIGTERM)
-
-    watch = threading.Thread(
-        target=_watch, args=(workers, lambda i: stand_in(i, "beat"), stopping.is_set, stop, 5, 60.0)
-    )
-    watch.start()
-    began = time.monotonic()
-    os.kill(stopped.pid, signal.SIGSTOP)
-    try:
+    with Watching(workers, 60.0):
+        began = time.monotonic()
+        os.kill(stopped.pid, signal.SIGSTOP)
         while workers[1].proc is stopped and time.monotonic() < began + 10:
             time.sleep(0.02)
         took = time.monotonic() - began
-    finally:
-        stop(signal.SIGTERM, None)
-        watch.join(timeout=30)
-        for w in workers:
-            w.close()
     assert workers[1].proc is not stopped and stopped.returncode == -signal.SIGKILL
     assert 0.3 <= took < 1.5, took
     assert "(the kernel shows it stopped)" in capsys.readouterr().err
@@ -210,35 +177,20 @@ def test_a_worker_stopped_when_the_group_is_told_to_stop_drains_too() -> None:
     which replaces no one while stopping, waited for it for ever. It continues it, and the worker
     ends by its SIGTERM as the others do."""
     workers = [stand_in(0, "beat"), stand_in(1, "beat")]
-    for w in workers:
-        w.last_beat = time.monotonic()
     stopped = workers[1].proc
-    stopping = threading.Event()
-    result: list[int] = []
-
-    def stop(_signum: int, _frame: object) -> None:
-        stopping.set()
-        for w in workers:
-            w.proc.send_signal(signal.SIGTERM)
-
-    watch = threading.Thread(
-        target=lambda: result.append(
-            _watch(workers, lambda i: stand_in(i, "beat"), stopping.is_set, stop, 5, 0.0)
-        )
-    )
-    watch.start()
     try:
-        os.kill(stopped.pid, signal.SIGSTOP)
-        time.sleep(0.2)
-        stop(signal.SIGTERM, None)
-        watch.join(timeout=10)
-        assert not watch.is_alive(), "the supervisor waits for ever for a stopped worker to drain"
+        with Watching(workers, 0.0) as watching:
+            os.kill(stopped.pid, signal.SIGSTOP)
+            time.sleep(0.2)
+            watching.stop()
+            watching.thread.join(timeout=10)
+            assert not watching.thread.is_alive(), (
+                "the supervisor waits for ever for a stopped worker to drain"
+            )
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(stopped.pid, signal.SIGCONT)
-        watch.join(timeout=30)
-        for w in workers:
-            w.close()
+    result = watching.result
     assert stopped.returncode == -signal.SIGTERM and result == [0], (stopped.returncode, result)
 
 
@@ -273,23 +225,11 @@ def test_a_worker_a_debugger_holds_when_the_group_is_told_to_stop_is_killed_in_o
         assert tracer.stdout is not None
         if tracer.stdout.readline().strip() != "holding":
             pytest.skip("ptrace is not allowed here")
-        stopping = threading.Event()
-        result: list[int] = []
-
-        def stop(_signum: int, _frame: object) -> None:
-            stopping.set()
-            for w in workers:
-                w.proc.send_signal(signal.SIGTERM)
-
-        stop(signal.SIGTERM, None)
-        watch = threading.Thread(
-            target=lambda: result.append(
-                _watch(workers, lambda i: stand_in(i, "beat"), stopping.is_set, stop, 5, 0.0)
-            )
-        )
-        watch.start()
-        watch.join(timeout=10)
-        assert not watch.is_alive(), "the supervisor waits for ever for a held worker to drain"
+        watching = Watching(workers, 0.0)
+        watching.stop()  # SIGTERM before the watch starts
+        with watching:
+            watching.thread.join(timeout=10)
+            assert not watching.thread.is_alive(), "the supervisor waits for ever for a held worker to drain"
     finally:
         tracer.kill()
         tracer.wait()
@@ -298,7 +238,7 @@ def test_a_worker_a_debugger_holds_when_the_group_is_told_to_stop_is_killed_in_o
         for w in workers:
             w.proc.wait(timeout=30)
             w.close()
-    assert held.returncode == -signal.SIGKILL and result == [1], (held.returncode, result)
+    assert held.returncode == -signal.SIGKILL and watching.result == [1], (held.returncode, watching.result)
     said = capsys.readouterr().err.strip().splitlines()
     assert said == [
         f"fairdeck serve: process 2 of 2 (pid {held.pid}) is held stopped and cannot drain; killed it"
