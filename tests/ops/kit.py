@@ -1,5 +1,6 @@
 """Shared by the operations tests: real dealers with any config, a scrape of
-their /metrics over loopback HTTP, and the RetryInfo of a refused call."""
+their /metrics over loopback HTTP, dealer tokens for tenants, and the RetryInfo of a refused
+call."""
 
 from __future__ import annotations
 
@@ -13,7 +14,20 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from fairdeck.client.exceptions import FairdeckError
 from fairdeck.wire import STATUS_DETAILS_KEY
+from fairdeck_server.auth import new_token
+from fairdeck_server.principal import Role
 from tests.support.dealers import RunningDealer
+
+
+def dealer_tokens(running: RunningDealer, *tenants: str) -> dict[str, str]:
+    """A dealer token for each tenant, stored in the running dealer."""
+    tokens = {}
+    for tenant in tenants:
+        token, record = new_token(tenant, Role.DEALER)
+        assert running.server is not None
+        running._run(running.server.storage.put_token(record))
+        tokens[tenant] = token
+    return tokens
 
 
 def scrape(running: RunningDealer) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

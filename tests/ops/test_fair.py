@@ -22,9 +22,7 @@ from fairdeck.client.exceptions import ResourceExhausted
 from fairdeck.v1 import dealer_pb2 as pb
 from fairdeck.v1 import dealer_pb2_grpc
 from fairdeck_server import fair
-from fairdeck_server.auth import new_token
-from fairdeck_server.principal import Role
-from tests.ops.kit import retry_delay
+from tests.ops.kit import dealer_tokens, retry_delay
 from tests.support.dealers import RunningDealer
 
 # -- the queue ------------------------------------------------------------------------------------
@@ -154,20 +152,10 @@ def test_cpu_turns_interleave_one_tenants_slices_with_anothers_single_piece() ->
 # -- the caps on a real dealer ---------------------------------------------------------------------
 
 
-def tokens(running: RunningDealer, *tenants: str) -> dict[str, str]:
-    out = {}
-    for tenant in tenants:
-        token, record = new_token(tenant, Role.DEALER)
-        assert running.server is not None
-        running._run(running.server.storage.put_token(record))
-        out[tenant] = token
-    return out
-
-
 def test_streams_over_the_tenants_cap_are_refused_with_a_retry_delay(tmp_path: Path) -> None:
     config = {"max_streams": 2, "rate_limit": 0, "max_open_hands": 0, "require_auth": True}
     with RunningDealer(tmp_path / "d", **config) as running:
-        keys = tokens(running, "acme", "zenith")
+        keys = dealer_tokens(running, "acme", "zenith")
         with grpc.insecure_channel(running.target) as channel:
             stub = dealer_pb2_grpc.DealerServiceStub(channel)
             request = pb.DealHandsRequest(deck="standard", hand_count=100_000)
@@ -195,7 +183,7 @@ def test_streams_over_the_tenants_cap_are_refused_with_a_retry_delay(tmp_path: P
 def test_calls_over_the_tenants_cap_in_flight_are_refused_and_others_are_not(tmp_path: Path) -> None:
     config = {"max_calls_in_flight": 2, "rate_limit": 0, "max_open_hands": 0, "require_auth": True}
     with RunningDealer(tmp_path / "d", **config) as running:
-        keys = tokens(running, "acme", "zenith")
+        keys = dealer_tokens(running, "acme", "zenith")
         with DealerClient(running.target, api_token=keys["acme"]) as c:
             c.deal_new_hand()  # the database exists and the token is cached
         # Another connection holds the database's write lock: calls stay in flight meanwhile.

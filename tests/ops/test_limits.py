@@ -23,12 +23,10 @@ from fairdeck.client import AsyncDealerClient, DealerClient
 from fairdeck.client.exceptions import DeadlineExceeded, FairdeckError, ResourceExhausted
 from fairdeck.v1 import dealer_pb2 as pb
 from fairdeck.v1 import dealer_pb2_grpc
-from fairdeck_server.auth import new_token
 from fairdeck_server.edge.interceptors import CAP_AGAIN, hands_requested
 from fairdeck_server.edge.methods import Malformed, call_cost
 from fairdeck_server.limits import OpenHandsCap, RateLimiter
-from fairdeck_server.principal import Role
-from tests.ops.kit import details, retry_delay
+from tests.ops.kit import dealer_tokens, details, retry_delay
 from tests.support.dealers import RunningDealer
 
 DEALER = "/fairdeck.v1.DealerService/"
@@ -40,17 +38,6 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
-
-
-def dealer_tokens(running: RunningDealer, *tenants: str) -> dict[str, str]:
-    """A dealer token for each tenant, stored in the running dealer."""
-    tokens = {}
-    for tenant in tenants:
-        token, record = new_token(tenant, Role.DEALER)
-        assert running.server is not None
-        running._run(running.server.storage.put_token(record))
-        tokens[tenant] = token
-    return tokens
 
 
 # -- the pieces, with a clock we move ------------------------------------------------------
@@ -351,10 +338,12 @@ def test_a_held_refusal_is_answered_before_the_default_deadline_cuts_it(tmp_path
 
 
 def test_refusals_held_to_the_deadline_bound_are_answered_spread_out(tmp_path: Path) -> None:
-    """400 GetHand at once with 2 s deadlines: every refusal past the 100th reaches the bound of
-    half the deadline (1 s). They were all answered in the same few milliseconds, and a client
-    retrying at once sent them all again together (a burst the other tenants wait behind); now
-    each is held between half that bound and the bound."""
+    """800 GetHand at once with 4 s deadlines: every refusal past the 200th reaches the bound of
+    half the deadline (2 s). They were all answered together, and a client retrying at once sent
+    them all again together (a burst the other tenants wait behind); now each is held between
+    half that bound and the bound. Measured per call (its own latency) as the interquartile range
+    of the 600 held longest: held to the bound, they differ only by how long each took to reach
+    the dealer."""
     with RunningDealer(tmp_path / "d", rate_limit=2, rate_burst=1, require_auth=True) as running:
         token = dealer_tokens(running, "acme")["acme"]
 
@@ -362,24 +351,26 @@ def test_refusals_held_to_the_deadline_bound_are_answered_spread_out(tmp_path: P
             async with grpc.aio.insecure_channel(running.target) as channel:
                 stub = dealer_pb2_grpc.DealerServiceStub(channel)
                 await channel.channel_ready()
-                began = time.monotonic()
 
                 async def one() -> float:
+                    sent = time.monotonic()
                     with pytest.raises(grpc.aio.AioRpcError) as e:
                         await stub.GetHand(
                             pb.GetHandRequest(hand_id="h" * 26),
                             metadata=(("authorization", f"Bearer {token}"),),
-                            timeout=2.0,
+                            timeout=4.0,
                         )
                     assert e.value.code() in (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.NOT_FOUND)
-                    return time.monotonic() - began
+                    return time.monotonic() - sent
 
-                return await asyncio.gather(*(one() for _ in range(400)))
+                return await asyncio.gather(*(one() for _ in range(800)))
 
-        answered = sorted(asyncio.run(flood()))
-        at_the_bound = [t for t in answered if 0.9 <= t <= 1.1]
-        assert len(at_the_bound) <= 150, f"{len(at_the_bound)} of 400 answered within 0.1 s of the bound"
-        assert max(answered) < 1.9, max(answered)  # every one before the client's deadline
+        took = sorted(asyncio.run(flood()))
+        held = took[200:]  # the 600 held to the bound
+        spread = held[450] - held[150]  # their interquartile range
+        # Held to the bound: 0.05 s quiet, 0.13 s under two busy loops; spread: 0.38-0.44 s.
+        assert spread >= 0.25, f"the 600 slowest were answered within {spread:.2f} s of each other"
+        assert max(took) < 3.8, max(took)  # every one answered before the client's deadline
 
 
 def test_a_rate_of_zero_turns_the_limit_off(tmp_path: Path) -> None:

@@ -11,8 +11,12 @@ the database's write lock while the queue builds up.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -22,31 +26,96 @@ from fairdeck_server.storage.sqlite import SqliteStorage
 from fairdeck_server.storage.sqlite.writer import BATCH_COST, QUANTUM
 from tests.storage.kit import new_hand, records
 
+if TYPE_CHECKING:
+    from fairdeck_server.storage.postgres import PostgresStorage
+
+    Engine = SqliteStorage | PostgresStorage
+
+Locked = Callable[[], AbstractAsyncContextManager[None]]
+"""The database's write lock held by a second connection while the block runs."""
+
+
+def sqlite_write_lock(path: Path) -> Locked:
+    @contextlib.asynccontextmanager
+    async def held() -> AsyncIterator[None]:
+        blocker = sqlite3.connect(path, isolation_level=None, timeout=10)
+        blocker.execute("BEGIN IMMEDIATE")  # the writer's next transaction waits for this lock
+        try:
+            yield
+        finally:
+            blocker.execute("ROLLBACK")
+            blocker.close()
+
+    return held
+
+
+def postgres_write_lock(pg_url: str) -> Locked:
+    @contextlib.asynccontextmanager
+    async def held() -> AsyncIterator[None]:
+        import psycopg
+
+        blocker = await psycopg.AsyncConnection.connect(pg_url)
+        await blocker.execute("LOCK TABLE log_head IN ACCESS EXCLUSIVE MODE")  # the next append waits
+        try:
+            yield
+        finally:
+            await blocker.rollback()
+            await blocker.close()
+
+    return held
+
 
 async def queue_behind_a_lock(
-    storage: SqliteStorage, path: Path
+    storage: Engine, locked: Locked, settle: float
 ) -> tuple[list[list[HandRecord]], HandRecord]:
+    """Five bulk chunks of one tenant queued behind the write lock, then one hand of another."""
     await storage.create_hands([new_hand("warm")])  # the database and its tables exist
-    blocker = sqlite3.connect(path, isolation_level=None, timeout=10)
-    blocker.execute("BEGIN IMMEDIATE")  # the writer's next transaction waits for this lock
-    try:
+    async with locked():
         bulk = fair.bind("bulk")
         chunks = [
             asyncio.ensure_future(storage.create_hands([new_hand(f"c{k}.{i}") for i in range(50)]))
             for k in range(5)
         ]
         fair.unbind(bulk)
-        await asyncio.sleep(0.3)  # the writer has taken the first chunk and waits on the lock
+        await asyncio.sleep(settle)  # the writer has taken the first chunk and waits on the lock
         one = fair.bind("one")
         single = asyncio.ensure_future(storage.create_hands([new_hand("single")]))
         fair.unbind(one)
-        await asyncio.sleep(0.1)  # queued behind the other four chunks
-    finally:
-        blocker.execute("ROLLBACK")
-        blocker.close()
+        await asyncio.sleep(settle / 3)  # queued behind the other four chunks
     stored = [records(c) for c in await asyncio.gather(*chunks)]
     (alone,) = records(await single)
     return stored, alone
+
+
+def check_single_went_first(chunks: list[list[HandRecord]], single: HandRecord) -> None:
+    # First come, first served would have put it after all 250 hands of the chunks; it went in the
+    # first transaction after the one already under way (at most BATCH_COST hands of one tenant).
+    before = [r for chunk in chunks for r in chunk if r.commit_index < single.commit_index]
+    assert len(before) <= BATCH_COST and len(before) % 50 == 0
+    assert single.commit_index == 1 + len(before)
+    # Each stream's chunks still land in the order they were sent.
+    firsts = [chunk[0].commit_index for chunk in chunks]
+    assert firsts == sorted(firsts)
+
+
+async def bulk_batches_while_a_table_is_active(storage: Engine, locked: Locked, settle: float) -> int:
+    """A table deals one hand (done: nothing of it queued), then 12 slices of 32 of a bulk tenant
+    queue behind the lock: the writer's batches for them."""
+    await storage.create_hands([new_hand("warm")])
+    table = fair.bind("table")
+    await storage.create_hands([new_hand("table")])
+    fair.unbind(table)
+    before = storage.stats.batches
+    async with locked():
+        bulk = fair.bind("bulk")
+        slices = [
+            asyncio.ensure_future(storage.create_hands([new_hand(f"b{k}.{i}") for i in range(32)]))
+            for k in range(12)
+        ]
+        fair.unbind(bulk)
+        await asyncio.sleep(settle)
+    await asyncio.gather(*slices)
+    return storage.stats.batches - before
 
 
 def test_a_single_hand_of_another_tenant_is_committed_ahead_of_queued_bulk_chunks(tmp_path: Path) -> None:
@@ -56,19 +125,11 @@ def test_a_single_hand_of_another_tenant_is_committed_ahead_of_queued_bulk_chunk
         storage = SqliteStorage(path)
         await storage.start()
         try:
-            return await queue_behind_a_lock(storage, path)
+            return await queue_behind_a_lock(storage, sqlite_write_lock(path), 0.3)
         finally:
             await storage.close()
 
-    chunks, single = asyncio.run(main())
-    # First come, first served would have put it after all 250 hands of the chunks; it went in the
-    # first transaction after the one already under way (at most BATCH_COST hands of one tenant).
-    before = [r for chunk in chunks for r in chunk if r.commit_index < single.commit_index]
-    assert len(before) <= BATCH_COST and len(before) % 50 == 0
-    assert single.commit_index == 1 + len(before)
-    # Each stream's chunks still land in the order they were sent.
-    firsts = [chunk[0].commit_index for chunk in chunks]
-    assert firsts == sorted(firsts)
+    check_single_went_first(*asyncio.run(main()))
 
 
 @pytest.mark.parametrize("tenants", [1, 3])
@@ -82,9 +143,7 @@ def test_one_tenant_alone_fills_a_batch_and_several_take_one_turn_each(tmp_path:
         try:
             await storage.create_hands([new_hand("warm")])
             before = storage.stats.batches
-            blocker = sqlite3.connect(path, isolation_level=None, timeout=10)
-            blocker.execute("BEGIN IMMEDIATE")
-            try:
+            async with sqlite_write_lock(path)():
                 calls = []
                 for t in range(tenants):
                     bound = fair.bind(f"t{t}")
@@ -96,9 +155,6 @@ def test_one_tenant_alone_fills_a_batch_and_several_take_one_turn_each(tmp_path:
                     ]
                     fair.unbind(bound)
                 await asyncio.sleep(0.3)
-            finally:
-                blocker.execute("ROLLBACK")
-                blocker.close()
             await asyncio.gather(*calls)
             return [storage.stats.batches - before, storage.stats.operations]
         finally:
@@ -123,26 +179,7 @@ def test_while_another_tenant_is_active_a_bulk_tenant_alone_in_the_queue_gets_on
         storage = SqliteStorage(path)
         await storage.start()
         try:
-            await storage.create_hands([new_hand("warm")])
-            table = fair.bind("table")
-            await storage.create_hands([new_hand("table")])  # done: nothing of it is queued
-            fair.unbind(table)
-            before = storage.stats.batches
-            blocker = sqlite3.connect(path, isolation_level=None, timeout=10)
-            blocker.execute("BEGIN IMMEDIATE")
-            try:
-                bulk = fair.bind("bulk")
-                slices = [
-                    asyncio.ensure_future(storage.create_hands([new_hand(f"b{k}.{i}") for i in range(32)]))
-                    for k in range(12)
-                ]
-                fair.unbind(bulk)
-                await asyncio.sleep(0.3)
-            finally:
-                blocker.execute("ROLLBACK")
-                blocker.close()
-            await asyncio.gather(*slices)
-            return storage.stats.batches - before
+            return await bulk_batches_while_a_table_is_active(storage, sqlite_write_lock(path), 0.3)
         finally:
             await storage.close()
 
@@ -150,49 +187,20 @@ def test_while_another_tenant_is_active_a_bulk_tenant_alone_in_the_queue_gets_on
 
 
 def test_postgres_serves_a_single_hand_of_another_tenant_before_queued_bulk_chunks(pg_url: str) -> None:
-    import psycopg
-
     from fairdeck_server.storage.postgres import PostgresStorage
 
     async def main() -> tuple[list[list[HandRecord]], HandRecord]:
         storage = PostgresStorage(pg_url)
         await storage.start()
         try:
-            await storage.create_hands([new_hand("warm")])
-            blocker = await psycopg.AsyncConnection.connect(pg_url)
-            await blocker.execute("LOCK TABLE log_head IN ACCESS EXCLUSIVE MODE")  # the next append waits
-            try:
-                bulk = fair.bind("bulk")
-                chunks = [
-                    asyncio.ensure_future(storage.create_hands([new_hand(f"c{k}.{i}") for i in range(50)]))
-                    for k in range(5)
-                ]
-                fair.unbind(bulk)
-                await asyncio.sleep(0.5)  # the writer's first batch waits on the lock
-                one = fair.bind("one")
-                single = asyncio.ensure_future(storage.create_hands([new_hand("single")]))
-                fair.unbind(one)
-                await asyncio.sleep(0.2)
-            finally:
-                await blocker.rollback()
-                await blocker.close()
-            stored = [records(c) for c in await asyncio.gather(*chunks)]
-            (alone,) = records(await single)
-            return stored, alone
+            return await queue_behind_a_lock(storage, postgres_write_lock(pg_url), 0.5)
         finally:
             await storage.close()
 
-    chunks, single = asyncio.run(main())
-    before = [r for chunk in chunks for r in chunk if r.commit_index < single.commit_index]
-    assert len(before) <= BATCH_COST and len(before) % 50 == 0
-    assert single.commit_index == 1 + len(before)
-    firsts = [chunk[0].commit_index for chunk in chunks]
-    assert firsts == sorted(firsts)
+    check_single_went_first(*asyncio.run(main()))
 
 
 def test_postgres_keeps_a_bulk_tenants_batches_to_one_turn_while_another_is_active(pg_url: str) -> None:
-    import psycopg
-
     from fairdeck_server.storage.postgres import PostgresStorage
     from fairdeck_server.storage.postgres import writer as pg_writer
 
@@ -200,26 +208,7 @@ def test_postgres_keeps_a_bulk_tenants_batches_to_one_turn_while_another_is_acti
         storage = PostgresStorage(pg_url)
         await storage.start()
         try:
-            await storage.create_hands([new_hand("warm")])
-            table = fair.bind("table")
-            await storage.create_hands([new_hand("table")])
-            fair.unbind(table)
-            before = storage.stats.batches
-            blocker = await psycopg.AsyncConnection.connect(pg_url)
-            await blocker.execute("LOCK TABLE log_head IN ACCESS EXCLUSIVE MODE")
-            try:
-                bulk = fair.bind("bulk")
-                slices = [
-                    asyncio.ensure_future(storage.create_hands([new_hand(f"b{k}.{i}") for i in range(32)]))
-                    for k in range(12)
-                ]
-                fair.unbind(bulk)
-                await asyncio.sleep(0.5)
-            finally:
-                await blocker.rollback()
-                await blocker.close()
-            await asyncio.gather(*slices)
-            return storage.stats.batches - before
+            return await bulk_batches_while_a_table_is_active(storage, postgres_write_lock(pg_url), 0.5)
         finally:
             await storage.close()
 
@@ -238,9 +227,7 @@ def test_one_tenants_backlog_of_single_calls_does_not_sit_in_front_of_anothers(t
         await storage.start()
         try:
             await storage.create_hands([new_hand("warm")])
-            blocker = sqlite3.connect(path, isolation_level=None, timeout=10)
-            blocker.execute("BEGIN IMMEDIATE")
-            try:
+            async with sqlite_write_lock(path)():
                 busy = fair.bind("busy")
                 many = [asyncio.ensure_future(storage.create_hands([new_hand(f"m{i}")])) for i in range(300)]
                 fair.unbind(busy)
@@ -249,9 +236,6 @@ def test_one_tenants_backlog_of_single_calls_does_not_sit_in_front_of_anothers(t
                 single = asyncio.ensure_future(storage.create_hands([new_hand("single")]))
                 fair.unbind(one)
                 await asyncio.sleep(0.1)
-            finally:
-                blocker.execute("ROLLBACK")
-                blocker.close()
             stored = [r for c in await asyncio.gather(*many) for r in records(c)]
             (alone,) = records(await single)
             return stored, alone
