@@ -1,0 +1,60 @@
+"""A refused call leaves no reference cycle behind: it is freed as it ends, not by the garbage
+collector (regression: each one stayed in a cycle through gRPC's AbortError, its traceback's
+frames, the context and the call's state; under a flood of held refusals the full collections
+that freed them stopped the event loop for 40-75 ms; edge/interceptors.py, ``acyclic``)."""
+
+from __future__ import annotations
+
+import gc
+import time
+from collections.abc import Callable, Iterator
+
+import grpc
+import pytest
+
+from fairdeck.client import DealerClient
+from fairdeck.client.exceptions import FairdeckError
+
+REFUSED = {
+    "unary": lambda c: c.get("no-such-hand"),
+    "stream": lambda c: list(c.deal_hands("standard-52", 1)),
+}
+
+
+@pytest.fixture
+def collector_off() -> Iterator[None]:
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+
+
+def unreachable_aborts() -> int:
+    """AbortErrors that only the garbage collector could free now."""
+    gc.set_debug(gc.DEBUG_SAVEALL)  # what a collection finds is kept in gc.garbage, not freed
+    gc.collect()
+    found = sum(isinstance(o, grpc.aio.AbortError) for o in gc.garbage)
+    gc.set_debug(0)
+    gc.garbage.clear()
+    return found
+
+
+@pytest.mark.parametrize("kind", sorted(REFUSED))
+def test_a_refused_call_is_freed_as_it_ends(
+    client: DealerClient, collector_off: None, kind: str
+) -> None:
+    refuse: Callable[[DealerClient], object] = REFUSED[kind]
+    for _ in range(20):
+        with pytest.raises(FairdeckError):
+            refuse(client)
+    deadline = time.monotonic() + 5
+    while True:  # the dealer's task ends just after the client has its answer
+        found = unreachable_aborts()
+        if found == 0 or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert found == 0, f"{found} of 20 refused {kind} calls left in a reference cycle"
