@@ -229,15 +229,25 @@ class Admission:
 
     A tenant may have at most ``per_tenant`` calls admitted or waiting (``enter`` returns False
     past it: the caller refuses the call). ``enter`` returns once the call may run; ``leave``
-    gives its slot to the next in fair order.
+    gives its slot to the next in fair order. No tenant holds or waits for more than
+    ``slots - slots // RESERVED_PART`` slots: the rest stay free for the others, whose next call
+    then runs at once instead of waiting for a flooding tenant's slow call to end (its calls
+    past that wait in its own line first).
     """
 
     def __init__(self, slots: int, per_tenant: int) -> None:
         self.slots = slots
         self.per_tenant = per_tenant
+        reserved = max(0, slots) // RESERVED_PART
+        self.most = slots - reserved if reserved else 0
+        """Slots one tenant may hold or wait for at once (0: no such bound)."""
         self._active = 0
         self._queue: FairQueue[asyncio.Future[None]] = FairQueue(1)
         self._calls: dict[str, int] = {}
+        self._entered: dict[str, int] = {}
+        """Per tenant, calls holding a slot or waiting in ``_queue`` (at most ``most``)."""
+        self._lines: dict[str, collections.deque[asyncio.Future[None]]] = {}
+        """Per tenant, calls waiting for one of its entered calls to leave."""
 
     @property
     def enabled(self) -> bool:
@@ -251,6 +261,11 @@ class Admission:
         if self.per_tenant > 0 and held >= self.per_tenant:
             return False
         self._calls[tenant] = held + 1
+        try:
+            await self._line_up(tenant)
+        except BaseException:
+            self._forget(tenant)
+            raise
         if self.slots <= 0 or (self._active < self.slots and not self._queue):
             self._active += 1
             return True
@@ -261,6 +276,7 @@ class Admission:
         except BaseException:
             if turn.done() and not turn.cancelled():
                 self._release_slot()
+            self._step_out(tenant)
             self._forget(tenant)
             raise
         return True
@@ -268,6 +284,43 @@ class Admission:
     def leave(self, tenant: str) -> None:
         self._forget(tenant)
         self._release_slot()
+        self._step_out(tenant)
+
+    async def _line_up(self, tenant: str) -> None:
+        """Return once ``tenant`` has fewer than ``most`` calls entered; counts this one in."""
+        if not self.most:
+            return
+        entered = self._entered.get(tenant, 0)
+        if entered < self.most:
+            self._entered[tenant] = entered + 1
+            return
+        place: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._lines.setdefault(tenant, collections.deque()).append(place)
+        try:
+            await place  # handed over by one of its calls leaving (``_step_out``): counted in
+        except BaseException:
+            if place.done() and not place.cancelled():
+                self._step_out(tenant)  # came as we were cancelled: pass it on
+            raise
+
+    def _step_out(self, tenant: str) -> None:
+        """One of ``tenant``'s entered calls is done: the next in its line takes its place."""
+        if not self.most:
+            return
+        line = self._lines.get(tenant)
+        while line:
+            place = line.popleft()
+            if not place.done():  # a cancelled one is done: skipped
+                place.set_result(None)
+                if not line:
+                    del self._lines[tenant]
+                return
+        self._lines.pop(tenant, None)
+        left = self._entered.get(tenant, 0) - 1
+        if left > 0:
+            self._entered[tenant] = left
+        else:
+            self._entered.pop(tenant, None)
 
     def _forget(self, tenant: str) -> None:
         left = self._calls.get(tenant, 0) - 1
@@ -288,3 +341,7 @@ class Admission:
             if not turn.done():
                 turn.set_result(None)  # the slot passes to it, _active unchanged
                 return
+
+
+RESERVED_PART = 4
+"""A quarter of the admission slots stay free for tenants other than the one holding the most."""

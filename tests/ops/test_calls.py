@@ -54,11 +54,13 @@ def test_with_limits_and_default_deadline_off_a_call_runs_only_observing_and_aut
     # One wrapped handler per method, made at its first call and kept.
     assert DEAL_NEW_HAND in known and DEAL_HANDS in known
     assert _layers(known[DEAL_NEW_HAND][1].unary_unary) == [
+        "acyclic.<locals>.outermost",  # observing's: its AbortError leaves with no cycle
         "ObservingInterceptor._unary.<locals>.behavior",
         "_unary.<locals>.call",  # auth
         "DealerServicer.DealNewHand",  # the servicer (functools.wraps names it)
     ]
-    assert _layers(known[DEAL_HANDS][1].unary_stream)[:2] == [
+    assert _layers(known[DEAL_HANDS][1].unary_stream)[:3] == [
+        "acyclic.<locals>.outermost",
         "ObservingInterceptor._stream.<locals>.behavior",
         "_streaming.<locals>.call",
     ]
@@ -79,6 +81,7 @@ def test_with_production_limits_every_layer_runs_in_order(tmp_path: Path) -> Non
         assert running.server is not None
         known = dict(running.server.interceptor._wrapped)
     assert _layers(known[DEAL_NEW_HAND][1].unary_unary) == [
+        "acyclic.<locals>.outermost",
         "ObservingInterceptor._unary.<locals>.behavior",
         "DeadlineInterceptor._unary.<locals>.behavior",
         "_unary.<locals>.call",
@@ -87,5 +90,8 @@ def test_with_production_limits_every_layer_runs_in_order(tmp_path: Path) -> Non
     ]
     # Health is observed (counted and logged), never authenticated, limited or cut short.
     check = next(v for k, v in known.items() if k.startswith("/grpc.health.v1.Health/"))
-    assert _layers(check[1].unary_unary)[0] == "ObservingInterceptor._unary.<locals>.behavior"
-    assert len(_layers(check[1].unary_unary)) == 2
+    assert _layers(check[1].unary_unary)[:2] == [
+        "acyclic.<locals>.outermost",
+        "ObservingInterceptor._unary.<locals>.behavior",
+    ]
+    assert len(_layers(check[1].unary_unary)) == 3

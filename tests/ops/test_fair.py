@@ -126,6 +126,43 @@ def test_a_cancelled_waiter_passes_its_slot_on() -> None:
     asyncio.run(scenario())
 
 
+def test_a_tenant_holding_the_most_slots_it_may_leaves_the_rest_to_the_others() -> None:
+    """A flooding tenant's slow calls hold at most 6 of 8 slots: another tenant's call runs at
+    once instead of waiting for one of them to end (regression: it waited for a free slot, 12-37
+    ms behind a GetHand flood's calls; bench/README.md, section 13)."""
+
+    async def scenario() -> None:
+        gate = fair.Admission(slots=8, per_tenant=0)
+        release = asyncio.Event()
+        ran: list[str] = []
+
+        async def call(tenant: str, name: str) -> None:
+            assert await gate.enter(tenant)
+            ran.append(name)
+            await release.wait()
+            gate.leave(tenant)
+
+        flood = [asyncio.create_task(call("flood", f"f{i}")) for i in range(10)]
+        await asyncio.sleep(0)
+        assert len(ran) == 6  # the other four wait in the flooder's own line
+        assert await asyncio.wait_for(gate.enter("other"), 0.5)  # at once, two slots were free
+        assert await asyncio.wait_for(gate.enter("third"), 0.5)
+        waiting = asyncio.create_task(gate.enter("fourth"))  # every slot is taken now
+        await asyncio.sleep(0)
+        assert not waiting.done()
+        flood[7].cancel()  # one waiting in the flooder's line gives up: nothing leaks
+        gate.leave("other")
+        assert await asyncio.wait_for(waiting, 0.5)  # the slot went to the tenant with one call
+        release.set()
+        await asyncio.gather(*flood, return_exceptions=True)
+        gate.leave("third")
+        gate.leave("fourth")
+        assert sorted(ran) == [f"f{i}" for i in range(10) if i != 7]
+        assert (gate._active, gate._entered, gate._lines, gate.calls("flood")) == (0, {}, {}, 0)
+
+    asyncio.run(scenario())
+
+
 def test_cpu_turns_interleave_one_tenants_slices_with_anothers_single_piece() -> None:
     async def scenario() -> list[str]:
         turns = fair.CpuTurns(quantum=1)

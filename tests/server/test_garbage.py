@@ -44,9 +44,7 @@ def unreachable_aborts() -> int:
 
 
 @pytest.mark.parametrize("kind", sorted(REFUSED))
-def test_a_refused_call_is_freed_as_it_ends(
-    client: DealerClient, collector_off: None, kind: str
-) -> None:
+def test_a_refused_call_is_freed_as_it_ends(client: DealerClient, collector_off: None, kind: str) -> None:
     refuse: Callable[[DealerClient], object] = REFUSED[kind]
     for _ in range(20):
         with pytest.raises(FairdeckError):
