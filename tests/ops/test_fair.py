@@ -9,13 +9,17 @@ one tenant's cap never touching another's.
 from __future__ import annotations
 
 import asyncio
+import collections
 import sqlite3
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fairdeck.client import DealerClient
 from fairdeck.client.exceptions import ResourceExhausted
@@ -159,6 +163,90 @@ def test_a_tenant_holding_the_most_slots_it_may_leaves_the_rest_to_the_others() 
         gate.leave("fourth")
         assert sorted(ran) == [f"f{i}" for i in range(10) if i != 7]
         assert (gate._active, gate._entered, gate._lines, gate.calls("flood")) == (0, {}, {}, 0)
+
+    asyncio.run(scenario())
+
+
+ADMISSION_STEPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("enter"), st.sampled_from("aab")),  # "a" floods more often
+        st.tuples(st.just("leave"), st.integers(0, 40)),
+        st.tuples(st.just("cancel"), st.integers(0, 40)),
+        # A holder leaves and, before anything else runs, a waiter is cancelled: the place or
+        # slot just handed over may be the one cancelled.
+        st.tuples(st.just("leave_then_cancel"), st.integers(0, 40), st.integers(0, 40)),
+        st.tuples(st.just("turns"), st.integers(1, 3)),
+    ),
+    min_size=10,
+    max_size=100,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(slots=st.sampled_from([4, 5, 8]), per_tenant=st.sampled_from([0, 2, 5]), steps=ADMISSION_STEPS)
+def test_admission_never_leaks_nor_strands_a_call_whatever_enters_leaves_or_is_cancelled(
+    slots: int, per_tenant: int, steps: list[tuple[Any, ...]]
+) -> None:
+    """Any interleaving of enter, leave and cancellation (waiting in the tenant's line, waiting
+    for a slot, just as either is handed over), checked against a model of who holds what: no
+    slot, count or line entry leaks, no tenant holds more than ``most``, and once the loop is
+    idle nobody waits in a line while its tenant is under ``most`` nor for a slot while one is
+    free."""
+
+    async def scenario() -> None:
+        gate = fair.Admission(slots, per_tenant)
+        waiting: list[tuple[str, asyncio.Task[bool]]] = []
+        holding: list[str] = []
+
+        def settled() -> None:
+            for tenant, task in list(waiting):
+                if task.done():
+                    waiting.remove((tenant, task))
+                    if not task.cancelled() and task.result():
+                        holding.append(tenant)  # refused (False) or cancelled: nothing to leave
+
+        def check_idle() -> None:
+            held = collections.Counter(holding)
+            pending = collections.Counter(t for t, _ in waiting)
+            assert gate._active == len(holding) <= slots
+            assert gate._calls == {t: held[t] + pending[t] for t in "ab" if held[t] + pending[t]}
+            for t in "ab":
+                assert held[t] <= gate.most
+                in_line = sum(not place.done() for place in gate._lines.get(t, ()))
+                in_queue = pending[t] - in_line
+                assert gate._entered.get(t, 0) == held[t] + in_queue <= gate.most
+                assert not in_line or gate._entered[t] == gate.most, f"{t} waits in its line for nothing"
+                assert not in_queue or gate._active == slots, f"{t} waits with a slot free"
+
+        async def idle() -> None:
+            for _ in range(10):
+                await asyncio.sleep(0)
+            settled()
+
+        for step in steps:
+            if step[0] == "enter":
+                waiting.append((step[1], asyncio.ensure_future(gate.enter(step[1]))))
+            elif step[0] == "leave" and holding:
+                gate.leave(holding.pop(step[1] % len(holding)))
+            elif step[0] == "cancel" and waiting:
+                waiting[step[1] % len(waiting)][1].cancel()
+            elif step[0] == "leave_then_cancel" and holding and waiting:
+                gate.leave(holding.pop(step[1] % len(holding)))
+                waiting[step[2] % len(waiting)][1].cancel()
+            elif step[0] == "turns":
+                for _ in range(step[1]):
+                    await asyncio.sleep(0)
+            settled()
+            assert gate._active >= len(holding)  # a slot handed over is counted before its call runs
+            assert all(n <= gate.most for n in collections.Counter(holding).values())
+            await idle()
+            check_idle()
+        while waiting or holding:  # every call leaves once it is in: all of them get in
+            while holding:
+                gate.leave(holding.pop())
+            await idle()
+            assert holding or not waiting, "calls still wait after every holder left"
+        assert (gate._active, gate._calls, gate._entered, gate._lines, len(gate._queue)) == (0, {}, {}, {}, 0)
 
     asyncio.run(scenario())
 
