@@ -14,6 +14,10 @@ import pytest
 
 from fairdeck.client import DealerClient
 from fairdeck.client.exceptions import FairdeckError
+from fairdeck.v1 import dealer_pb2 as pb
+from fairdeck.v1 import dealer_pb2_grpc
+from tests.ops.kit import dealer_tokens
+from tests.support.dealers import RunningDealer
 
 REFUSED = {
     "unary": lambda c: c.get("no-such-hand"),
@@ -56,3 +60,32 @@ def test_a_refused_call_is_freed_as_it_ends(client: DealerClient, collector_off:
             break
         time.sleep(0.1)
     assert found == 0, f"{found} of 20 refused {kind} calls left in a reference cycle"
+
+
+def test_a_call_cut_by_the_default_deadline_or_refused_by_auth_is_freed_as_it_ends(
+    running_dealer: Callable[..., RunningDealer], collector_off: None
+) -> None:
+    """The other AbortErrors: the default deadline's, raised while handling the TimeoutError
+    (whose context is the CancelledError of the stream's own frames: about 1,500 objects a call),
+    and the auth layer's, before any servicer runs."""
+    running = running_dealer(default_deadline=0.3, require_auth=True, rate_limit=0)
+    token = dealer_tokens(running, "acme")["acme"]
+    with grpc.insecure_channel(running.target) as channel:
+        stub = dealer_pb2_grpc.DealerServiceStub(channel)
+        for metadata, code in [
+            ((("authorization", f"Bearer {token}"),), grpc.StatusCode.DEADLINE_EXCEEDED),
+            ((), grpc.StatusCode.UNAUTHENTICATED),
+        ]:
+            for _ in range(3):
+                stream = stub.DealHands(
+                    pb.DealHandsRequest(deck="standard", hand_count=100_000, close=True),
+                    metadata=metadata,
+                    timeout=20,
+                )
+                with pytest.raises(grpc.RpcError) as ended:
+                    list(stream)
+                assert ended.value.code() == code
+            deadline = time.monotonic() + 5
+            while (found := unreachable_aborts()) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert found == 0, f"{found} of 3 {code.name} calls left in a reference cycle"
