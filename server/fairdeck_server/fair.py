@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import time
 from collections.abc import Callable
 from contextvars import ContextVar, Token
 from typing import Generic, TypeVar
@@ -229,23 +230,27 @@ class Admission:
 
     A tenant may have at most ``per_tenant`` calls admitted or waiting (``enter`` returns False
     past it: the caller refuses the call). ``enter`` returns once the call may run; ``leave``
-    gives its slot to the next in fair order. No tenant holds or waits for more than
-    ``slots - slots // RESERVED_PART`` slots: the rest stay free for the others, whose next call
-    then runs at once instead of waiting for a flooding tenant's slow call to end (its calls
-    past that wait in its own line first).
+    gives its slot to the next in fair order. While two or more tenants have called within
+    SHARED_WINDOW, none takes more than ``most`` (``slots - slots // RESERVED_PART``) slots,
+    held or waited for: the rest stay free for the others, whose next call then runs at once
+    instead of waiting for a flooding tenant's slow call to end; its calls past that wait in its
+    own line. A tenant alone may take every slot.
     """
 
-    def __init__(self, slots: int, per_tenant: int) -> None:
+    def __init__(self, slots: int, per_tenant: int, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.slots = slots
         self.per_tenant = per_tenant
         reserved = max(0, slots) // RESERVED_PART
         self.most = slots - reserved if reserved else 0
-        """Slots one tenant may hold or wait for at once (0: no such bound)."""
+        """Slots one tenant may hold or wait for at once while tenants share (0: no such bound)."""
+        self._clock = clock
+        self._sharing = Sharing(SHARED_WINDOW)
         self._active = 0
         self._queue: FairQueue[asyncio.Future[None]] = FairQueue(1)
         self._calls: dict[str, int] = {}
         self._entered: dict[str, int] = {}
-        """Per tenant, calls holding a slot or waiting in ``_queue`` (at most ``most``)."""
+        """Per tenant, calls holding a slot or waiting in ``_queue`` (more than ``most`` only
+        if it took them while alone)."""
         self._lines: dict[str, collections.deque[asyncio.Future[None]]] = {}
         """Per tenant, calls waiting for one of its entered calls to leave."""
 
@@ -261,6 +266,7 @@ class Admission:
         if self.per_tenant > 0 and held >= self.per_tenant:
             return False
         self._calls[tenant] = held + 1
+        self._sharing.saw(tenant, self._clock())
         try:
             await self._line_up(tenant)
         except BaseException:
@@ -286,12 +292,17 @@ class Admission:
         self._release_slot()
         self._step_out(tenant)
 
+    def _cap(self) -> int:
+        """What one tenant may have entered now (0: no bound, it is alone)."""
+        return self.most if self.most and self._sharing.shared(self._clock()) else 0
+
     async def _line_up(self, tenant: str) -> None:
-        """Return once ``tenant`` has fewer than ``most`` calls entered; counts this one in."""
+        """Return once ``tenant`` is under its cap; counts this call in."""
         if not self.most:
             return
         entered = self._entered.get(tenant, 0)
-        if entered < self.most:
+        cap = self._cap()
+        if not cap or entered < cap:
             self._entered[tenant] = entered + 1
             return
         place: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -304,21 +315,23 @@ class Admission:
             raise
 
     def _step_out(self, tenant: str) -> None:
-        """One of ``tenant``'s entered calls is done: the next in its line takes its place."""
+        """One of ``tenant``'s entered calls is done: the next in its line take its place, as
+        many as its cap allows now (all of them once it is alone again)."""
         if not self.most:
             return
+        entered = self._entered.get(tenant, 0) - 1
         line = self._lines.get(tenant)
-        while line:
-            place = line.popleft()
-            if not place.done():  # a cancelled one is done: skipped
-                place.set_result(None)
-                if not line:
-                    del self._lines[tenant]
-                return
-        self._lines.pop(tenant, None)
-        left = self._entered.get(tenant, 0) - 1
-        if left > 0:
-            self._entered[tenant] = left
+        if line:
+            cap = self._cap()
+            while line and (not cap or entered < cap):
+                place = line.popleft()
+                if not place.done():  # a cancelled one is done: skipped
+                    place.set_result(None)  # counted in here
+                    entered += 1
+            if not line:
+                del self._lines[tenant]
+        if entered > 0:
+            self._entered[tenant] = entered
         else:
             self._entered.pop(tenant, None)
 
@@ -344,4 +357,7 @@ class Admission:
 
 
 RESERVED_PART = 4
-"""A quarter of the admission slots stay free for tenants other than the one holding the most."""
+"""While tenants share, a quarter of the admission slots stay free for tenants other than the
+one holding the most."""
+SHARED_WINDOW = 1.0
+"""Seconds since another tenant's last call during which the admission slots are shared."""

@@ -41,6 +41,8 @@ class WriterLock:
         """The helper is in a blocking flock."""
         self._closing = False
         self._held_since: float | None = None
+        self.waited_at: float | None = None
+        """When an ``acquire`` last found the lock held by another process (monotonic)."""
 
     def open(self) -> None:
         """Open (create) the lock file; raises OSError."""
@@ -57,6 +59,7 @@ class WriterLock:
                     return True
                 except BlockingIOError:
                     pass
+            self.waited_at = time.monotonic()
             self._wanted = True
             if self._helper is None:
                 self._helper = threading.Thread(target=self._wait, name="fairdeck-writer-lock", daemon=True)

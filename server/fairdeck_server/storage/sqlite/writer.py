@@ -50,9 +50,9 @@ log = logging.getLogger(__name__)
 _sha256 = hashlib.sha256
 
 MAX_BATCH = 512
+"""Operations per transaction, at most."""
 CLOSE_TIMEOUT_S = 10.0
 """How long ``close`` waits for the writer thread to finish what is queued: SIGTERM always ends."""
-"""Operations per transaction, at most."""
 QUANTUM = 32
 """A tenant's turn in a batch, in hands written (an ordinary operation counts one): a DealHands
 slice (dealer.SLICE) is one turn."""
@@ -63,6 +63,11 @@ newly arrived call waits for: 128 hands made another tenant's median call wait 2
 bulk dealer, and 32 cost a bulk dealer alone 38% more CPU per deck (docs/scaling.md, "Sizes")."""
 SHARED_WINDOW = 1.0
 """Seconds since another tenant's last work during which batches stay one turn of each."""
+OTHER_PROCESSES = "\0other processes"
+"""Sharing's key (no tenant's) for the other writers of ``serve --processes N``: a batch that
+waited for the writers' lock counts as another tenant's work, for SHARED_WINDOW. Their callers
+wait for this process's batch as its own do: a worker whose one tenant is a bulk dealer held the
+lock for 128-hand batches while the other worker's tenants waited."""
 LOCK_TIMEOUT = 2.0
 """Seconds a batch waits for the writers' lock (``serve --processes N``) before it fails
 STORAGE_UNAVAILABLE: a batch holds it for milliseconds, so this long means its holder is stuck."""
@@ -289,6 +294,9 @@ class SqliteWriter(OpQueue):
                 for op in ops or ():
                     turns.push(op.whose, op, op.cost)
                     sharing.saw(op.whose, now)
+            if self._lock is not None and self._lock.waited_at is not None:
+                # Another process's batch made this one wait: its callers wait for ours too.
+                sharing.saw(OTHER_PROCESSES, self._lock.waited_at)
             alone = QUANTUM if sharing.shared(time.monotonic()) else BATCH_COST
             batch = take_turns(turns, alone=alone, most=MAX_BATCH)
             if batch:
