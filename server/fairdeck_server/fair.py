@@ -174,16 +174,27 @@ class Sharing:
     def __init__(self, window: float) -> None:
         self.window = window
         self._seen: dict[str, float] = {}
+        self._pruned = float("-inf")
 
     def saw(self, whose: str, now: float) -> None:
         if whose != SYSTEM:
             self._seen[whose] = now
 
     def shared(self, now: float) -> bool:
+        """Asked on every call by admission: those seen long ago are dropped once a window, and
+        the answer comes from the first two recent ones, not from a pass over every tenant."""
         if len(self._seen) < 2:
             return False
-        self._seen = {k: at for k, at in self._seen.items() if now - at < self.window}
-        return len(self._seen) >= 2
+        if now - self._pruned >= self.window:
+            self._seen = {k: at for k, at in self._seen.items() if now - at < self.window}
+            self._pruned = now
+        recent = 0
+        for at in self._seen.values():
+            if now - at < self.window:
+                recent += 1
+                if recent == 2:
+                    return True
+        return False
 
 
 class CpuTurns:
