@@ -3,7 +3,8 @@
 A ``DealerError`` becomes its canonical status with a ``google.rpc.Status`` detail holding an
 ``ErrorInfo`` (stable ``reason``, ``field`` in its metadata) and, for a refusal to wait on, a
 ``RetryInfo``. Anything unexpected becomes INTERNAL with a fixed message and is logged here
-without request data. Servicers and interceptors end calls only through ``abort`` and ``fail``.
+without request data. Servicers and interceptors end calls only through ``abort`` and ``fail``;
+``acyclic`` hands the AbortError to gRPC without the frames that would make the call a cycle.
 """
 
 from __future__ import annotations
@@ -103,6 +104,33 @@ async def translate(
     except grpc.aio.AbortError as aborted:
         return aborted
     raise AssertionError("unreachable: fail aborts")
+
+
+def acyclic(behavior: Callable[[Any, Any], Awaitable[Any]]) -> Callable[[Any, Any], Awaitable[Any]]:
+    """``behavior``, its AbortError passed on to gRPC with no traceback of the handlers' frames.
+
+    gRPC keeps the AbortError on the call's state (it checks it is the one it raised), and the
+    traceback's frames hold the context, which holds that state: a reference cycle of the whole
+    call (its frames, request, task, about 75 objects) that only the garbage collector frees. A
+    refusal held for seconds is old by then, so thousands of them wait for a full collection,
+    which then stopped the event loop for 40-75 ms (2,500 concurrent GetHand; bench/README.md,
+    section 13). Without the traceback (nor the exception it was raised in, whose traceback has
+    the same frames), and with no local left naming it or the context, a refused call is freed
+    as it ends. Other exceptions keep their traceback (gRPC logs them).
+    """
+
+    async def outermost(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        try:
+            return await behavior(request, context)
+        except grpc.aio.AbortError as e:
+            # The exception it was raised while handling (a DealerError the servicer caught)
+            # has a traceback of the same frames.
+            e.__context__ = e.__cause__ = None
+            aborted = [e]
+        del request, context  # this frame is in the new traceback: nothing in it may lead back
+        raise aborted.pop().with_traceback(None)
+
+    return outermost
 
 
 def status_of(e: BaseException, context: grpc.aio.ServicerContext[Any, Any]) -> grpc.StatusCode:
