@@ -16,7 +16,7 @@ import sqlite3
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -65,18 +65,27 @@ def postgres_write_lock(pg_url: str) -> Locked:
     return held
 
 
+def queue_slices(
+    storage: Engine, tenant: str, slices: int, size: int, prefix: str
+) -> list[asyncio.Future[Any]]:
+    """``slices`` creations of ``size`` hands each, submitted as ``tenant``'s work, not awaited."""
+    bound = fair.bind(tenant)  # each future's task copies the context, and the tenant with it
+    try:
+        return [
+            asyncio.ensure_future(storage.create_hands([new_hand(f"{prefix}{k}.{i}") for i in range(size)]))
+            for k in range(slices)
+        ]
+    finally:
+        fair.unbind(bound)
+
+
 async def queue_behind_a_lock(
     storage: Engine, locked: Locked, settle: float
 ) -> tuple[list[list[HandRecord]], HandRecord]:
     """Five bulk chunks of one tenant queued behind the write lock, then one hand of another."""
     await storage.create_hands([new_hand("warm")])  # the database and its tables exist
     async with locked():
-        bulk = fair.bind("bulk")
-        chunks = [
-            asyncio.ensure_future(storage.create_hands([new_hand(f"c{k}.{i}") for i in range(50)]))
-            for k in range(5)
-        ]
-        fair.unbind(bulk)
+        chunks = queue_slices(storage, "bulk", 5, 50, "c")
         await asyncio.sleep(settle)  # the writer has taken the first chunk and waits on the lock
         one = fair.bind("one")
         single = asyncio.ensure_future(storage.create_hands([new_hand("single")]))
@@ -107,12 +116,7 @@ async def bulk_batches_while_a_table_is_active(storage: Engine, locked: Locked, 
     fair.unbind(table)
     before = storage.stats.batches
     async with locked():
-        bulk = fair.bind("bulk")
-        slices = [
-            asyncio.ensure_future(storage.create_hands([new_hand(f"b{k}.{i}") for i in range(32)]))
-            for k in range(12)
-        ]
-        fair.unbind(bulk)
+        slices = queue_slices(storage, "bulk", 12, 32, "b")
         await asyncio.sleep(settle)
     await asyncio.gather(*slices)
     return storage.stats.batches - before
@@ -144,16 +148,7 @@ def test_one_tenant_alone_fills_a_batch_and_several_take_one_turn_each(tmp_path:
             await storage.create_hands([new_hand("warm")])
             before = storage.stats.batches
             async with sqlite_write_lock(path)():
-                calls = []
-                for t in range(tenants):
-                    bound = fair.bind(f"t{t}")
-                    calls += [
-                        asyncio.ensure_future(
-                            storage.create_hands([new_hand(f"h{t}.{k}.{i}") for i in range(32)])
-                        )
-                        for k in range(12)
-                    ]
-                    fair.unbind(bound)
+                calls = [c for t in range(tenants) for c in queue_slices(storage, f"t{t}", 12, 32, f"h{t}.")]
                 await asyncio.sleep(0.3)
             await asyncio.gather(*calls)
             return [storage.stats.batches - before, storage.stats.operations]
@@ -268,12 +263,7 @@ def test_a_worker_whose_batch_waited_for_another_processs_keeps_its_batches_to_o
             await storage.create_hands([new_hand("warm")])
             before = storage.stats.batches
             assert other.acquire()
-            bulk = fair.bind("bulk")
-            slices = [
-                asyncio.ensure_future(storage.create_hands([new_hand(f"b{k}.{i}") for i in range(32)]))
-                for k in range(12)
-            ]
-            fair.unbind(bulk)
+            slices = queue_slices(storage, "bulk", 12, 32, "b")
             await asyncio.sleep(0.3)  # the first batch (4 slices, alone) waits for the lock
             other.release()
             await asyncio.gather(*slices)
