@@ -1,7 +1,7 @@
 """A refused call leaves no reference cycle behind: it is freed as it ends, not by the garbage
 collector (regression: each one stayed in a cycle through gRPC's AbortError, its traceback's
 frames, the context and the call's state; under a flood of held refusals the full collections
-that freed them stopped the event loop for 40-75 ms; edge/status.py, ``acyclic``)."""
+that freed them stopped the event loop for up to 92 ms; edge/status.py, ``acyclic``)."""
 
 from __future__ import annotations
 

@@ -113,7 +113,7 @@ def acyclic(behavior: Callable[[Any, Any], Awaitable[Any]]) -> Callable[[Any, An
     traceback's frames hold the context, which holds that state: a reference cycle of the whole
     call (its frames, request, task, about 75 objects) that only the garbage collector frees. A
     refusal held for seconds is old by then, so thousands of them wait for a full collection,
-    which then stopped the event loop for 40-75 ms (2,500 concurrent GetHand; bench/README.md,
+    which then stopped the event loop for up to 92 ms (2,500 concurrent GetHand; bench/README.md,
     section 13). Without the traceback (nor the exception it was raised in, whose traceback has
     the same frames), and with no local left naming it or the context, a refused call is freed
     as it ends. Other exceptions keep their traceback (gRPC logs them).
