@@ -1,15 +1,17 @@
-"""Where a victim's slow calls go during the GetHand flood, step by step inside the dealer.
+"""Where a victim's slow calls go during an attack, step by step inside the dealer.
 
 One dealer (``--require-auth``, default limits), the abuse benchmark's GetHand flood (2,500
-concurrent calls from one grpc.aio client, wave after wave) and a victim calling DealNewHand
-every 20 ms with its own request ids. The dealer runs with bench/probe_site on its PYTHONPATH,
-which times each awaited step of the victim's calls and every garbage collection over 1 ms.
-Prints the victim's p50/p99/max, its worst calls with their steps (start and length, ms from
-the first) and how far into the flood's wave each came, and the collections by generation.
+concurrent calls from one grpc.aio client, wave after wave; ``--attack ROW``: another row of
+bench/abuse_attacks.py) and a victim calling DealNewHand every 20 ms with its own request ids.
+The dealer runs with bench/probe_site on its PYTHONPATH, which times each awaited step of the
+victim's calls, the storage threads' batches that held them, and every garbage collection over
+1 ms. Prints the victim's p50/p99/max, its worst calls with their steps (start and length, ms
+from the first) and how far into the flood's wave each came, and the collections by generation.
 A diagnostic with a 20 ms victim pause: its ratios are not the abuse table's (abuse_bench.py).
 
     .venv/bin/python bench/victim_probe.py --seconds 30
     .venv/bin/python bench/victim_probe.py --seconds 30 --dealer-code /path/to/other/checkout
+    FAIRDECK_PROBE_PHASES=1 .venv/bin/python bench/victim_probe.py --attack readers --attacker-nice 19
 """
 
 from __future__ import annotations
@@ -99,6 +101,14 @@ def main() -> int:
         "--dealer-arg", action="append", default=[], help="one more `fairdeck serve` argument"
     )
     parser.add_argument("--worst", type=int, default=10, help="slowest victim calls to show")
+    parser.add_argument(
+        "--attack", default="gethand", choices=sorted(abuse_bench.ATTACKS),
+        help="the other tenant: a row of bench/abuse_attacks.py (gethand: the flood, with its waves)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--attacker-nice", type=int, default=0,
+        help="run the flood at this nice level (an attacker elsewhere takes no CPU from the dealer)",
+    )  # fmt: skip
     opts = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="fairdeck-probe-") as tmp_dir:
         tmp = Path(tmp_dir)
@@ -114,9 +124,16 @@ def main() -> int:
             token = abuse_bench._token(Path(dealer.data), "victim", plain)
             attacker = abuse_bench._token(Path(dealer.data), "attacker", plain)
             answers = tmp / "flood.json"
-            script = f"import sys; sys.path.insert(0, {str(HERE)!r}); import victim_probe as v; "
-            script += f"v.flood({dealer.target!r}, {attacker!r}, {opts.seconds + 10}, {str(answers)!r})"
-            child = subprocess.Popen([sys.executable, "-c", script])
+            nice = ["nice", "-n", str(opts.attacker_nice)] if opts.attacker_nice else []
+            if opts.attack == "gethand":  # its own flood, which says when each wave began
+                script = f"import sys; sys.path.insert(0, {str(HERE)!r}); import victim_probe as v; "
+                script += f"v.flood({dealer.target!r}, {attacker!r}, {opts.seconds + 10}, {str(answers)!r})"
+                argv = [sys.executable, "-c", script]
+            else:  # the abuse benchmark's row as it is
+                where = ["--target", dealer.target, "--token", attacker]
+                argv = abuse_bench._self("attack", opts.attack, *where, "--seconds", str(opts.seconds + 10))
+                answers.write_text("[]")
+            child = subprocess.Popen([*nice, *argv], stdout=subprocess.DEVNULL, env=plain)
             time.sleep(10)
             calls = victim(dealer.target, token, opts.seconds)
             child.wait()
@@ -125,6 +142,8 @@ def main() -> int:
         events = json.loads(answers.read_text())
         probed = [json.loads(p.read_text()) for p in tmp.glob("dealer-*.json")]
     report(calls, events, probed[0] if probed else {"gc": [], "steps": {}}, opts.worst)
+    if probed and probed[0].get("heap"):
+        print("  the dealer's tracked objects at exit:", probed[0]["heap"])
     return 0
 
 
@@ -138,7 +157,8 @@ def report(calls: list[Any], events: list[Any], probed: dict[str, Any], worst: i
         steps = sorted(probed["steps"].get(rid, []), key=lambda s: s[1])
         first = steps[0][1] if steps else 0.0
         shown = ", ".join(f"{name} @{(at - first) * 1000:.1f} +{length}" for name, at, length in steps)
-        print(f"  {took:6.1f} ms, {began - wave:5.2f} s into a wave: {shown}")
+        into = f"{began - wave:5.2f} s into a wave" if waves else f"{began - calls[0][0]:5.1f} s in"
+        print(f"  {took:6.1f} ms, {into}: {shown}")
     by_generation: dict[int, list[float]] = defaultdict(list)
     for _, generation, length in probed["gc"]:
         by_generation[generation].append(length)

@@ -2,9 +2,12 @@
 puts it there for the dealer only). With FAIRDECK_PROBE_DIR set, a ``fairdeck serve`` process
 records, until it exits: each garbage collection longer than 1 ms (its generation and length),
 and for each call whose request id starts with ``victim-``, how long each awaited step of its
-way took (authentication, the limits, admission, the dealer, the storage write). Written as
-JSON to FAIRDECK_PROBE_DIR/dealer-PID.json. A measuring aid only: never loaded by the dealer
-otherwise."""
+way took (authentication, the limits, admission, the dealer, the storage write) and when the
+storage thread's batch that held it ran (``writer.batch[N]``, ``reader.batch[N]``: N operations).
+FAIRDECK_PROBE_PHASES=1 adds the writer batch's inserts and COMMIT with the thread's CPU time in
+them; FAIRDECK_PROBE_HEAP=1 the tracked objects at exit by type; FAIRDECK_PROBE_SWITCH=S runs the
+dealer with that GIL switch interval. Written as JSON to FAIRDECK_PROBE_DIR/dealer-PID.json. A
+measuring aid only: never loaded by the dealer otherwise."""
 
 from __future__ import annotations
 
@@ -32,6 +35,8 @@ if os.environ.get("FAIRDECK_PROBE_DIR") and "serve" in sys.argv:
             _gc.append((time.time(), info["generation"], round(took * 1000, 2)))
 
     gc.callbacks.append(_collected)
+    if os.environ.get("FAIRDECK_PROBE_SWITCH"):  # an experiment: the GIL's switch interval, seconds
+        sys.setswitchinterval(float(os.environ["FAIRDECK_PROBE_SWITCH"]))
 
     def _timed(cls: type, name: str) -> None:
         from fairdeck_server import logging_setup
@@ -70,12 +75,88 @@ if os.environ.get("FAIRDECK_PROBE_DIR") and "serve" in sys.argv:
             (engine.SqliteStorage, "create_hands"),
         ):
             _timed(cls, name)
+        _threads()
+
+    _rid_of: dict[int, str] = {}  # id(an operation's future) -> the victim's request id
+
+    def _threads() -> None:
+        """The storage threads' side of the victim's operations: when each batch that held one
+        began on its thread and how long it took (``writer.batch`` / ``reader.batch`` steps,
+        named with the batch's size), so that a slow storage step splits into waiting for the
+        thread, the batch itself, and the way back through the event loop."""
+        from fairdeck_server import logging_setup
+        from fairdeck_server.storage import handoff
+        from fairdeck_server.storage.sqlite import reader, writer
+
+        made = handoff.Op.__init__
+
+        def op_init(self: object, fn: object, loop: object, fut: object, *args: object, **kw: object) -> None:
+            made(self, fn, loop, fut, *args, **kw)  # type: ignore[arg-type]
+            call = logging_setup.current_call()
+            if call is not None and call.request_id.startswith("victim-"):
+                _rid_of[id(fut)] = call.request_id
+
+        handoff.Op.__init__ = op_init  # type: ignore[method-assign]
+
+        def batch_timer(cls: type, name: str, label: str) -> None:
+            inner = getattr(cls, name)
+
+            def run(self: object, conn: object, batch: list) -> object:  # type: ignore[type-arg]
+                mine = [_rid_of.pop(id(op.fut)) for op in batch if id(op.fut) in _rid_of]
+                began = time.perf_counter()
+                try:
+                    return inner(self, conn, batch)
+                finally:
+                    took = round((time.perf_counter() - began) * 1000, 2)
+                    for rid in mine:
+                        _steps.setdefault(rid, []).append((f"{label}[{len(batch)}]", round(began, 5), took))
+
+            setattr(cls, name, run)
+
+        batch_timer(writer.SqliteWriter, "_run_batch", "writer.batch")
+        if os.environ.get("FAIRDECK_PROBE_PHASES"):  # the writer batch's phases, as steps too
+            mark = threading.local()
+
+            def phase(name: str, label: str) -> None:
+                inner = getattr(writer.SqliteWriter, name)
+
+                def run(self: object, *args: object) -> object:
+                    began, cpu = time.perf_counter(), time.thread_time()
+                    try:
+                        return inner(self, *args)
+                    finally:
+                        for rid in getattr(mark, "rids", ()):
+                            took = round((time.perf_counter() - began) * 1000, 2)
+                            used = round((time.thread_time() - cpu) * 1000, 2)
+                            _steps.setdefault(rid, []).append((f"{label}(cpu {used})", round(began, 5), took))
+
+                setattr(writer.SqliteWriter, name, run)
+
+            phase("_create_together", "w.inserts")
+            phase("_count", "w.count(after COMMIT)")
+            inner_batch = writer.SqliteWriter._run_batch
+
+            def run_batch(self: object, conn: object, batch: list) -> object:  # type: ignore[type-arg]
+                mark.rids = [_rid_of[id(op.fut)] for op in batch if id(op.fut) in _rid_of]
+                try:
+                    return inner_batch(self, conn, batch)
+                finally:
+                    mark.rids = []
+
+            writer.SqliteWriter._run_batch = run_batch  # type: ignore[method-assign]
+        batch_timer(reader.SqliteReader, "_read", "reader.batch")
 
     threading.Thread(target=_patch, daemon=True).start()
 
     def _write() -> None:
         path = os.path.join(os.environ["FAIRDECK_PROBE_DIR"], f"dealer-{os.getpid()}.json")
+        heap: dict[str, int] = {}
+        if os.environ.get("FAIRDECK_PROBE_HEAP"):  # the tracked objects at exit, by type
+            import collections
+
+            counts = collections.Counter(type(o).__qualname__ for o in gc.get_objects())
+            heap = {"total": sum(counts.values()), **dict(counts.most_common(25))}
         with open(path, "w") as out:
-            json.dump({"gc": _gc, "steps": _steps}, out)
+            json.dump({"gc": _gc, "steps": _steps, "heap": heap}, out)
 
     atexit.register(_write)
