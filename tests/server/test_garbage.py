@@ -1,13 +1,17 @@
 """A refused call leaves no reference cycle behind: it is freed as it ends, not by the garbage
 collector (regression: each one stayed in a cycle through gRPC's AbortError, its traceback's
 frames, the context and the call's state; under a flood of held refusals the full collections
-that freed them stopped the event loop for up to 92 ms; edge/status.py, ``acyclic``)."""
+that freed them stopped the event loop for up to 92 ms; edge/status.py, ``acyclic``). And a
+serving process makes full collections rare (app.tune_collector): the calls in flight during a
+flood had started one every few seconds, 40-60 ms each."""
 
 from __future__ import annotations
 
 import gc
+import json
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import grpc
 import pytest
@@ -16,8 +20,10 @@ from fairdeck.client import DealerClient
 from fairdeck.client.exceptions import FairdeckError
 from fairdeck.v1 import dealer_pb2 as pb
 from fairdeck.v1 import dealer_pb2_grpc
+from fairdeck_server.app import FULL_COLLECTION_AFTER
+from fairdeck_server.processes import WORKER_ENV
 from tests.ops.kit import dealer_tokens
-from tests.support.dealers import RunningDealer
+from tests.support.dealers import DealerProcess, RunningDealer
 
 REFUSED = {
     "unary": lambda c: c.get("no-such-hand"),
@@ -89,3 +95,39 @@ def test_a_call_cut_by_the_default_deadline_or_refused_by_auth_is_freed_as_it_en
             while (found := unreachable_aborts()) and time.monotonic() < deadline:
                 time.sleep(0.1)
             assert found == 0, f"{found} of 3 {code.name} calls left in a reference cycle"
+
+
+# Loaded by every interpreter of the dealer (PYTHONPATH): at exit, its collector's thresholds,
+# in a file named after its pid and whether it was a supervisor's worker.
+THRESHOLDS_AT_EXIT = """
+import atexit, gc, json, os
+role = "worker" if os.environ.get("{worker}") else "dealer"
+path = os.path.join(os.environ["THRESHOLDS_DIR"], f"{{role}}-{{os.getpid()}}.json")
+atexit.register(lambda: open(path, "w").write(json.dumps(gc.get_threshold())))
+"""
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_a_serving_process_collects_everything_only_after_many_younger_collections(
+    tmp_path: Path, processes: int
+) -> None:
+    """The real console script, alone or as a supervisor's workers: every interpreter that serves
+    runs with the third threshold raised, the first two as Python has them."""
+    site, out = tmp_path / "site", tmp_path / "thresholds"
+    site.mkdir()
+    out.mkdir()
+    (site / "sitecustomize.py").write_text(THRESHOLDS_AT_EXIT.format(worker=WORKER_ENV))
+    dealer = DealerProcess(
+        tmp_path / "data",
+        tmp_path / "stderr.log",
+        "--processes",
+        str(processes),
+        env={"PYTHONPATH": str(site), "THRESHOLDS_DIR": str(out)},
+    )
+    assert dealer.terminate() == 0, dealer.stderr()
+    serving = sorted(p.name.split("-")[0] for p in out.glob("*.json"))
+    assert serving == (["dealer"] if processes == 1 else ["dealer", "worker", "worker"])
+    for path in out.glob("worker-*.json" if processes > 1 else "*.json"):
+        young, middle, full = json.loads(path.read_text())
+        assert [young, middle] == list(gc.get_threshold()[:2]), path.name  # Python's own
+        assert full == FULL_COLLECTION_AFTER == 100, path.name

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from fairdeck_server import config, logging_setup, startup
-from fairdeck_server.app import serve
+from fairdeck_server.app import serve, tune_collector
 from fairdeck_server.log_signing import LogKeyError, load_log_keys
 from fairdeck_server.processes import Worker, supervise
 from fairdeck_server.refusals import StartupRefused
@@ -40,6 +40,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         worker = Worker.from_environ()
         if worker is None and settings.server.processes > 1:
             return supervise(settings.server, getattr(args, "argv", None) or sys.argv[1:])
+        tune_collector()
         asyncio.run(serve(settings.server, described=settings.describe(), worker=worker))
     except StartupRefused as e:  # every start-up refusal: one line, exit 2, never a traceback
         log.debug("startup failed", exc_info=e)
