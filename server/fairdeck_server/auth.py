@@ -31,6 +31,7 @@ from cryptography import x509
 from fairdeck.v1 import audit_pb2, dealer_pb2
 from fairdeck.wire import AUTHORIZATION
 from fairdeck_server import principal, refusals
+from fairdeck_server.ahead import AHEAD, ReadsAhead
 from fairdeck_server.principal import Principal, Role
 from fairdeck_server.refusals import DealerError
 from fairdeck_server.storage.base import Storage, TokenRecord
@@ -207,7 +208,8 @@ class FailureLimiter:
 
 
 class TokenVerifier:
-    """Checks API tokens against storage, with a short cache (``CACHE_TTL``), and
+    """Checks API tokens against storage, with a short cache (``CACHE_TTL``; a valid token in
+    use is looked up again late in its entry's life, in the background: ahead.py), and
     limits failed attempts per client address (``FailureLimiter``)."""
 
     def __init__(
@@ -224,7 +226,12 @@ class TokenVerifier:
         self._clock = clock
         self._max = max_entries
         self._cache: dict[str, tuple[float, TokenRecord | None]] = {}
+        self._ahead = ReadsAhead("token")
         self.failures = failures if failures is not None else FailureLimiter(clock=clock)
+
+    def close(self) -> None:
+        """Cancel the lookups made ahead of need (the dealer is stopping)."""
+        self._ahead.cancel()
 
     def refused(self, address: str) -> DealerError:
         """INVALID_TOKEN, counted as a failure of ``address``."""
@@ -285,18 +292,28 @@ class TokenVerifier:
         now = self._clock()
         hit = self._cache.get(token_id)
         if hit is not None and hit[0] > now:
+            if hit[1] is not None and hit[0] - now <= self.ttl * (1 - AHEAD):
+                # A valid token in use: looked up again before its entry expires, so that its
+                # calls never wait for the lookup. An entry still lives ttl from its lookup's
+                # start, so a revocation takes effect as soon as without this.
+                self._ahead.start(token_id, lambda: self._look_up(token_id, self._clock()))
             return hit[1]
         try:
-            record = await self.storage.get_token(token_id)
+            return await self._look_up(token_id, now)
         except Exception as e:
             log.error("token lookup failed: %s", type(e).__name__)
             raise refusals.storage_unavailable("cannot check credentials now; retry") from None
+
+    async def _look_up(self, token_id: str, now: float) -> TokenRecord | None:
+        """Storage's record of ``token_id``, cached until ``now`` (before the lookup) plus ttl."""
+        record = await self.storage.get_token(token_id)
         if len(self._cache) >= self._max:
             # Unknown ids go first: a sprayer must not push the real tokens out.
             self._cache = {k: v for k, v in self._cache.items() if v[1] is not None}
             if len(self._cache) >= self._max:
                 self._cache.clear()
-        self._cache[token_id] = (now + self.ttl, record)
+        if token_id not in self._cache or self._cache[token_id][0] <= now + self.ttl:
+            self._cache[token_id] = (now + self.ttl, record)  # a lookup begun later stays
         return record
 
 

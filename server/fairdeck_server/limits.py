@@ -19,6 +19,8 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from fairdeck_server.ahead import AHEAD, ReadsAhead
+
 log = logging.getLogger(__name__)
 
 
@@ -85,7 +87,8 @@ class OpenHandsCap:
     """At most ``limit`` open hands per tenant, counted from storage.
 
     The count is read from storage at most every ``ttl`` seconds per tenant
-    (and again, at most every ``min_reread``, before refusing), and every
+    (ahead of time, in the background, once it is 0.8 of that old and the
+    tenant calls: ahead.py; and again, at most every ``min_reread``, before refusing), and every
     admitted call adds what it asked for at once, so a burst on one replica
     cannot overshoot. Calls still running when a count is read are added to
     it, since storage may not show their hands yet: the count errs high,
@@ -109,6 +112,11 @@ class OpenHandsCap:
         self._clock = clock
         self._counts: dict[str, _Count] = {}
         self._locks: dict[str, asyncio.Lock] = {}
+        self._ahead = ReadsAhead("open-hands count")
+
+    def close(self) -> None:
+        """Cancel the counts being read ahead (the dealer is stopping)."""
+        self._ahead.cancel()
 
     @property
     def enabled(self) -> bool:
@@ -125,6 +133,10 @@ class OpenHandsCap:
             count = await self._read(tenant)
         elif count.open + hands > self.limit and now - count.read_at >= self.min_reread:
             count = await self._read(tenant)  # maybe hands were closed since
+        elif now - count.read_at >= self.ttl * AHEAD and not count.reading:
+            # Read before it expires, so that no call of the tenant waits for it. Meanwhile the
+            # count errs high (closed hands are seen at a read), never low: admitting is safe.
+            self._ahead.start(tenant, lambda: self._read(tenant))
         if count.open + hands > self.limit:
             return self.ttl
         count.open += hands

@@ -89,6 +89,49 @@ def test_open_hands_cap_reserves_locally_and_rereads_before_refusing() -> None:
     asyncio.run(scenario())
 
 
+def test_a_tenant_calling_steadily_never_waits_for_its_count() -> None:
+    """Late in its ttl the count is read again in the background when the tenant calls, and the
+    call goes on (regression: every ttl one call of each tenant waited for the count in the
+    reader's queue, behind other tenants' reads: during a GetHand flood 10-25 ms, in the victim's
+    slowest 1%). A call never waits for it, and what the read finds is used once it is back."""
+    stored = {"acme": 0}
+    reads: list[float] = []
+    gate = asyncio.Event()
+
+    async def scenario() -> None:
+        clock = Clock()
+
+        async def count_open(tenant: str) -> int:
+            reads.append(clock.now)
+            await gate.wait()
+            return stored[tenant]
+
+        cap = OpenHandsCap(count_open, 3, ttl=1.0, min_reread=0.1, clock=clock)
+        gate.set()
+        assert await cap.reserve("acme", 1) is None  # the first count: read while it waits
+        cap.release("acme", 1)  # that call ended; its hand is open
+        gate.clear()  # from now on a read does not come back until the gate opens
+        clock.now += 0.4
+        assert await asyncio.wait_for(cap.reserve("acme", 0), 1) is None
+        assert len(reads) == 1  # young enough: no read
+        stored["acme"] = 0  # the hand was closed since
+        clock.now += 0.45  # 0.85 s old: read ahead, and the call does not wait for it
+        assert await asyncio.wait_for(cap.reserve("acme", 1), 1) is None
+        await asyncio.sleep(0)
+        assert reads == [100.0, pytest.approx(100.85)]
+        assert await asyncio.wait_for(cap.reserve("acme", 1), 1) is None  # one read at a time
+        assert len(reads) == 2
+        gate.set()
+        await asyncio.sleep(0.01)
+        clock.now += 0.45  # 1.3 s after the first read, 0.45 s after the one made ahead
+        assert await asyncio.wait_for(cap.reserve("acme", 1), 1) is None  # 0 stored + 2 in flight
+        assert len(reads) == 2, "the count read ahead was not used"
+        assert await cap.reserve("acme", 1) == 1.0  # 3 open: full, and told so
+        cap.close()
+
+    asyncio.run(scenario())
+
+
 def test_a_call_that_ends_while_its_tenant_is_counted_is_not_lost(tmp_path: Path) -> None:
     """The count is read on the SQLite reader's thread, in a snapshot taken when it runs; a call
     whose hand commits after that snapshot and that releases its reservation before the count

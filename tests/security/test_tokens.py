@@ -21,6 +21,7 @@ from fairdeck.client.exceptions import FairdeckError, Unauthenticated
 from fairdeck_server import auth
 from fairdeck_server.principal import Role
 from fairdeck_server.refusals import DealerError
+from fairdeck_server.storage.base import TokenRecord
 from fairdeck_server.storage.sqlite import SqliteStorage
 from tests.security.conftest import MakeToken, create_token
 from tests.support.dealers import RunningDealer
@@ -200,6 +201,53 @@ def test_the_cache_keeps_a_token_at_most_its_ttl(tmp_path: Path) -> None:
             await storage.put_token(late_record)
             now[0] += 2.1
             assert (await verifier.verify(late)).role is Role.DEALER
+        finally:
+            await storage.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_token_in_use_is_looked_up_again_before_its_entry_expires(tmp_path: Path) -> None:
+    """Late in its entry's life a valid token's next call starts a lookup in the background and
+    goes on (regression: every ttl one call of each tenant waited for the lookup in the reader's
+    queue, behind other tenants' reads). What it finds counts from when it began: a revocation
+    it sees takes effect at once, and an entry never outlives ttl after its lookup began."""
+    now = [100.0]
+
+    async def scenario() -> None:
+        storage = SqliteStorage(tmp_path / "t.db")
+        await storage.start()
+        try:
+            token, record = auth.new_token("acme", Role.DEALER)
+            await storage.put_token(record)
+            verifier = auth.TokenVerifier(storage, ttl=2.0, clock=lambda: now[0])
+            lookups: list[float] = []
+            looked_up = storage.get_token
+
+            async def get_token(token_id: str) -> TokenRecord | None:
+                lookups.append(now[0])
+                return await looked_up(token_id)
+
+            storage.get_token = get_token  # type: ignore[method-assign]
+            assert (await verifier.verify(token)).tenant == "acme"
+            now[0] += 1.5  # 1.5 s of 2: the entry as it is
+            assert (await verifier.verify(token)).tenant == "acme"
+            await asyncio.sleep(0.05)
+            assert lookups == [100.0]
+            await storage.revoke_token(record.token_id, 1)
+            now[0] += 0.2  # 1.7 s: this call is answered from the entry...
+            assert (await verifier.verify(token)).tenant == "acme"
+            refused = None
+            for _ in range(200):  # ...and the lookup it started comes back meanwhile: the clock
+                await asyncio.sleep(0.01)  # stays 0.3 s before the first entry's end
+                try:
+                    await verifier.verify(token)
+                except DealerError as e:
+                    refused = e
+                    break
+            assert refused is not None and refused.reason == "INVALID_TOKEN"
+            assert lookups == [100.0, pytest.approx(101.7)]
+            verifier.close()
         finally:
             await storage.close()
 
