@@ -133,15 +133,17 @@ def main() -> int:
                 where = ["--target", dealer.target, "--token", attacker]
                 argv = abuse_bench._self("attack", opts.attack, *where, "--seconds", str(opts.seconds + 10))
                 answers.write_text("[]")
-            child = subprocess.Popen([*nice, *argv], stdout=subprocess.DEVNULL, env=plain)
+            child = subprocess.Popen([*nice, *argv], stdout=subprocess.PIPE, text=True, env=plain)
             time.sleep(10)
             calls = victim(dealer.target, token, opts.seconds)
-            child.wait()
+            told = child.communicate()[0].strip()
         finally:
             dealer.stop()
         events = json.loads(answers.read_text())
         probed = [json.loads(p.read_text()) for p in tmp.glob("dealer-*.json")]
     report(calls, events, probed[0] if probed else {"gc": [], "steps": {}}, opts.worst)
+    if opts.attack != "gethand" and told:
+        print("  the attack's own tally:", json.loads(told.splitlines()[-1]).get("codes"))
     if probed and probed[0].get("heap"):
         print("  the dealer's tracked objects at exit:", probed[0]["heap"])
     return 0
