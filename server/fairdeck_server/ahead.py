@@ -47,6 +47,3 @@ class ReadsAhead:
         """Cancel the reads under way (the dealer is stopping)."""
         for task in self._tasks.values():
             task.cancel()
-
-    def __len__(self) -> int:
-        return len(self._tasks)
