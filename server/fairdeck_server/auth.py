@@ -269,7 +269,7 @@ class TokenVerifier:
             # concurrent calls cannot all pass the check and look up more than the budget.
             self.failures.failed(address)
         try:
-            record = await self._record(token_id)
+            record = await self._record(token_id, digest)
         except DealerError:
             if not known:
                 self.failures.refund(address)  # storage's failure, not the caller's
@@ -288,14 +288,22 @@ class TokenVerifier:
         hit = self._cache.get(token_id)
         return hit is not None and hit[1] is not None and hmac.compare_digest(digest, hit[1].digest)
 
-    async def _record(self, token_id: str) -> TokenRecord | None:
+    async def _record(self, token_id: str, digest: bytes) -> TokenRecord | None:
         now = self._clock()
         hit = self._cache.get(token_id)
         if hit is not None and hit[0] > now:
-            if hit[1] is not None and hit[0] - now <= self.ttl * (1 - AHEAD):
+            record = hit[1]
+            if (
+                record is not None
+                and record.revoked_ms is None
+                and hit[0] - now <= self.ttl * (1 - AHEAD)
+                and hmac.compare_digest(digest, record.digest)
+            ):
                 # A valid token in use: looked up again before its entry expires, so that its
                 # calls never wait for the lookup. An entry still lives ttl from its lookup's
-                # start, so a revocation takes effect as soon as without this.
+                # start, so a revocation takes effect as soon as without this. Only its own
+                # caller starts it (the secret matches): one who knows just the id would have
+                # it wait in that caller's turn, and keep the token's own calls from starting one.
                 self._ahead.start(token_id, lambda: self._look_up(token_id, self._clock()))
             return hit[1]
         try:

@@ -254,6 +254,55 @@ def test_a_token_in_use_is_looked_up_again_before_its_entry_expires(tmp_path: Pa
     asyncio.run(scenario())
 
 
+def test_only_the_tokens_own_caller_has_it_looked_up_ahead(tmp_path: Path) -> None:
+    """A lookup ahead of need is started only by a call that presents the token itself, not
+    revoked: a caller who knows a token id (ids are in the logs) but not its secret, or one still
+    using a revoked token, starts none (regression: either did, the first one late in the entry's
+    life. The lookup then ran in the sprayer's own turn in the reader's queue, behind its
+    backlog, and while it was pending the token's own calls started none: at the entry's end
+    they waited for a lookup again, the wait that reading ahead is for)."""
+    now = [100.0]
+
+    async def scenario() -> None:
+        storage = SqliteStorage(tmp_path / "t.db")
+        await storage.start()
+        try:
+            token, record = auth.new_token("acme", Role.DEALER)
+            revoked, revoked_record = auth.new_token("acme", Role.DEALER)
+            await storage.put_token(record)
+            await storage.put_token(revoked_record)
+            await storage.revoke_token(revoked_record.token_id, 1)
+            verifier = auth.TokenVerifier(storage, ttl=2.0, clock=lambda: now[0])
+            lookups: list[str] = []
+            looked_up = storage.get_token
+
+            async def get_token(token_id: str) -> TokenRecord | None:
+                lookups.append(token_id)
+                return await looked_up(token_id)
+
+            storage.get_token = get_token  # type: ignore[method-assign]
+            assert (await verifier.verify(token)).tenant == "acme"
+            with pytest.raises(DealerError):
+                await verifier.verify(revoked)
+            assert len(lookups) == 2
+            now[0] += 1.7  # late in both entries' lives
+            guessed = token[: -len("AAAA")] + ("AAAA" if not token.endswith("AAAA") else "BBBB")
+            for wrong in (guessed, revoked):
+                with pytest.raises(DealerError) as refused:
+                    await verifier.verify(wrong, "203.0.113.9")
+                assert refused.value.reason == "INVALID_TOKEN"
+            await asyncio.sleep(0.05)
+            assert len(lookups) == 2, "a wrong secret or a revoked token started a lookup"
+            assert (await verifier.verify(token)).tenant == "acme"  # the token's own call does
+            await asyncio.sleep(0.05)
+            assert lookups[2:] == [record.token_id]
+            verifier.close()
+        finally:
+            await storage.close()
+
+    asyncio.run(scenario())
+
+
 def test_digest_is_sha256_of_id_and_secret() -> None:
     # Pinned: changing it would lock out every token ever issued.
     assert (
