@@ -176,6 +176,8 @@ class DealerServer:
         server = getattr(self, "server", None)
         if server is not None:  # stopped even if never started: grpc's finaliser needs a live loop
             await server.stop(None)
+        self.tokens.close()
+        self.limits.cap.close()
         await self.storage_health.stop()
         await self._close_metrics()
         await self.storage.close()
