@@ -207,6 +207,19 @@ def test_the_cache_keeps_a_token_at_most_its_ttl(tmp_path: Path) -> None:
     asyncio.run(scenario())
 
 
+def watch_lookups(storage: SqliteStorage, now: list[float]) -> list[tuple[float, str]]:
+    """The storage's token lookups from now on, as (the test's clock, token id), as it makes them."""
+    lookups: list[tuple[float, str]] = []
+    looked_up = storage.get_token
+
+    async def get_token(token_id: str) -> TokenRecord | None:
+        lookups.append((now[0], token_id))
+        return await looked_up(token_id)
+
+    storage.get_token = get_token  # type: ignore[method-assign]
+    return lookups
+
+
 def test_a_token_in_use_is_looked_up_again_before_its_entry_expires(tmp_path: Path) -> None:
     """Late in its entry's life a valid token's next call starts a lookup in the background and
     goes on (regression: every ttl one call of each tenant waited for the lookup in the reader's
@@ -221,19 +234,12 @@ def test_a_token_in_use_is_looked_up_again_before_its_entry_expires(tmp_path: Pa
             token, record = auth.new_token("acme", Role.DEALER)
             await storage.put_token(record)
             verifier = auth.TokenVerifier(storage, ttl=2.0, clock=lambda: now[0])
-            lookups: list[float] = []
-            looked_up = storage.get_token
-
-            async def get_token(token_id: str) -> TokenRecord | None:
-                lookups.append(now[0])
-                return await looked_up(token_id)
-
-            storage.get_token = get_token  # type: ignore[method-assign]
+            lookups = watch_lookups(storage, now)
             assert (await verifier.verify(token)).tenant == "acme"
             now[0] += 1.5  # 1.5 s of 2: the entry as it is
             assert (await verifier.verify(token)).tenant == "acme"
             await asyncio.sleep(0.05)
-            assert lookups == [100.0]
+            assert [at for at, _ in lookups] == [100.0]
             await storage.revoke_token(record.token_id, 1)
             now[0] += 0.2  # 1.7 s: this call is answered from the entry...
             assert (await verifier.verify(token)).tenant == "acme"
@@ -246,7 +252,7 @@ def test_a_token_in_use_is_looked_up_again_before_its_entry_expires(tmp_path: Pa
                     refused = e
                     break
             assert refused is not None and refused.reason == "INVALID_TOKEN"
-            assert lookups == [100.0, pytest.approx(101.7)]
+            assert [at for at, _ in lookups] == [100.0, pytest.approx(101.7)]
             verifier.close()
         finally:
             await storage.close()
@@ -273,14 +279,7 @@ def test_only_the_tokens_own_caller_has_it_looked_up_ahead(tmp_path: Path) -> No
             await storage.put_token(revoked_record)
             await storage.revoke_token(revoked_record.token_id, 1)
             verifier = auth.TokenVerifier(storage, ttl=2.0, clock=lambda: now[0])
-            lookups: list[str] = []
-            looked_up = storage.get_token
-
-            async def get_token(token_id: str) -> TokenRecord | None:
-                lookups.append(token_id)
-                return await looked_up(token_id)
-
-            storage.get_token = get_token  # type: ignore[method-assign]
+            lookups = watch_lookups(storage, now)
             assert (await verifier.verify(token)).tenant == "acme"
             with pytest.raises(DealerError):
                 await verifier.verify(revoked)
@@ -295,7 +294,7 @@ def test_only_the_tokens_own_caller_has_it_looked_up_ahead(tmp_path: Path) -> No
             assert len(lookups) == 2, "a wrong secret or a revoked token started a lookup"
             assert (await verifier.verify(token)).tenant == "acme"  # the token's own call does
             await asyncio.sleep(0.05)
-            assert lookups[2:] == [record.token_id]
+            assert [token_id for _, token_id in lookups[2:]] == [record.token_id]
             verifier.close()
         finally:
             await storage.close()
