@@ -7,6 +7,7 @@ import asyncio
 import hashlib
 import hmac
 import json
+import logging
 import sqlite3
 import time
 from pathlib import Path
@@ -253,6 +254,45 @@ def test_a_token_in_use_is_looked_up_again_before_its_entry_expires(tmp_path: Pa
                     break
             assert refused is not None and refused.reason == "INVALID_TOKEN"
             assert [at for at, _ in lookups] == [100.0, pytest.approx(101.7)]
+            verifier.close()
+        finally:
+            await storage.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_lookup_ahead_that_fails_is_told_by_the_next_call_that_needs_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Storage failing under a lookup made ahead of need: the call that started it is answered
+    from its entry, the failure is not said twice (DEBUG only), and once the entry has expired
+    the next call looks the token up itself and gets STORAGE_UNAVAILABLE, as without reading
+    ahead: nothing is silent, and nothing is served past the entry's ttl."""
+    now = [100.0]
+
+    async def scenario() -> None:
+        storage = SqliteStorage(tmp_path / "t.db")
+        await storage.start()
+        try:
+            token, record = auth.new_token("acme", Role.DEALER)
+            await storage.put_token(record)
+            verifier = auth.TokenVerifier(storage, ttl=2.0, clock=lambda: now[0])
+            assert (await verifier.verify(token)).tenant == "acme"
+
+            async def failing(token_id: str) -> TokenRecord | None:
+                raise sqlite3.OperationalError("disk I/O error")
+
+            storage.get_token = failing  # type: ignore[method-assign]
+            now[0] += 1.7
+            with caplog.at_level(logging.DEBUG, logger="fairdeck_server"):
+                assert (await verifier.verify(token)).tenant == "acme"
+                await asyncio.sleep(0.05)
+                ahead = [r for r in caplog.records if "read ahead failed" in r.getMessage()]
+                assert [r.levelno for r in ahead] == [logging.DEBUG]
+                now[0] += 0.4  # the entry made at 100.0 has expired
+                with pytest.raises(DealerError) as refused:
+                    await verifier.verify(token)
+            assert refused.value.reason == "STORAGE_UNAVAILABLE"
             verifier.close()
         finally:
             await storage.close()
