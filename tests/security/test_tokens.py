@@ -4,12 +4,14 @@ against a real data dir, and checked by the real dealer through the SDK."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import hmac
 import json
 import logging
 import sqlite3
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import grpc
@@ -208,6 +210,17 @@ def test_the_cache_keeps_a_token_at_most_its_ttl(tmp_path: Path) -> None:
     asyncio.run(scenario())
 
 
+@contextlib.asynccontextmanager
+async def dealer_storage(tmp_path: Path) -> AsyncIterator[SqliteStorage]:
+    """A started SQLite storage in ``tmp_path``, closed after."""
+    storage = SqliteStorage(tmp_path / "t.db")
+    await storage.start()
+    try:
+        yield storage
+    finally:
+        await storage.close()
+
+
 def watch_lookups(storage: SqliteStorage, now: list[float]) -> list[tuple[float, str]]:
     """The storage's token lookups from now on, as (the test's clock, token id), as it makes them."""
     lookups: list[tuple[float, str]] = []
@@ -229,9 +242,7 @@ def test_a_token_in_use_is_looked_up_again_before_its_entry_expires(tmp_path: Pa
     now = [100.0]
 
     async def scenario() -> None:
-        storage = SqliteStorage(tmp_path / "t.db")
-        await storage.start()
-        try:
+        async with dealer_storage(tmp_path) as storage:
             token, record = auth.new_token("acme", Role.DEALER)
             await storage.put_token(record)
             verifier = auth.TokenVerifier(storage, ttl=2.0, clock=lambda: now[0])
@@ -255,8 +266,6 @@ def test_a_token_in_use_is_looked_up_again_before_its_entry_expires(tmp_path: Pa
             assert refused is not None and refused.reason == "INVALID_TOKEN"
             assert [at for at, _ in lookups] == [100.0, pytest.approx(101.7)]
             verifier.close()
-        finally:
-            await storage.close()
 
     asyncio.run(scenario())
 
@@ -271,9 +280,7 @@ def test_a_lookup_ahead_that_fails_is_told_by_the_next_call_that_needs_it(
     now = [100.0]
 
     async def scenario() -> None:
-        storage = SqliteStorage(tmp_path / "t.db")
-        await storage.start()
-        try:
+        async with dealer_storage(tmp_path) as storage:
             token, record = auth.new_token("acme", Role.DEALER)
             await storage.put_token(record)
             verifier = auth.TokenVerifier(storage, ttl=2.0, clock=lambda: now[0])
@@ -294,8 +301,6 @@ def test_a_lookup_ahead_that_fails_is_told_by_the_next_call_that_needs_it(
                     await verifier.verify(token)
             assert refused.value.reason == "STORAGE_UNAVAILABLE"
             verifier.close()
-        finally:
-            await storage.close()
 
     asyncio.run(scenario())
 
@@ -310,9 +315,7 @@ def test_only_the_tokens_own_caller_has_it_looked_up_ahead(tmp_path: Path) -> No
     now = [100.0]
 
     async def scenario() -> None:
-        storage = SqliteStorage(tmp_path / "t.db")
-        await storage.start()
-        try:
+        async with dealer_storage(tmp_path) as storage:
             token, record = auth.new_token("acme", Role.DEALER)
             revoked, revoked_record = auth.new_token("acme", Role.DEALER)
             await storage.put_token(record)
@@ -336,8 +339,6 @@ def test_only_the_tokens_own_caller_has_it_looked_up_ahead(tmp_path: Path) -> No
             await asyncio.sleep(0.05)
             assert [token_id for _, token_id in lookups[2:]] == [record.token_id]
             verifier.close()
-        finally:
-            await storage.close()
 
     asyncio.run(scenario())
 
