@@ -173,7 +173,7 @@ def _b64(text: Any) -> bytes | None:
 
 def verifier_key(vkey: str) -> tuple[str, bytes, bytes] | None:
     """(name, 4-byte key id, Ed25519 public key) of ``name+hash+base64(0x01 || key)``."""
-    parts = vkey.split("+")
+    parts = vkey.split("+", 2)  # signed-note: a name holds no "+", but the base64 may
     if len(parts) != 3 or not re.fullmatch(r"[0-9a-f]{8}", parts[1]):
         return None
     raw = _b64(parts[2])

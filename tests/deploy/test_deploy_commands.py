@@ -151,7 +151,10 @@ def test_replica_command_runs_on_postgresql(where: str, tmp_path: Path, pg_url: 
     _, err = run_deploy_command(args, tmp_path, {"FAIRDECK_DB": pg_url})
     assert all(isinstance(entry, dict) for entry in json_log_lines(err))
     seed_key = (tmp_path / "keys" / "seed.key").read_text().strip()
-    log_key = (tmp_path / "keys" / "log.key").read_text().strip().rsplit("+", 1)[-1]
+    # PRIVATE+KEY+name+hash+base64: the base64 may hold "+" itself (and may end in one), so split
+    # off only the first four; the last "+" would leave "" one key in 64, and "" is in any text.
+    log_key = (tmp_path / "keys" / "log.key").read_text().strip().split("+", 4)[-1]
+    assert seed_key and log_key
     assert seed_key not in err and log_key not in err
     # Nothing durable in the data dir: hands and the log live in PostgreSQL, keys were supplied.
     assert not (tmp_path / "data" / "fairdeck.db").exists()

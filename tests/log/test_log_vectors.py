@@ -207,6 +207,17 @@ def test_the_verifier_key_is_the_signer_seeds() -> None:
     assert logref.verifier_key(VKEY) is not None
 
 
+def test_the_reference_reads_a_verifier_key_whose_base64_holds_a_plus() -> None:
+    """signed-note: the name holds no "+", the base64 may; splitting on every "+" lost this key."""
+    from fairdeck.log.note import Signer
+
+    vkey = Signer.from_seed("example.com/log", (9).to_bytes(32, "big")).verifier.to_string()
+    assert vkey.split("+", 2)[2].count("+") == 2  # the case under test, made by this seed
+    name, key_id, public = logref.verifier_key(vkey) or ("", b"", b"")
+    assert (name, key_id.hex()) == ("example.com/log", vkey.split("+")[1])
+    assert public == Verifier.parse(vkey).public_key
+
+
 # Receipts
 
 
