@@ -2,13 +2,14 @@
 
 grpcio's server has no hook on accept and no per-peer limit (its options bound connections only
 in total, ``grpc.max_allowed_incoming_connections``), and it cannot serve a socket accepted by
-someone else. So the warden looks from outside, once a ``interval``: the process's TCP sockets
-on the serving port (``/proc/net/tcp{,6}`` for the addresses, ``/proc/self/fd`` for which are
-ours), counted by client address (an IPv6 address as its /64, as ``auth.peer_address``). An
-address over the limit loses its newest connections: ``shutdown(2)`` on the socket, which gRPC
-then sees end and closes as any connection the peer closed. The descriptor stays gRPC's (the
-socket is never closed here), and a descriptor is cut only if it still is that connection when
-cut. Linux only (``available``); elsewhere the limit is documented as off.
+someone else. So the warden looks from outside, once a ``interval``: the process's own socket
+descriptors (``/proc/self/fd``), each new one asked once for its addresses (a socket's never
+change), counted by client address (an IPv6 address as its /64, as ``auth.peer_address``). A sweep
+costs in proportion to the dealer's own descriptors, never to the host's TCP table (closed
+connections in TIME_WAIT, other programs'). An address over the limit loses its newest
+connections: ``shutdown(2)`` on the socket, which gRPC then sees end and closes as any connection
+the peer closed. The descriptor stays gRPC's (never closed here), and a descriptor is cut only if
+it still is that connection when cut. Linux only (``available``); elsewhere the limit is off.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import logging
 import os
 import resource
 import socket
+import stat
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -30,8 +32,8 @@ SWEEP_SECONDS = 1.0
 """Seconds between two looks at the connections."""
 RESERVED_DESCRIPTORS = 256
 """File descriptors kept for what is not a client connection (the database, logs, metrics)."""
-ESTABLISHED = "01"
-"""The TCP state in /proc/net/tcp of a connection both sides opened (the only one counted)."""
+TCP_ESTABLISHED = 1
+"""The TCP state of a connection both sides opened (linux/tcp_states.h): the only one counted."""
 
 
 @dataclass(frozen=True)
@@ -40,19 +42,7 @@ class Connection:
     peer: str
     """The client address it counts against (an IPv6 one as its /64)."""
     address: tuple[str, int]
-    """The peer's address and port, as getpeername gives them."""
-
-
-def _address(hex_address: str, v6: bool) -> tuple[str, int]:
-    """``0100007F:1F90`` (little-endian words, as the kernel prints them) -> ("127.0.0.1", 8080)."""
-    host, port = hex_address.split(":")
-    raw = bytes.fromhex(host)
-    # Each 32-bit word is in host byte order (little-endian on every platform we run on).
-    raw = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
-    ip = ipaddress.ip_address(raw)
-    if v6 and isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return str(ip), int(port, 16)
+    """The peer's address and port, as getpeername gives them (an IPv4-mapped one unmapped)."""
 
 
 def client_address(ip: str) -> str:
@@ -63,40 +53,45 @@ def client_address(ip: str) -> str:
     return str(parsed)
 
 
-def tcp_connections(port: int, proc: Path = PROC) -> dict[int, Connection]:
-    """Established TCP connections whose local port is ``port``, by socket inode."""
-    out: dict[int, Connection] = {}
-    for name, v6 in (("tcp", False), ("tcp6", True)):
-        try:
-            lines = (proc / "net" / name).read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            fields = line.split()
-            if len(fields) < 10 or fields[3] != ESTABLISHED:
-                continue
-            local, remote = _address(fields[1], v6), _address(fields[2], v6)
-            if local[1] != port:
-                continue
-            out[int(fields[9])] = Connection(int(fields[9]), client_address(remote[0]), remote)
-    return out
+def connection_of(fd: int, inode: int, port: int) -> Connection | None:
+    """The TCP connection a client opened to ``port`` that ``fd`` holds, or None (another kind of
+    socket, the listening one, one not yet or no longer established, or a closed descriptor)."""
+    try:
+        sock = socket.socket(fileno=fd)
+    except OSError:  # closed meanwhile, or no longer a socket
+        return None
+    try:
+        if sock.type != socket.SOCK_STREAM or sock.family not in (socket.AF_INET, socket.AF_INET6):
+            return None
+        if sock.getsockname()[1] != port:
+            return None
+        # struct tcp_info begins with tcpi_state (linux/tcp.h); a listening socket is not one.
+        if sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0] != TCP_ESTABLISHED:
+            return None
+        peer = sock.getpeername()
+    except OSError:
+        return None
+    finally:
+        sock.detach()  # the descriptor is gRPC's: never closed here
+    host = _unmapped(peer[0])
+    return Connection(inode, client_address(host), (host, peer[1]))
 
 
 def socket_fds(proc: Path = PROC) -> dict[int, int]:
-    """This process's socket descriptors, by socket inode."""
+    """This process's socket descriptors, by socket inode (``fstat``: cheaper than ``readlink``)."""
     out: dict[int, int] = {}
-    fds = proc / "self" / "fd"
     try:
-        names = os.listdir(fds)
+        names = os.listdir(proc / "self" / "fd")
     except OSError:
         return out
     for name in names:
         try:
-            link = os.readlink(fds / name)
-        except OSError:  # closed meanwhile
+            fd = int(name)
+            st = os.fstat(fd)
+        except (ValueError, OSError):  # closed meanwhile (the listing's own descriptor is)
             continue
-        if link.startswith("socket:["):
-            out[int(link[8:-1])] = int(name)
+        if stat.S_ISSOCK(st.st_mode):
+            out[st.st_ino] = fd
     return out
 
 
@@ -128,7 +123,7 @@ def fit_descriptors(max_connections: int) -> int:
 
 
 def available(proc: Path = PROC) -> bool:
-    return (proc / "net" / "tcp").exists() and (proc / "self" / "fd").is_dir()
+    return (proc / "self" / "fd").is_dir() and hasattr(socket, "TCP_INFO")
 
 
 class ConnectionWarden:
@@ -149,14 +144,20 @@ class ConnectionWarden:
         self._proc = proc
         self._clock = clock
         self._first_seen: dict[int, float] = {}
+        self._known: dict[int, Connection | None] = {}
+        """Each socket descriptor's connection (None: not a client's), by inode, from the last sweep."""
         self.open = 0
         """Connections on the port at the last sweep."""
 
     def sweep(self) -> int:
         """One look: count, cut what is over the limit; the number of connections cut."""
-        found = tcp_connections(self.port, self._proc)
         fds = socket_fds(self._proc)
-        ours = {inode: c for inode, c in found.items() if inode in fds}
+        known = self._known
+        self._known = {
+            inode: known[inode] if inode in known else connection_of(fd, inode, self.port)
+            for inode, fd in fds.items()
+        }
+        ours = {inode: c for inode, c in self._known.items() if c is not None}
         now = self._clock()
         self._first_seen = {inode: self._first_seen.get(inode, now) for inode in ours}
         self.open = len(ours)

@@ -1,0 +1,109 @@
+"""The connection warden on real sockets in this process: it counts the established connections
+clients opened to its port and nothing else, cuts an address's newest past the limit, follows
+descriptors as they close and are reused, and never closes a descriptor itself (they are gRPC's).
+The end-to-end case, through a real dealer, is tests/security/test_connections.py."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterator
+
+import pytest
+
+from fairdeck_server.connections import ConnectionWarden, available, connection_of, socket_fds
+
+pytestmark = pytest.mark.skipif(not available(), reason="the warden reads /proc/self/fd (Linux)")
+
+
+class Accepting:
+    """A listening socket on loopback, and the server side of each connection made to it."""
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.clients: list[socket.socket] = []
+        self.served: list[socket.socket] = []
+
+    def connect(self, source: str = "127.0.0.1") -> socket.socket:
+        client = socket.create_connection(("127.0.0.1", self.port), source_address=(source, 0))
+        self.clients.append(client)
+        self.served.append(self.listener.accept()[0])
+        return client
+
+    def close(self) -> None:
+        for s in [self.listener, *self.clients, *self.served]:
+            s.close()
+
+
+@pytest.fixture
+def accepting() -> Iterator[Accepting]:
+    a = Accepting()
+    try:
+        yield a
+    finally:
+        a.close()
+
+
+def cut(client: socket.socket) -> bool:
+    """Whether the server side of ``client``'s connection was shut down."""
+    client.settimeout(2)
+    try:
+        return client.recv(1) == b""
+    except TimeoutError:
+        return False
+
+
+def test_only_established_connections_to_the_port_count(accepting: Accepting) -> None:
+    other = Accepting()  # another port of this process: not the warden's
+    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    udp.bind(("127.0.0.1", 0))
+    try:
+        for _ in range(3):
+            accepting.connect()
+            other.connect()
+        warden = ConnectionWarden(accepting.port, 10)
+        assert warden.sweep() == 0
+        assert warden.open == 3  # not the listener, the other port's, their clients' or the UDP socket
+        fds = socket_fds()
+        listener = next(i for i, fd in fds.items() if fd == accepting.listener.fileno())
+        assert connection_of(accepting.listener.fileno(), listener, accepting.port) is None
+        served = accepting.served[0]
+        found = connection_of(
+            served.fileno(), next(i for i, fd in fds.items() if fd == served.fileno()), accepting.port
+        )
+        assert found is not None and found.address == accepting.clients[0].getsockname()
+        assert found.peer == "127.0.0.1"
+    finally:
+        other.close()
+        udp.close()
+
+
+def test_an_address_over_the_limit_loses_its_newest_and_others_keep_theirs(accepting: Accepting) -> None:
+    crowd = [accepting.connect("127.0.0.2") for _ in range(6)]
+    alone = accepting.connect("127.0.0.1")
+    warden = ConnectionWarden(accepting.port, 4, on_cut=lambda peer, n: cuts.append((peer, n)))
+    cuts: list[tuple[str, int]] = []
+    assert warden.sweep() == 2
+    assert cuts == [("127.0.0.2", 2)]
+    assert [cut(c) for c in crowd] == [False] * 4 + [True] * 2  # the newest two
+    assert not cut(alone)
+    for s in accepting.served:
+        os.fstat(s.fileno())  # every descriptor still open: shut down, never closed
+
+
+def test_descriptors_that_close_and_are_reused_are_followed(accepting: Accepting) -> None:
+    for _ in range(4):
+        accepting.connect("127.0.0.2")
+    warden = ConnectionWarden(accepting.port, 4)
+    assert warden.sweep() == 0 and warden.open == 4
+    # The server closes two (they go to TIME_WAIT on its side); the descriptors are reused by
+    # new connections from the same address, which are then its newest.
+    for s in [*accepting.served[:2], *accepting.clients[:2]]:
+        s.close()
+    accepting.served = accepting.served[2:]
+    accepting.clients = accepting.clients[2:]
+    assert warden.sweep() == 0 and warden.open == 2
+    newer = [accepting.connect("127.0.0.2") for _ in range(3)]
+    assert warden.sweep() == 1 and warden.open == 5
+    assert [cut(c) for c in newer] == [False, False, True]
