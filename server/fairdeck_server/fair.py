@@ -149,17 +149,25 @@ def take_turns(queue: FairQueue[T], *, alone: int, most: int) -> list[T]:
     """What one batch (one transaction of a storage writer) takes from ``queue``: with several
     tenants queued, one turn of each (a quantum of cost, so no batch grows long with one
     tenant's backlog while others wait); with one alone, its turns up to ``alone`` cost. At most
-    ``most`` items, and always at least one when anything is queued."""
+    ``most`` items, and always at least one when anything is queued. With several tenants, a
+    batch that begins with light work (cost below a quantum: a call's one hand) ends before a
+    whole turn's item (a DealHands slice), which goes first in the next batch: the light call's
+    caller waits for its own writes only, not for another tenant's slice written with them."""
     tenants = queue.tenants()
     budget = alone if tenants <= 1 else queue.quantum * tenants
     out: list[T] = []
     spent = 0
+    light = False
     while len(out) < most:
         cost = queue.peek_cost()
         if cost is None or (out and spent + cost > budget):
             break
+        if light and cost >= queue.quantum:
+            break
         item = queue.pop()
         assert item is not None  # peek_cost saw it
+        if not out:
+            light = tenants > 1 and cost < queue.quantum
         out.append(item)
         spent += cost
     return out

@@ -55,9 +55,24 @@ def test_take_turns_gives_one_turn_each_to_several_tenants_and_more_to_one_alone
         q.push("a", f"a{i}", 32)
     assert fair.take_turns(q, alone=128, most=512) == ["a0", "a1", "a2", "a3"]
     q.push("b", "b0", 1)
-    assert fair.take_turns(q, alone=128, most=512) == ["b0", "a4"]
-    assert fair.take_turns(q, alone=128, most=2) == ["a5", "a6"]
-    assert fair.take_turns(q, alone=1, most=512) == ["a7"]  # never nothing while work is queued
+    # The newcomer's one hand is a batch of its own: it does not wait for a4's 32 to be written.
+    assert fair.take_turns(q, alone=128, most=512) == ["b0"]
+    assert fair.take_turns(q, alone=128, most=512) == ["a4", "a5", "a6", "a7"]
+    # Light work of several tenants goes together; a slice after light work waits for the next batch.
+    q.push("d", "d0", 1)
+    q.push("e", "e0", 1)
+    assert fair.take_turns(q, alone=128, most=512) == ["d0", "e0"]
+    assert fair.take_turns(q, alone=128, most=512) == ["a8", "a9"]
+    # A batch that begins with a slice holds one turn of each tenant, light or not.
+    q2: fair.FairQueue[str] = fair.FairQueue(quantum=32)
+    q2.push("c", "c0", 32)
+    q2.push("b", "b0", 1)
+    q2.push("c", "c1", 32)
+    assert fair.take_turns(q2, alone=128, most=512) == ["c0", "b0"]
+    assert fair.take_turns(q2, alone=128, most=512) == ["c1"]
+    q.push("a", "a10", 32)
+    q.push("a", "a11", 32)
+    assert fair.take_turns(q, alone=1, most=512) == ["a10"]  # never nothing while work is queued
 
 
 def test_sharing_is_two_tenants_within_the_window_the_dealers_own_work_aside() -> None:
