@@ -11,10 +11,11 @@ One run, one machine, loopback only:
    tenant, started ``--warmup`` seconds (15) before the victim's window so that the window sees
    its steady state, and kept going through it. An idle window (``--idle-seconds``) comes before
    every row and one ends the run; ratios are against the median of the idle windows.
-4. The ``--processes`` row (``sigstop``) runs on a second dealer, ``serve --processes 2``: a
-   background writer keeps both workers writing, and 10 s into the window one worker is stopped
-   with SIGSTOP at a moment it holds the writers' lock (read from /proc/locks); the supervisor
-   replaces it. Its ratios are against an idle window on that same dealer.
+4. The ``--processes`` row (``sigstop``) runs on a second dealer, ``serve --processes 2``: 10 s
+   into the window, writers through fresh connections keep both workers writing until one is
+   caught holding the writers' lock (read from /proc/locks) and stopped with SIGSTOP; the
+   writers then stop, and the supervisor replaces the worker. Its ratios are against an idle
+   window on that same dealer.
 5. For every window: the machine's load average (/proc/loadavg) at its start and end, the CPU
    that processes other than the dealer, the victim and the attacker used (``other``), and the
    dealer's CPU, peak RSS and peak open file descriptors.
@@ -171,7 +172,8 @@ def window(
         )  # fmt: skip
         time.sleep(opts.warmup)
     if name == "sigstop":
-        stopper = Stopper(dealer, opts.attacker_token, delay=10.0)
+        always = opts.sigstop_writers == "always"
+        stopper = Stopper(dealer, opts.attacker_token, delay=10.0, writers_after=always)
     profile = _profile(dealer, opts, name)
     with Watch(refresh_pids(dealer)) as watch:
         run = subprocess.run(victim_argv, capture_output=True, text=True, env=env)
@@ -238,20 +240,26 @@ def _profile(dealer: Server, opts: argparse.Namespace, name: str) -> subprocess.
 
 
 class Stopper:
-    """The sigstop row's attacker: writers through fresh connections, and ``delay`` seconds in,
-    SIGSTOP on a worker caught holding the writers' lock (never resumed: the supervisor's job)."""
+    """The sigstop row's attacker: ``delay`` seconds in, writers through fresh connections (so
+    that both workers write) until a worker is caught holding the writers' lock, then SIGSTOP
+    on it (never resumed: the supervisor's job). The writers stop once it is caught: what the
+    row measures is the stopped worker, not their load (``--sigstop-writers always`` keeps them
+    going to the window's end, as before 2026-11-28)."""
 
-    def __init__(self, dealer: Server, token: str, delay: float) -> None:
+    def __init__(self, dealer: Server, token: str, delay: float, *, writers_after: bool = False) -> None:
         import grpc
 
         from fairdeck.v1 import dealer_pb2 as pb
         from fairdeck.v1 import dealer_pb2_grpc
 
         self.dealer, self.done, self.stopped = dealer, threading.Event(), {}
+        caught = threading.Event()  # set once a worker is stopped holding the lock
         lock = Path(dealer.data) / "fairdeck.writer.lock"
 
         def write() -> None:
-            while not self.done.is_set():
+            if self.done.wait(delay):
+                return
+            while not self.done.is_set() and (writers_after or not caught.is_set()):
                 try:
                     with grpc.insecure_channel(
                         dealer.target, options=[("grpc.use_local_subchannel_pool", 1)]
@@ -277,6 +285,7 @@ class Stopper:
                     time.sleep(0.005)
                     if _flock_holder(inode) == pid:
                         self.stopped = {"pid": pid, "at": round(time.monotonic() - began, 2)}
+                        caught.set()
                         return
                     os.kill(pid, signal.SIGCONT)
                     time.sleep(0.005)
@@ -433,6 +442,10 @@ def main(argv: list[str] | None = None) -> int:
         "--dealer-code", type=Path, metavar="DIR", help="run the dealer from this checkout's code"
     )
     run.add_argument("--dealer-arg", action="append", default=[], help="one more `fairdeck serve` argument")
+    run.add_argument(
+        "--sigstop-writers", choices=("until-stop", "always"), default="until-stop",
+        help="the sigstop row's writers: until a worker is stopped (default), or to the window's end",
+    )  # fmt: skip
     vic = sub.add_parser("victim")
     att = sub.add_parser("attack")
     att.add_argument("attack", choices=sorted(ATTACKS))

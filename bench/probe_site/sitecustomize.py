@@ -3,7 +3,8 @@ puts it there for the dealer only). With FAIRDECK_PROBE_DIR set, a ``fairdeck se
 records, until it exits: each garbage collection longer than 1 ms (its generation and length),
 and for each call whose request id starts with ``victim-``, how long each awaited step of its
 way took (authentication, the limits, admission, the dealer, the storage write) and when the
-storage thread's batch that held it ran (``writer.batch[N]``, ``reader.batch[N]``: N operations).
+storage thread's batch that held it ran (``writer.batch[N]``, ``reader.batch[N]``: N operations),
+and the batch just before it on that thread (``writer.batch.before[N](cpu MS)``).
 FAIRDECK_PROBE_PHASES=1 adds the writer batch's inserts and COMMIT with the thread's CPU time in
 them; FAIRDECK_PROBE_HEAP=1 the tracked objects at exit by type; FAIRDECK_PROBE_SWITCH=S runs the
 dealer with that GIL switch interval. Written as JSON to FAIRDECK_PROBE_DIR/dealer-PID.json. A
@@ -13,6 +14,9 @@ from __future__ import annotations
 
 import os
 import sys
+
+if os.environ.get("FAIRDECK_PROBE_SWITCH") and "serve" in sys.argv:  # with or without the probe
+    sys.setswitchinterval(float(os.environ["FAIRDECK_PROBE_SWITCH"]))  # an experiment, seconds
 
 if os.environ.get("FAIRDECK_PROBE_DIR") and "serve" in sys.argv:
     import atexit
@@ -35,8 +39,6 @@ if os.environ.get("FAIRDECK_PROBE_DIR") and "serve" in sys.argv:
             _gc.append((time.time(), info["generation"], round(took * 1000, 2)))
 
     gc.callbacks.append(_collected)
-    if os.environ.get("FAIRDECK_PROBE_SWITCH"):  # an experiment: the GIL's switch interval, seconds
-        sys.setswitchinterval(float(os.environ["FAIRDECK_PROBE_SWITCH"]))
 
     def _timed(cls: type, name: str) -> None:
         from fairdeck_server import logging_setup
@@ -100,16 +102,21 @@ if os.environ.get("FAIRDECK_PROBE_DIR") and "serve" in sys.argv:
 
         def batch_timer(cls: type, name: str, label: str) -> None:
             inner = getattr(cls, name)
+            before: list[tuple[str, float, float]] = []  # the batch before, on this thread
 
             def run(self: object, conn: object, batch: list) -> object:  # type: ignore[type-arg]
                 mine = [_rid_of.pop(id(op.fut)) for op in batch if id(op.fut) in _rid_of]
-                began = time.perf_counter()
+                began, cpu = time.perf_counter(), time.thread_time()
                 try:
                     return inner(self, conn, batch)
                 finally:
                     took = round((time.perf_counter() - began) * 1000, 2)
+                    used = round((time.thread_time() - cpu) * 1000, 2)
                     for rid in mine:
-                        _steps.setdefault(rid, []).append((f"{label}[{len(batch)}]", round(began, 5), took))
+                        # The batch just before (what this one may have waited for), then this one.
+                        _steps.setdefault(rid, []).extend(before)
+                        _steps[rid].append((f"{label}[{len(batch)}]", round(began, 5), took))
+                    before[:] = [(f"{label}.before[{len(batch)}](cpu {used})", round(began, 5), took)]
 
             setattr(cls, name, run)
 
