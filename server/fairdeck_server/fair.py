@@ -73,6 +73,10 @@ class FairQueue(Generic[T]):
         self._new: collections.deque[_Flow[T]] = collections.deque()
         self._old: collections.deque[_Flow[T]] = collections.deque()
         self._len = 0
+        self.held_back = False
+        """``take_turns`` ended the last batch before a whole turn's item (it began light): the
+        next batch may not end early again, or light work arriving before each batch would hold
+        that tenant's turn back for ever."""
 
     def __len__(self) -> int:
         return self._len
@@ -152,8 +156,12 @@ def take_turns(queue: FairQueue[T], *, alone: int, most: int) -> list[T]:
     ``most`` items, and always at least one when anything is queued. With several tenants, a
     batch that begins with light work (cost below a quantum: a call's one hand) ends before a
     whole turn's item (a DealHands slice), which goes first in the next batch: the light call's
-    caller waits for its own writes only, not for another tenant's slice written with them."""
+    caller waits for its own writes only, not for another tenant's slice written with them. Not
+    twice in a row: the batch after one that ended early takes its turns whatever they weigh, so
+    a stream of light calls (new tenants go first) cannot hold a slice back batch after batch."""
     tenants = queue.tenants()
+    may_end_early = tenants > 1 and not queue.held_back
+    queue.held_back = False
     budget = alone if tenants <= 1 else queue.quantum * tenants
     out: list[T] = []
     spent = 0
@@ -163,11 +171,12 @@ def take_turns(queue: FairQueue[T], *, alone: int, most: int) -> list[T]:
         if cost is None or (out and spent + cost > budget):
             break
         if light and cost >= queue.quantum:
+            queue.held_back = True
             break
         item = queue.pop()
         assert item is not None  # peek_cost saw it
         if not out:
-            light = tenants > 1 and cost < queue.quantum
+            light = may_end_early and cost < queue.quantum
         out.append(item)
         spent += cost
     return out

@@ -394,3 +394,17 @@ def _deal(target: str, token: str) -> str:
     with DealerClient(target, api_token=token, retries=0, timeout=30) as c:
         c.deal_new_hand()
     return "OK"
+
+
+def test_a_slice_is_not_held_back_batch_after_batch_by_light_work_arriving() -> None:
+    # A bulk tenant's slices, and one call's one hand from a tenant new to the queue before each
+    # batch (many tenants each making a call): a batch begun light ends before a slice, but the
+    # next one takes the slice, so the bulk tenant keeps a turn at least every other batch.
+    q: fair.FairQueue[str] = fair.FairQueue(quantum=32)
+    for i in range(20):
+        q.push("bulk", f"s{i}", 32)
+    slices = 0
+    for n in range(20):
+        q.push(f"t{n}", f"h{n}", 1)
+        slices += sum(1 for item in fair.take_turns(q, alone=32, most=512) if item.startswith("s"))
+    assert slices >= 10
