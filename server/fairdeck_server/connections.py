@@ -56,25 +56,42 @@ def client_address(ip: str) -> str:
 def connection_of(fd: int, inode: int, port: int) -> Connection | None:
     """The TCP connection a client opened to ``port`` that ``fd`` holds, or None (another kind of
     socket, the listening one, one not yet or no longer established, or a closed descriptor)."""
+    return _look(fd, inode, port)[0]
+
+
+def _borrow(fd: int) -> socket.socket:
+    """A socket object on ``fd`` that changes nothing of it: given a type with SOCK_NONBLOCK,
+    Python does not set the descriptor non-blocking as it does (a file status flag, shared with
+    its owner) when a default timeout is set. Its real type is asked with SO_TYPE. Detach it."""
+    return socket.socket(type=socket.SOCK_STREAM | socket.SOCK_NONBLOCK, fileno=fd)
+
+
+def _look(fd: int, inode: int, port: int) -> tuple[Connection | None, bool]:
+    """``connection_of``, and whether the answer holds for the socket's life: a TCP socket on
+    ``port`` not established yet (SYN_RECV, with TCP Fast Open) may be a client's later."""
     try:
-        sock = socket.socket(fileno=fd)
+        sock = _borrow(fd)
     except OSError:  # closed meanwhile, or no longer a socket
-        return None
+        return None, False
     try:
-        if sock.type != socket.SOCK_STREAM or sock.family not in (socket.AF_INET, socket.AF_INET6):
-            return None
-        if sock.getsockname()[1] != port:
-            return None
+        if sock.getsockopt(socket.SOL_SOCKET, socket.SO_TYPE) != socket.SOCK_STREAM or sock.family not in (
+            socket.AF_INET,
+            socket.AF_INET6,
+        ):
+            return None, True
+        local = sock.getsockname()[1]
+        if local != port:
+            return None, local != 0  # an unbound socket may be bound later
         # struct tcp_info begins with tcpi_state (linux/tcp.h); a listening socket is not one.
         if sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0] != TCP_ESTABLISHED:
-            return None
+            return None, False
         peer = sock.getpeername()
     except OSError:
-        return None
+        return None, False
     finally:
         sock.detach()  # the descriptor is gRPC's: never closed here
     host = _unmapped(peer[0])
-    return Connection(inode, client_address(host), (host, peer[1]))
+    return Connection(inode, client_address(host), (host, peer[1])), True
 
 
 def socket_fds(proc: Path = PROC) -> dict[int, int]:
@@ -145,7 +162,8 @@ class ConnectionWarden:
         self._clock = clock
         self._first_seen: dict[int, float] = {}
         self._known: dict[int, Connection | None] = {}
-        """Each socket descriptor's connection (None: not a client's), by inode, from the last sweep."""
+        """Each socket descriptor's connection (None: not a client's), by inode, from the last sweep:
+        only answers that hold for the socket's life (not a socket not yet established)."""
         self.open = 0
         """Connections on the port at the last sweep."""
 
@@ -153,11 +171,17 @@ class ConnectionWarden:
         """One look: count, cut what is over the limit; the number of connections cut."""
         fds = socket_fds(self._proc)
         known = self._known
-        self._known = {
-            inode: known[inode] if inode in known else connection_of(fd, inode, self.port)
-            for inode, fd in fds.items()
-        }
-        ours = {inode: c for inode, c in self._known.items() if c is not None}
+        self._known = {}
+        ours: dict[int, Connection] = {}
+        for inode, fd in fds.items():
+            if inode in known:
+                conn = self._known[inode] = known[inode]
+            else:
+                conn, settled = _look(fd, inode, self.port)
+                if settled:  # else asked again next time
+                    self._known[inode] = conn
+            if conn is not None:
+                ours[inode] = conn
         now = self._clock()
         self._first_seen = {inode: self._first_seen.get(inode, now) for inode in ours}
         self.open = len(ours)
@@ -194,7 +218,7 @@ def _by_peer(conns: Iterable[Connection]) -> list[tuple[str, list[Connection]]]:
 def _cut(fd: int, conn: Connection, port: int) -> bool:
     """Shut down ``fd`` if it is still ``conn``; never close it (it is gRPC's descriptor)."""
     try:
-        sock = socket.socket(fileno=fd)
+        sock = _borrow(fd)
     except OSError:  # closed, or no longer a socket
         return False
     try:

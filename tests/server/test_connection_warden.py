@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from fairdeck_server import connections
 from fairdeck_server.connections import ConnectionWarden, available, connection_of, socket_fds
 
 pytestmark = pytest.mark.skipif(not available(), reason="the warden reads /proc/self/fd (Linux)")
@@ -107,3 +108,35 @@ def test_descriptors_that_close_and_are_reused_are_followed(accepting: Accepting
     newer = [accepting.connect("127.0.0.2") for _ in range(3)]
     assert warden.sweep() == 1 and warden.open == 5
     assert [cut(c) for c in newer] == [False, False, True]
+
+
+def test_looking_leaves_every_descriptor_as_it_was(accepting: Accepting) -> None:
+    # socket.socket(fileno=fd) makes the descriptor non-blocking when a default timeout is set
+    # (socket.setdefaulttimeout, by any library in the process): the warden must not do that to
+    # sockets that are not its own (a blocking client library's, a log handler's).
+    accepting.connect()
+    a, b = socket.socketpair()
+    old = socket.getdefaulttimeout()
+    socket.setdefaulttimeout(5)
+    try:
+        warden = ConnectionWarden(accepting.port, 1)
+        assert warden.sweep() == 0 and warden.open == 1
+        assert os.get_blocking(a.fileno()) and os.get_blocking(accepting.served[0].fileno())
+    finally:
+        socket.setdefaulttimeout(old)
+        a.close()
+        b.close()
+
+
+def test_a_connection_first_seen_before_it_is_established_is_counted_once_it_is(
+    accepting: Accepting, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An accepted socket can still be in SYN_RECV (TCP Fast Open) when first looked at: not
+    # counted then, but not forgotten as "not a client's" either, or the bound never sees it.
+    for _ in range(3):
+        accepting.connect("127.0.0.2")
+    warden = ConnectionWarden(accepting.port, 2)
+    monkeypatch.setattr(connections, "TCP_ESTABLISHED", -1)  # nothing looks established yet
+    assert warden.sweep() == 0 and warden.open == 0
+    monkeypatch.undo()
+    assert warden.sweep() == 1 and warden.open == 3
