@@ -57,6 +57,10 @@ BATCH_CHUNK = 256
 SLICE = 32
 """DealHands: hands built in one turn of the CPU (fair.CpuTurns) and stored by one storage
 operation, which takes its tenant's turn at the writer (a chunk is 8 slices)."""
+REST = 0.5
+"""While tenants share the dealer, a DealHands slice keeps the CPU's turn until it is written
+and then for this many times as long again: one slice of anyone's at a time, and the process's
+interpreter lock left free a third of the time (docs/scaling.md, "Bulk work while others call")."""
 DEFAULT_TENANT = principal.DEFAULT_TENANT
 STREAM_IN_FLIGHT = 2 * BATCH_CHUNK
 """Hands a DealHands call with ``close`` holds against the open-hands cap while it runs:
@@ -142,6 +146,8 @@ class Dealer:
         """(tenant, hand_id) of stale hands void_stale could not void (see there)."""
         self.before_logging: Callable[[], Awaitable[None]] = _nothing
         """Awaited before an operation logs an entry (the reaper's ``ensure_fresh``)."""
+        self.shared: Callable[[], bool] = _alone
+        """Whether other tenants call now (the admission's ``shared``): see REST."""
 
     # -- opening ----------------------------------------------------------------
 
@@ -226,12 +232,23 @@ class Dealer:
             m = min(SLICE, n - start)
             raw = entropy[start * size : (start + m) * size]
             batch, cards = await self.turns.run(
-                m, functools.partial(self._build_slice, tenant, p, m, raw, seeds, closed)
+                m,
+                functools.partial(self._build_slice, tenant, p, m, raw, seeds, closed),
+                then=functools.partial(self._store_slice, stores),
             )
-            stored = asyncio.ensure_future(self.storage.create_batch(batch))
-            stores.append(stored)
-            out.append((batch, cards, stored))
+            out.append((batch, cards, stores[-1]))
         return out
+
+    async def _store_slice(
+        self, stores: list[asyncio.Future[int]], built: tuple[HandBatch, list[tuple[int, ...]]]
+    ) -> None:
+        """Hand a slice to storage (its future joins ``stores``); while tenants share, return only
+        once it is written and then after a rest (REST), the CPU's turn held all along."""
+        stored = asyncio.ensure_future(self.storage.create_batch(built[0]))
+        stores.append(stored)
+        if self.shared():
+            await asyncio.wait([stored])
+            await asyncio.sleep((time.perf_counter() - self.turns.began) * REST)
 
     def _build_slice(
         self, tenant: str, p: Plan, n: int, raw: bytes, seeds: tuple[bytes, ...], closed: bool
@@ -519,6 +536,10 @@ class Dealer:
 
 async def _nothing() -> None:
     return None
+
+
+def _alone() -> bool:
+    return False
 
 
 def _not_open(r: HandRecord) -> refusals.DealerError:

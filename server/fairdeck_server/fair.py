@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar, Token
 from typing import Generic, TypeVar
 
@@ -224,8 +224,14 @@ class CpuTurns:
     def __init__(self, quantum: int) -> None:
         self._queue: FairQueue[asyncio.Future[None]] = FairQueue(quantum)
         self._busy = False
+        self.began = 0.0
+        """When the piece under way began (``time.perf_counter``)."""
 
-    async def run(self, cost: int, fn: Callable[[], T]) -> T:
+    async def run(
+        self, cost: int, fn: Callable[[], T], *, then: Callable[[T], Awaitable[None]] | None = None
+    ) -> T:
+        """``fn()`` in the caller's tenant's turn; with ``then``, the turn is kept until
+        ``then(result)`` has ended too (a DealHands slice's write, while tenants share)."""
         if self._busy or self._queue:
             turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._queue.push(current(), turn, cost)
@@ -236,8 +242,12 @@ class CpuTurns:
                     self._hand_over()
                 raise
         self._busy = True
+        self.began = time.perf_counter()
         try:
-            return fn()
+            result = fn()
+            if then is not None:
+                await then(result)
+            return result
         finally:
             # The next piece waits for a turn of the loop: what is ready meanwhile runs first.
             asyncio.get_running_loop().call_soon(self._hand_over)
@@ -319,6 +329,10 @@ class Admission:
         self._forget(tenant)
         self._release_slot()
         self._step_out(tenant)
+
+    def shared(self) -> bool:
+        """Whether two or more tenants have called within SHARED_WINDOW."""
+        return self._sharing.shared(self._clock())
 
     def _cap(self) -> int:
         """What one tenant may have entered now (0: no bound, it is alone)."""

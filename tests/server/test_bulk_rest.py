@@ -1,0 +1,75 @@
+"""DealHands while other tenants call (dealer.REST): one slice of anyone's at a time, its CPU turn
+held until the slice is written and then for REST times as long again, so that the process's
+interpreter lock is left free part of the time for the others' calls. A tenant alone keeps the
+pipeline (chunk k+1 built while chunk k is written). The real dealer core on real SQLite; the
+storage's create_batch and the dealer's slice builder are only watched."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from pathlib import Path
+from typing import Any
+
+from fairdeck_server import dealer as dealer_module
+from fairdeck_server.dealer import Dealer
+from fairdeck_server.storage.sqlite import SqliteStorage
+from fairdeck_server.vault import SeedVault
+
+
+async def _deal_watched(tmp_path: Path, shared: bool) -> list[tuple[str, float, float]]:
+    """Two tenants' DealHands(96) at once: (what, began, ended) of every slice's build and write."""
+    storage = SqliteStorage(tmp_path / "fairdeck.db")
+    await storage.start()
+    dealer = Dealer(storage, SeedVault(secrets.token_bytes(32)))
+    dealer.shared = lambda: shared
+    events: list[tuple[str, float, float]] = []
+    build, create = dealer._build_slice, storage.create_batch
+
+    def watched_build(*args: Any) -> Any:
+        began = time.perf_counter()
+        try:
+            return build(*args)
+        finally:
+            events.append(("build", began, time.perf_counter()))
+
+    async def watched_create(batch: Any) -> Any:
+        began = time.perf_counter()
+        try:
+            return await create(batch)
+        finally:
+            events.append(("write", began, time.perf_counter()))
+
+    dealer._build_slice = watched_build  # type: ignore[method-assign]
+    storage.create_batch = watched_create  # type: ignore[method-assign]
+    try:
+
+        async def deal(tenant: str) -> int:
+            chunks = [c async for c in await dealer.deal_hands(tenant, "standard", 96, [], True)]
+            return sum(len(c) for c in chunks)
+
+        assert await asyncio.gather(deal("a"), deal("b")) == [3, 3]  # one chunk of 3 slices each
+    finally:
+        await storage.close()
+    return sorted(events, key=lambda e: e[1])
+
+
+def test_while_tenants_share_one_slice_at_a_time_is_built_written_and_rested(tmp_path: Path) -> None:
+    events = asyncio.run(_deal_watched(tmp_path, shared=True))
+    builds = [e for e in events if e[0] == "build"]
+    writes = [e for e in events if e[0] == "write"]
+    assert len(builds) == len(writes) == 6
+    for (_, began, _), (_, _, written), (_, next_began, _) in zip(builds, writes, builds[1:], strict=False):
+        assert next_began >= written, "a slice was built while another was being written"
+        # Its rest: REST times the slice's build and write (timer slack aside).
+        assert next_began - written >= (written - began) * dealer_module.REST * 0.9
+
+
+def test_a_tenant_alone_keeps_building_while_its_slices_are_written(tmp_path: Path) -> None:
+    events = asyncio.run(_deal_watched(tmp_path, shared=False))
+    builds = [e for e in events if e[0] == "build"]
+    writes = [e for e in events if e[0] == "write"]
+    # Each slice is handed to storage as soon as it is built, and the next is built at once.
+    overlapping = sum(1 for _, began, _ in builds[1:] if any(w[1] <= began < w[2] for w in writes))
+    assert overlapping >= 1
