@@ -330,7 +330,7 @@ class DealerServer:
             self.dealer, config.max_hand_lifetime, self.clock.now_ms, on_skip=self._skipped_stale_hand
         )
         self.dealer.before_logging = self.reaper.ensure_fresh
-        self.dealer.shared = self.limits.admission.shared
+        self.dealer.others_call = self.limits.admission.others
         register(self.server, DealerServicer(self.dealer), _service(dealer_pb2, "DealerService"), dealer_pb2)
         audit = AuditServicer(
             self.metered,

@@ -146,8 +146,9 @@ class Dealer:
         """(tenant, hand_id) of stale hands void_stale could not void (see there)."""
         self.before_logging: Callable[[], Awaitable[None]] = _nothing
         """Awaited before an operation logs an entry (the reaper's ``ensure_fresh``)."""
-        self.shared: Callable[[], bool] = _alone
-        """Whether other tenants call now (the admission's ``shared``): see REST."""
+        self.others_call: Callable[[str], bool] = _alone
+        """Whether tenants other than the one given call now (the admission's ``others``): see
+        REST."""
 
     # -- opening ----------------------------------------------------------------
 
@@ -234,19 +235,19 @@ class Dealer:
             batch, cards = await self.turns.run(
                 m,
                 functools.partial(self._build_slice, tenant, p, m, raw, seeds, closed),
-                then=functools.partial(self._store_slice, stores),
+                then=functools.partial(self._store_slice, tenant, stores),
             )
             out.append((batch, cards, stores[-1]))
         return out
 
     async def _store_slice(
-        self, stores: list[asyncio.Future[int]], built: tuple[HandBatch, list[tuple[int, ...]]]
+        self, tenant: str, stores: list[asyncio.Future[int]], built: tuple[HandBatch, list[tuple[int, ...]]]
     ) -> None:
         """Hand a slice to storage (its future joins ``stores``); while tenants share, return only
         once it is written and then after a rest (REST), the CPU's turn held all along."""
         stored = asyncio.ensure_future(self.storage.create_batch(built[0]))
         stores.append(stored)
-        if self.shared():
+        if self.others_call(tenant):
             await asyncio.wait([stored])
             await asyncio.sleep((time.perf_counter() - self.turns.began) * REST)
 
@@ -538,7 +539,7 @@ async def _nothing() -> None:
     return None
 
 
-def _alone() -> bool:
+def _alone(tenant: str) -> bool:
     return False
 
 

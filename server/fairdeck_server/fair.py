@@ -213,6 +213,11 @@ class Sharing:
                     return True
         return False
 
+    def others(self, whose: str, now: float) -> bool:
+        """Whether a tenant other than ``whose`` has been seen within the window (a long call of
+        ``whose``, a DealHands stream, is seen once, when it began)."""
+        return any(k != whose and now - at < self.window for k, at in self._seen.items())
+
 
 class CpuTurns:
     """The dealer's CPU work in fair turns: ``await turns.run(cost, fn)`` runs ``fn`` when it is
@@ -330,9 +335,9 @@ class Admission:
         self._release_slot()
         self._step_out(tenant)
 
-    def shared(self) -> bool:
-        """Whether two or more tenants have called within SHARED_WINDOW."""
-        return self._sharing.shared(self._clock())
+    def others(self, tenant: str) -> bool:
+        """Whether a tenant other than ``tenant`` has called within SHARED_WINDOW."""
+        return self._sharing.others(tenant, self._clock())
 
     def _cap(self) -> int:
         """What one tenant may have entered now (0: no bound, it is alone)."""

@@ -88,6 +88,19 @@ def test_sharing_is_two_tenants_within_the_window_the_dealers_own_work_aside() -
     assert not sharing.shared(11.6)  # the table's last work is a window ago: bulk is alone
 
 
+def test_others_is_any_other_tenant_within_the_window() -> None:
+    """What a long call (a DealHands stream, seen once as it began) asks: is anyone else calling?"""
+    sharing = fair.Sharing(window=1.0)
+    sharing.saw("bulk", 10.0)
+    assert not sharing.others("bulk", 10.5)
+    sharing.saw(fair.SYSTEM, 10.5)
+    assert not sharing.others("bulk", 10.6)  # the dealer's own work is nobody's
+    sharing.saw("table", 10.6)
+    assert sharing.others("bulk", 11.5) and not sharing.shared(11.5)  # the stream began 1.5 s ago
+    assert not sharing.others("bulk", 11.7)
+    assert not sharing.others("table", 11.7)
+
+
 def test_push_front_puts_work_back_first_in_its_tenants_queue() -> None:
     q: fair.FairQueue[str] = fair.FairQueue(quantum=1)
     q.push("a", "a1")

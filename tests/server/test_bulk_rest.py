@@ -23,7 +23,7 @@ async def _deal_watched(tmp_path: Path, shared: bool) -> list[tuple[str, float, 
     storage = SqliteStorage(tmp_path / "fairdeck.db")
     await storage.start()
     dealer = Dealer(storage, SeedVault(secrets.token_bytes(32)))
-    dealer.shared = lambda: shared
+    dealer.others_call = lambda tenant: shared
     events: list[tuple[str, float, float]] = []
     build, create = dealer._build_slice, storage.create_batch
 
