@@ -146,7 +146,7 @@ class Dealer:
         """(tenant, hand_id) of stale hands void_stale could not void (see there)."""
         self.before_logging: Callable[[], Awaitable[None]] = _nothing
         """Awaited before an operation logs an entry (the reaper's ``ensure_fresh``)."""
-        self.others_call: Callable[[str], bool] = _alone
+        self.others_call: Callable[[str], bool] = lambda tenant: False
         """Whether tenants other than the one given call now (the admission's ``others``): see
         REST."""
 
@@ -537,10 +537,6 @@ class Dealer:
 
 async def _nothing() -> None:
     return None
-
-
-def _alone(tenant: str) -> bool:
-    return False
 
 
 def _not_open(r: HandRecord) -> refusals.DealerError:
