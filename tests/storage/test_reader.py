@@ -134,3 +134,34 @@ def test_a_read_failing_while_the_disk_fails_stat_too_leaves_the_reader_alive(
             await storage.close()
 
     asyncio.run(main())
+
+
+def test_a_tenants_open_hands_are_counted_without_reading_anothers(tmp_path: Path) -> None:
+    """The cap's count reads the tenant's own open hands only, by an index on (tenant) of the open
+    ones (PostgreSQL had it; SQLite counted by passing every tenant's open hands, so a tenant at a
+    cap of 10,000 made every other tenant's count read 10,000 rows), and a database made before
+    that index gets it when it is opened."""
+    from fairdeck_server.storage.sqlite.engine import OPEN_HANDS_OF_TENANT
+
+    path = tmp_path / "fairdeck.db"
+
+    async def count_then_reopen(drop: bool) -> int:
+        storage = SqliteStorage(path)
+        await storage.start()
+        try:
+            if not drop:
+                await storage.create_hands([new_hand(i, tenant="big") for i in range(200)])
+                await storage.create_hands([new_hand(1000 + i, tenant="small") for i in range(3)])
+            return await storage.open_hands("small")
+        finally:
+            await storage.close()
+
+    assert asyncio.run(count_then_reopen(drop=False)) == 3
+    with sqlite3.connect(path) as conn:
+        conn.execute("DROP INDEX hands_open_tenant")  # as a database made before it
+    assert asyncio.run(count_then_reopen(drop=True)) == 3
+    with sqlite3.connect(path) as conn:
+        plan = " ".join(
+            str(row) for row in conn.execute("EXPLAIN QUERY PLAN " + OPEN_HANDS_OF_TENANT, ("small",))
+        )
+    assert "USING INDEX hands_open_tenant (tenant=?)" in plan, plan

@@ -39,6 +39,9 @@ from fairdeck_server.storage.sqlite.schema import explain, kind, probe_file, pro
 from fairdeck_server.storage.sqlite.writer import CLOSE_TIMEOUT_S, REFUSED, Rows, SqliteWriter, hash_reader
 
 T = TypeVar("T")
+OPEN_HANDS_OF_TENANT = "SELECT COUNT(*) FROM hands WHERE state != 3 AND tenant = ?"
+"""A tenant's open hands (its cap): served by the partial index hands_open_tenant, so it reads
+that tenant's open hands only, however many other tenants hold."""
 
 _UPDATE = (
     "UPDATE hands SET client_seeds = ?, state = ?, dealt = ?, closed_ms = ?, server_seed = ?, "
@@ -246,9 +249,7 @@ class SqliteStorage:
             if tenant is None:
                 row = conn.execute("SELECT COUNT(*) FROM hands WHERE state != 3").fetchone()
             else:
-                row = conn.execute(
-                    "SELECT COUNT(*) FROM hands WHERE state != 3 AND tenant = ?", (tenant,)
-                ).fetchone()
+                row = conn.execute(OPEN_HANDS_OF_TENANT, (tenant,)).fetchone()
             return int(row[0])
 
         return await self._reader.submit(op)

@@ -49,6 +49,8 @@ CREATE TABLE IF NOT EXISTS hands (
 CREATE UNIQUE INDEX IF NOT EXISTS hands_request ON hands (tenant, request_id)
     WHERE request_id IS NOT NULL;
 CREATE INDEX IF NOT EXISTS hands_unrevealed ON hands (created_ms) WHERE state != 3;
+-- A tenant's open hands (its cap), counted without passing every other tenant's open hands.
+CREATE INDEX IF NOT EXISTS hands_open_tenant ON hands (tenant) WHERE state != 3;
 CREATE TABLE IF NOT EXISTS log_entries (
     idx   INTEGER PRIMARY KEY,
     entry BLOB NOT NULL
