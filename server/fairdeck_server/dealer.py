@@ -59,8 +59,10 @@ SLICE = 32
 operation, which takes its tenant's turn at the writer (a chunk is 8 slices)."""
 REST = 0.5
 """While tenants share the dealer, a DealHands slice keeps the CPU's turn until it is written
-and then for this many times as long again: one slice of anyone's at a time, and the process's
-interpreter lock left free a third of the time (docs/scaling.md, "Bulk work while others call")."""
+and then for this many times as long again, at most MAX_REST seconds (a write that stalled is no
+reason to wait longer): one slice of anyone's at a time, and the process's interpreter lock left
+free a third of the time (docs/scaling.md, "Bulk work while others call")."""
+MAX_REST = 0.05
 DEFAULT_TENANT = principal.DEFAULT_TENANT
 STREAM_IN_FLIGHT = 2 * BATCH_CHUNK
 """Hands a DealHands call with ``close`` holds against the open-hands cap while it runs:
@@ -249,7 +251,7 @@ class Dealer:
         stores.append(stored)
         if self.others_call(tenant):
             await asyncio.wait([stored])
-            await asyncio.sleep((time.perf_counter() - self.turns.began) * REST)
+            await asyncio.sleep(min(MAX_REST, (time.perf_counter() - self.turns.began) * REST))
 
     def _build_slice(
         self, tenant: str, p: Plan, n: int, raw: bytes, seeds: tuple[bytes, ...], closed: bool

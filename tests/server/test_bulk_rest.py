@@ -18,7 +18,7 @@ from fairdeck_server.storage.sqlite import SqliteStorage
 from fairdeck_server.vault import SeedVault
 
 
-async def _deal_watched(tmp_path: Path, shared: bool) -> list[tuple[str, float, float]]:
+async def _deal_watched(tmp_path: Path, shared: bool, stall: float = 0.0) -> list[tuple[str, float, float]]:
     """Two tenants' DealHands(96) at once: (what, began, ended) of every slice's build and write."""
     storage = SqliteStorage(tmp_path / "fairdeck.db")
     await storage.start()
@@ -37,6 +37,7 @@ async def _deal_watched(tmp_path: Path, shared: bool) -> list[tuple[str, float, 
     async def watched_create(batch: Any) -> Any:
         began = time.perf_counter()
         try:
+            await asyncio.sleep(stall)  # a write that stalls (a slow disk)
             return await create(batch)
         finally:
             events.append(("write", began, time.perf_counter()))
@@ -73,3 +74,11 @@ def test_a_tenant_alone_keeps_building_while_its_slices_are_written(tmp_path: Pa
     # Each slice is handed to storage as soon as it is built, and the next is built at once.
     overlapping = sum(1 for _, began, _ in builds[1:] if any(w[1] <= began < w[2] for w in writes))
     assert overlapping >= 1
+
+
+def test_a_stalled_write_is_not_followed_by_a_rest_as_long(tmp_path: Path) -> None:
+    events = asyncio.run(_deal_watched(tmp_path, shared=True, stall=0.4))
+    builds = [e for e in events if e[0] == "build"]
+    writes = [e for e in events if e[0] == "write"]
+    for (_, _, written), (_, next_began, _) in zip(writes, builds[1:], strict=False):
+        assert written <= next_began < written + dealer_module.MAX_REST + 0.1  # not 0.2 s after
