@@ -13,6 +13,7 @@ import argparse
 import json
 import socket
 import time
+from pathlib import Path
 
 from fairdeck_server import connections
 
@@ -40,7 +41,7 @@ def main() -> None:
     for _ in range(opts.sweeps):
         warden.sweep()
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    tcp = sum(1 for _ in open("/proc/net/tcp")) - 1
+    tcp = len(Path("/proc/net/tcp").read_text().splitlines()) - 1
     print(json.dumps({
         "code": connections.__file__, "open": warden.open, "lines in /proc/net/tcp": tcp,
         "ms per sweep": round(wall / opts.sweeps * 1000, 2),
