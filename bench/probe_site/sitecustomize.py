@@ -100,6 +100,11 @@ if os.environ.get("FAIRDECK_PROBE_DIR") and "serve" in sys.argv:
 
         handoff.Op.__init__ = op_init  # type: ignore[method-assign]
 
+        def _name_of(op: object) -> str:  # whose, and what: the function (or its partial's)
+            fn = getattr(op, "fn", None)
+            fn = getattr(fn, "func", fn)
+            return f"{getattr(op, 'whose', '?')}:{getattr(fn, '__qualname__', type(fn).__name__)}"
+
         def batch_timer(cls: type, name: str, label: str) -> None:
             inner = getattr(cls, name)
             before: list[tuple[str, float, float]] = []  # the batch before, on this thread
@@ -116,7 +121,8 @@ if os.environ.get("FAIRDECK_PROBE_DIR") and "serve" in sys.argv:
                         # The batch just before (what this one may have waited for), then this one.
                         _steps.setdefault(rid, []).extend(before)
                         _steps[rid].append((f"{label}[{len(batch)}]", round(began, 5), took))
-                    before[:] = [(f"{label}.before[{len(batch)}](cpu {used})", round(began, 5), took)]
+                    what = ",".join(sorted({_name_of(op) for op in batch}))
+                    before[:] = [(f"{label}.before[{len(batch)}](cpu {used}; {what})", round(began, 5), took)]
 
             setattr(cls, name, run)
 
