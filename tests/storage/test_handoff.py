@@ -6,9 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import queue
+import sys
+import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
+from fairdeck_server.storage.handoff import UNDER_WAY, give_way
 from fairdeck_server.storage.sqlite import SqliteStorage
 from tests.storage.kit import new_hand
 
@@ -53,3 +57,63 @@ def test_operations_submitted_just_before_close_are_still_done(tmp_path: Path) -
 
     outcomes = asyncio.run(main())
     assert [c.record.commit_index for (c,) in outcomes] == list(range(5))
+
+
+def test_the_loop_gives_a_storage_thread_with_work_under_way_the_interpreter_lock() -> None:
+    """The writer needs the GIL back after every SQLite call; a loop that runs Python without
+    pause (another tenant's flood of calls) holds it for the switch interval each time. Made a
+    second here, a one-hand batch would take seconds without give_way(); with it, moments."""
+
+    def burn() -> None:  # about a call's worth of the loop's Python
+        sum(range(2_000))
+
+    async def main(tmp: Path) -> tuple[float, int, int]:
+        storage = SqliteStorage(tmp / "fairdeck.db")
+        await storage.start()
+        try:
+            before = UNDER_WAY.ops
+            call = asyncio.ensure_future(storage.create_hands([new_hand(0)]))
+            while UNDER_WAY.ops == before:  # until this turn's hand-off is made
+                await asyncio.sleep(0)
+            given = UNDER_WAY.given
+            switch = sys.getswitchinterval()
+            sys.setswitchinterval(1.0)
+            try:
+                began = time.monotonic()
+                while UNDER_WAY.ops > before and time.monotonic() - began < 3.0:
+                    burn()  # never awaits: only give_way() lets the writer have the GIL
+                    give_way()
+                took = time.monotonic() - began
+            finally:
+                sys.setswitchinterval(switch)
+            (created,) = await call
+            return took, UNDER_WAY.given - given, created.record.commit_index
+        finally:
+            await storage.close()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        took, given, index = asyncio.run(main(Path(tmp)))
+    assert index == 0
+    assert given >= 1
+    assert took < 1.0, f"the writer's batch took {took:.2f} s beside a busy loop"  # >= 3 s without
+
+
+def test_nothing_is_under_way_once_every_operation_is_settled(tmp_path: Path) -> None:
+    """Reads and writes, refused or not, leave the count where it was: give_way() then costs the
+    loop one comparison and never sleeps."""
+
+    async def main() -> tuple[int, int]:
+        before = UNDER_WAY.ops
+        storage = SqliteStorage(tmp_path / "fairdeck.db")
+        await storage.start()
+        try:
+            made = await asyncio.gather(*(storage.create_hands([new_hand(i)]) for i in range(20)))
+            await asyncio.gather(*(storage.get_hand(c.record.tenant, c.record.hand_id) for (c,) in made))
+            await asyncio.gather(storage.get_hand("nobody", "no-such-hand"), return_exceptions=True)
+        finally:
+            await storage.close()
+        given = UNDER_WAY.given
+        give_way()
+        return UNDER_WAY.ops - before, UNDER_WAY.given - given
+
+    assert asyncio.run(main()) == (0, 0)

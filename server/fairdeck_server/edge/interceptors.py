@@ -42,6 +42,7 @@ from fairdeck_server.limits import MAX_TENANTS, OpenHandsCap, RateLimiter
 from fairdeck_server.metrics import Metrics
 from fairdeck_server.principal import Principal
 from fairdeck_server.refusals import DealerError
+from fairdeck_server.storage.handoff import give_way
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +93,7 @@ class ObservingInterceptor(ServerInterceptor):
         """``metadata`` None: the call's own, read when it runs (a behavior made once per method)."""
 
         async def behavior(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+            give_way()  # between calls: a storage thread with work under way goes on first
             call, token = logging_setup.begin_call(
                 method, metadata if metadata is not None else context.invocation_metadata()
             )
@@ -115,6 +117,7 @@ class ObservingInterceptor(ServerInterceptor):
             finally:
                 self._finish(call, code, time.perf_counter() - start, label)
                 logging_setup.end_call(token)
+                give_way()
 
         return acyclic(behavior)
 
@@ -127,6 +130,7 @@ class ObservingInterceptor(ServerInterceptor):
         label: str | None = None,
     ) -> Callable[..., Any]:
         async def behavior(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+            give_way()  # between calls: a storage thread with work under way goes on first
             call, token = logging_setup.begin_call(
                 method, metadata if metadata is not None else context.invocation_metadata()
             )
@@ -155,6 +159,7 @@ class ObservingInterceptor(ServerInterceptor):
             finally:
                 self._finish(call, code, time.perf_counter() - start, label)
                 logging_setup.end_call(token)
+                give_way()
 
         return acyclic(behavior)
 

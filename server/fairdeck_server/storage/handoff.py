@@ -2,7 +2,9 @@
 
 An event loop hands over what it submitted in one turn at once (one put, at most one wake-up of
 the thread); the thread resolves the futures of a batch with one wake-up per loop. Each operation
-carries whose work it is and its cost, for the thread's fair turns (fair.py). No grpc.
+carries whose work it is and its cost, for the thread's fair turns (fair.py). While operations
+are handed over and not yet settled, ``give_way()`` on a loop lets the storage thread have the
+interpreter lock (UnderWay). No grpc.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import asyncio
 import contextlib
 import queue
 import sqlite3
+import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -40,6 +44,47 @@ class Op:
         self.fn, self.loop, self.fut, self.whose, self.cost, self.rows = fn, loop, fut, whose, cost, rows
         self.quiet = quiet
         """Its failure is not logged (health's probe: health says what changed)."""
+
+
+class UnderWay:
+    """How many operations are handed to a storage thread and not yet settled, and ``give`` for
+    the event loop: while any are, it drops the interpreter lock and takes it back.
+
+    A storage thread needs the GIL back after every database call (sqlite3 releases it around
+    each); an event loop kept busy by another tenant's calls holds it up to the switch interval
+    (5 ms) each time, so a one-hand batch took 10-24 ms of wall time for under 2 ms of CPU under
+    a GetHand flood (bench/README.md, section 13). ``time.sleep(0)`` releases the GIL, and a
+    thread waiting for it takes it then. With nothing under way, ``give`` reads one integer."""
+
+    __slots__ = ("_lock", "given", "ops")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.ops = 0
+        self.given = 0
+        """Times ``give`` let the lock go (a diagnostic)."""
+
+    def handed(self, n: int) -> None:
+        with self._lock:
+            self.ops += n
+
+    def settled(self, n: int) -> None:
+        with self._lock:
+            self.ops -= n
+
+    def give(self) -> None:
+        if self.ops > 0:
+            self.given += 1
+            time.sleep(0)  # releases the GIL and takes it back
+
+
+UNDER_WAY = UnderWay()
+"""The process's one count: the interpreter lock is the process's too."""
+
+
+def give_way() -> None:
+    """Between calls, on an event loop: let a storage thread with work under way go on."""
+    UNDER_WAY.give()
 
 
 class OpQueue:
@@ -85,17 +130,21 @@ class OpQueue:
             failure = refusals.storage_unavailable("storage is closed")
             _resolve([(op.fut, False, failure) for op in ops])
             return
+        UNDER_WAY.handed(len(ops))
         self._queue.put(ops)
 
 
 def settle(batch: Sequence[Op], outcomes: Sequence[tuple[bool, Any]]) -> None:
     """Resolve each operation's future with its outcome, on its own loop: one wake-up per loop."""
     by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], bool, Any]]] = {}
-    for op, (ok, value) in zip(batch, outcomes, strict=True):
-        by_loop.setdefault(op.loop, []).append((op.fut, ok, value))
-    for loop, items in by_loop.items():
-        with contextlib.suppress(RuntimeError):  # a closed loop: nobody is waiting any more
-            loop.call_soon_threadsafe(_resolve, items)
+    try:
+        for op, (ok, value) in zip(batch, outcomes, strict=True):
+            by_loop.setdefault(op.loop, []).append((op.fut, ok, value))
+        for loop, items in by_loop.items():
+            with contextlib.suppress(RuntimeError):  # a closed loop: nobody is waiting any more
+                loop.call_soon_threadsafe(_resolve, items)
+    finally:
+        UNDER_WAY.settled(len(batch))
 
 
 def _resolve(items: list[tuple[asyncio.Future[Any], bool, Any]]) -> None:
