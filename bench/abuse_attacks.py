@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import errno
 import os
 import random
 import resource
@@ -268,51 +269,81 @@ def token_spray(opts: argparse.Namespace, tally: Tally) -> None:
 
 def idle_and_slowloris(opts: argparse.Namespace, tally: Tally) -> None:
     """500 connections that finish the HTTP/2 preface and settings and then sit idle, and 300
-    that send the preface a byte at a time, about one byte every 5 s; any the dealer closes is
-    opened again at once (so the dealer sees them churn at its bounds)."""
+    that send the preface a byte at a time, about one byte every 5 s; any the dealer closes, or
+    leaves unanswered for 5 s, is opened again at once (so the dealer sees them churn at its
+    bounds). Connections are opened without blocking, all at once, as a determined client does."""
     from tests.security import rawh2
 
     settings = rawh2._frame(rawh2.SETTINGS, 0, 0)
     host, port = opts.target.rsplit(":", 1)
+    first_of = {"idle": rawh2.PREFACE + settings, "slow": b""}
 
-    def connect(first: bytes) -> socket.socket | None:
-        try:
+    class Slot:
+        def __init__(self, kind: str) -> None:
+            self.kind = kind
+            self.sock: socket.socket | None = None
+            self.since = 0.0
+            self.up = False
+            self.sent = 0
+
+        def open(self) -> None:
             # From 127.0.0.2, another loopback address: a client address of its own, as an
             # attacker's is (the victim connects from 127.0.0.1), so the per-address limit is its.
-            s = socket.create_connection((host, int(port)), timeout=5, source_address=(SOURCE, 0))
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             s.setblocking(False)
-            if first:
-                s.sendall(first)
+            try:
+                s.bind((SOURCE, 0))
+                err = s.connect_ex((host, int(port)))
+            except OSError as e:
+                s.close()
+                tally.count(type(e).__name__)
+                return
+            if err not in (0, errno.EINPROGRESS):
+                s.close()
+                tally.count(errno.errorcode.get(err, str(err)))
+                return
+            self.sock, self.since, self.up, self.sent = s, time.monotonic(), False, 0
             tally.count("opened")
-            return s
-        except OSError as e:
-            tally.count(type(e).__name__)
-            return None
 
-    idle: list[socket.socket | None] = [connect(rawh2.PREFACE + settings) for _ in range(500)]
-    slow: list[socket.socket | None] = [connect(b"") for _ in range(300)]
-    sent = [0] * len(slow)
-    while tally.running():
-        for group, first in ((idle, rawh2.PREFACE + settings), (slow, b"")):
-            for i, s in enumerate(group):
-                if s is None or _closed(s):
-                    if s is not None:
-                        s.close()
-                        tally.count("closed by the dealer")
-                    group[i] = connect(first)
-                    if group is slow:
-                        sent[i] = 0
-        for i, s in enumerate(slow):
-            if s is not None and sent[i] < len(rawh2.PREFACE) and random.random() < 0.2:
+        def tend(self) -> None:
+            s = self.sock
+            if s is None:
+                self.open()
+                return
+            if not self.up:
+                err = s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
                 try:
-                    s.send(rawh2.PREFACE[sent[i] : sent[i] + 1])
-                    sent[i] += 1
+                    s.getpeername()
+                except OSError:  # not connected (yet)
+                    if err or time.monotonic() - self.since > 5.0:
+                        s.close()
+                        self.sock = None
+                        tally.count("refused" if err else "unanswered for 5 s")
+                        self.open()
+                    return
+                self.up = True
+                if first_of[self.kind]:
+                    s.send(first_of[self.kind])
+            if _closed(s):
+                s.close()
+                self.sock = None
+                tally.count("closed by the dealer")
+                self.open()
+            elif self.kind == "slow" and self.sent < len(rawh2.PREFACE) and random.random() < 0.2:
+                try:
+                    s.send(rawh2.PREFACE[self.sent : self.sent + 1])
+                    self.sent += 1
                 except OSError:
                     pass
+
+    slots = [Slot("idle") for _ in range(500)] + [Slot("slow") for _ in range(300)]
+    while tally.running():
+        for slot in slots:
+            slot.tend()
         time.sleep(1.0)
-    for s in idle + slow:
-        if s is not None:
-            s.close()
+    for slot in slots:
+        if slot.sock is not None:
+            slot.sock.close()
 
 
 def _closed(s: socket.socket) -> bool:

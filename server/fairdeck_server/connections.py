@@ -8,20 +8,24 @@ change), counted by client address (an IPv6 address as its /64, as ``auth.peer_a
 costs in proportion to the dealer's own descriptors, never to the host's TCP table (closed
 connections in TIME_WAIT, other programs'). An address over the limit loses its newest
 connections: ``shutdown(2)`` on the socket, which gRPC then sees end and closes as any connection
-the peer closed. The descriptor stays gRPC's (never closed here), and a descriptor is cut only if
-it still is that connection when cut. Linux only (``available``); elsewhere the limit is off.
+the peer closed. The descriptor stays gRPC's (never closed here); one is cut only if it still is
+that connection. An address at the limit is refused before gRPC accepts: a socket filter on the
+listening socket (``gate_program``) drops its SYNs until it holds fewer (docs/security.md,
+"Connections"). Linux only (``available``); elsewhere the limit is off.
 """
 
 from __future__ import annotations
 
+import ctypes
 import ipaddress
 import logging
 import os
 import resource
 import socket
 import stat
+import struct
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +38,13 @@ RESERVED_DESCRIPTORS = 256
 """File descriptors kept for what is not a client connection (the database, logs, metrics)."""
 TCP_ESTABLISHED = 1
 """The TCP state of a connection both sides opened (linux/tcp_states.h): the only one counted."""
+TCP_LISTEN = 10
+SO_ATTACH_FILTER = 26
+"""asm-generic/socket.h; Python's socket module does not name it."""
+MAX_GATED = 512
+"""Client addresses refused at the listening socket at once, at most: the filter takes 2
+instructions for an IPv4 address and 5 for an IPv6 /64, within the kernel's 4,096. Past it, the
+addresses with the most connections; the others are still cut once accepted."""
 
 
 @dataclass(frozen=True)
@@ -43,6 +54,10 @@ class Connection:
     """The client address it counts against (an IPv6 one as its /64)."""
     address: tuple[str, int]
     """The peer's address and port, as getpeername gives them (an IPv4-mapped one unmapped)."""
+
+
+LISTENING = Connection(0, "", ("", 0))
+"""What ``_look`` says of the listening socket on the port."""
 
 
 def client_address(ip: str) -> str:
@@ -56,7 +71,8 @@ def client_address(ip: str) -> str:
 def connection_of(fd: int, inode: int, port: int) -> Connection | None:
     """The TCP connection a client opened to ``port`` that ``fd`` holds, or None (another kind of
     socket, the listening one, one not yet or no longer established, or a closed descriptor)."""
-    return _look(fd, inode, port)[0]
+    found = _look(fd, inode, port)[0]
+    return None if found is LISTENING else found
 
 
 def _borrow(fd: int) -> socket.socket:
@@ -82,8 +98,11 @@ def _look(fd: int, inode: int, port: int) -> tuple[Connection | None, bool]:
         local = sock.getsockname()[1]
         if local != port:
             return None, local != 0  # an unbound socket may be bound later
-        # struct tcp_info begins with tcpi_state (linux/tcp.h); a listening socket is not one.
-        if sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0] != TCP_ESTABLISHED:
+        # struct tcp_info begins with tcpi_state (linux/tcp.h).
+        state = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0]
+        if state == TCP_LISTEN:
+            return LISTENING, True
+        if state != TCP_ESTABLISHED:
             return None, False
         peer = sock.getpeername()
     except OSError:
@@ -166,6 +185,11 @@ class ConnectionWarden:
         only answers that hold for the socket's life (not a socket not yet established)."""
         self.open = 0
         """Connections on the port at the last sweep."""
+        self.gated: frozenset[str] = frozenset()
+        """Client addresses the listening sockets refuse now (at the limit)."""
+        self._gated_on: frozenset[int] = frozenset()
+        """The listening sockets (inodes) that have the filter for ``gated``."""
+        self._gate_failed = False
 
     def sweep(self) -> int:
         """One look: count, cut what is over the limit; the number of connections cut."""
@@ -173,6 +197,7 @@ class ConnectionWarden:
         known = self._known
         self._known = {}
         ours: dict[int, Connection] = {}
+        listeners: dict[int, int] = {}
         for inode, fd in fds.items():
             if inode in known:
                 conn = self._known[inode] = known[inode]
@@ -180,7 +205,9 @@ class ConnectionWarden:
                 conn, settled = _look(fd, inode, self.port)
                 if settled:  # else asked again next time
                     self._known[inode] = conn
-            if conn is not None:
+            if conn is LISTENING:
+                listeners[inode] = fd
+            elif conn is not None:
                 ours[inode] = conn
         now = self._clock()
         self._first_seen = {inode: self._first_seen.get(inode, now) for inode in ours}
@@ -188,7 +215,9 @@ class ConnectionWarden:
         if self.limit <= 0:
             return 0
         cut = 0
+        held: dict[str, int] = {}
         for peer, conns in _by_peer(ours.values()):
+            held[peer] = len(conns)
             over = len(conns) - self.limit
             if over <= 0:
                 continue
@@ -205,7 +234,94 @@ class ConnectionWarden:
                     self.limit,
                     done,
                 )
+        self._gate(listeners, held)
         return cut
+
+    def _gate(self, listeners: dict[int, int], held: dict[str, int]) -> None:
+        """Refuse at the listening sockets (by inode: descriptor) every address holding ``limit``
+        connections or more, and let in again those that hold fewer: the bound kept before gRPC
+        accepts, so that a client reopening what was cut costs no accept and no handshake."""
+        full = sorted((p for p, n in held.items() if n >= self.limit), key=lambda p: (-held[p], p))
+        gated = frozenset(full[:MAX_GATED])
+        if self._gate_failed or (gated == self.gated and frozenset(listeners) == self._gated_on):
+            return
+        program = gate_program(sorted(gated))
+        try:
+            for fd in listeners.values():
+                _attach(fd, program)
+        except OSError as e:
+            self._gate_failed = True
+            log.warning(
+                "cannot filter the listening socket (%s): clients over max_connections_per_peer are "
+                "closed after gRPC accepts them, not refused before",
+                e.strerror or e,
+            )
+            return
+        for peer in sorted(gated - self.gated):
+            log.info(
+                "client %s holds %d connections, max_connections_per_peer %d: its new ones go "
+                "unanswered until it holds fewer",
+                peer,
+                held[peer],
+                self.limit,
+            )
+        self.gated, self._gated_on = gated, frozenset(listeners)
+
+
+# Classic BPF (linux/filter.h, Documentation/networking/filter.rst): a socket filter on a TCP
+# listening socket sees each packet that reaches it (a SYN, a handshake's last ACK) with its IP
+# header at SKF_NET_OFF; returning 0 drops the packet, as if it never came.
+_SKF_NET_OFF = -0x100000
+_LD_B_ABS, _LD_W_ABS, _RSH_K, _JEQ_K, _JA, _RET_K = 0x30, 0x20, 0x74, 0x15, 0x05, 0x06
+_ACCEPT, _DROP = 0xFFFFFFFF, 0
+
+
+def _insn(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
+    return struct.pack("HBBI", code, jt, jf, k & 0xFFFFFFFF)
+
+
+def gate_program(peers: Sequence[str]) -> bytes:
+    """A socket filter that drops packets from ``peers`` (IPv4 addresses and IPv6 /64s, as
+    ``client_address`` gives them) and passes every other. Each comparison that matches falls
+    through to a ``ret 0`` right after it, so no jump is longer than the 8 bits allow."""
+    v4 = [int(ipaddress.IPv4Address(p)) for p in peers if ":" not in p]
+    v6 = [ipaddress.IPv6Network(p).network_address.packed for p in peers if ":" in p]
+    ipv4: list[bytes] = [_insn(_LD_W_ABS, _SKF_NET_OFF + 12)]  # the source address
+    for address in v4:
+        ipv4 += [_insn(_JEQ_K, address, 0, 1), _insn(_RET_K, _DROP)]
+    ipv4.append(_insn(_RET_K, _ACCEPT))
+    ipv6: list[bytes] = []
+    for prefix in v6:  # the source's first 64 bits, in two words
+        high, low = struct.unpack("!II", prefix[:8])
+        ipv6 += [
+            _insn(_LD_W_ABS, _SKF_NET_OFF + 8),
+            _insn(_JEQ_K, high, 0, 3),
+            _insn(_LD_W_ABS, _SKF_NET_OFF + 12),
+            _insn(_JEQ_K, low, 0, 1),
+            _insn(_RET_K, _DROP),
+        ]
+    ipv6.append(_insn(_RET_K, _ACCEPT))
+    head = [
+        _insn(_LD_B_ABS, _SKF_NET_OFF),  # version and header length
+        _insn(_RSH_K, 4),
+        _insn(_JEQ_K, 4, 0, 1),
+        _insn(_JA, 3),  # to the IPv4 part, past the four after this one
+        _insn(_JEQ_K, 6, 0, 1),
+        _insn(_JA, 1 + len(ipv4)),  # to the IPv6 part
+        _insn(_RET_K, _ACCEPT),
+    ]
+    return b"".join(head + ipv4 + ipv6)
+
+
+def _attach(fd: int, program: bytes) -> None:
+    """SO_ATTACH_FILTER on ``fd`` (it replaces the one before); the kernel copies the program."""
+    code = ctypes.create_string_buffer(program, len(program))
+    fprog = struct.pack("HP", len(program) // 8, ctypes.addressof(code))  # struct sock_fprog
+    sock = _borrow(fd)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER, fprog)
+    finally:
+        sock.detach()
 
 
 def _by_peer(conns: Iterable[Connection]) -> list[tuple[str, list[Connection]]]:

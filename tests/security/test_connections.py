@@ -103,9 +103,14 @@ def test_one_address_keeps_at_most_its_share_of_connections(tmp_path: Path) -> N
         "60",
     ) as dealer:
         socks = []
+        unanswered = 0
         try:
             for _ in range(10):
-                sock = socket.create_connection(("127.0.0.1", dealer.port), timeout=10)
+                try:  # once the address holds 4, the listening socket drops its SYNs
+                    sock = socket.create_connection(("127.0.0.1", dealer.port), timeout=2)
+                except TimeoutError:
+                    unanswered += 1
+                    continue
                 sock.sendall(rawh2.PREFACE + SETTINGS)
                 socks.append(sock)
                 time.sleep(0.05)
@@ -116,12 +121,22 @@ def test_one_address_keeps_at_most_its_share_of_connections(tmp_path: Path) -> N
                 if len(open_) <= 4:
                     break
                 time.sleep(0.2)
-            assert len(open_) == 4, f"{len(open_)} of 10 connections still open"
+            assert len(open_) == 4, f"{len(open_)} of {len(socks)} connections still open"
             assert open_ == socks[:4], "the newest connections are the ones closed"
+            assert refused(dealer.port), "a fifth connection is answered"
         finally:
             for s in socks:
                 s.close()
-    assert "client 127.0.0.1 held 10 connections, over max_connections_per_peer 4" in dealer.stderr()
+    said = dealer.stderr()
+    assert f"client 127.0.0.1 held {10 - unanswered} connections, over max_connections_per_peer 4" in said
+
+
+def refused(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+        return False
+    except TimeoutError:
+        return True
 
 
 def _open(sock: socket.socket) -> bool:

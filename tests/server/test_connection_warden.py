@@ -140,3 +140,73 @@ def test_a_connection_first_seen_before_it_is_established_is_counted_once_it_is(
     assert warden.sweep() == 0 and warden.open == 0
     monkeypatch.undo()
     assert warden.sweep() == 1 and warden.open == 3
+
+
+def refused(port: int, source: str, host: str = "127.0.0.1") -> bool:
+    """Whether a new connection from ``source`` goes unanswered (its SYN dropped)."""
+    try:
+        socket.create_connection((host, port), timeout=1.0, source_address=(source, 0)).close()
+        return False
+    except TimeoutError:
+        return True
+
+
+def test_an_address_at_the_limit_is_refused_before_accept_until_it_holds_fewer(
+    accepting: Accepting,
+) -> None:
+    # Cut connections are reopened at once: each costs gRPC an accept and a handshake, on its
+    # own threads, before the next look can cut it again (the abuse table's connections row,
+    # ~700 a second). At the limit, the listening socket itself drops the address's SYNs.
+    crowd = [accepting.connect("127.0.0.2") for _ in range(4)]
+    warden = ConnectionWarden(accepting.port, 3)
+    assert warden.sweep() == 1
+    assert warden.gated == {"127.0.0.2"}
+    assert refused(accepting.port, "127.0.0.2")
+    assert not refused(accepting.port, "127.0.0.3")  # another address
+    assert [cut(c) for c in crowd] == [False, False, False, True]
+    accepting.served[3].close()  # as gRPC closes a connection it sees end
+    for client in crowd[:3]:  # what it kept still carries data
+        client.sendall(b"x")
+    assert [s.recv(1) for s in accepting.served[:3]] == [b"x"] * 3
+    crowd[0].close()
+    accepting.served[0].close()
+    assert warden.sweep() == 0 and warden.gated == frozenset()
+    assert not refused(accepting.port, "127.0.0.2")  # holds two: in again
+
+
+def test_the_filter_refuses_ipv6_addresses_by_their_64() -> None:
+    try:
+        listener = socket.create_server(("::1", 0), family=socket.AF_INET6)
+    except OSError:
+        pytest.skip("no IPv6 loopback")
+    try:
+        port = listener.getsockname()[1]
+        fd = listener.fileno()
+        connections._attach(fd, connections.gate_program(["2001:db8::/64", "127.0.0.2"]))
+        assert not refused(port, "::1", "::1")
+        connections._attach(fd, connections.gate_program([connections.client_address("::1")]))
+        assert refused(port, "::1", "::1")
+        connections._attach(fd, connections.gate_program([]))
+        assert not refused(port, "::1", "::1")
+    finally:
+        listener.close()
+
+
+def test_a_listener_that_cannot_be_filtered_leaves_the_cut_as_it_was(
+    accepting: Accepting, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def denied(fd: int, program: bytes) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(connections, "_attach", denied)
+    for _ in range(3):
+        accepting.connect("127.0.0.2")
+    warden = ConnectionWarden(accepting.port, 2)
+    assert warden.sweep() == 1 and warden.gated == frozenset()
+    accepting.served[2].close()  # as gRPC closes a connection it sees end
+    assert warden.sweep() == 0  # said once, not tried again
+    said = [r.getMessage() for r in caplog.records if "listening socket" in r.getMessage()]
+    assert said == [
+        "cannot filter the listening socket (Operation not permitted): clients over "
+        "max_connections_per_peer are closed after gRPC accepts them, not refused before"
+    ]
