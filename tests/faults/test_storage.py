@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import threading
 import time
 
 import grpc
@@ -117,3 +118,32 @@ def test_a_full_disk_at_start_while_running_and_at_sigterm(run: FaultRun) -> Non
     filler.unlink()
     dealer = run.start()
     run.ledger.deal(dealer.target, 1)
+
+
+def test_the_write_lock_taken_by_another_process_while_dealing(run: FaultRun) -> None:
+    """An sqlite3 shell (or a backup tool) takes the database's write lock while a table deals.
+    Held a moment, the table's calls wait for it and are written; held past SQLite's busy wait
+    (5 s), the calls fail saying so, with nothing acknowledged unwritten, health goes NOT_SERVING
+    and comes back, and dealing goes on once it is let go. The run's invariants hold."""
+    dealer = run.start()
+    run.ledger.deal(dealer.target, 2)
+    outsider = sqlite3.connect(run.data_dir / "fairdeck.db", isolation_level=None, check_same_thread=False)
+    try:
+        outsider.execute("BEGIN IMMEDIATE")
+        threading.Timer(1.0, outsider.execute, ("ROLLBACK",)).start()
+        before = len(run.ledger.closed)
+        run.ledger.deal(dealer.target, 2)  # waits for the lock, then written
+        assert len(run.ledger.closed) == before + 2 and run.ledger.failures == 0
+        outsider.execute("BEGIN IMMEDIATE")
+        with DealerClient(dealer.target, timeout=30, retries=0) as c, pytest.raises(FairdeckError) as refused:
+            c.open_hand("short")
+        assert "locked by another process" in str(refused.value), refused.value
+        wait_for("health NOT_SERVING", lambda: health(dealer.target) != SERVING, timeout=30)
+        outsider.execute("ROLLBACK")
+        wait_for("health SERVING", lambda: health(dealer.target) == SERVING, timeout=30)
+        before = len(run.ledger.closed)
+        run.ledger.deal(dealer.target, 2)
+        assert len(run.ledger.closed) == before + 2
+        assert "Traceback" not in dealer.stderr()
+    finally:
+        outsider.close()

@@ -2,9 +2,9 @@
 
 An event loop hands over what it submitted in one turn at once (one put, at most one wake-up of
 the thread); the thread resolves the futures of a batch with one wake-up per loop. Each operation
-carries whose work it is and its cost, for the thread's fair turns (fair.py). While operations
-are handed over and not yet settled, ``give_way()`` on a loop lets the storage thread have the
-interpreter lock (UnderWay). No grpc.
+carries whose work it is and its cost, for the thread's fair turns (fair.py). While light
+operations are handed over and not settled, ``give_way()`` on a loop lets the storage thread have
+the interpreter lock (UnderWay). No grpc.
 """
 
 from __future__ import annotations
@@ -47,14 +47,17 @@ class Op:
 
 
 class UnderWay:
-    """How many operations are handed to a storage thread and not yet settled, and ``give`` for
-    the event loop: while any are, it drops the interpreter lock and takes it back.
+    """How many light operations (a unary call's: one hand, a read) are handed to a storage
+    thread and not yet settled, and ``give`` for the event loop: while any are, it drops the
+    interpreter lock and takes it back.
 
     A storage thread needs the GIL back after every database call (sqlite3 releases it around
     each); an event loop kept busy by another tenant's calls holds it up to the switch interval
     (5 ms) each time, so a one-hand batch took 10-24 ms of wall time for under 2 ms of CPU under
     a GetHand flood (bench/README.md, section 13). ``time.sleep(0)`` releases the GIL, and a
-    thread waiting for it takes it then. With nothing under way, ``give`` reads one integer."""
+    thread waiting for it takes it then. A bulk stream's slices do not count: giving way to them
+    would make each call wait for a slice's Python, for a throughput nobody waits on. With
+    nothing under way, ``give`` reads one integer."""
 
     __slots__ = ("_lock", "given", "ops")
 
@@ -64,13 +67,17 @@ class UnderWay:
         self.given = 0
         """Times ``give`` let the lock go (a diagnostic)."""
 
-    def handed(self, n: int) -> None:
-        with self._lock:
-            self.ops += n
+    def handed(self, ops: Sequence[Op]) -> None:
+        light = sum(1 for op in ops if op.cost <= LIGHT)
+        if light:
+            with self._lock:
+                self.ops += light
 
-    def settled(self, n: int) -> None:
-        with self._lock:
-            self.ops -= n
+    def settled(self, ops: Sequence[Op]) -> None:
+        light = sum(1 for op in ops if op.cost <= LIGHT)
+        if light:
+            with self._lock:
+                self.ops -= light
 
     def give(self) -> None:
         if self.ops > 0:
@@ -78,6 +85,8 @@ class UnderWay:
             time.sleep(0)  # releases the GIL and takes it back
 
 
+LIGHT = 1
+"""The most hands an operation writes and still counts as light (UnderWay)."""
 UNDER_WAY = UnderWay()
 """The process's one count: the interpreter lock is the process's too."""
 
@@ -130,7 +139,7 @@ class OpQueue:
             failure = refusals.storage_unavailable("storage is closed")
             _resolve([(op.fut, False, failure) for op in ops])
             return
-        UNDER_WAY.handed(len(ops))
+        UNDER_WAY.handed(ops)
         self._queue.put(ops)
 
 
@@ -144,7 +153,7 @@ def settle(batch: Sequence[Op], outcomes: Sequence[tuple[bool, Any]]) -> None:
             with contextlib.suppress(RuntimeError):  # a closed loop: nobody is waiting any more
                 loop.call_soon_threadsafe(_resolve, items)
     finally:
-        UNDER_WAY.settled(len(batch))
+        UNDER_WAY.settled(batch)
 
 
 def _resolve(items: list[tuple[asyncio.Future[Any], bool, Any]]) -> None:
