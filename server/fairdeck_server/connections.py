@@ -16,7 +16,9 @@ listening socket (``gate_program``) drops its SYNs until it holds fewer (docs/se
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import errno
 import ipaddress
 import logging
 import os
@@ -39,8 +41,8 @@ RESERVED_DESCRIPTORS = 256
 TCP_ESTABLISHED = 1
 """The TCP state of a connection both sides opened (linux/tcp_states.h): the only one counted."""
 TCP_LISTEN = 10
-SO_ATTACH_FILTER = 26
-"""asm-generic/socket.h; Python's socket module does not name it."""
+SO_ATTACH_FILTER, SO_DETACH_FILTER = 26, 27
+"""asm-generic/socket.h; Python's socket module does not name them."""
 MAX_GATED = 512
 """Client addresses refused at the listening socket at once, at most: the filter takes 2
 instructions for an IPv4 address and 5 for an IPv6 /64, within the kernel's 4,096. Past it, the
@@ -190,6 +192,8 @@ class ConnectionWarden:
         self._gated_on: frozenset[int] = frozenset()
         """The listening sockets (inodes) that have the filter for ``gated``."""
         self._gate_failed = False
+        self._most = MAX_GATED
+        """Addresses the filter holds at most: fewer where the kernel's option memory is short."""
 
     def sweep(self) -> int:
         """One look: count, cut what is over the limit; the number of connections cut."""
@@ -242,21 +246,39 @@ class ConnectionWarden:
         connections or more, and let in again those that hold fewer: the bound kept before gRPC
         accepts, so that a client reopening what was cut costs no accept and no handshake."""
         full = sorted((p for p, n in held.items() if n >= self.limit), key=lambda p: (-held[p], p))
-        gated = frozenset(full[:MAX_GATED])
+        gated = frozenset(full[: self._most])
         if self._gate_failed or (gated == self.gated and frozenset(listeners) == self._gated_on):
             return
-        program = gate_program(sorted(gated))
-        try:
-            for fd in listeners.values():
-                _attach(fd, program)
-        except OSError as e:
-            self._gate_failed = True
+        most = self._most
+        while True:
+            program = gate_program(sorted(gated))
+            try:
+                for fd in listeners.values():
+                    _attach(fd, program)
+                break
+            except OSError as e:
+                if e.errno == errno.ENOMEM and gated:  # longer than the listener's option memory holds
+                    self._most = len(gated) // 2
+                    gated = frozenset(full[: self._most])
+                    continue
+                # No address may stay refused by a filter no longer kept up, on any listener.
+                for fd in listeners.values():
+                    _detach(fd)
+                self._gate_failed = True
+                self.gated, self._gated_on = frozenset(), frozenset()
+                log.warning(
+                    "cannot filter the listening socket (%s): clients over max_connections_per_peer are "
+                    "closed after gRPC accepts them, not refused before",
+                    e.strerror or e,
+                )
+                return
+        if self._most < most:
             log.warning(
-                "cannot filter the listening socket (%s): clients over max_connections_per_peer are "
-                "closed after gRPC accepts them, not refused before",
-                e.strerror or e,
+                "the listening socket's filter holds at most %d addresses (net.core.optmem_max): "
+                "past them, clients at max_connections_per_peer are closed after gRPC accepts them, "
+                "not refused before",
+                self._most,
             )
-            return
         for peer in sorted(gated - self.gated):
             log.info(
                 "client %s holds %d connections, max_connections_per_peer %d: its new ones go "
@@ -319,7 +341,29 @@ def _attach(fd: int, program: bytes) -> None:
     fprog = struct.pack("HP", len(program) // 8, ctypes.addressof(code))  # struct sock_fprog
     sock = _borrow(fd)
     try:
-        sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER, fprog)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER, fprog)
+        except OSError as e:
+            if e.errno != errno.ENOMEM:
+                raise
+            # The filter it replaces is charged to the socket until then: without it, this one may
+            # fit. For that instant nothing is refused (what comes in then is cut once accepted).
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, SO_DETACH_FILTER, 0)
+            sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER, fprog)
+    finally:
+        sock.detach()
+
+
+def _detach(fd: int) -> None:
+    """Take any filter off ``fd`` (none there, or no longer a socket: nothing to do)."""
+    try:
+        sock = _borrow(fd)
+    except OSError:
+        return
+    try:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, SO_DETACH_FILTER, 0)
     finally:
         sock.detach()
 

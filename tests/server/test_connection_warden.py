@@ -210,3 +210,22 @@ def test_a_listener_that_cannot_be_filtered_leaves_the_cut_as_it_was(
         "cannot filter the listening socket (Operation not permitted): clients over "
         "max_connections_per_peer are closed after gRPC accepts them, not refused before"
     ]
+
+
+def test_a_filter_the_listener_cannot_take_leaves_no_address_refused(accepting: Accepting) -> None:
+    # The kernel charges a socket filter to the listening socket's option memory
+    # (net.core.optmem_max), the old one with the new until it is replaced; each gated IPv6 /64
+    # lengthens it. One that does not fit must neither leave the filter before it refusing its
+    # addresses for good nor end the gate: the addresses with the most connections stay refused.
+    fd = accepting.listener.fileno()
+    listeners = {os.fstat(fd).st_ino: fd}
+    nets = [f"2001:db8:{i:x}::/64" for i in range(connections.MAX_GATED)]
+    warden = ConnectionWarden(accepting.port, 2)
+    warden._gate(listeners, {"127.0.0.2": 4})
+    assert refused(accepting.port, "127.0.0.2")
+    warden._gate(listeners, {"127.0.0.2": 4, **dict.fromkeys(nets[:400], 3)})
+    warden._gate(listeners, {"127.0.0.2": 4, **dict.fromkeys(nets, 3)})
+    assert "127.0.0.2" in warden.gated and refused(accepting.port, "127.0.0.2")
+    warden._gate(listeners, {"127.0.0.2": 1})  # every address holds fewer now
+    assert warden.gated == frozenset()
+    assert not refused(accepting.port, "127.0.0.2")
