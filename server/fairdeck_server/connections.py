@@ -194,6 +194,11 @@ class ConnectionWarden:
         self._gate_failed = False
         self._most = MAX_GATED
         """Addresses the filter holds at most: fewer where the kernel's option memory is short."""
+        self._filtered = False
+        """A filter was attached to a listening socket: each connection accepted meanwhile got a
+        copy, which would run on each of its packets and keep that program in the kernel's memory
+        for the connection's life (an hour), one program per change of ``gated``. Its first look
+        takes it off (the client was let in: its filter has nothing to refuse)."""
 
     def sweep(self) -> int:
         """One look: count, cut what is over the limit; the number of connections cut."""
@@ -209,6 +214,8 @@ class ConnectionWarden:
                 conn, settled = _look(fd, inode, self.port)
                 if settled:  # else asked again next time
                     self._known[inode] = conn
+                if self._filtered and conn is not None and conn is not LISTENING:
+                    _detach(fd)  # the listener's filter, which the kernel copied to it on accept
             if conn is LISTENING:
                 listeners[inode] = fd
             elif conn is not None:
@@ -249,12 +256,16 @@ class ConnectionWarden:
         gated = frozenset(full[: self._most])
         if self._gate_failed or (gated == self.gated and frozenset(listeners) == self._gated_on):
             return
+        if not gated and not self._filtered:  # none refused yet: no filter to copy to each connection
+            self._gated_on = frozenset(listeners)
+            return
         most = self._most
         while True:
             program = gate_program(sorted(gated))
             try:
                 for fd in listeners.values():
                     _attach(fd, program)
+                    self._filtered = True
                 break
             except OSError as e:
                 if e.errno == errno.ENOMEM and gated:  # longer than the listener's option memory holds

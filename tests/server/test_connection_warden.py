@@ -254,3 +254,29 @@ def optmem(sock: socket.socket) -> int:
     """The option memory charged to ``sock`` (SO_MEMINFO's SK_MEMINFO_OPTMEM)."""
     info = sock.getsockopt(socket.SOL_SOCKET, 55, 9 * 4)  # SO_MEMINFO: 9 u32
     return struct.unpack("9I", info)[6]
+
+
+def filtered(sock: socket.socket) -> bool:
+    """Whether ``sock`` has a socket filter (SO_GET_FILTER; a short one: up to 128 instructions)."""
+    return sock.getsockopt(socket.SOL_SOCKET, connections.SO_ATTACH_FILTER, 1024) != b""
+
+
+def test_a_connection_accepted_while_an_address_is_refused_does_not_keep_the_filter(
+    accepting: Accepting,
+) -> None:
+    # The kernel copies the listener's filter to each connection it accepts: kept, it would run
+    # on each of that connection's packets, and hold its program in the kernel, for its life
+    # (one program per change of the refused addresses: a client at the limit that opens and
+    # closes one connection a second changes it at every look).
+    for _ in range(3):
+        accepting.connect("127.0.0.2")
+    warden = ConnectionWarden(accepting.port, 2)
+    assert warden.sweep() == 1 and warden.gated == {"127.0.0.2"}
+    accepting.served[2].close()  # as gRPC closes a connection it sees end
+    other = accepting.connect("127.0.0.3")
+    assert filtered(accepting.served[-1])  # what the kernel did
+    assert warden.sweep() == 0
+    assert not filtered(accepting.served[-1])
+    assert filtered(accepting.listener)  # the listener keeps its own
+    other.sendall(b"x")
+    assert accepting.served[-1].recv(1) == b"x"
