@@ -9,8 +9,8 @@ costs in proportion to the dealer's own descriptors, never to the host's TCP tab
 connections in TIME_WAIT, other programs'). An address over the limit loses its newest
 connections: ``shutdown(2)`` on the socket, which gRPC then sees end and closes as any connection
 the peer closed. The descriptor stays gRPC's (never closed here); one is cut only if it still is
-that connection. An address at the limit is refused before gRPC accepts: a socket filter on the
-listening socket (``gate_program``) drops its SYNs until it holds fewer (docs/security.md,
+that connection. An address that went over is refused before gRPC accepts: a socket filter on
+the listening socket (``gate_program``) drops its SYNs until it holds fewer (docs/security.md,
 "Connections"). Linux only (``available``); elsewhere the limit is off.
 """
 
@@ -249,10 +249,16 @@ class ConnectionWarden:
         return cut
 
     def _gate(self, listeners: dict[int, int], held: dict[str, int]) -> None:
-        """Refuse at the listening sockets (by inode: descriptor) every address holding ``limit``
-        connections or more, and let in again those that hold fewer: the bound kept before gRPC
-        accepts, so that a client reopening what was cut costs no accept and no handshake."""
-        full = sorted((p for p, n in held.items() if n >= self.limit), key=lambda p: (-held[p], p))
+        """Refuse at the listening sockets (by inode: descriptor) every address that went over
+        ``limit`` while it holds ``limit`` connections or more, and let in again those that hold
+        fewer: the bound kept before gRPC accepts, so that a client reopening what was cut costs no
+        accept and no handshake. One that only reached it is not refused: a client that keeps its
+        share and replaces a connection (closed idle, or at its age) would wait for its SYN's
+        retry, a second or more, where before it was let in at once."""
+        full = sorted(
+            (p for p, n in held.items() if n > self.limit or (n == self.limit and p in self.gated)),
+            key=lambda p: (-held[p], p),
+        )
         gated = frozenset(full[: self._most])
         if self._gate_failed or (gated == self.gated and frozenset(listeners) == self._gated_on):
             return

@@ -280,3 +280,18 @@ def test_a_connection_accepted_while_an_address_is_refused_does_not_keep_the_fil
     assert filtered(accepting.listener)  # the listener keeps its own
     other.sendall(b"x")
     assert accepting.served[-1].recv(1) == b"x"
+
+
+def test_an_address_that_only_reached_the_limit_replaces_a_connection_at_once(
+    accepting: Accepting,
+) -> None:
+    # A client that keeps its share (a pool of max_connections_per_peer) reconnects as the dealer
+    # closes an idle or aged connection. Refused until the next look and the retry of its SYN
+    # (a second, then 3 s), it would wait that long where before it was let in at once.
+    for _ in range(3):
+        accepting.connect("127.0.0.2")
+    warden = ConnectionWarden(accepting.port, 3)
+    assert warden.sweep() == 0 and warden.gated == frozenset()
+    accepting.served[0].close()  # the dealer closes one; the client opens another at once
+    accepting.clients[0].close()
+    assert not refused(accepting.port, "127.0.0.2")
