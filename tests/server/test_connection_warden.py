@@ -295,3 +295,41 @@ def test_an_address_that_only_reached_the_limit_replaces_a_connection_at_once(
     accepting.served[0].close()  # the dealer closes one; the client opens another at once
     accepting.clients[0].close()
     assert not refused(accepting.port, "127.0.0.2")
+
+
+def test_a_listener_with_little_option_memory_refuses_those_with_the_most_connections(
+    accepting: Accepting, caplog: pytest.LogCaptureFixture
+) -> None:
+    # As on a kernel whose net.core.optmem_max is the older 20 KiB: the listener's option memory
+    # is spent by TCP MD5 keys for other peers (136 bytes each) but for about 20 KiB.
+    listener = accepting.listener
+    keys = 0
+    try:
+        while True:
+            listener.setsockopt(socket.IPPROTO_TCP, TCP_MD5SIG, md5_key(keys))
+            keys += 1
+    except OSError:
+        if keys == 0:
+            pytest.skip("no TCP MD5 signatures in this kernel")
+    for i in range(keys - 150, keys):
+        listener.setsockopt(socket.IPPROTO_TCP, TCP_MD5SIG, md5_key(i, delete=True))
+    fd = listener.fileno()
+    listeners = {os.fstat(fd).st_ino: fd}
+    nets = [f"2001:db8:{i:x}::/64" for i in range(connections.MAX_GATED)]
+    warden = ConnectionWarden(accepting.port, 2)
+    warden._gate(listeners, {"127.0.0.2": 4, **dict.fromkeys(nets, 3)})
+    assert "127.0.0.2" in warden.gated and 0 < len(warden.gated) < connections.MAX_GATED
+    assert refused(accepting.port, "127.0.0.2")
+    assert any("filter holds at most" in r.getMessage() for r in caplog.records)
+    warden._gate(listeners, {"127.0.0.2": 1})
+    assert warden.gated == frozenset() and not refused(accepting.port, "127.0.0.2")
+
+
+TCP_MD5SIG = 14
+"""linux/tcp.h; Python's socket module does not name it."""
+
+
+def md5_key(i: int, *, delete: bool = False) -> bytes:
+    """struct tcp_md5sig for peer 10.9.x.y (no connection of the tests comes from there)."""
+    peer = struct.pack("=HH4s", socket.AF_INET, 0, bytes([10, 9, i // 256, i % 256])).ljust(128, b"\0")
+    return peer + struct.pack("=BBHi", 0, 0, 0 if delete else 8, 0) + (b"k" * 8).ljust(80, b"\0")
