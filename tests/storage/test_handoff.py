@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from fairdeck_server import fair
 from fairdeck_server.storage.handoff import UNDER_WAY, give_way
 from fairdeck_server.storage.sqlite import SqliteStorage
 from tests.storage.kit import new_hand
@@ -83,7 +84,7 @@ def test_the_loop_gives_a_storage_thread_with_work_under_way_the_interpreter_loc
                 began = time.monotonic()
                 while UNDER_WAY.ops > before and time.monotonic() - began < 3.0:
                     burn()  # never awaits: only give_way() lets the writer have the GIL
-                    give_way()
+                    give_way("another tenant")
                 took = time.monotonic() - began
             finally:
                 sys.setswitchinterval(switch)
@@ -114,7 +115,7 @@ def test_nothing_is_under_way_once_every_operation_is_settled(tmp_path: Path) ->
         finally:
             await storage.close()
         given = UNDER_WAY.given
-        give_way()
+        give_way("another tenant")
         # (another test's storage that never settled would leave the count above 0: then it
         # gives way, rightly, and only the balance of this test's own operations is checked)
         return UNDER_WAY.ops - before, UNDER_WAY.given - given if UNDER_WAY.ops == 0 else 0
@@ -148,3 +149,39 @@ def test_a_bulk_slice_under_way_is_not_given_way_to(tmp_path: Path) -> None:
             await storage.close()
 
     assert asyncio.run(main()) == (0, 1)
+
+
+def test_a_tenant_does_not_give_way_to_its_own_operations(tmp_path: Path) -> None:
+    """Each give costs a switch of the interpreter lock: giving way to a tenant's own writes made
+    the Deal path (one tenant, 16 or 64 calls at once) 0.61-0.80x as fast at 1.2-1.5x the CPU per
+    call. Only another tenant's operations, or the dealer's own, are given way to."""
+
+    async def main() -> tuple[int, int, int]:
+        storage = SqliteStorage(tmp_path / "fairdeck.db")
+        await storage.start()
+        outsider = sqlite3.connect(tmp_path / "fairdeck.db", isolation_level=None)
+        try:
+            outsider.execute("BEGIN IMMEDIATE")  # the batch waits for it: still under way
+            before = UNDER_WAY.ops
+            token = fair.bind("table-7")
+            try:  # the task copies the context: its operation is table-7's
+                call = asyncio.ensure_future(storage.create_hands([new_hand(0)]))
+            finally:
+                fair.unbind(token)
+            while UNDER_WAY.ops == before:  # until this turn's hand-off is made
+                await asyncio.sleep(0)
+            given = UNDER_WAY.given
+            give_way("table-7")
+            own = UNDER_WAY.given - given
+            give_way("table-8")
+            other = UNDER_WAY.given - given - own
+            give_way(fair.SYSTEM)
+            system = UNDER_WAY.given - given - own - other
+            outsider.execute("ROLLBACK")
+            await call
+            return own, other, system
+        finally:
+            outsider.close()
+            await storage.close()
+
+    assert asyncio.run(main()) == (0, 1, 1)

@@ -93,7 +93,6 @@ class ObservingInterceptor(ServerInterceptor):
         """``metadata`` None: the call's own, read when it runs (a behavior made once per method)."""
 
         async def behavior(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-            give_way()  # between calls: a storage thread with work under way goes on first
             call, token = logging_setup.begin_call(
                 method, metadata if metadata is not None else context.invocation_metadata()
             )
@@ -117,7 +116,6 @@ class ObservingInterceptor(ServerInterceptor):
             finally:
                 self._finish(call, code, time.perf_counter() - start, label)
                 logging_setup.end_call(token)
-                give_way()
 
         return acyclic(behavior)
 
@@ -130,7 +128,6 @@ class ObservingInterceptor(ServerInterceptor):
         label: str | None = None,
     ) -> Callable[..., Any]:
         async def behavior(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
-            give_way()  # between calls: a storage thread with work under way goes on first
             call, token = logging_setup.begin_call(
                 method, metadata if metadata is not None else context.invocation_metadata()
             )
@@ -159,7 +156,6 @@ class ObservingInterceptor(ServerInterceptor):
             finally:
                 self._finish(call, code, time.perf_counter() - start, label)
                 logging_setup.end_call(token)
-                give_way()
 
         return acyclic(behavior)
 
@@ -325,6 +321,7 @@ class LimitsInterceptor(ServerInterceptor):
     def _unary(self, method: str, inner: Callable[..., Any]) -> Callable[..., Any]:
         async def behavior(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
             tenant = principal.current().tenant
+            give_way(tenant)  # another tenant's storage work under way goes on first
             hands = await self._admit(method, tenant, request, context)
             refused = False
             try:
@@ -348,6 +345,7 @@ class LimitsInterceptor(ServerInterceptor):
     def _stream(self, method: str, inner: Callable[..., Any]) -> Callable[..., Any]:
         async def behavior(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
             tenant = principal.current().tenant
+            give_way(tenant)
             hands = await self._admit(method, tenant, request, context)
             try:
                 # A body that does not parse makes no stream: its servicer refuses it as malformed.

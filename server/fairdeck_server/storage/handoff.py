@@ -48,39 +48,48 @@ class Op:
 
 class UnderWay:
     """How many light operations (a unary call's: one hand, a read) are handed to a storage
-    thread and not yet settled, and ``give`` for the event loop: while any are, it drops the
-    interpreter lock and takes it back.
+    thread and not yet settled, by tenant, and ``give`` for the event loop: while another
+    tenant's (or the dealer's own) are, it drops the interpreter lock and takes it back.
 
     A storage thread needs the GIL back after every database call (sqlite3 releases it around
-    each); an event loop kept busy by another tenant's calls holds it up to the switch interval
-    (5 ms) each time, so a one-hand batch took 10-24 ms of wall time for under 2 ms of CPU under
-    a GetHand flood (bench/README.md, section 13). ``time.sleep(0)`` releases the GIL, and a
-    thread waiting for it takes it then. A bulk stream's slices do not count: giving way to them
-    would make each call wait for a slice's Python, for a throughput nobody waits on. With
-    nothing under way, ``give`` reads one integer."""
+    each); an event loop kept busy by one tenant's calls holds it up to the switch interval
+    (5 ms) each time, so another tenant's one-hand batch took 10-24 ms of wall time for under
+    2 ms of CPU under a GetHand flood. ``time.sleep(0)`` releases the GIL, and a thread waiting
+    for it takes it then. Not for a tenant's own operations (each give costs a switch: giving to
+    everyone cost the Deal path a fifth of its throughput) nor for bulk slices (every call would
+    wait for a slice's Python). With nothing under way, ``give`` compares two integers."""
 
-    __slots__ = ("_lock", "given", "ops")
+    __slots__ = ("_by", "_lock", "given", "ops")
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.ops = 0
+        self._by: dict[str, int] = {}
         self.given = 0
         """Times ``give`` let the lock go (a diagnostic)."""
 
     def handed(self, ops: Sequence[Op]) -> None:
-        light = sum(1 for op in ops if op.cost <= LIGHT)
-        if light:
-            with self._lock:
-                self.ops += light
+        self._count(ops, 1)
 
     def settled(self, ops: Sequence[Op]) -> None:
-        light = sum(1 for op in ops if op.cost <= LIGHT)
-        if light:
-            with self._lock:
-                self.ops -= light
+        self._count(ops, -1)
 
-    def give(self) -> None:
-        if self.ops > 0:
+    def _count(self, ops: Sequence[Op], sign: int) -> None:
+        light = [op.whose for op in ops if op.cost <= LIGHT]
+        if not light:
+            return
+        with self._lock:
+            self.ops += sign * len(light)
+            for whose in light:
+                n = self._by.get(whose, 0) + sign
+                if n:
+                    self._by[whose] = n
+                else:
+                    del self._by[whose]
+
+    def give(self, tenant: str) -> None:
+        """On an event loop, between calls of ``tenant``."""
+        if self.ops > self._by.get(tenant, 0):
             self.given += 1
             # time.sleep releases the GIL around its system call and takes it back. Under
             # libfaketime (tests/faults) that call can fail with EINVAL, after the GIL went: the
@@ -95,9 +104,10 @@ UNDER_WAY = UnderWay()
 """The process's one count: the interpreter lock is the process's too."""
 
 
-def give_way() -> None:
-    """Between calls, on an event loop: let a storage thread with work under way go on."""
-    UNDER_WAY.give()
+def give_way(tenant: str) -> None:
+    """Between calls of ``tenant``, on an event loop: let a storage thread with others' work
+    under way go on."""
+    UNDER_WAY.give(tenant)
 
 
 class OpQueue:
