@@ -43,6 +43,12 @@ TCP_ESTABLISHED = 1
 TCP_LISTEN = 10
 SO_ATTACH_FILTER, SO_DETACH_FILTER = 26, 27
 """asm-generic/socket.h; Python's socket module does not name them."""
+HOLD_SECONDS = 10.0
+"""An address that went over the limit is refused for at least this long, doubled each time it
+goes over again before twice its last hold has passed, up to HOLD_MOST_SECONDS: let in again the
+moment it held fewer, a client retrying hundreds of connections came back all at once every few
+seconds (its connections closed by the handshake bound), each time accepted and cut again."""
+HOLD_MOST_SECONDS = 300.0
 MAX_GATED = 512
 """Client addresses refused at the listening socket at once, at most: the filter takes 2
 instructions for an IPv4 address and 5 for an IPv6 /64, within the kernel's 4,096. Past it, the
@@ -192,6 +198,8 @@ class ConnectionWarden:
         self._gated_on: frozenset[int] = frozenset()
         """The listening sockets (inodes) that have the filter for ``gated``."""
         self._gate_failed = False
+        self._holds: dict[str, tuple[float, float]] = {}
+        """Per address that went over: until when it is refused, and that hold's length."""
         self._most = MAX_GATED
         """Addresses the filter holds at most: fewer where the kernel's option memory is short."""
         self._filtered = False
@@ -245,19 +253,33 @@ class ConnectionWarden:
                     self.limit,
                     done,
                 )
-        self._gate(listeners, held)
+        self._gate(listeners, held, now)
         return cut
 
-    def _gate(self, listeners: dict[int, int], held: dict[str, int]) -> None:
+    def _gate(self, listeners: dict[int, int], held: dict[str, int], now: float) -> None:
         """Refuse at the listening sockets (by inode: descriptor) every address that went over
         ``limit`` while it holds ``limit`` connections or more, and let in again those that hold
         fewer: the bound kept before gRPC accepts, so that a client reopening what was cut costs no
         accept and no handshake. One that only reached it is not refused: a client that keeps its
         share and replaces a connection (closed idle, or at its age) would wait for its SYN's
-        retry, a second or more, where before it was let in at once."""
+        retry, a second or more, where before it was let in at once. One that went over stays
+        refused for its hold (HOLD_SECONDS) even once it holds fewer."""
+        for peer, n in held.items():
+            if n > self.limit:
+                until, length = self._holds.get(peer, (float("-inf"), 0.0))
+                if until < now:  # over again: a longer hold if it came back soon after the last
+                    length = min(length * 2, HOLD_MOST_SECONDS) if now < until + length else HOLD_SECONDS
+                    self._holds[peer] = (now + length, length)
+        self._holds = {p: h for p, h in self._holds.items() if now < h[0] + h[1]}  # the rest forgotten
         full = sorted(
-            (p for p, n in held.items() if n > self.limit or (n == self.limit and p in self.gated)),
-            key=lambda p: (-held[p], p),
+            (
+                p
+                for p in {*held, *self._holds}
+                if held.get(p, 0) > self.limit
+                or (held.get(p, 0) == self.limit and p in self.gated)
+                or self._holds.get(p, (float("-inf"),))[0] > now
+            ),
+            key=lambda p: (-held.get(p, 0), p),
         )
         gated = frozenset(full[: self._most])
         if self._gate_failed or (gated == self.gated and frozenset(listeners) == self._gated_on):
@@ -299,9 +321,11 @@ class ConnectionWarden:
         for peer in sorted(gated - self.gated):
             log.info(
                 "client %s holds %d connections, max_connections_per_peer %d: its new ones go "
-                "unanswered until it holds fewer",
+                "unanswered for %g s, and then while it holds %d",
                 peer,
-                held[peer],
+                held.get(peer, 0),
+                self.limit,
+                self._holds[peer][1] if peer in self._holds else 0,
                 self.limit,
             )
         self.gated, self._gated_on = gated, frozenset(listeners)

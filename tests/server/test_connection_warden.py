@@ -159,7 +159,8 @@ def test_an_address_at_the_limit_is_refused_before_accept_until_it_holds_fewer(
     # own threads, before the next look can cut it again (the abuse table's connections row,
     # ~700 a second). At the limit, the listening socket itself drops the address's SYNs.
     crowd = [accepting.connect("127.0.0.2") for _ in range(4)]
-    warden = ConnectionWarden(accepting.port, 3)
+    now = [1000.0]
+    warden = ConnectionWarden(accepting.port, 3, clock=lambda: now[0])
     assert warden.sweep() == 1
     assert warden.gated == {"127.0.0.2"}
     assert refused(accepting.port, "127.0.0.2")
@@ -171,8 +172,44 @@ def test_an_address_at_the_limit_is_refused_before_accept_until_it_holds_fewer(
     assert [s.recv(1) for s in accepting.served[:3]] == [b"x"] * 3
     crowd[0].close()
     accepting.served[0].close()
+    now[0] += connections.HOLD_SECONDS - 1
+    assert warden.sweep() == 0 and warden.gated == {"127.0.0.2"}  # holds two, but its hold is on
+    assert refused(accepting.port, "127.0.0.2")
+    now[0] += 2
     assert warden.sweep() == 0 and warden.gated == frozenset()
-    assert not refused(accepting.port, "127.0.0.2")  # holds two: in again
+    assert not refused(accepting.port, "127.0.0.2")  # holds two, its hold over: in again
+
+
+def test_an_address_that_goes_over_again_soon_is_held_twice_as_long(accepting: Accepting) -> None:
+    # Let in again the moment it held fewer, a client retrying hundreds of connections came back
+    # all at once every few seconds, each time accepted and cut again (the connections row, 2.4x).
+    now = [1000.0]
+    warden = ConnectionWarden(accepting.port, 1, clock=lambda: now[0])
+    holds = []
+    for _ in range(3):
+        clients = [accepting.connect("127.0.0.2") for _ in range(2)]
+        assert warden.sweep() == 1 and warden.gated == {"127.0.0.2"}
+        for c in clients:  # it lets go of them all
+            c.close()
+        for served in accepting.served[-2:]:
+            served.close()
+        began = now[0]
+        while warden.sweep() == 0 and warden.gated:
+            now[0] += 1
+        holds.append(now[0] - began)
+        now[0] += 1  # back soon after
+    assert holds == [connections.HOLD_SECONDS, 2 * connections.HOLD_SECONDS, 4 * connections.HOLD_SECONDS]
+    now[0] += 10 * connections.HOLD_SECONDS  # a long while later: the first hold again
+    for _ in range(2):
+        accepting.connect("127.0.0.2")
+    assert warden.sweep() == 1
+    began = now[0]
+    for c, served in zip(accepting.clients[-2:], accepting.served[-2:], strict=True):
+        c.close()
+        served.close()
+    while warden.sweep() == 0 and warden.gated:
+        now[0] += 1
+    assert now[0] - began == connections.HOLD_SECONDS
 
 
 def test_the_filter_refuses_ipv6_addresses_by_their_64() -> None:
@@ -222,12 +259,12 @@ def test_a_filter_the_listener_cannot_take_leaves_no_address_refused(accepting: 
     listeners = {os.fstat(fd).st_ino: fd}
     nets = [f"2001:db8:{i:x}::/64" for i in range(connections.MAX_GATED)]
     warden = ConnectionWarden(accepting.port, 2)
-    warden._gate(listeners, {"127.0.0.2": 4})
+    warden._gate(listeners, {"127.0.0.2": 4}, 0.0)
     assert refused(accepting.port, "127.0.0.2")
-    warden._gate(listeners, {"127.0.0.2": 4, **dict.fromkeys(nets[:400], 3)})
-    warden._gate(listeners, {"127.0.0.2": 4, **dict.fromkeys(nets, 3)})
+    warden._gate(listeners, {"127.0.0.2": 4, **dict.fromkeys(nets[:400], 3)}, 0.0)
+    warden._gate(listeners, {"127.0.0.2": 4, **dict.fromkeys(nets, 3)}, 0.0)
     assert "127.0.0.2" in warden.gated and refused(accepting.port, "127.0.0.2")
-    warden._gate(listeners, {"127.0.0.2": 1})  # every address holds fewer now
+    warden._gate(listeners, {"127.0.0.2": 1}, 1e6)  # every address holds fewer, its hold over
     assert warden.gated == frozenset()
     assert not refused(accepting.port, "127.0.0.2")
 
@@ -317,11 +354,11 @@ def test_a_listener_with_little_option_memory_refuses_those_with_the_most_connec
     listeners = {os.fstat(fd).st_ino: fd}
     nets = [f"2001:db8:{i:x}::/64" for i in range(connections.MAX_GATED)]
     warden = ConnectionWarden(accepting.port, 2)
-    warden._gate(listeners, {"127.0.0.2": 4, **dict.fromkeys(nets, 3)})
+    warden._gate(listeners, {"127.0.0.2": 4, **dict.fromkeys(nets, 3)}, 0.0)
     assert "127.0.0.2" in warden.gated and 0 < len(warden.gated) < connections.MAX_GATED
     assert refused(accepting.port, "127.0.0.2")
     assert any("filter holds at most" in r.getMessage() for r in caplog.records)
-    warden._gate(listeners, {"127.0.0.2": 1})
+    warden._gate(listeners, {"127.0.0.2": 1}, 1e6)  # its hold over
     assert warden.gated == frozenset() and not refused(accepting.port, "127.0.0.2")
 
 
