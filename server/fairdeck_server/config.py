@@ -132,8 +132,8 @@ class ServerConfig:
     fit when it can be, else this is lowered to fit it (with a warning). 0: no limit."""
     max_connections_per_peer: int = 64
     """Connections one client address (an IPv6 /64) may hold per serving process; its newest
-    ones past it are closed within a second, and once it went over, while it holds this many its
-    new ones go unanswered (Linux). 0: no limit."""
+    ones past it are closed within a second, and once it went over, its new ones go unanswered
+    for 10 s or more and while it holds this many (Linux). 0: no limit."""
     # -- witnesses (docs/witness.md) --
     witnesses: tuple[str, ...] = ()
     """Witnesses asked to cosign each checkpoint, each URL=KEY (the witness's add-checkpoint URL
