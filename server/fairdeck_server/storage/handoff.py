@@ -2,9 +2,9 @@
 
 An event loop hands over what it submitted in one turn at once (one put, at most one wake-up of
 the thread); the thread resolves the futures of a batch with one wake-up per loop. Each operation
-carries whose work it is and its cost, for the thread's fair turns (fair.py). While light
-operations are handed over and not settled, ``give_way()`` on a loop lets the storage thread have
-the interpreter lock (UnderWay). No grpc.
+carries whose work it is and its cost, for the thread's fair turns (fair.py). While another
+tenant's light operations are handed over and not settled, ``give_way(tenant)`` on a loop lets
+the storage thread have the interpreter lock (UnderWay). No grpc.
 """
 
 from __future__ import annotations
