@@ -287,6 +287,9 @@ class ConnectionWarden:
         if not gated and not self._filtered:  # none refused yet: no filter to copy to each connection
             self._gated_on = frozenset(listeners)
             return
+        if not listeners:  # none found to filter: nobody is refused before accept, nor said to be
+            self.gated, self._gated_on = frozenset(), frozenset()
+            return
         most = self._most
         while True:
             program = gate_program(sorted(gated))

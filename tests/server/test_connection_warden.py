@@ -269,6 +269,16 @@ def test_a_filter_the_listener_cannot_take_leaves_no_address_refused(accepting: 
     assert not refused(accepting.port, "127.0.0.2")
 
 
+def test_with_no_listener_found_no_address_is_said_to_be_refused(caplog: pytest.LogCaptureFixture) -> None:
+    # The dealer's listening socket not found among the descriptors (it was closed, or /proc
+    # said nothing): nothing is filtered, so the log must not say an address goes unanswered.
+    warden = ConnectionWarden(1, 2)
+    with caplog.at_level("INFO", logger=connections.__name__):
+        warden._gate({}, {"127.0.0.2": 4}, 0.0)
+    assert warden.gated == frozenset()
+    assert not [r for r in caplog.records if "unanswered" in r.getMessage()]
+
+
 def test_the_filter_costs_the_listener_little_option_memory_per_ipv6_64() -> None:
     # The kernel charges a filter to the socket's option memory (net.core.optmem_max, 20 KiB by
     # default on older kernels), the old one with its replacement. Each read of the packet at
