@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -28,6 +29,12 @@ MAX_TENANTS = 100_000
 """Buckets and counts kept in memory at most; idle ones are dropped first."""
 
 
+PACE_AT_ONCE = 64
+"""Calls of one tenant that start at once while tenants share (RateLimiter.pace)."""
+PACE_RATE = 1.0
+"""A tenant's burst is served at this many times its sustained rate while tenants share."""
+
+
 class RateLimiter:
     """A token bucket per tenant: ``burst`` calls at once, ``rate`` per second sustained."""
 
@@ -36,6 +43,7 @@ class RateLimiter:
         self.burst = float(max(burst, 1))
         self._clock = clock
         self._buckets: dict[str, tuple[float, float]] = {}  # tenant -> (tokens, when)
+        self._due: dict[str, float] = {}  # tenant -> when its next call may start (``pace``)
 
     @property
     def enabled(self) -> bool:
@@ -57,6 +65,25 @@ class RateLimiter:
             return None
         self._buckets[tenant] = (tokens, now)
         return (cost - tokens) / self.rate
+
+    def pace(self, tenant: str, cost: float = 1.0, most: float = math.inf) -> float:
+        """Seconds a call that ``acquire`` let through waits before it starts, while tenants
+        share the dealer: a tenant's calls start at most PACE_AT_ONCE at once and then at its
+        rate (the generic cell rate algorithm, ITU-T I.371: one theoretical arrival time per
+        tenant). Its burst is still served, none of it refused, but spread over about
+        ``burst / rate`` seconds instead of all at once. A wait over ``most`` takes no place:
+        the caller refuses that call instead."""
+        if not self.enabled:
+            return 0.0
+        now = self._clock()
+        interval = 1.0 / (self.rate * PACE_RATE)
+        due = max(self._due.get(tenant, now), now)
+        wait = max(0.0, due - PACE_AT_ONCE * interval - now)
+        if wait <= most:
+            self._due[tenant] = due + min(cost, self.burst) * interval
+            if len(self._due) > MAX_TENANTS:
+                self._due = {t: at for t, at in self._due.items() if at > now}
+        return wait
 
     def _forget_idle(self, now: float) -> None:
         """Drop the buckets that have refilled (forgetting them changes nothing)."""

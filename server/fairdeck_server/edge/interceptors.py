@@ -378,9 +378,17 @@ class LimitsInterceptor(ServerInterceptor):
         """The hands reserved for the call, or abort with RESOURCE_EXHAUSTED."""
         if self._on_tenant is not None:
             self._on_tenant(tenant)
-        wait = self.rate.acquire(tenant, call_cost(request))
+        cost = call_cost(request)
+        wait = self.rate.acquire(tenant, cost)
         if wait is not None:
             await self._refuse(context, tenant, refusals.rate_limited(wait))
+        if self.rate.enabled and self.admission.others(tenant):  # a burst, at its rate while shared
+            most = self._deadline(context) / 2
+            pace = self.rate.pace(tenant, cost, most)
+            if pace > most:  # it would wait past half its deadline: refused instead
+                await self._refuse(context, tenant, refusals.rate_limited(pace))
+            elif pace > 0:
+                await asyncio.sleep(pace)
         hands = hands_requested(method, request)
         wait = await self.cap.reserve(tenant, hands)
         if wait is not None:
@@ -401,6 +409,15 @@ class LimitsInterceptor(ServerInterceptor):
             self._capped = {t: at for t, at in self._capped.items() if now - at < CAP_AGAIN}
         return again
 
+    def _deadline(self, context: grpc.aio.ServicerContext[Any, Any]) -> float:
+        """Seconds left of the call's deadline: the client's, or the dealer's default when that
+        is shorter (it runs outside this layer and would cut a longer wait with
+        DEADLINE_EXCEEDED); 2 * NO_DEADLINE_HOLD when there is none."""
+        remaining = context.time_remaining()
+        if self.default_deadline > 0:
+            remaining = self.default_deadline if remaining is None else min(remaining, self.default_deadline)
+        return NO_DEADLINE_HOLD * 2 if remaining is None else remaining
+
     async def _refuse(
         self,
         context: grpc.aio.ServicerContext[Any, Any],
@@ -413,17 +430,12 @@ class LimitsInterceptor(ServerInterceptor):
         log.info("refused: %s (retry in %.3f s)", error.reason, error.retry_delay)
         if self._on_refusal is not None:
             self._on_refusal(tenant, error.reason)
-        # The call's deadline: the client's, or the dealer's default when that is shorter (it
-        # runs outside this layer and would cut a longer hold with DEADLINE_EXCEEDED).
-        remaining = context.time_remaining()
-        if self.default_deadline > 0:
-            remaining = self.default_deadline if remaining is None else min(remaining, self.default_deadline)
         hold = 0.0
         if held:
             # Its share of the tenant's queue of held refusals: a client keeping thousands in
             # flight is answered HELD_ANSWERS_PER_S a second, not as fast as the loop can refuse.
             queued = self._held_by.get(tenant, 0) / HELD_ANSWERS_PER_S
-            limit = (NO_DEADLINE_HOLD * 2 if remaining is None else remaining) / 2
+            limit = self._deadline(context) / 2
             hold = max(min(error.retry_delay or 0.0, HOLD_SECONDS), queued)
             if hold > limit:
                 # Past the deadline's bound every such refusal would be answered at the same

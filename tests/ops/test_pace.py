@@ -1,0 +1,96 @@
+"""A tenant's burst while another tenant calls: within its rate's burst nothing is refused, but
+past PACE_AT_ONCE its calls start at its rate (limits.RateLimiter.pace), so that the burst is
+served in turn with the others' calls instead of all at once; alone, it is served at once. A
+call whose wait would pass half its deadline is refused RATE_LIMITED instead of running out of
+time. On a real dealer through the real SDK (its retries off: these tests watch the dealer)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+
+from fairdeck.client import AsyncDealerClient
+from fairdeck.client.exceptions import ResourceExhausted
+from fairdeck_server.fair import SHARED_WINDOW
+from fairdeck_server.limits import PACE_AT_ONCE, PACE_RATE, RateLimiter
+from tests.ops.kit import dealer_tokens
+from tests.support.dealers import RunningDealer
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_burst_starts_a_few_at_once_then_at_the_rate() -> None:
+    clock = Clock()
+    bucket = RateLimiter(rate=10.0, burst=1000, clock=clock)
+    step = 1 / (10.0 * PACE_RATE)
+    waits = [bucket.pace("acme") for _ in range(PACE_AT_ONCE + 3)]
+    assert waits[:PACE_AT_ONCE] == [0.0] * PACE_AT_ONCE
+    assert waits[PACE_AT_ONCE:] == pytest.approx([0.0, step, 2 * step])
+    assert bucket.pace("zenith") == 0.0  # another tenant has its own pace
+    assert bucket.pace("acme", cost=4) == pytest.approx(3 * step)  # a large request takes 4 places
+    assert bucket.pace("acme") == pytest.approx(7 * step)
+    assert bucket.pace("acme", most=step) == pytest.approx(8 * step)  # too long: takes no place
+    assert bucket.pace("acme") == pytest.approx(8 * step)
+    clock.now += 60  # a pause: at once again
+    assert [bucket.pace("acme") for _ in range(PACE_AT_ONCE)] == [0.0] * PACE_AT_ONCE
+    assert RateLimiter(rate=0, burst=0).pace("acme") == 0.0  # no rate: no pace
+
+
+def _dealer(tmp_path: Path, rate: float) -> RunningDealer:
+    return RunningDealer(tmp_path / "d", rate_limit=rate, rate_burst=1000, require_auth=True)
+
+
+async def _gets(
+    running: RunningDealer, tokens: dict[str, str], n: int, *, share: bool, timeout: float
+) -> tuple[float, list[object]]:
+    """``n`` concurrent GetHand of acme's (after one of zenith's when ``share``): how long they
+    took and what each ended with."""
+    async with (
+        AsyncDealerClient(running.target, api_token=tokens["acme"], retries=0) as acme,
+        AsyncDealerClient(running.target, api_token=tokens["zenith"], retries=0) as zenith,
+    ):
+        hand = await acme.open_hand()
+        if share:
+            await zenith.open_hand()  # zenith called within the last second
+        began = time.monotonic()
+        got = await asyncio.gather(
+            *(acme.get(hand.hand_id, timeout=timeout) for _ in range(n)), return_exceptions=True
+        )
+        return time.monotonic() - began, got
+
+
+def test_a_burst_is_served_at_the_rate_while_another_tenant_calls_and_at_once_alone(tmp_path: Path) -> None:
+    """40 calls past PACE_AT_ONCE at 20 a second take 2 s while zenith calls; alone, a fraction
+    of that. None is refused either way. Fails without the pace."""
+    past, rate = 40, 20.0
+    spread = past / (rate * PACE_RATE)
+    with _dealer(tmp_path, rate) as running:
+        tokens = dealer_tokens(running, "acme", "zenith")
+        alone, got = asyncio.run(_gets(running, tokens, PACE_AT_ONCE + past, share=False, timeout=30))
+        assert not [g for g in got if isinstance(g, BaseException)]
+        time.sleep(SHARED_WINDOW + 0.2)
+        shared, got = asyncio.run(_gets(running, tokens, PACE_AT_ONCE + past, share=True, timeout=30))
+        assert not [g for g in got if isinstance(g, BaseException)]
+    assert shared >= spread - 0.1
+    assert alone < spread - 1.0
+
+
+def test_a_call_that_would_wait_past_half_its_deadline_is_refused_instead(tmp_path: Path) -> None:
+    """At 2 a second and a 2.5 s deadline a call may wait 1.25 s: the 65th to 67th of a burst
+    start (after 0, 0.5 and 1 s), the rest are refused RATE_LIMITED, none ends
+    DEADLINE_EXCEEDED."""
+    with _dealer(tmp_path, 2.0 / PACE_RATE) as running:
+        tokens = dealer_tokens(running, "acme", "zenith")
+        _, got = asyncio.run(_gets(running, tokens, PACE_AT_ONCE + 6, share=True, timeout=2.5))
+    failed = [g for g in got if isinstance(g, BaseException)]
+    assert len(got) - len(failed) == PACE_AT_ONCE + 3
+    assert failed and all(isinstance(g, ResourceExhausted) and g.reason == "RATE_LIMITED" for g in failed)
