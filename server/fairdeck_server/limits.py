@@ -85,6 +85,18 @@ class RateLimiter:
                 self._due = {t: at for t, at in self._due.items() if at > now}
         return wait
 
+    async def paced(self, tenant: str, cost: float, wait: float) -> None:
+        """Wait ``wait`` seconds, what ``pace`` answered. A call cancelled meanwhile (its client
+        gave up) never started: its place goes back, or the tenant's later calls would wait
+        behind calls that never ran, and with a short deadline be refused for them."""
+        try:
+            await asyncio.sleep(wait)
+        except BaseException:
+            due = self._due.get(tenant)
+            if due is not None:
+                self._due[tenant] = due - min(cost, self.burst) / (self.rate * PACE_RATE)
+            raise
+
     def _forget_idle(self, now: float) -> None:
         """Drop the buckets that have refilled (forgetting them changes nothing)."""
         full = [

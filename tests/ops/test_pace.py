@@ -94,3 +94,55 @@ def test_a_call_that_would_wait_past_half_its_deadline_is_refused_instead(tmp_pa
     failed = [g for g in got if isinstance(g, BaseException)]
     assert len(got) - len(failed) == PACE_AT_ONCE + 3
     assert failed and all(isinstance(g, ResourceExhausted) and g.reason == "RATE_LIMITED" for g in failed)
+
+
+def test_a_paced_call_cancelled_while_it_waits_gives_its_place_back() -> None:
+    clock = Clock()
+    bucket = RateLimiter(rate=10.0, burst=1000, clock=clock)
+    step = 1 / (10.0 * PACE_RATE)
+    for _ in range(PACE_AT_ONCE + 1):
+        assert bucket.pace("acme") == 0.0
+    waits = [bucket.pace("acme", cost=2) for _ in range(10)]  # 20 places, 0.1 to 1.9 s
+
+    async def cancelled() -> None:
+        sleeping = [asyncio.create_task(bucket.paced("acme", 2, wait)) for wait in waits]
+        await asyncio.sleep(0)
+        for task in sleeping:
+            task.cancel()
+        await asyncio.gather(*sleeping, return_exceptions=True)
+
+    asyncio.run(cancelled())
+    assert bucket.pace("acme") == pytest.approx(step)  # as if those 10 had never come
+
+
+async def _gave_up(running: RunningDealer, tokens: dict[str, str], n: int) -> object:
+    """``n`` concurrent GetHand of acme's while zenith calls, given up after 0.3 s (the client
+    cancels them); then one more, with a 1 s deadline, while zenith still calls."""
+    async with (
+        AsyncDealerClient(running.target, api_token=tokens["acme"], retries=0) as acme,
+        AsyncDealerClient(running.target, api_token=tokens["zenith"], retries=0) as zenith,
+    ):
+        hand = await acme.open_hand()
+        await zenith.open_hand()
+        burst = [asyncio.ensure_future(acme.get(hand.hand_id, timeout=30)) for _ in range(n)]
+        await asyncio.sleep(0.3)
+        for call in burst:
+            call.cancel()
+        await asyncio.gather(*burst, return_exceptions=True)
+        await asyncio.sleep(0.3)  # the dealer sees the cancellations
+        await zenith.open_hand()
+        try:
+            return await acme.get(hand.hand_id, timeout=1.0)
+        except ResourceExhausted as e:
+            return e
+
+
+def test_calls_given_up_while_paced_do_not_hold_back_the_tenants_next_call(tmp_path: Path) -> None:
+    """At 20 a second 40 calls past PACE_AT_ONCE are spread over 2 s; the client gives up on
+    them after 0.3 s. Its next call (its bucket has 900 tokens) starts at once, not behind the
+    places of calls that never ran (it was refused RATE_LIMITED for them: a wait of 1.4 s is
+    past half its 1 s deadline). Fails without giving the places back."""
+    with _dealer(tmp_path, 20.0 / PACE_RATE) as running:
+        tokens = dealer_tokens(running, "acme", "zenith")
+        got = asyncio.run(_gave_up(running, tokens, PACE_AT_ONCE + 40))
+    assert not isinstance(got, BaseException), got

@@ -388,7 +388,7 @@ class LimitsInterceptor(ServerInterceptor):
             if pace > most:  # it would wait past half its deadline: refused instead
                 await self._refuse(context, tenant, refusals.rate_limited(pace))
             elif pace > 0:
-                await asyncio.sleep(pace)
+                await self.rate.paced(tenant, cost, pace)
         hands = hands_requested(method, request)
         wait = await self.cap.reserve(tenant, hands)
         if wait is not None:
