@@ -192,10 +192,25 @@ class Sharing:
         self.window = window
         self._seen: dict[str, float] = {}
         self._pruned = float("-inf")
+        self._latest: list[tuple[str, float]] = []
+        """The last tenant seen and the last before it other than it, with when (``others``)."""
 
     def saw(self, whose: str, now: float) -> None:
-        if whose != SYSTEM:
-            self._seen[whose] = now
+        if whose == SYSTEM:
+            return
+        self._seen[whose] = now
+        if self._latest and self._latest[0][0] != whose:
+            self._latest = [(whose, now), self._latest[0]]
+        else:
+            self._latest[:1] = [(whose, now)]
+        if now - self._pruned >= self.window:  # asked or not (admission without slots never asks)
+            self._prune(now)
+
+    def _prune(self, now: float) -> None:
+        """Drop those seen long ago: once a window, so that the tenants kept are those of the
+        last two windows at most."""
+        self._seen = {k: at for k, at in self._seen.items() if now - at < self.window}
+        self._pruned = now
 
     def shared(self, now: float) -> bool:
         """Asked on every call by admission: those seen long ago are dropped once a window, and
@@ -203,8 +218,7 @@ class Sharing:
         if len(self._seen) < 2:
             return False
         if now - self._pruned >= self.window:
-            self._seen = {k: at for k, at in self._seen.items() if now - at < self.window}
-            self._pruned = now
+            self._prune(now)
         recent = 0
         for at in self._seen.values():
             if now - at < self.window:
@@ -215,8 +229,13 @@ class Sharing:
 
     def others(self, whose: str, now: float) -> bool:
         """Whether a tenant other than ``whose`` has been seen within the window (a long call of
-        ``whose``, a DealHands stream, is seen once, when it began)."""
-        return any(k != whose and now - at < self.window for k, at in self._seen.items())
+        ``whose``, a DealHands stream, is seen once, when it began). Asked on every call while a
+        rate is set, so no pass over every tenant: the latest one other than ``whose`` is the
+        last seen, or the one seen before it (``saw`` is told in time order)."""
+        for k, at in self._latest:
+            if k != whose:
+                return now - at < self.window
+        return False
 
 
 class CpuTurns:

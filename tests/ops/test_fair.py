@@ -101,6 +101,41 @@ def test_others_is_any_other_tenant_within_the_window() -> None:
     assert not sharing.others("table", 11.7)
 
 
+def test_admission_without_slots_forgets_the_tenants_seen_long_ago() -> None:
+    """With no cap on calls in flight (no slots) nothing asked ``shared``, so every tenant ever
+    seen was kept, and the rate's pace asks ``others`` on every call: a pass over all of them."""
+    clock = [100.0]
+    admission = fair.Admission(0, 0, clock=lambda: clock[0])
+
+    async def call(*tenants: str) -> None:
+        for tenant in tenants:
+            assert await admission.enter(tenant)
+            admission.leave(tenant)
+
+    asyncio.run(call(*(f"t{i}" for i in range(1000))))
+    assert admission.others("acme")
+    clock[0] += 2 * fair.SHARED_WINDOW
+    asyncio.run(call("acme"))
+    assert len(admission._sharing._seen) == 1
+    assert not admission.others("acme") and admission.others("zenith")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["a", "b", "c", fair.SYSTEM]), st.floats(0, 1.5)), max_size=12))
+def test_others_answers_as_a_pass_over_every_tenant_would(steps: list[tuple[str, float]]) -> None:
+    sharing, now = fair.Sharing(window=1.0), 10.0
+    seen: dict[str, float] = {}
+    for whose, later in steps:
+        now += later
+        sharing.saw(whose, now)
+        if whose != fair.SYSTEM:
+            seen[whose] = now
+        for asker in ("a", "b", "c"):
+            for at in (now, now + 0.5, now + 1.0):
+                expected = any(k != asker and at - t < 1.0 for k, t in seen.items())
+                assert sharing.others(asker, at) == expected
+
+
 def test_push_front_puts_work_back_first_in_its_tenants_queue() -> None:
     q: fair.FairQueue[str] = fair.FairQueue(quantum=1)
     q.push("a", "a1")
