@@ -354,6 +354,11 @@ class Admission:
         self._release_slot()
         self._step_out(tenant)
 
+    def saw(self, tenant: str) -> None:
+        """A call of ``tenant``'s that takes no slot is under way (a DealHands stream, told at
+        each response): while it runs its tenant shares the dealer like one that calls."""
+        self._sharing.saw(tenant, self._clock())
+
     def others(self, tenant: str) -> bool:
         """Whether a tenant other than ``tenant`` has called within SHARED_WINDOW."""
         return self._sharing.others(tenant, self._clock())

@@ -146,3 +146,38 @@ def test_calls_given_up_while_paced_do_not_hold_back_the_tenants_next_call(tmp_p
         tokens = dealer_tokens(running, "acme", "zenith")
         got = asyncio.run(_gave_up(running, tokens, PACE_AT_ONCE + 40))
     assert not isinstance(got, BaseException), got
+
+
+async def _burst_beside_a_stream(running: RunningDealer, tokens: dict[str, str], n: int) -> float:
+    """``n`` concurrent GetHand of acme's while zenith's only call is a DealHands stream begun
+    over a window before: how long they took."""
+    async with (
+        AsyncDealerClient(running.target, api_token=tokens["acme"], retries=0) as acme,
+        AsyncDealerClient(running.target, api_token=tokens["zenith"], retries=0) as zenith,
+    ):
+        hand = await acme.open_hand()
+
+        async def stream() -> None:
+            async for _ in zenith.deal_hands(hand_count=100_000, close=True):
+                await asyncio.sleep(0.001)  # read slowly: the stream runs past the burst on any machine
+
+        dealing = asyncio.ensure_future(stream())
+        await asyncio.sleep(SHARED_WINDOW + 0.3)
+        began = time.monotonic()
+        got = await asyncio.gather(*(acme.get(hand.hand_id, timeout=30) for _ in range(n)))
+        took = time.monotonic() - began
+        assert len(got) == n and not dealing.done()  # the stream ran all along
+        dealing.cancel()
+        await asyncio.gather(dealing, return_exceptions=True)
+        return took
+
+
+def test_a_burst_is_paced_while_another_tenants_stream_runs(tmp_path: Path) -> None:
+    """A DealHands stream takes no admission slot, so it was never seen: a tenant whose only
+    call is a long stream did not count as another tenant calling, and acme's burst was served
+    at once beside it (0.1 s instead of 2). Fails without the stream being seen."""
+    past, rate = 40, 20.0
+    with _dealer(tmp_path, rate) as running:
+        tokens = dealer_tokens(running, "acme", "zenith")
+        took = asyncio.run(_burst_beside_a_stream(running, tokens, PACE_AT_ONCE + past))
+    assert took >= past / (rate * PACE_RATE) - 0.1

@@ -361,6 +361,7 @@ class LimitsInterceptor(ServerInterceptor):
                         return
                     try:
                         async for response in result:
+                            self.admission.saw(tenant)  # calling all along: the others pace
                             yield response
                     finally:
                         await result.aclose()
