@@ -139,7 +139,7 @@ class DealerServer:
             on_tenant=logging_setup.set_tenant,
         )
         self.limits = LimitsInterceptor(
-            RateLimiter(config.rate_limit, config.rate_burst),
+            RateLimiter(config.rate_limit, config.rate_burst, on_pace=self.metrics.paced_call),
             OpenHandsCap(self.metered.open_hands, config.max_open_hands),
             # No cap on calls in flight (0) turns the fair admission off with it.
             admission=fair.Admission(

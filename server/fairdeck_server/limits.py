@@ -38,10 +38,19 @@ PACE_RATE = 1.0
 class RateLimiter:
     """A token bucket per tenant: ``burst`` calls at once, ``rate`` per second sustained."""
 
-    def __init__(self, rate: float, burst: int, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        rate: float,
+        burst: int,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        on_pace: Callable[[float], None] | None = None,
+    ) -> None:
         self.rate = rate
         self.burst = float(max(burst, 1))
         self._clock = clock
+        self._on_pace = on_pace
+        """Told each paced call's wait as it begins (the metrics)."""
         self._buckets: dict[str, tuple[float, float]] = {}  # tenant -> (tokens, when)
         self._due: dict[str, float] = {}  # tenant -> when its next call may start (``pace``)
 
@@ -89,6 +98,8 @@ class RateLimiter:
         """Wait ``wait`` seconds, what ``pace`` answered. A call cancelled meanwhile (its client
         gave up) never started: its place goes back, or the tenant's later calls would wait
         behind calls that never ran, and with a short deadline be refused for them."""
+        if self._on_pace is not None:
+            self._on_pace(wait)
         try:
             await asyncio.sleep(wait)
         except BaseException:

@@ -101,6 +101,14 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        self.paced = Counter(
+            "fairdeck_paced_calls",
+            "Calls of a tenant's burst that waited to start at its rate while tenants shared",
+            registry=r,
+        )
+        self.paced_seconds = Counter(
+            "fairdeck_paced_seconds", "Seconds those calls waited to start, in all", registry=r
+        )
         self.storage_errors = Counter(
             "fairdeck_storage_errors",
             "Storage operations that failed (UNAVAILABLE or INTERNAL), by operation",
@@ -175,6 +183,10 @@ class Metrics:
 
     def refused(self, tenant: str, reason: str) -> None:
         self.refusals.labels(reason).inc()
+
+    def paced_call(self, wait: float) -> None:
+        self.paced.inc()
+        self.paced_seconds.inc(wait)
 
     def cut_connections(self, peer: str, count: int) -> None:
         self.connections_cut.inc(count)  # the peer is not a label: it would grow without bound

@@ -16,7 +16,7 @@ from fairdeck.client import AsyncDealerClient
 from fairdeck.client.exceptions import ResourceExhausted
 from fairdeck_server.fair import SHARED_WINDOW
 from fairdeck_server.limits import PACE_AT_ONCE, PACE_RATE, RateLimiter
-from tests.ops.kit import dealer_tokens
+from tests.ops.kit import dealer_tokens, sample, scrape
 from tests.support.dealers import RunningDealer
 
 
@@ -46,7 +46,9 @@ def test_a_burst_starts_a_few_at_once_then_at_the_rate() -> None:
 
 
 def _dealer(tmp_path: Path, rate: float) -> RunningDealer:
-    return RunningDealer(tmp_path / "d", rate_limit=rate, rate_burst=1000, require_auth=True)
+    return RunningDealer(
+        tmp_path / "d", rate_limit=rate, rate_burst=1000, require_auth=True, metrics_listen="127.0.0.1:0"
+    )
 
 
 async def _gets(
@@ -70,18 +72,26 @@ async def _gets(
 
 def test_a_burst_is_served_at_the_rate_while_another_tenant_calls_and_at_once_alone(tmp_path: Path) -> None:
     """40 calls past PACE_AT_ONCE at 20 a second take 2 s while zenith calls; alone, a fraction
-    of that. None is refused either way. Fails without the pace."""
+    of that. None is refused either way. The metrics count the calls that waited (the first
+    past PACE_AT_ONCE is due at once) and their waits. Fails without the pace."""
     past, rate = 40, 20.0
-    spread = past / (rate * PACE_RATE)
+    step = 1 / (rate * PACE_RATE)
     with _dealer(tmp_path, rate) as running:
         tokens = dealer_tokens(running, "acme", "zenith")
         alone, got = asyncio.run(_gets(running, tokens, PACE_AT_ONCE + past, share=False, timeout=30))
         assert not [g for g in got if isinstance(g, BaseException)]
+        assert sample(scrape(running), "fairdeck_paced_calls_total") == 0
         time.sleep(SHARED_WINDOW + 0.2)
         shared, got = asyncio.run(_gets(running, tokens, PACE_AT_ONCE + past, share=True, timeout=30))
         assert not [g for g in got if isinstance(g, BaseException)]
-    assert shared >= spread - 0.1
-    assert alone < spread - 1.0
+        samples = scrape(running)
+    assert shared >= past * step - 0.1
+    assert alone < past * step - 1.0
+    # Calls that reach the dealer late (a loaded machine) are due by then: fewer wait, less.
+    paced = sample(samples, "fairdeck_paced_calls_total")
+    waited = sample(samples, "fairdeck_paced_seconds_total")
+    assert 0 < paced <= past - 1, paced
+    assert 0 < waited <= step * past * (past - 1) / 2, waited
 
 
 def test_a_call_that_would_wait_past_half_its_deadline_is_refused_instead(tmp_path: Path) -> None:
