@@ -228,8 +228,8 @@ class Sharing:
         return False
 
     def others(self, whose: str, now: float) -> bool:
-        """Whether a tenant other than ``whose`` has been seen within the window (a long call of
-        ``whose``, a DealHands stream, is seen once, when it began). Asked on every call while a
+        """Whether a tenant other than ``whose`` has been seen within the window (a DealHands
+        stream is seen at each of its responses: Admission.saw). Asked on every call while a
         rate is set, so no pass over every tenant: the latest one other than ``whose`` is the
         last seen, or the one seen before it (``saw`` is told in time order)."""
         for k, at in self._latest:

@@ -248,8 +248,9 @@ class DeadlineInterceptor(ServerInterceptor):
 
 
 class LimitsInterceptor(ServerInterceptor):
-    """Refuses calls over a tenant's rate, open-hands cap, calls in flight or streams, and admits
-    the others in fair turns (fair.Admission). Runs inside the auth interceptor, so
+    """Refuses calls over a tenant's rate, open-hands cap, calls in flight or streams, paces a
+    tenant's burst while tenants share (RateLimiter.pace), and admits the others in fair turns
+    (fair.Admission). Runs inside the auth interceptor, so
     ``principal.current()`` is the caller. Its streams stay async generators, as the auth
     interceptor expects.
 
