@@ -1,6 +1,6 @@
 """Shared by the operations tests: real dealers with any config, a scrape of
-their /metrics over loopback HTTP, dealer tokens for tenants, and the RetryInfo of a refused
-call."""
+their /metrics over loopback HTTP, dealer tokens for tenants, the RetryInfo of a refused
+call, and a clock the tests move."""
 
 from __future__ import annotations
 
@@ -17,6 +17,16 @@ from fairdeck.wire import STATUS_DETAILS_KEY
 from fairdeck_server.auth import new_token
 from fairdeck_server.principal import Role
 from tests.support.dealers import RunningDealer
+
+
+class Clock:
+    """A monotonic clock that stands still until a test moves ``now``."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
 
 
 def dealer_tokens(running: RunningDealer, *tenants: str) -> dict[str, str]:

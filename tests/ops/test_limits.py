@@ -26,18 +26,10 @@ from fairdeck.v1 import dealer_pb2_grpc
 from fairdeck_server.edge.interceptors import CAP_AGAIN, hands_requested
 from fairdeck_server.edge.methods import Malformed, call_cost
 from fairdeck_server.limits import OpenHandsCap, RateLimiter
-from tests.ops.kit import dealer_tokens, details, retry_delay
+from tests.ops.kit import Clock, dealer_tokens, details, retry_delay
 from tests.support.dealers import RunningDealer
 
 DEALER = "/fairdeck.v1.DealerService/"
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 # -- the pieces, with a clock we move ------------------------------------------------------

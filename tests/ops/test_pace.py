@@ -16,16 +16,8 @@ from fairdeck.client import AsyncDealerClient
 from fairdeck.client.exceptions import ResourceExhausted
 from fairdeck_server.fair import SHARED_WINDOW
 from fairdeck_server.limits import PACE_AT_ONCE, PACE_RATE, RateLimiter
-from tests.ops.kit import dealer_tokens, sample, scrape
+from tests.ops.kit import Clock, dealer_tokens, sample, scrape
 from tests.support.dealers import RunningDealer
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def test_a_burst_starts_a_few_at_once_then_at_the_rate() -> None:
