@@ -161,7 +161,9 @@ async def _burst_beside_a_stream(running: RunningDealer, tokens: dict[str, str],
 
         async def stream() -> None:
             async for _ in zenith.deal_hands(hand_count=100_000, close=True):
-                await asyncio.sleep(0.001)  # read slowly: the stream runs past the burst on any machine
+                # Read slowly: 391 chunks at 20 ms is 7.8 s at least, past the window and the
+                # burst's 2 s on any machine (dealing alone would end in about 4 s here).
+                await asyncio.sleep(0.02)
 
         dealing = asyncio.ensure_future(stream())
         await asyncio.sleep(SHARED_WINDOW + 0.3)
