@@ -32,11 +32,11 @@ from fairdeck_server.dealer import Dealer
 from fairdeck_server.edge import reflection
 from fairdeck_server.edge.audit_servicer import AuditServicer
 from fairdeck_server.edge.chain import CallInterceptor
+from fairdeck_server.edge.deadline import DeadlineInterceptor
 from fairdeck_server.edge.dealer_servicer import DealerServicer
 from fairdeck_server.edge.health import HealthServicer
 from fairdeck_server.edge.interceptors import (
     AuthInterceptor,
-    DeadlineInterceptor,
     LimitsInterceptor,
     ObservingInterceptor,
     StreamCap,

@@ -112,7 +112,8 @@ class ServerConfig:
     1,024 code points). A request is held to the lower of this and max_message_bytes; 0: no
     limit of its own."""
     default_deadline: float = 30.0
-    """Seconds a call may run when the client set no (shorter) deadline."""
+    """Seconds a unary call may run, and a stream may go without writing a response, when the
+    client set no (shorter) deadline (edge/deadline.py)."""
     auth_failure_rate: float = 1.0
     """Failed authentications per second per client address (token bucket); past them, tokens
     that need a lookup are refused before it. 0 turns it off."""

@@ -148,6 +148,14 @@ def deadline_exceeded(seconds: float) -> DealerError:
     )
 
 
+def stream_stalled(seconds: float) -> DealerError:
+    return DealerError(
+        Reason.DEADLINE_EXCEEDED,
+        f"the stream wrote nothing for the server's default deadline ({seconds:g} s): "
+        "its reader stopped reading, or its next response never came",
+    )
+
+
 def storage_unavailable(message: str) -> DealerError:
     return DealerError(Reason.STORAGE_UNAVAILABLE, message)
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import time
 import urllib.request
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 from google.rpc import error_details_pb2, status_pb2
 from prometheus_client.parser import text_string_to_metric_families
@@ -17,6 +17,8 @@ from fairdeck.wire import STATUS_DETAILS_KEY
 from fairdeck_server.auth import new_token
 from fairdeck_server.principal import Role
 from tests.support.dealers import RunningDealer
+
+T = TypeVar("T")
 
 
 class Clock:
@@ -92,3 +94,13 @@ def retry_delay(error: FairdeckError) -> float | None:
         if detail.Unpack(info):
             return info.retry_delay.ToNanoseconds() / 1e9
     return None
+
+
+def read_stalled(stream: Iterator[T], seconds: float) -> list[T]:
+    """The first response of ``stream``, then ``seconds`` in which nothing is read, then the rest:
+    a reader that stopped, as the dealer sees it (its writes wait on flow control, so the
+    stream's default deadline runs out). Open the channel with ``grpc.http2.bdp_probe`` 0, or
+    gRPC grows the window and keeps reading for the caller meanwhile."""
+    first = next(stream)
+    time.sleep(seconds)
+    return [first, *stream]

@@ -520,22 +520,51 @@ def _settled(running: RunningDealer) -> tuple[int, int]:
     raise AssertionError("storage did not settle")
 
 
-def test_default_deadline_ends_a_long_stream_and_keeps_what_was_stored(tmp_path: Path) -> None:
+def test_default_deadline_ends_a_stream_whose_reader_stopped_and_keeps_what_was_stored(
+    tmp_path: Path,
+) -> None:
     config = {"default_deadline": 0.2, "max_open_hands": 0, "rate_limit": 0}
-    with RunningDealer(tmp_path / "d", **config) as running, DealerClient(running.target, retries=0) as c:
+    with (
+        RunningDealer(tmp_path / "d", **config) as running,
+        DealerClient(running.target, retries=0, options=[("grpc.http2.bdp_probe", 0)]) as c,
+    ):
         received = 0
         started = time.monotonic()
+        hands = c.deal_hands(hand_count=100_000)  # the SDK sets no deadline on DealHands
+        next(hands)
+        time.sleep(1.0)  # the reader stops: the dealer's writes wait, then its deadline passes
         with pytest.raises(DeadlineExceeded) as cut:
-            for _ in c.deal_hands(hand_count=100_000):  # the SDK sets no deadline on DealHands
+            for _ in hands:
                 received += 1
         assert time.monotonic() - started < 5
         assert cut.value.reason == "DEADLINE_EXCEEDED"
-        assert received < 100_000
+        assert "wrote nothing" in str(cut.value)
+        assert received < 100_000 - 1
         opened, entries = _settled(running)
         # Every hand stored has its commitment in the log and nothing else; those sent are among them.
         assert opened == entries >= received
         after = c.open_hand()  # the dealer goes on
         assert after.commit_receipt.index == entries
+
+
+def test_a_stream_that_keeps_writing_runs_past_the_default_deadline(tmp_path: Path) -> None:
+    """A bulk DealHands shares the dealer with other tenants and takes longer than the default
+    deadline; it is not cut while its responses keep going out (it was, at 30 s, in half the
+    benchmark's bulk readers' calls). Each response here comes within 0.1 s, the whole stream
+    takes several deadlines."""
+    count = 20_000
+    config = {"default_deadline": 1.0, "max_open_hands": 0, "rate_limit": 0}
+    with (
+        RunningDealer(tmp_path / "d", **config) as running,
+        DealerClient(running.target, retries=0, options=[("grpc.http2.bdp_probe", 0)]) as c,
+    ):
+        started = time.monotonic()
+        received = 0
+        for received, _ in enumerate(c.deal_hands(hand_count=count, close=True), 1):
+            if received % 200 == 0:
+                time.sleep(0.03)  # a reader that keeps up, slowly: the stream lasts 3 s or more
+        assert received == count
+        assert time.monotonic() - started > 3 * config["default_deadline"]
 
 
 def test_default_deadline_ends_a_unary_call_stalled_on_storage(tmp_path: Path) -> None:

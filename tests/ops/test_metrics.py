@@ -29,7 +29,7 @@ from fairdeck.client.exceptions import (
 from fairdeck_server import startup
 from fairdeck_server.auth import new_token
 from fairdeck_server.principal import Role
-from tests.ops.kit import sample, scrape, scrape_until
+from tests.ops.kit import read_stalled, sample, scrape, scrape_until
 from tests.support.dealers import RunningDealer
 
 DEALER = "fairdeck.v1.DealerService"
@@ -110,9 +110,12 @@ def test_codes_of_refusals_and_deadlines_are_the_ones_clients_received(tmp_path:
         # 0.2 s), short enough that the 100,000-hand one (about 10 s) always runs past it.
         "default_deadline": 1.5,
     }
-    with RunningDealer(tmp_path / "d", **config) as running, DealerClient(running.target, retries=0) as c:
-        with pytest.raises(DeadlineExceeded):  # the server's default deadline
-            list(c.deal_hands(hand_count=100_000, close=True))
+    with (
+        RunningDealer(tmp_path / "d", **config) as running,
+        DealerClient(running.target, retries=0, options=[("grpc.http2.bdp_probe", 0)]) as c,
+    ):
+        with pytest.raises(DeadlineExceeded):  # the server's default deadline, on a stalled reader
+            read_stalled(c.deal_hands(hand_count=100_000, close=True), 3.0)
         first = c.open_hand()
         assert len(list(c.deal_hands(hand_count=511))) == 511  # the cap is full
         with pytest.raises(ResourceExhausted):

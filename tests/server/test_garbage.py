@@ -22,7 +22,7 @@ from fairdeck.v1 import dealer_pb2 as pb
 from fairdeck.v1 import dealer_pb2_grpc
 from fairdeck_server.app import FULL_COLLECTION_AFTER
 from fairdeck_server.processes import WORKER_ENV
-from tests.ops.kit import dealer_tokens
+from tests.ops.kit import dealer_tokens, read_stalled
 from tests.support.dealers import DealerProcess, RunningDealer
 
 REFUSED = {
@@ -76,7 +76,8 @@ def test_a_call_cut_by_the_default_deadline_or_refused_by_auth_is_freed_as_it_en
     and the auth layer's, before any servicer runs."""
     running = running_dealer(default_deadline=0.3, require_auth=True, rate_limit=0)
     token = dealer_tokens(running, "acme")["acme"]
-    with grpc.insecure_channel(running.target) as channel:
+    # No BDP probe: the stream's window stays small, so a reader that stops stops the writes.
+    with grpc.insecure_channel(running.target, options=[("grpc.http2.bdp_probe", 0)]) as channel:
         stub = dealer_pb2_grpc.DealerServiceStub(channel)
         for metadata, code in [
             ((("authorization", f"Bearer {token}"),), grpc.StatusCode.DEADLINE_EXCEEDED),
@@ -89,7 +90,7 @@ def test_a_call_cut_by_the_default_deadline_or_refused_by_auth_is_freed_as_it_en
                     timeout=20,
                 )
                 with pytest.raises(grpc.RpcError) as ended:
-                    list(stream)
+                    read_stalled(stream, 1.0) if metadata else list(stream)
                 assert ended.value.code() == code
             deadline = time.monotonic() + 5
             while (found := unreachable_aborts()) and time.monotonic() < deadline:

@@ -2,7 +2,7 @@
 
 - ``ObservingInterceptor``: binds the call's request id, then counts, times and logs every call
   with the status the client receives (metrics.py, logging_setup.py).
-- ``DeadlineInterceptor``: the default deadline, around stream writes too.
+- ``DeadlineInterceptor`` (deadline.py): the default deadline; a stream's counts from its last write.
 - ``AuthInterceptor``: finds the caller (auth.py), checks its role and binds its principal.
 - ``LimitsInterceptor``: the tenant's rate, open-hands cap, calls in flight and streams
   (limits.py), and fair admission (fair.py).
@@ -185,66 +185,6 @@ def hands_requested(method: str, request: object) -> int:
 
 Refusal = Callable[[str, str], None]
 """Told (tenant, reason) of every refused call: the metrics count them."""
-
-
-class DeadlineInterceptor(ServerInterceptor):
-    """Ends a call that runs longer than ``default_deadline`` seconds with
-    DEADLINE_EXCEEDED (reason ``DEADLINE_EXCEEDED``); a client's shorter
-    deadline ends it first anyway. Runs outside the auth interceptor so that a
-    streaming call's writes count too: its streams are coroutines that write.
-
-    What a cut call had made durable stays: DealHands chunks already stored
-    are kept (their hands are voided in time, like a client that goes away).
-    """
-
-    def __init__(self, default_deadline: float) -> None:
-        self.default_deadline = default_deadline
-
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any]]],
-        details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler[Any, Any]:
-        handler = await continuation(details)
-        if handler is None:
-            return handler
-        return self.wrap(details.method, handler)
-
-    def wrap(self, method: str, handler: grpc.RpcMethodHandler[Any, Any]) -> grpc.RpcMethodHandler[Any, Any]:
-        """This layer around ``handler`` for calls of ``method``; ``handler`` itself when it
-        has nothing to do (no default deadline, or health and reflection)."""
-        if self.default_deadline <= 0 or service_of(method) in UNLIMITED_SERVICES:
-            return handler
-        return rewrap(handler, self._unary, self._stream)
-
-    def _unary(self, inner: Callable[..., Any]) -> Callable[..., Any]:
-        async def behavior(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-            deadline = asyncio.timeout(self.default_deadline)
-            try:
-                async with deadline:
-                    return await inner(request, context)
-            except TimeoutError:
-                if not deadline.expired():
-                    raise
-                await self._exceeded(context)
-
-        return behavior
-
-    def _stream(self, inner: Callable[..., Any]) -> Callable[..., Any]:
-        async def behavior(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
-            deadline = asyncio.timeout(self.default_deadline)
-            try:
-                async with deadline:
-                    await drain(inner, request, context)
-            except TimeoutError:
-                if not deadline.expired():
-                    raise
-                await self._exceeded(context)
-
-        return behavior
-
-    async def _exceeded(self, context: grpc.aio.ServicerContext[Any, Any]) -> None:
-        await abort(context, refusals.deadline_exceeded(self.default_deadline))
 
 
 class LimitsInterceptor(ServerInterceptor):

@@ -37,6 +37,10 @@ _received: ContextVar[int] = ContextVar("fairdeck_request_bytes", default=0)
 task, before any interceptor's behavior runs): what ``call_cost`` counts, since the message they
 parse to can be far smaller (a field sent again and again: the last one wins)."""
 
+wrote: ContextVar[Callable[[], None] | None] = ContextVar("fairdeck_stream_wrote", default=None)
+"""Told after each response ``drain`` wrote, in the call's own task: the default deadline of a
+stream counts from its last write (deadline.py)."""
+
 
 def _lenient(message_class: Any) -> Callable[[bytes], Any]:
     def parse(data: bytes) -> Any:
@@ -185,6 +189,8 @@ async def drain(
                 if not _call_ended(e, context):
                     raise
                 raise StreamGone from None
+            if (progressed := wrote.get()) is not None:
+                progressed()
     finally:
         await result.aclose()
 

@@ -1,0 +1,85 @@
+"""The dealer's default deadline, for a call whose client set none (or a longer one).
+
+A unary call may run ``default_deadline`` seconds in all. A server stream may go that long
+without a response written: each write that completes starts its time again, so a bulk
+``DealHands`` that keeps moving is never cut for sharing the dealer with others, while one
+whose reader stopped (its writes wait on flow control) or whose next response never comes is.
+Health and reflection pass untouched. What a cut call made durable stays.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import grpc
+
+from fairdeck_server import refusals
+from fairdeck_server.edge.chain import ServerInterceptor
+from fairdeck_server.edge.methods import UNLIMITED_SERVICES, drain, rewrap, service_of, wrote
+from fairdeck_server.edge.status import abort
+
+
+class DeadlineInterceptor(ServerInterceptor):
+    """Ends a unary call that runs longer than ``default_deadline`` seconds, and a stream that
+    writes nothing for as long, with DEADLINE_EXCEEDED (reason ``DEADLINE_EXCEEDED``); a
+    client's shorter deadline ends either first anyway. Runs outside the auth interceptor so
+    that it sees every write of a stream (``methods.wrote``)."""
+
+    def __init__(self, default_deadline: float) -> None:
+        self.default_deadline = default_deadline
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any]]],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler[Any, Any]:
+        handler = await continuation(details)
+        if handler is None:
+            return handler
+        return self.wrap(details.method, handler)
+
+    def wrap(self, method: str, handler: grpc.RpcMethodHandler[Any, Any]) -> grpc.RpcMethodHandler[Any, Any]:
+        """This layer around ``handler`` for calls of ``method``; ``handler`` itself when it
+        has nothing to do (no default deadline, or health and reflection)."""
+        if self.default_deadline <= 0 or service_of(method) in UNLIMITED_SERVICES:
+            return handler
+        return rewrap(handler, self._unary, self._stream)
+
+    def _unary(self, inner: Callable[..., Any]) -> Callable[..., Any]:
+        async def behavior(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+            deadline = asyncio.timeout(self.default_deadline)
+            try:
+                async with deadline:
+                    return await inner(request, context)
+            except TimeoutError:
+                if not deadline.expired():
+                    raise
+                await abort(context, refusals.deadline_exceeded(self.default_deadline))
+
+        return behavior
+
+    def _stream(self, inner: Callable[..., Any]) -> Callable[..., Any]:
+        seconds = self.default_deadline
+
+        async def behavior(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+            deadline = asyncio.timeout(seconds)
+            loop = asyncio.get_running_loop()
+
+            def progressed() -> None:
+                if not deadline.expired():
+                    deadline.reschedule(loop.time() + seconds)
+
+            token = wrote.set(progressed)
+            try:
+                async with deadline:
+                    await drain(inner, request, context)
+            except TimeoutError:
+                if not deadline.expired():
+                    raise
+                await abort(context, refusals.stream_stalled(seconds))
+            finally:
+                wrote.reset(token)
+
+        return behavior
