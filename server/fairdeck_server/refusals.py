@@ -104,6 +104,17 @@ def rate_limited(delay: float) -> DealerError:
     return DealerError(Reason.RATE_LIMITED, "rate limit exceeded; slow down", retry_delay=delay)
 
 
+def paced_past_deadline(delay: float) -> DealerError:
+    """RATE_LIMITED for a call within its rate whose paced start (limits.RateLimiter.pace)
+    would come after half its deadline: the reason is the rate's, the message says why."""
+    return DealerError(
+        Reason.RATE_LIMITED,
+        "the tenant's burst is started at its sustained rate while other tenants call, and this "
+        "call's turn would come after half its deadline; retry later, or give it a longer deadline",
+        retry_delay=delay,
+    )
+
+
 def too_many_open_hands(limit: int, delay: float) -> DealerError:
     return DealerError(
         Reason.TOO_MANY_OPEN_HANDS,

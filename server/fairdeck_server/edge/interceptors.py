@@ -328,7 +328,7 @@ class LimitsInterceptor(ServerInterceptor):
             most = self._deadline(context) / 2
             pace = self.rate.pace(tenant, cost, most)
             if pace > most:  # it would wait past half its deadline: refused instead
-                await self._refuse(context, tenant, refusals.rate_limited(pace))
+                await self._refuse(context, tenant, refusals.paced_past_deadline(pace))
             elif pace > 0:
                 await self.rate.paced(tenant, cost, pace)
         hands = hands_requested(method, request)
