@@ -128,10 +128,13 @@ def split_token(token: str) -> tuple[str, str] | None:
 _NO_DIGEST = bytes(32)
 
 
+@functools.lru_cache(maxsize=4096)
 def peer_address(peer: str) -> str:
     """The client address of a gRPC peer string, without the port: ``ipv4:10.0.0.7:5123``
     -> ``10.0.0.7``. An IPv6 address counts as its /64, since one host commonly holds a
-    whole /64; anything else (a Unix socket) is kept as it is.
+    whole /64; anything else (a Unix socket) is kept as it is. Asked twice per call, for the
+    connection's string each time: the last 4,096 answers are kept (``ipaddress`` parsing
+    was 1.3% of the loop's busy time under a GetHand flood).
 
     >>> peer_address("ipv4:127.0.0.1:50312"), peer_address("ipv6:%5B2001:db8::1%5D:443")
     ('127.0.0.1', '2001:db8::/64')
