@@ -567,6 +567,27 @@ def test_a_stream_that_keeps_writing_runs_past_the_default_deadline(tmp_path: Pa
         assert time.monotonic() - started > 3 * config["default_deadline"]
 
 
+def test_a_stream_that_keeps_writing_is_not_cut_by_its_connections_age(tmp_path: Path) -> None:
+    """A connection past max_connection_age gets GOAWAY, then default_deadline of grace for its
+    calls to finish, then it is closed. That grace was enough while the default deadline bounded
+    a whole stream; a DealHands that keeps moving may now run past it, and the close then ends it
+    UNAVAILABLE "max connection age", with no ErrorInfo: an honest client looks broken (docs/
+    security.md: "An ordinary gRPC client does not notice the idle and age bounds"). With the
+    default 1 h age and 30 s deadline, a bulk client's stream that takes over 30 s is cut so
+    about once an hour per connection."""
+    count = 20_000
+    config = {"default_deadline": 1.0, "max_open_hands": 0, "rate_limit": 0, "max_connection_age": 1.0}
+    with (
+        RunningDealer(tmp_path / "d", **config) as running,
+        DealerClient(running.target, retries=0, options=[("grpc.http2.bdp_probe", 0)]) as c,
+    ):
+        received = 0
+        for received, _ in enumerate(c.deal_hands(hand_count=count, close=True), 1):
+            if received % 200 == 0:
+                time.sleep(0.03)  # a reader that keeps up, slowly: the stream lasts 3 s or more
+        assert received == count
+
+
 def test_default_deadline_ends_a_unary_call_stalled_on_storage(tmp_path: Path) -> None:
     config = {"default_deadline": 0.3, "rate_limit": 0}
     with RunningDealer(tmp_path / "d", **config) as running, DealerClient(running.target, retries=0) as c:
