@@ -32,7 +32,7 @@ from fairdeck_server.dealer import Dealer
 from fairdeck_server.edge import reflection
 from fairdeck_server.edge.audit_servicer import AuditServicer
 from fairdeck_server.edge.chain import CallInterceptor
-from fairdeck_server.edge.deadline import DeadlineInterceptor
+from fairdeck_server.edge.deadline import STREAM_RUNS, DeadlineInterceptor
 from fairdeck_server.edge.dealer_servicer import DealerServicer
 from fairdeck_server.edge.health import HealthServicer
 from fairdeck_server.edge.interceptors import (
@@ -248,7 +248,8 @@ class DealerServer:
                     idle=config.connection_idle_timeout,
                     handshake=config.handshake_timeout,
                     age=config.max_connection_age,
-                    age_grace=config.default_deadline or 30.0,
+                    # A stream in flight at GOAWAY ends by its own bound first (deadline.py).
+                    age_grace=config.default_deadline * (STREAM_RUNS + 1) or 30.0,
                     max_connections=fit_descriptors(config.max_connections),
                 ),
             ],

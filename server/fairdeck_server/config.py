@@ -126,8 +126,9 @@ class ServerConfig:
     connection_idle_timeout: float = 60.0
     """Seconds a connection with no call in flight stays open (then GOAWAY); 0: no limit."""
     max_connection_age: float = 3600.0
-    """Seconds after which any connection is sent GOAWAY; its calls get default_deadline (30 s
-    if that is 0) more to finish, then it is closed. 0: no limit."""
+    """Seconds after which any connection is sent GOAWAY; its calls get 11 default_deadlines (30 s
+    if that is 0) more to finish, longer than a stream may run (edge/deadline.py, STREAM_RUNS),
+    then it is closed. 0: no limit."""
     max_connections: int = 4096
     """Connections one serving process accepts at once; the file descriptor limit is raised to
     fit when it can be, else this is lowered to fit it (with a warning). 0: no limit."""

@@ -159,6 +159,14 @@ def deadline_exceeded(seconds: float) -> DealerError:
     )
 
 
+def stream_ran_too_long(seconds: float) -> DealerError:
+    return DealerError(
+        Reason.DEADLINE_EXCEEDED,
+        f"the stream ran longer than the server lets one stream run ({seconds:g} s in all, however "
+        "it keeps writing): read it faster, or ask for fewer hands per call",
+    )
+
+
 def stream_stalled(seconds: float) -> DealerError:
     return DealerError(
         Reason.DEADLINE_EXCEEDED,

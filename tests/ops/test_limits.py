@@ -23,6 +23,7 @@ from fairdeck.client import AsyncDealerClient, DealerClient
 from fairdeck.client.exceptions import DeadlineExceeded, FairdeckError, ResourceExhausted
 from fairdeck.v1 import dealer_pb2 as pb
 from fairdeck.v1 import dealer_pb2_grpc
+from fairdeck_server.edge.deadline import STREAM_RUNS
 from fairdeck_server.edge.interceptors import CAP_AGAIN, hands_requested
 from fairdeck_server.edge.methods import Malformed, call_cost
 from fairdeck_server.limits import OpenHandsCap, RateLimiter
@@ -586,6 +587,28 @@ def test_a_stream_that_keeps_writing_is_not_cut_by_its_connections_age(tmp_path:
             if received % 200 == 0:
                 time.sleep(0.03)  # a reader that keeps up, slowly: the stream lasts 3 s or more
         assert received == count
+
+
+def test_a_stream_that_trickles_is_cut_after_its_runs_in_all(tmp_path: Path) -> None:
+    """A reader that takes each response just inside the default deadline keeps its stream
+    going; STREAM_RUNS default deadlines end it anyway, with its own message, not at its
+    connection's age (1 h) by a close that says nothing."""
+    config = {"default_deadline": 0.3, "max_open_hands": 0, "rate_limit": 0}
+    with (
+        RunningDealer(tmp_path / "d", **config) as running,
+        DealerClient(running.target, retries=0, options=[("grpc.http2.bdp_probe", 0)]) as c,
+    ):
+        started = time.monotonic()
+        received = 0
+        with pytest.raises(DeadlineExceeded) as cut:
+            for received, _ in enumerate(c.deal_hands(hand_count=20_000, close=True), 1):
+                if received % 256 == 0:
+                    time.sleep(0.2)  # one response each 0.2 s: never 0.3 s without a write
+        took = time.monotonic() - started
+        assert cut.value.reason == "DEADLINE_EXCEEDED"
+        assert "in all" in str(cut.value)
+        assert STREAM_RUNS * 0.3 - 0.1 < took < STREAM_RUNS * 0.3 + 2
+        assert received < 20_000
 
 
 def test_default_deadline_ends_a_unary_call_stalled_on_storage(tmp_path: Path) -> None:

@@ -90,7 +90,9 @@ def test_slow_and_idle_connections_are_closed_after_their_bound(tmp_path: Path) 
         assert times[case] < 4, (case, times)  # the handshake bound, 1 s
     for case in ("idle", "headers never end"):
         assert 1.5 < times[case] < 5, (case, times)  # the idle bound, 2 s
-    assert 3.5 < times["body never comes"] < 10, times  # the age bound, 4 s, then 1 s of grace
+    # The age bound, 4 s, then STREAM_RUNS + 1 default deadlines of grace (11 s): a stream that
+    # began before the GOAWAY ends by its own bound first (edge/deadline.py).
+    assert 3.5 < times["body never comes"] < 19, times
 
 
 def test_one_address_keeps_at_most_its_share_of_connections(tmp_path: Path) -> None:

@@ -4,6 +4,9 @@ A unary call may run ``default_deadline`` seconds in all. A server stream may go
 without a response written: each write that completes starts its time again, so a bulk
 ``DealHands`` that keeps moving is never cut for sharing the dealer with others, while one
 whose reader stopped (its writes wait on flow control) or whose next response never comes is.
+A stream still has STREAM_RUNS default deadlines in all, and its connection's age grace is
+longer (app.py), so that a stream in flight when its connection reaches max_connection_age ends by
+this layer, with a reason, before gRPC closes the connection under it (UNAVAILABLE, none).
 Health and reflection pass untouched. What a cut call made durable stays.
 """
 
@@ -19,6 +22,12 @@ from fairdeck_server import refusals
 from fairdeck_server.edge.chain import ServerInterceptor
 from fairdeck_server.edge.methods import UNLIMITED_SERVICES, drain, rewrap, service_of, wrote
 from fairdeck_server.edge.status import abort
+
+STREAM_RUNS = 10
+"""A stream may run this many default deadlines in all, however it keeps writing (300 s at the
+default 30 s: the largest DealHands takes about 16 s alone, 20-30 s beside other bulk readers).
+The connection age's grace is one default deadline more (app.py): a stream that began before
+its connection's GOAWAY ends here, with its reason, before gRPC closes the connection."""
 
 
 class DeadlineInterceptor(ServerInterceptor):
@@ -66,10 +75,11 @@ class DeadlineInterceptor(ServerInterceptor):
         async def behavior(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
             deadline = asyncio.timeout(seconds)
             loop = asyncio.get_running_loop()
+            end = loop.time() + seconds * STREAM_RUNS
 
             def progressed() -> None:
                 if not deadline.expired():
-                    deadline.reschedule(loop.time() + seconds)
+                    deadline.reschedule(min(loop.time() + seconds, end))
 
             token = wrote.set(progressed)
             try:
@@ -78,6 +88,9 @@ class DeadlineInterceptor(ServerInterceptor):
             except TimeoutError:
                 if not deadline.expired():
                     raise
+                when = deadline.when()
+                if when is not None and when >= end:
+                    await abort(context, refusals.stream_ran_too_long(seconds * STREAM_RUNS))
                 await abort(context, refusals.stream_stalled(seconds))
             finally:
                 wrote.reset(token)
