@@ -110,7 +110,8 @@ def paced_past_deadline(delay: float) -> DealerError:
     return DealerError(
         Reason.RATE_LIMITED,
         "the tenant's burst is started at its sustained rate while other tenants call, and this "
-        "call's turn would come after half its deadline; retry later, or give it a longer deadline",
+        "call's turn would come after half its deadline; retry after the RetryInfo delay, or give "
+        "it a longer deadline (a longer one than the server's default deadline does not help)",
         retry_delay=delay,
     )
 

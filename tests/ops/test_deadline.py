@@ -1,0 +1,140 @@
+"""The dealer's default deadline on a real dealer through the real SDK (edge/deadline.py): a
+unary call's whole run; a stream's time between two writes, and its runs in all; and what a cut
+call keeps. The SDK's own retries are off (retries=0): these tests watch the dealer's answers."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+from fairdeck.client import DealerClient
+from fairdeck.client.exceptions import DeadlineExceeded
+from fairdeck_server.edge.deadline import STREAM_RUNS
+from tests.support.dealers import RunningDealer
+
+
+def _settled(running: RunningDealer) -> tuple[int, int]:
+    """(open hands, log size) once a cut call's last chunk has landed."""
+    assert running.server is not None
+    storage = running.server.storage
+    last = (-1, -1)
+    for _ in range(100):
+        now = (running._run(storage.open_hands()), running._run(storage.log_size()))
+        if now == last:
+            return now
+        last = now
+        time.sleep(0.1)
+    raise AssertionError("storage did not settle")
+
+
+def test_default_deadline_ends_a_stream_whose_reader_stopped_and_keeps_what_was_stored(
+    tmp_path: Path,
+) -> None:
+    config = {"default_deadline": 0.2, "max_open_hands": 0, "rate_limit": 0}
+    with (
+        RunningDealer(tmp_path / "d", **config) as running,
+        DealerClient(running.target, retries=0, options=[("grpc.http2.bdp_probe", 0)]) as c,
+    ):
+        received = 0
+        started = time.monotonic()
+        hands = c.deal_hands(hand_count=100_000)  # the SDK sets no deadline on DealHands
+        next(hands)
+        time.sleep(1.0)  # the reader stops: the dealer's writes wait, then its deadline passes
+        with pytest.raises(DeadlineExceeded) as cut:
+            for _ in hands:
+                received += 1
+        assert time.monotonic() - started < 5
+        assert cut.value.reason == "DEADLINE_EXCEEDED"
+        assert "wrote nothing" in str(cut.value)
+        assert received < 100_000 - 1
+        opened, entries = _settled(running)
+        # Every hand stored has its commitment in the log and nothing else; those sent are among them.
+        assert opened == entries >= received
+        after = c.open_hand()  # the dealer goes on
+        assert after.commit_receipt.index == entries
+
+
+def test_a_stream_that_keeps_writing_runs_past_the_default_deadline(tmp_path: Path) -> None:
+    """A bulk DealHands shares the dealer with other tenants and takes longer than the default
+    deadline; it is not cut while its responses keep going out (it was, at 30 s, in half the
+    benchmark's bulk readers' calls). Each response here comes within 0.1 s, the whole stream
+    takes several deadlines."""
+    count = 20_000
+    config = {"default_deadline": 1.0, "max_open_hands": 0, "rate_limit": 0}
+    with (
+        RunningDealer(tmp_path / "d", **config) as running,
+        DealerClient(running.target, retries=0, options=[("grpc.http2.bdp_probe", 0)]) as c,
+    ):
+        started = time.monotonic()
+        received = 0
+        for received, _ in enumerate(c.deal_hands(hand_count=count, close=True), 1):
+            if received % 200 == 0:
+                time.sleep(0.03)  # a reader that keeps up, slowly: the stream lasts 3 s or more
+        assert received == count
+        assert time.monotonic() - started > 3 * config["default_deadline"]
+
+
+def test_a_stream_that_keeps_writing_is_not_cut_by_its_connections_age(tmp_path: Path) -> None:
+    """A connection past max_connection_age gets GOAWAY, then default_deadline of grace for its
+    calls to finish, then it is closed. That grace was enough while the default deadline bounded
+    a whole stream; a DealHands that keeps moving may now run past it, and the close then ends it
+    UNAVAILABLE "max connection age", with no ErrorInfo: an honest client looks broken (docs/
+    security.md: "An ordinary gRPC client does not notice the idle and age bounds"). With the
+    default 1 h age and 30 s deadline, a bulk client's stream that takes over 30 s is cut so
+    about once an hour per connection."""
+    count = 20_000
+    config = {"default_deadline": 1.0, "max_open_hands": 0, "rate_limit": 0, "max_connection_age": 1.0}
+    with (
+        RunningDealer(tmp_path / "d", **config) as running,
+        DealerClient(running.target, retries=0, options=[("grpc.http2.bdp_probe", 0)]) as c,
+    ):
+        received = 0
+        for received, _ in enumerate(c.deal_hands(hand_count=count, close=True), 1):
+            if received % 200 == 0:
+                time.sleep(0.03)  # a reader that keeps up, slowly: the stream lasts 3 s or more
+        assert received == count
+
+
+def test_a_stream_that_trickles_is_cut_after_its_runs_in_all(tmp_path: Path) -> None:
+    """A reader that takes each response just inside the default deadline keeps its stream
+    going; STREAM_RUNS default deadlines end it anyway, with its own message, not at its
+    connection's age (1 h) by a close that says nothing."""
+    config = {"default_deadline": 0.3, "max_open_hands": 0, "rate_limit": 0}
+    with (
+        RunningDealer(tmp_path / "d", **config) as running,
+        DealerClient(running.target, retries=0, options=[("grpc.http2.bdp_probe", 0)]) as c,
+    ):
+        started = time.monotonic()
+        received = 0
+        with pytest.raises(DeadlineExceeded) as cut:
+            for received, _ in enumerate(c.deal_hands(hand_count=20_000, close=True), 1):
+                if received % 256 == 0:
+                    time.sleep(0.2)  # one response each 0.2 s: never 0.3 s without a write
+        took = time.monotonic() - started
+        assert cut.value.reason == "DEADLINE_EXCEEDED"
+        assert "in all" in str(cut.value)
+        assert STREAM_RUNS * 0.3 - 0.1 < took < STREAM_RUNS * 0.3 + 2
+        assert received < 20_000
+
+
+def test_default_deadline_ends_a_unary_call_stalled_on_storage(tmp_path: Path) -> None:
+    config = {"default_deadline": 0.3, "rate_limit": 0}
+    with RunningDealer(tmp_path / "d", **config) as running, DealerClient(running.target, retries=0) as c:
+        c.open_hand()  # the database exists
+        blocker = sqlite3.connect(tmp_path / "d" / "fairdeck.db", isolation_level=None, timeout=10)
+        blocker.execute("BEGIN IMMEDIATE")  # holds the write lock: the dealer's commit waits
+        try:
+            started = time.monotonic()
+            with pytest.raises(DeadlineExceeded) as cut:
+                c.deal_new_hand(client_seeds=["alice"])
+            assert 0.25 < time.monotonic() - started < 3
+            assert cut.value.reason == "DEADLINE_EXCEEDED"
+        finally:
+            blocker.execute("ROLLBACK")
+            blocker.close()
+        # The write the call had handed over lands after all: whole, never acknowledged.
+        assert _settled(running) == (2, 2)
+        assert c.open_hand().commit_receipt.index == 2
