@@ -7,8 +7,11 @@ storage thread's batch that held it ran (``writer.batch[N]``, ``reader.batch[N]`
 and the batch just before it on that thread (``writer.batch.before[N](cpu MS)``).
 FAIRDECK_PROBE_PHASES=1 adds the writer batch's inserts and COMMIT with the thread's CPU time in
 them; FAIRDECK_PROBE_HEAP=1 the tracked objects at exit by type; FAIRDECK_PROBE_SWITCH=S runs the
-dealer with that GIL switch interval. Written as JSON to FAIRDECK_PROBE_DIR/dealer-PID.json. A
-measuring aid only: never loaded by the dealer otherwise."""
+dealer with that GIL switch interval; FAIRDECK_PROBE_GC=T0,T1 its collector's first two
+thresholds (the dealer raises only the third). Written as JSON to
+FAIRDECK_PROBE_DIR/dealer-PID.json, at exit. With bench/abuse_bench.py too (put this folder on
+its PYTHONPATH): each collection's wall time lines up with the rows' windows. A measuring aid
+only: never loaded by the dealer otherwise."""
 
 from __future__ import annotations
 
@@ -17,6 +20,12 @@ import sys
 
 if os.environ.get("FAIRDECK_PROBE_SWITCH") and "serve" in sys.argv:  # with or without the probe
     sys.setswitchinterval(float(os.environ["FAIRDECK_PROBE_SWITCH"]))  # an experiment, seconds
+
+if os.environ.get("FAIRDECK_PROBE_GC") and "serve" in sys.argv:  # an experiment: T0,T1
+    import gc as _thresholds
+
+    _young, _, _middle = os.environ["FAIRDECK_PROBE_GC"].partition(",")
+    _thresholds.set_threshold(int(_young), int(_middle or 10))
 
 if os.environ.get("FAIRDECK_PROBE_DIR") and "serve" in sys.argv:
     import atexit
