@@ -57,6 +57,16 @@ def test_default_deadline_ends_a_stream_whose_reader_stopped_and_keeps_what_was_
         assert after.commit_receipt.index == entries
 
 
+def _read_keeping_up(client: DealerClient, count: int) -> int:
+    """The hands of a DealHands of ``count`` (closed), read with a pause of 30 ms every 200: a
+    reader that keeps up, slowly (the stream lasts 3 s or more)."""
+    received = 0
+    for received, _ in enumerate(client.deal_hands(hand_count=count, close=True), 1):
+        if received % 200 == 0:
+            time.sleep(0.03)
+    return received
+
+
 def test_a_stream_that_keeps_writing_runs_past_the_default_deadline(tmp_path: Path) -> None:
     """A bulk DealHands shares the dealer with other tenants and takes longer than the default
     deadline; it is not cut while its responses keep going out (it was, at 30 s, in half the
@@ -69,11 +79,7 @@ def test_a_stream_that_keeps_writing_runs_past_the_default_deadline(tmp_path: Pa
         DealerClient(running.target, retries=0, options=[("grpc.http2.bdp_probe", 0)]) as c,
     ):
         started = time.monotonic()
-        received = 0
-        for received, _ in enumerate(c.deal_hands(hand_count=count, close=True), 1):
-            if received % 200 == 0:
-                time.sleep(0.03)  # a reader that keeps up, slowly: the stream lasts 3 s or more
-        assert received == count
+        assert _read_keeping_up(c, count) == count
         assert time.monotonic() - started > 3 * config["default_deadline"]
 
 
@@ -91,11 +97,7 @@ def test_a_stream_that_keeps_writing_is_not_cut_by_its_connections_age(tmp_path:
         RunningDealer(tmp_path / "d", **config) as running,
         DealerClient(running.target, retries=0, options=[("grpc.http2.bdp_probe", 0)]) as c,
     ):
-        received = 0
-        for received, _ in enumerate(c.deal_hands(hand_count=count, close=True), 1):
-            if received % 200 == 0:
-                time.sleep(0.03)  # a reader that keeps up, slowly: the stream lasts 3 s or more
-        assert received == count
+        assert _read_keeping_up(c, count) == count
 
 
 def test_a_stream_that_trickles_is_cut_after_its_runs_in_all(tmp_path: Path) -> None:

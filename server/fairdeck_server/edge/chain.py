@@ -28,6 +28,24 @@ class Layer(Protocol):
         ...
 
 
+class LayerInterceptor(ServerInterceptor):
+    """A layer that also serves as an interceptor of its own (tests, a layer alone): each call
+    gets ``wrap(method, handler)``; an unknown method passes on as None."""
+
+    def wrap(self, method: str, handler: Handler) -> Handler:
+        raise NotImplementedError
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[Handler]],
+        details: grpc.HandlerCallDetails,
+    ) -> Handler:
+        handler = await continuation(details)
+        if handler is None:
+            return handler
+        return self.wrap(details.method, handler)
+
+
 class CallInterceptor(ServerInterceptor):
     """``layers`` (outermost first) as one interceptor, wrapped once per method."""
 

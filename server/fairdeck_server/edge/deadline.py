@@ -13,13 +13,13 @@ Health and reflection pass untouched. What a cut call made durable stays.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 import grpc
 
 from fairdeck_server import refusals
-from fairdeck_server.edge.chain import ServerInterceptor
+from fairdeck_server.edge.chain import LayerInterceptor
 from fairdeck_server.edge.methods import UNLIMITED_SERVICES, drain, rewrap, service_of, wrote
 from fairdeck_server.edge.status import abort
 
@@ -30,7 +30,7 @@ The connection age's grace is one default deadline more (app.py): a stream that 
 its connection's GOAWAY ends here, with its reason, before gRPC closes the connection."""
 
 
-class DeadlineInterceptor(ServerInterceptor):
+class DeadlineInterceptor(LayerInterceptor):
     """Ends a unary call that runs longer than ``default_deadline`` seconds, and a stream that
     writes nothing for as long, with DEADLINE_EXCEEDED (reason ``DEADLINE_EXCEEDED``); a
     client's shorter deadline ends either first anyway. Runs outside the auth interceptor so
@@ -38,16 +38,6 @@ class DeadlineInterceptor(ServerInterceptor):
 
     def __init__(self, default_deadline: float) -> None:
         self.default_deadline = default_deadline
-
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any]]],
-        details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler[Any, Any]:
-        handler = await continuation(details)
-        if handler is None:
-            return handler
-        return self.wrap(details.method, handler)
 
     def wrap(self, method: str, handler: grpc.RpcMethodHandler[Any, Any]) -> grpc.RpcMethodHandler[Any, Any]:
         """This layer around ``handler`` for calls of ``method``; ``handler`` itself when it

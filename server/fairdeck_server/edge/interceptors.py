@@ -27,7 +27,7 @@ import grpc
 from fairdeck_server import fair, logging_setup, principal, refusals
 from fairdeck_server.auth import Authenticator, check_role, is_open, peer_address
 from fairdeck_server.dealer import hands_held
-from fairdeck_server.edge.chain import ServerInterceptor
+from fairdeck_server.edge.chain import LayerInterceptor, ServerInterceptor
 from fairdeck_server.edge.methods import (
     UNLIMITED_SERVICES,
     Malformed,
@@ -187,7 +187,7 @@ Refusal = Callable[[str, str], None]
 """Told (tenant, reason) of every refused call: the metrics count them."""
 
 
-class LimitsInterceptor(ServerInterceptor):
+class LimitsInterceptor(LayerInterceptor):
     """Refuses calls over a tenant's rate, open-hands cap, calls in flight or streams, paces a
     tenant's burst while tenants share (RateLimiter.pace), and admits the others in fair turns
     (fair.Admission). Runs inside the auth interceptor, so
@@ -228,16 +228,6 @@ class LimitsInterceptor(ServerInterceptor):
         """Refusals being held now, per tenant."""
         self._capped: dict[str, float] = {}
         """When each tenant was last refused TOO_MANY_OPEN_HANDS (monotonic seconds)."""
-
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any]]],
-        details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler[Any, Any]:
-        handler = await continuation(details)
-        if handler is None:
-            return handler
-        return self.wrap(details.method, handler)
 
     @property
     def inert(self) -> bool:
@@ -454,7 +444,7 @@ class StreamCap:
             self._open.pop(tenant, None)
 
 
-class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
+class AuthInterceptor(LayerInterceptor):
     """Authenticates each call, checks its role, and binds its principal while it runs."""
 
     def __init__(
@@ -463,16 +453,6 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
         self.authenticator = authenticator
         self._on_tenant = on_tenant
         """Told the tenant of each admitted call (the access log's tenant)."""
-
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any]]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler[Any, Any]:
-        handler = await continuation(handler_call_details)
-        if handler is None:
-            return handler
-        return self.wrap(handler_call_details.method, handler)
 
     def wrap(self, method: str, handler: grpc.RpcMethodHandler[Any, Any]) -> grpc.RpcMethodHandler[Any, Any]:
         """This layer around ``handler`` for calls of ``method``; ``handler`` itself for the
