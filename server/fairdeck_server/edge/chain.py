@@ -29,11 +29,14 @@ class Layer(Protocol):
 
 
 class LayerInterceptor(ServerInterceptor):
-    """A layer that also serves as an interceptor of its own (tests, a layer alone): each call
-    gets ``wrap(method, handler)``; an unknown method passes on as None."""
+    """An interceptor made of ``wrap(method, handler)``: a layer alone (tests), or the fused
+    chain. A method nobody serves gets ``unknown(method)``: None, so gRPC answers UNIMPLEMENTED."""
 
     def wrap(self, method: str, handler: Handler) -> Handler:
         raise NotImplementedError
+
+    def unknown(self, method: str) -> Handler | None:
+        return None
 
     async def intercept_service(
         self,
@@ -42,11 +45,11 @@ class LayerInterceptor(ServerInterceptor):
     ) -> Handler:
         handler = await continuation(details)
         if handler is None:
-            return handler
+            return self.unknown(details.method)
         return self.wrap(details.method, handler)
 
 
-class CallInterceptor(ServerInterceptor):
+class CallInterceptor(LayerInterceptor):
     """``layers`` (outermost first) as one interceptor, wrapped once per method."""
 
     def __init__(self, layers: Sequence[Layer], unknown: Callable[[str], Handler] | None = None) -> None:
@@ -58,15 +61,11 @@ class CallInterceptor(ServerInterceptor):
         """method -> (the servicer's handler, it wrapped). Only registered methods have a
         handler, so this holds at most one entry per method the server serves."""
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[Handler]],
-        details: grpc.HandlerCallDetails,
-    ) -> Handler:
-        handler = await continuation(details)
-        if handler is None:  # a method nobody serves; None: gRPC answers UNIMPLEMENTED itself
-            return None if self._unknown is None else self._unknown(details.method)
-        method: str = details.method
+    def unknown(self, method: str) -> Handler | None:
+        return None if self._unknown is None else self._unknown(method)
+
+    def wrap(self, method: str, handler: Handler) -> Handler:
+        """``handler`` inside every layer, wrapped once per method and kept."""
         known = self._wrapped.get(method)
         if known is not None and known[0] is handler:
             return known[1]
