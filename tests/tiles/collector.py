@@ -6,8 +6,10 @@ monitoring endpoint (``GET <prefix>/<sha256(origin)>/checkpoint``) and the tiles
 ``checkpoint`` file, the last three through the web server. Each new one must verify under the
 log key and be proved from the tiles alone, fetched through the web server: its tree hash, the
 inclusion of random entries, and consistency with the largest smaller one proved before (equal
-sizes: equal roots). Each result is one JSON line in ``--out``: ``{"source", "size"}`` for a
-proof, ``{"failure"}`` for anything that does not hold. Dealer calls that fail while it is down
+sizes: equal roots). Each result is one JSON line in ``--out``: ``{"source", "size"}`` the first
+time a source hands out a proved checkpoint (one proved before, from another source, counts for
+it too: whether two sources hand out the same one is a race), ``{"failure"}`` for anything that
+does not hold. Dealer calls that fail while it is down
 are counted, not failures: the tiles must hold without it.
 """
 
@@ -63,7 +65,9 @@ class Collector:
         self.target_file = Path(args.target_file)
         self.out = out
         self.rng = random.Random(7)
-        self.seen: set[bytes] = set()
+        self.seen: set[bytes] = set()  # checkpoint bodies tried
+        self.proved: dict[bytes, int] = {}  # checkpoint body -> size, for those that held
+        self.counted: set[tuple[str, bytes]] = set()  # (source, body) already emitted
         self.sizes: list[int] = []  # proved, sorted
         self.roots: dict[int, bytes] = {}
         self.origin_hash = hashlib.sha256(self.verifier.name.encode()).hexdigest()
@@ -81,7 +85,17 @@ class Collector:
     def prove(self, source: str, note: bytes) -> None:
         text = note.decode("utf-8")
         key = text[: text.index("\n\n")].encode()
+        if (source, key) in self.counted:
+            return
         if key in self.seen:
+            if key in self.proved:  # handed out again, by this source: its signature must hold too
+                self.counted.add((source, key))
+                try:
+                    open_checkpoint(note, self.verifier, self.verifier.name)
+                except Exception as e:
+                    self.emit(failure=f"{source}: {type(e).__name__}: {e}")
+                    return
+                self.emit(source=source, size=self.proved[key], at=time.time())
             return
         self.seen.add(key)
         try:
@@ -99,6 +113,8 @@ class Collector:
         if cp.size not in self.roots:
             bisect.insort(self.sizes, cp.size)
             self.roots[cp.size] = cp.root
+        self.proved[key] = cp.size
+        self.counted.add((source, key))
         self.emit(source=source, size=cp.size, at=time.time())
 
     def from_dealer(self) -> None:
