@@ -42,6 +42,7 @@ from fairdeck_server.storage.base import (
     same_request,
 )
 from fairdeck_server.storage.handoff import Op, OpQueue, settle
+from fairdeck_server.storage.sqlite.checkpointer import Checkpointer
 from fairdeck_server.storage.sqlite.schema import error_name, explain, kind, last_entry_stamp, open_database
 from fairdeck_server.storage.writer_lock import WriterLock
 
@@ -140,6 +141,7 @@ class SqliteWriter(OpQueue):
         """The time of the latest entry appended, as its 8 bytes (big-endian: compared as bytes, as
         numbers): the next one's is never earlier."""
         self._thread = threading.Thread(target=self._run, name="fairdeck-sqlite-writer", daemon=True)
+        self.checkpoints = Checkpointer(path)
         self.stats = WriterStats()
         """Written by the writer thread only; readers see whole numbers, possibly a batch behind."""
         self.quiet = True
@@ -273,6 +275,8 @@ class SqliteWriter(OpQueue):
                 self._ready.set()
                 return
         self._ready.set()
+        checkpoints = self.checkpoints
+        checkpoints.start()
         turns: FairQueue[Op] = FairQueue(QUANTUM)
         sharing = Sharing(SHARED_WINDOW)
         stop = False
@@ -301,6 +305,11 @@ class SqliteWriter(OpQueue):
             batch = take_turns(turns, alone=alone, most=MAX_BATCH)
             if batch:
                 self._run_batch(conn, batch)
+                checkpoints.written += 1
+            # After the batch's callers were answered: they do not wait for it.
+            if checkpoints.due(idle=not turns and self._queue.empty()):
+                checkpoints.catch_up(conn)
+        checkpoints.stop()
         conn.close()
         if self._lock is not None:
             self._lock.close()
@@ -497,6 +506,7 @@ class SqliteWriter(OpQueue):
         """Open the database and load the log's size and frontier from it."""
         conn = open_database(self._path, create=self._create)
         try:
+            conn.execute("PRAGMA wal_autocheckpoint=0")  # the Checkpointer's, off the COMMITs
             self.log_size = conn.execute("SELECT COALESCE(MAX(idx) + 1, 0) FROM log_entries").fetchone()[0]
             self.frontier = _Frontier.load(self.log_size, hash_reader(conn))
             self.last_stamp = last_entry_stamp(conn)
