@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -103,3 +105,46 @@ def test_the_wal_stays_bounded_while_the_background_thread_is_stuck(
     largest, passes, catch_ups = asyncio.run(main())
     assert passes == 0 and catch_ups > 0, (passes, catch_ups)
     assert largest < WAL_BOUND, f"the WAL grew to {largest / MIB:.1f} MiB with the thread stuck"
+
+
+DMS = 128
+"""The -shm file's dead-man byte: every process using the wal-index holds a shared POSIX lock on it;
+one that finds it unlocked thinks it is the first, and truncates and rebuilds the wal-index."""
+TRY_DMS = (
+    "import fcntl, os, sys\n"
+    "fd = os.open(sys.argv[1], os.O_RDWR)\n"
+    "try:\n"
+    f"    fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, {DMS})\n"
+    "except OSError:\n"
+    "    print('held')\n"
+    "else:\n"
+    "    print('free')\n"
+)
+
+
+def test_reading_the_wal_index_keeps_the_dealers_locks_on_it(tmp_path: Path) -> None:
+    """Closing any descriptor of a file drops every POSIX lock the process holds on it
+    (https://sqlite.org/howtocorrupt.html, 2.2). A checkpointer that opens and closes the -shm to
+    read its header drops the dealer's locks on the wal-index (read, write, checkpoint, dead-man):
+    the next process to open the database (an audit, a backup, another worker) takes the dead-man
+    lock and truncates and rebuilds the wal-index under the live dealer's connections."""
+    path = tmp_path / "fairdeck.db"
+
+    async def main() -> str:
+        storage = SqliteStorage(path)
+        await storage.start()
+        try:
+            await storage.create_hands([new_hand(i) for i in range(10)])
+            await asyncio.sleep(checkpointer.INTERVAL * 6)  # the thread has read the -shm's header
+            done = await asyncio.to_thread(
+                subprocess.run,
+                [sys.executable, "-c", TRY_DMS, f"{path}-shm"],
+                capture_output=True,
+                text=True,
+                timeout=30,
+            )
+            return done.stdout.strip() or done.stderr
+        finally:
+            await storage.close()
+
+    assert asyncio.run(main()) == "held", "another process may rebuild the live dealer's wal-index"
