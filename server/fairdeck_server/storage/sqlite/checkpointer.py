@@ -68,6 +68,7 @@ class Checkpointer:
         self._pass_at: float | None = None  # when a pass left frames for the writer to finish
         self._last_catch_up = time.monotonic()
         self._failing: list[bool] = [False, False]  # [background, writer]: said once per streak
+        self._shm: int | None = None  # SQLite's descriptor of the -shm file (``_left``)
         self.passes = 0
         self.catch_ups = 0
 
@@ -133,11 +134,19 @@ class Checkpointer:
             conn.close()
 
     def _left(self) -> int:
-        """WAL frames not yet copied into the database, as the -shm file says (read without its
-        locks: a torn value only moves a pass). Unreadable: PASS_PAGES, a pass each INTERVAL."""
+        """WAL frames not yet copied into the database, as the -shm file says, read without its
+        locks (a torn value only moves a pass) through SQLite's own descriptor of it: opening and
+        closing the file here would drop every POSIX lock this process holds on it (SQLite's read,
+        write and dead-man locks; https://sqlite.org/howtocorrupt.html, 2.2), and another process
+        would rebuild the wal-index under the dealer. Unreadable: PASS_PAGES, a pass each INTERVAL."""
         try:
-            with open(f"{self._path}-shm", "rb", buffering=0) as shm:
-                header = os.pread(shm.fileno(), N_BACKFILL + 4, 0)
+            shm = os.stat(f"{self._path}-shm")
+            fd = self._shm
+            if fd is None or not os.path.samestat(os.fstat(fd), shm):
+                fd = self._shm = _descriptor_of(shm)
+            if fd is None:
+                return PASS_PAGES
+            header = os.pread(fd, N_BACKFILL + 4, 0)
             (mx_frame,) = struct.unpack_from("=I", header, MX_FRAME)
             (backfilled,) = struct.unpack_from("=I", header, N_BACKFILL)
         except (OSError, struct.error):
@@ -161,3 +170,15 @@ class Checkpointer:
             self._failing[who] = False
             log.warning("WAL checkpoints succeed again")
         return not busy
+
+
+def _descriptor_of(wanted: os.stat_result) -> int | None:
+    """A descriptor this process has open on the file ``wanted`` (SQLite's), found without opening
+    the file; None where there is none, or no /proc/self/fd to look in."""
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            if os.path.samestat(os.stat(f"/proc/self/fd/{name}"), wanted):
+                return int(name)
+        except (OSError, ValueError):
+            continue
+    return None
