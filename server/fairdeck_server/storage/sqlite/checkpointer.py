@@ -92,12 +92,14 @@ class Checkpointer:
 
     def catch_up(self, conn: sqlite3.Connection) -> None:
         """Copy what the last pass left, on the writer's connection, between its transactions:
-        with no write in between, the next one restarts the WAL (unless a reader holds it)."""
-        self._pass_at = None
-        self._caught_up = self.written
+        with no write in between, the next one restarts the WAL (unless a reader holds it). Busy
+        (another connection's checkpoint, another process's): again after the next batch."""
+        written = self.written
         self._last_catch_up = time.monotonic()
         self.catch_ups += 1
-        self._checkpoint(conn, 1)
+        if self._checkpoint(conn, 1) or self._failing[1]:
+            self._pass_at = None
+            self._caught_up = written
 
     def _run(self) -> None:
         try:

@@ -308,11 +308,23 @@ class SqliteWriter(OpQueue):
                 checkpoints.written += 1
             # After the batch's callers were answered: they do not wait for it.
             if checkpoints.due(idle=not turns and self._queue.empty()):
-                checkpoints.catch_up(conn)
+                self._copy_wal(conn)
         checkpoints.stop()
         conn.close()
         if self._lock is not None:
             self._lock.close()
+
+    def _copy_wal(self, conn: sqlite3.Connection) -> None:
+        """The checkpointer's catch-up, holding the writers' lock (``serve --processes N``): another
+        process's transaction begun before the catch-up ended could not restart the WAL, and two
+        busy workers grew it without end. Not had at once (a stall): the catch-up without it."""
+        lock = self._lock
+        held = lock is not None and self._stalled_since is None and lock.acquire(STALLED_WAIT)
+        try:
+            self.checkpoints.catch_up(conn)
+        finally:
+            if held and lock is not None:
+                lock.release()
 
     def _run_batch(self, conn: sqlite3.Connection, batch: list[Op]) -> None:
         """One transaction for ``batch``, resolved only after COMMIT returned. No savepoint per
