@@ -67,7 +67,7 @@ class Checkpointer:
         self._caught_up = 0  # ``written`` at the writer's last catch-up
         self._pass_at: float | None = None  # when a pass left frames for the writer to finish
         self._last_catch_up = time.monotonic()
-        self._failing: list[bool] = [False, False]  # [background, writer]: said once per streak
+        self._failing: list[bool] = [False, False]  # [background, writer]: said once for both
         self._shm: int | None = None  # SQLite's descriptor of the -shm file (``_left``)
         self.passes = 0
         self.catch_ups = 0
@@ -161,16 +161,17 @@ class Checkpointer:
         try:
             busy, _, _ = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
         except sqlite3.Error as e:
-            if not self._failing[who]:
-                self._failing[who] = True
+            if not any(self._failing):  # one line for both connections' failures
                 log.error(
                     "WAL checkpoint failed (%s); the WAL keeps every write and grows until one succeeds",
                     error_name(e),
                 )
+            self._failing[who] = True
             return False
         if self._failing[who]:
             self._failing[who] = False
-            log.warning("WAL checkpoints succeed again")
+            if not any(self._failing):  # the other's fails still: not yet
+                log.warning("WAL checkpoints succeed again")
         return not busy
 
 
