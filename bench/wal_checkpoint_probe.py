@@ -7,7 +7,7 @@ default (1,000 pages: the COMMIT that passes it checkpoints, on the writer's thr
 it off, and once with it off and the dealer's own checkpointer (storage/sqlite/checkpointer.py:
 a thread of its own, and the writer's catch-up after its COMMIT, counted in with it as the next
 batch waits for it). Prints COMMIT p50/p99/max and the WAL's largest size. bench/README.md,
-sections 13 and 14.
+section 13 (fourth and fifth sessions).
 
     .venv/bin/python bench/wal_checkpoint_probe.py [--seconds 20] [--dir /tmp]
 """
