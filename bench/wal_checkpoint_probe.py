@@ -3,11 +3,8 @@
 Batches shaped like the bulk dealer's (32 hand rows and 64 log entries, random bytes, in two
 tables of their own, not the dealer's schema) committed in a loop for ``--seconds``, in WAL mode
 with synchronous=FULL as the dealer's writer runs, once with ``wal_autocheckpoint`` at SQLite's
-default (1,000 pages: the COMMIT that passes it checkpoints, on the writer's thread), once with
-it off, and once with it off and the dealer's own checkpointer (storage/sqlite/checkpointer.py:
-a thread of its own, and the writer's catch-up after its COMMIT, counted in with it as the next
-batch waits for it). Prints COMMIT p50/p99/max and the WAL's largest size. bench/README.md,
-section 13 (fourth and fifth sessions).
+default (1,000 pages: the COMMIT that passes it checkpoints, on the writer's thread) and once
+with it off. Prints COMMIT p50/p99/max. bench/README.md, section 13 (fourth session).
 
     .venv/bin/python bench/wal_checkpoint_probe.py [--seconds 20] [--dir /tmp]
 """
@@ -19,24 +16,18 @@ import os
 import sqlite3
 import tempfile
 import time
-from pathlib import Path
-
-from fairdeck_server.storage.sqlite.checkpointer import Checkpointer
 
 
-def run(directory: str, autocheckpoint: int, seconds: float, *, own: bool = False) -> str:
+def run(directory: str, autocheckpoint: int, seconds: float) -> str:
     path = os.path.join(tempfile.mkdtemp(prefix="fairdeck-wal-probe-", dir=directory), "probe.db")
-    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=FULL")
     conn.execute(f"PRAGMA wal_autocheckpoint={autocheckpoint}")
     conn.execute("CREATE TABLE hand(id TEXT PRIMARY KEY, seed BLOB, deck BLOB, commitment BLOB)")
     conn.execute("CREATE TABLE entry(i INTEGER PRIMARY KEY, leaf BLOB)")
-    checkpoints = Checkpointer(Path(path)) if own else None
-    if checkpoints is not None:
-        checkpoints.start()
     took: list[float] = []
-    n = largest = 0
+    n = 0
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         rows = [(f"{n + i:016x}", os.urandom(32), os.urandom(52), os.urandom(32)) for i in range(32)]
@@ -45,21 +36,13 @@ def run(directory: str, autocheckpoint: int, seconds: float, *, own: bool = Fals
         conn.executemany("INSERT INTO entry(leaf) VALUES (?)", [(os.urandom(120),) for _ in range(64)])
         start = time.perf_counter()
         conn.execute("COMMIT")
-        if checkpoints is not None:
-            checkpoints.written += 1
-            if checkpoints.due(idle=False):  # always busy: it waits CATCH_UP_WAIT
-                checkpoints.catch_up(conn)
         took.append((time.perf_counter() - start) * 1000)
         n += 32
-        largest = max(largest, os.path.getsize(f"{path}-wal"))
-    if checkpoints is not None:
-        checkpoints.stop()
     conn.close()
     took.sort()
     return (
-        f"wal_autocheckpoint={autocheckpoint}{' + checkpointer' if own else ''}: {len(took)} commits, "
-        f"{n} hands, COMMIT p50 {took[len(took) // 2]:.2f} ms, p99 {took[int(len(took) * 0.99)]:.2f} ms, "
-        f"max {took[-1]:.1f} ms, WAL at most {largest / 2**20:.1f} MiB"
+        f"wal_autocheckpoint={autocheckpoint}: {len(took)} commits, {n} hands, COMMIT p50 "
+        f"{took[len(took) // 2]:.2f} ms, p99 {took[int(len(took) * 0.99)]:.2f} ms, max {took[-1]:.1f} ms"
     )
 
 
@@ -68,8 +51,8 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=20.0)
     ap.add_argument("--dir", default=tempfile.gettempdir(), help="where the database goes (/tmp)")
     opts = ap.parse_args()
-    for autocheckpoint, own in ((1000, False), (0, False), (0, True)):
-        print(run(opts.dir, autocheckpoint, opts.seconds, own=own), flush=True)
+    for autocheckpoint in (1000, 0):
+        print(run(opts.dir, autocheckpoint, opts.seconds), flush=True)
 
 
 if __name__ == "__main__":

@@ -1,16 +1,14 @@
 """The dealer's WAL beside other processes that open its database while it deals: an audit with
-``--data`` (or a backup) opening the live file must not disturb the dealer's wal-index, whose
-locks it keeps for as long as it runs (storage/sqlite/checkpointer.py reads the -shm's header).
-And on a full disk, where the WAL still takes writes but its checkpoints cannot grow the database:
-said once, and the WAL restarts once space is back."""
+``--data`` (or a backup) opening the live file again and again must not disturb the dealer's
+wal-index, whose locks it keeps for as long as it runs. A checkpointer that read the -shm's header
+by opening and closing it (2026-11-28, not kept) dropped them, and the dealer died of SIGBUS."""
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 
-from tests.faults.kit import FaultRun, lines, wait_for
+from tests.faults.kit import FaultRun, lines
 
 
 def test_audits_of_a_live_dealer_under_load_leave_it_dealing(run: FaultRun) -> None:
@@ -39,32 +37,3 @@ def test_audits_of_a_live_dealer_under_load_leave_it_dealing(run: FaultRun) -> N
     assert dealer.alive(), f"the dealer died (exit {dealer.proc.returncode}): {dealer.stderr()[-2000:]}"
     assert run.ledger.failures == 0, dealer.stderr()
     assert lines(dealer, "ERROR") == [] and lines(dealer, "Traceback") == [], dealer.stderr()
-
-
-def test_checkpoints_on_a_full_disk_are_said_once_and_resume(run: FaultRun) -> None:
-    """The WAL restarted, then the disk filled: new frames overwrite the WAL's start (no new space),
-    so dealing goes on, but copying them needs the database to grow and fails. One line says so
-    (not one per connection that checkpoints), one that it works again, and the WAL restarts."""
-    sandbox = run.in_sandbox("16m")
-    dealer = run.start()
-    run.ledger.deal(dealer.target, 300)
-    time.sleep(1.5)  # copied
-    run.ledger.deal(dealer.target, 1)  # restarts the WAL
-    time.sleep(1.5)
-    wal = run.outside_data / "fairdeck.db-wal"
-    before = os.path.getsize(wal)
-    filler = sandbox.fill()
-    for _ in range(10):
-        run.ledger.deal(dealer.target, 3)
-        time.sleep(0.25)  # past the writer's FORCE_S too
-    wait_for("the failure said", lambda: lines(dealer, "WAL checkpoint failed"))
-    filler.unlink()
-    run.ledger.deal(dealer.target, 40)
-    time.sleep(1.5)
-    run.ledger.deal(dealer.target, 40)
-    wait_for("the recovery said", lambda: lines(dealer, "WAL checkpoints succeed again"))
-    assert dealer.alive() and run.ledger.failures == 0, dealer.stderr()
-    assert len(lines(dealer, "WAL checkpoint failed")) == 1, lines(dealer, "WAL checkpoint")
-    assert len(lines(dealer, "WAL checkpoints succeed again")) == 1, lines(dealer, "WAL checkpoint")
-    assert os.path.getsize(wal) <= before, "the WAL did not restart once space was back"
-    assert lines(dealer, "Traceback") == []

@@ -42,7 +42,6 @@ from fairdeck_server.storage.base import (
     same_request,
 )
 from fairdeck_server.storage.handoff import Op, OpQueue, settle
-from fairdeck_server.storage.sqlite.checkpointer import Checkpointer
 from fairdeck_server.storage.sqlite.schema import error_name, explain, kind, last_entry_stamp, open_database
 from fairdeck_server.storage.writer_lock import WriterLock
 
@@ -141,7 +140,6 @@ class SqliteWriter(OpQueue):
         """The time of the latest entry appended, as its 8 bytes (big-endian: compared as bytes, as
         numbers): the next one's is never earlier."""
         self._thread = threading.Thread(target=self._run, name="fairdeck-sqlite-writer", daemon=True)
-        self.checkpoints = Checkpointer(path)
         self.stats = WriterStats()
         """Written by the writer thread only; readers see whole numbers, possibly a batch behind."""
         self.quiet = True
@@ -275,8 +273,6 @@ class SqliteWriter(OpQueue):
                 self._ready.set()
                 return
         self._ready.set()
-        checkpoints = self.checkpoints
-        checkpoints.start()
         turns: FairQueue[Op] = FairQueue(QUANTUM)
         sharing = Sharing(SHARED_WINDOW)
         stop = False
@@ -305,26 +301,9 @@ class SqliteWriter(OpQueue):
             batch = take_turns(turns, alone=alone, most=MAX_BATCH)
             if batch:
                 self._run_batch(conn, batch)
-                checkpoints.written += 1
-            # After the batch's callers were answered: they do not wait for it.
-            if checkpoints.due(idle=not turns and self._queue.empty()):
-                self._copy_wal(conn)
-        checkpoints.stop()
         conn.close()
         if self._lock is not None:
             self._lock.close()
-
-    def _copy_wal(self, conn: sqlite3.Connection) -> None:
-        """The checkpointer's catch-up, holding the writers' lock (``serve --processes N``): another
-        process's transaction begun before the catch-up ended could not restart the WAL, and two
-        busy workers grew it without end. Not had at once (a stall): the catch-up without it."""
-        lock = self._lock
-        held = lock is not None and self._stalled_since is None and lock.acquire(STALLED_WAIT)
-        try:
-            self.checkpoints.catch_up(conn)
-        finally:
-            if held and lock is not None:
-                lock.release()
 
     def _run_batch(self, conn: sqlite3.Connection, batch: list[Op]) -> None:
         """One transaction for ``batch``, resolved only after COMMIT returned. No savepoint per
@@ -518,7 +497,6 @@ class SqliteWriter(OpQueue):
         """Open the database and load the log's size and frontier from it."""
         conn = open_database(self._path, create=self._create)
         try:
-            conn.execute("PRAGMA wal_autocheckpoint=0")  # the Checkpointer's, off the COMMITs
             self.log_size = conn.execute("SELECT COALESCE(MAX(idx) + 1, 0) FROM log_entries").fetchone()[0]
             self.frontier = _Frontier.load(self.log_size, hash_reader(conn))
             self.last_stamp = last_entry_stamp(conn)
