@@ -1,8 +1,9 @@
-"""DealHands while other tenants call (dealer.REST): one slice of anyone's at a time, its CPU turn
-held until the slice is written and then for REST times as long again, so that the process's
-interpreter lock is left free part of the time for the others' calls. A tenant alone keeps the
-pipeline (chunk k+1 built while chunk k is written). The real dealer core on real SQLite; the
-storage's create_batch and the dealer's slice builder are only watched."""
+"""DealHands while other tenants call (dealer.REST): one slice of anyone's at a time, of
+SHARED_SLICE hands, its CPU turn held until the slice is written and then for REST times as long
+again, so that the process's interpreter lock is left free part of the time for the others' calls.
+A tenant alone keeps the pipeline (chunk k+1 built while chunk k is written) and SLICE hands. The
+real dealer core on real SQLite; the storage's create_batch and the dealer's slice builder are only
+watched."""
 
 from __future__ import annotations
 
@@ -18,8 +19,11 @@ from fairdeck_server.storage.sqlite import SqliteStorage
 from fairdeck_server.vault import SeedVault
 
 
-async def _deal_watched(tmp_path: Path, shared: bool, stall: float = 0.0) -> list[tuple[str, float, float]]:
-    """Two tenants' DealHands(96) at once: (what, began, ended) of every slice's build and write."""
+async def _deal_watched(
+    tmp_path: Path, shared: bool, stall: float = 0.0, sizes: list[int] | None = None
+) -> list[tuple[str, float, float]]:
+    """Two tenants' DealHands(96) at once: (what, began, ended) of every slice's build and write;
+    each write's number of hands goes in ``sizes``."""
     storage = SqliteStorage(tmp_path / "fairdeck.db")
     await storage.start()
     dealer = Dealer(storage, SeedVault(secrets.token_bytes(32)))
@@ -37,6 +41,8 @@ async def _deal_watched(tmp_path: Path, shared: bool, stall: float = 0.0) -> lis
     async def watched_create(batch: Any) -> Any:
         began = time.perf_counter()
         try:
+            if sizes is not None:
+                sizes.append(len(batch.hand_ids))
             await asyncio.sleep(stall)  # a write that stalls (a slow disk)
             return await create(batch)
         finally:
@@ -50,17 +56,20 @@ async def _deal_watched(tmp_path: Path, shared: bool, stall: float = 0.0) -> lis
             chunks = [c async for c in await dealer.deal_hands(tenant, "standard", 96, [], True)]
             return sum(len(c) for c in chunks)
 
-        assert await asyncio.gather(deal("a"), deal("b")) == [3, 3]  # one chunk of 3 slices each
+        slices = 96 // (dealer_module.SHARED_SLICE if shared else dealer_module.SLICE)
+        assert await asyncio.gather(deal("a"), deal("b")) == [slices, slices]  # in one chunk each
     finally:
         await storage.close()
     return sorted(events, key=lambda e: e[1])
 
 
 def test_while_tenants_share_one_slice_at_a_time_is_built_written_and_rested(tmp_path: Path) -> None:
-    events = asyncio.run(_deal_watched(tmp_path, shared=True))
+    sizes: list[int] = []
+    events = asyncio.run(_deal_watched(tmp_path, shared=True, sizes=sizes))
     builds = [e for e in events if e[0] == "build"]
     writes = [e for e in events if e[0] == "write"]
-    assert len(builds) == len(writes) == 6
+    assert sizes == [dealer_module.SHARED_SLICE] * 12, "slices while others call are not SHARED_SLICE"
+    assert len(builds) == len(writes) == 12
     for (_, began, _), (_, _, written), (_, next_began, _) in zip(builds, writes, builds[1:], strict=False):
         assert next_began >= written, "a slice was built while another was being written"
         # Its rest: REST times the slice's build and write (timer slack aside).
@@ -68,7 +77,9 @@ def test_while_tenants_share_one_slice_at_a_time_is_built_written_and_rested(tmp
 
 
 def test_a_tenant_alone_keeps_building_while_its_slices_are_written(tmp_path: Path) -> None:
-    events = asyncio.run(_deal_watched(tmp_path, shared=False))
+    sizes: list[int] = []
+    events = asyncio.run(_deal_watched(tmp_path, shared=False, sizes=sizes))
+    assert sizes == [dealer_module.SLICE] * 6
     builds = [e for e in events if e[0] == "build"]
     writes = [e for e in events if e[0] == "write"]
     # Each slice is handed to storage as soon as it is built, and the next is built at once.
