@@ -9,8 +9,8 @@ inclusion of random entries, and consistency with the largest smaller one proved
 sizes: equal roots). Each result is one JSON line in ``--out``: ``{"source", "size"}`` the first
 time a source hands out a proved checkpoint (one proved before, from another source, counts for
 it too: whether two sources hand out the same one is a race), ``{"failure"}`` for anything that
-does not hold. Dealer calls that fail while it is down
-are counted, not failures: the tiles must hold without it.
+does not hold. Dealer calls that fail while it is down are counted, not failures: the tiles must
+hold without it.
 """
 
 from __future__ import annotations
