@@ -1,12 +1,11 @@
 """The dealer's rules: the lifecycle of a hand, on top of the core and a Storage.
 
-No grpc here: the servicer turns requests into these calls and DealerError
-into status codes. Entropy, the clock and hand ids are injected so tests can
-pin them. Every state change goes through ``Storage.update_hand`` with a pure
-``decide`` function, so the rules hold the same on every engine. Before it
-logs an entry (open, deal, close), an operation awaits ``before_logging``: the
-reaper (reaper.py) uses it to void overdue hands first, so the log never
-shows a hand left open past its lifetime while the dealer deals on.
+No grpc here: the servicer turns requests into these calls and DealerError into status codes.
+Entropy, the clock and hand ids are injected so tests can pin them. Every state change goes through
+``Storage.update_hand`` with a pure ``decide`` function, so the rules hold the same on every engine.
+Before it logs an entry (open, deal, close), an operation awaits ``before_logging``: the reaper
+(reaper.py) uses it to void overdue hands first, so the log never shows a hand left open past its
+lifetime while the dealer deals on.
 """
 
 from __future__ import annotations
@@ -54,14 +53,10 @@ MAX_BATCH_HANDS = 100_000
 """DealHands: at most this many hands per call."""
 BATCH_CHUNK = 256
 """DealHands: hands per streamed message, each sent once all its hands are durable."""
-SLICE = 32
+SLICE, SHARED_SLICE = 32, 16
 """DealHands: hands built in one turn of the CPU (fair.CpuTurns) and stored by one storage
-operation, which takes its tenant's turn at the writer (a chunk is 8 slices)."""
-SHARED_SLICE = 16
-"""DealHands: hands in one slice while tenants share (see REST): what another tenant's call waits
-for at the writer and between two slices of CPU. Beside a victim calling every 100 ms its p99 went
-5.22/6.00 -> 5.20/4.82 ms and p50 2.75/2.83 -> 2.52/2.34 ms, for 23% fewer bulk hands a second
-(bench/README.md, section 13, fifth session); a tenant alone keeps SLICE."""
+operation, which takes its tenant's turn at the writer; SHARED_SLICE while tenants share (the bulk
+batch another tenant's call waits for: docs/scaling.md, "Sizes")."""
 REST = 0.5
 """While tenants share the dealer, a DealHands slice keeps the CPU's turn until it is written
 and then for this many times as long again, at most MAX_REST seconds (a write that stalled is no
@@ -236,9 +231,9 @@ class Dealer:
         size = p.seed_bytes
         entropy = self._entropy(size * n)
         out: list[tuple[HandBatch, list[tuple[int, ...]], asyncio.Future[int]]] = []
-        start = 0
-        while start < n:
-            m = min(SHARED_SLICE if self.others_call(tenant) else SLICE, n - start)
+        step = SHARED_SLICE if self.others_call(tenant) else SLICE  # sharing, as of this chunk
+        for start in range(0, n, step):
+            m = min(step, n - start)
             raw = entropy[start * size : (start + m) * size]
             batch, cards = await self.turns.run(
                 m,
@@ -246,7 +241,6 @@ class Dealer:
                 then=functools.partial(self._store_slice, tenant, stores),
             )
             out.append((batch, cards, stores[-1]))
-            start += m
         return out
 
     async def _store_slice(
