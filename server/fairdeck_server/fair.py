@@ -149,13 +149,19 @@ class FairQueue(Generic[T]):
         return out
 
 
+LIGHT = 1
+"""The most cost (hands written) of light work: a unary call's. A DealHands slice is heavier
+whatever its size: 16-hand slices (dealer.SHARED_SLICE) counted light against a 32-hand quantum
+put a slice in the batch of every call that came after one (``take_turns``)."""
+
+
 def take_turns(queue: FairQueue[T], *, alone: int, most: int) -> list[T]:
     """What one batch (one transaction of a storage writer) takes from ``queue``: with several
     tenants queued, one turn of each (a quantum of cost, so no batch grows long with one
     tenant's backlog while others wait); with one alone, its turns up to ``alone`` cost. At most
     ``most`` items, and always at least one when anything is queued. With several tenants, a
-    batch that begins with light work (cost below a quantum: a call's one hand) ends before a
-    whole turn's item (a DealHands slice), which goes first in the next batch: the light call's
+    batch that begins with light work (cost LIGHT: a call's one hand) ends before heavier work
+    (a DealHands slice, of any size), which goes first in the next batch: the light call's
     caller waits for its own writes only, not for another tenant's slice written with them. Not
     twice in a row: the batch after one that ended early takes its turns whatever they weigh, so
     a stream of light calls (new tenants go first) cannot hold a slice back batch after batch."""
@@ -170,13 +176,13 @@ def take_turns(queue: FairQueue[T], *, alone: int, most: int) -> list[T]:
         cost = queue.peek_cost()
         if cost is None or (out and spent + cost > budget):
             break
-        if light and cost >= queue.quantum:
+        if light and cost > LIGHT:
             queue.held_back = True
             break
         item = queue.pop()
         assert item is not None  # peek_cost saw it
         if not out:
-            light = may_end_early and cost < queue.quantum
+            light = may_end_early and cost <= LIGHT
         out.append(item)
         spent += cost
     return out

@@ -444,6 +444,20 @@ def _deal(target: str, token: str) -> str:
     return "OK"
 
 
+def test_a_call_does_not_wait_for_a_shared_slice_smaller_than_a_turn() -> None:
+    # While tenants share, DealHands slices are 16 hands (dealer.SHARED_SLICE), half the writer's
+    # 32-hand turn: still heavier than a call's one hand, so a batch begun by the call ends
+    # before the slice. Counted light, the slice went into the call's batch, and the call waited
+    # for 16 hands' rows and their WAL pages to be written with its own.
+    q: fair.FairQueue[str] = fair.FairQueue(quantum=32)
+    for i in range(4):
+        q.push("bulk", f"s{i}", 16)
+    assert fair.take_turns(q, alone=32, most=512) == ["s0", "s1"]
+    q.push("victim", "v0", 1)
+    assert fair.take_turns(q, alone=32, most=512) == ["v0"]
+    assert fair.take_turns(q, alone=32, most=512) == ["s2", "s3"]
+
+
 def test_a_slice_is_not_held_back_batch_after_batch_by_light_work_arriving() -> None:
     # A bulk tenant's slices, and one call's one hand from a tenant new to the queue before each
     # batch (many tenants each making a call): a batch begun light ends before a slice, but the

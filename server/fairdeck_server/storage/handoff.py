@@ -98,7 +98,7 @@ class UnderWay:
                 time.sleep(0)
 
 
-LIGHT = 1
+LIGHT = fair.LIGHT
 """The most hands an operation writes and still counts as light (UnderWay)."""
 UNDER_WAY = UnderWay()
 """The process's one count: the interpreter lock is the process's too."""
