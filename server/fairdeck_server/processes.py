@@ -56,6 +56,11 @@ without waiting for worker_timeout (at most that): it holds its connections, and
 writers' lock, and cannot move until someone continues it."""
 STOPPED_LOOKS = 3
 """Looks in a row that must all see it stopped: a profiler's pause of a millisecond never counts."""
+KILL_WAIT_S = 5.0
+"""How long the supervisor waits for a worker it killed to exit. SIGKILL ends any process the
+kernel lets run, but one in uninterruptible sleep (state D: I/O to a dead disk or network file
+system) exits only when that I/O returns, maybe never; an unbounded wait there left the whole
+group unsupervised, its other workers never replaced and SIGTERM unanswered."""
 SELF_PAUSE_S = 1.0
 """A gap this long between two of the supervisor's own looks means it was paused or starved too:
 the gap is not counted in any worker's silence."""
@@ -173,8 +178,7 @@ def supervise(config: ServerConfig, argv: Sequence[str]) -> int:
             signal.signal(sig, handler)
         for w in workers:  # never leave a worker behind, whatever happened here
             if w.proc.poll() is None:
-                w.proc.kill()
-                w.proc.wait()
+                _kill(w.proc, f"process {w.index + 1} of {count}")
             w.close()
         reserved.close()
         os.close(lifeline_read)
@@ -387,8 +391,7 @@ def _unstop(w: _Running, count: int) -> None:
 def _replace(hung: _Running, spawn: Callable[[int], _Running], count: int, silent: str) -> _Running:
     """Kill a worker that stopped answering (SIGKILL ends a stopped process too) and start another
     in its place; say so in one line."""
-    hung.proc.kill()
-    hung.proc.wait()
+    _kill(hung.proc, f"process {hung.index + 1} of {count}")
     hung.close()
     new = spawn(hung.index)
     if new.proc.stdout is not None:  # its listening line is not waited for: the others serve meanwhile
@@ -400,6 +403,33 @@ def _replace(hung: _Running, spawn: Callable[[int], _Running], count: int, silen
         flush=True,
     )
     return new
+
+
+def _kill(proc: subprocess.Popen[bytes], who: str) -> None:
+    """SIGKILL ``proc`` and wait for it, at most KILL_WAIT_S: past it, say so in one line and go
+    on without it (it is reaped if it ever exits)."""
+    with contextlib.suppress(ProcessLookupError):
+        proc.kill()
+    try:
+        proc.wait(timeout=KILL_WAIT_S)
+    except subprocess.TimeoutExpired:
+        state = _state(proc.pid)
+        print(
+            f"fairdeck serve: {who} (pid {proc.pid}) did not exit within {KILL_WAIT_S:g} s of "
+            f"SIGKILL (state {state}; D: the kernel holds it in I/O, a dead disk or network file "
+            "system); going on without it",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def _state(pid: int) -> str:
+    """The process's state letter in /proc (``?`` where it cannot be read)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rpartition(b")")[2].split()[0].decode()
+    except (OSError, IndexError, UnicodeDecodeError):
+        return "?"
 
 
 def _stopped_switches(pid: int) -> int | None:
@@ -423,10 +453,9 @@ def _stopped_switches(pid: int) -> int | None:
 
 def _reap(workers: list[subprocess.Popen[bytes]], grace: float) -> list[int]:
     deadline = time.monotonic() + grace
-    for w in workers:
+    for k, w in enumerate(workers):
         try:
             w.wait(timeout=max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            w.kill()
-            w.wait()
+            _kill(w, f"process {k + 1} of {len(workers)}")
     return [w.returncode for w in workers]

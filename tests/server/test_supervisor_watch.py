@@ -243,3 +243,45 @@ def test_a_worker_a_debugger_holds_when_the_group_is_told_to_stop_is_killed_in_o
     assert said == [
         f"fairdeck serve: process 2 of 2 (pid {held.pid}) is held stopped and cannot drain; killed it"
     ]
+
+
+class _Unkillable(subprocess.Popen[bytes]):
+    """The kernel's side of a process in uninterruptible sleep (state D: I/O to a dead disk),
+    which SIGKILL does not end until the I/O returns: no test can put a process there at will,
+    so here SIGKILL stops it instead, and it stays as long as the test keeps it."""
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGSTOP)
+
+
+def test_a_worker_sigkill_does_not_end_holds_the_supervisor_for_a_bounded_time(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The supervisor waited for a killed worker without a bound: one stuck in the kernel left the
+    group unsupervised for as long (no worker replaced, SIGTERM unanswered). It now waits
+    KILL_WAIT_S, says so in one line, and starts the replacement."""
+    monkeypatch.setattr(processes, "KILL_WAIT_S", 0.5, raising=False)
+    workers = [stand_in(0, "beat"), stand_in(1, "silent")]
+    stuck = workers[1].proc
+    stuck.__class__ = _Unkillable
+    try:
+        with Watching(workers, 1.0):
+            began = time.monotonic()
+            while workers[1].proc is stuck and time.monotonic() < began + 10:
+                time.sleep(0.05)
+            took = time.monotonic() - began
+            replaced = workers[1].proc is not stuck
+    finally:
+        os.kill(stuck.pid, signal.SIGKILL)  # the I/O returned, as it were
+        stuck.wait()
+    assert replaced, "the supervisor was still waiting for the worker it killed"
+    assert 1.5 <= took < 4, took
+    said = capsys.readouterr().err.strip().splitlines()
+    assert len(said) == 2, said
+    assert re.fullmatch(
+        rf"fairdeck serve: process 2 of 2 \(pid {stuck.pid}\) did not exit within 0\.5 s of SIGKILL "
+        r"\(state T; D: the kernel holds it in I/O, a dead disk or network file system\); going on "
+        r"without it",
+        said[0],
+    ), said
+    assert said[1].startswith(f"fairdeck serve: process 2 of 2 (pid {stuck.pid}) stopped answering"), said
