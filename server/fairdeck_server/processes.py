@@ -154,7 +154,7 @@ def supervise(config: ServerConfig, argv: Sequence[str]) -> int:
         pids = _wait_listening([w.proc for w in workers], lambda: stopping)
         if pids is None:
             stop(signal.SIGTERM, None)
-            status = _reap([w.proc for w in workers], config.grace_seconds + 5)
+            status = _reap(workers, config.grace_seconds + 5)
             if stopping and all(s == 0 for s in status):
                 return 0
             failed = next((i for i, s in enumerate(status) if s != 0), 0)
@@ -176,9 +176,9 @@ def supervise(config: ServerConfig, argv: Sequence[str]) -> int:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        for w in workers:  # never leave a worker behind, whatever happened here
-            if w.proc.poll() is None:
-                _kill(w.proc, f"process {w.index + 1} of {count}")
+        # Never leave a worker behind, whatever happened here; one given up on was said already.
+        _kill([w for w in workers if w.proc.poll() is None and not w.given_up], count)
+        for w in workers:
             w.close()
         reserved.close()
         os.close(lifeline_read)
@@ -246,6 +246,8 @@ class _Running:
         """The context switches of the stop the looks since ``stopped_since`` saw."""
         self.continued = False
         """The group is stopping and the supervisor continued it (``_unstop``)."""
+        self.given_up = False
+        """SIGKILL did not end it within KILL_WAIT_S (``_kill``): it is not waited for again."""
 
     @classmethod
     def spawn(
@@ -349,7 +351,7 @@ def _watch(
                 flush=True,
             )
             stop(signal.SIGTERM, None)
-            _reap([w.proc for w in workers], grace)
+            _reap(workers, grace)
             return 1
         for k, w in enumerate(workers):
             if stopping():
@@ -391,7 +393,7 @@ def _unstop(w: _Running, count: int) -> None:
 def _replace(hung: _Running, spawn: Callable[[int], _Running], count: int, silent: str) -> _Running:
     """Kill a worker that stopped answering (SIGKILL ends a stopped process too) and start another
     in its place; say so in one line."""
-    _kill(hung.proc, f"process {hung.index + 1} of {count}")
+    _kill([hung], count)
     hung.close()
     new = spawn(hung.index)
     if new.proc.stdout is not None:  # its listening line is not waited for: the others serve meanwhile
@@ -405,22 +407,27 @@ def _replace(hung: _Running, spawn: Callable[[int], _Running], count: int, silen
     return new
 
 
-def _kill(proc: subprocess.Popen[bytes], who: str) -> None:
-    """SIGKILL ``proc`` and wait for it, at most KILL_WAIT_S: past it, say so in one line and go
-    on without it (it is reaped if it ever exits)."""
-    with contextlib.suppress(ProcessLookupError):
-        proc.kill()
-    try:
-        proc.wait(timeout=KILL_WAIT_S)
-    except subprocess.TimeoutExpired:
-        state = _state(proc.pid)
-        print(
-            f"fairdeck serve: {who} (pid {proc.pid}) did not exit within {KILL_WAIT_S:g} s of "
-            f"SIGKILL (state {state}; D: the kernel holds it in I/O, a dead disk or network file "
-            "system); going on without it",
-            file=sys.stderr,
-            flush=True,
-        )
+def _kill(workers: Sequence[_Running], count: int) -> None:
+    """SIGKILL ``workers`` and wait for them, all together at most KILL_WAIT_S (not that long for
+    each: a dead disk holds every worker, and 5 s each added up past a service manager's stop
+    timeout). One still there is said in one line and given up on (``given_up``): never killed
+    nor waited for again, so never said twice (it is reaped if it ever exits)."""
+    for w in workers:
+        with contextlib.suppress(ProcessLookupError):
+            w.proc.kill()
+    deadline = time.monotonic() + KILL_WAIT_S
+    for w in workers:
+        try:
+            w.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            w.given_up = True
+            print(
+                f"fairdeck serve: process {w.index + 1} of {count} (pid {w.proc.pid}) did not exit within "
+                f"{KILL_WAIT_S:g} s of SIGKILL (state {_state(w.proc.pid)}; D: the kernel holds it in I/O, "
+                "a dead disk or network file system); going on without it",
+                file=sys.stderr,
+                flush=True,
+            )
 
 
 def _state(pid: int) -> str:
@@ -451,11 +458,15 @@ def _stopped_switches(pid: int) -> int | None:
         return None
 
 
-def _reap(workers: list[subprocess.Popen[bytes]], grace: float) -> list[int]:
+def _reap(workers: list[_Running], grace: float) -> list[int | None]:
+    """Wait ``grace`` seconds for every worker to exit, then kill the ones left (``_kill``, all
+    together). Each one's exit status; None for one the kernel did not let go."""
     deadline = time.monotonic() + grace
-    for k, w in enumerate(workers):
+    left = []
+    for w in workers:
         try:
-            w.wait(timeout=max(0.1, deadline - time.monotonic()))
+            w.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            _kill(w, f"process {k + 1} of {len(workers)}")
-    return [w.returncode for w in workers]
+            left.append(w)
+    _kill(left, len(workers))
+    return [w.proc.returncode for w in workers]

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+import types
 
 import pytest
 
@@ -285,3 +286,85 @@ def test_a_worker_sigkill_does_not_end_holds_the_supervisor_for_a_bounded_time(
         said[0],
     ), said
     assert said[1].startswith(f"fairdeck serve: process 2 of 2 (pid {stuck.pid}) stopped answering"), said
+
+
+SUPERVISED = """
+import os, signal, sys, time
+mode = sys.argv[1].split(",")[int(os.environ["FAIRDECK_WORKER"].partition("/")[0])]
+fd = int(os.environ["FAIRDECK_WORKER_HEARTBEAT_FD"])
+if mode in ("stuck", "mute"):  # in state D no signal is acted on
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+else:  # a drain
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+if mode != "mute":
+    print("fairdeck dealer listening on here", flush=True)
+began = time.monotonic()
+while mode != "dies" or time.monotonic() < began + 0.5:
+    os.write(fd, b".")
+    time.sleep(0.1)
+sys.exit(3)
+"""
+
+
+def supervise(monkeypatch: pytest.MonkeyPatch, modes: str, kill_wait: float) -> tuple[int, list[int], float]:
+    """``supervise`` over stand-ins, one per comma-separated mode (``serve``, ``dies``, ``stuck``:
+    SIGTERM and SIGKILL do not end it, ``mute``: stuck before it listens); grace 0.5 s. What it
+    returned, the stand-ins' pids, and how long it took."""
+    monkeypatch.setattr(processes, "KILL_WAIT_S", kill_wait)
+    monkeypatch.setattr(processes, "START_TIMEOUT", 1.0)
+    monkeypatch.setattr(
+        processes, "prepare", lambda _config: types.SimpleNamespace(lock=None, release=lambda: None)
+    )
+    spawned: list[subprocess.Popen[bytes]] = []
+    plain = _Running.spawn.__func__  # type: ignore[attr-defined]
+
+    def spawn(
+        cls: type[_Running],
+        index: int,
+        count: int,
+        _argv: list[str],
+        env: dict[str, str],
+        fds: tuple[int, ...],
+    ) -> _Running:
+        running: _Running = plain(cls, index, count, [sys.executable, "-c", SUPERVISED, modes], env, fds)
+        running.proc.__class__ = _Unkillable
+        spawned.append(running.proc)
+        return running
+
+    monkeypatch.setattr(_Running, "spawn", classmethod(spawn))
+    config = types.SimpleNamespace(
+        processes=modes.count(",") + 1,
+        witnesses=(),
+        listen="127.0.0.1:0",
+        tiles=None,
+        data_dir="data",
+        grace_seconds=-4.5,
+        worker_timeout=0.0,
+    )
+    began = time.monotonic()
+    try:
+        code = processes.supervise(config, [])  # type: ignore[arg-type]
+    finally:
+        took = time.monotonic() - began
+        for proc in spawned:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return code, [p.pid for p in spawned], took
+
+
+def test_workers_sigkill_does_not_end_are_waited_for_together_and_said_once(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A dead disk holds every worker. ``_reap`` waited KILL_WAIT_S for each in turn, and the
+    ``finally`` of ``supervise`` killed and waited for each again, saying each line twice: 4 x 5 s
+    for two workers, past a service manager's stop timeout with a few more."""
+    code, pids, took = supervise(monkeypatch, "dies,stuck,stuck", 1.0)
+    said = capsys.readouterr().err.strip().splitlines()
+    assert code == 1
+    assert said[0].startswith(f"fairdeck serve: process 1 of 3 (pid {pids[0]}) exited with status 3"), said
+    assert [line.split(" did not exit within")[0] for line in said[1:]] == [
+        f"fairdeck serve: process 2 of 3 (pid {pids[1]})",
+        f"fairdeck serve: process 3 of 3 (pid {pids[2]})",
+    ], said
+    assert took < 3.5, took  # 0.5 s to die, 0.5 s of grace, 1 s for both
