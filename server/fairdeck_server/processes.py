@@ -158,9 +158,13 @@ def supervise(config: ServerConfig, argv: Sequence[str]) -> int:
             if stopping and all(s == 0 for s in status):
                 return 0
             failed = next((i for i, s in enumerate(status) if s != 0), 0)
+            how = (
+                "it did not exit, held by the kernel"
+                if status[failed] is None
+                else f"exit status {status[failed]}"
+            )
             print(
-                f"fairdeck serve: process {failed + 1} of {count} did not start (exit status "
-                f"{status[failed]}); no process serves",
+                f"fairdeck serve: process {failed + 1} of {count} did not start ({how}); no process serves",
                 file=sys.stderr,
             )
             return 2

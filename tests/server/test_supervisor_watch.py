@@ -368,3 +368,20 @@ def test_workers_sigkill_does_not_end_are_waited_for_together_and_said_once(
         f"fairdeck serve: process 3 of 3 (pid {pids[2]})",
     ], said
     assert took < 3.5, took  # 0.5 s to die, 0.5 s of grace, 1 s for both
+
+
+def test_a_worker_stuck_before_it_listens_is_not_said_to_have_an_exit_status(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A worker stuck (state D) before it listened: ``_reap`` gave it up, and its status, None,
+    was printed as ``exit status None``."""
+    code, pids, _took = supervise(monkeypatch, "serve,mute", 0.5)
+    said = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert len(said) == 2 and said[0].startswith(
+        f"fairdeck serve: process 2 of 2 (pid {pids[1]}) did not exit within 0.5 s of SIGKILL"
+    ), said
+    assert said[1] == (
+        "fairdeck serve: process 2 of 2 did not start (it did not exit, held by the kernel); "
+        "no process serves"
+    ), said
