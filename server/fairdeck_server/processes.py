@@ -369,6 +369,9 @@ def _watch(
                 workers[k] = _replace(w, spawn, count, f"{stopped:.1f} s (the kernel shows it stopped)")
             elif now - w.last_beat > timeout:
                 workers[k] = _replace(w, spawn, count, f"{now - w.last_beat:.1f} s")
+            if workers[k] is not w and stopping():  # told to stop while it waited for the killed one:
+                with contextlib.suppress(ProcessLookupError):  # the replacement, started after, was not
+                    workers[k].proc.send_signal(signal.SIGTERM)
         time.sleep(LOOK_S)
     if all(w.stopped_cleanly() for w in workers):
         print("fairdeck dealer stopped", flush=True)

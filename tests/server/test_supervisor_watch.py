@@ -21,8 +21,10 @@ from fairdeck_server import processes
 from fairdeck_server.processes import _Running, _watch
 
 STAND_IN = """
-import os, sys, time
+import os, signal, sys, time
 fd = int(os.environ["FAIRDECK_WORKER_HEARTBEAT_FD"])
+if sys.argv[1] == "stuck":  # in state D no signal is acted on
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 while True:
     if sys.argv[1] == "beat":
         os.write(fd, b".")
@@ -286,6 +288,31 @@ def test_a_worker_sigkill_does_not_end_holds_the_supervisor_for_a_bounded_time(
         said[0],
     ), said
     assert said[1].startswith(f"fairdeck serve: process 2 of 2 (pid {stuck.pid}) stopped answering"), said
+
+
+def test_a_stop_told_while_the_supervisor_waits_for_a_killed_worker_reaches_its_replacement(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """SIGTERM while ``_replace`` waited KILL_WAIT_S for a worker SIGKILL did not end: the handler
+    signalled the workers listed, the stuck one still among them, and the replacement started
+    after it was never told to stop; the supervisor waited for it for ever."""
+    monkeypatch.setattr(processes, "KILL_WAIT_S", 1.0)
+    workers = [stand_in(0, "beat"), stand_in(1, "stuck")]
+    stuck = workers[1].proc
+    stuck.__class__ = _Unkillable
+    try:
+        with Watching(workers, 0.5) as watching:
+            deadline = time.monotonic() + 10
+            while processes._state(stuck.pid) != "T" and time.monotonic() < deadline:
+                time.sleep(0.02)  # killed (here: stopped), and the supervisor waits for it
+            watching.stop()
+            watching.thread.join(timeout=5)
+            ended = not watching.thread.is_alive()
+    finally:
+        os.kill(stuck.pid, signal.SIGKILL)
+        stuck.wait()
+    assert ended, "the supervisor waited for a replacement that was never told to stop"
+    assert watching.result == [0] and workers[1].proc is not stuck
 
 
 SUPERVISED = """
