@@ -74,7 +74,7 @@ class FairQueue(Generic[T]):
         self._old: collections.deque[_Flow[T]] = collections.deque()
         self._len = 0
         self.held_back = False
-        """``take_turns`` ended the last batch before a whole turn's item (it began light): the
+        """``take_turns`` ended the last batch before heavier work (it began light): the
         next batch may not end early again, or light work arriving before each batch would hold
         that tenant's turn back for ever."""
 
