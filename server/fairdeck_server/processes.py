@@ -331,9 +331,11 @@ def _watch(
 ) -> int:
     """Until every worker exits: 0 when they all drained after a signal, else 1. A worker silent
     for ``timeout`` seconds, or seen stopped for STOPPED_S (at most ``timeout``), is killed and
-    replaced. ``timeout`` 0: never."""
+    replaced. ``timeout`` 0: never. Once the group is told to stop, a worker still running
+    ``grace`` seconds later is killed (``_undrained``)."""
     count = len(workers)
     looked = time.monotonic()
+    stop_began: float | None = None
     while True:
         now = time.monotonic()
         if now - looked > SELF_PAUSE_S:
@@ -344,8 +346,12 @@ def _watch(
             w.drain()
             w.heard(now)
         exited = [w for w in workers if w.proc.poll() is not None]
-        if len(exited) == count:
+        if len(exited) + sum(w.given_up for w in workers) >= count:
             break
+        if stopping():
+            stop_began = now if stop_began is None else stop_began
+            if now - stop_began > grace:  # SIGTERM was not acted on (a blocked loop, a dead disk)
+                _undrained([w for w in workers if w.proc.returncode is None and not w.given_up], count, grace)
         if exited and not stopping():
             w = exited[0]
             print(
@@ -377,6 +383,20 @@ def _watch(
         print("fairdeck dealer stopped", flush=True)
         return 0
     return 1
+
+
+def _undrained(late: list[_Running], count: int, grace: float) -> None:
+    """The group was told to stop ``grace`` seconds ago and these workers still run: kill them,
+    one line each. Waiting on for them left the supervisor, and the service manager's stop, with
+    no end."""
+    for w in late:
+        print(
+            f"fairdeck serve: process {w.index + 1} of {count} (pid {w.proc.pid}) did not drain within "
+            f"{grace:g} s of SIGTERM; killed it",
+            file=sys.stderr,
+            flush=True,
+        )
+    _kill(late, count)  # one the kernel holds is given up on there, and not waited for
 
 
 def _unstop(w: _Running, count: int) -> None:
