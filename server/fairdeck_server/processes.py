@@ -61,6 +61,9 @@ KILL_WAIT_S = 5.0
 kernel lets run, but one in uninterruptible sleep (state D: I/O to a dead disk or network file
 system) exits only when that I/O returns, maybe never; an unbounded wait there left the whole
 group unsupervised, its other workers never replaced and SIGTERM unanswered."""
+STOP_STORAGE_S = 20.0
+"""Past the drain's grace, how long a stopping worker may still take: its last checkpoint waits
+for storage 10 s at most, and its writer thread 10 s more (docs/operations.md, "Stopping")."""
 SELF_PAUSE_S = 1.0
 """A gap this long between two of the supervisor's own looks means it was paused or starved too:
 the gap is not counted in any worker's silence."""
@@ -332,7 +335,7 @@ def _watch(
     """Until every worker exits: 0 when they all drained after a signal, else 1. A worker silent
     for ``timeout`` seconds, or seen stopped for STOPPED_S (at most ``timeout``), is killed and
     replaced. ``timeout`` 0: never. Once the group is told to stop, a worker still running
-    ``grace`` seconds later is killed (``_undrained``)."""
+    ``grace`` + STOP_STORAGE_S seconds later is killed (``_undrained``)."""
     count = len(workers)
     looked = time.monotonic()
     stop_began: float | None = None
@@ -350,8 +353,9 @@ def _watch(
             break
         if stopping():
             stop_began = now if stop_began is None else stop_began
-            if now - stop_began > grace:  # SIGTERM was not acted on (a blocked loop, a dead disk)
-                _undrained([w for w in workers if w.proc.returncode is None and not w.given_up], count, grace)
+            bound = grace + STOP_STORAGE_S
+            if now - stop_began > bound:  # SIGTERM was not acted on (a blocked loop, a dead disk)
+                _undrained([w for w in workers if w.proc.returncode is None and not w.given_up], count, bound)
         if exited and not stopping():
             w = exited[0]
             print(

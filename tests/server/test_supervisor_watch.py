@@ -415,11 +415,12 @@ def test_a_worker_stuck_before_it_listens_is_not_said_to_have_an_exit_status(
 
 
 def test_a_worker_that_does_not_act_on_sigterm_is_killed_after_the_grace(
-    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Told to stop, the supervisor waited for every worker without a bound: one whose loop is
     blocked (or in a dead disk) never drains, and the group's stop never ended. After the grace
-    (5 s here) it is killed, in one line, and the group exits 1."""
+    (5 s here, and no time for storage) it is killed, in one line, and the group exits 1."""
+    monkeypatch.setattr(processes, "STOP_STORAGE_S", 0.0, raising=False)
     workers = [stand_in(0, "beat"), stand_in(1, "stuck")]
     deaf = workers[1].proc
     watching = Watching(workers, 0)  # no heartbeat timeout: only the stop's bound can end it
