@@ -173,3 +173,29 @@ def test_a_screen_reader_says_each_card_by_its_name(engine: str, tmp_path: Path)
         ], (name, cards[:5])
         seen |= {code for code, _, _ in cards}
     assert {"X1", "Th", "Ad"} <= seen and any("." in c for c in seen)
+
+
+SMALLEST_PX = 12.0
+"""The smallest text a phone shows legibly (at the browser's default 16 px text size)."""
+
+
+@pytest.mark.parametrize("engine", browser.ENGINES)
+def test_no_text_below_12_px_on_a_phone(engine: str, tmp_path: Path) -> None:
+    """On a 390x844 screen, `code` in the hints and in the footer was 10.2 to 11.7 px, in both
+    browsers: a browser draws `monospace` alone at 13/16 of the text around it, and the hints are
+    smaller than the body already. A shoe card's deck number was 8.8 px. Every text drawn is
+    measured, with each <details> open and a shoe hand's cards shown."""
+    browser.require_browser(engine)
+    shoe = next(v for v in PROOFS["valid"] if "shoe" in v["name"])
+    path = tmp_path / "shoe.json"
+    path.write_text(shoe["text"], encoding="utf-8")
+    ui = [{"id": "shoe", "file": str(path), "key": KEY, "viewport": PHONE, "open_details": True}]
+    got = browser.run({"ui": ui}, tmp_path, engine=engine)
+    sizes = got["ui"]["shoe"]["before"]["text_sizes"]
+    where = {s["where"].rsplit(" > ", 1)[-1] for s in sizes}
+    # What the measure must have seen: the hints' and footer's code, a deck number, the deck, the facts.
+    assert {"code", "sub", "dd", "textarea#witnesses", "input#threshold"} <= where, sorted(where)
+    assert any(s["where"].startswith("footer") for s in sizes) and any("div#deck" in s["where"] for s in sizes)
+    small = [s for s in sizes if s["px"] < SMALLEST_PX]
+    assert small == [], small
+    assert got["requests"] == [] and got["errors"] == []

@@ -6,7 +6,8 @@
 //        font_size: the browser's default text size in CSS px | null,
 //        verify: [{id, bytes_b64, key (a key, a text of keys, or a list), witnesses, threshold, policy_b64}],
 //        ui: [{id, file, key, witnesses, threshold, policy (text), policy_file, drop, viewport, edit: {find, replace}}],
-//        (drop: true drops the file on the drop zone, a selector on that element instead)
+//        (drop: true drops the file on the drop zone, a selector on that element instead;
+//         open_details: true opens every <details> once the verdict is shown)
 //        log_vectors: {log, witness} | null, control: PATH | null, bench: {cases, rounds} | null }
 // Every request the page makes (but its own file) is recorded in `requests` and refused.
 import { readFileSync } from "node:fs";
@@ -78,6 +79,7 @@ for (const c of job.ui ?? []) {
     await page.setFile("#file", c.file);
   }
   await page.waitFor(() => !document.getElementById("result").hidden);
+  if (c.open_details) await page.evaluate(() => document.querySelectorAll("details").forEach((d) => (d.open = true)));
   const result = { initial, before: await read(page) };
   if (c.edit) {
     const text = await page.evaluate(() => document.getElementById("text").value);
@@ -135,7 +137,12 @@ process.stdout.write(JSON.stringify(out));
 
 // What a player sees and what assistive technology gets (each function runs in the page on its own).
 async function read(page) {
-  return { ...(await page.evaluate(readPage)), access: await page.evaluate(readAccess), contrast: await page.evaluate(readContrast) };
+  return {
+    ...(await page.evaluate(readPage)),
+    access: await page.evaluate(readAccess),
+    contrast: await page.evaluate(readContrast),
+    text_sizes: await page.evaluate(readTextSizes),
+  };
 }
 
 // Runs inside the page: the log and witness vectors through the page's own functions.
@@ -395,6 +402,29 @@ function readContrast() {
       const large = px >= 24 || (px >= 18.66 && Number(style.fontWeight) >= 700);
       out.push({ sel, text: el.textContent.slice(0, 40), ratio: Math.round(ratio * 100) / 100, need: large ? 3 : 4.5, color: style.color });
     }
+  }
+  return out;
+}
+
+// Runs inside the page: the computed font size of every text a player can see, each text node's
+// (by its element) and each form control's own; the text read by screen readers alone is left out.
+function readTextSizes() {
+  const drawn = (el) => el.getClientRects().length > 0 && getComputedStyle(el).visibility !== "hidden" && !el.closest(".visually-hidden");
+  const out = [];
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+    const el = n.parentElement;
+    if (!n.data.trim() || !el || el.closest("script, style") || !drawn(el)) continue;
+    const range = document.createRange();
+    range.selectNodeContents(n);
+    if (![...range.getClientRects()].some((r) => r.width > 0 && r.height > 0)) continue;
+    const path = [];
+    for (let e = el; e && e !== document.body; e = e.parentElement) path.unshift(e.id ? `${e.tagName.toLowerCase()}#${e.id}` : e.tagName.toLowerCase());
+    out.push({ where: path.join(" > "), text: n.data.trim().slice(0, 30), px: parseFloat(getComputedStyle(el).fontSize) });
+  }
+  for (const el of document.querySelectorAll("input, textarea, button, select")) {
+    if (!drawn(el)) continue;
+    out.push({ where: el.id ? `${el.tagName.toLowerCase()}#${el.id}` : el.tagName.toLowerCase(), text: "(control)", px: parseFloat(getComputedStyle(el).fontSize) });
   }
   return out;
 }
