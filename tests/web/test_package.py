@@ -34,7 +34,7 @@ MODULES = [
     "verify",
     "words",
 ]
-LIBRARY = ["index.d.ts", "README.md", "package.json"] + [f"src/{m}.js" for m in MODULES]
+LIBRARY = ["LICENSE", "index.d.ts", "README.md", "package.json"] + [f"src/{m}.js" for m in MODULES]
 
 
 def npm(*args: str, cwd: Path, timeout: float = 300) -> str:
@@ -177,6 +177,20 @@ def test_npm_pack_makes_a_tarball_of_the_library_alone(installed: tuple[Path, Pa
     assert names == sorted(LIBRARY)
     meta = json.loads((browser.WEB / "package.json").read_text())
     assert meta["name"] == NAME and set(meta["dependencies"]) == {"@noble/hashes", "@noble/curves"}
+
+
+def test_the_npm_tarball_ships_the_license_it_names() -> None:
+    """package.json said Apache-2.0, and the tarball had no LICENSE file: the license's own terms
+    (section 4(a)) ask that a copy go with every redistribution."""
+    browser.require(browser.node_missing())
+    packed = json.loads(npm("pack", "--dry-run", "--json", cwd=browser.WEB))
+    files = {f["path"]: f["size"] for f in packed[0]["files"]}
+    assert "LICENSE" in files, sorted(files)
+    meta = json.loads((browser.WEB / "package.json").read_text(encoding="utf-8"))
+    text = (browser.WEB / "LICENSE").read_text(encoding="utf-8")
+    assert meta["license"] == "Apache-2.0" and files["LICENSE"] == len(text.encode())
+    assert "Apache License" in text and "Version 2.0, January 2004" in text
+    assert "END OF TERMS AND CONDITIONS" in text
 
 
 def test_the_package_version_is_the_python_package_version() -> None:
