@@ -4,16 +4,18 @@
 // included. See README.md here, and docs/api.md, "From other languages".
 //
 //   node game_server.mjs --target 127.0.0.1:50051 --key @log.pub [--players 2] [--deck standard] [--out hand.json]
-//                        [--tls | --ca ca.pem] [--insecure]
+//                        [--tls | --ca ca.pem] [--insecure] [--proto DIR]
 //   node game_server.mjs --verify hand.json --key @log.pub
 //
 // Exit status: 0 the hand verified; 1 it did not, or the dealer refused a call; 2 bad arguments,
 // an unreadable file, a key that is not a log key, or a deck the dealer does not know.
+// The .proto files come from --proto DIR, else $FAIRDECK_PROTO, else a proto/ folder beside this
+// file, else the repository's proto/ (../../proto from here): each DIR holds fairdeck/v1/*.proto.
 // FAIRDECK_API_TOKEN, when set, is sent as the dealer token: over TLS (--tls: the system's roots;
 // --ca: the operator's CA), or in plain text to loopback alone unless --insecure says otherwise.
 import { createHash, randomBytes, randomUUID } from "node:crypto";
-import { readFileSync, writeFileSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { accessSync, constants, existsSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { isIP } from "node:net";
@@ -29,11 +31,28 @@ import {
 import grpc from "@grpc/grpc-js";
 import protoLoader from "@grpc/proto-loader";
 
-const PROTO = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "proto");
+const HERE = dirname(fileURLToPath(import.meta.url));
+const PROTOS = ["fairdeck/v1/dealer.proto", "fairdeck/v1/audit.proto"];
 // keepCase: the fields keep the names of the .proto and of our docs (hand_id, not handId).
 // longs: String: a uint64 (log indexes, tree sizes) arrives as a decimal string, never rounded.
 // bytes are left as Buffers. enums: String gives "HAND_STATE_CLOSED" rather than 3.
-const LOADER = { keepCase: true, longs: String, enums: String, defaults: true, oneofs: true, includeDirs: [PROTO] };
+const LOADER = { keepCase: true, longs: String, enums: String, defaults: true, oneofs: true };
+const USAGE = `usage: node game_server.mjs --target HOST:PORT --key KEY|@FILE [--players 2..9] [--deck standard]
+                           [--out hand.json] [--tls | --ca CA.pem] [--insecure] [--proto DIR]
+       node game_server.mjs --verify hand.json --key KEY|@FILE
+
+Deals one hold'em hand through a fairdeck dealer and verifies it with @fairdeck/verifier.
+  --target HOST:PORT  the dealer (default 127.0.0.1:50051)
+  --key KEY|@FILE     the log's verifier key (\`fairdeck key\`), or a file holding it
+  --players N         seats, 2 to 9 (default 2)
+  --deck NAME         the deck spec (default standard)
+  --out FILE          write the hand proof there (\`fairdeck verify FILE --key KEY\` checks it)
+  --verify FILE       check a hand proof instead of dealing
+  --tls, --ca CA.pem  TLS with the system's roots, or with the operator's CA
+  --insecure          allow FAIRDECK_API_TOKEN in plain text off loopback
+  --proto DIR         the folder holding fairdeck/v1/*.proto (or $FAIRDECK_PROTO; default: a proto/
+                      folder beside this file, then the repository's)
+Exit status: 0 verified; 1 not verified, or a call refused; 2 bad arguments or files.`;
 // Limits: the dealer refused the call before doing anything (docs/api.md, "Limits") and says in a
 // RetryInfo when to come back, so any call, even one that is not idempotent, may be sent again.
 const WAITED_OUT = new Set(["RATE_LIMITED", "TOO_MANY_OPEN_HANDS"]);
@@ -98,9 +117,31 @@ function credentialsFor({ target, tls, ca, insecure }) {
   return grpc.credentials.createInsecure();
 }
 
+/**
+ * The folder of the .proto files: the one given (--proto, else $FAIRDECK_PROTO), else the first of
+ * a proto/ beside this file and the repository's that holds them. A copy of this file outside the
+ * repository has neither: it is told, in one line, what to give.
+ */
+export function protoDir(given = process.env.FAIRDECK_PROTO || undefined) {
+  const holds = (dir) => PROTOS.every((p) => existsSync(join(dir, p)));
+  if (given) {
+    const missing = PROTOS.filter((p) => !existsSync(join(given, p)));
+    if (missing.length) usage(`${resolve(given)} does not hold ${missing.join(" and ")}: give --proto (or FAIRDECK_PROTO) the proto/ folder of the fairdeck repository`);
+    return given;
+  }
+  const found = [join(HERE, "proto"), join(HERE, "..", "..", "proto")].find(holds);
+  if (!found) usage(`cannot find ${PROTOS[0]} beside ${HERE} or in ../../proto: give --proto DIR (or FAIRDECK_PROTO=DIR), DIR the proto/ folder of the fairdeck repository`);
+  return found;
+}
+
 /** The dealer's and the log's stubs on one channel. */
-function connect(target, credentials) {
-  const loaded = protoLoader.loadSync(["fairdeck/v1/dealer.proto", "fairdeck/v1/audit.proto"], LOADER);
+function connect(target, credentials, proto = protoDir()) {
+  let loaded;
+  try {
+    loaded = protoLoader.loadSync(PROTOS, { ...LOADER, includeDirs: [proto] });
+  } catch (e) {
+    usage(`cannot load the .proto files in ${resolve(proto)}: ${e.message.split("\n")[0]}`);
+  }
   const v1 = grpc.loadPackageDefinition(loaded).fairdeck.v1;
   const dealer = new v1.DealerService(target, credentials);
   const audit = new v1.AuditService(target, credentials, { channelOverride: dealer.getChannel() });
@@ -155,8 +196,8 @@ function playersSeeds(handId, players) {
   return seeds;
 }
 
-export async function deal({ target, key, deck = "standard", players = 2, out = console.log, credentials = grpc.credentials.createInsecure() }) {
-  const { dealer, audit } = connect(target, credentials);
+export async function deal({ target, key, deck = "standard", players = 2, out = console.log, credentials = grpc.credentials.createInsecure(), proto }) {
+  const { dealer, audit } = connect(target, credentials, proto ?? protoDir());
   try {
     // 1. The dealer commits. A request_id makes the open safe to retry: a repeat returns the same hand.
     const request = { deck, request_id: `node-${randomUUID()}` };
@@ -207,20 +248,36 @@ const okLine = (p) =>
   `OK: hand ${p.transcript.handId} verified (${p.transcript.deck}, ${p.dealt.length} of ${p.transcript.cards.length} cards dealt, ` +
   `in the log at tree size ${p.checkpoint.size})`;
 
+/** The command line, or one line and exit status 2 (a mistyped option, a missing value). */
+function options(args) {
+  try {
+    return parseArgs({ args, options: OPTIONS }).values;
+  } catch (e) {
+    if (!String(e.code).startsWith("ERR_PARSE_ARGS")) throw e;
+    return usage(`${e.message.split("\n")[0].replace(/\. To specify.*$/, "")} (--help lists the options)`);
+  }
+}
+
+const OPTIONS = {
+  target: { type: "string", default: "127.0.0.1:50051" },
+  key: { type: "string" },
+  deck: { type: "string", default: "standard" },
+  players: { type: "string", default: "2" },
+  out: { type: "string" },
+  verify: { type: "string" },
+  tls: { type: "boolean", default: false },
+  ca: { type: "string" },
+  insecure: { type: "boolean", default: false },
+  proto: { type: "string" },
+  help: { type: "boolean", short: "h", default: false },
+};
+
 async function main() {
-  const { values } = parseArgs({
-    options: {
-      target: { type: "string", default: "127.0.0.1:50051" },
-      key: { type: "string" },
-      deck: { type: "string", default: "standard" },
-      players: { type: "string", default: "2" },
-      out: { type: "string" },
-      verify: { type: "string" },
-      tls: { type: "boolean", default: false },
-      ca: { type: "string" },
-      insecure: { type: "boolean", default: false },
-    },
-  });
+  const values = options(process.argv.slice(2));
+  if (values.help) {
+    console.log(USAGE);
+    return 0;
+  }
   const key = readKey(values.key);
   if (values.verify) {
     const proof = readFile(values.verify, "the hand proof");
@@ -236,9 +293,18 @@ async function main() {
   const players = Number(values.players);
   if (!Number.isInteger(players) || players < 2 || players > 9) usage("--players is 2 to 9");
   const credentials = credentialsFor(values);
+  const proto = protoDir(values.proto ?? (process.env.FAIRDECK_PROTO || undefined));
+  // Checked before the deal: a hand dealt whose proof then has nowhere to go is of no use.
+  if (values.out) writable(values.out);
   try {
-    const { text } = await deal({ target: values.target, key, deck: values.deck, players, credentials });
-    if (values.out) writeFileSync(values.out, text);
+    const { text } = await deal({ target: values.target, key, deck: values.deck, players, credentials, proto });
+    if (values.out) {
+      try {
+        writeFileSync(values.out, text);
+      } catch (e) {
+        usage(`cannot write --out ${values.out}: ${e.code ?? e.message}`);
+      }
+    }
     return 0;
   } catch (e) {
     if (e instanceof VerificationError) {
@@ -254,6 +320,16 @@ async function main() {
       return 1;
     }
     throw e;
+  }
+}
+
+/** Whether --out can be written (its folder is, and it is no folder), else one line and exit 2. */
+function writable(path) {
+  try {
+    if (existsSync(path) && statSync(path).isDirectory()) throw Object.assign(new Error(), { code: "EISDIR" });
+    accessSync(existsSync(path) ? path : dirname(resolve(path)), constants.W_OK);
+  } catch (e) {
+    usage(`cannot write --out ${path}: ${e.code ?? e.message}`);
   }
 }
 

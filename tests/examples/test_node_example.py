@@ -155,3 +155,64 @@ def test_it_deals_over_tls_with_a_token(installed: None, tmp_path: Path) -> None
         assert plain.returncode == 1 and plain.stderr.count("\n") == 1, plain.stderr
     finally:
         running.close()
+
+
+def test_help_and_a_mistyped_option_are_one_line_not_a_stack_trace(installed: None, key: str) -> None:
+    """`--help`, a mistyped option, an option without its value or a stray argument ended in an
+    uncaught ERR_PARSE_ARGS_* stack trace from node:util's parseArgs."""
+    helped = run("--help")
+    assert helped.returncode == 0 and helped.stdout.startswith("usage: node game_server.mjs"), helped.stderr
+    assert "--proto DIR" in helped.stdout and helped.stderr == ""
+    for args, named in (
+        (["--tagret", "127.0.0.1:1", "--key", key], "'--tagret'"),
+        (["--key", key, "--players"], "'--players <value>'"),
+        (["--key", key, "hand.json"], "'hand.json'"),
+        (["--tls=yes", "--key", key], "'--tls'"),
+    ):
+        done = run(*args)
+        assert done.returncode == 2 and done.stderr.count("\n") == 1, (args, done.stderr)
+        assert done.stderr.startswith("game_server: ") and named in done.stderr and "--help" in done.stderr
+        assert "ERR_PARSE_ARGS" not in done.stderr and done.stdout == ""
+
+
+@pytest.fixture
+def copied(installed: None, tmp_path: Path) -> Path:
+    """The example copied out of the repository, with its installed packages."""
+    where = tmp_path / "elsewhere"
+    where.mkdir()
+    (where / "game_server.mjs").write_bytes(SCRIPT.read_bytes())
+    (where / "node_modules").symlink_to(NODE / "node_modules")
+    return where / "game_server.mjs"
+
+
+def test_a_copy_outside_the_repository_says_where_its_protos_are_or_finds_them(
+    copied: Path, dealer: RunningDealer, key: str, tmp_path: Path
+) -> None:
+    """The proto folder was ../../proto from the script: a copy anywhere else crashed with an
+    ENOENT stack trace from @grpc/proto-loader once it started to deal."""
+    env = {k: v for k, v in os.environ.items() if k != "FAIRDECK_PROTO"}
+
+    def copy(*args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["node", str(copied), "--target", dealer.target, "--key", key, *args],
+            capture_output=True, text=True, timeout=120, env={**env, **extra},
+        )  # fmt: skip
+
+    lost = copy()
+    assert lost.returncode == 2 and lost.stderr.count("\n") == 1, lost.stderr
+    assert "fairdeck/v1/dealer.proto" in lost.stderr and "--proto" in lost.stderr and lost.stdout == ""
+    wrong = copy("--proto", str(tmp_path))
+    assert wrong.returncode == 2 and wrong.stderr.count("\n") == 1, wrong.stderr
+    assert str(tmp_path) in wrong.stderr and "audit.proto" in wrong.stderr
+    proto = str(EXAMPLES.parent / "proto")
+    for done in (copy("--proto", proto), copy(FAIRDECK_PROTO=proto)):
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert done.stdout.splitlines()[-1].startswith("OK: hand ")
+
+
+def test_an_out_file_it_cannot_write_stops_it_before_the_deal(installed: None, dealer: RunningDealer, key: str) -> None:
+    """`--out` in a folder that is not there dealt a whole hand, then ended in an ENOENT stack
+    trace: the proof was lost."""
+    done = deal(dealer.target, key, "--out", "/nonexistent/hand.json")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "--out /nonexistent/hand.json" in done.stderr and done.stdout == ""
