@@ -50,7 +50,7 @@ def cmd_hand_get(args: argparse.Namespace) -> int:
     except (FairdeckError, grpc.RpcError, ValueError) as e:
         print(f"fairdeck hand get: {e}", file=sys.stderr)
         return 2
-    text = proof.as_format(args.format).to_json()
+    text = (proof if args.format is None else proof.as_format(args.format)).to_json()
     if args.out:
         try:
             Path(args.out).write_text(text, encoding="utf-8")
@@ -80,10 +80,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     get.add_argument(
         "--format",
         type=int,
-        choices=(1, 2),
-        default=1,
-        help="1: receipts as JSON objects, read by every verifier (the default); 2: receipts as C2SP "
-        "tlog-proof texts (docs/hand-proof.md)",
+        choices=(1, 2, 3),
+        default=None,
+        help="1: receipts as JSON objects, read by every verifier; 2: receipts as C2SP tlog-proof "
+        "texts; 3: as 2, with the log key rotation statements that lead to the checkpoint's key. "
+        "Default: 3 after a rotation (a player with an older key follows them), else 1 "
+        "(docs/hand-proof.md)",
     )
     add_witness_arguments(get)
     cli_credentials.add_arguments(get.add_argument_group("TLS and credentials"))

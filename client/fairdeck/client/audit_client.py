@@ -28,7 +28,7 @@ from fairdeck.core.errors import VerificationError
 from fairdeck.log.audit import Auditor, AuditReport
 from fairdeck.log.checkpoint import Checkpoint
 from fairdeck.log.cosignature import WitnessPolicy
-from fairdeck.log.handproof import HandProof
+from fairdeck.log.handproof import ROTATED, HandProof
 from fairdeck.log.logentry import CommitEntry, EntryError, RevealEntry, decode
 from fairdeck.log.note import Verifier
 from fairdeck.log.receipts import (
@@ -38,7 +38,7 @@ from fairdeck.log.receipts import (
     open_signed_checkpoint,
     verify_consistency,
 )
-from fairdeck.log.rotation import Rotation, follow
+from fairdeck.log.rotation import Rotation, chain_to, follow
 from fairdeck.v1 import audit_pb2 as pb
 from fairdeck.v1 import audit_pb2_grpc, dealer_pb2_grpc
 from fairdeck.wire import Reason
@@ -109,11 +109,17 @@ def _hand_proof(
     reveal: InclusionProof,
     verifier: Sequence[Verifier],
     policy: WitnessPolicy | None,
+    statements: Sequence[bytes] = (),
 ) -> HandProof:
+    """The proof, in format 3 with the rotation statements that lead to the checkpoint's key when
+    there are any (a player who holds an older key follows them), else in format 1."""
     _closed(hand)
     assert hand.transcript is not None
     dealt = tuple(hand.transcript.codes()[: hand.dealt_count])
+    chain = tuple(r.note for r in chain_to(statements, reveal.signed_checkpoint))
     proof = HandProof(hand.transcript, dealt, commit, reveal, verifier[0].to_string())
+    if chain:
+        proof = HandProof(hand.transcript, dealt, commit, reveal, verifier[0].to_string(), ROTATED, chain)
     proof.verify(verifier, policy)
     return proof
 
@@ -303,8 +309,9 @@ class AuditClient(_Verifying, SyncClient):
         """A closed hand's one-file proof (docs/hand-proof.md), verified before it is returned.
 
         ``hand`` is the closed ``Hand`` or its id (then read with GetHand on this channel). Both
-        receipts lead to the latest checkpoint (the latest final one, with witnesses). ``timeout``
-        is for all of its calls together."""
+        receipts lead to the latest checkpoint (the latest final one, with witnesses). After a log
+        key rotation the proof is of format 3 and carries the statements (from GetPublicKey) that
+        lead to the checkpoint's key. ``timeout`` is for all of its calls together."""
         deadline = Deadline(timeout, self.config.timeout)
         if isinstance(hand, str):
             get = calls.get(hand)
@@ -315,7 +322,8 @@ class AuditClient(_Verifying, SyncClient):
         _closed(hand)
         reveal = self._inclusion_proof(None, hand.hand_id, True, 0, deadline, request_id)
         commit = self._inclusion_proof(None, hand.hand_id, False, reveal.tree_size, deadline, request_id)
-        return _hand_proof(hand, commit, reveal, self.verifiers, self.witness_policy)
+        key = self._call("GetPublicKey", pb.GetPublicKeyRequest(), deadline, request_id)
+        return _hand_proof(hand, commit, reveal, self.verifiers, self.witness_policy, key.key_rotations)
 
     def entries(
         self, start: int = 0, *, timeout: Timeout = USE_CLIENT_DEFAULT, request_id: str | None = None
@@ -459,8 +467,9 @@ class AsyncAuditClient(_Verifying, AsyncClient):
         """A closed hand's one-file proof (docs/hand-proof.md), verified before it is returned.
 
         ``hand`` is the closed ``Hand`` or its id (then read with GetHand on this channel). Both
-        receipts lead to the latest checkpoint (the latest final one, with witnesses). ``timeout``
-        is for all of its calls together."""
+        receipts lead to the latest checkpoint (the latest final one, with witnesses). After a log
+        key rotation the proof is of format 3 and carries the statements (from GetPublicKey) that
+        lead to the checkpoint's key. ``timeout`` is for all of its calls together."""
         deadline = Deadline(timeout, self.config.timeout)
         if isinstance(hand, str):
             get = calls.get(hand)
@@ -475,7 +484,8 @@ class AsyncAuditClient(_Verifying, AsyncClient):
         commit = await self._inclusion_proof(
             None, hand.hand_id, False, reveal.tree_size, deadline, request_id
         )
-        return _hand_proof(hand, commit, reveal, self.verifiers, self.witness_policy)
+        key = await self._call("GetPublicKey", pb.GetPublicKeyRequest(), deadline, request_id)
+        return _hand_proof(hand, commit, reveal, self.verifiers, self.witness_policy, key.key_rotations)
 
     async def entries(
         self, start: int = 0, *, timeout: Timeout = USE_CLIENT_DEFAULT, request_id: str | None = None

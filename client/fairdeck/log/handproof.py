@@ -3,11 +3,12 @@ public key alone.
 
 A hand proof is one JSON object: the hand's transcript, the cards dealt, and the receipts of its
 commit and reveal entries to one signed checkpoint: receipt objects in format 1, C2SP tlog-proof
-texts in format 2 (``fairdeck.log.tlog_proof``; docs/hand-proof.md). Its ``log_key`` is for
-display only: a verifier takes the key from its user, never from the file.
-``HandProof.verify`` checks in the order of docs/hand-proof.md, "The checks, in order"
-(``format``, ``commitment``, ``deck``, ``cards``, ``entries``, ``checkpoint``, ``inclusion``,
-``cosignatures``), and a failure names its step.
+texts in format 2 (``fairdeck.log.tlog_proof``; docs/hand-proof.md), and format 3 adds the log key
+rotation statements that lead to the checkpoint's key. Its ``log_key`` is for display only: a
+verifier takes the key from its user, never from the file, and follows only statements that
+verify. ``HandProof.verify`` checks in the order of docs/hand-proof.md, "The checks, in order"
+(``format``, ``commitment``, ``deck``, ``cards``, ``entries``, ``rotations``, ``checkpoint``,
+``inclusion``, ``cosignatures``), and a failure names its step.
 """
 
 from __future__ import annotations
@@ -29,16 +30,23 @@ from fairdeck.log.cosignature import CosignatureError, WitnessPolicy
 from fairdeck.log.logentry import CommitEntry, EntryError, RevealEntry, deck_digest, decode
 from fairdeck.log.note import Verifier
 from fairdeck.log.receipts import InclusionProof, open_signed_checkpoint
+from fairdeck.log.rotation import MAX_CHAIN, RotationError, check_chain, followed_keys
 
 TYPE = "fairdeck-hand-proof"
 FORMAT = 1
 """The format written by default: the one every verifier reads, those made before format 2 included
 (saved or hosted copies of the browser page, pinned @fairdeck/verifier): docs/hand-proof.md,
 "Format 1 stays the default"."""
-FORMATS = (1, 2)
+FORMATS = (1, 2, 3)
+ROTATED = 3
+"""The format that carries key rotation statements (``key_rotations``): written when the checkpoint's
+key was rotated to, so that a player who holds an older key can follow the statements to it."""
 MAX_BYTES = 1024 * 1024  # an 8-deck shoe's transcript and two receipts are far below this
-STEPS = ("format", "commitment", "deck", "cards", "entries", "checkpoint", "inclusion", "cosignatures")
+STEPS = (
+    "format", "commitment", "deck", "cards", "entries", "rotations", "checkpoint", "inclusion", "cosignatures"
+)  # fmt: skip
 _KEYS = {"type", "format", "transcript", "dealt", "commit", "reveal", "log_key"}
+_KEYS_3 = _KEYS | {"key_rotations"}
 
 
 def _fail(step: str, message: str) -> VerificationError:
@@ -53,14 +61,16 @@ class HandProof:
     reveal: InclusionProof
     log_key: str
     format: int = FORMAT
+    key_rotations: tuple[bytes, ...] = ()
+    """Format 3: the signed notes of the statements from the log's first key to the checkpoint's."""
 
     def to_dict(self) -> dict[str, Any]:
-        if self.format == 2:
+        if self.format >= 2:
             commit: Any = tlog_proof.to_text(self.commit)
             reveal: Any = tlog_proof.to_text(self.reveal)
         else:
             commit, reveal = json.loads(self.commit.to_json()), json.loads(self.reveal.to_json())
-        return {
+        d = {
             "type": TYPE,
             "format": self.format,
             "transcript": self.transcript.to_dict(),
@@ -69,12 +79,15 @@ class HandProof:
             "reveal": reveal,
             "log_key": self.log_key,
         }
+        if self.format == ROTATED:
+            d["key_rotations"] = [note.decode("utf-8") for note in self.key_rotations]
+        return d
 
     def as_format(self, fmt: int) -> HandProof:
-        """The same proof, written in format ``fmt`` (1 or 2)."""
+        """The same proof, written in format ``fmt`` (1, 2 or 3; 1 and 2 without the statements)."""
         if fmt not in FORMATS:
             raise ValueError(f"hand proof formats are {FORMATS}, not {fmt}")
-        return dataclasses.replace(self, format=fmt)
+        return dataclasses.replace(self, format=fmt, key_rotations=self.key_rotations if fmt == ROTATED else ())
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n"
@@ -92,11 +105,12 @@ class HandProof:
         if not isinstance(d, dict) or d.get("type") != TYPE:
             raise _fail("format", f'not a hand proof: want an object with "type": "{TYPE}"')
         fmt = d.get("format")
-        if not isinstance(fmt, strictjson.Number) or fmt.text not in ("1", "2"):
+        if not isinstance(fmt, strictjson.Number) or fmt.text not in ("1", "2", "3"):
             shown = fmt.text if isinstance(fmt, strictjson.Number) else repr(fmt)[:20]
-            raise _fail("format", f"unknown hand proof format {shown}; this verifier reads 1 and 2")
-        if set(d) != _KEYS:
-            raise _fail("format", f"a hand proof has exactly the names {sorted(_KEYS)}")
+            raise _fail("format", f"unknown hand proof format {shown}; this verifier reads 1, 2 and 3")
+        names = _KEYS_3 if fmt.text == "3" else _KEYS
+        if set(d) != names:
+            raise _fail("format", f"a hand proof of format {fmt.text} has exactly the names {sorted(names)}")
         # The parts are read by their own strict readers from the strict value itself, numbers
         # still as their text: a receipt's "index": -0 is not plain digits, here as in a receipt.
         try:
@@ -111,20 +125,27 @@ class HandProof:
         receipts = []
         for name in ("commit", "reveal"):
             try:
-                if fmt.text == "2":
+                if fmt.text != "1":
                     if not isinstance(d[name], str):
-                        raise _fail("format", f"in format 2, {name} is a tlog-proof text")
+                        raise _fail("format", f"in format {fmt.text}, {name} is a tlog-proof text")
                     receipts.append(tlog_proof.parse(d[name]))
                 else:
                     receipts.append(InclusionProof.from_value(d[name]))
             except VerificationError as e:
                 raise _fail("format", f"{name}: {e.detail}") from None
-        return cls(transcript, tuple(dealt), receipts[0], receipts[1], d["log_key"], int(fmt.text))
+        rotations = d.get("key_rotations", [])
+        if not isinstance(rotations, list) or not all(isinstance(n, str) for n in rotations):
+            raise _fail("format", "key_rotations must be a list of rotation statements, each a signed note's text")
+        if len(rotations) > MAX_CHAIN:
+            raise _fail("format", f"a hand proof carries at most {MAX_CHAIN} key rotation statements")
+        notes = tuple(n.encode("utf-8") for n in rotations)
+        return cls(transcript, tuple(dealt), receipts[0], receipts[1], d["log_key"], int(fmt.text), notes)
 
     def verify(
         self, verifier: Verifier | Sequence[Verifier], policy: WitnessPolicy | None = None
     ) -> Checkpoint:
-        """Every check, in the order of docs/hand-proof.md; the checkpoint the entries are in."""
+        """Every check, in the order of docs/hand-proof.md; the checkpoint the entries are in. The
+        keys are the user's; the file's statements only add a key that one of them leads to."""
         t = self.transcript
         verify_transcript(t)  # raises at "commitment" or "deck" (and "version" for an unknown one)
         deck = t.codes()
@@ -137,10 +158,15 @@ class HandProof:
                     f"card {position + 1} dealt was {code[:8]!r}; the re-derived deck has {want} there",
                 )
         self._check_entries()
+        try:
+            chain = check_chain(self.key_rotations, self.reveal.signed_checkpoint)
+        except RotationError as e:
+            raise _fail("rotations", str(e)) from None
+        keys = followed_keys([verifier] if isinstance(verifier, Verifier) else verifier, chain)
         if self.commit.signed_checkpoint != self.reveal.signed_checkpoint:
             raise _fail("checkpoint", "the two receipts lead to different checkpoints")
         try:
-            checkpoint = open_signed_checkpoint(self.reveal.signed_checkpoint, verifier)
+            checkpoint = open_signed_checkpoint(self.reveal.signed_checkpoint, keys)
         except VerificationError as e:
             raise _fail("checkpoint", e.detail) from None
         for name, receipt in (("commit", self.commit), ("reveal", self.reveal)):

@@ -11,7 +11,9 @@ signed by the old key (its authority) and by the new key (proof that the new key
 it). Its first line cannot be a checkpoint's origin followed by a tree size, so a statement never
 parses as a checkpoint, nor a checkpoint as a statement. ``follow`` takes the keys a verifier
 trusts and any statements, and returns the keys those statements lead to, in order: someone who
-holds only the old key can then verify checkpoints signed by the new one, and says so.
+holds only the old key can then verify checkpoints signed by the new one, and says so. A hand
+proof carries the chain of statements to its checkpoint's key (``chain_to``), checked strictly
+(``check_chain``: every one valid and linked) before its keys are followed (``followed_keys``).
 
 >>> from fairdeck.log.note import Signer
 >>> old, new = Signer.generate("example.log"), Signer.generate("example.log")
@@ -116,6 +118,80 @@ def follow(trusted: Sequence[Verifier], notes: Iterable[bytes]) -> tuple[list[Ve
                 followed.append(r)
                 moved = True
     return keys, followed
+
+
+MAX_CHAIN = 64
+"""The most statements a hand proof carries (docs/hand-proof.md, format 3): far more rotations than
+a log makes, and a bound on what a verifier checks (two signatures each)."""
+
+
+def _signs(key: Verifier, note: bytes) -> bool:
+    try:
+        open_note(note, key)
+    except NoteError:
+        return False
+    return True
+
+
+def chain_to(notes: Iterable[bytes], signed: bytes) -> list[Rotation]:
+    """The valid statements that lead, one after the other, from the log's first key to the key
+    that signed the note ``signed`` (a checkpoint), oldest first; empty when no valid statement
+    names that key as the new one. At most the newest ``MAX_CHAIN``."""
+    valid = []
+    for note in notes:
+        try:
+            valid.append(open_rotation(note))
+        except RotationError:
+            continue
+    current = next((r.new for r in valid if _signs(r.new, signed)), None)
+    chain: list[Rotation] = []
+    seen = {current}
+    while current is not None:
+        before = next((r for r in valid if r.new == current and r.old not in seen), None)
+        if before is None:
+            break
+        chain.insert(0, before)
+        seen.add(before.old)
+        current = before.old
+    return chain[-MAX_CHAIN:]
+
+
+def check_chain(notes: Sequence[bytes], signed: bytes) -> list[Rotation]:
+    """A hand proof's statements (docs/hand-proof.md, step ``rotations``): each a valid statement,
+    each handing over from the key the one before handed over to, and the last one's new key a
+    signer of the note ``signed``. Raise RotationError naming the statement that fails."""
+    n = len(notes)
+    chain: list[Rotation] = []
+    for i, note in enumerate(notes, start=1):
+        try:
+            r = open_rotation(note)
+        except RotationError as e:
+            raise RotationError(f"key rotation statement {i} of {n}: {e}") from None
+        if chain and r.old != chain[-1].new:
+            raise RotationError(
+                f"key rotation statement {i} of {n} does not follow statement {i - 1}: it hands over "
+                f"from {_short(r.old)}, not from {_short(chain[-1].new)}"
+            )
+        chain.append(r)
+    if chain:
+        try:
+            open_note(signed, chain[-1].new)
+        except NoteError as e:
+            raise RotationError(
+                f"the key rotation statements lead to {_short(chain[-1].new)}, and the checkpoint "
+                f"does not verify under it: {e}"
+            ) from None
+    return chain
+
+
+def followed_keys(trusted: Sequence[Verifier], chain: Sequence[Rotation]) -> list[Verifier]:
+    """The keys trusted, then each new key of ``chain`` (checked by ``check_chain``) from the first
+    statement whose old key is trusted on: statements are followed from old to new only."""
+    keys = list(trusted)
+    for r in chain:
+        if r.old in keys and r.new not in keys:
+            keys.append(r.new)
+    return keys
 
 
 def rotations_file(notes: Iterable[bytes]) -> bytes:
