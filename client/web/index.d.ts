@@ -10,6 +10,7 @@ export type Step =
   | "deck"
   | "cards"
   | "entries"
+  | "rotations"
   | "checkpoint"
   | "inclusion"
   | "cosignatures";
@@ -90,13 +91,14 @@ export interface VerifiedHandProof {
   transcript: Transcript;
   /** The cards dealt, in order: the top of the re-derived deck. */
   dealt: string[];
-  /** The signed checkpoint both entries are in, and the keys given that signed it. */
+  /** The signed checkpoint both entries are in, and the keys that signed it: keys given, or keys the file's rotation statements led to from one. */
   checkpoint: { origin: string; size: bigint; root: Uint8Array; signedBy: string[] };
 }
 
 /**
- * Checks a hand proof of format 1 (receipts as JSON objects) or 2 (receipts as C2SP tlog-proof
- * texts), as `fairdeck verify` does. Raises VerificationError at the first step that fails;
+ * Checks a hand proof of format 1 (receipts as JSON objects), 2 (receipts as C2SP tlog-proof
+ * texts) or 3 (as 2, with the log key rotation statements that lead to the checkpoint's key,
+ * followed from a key given when each one holds), as `fairdeck verify` does. Raises VerificationError at the first step that fails;
  * LogError when a key or a witness is not a valid key, the policy file is not valid
  * (PolicyFileError, naming its line), witnesses come beside a policy file, or a threshold comes
  * with no witness (it would check no cosignature); TypeError without a key, or with witnesses
@@ -129,8 +131,12 @@ export interface Report {
   inputError: string | null;
   /** How many log keys were given. */
   keys: number;
-  /** The keys given that signed the checkpoint ("name+keyid"), with their place in the list (from 1). */
-  signedBy: { key: string; position: number }[];
+  /**
+   * The keys that signed the checkpoint ("name+keyid"), with the place in the list (from 1) of the
+   * key given; for a key the file's rotation statements led to (format 3), `from` names the key
+   * given it was reached from (at `position`) and `rotations` how many statements led there.
+   */
+  signedBy: { key: string; position: number; from?: string; rotations?: number }[];
   checks: Check[];
   hand: {
     handId: string;

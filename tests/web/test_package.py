@@ -27,6 +27,7 @@ MODULES = [
     "log",
     "messages",
     "policy",
+    "rotation",
     "spec",
     "status",
     "strictjson",

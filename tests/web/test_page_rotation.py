@@ -7,6 +7,7 @@ error naming that key; a page pinned by `verifier-page --key @FILE` opens with e
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -33,11 +34,13 @@ def key_of(data: Path) -> str:
     return done.stdout.strip()
 
 
-def proof(target: str, vkey: str, fmt: int = 1) -> bytes:
-    """A closed hand's proof from the AuditService, in format ``fmt``."""
+def proof(target: str, vkey: str, fmt: int | None = None) -> bytes:
+    """A closed hand's proof from the AuditService: in format ``fmt``, or in the SDK's (format 3,
+    with the rotation statement, after the rotation; format 1 before)."""
     hand_id = deal_closed_hand(target, "standard")
     with AuditClient(target, verifier=vkey) as log:
-        return log.hand_proof(hand_id).as_format(fmt).to_json().encode()
+        got = log.hand_proof(hand_id)
+    return (got if fmt is None else got.as_format(fmt)).to_json().encode()
 
 
 @pytest.fixture(scope="module")
@@ -63,6 +66,7 @@ def rotated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
         assert printed == [new, old] and new != old
         after = proof(target, new)
         after_v2 = proof(target, new, fmt=2)
+        assert json.loads(after)["format"] == 3 and json.loads(before)["format"] == 1
     finally:
         dealer.close()
     keyring = tmp / "keys.txt"
@@ -114,17 +118,24 @@ def test_proofs_across_a_rotation_under_old_new_and_both_keys(
         if page["ok"]:  # the page names the key that signed, and where it is in the list given
             signer = rotated["old"] if name.startswith("before") else rotated["new"]
             given = [k for k in keys if not k.startswith("@")] or rotated["printed"]
-            assert page["signed_by"] == [{"key": short(signer), "position": given.index(signer) + 1}], page
+            if signer in given:
+                assert page["signed_by"] == [{"key": short(signer), "position": given.index(signer) + 1}], page
+            else:  # reached by the proof's rotation statement, from the old key given
+                assert page["signed_by"] == [{"key": short(signer), "position": given.index(rotated["old"]) + 1,
+                                              "from": short(rotated["old"]), "rotations": 1}], page  # fmt: skip
             assert short(signer) in page["details"]["checkpoint"], page["details"]
         else:
             assert page["step"] == "checkpoint", page
-    # What rotation means for a player: a proof verifies under any list holding the key that signed it.
+    # What rotation means for a player: a proof verifies under any list holding the key that signed
+    # it, and, when it carries the rotation statement (format 3), under the old key alone: the
+    # statement is followed from old to new, never back.
     for p in rotated["proofs"]:
         signer = "old" if p == "before" else "new"
         other = "new" if signer == "old" else "old"
         assert verdicts[f"{p} / old and new"] and verdicts[f"{p} / new and old"]
         assert verdicts[f"{p} / the key file"] and verdicts[f"{p} / one line"]
-        assert verdicts[f"{p} / {signer} alone"] and not verdicts[f"{p} / {other} alone"]
+        assert verdicts[f"{p} / {signer} alone"]
+        assert verdicts[f"{p} / {other} alone"] is (p == "after"), p
     assert got["requests"] == [] and got["errors"] == []
 
 
@@ -135,8 +146,9 @@ def test_the_key_box_takes_the_list_and_names_the_key_that_signed_or_is_not_vali
     """As a player does it: the keys pasted one per line into the key box, the proof dropped on a
     phone-sized page. The old page took one key only: two keys were "not a valid key"."""
     browser.require_browser(engine)
-    before = tmp_path / "before.json"
+    before, after = tmp_path / "before.json", tmp_path / "after.json"
     before.write_bytes(rotated["proofs"]["before"])
+    after.write_bytes(rotated["proofs"]["after"])
     name, key_id, key = rotated["old"].split("+", 2)
     bad = f"{name}+{'00000000' if key_id != '00000000' else '00000001'}+{key}"  # another key ID
     ui = [
@@ -147,6 +159,7 @@ def test_the_key_box_takes_the_list_and_names_the_key_that_signed_or_is_not_vali
             "viewport": PHONE,
         },
         {"id": "a bad key", "file": str(before), "key": f"{rotated['new']}\n{bad}", "viewport": PHONE},
+        {"id": "the old key alone", "file": str(after), "key": rotated["old"], "viewport": PHONE},
     ]
     got = browser.run({"ui": ui}, tmp_path, engine=engine)
     listed = got["ui"]["list"]["before"]
@@ -160,6 +173,13 @@ def test_the_key_box_takes_the_list_and_names_the_key_that_signed_or_is_not_vali
     assert shown["verdict_line"].startswith("Not fully checked: log key 2 of the 2 given ("), shown
     assert shown["verdict_line"].endswith("does not match the key."), shown
     assert shown["checks"]["checkpoint"] == "skip", shown["checks"]
+    # A player whose page holds the old key only: the proof's statement leads to the new key, and
+    # the page says so (it failed at step checkpoint, for an honest dealer's hand).
+    old_alone = got["ui"]["the old key alone"]["before"]
+    assert old_alone["ok"] and old_alone["checks"]["rotations"] == "pass", old_alone
+    words = f"{short(rotated['new'])}, which 1 key rotation statement in the file leads to from the log key {short(rotated['old'])}"
+    assert words in old_alone["verdict_help"], old_alone["verdict_help"]
+    assert f"{short(rotated['old'])} -> {short(rotated['new'])}" in old_alone["check_details"]["rotations"]
     assert got["requests"] == [] and got["errors"] == []
 
 

@@ -3,7 +3,8 @@ Chromium and Firefox: the same verdict, the same failed step and the same words 
 `fairdeck verify` (and the step the vector names).
 
 Transcripts (fairdeck-v1.json, valid and invalid), raw texts (fairdeck-v1-texts.json), hand proofs
-of format 1 (fairdeck-hand-proofs-v1.json) and format 2 (fairdeck-hand-proofs-v2.json), and,
+of format 1 (fairdeck-hand-proofs-v1.json), format 2 (fairdeck-hand-proofs-v2.json) and format 3,
+with key rotation statements followed from the keys each case gives (fairdeck-hand-proofs-v3.json), and,
 through the page's own log functions, the log's entries, inclusion proofs, checkpoints and
 receipts (fairdeck-log-v1.json), single tlog-proof texts (fairdeck-hand-proofs-v2.json, read as
 fairdeck.log.tlog_proof reads them, in its words) and the witnesses' cosignatures and policies
@@ -25,14 +26,18 @@ TRANSCRIPTS: dict[str, Any] = json.loads((VECTORS / "fairdeck-v1.json").read_tex
 TEXTS: dict[str, Any] = json.loads((VECTORS / "fairdeck-v1-texts.json").read_text())
 PROOFS: dict[str, Any] = json.loads((VECTORS / "fairdeck-hand-proofs-v1.json").read_text())
 PROOFS_V2: dict[str, Any] = json.loads((VECTORS / "fairdeck-hand-proofs-v2.json").read_text())
+PROOFS_V3: dict[str, Any] = json.loads((VECTORS / "fairdeck-hand-proofs-v3.json").read_text())
 LOG: dict[str, Any] = json.loads((VECTORS / "fairdeck-log-v1.json").read_text())
 WITNESS: dict[str, Any] = json.loads((VECTORS / "fairdeck-witness-v1.json").read_text())
 FIELDS = ("version", "deck", "hand_id", "commitment", "server_seed", "client_seeds", "cards")
 
 
-def cases() -> list[tuple[str, bytes, str | None, str | None]]:
-    """(id, bytes, key, the step the vector names or None for valid)."""
-    out: list[tuple[str, bytes, str | None, str | None]] = []
+Key = str | list[str] | None
+
+
+def cases() -> list[tuple[str, bytes, Key, str | None]]:
+    """(id, bytes, key or keys, the step the vector names or None for valid)."""
+    out: list[tuple[str, bytes, Key, str | None]] = []
     for v in TRANSCRIPTS["valid"]:
         out.append(
             (f"transcript valid: {v['name']}", json.dumps({k: v[k] for k in FIELDS}).encode(), None, None)
@@ -53,6 +58,10 @@ def cases() -> list[tuple[str, bytes, str | None, str | None]]:
     for v in PROOFS_V2["invalid"]:
         text = v["text"].encode("utf-8")
         out.append((f"proof v2 invalid: {v['name']}", text, PROOFS_V2["log_key"], v["step"]))
+    for v in [*PROOFS_V3["valid"], *PROOFS_V3["invalid"]]:
+        keys = [PROOFS_V3["keys"][name] for name in v["keys"]]
+        kind = "invalid" if "step" in v else "valid"
+        out.append((f"proof v3 {kind}: {v['name']}", v["text"].encode("utf-8"), keys, v.get("step")))
     return out
 
 
@@ -87,7 +96,7 @@ def page_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
 
 @pytest.mark.parametrize("case", cases(), ids=lambda c: c[0])
 def test_the_page_gives_the_verdict_and_step_of_fairdeck_verify(
-    page_run: dict[str, Any], case: tuple[str, bytes, str | None, str | None], tmp_path: Path
+    page_run: dict[str, Any], case: tuple[str, bytes, Key, str | None], tmp_path: Path
 ) -> None:
     name, data, key, want = case
     line = browser.python_line(data, tmp_path, key)

@@ -21,17 +21,18 @@ import pytest
 
 from fairdeck.log.cosignature import Cosigner, add_cosignatures
 from tests.web import browser
-from tests.web.test_page_vectors import PROOFS, PROOFS_V2, TRANSCRIPTS
+from tests.web.test_page_vectors import PROOFS, PROOFS_V2, PROOFS_V3, TRANSCRIPTS
 from tests.web.test_page_vectors import cases as vector_cases
 
 KEY: str = PROOFS["log_key"]
 assert PROOFS_V2["log_key"] == KEY  # the format-2 vectors are the format-1 proofs, rewritten
+assert PROOFS_V3["keys"]["key 1"] == KEY  # the format-3 log is theirs, rotated twice from it
 W1, W2 = (
     Cosigner.from_seed("witness.test/w1", bytes([1]) * 32),
     Cosigner.from_seed("witness.test/w2", bytes([2]) * 32),
 )
 POLICY = (f"w1={W1.verifier.to_string()}", f"w2={W2.verifier.to_string()}")
-Case = tuple[str, bytes, str | None, tuple[str, ...], int | None]
+Case = tuple[str, bytes, str | list[str] | None, tuple[str, ...], int | None]
 
 
 def text_mutations(rng: random.Random, name: str, text: str, count: int) -> Iterator[Case]:
@@ -247,6 +248,45 @@ def tlog_proof_edge_cases(proof: dict[str, Any]) -> Iterator[Case]:
         yield f"tlog-proof edge: {name}", changed(proof, lambda d, t=text: d.update(commit=t)), KEY, (), None
 
 
+def rotation_mutations(rng: random.Random, proof: dict[str, Any], count: int) -> Iterator[Case]:
+    """A format-3 proof's statements: a line of one replaced, dropped or doubled, a character
+    changed; statements dropped, doubled or swapped; checked with the first key, or the second."""
+    keys = PROOFS_V3["keys"]
+    replacements = ["", "fairdeck log key rotation v1", "fairdeck log key rotation v2", keys["key 1"],
+                    keys["key 3"], keys["a key of no statement"], "example.com/fairdeck-hand-proofs",
+                    "\u2014 x AAAA", "AAAA"]  # fmt: skip
+    for n in range(count):
+        notes: list[str] = list(proof["key_rotations"])
+        kind = rng.choice(["replace", "drop line", "double line", "char", "drop", "double", "swap"])
+        i = rng.randrange(len(notes))
+        lines = notes[i].split("\n")
+        j = rng.randrange(len(lines))
+        if kind == "replace":
+            lines[j] = rng.choice(replacements)
+        elif kind == "drop line":
+            del lines[j]
+        elif kind == "double line":
+            lines.insert(j, lines[j])
+        elif kind == "char" and lines[j]:
+            k = rng.randrange(len(lines[j]))
+            lines[j] = lines[j][:k] + rng.choice(string.ascii_letters + string.digits + "+/= ") + lines[j][k + 1 :]
+        notes[i] = "\n".join(lines)
+        if kind == "drop":
+            del notes[i]
+        elif kind == "double":
+            notes.insert(i, notes[i])
+        elif kind == "swap":
+            notes.reverse()
+        key = [keys[rng.choice(["key 1", "key 2"])]]
+        yield (
+            f"rotations {n}: {kind} in statement {i}",
+            changed(proof, lambda d, t=notes: d.update(key_rotations=t)),
+            key,
+            (),
+            None,
+        )
+
+
 def all_cases() -> list[Case]:
     rng = random.Random(26)
     out: list[Case] = [(name, data, key, (), None) for name, data, key, _ in vector_cases()]
@@ -267,6 +307,9 @@ def all_cases() -> list[Case]:
         out += text_mutations(rng, f"proof v2 {v['name']}", v["text"], 60)
     out += tlog_proof_mutations(rng, json.loads(PROOFS_V2["valid"][0]["text"]), 250)
     out += tlog_proof_edge_cases(json.loads(PROOFS_V2["valid"][0]["text"]))
+    for v in PROOFS_V3["valid"]:
+        out += text_mutations(rng, f"proof v3 {v['name']}", v["text"], 40)
+    out += rotation_mutations(rng, json.loads(PROOFS_V3["valid"][0]["text"]), 250)
     return out
 
 

@@ -1,7 +1,8 @@
 // Hand proofs (docs/hand-proof.md): one file a player checks offline with the log's key alone, read
 // and checked exactly as the Python reader (fairdeck.log.handproof) does, with the same failed
 // step and the same words. Format 1 holds the receipts as JSON objects, format 2 as C2SP
-// tlog-proof texts (tlogproof.js); the checks and their order are the same for both.
+// tlog-proof texts (tlogproof.js), format 3 as format 2 with the log key rotation statements that
+// lead to the checkpoint's key (rotation.js); the checks and their order are the same for all.
 import {
   VerificationError,
   equalBytes,
@@ -22,12 +23,14 @@ import {
   verifyInclusion,
 } from "./log.js";
 import { parseTlogProof } from "./tlogproof.js";
+import { MAX_CHAIN, checkChain, followedKeys } from "./rotation.js";
 
 export const HAND_PROOF_TYPE = "fairdeck-hand-proof";
-export const HAND_PROOF_STEPS = ["format", "commitment", "deck", "cards", "entries", "checkpoint", "inclusion", "cosignatures"];
+export const HAND_PROOF_STEPS = ["format", "commitment", "deck", "cards", "entries", "rotations", "checkpoint", "inclusion", "cosignatures"];
 /** The formats this verifier reads (docs/hand-proof.md). */
-export const HAND_PROOF_FORMATS = ["1", "2"];
+export const HAND_PROOF_FORMATS = ["1", "2", "3"];
 const PROOF_NAMES = ["type", "format", "transcript", "dealt", "commit", "reveal", "log_key"];
+const PROOF_NAMES_3 = [...PROOF_NAMES, "key_rotations"];
 const MAX_PROOF_BYTES = 1024 * 1024;
 
 const fail = (step, detail) => new VerificationError(step, detail);
@@ -45,14 +48,15 @@ export function handProofFromBytes(bytes) {
   if (!isObject(d) || d.type !== HAND_PROOF_TYPE) throw fail("format", `not a hand proof: want an object with "type": "${HAND_PROOF_TYPE}"`);
   if (!(d.format instanceof JNumber) || !HAND_PROOF_FORMATS.includes(d.format.text)) {
     const shown = d.format instanceof JNumber ? d.format.text : head(pyreprValue(d.format ?? null), 20);
-    const e = fail("format", `unknown hand proof format ${shown}; this verifier reads 1 and 2`);
+    const e = fail("format", `unknown hand proof format ${shown}; this verifier reads 1, 2 and 3`);
     // A format above those known may be a later one this copy of the page predates: the page says so.
     if (/^[1-9][0-9]{0,5}$/.test(shown) && Number(shown) > HAND_PROOF_FORMATS.length) e.newerFormat = Number(shown);
     throw e;
   }
   const format = Number(d.format.text);
-  if (Object.keys(d).length !== PROOF_NAMES.length || !PROOF_NAMES.every((k) => k in d)) {
-    throw fail("format", `a hand proof has exactly the names ${pylist(PROOF_NAMES)}`);
+  const names = format === 3 ? PROOF_NAMES_3 : PROOF_NAMES;
+  if (Object.keys(d).length !== names.length || !names.every((k) => k in d)) {
+    throw fail("format", `a hand proof of format ${format} has exactly the names ${pylist([...names].sort())}`);
   }
   let transcript;
   try {
@@ -65,23 +69,31 @@ export function handProofFromBytes(bytes) {
   if (typeof d.log_key !== "string") throw fail("format", "log_key must be a string");
   const receipts = {};
   for (const name of ["commit", "reveal"]) {
-    if (format === 2 && typeof d[name] !== "string") throw fail("format", `${name}: in format 2, ${name} is a tlog-proof text`);
+    if (format >= 2 && typeof d[name] !== "string") throw fail("format", `${name}: in format ${format}, ${name} is a tlog-proof text`);
     try {
-      receipts[name] = format === 2 ? parseTlogProof(d[name]) : receiptFromValue(d[name]);
+      receipts[name] = format >= 2 ? parseTlogProof(d[name]) : receiptFromValue(d[name]);
     } catch (e) {
       if (e instanceof LogError) throw fail("format", `${name}: ${e.message}`);
       throw e;
     }
   }
-  return { format, transcript, dealt: d.dealt, commit: receipts.commit, reveal: receipts.reveal, logKey: d.log_key };
+  const rotations = d.key_rotations ?? [];
+  if (!Array.isArray(rotations) || !rotations.every((n) => typeof n === "string")) {
+    throw fail("format", "key_rotations must be a list of rotation statements, each a signed note's text");
+  }
+  if (rotations.length > MAX_CHAIN) throw fail("format", `a hand proof carries at most ${MAX_CHAIN} key rotation statements`);
+  const keyRotations = rotations.map((n) => new TextEncoder().encode(n));
+  return { format, transcript, dealt: d.dealt, commit: receipts.commit, reveal: receipts.reveal, logKey: d.log_key, keyRotations };
 }
 
 /**
  * Every check of docs/hand-proof.md, in its order. `onStep(name, detail)` is told of each step
  * that holds. `verifiers`: the log's key, or a list of keys (a rotation's, every one used: the
- * checkpoint verifies if any of them signed it). Returns the checkpoint, with `signedBy`, the
- * keys that signed it; raises VerificationError at the first step that fails. With no key (the
- * player gave none: null or an empty list), stops after "entries" and returns null.
+ * checkpoint verifies if any of them signed it), to which the file's key rotation statements,
+ * checked first, may lead. Returns the checkpoint, with `signedBy`, the keys that signed it (a
+ * key reached by statements carries `via`: { from, rotations }); raises VerificationError at the
+ * first step that fails. With no key (the player gave none: null or an empty list), stops after
+ * "rotations" and returns null.
  */
 export function verifyHandProof(proof, verifiers, policy = null, onStep = () => {}) {
   const t = proof.transcript;
@@ -103,13 +115,22 @@ export function verifyHandProof(proof, verifiers, policy = null, onStep = () => 
   onStep("cards");
   checkEntries(proof);
   onStep("entries");
+  let chain;
+  try {
+    chain = checkChain(proof.keyRotations ?? [], proof.reveal.signedCheckpoint);
+  } catch (e) {
+    if (e instanceof LogError) throw fail("rotations", e.message);
+    throw e;
+  }
+  onStep("rotations", chain);
   if (verifiers === null || (Array.isArray(verifiers) && !verifiers.length)) return null;
+  const keys = followedKeys(Array.isArray(verifiers) ? verifiers : [verifiers], chain);
   if (!equalBytes(proof.commit.signedCheckpoint, proof.reveal.signedCheckpoint)) {
     throw fail("checkpoint", "the two receipts lead to different checkpoints");
   }
   let cp;
   try {
-    cp = openCheckpoint(proof.reveal.signedCheckpoint, verifiers);
+    cp = openCheckpoint(proof.reveal.signedCheckpoint, keys);
   } catch (e) {
     if (e instanceof LogError) throw fail("checkpoint", `checkpoint does not verify under the log key: ${e.message}`);
     throw e;

@@ -50,8 +50,9 @@ export function verifyTranscript(input) {
 }
 
 /**
- * Check a hand proof (docs/hand-proof.md, format 1 or 2) against the log's key, which the caller
- * got from the operator (never the one written in the file), and, with `witnesses` ("NAME=KEY"
+ * Check a hand proof (docs/hand-proof.md, format 1, 2 or 3) against the log's key, which the
+ * caller got from the operator (never the one written in the file), or a key the file's rotation
+ * statements lead to from it (format 3: each statement signed by both its keys), and, with `witnesses` ("NAME=KEY"
  * strings) and a `threshold` (default: all), or a C2SP tlog-policy file (`policy`, its text or
  * bytes: witness, group and quorum lines), the witnesses' cosignatures. `key` may hold several
  * keys (an array, or a text with one a line, as a key file holds them): after a rotation, a proof

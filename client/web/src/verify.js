@@ -11,6 +11,7 @@ export const HAND_PROOF_CHECKS = [
   ["deck", "The deck re-derives from the dealer's seed and the players' seeds (fairdeck-v1)."],
   ["cards", "The cards dealt are the top of that deck, in order."],
   ["entries", "The transparency log's two entries are this hand's commitment and reveal."],
+  ["rotations", "The log key rotation statements in the file, if any, are each signed by the old key and the new one, and lead one after the other to the key that signed the checkpoint."],
   ["checkpoint", "The log's checkpoint is signed by the log key you gave (by one of them, if you gave several)."],
   ["inclusion", "Both entries are in that signed log."],
   ["cosignatures", "Enough independent witnesses cosigned that checkpoint."],
@@ -174,11 +175,20 @@ export function keysOf(key) {
 /** "example.com/log+1dde4531": a key as reports name it. */
 const keyName = (v) => `${v.name}+${v.keyId.toString(16).padStart(8, "0")}`;
 
-/** Which key signed, in words: "the log key example.com/log+1dde4531 (the 2nd of the 2 keys given)". */
+/**
+ * Which key signed, in words: "the log key example.com/log+1dde4531 (the 2nd of the 2 keys given)",
+ * or, for a key the file's rotation statements led to, "the log key ...+37df3a34, which 2 key
+ * rotation statements in the file lead to from the log key ...+1dde4531 (the 1st of the 2 keys given)".
+ */
 export function signedByWords(report) {
   const ordinal = (n) => n + (["th", "st", "nd", "rd"][(n % 100 > 10 && n % 100 < 14) || n % 10 > 3 ? 0 : n % 10]);
+  const given = (key, position) => `the log key ${key}` + (report.keys > 1 ? ` (the ${ordinal(position)} of the ${report.keys} keys given)` : "");
   return report.signedBy
-    .map(({ key, position }) => `the log key ${key}` + (report.keys > 1 ? ` (the ${ordinal(position)} of the ${report.keys} keys given)` : ""))
+    .map(({ key, position, from, rotations }) =>
+      from
+        ? `the log key ${key}, which ${rotations} key rotation statement${rotations > 1 ? "s" : ""} in the file lead${rotations > 1 ? "" : "s"} to from ${given(from, position)}`
+        : given(key, position),
+    )
     .join(" and ");
 }
 
@@ -205,10 +215,21 @@ function checkHandProof(bytes, options) {
   report.hand = handView(proof.transcript, proof.dealt);
   report.hand.logKeyInFile = proof.logKey;
   if (!policy) mark(report, "cosignatures", "skip", "no witness policy given: cosignatures not required");
+  if (proof.format < 3) mark(report, "rotations", "skip", `a hand proof of format ${proof.format} carries no key rotation statement`);
   const onStep = (step, extra) => {
     let detail = "";
+    if (step === "rotations") {
+      if (proof.format < 3) return;
+      detail = extra.length
+        ? `${extra.length} statement${extra.length > 1 ? "s" : ""}, each signed by both keys: ${extra.map((r) => `${keyName(r.old)} -> ${keyName(r.new)}`).join(", ")}`
+        : "no statement in the file: the checkpoint's key was not rotated to";
+    }
     if (step === "checkpoint") {
-      report.signedBy = extra.signedBy.map((v) => ({ key: keyName(v), position: verifiers.indexOf(v) + 1 }));
+      report.signedBy = extra.signedBy.map((v) =>
+        v.via
+          ? { key: keyName(v), position: verifiers.indexOf(v.via.from) + 1, from: keyName(v.via.from), rotations: v.via.rotations }
+          : { key: keyName(v), position: verifiers.indexOf(v) + 1 },
+      );
       detail = `${extra.origin}, tree size ${extra.size}, root ${b64encode(extra.root)}; signed by ${signedByWords(report)}`;
     }
     if (step === "inclusion") {
