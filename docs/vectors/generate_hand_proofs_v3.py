@@ -33,11 +33,12 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parents[1] / "client"), str(HERE)]
 
+from vectorgen.hands import label_bytes  # noqa: E402
+
 from fairdeck.log.checkpoint import open_checkpoint, sign_checkpoint  # noqa: E402
 from fairdeck.log.handproof import HandProof  # noqa: E402
 from fairdeck.log.note import Signer, Verifier, sign_note  # noqa: E402
 from fairdeck.log.rotation import MAX_CHAIN, rotation_text, sign_rotation  # noqa: E402
-from vectorgen.hands import label_bytes  # noqa: E402
 
 V1 = json.loads((HERE / "fairdeck-hand-proofs-v1.json").read_text())
 OUT = HERE / "fairdeck-hand-proofs-v3.json"
@@ -50,7 +51,10 @@ def signer(label: str, origin: str = ORIGIN) -> Signer:
 
 def main() -> None:
     k2, k3, forger, forger2 = signer("key 2"), signer("key 3"), signer("forger"), signer("forger 2")
-    other1, other2 = signer("other log 1", "example.com/another-log"), signer("other log 2", "example.com/another-log")
+    other1, other2 = (
+        signer("other log 1", "example.com/another-log"),
+        signer("other log 2", "example.com/another-log"),
+    )
     key1 = Verifier.parse(V1["log_key"])
     proofs = [HandProof.from_json(c["text"]) for c in V1["valid"]]
     checkpoint = open_checkpoint(proofs[0].reveal.signed_checkpoint, key1, ORIGIN)
@@ -88,7 +92,8 @@ def main() -> None:
         {"name": "both statements, checked with key 1", "keys": ["key 1"], "text": text(chain)},
         {"name": "both statements, checked with key 2", "keys": ["key 2"], "text": text(chain)},
         {"name": "both statements, checked with key 3, which signed", "keys": ["key 3"], "text": text(chain)},
-        {"name": "both statements, checked with keys 3 and 1", "keys": ["key 3", "key 1"], "text": text(chain)},
+        {"name": "both statements, checked with keys 3 and 1", "keys": ["key 3", "key 1"],
+         "text": text(chain)},
         {"name": "a shoe-8 hand, checked with key 1", "keys": ["key 1"], "text": text(v3(shoe, [s12, s23]))},
         {"name": "signed by key 2, one statement, checked with key 1", "keys": ["key 1"],
          "text": text(v3(std, [s12], by2))},
@@ -108,7 +113,8 @@ def main() -> None:
     changed = s23.replace(k3.verifier.to_string().encode(), forger.verifier.to_string().encode(), 1)
     to_itself = sign_note(rotation_text(k2.verifier, k2.verifier), k2)
     invalid = [
-        {"name": "statements out of order", "step": "rotations", "keys": ["key 1"], "text": text(v3(std, [s23, s12]))},
+        {"name": "statements out of order", "step": "rotations", "keys": ["key 1"],
+         "text": text(v3(std, [s23, s12]))},
         {"name": "the statement from key 2 to key 3 left out", "step": "rotations", "keys": ["key 1"],
          "text": text(v3(std, [s12]))},
         {"name": "a statement signed by the old key alone", "step": "rotations", "keys": ["key 1"],
@@ -117,7 +123,8 @@ def main() -> None:
          "text": text(v3(std, [s12, only_new]))},
         {"name": "a forger's statement from key 2, with a signature under key 2's name", "step": "rotations",
          "keys": ["key 1"], "text": text(v3(std, [s12, forged], sign_checkpoint(checkpoint, forger)))},
-        {"name": "a statement whose new key was changed after signing", "step": "rotations", "keys": ["key 1"],
+        {"name": "a statement whose new key was changed after signing", "step": "rotations",
+         "keys": ["key 1"],
          "text": text(v3(std, [s12, changed], sign_checkpoint(checkpoint, forger)))},
         {"name": "a statement from a key to itself", "step": "rotations", "keys": ["key 1"],
          "text": text(v3(std, [s12, to_itself], by2))},
@@ -129,13 +136,16 @@ def main() -> None:
          "text": text(v3(std, [by3]))},
         {"name": "a statement in base64, as the key-rotations file holds it", "step": "rotations",
          "keys": ["key 1"], "text": text(v3(std, [base64.b64encode(s12), s23]))},
-        {"name": "a forger's own valid statement, checked with key 1", "step": "checkpoint", "keys": ["key 1"],
+        {"name": "a forger's own valid statement, checked with key 1", "step": "checkpoint",
+         "keys": ["key 1"],
          "text": text(v3(std, [sign_rotation(forger, forger2)], by_forger))},
-        {"name": "the statement from key 2 alone, checked with key 1", "step": "checkpoint", "keys": ["key 1"],
+        {"name": "the statement from key 2 alone, checked with key 1", "step": "checkpoint",
+         "keys": ["key 1"],
          "text": text(v3(std, [s23]))},
         {"name": "both statements, checked with a key of no statement", "step": "checkpoint",
          "keys": ["a key of no statement"], "text": text(chain)},
-        {"name": "a server seed that does not open the commitment, with a bad statement", "step": "commitment",
+        {"name": "a server seed that does not open the commitment, with a bad statement",
+         "step": "commitment",
          "keys": ["key 1"], "text": edited(v3(std, [s12, only_old]), lambda d: d["transcript"].update(
              server_seed="00" + d["transcript"]["server_seed"][2:]))},
         {"name": "key_rotations in format 2", "step": "format", "keys": ["key 1"],

@@ -213,7 +213,12 @@ def test_the_request_id_is_on_the_dealers_access_line(
     assert lines[7][0] not in {line[0] for line in lines[:7]} and lines[7][1] == "GetHand"
     assert lines[8] == ("sdk-checkpoint-1", "GetCheckpoint", "OK")
     # GetPublicKey: the rotation statements a proof carries to the checkpoint's key (format 3).
-    assert [line[1] for line in lines[9:]] == ["GetHand", "GetInclusionProof", "GetInclusionProof", "GetPublicKey"]
+    assert [line[1] for line in lines[9:]] == [
+        "GetHand",
+        "GetInclusionProof",
+        "GetInclusionProof",
+        "GetPublicKey",
+    ]
     assert {line[0] for line in lines[9:]} == {"sdk-proof-1"}  # one id for every call of the proof
     assert dealt.hand.hand_id
 

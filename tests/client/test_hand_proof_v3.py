@@ -84,7 +84,9 @@ def test_as_format_1_or_2_drops_the_statements() -> None:
 
 
 def key_of(data: Path) -> str:
-    return subprocess.run([*CLI, "key", "--data", str(data)], capture_output=True, text=True, check=True).stdout.strip()
+    return subprocess.run(
+        [*CLI, "key", "--data", str(data)], capture_output=True, text=True, check=True
+    ).stdout.strip()
 
 
 def test_a_player_with_the_old_key_checks_a_hand_dealt_after_a_rotation(tmp_path: Path) -> None:
@@ -96,7 +98,9 @@ def test_a_player_with_the_old_key_checks_a_hand_dealt_after_a_rotation(tmp_path
         dealer.start()
         old = key_of(data)
         dealer.stop()
-        done = subprocess.run([*CLI, "rotate-key", "log", "--data", str(data)], capture_output=True, text=True)
+        done = subprocess.run(
+            [*CLI, "rotate-key", "log", "--data", str(data)], capture_output=True, text=True
+        )
         assert done.returncode == 0, done.stderr
         target = dealer.start()
         new = key_of(data)
@@ -118,7 +122,8 @@ def test_a_player_with_the_old_key_checks_a_hand_dealt_after_a_rotation(tmp_path
         async_proof = asyncio.run(fetch())
         forced = tmp_path / "format-1.json"
         assert subprocess.run(
-            [*CLI, "hand", "get", hand_id, "--target", target, "--key", new, "--format", "1", "--out", str(forced)],
+            [*CLI, "hand", "get", hand_id, "--target", target, "--key", new, "--format", "1",
+             "--out", str(forced)],
             capture_output=True, text=True, timeout=60,
         ).returncode == 0  # fmt: skip
     finally:
@@ -131,5 +136,7 @@ def test_a_player_with_the_old_key_checks_a_hand_dealt_after_a_rotation(tmp_path
         done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
         assert done.returncode == 0 and done.stdout.startswith(f"OK: hand {hand_id} verified"), (keys, done)
     # Without the statements (format 1, asked for), the old key alone cannot reach the new one.
-    done = subprocess.run([*CLI, "verify", str(forced), "--key", old], capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [*CLI, "verify", str(forced), "--key", old], capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 1 and done.stdout.startswith("FAILED at step checkpoint:"), done

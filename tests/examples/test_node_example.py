@@ -210,7 +210,9 @@ def test_a_copy_outside_the_repository_says_where_its_protos_are_or_finds_them(
         assert done.stdout.splitlines()[-1].startswith("OK: hand ")
 
 
-def test_an_out_file_it_cannot_write_stops_it_before_the_deal(installed: None, dealer: RunningDealer, key: str) -> None:
+def test_an_out_file_it_cannot_write_stops_it_before_the_deal(
+    installed: None, dealer: RunningDealer, key: str
+) -> None:
     """`--out` in a folder that is not there dealt a whole hand, then ended in an ENOENT stack
     trace: the proof was lost."""
     done = deal(dealer.target, key, "--out", "/nonexistent/hand.json")

@@ -195,7 +195,9 @@ def test_no_text_below_12_px_on_a_phone(engine: str, tmp_path: Path) -> None:
     where = {s["where"].rsplit(" > ", 1)[-1] for s in sizes}
     # What the measure must have seen: the hints' and footer's code, a deck number, the deck, the facts.
     assert {"code", "sub", "dd", "textarea#witnesses", "input#threshold"} <= where, sorted(where)
-    assert any(s["where"].startswith("footer") for s in sizes) and any("div#deck" in s["where"] for s in sizes)
+    assert any(s["where"].startswith("footer") for s in sizes) and any(
+        "div#deck" in s["where"] for s in sizes
+    )
     small = [s for s in sizes if s["px"] < SMALLEST_PX]
     assert small == [], small
     assert got["requests"] == [] and got["errors"] == []

@@ -119,10 +119,16 @@ def test_proofs_across_a_rotation_under_old_new_and_both_keys(
             signer = rotated["old"] if name.startswith("before") else rotated["new"]
             given = [k for k in keys if not k.startswith("@")] or rotated["printed"]
             if signer in given:
-                assert page["signed_by"] == [{"key": short(signer), "position": given.index(signer) + 1}], page
+                want = {"key": short(signer), "position": given.index(signer) + 1}
             else:  # reached by the proof's rotation statement, from the old key given
-                assert page["signed_by"] == [{"key": short(signer), "position": given.index(rotated["old"]) + 1,
-                                              "from": short(rotated["old"]), "rotations": 1}], page  # fmt: skip
+                old = rotated["old"]
+                want = {
+                    "key": short(signer),
+                    "position": given.index(old) + 1,
+                    "from": short(old),
+                    "rotations": 1,
+                }
+            assert page["signed_by"] == [want], page
             assert short(signer) in page["details"]["checkpoint"], page["details"]
         else:
             assert page["step"] == "checkpoint", page
@@ -177,7 +183,10 @@ def test_the_key_box_takes_the_list_and_names_the_key_that_signed_or_is_not_vali
     # the page says so (it failed at step checkpoint, for an honest dealer's hand).
     old_alone = got["ui"]["the old key alone"]["before"]
     assert old_alone["ok"] and old_alone["checks"]["rotations"] == "pass", old_alone
-    words = f"{short(rotated['new'])}, which 1 key rotation statement in the file leads to from the log key {short(rotated['old'])}"
+    words = (
+        f"{short(rotated['new'])}, which 1 key rotation statement in the file leads to from the log key "
+        f"{short(rotated['old'])}"
+    )
     assert words in old_alone["verdict_help"], old_alone["verdict_help"]
     assert f"{short(rotated['old'])} -> {short(rotated['new'])}" in old_alone["check_details"]["rotations"]
     assert got["requests"] == [] and got["errors"] == []

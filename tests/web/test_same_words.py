@@ -269,7 +269,9 @@ def rotation_mutations(rng: random.Random, proof: dict[str, Any], count: int) ->
             lines.insert(j, lines[j])
         elif kind == "char" and lines[j]:
             k = rng.randrange(len(lines[j]))
-            lines[j] = lines[j][:k] + rng.choice(string.ascii_letters + string.digits + "+/= ") + lines[j][k + 1 :]
+            lines[j] = (
+                lines[j][:k] + rng.choice(string.ascii_letters + string.digits + "+/= ") + lines[j][k + 1 :]
+            )
         notes[i] = "\n".join(lines)
         if kind == "drop":
             del notes[i]

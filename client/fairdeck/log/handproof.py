@@ -87,7 +87,9 @@ class HandProof:
         """The same proof, written in format ``fmt`` (1, 2 or 3; 1 and 2 without the statements)."""
         if fmt not in FORMATS:
             raise ValueError(f"hand proof formats are {FORMATS}, not {fmt}")
-        return dataclasses.replace(self, format=fmt, key_rotations=self.key_rotations if fmt == ROTATED else ())
+        return dataclasses.replace(
+            self, format=fmt, key_rotations=self.key_rotations if fmt == ROTATED else ()
+        )
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n"
@@ -135,7 +137,9 @@ class HandProof:
                 raise _fail("format", f"{name}: {e.detail}") from None
         rotations = d.get("key_rotations", [])
         if not isinstance(rotations, list) or not all(isinstance(n, str) for n in rotations):
-            raise _fail("format", "key_rotations must be a list of rotation statements, each a signed note's text")
+            raise _fail(
+                "format", "key_rotations must be a list of rotation statements, each a signed note's text"
+            )
         if len(rotations) > MAX_CHAIN:
             raise _fail("format", f"a hand proof carries at most {MAX_CHAIN} key rotation statements")
         notes = tuple(n.encode("utf-8") for n in rotations)

@@ -7,13 +7,10 @@ A statement is a C2SP signed note whose text is four lines::
     <old verifier key>
     <new verifier key>
 
-signed by the old key (its authority) and by the new key (proof that the new key's holder made
-it). Its first line cannot be a checkpoint's origin followed by a tree size, so a statement never
-parses as a checkpoint, nor a checkpoint as a statement. ``follow`` takes the keys a verifier
-trusts and any statements, and returns the keys those statements lead to, in order: someone who
-holds only the old key can then verify checkpoints signed by the new one, and says so. A hand
-proof carries the chain of statements to its checkpoint's key (``chain_to``), checked strictly
-(``check_chain``: every one valid and linked) before its keys are followed (``followed_keys``).
+signed by the old key and by the new key; it never parses as a checkpoint, nor the reverse.
+``follow`` takes the keys a verifier trusts and any statements, and returns the keys they lead to,
+old to new only. A hand proof carries the chain to its checkpoint's key (``chain_to``), checked
+strictly (``check_chain``) before its keys are followed (``followed_keys``).
 
 >>> from fairdeck.log.note import Signer
 >>> old, new = Signer.generate("example.log"), Signer.generate("example.log")
