@@ -31,6 +31,7 @@ from fairdeck.cli.tile_source import Item, Source, tiles_log
 from fairdeck.client.calls import ClientConfig
 from fairdeck.client.channel import EntryPager
 from fairdeck.client.exceptions import from_rpc_error
+from fairdeck.client.local_files import MAX_BYTES, LocalFileError, read_local, read_local_text
 from fairdeck.core.errors import VerificationError
 from fairdeck.log.audit import Auditor, AuditReport, Finding, LogUnreadable
 from fairdeck.log.audit_pool import PARALLEL_FROM, RevealChecks, default_workers
@@ -169,7 +170,13 @@ def _verifiers(values: Sequence[str]) -> list[Verifier]:
     """Each --key: a verifier key, or @FILE with one key per line (blank lines and # comments skipped)."""
     keys = []
     for text in values:
-        lines = Path(text[1:]).read_text().splitlines() if text.startswith("@") else [text]
+        if text.startswith("@"):
+            try:
+                lines = read_local_text(text[1:]).splitlines()
+            except OSError as e:
+                raise LocalFileError(f"cannot read --key {text}: {e.strerror or e}") from None
+        else:
+            lines = [text]
         keys += [Verifier.parse(k) for k in map(str.strip, lines) if k and not k.startswith("#")]
     if not keys:
         raise NoteError("no verifier key given")
@@ -184,7 +191,9 @@ def witness_policy(args: argparse.Namespace) -> WitnessPolicy | None:
             raise CosignatureError("give --policy or --witness, not both")
         path = Path(args.policy)
         try:
-            text = sys.stdin.buffer.read() if args.policy == "-" else path.read_bytes()
+            text = sys.stdin.buffer.read(MAX_BYTES + 1) if args.policy == "-" else read_local(path)
+            if len(text) > MAX_BYTES:
+                raise LocalFileError(f"it is larger than {MAX_BYTES} bytes")
         except OSError as e:
             raise CosignatureError(f"cannot read --policy {path}: {e.strerror or e}") from None
         return TlogPolicy.parse(text).witness_policy()

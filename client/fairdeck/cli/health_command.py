@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from fairdeck.client.local_files import read_local
 
 DEFAULT_TARGET = "127.0.0.1:50051"
 MAX_TIMEOUT = 3600.0
@@ -29,7 +30,7 @@ def _read(path: str | None, what: str) -> bytes | None:
     if path is None:
         return None
     try:
-        return Path(path).read_bytes()
+        return read_local(path)
     except OSError as e:
         raise UsageError(f"cannot read {what} {path}: {e.strerror or e}") from None
 

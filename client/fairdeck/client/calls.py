@@ -20,6 +20,7 @@ from typing import Any, Generic, TypeVar
 import grpc
 from google.protobuf.message import Message
 
+from fairdeck.client.local_files import LocalFileError, read_local
 from fairdeck.client.models import DealtHand, Draw, Hand, LogReceipt, cards, client_seed_to_proto
 from fairdeck.client.player_seeds import sdk_seed
 from fairdeck.core.cards import Card
@@ -152,10 +153,20 @@ def tls_credentials(
     if (cert is None) != (key is None):
         raise ValueError("give both cert and key (mTLS), or neither")
     return grpc.ssl_channel_credentials(
-        root_certificates=Path(ca).read_bytes() if ca is not None else None,
-        private_key=Path(key).read_bytes() if key is not None else None,
-        certificate_chain=Path(cert).read_bytes() if cert is not None else None,
+        root_certificates=_pem(ca, "the CA file"),
+        private_key=_pem(key, "the client key"),
+        certificate_chain=_pem(cert, "the client certificate"),
     )
+
+
+def _pem(path: str | Path | None, what: str) -> bytes | None:
+    """A PEM file's bytes (a regular file, bounded: local_files); OSError naming it."""
+    if path is None:
+        return None
+    try:
+        return read_local(path)
+    except OSError as e:
+        raise LocalFileError(f"cannot read {what} {path}: {e.strerror or e}") from None
 
 
 @dataclass(frozen=True)

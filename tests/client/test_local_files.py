@@ -1,0 +1,78 @@
+"""Local files a user names on the command line (a key file, a witness policy, a PEM): a device,
+a FIFO, a directory, a file too large or not UTF-8 is one line naming the option and exit status 2,
+never a read without end (fairdeck.client.local_files)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fairdeck.client.local_files import MAX_BYTES, LocalFileError, read_local
+
+ROOT = Path(__file__).resolve().parents[2]
+PROOFS = json.loads((ROOT / "docs" / "vectors" / "fairdeck-hand-proofs-v1.json").read_text())
+KEY: str = PROOFS["log_key"]
+
+
+@pytest.fixture
+def odd(tmp_path: Path) -> dict[str, str]:
+    """Files a user may name by mistake."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    big = tmp_path / "big.txt"
+    with big.open("wb") as f:  # sparse: no disk is used
+        f.truncate(MAX_BYTES + 1)
+    binary = tmp_path / "binary"
+    binary.write_bytes(b"\xff\xfe\x00 not text")
+    return {
+        "/dev/zero": "/dev/zero",
+        "a FIFO": str(fifo),
+        "a directory": str(tmp_path),
+        "too large": str(big),
+        "not UTF-8": str(binary),
+    }
+
+
+def fairdeck(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "fairdeck.cli", *args], capture_output=True, text=True, timeout=30
+    )
+
+
+def test_a_key_file_that_is_dev_zero_or_a_fifo_is_refused_not_read_forever(
+    odd: dict[str, str], tmp_path: Path
+) -> None:
+    """`--key @/dev/zero` (or a FIFO) read without end, and `--policy /dev/zero` too; a directory
+    said "[Errno 21] Is a directory" without naming the option."""
+    proof = tmp_path / "hand.json"
+    proof.write_text(PROOFS["valid"][0]["text"], encoding="utf-8")
+    for what, path in odd.items():
+        if what == "not UTF-8":
+            continue
+        for args, named in (
+            (["verify", str(proof), "--key", f"@{path}"], f"--key @{path}"),
+            (["verify", str(proof), "--key", KEY, "--policy", path], f"--policy {path}"),
+            (["hand", "get", "h", "--target", "127.0.0.1:1", "--key", KEY, "--ca", path], f"CA file {path}"),
+            (["health", "--target", "127.0.0.1:1", "--ca", path], f"--ca {path}"),
+        ):
+            done = fairdeck(*args)
+            assert done.returncode == 2 and done.stderr.count("\n") == 1, (what, args, done.stderr)
+            assert named in done.stderr and "Traceback" not in done.stderr, (what, done.stderr)
+    done = fairdeck("verify", str(proof), "--key", f"@{odd['not UTF-8']}")
+    assert done.returncode == 2 and "not UTF-8 text" in done.stderr, done.stderr
+
+
+def test_read_local_reads_a_regular_file_whole_and_nothing_else(odd: dict[str, str], tmp_path: Path) -> None:
+    ok = tmp_path / "keys.txt"
+    ok.write_bytes(b"x" * MAX_BYTES)
+    assert read_local(ok) == b"x" * MAX_BYTES
+    for what in ("/dev/zero", "a FIFO", "a directory", "too large"):
+        with pytest.raises(LocalFileError):
+            read_local(odd[what])
+    with pytest.raises(FileNotFoundError):
+        read_local(tmp_path / "nowhere")
