@@ -14,7 +14,7 @@
 // FAIRDECK_API_TOKEN, when set, is sent as the dealer token: over TLS (--tls: the system's roots;
 // --ca: the operator's CA), or in plain text to loopback alone unless --insecure says otherwise.
 import { createHash, randomBytes, randomUUID } from "node:crypto";
-import { accessSync, constants, existsSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { accessSync, closeSync, constants, existsSync, fstatSync, openSync, readSync, statSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
@@ -76,18 +76,42 @@ function usage(message) {
   process.exit(2);
 }
 
-function readFile(path, what) {
+const MAX_FILE_BYTES = 1024 * 1024;
+
+/**
+ * A file the user names, read only if it is a regular file, and only its first `limit` bytes and
+ * one more (a hand proof larger than the verifier reads is its finding, at step format): a device
+ * such as /dev/zero or a FIFO is one line and exit status 2, never a read without end.
+ */
+function readFile(path, what, limit = MAX_FILE_BYTES) {
+  let fd;
   try {
-    return readFileSync(path);
+    fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK);
   } catch (e) {
     return usage(`cannot read ${what} ${path}: ${e.code ?? e.message}`);
+  }
+  try {
+    const stat = fstatSync(fd);
+    if (stat.isDirectory()) usage(`cannot read ${what} ${path}: EISDIR`);
+    if (!stat.isFile()) usage(`cannot read ${what} ${path}: it is not a regular file (a device, a FIFO or a socket)`);
+    const buffer = Buffer.alloc(Math.min(stat.size, limit) + 1);
+    let size = 0;
+    for (let n; size < buffer.length && (n = readSync(fd, buffer, size, buffer.length - size, null)) > 0; ) size += n;
+    return buffer.subarray(0, size);
+  } finally {
+    closeSync(fd);
   }
 }
 
 /** The log's key, checked before anything is dealt: a hand whose proof cannot be checked is no use. */
 function readKey(value) {
   if (!value) usage("--key is required: the log's verifier key (`fairdeck key`), or @FILE");
-  const key = value.startsWith("@") ? readFile(value.slice(1), "the key file").toString("utf8").trim() : value;
+  let key = value;
+  if (value.startsWith("@")) {
+    const data = readFile(value.slice(1), "the key file");
+    if (data.length > MAX_FILE_BYTES) usage(`cannot read the key file ${value.slice(1)}: it is larger than ${MAX_FILE_BYTES} bytes`);
+    key = data.toString("utf8").trim();
+  }
   try {
     verifyHandProof("", { key }); // the key is read before the proof: LogError when it is not a log key
   } catch (e) {
@@ -109,7 +133,11 @@ function isLoopback(target) {
 
 /** The channel's credentials: TLS with --tls or --ca; plain text otherwise, where the token allows. */
 function credentialsFor({ target, tls, ca, insecure }) {
-  if (ca) return grpc.credentials.createSsl(readFile(ca, "the CA file"));
+  if (ca) {
+    const pem = readFile(ca, "the CA file");
+    if (pem.length > MAX_FILE_BYTES) usage(`cannot read the CA file ${ca}: it is larger than ${MAX_FILE_BYTES} bytes`);
+    return grpc.credentials.createSsl(pem);
+  }
   if (tls) return grpc.credentials.createSsl();
   if (process.env.FAIRDECK_API_TOKEN && !isLoopback(target) && !insecure) {
     usage(`refusing to send FAIRDECK_API_TOKEN to ${target} in plain text: use --tls or --ca CA.pem (or --insecure on a network you trust)`);
@@ -143,7 +171,12 @@ function connect(target, credentials, proto = protoDir()) {
     usage(`cannot load the .proto files in ${resolve(proto)}: ${e.message.split("\n")[0]}`);
   }
   const v1 = grpc.loadPackageDefinition(loaded).fairdeck.v1;
-  const dealer = new v1.DealerService(target, credentials);
+  let dealer;
+  try {
+    dealer = new v1.DealerService(target, credentials);
+  } catch (e) {
+    usage(`--target ${JSON.stringify(target)} is not a gRPC target (HOST:PORT): ${e.message}`);
+  }
   const audit = new v1.AuditService(target, credentials, { channelOverride: dealer.getChannel() });
   return { dealer, audit };
 }

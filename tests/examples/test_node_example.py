@@ -218,3 +218,36 @@ def test_an_out_file_it_cannot_write_stops_it_before_the_deal(
     done = deal(dealer.target, key, "--out", "/nonexistent/hand.json")
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert "--out /nonexistent/hand.json" in done.stderr and done.stdout == ""
+
+
+def test_a_device_a_fifo_or_a_bad_target_is_one_line_not_a_hang_or_a_stack_trace(
+    installed: None, key: str, tmp_path: Path
+) -> None:
+    """`--verify /dev/zero`, `--key @/dev/zero` and `--ca /dev/zero` read without end (a FIFO
+    hung too), and `--target ""` ended in grpc-js's "Could not parse target name" stack trace."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for args, named in (
+        (["--verify", "/dev/zero", "--key", key], "the hand proof /dev/zero"),
+        (["--verify", str(fifo), "--key", key], f"the hand proof {fifo}"),
+        (["--key", "@/dev/zero"], "the key file /dev/zero"),
+        (["--key", key, "--ca", str(fifo), "--target", "127.0.0.1:1"], f"the CA file {fifo}"),
+        (["--key", key, "--target", ""], '--target ""'),
+    ):
+        done = subprocess.run(["node", str(SCRIPT), *args], capture_output=True, text=True, timeout=30)
+        assert done.returncode == 2 and done.stderr.count("\n") == 1, (args, done.stderr)
+        assert named in done.stderr and done.stdout == "", (args, done.stderr)
+
+
+def test_it_verifies_a_proof_of_format_3_from_the_key_before_a_rotation(
+    installed: None, tmp_path: Path
+) -> None:
+    """@fairdeck/verifier follows a hand proof's key rotation statements, as `fairdeck verify` does."""
+    vectors = json.loads((EXAMPLES.parent / "docs" / "vectors" / "fairdeck-hand-proofs-v3.json").read_text())
+    hand = tmp_path / "hand.json"
+    for case in [*vectors["valid"][:1], *[c for c in vectors["invalid"] if c["step"] == "rotations"][:2]]:
+        hand.write_text(case["text"], encoding="utf-8")
+        keys = [vectors["keys"][name] for name in case["keys"]]
+        done = run("--verify", str(hand), "--key", keys[0])
+        assert done.stdout.strip() == browser.python_line(hand.read_bytes(), tmp_path, keys), case["name"]
+        assert done.returncode == (1 if "step" in case else 0), (case["name"], done.stderr)
