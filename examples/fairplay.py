@@ -19,12 +19,12 @@ import secrets
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Protocol
 
 from fairdeck.client import DealerClient
 from fairdeck.client.audit_client import AuditClient
 from fairdeck.client.exceptions import FairdeckError
+from fairdeck.client.local_files import read_local_text
 from fairdeck.client.models import Hand
 from fairdeck.core.cards import Card
 from fairdeck.core.decks import DeckSpec
@@ -52,7 +52,7 @@ def load_verifier(key: str | Verifier) -> Verifier:
     if isinstance(key, Verifier):
         return key
     if key.startswith("@"):
-        key = Path(key[1:]).read_text()
+        key = read_local_text(key[1:])  # a regular file, bounded: /dev/zero is an error, not a hang
     return Verifier.parse(key.strip())
 
 

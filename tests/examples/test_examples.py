@@ -414,3 +414,20 @@ def test_the_examples_are_mypy_strict_clean() -> None:
         cwd=EXAMPLES.parent, env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("script", ["holdem_pokerkit.py", "blackjack_shoe.py"])
+def test_a_key_file_that_is_a_device_or_not_text_is_one_line_not_a_hang_or_a_traceback(
+    script: str, tmp_path: Path
+) -> None:
+    """`--key @/dev/zero` read without end, and a key file that is not UTF-8 ended in a
+    UnicodeDecodeError traceback."""
+    binary = tmp_path / "binary"
+    binary.write_bytes(b"\xff\xfe not a key")
+    for path, said in (("/dev/zero", "not a regular file"), (str(binary), "not UTF-8 text")):
+        done = subprocess.run(
+            [sys.executable, str(EXAMPLES / script), "--key", f"@{path}"],
+            capture_output=True, text=True, timeout=30,
+        )  # fmt: skip
+        assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+        assert "bad --key" in done.stderr and said in done.stderr and "Traceback" not in done.stderr
