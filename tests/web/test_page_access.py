@@ -184,13 +184,29 @@ def test_no_text_below_12_px_on_a_phone(engine: str, tmp_path: Path) -> None:
     """On a 390x844 screen, `code` in the hints and in the footer was 10.2 to 11.7 px, in both
     browsers: a browser draws `monospace` alone at 13/16 of the text around it, and the hints are
     smaller than the body already. A shoe card's deck number was 8.8 px. Every text drawn is
-    measured, with each <details> open and a shoe hand's cards shown."""
+    measured, with each <details> open and a shoe hand's cards shown: verified, failed, without a
+    key, and a transcript."""
     browser.require_browser(engine)
     shoe = next(v for v in PROOFS["valid"] if "shoe" in v["name"])
     path = tmp_path / "shoe.json"
     path.write_text(shoe["text"], encoding="utf-8")
-    ui = [{"id": "shoe", "file": str(path), "key": KEY, "viewport": PHONE, "open_details": True}]
+    tampered = json.loads(shoe["text"])
+    tampered["dealt"][0] = tampered["transcript"]["cards"][-1]
+    bad = tmp_path / "tampered.json"
+    bad.write_text(json.dumps(tampered), encoding="utf-8")
+    transcript = tmp_path / "transcript.json"
+    transcript.write_text(json.dumps(tampered["transcript"]), encoding="utf-8")
+    ui = [
+        {"id": "shoe", "file": str(path), "key": KEY, "viewport": PHONE, "open_details": True},
+        {"id": "a failed hand", "file": str(bad), "key": KEY, "viewport": PHONE, "open_details": True},
+        {"id": "no key", "file": str(path), "viewport": PHONE, "open_details": True},
+        {"id": "a transcript", "file": str(transcript), "viewport": PHONE, "open_details": True},
+    ]
     got = browser.run({"ui": ui}, tmp_path, engine=engine)
+    for name, case in got["ui"].items():
+        small = [s for s in case["before"]["text_sizes"] if s["px"] < SMALLEST_PX]
+        assert small == [], (name, small)
+    assert got["ui"]["a failed hand"]["before"]["step"] == "cards"
     sizes = got["ui"]["shoe"]["before"]["text_sizes"]
     where = {s["where"].rsplit(" > ", 1)[-1] for s in sizes}
     # What the measure must have seen: the hints' and footer's code, a deck number, the deck, the facts.
