@@ -273,10 +273,15 @@ export function cardCode(deck: string, id: number): string;
 /** The transcript value of a dealer's Transcript message; raises VerificationError ("malformed") for a card not in its deck. */
 export function transcriptFromMessage(message: TranscriptMessage): TranscriptValue;
 
-/** A closed hand's proof text (docs/hand-proof.md, format 1), as `fairdeck hand get` writes it; not checked here. */
+/**
+ * A closed hand's proof text (docs/hand-proof.md), as `fairdeck hand get` writes it: format 1, or
+ * format 3 when `keyRotations` (GetPublicKey's `key_rotations`) hold statements that lead to the
+ * checkpoint's key. Not checked here.
+ */
 export function handProofText(parts: {
   hand: HandMessage;
   commit: InclusionProofMessage;
   reveal: InclusionProofMessage;
   logKey: string;
+  keyRotations?: readonly Uint8Array[];
 }): string;

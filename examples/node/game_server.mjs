@@ -260,7 +260,10 @@ export async function deal({ target, key, deck = "standard", players = 2, out = 
     const reveal = await call(audit, "GetInclusionProof", { hand_id: handId, kind: "ENTRY_KIND_REVEAL" }, out);
     const commit = await call(audit, "GetInclusionProof",
       { hand_id: handId, kind: "ENTRY_KIND_COMMIT", tree_size: reveal.tree_size }, out);
-    const text = handProofText({ hand: closed, commit, reveal, logKey: key });
+    // The log key's rotation statements: after a rotation, the proof carries those that lead to
+    // the checkpoint's key (format 3), and a player who holds an older key follows them.
+    const { key_rotations: keyRotations } = await call(audit, "GetPublicKey", {}, out);
+    const text = handProofText({ hand: closed, commit, reveal, logKey: key, keyRotations });
     const proof = verifyHandProof(text, { key });
     // What this game server saw itself: the commitment at open, and the cards it drew.
     if (proof.transcript.commitment !== opened.commitment.toString("hex")) {

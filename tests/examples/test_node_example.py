@@ -251,3 +251,25 @@ def test_it_verifies_a_proof_of_format_3_from_the_key_before_a_rotation(
         done = run("--verify", str(hand), "--key", keys[0])
         assert done.stdout.strip() == browser.python_line(hand.read_bytes(), tmp_path, keys), case["name"]
         assert done.returncode == (1 if "step" in case else 0), (case["name"], done.stderr)
+
+
+def test_after_a_rotation_it_writes_a_proof_the_old_key_checks(installed: None, tmp_path: Path) -> None:
+    """The game server wrote format 1 only: after `fairdeck rotate-key log`, a hand it dealt failed
+    under the old key at step checkpoint, here and in `fairdeck verify`. Its proof now carries the
+    rotation statement (format 3, handProofText's keyRotations)."""
+    data = tmp_path / "data"
+    running = RunningDealer(data, rate_limit=0)
+    try:
+        running.start()
+        old = Signer.parse((data / "log.key").read_text().splitlines()[0].strip()).verifier.to_string()
+        running.stop()
+        assert main(["rotate-key", "log", "--data", str(data)]) == 0
+        target = running.start()
+        hand = tmp_path / "hand.json"
+        done = deal(target, old, "--out", str(hand))
+    finally:
+        running.close()
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads(hand.read_text())["format"] == 3
+    assert done.stdout.splitlines()[-1] == browser.python_line(hand.read_bytes(), tmp_path, old)
+    assert done.stdout.splitlines()[-1].startswith("OK: hand ")

@@ -1,11 +1,14 @@
 // The dealer's gRPC messages, as a Node program receives them (@grpc/proto-loader or generated
 // code), turned into what the verifiers read: a transcript value (docs/fairness-spec.md section
-// 7.2) and a hand proof's text (docs/hand-proof.md, format 1, as `fairdeck hand get` writes it).
+// 7.2) and a hand proof's text (docs/hand-proof.md, format 1, or 3 with the key rotation
+// statements after a rotation, as `fairdeck hand get` writes it).
 //
 // Fields are read under either name a loader gives them (`hand_id` with keepCase, `handId`
 // without). Bytes must be bytes (Uint8Array or Buffer: proto-loader's default, not its
 // `bytes: String` option), uint64 numbers a BigInt, a safe integer, a decimal string or a Long.
 import { HAND_PROOF_TYPE } from "./handproof.js";
+import { chainTo } from "./rotation.js";
+import { HEADER as TLOG_PROOF_HEADER } from "./tlogproof.js";
 import { SPEC_NAMES, VerificationError, codeForId, deckSpec, toHex } from "./spec.js";
 import { head, length, pyrepr } from "./words.js";
 
@@ -85,26 +88,40 @@ const b64 = (raw) => btoa(Array.from(raw, (b) => String.fromCharCode(b)).join(""
 /**
  * A closed hand's proof, as text: `hand` is the Hand message of CloseHand or GetHand (its
  * transcript and dealt count), `commit` and `reveal` the GetInclusionProof responses for its two
- * entries (the commit one asked at the reveal's tree size), `logKey` the log's verifier key. The
- * text is what `verifyHandProof`, `fairdeck verify` and the verifier page read; it is not checked
- * here.
+ * entries (the commit one asked at the reveal's tree size), `logKey` the log's verifier key, and
+ * `keyRotations` the `key_rotations` of GetPublicKey's response: when valid statements lead to the
+ * checkpoint's key, the proof is of format 3 and carries them, so a player who holds a key from
+ * before the rotation can check it. The text is what `verifyHandProof`, `fairdeck verify` and the
+ * verifier page read; it is not checked here.
  */
-export function handProofText({ hand, commit, reveal, logKey }) {
+export function handProofText({ hand, commit, reveal, logKey, keyRotations = [] }) {
   const transcript = field(hand, "transcript");
   if (!transcript) throw new TypeError("hand has no transcript: only a closed hand has a proof");
   const value = transcriptFromMessage(transcript);
   const dealt = Number(field(hand, "dealt_count") ?? 0);
   if (typeof logKey !== "string") throw new TypeError("logKey must be the log's verifier key (a string)");
+  if (!Array.isArray(keyRotations)) throw new TypeError("keyRotations is the key_rotations list of GetPublicKey's response");
+  const receipts = { commit: receipt(commit, "commit"), reveal: receipt(reveal, "reveal") };
+  const signed = bytes(field(reveal, "signed_checkpoint"), "reveal.signed_checkpoint");
+  const chain = chainTo(keyRotations.map((n, i) => bytes(n, `keyRotations[${i}]`)), signed);
+  // After a rotation, format 3: the statements that lead to the checkpoint's key travel with it.
   const proof = {
     type: HAND_PROOF_TYPE,
-    format: 1,
+    format: chain.length ? 3 : 1,
     transcript: value,
     dealt: value.cards.slice(0, dealt),
-    commit: receipt(commit, "commit"),
-    reveal: receipt(reveal, "reveal"),
+    commit: chain.length ? tlogProofText(receipts.commit) : receipts.commit,
+    reveal: chain.length ? tlogProofText(receipts.reveal) : receipts.reveal,
     log_key: logKey,
   };
+  if (chain.length) proof.key_rotations = chain.map((r) => new TextDecoder("utf-8").decode(r.note));
   return `${json(proof, "")}\n`;
+}
+
+/** A format-1 receipt object as a C2SP tlog-proof text (docs/hand-proof.md, format 2). */
+function tlogProofText(r) {
+  const lines = [TLOG_PROOF_HEADER, `extra ${r.entry}`, `index ${r.index}`, ...r.hashes];
+  return `${lines.join("\n")}\n\n${r.signed_checkpoint}`;
 }
 
 /** JSON text, two spaces of indent, BigInts written as the plain digits JSON numbers are. */

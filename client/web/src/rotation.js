@@ -107,3 +107,40 @@ export function followedKeys(trusted, chain) {
   }
   return keys;
 }
+
+/**
+ * The valid statements among `notes` that lead, one after the other, from the log's first key to
+ * the key that signed the note `signed` (a checkpoint), oldest first; empty when no valid
+ * statement names that key as the new one (as fairdeck.log.rotation.chain_to). The newest
+ * MAX_CHAIN at most.
+ */
+export function chainTo(notes, signed) {
+  const valid = [];
+  for (const note of notes) {
+    try {
+      valid.push({ ...openRotation(note), note });
+    } catch (e) {
+      if (!(e instanceof LogError)) throw e;
+    }
+  }
+  const signs = (key) => {
+    try {
+      openNote(signed, [key]);
+      return true;
+    } catch (e) {
+      if (e instanceof LogError) return false;
+      throw e;
+    }
+  };
+  let current = valid.find((r) => signs(r.new))?.new ?? null;
+  const chain = [];
+  const seen = current ? [current] : [];
+  while (current) {
+    const before = valid.find((r) => sameKey(r.new, current) && !seen.some((k) => sameKey(k, r.old)));
+    if (!before) break;
+    chain.unshift(before);
+    seen.push(before.old);
+    current = before.old;
+  }
+  return chain.slice(-MAX_CHAIN);
+}
