@@ -76,3 +76,13 @@ def test_read_local_reads_a_regular_file_whole_and_nothing_else(odd: dict[str, s
             read_local(odd[what])
     with pytest.raises(FileNotFoundError):
         read_local(tmp_path / "nowhere")
+
+
+def test_deal_refuses_an_out_it_cannot_write_before_it_deals(tmp_path: Path) -> None:
+    """`fairdeck deal --out` into a folder that is not there dealt and closed a whole hand first,
+    then said it could not write the proof. Nothing listens on the target here: the old order
+    failed at the connection (exit 1), the new one refuses the file first (exit 2)."""
+    for out, said in ((tmp_path / "nowhere" / "hand.json", "no such directory"), (tmp_path, "a directory")):
+        done = fairdeck("deal", "--target", "127.0.0.1:1", "--timeout", "5", "--out", str(out))
+        assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+        assert f"cannot write --out {out}: " in done.stderr and said in done.stderr, done.stderr

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import secrets
 import sys
 from collections.abc import Callable, Sequence
@@ -73,6 +74,18 @@ def deal_holdem(
     return 0, closed, hole, board
 
 
+def _unwritable(path: Path) -> str | None:
+    """Why ``path`` cannot be written as a file (its folder missing or read-only, a folder itself)."""
+    if path.is_dir():
+        return "it is a directory"
+    folder = path.parent
+    if not folder.is_dir():
+        return f"no such directory {folder}"
+    if not os.access(path if path.exists() else folder, os.W_OK):
+        return "permission denied"
+    return None
+
+
 def cmd_deal(args: argparse.Namespace) -> int:
     if not 2 <= args.players <= 10:
         print("fairdeck deal: --players must be 2..10", file=sys.stderr)
@@ -82,6 +95,10 @@ def cmd_deal(args: argparse.Namespace) -> int:
         keys = _verifiers(args.key) if args.key else None
     except (OSError, ValueError, NoteError) as e:
         print(f"fairdeck deal: {e}", file=sys.stderr)
+        return 2
+    if args.out and (why := _unwritable(Path(args.out))):
+        # Before the deal: a hand dealt whose proof then has nowhere to go is of no use.
+        print(f"fairdeck deal: cannot write --out {args.out}: {why}", file=sys.stderr)
         return 2
     common = {
         "credentials": creds.channel,
