@@ -12,6 +12,13 @@ import { fileURLToPath } from "node:url";
 const here = dirname(fileURLToPath(import.meta.url));
 const target = join(here, "..", "fairdeck", "web", "verifier.html");
 const args = process.argv.slice(2);
+// Nothing but the three forms above: a mistyped `--chek` wrote over the committed page, and
+// `--out` without a file ended in a TypeError stack trace.
+const known = args.length === 0 || (args.length === 1 && args[0] === "--check") || (args.length === 2 && args[0] === "--out" && args[1]);
+if (!known) {
+  console.error(`build.mjs: unexpected arguments ${JSON.stringify(args)}: give none (write), --check, or --out FILE`);
+  process.exit(2);
+}
 
 const lock = JSON.parse(readFileSync(join(here, "package-lock.json"), "utf8"));
 const versions = ["@noble/hashes", "@noble/curves", "esbuild"]

@@ -140,3 +140,17 @@ def test_the_wheel_ships_the_page(tmp_path: Path) -> None:
     (wheel,) = tmp_path.glob("fairdeck-*.whl")
     with zipfile.ZipFile(wheel) as z:
         assert z.read("fairdeck/web/verifier.html") == PAGE.read_bytes()
+
+
+def test_a_mistyped_build_argument_is_refused_and_writes_nothing(tmp_path: Path) -> None:
+    """`node build.mjs --chek` (a typo of --check) rebuilt and wrote over the committed page, and
+    `--out` without a file ended in a TypeError stack trace."""
+    browser.require(browser.node_missing())
+    before = PAGE.stat().st_mtime_ns
+    for args in (["--chek"], ["--out"], ["--check", "--out", str(tmp_path / "x.html")], ["x"]):
+        done = subprocess.run(
+            ["node", "build.mjs", *args], cwd=WEB, capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 2 and done.stderr.count("\n") == 1, (args, done.stderr)
+        assert "--check, or --out FILE" in done.stderr and "at " not in done.stderr, done.stderr
+    assert PAGE.stat().st_mtime_ns == before and not (tmp_path / "x.html").exists()
