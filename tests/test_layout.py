@@ -44,6 +44,7 @@ PINNED = {
         "server_seed_length",
         "verify",
     ],
+    "fairdeck.codeal": ["CodealError"],
     "fairdeck.log": [
         "AuditReport",
         "Auditor",
