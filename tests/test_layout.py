@@ -44,7 +44,14 @@ PINNED = {
         "server_seed_length",
         "verify",
     ],
-    "fairdeck.codeal": ["CodealError"],
+    "fairdeck.codeal": [
+        "CodealError",
+        "CodealHand",
+        "DealtPosition",
+        "codeal_local",
+        "final_order",
+        "verify_hand",
+    ],
     "fairdeck.log": [
         "AuditReport",
         "Auditor",

@@ -10,5 +10,7 @@ arithmetic) and ``fairdeck.core``; nothing in the ordinary mode imports it
 """
 
 from fairdeck.codeal.errors import CodealError
+from fairdeck.codeal.local import codeal_local
+from fairdeck.codeal.verify import CodealHand, DealtPosition, final_order, verify_hand
 
-__all__ = ["CodealError"]
+__all__ = ["CodealError", "CodealHand", "DealtPosition", "codeal_local", "final_order", "verify_hand"]

@@ -13,8 +13,8 @@ STEPS = frozenset(
     {
         "encoding",  # 10.1: a point, scalar, ciphertext or field is not its canonical encoding
         "key",  # 10.2: a key holder's key or its proof of possession
-        "shuffle",  # 10.3: a shuffle's deck, freshness or proof of shuffle
-        "transcript",  # 10.4: a shuffle or a share missing, doubled or out of order
+        "transcript",  # 10.3: a shuffle or a share missing, doubled or out of order
+        "shuffle",  # 10.4: a shuffle's freshness or its proof of shuffle
         "share",  # 10.5: a decryption share or its DLEQ proof
         "open",  # 10.6: the shares open to a point that is not a card of the deck
         "seed",  # 10.7: a revealed seed does not open its commitment or re-derive its shuffle
