@@ -20,9 +20,10 @@ from fairdeck.codeal.elgamal import initial_deck
 from fairdeck.codeal.group import Random
 from fairdeck.codeal.keys import HolderSecrets, new_holder
 from fairdeck.codeal.proof import prove_shuffle, verify_shuffle
+from fairdeck.codeal.record import sign_shuffle
 from fairdeck.codeal.shares import make_share, open_card
 from fairdeck.codeal.shuffle import check_fresh, permutation, randomness, shuffle_deck
-from fairdeck.codeal.verify import CodealHand, DealtPosition, shuffle_record
+from fairdeck.codeal.verify import CodealHand, DealtPosition
 from fairdeck.core.decks import DeckSpec
 
 
@@ -51,7 +52,7 @@ def codeal_local(
         proof = prove_shuffle(ctx, k, deck_k, after, psi, rs, random)
         check_fresh(deck_k, after, k)
         verify_shuffle(ctx, k, deck_k, after, proof)
-        records.append(shuffle_record(k, after, proof))
+        records.append(sign_shuffle(ctx, k, deck_k, after, proof, holder.x, random).encode())
         deck_k = after
     dealt = []
     for p in positions:

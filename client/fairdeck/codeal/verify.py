@@ -13,10 +13,11 @@ import hmac
 from dataclasses import dataclass
 
 from fairdeck.codeal.context import MAX_HOLDERS, MIN_HOLDERS, HandContext
-from fairdeck.codeal.elgamal import Deck, decode_deck, encode_deck, initial_deck
+from fairdeck.codeal.elgamal import Deck, initial_deck
 from fairdeck.codeal.errors import CodealError
 from fairdeck.codeal.keys import KeyRecord, verify_key_record
-from fairdeck.codeal.proof import ShuffleProof, proof_bytes, verify_shuffle
+from fairdeck.codeal.proof import verify_shuffle
+from fairdeck.codeal.record import ShuffleRecord, verify_signature
 from fairdeck.codeal.shares import Share, open_card, verify_share
 from fairdeck.codeal.shuffle import (
     check_fresh,
@@ -27,12 +28,6 @@ from fairdeck.codeal.shuffle import (
     shuffle_deck,
 )
 from fairdeck.core.decks import DeckSpec, DeckSpecError
-from fairdeck.core.encoding import u32
-
-
-def shuffle_record(k: int, deck: Deck, proof: ShuffleProof) -> bytes:
-    """``u32(k) || D_{k+1} || proof`` (section 11)."""
-    return u32(k) + encode_deck(deck) + proof.encode()
 
 
 @dataclass(frozen=True)
@@ -67,7 +62,7 @@ def verify_hand(hand: CodealHand) -> None:
     if not MIN_HOLDERS <= holders <= MAX_HOLDERS:
         raise CodealError("encoding", f"a hand has {MIN_HOLDERS} to {MAX_HOLDERS} key holders, not {holders}")
     records = [KeyRecord.decode(data, k) for k, data in enumerate(hand.keys)]
-    shuffles = [_decode_shuffle(data, n, i) for i, data in enumerate(hand.shuffles)]
+    shuffles = [ShuffleRecord.decode(data, n, i) for i, data in enumerate(hand.shuffles)]
     dealt = [
         (d, [Share.decode(s, f"position {d.position} share {k}") for k, s in enumerate(d.shares)])
         for d in hand.dealt
@@ -77,7 +72,7 @@ def verify_hand(hand: CodealHand) -> None:
         verify_key_record(spec, hand.hand_id, k, record)
     ctx = HandContext(spec, hand.hand_id, tuple(r.key for r in records), tuple(r.commitment for r in records))
     # 10.3 transcript: one shuffle per holder, in holder order; one share per holder per position.
-    if [k for k, _, _ in shuffles] != list(range(holders)):
+    if [r.k for r in shuffles] != list(range(holders)):
         raise CodealError("transcript", f"want one shuffle per holder in order 0..{holders - 1}")
     positions = [d.position for d, _ in dealt]
     if len(set(positions)) != len(positions) or not all(isinstance(p, int) and 0 <= p < n for p in positions):
@@ -87,12 +82,13 @@ def verify_hand(hand: CodealHand) -> None:
             raise CodealError(
                 "transcript", f"position {d.position}: {len(shares)} shares for {holders} holders"
             )
-    # 10.4 shuffle: freshness and the proof of each step against the deck before it.
+    # 10.4 shuffle: freshness, the proof against the deck before it, the holder's signature.
     decks = [initial_deck(spec)]
-    for k, after, proof in shuffles:
-        check_fresh(decks[-1], after, k)
-        verify_shuffle(ctx, k, decks[-1], after, proof)
-        decks.append(after)
+    for r in shuffles:
+        check_fresh(decks[-1], r.deck, r.k)
+        verify_shuffle(ctx, r.k, decks[-1], r.deck, r.proof)
+        verify_signature(ctx, decks[-1], r)
+        decks.append(r.deck)
     final = decks[-1]
     for d, shares in dealt:
         # 10.5 share: each DLEQ proof against its holder's key and the ciphertext.
@@ -104,15 +100,6 @@ def verify_hand(hand: CodealHand) -> None:
             raise CodealError("open", f"position {d.position}: the shares open card {card}, not {d.card}")
     if hand.seeds is not None:
         _verify_seeds(ctx, hand, decks)
-
-
-def _decode_shuffle(data: object, n: int, i: int) -> tuple[int, Deck, ShuffleProof]:
-    want = 4 + 64 * n + proof_bytes(n)
-    if not isinstance(data, bytes) or len(data) != want:
-        raise CodealError("encoding", f"shuffle record {i}: {want} bytes for {n} cards")
-    k = int.from_bytes(data[:4], "big")
-    deck = decode_deck(data[4 : 4 + 64 * n], n, f"shuffle record {i} deck")
-    return k, deck, ShuffleProof.decode(data[4 + 64 * n :], n, k)
 
 
 def _verify_seeds(ctx: HandContext, hand: CodealHand, decks: list[Deck]) -> None:
