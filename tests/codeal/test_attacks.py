@@ -14,7 +14,7 @@ import pytest
 
 from fairdeck.codeal import CodealError, verify_hand
 from fairdeck.codeal.elgamal import Ciphertext, card_point, encrypt
-from fairdeck.codeal.group import BASE, add, mul_base, s_add, s_sub, scalar, sub
+from fairdeck.codeal.group import BASE, Point, add, mul_base, s_add, s_sub, scalar, sub
 from fairdeck.codeal.keys import KeyRecord, holder_from, new_holder
 from fairdeck.codeal.proof import prove_shuffle, verify_shuffle
 from fairdeck.codeal.shares import Share, make_share, verify_share
@@ -172,7 +172,7 @@ def test_a_malleated_ciphertext_in_a_published_deck_is_caught() -> None:
     t = table().shuffle_all()
     hand = t.hand(seeds=False)
     record = bytearray(hand.shuffles[1])
-    c2 = bytes(record[4 + 32 : 4 + 64])
+    c2 = Point(bytes(record[4 + 32 : 4 + 64]))
     record[4 + 32 : 4 + 64] = add(c2, BASE)  # c2 + B: the same c1, another plaintext
     rejected_at("shuffle", replace(hand, shuffles=(hand.shuffles[0], bytes(record))))
 
