@@ -279,3 +279,12 @@ def test_keys_that_cancel_out_are_caught() -> None:
     with pytest.raises(CodealError, match="joint key is the identity") as caught:
         _ = t.ctx
     assert caught.value.step == "key"
+
+
+def test_a_dealer_that_plays_the_co_dealer_with_its_own_key_is_caught() -> None:
+    t = table()
+    dealer = t.holders[0]
+    t.holders[1] = holder_from(t.spec, t.hand_id, 1, dealer.x, t.holders[1].seed, t.random)
+    with pytest.raises(CodealError, match="same key") as caught:
+        _ = t.ctx
+    assert caught.value.step == "key"
