@@ -67,7 +67,8 @@ def test_no_single_byte_change_anywhere_in_a_hand_is_accepted(data: st.DataObjec
         entries = list(getattr(hand, field))
         i = data.draw(st.integers(0, len(entries) - 1))
         entries[i] = _flip(data, entries[i])
-        bad = replace(hand, **{field: tuple(entries)})
+        changes: dict[str, tuple[bytes, ...]] = {field: tuple(entries)}
+        bad = replace(hand, **changes)  # type: ignore[arg-type]
     with pytest.raises(CodealError):
         verify_hand(bad)
 
