@@ -22,6 +22,7 @@ import {
   verifyInclusion,
 } from "./log.js";
 import { parseTlogProof } from "./tlogproof.js";
+import { readCodeal } from "./codeal/report.js";
 
 export const HAND_PROOF_TYPE = "fairdeck-hand-proof";
 export const HAND_PROOF_STEPS = ["format", "commitment", "deck", "cards", "entries", "checkpoint", "inclusion", "cosignatures"];
@@ -51,7 +52,9 @@ export function handProofFromBytes(bytes) {
     throw e;
   }
   const format = Number(d.format.text);
-  if (Object.keys(d).length !== PROOF_NAMES.length || !PROOF_NAMES.every((k) => k in d)) {
+  // A co-dealt hand's proof also holds "codeal" (docs/codealing-spec.md section 11).
+  const names = "codeal" in d ? [...PROOF_NAMES, "codeal"] : PROOF_NAMES;
+  if (Object.keys(d).length !== names.length || !names.every((k) => k in d)) {
     throw fail("format", `a hand proof has exactly the names ${pylist(PROOF_NAMES)}`);
   }
   let transcript;
@@ -73,7 +76,8 @@ export function handProofFromBytes(bytes) {
       throw e;
     }
   }
-  return { format, transcript, dealt: d.dealt, commit: receipts.commit, reveal: receipts.reveal, logKey: d.log_key };
+  const codeal = "codeal" in d ? readCodeal(d.codeal, transcript) : null;
+  return { format, transcript, dealt: d.dealt, commit: receipts.commit, reveal: receipts.reveal, logKey: d.log_key, codeal };
 }
 
 /**

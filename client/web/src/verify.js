@@ -3,6 +3,7 @@ import { VerificationError, deckSpec, toHex, transcriptFromBytes, verifyTranscri
 import { LogError, b64encode, describePolicy, parseKeyList, parsePolicy } from "./log.js";
 import { HAND_PROOF_TYPE, handProofFromBytes, verifyHandProof } from "./handproof.js";
 import { parsePolicyFile, witnessPolicyOf } from "./policy.js";
+import { addCodealRows, checkCodeal } from "./codeal/report.js";
 
 /** The checks in order, with what each means in plain words (docs/hand-proof.md, "The checks"). */
 export const HAND_PROOF_CHECKS = [
@@ -205,6 +206,7 @@ function checkHandProof(bytes, options) {
   report.hand = handView(proof.transcript, proof.dealt);
   report.hand.logKeyInFile = proof.logKey;
   if (!policy) mark(report, "cosignatures", "skip", "no witness policy given: cosignatures not required");
+  if (proof.codeal) addCodealRows(report);
   const onStep = (step, extra) => {
     let detail = "";
     if (step === "checkpoint") {
@@ -223,6 +225,7 @@ function checkHandProof(bytes, options) {
   } catch (e) {
     return failed(report, e);
   }
+  if (proof.codeal && !checkCodeal(report, proof.codeal)) return report;
   if (!verifiers.length) {
     const why = report.inputError ? "a log key given is not valid" : "give the log's key to check this";
     for (const step of ["checkpoint", "inclusion"]) mark(report, step, "skip", `not checked: ${why}`);

@@ -45,6 +45,7 @@ export function codealLine(hand) {
 
 /** The building blocks the known-answer vectors pin (test/codeal-vectors.mjs, the page's window.fairdeck.codeal). */
 export const vectorApi = {
+  verifyCodealHand,
   codealHandFromVector,
   codealLine,
   openSealedShare,
