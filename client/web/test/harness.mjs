@@ -339,6 +339,9 @@ function readPage() {
       key: parseFloat(getComputedStyle(key).fontSize),
     },
     hand_warning: $("hand-warning")?.textContent ?? "",
+    codeal: $("codeal")
+      ? { hidden: $("codeal").hidden, summary: $("codeal-summary").textContent, font_px: parseFloat(getComputedStyle($("codeal-summary")).fontSize) }
+      : null,
     summary: $("hand-summary").textContent,
     layout: {
       scroll_width: root.scrollWidth,

@@ -1,0 +1,180 @@
+"""The JavaScript co-dealt verifier (client/web/src/codeal/, written from docs/codealing-spec.md)
+against the Python reference, on every vector of docs/vectors/fairdeck-codeal-v1.json: the same
+line (verdict, step and words) on Node and inside the page in headless Chromium and Firefox; and a
+co-dealt hand proof on the page, which says who would have had to collude to read a card.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.web import browser
+
+pytest.importorskip("fairdeck.codeal", reason="the co-dealt mode needs libsodium")
+
+from fairdeck.codeal import CodealError, verify_hand  # noqa: E402
+from fairdeck.codeal.seal import open_sealed_share  # noqa: E402
+from fairdeck.core.decks import DeckSpec  # noqa: E402
+from tests.codeal.support import table  # noqa: E402
+from tests.codeal.test_vectors import VECTORS, as_hand, edited  # noqa: E402
+from tests.web.test_page_vectors import PROOFS_V2  # noqa: E402
+
+CODEAL_VECTORS = browser.VECTORS / "fairdeck-codeal-v1.json"
+SOURCE = (browser.WEB / "test" / "codeal-vectors.mjs").read_text(encoding="utf-8")
+CODEAL_STEPS = ["encoding", "key", "transcript", "shuffle", "share", "open", "seed"]
+
+
+def python_line(v: dict[str, Any]) -> str:
+    """The reference's verdict on a hand in the vectors' form, worded as the JavaScript words it."""
+    hand = as_hand(v)
+    try:
+        verify_hand(hand)
+    except CodealError as e:
+        return f"FAILED at step {e.step}: {e.detail}"
+    seeds = "seeds not revealed yet" if hand.seeds is None else "the seeds re-derive every shuffle"
+    return (
+        f"OK: co-dealt hand {hand.hand_id} verified ({hand.deck}, {len(hand.keys)} key holders, "
+        f"{len(hand.dealt)} cards opened, {seeds})"
+    )
+
+
+def python_results() -> dict[str, Any]:
+    seals = []
+    for s in VECTORS["seals"]:
+        try:
+            share = open_sealed_share(
+                DeckSpec.parse(s["deck"]),
+                s["hand_id"],
+                s["position"],
+                s["holder"],
+                bytes.fromhex(s["sealed"]),
+                bytes.fromhex(s["seat_secret"]),
+            )
+            seals.append({"share": share.hex(), "step": None})
+        except CodealError as e:
+            seals.append({"share": None, "step": e.step, "detail": e.detail})
+    return {
+        "hands": {name: python_line(v) for name, v in VECTORS["hands"].items()},
+        "cases": {c["name"]: python_line(edited(c)) for c in VECTORS["cases"]},
+        "seals": seals,
+    }
+
+
+@pytest.fixture(scope="module")
+def python() -> dict[str, Any]:
+    return python_results()
+
+
+def assert_same(got: dict[str, Any], python: dict[str, Any]) -> None:
+    assert got["hands"] == python["hands"]
+    for c in VECTORS["cases"]:
+        line = got["cases"][c["name"]]
+        assert line == python["cases"][c["name"]], c["name"]
+        assert line.startswith("OK: ") if c["valid"] else line.startswith(f"FAILED at step {c['step']}: "), line
+    assert got["seals"] == python["seals"]
+    assert got["points"] is True
+    assert all(all(d.values()) for d in got["derivations"]) and len(got["derivations"]) == len(VECTORS["derivations"])
+
+
+def test_node_gives_the_python_line_on_every_codeal_vector(python: dict[str, Any]) -> None:
+    browser.require(browser.node_missing())
+    done = subprocess.run(
+        ["node", "test/codeal-lines.mjs", str(CODEAL_VECTORS)],
+        cwd=browser.WEB,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert_same(json.loads(done.stdout), python)
+
+
+def test_the_package_test_runner_passes_on_node() -> None:
+    browser.require(browser.node_missing())
+    done = subprocess.run(
+        ["node", "--test", "test/codeal.test.mjs"], cwd=browser.WEB, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stdout[-3000:]
+
+
+def codeal_proof(name: str = "a standard hand", positions: int = 23) -> str:
+    """A format-2 hand proof of docs/vectors with a "codeal" object (spec section 11) for its hand."""
+    proof = json.loads(next(v["text"] for v in PROOFS_V2["valid"] if v["name"] == name))
+    spec = DeckSpec.parse(proof["transcript"]["deck"])
+    hand = table(spec.name, proof["transcript"]["hand_id"], holders=2, seed=36).shuffle_all().hand(range(positions))
+    verify_hand(hand)
+    proof["codeal"] = {
+        "version": "fairdeck-codeal-v1",
+        "keys": [k.hex() for k in hand.keys],
+        "shuffles": [s.hex() for s in hand.shuffles],
+        "dealt": [
+            {"position": d.position, "card": spec.card_for_id(d.card).code, "shares": [s.hex() for s in d.shares]}
+            for d in hand.dealt
+        ],
+        "seeds": [s.hex() for s in hand.seeds or ()],
+    }
+    return json.dumps(proof, indent=2)
+
+
+def flipped_share(text: str) -> str:
+    """The proof with one bit of the first dealt card's co-dealer share flipped (its z)."""
+    proof = json.loads(text)
+    share = bytearray.fromhex(proof["codeal"]["dealt"][0]["shares"][1])
+    share[100] ^= 1
+    proof["codeal"]["dealt"][0]["shares"][1] = share.hex()
+    return json.dumps(proof, indent=2)
+
+
+@pytest.fixture(scope="module", params=browser.ENGINES)
+def page_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    engine: str = request.param
+    browser.require_browser(engine)
+    tmp = tmp_path_factory.mktemp(f"codeal-{engine}")
+    good = codeal_proof()
+    files = {"good": good, "bad share": flipped_share(good)}
+    ui = []
+    for name, text in files.items():
+        path = tmp / f"{name.replace(' ', '-')}.json"
+        path.write_text(text, encoding="utf-8")
+        ui.append({"id": name, "file": str(path), "key": PROOFS_V2["log_key"], "viewport": {"width": 390, "height": 844}})
+    job = {
+        "codeal_vectors": {"source": SOURCE, "vectors": VECTORS},
+        "verify": [{"id": n, "bytes_b64": browser.b64(t.encode()), "key": PROOFS_V2["log_key"]} for n, t in files.items()],
+        "ui": ui,
+    }
+    return browser.run(job, tmp, engine=engine, timeout=600)
+
+
+def test_the_page_gives_the_python_line_on_every_codeal_vector(
+    page_run: dict[str, Any], python: dict[str, Any]
+) -> None:
+    assert_same(page_run["codeal_vectors"], python)
+
+
+def test_the_page_checks_a_codeal_hand_proof_and_says_who_had_to_collude(page_run: dict[str, Any]) -> None:
+    r = page_run["verify"]["good"]
+    assert r["ok"] and r["step"] is None, r
+    assert [r["checks"][s] for s in CODEAL_STEPS] == ["pass"] * len(CODEAL_STEPS)
+    shown = page_run["ui"]["good"]["before"]["codeal"]
+    assert shown["hidden"] is False
+    assert "No single party could have read your cards" in shown["summary"]
+    assert "the dealer (key holder 0) and the co-dealer (key holder 1)" in shown["summary"]
+    assert shown["font_px"] >= 12
+
+
+def test_the_page_rejects_a_codeal_share_with_a_flipped_bit_and_claims_nothing(page_run: dict[str, Any]) -> None:
+    r = page_run["verify"]["bad share"]
+    assert (r["ok"], r["step"]) == (False, "share"), r
+    assert r["line"].startswith("FAILED at step share: position 0, holder 1: the DLEQ proof fails"), r["line"]
+    assert r["checks"]["shuffle"] == "pass" and r["checks"]["open"] == "skip"
+    shown = page_run["ui"]["bad share"]["before"]["codeal"]
+    assert shown["hidden"] is True and shown["summary"] == ""
+
+
+def test_the_page_made_no_request_and_raised_no_error(page_run: dict[str, Any]) -> None:
+    assert page_run["requests"] == [] and page_run["errors"] == []
