@@ -25,7 +25,6 @@ from tests.codeal.test_vectors import VECTORS, as_hand, edited  # noqa: E402
 from tests.web.test_page_vectors import PROOFS_V2  # noqa: E402
 
 CODEAL_VECTORS = browser.VECTORS / "fairdeck-codeal-v1.json"
-SOURCE = (browser.WEB / "test" / "codeal-vectors.mjs").read_text(encoding="utf-8")
 CODEAL_STEPS = ["encoding", "key", "transcript", "shuffle", "share", "open", "seed"]
 
 
@@ -143,7 +142,7 @@ def page_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
         path.write_text(text, encoding="utf-8")
         ui.append({"id": name, "file": str(path), "key": PROOFS_V2["log_key"], "viewport": {"width": 390, "height": 844}})
     job = {
-        "codeal_vectors": {"source": SOURCE, "vectors": VECTORS},
+        "codeal_vectors": {"vectors": VECTORS},
         "verify": [{"id": n, "bytes_b64": browser.b64(t.encode()), "key": PROOFS_V2["log_key"]} for n, t in files.items()],
         "ui": ui,
     }

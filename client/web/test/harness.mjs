@@ -8,11 +8,12 @@
 //        ui: [{id, file, key, witnesses, threshold, policy (text), policy_file, drop, viewport, edit: {find, replace}}],
 //        (drop: true drops the file on the drop zone, a selector on that element instead)
 //        log_vectors: {log, witness} | null, control: PATH | null, bench: {cases, rounds} | null,
-//        codeal_vectors: {source, vectors} | null, codeal_bench: {hand, rounds} | null }
+//        codeal_vectors: {vectors} | null, codeal_bench: {hand, rounds} | null }
 // Every request the page makes (but its own file) is recorded in `requests` and refused.
 import { readFileSync } from "node:fs";
 import { pathToFileURL } from "node:url";
 import { launch } from "./drivers.mjs";
+import { runCodealVectors } from "./codeal-vectors.mjs";
 
 const job = JSON.parse(readFileSync(process.argv[2], "utf8"));
 const pageUrl = pathToFileURL(job.page).href;
@@ -99,10 +100,10 @@ if (job.log_vectors) {
 }
 
 if (job.codeal_vectors) {
-  // docs/vectors/fairdeck-codeal-v1.json through the page's own functions (test/codeal-vectors.mjs,
-  // its source text run in the page as an expression: the page's policy allows no eval).
-  const { source, vectors } = job.codeal_vectors;
-  out.codeal_vectors = await page.evaluate(`(${source})(${JSON.stringify(vectors)}, window.fairdeck.codeal)`);
+  // docs/vectors/fairdeck-codeal-v1.json through the page's own functions (codeal-vectors.mjs's
+  // function, its source text run in the page as an expression: the page's policy allows no eval).
+  const { vectors } = job.codeal_vectors;
+  out.codeal_vectors = await page.evaluate(`(${runCodealVectors.toString()})(${JSON.stringify(vectors)}, window.fairdeck.codeal)`);
 }
 
 if (job.codeal_bench) {
