@@ -8,21 +8,17 @@ from __future__ import annotations
 
 import json
 import subprocess
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from fairdeck.codeal import CodealError, verify_hand
+from fairdeck.codeal.seal import open_sealed_share
+from fairdeck.core.decks import DeckSpec
+from tests.codeal.support import table
+from tests.codeal.test_vectors import VECTORS, as_hand, edited
 from tests.web import browser
-
-pytest.importorskip("fairdeck.codeal", reason="the co-dealt mode needs libsodium")
-
-from fairdeck.codeal import CodealError, verify_hand  # noqa: E402
-from fairdeck.codeal.seal import open_sealed_share  # noqa: E402
-from fairdeck.core.decks import DeckSpec  # noqa: E402
-from tests.codeal.support import table  # noqa: E402
-from tests.codeal.test_vectors import VECTORS, as_hand, edited  # noqa: E402
-from tests.web.test_page_vectors import PROOFS_V2  # noqa: E402
+from tests.web.test_page_vectors import PROOFS_V2
 
 CODEAL_VECTORS = browser.VECTORS / "fairdeck-codeal-v1.json"
 CODEAL_STEPS = ["encoding", "key", "transcript", "shuffle", "share", "open", "seed"]
@@ -74,10 +70,12 @@ def assert_same(got: dict[str, Any], python: dict[str, Any]) -> None:
     for c in VECTORS["cases"]:
         line = got["cases"][c["name"]]
         assert line == python["cases"][c["name"]], c["name"]
-        assert line.startswith("OK: ") if c["valid"] else line.startswith(f"FAILED at step {c['step']}: "), line
+        want = "OK: " if c["valid"] else f"FAILED at step {c['step']}: "
+        assert line.startswith(want), line
     assert got["seals"] == python["seals"]
     assert got["points"] is True
-    assert all(all(d.values()) for d in got["derivations"]) and len(got["derivations"]) == len(VECTORS["derivations"])
+    assert len(got["derivations"]) == len(VECTORS["derivations"])
+    assert all(all(d.values()) for d in got["derivations"])
 
 
 def test_node_gives_the_python_line_on_every_codeal_vector(python: dict[str, Any]) -> None:
@@ -96,7 +94,11 @@ def test_node_gives_the_python_line_on_every_codeal_vector(python: dict[str, Any
 def test_the_package_test_runner_passes_on_node() -> None:
     browser.require(browser.node_missing())
     done = subprocess.run(
-        ["node", "--test", "test/codeal.test.mjs"], cwd=browser.WEB, capture_output=True, text=True, timeout=600
+        ["node", "--test", "test/codeal.test.mjs"],
+        cwd=browser.WEB,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert done.returncode == 0, done.stdout[-3000:]
 
@@ -105,14 +107,19 @@ def codeal_proof(name: str = "a standard hand", positions: int = 23) -> str:
     """A format-2 hand proof of docs/vectors with a "codeal" object (spec section 11) for its hand."""
     proof = json.loads(next(v["text"] for v in PROOFS_V2["valid"] if v["name"] == name))
     spec = DeckSpec.parse(proof["transcript"]["deck"])
-    hand = table(spec.name, proof["transcript"]["hand_id"], holders=2, seed=36).shuffle_all().hand(range(positions))
+    holders = table(spec.name, proof["transcript"]["hand_id"], holders=2, seed=36)
+    hand = holders.shuffle_all().hand(range(positions))
     verify_hand(hand)
     proof["codeal"] = {
         "version": "fairdeck-codeal-v1",
         "keys": [k.hex() for k in hand.keys],
         "shuffles": [s.hex() for s in hand.shuffles],
         "dealt": [
-            {"position": d.position, "card": spec.card_for_id(d.card).code, "shares": [s.hex() for s in d.shares]}
+            {
+                "position": d.position,
+                "card": spec.card_for_id(d.card).code,
+                "shares": [s.hex() for s in d.shares],
+            }
             for d in hand.dealt
         ],
         "seeds": [s.hex() for s in hand.seeds or ()],
@@ -140,10 +147,14 @@ def page_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     for name, text in files.items():
         path = tmp / f"{name.replace(' ', '-')}.json"
         path.write_text(text, encoding="utf-8")
-        ui.append({"id": name, "file": str(path), "key": PROOFS_V2["log_key"], "viewport": {"width": 390, "height": 844}})
+        phone = {"width": 390, "height": 844}
+        ui.append({"id": name, "file": str(path), "key": PROOFS_V2["log_key"], "viewport": phone})
     job = {
         "codeal_vectors": {"vectors": VECTORS},
-        "verify": [{"id": n, "bytes_b64": browser.b64(t.encode()), "key": PROOFS_V2["log_key"]} for n, t in files.items()],
+        "verify": [
+            {"id": n, "bytes_b64": browser.b64(t.encode()), "key": PROOFS_V2["log_key"]}
+            for n, t in files.items()
+        ],
         "ui": ui,
     }
     return browser.run(job, tmp, engine=engine, timeout=600)
@@ -166,7 +177,7 @@ def test_the_page_checks_a_codeal_hand_proof_and_says_who_had_to_collude(page_ru
     assert shown["font_px"] >= 12
 
 
-def test_the_page_rejects_a_codeal_share_with_a_flipped_bit_and_claims_nothing(page_run: dict[str, Any]) -> None:
+def test_the_page_rejects_a_flipped_bit_in_a_share_and_claims_nothing(page_run: dict[str, Any]) -> None:
     r = page_run["verify"]["bad share"]
     assert (r["ok"], r["step"]) == (False, "share"), r
     assert r["line"].startswith("FAILED at step share: position 0, holder 1: the DLEQ proof fails"), r["line"]
