@@ -6,7 +6,7 @@ import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { vectorApi } from "../src/codeal/index.js";
 import { combineShares, newSeatKey, openSealedShare, openSeatCard, seatContext, seatPublicKey, VerificationError } from "../src/index.js";
-import { runCodealVectors } from "./codeal-vectors.mjs";
+import { runCodealVectors } from "./codeal-cases.mjs";
 
 const VECTORS = JSON.parse(readFileSync(fileURLToPath(new URL("../../../docs/vectors/fairdeck-codeal-v1.json", import.meta.url)), "utf8"));
 const fromHex = (h) => Uint8Array.from(h.match(/../g) ?? [], (x) => parseInt(x, 16));

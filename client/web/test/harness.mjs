@@ -13,7 +13,7 @@
 import { readFileSync } from "node:fs";
 import { pathToFileURL } from "node:url";
 import { launch } from "./drivers.mjs";
-import { runCodealVectors } from "./codeal-vectors.mjs";
+import { runCodealVectors } from "./codeal-cases.mjs";
 
 const job = JSON.parse(readFileSync(process.argv[2], "utf8"));
 const pageUrl = pathToFileURL(job.page).href;
@@ -100,7 +100,7 @@ if (job.log_vectors) {
 }
 
 if (job.codeal_vectors) {
-  // docs/vectors/fairdeck-codeal-v1.json through the page's own functions (codeal-vectors.mjs's
+  // docs/vectors/fairdeck-codeal-v1.json through the page's own functions (codeal-cases.mjs's
   // function, its source text run in the page as an expression: the page's policy allows no eval).
   const { vectors } = job.codeal_vectors;
   out.codeal_vectors = await page.evaluate(`(${runCodealVectors.toString()})(${JSON.stringify(vectors)}, window.fairdeck.codeal)`);
