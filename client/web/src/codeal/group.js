@@ -126,17 +126,38 @@ export function initialDeck(spec) {
 }
 
 /**
- * Weights for checking many equations at once: w_i = Hs(SHA-512(lp(V " batch " tag) || parts) ||
- * u32(i)). They are computed from every value the equations hold, after all of them are fixed, so
- * a set of equations that does not all hold sums to the identity with probability about 2^-252
- * per try (docs/codealing-spec.md section 10, "Checking equations in a batch").
+ * Weights for checking many equations at once: w_i = the first 16 bytes, little-endian, of
+ * SHA-512(SHA-512(lp(V " batch " tag) || parts) || u32(i)), a 128-bit integer. They are computed
+ * from every value the equations hold, after all of them are fixed, so a set of equations that do
+ * not all hold sums to the identity with probability about 2^-128 per try (docs/codealing-spec.md
+ * section 10, "Checking equations in a batch").
  */
 export function batchWeights(tag, parts, count) {
   const seed = sha512(concat(label(`batch ${tag}`), ...parts));
   const out = [];
-  for (let i = 0; i < count; i++) out.push(hs(concat(seed, u32(i))));
+  for (let i = 0; i < count; i++) out.push(le(sha512(concat(seed, u32(i))).subarray(0, 16)));
   return out;
 }
 
-/** Whether sum scalars[i] * points[i] is the identity (scalars reduced mod L here). */
-export const sumIsZero = (scalars, points) => msm(scalars.map(mod), points).is0();
+const SHORT = 1n << 130n;
+
+/**
+ * Whether sum scalars[i] * points[i] is the identity: one multi-scalar multiplication
+ * (@noble/curves' pippenger). A short scalar's sign goes to its point, so it stays short: a
+ * window of zero bits adds nothing.
+ */
+export function sumIsZero(scalars, points) {
+  const ss = [];
+  const ps = [];
+  scalars.forEach((s, i) => {
+    if (s === 0n) return;
+    if (s < SHORT && s > -SHORT) {
+      ss.push(s < 0n ? -s : s);
+      ps.push(s < 0n ? points[i].negate() : points[i]);
+    } else {
+      ss.push(mod(s));
+      ps.push(points[i]);
+    }
+  });
+  return msm(ss, ps).is0();
+}
