@@ -7,7 +7,9 @@ co-dealt hand proof on the page, which says who would have had to collude to rea
 from __future__ import annotations
 
 import json
+import random
 import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -89,6 +91,46 @@ def test_node_gives_the_python_line_on_every_codeal_vector(python: dict[str, Any
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert_same(json.loads(done.stdout), python)
+
+
+def flipped_bit_cases(count: int, seed: int) -> list[dict[str, Any]]:
+    """Cases of the vectors' form: one bit of the short-2 hand flipped, anywhere in its bytes."""
+    rng = random.Random(seed)
+    hand = VECTORS["hands"]["short-2"]
+    cases = []
+    for n in range(count):
+        field = rng.choice(["keys", "shuffles", "dealt", "seeds"])
+        edit: dict[str, Any] = {"op": "overwrite", "field": field, "index": rng.randrange(len(hand[field]))}
+        if field == "dealt":
+            edit["share"] = rng.randrange(2)
+            data = bytes.fromhex(hand["dealt"][edit["index"]]["shares"][edit["share"]])
+        else:
+            data = bytes.fromhex(hand[field][edit["index"]])
+        edit["offset"] = rng.randrange(len(data))
+        edit["hex"] = bytes([data[edit["offset"]] ^ (1 << rng.randrange(8))]).hex()
+        cases.append({"name": f"flip {n}", "base": "short-2", "edits": [edit], "valid": False, "step": None})
+    return cases
+
+
+def test_node_gives_the_python_line_on_a_flipped_bit_anywhere(tmp_path: Path) -> None:
+    """Beyond the vectors: the batched checks of the JavaScript reject what the reference rejects,
+    at the same step and in the same words, wherever one bit of a hand is flipped."""
+    browser.require(browser.node_missing())
+    cases = flipped_bit_cases(40, seed=36)
+    path = tmp_path / "flips.json"
+    path.write_text(json.dumps({**VECTORS, "cases": cases}), encoding="utf-8")
+    done = subprocess.run(
+        ["node", "test/codeal-lines.mjs", str(path)],
+        cwd=browser.WEB,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(done.stdout)["cases"]
+    want = {c["name"]: python_line(edited(c)) for c in cases}
+    assert got == want
+    assert not [name for name, line in want.items() if line.startswith("OK")], "a flipped bit was accepted"
 
 
 def test_the_package_test_runner_passes_on_node() -> None:
