@@ -22,6 +22,13 @@ from tests.web.test_page_vectors import PROOFS, PROOFS_V2, TRANSCRIPTS
 
 NAME = "@fairdeck/verifier"
 MODULES = [
+    "codeal/group",
+    "codeal/hand",
+    "codeal/index",
+    "codeal/proof",
+    "codeal/report",
+    "codeal/seat",
+    "codeal/shares",
     "handproof",
     "index",
     "log",
