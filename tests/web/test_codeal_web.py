@@ -76,6 +76,7 @@ def assert_same(got: dict[str, Any], python: dict[str, Any]) -> None:
         assert line.startswith(want), line
     assert got["seals"] == python["seals"]
     assert got["points"] is True
+    assert got["seat"] == {"key": True, "mine": True, "every": True}, "the seat side"
     assert len(got["derivations"]) == len(VECTORS["derivations"])
     assert all(all(d.values()) for d in got["derivations"])
 

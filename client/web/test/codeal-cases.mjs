@@ -64,5 +64,32 @@ export function runCodealVectors(vectors, api) {
       randomness: JSON.stringify(api.randomness(v.deck, v.hand_id, v.k, seed).map((r) => toHex(api.le32(r)))) === JSON.stringify(v.randomness),
     });
   }
+  // The seat side: a fresh X25519 key; the sealed vector opened with the seat's key and combined
+  // with the other holders' shares into its card; every dealt card of a hand combined from its shares.
+  const seat = api.newSeatKey();
+  const sealed = vectors.seals.find((s) => s.step === null);
+  const base = Object.values(vectors.hands).find((h) => h.hand_id === sealed.hand_id);
+  const n = fromHex(base.shuffles[0]).length; // 4 + 64 n + 32 (5 n + 9) + 64 = 224 n + 356
+  const context = api.seatContext({
+    deck: base.deck,
+    handId: base.hand_id,
+    keys: base.keys.map(fromHex),
+    finalDeck: fromHex(base.shuffles[base.shuffles.length - 1]).subarray(4, 4 + (64 * (n - 356)) / 224),
+  });
+  const mine = base.dealt.find((d) => d.position === sealed.position);
+  const opened = api.openSealedShare({
+    deck: base.deck,
+    handId: base.hand_id,
+    position: sealed.position,
+    holder: sealed.holder,
+    sealed: fromHex(sealed.sealed),
+    secretKey: fromHex(sealed.seat_secret),
+  });
+  const shares = mine.shares.map((h, k) => (k === sealed.holder ? opened : fromHex(h)));
+  out.seat = {
+    key: seat.secretKey.length === 32 && toHex(api.seatPublicKey(seat.secretKey)) === toHex(seat.publicKey),
+    mine: api.combineShares(context, sealed.position, shares).id === mine.card,
+    every: base.dealt.every((d) => api.combineShares(context, d.position, d.shares.map(fromHex)).id === d.card),
+  };
   return out;
 }

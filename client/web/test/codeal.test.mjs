@@ -55,6 +55,10 @@ test("a seat opens its sealed share, checks every share and combines them into i
   assert.throws(() => openSeatCard(ctx, seal.position, [fromHex(seal.sealed), fromHex(seal.sealed)], newSeatKey().secretKey), (e) => e.step === "seal");
 });
 
+test("the seat side, as the page runs it", () => {
+  assert.deepEqual(result.seat, { key: true, mine: true, every: true });
+});
+
 test("a seat key is a fresh X25519 key pair", () => {
   const a = newSeatKey();
   const b = newSeatKey();

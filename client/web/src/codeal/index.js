@@ -2,7 +2,7 @@
 import { VerificationError, fromHex } from "../spec.js";
 import { V, cardPoint, generators, hashToPoint, le32 } from "./group.js";
 import { CODEAL_STEPS, codealSpec, permutation, randomness, seedCommitment, shufflerClientSeed, verifyCodealHand } from "./hand.js";
-import { openSealedShare } from "./seat.js";
+import { combineShares, newSeatKey, openSealedShare, openSeatCard, seatContext, seatPublicKey } from "./seat.js";
 
 export { CODEAL_STEPS, verifyCodealHand };
 export { newSeatKey, seatPublicKey, openSealedShare, seatContext, combineShares, openSeatCard } from "./seat.js";
@@ -49,6 +49,11 @@ export const vectorApi = {
   codealHandFromVector,
   codealLine,
   openSealedShare,
+  newSeatKey,
+  seatPublicKey,
+  seatContext,
+  combineShares,
+  openSeatCard,
   cardPoint,
   generators,
   hashToPoint,
