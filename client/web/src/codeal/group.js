@@ -150,7 +150,7 @@ export function sumIsZero(scalars, points) {
   const ss = [];
   const ps = [];
   scalars.forEach((s, i) => {
-    if (s === 0n) return;
+    if (s === 0n || points[i] === Point.ZERO) return; // the initial deck's c1: adds nothing
     if (s < SHORT && s > -SHORT) {
       ss.push(s < 0n ? -s : s);
       ps.push(s < 0n ? points[i].negate() : points[i]);
