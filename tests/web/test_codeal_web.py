@@ -134,6 +134,38 @@ def test_node_gives_the_python_line_on_a_flipped_bit_anywhere(tmp_path: Path) ->
     assert not [name for name, line in want.items() if line.startswith("OK")], "a flipped bit was accepted"
 
 
+def test_shares_and_opening_are_checked_position_by_position(tmp_path: Path) -> None:
+    """Spec section 10, steps 5 and 6: the first position's wrong card is found before the second
+    position's bad share (a verifier that checked every share first would say "share")."""
+    browser.require(browser.node_missing())
+    hand = VECTORS["hands"]["short-2"]
+    bad_z = bytes.fromhex(hand["dealt"][1]["shares"][0])[96:97].hex()
+    flip = "%02x" % (int(bad_z, 16) ^ 1)
+    case = {
+        "name": "wrong card at 0, bad share at 1",
+        "base": "short-2",
+        "edits": [
+            {"op": "card", "index": 0, "card": next(c for c in range(52) if c != hand["dealt"][0]["card"])},
+            {"op": "overwrite", "field": "dealt", "index": 1, "share": 0, "offset": 96, "hex": flip},
+        ],
+        "valid": False,
+        "step": "open",
+    }
+    path = tmp_path / "order.json"
+    path.write_text(json.dumps({**VECTORS, "cases": [case]}), encoding="utf-8")
+    done = subprocess.run(
+        ["node", "test/codeal-lines.mjs", str(path)],
+        cwd=browser.WEB,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    line = json.loads(done.stdout)["cases"][case["name"]]
+    assert line == python_line(edited(case))
+    assert line.startswith("FAILED at step open: position "), line
+
+
 def test_the_package_test_runner_passes_on_node() -> None:
     browser.require(browser.node_missing())
     done = subprocess.run(
