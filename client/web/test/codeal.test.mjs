@@ -66,3 +66,26 @@ test("a seat key is a fresh X25519 key pair", () => {
   assert.deepEqual(seatPublicKey(a.secretKey), a.publicKey);
   assert.notDeepEqual(a.secretKey, b.secretKey);
 });
+
+test("a hand proof's codeal object: read strictly, and bound to the proof's own hand", async () => {
+  const { check, verdictLine } = await import("../src/index.js");
+  const { codeForId } = await import("../src/spec.js");
+  const proofs = JSON.parse(readFileSync(fileURLToPath(new URL("../../../docs/vectors/fairdeck-hand-proofs-v2.json", import.meta.url)), "utf8"));
+  const proof = JSON.parse(proofs.valid.find((v) => v.name === "a standard hand").text);
+  const other = VECTORS.hands["holdem-9-seats"]; // standard too, but hand vec-holdem
+  const codeal = {
+    version: "fairdeck-codeal-v1",
+    keys: other.keys,
+    shuffles: other.shuffles,
+    dealt: other.dealt.map((d) => ({ position: d.position, card: codeForId(d.card, false), shares: d.shares })),
+    seeds: other.seeds,
+  };
+  const line = (c) => verdictLine(check(JSON.stringify({ ...proof, codeal: c }), { key: proofs.log_key }));
+  assert.equal(line({ ...codeal, version: "fairdeck-codeal-v2" }), 'FAILED at step format: codeal: version must be "fairdeck-codeal-v1"');
+  assert.equal(line({ ...codeal, seeds: ["0A"] }), "FAILED at step format: codeal: seeds must be a list of lower-case hex strings");
+  const noVersion = { ...codeal };
+  delete noVersion.version;
+  assert.match(line(noVersion), /^FAILED at step format: codeal: an object with exactly the names \['dealt', 'keys', 'seeds', 'shuffles', 'version'\]$/);
+  // Another hand's records: every proof of possession hashes the hand id.
+  assert.equal(line(codeal), "FAILED at step key: holder 0: the proof of possession of its key does not verify");
+});
