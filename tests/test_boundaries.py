@@ -4,6 +4,9 @@
   usable without the dealer; the server's commands come by entry point).
 - ``fairdeck.core`` and ``fairdeck.log`` import no grpc and no protobuf: a
   verifier or an auditor needs only the standard library and ``cryptography``.
+- ``fairdeck.codeal`` (co-dealt decks) imports only what ``core`` may, plus ``pysodium``
+  (libsodium) and ``fairdeck.core``; nothing else loads it, so the ordinary mode
+  and its verifier never need libsodium.
 - ``fairdeck verify`` and ``fairdeck replay`` do not load the dealer, its grpc
   reflection service or prometheus_client.
 
@@ -91,6 +94,24 @@ def test_core_and_log_import_only_the_standard_library_cryptography_and_lower_la
             if not under(m, allowed):
                 bad.append(f"{path.relative_to(ROOT)}:{line}: {m}")
     assert bad == []
+
+
+def test_codeal_imports_only_the_standard_library_cryptography_libsodium_and_core() -> None:
+    assert {"group.py", "proof.py", "verify.py"} <= {p.name for p in sources("codeal")}
+    bad = []
+    for path in sources("codeal"):
+        for line, m in imports(path):
+            top = m.split(".")[0]
+            if top == "__future__" or top in sys.stdlib_module_names or top in ("cryptography", "pysodium"):
+                continue
+            if not under(m, ("fairdeck.core", "fairdeck.codeal")):
+                bad.append(f"{path.relative_to(ROOT)}:{line}: {m}")
+    assert bad == []
+
+
+def test_the_ordinary_mode_does_not_load_libsodium() -> None:
+    modules = loaded_after("import fairdeck, fairdeck.core, fairdeck.log, fairdeck.client")
+    assert sorted(m for m in modules if under(m, ("pysodium", "fairdeck.codeal"))) == []
 
 
 def loaded_after(code: str, *args: str) -> set[str]:

@@ -1,4 +1,4 @@
-// Build the verifier page: bundle src/page.js (and @noble/hashes, @noble/curves) into one script
+// Build the verifier page: bundle src/page.js (and @noble/hashes, @noble/curves, @noble/ciphers) into one script
 // inside src/page.html, and write ../fairdeck/web/verifier.html, the copy the Python package ships.
 //
 //   node build.mjs            write it
@@ -21,7 +21,7 @@ if (!known) {
 }
 
 const lock = JSON.parse(readFileSync(join(here, "package-lock.json"), "utf8"));
-const versions = ["@noble/hashes", "@noble/curves", "esbuild"]
+const versions = ["@noble/hashes", "@noble/curves", "@noble/ciphers", "esbuild"]
   .map((name) => `${name} ${lock.packages[`node_modules/${name}`].version}`)
   .join(", ");
 

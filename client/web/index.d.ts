@@ -13,7 +13,11 @@ export type Step =
   | "rotations"
   | "checkpoint"
   | "inclusion"
-  | "cosignatures";
+  | "cosignatures"
+  | CodealStep;
+
+/** A step of docs/codealing-spec.md section 10 (and "seal", section 9, on a seat's device). */
+export type CodealStep = "encoding" | "key" | "transcript" | "shuffle" | "share" | "open" | "seed" | "seal";
 
 /** A check that failed: evidence about the dealer, never a reason to retry. */
 export class VerificationError extends Error {
@@ -138,6 +142,12 @@ export interface Report {
    */
   signedBy: { key: string; position: number; from?: string; rotations?: number }[];
   checks: Check[];
+  /**
+   * A co-dealt hand proof whose "codeal" checks all held: how many key holders, who would have had
+   * to collude to read a card ("the dealer (key holder 0) and the co-dealer (key holder 1)"), and
+   * the page's sentence saying so. Absent otherwise.
+   */
+  codeal?: { holders: number; colluders: string; summary: string };
   hand: {
     handId: string;
     deck: string;
@@ -285,3 +295,100 @@ export function handProofText(parts: {
   logKey: string;
   keyRotations?: readonly Uint8Array[];
 }): string;
+
+// --- co-dealt hands (docs/codealing-spec.md) -----------------------------------------------------
+
+/** "fairdeck-codeal-v1". */
+export const CODEAL_VERSION: string;
+/** The steps of section 10, in order: encoding, key, transcript, shuffle, share, open, seed. */
+export const CODEAL_STEPS: readonly CodealStep[];
+/** Each co-dealt check in order, with what it means, as the page shows it: [step, text]. */
+export const CODEAL_CHECKS: ReadonlyArray<readonly [CodealStep, string]>;
+
+/** A co-dealt hand's published bytes (section 11), holder order; seeds null while it is played. */
+export interface CodealHand {
+  deck: string;
+  handId: string;
+  /** K key records, 128 bytes each. */
+  keys: Uint8Array[];
+  /** K shuffle records, in holder order. */
+  shuffles: Uint8Array[];
+  /** Each dealt position of the final deck, the card id claimed there, and K shares of 128 bytes. */
+  dealt: { position: number; card: number; shares: Uint8Array[] }[];
+  seeds: Uint8Array[] | null;
+}
+
+export interface VerifiedCodealHand {
+  /** K, the number of key holders: all of them together were needed to read any card. */
+  holders: number;
+  /** The card ids the shares opened, in the order of `dealt`. */
+  opened: number[];
+  /** With the seeds: the card id at every position of the final deck; null without them. */
+  final: number[] | null;
+}
+
+/**
+ * Steps 10.1 to 10.7 (10.7 only with seeds). Raises VerificationError at the first step that
+ * fails, with the Python reference's words; `onStep` is told of each step that held.
+ */
+export function verifyCodealHand(hand: CodealHand, onStep?: (step: CodealStep) => void): VerifiedCodealHand;
+
+/** A hand as docs/vectors/fairdeck-codeal-v1.json writes it (hex, snake_case) as a CodealHand. */
+export function codealHandFromVector(vector: {
+  deck: string;
+  hand_id: string;
+  keys: string[];
+  shuffles: string[];
+  dealt: { position: number; card: number; shares: string[] }[];
+  seeds: string[] | null;
+}): CodealHand;
+
+/** "OK: co-dealt hand ... verified (...)" or "FAILED at step STEP: DETAIL". */
+export function codealLine(hand: CodealHand): string;
+
+/** A seat's X25519 key pair for one hand (32 bytes each): the dealer gets `publicKey` only. */
+export interface SeatKey {
+  secretKey: Uint8Array;
+  publicKey: Uint8Array;
+}
+
+/** A fresh seat key, from the platform's secure random source. */
+export function newSeatKey(): SeatKey;
+/** The X25519 public key of a seat's secret key. */
+export function seatPublicKey(secretKey: Uint8Array): Uint8Array;
+
+/**
+ * Section 9: the 128-byte share that `holder` sealed (176 bytes) for `position` to this seat.
+ * VerificationError at step "seal" when it does not open (another seat, hand, position or holder,
+ * or altered); "encoding" when it is not 176 bytes. Verify it before use (combineShares does).
+ */
+export function openSealedShare(sealed: {
+  deck: string;
+  handId: string;
+  position: number;
+  holder: number;
+  sealed: Uint8Array;
+  secretKey: Uint8Array;
+}): Uint8Array;
+
+/** What a seat checks shares against: the hand's keys (proofs of possession checked) and final deck. */
+export interface SeatContext {
+  readonly handId: string;
+}
+
+/**
+ * The seat's view of a hand: its K key records (each proof of possession checked) and the final
+ * deck (the last shuffle record's 64 n deck bytes). VerificationError ("encoding", "key") if not valid.
+ */
+export function seatContext(hand: { deck: string; handId: string; keys: Uint8Array[]; finalDeck: Uint8Array }): SeatContext;
+
+/** A card from its K shares (holder order): each DLEQ proof checked, then combined (section 8). */
+export function combineShares(context: SeatContext, position: number, shares: Uint8Array[]): { id: number; code: string };
+
+/** A hole card on the seat's device: every holder's sealed share opened, checked and combined. */
+export function openSeatCard(
+  context: SeatContext,
+  position: number,
+  sealedShares: Uint8Array[],
+  secretKey: Uint8Array,
+): { id: number; code: string };

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -48,11 +49,9 @@ def test_the_staleness_check_catches_a_changed_source(tmp_path: Path) -> None:
     """The check itself can fail: a copy of client/web with one source line changed builds other bytes."""
     browser.require(browser.node_missing())
     copy = tmp_path / "web"
-    (copy / "src").mkdir(parents=True)
+    shutil.copytree(WEB / "src", copy / "src")  # with its folders (src/codeal/)
     for name in ("build.mjs", "package.json", "package-lock.json"):
         (copy / name).write_bytes((WEB / name).read_bytes())
-    for src in (WEB / "src").iterdir():
-        (copy / "src" / src.name).write_bytes(src.read_bytes())
     (copy / "node_modules").symlink_to(WEB / "node_modules")
     spec = copy / "src" / "spec.js"
     spec.write_text(

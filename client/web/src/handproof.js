@@ -24,6 +24,7 @@ import {
 } from "./log.js";
 import { parseTlogProof } from "./tlogproof.js";
 import { MAX_CHAIN, checkChain, followedKeys } from "./rotation.js";
+import { readCodeal } from "./codeal/report.js";
 
 export const HAND_PROOF_TYPE = "fairdeck-hand-proof";
 export const HAND_PROOF_STEPS = ["format", "commitment", "deck", "cards", "entries", "rotations", "checkpoint", "inclusion", "cosignatures"];
@@ -54,9 +55,11 @@ export function handProofFromBytes(bytes) {
     throw e;
   }
   const format = Number(d.format.text);
-  const names = format === 3 ? PROOF_NAMES_3 : PROOF_NAMES;
+  const base = format === 3 ? PROOF_NAMES_3 : PROOF_NAMES;
+  // A co-dealt hand's proof also holds "codeal" (docs/codealing-spec.md section 11).
+  const names = "codeal" in d ? [...base, "codeal"] : base;
   if (Object.keys(d).length !== names.length || !names.every((k) => k in d)) {
-    throw fail("format", `a hand proof of format ${format} has exactly the names ${pylist([...names].sort())}`);
+    throw fail("format", `a hand proof of format ${format} has exactly the names ${pylist([...base].sort())}`);
   }
   let transcript;
   try {
@@ -83,7 +86,8 @@ export function handProofFromBytes(bytes) {
   }
   if (rotations.length > MAX_CHAIN) throw fail("format", `a hand proof carries at most ${MAX_CHAIN} key rotation statements`);
   const keyRotations = rotations.map((n) => new TextEncoder().encode(n));
-  return { format, transcript, dealt: d.dealt, commit: receipts.commit, reveal: receipts.reveal, logKey: d.log_key, keyRotations };
+  const codeal = "codeal" in d ? readCodeal(d.codeal, transcript) : null;
+  return { format, transcript, dealt: d.dealt, commit: receipts.commit, reveal: receipts.reveal, logKey: d.log_key, keyRotations, codeal };
 }
 
 /**

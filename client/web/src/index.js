@@ -6,7 +6,8 @@
 // VerificationError with the same `step` and the same words; check() gives the page's report
 // instead of raising. errorDetails() reads a refused call's google.rpc.Status, ErrorInfo and
 // RetryInfo. transcriptFromMessage() and handProofText() turn the dealer's gRPC messages into
-// what these read. Types: index.d.ts. Nothing here touches the network, a clock or a file.
+// what these read. verifyCodealHand checks a co-dealt hand (docs/codealing-spec.md) and
+// openSeatCard opens a seat's own card on its device. Types: index.d.ts. Nothing here touches the network, a clock or a file.
 import { LogError } from "./log.js";
 import { handProofFromBytes, verifyHandProof as verifyProof } from "./handproof.js";
 import { SPEC_NAMES, SUPPORTED_VERSIONS, VerificationError, toHex, transcriptFromBytes, transcriptFromValue, verifyTranscript as verifyValue } from "./spec.js";
@@ -16,6 +17,20 @@ export { LogError, SPEC_NAMES, SUPPORTED_VERSIONS, VerificationError, isHandProo
 export { PolicyFileError } from "./policy.js";
 export { HAND_PROOF_CHECKS, TRANSCRIPT_CHECKS } from "./verify.js";
 export { StrictJSONError } from "./strictjson.js";
+export {
+  CODEAL_STEPS,
+  CODEAL_VERSION,
+  codealHandFromVector,
+  codealLine,
+  combineShares,
+  newSeatKey,
+  openSealedShare,
+  openSeatCard,
+  seatContext,
+  seatPublicKey,
+  verifyCodealHand,
+} from "./codeal/index.js";
+export { CODEAL_CHECKS } from "./codeal/report.js";
 export { ERROR_DOMAIN, STATUS_DETAILS_KEY, StatusDecodeError, decodeErrorInfo, decodeRetryInfo, decodeStatus, errorDetails } from "./status.js";
 export { cardCode, handProofText, transcriptFromMessage } from "./messages.js";
 

@@ -7,6 +7,7 @@ import * as handproof from "./handproof.js";
 import * as tlogproof from "./tlogproof.js";
 import * as policy from "./policy.js";
 import * as strictjson from "./strictjson.js";
+import { vectorApi as codeal } from "./codeal/index.js";
 
 const $ = (id) => document.getElementById(id);
 const SUIT = { c: "\u2663", d: "\u2666", h: "\u2665", s: "\u2660" };
@@ -107,6 +108,10 @@ function render(report) {
     list.append(li);
   }
 
+  // A co-dealt hand that checked out: no single party could have read its cards (and who could, together).
+  const codealHeld = Boolean(report.codeal) && !report.step;
+  $("codeal").hidden = !codealHeld;
+  $("codeal-summary").textContent = codealHeld ? report.codeal.summary : "";
   const hand = $("hand");
   hand.hidden = !report.hand;
   // Cards shown from a file that did not verify are marked as such, on each card and above them.
@@ -301,6 +306,7 @@ window.fairdeck = {
   tlogproof,
   policy,
   strictjson,
+  codeal,
 };
 
 if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init);

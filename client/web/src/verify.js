@@ -3,6 +3,7 @@ import { VerificationError, deckSpec, toHex, transcriptFromBytes, verifyTranscri
 import { LogError, b64encode, describePolicy, parseKeyList, parsePolicy } from "./log.js";
 import { HAND_PROOF_TYPE, handProofFromBytes, verifyHandProof } from "./handproof.js";
 import { parsePolicyFile, witnessPolicyOf } from "./policy.js";
+import { addCodealRows, checkCodeal } from "./codeal/report.js";
 
 /** The checks in order, with what each means in plain words (docs/hand-proof.md, "The checks"). */
 export const HAND_PROOF_CHECKS = [
@@ -216,6 +217,7 @@ function checkHandProof(bytes, options) {
   report.hand.logKeyInFile = proof.logKey;
   if (!policy) mark(report, "cosignatures", "skip", "no witness policy given: cosignatures not required");
   if (proof.format < 3) mark(report, "rotations", "skip", `a hand proof of format ${proof.format} carries no key rotation statement`);
+  if (proof.codeal) addCodealRows(report);
   const onStep = (step, extra) => {
     let detail = "";
     if (step === "rotations") {
@@ -244,6 +246,7 @@ function checkHandProof(bytes, options) {
   } catch (e) {
     return failed(report, e);
   }
+  if (proof.codeal && !checkCodeal(report, proof.codeal)) return report;
   if (!verifiers.length) {
     const why = report.inputError ? "a log key given is not valid" : "give the log's key to check this";
     for (const step of ["checkpoint", "inclusion"]) mark(report, step, "skip", `not checked: ${why}`);

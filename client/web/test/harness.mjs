@@ -8,11 +8,13 @@
 //        ui: [{id, file, key, witnesses, threshold, policy (text), policy_file, drop, viewport, edit: {find, replace}}],
 //        (drop: true drops the file on the drop zone, a selector on that element instead;
 //         open_details: true opens every <details> once the verdict is shown)
-//        log_vectors: {log, witness} | null, control: PATH | null, bench: {cases, rounds} | null }
+//        log_vectors: {log, witness} | null, control: PATH | null, bench: {cases, rounds} | null,
+//        codeal_vectors: {vectors} | null, codeal_bench: {hand, rounds} | null }
 // Every request the page makes (but its own file) is recorded in `requests` and refused.
 import { readFileSync } from "node:fs";
 import { pathToFileURL } from "node:url";
 import { launch } from "./drivers.mjs";
+import { runCodealVectors } from "./codeal-cases.mjs";
 
 const job = JSON.parse(readFileSync(process.argv[2], "utf8"));
 const pageUrl = pathToFileURL(job.page).href;
@@ -20,7 +22,7 @@ const browser = await launch(job.engine ?? "chromium", job.browser ?? job.chromi
   colorScheme: job.color_scheme ?? undefined,
   fontSize: job.font_size ?? undefined,
 });
-const out = { requests: [], errors: [], verify: {}, ui: {}, log_vectors: null, control: null, bench: null };
+const out = { requests: [], errors: [], verify: {}, ui: {}, log_vectors: null, control: null, bench: null, codeal_vectors: null, codeal_bench: null };
 const record = { onRequest: (u) => out.requests.push(u), onError: (e) => out.errors.push(e) };
 
 let page = await browser.open(pageUrl, record);
@@ -97,6 +99,36 @@ for (const c of job.ui ?? []) {
 
 if (job.log_vectors) {
   out.log_vectors = await page.evaluate(runLogVectors, job.log_vectors);
+}
+
+if (job.codeal_vectors) {
+  // docs/vectors/fairdeck-codeal-v1.json through the page's own functions (codeal-cases.mjs's
+  // function, its source text run in the page as an expression: the page's policy allows no eval).
+  const { vectors } = job.codeal_vectors;
+  out.codeal_vectors = await page.evaluate(`(${runCodealVectors.toString()})(${JSON.stringify(vectors)}, window.fairdeck.codeal)`);
+}
+
+if (job.codeal_bench) {
+  // One co-dealt hand (as the vectors write it), verified `rounds` times after a warm-up: the time
+  // of each step of docs/codealing-spec.md section 10, in ms.
+  out.codeal_bench = await page.evaluate(({ hand, rounds }) => {
+    const api = window.fairdeck.codeal;
+    const h = api.codealHandFromVector(hand);
+    const run = () => {
+      const times = {};
+      let t = performance.now();
+      const start = t;
+      api.verifyCodealHand(h, (step) => {
+        const now = performance.now();
+        times[step] = now - t;
+        t = now;
+      });
+      times.total = performance.now() - start;
+      return times;
+    };
+    run();
+    return Array.from({ length: rounds }, run);
+  }, job.codeal_bench);
 }
 
 if (job.bench) {
@@ -315,6 +347,9 @@ function readPage() {
       key: parseFloat(getComputedStyle(key).fontSize),
     },
     hand_warning: $("hand-warning")?.textContent ?? "",
+    codeal: $("codeal")
+      ? { hidden: $("codeal").hidden, summary: $("codeal-summary").textContent, font_px: parseFloat(getComputedStyle($("codeal-summary")).fontSize) }
+      : null,
     summary: $("hand-summary").textContent,
     layout: {
       scroll_width: root.scrollWidth,

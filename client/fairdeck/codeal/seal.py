@@ -1,0 +1,75 @@
+"""Sealing a share to a seat's X25519 key, and opening it on the seat's device (spec section 9).
+
+``sealed = epk || ChaCha20-Poly1305(HKDF-SHA256(X25519(eph, seat_pk), info), 0^12, share, info)``
+with ``info`` binding the version, deck, hand id, position, holder, ``epk`` and the seat's key, so
+a sealed share cannot be moved to another hand, position, holder or seat. The ephemeral key is
+fresh per seal, so the fixed nonce is used once per key. Opening never returns an unverified
+share: the caller verifies it with ``shares.verify_share`` before combining.
+"""
+
+from __future__ import annotations
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
+from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+from fairdeck.codeal.context import head, label
+from fairdeck.codeal.errors import CodealError
+from fairdeck.codeal.group import Random
+from fairdeck.codeal.shares import SHARE_BYTES
+from fairdeck.core.decks import DeckSpec
+from fairdeck.core.encoding import u32
+
+SEALED_BYTES = 32 + SHARE_BYTES + 16
+_NONCE = bytes(12)
+
+
+def _info(spec: DeckSpec, hand_id: str, p: int, k: int, epk: bytes, seat_pk: bytes) -> bytes:
+    return label("seal") + head(spec, hand_id) + u32(p) + u32(k) + epk + seat_pk
+
+
+def _key(shared: bytes, info: bytes) -> bytes:
+    return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=info).derive(shared)
+
+
+def _exchange(secret: X25519PrivateKey, public: bytes) -> bytes:
+    try:
+        return secret.exchange(X25519PublicKey.from_public_bytes(public))
+    except ValueError:  # a low-order public key: the shared secret is all zeros
+        raise CodealError("seal", "the X25519 exchange gives zero: a low-order key") from None
+
+
+def seat_public_key(seat_secret: bytes) -> bytes:
+    """The 32-byte X25519 public key of a seat's 32-byte secret."""
+    return X25519PrivateKey.from_private_bytes(seat_secret).public_key().public_bytes_raw()
+
+
+def seal_share(
+    spec: DeckSpec, hand_id: str, p: int, k: int, share: bytes, seat_pk: bytes, random: Random
+) -> bytes:
+    """Holder ``k``'s share for position ``p``, sealed to the seat whose X25519 key is ``seat_pk``."""
+    if len(share) != SHARE_BYTES or len(seat_pk) != 32:
+        raise CodealError("encoding", "seal: a share is 128 bytes and a seat key 32")
+    eph = X25519PrivateKey.from_private_bytes(random(32))
+    epk = eph.public_key().public_bytes_raw()
+    info = _info(spec, hand_id, p, k, epk, seat_pk)
+    key = _key(_exchange(eph, seat_pk), info)
+    return epk + ChaCha20Poly1305(key).encrypt(_NONCE, share, info)
+
+
+def open_sealed_share(
+    spec: DeckSpec, hand_id: str, p: int, k: int, sealed: bytes, seat_secret: bytes
+) -> bytes:
+    """The share inside ``sealed``, or CodealError("seal") if it was not sealed for this seat and place."""
+    if not isinstance(sealed, bytes) or len(sealed) != SEALED_BYTES:
+        raise CodealError("encoding", f"seal: a sealed share is {SEALED_BYTES} bytes")
+    secret = X25519PrivateKey.from_private_bytes(seat_secret)
+    epk = sealed[:32]
+    info = _info(spec, hand_id, p, k, epk, secret.public_key().public_bytes_raw())
+    key = _key(_exchange(secret, epk), info)
+    try:
+        return ChaCha20Poly1305(key).decrypt(_NONCE, sealed[32:], info)
+    except InvalidTag:
+        raise CodealError("seal", f"position {p}, holder {k}: the sealed share does not open") from None
