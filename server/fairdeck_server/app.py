@@ -328,7 +328,11 @@ class DealerServer:
         )
         self.dealer = Dealer(self.metered, identity.vault, clock_ms=self.clock.now_ms)
         self.reaper = Reaper(
-            self.dealer, config.max_hand_lifetime, self.clock.now_ms, on_skip=self._skipped_stale_hand
+            self.dealer,
+            config.max_hand_lifetime,
+            self.clock.now_ms,
+            on_skip=self._skipped_stale_hand,
+            on_behind=lambda behind: self._storage_health_changed(self.storage_health.healthy),
         )
         self.dealer.before_logging = self.reaper.ensure_fresh
         self.dealer.others_call = self.limits.admission.others
@@ -486,7 +490,8 @@ class DealerServer:
             task.add_done_callback(self._health_tasks.discard)
 
     def _storage_status(self) -> health_pb2.HealthCheckResponse.ServingStatus.ValueType:
-        if self.storage_health.healthy:
+        """SERVING while storage takes writes and voids keep up (reaper.py: entries wait else)."""
+        if self.storage_health.healthy and not self.reaper.behind:
             return health_pb2.HealthCheckResponse.SERVING
         return health_pb2.HealthCheckResponse.NOT_SERVING
 

@@ -60,7 +60,7 @@ WRITER_COUNTERS = (
 )
 """The storage writer's counts (WriterStats), exported when the engine keeps them."""
 WRITES = frozenset(
-    {"create_hands", "create_batch", "update_hand", "put_checkpoint", "put_token", "revoke_token", "probe"}
+    {"create_hands", "create_batch", "update_hand", "update_hands", "put_checkpoint", "put_token", "revoke_token", "probe"}
 )
 """Storage operations that write: one that returns means storage takes writes (storage_health.py)."""
 
@@ -396,6 +396,33 @@ class MeteredStorage:
                 self._metrics.hands_closed.labels(
                     OUTCOMES.get(change.outcome or logentry.CLOSED, "closed")
                 ).inc()
+        return out
+
+    async def update_hands(
+        self, tenant: str, hand_ids: Sequence[str], decide: Callable[[HandRecord], tuple[Change, Any]]
+    ) -> list[HandRecord | refusals.DealerError]:
+        """As ``update_hand``, per hand: a hand's damaged row is counted as its ``update_hand``."""
+        seen: dict[str, tuple[HandRecord, Change]] = {}
+        decided: list[BaseException] = []
+
+        def watched(record: HandRecord) -> tuple[Change, Any]:
+            try:
+                change, result = decide(record)
+            except BaseException as e:
+                decided.append(e)
+                raise
+            seen[record.hand_id] = (record, change)
+            return change, result
+
+        out = await self._counted("update_hands", self._inner.update_hands(tenant, hand_ids, watched))
+        for outcome in out:
+            if isinstance(outcome, refusals.DealerError):
+                if not any(outcome is d for d in decided):
+                    self._count_error("update_hand", outcome)
+                continue
+            before, change = seen.get(outcome.hand_id, (outcome, Change(outcome)))
+            if before.state is not StoredHandState.CLOSED and change.record.state is StoredHandState.CLOSED:
+                self._metrics.hands_closed.labels(OUTCOMES.get(change.outcome or logentry.CLOSED, "closed")).inc()
         return out
 
 
