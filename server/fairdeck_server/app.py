@@ -43,6 +43,7 @@ from fairdeck_server.edge.interceptors import (
 )
 from fairdeck_server.edge.methods import UNKNOWN_METHOD, loggable_method, register, unknown_method_handler
 from fairdeck_server.edge.transport import TRANSPORT_OPTIONS, connection_options, server_credentials
+from fairdeck_server.group_counts import GroupCounts
 from fairdeck_server.limits import OpenHandsCap, RateLimiter
 from fairdeck_server.log_lease import FixedLease, Lease, PostgresLease
 from fairdeck_server.log_signing import RANDOM_ORIGIN, CheckpointPublisher
@@ -138,16 +139,22 @@ class DealerServer:
             ),
             on_tenant=logging_setup.set_tenant,
         )
+        # serve --processes N: caps count across the group's processes (group_counts.py).
+        group = None
+        if worker is not None and worker.counts_fd is not None:
+            group = GroupCounts(worker.counts_fd, worker.index, worker.count)
+            group.reset_own()  # what a process it replaces held is free again
         self.limits = LimitsInterceptor(
             RateLimiter(config.rate_limit, config.rate_burst, on_pace=self.metrics.paced_call),
-            OpenHandsCap(self.metered.open_hands, config.max_open_hands),
+            OpenHandsCap(self.metered.open_hands, config.max_open_hands, group=group),
             # No cap on calls in flight (0) turns the fair admission off with it.
             admission=fair.Admission(
                 ADMISSION_SLOTS if config.max_calls_in_flight else 0, config.max_calls_in_flight
             ),
-            streams=StreamCap(config.max_streams),
+            streams=StreamCap(config.max_streams, group),
             on_refusal=self.metrics.refused,
             default_deadline=config.default_deadline,
+            group=group,
         )
         # Outermost first: observing (sees every outcome), the default deadline (covers
         # stream writes), authentication (tells the access log the tenant), then the limits

@@ -1,6 +1,7 @@
 """Abuse limits per tenant, as policies that import no grpc: a request rate (``RateLimiter``) and
 a number of open hands (``OpenHandsCap``, counted from storage through a per-tenant cache, so it
-holds across restarts: exact within one replica, approximate across several). Each answers "go"
+holds across restarts: exact within one replica, its ``--processes`` included, approximate across
+several). Each answers "go"
 (None) or the seconds after which trying again can succeed; the edge makes that
 RESOURCE_EXHAUSTED with a RetryInfo (docs/operations.md, "Limits").
 
@@ -21,6 +22,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from fairdeck_server.ahead import AHEAD, ReadsAhead
+from fairdeck_server.group_counts import HANDS, GroupCounts
 
 log = logging.getLogger(__name__)
 
@@ -154,8 +156,12 @@ class OpenHandsCap:
         ttl: float = 1.0,
         min_reread: float = 0.1,
         clock: Callable[[], float] = time.monotonic,
+        group: GroupCounts | None = None,
     ) -> None:
         self.limit = limit
+        self.group = group
+        """``serve --processes N``: the hands every process's calls hold while they run, shared
+        (group_counts.py), so that a burst on two processes cannot both take the last slots."""
         self.ttl = ttl
         self.min_reread = min_reread
         self._count_open = count_open
@@ -189,6 +195,9 @@ class OpenHandsCap:
             self._ahead.start(tenant, lambda: self._read(tenant))
         if count.open + hands > self.limit:
             return self.ttl
+        known = count.open - count.in_flight  # stored (as of the read), this process's calls aside
+        if self.group is not None and not self.group.take(tenant, HANDS, hands, self.limit, known):
+            return self.ttl
         count.open += hands
         count.in_flight += hands
         return None
@@ -197,6 +206,8 @@ class OpenHandsCap:
         """The call that reserved ``hands`` ended: its hands are in storage now, or, when it
         failed (``opened`` False: refused, or storage did not take it), none of them is, and
         their slots are free at once rather than at the next read."""
+        if self.group is not None and self.enabled and hands > 0:
+            self.group.give(tenant, HANDS, hands)
         count = self._counts.get(tenant)
         if count is not None and hands > 0:
             count.in_flight = max(0, count.in_flight - hands)

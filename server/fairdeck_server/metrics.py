@@ -60,7 +60,16 @@ WRITER_COUNTERS = (
 )
 """The storage writer's counts (WriterStats), exported when the engine keeps them."""
 WRITES = frozenset(
-    {"create_hands", "create_batch", "update_hand", "update_hands", "put_checkpoint", "put_token", "revoke_token", "probe"}
+    {
+        "create_hands",
+        "create_batch",
+        "update_hand",
+        "update_hands",
+        "put_checkpoint",
+        "put_token",
+        "revoke_token",
+        "probe",
+    }
 )
 """Storage operations that write: one that returns means storage takes writes (storage_health.py)."""
 
@@ -422,7 +431,8 @@ class MeteredStorage:
                 continue
             before, change = seen.get(outcome.hand_id, (outcome, Change(outcome)))
             if before.state is not StoredHandState.CLOSED and change.record.state is StoredHandState.CLOSED:
-                self._metrics.hands_closed.labels(OUTCOMES.get(change.outcome or logentry.CLOSED, "closed")).inc()
+                outcome_name = OUTCOMES.get(change.outcome or logentry.CLOSED, "closed")
+                self._metrics.hands_closed.labels(outcome_name).inc()
         return out
 
 

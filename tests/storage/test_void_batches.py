@@ -9,11 +9,14 @@ handed over at once, and a writer commits many per transaction, on both engines.
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from fairdeck.log.logentry import VOIDED, RevealEntry, decode
 from fairdeck_server import fair
 from fairdeck_server.dealer import Dealer
-from fairdeck_server.storage.base import Storage, StoredHandState
+from fairdeck_server.refusals import DealerError
+from fairdeck_server.storage.base import Change, HandRecord, Storage, StoredHandState
 from fairdeck_server.vault import SeedVault
 from tests.storage.kit import Engine, run
 
@@ -62,9 +65,11 @@ def test_a_void_slice_is_work_of_the_tenant_that_opened_its_hands(storage_engine
         seen: list[tuple[str, str, int]] = []
         update_hands = s.update_hands
 
-        async def watched(tenant: str, hand_ids: list[str], decide: object) -> object:
+        async def watched(
+            tenant: str, hand_ids: Sequence[str], decide: Callable[[HandRecord], tuple[Change, Any]]
+        ) -> list[HandRecord | DealerError]:
             seen.append((fair.current(), tenant, len(hand_ids)))
-            return await update_hands(tenant, hand_ids, decide)  # type: ignore[arg-type]
+            return await update_hands(tenant, hand_ids, decide)
 
         s.update_hands = watched  # type: ignore[method-assign]
         now[0] += 10_000

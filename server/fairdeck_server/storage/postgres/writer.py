@@ -212,7 +212,7 @@ class Writer:
 
     def fail_queued(self, error: BaseException) -> None:
         """Storage did not start: what was queued meanwhile fails with its reason."""
-        queued = []
+        queued: list[_Op] = []
         while (op := self._queue.pop()) is not None:
             queued += op.parts if isinstance(op, UpdateMany) else [op]
         _settle([(op, False, error) for op in queued])
