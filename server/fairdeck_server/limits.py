@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from fairdeck_server.ahead import AHEAD, ReadsAhead
-from fairdeck_server.group_counts import HANDS, GroupCounts
+from fairdeck_server.group_counts import HANDS, OPENED, GroupCounts
 
 log = logging.getLogger(__name__)
 
@@ -133,6 +133,10 @@ class _Count:
     ended: int = 0
     """Hands of calls that ended while that count was read: storage's snapshot may have been
     taken before they were written (the SQLite reader's thread), so they are counted too."""
+    base: int = 0
+    """With a group (``serve --processes N``): the stored count, plus the hands every process's
+    calls held when it was read, less every process's OPENED then (group_counts.py); the open
+    hands now are this plus every process's OPENED now."""
 
 
 class OpenHandsCap:
@@ -195,8 +199,8 @@ class OpenHandsCap:
             self._ahead.start(tenant, lambda: self._read(tenant))
         if count.open + hands > self.limit:
             return self.ttl
-        known = count.open - count.in_flight  # stored (as of the read), this process's calls aside
-        if self.group is not None and not self.group.take(tenant, HANDS, hands, self.limit, known):
+        group = self.group
+        if group is not None and not group.take(tenant, OPENED, hands, self.limit, count.base, (HANDS,)):
             return self.ttl
         count.open += hands
         count.in_flight += hands
@@ -207,7 +211,8 @@ class OpenHandsCap:
         failed (``opened`` False: refused, or storage did not take it), none of them is, and
         their slots are free at once rather than at the next read."""
         if self.group is not None and self.enabled and hands > 0:
-            self.group.give(tenant, HANDS, hands)
+            kinds = (HANDS,) if opened else (HANDS, OPENED)  # refused: it opened nothing
+            self.group.give(tenant, hands, *kinds)
         count = self._counts.get(tenant)
         if count is not None and hands > 0:
             count.in_flight = max(0, count.in_flight - hands)
@@ -225,6 +230,9 @@ class OpenHandsCap:
             started = self._clock()
             if count is not None:
                 count.reading, count.ended = True, 0
+            # Every process's calls running and hands reserved, as the read begins: what they
+            # open from now on is counted on top of it (``_Count.base``).
+            held, opened = (0, 0) if self.group is None else self.group.totals(tenant, HANDS, OPENED)
             try:
                 stored = await self._count_open(tenant)
             finally:
@@ -237,6 +245,7 @@ class OpenHandsCap:
                     self._forget_idle()
                 count = self._counts[tenant] = _Count(0, started)
             count.open = stored + in_flight + ended
+            count.base = stored + held - opened
             count.read_at = started
             return count
 

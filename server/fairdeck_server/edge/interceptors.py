@@ -279,7 +279,7 @@ class LimitsInterceptor(LayerInterceptor):
                 raise
             finally:
                 if group is not None and grouped:
-                    group.give(tenant, CALLS, 1)
+                    group.give(tenant, 1, CALLS)
                 # A refused call opened nothing: its slots are free at once. A call cancelled or
                 # past its deadline may still be written, so its slots wait for the next count.
                 self.cap.release(tenant, hands, opened=not refused)
@@ -455,7 +455,7 @@ class StreamCap:
 
     def leave(self, tenant: str) -> None:
         if self.group is not None and self.limit > 0:
-            self.group.give(tenant, STREAMS, 1)
+            self.group.give(tenant, 1, STREAMS)
         left = self._open.get(tenant, 0) - 1
         if left > 0:
             self._open[tenant] = left
