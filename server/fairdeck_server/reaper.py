@@ -9,10 +9,8 @@ first, in batches charged to each hand's tenant (voids.py), and moves the waterm
 batch. An operation that logs an entry first needs the watermark at ``now - lifetime + margin /
 2`` (``ensure_fresh``): almost always it is there already; otherwise it waits only until the
 hands older than that are voided, never for the rest of a pass. While it lags that by more than
-BEHIND_MS, the reaper says it is behind (health NOT_SERVING: app.py).
-
-Times are the dealer's clock (clock.py): monotonic while the process runs, so a wall-clock step
-voids nothing early.
+BEHIND_MS, the reaper says it is behind (health NOT_SERVING: app.py). Times are the dealer's
+clock (clock.py): monotonic while the process runs, so a wall-clock step voids nothing early.
 """
 
 from __future__ import annotations
