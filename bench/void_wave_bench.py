@@ -10,12 +10,14 @@ The bar (issue: "Void wave"): no failed call and a p99 at most 2x the baseline's
 
     .venv/bin/python bench/void_wave_bench.py
     .venv/bin/python bench/void_wave_bench.py --tenants 2 --hands 2000 --lifetime 15 --baseline 5
+    .venv/bin/python bench/void_wave_bench.py --dealer-code /path/to/other/checkout
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 import tempfile
@@ -60,18 +62,19 @@ def main() -> int:
     ap.add_argument("--hands", type=int, default=10_000)
     ap.add_argument("--lifetime", type=float, default=40.0)
     ap.add_argument("--baseline", type=float, default=10.0)
+    ap.add_argument("--dealer-code", type=Path, help="another checkout whose server runs the dealer")
     opts = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         data = tmp / "data"
         argv = serve_argv(data, "--require-auth", "--max-hand-lifetime", f"{opts.lifetime:g}")
         argv += ["--max-open-hands", "10000", "--metrics-listen", "127.0.0.1:0", "--log-level", "INFO"]
-        dealer = Server("dealer", argv, tmp / "dealer.log")
+        env = dict(os.environ)
+        if opts.dealer_code is not None:  # another version's server and client, first on the path
+            code = opts.dealer_code.resolve()
+            env["PYTHONPATH"] = os.pathsep.join([str(code / "server"), str(code / "client")])
+        dealer = Server("dealer", argv, tmp / "dealer.log", env=env)
         try:
-            env: dict[str, str] = {}
-            import os
-
-            env = dict(os.environ)
             tokens = {t: _token(data, t, env) for t in [f"t{i}" for i in range(opts.tenants)] + ["victim"]}
             url = ""
             deadline = time.monotonic() + 30
@@ -132,6 +135,8 @@ def main() -> int:
                 "whole_run_failed": sum(1 for _, _, ok in calls if not ok),
             }
             b, w = result["baseline"], result["wave"]
+            said = (tmp / "dealer.log").read_text().splitlines()
+            result["reaper_lines"] = [line for line in said if "voiding stale hands" in line]  # type: ignore[assignment]
             result["p99_ratio"] = round(w["p99_ms"] / b["p99_ms"], 2) if b["p99_ms"] else None  # type: ignore[index,operator]
             print(json.dumps(result, indent=2))
         finally:

@@ -59,6 +59,8 @@ class Reaper:
         """The watermark lags what an entry needs by more than BEHIND_MS."""
         self.steps = 0
         """Steps of passes done (a diagnostic for tests)."""
+        self.handled = 0
+        """Hands voided (or skipped) by passes so far."""
         self._task: asyncio.Task[None] | None = None
         self._goal = 0
         """What the pass under way brings the watermark to."""
@@ -118,6 +120,7 @@ class Reaper:
         while not self.covers(goal_ms):
             progress = await self.dealer.void_before(goal_ms, CHUNK, on_skip=self.on_skip)
             self.steps += 1
+            self.handled += progress.handled
             self._advance(min(progress.closed_before_ms, goal_ms))
 
     def _advance(self, closed_before_ms: int) -> None:
@@ -142,15 +145,19 @@ class Reaper:
         return behind
 
     async def run(self) -> None:
-        """Passes every ``period_s`` until cancelled; a failed pass is logged and tried again."""
+        """Passes until cancelled: the next at once after one that voided something (a wave:
+        the hands that went stale meanwhile), else after ``period_s``. A failed pass is logged
+        and tried again."""
         try:
             while True:
+                handled = self.handled
                 try:
                     await self.reach(self.goal_ms())
                 except Exception as e:  # storage may be down for a while; try again next time
                     log.error("voiding stale hands failed: %s", type(e).__name__)
+                    handled = self.handled
                 self.look()
-                await asyncio.sleep(self.period_s)
+                await asyncio.sleep(self.period_s if self.handled == handled else 0)
         finally:  # stopping: the pass under way ends too
             if self._task is not None:
                 self._task.cancel()
