@@ -1,11 +1,13 @@
 """The void wave: five tenants abandon 10,000 hands each; another tenant's calls meanwhile.
 
 One dealer (``--require-auth``, the default caps, ``--max-hand-lifetime`` LIFETIME) in its own
-process. A victim tenant calls DealNewHand every 20 ms (5 s deadline) from start to end. After a
-baseline, five tenants each open 10,000 hands with DealHands(close=false) at once and walk away.
+process. A victim tenant calls DealNewHand then CloseHand (both log an entry; 5 s deadline), every
+20 ms from start to end. After a baseline, five tenants each open 10,000 hands with
+DealHands(close=false) at once and walk away.
 When their lifetime passes the reaper voids the 50,000 hands; the wave's window is read from
 /metrics (fairdeck_hands_closed_total{outcome="voided"}, polled every 0.1 s). Prints the victim's
-p50/p99 and failed calls for the baseline and for the wave, and the wave's duration, as JSON.
+p50/p99 and failed calls for the baseline, between the opening and the wave, and for the wave,
+and the wave's duration, as JSON.
 The bar (issue: "Void wave"): no failed call and a p99 at most 2x the baseline's.
 
     .venv/bin/python bench/void_wave_bench.py
@@ -88,13 +90,22 @@ def main() -> int:
             def victim() -> None:
                 with DealerClient(dealer.target, api_token=tokens["victim"], timeout=5, retries=0) as c:
                     while not stop.is_set():
+                        hand_id = None
                         t = time.monotonic()
                         try:
-                            c.deal_new_hand("standard")
+                            hand_id = c.deal_new_hand("standard").hand.hand_id
                             ok = True
                         except FairdeckError:
                             ok = False
                         calls.append((t, time.monotonic() - t, ok))
+                        if hand_id is not None:  # closed, so that only the abandoned hands are voided
+                            t = time.monotonic()
+                            try:
+                                c.close_hand(hand_id)
+                                ok = True
+                            except FairdeckError:
+                                ok = False
+                            calls.append((t, time.monotonic() - t, ok))
                         stop.wait(0.02)
 
             threading.Thread(target=victim, daemon=True).start()
@@ -112,9 +123,12 @@ def main() -> int:
             opened = time.monotonic()
             total = opts.tenants * opts.hands
             wave_start = wave_end = None
+            timeline: list[tuple[float, float]] = []
             while wave_end is None and time.monotonic() - opened < opts.lifetime + 600:
                 n = voided(url)
                 now = time.monotonic()
+                if n and (not timeline or now - timeline[-1][0] >= 1.0):
+                    timeline.append((now, n))
                 if wave_start is None and n > 0:
                     wave_start = now
                 if n >= total:
@@ -131,8 +145,11 @@ def main() -> int:
                 "wave_s": round(wave_end - wave_start, 2),
                 "voids_per_s": round(total / max(wave_end - wave_start, 1e-9)),
                 "baseline": summary(calls, began + 1.0, base_end),
+                "before_wave": summary(calls, opened, wave_start),
                 "wave": summary(calls, wave_start, wave_end),
                 "whole_run_failed": sum(1 for _, _, ok in calls if not ok),
+                "voided_each_second": [int(n) for _, n in timeline],
+                "open_s_after_opening": round(timeline[0][0] - opened, 2) if timeline else None,
             }
             b, w = result["baseline"], result["wave"]
             said = (tmp / "dealer.log").read_text().splitlines()
