@@ -136,7 +136,9 @@ def main() -> int:
                 time.sleep(0.1)
             time.sleep(1.0)
             stop.set()
-            assert wave_start is not None and wave_end is not None, "the wave did not end"
+            if wave_start is None or wave_end is None:
+                print(f"the wave did not end: {voided(url):.0f} of {total} voided", file=sys.stderr)
+                return 1
             result = {
                 "tenants": opts.tenants,
                 "hands_each": opts.hands,
