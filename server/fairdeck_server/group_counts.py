@@ -1,7 +1,7 @@
 """Per-tenant counts shared by the processes of ``serve --processes N``, so caps hold per group.
 
 The supervisor makes one anonymous shared file (``make``: memfd, never a path anyone can swap)
-and every worker maps it (``GroupCounts``). A table of SLOTS rows: a tenant's key (16 bytes of
+and every worker maps it (``GroupCounts``). A table of ``slots`` rows (8 MiB): a tenant's key (16 bytes of
 SHA-256 of its name), when it was last used, then per kind (CALLS and STREAMS under way, HANDS
 held by calls running, OPENED: hands ever reserved, for limits.OpenHandsCap) a 64-bit count per
 worker. A worker writes only its own counts; ``take`` reads the others' and adds its own under
@@ -30,6 +30,8 @@ CALLS, STREAMS, HANDS, OPENED = 0, 1, 2, 3
 KINDS = 4
 UNDER_WAY = (CALLS, STREAMS, HANDS)
 SLOTS = 16_384
+"""Rows, at most: fewer when the workers are many, so that the table stays within TABLE_BYTES."""
+TABLE_BYTES = 8 << 20
 PROBE = 64
 KEY = 16
 HEAD = KEY + 8
@@ -39,9 +41,14 @@ IDLE_S = 10.0
 OpenHandsCap keeps a count before it reads storage again (its OPENED snapshot is then new)."""
 
 
+def slots(workers: int) -> int:
+    """Rows of the table for ``workers`` processes."""
+    return max(PROBE, min(SLOTS, TABLE_BYTES // (HEAD + 8 * KINDS * workers)))
+
+
 def size(workers: int) -> int:
     """Bytes of the table for ``workers`` processes."""
-    return SLOTS * (HEAD + 8 * KINDS * workers)
+    return slots(workers) * (HEAD + 8 * KINDS * workers)
 
 
 def make(workers: int) -> int:
@@ -63,6 +70,7 @@ class GroupCounts:
         self._index = index
         self._workers = workers
         self._row = HEAD + 8 * KINDS * workers
+        self._slots = slots(workers)
         self._map = mmap.mmap(fd, size(workers))
         self._counts = struct.Struct(f"<{KINDS * workers}q")
         self._warned = False
@@ -72,7 +80,7 @@ class GroupCounts:
     def reset_own(self) -> None:
         """Zero this worker's counts in every row: a process that replaces one starts clean."""
         with self._locked():
-            for slot in range(SLOTS):
+            for slot in range(self._slots):
                 for kind in range(KINDS):
                     self._write(slot, kind, 0)
 
@@ -131,11 +139,11 @@ class GroupCounts:
     def _slot(self, tenant: str, *, claim: bool) -> int | None:
         """The row of ``tenant``: found in its window, else (``claim``) the first free one there."""
         key = hashlib.sha256(tenant.encode("utf-8", "surrogatepass")).digest()[:KEY]
-        start = int.from_bytes(key[:8], "big") % SLOTS
+        start = int.from_bytes(key[:8], "big") % self._slots
         now = time.monotonic()
         free = None
-        for step in range(PROBE):
-            slot = (start + step) % SLOTS
+        for step in range(min(PROBE, self._slots)):
+            slot = (start + step) % self._slots
             at = slot * self._row
             if self._map[at : at + KEY] == key:
                 _USED.pack_into(self._map, at + KEY, now)

@@ -49,12 +49,11 @@ def test_a_replacement_frees_what_the_dead_worker_held(pair: tuple[GroupCounts, 
     assert a.take("t", CALLS, 1, 3) and a.totals("t", CALLS) == (1,)
 
 
-def test_a_row_goes_to_another_tenant_only_once_idle(
-    pair: tuple[GroupCounts, GroupCounts], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    a, _ = pair
+def test_a_row_goes_to_another_tenant_only_once_idle(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(group_counts, "SLOTS", 4)
     monkeypatch.setattr(group_counts, "PROBE", 4)
+    fd = group_counts.make(2)
+    a = GroupCounts(fd, 0, 2)
     tenants = [f"t{i}" for i in range(4)]
     for t in tenants:
         assert a.take(t, CALLS, 1, 1)
@@ -67,3 +66,5 @@ def test_a_row_goes_to_another_tenant_only_once_idle(
     a.give("late", 1, CALLS)
     monkeypatch.setattr(group_counts, "IDLE_S", -1.0)  # time passed: t0's row is idle
     assert a.take("late", CALLS, 1, 1) and a.totals("late", OPENED) == (0,)
+    a.close()
+    os.close(fd)
