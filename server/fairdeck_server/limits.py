@@ -1,9 +1,8 @@
 """Abuse limits per tenant, as policies that import no grpc: a request rate (``RateLimiter``) and
 a number of open hands (``OpenHandsCap``, counted from storage through a per-tenant cache, so it
 holds across restarts: exact within one replica, its ``--processes`` included, approximate across
-several). Each answers "go"
-(None) or the seconds after which trying again can succeed; the edge makes that
-RESOURCE_EXHAUSTED with a RetryInfo (docs/operations.md, "Limits").
+several). Each answers "go" (None) or the seconds after which trying again can succeed; the edge
+makes that RESOURCE_EXHAUSTED with a RetryInfo (docs/operations.md, "Limits").
 
 >>> bucket = RateLimiter(rate=1.0, burst=2, clock=lambda: 0.0)
 >>> bucket.acquire("a"), bucket.acquire("a"), bucket.acquire("a")
