@@ -339,7 +339,7 @@ class DealerServer:
             config.max_hand_lifetime,
             self.clock.now_ms,
             on_skip=self._skipped_stale_hand,
-            on_behind=lambda behind: self._storage_health_changed(self.storage_health.healthy),
+            on_behind=self._reaper_behind,
         )
         self.dealer.before_logging = self.reaper.ensure_fresh
         self.dealer.others_call = self.limits.admission.others
@@ -495,6 +495,10 @@ class DealerServer:
             task = asyncio.get_running_loop().create_task(self._set_health(self._storage_status()))
             self._health_tasks.add(task)
             task.add_done_callback(self._health_tasks.discard)
+
+    def _reaper_behind(self, behind: bool) -> None:
+        self.metrics.reaper_behind.set(1 if behind else 0)
+        self._storage_health_changed(self.storage_health.healthy)  # health says it too
 
     def _storage_status(self) -> health_pb2.HealthCheckResponse.ServingStatus.ValueType:
         """SERVING while storage takes writes and voids keep up (reaper.py: entries wait else)."""

@@ -144,6 +144,11 @@ class Metrics:
             "Connections closed because their client address held more than max_connections_per_peer",
             registry=r,
         )
+        self.reaper_behind = Gauge(
+            "fairdeck_reaper_behind",
+            "1 while voiding stale hands lags what an entry needs by over a second (health NOT_SERVING)",
+            registry=r,
+        )
         self.reaper_skipped = Counter(
             "fairdeck_reaper_skipped_hands",
             "Stale hands the reaper could not void and skipped (once per hand and process), by reason",

@@ -37,6 +37,7 @@ def test_a_wave_of_stale_hands_is_voided_while_entries_go_on(run: FaultRun) -> N
                 run.ledger.closed[hand.hand_id] = closed.reveal_receipt.index
             except FairdeckError as e:
                 raise AssertionError(f"a call failed during the void wave: {type(e).__name__}") from e
+    assert metric(dealer, "fairdeck_reaper_behind") == 0
     with grpc.insecure_channel(dealer.target) as channel:
         health = health_pb2_grpc.HealthStub(channel)
         wait_for(
