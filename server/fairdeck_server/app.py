@@ -43,6 +43,7 @@ from fairdeck_server.edge.interceptors import (
 )
 from fairdeck_server.edge.methods import UNKNOWN_METHOD, loggable_method, register, unknown_method_handler
 from fairdeck_server.edge.transport import TRANSPORT_OPTIONS, connection_options, server_credentials
+from fairdeck_server.group_counts import GroupCounts
 from fairdeck_server.limits import OpenHandsCap, RateLimiter
 from fairdeck_server.log_lease import FixedLease, Lease, PostgresLease
 from fairdeck_server.log_signing import RANDOM_ORIGIN, CheckpointPublisher
@@ -138,16 +139,22 @@ class DealerServer:
             ),
             on_tenant=logging_setup.set_tenant,
         )
+        # serve --processes N: caps count across the group's processes (group_counts.py).
+        group = None
+        if worker is not None and worker.counts_fd is not None:
+            group = GroupCounts(worker.counts_fd, worker.index, worker.count)
+            group.reset_own()  # what a process it replaces held is free again
         self.limits = LimitsInterceptor(
             RateLimiter(config.rate_limit, config.rate_burst, on_pace=self.metrics.paced_call),
-            OpenHandsCap(self.metered.open_hands, config.max_open_hands),
+            OpenHandsCap(self.metered.open_hands, config.max_open_hands, group=group),
             # No cap on calls in flight (0) turns the fair admission off with it.
             admission=fair.Admission(
                 ADMISSION_SLOTS if config.max_calls_in_flight else 0, config.max_calls_in_flight
             ),
-            streams=StreamCap(config.max_streams),
+            streams=StreamCap(config.max_streams, group),
             on_refusal=self.metrics.refused,
             default_deadline=config.default_deadline,
+            group=group,
         )
         # Outermost first: observing (sees every outcome), the default deadline (covers
         # stream writes), authentication (tells the access log the tenant), then the limits
@@ -328,7 +335,11 @@ class DealerServer:
         )
         self.dealer = Dealer(self.metered, identity.vault, clock_ms=self.clock.now_ms)
         self.reaper = Reaper(
-            self.dealer, config.max_hand_lifetime, self.clock.now_ms, on_skip=self._skipped_stale_hand
+            self.dealer,
+            config.max_hand_lifetime,
+            self.clock.now_ms,
+            on_skip=self._skipped_stale_hand,
+            on_behind=self._reaper_behind,
         )
         self.dealer.before_logging = self.reaper.ensure_fresh
         self.dealer.others_call = self.limits.admission.others
@@ -485,8 +496,13 @@ class DealerServer:
             self._health_tasks.add(task)
             task.add_done_callback(self._health_tasks.discard)
 
+    def _reaper_behind(self, behind: bool) -> None:
+        self.metrics.reaper_behind.set(1 if behind else 0)
+        self._storage_health_changed(self.storage_health.healthy)  # health says it too
+
     def _storage_status(self) -> health_pb2.HealthCheckResponse.ServingStatus.ValueType:
-        if self.storage_health.healthy:
+        """SERVING while storage takes writes and voids keep up (reaper.py: entries wait else)."""
+        if self.storage_health.healthy and not self.reaper.behind:
             return health_pb2.HealthCheckResponse.SERVING
         return health_pb2.HealthCheckResponse.NOT_SERVING
 

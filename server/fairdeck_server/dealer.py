@@ -37,7 +37,7 @@ from fairdeck.log.logentry import (
     reveal_entries,
 )
 from fairdeck.wire import Reason
-from fairdeck_server import fair, principal, refusals
+from fairdeck_server import fair, principal, refusals, voids
 from fairdeck_server.storage.base import (
     Change,
     HandBatch,
@@ -145,7 +145,7 @@ class Dealer:
         self.turns = fair.CpuTurns(SLICE)
         """Whose turn it is to use the CPU for bulk work (DealHands slices)."""
         self._unvoidable: set[tuple[str, str]] = set()
-        """(tenant, hand_id) of stale hands void_stale could not void (see there)."""
+        """(tenant, hand_id) of stale hands void_before could not void (see there)."""
         self.before_logging: Callable[[], Awaitable[None]] = _nothing
         """Awaited before an operation logs an entry (the reaper's ``ensure_fresh``)."""
         self.others_call: Callable[[str], bool] = lambda tenant: False
@@ -432,41 +432,40 @@ class Dealer:
         on_skip: Callable[[str, str, str], None] = lambda tenant, hand_id, reason: None,
     ) -> int:
         """Void (reveal and log) up to ``limit`` hands open longer than the lifetime;
-        return how many it dealt with (voided, or skipped for the first time).
+        return how many it dealt with (voided, or skipped for the first time)."""
+        return (await self.void_before(self._clock_ms() - max_lifetime_ms, limit, on_skip)).handled
+
+    async def void_before(
+        self,
+        cutoff_ms: int,
+        limit: int = 1000,
+        on_skip: Callable[[str, str, str], None] = lambda tenant, hand_id, reason: None,
+    ) -> voids.Progress:
+        """Void up to ``limit`` hands created before ``cutoff_ms``, in batches (voids.py).
 
         An honest log then has no commitment without a reveal older than the
         lifetime, which is what the auditor checks to catch deck shopping.
 
-        A hand that cannot be voided (its sealed seed does not open: its key is
-        not loaded; or its stored row cannot be read: HAND_UNREADABLE) is skipped
-        and reported once through ``on_skip(tenant, hand_id, reason)``, and the
-        other hands are voided all the same: one bad hand must not keep every
-        tenant's stale hands open. Skipped hands are
-        remembered for the life of this Dealer (they come first in every query,
-        so they are asked for on top of ``limit``); a restart, e.g. with the
-        missing key loaded, tries them again. Storage failing
-        (STORAGE_UNAVAILABLE) ends the round: it is not the hand's fault.
+        A hand that cannot be voided (its seed does not open, its row cannot be read) is
+        skipped and reported once through ``on_skip(tenant, hand_id, reason)``, the others voided
+        all the same; skipped hands are remembered for the life of this Dealer (a restart, e.g.
+        with the missing key loaded, tries them again). Storage failing raises.
         """
-        skipped = self._unvoidable
-        stale = await self.storage.stale_hands(self._clock_ms() - max_lifetime_ms, limit + len(skipped))
-        handled = 0
-        for tenant, hand_id in stale:
-            if (tenant, hand_id) in skipped:
-                continue
-            if handled == limit:
-                break
-            handled += 1
-            try:
-                await self._reveal(tenant, hand_id, VOIDED)
-            except refusals.DealerError as e:
-                if e.status is refusals.Status.UNAVAILABLE:
-                    raise
-                skipped.add((tenant, hand_id))
-                on_skip(tenant, hand_id, e.reason)
-        return handled
+        return await voids.void_before(
+            self.storage,
+            cutoff_ms,
+            lambda: self._revealing(VOIDED, self._clock_ms()),
+            limit=limit,
+            skipped=self._unvoidable,
+            on_skip=on_skip,
+        )
 
     async def _reveal(self, tenant: str, hand_id: str, outcome: int) -> HandRecord:
         now = self._clock_ms()  # when it was decided, after before_logging; storage never makes it earlier
+        return (await self.storage.update_hand(tenant, hand_id, self._revealing(outcome, now)))[0]
+
+    def _revealing(self, outcome: int, now: int) -> Callable[[HandRecord], tuple[Change, None]]:
+        """The decide function that reveals a hand at ``now`` (a closed one stays as it is)."""
 
         def decide(r: HandRecord) -> tuple[Change, None]:
             if r.state is StoredHandState.CLOSED:
@@ -477,7 +476,7 @@ class Dealer:
             entry = RevealEntry(now, r.hand_id, outcome, seed, r.client_seeds, digest).encode()
             return Change(new, entry, outcome), None
 
-        return (await self.storage.update_hand(tenant, hand_id, decide))[0]
+        return decide
 
     async def get(self, tenant: str, hand_id: str) -> HandRecord:
         validate_hand_id(hand_id)

@@ -1,8 +1,8 @@
 """Abuse limits per tenant, as policies that import no grpc: a request rate (``RateLimiter``) and
 a number of open hands (``OpenHandsCap``, counted from storage through a per-tenant cache, so it
-holds across restarts: exact within one replica, approximate across several). Each answers "go"
-(None) or the seconds after which trying again can succeed; the edge makes that
-RESOURCE_EXHAUSTED with a RetryInfo (docs/operations.md, "Limits").
+holds across restarts: exact within one replica, its ``--processes`` included, approximate across
+several). Each answers "go" (None) or the seconds after which trying again can succeed; the edge
+makes that RESOURCE_EXHAUSTED with a RetryInfo (docs/operations.md, "Limits").
 
 >>> bucket = RateLimiter(rate=1.0, burst=2, clock=lambda: 0.0)
 >>> bucket.acquire("a"), bucket.acquire("a"), bucket.acquire("a")
@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from fairdeck_server.ahead import AHEAD, ReadsAhead
+from fairdeck_server.group_counts import HANDS, OPENED, GroupCounts
 
 log = logging.getLogger(__name__)
 
@@ -131,6 +132,10 @@ class _Count:
     ended: int = 0
     """Hands of calls that ended while that count was read: storage's snapshot may have been
     taken before they were written (the SQLite reader's thread), so they are counted too."""
+    base: int = 0
+    """With a group (``serve --processes N``): the stored count, plus the hands every process's
+    calls held when it was read, less every process's OPENED then (group_counts.py); the open
+    hands now are this plus every process's OPENED now."""
 
 
 class OpenHandsCap:
@@ -154,8 +159,12 @@ class OpenHandsCap:
         ttl: float = 1.0,
         min_reread: float = 0.1,
         clock: Callable[[], float] = time.monotonic,
+        group: GroupCounts | None = None,
     ) -> None:
         self.limit = limit
+        self.group = group
+        """``serve --processes N``: the hands every process's calls hold while they run, shared
+        (group_counts.py), so that a burst on two processes cannot both take the last slots."""
         self.ttl = ttl
         self.min_reread = min_reread
         self._count_open = count_open
@@ -189,6 +198,9 @@ class OpenHandsCap:
             self._ahead.start(tenant, lambda: self._read(tenant))
         if count.open + hands > self.limit:
             return self.ttl
+        group = self.group
+        if group is not None and not group.take(tenant, OPENED, hands, self.limit, count.base, (HANDS,)):
+            return self.ttl
         count.open += hands
         count.in_flight += hands
         return None
@@ -197,6 +209,9 @@ class OpenHandsCap:
         """The call that reserved ``hands`` ended: its hands are in storage now, or, when it
         failed (``opened`` False: refused, or storage did not take it), none of them is, and
         their slots are free at once rather than at the next read."""
+        if self.group is not None and self.enabled and hands > 0:
+            kinds = (HANDS,) if opened else (HANDS, OPENED)  # refused: it opened nothing
+            self.group.give(tenant, hands, *kinds)
         count = self._counts.get(tenant)
         if count is not None and hands > 0:
             count.in_flight = max(0, count.in_flight - hands)
@@ -214,6 +229,9 @@ class OpenHandsCap:
             started = self._clock()
             if count is not None:
                 count.reading, count.ended = True, 0
+            # Every process's calls running and hands reserved, as the read begins: what they
+            # open from now on is counted on top of it (``_Count.base``).
+            held, opened = (0, 0) if self.group is None else self.group.totals(tenant, HANDS, OPENED)
             try:
                 stored = await self._count_open(tenant)
             finally:
@@ -226,6 +244,7 @@ class OpenHandsCap:
                     self._forget_idle()
                 count = self._counts[tenant] = _Count(0, started)
             count.open = stored + in_flight + ended
+            count.base = stored + held - opened
             count.read_at = started
             return count
 

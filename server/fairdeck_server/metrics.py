@@ -60,7 +60,16 @@ WRITER_COUNTERS = (
 )
 """The storage writer's counts (WriterStats), exported when the engine keeps them."""
 WRITES = frozenset(
-    {"create_hands", "create_batch", "update_hand", "put_checkpoint", "put_token", "revoke_token", "probe"}
+    {
+        "create_hands",
+        "create_batch",
+        "update_hand",
+        "update_hands",
+        "put_checkpoint",
+        "put_token",
+        "revoke_token",
+        "probe",
+    }
 )
 """Storage operations that write: one that returns means storage takes writes (storage_health.py)."""
 
@@ -133,6 +142,11 @@ class Metrics:
         self.connections_cut = Counter(
             "fairdeck_connections_cut",
             "Connections closed because their client address held more than max_connections_per_peer",
+            registry=r,
+        )
+        self.reaper_behind = Gauge(
+            "fairdeck_reaper_behind",
+            "1 while voiding stale hands lags what an entry needs by over a second (health NOT_SERVING)",
             registry=r,
         )
         self.reaper_skipped = Counter(
@@ -396,6 +410,34 @@ class MeteredStorage:
                 self._metrics.hands_closed.labels(
                     OUTCOMES.get(change.outcome or logentry.CLOSED, "closed")
                 ).inc()
+        return out
+
+    async def update_hands(
+        self, tenant: str, hand_ids: Sequence[str], decide: Callable[[HandRecord], tuple[Change, Any]]
+    ) -> list[HandRecord | refusals.DealerError]:
+        """As ``update_hand``, per hand: a hand's damaged row is counted as its ``update_hand``."""
+        seen: dict[str, tuple[HandRecord, Change]] = {}
+        decided: list[BaseException] = []
+
+        def watched(record: HandRecord) -> tuple[Change, Any]:
+            try:
+                change, result = decide(record)
+            except BaseException as e:
+                decided.append(e)
+                raise
+            seen[record.hand_id] = (record, change)
+            return change, result
+
+        out = await self._counted("update_hands", self._inner.update_hands(tenant, hand_ids, watched))
+        for outcome in out:
+            if isinstance(outcome, refusals.DealerError):
+                if not any(outcome is d for d in decided):
+                    self._count_error("update_hand", outcome)
+                continue
+            before, change = seen.get(outcome.hand_id, (outcome, Change(outcome)))
+            if before.state is not StoredHandState.CLOSED and change.record.state is StoredHandState.CLOSED:
+                outcome_name = OUTCOMES.get(change.outcome or logentry.CLOSED, "closed")
+                self._metrics.hands_closed.labels(outcome_name).inc()
         return out
 
 

@@ -4,12 +4,13 @@
 starts N workers, each a whole ``fairdeck serve`` that binds the port with SO_REUSEPORT, inherits
 the lock's descriptor and writes the one SQLite database (its write lock is the serial section).
 Signals go to every worker; if one dies, the others are stopped and the supervisor exits 1 with
-one line; if the supervisor dies, the workers see their lifeline pipe end and drain. Limits,
-health and metrics are per worker; witnesses are refused; with ``--tiles`` worker 0 writes the
-tiles (log_lease.py). A worker that hangs stops its heartbeat (app.py), and one the kernel shows
-stopped (SIGSTOP, a debugger) makes no progress by definition; the supervisor kills either and
-starts another, in one line. Silence is counted only while the supervisor itself runs: a pause of
-the whole group (a container pause, Ctrl-Z) replaces no one. The design: docs/scaling.md
+one line; if the supervisor dies, the workers see their lifeline pipe end and drain. Per-tenant
+caps count across the workers (group_counts.py); rates, health and metrics are per worker;
+witnesses are refused; with ``--tiles`` worker 0 writes the tiles (log_lease.py). A worker that
+hangs stops its heartbeat (app.py), and one the kernel shows stopped (SIGSTOP, a debugger) makes
+no progress by definition; the supervisor kills either and starts another, in one line. Silence
+is counted only while the supervisor itself runs: a pause of the whole group (a container pause,
+Ctrl-Z) replaces no one. The design: docs/scaling.md
 ("Several processes on one SQLite file").
 """
 
@@ -29,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from fairdeck.log.audit import LogUnreadable
 from fairdeck.log.tiles import TileError
+from fairdeck_server import group_counts
 from fairdeck_server.addresses import probe_listen, split_host_port
 from fairdeck_server.refusals import StartupRefused
 from fairdeck_server.startup import prepare
@@ -45,6 +47,8 @@ LOCK_ENV = "FAIRDECK_WORKER_LOCK_FD"
 """The descriptor of the data dir's lock file, locked by the supervisor."""
 LIFELINE_ENV = "FAIRDECK_WORKER_LIFELINE_FD"
 """The read end of a pipe whose write end only the supervisor holds: end of file when it dies."""
+COUNTS_ENV = "FAIRDECK_WORKER_COUNTS_FD"
+"""The descriptor of the per-tenant counts the workers share (group_counts.py): caps per group."""
 HEARTBEAT_ENV = "FAIRDECK_WORKER_HEARTBEAT_FD"
 """The write end of the pipe a worker beats on (its supervisor reads the other end)."""
 START_TIMEOUT = 60.0
@@ -79,6 +83,7 @@ class Worker:
     lock_fd: int | None
     lifeline_fd: int | None = None
     heartbeat_fd: int | None = None
+    counts_fd: int | None = None
 
     @classmethod
     def from_environ(cls, environ: dict[str, str] | os._Environ[str] = os.environ) -> Worker | None:
@@ -94,6 +99,7 @@ class Worker:
             int(lock) if lock else None,
             int(lifeline) if lifeline else None,
             int(beat) if beat else None,
+            int(environ[COUNTS_ENV]) if environ.get(COUNTS_ENV) else None,
         )
 
     def metrics_listen(self, listen: str | None) -> str | None:
@@ -136,7 +142,9 @@ def supervise(config: ServerConfig, argv: Sequence[str]) -> int:
     # The workers' lifeline: they hold only the read end, so it ends when this process does.
     lifeline_read, lifeline_write = os.pipe()  # both close-on-exec; the read end is passed below
     env[LIFELINE_ENV] = str(lifeline_read)
-    fds = (*fds, lifeline_read)
+    counts = group_counts.make(count)  # one table for the group, kept for the replacements too
+    env[COUNTS_ENV] = str(counts)
+    fds = (*fds, lifeline_read, counts)
     workers: list[_Running] = []
     stopping = False
 
@@ -190,6 +198,7 @@ def supervise(config: ServerConfig, argv: Sequence[str]) -> int:
         reserved.close()
         os.close(lifeline_read)
         os.close(lifeline_write)
+        os.close(counts)
         identity.release()
 
 

@@ -21,6 +21,7 @@ from fairdeck.client import DealerClient
 from fairdeck.client.models import HandState
 from fairdeck.log.logentry import VOIDED, RevealEntry, decode
 from fairdeck_server.dealer import Dealer
+from fairdeck_server.reaper import Reaper
 from fairdeck_server.storage.sqlite import SqliteStorage
 from fairdeck_server.vault import SeedVault
 from tests.ops.kit import sample, scrape_until
@@ -125,3 +126,44 @@ def test_the_running_reaper_skips_a_hand_whose_seed_does_not_open_and_voids_the_
         (sealed,) = db.execute("SELECT sealed_seed FROM hands WHERE hand_id = ?", (lost_id,)).fetchone()
     text = "\n".join(r.getMessage() for r in caplog.records)
     assert bytes(sealed)[17:].hex() not in text
+
+
+def test_an_entry_waits_only_for_the_hands_it_would_make_overdue_not_for_the_whole_round(
+    tmp_path: Path,
+) -> None:
+    """Every entry-logging call waited for the reaper's whole round: behind thousands of stale
+    hands, for all of them. It now waits until the hands older than the lifetime (less half the
+    margin) are voided; the younger stale hands are voided after it returns."""
+
+    async def scenario() -> None:
+        storage = SqliteStorage(tmp_path / "fairdeck.db")
+        await storage.start()
+        now = [1_000_000]
+        dealer_ = Dealer(storage, SeedVault(secrets.token_bytes(32)), clock_ms=lambda: now[0])
+        async for _ in await dealer_.deal_hands("old", "short", 50, [], False):
+            pass  # created at 1,000,000: overdue at 1,010,000
+        now[0] += 1_500
+        async for _ in await dealer_.deal_hands("young", "short", 6_000, [], False):
+            pass  # created at 1,001,500: stale (lifetime - margin) at 1,009,500, not yet overdue
+        reaper = Reaper(dealer_, 10.0, lambda: now[0])  # margin 2 s
+        now[0] = 1_000_000 + 10_000 + 400  # an entry now needs every hand before 1,001,400 voided
+        await reaper.ensure_fresh()
+        assert await storage.open_hands("old") == 0
+        assert await storage.open_hands("young") > 3_000, "the call waited for the young hands' voids"
+        await reaper.round()
+        assert await storage.open_hands("young") == 0
+        await storage.close()
+
+    asyncio.run(scenario())
+
+
+def test_the_reaper_says_it_is_behind_when_an_entry_would_wait_past_a_second() -> None:
+    now = [1_000_000]
+    told: list[bool] = []
+    reaper = Reaper(None, 10.0, lambda: now[0], on_behind=told.append)  # type: ignore[arg-type]
+    reaper.closed_before_ms = now[0] - 10_000 + 2_000  # a pass just ended
+    assert not reaper.look() and reaper.fresh()
+    now[0] += 1_000 + 1_000 + 1  # half the margin, then BEHIND_MS, then past it
+    assert reaper.look() and told == [True]
+    reaper.closed_before_ms = now[0]
+    assert not reaper.look() and told == [True, False]

@@ -250,13 +250,13 @@ def test_stale_and_open_hands(storage_engine: Engine) -> None:
                 new_hand(5, created_ms=1000),
             ]
         )
-        assert await s.stale_hands(500, 10) == [("u", "h2"), ("t", "h3"), ("t", "h1")]
-        assert await s.stale_hands(500, 2) == [("u", "h2"), ("t", "h3")]
+        assert await s.stale_hands(500, 10) == [("u", "h2", 100), ("t", "h3", 200), ("t", "h1", 300)]
+        assert await s.stale_hands(500, 2) == [("u", "h2", 100), ("t", "h3", 200)]
         assert await s.stale_hands(100, 10) == []
         assert (await s.open_hands(), await s.open_hands("t"), await s.open_hands("u")) == (4, 3, 1)
         assert await s.open_hands("nobody") == 0
         await s.update_hand("t", "h3", closing(entry("r3")))
-        assert await s.stale_hands(500, 10) == [("u", "h2"), ("t", "h1")]
+        assert await s.stale_hands(500, 10) == [("u", "h2", 100), ("t", "h1", 300)]
         assert (await s.open_hands(), await s.open_hands("t")) == (3, 2)
 
     run(storage_engine, scenario)

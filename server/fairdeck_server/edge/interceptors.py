@@ -38,6 +38,7 @@ from fairdeck_server.edge.methods import (
     service_of,
 )
 from fairdeck_server.edge.status import abort, acyclic, status_of, translate
+from fairdeck_server.group_counts import CALLS, STREAMS, GroupCounts
 from fairdeck_server.limits import MAX_TENANTS, OpenHandsCap, RateLimiter
 from fairdeck_server.metrics import Metrics
 from fairdeck_server.principal import Principal
@@ -212,9 +213,13 @@ class LimitsInterceptor(LayerInterceptor):
         on_refusal: Refusal | None = None,
         on_tenant: Callable[[str], None] | None = None,
         default_deadline: float = 0.0,
+        group: GroupCounts | None = None,
     ) -> None:
         self.rate = rate
         self.cap = cap
+        self.group = group
+        """Counts shared by the processes of ``serve --processes N``: calls in flight count
+        across them (group_counts.py); None in a dealer of one process."""
         self.admission = admission if admission is not None else fair.Admission(0, 0)
         self.streams = streams if streams is not None else StreamCap(0)
         self._on_refusal = on_refusal
@@ -255,9 +260,15 @@ class LimitsInterceptor(LayerInterceptor):
             give_way(tenant)  # another tenant's storage work under way goes on first
             hands = await self._admit(method, tenant, request, context)
             refused = False
+            limit = self.admission.per_tenant
+            group = self.group if limit > 0 else None  # calls in flight counted across processes
+            grouped = False
             try:
+                if group is not None:
+                    if not group.take(tenant, CALLS, 1, limit):
+                        await self._refuse(context, tenant, refusals.too_many_calls(limit, CALLS_RETRY))
+                    grouped = True
                 if not await self.admission.enter(tenant):
-                    limit = self.admission.per_tenant
                     await self._refuse(context, tenant, refusals.too_many_calls(limit, CALLS_RETRY))
                 try:
                     return await inner(request, context)
@@ -267,6 +278,8 @@ class LimitsInterceptor(LayerInterceptor):
                 refused = context.code() in WROTE_NOTHING
                 raise
             finally:
+                if group is not None and grouped:
+                    group.give(tenant, 1, CALLS)
                 # A refused call opened nothing: its slots are free at once. A call cancelled or
                 # past its deadline may still be written, so its slots wait for the next count.
                 self.cap.release(tenant, hands, opened=not refused)
@@ -419,10 +432,12 @@ MAX_HELD = 10_000
 
 
 class StreamCap:
-    """At most ``limit`` server streams (DealHands) per tenant at once (0: no limit)."""
+    """At most ``limit`` server streams (DealHands) per tenant at once (0: no limit); with
+    ``group``, counted across the processes of ``serve --processes N`` (group_counts.py)."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, group: GroupCounts | None = None) -> None:
         self.limit = limit
+        self.group = group
         self._open: dict[str, int] = {}
 
     @property
@@ -433,10 +448,14 @@ class StreamCap:
         held = self._open.get(tenant, 0)
         if self.limit > 0 and held >= self.limit:
             return False
+        if self.group is not None and self.limit > 0 and not self.group.take(tenant, STREAMS, 1, self.limit):
+            return False
         self._open[tenant] = held + 1
         return True
 
     def leave(self, tenant: str) -> None:
+        if self.group is not None and self.limit > 0:
+            self.group.give(tenant, 1, STREAMS)
         left = self._open.get(tenant, 0) - 1
         if left > 0:
             self._open[tenant] = left

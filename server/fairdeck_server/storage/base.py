@@ -394,8 +394,18 @@ class Storage(Protocol):
         ``decide`` may raise to abort without writing; an unknown hand raises
         ``refusals.hand_not_found()``."""
 
-    async def stale_hands(self, created_before_ms: int, limit: int) -> list[tuple[str, str]]:
-        """(tenant, hand_id) of hands not closed and created before the time."""
+    async def update_hands(
+        self, tenant: str, hand_ids: Sequence[str], decide: Callable[[HandRecord], tuple[Change, Any]]
+    ) -> list[HandRecord | refusals.DealerError]:
+        """``update_hand`` for several hands of one tenant as one operation: one transaction,
+        ``len(hand_ids)`` hands of its tenant's turn at the writer (the reaper's voids, fair.py).
+        Per hand, in order: the stored record, or the refusal that left it unchanged (``decide``
+        raised a DealerError, the hand is unknown or its row unreadable); the others are stored
+        all the same. Storage failing raises, and nothing of it is stored."""
+
+    async def stale_hands(self, created_before_ms: int, limit: int) -> list[tuple[str, str, int]]:
+        """(tenant, hand_id, created_ms) of hands not closed and created before the time, oldest
+        first."""
 
     async def log_size(self) -> int:
         """The number of entries in the transparency log."""

@@ -42,7 +42,7 @@ from fairdeck_server.storage.base import (
     token_row,
 )
 from fairdeck_server.storage.postgres.schema import ensure_schema
-from fairdeck_server.storage.postgres.writer import Create, CreateBatch, Update, Writer, what
+from fairdeck_server.storage.postgres.writer import Create, CreateBatch, Update, UpdateMany, Writer, what
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -153,6 +153,18 @@ class PostgresStorage:
         self._writer.enqueue(Update(tenant, hand_id, decide, fut))
         return await fut
 
+    async def update_hands(
+        self, tenant: str, hand_ids: Sequence[str], decide: Callable[[HandRecord], tuple[Change, Any]]
+    ) -> list[HandRecord | refusals.DealerError]:
+        parts = [Update(tenant, hand_id, decide, self._future()) for hand_id in hand_ids]
+        self._writer.enqueue(UpdateMany(parts))
+        out: list[HandRecord | refusals.DealerError] = []
+        for outcome in await asyncio.gather(*(part.fut for part in parts), return_exceptions=True):
+            if isinstance(outcome, BaseException) and not isinstance(outcome, refusals.DealerError):
+                raise outcome
+            out.append(outcome if isinstance(outcome, refusals.DealerError) else outcome[0])
+        return out
+
     # -- reads ------------------------------------------------------------------------------------
 
     async def get_hand(self, tenant: str, hand_id: str) -> HandRecord | None:
@@ -162,14 +174,14 @@ class PostgresStorage:
         )
         return None if row is None else hand_record(row)
 
-    async def stale_hands(self, created_before_ms: int, limit: int) -> list[tuple[str, str]]:
+    async def stale_hands(self, created_before_ms: int, limit: int) -> list[tuple[str, str, int]]:
         rows = await self._all(
             # state <> 3 spelled as in the partial index, so the index serves the query
-            "SELECT tenant, hand_id FROM hands WHERE state <> 3 AND created_ms < %s "
+            "SELECT tenant, hand_id, created_ms FROM hands WHERE state <> 3 AND created_ms < %s "
             "ORDER BY created_ms LIMIT %s",
             (created_before_ms, limit),
         )
-        return [(r[0], r[1]) for r in rows]
+        return [(r[0], r[1], int(r[2])) for r in rows]
 
     async def log_size(self) -> int:
         row = await self._one("SELECT size FROM log_head WHERE id = 1", ())

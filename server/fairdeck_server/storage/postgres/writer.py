@@ -149,6 +149,19 @@ class CreateBatch:
         return len(self.batch)
 
 
+@dataclass(eq=False)
+class UpdateMany:
+    """Updates of hands of one tenant that take one turn, at their cost, and then join a batch
+    as ``Update``s (update_hands: the reaper's voids)."""
+
+    parts: list[Update]
+    whose: str = field(default_factory=fair.current)
+
+    @property
+    def cost(self) -> int:
+        return len(self.parts)
+
+
 _Op = Create | Update | CreateBatch
 
 
@@ -181,7 +194,7 @@ class Writer:
 
     def __init__(self, pool: AsyncConnectionPool[psycopg.AsyncConnection[TupleRow]]) -> None:
         self._write_pool = pool
-        self._queue: FairQueue[_Op] = FairQueue(QUANTUM)
+        self._queue: FairQueue[_Op | UpdateMany] = FairQueue(QUANTUM)
         self._sharing = Sharing(SHARED_WINDOW)
         self._wakeup = asyncio.Event()
         self._closed = False
@@ -192,16 +205,16 @@ class Writer:
         """Start committing, what was queued before first."""
         self._task = asyncio.create_task(self._writer(), name="fairdeck-pg-writer")
 
-    def enqueue(self, op: _Op) -> None:
+    def enqueue(self, op: _Op | UpdateMany) -> None:
         self._queue.push(op.whose, op, op.cost)
         self._sharing.saw(op.whose, time.monotonic())
         self._wakeup.set()
 
     def fail_queued(self, error: BaseException) -> None:
         """Storage did not start: what was queued meanwhile fails with its reason."""
-        queued = []
+        queued: list[_Op] = []
         while (op := self._queue.pop()) is not None:
-            queued.append(op)
+            queued += op.parts if isinstance(op, UpdateMany) else [op]
         _settle([(op, False, error) for op in queued])
 
     async def close(self) -> None:
@@ -221,7 +234,8 @@ class Writer:
             # What queued while the previous batch committed, in fair turns: one transaction, one
             # WAL flush.
             shared = self._sharing.shared(time.monotonic())  # then one turn each (fair.Sharing)
-            batch = take_turns(self._queue, alone=QUANTUM if shared else BATCH_COST, most=MAX_BATCH)
+            turns = take_turns(self._queue, alone=QUANTUM if shared else BATCH_COST, most=MAX_BATCH)
+            batch = [p for op in turns for p in (op.parts if isinstance(op, UpdateMany) else [op])]
             try:
                 await self._run(batch)
             except Exception as e:  # a bug: fail the batch, keep the writer alive

@@ -12,7 +12,7 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from fairdeck.log import merkle
 from fairdeck.log.cosignature import add_cosignatures
@@ -123,31 +123,54 @@ class SqliteStorage:
                 rows.write(conn)
             if new == current:
                 return new, result
-            conn.execute(
-                _UPDATE,
-                (
-                    encode_seeds(new.client_seeds),
-                    int(new.state),
-                    new.dealt,
-                    new.closed_ms,
-                    new.server_seed,
-                    new.reveal_index,
-                    new.hand_id,
-                ),
-            )
+            conn.execute(_UPDATE, _update_row(new))
             return new, result
 
         return await self._writer.submit(op)
 
-    async def stale_hands(self, created_before_ms: int, limit: int) -> list[tuple[str, str]]:
-        def op(conn: sqlite3.Connection) -> list[tuple[str, str]]:
+    async def update_hands(
+        self, tenant: str, hand_ids: Sequence[str], decide: Callable[[HandRecord], tuple[Change, Any]]
+    ) -> list[HandRecord | refusals.DealerError]:
+        writer = self._writer
+        ids = list(hand_ids)
+
+        def op(conn: sqlite3.Connection) -> list[HandRecord | refusals.DealerError]:
+            marks = ",".join("?" * len(ids))  # placeholders only; the values are bound
+            query = f"SELECT {HAND_COLUMNS} FROM hands WHERE hand_id IN ({marks})"  # noqa: S608
+            found = {row[0]: row for row in conn.execute(query, ids) if row[1] == tenant}
+            rows, updates = Rows(), []
+            out: list[HandRecord | refusals.DealerError] = []
+            for hand_id in ids:
+                row = found.get(hand_id)
+                try:
+                    if row is None:
+                        raise refusals.hand_not_found()
+                    current = hand_record(row)
+                    change, _ = decide(current)
+                except refusals.DealerError as e:  # it wrote nothing: the others go on
+                    out.append(e)
+                    continue
+                new = change.record
+                if change.log_entry is not None:
+                    new = replace(new, reveal_index=writer.append(change.log_entry, rows))
+                if new != current:
+                    updates.append(_update_row(new))
+                out.append(new)
+            rows.write(conn)
+            conn.executemany(_UPDATE, updates)
+            return out
+
+        return await writer.submit(op, cost=len(ids))
+
+    async def stale_hands(self, created_before_ms: int, limit: int) -> list[tuple[str, str, int]]:
+        def op(conn: sqlite3.Connection) -> list[tuple[str, str, int]]:
             rows = conn.execute(
                 # state != 3 spelled as in the partial index, so the index serves the query
-                "SELECT tenant, hand_id FROM hands WHERE state != 3 AND created_ms < ? "
+                "SELECT tenant, hand_id, created_ms FROM hands WHERE state != 3 AND created_ms < ? "
                 "ORDER BY created_ms LIMIT ?",
                 (created_before_ms, limit),
             ).fetchall()
-            return [(r[0], r[1]) for r in rows]
+            return [(r[0], r[1], int(r[2])) for r in rows]
 
         return await self._reader.submit(op)
 
@@ -399,6 +422,19 @@ def batch_rows(writer: SqliteWriter, batch: HandBatch, rows: Rows) -> int:
             )
         )  # fmt: skip
     return base
+
+
+def _update_row(new: HandRecord) -> tuple[Any, ...]:
+    """The values of ``_UPDATE`` for a changed hand."""
+    return (
+        encode_seeds(new.client_seeds),
+        int(new.state),
+        new.dealt,
+        new.closed_ms,
+        new.server_seed,
+        new.reveal_index,
+        new.hand_id,
+    )
 
 
 def select_hand(conn: sqlite3.Connection, tenant: str, hand_id: str) -> HandRecord | None:
