@@ -17,7 +17,7 @@ __all__ = ["register"]
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
-    """Add serve, key, init, token, rotate-key, tiles, witness and codealer to the ``fairdeck`` command line."""
+    """Add serve, key, init, token, rotate-key, tiles, witness, codealer to the ``fairdeck`` CLI."""
     from fairdeck_server.cli import codealer_command, serve_commands, tiles_command, token_commands
     from fairdeck_server.witness import command as witness_command
 

@@ -1,0 +1,306 @@
+"""Co-dealt hands on the dealer's side: the dealer is key holder 0, the co-dealer holder 1.
+
+Opening a hand: the dealer draws its own key and seed, asks the co-dealer to announce its key
+record (signed by its pinned identity), shuffles first, hands its shuffle to the co-dealer (which
+verifies it and shuffles in turn), then verifies the co-dealer's proof, signature and identity
+signature. A draw asks the co-dealer for its share of each next position, sealed to the seat's
+X25519 key (or public), and seals its own; the dealer never holds the co-dealer's secrets, so it
+cannot open a seat's card. Closing asks for the co-dealer's seed and public shares and checks the
+whole hand with ``fairdeck.codeal.verify_hand``. ``CoDealerLink`` is the co-dealer's transport
+(edge/codealer_link.py); no grpc here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from fairdeck.codeal.context import HandContext
+from fairdeck.codeal.elgamal import V, initial_deck
+from fairdeck.codeal.errors import CodealError
+from fairdeck.codeal.group import Scalar
+from fairdeck.codeal.identity import key_statement, shuffle_statement, verify_identity
+from fairdeck.codeal.keys import KeyRecord, new_holder, verify_key_record
+from fairdeck.codeal.proof import prove_shuffle, verify_shuffle
+from fairdeck.codeal.record import ShuffleRecord, sign_shuffle, verify_signature
+from fairdeck.codeal.seal import seal_share
+from fairdeck.codeal.shares import Share, make_share, open_card, verify_share
+from fairdeck.codeal.shuffle import check_fresh, permutation, randomness, shuffle_deck
+from fairdeck.codeal.verify import CodealHand, DealtPosition, verify_hand
+from fairdeck.core.decks import DeckSpec, DeckSpecError
+from fairdeck.wire import Reason
+from fairdeck_server import refusals
+from fairdeck_server.codeal_store import CodealRow, CodealStore
+from fairdeck_server.vault import SeedVault
+
+HOLDERS = 2
+"""The dealer and one co-dealer (docs/codealing-spec.md section 13.3 on more)."""
+
+
+def codealer_identity(value: str) -> bytes:
+    """The 32-byte key of ``--codealer-key``: 64 hex digits, or @FILE holding them; ValueError says why."""
+    text = value
+    if value.startswith("@"):
+        try:
+            text = Path(value[1:]).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise ValueError(f"cannot read {value[1:]}: {getattr(e, 'strerror', None) or e}") from None
+    text = text.strip()
+    if len(text) != 64 or any(c not in "0123456789abcdef" for c in text.lower()):
+        raise ValueError("want the co-dealer's identity key, 64 hex digits (`fairdeck codealer key`)")
+    return bytes.fromhex(text)
+
+
+class CoDealerLink(Protocol):
+    """The co-dealer's CoDealerService; refusals come back as DealerError (CODEALER_*)."""
+
+    async def announce(
+        self, hand_id: str, deck: str, holder: int, holders: int
+    ) -> tuple[bytes, bytes, bytes]: ...
+    async def shuffle(
+        self, hand_id: str, key_records: Sequence[bytes], shuffles: Sequence[bytes]
+    ) -> tuple[bytes, bytes]: ...
+    async def share(self, hand_id: str, position: int, seat_key: bytes) -> tuple[bytes, bytes]: ...
+    async def reveal(self, hand_id: str) -> bytes: ...
+    async def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class CodealDraw:
+    """The shares of each position drawn, holder order; ``cards`` only for a public draw."""
+
+    deck: str
+    position: int
+    shares: tuple[tuple[bytes, ...], ...]
+    cards: tuple[int, ...]
+    remaining: int
+
+
+def _invalid(what: str, error: CodealError | None = None) -> refusals.DealerError:
+    detail = f": {error}" if error else ""
+    return refusals.codeal(Reason.CODEALER_INVALID, f"the co-dealer's {what} does not verify{detail}")
+
+
+class CodealDealer:
+    def __init__(
+        self,
+        link: CoDealerLink,
+        identity_key: bytes,
+        store: CodealStore,
+        vault: SeedVault,
+        *,
+        new_hand_id: Callable[[], str],
+        clock_ms: Callable[[], int],
+        random: Callable[[int], bytes] = secrets.token_bytes,
+    ) -> None:
+        self.link = link
+        self.identity_key = identity_key
+        self.store = store
+        self.vault = vault
+        self.new_hand_id = new_hand_id
+        self.clock_ms = clock_ms
+        self.random = random
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    # -- open ----------------------------------------------------------------------------------
+
+    async def open_hand(self, tenant: str, deck: str) -> CodealRow:
+        try:
+            spec = DeckSpec.parse(deck)
+        except DeckSpecError:
+            raise refusals.invalid("deck", Reason.UNKNOWN_DECK, "unknown deck spec") from None
+        hand_id = self.new_hand_id()
+        mine = new_holder(spec, hand_id, 0, self.random)
+        theirs, key_sig, identity = await self.link.announce(hand_id, deck, 1, HOLDERS)
+        if identity != self.identity_key:
+            raise refusals.codeal(Reason.CODEALER_INVALID, "the co-dealer answered with another identity key")
+        key_records = (mine.record.encode(), theirs)
+        try:
+            verify_identity(
+                identity, key_statement(spec, hand_id, 1, HOLDERS, theirs), key_sig, "key", "holder 1"
+            )
+            records = [KeyRecord.decode(r, k) for k, r in enumerate(key_records)]
+            verify_key_record(spec, hand_id, 1, records[1])
+            ctx = HandContext(
+                spec, hand_id, tuple(r.key for r in records), tuple(r.commitment for r in records)
+            )
+        except CodealError as e:
+            raise _invalid("key record", e) from None
+        own = await asyncio.to_thread(self._shuffle, ctx, mine.x, mine.seed)
+        shuffled, shuffle_sig = await self.link.shuffle(hand_id, key_records, [own])
+        try:
+            verify_identity(identity, shuffle_statement(ctx, shuffled), shuffle_sig, "shuffle", "holder 1")
+            await asyncio.to_thread(_check_shuffle, ctx, own, shuffled)
+        except CodealError as e:
+            raise _invalid("shuffle", e) from None
+        row = CodealRow(
+            hand_id,
+            tenant,
+            deck,
+            self.clock_ms(),
+            None,
+            self.vault.seal(hand_id, mine.x + mine.seed),
+            {
+                "version": V,
+                "keys": [r.hex() for r in key_records],
+                "shuffles": [own.hex(), shuffled.hex()],
+                "identities": [
+                    {
+                        "holder": 1,
+                        "key": identity.hex(),
+                        "key_signature": key_sig.hex(),
+                        "shuffle_signature": shuffle_sig.hex(),
+                    }
+                ],
+                "seats": [],
+                "dealt": [],
+                "seeds": [],
+            },
+        )
+        await asyncio.to_thread(self.store.put, row, new=True)
+        return row
+
+    def _shuffle(self, ctx: HandContext, x: Scalar, seed: bytes) -> bytes:
+        spec, before = ctx.deck, initial_deck(ctx.deck)
+        psi = permutation(spec, ctx.hand_id, 0, seed)
+        rs = randomness(spec, ctx.hand_id, 0, seed)
+        after = shuffle_deck(before, psi, rs, ctx.joint_key)
+        proof = prove_shuffle(ctx, 0, before, after, psi, rs, self.random)
+        return sign_shuffle(ctx, 0, before, after, proof, x, self.random).encode()
+
+    # -- draw ----------------------------------------------------------------------------------
+
+    async def draw(self, tenant: str, hand_id: str, count: int, seat_key: bytes) -> CodealDraw:
+        if seat_key and len(seat_key) != 32:
+            raise refusals.invalid("seat_public_key", Reason.INVALID_SEAT_KEY, "an X25519 key is 32 bytes")
+        async with self._lock(hand_id):
+            row = await self._row(tenant, hand_id)
+            if row.closed_ms is not None:
+                raise refusals.hand_closed()
+            spec = DeckSpec.parse(row.deck)
+            first = len(row.public["seats"])
+            if not 1 <= count <= spec.size:
+                raise refusals.invalid("count", Reason.INVALID_COUNT, f"count must be 1..{spec.size}")
+            if first + count > spec.size:
+                raise refusals.not_enough_cards(spec.size - first, count)
+            ctx = _context(row)
+            x = self._secrets(row)[0]
+            final = _final_deck(ctx, row)
+            shares, cards = [], []
+            for p in range(first, first + count):
+                share, sealed = await self.link.share(hand_id, p, seat_key)
+                own = make_share(ctx, p, 0, x, final[p], self.random)
+                if seat_key:
+                    try:
+                        mine = seal_share(spec, hand_id, p, 0, own.encode(), seat_key, self.random)
+                    except CodealError:
+                        raise refusals.invalid(
+                            "seat_public_key", Reason.INVALID_SEAT_KEY, "a low-order X25519 key"
+                        ) from None
+                    shares.append((mine, sealed))
+                else:
+                    try:
+                        theirs = Share.decode(share, f"position {p} share 1")
+                        verify_share(ctx, p, 1, final[p], theirs)
+                        cards.append(open_card(ctx, p, final[p], [own, theirs]))
+                    except CodealError as e:
+                        raise _invalid("share", e) from None
+                    shares.append((own.encode(), share))
+            # The co-dealer recorded each position's seat before answering (its ledger is the
+            # guard); the dealer's record follows, so the next draw starts after these.
+            row.public["seats"].extend([seat_key.hex()] * count)
+            await asyncio.to_thread(self.store.put, row)
+            return CodealDraw(row.deck, first, tuple(shares), tuple(cards), spec.size - first - count)
+
+    # -- close ---------------------------------------------------------------------------------
+
+    async def close(self, tenant: str, hand_id: str) -> CodealRow:
+        async with self._lock(hand_id):
+            row = await self._row(tenant, hand_id)
+            if row.closed_ms is not None:
+                return row
+            ctx = _context(row)
+            x, seed = self._secrets(row)
+            final = _final_deck(ctx, row)
+            theirs_seed = await self.link.reveal(hand_id)
+            dealt = []
+            for p in range(len(row.public["seats"])):
+                share, _ = await self.link.share(hand_id, p, b"")
+                own = make_share(ctx, p, 0, x, final[p], self.random)
+                try:
+                    card = open_card(ctx, p, final[p], [own, Share.decode(share, f"position {p} share 1")])
+                except CodealError as e:
+                    raise _invalid("share", e) from None
+                dealt.append(DealtPosition(p, card, (own.encode(), share)))
+            hand = CodealHand(
+                row.deck,
+                hand_id,
+                tuple(bytes.fromhex(k) for k in row.public["keys"]),
+                tuple(bytes.fromhex(s) for s in row.public["shuffles"]),
+                tuple(dealt),
+                (seed, theirs_seed),
+            )
+            try:
+                await asyncio.to_thread(verify_hand, hand)
+            except CodealError as e:
+                raise _invalid("close", e) from None
+            row.public["dealt"] = [
+                {"position": d.position, "card": d.card, "shares": [s.hex() for s in d.shares]} for d in dealt
+            ]
+            row.public["seeds"] = [seed.hex(), theirs_seed.hex()]
+            row.closed_ms = self.clock_ms()
+            await asyncio.to_thread(self.store.put, row)
+            return row
+
+    async def get(self, tenant: str, hand_id: str) -> CodealRow:
+        return await self._row(tenant, hand_id)
+
+    def owns(self, hand_id: str) -> bool:
+        """Whether ``hand_id`` is a co-dealt hand of this dealer."""
+        return bool(hand_id) and self.store.get(hand_id) is not None
+
+    async def aclose(self) -> None:
+        await self.link.close()
+        self.store.close()
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def _lock(self, hand_id: str) -> asyncio.Lock:
+        return self._locks.setdefault(hand_id, asyncio.Lock())
+
+    async def _row(self, tenant: str, hand_id: str) -> CodealRow:
+        row = await asyncio.to_thread(self.store.get, hand_id)
+        if row is None or row.tenant != tenant:
+            raise refusals.hand_not_found()
+        return row
+
+    def _secrets(self, row: CodealRow) -> tuple[Scalar, bytes]:
+        opened = self.vault.open(row.hand_id, row.sealed_secrets)
+        return Scalar(opened[:32]), opened[32:]
+
+
+def _context(row: CodealRow) -> HandContext:
+    spec = DeckSpec.parse(row.deck)
+    records = [KeyRecord.decode(bytes.fromhex(k), i) for i, k in enumerate(row.public["keys"])]
+    return HandContext(spec, row.hand_id, tuple(r.key for r in records), tuple(r.commitment for r in records))
+
+
+def _final_deck(ctx: HandContext, row: CodealRow) -> tuple:  # type: ignore[type-arg]
+    last = row.public["shuffles"][-1]
+    return ShuffleRecord.decode(bytes.fromhex(last), ctx.deck.size, len(row.public["shuffles"]) - 1).deck
+
+
+def _check_shuffle(ctx: HandContext, own: bytes, theirs: bytes) -> None:
+    """Step 10.4 for the co-dealer's shuffle, after the dealer's own."""
+    n = ctx.deck.size
+    before = ShuffleRecord.decode(own, n, 0).deck
+    record = ShuffleRecord.decode(theirs, n, 1)
+    if record.k != 1:
+        raise CodealError("transcript", "the co-dealer's shuffle record is not holder 1's")
+    check_fresh(before, record.deck, 1)
+    verify_shuffle(ctx, 1, before, record.deck, record.proof)
+    verify_signature(ctx, before, record)

@@ -1,0 +1,96 @@
+"""The dealer's record of its co-dealt hands: one SQLite file, DATA_DIR/codeal.db.
+
+A row holds the hand's public record (key records, shuffle records, the co-dealer's identity
+signatures, the dealt positions with the seat each went to, and after the close the shares and
+seeds) as JSON, and the dealer's own per-hand key and seed sealed by the dealer's seed vault,
+bound to the hand id. Nothing of the co-dealer's secrets is ever here. Writes are one
+transaction each, synchronous=FULL: on disk before the dealer answers.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+SCHEMA = """CREATE TABLE IF NOT EXISTS codeal_hands (
+    hand_id TEXT PRIMARY KEY,
+    tenant TEXT NOT NULL,
+    deck TEXT NOT NULL,
+    created_ms INTEGER NOT NULL,
+    closed_ms INTEGER,
+    sealed_secrets BLOB NOT NULL,
+    public TEXT NOT NULL
+) STRICT"""
+
+
+class CodealStoreError(Exception):
+    """The co-dealt hands' file cannot be read or written."""
+
+
+@dataclass
+class CodealRow:
+    """A co-dealt hand as the dealer recorded it; ``public`` is JSON-ready (hex strings)."""
+
+    hand_id: str
+    tenant: str
+    deck: str
+    created_ms: int
+    closed_ms: int | None
+    sealed_secrets: bytes = field(repr=False)
+    public: dict[str, Any] = field(default_factory=dict)
+
+
+class CodealStore:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        try:
+            self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.execute(SCHEMA)
+        except sqlite3.Error as e:
+            raise CodealStoreError(f"co-dealt hands {path}: {e}") from None
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def get(self, hand_id: str) -> CodealRow | None:
+        with self._lock:
+            try:
+                row = self._db.execute(
+                    "SELECT hand_id, tenant, deck, created_ms, closed_ms, sealed_secrets, public "
+                    "FROM codeal_hands WHERE hand_id = ?",
+                    (hand_id,),
+                ).fetchone()
+            except sqlite3.Error as e:
+                raise CodealStoreError(f"co-dealt hands {self.path}: {e}") from None
+        if row is None:
+            return None
+        return CodealRow(row[0], row[1], row[2], row[3], row[4], row[5], json.loads(row[6]))
+
+    def put(self, row: CodealRow, *, new: bool = False) -> None:
+        """Insert (``new``) or replace the row, durably."""
+        verb = "INSERT" if new else "REPLACE"
+        with self._lock:
+            try:
+                self._db.execute(
+                    f"{verb} INTO codeal_hands (hand_id, tenant, deck, created_ms, closed_ms, "
+                    "sealed_secrets, public) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        row.hand_id,
+                        row.tenant,
+                        row.deck,
+                        row.created_ms,
+                        row.closed_ms,
+                        row.sealed_secrets,
+                        json.dumps(row.public, sort_keys=True),
+                    ),
+                )
+            except sqlite3.Error as e:
+                raise CodealStoreError(f"co-dealt hands {self.path}: {e}") from None

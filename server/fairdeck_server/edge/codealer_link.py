@@ -1,0 +1,95 @@
+"""The dealer's client of the co-dealer's CoDealerService (``serve --codealer HOST:PORT``).
+
+Each call has a deadline; a co-dealer that is down, too slow, or drops the call becomes
+UNAVAILABLE CODEALER_UNAVAILABLE (ordinary hands are not touched), and any other refusal of the
+co-dealer's becomes FAILED_PRECONDITION CODEALER_REFUSED carrying the co-dealer's own reason and
+message, so the game server sees why a co-dealt hand was not dealt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+import grpc
+
+from fairdeck.v1 import codealer_pb2 as pb
+from fairdeck.v1 import codealer_pb2_grpc
+from fairdeck.wire import Reason
+from fairdeck_server import refusals
+from fairdeck_server.codeal_dealing import CodealDealer, codealer_identity
+from fairdeck_server.codeal_store import CodealStore, CodealStoreError
+from fairdeck_server.config import ServerConfig
+from fairdeck_server.refusals import StartupRefused
+from fairdeck_server.vault import SeedVault
+
+T = TypeVar("T")
+CALL_TIMEOUT = 10.0
+"""Seconds a co-dealer call may take (a 52-card shuffle with its proof takes well under one)."""
+_DOWN = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED)
+
+
+class GrpcCoDealerLink:
+    def __init__(self, target: str, *, timeout: float = CALL_TIMEOUT) -> None:
+        self.target = target
+        self.timeout = timeout
+        self._channel = grpc.aio.insecure_channel(target)
+        self._stub = codealer_pb2_grpc.CoDealerServiceStub(self._channel)
+
+    async def close(self) -> None:
+        await self._channel.close(None)
+
+    async def _call(self, method: Callable[..., Awaitable[T]], request: Any) -> T:
+        try:
+            return await method(request, timeout=self.timeout)
+        except grpc.aio.AioRpcError as e:
+            if e.code() in _DOWN:
+                raise refusals.codeal(
+                    Reason.CODEALER_UNAVAILABLE, f"the co-dealer at {self.target} is unreachable; retry later"
+                ) from None
+            raise refusals.codeal(
+                Reason.CODEALER_REFUSED, f"the co-dealer refused ({e.code().name}): {e.details()}"
+            ) from None
+
+    async def announce(
+        self, hand_id: str, deck: str, holder: int, holders: int
+    ) -> tuple[bytes, bytes, bytes]:
+        request = pb.AnnounceHandRequest(hand_id=hand_id, deck=deck, holder=holder, holder_count=holders)
+        r = await self._call(self._stub.AnnounceHand, request)
+        return r.key_record, r.key_record_signature, r.identity_key
+
+    async def shuffle(
+        self, hand_id: str, key_records: Sequence[bytes], shuffles: Sequence[bytes]
+    ) -> tuple[bytes, bytes]:
+        request = pb.ShuffleDeckRequest(hand_id=hand_id, key_records=key_records, shuffle_records=shuffles)
+        r = await self._call(self._stub.ShuffleDeck, request)
+        return r.shuffle_record, r.shuffle_record_signature
+
+    async def share(self, hand_id: str, position: int, seat_key: bytes) -> tuple[bytes, bytes]:
+        request = pb.GetShareRequest(hand_id=hand_id, position=position, seat_public_key=seat_key)
+        r = await self._call(self._stub.GetShare, request)
+        return r.share, r.sealed_share
+
+    async def reveal(self, hand_id: str) -> bytes:
+        r = await self._call(self._stub.RevealSeed, pb.RevealSeedRequest(hand_id=hand_id))
+        return r.seed
+
+
+def codeal_dealer(
+    config: ServerConfig, vault: SeedVault, new_hand_id: Callable[[], str], clock_ms: Callable[[], int]
+) -> CodealDealer | None:
+    """Co-dealt hands, with --codealer: their own file in the data dir, sealed by the dealer's vault."""
+    if config.codealer is None and config.codealer_key is None and not config.codeal_default:
+        return None
+    if config.codealer is None or config.codealer_key is None:
+        raise StartupRefused("--codealer and --codealer-key go together (and --codeal-default needs them)")
+    try:
+        identity = codealer_identity(config.codealer_key)
+    except ValueError as e:
+        raise StartupRefused(f"--codealer-key: {e}") from None
+    try:
+        store = CodealStore(config.data_dir / "codeal.db")
+    except CodealStoreError as e:
+        raise StartupRefused(f"{e}; check the data dir's permissions and free space") from None
+    link = GrpcCoDealerLink(config.codealer)
+    return CodealDealer(link, identity, store, vault, new_hand_id=new_hand_id, clock_ms=clock_ms)

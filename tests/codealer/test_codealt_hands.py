@@ -1,0 +1,177 @@
+"""Co-dealt hands end to end: a real ``fairdeck codealer`` process and a real dealer on 127.0.0.1:0,
+through the gRPC contract and the SDK's seat module (fairdeck.client.codeal_seat)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+
+from fairdeck.client.codeal_seat import SeatKey, open_cards, verify_codeal_hand
+from fairdeck.client.exceptions import from_rpc_error
+from fairdeck.codeal.errors import CodealError
+from fairdeck.v1 import codealer_pb2, codealer_pb2_grpc, dealer_pb2_grpc
+from fairdeck.v1 import dealer_pb2 as pb
+from tests.support.codealers import CodealerProcess, init_codealer
+from tests.support.dealers import DealerProcess
+
+
+@pytest.fixture
+def codealer_dir(tmp_path: Path) -> Path:
+    directory = tmp_path / "cd1"
+    init_codealer(directory)
+    return directory
+
+
+@pytest.fixture
+def table(tmp_path: Path, codealer_dir: Path) -> Iterator[tuple[CodealerProcess, DealerProcess]]:
+    codealer = CodealerProcess(codealer_dir)
+    try:
+        dealer = DealerProcess(
+            tmp_path / "data",
+            tmp_path / "dealer.log",
+            "--codealer",
+            codealer.target,
+            "--codealer-key",
+            codealer.identity,
+        )
+        with dealer:
+            yield codealer, dealer
+    finally:
+        codealer.stop()
+
+
+def stub(target: str) -> dealer_pb2_grpc.DealerServiceStub:
+    return dealer_pb2_grpc.DealerServiceStub(grpc.insecure_channel(target))
+
+
+def codealer_stub(target: str) -> codealer_pb2_grpc.CoDealerServiceStub:
+    return codealer_pb2_grpc.CoDealerServiceStub(grpc.insecure_channel(target))
+
+
+def refusal(call: object) -> tuple[str, str]:
+    with pytest.raises(grpc.RpcError) as e:
+        call()  # type: ignore[operator]
+    error = from_rpc_error(e.value)
+    return error.code.name, error.reason
+
+
+def test_each_seat_opens_only_its_own_cards_and_the_closed_hand_verifies(
+    table: tuple[CodealerProcess, DealerProcess],
+) -> None:
+    codealer, dealer = table
+    dealer_stub = stub(dealer.target)
+    hand = dealer_stub.OpenHand(pb.OpenHandRequest(deck="standard", mode=pb.DEAL_MODE_CODEALT)).hand
+    assert hand.mode == pb.DEAL_MODE_CODEALT and len(hand.codeal.shuffle_records) == 2
+    alice, bob = SeatKey.generate(), SeatKey.generate()
+    to_alice = dealer_stub.DrawCards(
+        pb.DrawCardsRequest(hand_id=hand.hand_id, count=2, seat_public_key=alice.public_key)
+    )
+    to_bob = dealer_stub.DrawCards(
+        pb.DrawCardsRequest(hand_id=hand.hand_id, count=2, seat_public_key=bob.public_key)
+    )
+    board = dealer_stub.DrawCards(pb.DrawCardsRequest(hand_id=hand.hand_id, count=3))
+    assert list(to_alice.cards) == [] and list(to_bob.cards) == []  # the dealer cannot see them
+    assert len(board.cards) == 3
+    alice_cards = open_cards(hand, to_alice.sealed_cards, alice)
+    bob_cards = open_cards(hand, to_bob.sealed_cards, bob)
+    with pytest.raises(CodealError) as e:
+        open_cards(hand, to_alice.sealed_cards, bob)
+    assert e.value.step == "seal"
+    closed = dealer_stub.CloseHand(pb.CloseHandRequest(hand_id=hand.hand_id)).hand
+    assert closed.state == pb.HAND_STATE_CLOSED
+    assert [d.card for d in closed.codeal.dealt] == [*alice_cards, *bob_cards, *board.cards]
+    verify_codeal_hand(closed, [bytes.fromhex(codealer.identity)])
+
+
+def test_a_dealer_that_skips_the_codealers_shuffle_is_caught(
+    table: tuple[CodealerProcess, DealerProcess],
+) -> None:
+    codealer, dealer = table
+    dealer_stub = stub(dealer.target)
+    hand = dealer_stub.OpenHand(pb.OpenHandRequest(deck="short", mode=pb.DEAL_MODE_CODEALT)).hand
+    dealer_stub.DrawCards(pb.DrawCardsRequest(hand_id=hand.hand_id, count=2))
+    closed = dealer_stub.CloseHand(pb.CloseHandRequest(hand_id=hand.hand_id)).hand
+    skipped = pb.Hand()
+    skipped.CopyFrom(closed)
+    del skipped.codeal.shuffle_records[1]
+    with pytest.raises(CodealError) as e:
+        verify_codeal_hand(skipped, [bytes.fromhex(codealer.identity)])
+    assert e.value.step == "transcript"
+    # A co-dealer the verifier does not pin (the house posing as one) is refused at the key step.
+    with pytest.raises(CodealError) as e:
+        verify_codeal_hand(closed, [bytes(32)])
+    assert e.value.step == "key"
+
+
+def test_the_codealer_refuses_another_seats_card_and_a_card_out_of_order_even_after_a_restart(
+    tmp_path: Path, codealer_dir: Path
+) -> None:
+    codealer = CodealerProcess(codealer_dir)
+    try:
+        with DealerProcess(
+            tmp_path / "data",
+            tmp_path / "dealer.log",
+            "--codealer",
+            codealer.target,
+            "--codealer-key",
+            codealer.identity,
+        ) as dealer:
+            dealer_stub = stub(dealer.target)
+            hand = dealer_stub.OpenHand(pb.OpenHandRequest(deck="standard", mode=pb.DEAL_MODE_CODEALT)).hand
+            alice, mallory = SeatKey.generate(), SeatKey.generate()
+            dealer_stub.DrawCards(
+                pb.DrawCardsRequest(hand_id=hand.hand_id, count=2, seat_public_key=alice.public_key)
+            )
+        codealer.stop()
+        codealer = CodealerProcess(codealer_dir)  # a restart: the ledger remembers
+        direct = codealer_stub(codealer.target)  # the dealer's operator, asking the co-dealer itself
+        assert refusal(
+            lambda: direct.GetShare(
+                codealer_pb2.GetShareRequest(
+                    hand_id=hand.hand_id, position=0, seat_public_key=mallory.public_key
+                )
+            )
+        ) == ("PERMISSION_DENIED", "SHARE_GIVEN_TO_ANOTHER_SEAT")
+        assert refusal(
+            lambda: direct.GetShare(codealer_pb2.GetShareRequest(hand_id=hand.hand_id, position=1))
+        ) == ("PERMISSION_DENIED", "SHARE_GIVEN_TO_ANOTHER_SEAT")  # public is another seat too, mid-hand
+        assert refusal(
+            lambda: direct.GetShare(
+                codealer_pb2.GetShareRequest(
+                    hand_id=hand.hand_id, position=5, seat_public_key=mallory.public_key
+                )
+            )
+        ) == ("FAILED_PRECONDITION", "SHARE_OUT_OF_ORDER")
+        # The seat that holds position 0 may ask again (a retry) and gets its share.
+        again = direct.GetShare(
+            codealer_pb2.GetShareRequest(hand_id=hand.hand_id, position=0, seat_public_key=alice.public_key)
+        )
+        assert len(again.sealed_share) == 176
+    finally:
+        codealer.stop()
+
+
+def test_codealer_down_refuses_codealt_opens_unavailable_and_ordinary_hands_still_deal(
+    table: tuple[CodealerProcess, DealerProcess],
+) -> None:
+    codealer, dealer = table
+    codealer.stop()
+    dealer_stub = stub(dealer.target)
+    assert refusal(
+        lambda: dealer_stub.OpenHand(pb.OpenHandRequest(deck="standard", mode=pb.DEAL_MODE_CODEALT))
+    ) == ("UNAVAILABLE", "CODEALER_UNAVAILABLE")
+    hand = dealer_stub.OpenHand(pb.OpenHandRequest(deck="standard")).hand
+    assert hand.mode == pb.DEAL_MODE_UNSPECIFIED and hand.commitment
+    assert len(dealer_stub.DrawCards(pb.DrawCardsRequest(hand_id=hand.hand_id, count=5)).cards) == 5
+
+
+def test_a_codealt_open_on_a_dealer_without_a_codealer_is_refused(tmp_path: Path) -> None:
+    with DealerProcess(tmp_path / "data", tmp_path / "dealer.log") as dealer:
+        assert refusal(
+            lambda: stub(dealer.target).OpenHand(
+                pb.OpenHandRequest(deck="standard", mode=pb.DEAL_MODE_CODEALT)
+            )
+        ) == ("FAILED_PRECONDITION", "CODEAL_NOT_CONFIGURED")
