@@ -15,13 +15,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from fairdeck.codeal.context import HandContext
-from fairdeck.codeal.errors import CodealError
-from fairdeck.codeal.identity import key_statement, shuffle_statement, verify_identity
+from fairdeck.codeal.handfile import CodealHandProof, Identity
 from fairdeck.codeal.keys import KeyRecord
 from fairdeck.codeal.record import ShuffleRecord
 from fairdeck.codeal.seal import open_sealed_share, seat_public_key
 from fairdeck.codeal.shares import Share, open_card, verify_share
-from fairdeck.codeal.verify import CodealHand, DealtPosition, verify_hand
+from fairdeck.codeal.verify import CodealHand, DealtPosition
 from fairdeck.core.decks import DeckSpec
 from fairdeck.v1 import dealer_pb2 as pb
 
@@ -68,36 +67,10 @@ def open_cards(hand: pb.Hand, sealed_cards: Sequence[pb.SealedCard], seat: SeatK
     return cards
 
 
-def verify_codeal_hand(hand: pb.Hand, identity_keys: Sequence[bytes]) -> None:
-    """A closed co-dealt hand: every co-dealer's identity signatures under the pinned keys (holder
-    order, holders 1..K-1), then spec section 10 whole. None, or CodealError naming the step."""
-    spec, ctx = _context(hand)
+def hand_proof(hand: pb.Hand) -> CodealHandProof:
+    """The one-file proof (docs/hand-proof.md, format 3) of a co-dealt Hand (closed: with seeds)."""
     record = hand.codeal
-    if len(record.shuffle_records) != ctx.holders:  # 10.3: one shuffle per holder, none skipped
-        raise CodealError("transcript", f"want one shuffle per holder in order 0..{ctx.holders - 1}")
-    by_holder = {i.holder: i for i in record.identities}
-    if sorted(by_holder) != list(range(1, ctx.holders)) or len(identity_keys) != ctx.holders - 1:
-        raise CodealError("key", "want one pinned identity per co-dealer (holders 1..K-1)")
-    for k in range(1, ctx.holders):
-        identity = by_holder[k]
-        if bytes(identity.identity_key) != bytes(identity_keys[k - 1]):
-            raise CodealError("key", f"holder {k}: not the pinned co-dealer identity")
-        key_record = bytes(record.key_records[k])
-        verify_identity(
-            bytes(identity.identity_key),
-            key_statement(spec, hand.hand_id, k, ctx.holders, key_record),
-            bytes(identity.key_record_signature),
-            "key",
-            f"holder {k} key record",
-        )
-        verify_identity(
-            bytes(identity.identity_key),
-            shuffle_statement(ctx, bytes(record.shuffle_records[k])),
-            bytes(identity.shuffle_record_signature),
-            "shuffle",
-            f"holder {k} shuffle record",
-        )
-    verify_hand(
+    return CodealHandProof(
         CodealHand(
             hand.deck,
             hand.hand_id,
@@ -105,5 +78,20 @@ def verify_codeal_hand(hand: pb.Hand, identity_keys: Sequence[bytes]) -> None:
             tuple(bytes(r) for r in record.shuffle_records),
             tuple(DealtPosition(d.position, d.card, tuple(bytes(s) for s in d.shares)) for d in record.dealt),
             tuple(bytes(s) for s in record.seeds) if record.seeds else None,
-        )
+        ),
+        tuple(
+            Identity(
+                i.holder,
+                bytes(i.identity_key),
+                bytes(i.key_record_signature),
+                bytes(i.shuffle_record_signature),
+            )
+            for i in record.identities
+        ),
     )
+
+
+def verify_codeal_hand(hand: pb.Hand, identity_keys: Sequence[bytes]) -> None:
+    """A co-dealt hand: every co-dealer's identity signatures under the pinned keys (holders 1..K-1
+    in order), then spec section 10 whole. None, or CodealError naming the step."""
+    hand_proof(hand).verify(identity_keys)
