@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import libsodium_left_out
+
 ROOT = Path(__file__).resolve().parent.parent
 
 # Pinned on purpose: adding or removing a public name is an API change; update the list with it.
@@ -105,6 +107,8 @@ PINNED = {
 
 @pytest.mark.parametrize("name", sorted(PINNED))
 def test_each_layer_pins_its_all_and_says_what_it_owns(name: str) -> None:
+    if name == "fairdeck.codeal" and libsodium_left_out():
+        pytest.skip("libsodium is not installed (the co-dealt mode; see the run's last lines)")
     module = importlib.import_module(name)
     assert module.__all__ == PINNED[name]
     for attr in module.__all__:
@@ -166,6 +170,8 @@ def test_the_docs_show_some_imports() -> None:
 
 @pytest.mark.parametrize("where, module, name", documented_imports(), ids=lambda v: str(v))
 def test_every_import_the_docs_show_works(where: str, module: str, name: str) -> None:
+    if module.startswith("fairdeck.codeal") and libsodium_left_out():
+        pytest.skip("libsodium is not installed (the co-dealt mode; see the run's last lines)")
     resolve(f"{module}.{name}" if name else module)
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from fairdeck.codeal.context import MAX_HOLDERS, MIN_HOLDERS, HandContext
 from fairdeck.codeal.elgamal import Deck, initial_deck
 from fairdeck.codeal.errors import CodealError
+from fairdeck.codeal.group import ZERO
 from fairdeck.codeal.keys import KeyRecord, verify_key_record
 from fairdeck.codeal.proof import verify_shuffle
 from fairdeck.codeal.record import ShuffleRecord, verify_signature
@@ -114,7 +115,7 @@ def _verify_seeds(ctx: HandContext, hand: CodealHand, decks: list[Deck]) -> None
             raise CodealError("seed", f"holder {k}: the seed does not open its commitment")
         psi = permutation(spec, hand.hand_id, k, seed)
         rs = randomness(spec, hand.hand_id, k, seed)
-        if any(r == bytes(32) for r in rs):
+        if ZERO in rs:
             raise CodealError("seed", f"holder {k}: the seed derives a zero randomness")
         if shuffle_deck(decks[k], psi, rs, ctx.joint_key) != decks[k + 1]:
             raise CodealError("seed", f"holder {k}: the seed does not re-derive its published shuffle")

@@ -1,0 +1,49 @@
+"""Collection rules for the whole tree: the co-dealt mode's code and tests need the system's
+libsodium (docs/codealing-spec.md section 14), which a fresh machine with only Python may lack.
+
+There they are not collected, and one line at the end of the run says so and how to get it;
+with CI_REQUIRE_LIBSODIUM=1 (as .ci/run sets) they are collected all the same, so a missing
+libsodium fails the run instead of skipping a feature.
+"""
+
+from __future__ import annotations
+
+import ctypes.util
+import os
+from pathlib import Path
+
+import pytest
+
+REQUIRE = "CI_REQUIRE_LIBSODIUM"
+NEEDS_LIBSODIUM = ("client/fairdeck/codeal", "tests/codeal")
+"""Paths, from the repository's root, whose modules import fairdeck.codeal at import time."""
+_ROOT = Path(__file__).resolve().parent
+_MISSING = ctypes.util.find_library("sodium") is None and os.environ.get(REQUIRE) != "1"
+_left_out: set[str] = set()
+
+
+def libsodium_left_out() -> bool:
+    """Whether the co-dealt mode's code is left out of this run (for tests that import it)."""
+    return _MISSING
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    if not _MISSING:
+        return None
+    try:
+        relative = collection_path.resolve().relative_to(_ROOT).as_posix()
+    except ValueError:
+        return None
+    for prefix in NEEDS_LIBSODIUM:
+        if relative == prefix or relative.startswith(prefix + "/"):
+            _left_out.add(prefix)
+            return True
+    return None
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _left_out:
+        terminalreporter.write_line(
+            f"not run, libsodium is not installed: {', '.join(sorted(_left_out))} (the co-dealt mode); "
+            "install it (Debian/Ubuntu: apt-get install libsodium23; macOS: brew install libsodium)"
+        )
