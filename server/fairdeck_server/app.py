@@ -25,7 +25,6 @@ from fairdeck_server import fair, logging_setup
 from fairdeck_server.addresses import check_listen, is_loopback, probe_listen
 from fairdeck_server.auth import Authenticator, FailureLimiter, TokenVerifier, peer_address
 from fairdeck_server.clock import CHECK_INTERVAL_S, DealerClock, iso, start_after_log
-from fairdeck_server.codeal_dealing import CodealDealer
 from fairdeck_server.config import ServerConfig
 from fairdeck_server.connections import SWEEP_SECONDS, ConnectionWarden, available, fit_descriptors
 from fairdeck_server.cosigning import WitnessPublisher
@@ -60,6 +59,7 @@ from fairdeck_server.storage_health import StorageHealth
 from fairdeck_server.tile_publishing import LiveTiles, Source, read_whole_log, tiles_refusal
 
 if TYPE_CHECKING:
+    from fairdeck_server.codeal_dealing import CodealDealer
     from fairdeck_server.processes import Worker
 
 ADMISSION_SLOTS = 64

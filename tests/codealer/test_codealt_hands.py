@@ -83,6 +83,8 @@ def test_each_seat_opens_only_its_own_cards_and_the_closed_hand_verifies(
     closed = dealer_stub.CloseHand(pb.CloseHandRequest(hand_id=hand.hand_id)).hand
     assert closed.state == pb.HAND_STATE_CLOSED
     assert [d.card for d in closed.codeal.dealt] == [*alice_cards, *bob_cards, *board.cards]
+    seats = [d.seat_public_key for d in closed.codeal.dealt]
+    assert seats == [alice.public_key] * 2 + [bob.public_key] * 2 + [b""] * 3
     verify_codeal_hand(closed, [bytes.fromhex(codealer.identity)])
 
 

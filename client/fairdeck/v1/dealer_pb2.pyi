@@ -128,9 +128,16 @@ class CodealDealt(_message.Message):
     POSITION_FIELD_NUMBER: _builtins.int
     CARD_FIELD_NUMBER: _builtins.int
     SHARES_FIELD_NUMBER: _builtins.int
+    SEAT_PUBLIC_KEY_FIELD_NUMBER: _builtins.int
     position: _builtins.int
     card: _builtins.int
     """The card id the shares open to."""
+    seat_public_key: _builtins.bytes
+    """The X25519 key the position's shares were sealed to (empty: a public
+    draw). A player checks that its cards went to its own key: the dealer
+    relays seat keys, so a substituted key shows here and in the co-dealer's
+    ledger.
+    """
     @_builtins.property
     def shares(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bytes]:
         """One 128-byte share per key holder, holder order."""
@@ -141,10 +148,11 @@ class CodealDealt(_message.Message):
         position: _builtins.int = ...,
         card: _builtins.int = ...,
         shares: _abc.Iterable[_builtins.bytes] | None = ...,
+        seat_public_key: _builtins.bytes = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["card", b"card", "position", b"position", "shares", b"shares"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["card", b"card", "position", b"position", "seat_public_key", b"seat_public_key", "shares", b"shares"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

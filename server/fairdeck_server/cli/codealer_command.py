@@ -15,13 +15,11 @@ import logging
 import signal
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from fairdeck_server.codealer.holder import CoDealer
 from fairdeck_server.codealer.ledger import Ledger, LedgerError
-from fairdeck_server.edge.codealer_servicer import start_codealer_server
 from fairdeck_server.refusals import StartupRefused
 from fairdeck_server.startup import DataDirLock
 from fairdeck_server.vault import (
@@ -36,6 +34,9 @@ from fairdeck_server.vault import (
 KEY_NAME = "codealer.key"
 SECRETS_NAME = "secrets.key"
 LEDGER_NAME = "codealer.db"
+if TYPE_CHECKING:  # the co-dealer's code needs libsodium; `fairdeck --help` must not load it
+    from fairdeck_server.codealer.holder import CoDealer
+
 DEFAULT_LISTEN = "127.0.0.1:7390"
 
 EPILOG = f"""\
@@ -141,6 +142,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         ledger = _open_ledger(directory)
     except StartupRefused as e:
         return _refuse("serve", str(e))
+    from fairdeck_server.codealer.holder import CoDealer
+
     try:
         return asyncio.run(_serve(CoDealer(ledger, identity, vault), args.listen))
     finally:
@@ -149,6 +152,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 async def _serve(codealer: CoDealer, listen: str) -> int:
+    from fairdeck_server.edge.codealer_servicer import start_codealer_server
+
     try:
         server, port = await start_codealer_server(codealer, listen)
     except RuntimeError:

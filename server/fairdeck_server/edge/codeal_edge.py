@@ -7,13 +7,16 @@ record and no commitment of its own (each key holder commits in its key record).
 
 from __future__ import annotations
 
-from fairdeck.codeal.elgamal import V
+from typing import TYPE_CHECKING
+
 from fairdeck.core.decks import DeckSpec
 from fairdeck.v1 import dealer_pb2 as pb
 from fairdeck.wire import Reason
 from fairdeck_server import refusals
-from fairdeck_server.codeal_dealing import CodealDealer
 from fairdeck_server.codeal_store import CodealRow, CodealStoreError
+
+if TYPE_CHECKING:  # the co-dealt code loads libsodium: only a dealer with --codealer loads it
+    from fairdeck_server.codeal_dealing import CodealDealer
 
 
 class CodealEdge:
@@ -69,7 +72,7 @@ def hand(row: CodealRow) -> pb.Hand:
     message = pb.Hand(
         hand_id=row.hand_id,
         deck=row.deck,
-        version=V,
+        version=public["version"],
         state=pb.HAND_STATE_CLOSED if row.closed_ms is not None else pb.HAND_STATE_SHUFFLED,
         dealt_count=len(public["seats"]),
         deck_size=DeckSpec.parse(row.deck).size,
@@ -89,9 +92,13 @@ def hand(row: CodealRow) -> pb.Hand:
             key_record_signature=bytes.fromhex(i["key_signature"]),
             shuffle_record_signature=bytes.fromhex(i["shuffle_signature"]),
         )
+    seats = public["seats"]
     for d in public["dealt"]:
         record.dealt.add(
-            position=d["position"], card=d["card"], shares=[bytes.fromhex(s) for s in d["shares"]]
+            position=d["position"],
+            card=d["card"],
+            shares=[bytes.fromhex(s) for s in d["shares"]],
+            seat_public_key=bytes.fromhex(seats[d["position"]]),
         )
     record.seeds.extend(bytes.fromhex(s) for s in public["seeds"])
     return message

@@ -9,7 +9,7 @@ message, so the game server sees why a co-dealt hand was not dealt.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpc
 
@@ -17,11 +17,13 @@ from fairdeck.v1 import codealer_pb2 as pb
 from fairdeck.v1 import codealer_pb2_grpc
 from fairdeck.wire import Reason
 from fairdeck_server import refusals
-from fairdeck_server.codeal_dealing import CodealDealer, codealer_identity
 from fairdeck_server.codeal_store import CodealStore, CodealStoreError
 from fairdeck_server.config import ServerConfig
 from fairdeck_server.refusals import StartupRefused
 from fairdeck_server.vault import SeedVault
+
+if TYPE_CHECKING:  # loaded only with --codealer: the co-dealt code needs libsodium
+    from fairdeck_server.codeal_dealing import CodealDealer
 
 T = TypeVar("T")
 CALL_TIMEOUT = 10.0
@@ -81,6 +83,8 @@ def codeal_dealer(
     """Co-dealt hands, with --codealer: their own file in the data dir, sealed by the dealer's vault."""
     if config.codealer is None and config.codealer_key is None and not config.codeal_default:
         return None
+    from fairdeck_server.codeal_dealing import CodealDealer, codealer_identity
+
     if config.codealer is None or config.codealer_key is None:
         raise StartupRefused("--codealer and --codealer-key go together (and --codeal-default needs them)")
     try:
