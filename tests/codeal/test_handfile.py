@@ -14,7 +14,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fairdeck.codeal.context import HandContext
 from fairdeck.codeal.errors import CodealError
-from fairdeck.codeal.handfile import CodealHandProof, Identity
+from fairdeck.codeal.handfile import CodealerSignatures, CodealHandProof
 from fairdeck.codeal.identity import key_statement, shuffle_statement, sign
 from fairdeck.codeal.keys import KeyRecord
 from fairdeck.codeal.local import codeal_local
@@ -31,7 +31,7 @@ def proof() -> CodealHandProof:
     spec = DeckSpec.parse("short")
     records = [KeyRecord.decode(k, i) for i, k in enumerate(hand.keys)]
     ctx = HandContext(spec, hand.hand_id, tuple(r.key for r in records), tuple(r.commitment for r in records))
-    identity = Identity(
+    identity = CodealerSignatures(
         1,
         PINNED,
         sign(IDENTITY, key_statement(spec, hand.hand_id, 1, 2, hand.keys[1])),

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from fairdeck.codeal.context import HandContext
-from fairdeck.codeal.handfile import CodealHandProof, Identity
+from fairdeck.codeal.handfile import CodealerSignatures, CodealHandProof
 from fairdeck.codeal.keys import KeyRecord
 from fairdeck.codeal.record import ShuffleRecord
 from fairdeck.codeal.seal import open_sealed_share, seat_public_key
@@ -80,7 +80,7 @@ def hand_proof(hand: pb.Hand) -> CodealHandProof:
             tuple(bytes(s) for s in record.seeds) if record.seeds else None,
         ),
         tuple(
-            Identity(
+            CodealerSignatures(
                 i.holder,
                 bytes(i.identity_key),
                 bytes(i.key_record_signature),

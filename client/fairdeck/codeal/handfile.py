@@ -33,7 +33,7 @@ _INT = re.compile(r"0|[1-9][0-9]{0,9}")
 
 
 @dataclass(frozen=True)
-class Identity:
+class CodealerSignatures:
     """A co-dealer's identity signatures over its key and shuffle records."""
 
     holder: int
@@ -45,7 +45,7 @@ class Identity:
 @dataclass(frozen=True)
 class CodealHandProof:
     hand: CodealHand
-    identities: tuple[Identity, ...]
+    identities: tuple[CodealerSignatures, ...]
 
     def to_json(self) -> str:
         spec = DeckSpec.parse(self.hand.deck)
@@ -104,7 +104,7 @@ class CodealHandProof:
         for i, item in enumerate(_list(c["identities"], "identities")):
             _names(item, {"holder", "key", "key_signature", "shuffle_signature"}, f"identities[{i}]")
             identities.append(
-                Identity(
+                CodealerSignatures(
                     _int(item["holder"], f"identities[{i}].holder"),
                     _hex(item["key"], f"identities[{i}].key"),
                     _hex(item["key_signature"], f"identities[{i}].key_signature"),
@@ -140,7 +140,7 @@ class CodealHandProof:
 
 
 def verify_identities(
-    hand: CodealHand, identities: Sequence[Identity], identity_keys: Sequence[bytes]
+    hand: CodealHand, identities: Sequence[CodealerSignatures], identity_keys: Sequence[bytes]
 ) -> None:
     """Holders 1..K-1 are the co-dealers the caller pins, and each signed its key and shuffle record."""
     # 10.1 encoding and 10.2 key come first: the context needs every key record.
