@@ -9,9 +9,11 @@ from pathlib import Path
 import grpc
 import pytest
 
-from fairdeck.client.codeal_seat import SeatKey, open_cards, verify_codeal_hand
+from fairdeck.client import DealerClient
+from fairdeck.client.codeal_seat import CodealHands, SeatKey, hand_proof, open_cards, verify_codeal_hand
 from fairdeck.client.exceptions import from_rpc_error
 from fairdeck.codeal.errors import CodealError
+from fairdeck.codeal.handfile import CodealHandProof
 from fairdeck.v1 import codealer_pb2, codealer_pb2_grpc, dealer_pb2_grpc
 from fairdeck.v1 import dealer_pb2 as pb
 from tests.support.codealers import CodealerProcess, init_codealer
@@ -62,30 +64,28 @@ def test_each_seat_opens_only_its_own_cards_and_the_closed_hand_verifies(
     table: tuple[CodealerProcess, DealerProcess],
 ) -> None:
     codealer, dealer = table
-    dealer_stub = stub(dealer.target)
-    hand = dealer_stub.OpenHand(pb.OpenHandRequest(deck="standard", mode=pb.DEAL_MODE_CODEALT)).hand
-    assert hand.mode == pb.DEAL_MODE_CODEALT and len(hand.codeal.shuffle_records) == 2
-    alice, bob = SeatKey.generate(), SeatKey.generate()
-    to_alice = dealer_stub.DrawCards(
-        pb.DrawCardsRequest(hand_id=hand.hand_id, count=2, seat_public_key=alice.public_key)
-    )
-    to_bob = dealer_stub.DrawCards(
-        pb.DrawCardsRequest(hand_id=hand.hand_id, count=2, seat_public_key=bob.public_key)
-    )
-    board = dealer_stub.DrawCards(pb.DrawCardsRequest(hand_id=hand.hand_id, count=3))
-    assert list(to_alice.cards) == [] and list(to_bob.cards) == []  # the dealer cannot see them
-    assert len(board.cards) == 3
-    alice_cards = open_cards(hand, to_alice.sealed_cards, alice)
-    bob_cards = open_cards(hand, to_bob.sealed_cards, bob)
-    with pytest.raises(CodealError) as e:
-        open_cards(hand, to_alice.sealed_cards, bob)
-    assert e.value.step == "seal"
-    closed = dealer_stub.CloseHand(pb.CloseHandRequest(hand_id=hand.hand_id)).hand
+    with DealerClient(dealer.target, timeout=30) as client:
+        hands = CodealHands(client)
+        hand = hands.open_hand("standard")
+        assert hand.mode == pb.DEAL_MODE_CODEALT and len(hand.codeal.shuffle_records) == 2
+        alice, bob = SeatKey.generate(), SeatKey.generate()  # each made on the seat's device
+        to_alice = hands.draw(hand.hand_id, 2, seat_public_key=alice.public_key)
+        to_bob = hands.draw(hand.hand_id, 2, seat_public_key=bob.public_key)
+        board = hands.draw(hand.hand_id, 3)
+        assert to_alice.cards == () and to_bob.cards == ()  # the dealer cannot see them
+        assert len(board.cards) == 3 and board.position == 4 and board.remaining == 45
+        alice_cards = open_cards(hand, to_alice.sealed_cards, alice)
+        bob_cards = open_cards(hand, to_bob.sealed_cards, bob)
+        with pytest.raises(CodealError) as e:
+            open_cards(hand, to_alice.sealed_cards, bob)
+        assert e.value.step == "seal"
+        closed = hands.close_hand(hand.hand_id)
     assert closed.state == pb.HAND_STATE_CLOSED
-    assert [d.card for d in closed.codeal.dealt] == [*alice_cards, *bob_cards, *board.cards]
+    assert [d.card for d in closed.codeal.dealt] == [*alice_cards, *bob_cards, *(c.id for c in board.cards)]
     seats = [d.seat_public_key for d in closed.codeal.dealt]
     assert seats == [alice.public_key] * 2 + [bob.public_key] * 2 + [b""] * 3
     verify_codeal_hand(closed, [bytes.fromhex(codealer.identity)])
+    assert CodealHandProof.from_json(hand_proof(closed).to_json()) == hand_proof(closed)
 
 
 def test_a_dealer_that_skips_the_codealers_shuffle_is_caught(

@@ -1,4 +1,7 @@
-"""A seat's device in a co-dealt hand: its own X25519 key, and opening its sealed cards.
+"""Co-dealt hands in the SDK: the game server's calls, and a seat's device with its own key.
+
+``CodealHands(client)`` opens, draws and closes co-dealt hands through a ``DealerClient`` (its
+channel, credentials, retries and exceptions).
 
 ``SeatKey.generate()`` makes the key on the device (its secret never leaves it); the game server
 passes ``seat.public_key`` as DrawCards' ``seat_public_key``. ``open_cards`` opens each holder's
@@ -14,6 +17,8 @@ import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from fairdeck.client.calls import USE_CLIENT_DEFAULT, Timeout
+from fairdeck.client.dealer_client import DealerClient
 from fairdeck.codeal.context import HandContext
 from fairdeck.codeal.handfile import CodealerSignatures, CodealHandProof
 from fairdeck.codeal.keys import KeyRecord
@@ -21,6 +26,7 @@ from fairdeck.codeal.record import ShuffleRecord
 from fairdeck.codeal.seal import open_sealed_share, seat_public_key
 from fairdeck.codeal.shares import Share, open_card, verify_share
 from fairdeck.codeal.verify import CodealHand, DealtPosition
+from fairdeck.core.cards import Card
 from fairdeck.core.decks import DeckSpec
 from fairdeck.v1 import dealer_pb2 as pb
 
@@ -38,6 +44,61 @@ class SeatKey:
     @classmethod
     def generate(cls) -> SeatKey:
         return cls(secrets.token_bytes(32))
+
+
+@dataclass(frozen=True)
+class SealedDraw:
+    """The positions drawn: their shares (sealed to the seat, or public) and, for a public draw,
+    the cards."""
+
+    position: int
+    sealed_cards: tuple[pb.SealedCard, ...]
+    cards: tuple[Card, ...]
+    remaining: int
+
+
+class CodealHands:
+    """The game server's side of co-dealt hands, through a ``DealerClient``. Hands are the
+    contract's ``Hand`` messages (their ``codeal`` record is what ``open_cards``, ``hand_proof``
+    and ``verify_codeal_hand`` read)."""
+
+    def __init__(self, client: DealerClient) -> None:
+        self.client = client
+
+    def open_hand(self, deck: str = "standard", *, timeout: Timeout = USE_CLIENT_DEFAULT) -> pb.Hand:
+        """Open a co-dealt hand: both holders have shuffled, and proved it, when this returns."""
+        request = pb.OpenHandRequest(deck=deck, mode=pb.DEAL_MODE_CODEALT)
+        response: pb.OpenHandResponse = self.client._unary("OpenHand", request, timeout=timeout)
+        return response.hand
+
+    def draw(
+        self,
+        hand_id: str,
+        count: int = 1,
+        *,
+        seat_public_key: bytes = b"",
+        timeout: Timeout = USE_CLIENT_DEFAULT,
+    ) -> SealedDraw:
+        """The next ``count`` positions, sealed to ``seat_public_key`` (a seat's ``SeatKey.public_key``),
+        or public (community cards) without one."""
+        request = pb.DrawCardsRequest(hand_id=hand_id, count=count, seat_public_key=seat_public_key)
+        r: pb.DrawCardsResponse = self.client._unary("DrawCards", request, timeout=timeout)
+        spec = DeckSpec.parse(r.deck)
+        cards = tuple(spec.card_for_id(c) for c in r.cards)
+        return SealedDraw(r.position, tuple(r.sealed_cards), cards, r.remaining_count)
+
+    def close_hand(self, hand_id: str, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> pb.Hand:
+        """Close: both seeds revealed, every dealt position's public shares, the hand checked."""
+        response: pb.CloseHandResponse = self.client._unary(
+            "CloseHand", pb.CloseHandRequest(hand_id=hand_id), timeout=timeout
+        )
+        return response.hand
+
+    def get_hand(self, hand_id: str, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> pb.Hand:
+        response: pb.GetHandResponse = self.client._unary(
+            "GetHand", pb.GetHandRequest(hand_id=hand_id), timeout=timeout
+        )
+        return response.hand
 
 
 def _context(hand: pb.Hand) -> tuple[DeckSpec, HandContext]:

@@ -184,7 +184,10 @@ class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
     @translated
     async def GetHand(self, request: pb.GetHandRequest, context: Any) -> pb.GetHandResponse:
         if self.codeal.owns(request.hand_id):
-            return pb.GetHandResponse(hand=await self.codeal.get(self._tenant(context), request.hand_id))
+            hand = await self.codeal.get(self._tenant(context), request.hand_id)
+            if principal.current().role is Role.AUDITOR and hand.state != pb.HAND_STATE_CLOSED:
+                raise refusals.hand_not_found()  # as for ordinary hands: closed ones only
+            return pb.GetHandResponse(hand=hand)
         record = await self.dealer.get(self._tenant(context), request.hand_id)
         if principal.current().role is Role.AUDITOR and record.state is not StoredHandState.CLOSED:
             # Auditors see closed hands only, and cannot tell an open hand from a missing one.
