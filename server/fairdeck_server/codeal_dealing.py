@@ -13,6 +13,8 @@ whole hand with ``fairdeck.codeal.verify_hand``. ``CoDealerLink`` is the co-deal
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -36,6 +38,8 @@ from fairdeck.wire import Reason
 from fairdeck_server import refusals
 from fairdeck_server.codeal_store import CodealRow, CodealStore
 from fairdeck_server.vault import SeedVault
+
+log = logging.getLogger(__name__)
 
 HOLDERS = 2
 """The dealer and one co-dealer (docs/codealing-spec.md section 13.3 on more)."""
@@ -105,14 +109,34 @@ class CodealDealer:
         self.clock_ms = clock_ms
         self.random = random
         self._locks: dict[str, asyncio.Lock] = {}
+        self.pool: DeckPool | None = None
+
+    def start_pool(self, per_tenant: int) -> None:
+        """Keep ``per_tenant`` decks shuffled ahead for each (tenant, deck) that opened a co-dealt
+        hand, refilled in the background (``DeckPool``)."""
+        if per_tenant > 0 and self.pool is None:
+            self.pool = DeckPool(self, per_tenant)
+            self.pool.start()
 
     # -- open ----------------------------------------------------------------------------------
 
     async def open_hand(self, tenant: str, deck: str) -> CodealRow:
+        """A co-dealt hand for ``tenant``: a pooled deck if one is ready, else one made now."""
         try:
-            spec = DeckSpec.parse(deck)
+            DeckSpec.parse(deck)
         except DeckSpecError:
             raise refusals.invalid("deck", Reason.UNKNOWN_DECK, "unknown deck spec") from None
+        if self.pool is not None:
+            row = await asyncio.to_thread(self.store.take, tenant, deck, self.clock_ms())
+            self.pool.wanted(tenant, deck)
+            if row is not None:
+                return row
+        return await self.make_hand(tenant, deck)
+
+    async def make_hand(self, tenant: str, deck: str, *, pool_tenant: str = "") -> CodealRow:
+        """Open a hand now: keys, both shuffles cross-checked, stored (pooled for ``pool_tenant``
+        when ``tenant`` is empty)."""
+        spec = DeckSpec.parse(deck)
         hand_id = self.new_hand_id()
         mine = new_holder(spec, hand_id, 0, self.random)
         theirs, key_sig, identity = await self.link.announce(hand_id, deck, 1, HOLDERS)
@@ -160,6 +184,7 @@ class CodealDealer:
                 "dealt": [],
                 "seeds": [],
             },
+            pool_tenant,
         )
         await asyncio.to_thread(self.store.put, row, new=True)
         return row
@@ -264,6 +289,8 @@ class CodealDealer:
         return bool(hand_id) and self.store.get(hand_id) is not None
 
     async def aclose(self) -> None:
+        if self.pool is not None:
+            await self.pool.stop()
         await self.link.close()
         self.store.close()
 
@@ -304,3 +331,69 @@ def _check_shuffle(ctx: HandContext, own: bytes, theirs: bytes) -> None:
     check_fresh(before, record.deck, 1)
     verify_shuffle(ctx, 1, before, record.deck, record.proof)
     verify_signature(ctx, before, record)
+
+
+POOL_RETRY_S = 1.0
+"""After a refill fails (the co-dealer down, say), the pool waits this long before the next."""
+
+
+class DeckPool:
+    """Pre-shuffled, pre-proved co-dealt decks, refilled in the background, fairly across tenants.
+
+    Each (tenant, deck) that opened a co-dealt hand gets ``per_tenant`` decks kept ready. Refills
+    take turns round robin over the pairs below their target (one deck per turn, as a deficit
+    round robin with a quantum of one deck), so one tenant's burst never keeps another's pool
+    empty. Decks are made one at a time, off the hands' path; a deck is taken by
+    ``CodealStore.take`` (one UPDATE), so it is never dealt twice, across restarts too.
+    """
+
+    def __init__(self, dealer: CodealDealer, per_tenant: int) -> None:
+        self.dealer = dealer
+        self.per_tenant = per_tenant
+        self._order: list[tuple[str, str]] = []
+        self._next = 0
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self.made = 0
+
+    def wanted(self, tenant: str, deck: str) -> None:
+        """``tenant`` opened a ``deck`` hand: keep its pool full."""
+        if (tenant, deck) not in self._order:
+            self._order.append((tenant, deck))
+        self._wake.set()
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _next_short(self) -> tuple[str, str] | None:
+        """The next (tenant, deck) in turn whose pool is below its target, or None."""
+        for i in range(len(self._order)):
+            pair = self._order[(self._next + i) % len(self._order)]
+            if await asyncio.to_thread(self.dealer.store.pooled, *pair) < self.per_tenant:
+                self._next = (self._next + i + 1) % len(self._order)
+                return pair
+        return None
+
+    async def _run(self) -> None:
+        while True:
+            pair = await self._next_short()
+            if pair is None:
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            try:
+                await self.dealer.make_hand("", pair[1], pool_tenant=pair[0])
+                self.made += 1
+            except Exception as e:  # the co-dealer down or refusing: try again later
+                log.warning(
+                    "co-dealt deck pool: a refill failed (%s); retrying in %g s",
+                    type(e).__name__,
+                    POOL_RETRY_S,
+                )
+                await asyncio.sleep(POOL_RETRY_S)

@@ -1,5 +1,8 @@
 """The dealer's record of its co-dealt hands: one SQLite file, DATA_DIR/codeal.db.
 
+A pooled deck (opened and shuffled ahead, for a tenant, not yet dealt) is a row whose ``tenant``
+is empty and ``pool_tenant`` names the tenant; ``take`` hands one over by setting its tenant in
+one UPDATE, so a deck is taken once, durably, in the same write that makes it the tenant's hand.
 A row holds the hand's public record (key records, shuffle records, the co-dealer's identity
 signatures, the dealt positions with the seat each went to, and after the close the shares and
 seeds) as JSON, and the dealer's own per-hand key and seed sealed by the dealer's seed vault,
@@ -23,8 +26,11 @@ SCHEMA = """CREATE TABLE IF NOT EXISTS codeal_hands (
     created_ms INTEGER NOT NULL,
     closed_ms INTEGER,
     sealed_secrets BLOB NOT NULL,
-    public TEXT NOT NULL
+    public TEXT NOT NULL,
+    pool_tenant TEXT NOT NULL DEFAULT ''
 ) STRICT"""
+POOL_INDEX = "CREATE INDEX IF NOT EXISTS codeal_pool ON codeal_hands (pool_tenant, deck) WHERE tenant = ''"
+_COLUMNS = "hand_id, tenant, deck, created_ms, closed_ms, sealed_secrets, public, pool_tenant"
 
 
 class CodealStoreError(Exception):
@@ -42,6 +48,8 @@ class CodealRow:
     closed_ms: int | None
     sealed_secrets: bytes = field(repr=False)
     public: dict[str, Any] = field(default_factory=dict)
+    pool_tenant: str = ""
+    """For a pooled deck (``tenant`` empty): the tenant it is kept for."""
 
 
 class CodealStore:
@@ -53,6 +61,7 @@ class CodealStore:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
             self._db.execute(SCHEMA)
+            self._db.execute(POOL_INDEX)
         except sqlite3.Error as e:
             raise CodealStoreError(f"co-dealt hands {path}: {e}") from None
 
@@ -64,15 +73,12 @@ class CodealStore:
         with self._lock:
             try:
                 row = self._db.execute(
-                    "SELECT hand_id, tenant, deck, created_ms, closed_ms, sealed_secrets, public "
-                    "FROM codeal_hands WHERE hand_id = ?",
+                    f"SELECT {_COLUMNS} FROM codeal_hands WHERE hand_id = ?",  # noqa: S608
                     (hand_id,),
                 ).fetchone()
             except sqlite3.Error as e:
                 raise CodealStoreError(f"co-dealt hands {self.path}: {e}") from None
-        if row is None:
-            return None
-        return CodealRow(row[0], row[1], row[2], row[3], row[4], row[5], json.loads(row[6]))
+        return None if row is None else _row(row)
 
     def put(self, row: CodealRow, *, new: bool = False) -> None:
         """Insert (``new``) or replace the row, durably."""
@@ -80,8 +86,7 @@ class CodealStore:
         with self._lock:
             try:
                 self._db.execute(
-                    f"{verb} INTO codeal_hands (hand_id, tenant, deck, created_ms, closed_ms, "
-                    "sealed_secrets, public) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    f"{verb} INTO codeal_hands ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         row.hand_id,
                         row.tenant,
@@ -90,7 +95,39 @@ class CodealStore:
                         row.closed_ms,
                         row.sealed_secrets,
                         json.dumps(row.public, sort_keys=True),
+                        row.pool_tenant,
                     ),
                 )
             except sqlite3.Error as e:
                 raise CodealStoreError(f"co-dealt hands {self.path}: {e}") from None
+
+    def take(self, tenant: str, deck: str, now_ms: int) -> CodealRow | None:
+        """The oldest deck pooled for ``tenant``, now its hand (one UPDATE: taken once); None if
+        the pool has none."""
+        with self._lock:
+            try:
+                row = self._db.execute(
+                    f"UPDATE codeal_hands SET tenant = pool_tenant, created_ms = ? WHERE hand_id = ("  # noqa: S608
+                    "SELECT hand_id FROM codeal_hands WHERE tenant = '' AND pool_tenant = ? AND deck = ? "
+                    f"ORDER BY created_ms, hand_id LIMIT 1) RETURNING {_COLUMNS}",
+                    (now_ms, tenant, deck),
+                ).fetchone()
+            except sqlite3.Error as e:
+                raise CodealStoreError(f"co-dealt hands {self.path}: {e}") from None
+        return None if row is None else _row(row)
+
+    def pooled(self, tenant: str, deck: str) -> int:
+        """How many decks are pooled for ``tenant``."""
+        with self._lock:
+            try:
+                (count,) = self._db.execute(
+                    "SELECT count(*) FROM codeal_hands WHERE tenant = '' AND pool_tenant = ? AND deck = ?",
+                    (tenant, deck),
+                ).fetchone()
+            except sqlite3.Error as e:
+                raise CodealStoreError(f"co-dealt hands {self.path}: {e}") from None
+        return int(count)
+
+
+def _row(row: Any) -> CodealRow:
+    return CodealRow(row[0], row[1], row[2], row[3], row[4], row[5], json.loads(row[6]), row[7])

@@ -26,6 +26,8 @@ if TYPE_CHECKING:  # loaded only with --codealer: the co-dealt code needs libsod
     from fairdeck_server.codeal_dealing import CodealDealer
 
 T = TypeVar("T")
+POOL_PER_TENANT = 16
+"""Co-dealt decks kept shuffled ahead per tenant and deck spec (codeal_dealing.DeckPool)."""
 CALL_TIMEOUT = 10.0
 """Seconds a co-dealer call may take (a 52-card shuffle with its proof takes well under one)."""
 _DOWN = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED)
@@ -96,4 +98,6 @@ def codeal_dealer(
     except CodealStoreError as e:
         raise StartupRefused(f"{e}; check the data dir's permissions and free space") from None
     link = GrpcCoDealerLink(config.codealer)
-    return CodealDealer(link, identity, store, vault, new_hand_id=new_hand_id, clock_ms=clock_ms)
+    dealer = CodealDealer(link, identity, store, vault, new_hand_id=new_hand_id, clock_ms=clock_ms)
+    dealer.start_pool(POOL_PER_TENANT)
+    return dealer
