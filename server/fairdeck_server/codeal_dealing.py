@@ -16,13 +16,14 @@ import asyncio
 import contextlib
 import logging
 import secrets
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from fairdeck.codeal.context import HandContext
-from fairdeck.codeal.elgamal import V, initial_deck
+from fairdeck.codeal.elgamal import Deck, V, initial_deck
 from fairdeck.codeal.errors import CodealError
 from fairdeck.codeal.group import Scalar
 from fairdeck.codeal.identity import key_statement, shuffle_statement, verify_identity
@@ -40,6 +41,7 @@ from fairdeck_server.codeal_store import CodealRow, CodealStore
 from fairdeck_server.vault import SeedVault
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 HOLDERS = 2
 """The dealer and one co-dealer (docs/codealing-spec.md section 13.3 on more)."""
@@ -68,7 +70,9 @@ class CoDealerLink(Protocol):
     async def shuffle(
         self, hand_id: str, key_records: Sequence[bytes], shuffles: Sequence[bytes]
     ) -> tuple[bytes, bytes]: ...
-    async def share(self, hand_id: str, position: int, seat_key: bytes) -> tuple[bytes, bytes]: ...
+    async def share(
+        self, hand_id: str, position: int, seat_key: bytes, count: int
+    ) -> tuple[list[bytes], list[bytes]]: ...
     async def reveal(self, hand_id: str) -> bytes: ...
     async def close(self) -> None: ...
 
@@ -110,6 +114,8 @@ class CodealDealer:
         self.random = random
         self._locks: dict[str, asyncio.Lock] = {}
         self.pool: DeckPool | None = None
+        self._rows: dict[str, CodealRow] = {}
+        self._states: dict[str, tuple[HandContext, Deck, Scalar]] = {}
 
     def start_pool(self, per_tenant: int) -> None:
         """Keep ``per_tenant`` decks shuffled ahead for each (tenant, deck) that opened a co-dealt
@@ -127,6 +133,7 @@ class CodealDealer:
         except DeckSpecError:
             raise refusals.invalid("deck", Reason.UNKNOWN_DECK, "unknown deck spec") from None
         if self.pool is not None:
+            self.pool.busy()
             row = await asyncio.to_thread(self.store.take, tenant, deck, self.clock_ms())
             self.pool.wanted(tenant, deck)
             if row is not None:
@@ -202,6 +209,8 @@ class CodealDealer:
     async def draw(self, tenant: str, hand_id: str, count: int, seat_key: bytes) -> CodealDraw:
         if seat_key and len(seat_key) != 32:
             raise refusals.invalid("seat_public_key", Reason.INVALID_SEAT_KEY, "an X25519 key is 32 bytes")
+        if self.pool is not None:
+            self.pool.busy()
         async with self._lock(hand_id):
             row = await self._row(tenant, hand_id)
             if row.closed_ms is not None:
@@ -212,12 +221,12 @@ class CodealDealer:
                 raise refusals.invalid("count", Reason.INVALID_COUNT, f"count must be 1..{spec.size}")
             if first + count > spec.size:
                 raise refusals.not_enough_cards(spec.size - first, count)
-            ctx = _context(row)
-            x = self._secrets(row)[0]
-            final = _final_deck(ctx, row)
+            ctx, final, x = self._state(row)
+            theirs, sealed = await self.link.share(hand_id, first, seat_key, count)
+            if len(sealed if seat_key else theirs) != count:
+                raise _invalid("answer")
             shares, cards = [], []
-            for p in range(first, first + count):
-                share, sealed = await self.link.share(hand_id, p, seat_key)
+            for i, p in enumerate(range(first, first + count)):
                 own = make_share(ctx, p, 0, x, final[p], self.random)
                 if seat_key:
                     try:
@@ -226,19 +235,19 @@ class CodealDealer:
                         raise refusals.invalid(
                             "seat_public_key", Reason.INVALID_SEAT_KEY, "a low-order X25519 key"
                         ) from None
-                    shares.append((mine, sealed))
+                    shares.append((mine, sealed[i]))
                 else:
                     try:
-                        theirs = Share.decode(share, f"position {p} share 1")
-                        verify_share(ctx, p, 1, final[p], theirs)
-                        cards.append(open_card(ctx, p, final[p], [own, theirs]))
+                        share = Share.decode(theirs[i], f"position {p} share 1")
+                        verify_share(ctx, p, 1, final[p], share)
+                        cards.append(open_card(ctx, p, final[p], [own, share]))
                     except CodealError as e:
                         raise _invalid("share", e) from None
-                    shares.append((own.encode(), share))
+                    shares.append((own.encode(), theirs[i]))
             # The co-dealer recorded each position's seat before answering (its ledger is the
             # guard); the dealer's record follows, so the next draw starts after these.
+            await asyncio.to_thread(self.store.add_seats, hand_id, first, [seat_key] * count)
             row.public["seats"].extend([seat_key.hex()] * count)
-            await asyncio.to_thread(self.store.put, row)
             return CodealDraw(row.deck, first, tuple(shares), tuple(cards), spec.size - first - count)
 
     # -- close ---------------------------------------------------------------------------------
@@ -252,9 +261,12 @@ class CodealDealer:
             x, seed = self._secrets(row)
             final = _final_deck(ctx, row)
             theirs_seed = await self.link.reveal(hand_id)
+            dealt_count = len(row.public["seats"])
+            public = (await self.link.share(hand_id, 0, b"", dealt_count))[0] if dealt_count else []
+            if len(public) != dealt_count:
+                raise _invalid("answer")
             dealt = []
-            for p in range(len(row.public["seats"])):
-                share, _ = await self.link.share(hand_id, p, b"")
+            for p, share in enumerate(public):
                 own = make_share(ctx, p, 0, x, final[p], self.random)
                 try:
                     card = open_card(ctx, p, final[p], [own, Share.decode(share, f"position {p} share 1")])
@@ -300,14 +312,39 @@ class CodealDealer:
         return self._locks.setdefault(hand_id, asyncio.Lock())
 
     async def _row(self, tenant: str, hand_id: str) -> CodealRow:
-        row = await asyncio.to_thread(self.store.get, hand_id)
+        """The hand's row, read once and then kept (this process is the only writer of its
+        co-dealt hands: codealer_link refuses --processes with --codealer)."""
+        row = self._rows.get(hand_id)
+        if row is None:
+            row = await asyncio.to_thread(self.store.get, hand_id)
+            if row is not None and row.tenant:
+                _remember(self._rows, hand_id, row)
         if row is None or row.tenant != tenant:
             raise refusals.hand_not_found()
         return row
 
+    def _state(self, row: CodealRow) -> tuple[HandContext, Deck, Scalar]:
+        """The hand's context, final deck and the dealer's key, decoded once."""
+        state = self._states.get(row.hand_id)
+        if state is None:
+            ctx = _context(row)
+            state = (ctx, _final_deck(ctx, row), self._secrets(row)[0])
+            _remember(self._states, row.hand_id, state)
+        return state
+
     def _secrets(self, row: CodealRow) -> tuple[Scalar, bytes]:
         opened = self.vault.open(row.hand_id, row.sealed_secrets)
         return Scalar(opened[:32]), opened[32:]
+
+
+CACHE_HANDS = 4096
+"""Co-dealt hands whose row and decoded state the dealer keeps in memory."""
+
+
+def _remember(cache: dict[str, T], key: str, value: T) -> None:
+    if len(cache) >= CACHE_HANDS:
+        cache.pop(next(iter(cache)))
+    cache[key] = value
 
 
 def _context(row: CodealRow) -> HandContext:
@@ -316,7 +353,7 @@ def _context(row: CodealRow) -> HandContext:
     return HandContext(spec, row.hand_id, tuple(r.key for r in records), tuple(r.commitment for r in records))
 
 
-def _final_deck(ctx: HandContext, row: CodealRow) -> tuple:  # type: ignore[type-arg]
+def _final_deck(ctx: HandContext, row: CodealRow) -> Deck:
     last = row.public["shuffles"][-1]
     return ShuffleRecord.decode(bytes.fromhex(last), ctx.deck.size, len(row.public["shuffles"]) - 1).deck
 
@@ -333,6 +370,9 @@ def _check_shuffle(ctx: HandContext, own: bytes, theirs: bytes) -> None:
     verify_signature(ctx, before, record)
 
 
+POOL_IDLE_S = 0.25
+"""A refill starts only after this long without a co-dealt call (so it does not take the CPU from a
+hand being dealt), unless the pool is below a quarter of its target."""
 POOL_RETRY_S = 1.0
 """After a refill fails (the co-dealer down, say), the pool waits this long before the next."""
 
@@ -354,6 +394,7 @@ class DeckPool:
         self._next = 0
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._last_call = 0.0
         self.made = 0
 
     def wanted(self, tenant: str, deck: str) -> None:
@@ -380,6 +421,16 @@ class DeckPool:
                 return pair
         return None
 
+    def busy(self) -> None:
+        """A co-dealt call ran: refills wait until the dealer is idle again."""
+        self._last_call = time.monotonic()
+
+    async def _idle(self, pair: tuple[str, str]) -> None:
+        while (wait := self._last_call + POOL_IDLE_S - time.monotonic()) > 0:
+            if await asyncio.to_thread(self.dealer.store.pooled, *pair) < self.per_tenant // 4:
+                return
+            await asyncio.sleep(wait)
+
     async def _run(self) -> None:
         while True:
             pair = await self._next_short()
@@ -387,6 +438,7 @@ class DeckPool:
                 self._wake.clear()
                 await self._wake.wait()
                 continue
+            await self._idle(pair)
             try:
                 await self.dealer.make_hand("", pair[1], pool_tenant=pair[0])
                 self.made += 1

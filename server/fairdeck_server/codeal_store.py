@@ -29,6 +29,12 @@ SCHEMA = """CREATE TABLE IF NOT EXISTS codeal_hands (
     public TEXT NOT NULL,
     pool_tenant TEXT NOT NULL DEFAULT ''
 ) STRICT"""
+SEATS = """CREATE TABLE IF NOT EXISTS codeal_seats (
+    hand_id TEXT NOT NULL,
+    position INTEGER NOT NULL,
+    seat_key BLOB NOT NULL,
+    PRIMARY KEY (hand_id, position)
+) STRICT"""
 POOL_INDEX = "CREATE INDEX IF NOT EXISTS codeal_pool ON codeal_hands (pool_tenant, deck) WHERE tenant = ''"
 _COLUMNS = "hand_id, tenant, deck, created_ms, closed_ms, sealed_secrets, public, pool_tenant"
 
@@ -62,6 +68,7 @@ class CodealStore:
             self._db.execute("PRAGMA synchronous=FULL")
             self._db.execute(SCHEMA)
             self._db.execute(POOL_INDEX)
+            self._db.execute(SEATS)
         except sqlite3.Error as e:
             raise CodealStoreError(f"co-dealt hands {path}: {e}") from None
 
@@ -76,9 +83,33 @@ class CodealStore:
                     f"SELECT {_COLUMNS} FROM codeal_hands WHERE hand_id = ?",  # noqa: S608
                     (hand_id,),
                 ).fetchone()
+                seats = self._db.execute(
+                    "SELECT seat_key FROM codeal_seats WHERE hand_id = ? ORDER BY position", (hand_id,)
+                ).fetchall()
             except sqlite3.Error as e:
                 raise CodealStoreError(f"co-dealt hands {self.path}: {e}") from None
-        return None if row is None else _row(row)
+        if row is None:
+            return None
+        hand = _row(row)
+        hand.public["seats"] = [bytes(k).hex() for (k,) in seats]
+        return hand
+
+    def add_seats(self, hand_id: str, first: int, seat_keys: list[bytes]) -> None:
+        """Positions ``first ..`` were dealt to these seat keys (empty: public), durably."""
+        with self._lock:
+            try:
+                self._db.execute("BEGIN")
+                try:
+                    self._db.executemany(
+                        "INSERT INTO codeal_seats (hand_id, position, seat_key) VALUES (?, ?, ?)",
+                        [(hand_id, first + i, key) for i, key in enumerate(seat_keys)],
+                    )
+                    self._db.execute("COMMIT")
+                except BaseException:
+                    self._db.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error as e:
+                raise CodealStoreError(f"co-dealt hands {self.path}: {e}") from None
 
     def put(self, row: CodealRow, *, new: bool = False) -> None:
         """Insert (``new``) or replace the row, durably."""
@@ -94,7 +125,7 @@ class CodealStore:
                         row.created_ms,
                         row.closed_ms,
                         row.sealed_secrets,
-                        json.dumps(row.public, sort_keys=True),
+                        json.dumps({k: v for k, v in row.public.items() if k != "seats"}, sort_keys=True),
                         row.pool_tenant,
                     ),
                 )
@@ -130,4 +161,6 @@ class CodealStore:
 
 
 def _row(row: Any) -> CodealRow:
-    return CodealRow(row[0], row[1], row[2], row[3], row[4], row[5], json.loads(row[6]), row[7])
+    public = json.loads(row[6])
+    public.setdefault("seats", [])
+    return CodealRow(row[0], row[1], row[2], row[3], row[4], row[5], public, row[7])

@@ -151,7 +151,7 @@ def test_the_codealer_refuses_another_seats_card_and_a_card_out_of_order_even_af
         again = direct.GetShare(
             codealer_pb2.GetShareRequest(hand_id=hand.hand_id, position=0, seat_public_key=alice.public_key)
         )
-        assert len(again.sealed_share) == 176
+        assert [len(s) for s in again.sealed_shares] == [176]
     finally:
         codealer.stop()
 

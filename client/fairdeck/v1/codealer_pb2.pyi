@@ -155,14 +155,20 @@ class GetShareRequest(_message.Message):
     POSITION_FIELD_NUMBER: _builtins.int
     SEAT_PUBLIC_KEY_FIELD_NUMBER: _builtins.int
     LATER_SHUFFLE_RECORDS_FIELD_NUMBER: _builtins.int
+    COUNT_FIELD_NUMBER: _builtins.int
     hand_id: _builtins.str
     position: _builtins.int
-    """Position in the final deck (0 is the top). Must be the next position of
-    the deal order, or one already given to the same seat (a retry).
+    """First position in the final deck (0 is the top). Must be the next
+    position of the deal order, or one already given to the same seat (a
+    retry).
     """
     seat_public_key: _builtins.bytes
     """X25519 public key (32 bytes) of the seat the card is dealt to; empty for
     a public share (community cards, or any dealt card once the hand ended).
+    """
+    count: _builtins.int
+    """Positions position .. position + count - 1, all to the same seat, in one
+    durable step (0 counts as 1).
     """
     @_builtins.property
     def later_shuffle_records(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bytes]:
@@ -177,10 +183,11 @@ class GetShareRequest(_message.Message):
         position: _builtins.int = ...,
         seat_public_key: _builtins.bytes = ...,
         later_shuffle_records: _abc.Iterable[_builtins.bytes] | None = ...,
+        count: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["hand_id", b"hand_id", "later_shuffle_records", b"later_shuffle_records", "position", b"position", "seat_public_key", b"seat_public_key"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["count", b"count", "hand_id", b"hand_id", "later_shuffle_records", b"later_shuffle_records", "position", b"position", "seat_public_key", b"seat_public_key"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -190,21 +197,25 @@ Global___GetShareRequest: _TypeAlias = GetShareRequest  # noqa: Y015
 class GetShareResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
-    SHARE_FIELD_NUMBER: _builtins.int
-    SEALED_SHARE_FIELD_NUMBER: _builtins.int
-    share: _builtins.bytes
-    """The 128-byte share, for a public share."""
-    sealed_share: _builtins.bytes
-    """The 176-byte sealed share, for a seat."""
+    SHARES_FIELD_NUMBER: _builtins.int
+    SEALED_SHARES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def shares(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bytes]:
+        """The 128-byte shares, one per position, for a public share."""
+
+    @_builtins.property
+    def sealed_shares(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bytes]:
+        """The 176-byte sealed shares, one per position, for a seat."""
+
     def __init__(
         self,
         *,
-        share: _builtins.bytes = ...,
-        sealed_share: _builtins.bytes = ...,
+        shares: _abc.Iterable[_builtins.bytes] | None = ...,
+        sealed_shares: _abc.Iterable[_builtins.bytes] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["sealed_share", b"sealed_share", "share", b"share"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["sealed_shares", b"sealed_shares", "shares", b"shares"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

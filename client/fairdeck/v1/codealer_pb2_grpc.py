@@ -86,7 +86,7 @@ class CoDealerServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetShare(self, request, context):
-        """A decryption share (spec section 8) for the next position of the deal
+        """Decryption shares (spec section 8) for the next positions of the deal
         order, sealed to a seat key (section 9) or public.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)

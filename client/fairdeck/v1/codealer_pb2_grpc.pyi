@@ -55,7 +55,7 @@ class CoDealerServiceStub:
     shuffles and returns its signed shuffle record (spec sections 6 and 7).
     """
     GetShare: _grpc.UnaryUnaryMultiCallable[_codealer_pb2.GetShareRequest, _codealer_pb2.GetShareResponse]
-    """A decryption share (spec section 8) for the next position of the deal
+    """Decryption shares (spec section 8) for the next positions of the deal
     order, sealed to a seat key (section 9) or public.
     """
     RevealSeed: _grpc.UnaryUnaryMultiCallable[_codealer_pb2.RevealSeedRequest, _codealer_pb2.RevealSeedResponse]
@@ -82,7 +82,7 @@ class CoDealerServiceAsyncStub(CoDealerServiceStub):
     shuffles and returns its signed shuffle record (spec sections 6 and 7).
     """
     GetShare: _aio.UnaryUnaryMultiCallable[_codealer_pb2.GetShareRequest, _codealer_pb2.GetShareResponse]  # type: ignore[assignment]
-    """A decryption share (spec section 8) for the next position of the deal
+    """Decryption shares (spec section 8) for the next positions of the deal
     order, sealed to a seat key (section 9) or public.
     """
     RevealSeed: _aio.UnaryUnaryMultiCallable[_codealer_pb2.RevealSeedRequest, _codealer_pb2.RevealSeedResponse]  # type: ignore[assignment]
@@ -124,7 +124,7 @@ class CoDealerServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _codealer_pb2.GetShareRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_codealer_pb2.GetShareResponse, _abc.Awaitable[_codealer_pb2.GetShareResponse]]:
-        """A decryption share (spec section 8) for the next position of the deal
+        """Decryption shares (spec section 8) for the next positions of the deal
         order, sealed to a seat key (section 9) or public.
         """
 

@@ -39,11 +39,15 @@ from fairdeck_server.vault import SeedVault
 
 
 @dataclass(frozen=True)
-class GivenShare:
-    """A share as given: public (``share``) or sealed to a seat (``sealed``)."""
+class GivenShares:
+    """Shares as given, one per position: public (``shares``) or sealed to a seat (``sealed``)."""
 
-    share: bytes = b""
-    sealed: bytes = b""
+    shares: tuple[bytes, ...] = ()
+    sealed: tuple[bytes, ...] = ()
+
+
+CACHE_HANDS = 4096
+"""Hands whose decoded context, final deck and key the co-dealer keeps in memory."""
 
 
 def _now_ms() -> int:
@@ -68,6 +72,7 @@ class CoDealer:
         self.vault = vault
         self.random = random
         self.clock_ms = clock_ms
+        self._cache: dict[str, tuple[HandContext, Deck, Scalar]] = {}
 
     # -- announce ------------------------------------------------------------------------------
 
@@ -170,59 +175,85 @@ class CoDealer:
 
     # -- share ---------------------------------------------------------------------------------
 
-    def share(self, hand_id: str, position: int, seat_key: bytes, later: Sequence[bytes]) -> GivenShare:
-        """A share of the final deck's card at ``position``, sealed to ``seat_key`` (empty: public)."""
+    def share(
+        self, hand_id: str, position: int, seat_key: bytes, later: Sequence[bytes], count: int = 1
+    ) -> GivenShares:
+        """Shares of the final deck's cards at ``position .. position + count - 1``, sealed to
+        ``seat_key`` (empty: public); recorded, in one durable step, before any is made."""
         row = self._row(hand_id)
         if row.shuffle_record is None or row.key_records is None:
             raise refusals.codeal(Reason.HAND_NOT_SHUFFLED, "this co-dealer has not shuffled this hand yet")
         spec = _spec(row.deck)
         if seat_key and len(seat_key) != 32:
             raise refusals.invalid("seat_public_key", Reason.INVALID_SEAT_KEY, "an X25519 key is 32 bytes")
-        if not 0 <= position < spec.size:
+        if seat_key:
+            try:  # a low-order key is refused before the positions are recorded as its
+                seal_share(spec, hand_id, position, row.holder, bytes(128), seat_key, self.random)
+            except CodealError:
+                raise refusals.invalid(
+                    "seat_public_key", Reason.INVALID_SEAT_KEY, "a low-order X25519 key"
+                ) from None
+        count = max(count, 1)
+        if not position >= 0 or position + count > spec.size:
             raise refusals.codeal(
-                Reason.SHARE_OUT_OF_ORDER, f"position must be below {spec.size}", "position"
+                Reason.SHARE_OUT_OF_ORDER, f"positions must be below {spec.size}", "position"
             )
-        ctx = self._context(row, spec)
-        final = self._final(row, ctx, later)
+        ctx, final, x = self._hand_state(row, spec, later)
+        positions = range(position, position + count)
 
         def record(db: sqlite3.Connection) -> None:
             now = read_hand(db, hand_id)
             given = read_shares(db, hand_id)
             ended = now is not None and now.revealed
-            if position in given:
-                if given[position] == seat_key or (ended and not seat_key):
-                    return  # the same share again (a retry), or a dealt card made public after the hand
-                raise refusals.codeal(
-                    Reason.SHARE_GIVEN_TO_ANOTHER_SEAT,
-                    f"position {position}'s share went to another seat",
-                    "seat_public_key",
+            for p in positions:
+                if p in given:
+                    if given[p] == seat_key or (ended and not seat_key):
+                        continue  # the same share again (a retry), or a dealt card made public after the hand
+                    raise refusals.codeal(
+                        Reason.SHARE_GIVEN_TO_ANOTHER_SEAT,
+                        f"position {p}'s share went to another seat",
+                        "seat_public_key",
+                    )
+                if ended:
+                    raise refusals.codeal(Reason.HAND_CLOSED, "the hand ended; no more cards are dealt")
+                if p != len(given):
+                    raise refusals.codeal(
+                        Reason.SHARE_OUT_OF_ORDER,
+                        f"the next position of the deal order is {len(given)}",
+                        "position",
+                    )
+                db.execute(
+                    "INSERT INTO shares (hand_id, position, seat_key, given_ms) VALUES (?, ?, ?, ?)",
+                    (hand_id, p, seat_key, self.clock_ms()),
                 )
-            if ended:
-                raise refusals.codeal(Reason.HAND_CLOSED, "the hand ended; no more cards are dealt")
-            if position != len(given):
-                raise refusals.codeal(
-                    Reason.SHARE_OUT_OF_ORDER,
-                    f"the next position of the deal order is {len(given)}",
-                    "position",
-                )
-            db.execute(
-                "INSERT INTO shares (hand_id, position, seat_key, given_ms) VALUES (?, ?, ?, ?)",
-                (hand_id, position, seat_key, self.clock_ms()),
-            )
+                given[p] = seat_key
 
         self.ledger.transaction(record)
-        x, _ = self._secrets(row)
-        share = make_share(ctx, position, row.holder, x, final[position], self.random).encode()
+        shares = [make_share(ctx, p, row.holder, x, final[p], self.random).encode() for p in positions]
         if not seat_key:
-            return GivenShare(share=share)
-        try:
-            return GivenShare(
-                sealed=seal_share(spec, hand_id, position, row.holder, share, seat_key, self.random)
+            return GivenShares(shares=tuple(shares))
+        return GivenShares(
+            sealed=tuple(
+                seal_share(spec, hand_id, p, row.holder, share, seat_key, self.random)
+                for p, share in zip(positions, shares, strict=True)
             )
-        except CodealError:
-            raise refusals.invalid(
-                "seat_public_key", Reason.INVALID_SEAT_KEY, "a low-order X25519 key"
-            ) from None
+        )
+
+    def _hand_state(
+        self, row: HandRow, spec: DeckSpec, later: Sequence[bytes]
+    ) -> tuple[HandContext, Deck, Scalar]:
+        """The hand's context, final deck and key, decoded once and kept (a bounded cache)."""
+        cached = self._cache.get(row.hand_id)
+        if cached is not None:
+            if later:
+                self._final(row, cached[0], later)  # still checks a later record given again
+            return cached
+        ctx = self._context(row, spec)
+        state = (ctx, self._final(row, ctx, later), self._secrets(row)[0])
+        if len(self._cache) >= CACHE_HANDS:
+            self._cache.pop(next(iter(self._cache)))
+        self._cache[row.hand_id] = state
+        return state
 
     # -- reveal --------------------------------------------------------------------------------
 

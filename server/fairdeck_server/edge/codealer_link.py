@@ -69,10 +69,14 @@ class GrpcCoDealerLink:
         r = await self._call(self._stub.ShuffleDeck, request)
         return r.shuffle_record, r.shuffle_record_signature
 
-    async def share(self, hand_id: str, position: int, seat_key: bytes) -> tuple[bytes, bytes]:
-        request = pb.GetShareRequest(hand_id=hand_id, position=position, seat_public_key=seat_key)
+    async def share(
+        self, hand_id: str, position: int, seat_key: bytes, count: int
+    ) -> tuple[list[bytes], list[bytes]]:
+        request = pb.GetShareRequest(
+            hand_id=hand_id, position=position, seat_public_key=seat_key, count=count
+        )
         r = await self._call(self._stub.GetShare, request)
-        return r.share, r.sealed_share
+        return list(r.shares), list(r.sealed_shares)
 
     async def reveal(self, hand_id: str) -> bytes:
         r = await self._call(self._stub.RevealSeed, pb.RevealSeedRequest(hand_id=hand_id))
@@ -89,6 +93,8 @@ def codeal_dealer(
 
     if config.codealer is None or config.codealer_key is None:
         raise StartupRefused("--codealer and --codealer-key go together (and --codeal-default needs them)")
+    if config.processes > 1:
+        raise StartupRefused("--codealer runs with one serving process: drop --processes (or set it to 1)")
     try:
         identity = codealer_identity(config.codealer_key)
     except ValueError as e:

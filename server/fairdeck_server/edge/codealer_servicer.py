@@ -65,9 +65,10 @@ class CoDealerServicer(codealer_pb2_grpc.CoDealerServiceServicer):
                 request.position,
                 request.seat_public_key,
                 list(request.later_shuffle_records),
+                request.count,
             )
         )
-        return pb.GetShareResponse(share=given.share, sealed_share=given.sealed)
+        return pb.GetShareResponse(shares=given.shares, sealed_shares=given.sealed)
 
     @translated
     async def RevealSeed(self, request: pb.RevealSeedRequest, context: Any) -> pb.RevealSeedResponse:
