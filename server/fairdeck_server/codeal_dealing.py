@@ -71,7 +71,7 @@ class CoDealerLink(Protocol):
         self, hand_id: str, key_records: Sequence[bytes], shuffles: Sequence[bytes]
     ) -> tuple[bytes, bytes]: ...
     async def share(
-        self, hand_id: str, position: int, seat_key: bytes, count: int
+        self, hand_id: str, position: int, seat_key: bytes, count: int, seats: Sequence[bytes] = ()
     ) -> tuple[list[bytes], list[bytes]]: ...
     async def reveal(self, hand_id: str) -> bytes: ...
     async def close(self) -> None: ...
@@ -206,9 +206,17 @@ class CodealDealer:
 
     # -- draw ----------------------------------------------------------------------------------
 
-    async def draw(self, tenant: str, hand_id: str, count: int, seat_key: bytes) -> CodealDraw:
-        if seat_key and len(seat_key) != 32:
-            raise refusals.invalid("seat_public_key", Reason.INVALID_SEAT_KEY, "an X25519 key is 32 bytes")
+    async def draw(
+        self, tenant: str, hand_id: str, count: int, seat_key: bytes, seats: Sequence[bytes] = ()
+    ) -> CodealDraw:
+        """The next ``count`` positions, sealed to ``seat_key`` (empty: public), or ``count`` to
+        each of ``seats`` in turn (the hole cards of a whole table in one call)."""
+        field = "seat_public_keys" if seats else "seat_public_key"
+        if seats and seat_key:
+            raise refusals.invalid(field, Reason.INVALID_SEAT_KEY, "give seat_public_key or seat_public_keys")
+        keys = list(seats) if seats else [seat_key]
+        if any(len(k) != 32 for k in keys if k or seats):
+            raise refusals.invalid(field, Reason.INVALID_SEAT_KEY, "an X25519 key is 32 bytes")
         if self.pool is not None:
             self.pool.busy()
         async with self._lock(hand_id):
@@ -219,21 +227,23 @@ class CodealDealer:
             first = len(row.public["seats"])
             if not 1 <= count <= spec.size:
                 raise refusals.invalid("count", Reason.INVALID_COUNT, f"count must be 1..{spec.size}")
-            if first + count > spec.size:
-                raise refusals.not_enough_cards(spec.size - first, count)
+            owners = [k for k in keys for _ in range(count)]
+            if first + len(owners) > spec.size:
+                raise refusals.not_enough_cards(spec.size - first, len(owners))
             ctx, final, x = self._state(row)
-            theirs, sealed = await self.link.share(hand_id, first, seat_key, count)
-            if len(sealed if seat_key else theirs) != count:
+            theirs, sealed = await self.link.share(hand_id, first, seat_key, count, keys if seats else [])
+            if len(sealed if any(owners) else theirs) != len(owners):
                 raise _invalid("answer")
             shares, cards = [], []
-            for i, p in enumerate(range(first, first + count)):
+            for i, owner in enumerate(owners):
+                p = first + i
                 own = make_share(ctx, p, 0, x, final[p], self.random)
-                if seat_key:
+                if owner:
                     try:
-                        mine = seal_share(spec, hand_id, p, 0, own.encode(), seat_key, self.random)
+                        mine = seal_share(spec, hand_id, p, 0, own.encode(), owner, self.random)
                     except CodealError:
                         raise refusals.invalid(
-                            "seat_public_key", Reason.INVALID_SEAT_KEY, "a low-order X25519 key"
+                            field, Reason.INVALID_SEAT_KEY, "a low-order X25519 key"
                         ) from None
                     shares.append((mine, sealed[i]))
                 else:
@@ -246,9 +256,9 @@ class CodealDealer:
                     shares.append((own.encode(), theirs[i]))
             # The co-dealer recorded each position's seat before answering (its ledger is the
             # guard); the dealer's record follows, so the next draw starts after these.
-            await asyncio.to_thread(self.store.add_seats, hand_id, first, [seat_key] * count)
-            row.public["seats"].extend([seat_key.hex()] * count)
-            return CodealDraw(row.deck, first, tuple(shares), tuple(cards), spec.size - first - count)
+            await asyncio.to_thread(self.store.add_seats, hand_id, first, owners)
+            row.public["seats"].extend(k.hex() for k in owners)
+            return CodealDraw(row.deck, first, tuple(shares), tuple(cards), spec.size - first - len(owners))
 
     # -- close ---------------------------------------------------------------------------------
 

@@ -177,3 +177,21 @@ def test_a_codealt_open_on_a_dealer_without_a_codealer_is_refused(tmp_path: Path
                 pb.OpenHandRequest(deck="standard", mode=pb.DEAL_MODE_CODEALT)
             )
         ) == ("FAILED_PRECONDITION", "CODEAL_NOT_CONFIGURED")
+
+
+def test_a_whole_table_is_dealt_in_one_call_and_each_seat_opens_only_its_cards(
+    table: tuple[CodealerProcess, DealerProcess],
+) -> None:
+    codealer, dealer = table
+    with DealerClient(dealer.target, timeout=30) as client:
+        hands = CodealHands(client)
+        hand = hands.open_hand("standard")
+        seats = [SeatKey.generate() for _ in range(3)]
+        dealt = hands.deal_seats(hand.hand_id, 2, [s.public_key for s in seats])
+        assert [[c.position for c in cards] for cards in dealt] == [[0, 1], [2, 3], [4, 5]]
+        opened = [open_cards(hand, cards, seat) for cards, seat in zip(dealt, seats, strict=True)]
+        with pytest.raises(CodealError):
+            open_cards(hand, dealt[1], seats[0])
+        closed = hands.close_hand(hand.hand_id)
+    assert [d.card for d in closed.codeal.dealt] == [c for cards in opened for c in cards]
+    verify_codeal_hand(closed, [bytes.fromhex(codealer.identity)])

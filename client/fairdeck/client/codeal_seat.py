@@ -87,6 +87,20 @@ class CodealHands:
         cards = tuple(spec.card_for_id(c) for c in r.cards)
         return SealedDraw(r.position, tuple(r.sealed_cards), cards, r.remaining_count)
 
+    def deal_seats(
+        self,
+        hand_id: str,
+        count: int,
+        seat_public_keys: Sequence[bytes],
+        *,
+        timeout: Timeout = USE_CLIENT_DEFAULT,
+    ) -> list[tuple[pb.SealedCard, ...]]:
+        """``count`` cards to each seat, in one call: one tuple of sealed cards per seat, in order."""
+        request = pb.DrawCardsRequest(hand_id=hand_id, count=count, seat_public_keys=seat_public_keys)
+        r: pb.DrawCardsResponse = self.client._unary("DrawCards", request, timeout=timeout)
+        cards = tuple(r.sealed_cards)
+        return [cards[i * count : (i + 1) * count] for i in range(len(seat_public_keys))]
+
     def close_hand(self, hand_id: str, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> pb.Hand:
         """Close: both seeds revealed, every dealt position's public shares, the hand checked."""
         response: pb.CloseHandResponse = self.client._unary(

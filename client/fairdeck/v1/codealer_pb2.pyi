@@ -156,6 +156,7 @@ class GetShareRequest(_message.Message):
     SEAT_PUBLIC_KEY_FIELD_NUMBER: _builtins.int
     LATER_SHUFFLE_RECORDS_FIELD_NUMBER: _builtins.int
     COUNT_FIELD_NUMBER: _builtins.int
+    SEAT_PUBLIC_KEYS_FIELD_NUMBER: _builtins.int
     hand_id: _builtins.str
     position: _builtins.int
     """First position in the final deck (0 is the top). Must be the next
@@ -176,6 +177,12 @@ class GetShareRequest(_message.Message):
         when it shuffled last); checked once, on the first share of the hand.
         """
 
+    @_builtins.property
+    def seat_public_keys(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bytes]:
+        """Several seats at once: `count` positions to each of these keys, seat by
+        seat in this order, in one durable step. Not with seat_public_key.
+        """
+
     def __init__(
         self,
         *,
@@ -184,10 +191,11 @@ class GetShareRequest(_message.Message):
         seat_public_key: _builtins.bytes = ...,
         later_shuffle_records: _abc.Iterable[_builtins.bytes] | None = ...,
         count: _builtins.int = ...,
+        seat_public_keys: _abc.Iterable[_builtins.bytes] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["count", b"count", "hand_id", b"hand_id", "later_shuffle_records", b"later_shuffle_records", "position", b"position", "seat_public_key", b"seat_public_key"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["count", b"count", "hand_id", b"hand_id", "later_shuffle_records", b"later_shuffle_records", "position", b"position", "seat_public_key", b"seat_public_key", "seat_public_keys", b"seat_public_keys"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -129,6 +129,7 @@ class CodealDealt(_message.Message):
     CARD_FIELD_NUMBER: _builtins.int
     SHARES_FIELD_NUMBER: _builtins.int
     SEAT_PUBLIC_KEY_FIELD_NUMBER: _builtins.int
+    SEAT_PUBLIC_KEYS_FIELD_NUMBER: _builtins.int
     position: _builtins.int
     card: _builtins.int
     """The card id the shares open to."""
@@ -142,6 +143,13 @@ class CodealDealt(_message.Message):
     def shares(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bytes]:
         """One 128-byte share per key holder, holder order."""
 
+    @_builtins.property
+    def seat_public_keys(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bytes]:
+        """Co-dealt hands: deal `count` cards to each of these seats (X25519 keys),
+        seat by seat in this order (the first seat's cards first), in one call.
+        Not with seat_public_key.
+        """
+
     def __init__(
         self,
         *,
@@ -149,10 +157,11 @@ class CodealDealt(_message.Message):
         card: _builtins.int = ...,
         shares: _abc.Iterable[_builtins.bytes] | None = ...,
         seat_public_key: _builtins.bytes = ...,
+        seat_public_keys: _abc.Iterable[_builtins.bytes] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["card", b"card", "position", b"position", "seat_public_key", b"seat_public_key", "shares", b"shares"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["card", b"card", "position", b"position", "seat_public_key", b"seat_public_key", "seat_public_keys", b"seat_public_keys", "shares", b"shares"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -567,6 +576,7 @@ class DrawCardsRequest(_message.Message):
     COUNT_FIELD_NUMBER: _builtins.int
     EXPECTED_POSITION_FIELD_NUMBER: _builtins.int
     SEAT_PUBLIC_KEY_FIELD_NUMBER: _builtins.int
+    SEAT_PUBLIC_KEYS_FIELD_NUMBER: _builtins.int
     hand_id: _builtins.str
     count: _builtins.int
     """1 to the number of cards left."""
@@ -582,6 +592,13 @@ class DrawCardsRequest(_message.Message):
     are dealt to; their shares come back sealed to it. Empty: a public draw
     (community cards), whose shares and cards are returned in the clear.
     """
+    @_builtins.property
+    def seat_public_keys(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bytes]:
+        """Co-dealt hands: deal `count` cards to each of these seats (X25519 keys),
+        seat by seat in this order (the first seat's cards first), in one call.
+        Not with seat_public_key.
+        """
+
     def __init__(
         self,
         *,
@@ -589,10 +606,11 @@ class DrawCardsRequest(_message.Message):
         count: _builtins.int = ...,
         expected_position: _builtins.int | None = ...,
         seat_public_key: _builtins.bytes = ...,
+        seat_public_keys: _abc.Iterable[_builtins.bytes] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_expected_position", b"_expected_position", "expected_position", b"expected_position"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_position", b"_expected_position", "count", b"count", "expected_position", b"expected_position", "hand_id", b"hand_id", "seat_public_key", b"seat_public_key"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_position", b"_expected_position", "count", b"count", "expected_position", b"expected_position", "hand_id", b"hand_id", "seat_public_key", b"seat_public_key", "seat_public_keys", b"seat_public_keys"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__expected_position: _TypeAlias = _typing.Literal["expected_position"]  # noqa: Y015
     _WhichOneofArgType__expected_position: _TypeAlias = _typing.Literal["_expected_position", b"_expected_position"]  # noqa: Y015

@@ -176,43 +176,53 @@ class CoDealer:
     # -- share ---------------------------------------------------------------------------------
 
     def share(
-        self, hand_id: str, position: int, seat_key: bytes, later: Sequence[bytes], count: int = 1
+        self,
+        hand_id: str,
+        position: int,
+        seat_key: bytes,
+        later: Sequence[bytes],
+        count: int = 1,
+        seats: Sequence[bytes] = (),
     ) -> GivenShares:
         """Shares of the final deck's cards at ``position .. position + count - 1``, sealed to
-        ``seat_key`` (empty: public); recorded, in one durable step, before any is made."""
+        ``seat_key`` (empty: public), or ``count`` positions to each of ``seats`` in turn;
+        recorded, in one durable step, before any is made."""
         row = self._row(hand_id)
         if row.shuffle_record is None or row.key_records is None:
             raise refusals.codeal(Reason.HAND_NOT_SHUFFLED, "this co-dealer has not shuffled this hand yet")
         spec = _spec(row.deck)
-        if seat_key and len(seat_key) != 32:
-            raise refusals.invalid("seat_public_key", Reason.INVALID_SEAT_KEY, "an X25519 key is 32 bytes")
-        if seat_key:
-            try:  # a low-order key is refused before the positions are recorded as its
-                seal_share(spec, hand_id, position, row.holder, bytes(128), seat_key, self.random)
-            except CodealError:
-                raise refusals.invalid(
-                    "seat_public_key", Reason.INVALID_SEAT_KEY, "a low-order X25519 key"
-                ) from None
-        count = max(count, 1)
-        if not position >= 0 or position + count > spec.size:
+        field = "seat_public_keys" if seats else "seat_public_key"
+        if seats and (seat_key or not all(seats)):
+            raise refusals.invalid(field, Reason.INVALID_SEAT_KEY, "seat keys, and not seat_public_key too")
+        keys = list(seats) if seats else [seat_key]
+        for key in keys:
+            if key and len(key) != 32:
+                raise refusals.invalid(field, Reason.INVALID_SEAT_KEY, "an X25519 key is 32 bytes")
+            if key:
+                try:  # a low-order key is refused before the positions are recorded as its
+                    seal_share(spec, hand_id, position, row.holder, bytes(128), key, self.random)
+                except CodealError:
+                    raise refusals.invalid(field, Reason.INVALID_SEAT_KEY, "a low-order X25519 key") from None
+        owners = [key for key in keys for _ in range(max(count, 1))]  # each position's seat key, in order
+        if position < 0 or position + len(owners) > spec.size:
             raise refusals.codeal(
                 Reason.SHARE_OUT_OF_ORDER, f"positions must be below {spec.size}", "position"
             )
         ctx, final, x = self._hand_state(row, spec, later)
-        positions = range(position, position + count)
+        positions = range(position, position + len(owners))
 
         def record(db: sqlite3.Connection) -> None:
             now = read_hand(db, hand_id)
             given = read_shares(db, hand_id)
             ended = now is not None and now.revealed
-            for p in positions:
+            for p, owner in zip(positions, owners, strict=True):
                 if p in given:
-                    if given[p] == seat_key or (ended and not seat_key):
+                    if given[p] == owner or (ended and not owner):
                         continue  # the same share again (a retry), or a dealt card made public after the hand
                     raise refusals.codeal(
                         Reason.SHARE_GIVEN_TO_ANOTHER_SEAT,
                         f"position {p}'s share went to another seat",
-                        "seat_public_key",
+                        field,
                     )
                 if ended:
                     raise refusals.codeal(Reason.HAND_CLOSED, "the hand ended; no more cards are dealt")
@@ -224,18 +234,18 @@ class CoDealer:
                     )
                 db.execute(
                     "INSERT INTO shares (hand_id, position, seat_key, given_ms) VALUES (?, ?, ?, ?)",
-                    (hand_id, p, seat_key, self.clock_ms()),
+                    (hand_id, p, owner, self.clock_ms()),
                 )
-                given[p] = seat_key
+                given[p] = owner
 
         self.ledger.transaction(record)
         shares = [make_share(ctx, p, row.holder, x, final[p], self.random).encode() for p in positions]
-        if not seat_key:
+        if not any(owners):
             return GivenShares(shares=tuple(shares))
         return GivenShares(
             sealed=tuple(
-                seal_share(spec, hand_id, p, row.holder, share, seat_key, self.random)
-                for p, share in zip(positions, shares, strict=True)
+                seal_share(spec, hand_id, p, row.holder, share, owner, self.random)
+                for p, share, owner in zip(positions, shares, owners, strict=True)
             )
         )
 

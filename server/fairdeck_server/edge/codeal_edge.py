@@ -57,7 +57,9 @@ class CodealEdge:
         return hand(await self._dealer().get(tenant, hand_id))
 
     async def draw(self, tenant: str, request: pb.DrawCardsRequest) -> pb.DrawCardsResponse:
-        draw = await self._dealer().draw(tenant, request.hand_id, request.count, request.seat_public_key)
+        draw = await self._dealer().draw(
+            tenant, request.hand_id, request.count, request.seat_public_key, list(request.seat_public_keys)
+        )
         response = pb.DrawCardsResponse(
             cards=draw.cards, position=draw.position, remaining_count=draw.remaining, deck=draw.deck
         )

@@ -70,10 +70,10 @@ class GrpcCoDealerLink:
         return r.shuffle_record, r.shuffle_record_signature
 
     async def share(
-        self, hand_id: str, position: int, seat_key: bytes, count: int
+        self, hand_id: str, position: int, seat_key: bytes, count: int, seats: Sequence[bytes] = ()
     ) -> tuple[list[bytes], list[bytes]]:
         request = pb.GetShareRequest(
-            hand_id=hand_id, position=position, seat_public_key=seat_key, count=count
+            hand_id=hand_id, position=position, seat_public_key=seat_key, count=count, seat_public_keys=seats
         )
         r = await self._call(self._stub.GetShare, request)
         return list(r.shares), list(r.sealed_shares)

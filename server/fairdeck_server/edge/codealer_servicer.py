@@ -66,6 +66,7 @@ class CoDealerServicer(codealer_pb2_grpc.CoDealerServiceServicer):
                 request.seat_public_key,
                 list(request.later_shuffle_records),
                 request.count,
+                list(request.seat_public_keys),
             )
         )
         return pb.GetShareResponse(shares=given.shares, sealed_shares=given.sealed)
