@@ -195,3 +195,32 @@ def test_a_whole_table_is_dealt_in_one_call_and_each_seat_opens_only_its_cards(
         closed = hands.close_hand(hand.hand_id)
     assert [d.card for d in closed.codeal.dealt] == [c for cards in opened for c in cards]
     verify_codeal_hand(closed, [bytes.fromhex(codealer.identity)])
+
+
+def test_the_codealer_verifies_the_dealers_shuffle_before_its_own(codealer_dir: Path) -> None:
+    """A dealer that skips its own shuffle, or hands over one it did not make for this hand, gets no
+    shuffle from the co-dealer: refused INVALID_ARGUMENT INVALID_TRANSCRIPT naming the step."""
+    import random
+
+    from fairdeck.codeal.keys import new_holder
+    from fairdeck.codeal.local import codeal_local
+    from fairdeck.core.decks import DeckSpec
+
+    with CodealerProcess(codealer_dir) as codealer:
+        direct = codealer_stub(codealer.target)
+        announced = direct.AnnounceHand(
+            codealer_pb2.AnnounceHandRequest(hand_id="h-skip", deck="short", holder=1, holder_count=2)
+        )
+        other = codeal_local("short", "h-other", 2, [], random.Random(3).randbytes)  # another hand's
+        mine = new_holder(DeckSpec.parse("short"), "h-skip", 0, random.Random(4).randbytes)
+        keys = [mine.record.encode(), announced.key_record]
+        skipped = codealer_pb2.ShuffleDeckRequest(hand_id="h-skip", key_records=keys)
+        assert refusal(lambda: direct.ShuffleDeck(skipped)) == ("INVALID_ARGUMENT", "INVALID_TRANSCRIPT")
+        replayed = codealer_pb2.ShuffleDeckRequest(
+            hand_id="h-skip", key_records=keys, shuffle_records=[other.shuffles[0]]
+        )
+        with pytest.raises(grpc.RpcError) as e:
+            direct.ShuffleDeck(replayed)
+        error = from_rpc_error(e.value)
+        assert (error.code.name, error.reason) == ("INVALID_ARGUMENT", "INVALID_TRANSCRIPT")
+        assert error.field == "shuffle_records" and "shuffle" in str(error)
