@@ -224,3 +224,45 @@ def test_the_codealer_verifies_the_dealers_shuffle_before_its_own(codealer_dir: 
         error = from_rpc_error(e.value)
         assert (error.code.name, error.reason) == ("INVALID_ARGUMENT", "INVALID_TRANSCRIPT")
         assert error.field == "shuffle_records" and "shuffle" in str(error)
+
+
+def test_everything_the_dealer_holds_during_a_hand_does_not_open_a_seats_card(
+    table: tuple[CodealerProcess, DealerProcess], tmp_path: Path
+) -> None:
+    """The dealer's data dir (its database, co-dealt hands file and seed key) and its log, taken
+    while a seat holds its cards: the dealer's own key opens no card, and the co-dealer's share of
+    the seat's cards appears nowhere in it (the dealer only relayed it sealed)."""
+    import sqlite3
+
+    from fairdeck.codeal.elgamal import card_points
+    from fairdeck.codeal.group import Scalar, mul, sub
+    from fairdeck.codeal.record import ShuffleRecord
+    from fairdeck.core.decks import DeckSpec
+    from fairdeck_server.vault import SeedVault, read_key_file
+
+    _, dealer = table
+    with DealerClient(dealer.target, timeout=30) as client:
+        hands = CodealHands(client)
+        hand = hands.open_hand("standard")
+        alice = SeatKey.generate()
+        hands.draw(hand.hand_id, 2, seat_public_key=alice.public_key)
+        data = dealer.data_dir
+        assert data is not None
+        held = b"".join(p.read_bytes() for p in sorted(data.rglob("*")) if p.is_file())
+        held += (tmp_path / "dealer.log").read_bytes()
+        keys = read_key_file(data / "seed.key")
+        with sqlite3.connect(data / "codeal.db") as db:
+            (sealed,) = db.execute(
+                "SELECT sealed_secrets FROM codeal_hands WHERE hand_id = ?", (hand.hand_id,)
+            ).fetchone()
+        x0 = SeedVault(keys[0], tuple(keys[1:])).open(hand.hand_id, sealed)[:32]
+        closed = hands.close_hand(hand.hand_id)
+    spec = DeckSpec.parse("standard")
+    final = ShuffleRecord.decode(bytes(hand.codeal.shuffle_records[1]), spec.size, 1).deck
+    cards = card_points(spec)
+    for dealt in closed.codeal.dealt:
+        e = final[dealt.position]
+        assert sub(e.c2, mul(Scalar(x0), e.c1)) not in cards  # the dealer's key alone opens nothing
+        theirs = bytes(dealt.shares[1])[:32]  # the co-dealer's D for this position, public only now
+        for form in (theirs, theirs.hex().encode(), theirs.hex().upper().encode()):
+            assert form not in held
