@@ -19,7 +19,6 @@ import os
 import sqlite3
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -170,4 +169,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
