@@ -11,7 +11,7 @@ import pytest
 
 from fairdeck.client import DealerClient
 from fairdeck.client.codeal_seat import CodealHands, SeatKey, hand_proof, open_cards, verify_codeal_hand
-from fairdeck.client.exceptions import from_rpc_error
+from fairdeck.client.exceptions import FailedPrecondition, from_rpc_error
 from fairdeck.codeal.errors import CodealError
 from fairdeck.codeal.handfile import CodealHandProof
 from fairdeck.v1 import codealer_pb2, codealer_pb2_grpc, dealer_pb2_grpc
@@ -266,3 +266,22 @@ def test_everything_the_dealer_holds_during_a_hand_does_not_open_a_seats_card(
         theirs = bytes(dealt.shares[1])[:32]  # the co-dealer's D for this position, public only now
         for form in (theirs, theirs.hex().encode(), theirs.hex().upper().encode()):
             assert form not in held
+
+
+def test_a_dealer_whose_record_disagrees_with_the_codealers_is_refused_with_the_codealers_reason(
+    table: tuple[CodealerProcess, DealerProcess],
+) -> None:
+    """Someone took position 0 for another seat at the co-dealer (a second dealer, or a dealer
+    restored from an older backup): the dealer's draw is refused, and says why."""
+    codealer, dealer = table
+    with DealerClient(dealer.target, timeout=30) as client:
+        hands = CodealHands(client)
+        hand = hands.open_hand("short")
+        codealer_stub(codealer.target).GetShare(
+            codealer_pb2.GetShareRequest(
+                hand_id=hand.hand_id, position=0, seat_public_key=SeatKey.generate().public_key
+            )
+        )
+        with pytest.raises(FailedPrecondition) as e:
+            hands.draw(hand.hand_id, 2, seat_public_key=SeatKey.generate().public_key)
+    assert e.value.reason == "CODEALER_REFUSED" and "SHARE_GIVEN_TO_ANOTHER_SEAT" in str(e.value)

@@ -12,10 +12,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpc
+from google.rpc import error_details_pb2, status_pb2
 
 from fairdeck.v1 import codealer_pb2 as pb
 from fairdeck.v1 import codealer_pb2_grpc
-from fairdeck.wire import Reason
+from fairdeck.wire import STATUS_DETAILS_KEY, Reason
 from fairdeck_server import refusals
 from fairdeck_server.codeal_store import CodealStore, CodealStoreError
 from fairdeck_server.config import ServerConfig
@@ -31,6 +32,18 @@ POOL_PER_TENANT = 16
 CALL_TIMEOUT = 10.0
 """Seconds a co-dealer call may take (a 52-card shuffle with its proof takes well under one)."""
 _DOWN = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED)
+
+
+def _reason(error: grpc.aio.AioRpcError) -> str:
+    """The co-dealer's ErrorInfo reason (its refusals use the same contract), or ""."""
+    for key, value in error.trailing_metadata() or ():
+        if key == STATUS_DETAILS_KEY and isinstance(value, bytes):
+            status = status_pb2.Status.FromString(value)
+            for detail in status.details:
+                info = error_details_pb2.ErrorInfo()
+                if detail.Unpack(info):
+                    return info.reason
+    return ""
 
 
 class GrpcCoDealerLink:
@@ -52,7 +65,8 @@ class GrpcCoDealerLink:
                     Reason.CODEALER_UNAVAILABLE, f"the co-dealer at {self.target} is unreachable; retry later"
                 ) from None
             raise refusals.codeal(
-                Reason.CODEALER_REFUSED, f"the co-dealer refused ({e.code().name}): {e.details()}"
+                Reason.CODEALER_REFUSED,
+                f"the co-dealer refused ({e.code().name} {_reason(e)}): {e.details()}",
             ) from None
 
     async def announce(
