@@ -9,14 +9,15 @@ message, so the game server sees why a co-dealt hand was not dealt.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import grpc
-from google.rpc import error_details_pb2, status_pb2
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
 
 from fairdeck.v1 import codealer_pb2 as pb
 from fairdeck.v1 import codealer_pb2_grpc
-from fairdeck.wire import STATUS_DETAILS_KEY, Reason
+from fairdeck.wire import Reason
 from fairdeck_server import refusals
 from fairdeck_server.codeal_store import CodealStore, CodealStoreError
 from fairdeck_server.config import ServerConfig
@@ -36,13 +37,14 @@ _DOWN = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.St
 
 def _reason(error: grpc.aio.AioRpcError) -> str:
     """The co-dealer's ErrorInfo reason (its refusals use the same contract), or ""."""
-    for key, value in error.trailing_metadata() or ():
-        if key == STATUS_DETAILS_KEY and isinstance(value, bytes):
-            status = status_pb2.Status.FromString(value)
-            for detail in status.details:
-                info = error_details_pb2.ErrorInfo()
-                if detail.Unpack(info):
-                    return info.reason
+    try:
+        status = rpc_status.from_call(cast(Any, error))
+    except ValueError:
+        return ""
+    for detail in status.details if status is not None else ():
+        info = error_details_pb2.ErrorInfo()
+        if detail.Unpack(info):
+            return str(info.reason)
     return ""
 
 
