@@ -3,6 +3,8 @@ through the gRPC contract and the SDK's seat module (fairdeck.client.codeal_seat
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -285,3 +287,24 @@ def test_a_dealer_whose_record_disagrees_with_the_codealers_is_refused_with_the_
         with pytest.raises(FailedPrecondition) as e:
             hands.draw(hand.hand_id, 2, seat_public_key=SeatKey.generate().public_key)
     assert e.value.reason == "CODEALER_REFUSED" and "SHARE_GIVEN_TO_ANOTHER_SEAT" in str(e.value)
+
+
+def test_the_readme_codealt_snippet_runs_as_written(
+    table: tuple[CodealerProcess, DealerProcess], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    codealer, dealer = table
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    (snippet,) = [b for b in readme.split("```python\n")[1:] if "CodealHands" in b.split("```")[0]]
+    code = snippet.split("```")[0].replace('"127.0.0.1:50052"', repr(dealer.target))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "codealer.key").write_text(codealer.identity + "\n")
+    exec(compile(code, "README.md", "exec"), {})
+    out = subprocess.run(
+        [sys.executable, "-m", "fairdeck.cli", "verify", "hand.json", "--codealer-key", codealer.identity],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert out.returncode == 0 and out.stdout.startswith("OK: co-dealt hand "), out.stdout + out.stderr
+    assert "7 cards dealt, 2 key holders, seeds revealed" in out.stdout
