@@ -15,7 +15,16 @@ from pathlib import Path
 import pytest
 
 REQUIRE = "CI_REQUIRE_LIBSODIUM"
-NEEDS_LIBSODIUM = ("client/fairdeck/codeal", "tests/codeal", "tests/web/test_codeal_web.py")
+NEEDS_LIBSODIUM = (
+    "client/fairdeck/codeal",
+    "tests/codeal",
+    "tests/codealer",
+    "tests/web/test_codeal_web.py",
+    "client/fairdeck/client/codeal_seat.py",
+    "server/fairdeck_server/codeal_dealing.py",
+    "server/fairdeck_server/codealer/holder.py",
+    "server/fairdeck_server/edge/codealer_servicer.py",
+)
 """Paths, from the repository's root, whose modules import fairdeck.codeal at import time."""
 _ROOT = Path(__file__).resolve().parent
 _MISSING = ctypes.util.find_library("sodium") is None and os.environ.get(REQUIRE) != "1"

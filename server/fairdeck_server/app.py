@@ -29,9 +29,11 @@ from fairdeck_server.config import ServerConfig
 from fairdeck_server.connections import SWEEP_SECONDS, ConnectionWarden, available, fit_descriptors
 from fairdeck_server.cosigning import WitnessPublisher
 from fairdeck_server.dealer import Dealer
+from fairdeck_server.dealer import _new_hand_id as new_hand_id
 from fairdeck_server.edge import reflection
 from fairdeck_server.edge.audit_servicer import AuditServicer
 from fairdeck_server.edge.chain import CallInterceptor
+from fairdeck_server.edge.codealer_link import codeal_dealer
 from fairdeck_server.edge.deadline import STREAM_RUNS, DeadlineInterceptor
 from fairdeck_server.edge.dealer_servicer import DealerServicer
 from fairdeck_server.edge.health import HealthServicer
@@ -58,6 +60,7 @@ from fairdeck_server.storage_health import StorageHealth
 from fairdeck_server.tile_publishing import LiveTiles, Source, read_whole_log, tiles_refusal
 
 if TYPE_CHECKING:
+    from fairdeck_server.codeal_dealing import CodealDealer
     from fairdeck_server.processes import Worker
 
 ADMISSION_SLOTS = 64
@@ -99,6 +102,7 @@ class DealerServer:
     publisher: CheckpointPublisher
     witnessing: WitnessPublisher
     dealer: Dealer
+    codeal: CodealDealer | None = None
     reaper: Reaper
 
     def __init__(self, config: ServerConfig, worker: Worker | None = None) -> None:
@@ -188,6 +192,8 @@ class DealerServer:
         await self.storage_health.stop()
         await self._close_metrics()
         await self.storage.close()
+        if self.codeal is not None:
+            await self.codeal.aclose()
         if self.identity is not None:
             self.identity.release()
 
@@ -343,7 +349,9 @@ class DealerServer:
         )
         self.dealer.before_logging = self.reaper.ensure_fresh
         self.dealer.others_call = self.limits.admission.others
-        register(self.server, DealerServicer(self.dealer), _service(dealer_pb2, "DealerService"), dealer_pb2)
+        self.codeal = codeal_dealer(self.config, identity.vault, new_hand_id, self.clock.now_ms)
+        servicer = DealerServicer(self.dealer, self.codeal, codeal_default=config.codeal_default)
+        register(self.server, servicer, _service(dealer_pb2, "DealerService"), dealer_pb2)
         audit = AuditServicer(
             self.metered,
             self.publisher,
@@ -398,6 +406,8 @@ class DealerServer:
                 where,
             )
         await self.storage.close()
+        if self.codeal is not None:
+            await self.codeal.aclose()
         if self.identity is not None:
             self.identity.release()  # after the last write: the next dealer may take the dir
 

@@ -160,6 +160,12 @@ class ServerConfig:
     """host:port for the Prometheus /metrics endpoint; None: no endpoint."""
     log_format: str = "text"
     """"text" or "json" (one object per line, with the call's request id)."""
+    codealer: str | None = None
+    """host:port of the co-dealer (`fairdeck codealer serve`; docs/operations.md, "Co-dealer")."""
+    codealer_key: str | None = None
+    """The co-dealer's identity key, 64 hex digits or @FILE (`fairdeck codealer key`)."""
+    codeal_default: bool = False
+    """OpenHand with no mode opens a co-dealt hand (needs --codealer)."""
 
 
 @dataclass(frozen=True)
@@ -354,6 +360,7 @@ CHECKS: dict[str, Callable[[Any], None]] = {
     "witness_interval": _at_least(0, above=True),
     "processes": _at_least(1, most=256),  # a typo (100000) would fork until the machine stops
     "worker_timeout": _at_least(0),
+    "codealer": _host_port,
 }
 
 

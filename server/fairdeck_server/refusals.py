@@ -239,3 +239,8 @@ class StartupRefused(Exception):
 
     def __init__(self, message: str) -> None:
         super().__init__(" ".join(message.split()))
+
+
+def codeal(reason: Reason, message: str, field: str | None = None) -> DealerError:
+    """A refusal of a co-dealt call, by the dealer or by the co-dealer (docs/api.md)."""
+    return DealerError(reason, message, field)

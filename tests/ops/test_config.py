@@ -39,6 +39,8 @@ VALUES: dict[str, tuple[Any, Any, Any]] = {
     "require_auth": (True, False, True),
     "insecure": (True, False, True),
     "allow_clock_behind_log": (True, False, True),
+    "codeal_default": (True, False, True),
+    "codealer": ("127.0.0.1:3001", "127.0.0.1:3002", "127.0.0.1:3003"),
 }
 BY_KIND: dict[type, tuple[Any, Any, Any]] = {
     str: ("from-file", "from-env", "from-flag"),

@@ -95,6 +95,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
         print(f"fairdeck verify: cannot read {path}: {e.strerror or e}", file=sys.stderr)
         return 2
     if handproof.TYPE.encode() in text[: 64 * 1024]:
+        if b'"codeal"' in text[: 64 * 1024]:
+            return _verify_codeal_proof(args, text)
         return _verify_hand_proof(args, text)
     # A transcript has no log step, so keys and witnesses play no part; but a key, a witness or a
     # policy file given that cannot be read is the user's mistake, said as for a hand proof.
@@ -159,6 +161,35 @@ def _verify_hand_proof(args: argparse.Namespace, text: bytes) -> int:
     return 0
 
 
+def _verify_codeal_proof(args: argparse.Namespace, text: bytes) -> int:
+    """A co-dealt hand proof (docs/hand-proof.md, format 4), against the co-dealer keys the user pins."""
+    from fairdeck.codeal.handfile import CodealHandProof  # loads libsodium: co-dealt proofs only
+
+    try:
+        keys = [bytes.fromhex(k) for k in args.codealer_key]
+    except ValueError:
+        keys = []
+    if not keys or any(len(k) != 32 for k in keys):
+        print(
+            "fairdeck verify: a co-dealt hand proof is checked against each co-dealer's identity key: give "
+            "--codealer-key HEX (64 hex digits, from its operator), never the one written in the file",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        proof = CodealHandProof.from_json(text)
+        proof.verify(keys)
+    except VerificationError as e:
+        print(f"FAILED at step {e.step}: {e.detail}")
+        return 1
+    hand = proof.hand
+    print(
+        f"OK: co-dealt hand {hand.hand_id} verified ({hand.deck}, {len(hand.dealt)} cards dealt, "
+        f"{len(hand.keys)} key holders, seeds {'revealed' if hand.seeds else 'not yet revealed'})"
+    )
+    return 0
+
+
 def build_parser(*, server: bool = True) -> argparse.ArgumentParser:
     """The whole command line; ``server=False`` leaves out the server's commands (and does not load it)."""
     parser = argparse.ArgumentParser(prog="fairdeck", description="Provably fair card decks.")
@@ -207,6 +238,13 @@ def build_parser(*, server: bool = True) -> argparse.ArgumentParser:
         metavar="FILE",
         help="a C2SP tlog-policy file (witness, group and quorum lines; - reads stdin) instead of "
         "--witness: the witnesses and the quorum the checkpoint needs",
+    )
+    check.add_argument(
+        "--codealer-key",
+        action="append",
+        default=[],
+        metavar="HEX",
+        help="a co-dealer's identity key (co-dealt hand proofs; repeat, holder order)",
     )
     check.set_defaults(handler=cmd_verify)
 

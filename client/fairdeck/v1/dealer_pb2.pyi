@@ -53,6 +53,199 @@ HAND_STATE_CLOSED: HandState.ValueType  # 3
 """Revealed; no more draws."""
 Global___HandState: _TypeAlias = HandState  # noqa: Y015
 
+class _DealMode:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _DealModeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_DealMode.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    DEAL_MODE_UNSPECIFIED: _DealMode.ValueType  # 0
+    """The tenant's default (the server's --codeal-default; ordinary unless set)."""
+    DEAL_MODE_ORDINARY: _DealMode.ValueType  # 1
+    """The dealer alone shuffles from its committed seed (docs/fairness-spec.md)."""
+    DEAL_MODE_CODEALT: _DealMode.ValueType  # 2
+    """Co-dealt: the deck is shuffled under encryption by the dealer and the
+    co-dealer in turn, and each card opens only on its seat's device
+    (docs/codealing-spec.md). Nobody at the house can see a card.
+    """
+
+class DealMode(_DealMode, metaclass=_DealModeEnumTypeWrapper):
+    """How a hand's deck is dealt."""
+
+DEAL_MODE_UNSPECIFIED: DealMode.ValueType  # 0
+"""The tenant's default (the server's --codeal-default; ordinary unless set)."""
+DEAL_MODE_ORDINARY: DealMode.ValueType  # 1
+"""The dealer alone shuffles from its committed seed (docs/fairness-spec.md)."""
+DEAL_MODE_CODEALT: DealMode.ValueType  # 2
+"""Co-dealt: the deck is shuffled under encryption by the dealer and the
+co-dealer in turn, and each card opens only on its seat's device
+(docs/codealing-spec.md). Nobody at the house can see a card.
+"""
+Global___DealMode: _TypeAlias = DealMode  # noqa: Y015
+
+@_typing.final
+class CodealIdentity(_message.Message):
+    """An identity key that signed a co-dealer's records (docs/codealing-spec.md
+    section 5.5).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    HOLDER_FIELD_NUMBER: _builtins.int
+    IDENTITY_KEY_FIELD_NUMBER: _builtins.int
+    KEY_RECORD_SIGNATURE_FIELD_NUMBER: _builtins.int
+    SHUFFLE_RECORD_SIGNATURE_FIELD_NUMBER: _builtins.int
+    holder: _builtins.int
+    """The key holder's index (1 .. K-1)."""
+    identity_key: _builtins.bytes
+    """Ed25519 public key, 32 bytes."""
+    key_record_signature: _builtins.bytes
+    shuffle_record_signature: _builtins.bytes
+    def __init__(
+        self,
+        *,
+        holder: _builtins.int = ...,
+        identity_key: _builtins.bytes = ...,
+        key_record_signature: _builtins.bytes = ...,
+        shuffle_record_signature: _builtins.bytes = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["holder", b"holder", "identity_key", b"identity_key", "key_record_signature", b"key_record_signature", "shuffle_record_signature", b"shuffle_record_signature"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CodealIdentity: _TypeAlias = CodealIdentity  # noqa: Y015
+
+@_typing.final
+class CodealDealt(_message.Message):
+    """A dealt position of a co-dealt hand with every holder's public share
+    (after the hand closes).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    POSITION_FIELD_NUMBER: _builtins.int
+    CARD_FIELD_NUMBER: _builtins.int
+    SHARES_FIELD_NUMBER: _builtins.int
+    SEAT_PUBLIC_KEY_FIELD_NUMBER: _builtins.int
+    SEAT_PUBLIC_KEYS_FIELD_NUMBER: _builtins.int
+    position: _builtins.int
+    card: _builtins.int
+    """The card id the shares open to."""
+    seat_public_key: _builtins.bytes
+    """The X25519 key the position's shares were sealed to (empty: a public
+    draw). A player checks that its cards went to its own key: the dealer
+    relays seat keys, so a substituted key shows here and in the co-dealer's
+    ledger.
+    """
+    @_builtins.property
+    def shares(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bytes]:
+        """One 128-byte share per key holder, holder order."""
+
+    @_builtins.property
+    def seat_public_keys(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bytes]:
+        """Co-dealt hands: deal `count` cards to each of these seats (X25519 keys),
+        seat by seat in this order (the first seat's cards first), in one call.
+        Not with seat_public_key.
+        """
+
+    def __init__(
+        self,
+        *,
+        position: _builtins.int = ...,
+        card: _builtins.int = ...,
+        shares: _abc.Iterable[_builtins.bytes] | None = ...,
+        seat_public_key: _builtins.bytes = ...,
+        seat_public_keys: _abc.Iterable[_builtins.bytes] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["card", b"card", "position", b"position", "seat_public_key", b"seat_public_key", "seat_public_keys", b"seat_public_keys", "shares", b"shares"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CodealDealt: _TypeAlias = CodealDealt  # noqa: Y015
+
+@_typing.final
+class CodealRecord(_message.Message):
+    """The public record of a co-dealt hand (docs/codealing-spec.md section 11)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VERSION_FIELD_NUMBER: _builtins.int
+    KEY_RECORDS_FIELD_NUMBER: _builtins.int
+    SHUFFLE_RECORDS_FIELD_NUMBER: _builtins.int
+    IDENTITIES_FIELD_NUMBER: _builtins.int
+    DEALT_FIELD_NUMBER: _builtins.int
+    SEEDS_FIELD_NUMBER: _builtins.int
+    version: _builtins.str
+    """"fairdeck-codeal-v1"."""
+    @_builtins.property
+    def key_records(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bytes]:
+        """Key records (128 bytes each), holder order; holder 0 is the dealer."""
+
+    @_builtins.property
+    def shuffle_records(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bytes]:
+        """Shuffle records, holder order."""
+
+    @_builtins.property
+    def identities(self) -> _containers.RepeatedCompositeFieldContainer[Global___CodealIdentity]:
+        """The co-dealers' identity signatures."""
+
+    @_builtins.property
+    def dealt(self) -> _containers.RepeatedCompositeFieldContainer[Global___CodealDealt]:
+        """Closed hands only: every dealt position with its public shares."""
+
+    @_builtins.property
+    def seeds(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bytes]:
+        """Closed hands only: every holder's revealed seed, holder order."""
+
+    def __init__(
+        self,
+        *,
+        version: _builtins.str = ...,
+        key_records: _abc.Iterable[_builtins.bytes] | None = ...,
+        shuffle_records: _abc.Iterable[_builtins.bytes] | None = ...,
+        identities: _abc.Iterable[Global___CodealIdentity] | None = ...,
+        dealt: _abc.Iterable[Global___CodealDealt] | None = ...,
+        seeds: _abc.Iterable[_builtins.bytes] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["dealt", b"dealt", "identities", b"identities", "key_records", b"key_records", "seeds", b"seeds", "shuffle_records", b"shuffle_records", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CodealRecord: _TypeAlias = CodealRecord  # noqa: Y015
+
+@_typing.final
+class SealedCard(_message.Message):
+    """The shares of one dealt position of a co-dealt hand, one per key holder in
+    holder order: sealed to the seat (176 bytes each) or public (128 bytes).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    POSITION_FIELD_NUMBER: _builtins.int
+    SHARES_FIELD_NUMBER: _builtins.int
+    position: _builtins.int
+    @_builtins.property
+    def shares(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bytes]: ...
+    def __init__(
+        self,
+        *,
+        position: _builtins.int = ...,
+        shares: _abc.Iterable[_builtins.bytes] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["position", b"position", "shares", b"shares"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SealedCard: _TypeAlias = SealedCard  # noqa: Y015
+
 @_typing.final
 class ClientSeed(_message.Message):
     """One client seed: text (NFC-normalised, UTF-8) or raw bytes. 1 to 256 bytes."""
@@ -120,6 +313,8 @@ class Hand(_message.Message):
     TRANSCRIPT_FIELD_NUMBER: _builtins.int
     CREATE_TIME_FIELD_NUMBER: _builtins.int
     CLOSE_TIME_FIELD_NUMBER: _builtins.int
+    MODE_FIELD_NUMBER: _builtins.int
+    CODEAL_FIELD_NUMBER: _builtins.int
     hand_id: _builtins.str
     """Server-assigned id, 1 to 64 characters of [A-Za-z0-9._:-]."""
     deck: _builtins.str
@@ -133,6 +328,8 @@ class Hand(_message.Message):
     """Number of cards dealt so far."""
     deck_size: _builtins.int
     """Number of cards in the deck."""
+    mode: Global___DealMode.ValueType
+    """DEAL_MODE_ORDINARY or DEAL_MODE_CODEALT."""
     @_builtins.property
     def client_seeds(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bytes]:
         """Client seeds as used (text seeds as NFC UTF-8 bytes), in order."""
@@ -153,6 +350,12 @@ class Hand(_message.Message):
     def create_time(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
     def close_time(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def codeal(self) -> Global___CodealRecord:
+        """Co-dealt hands only. Their commitment is empty: each key holder commits
+        to its own seed in its key record.
+        """
+
     def __init__(
         self,
         *,
@@ -169,10 +372,12 @@ class Hand(_message.Message):
         transcript: Global___Transcript | None = ...,
         create_time: _timestamp_pb2.Timestamp | None = ...,
         close_time: _timestamp_pb2.Timestamp | None = ...,
+        mode: Global___DealMode.ValueType = ...,
+        codeal: Global___CodealRecord | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["close_time", b"close_time", "commit_receipt", b"commit_receipt", "create_time", b"create_time", "reveal_receipt", b"reveal_receipt", "transcript", b"transcript"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["close_time", b"close_time", "codeal", b"codeal", "commit_receipt", b"commit_receipt", "create_time", b"create_time", "reveal_receipt", b"reveal_receipt", "transcript", b"transcript"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["client_seeds", b"client_seeds", "close_time", b"close_time", "commit_receipt", b"commit_receipt", "commitment", b"commitment", "create_time", b"create_time", "dealt_count", b"dealt_count", "deck", b"deck", "deck_size", b"deck_size", "hand_id", b"hand_id", "reveal_receipt", b"reveal_receipt", "state", b"state", "transcript", b"transcript", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["client_seeds", b"client_seeds", "close_time", b"close_time", "codeal", b"codeal", "commit_receipt", b"commit_receipt", "commitment", b"commitment", "create_time", b"create_time", "dealt_count", b"dealt_count", "deck", b"deck", "deck_size", b"deck_size", "hand_id", b"hand_id", "mode", b"mode", "reveal_receipt", b"reveal_receipt", "state", b"state", "transcript", b"transcript", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -227,19 +432,27 @@ class OpenHandRequest(_message.Message):
 
     DECK_FIELD_NUMBER: _builtins.int
     REQUEST_ID_FIELD_NUMBER: _builtins.int
+    MODE_FIELD_NUMBER: _builtins.int
     deck: _builtins.str
     """Deck spec name; required."""
     request_id: _builtins.str
     """Optional idempotency key, 1 to 64 characters of [A-Za-z0-9._:-]."""
+    mode: Global___DealMode.ValueType
+    """Ordinary or co-dealt; unspecified: the tenant's default. A co-dealt open
+    is refused UNAVAILABLE CODEALER_UNAVAILABLE while the co-dealer is
+    unreachable, and FAILED_PRECONDITION CODEAL_NOT_CONFIGURED on a dealer
+    without one. A co-dealt hand takes no client seeds.
+    """
     def __init__(
         self,
         *,
         deck: _builtins.str = ...,
         request_id: _builtins.str = ...,
+        mode: Global___DealMode.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["deck", b"deck", "request_id", b"request_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["deck", b"deck", "mode", b"mode", "request_id", b"request_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -362,6 +575,8 @@ class DrawCardsRequest(_message.Message):
     HAND_ID_FIELD_NUMBER: _builtins.int
     COUNT_FIELD_NUMBER: _builtins.int
     EXPECTED_POSITION_FIELD_NUMBER: _builtins.int
+    SEAT_PUBLIC_KEY_FIELD_NUMBER: _builtins.int
+    SEAT_PUBLIC_KEYS_FIELD_NUMBER: _builtins.int
     hand_id: _builtins.str
     count: _builtins.int
     """1 to the number of cards left."""
@@ -372,16 +587,30 @@ class DrawCardsRequest(_message.Message):
     are answered again and nothing moves; anywhere else the draw is refused with
     FAILED_PRECONDITION WRONG_POSITION. The SDK passes it when the caller gives it.
     """
+    seat_public_key: _builtins.bytes
+    """Co-dealt hands: the X25519 public key (32 bytes) of the seat the cards
+    are dealt to; their shares come back sealed to it. Empty: a public draw
+    (community cards), whose shares and cards are returned in the clear.
+    """
+    @_builtins.property
+    def seat_public_keys(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bytes]:
+        """Co-dealt hands: deal `count` cards to each of these seats (X25519 keys),
+        seat by seat in this order (the first seat's cards first), in one call.
+        Not with seat_public_key.
+        """
+
     def __init__(
         self,
         *,
         hand_id: _builtins.str = ...,
         count: _builtins.int = ...,
         expected_position: _builtins.int | None = ...,
+        seat_public_key: _builtins.bytes = ...,
+        seat_public_keys: _abc.Iterable[_builtins.bytes] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_expected_position", b"_expected_position", "expected_position", b"expected_position"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_position", b"_expected_position", "count", b"count", "expected_position", b"expected_position", "hand_id", b"hand_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_position", b"_expected_position", "count", b"count", "expected_position", b"expected_position", "hand_id", b"hand_id", "seat_public_key", b"seat_public_key", "seat_public_keys", b"seat_public_keys"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__expected_position: _TypeAlias = _typing.Literal["expected_position"]  # noqa: Y015
     _WhichOneofArgType__expected_position: _TypeAlias = _typing.Literal["_expected_position", b"_expected_position"]  # noqa: Y015
@@ -397,6 +626,7 @@ class DrawCardsResponse(_message.Message):
     POSITION_FIELD_NUMBER: _builtins.int
     REMAINING_COUNT_FIELD_NUMBER: _builtins.int
     DECK_FIELD_NUMBER: _builtins.int
+    SEALED_CARDS_FIELD_NUMBER: _builtins.int
     position: _builtins.int
     """Deck position of the first card drawn (0 is the top)."""
     remaining_count: _builtins.int
@@ -407,6 +637,12 @@ class DrawCardsResponse(_message.Message):
     def cards(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """Card ids, in order; see docs/fairness-spec.md for the numbering."""
 
+    @_builtins.property
+    def sealed_cards(self) -> _containers.RepeatedCompositeFieldContainer[Global___SealedCard]:
+        """Co-dealt hands: the shares of each card drawn. For a draw to a seat,
+        `cards` is empty: only the seat's device can open them.
+        """
+
     def __init__(
         self,
         *,
@@ -414,10 +650,11 @@ class DrawCardsResponse(_message.Message):
         position: _builtins.int = ...,
         remaining_count: _builtins.int = ...,
         deck: _builtins.str = ...,
+        sealed_cards: _abc.Iterable[Global___SealedCard] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cards", b"cards", "deck", b"deck", "position", b"position", "remaining_count", b"remaining_count"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cards", b"cards", "deck", b"deck", "position", b"position", "remaining_count", b"remaining_count", "sealed_cards", b"sealed_cards"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -17,11 +17,12 @@ __all__ = ["register"]
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
-    """Add serve, key, init, token, rotate-key, tiles and witness to the ``fairdeck`` command line."""
-    from fairdeck_server.cli import serve_commands, tiles_command, token_commands
+    """Add serve, key, init, token, rotate-key, tiles, witness, codealer to the ``fairdeck`` CLI."""
+    from fairdeck_server.cli import codealer_command, serve_commands, tiles_command, token_commands
     from fairdeck_server.witness import command as witness_command
 
     serve_commands.register(sub)
     token_commands.register(sub)
     tiles_command.register(sub)
     witness_command.register(sub)
+    codealer_command.register(sub)

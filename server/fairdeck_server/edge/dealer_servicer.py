@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import AsyncIterator, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpc
 
@@ -20,10 +20,14 @@ from fairdeck.v1 import dealer_pb2_grpc
 from fairdeck.wire import Reason
 from fairdeck_server import principal, refusals
 from fairdeck_server.dealer import Dealer, DealtSlice
+from fairdeck_server.edge.codeal_edge import CodealEdge
 from fairdeck_server.edge.methods import check_parsed
 from fairdeck_server.edge.status import fail, translated
 from fairdeck_server.principal import Role
 from fairdeck_server.storage.base import HandRecord, StoredHandState
+
+if TYPE_CHECKING:
+    from fairdeck_server.codeal_dealing import CodealDealer
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +66,11 @@ def _deck_size(deck: str) -> int:
 
 
 class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
-    def __init__(self, dealer: Dealer) -> None:
+    def __init__(
+        self, dealer: Dealer, codeal: CodealDealer | None = None, *, codeal_default: bool = False
+    ) -> None:
         self.dealer = dealer
+        self.codeal = CodealEdge(codeal, codeal_default=codeal_default)
 
     def _tenant(self, context: grpc.aio.ServicerContext[Any, Any]) -> str:
         """The caller's tenant, bound by the auth interceptor (auth.py checked its role)."""
@@ -105,6 +112,8 @@ class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
 
     @translated
     async def OpenHand(self, request: pb.OpenHandRequest, context: Any) -> pb.OpenHandResponse:
+        if self.codeal.wants(request.mode):
+            return pb.OpenHandResponse(hand=await self.codeal.open(self._tenant(context), request.deck))
         record = await self.dealer.open_hand(self._tenant(context), request.deck, request.request_id)
         return pb.OpenHandResponse(hand=self.hand(record))
 
@@ -126,6 +135,8 @@ class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
 
     @translated
     async def DrawCards(self, request: pb.DrawCardsRequest, context: Any) -> pb.DrawCardsResponse:
+        if self.codeal.owns(request.hand_id):
+            return await self.codeal.draw(self._tenant(context), request)
         expected = request.expected_position if request.HasField("expected_position") else None
         draw = await self.dealer.draw(self._tenant(context), request.hand_id, request.count, expected)
         return pb.DrawCardsResponse(
@@ -165,11 +176,18 @@ class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
 
     @translated
     async def CloseHand(self, request: pb.CloseHandRequest, context: Any) -> pb.CloseHandResponse:
+        if self.codeal.owns(request.hand_id):
+            return pb.CloseHandResponse(hand=await self.codeal.close(self._tenant(context), request.hand_id))
         record = await self.dealer.close(self._tenant(context), request.hand_id)
         return pb.CloseHandResponse(hand=self.hand(record))
 
     @translated
     async def GetHand(self, request: pb.GetHandRequest, context: Any) -> pb.GetHandResponse:
+        if self.codeal.owns(request.hand_id):
+            hand = await self.codeal.get(self._tenant(context), request.hand_id)
+            if principal.current().role is Role.AUDITOR and hand.state != pb.HAND_STATE_CLOSED:
+                raise refusals.hand_not_found()  # as for ordinary hands: closed ones only
+            return pb.GetHandResponse(hand=hand)
         record = await self.dealer.get(self._tenant(context), request.hand_id)
         if principal.current().role is Role.AUDITOR and record.state is not StoredHandState.CLOSED:
             # Auditors see closed hands only, and cannot tell an open hand from a missing one.

@@ -1,0 +1,172 @@
+"""Co-dealt hands in the SDK: the game server's calls, and a seat's device with its own key.
+
+``CodealHands(client)`` opens, draws and closes co-dealt hands through a ``DealerClient`` (its
+channel, credentials, retries and exceptions).
+
+``SeatKey.generate()`` makes the key on the device (its secret never leaves it); the game server
+passes ``seat.public_key`` as DrawCards' ``seat_public_key``. ``open_cards`` opens each holder's
+sealed share with the seat's key, verifies each DLEQ share against the hand's public record and
+combines them into the card; ``verify_codeal_hand`` checks a closed co-dealt Hand's whole record
+with ``fairdeck.codeal`` (spec section 10) and the co-dealers' identity signatures against the
+keys the caller pins. Loaded only for co-dealt hands (it needs libsodium).
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from fairdeck.client.calls import USE_CLIENT_DEFAULT, Timeout
+from fairdeck.client.dealer_client import DealerClient
+from fairdeck.codeal.context import HandContext
+from fairdeck.codeal.handfile import CodealerSignatures, CodealHandProof
+from fairdeck.codeal.keys import KeyRecord
+from fairdeck.codeal.record import ShuffleRecord
+from fairdeck.codeal.seal import open_sealed_share, seat_public_key
+from fairdeck.codeal.shares import Share, open_card, verify_share
+from fairdeck.codeal.verify import CodealHand, DealtPosition
+from fairdeck.core.cards import Card
+from fairdeck.core.decks import DeckSpec
+from fairdeck.v1 import dealer_pb2 as pb
+
+
+@dataclass(frozen=True)
+class SeatKey:
+    """A seat's X25519 key for one hand."""
+
+    secret: bytes = field(repr=False)
+    public_key: bytes = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "public_key", seat_public_key(self.secret))
+
+    @classmethod
+    def generate(cls) -> SeatKey:
+        return cls(secrets.token_bytes(32))
+
+
+@dataclass(frozen=True)
+class SealedDraw:
+    """The positions drawn: their shares (sealed to the seat, or public) and, for a public draw,
+    the cards."""
+
+    position: int
+    sealed_cards: tuple[pb.SealedCard, ...]
+    cards: tuple[Card, ...]
+    remaining: int
+
+
+class CodealHands:
+    """The game server's side of co-dealt hands, through a ``DealerClient``. Hands are the
+    contract's ``Hand`` messages (their ``codeal`` record is what ``open_cards``, ``hand_proof``
+    and ``verify_codeal_hand`` read)."""
+
+    def __init__(self, client: DealerClient) -> None:
+        self.client = client
+
+    def open_hand(self, deck: str = "standard", *, timeout: Timeout = USE_CLIENT_DEFAULT) -> pb.Hand:
+        """Open a co-dealt hand: both holders have shuffled, and proved it, when this returns."""
+        request = pb.OpenHandRequest(deck=deck, mode=pb.DEAL_MODE_CODEALT)
+        response: pb.OpenHandResponse = self.client._unary("OpenHand", request, timeout=timeout)
+        return response.hand
+
+    def draw(
+        self,
+        hand_id: str,
+        count: int = 1,
+        *,
+        seat_public_key: bytes = b"",
+        timeout: Timeout = USE_CLIENT_DEFAULT,
+    ) -> SealedDraw:
+        """The next ``count`` positions, sealed to ``seat_public_key`` (a seat's ``SeatKey.public_key``),
+        or public (community cards) without one."""
+        request = pb.DrawCardsRequest(hand_id=hand_id, count=count, seat_public_key=seat_public_key)
+        r: pb.DrawCardsResponse = self.client._unary("DrawCards", request, timeout=timeout)
+        spec = DeckSpec.parse(r.deck)
+        cards = tuple(spec.card_for_id(c) for c in r.cards)
+        return SealedDraw(r.position, tuple(r.sealed_cards), cards, r.remaining_count)
+
+    def deal_seats(
+        self,
+        hand_id: str,
+        count: int,
+        seat_public_keys: Sequence[bytes],
+        *,
+        timeout: Timeout = USE_CLIENT_DEFAULT,
+    ) -> list[tuple[pb.SealedCard, ...]]:
+        """``count`` cards to each seat, in one call: one tuple of sealed cards per seat, in order."""
+        request = pb.DrawCardsRequest(hand_id=hand_id, count=count, seat_public_keys=seat_public_keys)
+        r: pb.DrawCardsResponse = self.client._unary("DrawCards", request, timeout=timeout)
+        cards = tuple(r.sealed_cards)
+        return [cards[i * count : (i + 1) * count] for i in range(len(seat_public_keys))]
+
+    def close_hand(self, hand_id: str, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> pb.Hand:
+        """Close: both seeds revealed, every dealt position's public shares, the hand checked."""
+        response: pb.CloseHandResponse = self.client._unary(
+            "CloseHand", pb.CloseHandRequest(hand_id=hand_id), timeout=timeout
+        )
+        return response.hand
+
+    def get_hand(self, hand_id: str, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> pb.Hand:
+        response: pb.GetHandResponse = self.client._unary(
+            "GetHand", pb.GetHandRequest(hand_id=hand_id), timeout=timeout
+        )
+        return response.hand
+
+
+def _context(hand: pb.Hand) -> tuple[DeckSpec, HandContext]:
+    spec = DeckSpec.parse(hand.deck)
+    records = [KeyRecord.decode(bytes(r), k) for k, r in enumerate(hand.codeal.key_records)]
+    ctx = HandContext(spec, hand.hand_id, tuple(r.key for r in records), tuple(r.commitment for r in records))
+    return spec, ctx
+
+
+def open_cards(hand: pb.Hand, sealed_cards: Sequence[pb.SealedCard], seat: SeatKey) -> list[int]:
+    """The card ids of ``sealed_cards``, each share opened with ``seat`` and verified (steps 9, 10.5,
+    10.6); CodealError names the step that failed."""
+    spec, ctx = _context(hand)
+    shuffles = hand.codeal.shuffle_records
+    final = ShuffleRecord.decode(bytes(shuffles[-1]), spec.size, len(shuffles) - 1).deck
+    cards = []
+    for sealed in sealed_cards:
+        p = sealed.position
+        shares = []
+        for k, data in enumerate(sealed.shares):
+            share = Share.decode(
+                open_sealed_share(spec, hand.hand_id, p, k, bytes(data), seat.secret), f"share {k}"
+            )
+            verify_share(ctx, p, k, final[p], share)
+            shares.append(share)
+        cards.append(open_card(ctx, p, final[p], shares))
+    return cards
+
+
+def hand_proof(hand: pb.Hand) -> CodealHandProof:
+    """The one-file proof (docs/hand-proof.md, format 4) of a co-dealt Hand (closed: with seeds)."""
+    record = hand.codeal
+    return CodealHandProof(
+        CodealHand(
+            hand.deck,
+            hand.hand_id,
+            tuple(bytes(r) for r in record.key_records),
+            tuple(bytes(r) for r in record.shuffle_records),
+            tuple(DealtPosition(d.position, d.card, tuple(bytes(s) for s in d.shares)) for d in record.dealt),
+            tuple(bytes(s) for s in record.seeds) if record.seeds else None,
+        ),
+        tuple(
+            CodealerSignatures(
+                i.holder,
+                bytes(i.identity_key),
+                bytes(i.key_record_signature),
+                bytes(i.shuffle_record_signature),
+            )
+            for i in record.identities
+        ),
+    )
+
+
+def verify_codeal_hand(hand: pb.Hand, identity_keys: Sequence[bytes]) -> None:
+    """A co-dealt hand: every co-dealer's identity signatures under the pinned keys (holders 1..K-1
+    in order), then spec section 10 whole. None, or CodealError naming the step."""
+    hand_proof(hand).verify(identity_keys)

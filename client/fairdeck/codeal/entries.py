@@ -1,0 +1,121 @@
+"""The co-dealt log entries of docs/codealing-spec.md section 11: setup, shuffle, shares, seeds.
+
+Type bytes 3 to 6 after ``"FDL1"``, assigned in docs/log-format.md ("Co-dealt entries") and pinned
+by docs/vectors/fairdeck-codeal-log-v1.json. ``decode_entry`` is strict: exact lengths, no trailing
+bytes, a hand id by the hand-id rule, ``2 <= K <= 16``, fixed-size records of their exact size.
+It checks bytes, not cryptography: ``verify_hand`` does that. The dealer does not append these
+entries to its log yet (the audit does not read them yet); the encoding is fixed here first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fairdeck.codeal.context import MAX_HOLDERS, MIN_HOLDERS
+from fairdeck.codeal.elgamal import V
+from fairdeck.codeal.errors import CodealError
+from fairdeck.codeal.keys import KEY_RECORD_BYTES
+from fairdeck.codeal.shares import SHARE_BYTES
+from fairdeck.core.encoding import lp, u32, u64
+from fairdeck.core.seeds import SeedError, check_hand_id
+
+MAGIC = b"FDL1"
+SETUP, SHUFFLE, SHARES, SEEDS = 3, 4, 5, 6
+
+
+@dataclass(frozen=True)
+class CodealEntry:
+    """One co-dealt entry: ``kind`` 3 to 6 and the fields that kind has (others empty)."""
+
+    kind: int
+    time_ms: int
+    hand_id: str
+    deck: str = ""
+    records: tuple[bytes, ...] = ()
+    """Setup: the K key records. Shuffle: the one shuffle record. Shares: the K shares. Seeds: the K seeds."""
+    position: int = 0
+
+    def encode(self) -> bytes:
+        head = MAGIC + bytes([self.kind]) + u64(self.time_ms) + lp(self.hand_id.encode("ascii"))
+        if self.kind == SETUP:
+            return (
+                head
+                + lp(V.encode())
+                + lp(self.deck.encode("ascii"))
+                + u32(len(self.records))
+                + b"".join(self.records)
+            )
+        if self.kind == SHUFFLE:
+            return head + lp(self.records[0])
+        if self.kind == SHARES:
+            return head + u32(self.position) + u32(len(self.records)) + b"".join(self.records)
+        if self.kind == SEEDS:
+            return head + u32(len(self.records)) + b"".join(lp(s) for s in self.records)
+        raise ValueError(f"not a co-dealt entry type: {self.kind}")
+
+
+class _Reader:
+    def __init__(self, data: bytes) -> None:
+        self.data, self.at = data, 0
+
+    def take(self, n: int, what: str) -> bytes:
+        if n < 0 or self.at + n > len(self.data):
+            raise CodealError("encoding", f"log entry: {what} runs past the end")
+        out = self.data[self.at : self.at + n]
+        self.at += n
+        return out
+
+    def number(self, n: int, what: str) -> int:
+        return int.from_bytes(self.take(n, what), "big")
+
+    def lp(self, what: str) -> bytes:
+        return self.take(self.number(4, what), what)
+
+    def holders(self) -> int:
+        k = self.number(4, "K")
+        if not MIN_HOLDERS <= k <= MAX_HOLDERS:
+            raise CodealError("encoding", f"log entry: K must be {MIN_HOLDERS} to {MAX_HOLDERS}, not {k}")
+        return k
+
+
+def decode_entry(data: bytes) -> CodealEntry:
+    """The entry, or CodealError("encoding") naming what is wrong."""
+    r = _Reader(data)
+    if r.take(4, "magic") != MAGIC:
+        raise CodealError("encoding", 'log entry: want "FDL1"')
+    kind = r.number(1, "type")
+    if kind not in (SETUP, SHUFFLE, SHARES, SEEDS):
+        raise CodealError("encoding", f"log entry: type {kind} is not a co-dealt entry (3 to 6)")
+    time_ms = r.number(8, "time")
+    try:
+        hand_id = r.lp("hand id").decode("ascii")
+        check_hand_id(hand_id)
+    except (UnicodeDecodeError, SeedError):
+        raise CodealError("encoding", "log entry: the hand id breaks the hand-id rule") from None
+    entry = CodealEntry(kind, time_ms, hand_id)
+    if kind == SETUP:
+        if r.lp("version") != V.encode():
+            raise CodealError("encoding", f"log entry: want version {V!r}")
+        deck = r.lp("deck").decode("ascii", "replace")
+        k = r.holders()
+        entry = CodealEntry(
+            kind, time_ms, hand_id, deck, tuple(r.take(KEY_RECORD_BYTES, "key record") for _ in range(k))
+        )
+    elif kind == SHUFFLE:
+        entry = CodealEntry(kind, time_ms, hand_id, records=(r.lp("shuffle record"),))
+    elif kind == SHARES:
+        position = r.number(4, "position")
+        k = r.holders()
+        entry = CodealEntry(
+            kind,
+            time_ms,
+            hand_id,
+            records=tuple(r.take(SHARE_BYTES, "share") for _ in range(k)),
+            position=position,
+        )
+    else:
+        k = r.holders()
+        entry = CodealEntry(kind, time_ms, hand_id, records=tuple(r.lp("seed") for _ in range(k)))
+    if r.at != len(data):
+        raise CodealError("encoding", "log entry: bytes after the last field")
+    return entry

@@ -1,0 +1,461 @@
+"""Co-dealt hands on the dealer's side: the dealer is key holder 0, the co-dealer holder 1.
+
+Opening a hand: the dealer draws its own key and seed, asks the co-dealer to announce its key
+record (signed by its pinned identity), shuffles first, hands its shuffle to the co-dealer (which
+verifies it and shuffles in turn), then verifies the co-dealer's proof, signature and identity
+signature. A draw asks the co-dealer for its share of each next position, sealed to the seat's
+X25519 key (or public), and seals its own; the dealer never holds the co-dealer's secrets, so it
+cannot open a seat's card. Closing asks for the co-dealer's seed and public shares and checks the
+whole hand with ``fairdeck.codeal.verify_hand``. ``CoDealerLink`` is the co-dealer's transport
+(edge/codealer_link.py); no grpc here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, TypeVar
+
+from fairdeck.codeal.context import HandContext
+from fairdeck.codeal.elgamal import Deck, V, initial_deck
+from fairdeck.codeal.errors import CodealError
+from fairdeck.codeal.group import Scalar
+from fairdeck.codeal.identity import key_statement, shuffle_statement, verify_identity
+from fairdeck.codeal.keys import KeyRecord, new_holder, verify_key_record
+from fairdeck.codeal.proof import prove_shuffle, verify_shuffle
+from fairdeck.codeal.record import ShuffleRecord, sign_shuffle, verify_signature
+from fairdeck.codeal.seal import seal_share
+from fairdeck.codeal.shares import Share, make_share, open_card, verify_share
+from fairdeck.codeal.shuffle import check_fresh, permutation, randomness, shuffle_deck
+from fairdeck.codeal.verify import CodealHand, DealtPosition, verify_hand
+from fairdeck.core.decks import DeckSpec, DeckSpecError
+from fairdeck.wire import Reason
+from fairdeck_server import refusals
+from fairdeck_server.codeal_store import CodealRow, CodealStore
+from fairdeck_server.vault import SeedVault
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+HOLDERS = 2
+"""The dealer and one co-dealer (docs/codealing-spec.md section 13.3 on more)."""
+
+
+def codealer_identity(value: str) -> bytes:
+    """The 32-byte key of ``--codealer-key``: 64 hex digits, or @FILE holding them; ValueError says why."""
+    text = value
+    if value.startswith("@"):
+        try:
+            text = Path(value[1:]).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise ValueError(f"cannot read {value[1:]}: {getattr(e, 'strerror', None) or e}") from None
+    text = text.strip()
+    if len(text) != 64 or any(c not in "0123456789abcdef" for c in text.lower()):
+        raise ValueError("want the co-dealer's identity key, 64 hex digits (`fairdeck codealer key`)")
+    return bytes.fromhex(text)
+
+
+class CoDealerLink(Protocol):
+    """The co-dealer's CoDealerService; refusals come back as DealerError (CODEALER_*)."""
+
+    async def announce(
+        self, hand_id: str, deck: str, holder: int, holders: int
+    ) -> tuple[bytes, bytes, bytes]: ...
+    async def shuffle(
+        self, hand_id: str, key_records: Sequence[bytes], shuffles: Sequence[bytes]
+    ) -> tuple[bytes, bytes]: ...
+    async def share(
+        self, hand_id: str, position: int, seat_key: bytes, count: int, seats: Sequence[bytes] = ()
+    ) -> tuple[list[bytes], list[bytes]]: ...
+    async def reveal(self, hand_id: str) -> bytes: ...
+    async def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class CodealDraw:
+    """The shares of each position drawn, holder order; ``cards`` only for a public draw."""
+
+    deck: str
+    position: int
+    shares: tuple[tuple[bytes, ...], ...]
+    cards: tuple[int, ...]
+    remaining: int
+
+
+def _invalid(what: str, error: CodealError | None = None) -> refusals.DealerError:
+    detail = f": {error}" if error else ""
+    return refusals.codeal(Reason.CODEALER_INVALID, f"the co-dealer's {what} does not verify{detail}")
+
+
+class CodealDealer:
+    def __init__(
+        self,
+        link: CoDealerLink,
+        identity_key: bytes,
+        store: CodealStore,
+        vault: SeedVault,
+        *,
+        new_hand_id: Callable[[], str],
+        clock_ms: Callable[[], int],
+        random: Callable[[int], bytes] = secrets.token_bytes,
+    ) -> None:
+        self.link = link
+        self.identity_key = identity_key
+        self.store = store
+        self.vault = vault
+        self.new_hand_id = new_hand_id
+        self.clock_ms = clock_ms
+        self.random = random
+        self._locks: dict[str, asyncio.Lock] = {}
+        self.pool: DeckPool | None = None
+        self._rows: dict[str, CodealRow] = {}
+        self._states: dict[str, tuple[HandContext, Deck, Scalar]] = {}
+
+    def start_pool(self, per_tenant: int) -> None:
+        """Keep ``per_tenant`` decks shuffled ahead for each (tenant, deck) that opened a co-dealt
+        hand, refilled in the background (``DeckPool``)."""
+        if per_tenant > 0 and self.pool is None:
+            self.pool = DeckPool(self, per_tenant)
+            self.pool.start()
+
+    # -- open ----------------------------------------------------------------------------------
+
+    async def open_hand(self, tenant: str, deck: str) -> CodealRow:
+        """A co-dealt hand for ``tenant``: a pooled deck if one is ready, else one made now."""
+        try:
+            DeckSpec.parse(deck)
+        except DeckSpecError:
+            raise refusals.invalid("deck", Reason.UNKNOWN_DECK, "unknown deck spec") from None
+        if self.pool is not None:
+            self.pool.busy()
+            row = await asyncio.to_thread(self.store.take, tenant, deck, self.clock_ms())
+            self.pool.wanted(tenant, deck)
+            if row is not None:
+                return row
+        return await self.make_hand(tenant, deck)
+
+    async def make_hand(self, tenant: str, deck: str, *, pool_tenant: str = "") -> CodealRow:
+        """Open a hand now: keys, both shuffles cross-checked, stored (pooled for ``pool_tenant``
+        when ``tenant`` is empty)."""
+        spec = DeckSpec.parse(deck)
+        hand_id = self.new_hand_id()
+        mine = new_holder(spec, hand_id, 0, self.random)
+        theirs, key_sig, identity = await self.link.announce(hand_id, deck, 1, HOLDERS)
+        if identity != self.identity_key:
+            raise refusals.codeal(Reason.CODEALER_INVALID, "the co-dealer answered with another identity key")
+        key_records = (mine.record.encode(), theirs)
+        try:
+            verify_identity(
+                identity, key_statement(spec, hand_id, 1, HOLDERS, theirs), key_sig, "key", "holder 1"
+            )
+            records = [KeyRecord.decode(r, k) for k, r in enumerate(key_records)]
+            verify_key_record(spec, hand_id, 1, records[1])
+            ctx = HandContext(
+                spec, hand_id, tuple(r.key for r in records), tuple(r.commitment for r in records)
+            )
+        except CodealError as e:
+            raise _invalid("key record", e) from None
+        own = await asyncio.to_thread(self._shuffle, ctx, mine.x, mine.seed)
+        shuffled, shuffle_sig = await self.link.shuffle(hand_id, key_records, [own])
+        try:
+            verify_identity(identity, shuffle_statement(ctx, shuffled), shuffle_sig, "shuffle", "holder 1")
+            await asyncio.to_thread(_check_shuffle, ctx, own, shuffled)
+        except CodealError as e:
+            raise _invalid("shuffle", e) from None
+        row = CodealRow(
+            hand_id,
+            tenant,
+            deck,
+            self.clock_ms(),
+            None,
+            self.vault.seal(hand_id, mine.x + mine.seed),
+            {
+                "version": V,
+                "keys": [r.hex() for r in key_records],
+                "shuffles": [own.hex(), shuffled.hex()],
+                "identities": [
+                    {
+                        "holder": 1,
+                        "key": identity.hex(),
+                        "key_signature": key_sig.hex(),
+                        "shuffle_signature": shuffle_sig.hex(),
+                    }
+                ],
+                "seats": [],
+                "dealt": [],
+                "seeds": [],
+            },
+            pool_tenant,
+        )
+        await asyncio.to_thread(self.store.put, row, new=True)
+        return row
+
+    def _shuffle(self, ctx: HandContext, x: Scalar, seed: bytes) -> bytes:
+        spec, before = ctx.deck, initial_deck(ctx.deck)
+        psi = permutation(spec, ctx.hand_id, 0, seed)
+        rs = randomness(spec, ctx.hand_id, 0, seed)
+        after = shuffle_deck(before, psi, rs, ctx.joint_key)
+        proof = prove_shuffle(ctx, 0, before, after, psi, rs, self.random)
+        return sign_shuffle(ctx, 0, before, after, proof, x, self.random).encode()
+
+    # -- draw ----------------------------------------------------------------------------------
+
+    async def draw(
+        self, tenant: str, hand_id: str, count: int, seat_key: bytes, seats: Sequence[bytes] = ()
+    ) -> CodealDraw:
+        """The next ``count`` positions, sealed to ``seat_key`` (empty: public), or ``count`` to
+        each of ``seats`` in turn (the hole cards of a whole table in one call)."""
+        field = "seat_public_keys" if seats else "seat_public_key"
+        if seats and seat_key:
+            raise refusals.invalid(field, Reason.INVALID_SEAT_KEY, "give seat_public_key or seat_public_keys")
+        keys = list(seats) if seats else [seat_key]
+        if any(len(k) != 32 for k in keys if k or seats):
+            raise refusals.invalid(field, Reason.INVALID_SEAT_KEY, "an X25519 key is 32 bytes")
+        if self.pool is not None:
+            self.pool.busy()
+        async with self._lock(hand_id):
+            row = await self._row(tenant, hand_id)
+            if row.closed_ms is not None:
+                raise refusals.hand_closed()
+            spec = DeckSpec.parse(row.deck)
+            first = len(row.public["seats"])
+            if not 1 <= count <= spec.size:
+                raise refusals.invalid("count", Reason.INVALID_COUNT, f"count must be 1..{spec.size}")
+            owners = [k for k in keys for _ in range(count)]
+            if first + len(owners) > spec.size:
+                raise refusals.not_enough_cards(spec.size - first, len(owners))
+            ctx, final, x = self._state(row)
+            theirs, sealed = await self.link.share(hand_id, first, seat_key, count, keys if seats else [])
+            if len(sealed if any(owners) else theirs) != len(owners):
+                raise _invalid("answer")
+            shares, cards = [], []
+            for i, owner in enumerate(owners):
+                p = first + i
+                own = make_share(ctx, p, 0, x, final[p], self.random)
+                if owner:
+                    try:
+                        mine = seal_share(spec, hand_id, p, 0, own.encode(), owner, self.random)
+                    except CodealError:
+                        raise refusals.invalid(
+                            field, Reason.INVALID_SEAT_KEY, "a low-order X25519 key"
+                        ) from None
+                    shares.append((mine, sealed[i]))
+                else:
+                    try:
+                        share = Share.decode(theirs[i], f"position {p} share 1")
+                        verify_share(ctx, p, 1, final[p], share)
+                        cards.append(open_card(ctx, p, final[p], [own, share]))
+                    except CodealError as e:
+                        raise _invalid("share", e) from None
+                    shares.append((own.encode(), theirs[i]))
+            # The co-dealer recorded each position's seat before answering (its ledger is the
+            # guard); the dealer's record follows, so the next draw starts after these.
+            await asyncio.to_thread(self.store.add_seats, hand_id, first, owners)
+            row.public["seats"].extend(k.hex() for k in owners)
+            return CodealDraw(row.deck, first, tuple(shares), tuple(cards), spec.size - first - len(owners))
+
+    # -- close ---------------------------------------------------------------------------------
+
+    async def close(self, tenant: str, hand_id: str) -> CodealRow:
+        async with self._lock(hand_id):
+            row = await self._row(tenant, hand_id)
+            if row.closed_ms is not None:
+                return row
+            ctx = _context(row)
+            x, seed = self._secrets(row)
+            final = _final_deck(ctx, row)
+            theirs_seed = await self.link.reveal(hand_id)
+            dealt_count = len(row.public["seats"])
+            public = (await self.link.share(hand_id, 0, b"", dealt_count))[0] if dealt_count else []
+            if len(public) != dealt_count:
+                raise _invalid("answer")
+            dealt = []
+            for p, share in enumerate(public):
+                own = make_share(ctx, p, 0, x, final[p], self.random)
+                try:
+                    card = open_card(ctx, p, final[p], [own, Share.decode(share, f"position {p} share 1")])
+                except CodealError as e:
+                    raise _invalid("share", e) from None
+                dealt.append(DealtPosition(p, card, (own.encode(), share)))
+            hand = CodealHand(
+                row.deck,
+                hand_id,
+                tuple(bytes.fromhex(k) for k in row.public["keys"]),
+                tuple(bytes.fromhex(s) for s in row.public["shuffles"]),
+                tuple(dealt),
+                (seed, theirs_seed),
+            )
+            try:
+                await asyncio.to_thread(verify_hand, hand)
+            except CodealError as e:
+                raise _invalid("close", e) from None
+            row.public["dealt"] = [
+                {"position": d.position, "card": d.card, "shares": [s.hex() for s in d.shares]} for d in dealt
+            ]
+            row.public["seeds"] = [seed.hex(), theirs_seed.hex()]
+            row.closed_ms = self.clock_ms()
+            await asyncio.to_thread(self.store.put, row)
+            return row
+
+    async def get(self, tenant: str, hand_id: str) -> CodealRow:
+        return await self._row(tenant, hand_id)
+
+    def owns(self, hand_id: str) -> bool:
+        """Whether ``hand_id`` is a co-dealt hand of this dealer."""
+        return bool(hand_id) and self.store.get(hand_id) is not None
+
+    async def aclose(self) -> None:
+        if self.pool is not None:
+            await self.pool.stop()
+        await self.link.close()
+        self.store.close()
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def _lock(self, hand_id: str) -> asyncio.Lock:
+        return self._locks.setdefault(hand_id, asyncio.Lock())
+
+    async def _row(self, tenant: str, hand_id: str) -> CodealRow:
+        """The hand's row, read once and then kept (this process is the only writer of its
+        co-dealt hands: codealer_link refuses --processes with --codealer)."""
+        row = self._rows.get(hand_id)
+        if row is None:
+            row = await asyncio.to_thread(self.store.get, hand_id)
+            if row is not None and row.tenant:
+                _remember(self._rows, hand_id, row)
+        if row is None or row.tenant != tenant:
+            raise refusals.hand_not_found()
+        return row
+
+    def _state(self, row: CodealRow) -> tuple[HandContext, Deck, Scalar]:
+        """The hand's context, final deck and the dealer's key, decoded once."""
+        state = self._states.get(row.hand_id)
+        if state is None:
+            ctx = _context(row)
+            state = (ctx, _final_deck(ctx, row), self._secrets(row)[0])
+            _remember(self._states, row.hand_id, state)
+        return state
+
+    def _secrets(self, row: CodealRow) -> tuple[Scalar, bytes]:
+        opened = self.vault.open(row.hand_id, row.sealed_secrets)
+        return Scalar(opened[:32]), opened[32:]
+
+
+CACHE_HANDS = 4096
+"""Co-dealt hands whose row and decoded state the dealer keeps in memory."""
+
+
+def _remember(cache: dict[str, T], key: str, value: T) -> None:
+    if len(cache) >= CACHE_HANDS:
+        cache.pop(next(iter(cache)))
+    cache[key] = value
+
+
+def _context(row: CodealRow) -> HandContext:
+    spec = DeckSpec.parse(row.deck)
+    records = [KeyRecord.decode(bytes.fromhex(k), i) for i, k in enumerate(row.public["keys"])]
+    return HandContext(spec, row.hand_id, tuple(r.key for r in records), tuple(r.commitment for r in records))
+
+
+def _final_deck(ctx: HandContext, row: CodealRow) -> Deck:
+    last = row.public["shuffles"][-1]
+    return ShuffleRecord.decode(bytes.fromhex(last), ctx.deck.size, len(row.public["shuffles"]) - 1).deck
+
+
+def _check_shuffle(ctx: HandContext, own: bytes, theirs: bytes) -> None:
+    """Step 10.4 for the co-dealer's shuffle, after the dealer's own."""
+    n = ctx.deck.size
+    before = ShuffleRecord.decode(own, n, 0).deck
+    record = ShuffleRecord.decode(theirs, n, 1)
+    if record.k != 1:
+        raise CodealError("transcript", "the co-dealer's shuffle record is not holder 1's")
+    check_fresh(before, record.deck, 1)
+    verify_shuffle(ctx, 1, before, record.deck, record.proof)
+    verify_signature(ctx, before, record)
+
+
+POOL_IDLE_S = 0.25
+"""A refill starts only after this long without a co-dealt call (so it does not take the CPU from a
+hand being dealt), unless the pool is below a quarter of its target."""
+POOL_RETRY_S = 1.0
+"""After a refill fails (the co-dealer down, say), the pool waits this long before the next."""
+
+
+class DeckPool:
+    """Pre-shuffled, pre-proved co-dealt decks, refilled in the background, fairly across tenants.
+
+    Each (tenant, deck) that opened a co-dealt hand gets ``per_tenant`` decks kept ready. Refills
+    take turns round robin over the pairs below their target (one deck per turn, as a deficit
+    round robin with a quantum of one deck), so one tenant's burst never keeps another's pool
+    empty. Decks are made one at a time, off the hands' path; a deck is taken by
+    ``CodealStore.take`` (one UPDATE), so it is never dealt twice, across restarts too.
+    """
+
+    def __init__(self, dealer: CodealDealer, per_tenant: int) -> None:
+        self.dealer = dealer
+        self.per_tenant = per_tenant
+        self._order: list[tuple[str, str]] = []
+        self._next = 0
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._last_call = 0.0
+        self.made = 0
+
+    def wanted(self, tenant: str, deck: str) -> None:
+        """``tenant`` opened a ``deck`` hand: keep its pool full."""
+        if (tenant, deck) not in self._order:
+            self._order.append((tenant, deck))
+        self._wake.set()
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _next_short(self) -> tuple[str, str] | None:
+        """The next (tenant, deck) in turn whose pool is below its target, or None."""
+        for i in range(len(self._order)):
+            pair = self._order[(self._next + i) % len(self._order)]
+            if await asyncio.to_thread(self.dealer.store.pooled, *pair) < self.per_tenant:
+                self._next = (self._next + i + 1) % len(self._order)
+                return pair
+        return None
+
+    def busy(self) -> None:
+        """A co-dealt call ran: refills wait until the dealer is idle again."""
+        self._last_call = time.monotonic()
+
+    async def _idle(self, pair: tuple[str, str]) -> None:
+        while (wait := self._last_call + POOL_IDLE_S - time.monotonic()) > 0:
+            if await asyncio.to_thread(self.dealer.store.pooled, *pair) < self.per_tenant // 4:
+                return
+            await asyncio.sleep(wait)
+
+    async def _run(self) -> None:
+        while True:
+            pair = await self._next_short()
+            if pair is None:
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            await self._idle(pair)
+            try:
+                await self.dealer.make_hand("", pair[1], pool_tenant=pair[0])
+                self.made += 1
+            except Exception as e:  # the co-dealer down or refusing: try again later
+                log.warning(
+                    "co-dealt deck pool: a refill failed (%s); retrying in %g s",
+                    type(e).__name__,
+                    POOL_RETRY_S,
+                )
+                await asyncio.sleep(POOL_RETRY_S)

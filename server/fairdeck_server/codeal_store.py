@@ -1,0 +1,166 @@
+"""The dealer's record of its co-dealt hands: one SQLite file, DATA_DIR/codeal.db.
+
+A pooled deck (opened and shuffled ahead, for a tenant, not yet dealt) is a row whose ``tenant``
+is empty and ``pool_tenant`` names the tenant; ``take`` hands one over by setting its tenant in
+one UPDATE, so a deck is taken once, durably, in the same write that makes it the tenant's hand.
+A row holds the hand's public record (key records, shuffle records, the co-dealer's identity
+signatures, the dealt positions with the seat each went to, and after the close the shares and
+seeds) as JSON, and the dealer's own per-hand key and seed sealed by the dealer's seed vault,
+bound to the hand id. Nothing of the co-dealer's secrets is ever here. Writes are one
+transaction each, synchronous=FULL: on disk before the dealer answers.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+SCHEMA = """CREATE TABLE IF NOT EXISTS codeal_hands (
+    hand_id TEXT PRIMARY KEY,
+    tenant TEXT NOT NULL,
+    deck TEXT NOT NULL,
+    created_ms INTEGER NOT NULL,
+    closed_ms INTEGER,
+    sealed_secrets BLOB NOT NULL,
+    public TEXT NOT NULL,
+    pool_tenant TEXT NOT NULL DEFAULT ''
+) STRICT"""
+SEATS = """CREATE TABLE IF NOT EXISTS codeal_seats (
+    hand_id TEXT NOT NULL,
+    position INTEGER NOT NULL,
+    seat_key BLOB NOT NULL,
+    PRIMARY KEY (hand_id, position)
+) STRICT"""
+POOL_INDEX = "CREATE INDEX IF NOT EXISTS codeal_pool ON codeal_hands (pool_tenant, deck) WHERE tenant = ''"
+_COLUMNS = "hand_id, tenant, deck, created_ms, closed_ms, sealed_secrets, public, pool_tenant"
+
+
+class CodealStoreError(Exception):
+    """The co-dealt hands' file cannot be read or written."""
+
+
+@dataclass
+class CodealRow:
+    """A co-dealt hand as the dealer recorded it; ``public`` is JSON-ready (hex strings)."""
+
+    hand_id: str
+    tenant: str
+    deck: str
+    created_ms: int
+    closed_ms: int | None
+    sealed_secrets: bytes = field(repr=False)
+    public: dict[str, Any] = field(default_factory=dict)
+    pool_tenant: str = ""
+    """For a pooled deck (``tenant`` empty): the tenant it is kept for."""
+
+
+class CodealStore:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        try:
+            self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.execute(SCHEMA)
+            self._db.execute(POOL_INDEX)
+            self._db.execute(SEATS)
+        except sqlite3.Error as e:
+            raise CodealStoreError(f"co-dealt hands {path}: {e}") from None
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def get(self, hand_id: str) -> CodealRow | None:
+        with self._lock:
+            try:
+                row = self._db.execute(
+                    f"SELECT {_COLUMNS} FROM codeal_hands WHERE hand_id = ?",  # noqa: S608
+                    (hand_id,),
+                ).fetchone()
+                seats = self._db.execute(
+                    "SELECT seat_key FROM codeal_seats WHERE hand_id = ? ORDER BY position", (hand_id,)
+                ).fetchall()
+            except sqlite3.Error as e:
+                raise CodealStoreError(f"co-dealt hands {self.path}: {e}") from None
+        if row is None:
+            return None
+        hand = _row(row)
+        hand.public["seats"] = [bytes(k).hex() for (k,) in seats]
+        return hand
+
+    def add_seats(self, hand_id: str, first: int, seat_keys: list[bytes]) -> None:
+        """Positions ``first ..`` were dealt to these seat keys (empty: public), durably."""
+        with self._lock:
+            try:
+                self._db.execute("BEGIN")
+                try:
+                    self._db.executemany(
+                        "INSERT INTO codeal_seats (hand_id, position, seat_key) VALUES (?, ?, ?)",
+                        [(hand_id, first + i, key) for i, key in enumerate(seat_keys)],
+                    )
+                    self._db.execute("COMMIT")
+                except BaseException:
+                    self._db.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error as e:
+                raise CodealStoreError(f"co-dealt hands {self.path}: {e}") from None
+
+    def put(self, row: CodealRow, *, new: bool = False) -> None:
+        """Insert (``new``) or replace the row, durably."""
+        verb = "INSERT" if new else "REPLACE"
+        with self._lock:
+            try:
+                self._db.execute(
+                    f"{verb} INTO codeal_hands ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        row.hand_id,
+                        row.tenant,
+                        row.deck,
+                        row.created_ms,
+                        row.closed_ms,
+                        row.sealed_secrets,
+                        json.dumps({k: v for k, v in row.public.items() if k != "seats"}, sort_keys=True),
+                        row.pool_tenant,
+                    ),
+                )
+            except sqlite3.Error as e:
+                raise CodealStoreError(f"co-dealt hands {self.path}: {e}") from None
+
+    def take(self, tenant: str, deck: str, now_ms: int) -> CodealRow | None:
+        """The oldest deck pooled for ``tenant``, now its hand (one UPDATE: taken once); None if
+        the pool has none."""
+        with self._lock:
+            try:
+                row = self._db.execute(
+                    f"UPDATE codeal_hands SET tenant = pool_tenant, created_ms = ? WHERE hand_id = ("  # noqa: S608
+                    "SELECT hand_id FROM codeal_hands WHERE tenant = '' AND pool_tenant = ? AND deck = ? "
+                    f"ORDER BY created_ms, hand_id LIMIT 1) RETURNING {_COLUMNS}",
+                    (now_ms, tenant, deck),
+                ).fetchone()
+            except sqlite3.Error as e:
+                raise CodealStoreError(f"co-dealt hands {self.path}: {e}") from None
+        return None if row is None else _row(row)
+
+    def pooled(self, tenant: str, deck: str) -> int:
+        """How many decks are pooled for ``tenant``."""
+        with self._lock:
+            try:
+                (count,) = self._db.execute(
+                    "SELECT count(*) FROM codeal_hands WHERE tenant = '' AND pool_tenant = ? AND deck = ?",
+                    (tenant, deck),
+                ).fetchone()
+            except sqlite3.Error as e:
+                raise CodealStoreError(f"co-dealt hands {self.path}: {e}") from None
+        return int(count)
+
+
+def _row(row: Any) -> CodealRow:
+    public = json.loads(row[6])
+    public.setdefault("seats", [])
+    return CodealRow(row[0], row[1], row[2], row[3], row[4], row[5], public, row[7])

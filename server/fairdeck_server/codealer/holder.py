@@ -1,0 +1,362 @@
+"""The co-dealer's rules over its ledger: announce, shuffle, share, reveal (docs/codealing-spec.md).
+
+It keeps one fresh key and seed per hand, verifies every key record and every shuffle before its
+own, signs its key and shuffle records with its long-term identity (section 5.5), and gives a
+share only (a) once it has shuffled, (b) for the next position of the deal order, or again to the
+seat that position went to, (c) for a final deck that descends from its own signed shuffle through
+verified records (section 6.5), (d) sealed to one seat while the hand runs; public shares of dealt
+positions only after the hand ended. Every rule is checked and the share recorded in one ledger
+transaction before the share is made. Refusals are ``DealerError``s; no grpc here.
+"""
+
+from __future__ import annotations
+
+import secrets
+import sqlite3
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from fairdeck.codeal.context import MAX_HOLDERS, MIN_HOLDERS, HandContext
+from fairdeck.codeal.elgamal import Deck, decode_deck, encode_deck, initial_deck
+from fairdeck.codeal.errors import CodealError
+from fairdeck.codeal.group import Random, Scalar
+from fairdeck.codeal.identity import key_statement, shuffle_statement, sign
+from fairdeck.codeal.keys import KeyRecord, new_holder, verify_key_record
+from fairdeck.codeal.proof import prove_shuffle, verify_shuffle
+from fairdeck.codeal.record import ShuffleRecord, sign_shuffle, verify_signature
+from fairdeck.codeal.seal import seal_share
+from fairdeck.codeal.shares import make_share
+from fairdeck.codeal.shuffle import check_fresh, permutation, randomness, shuffle_deck
+from fairdeck.core.decks import DeckSpec, DeckSpecError
+from fairdeck.core.seeds import SeedError, check_hand_id
+from fairdeck.wire import Reason
+from fairdeck_server import refusals
+from fairdeck_server.codealer.ledger import HandRow, Ledger, read_hand, read_shares
+from fairdeck_server.vault import SeedVault
+
+
+@dataclass(frozen=True)
+class GivenShares:
+    """Shares as given, one per position: public (``shares``) or sealed to a seat (``sealed``)."""
+
+    shares: tuple[bytes, ...] = ()
+    sealed: tuple[bytes, ...] = ()
+
+
+CACHE_HANDS = 4096
+"""Hands whose decoded context, final deck and key the co-dealer keeps in memory."""
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class CoDealer:
+    """One co-dealer: its identity, its ledger, and the vault its per-hand secrets are sealed with."""
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        identity: Ed25519PrivateKey,
+        vault: SeedVault,
+        *,
+        random: Random = secrets.token_bytes,
+        clock_ms: Callable[[], int] = _now_ms,
+    ) -> None:
+        self.ledger = ledger
+        self.identity = identity
+        self.identity_key = identity.public_key().public_bytes_raw()
+        self.vault = vault
+        self.random = random
+        self.clock_ms = clock_ms
+        self._cache: dict[str, tuple[HandContext, Deck, Scalar]] = {}
+
+    # -- announce ------------------------------------------------------------------------------
+
+    def announce(self, hand_id: str, deck: str, holder: int, holders: int) -> tuple[bytes, bytes]:
+        """(key record, identity signature) of a fresh key and seed for the hand; the same on a repeat."""
+        _check_hand_id(hand_id)
+        spec = _spec(deck)
+        if not MIN_HOLDERS <= holders <= MAX_HOLDERS or not 1 <= holder < holders:
+            raise refusals.invalid(
+                "holder", Reason.INVALID_TRANSCRIPT, f"want 1 <= holder < holder_count <= {MAX_HOLDERS}"
+            )
+        secrets_ = new_holder(spec, hand_id, holder, self.random)
+        record = secrets_.record.encode()
+        signature = sign(self.identity, key_statement(spec, hand_id, holder, holders, record))
+        sealed = self.vault.seal(hand_id, secrets_.x + secrets_.seed)
+
+        def store(db: sqlite3.Connection) -> tuple[bytes, bytes]:
+            row = read_hand(db, hand_id)
+            if row is not None:
+                if (row.deck, row.holder, row.holders) != (deck, holder, holders):
+                    raise refusals.invalid(
+                        "hand_id",
+                        Reason.INVALID_TRANSCRIPT,
+                        "this hand was announced with another deck or holder",
+                    )
+                return row.key_record, row.key_signature
+            db.execute(
+                "INSERT INTO hands (hand_id, deck, holder, holders, sealed_secrets, key_record, "
+                "key_signature, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (hand_id, deck, holder, holders, sealed, record, signature, self.clock_ms()),
+            )
+            return record, signature
+
+        return self.ledger.transaction(store)
+
+    # -- shuffle -------------------------------------------------------------------------------
+
+    def shuffle(
+        self, hand_id: str, key_records: Sequence[bytes], earlier: Sequence[bytes]
+    ) -> tuple[bytes, bytes]:
+        """Verify every key record and every earlier shuffle, then shuffle, prove and sign."""
+        row = self._row(hand_id)
+        inputs = _joined(key_records) + b"|" + _joined(earlier)
+        if row.shuffle_record is not None and row.shuffle_signature is not None:
+            if row.shuffle_inputs != inputs:
+                raise refusals.codeal(
+                    Reason.HAND_ALREADY_SHUFFLED,
+                    "this co-dealer already shuffled this hand from other inputs",
+                )
+            return row.shuffle_record, row.shuffle_signature
+        spec = _spec(row.deck)
+        if len(key_records) != row.holders:
+            raise refusals.invalid(
+                "key_records", Reason.INVALID_TRANSCRIPT, f"want {row.holders} key records"
+            )
+        if key_records[row.holder] != row.key_record:
+            raise refusals.invalid(
+                "key_records", Reason.INVALID_TRANSCRIPT, f"key record {row.holder} is not this co-dealer's"
+            )
+        if len(earlier) != row.holder:
+            raise refusals.invalid(
+                "shuffle_records",
+                Reason.INVALID_TRANSCRIPT,
+                f"want the {row.holder} shuffles before this one",
+            )
+        x, seed = self._secrets(row)
+        try:
+            records = [KeyRecord.decode(r, k) for k, r in enumerate(key_records)]
+            for k, record in enumerate(records):
+                verify_key_record(spec, hand_id, k, record)
+            ctx = HandContext(
+                spec, hand_id, tuple(r.key for r in records), tuple(r.commitment for r in records)
+            )
+            deck = _follow(ctx, initial_deck(spec), earlier, 0)
+        except CodealError as e:
+            raise refusals.invalid(
+                "shuffle_records" if e.step == "shuffle" else "key_records", Reason.INVALID_TRANSCRIPT, str(e)
+            ) from None
+        k = row.holder
+        psi = permutation(spec, hand_id, k, seed)
+        rs = randomness(spec, hand_id, k, seed)
+        after = shuffle_deck(deck, psi, rs, ctx.joint_key)
+        proof = prove_shuffle(ctx, k, deck, after, psi, rs, self.random)
+        shuffle_record = sign_shuffle(ctx, k, deck, after, proof, x, self.random).encode()
+        signature = sign(self.identity, shuffle_statement(ctx, shuffle_record))
+        final = encode_deck(after) if k == row.holders - 1 else None
+
+        def store(db: sqlite3.Connection) -> tuple[bytes, bytes]:
+            now = read_hand(db, hand_id)
+            if now is not None and now.shuffle_record is not None and now.shuffle_signature is not None:
+                return now.shuffle_record, now.shuffle_signature  # a concurrent twin got there first
+            db.execute(
+                "UPDATE hands SET key_records = ?, shuffle_inputs = ?, shuffle_record = ?, "
+                "shuffle_signature = ?, final_deck = ? WHERE hand_id = ?",
+                (b"".join(key_records), inputs, shuffle_record, signature, final, hand_id),
+            )
+            return shuffle_record, signature
+
+        return self.ledger.transaction(store)
+
+    # -- share ---------------------------------------------------------------------------------
+
+    def share(
+        self,
+        hand_id: str,
+        position: int,
+        seat_key: bytes,
+        later: Sequence[bytes],
+        count: int = 1,
+        seats: Sequence[bytes] = (),
+    ) -> GivenShares:
+        """Shares of the final deck's cards at ``position .. position + count - 1``, sealed to
+        ``seat_key`` (empty: public), or ``count`` positions to each of ``seats`` in turn;
+        recorded, in one durable step, before any is made."""
+        row = self._row(hand_id)
+        if row.shuffle_record is None or row.key_records is None:
+            raise refusals.codeal(Reason.HAND_NOT_SHUFFLED, "this co-dealer has not shuffled this hand yet")
+        spec = _spec(row.deck)
+        field = "seat_public_keys" if seats else "seat_public_key"
+        if seats and (seat_key or not all(seats)):
+            raise refusals.invalid(field, Reason.INVALID_SEAT_KEY, "seat keys, and not seat_public_key too")
+        keys = list(seats) if seats else [seat_key]
+        for key in keys:
+            if key and len(key) != 32:
+                raise refusals.invalid(field, Reason.INVALID_SEAT_KEY, "an X25519 key is 32 bytes")
+            if key:
+                try:  # a low-order key is refused before the positions are recorded as its
+                    seal_share(spec, hand_id, position, row.holder, bytes(128), key, self.random)
+                except CodealError:
+                    raise refusals.invalid(field, Reason.INVALID_SEAT_KEY, "a low-order X25519 key") from None
+        owners = [key for key in keys for _ in range(max(count, 1))]  # each position's seat key, in order
+        if position < 0 or position + len(owners) > spec.size:
+            raise refusals.codeal(
+                Reason.SHARE_OUT_OF_ORDER, f"positions must be below {spec.size}", "position"
+            )
+        ctx, final, x = self._hand_state(row, spec, later)
+        positions = range(position, position + len(owners))
+
+        def record(db: sqlite3.Connection) -> None:
+            now = read_hand(db, hand_id)
+            given = read_shares(db, hand_id)
+            ended = now is not None and now.revealed
+            for p, owner in zip(positions, owners, strict=True):
+                if p in given:
+                    if given[p] == owner or (ended and not owner):
+                        continue  # the same share again (a retry), or a dealt card made public after the hand
+                    raise refusals.codeal(
+                        Reason.SHARE_GIVEN_TO_ANOTHER_SEAT,
+                        f"position {p}'s share went to another seat",
+                        field,
+                    )
+                if ended:
+                    raise refusals.codeal(Reason.HAND_CLOSED, "the hand ended; no more cards are dealt")
+                if p != len(given):
+                    raise refusals.codeal(
+                        Reason.SHARE_OUT_OF_ORDER,
+                        f"the next position of the deal order is {len(given)}",
+                        "position",
+                    )
+                db.execute(
+                    "INSERT INTO shares (hand_id, position, seat_key, given_ms) VALUES (?, ?, ?, ?)",
+                    (hand_id, p, owner, self.clock_ms()),
+                )
+                given[p] = owner
+
+        self.ledger.transaction(record)
+        shares = [make_share(ctx, p, row.holder, x, final[p], self.random).encode() for p in positions]
+        if not any(owners):
+            return GivenShares(shares=tuple(shares))
+        return GivenShares(
+            sealed=tuple(
+                seal_share(spec, hand_id, p, row.holder, share, owner, self.random)
+                for p, share, owner in zip(positions, shares, owners, strict=True)
+            )
+        )
+
+    def _hand_state(
+        self, row: HandRow, spec: DeckSpec, later: Sequence[bytes]
+    ) -> tuple[HandContext, Deck, Scalar]:
+        """The hand's context, final deck and key, decoded once and kept (a bounded cache)."""
+        cached = self._cache.get(row.hand_id)
+        if cached is not None:
+            if later:
+                self._final(row, cached[0], later)  # still checks a later record given again
+            return cached
+        ctx = self._context(row, spec)
+        state = (ctx, self._final(row, ctx, later), self._secrets(row)[0])
+        if len(self._cache) >= CACHE_HANDS:
+            self._cache.pop(next(iter(self._cache)))
+        self._cache[row.hand_id] = state
+        return state
+
+    # -- reveal --------------------------------------------------------------------------------
+
+    def reveal(self, hand_id: str) -> bytes:
+        """End the hand and return the seed: no seat gets a share of it from now on."""
+        row = self._row(hand_id)
+        if row.shuffle_record is None:
+            raise refusals.codeal(Reason.HAND_NOT_SHUFFLED, "this co-dealer has not shuffled this hand yet")
+        self.ledger.transaction(
+            lambda db: db.execute("UPDATE hands SET revealed = 1 WHERE hand_id = ?", (hand_id,))
+        )
+        return self._secrets(row)[1]
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def _row(self, hand_id: str) -> HandRow:
+        _check_hand_id(hand_id)
+        row = self.ledger.hand(hand_id)
+        if row is None:
+            raise refusals.hand_not_found()
+        return row
+
+    def _secrets(self, row: HandRow) -> tuple[Scalar, bytes]:
+        opened = self.vault.open(row.hand_id, row.sealed_secrets)
+        return Scalar(opened[:32]), opened[32:]
+
+    def _context(self, row: HandRow, spec: DeckSpec) -> HandContext:
+        blob = row.key_records or b""
+        records = [KeyRecord.decode(blob[i * 128 : (i + 1) * 128], i) for i in range(row.holders)]
+        return HandContext(
+            spec, row.hand_id, tuple(r.key for r in records), tuple(r.commitment for r in records)
+        )
+
+    def _final(self, row: HandRow, ctx: HandContext, later: Sequence[bytes]) -> Deck:
+        """The final deck: recorded, or followed from its own shuffle through ``later`` and recorded."""
+        n = ctx.deck.size
+        if row.final_deck is not None:
+            if later and later[-1][4 : 4 + 64 * n] != row.final_deck:
+                raise refusals.codeal(
+                    Reason.DECK_NOT_DESCENDED,
+                    "the last shuffle record is not the recorded final deck",
+                    "later_shuffle_records",
+                )
+            return decode_deck(row.final_deck, n, "final deck")
+        own = ShuffleRecord.decode(row.shuffle_record or b"", n, row.holder)
+        if len(later) != row.holders - 1 - row.holder:
+            raise refusals.codeal(
+                Reason.DECK_NOT_DESCENDED,
+                f"want the {row.holders - 1 - row.holder} shuffle records after this co-dealer's",
+                "later_shuffle_records",
+            )
+        try:
+            final = _follow(ctx, own.deck, later, row.holder + 1)
+        except CodealError as e:
+            raise refusals.codeal(Reason.DECK_NOT_DESCENDED, str(e), "later_shuffle_records") from None
+        encoded = encode_deck(final)
+        self.ledger.transaction(
+            lambda db: db.execute(
+                "UPDATE hands SET final_deck = ? WHERE hand_id = ? AND final_deck IS NULL",
+                (encoded, row.hand_id),
+            )
+        )
+        return final
+
+
+def _follow(ctx: HandContext, deck: Deck, records: Sequence[bytes], first: int) -> Deck:
+    """The deck after ``records`` (holders ``first``, ``first + 1``, ...), each verified (step 10.4)."""
+    for i, data in enumerate(records):
+        record = ShuffleRecord.decode(data, ctx.deck.size, first + i)
+        if record.k != first + i:
+            raise CodealError("transcript", f"shuffle record {first + i} names holder {record.k}")
+        check_fresh(deck, record.deck, record.k)
+        verify_shuffle(ctx, record.k, deck, record.deck, record.proof)
+        verify_signature(ctx, deck, record)
+        deck = record.deck
+    return deck
+
+
+def _joined(parts: Sequence[bytes]) -> bytes:
+    return b"".join(len(p).to_bytes(4, "big") + p for p in parts)
+
+
+def _check_hand_id(hand_id: str) -> None:
+    try:
+        check_hand_id(hand_id)
+    except SeedError as e:
+        field = "hand_id"
+        reason = Reason.MISSING_HAND_ID if not hand_id else Reason.INVALID_HAND_ID
+        raise refusals.invalid(field, reason, str(e)) from None
+
+
+def _spec(deck: str) -> DeckSpec:
+    try:
+        return DeckSpec.parse(deck)
+    except DeckSpecError:
+        raise refusals.invalid("deck", Reason.UNKNOWN_DECK, "unknown deck spec") from None

@@ -1,0 +1,150 @@
+"""The co-dealer's durable record: every hand, its key record, its shuffle, every share it gave.
+
+One SQLite file (WAL, synchronous=FULL) in the co-dealer's own directory. A hand's secrets (its
+ElGamal key and seed) are stored sealed by the co-dealer's own AES key (vault.SeedVault), never in
+the clear. ``give_share`` checks the deal order and the seat and records the share in one
+``BEGIN IMMEDIATE`` transaction, so a share is on disk (position -> seat key) before it is made,
+and a restart can never give one position to two seats.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS hands (
+    hand_id TEXT PRIMARY KEY,
+    deck TEXT NOT NULL,
+    holder INTEGER NOT NULL,
+    holders INTEGER NOT NULL,
+    sealed_secrets BLOB NOT NULL,
+    key_record BLOB NOT NULL,
+    key_signature BLOB NOT NULL,
+    key_records BLOB,
+    shuffle_inputs BLOB,
+    shuffle_record BLOB,
+    shuffle_signature BLOB,
+    final_deck BLOB,
+    revealed INTEGER NOT NULL DEFAULT 0,
+    created_ms INTEGER NOT NULL
+) STRICT""",
+    """CREATE TABLE IF NOT EXISTS shares (
+    hand_id TEXT NOT NULL REFERENCES hands (hand_id),
+    position INTEGER NOT NULL CHECK (position >= 0),
+    seat_key BLOB NOT NULL,
+    given_ms INTEGER NOT NULL,
+    PRIMARY KEY (hand_id, position)
+) STRICT""",
+)
+
+T = TypeVar("T")
+
+
+class LedgerError(Exception):
+    """The ledger file cannot be opened or written."""
+
+
+@dataclass(frozen=True)
+class HandRow:
+    """One hand as the co-dealer recorded it."""
+
+    hand_id: str
+    deck: str
+    holder: int
+    holders: int
+    sealed_secrets: bytes = field(repr=False)
+    key_record: bytes
+    key_signature: bytes
+    key_records: bytes | None
+    shuffle_inputs: bytes | None
+    shuffle_record: bytes | None
+    shuffle_signature: bytes | None
+    final_deck: bytes | None
+    revealed: bool
+    created_ms: int
+
+
+_SELECT_HAND = (
+    "SELECT hand_id, deck, holder, holders, sealed_secrets, key_record, key_signature, key_records, "
+    "shuffle_inputs, shuffle_record, shuffle_signature, final_deck, revealed, created_ms "
+    "FROM hands WHERE hand_id = ?"
+)
+
+
+class Ledger:
+    """The SQLite record; every method is one transaction, safe across threads."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        try:
+            self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")
+            for statement in SCHEMA:
+                self._db.execute(statement)
+        except sqlite3.Error as e:
+            raise LedgerError(f"co-dealer ledger {path}: {e}") from None
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def hand(self, hand_id: str) -> HandRow | None:
+        return self.transaction(lambda db: _hand(db, hand_id))
+
+    def shares(self, hand_id: str) -> dict[int, bytes]:
+        """position -> seat key (empty: public) of every share given for the hand."""
+        return self.transaction(lambda db: _shares(db, hand_id))
+
+    def transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``work`` in one BEGIN IMMEDIATE transaction, committed (on disk) before returning;
+        rolled back if it raises."""
+        with self._lock:
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    result = work(self._db)
+                    self._db.execute("COMMIT")
+                    return result
+                except BaseException:
+                    self._db.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error as e:
+                raise LedgerError(f"co-dealer ledger {self.path}: {e}") from None
+
+    def probe(self) -> bool:
+        try:
+            self.transaction(lambda db: None)
+        except LedgerError:
+            return False
+        return True
+
+
+def _hand(db: sqlite3.Connection, hand_id: str) -> HandRow | None:
+    row = db.execute(_SELECT_HAND, (hand_id,)).fetchone()
+    if row is None:
+        return None
+    values = list(row)
+    values[12] = bool(values[12])
+    return HandRow(*values)
+
+
+def _shares(db: sqlite3.Connection, hand_id: str) -> dict[int, bytes]:
+    rows = db.execute("SELECT position, seat_key FROM shares WHERE hand_id = ?", (hand_id,)).fetchall()
+    return {int(p): bytes(k) for p, k in rows}
+
+
+def read_hand(db: sqlite3.Connection, hand_id: str) -> HandRow | None:
+    """The hand inside a transaction."""
+    return _hand(db, hand_id)
+
+
+def read_shares(db: sqlite3.Connection, hand_id: str) -> dict[int, bytes]:
+    """The shares given, inside a transaction."""
+    return _shares(db, hand_id)

@@ -1,0 +1,125 @@
+"""The dealer's client of the co-dealer's CoDealerService (``serve --codealer HOST:PORT``).
+
+Each call has a deadline; a co-dealer that is down, too slow, or drops the call becomes
+UNAVAILABLE CODEALER_UNAVAILABLE (ordinary hands are not touched), and any other refusal of the
+co-dealer's becomes FAILED_PRECONDITION CODEALER_REFUSED carrying the co-dealer's own reason and
+message, so the game server sees why a co-dealt hand was not dealt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+
+import grpc
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
+
+from fairdeck.v1 import codealer_pb2 as pb
+from fairdeck.v1 import codealer_pb2_grpc
+from fairdeck.wire import Reason
+from fairdeck_server import refusals
+from fairdeck_server.codeal_store import CodealStore, CodealStoreError
+from fairdeck_server.config import ServerConfig
+from fairdeck_server.refusals import StartupRefused
+from fairdeck_server.vault import SeedVault
+
+if TYPE_CHECKING:  # loaded only with --codealer: the co-dealt code needs libsodium
+    from fairdeck_server.codeal_dealing import CodealDealer
+
+T = TypeVar("T")
+POOL_PER_TENANT = 16
+"""Co-dealt decks kept shuffled ahead per tenant and deck spec (codeal_dealing.DeckPool)."""
+CALL_TIMEOUT = 10.0
+"""Seconds a co-dealer call may take (a 52-card shuffle with its proof takes well under one)."""
+_DOWN = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED)
+
+
+def _reason(error: grpc.aio.AioRpcError) -> str:
+    """The co-dealer's ErrorInfo reason (its refusals use the same contract), or ""."""
+    try:
+        status = rpc_status.from_call(cast(Any, error))
+    except ValueError:
+        return ""
+    for detail in status.details if status is not None else ():
+        info = error_details_pb2.ErrorInfo()
+        if detail.Unpack(info):
+            return str(info.reason)
+    return ""
+
+
+class GrpcCoDealerLink:
+    def __init__(self, target: str, *, timeout: float = CALL_TIMEOUT) -> None:
+        self.target = target
+        self.timeout = timeout
+        self._channel = grpc.aio.insecure_channel(target)
+        self._stub = codealer_pb2_grpc.CoDealerServiceStub(self._channel)
+
+    async def close(self) -> None:
+        await self._channel.close(None)
+
+    async def _call(self, method: Callable[..., Awaitable[T]], request: Any) -> T:
+        try:
+            return await method(request, timeout=self.timeout)
+        except grpc.aio.AioRpcError as e:
+            if e.code() in _DOWN:
+                raise refusals.codeal(
+                    Reason.CODEALER_UNAVAILABLE, f"the co-dealer at {self.target} is unreachable; retry later"
+                ) from None
+            raise refusals.codeal(
+                Reason.CODEALER_REFUSED,
+                f"the co-dealer refused ({e.code().name} {_reason(e)}): {e.details()}",
+            ) from None
+
+    async def announce(
+        self, hand_id: str, deck: str, holder: int, holders: int
+    ) -> tuple[bytes, bytes, bytes]:
+        request = pb.AnnounceHandRequest(hand_id=hand_id, deck=deck, holder=holder, holder_count=holders)
+        r = await self._call(self._stub.AnnounceHand, request)
+        return r.key_record, r.key_record_signature, r.identity_key
+
+    async def shuffle(
+        self, hand_id: str, key_records: Sequence[bytes], shuffles: Sequence[bytes]
+    ) -> tuple[bytes, bytes]:
+        request = pb.ShuffleDeckRequest(hand_id=hand_id, key_records=key_records, shuffle_records=shuffles)
+        r = await self._call(self._stub.ShuffleDeck, request)
+        return r.shuffle_record, r.shuffle_record_signature
+
+    async def share(
+        self, hand_id: str, position: int, seat_key: bytes, count: int, seats: Sequence[bytes] = ()
+    ) -> tuple[list[bytes], list[bytes]]:
+        request = pb.GetShareRequest(
+            hand_id=hand_id, position=position, seat_public_key=seat_key, count=count, seat_public_keys=seats
+        )
+        r = await self._call(self._stub.GetShare, request)
+        return list(r.shares), list(r.sealed_shares)
+
+    async def reveal(self, hand_id: str) -> bytes:
+        r = await self._call(self._stub.RevealSeed, pb.RevealSeedRequest(hand_id=hand_id))
+        return r.seed
+
+
+def codeal_dealer(
+    config: ServerConfig, vault: SeedVault, new_hand_id: Callable[[], str], clock_ms: Callable[[], int]
+) -> CodealDealer | None:
+    """Co-dealt hands, with --codealer: their own file in the data dir, sealed by the dealer's vault."""
+    if config.codealer is None and config.codealer_key is None and not config.codeal_default:
+        return None
+    from fairdeck_server.codeal_dealing import CodealDealer, codealer_identity
+
+    if config.codealer is None or config.codealer_key is None:
+        raise StartupRefused("--codealer and --codealer-key go together (and --codeal-default needs them)")
+    if config.processes > 1:
+        raise StartupRefused("--codealer runs with one serving process: drop --processes (or set it to 1)")
+    try:
+        identity = codealer_identity(config.codealer_key)
+    except ValueError as e:
+        raise StartupRefused(f"--codealer-key: {e}") from None
+    try:
+        store = CodealStore(config.data_dir / "codeal.db")
+    except CodealStoreError as e:
+        raise StartupRefused(f"{e}; check the data dir's permissions and free space") from None
+    link = GrpcCoDealerLink(config.codealer)
+    dealer = CodealDealer(link, identity, store, vault, new_hand_id=new_hand_id, clock_ms=clock_ms)
+    dealer.start_pool(POOL_PER_TENANT)
+    return dealer
