@@ -191,9 +191,7 @@ def create_new(root: Path, rel: str, data: bytes) -> bool:
     try:
         fd = os.open(tmp, flags, 0o644, dir_fd=dir_fd)
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
+            _write_all(fd, data)
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -211,6 +209,12 @@ def create_new(root: Path, rel: str, data: bytes) -> bool:
 def write_path(path: Path, data: bytes, *, mode: int = 0o644) -> None:
     """``write_replacing`` of one file named by its whole path (its directory trusted as typed)."""
     write_replacing(path.parent, path.name, data, mode=mode)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 class DirectoryBusy(Exception):
