@@ -43,17 +43,20 @@ def fairdeck(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str
 
 class Outside:
     """A directory beside the collection, with a file every planted link points to: it must not
-    change, and nothing may be added next to it."""
+    change, and nothing may be added next to it. It is larger than any file of the collection,
+    so a resumed collect that followed a link would cut it back and write on."""
+
+    CONTENT = b"not yours\n" * 100_000
 
     def __init__(self, root: Path) -> None:
         self.dir = root / "outside"
         self.dir.mkdir()
         self.victim = self.dir / "victim"
-        self.victim.write_bytes(b"not yours\n")
+        self.victim.write_bytes(self.CONTENT)
 
     def untouched(self) -> None:
         assert sorted(os.listdir(self.dir)) == ["victim"], os.listdir(self.dir)
-        assert self.victim.read_bytes() == b"not yours\n"
+        assert self.victim.read_bytes() == self.CONTENT
 
 
 def plant(path: Path, kind: str, outside: Outside) -> None:
