@@ -9,10 +9,8 @@ atomically, never to a smaller tree; tiles are created once, never replaced or d
 completes what a kill left missing, going on from a whole tree or writing it again from storage
 (only what is missing, checking what exists), and writes the key rotation statements beside the
 checkpoint. DIR with another log in it, published further than storage goes (a database
-restored from an old backup), or holding a file that does not check (every tile it did not write
-in this run is checked up to the signed root, each bundle against its tile), is refused. DIR is
-not trusted: no link in it is followed (``fairdeck.log.safefiles``). docs/log-format.md.
-
+restored from an old backup), or holding a file that does not check up to the signed root, is
+refused; no link in it is followed (``fairdeck.log.safefiles``). docs/log-format.md.
 """
 
 from __future__ import annotations
