@@ -202,3 +202,22 @@ def test_an_offline_collection_is_said_not_bound(kit: Path, tmp_path: Path) -> N
     assert "5 of" in done.stdout and lines[-1].endswith("(the statistics only: provenance NOT BOUND)"), lines
     report = json.loads((copy / "report" / "report.json").read_text())
     assert report["parameters"]["provenance"]["verdict"] == "NOT BOUND"
+
+
+@pytest.mark.parametrize("directory", ["raw", "seeds", "scaled", "final"])
+def test_a_directory_of_the_collection_as_a_link_outside_is_refused_and_nothing_written_there(
+    tmp_path: Path, directory: str
+) -> None:
+    """The directory moved elsewhere and linked back: a collect that followed the link would cut
+    its files back and append to them there."""
+    out = tmp_path / "kit"
+    argv = ["lab", "collect", "--out", str(out), "--batch", "10", "--no-progress", "--raw-bytes"]
+    assert main([*argv, "2000"]) == 0
+    elsewhere = tmp_path / "elsewhere" / directory
+    elsewhere.parent.mkdir()
+    shutil.move(out / directory, elsewhere)
+    (out / directory).symlink_to(elsewhere, target_is_directory=True)
+    before = {p.name: p.read_bytes() for p in elsewhere.iterdir()}
+    one_line_refusal(fairdeck(*argv, "4000"), 2, directory)
+    one_line_refusal(fairdeck("lab", "test", str(out), "--dieharder", "none", "--no-progress"), 1, directory)
+    assert {p.name: p.read_bytes() for p in elsewhere.iterdir()} == before

@@ -48,7 +48,7 @@ def _kind(mode: int) -> str:
         return "is a device"
     if stat.S_ISSOCK(mode):
         return "is a socket"
-    return "is not a regular file"
+    return "is a regular file" if stat.S_ISREG(mode) else "is of another kind"
 
 
 def _parts(rel: str) -> list[str]:
@@ -58,11 +58,11 @@ def _parts(rel: str) -> list[str]:
     return parts
 
 
-def _refused(path: Path, e: OSError) -> OSError:
+def _refused(path: Path, e: OSError, want: str = "a regular file") -> OSError:
     """An ``O_NOFOLLOW`` refusal as an UnsafeFile naming what is there; other errors as they are."""
     if e.errno in (errno.ELOOP, errno.ENOTDIR, errno.ENXIO, errno.EISDIR):
         try:
-            return UnsafeFile(path, _kind(os.lstat(path).st_mode) + ", not a regular file")
+            return UnsafeFile(path, f"{_kind(os.lstat(path).st_mode)}, not {want}")
         except OSError:
             pass
     e.filename = str(path)
@@ -84,7 +84,7 @@ def open_dir(root: Path, rel: str = "", *, create: bool = False) -> int:
             try:
                 child = os.open(part, _DIR_FLAGS, dir_fd=fd)
             except OSError as e:
-                raise _refused(path, e) from None
+                raise _refused(path, e, "a directory") from None
             os.close(fd)
             fd = child
     except BaseException:
