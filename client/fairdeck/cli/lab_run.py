@@ -207,6 +207,8 @@ def _run(args: argparse.Namespace, out: Path, pinned: dict[str, int]) -> int:
     except dieharder.DieharderMissing as e:
         print(f"fairdeck lab test: {e}", file=sys.stderr)
         return 2
+    if args.out:
+        root.mkdir(parents=True, exist_ok=True)  # --out is the lab's own, trusted as typed
     os.close(safefiles.open_dir(root, under, create=True))  # a report we cannot write: before any test
     origin = provenance.check(
         pinned,

@@ -213,6 +213,7 @@ def check_log(
     wanted = _Expected(out)
     problems: list[str] = []
     found = 0
+    os.close(safefiles.open_dir(out, LOG_DIR, create=True))  # log/ is the collection's, not a link
     tiles, edge = TileDir(out / LOG_DIR, expect_new=True), TileEdge()
     with dealer.audit_client() as log:
         note, size = _signed_note(log, wanted.last, wait_seconds)
