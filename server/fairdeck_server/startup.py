@@ -3,7 +3,8 @@
 A log is its signing key and its database; a sealed seed is its seed key and its row. So neither
 is made as a side effect of a file gone missing (only a fresh SQLite data dir, or ``init``, gets
 new ones), partial state is refused, and once storage is open (``check_store``) the keys must be
-the ones it records. One dealer per data dir: a ``flock`` on ``DIR/fairdeck.lock``. A refusal is
+the ones it records. One dealer per data dir: a ``flock`` on the directory itself (and on
+``DIR/fairdeck.lock``), which no deleted file undoes. A refusal is
 a ``StartupRefused`` (or a key module's typed error) naming the file or option and the fix, made
 before anything is written. The rules: docs/operations.md ("Keys, data dirs and start-up refusals").
 """
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from fairdeck.log import safefiles
 from fairdeck.log.checkpoint import CheckpointError, open_checkpoint
 from fairdeck.log.rotation import open_rotation
 from fairdeck_server.log_signing import LogKeys, load_log_keys, new_log_keys
@@ -122,31 +124,35 @@ class Identity:
 
 
 class DataDirLock:
-    """An exclusive flock on DIR/fairdeck.lock, the holder's pid written in it.
+    """An exclusive flock on the data dir itself, and on DIR/fairdeck.lock (the holder's pid).
 
-    The file stays (removing a lock file races with the next dealer taking it);
-    the lock goes with the process, however it ends.
+    The directory's lock is the one that excludes: deleting or replacing ``fairdeck.lock`` under
+    a live dealer gets nobody past it (a lock on a path's file is lost with the path). The file
+    is still locked too, so a dealer of an older fairdeck, which locks only the file, is kept out,
+    and its pid names the holder in a refusal. The file stays (removing it would race with the
+    next dealer); both locks go with the process, however it ends.
     """
 
-    def __init__(self, fd: int, path: Path, *, inherited: bool = False) -> None:
+    def __init__(self, fd: int, path: Path, *, inherited: bool = False, file_fd: int = -1) -> None:
         self._fd = fd
+        self._file_fd = file_fd
         self.path = path
         self._inherited = inherited
 
     def fileno(self) -> int:
+        """The directory's locked descriptor (what a ``serve --processes`` supervisor passes down)."""
         return self._fd
 
     @classmethod
     def inherit(cls, fd: int, data_dir: Path) -> DataDirLock:
         """The lock a ``serve --processes`` supervisor holds, from the descriptor it passed down.
 
-        The descriptor must be of this data dir's lock file, and the lock must be its own: flock
-        belongs to the open file, which the supervisor and its workers share, so taking it again
-        through that descriptor succeeds only for them.
+        The descriptor must be of this data dir, and the lock must be its own: flock belongs to
+        the open file, which the supervisor and its workers share, so taking it again through
+        that descriptor succeeds only for them.
         """
-        path = data_dir / LOCK_NAME
         try:
-            same = os.path.samestat(os.fstat(fd), os.stat(path))
+            same = os.path.samestat(os.fstat(fd), os.stat(data_dir))
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:
             raise StartupRefused(
@@ -155,29 +161,45 @@ class DataDirLock:
             ) from None
         if not same:
             raise StartupRefused(
-                f"descriptor {fd} passed down by the supervisor is not {path}; "
+                f"descriptor {fd} passed down by the supervisor is not data dir {data_dir}; "
                 "run `fairdeck serve --processes N`, not its workers by hand"
             )
-        return cls(fd, path, inherited=True)
+        return cls(fd, data_dir / LOCK_NAME, inherited=True)
 
     @classmethod
     def acquire(cls, data_dir: Path, *, holder: str = "dealer", option: str = "--data") -> DataDirLock:
         path = data_dir / LOCK_NAME
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        busy = (
+            f"data dir {data_dir} is in use by another {holder} (pid {{pid}} holds it); "
+            f"stop that {holder} first, or give this one another {option}"
+        )
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fd = safefiles.lock_directory(data_dir)
+        except safefiles.DirectoryBusy:
+            raise StartupRefused(busy.format(pid=_holder_pid(data_dir))) from None
         except OSError as e:
-            pid = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+            raise StartupRefused(f"cannot lock data dir {data_dir}: {e.strerror or e}") from None
+        try:
+            file_fd = safefiles.open_file(data_dir, LOCK_NAME, os.O_RDWR | os.O_CREAT)
+            os.fchmod(file_fd, 0o600)
+        except safefiles.UnsafeFile as e:
+            os.close(fd)
+            raise StartupRefused(f"{e}: remove it (the dealer makes its own lock file)") from None
+        except OSError as e:
+            os.close(fd)
+            raise StartupRefused(f"cannot lock data dir {data_dir} ({path}): {e.strerror or e}") from None
+        try:
+            fcntl.flock(file_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            pid = os.pread(file_fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+            os.close(file_fd)
             os.close(fd)
             if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
                 raise StartupRefused(f"cannot lock data dir {data_dir} ({path}): {e.strerror}") from None
-            raise StartupRefused(
-                f"data dir {data_dir} is in use by another {holder} (pid {pid} holds {path}); "
-                f"stop that {holder} first, or give this one another {option}"
-            ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        return cls(fd, path)
+            raise StartupRefused(busy.format(pid=pid)) from None
+        os.ftruncate(file_fd, 0)
+        os.pwrite(file_fd, f"{os.getpid()}\n".encode(), 0)
+        return cls(fd, path, file_fd=file_fd)
 
     def release(self) -> None:
         if self._fd >= 0:
@@ -186,6 +208,20 @@ class DataDirLock:
                     fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = -1
+        if self._file_fd >= 0:
+            os.close(self._file_fd)
+            self._file_fd = -1
+
+
+def _holder_pid(data_dir: Path) -> str:
+    """The pid the lock's holder wrote, as far as it can be read (a deleted file: unknown)."""
+    try:
+        return (
+            safefiles.read_bytes(data_dir, LOCK_NAME, max_bytes=64).decode("ascii", "replace").strip()
+            or "unknown"
+        )
+    except (OSError, ValueError):
+        return "unknown"
 
 
 # -- before storage opens ------------------------------------------------------------------------

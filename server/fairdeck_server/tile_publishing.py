@@ -8,9 +8,9 @@ atomically, never to a smaller tree; tiles are created once, never replaced or d
 ``open`` runs at start and whenever this process becomes the log's leader (log_lease.py): it
 completes what a kill left missing, going on from a whole tree or writing it again from storage
 (only what is missing, checking what exists), and writes the key rotation statements beside the
-checkpoint. DIR with another log in it, or published further than storage goes (a database
-restored from an old backup), is refused. docs/log-format.md, "Live tiles".
-
+checkpoint. DIR with another log in it, published further than storage goes (a database
+restored from an old backup), or holding a file that does not check up to the signed root, is
+refused; no link in it is followed (``fairdeck.log.safefiles``). docs/log-format.md.
 """
 
 from __future__ import annotations
@@ -24,10 +24,11 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fairdeck.log import safefiles
 from fairdeck.log.checkpoint import Checkpoint
 from fairdeck.log.rotation import ROTATIONS_FILE, is_rotation, rotations_file
-from fairdeck.log.tile_writer import TileDir, TileEdge, write_tree
-from fairdeck.log.tiles import HEIGHT, WIDTH, TileError, tile_path, tiles_for
+from fairdeck.log.tile_writer import TileDir, TileEdge, read_file, write_tree
+from fairdeck.log.tiles import HEIGHT, WIDTH, TileError, TileLog, tile_path, tiles_for
 from fairdeck_server.storage.base import Storage, StoredCheckpoint
 
 if TYPE_CHECKING:
@@ -58,6 +59,11 @@ def read_whole_log(config: ServerConfig) -> Source:
 
 def tiles_refusal(root: Path | None, error: Exception) -> str:
     """The one line a dealer that cannot complete its tiles stops with."""
+    if isinstance(error, safefiles.UnsafeFile):
+        return (
+            f"--tiles {root}: {error}: remove it and start again (the dealer writes its tiles again "
+            "from its database; no link in the tiles directory is followed)"
+        )
     if isinstance(error, OSError):
         where = f" ({error.filename})" if error.filename else ""
         return f"--tiles {root}: cannot write the tiles there: {error.strerror or error}{where}"
@@ -146,16 +152,21 @@ class LiveTiles:
             files.replace(ROTATIONS_FILE, rotations_file(self.rotations))
         if head is None:
             return TileEdge(), "no checkpoint signed yet"
+        fetch = self._fetch
         try:
-            edge = TileEdge.read(lambda rel: (self.root / rel).read_bytes(), size)
+            edge = TileEdge.read(fetch, size)
             whole = all(
-                (self.root / t.path).exists() and (t.level or (self.root / t.bundle_path).exists())
+                safefiles.lstat(self.root, t.path) is not None
+                and (t.level or safefiles.lstat(self.root, t.bundle_path) is not None)
                 for t in tiles_for(size)
             )
-            if whole and hmac.compare_digest(edge.root(), head.root):
-                return edge, f"the tiles of tree size {size:,} are whole"
+        except safefiles.UnsafeFile:
+            raise
         except (OSError, TileError):
-            pass
+            whole = False
+        if whole:
+            _check_every_file(fetch, size, head.root)
+            return edge, f"the tiles of tree size {size:,} are whole (every file checked)"
         _, notes, entries = self._read_log()
         try:
             sizes = [n for n in map(note_size, notes) if n <= size]
@@ -167,6 +178,9 @@ class LiveTiles:
         if not hmac.compare_digest(edge.root(), head.root):
             raise TileError(f"the stored entries do not give the root of the checkpoint of tree size {size}")
         return edge, f"wrote {files.written:,} missing files up to tree size {size:,} (kept {files.kept:,})"
+
+    def _fetch(self, rel: str) -> bytes:
+        return read_file(self.root, rel)
 
     async def extend(self, storage: Storage, size: int, root: bytes) -> None:
         """Write the tiles of the tree of ``size`` entries, whose root must be ``root``, durably: the
@@ -216,6 +230,23 @@ class LiveTiles:
                 return
             files.set_checkpoint(note)
             self._shown = note
+
+
+def _check_every_file(fetch: Callable[[str], bytes], size: int, root: bytes) -> None:
+    """Every tile and bundle of the tree of ``size`` entries, each against the tiles below it and
+    the top against ``root`` (the signed one): TileError naming the file and the fix otherwise."""
+    fix = (
+        "remove the files it names and start again: the dealer writes them again from its "
+        "database (a served tile that does not check makes auditors fail)"
+    )
+    log = TileLog(fetch, size)
+    try:
+        for _ in log.entries_with_leaves():
+            pass
+        if not hmac.compare_digest(log.root(), root):
+            raise TileError("the tiles do not give the root of the latest checkpoint")
+    except TileError as e:
+        raise TileError(f"{e}: {fix}") from None
 
 
 def _edge_dirs(size: int) -> set[str]:

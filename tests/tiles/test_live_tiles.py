@@ -4,6 +4,7 @@ restart completes what is missing, and a directory that cannot be this log's is 
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -173,25 +174,25 @@ def test_a_full_disk_stops_signing_not_dealing_and_heals(
     import errno
     import time
 
-    import fairdeck.log.tile_writer as tile_writer
+    import fairdeck.log.safefiles as safefiles
 
     tiles = tmp_path / "tiles"
     dealer = running_dealer(tiles=tiles, checkpoint_interval=0.02, rate_limit=0)
     deal(dealer.target, 5)
     full = [True]
-    real = tile_writer._write_synced
+    real = safefiles._write_all
 
-    def write(path: Path, data: bytes) -> None:
+    def write(fd: int, data: bytes) -> None:
         if full[0]:
-            path.write_bytes(data[: len(data) // 2])  # part of it reached the disk
-            raise OSError(errno.ENOSPC, "No space left on device", str(path))
-        real(path, data)
+            os.write(fd, data[: len(data) // 2])  # part of it reached the disk
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(fd, data)
 
     deadline = time.monotonic() + 30
     while max(stored_sizes(tmp_path / "data"), default=0) < 10:  # the five hands are signed
         assert time.monotonic() < deadline, "no checkpoint covers the first hands"
         time.sleep(0.05)
-    monkeypatch.setattr(tile_writer, "_write_synced", write)
+    monkeypatch.setattr(safefiles, "_write_all", write)
     time.sleep(0.2)  # a checkpoint being written as the disk filled completes or fails first
     before = max(stored_sizes(tmp_path / "data"))
     with caplog.at_level("ERROR"):

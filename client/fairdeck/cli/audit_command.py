@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import os
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -33,6 +32,7 @@ from fairdeck.client.channel import EntryPager
 from fairdeck.client.exceptions import from_rpc_error
 from fairdeck.client.local_files import MAX_BYTES, LocalFileError, read_local, read_local_text
 from fairdeck.core.errors import VerificationError
+from fairdeck.log import safefiles
 from fairdeck.log.audit import Auditor, AuditReport, Finding, LogUnreadable
 from fairdeck.log.audit_pool import PARALLEL_FROM, RevealChecks, default_workers
 from fairdeck.log.cosignature import CosignatureError, WitnessPolicy
@@ -334,13 +334,9 @@ def _read_since(path: Path | None) -> bytes | None:
 
 
 def _save_since(path: Path, note: bytes) -> None:
-    """Replace the saved checkpoint atomically: a crash leaves the old one or the new one, never half."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(note)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    """Replace the saved checkpoint atomically: a crash leaves the old one or the new one, never half;
+    written under a fresh name (a link planted at a fixed temporary name is never followed)."""
+    safefiles.write_path(path, note)
 
 
 def _print_report(report: AuditReport, elapsed: float, since_path: Path | None, saved: bool) -> None:

@@ -91,6 +91,7 @@ def recorded_command(argv: list[str], secrets: list[str | None]) -> list[str]:
 
 def cmd_collect(args: argparse.Namespace) -> int:
     from fairdeck.lab import collection, formats
+    from fairdeck.log import safefiles
     from fairdeck.log.note import NoteError, Verifier
 
     out = Path(args.out)
@@ -188,6 +189,12 @@ def cmd_collect(args: argparse.Namespace) -> int:
         return 1
     except collection.CollectionError as e:
         print(f"fairdeck lab collect: {e}", file=sys.stderr)
+        return 2
+    except safefiles.UnsafeFile as e:
+        print(
+            f"fairdeck lab collect: {e}: the collection is damaged; collect into a new directory",
+            file=sys.stderr,
+        )
         return 2
     except VerificationError as e:
         print(f"fairdeck lab collect: FAILED at step {e.step}: {e.detail}", file=sys.stderr)
@@ -343,6 +350,26 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="random bits of the deck tests' seeded_32bit control (as fairdeck stats --seed-bits)",
     )
     test.add_argument("--workers", type=_positive, default=2, metavar="K", help="dieharder processes at once")
+    test.add_argument(
+        "--sample",
+        type=_positive,
+        default=None,
+        metavar="N",
+        help="re-derive every layer of N hands drawn now (default: of every hand); the others are only "
+        "hashed",
+    )
+    test.add_argument(
+        "--sample-seed",
+        default=None,
+        metavar="TEXT",
+        help="the draw's seed (default: fresh random, printed in the report): to repeat a draw",
+    )
+    test.add_argument(
+        "--key",
+        metavar="VKEY|@FILE",
+        help="the dealer's log verifier key, from the operator: the signed checkpoint a live collection "
+        "binds to must verify under it (default: the key the manifest names, which proves less)",
+    )
     test.add_argument("--json", action="store_true", help="print the report as JSON")
     progress.add_argument(test)
     test.set_defaults(handler=cmd_test)

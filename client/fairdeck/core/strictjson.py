@@ -98,6 +98,22 @@ def _not_json(constant: str) -> Any:
     raise ValueError(f"{constant} is not JSON (RFC 8259 has no NaN or Infinity)")
 
 
+def bounded_loads(raw: bytes, *, what: str, max_bytes: int = MAX_TEXT_BYTES) -> Any:
+    """``json.loads`` of a file fairdeck wrote but cannot trust (a collection's manifest, a saved
+    state): at most ``max_bytes`` and ``MAX_DEPTH`` deep (checked before parsing, which would
+    otherwise recurse that deep), no ``NaN``; numbers as Python's. StrictJSONError naming ``what``."""
+    if len(raw) > max_bytes:
+        raise StrictJSONError(f"{what} is larger than {max_bytes:,} bytes")
+    try:
+        text = raw.decode("utf-8")
+        _check_depth(text)
+        return json.loads(text, parse_constant=_not_json)
+    except StrictJSONError as e:
+        raise StrictJSONError(f"{what}: {e}") from None
+    except ValueError as e:  # UnicodeDecodeError and JSONDecodeError among them
+        raise StrictJSONError(f"{what} is not JSON ({e})") from None
+
+
 def _check_depth(text: str) -> None:
     """Refuse nesting beyond MAX_DEPTH before parsing, which would otherwise recurse that deep."""
     depth, in_string, at = 0, False, 0

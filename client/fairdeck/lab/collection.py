@@ -7,12 +7,13 @@ dropped, never half kept. A hand is written only once its seed opens its commitm
 (``hmac.compare_digest``) and the traced derivation gives exactly its cards; a live source adds
 the log check at the end (``fairdeck.lab.live``). ``manifest.json`` (sizes, SHA-256, command,
 version, dealer key) is written last. One process writes a directory at a time (``flock`` on
-``collect.lock``), and only an empty directory or a collection's own is collected into.
+the directory itself, which no deleted file undoes), and only an empty directory or a collection's
+own is collected into. The directory is not trusted: no link or special file in it is followed
+or written through (``fairdeck.log.safefiles``), and its JSON is bounded before it is parsed.
 """
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import hmac
 import json
@@ -35,14 +36,18 @@ from fairdeck.core.errors import InvalidInput, VerificationError
 from fairdeck.core.local import open_local, reveal_local
 from fairdeck.core.seeds import normalize_client_seeds
 from fairdeck.core.shuffle import shuffler
+from fairdeck.core.strictjson import StrictJSONError, bounded_loads
 from fairdeck.core.transcript import Transcript
 from fairdeck.core.versions import CURRENT_VERSION
 from fairdeck.lab import formats
 from fairdeck.lab.trace import HandTrace, check_trace, trace
+from fairdeck.log import safefiles
 
 STATE = "state.json"
 MANIFEST = "manifest.json"
 LOCK = "collect.lock"
+"""The lock file of an older fairdeck (the lock is now on the directory): allowed, never made."""
+MAX_STATE_BYTES = 1 << 20
 FORMAT = "fairdeck-lab-collection/1"
 
 
@@ -199,22 +204,16 @@ Progress = Callable[[int, int], None]
 
 
 def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
 
 
-def write_json(path: Path, value: object) -> None:
-    """Replace ``path`` atomically and durably."""
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as f:
-        f.write(json.dumps(value, indent=2) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    tmp.replace(path)
-    _fsync_dir(path.parent)
+def write_json(out: Path, name: str, value: object) -> None:
+    """Replace ``out/name`` atomically and durably (never through a link planted there)."""
+    safefiles.write_replacing(out, name, (json.dumps(value, indent=2) + "\n").encode())
 
 
 _held: dict[Path, tuple[int, int]] = {}
@@ -223,18 +222,17 @@ _held: dict[Path, tuple[int, int]] = {}
 
 @contextmanager
 def locked(out: Path) -> Iterator[None]:
-    """Hold the directory's lock (``flock`` on ``collect.lock``; the kernel drops it when the
-    process ends, however it ends). Re-entrant within a process; another process is refused."""
+    """Hold the directory's lock (``flock`` on the directory itself: deleting a file does not
+    free it; the kernel drops it when the process ends, however it ends). Re-entrant within a
+    process; another process is refused."""
     key = out.resolve()
     if key in _held:
         fd, depth = _held[key]
         _held[key] = (fd, depth + 1)
     else:
-        fd = os.open(out / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
+            fd = safefiles.lock_directory(out)
+        except safefiles.DirectoryBusy:
             raise CollectionError(
                 f"another `fairdeck lab collect` is writing {out}; wait for it to end (then run this "
                 "command again to resume), or collect into another directory"
@@ -255,9 +253,9 @@ def check_directory(out: Path) -> None:
     collection (or the empty start of one): a collection is not scattered among other files."""
     if out.exists() and not out.is_dir():
         raise CollectionError(f"{out} exists and is not a directory: give --out a new or empty directory")
-    if not out.exists() or (out / STATE).exists():
+    if not out.exists() or os.path.lexists(out / STATE):
         return
-    ours = {name.split("/")[0] for name in formats.APPENDED} | {LOCK, STATE + ".tmp"}
+    ours = {name.split("/")[0] for name in formats.APPENDED} | {LOCK, STATE + ".tmp", "log"}
     own_files = set(formats.APPENDED)
     for path in out.rglob("*"):
         name = path.relative_to(out).as_posix()
@@ -270,17 +268,32 @@ def check_directory(out: Path) -> None:
 
 def read_state(out: Path) -> dict[str, Any] | None:
     path = out / STATE
-    if not path.exists():
+    if safefiles.lstat(out, STATE) is None:
         return None
     try:
-        state = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
+        state = bounded_loads(safefiles.read_bytes(out, STATE, max_bytes=MAX_STATE_BYTES), what=str(path))
+    except safefiles.UnsafeFile as e:
+        raise CollectionError(f"{e}; collect into a new directory") from None
+    except (OSError, StrictJSONError) as e:
         raise CollectionError(f"{path} cannot be read ({e}); collect into a new directory") from None
-    if not isinstance(state, dict) or state.get("format") != FORMAT:
+    if not isinstance(state, dict) or not _whole_state(state):
         raise CollectionError(
             f"{path} is not a fairdeck lab collection's state; collect into a new directory"
         )
     return state
+
+
+def _whole_state(state: object) -> bool:
+    """The fields ``_collect`` reads, of the types it reads them as."""
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        return False
+    ints = all(type(state.get(k)) is int and state[k] >= 0 for k in ("hands", "batches"))
+    text = all(isinstance(state.get(k), str) for k in ("deck", "source", "run", "version", "started"))
+    sizes = state.get("sizes")
+    whole_sizes = sizes is None or (
+        isinstance(sizes, dict) and all(type(sizes.get(n)) is int and sizes[n] >= 0 for n in formats.APPENDED)
+    )
+    return ints and text and whole_sizes and isinstance(state.get("seconds"), int | float)
 
 
 class CollectionFiles:
@@ -289,23 +302,39 @@ class CollectionFiles:
     def __init__(self, out: Path, sizes: dict[str, int] | None) -> None:
         self.out = out
         self.files: dict[str, BinaryIO] = {}
-        for name in formats.APPENDED:
-            path = out / name
-            path.parent.mkdir(parents=True, exist_ok=True)
-            if sizes is None:
-                if path.exists() and path.stat().st_size:
-                    raise CollectionError(f"{path} exists with no state.json: collect into a new directory")
-                handle: BinaryIO = path.open("wb")
-            else:
-                if not path.exists() or path.stat().st_size < sizes[name]:
-                    raise CollectionError(
-                        f"{path} is shorter than {STATE} records: the collection is damaged; "
-                        "collect into a new directory"
-                    )
-                handle = path.open("r+b")
-                handle.truncate(sizes[name])  # drop a batch that was being written when it stopped
-                handle.seek(sizes[name])
-            self.files[name] = handle
+        try:
+            for name in formats.APPENDED:
+                self.files[name] = self._open(name, None if sizes is None else sizes[name])
+        except BaseException:
+            self.close()
+            raise
+
+    def _open(self, name: str, size: int | None) -> BinaryIO:
+        """The file to append to, a regular file of this collection (never a link's target)."""
+        path = self.out / name
+        flags = os.O_RDWR | (os.O_CREAT if size is None else 0)
+        try:
+            handle = os.fdopen(safefiles.open_file(self.out, name, flags), "r+b")
+        except safefiles.UnsafeFile as e:
+            raise CollectionError(f"{e}: the collection is damaged; collect into a new directory") from None
+        except FileNotFoundError:
+            handle = None
+        length = -1 if handle is None else os.fstat(handle.fileno()).st_size
+        if size is None and length:
+            assert handle is not None
+            handle.close()
+            raise CollectionError(f"{path} exists with no state.json: collect into a new directory")
+        if size is not None and length < size:
+            if handle is not None:
+                handle.close()
+            raise CollectionError(
+                f"{path} is shorter than {STATE} records: the collection is damaged; "
+                "collect into a new directory"
+            )
+        assert handle is not None
+        handle.truncate(size or 0)  # drop a batch that was being written when it stopped
+        handle.seek(size or 0)
+        return handle
 
     def append(self, hands: Sequence[tuple[Dealt, HandTrace]], layout: formats.Layout) -> None:
         f = self.files
@@ -395,8 +424,8 @@ def _collect(
     try:
         if state["sizes"] is None:
             state["sizes"] = writer.sync()
-            write_json(out / STATE, state)
-        if state["sizes"][formats.RAW] < plan.raw_bytes and (out / MANIFEST).exists():
+            write_json(out, STATE, state)
+        if state["sizes"][formats.RAW] < plan.raw_bytes and os.path.lexists(out / MANIFEST):
             # Extending a finished collection: its manifest no longer describes the files.
             (out / MANIFEST).unlink()
             _fsync_dir(out)
@@ -415,7 +444,7 @@ def _collect(
             state["hands"] += len(dealt)
             state["batches"] = batch + 1
             state["seconds"] = round(state["seconds"] + time.perf_counter() - began, 3)
-            write_json(out / STATE, state)
+            write_json(out, STATE, state)
             if progress is not None:
                 progress(state["hands"], state["sizes"][formats.RAW])
     finally:
@@ -424,10 +453,18 @@ def _collect(
 
 
 def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
+    """SHA-256 of a file of ours (the package's own code)."""
     with path.open("rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
+        return sha256_of(f)
+
+
+def sha256_of(f: BinaryIO, limit: int | None = None) -> str:
+    """SHA-256 of what ``f`` holds from where it is, reading at most ``limit`` bytes."""
+    h = hashlib.sha256()
+    left = -1 if limit is None else limit
+    while left and (chunk := f.read(1 << 20 if left < 0 else min(1 << 20, left))):
+        h.update(chunk)
+        left = left - len(chunk) if left > 0 else left
     return h.hexdigest()
 
 
@@ -475,21 +512,25 @@ def _finish(
     nist_bits: int,
 ) -> dict[str, Any]:
     for binary, text in ((formats.RAW, formats.RAW_NIST), (formats.SEEDS, formats.SEEDS_NIST)):
-        formats.ascii_bits(out / binary, out / text, nist_bits)
+        with (
+            os.fdopen(safefiles.open_file(out, binary), "rb") as src,
+            safefiles.replacing(out, text) as target,
+        ):
+            formats.ascii_bits(src, target, nist_bits)
     spec = DeckSpec.parse(state["deck"])
     layout = formats.Layout(spec.size, shuffler(spec.size).width)
     described = formats.describe(layout)
     files = []
     for name in formats.BOUND:
-        path = out / name
-        files.append(
-            {
-                "path": name,
-                "bytes": path.stat().st_size,
-                "sha256": sha256_file(path),
-                "holds": described[name],
-            }
-        )
+        with os.fdopen(safefiles.open_file(out, name), "rb") as f:
+            files.append(
+                {
+                    "path": name,
+                    "bytes": os.fstat(f.fileno()).st_size,
+                    "sha256": sha256_of(f),
+                    "holds": described[name],
+                }
+            )
     manifest = {
         "format": FORMAT,
         "command": ["fairdeck", *argv],
@@ -507,5 +548,5 @@ def _finish(
         "machine": f"{platform.platform()}; {os.cpu_count()} CPUs",
         "files": files,
     }
-    write_json(out / MANIFEST, manifest)
+    write_json(out, MANIFEST, manifest)
     return manifest

@@ -14,7 +14,7 @@ The scaled and final files have fixed-width records, so record ``k`` of any file
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
+from typing import BinaryIO
 
 RAW = "raw/stream.bin"
 RAW_NIST = "raw/stream.nist.txt"
@@ -84,15 +84,14 @@ def describe(layout: Layout) -> dict[str, str]:
     }
 
 
-def ascii_bits(source: Path, target: Path, bits: int) -> int:
-    """Write the first ``bits`` bits (whole bytes) of ``source`` as ASCII 0/1; returns bits written."""
+def ascii_bits(src: BinaryIO, out: BinaryIO, bits: int) -> int:
+    """Write the first ``bits`` bits (whole bytes) of ``src`` as ASCII 0/1; returns bits written."""
     table = [format(b, "08b").encode() for b in range(256)]
     written = 0
-    with source.open("rb") as src, target.open("wb") as out:
-        while written < bits:
-            chunk = src.read(min(1 << 20, (bits - written + 7) // 8))
-            if not chunk:
-                break
-            out.write(b"".join(table[b] for b in chunk))
-            written += 8 * len(chunk)
+    while written < bits:
+        chunk = src.read(min(1 << 20, (bits - written + 7) // 8))
+        if not chunk:
+            break
+        out.write(b"".join(table[b] for b in chunk))
+        written += 8 * len(chunk)
     return written

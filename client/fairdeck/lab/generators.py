@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Iterator
 from functools import cache
-from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 import numpy.typing as npt
@@ -94,11 +94,10 @@ def one_biased_bit(size: int, seed: str) -> bytes:
     return generate("one_biased_bit", size, seed)
 
 
-def write(name: str, path: Path, size: int, seed: str) -> None:
-    """``size`` bytes of generator ``name`` into ``path`` (a file the same size as ours)."""
-    with path.open("wb") as f:
-        for chunk in chunks(name, size, seed):
-            f.write(chunk)
+def write(name: str, f: BinaryIO, size: int, seed: str) -> None:
+    """``size`` bytes of generator ``name`` into ``f`` (a file the same size as ours)."""
+    for chunk in chunks(name, size, seed):
+        f.write(chunk)
 
 
 GENERATORS: dict[str, Callable[[str], Iterator[bytes]]] = {

@@ -5,14 +5,16 @@ closed batches with ``DealHands(close=True)``; every hand is then checked like a
 (``collection.verify_dealt``). ``check_log`` runs when the collection is complete: it reads the
 dealer's whole log through the AuditService into ``fairdeck.log.audit.Auditor`` (which checks the
 latest signed checkpoint against the rebuilt tree, and that every revealed seed opens its
-commitment and derives its logged deck), and checks that the entries at each collected hand's
-commit and reveal indexes are that hand's (``check_commit_entry``, ``check_reveal_entry``).
-Memory is tens of bytes per collected entry (``_Expected``), not a transcript per hand.
+commitment and derives its logged deck), checks that the entries at each collected hand's commit
+and reveal indexes are that hand's (``check_commit_entry``, ``check_reveal_entry``), and keeps
+the entries in the collection as C2SP tiles (``log/``): what binds it to the signed checkpoint
+for a lab offline (``fairdeck.lab.provenance``). Memory is tens of bytes per collected entry
+(``_Expected``), not a transcript per hand.
 """
 
 from __future__ import annotations
 
-import json
+import os
 import time
 from array import array
 from collections.abc import Callable
@@ -25,12 +27,16 @@ import grpc
 from fairdeck.client import AuditClient, DealerClient
 from fairdeck.client.exceptions import FairdeckError, NotInLog
 from fairdeck.core.errors import VerificationError
+from fairdeck.core.strictjson import StrictJSONError, bounded_loads
 from fairdeck.core.transcript import Transcript
 from fairdeck.lab import formats
 from fairdeck.lab.collection import Dealt, KeyMismatch, transcript_from
+from fairdeck.lab.provenance import LOG_DIR
+from fairdeck.log import safefiles
 from fairdeck.log.audit import Auditor
 from fairdeck.log.note import Verifier
 from fairdeck.log.receipts import check_commit_entry, check_reveal_entry
+from fairdeck.log.tile_writer import TileDir, TileEdge
 
 MAX_LISTED = 10
 
@@ -136,10 +142,10 @@ class _Expected:
     def __init__(self, out: Path) -> None:
         indexes = array("q")
         records = array("q")
-        self.file = (out / formats.TRANSCRIPTS).open("rb")
+        self.file = os.fdopen(safefiles.open_file(out, formats.TRANSCRIPTS), "rb")
         offset = 0
         for line in self.file:
-            log = json.loads(line)["log"]
+            log = _line(line)["log"]
             indexes.extend((int(log["commit"]), int(log["reveal"])))
             records.extend((2 * offset, 2 * offset + 1))
             offset += len(line)
@@ -162,11 +168,19 @@ class _Expected:
             offset, is_reveal = divmod(self.records[self.next], 2)
             self.next += 1
             self.file.seek(offset)
-            return bool(is_reveal), transcript_from(json.loads(self.file.readline())["transcript"])
+            return bool(is_reveal), transcript_from(_line(self.file.readline())["transcript"])
         return None
 
     def close(self) -> None:
         self.file.close()
+
+
+def _line(line: bytes) -> Any:
+    """A transcript line of the collection, bounded before it is parsed."""
+    try:
+        return bounded_loads(line, what=f"a line of {formats.TRANSCRIPTS}")
+    except StrictJSONError as e:
+        raise VerificationError("malformed", str(e)) from None
 
 
 def _signed_note(log: AuditClient, last: int, wait_seconds: float) -> tuple[bytes, int]:
@@ -199,6 +213,8 @@ def check_log(
     wanted = _Expected(out)
     problems: list[str] = []
     found = 0
+    os.close(safefiles.open_dir(out, LOG_DIR, create=True))  # log/ is the collection's, not a link
+    tiles, edge = TileDir(out / LOG_DIR, expect_new=True), TileEdge()
     with dealer.audit_client() as log:
         note, size = _signed_note(log, wanted.last, wait_seconds)
         # Deck shopping is not this check's business (a test dealer may hold open hands): no lifetime.
@@ -207,6 +223,8 @@ def check_log(
             if index >= size:
                 break
             auditor.add(data)
+            for rel, tile in edge.extend([data]):
+                tiles.put(rel, tile)
             expected = wanted.at(index)
             if expected is not None:
                 is_reveal, t = expected
@@ -222,6 +240,9 @@ def check_log(
             if progress is not None:
                 progress(1)
     wanted.close()
+    for rel, tile in edge.partials():
+        tiles.put(rel, tile)
+    tiles.sync()
     report = auditor.finish()
     problems += [str(f) for f in report.findings[:MAX_LISTED]]
     if wanted.left:

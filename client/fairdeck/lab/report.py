@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from fairdeck.lab.battery import FAILED, INCONCLUSIVE, OK, Battery
+from fairdeck.log import safefiles
 
 VERDICT_TEXT = {
     OK: "OK: ours passes every test, and every bad generator is rejected",
@@ -129,10 +130,11 @@ generators; each is corrected on its own (family-wise error rate alpha per batte
 
 
 def write(
-    out: Path, batteries: Sequence[Battery], info: Mapping[str, Any], sources: Mapping[str, str]
+    root: Path, under: str, batteries: Sequence[Battery], info: Mapping[str, Any], sources: Mapping[str, str]
 ) -> Path:
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "report.json").write_text(json.dumps(as_json(batteries, info, sources), indent=2) + "\n")
-    page = out / "report.html"
-    page.write_text(render(batteries, info, sources), encoding="utf-8")
-    return page
+    """Write ``root/under`` report.json and report.html, each under a temporary name then renamed
+    (``root`` is trusted as typed; nothing below it is followed: it may be a collection's)."""
+    data = json.dumps(as_json(batteries, info, sources), indent=2) + "\n"
+    safefiles.write_replacing(root, f"{under}report.json", data.encode())
+    safefiles.write_replacing(root, f"{under}report.html", render(batteries, info, sources).encode())
+    return root / f"{under}report.html"

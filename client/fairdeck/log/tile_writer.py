@@ -6,10 +6,11 @@ never rewrites a tile, and the offline export.
   complete; ``partials()`` is every partial tile and bundle of the current size, the files a
   checkpoint of that size needs beyond the full ones ("Partial Tiles": a log MUST serve them
   for every size it made a checkpoint for). Its root is computed from the partial tiles alone.
-- ``TileDir`` writes files into a directory: a tile or bundle is created once, atomically
-  (written to a temporary name, fsynced, then linked into place, which fails rather than
-  replace), and one that exists must hold exactly these bytes; ``sync`` fsyncs the directories
-  written; the ``checkpoint`` is replaced atomically and never by a smaller tree.
+- ``TileDir`` writes files into a directory it does not trust (``safefiles``: no link below its
+  root followed, regular files only): a tile or bundle is created once, atomically (a fresh
+  temporary name, fsynced, then linked into place, which fails rather than replace), and one
+  that exists must hold exactly these bytes; ``sync`` fsyncs the directories written; the
+  ``checkpoint`` is replaced atomically and never by a smaller tree.
 - ``TileWriter`` is ``fairdeck tiles``: a whole log, its partial tiles at every signed size.
 
 >>> edge = TileEdge()
@@ -22,15 +23,13 @@ never rewrites a tile, and the offline export.
 
 from __future__ import annotations
 
-import contextlib
 import hmac
 import os
-import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from fairdeck.log import merkle
+from fairdeck.log import merkle, safefiles
 from fairdeck.log.tiles import (
     HEIGHT,
     WIDTH,
@@ -139,11 +138,21 @@ class TileEdge:
         return edge
 
 
+MAX_FILE_BYTES = 256 * (2 + (1 << 16))
+"""The largest file of a tiled log: a bundle of 256 entries of at most 64 KiB (a tile: 8 KiB)."""
+
+
+def read_file(root: Path, rel: str) -> bytes:
+    """A file of the tiled log in ``root``: a regular file, through no link, of a size a tile
+    directory's file can have (UnsafeFile otherwise; FileNotFoundError if it is not there)."""
+    return safefiles.read_bytes(root, rel, max_bytes=MAX_FILE_BYTES)
+
+
 def read_checkpoint_size(path: Path, origin: str) -> int:
     """The tree size of the ``checkpoint`` file at ``path`` (0 if there is none); TileError if it is
     not a checkpoint of ``origin`` (the directory holds another log)."""
     try:
-        data = path.read_bytes()
+        data = read_file(path.parent, path.name)
     except FileNotFoundError:
         return 0
     first, _, rest = data.partition(b"\n")
@@ -174,12 +183,13 @@ class TileDir:
             return
         missing = []
         d = directory
-        while not d.is_dir():
+        while d != self.root and not os.path.lexists(d):
             missing.append(d)
             d = d.parent
-        for d in reversed(missing):
-            with contextlib.suppress(FileExistsError):
-                d.mkdir()
+        rel = directory.relative_to(self.root).as_posix()
+        self.root.mkdir(parents=True, exist_ok=True)  # the root is trusted as typed
+        os.close(safefiles.open_dir(self.root, rel, create=True))  # a link on the way is refused
+        for d in missing:
             self._dirty.add(d.parent)  # a new directory is durable once its parent is synced
         self._made.add(directory)
 
@@ -190,23 +200,14 @@ class TileDir:
             return False
         self._put.add(rel)
         path = self.root / rel
-        if not self.expect_new and path.exists():
-            return self._compare(path, path.read_bytes(), data)
+        if not self.expect_new and safefiles.lstat(self.root, rel) is not None:
+            return self._compare(path, read_file(self.root, rel), data)
         self._mkdir(path.parent)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-        try:
-            _write_synced(tmp, data)
-            os.link(tmp, path)  # never replaces: a file that is there already is compared below
-        except FileExistsError:
-            existing = path.read_bytes()
-        else:
+        if safefiles.create_new(self.root, rel, data):  # never replaces: what is there is compared
             self._dirty.add(path.parent)
             self.written += 1
             return True
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)  # also after a failed write (a full disk): no half file is left
-        return self._compare(path, existing, data)
+        return self._compare(path, read_file(self.root, rel), data)
 
     def _compare(self, path: Path, existing: bytes, data: bytes) -> bool:
         if existing != data:
@@ -235,41 +236,24 @@ class TileDir:
         """Replace the file ``name`` at the top (the checkpoint, the key rotations) atomically: a
         reader sees the old file or the new one, never part of one."""
         self.root.mkdir(parents=True, exist_ok=True)
-        path = self.root / name
-        tmp = path.with_name(f".{name}.{os.getpid()}.{threading.get_ident()}.tmp")
-        try:
-            _write_synced(tmp, data)
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-            raise
-        _fsync_dir(self.root)
+        safefiles.write_replacing(self.root, name, data)
 
     def remove_temporary(self, directories: Iterable[Path]) -> int:
         """Remove the temporary files a killed writer left in ``directories``; how many."""
         removed = 0
         for directory in directories:
             try:
-                names = os.listdir(directory)
-            except FileNotFoundError:
-                continue
-            for name in names:
-                if name.startswith(".") and name.endswith(".tmp"):
-                    os.unlink(directory / name)
-                    removed += 1
+                fd = safefiles.open_dir(self.root, directory.relative_to(self.root).as_posix())
+            except (FileNotFoundError, NotADirectoryError, safefiles.UnsafeFile):
+                continue  # nothing there, or not a directory of ours: nothing of ours to remove
+            try:
+                for name in os.listdir(fd):
+                    if name.startswith(".") and name.endswith(".tmp"):
+                        os.unlink(name, dir_fd=fd)
+                        removed += 1
+            finally:
+                os.close(fd)
         return removed
-
-
-def _write_synced(path: Path, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _fsync_dir(directory: Path) -> None:

@@ -1,0 +1,223 @@
+"""A collection is handed to us: it is hostile. Whatever file of it is a link (to a file outside,
+to /dev/zero), a FIFO or a directory, ``lab test`` and a resumed ``lab collect`` write nothing
+outside it, do not hang, print no traceback, and refuse in one line naming the file. A manifest
+nested 100,000 deep is one line too. Each command runs in a process of its own, with a timeout."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fairdeck.cli import main
+from fairdeck.lab import formats
+from tests.support.env import clean_env
+
+FILES = (*formats.BOUND, "manifest.json")
+KINDS = ("link outside", "link to /dev/zero", "fifo", "directory")
+
+
+@pytest.fixture(scope="module")
+def kit(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("hostile") / "kit"
+    argv = ["lab", "collect", "--out", str(out), "--raw-bytes", "3000", "--batch", "10", "--no-progress"]
+    assert main(argv) == 0
+    return out
+
+
+def fairdeck(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "fairdeck.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,  # a hang fails the test instead of stalling it
+        env=clean_env(),
+    )
+
+
+class Outside:
+    """A directory beside the collection, with a file every planted link points to: it must not
+    change, and nothing may be added next to it. It is larger than any file of the collection,
+    so a resumed collect that followed a link would cut it back and write on."""
+
+    CONTENT = b"not yours\n" * 100_000
+
+    def __init__(self, root: Path) -> None:
+        self.dir = root / "outside"
+        self.dir.mkdir()
+        self.victim = self.dir / "victim"
+        self.victim.write_bytes(self.CONTENT)
+
+    def untouched(self) -> None:
+        assert sorted(os.listdir(self.dir)) == ["victim"], os.listdir(self.dir)
+        assert self.victim.read_bytes() == self.CONTENT
+
+
+def plant(path: Path, kind: str, outside: Outside) -> None:
+    path.unlink()
+    if kind == "link outside":
+        path.symlink_to(outside.victim)
+    elif kind == "link to /dev/zero":
+        path.symlink_to("/dev/zero")
+    elif kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.mkdir()
+
+
+def one_line_refusal(done: subprocess.CompletedProcess[str], status: int, name: str) -> None:
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == status, (done.returncode, done.stdout, done.stderr)
+    assert done.stderr.count("\n") == 1 and name in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("name", FILES)
+def test_lab_test_on_a_collection_with_any_file_replaced_refuses_in_one_line(
+    kit: Path, tmp_path: Path, name: str, kind: str
+) -> None:
+    copy = tmp_path / "kit"
+    shutil.copytree(kit, copy)
+    outside = Outside(tmp_path)
+    plant(copy / name, kind, outside)
+    done = fairdeck("lab", "test", str(copy), "--dieharder", "none", "--no-progress")
+    one_line_refusal(done, 1, name)
+    outside.untouched()
+
+
+def test_lab_test_writes_no_report_through_a_planted_link(kit: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "kit"
+    shutil.copytree(kit, copy)
+    outside = Outside(tmp_path)
+    (copy / "report").mkdir()
+    (copy / "report" / "report.json").symlink_to(outside.victim)
+    (copy / "report" / "report.html").symlink_to(outside.victim)
+    done = fairdeck("lab", "test", str(copy), "--dieharder", "none", "--no-progress")
+    assert "Traceback" not in done.stderr and done.returncode in (0, 3), done
+    outside.untouched()
+    assert not (copy / "report" / "report.json").is_symlink()  # the link was replaced, not followed
+    assert json.loads((copy / "report" / "report.json").read_text())["verdict"]
+
+
+def test_lab_test_writes_nothing_through_a_report_directory_that_is_a_link(kit: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "kit"
+    shutil.copytree(kit, copy)
+    outside = Outside(tmp_path)
+    (copy / "report").symlink_to(outside.dir)
+    done = fairdeck("lab", "test", str(copy), "--dieharder", "none", "--no-progress")
+    assert "Traceback" not in done.stderr and done.returncode == 2, done
+    assert done.stderr.count("\n") == 1 and "report" in done.stderr, done.stderr
+    outside.untouched()
+
+
+def test_a_manifest_nested_100000_deep_is_one_line(kit: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "kit"
+    shutil.copytree(kit, copy)
+    (copy / "manifest.json").write_text("[" * 100_000 + "]" * 100_000)
+    one_line_refusal(
+        fairdeck("lab", "test", str(copy), "--dieharder", "none", "--no-progress"), 1, "manifest.json"
+    )
+
+
+RESUMED = (*formats.APPENDED, "state.json")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("name", RESUMED)
+def test_collect_resuming_a_collection_with_any_file_replaced_writes_nothing_outside(
+    tmp_path: Path, name: str, kind: str
+) -> None:
+    out = tmp_path / "kit"
+    argv = ["lab", "collect", "--out", str(out), "--raw-bytes", "2000", "--batch", "10", "--no-progress"]
+    assert main(argv) == 0
+    outside = Outside(tmp_path)
+    plant(out / name, kind, outside)
+    done = fairdeck(*argv[:-3], "--raw-bytes", "4000", "--batch", "10", "--no-progress")
+    one_line_refusal(done, 2, name)
+    outside.untouched()
+
+
+def test_collect_resuming_with_a_planted_state_tmp_link_writes_nothing_outside(tmp_path: Path) -> None:
+    out = tmp_path / "kit"
+    argv = ["lab", "collect", "--out", str(out), "--batch", "10", "--no-progress", "--raw-bytes"]
+    assert main([*argv, "2000"]) == 0
+    outside = Outside(tmp_path)
+    (out / "state.json.tmp").symlink_to(outside.victim)
+    done = fairdeck(*argv, "4000")
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done
+    outside.untouched()
+
+
+def test_a_second_collector_is_refused_after_the_lock_file_is_deleted(tmp_path: Path) -> None:
+    """The lock is the directory's own: deleting a file of it lets nobody in."""
+    from fairdeck.lab import collection
+
+    out = tmp_path / "kit"
+    out.mkdir()
+    with collection.locked(out):
+        (out / collection.LOCK).unlink(missing_ok=True)
+        done = fairdeck("lab", "collect", "--out", str(out), "--raw-bytes", "2000", "--no-progress")
+        assert done.returncode == 2 and "another `fairdeck lab collect` is writing" in done.stderr, done
+
+
+def _rehash(directory: Path) -> None:
+    manifest = json.loads((directory / "manifest.json").read_text())
+    for f in manifest["files"]:
+        data = (directory / f["path"]).read_bytes()
+        f["bytes"], f["sha256"] = len(data), hashlib.sha256(data).hexdigest()
+    (directory / "manifest.json").write_text(json.dumps(manifest))
+
+
+def test_replaced_data_with_a_recomputed_manifest_is_not_ok(kit: Path, tmp_path: Path) -> None:
+    """The raw stream and the seeds replaced by os.urandom, the manifest's sizes and SHA-256
+    recomputed (and the ASCII files made from the new bytes): no layer follows from the one below."""
+    copy = tmp_path / "kit"
+    shutil.copytree(kit, copy)
+    for binary, text in ((formats.RAW, formats.RAW_NIST), (formats.SEEDS, formats.SEEDS_NIST)):
+        fresh = os.urandom((copy / binary).stat().st_size)
+        (copy / binary).write_bytes(fresh)
+        bits = (copy / text).stat().st_size
+        (copy / text).write_text("".join(format(b, "08b") for b in fresh)[:bits])
+    _rehash(copy)
+    done = fairdeck("lab", "test", str(copy), "--dieharder", "none", "--no-progress")
+    one_line_refusal(done, 1, "provenance FAILED")
+    assert "OK" not in done.stdout
+
+
+def test_an_offline_collection_is_said_not_bound(kit: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "kit"
+    shutil.copytree(kit, copy)
+    done = fairdeck("lab", "test", str(copy), "--dieharder", "none", "--no-progress", "--sample", "5")
+    assert "Traceback" not in done.stderr, done.stderr
+    lines = done.stdout.strip().splitlines()
+    assert any(line.startswith("provenance: NOT BOUND: every layer re-derived") for line in lines), (
+        done.stdout
+    )
+    assert "5 of" in done.stdout and lines[-1].endswith("(the statistics only: provenance NOT BOUND)"), lines
+    report = json.loads((copy / "report" / "report.json").read_text())
+    assert report["parameters"]["provenance"]["verdict"] == "NOT BOUND"
+
+
+@pytest.mark.parametrize("directory", ["raw", "seeds", "scaled", "final"])
+def test_a_directory_of_the_collection_as_a_link_outside_is_refused_and_nothing_written_there(
+    tmp_path: Path, directory: str
+) -> None:
+    """The directory moved elsewhere and linked back: a collect that followed the link would cut
+    its files back and append to them there."""
+    out = tmp_path / "kit"
+    argv = ["lab", "collect", "--out", str(out), "--batch", "10", "--no-progress", "--raw-bytes"]
+    assert main([*argv, "2000"]) == 0
+    elsewhere = tmp_path / "elsewhere" / directory
+    elsewhere.parent.mkdir()
+    shutil.move(out / directory, elsewhere)
+    (out / directory).symlink_to(elsewhere, target_is_directory=True)
+    before = {p.name: p.read_bytes() for p in elsewhere.iterdir()}
+    one_line_refusal(fairdeck(*argv, "4000"), 2, directory)
+    one_line_refusal(fairdeck("lab", "test", str(out), "--dieharder", "none", "--no-progress"), 1, directory)
+    assert {p.name: p.read_bytes() for p in elsewhere.iterdir()} == before
