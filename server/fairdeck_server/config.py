@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import dataclasses
 import inspect
 import itertools
@@ -32,6 +33,7 @@ from urllib.parse import urlsplit, urlunsplit
 from fairdeck.log.cosignature import CosignatureError, CosignatureVerifier
 from fairdeck_server import logging_setup
 from fairdeck_server.addresses import split_host_port
+from fairdeck_server.option_ranges import RANGES
 from fairdeck_server.refusals import StartupRefused
 
 ENV_PREFIX = "FAIRDECK_"
@@ -296,16 +298,6 @@ def _postgres_url(value: str) -> None:
         raise ValueError("must be a postgresql:// URL (SQLite in the data dir is the default)")
 
 
-def _at_least(low: float, *, above: bool = False, most: float | None = None) -> Callable[[Any], None]:
-    def check(value: Any) -> None:
-        if value < low or (above and value == low):
-            raise ValueError(f"must be {'>' if above else '>='} {low:g}")
-        if most is not None and value > most:
-            raise ValueError(f"must be at most {most:g}")
-
-    return check
-
-
 def _witness(value: str) -> None:
     url, sep, vkey = value.rpartition("=")
     if not sep or not url.startswith(("http://", "https://")):
@@ -330,30 +322,8 @@ CHECKS: dict[str, Callable[[Any], None]] = {
     "listen": _host_port,
     "metrics_listen": _host_port,
     "db": _postgres_url,
-    "db_pool_size": _at_least(2),
-    "grace_seconds": _at_least(0),
-    "checkpoint_interval": _at_least(0, above=True),
-    "max_hand_lifetime": _at_least(0, above=True),
-    "rate_limit": _at_least(0),
-    "rate_burst": _at_least(0),
-    "max_open_hands": _at_least(0),
-    "max_calls_in_flight": _at_least(0),
-    "max_streams": _at_least(0),
-    "max_message_bytes": _at_least(0),
-    "max_request_bytes": _at_least(0),
-    "default_deadline": _at_least(0),
-    "auth_failure_rate": _at_least(0),
-    "auth_failure_burst": _at_least(0),
-    "handshake_timeout": _at_least(0, above=True),
-    "connection_idle_timeout": _at_least(0),
-    "max_connection_age": _at_least(0),
-    "max_connections": _at_least(0),
-    "max_connections_per_peer": _at_least(0),
     "witnesses": _each(_witness),
-    "witness_threshold": _at_least(0),
-    "witness_interval": _at_least(0, above=True),
-    "processes": _at_least(1, most=256),  # a typo (100000) would fork until the machine stops
-    "worker_timeout": _at_least(0),
+    **{name: r.check for name, r in RANGES.items()},
 }
 
 
@@ -379,18 +349,24 @@ def _from_text(option: Option, text: str) -> Any:
         try:
             return int(text.strip())
         except ValueError:
-            raise ValueError(f"must be a whole number, not {text!r}") from None
+            raise ValueError(f"{_must(option, 'a whole number')}, not {text!r}") from None
     if kind is float:
         try:
             value = float(text.strip())
         except ValueError:
-            raise ValueError(f"must be a number, not {text!r}") from None
+            raise ValueError(f"{_must(option, 'a number')}, not {text!r}") from None
         if not math.isfinite(value):
-            raise ValueError(f"must be a finite number, not {text!r}")
+            raise ValueError(f"{_must(option, 'a finite number')}, not {text!r}")
         return value
     if not text:
         raise ValueError("must not be empty")
     return Path(text) if kind is Path else text
+
+
+def _must(option: Option, kind: str) -> str:
+    """What a value of ``option`` must be: its range, where it has one."""
+    bounds = RANGES.get(option.name)
+    return f"must be {kind}, {bounds.describe()}" if bounds else f"must be {kind}"
 
 
 def _from_toml(option: Option, value: Any) -> Any:
@@ -409,11 +385,12 @@ def _from_toml(option: Option, value: Any) -> Any:
     if kind is int:
         if isinstance(value, int) and not isinstance(value, bool):
             return value
-        raise ValueError(f"must be an integer, not {value!r}")
+        raise ValueError(f"{_must(option, 'an integer')}, not {value!r}")
     if kind is float:
         if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-            return float(value)
-        raise ValueError(f"must be a number, not {value!r}")
+            with contextlib.suppress(OverflowError):  # an integer too large for a float
+                return float(value)
+        raise ValueError(f"{_must(option, 'a number')}, not {value!r}")
     if not isinstance(value, str):
         raise ValueError(f"must be a string, not {value!r}")
     return _from_text(option, value)
@@ -547,7 +524,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     for option in OPTIONS:
         names = (option.flag, *FLAG_ALIASES.get(option.name, ()))
         text = option.help.replace("%", "%%")
-        text += f" [env {option.env}; file key {option.name}; default {_shown(option).replace('%', '%%')}]"
+        bounds = f"{RANGES[option.name].describe()}; " if option.name in RANGES else ""
+        default = _shown(option).replace("%", "%%")
+        text += f" [{bounds}env {option.env}; file key {option.name}; default {default}]"
         if option.kind is tuple:
             parser.add_argument(
                 *names,
