@@ -25,7 +25,7 @@ from pathlib import Path
 
 import grpc
 
-from fairdeck.cli import cli_credentials
+from fairdeck.cli import cli_credentials, numbers
 from fairdeck.cli import progress as progress_bar
 from fairdeck.cli.tile_source import Item, Source, tiles_log
 from fairdeck.client.calls import ClientConfig
@@ -212,7 +212,7 @@ def add_witness_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--witness-threshold",
-        type=int,
+        type=numbers.whole(0, 256),
         default=None,
         metavar="K",
         help="cosignatures from distinct --witness keys a checkpoint needs (default: all of them)",
@@ -415,13 +415,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     audit.add_argument(
         "--max-hand-lifetime",
-        type=float,
+        type=numbers.lifetime,
         default=3600.0,
         metavar="SECONDS",
         help="the operator's maximum hand lifetime (default %(default)s): an open hand is overdue once "
         "the log holds a later entry timestamped more than this after it",
     )
-    audit.add_argument("--timeout", type=float, default=30.0, help="per-call deadline with --target")
+    audit.add_argument(
+        "--timeout", type=numbers.seconds(numbers.DAY), default=30.0, help="per-call deadline with --target"
+    )
     audit.add_argument(
         "--workers",
         type=_workers,

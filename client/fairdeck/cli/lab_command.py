@@ -19,8 +19,8 @@ import sys
 from pathlib import Path
 from types import FrameType
 
-from fairdeck.cli import cli_credentials, progress
-from fairdeck.cli.stats_command import _alpha, _positive  # the same parsers as stats
+from fairdeck.cli import cli_credentials, numbers, progress
+from fairdeck.cli.stats_command import _alpha, _positive, _seed_bits  # the same parsers as stats
 from fairdeck.client.exceptions import FairdeckError, PermissionDenied, Unauthenticated
 from fairdeck.core.decks import SPEC_NAMES
 from fairdeck.core.errors import VerificationError
@@ -337,12 +337,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     test.add_argument("--seed", default="1", help="seed of the bad generators and the deck tests' controls")
     test.add_argument(
         "--seed-bits",
-        type=_positive,
+        type=_seed_bits,
         default=32,
         metavar="B",
         help="random bits of the deck tests' seeded_32bit control (as fairdeck stats --seed-bits)",
     )
-    test.add_argument("--workers", type=_positive, default=2, metavar="K", help="dieharder processes at once")
+    test.add_argument(
+        "--workers",
+        type=numbers.whole(1, numbers.MAX_PROCESSES),
+        default=2,
+        metavar="K",
+        help="dieharder processes at once",
+    )
     test.add_argument("--json", action="store_true", help="print the report as JSON")
     progress.add_argument(test)
     test.set_defaults(handler=cmd_test)
