@@ -32,7 +32,7 @@ from fairdeck.client.calls import ClientConfig
 from fairdeck.client.channel import EntryPager
 from fairdeck.client.exceptions import from_rpc_error
 from fairdeck.core.errors import VerificationError
-from fairdeck.log.audit import Auditor, AuditReport, Finding, LogUnreadable
+from fairdeck.log.audit import Auditor, AuditReport, Finding, LogUnreadable, SavedCheckpointUnreadable
 from fairdeck.log.audit_pool import PARALLEL_FROM, RevealChecks, default_workers
 from fairdeck.log.cosignature import CosignatureError, WitnessPolicy
 from fairdeck.log.note import NoteError, Verifier
@@ -165,12 +165,38 @@ def _server_source(kind: str, value: str) -> tuple[int, list[bytes], Iterator[by
     return reader(value)
 
 
+KEY_FILE_BYTES = 1 << 20
+"""A --key @FILE larger than this is not a list of keys (a key is about 80 bytes)."""
+
+
 def _verifiers(values: Sequence[str]) -> list[Verifier]:
-    """Each --key: a verifier key, or @FILE with one key per line (blank lines and # comments skipped)."""
+    """Each --key: a verifier key, or @FILE with one key per line (blank lines and # comments
+    skipped). A file that cannot be read, or holds no key, is named in the NoteError."""
     keys = []
     for text in values:
-        lines = Path(text[1:]).read_text().splitlines() if text.startswith("@") else [text]
-        keys += [Verifier.parse(k) for k in map(str.strip, lines) if k and not k.startswith("#")]
+        if not text.startswith("@"):
+            keys.append(Verifier.parse(text.strip()))
+            continue
+        path = Path(text[1:])
+        try:
+            with path.open("rb") as f:
+                data = f.read(KEY_FILE_BYTES + 1)
+        except OSError as e:
+            raise NoteError(f"cannot read {path}: {e.strerror or e}") from None
+        if len(data) > KEY_FILE_BYTES:
+            raise NoteError(f"{path} is larger than {KEY_FILE_BYTES:,} bytes: not a file of keys")
+        try:
+            lines = data.decode("utf-8").splitlines()
+        except UnicodeDecodeError:
+            raise NoteError(f"{path} is not text (UTF-8): not a file of keys") from None
+        found = [(n, k) for n, k in enumerate(map(str.strip, lines), 1) if k and not k.startswith("#")]
+        if not found:
+            raise NoteError(f"{path} holds no verifier key")
+        for number, key in found:
+            try:
+                keys.append(Verifier.parse(key))
+            except NoteError as e:
+                raise NoteError(f"{path} line {number}: {e}") from None
     if not keys:
         raise NoteError("no verifier key given")
     return keys
@@ -187,7 +213,10 @@ def witness_policy(args: argparse.Namespace) -> WitnessPolicy | None:
             text = sys.stdin.buffer.read() if args.policy == "-" else path.read_bytes()
         except OSError as e:
             raise CosignatureError(f"cannot read --policy {path}: {e.strerror or e}") from None
-        return TlogPolicy.parse(text).witness_policy()
+        try:
+            return TlogPolicy.parse(text).witness_policy()
+        except CosignatureError as e:
+            raise CosignatureError(f"--policy {path}: {e}") from None
     if not args.witness:
         if args.witness_threshold is not None:
             raise CosignatureError("--witness-threshold needs at least one --witness NAME=KEY")
@@ -277,6 +306,13 @@ def cmd_audit(args: argparse.Namespace) -> int:
         )
     except LogUnreadable as e:  # damage found part way through the file
         print(f"fairdeck audit: {e}", file=sys.stderr)
+        return 2
+    except SavedCheckpointUnreadable as e:  # our own file: nothing said about the dealer
+        print(
+            f"fairdeck audit: cannot use --since {since_path}: {e}. It is this auditor's own file, not the "
+            "log: restore it, or move it away to audit from scratch (consistency is then NOT checked)",
+            file=sys.stderr,
+        )
         return 2
     except BrokenProcessPool:
         print(
