@@ -146,6 +146,7 @@ def _replay(auditor: Auditor, count: int, entries: Iterator[Item], progress: boo
                 shown.update()
         except (ValueError, grpc.RpcError) as e:
             detail = e.details() if isinstance(e, grpc.RpcError) else str(e)
+            auditor.report.unread = detail
             auditor.report.findings.append(Finding(f"could not read the whole log: {detail}"))
     return auditor.finish()
 
@@ -372,9 +373,15 @@ def _save_since(path: Path, note: bytes) -> None:
 
 def _print_report(report: AuditReport, elapsed: float, since_path: Path | None, saved: bool) -> None:
     verdict = ("INCOMPLETE" if report.keys_needed else "OK") if report.ok else "FAILED"
-    print(f"audit {verdict}: {report.entries:,} entries, {report.hands:,} hands in {elapsed:.1f}s")
+    if report.unread is not None:  # the cause first: not "0 entries", which reads as an empty log
+        print(f"audit FAILED: could not read the whole log: {report.unread}")
+        print(f"  read and checked the {report.entries:,} entries before it ({report.hands:,} hands)")
+    else:
+        print(f"audit {verdict}: {report.entries:,} entries, {report.hands:,} hands in {elapsed:.1f}s")
     if report.checkpoint is not None:
         print(f"  signed tree size {report.tree_size:,}, root {report.root.hex()}")
+    elif report.unread is not None:
+        pass
     elif report.entries == 0:
         print(f"  the empty log: nothing to sign yet, root {report.root.hex()} (the empty tree)")
     else:

@@ -138,6 +138,9 @@ class AuditReport:
     """With a witness policy: who cosigned the checkpoint reached, in words (None without one)."""
     rotations: list[str] = field(default_factory=list)
     """Key rotations the audit followed from the keys it was given (``old -> new``), in order."""
+    unread: str | None = None
+    """Why the log could not be read to its end (a finding too; what came before it was checked):
+    the cause that a report's headline carries, rather than the empty log it would look like."""
     keys_needed: dict[str, int] = field(default_factory=dict)
     """Checkpoints not checked, by the verifier key that signed them: the log's key before a
     rotation that a key given signed (rotation statements are followed forward only). Not a
