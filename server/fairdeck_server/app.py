@@ -44,6 +44,7 @@ from fairdeck_server.edge.interceptors import (
 from fairdeck_server.edge.methods import UNKNOWN_METHOD, loggable_method, register, unknown_method_handler
 from fairdeck_server.edge.transport import TRANSPORT_OPTIONS, connection_options, server_credentials
 from fairdeck_server.limits import OpenHandsCap, RateLimiter
+from fairdeck_server.log_causes import Repeats, cause
 from fairdeck_server.log_lease import FixedLease, Lease, PostgresLease
 from fairdeck_server.log_signing import RANDOM_ORIGIN, CheckpointPublisher
 from fairdeck_server.metrics import MeteredStorage, Metrics, MetricsEndpoint
@@ -141,6 +142,7 @@ class DealerServer:
             self._probe, self._storage_health_changed, on_probe=self.metrics.probed
         )
         self._health_tasks: set[asyncio.Task[None]] = set()
+        self._failures = Repeats(log)
         # What the dealer, the log and the limits use: counts hands and storage failures.
         self.metered = cast(Storage, MeteredStorage(self.storage, self.metrics, self.storage_health))
         self.metrics_endpoint: MetricsEndpoint | None = None
@@ -452,7 +454,7 @@ class DealerServer:
                 await asyncio.to_thread(warden.sweep)
                 self.metrics.connections.set(warden.open)
             except Exception as e:  # a look that failed is tried again next time
-                log.error("counting connections failed: %s", type(e).__name__)
+                self._failures.log(logging.ERROR, f"counting connections failed: {cause(e)}")
             await asyncio.sleep(SWEEP_SECONDS)
 
     def _skipped_stale_hand(self, tenant: str, hand_id: str, reason: str) -> None:
@@ -486,7 +488,7 @@ class DealerServer:
     def _storage_health_changed(self, healthy: bool) -> None:
         self.metrics.storage_health(healthy)
         if self._started:  # before start() is done, and once stop() began, health is not ours to set
-            task = asyncio.get_running_loop().create_task(self._set_health(self._storage_status()))
+            task = logging_setup.own_task(self._set_health(self._storage_status()), name="fairdeck-health")
             self._health_tasks.add(task)
             task.add_done_callback(self._health_tasks.discard)
 
