@@ -387,7 +387,7 @@ class DealerServer:
             elif isinstance(e, DealerError):
                 where = self._storage_refusal(e, "storage")
             else:
-                where = type(e).__name__
+                where = cause(e)
             log.error(
                 "the last checkpoint could not be signed while stopping: %s. Nothing acknowledged is "
                 "lost; the next start signs it",
