@@ -181,3 +181,10 @@ def test_a_range_describes_its_off_value_and_refuses_nan() -> None:
     for bad in (NAN, INF, -INF, 0.5, 11, -1):
         with pytest.raises(ValueError, match="must be 0 \\(never\\) or from 1 to 10 seconds"):
             bounds.check(bad)
+
+
+def test_operations_md_lists_every_range() -> None:
+    text = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text()
+    table = text.split("### Ranges", 1)[1].split("\n## ", 1)[0]
+    for name, bounds in RANGES.items():
+        assert f"| `{config.OPTIONS_BY_NAME[name].flag}` | {bounds.describe()} |" in table, name
