@@ -87,13 +87,15 @@ def test_numbers_name_the_range() -> None:
             ["audit", "--data", "DIR", "--key", "k", "--witness-threshold", "-1"],
             "argument --witness-threshold",
         ),
+        (["lab", "collect", "--out", "DIR", "--batch", str(10**12)], "argument --batch"),  # never ended
     ],
 )
 def test_a_bad_number_is_exit_2_naming_the_option_not_the_dealers_fault(
     argv: list[str], names: str, tmp_path: Path
 ) -> None:
-    """``deal --timeout 0`` came back as the dealer's DEADLINE_EXCEEDED (exit 1), and
-    ``audit --max-hand-lifetime nan`` as a ValueError traceback."""
+    """``deal --timeout 0`` came back as the dealer's DEADLINE_EXCEEDED (exit 1),
+    ``audit --max-hand-lifetime nan`` as a ValueError traceback, and ``lab collect --batch``
+    past the dealer's DealHands limit dealt one batch for ever, deaf to SIGTERM."""
     argv = [str(tmp_path) if a == "DIR" else a for a in argv]
     result = subprocess.run(
         [sys.executable, "-m", "fairdeck.cli", *argv],

@@ -284,7 +284,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--deck", default="standard", choices=SPEC_NAMES, help="deck spec (default standard)"
     )
     collect.add_argument(
-        "--batch", type=_positive, default=2_000, metavar="N", help="hands per batch (default 2,000)"
+        "--batch",
+        type=numbers.whole(1, numbers.MAX_BATCH_HANDS),
+        default=2_000,
+        metavar="N",
+        help="hands per batch (default 2,000; at most 100,000, the most one DealHands call deals)",
     )
     progress.add_argument(collect)
     live = collect.add_argument_group("a live dealer instead of this process")

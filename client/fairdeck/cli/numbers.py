@@ -18,11 +18,14 @@ import argparse
 import math
 from collections.abc import Callable
 
-__all__ = ["DAY", "MAX_HAND_LIFETIME", "MAX_PROCESSES", "lifetime", "seconds", "whole"]
+__all__ = ["DAY", "MAX_BATCH_HANDS", "MAX_HAND_LIFETIME", "MAX_PROCESSES", "lifetime", "seconds", "whole"]
 
 DAY = 86_400.0
 MAX_HAND_LIFETIME = 365 * DAY
 """The dealer's own bound on --max-hand-lifetime (server option_ranges.py)."""
+MAX_BATCH_HANDS = 100_000
+"""The most hands one DealHands call deals (the dealer's limit); a lab batch of more never ends
+and cannot be interrupted (it stops after the batch in flight)."""
 MAX_PROCESSES = 256
 """More worker processes than this is a typo, not a machine."""
 
