@@ -341,7 +341,7 @@ def retry_after_seconds(value: str | None, now: float | None = None) -> float:
     if not value:
         return 0.0
     value = value.strip()
-    if value.isdigit():
+    if value.isascii() and value.isdigit():  # str.isdigit() takes "²", which int() refuses
         return float(min(int(value), MAX_RETRY_AFTER_S))
     try:
         when = email.utils.parsedate_to_datetime(value).timestamp()

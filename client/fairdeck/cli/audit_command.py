@@ -250,7 +250,7 @@ def add_witness_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _workers(text: str) -> int:
-    if not text.isdigit() or int(text) > 256:
+    if not (text.isascii() and text.isdigit()) or int(text) > 256:
         raise argparse.ArgumentTypeError(f"--workers is a whole number 0 to 256, not {text!r}")
     return int(text)
 
