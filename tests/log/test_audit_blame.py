@@ -104,14 +104,3 @@ def test_a_policy_file_that_cannot_be_used_is_named(built_log: BuiltLog, tmp_pat
     result = audit(built_log.data_dir, "--policy", str(path), key=verifier_key(built_log.data_dir))
     assert result.rc == 2
     assert result.err.startswith(f"fairdeck audit: bad --policy or --witness: --policy {path}: "), result.err
-
-
-@pytest.mark.parametrize("content", [b"", b"\n \n"])
-def test_verify_of_an_empty_file_is_exit_2_naming_it(content: bytes, tmp_path: Path) -> None:
-    """An empty hand file was "FAILED at step malformed: not JSON", exit 1: a finding against a
-    dealer about a file that holds nothing it wrote."""
-    path = tmp_path / "hand.json"
-    path.write_bytes(content)
-    result = fairdeck("verify", str(path))
-    assert result.rc == 2 and not result.out, result.out
-    assert result.err.strip() == f"fairdeck verify: {path} is empty: nothing to verify"

@@ -84,7 +84,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     try:
         # Bytes, not text: what the bytes are (UTF-8 or not, JSON or not) is the spec's
         # step "malformed" (section 7.1), a finding about the transcript, exit 1.
-        # Only a file that cannot be read at all, or holds nothing, is exit 2. At most one byte past the
+        # Only a file that cannot be read at all is exit 2. At most one byte past the
         # limit is read, so a huge file is refused without being loaded.
         limit = max(MAX_TEXT_BYTES, handproof.MAX_BYTES)
         if path == "-":
@@ -94,9 +94,6 @@ def cmd_verify(args: argparse.Namespace) -> int:
                 text = file.read(limit + 1)
     except OSError as e:
         print(f"fairdeck verify: cannot read {path}: {e.strerror or e}", file=sys.stderr)
-        return 2
-    if not text.strip():  # nothing was saved (a failed download, a redirect of a failed command)
-        print(f"fairdeck verify: {path} is empty: nothing to verify", file=sys.stderr)
         return 2
     if handproof.TYPE.encode() in text[: 64 * 1024]:
         return _verify_hand_proof(args, text)
