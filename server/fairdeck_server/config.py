@@ -20,6 +20,8 @@ import dataclasses
 import inspect
 import itertools
 import math
+import os
+import stat
 import textwrap
 import tomllib
 import types
@@ -404,14 +406,35 @@ def _choice(option: Option, value: Any) -> str:
     raise ValueError(f"must be one of {', '.join(option.choices)}, not {value!r}")
 
 
+MAX_CONFIG_BYTES = 1 << 20
+"""A config file is a page of options: a larger one is not one (and is not read whole)."""
+
+
 def read_file(path: Path) -> dict[str, Any]:
+    """The TOML file's keys. A device is refused, not read (it would never end), as is a file past
+    MAX_CONFIG_BYTES or nested too deep for the parser; a pipe (``--config <(...)``) is opened
+    without waiting for a writer, so one with none reads as empty."""
     try:
-        with path.open("rb") as f:
-            data = tomllib.load(f)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with open(fd, "rb") as f:
+            mode = os.fstat(fd).st_mode
+            if stat.S_ISFIFO(mode):
+                os.set_blocking(fd, True)
+            elif not stat.S_ISREG(mode):
+                raise ConfigError(f"config file {path}: not a regular file")
+            raw = f.read(MAX_CONFIG_BYTES + 1)
     except OSError as e:
         raise ConfigError(f"config file {path}: cannot read it: {e.strerror or e}") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"config file {path}: larger than {MAX_CONFIG_BYTES:,} bytes: not a config file")
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ConfigError(f"config file {path}: not valid TOML: it is not UTF-8") from None
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"config file {path}: not valid TOML: {e}") from None
+    except RecursionError:
+        raise ConfigError(f"config file {path}: not valid TOML: nested too deep") from None
     known = {o.name for o in OPTIONS}
     unknown = sorted(set(data) - known)
     if unknown:

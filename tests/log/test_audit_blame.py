@@ -5,6 +5,8 @@ in one line, and say nothing about the log; a damaged saved checkpoint is never 
 from __future__ import annotations
 
 import base64
+import os
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -104,3 +106,27 @@ def test_a_policy_file_that_cannot_be_used_is_named(built_log: BuiltLog, tmp_pat
     result = audit(built_log.data_dir, "--policy", str(path), key=verifier_key(built_log.data_dir))
     assert result.rc == 2
     assert result.err.startswith(f"fairdeck audit: bad --policy or --witness: --policy {path}: "), result.err
+
+
+def test_a_since_fifo_or_a_key_device_is_refused_not_read(built_log: BuiltLog, tmp_path: Path) -> None:
+    """--since naming a FIFO hung the audit (open() waits for a writer) and --key @/dev/zero read
+    until memory ran out."""
+    fifo = tmp_path / "saved.fifo"
+    os.mkfifo(fifo)
+    key = verifier_key(built_log.data_dir)
+    done: list[CliResult] = []
+    auditing = threading.Thread(
+        target=lambda: done.append(audit(built_log.data_dir, "--since", str(fifo), key=key))
+    )
+    auditing.daemon = True
+    auditing.start()
+    auditing.join(timeout=60)  # a bound, not a wait: it returns at once, or hangs for ever
+    assert not auditing.is_alive(), "the audit hangs on a --since FIFO"
+    assert (
+        done[0].rc == 2 and done[0].err == f"fairdeck audit: cannot read --since {fifo}: not a regular file\n"
+    )
+    device = audit(built_log.data_dir, key="@/dev/zero")
+    assert (
+        device.rc == 2
+        and device.err == "fairdeck audit: bad --key: cannot read /dev/zero: not a regular file\n"
+    )

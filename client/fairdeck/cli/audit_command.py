@@ -16,6 +16,7 @@ import argparse
 import datetime
 import json
 import os
+import stat
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -166,8 +167,25 @@ def _server_source(kind: str, value: str) -> tuple[int, list[bytes], Iterator[by
     return reader(value)
 
 
-KEY_FILE_BYTES = 1 << 20
-"""A --key @FILE larger than this is not a list of keys (a key is about 80 bytes)."""
+SMALL_FILE_BYTES = 1 << 20
+"""A key file, a policy or a saved checkpoint larger than this is not one (a key is 80 bytes)."""
+
+
+def read_small(path: Path, *, pipes: bool = True) -> bytes:
+    """A small local file the auditor was given, whole: OSError for a device (read, it would never
+    end), a FIFO unless ``pipes`` (``--key @<(...)`` is one; opened without waiting for a writer,
+    so one with none reads as empty), and for one past SMALL_FILE_BYTES, saying so."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with open(fd, "rb") as f:
+        mode = os.fstat(fd).st_mode
+        if pipes and stat.S_ISFIFO(mode):
+            os.set_blocking(fd, True)
+        elif not stat.S_ISREG(mode):
+            raise OSError("not a regular file")
+        data = f.read(SMALL_FILE_BYTES + 1)
+    if len(data) > SMALL_FILE_BYTES:
+        raise OSError(f"larger than {SMALL_FILE_BYTES:,} bytes")
+    return data
 
 
 def _verifiers(values: Sequence[str]) -> list[Verifier]:
@@ -180,12 +198,9 @@ def _verifiers(values: Sequence[str]) -> list[Verifier]:
             continue
         path = Path(text[1:])
         try:
-            with path.open("rb") as f:
-                data = f.read(KEY_FILE_BYTES + 1)
+            data = read_small(path)
         except OSError as e:
             raise NoteError(f"cannot read {path}: {e.strerror or e}") from None
-        if len(data) > KEY_FILE_BYTES:
-            raise NoteError(f"{path} is larger than {KEY_FILE_BYTES:,} bytes: not a file of keys")
         try:
             lines = data.decode("utf-8").splitlines()
         except UnicodeDecodeError:
@@ -211,7 +226,7 @@ def witness_policy(args: argparse.Namespace) -> WitnessPolicy | None:
             raise CosignatureError("give --policy or --witness, not both")
         path = Path(args.policy)
         try:
-            text = sys.stdin.buffer.read() if args.policy == "-" else path.read_bytes()
+            text = sys.stdin.buffer.read() if args.policy == "-" else read_small(path)
         except OSError as e:
             raise CosignatureError(f"cannot read --policy {path}: {e.strerror or e}") from None
         try:
@@ -356,7 +371,7 @@ def _read_since(path: Path | None) -> bytes | None:
     if path is None:
         return None
     try:
-        return path.read_bytes()
+        return read_small(path, pipes=False)  # it is written back in its place
     except FileNotFoundError:
         return None
 
