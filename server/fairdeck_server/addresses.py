@@ -1,5 +1,6 @@
 """Listen addresses: parsing ``host:port``, the rule that plain text is for loopback only,
-and the probe that refuses a port in use before anything is made. No grpc here.
+the probe that refuses a port in use before anything is made, and a URL fit for a log line
+(``redact_url``: no password). No grpc here.
 
 A dealer listening on anything but loopback (``0.0.0.0`` and ``[::]`` included) without TLS
 would send seeds, cards and API tokens across the network in the clear, so ``check_listen``
@@ -9,11 +10,12 @@ refuses it unless the operator says ``insecure`` (a trusted proxy terminates TLS
 from __future__ import annotations
 
 import socket
+from urllib.parse import urlsplit, urlunsplit
 
 from fairdeck.wire import is_loopback
 from fairdeck_server.refusals import StartupRefused
 
-__all__ = ["ListenRefused", "check_listen", "is_loopback", "probe_listen", "split_host_port"]
+__all__ = ["ListenRefused", "check_listen", "is_loopback", "probe_listen", "redact_url", "split_host_port"]
 
 
 class ListenRefused(StartupRefused):
@@ -69,3 +71,17 @@ def probe_listen(option: str, listen: str) -> None:
     raise StartupRefused(
         f"{option} {listen}: cannot listen there{reason}; stop what holds it, or pick another {option}"
     )
+
+
+def redact_url(url: str) -> str:
+    """A URL without its password, for log lines.
+
+    >>> redact_url("postgresql://dealer:s3cret@db:5432/fairdeck")
+    'postgresql://dealer:***@db:5432/fairdeck'
+    """
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)[1]
+    user = f"{parts.username}:***@" if parts.username else ":***@"
+    return urlunsplit(parts._replace(netloc=user + netloc))

@@ -13,6 +13,8 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from fairdeck_server.log_causes import cause
+
 log = logging.getLogger(__name__)
 
 AHEAD = 0.8
@@ -41,7 +43,7 @@ class ReadsAhead:
         if self._tasks.get(key) is task:
             del self._tasks[key]
         if not task.cancelled() and (e := task.exception()) is not None:
-            log.debug("%s read ahead failed: %s", self._what, type(e).__name__)
+            log.debug("%s read ahead failed: %s", self._what, cause(e))
 
     def cancel(self) -> None:
         """Cancel the reads under way (the dealer is stopping)."""

@@ -47,9 +47,11 @@ from fairdeck_server.edge.methods import UNKNOWN_METHOD, loggable_method, regist
 from fairdeck_server.edge.transport import TRANSPORT_OPTIONS, connection_options, server_credentials
 from fairdeck_server.group_counts import GroupCounts
 from fairdeck_server.limits import OpenHandsCap, RateLimiter
+from fairdeck_server.log_causes import Repeats, cause
 from fairdeck_server.log_lease import FixedLease, Lease, PostgresLease
 from fairdeck_server.log_signing import RANDOM_ORIGIN, CheckpointPublisher
 from fairdeck_server.metrics import MeteredStorage, Metrics, MetricsEndpoint
+from fairdeck_server.option_ranges import HEARTBEAT_SECONDS
 from fairdeck_server.reaper import Reaper
 from fairdeck_server.refusals import DealerError, StartupRefused
 from fairdeck_server.startup import Identity, IdentityStore, check_store, prepare
@@ -67,8 +69,6 @@ ADMISSION_SLOTS = 64
 """Calls at work at once in one process, of all tenants; more wait for their tenant's turn
 (fair.Admission). Enough to keep the storage writer's batches full; few enough that the event
 loop's queue of ready work, which every call waits in, stays short."""
-HEARTBEAT_SECONDS = 0.5
-"""How often a worker of ``serve --processes N`` tells its supervisor it makes progress."""
 
 log = logging.getLogger(__name__)
 STOP_WRITE_TIMEOUT_S = 10.0
@@ -85,6 +85,27 @@ AUDIT_SERVICE = _service(audit_pb2, "AuditService").full_name
 HEALTH_SERVICE = health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
 HEALTH_NAMES = ("", DEALER_SERVICE, AUDIT_SERVICE)
 """What health answers for: the whole server ("") and each service it serves; all need storage."""
+
+
+def grpc_options(config: ServerConfig, *, reuseport: bool, max_connections: int) -> list[tuple[str, int]]:
+    """gRPC's server options for ``config``: each value a C int, as option_ranges.py keeps them."""
+    # A request is held to the lower of the two limits (0 is no limit).
+    request_bytes = min((b for b in (config.max_request_bytes, config.max_message_bytes) if b), default=-1)
+    return [
+        ("grpc.max_receive_message_length", request_bytes),
+        ("grpc.max_send_message_length", config.max_message_bytes or -1),
+        # One process per port, except the workers of one dealer (processes.py).
+        ("grpc.so_reuseport", 1 if reuseport else 0),
+        *TRANSPORT_OPTIONS,  # no call dropped unseen (edge/transport.py)
+        *connection_options(
+            idle=config.connection_idle_timeout,
+            handshake=config.handshake_timeout,
+            age=config.max_connection_age,
+            # A stream in flight at GOAWAY ends by its own bound first (deadline.py).
+            age_grace=config.default_deadline * (STREAM_RUNS + 1) or 30.0,
+            max_connections=max_connections,
+        ),
+    ]
 
 
 class DealerServer:
@@ -126,6 +147,7 @@ class DealerServer:
             self._probe, self._storage_health_changed, on_probe=self.metrics.probed
         )
         self._health_tasks: set[asyncio.Task[None]] = set()
+        self._failures = Repeats(log)
         # What the dealer, the log and the limits use: counts hands and storage failures.
         self.metered = cast(Storage, MeteredStorage(self.storage, self.metrics, self.storage_health))
         self.metrics_endpoint: MetricsEndpoint | None = None
@@ -244,28 +266,13 @@ class DealerServer:
     def _make_server(self) -> None:
         """The gRPC server with health and reflection (made here, not in __init__: grpc.aio binds
         them to the running loop)."""
-        config = self.config
-        # A request is held to the lower of the two limits (0 is no limit).
-        request_bytes = min(
-            (b for b in (config.max_request_bytes, config.max_message_bytes) if b), default=-1
-        )
         self.server = grpc.aio.server(
             interceptors=[self.interceptor],
-            options=[
-                ("grpc.max_receive_message_length", request_bytes),
-                ("grpc.max_send_message_length", config.max_message_bytes or -1),
-                # One process per port, except the workers of one dealer (processes.py).
-                ("grpc.so_reuseport", 0 if self.worker is None else 1),
-                *TRANSPORT_OPTIONS,  # no call dropped unseen (edge/transport.py)
-                *connection_options(
-                    idle=config.connection_idle_timeout,
-                    handshake=config.handshake_timeout,
-                    age=config.max_connection_age,
-                    # A stream in flight at GOAWAY ends by its own bound first (deadline.py).
-                    age_grace=config.default_deadline * (STREAM_RUNS + 1) or 30.0,
-                    max_connections=fit_descriptors(config.max_connections),
-                ),
-            ],
+            options=grpc_options(
+                self.config,
+                reuseport=self.worker is not None,
+                max_connections=fit_descriptors(self.config.max_connections),
+            ),
         )
         self.health = HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
@@ -399,7 +406,7 @@ class DealerServer:
             elif isinstance(e, DealerError):
                 where = self._storage_refusal(e, "storage")
             else:
-                where = type(e).__name__
+                where = cause(e)
             log.error(
                 "the last checkpoint could not be signed while stopping: %s. Nothing acknowledged is "
                 "lost; the next start signs it",
@@ -468,7 +475,7 @@ class DealerServer:
                 await asyncio.to_thread(warden.sweep)
                 self.metrics.connections.set(warden.open)
             except Exception as e:  # a look that failed is tried again next time
-                log.error("counting connections failed: %s", type(e).__name__)
+                self._failures.log(logging.ERROR, f"counting connections failed: {cause(e)}")
             await asyncio.sleep(SWEEP_SECONDS)
 
     def _skipped_stale_hand(self, tenant: str, hand_id: str, reason: str) -> None:
@@ -502,7 +509,7 @@ class DealerServer:
     def _storage_health_changed(self, healthy: bool) -> None:
         self.metrics.storage_health(healthy)
         if self._started:  # before start() is done, and once stop() began, health is not ours to set
-            task = asyncio.get_running_loop().create_task(self._set_health(self._storage_status()))
+            task = logging_setup.own_task(self._set_health(self._storage_status()), name="fairdeck-health")
             self._health_tasks.add(task)
             task.add_done_callback(self._health_tasks.discard)
 

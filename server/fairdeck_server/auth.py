@@ -32,6 +32,7 @@ from fairdeck.v1 import audit_pb2, dealer_pb2
 from fairdeck.wire import AUTHORIZATION
 from fairdeck_server import principal, refusals
 from fairdeck_server.ahead import AHEAD, ReadsAhead
+from fairdeck_server.log_causes import Repeats, cause
 from fairdeck_server.principal import Principal, Role
 from fairdeck_server.refusals import DealerError
 from fairdeck_server.storage.base import Storage, TokenRecord
@@ -230,6 +231,7 @@ class TokenVerifier:
         self._max = max_entries
         self._cache: dict[str, tuple[float, TokenRecord | None]] = {}
         self._ahead = ReadsAhead("token")
+        self._failures = Repeats(log)
         self.failures = failures if failures is not None else FailureLimiter(clock=clock)
 
     def close(self) -> None:
@@ -312,7 +314,7 @@ class TokenVerifier:
         try:
             return await self._look_up(token_id, now)
         except Exception as e:
-            log.error("token lookup failed: %s", type(e).__name__)
+            self._failures.log(logging.ERROR, f"token lookup failed: {cause(e)}")
             raise refusals.storage_unavailable("cannot check credentials now; retry") from None
 
     async def _look_up(self, token_id: str, now: float) -> TokenRecord | None:

@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import dataclasses
 import inspect
 import itertools
 import math
+import os
+import stat
 import textwrap
 import tomllib
 import types
@@ -27,11 +30,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from fairdeck.log.cosignature import CosignatureError, CosignatureVerifier
 from fairdeck_server import logging_setup
-from fairdeck_server.addresses import split_host_port
+from fairdeck_server.addresses import redact_url, split_host_port
+from fairdeck_server.option_ranges import RANGES
 from fairdeck_server.refusals import StartupRefused
 
 ENV_PREFIX = "FAIRDECK_"
@@ -302,16 +305,6 @@ def _postgres_url(value: str) -> None:
         raise ValueError("must be a postgresql:// URL (SQLite in the data dir is the default)")
 
 
-def _at_least(low: float, *, above: bool = False, most: float | None = None) -> Callable[[Any], None]:
-    def check(value: Any) -> None:
-        if value < low or (above and value == low):
-            raise ValueError(f"must be {'>' if above else '>='} {low:g}")
-        if most is not None and value > most:
-            raise ValueError(f"must be at most {most:g}")
-
-    return check
-
-
 def _witness(value: str) -> None:
     url, sep, vkey = value.rpartition("=")
     if not sep or not url.startswith(("http://", "https://")):
@@ -336,31 +329,9 @@ CHECKS: dict[str, Callable[[Any], None]] = {
     "listen": _host_port,
     "metrics_listen": _host_port,
     "db": _postgres_url,
-    "db_pool_size": _at_least(2),
-    "grace_seconds": _at_least(0),
-    "checkpoint_interval": _at_least(0, above=True),
-    "max_hand_lifetime": _at_least(0, above=True),
-    "rate_limit": _at_least(0),
-    "rate_burst": _at_least(0),
-    "max_open_hands": _at_least(0),
-    "max_calls_in_flight": _at_least(0),
-    "max_streams": _at_least(0),
-    "max_message_bytes": _at_least(0),
-    "max_request_bytes": _at_least(0),
-    "default_deadline": _at_least(0),
-    "auth_failure_rate": _at_least(0),
-    "auth_failure_burst": _at_least(0),
-    "handshake_timeout": _at_least(0, above=True),
-    "connection_idle_timeout": _at_least(0),
-    "max_connection_age": _at_least(0),
-    "max_connections": _at_least(0),
-    "max_connections_per_peer": _at_least(0),
     "witnesses": _each(_witness),
-    "witness_threshold": _at_least(0),
-    "witness_interval": _at_least(0, above=True),
-    "processes": _at_least(1, most=256),  # a typo (100000) would fork until the machine stops
-    "worker_timeout": _at_least(0),
     "codealer": _host_port,
+    **{name: r.check for name, r in RANGES.items()},
 }
 
 
@@ -386,18 +357,24 @@ def _from_text(option: Option, text: str) -> Any:
         try:
             return int(text.strip())
         except ValueError:
-            raise ValueError(f"must be a whole number, not {text!r}") from None
+            raise ValueError(f"{_must(option, 'a whole number')}, not {text!r}") from None
     if kind is float:
         try:
             value = float(text.strip())
         except ValueError:
-            raise ValueError(f"must be a number, not {text!r}") from None
+            raise ValueError(f"{_must(option, 'a number')}, not {text!r}") from None
         if not math.isfinite(value):
-            raise ValueError(f"must be a finite number, not {text!r}")
+            raise ValueError(f"{_must(option, 'a finite number')}, not {text!r}")
         return value
     if not text:
         raise ValueError("must not be empty")
     return Path(text) if kind is Path else text
+
+
+def _must(option: Option, kind: str) -> str:
+    """What a value of ``option`` must be: its range, where it has one."""
+    bounds = RANGES.get(option.name)
+    return f"must be {kind}, {bounds.describe()}" if bounds else f"must be {kind}"
 
 
 def _from_toml(option: Option, value: Any) -> Any:
@@ -416,11 +393,12 @@ def _from_toml(option: Option, value: Any) -> Any:
     if kind is int:
         if isinstance(value, int) and not isinstance(value, bool):
             return value
-        raise ValueError(f"must be an integer, not {value!r}")
+        raise ValueError(f"{_must(option, 'an integer')}, not {value!r}")
     if kind is float:
         if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-            return float(value)
-        raise ValueError(f"must be a number, not {value!r}")
+            with contextlib.suppress(OverflowError):  # an integer too large for a float
+                return float(value)
+        raise ValueError(f"{_must(option, 'a number')}, not {value!r}")
     if not isinstance(value, str):
         raise ValueError(f"must be a string, not {value!r}")
     return _from_text(option, value)
@@ -434,14 +412,35 @@ def _choice(option: Option, value: Any) -> str:
     raise ValueError(f"must be one of {', '.join(option.choices)}, not {value!r}")
 
 
+MAX_CONFIG_BYTES = 1 << 20
+"""A config file is a page of options: a larger one is not one (and is not read whole)."""
+
+
 def read_file(path: Path) -> dict[str, Any]:
+    """The TOML file's keys. A device is refused, not read (it would never end), as is a file past
+    MAX_CONFIG_BYTES or nested too deep for the parser; a pipe (``--config <(...)``) is opened
+    without waiting for a writer, so one with none reads as empty."""
     try:
-        with path.open("rb") as f:
-            data = tomllib.load(f)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with open(fd, "rb") as f:
+            mode = os.fstat(fd).st_mode
+            if stat.S_ISFIFO(mode):
+                os.set_blocking(fd, True)
+            elif not stat.S_ISREG(mode):
+                raise ConfigError(f"config file {path}: not a regular file")
+            raw = f.read(MAX_CONFIG_BYTES + 1)
     except OSError as e:
         raise ConfigError(f"config file {path}: cannot read it: {e.strerror or e}") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"config file {path}: larger than {MAX_CONFIG_BYTES:,} bytes: not a config file")
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ConfigError(f"config file {path}: not valid TOML: it is not UTF-8") from None
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"config file {path}: not valid TOML: {e}") from None
+    except RecursionError:
+        raise ConfigError(f"config file {path}: not valid TOML: nested too deep") from None
     known = {o.name for o in OPTIONS}
     unknown = sorted(set(data) - known)
     if unknown:
@@ -500,20 +499,6 @@ def load(flags: Mapping[str, Any], environ: Mapping[str, str], config_file: str 
 OPTIONS_BY_NAME = {o.name: o for o in OPTIONS}
 
 
-def redact_url(url: str) -> str:
-    """A URL without its password, for log lines.
-
-    >>> redact_url("postgresql://dealer:s3cret@db:5432/fairdeck")
-    'postgresql://dealer:***@db:5432/fairdeck'
-    """
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)[1]
-    user = f"{parts.username}:***@" if parts.username else ":***@"
-    return urlunsplit(parts._replace(netloc=user + netloc))
-
-
 # -- the command line -------------------------------------------------------------------------
 
 
@@ -554,7 +539,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     for option in OPTIONS:
         names = (option.flag, *FLAG_ALIASES.get(option.name, ()))
         text = option.help.replace("%", "%%")
-        text += f" [env {option.env}; file key {option.name}; default {_shown(option).replace('%', '%%')}]"
+        bounds = f"{RANGES[option.name].describe()}; " if option.name in RANGES else ""
+        default = _shown(option).replace("%", "%%")
+        text += f" [{bounds}env {option.env}; file key {option.name}; default {default}]"
         if option.kind is tuple:
             parser.add_argument(
                 *names,

@@ -30,6 +30,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from fairdeck.log.cosignature import CosignatureError, CosignatureVerifier, WitnessPolicy, parse_line
 from fairdeck.log.note import Verifier, open_note
 from fairdeck_server.clock import WITNESS_SKEW_S
+from fairdeck_server.log_causes import Repeats, cause
 from fairdeck_server.storage.base import Storage, StoredCheckpoint
 
 log = logging.getLogger(__name__)
@@ -109,6 +110,7 @@ class WitnessPublisher:
         self.leads = leads
         self.on_final = on_final
         self.shared = shared
+        self._failures = Repeats(log)
         self.log_verifier = log_verifier
         self.targets = [WitnessTarget.parse(spec) for spec in specs]
         self.policy = (
@@ -180,7 +182,7 @@ class WitnessPublisher:
             try:
                 await self.round()
             except Exception as e:  # storage may come back; the next round tries again
-                log.error("witnessing round failed: %s", type(e).__name__)
+                self._failures.log(logging.ERROR, f"witnessing round failed: {cause(e)}")
             await asyncio.sleep(self.interval)
 
     async def round(self) -> StoredCheckpoint | None:
@@ -339,7 +341,7 @@ def retry_after_seconds(value: str | None, now: float | None = None) -> float:
     if not value:
         return 0.0
     value = value.strip()
-    if value.isdigit():
+    if value.isascii() and value.isdigit():  # str.isdigit() takes "²", which int() refuses
         return float(min(int(value), MAX_RETRY_AFTER_S))
     try:
         when = email.utils.parsedate_to_datetime(value).timestamp()

@@ -94,13 +94,11 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def _new_hand_id() -> str:
-    """Time-ordered and unguessable: 11 hex digits of milliseconds, then 40 random bits.
-
-    Ordered ids make every insert land on the right edge of the hands table's
-    b-tree; random ones dirtied a page per hand and made COMMIT 8x dearer.
-    """
-    return f"{time.time_ns() // 1_000_000:011x}{secrets.token_hex(5)}"
+def _new_hand_id(now_ms: int) -> str:
+    """Time-ordered and unguessable: 11 hex digits of ``now_ms`` (the dealer's clock, as its entries'
+    times, not the wall clock), then 40 random bits. Ordered ids make every insert land on the right
+    edge of the hands table's b-tree; random ones dirtied a page per hand and made COMMIT 8x dearer."""
+    return f"{now_ms:011x}{secrets.token_hex(5)}"
 
 
 @dataclass(frozen=True)
@@ -131,7 +129,7 @@ class Dealer:
         *,
         entropy: Callable[[int], bytes] = secrets.token_bytes,
         clock_ms: Callable[[], int] = _now_ms,
-        new_hand_id: Callable[[], str] = _new_hand_id,
+        new_hand_id: Callable[[int], str] = _new_hand_id,
         version: str = CURRENT_VERSION,
     ) -> None:
         self.storage = storage
@@ -292,9 +290,10 @@ class Dealer:
 
     def _new_hand_ids(self, n: int) -> list[str]:
         """``n`` new hand ids: with the default maker, one call for all their random parts."""
+        now = self._clock_ms()
         if self._new_hand_id is not _new_hand_id:
-            return [self._new_hand_id() for _ in range(n)]
-        head = f"{time.time_ns() // 1_000_000:011x}"
+            return [self._new_hand_id(now) for _ in range(n)]
+        head = f"{now:011x}"
         tail = secrets.token_bytes(5 * n).hex()
         return [head + tail[10 * i : 10 * i + 10] for i in range(n)]
 
@@ -314,8 +313,8 @@ class Dealer:
     ) -> tuple[NewHand, bytes, tuple[int, ...]]:
         """A new hand: fresh seed, commitment, sealed seed, commit entry (and
         the deck, unless it stays open for client seeds)."""
-        hand_id = self._new_hand_id()
         now = self._clock_ms()
+        hand_id = self._new_hand_id(now)
         seed = self._entropy(p.seed_bytes)
         commitment = commit(p.spec.name, hand_id, seed, version=self._version)
         cards = p.derive(hand_id, seed, seeds) if state is not StoredHandState.OPEN else ()

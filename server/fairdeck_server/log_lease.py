@@ -19,6 +19,8 @@ import contextlib
 import logging
 from typing import Any, Protocol
 
+from fairdeck_server.log_causes import Repeats, cause
+
 log = logging.getLogger(__name__)
 
 LEAD_LOCK = 0x6664_6B03
@@ -60,6 +62,7 @@ class PostgresLease:
         self.url = url
         self._conn: Any = None
         self._held = False
+        self._failures = Repeats(log)
 
     async def acquire(self) -> bool:
         import psycopg
@@ -77,7 +80,7 @@ class PostgresLease:
             cursor = await self._conn.execute("SELECT pg_try_advisory_lock(%s)", (LEAD_LOCK,))
             row = await cursor.fetchone()
         except psycopg.Error as e:
-            log.warning("cannot ask PostgreSQL who leads the log: %s", type(e).__name__)
+            self._failures.log(logging.WARNING, f"cannot ask PostgreSQL who leads the log: {cause(e)}")
             await self._drop()
             return False
         self._held = bool(row and row[0])

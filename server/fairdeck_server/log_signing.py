@@ -25,6 +25,7 @@ from fairdeck.log.note import NoteError, Signer, Verifier, is_valid_key_name
 from fairdeck.log.rotation import RotationError, open_rotation, sign_rotation
 from fairdeck.log.tiles import TileError
 from fairdeck_server import refusals
+from fairdeck_server.log_causes import Repeats, cause
 from fairdeck_server.log_lease import Lease
 from fairdeck_server.refusals import StartupRefused
 from fairdeck_server.storage.base import Storage, StoredCheckpoint
@@ -203,6 +204,7 @@ class CheckpointPublisher:
         self.storage = storage
         self.signer = signer
         self.interval = interval
+        self._failures = Repeats(log)
         self.tiles = tiles
         self.lease = lease
         self.show_latest = show_latest
@@ -334,15 +336,20 @@ class CheckpointPublisher:
                 await self.publish()
             except (TileError, OSError) as e:  # paths and sizes only: nothing secret in these
                 where = self.tiles.root if self.tiles is not None else "storage"
-                cause = (e.strerror or str(e)) if isinstance(e, OSError) else str(e)
-                problem = f"no checkpoint signed: the tiles in {where} cannot be written: {cause}"
+                why = (e.strerror or str(e)) if isinstance(e, OSError) else str(e)
+                problem = f"no checkpoint signed: the tiles in {where} cannot be written: {why}"
                 if problem != failing:  # once per cause, not five times a second
                     log.error("%s", problem)
                 failing = problem
                 continue
             except Exception as e:  # keep publishing; storage may come back
-                log.error("checkpoint publishing failed: %s", type(e).__name__)
+                # The cause, once per cause and then every few seconds: a lock held elsewhere
+                # fails every round, five times a second in each worker.
+                self._failures.log(logging.ERROR, f"checkpoint publishing failed: {cause(e)}")
+                failing = "storage"
                 continue
             if failing is not None:
-                log.info("checkpoints are signed again, with their tiles")
+                again = ", with their tiles" if failing != "storage" else ": storage takes writes again"
+                log.info("checkpoints are signed again%s", again)
+                self._failures.clear()
                 failing = None

@@ -13,17 +13,21 @@ body, a token or a seed, and ``redact_grpc_metadata`` keeps grpcio from logging 
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import json
 import logging
 import re
 import secrets
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Coroutine, Iterable
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import IO, Any
+from typing import IO, Any, TypeVar
+
+T = TypeVar("T")
 
 REQUEST_ID_KEY = "x-request-id"
 REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
@@ -71,6 +75,14 @@ def end_call(token: Token[Any]) -> None:
 
 def current_call() -> CallContext | None:
     return _call.get()
+
+
+def own_task(coro: Coroutine[Any, Any, T], *, name: str) -> asyncio.Task[T]:
+    """A task for the dealer's own work that a call set off (a storage probe, a health change):
+    it runs outside that call, so its log lines carry no request id that is not theirs."""
+    context = contextvars.copy_context()
+    context.run(_call.set, None)
+    return asyncio.get_running_loop().create_task(coro, name=name, context=context)
 
 
 def set_tenant(tenant: str) -> None:

@@ -30,6 +30,7 @@ from fairdeck.log import logentry
 from fairdeck.wire import Reason
 from fairdeck_server import refusals
 from fairdeck_server.addresses import split_host_port
+from fairdeck_server.log_causes import Repeats, cause
 from fairdeck_server.storage.base import (
     Change,
     Created,
@@ -244,6 +245,7 @@ class StorageGauges(Collector):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._lock = threading.Lock()
         self._read_at = float("-inf")
+        self._failures = Repeats(log)
         self._values: dict[str, float] = {}
         self._head: tuple[int, float] | None = None  # (checkpoint size, when first seen)
         self._writer: WriterStats | None = None  # read without a lock: counts, at worst a batch behind
@@ -289,7 +291,7 @@ class StorageGauges(Collector):
             self._values = asyncio.run_coroutine_threadsafe(self.read(), loop).result(timeout=5)
             self._read_at = time.monotonic()
         except Exception as e:  # storage down: serve the last values; storage_errors tells why
-            log.warning("reading gauges from storage failed: %s", type(e).__name__)
+            self._failures.log(logging.WARNING, f"reading gauges from storage failed: {cause(e)}")
 
     def collect(self) -> list[Metric]:
         with self._lock:

@@ -14,7 +14,8 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
-from fairdeck_server import fair
+from fairdeck_server import fair, logging_setup
+from fairdeck_server.log_causes import Repeats, cause
 
 log = logging.getLogger(__name__)
 RETRY_SECONDS = 1.0
@@ -43,12 +44,14 @@ class StorageHealth:
         self._retry_seconds = retry_seconds
         self._task: asyncio.Task[None] | None = None
         self._stopped = False
+        self._failures = Repeats(log)
 
     def failed(self) -> None:
         """A storage call failed: confirm with a probe write (unless one is under way)."""
         if self._stopped or (self._task is not None and not self._task.done()):
             return
-        self._task = asyncio.get_running_loop().create_task(self._probe_until_ok(), name="fairdeck-probe")
+        # The dealer's own work: its lines carry no request id of the call whose failure began it.
+        self._task = logging_setup.own_task(self._probe_until_ok(), name="fairdeck-probe")
 
     def wrote(self) -> None:
         """A write was made durable: storage works."""
@@ -68,7 +71,7 @@ class StorageHealth:
                 await self._probe()
             except Exception as e:  # what failing storage raises; logged without its text
                 self._on_probe(False)
-                log.warning("storage probe write failed: %s", type(e).__name__)
+                self._failures.log(logging.WARNING, f"storage probe write failed: {cause(e)}")
                 self._set(False)
                 await asyncio.sleep(self._retry_seconds)
                 continue

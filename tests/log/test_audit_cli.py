@@ -204,8 +204,9 @@ def test_since_saves_then_advances(dealer: RunningDealer, tmp_path: Path) -> Non
 
 @pytest.mark.parametrize("other_key", [True, False], ids=["another key", "the same key"])
 def test_since_from_another_log_fails(other_key: bool, dealer: RunningDealer, tmp_path: Path) -> None:
-    """A checkpoint saved from a different log is not a prefix of this one: under
-    another key it does not verify; under the same key its root is not this tree's."""
+    """A checkpoint saved from a different log is not a prefix of this one: under the same key
+    its root is not this tree's, a finding; under another key it does not verify, which says
+    nothing about this dealer (the auditor's own file, or the wrong --key): exit 2, naming it."""
     size = deal(dealer.target, closed=20, still_open=0)
     settle(dealer, size)
     other_dir = tmp_path / "other"
@@ -225,18 +226,18 @@ def test_since_from_another_log_fails(other_key: bool, dealer: RunningDealer, tm
 
     for where in (["--target", dealer.target], ["--data", str(dealer.data_dir)]):
         result = audit(*where, key=key, since=saved)
-        assert result.rc == 1
-        problems = [f["problem"] for f in result.findings]
         if other_key:
-            assert len(problems) == 1
-            assert problems[0].startswith("saved checkpoint (--since) does not verify under the log key")
+            assert result.rc == 2 and not result.out, result.out
+            assert result.err.startswith(f"fairdeck audit: cannot use --since {saved}: saved checkpoint")
+            assert "does not verify under the log key" in result.err and "\n" not in result.err.strip()
         else:
+            assert result.rc == 1
+            problems = [f["problem"] for f in result.findings]
             assert len(problems) == 1
             assert problems[0].startswith(
                 f"signed checkpoint for tree size {other_size} does not match the entries"
             )
-        consistency = "consistency NOT checked" if other_key else "NOT consistent with the saved checkpoint"
-        assert result.report["consistency"].startswith(consistency)
+            assert result.report["consistency"].startswith("NOT consistent with the saved checkpoint")
         assert saved.read_bytes() == other_note, "a failed audit does not overwrite the saved checkpoint"
 
 

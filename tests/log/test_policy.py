@@ -140,7 +140,8 @@ def test_fairdeck_verify_takes_a_policy_file(tmp_path: Path) -> None:
     )
     bad = verify(str(proof), "--key", key, "--policy", str(tmp_path / "bad.policy"))
     assert bad.returncode == 2 and bad.stderr == (
-        "fairdeck verify: policy line 2: quorum 'w2' is not defined on an earlier line\n"
+        f"fairdeck verify: --policy {tmp_path / 'bad.policy'}: policy line 2: quorum 'w2' is not defined on "
+        "an earlier line\n"
     )
     mixed = verify(
         str(proof), "--key", key, "--policy", str(tmp_path / "one.policy"), "--witness", f"w1={w1}"

@@ -41,6 +41,10 @@ VALUES: dict[str, tuple[Any, Any, Any]] = {
     "allow_clock_behind_log": (True, False, True),
     "codeal_default": (True, False, True),
     "codealer": ("127.0.0.1:3001", "127.0.0.1:3002", "127.0.0.1:3003"),
+    # Options whose range (option_ranges.py) leaves out the generic values below.
+    "max_message_bytes": (70_000, 80_000, 90_000),
+    "max_request_bytes": (70_000, 80_000, 90_000),
+    "worker_timeout": (2.5, 3.5, 4.5),
 }
 BY_KIND: dict[type, tuple[Any, Any, Any]] = {
     str: ("from-file", "from-env", "from-flag"),
@@ -180,9 +184,9 @@ def test_no_arguments_is_the_server_config_defaults() -> None:
             "",
             "FAIRDECK_MAX_OPEN_HANDS (environment): must be a whole",
         ),
-        (["--max-open-hands=-1"], {}, "", "--max-open-hands (flag): must be >= 0"),
-        (["--checkpoint-interval=0"], {}, "", "--checkpoint-interval (flag): must be > 0"),
-        (["--processes=100000"], {}, "", "--processes (flag): must be at most 256"),
+        (["--max-open-hands=-1"], {}, "", "--max-open-hands (flag): must be 0 (no limit) or from 1 to"),
+        (["--checkpoint-interval=0"], {}, "", "--checkpoint-interval (flag): must be from 0.001 to 3600"),
+        (["--processes=100000"], {}, "", "--processes (flag): must be from 1 to 256, not 100000"),
         (["--listen=localhost"], {}, "", "--listen (flag): must be HOST:PORT"),
         (["--metrics-listen=:99999"], {}, "", "--metrics-listen (flag): must be HOST:PORT"),
         (["--db=mysql://x/y"], {}, "", "--db (flag): must be a postgresql:// URL"),
@@ -237,7 +241,12 @@ def test_a_refused_configuration_exits_2_with_one_line_and_no_traceback(tmp_path
     path = tmp_path / "fairdeck.toml"
     path.write_text('listen = "127.0.0.1:0"\nrate_limt = 5\n')
     for argv, env, expected in [
-        (["--rate-limit", "abc"], {}, "fairdeck serve: --rate-limit (flag): must be a number, not 'abc'"),
+        (
+            ["--rate-limit", "abc"],
+            {},
+            "fairdeck serve: --rate-limit (flag): must be a number, 0 (off) or from 0.001 to 1000000 per "
+            "second, not 'abc'",
+        ),
         ([], {"FAIRDECK_CONFIG": str(path)}, f"fairdeck serve: config file {path}: unknown key 'rate_limt'"),
         (["--config", str(tmp_path / "missing.toml")], {}, "cannot read it"),
     ]:

@@ -24,16 +24,16 @@ from pathlib import Path
 
 import grpc
 
-from fairdeck.cli import cli_credentials
+from fairdeck.cli import cli_credentials, numbers
 from fairdeck.cli import progress as progress_bar
 from fairdeck.cli.tile_source import Item, Source, tiles_log
 from fairdeck.client.calls import ClientConfig
 from fairdeck.client.channel import EntryPager
 from fairdeck.client.exceptions import from_rpc_error
-from fairdeck.client.local_files import MAX_BYTES, LocalFileError, read_local, read_local_text
+from fairdeck.client.local_files import MAX_BYTES, LocalFileError, read_local
 from fairdeck.core.errors import VerificationError
 from fairdeck.log import safefiles
-from fairdeck.log.audit import Auditor, AuditReport, Finding, LogUnreadable
+from fairdeck.log.audit import Auditor, AuditReport, Finding, LogUnreadable, SavedCheckpointUnreadable
 from fairdeck.log.audit_pool import PARALLEL_FROM, RevealChecks, default_workers
 from fairdeck.log.cosignature import CosignatureError, WitnessPolicy
 from fairdeck.log.note import NoteError, Verifier
@@ -147,6 +147,7 @@ def _replay(auditor: Auditor, count: int, entries: Iterator[Item], progress: boo
                 shown.update()
         except (ValueError, grpc.RpcError) as e:
             detail = e.details() if isinstance(e, grpc.RpcError) else str(e)
+            auditor.report.unread = detail
             auditor.report.findings.append(Finding(f"could not read the whole log: {detail}"))
     return auditor.finish()
 
@@ -167,17 +168,30 @@ def _server_source(kind: str, value: str) -> tuple[int, list[bytes], Iterator[by
 
 
 def _verifiers(values: Sequence[str]) -> list[Verifier]:
-    """Each --key: a verifier key, or @FILE with one key per line (blank lines and # comments skipped)."""
+    """Each --key: a verifier key, or @FILE with one key per line (blank lines and # comments
+    skipped). A file that cannot be read, or holds no key, is named in the NoteError."""
     keys = []
     for text in values:
-        if text.startswith("@"):
+        if not text.startswith("@"):
+            keys.append(Verifier.parse(text.strip()))
+            continue
+        path = Path(text[1:])
+        try:
+            data = read_local(path, pipes=True)
+        except OSError as e:
+            raise NoteError(f"cannot read {path}: {e.strerror or e}") from None
+        try:
+            lines = data.decode("utf-8").splitlines()
+        except UnicodeDecodeError:
+            raise NoteError(f"{path} is not text (UTF-8): not a file of keys") from None
+        found = [(n, k) for n, k in enumerate(map(str.strip, lines), 1) if k and not k.startswith("#")]
+        if not found:
+            raise NoteError(f"{path} holds no verifier key")
+        for number, key in found:
             try:
-                lines = read_local_text(text[1:]).splitlines()
-            except OSError as e:
-                raise LocalFileError(f"cannot read --key {text}: {e.strerror or e}") from None
-        else:
-            lines = [text]
-        keys += [Verifier.parse(k) for k in map(str.strip, lines) if k and not k.startswith("#")]
+                keys.append(Verifier.parse(key))
+            except NoteError as e:
+                raise NoteError(f"{path} line {number}: {e}") from None
     if not keys:
         raise NoteError("no verifier key given")
     return keys
@@ -191,12 +205,16 @@ def witness_policy(args: argparse.Namespace) -> WitnessPolicy | None:
             raise CosignatureError("give --policy or --witness, not both")
         path = Path(args.policy)
         try:
-            text = sys.stdin.buffer.read(MAX_BYTES + 1) if args.policy == "-" else read_local(path)
+            stdin = args.policy == "-"
+            text = sys.stdin.buffer.read(MAX_BYTES + 1) if stdin else read_local(path, pipes=True)
             if len(text) > MAX_BYTES:
                 raise LocalFileError(f"it is larger than {MAX_BYTES} bytes")
         except OSError as e:
             raise CosignatureError(f"cannot read --policy {path}: {e.strerror or e}") from None
-        return TlogPolicy.parse(text).witness_policy()
+        try:
+            return TlogPolicy.parse(text).witness_policy()
+        except CosignatureError as e:
+            raise CosignatureError(f"--policy {path}: {e}") from None
     if not args.witness:
         if args.witness_threshold is not None:
             raise CosignatureError("--witness-threshold needs at least one --witness NAME=KEY")
@@ -221,7 +239,7 @@ def add_witness_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--witness-threshold",
-        type=int,
+        type=numbers.whole(0, 256),
         default=None,
         metavar="K",
         help="cosignatures from distinct --witness keys a checkpoint needs (default: all of them)",
@@ -229,7 +247,7 @@ def add_witness_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _workers(text: str) -> int:
-    if not text.isdigit() or int(text) > 256:
+    if not (text.isascii() and text.isdigit()) or int(text) > 256:
         raise argparse.ArgumentTypeError(f"--workers is a whole number 0 to 256, not {text!r}")
     return int(text)
 
@@ -287,6 +305,13 @@ def cmd_audit(args: argparse.Namespace) -> int:
     except LogUnreadable as e:  # damage found part way through the file
         print(f"fairdeck audit: {e}", file=sys.stderr)
         return 2
+    except SavedCheckpointUnreadable as e:  # our own file: nothing said about the dealer
+        print(
+            f"fairdeck audit: cannot use --since {since_path}: {e}. It is this auditor's own file, not the "
+            "log: restore it, or move it away to audit from scratch (consistency is then NOT checked)",
+            file=sys.stderr,
+        )
+        return 2
     except BrokenProcessPool:
         print(
             "fairdeck audit: a worker process that checks reveals died (out of memory?); nothing was "
@@ -328,7 +353,7 @@ def _read_since(path: Path | None) -> bytes | None:
     if path is None:
         return None
     try:
-        return path.read_bytes()
+        return read_local(path)  # a regular file only: it is written back in its place
     except FileNotFoundError:
         return None
 
@@ -341,9 +366,15 @@ def _save_since(path: Path, note: bytes) -> None:
 
 def _print_report(report: AuditReport, elapsed: float, since_path: Path | None, saved: bool) -> None:
     verdict = ("INCOMPLETE" if report.keys_needed else "OK") if report.ok else "FAILED"
-    print(f"audit {verdict}: {report.entries:,} entries, {report.hands:,} hands in {elapsed:.1f}s")
+    if report.unread is not None:  # the cause first: not "0 entries", which reads as an empty log
+        print(f"audit FAILED: could not read the whole log: {report.unread}")
+        print(f"  read and checked the {report.entries:,} entries before it ({report.hands:,} hands)")
+    else:
+        print(f"audit {verdict}: {report.entries:,} entries, {report.hands:,} hands in {elapsed:.1f}s")
     if report.checkpoint is not None:
         print(f"  signed tree size {report.tree_size:,}, root {report.root.hex()}")
+    elif report.unread is not None:
+        pass
     elif report.entries == 0:
         print(f"  the empty log: nothing to sign yet, root {report.root.hex()} (the empty tree)")
     else:
@@ -420,13 +451,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     audit.add_argument(
         "--max-hand-lifetime",
-        type=float,
+        type=numbers.lifetime,
         default=3600.0,
         metavar="SECONDS",
         help="the operator's maximum hand lifetime (default %(default)s): an open hand is overdue once "
         "the log holds a later entry timestamped more than this after it",
     )
-    audit.add_argument("--timeout", type=float, default=30.0, help="per-call deadline with --target")
+    audit.add_argument(
+        "--timeout", type=numbers.seconds(numbers.DAY), default=30.0, help="per-call deadline with --target"
+    )
     audit.add_argument(
         "--workers",
         type=_workers,

@@ -21,6 +21,7 @@ from fairdeck.cli import (
     hand_command,
     health_command,
     lab_command,
+    numbers,
     verifier_page_command,
 )
 from fairdeck.cli import stats_command as stats_command
@@ -232,7 +233,7 @@ def build_parser(*, server: bool = True) -> argparse.ArgumentParser:
     check.add_argument(
         "--witness", action="append", default=[], metavar="NAME=KEY", help="a witness (repeat)"
     )
-    check.add_argument("--witness-threshold", type=int, default=None, metavar="K")
+    check.add_argument("--witness-threshold", type=numbers.whole(0, 256), default=None, metavar="K")
     check.add_argument(
         "--policy",
         metavar="FILE",

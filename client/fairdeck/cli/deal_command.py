@@ -20,7 +20,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from fairdeck.cli import cli_credentials
+from fairdeck.cli import cli_credentials, numbers
 from fairdeck.cli.audit_command import _verifiers
 from fairdeck.client import AuditClient, DealerClient, Hand
 from fairdeck.client.exceptions import FairdeckError
@@ -163,7 +163,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     deal.add_argument("--target", default="127.0.0.1:50051", metavar="HOST:PORT", help="default %(default)s")
     deal.add_argument("--players", type=int, default=2, help="2..10 (default 2)")
     deal.add_argument("--client-seed", default=None, help="your seed (default: random)")
-    deal.add_argument("--timeout", type=float, default=10.0, help="per-call deadline in seconds")
+    deal.add_argument(
+        "--timeout", type=numbers.seconds(numbers.DAY), default=10.0, help="per-call deadline in seconds"
+    )
     deal.add_argument("--json", action="store_true", help="print the hand as JSON")
     deal.add_argument("--out", metavar="FILE", help="write the hand's one-file proof (docs/hand-proof.md)")
     deal.add_argument(

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import grpc
 
-from fairdeck.cli import cli_credentials
+from fairdeck.cli import cli_credentials, numbers
 from fairdeck.cli.audit_command import _verifiers, add_witness_arguments, witness_policy
 from fairdeck.client.audit_client import AuditClient
 from fairdeck.client.exceptions import FairdeckError
@@ -76,7 +76,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     get.add_argument("--target", default="127.0.0.1:50051", metavar="HOST:PORT", help="the dealer")
     get.add_argument("--key", required=True, action="append", metavar="VKEY|@FILE", help="the log's key")
     get.add_argument("--out", metavar="FILE", help="write the proof here (default: standard output)")
-    get.add_argument("--timeout", type=float, default=30.0, help="per-call deadline, seconds")
+    get.add_argument(
+        "--timeout", type=numbers.seconds(numbers.DAY), default=30.0, help="per-call deadline, seconds"
+    )
     get.add_argument(
         "--format",
         type=int,

@@ -19,8 +19,8 @@ import sys
 from pathlib import Path
 from types import FrameType
 
-from fairdeck.cli import cli_credentials, progress
-from fairdeck.cli.stats_command import _alpha, _positive  # the same parsers as stats
+from fairdeck.cli import cli_credentials, numbers, progress
+from fairdeck.cli.stats_command import _alpha, _positive, _seed_bits  # the same parsers as stats
 from fairdeck.client.exceptions import FairdeckError, PermissionDenied, Unauthenticated
 from fairdeck.core.decks import SPEC_NAMES
 from fairdeck.core.errors import VerificationError
@@ -291,7 +291,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--deck", default="standard", choices=SPEC_NAMES, help="deck spec (default standard)"
     )
     collect.add_argument(
-        "--batch", type=_positive, default=2_000, metavar="N", help="hands per batch (default 2,000)"
+        "--batch",
+        type=numbers.whole(1, numbers.MAX_BATCH_HANDS),
+        default=2_000,
+        metavar="N",
+        help="hands per batch (default 2,000; at most 100,000, the most one DealHands call deals)",
     )
     progress.add_argument(collect)
     live = collect.add_argument_group("a live dealer instead of this process")
@@ -344,12 +348,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     test.add_argument("--seed", default="1", help="seed of the bad generators and the deck tests' controls")
     test.add_argument(
         "--seed-bits",
-        type=_positive,
+        type=_seed_bits,
         default=32,
         metavar="B",
         help="random bits of the deck tests' seeded_32bit control (as fairdeck stats --seed-bits)",
     )
-    test.add_argument("--workers", type=_positive, default=2, metavar="K", help="dieharder processes at once")
+    test.add_argument(
+        "--workers",
+        type=numbers.whole(1, numbers.MAX_PROCESSES),
+        default=2,
+        metavar="K",
+        help="dieharder processes at once",
+    )
     test.add_argument(
         "--sample",
         type=_positive,

@@ -13,7 +13,7 @@ import importlib
 import os
 import sys
 
-from fairdeck.cli import cli_credentials, progress
+from fairdeck.cli import cli_credentials, numbers, progress
 from fairdeck.core.decks import SPEC_NAMES
 
 EXTRA = "pip install 'fairdeck[stats]'"
@@ -107,8 +107,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     stats.add_argument(
         "--workers",
-        type=_positive,
-        default=os.cpu_count() or 1,
+        type=numbers.whole(1, numbers.MAX_PROCESSES),
+        default=min(os.cpu_count() or 1, numbers.MAX_PROCESSES),
         metavar="K",
         help="worker processes (default: CPUs)",
     )
@@ -140,6 +140,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "each adds a commit and a reveal to the dealer's live transparency log, for good (2 x N entries), "
         "so point it at a test dealer, not a production one",
     )
-    dealer.add_argument("--timeout", type=float, default=30.0, help="per-call deadline in seconds")
+    dealer.add_argument(
+        "--timeout", type=numbers.seconds(numbers.DAY), default=30.0, help="per-call deadline in seconds"
+    )
     cli_credentials.add_arguments(dealer)
     stats.set_defaults(handler=cmd_stats)

@@ -2,7 +2,8 @@
 
 Only a regular file is read, and at most ``MAX_BYTES`` of it: a device (``/dev/zero``), a FIFO or a
 directory given by mistake is one error naming what it is, never a read without end. The file is
-opened without blocking, so a FIFO with no writer does not hang the open either.
+opened without blocking, so a FIFO with no writer does not hang the open either; a reader that
+takes a pipe (``--key @<(...)``) says so with ``pipes=True``, and reads it, bounded, to its end.
 """
 
 from __future__ import annotations
@@ -19,15 +20,17 @@ class LocalFileError(OSError):
     """A local file that is not a regular file of at most the size allowed; its message says which."""
 
 
-def read_local(path: str | Path, limit: int = MAX_BYTES) -> bytes:
-    """The bytes of the regular file at ``path``; LocalFileError (an OSError) for anything else, or
-    the OSError of the open (no such file, permission)."""
+def read_local(path: str | Path, limit: int = MAX_BYTES, *, pipes: bool = False) -> bytes:
+    """The bytes of the regular file at ``path`` (or of a pipe, with ``pipes``); LocalFileError (an
+    OSError) for anything else, or the OSError of the open (no such file, permission)."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
         mode = os.fstat(fd).st_mode
         if stat.S_ISDIR(mode):
             raise LocalFileError("it is a directory")
-        if not stat.S_ISREG(mode):
+        if pipes and stat.S_ISFIFO(mode):
+            os.set_blocking(fd, True)
+        elif not stat.S_ISREG(mode):
             raise LocalFileError("it is not a regular file (a device, a FIFO or a socket)")
         chunks, size = [], 0
         while size <= limit:

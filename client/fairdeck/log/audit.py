@@ -31,7 +31,7 @@ from fairdeck.log import merkle
 from fairdeck.log.checkpoint import Checkpoint, CheckpointError, open_checkpoint
 from fairdeck.log.cosignature import CosignatureError, PolicyResult, WitnessPolicy
 from fairdeck.log.logentry import CLOSED, VOIDED, CommitEntry, EntryError, RevealEntry, deck_digest, decode
-from fairdeck.log.note import NoteError, Verifier
+from fairdeck.log.note import NoteError, UnverifiedNoteError, Verifier, open_note
 from fairdeck.log.overdue import LogClock, is_overdue
 from fairdeck.log.rotation import RotationError, follow, is_rotation, open_rotation
 
@@ -87,6 +87,12 @@ class LogUnreadable(Exception):
     message names it and the fix. Not a finding: nothing could be checked."""
 
 
+class SavedCheckpointUnreadable(Exception):
+    """The checkpoint saved by an earlier audit (``--since``) is empty, cut, not a checkpoint, or
+    signed by no key given: the auditor's own file, so it says nothing about the log. Not a
+    finding: the message says what is wrong with the file."""
+
+
 @dataclass(frozen=True)
 class Finding:
     """One thing that does not hold, with where it was found."""
@@ -132,6 +138,9 @@ class AuditReport:
     """With a witness policy: who cosigned the checkpoint reached, in words (None without one)."""
     rotations: list[str] = field(default_factory=list)
     """Key rotations the audit followed from the keys it was given (``old -> new``), in order."""
+    unread: str | None = None
+    """Why the log could not be read to its end (a finding too; what came before it was checked):
+    the cause that a report's headline carries, rather than the empty log it would look like."""
     keys_needed: dict[str, int] = field(default_factory=dict)
     """Checkpoints not checked, by the verifier key that signed them: the log's key before a
     rotation that a key given signed (rotation statements are followed forward only). Not a
@@ -230,9 +239,29 @@ class Auditor:
                 self._expect(note, "checkpoint")
         self._since_given = since is not None
         if since is not None:
-            cp = self._expect(since, "saved checkpoint (--since)")
-            self._since = cp
+            self._since = self._saved(since)
         self._pending.sort(key=lambda p: p[0].size)
+
+    def _saved(self, note: bytes) -> Checkpoint | None:
+        """The saved checkpoint, or SavedCheckpointUnreadable; None (set aside) when a key
+        before a rotation signed it, as for the log's own checkpoints."""
+        if not note.strip():
+            raise SavedCheckpointUnreadable("it is empty")
+        try:
+            open_note(note, ())
+        except UnverifiedNoteError as e:  # well formed; no key was asked to verify it
+            try:
+                Checkpoint.parse(e.note.text)
+            except CheckpointError as bad:
+                raise SavedCheckpointUnreadable(f"it is not a checkpoint: {bad}") from None
+        except NoteError as e:
+            raise SavedCheckpointUnreadable(f"not a whole signed checkpoint (cut short?): {e}") from None
+        found = len(self.report.findings)
+        checkpoint = self._expect(note, "saved checkpoint (--since)")
+        if len(self.report.findings) > found:
+            problem = self.report.findings.pop().problem
+            raise SavedCheckpointUnreadable(f"{problem} (a checkpoint of another log, or the wrong --key?)")
+        return checkpoint
 
     def _expect(self, note: bytes, what: str) -> Checkpoint | None:
         try:

@@ -152,7 +152,7 @@ def cmd_key(args: argparse.Namespace) -> int:
 
 def _listen_address(text: str) -> tuple[str, int]:
     host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+    if not sep or not (port.isascii() and port.isdigit()) or not 0 <= int(port) <= 65535:  # not "²"
         raise StartupRefused(f"--listen {text!r}: want HOST:PORT, for example {DEFAULT_LISTEN}")
     return host.strip("[]") or "127.0.0.1", int(port)
 

@@ -130,7 +130,7 @@ class _Handler(BaseHTTPRequestHandler):
         if length_text is None:
             self.close_connection = True
             return Answer(411, b"a Content-Length is required\n", TEXT)
-        if not length_text.isdigit() or len(length_text) > 12:
+        if not (length_text.isascii() and length_text.isdigit()) or len(length_text) > 12:  # not "²"
             self.close_connection = True
             return Answer(400, b"malformed Content-Length\n", TEXT)
         length = int(length_text)

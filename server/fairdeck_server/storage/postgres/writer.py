@@ -29,6 +29,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from fairdeck_server import fair, refusals
 from fairdeck_server.fair import FairQueue, Sharing, take_turns
+from fairdeck_server.log_causes import cause
 from fairdeck_server.storage.base import (
     HAND_COLUMNS,
     Change,
@@ -239,7 +240,7 @@ class Writer:
             try:
                 await self._run(batch)
             except Exception as e:  # a bug: fail the batch, keep the writer alive
-                log.error("storage writer failed: %s", type(e).__name__)
+                log.error("storage writer failed: %s", cause(e))
                 _settle([(op, False, refusals.storage_unavailable("storage failed")) for op in batch])
 
     async def _run(self, batch: list[_Op]) -> None:
@@ -543,7 +544,7 @@ def _prepare_update(plan: _Batch, op: Update, current: Readable | None) -> None:
         change, value = op.decide(current)
     except Exception as e:  # refused (DealerError), or a bug: this operation alone fails
         if not isinstance(e, refusals.DealerError):
-            log.error("storage update failed: %s", type(e).__name__)
+            log.error("storage update failed: %s", cause(e))
         plan.failed.append((op, e))
         return
     new = change.record

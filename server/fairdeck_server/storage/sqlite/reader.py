@@ -29,6 +29,7 @@ from urllib.parse import quote
 from fairdeck.log.audit import LogUnreadable
 from fairdeck_server import refusals
 from fairdeck_server.fair import FairQueue, take_turns
+from fairdeck_server.log_causes import cause
 from fairdeck_server.refusals import RESTORE
 from fairdeck_server.storage.base import entries_in_order
 from fairdeck_server.storage.handoff import Op, OpQueue, settle
@@ -184,7 +185,7 @@ class SqliteReader(OpQueue):
                 try:
                     outcomes = self._read(conn, batch)
                 except Exception as e:  # a bug of this thread's own: fail the batch, stay alive
-                    log.error("storage reads failed: %s", type(e).__name__)
+                    log.error("storage reads failed: %s", cause(e))
                     outcomes = [(False, e)] * len(batch)
                 settle(batch, outcomes)
         conn.close()
