@@ -101,7 +101,7 @@ class CodealDealer:
         store: CodealStore,
         vault: SeedVault,
         *,
-        new_hand_id: Callable[[], str],
+        new_hand_id: Callable[[int], str],
         clock_ms: Callable[[], int],
         random: Callable[[int], bytes] = secrets.token_bytes,
     ) -> None:
@@ -144,7 +144,7 @@ class CodealDealer:
         """Open a hand now: keys, both shuffles cross-checked, stored (pooled for ``pool_tenant``
         when ``tenant`` is empty)."""
         spec = DeckSpec.parse(deck)
-        hand_id = self.new_hand_id()
+        hand_id = self.new_hand_id(self.clock_ms())  # the dealer's clock, as its entries' times
         mine = new_holder(spec, hand_id, 0, self.random)
         theirs, key_sig, identity = await self.link.announce(hand_id, deck, 1, HOLDERS)
         if identity != self.identity_key:

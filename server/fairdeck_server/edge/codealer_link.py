@@ -100,7 +100,7 @@ class GrpcCoDealerLink:
 
 
 def codeal_dealer(
-    config: ServerConfig, vault: SeedVault, new_hand_id: Callable[[], str], clock_ms: Callable[[], int]
+    config: ServerConfig, vault: SeedVault, new_hand_id: Callable[[int], str], clock_ms: Callable[[], int]
 ) -> CodealDealer | None:
     """Co-dealt hands, with --codealer: their own file in the data dir, sealed by the dealer's vault."""
     if config.codealer is None and config.codealer_key is None and not config.codeal_default:
