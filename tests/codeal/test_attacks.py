@@ -288,3 +288,29 @@ def test_a_dealer_that_plays_the_co_dealer_with_its_own_key_is_caught() -> None:
     with pytest.raises(CodealError, match="same key") as caught:
         _ = t.ctx
     assert caught.value.step == "key"
+
+
+# A position or card that is not an integer: Python's True is 1 and False is 0, so a reader that
+# took ``isinstance(p, int)`` verified a position given as ``false`` as position 0 (the JavaScript
+# verifier, where a boolean is no number, rejected it: the two gave different lines).
+
+
+@pytest.mark.parametrize("flag", [False, True])
+def test_a_dealt_position_given_as_a_boolean_is_not_read_as_0_or_1(flag: bool) -> None:
+    t = table().shuffle_all()
+    hand = t.hand((int(flag),), seeds=True)
+    verify_hand(hand)
+    dealt = replace(hand.dealt[0], position=flag)
+    error = rejected_at("transcript", replace(hand, dealt=(dealt,)))
+    assert "dealt positions must be distinct and in 0..35" in str(error)
+
+
+def test_a_dealt_card_given_as_a_boolean_is_not_read_as_card_0_or_1() -> None:
+    t = table("standard").shuffle_all()
+    hand = t.hand(range(52), seeds=False)
+    low = [(i, d) for i, d in enumerate(hand.dealt) if d.card in (0, 1)]
+    assert len(low) == 2
+    for i, d in low:
+        dealt = list(hand.dealt)
+        dealt[i] = replace(d, card=bool(d.card))
+        rejected_at("open", replace(hand, dealt=tuple(dealt)))
