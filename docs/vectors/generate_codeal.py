@@ -429,6 +429,11 @@ def build() -> Vector:
             ],
             "seed",
         ),
+        (
+            "a dealt position given as false, not as the number 0",
+            [{"op": "set", "field": "dealt", "value": [{**base["dealt"][0], "position": False}]}],
+            "transcript",
+        ),
     ]
     edited = []
     for name, edits, step in cases:
