@@ -314,3 +314,35 @@ def test_a_dealt_card_given_as_a_boolean_is_not_read_as_card_0_or_1() -> None:
         dealt = list(hand.dealt)
         dealt[i] = replace(d, card=bool(d.card))
         rejected_at("open", replace(hand, dealt=tuple(dealt)))
+
+
+# Bit 255 of a point's encoding. RFC 9496 Decode rejects any string whose integer is p or more, so
+# any with bit 255 set; libsodium before 1.0.19 ignores that bit, and so the reference accepted a
+# second encoding of every point (the JavaScript verifier refused it): freshness, which compares
+# c1 by bytes, could be dodged, and the identity slipped past the check of its one encoding.
+
+
+def high_bit(point: Point) -> Point:
+    return Point(point[:31] + bytes([point[31] | 0x80]))
+
+
+def test_a_shuffle_that_does_not_re_encrypt_a_card_hidden_by_bit_255_is_caught() -> None:
+    t = table()
+    t.shuffle(0)
+    psi, rs = t.witness(1)
+    rs = (scalar(0), *rs[1:])  # position 0 is not re-encrypted ...
+    after = list(shuffle_deck(t.deck, psi, rs, t.ctx.joint_key))
+    after[0] = Ciphertext(high_bit(after[0].c1), after[0].c2)  # ... and its c1 sent another way
+    t.shuffle(1, psi=psi, rs=rs, after=tuple(after))  # the prover hashes the bytes it sends
+    error = rejected_at("encoding", t.hand(seeds=False))
+    assert "shuffle record 1 deck position 0 c1: not a canonical ristretto255 encoding" in str(error)
+
+
+def test_the_identity_with_bit_255_set_is_no_key() -> None:
+    t = table()
+    hand = t.shuffle_all().hand(seeds=False)
+    zero_key = high_bit(Point(bytes(32)))
+    w = scalar(5)  # with Y = 0 the proof of possession holds for any T = s * B
+    record = KeyRecord(zero_key, mul_base(w), w, t.holders[1].record.commitment)
+    error = rejected_at("encoding", replace(hand, keys=(hand.keys[0], record.encode())))
+    assert "key record 1 Y: not a canonical ristretto255 encoding" in str(error)

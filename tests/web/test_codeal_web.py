@@ -263,7 +263,9 @@ def test_the_page_gives_the_python_line_on_every_codeal_vector(
     assert_same(page_run["codeal_vectors"], python)
 
 
-def test_the_page_does_not_say_cards_were_co_dealt_when_the_proof_deals_others(page_run: dict[str, Any]) -> None:
+def test_the_page_does_not_say_cards_were_co_dealt_when_the_proof_deals_others(
+    page_run: dict[str, Any],
+) -> None:
     """Every co-dealt check of the record holds, but its cards are not the proof's dealt cards
     (the proof is an ordinary hand's): the page fails at open and claims nothing."""
     r = page_run["verify"]["good"]
