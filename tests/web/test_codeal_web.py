@@ -1,7 +1,8 @@
 """The JavaScript co-dealt verifier (client/web/src/codeal/, written from docs/codealing-spec.md)
 against the Python reference, on every vector of docs/vectors/fairdeck-codeal-v1.json: the same
 line (verdict, step and words) on Node and inside the page in headless Chromium and Firefox; and a
-co-dealt hand proof on the page, which says who would have had to collude to read a card.
+hand proof carrying a co-dealt record of other cards than it deals, which the page refuses at step
+open (no hand proof format yet lets a co-dealt deal pass the ordinary deck check too).
 """
 
 from __future__ import annotations
