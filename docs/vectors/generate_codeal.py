@@ -429,6 +429,37 @@ def build() -> Vector:
             ],
             "seed",
         ),
+        (
+            "a dealt position given as false, not as the number 0",
+            [{"op": "set", "field": "dealt", "value": [{**base["dealt"][0], "position": False}]}],
+            "transcript",
+        ),
+        (
+            "a key with bit 255 set: the same point, not its canonical encoding",
+            [
+                {
+                    "op": "overwrite",
+                    "field": "keys",
+                    "index": 1,
+                    "offset": 31,
+                    "hex": high_bit(base["keys"][1], 31),
+                }
+            ],
+            "encoding",
+        ),
+        (
+            "a shuffled c1 with bit 255 set: the same point, not its canonical encoding",
+            [
+                {
+                    "op": "overwrite",
+                    "field": "shuffles",
+                    "index": 1,
+                    "offset": 4 + 31,
+                    "hex": high_bit(base["shuffles"][1], 4 + 31),
+                }
+            ],
+            "encoding",
+        ),
     ]
     edited = []
     for name, edits, step in cases:
@@ -460,6 +491,11 @@ def build() -> Vector:
         "cases": edited,
         "seals": seals(json_hands["short-2"]),
     }
+
+
+def high_bit(hex_bytes: str, offset: int) -> str:
+    """The byte at ``offset`` with bit 7 set, as hex: bit 255 of the point that ends there."""
+    return f"{bytes.fromhex(hex_bytes)[offset] | 0x80:02x}"
 
 
 def seals(base: Vector) -> list[Vector]:

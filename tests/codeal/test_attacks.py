@@ -288,3 +288,61 @@ def test_a_dealer_that_plays_the_co_dealer_with_its_own_key_is_caught() -> None:
     with pytest.raises(CodealError, match="same key") as caught:
         _ = t.ctx
     assert caught.value.step == "key"
+
+
+# A position or card that is not an integer: Python's True is 1 and False is 0, so a reader that
+# took ``isinstance(p, int)`` verified a position given as ``false`` as position 0 (the JavaScript
+# verifier, where a boolean is no number, rejected it: the two gave different lines).
+
+
+@pytest.mark.parametrize("flag", [False, True])
+def test_a_dealt_position_given_as_a_boolean_is_not_read_as_0_or_1(flag: bool) -> None:
+    t = table().shuffle_all()
+    hand = t.hand((int(flag),), seeds=True)
+    verify_hand(hand)
+    dealt = replace(hand.dealt[0], position=flag)
+    error = rejected_at("transcript", replace(hand, dealt=(dealt,)))
+    assert "dealt positions must be distinct and in 0..35" in str(error)
+
+
+def test_a_dealt_card_given_as_a_boolean_is_not_read_as_card_0_or_1() -> None:
+    t = table("standard").shuffle_all()
+    hand = t.hand(range(52), seeds=False)
+    low = [(i, d) for i, d in enumerate(hand.dealt) if d.card in (0, 1)]
+    assert len(low) == 2
+    for i, d in low:
+        dealt = list(hand.dealt)
+        dealt[i] = replace(d, card=bool(d.card))
+        rejected_at("open", replace(hand, dealt=tuple(dealt)))
+
+
+# Bit 255 of a point's encoding. RFC 9496 Decode rejects any string whose integer is p or more, so
+# any with bit 255 set; libsodium before 1.0.19 ignores that bit, and so the reference accepted a
+# second encoding of every point (the JavaScript verifier refused it): freshness, which compares
+# c1 by bytes, could be dodged, and the identity slipped past the check of its one encoding.
+
+
+def high_bit(point: Point) -> Point:
+    return Point(point[:31] + bytes([point[31] | 0x80]))
+
+
+def test_a_shuffle_that_does_not_re_encrypt_a_card_hidden_by_bit_255_is_caught() -> None:
+    t = table()
+    t.shuffle(0)
+    psi, rs = t.witness(1)
+    rs = (scalar(0), *rs[1:])  # position 0 is not re-encrypted ...
+    after = list(shuffle_deck(t.deck, psi, rs, t.ctx.joint_key))
+    after[0] = Ciphertext(high_bit(after[0].c1), after[0].c2)  # ... and its c1 sent another way
+    t.shuffle(1, psi=psi, rs=rs, after=tuple(after))  # the prover hashes the bytes it sends
+    error = rejected_at("encoding", t.hand(seeds=False))
+    assert "shuffle record 1 deck position 0 c1: not a canonical ristretto255 encoding" in str(error)
+
+
+def test_the_identity_with_bit_255_set_is_no_key() -> None:
+    t = table()
+    hand = t.shuffle_all().hand(seeds=False)
+    zero_key = high_bit(Point(bytes(32)))
+    w = scalar(5)  # with Y = 0 the proof of possession holds for any T = s * B
+    record = KeyRecord(zero_key, mul_base(w), w, t.holders[1].record.commitment)
+    error = rejected_at("encoding", replace(hand, keys=(hand.keys[0], record.encode())))
+    assert "key record 1 Y: not a canonical ristretto255 encoding" in str(error)

@@ -106,3 +106,14 @@ def test_zero_and_the_identity_multiply_to_the_identity() -> None:
     assert group.mul(group.scalar(5), group.IDENTITY) == group.IDENTITY
     assert group.mul_base(group.ZERO) == group.IDENTITY
     assert group.mul_base(group.scalar(group.L)) == group.IDENTITY
+
+
+@pytest.mark.parametrize(
+    "point", [group.BASE, group.hash_to_point(b"x", b"dst"), bytes(32)], ids=["B", "hashed", "identity"]
+)
+def test_a_point_with_bit_255_set_is_not_canonical(point: bytes) -> None:
+    """RFC 9496 Decode: the integer of the 32 bytes must be below p, so bit 255 is never set
+    (libsodium 1.0.18's own check misses it; a second encoding of every point got through)."""
+    with pytest.raises(CodealError) as caught:
+        group.decode_point(point[:31] + bytes([point[31] | 0x80]), "P")
+    assert str(caught.value).endswith("P: not a canonical ristretto255 encoding")

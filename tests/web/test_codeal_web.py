@@ -1,7 +1,8 @@
 """The JavaScript co-dealt verifier (client/web/src/codeal/, written from docs/codealing-spec.md)
 against the Python reference, on every vector of docs/vectors/fairdeck-codeal-v1.json: the same
 line (verdict, step and words) on Node and inside the page in headless Chromium and Firefox; and a
-co-dealt hand proof on the page, which says who would have had to collude to read a card.
+hand proof carrying a co-dealt record of other cards than it deals, which the page refuses at step
+open (no hand proof format yet lets a co-dealt deal pass the ordinary deck check too).
 """
 
 from __future__ import annotations
@@ -202,6 +203,28 @@ def codeal_proof(name: str = "a standard hand", positions: int = 23) -> str:
     return json.dumps(proof, indent=2)
 
 
+def test_a_codeal_object_of_other_cards_than_the_proof_deals_is_refused(tmp_path: Path) -> None:
+    """The bug: the page checked the codeal object on its own and said nobody could have read the
+    player's cards, while the cards the proof shows (its dealt, from the ordinary deck the dealer
+    derived alone) were not the cards the co-dealt record opens. Now step open says so."""
+    browser.require(browser.node_missing())
+    text = codeal_proof(positions=len(json.loads(codeal_proof())["dealt"]))
+    proof = json.loads(text)
+    job = [{"id": "unrelated", "bytes_b64": browser.b64(text.encode()), "key": PROOFS_V2["log_key"]}]
+    path = tmp_path / "job.json"
+    path.write_text(json.dumps(job), encoding="utf-8")
+    done = subprocess.run(
+        ["node", "test/lines.mjs", str(path)], cwd=browser.WEB, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    first = proof["codeal"]["dealt"][0]
+    assert first["position"] == 0 and first["card"] != proof["dealt"][0]
+    assert json.loads(done.stdout)["unrelated"] == (
+        f"FAILED at step open: position 0: the hand proof deals {proof['dealt'][0]} there, "
+        f"the shares open {first['card']}"
+    )
+
+
 def flipped_share(text: str) -> str:
     """The proof with one bit of the first dealt card's co-dealer share flipped (its z)."""
     proof = json.loads(text)
@@ -241,15 +264,17 @@ def test_the_page_gives_the_python_line_on_every_codeal_vector(
     assert_same(page_run["codeal_vectors"], python)
 
 
-def test_the_page_checks_a_codeal_hand_proof_and_says_who_had_to_collude(page_run: dict[str, Any]) -> None:
+def test_the_page_does_not_say_cards_were_co_dealt_when_the_proof_deals_others(
+    page_run: dict[str, Any],
+) -> None:
+    """Every co-dealt check of the record holds, but its cards are not the proof's dealt cards
+    (the proof is an ordinary hand's): the page fails at open and claims nothing."""
     r = page_run["verify"]["good"]
-    assert r["ok"] and r["step"] is None, r
-    assert [r["checks"][s] for s in CODEAL_STEPS] == ["pass"] * len(CODEAL_STEPS)
+    assert (r["ok"], r["step"]) == (False, "open"), r
+    assert r["line"].startswith("FAILED at step open: the hand proof deals "), r["line"]
+    assert [r["checks"][s] for s in CODEAL_STEPS[:5]] == ["pass"] * 5
     shown = page_run["ui"]["good"]["before"]["codeal"]
-    assert shown["hidden"] is False
-    assert "No single party could have read your cards" in shown["summary"]
-    assert "the dealer (key holder 0) and the co-dealer (key holder 1)" in shown["summary"]
-    assert shown["font_px"] >= 12
+    assert shown["hidden"] is True and shown["summary"] == ""
 
 
 def test_the_page_rejects_a_flipped_bit_in_a_share_and_claims_nothing(page_run: dict[str, Any]) -> None:

@@ -68,7 +68,9 @@ def decode_point(data: object, what: str) -> Point:
     """``data`` as a Point: exactly 32 bytes, canonical, a group element, not the identity."""
     if not isinstance(data, bytes) or len(data) != POINT_BYTES:
         raise CodealError("encoding", f"{what}: a point is 32 bytes")
-    if not _valid(data):
+    # RFC 9496 Decode rejects an integer of p or more, so bit 255; libsodium 1.0.18 ignores that
+    # bit and would let a second encoding of every point (the identity too) through.
+    if data[31] & 0x80 or not _valid(data):
         raise CodealError("encoding", f"{what}: not a canonical ristretto255 encoding")
     if data == IDENTITY:
         raise CodealError("encoding", f"{what}: the identity is not allowed here")

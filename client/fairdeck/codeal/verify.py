@@ -76,7 +76,8 @@ def verify_hand(hand: CodealHand) -> None:
     if [r.k for r in shuffles] != list(range(holders)):
         raise CodealError("transcript", f"want one shuffle per holder in order 0..{holders - 1}")
     positions = [d.position for d, _ in dealt]
-    if len(set(positions)) != len(positions) or not all(isinstance(p, int) and 0 <= p < n for p in positions):
+    # type(p) is int: a bool is an int in Python, and True would pass as position 1.
+    if len(set(positions)) != len(positions) or not all(type(p) is int and 0 <= p < n for p in positions):
         raise CodealError("transcript", f"dealt positions must be distinct and in 0..{n - 1}")
     for d, shares in dealt:
         if len(shares) != holders:
@@ -97,7 +98,7 @@ def verify_hand(hand: CodealHand) -> None:
             verify_share(ctx, d.position, k, final[d.position], share)
         # 10.6 open: the shares open to a card of the deck, the card claimed.
         card = open_card(ctx, d.position, final[d.position], shares)
-        if card != d.card:
+        if type(d.card) is not int or card != d.card:  # a claimed True is not card 1
             raise CodealError("open", f"position {d.position}: the shares open card {card}, not {d.card}")
     if hand.seeds is not None:
         _verify_seeds(ctx, hand, decks)

@@ -86,7 +86,7 @@ export function handProofFromBytes(bytes) {
   }
   if (rotations.length > MAX_CHAIN) throw fail("format", `a hand proof carries at most ${MAX_CHAIN} key rotation statements`);
   const keyRotations = rotations.map((n) => new TextEncoder().encode(n));
-  const codeal = "codeal" in d ? readCodeal(d.codeal, transcript) : null;
+  const codeal = "codeal" in d ? readCodeal(d.codeal, transcript, d.dealt) : null;
   return { format, transcript, dealt: d.dealt, commit: receipts.commit, reveal: receipts.reveal, logKey: d.log_key, keyRotations, codeal };
 }
 

@@ -89,3 +89,16 @@ test("a hand proof's codeal object: read strictly, and bound to the proof's own 
   // Another hand's records: every proof of possession hashes the hand id.
   assert.equal(line(codeal), "FAILED at step key: holder 0: the proof of possession of its key does not verify");
 });
+
+test("the cards a co-dealt record opens must be the hand proof's dealt cards, every one, position by position", async () => {
+  const { codeForId } = await import("../src/spec.js");
+  const { checkDealtIsCodealt } = await import("../src/codeal/report.js");
+  const hand = vectorApi.codealHandFromVector(VECTORS.hands["holdem-9-seats"]);
+  hand.dealt = hand.dealt.map((d) => ({ ...d, code: codeForId(d.card, false) }));
+  const codes = hand.dealt.map((d) => d.code);
+  checkDealtIsCodealt({ ...hand, proofDealt: codes });
+  const swapped = [codes[1], codes[0], ...codes.slice(2)];
+  assert.throws(() => checkDealtIsCodealt({ ...hand, proofDealt: swapped }), (e) => e.step === "open" && e.detail === `position 0: the hand proof deals ${codes[1]} there, the shares open ${codes[0]}`);
+  assert.throws(() => checkDealtIsCodealt({ ...hand, proofDealt: codes.slice(1) }), (e) => e.detail === "the hand proof deals 22 cards, the co-dealt record opens 23");
+  assert.throws(() => checkDealtIsCodealt({ ...hand, proofDealt: [...codes, "2c"] }), (e) => e.detail === "the hand proof deals 24 cards, the co-dealt record opens 23");
+});

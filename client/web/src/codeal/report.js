@@ -34,7 +34,7 @@ function hexList(value, name) {
  * codes. The deck spec and hand id are the hand proof's transcript's. Returns the hand for
  * verifyCodealHand; its bytes are checked there.
  */
-export function readCodeal(value, transcript) {
+export function readCodeal(value, transcript, proofDealt) {
   if (!isObject(value) || Object.keys(value).length !== NAMES.length || !NAMES.every((k) => k in value)) {
     throw bad(`an object with exactly the names ${pylist(NAMES)}`);
   }
@@ -56,7 +56,27 @@ export function readCodeal(value, transcript) {
     shuffles: hexList(value.shuffles, "shuffles"),
     dealt,
     seeds: hexList(value.seeds, "seeds"),
+    proofDealt,
   };
+}
+
+/**
+ * Section 11: the cards the co-dealt record opens are the cards the hand proof says were dealt,
+ * position p being the hand proof's dealt[p], every one of them. Without it a proof could show the
+ * player cards the dealer dealt alone, beside a co-dealt record of other cards, and the page would
+ * still say nobody could have read them. Run once the record's own cards are opened (step open).
+ */
+export function checkDealtIsCodealt(hand) {
+  const want = hand.proofDealt;
+  if (!Array.isArray(want)) return;
+  if (hand.dealt.length !== want.length) {
+    throw new VerificationError("open", `the hand proof deals ${want.length} cards, the co-dealt record opens ${hand.dealt.length}`);
+  }
+  for (const d of hand.dealt) {
+    if (want[d.position] !== d.code) {
+      throw new VerificationError("open", `position ${d.position}: the hand proof deals ${want[d.position] ?? "no card"} there, the shares open ${d.code}`);
+    }
+  }
 }
 
 /** "the dealer (key holder 0) and the co-dealer (key holder 1)", or with several co-dealers. */
@@ -79,7 +99,10 @@ export function addCodealRows(report) {
 export function checkCodeal(report, hand) {
   const mark = (step, status, detail = "") => Object.assign(report.checks.find((c) => c.step === step), { status, detail });
   try {
-    const r = verifyCodealHand(hand, (step) => mark(step, "pass"));
+    const r = verifyCodealHand(hand, (step) => {
+      if (step === "open") checkDealtIsCodealt(hand);
+      mark(step, "pass");
+    });
     report.codeal = {
       holders: r.holders,
       colluders: holdersWords(r.holders),
