@@ -34,7 +34,7 @@ from fairdeck_server.edge import reflection
 from fairdeck_server.edge.audit_servicer import AuditServicer
 from fairdeck_server.edge.chain import CallInterceptor
 from fairdeck_server.edge.codealer_link import codeal_dealer
-from fairdeck_server.edge.deadline import STREAM_RUNS, DeadlineInterceptor
+from fairdeck_server.edge.deadline import DeadlineInterceptor
 from fairdeck_server.edge.dealer_servicer import DealerServicer
 from fairdeck_server.edge.health import HealthServicer
 from fairdeck_server.edge.interceptors import (
@@ -44,7 +44,7 @@ from fairdeck_server.edge.interceptors import (
     StreamCap,
 )
 from fairdeck_server.edge.methods import UNKNOWN_METHOD, loggable_method, register, unknown_method_handler
-from fairdeck_server.edge.transport import TRANSPORT_OPTIONS, connection_options, server_credentials
+from fairdeck_server.edge.transport import grpc_options, server_credentials
 from fairdeck_server.group_counts import GroupCounts
 from fairdeck_server.limits import OpenHandsCap, RateLimiter
 from fairdeck_server.log_causes import Repeats, cause
@@ -85,27 +85,6 @@ AUDIT_SERVICE = _service(audit_pb2, "AuditService").full_name
 HEALTH_SERVICE = health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
 HEALTH_NAMES = ("", DEALER_SERVICE, AUDIT_SERVICE)
 """What health answers for: the whole server ("") and each service it serves; all need storage."""
-
-
-def grpc_options(config: ServerConfig, *, reuseport: bool, max_connections: int) -> list[tuple[str, int]]:
-    """gRPC's server options for ``config``: each value a C int, as option_ranges.py keeps them."""
-    # A request is held to the lower of the two limits (0 is no limit).
-    request_bytes = min((b for b in (config.max_request_bytes, config.max_message_bytes) if b), default=-1)
-    return [
-        ("grpc.max_receive_message_length", request_bytes),
-        ("grpc.max_send_message_length", config.max_message_bytes or -1),
-        # One process per port, except the workers of one dealer (processes.py).
-        ("grpc.so_reuseport", 1 if reuseport else 0),
-        *TRANSPORT_OPTIONS,  # no call dropped unseen (edge/transport.py)
-        *connection_options(
-            idle=config.connection_idle_timeout,
-            handshake=config.handshake_timeout,
-            age=config.max_connection_age,
-            # A stream in flight at GOAWAY ends by its own bound first (deadline.py).
-            age_grace=config.default_deadline * (STREAM_RUNS + 1) or 30.0,
-            max_connections=max_connections,
-        ),
-    ]
 
 
 class DealerServer:

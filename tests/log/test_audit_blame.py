@@ -108,6 +108,9 @@ def test_a_policy_file_that_cannot_be_used_is_named(built_log: BuiltLog, tmp_pat
     assert result.err.startswith(f"fairdeck audit: bad --policy or --witness: --policy {path}: "), result.err
 
 
+NOT_REGULAR = "a device, a FIFO or a socket"
+
+
 def test_a_since_fifo_or_a_key_device_is_refused_not_read(built_log: BuiltLog, tmp_path: Path) -> None:
     """--since naming a FIFO hung the audit (open() waits for a writer) and --key @/dev/zero read
     until memory ran out."""
@@ -123,10 +126,13 @@ def test_a_since_fifo_or_a_key_device_is_refused_not_read(built_log: BuiltLog, t
     auditing.join(timeout=60)  # a bound, not a wait: it returns at once, or hangs for ever
     assert not auditing.is_alive(), "the audit hangs on a --since FIFO"
     assert (
-        done[0].rc == 2 and done[0].err == f"fairdeck audit: cannot read --since {fifo}: not a regular file\n"
+        done[0].rc == 2
+        and done[0].err
+        == f"fairdeck audit: cannot read --since {fifo}: it is not a regular file ({NOT_REGULAR})\n"
     )
     device = audit(built_log.data_dir, key="@/dev/zero")
     assert (
         device.rc == 2
-        and device.err == "fairdeck audit: bad --key: cannot read /dev/zero: not a regular file\n"
+        and device.err
+        == f"fairdeck audit: bad --key: cannot read --key @/dev/zero: it is not a regular file ({NOT_REGULAR})\n"  # noqa: E501
     )

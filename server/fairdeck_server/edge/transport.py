@@ -1,5 +1,6 @@
 """The transport's settings: TLS server credentials from PEM files, gRPC's own queue of new
-calls, and how long a connection may stay (``connection_options``). Whether plain text may listen
+calls, how long a connection may stay (``connection_options``), and all of gRPC's server options
+for a config (``grpc_options``). Whether plain text may listen
 somewhere is addresses.check_listen's rule."""
 
 from __future__ import annotations
@@ -8,9 +9,11 @@ from pathlib import Path
 
 import grpc
 
+from fairdeck_server.config import ServerConfig
+from fairdeck_server.edge.deadline import STREAM_RUNS
 from fairdeck_server.refusals import StartupRefused
 
-__all__ = ["TlsConfigError", "server_credentials"]
+__all__ = ["TlsConfigError", "grpc_options", "server_credentials"]
 
 
 class TlsConfigError(StartupRefused):
@@ -105,3 +108,24 @@ def connection_options(
         ("grpc.keepalive_timeout_ms", _ms(KEEPALIVE_TIMEOUT_SECONDS)),
         *((("grpc.max_allowed_incoming_connections", max_connections),) if max_connections > 0 else ()),
     )
+
+
+def grpc_options(config: ServerConfig, *, reuseport: bool, max_connections: int) -> list[tuple[str, int]]:
+    """gRPC's server options for ``config``: each value a C int, as option_ranges.py keeps them."""
+    # A request is held to the lower of the two limits (0 is no limit).
+    request_bytes = min((b for b in (config.max_request_bytes, config.max_message_bytes) if b), default=-1)
+    return [
+        ("grpc.max_receive_message_length", request_bytes),
+        ("grpc.max_send_message_length", config.max_message_bytes or -1),
+        # One process per port, except the workers of one dealer (processes.py).
+        ("grpc.so_reuseport", 1 if reuseport else 0),
+        *TRANSPORT_OPTIONS,  # no call dropped unseen (edge/transport.py)
+        *connection_options(
+            idle=config.connection_idle_timeout,
+            handshake=config.handshake_timeout,
+            age=config.max_connection_age,
+            # A stream in flight at GOAWAY ends by its own bound first (deadline.py).
+            age_grace=config.default_deadline * (STREAM_RUNS + 1) or 30.0,
+            max_connections=max_connections,
+        ),
+    ]
