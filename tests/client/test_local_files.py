@@ -86,3 +86,24 @@ def test_deal_refuses_an_out_it_cannot_write_before_it_deals(tmp_path: Path) -> 
         done = fairdeck("deal", "--target", "127.0.0.1:1", "--timeout", "5", "--out", str(out))
         assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
         assert f"cannot write --out {out}: " in done.stderr and said in done.stderr, done.stderr
+
+
+def test_verify_of_a_fifo_or_a_device_is_refused_not_waited_on(odd: dict[str, str], tmp_path: Path) -> None:
+    """`fairdeck verify FIFO` waited at the open for a writer that never came, and `verify
+    /dev/zero` blamed the bytes it read ("FAILED at step malformed", exit 1) on a file that is no
+    transcript. Either is now one line naming the file, exit 2; a regular file too large is still
+    a finding about its bytes, and - still reads a pipe."""
+    for what in ("a FIFO", "/dev/zero", "a directory"):
+        done = fairdeck("verify", odd[what], "--key", KEY)
+        assert done.returncode == 2 and done.stderr.count("\n") == 1, (what, done.stderr)
+        assert f"cannot read {odd[what]}: " in done.stderr and done.stdout == "", (what, done.stderr)
+    done = fairdeck("verify", odd["too large"], "--key", KEY)
+    assert done.returncode == 1 and done.stdout.startswith("FAILED at step malformed: "), done.stdout
+    piped = subprocess.run(
+        [sys.executable, "-m", "fairdeck.cli", "verify", "-", "--key", KEY],
+        input=PROOFS["valid"][0]["text"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert piped.returncode == 0 and piped.stdout.startswith("OK: "), piped.stdout + piped.stderr

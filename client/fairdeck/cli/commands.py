@@ -13,7 +13,6 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from importlib.metadata import entry_points
-from pathlib import Path
 
 from fairdeck.cli import (
     audit_command,
@@ -24,6 +23,7 @@ from fairdeck.cli import (
     verifier_page_command,
 )
 from fairdeck.cli import stats_command as stats_command
+from fairdeck.client.local_files import LocalFileError, read_local_head
 from fairdeck.core.commitment import commit
 from fairdeck.core.decks import SPEC_NAMES, DeckSpec
 from fairdeck.core.derivation import derive_deck
@@ -86,13 +86,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
         # Only a file that cannot be read at all is exit 2. At most one byte past the
         # limit is read, so a huge file is refused without being loaded.
         limit = max(MAX_TEXT_BYTES, handproof.MAX_BYTES)
-        if path == "-":
-            text = sys.stdin.buffer.read(limit + 1)
-        else:
-            with Path(path).open("rb") as file:
-                text = file.read(limit + 1)
+        # A FIFO or a device is refused, not waited on or read without end: - reads a pipe.
+        text = sys.stdin.buffer.read(limit + 1) if path == "-" else read_local_head(path, limit)
     except OSError as e:
-        print(f"fairdeck verify: cannot read {path}: {e.strerror or e}", file=sys.stderr)
+        hint = "; give - to read standard input" if isinstance(e, LocalFileError) else ""
+        print(f"fairdeck verify: cannot read {path}: {e.strerror or e}{hint}", file=sys.stderr)
         return 2
     if handproof.TYPE.encode() in text[: 64 * 1024]:
         return _verify_hand_proof(args, text)
