@@ -354,3 +354,27 @@ def test_the_page_and_fairdeck_verify_say_the_same_line(node_lines: dict[str, st
     # The cases reach every step, and both verdicts.
     assert {f"FAILED at step {s}" for s in ("version", "malformed", "format", "commitment", "deck", "cards",
             "entries", "checkpoint", "inclusion", "cosignatures")} | {"OK"} <= steps, steps  # fmt: skip
+
+
+def test_a_statement_behind_a_byte_order_mark_gets_fairdeck_verifys_line_on_the_page(tmp_path: Path) -> None:
+    """The page decoded a statement's header with a TextDecoder that drops a leading U+FEFF, where
+    fairdeck verify keeps it: a statement behind a byte order mark failed for a missing signature
+    on the page and for not being four lines in fairdeck verify. Both now read the bytes as they are."""
+    browser.require(browser.node_missing())
+    proof = json.loads(PROOFS_V3["valid"][0]["text"])
+    job, want = [], {}
+    for i in range(len(proof["key_rotations"])):
+        notes = list(proof["key_rotations"])
+        notes[i] = "\ufeff" + notes[i]
+        data = changed(proof, lambda d, t=notes: d.update(key_rotations=t))
+        want[f"BOM {i}"] = browser.python_line(data, tmp_path, KEY)
+        job.append({"id": f"BOM {i}", "bytes_b64": base64.b64encode(data).decode(), "key": KEY})
+    path = tmp_path / "job.json"
+    path.write_text(json.dumps(job), encoding="utf-8")
+    done = subprocess.run(
+        ["node", str(browser.WEB / "test" / "lines.mjs"), str(path)],
+        capture_output=True, text=True, timeout=120, cwd=browser.WEB,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout) == want
+    assert all("four lines" in line for line in want.values()), want
