@@ -34,7 +34,8 @@ from fairdeck.core.transcript import Transcript
 from fairdeck.core.verify import verify
 from fairdeck.core.versions import CURRENT_VERSION, SUPPORTED_VERSIONS
 from fairdeck.log import handproof
-from fairdeck.log.note import NoteError
+from fairdeck.log.note import NoteError, Verifier, open_note
+from fairdeck.log.rotation import check_chain, followed_keys, reached_from
 
 Handler = Callable[[argparse.Namespace], int]
 CLIENT_COMMANDS = ("replay", "verify", "deal", "hand", "audit", "health", "stats", "lab")
@@ -154,7 +155,46 @@ def _verify_hand_proof(args: argparse.Namespace, text: bytes) -> int:
         f"OK: hand {t.hand_id} verified ({t.deck}, {len(proof.dealt)} of {len(t.cards)} cards dealt, "
         f"in the log at tree size {checkpoint.size})"
     )
+    followed = _followed_rotations(proof, keys)
+    if followed:
+        print(f"  signed by {followed}")
     return 0
+
+
+def _followed_rotations(proof: handproof.HandProof, given: list[Verifier]) -> str | None:
+    """When a key the file's rotation statements led to signed the checkpoint (the proof has been
+    verified): which key, and from which key given, in the page's words; else None."""
+    chain = check_chain(proof.key_rotations, proof.reveal.signed_checkpoint)
+    via = reached_from(given, chain)
+    keys = followed_keys(given, chain)
+    sigs = open_note(proof.reveal.signed_checkpoint, keys).sigs
+    signers = [k for sig in sigs for k in keys if (k.name, k.key_id) == (sig.name, sig.key_id)]
+    if not any(k in via for k in signers):
+        return None
+
+    def named(key: Verifier) -> str:
+        if len(given) < 2:
+            return f"the log key {_key_name(key)}"
+        n = given.index(key) + 1
+        suffix = "th" if 10 < n % 100 < 14 or n % 10 > 3 else ["th", "st", "nd", "rd"][n % 10]
+        return f"the log key {_key_name(key)} (the {n}{suffix} of the {len(given)} keys given)"
+
+    words = []
+    for key in signers:
+        if key not in via:
+            words.append(named(key))
+            continue
+        start, count = via[key]
+        s = "s" if count > 1 else ""
+        words.append(
+            f"the log key {_key_name(key)}, which {count} key rotation statement{s} in the file "
+            f"lead{'' if s else 's'} to from {named(start)}"
+        )
+    return " and ".join(words)
+
+
+def _key_name(v: Verifier) -> str:
+    return f"{v.name}+{v.key_id:08x}"
 
 
 def build_parser(*, server: bool = True) -> argparse.ArgumentParser:
