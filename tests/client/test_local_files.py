@@ -107,3 +107,20 @@ def test_verify_of_a_fifo_or_a_device_is_refused_not_waited_on(odd: dict[str, st
         timeout=30,
     )
     assert piped.returncode == 0 and piped.stdout.startswith("OK: "), piped.stdout + piped.stderr
+
+
+def test_audit_tiles_with_a_fifo_or_a_device_in_the_directory_is_refused_not_waited_on(
+    tmp_path: Path,
+) -> None:
+    """`fairdeck audit --tiles DIR` opened DIR/checkpoint (and every tile) blocking: a FIFO planted
+    there hung the auditor at the open. Now it is one line naming the file, exit 2."""
+    for what in ("a FIFO", "/dev/zero"):
+        tiles = tmp_path / what.replace("/", "_")
+        tiles.mkdir()
+        if what == "a FIFO":
+            os.mkfifo(tiles / "checkpoint")
+        else:
+            (tiles / "checkpoint").symlink_to("/dev/zero")
+        done = fairdeck("audit", "--tiles", str(tiles), "--key", KEY)
+        assert done.returncode == 2 and done.stderr.count("\n") == 1, (what, done.stderr)
+        assert f"{tiles / 'checkpoint'}" in done.stderr and "regular file" in done.stderr, (what, done.stderr)
