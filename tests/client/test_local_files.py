@@ -124,3 +124,12 @@ def test_audit_tiles_with_a_fifo_or_a_device_in_the_directory_is_refused_not_wai
         done = fairdeck("audit", "--tiles", str(tiles), "--key", KEY)
         assert done.returncode == 2 and done.stderr.count("\n") == 1, (what, done.stderr)
         assert f"{tiles / 'checkpoint'}" in done.stderr and "regular file" in done.stderr, (what, done.stderr)
+
+
+def test_deal_refuses_an_out_whose_name_is_too_long_in_one_line(tmp_path: Path) -> None:
+    """`fairdeck deal --out` with a file name longer than the system allows ended in an OSError
+    traceback (ENAMETOOLONG) from the check that the file can be written."""
+    out = tmp_path / ("x" * 300)
+    done = fairdeck("deal", "--target", "127.0.0.1:1", "--timeout", "5", "--out", str(out))
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert f"cannot write --out {out}: File name too long" in done.stderr, done.stderr
