@@ -133,3 +133,16 @@ def test_deal_refuses_an_out_whose_name_is_too_long_in_one_line(tmp_path: Path) 
     done = fairdeck("deal", "--target", "127.0.0.1:1", "--timeout", "5", "--out", str(out))
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert f"cannot write --out {out}: File name too long" in done.stderr, done.stderr
+
+
+def test_an_argument_that_is_not_utf8_is_one_line_not_a_traceback() -> None:
+    """`fairdeck deal --target` or `--token` given bytes that are not UTF-8 ended in a
+    UnicodeEncodeError traceback where the text was sent on."""
+    for option in ("--target", "--token"):
+        argv = [sys.executable.encode(), b"-m", b"fairdeck.cli", b"deal", b"--timeout", b"2", option.encode()]
+        argv += [b"\xff" if option == "--target" else b"tok\xff"]
+        if option == "--token":
+            argv += [b"--target", b"127.0.0.1:1", b"--insecure"]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+        assert done.returncode == 2 and done.stderr.count("\n") == 1, (option, done.stderr)
+        assert "not UTF-8" in done.stderr and "Traceback" not in done.stderr, (option, done.stderr)

@@ -304,6 +304,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except InvalidInput as e:
         print(f"fairdeck {args.command}: {e}", file=sys.stderr)
         return 2
+    except UnicodeEncodeError:
+        # An argument that is not UTF-8 (Python holds its bytes as lone surrogates) reached a text
+        # that must be UTF-8: a --target, a --token, a seed. File names may be any bytes; text not.
+        print(f"fairdeck {args.command}: an argument is not UTF-8 text; give it as UTF-8", file=sys.stderr)
+        return 2
     except BrokenPipeError:
         # The reader went away (`fairdeck deal | head -1`): stop quietly, as Unix tools do. Point
         # stdout at /dev/null so the interpreter's last flush does not raise again.
