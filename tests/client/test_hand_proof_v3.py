@@ -72,6 +72,29 @@ def test_fairdeck_verify_follows_the_statements_of_format_3(tmp_path: Path) -> N
             assert done.stdout.startswith(f"FAILED at step {case['step']}:"), (case["name"], done)
 
 
+def test_fairdeck_verify_says_which_rotation_statements_it_followed(tmp_path: Path) -> None:
+    """`fairdeck verify` said OK and nothing of the statements it followed, where the page names
+    the key that signed and the key given it was reached from: a player could not tell a hand
+    signed by the key they hold from one signed by a key the file led them to."""
+    path = tmp_path / "proof.json"
+    path.write_text(VECTORS["valid"][0]["text"], encoding="utf-8")
+    k = {name: "+".join(VECTORS["keys"][name].split("+")[:2]) for name in ("key 1", "key 2", "key 3")}
+    for given, second in (
+        (["key 1"], f"the log key {k['key 3']}, which 2 key rotation statements in the file lead to from "
+                    f"the log key {k['key 1']}"),
+        (["key 2", "key 1"], f"the log key {k['key 3']}, which 1 key rotation statement in the file leads "
+                             f"to from the log key {k['key 2']} (the 1st of the 2 keys given)"),
+        (["key 3"], None),
+    ):  # fmt: skip
+        argv = [*CLI, "verify", str(path)]
+        for name in given:
+            argv += ["--key", VECTORS["keys"][name]]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        lines = done.stdout.splitlines()
+        assert done.returncode == 0 and lines[0].startswith("OK: "), (given, done)
+        assert lines[1:] == ([f"  signed by {second}"] if second else []), (given, lines)
+
+
 def test_as_format_1_or_2_drops_the_statements() -> None:
     proof = HandProof.from_json(VECTORS["valid"][0]["text"])
     assert proof.key_rotations and proof.as_format(3).key_rotations == proof.key_rotations

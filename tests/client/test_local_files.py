@@ -86,3 +86,63 @@ def test_deal_refuses_an_out_it_cannot_write_before_it_deals(tmp_path: Path) -> 
         done = fairdeck("deal", "--target", "127.0.0.1:1", "--timeout", "5", "--out", str(out))
         assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
         assert f"cannot write --out {out}: " in done.stderr and said in done.stderr, done.stderr
+
+
+def test_verify_of_a_fifo_or_a_device_is_refused_not_waited_on(odd: dict[str, str], tmp_path: Path) -> None:
+    """`fairdeck verify FIFO` waited at the open for a writer that never came, and `verify
+    /dev/zero` blamed the bytes it read ("FAILED at step malformed", exit 1) on a file that is no
+    transcript. Either is now one line naming the file, exit 2; a regular file too large is still
+    a finding about its bytes, and - still reads a pipe."""
+    for what in ("a FIFO", "/dev/zero", "a directory"):
+        done = fairdeck("verify", odd[what], "--key", KEY)
+        assert done.returncode == 2 and done.stderr.count("\n") == 1, (what, done.stderr)
+        assert f"cannot read {odd[what]}: " in done.stderr and done.stdout == "", (what, done.stderr)
+    done = fairdeck("verify", odd["too large"], "--key", KEY)
+    assert done.returncode == 1 and done.stdout.startswith("FAILED at step malformed: "), done.stdout
+    piped = subprocess.run(
+        [sys.executable, "-m", "fairdeck.cli", "verify", "-", "--key", KEY],
+        input=PROOFS["valid"][0]["text"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert piped.returncode == 0 and piped.stdout.startswith("OK: "), piped.stdout + piped.stderr
+
+
+def test_audit_tiles_with_a_fifo_or_a_device_in_the_directory_is_refused_not_waited_on(
+    tmp_path: Path,
+) -> None:
+    """`fairdeck audit --tiles DIR` opened DIR/checkpoint (and every tile) blocking: a FIFO planted
+    there hung the auditor at the open. Now it is one line naming the file, exit 2."""
+    for what in ("a FIFO", "/dev/zero"):
+        tiles = tmp_path / what.replace("/", "_")
+        tiles.mkdir()
+        if what == "a FIFO":
+            os.mkfifo(tiles / "checkpoint")
+        else:
+            (tiles / "checkpoint").symlink_to("/dev/zero")
+        done = fairdeck("audit", "--tiles", str(tiles), "--key", KEY)
+        assert done.returncode == 2 and done.stderr.count("\n") == 1, (what, done.stderr)
+        assert f"{tiles / 'checkpoint'}" in done.stderr and "regular file" in done.stderr, (what, done.stderr)
+
+
+def test_deal_refuses_an_out_whose_name_is_too_long_in_one_line(tmp_path: Path) -> None:
+    """`fairdeck deal --out` with a file name longer than the system allows ended in an OSError
+    traceback (ENAMETOOLONG) from the check that the file can be written."""
+    out = tmp_path / ("x" * 300)
+    done = fairdeck("deal", "--target", "127.0.0.1:1", "--timeout", "5", "--out", str(out))
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert f"cannot write --out {out}: File name too long" in done.stderr, done.stderr
+
+
+def test_an_argument_that_is_not_utf8_is_one_line_not_a_traceback() -> None:
+    """`fairdeck deal --target` or `--token` given bytes that are not UTF-8 ended in a
+    UnicodeEncodeError traceback where the text was sent on."""
+    for option in ("--target", "--token"):
+        argv = [sys.executable.encode(), b"-m", b"fairdeck.cli", b"deal", b"--timeout", b"2", option.encode()]
+        argv += [b"\xff" if option == "--target" else b"tok\xff"]
+        if option == "--token":
+            argv += [b"--target", b"127.0.0.1:1", b"--insecure"]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+        assert done.returncode == 2 and done.stderr.count("\n") == 1, (option, done.stderr)
+        assert "not UTF-8" in done.stderr and "Traceback" not in done.stderr, (option, done.stderr)

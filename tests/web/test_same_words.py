@@ -354,3 +354,69 @@ def test_the_page_and_fairdeck_verify_say_the_same_line(node_lines: dict[str, st
     # The cases reach every step, and both verdicts.
     assert {f"FAILED at step {s}" for s in ("version", "malformed", "format", "commitment", "deck", "cards",
             "entries", "checkpoint", "inclusion", "cosignatures")} | {"OK"} <= steps, steps  # fmt: skip
+
+
+def test_a_statement_behind_a_byte_order_mark_gets_fairdeck_verifys_line_on_the_page(tmp_path: Path) -> None:
+    """The page decoded a statement's header with a TextDecoder that drops a leading U+FEFF, where
+    fairdeck verify keeps it: a statement behind a byte order mark failed for a missing signature
+    on the page and for not being four lines in fairdeck verify. Both now read the bytes as they are."""
+    browser.require(browser.node_missing())
+    proof = json.loads(PROOFS_V3["valid"][0]["text"])
+    job, want = [], {}
+    for i in range(len(proof["key_rotations"])):
+        notes = list(proof["key_rotations"])
+        notes[i] = "\ufeff" + notes[i]
+        data = changed(proof, lambda d, t=notes: d.update(key_rotations=t))
+        want[f"BOM {i}"] = browser.python_line(data, tmp_path, KEY)
+        job.append({"id": f"BOM {i}", "bytes_b64": base64.b64encode(data).decode(), "key": KEY})
+    path = tmp_path / "job.json"
+    path.write_text(json.dumps(job), encoding="utf-8")
+    done = subprocess.run(
+        ["node", str(browser.WEB / "test" / "lines.mjs"), str(path)],
+        capture_output=True, text=True, timeout=120, cwd=browser.WEB,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout) == want
+    assert all("four lines" in line for line in want.values()), want
+
+
+def test_the_page_names_the_key_the_statements_led_to_as_fairdeck_verify_does(tmp_path: Path) -> None:
+    """After a verified proof of format 3, `fairdeck verify` says which statements it followed to
+    the key that signed (a second line); the page says it in the same words, for the v3 vectors
+    with every order of keys, and for damaged statements that still verify."""
+    import contextlib
+    import io
+
+    from fairdeck.cli.commands import main
+
+    browser.require(browser.node_missing())
+    keys = PROOFS_V3["keys"]
+    lists = [[a] for a in keys] + [[a, b] for a in keys for b in keys if a != b]
+    cases = [(f"{v['name']} / {ks}", v["text"].encode(), [keys[k] for k in ks])
+             for v in PROOFS_V3["valid"] for ks in lists]  # fmt: skip
+    rng = random.Random(37)
+    cases += [
+        (n, d, k) for n, d, k, _, _ in rotation_mutations(rng, json.loads(PROOFS_V3["valid"][0]["text"]), 120)
+    ]
+    want: dict[str, str] = {}
+    path = tmp_path / "input.json"
+    for name, data, given in cases:
+        path.write_bytes(data)
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+            main(["verify", str(path), *(a for k in given for a in ("--key", k))])
+        want[name] = out.getvalue().removesuffix("\n")
+    job = [{"id": n, "bytes_b64": base64.b64encode(d).decode(), "key": list(k), "signed_by": True}
+           for n, d, k in cases]  # fmt: skip
+    (tmp_path / "job.json").write_text(json.dumps(job), encoding="utf-8")
+    done = subprocess.run(
+        ["node", str(browser.WEB / "test" / "lines.mjs"), str(tmp_path / "job.json")],
+        capture_output=True, text=True, timeout=300, cwd=browser.WEB,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    got = json.loads(done.stdout)
+    differ = [
+        f"{n}\n  fairdeck verify: {want[n]!r}\n  the page: {got[n]!r}" for n in want if got[n] != want[n]
+    ]
+    assert not differ, "\n".join(differ[:5])
+    assert sum("\n  signed by " in line for line in want.values()) >= 10, want

@@ -13,7 +13,6 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from importlib.metadata import entry_points
-from pathlib import Path
 
 from fairdeck.cli import (
     audit_command,
@@ -25,6 +24,7 @@ from fairdeck.cli import (
     verifier_page_command,
 )
 from fairdeck.cli import stats_command as stats_command
+from fairdeck.client.local_files import LocalFileError, read_local_head
 from fairdeck.core.commitment import commit
 from fairdeck.core.decks import SPEC_NAMES, DeckSpec
 from fairdeck.core.derivation import derive_deck
@@ -35,7 +35,8 @@ from fairdeck.core.transcript import Transcript
 from fairdeck.core.verify import verify
 from fairdeck.core.versions import CURRENT_VERSION, SUPPORTED_VERSIONS
 from fairdeck.log import handproof
-from fairdeck.log.note import NoteError
+from fairdeck.log.note import NoteError, Verifier, open_note
+from fairdeck.log.rotation import check_chain, followed_keys, reached_from
 
 Handler = Callable[[argparse.Namespace], int]
 CLIENT_COMMANDS = ("replay", "verify", "deal", "hand", "audit", "health", "stats", "lab")
@@ -87,13 +88,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
         # Only a file that cannot be read at all is exit 2. At most one byte past the
         # limit is read, so a huge file is refused without being loaded.
         limit = max(MAX_TEXT_BYTES, handproof.MAX_BYTES)
-        if path == "-":
-            text = sys.stdin.buffer.read(limit + 1)
-        else:
-            with Path(path).open("rb") as file:
-                text = file.read(limit + 1)
+        # A FIFO or a device is refused, not waited on or read without end: - reads a pipe.
+        text = sys.stdin.buffer.read(limit + 1) if path == "-" else read_local_head(path, limit)
     except OSError as e:
-        print(f"fairdeck verify: cannot read {path}: {e.strerror or e}", file=sys.stderr)
+        hint = "; give - to read standard input" if isinstance(e, LocalFileError) else ""
+        print(f"fairdeck verify: cannot read {path}: {e.strerror or e}{hint}", file=sys.stderr)
         return 2
     if handproof.TYPE.encode() in text[: 64 * 1024]:
         if b'"codeal"' in text[: 64 * 1024]:
@@ -159,6 +158,9 @@ def _verify_hand_proof(args: argparse.Namespace, text: bytes) -> int:
         f"OK: hand {t.hand_id} verified ({t.deck}, {len(proof.dealt)} of {len(t.cards)} cards dealt, "
         f"in the log at tree size {checkpoint.size})"
     )
+    followed = _followed_rotations(proof, keys)
+    if followed:
+        print(f"  signed by {followed}")
     return 0
 
 
@@ -189,6 +191,42 @@ def _verify_codeal_proof(args: argparse.Namespace, text: bytes) -> int:
         f"{len(hand.keys)} key holders, seeds {'revealed' if hand.seeds else 'not yet revealed'})"
     )
     return 0
+
+
+def _followed_rotations(proof: handproof.HandProof, given: list[Verifier]) -> str | None:
+    """When a key the file's rotation statements led to signed the checkpoint (the proof has been
+    verified): which key, and from which key given, in the page's words; else None."""
+    chain = check_chain(proof.key_rotations, proof.reveal.signed_checkpoint)
+    via = reached_from(given, chain)
+    keys = followed_keys(given, chain)
+    sigs = open_note(proof.reveal.signed_checkpoint, keys).sigs
+    signers = [k for sig in sigs for k in keys if (k.name, k.key_id) == (sig.name, sig.key_id)]
+    if not any(k in via for k in signers):
+        return None
+
+    def named(key: Verifier) -> str:
+        if len(given) < 2:
+            return f"the log key {_key_name(key)}"
+        n = given.index(key) + 1
+        suffix = "th" if 10 < n % 100 < 14 or n % 10 > 3 else ["th", "st", "nd", "rd"][n % 10]
+        return f"the log key {_key_name(key)} (the {n}{suffix} of the {len(given)} keys given)"
+
+    words = []
+    for key in signers:
+        if key not in via:
+            words.append(named(key))
+            continue
+        start, count = via[key]
+        s = "s" if count > 1 else ""
+        words.append(
+            f"the log key {_key_name(key)}, which {count} key rotation statement{s} in the file "
+            f"lead{'' if s else 's'} to from {named(start)}"
+        )
+    return " and ".join(words)
+
+
+def _key_name(v: Verifier) -> str:
+    return f"{v.name}+{v.key_id:08x}"
 
 
 def build_parser(*, server: bool = True) -> argparse.ArgumentParser:
@@ -304,6 +342,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return status
     except InvalidInput as e:
         print(f"fairdeck {args.command}: {e}", file=sys.stderr)
+        return 2
+    except UnicodeEncodeError:
+        # An argument that is not UTF-8 (Python holds its bytes as lone surrogates) reached a text
+        # that must be UTF-8: a --target, a --token, a seed. File names may be any bytes; text not.
+        print(f"fairdeck {args.command}: an argument is not UTF-8 text; give it as UTF-8", file=sys.stderr)
         return 2
     except BrokenPipeError:
         # The reader went away (`fairdeck deal | head -1`): stop quietly, as Unix tools do. Point

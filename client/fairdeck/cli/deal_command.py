@@ -75,14 +75,18 @@ def deal_holdem(
 
 
 def _unwritable(path: Path) -> str | None:
-    """Why ``path`` cannot be written as a file (its folder missing or read-only, a folder itself)."""
-    if path.is_dir():
-        return "it is a directory"
-    folder = path.parent
-    if not folder.is_dir():
-        return f"no such directory {folder}"
-    if not os.access(path if path.exists() else folder, os.W_OK):
-        return "permission denied"
+    """Why ``path`` cannot be written as a file (its folder missing or read-only, a folder itself,
+    a name the system refuses)."""
+    try:
+        if path.is_dir():
+            return "it is a directory"
+        folder = path.parent
+        if not folder.is_dir():
+            return f"no such directory {folder}"
+        if not os.access(path if path.exists() else folder, os.W_OK):
+            return "permission denied"
+    except OSError as e:  # a name too long, a loop of links: is_dir and exists raise these
+        return str(e.strerror or e)
     return None
 
 

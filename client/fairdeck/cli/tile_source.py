@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
 
+from fairdeck.client.local_files import read_local_head
 from fairdeck.log.audit import LogUnreadable
 from fairdeck.log.audit_pool import default_workers
 from fairdeck.log.checkpoint import Checkpoint, CheckpointError
@@ -104,9 +105,8 @@ class DirTiles:
         self.root = Path(root)
 
     def fetch(self, rel: str, limit: int = MAX_BUNDLE_BYTES) -> bytes:
-        try:
-            with (self.root / rel).open("rb") as f:
-                data = f.read(limit + 1)
+        try:  # a FIFO or a device planted in the directory is refused, never waited on
+            data = read_local_head(self.root / rel, limit)
         except OSError as e:
             raise TileError(f"cannot read {self.root / rel}: {e.strerror or e}") from None
         if len(data) > limit:

@@ -191,6 +191,20 @@ def followed_keys(trusted: Sequence[Verifier], chain: Sequence[Rotation]) -> lis
     return keys
 
 
+def reached_from(
+    trusted: Sequence[Verifier], chain: Sequence[Rotation]
+) -> dict[Verifier, tuple[Verifier, int]]:
+    """For each key ``followed_keys`` adds: the trusted key it was reached from, and how many
+    statements led there (what a verifier says when such a key signed)."""
+    via: dict[Verifier, tuple[Verifier, int]] = {}
+    keys = list(trusted)
+    for r in chain:
+        if r.old in keys and r.new not in keys:
+            keys.append(r.new)
+            via[r.new] = (r.old, 1) if r.old in trusted else (via[r.old][0], via[r.old][1] + 1)
+    return via
+
+
 def rotations_file(notes: Iterable[bytes]) -> bytes:
     """Statements as a text file: each one's note in standard base64, one per line."""
     return b"".join(base64.b64encode(note) + b"\n" for note in notes)

@@ -21,7 +21,7 @@ const rotationText = (oldKey, newKey) => `${ROTATION_HEADER}\n${oldKey.name}\n${
 
 /** Parse and verify one statement (its note's bytes): { old, new }; LogError, as open_rotation words it. */
 export function openRotation(note) {
-  const text = new TextDecoder().decode(note);
+  const text = new TextDecoder("utf-8", { ignoreBOM: true }).decode(note); // a U+FEFF stays, as in Python
   const lines = text.slice(0, text.indexOf("\n\n") + 1).split("\n");
   if (lines.length !== 5 || lines[0] !== ROTATION_HEADER || lines[4] !== "") {
     throw new LogError("a rotation statement is four lines: header, origin, old key, new key");
