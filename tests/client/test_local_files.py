@@ -55,7 +55,7 @@ def test_a_key_file_that_is_dev_zero_or_a_fifo_is_refused_not_read_forever(
         if what == "not UTF-8":
             continue
         for args, named in (
-            (["verify", str(proof), "--key", f"@{path}"], f"--key @{path}"),
+            (["verify", str(proof), "--key", f"@{path}"], f"@{path}"),
             (["verify", str(proof), "--key", KEY, "--policy", path], f"--policy {path}"),
             (["hand", "get", "h", "--target", "127.0.0.1:1", "--key", KEY, "--ca", path], f"CA file {path}"),
             (["health", "--target", "127.0.0.1:1", "--ca", path], f"--ca {path}"),

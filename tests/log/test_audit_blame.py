@@ -83,7 +83,7 @@ def test_a_good_since_file_still_audits(built_log: BuiltLog, tmp_path: Path) -> 
     [
         (b"", "holds no verifier key"),
         (b"# only a comment\n", "holds no verifier key"),
-        (b"\x7fELF\x02\x01\x01\x00\xd0\xff", "is not text (UTF-8)"),
+        (b"\x7fELF\x02\x01\x01\x00\xd0\xff", "is not UTF-8 text"),
         (b"fairdeck.log/abc+0000", "line 1: malformed verifier key"),
     ],
 )
@@ -96,7 +96,7 @@ def test_a_key_file_that_holds_no_key_is_named(
     path.write_bytes(content)
     result = audit(built_log.data_dir, key=f"@{path}")
     assert result.rc == 2
-    assert result.err.startswith(f"fairdeck audit: bad --key: {path} {says}"), result.err
+    assert result.err.startswith(f"fairdeck audit: bad --key: @{path} {says}"), result.err
     assert "\n" not in result.err.strip()
 
 
@@ -134,5 +134,5 @@ def test_a_since_fifo_or_a_key_device_is_refused_not_read(built_log: BuiltLog, t
     assert (
         device.rc == 2
         and device.err
-        == f"fairdeck audit: bad --key: cannot read --key @/dev/zero: it is not a regular file ({NOT_REGULAR})\n"  # noqa: E501
+        == f"fairdeck audit: bad --key: cannot read @/dev/zero: it is not a regular file ({NOT_REGULAR})\n"
     )

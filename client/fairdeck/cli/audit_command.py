@@ -179,19 +179,19 @@ def _verifiers(values: Sequence[str]) -> list[Verifier]:
         try:
             data = read_local(path, pipes=True)
         except OSError as e:
-            raise NoteError(f"cannot read --key @{path}: {e.strerror or e}") from None
+            raise NoteError(f"cannot read @{path}: {e.strerror or e}") from None
         try:
             lines = data.decode("utf-8").splitlines()
         except UnicodeDecodeError:
-            raise NoteError(f"--key @{path} is not text (UTF-8): not a file of keys") from None
+            raise NoteError(f"@{path} is not UTF-8 text: not a file of keys") from None
         found = [(n, k) for n, k in enumerate(map(str.strip, lines), 1) if k and not k.startswith("#")]
         if not found:
-            raise NoteError(f"--key @{path} holds no verifier key")
+            raise NoteError(f"@{path} holds no verifier key")
         for number, key in found:
             try:
                 keys.append(Verifier.parse(key))
             except NoteError as e:
-                raise NoteError(f"--key @{path} line {number}: {e}") from None
+                raise NoteError(f"@{path} line {number}: {e}") from None
     if not keys:
         raise NoteError("no verifier key given")
     return keys
