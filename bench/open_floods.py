@@ -7,8 +7,9 @@ new connection, one stream, 10 questions in turn) and health Checks run. Prints 
 p50/p99 in both windows and their ratio, its failed calls, the session's seconds, the slowest
 Check, and the dealer's CPU per second of the flood.
 
-``watch``: ``--streams`` health Watch streams over ``--connections`` connections; the dealer's RSS
-before, at its highest while they are open, and after they end.
+``watch``: ``--streams`` health Watch streams over ``--connections`` connections for ``--seconds``,
+then all cancelled at once; the dealer's RSS before, at its highest while they are open, at its
+highest while they end, and 15 s after (three heap trims).
 
     .venv/bin/python bench/open_floods.py reflection --streams 1500 --connections 16 --seconds 20
     .venv/bin/python bench/open_floods.py watch --streams 20000 --connections 60
@@ -33,6 +34,9 @@ from fairdeck.client import DealerClient  # noqa: E402
 from fairdeck.client.exceptions import FairdeckError  # noqa: E402
 from tests.support.dealers import DealerProcess  # noqa: E402
 from tests.support.floods import check_latency, grpcurl_session, reflection_flood, watch_flood  # noqa: E402
+
+SERVE = ("--max-open-hands", "0")
+"""DealNewHand leaves its hand open: the victim's 10,000th call would meet the open-hands cap."""
 
 
 def rss_mib(pid: int) -> float:
@@ -60,7 +64,8 @@ def victim(target: str, seconds: float) -> dict[str, Any]:
                 client.deal_new_hand("standard")
                 took.append((time.perf_counter() - began) * 1000)
             except FairdeckError as e:
-                failed[type(e).__name__] = failed.get(type(e).__name__, 0) + 1
+                name = f"{type(e).__name__} {getattr(e, 'reason', '')}".strip()
+                failed[name] = failed.get(name, 0) + 1
     return {
         "calls": len(took),
         "p50_ms": round(percentile(took, 0.5), 1),
@@ -128,20 +133,30 @@ def watch(dealer: DealerProcess, opts: argparse.Namespace) -> dict[str, Any]:
         end = time.monotonic() + opts.seconds
         while time.monotonic() < end:
             peak = max(peak, rss_mib(dealer.pid))
-            await asyncio.sleep(0.2)
+            await asyncio.sleep(0.1)
         check_ms = round(await check_latency(dealer.target) * 1000, 1)
-        held = f.streams - sum(f.ended.values())
-        await f.close()
-        return {"peak_mib": round(peak, 1), "open_at_end": held, "ended": dict(f.ended), "check_ms": check_ms}
+        out = {"held_at_end": f.answered, "ended": dict(f.ended), "check_ms": check_ms}
+        closing = asyncio.create_task(f.close())  # every stream ends: sampled as they do
+        end = time.monotonic() + 15  # three trims (heap.TRIM_SECONDS)
+        after = []
+        while time.monotonic() < end:
+            after.append(rss_mib(dealer.pid))
+            await asyncio.sleep(0.1)
+        await closing
+        return {
+            **out,
+            "peak_open_mib": round(peak, 1),
+            "peak_ending_mib": round(max(after), 1),
+            "after_mib": round(after[-1], 1),
+        }
 
     out = asyncio.run(flood())
-    time.sleep(3)
-    after = rss_mib(dealer.pid)
     return {
         "before_mib": round(before, 1),
         **out,
-        "after_mib": round(after, 1),
-        "cost_mib": round(out["peak_mib"] - before, 1),
+        "cost_open_mib": round(out["peak_open_mib"] - before, 1),
+        "cost_ending_mib": round(out["peak_ending_mib"] - before, 1),
+        "left_mib": round(out["after_mib"] - before, 1),
     }
 
 
@@ -155,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     opts = parser.parse_args(argv)
     with (
         tempfile.TemporaryDirectory() as tmp,
-        DealerProcess(Path(tmp) / "data", Path(tmp) / "stderr", *opts.serve_arg) as dealer,
+        DealerProcess(Path(tmp) / "data", Path(tmp) / "stderr", *SERVE, *opts.serve_arg) as dealer,
     ):
         result = (reflection if opts.mode == "reflection" else watch)(dealer, opts)
     print(

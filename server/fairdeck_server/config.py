@@ -136,7 +136,7 @@ class ServerConfig:
     """Connections one client address (an IPv6 /64) may hold per serving process; its newest
     ones past it are closed within a second, and once it went over, its new ones go unanswered
     for 10 s or more and while it holds this many (Linux). 0: no limit."""
-    max_streams_per_connection: int = 100
+    max_streams_per_connection: int = 50
     """Calls one connection may have open at once (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS); a gRPC
     client queues those past it. 0: no limit."""
     max_open_streams_per_peer: int = 100

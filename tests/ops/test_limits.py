@@ -382,14 +382,14 @@ def test_refusals_held_to_the_deadline_bound_are_answered_spread_out(tmp_path: P
     them all again together (a burst the other tenants wait behind); now each is held between
     half that bound and the bound. Measured per call (its own latency) as the interquartile range
     of the 600 held longest: held to the bound, they differ only by how long each took to reach
-    the dealer. Over 10 connections: one connection has at most max_streams_per_connection (100)
+    the dealer. Over 20 connections: one connection has at most max_streams_per_connection (50)
     calls at the dealer, its client keeps the others until one ends."""
     with RunningDealer(tmp_path / "d", rate_limit=2, rate_burst=1, require_auth=True) as running:
         token = dealer_tokens(running, "acme")["acme"]
 
         async def flood() -> list[float]:
             own = (("grpc.use_local_subchannel_pool", 1),)
-            channels = [grpc.aio.insecure_channel(running.target, options=own) for _ in range(10)]
+            channels = [grpc.aio.insecure_channel(running.target, options=own) for _ in range(20)]
             try:
                 await asyncio.gather(*(c.channel_ready() for c in channels))
 

@@ -100,7 +100,9 @@ def connection_options(
       gRPC client queues its calls past it. With gRPC's "overload protection" (its default) a
       stream still counts until the application has freed it, and a burst on a new connection
       had 0.2-3% of its calls reset (REFUSED_STREAM, UNAVAILABLE to the client): it is off, so
-      only streams open under HTTP/2 count, and none of 2,500 at once was reset.
+      only streams open under HTTP/2 count, and none of 2,500 at once was reset. The price: a
+      stream the client resets stops counting before gRPC has freed it, so a client resetting
+      as fast as it opens is bounded by gRPC's queue (MAX_PENDING_CALLS), not by this.
     """
     return (
         ("grpc.server_handshake_timeout_ms", _ms(handshake)),
