@@ -29,4 +29,3 @@ def test_trim_gives_back_what_was_freed_in_the_middle_of_the_heap() -> None:
         libc.free(block)
     assert heap.trim(), "malloc_trim gave nothing back"
     libc.free(last)
-
