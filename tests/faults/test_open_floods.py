@@ -15,8 +15,10 @@ import time
 from tests.faults.kit import FaultRun
 from tests.support.floods import check_latency, grpcurl_session, reflection_flood, watch_flood
 
-REFLECTION_STREAMS, REFLECTION_CONNECTIONS = 300, 4
-WATCH_STREAMS, WATCH_CONNECTIONS = 600, 6
+REFLECTION_STREAMS, REFLECTION_CONNECTIONS = 300, 6
+WATCH_STREAMS, WATCH_CONNECTIONS = 600, 12
+"""50 streams a connection: max_streams_per_connection, so that none waits in its client (a
+connection whose 50 are held open has its other calls wait there until one ends)."""
 HELD_WATCHES = 100 + WATCH_CONNECTIONS
 """max_open_streams_per_peer, plus each connection's first: more than the reflection flood holds
 (its streams count in the same limit), so the Watch flood is refused whatever the order."""

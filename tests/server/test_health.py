@@ -197,7 +197,7 @@ def _rss_mib(pid: int) -> float:
 def test_health_watch_streams_past_an_address_limit_are_refused_and_their_memory_given_back(
     tmp_path: Path,
 ) -> None:
-    """600 Watch streams from one address over 6 connections: every one was held open, each with
+    """600 Watch streams from one address over 12 connections: every one was held open, each with
     its own waiter in the library's servicer, and what they used stayed with the process after
     they ended. Now the address holds at most max_open_streams_per_peer (100) and each
     connection's first, the rest are refused TOO_MANY_STREAMS at once, Check answers meanwhile,
@@ -208,7 +208,7 @@ def test_health_watch_streams_past_an_address_limit_are_refused_and_their_memory
     from tests.support.dealers import DealerProcess
     from tests.support.floods import check_latency, watch_flood
 
-    streams, connections = 600, 6
+    streams, connections = 600, 12  # 50 each: none waits in its client (max_streams_per_connection)
 
     async def flood(target: str, pid: int, n: int) -> tuple[dict[str, int], int, float, float]:
         f = await watch_flood(target, n, connections)

@@ -204,11 +204,11 @@ def test_a_flood_of_reflection_requests_is_paced(tmp_path: Path) -> None:
 # -- a flood of waiting reflection streams: waiting took the dealer's CPU, a tool never got a turn --
 
 FLOOD_STREAMS = 300
-FLOOD_CONNECTIONS = 4
+FLOOD_CONNECTIONS = 6  # 50 each: max_streams_per_connection, so all 300 reach the dealer
 
 
 def test_waiting_reflection_streams_cost_no_cpu_and_a_grpcurl_session_gets_its_turns(tmp_path: Path) -> None:
-    """300 reflection streams over 4 connections, each asking again as soon as answered: past the
+    """300 reflection streams over 6 connections, each asking again as soon as answered: past the
     burst they wait. Every waiting stream polled the shared bucket every 20 ms or less, so the
     dealer spent about 3 ms of CPU per answer (1,500 streams took a core), and a grpcurl session of
     10 requests drew a token one time in 300 and did not finish in 30 s. Now a waiter costs
