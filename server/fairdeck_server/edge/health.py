@@ -1,12 +1,13 @@
-"""gRPC health (``grpc.health.v1.Health``): Check, Watch and List, answered from one table.
+"""gRPC health (``grpc.health.v1.Health``): Check from grpcio-health-checking; Watch and List ours.
 
-Our own servicer, not grpcio-health-checking's: its asyncio Watch keeps a Condition per service
-name a client asks about, and nothing bounds how many Watch streams anyone holds (20,000 took
-the dealer from 62 to 520 MiB). Here every Watch waits on the one event that a change of any
-status replaces, and the streams one client address holds open are counted with reflection's
-(``open_work.OpenStreams``): past the limit a new one is refused TOO_MANY_STREAMS at once, so an
-idle stream costs a bounded, small amount. Check and List answer from the table, never waiting.
-Once draining (``enter_graceful_shutdown``) every status is NOT_SERVING for good.
+The library's asyncio Watch keeps a Condition per service name a client asks about, and nothing
+bounds how many Watch streams anyone holds (20,000 took the dealer from 62 to 520 MiB). Here
+every Watch waits on the one event that a change of any status replaces, and the streams one
+client address holds open are counted with reflection's (``open_work.OpenStreams``): past the
+limit a new one is refused TOO_MANY_STREAMS at once, so an idle stream costs a bounded, small
+amount. The library leaves List to the generated base (NotImplementedError, a traceback per
+call); ours answers Check's status for every name. Check and List never wait. Once draining
+(``enter_graceful_shutdown``) every status is NOT_SERVING for good.
 """
 
 from __future__ import annotations
@@ -14,8 +15,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1 import health, health_pb2
 
 from fairdeck_server import refusals
 from fairdeck_server.auth import peer_address
@@ -29,10 +29,11 @@ STREAMS_RETRY = 1.0
 """Seconds a Watch refused TOO_MANY_STREAMS is asked to wait."""
 
 
-class HealthServicer(health_pb2_grpc.HealthServicer):  # type: ignore[misc]
+class HealthServicer(health.aio.HealthServicer):  # type: ignore[misc,name-defined]
     """Health's statuses, by service name ("" the server's), and their watchers."""
 
     def __init__(self, streams: OpenStreams | None = None) -> None:
+        super().__init__()  # its table answers Check (NOT_FOUND for a name it does not know)
         self.streams = streams if streams is not None else OpenStreams(0)
         self._statuses: dict[str, int] = {"": SERVING}
         self._draining = False
@@ -43,30 +44,23 @@ class HealthServicer(health_pb2_grpc.HealthServicer):  # type: ignore[misc]
         """``service``'s status from now on (ignored once draining)."""
         if self._draining:
             return
-        self._set(service, status)
+        await super().set(service, status)
+        self._publish(service, status)
 
     async def enter_graceful_shutdown(self) -> None:
         if self._draining:
             return
         self._draining = True
+        await super().enter_graceful_shutdown()
         for name in self._statuses:
-            self._set(name, NOT_SERVING)
+            self._publish(name, NOT_SERVING)
 
-    def _set(self, service: str, status: int) -> None:
+    def _publish(self, service: str, status: int) -> None:
         if self._statuses.get(service) == status:
             return
         self._statuses[service] = status
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
-
-    async def Check(
-        self, request: health_pb2.HealthCheckRequest, context: Any
-    ) -> health_pb2.HealthCheckResponse:
-        status = self._statuses.get(request.service)
-        if status is None:
-            await context.abort(grpc.StatusCode.NOT_FOUND)  # as grpcio-health-checking answers
-            raise AssertionError("unreachable: abort raises")
-        return health_pb2.HealthCheckResponse(status=status)
 
     async def Watch(self, request: health_pb2.HealthCheckRequest, context: Any) -> None:
         connection = context.peer()
