@@ -459,9 +459,10 @@ class DealerServer:
 
     async def _trim_heap(self) -> None:
         """Every TRIM_SECONDS: what ended calls freed goes back to the system (heap.py)."""
+        trimmer = heap.Trimmer()
         while True:
             await asyncio.sleep(TRIM_SECONDS)
-            await asyncio.to_thread(heap.trim)
+            await asyncio.to_thread(trimmer.tick)
 
     def _skipped_stale_hand(self, tenant: str, hand_id: str, reason: str) -> None:
         # Ids and the reason code only: the error's text is not logged, and never a seed.

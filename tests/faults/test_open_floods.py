@@ -39,7 +39,8 @@ def test_floods_with_no_tenant_wait_behind_themselves(run: FaultRun) -> None:
             ):
                 await asyncio.sleep(0.05)
             assert watches.answered <= HELD_WATCHES and set(watches.ended) == {"RESOURCE_EXHAUSTED"}
-            assert set(reflection.ended) <= {"RESOURCE_EXHAUSTED"}
+            # A refusal that crosses the client's own write is read INTERNAL by gRPC Python's client.
+            assert set(reflection.ended) <= {"RESOURCE_EXHAUSTED", "INTERNAL"}, reflection.ended
             cpu, answers = dealer.cpu_seconds() or 0.0, reflection.answers
             while reflection.answers - answers < 100 and time.monotonic() < deadline + 30:
                 await asyncio.sleep(0.05)  # about 2 s of the flood alone, at 50 answers a second

