@@ -239,7 +239,9 @@ def test_waiting_reflection_streams_cost_no_cpu_and_a_grpcurl_session_gets_its_t
     ) as dealer:
         cpu, answers, session, check = asyncio.run(scenario(dealer))
     assert answers > 0
-    assert cpu / answers < 0.0015, f"{cpu * 1000:.0f} ms of CPU for {answers} answers: waiting costs"
+    # Answering costs 0.8-1.7 ms of CPU on this 2-core VM, as loaded as it was; polling cost 3-9 ms
+    # with these 300 waiting (side by side: 1.6 against 4.8 ms), and more with more waiting.
+    assert cpu / answers < 0.003, f"{cpu * 1000:.0f} ms of CPU for {answers} answers: waiting costs"
     assert session < 15 and check < 1.0
 
 
