@@ -11,7 +11,7 @@ import os
 import signal
 from dataclasses import replace
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 import grpc
 from google.protobuf.descriptor import ServiceDescriptor
@@ -21,7 +21,7 @@ from fairdeck.log.logentry import time_of
 from fairdeck.log.tiles import TileError
 from fairdeck.v1 import audit_pb2, dealer_pb2
 from fairdeck.wire import Reason
-from fairdeck_server import fair, logging_setup
+from fairdeck_server import fair, heap, logging_setup
 from fairdeck_server.addresses import check_listen, is_loopback, probe_listen
 from fairdeck_server.auth import Authenticator, FailureLimiter, TokenVerifier, peer_address
 from fairdeck_server.clock import CHECK_INTERVAL_S, DealerClock, iso, start_after_log
@@ -46,11 +46,13 @@ from fairdeck_server.edge.interceptors import (
 from fairdeck_server.edge.methods import UNKNOWN_METHOD, loggable_method, register, unknown_method_handler
 from fairdeck_server.edge.transport import grpc_options, server_credentials
 from fairdeck_server.group_counts import GroupCounts
+from fairdeck_server.heap import TRIM_SECONDS
 from fairdeck_server.limits import OpenHandsCap, RateLimiter
 from fairdeck_server.log_causes import Repeats, cause
 from fairdeck_server.log_lease import FixedLease, Lease, PostgresLease
 from fairdeck_server.log_signing import RANDOM_ORIGIN, CheckpointPublisher
 from fairdeck_server.metrics import MeteredStorage, Metrics, MetricsEndpoint
+from fairdeck_server.open_work import OpenStreams
 from fairdeck_server.option_ranges import HEARTBEAT_SECONDS
 from fairdeck_server.reaper import Reaper
 from fairdeck_server.refusals import DealerError, StartupRefused
@@ -97,8 +99,8 @@ class DealerServer:
     """
 
     server: grpc.aio.Server
-    health: Any
-    """grpc_health's aio HealthServicer (untyped)."""
+    health: HealthServicer
+    open_streams: OpenStreams
     publisher: CheckpointPublisher
     witnessing: WitnessPublisher
     dealer: Dealer
@@ -234,6 +236,7 @@ class DealerServer:
         self.storage.serving()
         self.metrics.gauges.attach(self.metered, asyncio.get_running_loop())
         self._warden = asyncio.create_task(self._watch_connections(), name="fairdeck-connections")
+        self._trimmer = asyncio.create_task(self._trim_heap(), name="fairdeck-heap")
         self.publisher.start()
         self.witnessing.start()
         self._reaper = asyncio.create_task(self.reaper.run(), name="fairdeck-reaper")
@@ -253,9 +256,11 @@ class DealerServer:
                 max_connections=fit_descriptors(self.config.max_connections),
             ),
         )
-        self.health = HealthServicer()
+        # Health Watch and reflection take no credentials: their streams count per client address.
+        self.open_streams = OpenStreams(self.config.max_open_streams_per_peer)
+        self.health = HealthServicer(self.open_streams)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
-        reflection.enable([DEALER_SERVICE, AUDIT_SERVICE, HEALTH_SERVICE], self.server)
+        reflection.enable([DEALER_SERVICE, AUDIT_SERVICE, HEALTH_SERVICE], self.server, self.open_streams)
 
     def _bind(self, credentials: grpc.ServerCredentials | None) -> None:
         """Take the port, or refuse to start naming --listen. The probe gives the refusal its reason
@@ -372,6 +377,7 @@ class DealerServer:
         await self.storage_health.stop()
         await self._close_metrics()
         self._warden.cancel()
+        self._trimmer.cancel()
         for task in (self._reaper, self._clock_watch):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -456,6 +462,13 @@ class DealerServer:
             except Exception as e:  # a look that failed is tried again next time
                 self._failures.log(logging.ERROR, f"counting connections failed: {cause(e)}")
             await asyncio.sleep(SWEEP_SECONDS)
+
+    async def _trim_heap(self) -> None:
+        """Every TRIM_SECONDS: what ended calls freed goes back to the system (heap.py)."""
+        trimmer = heap.Trimmer()
+        while True:
+            await asyncio.sleep(TRIM_SECONDS)
+            await asyncio.to_thread(trimmer.tick)
 
     def _skipped_stale_hand(self, tenant: str, hand_id: str, reason: str) -> None:
         # Ids and the reason code only: the error's text is not logged, and never a seed.

@@ -139,6 +139,12 @@ class ServerConfig:
     """Connections one client address (an IPv6 /64) may hold per serving process; its newest
     ones past it are closed within a second, and once it went over, its new ones go unanswered
     for 10 s or more and while it holds this many (Linux). 0: no limit."""
+    max_streams_per_connection: int = 50
+    """Calls one connection may have open at once (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS); a gRPC
+    client queues those past it. 0: no limit."""
+    max_open_streams_per_peer: int = 100
+    """Health Watch and reflection streams one client address may hold at once per serving process;
+    past it a new one, unless its connection's first, is refused TOO_MANY_STREAMS. 0: no limit."""
     # -- witnesses (docs/witness.md) --
     witnesses: tuple[str, ...] = ()
     """Witnesses asked to cosign each checkpoint, each URL=KEY (the witness's add-checkpoint URL

@@ -106,6 +106,8 @@ RANGES: dict[str, Range] = {
     "max_open_hands": Range(1, 10**9, off="no limit"),
     "max_calls_in_flight": Range(1, 10**6, off="no limit"),
     "max_streams": Range(1, 10**6, off="no limit"),
+    "max_streams_per_connection": Range(1, GRPC_INT_MAX, off="no limit"),  # HTTP/2's, a C int in gRPC
+    "max_open_streams_per_peer": Range(1, 10**6, off="no limit"),
     "db_pool_size": Range(2, 1000),  # PostgreSQL's own max_connections is rarely above a few hundred
     "witness_threshold": Range(0, 256),
     "processes": Range(1, 256),  # a typo (100000) would fork until the machine stops

@@ -140,6 +140,15 @@ def too_many_streams(limit: int, delay: float) -> DealerError:
     )
 
 
+def too_many_open_streams(limit: int, delay: float) -> DealerError:
+    return DealerError(
+        Reason.TOO_MANY_STREAMS,
+        f"at most {limit} health Watch and reflection streams at once per client address; "
+        "wait for one to end",
+        retry_delay=delay,
+    )
+
+
 def unknown_method() -> DealerError:
     # No echo of the method name: it is the caller's text.
     return DealerError(Reason.UNKNOWN_METHOD, "this dealer does not serve that method")

@@ -314,19 +314,23 @@ def test_a_tenant_with_hundreds_of_refusals_held_gets_them_answered_at_a_bounded
     the client sent the next at once and the one event loop refused about 1,400 a second, the
     other tenants waiting behind. Now the n-th refusal a tenant has held at once waits
     n / HELD_ANSWERS_PER_S: 400 in flight are answered over about 4 s, not all within the first
-    (the old code answered all of them by 0.6 s). Another tenant is not held at all."""
+    (the old code answered all of them by 0.6 s). Another tenant is not held at all (on its own
+    connection: one connection's calls past max_streams_per_connection wait in its client)."""
     with RunningDealer(tmp_path / "d", rate_limit=2, rate_burst=1, require_auth=True) as running:
         tokens = dealer_tokens(running, "acme", "zenith")
 
         async def flood() -> tuple[list[float], float]:
-            async with grpc.aio.insecure_channel(running.target) as channel:
-                stub = dealer_pb2_grpc.DealerServiceStub(channel)
+            own = (("grpc.use_local_subchannel_pool", 1),)
+            async with (
+                grpc.aio.insecure_channel(running.target, options=own) as channel,
+                grpc.aio.insecure_channel(running.target, options=own) as other_channel,
+            ):
                 began = time.monotonic()
 
-                async def one(token: str) -> float:
+                async def one(token: str, on: grpc.aio.Channel = channel) -> float:
                     request = pb.GetHandRequest(hand_id="h" * 26)
                     with pytest.raises(grpc.aio.AioRpcError) as e:
-                        await stub.GetHand(
+                        await dealer_pb2_grpc.DealerServiceStub(on).GetHand(
                             request, metadata=(("authorization", f"Bearer {token}"),), timeout=30
                         )
                     assert e.value.code() in (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.NOT_FOUND)
@@ -334,7 +338,7 @@ def test_a_tenant_with_hundreds_of_refusals_held_gets_them_answered_at_a_bounded
 
                 flooding = [asyncio.ensure_future(one(tokens["acme"])) for _ in range(400)]
                 await asyncio.sleep(0.5)
-                other = await one(tokens["zenith"]) - 0.5  # its own bucket: answered, not held
+                other = await one(tokens["zenith"], other_channel) - 0.5  # its own bucket: not held
                 return await asyncio.gather(*flooding), other
 
         answered, other = asyncio.run(flood())
@@ -378,17 +382,20 @@ def test_refusals_held_to_the_deadline_bound_are_answered_spread_out(tmp_path: P
     them all again together (a burst the other tenants wait behind); now each is held between
     half that bound and the bound. Measured per call (its own latency) as the interquartile range
     of the 600 held longest: held to the bound, they differ only by how long each took to reach
-    the dealer."""
+    the dealer. Over 20 connections: one connection has at most max_streams_per_connection (50)
+    calls at the dealer, its client keeps the others until one ends."""
     with RunningDealer(tmp_path / "d", rate_limit=2, rate_burst=1, require_auth=True) as running:
         token = dealer_tokens(running, "acme")["acme"]
 
         async def flood() -> list[float]:
-            async with grpc.aio.insecure_channel(running.target) as channel:
-                stub = dealer_pb2_grpc.DealerServiceStub(channel)
-                await channel.channel_ready()
+            own = (("grpc.use_local_subchannel_pool", 1),)
+            channels = [grpc.aio.insecure_channel(running.target, options=own) for _ in range(20)]
+            try:
+                await asyncio.gather(*(c.channel_ready() for c in channels))
 
-                async def one() -> float:
+                async def one(i: int) -> float:
                     sent = time.monotonic()
+                    stub = dealer_pb2_grpc.DealerServiceStub(channels[i % len(channels)])
                     with pytest.raises(grpc.aio.AioRpcError) as e:
                         await stub.GetHand(
                             pb.GetHandRequest(hand_id="h" * 26),
@@ -398,7 +405,9 @@ def test_refusals_held_to_the_deadline_bound_are_answered_spread_out(tmp_path: P
                     assert e.value.code() in (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.NOT_FOUND)
                     return time.monotonic() - sent
 
-                return await asyncio.gather(*(one() for _ in range(800)))
+                return await asyncio.gather(*(one(i) for i in range(800)))
+            finally:
+                await asyncio.gather(*(c.close() for c in channels))
 
         took = sorted(asyncio.run(flood()))
         held = took[200:]  # the 600 held to the bound

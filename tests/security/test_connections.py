@@ -155,3 +155,61 @@ def _open(sock: socket.socket) -> bool:
         return False
     finally:
         sock.setblocking(True)
+
+
+WATCH = b"".join(
+    rawh2._literal(name, value)
+    for name, value in (
+        (b":method", b"POST"),
+        (b":scheme", b"http"),
+        (b":path", b"/grpc.health.v1.Health/Watch"),
+        (b":authority", b"x"),
+        (b"content-type", b"application/grpc"),
+        (b"te", b"trailers"),
+    )
+)
+
+
+def _read_frame(sock: socket.socket) -> tuple[int, int, int, bytes]:
+    """The next frame: its type, flags, stream and payload."""
+    head = rawh2._read_exact(sock, 9)
+    payload = rawh2._read_exact(sock, int.from_bytes(head[:3], "big"))
+    return head[3], head[4], int.from_bytes(head[5:9], "big") & 0x7FFFFFFF, payload
+
+
+def test_a_client_that_ignores_the_stream_limit_gets_the_streams_past_it_reset(tmp_path: Path) -> None:
+    """A client may open as many calls on one connection as it likes: 30 health Watch streams at
+    once, each of them held open by the dealer. With max_streams_per_connection 10, a client that
+    ignores the dealer's SETTINGS has the 20 past it reset (REFUSED_STREAM). An ordinary gRPC
+    client keeps its calls past the limit until one ends, and none fails (2,500 GetHand at once
+    on one channel: tests/ops/test_streams.py)."""
+    with DealerProcess(
+        tmp_path / "d",
+        tmp_path / "stderr",
+        env={"FAIRDECK_MAX_STREAMS_PER_CONNECTION": "10", "FAIRDECK_MAX_OPEN_STREAMS_PER_PEER": "0"},
+    ) as dealer:
+        with socket.create_connection(("127.0.0.1", dealer.port), timeout=10) as sock:
+            sock.sendall(rawh2.PREFACE + SETTINGS)
+            while True:  # the dealer's SETTINGS, acknowledged before any stream
+                kind, flags, _, _ = _read_frame(sock)
+                if kind == rawh2.SETTINGS and not flags & rawh2.ACK:
+                    sock.sendall(rawh2._frame(rawh2.SETTINGS, rawh2.ACK, 0))
+                    break
+            streams = range(1, 61, 2)
+            body = b"\x00\x00\x00\x00\x00"  # an empty HealthCheckRequest
+            sock.sendall(
+                b"".join(
+                    rawh2._frame(rawh2.HEADERS, rawh2.END_HEADERS, s, WATCH)
+                    + rawh2._frame(rawh2.DATA, rawh2.END_STREAM, s, body)
+                    for s in streams
+                )
+            )
+            answered: set[int] = set()
+            refused: set[int] = set()
+            while len(answered | refused) < len(streams):
+                kind, _, stream, payload = _read_frame(sock)
+                if kind == rawh2.HEADERS:
+                    answered.add(stream)
+                elif kind == rawh2.RST_STREAM and int.from_bytes(payload, "big") == 7:  # REFUSED_STREAM
+                    refused.add(stream)
+        assert (len(answered), len(refused)) == (10, 20), (sorted(answered), sorted(refused))

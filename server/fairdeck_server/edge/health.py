@@ -1,38 +1,83 @@
-"""gRPC health (``grpc.health.v1.Health``): Check and Watch from grpcio-health-checking, and List.
+"""gRPC health (``grpc.health.v1.Health``): Check from grpcio-health-checking; Watch and List ours.
 
-The library's asyncio servicer leaves List to the generated base class, which raises
-NotImplementedError (a traceback in the log per call, and UNKNOWN in the metrics), while
-reflection advertises it. List here answers what Check answers, for every name health knows,
-from the statuses this servicer was given (``set``), a snapshot as the protocol allows.
+The library's asyncio Watch keeps a Condition per service name a client asks about, and nothing
+bounds how many Watch streams anyone holds (20,000 took the dealer from 62 to 520 MiB). Here
+every Watch waits on the one event that a change of any status replaces, and the streams one
+client address holds open are counted with reflection's (``open_work.OpenStreams``): past the
+limit a new one is refused TOO_MANY_STREAMS at once, so an idle stream costs a bounded, small
+amount. The library leaves List to the generated base (NotImplementedError, a traceback per
+call); ours answers Check's status for every name. Check and List never wait. Once draining
+(``enter_graceful_shutdown``) every status is NOT_SERVING for good.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from grpc_health.v1 import health, health_pb2
 
+from fairdeck_server import refusals
+from fairdeck_server.auth import peer_address
+from fairdeck_server.edge.status import abort
+from fairdeck_server.open_work import OpenStreams
+
+SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
+SERVICE_UNKNOWN = health_pb2.HealthCheckResponse.SERVICE_UNKNOWN
+STREAMS_RETRY = 1.0
+"""Seconds a Watch refused TOO_MANY_STREAMS is asked to wait."""
 
 
 class HealthServicer(health.aio.HealthServicer):  # type: ignore[misc,name-defined]
-    """The library's servicer, with List."""
+    """Health's statuses, by service name ("" the server's), and their watchers."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self._statuses: dict[str, int] = {"": health_pb2.HealthCheckResponse.SERVING}
+    def __init__(self, streams: OpenStreams | None = None) -> None:
+        super().__init__()  # its table answers Check (NOT_FOUND for a name it does not know)
+        self.streams = streams if streams is not None else OpenStreams(0)
+        self._statuses: dict[str, int] = {"": SERVING}
         self._draining = False
+        self._changed = asyncio.Event()
+        """Set, and replaced, when any status changes: every Watch waits on this one."""
 
     async def set(self, service: str, status: int) -> None:
+        """``service``'s status from now on (ignored once draining)."""
+        if self._draining:
+            return
         await super().set(service, status)
-        if not self._draining:
-            self._statuses[service] = status
+        self._publish(service, status)
 
     async def enter_graceful_shutdown(self) -> None:
+        if self._draining:
+            return
         self._draining = True
-        for name in self._statuses:
-            self._statuses[name] = NOT_SERVING
         await super().enter_graceful_shutdown()
+        for name in self._statuses:
+            self._publish(name, NOT_SERVING)
+
+    def _publish(self, service: str, status: int) -> None:
+        if self._statuses.get(service) == status:
+            return
+        self._statuses[service] = status
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
+    async def Watch(self, request: health_pb2.HealthCheckRequest, context: Any) -> None:
+        connection = context.peer()
+        address = peer_address(connection)
+        if not self.streams.enter(address, connection):
+            await abort(context, refusals.too_many_open_streams(self.streams.limit, STREAMS_RETRY))
+        try:
+            last = None
+            while True:
+                changed = self._changed
+                status = self._statuses.get(request.service, SERVICE_UNKNOWN)
+                if status != last:  # statuses in between may be missed: the latest is what counts
+                    await context.write(health_pb2.HealthCheckResponse(status=status))
+                    last = status
+                await changed.wait()
+        finally:
+            self.streams.leave(address, connection)
 
     async def List(
         self, request: health_pb2.HealthListRequest, context: Any
