@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -134,28 +135,45 @@ def test_a_directory_that_is_not_a_collection_is_refused_untouched(
 def test_a_second_ctrl_c_stops_at_once_in_one_line_and_the_collection_resumes(tmp_path: Path) -> None:
     """The first Ctrl-C asks to stop after the batch in flight; the second stops now. That is an
     operator's ordinary impatience, not a crash: one line, no traceback, and the batch it cut
-    is dropped when the collection resumes."""
+    is dropped when the collection resumes. The second is sent once the first is acknowledged,
+    as an operator sees it (two SIGINTs that arrive before the handler runs are one), and the
+    batches are long enough that the second lands in the batch the first one let finish."""
     import signal
+    import threading
     import time
 
     out = tmp_path / "kit"
-    argv = ["lab", "collect", "--out", str(out), "--raw-bytes", "1G", "--batch", "2000", "--no-progress"]
+    argv = ["lab", "collect", "--out", str(out), "--raw-bytes", "1G", "--batch", "10000", "--no-progress"]
     process = subprocess.Popen(
         [sys.executable, "-m", "fairdeck.cli", *argv],
-        stdout=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        state = out / "state.json"
-        if state.exists() and json.loads(state.read_text())["hands"] > 0:
-            break
-        time.sleep(0.05)
+    lines: list[str] = []
+
+    def read() -> None:
+        assert process.stderr is not None
+        for line in process.stderr:
+            lines.append(line)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+
+    def wait_for(done: Callable[[], bool], what: str) -> None:
+        deadline = time.monotonic() + 120
+        while not done():
+            assert time.monotonic() < deadline and process.poll() is None, (what, "".join(lines))
+            time.sleep(0.02)
+
+    state = out / "state.json"
+    wait_for(lambda: state.exists() and json.loads(state.read_text())["hands"] > 0, "a whole batch")
     process.send_signal(signal.SIGINT)
-    time.sleep(0.05)
+    wait_for(lambda: any("stopping after this batch" in line for line in lines), "the first Ctrl-C seen")
     process.send_signal(signal.SIGINT)
-    _, err = process.communicate(timeout=60)
+    process.wait(timeout=60)
+    reader.join(timeout=60)
+    err = "".join(lines)
     assert process.returncode == 130, err
     assert "Traceback" not in err and err.strip().splitlines()[-1].endswith(
         "run the same command again to resume"

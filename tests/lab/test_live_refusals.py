@@ -70,7 +70,9 @@ def test_the_token_never_reaches_a_file_of_the_collection(
 ) -> None:
     """The manifest records the command, which a lab receives: the token's secret is not in it,
     however the option was spelled (argparse takes ``--token=X`` and abbreviations)."""
-    secret = dealer.dealer_token.rsplit("_", 1)[-1]
+    # fdk_<id>_<secret>: the secret is base64url, which may itself hold "_" (split from the left)
+    secret = dealer.dealer_token.split("_", 2)[2]
+    assert len(secret) == 43, dealer.dealer_token
     for k, spelling in enumerate(
         (["--token", dealer.dealer_token], [f"--token={dealer.dealer_token}"], ["--tok", dealer.dealer_token])
     ):
