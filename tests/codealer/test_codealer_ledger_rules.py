@@ -88,3 +88,22 @@ def test_a_huge_share_count_is_refused_before_any_memory_is_spent_on_it(tmp_path
     assert e.value.reason == Reason.SHARE_OUT_OF_ORDER
     assert peak < 1_000_000, f"{peak} bytes spent on a refused count"
     assert codealer.ledger.shares(row.hand_id) == {}
+
+
+def test_the_dealer_keeps_no_per_hand_lock_after_a_hand_or_a_made_up_hand_id(tmp_path: Path) -> None:
+    """The dealer kept one asyncio.Lock per co-dealt hand id it was ever asked about, for good: a
+    month of hands, or a tenant naming made-up hand ids, grew its memory without bound. Locks
+    must go when nobody holds or waits for them, and still keep two draws of a hand apart."""
+    dealer = make_dealer(tmp_path)
+
+    async def play() -> list[int]:
+        row = await dealer.make_hand("t", "short")
+        draws = await asyncio.gather(*(dealer.draw("t", row.hand_id, 1, b"") for _ in range(2)))
+        for i in range(3):
+            with pytest.raises(DealerError):
+                await dealer.draw("t", f"made-up-{i}", 1, b"")
+        await dealer.close("t", row.hand_id)
+        return sorted(d.position for d in draws)
+
+    assert asyncio.run(play()) == [0, 1]
+    assert dealer._locks == {}
