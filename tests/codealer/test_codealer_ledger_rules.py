@@ -4,6 +4,7 @@ file must be before it serves, and what a GetShare may cost it before it is refu
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
 import subprocess
 import sys
@@ -107,3 +108,20 @@ def test_the_dealer_keeps_no_per_hand_lock_after_a_hand_or_a_made_up_hand_id(tmp
 
     assert asyncio.run(play()) == [0, 1]
     assert dealer._locks == {}
+
+
+@pytest.mark.parametrize("name", ["codealer.key", "secrets.key"])
+def test_a_fifo_in_place_of_a_codealer_key_file_is_refused_not_waited_on(tmp_path: Path, name: str) -> None:
+    """A FIFO (mode 0600) put where a key file belongs passed the mode check, and reading it
+    blocked for a writer: ``serve`` hung with no word. It must stop in one line, exit 2."""
+    directory = tmp_path / "cd1"
+    init_codealer(directory)
+    (directory / name).unlink()
+    os.mkfifo(directory / name, 0o600)
+    try:
+        out = serve_refusal(directory)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"serve waited on a FIFO at {name}")
+    assert out.returncode == 2, out.stdout + out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and name in lines[0] and "not a regular file" in lines[0], lines
