@@ -4,10 +4,12 @@ file must be before it serves, and what a GetShare may cost it before it is refu
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import sqlite3
 import subprocess
 import sys
+import threading
 import tracemalloc
 from pathlib import Path
 
@@ -125,3 +127,45 @@ def test_a_fifo_in_place_of_a_codealer_key_file_is_refused_not_waited_on(tmp_pat
     assert out.returncode == 2, out.stdout + out.stderr
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and name in lines[0] and "not a regular file" in lines[0], lines
+
+
+def test_asking_whether_a_hand_is_codealt_does_not_block_the_event_loop_behind_a_codealt_write(
+    tmp_path: Path,
+) -> None:
+    """Every DrawCards, CloseHand and GetHand, ordinary hands' too, asks whether the hand is
+    co-dealt. That read took the co-dealt store's lock on the event loop, and the lock is held
+    through each co-dealt write's fsync (a pool refill, a draw): every ordinary call of the
+    dealer stalled behind it. The event loop must keep running while a write holds the lock."""
+    from fairdeck_server.edge.codeal_edge import CodealEdge
+
+    dealer = make_dealer(tmp_path)
+    edge = CodealEdge(dealer, codeal_default=False)
+    held, loop_free = threading.Event(), threading.Event()
+    seen: list[bool] = []
+
+    def writer() -> None:
+        with dealer.store._lock:  # a co-dealt write in its fsync
+            held.set()
+            seen.append(loop_free.wait(timeout=5))  # the loop ran on while the lock was held
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    assert held.wait(timeout=5)
+
+    async def main() -> bool:
+        async def asked() -> bool:
+            answer = edge.owns("ordinary-hand")
+            return bool(await answer) if inspect.isawaitable(answer) else bool(answer)
+
+        task = asyncio.ensure_future(asked())
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        loop_free.set()
+        return await task
+
+    try:
+        assert asyncio.run(main()) is False
+    finally:
+        loop_free.set()
+        thread.join(timeout=10)
+    assert seen == [True]
