@@ -17,7 +17,7 @@ import contextlib
 import logging
 import secrets
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TypeVar
@@ -112,7 +112,7 @@ class CodealDealer:
         self.new_hand_id = new_hand_id
         self.clock_ms = clock_ms
         self.random = random
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._locks: dict[str, tuple[asyncio.Lock, list[int]]] = {}  # lock, users
         self.pool: DeckPool | None = None
         self._rows: dict[str, CodealRow] = {}
         self._states: dict[str, tuple[HandContext, Deck, Scalar]] = {}
@@ -318,8 +318,19 @@ class CodealDealer:
 
     # -- helpers -------------------------------------------------------------------------------
 
-    def _lock(self, hand_id: str) -> asyncio.Lock:
-        return self._locks.setdefault(hand_id, asyncio.Lock())
+    @contextlib.asynccontextmanager
+    async def _lock(self, hand_id: str) -> AsyncIterator[None]:
+        """The hand's lock, kept only while someone holds or waits for it (a month of hands, or
+        a caller naming made-up hand ids, must not keep one lock per id ever seen)."""
+        entry = self._locks.setdefault(hand_id, (asyncio.Lock(), [0]))
+        entry[1][0] += 1
+        try:
+            async with entry[0]:
+                yield
+        finally:
+            entry[1][0] -= 1
+            if not entry[1][0]:
+                del self._locks[hand_id]
 
     async def _row(self, tenant: str, hand_id: str) -> CodealRow:
         """The hand's row, read once and then kept (this process is the only writer of its

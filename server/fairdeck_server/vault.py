@@ -14,6 +14,7 @@ import base64
 import hashlib
 import os
 import secrets
+import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -132,13 +133,21 @@ def read_key_file(path: Path) -> list[bytes]:
 def read_private_text(path: Path, what: str, error: type[Exception]) -> str:
     """The text of a key file (the seed key's or the log key's), refused with ``error``
     when others can read it or it cannot be read; ``what`` names the file in the message."""
-    mode = path.stat().st_mode & 0o777
-    if mode & 0o077:
-        raise error(f"{what} {path} is readable by others (mode {mode:o}); chmod 600 it")
-    try:
-        return path.read_text()
-    except (OSError, UnicodeDecodeError) as e:
-        raise error(f"{what} {path} cannot be read: {getattr(e, 'strerror', None) or e}") from None
+    try:  # O_NONBLOCK: a FIFO put in the key's place must not hang startup waiting for a writer
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as e:
+        raise error(f"{what} {path} cannot be read: {e.strerror or e}") from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise error(f"{what} {path} is not a regular file; put the key file itself there")
+        mode = st.st_mode & 0o777
+        if mode & 0o077:
+            raise error(f"{what} {path} is readable by others (mode {mode:o}); chmod 600 it")
+        try:
+            return f.read().decode()
+        except (OSError, UnicodeDecodeError) as e:
+            raise error(f"{what} {path} cannot be read: {getattr(e, 'strerror', None) or e}") from None
 
 
 def write_key_file(path: Path, keys: Sequence[bytes], *, create: bool = False) -> None:

@@ -90,7 +90,7 @@ def _open_ledger(directory: Path) -> Ledger:
             "shared could give a card to two seats); `fairdeck codealer init` makes a new co-dealer"
         )
     try:
-        ledger = Ledger(path)
+        ledger = Ledger(path, create=False)
         ledger.hand("")  # a file that is not our ledger fails here
     except LedgerError as e:
         raise StartupRefused(str(e)) from None

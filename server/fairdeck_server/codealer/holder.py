@@ -195,6 +195,10 @@ class CoDealer:
         if seats and (seat_key or not all(seats)):
             raise refusals.invalid(field, Reason.INVALID_SEAT_KEY, "seat keys, and not seat_public_key too")
         keys = list(seats) if seats else [seat_key]
+        if position < 0 or position + len(keys) * max(count, 1) > spec.size:  # before any work per key
+            raise refusals.codeal(
+                Reason.SHARE_OUT_OF_ORDER, f"positions must be below {spec.size}", "position"
+            )
         for key in keys:
             if key and len(key) != 32:
                 raise refusals.invalid(field, Reason.INVALID_SEAT_KEY, "an X25519 key is 32 bytes")
@@ -204,10 +208,6 @@ class CoDealer:
                 except CodealError:
                     raise refusals.invalid(field, Reason.INVALID_SEAT_KEY, "a low-order X25519 key") from None
         owners = [key for key in keys for _ in range(max(count, 1))]  # each position's seat key, in order
-        if position < 0 or position + len(owners) > spec.size:
-            raise refusals.codeal(
-                Reason.SHARE_OUT_OF_ORDER, f"positions must be below {spec.size}", "position"
-            )
         ctx, final, x = self._hand_state(row, spec, later)
         positions = range(position, position + len(owners))
 

@@ -4,7 +4,8 @@ One SQLite file (WAL, synchronous=FULL) in the co-dealer's own directory. A hand
 ElGamal key and seed) are stored sealed by the co-dealer's own AES key (vault.SeedVault), never in
 the clear. ``give_share`` checks the deal order and the seat and records the share in one
 ``BEGIN IMMEDIATE`` transaction, so a share is on disk (position -> seat key) before it is made,
-and a restart can never give one position to two seats.
+and a restart can never give one position to two seats. ``serve`` opens it with ``create=False``:
+a file without both tables (empty, another database) is refused, never given a fresh schema.
 """
 
 from __future__ import annotations
@@ -79,16 +80,24 @@ _SELECT_HAND = (
 class Ledger:
     """The SQLite record; every method is one transaction, safe across threads."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, create: bool = True) -> None:
         self.path = path
         self._lock = threading.Lock()
         try:
             self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as e:
+            raise LedgerError(f"co-dealer ledger {path}: {e}") from None
+        try:
+            if not create:
+                _check_tables(self._db, path)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
             for statement in SCHEMA:
                 self._db.execute(statement)
-        except sqlite3.Error as e:
+        except (sqlite3.Error, LedgerError) as e:
+            self._db.close()
+            if isinstance(e, LedgerError):
+                raise
             raise LedgerError(f"co-dealer ledger {path}: {e}") from None
 
     def close(self) -> None:
@@ -124,6 +133,16 @@ class Ledger:
         except LedgerError:
             return False
         return True
+
+
+def _check_tables(db: sqlite3.Connection, path: Path) -> None:
+    """Refuse a file that is not a co-dealer ledger (an empty file reads as an empty database)."""
+    rows = db.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+    if not {"hands", "shares"} <= {str(r[0]) for r in rows}:
+        raise LedgerError(
+            f"co-dealer ledger {path} is empty or not a co-dealer ledger: restore it from backup "
+            "(a co-dealer that forgot what it shared could give a card to two seats)"
+        )
 
 
 def _hand(db: sqlite3.Connection, hand_id: str) -> HandRow | None:

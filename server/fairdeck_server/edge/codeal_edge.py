@@ -7,6 +7,7 @@ record and no commitment of its own (each key holder commits in its key record).
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING
 
 from fairdeck.core.decks import DeckSpec
@@ -37,9 +38,14 @@ class CodealEdge:
             )
         return codealt
 
-    def owns(self, hand_id: str) -> bool:
+    async def owns(self, hand_id: str) -> bool:
+        """Whether the hand is co-dealt. Asked for every DrawCards, CloseHand and GetHand,
+        ordinary hands too, so it reads off the event loop: the store's lock is held through
+        each co-dealt write's fsync, and ordinary calls must not stall behind it."""
+        if self.codeal is None:
+            return False
         try:
-            return self.codeal is not None and self.codeal.owns(hand_id)
+            return await asyncio.to_thread(self.codeal.owns, hand_id)
         except CodealStoreError as e:
             raise refusals.storage_unavailable(str(e)) from None
 

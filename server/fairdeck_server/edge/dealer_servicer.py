@@ -135,7 +135,7 @@ class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
 
     @translated
     async def DrawCards(self, request: pb.DrawCardsRequest, context: Any) -> pb.DrawCardsResponse:
-        if self.codeal.owns(request.hand_id):
+        if await self.codeal.owns(request.hand_id):
             return await self.codeal.draw(self._tenant(context), request)
         expected = request.expected_position if request.HasField("expected_position") else None
         draw = await self.dealer.draw(self._tenant(context), request.hand_id, request.count, expected)
@@ -176,14 +176,14 @@ class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
 
     @translated
     async def CloseHand(self, request: pb.CloseHandRequest, context: Any) -> pb.CloseHandResponse:
-        if self.codeal.owns(request.hand_id):
+        if await self.codeal.owns(request.hand_id):
             return pb.CloseHandResponse(hand=await self.codeal.close(self._tenant(context), request.hand_id))
         record = await self.dealer.close(self._tenant(context), request.hand_id)
         return pb.CloseHandResponse(hand=self.hand(record))
 
     @translated
     async def GetHand(self, request: pb.GetHandRequest, context: Any) -> pb.GetHandResponse:
-        if self.codeal.owns(request.hand_id):
+        if await self.codeal.owns(request.hand_id):
             hand = await self.codeal.get(self._tenant(context), request.hand_id)
             if principal.current().role is Role.AUDITOR and hand.state != pb.HAND_STATE_CLOSED:
                 raise refusals.hand_not_found()  # as for ordinary hands: closed ones only
