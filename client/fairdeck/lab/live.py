@@ -31,7 +31,7 @@ from fairdeck.core.strictjson import StrictJSONError, bounded_loads
 from fairdeck.core.transcript import Transcript
 from fairdeck.lab import formats
 from fairdeck.lab.collection import Dealt, KeyMismatch, transcript_from
-from fairdeck.lab.provenance import LOG_DIR
+from fairdeck.lab.provenance import LOG_DIR, TranscriptView
 from fairdeck.log import safefiles
 from fairdeck.log.audit import Auditor
 from fairdeck.log.note import Verifier
@@ -105,29 +105,6 @@ class LiveDealer:
 
     def close(self) -> None:
         self._client.close()
-
-
-@dataclass(frozen=True)
-class _View:
-    """What ``check_commit_entry`` and ``check_reveal_entry`` read of a hand."""
-
-    transcript: Transcript
-
-    @property
-    def hand_id(self) -> str:
-        return self.transcript.hand_id
-
-    @property
-    def deck(self) -> str:
-        return self.transcript.deck
-
-    @property
-    def version(self) -> str:
-        return self.transcript.version
-
-    @property
-    def commitment(self) -> bytes:
-        return self.transcript.commitment
 
 
 class _Expected:
@@ -230,9 +207,9 @@ def check_log(
                 is_reveal, t = expected
                 try:
                     if is_reveal:
-                        check_reveal_entry(data, _View(t))
+                        check_reveal_entry(data, TranscriptView(t))
                     else:
-                        check_commit_entry(data, _View(t))
+                        check_commit_entry(data, TranscriptView(t))
                     found += 1
                 except VerificationError as e:
                     if len(problems) < MAX_LISTED:

@@ -267,7 +267,7 @@ def _bind(manifest: dict[str, Any], result: Provenance, key: Verifier | None, fe
         for index, (entry, _) in enumerate(log.entries_with_leaves()):
             if index in wanted:
                 is_reveal, t = wanted[index]
-                (check_reveal_entry if is_reveal else check_commit_entry)(entry, _Seen(t))
+                (check_reveal_entry if is_reveal else check_commit_entry)(entry, TranscriptView(t))
         if log.root() != checkpoint.root:
             raise VerificationError(
                 "binding", f"the tiles in {LOG_DIR}/ do not give the signed checkpoint's root"
@@ -288,8 +288,9 @@ def _bind(manifest: dict[str, Any], result: Provenance, key: Verifier | None, fe
 
 
 @dataclass(frozen=True)
-class _Seen:
-    """What ``check_commit_entry`` and ``check_reveal_entry`` read of a hand."""
+class TranscriptView:
+    """What ``check_commit_entry`` and ``check_reveal_entry`` read of a hand, from its transcript
+    (the collection's record of it, here and in live collection)."""
 
     transcript: Transcript
 
