@@ -178,6 +178,8 @@ class DataDirLock:
         except safefiles.DirectoryBusy:
             raise StartupRefused(busy.format(pid=_holder_pid(data_dir))) from None
         except OSError as e:
+            if e.errno in (errno.EROFS, errno.ENOSPC):
+                raise os_refusal(e, data_dir) from None
             raise StartupRefused(f"cannot lock data dir {data_dir}: {e.strerror or e}") from None
         try:
             file_fd = safefiles.open_file(data_dir, LOCK_NAME, os.O_RDWR | os.O_CREAT)
@@ -187,6 +189,8 @@ class DataDirLock:
             raise StartupRefused(f"{e}: remove it (the dealer makes its own lock file)") from None
         except OSError as e:
             os.close(fd)
+            if e.errno in (errno.EROFS, errno.ENOSPC):
+                raise os_refusal(e, path) from None
             raise StartupRefused(f"cannot lock data dir {data_dir} ({path}): {e.strerror or e}") from None
         try:
             fcntl.flock(file_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -242,20 +246,25 @@ def _refusing() -> Iterator[None]:
     except VaultError as e:
         raise StartupRefused(str(e)) from None
     except OSError as e:
-        where = f" {e.filename}" if e.filename else ""
-        if e.errno == errno.EROFS:
-            raise StartupRefused(
-                f"cannot use{where}: it is on a read-only file system; remount it read-write (check the "
-                "disk first: a file system turns read-only after I/O errors); the database is not damaged"
-            ) from None
-        if e.errno == errno.ENOSPC:
-            raise StartupRefused(
-                f"cannot use{where}: the disk is full; free some space and start again; "
-                "the database is not damaged"
-            ) from None
-        raise StartupRefused(
-            f"cannot use{where}: {e.strerror or e}; check that the path exists and this user may write it"
-        ) from None
+        raise os_refusal(e, e.filename) from None
+
+
+def os_refusal(e: OSError, filename: object) -> StartupRefused:
+    """The one line for a file the OS refuses: a read-only or full file system said as such."""
+    where = f" {filename}" if filename else ""
+    if e.errno == errno.EROFS:
+        return StartupRefused(
+            f"cannot use{where}: it is on a read-only file system; remount it read-write (check the "
+            "disk first: a file system turns read-only after I/O errors); the database is not damaged"
+        )
+    if e.errno == errno.ENOSPC:
+        return StartupRefused(
+            f"cannot use{where}: the disk is full; free some space and start again; "
+            "the database is not damaged"
+        )
+    return StartupRefused(
+        f"cannot use{where}: {e.strerror or e}; check that the path exists and this user may write it"
+    )
 
 
 def prepare(
