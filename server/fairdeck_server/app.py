@@ -107,8 +107,10 @@ class DealerServer:
     codeal: CodealDealer | None = None
     reaper: Reaper
 
-    def __init__(self, config: ServerConfig, worker: Worker | None = None) -> None:
-        """``worker``: this is one of the processes of ``serve --processes N`` (processes.py)."""
+    def __init__(self, config: ServerConfig, worker: Worker | None = None, *, trim_heap: bool = True) -> None:
+        """``worker``: this is one of the processes of ``serve --processes N`` (processes.py).
+        ``trim_heap``: False for a dealer sharing a process (a test's): the heap is not its own."""
+        self.trim_heap = trim_heap
         if worker is not None:
             config = replace(
                 config, listen=worker.listen, metrics_listen=worker.metrics_listen(config.metrics_listen)
@@ -236,7 +238,9 @@ class DealerServer:
         self.storage.serving()
         self.metrics.gauges.attach(self.metered, asyncio.get_running_loop())
         self._warden = asyncio.create_task(self._watch_connections(), name="fairdeck-connections")
-        self._trimmer = asyncio.create_task(self._trim_heap(), name="fairdeck-heap")
+        self._trimmer = asyncio.create_task(
+            self._trim_heap() if self.trim_heap else asyncio.Event().wait(), name="fairdeck-heap"
+        )
         self.publisher.start()
         self.witnessing.start()
         self._reaper = asyncio.create_task(self.reaper.run(), name="fairdeck-reaper")

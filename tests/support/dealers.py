@@ -47,7 +47,10 @@ class RunningDealer:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout=30)
 
     def start(self) -> str:
-        self.server = DealerServer(ServerConfig(listen="127.0.0.1:0", data_dir=self.data_dir, **self.config))
+        # No heap trims: this process's heap is the test runner's, and malloc_trim walks all of it
+        # holding malloc's lock, stalling the dealer's loop (in a full run: past a 1 s deadline).
+        config = ServerConfig(listen="127.0.0.1:0", data_dir=self.data_dir, **self.config)
+        self.server = DealerServer(config, trim_heap=False)
         port = self._run(self.server.start())
         self.target = f"127.0.0.1:{port}"
         return self.target
