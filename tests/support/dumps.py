@@ -46,7 +46,15 @@ def memory_dump(pid: int, while_stopped: Callable[[], object] = lambda: None) ->
         with open(f"/proc/{pid}/maps") as f:
             maps = f.read().splitlines()
         regions: list[Region] = []
-        with open(f"/proc/{pid}/mem", "rb", buffering=0) as mem:
+        try:
+            mem = open(f"/proc/{pid}/mem", "rb", buffering=0)  # noqa: SIM115 (closed below)
+        except PermissionError as e:
+            raise AssertionError(
+                f"cannot read /proc/{pid}/mem ({e.strerror}): the kernel refuses this process a "
+                "ptrace read of its own child (kernel.yama.ptrace_scope 2 without CAP_SYS_PTRACE, "
+                "or 3, or an LSM rule); the dump test needs it: run as root or with ptrace_scope <= 1"
+            ) from None
+        with mem:
             for line in maps:
                 m = _MAPS.match(line)
                 assert m is not None, line
