@@ -55,9 +55,12 @@ SPEC = DeckSpec.parse(DECK)
 FALSE_ALARM = 1e-9
 """The test fails when the attacker's hits would come by chance with a probability below this."""
 
-pytestmark = pytest.mark.skipif(
-    sys.platform != "linux", reason="the memory dump reads /proc/PID/mem, which only Linux has"
-)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        sys.platform != "linux", reason="the memory dump reads /proc/PID/mem, which only Linux has"
+    ),
+]
 
 
 @dataclass
@@ -147,7 +150,7 @@ def taken(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Taken]:
         files = {
             p.relative_to(copy).as_posix(): p.read_bytes() for p in sorted(copy.rglob("*")) if p.is_file()
         }
-        log = dealer.stderr() + "\n".join(dealer.listening.group(0))
+        log = dealer.listening.group(0) + "\n" + dealer.stderr()
         codealer_copy = tmp / "taken-codealer"
         codealer_copy.mkdir()
         for name in ("secrets.key", "codealer.key"):
@@ -194,8 +197,10 @@ def codealer_secrets(taken: Taken) -> dict[str, bytes]:
     secrets: dict[str, bytes] = {}
     for name in ("secrets.key", "codealer.key"):
         secrets[f"co-dealer's {name}"] = (taken.codealer_dir / name).read_bytes().strip()
-    for key in read_key_file(taken.codealer_dir / "secrets.key"):
-        secrets["co-dealer's vault key"] = key
+    identity = (taken.codealer_dir / "codealer.key").read_text().strip()
+    secrets["co-dealer's identity key"] = bytes.fromhex(identity)
+    for i, key in enumerate(read_key_file(taken.codealer_dir / "secrets.key")):
+        secrets[f"co-dealer's vault key {i}"] = key
     opened = _opened_rows(taken.codealer_dir)
     for hand_id in {d.hand_id for d in taken.dealt}:
         ((blob,),) = [opened[hand_id]]
@@ -221,13 +226,52 @@ def codealer_secrets(taken: Taken) -> dict[str, bytes]:
 
 
 def dealer_secrets(taken: Taken) -> dict[str, bytes]:
-    """The dealer's own per-hand key and seed of each live hand (which its memory does hold)."""
+    """The dealer's own per-hand key and seed of each live hand (its memory holds the key)."""
     opened = _opened_rows(taken.data_dir)
     out = {}
     for hand_id in {d.hand_id for d in taken.dealt}:
         ((blob,),) = [opened[hand_id]]
         out[f"{hand_id}: dealer's key x_0"] = blob[:32]
+        out[f"{hand_id}: dealer's seed S_0"] = blob[32:]
     return out
+
+
+def dealer_keys(taken: Taken) -> dict[str, bytes]:
+    """The dealer's long-term secrets: its seed key (file and key) and its log signing key."""
+    keys = {f"dealer's {name}": taken.files[name].strip() for name in ("seed.key", "log.key")}
+    keys |= {f"dealer's seed key {i}": k for i, k in enumerate(read_key_file(taken.data_dir / "seed.key"))}
+    return keys
+
+
+@dataclass
+class Found:
+    """Which secret (by name) the search found where: ``memory``, ``log``, ``metrics``, ``files``."""
+
+    codealers: dict[str, bytes]
+    dealers: dict[str, bytes]
+    where: dict[str, set[str]]
+    detail: list[str]
+
+
+@pytest.fixture(scope="module")
+def found(taken: Taken) -> Found:
+    """Every secret of the co-dealer's, the seats' and the dealer's, searched for in everything
+    taken from the dealer, in one pass over each."""
+    codealers, dealers = codealer_secrets(taken), dealer_secrets(taken) | dealer_keys(taken)
+    index = SecretIndex(codealers | dealers)
+    where: dict[str, set[str]] = defaultdict(set)
+    detail = []
+    sources = [(f"files {name}", "files", data) for name, data in taken.files.items()]
+    sources += [(f"memory at {r.start:#x} ({r.name})", "memory", r.data) for r in taken.memory]
+    for source, kind, data in sources:
+        for f in index.search(data):
+            where[kind].add(f.split(" as ")[0])
+            detail.append(f"{source}: {f}")
+    for kind, text in (("log", taken.log), ("metrics", taken.metrics)):
+        for f in index.search_text(text):
+            where[kind].add(f.split(" as ")[0])
+            detail.append(f"{kind}: {f}")
+    return Found(codealers, dealers, where, sorted(detail))
 
 
 # -- the attacker -------------------------------------------------------------------------------
@@ -362,12 +406,13 @@ def test_the_search_finds_secrets_planted_in_every_form_and_no_random_value() ->
     assert not index.search(random_source.token_bytes(1 << 20) + bytes(1 << 16))
 
 
-def test_the_memory_dump_is_real_it_holds_the_dealers_own_key_of_every_live_hand(taken: Taken) -> None:
+def test_the_memory_dump_is_real_it_holds_the_dealers_own_key_of_every_live_hand(
+    taken: Taken, found: Found
+) -> None:
     """The positive control of the dump: the dealer's own per-hand key x_0, which it keeps while
     the hand is live, is found in its memory for every hand (so a co-dealer secret would be too)."""
-    index = SecretIndex(dealer_secrets(taken))
-    found = set().union(*(index.search(r.data) for r in taken.memory))
-    assert _names(found) == set(dealer_secrets(taken)), sorted(found)
+    own_keys = {name for name in found.dealers if name.endswith("x_0")}
+    assert len(own_keys) == HANDS and own_keys <= found.where["memory"], found.detail
     assert sum(len(r.data) for r in taken.memory) > 20 << 20  # the whole process, not a page of it
 
 
@@ -375,36 +420,26 @@ def test_the_same_search_finds_the_codealers_key_of_every_live_hand_in_the_codea
     taken: Taken,
 ) -> None:
     """The control of the search below: where the co-dealer's secrets are (its own process), the
-    same index, over a dump taken the same way, finds each live hand's x_1."""
-    index = SecretIndex(codealer_secrets(taken))
-    found = _names(set().union(*(index.search(r.data) for r in taken.codealer_memory)))
-    assert {f"{h}: co-dealer's key x_1" for h in {d.hand_id for d in taken.dealt}} <= found
+    same search, over a dump taken the same way, finds each live hand's x_1."""
+    x1 = {name: value for name, value in codealer_secrets(taken).items() if name.endswith("x_1")}
+    index = SecretIndex(x1)
+    assert _names(set().union(*(index.search(r.data) for r in taken.codealer_memory))) == set(x1)
 
 
-def test_none_of_the_codealers_or_seats_secrets_is_anywhere_the_dealer_holds(taken: Taken) -> None:
-    index = SecretIndex(codealer_secrets(taken))
-    leaks = {f"data dir {name}: {f}" for name, data in taken.files.items() for f in index.search(data)}
-    leaks |= {f"log: {f}" for f in index.search_text(taken.log)}
-    leaks |= {f"metrics: {f}" for f in index.search_text(taken.metrics)}
-    leaks |= {f"memory at {r.start:#x} ({r.name}): {f}" for r in taken.memory for f in index.search(r.data)}
-    assert not leaks, sorted(leaks)[:20]
+def test_none_of_the_codealers_or_seats_secrets_is_anywhere_the_dealer_holds(found: Found) -> None:
+    leaks = [d for d in found.detail if d.split(": ", 1)[1].split(" as ")[0] in found.codealers]
+    assert len(found.codealers) > HANDS * SEATS * HOLE * 6  # every kind, for every seat position
+    assert not leaks, leaks[:20]
 
 
-def test_the_dealers_log_and_metrics_hold_no_seed_key_or_hole_card(taken: Taken) -> None:
+def test_the_dealers_log_and_metrics_hold_no_seed_key_or_hole_card(taken: Taken, found: Found) -> None:
     """Secret hygiene: the dealer's own unrevealed per-hand key and seed are in none of its log
     lines, its metrics or its files in the clear (sealed in codeal.db only); its seed key and log
     signing key are in neither log nor metrics; no hole card is named in either."""
     assert " DEBUG " in taken.log and "DrawCards" in taken.metrics  # what was taken is the real thing
-    per_hand = dict(dealer_secrets(taken))
-    opened = _opened_rows(taken.data_dir)
-    for hand_id in {d.hand_id for d in taken.dealt}:
-        per_hand[f"{hand_id}: dealer's seed S_0"] = opened[hand_id][0][32:]
-    keys = {f"dealer's {name}": taken.files[name].strip() for name in ("seed.key", "log.key")}
-    keys |= {f"dealer's seed key {i}": k for i, k in enumerate(read_key_file(taken.data_dir / "seed.key"))}
-    index = SecretIndex(per_hand | keys)
-    assert not index.search_text(taken.log) | index.search_text(taken.metrics)
-    in_files = SecretIndex(per_hand)
-    assert not {f"{name}: {f}" for name, data in taken.files.items() for f in in_files.search(data)}
+    per_hand = {name for name in found.dealers if name.endswith(("x_0", "S_0"))}
+    assert not (found.where["log"] | found.where["metrics"]) & set(found.dealers), found.detail
+    assert not found.where["files"] & per_hand, found.detail
     codes = {SPEC.card_for_id(d.card).code for d in taken.dealt}
     named = re.compile(r"(?<![0-9A-Za-z])(" + "|".join(sorted(codes)) + r")(?![0-9A-Za-z])")
     assert not [line for line in taken.log.splitlines() if named.search(line)]
