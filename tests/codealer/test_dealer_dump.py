@@ -150,6 +150,7 @@ def taken(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Taken]:
         files = {
             p.relative_to(copy).as_posix(): p.read_bytes() for p in sorted(copy.rglob("*")) if p.is_file()
         }
+        assert {"codeal.db", "codeal.db-wal", "seed.key"} <= set(files), sorted(files)  # live, WAL and all
         log = dealer.listening.group(0) + "\n" + dealer.stderr()
         codealer_copy = tmp / "taken-codealer"
         codealer_copy.mkdir()
