@@ -2,7 +2,7 @@
 
 A real ``fairdeck codealer serve`` and a real ``fairdeck serve --codealer`` (DEBUG logs, metrics on)
 on 127.0.0.1:0; co-dealt hands dealt through the SDK to seat keys the test holds (the seats'
-devices). While every hand is live, the test takes what an attacker at the house could: a copy of
+devices), and a flop in public. While every hand is live, the test takes what an attacker at the house could: a copy of
 the dealer's data dir (SQLite files, WAL, keys), its log lines, a scrape of its /metrics and a dump
 of its process memory (/proc/PID/mem, as gcore reads it). Then (a) none of the co-dealer's secrets
 that would open a card (its per-hand key and seed, its re-encryption randomness, its decryption
@@ -50,6 +50,7 @@ from tests.support.dumps import Region, SecretIndex, memory_dump
 HANDS = 12
 SEATS = 10
 HOLE = 2
+BOARD = 3
 DECK = "standard"
 SPEC = DeckSpec.parse(DECK)
 FALSE_ALARM = 1e-9
@@ -138,6 +139,7 @@ def taken(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Taken]:
                 for sealed, card in zip(cards, open_cards(hand, cards, seat), strict=True):
                     shares = tuple(bytes(s) for s in sealed.shares)
                     dealt.append(Dealt(hand.hand_id, sealed.position, seat, card, shares))
+            assert len(hands.draw(hand.hand_id, BOARD).cards) == BOARD  # a flop, in public
         metrics_port = _metrics_port(dealer)
         with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=30) as r:
             metrics = r.read().decode()
