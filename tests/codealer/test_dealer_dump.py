@@ -1,15 +1,15 @@
 """Everything the dealer holds during co-dealt hands names no hole card better than chance.
 
-A real ``fairdeck codealer serve`` and a real ``fairdeck serve --codealer`` (DEBUG logs, metrics on)
-on 127.0.0.1:0; co-dealt hands dealt through the SDK to seat keys the test holds (the seats'
-devices), and a flop in public. While every hand is live, the test takes what an attacker at the house could: a copy of
-the dealer's data dir (SQLite files, WAL, keys), its log lines, a scrape of its /metrics and a dump
-of its process memory (/proc/PID/mem, as gcore reads it). Then (a) none of the co-dealer's secrets
-that would open a card (its per-hand key and seed, its re-encryption randomness, its decryption
-shares of seat cards, their seals' keys, its long-term keys) nor a seat's key is in any of it, in
-any encoding the house checks; (b) an attacker that opens everything the dealer's files let it
-open names the seats' cards at chance rate; (c) the control: the same attacker, given the
-co-dealer's directory too, names every card.
+A real ``fairdeck codealer serve`` and a real ``fairdeck serve --codealer`` (DEBUG logs, metrics
+on) on 127.0.0.1:0; co-dealt hands dealt through the SDK to seat keys the test holds (the seats'
+devices), and a flop in public. While every hand is live, the test takes what an attacker at the
+house could: a copy of the dealer's data dir (SQLite files, WAL, keys), its log lines, a scrape of
+its /metrics and a dump of its process memory (/proc/PID/mem, as gcore reads it). Then (a) none
+of the co-dealer's secrets that would open a card (its per-hand key and seed, its re-encryption
+randomness, its decryption shares of seat cards, their seals' keys, its long-term keys) nor a
+seat's key is in any of it, in any encoding the house checks; (b) an attacker that opens all the
+dealer's files let it open names the seats' cards at chance rate; (c) the control: the same
+attacker, given the co-dealer's directory too, names every card.
 """
 
 from __future__ import annotations
