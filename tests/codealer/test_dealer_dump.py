@@ -7,8 +7,8 @@ house could: a copy of the dealer's data dir (SQLite files, WAL, keys), its log 
 its /metrics and a dump of its process memory (/proc/PID/mem, as gcore reads it). Then (a) none
 of the co-dealer's secrets that would open a card (its per-hand key and seed, its re-encryption
 randomness, its decryption shares of seat cards, their seals' keys, its long-term keys) nor a
-seat's key is in any of it, in any encoding the house checks; (b) an attacker that opens all the
-dealer's files let it open names the seats' cards at chance rate; (c) the control: the same
+seat's key is in any of it, in any encoding the house checks; (b) an attacker that opens all it
+can with the dealer's files names the seats' cards at chance rate; (c) the control: the same
 attacker, given the co-dealer's directory too, names every card.
 """
 
