@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tests.security.test_no_leak import forms
+from tests.support.secret_forms import forms
 
 BLOCK = 16
 UNREADABLE = ("[vvar]", "[vvar_vclock]", "[vsyscall]")
