@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.codeal.test_codeal_proof_vectors import CASES, PROOFS
+from tests.support.env import clean_env
 from tests.web import browser
 
 VECTORS_FILE = browser.VECTORS / "fairdeck-codeal-proofs-v1.json"
@@ -136,3 +139,38 @@ def test_on_a_phone_the_verdict_is_in_the_first_screen_and_no_text_is_below_12_p
 
 def test_the_page_made_no_request_and_raised_no_error(page_run: dict[str, Any]) -> None:
     assert page_run["requests"] == [] and page_run["errors"] == []
+
+
+def verifier_page(out: Path, *flags: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "fairdeck.cli", "verifier-page", "--out", str(out), *flags],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=clean_env(),
+    )
+
+
+def test_verifier_page_pins_the_codealers_keys_and_refuses_a_bad_one(tmp_path: Path) -> None:
+    keys = THREE["codealer_keys"]
+    done = verifier_page(tmp_path, "--codealer-key", keys[0], "--codealer-key", keys[1].upper())
+    assert done.returncode == 0, done.stderr
+    html = (tmp_path / "fairdeck-verifier.html").read_text(encoding="utf-8")
+    assert f'<meta name="fairdeck-codealer-key" content="{keys[0]} {keys[1]}">' in html
+    assert "co-dealer keys" in done.stdout
+    bad = verifier_page(tmp_path / "x", "--codealer-key", "not-a-key")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "--codealer-key" in bad.stderr, bad.stderr
+    assert "Traceback" not in bad.stderr and not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("engine", browser.ENGINES)
+def test_a_page_with_the_codealer_pinned_checks_a_dropped_proof_at_once(engine: str, tmp_path: Path) -> None:
+    browser.require_browser(engine)
+    assert verifier_page(tmp_path / "site", "--codealer-key", SEAT["codealer_keys"][0]).returncode == 0
+    path = tmp_path / "hand.json"
+    path.write_text(SEAT["text"], encoding="utf-8")
+    job = {"ui": [{"id": "pinned", "file": str(path), "viewport": PHONE, "drop": True}]}
+    shown = browser.run(job, tmp_path, page=tmp_path / "site" / "fairdeck-verifier.html", engine=engine)
+    before = shown["ui"]["pinned"]["before"]
+    assert before["ok"] is True and before["verdict_help"] == SEAT["line"]
+    assert before["codeal"]["summary"].startswith("No single party could have read your cards.")
