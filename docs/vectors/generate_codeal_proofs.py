@@ -111,7 +111,10 @@ def build() -> dict[str, Any]:
     table, table_keys = proof("short", "vec-p4-table", 2, [0, 1, 2, 3, 4], "table")
     three, three_keys = proof("short", "vec-p4-three", 3, [2, 7], "three")
     shoe, shoe_keys = proof("shoe-2", "vec-p4-shoe", 2, [0, 60], "shoe")
-    c = lambda d: d["codeal"]  # noqa: E731
+
+    def c(d: dict[str, Any]) -> Any:
+        return d["codeal"]
+
     far = seat.replace('"codeal":', " " * (64 * 1024) + '"codeal":')
     valid = [
         ("a seat's two cards, standard deck", seat, seat_keys),
