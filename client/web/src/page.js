@@ -64,7 +64,7 @@ function renderVerdict(report) {
     line = `\u2718 ${verdictLine(report)}`;
     const check = report.checks.find((c) => c.step === report.step);
     help = report.newerFormat
-      ? `This hand is NOT verified by this page: it reads hand proof formats 1, 2 and 3, and the file is of format ` +
+      ? `This hand is NOT verified by this page: it reads hand proof formats 1 to 4 (4: a co-dealt hand), and the file is of format ` +
         `${report.newerFormat}, which may be newer than this copy of the page. Check it with the dealer's ` +
         "current verifier page, or with fairdeck verify, before you judge the hand."
       : `This hand is NOT verified. The check that failed: ${check.text}`;
