@@ -123,7 +123,8 @@ export interface Check {
 
 /** The verifier page's report on a file. */
 export interface Report {
-  kind: "hand-proof" | "transcript";
+  /** "codeal-proof": a co-dealt hand's proof (format 4), its checks those of docs/codealing-spec.md section 10. */
+  kind: "hand-proof" | "transcript" | "codeal-proof";
   /** Every check ran and held. */
   ok: boolean;
   /** The first step that failed, or null. */
@@ -143,23 +144,32 @@ export interface Report {
   signedBy: { key: string; position: number; from?: string; rotations?: number }[];
   checks: Check[];
   /**
-   * A co-dealt hand proof whose "codeal" checks all held: how many key holders, who would have had
-   * to collude to read a card ("the dealer (key holder 0) and the co-dealer (key holder 1)"), and
-   * the page's sentence saying so. Absent otherwise.
+   * A co-dealt hand's proof (format 4) that held against the co-dealer keys given: how many key
+   * holders, and the page's words after the hand (who shuffled; that no single party could have
+   * read the cards once the seeds are revealed and match). Absent otherwise.
    */
-  codeal?: { holders: number; colluders: string; summary: string };
+  codeal?: { holders: number; summary: string };
+  /** A co-dealt hand's proof that held: the OK line `fairdeck verify --codealer-key` prints. */
+  line?: string;
+  /** How many co-dealer identity keys were given (format 4). */
+  codealerKeys?: number;
   hand: {
     handId: string;
     deck: string;
-    version: string;
+    /** Formats 1 to 3 and transcripts. */
+    version?: string;
     size: number;
     dealt: string[];
     deckCodes: string[];
-    commitment: string;
-    serverSeed: string;
-    clientSeeds: string[];
+    commitment?: string;
+    serverSeed?: string;
+    clientSeeds?: string[];
     treeSize?: string;
     logKeyInFile?: string;
+    /** Format 4: the key holders, the dealt positions, and what the page lists of the file. */
+    holders?: number;
+    positions?: number[];
+    facts?: [string, string][];
   } | null;
   /** How long the checks took, in milliseconds. */
   millis: number;
@@ -167,6 +177,8 @@ export interface Report {
 
 export interface CheckOptions {
   key?: string | readonly string[];
+  /** Format 4: each co-dealer's identity key, 64 hex digits, holder order (a text, one a line, or a list). */
+  codealerKey?: string | readonly string[];
   witnesses?: readonly string[];
   threshold?: number | null;
   policy?: string | Uint8Array | null;
@@ -345,6 +357,27 @@ export function codealHandFromVector(vector: {
 
 /** "OK: co-dealt hand ... verified (...)" or "FAILED at step STEP: DETAIL". */
 export function codealLine(hand: CodealHand): string;
+
+export interface VerifiedCodealProof {
+  handId: string;
+  deck: string;
+  /** K, the number of key holders (the dealer and K-1 co-dealers). */
+  holders: number;
+  /** The cards of the proof, each with its position in the co-dealt deck. */
+  dealt: { position: number; card: string }[];
+  /** The seeds were revealed (the hand is over) and each re-derived its shuffle. */
+  seedsRevealed: boolean;
+  /** The OK line `fairdeck verify --codealer-key` prints for the same file. */
+  line: string;
+}
+
+/**
+ * Checks a co-dealt hand's proof (docs/hand-proof.md, format 4) against the co-dealers' identity
+ * keys the caller pins (64 hex digits each, holder order; never those in the file), as `fairdeck
+ * verify --codealer-key` does. Raises VerificationError at the first step that fails; TypeError
+ * without a key, or with one that is not 64 hex digits.
+ */
+export function verifyCodealProof(input: Uint8Array | string, options: { codealerKeys: string | readonly string[] }): VerifiedCodealProof;
 
 /** A seat's X25519 key pair for one hand (32 bytes each): the dealer gets `publicKey` only. */
 export interface SeatKey {

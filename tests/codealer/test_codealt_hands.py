@@ -3,6 +3,7 @@ through the gRPC contract and the SDK's seat module (fairdeck.client.codeal_seat
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -308,3 +309,58 @@ def test_the_readme_codealt_snippet_runs_as_written(
     )
     assert out.returncode == 0 and out.stdout.startswith("OK: co-dealt hand "), out.stdout + out.stderr
     assert "7 cards dealt, 2 key holders, seeds revealed" in out.stdout
+
+
+def test_a_seats_own_hand_proof_gives_the_same_line_in_fairdeck_verify_and_the_verifier_package(
+    table: tuple[CodealerProcess, DealerProcess], tmp_path: Path
+) -> None:
+    """The README's co-dealt hand end to end: a real co-dealer and dealer, the SDK's per-seat proof
+    (format 4, only that seat's cards), and the player's verifier (@fairdeck/verifier, the page's
+    code) saying what `fairdeck verify --codealer-key` says."""
+    from tests.web import browser
+
+    browser.require(browser.node_missing())
+    codealer, dealer = table
+    with DealerClient(dealer.target, timeout=30) as client:
+        hands = CodealHands(client)
+        hand = hands.open_hand("standard")
+        alice, bob = SeatKey.generate(), SeatKey.generate()
+        to_alice = hands.draw(hand.hand_id, 2, seat_public_key=alice.public_key)
+        hands.draw(hand.hand_id, 2, seat_public_key=bob.public_key)
+        hands.draw(hand.hand_id, 3)
+        alice_cards = open_cards(hand, to_alice.sealed_cards, alice)
+        closed = hands.close_hand(hand.hand_id)
+    proof = hand_proof(closed, seat_public_key=alice.public_key)
+    assert [d.card for d in proof.hand.dealt] == list(alice_cards), "only alice's cards"
+    path = tmp_path / "alice.json"
+    path.write_text(proof.to_json(), encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "fairdeck.cli", "verify", str(path), "--codealer-key", codealer.identity],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    line = done.stdout.splitlines()[0]
+    said = "(standard, 2 cards dealt, 2 key holders, seeds revealed)"
+    assert line == f"OK: co-dealt hand {hand.hand_id} verified {said}"
+    script = (
+        "import { readFileSync } from 'node:fs'; import { check, verdictLine } from './src/index.js';"
+        "const r = check(readFileSync(process.argv[1]), { codealerKey: process.argv[2] });"
+        "const out = { line: verdictLine(r), cards: r.hand.dealt, summary: r.codeal.summary };"
+        "process.stdout.write(JSON.stringify(out));"
+    )
+    node = subprocess.run(
+        ["node", "--input-type=module", "-e", script, str(path), codealer.identity],
+        cwd=browser.WEB,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert node.returncode == 0, node.stderr[-2000:]
+    got = json.loads(node.stdout)
+    assert got["line"] == line
+    assert got["cards"] == [d["card"] for d in json.loads(proof.to_json())["codeal"]["dealt"]]
+    assert got["summary"].startswith("No single party could have read your cards.")
+    with pytest.raises(ValueError):
+        hand_proof(closed, seat_public_key=SeatKey.generate().public_key)

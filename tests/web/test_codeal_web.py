@@ -1,8 +1,8 @@
 """The JavaScript co-dealt verifier (client/web/src/codeal/, written from docs/codealing-spec.md)
-against the Python reference, on every vector of docs/vectors/fairdeck-codeal-v1.json: the same
-line (verdict, step and words) on Node and inside the page in headless Chromium and Firefox; and a
-hand proof carrying a co-dealt record of other cards than it deals, which the page refuses at step
-open (no hand proof format yet lets a co-dealt deal pass the ordinary deck check too).
+against the Python reference, on every vector of docs/vectors/fairdeck-codeal-v1.json (the records
+of section 10): the same line (verdict, step and words) on Node and inside the page in headless
+Chromium and Firefox; and the old in-format-1-to-3 "codeal" object, refused at step format as
+`fairdeck verify` refuses it. A co-dealt hand's proof, format 4: test_codeal_proofs_web.py.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import random
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +19,8 @@ import pytest
 from fairdeck.codeal import CodealError, verify_hand
 from fairdeck.codeal.seal import open_sealed_share
 from fairdeck.core.decks import DeckSpec
-from tests.codeal.support import table
 from tests.codeal.test_vectors import VECTORS, as_hand, edited
+from tests.support.env import clean_env
 from tests.web import browser
 from tests.web.test_page_vectors import PROOFS_V2
 
@@ -179,59 +180,37 @@ def test_the_package_test_runner_passes_on_node() -> None:
     assert done.returncode == 0, done.stdout[-3000:]
 
 
-def codeal_proof(name: str = "a standard hand", positions: int = 23) -> str:
-    """A format-2 hand proof of docs/vectors with a "codeal" object (spec section 11) for its hand."""
-    proof = json.loads(next(v["text"] for v in PROOFS_V2["valid"] if v["name"] == name))
-    spec = DeckSpec.parse(proof["transcript"]["deck"])
-    holders = table(spec.name, proof["transcript"]["hand_id"], holders=2, seed=36)
-    hand = holders.shuffle_all().hand(range(positions))
-    verify_hand(hand)
-    proof["codeal"] = {
-        "version": "fairdeck-codeal-v1",
-        "keys": [k.hex() for k in hand.keys],
-        "shuffles": [s.hex() for s in hand.shuffles],
-        "dealt": [
-            {
-                "position": d.position,
-                "card": spec.card_for_id(d.card).code,
-                "shares": [s.hex() for s in d.shares],
-            }
-            for d in hand.dealt
-        ],
-        "seeds": [s.hex() for s in hand.seeds or ()],
-    }
-    return json.dumps(proof, indent=2)
-
-
-def test_a_codeal_object_of_other_cards_than_the_proof_deals_is_refused(tmp_path: Path) -> None:
-    """The bug: the page checked the codeal object on its own and said nobody could have read the
-    player's cards, while the cards the proof shows (its dealt, from the ordinary deck the dealer
-    derived alone) were not the cards the co-dealt record opens. Now step open says so."""
+def test_a_codeal_object_in_a_hand_proof_of_format_1_to_3_is_refused_as_fairdeck_verify_refuses_it(
+    tmp_path: Path,
+) -> None:
+    """The old shape (a "codeal" object beside a format-2 proof's transcript, docs/codealing-spec.md
+    section 11 before format 4) passes no verifier: the page and @fairdeck/verifier refuse it at step
+    format, in the words of `fairdeck verify`. A co-dealt hand's proof is format 4
+    (tests/web/test_codeal_proofs_web.py)."""
     browser.require(browser.node_missing())
-    text = codeal_proof(positions=len(json.loads(codeal_proof())["dealt"]))
-    proof = json.loads(text)
-    job = [{"id": "unrelated", "bytes_b64": browser.b64(text.encode()), "key": PROOFS_V2["log_key"]}]
+    proof = json.loads(next(v["text"] for v in PROOFS_V2["valid"] if v["name"] == "a standard hand"))
+    proof["codeal"] = {"version": "fairdeck-codeal-v1", "keys": [], "shuffles": [], "dealt": [], "seeds": []}
+    text = json.dumps(proof, indent=2)
+    path = tmp_path / "old.json"
+    path.write_text(text, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "fairdeck.cli", "verify", str(path), "--key", PROOFS_V2["log_key"]],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=clean_env(),
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    job = [{"id": "old", "bytes_b64": browser.b64(text.encode()), "key": PROOFS_V2["log_key"]}]
     path = tmp_path / "job.json"
     path.write_text(json.dumps(job), encoding="utf-8")
-    done = subprocess.run(
+    node = subprocess.run(
         ["node", "test/lines.mjs", str(path)], cwd=browser.WEB, capture_output=True, text=True, timeout=600
     )
-    assert done.returncode == 0, done.stderr[-3000:]
-    first = proof["codeal"]["dealt"][0]
-    assert first["position"] == 0 and first["card"] != proof["dealt"][0]
-    assert json.loads(done.stdout)["unrelated"] == (
-        f"FAILED at step open: position 0: the hand proof deals {proof['dealt'][0]} there, "
-        f"the shares open {first['card']}"
-    )
-
-
-def flipped_share(text: str) -> str:
-    """The proof with one bit of the first dealt card's co-dealer share flipped (its z)."""
-    proof = json.loads(text)
-    share = bytearray.fromhex(proof["codeal"]["dealt"][0]["shares"][1])
-    share[100] ^= 1
-    proof["codeal"]["dealt"][0]["shares"][1] = share.hex()
-    return json.dumps(proof, indent=2)
+    assert node.returncode == 0, node.stderr[-3000:]
+    line = json.loads(node.stdout)["old"]
+    assert line == done.stdout.strip()
+    assert line.startswith("FAILED at step format: a hand proof of format 2 has exactly the names"), line
 
 
 @pytest.fixture(scope="module", params=browser.ENGINES)
@@ -239,51 +218,13 @@ def page_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     engine: str = request.param
     browser.require_browser(engine)
     tmp = tmp_path_factory.mktemp(f"codeal-{engine}")
-    good = codeal_proof()
-    files = {"good": good, "bad share": flipped_share(good)}
-    ui = []
-    for name, text in files.items():
-        path = tmp / f"{name.replace(' ', '-')}.json"
-        path.write_text(text, encoding="utf-8")
-        phone = {"width": 390, "height": 844}
-        ui.append({"id": name, "file": str(path), "key": PROOFS_V2["log_key"], "viewport": phone})
-    job = {
-        "codeal_vectors": {"vectors": VECTORS},
-        "verify": [
-            {"id": n, "bytes_b64": browser.b64(t.encode()), "key": PROOFS_V2["log_key"]}
-            for n, t in files.items()
-        ],
-        "ui": ui,
-    }
-    return browser.run(job, tmp, engine=engine, timeout=600)
+    return browser.run({"codeal_vectors": {"vectors": VECTORS}}, tmp, engine=engine, timeout=600)
 
 
 def test_the_page_gives_the_python_line_on_every_codeal_vector(
     page_run: dict[str, Any], python: dict[str, Any]
 ) -> None:
     assert_same(page_run["codeal_vectors"], python)
-
-
-def test_the_page_does_not_say_cards_were_co_dealt_when_the_proof_deals_others(
-    page_run: dict[str, Any],
-) -> None:
-    """Every co-dealt check of the record holds, but its cards are not the proof's dealt cards
-    (the proof is an ordinary hand's): the page fails at open and claims nothing."""
-    r = page_run["verify"]["good"]
-    assert (r["ok"], r["step"]) == (False, "open"), r
-    assert r["line"].startswith("FAILED at step open: the hand proof deals "), r["line"]
-    assert [r["checks"][s] for s in CODEAL_STEPS[:5]] == ["pass"] * 5
-    shown = page_run["ui"]["good"]["before"]["codeal"]
-    assert shown["hidden"] is True and shown["summary"] == ""
-
-
-def test_the_page_rejects_a_flipped_bit_in_a_share_and_claims_nothing(page_run: dict[str, Any]) -> None:
-    r = page_run["verify"]["bad share"]
-    assert (r["ok"], r["step"]) == (False, "share"), r
-    assert r["line"].startswith("FAILED at step share: position 0, holder 1: the DLEQ proof fails"), r["line"]
-    assert r["checks"]["shuffle"] == "pass" and r["checks"]["open"] == "skip"
-    shown = page_run["ui"]["bad share"]["before"]["codeal"]
-    assert shown["hidden"] is True and shown["summary"] == ""
 
 
 def test_the_page_made_no_request_and_raised_no_error(page_run: dict[str, Any]) -> None:

@@ -24,6 +24,7 @@ NAME = "@fairdeck/verifier"
 MODULES = [
     "codeal/group",
     "codeal/hand",
+    "codeal/handfile",
     "codeal/index",
     "codeal/proof",
     "codeal/report",

@@ -13,6 +13,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from importlib.metadata import entry_points
+from typing import Any
 
 from fairdeck.cli import (
     audit_command,
@@ -95,9 +96,16 @@ def cmd_verify(args: argparse.Namespace) -> int:
         print(f"fairdeck verify: cannot read {path}: {e.strerror or e}{hint}", file=sys.stderr)
         return 2
     if handproof.TYPE.encode() in text[: 64 * 1024]:
-        if b'"codeal"' in text[: 64 * 1024]:
-            return _verify_codeal_proof(args, text)
-        return _verify_hand_proof(args, text)
+        # Read once, strictly; the parsed "format" says which proof it is (4: a co-dealt hand). A
+        # text that is not a JSON value fails at step "format" whatever keys are given.
+        try:
+            value = handproof.read_value(text)
+        except VerificationError as e:
+            print(f"FAILED at step {e.step}: {e.detail}")
+            return 1
+        if handproof.format_of(value) == handproof.CODEAL_FORMAT:
+            return _verify_codeal_proof(args, value)
+        return _verify_hand_proof(args, value)
     # A transcript has no log step, so keys and witnesses play no part; but a key, a witness or a
     # policy file given that cannot be read is the user's mistake, said as for a hand proof.
     refused = _unreadable_log_options(args)
@@ -130,7 +138,7 @@ def _unreadable_log_options(args: argparse.Namespace) -> str | None:
     return None
 
 
-def _verify_hand_proof(args: argparse.Namespace, text: bytes) -> int:
+def _verify_hand_proof(args: argparse.Namespace, value: Any) -> int:
     """A hand proof (docs/hand-proof.md): every step, against the key the user gives."""
     from fairdeck.cli.audit_command import _verifiers, witness_policy
 
@@ -148,7 +156,7 @@ def _verify_hand_proof(args: argparse.Namespace, text: bytes) -> int:
         print(f"fairdeck verify: {e}", file=sys.stderr)
         return 2
     try:
-        proof = handproof.HandProof.from_json(text)
+        proof = handproof.HandProof.from_value(value)
         checkpoint = proof.verify(keys, policy)  # every key given: a list spans the log's rotations
     except VerificationError as e:
         print(f"FAILED at step {e.step}: {e.detail}")
@@ -164,7 +172,7 @@ def _verify_hand_proof(args: argparse.Namespace, text: bytes) -> int:
     return 0
 
 
-def _verify_codeal_proof(args: argparse.Namespace, text: bytes) -> int:
+def _verify_codeal_proof(args: argparse.Namespace, value: Any) -> int:
     """A co-dealt hand proof (docs/hand-proof.md, format 4), against the co-dealer keys the user pins."""
     from fairdeck.codeal.handfile import CodealHandProof  # loads libsodium: co-dealt proofs only
 
@@ -180,7 +188,7 @@ def _verify_codeal_proof(args: argparse.Namespace, text: bytes) -> int:
         )
         return 2
     try:
-        proof = CodealHandProof.from_json(text)
+        proof = CodealHandProof.from_value(value)
         proof.verify(keys)
     except VerificationError as e:
         print(f"FAILED at step {e.step}: {e.detail}")

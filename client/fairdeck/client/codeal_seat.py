@@ -142,16 +142,26 @@ def open_cards(hand: pb.Hand, sealed_cards: Sequence[pb.SealedCard], seat: SeatK
     return cards
 
 
-def hand_proof(hand: pb.Hand) -> CodealHandProof:
-    """The one-file proof (docs/hand-proof.md, format 4) of a co-dealt Hand (closed: with seeds)."""
+def hand_proof(hand: pb.Hand, *, seat_public_key: bytes | None = None) -> CodealHandProof:
+    """The one-file proof (docs/hand-proof.md, format 4) of a co-dealt Hand (closed: with seeds).
+
+    With ``seat_public_key``, only the positions dealt to that seat: its player's own cards, all
+    that the player's page then shows (every shuffle is still the whole deck's). ValueError when
+    the hand dealt that seat no card."""
     record = hand.codeal
+    if seat_public_key is not None and not any(d.seat_public_key == seat_public_key for d in record.dealt):
+        raise ValueError(f"hand {hand.hand_id} dealt no card to that seat")
     return CodealHandProof(
         CodealHand(
             hand.deck,
             hand.hand_id,
             tuple(bytes(r) for r in record.key_records),
             tuple(bytes(r) for r in record.shuffle_records),
-            tuple(DealtPosition(d.position, d.card, tuple(bytes(s) for s in d.shares)) for d in record.dealt),
+            tuple(
+                DealtPosition(d.position, d.card, tuple(bytes(s) for s in d.shares))
+                for d in record.dealt
+                if seat_public_key is None or d.seat_public_key == seat_public_key
+            ),
             tuple(bytes(s) for s in record.seeds) if record.seeds else None,
         ),
         tuple(

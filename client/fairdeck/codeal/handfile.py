@@ -88,6 +88,11 @@ class CodealHandProof:
             top = loads(text)
         except StrictJSONError as e:
             raise CodealError("encoding", f"hand proof: {e}") from None
+        return cls.from_value(top)
+
+    @classmethod
+    def from_value(cls, top: Any) -> CodealHandProof:
+        """The proof from its strict JSON value (``fairdeck.log.handproof.read_value``), step encoding."""
         _names(top, {"type", "format", "deck", "hand_id", "codeal"}, "hand proof")
         if top["type"] != TYPE or _int(top["format"], "format") != FORMAT:
             raise CodealError("encoding", f"want a {TYPE!r} of format {FORMAT}")
@@ -111,14 +116,16 @@ class CodealHandProof:
                     _hex(item["shuffle_signature"], f"identities[{i}].shuffle_signature"),
                 )
             )
-        dealt = []
+        dealt, shoe = [], spec.name.startswith("shoe")
         for i, item in enumerate(_list(c["dealt"], "dealt")):
             _names(item, {"position", "card", "shares"}, f"dealt[{i}]")
+            code = _str(item["card"], f"dealt[{i}].card")
             try:
-                card = Card.parse(_str(item["card"], f"dealt[{i}].card")).id
+                card = Card.parse(code).id
             except CardError as e:
                 raise CodealError("encoding", f"dealt[{i}].card: {e}") from None
-            if not spec.contains(card):
+            # The deck's own code only ("As" in a standard deck, "As.1" in a shoe), as to_json writes it.
+            if not spec.contains(card) or Card.from_id(card, shoe=shoe).code != code:
                 raise CodealError("encoding", f"dealt[{i}].card: not a card of deck {deck!r}")
             shares = tuple(_hex(s, f"dealt[{i}].shares") for s in _list(item["shares"], f"dealt[{i}].shares"))
             dealt.append(DealtPosition(_int(item["position"], f"dealt[{i}].position"), card, shares))

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import hmac
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -38,6 +39,8 @@ FORMAT = 1
 (saved or hosted copies of the browser page, pinned @fairdeck/verifier): docs/hand-proof.md,
 "Format 1 stays the default"."""
 FORMATS = (1, 2, 3)
+CODEAL_FORMAT = 4
+"""A co-dealt hand's proof (docs/hand-proof.md, "Format 4"), read by ``fairdeck.codeal.handfile``."""
 ROTATED = 3
 """The format that carries key rotation statements (``key_rotations``): written when the checkpoint's
 key was rotated to, so that a player who holds an older key can follow the statements to it."""
@@ -51,6 +54,29 @@ _KEYS_3 = _KEYS | {"key_rotations"}
 
 def _fail(step: str, message: str) -> VerificationError:
     return VerificationError(step, message)
+
+
+def read_value(text: str | bytes) -> Any:
+    """A hand proof's bytes, read once under strictjson's rules (at most ``MAX_BYTES``): its value,
+    numbers as their text; or VerificationError at step ``format``. Every format starts here."""
+    raw = text.encode("utf-8") if isinstance(text, str) else text
+    if len(raw) > MAX_BYTES:
+        raise _fail("format", f"a hand proof is at most {MAX_BYTES} bytes")
+    try:
+        return strictjson.loads(raw)
+    except strictjson.StrictJSONError as e:
+        raise _fail("format", f"not a hand proof: {e}") from None
+
+
+def format_of(value: Any) -> int | None:
+    """The ``format`` of a hand proof's value when it is one (the type right, the format a plain
+    whole number), else None: what a verifier dispatches on (4: a co-dealt hand, format 4)."""
+    if not isinstance(value, dict) or value.get("type") != TYPE:
+        return None
+    fmt = value.get("format")
+    if not isinstance(fmt, strictjson.Number) or not re.fullmatch(r"0|[1-9][0-9]{0,5}", fmt.text):
+        return None
+    return int(fmt.text)
 
 
 @dataclass(frozen=True)
@@ -97,13 +123,11 @@ class HandProof:
     @classmethod
     def from_json(cls, text: str | bytes) -> HandProof:
         """Read strictly (strictjson's rules: no duplicate names, UTF-8, a size limit); step ``format``."""
-        raw = text.encode("utf-8") if isinstance(text, str) else text
-        if len(raw) > MAX_BYTES:
-            raise _fail("format", f"a hand proof is at most {MAX_BYTES} bytes")
-        try:
-            d = strictjson.loads(raw)
-        except strictjson.StrictJSONError as e:
-            raise _fail("format", f"not a hand proof: {e}") from None
+        return cls.from_value(read_value(text))
+
+    @classmethod
+    def from_value(cls, d: Any) -> HandProof:
+        """A hand proof of format 1, 2 or 3 from its strict JSON value (``read_value``); step ``format``."""
         if not isinstance(d, dict) or d.get("type") != TYPE:
             raise _fail("format", f'not a hand proof: want an object with "type": "{TYPE}"')
         fmt = d.get("format")

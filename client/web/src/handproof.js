@@ -24,7 +24,6 @@ import {
 } from "./log.js";
 import { parseTlogProof } from "./tlogproof.js";
 import { MAX_CHAIN, checkChain, followedKeys } from "./rotation.js";
-import { readCodeal } from "./codeal/report.js";
 
 export const HAND_PROOF_TYPE = "fairdeck-hand-proof";
 export const HAND_PROOF_STEPS = ["format", "commitment", "deck", "cards", "entries", "rotations", "checkpoint", "inclusion", "cosignatures"];
@@ -36,16 +35,36 @@ const MAX_PROOF_BYTES = 1024 * 1024;
 
 const fail = (step, detail) => new VerificationError(step, detail);
 
-/** Step "format": read a hand proof's bytes strictly. */
-export function handProofFromBytes(bytes) {
+/** The format of a co-dealt hand's proof (docs/hand-proof.md, "Format 4"; codeal/handfile.js). */
+export const CODEAL_FORMAT = 4;
+
+/**
+ * A hand proof's bytes, read once under the strict rules (at most 1 MiB): its value, numbers as
+ * JNumber; or VerificationError at step "format". Every format starts here, as in the Python reader.
+ */
+export function readHandProofValue(bytes) {
   if (bytes.length > MAX_PROOF_BYTES) throw fail("format", `a hand proof is at most ${MAX_PROOF_BYTES} bytes`);
-  let d;
   try {
-    d = loads(bytes);
+    return loads(bytes);
   } catch (e) {
     if (e instanceof StrictJSONError) throw fail("format", `not a hand proof: ${e.message}`);
     throw e;
   }
+}
+
+/** The format of a hand proof's value (its type right, its format a plain whole number), else null: what a verifier dispatches on. */
+export function formatOf(d) {
+  if (!isObject(d) || d.type !== HAND_PROOF_TYPE) return null;
+  return d.format instanceof JNumber && /^(0|[1-9][0-9]{0,5})$/.test(d.format.text) ? Number(d.format.text) : null;
+}
+
+/** Step "format": read a hand proof's bytes strictly (formats 1 to 3). */
+export function handProofFromBytes(bytes) {
+  return handProofFromValue(readHandProofValue(bytes));
+}
+
+/** Step "format": a hand proof of format 1, 2 or 3 from its strict value (readHandProofValue). */
+export function handProofFromValue(d) {
   if (!isObject(d) || d.type !== HAND_PROOF_TYPE) throw fail("format", `not a hand proof: want an object with "type": "${HAND_PROOF_TYPE}"`);
   if (!(d.format instanceof JNumber) || !HAND_PROOF_FORMATS.includes(d.format.text)) {
     const shown = d.format instanceof JNumber ? d.format.text : head(pyreprValue(d.format ?? null), 20);
@@ -55,11 +74,10 @@ export function handProofFromBytes(bytes) {
     throw e;
   }
   const format = Number(d.format.text);
-  const base = format === 3 ? PROOF_NAMES_3 : PROOF_NAMES;
-  // A co-dealt hand's proof also holds "codeal" (docs/codealing-spec.md section 11).
-  const names = "codeal" in d ? [...base, "codeal"] : base;
+  // A "codeal" object is no part of formats 1 to 3: a co-dealt hand's proof is format 4.
+  const names = format === 3 ? PROOF_NAMES_3 : PROOF_NAMES;
   if (Object.keys(d).length !== names.length || !names.every((k) => k in d)) {
-    throw fail("format", `a hand proof of format ${format} has exactly the names ${pylist([...base].sort())}`);
+    throw fail("format", `a hand proof of format ${format} has exactly the names ${pylist([...names].sort())}`);
   }
   let transcript;
   try {
@@ -86,8 +104,7 @@ export function handProofFromBytes(bytes) {
   }
   if (rotations.length > MAX_CHAIN) throw fail("format", `a hand proof carries at most ${MAX_CHAIN} key rotation statements`);
   const keyRotations = rotations.map((n) => new TextEncoder().encode(n));
-  const codeal = "codeal" in d ? readCodeal(d.codeal, transcript, d.dealt) : null;
-  return { format, transcript, dealt: d.dealt, commit: receipts.commit, reveal: receipts.reveal, logKey: d.log_key, keyRotations, codeal };
+  return { format, transcript, dealt: d.dealt, commit: receipts.commit, reveal: receipts.reveal, logKey: d.log_key, keyRotations };
 }
 
 /**

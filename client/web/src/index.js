@@ -9,7 +9,14 @@
 // what these read. verifyCodealHand checks a co-dealt hand (docs/codealing-spec.md) and
 // openSeatCard opens a seat's own card on its device. Types: index.d.ts. Nothing here touches the network, a clock or a file.
 import { LogError } from "./log.js";
-import { handProofFromBytes, verifyHandProof as verifyProof } from "./handproof.js";
+import { handProofFromBytes, readHandProofValue, verifyHandProof as verifyProof } from "./handproof.js";
+import {
+  CodealerKeyError,
+  codealProofFromValue,
+  codealProofOkLine,
+  codealerKeysOf,
+  verifyCodealProof as verifyCodealProof_,
+} from "./codeal/handfile.js";
 import { SPEC_NAMES, SUPPORTED_VERSIONS, VerificationError, toHex, transcriptFromBytes, transcriptFromValue, verifyTranscript as verifyValue } from "./spec.js";
 import { isHandProof, keysOf, policyOf, verdictLine, verifyBytes } from "./verify.js";
 
@@ -100,6 +107,38 @@ export function verifyHandProof(input, { key, witnesses = [], threshold = null, 
       root: checkpoint.root,
       signedBy: checkpoint.signedBy.map((v) => v.text),
     },
+  };
+}
+
+/**
+ * Check a co-dealt hand's proof (docs/hand-proof.md, format 4) against the co-dealers' identity
+ * keys the caller pins (`codealerKeys`: hex, holder order, from each co-dealer's operator; never
+ * the keys written in the file), as `fairdeck verify --codealer-key` does: the identities, then
+ * docs/codealing-spec.md section 10. Returns the hand, its cards and `line`, the OK line `fairdeck
+ * verify` prints; raises VerificationError at the first step that fails (step "format" for a text
+ * that is not JSON), TypeError without a key or with a key that is not 64 hex digits.
+ */
+export function verifyCodealProof(input, { codealerKeys } = {}) {
+  const given = Array.isArray(codealerKeys) ? codealerKeys : codealerKeys === undefined ? [] : [codealerKeys];
+  let pinned;
+  try {
+    pinned = codealerKeysOf(given);
+  } catch (e) {
+    if (e instanceof CodealerKeyError) throw new TypeError(e.message);
+    throw e;
+  }
+  if (!pinned.length) throw new TypeError("verifyCodealProof needs each co-dealer's identity key: { codealerKeys: ['64 hex digits'] }");
+  const value = readHandProofValue(asBytes(input, "a hand proof"));
+  const proof = codealProofFromValue(value);
+  const r = verifyCodealProof_(proof, pinned);
+  const { hand } = proof;
+  return {
+    handId: hand.handId,
+    deck: hand.deck,
+    holders: r.holders,
+    dealt: hand.dealt.map((d) => ({ position: d.position, card: d.code })),
+    seedsRevealed: hand.seeds !== null,
+    line: codealProofOkLine(hand, r.holders),
   };
 }
 

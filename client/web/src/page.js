@@ -51,10 +51,11 @@ function renderVerdict(report) {
   let help = "";
   if (report.ok) {
     verdict.classList.add("pass");
-    line =
-      report.kind === "hand-proof"
-        ? "\u2714 Every check passed: this hand was dealt fairly from the committed seed, and it is in the signed log."
-        : "\u2714 Every check passed: this deck is the one the committed seed and the players' seeds give.";
+    line = {
+      "hand-proof": "\u2714 Every check passed: this hand was dealt fairly from the committed seed, and it is in the signed log.",
+      "codeal-proof": "\u2714 Every check passed: the dealer and the co-dealer you named both shuffled this deck, and every proof holds.",
+      transcript: "\u2714 Every check passed: this deck is the one the committed seed and the players' seeds give.",
+    }[report.kind];
     help = verdictLine(report);
     // Which of the keys given signed the checkpoint (after a rotation, the player may give several).
     if (report.signedBy.length) help += ` The checkpoint is signed by ${signedByWords(report)}.`;
@@ -63,15 +64,19 @@ function renderVerdict(report) {
     line = `\u2718 ${verdictLine(report)}`;
     const check = report.checks.find((c) => c.step === report.step);
     help = report.newerFormat
-      ? `This hand is NOT verified by this page: it reads hand proof formats 1, 2 and 3, and the file is of format ` +
+      ? `This hand is NOT verified by this page: it reads hand proof formats 1 to 4 (4: a co-dealt hand), and the file is of format ` +
         `${report.newerFormat}, which may be newer than this copy of the page. Check it with the dealer's ` +
         "current verifier page, or with fairdeck verify, before you judge the hand."
       : `This hand is NOT verified. The check that failed: ${check.text}`;
   } else {
     verdict.classList.add("incomplete");
+    const codeal = report.kind === "codeal-proof";
     line = report.inputError
       ? `Not fully checked: ${report.inputError}.`
-      : "Not fully checked: paste the log's key (from the dealer's operator) to check the log steps.";
+      : codeal
+        ? "Not fully checked: paste the co-dealer's identity key (from its operator), under \u201cCo-dealt hands\u201d below, to check who shuffled."
+        : "Not fully checked: paste the log's key (from the dealer's operator) to check the log steps.";
+    if (codeal) $("codealer-box").open = true;
     help = "Until every check has run, this hand is not verified.";
   }
   $("verdict-line").textContent = line;
@@ -123,9 +128,11 @@ function render(report) {
       : "Not verified yet: these are the cards the file claims; the log steps have not been checked.";
   if (report.hand) {
     const h = report.hand;
-    $("hand-summary").textContent =
-      `Hand ${h.handId}: deck ${h.deck} (${h.size} cards), ${h.version}` +
-      (report.kind === "hand-proof" ? `, ${h.dealt.length} card${h.dealt.length === 1 ? "" : "s"} dealt` : "");
+    const codeal = report.kind === "codeal-proof";
+    const cards = `${h.dealt.length} card${h.dealt.length === 1 ? "" : "s"}`;
+    $("hand-summary").textContent = codeal
+      ? `Hand ${h.handId}: deck ${h.deck} (${h.size} cards), co-dealt by ${h.holders} key holders; ${cards} in this proof`
+      : `Hand ${h.handId}: deck ${h.deck} (${h.size} cards), ${h.version}` + (report.kind === "hand-proof" ? `, ${cards} dealt` : "");
     $("dealt").replaceChildren(
       ...h.dealt.map((code) => {
         const el = cardElement(code);
@@ -134,11 +141,11 @@ function render(report) {
       }),
     );
     $("dealt-title").textContent =
-      (report.kind === "hand-proof" ? "The cards dealt, in order" : "The deck, top card first") +
+      (codeal ? "Your cards" : report.kind === "hand-proof" ? "The cards dealt, in order" : "The deck, top card first") +
       (report.ok ? "" : " (not verified)");
     $("deck").replaceChildren(...h.deckCodes.map(cardElement));
     $("deck-box").hidden = report.kind !== "hand-proof";
-    const facts = [
+    const facts = h.facts ?? [
       ["Commitment (published before the deal)", h.commitment],
       ["Server seed (revealed after the hand)", h.serverSeed],
       ["Players' seeds, in order", h.clientSeeds.length ? h.clientSeeds.join("\n") : "none"],
@@ -161,6 +168,7 @@ function options() {
   const threshold = $("threshold").value.trim();
   return {
     key: $("key").value,
+    codealerKey: $("codealer-key").value,
     witnesses: $("witnesses").value.split("\n"),
     threshold: threshold ? Number(threshold) : null,
     policy: state.policy,
@@ -197,12 +205,13 @@ function clear() {
   $("announce").textContent = "";
 }
 
-/** The key's box grows to hold the whole key (it wraps anywhere), so no part of it is hidden. */
+/** The key boxes grow to hold every key (each wraps anywhere), so no part of one is hidden. */
 function fitKey() {
-  const key = $("key");
-  key.style.height = "auto";
-  const borders = key.offsetHeight - key.clientHeight; // the box's height counts its borders too
-  key.style.height = `${key.scrollHeight + borders}px`;
+  for (const key of [$("key"), $("codealer-key")]) {
+    key.style.height = "auto";
+    const borders = key.offsetHeight - key.clientHeight; // the box's height counts its borders too
+    key.style.height = `${key.scrollHeight + borders}px`;
+  }
 }
 
 /**
@@ -264,7 +273,7 @@ function init() {
     $("source").textContent = "pasted or edited text";
     check();
   });
-  for (const id of ["key", "witnesses", "threshold"]) $(id).addEventListener("input", check);
+  for (const id of ["key", "codealer-key", "witnesses", "threshold"]) $(id).addEventListener("input", check);
   $("policy").addEventListener("input", () => {
     const text = $("policy").value;
     state.policy = text.trim() ? new TextEncoder().encode(text) : null;
@@ -286,11 +295,16 @@ function init() {
     check();
   });
   $("key").addEventListener("input", fitKey);
+  $("codealer-key").addEventListener("input", fitKey);
+  $("codealer-box").addEventListener("toggle", fitKey);
   window.addEventListener("resize", fitKey);
   $("check").addEventListener("click", check);
   // `fairdeck verifier-page --key` pins the log's keys (several after a rotation, separated by spaces).
   const pinned = document.querySelector('meta[name="fairdeck-log-key"]');
   if (pinned && pinned.content.trim()) $("key").value = pinned.content.trim().split(/\s+/).join("\n");
+  // `fairdeck verifier-page --codealer-key` pins the co-dealers' identity keys the same way.
+  const codealers = document.querySelector('meta[name="fairdeck-codealer-key"]');
+  if (codealers && codealers.content.trim()) $("codealer-key").value = codealers.content.trim().split(/\s+/).join("\n");
   fitKey();
 }
 

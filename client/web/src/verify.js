@@ -1,9 +1,9 @@
 // What the page checks, and how it says it: one entry point for a dropped or pasted file.
 import { VerificationError, deckSpec, toHex, transcriptFromBytes, verifyTranscript } from "./spec.js";
 import { LogError, b64encode, describePolicy, parseKeyList, parsePolicy } from "./log.js";
-import { HAND_PROOF_TYPE, handProofFromBytes, verifyHandProof } from "./handproof.js";
+import { CODEAL_FORMAT, HAND_PROOF_TYPE, formatOf, handProofFromValue, readHandProofValue, verifyHandProof } from "./handproof.js";
 import { parsePolicyFile, witnessPolicyOf } from "./policy.js";
-import { addCodealRows, checkCodeal } from "./codeal/report.js";
+import { checkCodealProof } from "./codeal/report.js";
 
 /** The checks in order, with what each means in plain words (docs/hand-proof.md, "The checks"). */
 export const HAND_PROOF_CHECKS = [
@@ -48,9 +48,24 @@ export function isHandProof(bytes) {
  */
 export function verifyBytes(bytes, options = {}) {
   const started = performance.now();
-  const report = isHandProof(bytes) ? checkHandProof(bytes, options) : checkTranscript(bytes);
+  const report = isHandProof(bytes) ? checkAnyHandProof(bytes, options) : checkTranscript(bytes);
   report.millis = performance.now() - started;
   return report;
+}
+
+/**
+ * A hand proof, read once; its parsed format says which (4: a co-dealt hand, checked against
+ * `options.codealerKey`, codeal/report.js). A text that is no JSON value fails at step "format".
+ */
+function checkAnyHandProof(bytes, options) {
+  let value;
+  try {
+    value = readHandProofValue(bytes);
+  } catch (e) {
+    if (!(e instanceof VerificationError)) throw e;
+    return checkHandProof(null, options, e);
+  }
+  return formatOf(value) === CODEAL_FORMAT ? checkCodealProof(value, options) : checkHandProof(value, options);
 }
 
 function newReport(kind, table) {
@@ -83,6 +98,7 @@ export function verdictLine(report) {
   if (report.step) return `FAILED at step ${report.step}: ${report.detail}`;
   if (!report.ok) return null;
   const h = report.hand;
+  if (report.kind === "codeal-proof") return report.line;
   if (report.kind === "hand-proof") {
     return `OK: hand ${h.handId} verified (${h.deck}, ${h.dealt.length} of ${h.size} cards dealt, in the log at tree size ${h.treeSize})`;
   }
@@ -193,7 +209,7 @@ export function signedByWords(report) {
     .join(" and ");
 }
 
-function checkHandProof(bytes, options) {
+function checkHandProof(value, options, unread = null) {
   const report = newReport("hand-proof", HAND_PROOF_CHECKS);
   let verifiers = [];
   let policy = null;
@@ -208,7 +224,8 @@ function checkHandProof(bytes, options) {
   }
   let proof;
   try {
-    proof = handProofFromBytes(bytes);
+    if (unread) throw unread;
+    proof = handProofFromValue(value);
   } catch (e) {
     return failed(report, e);
   }
@@ -217,7 +234,6 @@ function checkHandProof(bytes, options) {
   report.hand.logKeyInFile = proof.logKey;
   if (!policy) mark(report, "cosignatures", "skip", "no witness policy given: cosignatures not required");
   if (proof.format < 3) mark(report, "rotations", "skip", `a hand proof of format ${proof.format} carries no key rotation statement`);
-  if (proof.codeal) addCodealRows(report);
   const onStep = (step, extra) => {
     let detail = "";
     if (step === "rotations") {
@@ -246,7 +262,6 @@ function checkHandProof(bytes, options) {
   } catch (e) {
     return failed(report, e);
   }
-  if (proof.codeal && !checkCodeal(report, proof.codeal)) return report;
   if (!verifiers.length) {
     const why = report.inputError ? "a log key given is not valid" : "give the log's key to check this";
     for (const step of ["checkpoint", "inclusion"]) mark(report, step, "skip", `not checked: ${why}`);

@@ -67,38 +67,27 @@ test("a seat key is a fresh X25519 key pair", () => {
   assert.notDeepEqual(a.secretKey, b.secretKey);
 });
 
-test("a hand proof's codeal object: read strictly, and bound to the proof's own hand", async () => {
+test("a codeal object inside a hand proof of format 1 to 3 is refused at step format: a co-dealt hand's proof is format 4", async () => {
   const { check, verdictLine } = await import("../src/index.js");
-  const { codeForId } = await import("../src/spec.js");
   const proofs = JSON.parse(readFileSync(fileURLToPath(new URL("../../../docs/vectors/fairdeck-hand-proofs-v2.json", import.meta.url)), "utf8"));
   const proof = JSON.parse(proofs.valid.find((v) => v.name === "a standard hand").text);
-  const other = VECTORS.hands["holdem-9-seats"]; // standard too, but hand vec-holdem
-  const codeal = {
-    version: "fairdeck-codeal-v1",
-    keys: other.keys,
-    shuffles: other.shuffles,
-    dealt: other.dealt.map((d) => ({ position: d.position, card: codeForId(d.card, false), shares: d.shares })),
-    seeds: other.seeds,
-  };
-  const line = (c) => verdictLine(check(JSON.stringify({ ...proof, codeal: c }), { key: proofs.log_key }));
-  assert.equal(line({ ...codeal, version: "fairdeck-codeal-v2" }), 'FAILED at step format: codeal: version must be "fairdeck-codeal-v1"');
-  assert.equal(line({ ...codeal, seeds: ["0A"] }), "FAILED at step format: codeal: seeds must be a list of lower-case hex strings");
-  const noVersion = { ...codeal };
-  delete noVersion.version;
-  assert.match(line(noVersion), /^FAILED at step format: codeal: an object with exactly the names \['dealt', 'keys', 'seeds', 'shuffles', 'version'\]$/);
-  // Another hand's records: every proof of possession hashes the hand id.
-  assert.equal(line(codeal), "FAILED at step key: holder 0: the proof of possession of its key does not verify");
+  const line = verdictLine(check(JSON.stringify({ ...proof, codeal: {} }), { key: proofs.log_key }));
+  assert.match(line, /^FAILED at step format: a hand proof of format 2 has exactly the names \['commit', 'dealt', /);
 });
 
-test("the cards a co-dealt record opens must be the hand proof's dealt cards, every one, position by position", async () => {
-  const { codeForId } = await import("../src/spec.js");
-  const { checkDealtIsCodealt } = await import("../src/codeal/report.js");
-  const hand = vectorApi.codealHandFromVector(VECTORS.hands["holdem-9-seats"]);
-  hand.dealt = hand.dealt.map((d) => ({ ...d, code: codeForId(d.card, false) }));
-  const codes = hand.dealt.map((d) => d.code);
-  checkDealtIsCodealt({ ...hand, proofDealt: codes });
-  const swapped = [codes[1], codes[0], ...codes.slice(2)];
-  assert.throws(() => checkDealtIsCodealt({ ...hand, proofDealt: swapped }), (e) => e.step === "open" && e.detail === `position 0: the hand proof deals ${codes[1]} there, the shares open ${codes[0]}`);
-  assert.throws(() => checkDealtIsCodealt({ ...hand, proofDealt: codes.slice(1) }), (e) => e.detail === "the hand proof deals 22 cards, the co-dealt record opens 23");
-  assert.throws(() => checkDealtIsCodealt({ ...hand, proofDealt: [...codes, "2c"] }), (e) => e.detail === "the hand proof deals 24 cards, the co-dealt record opens 23");
+test("every co-dealt hand proof (format 4) of the vectors gives fairdeck verify's line, through check and verifyCodealProof", async () => {
+  const { check, verdictLine, verifyCodealProof } = await import("../src/index.js");
+  const proofs = JSON.parse(readFileSync(fileURLToPath(new URL("../../../docs/vectors/fairdeck-codeal-proofs-v1.json", import.meta.url)), "utf8"));
+  for (const c of [...proofs.valid, ...proofs.invalid]) {
+    assert.equal(verdictLine(check(c.text, { codealerKey: c.codealer_keys })), c.line, c.name);
+    if (c.step) assert.throws(() => verifyCodealProof(c.text, { codealerKeys: c.codealer_keys }), (e) => e instanceof VerificationError && `FAILED at step ${e.step}: ${e.detail}` === c.line, c.name);
+    else assert.equal(verifyCodealProof(c.text, { codealerKeys: c.codealer_keys }).line, c.line, c.name);
+  }
+  const seat = proofs.valid[0];
+  const unpinned = check(seat.text, {});
+  assert.equal(unpinned.ok, false);
+  assert.equal(unpinned.step, null);
+  assert.equal(verdictLine(unpinned), null, "without the co-dealer's key, no verdict");
+  assert.throws(() => verifyCodealProof(seat.text, {}), TypeError);
+  assert.match(check(seat.text, { codealerKey: "abc" }).inputError, /^co-dealer key 1 of the 1 given \(abc\): want 64 hex digits/);
 });

@@ -31,7 +31,7 @@ for (const c of job.verify ?? []) {
   out.verify[c.id] = await page.evaluate((c) => {
     const bytes = Uint8Array.from(atob(c.bytes_b64), (ch) => ch.charCodeAt(0));
     const policy = c.policy_b64 ? Uint8Array.from(atob(c.policy_b64), (ch) => ch.charCodeAt(0)) : null;
-    const r = window.fairdeck.verifyBytes(bytes, { key: c.key, witnesses: c.witnesses ?? [], threshold: c.threshold ?? null, policy });
+    const r = window.fairdeck.verifyBytes(bytes, { key: c.key, witnesses: c.witnesses ?? [], threshold: c.threshold ?? null, policy, codealerKey: c.codealer_key });
     return {
       kind: r.kind,
       ok: r.ok,
@@ -57,6 +57,10 @@ for (const c of job.ui ?? []) {
     await page.fill("#witnesses", c.witnesses.join("\n"));
   }
   if (c.threshold !== undefined && c.threshold !== null) await page.fill("#threshold", String(c.threshold));
+  if (c.codealer_key !== undefined) {
+    await page.evaluate(() => (document.getElementById("codealer-key").closest("details").open = true));
+    await page.fill("#codealer-key", c.codealer_key);
+  }
   if (c.policy !== undefined || c.policy_file) {
     await page.evaluate(() => (document.getElementById("policy").closest("details").open = true));
     if (c.policy !== undefined) await page.fill("#policy", c.policy);
@@ -350,6 +354,12 @@ function readPage() {
     codeal: $("codeal")
       ? { hidden: $("codeal").hidden, summary: $("codeal-summary").textContent, font_px: parseFloat(getComputedStyle($("codeal-summary")).fontSize) }
       : null,
+    // The smallest text drawn in the result: every element drawn that holds text of its own.
+    min_result_px: Math.min(
+      ...[...$("result").querySelectorAll("*")]
+        .filter((el) => el.getClientRects().length && [...el.childNodes].some((n) => n.nodeType === 3 && n.data.trim()))
+        .map((el) => parseFloat(getComputedStyle(el).fontSize)),
+    ),
     summary: $("hand-summary").textContent,
     layout: {
       scroll_width: root.scrollWidth,

@@ -47,13 +47,13 @@ export function codealSpec(name) {
 }
 
 /** lp(deck) || lp(hand_id), after checking the hand id (fairness spec section 3.1). */
-function head(spec, handId) {
+export function head(spec, handId) {
   if (!validHandId(handId)) throw fail("encoding", "hand id: hand id must be 1..64 characters of A-Z a-z 0-9 . _ : -");
   return concat(lp(ascii(spec.name)), lp(ascii(handId)));
 }
 
 /** key record = enc(Y_k) || enc(T_k) || le32(s_k) || C_k (section 5.2). */
-function decodeKeyRecord(bytes, k) {
+export function decodeKeyRecord(bytes, k) {
   if (!(bytes instanceof Uint8Array) || bytes.length !== KEY_RECORD_BYTES) throw fail("encoding", `key record ${k}: ${KEY_RECORD_BYTES} bytes`);
   return {
     key: decodePoint(bytes.subarray(0, 32), `key record ${k} Y`),

@@ -1,123 +1,120 @@
-// The hand proof's "codeal" object (docs/codealing-spec.md section 11) on the page: reading it
-// strictly, the checks of section 10 in plain words, and who would have had to collude to read a
-// card. The field's shape is owned here alone, so a change to it is a change to this module.
-import { VerificationError, belongs, fromHex, idForCode, deckSpec } from "../spec.js";
-import { JNumber, isObject } from "../strictjson.js";
-import { pylist } from "../words.js";
-import { V } from "./group.js";
+// A co-dealt hand's proof (docs/hand-proof.md, format 4) on the page: the checks of
+// docs/codealing-spec.md section 10 in plain words, each marked as it holds or fails, and what the
+// player may conclude after the hand: that no single party could have read their cards.
+import { VerificationError, deckSpec, toHex } from "../spec.js";
+import { CodealerKeyError, codealProofFromValue, codealProofOkLine, codealerKeysOf, verifyIdentities } from "./handfile.js";
 import { verifyCodealHand } from "./hand.js";
 
 /** The checks of section 10, in order, with what each means (the page's words). */
 export const CODEAL_CHECKS = [
-  ["encoding", "The co-dealt record is well formed: every key, deck, proof and share is a valid ristretto255 encoding."],
-  ["key", "Each key holder proved it knows its own secret key, so no key was made up to cancel another's."],
+  ["encoding", "The co-dealt hand proof is well formed: every key, deck, proof, share and signature is a valid encoding."],
+  ["key", "Each key holder proved it knows its own secret key, so no key was made up to cancel another's; and each co-dealer's key record is signed by the co-dealer identity key you gave."],
   ["transcript", "Every key holder shuffled the deck, in turn, and every card opened has a share from every key holder."],
-  ["shuffle", "Each shuffle is proven to be a re-encryption of a reordering of the deck before it (no card added, dropped or copied), and is signed by the key holder who made it."],
+  ["shuffle", "Each shuffle is proven to be a re-encryption of a reordering of the deck before it (no card added, dropped or copied), and is signed by the key holder who made it (a co-dealer's also by its identity key)."],
   ["share", "Every decryption share is proven to be made with its key holder's own key."],
   ["open", "The shares of each card dealt open to exactly that card."],
   ["seed", "Each key holder's seed, revealed after the hand, opens its commitment and re-derives its shuffle exactly."],
 ];
-const NAMES = ["version", "keys", "shuffles", "dealt", "seeds"];
-const DEALT_NAMES = ["position", "card", "shares"];
-const HEX = /^(?:[0-9a-f]{2})+$/;
 
-const bad = (detail) => new VerificationError("format", `codeal: ${detail}`);
+const and = (items) => (items.length < 2 ? items.join("") : `${items.slice(0, -1).join(", ")} and ${items[items.length - 1]}`);
 
-function hexList(value, name) {
-  if (!Array.isArray(value) || !value.every((h) => typeof h === "string" && HEX.test(h))) throw bad(`${name} must be a list of lower-case hex strings`);
-  return value.map(fromHex);
+/** "the co-dealer KEY" or "the co-dealers KEY1 and KEY2": who shuffled beside the dealer. */
+export function codealersWords(keys) {
+  const hex = keys.map(toHex);
+  return hex.length === 1 ? `the co-dealer ${hex[0]}` : `the co-dealers ${and(hex)}`;
 }
 
-/**
- * Step "format" for the hand proof's "codeal" object: exactly the names of section 11, version
- * fairdeck-codeal-v1, hex byte strings, dealt positions as whole numbers and cards as this deck's
- * codes. The deck spec and hand id are the hand proof's transcript's. Returns the hand for
- * verifyCodealHand; its bytes are checked there.
- */
-export function readCodeal(value, transcript, proofDealt) {
-  if (!isObject(value) || Object.keys(value).length !== NAMES.length || !NAMES.every((k) => k in value)) {
-    throw bad(`an object with exactly the names ${pylist(NAMES)}`);
+/** What the player may conclude of a proof that held: who shuffled, and what the seeds show. */
+function summary(hand, keys) {
+  const who = `The dealer and ${codealersWords(keys)} (the identity key${keys.length > 1 ? "s" : ""} you gave)`;
+  const both = keys.length > 1 ? "all" : "both";
+  const said =
+    `${who} ${both} shuffled the deck under encryption, one after the other, and each shuffle's proof was checked: ` +
+    `each card was encrypted under all their keys together, and opened with a share from each of them.`;
+  if (!hand.seeds) {
+    return `${said} The seeds are not revealed yet: check this hand again once it is over, when they are.`;
   }
-  if (value.version !== V) throw bad(`version must be "${V}"`);
-  const spec = deckSpec(transcript.deck);
-  if (!Array.isArray(value.dealt)) throw bad("dealt must be a list");
-  const dealt = value.dealt.map((d, i) => {
-    if (!isObject(d) || Object.keys(d).length !== DEALT_NAMES.length || !DEALT_NAMES.every((k) => k in d)) {
-      throw bad(`dealt ${i}: an object with exactly the names ${pylist(DEALT_NAMES)}`);
-    }
-    if (!(d.position instanceof JNumber) || !/^(0|[1-9][0-9]{0,8})$/.test(d.position.text)) throw bad(`dealt ${i}: position must be a whole number`);
-    if (typeof d.card !== "string" || !spec || !belongs(spec, d.card)) throw bad(`dealt ${i}: card must be a card code of deck ${transcript.deck}`);
-    return { position: Number(d.position.text), card: idForCode(d.card), code: d.card, shares: hexList(d.shares, `dealt ${i} shares`) };
-  });
+  return (
+    `No single party could have read your cards. ${said} After the hand ${both} seeds were revealed, and they match: ` +
+    `each opens the commitment made before the deal and re-derives its shuffle exactly. To read a card before it ` +
+    `reached its seat, the dealer and ${codealersWords(keys)} would all have had to collude.`
+  );
+}
+
+function newReport() {
   return {
-    deck: transcript.deck,
-    handId: transcript.handId,
-    keys: hexList(value.keys, "keys"),
-    shuffles: hexList(value.shuffles, "shuffles"),
-    dealt,
-    seeds: hexList(value.seeds, "seeds"),
-    proofDealt,
+    kind: "codeal-proof",
+    ok: false,
+    step: null,
+    detail: null,
+    inputError: null,
+    hand: null,
+    keys: 0,
+    signedBy: [],
+    codealerKeys: 0,
+    checks: CODEAL_CHECKS.map(([step, text]) => ({ step, text, status: "skip", detail: "" })),
+  };
+}
+
+function handView(proof) {
+  const { hand, identities } = proof;
+  const spec = deckSpec(hand.deck);
+  const positions = hand.dealt.map((d) => d.position);
+  return {
+    handId: hand.handId,
+    deck: hand.deck,
+    size: spec.ids.length,
+    holders: hand.keys.length,
+    dealt: hand.dealt.map((d) => d.code),
+    positions,
+    deckCodes: [],
+    facts: [
+      ["Dealt positions in this proof (0 is the top of the co-dealt deck)", positions.join(", ") || "none"],
+      ["Seeds (revealed after the hand), holder order", hand.seeds ? hand.seeds.map(toHex).join("\n") : "not revealed yet"],
+      ["Co-dealer identity keys written in the file (not trusted, for comparison)", identities.map((i) => `holder ${i.holder}: ${toHex(i.key)}`).join("\n") || "none"],
+    ],
   };
 }
 
 /**
- * Section 11: the cards the co-dealt record opens are the cards the hand proof says were dealt,
- * position p being the hand proof's dealt[p], every one of them. Without it a proof could show the
- * player cards the dealer dealt alone, beside a co-dealt record of other cards, and the page would
- * still say nobody could have read them. Run once the record's own cards are opened (step open).
+ * Check a format-4 proof's strict value (readHandProofValue) against `options.codealerKey`: the
+ * co-dealers' identity keys (hex text, one a line or separated by spaces, or an array; holder
+ * order). Without one, the record's own checks run and the report says the co-dealer was not
+ * checked; it is never ok. The report is verifyBytes's, with `kind` "codeal-proof", `line` (the
+ * OK line `fairdeck verify` prints) and, when it held, `codeal.summary` in plain words.
  */
-export function checkDealtIsCodealt(hand) {
-  const want = hand.proofDealt;
-  if (!Array.isArray(want)) return;
-  if (hand.dealt.length !== want.length) {
-    throw new VerificationError("open", `the hand proof deals ${want.length} cards, the co-dealt record opens ${hand.dealt.length}`);
-  }
-  for (const d of hand.dealt) {
-    if (want[d.position] !== d.code) {
-      throw new VerificationError("open", `position ${d.position}: the hand proof deals ${want[d.position] ?? "no card"} there, the shares open ${d.code}`);
-    }
-  }
-}
-
-/** "the dealer (key holder 0) and the co-dealer (key holder 1)", or with several co-dealers. */
-export function holdersWords(holders) {
-  if (holders === 2) return "the dealer (key holder 0) and the co-dealer (key holder 1)";
-  const co = Array.from({ length: holders - 1 }, (_, i) => `co-dealer ${i + 1}`);
-  return `the dealer (key holder 0) and all ${holders - 1} co-dealers (${co.slice(0, -1).join(", ")} and ${co[co.length - 1]}, key holders 1 to ${holders - 1})`;
-}
-
-/** The co-dealt checks, as rows of a report (skipped until checkCodeal runs them). */
-export function addCodealRows(report) {
-  for (const [step, text] of CODEAL_CHECKS) report.checks.push({ step, text, status: "skip", detail: "" });
-}
-
-/**
- * Runs the co-dealt checks of a hand proof's report (addCodealRows first): each step passes, fails or is
- * skipped; on a failure, report.step and report.detail name it. On success report.codeal says
- * how many key holders there were and who would have had to collude.
- */
-export function checkCodeal(report, hand) {
-  const mark = (step, status, detail = "") => Object.assign(report.checks.find((c) => c.step === step), { status, detail });
+export function checkCodealProof(value, options = {}) {
+  const report = newReport();
+  let pinned = [];
   try {
-    const r = verifyCodealHand(hand, (step) => {
-      if (step === "open") checkDealtIsCodealt(hand);
-      mark(step, "pass");
-    });
-    report.codeal = {
-      holders: r.holders,
-      colluders: holdersWords(r.holders),
-      summary:
-        `No single party could have read your cards. Every card was encrypted under the joint key of ${r.holders} key holders ` +
-        `and shuffled by each of them in turn; to read a card before it reached its seat, ${holdersWords(r.holders)} ` +
-        "would all have had to collude. (The file proves the keys are distinct and each holder's own; that each " +
-        "co-dealer is independent of the house rests on who runs it: docs/codealing-spec.md section 13.4.)",
-    };
-    return true;
+    pinned = codealerKeysOf(options.codealerKey);
+    report.codealerKeys = pinned.length;
+  } catch (e) {
+    if (!(e instanceof CodealerKeyError)) throw e;
+    report.inputError = e.message;
+  }
+  const mark = (step, status, detail = "") => Object.assign(report.checks.find((c) => c.step === step), { status, detail });
+  let proof;
+  try {
+    proof = codealProofFromValue(value);
+    report.hand = handView(proof);
+    const checked = pinned.length > 0 && report.inputError === null;
+    if (checked) verifyIdentities(proof.hand, proof.identities, pinned);
+    const r = verifyCodealHand(proof.hand, (step) => mark(step, "pass"));
+    if (!proof.hand.seeds) mark("seed", "skip", "the seeds are not revealed yet: the hand is not over");
+    if (!checked) {
+      const why = report.inputError ? "a co-dealer key given is not valid" : "give the co-dealer's identity key to check it";
+      for (const step of ["key", "shuffle"]) mark(step, "pass", `the co-dealer's identity signatures not checked: ${why}`);
+      return report;
+    }
+    report.ok = true;
+    report.line = codealProofOkLine(proof.hand, r.holders);
+    report.codeal = { holders: r.holders, summary: summary(proof.hand, pinned) };
   } catch (e) {
     if (!(e instanceof VerificationError)) throw e;
     report.step = e.step;
     report.detail = e.detail;
     mark(e.step, "fail", e.detail);
-    return false;
   }
+  return report;
 }
