@@ -88,3 +88,16 @@ def test_a_format_1_proof_with_a_codeal_object_is_refused_at_format(
     proof["codeal"] = json.loads(PROOFS["valid"][0]["text"])["codeal"]
     status, out = verify(tmp_path, json.dumps(proof), "--key", v1["log_key"], capsys=capsys)
     assert status == 1 and out.startswith("FAILED at step format: a hand proof of format 1 has exactly"), out
+
+
+def test_an_unknown_format_names_every_format_this_verifier_reads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The bug: once format 4 was read, a proof of format 5 was still told "this verifier reads 1,
+    2 and 3", sending a player with a co-dealt proof looking for another verifier."""
+    v1 = json.loads((VECTORS / "fairdeck-hand-proofs-v1.json").read_text(encoding="utf-8"))
+    proof = json.loads(v1["valid"][0]["text"])
+    proof["format"] = 5
+    status, out = verify(tmp_path, json.dumps(proof), "--key", v1["log_key"], capsys=capsys)
+    assert status == 1
+    assert out.splitlines()[0] == "FAILED at step format: unknown hand proof format 5; this verifier reads 1 to 4"

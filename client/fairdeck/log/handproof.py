@@ -133,7 +133,7 @@ class HandProof:
         fmt = d.get("format")
         if not isinstance(fmt, strictjson.Number) or fmt.text not in ("1", "2", "3"):
             shown = fmt.text if isinstance(fmt, strictjson.Number) else repr(fmt)[:20]
-            raise _fail("format", f"unknown hand proof format {shown}; this verifier reads 1, 2 and 3")
+            raise _fail("format", f"unknown hand proof format {shown}; this verifier reads 1 to 4")
         names = _KEYS_3 if fmt.text == "3" else _KEYS
         if set(d) != names:
             raise _fail("format", f"a hand proof of format {fmt.text} has exactly the names {sorted(names)}")

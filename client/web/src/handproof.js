@@ -68,7 +68,7 @@ export function handProofFromValue(d) {
   if (!isObject(d) || d.type !== HAND_PROOF_TYPE) throw fail("format", `not a hand proof: want an object with "type": "${HAND_PROOF_TYPE}"`);
   if (!(d.format instanceof JNumber) || !HAND_PROOF_FORMATS.includes(d.format.text)) {
     const shown = d.format instanceof JNumber ? d.format.text : head(pyreprValue(d.format ?? null), 20);
-    const e = fail("format", `unknown hand proof format ${shown}; this verifier reads 1, 2 and 3`);
+    const e = fail("format", `unknown hand proof format ${shown}; this verifier reads 1 to 4`);
     // A format above those known may be a later one this copy of the page predates: the page says so.
     if (/^[1-9][0-9]{0,5}$/.test(shown) && Number(shown) > HAND_PROOF_FORMATS.length) e.newerFormat = Number(shown);
     throw e;
