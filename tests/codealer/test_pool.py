@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -52,12 +53,15 @@ class InProcessLink:
         pass
 
 
-async def make_dealer(tmp_path: Path) -> CodealDealer:
-    """The co-dealt side over a real co-dealer in process, logging to a real SQLite log."""
+def make_dealer(tmp_path: Path) -> CodealDealer:
+    """The co-dealt side over a real co-dealer in process, logging to a real SQLite log (started
+    on a loop of its own: its calls work from any loop, and this may be called inside one)."""
     identity = Ed25519PrivateKey.from_private_bytes(bytes(32))
     codealer = CoDealer(Ledger(tmp_path / "codealer.db"), identity, SeedVault(bytes(range(32))))
     storage = SqliteStorage(tmp_path / "fairdeck.db")
-    await storage.start()
+    starting = threading.Thread(target=asyncio.run, args=(storage.start(),))
+    starting.start()
+    starting.join()
     vault = SeedVault(bytes(range(1, 33)))
     return CodealDealer(
         InProcessLink(codealer),
@@ -99,13 +103,13 @@ async def fill(dealer: CodealDealer, pairs: list[tuple[str, str]], per_tenant: i
 
 def test_pooled_decks_are_taken_once_even_by_concurrent_opens_and_after_a_restart(tmp_path: Path) -> None:
     async def run() -> tuple[list[str], list[str], list[str]]:
-        dealer = await make_dealer(tmp_path)
+        dealer = make_dealer(tmp_path)
         await fill(dealer, [("t1", "short")], 4)
         ready = pooled(tmp_path)
         assert logged_setups(tmp_path) == []  # a deck in the pool is no hand yet
         taken = await asyncio.gather(*(dealer.open_hand("t1", "short") for _ in range(3)))
         await close(dealer)
-        again = await make_dealer(tmp_path)  # a restart: the same files, a pool again (not refilling here)
+        again = make_dealer(tmp_path)  # a restart: the same files, a pool again (not refilling here)
         again.pool = DeckPool(again, 4)
         later = [await again.open_hand("t1", "short") for _ in range(2)]
         await close(again)
@@ -124,7 +128,7 @@ def test_pooled_decks_are_taken_once_even_by_concurrent_opens_and_after_a_restar
 
 def test_refills_take_turns_across_tenants(tmp_path: Path) -> None:
     async def run() -> list[tuple[str, str]]:
-        dealer = await make_dealer(tmp_path)
+        dealer = make_dealer(tmp_path)
         pool = DeckPool(dealer, 2)
         for tenant in ("big", "small", "third"):
             pool.wanted(tenant, "short")
@@ -141,7 +145,7 @@ def test_refills_take_turns_across_tenants(tmp_path: Path) -> None:
 
 def test_a_tenant_never_takes_another_tenants_pooled_deck(tmp_path: Path) -> None:
     async def run() -> tuple[list[str], str]:
-        dealer = await make_dealer(tmp_path)
+        dealer = make_dealer(tmp_path)
         await fill(dealer, [("a", "short")], 2)
         ready = pooled(tmp_path)
         other = await dealer.open_hand("b", "short")
