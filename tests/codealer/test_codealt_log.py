@@ -93,7 +93,9 @@ def codealt_log(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CodealtLog
 
 def audit(data_dir: Path, *extra: str) -> CliResult:
     key = verifier_key(data_dir)
-    return fairdeck("audit", "--data", str(data_dir), "--key", key, "--max-hand-lifetime", LONG_LIFETIME, *extra)
+    return fairdeck(
+        "audit", "--data", str(data_dir), "--key", key, "--max-hand-lifetime", LONG_LIFETIME, *extra
+    )
 
 
 def rewrite(data_dir: Path, change: Callable[[list[bytes]], list[bytes]]) -> None:
@@ -160,7 +162,10 @@ def test_a_dropped_shuffle_of_a_hand_still_open_fails_it_at_the_end(
     entries = read_entries(data)
     setup, dropped = where(entries, hand_id, SETUP), where(entries, hand_id, SHUFFLE, 1)
     rewrite(data, lambda es: es[:dropped] + es[dropped + 1 :])
-    problem = "co-dealt hand set up with 2 key holders has 1 shuffle entries (section 11: all are logged when it opens)"
+    problem = (
+        "co-dealt hand set up with 2 key holders has 1 shuffle entries (section 11: all are logged "
+        "when it opens)"
+    )
     assert failed(data) == [(setup, hand_id, problem)]
 
 
@@ -222,7 +227,9 @@ def test_entries_out_of_order_fail_the_hand(
     assert found[0][2].startswith(words[swap[2]]), found
 
 
-def test_a_doubled_setup_and_an_entry_of_no_hand_are_findings(codealt_log: CodealtLog, tmp_path: Path) -> None:
+def test_a_doubled_setup_and_an_entry_of_no_hand_are_findings(
+    codealt_log: CodealtLog, tmp_path: Path
+) -> None:
     data = codealt_log.copy(tmp_path / "data")
     hand_id = codealt_log.closed[1]
     entries = read_entries(data)

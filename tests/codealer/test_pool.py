@@ -82,7 +82,9 @@ async def close(dealer: CodealDealer) -> None:
 def logged_setups(tmp_path: Path) -> list[str]:
     """The hand ids of the co-dealt setup entries in the log, in log order."""
     with sqlite3.connect(tmp_path / "fairdeck.db") as db:
-        entries = [decode_entry(bytes(e)) for (e,) in db.execute("SELECT entry FROM log_entries ORDER BY idx")]
+        entries = [
+            decode_entry(bytes(e)) for (e,) in db.execute("SELECT entry FROM log_entries ORDER BY idx")
+        ]
     return [e.hand_id for e in entries if e.kind == SETUP]
 
 
