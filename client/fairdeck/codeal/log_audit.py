@@ -38,6 +38,8 @@ class _Hand:
     dealt: list[tuple[int, tuple[bytes, ...]]] = field(default_factory=list)
     done: bool = False
     """Its seeds entry is logged (verified or not)."""
+    verified: bool = False
+    """Its seeds are logged and its whole record verifies."""
     broken: bool = False
     """A problem was found: later entries of the hand are not checked."""
 
@@ -45,8 +47,11 @@ class _Hand:
 @dataclass
 class CodealLogAudit:
     hands: dict[str, _Hand] = field(default_factory=dict)
-    verified: int = 0
-    """Hands whose seeds are logged and whose whole record verifies."""
+
+    @property
+    def verified(self) -> int:
+        """Hands whose seeds are logged, whose whole record verifies, and with no finding."""
+        return sum(1 for h in self.hands.values() if h.verified and not h.broken)
 
     def knows(self, hand_id: str) -> bool:
         """Whether a co-dealt setup entry named ``hand_id``."""
@@ -65,6 +70,8 @@ class CodealLogAudit:
         if e.kind == SETUP:
             if hand is not None or e.hand_id in ordinary:
                 what = "a co-dealt hand" if hand is not None else "an ordinary hand"
+                if hand is not None:  # which record is the hand's is no longer known
+                    hand.broken = True
                 return e.time_ms, [(index, e.hand_id, f"co-dealt setup entry for {what} already in the log")]
             self.hands[e.hand_id] = _Hand(index, e.deck, e.records)
             return e.time_ms, []
@@ -75,7 +82,7 @@ class CodealLogAudit:
         problem = self._place(hand, e.kind, e.records, e.position)
         if problem is None and e.kind == SEEDS:
             problem = _verify(e.hand_id, hand, e.records)
-            self.verified += problem is None
+            hand.verified = problem is None
         if problem is not None:
             hand.broken = True
             return e.time_ms, [(index, e.hand_id, problem)]
@@ -117,11 +124,13 @@ class CodealLogAudit:
 
     def finish(self) -> list[Found]:
         """Hands whose opening is cut short: a setup without all its shuffle entries."""
+        cut = [(i, h) for i, h in self.hands.items() if not h.broken and len(h.shuffles) < len(h.keys)]
+        for _, h in cut:
+            h.broken = True
         return [
             (h.index, hand_id, f"co-dealt hand set up with {len(h.keys)} key holders has "
              f"{len(h.shuffles)} shuffle entries (section 11: all are logged when it opens)")
-            for hand_id, h in self.hands.items()
-            if not h.broken and not h.done and len(h.shuffles) < len(h.keys)
+            for hand_id, h in cut
         ]  # fmt: skip
 
     @property
