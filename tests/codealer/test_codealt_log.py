@@ -5,16 +5,20 @@ entries out of order or doubled) fail, naming the hand and the step."""
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from fairdeck.client import AuditClient, DealerClient
 from fairdeck.client.codeal_seat import CodealHands, SeatKey
 from fairdeck.codeal.entries import SEEDS, SETUP, SHARES, SHUFFLE, CodealEntry, decode_entry
+from fairdeck.log.audit import AuditReport
+from fairdeck.log.note import Signer
 from tests.log.testkit import (
     LONG_LIFETIME,
     CliResult,
@@ -38,10 +42,10 @@ class CodealtLog:
     data_dir: Path
     closed: list[str] = field(default_factory=list)
     still_open: list[str] = field(default_factory=list)
+    live: AuditReport | None = None
+    """The SDK's audit of the running dealer (AuditClient.audit, as ``audit --target``)."""
 
     def copy(self, to: Path) -> Path:
-        import shutil
-
         shutil.copytree(self.data_dir, to)
         return to
 
@@ -88,6 +92,8 @@ def codealt_log(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CodealtLog
             built.still_open.append(hands.open_hand("short").hand_id)
             deal_closed_hand(dealer.target, "standard")
             wait_signed(dealer)
+            with AuditClient(dealer.target, verifier=verifier_key(dealer.data_dir), timeout=30) as log:
+                built.live = log.audit(max_hand_lifetime=float(LONG_LIFETIME))
     yield built
 
 
@@ -121,6 +127,9 @@ def test_the_log_holds_each_codealt_hand_in_order_and_the_audit_verifies_it(code
     assert [s.position for s in shares] == [0, 1, 2, 3, 4] and all(len(s.records) == 2 for s in shares)
     assert [kind(e) for e in entries if codealt(e, codealt_log.still_open[0])] == [SETUP, SHUFFLE, SHUFFLE]
 
+    live = codealt_log.live
+    assert live is not None and live.ok, live
+    assert (live.codeal_hands, live.codeal_verified, live.codeal_open) == (3, 2, 1)
     result = audit(codealt_log.data_dir, "--json")
     assert result.rc == 0, result.out + result.err
     assert result.report["codeal"] == {"hands": 3, "verified": 2, "open": 1}
@@ -240,3 +249,42 @@ def test_a_doubled_setup_and_an_entry_of_no_hand_are_findings(
         (len(entries), hand_id, "co-dealt setup entry for a co-dealt hand already in the log"),
         (len(entries) + 1, "no-such-hand", "co-dealt seeds entry for a hand with no setup entry"),
     ]
+
+
+def test_on_postgresql_the_entries_are_logged_durably_and_audited(pg_url: str, tmp_path: Path) -> None:
+    """The same path on the PostgreSQL engine: the opening is in the database when OpenHand has
+    answered, and ``fairdeck audit --db`` verifies the closed hand."""
+    keys = ["--seed-key-file", str(tmp_path / "seed.key"), "--log-key-file", str(tmp_path / "log.key")]
+    made = fairdeck("init", "--keys-only", "--data", str(tmp_path / "unused"), *keys)
+    assert made.rc == 0, made.err
+    init_codealer(tmp_path / "cd1")
+    (tmp_path / "data").mkdir()  # the co-dealt hands' own file (codeal.db) is local even on --db
+    vkey = Signer.parse((tmp_path / "log.key").read_text().strip()).verifier.to_string()
+    with CodealerProcess(tmp_path / "cd1") as codealer:
+        config = {
+            "db": pg_url,
+            "seed_key_file": tmp_path / "seed.key",
+            "log_key_file": tmp_path / "log.key",
+            "codealer": codealer.target,
+            "codealer_key": codealer.identity,
+            "checkpoint_interval": 0.02,
+        }
+        with (
+            RunningDealer(tmp_path / "data", **config) as dealer,
+            DealerClient(dealer.target, timeout=30) as c,
+        ):
+            hands = CodealHands(c)
+            hand = hands.open_hand("short")
+            with psycopg.connect(pg_url) as db:
+                stored = [bytes(e) for (e,) in db.execute("SELECT entry FROM log_entries ORDER BY idx")]
+            assert [kind(e) for e in stored] == [SETUP, SHUFFLE, SHUFFLE]
+            hands.draw(hand.hand_id, 2)
+            hands.close_hand(hand.hand_id)
+            deadline = time.monotonic() + 20
+            with AuditClient(dealer.target, verifier=vkey, timeout=10) as log:
+                while log.checkpoint().size < 6:
+                    assert time.monotonic() < deadline, "no checkpoint covers the log"
+                    time.sleep(0.02)
+    result = fairdeck("audit", "--db", pg_url, "--key", vkey, "--max-hand-lifetime", LONG_LIFETIME, "--json")
+    assert result.rc == 0, result.out + result.err
+    assert result.report["codeal"] == {"hands": 1, "verified": 1, "open": 0}
