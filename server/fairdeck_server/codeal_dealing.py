@@ -230,8 +230,10 @@ class CodealDealer:
             row = await self._row(tenant, hand_id)
             if row.closed_ms is not None:
                 raise refusals.hand_closed()
-            if not logged(row, OPENED):  # its OpenHand failed before answering: never dealt
-                raise refusals.hand_not_found()
+            if not logged(row, OPENED):  # opened before this dealer logged co-dealt hands, or
+                # its OpenHand failed to log (then its id was never answered): logged before a card
+                await self.log.opened(row, self.clock_ms())
+                await asyncio.to_thread(self.store.put, row)
             spec = DeckSpec.parse(row.deck)
             first = len(row.public["seats"])
             if not 1 <= count <= spec.size:

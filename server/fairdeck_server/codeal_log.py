@@ -6,8 +6,9 @@ position order) and the seeds entry when it closes. ``CodealLog.append`` goes th
 Storage as commit and reveal entries do (``create_batch`` of a batch with no hands: group-committed,
 on disk before it returns, on SQLite and PostgreSQL), after the reaper's ``before_logging``. What the
 co-dealt row records of it (``public["log"]``: the first index of each step) says which steps are
-logged: a hand whose opening is not logged is never dealt, a closed hand whose closing is not
-logged gets it on its next CloseHand (docs/codealing-spec.md section 11, "When").
+logged: a hand whose opening is not logged has it logged before its first card (or with its
+closing), a closed hand whose closing is not logged gets it on its next CloseHand
+(docs/codealing-spec.md section 11, "When, exactly").
 """
 
 from __future__ import annotations
@@ -43,9 +44,14 @@ class CodealLog:
         row.public.setdefault("log", {})[OPENED] = first
 
     async def closed(self, row: CodealRow, now_ms: int) -> None:
-        """Log the hand's shares and seeds entries, and note it in ``row`` (not stored here)."""
-        first = await self.append(row.tenant, closing_entries(row, now_ms))
-        row.public.setdefault("log", {})[CLOSED] = first
+        """Log the hand's shares and seeds entries, and note it in ``row`` (not stored here); its
+        setup and shuffles first if they are not logged (a hand opened before co-dealt logging)."""
+        opening = [] if logged(row, OPENED) else opening_entries(row, now_ms)
+        first = await self.append(row.tenant, [*opening, *closing_entries(row, now_ms)])
+        steps = row.public.setdefault("log", {})
+        if opening:
+            steps[OPENED] = first
+        steps[CLOSED] = first + len(opening)
 
 
 def logged(row: CodealRow, step: str) -> bool:

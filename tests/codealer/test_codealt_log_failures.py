@@ -1,7 +1,8 @@
 """The log refusing a co-dealt hand's entries (storage unavailable between the co-dealt store and the
-log): no card is dealt from a hand whose opening is not logged, and a close whose entries were
-refused logs them once, on the next CloseHand, after a restart too. In process, over a real
-co-dealer, real SQLite files, and the log's real storage, closed under the dealer to refuse."""
+log): no card is dealt from a hand before its opening is logged, and a close whose entries were
+refused logs them once, on the next CloseHand, after a restart too; a hand opened before the
+dealer logged co-dealt hands gets its whole record logged. In process, over a real co-dealer, real
+SQLite files, and the log's real storage, closed under the dealer to refuse."""
 
 from __future__ import annotations
 
@@ -54,12 +55,20 @@ def test_a_close_whose_entries_the_log_refused_logs_them_once_on_the_next_close(
     asyncio.run(after_restart())
     entries = log_of(tmp_path)
     assert [e[4] for e in entries] == [SETUP, SHUFFLE, SHUFFLE, SHARES, SHARES, SEEDS]
+    assert audited(entries).verified == 1
+
+
+def audited(entries: list[bytes]) -> CodealLogAudit:
+    """The co-dealt checks of the audit over ``entries``, which must find nothing."""
     audit = CodealLogAudit()
     assert [found for i, e in enumerate(entries) for found in audit.add(i, e)[1]] == []
-    assert (audit.verified, audit.finish()) == (1, [])
+    assert audit.finish() == []
+    return audit
 
 
-def test_a_pooled_deck_whose_opening_the_log_refused_is_never_dealt(tmp_path: Path) -> None:
+def test_a_pooled_deck_whose_opening_the_log_refused_is_logged_before_its_first_card(
+    tmp_path: Path,
+) -> None:
     async def scenario() -> str:
         dealer = make_dealer(tmp_path)
         await fill(dealer, [("t", "short")], 1)
@@ -70,12 +79,48 @@ def test_a_pooled_deck_whose_opening_the_log_refused_is_never_dealt(tmp_path: Pa
         assert e.value.reason == Reason.STORAGE_UNAVAILABLE
         dealer.store.close()
         dealer = make_dealer(tmp_path)  # a restart
-        with pytest.raises(DealerError) as e:
-            await dealer.draw("t", hand_id, 1, b"")
-        assert e.value.reason == Reason.HAND_NOT_FOUND
+        assert log_of(tmp_path) == []  # not in the log, and not in the pool again
+        assert hand_id not in pooled(tmp_path)
+        await dealer.draw("t", hand_id, 1, b"")  # its id was never answered; were it drawn from:
+        assert [e[4] for e in log_of(tmp_path)] == [SETUP, SHUFFLE, SHUFFLE]
+        await dealer.close("t", hand_id)
         await close(dealer)
         return hand_id
 
     hand_id = asyncio.run(scenario())
-    assert [decode_entry(e).hand_id for e in log_of(tmp_path)] == []  # not in the log: never a hand
-    assert hand_id not in pooled(tmp_path)  # and not in the pool again
+    entries = log_of(tmp_path)
+    assert [(e[4], decode_entry(e).hand_id) for e in entries] == [
+        (kind, hand_id) for kind in (SETUP, SHUFFLE, SHUFFLE, SHARES, SEEDS)
+    ]
+    assert audited(entries).verified == 1
+
+
+def test_a_hand_opened_before_codealt_logging_gets_its_whole_record_logged_at_its_close(
+    tmp_path: Path,
+) -> None:
+    """A co-dealt hand a dealer of the version before opened and dealt from (its row notes no log
+    step): closing it logs setup, shuffles, shares and seeds, in that order, in one append."""
+
+    async def opened_before() -> str:
+        dealer = make_dealer(tmp_path)
+        row = await dealer.make_hand("t", "short")
+        await dealer.draw("t", row.hand_id, 2, b"")
+        await close(dealer)
+        return row.hand_id
+
+    hand_id = asyncio.run(opened_before())
+    with sqlite3.connect(tmp_path / "codeal.db") as db:  # as the version before stored it
+        db.execute("UPDATE codeal_hands SET public = json_remove(public, '$.log')")
+    with sqlite3.connect(tmp_path / "fairdeck.db") as db:
+        db.execute("DELETE FROM log_entries")
+        db.execute("DELETE FROM log_hashes")
+
+    async def close_it() -> None:
+        dealer = make_dealer(tmp_path)
+        await dealer.close("t", hand_id)
+        await close(dealer)
+
+    asyncio.run(close_it())
+    entries = log_of(tmp_path)
+    assert [e[4] for e in entries] == [SETUP, SHUFFLE, SHUFFLE, SHARES, SHARES, SEEDS]
+    assert audited(entries).verified == 1
