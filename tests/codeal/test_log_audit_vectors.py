@@ -14,6 +14,11 @@ from typing import Any
 import pytest
 
 from fairdeck.codeal.log_audit import CodealLogAudit
+from fairdeck.log import merkle
+from fairdeck.log.audit import Auditor
+from fairdeck.log.checkpoint import Checkpoint, sign_checkpoint
+from fairdeck.log.logentry import CommitEntry
+from fairdeck.log.note import Signer
 
 ROOT = Path(__file__).resolve().parents[2]
 VECTORS = ROOT / "docs" / "vectors"
@@ -62,3 +67,35 @@ def test_the_cases_cover_every_rule() -> None:
 def test_the_vectors_are_what_the_generator_makes() -> None:
     script = VECTORS / "generate_codeal_audit.py"
     assert subprocess.run([sys.executable, str(script), "--check"], timeout=120).returncode == 0
+
+
+def audited(entries: list[bytes], *, checks: bool = True) -> list[tuple[int | None, str | None, str]]:
+    """The whole auditor's findings over ``entries``, with a checkpoint signing them."""
+    signer = Signer.generate("codeal.test/log")
+    root = merkle.root([merkle.leaf_hash(e) for e in entries])
+    note = sign_checkpoint(Checkpoint(signer.name, len(entries), root), signer)
+    auditor = Auditor(
+        signer.verifier,
+        max_hand_lifetime_ms=10**12,
+        checkpoints=[note],
+        codeal=CodealLogAudit if checks else None,
+    )
+    for e in entries:
+        auditor.add(e)
+    return [(f.index, f.hand_id, f.problem) for f in auditor.finish().findings]
+
+
+def test_one_hand_id_for_an_ordinary_and_a_codealt_hand_is_a_finding_either_way() -> None:
+    setup = NAMED["setup"]
+    hand_id = "codeal-log-1"
+    commit = CommitEntry(1_700_000_000_000, hand_id, "fairdeck-v1", "standard", bytes(32)).encode()
+    assert audited([commit, setup]) == [
+        (1, hand_id, "co-dealt setup entry for an ordinary hand already in the log")
+    ]
+    assert audited([setup, commit]) == [(1, hand_id, "hand id committed twice")]
+
+
+def test_an_auditor_given_no_codealt_checks_says_it_did_not_check_them() -> None:
+    assert audited([NAMED["setup"]], checks=False) == [
+        (0, None, "a co-dealt entry, and this auditor was given no co-dealt checks")
+    ]
