@@ -86,13 +86,13 @@ def audited(entries: list[bytes], *, checks: bool = True) -> list[tuple[int | No
 
 
 def test_one_hand_id_for_an_ordinary_and_a_codealt_hand_is_a_finding_either_way() -> None:
-    setup = NAMED["setup"]
+    opening = [NAMED[n] for n in ("setup", "shuffle/holder-0", "shuffle/holder-1")]
     hand_id = "codeal-log-1"
     commit = CommitEntry(1_700_000_000_000, hand_id, "fairdeck-v1", "standard", bytes(32)).encode()
-    assert audited([commit, setup]) == [
+    assert audited([commit, *opening]) == [
         (1, hand_id, "co-dealt setup entry for an ordinary hand already in the log")
     ]
-    assert audited([setup, commit]) == [(1, hand_id, "hand id committed twice")]
+    assert audited([*opening, commit]) == [(3, hand_id, "hand id committed twice")]
 
 
 def test_an_auditor_given_no_codealt_checks_says_it_did_not_check_them() -> None:

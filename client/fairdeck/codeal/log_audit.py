@@ -70,8 +70,9 @@ class CodealLogAudit:
         if e.kind == SETUP:
             if hand is not None or e.hand_id in ordinary:
                 what = "a co-dealt hand" if hand is not None else "an ordinary hand"
-                if hand is not None:  # which record is the hand's is no longer known
-                    hand.broken = True
+                if hand is None:  # its later entries are this hand's, not entries of no hand
+                    hand = self.hands[e.hand_id] = _Hand(index, e.deck, e.records)
+                hand.broken = True  # which record is the hand's is no longer known
                 return e.time_ms, [(index, e.hand_id, f"co-dealt setup entry for {what} already in the log")]
             self.hands[e.hand_id] = _Hand(index, e.deck, e.records)
             return e.time_ms, []
