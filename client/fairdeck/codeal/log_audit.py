@@ -42,6 +42,14 @@ class _Hand:
     """Its seeds are logged and its whole record verifies."""
     broken: bool = False
     """A problem was found: later entries of the hand are not checked."""
+    holders: int = 0
+
+    def __post_init__(self) -> None:
+        self.holders = len(self.keys)
+
+    def release(self) -> None:
+        """Nothing later needs its records (checked, or broken): memory stays small per hand."""
+        self.keys, self.shuffles, self.dealt = (), [], []
 
 
 @dataclass
@@ -73,6 +81,7 @@ class CodealLogAudit:
                 if hand is None:  # its later entries are this hand's, not entries of no hand
                     hand = self.hands[e.hand_id] = _Hand(index, e.deck, e.records)
                 hand.broken = True  # which record is the hand's is no longer known
+                hand.release()
                 return e.time_ms, [(index, e.hand_id, f"co-dealt setup entry for {what} already in the log")]
             self.hands[e.hand_id] = _Hand(index, e.deck, e.records)
             return e.time_ms, []
@@ -84,14 +93,14 @@ class CodealLogAudit:
         if problem is None and e.kind == SEEDS:
             problem = _verify(e.hand_id, hand, e.records)
             hand.verified = problem is None
-        if problem is not None:
-            hand.broken = True
-            return e.time_ms, [(index, e.hand_id, problem)]
-        return e.time_ms, []
+        if problem is not None or hand.done:
+            hand.broken = problem is not None
+            hand.release()
+        return e.time_ms, [] if problem is None else [(index, e.hand_id, problem)]
 
     def _place(self, hand: _Hand, kind: int, records: tuple[bytes, ...], position: int) -> str | None:
         """Entry order (section 11): the problem, or None with the entry recorded."""
-        name, k = NAMES[kind], len(hand.keys)
+        name, k = NAMES[kind], hand.holders
         if hand.done:
             return f"co-dealt {name} entry after the hand's seeds entry (section 11: nothing follows it)"
         if kind == SHUFFLE:
@@ -125,14 +134,18 @@ class CodealLogAudit:
 
     def finish(self) -> list[Found]:
         """Hands whose opening is cut short: a setup without all its shuffle entries."""
-        cut = [(i, h) for i, h in self.hands.items() if not h.broken and len(h.shuffles) < len(h.keys)]
-        for _, h in cut:
-            h.broken = True
-        return [
-            (h.index, hand_id, f"co-dealt hand set up with {len(h.keys)} key holders has "
+        cut = [
+            (i, h) for i, h in self.hands.items() if not (h.broken or h.done) and len(h.shuffles) < h.holders
+        ]
+        found: list[Found] = [
+            (h.index, hand_id, f"co-dealt hand set up with {h.holders} key holders has "
              f"{len(h.shuffles)} shuffle entries (section 11: all are logged when it opens)")
             for hand_id, h in cut
         ]  # fmt: skip
+        for _, h in cut:
+            h.broken = True
+            h.release()
+        return found
 
     @property
     def set_up(self) -> int:
