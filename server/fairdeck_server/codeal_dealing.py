@@ -37,6 +37,7 @@ from fairdeck.codeal.verify import CodealHand, DealtPosition, verify_hand
 from fairdeck.core.decks import DeckSpec, DeckSpecError
 from fairdeck.wire import Reason
 from fairdeck_server import refusals
+from fairdeck_server.codeal_log import CLOSED, OPENED, CodealLog, logged
 from fairdeck_server.codeal_store import CodealRow, CodealStore
 from fairdeck_server.vault import SeedVault
 
@@ -101,6 +102,7 @@ class CodealDealer:
         store: CodealStore,
         vault: SeedVault,
         *,
+        log: CodealLog,
         new_hand_id: Callable[[int], str],
         clock_ms: Callable[[], int],
         random: Callable[[int], bytes] = secrets.token_bytes,
@@ -109,6 +111,7 @@ class CodealDealer:
         self.identity_key = identity_key
         self.store = store
         self.vault = vault
+        self.log = log
         self.new_hand_id = new_hand_id
         self.clock_ms = clock_ms
         self.random = random
@@ -136,7 +139,9 @@ class CodealDealer:
             self.pool.busy()
             row = await asyncio.to_thread(self.store.take, tenant, deck, self.clock_ms())
             self.pool.wanted(tenant, deck)
-            if row is not None:
+            if row is not None:  # taken, then logged: a deck is logged once, for the hand it became
+                await self.log.opened(row, self.clock_ms())
+                await asyncio.to_thread(self.store.put, row)
                 return row
         return await self.make_hand(tenant, deck)
 
@@ -193,6 +198,8 @@ class CodealDealer:
             },
             pool_tenant,
         )
+        if tenant:  # a pooled deck is logged when it is taken for a hand (open_hand)
+            await self.log.opened(row, self.clock_ms())
         await asyncio.to_thread(self.store.put, row, new=True)
         return row
 
@@ -223,6 +230,10 @@ class CodealDealer:
             row = await self._row(tenant, hand_id)
             if row.closed_ms is not None:
                 raise refusals.hand_closed()
+            if not logged(row, OPENED):  # opened before this dealer logged co-dealt hands, or
+                # its OpenHand failed to log (then its id was never answered): logged before a card
+                await self.log.opened(row, self.clock_ms())
+                await asyncio.to_thread(self.store.put, row)
             spec = DeckSpec.parse(row.deck)
             first = len(row.public["seats"])
             if not 1 <= count <= spec.size:
@@ -266,6 +277,8 @@ class CodealDealer:
         async with self._lock(hand_id):
             row = await self._row(tenant, hand_id)
             if row.closed_ms is not None:
+                if not logged(row, CLOSED):  # its closing entries failed to append: now
+                    await self._log_closed(row)
                 return row
             ctx = _context(row)
             x, seed = self._secrets(row)
@@ -300,8 +313,13 @@ class CodealDealer:
             ]
             row.public["seeds"] = [seed.hex(), theirs_seed.hex()]
             row.closed_ms = self.clock_ms()
-            await asyncio.to_thread(self.store.put, row)
+            await asyncio.to_thread(self.store.put, row)  # closed first: never closed and logged twice
+            await self._log_closed(row)
             return row
+
+    async def _log_closed(self, row: CodealRow) -> None:
+        await self.log.closed(row, self.clock_ms())
+        await asyncio.to_thread(self.store.put, row)
 
     async def get(self, tenant: str, hand_id: str) -> CodealRow:
         return await self._row(tenant, hand_id)

@@ -6,16 +6,20 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from fairdeck.codeal.entries import SETUP, decode_entry
 from fairdeck_server.codeal_dealing import CodealDealer, DeckPool
+from fairdeck_server.codeal_log import CodealLog
 from fairdeck_server.codeal_store import CodealStore
 from fairdeck_server.codealer.holder import CoDealer
 from fairdeck_server.codealer.ledger import Ledger
-from fairdeck_server.dealer import _new_hand_id
+from fairdeck_server.dealer import Dealer, _new_hand_id
+from fairdeck_server.storage.sqlite import SqliteStorage
 from fairdeck_server.vault import SeedVault
 
 
@@ -50,16 +54,38 @@ class InProcessLink:
 
 
 def make_dealer(tmp_path: Path) -> CodealDealer:
+    """The co-dealt side over a real co-dealer in process, logging to a real SQLite log (started
+    on a loop of its own: its calls work from any loop, and this may be called inside one)."""
     identity = Ed25519PrivateKey.from_private_bytes(bytes(32))
     codealer = CoDealer(Ledger(tmp_path / "codealer.db"), identity, SeedVault(bytes(range(32))))
+    storage = SqliteStorage(tmp_path / "fairdeck.db")
+    starting = threading.Thread(target=asyncio.run, args=(storage.start(),))
+    starting.start()
+    starting.join()
+    vault = SeedVault(bytes(range(1, 33)))
     return CodealDealer(
         InProcessLink(codealer),
         codealer.identity_key,
         CodealStore(tmp_path / "codeal.db"),
-        SeedVault(bytes(range(1, 33))),
+        vault,
+        log=CodealLog(Dealer(storage, vault)),
         new_hand_id=_new_hand_id,
         clock_ms=lambda: 1_700_000_000_000,
     )
+
+
+async def close(dealer: CodealDealer) -> None:
+    dealer.store.close()
+    await dealer.log.dealer.storage.close()
+
+
+def logged_setups(tmp_path: Path) -> list[str]:
+    """The hand ids of the co-dealt setup entries in the log, in log order."""
+    with sqlite3.connect(tmp_path / "fairdeck.db") as db:
+        entries = [
+            decode_entry(bytes(e)) for (e,) in db.execute("SELECT entry FROM log_entries ORDER BY idx")
+        ]
+    return [e.hand_id for e in entries if e.kind == SETUP]
 
 
 def pooled(tmp_path: Path) -> list[str]:
@@ -82,14 +108,19 @@ def test_pooled_decks_are_taken_once_even_by_concurrent_opens_and_after_a_restar
         dealer = make_dealer(tmp_path)
         await fill(dealer, [("t1", "short")], 4)
         ready = pooled(tmp_path)
+        assert logged_setups(tmp_path) == []  # a deck in the pool is no hand yet
         taken = await asyncio.gather(*(dealer.open_hand("t1", "short") for _ in range(3)))
-        dealer.store.close()
+        await close(dealer)
         again = make_dealer(tmp_path)  # a restart: the same files, a pool again (not refilling here)
         again.pool = DeckPool(again, 4)
         later = [await again.open_hand("t1", "short") for _ in range(2)]
+        await close(again)
         return ready, [r.hand_id for r in taken], [r.hand_id for r in later]
 
     ready, taken, later = asyncio.run(run())
+    # Each hand's setup is logged once, when its deck is taken (or made) for it; the deck left in
+    # the pool is not in the log.
+    assert sorted(logged_setups(tmp_path)) == sorted(taken + later)
     assert len(ready) == 4
     assert sorted(taken) == sorted(set(taken)) and set(taken) <= set(ready)
     assert later[0] in set(ready) - set(taken)  # the fourth pooled deck, after the restart
@@ -107,6 +138,7 @@ def test_refills_take_turns_across_tenants(tmp_path: Path) -> None:
         while (pair := await pool._next_short()) is not None:
             order.append(pair)
             await dealer.make_hand("", pair[1], pool_tenant=pair[0])
+        await close(dealer)
         return order
 
     order = asyncio.run(run())
@@ -119,6 +151,7 @@ def test_a_tenant_never_takes_another_tenants_pooled_deck(tmp_path: Path) -> Non
         await fill(dealer, [("a", "short")], 2)
         ready = pooled(tmp_path)
         other = await dealer.open_hand("b", "short")
+        await close(dealer)
         return ready, other.hand_id
 
     ready, other = asyncio.run(run())

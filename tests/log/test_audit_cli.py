@@ -31,7 +31,7 @@ from tests.support.dealers import RunningDealer
 REPORT_KEYS = {
     "ok", "tree_size", "root", "entries", "hands", "closed", "voided",
     "open_within_lifetime", "last_entry_index", "last_entry_ms", "consistency", "witnesses",
-    "key_rotations", "keys_needed", "findings", "seconds",
+    "key_rotations", "keys_needed", "findings", "seconds", "codeal",
 }  # fmt: skip
 
 

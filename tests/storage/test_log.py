@@ -15,7 +15,7 @@ import pytest
 from fairdeck.log import merkle
 from fairdeck.log.logentry import CommitEntry
 from fairdeck_server import refusals
-from fairdeck_server.storage.base import LogForkError, NewHand, Storage
+from fairdeck_server.storage.base import HandBatch, LogForkError, NewHand, Storage
 from tests.storage.kit import Engine, closing, entry, naive_root, new_hand, record, records, run
 
 
@@ -254,3 +254,27 @@ def test_entry_times_never_go_backwards_across_writers(storage_engine: Engine) -
             await behind.close()
 
     asyncio.run(scenario())
+
+
+def test_entries_alone_are_appended_in_order_between_hands(storage_engine: Engine) -> None:
+    """A batch of no hands (``HandBatch.of_entries``: the co-dealt entries) appends its entries
+    in order, durably (a restart reads them back), returns the first one's index, touches no hand,
+    and raises an entry's time to the latest before it as for every entry."""
+    late = CommitEntry(2_000, "h0", "fairdeck-v1", "standard", bytes(32)).encode()
+    early = [b"FDL1\x03" + (1_000).to_bytes(8, "big") + b"co-dealt", b"FDL1\x04" + bytes(8) + b"shuffle"]
+
+    async def write(s: Storage) -> tuple[int, int, int]:
+        await s.create_hands([NewHand(record(0), late)])
+        first = await s.create_batch(HandBatch.of_entries("t", early))
+        (after,) = await s.create_hands([new_hand(1)])
+        return first, after.record.commit_index, await s.open_hands()
+
+    async def read(s: Storage) -> tuple[list[bytes], tuple[int, bytes]]:
+        return await s.log_entries(0, 10), await s.log_head()
+
+    first, after, open_hands = run(storage_engine, write)
+    assert (first, after, open_hands) == (1, 3, 2)
+    entries, (size, root) = run(storage_engine, read)
+    raised = [e[:5] + (2_000).to_bytes(8, "big") + e[13:] for e in early]  # never earlier than h0's
+    assert entries == [late, *raised, entry(1)]
+    assert size == 4 and root == naive_root(entries)

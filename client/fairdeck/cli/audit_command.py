@@ -27,6 +27,7 @@ import grpc
 from fairdeck.cli import cli_credentials, numbers
 from fairdeck.cli import progress as progress_bar
 from fairdeck.cli.tile_source import Item, Source, tiles_log
+from fairdeck.client.audit_client import codeal_checks
 from fairdeck.client.calls import ClientConfig
 from fairdeck.client.channel import EntryPager
 from fairdeck.client.exceptions import from_rpc_error
@@ -125,6 +126,7 @@ def run_audit(
             checkpoints=notes,
             policy=policy,
             checks=checks,
+            codeal=codeal_checks,
         )
         return _replay(auditor, count, entries, progress)
     finally:
@@ -383,6 +385,12 @@ def _print_report(report: AuditReport, elapsed: float, since_path: Path | None, 
         f"  closed and verified {report.closed:,}, voided {report.voided:,}, "
         f"still open within their lifetime {report.open_in_time:,}"
     )
+    if report.codeal_hands:
+        print(
+            f"  co-dealt hands {report.codeal_hands:,}: closed and verified {report.codeal_verified:,} "
+            f"(codealing-spec section 10; the co-dealers' identities are not in the log, not checked), "
+            f"still open {report.codeal_open:,}"
+        )
     if report.open_in_time and report.last_entry is not None:
         index, time_ms = report.last_entry
         print(f"  pending: the dealer has logged nothing since {_utc(time_ms)} (entry {index:,}); open hands")

@@ -25,7 +25,7 @@ from fairdeck.client.channel import PAGE_SIZE, AsyncClient, EntryPager, SyncClie
 from fairdeck.client.exceptions import FairdeckError
 from fairdeck.client.models import Hand
 from fairdeck.core.errors import VerificationError
-from fairdeck.log.audit import Auditor, AuditReport
+from fairdeck.log.audit import Auditor, AuditReport, CodealChecks
 from fairdeck.log.checkpoint import Checkpoint
 from fairdeck.log.cosignature import WitnessPolicy
 from fairdeck.log.handproof import ROTATED, HandProof
@@ -202,7 +202,16 @@ class _Verifying(_Configured):
             since=since,
             checkpoints=notes,
             policy=self.witness_policy,
+            codeal=codeal_checks,
         )
+
+
+def codeal_checks() -> CodealChecks:
+    """The checks of co-dealt entries, made at a log's first one: only then is the co-dealt code
+    (libsodium) loaded."""
+    from fairdeck.codeal.log_audit import CodealLogAudit
+
+    return CodealLogAudit()
 
 
 class AuditClient(_Verifying, SyncClient):

@@ -3,8 +3,9 @@
 Type bytes 3 to 6 after ``"FDL1"``, assigned in docs/log-format.md ("Co-dealt entries") and pinned
 by docs/vectors/fairdeck-codeal-log-v1.json. ``decode_entry`` is strict: exact lengths, no trailing
 bytes, a hand id by the hand-id rule, ``2 <= K <= 16``, fixed-size records of their exact size.
-It checks bytes, not cryptography: ``verify_hand`` does that. The dealer does not append these
-entries to its log yet (the audit does not read them yet); the encoding is fixed here first.
+It checks bytes, not cryptography: ``verify_hand`` does that. The dealer appends these entries to
+its log (fairdeck_server.codeal_log: setup and shuffles at the open, shares and seeds at the close)
+and ``fairdeck audit`` checks each hand's entries with them (fairdeck.codeal.log_audit).
 """
 
 from __future__ import annotations

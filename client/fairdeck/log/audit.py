@@ -5,7 +5,8 @@ command feeds it. It trusts nothing it is fed. It checks that every signed check
 and matches the root rebuilt from the entries, that a checkpoint saved by an earlier audit
 (``--since``) is a prefix of this log, that every reveal opens and re-derives its own commitment,
 and that no commitment went unrevealed past the maximum hand lifetime by the log's own clock
-(``overdue.py``; an open hand with nothing later is pending, not a finding). An altered entry is
+(``overdue.py``; an open hand with nothing later is pending, not a finding). Co-dealt entries (types
+3 to 6) go to the co-dealt checks it is given (fairdeck.codeal.log_audit). An altered entry is
 reported once, where the checkpoints place it (docs/log-format.md, "The audit").
 
 >>> from fairdeck.log.note import Signer
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -30,7 +31,16 @@ from fairdeck.core.seeds import check_server_seed
 from fairdeck.log import merkle
 from fairdeck.log.checkpoint import Checkpoint, CheckpointError, open_checkpoint
 from fairdeck.log.cosignature import CosignatureError, PolicyResult, WitnessPolicy
-from fairdeck.log.logentry import CLOSED, VOIDED, CommitEntry, EntryError, RevealEntry, deck_digest, decode
+from fairdeck.log.logentry import (
+    CLOSED,
+    MAGIC,
+    VOIDED,
+    CommitEntry,
+    EntryError,
+    RevealEntry,
+    deck_digest,
+    decode,
+)
 from fairdeck.log.note import NoteError, UnverifiedNoteError, Verifier, open_note
 from fairdeck.log.overdue import LogClock, is_overdue
 from fairdeck.log.rotation import RotationError, follow, is_rotation, open_rotation
@@ -82,6 +92,27 @@ def check_reveal(
     return VOIDED if outcome == VOIDED else CLOSED
 
 
+CODEALT_TYPES = frozenset({3, 4, 5, 6})
+"""Entry types of co-dealt hands (docs/log-format.md, "Co-dealt entries")."""
+
+
+class CodealChecks(Protocol):
+    """The checks of co-dealt entries (fairdeck.codeal.log_audit.CodealLogAudit): apart, so that
+    an auditor of ordinary hands never loads the co-dealt code (libsodium)."""
+
+    def add(
+        self, index: int, data: bytes, ordinary: Container[str]
+    ) -> tuple[int | None, list[tuple[int | None, str | None, str]]]: ...
+    def knows(self, hand_id: str) -> bool: ...
+    def finish(self) -> list[tuple[int | None, str | None, str]]: ...
+    @property
+    def verified(self) -> int: ...
+    @property
+    def open(self) -> int: ...
+    @property
+    def set_up(self) -> int: ...
+
+
 class LogUnreadable(Exception):
     """The store holding the log cannot be read at all (missing, corrupt, foreign); the
     message names it and the fix. Not a finding: nothing could be checked."""
@@ -127,6 +158,12 @@ class AuditReport:
     voided: int = 0
     open_in_time: int = 0
     """Hands still open and not overdue: the log holds nothing more than the lifetime after them."""
+    codeal_hands: int = 0
+    """Co-dealt hands (a setup entry each)."""
+    codeal_verified: int = 0
+    """Co-dealt hands whose seeds are logged and whose whole record verifies (codealing-spec 10)."""
+    codeal_open: int = 0
+    """Co-dealt hands set up whose seeds are not logged yet."""
     last_entry: tuple[int, int] | None = None
     """(index, time_ms) of the entry with the latest time that advances the log's clock: while
     hands are pending, "the dealer has logged nothing since" that time."""
@@ -161,6 +198,11 @@ class AuditReport:
             "closed": self.closed,
             "voided": self.voided,
             "open_within_lifetime": self.open_in_time,
+            "codeal": {
+                "hands": self.codeal_hands,
+                "verified": self.codeal_verified,
+                "open": self.codeal_open,
+            },
             "last_entry_index": None if self.last_entry is None else self.last_entry[0],
             "last_entry_ms": None if self.last_entry is None else self.last_entry[1],
             "consistency": self.consistency,
@@ -187,10 +229,14 @@ class Auditor:
         origin: str | None = None,
         policy: WitnessPolicy | None = None,
         checks: RevealChecker | None = None,
+        codeal: Callable[[], CodealChecks] | None = None,
     ) -> None:
         """``checks``: where the reveals are checked (fairdeck.log.audit_pool, worker processes);
-        None: here, one after another. The report is the same either way."""
+        None: here, one after another. The report is the same either way. ``codeal``: makes the
+        co-dealt checks, at the first co-dealt entry; None: such an entry is a finding."""
         self._checks = checks
+        self._make_codeal = codeal
+        self._codeal: CodealChecks | None = None
         self._placed: list[tuple[int, int, Finding]] = []
         """Findings of checks done elsewhere: (findings count when submitted, order, the finding)."""
         # Several keys: the log's current and retired signing keys (checkpoints span a rotation).
@@ -300,6 +346,9 @@ class Auditor:
         self._push(merkle.leaf_hash(data) if leaf is None else leaf)
         self.report.entries += 1
         self._check_checkpoints()
+        if data[4:5] and data[4] in CODEALT_TYPES and data[:4] == MAGIC:
+            self._codealt(index, data)
+            return
         try:
             entry = decode(data)
         except EntryError as e:
@@ -310,6 +359,18 @@ class Auditor:
         elif self._reveal(index, entry):
             return  # a void of an overdue hand does not advance the log's clock
         self.clock.tick(index, entry.time_ms)
+
+    def _codealt(self, index: int, data: bytes) -> None:
+        if self._codeal is None:
+            if self._make_codeal is None:
+                self._find("a co-dealt entry, and this auditor was given no co-dealt checks", index)
+                return
+            self._codeal = self._make_codeal()
+        time_ms, found = self._codeal.add(index, data, self._seen)
+        for where, hand_id, problem in found:
+            self._find(problem, where, hand_id)
+        if time_ms is not None:
+            self.clock.tick(index, time_ms)
 
     def _push(self, leaf: bytes) -> None:
         count, h = 1, leaf
@@ -344,7 +405,7 @@ class Auditor:
         return result.ok
 
     def _commit(self, index: int, entry: CommitEntry) -> None:
-        if entry.hand_id in self._seen:
+        if entry.hand_id in self._seen or (self._codeal is not None and self._codeal.knows(entry.hand_id)):
             self._find("hand id committed twice", index, entry.hand_id)
             return
         self._seen.add(entry.hand_id)
@@ -404,6 +465,11 @@ class Auditor:
                 f"log truncated: a checkpoint signs {cp.size} entries, only {r.entries} are present{whose}"
             )
         self._pending.clear()
+        if self._codeal is not None:
+            for where, hand_id, problem in self._codeal.finish():
+                self._find(problem, where, hand_id)
+            r.codeal_hands, r.codeal_open = self._codeal.set_up, self._codeal.open
+            r.codeal_verified = self._codeal.verified
         altered = self._altered()
         if altered is None:
             if r.checkpoint is None and r.entries and self._unwitnessed is not None:

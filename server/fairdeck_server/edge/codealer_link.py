@@ -26,6 +26,7 @@ from fairdeck_server.vault import SeedVault
 
 if TYPE_CHECKING:  # loaded only with --codealer: the co-dealt code needs libsodium
     from fairdeck_server.codeal_dealing import CodealDealer
+    from fairdeck_server.dealer import Dealer
 
 T = TypeVar("T")
 POOL_PER_TENANT = 16
@@ -100,12 +101,17 @@ class GrpcCoDealerLink:
 
 
 def codeal_dealer(
-    config: ServerConfig, vault: SeedVault, new_hand_id: Callable[[int], str], clock_ms: Callable[[], int]
+    config: ServerConfig,
+    vault: SeedVault,
+    new_hand_id: Callable[[int], str],
+    clock_ms: Callable[[], int],
+    dealer: Dealer,
 ) -> CodealDealer | None:
     """Co-dealt hands, with --codealer: their own file in the data dir, sealed by the dealer's vault."""
     if config.codealer is None and config.codealer_key is None and not config.codeal_default:
         return None
     from fairdeck_server.codeal_dealing import CodealDealer, codealer_identity
+    from fairdeck_server.codeal_log import CodealLog
 
     if config.codealer is None or config.codealer_key is None:
         raise StartupRefused("--codealer and --codealer-key go together (and --codeal-default needs them)")
@@ -120,6 +126,7 @@ def codeal_dealer(
     except CodealStoreError as e:
         raise StartupRefused(f"{e}; check the data dir's permissions and free space") from None
     link = GrpcCoDealerLink(config.codealer)
-    dealer = CodealDealer(link, identity, store, vault, new_hand_id=new_hand_id, clock_ms=clock_ms)
-    dealer.start_pool(POOL_PER_TENANT)
-    return dealer
+    log = CodealLog(dealer)  # its entries go to the ordinary dealer's log
+    codeal = CodealDealer(link, identity, store, vault, log=log, new_hand_id=new_hand_id, clock_ms=clock_ms)
+    codeal.start_pool(POOL_PER_TENANT)
+    return codeal

@@ -115,6 +115,12 @@ class HandBatch:
     def __repr__(self) -> str:  # never print a sealed or revealed seed
         return f"HandBatch({len(self)} hands, deck={self.deck!r}, closed={self.closed})"
 
+    @classmethod
+    def of_entries(cls, tenant: str, entries: list[bytes]) -> HandBatch:
+        """A batch of no hands: ``entries`` alone, appended in order by ``create_batch`` (which
+        returns the first one's index), as durably as any hand's (the co-dealt entries)."""
+        return cls(tenant, "", "", (), False, 0, 0, [], [], [], None, entries)
+
 
 @dataclass(frozen=True)
 class Created:

@@ -1,0 +1,290 @@
+"""Co-dealt hands in the transparency log: a real ``fairdeck codealer`` process and a real dealer on
+127.0.0.1:0 deal through the SDK, the dealer logs each hand's entries (codealing-spec section 11),
+and ``fairdeck audit`` passes over the log; logs made bad (an entry dropped, a share altered,
+entries out of order or doubled) fail, naming the hand and the step."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from fairdeck.client import AuditClient, DealerClient
+from fairdeck.client.codeal_seat import CodealHands, SeatKey
+from fairdeck.codeal.entries import SEEDS, SETUP, SHARES, SHUFFLE, CodealEntry, decode_entry
+from fairdeck.log.audit import AuditReport
+from fairdeck.log.note import Signer
+from tests.log.testkit import (
+    LONG_LIFETIME,
+    CliResult,
+    database,
+    fairdeck,
+    read_entries,
+    resign_all,
+    verifier_key,
+)
+from tests.support.codealers import CodealerProcess, init_codealer
+from tests.support.dealers import RunningDealer, deal_closed_hand
+
+CODEALT = (SETUP, SHUFFLE, SHARES, SEEDS)
+
+
+@dataclass
+class CodealtLog:
+    """A stopped dealer's data dir whose log holds co-dealt hands: ``closed`` (dealt and closed),
+    ``still_open`` (opened only), and one ordinary hand."""
+
+    data_dir: Path
+    closed: list[str] = field(default_factory=list)
+    still_open: list[str] = field(default_factory=list)
+    live: AuditReport | None = None
+    """The SDK's audit of the running dealer (AuditClient.audit, as ``audit --target``)."""
+
+    def copy(self, to: Path) -> Path:
+        shutil.copytree(self.data_dir, to)
+        return to
+
+
+def kind(entry: bytes) -> int:
+    return entry[4]
+
+
+def codealt(entry: bytes, hand_id: str) -> bool:
+    return kind(entry) in CODEALT and decode_entry(entry).hand_id == hand_id
+
+
+def wait_signed(dealer: RunningDealer) -> None:
+    """Until the dealer's signed checkpoint covers every entry it has stored."""
+    deadline = time.monotonic() + 20
+    with AuditClient(dealer.target, verifier=verifier_key(dealer.data_dir), timeout=10) as log:
+        while log.checkpoint().size < len(read_entries(dealer.data_dir)):
+            assert time.monotonic() < deadline, "no checkpoint covers the log"
+            time.sleep(0.02)
+
+
+@pytest.fixture(scope="module")
+def codealt_log(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CodealtLog]:
+    root = tmp_path_factory.mktemp("codealt-log")
+    init_codealer(root / "cd1")
+    built = CodealtLog(root / "data")
+    with CodealerProcess(root / "cd1") as codealer:
+        config = {"codealer": codealer.target, "codealer_key": codealer.identity, "checkpoint_interval": 0.02}
+        with RunningDealer(built.data_dir, **config) as dealer, DealerClient(dealer.target, timeout=30) as c:
+            hands = CodealHands(c)
+            for deck, seat_cards, board in (("standard", 2, 3), ("short", 1, 0)):
+                hand = hands.open_hand(deck)
+                # Acknowledged, so durable: the setup and both shuffles are in the log already.
+                assert [kind(e) for e in read_entries(built.data_dir) if codealt(e, hand.hand_id)] == [
+                    SETUP,
+                    SHUFFLE,
+                    SHUFFLE,
+                ]
+                hands.draw(hand.hand_id, seat_cards, seat_public_key=SeatKey.generate().public_key)
+                if board:
+                    hands.draw(hand.hand_id, board)
+                hands.close_hand(hand.hand_id)
+                built.closed.append(hand.hand_id)
+            built.still_open.append(hands.open_hand("short").hand_id)
+            deal_closed_hand(dealer.target, "standard")
+            wait_signed(dealer)
+            with AuditClient(dealer.target, verifier=verifier_key(dealer.data_dir), timeout=30) as log:
+                built.live = log.audit(max_hand_lifetime=float(LONG_LIFETIME))
+    yield built
+
+
+def audit(data_dir: Path, *extra: str) -> CliResult:
+    key = verifier_key(data_dir)
+    return fairdeck(
+        "audit", "--data", str(data_dir), "--key", key, "--max-hand-lifetime", LONG_LIFETIME, *extra
+    )
+
+
+def rewrite(data_dir: Path, change: Callable[[list[bytes]], list[bytes]]) -> None:
+    """Replace the log's entries with ``change(entries)`` and sign the result with the real key
+    (the dealer itself lying): only the co-dealt checks can tell."""
+    entries = change(read_entries(data_dir))
+    with database(data_dir) as conn:
+        conn.execute("DELETE FROM log_entries")
+        conn.executemany("INSERT INTO log_entries (idx, entry) VALUES (?, ?)", list(enumerate(entries)))
+    resign_all(data_dir)
+
+
+def where(entries: list[bytes], hand_id: str, wanted: int, nth: int = 0) -> int:
+    """The index of the ``nth`` co-dealt entry of type ``wanted`` of ``hand_id``."""
+    return [i for i, e in enumerate(entries) if codealt(e, hand_id) and kind(e) == wanted][nth]
+
+
+def test_the_log_holds_each_codealt_hand_in_order_and_the_audit_verifies_it(codealt_log: CodealtLog) -> None:
+    entries = read_entries(codealt_log.data_dir)
+    first = [kind(e) for e in entries if codealt(e, codealt_log.closed[0])]
+    assert first == [SETUP, SHUFFLE, SHUFFLE, *[SHARES] * 5, SEEDS]
+    shares = [decode_entry(e) for e in entries if codealt(e, codealt_log.closed[0]) and kind(e) == SHARES]
+    assert [s.position for s in shares] == [0, 1, 2, 3, 4] and all(len(s.records) == 2 for s in shares)
+    assert [kind(e) for e in entries if codealt(e, codealt_log.still_open[0])] == [SETUP, SHUFFLE, SHUFFLE]
+
+    live = codealt_log.live
+    assert live is not None and live.ok, live
+    assert (live.codeal_hands, live.codeal_verified, live.codeal_open) == (3, 2, 1)
+    result = audit(codealt_log.data_dir, "--json")
+    assert result.rc == 0, result.out + result.err
+    assert result.report["codeal"] == {"hands": 3, "verified": 2, "open": 1}
+    assert (result.report["hands"], result.report["closed"]) == (1, 1)  # the ordinary hand
+    text = audit(codealt_log.data_dir)
+    assert text.rc == 0
+    assert (
+        "  co-dealt hands 3: closed and verified 2 (codealing-spec section 10; the co-dealers' "
+        "identities are not in the log, not checked), still open 1"
+    ) in text.out.splitlines()
+
+
+def failed(data_dir: Path) -> list[tuple[int, str, str]]:
+    result = audit(data_dir, "--json")
+    assert result.rc == 1, result.out + result.err
+    return [(f["index"], f["hand_id"], f["problem"]) for f in result.findings]
+
+
+def test_a_dropped_shuffle_entry_fails_the_hand(codealt_log: CodealtLog, tmp_path: Path) -> None:
+    data = codealt_log.copy(tmp_path / "data")
+    hand_id = codealt_log.closed[0]
+    dropped = where(read_entries(data), hand_id, SHUFFLE, 1)
+    rewrite(data, lambda es: es[:dropped] + es[dropped + 1 :])
+    assert failed(data) == [
+        (
+            dropped,
+            hand_id,
+            "co-dealt shares entry after 1 of the hand's 2 shuffle entries (section 11: every shuffle "
+            "is logged before any card is dealt)",
+        )
+    ]
+
+
+def test_a_dropped_shuffle_of_a_hand_still_open_fails_it_at_the_end(
+    codealt_log: CodealtLog, tmp_path: Path
+) -> None:
+    data = codealt_log.copy(tmp_path / "data")
+    hand_id = codealt_log.still_open[0]
+    entries = read_entries(data)
+    setup, dropped = where(entries, hand_id, SETUP), where(entries, hand_id, SHUFFLE, 1)
+    rewrite(data, lambda es: es[:dropped] + es[dropped + 1 :])
+    problem = (
+        "co-dealt hand set up with 2 key holders has 1 shuffle entries (section 11: all are logged "
+        "when it opens)"
+    )
+    assert failed(data) == [(setup, hand_id, problem)]
+
+
+def test_an_altered_share_fails_the_hand_at_step_share(codealt_log: CodealtLog, tmp_path: Path) -> None:
+    data = codealt_log.copy(tmp_path / "data")
+    hand_id = codealt_log.closed[0]
+    at = where(read_entries(data), hand_id, SHARES, 2)
+
+    def alter(es: list[bytes]) -> list[bytes]:
+        e = decode_entry(es[at])
+        theirs = bytearray(e.records[1])
+        theirs[96] ^= 1  # the low bit of z (little-endian): still a reduced scalar, a wrong one
+        bad = CodealEntry(SHARES, e.time_ms, hand_id, records=(e.records[0], bytes(theirs)), position=2)
+        return [*es[:at], bad.encode(), *es[at + 1 :]]
+
+    rewrite(data, alter)
+    seeds = where(read_entries(data), hand_id, SEEDS)
+    assert failed(data) == [
+        (
+            seeds,
+            hand_id,
+            "co-dealt hand fails at step share (codealing-spec section 10): position 2, holder 1: the "
+            "DLEQ proof fails against the key",
+        )
+    ]
+
+
+@pytest.mark.parametrize(
+    "swap",
+    [
+        pytest.param((SHUFFLE, 0, SHUFFLE, 1), id="shuffles-in-the-wrong-holder-order"),
+        pytest.param((SHARES, 4, SEEDS, 0), id="a-share-after-the-seeds"),
+        pytest.param((SHARES, 0, SHARES, 1), id="positions-out-of-order"),
+    ],
+)
+def test_entries_out_of_order_fail_the_hand(
+    codealt_log: CodealtLog, tmp_path: Path, swap: tuple[int, int, int, int]
+) -> None:
+    data = codealt_log.copy(tmp_path / "data")
+    hand_id = codealt_log.closed[0]
+    entries = read_entries(data)
+    a, b = where(entries, hand_id, swap[0], swap[1]), where(entries, hand_id, swap[2], swap[3])
+
+    def swapped(es: list[bytes]) -> list[bytes]:
+        es = list(es)
+        es[a], es[b] = es[b], es[a]
+        return es
+
+    rewrite(data, swapped)
+    found = failed(data)
+    # The first entry out of place: for the seeds before the last shares, that shares entry (the
+    # seeds close a hand of four dealt positions, which verifies; nothing may follow them).
+    assert len(found) == 1 and found[0][:2] == (b if swap[2] == SEEDS else a, hand_id), found
+    words = {
+        SHUFFLE: "co-dealt shuffle entry of holder 1 where holder 0's is due",
+        SEEDS: "co-dealt shares entry after the hand's seeds entry",
+        SHARES: "co-dealt shares entry for position 1 where position 0's is due",
+    }
+    assert found[0][2].startswith(words[swap[2]]), found
+
+
+def test_a_doubled_setup_and_an_entry_of_no_hand_are_findings(
+    codealt_log: CodealtLog, tmp_path: Path
+) -> None:
+    data = codealt_log.copy(tmp_path / "data")
+    hand_id = codealt_log.closed[1]
+    entries = read_entries(data)
+    setup = entries[where(entries, hand_id, SETUP)]
+    stray = CodealEntry(SEEDS, 1, "no-such-hand", records=(bytes(32), bytes(32))).encode()
+    rewrite(data, lambda es: [*es, setup, stray])
+    assert failed(data) == [
+        (len(entries), hand_id, "co-dealt setup entry for a co-dealt hand already in the log"),
+        (len(entries) + 1, "no-such-hand", "co-dealt seeds entry for a hand with no setup entry"),
+    ]
+
+
+def test_on_postgresql_the_entries_are_logged_durably_and_audited(pg_url: str, tmp_path: Path) -> None:
+    """The same path on the PostgreSQL engine: the opening is in the database when OpenHand has
+    answered, and ``fairdeck audit --db`` verifies the closed hand."""
+    keys = ["--seed-key-file", str(tmp_path / "seed.key"), "--log-key-file", str(tmp_path / "log.key")]
+    made = fairdeck("init", "--keys-only", "--data", str(tmp_path / "unused"), *keys)
+    assert made.rc == 0, made.err
+    init_codealer(tmp_path / "cd1")
+    (tmp_path / "data").mkdir()  # the co-dealt hands' own file (codeal.db) is local even on --db
+    vkey = Signer.parse((tmp_path / "log.key").read_text().strip()).verifier.to_string()
+    with CodealerProcess(tmp_path / "cd1") as codealer:
+        config = {
+            "db": pg_url,
+            "seed_key_file": tmp_path / "seed.key",
+            "log_key_file": tmp_path / "log.key",
+            "codealer": codealer.target,
+            "codealer_key": codealer.identity,
+            "checkpoint_interval": 0.02,
+        }
+        with (
+            RunningDealer(tmp_path / "data", **config) as dealer,
+            DealerClient(dealer.target, timeout=30) as c,
+        ):
+            hands = CodealHands(c)
+            hand = hands.open_hand("short")
+            with psycopg.connect(pg_url) as db:
+                stored = [bytes(e) for (e,) in db.execute("SELECT entry FROM log_entries ORDER BY idx")]
+            assert [kind(e) for e in stored] == [SETUP, SHUFFLE, SHUFFLE]
+            hands.draw(hand.hand_id, 2)
+            hands.close_hand(hand.hand_id)
+            deadline = time.monotonic() + 20
+            with AuditClient(dealer.target, verifier=vkey, timeout=10) as log:
+                while log.checkpoint().size < 6:
+                    assert time.monotonic() < deadline, "no checkpoint covers the log"
+                    time.sleep(0.02)
+    result = fairdeck("audit", "--db", pg_url, "--key", vkey, "--max-hand-lifetime", LONG_LIFETIME, "--json")
+    assert result.rc == 0, result.out + result.err
+    assert result.report["codeal"] == {"hands": 1, "verified": 1, "open": 0}
