@@ -4,8 +4,9 @@ It keeps one fresh key and seed per hand, verifies every key record and every sh
 own, signs its key and shuffle records with its long-term identity (section 5.5), and gives a
 share only (a) once it has shuffled, (b) for the next position of the deal order, or again to the
 seat that position went to, (c) for a final deck that descends from its own signed shuffle through
-verified records (section 6.5), (d) sealed to one seat while the hand runs; public shares of dealt
-positions only after the hand ended. Every rule is checked and the share recorded in one ledger
+verified records (section 6.5), (d) sealed to one seat while the hand runs, sealed once and signed
+in a statement naming the seat key (section 9.1); public shares of dealt positions only after the
+hand ended. Every rule is checked and the share recorded in one ledger
 transaction before the share is made. Refusals are ``DealerError``s; no grpc here.
 """
 
@@ -28,13 +29,14 @@ from fairdeck.codeal.keys import KeyRecord, new_holder, verify_key_record
 from fairdeck.codeal.proof import prove_shuffle, verify_shuffle
 from fairdeck.codeal.record import ShuffleRecord, sign_shuffle, verify_signature
 from fairdeck.codeal.seal import seal_share
+from fairdeck.codeal.seal_statement import sign_seal
 from fairdeck.codeal.shares import make_share
 from fairdeck.codeal.shuffle import check_fresh, permutation, randomness, shuffle_deck
 from fairdeck.core.decks import DeckSpec, DeckSpecError
 from fairdeck.core.seeds import SeedError, check_hand_id
 from fairdeck.wire import Reason
 from fairdeck_server import refusals
-from fairdeck_server.codealer.ledger import HandRow, Ledger, read_hand, read_shares
+from fairdeck_server.codealer.ledger import HandRow, Ledger, read_hand, read_seals, read_shares
 from fairdeck_server.vault import SeedVault
 
 
@@ -44,6 +46,8 @@ class GivenShares:
 
     shares: tuple[bytes, ...] = ()
     sealed: tuple[bytes, ...] = ()
+    seal_signatures: tuple[bytes, ...] = ()
+    """One per sealed share: the identity key's signature over its seal statement (section 9.1)."""
 
 
 CACHE_HANDS = 4096
@@ -194,6 +198,10 @@ class CoDealer:
         field = "seat_public_keys" if seats else "seat_public_key"
         if seats and (seat_key or not all(seats)):
             raise refusals.invalid(field, Reason.INVALID_SEAT_KEY, "seat keys, and not seat_public_key too")
+        if len(set(seats)) != len(seats):
+            raise refusals.invalid(
+                field, Reason.INVALID_SEAT_KEY, "two seats with one key: each seat makes its own"
+            )
         keys = list(seats) if seats else [seat_key]
         if position < 0 or position + len(keys) * max(count, 1) > spec.size:  # before any work per key
             raise refusals.codeal(
@@ -211,7 +219,7 @@ class CoDealer:
         ctx, final, x = self._hand_state(row, spec, later)
         positions = range(position, position + len(owners))
 
-        def record(db: sqlite3.Connection) -> None:
+        def record(db: sqlite3.Connection) -> dict[int, tuple[bytes, bytes, bytes]]:
             now = read_hand(db, hand_id)
             given = read_shares(db, hand_id)
             ended = now is not None and now.revealed
@@ -237,16 +245,52 @@ class CoDealer:
                     (hand_id, p, owner, self.clock_ms()),
                 )
                 given[p] = owner
+            return read_seals(db, hand_id) if any(owners) else {}
 
-        self.ledger.transaction(record)
-        shares = [make_share(ctx, p, row.holder, x, final[p], self.random).encode() for p in positions]
+        made = self.ledger.transaction(record)
         if not any(owners):
+            shares = [make_share(ctx, p, row.holder, x, final[p], self.random).encode() for p in positions]
             return GivenShares(shares=tuple(shares))
-        return GivenShares(
-            sealed=tuple(
-                seal_share(spec, hand_id, p, row.holder, share, owner, self.random)
-                for p, share, owner in zip(positions, shares, owners, strict=True)
+        return self._sealed(row, ctx, x, final, list(zip(positions, owners, strict=True)), made)
+
+    def _sealed(
+        self,
+        row: HandRow,
+        ctx: HandContext,
+        x: Scalar,
+        final: Deck,
+        owners: list[tuple[int, bytes]],
+        made: dict[int, tuple[bytes, bytes, bytes]],
+    ) -> GivenShares:
+        """Each position's sealed share and signed seal statement (spec section 9.1): made once,
+        on disk before it is answered, and the same bytes answered again on a retry, so there is
+        never more than one statement per position, and it names the one seat key recorded."""
+        fresh = []
+        for p, owner in owners:
+            if p in made:
+                continue
+            share = make_share(ctx, p, row.holder, x, final[p], self.random).encode()
+            sealed = seal_share(ctx.deck, row.hand_id, p, row.holder, share, owner, self.random)
+            signature = sign_seal(self.identity, ctx, p, row.holder, owner, sealed).signature
+            fresh.append((row.hand_id, p, owner, sealed, signature))
+
+        def store(db: sqlite3.Connection) -> dict[int, tuple[bytes, bytes, bytes]]:
+            db.executemany(
+                "INSERT OR IGNORE INTO seals (hand_id, position, seat_key, sealed, signature) "
+                "VALUES (?, ?, ?, ?, ?)",
+                fresh,
+            )  # a concurrent twin that stored first wins: both answer its bytes
+            return read_seals(db, row.hand_id)
+
+        if fresh:
+            made = self.ledger.transaction(store)
+        if any(made[p][0] != owner for p, owner in owners):  # the shares table says otherwise: never
+            raise refusals.codeal(
+                Reason.SHARE_GIVEN_TO_ANOTHER_SEAT, "a position's share went to another seat"
             )
+        return GivenShares(
+            sealed=tuple(made[p][1] for p, _ in owners),
+            seal_signatures=tuple(made[p][2] for p, _ in owners),
         )
 
     def _hand_state(
