@@ -113,15 +113,16 @@ def open_seat_card(
     seat_secret: bytes,
     identity_keys: Sequence[bytes],
 ) -> int:
-    """A hole card on the seat's device: the seal statements (9.2), then each holder's sealed share
-    opened (9), verified (10.5) and combined (10.6). The card id, or CodealError naming the step."""
+    """A hole card on the seat's device: the seal statements (9.2), then every holder's sealed share
+    opened (9), each decoded and verified (10.5), and combined (10.6), in that order (as the
+    JavaScript seat does). The card id, or CodealError naming the step."""
     if not 0 <= p < len(final):
         raise CodealError("transcript", "dealt positions must be distinct and in 0..n-1")
     check_seals(ctx, p, sealed_shares, seals, seat_public_key(seat_secret), identity_keys)
-    shares = []
-    for k, sealed in enumerate(sealed_shares):
-        opened = open_sealed_share(ctx.deck, ctx.hand_id, p, k, sealed, seat_secret)
-        share = Share.decode(opened, f"position {p} share {k}")
+    opened = [
+        open_sealed_share(ctx.deck, ctx.hand_id, p, k, s, seat_secret) for k, s in enumerate(sealed_shares)
+    ]
+    shares = [Share.decode(data, f"position {p} share {k}") for k, data in enumerate(opened)]
+    for k, share in enumerate(shares):
         verify_share(ctx, p, k, final[p], share)
-        shares.append(share)
     return open_card(ctx, p, final[p], shares)
