@@ -223,6 +223,10 @@ class CodealDealer:
         keys = list(seats) if seats else [seat_key]
         if any(len(k) != 32 for k in keys if k or seats):
             raise refusals.invalid(field, Reason.INVALID_SEAT_KEY, "an X25519 key is 32 bytes")
+        if len(set(keys)) != len(keys):  # the co-dealer refuses it too (spec section 9.1)
+            raise refusals.invalid(
+                field, Reason.INVALID_SEAT_KEY, "two seats with one key: each seat makes its own"
+            )
         if self.pool is not None:
             self.pool.busy()
         async with self._lock(hand_id):

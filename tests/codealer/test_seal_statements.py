@@ -54,14 +54,17 @@ def test_a_dealer_that_substitutes_its_own_seat_key_reads_the_card_and_the_victi
     with CodealerProcess(tmp_path / "cd1") as codealer:
         pinned = [bytes.fromhex(codealer.identity)]
 
-        async def attack() -> tuple[pb.Hand, list[int], list[bytes], list[bytes], list[bytes], DealerError]:
+        async def attack() -> tuple[
+            pb.Hand, list[int], list[bytes], list[bytes], list[list[bytes]], DealerError
+        ]:
             dealer = dealer_for(tmp_path, codealer)
             try:
                 row = await dealer.open_hand("t1", "standard")
                 # The seat asked for two cards; the dealer asks the co-dealer for them with ITS key.
                 _, sealed, signatures = await dealer.link.share(row.hand_id, 0, house.public_key, 2)
                 ctx, final, x = dealer._state(row)
-                read, resealed = [], []
+                read: list[int] = []
+                resealed: list[list[bytes]] = []
                 for p in (0, 1):
                     theirs = Share.decode(
                         open_sealed_share(ctx.deck, row.hand_id, p, 1, sealed[p], house.secret), "share 1"
