@@ -6,8 +6,9 @@ share only (a) once it has shuffled, (b) for the next position of the deal order
 seat that position went to, (c) for a final deck that descends from its own signed shuffle through
 verified records (section 6.5), (d) sealed to one seat while the hand runs, sealed once and signed
 in a statement naming the seat key (section 9.1); public shares of dealt positions only after the
-hand ended. Every rule is checked and the share recorded in one ledger
-transaction before the share is made. Refusals are ``DealerError``s; no grpc here.
+hand ended. Every rule is checked before a share is made, and again in the one ledger
+transaction that records the position (and its seal) before anything is answered. Refusals are
+``DealerError``s; no grpc here.
 """
 
 from __future__ import annotations
@@ -219,10 +220,15 @@ class CoDealer:
         ctx, final, x = self._hand_state(row, spec, later)
         positions = range(position, position + len(owners))
 
-        def record(db: sqlite3.Connection) -> dict[int, tuple[bytes, bytes, bytes]]:
+        Seals = dict[int, tuple[bytes, bytes, bytes]]
+
+        def record(db: sqlite3.Connection, fresh: Seals | None) -> Seals:
+            """The rules, position by position; with ``fresh`` (sealed draws: the seals made after
+            a first pass that wrote nothing), the positions and their seals recorded together."""
             now = read_hand(db, hand_id)
             given = read_shares(db, hand_id)
             ended = now is not None and now.revealed
+            write = fresh is not None or not any(owners)
             for p, owner in zip(positions, owners, strict=True):
                 if p in given:
                     if given[p] == owner or (ended and not owner):
@@ -240,58 +246,47 @@ class CoDealer:
                         f"the next position of the deal order is {len(given)}",
                         "position",
                     )
-                db.execute(
-                    "INSERT INTO shares (hand_id, position, seat_key, given_ms) VALUES (?, ?, ?, ?)",
-                    (hand_id, p, owner, self.clock_ms()),
-                )
+                if write:
+                    db.execute(
+                        "INSERT INTO shares (hand_id, position, seat_key, given_ms) VALUES (?, ?, ?, ?)",
+                        (hand_id, p, owner, self.clock_ms()),
+                    )
                 given[p] = owner
+            if fresh:  # a twin that stored a position's seal first wins: both answer its bytes
+                db.executemany(
+                    "INSERT OR IGNORE INTO seals (hand_id, position, seat_key, sealed, signature) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    [(hand_id, p, *seal) for p, seal in fresh.items()],
+                )
             return read_seals(db, hand_id) if any(owners) else {}
 
-        made = self.ledger.transaction(record)
         if not any(owners):
+            self.ledger.transaction(lambda db: record(db, None))
             shares = [make_share(ctx, p, row.holder, x, final[p], self.random).encode() for p in positions]
             return GivenShares(shares=tuple(shares))
-        return self._sealed(row, ctx, x, final, list(zip(positions, owners, strict=True)), made)
-
-    def _sealed(
-        self,
-        row: HandRow,
-        ctx: HandContext,
-        x: Scalar,
-        final: Deck,
-        owners: list[tuple[int, bytes]],
-        made: dict[int, tuple[bytes, bytes, bytes]],
-    ) -> GivenShares:
-        """Each position's sealed share and signed seal statement (spec section 9.1): made once,
-        on disk before it is answered, and the same bytes answered again on a retry, so there is
-        never more than one statement per position, and it names the one seat key recorded."""
-        fresh = []
-        for p, owner in owners:
-            if p in made:
-                continue
-            share = make_share(ctx, p, row.holder, x, final[p], self.random).encode()
-            sealed = seal_share(ctx.deck, row.hand_id, p, row.holder, share, owner, self.random)
-            signature = sign_seal(self.identity, ctx, p, row.holder, owner, sealed).signature
-            fresh.append((row.hand_id, p, owner, sealed, signature))
-
-        def store(db: sqlite3.Connection) -> dict[int, tuple[bytes, bytes, bytes]]:
-            db.executemany(
-                "INSERT OR IGNORE INTO seals (hand_id, position, seat_key, sealed, signature) "
-                "VALUES (?, ?, ?, ?, ?)",
-                fresh,
-            )  # a concurrent twin that stored first wins: both answer its bytes
-            return read_seals(db, row.hand_id)
-
-        if fresh:
-            made = self.ledger.transaction(store)
-        if any(made[p][0] != owner for p, owner in owners):  # the shares table says otherwise: never
+        # Sealed: the rules first, writing nothing (a refusal costs no share), then the seals of the
+        # positions not sealed yet, then the rules again with the positions and seals written in
+        # one durable step before any of it is answered.
+        pairs = list(zip(positions, owners, strict=True))
+        made = self.ledger.transaction(lambda db: record(db, None))
+        fresh = {p: self._seal(row, ctx, x, final, p, owner) for p, owner in pairs if p not in made}
+        made = self.ledger.transaction(lambda db: record(db, fresh))
+        if any(made[p][0] != owner for p, owner in pairs):  # the shares table says otherwise: never
             raise refusals.codeal(
                 Reason.SHARE_GIVEN_TO_ANOTHER_SEAT, "a position's share went to another seat"
             )
         return GivenShares(
-            sealed=tuple(made[p][1] for p, _ in owners),
-            seal_signatures=tuple(made[p][2] for p, _ in owners),
+            sealed=tuple(made[p][1] for p, _ in pairs),
+            seal_signatures=tuple(made[p][2] for p, _ in pairs),
         )
+
+    def _seal(
+        self, row: HandRow, ctx: HandContext, x: Scalar, final: Deck, p: int, owner: bytes
+    ) -> tuple[bytes, bytes, bytes]:
+        """(seat key, sealed share, signature of its seal statement) for position ``p`` (9.1)."""
+        share = make_share(ctx, p, row.holder, x, final[p], self.random).encode()
+        sealed = seal_share(ctx.deck, row.hand_id, p, row.holder, share, owner, self.random)
+        return owner, sealed, sign_seal(self.identity, ctx, p, row.holder, owner, sealed).signature
 
     def _hand_state(
         self, row: HandRow, spec: DeckSpec, later: Sequence[bytes]
