@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -101,3 +102,37 @@ def test_the_file_is_what_the_generator_writes() -> None:
         cwd=ROOT,
     )
     assert result.returncode == 0, result.stderr
+
+
+def flipped(hex_bytes: str, rng: random.Random) -> str:
+    data = bytearray.fromhex(hex_bytes)
+    data[rng.randrange(len(data))] ^= 1 << rng.randrange(8)
+    return data.hex()
+
+
+def flipped_seal_cases(count: int, seed: int) -> list[dict[str, Any]]:
+    """Cases of the file's form: one bit flipped anywhere in a valid case's relayed statements or
+    sealed shares (the dealer's own sealed share included)."""
+    rng = random.Random(seed)
+    valid = [c for c in SEAL_VECTORS["cases"] if c["name"].startswith("valid")]
+    cases = []
+    for n in range(count):
+        case = json.loads(json.dumps(rng.choice(valid)))
+        if rng.random() < 0.6:
+            seal = rng.choice(case["seals"])
+            name = rng.choice(["seat_public_key", "sealed_share_sha256", "signature"])
+            seal[name] = flipped(seal[name], rng)
+        else:
+            k = rng.randrange(len(case["sealed"]))
+            case["sealed"][k] = flipped(case["sealed"][k], rng)
+        case["name"] = f"flip {n}"
+        cases.append(case)
+    return cases
+
+
+def test_a_flipped_bit_anywhere_in_a_statement_or_a_sealed_share_is_refused() -> None:
+    lines = [device_line(c) for c in flipped_seal_cases(60, seed=91)]
+    assert not [line for line in lines if line.startswith("OK")]
+    assert all(line.startswith(("FAILED at step seal: ", "FAILED at step encoding: ")) for line in lines), (
+        lines
+    )

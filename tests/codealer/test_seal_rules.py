@@ -14,6 +14,7 @@ import pytest
 from fairdeck.client.codeal_seat import SeatKey
 from fairdeck.wire import Reason
 from fairdeck_server.codeal_dealing import CodealDealer
+from fairdeck_server.codealer.ledger import Ledger
 from fairdeck_server.refusals import DealerError
 from tests.codealer.test_pool import InProcessLink, make_dealer
 
@@ -94,3 +95,22 @@ def test_the_dealer_refuses_a_seal_statement_that_does_not_name_the_seat_key_it_
         "the co-dealer's seal statement does not verify: seal: position 0: co-dealer 1's seal statement "
         "does not verify under its pinned identity key"
     )
+
+
+def test_a_ledger_made_before_the_seals_table_gets_it_when_opened_to_serve(tmp_path: Path) -> None:
+    """A co-dealer upgraded in place opens its ledger with ``create=False``; the seals table is
+    added, the positions it gave before keep their seat, and a retry of one is sealed and signed."""
+    dealer = make_dealer(tmp_path)
+    row = asyncio.run(dealer.open_hand("t1", "short"))
+    codealer = dealer.link.codealer  # type: ignore[attr-defined]
+    seat = SeatKey.generate().public_key
+    codealer.share(row.hand_id, 0, seat, [], 1)
+    codealer.ledger.transaction(lambda db: db.execute("DROP TABLE seals"))  # as the old schema
+    codealer.ledger.close()
+    codealer.ledger = Ledger(tmp_path / "codealer.db", create=False)
+    assert codealer.ledger.seals(row.hand_id) == {}
+    given = codealer.share(row.hand_id, 0, seat, [], 1)
+    assert codealer.ledger.seals(row.hand_id)[0] == (seat, given.sealed[0], given.seal_signatures[0])
+    with pytest.raises(DealerError) as e:
+        codealer.share(row.hand_id, 0, SeatKey.generate().public_key, [], 1)
+    assert e.value.reason == Reason.SHARE_GIVEN_TO_ANOTHER_SEAT

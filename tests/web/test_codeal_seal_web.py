@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.codeal.test_seal_vectors import SEAL_VECTORS, device_line
+from tests.codeal.test_seal_vectors import SEAL_VECTORS, device_line, flipped_seal_cases
 from tests.web import browser
 
 SEAL_FILE = browser.VECTORS / "fairdeck-codeal-seal-v1.json"
@@ -66,3 +67,21 @@ def test_the_page_gives_the_python_line_on_every_seal_vector(
     )
     assert result["seal_vectors"] == python_lines()
     assert result["requests"] == [] and result["errors"] == []
+
+
+def test_node_gives_the_python_line_on_a_flipped_bit_anywhere(tmp_path: Path) -> None:
+    """Beyond the vectors: a bit flipped anywhere in a statement or a sealed share is refused by
+    the JavaScript at the reference's step and in its words."""
+    browser.require(browser.node_missing())
+    cases = flipped_seal_cases(60, seed=36)
+    path = tmp_path / "flips.json"
+    path.write_text(json.dumps({**SEAL_VECTORS, "cases": cases}), encoding="utf-8")
+    done = subprocess.run(
+        ["node", "test/seal-lines.mjs", str(path)],
+        cwd=browser.WEB,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout) == {c["name"]: device_line(c) for c in cases}
