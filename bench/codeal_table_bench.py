@@ -123,7 +123,7 @@ def main() -> None:
                 per_seat = []
                 for seat, cards in zip(seats, sealed, strict=True):
                     s0 = time.perf_counter()
-                    open_cards(hand, cards, seat)
+                    open_cards(hand, cards, seat, [bytes.fromhex(key)])
                     per_seat.append(time.perf_counter() - s0)
                 t2 = time.perf_counter()
                 codeal_ms.append((t2 - t0) * 1000)

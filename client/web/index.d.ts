@@ -418,10 +418,55 @@ export function seatContext(hand: { deck: string; handId: string; keys: Uint8Arr
 /** A card from its K shares (holder order): each DLEQ proof checked, then combined (section 8). */
 export function combineShares(context: SeatContext, position: number, shares: Uint8Array[]): { id: number; code: string };
 
-/** A hole card on the seat's device: every holder's sealed share opened, checked and combined. */
+/**
+ * A co-dealer's signed word that it sealed one position to one seat key (docs/codealing-spec.md
+ * section 9.1), as the dealer relays it (SealedCard.seals).
+ */
+export interface SealStatement {
+  /** The co-dealer's holder index, 1 .. K-1. */
+  holder: number;
+  /** The X25519 key it sealed to, 32 bytes. */
+  seatPublicKey: Uint8Array;
+  /** SHA-256 of the sealed share it made, 32 bytes. */
+  sealedSha256: Uint8Array;
+  /** Ed25519 signature by its identity key over sealStatement(...), 64 bytes. */
+  signature: Uint8Array;
+}
+
+/** The bytes a co-dealer signs (section 9.1). */
+export function sealStatement(
+  context: SeatContext,
+  position: number,
+  holder: number,
+  seatPublicKey: Uint8Array,
+  sealedSha256: Uint8Array,
+): Uint8Array;
+
+/**
+ * Section 9.2: every co-dealer's statement for `position` verifies under the Ed25519 key the device
+ * pinned for it (`identityKeys`, holders 1..K-1; never the keys the hand names), names this seat's
+ * key and the sealed bytes received. VerificationError ("seal", "encoding", "transcript") naming the
+ * position otherwise: "position P was sealed by co-dealer K to another key: the dealer may have read
+ * this card".
+ */
+export function checkSeals(
+  context: SeatContext,
+  position: number,
+  sealedShares: Uint8Array[],
+  seals: SealStatement[],
+  seatPublicKey: Uint8Array,
+  identityKeys: Uint8Array[],
+): void;
+
+/**
+ * A hole card on the seat's device: the co-dealers' seal statements checked (checkSeals), then every
+ * holder's sealed share opened, checked and combined.
+ */
 export function openSeatCard(
   context: SeatContext,
   position: number,
   sealedShares: Uint8Array[],
   secretKey: Uint8Array,
+  seals: SealStatement[],
+  identityKeys: Uint8Array[],
 ): { id: number; code: string };

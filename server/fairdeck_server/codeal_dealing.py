@@ -4,7 +4,8 @@ Opening a hand: the dealer draws its own key and seed, asks the co-dealer to ann
 record (signed by its pinned identity), shuffles first, hands its shuffle to the co-dealer (which
 verifies it and shuffles in turn), then verifies the co-dealer's proof, signature and identity
 signature. A draw asks the co-dealer for its share of each next position, sealed to the seat's
-X25519 key (or public), and seals its own; the dealer never holds the co-dealer's secrets, so it
+X25519 key (or public), checks and relays the co-dealer's signed seal statements (section 9.1),
+and seals its own; the dealer never holds the co-dealer's secrets, so it
 cannot open a seat's card. Closing asks for the co-dealer's seed and public shares and checks the
 whole hand with ``fairdeck.codeal.verify_hand``. ``CoDealerLink`` is the co-dealer's transport
 (edge/codealer_link.py); no grpc here.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import secrets
 import time
@@ -31,6 +33,7 @@ from fairdeck.codeal.keys import KeyRecord, new_holder, verify_key_record
 from fairdeck.codeal.proof import prove_shuffle, verify_shuffle
 from fairdeck.codeal.record import ShuffleRecord, sign_shuffle, verify_signature
 from fairdeck.codeal.seal import seal_share
+from fairdeck.codeal.seal_statement import SealStatement, check_seals
 from fairdeck.codeal.shares import Share, make_share, open_card, verify_share
 from fairdeck.codeal.shuffle import check_fresh, permutation, randomness, shuffle_deck
 from fairdeck.codeal.verify import CodealHand, DealtPosition, verify_hand
@@ -73,7 +76,7 @@ class CoDealerLink(Protocol):
     ) -> tuple[bytes, bytes]: ...
     async def share(
         self, hand_id: str, position: int, seat_key: bytes, count: int, seats: Sequence[bytes] = ()
-    ) -> tuple[list[bytes], list[bytes]]: ...
+    ) -> tuple[list[bytes], list[bytes], list[bytes]]: ...
     async def reveal(self, hand_id: str) -> bytes: ...
     async def close(self) -> None: ...
 
@@ -87,6 +90,9 @@ class CodealDraw:
     shares: tuple[tuple[bytes, ...], ...]
     cards: tuple[int, ...]
     remaining: int
+    seals: tuple[tuple[SealStatement, ...], ...] = ()
+    """Sealed draws: per position, the co-dealer's signed seal statement (spec section 9.1), which
+    the dealer relays for the seat's device to check."""
 
 
 def _invalid(what: str, error: CodealError | None = None) -> refusals.DealerError:
@@ -224,6 +230,10 @@ class CodealDealer:
         keys = list(seats) if seats else [seat_key]
         if any(len(k) != 32 for k in keys if k or seats):
             raise refusals.invalid(field, Reason.INVALID_SEAT_KEY, "an X25519 key is 32 bytes")
+        if len(set(keys)) != len(keys):  # the co-dealer refuses it too (spec section 9.1)
+            raise refusals.invalid(
+                field, Reason.INVALID_SEAT_KEY, "two seats with one key: each seat makes its own"
+            )
         if self.pool is not None:
             self.pool.busy()
         async with self._lock(hand_id):
@@ -242,9 +252,12 @@ class CodealDealer:
             if first + len(owners) > spec.size:
                 raise refusals.not_enough_cards(spec.size - first, len(owners))
             ctx, final, x = self._state(row)
-            theirs, sealed = await self.link.share(hand_id, first, seat_key, count, keys if seats else [])
+            theirs, sealed, signatures = await self.link.share(
+                hand_id, first, seat_key, count, keys if seats else []
+            )
             if len(sealed if any(owners) else theirs) != len(owners):
                 raise _invalid("answer")
+            seals = _seals(ctx, self.identity_key, first, owners, sealed, signatures)
             shares, cards = [], []
             for i, owner in enumerate(owners):
                 p = first + i
@@ -269,7 +282,8 @@ class CodealDealer:
             # guard); the dealer's record follows, so the next draw starts after these.
             await asyncio.to_thread(self.store.add_seats, hand_id, first, owners)
             row.public["seats"].extend(k.hex() for k in owners)
-            return CodealDraw(row.deck, first, tuple(shares), tuple(cards), spec.size - first - len(owners))
+            left = spec.size - first - len(owners)
+            return CodealDraw(row.deck, first, tuple(shares), tuple(cards), left, seals)
 
     # -- close ---------------------------------------------------------------------------------
 
@@ -395,6 +409,32 @@ def _context(row: CodealRow) -> HandContext:
 def _final_deck(ctx: HandContext, row: CodealRow) -> Deck:
     last = row.public["shuffles"][-1]
     return ShuffleRecord.decode(bytes.fromhex(last), ctx.deck.size, len(row.public["shuffles"]) - 1).deck
+
+
+def _seals(
+    ctx: HandContext,
+    identity_key: bytes,
+    first: int,
+    owners: Sequence[bytes],
+    sealed: Sequence[bytes],
+    signatures: Sequence[bytes],
+) -> tuple[tuple[SealStatement, ...], ...]:
+    """The co-dealer's seal statements of a sealed draw, each checked as the seat's device will
+    (section 9.2): it sealed position ``first + i`` to the seat key the dealer asked for."""
+    if not any(owners):
+        return ()
+    if len(signatures) != len(owners):
+        raise _invalid("answer")
+    seals = []
+    for i, owner in enumerate(owners):
+        statement = SealStatement(1, owner, hashlib.sha256(sealed[i]).digest(), signatures[i])
+        pair = [b"", sealed[i]]  # holder 0's slot: the dealer's own seal is not in section 9.2
+        try:
+            check_seals(ctx, first + i, pair, [statement], owner, [identity_key])
+        except CodealError as e:
+            raise _invalid("seal statement", e) from None
+        seals.append((statement,))
+    return tuple(seals)
 
 
 def _check_shuffle(ctx: HandContext, own: bytes, theirs: bytes) -> None:

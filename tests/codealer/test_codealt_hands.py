@@ -77,10 +77,11 @@ def test_each_seat_opens_only_its_own_cards_and_the_closed_hand_verifies(
         board = hands.draw(hand.hand_id, 3)
         assert to_alice.cards == () and to_bob.cards == ()  # the dealer cannot see them
         assert len(board.cards) == 3 and board.position == 4 and board.remaining == 45
-        alice_cards = open_cards(hand, to_alice.sealed_cards, alice)
-        bob_cards = open_cards(hand, to_bob.sealed_cards, bob)
+        pinned = [bytes.fromhex(codealer.identity)]
+        alice_cards = open_cards(hand, to_alice.sealed_cards, alice, pinned)
+        bob_cards = open_cards(hand, to_bob.sealed_cards, bob, pinned)
         with pytest.raises(CodealError) as e:
-            open_cards(hand, to_alice.sealed_cards, bob)
+            open_cards(hand, to_alice.sealed_cards, bob, pinned)
         assert e.value.step == "seal"
         closed = hands.close_hand(hand.hand_id)
     assert closed.state == pb.HAND_STATE_CLOSED
@@ -192,9 +193,10 @@ def test_a_whole_table_is_dealt_in_one_call_and_each_seat_opens_only_its_cards(
         seats = [SeatKey.generate() for _ in range(3)]
         dealt = hands.deal_seats(hand.hand_id, 2, [s.public_key for s in seats])
         assert [[c.position for c in cards] for cards in dealt] == [[0, 1], [2, 3], [4, 5]]
-        opened = [open_cards(hand, cards, seat) for cards, seat in zip(dealt, seats, strict=True)]
+        pinned = [bytes.fromhex(codealer.identity)]
+        opened = [open_cards(hand, cards, seat, pinned) for cards, seat in zip(dealt, seats, strict=True)]
         with pytest.raises(CodealError):
-            open_cards(hand, dealt[1], seats[0])
+            open_cards(hand, dealt[1], seats[0], pinned)
         closed = hands.close_hand(hand.hand_id)
     assert [d.card for d in closed.codeal.dealt] == [c for cards in opened for c in cards]
     verify_codeal_hand(closed, [bytes.fromhex(codealer.identity)])
@@ -301,14 +303,14 @@ def test_the_readme_codealt_snippet_runs_as_written(
     (tmp_path / "codealer.key").write_text(codealer.identity + "\n")
     exec(compile(code, "README.md", "exec"), {})
     out = subprocess.run(
-        [sys.executable, "-m", "fairdeck.cli", "verify", "hand.json", "--codealer-key", codealer.identity],
+        [sys.executable, "-m", "fairdeck.cli", "verify", "alice.json", "--codealer-key", codealer.identity],
         capture_output=True,
         text=True,
         timeout=120,
         cwd=tmp_path,
     )
     assert out.returncode == 0 and out.stdout.startswith("OK: co-dealt hand "), out.stdout + out.stderr
-    assert "7 cards dealt, 2 key holders, seeds revealed" in out.stdout
+    assert "2 cards dealt, 2 key holders, seeds revealed" in out.stdout
 
 
 def test_a_seats_own_hand_proof_gives_the_same_line_in_fairdeck_verify_and_the_verifier_package(

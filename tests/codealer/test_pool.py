@@ -42,9 +42,9 @@ class InProcessLink:
 
     async def share(
         self, hand_id: str, position: int, seat_key: bytes, count: int, seats: Sequence[bytes] = ()
-    ) -> tuple[list[bytes], list[bytes]]:
+    ) -> tuple[list[bytes], list[bytes], list[bytes]]:
         given = self.codealer.share(hand_id, position, seat_key, [], count, seats)
-        return list(given.shares), list(given.sealed)
+        return list(given.shares), list(given.sealed), list(given.seal_signatures)
 
     async def reveal(self, hand_id: str) -> bytes:
         return self.codealer.reveal(hand_id)

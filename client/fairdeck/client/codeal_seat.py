@@ -4,11 +4,13 @@
 channel, credentials, retries and exceptions).
 
 ``SeatKey.generate()`` makes the key on the device (its secret never leaves it); the game server
-passes ``seat.public_key`` as DrawCards' ``seat_public_key``. ``open_cards`` opens each holder's
-sealed share with the seat's key, verifies each DLEQ share against the hand's public record and
-combines them into the card; ``verify_codeal_hand`` checks a closed co-dealt Hand's whole record
-with ``fairdeck.codeal`` (spec section 10) and the co-dealers' identity signatures against the
-keys the caller pins. Loaded only for co-dealt hands (it needs libsodium).
+passes ``seat.public_key`` as DrawCards' ``seat_public_key``. ``open_cards`` first checks that
+every co-dealer signed, under the identity key the player pinned, that it sealed the position to
+this seat's own key (spec 9.2), then opens each holder's sealed share with the seat's key,
+verifies each DLEQ share against the hand's public record and combines them into the card.
+``verify_codeal_hand`` checks a closed co-dealt Hand's whole record (spec section 10) and the
+co-dealers' identity signatures against the keys the caller pins. Loaded only for co-dealt
+hands (it needs libsodium).
 """
 
 from __future__ import annotations
@@ -23,8 +25,8 @@ from fairdeck.codeal.context import HandContext
 from fairdeck.codeal.handfile import CodealerSignatures, CodealHandProof
 from fairdeck.codeal.keys import KeyRecord
 from fairdeck.codeal.record import ShuffleRecord
-from fairdeck.codeal.seal import open_sealed_share, seat_public_key
-from fairdeck.codeal.shares import Share, open_card, verify_share
+from fairdeck.codeal.seal import seat_public_key
+from fairdeck.codeal.seal_statement import SealStatement, open_seat_card
 from fairdeck.codeal.verify import CodealHand, DealtPosition
 from fairdeck.core.cards import Card
 from fairdeck.core.decks import DeckSpec
@@ -122,23 +124,25 @@ def _context(hand: pb.Hand) -> tuple[DeckSpec, HandContext]:
     return spec, ctx
 
 
-def open_cards(hand: pb.Hand, sealed_cards: Sequence[pb.SealedCard], seat: SeatKey) -> list[int]:
-    """The card ids of ``sealed_cards``, each share opened with ``seat`` and verified (steps 9, 10.5,
-    10.6); CodealError names the step that failed."""
+def open_cards(
+    hand: pb.Hand, sealed_cards: Sequence[pb.SealedCard], seat: SeatKey, identity_keys: Sequence[bytes]
+) -> list[int]:
+    """The card ids of ``sealed_cards`` on the seat's device. ``identity_keys`` are the co-dealers'
+    Ed25519 keys the player pinned (holders 1..K-1 in order; never the ones the hand names). Each
+    position's co-dealer seal statements must verify under them and name this seat's own key
+    (spec 9.2: else the dealer may have read the card), then each share is opened with ``seat``,
+    verified and combined (9, 10.5, 10.6); CodealError names the step and the position."""
     spec, ctx = _context(hand)
     shuffles = hand.codeal.shuffle_records
     final = ShuffleRecord.decode(bytes(shuffles[-1]), spec.size, len(shuffles) - 1).deck
     cards = []
     for sealed in sealed_cards:
-        p = sealed.position
-        shares = []
-        for k, data in enumerate(sealed.shares):
-            share = Share.decode(
-                open_sealed_share(spec, hand.hand_id, p, k, bytes(data), seat.secret), f"share {k}"
-            )
-            verify_share(ctx, p, k, final[p], share)
-            shares.append(share)
-        cards.append(open_card(ctx, p, final[p], shares))
+        seals = [
+            SealStatement(s.holder, s.seat_public_key, s.sealed_share_sha256, s.signature)
+            for s in sealed.seals
+        ]
+        shares = [bytes(data) for data in sealed.shares]
+        cards.append(open_seat_card(ctx, final, sealed.position, shares, seals, seat.secret, identity_keys))
     return cards
 
 

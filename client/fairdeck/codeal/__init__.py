@@ -3,7 +3,8 @@
 It owns the pure core of docs/codealing-spec.md: the ristretto255 group and its strict encodings,
 cards as points, ElGamal, key holders' keys with proofs of possession, shuffles derived from seeds
 with their Terelius-Wikström proofs, decryption shares with DLEQ proofs, shares sealed to a seat's
-key, and the verifier of a whole co-dealt hand. No I/O, no clock: randomness is passed in. It may
+key with the co-dealers' signed seal statements the seat's device checks, and the verifier of a
+whole co-dealt hand. No I/O, no clock: randomness is passed in. It may
 import the standard library, ``cryptography``, ``pysodium`` (libsodium, the only source of group
 arithmetic) and ``fairdeck.core``; nothing in the ordinary mode imports it
 (tests/test_boundaries.py checks both).

@@ -207,6 +207,7 @@ class GetShareResponse(_message.Message):
 
     SHARES_FIELD_NUMBER: _builtins.int
     SEALED_SHARES_FIELD_NUMBER: _builtins.int
+    SEAL_SIGNATURES_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def shares(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bytes]:
         """The 128-byte shares, one per position, for a public share."""
@@ -215,15 +216,25 @@ class GetShareResponse(_message.Message):
     def sealed_shares(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bytes]:
         """The 176-byte sealed shares, one per position, for a seat."""
 
+    @_builtins.property
+    def seal_signatures(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bytes]:
+        """One per sealed share, in the same order: the co-dealer's Ed25519
+        signature, by its identity key, over the seal statement of that position
+        (spec section 9.1: the hand context, the position, the holder, the seat
+        key it sealed to and the SHA-256 of the sealed share). A position is
+        sealed once: a retry to the same seat gets the same bytes and signature.
+        """
+
     def __init__(
         self,
         *,
         shares: _abc.Iterable[_builtins.bytes] | None = ...,
         sealed_shares: _abc.Iterable[_builtins.bytes] | None = ...,
+        seal_signatures: _abc.Iterable[_builtins.bytes] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["sealed_shares", b"sealed_shares", "shares", b"shares"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["seal_signatures", b"seal_signatures", "sealed_shares", b"sealed_shares", "shares", b"shares"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -229,22 +229,70 @@ class SealedCard(_message.Message):
 
     POSITION_FIELD_NUMBER: _builtins.int
     SHARES_FIELD_NUMBER: _builtins.int
+    SEALS_FIELD_NUMBER: _builtins.int
     position: _builtins.int
     @_builtins.property
     def shares(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bytes]: ...
+    @_builtins.property
+    def seals(self) -> _containers.RepeatedCompositeFieldContainer[Global___CodealSeal]:
+        """For a card sealed to a seat: each co-dealer's signed seal statement
+        (holders 1 .. K-1, in order; spec section 9.1), which the seat's device
+        checks against the co-dealer identity keys it pinned before it opens a
+        share (section 9.2). Empty for a public draw.
+        """
+
     def __init__(
         self,
         *,
         position: _builtins.int = ...,
         shares: _abc.Iterable[_builtins.bytes] | None = ...,
+        seals: _abc.Iterable[Global___CodealSeal] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["position", b"position", "shares", b"shares"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["position", b"position", "seals", b"seals", "shares", b"shares"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___SealedCard: _TypeAlias = SealedCard  # noqa: Y015
+
+@_typing.final
+class CodealSeal(_message.Message):
+    """A co-dealer's signed word that it sealed one position's share to one seat
+    key (docs/codealing-spec.md section 9.1).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    HOLDER_FIELD_NUMBER: _builtins.int
+    SEAT_PUBLIC_KEY_FIELD_NUMBER: _builtins.int
+    SEALED_SHARE_SHA256_FIELD_NUMBER: _builtins.int
+    SIGNATURE_FIELD_NUMBER: _builtins.int
+    holder: _builtins.int
+    """The co-dealer's holder index (1 .. K-1)."""
+    seat_public_key: _builtins.bytes
+    """The X25519 key (32 bytes) the co-dealer sealed its share to."""
+    sealed_share_sha256: _builtins.bytes
+    """SHA-256 (32 bytes) of the 176-byte sealed share it made."""
+    signature: _builtins.bytes
+    """Ed25519 signature (64 bytes) by the co-dealer's identity key over the
+    seal statement.
+    """
+    def __init__(
+        self,
+        *,
+        holder: _builtins.int = ...,
+        seat_public_key: _builtins.bytes = ...,
+        sealed_share_sha256: _builtins.bytes = ...,
+        signature: _builtins.bytes = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["holder", b"holder", "sealed_share_sha256", b"sealed_share_sha256", "seat_public_key", b"seat_public_key", "signature", b"signature"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CodealSeal: _TypeAlias = CodealSeal  # noqa: Y015
 
 @_typing.final
 class ClientSeed(_message.Message):

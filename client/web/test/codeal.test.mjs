@@ -1,5 +1,6 @@
 // The co-dealt verifier on Node, with Node's own test runner (`npm test` in client/web):
-// every vector of docs/vectors/fairdeck-codeal-v1.json at the step it names, and the seat side.
+// every vector of docs/vectors/fairdeck-codeal-v1.json at the step it names, the seat side, and
+// every case of docs/vectors/fairdeck-codeal-seal-v1.json.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
@@ -7,8 +8,12 @@ import { fileURLToPath } from "node:url";
 import { vectorApi } from "../src/codeal/index.js";
 import { combineShares, newSeatKey, openSealedShare, openSeatCard, seatContext, seatPublicKey, VerificationError } from "../src/index.js";
 import { runCodealVectors } from "./codeal-cases.mjs";
+import { runSealVectors } from "./seal-cases.mjs";
 
 const VECTORS = JSON.parse(readFileSync(fileURLToPath(new URL("../../../docs/vectors/fairdeck-codeal-v1.json", import.meta.url)), "utf8"));
+// docs/vectors/fairdeck-codeal-seal-v1.json: the seat's device checks the co-dealers' seal
+// statements (docs/codealing-spec.md 9.2) before it opens a share, in the reference's words.
+const SEAL_VECTORS = JSON.parse(readFileSync(fileURLToPath(new URL("../../../docs/vectors/fairdeck-codeal-seal-v1.json", import.meta.url)), "utf8"));
 const fromHex = (h) => Uint8Array.from(h.match(/../g) ?? [], (x) => parseInt(x, 16));
 const result = runCodealVectors(VECTORS, vectorApi);
 const stepOf = (line) => (line.startsWith("OK: ") ? null : /^FAILED at step ([a-z]+): /.exec(line)[1]);
@@ -51,8 +56,15 @@ test("a seat opens its sealed share, checks every share and combines them into i
   // A share made for another position does not combine here: its DLEQ proof names the position.
   const other = hand.dealt.find((d) => d.position !== seal.position);
   assert.throws(() => combineShares(ctx, other.position, shares), (e) => e instanceof VerificationError && e.step === "share");
-  // Sealed to another seat: that seat cannot open it.
-  assert.throws(() => openSeatCard(ctx, seal.position, [fromHex(seal.sealed), fromHex(seal.sealed)], newSeatKey().secretKey), (e) => e.step === "seal");
+  // Sealed to another seat: that seat's device refuses it, naming the position (spec 9.2).
+  const c = SEAL_VECTORS.cases[0];
+  const h = SEAL_VECTORS.hands[c.hand];
+  const sealCtx = seatContext({ deck: h.deck, handId: h.hand_id, keys: h.keys.map(fromHex), finalDeck: fromHex(h.final_deck) });
+  const seals = c.seals.map((s) => ({ holder: s.holder, seatPublicKey: fromHex(s.seat_public_key), sealedSha256: fromHex(s.sealed_share_sha256), signature: fromHex(s.signature) }));
+  assert.throws(
+    () => openSeatCard(sealCtx, c.position, c.sealed.map(fromHex), newSeatKey().secretKey, seals, c.identity_keys.map(fromHex)),
+    (e) => e.step === "seal" && e.detail === `position ${c.position} was sealed by co-dealer 1 to another key: the dealer may have read this card`,
+  );
 });
 
 test("the seat side, as the page runs it", () => {
@@ -90,4 +102,9 @@ test("every co-dealt hand proof (format 4) of the vectors gives fairdeck verify'
   assert.equal(verdictLine(unpinned), null, "without the co-dealer's key, no verdict");
   assert.throws(() => verifyCodealProof(seat.text, {}), TypeError);
   assert.match(check(seat.text, { codealerKey: "abc" }).inputError, /^co-dealer key 1 of the 1 given \(abc\): want 64 hex digits/);
+});
+
+test("every seal vector gives its line on the seat's device", () => {
+  const lines = runSealVectors(SEAL_VECTORS, vectorApi);
+  for (const c of SEAL_VECTORS.cases) assert.equal(lines[c.name], c.line, c.name);
 });

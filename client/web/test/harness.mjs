@@ -9,12 +9,14 @@
 //        (drop: true drops the file on the drop zone, a selector on that element instead;
 //         open_details: true opens every <details> once the verdict is shown)
 //        log_vectors: {log, witness} | null, control: PATH | null, bench: {cases, rounds} | null,
-//        codeal_vectors: {vectors} | null, codeal_bench: {hand, rounds} | null }
+//        codeal_vectors: {vectors} | null, codeal_bench: {hand, rounds} | null,
+//        seal_vectors: {vectors} | null }
 // Every request the page makes (but its own file) is recorded in `requests` and refused.
 import { readFileSync } from "node:fs";
 import { pathToFileURL } from "node:url";
 import { launch } from "./drivers.mjs";
 import { runCodealVectors } from "./codeal-cases.mjs";
+import { runSealVectors } from "./seal-cases.mjs";
 
 const job = JSON.parse(readFileSync(process.argv[2], "utf8"));
 const pageUrl = pathToFileURL(job.page).href;
@@ -22,7 +24,7 @@ const browser = await launch(job.engine ?? "chromium", job.browser ?? job.chromi
   colorScheme: job.color_scheme ?? undefined,
   fontSize: job.font_size ?? undefined,
 });
-const out = { requests: [], errors: [], verify: {}, ui: {}, log_vectors: null, control: null, bench: null, codeal_vectors: null, codeal_bench: null };
+const out = { requests: [], errors: [], verify: {}, ui: {}, log_vectors: null, control: null, bench: null, codeal_vectors: null, codeal_bench: null, seal_vectors: null };
 const record = { onRequest: (u) => out.requests.push(u), onError: (e) => out.errors.push(e) };
 
 let page = await browser.open(pageUrl, record);
@@ -110,6 +112,12 @@ if (job.codeal_vectors) {
   // function, its source text run in the page as an expression: the page's policy allows no eval).
   const { vectors } = job.codeal_vectors;
   out.codeal_vectors = await page.evaluate(`(${runCodealVectors.toString()})(${JSON.stringify(vectors)}, window.fairdeck.codeal)`);
+}
+
+if (job.seal_vectors) {
+  // docs/vectors/fairdeck-codeal-seal-v1.json through the page's own seat functions (seal-cases.mjs).
+  const { vectors } = job.seal_vectors;
+  out.seal_vectors = await page.evaluate(`(${runSealVectors.toString()})(${JSON.stringify(vectors)}, window.fairdeck.codeal)`);
 }
 
 if (job.codeal_bench) {

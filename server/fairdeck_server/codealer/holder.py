@@ -4,9 +4,11 @@ It keeps one fresh key and seed per hand, verifies every key record and every sh
 own, signs its key and shuffle records with its long-term identity (section 5.5), and gives a
 share only (a) once it has shuffled, (b) for the next position of the deal order, or again to the
 seat that position went to, (c) for a final deck that descends from its own signed shuffle through
-verified records (section 6.5), (d) sealed to one seat while the hand runs; public shares of dealt
-positions only after the hand ended. Every rule is checked and the share recorded in one ledger
-transaction before the share is made. Refusals are ``DealerError``s; no grpc here.
+verified records (section 6.5), (d) sealed to one seat while the hand runs, sealed once and signed
+in a statement naming the seat key (section 9.1); public shares of dealt positions only after the
+hand ended. Every rule is checked before a share is made, and again in the one ledger
+transaction that records the position (and its seal) before anything is answered. Refusals are
+``DealerError``s; no grpc here.
 """
 
 from __future__ import annotations
@@ -28,13 +30,14 @@ from fairdeck.codeal.keys import KeyRecord, new_holder, verify_key_record
 from fairdeck.codeal.proof import prove_shuffle, verify_shuffle
 from fairdeck.codeal.record import ShuffleRecord, sign_shuffle, verify_signature
 from fairdeck.codeal.seal import seal_share
+from fairdeck.codeal.seal_statement import sign_seal
 from fairdeck.codeal.shares import make_share
 from fairdeck.codeal.shuffle import check_fresh, permutation, randomness, shuffle_deck
 from fairdeck.core.decks import DeckSpec, DeckSpecError
 from fairdeck.core.seeds import SeedError, check_hand_id
 from fairdeck.wire import Reason
 from fairdeck_server import refusals
-from fairdeck_server.codealer.ledger import HandRow, Ledger, read_hand, read_shares
+from fairdeck_server.codealer.ledger import HandRow, Ledger, read_hand, read_seals, read_shares
 from fairdeck_server.vault import SeedVault
 
 
@@ -44,6 +47,8 @@ class GivenShares:
 
     shares: tuple[bytes, ...] = ()
     sealed: tuple[bytes, ...] = ()
+    seal_signatures: tuple[bytes, ...] = ()
+    """One per sealed share: the identity key's signature over its seal statement (section 9.1)."""
 
 
 CACHE_HANDS = 4096
@@ -194,6 +199,10 @@ class CoDealer:
         field = "seat_public_keys" if seats else "seat_public_key"
         if seats and (seat_key or not all(seats)):
             raise refusals.invalid(field, Reason.INVALID_SEAT_KEY, "seat keys, and not seat_public_key too")
+        if len(set(seats)) != len(seats):
+            raise refusals.invalid(
+                field, Reason.INVALID_SEAT_KEY, "two seats with one key: each seat makes its own"
+            )
         keys = list(seats) if seats else [seat_key]
         if position < 0 or position + len(keys) * max(count, 1) > spec.size:  # before any work per key
             raise refusals.codeal(
@@ -211,10 +220,15 @@ class CoDealer:
         ctx, final, x = self._hand_state(row, spec, later)
         positions = range(position, position + len(owners))
 
-        def record(db: sqlite3.Connection) -> None:
+        Seals = dict[int, tuple[bytes, bytes, bytes]]
+
+        def record(db: sqlite3.Connection, fresh: Seals | None) -> Seals:
+            """The rules, position by position; with ``fresh`` (sealed draws: the seals made after
+            a first pass that wrote nothing), the positions and their seals recorded together."""
             now = read_hand(db, hand_id)
             given = read_shares(db, hand_id)
             ended = now is not None and now.revealed
+            write = fresh is not None or not any(owners)
             for p, owner in zip(positions, owners, strict=True):
                 if p in given:
                     if given[p] == owner or (ended and not owner):
@@ -232,22 +246,47 @@ class CoDealer:
                         f"the next position of the deal order is {len(given)}",
                         "position",
                     )
-                db.execute(
-                    "INSERT INTO shares (hand_id, position, seat_key, given_ms) VALUES (?, ?, ?, ?)",
-                    (hand_id, p, owner, self.clock_ms()),
-                )
+                if write:
+                    db.execute(
+                        "INSERT INTO shares (hand_id, position, seat_key, given_ms) VALUES (?, ?, ?, ?)",
+                        (hand_id, p, owner, self.clock_ms()),
+                    )
                 given[p] = owner
+            if fresh:  # a twin that stored a position's seal first wins: both answer its bytes
+                db.executemany(
+                    "INSERT OR IGNORE INTO seals (hand_id, position, seat_key, sealed, signature) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    [(hand_id, p, *seal) for p, seal in fresh.items()],
+                )
+            return read_seals(db, hand_id) if any(owners) else {}
 
-        self.ledger.transaction(record)
-        shares = [make_share(ctx, p, row.holder, x, final[p], self.random).encode() for p in positions]
         if not any(owners):
+            self.ledger.transaction(lambda db: record(db, None))
+            shares = [make_share(ctx, p, row.holder, x, final[p], self.random).encode() for p in positions]
             return GivenShares(shares=tuple(shares))
-        return GivenShares(
-            sealed=tuple(
-                seal_share(spec, hand_id, p, row.holder, share, owner, self.random)
-                for p, share, owner in zip(positions, shares, owners, strict=True)
+        # Sealed: the rules first, writing nothing (a refusal costs no share), then the seals of the
+        # positions not sealed yet, then the rules again with the positions and seals written in
+        # one durable step before any of it is answered.
+        pairs = list(zip(positions, owners, strict=True))
+        made = self.ledger.transaction(lambda db: record(db, None))
+        fresh = {p: self._seal(row, ctx, x, final, p, owner) for p, owner in pairs if p not in made}
+        made = self.ledger.transaction(lambda db: record(db, fresh))
+        if any(made[p][0] != owner for p, owner in pairs):  # the shares table says otherwise: never
+            raise refusals.codeal(
+                Reason.SHARE_GIVEN_TO_ANOTHER_SEAT, "a position's share went to another seat"
             )
+        return GivenShares(
+            sealed=tuple(made[p][1] for p, _ in pairs),
+            seal_signatures=tuple(made[p][2] for p, _ in pairs),
         )
+
+    def _seal(
+        self, row: HandRow, ctx: HandContext, x: Scalar, final: Deck, p: int, owner: bytes
+    ) -> tuple[bytes, bytes, bytes]:
+        """(seat key, sealed share, signature of its seal statement) for position ``p`` (9.1)."""
+        share = make_share(ctx, p, row.holder, x, final[p], self.random).encode()
+        sealed = seal_share(ctx.deck, row.hand_id, p, row.holder, share, owner, self.random)
+        return owner, sealed, sign_seal(self.identity, ctx, p, row.holder, owner, sealed).signature
 
     def _hand_state(
         self, row: HandRow, spec: DeckSpec, later: Sequence[bytes]

@@ -4,8 +4,10 @@ One SQLite file (WAL, synchronous=FULL) in the co-dealer's own directory. A hand
 ElGamal key and seed) are stored sealed by the co-dealer's own AES key (vault.SeedVault), never in
 the clear. ``give_share`` checks the deal order and the seat and records the share in one
 ``BEGIN IMMEDIATE`` transaction, so a share is on disk (position -> seat key) before it is made,
-and a restart can never give one position to two seats. ``serve`` opens it with ``create=False``:
-a file without both tables (empty, another database) is refused, never given a fresh schema.
+and a restart can never give one position to two seats. ``seals`` keeps the one sealed share and
+signed seal statement made for each position (section 9.1), answered again on a retry. ``serve``
+opens it with ``create=False``: a file without the hands and shares tables (empty, another
+database) is refused, never given a fresh schema.
 """
 
 from __future__ import annotations
@@ -39,6 +41,14 @@ SCHEMA = (
     position INTEGER NOT NULL CHECK (position >= 0),
     seat_key BLOB NOT NULL,
     given_ms INTEGER NOT NULL,
+    PRIMARY KEY (hand_id, position)
+) STRICT""",
+    """CREATE TABLE IF NOT EXISTS seals (
+    hand_id TEXT NOT NULL REFERENCES hands (hand_id),
+    position INTEGER NOT NULL CHECK (position >= 0),
+    seat_key BLOB NOT NULL,
+    sealed BLOB NOT NULL,
+    signature BLOB NOT NULL,
     PRIMARY KEY (hand_id, position)
 ) STRICT""",
 )
@@ -111,6 +121,11 @@ class Ledger:
         """position -> seat key (empty: public) of every share given for the hand."""
         return self.transaction(lambda db: _shares(db, hand_id))
 
+    def seals(self, hand_id: str) -> dict[int, tuple[bytes, bytes, bytes]]:
+        """position -> (seat key, sealed share, seal statement signature) of every position sealed,
+        to publish after the hand (spec section 9.1)."""
+        return self.transaction(lambda db: read_seals(db, hand_id))
+
     def transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``work`` in one BEGIN IMMEDIATE transaction, committed (on disk) before returning;
         rolled back if it raises."""
@@ -167,3 +182,11 @@ def read_hand(db: sqlite3.Connection, hand_id: str) -> HandRow | None:
 def read_shares(db: sqlite3.Connection, hand_id: str) -> dict[int, bytes]:
     """The shares given, inside a transaction."""
     return _shares(db, hand_id)
+
+
+def read_seals(db: sqlite3.Connection, hand_id: str) -> dict[int, tuple[bytes, bytes, bytes]]:
+    """position -> (seat key, sealed share, signature) of the seals made, inside a transaction."""
+    rows = db.execute(
+        "SELECT position, seat_key, sealed, signature FROM seals WHERE hand_id = ?", (hand_id,)
+    ).fetchall()
+    return {int(p): (bytes(k), bytes(s), bytes(g)) for p, k, s, g in rows}

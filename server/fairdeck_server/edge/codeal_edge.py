@@ -70,7 +70,14 @@ class CodealEdge:
             cards=draw.cards, position=draw.position, remaining_count=draw.remaining, deck=draw.deck
         )
         for i, shares in enumerate(draw.shares):
-            response.sealed_cards.add(position=draw.position + i, shares=shares)
+            card = response.sealed_cards.add(position=draw.position + i, shares=shares)
+            for seal in draw.seals[i] if draw.seals else ():
+                card.seals.add(
+                    holder=seal.holder,
+                    seat_public_key=seal.seat_key,
+                    sealed_share_sha256=seal.sealed_sha256,
+                    signature=seal.signature,
+                )
         return response
 
 

@@ -88,12 +88,12 @@ class GrpcCoDealerLink:
 
     async def share(
         self, hand_id: str, position: int, seat_key: bytes, count: int, seats: Sequence[bytes] = ()
-    ) -> tuple[list[bytes], list[bytes]]:
+    ) -> tuple[list[bytes], list[bytes], list[bytes]]:
         request = pb.GetShareRequest(
             hand_id=hand_id, position=position, seat_public_key=seat_key, count=count, seat_public_keys=seats
         )
         r = await self._call(self._stub.GetShare, request)
-        return list(r.shares), list(r.sealed_shares)
+        return list(r.shares), list(r.sealed_shares), list(r.seal_signatures)
 
     async def reveal(self, hand_id: str) -> bytes:
         r = await self._call(self._stub.RevealSeed, pb.RevealSeedRequest(hand_id=hand_id))

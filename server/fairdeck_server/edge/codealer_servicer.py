@@ -69,7 +69,9 @@ class CoDealerServicer(codealer_pb2_grpc.CoDealerServiceServicer):
                 list(request.seat_public_keys),
             )
         )
-        return pb.GetShareResponse(shares=given.shares, sealed_shares=given.sealed)
+        return pb.GetShareResponse(
+            shares=given.shares, sealed_shares=given.sealed, seal_signatures=given.seal_signatures
+        )
 
     @translated
     async def RevealSeed(self, request: pb.RevealSeedRequest, context: Any) -> pb.RevealSeedResponse:

@@ -2,10 +2,10 @@
 import { VerificationError, fromHex } from "../spec.js";
 import { V, cardPoint, generators, hashToPoint, le32 } from "./group.js";
 import { CODEAL_STEPS, codealSpec, permutation, randomness, seedCommitment, shufflerClientSeed, verifyCodealHand } from "./hand.js";
-import { combineShares, newSeatKey, openSealedShare, openSeatCard, seatContext, seatPublicKey } from "./seat.js";
+import { checkSeals, combineShares, newSeatKey, openSealedShare, openSeatCard, sealStatement, seatContext, seatPublicKey } from "./seat.js";
 
 export { CODEAL_STEPS, verifyCodealHand };
-export { newSeatKey, seatPublicKey, openSealedShare, seatContext, combineShares, openSeatCard } from "./seat.js";
+export { newSeatKey, seatPublicKey, openSealedShare, seatContext, combineShares, openSeatCard, checkSeals, sealStatement } from "./seat.js";
 export const CODEAL_VERSION = V;
 
 const HEX = /^(?:[0-9a-f]{2})*$/;
@@ -54,6 +54,8 @@ export const vectorApi = {
   seatContext,
   combineShares,
   openSeatCard,
+  checkSeals,
+  sealStatement,
   cardPoint,
   generators,
   hashToPoint,

@@ -1,8 +1,10 @@
 // docs/codealing-spec.md sections 8 and 9 on a seat's device: its X25519 key for the hand,
+// checking that every co-dealer signed (under the identity key the player pinned) that it sealed
+// the position to this seat's own key (9.2: the dealer relays seat keys and could pass its own),
 // opening the shares sealed to it (X25519, HKDF-SHA256, ChaCha20-Poly1305 from @noble), checking
 // each share's DLEQ proof and combining them into the card. Nothing here leaves the device; the
 // seat's secret key is only ever passed in by the caller.
-import { x25519 } from "@noble/curves/ed25519.js";
+import { ed25519, x25519 } from "@noble/curves/ed25519.js";
 import { hkdf } from "@noble/hashes/hkdf.js";
 import { sha256 } from "@noble/hashes/sha2.js";
 import { chacha20poly1305 } from "@noble/ciphers/chacha.js";
@@ -80,8 +82,60 @@ export function combineShares(ctx, position, shares) {
   return { id, code: codeForId(id, ctx.spec.shoe) };
 }
 
-/** A hole card on the seat's device: open every holder's sealed share, verify them, combine. */
-export function openSeatCard(ctx, position, sealedShares, secretKey) {
+/** Section 9.1: lp(V " identity seal") || ctx || u32(p) || u32(k) || seat_pk || SHA-256(sealed). */
+export const sealStatement = (ctx, position, holder, seatPk, sealedSha256) =>
+  concat(label("identity seal"), ctx.bytes, u32(position), u32(holder), seatPk, sealedSha256);
+
+const bytesOf = (b, n) => b instanceof Uint8Array && b.length === n;
+const same = (a, b) => a.length === b.length && a.every((x, i) => x === b[i]);
+function signedBy(key, message, signature) {
+  try {
+    return ed25519.verify(signature, message, key, { zip215: false }); // strict RFC 8032, as log.js
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Section 9.2, before any share is opened: one statement per co-dealer (holders 1..K-1 in order,
+ * each { holder, seatPublicKey, sealedSha256, signature }) that verifies under the identity key the
+ * device pinned for it (`identityKeys`, holders 1..K-1; never the keys the hand names), names this
+ * seat's own key `seatPk`, and the sealed bytes received. Raises VerificationError naming the position.
+ */
+export function checkSeals(ctx, position, sealedShares, seals, seatPk, identityKeys) {
+  const K = ctx.keys.length;
+  if (!(Array.isArray(identityKeys) && identityKeys.length === K - 1 && identityKeys.every((k) => bytesOf(k, 32)))) {
+    throw fail("encoding", `pinned identity keys: want ${K - 1} of 32 bytes, holders 1..${K - 1}`);
+  }
+  if (sealedShares.length !== K) throw fail("transcript", `position ${position}: ${sealedShares.length} shares for ${K} holders`);
+  if (!(Array.isArray(seals) && seals.length === K - 1 && seals.every((s, i) => s.holder === i + 1))) {
+    throw fail("seal", `position ${position}: want one seal statement per co-dealer, holders 1..${K - 1} in order`);
+  }
+  for (const s of seals) {
+    const k = s.holder;
+    if (!(bytesOf(s.seatPublicKey, 32) && bytesOf(s.sealedSha256, 32) && bytesOf(s.signature, 64))) {
+      throw fail("encoding", `position ${position} seal ${k}: a seat key is 32 bytes, a digest 32 and a signature 64`);
+    }
+    if (!signedBy(identityKeys[k - 1], sealStatement(ctx, position, k, s.seatPublicKey, s.sealedSha256), s.signature)) {
+      throw fail("seal", `position ${position}: co-dealer ${k}'s seal statement does not verify under its pinned identity key`);
+    }
+    if (!same(s.seatPublicKey, seatPk)) {
+      throw fail("seal", `position ${position} was sealed by co-dealer ${k} to another key: the dealer may have read this card`);
+    }
+    if (!same(s.sealedSha256, sha256(sealedShares[k]))) {
+      throw fail("seal", `position ${position}: co-dealer ${k}'s sealed share is not the one it signed`);
+    }
+  }
+}
+
+/**
+ * A hole card on the seat's device: the co-dealers' seal statements (checkSeals, section 9.2)
+ * against the pinned `identityKeys`, then every holder's sealed share opened, verified and
+ * combined. Returns { id, code }; raises VerificationError naming the step and the position.
+ */
+export function openSeatCard(ctx, position, sealedShares, secretKey, seals, identityKeys) {
+  if (!(Number.isInteger(position) && position >= 0 && position < ctx.final.length)) throw fail("transcript", "dealt positions must be distinct and in 0..n-1");
+  checkSeals(ctx, position, sealedShares, seals, seatPublicKey(secretKey), identityKeys);
   const shares = sealedShares.map((sealed, holder) =>
     openSealedShare({ deck: ctx.spec.name, handId: ctx.handId, position, holder, sealed, secretKey }),
   );

@@ -1,0 +1,116 @@
+"""The co-dealer's rules on the seat keys it seals to (docs/codealing-spec.md 9.1), and the honest
+dealer's check of what the co-dealer signed (9.2), in process over real SQLite files: one key for
+two seats of one call is refused, low-order keys are refused before a position is recorded, and a
+seat key changed on the way to the co-dealer (the link is plain text) is caught by the dealer."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from fairdeck.client.codeal_seat import SeatKey
+from fairdeck.wire import Reason
+from fairdeck_server.codeal_dealing import CodealDealer
+from fairdeck_server.codealer.ledger import Ledger
+from fairdeck_server.refusals import DealerError
+from tests.codealer.test_pool import InProcessLink, make_dealer
+
+P = 2**255 - 19
+LOW_ORDER = {
+    "all zero": bytes(32),
+    "u = 1 (order 4)": (1).to_bytes(32, "little"),
+    "u = p - 1 (order 2)": (P - 1).to_bytes(32, "little"),
+}
+
+
+def refused(work: object) -> DealerError:
+    async def run() -> DealerError:
+        with pytest.raises(DealerError) as e:
+            await work  # type: ignore[misc]
+        return e.value
+
+    return asyncio.run(run())
+
+
+def test_one_seat_key_for_two_seats_of_one_call_is_refused_by_the_codealer_and_the_dealer(
+    tmp_path: Path,
+) -> None:
+    """Two seats of one multi-seat call sharing a key would let whoever holds it open both seats'
+    cards under statements that each name "the seat's own key". Before, both sides sealed them."""
+    dealer = make_dealer(tmp_path)
+    key = SeatKey.generate().public_key
+    row = asyncio.run(dealer.open_hand("t1", "short"))
+    codealer = dealer.link.codealer  # type: ignore[attr-defined]
+    with pytest.raises(DealerError) as by_codealer:
+        codealer.share(row.hand_id, 0, b"", [], 2, [key, SeatKey.generate().public_key, key])
+    assert (by_codealer.value.reason, by_codealer.value.field) == (
+        Reason.INVALID_SEAT_KEY,
+        "seat_public_keys",
+    )
+    assert codealer.ledger.shares(row.hand_id) == {}  # nothing recorded
+    by_dealer = refused(dealer.draw("t1", row.hand_id, 1, b"", [key, key]))
+    assert (by_dealer.reason, by_dealer.field) == (Reason.INVALID_SEAT_KEY, "seat_public_keys")
+    assert codealer.ledger.shares(row.hand_id) == {}
+
+
+@pytest.mark.parametrize("name", LOW_ORDER)
+def test_a_low_order_seat_key_is_refused_before_the_position_is_recorded(tmp_path: Path, name: str) -> None:
+    dealer = make_dealer(tmp_path)
+    row = asyncio.run(dealer.open_hand("t1", "short"))
+    codealer = dealer.link.codealer  # type: ignore[attr-defined]
+    with pytest.raises(DealerError) as e:
+        codealer.share(row.hand_id, 0, LOW_ORDER[name], [], 1)
+    assert e.value.reason == Reason.INVALID_SEAT_KEY and "low-order" in str(e.value)
+    assert codealer.ledger.shares(row.hand_id) == {}
+    good = SeatKey.generate().public_key
+    given = codealer.share(row.hand_id, 0, good, [], 1)  # position 0 is still free for the seat
+    assert len(given.sealed) == len(given.seal_signatures) == 1
+
+
+class KeySwappingLink(InProcessLink):
+    """A link on which someone changes the seat key on its way to the co-dealer."""
+
+    def __init__(self, inner: InProcessLink, key: bytes) -> None:
+        super().__init__(inner.codealer)
+        self.key = key
+
+    async def share(
+        self, hand_id: str, position: int, seat_key: bytes, count: int, seats: Sequence[bytes] = ()
+    ) -> tuple[list[bytes], list[bytes], list[bytes]]:
+        return await super().share(hand_id, position, self.key if seat_key else seat_key, count, seats)
+
+
+def test_the_dealer_refuses_a_seal_statement_that_does_not_name_the_seat_key_it_asked_for(
+    tmp_path: Path,
+) -> None:
+    dealer: CodealDealer = make_dealer(tmp_path)
+    row = asyncio.run(dealer.open_hand("t1", "short"))
+    dealer.link = KeySwappingLink(dealer.link, SeatKey.generate().public_key)  # type: ignore[arg-type]
+    e = refused(dealer.draw("t1", row.hand_id, 2, SeatKey.generate().public_key))
+    assert e.reason == Reason.CODEALER_INVALID
+    assert str(e) == (
+        "the co-dealer's seal statement does not verify: seal: position 0: co-dealer 1's seal statement "
+        "does not verify under its pinned identity key"
+    )
+
+
+def test_a_ledger_made_before_the_seals_table_gets_it_when_opened_to_serve(tmp_path: Path) -> None:
+    """A co-dealer upgraded in place opens its ledger with ``create=False``; the seals table is
+    added, the positions it gave before keep their seat, and a retry of one is sealed and signed."""
+    dealer = make_dealer(tmp_path)
+    row = asyncio.run(dealer.open_hand("t1", "short"))
+    codealer = dealer.link.codealer  # type: ignore[attr-defined]
+    seat = SeatKey.generate().public_key
+    codealer.share(row.hand_id, 0, seat, [], 1)
+    codealer.ledger.transaction(lambda db: db.execute("DROP TABLE seals"))  # as the old schema
+    codealer.ledger.close()
+    codealer.ledger = Ledger(tmp_path / "codealer.db", create=False)
+    assert codealer.ledger.seals(row.hand_id) == {}
+    given = codealer.share(row.hand_id, 0, seat, [], 1)
+    assert codealer.ledger.seals(row.hand_id)[0] == (seat, given.sealed[0], given.seal_signatures[0])
+    with pytest.raises(DealerError) as e:
+        codealer.share(row.hand_id, 0, SeatKey.generate().public_key, [], 1)
+    assert e.value.reason == Reason.SHARE_GIVEN_TO_ANOTHER_SEAT
