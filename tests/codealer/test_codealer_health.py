@@ -31,7 +31,7 @@ def status(target: str, service: str) -> int:
                 health_pb2.HealthCheckRequest(service=service), timeout=20
             )
         except grpc.RpcError as e:
-            return -1 if e.code() == grpc.StatusCode.NOT_FOUND else -2  # type: ignore[attr-defined]
+            return -1 if e.code() == grpc.StatusCode.NOT_FOUND else -2
     return int(reply.status)
 
 

@@ -37,7 +37,7 @@ def codealer(tmp_path: Path) -> Iterator[CodealerProcess]:
 
 
 def dealer_shuffles(
-    hand_id: str, deck: str, theirs: bytes, seeds: list[bytes]
+    hand_id: str, deck: str, theirs: bytes, seeds: list[int]
 ) -> tuple[list[bytes], list[bytes]]:
     """The key records of a hand (the dealer's, then the co-dealer's ``theirs``) and one valid
     dealer shuffle per seed: two honest-looking but different first shuffles of one hand."""
@@ -160,13 +160,13 @@ def test_cache_eviction_keyerror_worker_threads_evicting_at_once(
         except BaseException as e:  # StopIteration too
             failures.append(e)
 
-    threading.settrace(interleaved("_hand_state"))
+    threading.settrace(interleaved("_hand_state"))  # type: ignore[arg-type]
     try:
         threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
         for t in threads:
             t.start()
     finally:
-        threading.settrace(None)  # type: ignore[arg-type]
+        threading.settrace(None)
     for t in threads:
         t.join(timeout=300)
     assert not failures, failures[:3]

@@ -122,7 +122,7 @@ class _Details(
     pass
 
 
-class _Bearer(grpc.UnaryUnaryClientInterceptor):  # type: ignore[misc]
+class _Bearer(grpc.UnaryUnaryClientInterceptor):  # type: ignore[type-arg]
     def __init__(self, token: str) -> None:
         self.header = ("authorization", f"Bearer {token}")
 
