@@ -200,3 +200,58 @@ def test_a_dealer_with_a_wrong_token_refuses_codealt_opens_unavailable_and_deals
         hand = stub.OpenHand(pb.OpenHandRequest(deck="standard")).hand
         assert len(stub.DrawCards(pb.DrawCardsRequest(hand_id=hand.hand_id, count=5)).cards) == 5
     assert WRONG not in (tmp_path / "dealer.log").read_text()
+
+
+def test_the_codealers_work_is_capped_calls_beyond_are_refused_too_many_calls(tmp_path: Path) -> None:
+    """Work at the co-dealer had no bound: every call went to a worker thread's queue. Past its
+    cap (here 1, the servicer's own parameter) a call is refused RESOURCE_EXHAUSTED
+    TOO_MANY_CALLS with a retry delay, before any work, and the next one after is served."""
+    import asyncio
+
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from fairdeck.v1 import codealer_pb2_grpc
+    from fairdeck_server.codealer.dealer_token import TokenCheck, new_token
+    from fairdeck_server.codealer.holder import CoDealer
+    from fairdeck_server.codealer.ledger import Ledger
+    from fairdeck_server.edge.codealer_servicer import CoDealerServicer
+    from fairdeck_server.vault import SeedVault
+
+    token = new_token()
+    codealer = CoDealer(
+        Ledger(tmp_path / "codealer.db"), Ed25519PrivateKey.generate(), SeedVault(bytes(range(32)))
+    )
+    metadata = (("authorization", f"Bearer {token}"),)
+
+    async def run() -> list[object]:
+        server = grpc.aio.server()
+        codealer_pb2_grpc.add_CoDealerServiceServicer_to_server(
+            CoDealerServicer(codealer, TokenCheck(token), max_in_flight=1), server
+        )
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        try:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                stub = codealer_pb2_grpc.CoDealerServiceStub(channel)
+                calls = [
+                    stub.AnnounceHand(
+                        codealer_pb2.AnnounceHandRequest(
+                            hand_id=f"cap-{i}", deck="shoe-8", holder=1, holder_count=2
+                        ),
+                        metadata=metadata,
+                    )
+                    for i in range(4)
+                ]
+                results = await asyncio.gather(*calls, return_exceptions=True)
+                after = await stub.GetIdentity(codealer_pb2.GetIdentityRequest(), metadata=metadata)
+                return [*results, after]
+        finally:
+            await server.stop(None)
+
+    *results, after = asyncio.run(run())
+    refused = [from_rpc_error(r) for r in results if isinstance(r, grpc.RpcError)]
+    assert 1 <= len(refused) <= 3, results
+    assert {(e.code.name, e.reason) for e in refused} == {("RESOURCE_EXHAUSTED", "TOO_MANY_CALLS")}
+    assert all(e.retry_delay is not None for e in refused)
+    assert after.identity_key == codealer.identity_key  # type: ignore[attr-defined]
+    codealer.ledger.close()
