@@ -87,6 +87,10 @@ def test_failed_authentications_are_limited_per_address(codealer: CodealerProces
     reasons = [refusal(every_call(stranger)[-1])[1] for _ in range(40)]
     assert reasons[0] == "INVALID_TOKEN" and reasons[-1] == "AUTH_RATE_LIMITED"
     assert refusal(every_call(codealer.stub(token=None))[-1]) == ("RESOURCE_EXHAUSTED", "AUTH_RATE_LIMITED")
+    # The dealer, at the same address, is never locked out by a stranger's failures.
+    assert (
+        codealer.stub().GetIdentity(codealer_pb2.GetIdentityRequest()).identity_key.hex() == codealer.identity
+    )
 
 
 def test_a_new_token_replaces_the_old_at_the_codealers_restart(tmp_path: Path) -> None:

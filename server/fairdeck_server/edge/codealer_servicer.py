@@ -125,28 +125,30 @@ class CoDealerServicer(codealer_pb2_grpc.CoDealerServiceServicer):
             self.in_flight -= 1
 
     def _admit(self, context: Any) -> None:
+        """The dealer's token is always let through (a stranger at its address cannot lock it
+        out); any other credential, or none, counts as a failure of the caller's address."""
+        headers = [v for k, v in (context.invocation_metadata() or ()) if k == AUTHORIZATION]
+        presented = bearer(headers[0]) if len(headers) == 1 else None
+        if presented is not None and self.token.matches(presented):
+            return
         address = peer_address(context.peer())
         delay = self.failures.blocked(address)
         if delay is not None:
             raise refusals.auth_rate_limited(delay)
-        headers = [v for k, v in (context.invocation_metadata() or ()) if k == AUTHORIZATION]
+        self.failures.failed(address)
         if not headers:
-            self.failures.failed(address)
             raise DealerError(
                 Reason.MISSING_CREDENTIALS,
                 "this co-dealer answers only its dealer: send its token (authorization: Bearer ...; "
                 "fairdeck serve --codealer-token @FILE)",
                 AUTHORIZATION,
             )
-        presented = bearer(headers[0]) if len(headers) == 1 else None
-        if presented is None or not self.token.matches(presented):
-            self.failures.failed(address)
-            log.info("refused a call from %s: %s", address, Reason.INVALID_TOKEN)
-            raise DealerError(
-                Reason.INVALID_TOKEN,
-                "not this co-dealer's dealer token (fairdeck serve --codealer-token @FILE)",
-                AUTHORIZATION,
-            )
+        log.info("refused a call from %s: %s", address, Reason.INVALID_TOKEN)
+        raise DealerError(
+            Reason.INVALID_TOKEN,
+            "not this co-dealer's dealer token (fairdeck serve --codealer-token @FILE)",
+            AUTHORIZATION,
+        )
 
     @translated
     async def AnnounceHand(self, request: pb.AnnounceHandRequest, context: Any) -> pb.AnnounceHandResponse:
