@@ -94,7 +94,15 @@ def main() -> None:
     )
     dealer = Server(
         "dealer",
-        serve_argv(tmp / "data", "--codealer", codealer.target, "--codealer-key", key),
+        serve_argv(
+            tmp / "data",
+            "--codealer",
+            codealer.target,
+            "--codealer-key",
+            key,
+            "--codealer-token",
+            f"@{tmp / 'cd' / 'dealer.token'}",
+        ),
         tmp / "dealer.log",
     )
     db = tmp / "data" / "codeal.db"

@@ -344,7 +344,7 @@ class DealerServer:
         )
         self.dealer.before_logging = self.reaper.ensure_fresh
         self.dealer.others_call = self.limits.admission.others
-        self.codeal = codeal_dealer(self.config, identity.vault, new_hand_id, self.clock.now_ms, self.dealer)
+        self.codeal = codeal_dealer(self.config, identity.vault, new_hand_id, self.clock.now_ms, self)
         servicer = DealerServicer(self.dealer, self.codeal, codeal_default=config.codeal_default)
         register(self.server, servicer, _service(dealer_pb2, "DealerService"), dealer_pb2)
         audit = AuditServicer(

@@ -40,6 +40,7 @@ from fairdeck.codeal.verify import CodealHand, DealtPosition, verify_hand
 from fairdeck.core.decks import DeckSpec, DeckSpecError
 from fairdeck.wire import Reason
 from fairdeck_server import refusals
+from fairdeck_server.codeal_health import CodealerWatch
 from fairdeck_server.codeal_log import CLOSED, OPENED, CodealLog, logged
 from fairdeck_server.codeal_store import CodealRow, CodealStore
 from fairdeck_server.vault import SeedVault
@@ -78,6 +79,7 @@ class CoDealerLink(Protocol):
         self, hand_id: str, position: int, seat_key: bytes, count: int, seats: Sequence[bytes] = ()
     ) -> tuple[list[bytes], list[bytes], list[bytes]]: ...
     async def reveal(self, hand_id: str) -> bytes: ...
+    async def identity(self) -> bytes: ...
     async def close(self) -> None: ...
 
 
@@ -123,6 +125,8 @@ class CodealDealer:
         self.random = random
         self._locks: dict[str, tuple[asyncio.Lock, list[int]]] = {}  # lock, users
         self.pool: DeckPool | None = None
+        self.watch: CodealerWatch | None = None
+        """Co-dealt health (codeal_health.py), when the edge started one."""
         self._rows: dict[str, CodealRow] = {}
         self._states: dict[str, tuple[HandContext, Deck, Scalar]] = {}
 
@@ -343,6 +347,8 @@ class CodealDealer:
         return bool(hand_id) and self.store.get(hand_id) is not None
 
     async def aclose(self) -> None:
+        if self.watch is not None:
+            await self.watch.stop()
         if self.pool is not None:
             await self.pool.stop()
         await self.link.close()

@@ -173,6 +173,8 @@ class ServerConfig:
     """host:port of the co-dealer (`fairdeck codealer serve`; docs/operations.md, "Co-dealer")."""
     codealer_key: str | None = None
     """The co-dealer's identity key, 64 hex digits or @FILE (`fairdeck codealer key`)."""
+    codealer_token: str | None = None
+    """@FILE holding the dealer's token at the co-dealer (its DIR/dealer.token, mode 0600)."""
     codeal_default: bool = False
     """OpenHand with no mode opens a co-dealt hand (needs --codealer)."""
 

@@ -137,6 +137,12 @@ class Metrics:
             ["outcome"],
             registry=r,
         )
+        self.codealer_healthy = Gauge(
+            "fairdeck_codealer_healthy",
+            "1 while the co-dealer answers the dealer's token with the pinned identity (co-dealt health "
+            "SERVING); 0 otherwise, and without --codealer",
+            registry=r,
+        )
         self.connections = Gauge(
             "fairdeck_connections", "Client connections open on the serving port (this process)", registry=r
         )

@@ -13,7 +13,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["GRPC_INT_MAX", "HEARTBEAT_SECONDS", "RANGES", "WORKER_TIMEOUT_MIN", "Range", "shown"]
+__all__ = [
+    "CODEALER_RANGES",
+    "GRPC_INT_MAX",
+    "HEARTBEAT_SECONDS",
+    "RANGES",
+    "WORKER_TIMEOUT_MIN",
+    "Range",
+    "shown",
+]
 
 GRPC_INT_MAX = 2**31 - 1
 """gRPC's channel arguments are C ints: sizes in bytes, durations in milliseconds."""
@@ -112,3 +120,15 @@ RANGES: dict[str, Range] = {
     "witness_threshold": Range(0, 256),
     "processes": Range(1, 256),  # a typo (100000) would fork until the machine stops
 }
+
+CODEALER_RANGES: dict[str, Range] = {
+    # ``fairdeck codealer serve``: days its ledger keeps a hand after the hand ended (RevealSeed).
+    "keep_closed_days": Range(
+        1,
+        36_500,
+        "days",
+        off="keep every hand",
+        why="the dealer asks about an ended hand again only while it retries its close; a day covers it",
+    ),
+}
+"""The co-dealer's numeric options (cli/codealer_command.py), checked the same way."""

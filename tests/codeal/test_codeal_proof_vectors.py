@@ -100,4 +100,5 @@ def test_an_unknown_format_names_every_format_this_verifier_reads(
     proof["format"] = 5
     status, out = verify(tmp_path, json.dumps(proof), "--key", v1["log_key"], capsys=capsys)
     assert status == 1
-    assert out.splitlines()[0] == "FAILED at step format: unknown hand proof format 5; this verifier reads 1 to 4"
+    line = "FAILED at step format: unknown hand proof format 5; this verifier reads 1 to 4"
+    assert out.splitlines()[0] == line

@@ -17,7 +17,7 @@ from fairdeck.client.codeal_seat import CodealHands, SeatKey, hand_proof, open_c
 from fairdeck.client.exceptions import FailedPrecondition, from_rpc_error
 from fairdeck.codeal.errors import CodealError
 from fairdeck.codeal.handfile import CodealHandProof
-from fairdeck.v1 import codealer_pb2, codealer_pb2_grpc, dealer_pb2_grpc
+from fairdeck.v1 import codealer_pb2, dealer_pb2_grpc
 from fairdeck.v1 import dealer_pb2 as pb
 from tests.support.codealers import CodealerProcess, init_codealer
 from tests.support.dealers import DealerProcess
@@ -34,14 +34,7 @@ def codealer_dir(tmp_path: Path) -> Path:
 def table(tmp_path: Path, codealer_dir: Path) -> Iterator[tuple[CodealerProcess, DealerProcess]]:
     codealer = CodealerProcess(codealer_dir)
     try:
-        dealer = DealerProcess(
-            tmp_path / "data",
-            tmp_path / "dealer.log",
-            "--codealer",
-            codealer.target,
-            "--codealer-key",
-            codealer.identity,
-        )
+        dealer = DealerProcess(tmp_path / "data", tmp_path / "dealer.log", *codealer.dealer_flags())
         with dealer:
             yield codealer, dealer
     finally:
@@ -50,10 +43,6 @@ def table(tmp_path: Path, codealer_dir: Path) -> Iterator[tuple[CodealerProcess,
 
 def stub(target: str) -> dealer_pb2_grpc.DealerServiceStub:
     return dealer_pb2_grpc.DealerServiceStub(grpc.insecure_channel(target))
-
-
-def codealer_stub(target: str) -> codealer_pb2_grpc.CoDealerServiceStub:
-    return codealer_pb2_grpc.CoDealerServiceStub(grpc.insecure_channel(target))
 
 
 def refusal(call: object) -> tuple[str, str]:
@@ -120,10 +109,7 @@ def test_the_codealer_refuses_another_seats_card_and_a_card_out_of_order_even_af
         with DealerProcess(
             tmp_path / "data",
             tmp_path / "dealer.log",
-            "--codealer",
-            codealer.target,
-            "--codealer-key",
-            codealer.identity,
+            *codealer.dealer_flags(),
         ) as dealer:
             dealer_stub = stub(dealer.target)
             hand = dealer_stub.OpenHand(pb.OpenHandRequest(deck="standard", mode=pb.DEAL_MODE_CODEALT)).hand
@@ -133,7 +119,7 @@ def test_the_codealer_refuses_another_seats_card_and_a_card_out_of_order_even_af
             )
         codealer.stop()
         codealer = CodealerProcess(codealer_dir)  # a restart: the ledger remembers
-        direct = codealer_stub(codealer.target)  # the dealer's operator, asking the co-dealer itself
+        direct = codealer.stub()  # the dealer's operator, asking the co-dealer itself
         assert refusal(
             lambda: direct.GetShare(
                 codealer_pb2.GetShareRequest(
@@ -212,7 +198,7 @@ def test_the_codealer_verifies_the_dealers_shuffle_before_its_own(codealer_dir: 
     from fairdeck.core.decks import DeckSpec
 
     with CodealerProcess(codealer_dir) as codealer:
-        direct = codealer_stub(codealer.target)
+        direct = codealer.stub()
         announced = direct.AnnounceHand(
             codealer_pb2.AnnounceHandRequest(hand_id="h-skip", deck="short", holder=1, holder_count=2)
         )
@@ -282,7 +268,7 @@ def test_a_dealer_whose_record_disagrees_with_the_codealers_is_refused_with_the_
     with DealerClient(dealer.target, timeout=30) as client:
         hands = CodealHands(client)
         hand = hands.open_hand("short")
-        codealer_stub(codealer.target).GetShare(
+        codealer.stub().GetShare(
             codealer_pb2.GetShareRequest(
                 hand_id=hand.hand_id, position=0, seat_public_key=SeatKey.generate().public_key
             )
@@ -330,7 +316,7 @@ def test_a_seats_own_hand_proof_gives_the_same_line_in_fairdeck_verify_and_the_v
         to_alice = hands.draw(hand.hand_id, 2, seat_public_key=alice.public_key)
         hands.draw(hand.hand_id, 2, seat_public_key=bob.public_key)
         hands.draw(hand.hand_id, 3)
-        alice_cards = open_cards(hand, to_alice.sealed_cards, alice)
+        alice_cards = open_cards(hand, to_alice.sealed_cards, alice, [bytes.fromhex(codealer.identity)])
         closed = hands.close_hand(hand.hand_id)
     proof = hand_proof(closed, seat_public_key=alice.public_key)
     assert [d.card for d in proof.hand.dealt] == list(alice_cards), "only alice's cards"

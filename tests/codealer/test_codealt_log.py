@@ -73,7 +73,12 @@ def codealt_log(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CodealtLog
     init_codealer(root / "cd1")
     built = CodealtLog(root / "data")
     with CodealerProcess(root / "cd1") as codealer:
-        config = {"codealer": codealer.target, "codealer_key": codealer.identity, "checkpoint_interval": 0.02}
+        config = {
+            "codealer": codealer.target,
+            "codealer_key": codealer.identity,
+            "codealer_token": f"@{codealer.token_file}",
+            "checkpoint_interval": 0.02,
+        }
         with RunningDealer(built.data_dir, **config) as dealer, DealerClient(dealer.target, timeout=30) as c:
             hands = CodealHands(c)
             for deck, seat_cards, board in (("standard", 2, 3), ("short", 1, 0)):
@@ -267,6 +272,7 @@ def test_on_postgresql_the_entries_are_logged_durably_and_audited(pg_url: str, t
             "log_key_file": tmp_path / "log.key",
             "codealer": codealer.target,
             "codealer_key": codealer.identity,
+            "codealer_token": f"@{codealer.token_file}",
             "checkpoint_interval": 0.02,
         }
         with (

@@ -118,10 +118,7 @@ def taken(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Taken]:
         DealerProcess(
             tmp / "data",
             tmp / "dealer.log",
-            "--codealer",
-            codealer.target,
-            "--codealer-key",
-            codealer.identity,
+            *codealer.dealer_flags(),
             "--metrics-listen",
             "127.0.0.1:0",
             "--log-level",
@@ -136,7 +133,8 @@ def taken(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Taken]:
             seats = [SeatKey.generate() for _ in range(SEATS)]  # made on each seat's device
             per_seat = hands.deal_seats(hand.hand_id, HOLE, [s.public_key for s in seats])
             for seat, cards in zip(seats, per_seat, strict=True):
-                for sealed, card in zip(cards, open_cards(hand, cards, seat), strict=True):
+                pinned = [bytes.fromhex(codealer.identity)]
+                for sealed, card in zip(cards, open_cards(hand, cards, seat, pinned), strict=True):
                     shares = tuple(bytes(s) for s in sealed.shares)
                     dealt.append(Dealt(hand.hand_id, sealed.position, seat, card, shares))
             assert len(hands.draw(hand.hand_id, BOARD).cards) == BOARD  # a flop, in public

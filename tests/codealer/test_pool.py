@@ -49,6 +49,9 @@ class InProcessLink:
     async def reveal(self, hand_id: str) -> bytes:
         return self.codealer.reveal(hand_id)
 
+    async def identity(self) -> bytes:
+        return self.codealer.identity_key
+
     async def close(self) -> None:
         pass
 

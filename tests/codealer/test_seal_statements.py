@@ -24,26 +24,38 @@ from fairdeck.codeal.shares import Share, make_share, open_card, verify_share
 from fairdeck.v1 import dealer_pb2 as pb
 from fairdeck.wire import Reason
 from fairdeck_server.codeal_dealing import CodealDealer
+from fairdeck_server.codeal_log import CodealLog
 from fairdeck_server.codeal_store import CodealStore
 from fairdeck_server.codealer.ledger import Ledger
-from fairdeck_server.dealer import _new_hand_id
+from fairdeck_server.dealer import Dealer, _new_hand_id
 from fairdeck_server.edge.codeal_edge import hand as hand_message
 from fairdeck_server.edge.codealer_link import GrpcCoDealerLink
 from fairdeck_server.refusals import DealerError
+from fairdeck_server.storage.sqlite import SqliteStorage
 from fairdeck_server.vault import SeedVault
 from tests.support.codealers import CodealerProcess, init_codealer
 
 
-def dealer_for(tmp_path: Path, codealer: CodealerProcess) -> CodealDealer:
-    """The real dealer side (no pool), its real link to the co-dealer process."""
+async def dealer_for(tmp_path: Path, codealer: CodealerProcess) -> CodealDealer:
+    """The real dealer side (no pool), its real link to the co-dealer process, logging to a real
+    SQLite log (close it with ``close``)."""
+    storage = SqliteStorage(tmp_path / "fairdeck.db")
+    await storage.start()
+    vault = SeedVault(bytes(range(1, 33)))
     return CodealDealer(
-        GrpcCoDealerLink(codealer.target),
+        GrpcCoDealerLink(codealer.target, codealer.token),
         bytes.fromhex(codealer.identity),
         CodealStore(tmp_path / "codeal.db"),
-        SeedVault(bytes(range(1, 33))),
+        vault,
+        log=CodealLog(Dealer(storage, vault)),
         new_hand_id=_new_hand_id,
         clock_ms=lambda: 1_700_000_000_000,
     )
+
+
+async def close(dealer: CodealDealer) -> None:
+    await dealer.aclose()
+    await dealer.log.dealer.storage.close()
 
 
 def test_a_dealer_that_substitutes_its_own_seat_key_reads_the_card_and_the_victim_refuses_it(
@@ -57,7 +69,7 @@ def test_a_dealer_that_substitutes_its_own_seat_key_reads_the_card_and_the_victi
         async def attack() -> tuple[
             pb.Hand, list[int], list[bytes], list[bytes], list[list[bytes]], DealerError
         ]:
-            dealer = dealer_for(tmp_path, codealer)
+            dealer = await dealer_for(tmp_path, codealer)
             try:
                 row = await dealer.open_hand("t1", "standard")
                 # The seat asked for two cards; the dealer asks the co-dealer for them with ITS key.
@@ -84,7 +96,7 @@ def test_a_dealer_that_substitutes_its_own_seat_key_reads_the_card_and_the_victi
                     await dealer.link.share(row.hand_id, 0, victim.public_key, 2)
                 return hand_message(row), read, sealed, signatures, resealed, again.value
             finally:
-                await dealer.aclose()
+                await close(dealer)
 
         hand, read, sealed, signatures, resealed, again = asyncio.run(attack())
 
@@ -150,17 +162,17 @@ def test_the_codealer_seals_a_position_once_even_after_a_restart(tmp_path: Path)
     alice, bob = SeatKey.generate(), SeatKey.generate()
 
     async def deal(codealer: CodealerProcess, hand_id: str | None) -> tuple[str, list[bytes], list[bytes]]:
-        dealer = dealer_for(tmp_path, codealer)
+        dealer = await dealer_for(tmp_path, codealer)
         try:
             if hand_id is None:
                 hand_id = (await dealer.open_hand("t1", "standard")).hand_id
             _, sealed, signatures = await dealer.link.share(hand_id, 0, alice.public_key, 2)
             return hand_id, sealed, signatures
         finally:
-            await dealer.aclose()
+            await close(dealer)
 
     async def other_seat(codealer: CodealerProcess, hand_id: str) -> DealerError:
-        link = GrpcCoDealerLink(codealer.target)
+        link = GrpcCoDealerLink(codealer.target, codealer.token)
         try:
             with pytest.raises(DealerError) as refused:
                 await link.share(hand_id, 1, bob.public_key, 1)

@@ -1,12 +1,19 @@
-"""``fairdeck codealer serve`` as a child process, for tests: init its dir once, start, stop."""
+"""``fairdeck codealer serve`` as a child process, for tests: init its dir once, start, stop; and
+the dealer's side of it (the flags that pin it, a stub that carries the dealer's token)."""
 
 from __future__ import annotations
 
+import collections
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import grpc
+
+from fairdeck.v1 import codealer_pb2_grpc
 from tests.support.env import clean_env
 
 LISTENING = re.compile(r"^fairdeck codealer listening on ([^ ]+):(\d+) \(identity ([0-9a-f]{64})\)$")
@@ -26,9 +33,13 @@ def init_codealer(directory: Path) -> str:
 
 
 class CodealerProcess:
-    """A running co-dealer on 127.0.0.1:0 (or ``listen``); ``target`` is host:port."""
+    """A running co-dealer on 127.0.0.1:0 (or ``listen``); ``target`` is host:port. ``args`` go
+    after ``serve``'s own; ``env`` replaces the clean environment's variables it names."""
 
-    def __init__(self, directory: Path, listen: str = "127.0.0.1:0") -> None:
+    def __init__(
+        self, directory: Path, listen: str = "127.0.0.1:0", *args: str, env: dict[str, str] | None = None
+    ) -> None:
+        self.directory = directory
         self.proc = subprocess.Popen(
             [
                 sys.executable,
@@ -40,11 +51,12 @@ class CodealerProcess:
                 str(directory),
                 "--listen",
                 listen,
+                *args,
             ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            env=clean_env(),
+            env={**clean_env(), **(env or {})},
         )
         assert self.proc.stdout is not None
         first = self.proc.stdout.readline()  # blocks until the line or the process's end
@@ -56,7 +68,31 @@ class CodealerProcess:
         self.target = f"127.0.0.1:{self.port}"
         self.identity = match.group(3)
 
-    def stop(self) -> None:
+    @property
+    def token_file(self) -> Path:
+        return self.directory / "dealer.token"
+
+    @property
+    def token(self) -> str:
+        return self.token_file.read_text().strip()
+
+    def dealer_flags(self) -> tuple[str, ...]:
+        """The dealer's flags that pin this co-dealer and give it the dealer's token."""
+        return (
+            "--codealer",
+            self.target,
+            "--codealer-key",
+            self.identity,
+            "--codealer-token",
+            f"@{self.token_file}",
+        )
+
+    def stub(self, token: str | None = "") -> codealer_pb2_grpc.CoDealerServiceStub:
+        """A stub whose calls carry ``token`` (by default the dealer's; None: no credentials)."""
+        return codealer_stub(self.target, self.token if token == "" else token)
+
+    def stop(self) -> str:
+        """Stop it; its log (stderr)."""
         if self.proc.poll() is None:
             self.proc.terminate()
             try:
@@ -64,12 +100,41 @@ class CodealerProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        log = ""
+        if self.proc.stderr is not None and not self.proc.stderr.closed:
+            log = self.proc.stderr.read()
         for stream in (self.proc.stdout, self.proc.stderr):
             if stream is not None:
                 stream.close()
+        return log
 
     def __enter__(self) -> CodealerProcess:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class _Details(
+    collections.namedtuple("_Details", ("method", "timeout", "metadata", "credentials", "wait_for_ready")),
+    grpc.ClientCallDetails,
+):
+    pass
+
+
+class _Bearer(grpc.UnaryUnaryClientInterceptor):  # type: ignore[type-arg]
+    def __init__(self, token: str) -> None:
+        self.header = ("authorization", f"Bearer {token}")
+
+    def intercept_unary_unary(self, continuation: Callable[..., Any], details: Any, request: Any) -> Any:
+        metadata = [*(details.metadata or ()), self.header]
+        new = _Details(details.method, details.timeout, metadata, details.credentials, details.wait_for_ready)
+        return continuation(new, request)
+
+
+def codealer_stub(target: str, token: str | None) -> codealer_pb2_grpc.CoDealerServiceStub:
+    """A CoDealerService stub on ``target`` whose calls carry ``token`` (None: none at all)."""
+    channel = grpc.insecure_channel(target)
+    if token is not None:
+        channel = grpc.intercept_channel(channel, _Bearer(token))
+    return codealer_pb2_grpc.CoDealerServiceStub(channel)

@@ -1,10 +1,12 @@
 """``fairdeck codealer``: make a co-dealer, print its identity key, run it.
 
 A co-dealer's directory holds its identity: ``codealer.key`` (its long-term Ed25519 key, hex,
-0600), ``secrets.key`` (the AES key its per-hand secrets are sealed with, 0600) and
-``codealer.db`` (its ledger: every hand, shuffle and share it gave). ``init`` makes all three and
-never replaces any; ``serve`` makes nothing and refuses, in one line (exit 2), to start without
-them, because a co-dealer that forgot what it shared could give a card to a second seat.
+0600), ``secrets.key`` (the AES key its per-hand secrets are sealed with, 0600), ``codealer.db``
+(its ledger: every hand, shuffle and share it gave) and ``dealer.token`` (the dealer's token,
+0600). ``init`` makes all four and never replaces any; ``token`` makes a new token; ``serve``
+makes nothing and refuses, in one line (exit 2), to start without them, because a co-dealer that
+forgot what it shared could give a card to a second seat. ``serve --keep-closed-days`` prunes
+hands that ended that long ago (at start, then hourly); hands not ended are always kept.
 """
 
 from __future__ import annotations
@@ -14,12 +16,15 @@ import asyncio
 import logging
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from fairdeck_server.codealer.dealer_token import TOKEN_NAME, TokenCheck, new_token, parse_token
 from fairdeck_server.codealer.ledger import Ledger, LedgerError
+from fairdeck_server.option_ranges import CODEALER_RANGES
 from fairdeck_server.refusals import StartupRefused
 from fairdeck_server.startup import DataDirLock
 from fairdeck_server.vault import (
@@ -38,17 +43,22 @@ if TYPE_CHECKING:  # the co-dealer's code needs libsodium; `fairdeck --help` mus
     from fairdeck_server.codealer.holder import CoDealer
 
 DEFAULT_LISTEN = "127.0.0.1:7390"
+PRUNE_EVERY = 3600.0
+"""Seconds between the ledger's prunes with --keep-closed-days (the first is at start)."""
+DAY_MS = 86_400_000
+log = logging.getLogger("fairdeck_server.codealer")
 
 EPILOG = f"""\
 A co-dealer is an independent key holder of co-dealt hands (docs/codealing-spec.md): the
 dealer cannot see a card without it. Run it somewhere the dealer's operator has no shell.
 
-  fairdeck codealer init --dir cd1          # identity key, secrets key, ledger; prints the key
+  fairdeck codealer init --dir cd1          # identity key, secrets key, ledger, dealer token
   fairdeck codealer serve --dir cd1 --listen 127.0.0.1:7390
 
-Then start the dealer with `--codealer 127.0.0.1:7390 --codealer-key KEY` (the key `init`
-and `fairdeck codealer key --dir cd1` print). Files: DIR/{KEY_NAME}, DIR/{SECRETS_NAME},
-DIR/{LEDGER_NAME}. See docs/operations.md, "Co-dealer".
+Then copy cd1/{TOKEN_NAME} (mode 0600) to the dealer's host and start the dealer with
+`--codealer 127.0.0.1:7390 --codealer-key KEY --codealer-token @FILE` (the key `init` and
+`fairdeck codealer key --dir cd1` print). Files: DIR/{KEY_NAME}, DIR/{SECRETS_NAME},
+DIR/{LEDGER_NAME}, DIR/{TOKEN_NAME}. See docs/operations.md, "Co-dealer".
 """
 
 
@@ -97,9 +107,21 @@ def _open_ledger(directory: Path) -> Ledger:
     return ledger
 
 
+def load_token(directory: Path) -> TokenCheck:
+    path = directory / TOKEN_NAME
+    fix = f"make one with `fairdeck codealer token --dir {directory}` and give the file to the dealer"
+    if not path.exists():
+        raise StartupRefused(f"no dealer token at {path}: {fix} (`fairdeck serve --codealer-token @FILE`)")
+    text = read_private_text(path, "dealer token file", StartupRefused)
+    try:
+        return TokenCheck(parse_token(text))
+    except ValueError as e:
+        raise StartupRefused(f"dealer token file {path}: {e}; {fix}") from None
+
+
 def cmd_init(args: argparse.Namespace) -> int:
     directory = Path(args.dir)
-    for name in (KEY_NAME, SECRETS_NAME, LEDGER_NAME):
+    for name in (KEY_NAME, SECRETS_NAME, LEDGER_NAME, TOKEN_NAME):
         if (directory / name).exists():
             return _refuse(
                 "init", f"{directory / name} exists: a co-dealer is never replaced; use another --dir"
@@ -110,10 +132,12 @@ def cmd_init(args: argparse.Namespace) -> int:
         write_private_file(directory / KEY_NAME, identity.private_bytes_raw().hex() + "\n", create=True)
         create_key_file(directory / SECRETS_NAME)
         Ledger(directory / LEDGER_NAME).close()
+        write_private_file(directory / TOKEN_NAME, new_token() + "\n", create=True)
     except (OSError, LedgerError) as e:
         return _refuse("init", f"{directory}: {getattr(e, 'strerror', None) or e}")
     print(
-        f"created co-dealer {directory}; its identity key (give it to the dealer's --codealer-key):",
+        f"created co-dealer {directory}; copy {directory / TOKEN_NAME} (mode 0600) to the dealer's host "
+        "for its --codealer-token @FILE; its identity key (give it to the dealer's --codealer-key):",
         file=sys.stderr,
     )
     print(identity.public_key().public_bytes_raw().hex())
@@ -128,6 +152,37 @@ def cmd_key(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_token(args: argparse.Namespace) -> int:
+    """A new dealer token, replacing the old one at the co-dealer's next start."""
+    directory = Path(args.dir)
+    if not (directory / KEY_NAME).exists():
+        return _refuse(
+            "token", f"no co-dealer at {directory}: make one with `fairdeck codealer init --dir {directory}`"
+        )
+    try:
+        write_private_file(directory / TOKEN_NAME, new_token() + "\n", create=False)
+    except OSError as e:
+        return _refuse("token", f"{directory / TOKEN_NAME}: {e.strerror or e}")
+    print(
+        f"wrote a new dealer token to {directory / TOKEN_NAME} (mode 0600): copy it to the dealer's host "
+        "(`fairdeck serve --codealer-token @FILE`), then restart the co-dealer and the dealer; the old "
+        "token is refused from the co-dealer's restart on",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _days(text: str) -> float:
+    try:
+        value = float(text)
+        CODEALER_RANGES["keep_closed_days"].check(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(
+            str(e) if "must be" in str(e) else f"not a number: {text!r}"
+        ) from None
+    return value
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     directory = Path(args.dir)
@@ -138,6 +193,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             )
         identity = load_identity(directory)
         vault = _load_vault(directory)
+        token = load_token(directory)
         lock = DataDirLock.acquire(directory, holder="co-dealer", option="--dir")
         ledger = _open_ledger(directory)
     except StartupRefused as e:
@@ -145,21 +201,46 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from fairdeck_server.codealer.holder import CoDealer
 
     try:
-        return asyncio.run(_serve(CoDealer(ledger, identity, vault), args.listen))
+        return asyncio.run(
+            _serve(CoDealer(ledger, identity, vault), args.listen, token, args.keep_closed_days)
+        )
     finally:
         ledger.close()
         lock.release()
 
 
-async def _serve(codealer: CoDealer, listen: str) -> int:
+async def _prune(codealer: CoDealer, keep_days: float) -> None:
+    """Drop hands that ended over ``keep_days`` ago, at start and then every PRUNE_EVERY seconds."""
+    while True:
+        cutoff = codealer.clock_ms() - int(keep_days * DAY_MS)
+        started = time.monotonic()
+        try:
+            dropped = await asyncio.to_thread(codealer.ledger.prune, cutoff)
+        except LedgerError as e:
+            log.warning("pruning the ledger failed (%s); trying again in %g s", e, PRUNE_EVERY)
+        else:
+            if dropped:
+                log.info(
+                    "pruned %d hands that ended over %g days ago from the ledger (%.1f s)",
+                    dropped,
+                    keep_days,
+                    time.monotonic() - started,
+                )
+        await asyncio.sleep(PRUNE_EVERY)
+
+
+async def _serve(codealer: CoDealer, listen: str, token: TokenCheck, keep_days: float) -> int:
     from fairdeck_server.edge.codealer_servicer import start_codealer_server
 
     try:
-        server, port = await start_codealer_server(codealer, listen)
+        server, port, watch = await start_codealer_server(codealer, listen, token)
     except RuntimeError:
         port = 0
     if not port:
         return _refuse("serve", f"--listen {listen}: cannot listen there; pick another --listen (HOST:PORT)")
+    tasks = [asyncio.create_task(watch.run(), name="codealer-health")]
+    if keep_days:
+        tasks.append(asyncio.create_task(_prune(codealer, keep_days), name="codealer-prune"))
     stopped = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -169,6 +250,8 @@ async def _serve(codealer: CoDealer, listen: str) -> int:
         f"fairdeck codealer listening on {host}:{port} (identity {codealer.identity_key.hex()})", flush=True
     )
     await stopped.wait()
+    for task in tasks:
+        task.cancel()
     await server.stop(5)
     print("fairdeck codealer stopped", flush=True)
     return 0
@@ -183,15 +266,30 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    actions = codealer.add_subparsers(dest="codealer_command", metavar="{init,key,serve}", required=True)
-    init = actions.add_parser("init", help="make a new co-dealer: identity key, secrets key, ledger")
+    actions = codealer.add_subparsers(
+        dest="codealer_command", metavar="{init,key,token,serve}", required=True
+    )
+    init = actions.add_parser(
+        "init", help="make a new co-dealer: identity key, secrets key, ledger, dealer token"
+    )
     init.add_argument("--dir", required=True, metavar="DIR", help="the co-dealer's directory")
     init.set_defaults(handler=cmd_init)
     key = actions.add_parser("key", help="print the co-dealer's identity key (hex Ed25519)")
     key.add_argument("--dir", required=True, metavar="DIR", help="the co-dealer's directory")
     key.set_defaults(handler=cmd_key)
+    token = actions.add_parser("token", help="make a new dealer token (DIR/dealer.token), replacing the old")
+    token.add_argument("--dir", required=True, metavar="DIR", help="the co-dealer's directory")
+    token.set_defaults(handler=cmd_token)
     serve = actions.add_parser("serve", help="serve CoDealerService over gRPC", epilog=EPILOG)
     serve.formatter_class = argparse.RawDescriptionHelpFormatter
     serve.add_argument("--dir", required=True, metavar="DIR", help="the co-dealer's directory")
     serve.add_argument("--listen", default=DEFAULT_LISTEN, metavar="HOST:PORT", help="default %(default)s")
+    keep = CODEALER_RANGES["keep_closed_days"]
+    serve.add_argument(
+        "--keep-closed-days",
+        type=_days,
+        default=0.0,
+        metavar="DAYS",
+        help=f"prune hands that ended this long ago; {keep.describe()}; default 0 (docs/operations.md)",
+    )
     serve.set_defaults(handler=cmd_serve)

@@ -7,7 +7,9 @@ seat that position went to, (c) for a final deck that descends from its own sign
 verified records (section 6.5), (d) sealed to one seat while the hand runs, sealed once and signed
 in a statement naming the seat key (section 9.1); public shares of dealt positions only after the
 hand ended. Every rule is checked before a share is made, and again in the one ledger
-transaction that records the position (and its seal) before anything is answered. Refusals are
+transaction that records the position (and its seal) before anything is answered. Calls for one
+hand that read, work and then write (a shuffle) run one at a time (``HAND_LOCKS`` striped locks);
+the decoded-hand cache has its own lock, since calls run in worker threads. Refusals are
 ``DealerError``s; no grpc here.
 """
 
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import secrets
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -53,6 +56,8 @@ class GivenShares:
 
 CACHE_HANDS = 4096
 """Hands whose decoded context, final deck and key the co-dealer keeps in memory."""
+HAND_LOCKS = 64
+"""Striped per-hand locks: bounded, whatever hand ids callers name."""
 
 
 def _now_ms() -> int:
@@ -78,6 +83,8 @@ class CoDealer:
         self.random = random
         self.clock_ms = clock_ms
         self._cache: dict[str, tuple[HandContext, Deck, Scalar]] = {}
+        self._cache_lock = threading.Lock()
+        self._hand_locks = tuple(threading.Lock() for _ in range(HAND_LOCKS))
 
     # -- announce ------------------------------------------------------------------------------
 
@@ -118,7 +125,15 @@ class CoDealer:
     def shuffle(
         self, hand_id: str, key_records: Sequence[bytes], earlier: Sequence[bytes]
     ) -> tuple[bytes, bytes]:
-        """Verify every key record and every earlier shuffle, then shuffle, prove and sign."""
+        """Verify every key record and every earlier shuffle, then shuffle, prove and sign. Two
+        calls for one hand run one after the other: the second sees the first's record."""
+        _check_hand_id(hand_id)
+        with self._hand_lock(hand_id):
+            return self._shuffle(hand_id, key_records, earlier)
+
+    def _shuffle(
+        self, hand_id: str, key_records: Sequence[bytes], earlier: Sequence[bytes]
+    ) -> tuple[bytes, bytes]:
         row = self._row(hand_id)
         inputs = _joined(key_records) + b"|" + _joined(earlier)
         if row.shuffle_record is not None and row.shuffle_signature is not None:
@@ -168,7 +183,12 @@ class CoDealer:
         def store(db: sqlite3.Connection) -> tuple[bytes, bytes]:
             now = read_hand(db, hand_id)
             if now is not None and now.shuffle_record is not None and now.shuffle_signature is not None:
-                return now.shuffle_record, now.shuffle_signature  # a concurrent twin got there first
+                if now.shuffle_inputs != inputs:  # only the hand's lock keeps this from happening
+                    raise refusals.codeal(
+                        Reason.HAND_ALREADY_SHUFFLED,
+                        "this co-dealer already shuffled this hand from other inputs",
+                    )
+                return now.shuffle_record, now.shuffle_signature
             db.execute(
                 "UPDATE hands SET key_records = ?, shuffle_inputs = ?, shuffle_record = ?, "
                 "shuffle_signature = ?, final_deck = ? WHERE hand_id = ?",
@@ -292,16 +312,18 @@ class CoDealer:
         self, row: HandRow, spec: DeckSpec, later: Sequence[bytes]
     ) -> tuple[HandContext, Deck, Scalar]:
         """The hand's context, final deck and key, decoded once and kept (a bounded cache)."""
-        cached = self._cache.get(row.hand_id)
+        with self._cache_lock:
+            cached = self._cache.get(row.hand_id)
         if cached is not None:
             if later:
                 self._final(row, cached[0], later)  # still checks a later record given again
             return cached
         ctx = self._context(row, spec)
         state = (ctx, self._final(row, ctx, later), self._secrets(row)[0])
-        if len(self._cache) >= CACHE_HANDS:
-            self._cache.pop(next(iter(self._cache)))
-        self._cache[row.hand_id] = state
+        with self._cache_lock:  # worker threads evict at once: each must pick its own oldest
+            while self._cache and len(self._cache) >= CACHE_HANDS:
+                self._cache.pop(next(iter(self._cache)))
+            self._cache[row.hand_id] = state
         return state
 
     # -- reveal --------------------------------------------------------------------------------
@@ -312,11 +334,17 @@ class CoDealer:
         if row.shuffle_record is None:
             raise refusals.codeal(Reason.HAND_NOT_SHUFFLED, "this co-dealer has not shuffled this hand yet")
         self.ledger.transaction(
-            lambda db: db.execute("UPDATE hands SET revealed = 1 WHERE hand_id = ?", (hand_id,))
+            lambda db: db.execute(
+                "UPDATE hands SET revealed = 1, revealed_ms = coalesce(revealed_ms, ?) WHERE hand_id = ?",
+                (self.clock_ms(), hand_id),
+            )
         )
         return self._secrets(row)[1]
 
     # -- helpers -------------------------------------------------------------------------------
+
+    def _hand_lock(self, hand_id: str) -> threading.Lock:
+        return self._hand_locks[hash(hand_id) % HAND_LOCKS]
 
     def _row(self, hand_id: str) -> HandRow:
         _check_hand_id(hand_id)

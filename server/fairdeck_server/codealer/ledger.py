@@ -7,13 +7,16 @@ the clear. ``give_share`` checks the deal order and the seat and records the sha
 and a restart can never give one position to two seats. ``seals`` keeps the one sealed share and
 signed seal statement made for each position (section 9.1), answered again on a retry. ``serve``
 opens it with ``create=False``: a file without the hands and shares tables (empty, another
-database) is refused, never given a fresh schema.
+database) is refused, never given a fresh schema. ``prune`` drops only hands revealed (ended)
+before a cutoff, with their shares and seals; a hand not ended is never dropped. ``probe`` is a
+write of its own (health).
 """
 
 from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +37,8 @@ SCHEMA = (
     shuffle_signature BLOB,
     final_deck BLOB,
     revealed INTEGER NOT NULL DEFAULT 0,
-    created_ms INTEGER NOT NULL
+    created_ms INTEGER NOT NULL,
+    revealed_ms INTEGER
 ) STRICT""",
     """CREATE TABLE IF NOT EXISTS shares (
     hand_id TEXT NOT NULL REFERENCES hands (hand_id),
@@ -51,7 +55,11 @@ SCHEMA = (
     signature BLOB NOT NULL,
     PRIMARY KEY (hand_id, position)
 ) STRICT""",
+    "CREATE TABLE IF NOT EXISTS health_probe "
+    "(id INTEGER PRIMARY KEY CHECK (id = 1), written_ms INTEGER NOT NULL) STRICT",
 )
+PRUNE_BATCH = 500
+"""Hands dropped per transaction: calls wait for one batch at most, never for a whole prune."""
 
 T = TypeVar("T")
 
@@ -104,6 +112,7 @@ class Ledger:
             self._db.execute("PRAGMA synchronous=FULL")
             for statement in SCHEMA:
                 self._db.execute(statement)
+            _add_revealed_ms(self._db)
         except (sqlite3.Error, LedgerError) as e:
             self._db.close()
             if isinstance(e, LedgerError):
@@ -143,11 +152,49 @@ class Ledger:
                 raise LedgerError(f"co-dealer ledger {self.path}: {e}") from None
 
     def probe(self) -> bool:
+        """Whether the ledger takes a write: one row rewritten and committed like any share."""
         try:
-            self.transaction(lambda db: None)
+            self.transaction(
+                lambda db: db.execute(
+                    "INSERT INTO health_probe (id, written_ms) VALUES (1, 0) "
+                    "ON CONFLICT (id) DO UPDATE SET written_ms = written_ms + 1"
+                )
+            )
         except LedgerError:
             return False
         return True
+
+    def prune(self, revealed_before_ms: int) -> int:
+        """Drop the hands revealed before ``revealed_before_ms``, their shares and seals, in batches of
+        ``PRUNE_BATCH``; how many were dropped. A hand not revealed (not ended) is never dropped."""
+
+        def batch(db: sqlite3.Connection) -> int:
+            ids = [
+                str(r[0])
+                for r in db.execute(
+                    "SELECT hand_id FROM hands WHERE revealed = 1 AND revealed_ms < ? LIMIT ?",
+                    (revealed_before_ms, PRUNE_BATCH),
+                )
+            ]
+            for hand_id in ids:
+                db.execute("DELETE FROM seals WHERE hand_id = ?", (hand_id,))
+                db.execute("DELETE FROM shares WHERE hand_id = ?", (hand_id,))
+                db.execute("DELETE FROM hands WHERE hand_id = ? AND revealed = 1", (hand_id,))
+            return len(ids)
+
+        dropped = 0
+        while (n := self.transaction(batch)) > 0:
+            dropped += n
+        return dropped
+
+    def counts(self) -> tuple[int, int]:
+        """(hands, shares) the ledger holds."""
+        return self.transaction(
+            lambda db: (
+                int(db.execute("SELECT count(*) FROM hands").fetchone()[0]),
+                int(db.execute("SELECT count(*) FROM shares").fetchone()[0]),
+            )
+        )
 
 
 def _check_tables(db: sqlite3.Connection, path: Path) -> None:
@@ -158,6 +205,17 @@ def _check_tables(db: sqlite3.Connection, path: Path) -> None:
             f"co-dealer ledger {path} is empty or not a co-dealer ledger: restore it from backup "
             "(a co-dealer that forgot what it shared could give a card to two seats)"
         )
+
+
+def _add_revealed_ms(db: sqlite3.Connection) -> None:
+    """A ledger made before retention gets ``revealed_ms``; its hands already revealed count as
+    revealed now, so they are kept a whole retention window from the upgrade."""
+    columns = {str(r[1]) for r in db.execute("PRAGMA table_info(hands)")}
+    if "revealed_ms" not in columns:
+        db.execute("BEGIN IMMEDIATE")
+        db.execute("ALTER TABLE hands ADD COLUMN revealed_ms INTEGER")
+        db.execute("UPDATE hands SET revealed_ms = ? WHERE revealed = 1", (time.time_ns() // 1_000_000,))
+        db.execute("COMMIT")
 
 
 def _hand(db: sqlite3.Connection, hand_id: str) -> HandRow | None:

@@ -1,15 +1,18 @@
 """The dealer's client of the co-dealer's CoDealerService (``serve --codealer HOST:PORT``).
 
-Each call has a deadline; a co-dealer that is down, too slow, or drops the call becomes
-UNAVAILABLE CODEALER_UNAVAILABLE (ordinary hands are not touched), and any other refusal of the
-co-dealer's becomes FAILED_PRECONDITION CODEALER_REFUSED carrying the co-dealer's own reason and
-message, so the game server sees why a co-dealt hand was not dealt.
+Each call has a deadline and carries the dealer's token (``--codealer-token @FILE``). A co-dealer
+that is down, too slow, drops the call, is busy, or refuses the token becomes UNAVAILABLE
+CODEALER_UNAVAILABLE (ordinary hands are not touched; the message says which, never the token),
+and any other refusal of the co-dealer's becomes FAILED_PRECONDITION CODEALER_REFUSED carrying
+its own reason and message, so the game server sees why a co-dealt hand was not dealt.
+``codeal_dealer`` also starts co-dealt health (codeal_health.py) on the dealer's health service.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 import grpc
 from google.rpc import error_details_pb2
@@ -17,12 +20,16 @@ from grpc_status import rpc_status
 
 from fairdeck.v1 import codealer_pb2 as pb
 from fairdeck.v1 import codealer_pb2_grpc
-from fairdeck.wire import Reason
+from fairdeck.wire import AUTHORIZATION, Reason
 from fairdeck_server import refusals
+from fairdeck_server.codeal_health import CODEAL_HEALTH, CodealerWatch
 from fairdeck_server.codeal_store import CodealStore, CodealStoreError
+from fairdeck_server.codealer.dealer_token import parse_token
 from fairdeck_server.config import ServerConfig
+from fairdeck_server.edge.health import NOT_SERVING, SERVING, HealthServicer
+from fairdeck_server.metrics import Metrics
 from fairdeck_server.refusals import StartupRefused
-from fairdeck_server.vault import SeedVault
+from fairdeck_server.vault import SeedVault, read_private_text
 
 if TYPE_CHECKING:  # loaded only with --codealer: the co-dealt code needs libsodium
     from fairdeck_server.codeal_dealing import CodealDealer
@@ -34,6 +41,16 @@ POOL_PER_TENANT = 16
 CALL_TIMEOUT = 10.0
 """Seconds a co-dealer call may take (a 52-card shuffle with its proof takes well under one)."""
 _DOWN = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED)
+_REFUSED_FIX = "give --codealer-token @FILE the co-dealer's current DIR/dealer.token"
+
+
+class HealthHost(Protocol):
+    """What co-dealt hands need of the app: the ordinary dealer (whose log they append to), and
+    its health service and metrics, to which co-dealt health is published (app.py)."""
+
+    dealer: Dealer
+    health: HealthServicer
+    metrics: Metrics
 
 
 def _reason(error: grpc.aio.AioRpcError) -> str:
@@ -50,9 +67,10 @@ def _reason(error: grpc.aio.AioRpcError) -> str:
 
 
 class GrpcCoDealerLink:
-    def __init__(self, target: str, *, timeout: float = CALL_TIMEOUT) -> None:
+    def __init__(self, target: str, token: str, *, timeout: float = CALL_TIMEOUT) -> None:
         self.target = target
         self.timeout = timeout
+        self._metadata = ((AUTHORIZATION, f"Bearer {token}"),)
         self._channel = grpc.aio.insecure_channel(target)
         self._stub = codealer_pb2_grpc.CoDealerServiceStub(self._channel)
 
@@ -61,11 +79,22 @@ class GrpcCoDealerLink:
 
     async def _call(self, method: Callable[..., Awaitable[T]], request: Any) -> T:
         try:
-            return await method(request, timeout=self.timeout)
+            return await method(request, timeout=self.timeout, metadata=self._metadata)
         except grpc.aio.AioRpcError as e:
             if e.code() in _DOWN:
                 raise refusals.codeal(
                     Reason.CODEALER_UNAVAILABLE, f"the co-dealer at {self.target} is unreachable; retry later"
+                ) from None
+            if e.code() == grpc.StatusCode.UNAUTHENTICATED:
+                raise refusals.codeal(
+                    Reason.CODEALER_UNAVAILABLE,
+                    f"the co-dealer at {self.target} refused the dealer's token ({_reason(e)}): "
+                    + _REFUSED_FIX,
+                ) from None
+            if e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
+                raise refusals.codeal(
+                    Reason.CODEALER_UNAVAILABLE,
+                    f"the co-dealer at {self.target} is busy ({_reason(e)}); retry later",
                 ) from None
             raise refusals.codeal(
                 Reason.CODEALER_REFUSED,
@@ -99,15 +128,40 @@ class GrpcCoDealerLink:
         r = await self._call(self._stub.RevealSeed, pb.RevealSeedRequest(hand_id=hand_id))
         return r.seed
 
+    async def identity(self) -> bytes:
+        r = await self._call(self._stub.GetIdentity, pb.GetIdentityRequest())
+        return r.identity_key
+
+
+def codealer_token(value: str | None) -> str:
+    """The token of ``--codealer-token @FILE``; StartupRefused says what is wrong and the fix."""
+    if value is None:
+        raise StartupRefused(
+            "--codealer needs --codealer-token @FILE: the co-dealer's DIR/dealer.token (`fairdeck codealer "
+            "init` or `fairdeck codealer token` makes it), copied to this host with mode 0600"
+        )
+    if not value.startswith("@"):
+        raise StartupRefused(
+            "--codealer-token: want @FILE (a token is a secret: never a flag's value), the co-dealer's "
+            "DIR/dealer.token copied to this host with mode 0600"
+        )
+    text = read_private_text(Path(value[1:]), "--codealer-token: token file", StartupRefused)
+    try:
+        return parse_token(text)
+    except ValueError as e:
+        raise StartupRefused(f"--codealer-token: token file {value[1:]}: {e}") from None
+
 
 def codeal_dealer(
     config: ServerConfig,
     vault: SeedVault,
     new_hand_id: Callable[[int], str],
     clock_ms: Callable[[], int],
-    dealer: Dealer,
+    host: HealthHost,
 ) -> CodealDealer | None:
-    """Co-dealt hands, with --codealer: their own file in the data dir, sealed by the dealer's vault."""
+    """Co-dealt hands, with --codealer: their own file in the data dir, sealed by the dealer's vault,
+    logged to ``host.dealer``'s log; their health (``CODEAL_HEALTH``) and
+    ``fairdeck_codealer_healthy`` kept in ``host``'s."""
     if config.codealer is None and config.codealer_key is None and not config.codeal_default:
         return None
     from fairdeck_server.codeal_dealing import CodealDealer, codealer_identity
@@ -121,12 +175,24 @@ def codeal_dealer(
         identity = codealer_identity(config.codealer_key)
     except ValueError as e:
         raise StartupRefused(f"--codealer-key: {e}") from None
+    token = codealer_token(config.codealer_token)
     try:
         store = CodealStore(config.data_dir / "codeal.db")
     except CodealStoreError as e:
         raise StartupRefused(f"{e}; check the data dir's permissions and free space") from None
-    link = GrpcCoDealerLink(config.codealer)
-    log = CodealLog(dealer)  # its entries go to the ordinary dealer's log
+    link = GrpcCoDealerLink(config.codealer, token)
+    log = CodealLog(host.dealer)  # its entries go to the ordinary dealer's log
     codeal = CodealDealer(link, identity, store, vault, log=log, new_hand_id=new_hand_id, clock_ms=clock_ms)
     codeal.start_pool(POOL_PER_TENANT)
+    codeal.watch = CodealerWatch(link.identity, identity, _publisher(host))
+    codeal.watch.start()
     return codeal
+
+
+def _publisher(host: HealthHost) -> Callable[[bool], Awaitable[None]]:
+    async def publish(ok: bool) -> None:
+        host.metrics.codealer_healthy.set(1 if ok else 0)
+        able = ok and host.health.status("") == SERVING  # and the dealer itself serves
+        await host.health.set(CODEAL_HEALTH, SERVING if able else NOT_SERVING)
+
+    return publish

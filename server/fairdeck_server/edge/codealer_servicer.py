@@ -1,48 +1,162 @@
 """The CoDealerService servicer and the co-dealer's gRPC server (``fairdeck codealer serve``).
 
-Protobuf in, ``CoDealer`` calls (run in a worker thread: shuffles and proofs take tens of
-milliseconds of CPU), protobuf out; refusals end through status.py with their stable reason.
-A ledger that cannot write answers UNAVAILABLE STORAGE_UNAVAILABLE: nothing was given.
+Every call is the dealer's or refused: it must carry the dealer's token (codealer/dealer_token.py)
+before any work, else UNAUTHENTICATED MISSING_CREDENTIALS / INVALID_TOKEN; failed attempts are
+limited per client address (auth.FailureLimiter, then RESOURCE_EXHAUSTED AUTH_RATE_LIMITED). At
+most ``MAX_CALLS_IN_FLIGHT`` of the dealer's calls run or wait at once (then RESOURCE_EXHAUSTED
+TOO_MANY_CALLS): the co-dealer's work always has an owner and a bound. Protobuf in, ``CoDealer``
+calls (in a worker thread: shuffles and proofs take tens of milliseconds of CPU), protobuf out;
+refusals end through status.py with their stable reason. A ledger that cannot write answers
+UNAVAILABLE STORAGE_UNAVAILABLE (nothing was given) and health says NOT_SERVING until a probe
+write succeeds (``LedgerWatch``). Health (``grpc.health.v1.Health``) needs no credentials.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import grpc
+from grpc_health.v1 import health_pb2_grpc
 
 from fairdeck.v1 import codealer_pb2 as pb
 from fairdeck.v1 import codealer_pb2_grpc
+from fairdeck.wire import AUTHORIZATION, Reason
 from fairdeck_server import refusals
+from fairdeck_server.auth import FailureLimiter, peer_address
+from fairdeck_server.codealer.dealer_token import TokenCheck, bearer
 from fairdeck_server.codealer.holder import CoDealer
 from fairdeck_server.codealer.ledger import LedgerError
+from fairdeck_server.edge.health import NOT_SERVING, SERVING, HealthServicer
 from fairdeck_server.edge.status import translated
+from fairdeck_server.open_work import OpenStreams
+from fairdeck_server.refusals import DealerError
 from fairdeck_server.vault import VaultError
 
+log = logging.getLogger(__name__)
 T = TypeVar("T")
+SERVICE = pb.DESCRIPTOR.services_by_name["CoDealerService"].full_name
+HEALTH_NAMES = ("", SERVICE)
+MAX_CALLS_IN_FLIGHT = 256
+"""The dealer's calls running or waiting at once (its deck pool makes one deck at a time; draws
+and opens follow its tenants' own limits): beyond, RESOURCE_EXHAUSTED TOO_MANY_CALLS."""
+BUSY_RETRY = 0.1
+"""Seconds a call refused TOO_MANY_CALLS is asked to wait."""
+PROBE_EVERY = 5.0
+"""Seconds between the ledger's probe writes while it takes writes."""
+PROBE_RETRY = 1.0
+"""Seconds between probe writes while it does not."""
+MAX_WATCH_STREAMS = 100
+"""Health Watch streams one client address may hold open (as the dealer's default)."""
 
 
-async def _run(work: Callable[[], T]) -> T:
-    try:
-        return await asyncio.to_thread(work)
-    except LedgerError as e:
-        raise refusals.storage_unavailable(str(e)) from None
-    except VaultError as e:
-        raise refusals.seed_unavailable(str(e)) from None
+class LedgerWatch:
+    """Health SERVING while the ledger takes writes: a probe write every ``PROBE_EVERY`` seconds
+    (``PROBE_RETRY`` while failing), and at once after a call's write failed."""
+
+    def __init__(self, codealer: CoDealer, health: HealthServicer) -> None:
+        self.codealer = codealer
+        self.health = health
+        self.healthy: bool | None = None
+        self._wake = asyncio.Event()
+
+    def failed(self) -> None:
+        self._wake.set()
+
+    async def run(self) -> None:
+        while True:
+            ok = await asyncio.to_thread(self.codealer.ledger.probe)
+            if ok != self.healthy:
+                if ok:
+                    log.info("the co-dealer's ledger takes writes: health SERVING")
+                else:
+                    log.warning(
+                        "the co-dealer's ledger %s does not take writes: health NOT_SERVING until a "
+                        "probe write succeeds",
+                        self.codealer.ledger.path,
+                    )
+                self.healthy = ok
+                for name in HEALTH_NAMES:
+                    await self.health.set(name, SERVING if ok else NOT_SERVING)
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), PROBE_EVERY if ok else PROBE_RETRY)
 
 
 class CoDealerServicer(codealer_pb2_grpc.CoDealerServiceServicer):
-    def __init__(self, codealer: CoDealer) -> None:
+    def __init__(
+        self,
+        codealer: CoDealer,
+        token: TokenCheck,
+        *,
+        failures: FailureLimiter | None = None,
+        max_in_flight: int = MAX_CALLS_IN_FLIGHT,
+        watch: LedgerWatch | None = None,
+    ) -> None:
         self.codealer = codealer
+        self.token = token
+        self.failures = failures if failures is not None else FailureLimiter()
+        self.max_in_flight = max_in_flight
+        self.in_flight = 0
+        self.watch = watch
+
+    async def _run(self, context: Any, work: Callable[[], T]) -> T:
+        """``work`` for the dealer, once its token is checked, within the cap."""
+        self._admit(context)
+        if self.in_flight >= self.max_in_flight:
+            raise DealerError(
+                Reason.TOO_MANY_CALLS,
+                f"at most {self.max_in_flight} calls in flight at the co-dealer; wait for some to finish",
+                retry_delay=BUSY_RETRY,
+            )
+        self.in_flight += 1
+        try:
+            return await asyncio.to_thread(work)
+        except LedgerError as e:
+            if self.watch is not None:
+                self.watch.failed()
+            raise refusals.storage_unavailable(str(e)) from None
+        except VaultError as e:
+            raise refusals.seed_unavailable(str(e)) from None
+        finally:
+            self.in_flight -= 1
+
+    def _admit(self, context: Any) -> None:
+        """The dealer's token is always let through (a stranger at its address cannot lock it
+        out); any other credential, or none, counts as a failure of the caller's address."""
+        headers = [v for k, v in (context.invocation_metadata() or ()) if k == AUTHORIZATION]
+        presented = bearer(headers[0]) if len(headers) == 1 else None
+        if presented is not None and self.token.matches(presented):
+            return
+        address = peer_address(context.peer())
+        delay = self.failures.blocked(address)
+        if delay is not None:
+            raise refusals.auth_rate_limited(delay)
+        self.failures.failed(address)
+        if not headers:
+            raise DealerError(
+                Reason.MISSING_CREDENTIALS,
+                "this co-dealer answers only its dealer: send its token (authorization: Bearer ...; "
+                "fairdeck serve --codealer-token @FILE)",
+                AUTHORIZATION,
+            )
+        log.info("refused a call from %s: %s", address, Reason.INVALID_TOKEN)
+        raise DealerError(
+            Reason.INVALID_TOKEN,
+            "not this co-dealer's dealer token (fairdeck serve --codealer-token @FILE)",
+            AUTHORIZATION,
+        )
 
     @translated
     async def AnnounceHand(self, request: pb.AnnounceHandRequest, context: Any) -> pb.AnnounceHandResponse:
-        record, signature = await _run(
+        record, signature = await self._run(
+            context,
             lambda: self.codealer.announce(
                 request.hand_id, request.deck, request.holder, request.holder_count
-            )
+            ),
         )
         return pb.AnnounceHandResponse(
             key_record=record, key_record_signature=signature, identity_key=self.codealer.identity_key
@@ -50,16 +164,18 @@ class CoDealerServicer(codealer_pb2_grpc.CoDealerServiceServicer):
 
     @translated
     async def ShuffleDeck(self, request: pb.ShuffleDeckRequest, context: Any) -> pb.ShuffleDeckResponse:
-        record, signature = await _run(
+        record, signature = await self._run(
+            context,
             lambda: self.codealer.shuffle(
                 request.hand_id, list(request.key_records), list(request.shuffle_records)
-            )
+            ),
         )
         return pb.ShuffleDeckResponse(shuffle_record=record, shuffle_record_signature=signature)
 
     @translated
     async def GetShare(self, request: pb.GetShareRequest, context: Any) -> pb.GetShareResponse:
-        given = await _run(
+        given = await self._run(
+            context,
             lambda: self.codealer.share(
                 request.hand_id,
                 request.position,
@@ -67,7 +183,7 @@ class CoDealerServicer(codealer_pb2_grpc.CoDealerServiceServicer):
                 list(request.later_shuffle_records),
                 request.count,
                 list(request.seat_public_keys),
-            )
+            ),
         )
         return pb.GetShareResponse(
             shares=given.shares, sealed_shares=given.sealed, seal_signatures=given.seal_signatures
@@ -75,19 +191,30 @@ class CoDealerServicer(codealer_pb2_grpc.CoDealerServiceServicer):
 
     @translated
     async def RevealSeed(self, request: pb.RevealSeedRequest, context: Any) -> pb.RevealSeedResponse:
-        return pb.RevealSeedResponse(seed=await _run(lambda: self.codealer.reveal(request.hand_id)))
+        seed = await self._run(context, lambda: self.codealer.reveal(request.hand_id))
+        return pb.RevealSeedResponse(seed=seed)
 
     @translated
     async def GetIdentity(self, request: pb.GetIdentityRequest, context: Any) -> pb.GetIdentityResponse:
+        self._admit(context)
         return pb.GetIdentityResponse(identity_key=self.codealer.identity_key)
 
 
-async def start_codealer_server(codealer: CoDealer, listen: str) -> tuple[grpc.aio.Server, int]:
-    """A started gRPC server for ``codealer`` on ``listen`` (plain text) and its bound port (0 if
-    it could not bind)."""
+async def start_codealer_server(
+    codealer: CoDealer, listen: str, token: TokenCheck
+) -> tuple[grpc.aio.Server, int, LedgerWatch]:
+    """A started gRPC server for ``codealer`` on ``listen`` (plain text), its bound port (0 if
+    it could not bind) and its ledger's health watch (its ``run`` is the caller's to start)."""
     server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
-    codealer_pb2_grpc.add_CoDealerServiceServicer_to_server(CoDealerServicer(codealer), server)
+    health = HealthServicer(OpenStreams(MAX_WATCH_STREAMS))
+    for name in HEALTH_NAMES:
+        await health.set(name, NOT_SERVING)  # until the first probe write
+    watch = LedgerWatch(codealer, health)
+    codealer_pb2_grpc.add_CoDealerServiceServicer_to_server(
+        CoDealerServicer(codealer, token, watch=watch), server
+    )
+    health_pb2_grpc.add_HealthServicer_to_server(health, server)
     port = server.add_insecure_port(listen)
     if port:
         await server.start()
-    return server, port
+    return server, port, watch

@@ -47,6 +47,10 @@ class HealthServicer(health.aio.HealthServicer):  # type: ignore[misc,name-defin
         await super().set(service, status)
         self._publish(service, status)
 
+    def status(self, service: str) -> int:
+        """``service``'s status now (SERVICE_UNKNOWN for a name never set)."""
+        return int(self._statuses.get(service, SERVICE_UNKNOWN))
+
     async def enter_graceful_shutdown(self) -> None:
         if self._draining:
             return

@@ -1,0 +1,80 @@
+"""Whether this dealer can deal co-dealt hands now: the health name ``CODEAL_HEALTH``.
+
+Every ``EVERY`` seconds (``RETRY`` while failing) ``CodealerWatch`` asks the co-dealer for its
+identity with the dealer's token. Co-dealt dealing is able only while the co-dealer answers, takes
+the token and names the pinned ``--codealer-key``; ``publish(ok)`` turns that into the health
+status (with the dealer's own, "") and ``fairdeck_codealer_healthy`` (edge/codealer_link.py). The
+ordinary mode's health ("" and the services) does not depend on it. Each change is one log line,
+the cause said and never the token. No grpc here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+
+from fairdeck_server.refusals import DealerError
+
+log = logging.getLogger(__name__)
+CODEAL_HEALTH = "fairdeck.v1.DealerService/codeal"
+"""The health service name of co-dealt dealing (docs/operations.md, "Health")."""
+EVERY = 2.0
+"""Seconds between identity checks while the co-dealer is fine."""
+RETRY = 1.0
+"""Seconds between them while it is not."""
+
+
+class CodealerWatch:
+    def __init__(
+        self,
+        identity: Callable[[], Awaitable[bytes]],
+        pinned: bytes,
+        publish: Callable[[bool], Awaitable[None]],
+        *,
+        every: float = EVERY,
+        retry: float = RETRY,
+    ) -> None:
+        self.identity = identity
+        self.pinned = pinned
+        self.publish = publish
+        self.every = every
+        self.retry = retry
+        self.cause: str | None = "not asked yet"
+        """Why co-dealt dealing is not able now; None while it is."""
+        self._task: asyncio.Task[None] | None = None
+
+    async def check(self) -> str | None:
+        """The reason the co-dealer cannot be used now, or None."""
+        try:
+            key = await self.identity()
+        except DealerError as e:
+            return str(e)
+        if key != self.pinned:
+            return "the co-dealer answered with another identity key than --codealer-key"
+        return None
+
+    async def round(self) -> None:
+        cause = await self.check()
+        if cause != self.cause:
+            if cause is None:
+                log.info("the co-dealer answers with the pinned identity: co-dealt health SERVING")
+            else:
+                log.warning("co-dealt health NOT_SERVING: %s", cause)
+            self.cause = cause
+        await self.publish(cause is None)
+
+    async def _run(self) -> None:
+        while True:
+            await self.round()
+            await asyncio.sleep(self.every if self.cause is None else self.retry)
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="fairdeck-codealer-health")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task

@@ -1,0 +1,113 @@
+"""Health that reflects ability, for co-dealt dealing and for the co-dealer itself: the dealer's
+``fairdeck.v1.DealerService/codeal`` follows its co-dealer (reachable, taking the token, with the
+pinned identity) while the ordinary mode's names stay SERVING; the co-dealer's own health follows
+its ledger's writes. Real ``fairdeck codealer`` and ``fairdeck serve`` processes on 127.0.0.1:0."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from fairdeck.v1 import dealer_pb2 as pb
+from fairdeck.v1 import dealer_pb2_grpc
+from tests.faults.kit import metric, wait_for
+from tests.support.codealers import CodealerProcess, init_codealer
+from tests.support.dealers import DealerProcess
+
+CODEAL = "fairdeck.v1.DealerService/codeal"
+SERVING = health_pb2.HealthCheckResponse.SERVING
+NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
+
+
+def status(target: str, service: str) -> int:
+    with grpc.insecure_channel(target) as channel:
+        try:
+            reply = health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(service=service), timeout=20
+            )
+        except grpc.RpcError as e:
+            return -1 if e.code() == grpc.StatusCode.NOT_FOUND else -2
+    return int(reply.status)
+
+
+@pytest.fixture
+def codealer_dir(tmp_path: Path) -> Path:
+    init_codealer(tmp_path / "cd1")
+    return tmp_path / "cd1"
+
+
+@pytest.fixture
+def table(tmp_path: Path, codealer_dir: Path) -> Iterator[tuple[CodealerProcess, DealerProcess]]:
+    codealer = CodealerProcess(codealer_dir)
+    try:
+        flags = (*codealer.dealer_flags(), "--metrics-listen", "127.0.0.1:0")
+        with DealerProcess(tmp_path / "data", tmp_path / "dealer.log", *flags) as dealer:
+            yield codealer, dealer
+    finally:
+        codealer.stop()
+
+
+def test_codealt_health_was_serving_with_the_codealer_down_now_its_own_name_follows_it(
+    table: tuple[CodealerProcess, DealerProcess], codealer_dir: Path
+) -> None:
+    """The dealer's health said SERVING for everything with its co-dealer down: a balancer sent
+    co-dealt tables to a dealer that refused them all. Co-dealt dealing has its own name, NOT_SERVING
+    while the co-dealer is unreachable; the ordinary mode's names stay SERVING and deal on."""
+    codealer, dealer = table
+    wait_for("co-dealt health SERVING", lambda: status(dealer.target, CODEAL) == SERVING, timeout=60)
+    assert metric(dealer, "fairdeck_codealer_healthy") == 1
+    port = codealer.port
+    codealer.stop()
+    wait_for("co-dealt health NOT_SERVING", lambda: status(dealer.target, CODEAL) == NOT_SERVING)
+    assert status(dealer.target, "") == SERVING
+    assert status(dealer.target, "fairdeck.v1.DealerService") == SERVING
+    assert metric(dealer, "fairdeck_codealer_healthy") == 0
+    stub = dealer_pb2_grpc.DealerServiceStub(grpc.insecure_channel(dealer.target))
+    hand = stub.OpenHand(pb.OpenHandRequest(deck="standard")).hand
+    assert len(stub.DrawCards(pb.DrawCardsRequest(hand_id=hand.hand_id, count=5)).cards) == 5
+    assert "co-dealt health NOT_SERVING: the co-dealer at" in (dealer.stderr_path.read_text())
+    with CodealerProcess(codealer_dir, f"127.0.0.1:{port}"):  # back on its address
+        wait_for(
+            "co-dealt health SERVING again", lambda: status(dealer.target, CODEAL) == SERVING, timeout=60
+        )
+        assert metric(dealer, "fairdeck_codealer_healthy") == 1
+
+
+def test_codealt_health_is_not_serving_for_a_codealer_with_another_identity(tmp_path: Path) -> None:
+    init_codealer(tmp_path / "cd1")
+    other = init_codealer(tmp_path / "cd2")
+    with CodealerProcess(tmp_path / "cd1") as codealer:
+        flags = [other if f == codealer.identity else f for f in codealer.dealer_flags()]
+        with DealerProcess(tmp_path / "data", tmp_path / "dealer.log", *flags) as dealer:
+            wait_for(
+                "the identity check",
+                lambda: "another identity key" in dealer.stderr_path.read_text(),
+                timeout=60,
+            )
+            assert status(dealer.target, CODEAL) == NOT_SERVING
+            assert status(dealer.target, "") == SERVING
+
+
+def test_the_codealers_health_follows_its_ledgers_writes(codealer_dir: Path) -> None:
+    """The co-dealer served no health at all. It says SERVING while its ledger takes writes: with
+    the ledger's write lock held elsewhere (a second process, a stuck backup) it cannot record a
+    share, so NOT_SERVING until a probe write succeeds again."""
+    with CodealerProcess(codealer_dir) as codealer:
+        wait_for("co-dealer SERVING", lambda: status(codealer.target, "") == SERVING)
+        assert status(codealer.target, "fairdeck.v1.CoDealerService") == SERVING
+        blocker = sqlite3.connect(codealer_dir / "codealer.db", isolation_level=None)
+        try:
+            blocker.execute("BEGIN IMMEDIATE")
+            wait_for("co-dealer NOT_SERVING", lambda: status(codealer.target, "") == NOT_SERVING, timeout=60)
+            assert status(codealer.target, "fairdeck.v1.CoDealerService") == NOT_SERVING
+            blocker.execute("ROLLBACK")
+        finally:
+            blocker.close()
+        wait_for("co-dealer SERVING again", lambda: status(codealer.target, "") == SERVING, timeout=60)
+        log = codealer.stop()
+    assert "does not take writes: health NOT_SERVING" in log and "takes writes: health SERVING" in log
