@@ -317,8 +317,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "generators (a 32-bit LCG, Mersenne Twister low bits scaled by modulo, a stream with one "
         "biased bit), "
         "and write report.html and report.json. Exit status: 0 OK (ours passes, every bad generator "
-        "rejected); 1 FAILED (ours rejected); 3 INCONCLUSIVE (a bad generator escaped); 2 bad usage or "
-        "a missing tool.",
+        "rejected); 1 FAILED (ours rejected, or provenance FAILED); 3 INCONCLUSIVE (a bad generator "
+        "escaped); 2 bad usage, a missing tool, or provenance NOT BOUND to a dealer's signed log "
+        "without --statistics-only.",
     )
     test.add_argument("dir", metavar="DIR", help="a collection written by `fairdeck lab collect`")
     test.add_argument("--out", metavar="DIR", default=None, help="report directory (default DIR/report)")
@@ -379,6 +380,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="VKEY|@FILE",
         help="the dealer's log verifier key, from the operator: the signed checkpoint a live collection "
         "binds to must verify under it (default: the key the manifest names, which proves less)",
+    )
+    test.add_argument(
+        "--statistics-only",
+        action="store_true",
+        help="test a collection NOT BOUND to a dealer's signed log (offline, or without log/) anyway: "
+        "its verdict is on the statistics only, never on a dealer (default: refused, exit 2)",
     )
     test.add_argument("--json", action="store_true", help="print the report as JSON")
     progress.add_argument(test)

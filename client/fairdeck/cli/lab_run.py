@@ -5,7 +5,8 @@ Before any test, every file the manifest lists is opened (a regular file, no lin
 collection is not ours) and checked against its size, then its SHA-256: a collection that changed
 since it was written is refused (exit 1, naming the file). The descriptors stay open, and every
 later read goes through them, so a report describes the bytes hashed. Then each layer is
-re-derived from the one below it and the binding to the dealer's log checked (``provenance``).
+re-derived from the one below it and the binding to the dealer's log checked (``provenance``): a
+collection NOT BOUND to it is refused (exit 2) unless the lab asked for ``--statistics-only``.
 The report and the bad generators' streams are written under temporary names and renamed.
 """
 
@@ -223,6 +224,14 @@ def _run(args: argparse.Namespace, out: Path, pinned: dict[str, int]) -> int:
     if origin.problems:
         print(f"fairdeck lab test: provenance {origin.summary()}", file=sys.stderr)
         return 1
+    if not origin.bound and not args.statistics_only:  # no exit status may read as a certified one
+        print(
+            f"fairdeck lab test: provenance {origin.summary()}; no verdict on a dealer without its "
+            "signed log: collect with `fairdeck lab collect --target`, or pass --statistics-only to "
+            "test the statistics alone",
+            file=sys.stderr,
+        )
+        return 2
     deck = manifest["deck"]
     spec = DeckSpec.parse(deck)
     layout = formats.Layout(spec.size, 0)
