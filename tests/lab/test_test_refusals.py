@@ -133,3 +133,17 @@ def test_ctrl_c_during_the_batteries_is_one_line(
     monkeypatch.setattr(battery, "run_nist", interrupted)
     status, err = _test(kit, capsys, "--out", str(tmp_path / "report"), "--statistics-only")
     assert status == 130 and len(err) == 1 and "interrupted" in err[0], err
+
+
+def test_nist_sequences_past_the_memory_they_are_read_into_are_refused_before_any_battery(
+    kit: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``--nist-sequences K --nist-bits N`` read K x N / 8 bytes of each source into memory, after
+    hours of dieharder: a huge K ended there in a MemoryError (or OverflowError) traceback. Now what
+    the files hold, at most, and over the bound a refusal naming both options, before any battery."""
+    from fairdeck.cli import numbers
+
+    monkeypatch.setattr(numbers, "MAX_NIST_READ", 1000, raising=False)  # the kit: 17,000 bytes
+    status, err = _test(kit, capsys, "--out", str(tmp_path / "report"), "--statistics-only")
+    assert status == 2 and len(err) == 1 and "--nist-sequences" in err[0] and "--nist-bits" in err[0], err
+    assert not (tmp_path / "report" / "report.json").exists()

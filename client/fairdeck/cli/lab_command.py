@@ -34,10 +34,10 @@ def size(text: str) -> int:
     m = _SIZE.match(text.replace("_", "").replace(",", ""))
     if not m:
         raise argparse.ArgumentTypeError(f"not a size: {text!r} (say 64M, 1G, ...)")
-    value = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1 byte")
-    return value
+    value = float(m.group(1)) * _UNITS[m.group(2).lower()]  # 400 digits: inf, refused below
+    if not 1 <= value <= numbers.MAX_RAW_BYTES:
+        raise argparse.ArgumentTypeError(f"must be from 1 byte to 1024T, not {text!r}")
+    return int(value)
 
 
 def _seconds(text: str) -> float:
@@ -54,9 +54,10 @@ def _nist_bits(text: str) -> int:
     from fairdeck.lab.nist import MIN_BITS
 
     value = _positive(text)
-    if value < MIN_BITS:
+    if not MIN_BITS <= value <= numbers.MAX_NIST_BITS:
         raise argparse.ArgumentTypeError(
-            f"at least {MIN_BITS:,} (what Maurer's universal test needs; SP 800-22 uses 1,000,000)"
+            f"from {MIN_BITS:,} (what Maurer's universal test needs; SP 800-22 uses 1,000,000) to "
+            f"{numbers.MAX_NIST_BITS:,} (the spectral test's memory), not {text!r}"
         )
     return value
 
@@ -338,7 +339,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     test.add_argument(
         "--nist-sequences",
-        type=_positive,
+        type=numbers.whole(1, numbers.MAX_NIST_SEQUENCES),
         default=100,
         metavar="K",
         help="NIST sequences per source, as many as the raw output holds (default 100)",
@@ -363,7 +364,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     test.add_argument(
         "--sample",
-        type=_positive,
+        type=numbers.whole(1, numbers.MAX_SAMPLE),
         default=None,
         metavar="N",
         help="re-derive every layer of N hands drawn now (default: of every hand); the others are only "

@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from fairdeck.cli import progress
+from fairdeck.cli import numbers, progress
 from fairdeck.core.decks import DeckSpec
 from fairdeck.core.derivation import BLOCK_BYTES
 from fairdeck.core.errors import InvalidInput
@@ -237,6 +237,16 @@ def _run(args: argparse.Namespace, out: Path, pinned: dict[str, int]) -> int:
     layout = formats.Layout(spec.size, 0)
     raw, seeds = pinned_path(pinned[formats.RAW]), pinned_path(pinned[formats.SEEDS])
     size = os.fstat(pinned[formats.RAW]).st_size
+    # NIST reads its sequences of each source into memory: what the files hold, at most.
+    need = min(args.nist_sequences * args.nist_bits // 8 + 1, max(size, _size(pinned[formats.SEEDS])))
+    if need > numbers.MAX_NIST_READ:
+        print(
+            f"fairdeck lab test: --nist-sequences {args.nist_sequences:,} of --nist-bits {args.nist_bits:,} "
+            f"read {need:,} bytes of each source into memory, over {numbers.MAX_NIST_READ:,}: take fewer "
+            "sequences",
+            file=sys.stderr,
+        )
+        return 2
     control_files = {}
     for name in generators.GENERATORS if args.dieharder != "none" else ():  # dieharder reads files
         rel = f"{under}controls/{name}.bin"
@@ -269,7 +279,6 @@ def _run(args: argparse.Namespace, out: Path, pinned: dict[str, int]) -> int:
                     progress=step,
                 )
             )
-        need = args.nist_sequences * args.nist_bits // 8 + 1
         ours = {
             RAW_OURS: os.pread(pinned[formats.RAW], need, 0),
             SEEDS_OURS: os.pread(pinned[formats.SEEDS], need, 0),
@@ -347,6 +356,10 @@ def _run(args: argparse.Namespace, out: Path, pinned: dict[str, int]) -> int:
             else f"{verdict.upper()} (the statistics only: provenance NOT BOUND)"
         )
     return EXIT_STATUS[verdict]
+
+
+def _size(fd: int) -> int:
+    return os.fstat(fd).st_size
 
 
 def _read_all(fd: int) -> bytes:
