@@ -2,8 +2,7 @@
 
 ``supervise`` runs the start-up checks once and holds the data dir's lock for the group, then
 starts N workers, each a whole ``fairdeck serve`` that binds the port with SO_REUSEPORT, inherits
-the lock's descriptor and writes the one SQLite database (its writers' lock, opened here once and
-locked through the inherited descriptor whatever its path names, is the serial section).
+the lock's descriptor and writes the one SQLite database (its write lock is the serial section).
 Signals go to every worker; if one dies, the others are stopped and the supervisor exits 1 with
 one line; if the supervisor dies, the workers see their lifeline pipe end and drain. Per-tenant
 caps count across the workers (group_counts.py); rates, health and metrics are per worker;

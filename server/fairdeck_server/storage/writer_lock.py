@@ -8,10 +8,8 @@ the moment the lock is free, and lets it go at once if nobody wants it any more.
 belong to the open file, so a lock the helper took is the writer's; the writer never tries
 LOCK_NB while the helper waits (the lock would be granted to both).
 
-The lock is the file, not its name: with ``shared_fd`` (the group's lock file, opened once by the
-supervisor and inherited) each writer opens its own open file on that same inode through
-/proc/self/fd, so deleting or replacing the path lets no writer lock a different file.
-
+The lock is the file, not its name: with ``shared_fd`` (the supervisor's, inherited) each writer
+opens its own open file of that inode through /proc/self/fd, whatever the path names by then.
 ``holder`` names the process holding the lock (from /proc/locks) for the log line; ``held_for``
 says how long this process has held it (its heartbeat stops when that is too long: processes.py).
 """
