@@ -18,7 +18,9 @@ import pytest
 from fairdeck.cli import build_parser, numbers
 from tests.support.env import clean_env
 
-PROBES = ("0", "-1", "1", "1e400", "-1e400", "nan", "inf", "-inf", "9" * 30, "1e20", "", "x")
+PROBES = ("0", "-1", "1", "1e400", "-1e400", "nan", "inf", "-inf", "9" * 30, "9" * 400, "1e20", "", "x")
+HUGE = ("9" * 30, "9" * 400, "1e20", "9999999T")
+"""Past what any numeric option feeds (a count of decks, of bytes, of seconds)."""
 
 
 def typed_options(
@@ -36,6 +38,8 @@ OPTIONS = dict(typed_options(build_parser()))
 CHECKED_BY_THE_COMMAND = {"fairdeck health --timeout"}
 """Bare floats that the command itself holds to a range, in one line with exit 2
 (tests/deploy/test_health_command.py)."""
+CHECKED_IN_RANGE = {"fairdeck deal --players"}
+"""Whole numbers the command itself holds to a range (``deal --players`` 2..10)."""
 
 
 def test_the_walk_finds_the_numeric_options() -> None:
@@ -57,6 +61,23 @@ def test_every_typed_option_refuses_or_returns_a_finite_value(name: str) -> None
             continue
         if isinstance(value, float) and name not in CHECKED_BY_THE_COMMAND:
             assert math.isfinite(value), f"{name} took {text!r} as {value}"
+
+
+@pytest.mark.parametrize("name", sorted(OPTIONS))
+def test_every_numeric_option_has_an_upper_bound(name: str) -> None:
+    """``stats -n`` took any N: a run that holds 8 bytes a deck for ever, or a million-digit count.
+    Every number an option takes is held to what it feeds, at both ends."""
+    action = OPTIONS[name]
+    if action.choices is not None or name in CHECKED_BY_THE_COMMAND | CHECKED_IN_RANGE:
+        return
+    kind = action.type
+    assert callable(kind)
+    for text in HUGE:
+        try:
+            value = kind(text)
+        except (argparse.ArgumentTypeError, ValueError, TypeError):
+            continue
+        assert not isinstance(value, int | float), f"{name} took {text!r} as {value}: no upper bound"
 
 
 def test_numbers_name_the_range() -> None:
@@ -88,6 +109,9 @@ def test_numbers_name_the_range() -> None:
             "argument --witness-threshold",
         ),
         (["lab", "collect", "--out", "DIR", "--batch", str(10**12)], "argument --batch"),  # never ended
+        (["stats", "-n", str(10**30)], "argument -n/--decks"),  # 8 bytes a deck, held to the end
+        (["lab", "collect", "--out", "DIR", "--raw-bytes", "9" * 400], "argument --raw-bytes"),  # traceback
+        (["lab", "test", "DIR", "--nist-sequences", str(10**20)], "argument --nist-sequences"),
     ],
 )
 def test_a_bad_number_is_exit_2_naming_the_option_not_the_dealers_fault(

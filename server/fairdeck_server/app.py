@@ -118,7 +118,8 @@ class DealerServer:
         self.config = config
         self.worker = worker
         self.storage = open_storage(
-            config.db, config.data_dir, pool_size=config.db_pool_size, processes=config.processes
+            config.db, config.data_dir, pool_size=config.db_pool_size, processes=config.processes,
+            writer_lock_fd=None if worker is None else worker.writer_lock_fd
         )
         self.port = 0
         self.clock = DealerClock()

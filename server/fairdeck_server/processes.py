@@ -34,6 +34,7 @@ from fairdeck_server import group_counts
 from fairdeck_server.addresses import probe_listen, split_host_port
 from fairdeck_server.refusals import StartupRefused
 from fairdeck_server.startup import prepare
+from fairdeck_server.storage import WRITER_LOCK_NAME, open_writer_lock
 from fairdeck_server.tile_publishing import complete_before_start, tiles_refusal
 
 if TYPE_CHECKING:
@@ -49,6 +50,9 @@ LIFELINE_ENV = "FAIRDECK_WORKER_LIFELINE_FD"
 """The read end of a pipe whose write end only the supervisor holds: end of file when it dies."""
 COUNTS_ENV = "FAIRDECK_WORKER_COUNTS_FD"
 """The descriptor of the per-tenant counts the workers share (group_counts.py): caps per group."""
+WRITER_LOCK_ENV = "FAIRDECK_WORKER_WRITER_LOCK_FD"
+"""The descriptor of the writers' lock file (SQLite), opened once here: a worker locks that file,
+whatever its path names by then (storage/writer_lock.py)."""
 HEARTBEAT_ENV = "FAIRDECK_WORKER_HEARTBEAT_FD"
 """The write end of the pipe a worker beats on (its supervisor reads the other end)."""
 START_TIMEOUT = 60.0
@@ -84,6 +88,7 @@ class Worker:
     lifeline_fd: int | None = None
     heartbeat_fd: int | None = None
     counts_fd: int | None = None
+    writer_lock_fd: int | None = None
 
     @classmethod
     def from_environ(cls, environ: dict[str, str] | os._Environ[str] = os.environ) -> Worker | None:
@@ -100,6 +105,7 @@ class Worker:
             int(lifeline) if lifeline else None,
             int(beat) if beat else None,
             int(environ[COUNTS_ENV]) if environ.get(COUNTS_ENV) else None,
+            int(environ[WRITER_LOCK_ENV]) if environ.get(WRITER_LOCK_ENV) else None,
         )
 
     def metrics_listen(self, listen: str | None) -> str | None:
@@ -131,6 +137,12 @@ def supervise(config: ServerConfig, argv: Sequence[str]) -> int:
             identity.release()
             reserved.close()
             raise StartupRefused(tiles_refusal(config.tiles, e)) from None
+    try:
+        writer_lock = _writer_lock(config)
+    except StartupRefused:
+        identity.release()
+        reserved.close()
+        raise
     listen = _with_port(config.listen, reserved.getsockname()[1])
     env = dict(os.environ, **{LISTEN_ENV: listen})
     fds: tuple[int, ...] = ()
@@ -145,6 +157,9 @@ def supervise(config: ServerConfig, argv: Sequence[str]) -> int:
     counts = group_counts.make(count)  # one table for the group, kept for the replacements too
     env[COUNTS_ENV] = str(counts)
     fds = (*fds, lifeline_read, counts)
+    if writer_lock is not None:
+        env[WRITER_LOCK_ENV] = str(writer_lock)
+        fds = (*fds, writer_lock)
     workers: list[_Running] = []
     stopping = False
 
@@ -199,7 +214,21 @@ def supervise(config: ServerConfig, argv: Sequence[str]) -> int:
         os.close(lifeline_read)
         os.close(lifeline_write)
         os.close(counts)
+        if writer_lock is not None:
+            os.close(writer_lock)
         identity.release()
+
+
+def _writer_lock(config: ServerConfig) -> int | None:
+    """The writers' lock file for the whole group (SQLite only), or None (PostgreSQL)."""
+    if config.db is not None:
+        return None
+    try:
+        return open_writer_lock(config.data_dir)
+    except OSError as e:
+        raise StartupRefused(
+            f"cannot open the writers' lock {config.data_dir / WRITER_LOCK_NAME}: {e.strerror or e}"
+        ) from None
 
 
 def _reserve(listen: str) -> socket.socket:

@@ -98,7 +98,7 @@ def test_lab_test_writes_no_report_through_a_planted_link(kit: Path, tmp_path: P
     (copy / "report").mkdir()
     (copy / "report" / "report.json").symlink_to(outside.victim)
     (copy / "report" / "report.html").symlink_to(outside.victim)
-    done = fairdeck("lab", "test", str(copy), "--dieharder", "none", "--no-progress")
+    done = fairdeck("lab", "test", str(copy), "--dieharder", "none", "--no-progress", "--statistics-only")
     assert "Traceback" not in done.stderr and done.returncode in (0, 3), done
     outside.untouched()
     assert not (copy / "report" / "report.json").is_symlink()  # the link was replaced, not followed
@@ -190,11 +190,22 @@ def test_replaced_data_with_a_recomputed_manifest_is_not_ok(kit: Path, tmp_path:
     assert "OK" not in done.stdout
 
 
-def test_an_offline_collection_is_said_not_bound(kit: Path, tmp_path: Path) -> None:
+def test_an_offline_collection_is_refused_unless_the_statistics_only_are_asked_for(
+    kit: Path, tmp_path: Path
+) -> None:
+    """NOT BOUND exited 0 on statistics that passed: a pipeline reading the exit status took the
+    statistics of anyone's bytes for a certified dealer. Refused now (exit 2, one line naming
+    --statistics-only), before any battery; asked for, the statistics are tested and said so."""
     copy = tmp_path / "kit"
     shutil.copytree(kit, copy)
     done = fairdeck("lab", "test", str(copy), "--dieharder", "none", "--no-progress", "--sample", "5")
-    assert "Traceback" not in done.stderr, done.stderr
+    one_line_refusal(done, 2, "provenance NOT BOUND")
+    assert "--statistics-only" in done.stderr and not done.stdout, done
+    assert not (copy / "report" / "report.json").exists()
+    done = fairdeck(
+        "lab", "test", str(copy), "--dieharder", "none", "--no-progress", "--sample", "5", "--statistics-only"
+    )
+    assert "Traceback" not in done.stderr and done.returncode in (0, 3), done
     lines = done.stdout.strip().splitlines()
     assert any(line.startswith("provenance: NOT BOUND: every layer re-derived") for line in lines), (
         done.stdout

@@ -111,6 +111,7 @@ def test_a_full_disk_while_writing_the_report_is_one_line(kit: Path, tmp_path: P
 
     report = tmp_path / "report"
     argv = ["lab", "test", str(kit), "--out", str(report), "--dieharder", "none", "--no-progress"]
+    argv.append("--statistics-only")  # the kit is offline
     run = subprocess.run(
         [sys.executable, "-c", FILE_SIZE_LIMIT, "10000", *argv], capture_output=True, text=True, check=False
     )
@@ -130,5 +131,19 @@ def test_ctrl_c_during_the_batteries_is_one_line(
         raise KeyboardInterrupt
 
     monkeypatch.setattr(battery, "run_nist", interrupted)
-    status, err = _test(kit, capsys, "--out", str(tmp_path / "report"))
+    status, err = _test(kit, capsys, "--out", str(tmp_path / "report"), "--statistics-only")
     assert status == 130 and len(err) == 1 and "interrupted" in err[0], err
+
+
+def test_nist_sequences_past_the_memory_they_are_read_into_are_refused_before_any_battery(
+    kit: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``--nist-sequences K --nist-bits N`` read K x N / 8 bytes of each source into memory, after
+    hours of dieharder: a huge K ended there in a MemoryError (or OverflowError) traceback. Now what
+    the files hold, at most, and over the bound a refusal naming both options, before any battery."""
+    from fairdeck.cli import numbers
+
+    monkeypatch.setattr(numbers, "MAX_NIST_READ", 1000, raising=False)  # the kit: 17,000 bytes
+    status, err = _test(kit, capsys, "--out", str(tmp_path / "report"), "--statistics-only")
+    assert status == 2 and len(err) == 1 and "--nist-sequences" in err[0] and "--nist-bits" in err[0], err
+    assert not (tmp_path / "report" / "report.json").exists()

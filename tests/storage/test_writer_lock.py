@@ -93,3 +93,25 @@ def test_many_rounds_never_grant_the_lock_to_two_at_once(tmp_path: Path) -> None
         lock.close()
     assert overlaps == []
     assert all(n > 5 for n in entries), entries
+
+
+def test_writers_on_a_shared_descriptor_exclude_each_other_after_the_file_is_deleted(tmp_path: Path) -> None:
+    """Locks made on the group's inherited descriptor lock its file, not its name: deleted (and a
+    new file made by the name), they still exclude each other."""
+    path = tmp_path / "writer.lock"
+    shared = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    path.unlink()
+    path.write_text("")  # someone else's file by the name now
+    first, second = WriterLock(path, 0.2, shared_fd=shared), WriterLock(path, 0.2, shared_fd=shared)
+    first.open()
+    second.open()
+    try:
+        assert first.acquire()
+        assert not second.acquire()
+        first.release()
+        assert second.acquire()
+        second.release()
+    finally:
+        first.close()
+        second.close()
+        os.close(shared)

@@ -34,10 +34,10 @@ def size(text: str) -> int:
     m = _SIZE.match(text.replace("_", "").replace(",", ""))
     if not m:
         raise argparse.ArgumentTypeError(f"not a size: {text!r} (say 64M, 1G, ...)")
-    value = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1 byte")
-    return value
+    value = float(m.group(1)) * _UNITS[m.group(2).lower()]  # 400 digits: inf, refused below
+    if not 1 <= value <= numbers.MAX_RAW_BYTES:
+        raise argparse.ArgumentTypeError(f"must be from 1 byte to 1024T, not {text!r}")
+    return int(value)
 
 
 def _seconds(text: str) -> float:
@@ -54,9 +54,10 @@ def _nist_bits(text: str) -> int:
     from fairdeck.lab.nist import MIN_BITS
 
     value = _positive(text)
-    if value < MIN_BITS:
+    if not MIN_BITS <= value <= numbers.MAX_NIST_BITS:
         raise argparse.ArgumentTypeError(
-            f"at least {MIN_BITS:,} (what Maurer's universal test needs; SP 800-22 uses 1,000,000)"
+            f"from {MIN_BITS:,} (what Maurer's universal test needs; SP 800-22 uses 1,000,000) to "
+            f"{numbers.MAX_NIST_BITS:,} (the spectral test's memory), not {text!r}"
         )
     return value
 
@@ -317,8 +318,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "generators (a 32-bit LCG, Mersenne Twister low bits scaled by modulo, a stream with one "
         "biased bit), "
         "and write report.html and report.json. Exit status: 0 OK (ours passes, every bad generator "
-        "rejected); 1 FAILED (ours rejected); 3 INCONCLUSIVE (a bad generator escaped); 2 bad usage or "
-        "a missing tool.",
+        "rejected); 1 FAILED (ours rejected, or provenance FAILED); 3 INCONCLUSIVE (a bad generator "
+        "escaped); 2 bad usage, a missing tool, or provenance NOT BOUND to a dealer's signed log "
+        "without --statistics-only.",
     )
     test.add_argument("dir", metavar="DIR", help="a collection written by `fairdeck lab collect`")
     test.add_argument("--out", metavar="DIR", default=None, help="report directory (default DIR/report)")
@@ -337,7 +339,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     test.add_argument(
         "--nist-sequences",
-        type=_positive,
+        type=numbers.whole(1, numbers.MAX_NIST_SEQUENCES),
         default=100,
         metavar="K",
         help="NIST sequences per source, as many as the raw output holds (default 100)",
@@ -362,7 +364,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     test.add_argument(
         "--sample",
-        type=_positive,
+        type=numbers.whole(1, numbers.MAX_SAMPLE),
         default=None,
         metavar="N",
         help="re-derive every layer of N hands drawn now (default: of every hand); the others are only "
@@ -379,6 +381,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="VKEY|@FILE",
         help="the dealer's log verifier key, from the operator: the signed checkpoint a live collection "
         "binds to must verify under it (default: the key the manifest names, which proves less)",
+    )
+    test.add_argument(
+        "--statistics-only",
+        action="store_true",
+        help="test a collection NOT BOUND to a dealer's signed log (offline, or without log/) anyway: "
+        "its verdict is on the statistics only, never on a dealer (default: refused, exit 2)",
     )
     test.add_argument("--json", action="store_true", help="print the report as JSON")
     progress.add_argument(test)

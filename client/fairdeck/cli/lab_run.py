@@ -5,7 +5,8 @@ Before any test, every file the manifest lists is opened (a regular file, no lin
 collection is not ours) and checked against its size, then its SHA-256: a collection that changed
 since it was written is refused (exit 1, naming the file). The descriptors stay open, and every
 later read goes through them, so a report describes the bytes hashed. Then each layer is
-re-derived from the one below it and the binding to the dealer's log checked (``provenance``).
+re-derived from the one below it and the binding to the dealer's log checked (``provenance``): a
+collection NOT BOUND to it is refused (exit 2) unless the lab asked for ``--statistics-only``.
 The report and the bad generators' streams are written under temporary names and renamed.
 """
 
@@ -24,7 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from fairdeck.cli import progress
+from fairdeck.cli import numbers, progress
 from fairdeck.core.decks import DeckSpec
 from fairdeck.core.derivation import BLOCK_BYTES
 from fairdeck.core.errors import InvalidInput
@@ -223,11 +224,29 @@ def _run(args: argparse.Namespace, out: Path, pinned: dict[str, int]) -> int:
     if origin.problems:
         print(f"fairdeck lab test: provenance {origin.summary()}", file=sys.stderr)
         return 1
+    if not origin.bound and not args.statistics_only:  # no exit status may read as a certified one
+        print(
+            f"fairdeck lab test: provenance {origin.summary()}; no verdict on a dealer without its "
+            "signed log: collect with `fairdeck lab collect --target`, or pass --statistics-only to "
+            "test the statistics alone",
+            file=sys.stderr,
+        )
+        return 2
     deck = manifest["deck"]
     spec = DeckSpec.parse(deck)
     layout = formats.Layout(spec.size, 0)
     raw, seeds = pinned_path(pinned[formats.RAW]), pinned_path(pinned[formats.SEEDS])
     size = os.fstat(pinned[formats.RAW]).st_size
+    # NIST reads its sequences of each source into memory: what the files hold, at most.
+    need = min(args.nist_sequences * args.nist_bits // 8 + 1, max(size, _size(pinned[formats.SEEDS])))
+    if need > numbers.MAX_NIST_READ:
+        print(
+            f"fairdeck lab test: --nist-sequences {args.nist_sequences:,} of --nist-bits {args.nist_bits:,} "
+            f"read {need:,} bytes of each source into memory, over {numbers.MAX_NIST_READ:,}: take fewer "
+            "sequences",
+            file=sys.stderr,
+        )
+        return 2
     control_files = {}
     for name in generators.GENERATORS if args.dieharder != "none" else ():  # dieharder reads files
         rel = f"{under}controls/{name}.bin"
@@ -260,7 +279,6 @@ def _run(args: argparse.Namespace, out: Path, pinned: dict[str, int]) -> int:
                     progress=step,
                 )
             )
-        need = args.nist_sequences * args.nist_bits // 8 + 1
         ours = {
             RAW_OURS: os.pread(pinned[formats.RAW], need, 0),
             SEEDS_OURS: os.pread(pinned[formats.SEEDS], need, 0),
@@ -338,6 +356,10 @@ def _run(args: argparse.Namespace, out: Path, pinned: dict[str, int]) -> int:
             else f"{verdict.upper()} (the statistics only: provenance NOT BOUND)"
         )
     return EXIT_STATUS[verdict]
+
+
+def _size(fd: int) -> int:
+    return os.fstat(fd).st_size
 
 
 def _read_all(fd: int) -> bytes:

@@ -18,7 +18,21 @@ import argparse
 import math
 from collections.abc import Callable
 
-__all__ = ["DAY", "MAX_BATCH_HANDS", "MAX_HAND_LIFETIME", "MAX_PROCESSES", "lifetime", "seconds", "whole"]
+__all__ = [
+    "DAY",
+    "MAX_BATCH_HANDS",
+    "MAX_DECKS",
+    "MAX_HAND_LIFETIME",
+    "MAX_NIST_BITS",
+    "MAX_NIST_READ",
+    "MAX_NIST_SEQUENCES",
+    "MAX_PROCESSES",
+    "MAX_RAW_BYTES",
+    "MAX_SAMPLE",
+    "lifetime",
+    "seconds",
+    "whole",
+]
 
 DAY = 86_400.0
 MAX_HAND_LIFETIME = 365 * DAY
@@ -28,6 +42,22 @@ MAX_BATCH_HANDS = 100_000
 and cannot be interrupted (it stops after the batch in flight)."""
 MAX_PROCESSES = 256
 """More worker processes than this is a typo, not a machine."""
+MAX_DECKS = 1_000_000_000
+"""``stats -n`` and ``--small-decks``: each source holds an 8-byte hash per deck for the duplicate
+test until its last chunk (8 GB here, per source in flight), and ours costs about 11 us of CPU a
+deck; with ``--target`` every deck is two entries of a live log, for good."""
+MAX_NIST_BITS = 100_000_000
+"""``lab test --nist-bits``: the spectral test's FFT holds about 24 bytes per bit (2.4 GB here)."""
+MAX_NIST_SEQUENCES = 1_000_000
+"""``lab test --nist-sequences``: as many as the raw output holds, up to this."""
+MAX_NIST_READ = 1 << 30
+"""What ``lab test`` reads of each NIST source into memory (sequences x bits / 8, at most the
+file): five sources at once (ours two, the bad generators three)."""
+MAX_SAMPLE = 1_000_000_000
+"""``lab test --sample``: hands re-derived one by one; for more, re-derive all (no --sample)."""
+MAX_RAW_BYTES = 1 << 50
+"""``lab collect --raw-bytes``: 1 PiB, a thousand times what TestU01's BigCrush reads: past it, a
+typo (and the hands a collection counts stay far from any integer's end)."""
 
 
 def _shown(value: float) -> str:

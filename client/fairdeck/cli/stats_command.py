@@ -86,7 +86,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     stats.add_argument(
         "-n",
         "--decks",
-        type=_positive,
+        type=numbers.whole(1, numbers.MAX_DECKS),
         default=1_000_000,
         metavar="N",
         help="decks per source (default 1,000,000)",
@@ -94,7 +94,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     stats.add_argument("--deck", default="standard", choices=SPEC_NAMES, help="deck spec (default standard)")
     stats.add_argument(
         "--small-decks",
-        type=_positive,
+        type=numbers.whole(1, numbers.MAX_DECKS),
         default=None,
         metavar="N",
         help="decks per 3/4/5-card permutation test (default: N)",

@@ -50,8 +50,12 @@ def _read(path: Path, flag: str) -> bytes:
     return data
 
 
-MAX_PENDING_CALLS = 10_000
-"""Calls gRPC may hold for the server before our handlers take them (see TRANSPORT_OPTIONS)."""
+MAX_PENDING_CALLS = 4_096
+"""Calls gRPC may hold for the server before our handlers take them (see TRANSPORT_OPTIONS): at
+least one address's whole burst (64 connections x 50 streams, the defaults), and at about 14 KiB
+of gRPC core's memory each, at most 56 MiB when a client resets its streams en masse (a reset
+call waits here until taken, no longer counted against its connection): 10,000 let 20,000 Watch
+streams cancelled at once spike the dealer's RSS by 145 MiB (bench/README.md, section 20)."""
 
 
 TRANSPORT_OPTIONS: tuple[tuple[str, int], ...] = (
@@ -61,9 +65,11 @@ TRANSPORT_OPTIONS: tuple[tuple[str, int], ...] = (
     # with no message, and no handler, interceptor or metric ever sees them. 2,500
     # concurrent GetHand calls on one channel lost 282-432 that way. A queued call costs
     # little (its metadata and at most a flow-control window of request bytes) and waits
-    # under its own deadline, so the queue is made large, with no random early drop.
-    # The per-connection stream cap (connection_options) does not shrink this queue's need:
-    # a client queues its calls past the cap itself, and connections are many.
+    # under its own deadline, so the queue is made larger, with no random early drop. The
+    # per-connection stream cap (connection_options) bounds what an honest client can queue here
+    # (a client keeps its calls past the cap itself), one address's connections are capped too,
+    # and a client that resets its calls fills the queue with no stream cap to stop it: so it
+    # is not larger than that memory allows.
     ("grpc.server.max_pending_requests", MAX_PENDING_CALLS),
     ("grpc.server.max_pending_requests_hard_limit", MAX_PENDING_CALLS),
 )

@@ -8,6 +8,8 @@ the moment the lock is free, and lets it go at once if nobody wants it any more.
 belong to the open file, so a lock the helper took is the writer's; the writer never tries
 LOCK_NB while the helper waits (the lock would be granted to both).
 
+The lock is the file, not its name: with ``shared_fd`` (the supervisor's, inherited) each writer
+opens its own open file of that inode through /proc/self/fd, whatever the path names by then.
 ``holder`` names the process holding the lock (from /proc/locks) for the log line; ``held_for``
 says how long this process has held it (its heartbeat stops when that is too long: processes.py).
 """
@@ -27,9 +29,12 @@ class WriterLock:
     """An exclusive flock on ``path`` with a bounded wait. ``acquire`` and ``release`` are
     called by one thread (the storage writer's)."""
 
-    def __init__(self, path: Path, timeout: float) -> None:
+    def __init__(self, path: Path, timeout: float, *, shared_fd: int | None = None) -> None:
+        """``shared_fd``: an inherited descriptor of the lock file (``path`` is then its name for
+        messages only): the lock is taken on that file whatever its path now names."""
         self.path = path
         self.timeout = timeout
+        self.shared_fd = shared_fd
         self._fd = -1
         self._cond = threading.Condition()
         self._helper: threading.Thread | None = None
@@ -45,8 +50,12 @@ class WriterLock:
         """When an ``acquire`` last found the lock held by another process (monotonic)."""
 
     def open(self) -> None:
-        """Open (create) the lock file; raises OSError."""
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        """Open (create) the lock file; raises OSError. An open file of its own even on a shared
+        file: flock belongs to the open file, and the inherited one is the whole group's."""
+        if self.shared_fd is None:
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        else:  # the inode behind the descriptor, even unlinked: never a path lookup
+            self._fd = os.open(f"/proc/self/fd/{self.shared_fd}", os.O_RDWR | os.O_CLOEXEC)
 
     def acquire(self, timeout: float | None = None) -> bool:
         """Take the lock: True, or False if it was not free within ``timeout`` (default: the

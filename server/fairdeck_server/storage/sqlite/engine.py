@@ -52,13 +52,23 @@ _UPDATE = (
 class SqliteStorage:
     """Storage on one SQLite file, written by one thread with group commit."""
 
-    def __init__(self, path: Path, *, create: bool = True, writer_lock: Path | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        create: bool = True,
+        writer_lock: Path | None = None,
+        writer_lock_fd: int | None = None,
+    ) -> None:
         """``create``: make the file and its tables if missing. Without it, a missing,
         empty or table-less file is refused (StartupRefused) and nothing is written.
-        ``writer_lock``: other processes write this database too (writer.SqliteWriter)."""
+        ``writer_lock`` (``writer_lock_fd``): other processes write this database too
+        (writer.SqliteWriter)."""
         self._path = path
         self._create = create
-        self._writer = SqliteWriter(path, create=create, writer_lock=writer_lock)
+        self._writer = SqliteWriter(
+            path, create=create, writer_lock=writer_lock, writer_lock_fd=writer_lock_fd
+        )
         self._reader = SqliteReader(path, REFUSED, on_fault=self._writer.fault)
         self.stats = self._writer.stats
 

@@ -118,17 +118,22 @@ def _insert_rows(conn: sqlite3.Connection, table: str, rows: Sequence[tuple[Any,
 class SqliteWriter(OpQueue):
     """The thread that owns the database connection, its queue of operations and the log's state."""
 
-    def __init__(self, path: Path, *, create: bool, writer_lock: Path | None) -> None:
+    def __init__(
+        self, path: Path, *, create: bool, writer_lock: Path | None, writer_lock_fd: int | None = None
+    ) -> None:
         """``create``: make the file and its tables if missing (schema.open_database).
 
         ``writer_lock``: other processes write this database too (``serve --processes N``).
         Each batch then first takes an exclusive flock on this file, and takes in what the
         others appended. SQLite's own wait for its write lock polls, sleeping up to 100 ms
-        between tries; a blocked flock wakes as soon as the lock is free.
+        between tries; a blocked flock wakes as soon as the lock is free. ``writer_lock_fd``: that
+        file as the supervisor opened it (storage/writer_lock.py: the lock survives its path).
         """
         self._path = path
         self._create = create
-        self._lock = None if writer_lock is None else WriterLock(writer_lock, LOCK_TIMEOUT)
+        self._lock = (
+            None if writer_lock is None else WriterLock(writer_lock, LOCK_TIMEOUT, shared_fd=writer_lock_fd)
+        )
         self._stalled_since: float | None = None
         """When the lock was first not had in time, in the stall going on (None: none)."""
         super().__init__()
