@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import logging
 import os
 import signal
@@ -117,9 +116,13 @@ class DealerServer:
             )
         self.config = config
         self.worker = worker
+        lock_fd = None if worker is None else worker.writer_lock_fd
         self.storage = open_storage(
-            config.db, config.data_dir, pool_size=config.db_pool_size, processes=config.processes,
-            writer_lock_fd=None if worker is None else worker.writer_lock_fd
+            config.db,
+            config.data_dir,
+            pool_size=config.db_pool_size,
+            processes=config.processes,
+            writer_lock_fd=lock_fd,
         )
         self.port = 0
         self.clock = DealerClock()
@@ -540,21 +543,6 @@ async def _heartbeat(fd: int, server: DealerServer) -> None:
             except OSError:  # the supervisor is gone: the lifeline says so too
                 return
         await asyncio.sleep(HEARTBEAT_SECONDS)
-
-
-FULL_COLLECTION_AFTER = 100
-"""Younger collections between two full ones, at least (Python's default: 10); docs/scaling.md,
-"The garbage collector"."""
-
-
-def tune_collector() -> None:
-    """The serving process's garbage collector: a full collection (every tracked object, with
-    the event loop stopped) only after FULL_COLLECTION_AFTER collections of the middle
-    generation. The calls in flight during a flood outlive the younger collections, and on a
-    small heap Python's own rule then starts a full one every few seconds, 40-60 ms each, for
-    objects that reference counting frees anyway (docs/scaling.md, "The garbage collector")."""
-    young, middle, _ = gc.get_threshold()
-    gc.set_threshold(young, middle, FULL_COLLECTION_AFTER)
 
 
 async def serve(

@@ -1,4 +1,5 @@
-"""Giving the system back the memory that a burst of calls freed. No grpc.
+"""Giving the system back the memory that a burst of calls freed, and the serving process's
+garbage collector (``tune_collector``). No grpc.
 
 glibc's malloc keeps what is freed in its arenas for reuse, and gives back only the top of each
 heap: after a flood of 20,000 Watch streams, refused and ended, the dealer's RSS stayed 50 MiB
@@ -12,6 +13,7 @@ TRIM_SECONDS, off the event loop. Where there is no glibc (musl, macOS) nothing 
 from __future__ import annotations
 
 import ctypes
+import gc
 import os
 from collections.abc import Callable
 
@@ -69,3 +71,18 @@ class Trimmer:
         if now - after < KEPT:  # what it holds is in use: no trim until it grows again
             self.floor = after
         return True
+
+
+FULL_COLLECTION_AFTER = 100
+"""Younger collections between two full ones, at least (Python's default: 10); docs/scaling.md,
+"The garbage collector"."""
+
+
+def tune_collector() -> None:
+    """The serving process's garbage collector: a full collection (every tracked object, with
+    the event loop stopped) only after FULL_COLLECTION_AFTER collections of the middle
+    generation. The calls in flight during a flood outlive the younger collections, and on a
+    small heap Python's own rule then starts a full one every few seconds, 40-60 ms each, for
+    objects that reference counting frees anyway (docs/scaling.md, "The garbage collector")."""
+    young, middle, _ = gc.get_threshold()
+    gc.set_threshold(young, middle, FULL_COLLECTION_AFTER)

@@ -2,7 +2,7 @@
 collector (regression: each one stayed in a cycle through gRPC's AbortError, its traceback's
 frames, the context and the call's state; under a flood of held refusals the full collections
 that freed them stopped the event loop for up to 92 ms; edge/status.py, ``acyclic``). And a
-serving process makes full collections rare (app.tune_collector): the calls in flight during a
+serving process makes full collections rare (heap.tune_collector): the calls in flight during a
 flood had started one every few seconds, 40-60 ms each."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from fairdeck.client import DealerClient
 from fairdeck.client.exceptions import FairdeckError
 from fairdeck.v1 import dealer_pb2 as pb
 from fairdeck.v1 import dealer_pb2_grpc
-from fairdeck_server.app import FULL_COLLECTION_AFTER
+from fairdeck_server.heap import FULL_COLLECTION_AFTER
 from fairdeck_server.processes import WORKER_ENV
 from tests.ops.kit import dealer_tokens, read_stalled
 from tests.support.dealers import DealerProcess, RunningDealer

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from fairdeck_server import config, logging_setup, startup
-from fairdeck_server.app import serve, tune_collector
+from fairdeck_server.app import serve
+from fairdeck_server.heap import tune_collector
 from fairdeck_server.log_signing import LogKeyError, load_log_keys
 from fairdeck_server.processes import Worker, supervise
 from fairdeck_server.refusals import StartupRefused
