@@ -28,6 +28,7 @@ from fairdeck_server.edge.methods import Malformed, call_cost
 from fairdeck_server.limits import OpenHandsCap, RateLimiter
 from tests.ops.kit import Clock, dealer_tokens, details, retry_delay
 from tests.support.dealers import RunningDealer
+from tests.support.waits import outlast, outlast_async, pace, wait_for_async
 
 DEALER = "/fairdeck.v1.DealerService/"
 
@@ -114,7 +115,7 @@ def test_a_tenant_calling_steadily_never_waits_for_its_count() -> None:
         assert await asyncio.wait_for(cap.reserve("acme", 1), 1) is None  # one read at a time
         assert len(reads) == 2
         gate.set()
-        await asyncio.sleep(0.01)
+        await wait_for_async("the count read ahead to be back", lambda: not cap._ahead._tasks)
         clock.now += 0.45  # 1.3 s after the first read, 0.45 s after the one made ahead
         assert await asyncio.wait_for(cap.reserve("acme", 1), 1) is None  # 0 stored + 2 in flight
         assert len(reads) == 2, "the count read ahead was not used"
@@ -144,13 +145,17 @@ def test_a_call_that_ends_while_its_tenant_is_counted_is_not_lost(tmp_path: Path
             clock.now += 5  # the next call reads the count again
             gate = threading.Event()
 
+            holding = threading.Event()
+
             def hold(conn: sqlite3.Connection) -> None:  # after the count, in its transaction
+                holding.set()
                 gate.wait(10)
 
             b = asyncio.ensure_future(cap.reserve("t", 1))  # call B: its count is queued...
             await asyncio.sleep(0)
             held = asyncio.ensure_future(storage._reader.submit(hold))  # ...and this with it
-            await asyncio.sleep(0.2)  # the count has run: its snapshot shows no hand
+            # The count has run: its snapshot shows no hand.
+            await wait_for_async("the count's transaction to be held", holding.is_set)
             await storage.create_hands([new_hand(1)])  # call A's hand, acknowledged
             cap.release("t", 1)  # call A ends
             gate.set()
@@ -204,7 +209,7 @@ def test_rate_limit_refuses_with_reason_and_retry_delay(tmp_path: Path) -> None:
         assert details(error).code == grpc.StatusCode.RESOURCE_EXHAUSTED.value[0]
         for _ in range(5):  # health checks and reflection are never limited
             assert _health(running.target) == health_pb2.HealthCheckResponse.SERVING
-        time.sleep(delay + 0.05)
+        outlast(delay + 0.05)
         assert c.get(hand.hand_id).hand_id == hand.hand_id
 
 
@@ -337,7 +342,7 @@ def test_a_tenant_with_hundreds_of_refusals_held_gets_them_answered_at_a_bounded
                     return time.monotonic() - began
 
                 flooding = [asyncio.ensure_future(one(tokens["acme"])) for _ in range(400)]
-                await asyncio.sleep(0.5)
+                await outlast_async(0.5)  # the flood is held meanwhile
                 other = await one(tokens["zenith"], other_channel) - 0.5  # its own bucket: not held
                 return await asyncio.gather(*flooding), other
 
@@ -440,19 +445,19 @@ def test_open_hands_cap(tmp_path: Path) -> None:
             lambda: list(c.deal_hands(hand_count=1, close=True)),  # in flight while it runs
         )
         for call in refused_calls:
-            time.sleep(CAP_AGAIN)  # each the first refusal in a while: answered at once
+            pace(CAP_AGAIN)  # each the first refusal in a while: answered at once
             with pytest.raises(ResourceExhausted) as refused:
                 call()
             assert refused.value.reason == "TOO_MANY_OPEN_HANDS"
             assert retry_delay(refused.value) == pytest.approx(1.0)
             assert refused.value.retry_delay == pytest.approx(1.0)
         c.close_hand(first.hand_id)
-        time.sleep(0.15)  # the cap rereads storage before refusing, at most every 0.1 s
+        outlast(0.15)  # the cap rereads storage before refusing, at most every 0.1 s
         assert len(list(c.deal_hands(hand_count=1, close=True))) == 1  # created closed: never open
-        time.sleep(0.15)
+        outlast(0.15)
         with pytest.raises(ResourceExhausted):
             list(c.deal_hands(hand_count=2))  # 2 open + 2 > 3
-        time.sleep(0.15)
+        outlast(0.15)
         c.open_hand()
         running.restart()  # counted from storage: a restart forgets nothing
         with DealerClient(running.target, retries=0) as again, pytest.raises(ResourceExhausted):
