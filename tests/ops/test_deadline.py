@@ -14,20 +14,23 @@ from fairdeck.client import DealerClient
 from fairdeck.client.exceptions import DeadlineExceeded
 from fairdeck_server.edge.deadline import STREAM_RUNS
 from tests.support.dealers import RunningDealer
+from tests.support.waits import hold_silent, pace, wait_for
 
 
 def _settled(running: RunningDealer) -> tuple[int, int]:
     """(open hands, log size) once a cut call's last chunk has landed."""
     assert running.server is not None
     storage = running.server.storage
-    last = (-1, -1)
-    for _ in range(100):
+    last = [(-1, -1)]
+
+    def same_twice() -> tuple[int, int] | None:
         now = (running._run(storage.open_hands()), running._run(storage.log_size()))
-        if now == last:
+        if now == last[0]:
             return now
-        last = now
-        time.sleep(0.1)
-    raise AssertionError("storage did not settle")
+        last[0] = now
+        return None
+
+    return wait_for("storage to settle", same_twice, timeout=10, every=0.1)
 
 
 def test_default_deadline_ends_a_stream_whose_reader_stopped_and_keeps_what_was_stored(
@@ -42,7 +45,7 @@ def test_default_deadline_ends_a_stream_whose_reader_stopped_and_keeps_what_was_
         started = time.monotonic()
         hands = c.deal_hands(hand_count=100_000)  # the SDK sets no deadline on DealHands
         next(hands)
-        time.sleep(1.0)  # the reader stops: the dealer's writes wait, then its deadline passes
+        hold_silent(1.0)  # the reader stops: the dealer's writes wait, then its deadline passes
         with pytest.raises(DeadlineExceeded) as cut:
             for _ in hands:
                 received += 1
@@ -63,7 +66,7 @@ def _read_keeping_up(client: DealerClient, count: int) -> int:
     received = 0
     for received, _ in enumerate(client.deal_hands(hand_count=count, close=True), 1):
         if received % 200 == 0:
-            time.sleep(0.03)
+            pace(0.03)
     return received
 
 
@@ -114,7 +117,7 @@ def test_a_stream_that_trickles_is_cut_after_its_runs_in_all(tmp_path: Path) -> 
         with pytest.raises(DeadlineExceeded) as cut:
             for received, _ in enumerate(c.deal_hands(hand_count=20_000, close=True), 1):
                 if received % 256 == 0:
-                    time.sleep(0.2)  # one response each 0.2 s: never 0.3 s without a write
+                    pace(0.2)  # one response each 0.2 s: never 0.3 s without a write
         took = time.monotonic() - started
         assert cut.value.reason == "DEADLINE_EXCEEDED"
         assert "in all" in str(cut.value)

@@ -4,8 +4,8 @@ time for something to happen, which is too short on a loaded machine and too lon
 
 The only fixed stretches of time are those a test is about, each said by its name: ``hold_silent``
 (a caller or reader that does nothing for that long: a stopped reader, a silent client),
-``outlast`` (let one of the dealer's own intervals pass on its real clock: a reread interval,
-a rate window, a connection's age) and ``pace`` (spacing a load generator's or a client's calls).
+``outlast`` (let real time pass that a rule of the dealer or the auditor measures: a reread
+interval, a rate window, a lifetime) and ``pace`` (spacing a load generator's or a client's calls).
 tests/test_house.py allows time.sleep and asyncio.sleep only in this module, and
 ``asyncio.sleep(0)`` anywhere: one turn of the event loop, which waits on no clock."""
 
@@ -31,7 +31,7 @@ def wait_for(what: str, condition: Callable[[], T], timeout: float = WAIT_S, eve
         value = condition()
         if value:
             return value
-        assert time.monotonic() < deadline, f"timed out after {timeout:g} s waiting for {what} (last: {value!r})"
+        assert time.monotonic() < deadline, f"waited {timeout:g} s for {what} (last: {value!r})"
         time.sleep(every)
 
 
@@ -46,12 +46,13 @@ async def wait_for_async(
             value = await value
         if value:
             return value  # type: ignore[return-value]
-        assert time.monotonic() < deadline, f"timed out after {timeout:g} s waiting for {what} (last: {value!r})"
+        assert time.monotonic() < deadline, f"waited {timeout:g} s for {what} (last: {value!r})"
         await asyncio.sleep(every)
 
 
 def hold_silent(seconds: float) -> None:
-    """Do nothing for ``seconds``: the silence of a caller or reader is what the test is about."""
+    """Do nothing for ``seconds``: the silence of a caller, a reader or a stand-in server is what
+    the test is about."""
     time.sleep(seconds)
 
 
@@ -61,8 +62,8 @@ async def hold_silent_async(seconds: float) -> None:
 
 
 def outlast(seconds: float) -> None:
-    """Let ``seconds`` of the dealer's own clock pass: an interval it keeps (a reread, a rate
-    window, an age) has run out, which is what the test is about."""
+    """Let ``seconds`` of real time pass: an interval a rule of the dealer or the auditor
+    measures (a reread, a rate window, a lifetime) has run out, which is what the test is about."""
     time.sleep(seconds)
 
 
