@@ -157,7 +157,7 @@ def test_health_is_not_serving_until_storage_is_open(tmp_path: Path) -> None:
     from fairdeck_server.config import ServerConfig
 
     async def scenario() -> None:
-        server = DealerServer(ServerConfig(listen="127.0.0.1:0", data_dir=tmp_path / "d"))
+        server = DealerServer(ServerConfig(listen="127.0.0.1:0", data_dir=tmp_path / "d"), trim_heap=False)
         gate = threading.Event()
         entered = asyncio.Event()
         opened = server.storage.start
