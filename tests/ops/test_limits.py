@@ -382,13 +382,16 @@ def test_a_held_refusal_is_answered_before_the_default_deadline_cuts_it(tmp_path
 
 
 def test_refusals_held_to_the_deadline_bound_are_answered_spread_out(tmp_path: Path) -> None:
-    """800 GetHand at once with 4 s deadlines: every refusal past the 200th reaches the bound of
-    half the deadline (2 s). They were all answered together, and a client retrying at once sent
-    them all again together (a burst the other tenants wait behind); now each is held between
-    half that bound and the bound. Measured per call (its own latency) as the interquartile range
-    of the 600 held longest: held to the bound, they differ only by how long each took to reach
-    the dealer. Over 20 connections: one connection has at most max_streams_per_connection (50)
-    calls at the dealer, its client keeps the others until one ends."""
+    """800 GetHand at once with 8 s deadlines: every refusal past the 400th reaches the bound of
+    half the deadline (4 s, at 100 held answers a second). They were all answered together, and a
+    client retrying at once sent them all again together (a burst the other tenants wait behind);
+    now each is held between half that bound and the bound. Measured per call (its own latency)
+    as the interquartile range of the 400 held longest: held to the bound, they differ only by
+    how long each took to reach the dealer. Over 20 connections: one connection has at most
+    max_streams_per_connection (50) calls at the dealer, its client keeps the others until one
+    ends. (With 4 s deadlines, on two busy cores the spread came down to 0.27 s against a bar of
+    0.25 and the slowest answer to 3.70 s against 3.8: the loop's lateness bunches answers and
+    delays arrivals by the same seconds whatever the deadline, so the bound is doubled.)"""
     with RunningDealer(tmp_path / "d", rate_limit=2, rate_burst=1, require_auth=True) as running:
         token = dealer_tokens(running, "acme")["acme"]
 
@@ -405,7 +408,7 @@ def test_refusals_held_to_the_deadline_bound_are_answered_spread_out(tmp_path: P
                         await stub.GetHand(
                             pb.GetHandRequest(hand_id="h" * 26),
                             metadata=(("authorization", f"Bearer {token}"),),
-                            timeout=4.0,
+                            timeout=8.0,
                         )
                     assert e.value.code() in (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.NOT_FOUND)
                     return time.monotonic() - sent
@@ -415,11 +418,12 @@ def test_refusals_held_to_the_deadline_bound_are_answered_spread_out(tmp_path: P
                 await asyncio.gather(*(c.close() for c in channels))
 
         took = sorted(asyncio.run(flood()))
-        held = took[200:]  # the 600 held to the bound
-        spread = held[450] - held[150]  # their interquartile range
-        # Held to the bound: 0.05 s quiet, 0.13 s under two busy loops; spread: 0.38-0.44 s.
-        assert spread >= 0.25, f"the 600 slowest were answered within {spread:.2f} s of each other"
-        assert max(took) < 3.8, max(took)  # every one answered before the client's deadline
+        held = took[400:]  # the 400 held to the bound
+        spread = held[300] - held[100]  # their interquartile range
+        # Held to the bound (4 s deadlines): 0.05 s quiet, 0.13 s under two busy loops; spread
+        # then 0.38-0.44 s quiet, 0.27 s on two busy cores. Here about 1 s.
+        assert spread >= 0.4, f"the 400 slowest were answered within {spread:.2f} s of each other"
+        assert max(took) < 7.6, max(took)  # every one answered before the client's deadline
 
 
 def test_a_rate_of_zero_turns_the_limit_off(tmp_path: Path) -> None:
