@@ -126,7 +126,9 @@ def test_streams_the_client_abandons_log_no_error(tmp_path: Path, caplog: pytest
     for every failed write it was not told of), and counts each call once, as the
     client saw it. Each call is begun once the dealer has counted the one before: the
     dealer ends a stream a moment after its client gave up, and on two busy cores four
-    such streams still open had the next refused TOO_MANY_STREAMS."""
+    such streams still open had the next refused TOO_MANY_STREAMS. Each deadline passes
+    once the stream has begun: a 50 ms deadline there passed while the call waited in gRPC's
+    queue, where no handler sees it and nothing counts it (docs/api.md, Limits)."""
     import grpc
 
     from fairdeck.v1 import dealer_pb2, dealer_pb2_grpc
@@ -148,9 +150,11 @@ def test_streams_the_client_abandons_log_no_error(tmp_path: Path, caplog: pytest
 
         with grpc.insecure_channel(running.target) as channel:
             stub = dealer_pb2_grpc.DealerServiceStub(channel)
-            for n, timeout in enumerate((0.05, 0.1, 0.15, 0.2, 0.3) * 2, 1):
+            for n, timeout in enumerate((0.5, 0.6, 0.7, 0.8, 1.0) * 2, 1):
+                stream = stub.DealHands(request, timeout=timeout)
+                next(stream)  # begun: the deadline passes mid-stream
                 with pytest.raises(grpc.RpcError) as late:
-                    for _ in stub.DealHands(request, timeout=timeout):
+                    for _ in stream:
                         pass
                 assert late.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED  # type: ignore[attr-defined]
                 ended(n)
