@@ -150,7 +150,9 @@ def test_streams_the_client_abandons_log_no_error(tmp_path: Path, caplog: pytest
 
         with grpc.insecure_channel(running.target) as channel:
             stub = dealer_pb2_grpc.DealerServiceStub(channel)
-            for n, timeout in enumerate((0.5, 0.6, 0.7, 0.8, 1.0) * 2, 1):
+            # Long enough for the first chunk (a transaction) on a loaded machine (0.5 s was not,
+            # once in 5 runs on two busy cores), short of the 100,000 hands (4 s or more).
+            for n, timeout in enumerate((0.8, 0.9, 1.0, 1.1, 1.2) * 2, 1):
                 stream = stub.DealHands(request, timeout=timeout)
                 next(stream)  # begun: the deadline passes mid-stream
                 with pytest.raises(grpc.RpcError) as late:
