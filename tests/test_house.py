@@ -302,3 +302,82 @@ def test_no_issue_numbers_in_the_code() -> None:
     """Say what an issue said (the bug, the bar) or point at docs/ or bench/README.md instead."""
     found = issue_numbers()
     assert found == {}
+
+
+# -- no fixed waits in the tests -------------------------------------------------------------------
+
+WAITS = "tests/support/waits.py"
+"""The one module of the tests that may sleep: its poll (``wait_for``) and its named stretches of
+time under test (``hold_silent``, ``outlast``, ``pace``)."""
+CLOCK_MODULES = {"time", "asyncio"}
+
+
+def fixed_sleeps(source: str) -> list[int]:
+    """The lines of ``source`` that sleep (``time.sleep``, ``asyncio.sleep``, called, passed on or
+    imported by name, under any alias), whatever the argument; ``asyncio.sleep(0)``, one turn of
+    the event loop that waits on no clock, excepted."""
+    tree = ast.parse(source)
+    modules: dict[str, str] = {}  # name bound here -> clock module
+    hits = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules |= {a.asname or a.name: a.name for a in node.names if a.name in CLOCK_MODULES}
+        elif isinstance(node, ast.ImportFrom) and node.module in CLOCK_MODULES:
+            hits += [node.lineno for a in node.names if a.name == "sleep"]
+    turns = {
+        id(node.func)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and [ast.dump(a) for a in node.args] == [ast.dump(ast.Constant(0))]
+        and not node.keywords
+    }
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr == "sleep"
+            and isinstance(node.value, ast.Name)
+            and node.value.id in modules
+            and not (id(node) in turns and modules[node.value.id] == "asyncio")
+        ):
+            hits.append(node.lineno)
+    return sorted(hits)
+
+
+def test_fixed_sleeps_are_found() -> None:
+    """The checker itself: what it must refuse and what it must let pass."""
+    refused = [
+        "import time\ntime.sleep(0.1)\n",
+        "import asyncio\nasync def f():\n    await asyncio.sleep(0.5)\n",
+        "import time\nwhile not done():\n    time.sleep(0.05)\n",  # a poll of its own: use wait_for
+        "import time\nx = 0\ntime.sleep(x)\n",
+        "import time\ntime.sleep(0)\n",
+        "from time import sleep\nsleep(1)\n",
+        "from asyncio import sleep as nap\n",
+        "import time as t\nt.sleep(2)\n",
+        "import time as t\nt.sleep(0)\n",
+        "import time\nrun(sleep=time.sleep)\n",
+    ]
+    assert [fixed_sleeps(s) for s in refused] == [[2], [3], [3], [3], [2], [1], [1], [2], [2], [2]]
+    allowed = [
+        "import asyncio\nasync def f():\n    await asyncio.sleep(0)\n",
+        "from tests.support.waits import hold_silent, wait_for\nhold_silent(2)\nwait_for('x', f)\n",
+        "import time\ntime.monotonic()\n",
+        "def sleep(seconds):\n    pass\nsleep(3)\n",  # an injected clock's sleep
+    ]
+    assert [fixed_sleeps(s) for s in allowed] == [[], [], [], []]
+
+
+def test_no_fixed_sleep_in_the_tests() -> None:
+    """No test waits a fixed time: it polls what it waits for with a deadline
+    (tests/support/waits.py ``wait_for``), uses an injected clock, or says through a named helper
+    of that module why the time must pass (a silent caller, a window of the dealer's own clock,
+    a paced load)."""
+    found = {}
+    for path in python_files():
+        rel = str(path.relative_to(ROOT))
+        if rel.startswith("tests/") and rel != WAITS and (lines := fixed_sleeps(path.read_text())):
+            found[rel] = lines
+    assert found == {}, (
+        "poll with tests.support.waits.wait_for, or name the wait (hold_silent, outlast, pace)"
+    )

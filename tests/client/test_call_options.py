@@ -12,7 +12,6 @@ import sqlite3
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from concurrent import futures
 from contextlib import contextmanager
@@ -29,6 +28,7 @@ from fairdeck.v1 import audit_pb2, audit_pb2_grpc
 from fairdeck_server import logging_setup
 from fairdeck_server.logging_setup import CallFilter
 from tests.support.dealers import RunningDealer
+from tests.support.waits import hold_silent
 
 Dealer = tuple[str, str, Path]
 """A running dealer's target, its log's verifier key and its data directory."""
@@ -142,7 +142,7 @@ class SlowLog(audit_pb2_grpc.AuditServiceServicer):
     delay = 1.0
 
     def ListEntries(self, request: audit_pb2.ListEntriesRequest, context: Any) -> Any:
-        time.sleep(self.delay)
+        hold_silent(self.delay)  # a slow server
         page = audit_pb2.ListEntriesResponse()
         page.entries.add(index=request.start_index, data=b"entry")
         return page

@@ -19,7 +19,6 @@ import socket
 import subprocess
 import sys
 import sysconfig
-import time
 import urllib.request
 from pathlib import Path
 
@@ -30,6 +29,7 @@ from fairdeck.cli.health_command import check
 from fairdeck.client import DealerClient
 from tests.deploy import deployfiles as d
 from tests.support.env import clean_env
+from tests.support.waits import wait_for
 
 FAIRDECK = Path(sys.executable).parent / "fairdeck"
 # `fairdeck` with only the image's modules importable (runtime_only.py): as in the container.
@@ -82,16 +82,15 @@ def localise(args: list[str], tmp_path: Path, grpc_port: int, metrics_port: int)
 
 
 def wait_serving(target: str, proc: subprocess.Popen[str], within: float = 30.0) -> None:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
+
+    def serving() -> bool:
         assert proc.poll() is None, f"serve exited {proc.returncode}: {proc.communicate()}"
         try:
-            if check(target, timeout=1.0) == "SERVING":
-                return
+            return check(target, timeout=1.0) == "SERVING"
         except grpc.RpcError:
-            pass
-        time.sleep(0.1)
-    raise AssertionError(f"{target} not SERVING within {within}s")
+            return False
+
+    wait_for(f"{target} SERVING", serving, timeout=within, every=0.1)
 
 
 def run_deploy_command(args: list[str], tmp_path: Path, env: dict[str, str]) -> tuple[str, str]:

@@ -57,6 +57,7 @@ from fairdeck.log.logentry import CommitEntry, RevealEntry, decode
 from fairdeck_server.log_signing import load_log_keys
 from tests.support.dealers import DealerProcess
 from tests.support.env import clean_env
+from tests.support.waits import wait_for as wait_for  # the scenarios poll with it
 
 FAKETIME_LIBS = sorted(glob.glob("/usr/lib/*/faketime/libfaketime.so.1"))
 """Debian's libfaketime (the faketime package), for LD_PRELOAD."""
@@ -396,17 +397,6 @@ def worker_pids(dealer: DealerProcess) -> list[int]:
 def lines(dealer: DealerProcess, needle: str) -> list[str]:
     """The dealer's log lines that hold ``needle``."""
     return [line for line in dealer.stderr().splitlines() if needle in line]
-
-
-def wait_for(what: str, condition: Any, timeout: float = 20, every: float = 0.05) -> Any:
-    """Poll ``condition()`` until it is true; its value. Fails naming ``what``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(every)
 
 
 @pytest.fixture

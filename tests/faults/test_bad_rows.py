@@ -15,6 +15,7 @@ from fairdeck.client import DealerClient
 from fairdeck.client.exceptions import FairdeckError
 from fairdeck.client.models import HandState
 from tests.faults.kit import FaultRun, lines, metric, wait_for
+from tests.support.waits import outlast
 
 DAMAGE = {
     "deck": ("UPDATE hands SET deck = 'no-such-deck' WHERE hand_id = ?", ()),
@@ -47,7 +48,7 @@ def test_one_bad_row_never_stops_the_others(run: FaultRun, column: str) -> None:
             c.get(bad)
         assert time.monotonic() - began < 3 and unreadable.value.reason == "HAND_UNREADABLE"
         assert column in str(unreadable.value)
-    time.sleep(max(0.0, 2.5 - (time.monotonic() - opened)))
+    outlast(max(0.0, 2.5 - (time.monotonic() - opened)))  # the bad hand's lifetime (2 s) is past
     run.ledger.deal(dealer.target, 2)  # dealing goes on, past the bad hand's lifetime
     assert metric(dealer, "fairdeck_reaper_skipped_hands_total", reason="HAND_UNREADABLE") == 1
     assert metric(dealer, "fairdeck_unreadable_rows_total", operation="update_hand") >= 1

@@ -12,6 +12,7 @@ from fairdeck.client.audit_client import AuditClient
 from fairdeck.client.models import HandState
 from fairdeck.log.logentry import decode
 from tests.faults.kit import FaultRun, lines, metric, wait_for
+from tests.support.waits import outlast
 
 HOURS_2 = 2 * 3600
 
@@ -27,7 +28,7 @@ def test_a_slow_clock_is_not_deck_shopping(run: FaultRun) -> None:
     run.clock.set(-HOURS_2)
     dealer = run.start(fake_clock=True, lifetime=3600)
     run.ledger.open(dealer.target, 3)
-    time.sleep(1)
+    outlast(1)  # a moment later on the true clock
     audit = run.audit("--target", dealer.target)
     assert audit.rc == 0 and audit.report["findings"] == [], audit.out
     assert audit.report["open_within_lifetime"] == 3
@@ -59,7 +60,7 @@ def test_a_clock_stepped_forward_voids_nothing_early(run: FaultRun) -> None:
     dealer = run.start("--metrics-listen", "127.0.0.1:0", fake_clock=True, lifetime=8)
     opened = run.ledger.open(dealer.target, 3)
     run.clock.set(+HOURS_2)
-    time.sleep(1.5)  # the reaper runs every second
+    outlast(1.5)  # the reaper runs every second: it has run since the step
     run.ledger.open(dealer.target, 1)  # dealing goes on
     assert states(dealer.target, opened) == [HandState.OPEN] * 3, "voided early by a clock step"
     wait_for("the step to be logged", lambda: lines(dealer, "the wall clock stepped forward"))
@@ -82,8 +83,7 @@ def test_a_clock_that_runs_fast_voids_nothing_early(run: FaultRun) -> None:
     dealer = run.start(fake_clock=True, lifetime=6)
     began = time.monotonic()
     opened = run.ledger.open(dealer.target, 2)
-    while time.monotonic() - began < 3.5:  # 7 s of the fast clock: past the 6 s lifetime on it
-        time.sleep(0.1)
+    outlast(3.5 - (time.monotonic() - began))  # 7 s of the fast clock: past the 6 s lifetime on it
     assert states(dealer.target, opened) == [HandState.OPEN] * 2, "voided early by a fast clock"
     assert lines(dealer, "the wall clock stepped forward"), "the drift was not said"
     wait_for("the hands voided", lambda: states(dealer.target, opened) == [HandState.CLOSED] * 2)

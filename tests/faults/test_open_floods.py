@@ -10,10 +10,10 @@ Watch streams took 458 MiB and kept half of it.)
 from __future__ import annotations
 
 import asyncio
-import time
 
 from tests.faults.kit import FaultRun
 from tests.support.floods import check_latency, grpcurl_session, reflection_flood, watch_flood
+from tests.support.waits import wait_for_async
 
 REFLECTION_STREAMS, REFLECTION_CONNECTIONS = 300, 6
 WATCH_STREAMS, WATCH_CONNECTIONS = 600, 12
@@ -32,18 +32,21 @@ def test_floods_with_no_tenant_wait_behind_themselves(run: FaultRun) -> None:
         reflection = await reflection_flood(dealer.target, REFLECTION_STREAMS, REFLECTION_CONNECTIONS)
         watches = await watch_flood(dealer.target, WATCH_STREAMS, WATCH_CONNECTIONS)
         try:
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline and (
-                reflection.answered + sum(reflection.ended.values()) < REFLECTION_STREAMS
-                or watches.answered + sum(watches.ended.values()) < WATCH_STREAMS
-            ):
-                await asyncio.sleep(0.05)
+            await wait_for_async(
+                "every stream answered or ended",
+                lambda: (
+                    reflection.answered + sum(reflection.ended.values()) >= REFLECTION_STREAMS
+                    and watches.answered + sum(watches.ended.values()) >= WATCH_STREAMS
+                ),
+                timeout=30,
+            )
             assert watches.answered <= HELD_WATCHES and set(watches.ended) == {"RESOURCE_EXHAUSTED"}
             # A refusal that crosses the client's own write is read INTERNAL by gRPC Python's client.
             assert set(reflection.ended) <= {"RESOURCE_EXHAUSTED", "INTERNAL"}, reflection.ended
             cpu, answers = dealer.cpu_seconds() or 0.0, reflection.answers
-            while reflection.answers - answers < 100 and time.monotonic() < deadline + 30:
-                await asyncio.sleep(0.05)  # about 2 s of the flood alone, at 50 answers a second
+            await wait_for_async(  # about 2 s of the flood alone, at 50 answers a second
+                "100 answers to the flood alone", lambda: reflection.answers - answers >= 100, timeout=60
+            )
             cpu, answers = (dealer.cpu_seconds() or 0.0) - cpu, reflection.answers - answers
             await asyncio.to_thread(run.ledger.deal, dealer.target, 20)  # the tenant, during
             return {

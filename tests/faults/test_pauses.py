@@ -12,6 +12,7 @@ import time
 
 from fairdeck.log.logentry import VOIDED, CommitEntry, RevealEntry, decode
 from tests.faults.kit import FaultRun, lines, wait_for, worker_pids
+from tests.support.waits import outlast
 
 
 def test_downtime_longer_than_the_lifetime_is_pending_not_deck_shopping(run: FaultRun) -> None:
@@ -22,7 +23,7 @@ def test_downtime_longer_than_the_lifetime_is_pending_not_deck_shopping(run: Fau
     opened = run.ledger.open(dealer.target, 3)
     run.ledger.deal(dealer.target, 1)
     dealer.terminate()
-    time.sleep(2.5)
+    outlast(2.5)  # down past the lifetime
     audit = run.audit()
     assert audit.rc == 0 and audit.report["findings"] == [], audit.out
     assert audit.report["open_within_lifetime"] == 3
@@ -46,11 +47,11 @@ def test_a_paused_dealer_voids_before_it_logs_again(run: FaultRun) -> None:
     size = len(run.entries())
     dealer.signal(signal.SIGSTOP)
     try:
-        time.sleep(0.5)
+        outlast(0.5)
         callers = [threading.Thread(target=run.ledger.deal, args=(dealer.target, 1)) for _ in range(3)]
         for t in callers:
             t.start()  # they wait for the paused dealer
-        time.sleep(2.5)
+        outlast(2.5)  # paused past the lifetime
     finally:
         dealer.signal(signal.SIGCONT)
     for t in callers:
@@ -84,7 +85,7 @@ def test_a_crash_under_load_then_a_restart_after_the_lifetime(run: FaultRun) -> 
     killed.set()
     for t in callers:
         t.join(timeout=60)
-    time.sleep(2.5)
+    outlast(2.5)  # down past the lifetime
     assert run.audit().rc == 0
     dealer = run.start(lifetime=2)
     run.ledger.deal(dealer.target, 2)
@@ -125,19 +126,28 @@ def test_the_whole_group_paused_replaces_no_one(run: FaultRun) -> None:
     for pid in (dealer.pid, *workers):
         os.kill(pid, signal.SIGSTOP)
     try:
-        time.sleep(3.0)
+        outlast(3.0)  # past the worker timeout
+        switches = _sleeps(dealer.pid)
     finally:
         os.kill(dealer.pid, signal.SIGCONT)
-        time.sleep(0.05)  # the supervisor looks first: nothing has beaten since before the pause
+    try:  # the supervisor looks first (and sleeps again): nothing has beaten since before the pause
+        wait_for("the supervisor to look once", lambda: _sleeps(dealer.pid) > switches)
+    finally:
         for pid in workers:
             with contextlib.suppress(ProcessLookupError):  # replaced already
                 os.kill(pid, signal.SIGCONT)
-    time.sleep(3.0)  # longer than the worker timeout: a replacement would have happened
+    outlast(3.0)  # longer than the worker timeout: a replacement would have happened
     assert lines(dealer, "stopped answering") == [], dealer.stderr()
     assert worker_pids(dealer) == workers and all(_alive(pid) for pid in workers)
     before = len(run.ledger.closed)
     run.ledger.deal(dealer.target, 4)
     assert len(run.ledger.closed) == before + 4
+
+
+def _sleeps(pid: int) -> int:
+    """How many times ``pid`` has gone to sleep of itself (its voluntary context switches)."""
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("voluntary_ctxt_switches:"))
 
 
 def _alive(pid: int) -> bool:

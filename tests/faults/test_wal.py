@@ -6,9 +6,10 @@ by opening and closing it (2026-11-28, not kept) dropped them, and the dealer di
 from __future__ import annotations
 
 import threading
-import time
 
+from fairdeck.client.audit_client import AuditClient
 from tests.faults.kit import FaultRun, lines
+from tests.support.waits import wait_for
 
 
 def test_audits_of_a_live_dealer_under_load_leave_it_dealing(run: FaultRun) -> None:
@@ -16,7 +17,9 @@ def test_audits_of_a_live_dealer_under_load_leave_it_dealing(run: FaultRun) -> N
     dealer never fails a call, logs no error, and the audits find nothing."""
     dealer = run.start()
     run.ledger.deal(dealer.target, 2)
-    time.sleep(0.5)  # a signed checkpoint covers the log (--checkpoint-interval 0.05)
+    size = len(run.entries())
+    with AuditClient(dealer.target, verifier=run.key()) as log:  # --checkpoint-interval 0.05
+        wait_for("a signed checkpoint of the whole log", lambda: log.checkpoint().size >= size)
     stop = threading.Event()
 
     def keep_dealing() -> None:

@@ -48,6 +48,7 @@ from tests.fuzz.oracle import SHORT_DEADLINES, Fuzzer, Outgoing, Rpc, all_rpcs
 from tests.fuzz.plausible import World, plausible
 from tests.log.testkit import fairdeck
 from tests.support.dealers import DealerProcess
+from tests.support.waits import wait_for
 
 PER_RPC = 10_000
 LAYOUT = ("structured", "plausible", "plausible", "raw") * 2
@@ -121,11 +122,11 @@ def _prime(target: str, world: World, signer: Signer) -> None:
 
 
 def _settled(log: AuditClient, size: int) -> Checkpoint:
-    deadline = time.monotonic() + 20
-    while (cp := log.checkpoint()).size < size:
-        assert time.monotonic() < deadline, f"no signed checkpoint covers {size} entries"
-        time.sleep(0.05)
-    return cp
+    def covering() -> Checkpoint | None:
+        cp = log.checkpoint()
+        return cp if cp.size >= size else None
+
+    return wait_for(f"a signed checkpoint covering {size} entries", covering)
 
 
 def _encode(message: Message) -> bytes:

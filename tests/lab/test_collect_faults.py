@@ -16,6 +16,7 @@ import pytest
 from fairdeck.cli import main
 from fairdeck.core.errors import VerificationError
 from fairdeck.lab import collection, formats
+from tests.support import waits
 
 FILE_SIZE_LIMIT = """
 import resource, signal, sys
@@ -140,7 +141,6 @@ def test_a_second_ctrl_c_stops_at_once_in_one_line_and_the_collection_resumes(tm
     batches are long enough that the second lands in the batch the first one let finish."""
     import signal
     import threading
-    import time
 
     out = tmp_path / "kit"
     argv = ["lab", "collect", "--out", str(out), "--raw-bytes", "1G", "--batch", "10000", "--no-progress"]
@@ -161,10 +161,13 @@ def test_a_second_ctrl_c_stops_at_once_in_one_line_and_the_collection_resumes(tm
     reader.start()
 
     def wait_for(done: Callable[[], bool], what: str) -> None:
-        deadline = time.monotonic() + 120
-        while not done():
-            assert time.monotonic() < deadline and process.poll() is None, (what, "".join(lines))
-            time.sleep(0.02)
+        def ok() -> bool:
+            if done():
+                return True
+            assert process.poll() is None, (what, "".join(lines))
+            return False
+
+        waits.wait_for(what, ok, timeout=120, every=0.02)
 
     state = out / "state.json"
     wait_for(lambda: state.exists() and json.loads(state.read_text())["hands"] > 0, "a whole batch")

@@ -5,7 +5,6 @@ checkpoint of another log; ``fairdeck key`` gives the key the audit needs."""
 from __future__ import annotations
 
 import shutil
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from tests.log.testkit import (
     verifier_key,
 )
 from tests.support.dealers import RunningDealer
+from tests.support.waits import outlast, wait_for
 
 REPORT_KEYS = {
     "ok", "tree_size", "root", "entries", "hands", "closed", "voided",
@@ -50,11 +50,8 @@ def deal(target: str, *, closed: int, still_open: int) -> int:
 def settle(dealer: RunningDealer, size: int) -> bytes:
     """Wait until the dealer's signed head covers ``size`` entries; return its note."""
     vkey = verifier_key(dealer.data_dir)
-    deadline = time.monotonic() + 10
     with AuditClient(dealer.target, verifier=vkey, timeout=10) as log:
-        while log.checkpoint().size < size:
-            assert time.monotonic() < deadline, "no checkpoint covers the log"
-            time.sleep(0.01)
+        wait_for("a checkpoint covering the log", lambda: log.checkpoint().size >= size, every=0.01)
     return read_checkpoints(dealer.data_dir)[-1][2]
 
 
@@ -91,7 +88,7 @@ def test_target_and_data_agree(dealer: RunningDealer) -> None:
 
     # Long after, by this machine's clock, with a 0.5 s lifetime: the open hands are last in the
     # log, so they are pending, not overdue (the log's own time is judged, never the auditor's).
-    time.sleep(0.6)
+    outlast(0.6)
     live = audit("--target", dealer.target, key=key, lifetime="0.5")
     at_rest = audit("--data", str(dealer.data_dir), key=key, lifetime="0.5")
     assert live.rc == at_rest.rc == 0, live.out

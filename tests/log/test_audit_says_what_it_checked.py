@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import time
 from pathlib import Path
 
 from fairdeck.client import DealerClient
@@ -24,6 +23,7 @@ from tests.log.testkit import (
     BuiltLog,
     CliResult,
     audit_data,
+    checkpoint_sizes,
     database,
     fairdeck,
     fairdeck_process,
@@ -34,6 +34,7 @@ from tests.log.testkit import (
     verifier_key,
 )
 from tests.support.dealers import RunningDealer
+from tests.support.waits import wait_for
 
 EMPTY_TREE_ROOT = hashlib.sha256(b"").hexdigest()  # RFC 9162 2.1.1
 
@@ -106,10 +107,7 @@ def test_fresh_dealer_audits_ok(tmp_path: Path) -> None:
         # Once the dealer has dealt, the log is no longer empty, and the audit checks it all.
         with DealerClient(dealer.target, timeout=20) as c:
             assert len(list(c.deal_hands("standard", 2, close=True))) == 2
-        deadline = time.monotonic() + 10
-        while not read_checkpoints(data) or read_checkpoints(data)[-1][0] < 4:
-            assert time.monotonic() < deadline, "no checkpoint covers the log"
-            time.sleep(0.01)
+        wait_for("a checkpoint covering the log", lambda: max(checkpoint_sizes(data), default=0) >= 4)
         after = fairdeck("audit", "--target", dealer.target, "--key", key, "--json", "--since", str(saved))
         assert after.rc == 0 and after.report["tree_size"] == 4 and after.report["closed"] == 2
         assert saved.exists()

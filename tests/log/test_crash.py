@@ -48,6 +48,7 @@ from tests.log.testkit import (
     verifier_key,
 )
 from tests.support.dealers import DealerProcess
+from tests.support.waits import pace
 
 pytestmark = pytest.mark.slow
 
@@ -267,7 +268,7 @@ def test_kill_9_under_load(tmp_path: Path) -> None:
             check_restarted(dealer.target, vkey, acks, crashed.head, sample_rng)
             killed = threading.Event()
             threads = drive(dealer.target, rng.randrange(2**32), acks, killed)
-            time.sleep(rng.uniform(0.3, 1.2))
+            pace(rng.uniform(0.3, 1.2))  # the load runs a while, then the crash
             killed.set()
             dealer.kill9()
             # The files are final once the process is dead; the workers wind down

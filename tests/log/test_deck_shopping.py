@@ -4,7 +4,6 @@ hands, stopped and restarted or left running, so that the audit then passes."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from fairdeck.client import DealerClient
@@ -22,6 +21,7 @@ from tests.log.testkit import (
     resign_all,
 )
 from tests.support.dealers import RunningDealer
+from tests.support.waits import outlast, wait_for
 
 # -- deck shopping ---------------------------------------------------------------------------------------
 
@@ -34,7 +34,6 @@ def test_open_hands_past_the_audit_lifetime_are_named(built_log: BuiltLog, layou
     assert lenient.rc == 0
     assert lenient.report["open_within_lifetime"] == len(built_log.still_open)
 
-    time.sleep(0.01)
     strict = audit_data(built_log.data_dir, "--max-hand-lifetime", "0.005")
     times = [decode(e).time_ms for e in layout.entries]
     overdue = {
@@ -64,17 +63,18 @@ def test_stopped_dealer_leaves_unrevealed_commitments_then_voids_them(tmp_path: 
         c.close_hand(closed.hand_id)
     commits = {decode(e).hand_id: i for i, e in enumerate(read_entries(data)) if decode(e).hand_id in opened}
 
-    time.sleep(0.6)
+    outlast(0.6)  # past the lifetime on this machine's clock
     pending = audit_data(data, "--max-hand-lifetime", "0.5")
     assert pending.rc == 0, finding_text(pending)
     assert pending.report["open_within_lifetime"] == len(opened)
     assert commits and pending.report["last_entry_index"] == len(read_entries(data)) - 1
 
     with RunningDealer(data, max_hand_lifetime=0.5) as dealer, DealerClient(dealer.target, timeout=20) as c:
-        deadline = time.monotonic() + 10
-        while any(c.get(h).state is not HandState.CLOSED for h in opened):
-            assert time.monotonic() < deadline, "the dealer did not void its stale hands"
-            time.sleep(0.05)
+        wait_for(
+            "the dealer to void its stale hands",
+            lambda: all(c.get(h).state is HandState.CLOSED for h in opened),
+            timeout=10,
+        )
         for h in opened:
             c.get(h).verify()  # a voided hand is revealed like any other
 
@@ -92,11 +92,12 @@ def test_running_dealer_voids_in_time(tmp_path: Path) -> None:
     data = tmp_path / "data"
     with RunningDealer(data, max_hand_lifetime=1.0) as dealer, DealerClient(dealer.target, timeout=20) as c:
         opened = [c.open_hand("standard").hand_id for _ in range(4)] + [c.deal_new_hand().hand.hand_id]
-        deadline = time.monotonic() + 15
-        while any(c.get(h).state is not HandState.CLOSED for h in opened):
-            assert time.monotonic() < deadline, "the dealer did not void its stale hands"
-            time.sleep(0.1)
-    time.sleep(0.01)
+        wait_for(
+            "the dealer to void its stale hands",
+            lambda: all(c.get(h).state is HandState.CLOSED for h in opened),
+            timeout=15,
+            every=0.1,
+        )
     result = audit_data(data, "--max-hand-lifetime", "1")
     assert result.rc == 0, finding_text(result)
     assert result.report["voided"] == len(opened)

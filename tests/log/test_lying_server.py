@@ -11,7 +11,6 @@ the middle): every signature and audit path then verifies, and only the content 
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
 
 import grpc
@@ -30,20 +29,20 @@ from tests.log.lies import ALL_OPS, ENTRY_OF_ANOTHER_HAND, LIES, OPS, Scene
 from tests.log.lying_proxy import LyingProxy, honest
 from tests.log.testkit import signer_of
 from tests.support.dealers import RunningDealer
+from tests.support.waits import wait_for
 
 
 def _await_head(vkey: str, target: str, size: int) -> tuple[Checkpoint, bytes]:
     """The dealer's signed head once it covers ``size`` entries, and its note."""
-    deadline = time.monotonic() + 10
     with grpc.insecure_channel(target) as channel:
         stub = audit_pb2_grpc.AuditServiceStub(channel)
-        while True:
+
+        def covering() -> tuple[Checkpoint, bytes] | None:
             note = stub.GetCheckpoint(pb.GetCheckpointRequest(), timeout=10).signed_checkpoint
             cp = open_signed_checkpoint(note, Verifier.parse(vkey))
-            if cp.size >= size:
-                return cp, note
-            assert time.monotonic() < deadline, "no checkpoint covers the log"
-            time.sleep(0.01)
+            return (cp, note) if cp.size >= size else None
+
+        return wait_for("a checkpoint covering the log", covering, timeout=10, every=0.01)
 
 
 @pytest.fixture(scope="module")

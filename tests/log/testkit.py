@@ -27,6 +27,7 @@ from fairdeck.log.checkpoint import Checkpoint, sign_checkpoint
 from fairdeck.log.note import Signer
 from tests.support.dealers import RunningDealer
 from tests.support.env import clean_env
+from tests.support.waits import wait_for
 
 DB_NAME = "fairdeck.db"
 LONG_LIFETIME = "1000000"  # seconds: no hand of a test is ever "too old" with this
@@ -127,6 +128,15 @@ def read_entries(data_dir: Path) -> list[bytes]:
         return [bytes(r[0]) for r in conn.execute("SELECT entry FROM log_entries ORDER BY idx")]
 
 
+def checkpoint_sizes(data_dir: Path) -> set[int]:
+    """The sizes of the stored checkpoints, read beside a running dealer (read only)."""
+    conn = sqlite3.connect(f"file:{data_dir / DB_NAME}?mode=ro", uri=True)
+    try:
+        return {r[0] for r in conn.execute("SELECT size FROM checkpoints")}
+    finally:
+        conn.close()
+
+
 def read_checkpoints(data_dir: Path) -> list[tuple[int, bytes, bytes]]:
     """Every stored checkpoint as (size, root, note), smallest first."""
     with database(data_dir) as conn:
@@ -201,33 +211,41 @@ def build_log(data_dir: Path) -> BuiltLog:
     """A few hundred hands through a real dealer: closed by CloseHand, by
     DealHands(close=True), and a few left open; then a clean stop."""
     built = BuiltLog(data_dir)
-    # A short checkpoint interval, and pauses, so the log has checkpoints at many sizes.
+    # A short checkpoint interval, and a wait for a checkpoint of the whole log between the
+    # phases, so the log has checkpoints at many sizes.
     with (
         RunningDealer(data_dir, checkpoint_interval=0.02) as dealer,
         DealerClient(dealer.target, timeout=20) as c,
     ):
+        assert dealer.server is not None
+        storage = dealer.server.storage
+
+        def checkpointed() -> None:
+            size: int = dealer._run(storage.log_size())
+            wait_for(f"a checkpoint of all {size} entries", lambda: size in checkpoint_sizes(data_dir))
+
         # 30 tables open, then play, then close in the reverse order: 30 commits, then 30 reveals.
         hands = [c.open_hand("standard") for _ in range(30)]
         for i, hand in enumerate(hands):
             c.shuffle(hand.hand_id, [f"seat-{i}", b"\x00\xff"])
             c.draw(hand.hand_id, 5)
-        time.sleep(0.1)
+        checkpointed()
         for hand in reversed(hands):
             built.closed[c.close_hand(hand.hand_id).hand_id] = hand.commitment
-        time.sleep(0.1)
+        checkpointed()
         for dealt in c.deal_hands("short", 150, client_seeds=["batch"], close=True):
             built.closed[dealt.hand_id] = dealt.commitment
-        time.sleep(0.1)
+        checkpointed()
         deals = [c.deal_new_hand("jokers", client_seeds=[f"table-{i}"]) for i in range(20)]
         for deal in deals:
             built.closed[c.close_hand(deal.hand.hand_id).hand_id] = deal.hand.commitment
-        time.sleep(0.1)
+        checkpointed()
         for dealt in c.deal_hands("standard", 20, close=False):  # dealt, never closed
             built.still_open[dealt.hand_id] = dealt.commitment
         for _ in range(4):  # opened, never shuffled
             hand = c.open_hand("standard")
             built.still_open[hand.hand_id] = hand.commitment
-        time.sleep(0.1)
+        checkpointed()
     built.entries = len(read_entries(data_dir))
     built.checkpoint_sizes = [size for size, _, _ in read_checkpoints(data_dir)]
     assert built.entries == 2 * len(built.closed) + len(built.still_open)

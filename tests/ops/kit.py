@@ -4,7 +4,7 @@ call, and a clock the tests move."""
 
 from __future__ import annotations
 
-import time
+import contextlib
 import urllib.request
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
@@ -17,6 +17,7 @@ from fairdeck.wire import STATUS_DETAILS_KEY
 from fairdeck_server.auth import new_token
 from fairdeck_server.principal import Role
 from tests.support.dealers import RunningDealer
+from tests.support.waits import hold_silent, wait_for
 
 T = TypeVar("T")
 
@@ -65,12 +66,15 @@ def scrape_until(running: RunningDealer, done: Callable[[Samples], bool], timeou
     A refused call's status reaches the client a moment before the dealer has
     counted it (abort sends the status, then unwinds the interceptors).
     """
-    deadline = time.monotonic() + timeout
-    while True:
-        samples = scrape(running)
-        if done(samples) or time.monotonic() > deadline:
-            return samples
-        time.sleep(0.05)
+    seen: list[Samples] = []
+
+    def scraped() -> bool:
+        seen[:] = [scrape(running)]
+        return done(seen[0])
+
+    with contextlib.suppress(AssertionError):  # the caller's asserts say what is missing
+        wait_for("the scrape", scraped, timeout=timeout)
+    return seen[0]
 
 
 def sample(samples: dict[tuple[str, tuple[tuple[str, str], ...]], float], name: str, **labels: str) -> float:
@@ -102,5 +106,5 @@ def read_stalled(stream: Iterator[T], seconds: float) -> list[T]:
     stream's default deadline runs out). Open the channel with ``grpc.http2.bdp_probe`` 0, or
     gRPC grows the window and keeps reading for the caller meanwhile."""
     first = next(stream)
-    time.sleep(seconds)
+    hold_silent(seconds)
     return [first, *stream]

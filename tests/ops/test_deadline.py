@@ -14,20 +14,23 @@ from fairdeck.client import DealerClient
 from fairdeck.client.exceptions import DeadlineExceeded
 from fairdeck_server.edge.deadline import STREAM_RUNS
 from tests.support.dealers import RunningDealer
+from tests.support.waits import hold_silent, pace, wait_for
 
 
 def _settled(running: RunningDealer) -> tuple[int, int]:
     """(open hands, log size) once a cut call's last chunk has landed."""
     assert running.server is not None
     storage = running.server.storage
-    last = (-1, -1)
-    for _ in range(100):
+    last = [(-1, -1)]
+
+    def same_twice() -> tuple[int, int] | None:
         now = (running._run(storage.open_hands()), running._run(storage.log_size()))
-        if now == last:
+        if now == last[0]:
             return now
-        last = now
-        time.sleep(0.1)
-    raise AssertionError("storage did not settle")
+        last[0] = now
+        return None
+
+    return wait_for("storage to settle", same_twice, timeout=10, every=0.1)
 
 
 def test_default_deadline_ends_a_stream_whose_reader_stopped_and_keeps_what_was_stored(
@@ -42,7 +45,7 @@ def test_default_deadline_ends_a_stream_whose_reader_stopped_and_keeps_what_was_
         started = time.monotonic()
         hands = c.deal_hands(hand_count=100_000)  # the SDK sets no deadline on DealHands
         next(hands)
-        time.sleep(1.0)  # the reader stops: the dealer's writes wait, then its deadline passes
+        hold_silent(1.0)  # the reader stops: the dealer's writes wait, then its deadline passes
         with pytest.raises(DeadlineExceeded) as cut:
             for _ in hands:
                 received += 1
@@ -59,11 +62,11 @@ def test_default_deadline_ends_a_stream_whose_reader_stopped_and_keeps_what_was_
 
 def _read_keeping_up(client: DealerClient, count: int) -> int:
     """The hands of a DealHands of ``count`` (closed), read with a pause of 30 ms every 200: a
-    reader that keeps up, slowly (the stream lasts 3 s or more)."""
+    reader that keeps up, slowly (20,000 hands: 3 s or more)."""
     received = 0
     for received, _ in enumerate(client.deal_hands(hand_count=count, close=True), 1):
         if received % 200 == 0:
-            time.sleep(0.03)
+            pace(0.03)
     return received
 
 
@@ -90,9 +93,11 @@ def test_a_stream_that_keeps_writing_is_not_cut_by_its_connections_age(tmp_path:
     UNAVAILABLE "max connection age", with no ErrorInfo: an honest client looks broken (docs/
     security.md: "An ordinary gRPC client does not notice the idle and age bounds"). With the
     default 1 h age and 30 s deadline, a bulk client's stream that takes over 30 s is cut so
-    about once an hour per connection."""
-    count = 20_000
-    config = {"default_deadline": 1.0, "max_open_hands": 0, "rate_limit": 0, "max_connection_age": 1.0}
+    about once an hour per connection. The stream reads for 6 s or more, past the age and the
+    old grace (4 s); with a 1 s deadline, two busy cores made it go 1 s without a write with or
+    without the heap trims (3 of 4 runs), so the deadline is 3 s."""
+    count = 40_000
+    config = {"default_deadline": 3.0, "max_open_hands": 0, "rate_limit": 0, "max_connection_age": 1.0}
     with (
         RunningDealer(tmp_path / "d", **config) as running,
         DealerClient(running.target, retries=0, options=[("grpc.http2.bdp_probe", 0)]) as c,
@@ -101,10 +106,10 @@ def test_a_stream_that_keeps_writing_is_not_cut_by_its_connections_age(tmp_path:
 
 
 def test_a_stream_that_trickles_is_cut_after_its_runs_in_all(tmp_path: Path) -> None:
-    """A reader that takes each response just inside the default deadline keeps its stream
+    """A reader that keeps taking responses, slowly, inside the default deadline keeps its stream
     going; STREAM_RUNS default deadlines end it anyway, with its own message, not at its
     connection's age (1 h) by a close that says nothing."""
-    config = {"default_deadline": 0.3, "max_open_hands": 0, "rate_limit": 0}
+    config = {"default_deadline": 1.0, "max_open_hands": 0, "rate_limit": 0}
     with (
         RunningDealer(tmp_path / "d", **config) as running,
         DealerClient(running.target, retries=0, options=[("grpc.http2.bdp_probe", 0)]) as c,
@@ -112,14 +117,17 @@ def test_a_stream_that_trickles_is_cut_after_its_runs_in_all(tmp_path: Path) -> 
         started = time.monotonic()
         received = 0
         with pytest.raises(DeadlineExceeded) as cut:
-            for received, _ in enumerate(c.deal_hands(hand_count=20_000, close=True), 1):
+            for received, _ in enumerate(c.deal_hands(hand_count=40_000, close=True), 1):
                 if received % 256 == 0:
-                    time.sleep(0.2)  # one response each 0.2 s: never 0.3 s without a write
+                    # A pause of 0.1 s each 256 responses (15.6 s of them, past the 10 s in all),
+                    # under a 1 s deadline: with 0.3 s, and with 0.6 s, two busy cores made the
+                    # dealer go that long without a write (its next chunk is a transaction).
+                    pace(0.1)
         took = time.monotonic() - started
         assert cut.value.reason == "DEADLINE_EXCEEDED"
         assert "in all" in str(cut.value)
-        assert STREAM_RUNS * 0.3 - 0.1 < took < STREAM_RUNS * 0.3 + 2
-        assert received < 20_000
+        assert STREAM_RUNS * 1.0 - 0.1 < took < STREAM_RUNS * 1.0 + 2
+        assert received < 40_000
 
 
 def test_default_deadline_ends_a_unary_call_stalled_on_storage(tmp_path: Path) -> None:

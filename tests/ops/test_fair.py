@@ -28,6 +28,7 @@ from fairdeck.v1 import dealer_pb2_grpc
 from fairdeck_server import fair
 from tests.ops.kit import dealer_tokens, retry_delay
 from tests.support.dealers import RunningDealer
+from tests.support.waits import wait_for
 
 # -- the queue ------------------------------------------------------------------------------------
 
@@ -397,7 +398,9 @@ def test_streams_over_the_tenants_cap_are_refused_with_a_retry_delay(tmp_path: P
                 assert len(list(z.deal_hands(hand_count=3))) == 3  # another tenant's cap is its own
             for call in open_:
                 call.cancel()
-            time.sleep(0.3)
+            assert running.server is not None
+            streams = running.server.limits.streams
+            wait_for("the cancelled streams to leave the cap", lambda: streams._open.get("acme", 0) == 0)
             with DealerClient(running.target, api_token=keys["acme"], retries=0) as c:
                 assert len(list(c.deal_hands(hand_count=3))) == 3  # a stream ended: room again
 
@@ -419,7 +422,9 @@ def test_calls_over_the_tenants_cap_in_flight_are_refused_and_others_are_not(tmp
             ]
             for t in threads:
                 t.start()
-            time.sleep(0.5)
+            assert running.server is not None
+            admission = running.server.limits.admission
+            wait_for("acme's two calls in flight", lambda: admission.calls("acme") == 2)
             with (
                 DealerClient(running.target, api_token=keys["acme"], retries=0) as c,
                 pytest.raises(ResourceExhausted) as refused,
@@ -429,7 +434,7 @@ def test_calls_over_the_tenants_cap_in_flight_are_refused_and_others_are_not(tmp
             assert retry_delay(refused.value) is not None
             zenith = threading.Thread(target=lambda: stuck.append(_deal(running.target, keys["zenith"])))
             zenith.start()  # admitted: its own cap is untouched (it waits for the lock like the others)
-            time.sleep(0.3)
+            wait_for("zenith's call in flight", lambda: admission.calls("zenith") == 1)
         finally:
             blocker.execute("ROLLBACK")
             blocker.close()

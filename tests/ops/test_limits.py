@@ -28,6 +28,7 @@ from fairdeck_server.edge.methods import Malformed, call_cost
 from fairdeck_server.limits import OpenHandsCap, RateLimiter
 from tests.ops.kit import Clock, dealer_tokens, details, retry_delay
 from tests.support.dealers import RunningDealer
+from tests.support.waits import outlast, outlast_async, pace, wait_for_async
 
 DEALER = "/fairdeck.v1.DealerService/"
 
@@ -114,7 +115,7 @@ def test_a_tenant_calling_steadily_never_waits_for_its_count() -> None:
         assert await asyncio.wait_for(cap.reserve("acme", 1), 1) is None  # one read at a time
         assert len(reads) == 2
         gate.set()
-        await asyncio.sleep(0.01)
+        await wait_for_async("the count read ahead to be back", lambda: not cap._ahead._tasks)
         clock.now += 0.45  # 1.3 s after the first read, 0.45 s after the one made ahead
         assert await asyncio.wait_for(cap.reserve("acme", 1), 1) is None  # 0 stored + 2 in flight
         assert len(reads) == 2, "the count read ahead was not used"
@@ -144,13 +145,17 @@ def test_a_call_that_ends_while_its_tenant_is_counted_is_not_lost(tmp_path: Path
             clock.now += 5  # the next call reads the count again
             gate = threading.Event()
 
+            holding = threading.Event()
+
             def hold(conn: sqlite3.Connection) -> None:  # after the count, in its transaction
+                holding.set()
                 gate.wait(10)
 
             b = asyncio.ensure_future(cap.reserve("t", 1))  # call B: its count is queued...
             await asyncio.sleep(0)
             held = asyncio.ensure_future(storage._reader.submit(hold))  # ...and this with it
-            await asyncio.sleep(0.2)  # the count has run: its snapshot shows no hand
+            # The count has run: its snapshot shows no hand.
+            await wait_for_async("the count's transaction to be held", holding.is_set)
             await storage.create_hands([new_hand(1)])  # call A's hand, acknowledged
             cap.release("t", 1)  # call A ends
             gate.set()
@@ -204,7 +209,7 @@ def test_rate_limit_refuses_with_reason_and_retry_delay(tmp_path: Path) -> None:
         assert details(error).code == grpc.StatusCode.RESOURCE_EXHAUSTED.value[0]
         for _ in range(5):  # health checks and reflection are never limited
             assert _health(running.target) == health_pb2.HealthCheckResponse.SERVING
-        time.sleep(delay + 0.05)
+        outlast(delay + 0.05)
         assert c.get(hand.hand_id).hand_id == hand.hand_id
 
 
@@ -337,7 +342,7 @@ def test_a_tenant_with_hundreds_of_refusals_held_gets_them_answered_at_a_bounded
                     return time.monotonic() - began
 
                 flooding = [asyncio.ensure_future(one(tokens["acme"])) for _ in range(400)]
-                await asyncio.sleep(0.5)
+                await outlast_async(0.5)  # the flood is held meanwhile
                 other = await one(tokens["zenith"], other_channel) - 0.5  # its own bucket: not held
                 return await asyncio.gather(*flooding), other
 
@@ -377,13 +382,16 @@ def test_a_held_refusal_is_answered_before_the_default_deadline_cuts_it(tmp_path
 
 
 def test_refusals_held_to_the_deadline_bound_are_answered_spread_out(tmp_path: Path) -> None:
-    """800 GetHand at once with 4 s deadlines: every refusal past the 200th reaches the bound of
-    half the deadline (2 s). They were all answered together, and a client retrying at once sent
-    them all again together (a burst the other tenants wait behind); now each is held between
-    half that bound and the bound. Measured per call (its own latency) as the interquartile range
-    of the 600 held longest: held to the bound, they differ only by how long each took to reach
-    the dealer. Over 20 connections: one connection has at most max_streams_per_connection (50)
-    calls at the dealer, its client keeps the others until one ends."""
+    """800 GetHand at once with 8 s deadlines: every refusal past the 400th reaches the bound of
+    half the deadline (4 s, at 100 held answers a second). They were all answered together, and a
+    client retrying at once sent them all again together (a burst the other tenants wait behind);
+    now each is held between half that bound and the bound. Measured per call (its own latency)
+    as the interquartile range of the 400 held longest: held to the bound, they differ only by
+    how long each took to reach the dealer. Over 20 connections: one connection has at most
+    max_streams_per_connection (50) calls at the dealer, its client keeps the others until one
+    ends. (With 4 s deadlines, on two busy cores the spread came down to 0.27 s against a bar of
+    0.25 and the slowest answer to 3.70 s against 3.8: the loop's lateness bunches answers and
+    delays arrivals by the same seconds whatever the deadline, so the bound is doubled.)"""
     with RunningDealer(tmp_path / "d", rate_limit=2, rate_burst=1, require_auth=True) as running:
         token = dealer_tokens(running, "acme")["acme"]
 
@@ -400,7 +408,7 @@ def test_refusals_held_to_the_deadline_bound_are_answered_spread_out(tmp_path: P
                         await stub.GetHand(
                             pb.GetHandRequest(hand_id="h" * 26),
                             metadata=(("authorization", f"Bearer {token}"),),
-                            timeout=4.0,
+                            timeout=8.0,
                         )
                     assert e.value.code() in (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.NOT_FOUND)
                     return time.monotonic() - sent
@@ -410,11 +418,12 @@ def test_refusals_held_to_the_deadline_bound_are_answered_spread_out(tmp_path: P
                 await asyncio.gather(*(c.close() for c in channels))
 
         took = sorted(asyncio.run(flood()))
-        held = took[200:]  # the 600 held to the bound
-        spread = held[450] - held[150]  # their interquartile range
-        # Held to the bound: 0.05 s quiet, 0.13 s under two busy loops; spread: 0.38-0.44 s.
-        assert spread >= 0.25, f"the 600 slowest were answered within {spread:.2f} s of each other"
-        assert max(took) < 3.8, max(took)  # every one answered before the client's deadline
+        held = took[400:]  # the 400 held to the bound
+        spread = held[300] - held[100]  # their interquartile range
+        # Held to the bound (4 s deadlines): 0.05 s quiet, 0.13 s under two busy loops; spread
+        # then 0.38-0.44 s quiet, 0.27 s on two busy cores. Here about 1 s.
+        assert spread >= 0.4, f"the 400 slowest were answered within {spread:.2f} s of each other"
+        assert max(took) < 7.6, max(took)  # every one answered before the client's deadline
 
 
 def test_a_rate_of_zero_turns_the_limit_off(tmp_path: Path) -> None:
@@ -440,19 +449,19 @@ def test_open_hands_cap(tmp_path: Path) -> None:
             lambda: list(c.deal_hands(hand_count=1, close=True)),  # in flight while it runs
         )
         for call in refused_calls:
-            time.sleep(CAP_AGAIN)  # each the first refusal in a while: answered at once
+            pace(CAP_AGAIN)  # each the first refusal in a while: answered at once
             with pytest.raises(ResourceExhausted) as refused:
                 call()
             assert refused.value.reason == "TOO_MANY_OPEN_HANDS"
             assert retry_delay(refused.value) == pytest.approx(1.0)
             assert refused.value.retry_delay == pytest.approx(1.0)
         c.close_hand(first.hand_id)
-        time.sleep(0.15)  # the cap rereads storage before refusing, at most every 0.1 s
+        outlast(0.15)  # the cap rereads storage before refusing, at most every 0.1 s
         assert len(list(c.deal_hands(hand_count=1, close=True))) == 1  # created closed: never open
-        time.sleep(0.15)
+        outlast(0.15)
         with pytest.raises(ResourceExhausted):
             list(c.deal_hands(hand_count=2))  # 2 open + 2 > 3
-        time.sleep(0.15)
+        outlast(0.15)
         c.open_hand()
         running.restart()  # counted from storage: a restart forgets nothing
         with DealerClient(running.target, retries=0) as again, pytest.raises(ResourceExhausted):

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -29,8 +28,9 @@ from fairdeck.client.exceptions import (
 from fairdeck_server import startup
 from fairdeck_server.auth import new_token
 from fairdeck_server.principal import Role
-from tests.ops.kit import read_stalled, sample, scrape, scrape_until
+from tests.ops.kit import Samples, read_stalled, sample, scrape, scrape_until
 from tests.support.dealers import RunningDealer
+from tests.support.waits import outlast, pace, wait_for
 
 DEALER = "fairdeck.v1.DealerService"
 
@@ -121,14 +121,17 @@ def test_codes_of_refusals_and_deadlines_are_the_ones_clients_received(tmp_path:
         with pytest.raises(ResourceExhausted):
             c.open_hand()
         c.close_hand(first.hand_id)
-        time.sleep(0.15)  # the cap rereads storage before refusing, at most every 0.1 s
+        outlast(0.15)  # the cap rereads storage before refusing, at most every 0.1 s
         with DealerClient(running.target, timeout=0.3, retries=0) as hasty:
             blocker = sqlite3.connect(tmp_path / "d" / "fairdeck.db", isolation_level=None, timeout=10)
             blocker.execute("BEGIN IMMEDIATE")
             try:
                 with pytest.raises(DeadlineExceeded):  # the client's own deadline
                     hasty.deal_new_hand()
-                time.sleep(0.2)
+                wait_for(  # the dealer ends the call while the write still waits for the lock
+                    "the dealer to count the deadline",
+                    lambda: rpcs(scrape(running), "DealNewHand", "DEADLINE_EXCEEDED") == 1,
+                )
             finally:
                 blocker.execute("ROLLBACK")
                 blocker.close()
@@ -147,12 +150,12 @@ def test_voided_hands_are_counted_apart(tmp_path: Path) -> None:
         c.open_hand()
         kept = c.open_hand()
         c.close_hand(kept.hand_id)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            time.sleep(0.3)
+
+        def voided() -> Samples | None:
             s = scrape(running)
-            if sample(s, "fairdeck_hands_closed_total", outcome="voided") >= 1:
-                break
+            return s if sample(s, "fairdeck_hands_closed_total", outcome="voided") >= 1 else None
+
+        s = wait_for("a hand voided", voided, timeout=10, every=0.3)
         assert sample(s, "fairdeck_hands_closed_total", outcome="voided") == 1
         assert sample(s, "fairdeck_hands_closed_total", outcome="closed") == 1
         assert sample(s, "fairdeck_hands_opened_total") == 2
@@ -199,21 +202,21 @@ def test_checkpoint_age_resets_when_the_head_moves(tmp_path: Path) -> None:
         DealerClient(running.target, retries=0) as c,
     ):
         c.open_hand()
-        for _ in range(20):
+
+        def signed(size: int) -> Samples | None:
             s = scrape(running)
-            if sample(s, "fairdeck_checkpoint_size") == sample(s, "fairdeck_log_size") == 1:
-                break
-            time.sleep(1.05)  # the gauges are reread at most once a second
+            return (
+                s if sample(s, "fairdeck_checkpoint_size") == sample(s, "fairdeck_log_size") == size else None
+            )
+
+        # The gauges are reread at most once a second.
+        s = wait_for("a checkpoint of one entry", lambda: signed(1), timeout=21, every=1.05)
         assert sample(s, "fairdeck_checkpoint_size") == 1
-        time.sleep(1.05)
+        outlast(1.05)  # the checkpoint ages
         idle = scrape(running)
         assert sample(idle, "fairdeck_checkpoint_age_seconds") >= 1.0
         c.open_hand()
-        for _ in range(20):
-            time.sleep(1.05)
-            moved = scrape(running)
-            if sample(moved, "fairdeck_checkpoint_size") == 2:
-                break
+        moved = wait_for("a checkpoint of two entries", lambda: signed(2), timeout=21, every=1.05)
         assert sample(moved, "fairdeck_checkpoint_size") == 2
         assert sample(moved, "fairdeck_checkpoint_age_seconds") < 0.5  # counted from when it moved
 
@@ -263,12 +266,14 @@ def test_writers_on_postgresql_export_their_log_lock_wait(tmp_path: Path, pg_url
                 return int(row[0]) if row is not None else 0
 
             seen = [connections()]
-            deadline = time.monotonic() + 10
-            while seen[-1] < 3 and time.monotonic() < deadline:  # the pool grows as reads wait
-                time.sleep(0.05)
+
+            def grown() -> bool:  # the pool grows as reads wait
                 seen.append(connections())
+                return seen[-1] >= 3
+
+            wait_for("three connections", grown, timeout=10)
             for _ in range(10):  # then stays at the cap while 16 reads wait
-                time.sleep(0.05)
+                pace(0.05)
                 seen.append(connections())
             blocker.commit()
             assert all(r.result(timeout=20).hand_id == hand for r in reads)

@@ -18,6 +18,7 @@ from fairdeck_server.fair import SHARED_WINDOW
 from fairdeck_server.limits import PACE_AT_ONCE, PACE_RATE, RateLimiter
 from tests.ops.kit import Clock, dealer_tokens, sample, scrape
 from tests.support.dealers import RunningDealer
+from tests.support.waits import hold_silent_async, outlast, outlast_async, pace_async, wait_for_async
 
 
 def test_a_burst_starts_a_few_at_once_then_at_the_rate() -> None:
@@ -73,7 +74,7 @@ def test_a_burst_is_served_at_the_rate_while_another_tenant_calls_and_at_once_al
         alone, got = asyncio.run(_gets(running, tokens, PACE_AT_ONCE + past, share=False, timeout=30))
         assert not [g for g in got if isinstance(g, BaseException)]
         assert sample(scrape(running), "fairdeck_paced_calls_total") == 0
-        time.sleep(SHARED_WINDOW + 0.2)
+        outlast(SHARED_WINDOW + 0.2)
         shared, got = asyncio.run(_gets(running, tokens, PACE_AT_ONCE + past, share=True, timeout=30))
         assert not [g for g in got if isinstance(g, BaseException)]
         samples = scrape(running)
@@ -119,6 +120,12 @@ def test_a_paced_call_cancelled_while_it_waits_gives_its_place_back() -> None:
     assert bucket.pace("acme") == pytest.approx(step)  # as if those 10 had never come
 
 
+def _gets_ended(running: RunningDealer) -> float:
+    """GetHand calls the dealer has seen end, whatever their code."""
+    ended = scrape(running).items()
+    return sum(v for (name, ls), v in ended if name == "fairdeck_rpcs_total" and ("method", "GetHand") in ls)
+
+
 async def _gave_up(running: RunningDealer, tokens: dict[str, str], n: int) -> object:
     """``n`` concurrent GetHand of acme's while zenith calls, given up after 0.3 s (the client
     cancels them); then one more, with a 1 s deadline, while zenith still calls."""
@@ -129,11 +136,13 @@ async def _gave_up(running: RunningDealer, tokens: dict[str, str], n: int) -> ob
         hand = await acme.open_hand()
         await zenith.open_hand()
         burst = [asyncio.ensure_future(acme.get(hand.hand_id, timeout=30)) for _ in range(n)]
-        await asyncio.sleep(0.3)
+        await hold_silent_async(0.3)  # then the client gives up
         for call in burst:
             call.cancel()
         await asyncio.gather(*burst, return_exceptions=True)
-        await asyncio.sleep(0.3)  # the dealer sees the cancellations
+        await wait_for_async(  # the dealer has seen the cancellations
+            "every call of the burst ended at the dealer", lambda: _gets_ended(running) >= n
+        )
         await zenith.open_hand()
         try:
             return await acme.get(hand.hand_id, timeout=1.0)
@@ -165,10 +174,10 @@ async def _burst_beside_a_stream(running: RunningDealer, tokens: dict[str, str],
             async for _ in zenith.deal_hands(hand_count=100_000, close=True):
                 # Read slowly: 391 chunks at 20 ms is 7.8 s at least, past the window and the
                 # burst's 2 s on any machine (dealing alone would end in about 4 s here).
-                await asyncio.sleep(0.02)
+                await pace_async(0.02)
 
         dealing = asyncio.ensure_future(stream())
-        await asyncio.sleep(SHARED_WINDOW + 0.3)
+        await outlast_async(SHARED_WINDOW + 0.3)
         began = time.monotonic()
         got = await asyncio.gather(*(acme.get(hand.hand_id, timeout=30) for _ in range(n)))
         took = time.monotonic() - began

@@ -17,6 +17,7 @@ from fairdeck.client.exceptions import ResourceExhausted
 from fairdeck_server.dealer import BATCH_CHUNK, STREAM_IN_FLIGHT
 from tests.ops.kit import sample, scrape_until
 from tests.support.dealers import RunningDealer
+from tests.support.waits import wait_for
 
 
 def _log_size_when_still(running: RunningDealer, timeout: float = 20) -> int:
@@ -24,14 +25,16 @@ def _log_size_when_still(running: RunningDealer, timeout: float = 20) -> int:
     assert running.server is not None
     storage = running.server.storage
     last, since = -1, time.monotonic()
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def still() -> bool:
+        nonlocal last, since
         size: int = running._run(storage.log_size())
         if size != last:
             last, since = size, time.monotonic()
-        elif time.monotonic() - since >= 1.0:
-            break
-        time.sleep(0.1)
+            return False
+        return time.monotonic() - since >= 1.0
+
+    wait_for("the log to stop growing for a second", still, timeout=timeout, every=0.1)
     return last
 
 
@@ -74,15 +77,14 @@ def test_deal_hands_with_close_holds_hands_against_the_cap_while_it_runs(tmp_pat
             assert refused.value.reason == "TOO_MANY_OPEN_HANDS"
             assert c.open_hand().commit_receipt.index >= 0  # what is left of the cap still serves
             reader.close()  # the first call ends: what it held is released
-            deadline = time.monotonic() + 10
-            while True:
+
+            def dealt() -> bool:
                 try:
-                    second = c.deal_hands("short", 1_000, close=True)
-                    assert len(list(second)) == 1_000
-                    break
+                    return len(list(c.deal_hands("short", 1_000, close=True))) == 1_000
                 except ResourceExhausted:
-                    assert time.monotonic() < deadline, "the ended call's hands were never released"
-                    time.sleep(0.2)
+                    return False
+
+            wait_for("the ended call's hands to be released", dealt, timeout=10, every=0.2)
 
 
 def test_an_unread_stream_stops_producing_and_resumes_when_read(tmp_path: Path) -> None:

@@ -26,6 +26,7 @@ from tests.security import rawh2
 from tests.security.conftest import MakeToken
 from tests.security.test_serve_process import _cli
 from tests.support.dealers import DealerProcess, RunningDealer
+from tests.support.waits import hold_silent_async
 
 OPEN_HAND = "/fairdeck.v1.DealerService/OpenHand"
 BODY = dealer_pb2.OpenHandRequest(deck="standard").SerializeToString()
@@ -115,7 +116,7 @@ def _lookups(dealer: RunningDealer, delay: float = 0.0) -> list[str]:
 
     async def get_token(token_id: str) -> Any:
         seen.append(token_id)
-        await asyncio.sleep(delay)
+        await hold_silent_async(delay)  # a remote database's round trip
         return await real(token_id)
 
     verifier.storage = type("Spied", (), {"get_token": staticmethod(get_token)})()  # type: ignore[assignment]

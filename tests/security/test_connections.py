@@ -15,6 +15,7 @@ from pathlib import Path
 from fairdeck.client import DealerClient
 from tests.security import rawh2
 from tests.support.dealers import DealerProcess
+from tests.support.waits import outlast, pace, wait_for
 
 SETTINGS = rawh2._frame(rawh2.SETTINGS, 0, 0)
 HEADERS = b"".join(
@@ -82,7 +83,7 @@ def test_slow_and_idle_connections_are_closed_after_their_bound(tmp_path: Path) 
         # An ordinary client across the idle bound: its channel reconnects by itself.
         with DealerClient(dealer.target) as client:
             first = client.deal_new_hand()
-            time.sleep(3)
+            outlast(3)  # past the idle bound
             second = client.deal_new_hand()
             assert first.hand.hand_id != second.hand.hand_id
     assert all(t is not None for t in times.values()), times
@@ -115,14 +116,15 @@ def test_one_address_keeps_at_most_its_share_of_connections(tmp_path: Path) -> N
                     continue
                 sock.sendall(rawh2.PREFACE + SETTINGS)
                 socks.append(sock)
-                time.sleep(0.05)
-            deadline = time.monotonic() + 15
+                pace(0.05)
             open_ = socks
-            while time.monotonic() < deadline:
+
+            def down_to_four() -> bool:
+                nonlocal open_
                 open_ = [s for s in socks if _open(s)]
-                if len(open_) <= 4:
-                    break
-                time.sleep(0.2)
+                return len(open_) <= 4
+
+            wait_for("the connections past 4 to be closed", down_to_four, timeout=15, every=0.2)
             assert len(open_) == 4, f"{len(open_)} of {len(socks)} connections still open"
             assert open_ == socks[:4], "the newest connections are the ones closed"
             assert refused(dealer.port), "a fifth connection is answered"

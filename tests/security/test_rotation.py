@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import base64
 import sqlite3
-import time
 from pathlib import Path
 
 import pytest
@@ -22,6 +21,7 @@ from fairdeck_server.log_signing import LogKeyError, create_log_keys, load_log_k
 from fairdeck_server.refusals import StartupRefused
 from fairdeck_server.vault import KEY_ENV, SeedVault, VaultError, key_id, load_or_create_key, read_key_file
 from tests.support.dealers import RunningDealer
+from tests.support.waits import wait_for
 
 
 def sealed_key_ids(data: Path) -> dict[str, str]:
@@ -113,13 +113,14 @@ def test_seed_keys_from_the_environment_newest_first(tmp_path: Path) -> None:
 def signed_by_new_key(log: AuditClient) -> Checkpoint:
     """The head once the publisher (every 0.2 s) has signed the entries made since the restart;
     until then the head is the last checkpoint of the retired key."""
-    deadline = time.monotonic() + 10
-    while True:
+
+    def head() -> Checkpoint | None:
         try:
             return log.checkpoint()
         except VerificationError:
-            assert time.monotonic() < deadline, "no checkpoint signed by the new key"
-            time.sleep(0.05)
+            return None
+
+    return wait_for("a checkpoint signed by the new key", head, timeout=10)
 
 
 def test_log_key_rotation_keeps_old_checkpoints_verifiable(

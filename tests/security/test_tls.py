@@ -170,7 +170,7 @@ def test_a_token_wins_over_the_certificate(
 
 
 async def _start(config: ServerConfig) -> int:
-    server = DealerServer(config)
+    server = DealerServer(config, trim_heap=False)
     try:
         port = await server.start()
     except BaseException:
@@ -195,7 +195,9 @@ def test_plaintext_off_loopback_is_refused_unless_insecure(tmp_path: Path, pki: 
 
 def test_insecure_off_loopback_still_requires_credentials(tmp_path: Path) -> None:
     async def scenario() -> FairdeckError:
-        server = DealerServer(ServerConfig(listen="0.0.0.0:0", data_dir=tmp_path, insecure=True))
+        server = DealerServer(
+            ServerConfig(listen="0.0.0.0:0", data_dir=tmp_path, insecure=True), trim_heap=False
+        )
         port = await server.start()
         try:
             async with AsyncDealerClient(f"127.0.0.1:{port}", timeout=10) as client:

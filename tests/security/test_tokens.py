@@ -28,6 +28,7 @@ from fairdeck_server.storage.base import TokenRecord
 from fairdeck_server.storage.sqlite import SqliteStorage
 from tests.security.conftest import MakeToken, create_token
 from tests.support.dealers import RunningDealer
+from tests.support.waits import wait_for, wait_for_async
 
 
 def refusal(target: str, token: str | None) -> FairdeckError:
@@ -123,15 +124,17 @@ def test_missing_unknown_garbled_and_revoked_tokens(
         assert main(["token", "revoke", "--data", str(secured.data_dir), token_id]) == 0
         capsys.readouterr()
         revoked_at = time.monotonic()
-        while True:
+
+        def refused() -> bool:
             try:
                 client.open_hand()
             except Unauthenticated as e:
-                refused_after = time.monotonic() - revoked_at
                 answers.add((e.code, e.reason, str(e), e.field))
-                break
-            assert time.monotonic() - revoked_at < auth.CACHE_TTL + 1.5, "revocation not seen in time"
-            time.sleep(0.05)
+                return True
+            return False
+
+        wait_for("the revocation to be seen", refused, timeout=auth.CACHE_TTL + 1.5)
+        refused_after = time.monotonic() - revoked_at
     assert refused_after <= auth.CACHE_TTL + 1.5
     # Unknown, wrong secret, garbled and revoked: one indistinguishable answer.
     assert answers == {
@@ -234,6 +237,12 @@ def watch_lookups(storage: SqliteStorage, now: list[float]) -> list[tuple[float,
     return lookups
 
 
+async def _no_lookup_ahead(verifier: auth.TokenVerifier) -> None:
+    """Once no lookup the verifier began in the background is under way (each is one, begun
+    before ``verify`` returned)."""
+    await wait_for_async("the lookups ahead to end", lambda: not verifier._ahead._tasks, every=0.01)
+
+
 def test_a_token_in_use_is_looked_up_again_before_its_entry_expires(tmp_path: Path) -> None:
     """Late in its entry's life a valid token's next call starts a lookup in the background and
     goes on (regression: every ttl one call of each tenant waited for the lookup in the reader's
@@ -250,20 +259,17 @@ def test_a_token_in_use_is_looked_up_again_before_its_entry_expires(tmp_path: Pa
             assert (await verifier.verify(token)).tenant == "acme"
             now[0] += 1.5  # 1.5 s of 2: the entry as it is
             assert (await verifier.verify(token)).tenant == "acme"
-            await asyncio.sleep(0.05)
+            await _no_lookup_ahead(verifier)
             assert [at for at, _ in lookups] == [100.0]
             await storage.revoke_token(record.token_id, 1)
             now[0] += 0.2  # 1.7 s: this call is answered from the entry...
             assert (await verifier.verify(token)).tenant == "acme"
-            refused = None
-            for _ in range(200):  # ...and the lookup it started comes back meanwhile: the clock
-                await asyncio.sleep(0.01)  # stays 0.3 s before the first entry's end
-                try:
-                    await verifier.verify(token)
-                except DealerError as e:
-                    refused = e
-                    break
-            assert refused is not None and refused.reason == "INVALID_TOKEN"
+            # ...and the lookup it started comes back meanwhile: the clock stays 0.3 s before the
+            # first entry's end.
+            await _no_lookup_ahead(verifier)
+            with pytest.raises(DealerError) as refused:
+                await verifier.verify(token)
+            assert refused.value.reason == "INVALID_TOKEN"
             assert [at for at, _ in lookups] == [100.0, pytest.approx(101.7)]
             verifier.close()
 
@@ -293,7 +299,7 @@ def test_a_lookup_ahead_that_fails_is_told_by_the_next_call_that_needs_it(
             now[0] += 1.7
             with caplog.at_level(logging.DEBUG, logger="fairdeck_server"):
                 assert (await verifier.verify(token)).tenant == "acme"
-                await asyncio.sleep(0.05)
+                await _no_lookup_ahead(verifier)
                 ahead = [r for r in caplog.records if "read ahead failed" in r.getMessage()]
                 assert [r.levelno for r in ahead] == [logging.DEBUG]
                 now[0] += 0.4  # the entry made at 100.0 has expired
@@ -333,10 +339,10 @@ def test_only_the_tokens_own_caller_has_it_looked_up_ahead(tmp_path: Path) -> No
                 with pytest.raises(DealerError) as refused:
                     await verifier.verify(wrong, "203.0.113.9")
                 assert refused.value.reason == "INVALID_TOKEN"
-            await asyncio.sleep(0.05)
+            await _no_lookup_ahead(verifier)
             assert len(lookups) == 2, "a wrong secret or a revoked token started a lookup"
             assert (await verifier.verify(token)).tenant == "acme"  # the token's own call does
-            await asyncio.sleep(0.05)
+            await _no_lookup_ahead(verifier)
             assert [token_id for _, token_id in lookups[2:]] == [record.token_id]
             verifier.close()
 
@@ -390,16 +396,17 @@ def test_tokens_on_postgresql_across_two_replicas(
         hand = clients[0].open_hand()
         assert clients[1].close_hand(hand.hand_id).transcript is not None  # same tenant on the other replica
         cli("token", "revoke", token_id)
-        revoked_at = time.monotonic()
         pending = list(clients)
-        while pending:
+
+        def all_refuse() -> bool:
             for client in list(pending):
                 try:
                     client.open_hand()
                 except Unauthenticated:
                     pending.remove(client)
-            assert time.monotonic() - revoked_at < auth.CACHE_TTL + 1.5, "a replica still accepts the token"
-            time.sleep(0.05)
+            return not pending
+
+        wait_for("every replica to refuse the token", all_refuse, timeout=auth.CACHE_TTL + 1.5)
         for client in clients:
             client.close()
     finally:

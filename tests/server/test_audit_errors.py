@@ -8,7 +8,6 @@ answered INTERNAL before the edge checked them (found by tests/fuzz).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ from fairdeck.v1 import audit_pb2_grpc
 from tests.log.testkit import verifier_key
 from tests.server.test_errors import DOMAIN, assert_no_leak, error_info
 from tests.support.dealers import RunningDealer
+from tests.support.waits import wait_for
 
 INVALID = grpc.StatusCode.INVALID_ARGUMENT
 NOT_FOUND = grpc.StatusCode.NOT_FOUND
@@ -101,10 +101,11 @@ def stub(running: Any, client: DealerClient) -> Iterator[audit_pb2_grpc.AuditSer
     list(client.deal_hands("standard", 1, close=True))  # a log of two entries, a commit and a reveal
     with grpc.insecure_channel(running.target) as channel:
         audit = audit_pb2_grpc.AuditServiceStub(channel)
-        deadline = time.monotonic() + 10
-        while audit.GetCheckpoint(apb.GetCheckpointRequest(), timeout=10).tree_size < 2:
-            assert time.monotonic() < deadline, "no checkpoint of both entries within 10 s"
-            time.sleep(0.05)
+        wait_for(
+            "a checkpoint of both entries",
+            lambda: audit.GetCheckpoint(apb.GetCheckpointRequest(), timeout=10).tree_size >= 2,
+            timeout=10,
+        )
         yield audit
 
 

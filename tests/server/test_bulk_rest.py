@@ -17,6 +17,7 @@ from fairdeck_server import dealer as dealer_module
 from fairdeck_server.dealer import Dealer
 from fairdeck_server.storage.sqlite import SqliteStorage
 from fairdeck_server.vault import SeedVault
+from tests.support.waits import hold_silent_async
 
 
 async def _deal_watched(
@@ -43,7 +44,7 @@ async def _deal_watched(
         try:
             if sizes is not None:
                 sizes.append(len(batch.hand_ids))
-            await asyncio.sleep(stall)  # a write that stalls (a slow disk)
+            await hold_silent_async(stall)  # a write that stalls (a slow disk)
             return await create(batch)
         finally:
             events.append(("write", began, time.perf_counter()))

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import gc
 import json
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from fairdeck_server.heap import FULL_COLLECTION_AFTER
 from fairdeck_server.processes import WORKER_ENV
 from tests.ops.kit import dealer_tokens, read_stalled
 from tests.support.dealers import DealerProcess, RunningDealer
+from tests.support.waits import wait_for
 
 REFUSED = {
     "unary": lambda c: c.get("no-such-hand"),
@@ -59,13 +59,10 @@ def test_a_refused_call_is_freed_as_it_ends(client: DealerClient, collector_off:
     for _ in range(20):
         with pytest.raises(FairdeckError):
             refuse(client)
-    deadline = time.monotonic() + 5
-    while True:  # the dealer's task ends just after the client has its answer
-        found = unreachable_aborts()
-        if found == 0 or time.monotonic() > deadline:
-            break
-        time.sleep(0.1)
-    assert found == 0, f"{found} of 20 refused {kind} calls left in a reference cycle"
+    # The dealer's task ends just after the client has its answer.
+    wait_for(
+        f"no refused {kind} call left in a reference cycle", lambda: unreachable_aborts() == 0, timeout=5
+    )
 
 
 def test_a_call_cut_by_the_default_deadline_or_refused_by_auth_is_freed_as_it_ends(
@@ -92,10 +89,9 @@ def test_a_call_cut_by_the_default_deadline_or_refused_by_auth_is_freed_as_it_en
                 with pytest.raises(grpc.RpcError) as ended:
                     read_stalled(stream, 1.0) if metadata else list(stream)
                 assert ended.value.code() == code
-            deadline = time.monotonic() + 5
-            while (found := unreachable_aborts()) and time.monotonic() < deadline:
-                time.sleep(0.1)
-            assert found == 0, f"{found} of 3 {code.name} calls left in a reference cycle"
+            wait_for(
+                f"no {code.name} call left in a reference cycle", lambda: unreachable_aborts() == 0, timeout=5
+            )
 
 
 # Loaded by every interpreter of the dealer (PYTHONPATH): at exit, its collector's thresholds,

@@ -23,6 +23,7 @@ from fairdeck.client import DealerClient
 from fairdeck.client.exceptions import FairdeckError
 from tests.ops.kit import sample, scrape_until
 from tests.support.dealers import RunningDealer
+from tests.support.waits import wait_for, wait_for_async
 
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
@@ -156,7 +157,7 @@ def test_health_is_not_serving_until_storage_is_open(tmp_path: Path) -> None:
     from fairdeck_server.config import ServerConfig
 
     async def scenario() -> None:
-        server = DealerServer(ServerConfig(listen="127.0.0.1:0", data_dir=tmp_path / "d"))
+        server = DealerServer(ServerConfig(listen="127.0.0.1:0", data_dir=tmp_path / "d"), trim_heap=False)
         gate = threading.Event()
         entered = asyncio.Event()
         opened = server.storage.start
@@ -203,7 +204,6 @@ def test_health_watch_streams_past_an_address_limit_are_refused_and_their_memory
     connection's first, the rest are refused TOO_MANY_STREAMS at once, Check answers meanwhile,
     and once they end the memory goes back to the system (heap.py) and the slots are free."""
     import asyncio
-    import time
 
     from tests.support.dealers import DealerProcess
     from tests.support.floods import check_latency, watch_flood
@@ -213,10 +213,13 @@ def test_health_watch_streams_past_an_address_limit_are_refused_and_their_memory
     async def flood(target: str, pid: int, n: int) -> tuple[dict[str, int], int, float, float]:
         f = await watch_flood(target, n, connections)
         peak = _rss_mib(pid)
-        deadline = time.monotonic() + 30
-        while f.answered + sum(f.ended.values()) < n and time.monotonic() < deadline:
+
+        def all_in() -> bool:
+            nonlocal peak
             peak = max(peak, _rss_mib(pid))
-            await asyncio.sleep(0.05)
+            return f.answered + sum(f.ended.values()) >= n
+
+        await wait_for_async("every watch answered or ended", all_in, timeout=30)
         check = await check_latency(target, timeout=5)
         ended, held = dict(f.ended), f.answered
         await f.close()
@@ -232,9 +235,11 @@ def test_health_watch_streams_past_an_address_limit_are_refused_and_their_memory
 
         if peak - before >= 2 * TRIM_ABOVE / 2**20:  # worth a trim (heap.Trimmer)
             given_back = before + max(2.0, (peak - before) / 2)
-            deadline = time.monotonic() + 3 * TRIM_SECONDS
-            while _rss_mib(dealer.pid) > given_back and time.monotonic() < deadline:
-                time.sleep(0.2)
-            assert _rss_mib(dealer.pid) <= given_back, (before, peak)
+            wait_for(
+                f"the heap given back (before {before}, peak {peak} MiB)",
+                lambda: _rss_mib(dealer.pid) <= given_back,
+                timeout=3 * TRIM_SECONDS,
+                every=0.2,
+            )
         ended, held, _, _ = asyncio.run(flood(dealer.target, dealer.pid, 100))
         assert (ended, held) == ({}, 100)  # the slots of the streams that ended are free

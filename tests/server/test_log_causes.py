@@ -14,6 +14,7 @@ from fairdeck_server import logging_setup
 from fairdeck_server.log_causes import Repeats, cause
 from fairdeck_server.refusals import storage_unavailable
 from fairdeck_server.storage_health import StorageHealth
+from tests.support.waits import wait_for_async
 
 
 def test_a_cause_says_the_refusal_and_what_it_came_from_but_no_values() -> None:
@@ -68,8 +69,7 @@ def test_the_storage_probe_runs_under_no_callers_request_id() -> None:
             health.failed()
         finally:
             logging_setup.end_call(token)
-        while not seen:
-            await asyncio.sleep(0.01)
+        await wait_for_async("the failure logged", lambda: seen, every=0.01)
         await health.stop()
 
     asyncio.run(run())

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 
 from fairdeck_server.open_work import OpenStreams, SharedPace
+from tests.support.waits import outlast_async, wait_for_async
 
 
 async def _served(pace: SharedPace, who: list[tuple[str, str]]) -> tuple[list[int], list[asyncio.Task[None]]]:
@@ -27,7 +28,7 @@ def test_waiting_for_the_shared_pace_costs_one_wakeup_per_turn_however_many_wait
     async def scenario() -> tuple[int, int]:
         pace = SharedPace(rate=200, burst=1)
         order, tasks = await _served(pace, [("a", f"a:{i % 4}") for i in range(300)])
-        await asyncio.sleep(0.5)
+        await outlast_async(0.5)  # the pace serves at its rate meanwhile
         served, wakeups = len(order), pace.wakeups
         for t in tasks:
             t.cancel()
@@ -45,10 +46,9 @@ def test_a_flood_of_one_address_waits_behind_itself() -> None:
     async def scenario() -> list[int]:
         pace = SharedPace(rate=500, burst=1)
         order, flood = await _served(pace, [("flood", f"flood:{i % 16}") for i in range(200)])
-        await asyncio.sleep(0.02)
+        await wait_for_async("the flood served", lambda: order, every=0.005)
         late, tasks = await _served(pace, [("tool", "tool:1")])
-        while not late:
-            await asyncio.sleep(0.005)
+        await wait_for_async("the late call served", lambda: late, every=0.005)
         position = len(order)
         for t in flood:
             t.cancel()
@@ -66,11 +66,10 @@ def test_a_new_connection_of_a_flooding_address_takes_turns_with_its_connections
     async def scenario() -> int:
         pace = SharedPace(rate=500, burst=1)
         order, flood = await _served(pace, [("same", f"same:{i % 8}") for i in range(200)])
-        await asyncio.sleep(0.02)
+        await wait_for_async("the flood served", lambda: order, every=0.005)
         before = len(order)
         late, tasks = await _served(pace, [("same", "same:tool")])
-        while not late:
-            await asyncio.sleep(0.005)
+        await wait_for_async("the late call served", lambda: late, every=0.005)
         waited = len(order) - before
         for t in flood:
             t.cancel()

@@ -32,6 +32,7 @@ from fairdeck.client.exceptions import FairdeckError
 from fairdeck.log.cosignature import Cosigner
 from tests.support.dealers import DealerProcess
 from tests.support.env import clean_env
+from tests.support.waits import wait_for
 
 _TICK = os.sysconf("SC_CLK_TCK")
 T = TypeVar("T")
@@ -188,12 +189,11 @@ def test_refusals_are_one_line(tmp_path: Path) -> None:
 
 
 def _wait_exit(proc: subprocess.Popen[str], seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            return True
-        time.sleep(0.1)
-    return False
+    try:
+        wait_for("the group to exit", lambda: proc.poll() is not None, timeout=seconds, every=0.1)
+    except AssertionError:
+        return False
+    return True
 
 
 def _alive(pid: int) -> bool:
@@ -211,10 +211,12 @@ def test_workers_do_not_outlive_a_killed_supervisor(group: tuple[Group, Path]) -
     acknowledged = play(g.target, 3)
     g.proc.kill()
     g.proc.wait()
-    deadline = time.monotonic() + 30
-    while any(_alive(pid) for pid in g.pids) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not any(_alive(pid) for pid in g.pids), "workers serve on without their supervisor"
+    wait_for(
+        "the workers to end without their supervisor",
+        lambda: not any(_alive(pid) for pid in g.pids),
+        timeout=30,
+        every=0.1,
+    )
     with DealerProcess(data, data.parent / "one.stderr") as one, DealerClient(one.target) as client:
         for hand_id, commitment in acknowledged:
             assert client.get(hand_id).commitment == commitment
@@ -260,18 +262,33 @@ class Writers:
             t.join(timeout=30)
 
 
+def _state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
 def stop_holding_the_lock(g: Group, data: Path, pid: int) -> None:
-    """SIGSTOP ``pid`` at a moment it holds the writers' lock (tried until it does)."""
+    """SIGSTOP ``pid`` at a moment it holds the writers' lock (tried until it does). Each try
+    stops it only while the kernel takes the stop and /proc/locks is read again: the supervisor
+    replaces a worker it sees stopped for STOPPED_S (0.3 s), so a try that held it stopped for a
+    fixed 10 ms, stretched past that when this process was starved, had it replaced (not holding
+    the lock), and the next SIGSTOP failed with ProcessLookupError."""
+
+    def caught() -> bool:
+        if lock_holder(data) != pid:
+            return False
+        os.kill(pid, signal.SIGSTOP)
+        wait_for("the stop to take effect", lambda: _state(pid) == "T", every=0.001)
+        if lock_holder(data) == pid:
+            return True
+        os.kill(pid, signal.SIGCONT)
+        return False
+
     writers = Writers(g.target)
     try:
-        for _ in range(2000):
-            os.kill(pid, signal.SIGSTOP)
-            time.sleep(0.01)  # the stop takes effect
-            if lock_holder(data) == pid:
-                return
-            os.kill(pid, signal.SIGCONT)
-            time.sleep(0.005)
-        raise AssertionError("the worker was never caught holding the writers' lock")
+        wait_for("the worker caught holding the writers' lock", caught, timeout=60, every=0.002)
+    except (ProcessLookupError, FileNotFoundError):
+        raise AssertionError(f"pid {pid} was replaced while a try held it stopped: {g.stderr()}") from None
     finally:
         writers.end()
 
@@ -334,11 +351,13 @@ def test_a_worker_stopped_holding_the_lock_turns_the_others_not_serving_until_it
             statuses = answers(g.target, 4, health)
         assert NOT_SERVING in statuses, f"the running worker's health said {statuses}"
         os.kill(stopped, signal.SIGCONT)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and not (statuses and set(statuses) == {SERVING}):
+
+        def serving() -> bool:
+            nonlocal statuses
             statuses = answers(g.target, 4, health)
-            time.sleep(0.2)
-        assert set(statuses) == {SERVING}
+            return bool(statuses) and set(statuses) == {SERVING}
+
+        wait_for("every worker SERVING again", serving, timeout=20, every=0.2)
         assert len(answers(g.target, 6, lambda c, _: c.deal_new_hand(timeout=10))) == 6
         err = g.stderr()
         assert f"(held by pid {stopped}): writes fail STORAGE_UNAVAILABLE" in err, err
@@ -414,10 +433,10 @@ def test_the_supervisor_replaces_a_stopped_worker_at_once(tmp_path: Path, holdin
         else:
             os.kill(stopped, signal.SIGSTOP)
         began = time.monotonic()
-        line = ""
-        while time.monotonic() < began + 20 and not line:
-            line = next((x for x in g.stderr().splitlines() if "stopped answering" in x), "")
-            time.sleep(0.05)
+        line = wait_for(
+            "the supervisor's line",
+            lambda: next((x for x in g.stderr().splitlines() if "stopped answering" in x), ""),
+        )
         took = time.monotonic() - began
         found = re.fullmatch(
             rf"fairdeck serve: process 2 of 2 \(pid {stopped}\) stopped answering for [\d.]+ s "

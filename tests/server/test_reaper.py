@@ -12,7 +12,6 @@ import asyncio
 import logging
 import secrets
 import sqlite3
-import time
 from pathlib import Path
 
 import pytest
@@ -26,6 +25,7 @@ from fairdeck_server.storage.sqlite import SqliteStorage
 from fairdeck_server.vault import SeedVault
 from tests.ops.kit import sample, scrape_until
 from tests.support.dealers import RunningDealer
+from tests.support.waits import wait_for
 
 
 def test_a_hand_that_cannot_be_unsealed_does_not_stall_the_reaper_for_every_tenant(tmp_path: Path) -> None:
@@ -103,11 +103,11 @@ def test_the_running_reaper_skips_a_hand_whose_seed_does_not_open_and_voids_the_
         RunningDealer(data, max_hand_lifetime=0.2, metrics_listen="127.0.0.1:0") as running,
         DealerClient(running.target) as c,
     ):
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            if all(c.get(h).state is HandState.CLOSED for h in others):
-                break
-            time.sleep(0.1)
+        wait_for(
+            "the other hands voided",
+            lambda: all(c.get(h).state is HandState.CLOSED for h in others),
+            every=0.1,
+        )
         assert [c.get(h).state for h in others] == [HandState.CLOSED] * 3
         assert c.get(lost_id).state is HandState.OPEN
         s = scrape_until(

@@ -20,6 +20,7 @@ from grpc_reflection.v1alpha import reflection_pb2 as rp
 from fairdeck.v1 import dealer_pb2, dealer_pb2_grpc
 from fairdeck.wire import STATUS_DETAILS_KEY
 from tests.support.dealers import RunningDealer
+from tests.support.waits import outlast_async, wait_for_async
 
 PROTOCOLS = ("grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection")
 
@@ -176,7 +177,6 @@ def test_a_flood_of_reflection_requests_is_paced(tmp_path: Path) -> None:
     fast as it could got some 10 000 answers a second, each made on the dealer's event loop: the
     tenants' deals were 8 times slower meanwhile. Answers are paced now, all callers together;
     a grpcurl session (tens of requests) fits in the burst."""
-    import time
 
     from fairdeck_server.edge.reflection import BURST, RATE
 
@@ -222,11 +222,10 @@ def test_waiting_reflection_streams_cost_no_cpu_and_a_grpcurl_session_gets_its_t
     async def scenario(dealer: DealerProcess) -> tuple[float, int, float, float]:
         flood = await reflection_flood(dealer.target, FLOOD_STREAMS, FLOOD_CONNECTIONS)
         try:
-            deadline = time.monotonic() + 30
-            while flood.answers < 250 and time.monotonic() < deadline:  # past the burst: they wait
-                await asyncio.sleep(0.1)
+            # Past the burst: they wait.
+            await wait_for_async("250 answers", lambda: flood.answers >= 250, timeout=30, every=0.1)
             cpu, answers = dealer.cpu_seconds() or 0.0, flood.answers
-            await asyncio.sleep(2)
+            await outlast_async(2)  # the window measured
             cpu, answers = (dealer.cpu_seconds() or 0.0) - cpu, flood.answers - answers
             session = await grpcurl_session(dealer.target, 10, timeout=15)
             check = await check_latency(dealer.target, timeout=5)
@@ -257,9 +256,9 @@ def test_reflection_streams_past_an_address_limit_are_refused(tmp_path: Path) ->
 
     async def flood(target: str, streams: int) -> tuple[dict[str, int], int]:
         f = await reflection_flood(target, streams, 2)
-        deadline = time.monotonic() + 20
-        while f.answered + sum(f.ended.values()) < streams and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
+        await wait_for_async(
+            "every stream answered or ended", lambda: f.answered + sum(f.ended.values()) >= streams
+        )
         ended, held = dict(f.ended), f.streams - sum(f.ended.values())
         await f.close()
         return ended, held

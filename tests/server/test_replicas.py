@@ -28,6 +28,7 @@ from fairdeck_server.log_signing import load_or_create_signer
 from fairdeck_server.vault import load_or_create_key
 from tests.support.dealers import DealerProcess
 from tests.support.env import clean_env
+from tests.support.waits import wait_for
 
 
 class Replica(DealerProcess):
@@ -159,18 +160,17 @@ def test_killing_a_replica_mid_load_loses_nothing_acknowledged(
                         unexpected.append(e)
                     return
 
-    def wait_for(replica: Replica, more: int) -> None:
+    def calls_on(replica: Replica, more: int) -> None:
         """Until every kind of call completed ``more`` more times on the replica."""
         with lock:
             want = {k: calls.get((replica.name, k), 0) + more for k in kinds}
-        deadline = time.monotonic() + 60
-        while True:
+
+        def done() -> bool:
             with lock:
-                if all(calls.get((replica.name, k), 0) >= n for k, n in want.items()):
-                    return
                 assert not unexpected, unexpected
-            assert time.monotonic() < deadline, f"calls on {replica.name} stalled: {calls}"
-            time.sleep(0.01)
+                return all(calls.get((replica.name, k), 0) >= n for k, n in want.items())
+
+        wait_for(f"{more} more calls of each kind on {replica.name}", done, timeout=60, every=0.01)
 
     kinds = ["deal", "batch", "cycle"]
     on_a = [threading.Thread(target=worker, args=(a, k, None)) for k in kinds]
@@ -178,12 +178,12 @@ def test_killing_a_replica_mid_load_loses_nothing_acknowledged(
     for t in on_a + on_b:
         t.start()
     try:
-        wait_for(a, 5)  # calls of every kind flowing on both replicas
-        wait_for(b, 5)
+        calls_on(a, 5)  # calls of every kind flowing on both replicas
+        calls_on(b, 5)
         killing_a.set()
         a.kill()
         killed_at = len(commits)
-        wait_for(b, 5)  # B keeps serving after A died
+        calls_on(b, 5)  # B keeps serving after A died
     finally:
         stop_b.set()
         for t in on_a + on_b:
@@ -199,11 +199,8 @@ def test_killing_a_replica_mid_load_loses_nothing_acknowledged(
             reveals[hand_id] = closed.reveal_receipt.index
 
     with AuditClient(b.target, verifier=keys[2], timeout=20) as log:
-        deadline = time.monotonic() + 20
         size = max([*commits.values(), *reveals.values()]) + 1
-        while log.checkpoint().size < size:
-            assert time.monotonic() < deadline, "no checkpoint covers the acknowledged entries"
-            time.sleep(0.05)
+        wait_for("a checkpoint covering the acknowledged entries", lambda: log.checkpoint().size >= size)
         entries = dict(log.entries())
 
     for hand_id, index in commits.items():
@@ -246,10 +243,7 @@ def test_audit_reads_the_shared_database_with_a_read_only_role(
         dealt = [*ca.deal_hands("standard", 5, close=True), *cb.deal_hands("short", 5, close=True)]
     size = max(h.reveal_receipt.index for h in dealt if h.reveal_receipt is not None) + 1
     with AuditClient(b.target, verifier=keys[2], timeout=20) as log:
-        deadline = time.monotonic() + 20
-        while log.checkpoint().size < size:
-            assert time.monotonic() < deadline, "no checkpoint covers the dealt hands"
-            time.sleep(0.05)
+        wait_for("a checkpoint covering the dealt hands", lambda: log.checkpoint().size >= size)
     reader = f"reader_{os.getpid()}_{time.monotonic_ns()}"  # roles are cluster-wide: a new one
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute(f"CREATE ROLE {reader} LOGIN")

@@ -8,6 +8,7 @@ import asyncio
 
 from fairdeck_server import fair
 from fairdeck_server.storage_health import StorageHealth
+from tests.support.waits import wait_for_async
 
 
 def test_the_probe_runs_as_the_dealers_own_work() -> None:
@@ -21,7 +22,7 @@ def test_the_probe_runs_as_the_dealers_own_work() -> None:
         token = fair.bind("bulk-tenant")  # the call that failed
         health.failed()
         fair.unbind(token)
-        await asyncio.sleep(0.05)
+        await wait_for_async("the probe to run", lambda: whose)
         await health.stop()
 
     asyncio.run(main())

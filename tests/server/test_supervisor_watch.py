@@ -19,6 +19,7 @@ import pytest
 
 from fairdeck_server import processes
 from fairdeck_server.processes import _Running, _watch
+from tests.support.waits import hold_silent, outlast, pace, wait_for
 
 STAND_IN = """
 import os, signal, sys, time
@@ -30,6 +31,13 @@ while True:
         os.write(fd, b".")
     time.sleep(0.1)
 """
+
+
+def _ignores(pid: int, signum: int) -> bool:
+    """Whether ``pid`` has set ``signum`` to be ignored (/proc/PID/status SigIgn)."""
+    with open(f"/proc/{pid}/status") as f:
+        mask = next(int(line.split()[1], 16) for line in f if line.startswith("SigIgn:"))
+    return bool(mask & (1 << (signum - 1)))
 
 
 def stand_in(index: int, mode: str) -> _Running:
@@ -82,8 +90,7 @@ def test_a_worker_running_but_silent_is_replaced_after_the_timeout(
     silent, beating = workers[1].proc, workers[0].proc
     began = time.monotonic()
     with Watching(workers, 1.0):
-        while workers[1].proc is silent and time.monotonic() < began + 10:
-            time.sleep(0.05)
+        wait_for("the silent worker replaced", lambda: workers[1].proc is not silent, timeout=10)
         took = time.monotonic() - began
     assert workers[1].proc is not silent, "the silent worker was never replaced"
     assert 1.0 <= took < 3, took
@@ -108,16 +115,18 @@ def test_a_supervisor_that_stalls_at_every_look_still_replaces_a_silent_worker(
 
         @staticmethod
         def sleep(_seconds: float) -> None:
-            time.sleep(1.2)
+            hold_silent(1.2)  # the supervisor stalls
 
     monkeypatch.setattr(processes, "time", Stalling)
     workers = [stand_in(0, "silent")]
     silent = workers[0].proc
     with Watching(workers, 0.5):
-        deadline = time.monotonic() + 30
-        while workers[0].proc is silent and time.monotonic() < deadline:
-            time.sleep(0.1)
-    assert workers[0].proc is not silent, "never replaced: its silence was reset at every stall"
+        wait_for(
+            "the silent worker replaced (its silence is not reset at every stall)",
+            lambda: workers[0].proc is not silent,
+            timeout=30,
+            every=0.1,
+        )
     assert "stopped answering" in capsys.readouterr().err
 
 
@@ -128,11 +137,11 @@ def _cycle(pid: int, until: threading.Event, stopped_s: tuple[float, float], run
     while not until.is_set():
         try:
             os.kill(pid, signal.SIGSTOP)
-            time.sleep(random.uniform(*stopped_s))
+            pace(random.uniform(*stopped_s))
             os.kill(pid, signal.SIGCONT)
         except ProcessLookupError:
             return
-        time.sleep(running_s)
+        pace(running_s)
 
 
 def test_a_worker_stopped_and_continued_over_and_over_still_runs_and_is_not_replaced(
@@ -149,7 +158,7 @@ def test_a_worker_stopped_and_continued_over_and_over_still_runs_and_is_not_repl
     with Watching(workers, 5.0, cont=True):
         cycler.start()
         try:
-            time.sleep(3.0)  # shorter than the worker timeout: only the stopped rule could replace it
+            outlast(3.0)  # shorter than the worker timeout: only the stopped rule could replace it
         finally:
             done.set()
             cycler.join()
@@ -166,8 +175,9 @@ def test_a_worker_stopped_throughout_is_replaced_within_a_second(capsys: pytest.
     with Watching(workers, 60.0):
         began = time.monotonic()
         os.kill(stopped.pid, signal.SIGSTOP)
-        while workers[1].proc is stopped and time.monotonic() < began + 10:
-            time.sleep(0.02)
+        wait_for(
+            "the stopped worker replaced", lambda: workers[1].proc is not stopped, timeout=10, every=0.02
+        )
         took = time.monotonic() - began
     assert workers[1].proc is not stopped and stopped.returncode == -signal.SIGKILL
     assert 0.3 <= took < 1.5, took
@@ -184,7 +194,7 @@ def test_a_worker_stopped_when_the_group_is_told_to_stop_drains_too() -> None:
     try:
         with Watching(workers, 0.0) as watching:
             os.kill(stopped.pid, signal.SIGSTOP)
-            time.sleep(0.2)
+            wait_for("the stop to take effect", lambda: processes._state(stopped.pid) == "T", every=0.01)
             watching.stop()
             watching.thread.join(timeout=10)
             assert not watching.thread.is_alive(), (
@@ -270,8 +280,8 @@ def test_a_worker_sigkill_does_not_end_holds_the_supervisor_for_a_bounded_time(
     try:
         with Watching(workers, 1.0):
             began = time.monotonic()
-            while workers[1].proc is stuck and time.monotonic() < began + 10:
-                time.sleep(0.05)
+            with contextlib.suppress(AssertionError):  # said below
+                wait_for("the stuck worker replaced", lambda: workers[1].proc is not stuck, timeout=10)
             took = time.monotonic() - began
             replaced = workers[1].proc is not stuck
     finally:
@@ -302,9 +312,9 @@ def test_a_stop_told_while_the_supervisor_waits_for_a_killed_worker_reaches_its_
     stuck.__class__ = _Unkillable
     try:
         with Watching(workers, 0.5) as watching:
-            deadline = time.monotonic() + 10
-            while processes._state(stuck.pid) != "T" and time.monotonic() < deadline:
-                time.sleep(0.02)  # killed (here: stopped), and the supervisor waits for it
+            wait_for(  # killed (here: stopped), and the supervisor waits for it
+                "the stuck worker stopped", lambda: processes._state(stuck.pid) == "T", timeout=10, every=0.02
+            )
             watching.stop()
             watching.thread.join(timeout=5)
             ended = not watching.thread.is_alive()
@@ -426,7 +436,7 @@ def test_a_worker_that_does_not_act_on_sigterm_is_killed_after_the_grace(
     watching = Watching(workers, 0)  # no heartbeat timeout: only the stop's bound can end it
     try:
         with watching:
-            time.sleep(0.3)
+            wait_for("the deaf worker to ignore SIGTERM", lambda: _ignores(deaf.pid, signal.SIGTERM))
             began = time.monotonic()
             watching.stop()
             watching.thread.join(timeout=15)

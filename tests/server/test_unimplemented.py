@@ -7,8 +7,8 @@ per client address as failed authentications are. The real `fairdeck serve`, its
 
 from __future__ import annotations
 
+import contextlib
 import re
-import time
 import urllib.request
 from pathlib import Path
 
@@ -18,6 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from fairdeck.client.exceptions import from_rpc_error
 from tests.support.dealers import DealerProcess
+from tests.support.waits import wait_for
 
 SERVING = health_pb2.HealthCheckResponse.SERVING
 
@@ -33,13 +34,12 @@ def metrics(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 
 
 def metrics_port(dealer: DealerProcess) -> int:
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        found = re.search(r"metrics on http://127\.0\.0\.1:(\d+)/metrics", dealer.stderr())
-        if found:
-            return int(found.group(1))
-        time.sleep(0.05)
-    raise AssertionError(f"no metrics line: {dealer.stderr()}")
+    found = wait_for(
+        "the metrics line",
+        lambda: re.search(r"metrics on http://127\.0\.0\.1:(\d+)/metrics", dealer.stderr()),
+        timeout=10,
+    )
+    return int(found.group(1))
 
 
 def test_health_list_and_unknown_methods(tmp_path: Path) -> None:
@@ -78,13 +78,15 @@ def test_health_list_and_unknown_methods(tmp_path: Path) -> None:
         assert codes[:5] == [("UNIMPLEMENTED", "UNKNOWN_METHOD")] * 5, codes
         assert codes[5:] == [("RESOURCE_EXHAUSTED", "AUTH_RATE_LIMITED")] * 3, codes
         # A refusal's status reaches the client a moment before the dealer has counted it.
-        deadline = time.monotonic() + 10
-        while True:
+        samples = metrics(port)
+
+        def counted() -> bool:
+            nonlocal samples
             samples = metrics(port)
-            counted = sum(v for k, v in samples.items() if k[0] == "fairdeck_rpcs_total")
-            if counted >= 1 + 8 or time.monotonic() > deadline:
-                break
-            time.sleep(0.05)
+            return sum(v for k, v in samples.items() if k[0] == "fairdeck_rpcs_total") >= 1 + 8
+
+        with contextlib.suppress(AssertionError):  # the asserts below say what is missing
+            wait_for("the calls counted", counted, timeout=10)
         assert (
             samples[
                 (

@@ -4,12 +4,14 @@ scenario against a started engine, and RFC 9162 roots computed naively."""
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from fairdeck.log import merkle
 from fairdeck_server.storage.base import Change, Created, HandRecord, NewHand, Storage, StoredHandState
+from tests.support.waits import wait_for_async
 
 T = TypeVar("T")
 
@@ -94,3 +96,36 @@ def dealing(n: int) -> Callable[[HandRecord], tuple[Change, int]]:
         return Change(replace(r, state=StoredHandState.SHUFFLED, dealt=r.dealt + n)), r.dealt
 
     return decide
+
+
+def _writer_in_batch(storage: Storage) -> bool:
+    """Whether the storage's writer is inside a batch (in these tests: waiting for the lock),
+    with nothing handed over to it since it took the batch."""
+    writer: Any = getattr(storage, "_writer", None)
+    if writer is None:
+        raise TypeError(f"no writer to watch in {type(storage).__name__}")
+    names = set()
+    thread = getattr(writer, "_thread", None)
+    if thread is not None:  # SQLite: the writer's thread, in _run_batch, its queue drained
+        frame = sys._current_frames().get(thread.ident or -1)
+        while frame is not None:
+            names.add(frame.f_code.co_name)
+            frame = frame.f_back
+        return "_run_batch" in names and writer._queue.empty()
+    coro = writer._task.get_coro()  # PostgreSQL: the writer's task, awaiting its commit
+    while coro is not None and hasattr(coro, "cr_code"):
+        names.add(coro.cr_code.co_name)
+        coro = coro.cr_await
+    return "_commit" in names
+
+
+async def writer_in_batch(storage: Storage) -> None:
+    """Once the writer has taken what was submitted and is inside its batch (behind a lock)."""
+    await wait_for_async("the writer inside its batch", lambda: _writer_in_batch(storage), every=0.01)
+
+
+async def handed_over(storage: Storage) -> None:
+    """Once what this loop submitted is in the SQLite writer's queue (it waits there while the
+    writer's batch waits for the lock)."""
+    writer: Any = getattr(storage, "_writer", None)
+    await wait_for_async("the calls handed to the writer", lambda: not writer._queue.empty(), every=0.01)

@@ -24,7 +24,7 @@ from fairdeck_server import fair
 from fairdeck_server.storage.base import HandRecord
 from fairdeck_server.storage.sqlite import SqliteStorage
 from fairdeck_server.storage.sqlite.writer import BATCH_COST, QUANTUM
-from tests.storage.kit import new_hand, records
+from tests.storage.kit import handed_over, new_hand, records, writer_in_batch
 
 if TYPE_CHECKING:
     from fairdeck_server.storage.postgres import PostgresStorage
@@ -79,18 +79,17 @@ def queue_slices(
         fair.unbind(bound)
 
 
-async def queue_behind_a_lock(
-    storage: Engine, locked: Locked, settle: float
-) -> tuple[list[list[HandRecord]], HandRecord]:
+async def queue_behind_a_lock(storage: Engine, locked: Locked) -> tuple[list[list[HandRecord]], HandRecord]:
     """Five bulk chunks of one tenant queued behind the write lock, then one hand of another."""
     await storage.create_hands([new_hand("warm")])  # the database and its tables exist
     async with locked():
         chunks = queue_slices(storage, "bulk", 5, 50, "c")
-        await asyncio.sleep(settle)  # the writer has taken the first chunk and waits on the lock
+        await writer_in_batch(storage)  # the writer has taken the first chunk and waits on the lock
         one = fair.bind("one")
         single = asyncio.ensure_future(storage.create_hands([new_hand("single")]))
         fair.unbind(one)
-        await asyncio.sleep(settle / 3)  # queued behind the other four chunks
+        for _ in range(5):  # submitted and handed over: queued behind the other four chunks
+            await asyncio.sleep(0)
     stored = [records(c) for c in await asyncio.gather(*chunks)]
     (alone,) = records(await single)
     return stored, alone
@@ -107,7 +106,7 @@ def check_single_went_first(chunks: list[list[HandRecord]], single: HandRecord) 
     assert firsts == sorted(firsts)
 
 
-async def bulk_batches_while_a_table_is_active(storage: Engine, locked: Locked, settle: float) -> int:
+async def bulk_batches_while_a_table_is_active(storage: Engine, locked: Locked) -> int:
     """A table deals one hand (done: nothing of it queued), then 12 slices of 32 of a bulk tenant
     queue behind the lock: the writer's batches for them."""
     await storage.create_hands([new_hand("warm")])
@@ -117,7 +116,7 @@ async def bulk_batches_while_a_table_is_active(storage: Engine, locked: Locked, 
     before = storage.stats.batches
     async with locked():
         slices = queue_slices(storage, "bulk", 12, 32, "b")
-        await asyncio.sleep(settle)
+        await writer_in_batch(storage)
     await asyncio.gather(*slices)
     return storage.stats.batches - before
 
@@ -129,7 +128,7 @@ def test_a_single_hand_of_another_tenant_is_committed_ahead_of_queued_bulk_chunk
         storage = SqliteStorage(path)
         await storage.start()
         try:
-            return await queue_behind_a_lock(storage, sqlite_write_lock(path), 0.3)
+            return await queue_behind_a_lock(storage, sqlite_write_lock(path))
         finally:
             await storage.close()
 
@@ -149,7 +148,7 @@ def test_one_tenant_alone_fills_a_batch_and_several_take_one_turn_each(tmp_path:
             before = storage.stats.batches
             async with sqlite_write_lock(path)():
                 calls = [c for t in range(tenants) for c in queue_slices(storage, f"t{t}", 12, 32, f"h{t}.")]
-                await asyncio.sleep(0.3)
+                await writer_in_batch(storage)
             await asyncio.gather(*calls)
             return [storage.stats.batches - before, storage.stats.operations]
         finally:
@@ -174,7 +173,7 @@ def test_while_another_tenant_is_active_a_bulk_tenant_alone_in_the_queue_gets_on
         storage = SqliteStorage(path)
         await storage.start()
         try:
-            return await bulk_batches_while_a_table_is_active(storage, sqlite_write_lock(path), 0.3)
+            return await bulk_batches_while_a_table_is_active(storage, sqlite_write_lock(path))
         finally:
             await storage.close()
 
@@ -188,7 +187,7 @@ def test_postgres_serves_a_single_hand_of_another_tenant_before_queued_bulk_chun
         storage = PostgresStorage(pg_url)
         await storage.start()
         try:
-            return await queue_behind_a_lock(storage, postgres_write_lock(pg_url), 0.5)
+            return await queue_behind_a_lock(storage, postgres_write_lock(pg_url))
         finally:
             await storage.close()
 
@@ -203,7 +202,7 @@ def test_postgres_keeps_a_bulk_tenants_batches_to_one_turn_while_another_is_acti
         storage = PostgresStorage(pg_url)
         await storage.start()
         try:
-            return await bulk_batches_while_a_table_is_active(storage, postgres_write_lock(pg_url), 0.5)
+            return await bulk_batches_while_a_table_is_active(storage, postgres_write_lock(pg_url))
         finally:
             await storage.close()
 
@@ -226,11 +225,11 @@ def test_one_tenants_backlog_of_single_calls_does_not_sit_in_front_of_anothers(t
                 busy = fair.bind("busy")
                 many = [asyncio.ensure_future(storage.create_hands([new_hand(f"m{i}")])) for i in range(300)]
                 fair.unbind(busy)
-                await asyncio.sleep(0.3)
+                await writer_in_batch(storage)
                 one = fair.bind("one")
                 single = asyncio.ensure_future(storage.create_hands([new_hand("single")]))
                 fair.unbind(one)
-                await asyncio.sleep(0.1)
+                await handed_over(storage)
             stored = [r for c in await asyncio.gather(*many) for r in records(c)]
             (alone,) = records(await single)
             return stored, alone
@@ -264,7 +263,7 @@ def test_a_worker_whose_batch_waited_for_another_processs_keeps_its_batches_to_o
             before = storage.stats.batches
             assert other.acquire()
             slices = queue_slices(storage, "bulk", 12, 32, "b")
-            await asyncio.sleep(0.3)  # the first batch (4 slices, alone) waits for the lock
+            await writer_in_batch(storage)  # the first batch (4 slices, alone) waits for the lock
             other.release()
             await asyncio.gather(*slices)
             return storage.stats.batches - before

@@ -15,6 +15,7 @@ import pytest
 from fairdeck_server import refusals
 from fairdeck_server.storage.base import Change, HandRecord, NewHand, Storage, StoredHandState
 from tests.storage.kit import Engine, closing, dealing, entry, new_hand, record, records, run
+from tests.support.waits import hold_silent_async
 
 
 def test_create_then_get_round_trips_every_field(storage_engine: Engine) -> None:
@@ -282,7 +283,7 @@ def test_calls_made_before_start_wait_for_it(storage_engine: Engine) -> None:
     async def scenario() -> None:
         s = storage_engine.open()
         early = asyncio.gather(s.create_hands([new_hand(0)]), s.get_hand("t", "h0"), s.log_size())
-        await asyncio.sleep(0.05)
+        await hold_silent_async(0.05)  # storage not started yet: the calls wait
         assert not early.done()
         await s.start()
         try:

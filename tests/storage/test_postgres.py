@@ -23,6 +23,7 @@ from fairdeck_server.storage.base import LogForkError, Storage, StoredCheckpoint
 from fairdeck_server.storage.postgres import PostgresStorage
 from fairdeck_server.vault import SeedVault
 from tests.storage.kit import closing, entry, naive_root, new_hand, records
+from tests.support.waits import wait_for_async
 
 T = TypeVar("T")
 
@@ -306,7 +307,11 @@ def test_the_writer_keeps_its_connection_when_reads_fill_the_pool(pg_url: str) -
         with psycopg.connect(pg_url) as blocker:
             blocker.execute("LOCK TABLE tokens IN ACCESS EXCLUSIVE MODE")
             reads = [asyncio.create_task(s.get_token(f"t{i}")) for i in range(6)]
-            await asyncio.sleep(0.2)
+            assert isinstance(s, PostgresStorage)
+            pool = s._pool
+            await wait_for_async(  # 2 reads hold the pool's 2 connections, 4 wait for one
+                "every read connection held", lambda: pool.get_stats().get("requests_waiting", 0) >= 4
+            )
             made = await asyncio.wait_for(s.create_hands([new_hand("written")]), timeout=10)
             assert [c.record.hand_id for c in made] == ["hwritten"]
             blocker.rollback()

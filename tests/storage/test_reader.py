@@ -21,7 +21,7 @@ from fairdeck_server import fair
 from fairdeck_server.refusals import DealerError
 from fairdeck_server.storage.sqlite import SqliteStorage
 from fairdeck_server.storage.sqlite.reader import MOST
-from tests.storage.kit import new_hand, records
+from tests.storage.kit import new_hand, records, writer_in_batch
 
 
 def test_a_read_is_answered_while_the_writer_waits_for_the_write_lock(tmp_path: Path) -> None:
@@ -36,7 +36,7 @@ def test_a_read_is_answered_while_the_writer_waits_for_the_write_lock(tmp_path: 
             blocker.execute("BEGIN IMMEDIATE")  # the writer's next batch waits for this lock
             try:
                 write = asyncio.ensure_future(storage.create_hands([new_hand(2)]))
-                await asyncio.sleep(0.2)  # the writer is inside its batch, waiting
+                await writer_in_batch(storage)  # the writer is inside its batch, waiting
                 began = time.monotonic()
                 got = await asyncio.wait_for(storage.get_hand("t", made.hand_id), 3)
                 took = time.monotonic() - began

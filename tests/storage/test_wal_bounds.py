@@ -14,6 +14,7 @@ from pathlib import Path
 
 from fairdeck_server.storage.sqlite import SqliteStorage
 from tests.storage.kit import new_hand
+from tests.support.waits import outlast_async
 
 MIB = 1024 * 1024
 SEALED = 2048  # bytes per hand's sealed seed: WAL pages come fast
@@ -110,7 +111,8 @@ def test_the_dealer_keeps_its_locks_on_the_wal_index(tmp_path: Path) -> None:
         await storage.start()
         try:
             await storage.create_hands([new_hand(i) for i in range(10)])
-            await asyncio.sleep(0.3)  # any thread of the dealer's has had its turn
+            # A window in which any thread of the dealer's has its turn (and must not drop the lock).
+            await outlast_async(0.3)
             done = await asyncio.to_thread(
                 subprocess.run,
                 [sys.executable, "-c", TRY_DMS, f"{path}-shm"],

@@ -20,7 +20,7 @@ from fairdeck.log import merkle
 from fairdeck_server import refusals
 from fairdeck_server.storage.base import HandRecord
 from fairdeck_server.storage.sqlite import SqliteStorage
-from tests.storage.kit import entry, new_hand, record
+from tests.storage.kit import entry, handed_over, new_hand, record, writer_in_batch
 
 HANDS = 40
 
@@ -57,9 +57,9 @@ def test_plain_creations_in_one_transaction_take_a_few_statements_not_several_pe
             blocker.execute("BEGIN IMMEDIATE")  # the writer's next transaction waits for this lock
             try:
                 first = asyncio.ensure_future(storage.create_hands([new_hand("first")]))
-                await asyncio.sleep(0.3)  # the writer took it alone and waits on the lock
+                await writer_in_batch(storage)  # the writer took it alone and waits on the lock
                 rest = [asyncio.ensure_future(storage.create_hands([new_hand(i)])) for i in range(HANDS)]
-                await asyncio.sleep(0.1)  # all queued: the next transaction takes them all
+                await handed_over(storage)  # all queued: the next transaction takes them all
                 storage.statements.clear()
             finally:
                 blocker.execute("ROLLBACK")
@@ -98,10 +98,10 @@ def test_a_failing_creation_among_plain_ones_fails_alone(tmp_path: Path) -> None
             blocker.execute("BEGIN IMMEDIATE")
             try:
                 first = asyncio.ensure_future(storage.create_hands([new_hand("first")]))
-                await asyncio.sleep(0.3)
+                await writer_in_batch(storage)
                 calls = [asyncio.ensure_future(storage.create_hands([new_hand(i)])) for i in range(5)]
                 calls.insert(2, asyncio.ensure_future(storage.create_hands([new_hand("dup")])))
-                await asyncio.sleep(0.1)
+                await handed_over(storage)
             finally:
                 blocker.execute("ROLLBACK")
                 blocker.close()

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from fairdeck_server.storage.writer_lock import WriterLock
+from tests.support.waits import hold_silent, pace, wait_for
 
 
 def make(path: Path, timeout: float) -> WriterLock:
@@ -31,7 +32,7 @@ def test_a_busy_lock_is_given_up_after_the_timeout_and_taken_when_free(tmp_path:
         # The waiter's helper still waits; once the holder lets go it takes the lock and, since
         # nobody wants it any more, lets it go at once: the holder can have it again.
         holder.release()
-        time.sleep(0.2)
+        wait_for("the waiter's helper to take the lock and let it go", lambda: not waiter._pending)
         assert holder.acquire()
         # A waiter that is still waiting when the holder lets go gets the lock at once.
         got: list[float] = []
@@ -43,7 +44,7 @@ def test_a_busy_lock_is_given_up_after_the_timeout_and_taken_when_free(tmp_path:
 
         thread = threading.Thread(target=wait)
         thread.start()
-        time.sleep(0.3)
+        wait_for("the waiter to wait for the lock", lambda: waiter._wanted and waiter._pending)
         released = time.monotonic()
         holder.release()
         thread.join(timeout=10)
@@ -79,10 +80,14 @@ def test_many_rounds_never_grant_the_lock_to_two_at_once(tmp_path: Path) -> None
                 if inside > 1:
                     overlaps.append(i)
             entries[i] += 1
-            time.sleep(0.005)
+            hold_silent(0.005)  # inside: a writer's transaction
             with count:
                 inside -= 1
             locks[i].release()
+            # Work between transactions: without it the thread that let go takes the lock back
+            # before the others' helpers wake (on a loaded machine one thread had 272 turns, the
+            # others 1 and 0).
+            pace(0.005)
 
     threads = [threading.Thread(target=run, args=(i,)) for i in range(3)]
     for t in threads:

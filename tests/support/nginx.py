@@ -16,11 +16,12 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.support.waits import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 LOCATIONS = REPO / "deploy" / "nginx" / "fairdeck-tiles.locations.conf"
@@ -95,15 +96,19 @@ http {{
             stderr=subprocess.PIPE,
         )
         self.url = f"http://127.0.0.1:{self.port}"
-        end = time.monotonic() + 20
-        while True:
+
+        def listening() -> bool:
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=1):
-                    break
+                    return True
             except OSError:
-                if self.proc.poll() is not None or time.monotonic() > end:
-                    raise AssertionError(f"nginx did not start: {self.errors()}") from None
-                time.sleep(0.05)
+                assert self.proc.poll() is None, f"nginx did not start: {self.errors()}"
+                return False
+
+        try:
+            wait_for("nginx to listen", listening, timeout=20)
+        except AssertionError as e:
+            raise AssertionError(f"nginx did not start: {self.errors()}") from e
 
     def errors(self) -> str:
         path = self.dir / "logs" / "error.log"

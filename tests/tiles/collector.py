@@ -32,6 +32,7 @@ from fairdeck.log import merkle
 from fairdeck.log.checkpoint import Checkpoint, open_checkpoint
 from fairdeck.log.note import Verifier
 from fairdeck.v1 import audit_pb2, audit_pb2_grpc
+from tests.support.waits import pace
 from tests.tiles.tilecheck import prove_from_tiles
 
 
@@ -148,7 +149,7 @@ class Collector:
             status, body = self.tiles.get("checkpoint")
             if status == 200:
                 self.prove("tiles", body)
-            time.sleep(0.02)
+            pace(0.02)  # the collector's rounds
 
 
 def main() -> None:

@@ -19,6 +19,7 @@ from fairdeck.v1 import audit_pb2, audit_pb2_grpc
 from fairdeck_server.cli.audit_sources import data_log
 from fairdeck_server.refusals import StartupRefused
 from tests.support.dealers import RunningDealer
+from tests.support.waits import outlast, wait_for
 from tests.tiles.tilecheck import checkpoint_of, missing, prove_from_tiles
 
 Start = Callable[..., RunningDealer]
@@ -172,7 +173,6 @@ def test_a_full_disk_stops_signing_not_dealing_and_heals(
     without its tiles; dealing goes on; the cause is logged once; no half-written file is left;
     once the disk has room, checkpoints resume with their tiles."""
     import errno
-    import time
 
     import fairdeck.log.safefiles as safefiles
 
@@ -188,25 +188,21 @@ def test_a_full_disk_stops_signing_not_dealing_and_heals(
             raise OSError(errno.ENOSPC, "No space left on device")
         real(fd, data)
 
-    deadline = time.monotonic() + 30
-    while max(stored_sizes(tmp_path / "data"), default=0) < 10:  # the five hands are signed
-        assert time.monotonic() < deadline, "no checkpoint covers the first hands"
-        time.sleep(0.05)
+    wait_for(  # the five hands are signed
+        "a checkpoint of the first hands", lambda: max(stored_sizes(tmp_path / "data"), default=0) >= 10, 30
+    )
     monkeypatch.setattr(safefiles, "_write_all", write)
-    time.sleep(0.2)  # a checkpoint being written as the disk filled completes or fails first
+    outlast(0.2)  # ten checkpoint intervals: one being written as the disk filled completes first
     before = max(stored_sizes(tmp_path / "data"))
     with caplog.at_level("ERROR"):
         deal(dealer.target, 20)  # dealing goes on
-        time.sleep(0.5)  # some 25 checkpoint intervals
+        outlast(0.5)  # some 25 checkpoint intervals
     assert max(stored_sizes(tmp_path / "data")) == before, "a checkpoint was signed without its tiles"
     errors = [r for r in caplog.records if "cannot be written" in r.getMessage()]
     assert len(errors) == 1 and "No space left on device" in errors[0].getMessage()
     assert not [p for p in tiles.rglob(".*") if p.is_file()], "a half-written file was left"
     full[0] = False
-    deadline = time.monotonic() + 10
-    while max(stored_sizes(tmp_path / "data")) == before:
-        assert time.monotonic() < deadline, "checkpoints did not resume"
-        time.sleep(0.05)
+    wait_for("checkpoints to resume", lambda: max(stored_sizes(tmp_path / "data")) != before, timeout=10)
     dealer.stop()
     for size in stored_sizes(tmp_path / "data"):
         assert missing(tiles, size) == [], size

@@ -11,13 +11,13 @@ import json
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from fairdeck.client import DealerClient
+from tests.support import waits
 from tests.support.dealers import DealerProcess
 from tests.support.env import clean_env
 from tests.support.nginx import REPO, Nginx
@@ -33,10 +33,10 @@ def results(path: Path) -> list[dict[str, object]]:
 
 
 def wait_for(what: str, ok: Callable[[], bool], seen: Callable[[], str], timeout: float = 60) -> None:
-    end = time.monotonic() + timeout
-    while not ok():
-        assert time.monotonic() < end, f"never happened: {what}; {seen()}"
-        time.sleep(0.1)
+    try:
+        waits.wait_for(what, ok, timeout=timeout, every=0.1)
+    except AssertionError:
+        raise AssertionError(f"never happened: {what}; {seen()}") from None
 
 
 def point_at(target_file: Path, target: str) -> None:
@@ -87,7 +87,7 @@ def test_every_checkpoint_handed_out_is_proved_from_tiles_through_nginx(tmp_path
                         client.close_hand(client.deal_new_hand("standard", client_seeds=["x"]).hand.hand_id)
                         dealt[0] += 1
             except Exception:
-                time.sleep(0.1)  # the dealer is down: deal again once it is back
+                waits.pace(0.1)  # the dealer is down: deal again once it is back
 
     before = 0
 
@@ -110,7 +110,7 @@ def test_every_checkpoint_handed_out_is_proved_from_tiles_through_nginx(tmp_path
     thread = threading.Thread(target=deal)
     thread.start()
     try:
-        time.sleep(PHASE_S)
+        waits.pace(PHASE_S)  # a phase of dealing
         wait_for(
             "the witness's checkpoint is proved",
             lambda: any(r.get("source") == "witness" for r in results(out)),
@@ -118,10 +118,10 @@ def test_every_checkpoint_handed_out_is_proved_from_tiles_through_nginx(tmp_path
         )
         before = max(int(r["size"]) for r in results(out) if "size" in r)  # type: ignore[call-overload]
         dealer.kill9()  # in the middle of dealing, of signing, of writing tiles
-        time.sleep(1.0)  # the tiles stay served (and proved) while the dealer is down
+        waits.outlast(1.0)  # the tiles stay served (and proved) while the dealer is down
         dealer = DealerProcess(data, tmp_path / "dealer.log", *flags)
         point_at(target_file, dealer.target)
-        time.sleep(PHASE_S)
+        waits.pace(PHASE_S)  # a phase of dealing
         wait_for(
             "checkpoints after the restart are proved from every source",
             lambda: (

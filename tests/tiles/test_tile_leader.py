@@ -13,6 +13,7 @@ from fairdeck_server.cli.audit_sources import database_log
 from fairdeck_server.log_signing import load_log_keys, load_or_create_signer
 from fairdeck_server.vault import load_or_create_key
 from tests.support.dealers import DealerProcess
+from tests.support.waits import wait_for
 from tests.tiles.tilecheck import checkpoint_of, missing, prove_from_tiles
 
 FAST = ("--checkpoint-interval", "0.05", "--rate-limit", "0")
@@ -115,17 +116,18 @@ def test_replicas_with_witnesses_ask_them_once_and_serve_one_final_checkpoint(
         posts = proxy.posts()
         elapsed = time.monotonic() - started
         assert 2 <= len(posts) <= elapsed / 0.5 + 2, f"{len(posts)} requests in {elapsed:.1f} s"
-        deadline = time.monotonic() + 30
         sizes = []
         for target in (a.target, b.target):
-            while True:
+
+            def served(target: str = target) -> bool:
                 try:
                     with AuditClient(target, verifier=vkey, witness_policy=policy) as audit:
                         sizes.append(audit.checkpoint().size)
-                        break
+                        return True
                 except Exception:
-                    assert time.monotonic() < deadline, "no final checkpoint served"
-                    time.sleep(0.1)
+                    return False
+
+            wait_for("a final checkpoint served", served, timeout=30, every=0.1)
         assert min(sizes) > 0
     finally:
         a.terminate()

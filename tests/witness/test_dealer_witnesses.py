@@ -13,7 +13,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
@@ -26,6 +25,7 @@ from fairdeck.log.cosignature import CosignatureVerifier, Cosigner, WitnessPolic
 from fairdeck.log.note import Verifier
 from fairdeck.log.policy import TlogPolicy
 from tests.support.dealers import RunningDealer
+from tests.support.waits import wait_for
 from tests.witness.witnesskit import WitnessProcess, init_witness
 
 T = TypeVar("T")
@@ -33,14 +33,16 @@ DEADLINE_S = 60.0  # generous: a wait for something that must happen, not a timi
 
 
 def eventually(what: str, probe: Callable[[], T | None]) -> T:
-    end = time.monotonic() + DEADLINE_S
-    while True:
+    seen: list[T] = []
+
+    def ready() -> bool:
         value = probe()
         if value is not None:
-            return value
-        if time.monotonic() > end:
-            raise AssertionError(f"never happened: {what}")
-        time.sleep(0.05)
+            seen.append(value)
+        return value is not None
+
+    wait_for(what, ready, timeout=DEADLINE_S)
+    return seen[-1]
 
 
 def init_log(data: Path) -> str:

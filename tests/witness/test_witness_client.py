@@ -30,6 +30,7 @@ from fairdeck.log.note import Verifier
 from fairdeck.v1 import audit_pb2, audit_pb2_grpc
 from fairdeck_server.cosigning import MAX_RETRY_AFTER_S, retry_after_seconds
 from tests.support.dealers import RunningDealer
+from tests.support.waits import outlast
 from tests.witness.proxy import Answer, Proxy, Seen
 from tests.witness.test_dealer_witnesses import init_log
 from tests.witness.witnesskit import WitnessProcess, init_witness
@@ -75,7 +76,7 @@ def run(
     dealer.start()
     try:
         dealing(dealer.target, seconds)
-        time.sleep(interval * 1.5)  # the last round
+        outlast(interval * 1.5)  # the witness interval: its last round
         with grpc.insecure_channel(dealer.target) as channel:
             note = audit_pb2_grpc.AuditServiceStub(channel).GetCheckpoint(audit_pb2.GetCheckpointRequest())
     finally:
