@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import random
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
@@ -27,6 +26,7 @@ from fairdeck.v1 import codealer_pb2
 from fairdeck_server.codealer import holder
 from tests.codealer.test_pool import make_dealer
 from tests.support.codealers import CodealerProcess, init_codealer
+from tests.support.waits import pace
 
 
 @pytest.fixture
@@ -126,7 +126,7 @@ def interleaved(function: str) -> Callable[..., object]:
 
     def each_opcode(frame: FrameType, event: str, arg: object) -> object:
         if event == "opcode":
-            time.sleep(0.0001)
+            pace(0.0001)
         return each_opcode
 
     def calls(frame: FrameType, event: str, arg: object) -> object:

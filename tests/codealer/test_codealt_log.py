@@ -6,7 +6,6 @@ entries out of order or doubled) fail, naming the hand and the step."""
 from __future__ import annotations
 
 import shutil
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +29,7 @@ from tests.log.testkit import (
 )
 from tests.support.codealers import CodealerProcess, init_codealer
 from tests.support.dealers import RunningDealer, deal_closed_hand
+from tests.support.waits import wait_for
 
 CODEALT = (SETUP, SHUFFLE, SHARES, SEEDS)
 
@@ -60,11 +60,12 @@ def codealt(entry: bytes, hand_id: str) -> bool:
 
 def wait_signed(dealer: RunningDealer) -> None:
     """Until the dealer's signed checkpoint covers every entry it has stored."""
-    deadline = time.monotonic() + 20
     with AuditClient(dealer.target, verifier=verifier_key(dealer.data_dir), timeout=10) as log:
-        while log.checkpoint().size < len(read_entries(dealer.data_dir)):
-            assert time.monotonic() < deadline, "no checkpoint covers the log"
-            time.sleep(0.02)
+        wait_for(
+            "a checkpoint that covers the log",
+            lambda: log.checkpoint().size >= len(read_entries(dealer.data_dir)),
+            every=0.02,
+        )
 
 
 @pytest.fixture(scope="module")
@@ -286,11 +287,8 @@ def test_on_postgresql_the_entries_are_logged_durably_and_audited(pg_url: str, t
             assert [kind(e) for e in stored] == [SETUP, SHUFFLE, SHUFFLE]
             hands.draw(hand.hand_id, 2)
             hands.close_hand(hand.hand_id)
-            deadline = time.monotonic() + 20
             with AuditClient(dealer.target, verifier=vkey, timeout=10) as log:
-                while log.checkpoint().size < 6:
-                    assert time.monotonic() < deadline, "no checkpoint covers the log"
-                    time.sleep(0.02)
+                wait_for("a checkpoint that covers the log", lambda: log.checkpoint().size >= 6, every=0.02)
     result = fairdeck("audit", "--db", pg_url, "--key", vkey, "--max-hand-lifetime", LONG_LIFETIME, "--json")
     assert result.rc == 0, result.out + result.err
     assert result.report["codeal"] == {"hands": 1, "verified": 1, "open": 0}

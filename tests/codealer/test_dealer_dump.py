@@ -20,7 +20,6 @@ import re
 import shutil
 import sqlite3
 import sys
-import time
 import urllib.request
 from collections import Counter, defaultdict
 from collections.abc import Iterator, Sequence
@@ -46,6 +45,7 @@ from fairdeck_server.vault import SeedVault, VaultError, read_key_file
 from tests.support.codealers import CodealerProcess, init_codealer
 from tests.support.dealers import DealerProcess
 from tests.support.dumps import Region, SecretIndex, memory_dump
+from tests.support.waits import wait_for
 
 HANDS = 12
 SEATS = 10
@@ -93,13 +93,12 @@ class Taken:
 
 
 def _metrics_port(dealer: DealerProcess) -> int:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        found = re.search(r"metrics on http://127\.0\.0\.1:(\d+)/metrics", dealer.stderr())
-        if found:
-            return int(found.group(1))
-        time.sleep(0.05)
-    raise AssertionError(f"no metrics line: {dealer.stderr()}")
+    found = wait_for(
+        "the dealer's metrics line",
+        lambda: re.search(r"metrics on http://127\.0\.0\.1:(\d+)/metrics", dealer.stderr()),
+        timeout=30,
+    )
+    return int(found.group(1))
 
 
 def _copy_db(source: Path, target: Path) -> None:

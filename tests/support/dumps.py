@@ -14,11 +14,11 @@ from __future__ import annotations
 import os
 import re
 import signal
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from tests.support.secret_forms import forms
+from tests.support.waits import wait_for
 
 BLOCK = 16
 UNREADABLE = ("[vvar]", "[vvar_vclock]", "[vsyscall]")
@@ -74,13 +74,11 @@ def memory_dump(pid: int, while_stopped: Callable[[], object] = lambda: None) ->
 
 
 def _wait_stopped(pid: int) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
+    def stopped() -> bool:
         with open(f"/proc/{pid}/stat") as f:
-            if f.read().rsplit(")", 1)[1].split()[0] == "T":
-                return
-        time.sleep(0.01)
-    raise AssertionError(f"process {pid} did not stop on SIGSTOP")
+            return f.read().rsplit(")", 1)[1].split()[0] == "T"
+
+    wait_for(f"process {pid} to stop on SIGSTOP", stopped, timeout=30, every=0.01)
 
 
 PAGE = 4096
