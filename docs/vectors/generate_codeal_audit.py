@@ -5,9 +5,10 @@
 
 Each case is a run of co-dealt entries, in log order from index 0, and the audit's answer
 (docs/log-format.md, "The audit", check 3; fairdeck.codeal.log_audit): its findings as
-(index, hand id, problem), then the hands verified and still open. Entries are named from the
-published fairdeck-codeal-log-v1.json (one short-deck hand, two holders, positions 0 and 1), or
-given in hex where a case alters one; those vectors never change, so neither do these.
+(index, hand id, problem), then the hands verified and still open, and the entries repeated.
+Entries are named from the published fairdeck-codeal-log-v1.json (one short-deck hand, two
+holders, positions 0 and 1), or given in hex where a case alters one; those vectors never change,
+so neither do these.
 """
 
 from __future__ import annotations
@@ -52,6 +53,23 @@ def _altered_seed() -> bytes:
     return CodealEntry(SEEDS, e.time_ms, e.hand_id, records=(bytes(seed), *e.records[1:])).encode()
 
 
+def _later(name: str) -> bytes:
+    """Entry ``name`` logged again a second later: a retry after a crash between an append and
+    the dealer noting it (the same bytes but for time_ms)."""
+    e = decode_entry(NAMED[name])
+    return CodealEntry(e.kind, e.time_ms + 1000, e.hand_id, e.deck, e.records, e.position).encode()
+
+
+def _other_setup() -> bytes:
+    """The setup entry with holder 1's key record's first byte changed: another hand's keys."""
+    e = decode_entry(NAMED[SETUP])
+    record = bytearray(e.records[1])
+    record[0] ^= 1
+    return CodealEntry(
+        e.kind, e.time_ms, e.hand_id, e.deck, (e.records[0], bytes(record)), e.position
+    ).encode()
+
+
 def _stray() -> bytes:
     return CodealEntry(SEEDS, 1, "no-such-hand", records=(bytes(32), bytes(32))).encode()
 
@@ -69,6 +87,13 @@ CASES: list[tuple[str, list[str | bytes]]] = [
     ("a shares entry after the seeds", [SETUP, S0, S1, P0, SEED, P1]),
     ("a shares entry before the shuffles", [SETUP, S0, P0, S1, P1, SEED]),
     ("the setup twice", [SETUP, S0, S1, SETUP]),
+    ("the setup twice, the second another hand's", [SETUP, S0, S1, _other_setup()]),
+    (
+        "the opening logged again by a retry",
+        [SETUP, S0, S1, _later(SETUP), _later(S0), _later(S1), P0, P1, SEED],
+    ),
+    ("the closing logged again by a retry", [*HAND, _later(P0), _later(P1), _later(SEED)]),
+    ("a shuffle logged again after the seeds", [*HAND, _later(S1)]),
     ("an entry of no hand", [_stray(), *HAND]),
     ("an entry that does not parse", [NAMED[SETUP] + b"\x00", *HAND]),
 ]
@@ -81,6 +106,7 @@ def answer(entries: list[bytes]) -> dict[str, Any]:
         "findings": [{"index": i, "hand_id": h, "problem": p} for i, h, p in found],
         "verified": audit.verified,
         "open": audit.open,
+        "repeated": audit.repeated,
     }
 
 

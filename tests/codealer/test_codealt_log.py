@@ -138,7 +138,7 @@ def test_the_log_holds_each_codealt_hand_in_order_and_the_audit_verifies_it(code
     assert (live.codeal_hands, live.codeal_verified, live.codeal_open) == (3, 2, 1)
     result = audit(codealt_log.data_dir, "--json")
     assert result.rc == 0, result.out + result.err
-    assert result.report["codeal"] == {"hands": 3, "verified": 2, "open": 1}
+    assert result.report["codeal"] == {"hands": 3, "verified": 2, "open": 1, "repeated": 0}
     assert (result.report["hands"], result.report["closed"]) == (1, 1)  # the ordinary hand
     text = audit(codealt_log.data_dir)
     assert text.rc == 0
@@ -242,19 +242,42 @@ def test_entries_out_of_order_fail_the_hand(
     assert found[0][2].startswith(words[swap[2]]), found
 
 
-def test_a_doubled_setup_and_an_entry_of_no_hand_are_findings(
+def test_a_setup_of_other_keys_under_a_logged_hand_and_an_entry_of_no_hand_are_findings(
     codealt_log: CodealtLog, tmp_path: Path
 ) -> None:
     data = codealt_log.copy(tmp_path / "data")
     hand_id = codealt_log.closed[1]
     entries = read_entries(data)
-    setup = entries[where(entries, hand_id, SETUP)]
+    setup = decode_entry(entries[where(entries, hand_id, SETUP)])
+    theirs = bytearray(setup.records[1])
+    theirs[0] ^= 1  # another key record: another deal under a hand id already logged
+    other = CodealEntry(SETUP, setup.time_ms, hand_id, setup.deck, (setup.records[0], bytes(theirs))).encode()
     stray = CodealEntry(SEEDS, 1, "no-such-hand", records=(bytes(32), bytes(32))).encode()
-    rewrite(data, lambda es: [*es, setup, stray])
+    rewrite(data, lambda es: [*es, other, stray])
     assert failed(data) == [
         (len(entries), hand_id, "co-dealt setup entry for a co-dealt hand already in the log"),
         (len(entries) + 1, "no-such-hand", "co-dealt seeds entry for a hand with no setup entry"),
     ]
+
+
+def test_a_hand_logged_again_by_a_retry_is_no_finding(codealt_log: CodealtLog, tmp_path: Path) -> None:
+    """The bug: a dealer that crashed between appending a hand's entries and noting them logged
+    logs them again on its retry (docs/codealing-spec.md section 11, "When, exactly"), and the
+    audit called the honest dealer's repeat a finding ("a setup twice", "shares after the seeds").
+    An entry equal to one the hand logged, its time aside, is now counted as repeated."""
+    data = codealt_log.copy(tmp_path / "data")
+    hand_id = codealt_log.closed[1]
+    entries = read_entries(data)
+    last_ms = max(t for t in (decode_entry(e).time_ms for e in entries if codealt(e, hand_id)))
+    again = [
+        CodealEntry(d.kind, last_ms + 1000, d.hand_id, d.deck, d.records, d.position).encode()
+        for d in (decode_entry(e) for e in entries if codealt(e, hand_id))
+    ]
+    rewrite(data, lambda es: [*es, *again])
+    result = audit(data, "--json")
+    assert result.rc == 0, result.out + result.err
+    assert result.report["codeal"]["repeated"] == len(again)
+    assert (result.report["codeal"]["hands"], result.report["codeal"]["verified"]) == (3, 2)
 
 
 def test_on_postgresql_the_entries_are_logged_durably_and_audited(pg_url: str, tmp_path: Path) -> None:
@@ -291,4 +314,4 @@ def test_on_postgresql_the_entries_are_logged_durably_and_audited(pg_url: str, t
                 wait_for("a checkpoint that covers the log", lambda: log.checkpoint().size >= 6, every=0.02)
     result = fairdeck("audit", "--db", pg_url, "--key", vkey, "--max-hand-lifetime", LONG_LIFETIME, "--json")
     assert result.rc == 0, result.out + result.err
-    assert result.report["codeal"] == {"hands": 1, "verified": 1, "open": 0}
+    assert result.report["codeal"] == {"hands": 1, "verified": 1, "open": 0, "repeated": 0}

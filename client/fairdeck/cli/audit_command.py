@@ -390,6 +390,12 @@ def _print_report(report: AuditReport, elapsed: float, since_path: Path | None, 
             f"  co-dealt hands {report.codeal_hands:,}: closed and verified {report.codeal_verified:,} "
             f"(codealing-spec section 10; the co-dealers' identities are not in the log, not checked), "
             f"still open {report.codeal_open:,}"
+            + (
+                f"; {report.codeal_repeated:,} entries logged again by a retry (identical but for "
+                "their time, counted once)"
+                if report.codeal_repeated
+                else ""
+            )
         )
     if report.open_in_time and report.last_entry is not None:
         index, time_ms = report.last_entry

@@ -7,10 +7,14 @@ dealt position in position order, then one seeds entry, nothing after it, nothin
 a setup; and, once the seeds are logged, the whole record by ``verify_hand`` (spec section 10), the
 card at each position being the one its shares open. The co-dealer's identity signatures (section
 5.5) are not in the log: they are not checked here. A hand's first problem is its only finding.
+An entry equal to one the hand already logged, its time aside, is a repeat (a retry after a crash
+between an append and the dealer noting it), counted in ``repeated``, never a finding: it adds
+nothing to the record, and an honest dealer must not look like a cheater for it.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Container
 from dataclasses import dataclass, field
 
@@ -26,6 +30,15 @@ from fairdeck.core.decks import DeckSpec
 Found = tuple[int | None, str | None, str]
 """A finding: (entry index, hand id, problem); the index None for one about a whole hand."""
 NAMES = {SETUP: "setup", SHUFFLE: "shuffle", SHARES: "shares", SEEDS: "seeds"}
+TIME = slice(5, 13)
+"""Where an entry's u64 time_ms lies: after "FDL1" and the type byte (section 11)."""
+DIGEST = 16
+"""Bytes of SHA-256 kept per logged entry to know a repeat (a hand logs a few dozen entries)."""
+
+
+def timeless(data: bytes) -> bytes:
+    """What makes an entry the same entry: its bytes without its time, hashed (``DIGEST`` bytes)."""
+    return hashlib.sha256(data[: TIME.start] + data[TIME.stop :]).digest()[:DIGEST]
 
 
 @dataclass
@@ -43,9 +56,16 @@ class _Hand:
     broken: bool = False
     """A problem was found: later entries of the hand are not checked."""
     holders: int = 0
+    logged: bytes = b""
+    """``timeless`` of each entry of the hand accepted so far, concatenated (kept after release)."""
 
     def __post_init__(self) -> None:
         self.holders = len(self.keys)
+
+    def repeats(self, data: bytes) -> bool:
+        """Whether ``data`` is, its time aside, an entry this hand already logged."""
+        digest = timeless(data)
+        return any(self.logged[i : i + DIGEST] == digest for i in range(0, len(self.logged), DIGEST))
 
     def release(self) -> None:
         """Nothing later needs its records (checked, or broken): memory stays small per hand."""
@@ -55,6 +75,8 @@ class _Hand:
 @dataclass
 class CodealLogAudit:
     hands: dict[str, _Hand] = field(default_factory=dict)
+    repeated: int = 0
+    """Entries equal, their time aside, to one their hand already logged: not counted twice."""
 
     @property
     def verified(self) -> int:
@@ -75,6 +97,9 @@ class CodealLogAudit:
         except CodealError as error:
             return None, [(index, None, f"co-dealt entry does not parse: {error.detail}")]
         name, hand = NAMES[e.kind], self.hands.get(e.hand_id)
+        if hand is not None and not hand.broken and hand.repeats(data):
+            self.repeated += 1
+            return e.time_ms, []
         if e.kind == SETUP:
             if hand is not None or e.hand_id in ordinary:
                 what = "a co-dealt hand" if hand is not None else "an ordinary hand"
@@ -83,13 +108,15 @@ class CodealLogAudit:
                 hand.broken = True  # which record is the hand's is no longer known
                 hand.release()
                 return e.time_ms, [(index, e.hand_id, f"co-dealt setup entry for {what} already in the log")]
-            self.hands[e.hand_id] = _Hand(index, e.deck, e.records)
+            self.hands[e.hand_id] = _Hand(index, e.deck, e.records, logged=timeless(data))
             return e.time_ms, []
         if hand is None:
             return e.time_ms, [(index, e.hand_id, f"co-dealt {name} entry for a hand with no setup entry")]
         if hand.broken:
             return e.time_ms, []
         problem = self._place(hand, e.kind, e.records, e.position)
+        if problem is None:
+            hand.logged += timeless(data)
         if problem is None and e.kind == SEEDS:
             problem = _verify(e.hand_id, hand, e.records)
             hand.verified = problem is None

@@ -111,6 +111,8 @@ class CodealChecks(Protocol):
     def open(self) -> int: ...
     @property
     def set_up(self) -> int: ...
+    @property
+    def repeated(self) -> int: ...
 
 
 class LogUnreadable(Exception):
@@ -164,6 +166,8 @@ class AuditReport:
     """Co-dealt hands whose seeds are logged and whose whole record verifies (codealing-spec 10)."""
     codeal_open: int = 0
     """Co-dealt hands set up whose seeds are not logged yet."""
+    codeal_repeated: int = 0
+    """Co-dealt entries logged again by a retry, identical but for their time: not findings."""
     last_entry: tuple[int, int] | None = None
     """(index, time_ms) of the entry with the latest time that advances the log's clock: while
     hands are pending, "the dealer has logged nothing since" that time."""
@@ -202,6 +206,7 @@ class AuditReport:
                 "hands": self.codeal_hands,
                 "verified": self.codeal_verified,
                 "open": self.codeal_open,
+                "repeated": self.codeal_repeated,
             },
             "last_entry_index": None if self.last_entry is None else self.last_entry[0],
             "last_entry_ms": None if self.last_entry is None else self.last_entry[1],
@@ -470,6 +475,7 @@ class Auditor:
                 self._find(problem, where, hand_id)
             r.codeal_hands, r.codeal_open = self._codeal.set_up, self._codeal.open
             r.codeal_verified = self._codeal.verified
+            r.codeal_repeated = self._codeal.repeated
         altered = self._altered()
         if altered is None:
             if r.checkpoint is None and r.entries and self._unwitnessed is not None:
