@@ -25,6 +25,7 @@ from typing import Any
 import grpc
 
 from fairdeck.client import AuditClient, DealerClient
+from fairdeck.client.audit_client import codeal_checks
 from fairdeck.client.exceptions import FairdeckError, NotInLog
 from fairdeck.core.errors import VerificationError
 from fairdeck.core.strictjson import StrictJSONError, bounded_loads
@@ -195,7 +196,8 @@ def check_log(
     with dealer.audit_client() as log:
         note, size = _signed_note(log, wanted.last, wait_seconds)
         # Deck shopping is not this check's business (a test dealer may hold open hands): no lifetime.
-        auditor = Auditor(dealer.key, max_hand_lifetime_ms=2**62, checkpoints=[note])
+        # Its co-dealt hands' entries are checked as the audit checks them (codeal_checks).
+        auditor = Auditor(dealer.key, max_hand_lifetime_ms=2**62, checkpoints=[note], codeal=codeal_checks)
         for index, data in log.entries():
             if index >= size:
                 break
