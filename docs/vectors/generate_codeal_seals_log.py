@@ -13,6 +13,7 @@ Each audit case is a run of entries, the co-dealer keys the auditor pinned, and 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import sys
@@ -48,6 +49,11 @@ SEAT_KEY = X25519PrivateKey.from_private_bytes(shake(b"seat")).public_key().publ
 OTHER_KEY = X25519PrivateKey.from_private_bytes(shake(b"other seat")).public_key().public_bytes_raw()
 
 
+def _eph(p: int, n: int) -> bytes:
+    """The sealing randomness of position ``p`` (its ephemeral X25519 key)."""
+    return shake(b"eph %d" % p, n)
+
+
 def _seals() -> CodealEntry:
     setup = decode_entry(NAMED["setup"])
     spec = DeckSpec.parse(setup.deck)
@@ -56,9 +62,7 @@ def _seals() -> CodealEntry:
     records = []
     for p in (0, 1):
         share = decode_entry(NAMED[f"shares/position-{p}"]).records[1]
-        sealed = seal_share(
-            spec, setup.hand_id, p, 1, share, SEAT_KEY, lambda n, p=p: shake(b"eph %d" % p, n)
-        )
+        sealed = seal_share(spec, setup.hand_id, p, 1, share, SEAT_KEY, functools.partial(_eph, p))
         s = sign_seal(IDENTITY, ctx, p, 1, SEAT_KEY, sealed)
         records.append(p.to_bytes(4, "big") + s.seat_key + s.sealed_sha256 + s.signature)
     return CodealEntry(SEALS, TIME, setup.hand_id, records=tuple(records), position=1)
