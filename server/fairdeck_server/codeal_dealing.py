@@ -42,6 +42,7 @@ from fairdeck.wire import Reason
 from fairdeck_server import refusals
 from fairdeck_server.codeal_health import CodealerWatch
 from fairdeck_server.codeal_log import CLOSED, OPENED, CodealLog, logged
+from fairdeck_server.codeal_seals import checked_seals
 from fairdeck_server.codeal_store import CodealRow, CodealStore
 from fairdeck_server.vault import SeedVault
 
@@ -78,7 +79,7 @@ class CoDealerLink(Protocol):
     async def share(
         self, hand_id: str, position: int, seat_key: bytes, count: int, seats: Sequence[bytes] = ()
     ) -> tuple[list[bytes], list[bytes], list[bytes]]: ...
-    async def reveal(self, hand_id: str) -> bytes: ...
+    async def reveal(self, hand_id: str) -> tuple[bytes, list[tuple[int, bytes, bytes, bytes]]]: ...
     async def identity(self) -> bytes: ...
     async def close(self) -> None: ...
 
@@ -301,7 +302,8 @@ class CodealDealer:
             ctx = _context(row)
             x, seed = self._secrets(row)
             final = _final_deck(ctx, row)
-            theirs_seed = await self.link.reveal(hand_id)
+            theirs_seed, seals = await self.link.reveal(hand_id)
+            statements = checked_seals(ctx, self.identity_key, row.public["seats"], seals)
             dealt_count = len(row.public["seats"])
             public = (await self.link.share(hand_id, 0, b"", dealt_count))[0] if dealt_count else []
             if len(public) != dealt_count:
@@ -330,6 +332,7 @@ class CodealDealer:
                 {"position": d.position, "card": d.card, "shares": [s.hex() for s in d.shares]} for d in dealt
             ]
             row.public["seeds"] = [seed.hex(), theirs_seed.hex()]
+            row.public["seals"] = [statements]
             row.closed_ms = self.clock_ms()
             await asyncio.to_thread(self.store.put, row)  # closed first: never closed and logged twice
             await self._log_closed(row)

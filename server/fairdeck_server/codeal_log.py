@@ -2,8 +2,9 @@
 
 A hand's setup entry and its K shuffle entries (holder order) are appended when the hand opens,
 before its id is answered, so before any card is dealt; one shares entry per dealt position (in
-position order) and the seeds entry when it closes. ``CodealLog.append`` goes through the dealer's
-Storage as commit and reveal entries do (``create_batch`` of a batch with no hands: group-committed,
+position order), one seals entry per co-dealer (holder order; none for a row closed without
+``public["seals"]``) and the seeds entry when it closes. ``CodealLog.append`` goes through the
+dealer's Storage as commit and reveal entries do (``create_batch`` of a batch with no hands: group-committed,
 on disk before it returns, on SQLite and PostgreSQL), after the reaper's ``before_logging``. What the
 co-dealt row records of it (``public["log"]``: the first index of each step) says which steps are
 logged: a hand whose opening is not logged has it logged before its first card (or with its
@@ -16,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from fairdeck.codeal.entries import SEEDS, SETUP, SHARES, SHUFFLE, CodealEntry
+from fairdeck.codeal.entries import SEALS, SEEDS, SETUP, SHARES, SHUFFLE, CodealEntry
 from fairdeck_server.codeal_store import CodealRow
 from fairdeck_server.storage.base import HandBatch
 
@@ -71,15 +72,32 @@ def opening_entries(row: CodealRow, now_ms: int) -> list[bytes]:
 
 
 def closing_entries(row: CodealRow, now_ms: int) -> list[bytes]:
-    """One shares entry per dealt position, in position order, then the seeds entry."""
+    """One shares entry per dealt position, in position order, one seals entry per co-dealer, then
+    the seeds entry."""
     hand_id = row.hand_id
     dealt = sorted(row.public["dealt"], key=lambda d: int(d["position"]))
     shares = [
         CodealEntry(SHARES, now_ms, hand_id, records=_hex(d["shares"]), position=d["position"]).encode()
         for d in dealt
     ]
-    return [*shares, CodealEntry(SEEDS, now_ms, hand_id, records=_hex(row.public["seeds"])).encode()]
+    seals = [
+        CodealEntry(SEALS, now_ms, hand_id, records=_seals(statements), position=k).encode()
+        for k, statements in enumerate(row.public.get("seals", []), start=1)
+    ]
+    seeds = CodealEntry(SEEDS, now_ms, hand_id, records=_hex(row.public["seeds"])).encode()
+    return [*shares, *seals, seeds]
 
 
 def _hex(values: Sequence[str]) -> tuple[bytes, ...]:
     return tuple(bytes.fromhex(v) for v in values)
+
+
+def _seals(statements: Sequence[dict[str, object]]) -> tuple[bytes, ...]:
+    """u32(p) || seat_pk || SHA-256(sealed) || signature of each statement, as the row keeps them."""
+    return tuple(
+        int(str(s["position"])).to_bytes(4, "big")
+        + bytes.fromhex(str(s["seat_key"]))
+        + bytes.fromhex(str(s["sealed_sha256"]))
+        + bytes.fromhex(str(s["signature"]))
+        for s in statements
+    )

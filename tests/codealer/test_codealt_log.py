@@ -15,7 +15,7 @@ import pytest
 
 from fairdeck.client import AuditClient, DealerClient
 from fairdeck.client.codeal_seat import CodealHands, SeatKey
-from fairdeck.codeal.entries import SEEDS, SETUP, SHARES, SHUFFLE, CodealEntry, decode_entry
+from fairdeck.codeal.entries import SEALS, SEEDS, SETUP, SHARES, SHUFFLE, CodealEntry, decode_entry
 from fairdeck.log.audit import AuditReport
 from fairdeck.log.note import Signer
 from tests.log.testkit import (
@@ -31,7 +31,7 @@ from tests.support.codealers import CodealerProcess, init_codealer
 from tests.support.dealers import RunningDealer, deal_closed_hand
 from tests.support.waits import wait_for
 
-CODEALT = (SETUP, SHUFFLE, SHARES, SEEDS)
+CODEALT = (SETUP, SHUFFLE, SHARES, SEEDS, SEALS)
 
 
 @dataclass
@@ -43,6 +43,10 @@ class CodealtLog:
     closed: list[str] = field(default_factory=list)
     still_open: list[str] = field(default_factory=list)
     live: AuditReport | None = None
+    codealer_key: str = ""
+    """The co-dealer's identity key (hex), as an auditor pins it."""
+    seat_keys: list[bytes] = field(default_factory=list)
+    """The seat key each closed hand's seat cards were sealed to."""
     """The SDK's audit of the running dealer (AuditClient.audit, as ``audit --target``)."""
 
     def copy(self, to: Path) -> Path:
@@ -74,6 +78,7 @@ def codealt_log(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CodealtLog
     init_codealer(root / "cd1")
     built = CodealtLog(root / "data")
     with CodealerProcess(root / "cd1") as codealer:
+        built.codealer_key = codealer.identity
         config = {
             "codealer": codealer.target,
             "codealer_key": codealer.identity,
@@ -90,7 +95,8 @@ def codealt_log(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CodealtLog
                     SHUFFLE,
                     SHUFFLE,
                 ]
-                hands.draw(hand.hand_id, seat_cards, seat_public_key=SeatKey.generate().public_key)
+                built.seat_keys.append(SeatKey.generate().public_key)
+                hands.draw(hand.hand_id, seat_cards, seat_public_key=built.seat_keys[-1])
                 if board:
                     hands.draw(hand.hand_id, board)
                 hands.close_hand(hand.hand_id)
@@ -128,7 +134,7 @@ def where(entries: list[bytes], hand_id: str, wanted: int, nth: int = 0) -> int:
 def test_the_log_holds_each_codealt_hand_in_order_and_the_audit_verifies_it(codealt_log: CodealtLog) -> None:
     entries = read_entries(codealt_log.data_dir)
     first = [kind(e) for e in entries if codealt(e, codealt_log.closed[0])]
-    assert first == [SETUP, SHUFFLE, SHUFFLE, *[SHARES] * 5, SEEDS]
+    assert first == [SETUP, SHUFFLE, SHUFFLE, *[SHARES] * 5, SEALS, SEEDS]
     shares = [decode_entry(e) for e in entries if codealt(e, codealt_log.closed[0]) and kind(e) == SHARES]
     assert [s.position for s in shares] == [0, 1, 2, 3, 4] and all(len(s.records) == 2 for s in shares)
     assert [kind(e) for e in entries if codealt(e, codealt_log.still_open[0])] == [SETUP, SHUFFLE, SHUFFLE]
@@ -138,20 +144,84 @@ def test_the_log_holds_each_codealt_hand_in_order_and_the_audit_verifies_it(code
     assert (live.codeal_hands, live.codeal_verified, live.codeal_open) == (3, 2, 1)
     result = audit(codealt_log.data_dir, "--json")
     assert result.rc == 0, result.out + result.err
-    assert result.report["codeal"] == {"hands": 3, "verified": 2, "open": 1, "repeated": 0}
+    assert result.report["codeal"] == {
+        "hands": 3,
+        "verified": 2,
+        "open": 1,
+        "repeated": 0,
+        "seals_verified": 0,
+        "unsealed": 0,
+    }
     assert (result.report["hands"], result.report["closed"]) == (1, 1)  # the ordinary hand
     text = audit(codealt_log.data_dir)
     assert text.rc == 0
     assert (
         "  co-dealt hands 3: closed and verified 2 (codealing-spec section 10; the co-dealers' "
-        "identities are not in the log, not checked), still open 1"
+        "identities are not in the log, not checked), still open 1; seals entries verified under "
+        "--codealer-key 0, closed without seals 0"
     ) in text.out.splitlines()
 
 
-def failed(data_dir: Path) -> list[tuple[int, str, str]]:
-    result = audit(data_dir, "--json")
+def failed(data_dir: Path, *extra: str) -> list[tuple[int, str, str]]:
+    result = audit(data_dir, "--json", *extra)
     assert result.rc == 1, result.out + result.err
     return [(f["index"], f["hand_id"], f["problem"]) for f in result.findings]
+
+
+def test_the_seals_entry_is_logged_with_the_close_and_verifies_under_the_codealer_key(
+    codealt_log: CodealtLog,
+) -> None:
+    """After the close, the co-dealer's signed seal statements are in the log (one seals entry, after
+    the shares, before the seeds) naming the seat key each seat card went to, and ``fairdeck audit
+    --codealer-key`` verifies their signatures; without the key it says none were verified."""
+    entries = read_entries(codealt_log.data_dir)
+    for hand_id, seat_key, sealed in zip(
+        codealt_log.closed, codealt_log.seat_keys, ([0, 1], [0]), strict=True
+    ):
+        seals = decode_entry(entries[where(entries, hand_id, SEALS)])
+        assert seals.position == 1  # co-dealer 1's statements
+        assert [(p, key) for p, key, _, _ in seals.seals()] == [(p, seat_key) for p in sealed]
+    result = audit(codealt_log.data_dir, "--codealer-key", codealt_log.codealer_key, "--json")
+    assert result.rc == 0, result.out + result.err
+    assert (result.report["codeal"]["verified"], result.report["codeal"]["seals_verified"]) == (2, 2)
+    text = audit(codealt_log.data_dir, "--codealer-key", codealt_log.codealer_key)
+    assert "seals entries verified under --codealer-key 2, closed without seals 0" in text.out
+    bad = audit(codealt_log.data_dir, "--codealer-key", "12ab")
+    assert bad.rc == 2 and bad.err.startswith("fairdeck audit: bad --codealer-key: '12ab' is not 64 hex")
+
+
+@pytest.mark.parametrize("change", ["signature", "another seat key"])
+def test_a_seal_statement_altered_or_naming_another_key_fails_the_audit_naming_the_hand_and_position(
+    codealt_log: CodealtLog, tmp_path: Path, change: str
+) -> None:
+    """A dealer that rewrote a logged statement (to hide that a card went to its own key) fails under
+    the pinned co-dealer key; the log alone cannot tell, so without it the audit passes."""
+    data = codealt_log.copy(tmp_path / "data")
+    hand_id = codealt_log.closed[0]
+    at = where(read_entries(data), hand_id, SEALS)
+
+    def alter(es: list[bytes]) -> list[bytes]:
+        e = decode_entry(es[at])
+        p, key, digest, signature = e.seals()[1]
+        if change == "signature":
+            signature = signature[:10] + bytes([signature[10] ^ 1]) + signature[11:]
+        else:
+            key = SeatKey.generate().public_key
+        record = p.to_bytes(4, "big") + key + digest + signature
+        bad = CodealEntry(SEALS, e.time_ms, hand_id, records=(e.records[0], record), position=1)
+        return [*es[:at], bad.encode(), *es[at + 1 :]]
+
+    rewrite(data, alter)
+    assert failed(data, "--codealer-key", codealt_log.codealer_key) == [
+        (
+            at,
+            hand_id,
+            "co-dealt seals entry of co-dealer 1: position 1: the seal statement does not verify under "
+            "co-dealer 1's pinned identity key (codealing-spec section 9.1)",
+        )
+    ]
+    unkeyed = audit(data, "--json")
+    assert unkeyed.rc == 0 and unkeyed.report["codeal"]["seals_verified"] == 0
 
 
 def test_a_dropped_shuffle_entry_fails_the_hand(codealt_log: CodealtLog, tmp_path: Path) -> None:
@@ -226,7 +296,10 @@ def test_entries_out_of_order_fail_the_hand(
 
     def swapped(es: list[bytes]) -> list[bytes]:
         es = list(es)
-        es[a], es[b] = es[b], es[a]
+        if swap[2] == SEEDS:  # the last shares moved after the seeds (the seals stay before them)
+            es.insert(b, es.pop(a))
+        else:
+            es[a], es[b] = es[b], es[a]
         return es
 
     rewrite(data, swapped)
@@ -314,4 +387,11 @@ def test_on_postgresql_the_entries_are_logged_durably_and_audited(pg_url: str, t
                 wait_for("a checkpoint that covers the log", lambda: log.checkpoint().size >= 6, every=0.02)
     result = fairdeck("audit", "--db", pg_url, "--key", vkey, "--max-hand-lifetime", LONG_LIFETIME, "--json")
     assert result.rc == 0, result.out + result.err
-    assert result.report["codeal"] == {"hands": 1, "verified": 1, "open": 0, "repeated": 0}
+    assert result.report["codeal"] == {
+        "hands": 1,
+        "verified": 1,
+        "open": 0,
+        "repeated": 0,
+        "seals_verified": 0,
+        "unsealed": 0,
+    }

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from fairdeck.codeal.entries import SEEDS, SETUP, SHARES, SHUFFLE, decode_entry
+from fairdeck.codeal.entries import SEALS, SEEDS, SETUP, SHARES, SHUFFLE, decode_entry
 from fairdeck.codeal.log_audit import CodealLogAudit
 from fairdeck.wire import Reason
 from fairdeck_server.codeal_dealing import CodealDealer
@@ -54,7 +54,7 @@ def test_a_close_whose_entries_the_log_refused_logs_them_once_on_the_next_close(
 
     asyncio.run(after_restart())
     entries = log_of(tmp_path)
-    assert [e[4] for e in entries] == [SETUP, SHUFFLE, SHUFFLE, SHARES, SHARES, SEEDS]
+    assert [e[4] for e in entries] == [SETUP, SHUFFLE, SHUFFLE, SHARES, SHARES, SEALS, SEEDS]
     assert audited(entries).verified == 1
 
 
@@ -90,7 +90,7 @@ def test_a_pooled_deck_whose_opening_the_log_refused_is_logged_before_its_first_
     hand_id = asyncio.run(scenario())
     entries = log_of(tmp_path)
     assert [(e[4], decode_entry(e).hand_id) for e in entries] == [
-        (kind, hand_id) for kind in (SETUP, SHUFFLE, SHUFFLE, SHARES, SEEDS)
+        (kind, hand_id) for kind in (SETUP, SHUFFLE, SHUFFLE, SHARES, SEALS, SEEDS)
     ]
     assert audited(entries).verified == 1
 
@@ -122,5 +122,5 @@ def test_a_hand_opened_before_codealt_logging_gets_its_whole_record_logged_at_it
 
     asyncio.run(close_it())
     entries = log_of(tmp_path)
-    assert [e[4] for e in entries] == [SETUP, SHUFFLE, SHUFFLE, SHARES, SHARES, SEEDS]
+    assert [e[4] for e in entries] == [SETUP, SHUFFLE, SHUFFLE, SHARES, SHARES, SEALS, SEEDS]
     assert audited(entries).verified == 1

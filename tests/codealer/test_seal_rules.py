@@ -12,10 +12,12 @@ from pathlib import Path
 import pytest
 
 from fairdeck.client.codeal_seat import SeatKey
+from fairdeck.codeal.entries import SETUP, SHUFFLE
 from fairdeck.wire import Reason
 from fairdeck_server.codeal_dealing import CodealDealer
 from fairdeck_server.codealer.ledger import Ledger
 from fairdeck_server.refusals import DealerError
+from tests.codealer.test_codealt_log_failures import log_of
 from tests.codealer.test_pool import InProcessLink, make_dealer
 
 P = 2**255 - 19
@@ -95,6 +97,29 @@ def test_the_dealer_refuses_a_seal_statement_that_does_not_name_the_seat_key_it_
         "the co-dealer's seal statement does not verify: seal: position 0: co-dealer 1's seal statement "
         "does not verify under its pinned identity key"
     )
+
+
+def test_a_close_whose_seal_statement_does_not_verify_fails_and_logs_nothing(tmp_path: Path) -> None:
+    """The co-dealer's RevealSeed answer carries its seal statements; one that does not verify under
+    the pinned identity key fails the close (CODEALER_INVALID, naming the position) before anything
+    of the close is stored or logged: the log never holds a statement the dealer did not check."""
+    dealer = make_dealer(tmp_path)
+    row = asyncio.run(dealer.open_hand("t1", "short"))
+    asyncio.run(dealer.draw("t1", row.hand_id, 2, SeatKey.generate().public_key))
+    codealer = dealer.link.codealer  # type: ignore[attr-defined]
+    codealer.ledger.transaction(
+        lambda db: db.execute(
+            "UPDATE seals SET signature = ? WHERE hand_id = ? AND position = 1", (bytes(64), row.hand_id)
+        )
+    )
+    e = refused(dealer.close("t1", row.hand_id))
+    assert e.reason == Reason.CODEALER_INVALID
+    assert str(e) == (
+        "the co-dealer's seal statements do not verify: position 1: the statement does not verify under "
+        "the pinned identity key"
+    )
+    assert [entry[4] for entry in log_of(tmp_path)] == [SETUP, SHUFFLE, SHUFFLE]
+    assert dealer.store.get(row.hand_id).closed_ms is None  # type: ignore[union-attr]
 
 
 def test_a_ledger_made_before_the_seals_table_gets_it_when_opened_to_serve(tmp_path: Path) -> None:

@@ -114,6 +114,7 @@ def run_audit(
     progress: bool = False,
     policy: WitnessPolicy | None = None,
     workers: int = 0,
+    codealer_keys: Sequence[bytes] = (),
 ) -> AuditReport:
     """Replay ``source``; ``workers``: processes that check the reveals beside this one (0: none)."""
     count, notes, entries = source
@@ -126,7 +127,7 @@ def run_audit(
             checkpoints=notes,
             policy=policy,
             checks=checks,
-            codeal=codeal_checks,
+            codeal=lambda: codeal_checks(codealer_keys),
         )
         return _replay(auditor, count, entries, progress)
     finally:
@@ -270,6 +271,11 @@ def cmd_audit(args: argparse.Namespace) -> int:
     except CosignatureError as e:
         print(f"fairdeck audit: bad --policy or --witness: {e}", file=sys.stderr)
         return 2
+    try:
+        codealer_keys = [_codealer_key(v) for v in args.codealer_key or ()]
+    except ValueError as e:
+        print(f"fairdeck audit: bad --codealer-key: {e}", file=sys.stderr)
+        return 2
     since_path = Path(args.since) if args.since else None
     try:
         since = _read_since(since_path)
@@ -303,6 +309,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
             progress=progress_bar.wanted(args.progress, stream=sys.stderr, json=args.json),
             policy=policy,
             workers=default_workers(source[0]) if args.workers is None else args.workers,
+            codealer_keys=codealer_keys,
         )
     except LogUnreadable as e:  # damage found part way through the file
         print(f"fairdeck audit: {e}", file=sys.stderr)
@@ -350,6 +357,17 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def _codealer_key(value: str) -> bytes:
+    """64 hex digits: a co-dealer's Ed25519 identity key."""
+    try:
+        key = bytes.fromhex(value)
+    except ValueError:
+        key = b""
+    if len(key) != 32:
+        raise ValueError(f"{value!r} is not 64 hex digits (a co-dealer's identity key)")
+    return key
+
+
 def _read_since(path: Path | None) -> bytes | None:
     """The checkpoint saved by an earlier audit; None when there is none yet (a first audit)."""
     if path is None:
@@ -389,7 +407,8 @@ def _print_report(report: AuditReport, elapsed: float, since_path: Path | None, 
         print(
             f"  co-dealt hands {report.codeal_hands:,}: closed and verified {report.codeal_verified:,} "
             f"(codealing-spec section 10; the co-dealers' identities are not in the log, not checked), "
-            f"still open {report.codeal_open:,}"
+            f"still open {report.codeal_open:,}; seals entries verified under --codealer-key "
+            f"{report.codeal_seals_verified:,}, closed without seals {report.codeal_unsealed:,}"
             + (
                 f"; {report.codeal_repeated:,} entries logged again by a retry (identical but for "
                 "their time, counted once)"
@@ -482,6 +501,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="processes that check reveals (seed, commitment, deck) beside the one reading the log; "
         "0: check them in that one (default: one per core beside it, here "
         f"{default_workers(PARALLEL_FROM)}, for a log of at least {PARALLEL_FROM:,} entries)",
+    )
+    audit.add_argument(
+        "--codealer-key",
+        action="append",
+        metavar="HEX",
+        help="a co-dealer's pinned identity key (64 hex digits; repeat, holder order 1..K-1): the "
+        "seals entries' signatures are checked under it (codealing-spec section 11); without it, "
+        "only their structure",
     )
     audit.add_argument("--json", action="store_true", help="print the report as JSON")
     progress_bar.add_argument(audit)

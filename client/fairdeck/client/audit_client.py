@@ -206,12 +206,12 @@ class _Verifying(_Configured):
         )
 
 
-def codeal_checks() -> CodealChecks:
+def codeal_checks(codealer_keys: Sequence[bytes] = ()) -> CodealChecks:
     """The checks of co-dealt entries, made at a log's first one: only then is the co-dealt code
-    (libsodium) loaded."""
+    (libsodium) loaded. ``codealer_keys``: pinned co-dealer identity keys, holder order (seals)."""
     from fairdeck.codeal.log_audit import CodealLogAudit
 
-    return CodealLogAudit()
+    return CodealLogAudit(codealer_keys=tuple(codealer_keys))
 
 
 class AuditClient(_Verifying, SyncClient):

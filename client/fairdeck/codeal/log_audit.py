@@ -3,10 +3,12 @@
 ``CodealLogAudit`` is fed every co-dealt entry of a log in order (``add``) and says, as
 (index, hand id, problem), what does not hold: an entry that ``decode_entry`` rejects; for each
 hand, one setup entry, then exactly its K shuffle entries in holder order, then one shares entry per
-dealt position in position order, then one seeds entry, nothing after it, nothing for a hand without
-a setup; and, once the seeds are logged, the whole record by ``verify_hand`` (spec section 10), the
-card at each position being the one its shares open. The co-dealer's identity signatures (section
-5.5) are not in the log: they are not checked here. A hand's first problem is its only finding.
+dealt position in position order, then one seals entry per co-dealer in holder order (or none: a hand
+closed before seals were logged, counted in ``unsealed``), then one seeds entry, nothing after it,
+nothing for a hand without a setup; each seals entry by ``seal_log.seals_problem`` (signatures only
+under pinned ``codealer_keys``); and, once the seeds are logged, the whole record by ``verify_hand``
+(spec section 10). The identity signatures of section 5.5 are not in the log. A hand's first
+problem is its only finding.
 An entry equal to one the hand already logged, its time aside, is a repeat (a retry after a crash
 between an append and the dealer noting it), counted in ``repeated``, never a finding: it adds
 nothing to the record, and an honest dealer must not look like a cheater for it.
@@ -19,17 +21,18 @@ from collections.abc import Container
 from dataclasses import dataclass, field
 
 from fairdeck.codeal.context import HandContext
-from fairdeck.codeal.entries import SEEDS, SETUP, SHARES, SHUFFLE, decode_entry
+from fairdeck.codeal.entries import SEALS, SEEDS, SETUP, SHARES, SHUFFLE, decode_entry
 from fairdeck.codeal.errors import CodealError
 from fairdeck.codeal.keys import KeyRecord
 from fairdeck.codeal.record import ShuffleRecord
+from fairdeck.codeal.seal_log import Seal, seals_problem
 from fairdeck.codeal.shares import Share, open_card
 from fairdeck.codeal.verify import CodealHand, DealtPosition, verify_hand
 from fairdeck.core.decks import DeckSpec
 
 Found = tuple[int | None, str | None, str]
 """A finding: (entry index, hand id, problem); the index None for one about a whole hand."""
-NAMES = {SETUP: "setup", SHUFFLE: "shuffle", SHARES: "shares", SEEDS: "seeds"}
+NAMES = {SETUP: "setup", SHUFFLE: "shuffle", SHARES: "shares", SEEDS: "seeds", SEALS: "seals"}
 TIME = slice(5, 13)
 """Where an entry's u64 time_ms lies: after "FDL1" and the type byte (section 11)."""
 DIGEST = 16
@@ -49,6 +52,8 @@ class _Hand:
     keys: tuple[bytes, ...]
     shuffles: list[bytes] = field(default_factory=list)
     dealt: list[tuple[int, tuple[bytes, ...]]] = field(default_factory=list)
+    seals: list[list[Seal]] = field(default_factory=list)
+    """Each co-dealer's seals entry so far, holder order."""
     done: bool = False
     """Its seeds entry is logged (verified or not)."""
     verified: bool = False
@@ -69,7 +74,7 @@ class _Hand:
 
     def release(self) -> None:
         """Nothing later needs its records (checked, or broken): memory stays small per hand."""
-        self.keys, self.shuffles, self.dealt = (), [], []
+        self.keys, self.shuffles, self.dealt, self.seals = (), [], [], []
 
 
 @dataclass
@@ -77,6 +82,13 @@ class CodealLogAudit:
     hands: dict[str, _Hand] = field(default_factory=dict)
     repeated: int = 0
     """Entries equal, their time aside, to one their hand already logged: not counted twice."""
+    codealer_keys: tuple[bytes, ...] = ()
+    """The co-dealers' identity keys the auditor pinned, holders 1..K-1: seal signatures are
+    checked only with them (a hand of another number of co-dealers: not checked)."""
+    unsealed: int = 0
+    """Hands whose seeds are logged with no seals entry (closed before seals were logged)."""
+    seals_verified: int = 0
+    """Seals entries whose signatures verified under ``codealer_keys``."""
 
     @property
     def verified(self) -> int:
@@ -115,6 +127,8 @@ class CodealLogAudit:
         if hand.broken:
             return e.time_ms, []
         problem = self._place(hand, e.kind, e.records, e.position)
+        if problem is None and e.kind == SEALS:
+            problem = self._sealed(e.hand_id, hand, e.seals())
         if problem is None:
             hand.logged += timeless(data)
         if problem is None and e.kind == SEEDS:
@@ -147,6 +161,20 @@ class CodealLogAudit:
                 f"co-dealt {name} entry after {len(hand.shuffles)} of the hand's {k} shuffle entries "
                 "(section 11: every shuffle is logged before any card is dealt)"
             )
+        if kind == SHARES and hand.seals:
+            return "co-dealt shares entry after the hand's seals entries (section 11: shares, seals, seeds)"
+        if kind == SEALS:
+            due = len(hand.seals) + 1
+            if due == k:
+                return f"co-dealt seals entry of co-dealer {position} after the hand's {k - 1} seals entries"
+            if position != due:
+                return (
+                    f"co-dealt seals entry of co-dealer {position} where co-dealer {due}'s is due "
+                    "(section 11: one per co-dealer, in holder order)"
+                )
+            return None
+        if kind == SEEDS and 0 < len(hand.seals) < k - 1:
+            return f"co-dealt seeds entry after {len(hand.seals)} of the hand's {k - 1} seals entries"
         if kind == SHARES:
             due = len(hand.dealt)
             if position != due:
@@ -157,7 +185,20 @@ class CodealLogAudit:
             hand.dealt.append((position, records))
             return None
         hand.done = True
+        self.unsealed += not hand.seals
         return None
+
+    def _sealed(self, hand_id: str, hand: _Hand, seals: list[Seal]) -> str | None:
+        """A seals entry placed in order: its checks (``seals_problem``), recorded if they hold."""
+        keys = self.codealer_keys if len(self.codealer_keys) == hand.holders - 1 else ()
+        ctx = _context(hand_id, hand) if keys else None
+        k = len(hand.seals) + 1
+        first = hand.seals[0] if hand.seals else None
+        problem = seals_problem(k, seals, [p for p, _ in hand.dealt], first, ctx, keys)
+        if problem is None:
+            hand.seals.append(seals)
+            self.seals_verified += ctx is not None
+        return problem
 
     def finish(self) -> list[Found]:
         """Hands whose opening is cut short: a setup without all its shuffle entries."""
@@ -206,11 +247,11 @@ def _verify(hand_id: str, hand: _Hand, seeds: tuple[bytes, ...]) -> str | None:
 def _opened(hand_id: str, hand: _Hand) -> dict[int, int]:
     """The card each position's shares open (the log claims no card: the shares say it). A record
     that does not open here fails ``verify_hand`` at the step it is wrong at, so it is skipped."""
+    ctx = _context(hand_id, hand)
     try:
-        spec = DeckSpec.parse(hand.deck)
-        keys = [KeyRecord.decode(data, k) for k, data in enumerate(hand.keys)]
-        ctx = HandContext(spec, hand_id, tuple(r.key for r in keys), tuple(r.commitment for r in keys))
-        final = ShuffleRecord.decode(hand.shuffles[-1], spec.size, len(hand.shuffles) - 1).deck
+        if ctx is None:
+            return {}
+        final = ShuffleRecord.decode(hand.shuffles[-1], ctx.deck.size, len(hand.shuffles) - 1).deck
     except (CodealError, ValueError):
         return {}
     out = {}
@@ -221,3 +262,14 @@ def _opened(hand_id: str, hand: _Hand) -> dict[int, int]:
         except (CodealError, IndexError):
             continue
     return out
+
+
+def _context(hand_id: str, hand: _Hand) -> HandContext | None:
+    """The hand context (spec section 5.3) of the setup entry; None if it does not decode (the
+    seeds' ``verify_hand`` then names the step)."""
+    try:
+        spec = DeckSpec.parse(hand.deck)
+        keys = [KeyRecord.decode(data, k) for k, data in enumerate(hand.keys)]
+        return HandContext(spec, hand_id, tuple(r.key for r in keys), tuple(r.commitment for r in keys))
+    except (CodealError, ValueError):
+        return None

@@ -53,7 +53,8 @@ def sign_seal(
     return SealStatement(k, seat_key, digest, identity.sign(seal_statement(ctx, p, k, seat_key, digest)))
 
 
-def _verifies(identity_key: bytes, statement: bytes, signature: bytes) -> bool:
+def verifies(identity_key: bytes, statement: bytes, signature: bytes) -> bool:
+    """Whether ``signature`` is ``identity_key``'s over ``statement`` (Ed25519, strict)."""
     try:
         Ed25519PublicKey.from_public_bytes(identity_key).verify(signature, statement)
     except (InvalidSignature, ValueError):
@@ -89,7 +90,7 @@ def check_seals(
                 "encoding", f"position {p} seal {k}: a seat key is 32 bytes, a digest 32 and a signature 64"
             )
         statement = seal_statement(ctx, p, k, s.seat_key, s.sealed_sha256)
-        if not _verifies(identity_keys[k - 1], statement, s.signature):
+        if not verifies(identity_keys[k - 1], statement, s.signature):
             raise CodealError(
                 "seal",
                 f"position {p}: co-dealer {k}'s seal statement does not verify under its pinned identity key",

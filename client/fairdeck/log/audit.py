@@ -6,7 +6,7 @@ and matches the root rebuilt from the entries, that a checkpoint saved by an ear
 (``--since``) is a prefix of this log, that every reveal opens and re-derives its own commitment,
 and that no commitment went unrevealed past the maximum hand lifetime by the log's own clock
 (``overdue.py``; an open hand with nothing later is pending, not a finding). Co-dealt entries (types
-3 to 6) go to the co-dealt checks it is given (fairdeck.codeal.log_audit). An altered entry is
+3 to 7) go to the co-dealt checks it is given (fairdeck.codeal.log_audit). An altered entry is
 reported once, where the checkpoints place it (docs/log-format.md, "The audit").
 
 >>> from fairdeck.log.note import Signer
@@ -92,7 +92,7 @@ def check_reveal(
     return VOIDED if outcome == VOIDED else CLOSED
 
 
-CODEALT_TYPES = frozenset({3, 4, 5, 6})
+CODEALT_TYPES = frozenset({3, 4, 5, 6, 7})
 """Entry types of co-dealt hands (docs/log-format.md, "Co-dealt entries")."""
 
 
@@ -113,6 +113,10 @@ class CodealChecks(Protocol):
     def set_up(self) -> int: ...
     @property
     def repeated(self) -> int: ...
+    @property
+    def seals_verified(self) -> int: ...
+    @property
+    def unsealed(self) -> int: ...
 
 
 class LogUnreadable(Exception):
@@ -168,6 +172,10 @@ class AuditReport:
     """Co-dealt hands set up whose seeds are not logged yet."""
     codeal_repeated: int = 0
     """Co-dealt entries logged again by a retry, identical but for their time: not findings."""
+    codeal_seals_verified: int = 0
+    """Seals entries whose signatures verified under the pinned co-dealer keys (0 without them)."""
+    codeal_unsealed: int = 0
+    """Co-dealt hands closed with no seals entry (closed before the dealer logged seals)."""
     last_entry: tuple[int, int] | None = None
     """(index, time_ms) of the entry with the latest time that advances the log's clock: while
     hands are pending, "the dealer has logged nothing since" that time."""
@@ -207,6 +215,8 @@ class AuditReport:
                 "verified": self.codeal_verified,
                 "open": self.codeal_open,
                 "repeated": self.codeal_repeated,
+                "seals_verified": self.codeal_seals_verified,
+                "unsealed": self.codeal_unsealed,
             },
             "last_entry_index": None if self.last_entry is None else self.last_entry[0],
             "last_entry_ms": None if self.last_entry is None else self.last_entry[1],
@@ -476,6 +486,7 @@ class Auditor:
             r.codeal_hands, r.codeal_open = self._codeal.set_up, self._codeal.open
             r.codeal_verified = self._codeal.verified
             r.codeal_repeated = self._codeal.repeated
+            r.codeal_seals_verified, r.codeal_unsealed = self._codeal.seals_verified, self._codeal.unsealed
         altered = self._altered()
         if altered is None:
             if r.checkpoint is None and r.entries and self._unwitnessed is not None:

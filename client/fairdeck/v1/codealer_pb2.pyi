@@ -264,20 +264,65 @@ class RevealSeedResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     SEED_FIELD_NUMBER: _builtins.int
+    SEALS_FIELD_NUMBER: _builtins.int
     seed: _builtins.bytes
     """S_k, the seed committed in the key record."""
+    @_builtins.property
+    def seals(self) -> _containers.RepeatedCompositeFieldContainer[Global___PositionSeal]:
+        """Every seal statement this co-dealer signed for the hand (spec section
+        9.1), positions ascending: the dealer checks each under the pinned
+        identity key and logs them in the hand's seals entry (section 11). Empty
+        from a co-dealer that predates them.
+        """
+
     def __init__(
         self,
         *,
         seed: _builtins.bytes = ...,
+        seals: _abc.Iterable[Global___PositionSeal] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["seed", b"seed"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["seals", b"seals", "seed", b"seed"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___RevealSeedResponse: _TypeAlias = RevealSeedResponse  # noqa: Y015
+
+@_typing.final
+class PositionSeal(_message.Message):
+    """One seal statement: co-dealer k sealed position `position` to
+    `seat_public_key`; its signature is over the statement of spec section 9.1.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    POSITION_FIELD_NUMBER: _builtins.int
+    SEAT_PUBLIC_KEY_FIELD_NUMBER: _builtins.int
+    SEALED_SHARE_SHA256_FIELD_NUMBER: _builtins.int
+    SIGNATURE_FIELD_NUMBER: _builtins.int
+    position: _builtins.int
+    seat_public_key: _builtins.bytes
+    """The X25519 key it sealed to, 32 bytes."""
+    sealed_share_sha256: _builtins.bytes
+    """SHA-256 of the 176 sealed bytes it made."""
+    signature: _builtins.bytes
+    """Ed25519 by the co-dealer's identity key, 64 bytes."""
+    def __init__(
+        self,
+        *,
+        position: _builtins.int = ...,
+        seat_public_key: _builtins.bytes = ...,
+        sealed_share_sha256: _builtins.bytes = ...,
+        signature: _builtins.bytes = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["position", b"position", "sealed_share_sha256", b"sealed_share_sha256", "seat_public_key", b"seat_public_key", "signature", b"signature"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PositionSeal: _TypeAlias = PositionSeal  # noqa: Y015
 
 @_typing.final
 class GetIdentityRequest(_message.Message):

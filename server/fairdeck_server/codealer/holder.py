@@ -15,6 +15,7 @@ the decoded-hand cache has its own lock, since calls run in worker threads. Refu
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 import sqlite3
 import threading
@@ -340,6 +341,14 @@ class CoDealer:
             )
         )
         return self._secrets(row)[1]
+
+    def seal_statements(self, hand_id: str) -> list[tuple[int, bytes, bytes, bytes]]:
+        """(position, seat key, SHA-256 of the sealed share, signature) of every position sealed for
+        the hand, ascending: published after the hand (spec sections 9.1 and 11)."""
+        made = self.ledger.seals(hand_id)
+        return [
+            (p, key, hashlib.sha256(sealed).digest(), sig) for p, (key, sealed, sig) in sorted(made.items())
+        ]
 
     # -- helpers -------------------------------------------------------------------------------
 

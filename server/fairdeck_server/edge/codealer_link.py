@@ -124,9 +124,10 @@ class GrpcCoDealerLink:
         r = await self._call(self._stub.GetShare, request)
         return list(r.shares), list(r.sealed_shares), list(r.seal_signatures)
 
-    async def reveal(self, hand_id: str) -> bytes:
+    async def reveal(self, hand_id: str) -> tuple[bytes, list[tuple[int, bytes, bytes, bytes]]]:
         r = await self._call(self._stub.RevealSeed, pb.RevealSeedRequest(hand_id=hand_id))
-        return r.seed
+        seals = [(s.position, s.seat_public_key, s.sealed_share_sha256, s.signature) for s in r.seals]
+        return r.seed, seals
 
     async def identity(self) -> bytes:
         r = await self._call(self._stub.GetIdentity, pb.GetIdentityRequest())

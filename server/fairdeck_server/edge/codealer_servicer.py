@@ -191,8 +191,15 @@ class CoDealerServicer(codealer_pb2_grpc.CoDealerServiceServicer):
 
     @translated
     async def RevealSeed(self, request: pb.RevealSeedRequest, context: Any) -> pb.RevealSeedResponse:
-        seed = await self._run(context, lambda: self.codealer.reveal(request.hand_id))
-        return pb.RevealSeedResponse(seed=seed)
+        hand_id = request.hand_id
+        seed, made = await self._run(
+            context, lambda: (self.codealer.reveal(hand_id), self.codealer.seal_statements(hand_id))
+        )
+        seals = [
+            pb.PositionSeal(position=p, seat_public_key=k, sealed_share_sha256=d, signature=g)
+            for p, k, d, g in made
+        ]
+        return pb.RevealSeedResponse(seed=seed, seals=seals)
 
     @translated
     async def GetIdentity(self, request: pb.GetIdentityRequest, context: Any) -> pb.GetIdentityResponse:

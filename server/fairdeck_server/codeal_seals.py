@@ -1,0 +1,57 @@
+"""The co-dealer's seal statements of a closing hand, checked before they are logged (codealing-spec
+sections 9.1 and 11).
+
+At the close the co-dealer's RevealSeed answer carries every seal statement it signed for the hand.
+``checked_seals`` accepts them only if they are exactly the positions the dealer's record sealed to a
+seat (ascending, each once), each naming the seat key the dealer's record gives for it, each 32/32/64
+bytes and signed by the pinned identity key over the statement of section 9.1; otherwise the close
+fails with CODEALER_INVALID and nothing is logged. What it returns is kept in the hand's row
+(``public["seals"]``, one list per co-dealer) and becomes the hand's seals entry (codeal_log).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from fairdeck.codeal.context import HandContext
+from fairdeck.codeal.seal_statement import seal_statement, verifies
+from fairdeck.wire import Reason
+from fairdeck_server import refusals
+
+HOLDER = 1
+"""The one co-dealer of a dealer's co-dealt hand (codeal_dealing.HOLDERS - 1)."""
+
+
+def checked_seals(
+    ctx: HandContext,
+    identity_key: bytes,
+    seats: Sequence[str],
+    seals: Sequence[tuple[int, bytes, bytes, bytes]],
+) -> list[dict[str, object]]:
+    """The statements as the row keeps them, or DealerError CODEALER_INVALID naming the position."""
+    sealed = [p for p, seat in enumerate(seats) if seat]
+    if [p for p, _, _, _ in seals] != sealed:
+        raise _bad(f"want one for each sealed position {sealed}, ascending; got {[p for p, *_ in seals]}")
+    kept: list[dict[str, object]] = []
+    for p, key, digest, signature in seals:
+        if len(key) != 32 or len(digest) != 32 or len(signature) != 64:
+            raise _bad(f"position {p}: a seat key is 32 bytes, a digest 32 and a signature 64")
+        if key.hex() != seats[p]:
+            raise _bad(f"position {p} was sealed to another key than the seat's")
+        if not verifies(identity_key, seal_statement(ctx, p, HOLDER, key, digest), signature):
+            raise _bad(f"position {p}: the statement does not verify under the pinned identity key")
+        kept.append(
+            {
+                "position": p,
+                "seat_key": key.hex(),
+                "sealed_sha256": digest.hex(),
+                "signature": signature.hex(),
+            }
+        )
+    return kept
+
+
+def _bad(detail: str) -> refusals.DealerError:
+    return refusals.codeal(
+        Reason.CODEALER_INVALID, f"the co-dealer's seal statements do not verify: {detail}"
+    )
