@@ -1,0 +1,158 @@
+"""Co-dealt hands have the ordinary hands' lifetime (``serve --max-hand-lifetime``): one a game
+server abandons is voided within it (closed as CloseHand closes it, its shares and seeds logged),
+its co-dealer's ledger may then prune it, decks pooled for a tenant that never comes back are
+retired, and a co-dealer that is down delays only the co-dealt voids. Real ``fairdeck codealer``
+and ``fairdeck serve`` processes on 127.0.0.1:0, a short lifetime."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import grpc
+
+from fairdeck.client.codeal_seat import SeatKey
+from fairdeck.codeal.entries import SEEDS, SETUP, SHARES, SHUFFLE, decode_entry
+from fairdeck.v1 import dealer_pb2 as pb
+from fairdeck.v1 import dealer_pb2_grpc
+from fairdeck_server.codealer.ledger import Ledger
+from tests.faults.kit import metric
+from tests.log.testkit import read_entries
+from tests.support.codealers import CodealerProcess, init_codealer
+from tests.support.dealers import DealerProcess
+from tests.support.waits import wait_for
+
+LIFETIME_S = 4
+CODEALT = (SETUP, SHUFFLE, SHARES, SEEDS)
+
+
+def hand_of(stub: dealer_pb2_grpc.DealerServiceStub, hand_id: str) -> pb.Hand:
+    return stub.GetHand(pb.GetHandRequest(hand_id=hand_id), timeout=60).hand
+
+
+def logged(data_dir: Path, hand_id: str) -> list[int]:
+    return [e[4] for e in read_entries(data_dir) if e[4] in CODEALT and decode_entry(e).hand_id == hand_id]
+
+
+def ledger_hands(directory: Path) -> dict[str, bool]:
+    db = sqlite3.connect(f"file:{directory / 'codealer.db'}?mode=ro", uri=True)
+    try:
+        return {str(h): bool(r) for h, r in db.execute("SELECT hand_id, revealed FROM hands")}
+    finally:
+        db.close()
+
+
+def pooled(data_dir: Path) -> int:
+    db = sqlite3.connect(f"file:{data_dir / 'codeal.db'}?mode=ro", uri=True)
+    try:
+        return int(db.execute("SELECT count(*) FROM codeal_hands WHERE tenant = ''").fetchone()[0])
+    finally:
+        db.close()
+
+
+def test_an_abandoned_codealt_hand_stayed_open_forever_now_voided_within_its_lifetime(tmp_path: Path) -> None:
+    """A co-dealt hand whose game server went away stayed open for ever: in codeal.db, in the
+    co-dealer's ledger (never pruned) and in the log (a setup and shuffles, no seeds). It is now
+    voided before its lifetime ends, as a close: the shares of the positions dealt and both seeds
+    logged, the co-dealer's seed revealed so its ledger may prune it; the decks the pool shuffled
+    ahead for a tenant that never came back are retired and ended at the co-dealer too."""
+    directory = tmp_path / "cd1"
+    init_codealer(directory)
+    with CodealerProcess(directory) as codealer:
+        flags = (
+            *codealer.dealer_flags(),
+            "--max-hand-lifetime",
+            str(LIFETIME_S),
+            "--metrics-listen",
+            "127.0.0.1:0",
+        )
+        data_dir = tmp_path / "data"
+        with DealerProcess(data_dir, tmp_path / "dealer.log", *flags) as dealer:
+            stub = dealer_pb2_grpc.DealerServiceStub(grpc.insecure_channel(dealer.target))
+            codealt = pb.OpenHandRequest(deck="short", mode=pb.DEAL_MODE_CODEALT)
+            hand_id = stub.OpenHand(codealt, timeout=60).hand.hand_id
+            seat = SeatKey.generate().public_key
+            stub.DrawCards(pb.DrawCardsRequest(hand_id=hand_id, count=2, seat_public_key=seat), timeout=60)
+            stub.DrawCards(pb.DrawCardsRequest(hand_id=hand_id, count=1), timeout=60)
+            # ... and the game server is gone.
+            wait_for(
+                "the abandoned hand voided",
+                lambda: hand_of(stub, hand_id).state == pb.HAND_STATE_CLOSED,
+                timeout=120,
+            )
+            hand = hand_of(stub, hand_id)
+            lived_ms = hand.close_time.ToMilliseconds() - hand.create_time.ToMilliseconds()
+            assert lived_ms < LIFETIME_S * 1000, lived_ms
+            assert len(hand.codeal.seeds) == 2 and [d.position for d in hand.codeal.dealt] == [0, 1, 2]
+            assert logged(data_dir, hand_id) == [SETUP, SHUFFLE, SHUFFLE, *[SHARES] * 3, SEEDS]
+            assert metric(dealer, "fairdeck_codeal_voided_total", kind="hand") >= 1
+            assert ledger_hands(directory)[hand_id] is True
+            # The pool's decks for this tenant, never taken, are retired and ended at the co-dealer.
+            wait_for(
+                "the pooled decks retired",
+                lambda: pooled(data_dir) == 0 and all(ledger_hands(directory).values()),
+                timeout=180,
+            )
+    ledger = Ledger(directory / "codealer.db", create=False)
+    try:
+        assert ledger.prune(2**62) >= 1
+        assert ledger.hand(hand_id) is None and ledger.counts()[0] == 0
+    finally:
+        ledger.close()
+
+
+def test_a_codealer_down_delays_the_codealt_void_and_nothing_else(tmp_path: Path) -> None:
+    """With its co-dealer down the void of a co-dealt hand cannot be done: it waits (the metric
+    says the voids are behind), ordinary hands deal, close and are voided as ever, and the co-dealt
+    hand is voided once the co-dealer is back."""
+    directory = tmp_path / "cd1"
+    init_codealer(directory)
+    codealer = CodealerProcess(directory)
+    try:
+        flags = (
+            *codealer.dealer_flags(),
+            "--max-hand-lifetime",
+            str(LIFETIME_S),
+            "--metrics-listen",
+            "127.0.0.1:0",
+        )
+        data_dir = tmp_path / "data"
+        with DealerProcess(data_dir, tmp_path / "dealer.log", *flags) as dealer:
+            stub = dealer_pb2_grpc.DealerServiceStub(grpc.insecure_channel(dealer.target))
+            codealt = pb.OpenHandRequest(deck="short", mode=pb.DEAL_MODE_CODEALT)
+            hand_id = stub.OpenHand(codealt, timeout=60).hand.hand_id
+            stub.DrawCards(pb.DrawCardsRequest(hand_id=hand_id, count=1), timeout=60)
+            port = codealer.port
+            codealer.stop()
+            abandoned = stub.OpenHand(pb.OpenHandRequest(deck="standard"), timeout=60).hand.hand_id
+            wait_for(
+                "the co-dealt voids behind",
+                lambda: metric(dealer, "fairdeck_codeal_voids_behind") == 1,
+                timeout=120,
+            )
+            assert hand_of(stub, hand_id).state != pb.HAND_STATE_CLOSED
+            # Ordinary work goes on: a hand dealt and closed, one abandoned voided in time.
+            ordinary = stub.OpenHand(pb.OpenHandRequest(deck="standard"), timeout=10).hand.hand_id
+            assert len(stub.DrawCards(pb.DrawCardsRequest(hand_id=ordinary, count=5), timeout=10).cards) == 5
+            assert stub.CloseHand(pb.CloseHandRequest(hand_id=ordinary), timeout=10).hand.state == (
+                pb.HAND_STATE_CLOSED
+            )
+            wait_for(
+                "the abandoned ordinary hand voided",
+                lambda: hand_of(stub, abandoned).state == pb.HAND_STATE_CLOSED,
+                timeout=60,
+            )
+            assert metric(dealer, "fairdeck_reaper_behind") == 0
+            codealer = CodealerProcess(directory, f"127.0.0.1:{port}")  # back on its address
+            wait_for(
+                "the co-dealt hand voided",
+                lambda: hand_of(stub, hand_id).state == pb.HAND_STATE_CLOSED,
+                timeout=120,
+            )
+            wait_for("caught up", lambda: metric(dealer, "fairdeck_codeal_voids_behind") == 0, timeout=60)
+            assert logged(data_dir, hand_id) == [SETUP, SHUFFLE, SHUFFLE, SHARES, SEEDS]
+            log = dealer.stderr_path.read_text()
+    finally:
+        codealer.stop()
+    assert log.count("voiding co-dealt hands failed") == 1, log
+    assert "Traceback" not in log
