@@ -6,16 +6,27 @@ and ``fairdeck serve`` processes on 127.0.0.1:0, a short lifetime."""
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from pathlib import Path
 
 import grpc
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fairdeck.client.codeal_seat import SeatKey
 from fairdeck.codeal.entries import SEEDS, SETUP, SHARES, SHUFFLE, decode_entry
 from fairdeck.v1 import dealer_pb2 as pb
 from fairdeck.v1 import dealer_pb2_grpc
+from fairdeck_server.codeal_dealing import CodealDealer
+from fairdeck_server.codeal_log import CodealLog
+from fairdeck_server.codeal_store import CodealStore
+from fairdeck_server.codeal_voids import CodealReaper
+from fairdeck_server.codealer.holder import CoDealer
 from fairdeck_server.codealer.ledger import Ledger
+from fairdeck_server.dealer import Dealer, _new_hand_id
+from fairdeck_server.storage.sqlite import SqliteStorage
+from fairdeck_server.vault import SeedVault
+from tests.codealer.test_pool import InProcessLink
 from tests.faults.kit import metric
 from tests.log.testkit import read_entries
 from tests.support.codealers import CodealerProcess, init_codealer
@@ -156,3 +167,55 @@ def test_a_codealer_down_delays_the_codealt_void_and_nothing_else(tmp_path: Path
         codealer.stop()
     assert log.count("voiding co-dealt hands failed") == 1, log
     assert "Traceback" not in log
+
+
+def test_codealt_voids_take_tenants_in_turn_and_none_before_its_time(tmp_path: Path) -> None:
+    """On the dealer's injected clock, through the real dealer, co-dealer and SQLite files: a hand
+    open ``lifetime - margin`` is not voided yet, one open a millisecond longer is; and a
+    tenant that abandoned many hands does not have the others' voids wait behind all of them (its
+    hands and the other tenant's are voided in turns)."""
+    now = [1_700_000_000_000]
+    codealer = CoDealer(
+        Ledger(tmp_path / "codealer.db"),
+        Ed25519PrivateKey.from_private_bytes(bytes(32)),
+        SeedVault(bytes(range(32))),
+        clock_ms=lambda: now[0],
+    )
+    storage = SqliteStorage(tmp_path / "fairdeck.db")
+    asyncio.run(storage.start())
+    vault = SeedVault(bytes(range(1, 33)))
+    dealer = CodealDealer(
+        InProcessLink(codealer),
+        codealer.identity_key,
+        CodealStore(tmp_path / "codeal.db"),
+        vault,
+        log=CodealLog(Dealer(storage, vault)),
+        new_hand_id=_new_hand_id,
+        clock_ms=lambda: now[0],
+    )
+    reaper = CodealReaper(dealer, LIFETIME_S, lambda: now[0])
+
+    async def scene() -> tuple[str, list[int], list[str], str]:
+        due = LIFETIME_S * 1000 - reaper.margin_ms
+        first = (await dealer.open_hand("many", "short")).hand_id
+        now[0] += due
+        handled = [await reaper.round()]  # open exactly ``due``: not voided yet
+        now[0] += 1
+        handled.append(await reaper.round())
+        many = [(await dealer.open_hand("many", "short")).hand_id for _ in range(4)]
+        now[0] += 1
+        one = (await dealer.open_hand("one", "short")).hand_id
+        await dealer.draw("one", one, 1, b"")
+        now[0] += due + 1
+        handled.append(await reaper.round())
+        return first, handled, many, one
+
+    first, handled, many, one = asyncio.run(scene())
+    assert handled == [0, 1, 5]
+    seeds = [decode_entry(e).hand_id for e in read_entries(tmp_path) if e[4] == SEEDS]
+    many.sort()  # opened in one millisecond: oldest first, then by id
+    assert seeds == [first, many[0], one, *many[1:]]  # "one" waits for one of "many"'s, not four
+    assert asyncio.run(dealer.get("one", one)).public.get("voided") is True
+    assert reaper.voided == 6
+    asyncio.run(dealer.aclose())
+    asyncio.run(storage.close())
