@@ -83,7 +83,8 @@ class CoDealerLink(Protocol):
     async def close(self) -> None: ...
 
 
-class Stoppable(Protocol):
+class Reaper(Protocol):
+    def start(self) -> None: ...
     async def stop(self) -> None: ...
 
 
@@ -131,8 +132,9 @@ class CodealDealer:
         self.pool: DeckPool | None = None
         self.watch: CodealerWatch | None = None
         """Co-dealt health (codeal_health.py), when the edge started one."""
-        self.reaper: Stoppable | None = None
-        """What ends co-dealt hands past their lifetime (codeal_voids.py), when started."""
+        self.reaper: Reaper | None = None
+        """What ends co-dealt hands past their lifetime (codeal_voids.py); the app starts it once
+        storage is open."""
         self._rows: dict[str, CodealRow] = {}
         self._states: dict[str, tuple[HandContext, Deck, Scalar]] = {}
 

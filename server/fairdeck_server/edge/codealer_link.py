@@ -198,7 +198,7 @@ def codeal_reaper(
     codeal: CodealDealer, lifetime_s: float, clock_ms: Callable[[], int], host: HealthHost
 ) -> CodealReaper:
     """Co-dealt hands voided within the ordinary hands' lifetime (codeal_voids.py), said in
-    ``host``'s metrics; started."""
+    ``host``'s metrics; not started (app.py starts it once storage is open)."""
     from fairdeck_server.codeal_voids import CodealReaper
 
     metrics = host.metrics
@@ -210,7 +210,6 @@ def codeal_reaper(
         on_skip=_skipped(metrics),
         on_behind=lambda behind: metrics.codeal_voids_behind.set(1 if behind else 0),
     )
-    reaper.start()
     return reaper
 
 
