@@ -83,7 +83,7 @@ class CoDealerLink(Protocol):
     async def close(self) -> None: ...
 
 
-class Reaper(Protocol):
+class VoidTask(Protocol):
     def start(self) -> None: ...
     async def stop(self) -> None: ...
 
@@ -132,7 +132,7 @@ class CodealDealer:
         self.pool: DeckPool | None = None
         self.watch: CodealerWatch | None = None
         """Co-dealt health (codeal_health.py), when the edge started one."""
-        self.reaper: Reaper | None = None
+        self.reaper: VoidTask | None = None
         """What ends co-dealt hands past their lifetime (codeal_voids.py); the app starts it once
         storage is open."""
         self._rows: dict[str, CodealRow] = {}

@@ -39,6 +39,9 @@ SEATS = """CREATE TABLE IF NOT EXISTS codeal_seats (
 ) STRICT"""
 POOL_INDEX = "CREATE INDEX IF NOT EXISTS codeal_pool ON codeal_hands (pool_tenant, deck) WHERE tenant = ''"
 OPEN_INDEX = "CREATE INDEX IF NOT EXISTS codeal_open ON codeal_hands (created_ms) WHERE closed_ms IS NULL"
+_UNLOGGED = "tenant != '' AND json_extract(public, '$.log.close') IS NULL"
+"""A hand whose closing entries are not noted as logged (codeal_log.CLOSED)."""
+UNLOGGED_INDEX = f"CREATE INDEX IF NOT EXISTS codeal_unlogged ON codeal_hands (closed_ms) WHERE {_UNLOGGED}"
 _COLUMNS = "hand_id, tenant, deck, created_ms, closed_ms, sealed_secrets, public, pool_tenant"
 
 
@@ -72,6 +75,7 @@ class CodealStore:
             self._db.execute(SCHEMA)
             self._db.execute(POOL_INDEX)
             self._db.execute(OPEN_INDEX)
+            self._db.execute(UNLOGGED_INDEX)
             self._db.execute(SEATS)
         except sqlite3.Error as e:
             raise CodealStoreError(f"co-dealt hands {path}: {e}") from None
@@ -178,6 +182,20 @@ class CodealStore:
             except sqlite3.Error as e:
                 raise CodealStoreError(f"co-dealt hands {self.path}: {e}") from None
         return [(str(t), str(p), str(h), str(d)) for t, p, h, d in rows]
+
+    def unlogged(self, closed_before_ms: int, limit: int) -> list[tuple[str, str]]:
+        """Up to ``limit`` hands closed before ``closed_before_ms`` whose closing entries are not
+        noted as logged (the log refused them, and no CloseHand came again): (tenant, hand id)."""
+        with self._lock:
+            try:
+                rows = self._db.execute(
+                    f"SELECT tenant, hand_id FROM codeal_hands WHERE {_UNLOGGED} "  # noqa: S608
+                    "AND closed_ms < ? ORDER BY closed_ms LIMIT ?",
+                    (closed_before_ms, limit),
+                ).fetchall()
+            except sqlite3.Error as e:
+                raise CodealStoreError(f"co-dealt hands {self.path}: {e}") from None
+        return [(str(t), str(h)) for t, h in rows]
 
     def retire_pooled(self, hand_id: str, now_ms: int) -> bool:
         """Take a pooled deck out of the pool for good (``take`` never hands it over again);

@@ -1,17 +1,17 @@
 """Co-dealt hands end within the hand lifetime (``serve --max-hand-lifetime``), as ordinary ones do.
 
-``CodealReaper`` reads, every ``period_s``, the rows of codeal.db not closed that were made (a hand:
-taken from the pool) over ``lifetime - margin`` ago (reaper.py's margin), oldest first, CHUNK at a
-time. A hand is voided: closed exactly as CloseHand closes it (the co-dealer's seed and the public
-shares of the positions dealt, verified, logged as shares and seeds entries), its row marked
-``voided``, as work of the tenant that opened it (fair.bind), one hand at a time, tenants in turn.
-A pooled deck never taken is retired (never taken again), its co-dealer told to end it (its ledger
-may then prune it), then dropped, and its (tenant, deck) gets no refills until that tenant opens
-one again. A co-dealer that does not answer (CODEALER_UNAVAILABLE) or storage down ends the pass:
-tried again after ``retry_s``; any other refusal skips that hand (once said through ``on_skip``).
-While a hand is open past its whole lifetime the reaper is behind (``on_behind``). It never holds
-an ordinary entry back (reaper.py's watermark is not its), so a co-dealer down delays co-dealt
-hands only. No grpc.
+``CodealReaper`` reads, every ``period_s``, the rows of codeal.db not closed made (a hand: taken
+from the pool) over ``lifetime - margin`` ago (reaper.py's margin), oldest first, CHUNK at a time.
+A hand is voided: closed as CloseHand closes it (the co-dealer's seed and the public shares of the
+positions dealt, verified, logged as shares and seeds entries), its row marked ``voided``, as work
+of the tenant that opened it (fair.bind), one hand at a time, tenants in turn. A pooled deck never
+taken is retired (never taken again), its co-dealer told to end it (so its ledger may prune it),
+then dropped; its (tenant, deck) gets no refills until that tenant opens one again. A closed hand
+whose closing entries the log refused, with no CloseHand since for a margin, is logged here. A
+co-dealer that does not answer (CODEALER_UNAVAILABLE), or storage down, ends the pass: tried again
+after ``retry_s``; another refusal skips that hand (said once, ``on_skip``). While a hand is open
+past its whole lifetime the reaper is behind (``on_behind``). It never holds an ordinary entry back
+(reaper.py's watermark is not its): a co-dealer down delays co-dealt hands only. No grpc.
 """
 
 from __future__ import annotations
@@ -83,9 +83,13 @@ class CodealReaper:
             hands.setdefault(tenant, []).append(hand_id)
         for tenant, hand_id in _in_turn(hands):
             await self._void(tenant, hand_id)
-        return len(rows) - len(self.skipped)
+        late = await asyncio.to_thread(store.unlogged, self.clock_ms() - self.margin_ms, CHUNK)
+        for tenant, hand_id in late:  # closed, its entries refused by the log: logged now
+            if hand_id not in self.skipped:
+                await self._void(tenant, hand_id, "logged")
+        return len(rows) + len(late) - len(self.skipped)
 
-    async def _void(self, tenant: str, hand_id: str) -> None:
+    async def _void(self, tenant: str, hand_id: str, kind: str = "hand") -> None:
         token = fair.bind(tenant)  # the tenant that opened it pays for its void
         try:
             await self.codeal.close(tenant, hand_id, voided=True)
@@ -97,8 +101,9 @@ class CodealReaper:
             return
         finally:
             fair.unbind(token)
-        self.voided += 1
-        self.on_voided("hand")
+        if kind == "hand":
+            self.voided += 1
+        self.on_voided(kind)
 
     async def _end_pooled(self, hand_id: str) -> None:
         """The co-dealer ends the retired deck (its ledger may prune it), then it is dropped."""

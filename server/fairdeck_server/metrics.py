@@ -164,7 +164,8 @@ class Metrics:
         )
         self.codeal_voided = Counter(
             "fairdeck_codeal_voided",
-            "Co-dealt hands voided past their lifetime (hand) and pooled decks retired unused (pooled)",
+            "Co-dealt hands voided past their lifetime (hand), pooled decks retired unused (pooled), "
+            "closed hands whose entries the log had refused, logged (logged)",
             ["kind"],
             registry=r,
         )

@@ -11,12 +11,14 @@ import sqlite3
 from pathlib import Path
 
 import grpc
+import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fairdeck.client.codeal_seat import SeatKey
 from fairdeck.codeal.entries import SEEDS, SETUP, SHARES, SHUFFLE, decode_entry
 from fairdeck.v1 import dealer_pb2 as pb
 from fairdeck.v1 import dealer_pb2_grpc
+from fairdeck.wire import Reason
 from fairdeck_server.codeal_dealing import CodealDealer
 from fairdeck_server.codeal_log import CodealLog
 from fairdeck_server.codeal_store import CodealStore
@@ -24,6 +26,7 @@ from fairdeck_server.codeal_voids import CodealReaper
 from fairdeck_server.codealer.holder import CoDealer
 from fairdeck_server.codealer.ledger import Ledger
 from fairdeck_server.dealer import Dealer, _new_hand_id
+from fairdeck_server.refusals import DealerError
 from fairdeck_server.storage.sqlite import SqliteStorage
 from fairdeck_server.vault import SeedVault
 from tests.codealer.test_pool import InProcessLink
@@ -219,3 +222,53 @@ def test_codealt_voids_take_tenants_in_turn_and_none_before_its_time(tmp_path: P
     assert reaper.voided == 6
     asyncio.run(dealer.aclose())
     asyncio.run(storage.close())
+
+
+def test_a_codealt_close_the_log_refused_stayed_unlogged_without_a_retry_now_the_reaper_logs_it(
+    tmp_path: Path,
+) -> None:
+    """A CloseHand stores the close, then logs it; when the log refused the append (storage down)
+    only a later CloseHand logged it, and a game server that went away never sends one: the hand
+    stayed open in the log for ever. The reaper logs it once a margin has passed."""
+    now = [1_700_000_000_000]
+    codealer = CoDealer(
+        Ledger(tmp_path / "codealer.db"),
+        Ed25519PrivateKey.from_private_bytes(bytes(32)),
+        SeedVault(bytes(range(32))),
+        clock_ms=lambda: now[0],
+    )
+    vault = SeedVault(bytes(range(1, 33)))
+
+    async def scene() -> tuple[str, list[int], list[int]]:
+        storage = SqliteStorage(tmp_path / "fairdeck.db")
+        await storage.start()
+        dealer = CodealDealer(
+            InProcessLink(codealer),
+            codealer.identity_key,
+            CodealStore(tmp_path / "codeal.db"),
+            vault,
+            log=CodealLog(Dealer(storage, vault)),
+            new_hand_id=_new_hand_id,
+            clock_ms=lambda: now[0],
+        )
+        reaper = CodealReaper(dealer, 3600, lambda: now[0])
+        hand_id = (await dealer.open_hand("t", "short")).hand_id
+        await dealer.draw("t", hand_id, 2, b"")
+        await storage.close()  # the log's storage goes away as the hand closes
+        with pytest.raises(DealerError) as refused:
+            await dealer.close("t", hand_id)
+        assert refused.value.reason == Reason.STORAGE_UNAVAILABLE, refused.value
+        storage = SqliteStorage(tmp_path / "fairdeck.db")
+        await storage.start()
+        dealer.log = CodealLog(Dealer(storage, vault))
+        before = [e[4] for e in read_entries(tmp_path) if decode_entry(e).hand_id == hand_id]
+        now[0] += reaper.margin_ms + 1
+        await reaper.round()
+        after = [e[4] for e in read_entries(tmp_path) if decode_entry(e).hand_id == hand_id]
+        await dealer.aclose()
+        await storage.close()
+        return hand_id, before, after
+
+    _, before, after = asyncio.run(scene())
+    assert before == [SETUP, SHUFFLE, SHUFFLE]
+    assert after == [SETUP, SHUFFLE, SHUFFLE, SHARES, SHARES, SEEDS]
