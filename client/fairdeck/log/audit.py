@@ -113,6 +113,7 @@ class CodealChecks(Protocol):
     def set_up(self) -> int: ...
     @property
     def repeated(self) -> int: ...
+    def open_before(self, before_ms: int) -> int: ...
 
 
 class LogUnreadable(Exception):
@@ -166,6 +167,9 @@ class AuditReport:
     """Co-dealt hands whose seeds are logged and whose whole record verifies (codealing-spec 10)."""
     codeal_open: int = 0
     """Co-dealt hands set up whose seeds are not logged yet."""
+    codeal_open_past_lifetime: int = 0
+    """Of ``codeal_open``, those set up more than the lifetime before the log's latest time: not
+    findings (a co-dealt deck cannot be shopped by the dealer alone; codealing-spec section 11)."""
     codeal_repeated: int = 0
     """Co-dealt entries logged again by a retry, identical but for their time: not findings."""
     last_entry: tuple[int, int] | None = None
@@ -207,6 +211,7 @@ class AuditReport:
                 "verified": self.codeal_verified,
                 "open": self.codeal_open,
                 "repeated": self.codeal_repeated,
+                "open_past_lifetime": self.codeal_open_past_lifetime,
             },
             "last_entry_index": None if self.last_entry is None else self.last_entry[0],
             "last_entry_ms": None if self.last_entry is None else self.last_entry[1],
@@ -476,6 +481,9 @@ class Auditor:
             r.codeal_hands, r.codeal_open = self._codeal.set_up, self._codeal.open
             r.codeal_verified = self._codeal.verified
             r.codeal_repeated = self._codeal.repeated
+            latest = self.clock.latest  # the log's own time, as for ordinary hands
+            if latest is not None:
+                r.codeal_open_past_lifetime = self._codeal.open_before(latest[1] - self.lifetime_ms)
         altered = self._altered()
         if altered is None:
             if r.checkpoint is None and r.entries and self._unwitnessed is not None:
