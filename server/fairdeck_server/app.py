@@ -248,6 +248,8 @@ class DealerServer:
         self.publisher.start()
         self.witnessing.start()
         self._reaper = asyncio.create_task(self.reaper.run(), name="fairdeck-reaper")
+        if self.codeal is not None and self.codeal.reaper is not None:  # once storage is open
+            self.codeal.reaper.start()
         self._clock_watch = asyncio.create_task(self._watch_clock(), name="fairdeck-clock")
         self._started = True
         await self._set_health(self._storage_status())
@@ -390,6 +392,8 @@ class DealerServer:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        if self.codeal is not None and self.codeal.reaper is not None:  # before storage closes
+            await self.codeal.reaper.stop()
         await self.witnessing.stop()
         try:  # sign the last entries, within a bound: SIGTERM always ends the process
             await asyncio.wait_for(self.publisher.stop(), timeout=STOP_WRITE_TIMEOUT_S)

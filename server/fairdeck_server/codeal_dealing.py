@@ -84,6 +84,11 @@ class CoDealerLink(Protocol):
     async def close(self) -> None: ...
 
 
+class VoidTask(Protocol):
+    def start(self) -> None: ...
+    async def stop(self) -> None: ...
+
+
 @dataclass(frozen=True)
 class CodealDraw:
     """The shares of each position drawn, holder order; ``cards`` only for a public draw."""
@@ -128,6 +133,9 @@ class CodealDealer:
         self.pool: DeckPool | None = None
         self.watch: CodealerWatch | None = None
         """Co-dealt health (codeal_health.py), when the edge started one."""
+        self.reaper: VoidTask | None = None
+        """What ends co-dealt hands past their lifetime (codeal_voids.py); the app starts it once
+        storage is open."""
         self._rows: dict[str, CodealRow] = {}
         self._states: dict[str, tuple[HandContext, Deck, Scalar]] = {}
 
@@ -292,7 +300,9 @@ class CodealDealer:
 
     # -- close ---------------------------------------------------------------------------------
 
-    async def close(self, tenant: str, hand_id: str) -> CodealRow:
+    async def close(self, tenant: str, hand_id: str, *, voided: bool = False) -> CodealRow:
+        """CloseHand; ``voided``: the reaper ends a hand open past its lifetime (codeal_voids.py),
+        the same close, its row marked ``voided``."""
         async with self._lock(hand_id):
             row = await self._row(tenant, hand_id)
             if row.closed_ms is not None:
@@ -333,6 +343,8 @@ class CodealDealer:
             ]
             row.public["seeds"] = [seed.hex(), theirs_seed.hex()]
             row.public["seals"] = [statements]
+            if voided:
+                row.public["voided"] = True
             row.closed_ms = self.clock_ms()
             await asyncio.to_thread(self.store.put, row)  # closed first: never closed and logged twice
             await self._log_closed(row)
@@ -352,6 +364,8 @@ class CodealDealer:
     async def aclose(self) -> None:
         if self.watch is not None:
             await self.watch.stop()
+        if self.reaper is not None:
+            await self.reaper.stop()
         if self.pool is not None:
             await self.pool.stop()
         await self.link.close()
@@ -484,6 +498,13 @@ class DeckPool:
         self._task: asyncio.Task[None] | None = None
         self._last_call = 0.0
         self.made = 0
+
+    def forget(self, tenant: str, deck: str) -> None:
+        """``tenant`` took no ``deck`` hand for a lifetime (its pooled decks were retired): no
+        more refills for it until it opens one again (``wanted``)."""
+        if (tenant, deck) in self._order:
+            self._order.remove((tenant, deck))
+            self._next = 0
 
     def wanted(self, tenant: str, deck: str) -> None:
         """``tenant`` opened a ``deck`` hand: keep its pool full."""

@@ -2,7 +2,9 @@
 
 A pooled deck (opened and shuffled ahead, for a tenant, not yet dealt) is a row whose ``tenant``
 is empty and ``pool_tenant`` names the tenant; ``take`` hands one over by setting its tenant in
-one UPDATE, so a deck is taken once, durably, in the same write that makes it the tenant's hand.
+one UPDATE, so a deck is taken once, durably, in the same write that makes it the tenant's hand;
+a deck pooled past the hand lifetime is retired (``closed_ms`` set, never taken) and dropped once
+its co-dealer ended it (codeal_voids.py).
 A row holds the hand's public record (key records, shuffle records, the co-dealer's identity
 signatures, the dealt positions with the seat each went to, and after the close the shares and
 seeds) as JSON, and the dealer's own per-hand key and seed sealed by the dealer's seed vault,
@@ -36,6 +38,10 @@ SEATS = """CREATE TABLE IF NOT EXISTS codeal_seats (
     PRIMARY KEY (hand_id, position)
 ) STRICT"""
 POOL_INDEX = "CREATE INDEX IF NOT EXISTS codeal_pool ON codeal_hands (pool_tenant, deck) WHERE tenant = ''"
+OPEN_INDEX = "CREATE INDEX IF NOT EXISTS codeal_open ON codeal_hands (created_ms) WHERE closed_ms IS NULL"
+_UNLOGGED = "tenant != '' AND json_extract(public, '$.log.close') IS NULL"
+"""A hand whose closing entries are not noted as logged (codeal_log.CLOSED)."""
+UNLOGGED_INDEX = f"CREATE INDEX IF NOT EXISTS codeal_unlogged ON codeal_hands (closed_ms) WHERE {_UNLOGGED}"
 _COLUMNS = "hand_id, tenant, deck, created_ms, closed_ms, sealed_secrets, public, pool_tenant"
 
 
@@ -68,6 +74,8 @@ class CodealStore:
             self._db.execute("PRAGMA synchronous=FULL")
             self._db.execute(SCHEMA)
             self._db.execute(POOL_INDEX)
+            self._db.execute(OPEN_INDEX)
+            self._db.execute(UNLOGGED_INDEX)
             self._db.execute(SEATS)
         except sqlite3.Error as e:
             raise CodealStoreError(f"co-dealt hands {path}: {e}") from None
@@ -139,7 +147,8 @@ class CodealStore:
             try:
                 row = self._db.execute(
                     f"UPDATE codeal_hands SET tenant = pool_tenant, created_ms = ? WHERE hand_id = ("  # noqa: S608
-                    "SELECT hand_id FROM codeal_hands WHERE tenant = '' AND pool_tenant = ? AND deck = ? "
+                    "SELECT hand_id FROM codeal_hands WHERE tenant = '' AND closed_ms IS NULL "
+                    "AND pool_tenant = ? AND deck = ? "
                     f"ORDER BY created_ms, hand_id LIMIT 1) RETURNING {_COLUMNS}",
                     (now_ms, tenant, deck),
                 ).fetchone()
@@ -152,12 +161,78 @@ class CodealStore:
         with self._lock:
             try:
                 (count,) = self._db.execute(
-                    "SELECT count(*) FROM codeal_hands WHERE tenant = '' AND pool_tenant = ? AND deck = ?",
+                    "SELECT count(*) FROM codeal_hands WHERE tenant = '' AND closed_ms IS NULL "
+                    "AND pool_tenant = ? AND deck = ?",
                     (tenant, deck),
                 ).fetchone()
             except sqlite3.Error as e:
                 raise CodealStoreError(f"co-dealt hands {self.path}: {e}") from None
         return int(count)
+
+    def stale(self, before_ms: int, limit: int) -> list[tuple[str, str, str, str]]:
+        """Up to ``limit`` rows not closed made (a hand: taken) before ``before_ms``, oldest first:
+        (tenant, pool tenant, hand id, deck); a pooled deck has tenant ''."""
+        with self._lock:
+            try:
+                rows = self._db.execute(
+                    "SELECT tenant, pool_tenant, hand_id, deck FROM codeal_hands "
+                    "WHERE closed_ms IS NULL AND created_ms < ? ORDER BY created_ms, hand_id LIMIT ?",
+                    (before_ms, limit),
+                ).fetchall()
+            except sqlite3.Error as e:
+                raise CodealStoreError(f"co-dealt hands {self.path}: {e}") from None
+        return [(str(t), str(p), str(h), str(d)) for t, p, h, d in rows]
+
+    def unlogged(self, closed_before_ms: int, limit: int) -> list[tuple[str, str]]:
+        """Up to ``limit`` hands closed before ``closed_before_ms`` whose closing entries are not
+        noted as logged (the log refused them, and no CloseHand came again): (tenant, hand id)."""
+        with self._lock:
+            try:
+                rows = self._db.execute(
+                    f"SELECT tenant, hand_id FROM codeal_hands WHERE {_UNLOGGED} "  # noqa: S608
+                    "AND closed_ms < ? ORDER BY closed_ms LIMIT ?",
+                    (closed_before_ms, limit),
+                ).fetchall()
+            except sqlite3.Error as e:
+                raise CodealStoreError(f"co-dealt hands {self.path}: {e}") from None
+        return [(str(t), str(h)) for t, h in rows]
+
+    def retire_pooled(self, hand_id: str, now_ms: int) -> bool:
+        """Take a pooled deck out of the pool for good (``take`` never hands it over again);
+        False if it was taken for a hand meanwhile. The co-dealer is told to end it next."""
+        with self._lock:
+            try:
+                cursor = self._db.execute(
+                    "UPDATE codeal_hands SET closed_ms = ? WHERE hand_id = ? AND tenant = '' "
+                    "AND closed_ms IS NULL",
+                    (now_ms, hand_id),
+                )
+            except sqlite3.Error as e:
+                raise CodealStoreError(f"co-dealt hands {self.path}: {e}") from None
+        return cursor.rowcount == 1
+
+    def retired(self, limit: int) -> list[str]:
+        """Pooled decks retired whose co-dealer has not been told yet (``drop_retired`` not done)."""
+        with self._lock:
+            try:
+                rows = self._db.execute(
+                    "SELECT hand_id FROM codeal_hands WHERE tenant = '' AND closed_ms IS NOT NULL LIMIT ?",
+                    (limit,),
+                ).fetchall()
+            except sqlite3.Error as e:
+                raise CodealStoreError(f"co-dealt hands {self.path}: {e}") from None
+        return [str(h) for (h,) in rows]
+
+    def drop_retired(self, hand_id: str) -> None:
+        """Forget a retired pooled deck (never a hand, never logged) once its co-dealer ended it."""
+        with self._lock:
+            try:
+                self._db.execute(
+                    "DELETE FROM codeal_hands WHERE hand_id = ? AND tenant = '' AND closed_ms IS NOT NULL",
+                    (hand_id,),
+                )
+            except sqlite3.Error as e:
+                raise CodealStoreError(f"co-dealt hands {self.path}: {e}") from None
 
 
 def _row(row: Any) -> CodealRow:

@@ -156,6 +156,25 @@ class Metrics:
             "1 while voiding stale hands lags what an entry needs by over a second (health NOT_SERVING)",
             registry=r,
         )
+        self.codeal_voids_behind = Gauge(
+            "fairdeck_codeal_voids_behind",
+            "1 while a co-dealt hand is open past --max-hand-lifetime (the co-dealer down, say): its "
+            "void is retried; ordinary hands and entries do not wait for it",
+            registry=r,
+        )
+        self.codeal_voided = Counter(
+            "fairdeck_codeal_voided",
+            "Co-dealt hands voided past their lifetime (hand), pooled decks retired unused (pooled), "
+            "closed hands whose entries the log had refused, logged (logged)",
+            ["kind"],
+            registry=r,
+        )
+        self.codeal_void_skipped = Counter(
+            "fairdeck_codeal_void_skipped_hands",
+            "Co-dealt hands past their lifetime that could not be voided (refused, not verifying), by reason",
+            ["reason"],
+            registry=r,
+        )
         self.reaper_skipped = Counter(
             "fairdeck_reaper_skipped_hands",
             "Stale hands the reaper could not void and skipped (once per hand and process), by reason",

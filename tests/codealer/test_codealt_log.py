@@ -151,6 +151,7 @@ def test_the_log_holds_each_codealt_hand_in_order_and_the_audit_verifies_it(code
         "repeated": 0,
         "seals_verified": 0,
         "unsealed": 0,
+        "open_past_lifetime": 0,
     }
     assert (result.report["hands"], result.report["closed"]) == (1, 1)  # the ordinary hand
     text = audit(codealt_log.data_dir)
@@ -394,4 +395,24 @@ def test_on_postgresql_the_entries_are_logged_durably_and_audited(pg_url: str, t
         "repeated": 0,
         "seals_verified": 0,
         "unsealed": 0,
+        "open_past_lifetime": 0,
     }
+
+
+def test_the_audit_counts_a_codealt_hand_open_past_the_lifetime_and_finds_nothing_in_it(
+    codealt_log: CodealtLog,
+) -> None:
+    """A co-dealt hand left open past the lifetime was counted only as open, like one opened a
+    moment ago. It is counted apart now, and still not a finding: the dealer alone cannot shop a
+    co-dealt deck, and its void may wait for a co-dealer that is down (codealing-spec section 11)."""
+    key = verifier_key(codealt_log.data_dir)
+    result = fairdeck(
+        "audit", "--data", str(codealt_log.data_dir), "--key", key, "--max-hand-lifetime", "0.001", "--json"
+    )
+    assert result.report["codeal"]["open"] == 1
+    assert result.report["codeal"]["open_past_lifetime"] == 1
+    assert not [f for f in result.findings if f["hand_id"] == codealt_log.still_open[0]]
+    text = fairdeck(
+        "audit", "--data", str(codealt_log.data_dir), "--key", key, "--max-hand-lifetime", "0.001"
+    )
+    assert "still open 1 (1 of them past the lifetime: counted, not a finding" in text.out

@@ -410,6 +410,12 @@ def _print_report(report: AuditReport, elapsed: float, since_path: Path | None, 
             f"still open {report.codeal_open:,}; seals entries verified under --codealer-key "
             f"{report.codeal_seals_verified:,}, closed without seals {report.codeal_unsealed:,}"
             + (
+                f" ({report.codeal_open_past_lifetime:,} of them past the lifetime: counted, not a "
+                "finding, codealing-spec section 11)"
+                if report.codeal_open_past_lifetime
+                else ""
+            )
+            + (
                 f"; {report.codeal_repeated:,} entries logged again by a retry (identical but for "
                 "their time, counted once)"
                 if report.codeal_repeated

@@ -63,6 +63,8 @@ class _Hand:
     holders: int = 0
     logged: bytes = b""
     """``timeless`` of each entry of the hand accepted so far, concatenated (kept after release)."""
+    time_ms: int = 0
+    """Its setup entry's time."""
 
     def __post_init__(self) -> None:
         self.holders = len(self.keys)
@@ -120,7 +122,7 @@ class CodealLogAudit:
                 hand.broken = True  # which record is the hand's is no longer known
                 hand.release()
                 return e.time_ms, [(index, e.hand_id, f"co-dealt setup entry for {what} already in the log")]
-            self.hands[e.hand_id] = _Hand(index, e.deck, e.records, logged=timeless(data))
+            self.hands[e.hand_id] = _Hand(index, e.deck, e.records, logged=timeless(data), time_ms=e.time_ms)
             return e.time_ms, []
         if hand is None:
             return e.time_ms, [(index, e.hand_id, f"co-dealt {name} entry for a hand with no setup entry")]
@@ -224,6 +226,10 @@ class CodealLogAudit:
     def open(self) -> int:
         """Hands set up whose seeds are not logged (yet)."""
         return sum(1 for h in self.hands.values() if not h.done and not h.broken)
+
+    def open_before(self, before_ms: int) -> int:
+        """Hands still open (as ``open``) whose setup was logged before ``before_ms``."""
+        return sum(1 for h in self.hands.values() if not h.done and not h.broken and h.time_ms < before_ms)
 
 
 def _verify(hand_id: str, hand: _Hand, seeds: tuple[bytes, ...]) -> str | None:

@@ -117,6 +117,7 @@ class CodealChecks(Protocol):
     def seals_verified(self) -> int: ...
     @property
     def unsealed(self) -> int: ...
+    def open_before(self, before_ms: int) -> int: ...
 
 
 class LogUnreadable(Exception):
@@ -170,6 +171,9 @@ class AuditReport:
     """Co-dealt hands whose seeds are logged and whose whole record verifies (codealing-spec 10)."""
     codeal_open: int = 0
     """Co-dealt hands set up whose seeds are not logged yet."""
+    codeal_open_past_lifetime: int = 0
+    """Of ``codeal_open``, those set up more than the lifetime before the log's latest time: not
+    findings (a co-dealt deck cannot be shopped by the dealer alone; codealing-spec section 11)."""
     codeal_repeated: int = 0
     """Co-dealt entries logged again by a retry, identical but for their time: not findings."""
     codeal_seals_verified: int = 0
@@ -217,6 +221,7 @@ class AuditReport:
                 "repeated": self.codeal_repeated,
                 "seals_verified": self.codeal_seals_verified,
                 "unsealed": self.codeal_unsealed,
+                "open_past_lifetime": self.codeal_open_past_lifetime,
             },
             "last_entry_index": None if self.last_entry is None else self.last_entry[0],
             "last_entry_ms": None if self.last_entry is None else self.last_entry[1],
@@ -487,6 +492,9 @@ class Auditor:
             r.codeal_verified = self._codeal.verified
             r.codeal_repeated = self._codeal.repeated
             r.codeal_seals_verified, r.codeal_unsealed = self._codeal.seals_verified, self._codeal.unsealed
+            latest = self.clock.latest  # the log's own time, as for ordinary hands
+            if latest is not None:
+                r.codeal_open_past_lifetime = self._codeal.open_before(latest[1] - self.lifetime_ms)
         altered = self._altered()
         if altered is None:
             if r.checkpoint is None and r.entries and self._unwitnessed is not None:

@@ -5,11 +5,13 @@ that is down, too slow, drops the call, is busy, or refuses the token becomes UN
 CODEALER_UNAVAILABLE (ordinary hands are not touched; the message says which, never the token),
 and any other refusal of the co-dealer's becomes FAILED_PRECONDITION CODEALER_REFUSED carrying
 its own reason and message, so the game server sees why a co-dealt hand was not dealt.
-``codeal_dealer`` also starts co-dealt health (codeal_health.py) on the dealer's health service.
+``codeal_dealer`` also starts co-dealt health (codeal_health.py) on the dealer's health service,
+and the voids of co-dealt hands past their lifetime (codeal_voids.py).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
@@ -33,8 +35,10 @@ from fairdeck_server.vault import SeedVault, read_private_text
 
 if TYPE_CHECKING:  # loaded only with --codealer: the co-dealt code needs libsodium
     from fairdeck_server.codeal_dealing import CodealDealer
+    from fairdeck_server.codeal_voids import CodealReaper
     from fairdeck_server.dealer import Dealer
 
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 POOL_PER_TENANT = 16
 """Co-dealt decks kept shuffled ahead per tenant and deck spec (codeal_dealing.DeckPool)."""
@@ -187,7 +191,41 @@ def codeal_dealer(
     codeal.start_pool(POOL_PER_TENANT)
     codeal.watch = CodealerWatch(link.identity, identity, _publisher(host))
     codeal.watch.start()
+    codeal.reaper = codeal_reaper(codeal, config.max_hand_lifetime, clock_ms, host)
     return codeal
+
+
+def codeal_reaper(
+    codeal: CodealDealer, lifetime_s: float, clock_ms: Callable[[], int], host: HealthHost
+) -> CodealReaper:
+    """Co-dealt hands voided within the ordinary hands' lifetime (codeal_voids.py), said in
+    ``host``'s metrics; not started (app.py starts it once storage is open)."""
+    from fairdeck_server.codeal_voids import CodealReaper
+
+    metrics = host.metrics
+    reaper = CodealReaper(
+        codeal,
+        lifetime_s,
+        clock_ms,
+        on_voided=lambda kind: metrics.codeal_voided.labels(kind).inc(),
+        on_skip=_skipped(metrics),
+        on_behind=lambda behind: metrics.codeal_voids_behind.set(1 if behind else 0),
+    )
+    return reaper
+
+
+def _skipped(metrics: Metrics) -> Callable[[str, str, str], None]:
+    def skipped(tenant: str, hand_id: str, reason: str) -> None:
+        metrics.codeal_void_skipped.labels(reason).inc()
+        log.error(
+            "co-dealt hand %s of tenant %s is past its lifetime and cannot be voided (%s); skipped "
+            "until the dealer restarts, other hands are voided",
+            hand_id,
+            tenant,
+            reason,
+        )
+
+    return skipped
 
 
 def _publisher(host: HealthHost) -> Callable[[bool], Awaitable[None]]:

@@ -1,0 +1,274 @@
+"""Co-dealt hands have the ordinary hands' lifetime (``serve --max-hand-lifetime``): one a game
+server abandons is voided within it (closed as CloseHand closes it, its shares and seeds logged),
+its co-dealer's ledger may then prune it, decks pooled for a tenant that never comes back are
+retired, and a co-dealer that is down delays only the co-dealt voids. Real ``fairdeck codealer``
+and ``fairdeck serve`` processes on 127.0.0.1:0, a short lifetime."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+
+import grpc
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from fairdeck.client.codeal_seat import SeatKey
+from fairdeck.codeal.entries import SEEDS, SETUP, SHARES, SHUFFLE, decode_entry
+from fairdeck.v1 import dealer_pb2 as pb
+from fairdeck.v1 import dealer_pb2_grpc
+from fairdeck.wire import Reason
+from fairdeck_server.codeal_dealing import CodealDealer
+from fairdeck_server.codeal_log import CodealLog
+from fairdeck_server.codeal_store import CodealStore
+from fairdeck_server.codeal_voids import CodealReaper
+from fairdeck_server.codealer.holder import CoDealer
+from fairdeck_server.codealer.ledger import Ledger
+from fairdeck_server.dealer import Dealer, _new_hand_id
+from fairdeck_server.refusals import DealerError
+from fairdeck_server.storage.sqlite import SqliteStorage
+from fairdeck_server.vault import SeedVault
+from tests.codealer.test_pool import InProcessLink
+from tests.faults.kit import metric
+from tests.log.testkit import read_entries
+from tests.support.codealers import CodealerProcess, init_codealer
+from tests.support.dealers import DealerProcess
+from tests.support.waits import wait_for
+
+LIFETIME_S = 4
+CODEALT = (SETUP, SHUFFLE, SHARES, SEEDS)
+
+
+def hand_of(stub: dealer_pb2_grpc.DealerServiceStub, hand_id: str) -> pb.Hand:
+    return stub.GetHand(pb.GetHandRequest(hand_id=hand_id), timeout=60).hand
+
+
+def logged(data_dir: Path, hand_id: str) -> list[int]:
+    return [e[4] for e in read_entries(data_dir) if e[4] in CODEALT and decode_entry(e).hand_id == hand_id]
+
+
+def ledger_hands(directory: Path) -> dict[str, bool]:
+    db = sqlite3.connect(f"file:{directory / 'codealer.db'}?mode=ro", uri=True)
+    try:
+        return {str(h): bool(r) for h, r in db.execute("SELECT hand_id, revealed FROM hands")}
+    finally:
+        db.close()
+
+
+def pooled(data_dir: Path) -> int:
+    db = sqlite3.connect(f"file:{data_dir / 'codeal.db'}?mode=ro", uri=True)
+    try:
+        return int(db.execute("SELECT count(*) FROM codeal_hands WHERE tenant = ''").fetchone()[0])
+    finally:
+        db.close()
+
+
+def test_an_abandoned_codealt_hand_stayed_open_forever_now_voided_within_its_lifetime(tmp_path: Path) -> None:
+    """A co-dealt hand whose game server went away stayed open for ever: in codeal.db, in the
+    co-dealer's ledger (never pruned) and in the log (a setup and shuffles, no seeds). It is now
+    voided before its lifetime ends, as a close: the shares of the positions dealt and both seeds
+    logged, the co-dealer's seed revealed so its ledger may prune it; the decks the pool shuffled
+    ahead for a tenant that never came back are retired and ended at the co-dealer too."""
+    directory = tmp_path / "cd1"
+    init_codealer(directory)
+    with CodealerProcess(directory) as codealer:
+        flags = (
+            *codealer.dealer_flags(),
+            "--max-hand-lifetime",
+            str(LIFETIME_S),
+            "--metrics-listen",
+            "127.0.0.1:0",
+        )
+        data_dir = tmp_path / "data"
+        with DealerProcess(data_dir, tmp_path / "dealer.log", *flags) as dealer:
+            stub = dealer_pb2_grpc.DealerServiceStub(grpc.insecure_channel(dealer.target))
+            codealt = pb.OpenHandRequest(deck="short", mode=pb.DEAL_MODE_CODEALT)
+            hand_id = stub.OpenHand(codealt, timeout=60).hand.hand_id
+            seat = SeatKey.generate().public_key
+            stub.DrawCards(pb.DrawCardsRequest(hand_id=hand_id, count=2, seat_public_key=seat), timeout=60)
+            stub.DrawCards(pb.DrawCardsRequest(hand_id=hand_id, count=1), timeout=60)
+            # ... and the game server is gone.
+            wait_for(
+                "the abandoned hand voided",
+                lambda: hand_of(stub, hand_id).state == pb.HAND_STATE_CLOSED,
+                timeout=120,
+            )
+            hand = hand_of(stub, hand_id)
+            lived_ms = hand.close_time.ToMilliseconds() - hand.create_time.ToMilliseconds()
+            assert lived_ms < LIFETIME_S * 1000, lived_ms
+            assert len(hand.codeal.seeds) == 2 and [d.position for d in hand.codeal.dealt] == [0, 1, 2]
+            assert logged(data_dir, hand_id) == [SETUP, SHUFFLE, SHUFFLE, *[SHARES] * 3, SEEDS]
+            assert metric(dealer, "fairdeck_codeal_voided_total", kind="hand") >= 1
+            assert ledger_hands(directory)[hand_id] is True
+            # The pool's decks for this tenant, never taken, are retired and ended at the co-dealer.
+            wait_for(
+                "the pooled decks retired",
+                lambda: pooled(data_dir) == 0 and all(ledger_hands(directory).values()),
+                timeout=180,
+            )
+    ledger = Ledger(directory / "codealer.db", create=False)
+    try:
+        assert ledger.prune(2**62) >= 1
+        assert ledger.hand(hand_id) is None and ledger.counts()[0] == 0
+    finally:
+        ledger.close()
+
+
+def test_a_codealer_down_delays_the_codealt_void_and_nothing_else(tmp_path: Path) -> None:
+    """With its co-dealer down the void of a co-dealt hand cannot be done: it waits (the metric
+    says the voids are behind), ordinary hands deal, close and are voided as ever, and the co-dealt
+    hand is voided once the co-dealer is back."""
+    directory = tmp_path / "cd1"
+    init_codealer(directory)
+    codealer = CodealerProcess(directory)
+    try:
+        flags = (
+            *codealer.dealer_flags(),
+            "--max-hand-lifetime",
+            str(LIFETIME_S),
+            "--metrics-listen",
+            "127.0.0.1:0",
+        )
+        data_dir = tmp_path / "data"
+        with DealerProcess(data_dir, tmp_path / "dealer.log", *flags) as dealer:
+            stub = dealer_pb2_grpc.DealerServiceStub(grpc.insecure_channel(dealer.target))
+            codealt = pb.OpenHandRequest(deck="short", mode=pb.DEAL_MODE_CODEALT)
+            hand_id = stub.OpenHand(codealt, timeout=60).hand.hand_id
+            stub.DrawCards(pb.DrawCardsRequest(hand_id=hand_id, count=1), timeout=60)
+            port = codealer.port
+            codealer.stop()
+            abandoned = stub.OpenHand(pb.OpenHandRequest(deck="standard"), timeout=60).hand.hand_id
+            wait_for(
+                "the co-dealt voids behind",
+                lambda: metric(dealer, "fairdeck_codeal_voids_behind") == 1,
+                timeout=120,
+            )
+            assert hand_of(stub, hand_id).state != pb.HAND_STATE_CLOSED
+            # Ordinary work goes on: a hand dealt and closed, one abandoned voided in time.
+            ordinary = stub.OpenHand(pb.OpenHandRequest(deck="standard"), timeout=10).hand.hand_id
+            assert len(stub.DrawCards(pb.DrawCardsRequest(hand_id=ordinary, count=5), timeout=10).cards) == 5
+            assert stub.CloseHand(pb.CloseHandRequest(hand_id=ordinary), timeout=10).hand.state == (
+                pb.HAND_STATE_CLOSED
+            )
+            wait_for(
+                "the abandoned ordinary hand voided",
+                lambda: hand_of(stub, abandoned).state == pb.HAND_STATE_CLOSED,
+                timeout=60,
+            )
+            assert metric(dealer, "fairdeck_reaper_behind") == 0
+            codealer = CodealerProcess(directory, f"127.0.0.1:{port}")  # back on its address
+            wait_for(
+                "the co-dealt hand voided",
+                lambda: hand_of(stub, hand_id).state == pb.HAND_STATE_CLOSED,
+                timeout=120,
+            )
+            wait_for("caught up", lambda: metric(dealer, "fairdeck_codeal_voids_behind") == 0, timeout=60)
+            assert logged(data_dir, hand_id) == [SETUP, SHUFFLE, SHUFFLE, SHARES, SEEDS]
+            log = dealer.stderr_path.read_text()
+    finally:
+        codealer.stop()
+    assert log.count("voiding co-dealt hands failed") == 1, log
+    assert "Traceback" not in log
+
+
+def test_codealt_voids_take_tenants_in_turn_and_none_before_its_time(tmp_path: Path) -> None:
+    """On the dealer's injected clock, through the real dealer, co-dealer and SQLite files: a hand
+    open ``lifetime - margin`` is not voided yet, one open a millisecond longer is; and a
+    tenant that abandoned many hands does not have the others' voids wait behind all of them (its
+    hands and the other tenant's are voided in turns)."""
+    now = [1_700_000_000_000]
+    codealer = CoDealer(
+        Ledger(tmp_path / "codealer.db"),
+        Ed25519PrivateKey.from_private_bytes(bytes(32)),
+        SeedVault(bytes(range(32))),
+        clock_ms=lambda: now[0],
+    )
+    storage = SqliteStorage(tmp_path / "fairdeck.db")
+    asyncio.run(storage.start())
+    vault = SeedVault(bytes(range(1, 33)))
+    dealer = CodealDealer(
+        InProcessLink(codealer),
+        codealer.identity_key,
+        CodealStore(tmp_path / "codeal.db"),
+        vault,
+        log=CodealLog(Dealer(storage, vault)),
+        new_hand_id=_new_hand_id,
+        clock_ms=lambda: now[0],
+    )
+    reaper = CodealReaper(dealer, LIFETIME_S, lambda: now[0])
+
+    async def scene() -> tuple[str, list[int], list[str], str]:
+        due = LIFETIME_S * 1000 - reaper.margin_ms
+        first = (await dealer.open_hand("many", "short")).hand_id
+        now[0] += due
+        handled = [await reaper.round()]  # open exactly ``due``: not voided yet
+        now[0] += 1
+        handled.append(await reaper.round())
+        many = [(await dealer.open_hand("many", "short")).hand_id for _ in range(4)]
+        now[0] += 1
+        one = (await dealer.open_hand("one", "short")).hand_id
+        await dealer.draw("one", one, 1, b"")
+        now[0] += due + 1
+        handled.append(await reaper.round())
+        return first, handled, many, one
+
+    first, handled, many, one = asyncio.run(scene())
+    assert handled == [0, 1, 5]
+    seeds = [decode_entry(e).hand_id for e in read_entries(tmp_path) if e[4] == SEEDS]
+    many.sort()  # opened in one millisecond: oldest first, then by id
+    assert seeds == [first, many[0], one, *many[1:]]  # "one" waits for one of "many"'s, not four
+    assert asyncio.run(dealer.get("one", one)).public.get("voided") is True
+    assert reaper.voided == 6
+    asyncio.run(dealer.aclose())
+    asyncio.run(storage.close())
+
+
+def test_a_codealt_close_the_log_refused_stayed_unlogged_without_a_retry_now_the_reaper_logs_it(
+    tmp_path: Path,
+) -> None:
+    """A CloseHand stores the close, then logs it; when the log refused the append (storage down)
+    only a later CloseHand logged it, and a game server that went away never sends one: the hand
+    stayed open in the log for ever. The reaper logs it once a margin has passed."""
+    now = [1_700_000_000_000]
+    codealer = CoDealer(
+        Ledger(tmp_path / "codealer.db"),
+        Ed25519PrivateKey.from_private_bytes(bytes(32)),
+        SeedVault(bytes(range(32))),
+        clock_ms=lambda: now[0],
+    )
+    vault = SeedVault(bytes(range(1, 33)))
+
+    async def scene() -> tuple[str, list[int], list[int]]:
+        storage = SqliteStorage(tmp_path / "fairdeck.db")
+        await storage.start()
+        dealer = CodealDealer(
+            InProcessLink(codealer),
+            codealer.identity_key,
+            CodealStore(tmp_path / "codeal.db"),
+            vault,
+            log=CodealLog(Dealer(storage, vault)),
+            new_hand_id=_new_hand_id,
+            clock_ms=lambda: now[0],
+        )
+        reaper = CodealReaper(dealer, 3600, lambda: now[0])
+        hand_id = (await dealer.open_hand("t", "short")).hand_id
+        await dealer.draw("t", hand_id, 2, b"")
+        await storage.close()  # the log's storage goes away as the hand closes
+        with pytest.raises(DealerError) as refused:
+            await dealer.close("t", hand_id)
+        assert refused.value.reason == Reason.STORAGE_UNAVAILABLE, refused.value
+        storage = SqliteStorage(tmp_path / "fairdeck.db")
+        await storage.start()
+        dealer.log = CodealLog(Dealer(storage, vault))
+        before = [e[4] for e in read_entries(tmp_path) if decode_entry(e).hand_id == hand_id]
+        now[0] += reaper.margin_ms + 1
+        await reaper.round()
+        after = [e[4] for e in read_entries(tmp_path) if decode_entry(e).hand_id == hand_id]
+        await dealer.aclose()
+        await storage.close()
+        return hand_id, before, after
+
+    _, before, after = asyncio.run(scene())
+    assert before == [SETUP, SHUFFLE, SHUFFLE]
+    assert after == [SETUP, SHUFFLE, SHUFFLE, SHARES, SHARES, SEEDS]
