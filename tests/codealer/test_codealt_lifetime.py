@@ -15,7 +15,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fairdeck.client.codeal_seat import SeatKey
-from fairdeck.codeal.entries import SEEDS, SETUP, SHARES, SHUFFLE, decode_entry
+from fairdeck.codeal.entries import SEALS, SEEDS, SETUP, SHARES, SHUFFLE, decode_entry
 from fairdeck.v1 import dealer_pb2 as pb
 from fairdeck.v1 import dealer_pb2_grpc
 from fairdeck.wire import Reason
@@ -37,7 +37,7 @@ from tests.support.dealers import DealerProcess
 from tests.support.waits import wait_for
 
 LIFETIME_S = 4
-CODEALT = (SETUP, SHUFFLE, SHARES, SEEDS)
+CODEALT = (SETUP, SHUFFLE, SHARES, SEALS, SEEDS)
 
 
 def hand_of(stub: dealer_pb2_grpc.DealerServiceStub, hand_id: str) -> pb.Hand:
@@ -98,7 +98,7 @@ def test_an_abandoned_codealt_hand_stayed_open_forever_now_voided_within_its_lif
             lived_ms = hand.close_time.ToMilliseconds() - hand.create_time.ToMilliseconds()
             assert lived_ms < LIFETIME_S * 1000, lived_ms
             assert len(hand.codeal.seeds) == 2 and [d.position for d in hand.codeal.dealt] == [0, 1, 2]
-            assert logged(data_dir, hand_id) == [SETUP, SHUFFLE, SHUFFLE, *[SHARES] * 3, SEEDS]
+            assert logged(data_dir, hand_id) == [SETUP, SHUFFLE, SHUFFLE, *[SHARES] * 3, SEALS, SEEDS]
             assert metric(dealer, "fairdeck_codeal_voided_total", kind="hand") >= 1
             assert ledger_hands(directory)[hand_id] is True
             # The pool's decks for this tenant, never taken, are retired and ended at the co-dealer.
@@ -164,7 +164,7 @@ def test_a_codealer_down_delays_the_codealt_void_and_nothing_else(tmp_path: Path
                 timeout=120,
             )
             wait_for("caught up", lambda: metric(dealer, "fairdeck_codeal_voids_behind") == 0, timeout=60)
-            assert logged(data_dir, hand_id) == [SETUP, SHUFFLE, SHUFFLE, SHARES, SEEDS]
+            assert logged(data_dir, hand_id) == [SETUP, SHUFFLE, SHUFFLE, SHARES, SEALS, SEEDS]
             log = dealer.stderr_path.read_text()
     finally:
         codealer.stop()
@@ -271,4 +271,4 @@ def test_a_codealt_close_the_log_refused_stayed_unlogged_without_a_retry_now_the
 
     _, before, after = asyncio.run(scene())
     assert before == [SETUP, SHUFFLE, SHUFFLE]
-    assert after == [SETUP, SHUFFLE, SHUFFLE, SHARES, SHARES, SEEDS]
+    assert after == [SETUP, SHUFFLE, SHUFFLE, SHARES, SHARES, SEALS, SEEDS]

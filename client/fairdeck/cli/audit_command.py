@@ -407,14 +407,15 @@ def _print_report(report: AuditReport, elapsed: float, since_path: Path | None, 
         print(
             f"  co-dealt hands {report.codeal_hands:,}: closed and verified {report.codeal_verified:,} "
             f"(codealing-spec section 10; the co-dealers' identities are not in the log, not checked), "
-            f"still open {report.codeal_open:,}; seals entries verified under --codealer-key "
-            f"{report.codeal_seals_verified:,}, closed without seals {report.codeal_unsealed:,}"
+            f"still open {report.codeal_open:,}"
             + (
                 f" ({report.codeal_open_past_lifetime:,} of them past the lifetime: counted, not a "
                 "finding, codealing-spec section 11)"
                 if report.codeal_open_past_lifetime
                 else ""
             )
+            + f"; seals entries verified under --codealer-key {report.codeal_seals_verified:,}, "
+            f"closed without seals {report.codeal_unsealed:,}"
             + (
                 f"; {report.codeal_repeated:,} entries logged again by a retry (identical but for "
                 "their time, counted once)"
