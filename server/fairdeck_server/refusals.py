@@ -149,6 +149,31 @@ def too_many_open_streams(limit: int, delay: float) -> DealerError:
     )
 
 
+def codealer_busy(limit: int, delay: float) -> DealerError:
+    return DealerError(
+        Reason.TOO_MANY_CALLS,
+        f"at most {limit} calls in flight at the co-dealer; wait for some to finish",
+        retry_delay=delay,
+    )
+
+
+def codealer_missing_token() -> DealerError:
+    return DealerError(
+        Reason.MISSING_CREDENTIALS,
+        "this co-dealer answers only its dealer: send its token (authorization: Bearer ...; "
+        "fairdeck serve --codealer-token @FILE)",
+        AUTHORIZATION,
+    )
+
+
+def codealer_invalid_token() -> DealerError:
+    return DealerError(
+        Reason.INVALID_TOKEN,
+        "not this co-dealer's dealer token (fairdeck serve --codealer-token @FILE)",
+        AUTHORIZATION,
+    )
+
+
 def unknown_method() -> DealerError:
     # No echo of the method name: it is the caller's text.
     return DealerError(Reason.UNKNOWN_METHOD, "this dealer does not serve that method")

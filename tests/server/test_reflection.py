@@ -203,17 +203,17 @@ def test_a_flood_of_reflection_requests_is_paced(tmp_path: Path) -> None:
 
 # -- a flood of waiting reflection streams: waiting took the dealer's CPU, a tool never got a turn --
 
-FLOOD_STREAMS = 300
-FLOOD_CONNECTIONS = 6  # 50 each: max_streams_per_connection, so all 300 reach the dealer
+FLOOD_STREAMS = 600
+FLOOD_CONNECTIONS = 12  # 50 each: max_streams_per_connection, so all 600 reach the dealer
 
 
 def test_waiting_reflection_streams_cost_no_cpu_and_a_grpcurl_session_gets_its_turns(tmp_path: Path) -> None:
-    """300 reflection streams over 6 connections, each asking again as soon as answered: past the
+    """600 reflection streams over 12 connections, each asking again as soon as answered: past the
     burst they wait. Every waiting stream polled the shared bucket every 20 ms or less, so the
     dealer spent about 3 ms of CPU per answer (1,500 streams took a core), and a grpcurl session of
     10 requests drew a token one time in 300 and did not finish in 30 s. Now a waiter costs
     nothing until its turn, and turns go connection by connection. Run with no cap on open
-    streams (the variable is ignored by a dealer without it), so that all 300 wait."""
+    streams (the variable is ignored by a dealer without it), so that all 600 wait."""
     import asyncio
 
     from tests.support.dealers import DealerProcess
@@ -238,9 +238,10 @@ def test_waiting_reflection_streams_cost_no_cpu_and_a_grpcurl_session_gets_its_t
     ) as dealer:
         cpu, answers, session, check = asyncio.run(scenario(dealer))
     assert answers > 0
-    # Answering costs 0.8-1.7 ms of CPU on this 2-core VM, as loaded as it was; polling cost 3-9 ms
-    # with these 300 waiting (side by side: 1.6 against 4.8 ms), and more with more waiting.
-    assert cpu / answers < 0.003, f"{cpu * 1000:.0f} ms of CPU for {answers} answers: waiting costs"
+    # Answering costs 0.8-1.7 ms of CPU on this 2-core VM, and up to 3.1 ms under a CI run's load;
+    # polling cost 3-9 ms with 300 waiting (side by side: 1.6 against 4.8 ms), and grows with the
+    # waiters: 600 wait here, so that the bar sits between the two with room under load.
+    assert cpu / answers < 0.005, f"{cpu * 1000:.0f} ms of CPU for {answers} answers: waiting costs"
     assert session < 15 and check < 1.0
 
 

@@ -375,6 +375,7 @@ def supervise(monkeypatch: pytest.MonkeyPatch, modes: str, kill_wait: float) -> 
         listen="127.0.0.1:0",
         tiles=None,
         data_dir="data",
+        db="postgresql://stand-in",  # no SQLite writers' lock to open for these stand-in workers
         grace_seconds=-4.5,
         worker_timeout=0.0,
     )

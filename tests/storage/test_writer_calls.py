@@ -36,6 +36,10 @@ class TracedStorage(SqliteStorage):
 
         def traced() -> sqlite3.Connection:
             conn = connect()
+            # The tests hold the write lock while calls queue behind it: SQLite's busy wait (5 s)
+            # must outlast a starved test loop, or the writer gives up the lone call and takes the
+            # others alone (seen in a CI dry run: "waited 20 s for the calls handed to the writer").
+            conn.execute("PRAGMA busy_timeout = 120000")
             self.statements = []
             conn.set_trace_callback(self.statements.append)
             return conn

@@ -33,7 +33,6 @@ from fairdeck_server.codealer.ledger import LedgerError
 from fairdeck_server.edge.health import NOT_SERVING, SERVING, HealthServicer
 from fairdeck_server.edge.status import translated
 from fairdeck_server.open_work import OpenStreams
-from fairdeck_server.refusals import DealerError
 from fairdeck_server.vault import VaultError
 
 log = logging.getLogger(__name__)
@@ -107,11 +106,7 @@ class CoDealerServicer(codealer_pb2_grpc.CoDealerServiceServicer):
         """``work`` for the dealer, once its token is checked, within the cap."""
         self._admit(context)
         if self.in_flight >= self.max_in_flight:
-            raise DealerError(
-                Reason.TOO_MANY_CALLS,
-                f"at most {self.max_in_flight} calls in flight at the co-dealer; wait for some to finish",
-                retry_delay=BUSY_RETRY,
-            )
+            raise refusals.codealer_busy(self.max_in_flight, BUSY_RETRY)
         self.in_flight += 1
         try:
             return await asyncio.to_thread(work)
@@ -137,18 +132,9 @@ class CoDealerServicer(codealer_pb2_grpc.CoDealerServiceServicer):
             raise refusals.auth_rate_limited(delay)
         self.failures.failed(address)
         if not headers:
-            raise DealerError(
-                Reason.MISSING_CREDENTIALS,
-                "this co-dealer answers only its dealer: send its token (authorization: Bearer ...; "
-                "fairdeck serve --codealer-token @FILE)",
-                AUTHORIZATION,
-            )
+            raise refusals.codealer_missing_token()
         log.info("refused a call from %s: %s", address, Reason.INVALID_TOKEN)
-        raise DealerError(
-            Reason.INVALID_TOKEN,
-            "not this co-dealer's dealer token (fairdeck serve --codealer-token @FILE)",
-            AUTHORIZATION,
-        )
+        raise refusals.codealer_invalid_token()
 
     @translated
     async def AnnounceHand(self, request: pb.AnnounceHandRequest, context: Any) -> pb.AnnounceHandResponse:
