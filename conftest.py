@@ -20,8 +20,13 @@ NEEDS_LIBSODIUM = (
     "tests/codeal",
     "tests/codealer",
     "tests/web/test_codeal_web.py",
+    "tests/web/test_codeal_proofs_web.py",
+    "tests/web/test_codeal_seal_web.py",
     "client/fairdeck/client/codeal_seat.py",
     "server/fairdeck_server/codeal_dealing.py",
+    "server/fairdeck_server/codeal_log.py",
+    "server/fairdeck_server/codeal_seals.py",
+    "server/fairdeck_server/codeal_voids.py",
     "server/fairdeck_server/codealer/holder.py",
     "server/fairdeck_server/edge/codealer_servicer.py",
 )
