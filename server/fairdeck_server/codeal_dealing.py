@@ -136,6 +136,9 @@ class CodealDealer:
         self.reaper: VoidTask | None = None
         """What ends co-dealt hands past their lifetime (codeal_voids.py); the app starts it once
         storage is open."""
+        self.misconfigured: str | None = None
+        """Why co-dealt hands are not opened now (the co-dealer's lifetime too short for this
+        dealer's: edge/codealer_link.py), or None."""
         self._rows: dict[str, CodealRow] = {}
         self._states: dict[str, tuple[HandContext, Deck, Scalar]] = {}
 
@@ -154,6 +157,7 @@ class CodealDealer:
             DeckSpec.parse(deck)
         except DeckSpecError:
             raise refusals.invalid("deck", Reason.UNKNOWN_DECK, "unknown deck spec") from None
+        self._check_configured()
         if self.pool is not None:
             self.pool.busy()
             row = await asyncio.to_thread(self.store.take, tenant, deck, self.clock_ms())
@@ -168,6 +172,7 @@ class CodealDealer:
         """Open a hand now: keys, both shuffles cross-checked, stored (pooled for ``pool_tenant``
         when ``tenant`` is empty)."""
         spec = DeckSpec.parse(deck)
+        self._check_configured()
         hand_id = self.new_hand_id(self.clock_ms())  # the dealer's clock, as its entries' times
         mine = new_holder(spec, hand_id, 0, self.random)
         theirs, key_sig, identity = await self.link.announce(hand_id, deck, 1, HOLDERS)
@@ -221,6 +226,10 @@ class CodealDealer:
             await self.log.opened(row, self.clock_ms())
         await asyncio.to_thread(self.store.put, row, new=True)
         return row
+
+    def _check_configured(self) -> None:
+        if self.misconfigured is not None:
+            raise refusals.codeal(Reason.CODEAL_NOT_CONFIGURED, self.misconfigured)
 
     def _shuffle(self, ctx: HandContext, x: Scalar, seed: bytes) -> bytes:
         spec, before = ctx.deck, initial_deck(ctx.deck)
