@@ -2,16 +2,16 @@
 
 ``CodealReaper`` reads, every ``period_s``, the rows of codeal.db not closed made (a hand: taken
 from the pool) over ``lifetime - margin`` ago (reaper.py's margin), oldest first, CHUNK at a time.
-A hand is voided: closed as CloseHand closes it (the co-dealer's seed and the public shares of the
-positions dealt, verified, logged as shares and seeds entries), its row marked ``voided``, as work
-of the tenant that opened it (fair.bind), one hand at a time, tenants in turn. A pooled deck never
-taken is retired (never taken again), its co-dealer told to end it (so its ledger may prune it),
-then dropped; its (tenant, deck) gets no refills until that tenant opens one again. A closed hand
-whose closing entries the log refused, with no CloseHand since for a margin, is logged here. A
-co-dealer that does not answer (CODEALER_UNAVAILABLE), or storage down, ends the pass: tried again
-after ``retry_s``; another refusal skips that hand (said once, ``on_skip``). While a hand is open
-past its whole lifetime the reaper is behind (``on_behind``). It never holds an ordinary entry back
-(reaper.py's watermark is not its): a co-dealer down delays co-dealt hands only. No grpc.
+A hand is voided: closed as CloseHand closes it, its row marked ``voided``, as work of the tenant
+that opened it (fair.bind, and a slot of the dealer's fair admission in its turns, never refused:
+``Admission.enter_work``; a backlog of voids waits behind live calls as its own calls would), one
+hand at a time, tenants in turn. A pooled deck never taken is retired (never taken again), its
+co-dealer told to end it (so its ledger may prune it), then dropped; its (tenant, deck) gets no
+refills until that tenant opens one again. A closed hand whose closing entries the log refused,
+with no CloseHand since for a margin, is logged here. A co-dealer that does not answer, or storage
+down, ends the pass: tried again after ``retry_s``; another refusal skips that hand (said once,
+``on_skip``). While a hand is open past its whole lifetime the reaper is behind (``on_behind``).
+It never holds an ordinary entry back: a co-dealer down delays co-dealt hands only. No grpc.
 """
 
 from __future__ import annotations
@@ -45,8 +45,11 @@ class CodealReaper:
         on_skip: Callable[[str, str, str], None] = lambda tenant, hand_id, reason: None,
         on_behind: Callable[[bool], None] = lambda behind: None,
         retry_s: float = RETRY_S,
+        admission: fair.Admission | None = None,
     ) -> None:
         self.codeal = codeal
+        self.admission = admission
+        """The dealer's call admission (its LimitsInterceptor's): each void takes a slot of it."""
         self.lifetime_ms = max(1, int(lifetime_s * 1000))
         self.margin_ms = max(1, min(MAX_MARGIN_MS, self.lifetime_ms // 4))
         self.period_s = max(0.01, self.margin_ms / 4000)
@@ -91,6 +94,9 @@ class CodealReaper:
 
     async def _void(self, tenant: str, hand_id: str, kind: str = "hand") -> None:
         token = fair.bind(tenant)  # the tenant that opened it pays for its void
+        admission = self.admission
+        if admission is not None:  # in its turn at the admission, as its calls
+            await admission.enter_work(tenant)
         try:
             await self.codeal.close(tenant, hand_id, voided=True)
         except refusals.DealerError as e:
@@ -100,6 +106,8 @@ class CodealReaper:
             self.on_skip(tenant, hand_id, str(e.reason))
             return
         finally:
+            if admission is not None:
+                admission.leave_work(tenant)
             fair.unbind(token)
         if kind == "hand":
             self.voided += 1

@@ -9,10 +9,8 @@ signed seal statement made for each position (section 9.1), answered again on a 
 opens it with ``create=False``: a file without the hands and shares tables (empty, another
 database) is refused, never given a fresh schema. ``prune`` drops only hands revealed (ended)
 before a cutoff, with their shares and seals; a hand not ended is never dropped. ``expire`` ends
-the hands announced before a cutoff and not ended (the dealer never closed them: ``serve
---max-hand-lifetime``) in the same state as a reveal, marked ``expired``, in one transaction per
-batch: a share recorded after it is refused, a reveal after it still answers. ``probe`` is a
-write of its own (health).
+the hands announced before a cutoff and not ended (``serve --max-hand-lifetime``) as a reveal
+does, marked ``expired``, one transaction a batch. ``probe`` is a write of its own (health).
 """
 
 from __future__ import annotations

@@ -37,6 +37,7 @@ if TYPE_CHECKING:  # loaded only with --codealer: the co-dealt code needs libsod
     from fairdeck_server.codeal_dealing import CodealDealer
     from fairdeck_server.codeal_voids import CodealReaper
     from fairdeck_server.dealer import Dealer
+    from fairdeck_server.edge.interceptors import LimitsInterceptor
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -55,6 +56,8 @@ class HealthHost(Protocol):
     dealer: Dealer
     health: HealthServicer
     metrics: Metrics
+    limits: LimitsInterceptor
+    """Its call limits: co-dealt voids take slots of its fair admission, as ordinary calls."""
 
 
 def _reason(error: grpc.aio.AioRpcError) -> str:
@@ -220,6 +223,7 @@ def codeal_reaper(
         on_voided=lambda kind: metrics.codeal_voided.labels(kind).inc(),
         on_skip=_skipped(metrics),
         on_behind=lambda behind: metrics.codeal_voids_behind.set(1 if behind else 0),
+        admission=host.limits.admission,
     )
     return reaper
 
