@@ -136,6 +136,8 @@ class CodealDealer:
         self.reaper: VoidTask | None = None
         """What ends co-dealt hands past their lifetime (codeal_voids.py); the app starts it once
         storage is open."""
+        self.codealer_lifetime_ms = 0
+        """The co-dealer's hand lifetime, as its identity answer said (0: not said)."""
         self.misconfigured: str | None = None
         """Why co-dealt hands are not opened now (the co-dealer's lifetime too short for this
         dealer's: edge/codealer_link.py), or None."""
@@ -359,6 +361,19 @@ class CodealDealer:
             await self._log_closed(row)
             return row
 
+    async def void_alone(self, tenant: str, hand_id: str) -> CodealRow:
+        """Close a hand the co-dealer no longer has (it ended it at its lifetime and pruned it)
+        without its seed or shares: nothing of its closing can be logged, so it is noted as done
+        with no entries (never retried); its setup and shuffles stay its last word in the log."""
+        async with self._lock(hand_id):
+            row = await self._row(tenant, hand_id)
+            if row.closed_ms is None:
+                row.public.update(voided=True, codealer_gone=True)
+                row.public.setdefault("log", {})[CLOSED] = -1
+                row.closed_ms = self.clock_ms()
+                await asyncio.to_thread(self.store.put, row)
+            return row
+
     async def _log_closed(self, row: CodealRow) -> None:
         await self.log.closed(row, self.clock_ms())
         await asyncio.to_thread(self.store.put, row)
@@ -557,6 +572,9 @@ class DeckPool:
                 await self._wake.wait()
                 continue
             await self._idle(pair)
+            if self.dealer.misconfigured is not None:  # said by co-dealt health: no refill to fail
+                await asyncio.sleep(POOL_RETRY_S)
+                continue
             try:
                 await self.dealer.make_hand("", pair[1], pool_tenant=pair[0])
                 self.made += 1

@@ -30,6 +30,8 @@ log = logging.getLogger(__name__)
 
 CHUNK = 256
 """Rows one pass reads; the next pass starts at once when it was full."""
+DAY_MS = 86_400_000
+"""The co-dealer's least retention of an ended hand (``codealer serve --keep-closed-days``)."""
 RETRY_S = 1.0
 """After a pass the co-dealer (or storage) cut short, the next waits this long."""
 
@@ -102,6 +104,17 @@ class CodealReaper:
         except refusals.DealerError as e:
             if e.reason == Reason.CODEALER_UNAVAILABLE or e.status is refusals.Status.UNAVAILABLE:
                 raise
+            if await self._pruned_there(tenant, hand_id, e):
+                await self.codeal.void_alone(tenant, hand_id)
+                log.warning(
+                    "co-dealt hand %s of tenant %s was ended and pruned by the co-dealer (it is past the "
+                    "co-dealer's lifetime and retention): voided without its seed; its closing "
+                    "entries cannot be logged",
+                    hand_id,
+                    tenant,
+                )
+                self.on_voided("gone")
+                return
             self.skipped.add(hand_id)
             self.on_skip(tenant, hand_id, str(e.reason))
             return
@@ -112,6 +125,16 @@ class CodealReaper:
         if kind == "hand":
             self.voided += 1
         self.on_voided(kind)
+
+    async def _pruned_there(self, tenant: str, hand_id: str, error: refusals.DealerError) -> bool:
+        """Whether the co-dealer says it has no such hand and may rightly have dropped it: the
+        hand is older than the co-dealer's lifetime (it ended it) and a day (its least retention).
+        Else (a co-dealer that lost its ledger, say) the hand is skipped, never closed here."""
+        lifetime = self.codeal.codealer_lifetime_ms
+        if not lifetime or not _no_such_hand(error):
+            return False
+        row = await self.codeal.get(tenant, hand_id)
+        return self.clock_ms() - row.created_ms > lifetime + DAY_MS
 
     async def _end_pooled(self, hand_id: str) -> None:
         """The co-dealer ends the retired deck (its ledger may prune it), then it is dropped."""
@@ -177,6 +200,14 @@ def _in_turn(hands: dict[str, list[str]]) -> list[tuple[str, str]]:
     for i in range(depth):
         order.extend((tenant, ids[i]) for tenant, ids in hands.items() if i < len(ids))
     return order
+
+
+def _no_such_hand(error: refusals.DealerError) -> bool:
+    """The co-dealer's NOT_FOUND HAND_NOT_FOUND, as its link passes it on (or as it is, in process)."""
+    said = f"{refusals.Status.NOT_FOUND.name} {Reason.HAND_NOT_FOUND}"
+    return error.reason == Reason.HAND_NOT_FOUND or (
+        error.reason == Reason.CODEALER_REFUSED and f"({said})" in str(error)
+    )
 
 
 def _why(error: Exception) -> str:

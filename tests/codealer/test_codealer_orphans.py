@@ -27,7 +27,8 @@ from fairdeck.v1 import dealer_pb2 as pb
 from fairdeck.wire import Reason
 from fairdeck_server.codeal_dealing import CodealDealer
 from fairdeck_server.codeal_log import CodealLog
-from fairdeck_server.codeal_store import CodealStore
+from fairdeck_server.codeal_store import CodealRow, CodealStore
+from fairdeck_server.codeal_voids import CodealReaper
 from fairdeck_server.codealer.holder import CoDealer
 from fairdeck_server.codealer.ledger import Ledger
 from fairdeck_server.dealer import Dealer, _new_hand_id
@@ -275,3 +276,41 @@ def test_a_close_racing_the_codealers_end_completes_and_a_sealed_share_racing_it
     assert ended_here(tmp_path)[closing] == (True, False) and ended_here(tmp_path)[third] == (True, True)
     assert codealer.ledger.shares(third) == {}
     assert codealer.expired == 2
+
+
+def test_a_codealt_hand_the_codealer_ended_and_pruned_was_skipped_at_every_start_now_voided_alone(
+    tmp_path: Path,
+) -> None:
+    """A dealer back after the co-dealer ended its hand and retention dropped it: the co-dealer
+    answers HAND_NOT_FOUND, and the void was skipped with an error at every start of the dealer,
+    the hand open in codeal.db for ever. Past the co-dealer's lifetime and a day, the dealer now
+    closes it on its side (nothing of its closing can be logged), once; a CloseHand then answers
+    it as closed. A co-dealer that says no lifetime (one that may have lost its ledger) still
+    gets the hand skipped, never closed."""
+    now = [1_700_000_000_000]
+    codealer, dealer, storage = in_process(tmp_path, now)
+    kinds: list[str] = []
+
+    async def scene() -> tuple[str, set[str], CodealRow, int]:
+        await storage.start()
+        hand_id = (await dealer.open_hand("t", "short")).hand_id
+        await dealer.draw("t", hand_id, 2, b"")
+        now[0] += CODEALER_LIFETIME_S * 1000 + 1
+        assert codealer.expire() == 1
+        assert codealer.ledger.prune(now[0] + 1) == 1  # its retention dropped it
+        now[0] += 86_400_000
+        unsaid = CodealReaper(dealer, DEALER_LIFETIME_S, lambda: now[0])
+        await unsaid.round()
+        dealer.codealer_lifetime_ms = CODEALER_LIFETIME_S * 1000  # as its identity answer says
+        reaper = CodealReaper(dealer, DEALER_LIFETIME_S, lambda: now[0], on_voided=kinds.append)
+        handled = [await reaper.round(), await reaper.round()]
+        row = await dealer.close("t", hand_id)
+        await dealer.aclose()
+        await storage.close()
+        return hand_id, unsaid.skipped, row, sum(handled)
+
+    hand_id, skipped, row, handled = asyncio.run(scene())
+    assert skipped == {hand_id}
+    assert kinds == ["gone"] and handled == 1
+    assert row.closed_ms is not None and row.public["voided"] and row.public["codealer_gone"]
+    assert logged(tmp_path, hand_id) == [SETUP, SHUFFLE, SHUFFLE]

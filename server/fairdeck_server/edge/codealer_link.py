@@ -253,6 +253,7 @@ def _lifetimes(
     def check() -> str | None:
         metrics.codealer_expired_hands.set(link.expired_hands)
         theirs = link.lifetime_ms / 1000
+        codeal.codealer_lifetime_ms = link.lifetime_ms
         codeal.misconfigured = None
         if theirs and theirs < 2 * lifetime_s:
             codeal.misconfigured = (
