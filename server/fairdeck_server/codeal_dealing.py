@@ -136,6 +136,11 @@ class CodealDealer:
         self.reaper: VoidTask | None = None
         """What ends co-dealt hands past their lifetime (codeal_voids.py); the app starts it once
         storage is open."""
+        self.codealer_lifetime_ms = 0
+        """The co-dealer's hand lifetime, as its identity answer said (0: not said)."""
+        self.misconfigured: str | None = None
+        """Why co-dealt hands are not opened now (the co-dealer's lifetime too short for this
+        dealer's: edge/codealer_link.py), or None."""
         self._rows: dict[str, CodealRow] = {}
         self._states: dict[str, tuple[HandContext, Deck, Scalar]] = {}
 
@@ -154,6 +159,7 @@ class CodealDealer:
             DeckSpec.parse(deck)
         except DeckSpecError:
             raise refusals.invalid("deck", Reason.UNKNOWN_DECK, "unknown deck spec") from None
+        self._check_configured()
         if self.pool is not None:
             self.pool.busy()
             row = await asyncio.to_thread(self.store.take, tenant, deck, self.clock_ms())
@@ -168,6 +174,7 @@ class CodealDealer:
         """Open a hand now: keys, both shuffles cross-checked, stored (pooled for ``pool_tenant``
         when ``tenant`` is empty)."""
         spec = DeckSpec.parse(deck)
+        self._check_configured()
         hand_id = self.new_hand_id(self.clock_ms())  # the dealer's clock, as its entries' times
         mine = new_holder(spec, hand_id, 0, self.random)
         theirs, key_sig, identity = await self.link.announce(hand_id, deck, 1, HOLDERS)
@@ -221,6 +228,10 @@ class CodealDealer:
             await self.log.opened(row, self.clock_ms())
         await asyncio.to_thread(self.store.put, row, new=True)
         return row
+
+    def _check_configured(self) -> None:
+        if self.misconfigured is not None:
+            raise refusals.codeal(Reason.CODEAL_NOT_CONFIGURED, self.misconfigured)
 
     def _shuffle(self, ctx: HandContext, x: Scalar, seed: bytes) -> bytes:
         spec, before = ctx.deck, initial_deck(ctx.deck)
@@ -348,6 +359,19 @@ class CodealDealer:
             row.closed_ms = self.clock_ms()
             await asyncio.to_thread(self.store.put, row)  # closed first: never closed and logged twice
             await self._log_closed(row)
+            return row
+
+    async def void_alone(self, tenant: str, hand_id: str) -> CodealRow:
+        """Close a hand the co-dealer no longer has (it ended it at its lifetime and pruned it)
+        without its seed or shares: nothing of its closing can be logged, so it is noted as done
+        with no entries (never retried); its setup and shuffles stay its last word in the log."""
+        async with self._lock(hand_id):
+            row = await self._row(tenant, hand_id)
+            if row.closed_ms is None:
+                row.public.update(voided=True, codealer_gone=True)
+                row.public.setdefault("log", {})[CLOSED] = -1
+                row.closed_ms = self.clock_ms()
+                await asyncio.to_thread(self.store.put, row)
             return row
 
     async def _log_closed(self, row: CodealRow) -> None:
@@ -548,6 +572,9 @@ class DeckPool:
                 await self._wake.wait()
                 continue
             await self._idle(pair)
+            if self.dealer.misconfigured is not None:  # said by co-dealt health: no refill to fail
+                await asyncio.sleep(POOL_RETRY_S)
+                continue
             try:
                 await self.dealer.make_hand("", pair[1], pool_tenant=pair[0])
                 self.made += 1

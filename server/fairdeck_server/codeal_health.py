@@ -2,7 +2,8 @@
 
 Every ``EVERY`` seconds (``RETRY`` while failing) ``CodealerWatch`` asks the co-dealer for its
 identity with the dealer's token. Co-dealt dealing is able only while the co-dealer answers, takes
-the token and names the pinned ``--codealer-key``; ``publish(ok)`` turns that into the health
+the token, names the pinned ``--codealer-key`` and passes ``also`` (its lifetime against the
+dealer's: edge/codealer_link.py); ``publish(ok)`` turns that into the health
 status (with the dealer's own, "") and ``fairdeck_codealer_healthy`` (edge/codealer_link.py). The
 ordinary mode's health ("" and the services) does not depend on it. Each change is one log line,
 the cause said and never the token. No grpc here.
@@ -35,8 +36,11 @@ class CodealerWatch:
         *,
         every: float = EVERY,
         retry: float = RETRY,
+        also: Callable[[], str | None] = lambda: None,
     ) -> None:
         self.identity = identity
+        self.also = also
+        """Asked after the identity matched: another reason co-dealt dealing cannot go on, or None."""
         self.pinned = pinned
         self.publish = publish
         self.every = every
@@ -53,7 +57,7 @@ class CodealerWatch:
             return str(e)
         if key != self.pinned:
             return "the co-dealer answered with another identity key than --codealer-key"
-        return None
+        return self.also()
 
     async def round(self) -> None:
         cause = await self.check()

@@ -2,16 +2,16 @@
 
 ``CodealReaper`` reads, every ``period_s``, the rows of codeal.db not closed made (a hand: taken
 from the pool) over ``lifetime - margin`` ago (reaper.py's margin), oldest first, CHUNK at a time.
-A hand is voided: closed as CloseHand closes it (the co-dealer's seed and the public shares of the
-positions dealt, verified, logged as shares and seeds entries), its row marked ``voided``, as work
-of the tenant that opened it (fair.bind), one hand at a time, tenants in turn. A pooled deck never
-taken is retired (never taken again), its co-dealer told to end it (so its ledger may prune it),
-then dropped; its (tenant, deck) gets no refills until that tenant opens one again. A closed hand
-whose closing entries the log refused, with no CloseHand since for a margin, is logged here. A
-co-dealer that does not answer (CODEALER_UNAVAILABLE), or storage down, ends the pass: tried again
-after ``retry_s``; another refusal skips that hand (said once, ``on_skip``). While a hand is open
-past its whole lifetime the reaper is behind (``on_behind``). It never holds an ordinary entry back
-(reaper.py's watermark is not its): a co-dealer down delays co-dealt hands only. No grpc.
+A hand is voided: closed as CloseHand closes it, its row marked ``voided``, as work of the tenant
+that opened it (fair.bind, and a slot of the dealer's fair admission in its turns, never refused:
+``Admission.enter_work``; a backlog of voids waits behind live calls as its own calls would), one
+hand at a time, tenants in turn. A pooled deck never taken is retired (never taken again), its
+co-dealer told to end it (so its ledger may prune it), then dropped; its (tenant, deck) gets no
+refills until that tenant opens one again. A closed hand whose closing entries the log refused,
+with no CloseHand since for a margin, is logged here. A co-dealer that does not answer, or storage
+down, ends the pass: tried again after ``retry_s``; another refusal skips that hand (said once,
+``on_skip``). While a hand is open past its whole lifetime the reaper is behind (``on_behind``).
+It never holds an ordinary entry back: a co-dealer down delays co-dealt hands only. No grpc.
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ log = logging.getLogger(__name__)
 
 CHUNK = 256
 """Rows one pass reads; the next pass starts at once when it was full."""
+DAY_MS = 86_400_000
+"""The co-dealer's least retention of an ended hand (``codealer serve --keep-closed-days``)."""
 RETRY_S = 1.0
 """After a pass the co-dealer (or storage) cut short, the next waits this long."""
 
@@ -45,8 +47,11 @@ class CodealReaper:
         on_skip: Callable[[str, str, str], None] = lambda tenant, hand_id, reason: None,
         on_behind: Callable[[bool], None] = lambda behind: None,
         retry_s: float = RETRY_S,
+        admission: fair.Admission | None = None,
     ) -> None:
         self.codeal = codeal
+        self.admission = admission
+        """The dealer's call admission (its LimitsInterceptor's): each void takes a slot of it."""
         self.lifetime_ms = max(1, int(lifetime_s * 1000))
         self.margin_ms = max(1, min(MAX_MARGIN_MS, self.lifetime_ms // 4))
         self.period_s = max(0.01, self.margin_ms / 4000)
@@ -91,19 +96,45 @@ class CodealReaper:
 
     async def _void(self, tenant: str, hand_id: str, kind: str = "hand") -> None:
         token = fair.bind(tenant)  # the tenant that opened it pays for its void
+        admission = self.admission
+        if admission is not None:  # in its turn at the admission, as its calls
+            await admission.enter_work(tenant)
         try:
             await self.codeal.close(tenant, hand_id, voided=True)
         except refusals.DealerError as e:
             if e.reason == Reason.CODEALER_UNAVAILABLE or e.status is refusals.Status.UNAVAILABLE:
                 raise
+            if await self._pruned_there(tenant, hand_id, e):
+                await self.codeal.void_alone(tenant, hand_id)
+                log.warning(
+                    "co-dealt hand %s of tenant %s was ended and pruned by the co-dealer (it is past the "
+                    "co-dealer's lifetime and retention): voided without its seed; its closing "
+                    "entries cannot be logged",
+                    hand_id,
+                    tenant,
+                )
+                self.on_voided("gone")
+                return
             self.skipped.add(hand_id)
             self.on_skip(tenant, hand_id, str(e.reason))
             return
         finally:
+            if admission is not None:
+                admission.leave_work(tenant)
             fair.unbind(token)
         if kind == "hand":
             self.voided += 1
         self.on_voided(kind)
+
+    async def _pruned_there(self, tenant: str, hand_id: str, error: refusals.DealerError) -> bool:
+        """Whether the co-dealer says it has no such hand and may rightly have dropped it: the
+        hand is older than the co-dealer's lifetime (it ended it) and a day (its least retention).
+        Else (a co-dealer that lost its ledger, say) the hand is skipped, never closed here."""
+        lifetime = self.codeal.codealer_lifetime_ms
+        if not lifetime or not _no_such_hand(error):
+            return False
+        row = await self.codeal.get(tenant, hand_id)
+        return self.clock_ms() - row.created_ms > lifetime + DAY_MS
 
     async def _end_pooled(self, hand_id: str) -> None:
         """The co-dealer ends the retired deck (its ledger may prune it), then it is dropped."""
@@ -169,6 +200,14 @@ def _in_turn(hands: dict[str, list[str]]) -> list[tuple[str, str]]:
     for i in range(depth):
         order.extend((tenant, ids[i]) for tenant, ids in hands.items() if i < len(ids))
     return order
+
+
+def _no_such_hand(error: refusals.DealerError) -> bool:
+    """The co-dealer's NOT_FOUND HAND_NOT_FOUND, as its link passes it on (or as it is, in process)."""
+    said = f"{refusals.Status.NOT_FOUND.name} {Reason.HAND_NOT_FOUND}"
+    return error.reason == Reason.HAND_NOT_FOUND or (
+        error.reason == Reason.CODEALER_REFUSED and f"({said})" in str(error)
+    )
 
 
 def _why(error: Exception) -> str:

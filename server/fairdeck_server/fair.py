@@ -334,23 +334,9 @@ class Admission:
         if self.per_tenant > 0 and held >= self.per_tenant:
             return False
         self._calls[tenant] = held + 1
-        self._sharing.saw(tenant, self._clock())
         try:
-            await self._line_up(tenant)
+            await self._take_slot(tenant)
         except BaseException:
-            self._forget(tenant)
-            raise
-        if self.slots <= 0 or (self._active < self.slots and not self._queue):
-            self._active += 1
-            return True
-        turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._queue.push(tenant, turn)
-        try:
-            await turn  # the slot is handed over with the turn (``leave``)
-        except BaseException:
-            if turn.done() and not turn.cancelled():
-                self._release_slot()
-            self._step_out(tenant)
             self._forget(tenant)
             raise
         return True
@@ -359,6 +345,34 @@ class Admission:
         self._forget(tenant)
         self._release_slot()
         self._step_out(tenant)
+
+    async def enter_work(self, tenant: str) -> None:
+        """A slot for work ``tenant`` left to the dealer (the void of a hand it abandoned): in its
+        turns and within its share while tenants share, as its calls; never refused, and not
+        counted in its calls (``per_tenant``), so its own voids never get its calls refused.
+        ``leave_work`` gives the slot back."""
+        await self._take_slot(tenant)
+
+    def leave_work(self, tenant: str) -> None:
+        self._release_slot()
+        self._step_out(tenant)
+
+    async def _take_slot(self, tenant: str) -> None:
+        """Return once ``tenant`` is under its cap and holds a slot, in its turn."""
+        self._sharing.saw(tenant, self._clock())
+        await self._line_up(tenant)
+        if self.slots <= 0 or (self._active < self.slots and not self._queue):
+            self._active += 1
+            return
+        turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._queue.push(tenant, turn)
+        try:
+            await turn  # the slot is handed over with the turn (``leave``)
+        except BaseException:
+            if turn.done() and not turn.cancelled():
+                self._release_slot()
+            self._step_out(tenant)
+            raise
 
     def saw(self, tenant: str) -> None:
         """A call of ``tenant``'s that takes no slot is under way (a DealHands stream, told at

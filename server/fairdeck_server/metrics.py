@@ -169,6 +169,12 @@ class Metrics:
             ["kind"],
             registry=r,
         )
+        self.codealer_expired_hands = Gauge(
+            "fairdeck_codealer_expired_hands",
+            "Hands the co-dealer ended at its own --max-hand-lifetime since it started (hands this "
+            "dealer opened and never closed), as the co-dealer says every identity check",
+            registry=r,
+        )
         self.codeal_void_skipped = Counter(
             "fairdeck_codeal_void_skipped_hands",
             "Co-dealt hands past their lifetime that could not be voided (refused, not verifying), by reason",

@@ -130,5 +130,9 @@ CODEALER_RANGES: dict[str, Range] = {
         off="keep every hand",
         why="the dealer asks about an ended hand again only while it retries its close; a day covers it",
     ),
+    # ``fairdeck codealer serve``: seconds after its announce a hand not ended is ended by the
+    # co-dealer. At least twice the dealer's own lifetime (a pooled deck waits one lifetime, then
+    # lives one as a hand), so at most twice the dealer's bound.
+    "max_hand_lifetime": Range(1, 2 * YEAR, "seconds"),
 }
 """The co-dealer's numeric options (cli/codealer_command.py), checked the same way."""

@@ -159,7 +159,9 @@ def test_a_codealer_started_with_keep_closed_days_drops_ended_hands_past_the_win
     directory = tmp_path / "cd1"
     init_codealer(directory)
     clock = FakeClock(tmp_path / "codealer-clock")
-    codealer = CodealerProcess(directory, "127.0.0.1:0", "--keep-closed-days", "1", env=clock.env())
+    # A lifetime past the days moved on: this test is about retention, not about the lifetime.
+    keep = ("--keep-closed-days", "1", "--max-hand-lifetime", str(7 * 86_400))
+    codealer = CodealerProcess(directory, "127.0.0.1:0", *keep, env=clock.env())
     try:
         with DealerProcess(tmp_path / "data", tmp_path / "dealer.log", *codealer.dealer_flags()) as dealer:
             stub = dealer_pb2_grpc.DealerServiceStub(grpc.insecure_channel(dealer.target))
@@ -172,9 +174,7 @@ def test_a_codealer_started_with_keep_closed_days_drops_ended_hands_past_the_win
             port = codealer.port
             codealer.stop()
             clock.set(2 * 86_400)  # two days on, at the co-dealer
-            codealer = CodealerProcess(
-                directory, f"127.0.0.1:{port}", "--keep-closed-days", "1", env=clock.env()
-            )
+            codealer = CodealerProcess(directory, f"127.0.0.1:{port}", *keep, env=clock.env())
             wait_for("the ended hand pruned", lambda: ended not in ledger_hands(directory), timeout=60)
             hands = ledger_hands(directory)
             assert hands[running] is False and all(not revealed for revealed in hands.values())

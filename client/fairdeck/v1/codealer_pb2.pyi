@@ -344,16 +344,32 @@ class GetIdentityResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     IDENTITY_KEY_FIELD_NUMBER: _builtins.int
+    MAX_HAND_LIFETIME_MS_FIELD_NUMBER: _builtins.int
+    EXPIRED_HANDS_FIELD_NUMBER: _builtins.int
     identity_key: _builtins.bytes
     """Ed25519 public key, 32 bytes."""
+    max_hand_lifetime_ms: _builtins.int
+    """The co-dealer's hand lifetime (`fairdeck codealer serve
+    --max-hand-lifetime`), in milliseconds: a hand not ended this long after
+    its AnnounceHand is ended by the co-dealer (no share is given for it from
+    then on; RevealSeed still answers). 0 from a co-dealer that predates it.
+    The dealer refuses co-dealt opens while it is under twice its own
+    lifetime (docs/operations.md, "Co-dealer").
+    """
+    expired_hands: _builtins.int
+    """Hands the co-dealer ended at its lifetime since it started: hands its
+    dealer opened and never closed.
+    """
     def __init__(
         self,
         *,
         identity_key: _builtins.bytes = ...,
+        max_hand_lifetime_ms: _builtins.int = ...,
+        expired_hands: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["identity_key", b"identity_key"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["expired_hands", b"expired_hands", "identity_key", b"identity_key", "max_hand_lifetime_ms", b"max_hand_lifetime_ms"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

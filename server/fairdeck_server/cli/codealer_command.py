@@ -5,8 +5,10 @@ A co-dealer's directory holds its identity: ``codealer.key`` (its long-term Ed25
 (its ledger: every hand, shuffle and share it gave) and ``dealer.token`` (the dealer's token,
 0600). ``init`` makes all four and never replaces any; ``token`` makes a new token; ``serve``
 makes nothing and refuses, in one line (exit 2), to start without them, because a co-dealer that
-forgot what it shared could give a card to a second seat. ``serve --keep-closed-days`` prunes
-hands that ended that long ago (at start, then hourly); hands not ended are always kept.
+forgot what it shared could give a card to a second seat. ``serve --max-hand-lifetime`` ends the
+hands its dealer never closed that long after their announce (checked every quarter of it, at
+most a minute apart), ``serve --keep-closed-days`` prunes hands that ended that long ago (at start,
+then hourly); hands not ended are kept until one of the two ends them.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import logging
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +27,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fairdeck_server.codealer.dealer_token import TOKEN_NAME, TokenCheck, new_token, parse_token
 from fairdeck_server.codealer.ledger import Ledger, LedgerError
+from fairdeck_server.config import ServerConfig
 from fairdeck_server.option_ranges import CODEALER_RANGES
 from fairdeck_server.refusals import StartupRefused
 from fairdeck_server.startup import DataDirLock
@@ -46,6 +50,11 @@ DEFAULT_LISTEN = "127.0.0.1:7390"
 PRUNE_EVERY = 3600.0
 """Seconds between the ledger's prunes with --keep-closed-days (the first is at start)."""
 DAY_MS = 86_400_000
+DEFAULT_HAND_LIFETIME = 2 * ServerConfig.max_hand_lifetime
+"""Twice the dealer's default ``--max-hand-lifetime``: the least a dealer with its default takes
+(a pooled deck waits up to one lifetime before it is taken, then lives one as a hand)."""
+EXPIRE_EVERY_MAX = 60.0
+"""Seconds between the lifetime's sweeps at most (a quarter of the lifetime when shorter)."""
 log = logging.getLogger("fairdeck_server.codealer")
 
 EPILOG = f"""\
@@ -172,15 +181,21 @@ def cmd_token(args: argparse.Namespace) -> int:
     return 0
 
 
-def _days(text: str) -> float:
-    try:
-        value = float(text)
-        CODEALER_RANGES["keep_closed_days"].check(value)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(
-            str(e) if "must be" in str(e) else f"not a number: {text!r}"
-        ) from None
-    return value
+def _in_range(name: str) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+            CODEALER_RANGES[name].check(value)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(
+                str(e) if "must be" in str(e) else f"not a number: {text!r}"
+            ) from None
+        return value
+
+    return parse
+
+
+_days = _in_range("keep_closed_days")
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -200,9 +215,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return _refuse("serve", str(e))
     from fairdeck_server.codealer.holder import CoDealer
 
+    lifetime_ms = round(args.max_hand_lifetime * 1000)
     try:
         return asyncio.run(
-            _serve(CoDealer(ledger, identity, vault), args.listen, token, args.keep_closed_days)
+            _serve(
+                CoDealer(ledger, identity, vault, lifetime_ms=lifetime_ms),
+                args.listen,
+                token,
+                args.keep_closed_days,
+            )
         )
     finally:
         ledger.close()
@@ -229,6 +250,30 @@ async def _prune(codealer: CoDealer, keep_days: float) -> None:
         await asyncio.sleep(PRUNE_EVERY)
 
 
+async def _expire(codealer: CoDealer) -> None:
+    """End the hands not ended ``lifetime`` after their announce, every quarter of it (a minute at
+    most), at start first: the dealer lost them (its codeal.db) or is gone; each sweep that ended
+    some says so (WARNING): the co-dealer's operator learns its dealer leaves hands behind."""
+    lifetime_s = codealer.lifetime_ms / 1000
+    every = min(EXPIRE_EVERY_MAX, lifetime_s / 4)
+    while True:
+        try:
+            ended = await asyncio.to_thread(codealer.expire)
+        except LedgerError as e:
+            log.warning("ending hands past --max-hand-lifetime failed (%s); trying again in %g s", e, every)
+        else:
+            if ended:
+                log.warning(
+                    "ended %d hands not closed %g s after their announce (--max-hand-lifetime; %d since "
+                    "start): the dealer lost them or is gone; they take no more shares, and "
+                    "--keep-closed-days prunes them",
+                    ended,
+                    lifetime_s,
+                    codealer.expired,
+                )
+        await asyncio.sleep(every)
+
+
 async def _serve(codealer: CoDealer, listen: str, token: TokenCheck, keep_days: float) -> int:
     from fairdeck_server.edge.codealer_servicer import start_codealer_server
 
@@ -238,7 +283,10 @@ async def _serve(codealer: CoDealer, listen: str, token: TokenCheck, keep_days: 
         port = 0
     if not port:
         return _refuse("serve", f"--listen {listen}: cannot listen there; pick another --listen (HOST:PORT)")
-    tasks = [asyncio.create_task(watch.run(), name="codealer-health")]
+    tasks = [
+        asyncio.create_task(watch.run(), name="codealer-health"),
+        asyncio.create_task(_expire(codealer), name="codealer-expire"),
+    ]
     if keep_days:
         tasks.append(asyncio.create_task(_prune(codealer, keep_days), name="codealer-prune"))
     stopped = asyncio.Event()
@@ -291,5 +339,14 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         default=0.0,
         metavar="DAYS",
         help=f"prune hands that ended this long ago; {keep.describe()}; default 0 (docs/operations.md)",
+    )
+    lifetime = CODEALER_RANGES["max_hand_lifetime"]
+    serve.add_argument(
+        "--max-hand-lifetime",
+        type=_in_range("max_hand_lifetime"),
+        default=DEFAULT_HAND_LIFETIME,
+        metavar="SECONDS",
+        help="end a hand the dealer has not closed this long after its announce; at least twice the "
+        f"dealer's --max-hand-lifetime; {lifetime.describe()}; default %(default)g (docs/operations.md)",
     )
     serve.set_defaults(handler=cmd_serve)

@@ -6,11 +6,12 @@ share only (a) once it has shuffled, (b) for the next position of the deal order
 seat that position went to, (c) for a final deck that descends from its own signed shuffle through
 verified records (section 6.5), (d) sealed to one seat while the hand runs, sealed once and signed
 in a statement naming the seat key (section 9.1); public shares of dealt positions only after the
-hand ended. Every rule is checked before a share is made, and again in the one ledger
-transaction that records the position (and its seal) before anything is answered. Calls for one
-hand that read, work and then write (a shuffle) run one at a time (``HAND_LOCKS`` striped locks);
-the decoded-hand cache has its own lock, since calls run in worker threads. Refusals are
-``DealerError``s; no grpc here.
+hand ended (a reveal, or ``expire``: not ended ``lifetime_ms`` after its announce, the state a
+reveal makes, so a close racing it completes either way). Every rule is checked before a share is
+made, and again in the one ledger transaction that records the position (and its seal) before
+anything is answered. Calls for one hand that read, work and then write (a shuffle) run one at a
+time (``HAND_LOCKS`` striped locks); the decoded-hand cache has its own lock, since calls run in
+worker threads. Refusals are ``DealerError``s; no grpc here.
 """
 
 from __future__ import annotations
@@ -76,8 +77,13 @@ class CoDealer:
         *,
         random: Random = secrets.token_bytes,
         clock_ms: Callable[[], int] = _now_ms,
+        lifetime_ms: int = 0,
     ) -> None:
         self.ledger = ledger
+        self.lifetime_ms = lifetime_ms
+        """A hand not ended this long after its announce is ended here (``expire``); 0: never."""
+        self.expired = 0
+        """Hands ``expire`` ended since this process started."""
         self.identity = identity
         self.identity_key = identity.public_key().public_bytes_raw()
         self.vault = vault
@@ -137,6 +143,8 @@ class CoDealer:
     ) -> tuple[bytes, bytes]:
         row = self._row(hand_id)
         inputs = _joined(key_records) + b"|" + _joined(earlier)
+        if row.revealed and row.shuffle_record is None:
+            raise _ended(row)
         if row.shuffle_record is not None and row.shuffle_signature is not None:
             if row.shuffle_inputs != inputs:
                 raise refusals.codeal(
@@ -190,6 +198,8 @@ class CoDealer:
                         "this co-dealer already shuffled this hand from other inputs",
                     )
                 return now.shuffle_record, now.shuffle_signature
+            if now is not None and now.revealed:  # ended (its lifetime) while this one shuffled
+                raise _ended(now)
             db.execute(
                 "UPDATE hands SET key_records = ?, shuffle_inputs = ?, shuffle_record = ?, "
                 "shuffle_signature = ?, final_deck = ? WHERE hand_id = ?",
@@ -259,8 +269,8 @@ class CoDealer:
                         f"position {p}'s share went to another seat",
                         field,
                     )
-                if ended:
-                    raise refusals.codeal(Reason.HAND_CLOSED, "the hand ended; no more cards are dealt")
+                if ended and now is not None:
+                    raise _ended(now)
                 if p != len(given):
                     raise refusals.codeal(
                         Reason.SHARE_OUT_OF_ORDER,
@@ -342,6 +352,16 @@ class CoDealer:
         )
         return self._secrets(row)[1]
 
+    def expire(self) -> int:
+        """End every hand announced over ``lifetime_ms`` ago and not ended (one durable write per
+        batch, before anything about it is answered); how many."""
+        if self.lifetime_ms <= 0:
+            return 0
+        now = self.clock_ms()
+        ended = self.ledger.expire(now - self.lifetime_ms, now)
+        self.expired += ended
+        return ended
+
     def seal_statements(self, hand_id: str) -> list[tuple[int, bytes, bytes, bytes]]:
         """(position, seat key, SHA-256 of the sealed share, signature) of every position sealed for
         the hand, ascending: published after the hand (spec sections 9.1 and 11)."""
@@ -416,6 +436,18 @@ def _follow(ctx: HandContext, deck: Deck, records: Sequence[bytes], first: int) 
         verify_signature(ctx, deck, record)
         deck = record.deck
     return deck
+
+
+def _ended(row: HandRow) -> refusals.DealerError:
+    """The refusal of a share (or a shuffle) of a hand that ended: by the dealer's RevealSeed, or
+    by this co-dealer's lifetime."""
+    if row.expired:
+        return refusals.codeal(
+            Reason.HAND_CLOSED,
+            "the hand ended: it was open past this co-dealer's --max-hand-lifetime without a close; "
+            "no more cards are dealt (the dealer may still close it)",
+        )
+    return refusals.codeal(Reason.HAND_CLOSED, "the hand ended; no more cards are dealt")
 
 
 def _joined(parts: Sequence[bytes]) -> bytes:

@@ -8,8 +8,9 @@ and a restart can never give one position to two seats. ``seals`` keeps the one 
 signed seal statement made for each position (section 9.1), answered again on a retry. ``serve``
 opens it with ``create=False``: a file without the hands and shares tables (empty, another
 database) is refused, never given a fresh schema. ``prune`` drops only hands revealed (ended)
-before a cutoff, with their shares and seals; a hand not ended is never dropped. ``probe`` is a
-write of its own (health).
+before a cutoff, with their shares and seals; a hand not ended is never dropped. ``expire`` ends
+the hands announced before a cutoff and not ended (``serve --max-hand-lifetime``) as a reveal
+does, marked ``expired``, one transaction a batch. ``probe`` is a write of its own (health).
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ SCHEMA = (
     final_deck BLOB,
     revealed INTEGER NOT NULL DEFAULT 0,
     created_ms INTEGER NOT NULL,
-    revealed_ms INTEGER
+    revealed_ms INTEGER,
+    expired INTEGER NOT NULL DEFAULT 0
 ) STRICT""",
     """CREATE TABLE IF NOT EXISTS shares (
     hand_id TEXT NOT NULL REFERENCES hands (hand_id),
@@ -55,6 +57,7 @@ SCHEMA = (
     signature BLOB NOT NULL,
     PRIMARY KEY (hand_id, position)
 ) STRICT""",
+    "CREATE INDEX IF NOT EXISTS hands_not_ended ON hands (created_ms) WHERE revealed = 0",
     "CREATE TABLE IF NOT EXISTS health_probe "
     "(id INTEGER PRIMARY KEY CHECK (id = 1), written_ms INTEGER NOT NULL) STRICT",
 )
@@ -86,11 +89,13 @@ class HandRow:
     final_deck: bytes | None
     revealed: bool
     created_ms: int
+    expired: bool = False
+    """Ended by the co-dealer's lifetime (``Ledger.expire``), not by the dealer's RevealSeed."""
 
 
 _SELECT_HAND = (
     "SELECT hand_id, deck, holder, holders, sealed_secrets, key_record, key_signature, key_records, "
-    "shuffle_inputs, shuffle_record, shuffle_signature, final_deck, revealed, created_ms "
+    "shuffle_inputs, shuffle_record, shuffle_signature, final_deck, revealed, created_ms, expired "
     "FROM hands WHERE hand_id = ?"
 )
 
@@ -113,6 +118,7 @@ class Ledger:
             for statement in SCHEMA:
                 self._db.execute(statement)
             _add_revealed_ms(self._db)
+            _add_expired(self._db)
         except (sqlite3.Error, LedgerError) as e:
             self._db.close()
             if isinstance(e, LedgerError):
@@ -187,6 +193,24 @@ class Ledger:
             dropped += n
         return dropped
 
+    def expire(self, created_before_ms: int, now_ms: int) -> int:
+        """End the hands announced before ``created_before_ms`` and not ended, in batches of
+        ``PRUNE_BATCH``: revealed (no position is given from then on; the seed and the public
+        shares of dealt positions still answer the dealer's close), ``expired``, ``revealed_ms``
+        now (retention counts from the end); how many were ended."""
+
+        def batch(db: sqlite3.Connection) -> int:
+            return db.execute(
+                "UPDATE hands SET revealed = 1, revealed_ms = ?, expired = 1 WHERE hand_id IN ("
+                "SELECT hand_id FROM hands WHERE revealed = 0 AND created_ms < ? LIMIT ?)",
+                (now_ms, created_before_ms, PRUNE_BATCH),
+            ).rowcount
+
+        ended = 0
+        while (n := self.transaction(batch)) > 0:
+            ended += n
+        return ended
+
     def counts(self) -> tuple[int, int]:
         """(hands, shares) the ledger holds."""
         return self.transaction(
@@ -218,12 +242,21 @@ def _add_revealed_ms(db: sqlite3.Connection) -> None:
         db.execute("COMMIT")
 
 
+def _add_expired(db: sqlite3.Connection) -> None:
+    """A ledger made before the co-dealer's lifetime gets ``expired`` (0: every hand it ended
+    was ended by a RevealSeed)."""
+    columns = {str(r[1]) for r in db.execute("PRAGMA table_info(hands)")}
+    if "expired" not in columns:
+        db.execute("ALTER TABLE hands ADD COLUMN expired INTEGER NOT NULL DEFAULT 0")
+
+
 def _hand(db: sqlite3.Connection, hand_id: str) -> HandRow | None:
     row = db.execute(_SELECT_HAND, (hand_id,)).fetchone()
     if row is None:
         return None
     values = list(row)
     values[12] = bool(values[12])
+    values[14] = bool(values[14])
     return HandRow(*values)
 
 

@@ -37,6 +37,7 @@ if TYPE_CHECKING:  # loaded only with --codealer: the co-dealt code needs libsod
     from fairdeck_server.codeal_dealing import CodealDealer
     from fairdeck_server.codeal_voids import CodealReaper
     from fairdeck_server.dealer import Dealer
+    from fairdeck_server.edge.interceptors import LimitsInterceptor
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -55,6 +56,8 @@ class HealthHost(Protocol):
     dealer: Dealer
     health: HealthServicer
     metrics: Metrics
+    limits: LimitsInterceptor
+    """Its call limits: co-dealt voids take slots of its fair admission, as ordinary calls."""
 
 
 def _reason(error: grpc.aio.AioRpcError) -> str:
@@ -77,6 +80,10 @@ class GrpcCoDealerLink:
         self._metadata = ((AUTHORIZATION, f"Bearer {token}"),)
         self._channel = grpc.aio.insecure_channel(target)
         self._stub = codealer_pb2_grpc.CoDealerServiceStub(self._channel)
+        self.lifetime_ms = 0
+        """The co-dealer's hand lifetime, as its last identity answer said (0: none said)."""
+        self.expired_hands = 0
+        """Hands it ended at its lifetime since it started, as its last identity answer said."""
 
     async def close(self) -> None:
         await self._channel.close(None)
@@ -135,6 +142,7 @@ class GrpcCoDealerLink:
 
     async def identity(self) -> bytes:
         r = await self._call(self._stub.GetIdentity, pb.GetIdentityRequest())
+        self.lifetime_ms, self.expired_hands = r.max_hand_lifetime_ms, r.expired_hands
         return r.identity_key
 
 
@@ -189,7 +197,12 @@ def codeal_dealer(
     log = CodealLog(host.dealer)  # its entries go to the ordinary dealer's log
     codeal = CodealDealer(link, identity, store, vault, log=log, new_hand_id=new_hand_id, clock_ms=clock_ms)
     codeal.start_pool(POOL_PER_TENANT)
-    codeal.watch = CodealerWatch(link.identity, identity, _publisher(host))
+    codeal.watch = CodealerWatch(
+        link.identity,
+        identity,
+        _publisher(host),
+        also=_lifetimes(link, config.max_hand_lifetime, codeal, host.metrics),
+    )
     codeal.watch.start()
     codeal.reaper = codeal_reaper(codeal, config.max_hand_lifetime, clock_ms, host)
     return codeal
@@ -210,6 +223,7 @@ def codeal_reaper(
         on_voided=lambda kind: metrics.codeal_voided.labels(kind).inc(),
         on_skip=_skipped(metrics),
         on_behind=lambda behind: metrics.codeal_voids_behind.set(1 if behind else 0),
+        admission=host.limits.admission,
     )
     return reaper
 
@@ -226,6 +240,30 @@ def _skipped(metrics: Metrics) -> Callable[[str, str, str], None]:
         )
 
     return skipped
+
+
+def _lifetimes(
+    link: GrpcCoDealerLink, lifetime_s: float, codeal: CodealDealer, metrics: Metrics
+) -> Callable[[], str | None]:
+    """After each identity answer: why the co-dealer's lifetime cannot serve this dealer's (it
+    must be at least twice it: a pooled deck waits up to one lifetime, then lives one as a hand;
+    else the co-dealer would end hands still played), kept in ``codeal.misconfigured`` so that
+    co-dealt opens are refused; and the hands it ended at its lifetime, in the metrics."""
+
+    def check() -> str | None:
+        metrics.codealer_expired_hands.set(link.expired_hands)
+        theirs = link.lifetime_ms / 1000
+        codeal.codealer_lifetime_ms = link.lifetime_ms
+        codeal.misconfigured = None
+        if theirs and theirs < 2 * lifetime_s:
+            codeal.misconfigured = (
+                f"the co-dealer ends hands {theirs:g} s after they open (its --max-hand-lifetime), under "
+                f"twice this dealer's --max-hand-lifetime of {lifetime_s:g} s: give the co-dealer "
+                f"--max-hand-lifetime {2 * lifetime_s:g} or more, or this dealer {theirs / 2:g} or less"
+            )
+        return codeal.misconfigured
+
+    return check
 
 
 def _publisher(host: HealthHost) -> Callable[[bool], Awaitable[None]]:

@@ -190,7 +190,11 @@ class CoDealerServicer(codealer_pb2_grpc.CoDealerServiceServicer):
     @translated
     async def GetIdentity(self, request: pb.GetIdentityRequest, context: Any) -> pb.GetIdentityResponse:
         self._admit(context)
-        return pb.GetIdentityResponse(identity_key=self.codealer.identity_key)
+        return pb.GetIdentityResponse(
+            identity_key=self.codealer.identity_key,
+            max_hand_lifetime_ms=self.codealer.lifetime_ms,
+            expired_hands=self.codealer.expired,
+        )
 
 
 async def start_codealer_server(

@@ -1,0 +1,316 @@
+"""Hands the co-dealer's dealer never closes (it died, lost its codeal.db, or pooled a deck nobody
+took) are ended by the co-dealer itself once they are ``codealer serve --max-hand-lifetime`` old:
+no share is given for them from then on, the end is in the ledger before anything about it is
+answered, retention can drop them, and the operator is told. The end is the state a reveal makes,
+so a dealer that comes back still closes such a hand with its whole record logged, and a close
+racing the end completes either way. A dealer whose own lifetime the co-dealer's cannot serve is
+refused co-dealt opens. Real ``fairdeck codealer`` and ``fairdeck serve`` processes on 127.0.0.1:0,
+and the real code in process on an injected clock for the races."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import grpc
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from fairdeck.client.codeal_seat import SeatKey
+from fairdeck.client.exceptions import from_rpc_error
+from fairdeck.codeal.entries import SEALS, SEEDS, SETUP, SHARES, SHUFFLE
+from fairdeck.v1 import codealer_pb2, dealer_pb2_grpc
+from fairdeck.v1 import dealer_pb2 as pb
+from fairdeck.wire import Reason
+from fairdeck_server.codeal_dealing import CodealDealer
+from fairdeck_server.codeal_log import CodealLog
+from fairdeck_server.codeal_store import CodealRow, CodealStore
+from fairdeck_server.codeal_voids import CodealReaper
+from fairdeck_server.codealer.holder import CoDealer
+from fairdeck_server.codealer.ledger import Ledger
+from fairdeck_server.dealer import Dealer, _new_hand_id
+from fairdeck_server.refusals import DealerError
+from fairdeck_server.storage.sqlite import SqliteStorage
+from fairdeck_server.vault import SeedVault
+from tests.codealer.test_codealer_health import CODEAL, NOT_SERVING, status
+from tests.codealer.test_codealt_lifetime import hand_of, logged
+from tests.codealer.test_pool import InProcessLink
+from tests.faults.kit import metric
+from tests.support.codealers import CodealerProcess, init_codealer
+from tests.support.dealers import DealerProcess
+from tests.support.env import clean_env
+from tests.support.waits import wait_for
+
+SERVE = (sys.executable, "-m", "fairdeck.cli", "codealer", "serve")
+CODEALER_LIFETIME_S = 8
+DEALER_LIFETIME_S = 4  # the most a co-dealer of 8 s serves: a pooled deck waits one, lives one
+
+
+def ended_here(directory: Path) -> dict[str, tuple[bool, bool]]:
+    """hand id -> (ended, ended by the co-dealer's lifetime), read from the ledger apart."""
+    db = sqlite3.connect(f"file:{directory / 'codealer.db'}?mode=ro", uri=True)
+    try:
+        rows = db.execute("SELECT hand_id, revealed, expired FROM hands").fetchall()
+    finally:
+        db.close()
+    return {str(h): (bool(r), bool(x)) for h, r, x in rows}
+
+
+def all_ended(directory: Path) -> dict[str, tuple[bool, bool]]:
+    """The ledger's hands once every one has ended, else {}."""
+    hands = ended_here(directory)
+    return hands if all(ended for ended, _ in hands.values()) else {}
+
+
+def codealer(directory: Path) -> CodealerProcess:
+    return CodealerProcess(directory, "127.0.0.1:0", "--max-hand-lifetime", str(CODEALER_LIFETIME_S))
+
+
+def dealer_flags(codealer: CodealerProcess, lifetime_s: float = DEALER_LIFETIME_S) -> tuple[str, ...]:
+    return (
+        *codealer.dealer_flags(),
+        "--max-hand-lifetime",
+        str(lifetime_s),
+        "--metrics-listen",
+        "127.0.0.1:0",
+    )
+
+
+def open_and_deal(target: str) -> str:
+    """A co-dealt hand with two cards sealed to a seat and one public: its id."""
+    stub = dealer_pb2_grpc.DealerServiceStub(grpc.insecure_channel(target))
+    hand_id = str(
+        stub.OpenHand(pb.OpenHandRequest(deck="short", mode=pb.DEAL_MODE_CODEALT), timeout=60).hand.hand_id
+    )
+    seat = SeatKey.generate().public_key
+    stub.DrawCards(pb.DrawCardsRequest(hand_id=hand_id, count=2, seat_public_key=seat), timeout=60)
+    stub.DrawCards(pb.DrawCardsRequest(hand_id=hand_id, count=1), timeout=60)
+    return hand_id
+
+
+def test_an_orphan_codealt_hand_stayed_open_at_the_codealer_forever_now_ended_at_its_lifetime(
+    tmp_path: Path,
+) -> None:
+    """The dealer dies and its codeal.db is lost: nobody will ever close its hand or the decks its
+    pool shuffled ahead. They stayed open in the co-dealer's ledger for ever, their shares still
+    given to whoever asked, never pruned. Now the co-dealer ends them at its lifetime: a share is
+    refused FAILED_PRECONDITION HAND_CLOSED naming the lifetime, its operator is told, its identity
+    answer counts them, and retention drops them."""
+    directory = tmp_path / "cd1"
+    init_codealer(directory)
+    with codealer(directory) as running:
+        dealer = DealerProcess(tmp_path / "data", tmp_path / "dealer.log", *dealer_flags(running))
+        hand_id = open_and_deal(dealer.target)
+        dealer.kill9()
+        for lost in (tmp_path / "data").glob("codeal.db*"):
+            lost.unlink()
+        hands = wait_for(
+            "the co-dealer ends every hand of the lost dealer", lambda: all_ended(directory), timeout=120
+        )
+        assert hands[hand_id] == (True, True)
+        with pytest.raises(grpc.RpcError) as refused:
+            running.stub().GetShare(codealer_pb2.GetShareRequest(hand_id=hand_id, position=3, count=1))
+        error = from_rpc_error(refused.value)
+        assert (refused.value.code(), error.reason) == (grpc.StatusCode.FAILED_PRECONDITION, "HAND_CLOSED")
+        assert "--max-hand-lifetime" in str(refused.value.details())
+        identity = running.stub().GetIdentity(codealer_pb2.GetIdentityRequest())
+        assert identity.max_hand_lifetime_ms == CODEALER_LIFETIME_S * 1000
+        assert identity.expired_hands == len(hands)
+        log = running.stop()
+    assert f"hands not closed {CODEALER_LIFETIME_S} s after their announce" in log, log
+    assert "Traceback" not in log
+    ledger = Ledger(directory / "codealer.db", create=False)
+    try:
+        assert ledger.prune(2**62) == len(hands) and ledger.counts() == (0, 0)
+    finally:
+        ledger.close()
+
+
+def test_a_dealer_back_after_the_codealer_ended_its_hand_voids_it_with_its_whole_record(
+    tmp_path: Path,
+) -> None:
+    """A dealer down longer than the co-dealer's lifetime comes back to hands the co-dealer ended
+    meanwhile: its reaper voids them as closes, with every entry logged (the co-dealer's end keeps
+    the seed and the dealt positions' public shares for the dealer's close), not an error loop."""
+    directory = tmp_path / "cd1"
+    init_codealer(directory)
+    data_dir = tmp_path / "data"
+    with codealer(directory) as running:
+        first = DealerProcess(data_dir, tmp_path / "dealer.log", *dealer_flags(running))
+        hand_id = open_and_deal(first.target)
+        first.kill9()
+        wait_for(
+            "the co-dealer ends the hand", lambda: ended_here(directory)[hand_id] == (True, True), timeout=120
+        )
+        with DealerProcess(data_dir, tmp_path / "back.log", *dealer_flags(running)) as dealer:
+            stub = dealer_pb2_grpc.DealerServiceStub(grpc.insecure_channel(dealer.target))
+            wait_for(
+                "the hand voided", lambda: hand_of(stub, hand_id).state == pb.HAND_STATE_CLOSED, timeout=120
+            )
+            hand = hand_of(stub, hand_id)
+            assert len(hand.codeal.seeds) == 2 and [d.position for d in hand.codeal.dealt] == [0, 1, 2]
+            whole = [SETUP, SHUFFLE, SHUFFLE, SHARES, SHARES, SHARES, SEALS, SEEDS]
+            wait_for("its record logged", lambda: logged(data_dir, hand_id) == whole, timeout=60)
+            assert metric(dealer, "fairdeck_codeal_voided_total", kind="hand") >= 1
+            assert metric(dealer, "fairdeck_codeal_void_skipped_hands_total") == 0
+            wait_for(
+                "the co-dealer's count of ended hands",
+                lambda: metric(dealer, "fairdeck_codealer_expired_hands") >= 1,
+                timeout=60,
+            )
+            log = dealer.stderr()
+    assert "cannot be voided" not in log and "Traceback" not in log, log
+
+
+def test_a_dealer_outliving_its_codealers_lifetime_is_refused_codealt_opens(tmp_path: Path) -> None:
+    """A dealer whose lifetime is over half the co-dealer's would have hands ended by the co-dealer
+    while they are played: co-dealt opens are refused FAILED_PRECONDITION CODEAL_NOT_CONFIGURED
+    naming both options, its co-dealt health says why, ordinary hands deal on."""
+    directory = tmp_path / "cd1"
+    init_codealer(directory)
+    with codealer(directory) as running:
+        flags = dealer_flags(running, lifetime_s=CODEALER_LIFETIME_S / 2 + 1)
+        with DealerProcess(tmp_path / "data", tmp_path / "dealer.log", *flags) as dealer:
+            line = "co-dealt health NOT_SERVING: the co-dealer ends hands 8 s after they open"
+            wait_for("the lifetimes refused", lambda: line in dealer.stderr(), timeout=60)
+            assert status(dealer.target, CODEAL) == NOT_SERVING
+            stub = dealer_pb2_grpc.DealerServiceStub(grpc.insecure_channel(dealer.target))
+            with pytest.raises(grpc.RpcError) as refused:
+                stub.OpenHand(pb.OpenHandRequest(deck="short", mode=pb.DEAL_MODE_CODEALT), timeout=60)
+            assert from_rpc_error(refused.value).reason == "CODEAL_NOT_CONFIGURED"
+            assert "--max-hand-lifetime 10 or more" in str(refused.value.details())
+            assert stub.OpenHand(pb.OpenHandRequest(deck="short"), timeout=60).hand.hand_id
+    assert not any(ended for ended, _ in ended_here(directory).values())
+
+
+@pytest.mark.parametrize("seconds", ["0", "0.5", "63072001", "x", "nan"])
+def test_codealer_max_hand_lifetime_out_of_range_is_one_line(tmp_path: Path, seconds: str) -> None:
+    init_codealer(tmp_path / "cd1")
+    out = subprocess.run(
+        [*SERVE, "--dir", str(tmp_path / "cd1"), "--listen", "127.0.0.1:0", "--max-hand-lifetime", seconds],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=clean_env(),
+    )
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    (error,) = [line for line in out.stderr.splitlines() if "error:" in line]
+    assert "--max-hand-lifetime" in error
+    if seconds != "x":
+        assert "from 1 to 63072000 seconds" in error
+
+
+def in_process(tmp_path: Path, now: list[int]) -> tuple[CoDealer, CodealDealer, SqliteStorage]:
+    codealer = CoDealer(
+        Ledger(tmp_path / "codealer.db"),
+        Ed25519PrivateKey.from_private_bytes(bytes(32)),
+        SeedVault(bytes(range(32))),
+        clock_ms=lambda: now[0],
+        lifetime_ms=CODEALER_LIFETIME_S * 1000,
+    )
+    storage = SqliteStorage(tmp_path / "fairdeck.db")
+    vault = SeedVault(bytes(range(1, 33)))
+    dealer = CodealDealer(
+        InProcessLink(codealer),
+        codealer.identity_key,
+        CodealStore(tmp_path / "codeal.db"),
+        vault,
+        log=CodealLog(Dealer(storage, vault)),
+        new_hand_id=_new_hand_id,
+        clock_ms=lambda: now[0],
+    )
+    return codealer, dealer, storage
+
+
+def test_a_close_racing_the_codealers_end_completes_and_a_sealed_share_racing_it_is_refused_whole(
+    tmp_path: Path,
+) -> None:
+    """The end lands between the close's RevealSeed and its public shares: the close completes,
+    its record logged whole, and the end is not counted (the close's reveal came first). The end
+    lands between a sealed draw's two passes (the rules checked, the seals made): the draw is
+    refused HAND_CLOSED and its positions are not recorded as given."""
+    now = [1_700_000_000_000]
+    codealer, dealer, storage = in_process(tmp_path, now)
+    link = dealer.link
+    assert isinstance(link, InProcessLink)
+    reveal = link.reveal
+
+    async def reveal_then_end(hand_id: str) -> tuple[bytes, list[tuple[int, bytes, bytes, bytes]]]:
+        answer = await reveal(hand_id)
+        now[0] += CODEALER_LIFETIME_S * 1000 + 1
+        assert codealer.expire() == 1  # the other hand; this one ended by the reveal
+        return answer
+
+    seal = codealer._seal
+
+    def seal_then_end(*args: object) -> tuple[bytes, bytes, bytes]:
+        made = seal(*args)  # type: ignore[arg-type]
+        now[0] += CODEALER_LIFETIME_S * 1000 + 1
+        codealer.expire()
+        return made
+
+    async def scene() -> tuple[str, str]:
+        await storage.start()
+        closing = (await dealer.open_hand("t", "short")).hand_id
+        racing = (await dealer.open_hand("t", "short")).hand_id
+        await dealer.draw("t", closing, 2, b"")
+        await dealer.draw("t", racing, 1, SeatKey.generate().public_key)
+        link.reveal = reveal_then_end  # type: ignore[method-assign]
+        closed = await dealer.close("t", closing)
+        assert closed.closed_ms is not None and len(closed.public["seeds"]) == 2
+        link.reveal = reveal  # type: ignore[method-assign]
+        third = (await dealer.open_hand("t", "short")).hand_id
+        codealer._seal = seal_then_end  # type: ignore[method-assign]
+        with pytest.raises(DealerError) as refused:
+            await dealer.draw("t", third, 1, SeatKey.generate().public_key)
+        assert refused.value.reason == Reason.HAND_CLOSED and "--max-hand-lifetime" in str(refused.value)
+        await dealer.aclose()
+        await storage.close()
+        return closing, third
+
+    closing, third = asyncio.run(scene())
+    assert logged(tmp_path, closing) == [SETUP, SHUFFLE, SHUFFLE, SHARES, SHARES, SEALS, SEEDS]
+    assert ended_here(tmp_path)[closing] == (True, False) and ended_here(tmp_path)[third] == (True, True)
+    assert codealer.ledger.shares(third) == {}
+    assert codealer.expired == 2
+
+
+def test_a_codealt_hand_the_codealer_ended_and_pruned_was_skipped_at_every_start_now_voided_alone(
+    tmp_path: Path,
+) -> None:
+    """A dealer back after the co-dealer ended its hand and retention dropped it: the co-dealer
+    answers HAND_NOT_FOUND, and the void was skipped with an error at every start of the dealer,
+    the hand open in codeal.db for ever. Past the co-dealer's lifetime and a day, the dealer now
+    closes it on its side (nothing of its closing can be logged), once; a CloseHand then answers
+    it as closed. A co-dealer that says no lifetime (one that may have lost its ledger) still
+    gets the hand skipped, never closed."""
+    now = [1_700_000_000_000]
+    codealer, dealer, storage = in_process(tmp_path, now)
+    kinds: list[str] = []
+
+    async def scene() -> tuple[str, set[str], CodealRow, int]:
+        await storage.start()
+        hand_id = (await dealer.open_hand("t", "short")).hand_id
+        await dealer.draw("t", hand_id, 2, b"")
+        now[0] += CODEALER_LIFETIME_S * 1000 + 1
+        assert codealer.expire() == 1
+        assert codealer.ledger.prune(now[0] + 1) == 1  # its retention dropped it
+        now[0] += 86_400_000
+        unsaid = CodealReaper(dealer, DEALER_LIFETIME_S, lambda: now[0])
+        await unsaid.round()
+        dealer.codealer_lifetime_ms = CODEALER_LIFETIME_S * 1000  # as its identity answer says
+        reaper = CodealReaper(dealer, DEALER_LIFETIME_S, lambda: now[0], on_voided=kinds.append)
+        handled = [await reaper.round(), await reaper.round()]
+        row = await dealer.close("t", hand_id)
+        await dealer.aclose()
+        await storage.close()
+        return hand_id, unsaid.skipped, row, sum(handled)
+
+    hand_id, skipped, row, handled = asyncio.run(scene())
+    assert skipped == {hand_id}
+    assert kinds == ["gone"] and handled == 1
+    assert row.closed_ms is not None and row.public["voided"] and row.public["codealer_gone"]
+    assert logged(tmp_path, hand_id) == [SETUP, SHUFFLE, SHUFFLE]
