@@ -8,11 +8,10 @@ passes ``seat.public_key`` as DrawCards' ``seat_public_key``. ``open_cards`` fir
 every co-dealer signed, under the identity key the player pinned, that it sealed the position to
 this seat's own key (spec 9.2), then opens each holder's sealed share with the seat's key,
 verifies each DLEQ share against the hand's public record and combines them into the card.
-``verify_codeal_hand`` checks a closed co-dealt Hand's whole record (spec section 10) and the
-co-dealers' identity signatures against the keys the caller pins. ``hand_proof`` writes format 4;
-``codeal_proof`` writes format 5 (with the receipts ``codeal_receipts`` fetches through an
-``AuditClient``) when the dealer says where the hand's entries are, else format 4. Loaded only
-for co-dealt hands (it needs libsodium).
+``verify_codeal_hand`` checks a closed co-dealt Hand (spec section 10, identities against pinned
+keys). ``hand_proof`` writes format 4; ``codeal_proof`` format 5, with the receipts
+``codeal_receipts`` fetches through an ``AuditClient``, when the Hand says where its entries are.
+Loaded only for co-dealt hands (it needs libsodium).
 """
 
 from __future__ import annotations
