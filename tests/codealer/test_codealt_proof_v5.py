@@ -89,3 +89,18 @@ def test_a_hand_whose_entries_are_not_placed_gets_format_4(
         proof = codeal_proof(audit, older)
     assert isinstance(proof, CodealHandProof)
     proof.verify([bytes.fromhex(identity)])
+
+
+def test_a_hand_closed_without_seals_entries_gets_format_4(
+    closed: tuple[pb.Hand, str, str, list[bytes], str],
+) -> None:
+    """A hand whose closing was logged by a dealer before seals entries: its seeds are placed but no
+    seals entry is; format 5 would fail at step seal, so the SDK writes format 4."""
+    hand, log_key, identity, _, target = closed
+    older = pb.Hand()
+    older.CopyFrom(hand)
+    older.codeal.log_indexes.ClearField("seals")
+    with AuditClient(target, verifier=log_key, timeout=30) as audit:
+        proof = codeal_proof(audit, older)
+    assert isinstance(proof, CodealHandProof)
+    proof.verify([bytes.fromhex(identity)])

@@ -194,9 +194,11 @@ def verify_codeal_hand(hand: pb.Hand, identity_keys: Sequence[bytes]) -> None:
 def codeal_receipts(audit: AuditClient, hand: pb.Hand) -> CodealReceipts | None:
     """The receipts of a closed co-dealt hand's setup, seals and seeds entries, all to the checkpoint
     of the seeds entry's (the latest), each verified by ``audit`` against its log keys; None when the
-    Hand does not say where they are (not closed, or closed before the dealer noted it)."""
+    Hand does not say where they are (not closed, or closed before the dealer noted it, or before
+    it logged seals entries: then there is no seals entry for each co-dealer)."""
     at = hand.codeal.log_indexes
-    if not (at.HasField("setup") and at.HasField("seeds")):
+    codealers = len(hand.codeal.key_records) - 1
+    if not (at.HasField("setup") and at.HasField("seeds")) or len(at.seals) != codealers:
         return None
     seeds = audit.inclusion_proof(at.seeds, codealt=True)
     size = seeds.tree_size
