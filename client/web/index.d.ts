@@ -367,17 +367,29 @@ export interface VerifiedCodealProof {
   dealt: { position: number; card: string }[];
   /** The seeds were revealed (the hand is over) and each re-derived its shuffle. */
   seedsRevealed: boolean;
+  /** Format 5: the size of the signed log its receipts lead to. */
+  inLogAt?: bigint;
   /** The OK line `fairdeck verify --codealer-key` prints for the same file. */
   line: string;
 }
 
 /**
- * Checks a co-dealt hand's proof (docs/hand-proof.md, format 4) against the co-dealers' identity
- * keys the caller pins (64 hex digits each, holder order; never those in the file), as `fairdeck
- * verify --codealer-key` does. Raises VerificationError at the first step that fails; TypeError
+ * Checks a co-dealt hand's proof (docs/hand-proof.md, format 4, or 5 with its log receipts) against
+ * the co-dealers' identity keys the caller pins (64 hex digits each, holder order; never those in
+ * the file), and a format-5 proof's receipts against the log keys `key`, as `fairdeck verify
+ * --codealer-key --key` does. Raises VerificationError at the first step that fails; TypeError
  * without a key, or with one that is not 64 hex digits.
  */
-export function verifyCodealProof(input: Uint8Array | string, options: { codealerKeys: string | readonly string[] }): VerifiedCodealProof;
+export function verifyCodealProof(
+  input: Uint8Array | string,
+  options: {
+    codealerKeys: string | readonly string[];
+    key?: string | readonly string[];
+    witnesses?: readonly string[];
+    threshold?: number | null;
+    policy?: string | Uint8Array | null;
+  },
+): VerifiedCodealProof;
 
 /** A seat's X25519 key pair for one hand (32 bytes each): the dealer gets `publicKey` only. */
 export interface SeatKey {

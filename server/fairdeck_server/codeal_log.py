@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 
 OPENED, CLOSED = "open", "close"
 """The steps ``public["log"]`` names: the log index of each one's first entry."""
+SEALS_STEP, SEEDS_STEP = "seals", "seeds"
+"""Also in ``public["log"]`` once the closing is logged: the seals entries' indexes (co-dealer order)
+and the seeds entry's (the receipts of docs/codealing-spec.md section 11.1)."""
 
 
 class CodealLog:
@@ -48,11 +51,17 @@ class CodealLog:
         """Log the hand's shares and seeds entries, and note it in ``row`` (not stored here); its
         setup and shuffles first if they are not logged (a hand opened before co-dealt logging)."""
         opening = [] if logged(row, OPENED) else opening_entries(row, now_ms)
-        first = await self.append(row.tenant, [*opening, *closing_entries(row, now_ms)])
+        closing = closing_entries(row, now_ms)
+        first = await self.append(row.tenant, [*opening, *closing])
         steps = row.public.setdefault("log", {})
         if opening:
             steps[OPENED] = first
         steps[CLOSED] = first + len(opening)
+        # The seals and seeds entries' own indexes, for a format-5 hand proof's receipts (the
+        # Hand's codeal.log_indexes): the closing is shares, seals (one per co-dealer), seeds.
+        seeds = first + len(opening) + len(closing) - 1
+        steps[SEALS_STEP] = list(range(seeds - len(row.public.get("seals", [])), seeds))
+        steps[SEEDS_STEP] = seeds
 
 
 def logged(row: CodealRow, step: str) -> bool:

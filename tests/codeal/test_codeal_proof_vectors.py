@@ -94,11 +94,12 @@ def test_an_unknown_format_names_every_format_this_verifier_reads(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The bug: once format 4 was read, a proof of format 5 was still told "this verifier reads 1,
-    2 and 3", sending a player with a co-dealt proof looking for another verifier."""
+    2 and 3", sending a player with a co-dealt proof looking for another verifier. Format 5 is now
+    read (the co-dealt proof with its receipts), so the unknown format is 6."""
     v1 = json.loads((VECTORS / "fairdeck-hand-proofs-v1.json").read_text(encoding="utf-8"))
     proof = json.loads(v1["valid"][0]["text"])
-    proof["format"] = 5
+    proof["format"] = 6
     status, out = verify(tmp_path, json.dumps(proof), "--key", v1["log_key"], capsys=capsys)
     assert status == 1
-    line = "FAILED at step format: unknown hand proof format 5; this verifier reads 1 to 4"
+    line = "FAILED at step format: unknown hand proof format 6; this verifier reads 1 to 5"
     assert out.splitlines()[0] == line

@@ -26,6 +26,7 @@ MODULES = [
     "codeal/hand",
     "codeal/handfile",
     "codeal/index",
+    "codeal/logged",
     "codeal/proof",
     "codeal/report",
     "codeal/seat",

@@ -103,7 +103,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         except VerificationError as e:
             print(f"FAILED at step {e.step}: {e.detail}")
             return 1
-        if handproof.format_of(value) == handproof.CODEAL_FORMAT:
+        if handproof.format_of(value) in handproof.CODEAL_FORMATS:
             return _verify_codeal_proof(args, value)
         return _verify_hand_proof(args, value)
     # A transcript has no log step, so keys and witnesses play no part; but a key, a witness or a
@@ -173,8 +173,11 @@ def _verify_hand_proof(args: argparse.Namespace, value: Any) -> int:
 
 
 def _verify_codeal_proof(args: argparse.Namespace, value: Any) -> int:
-    """A co-dealt hand proof (docs/hand-proof.md, format 4), against the co-dealer keys the user pins."""
+    """A co-dealt hand proof (docs/hand-proof.md, formats 4 and 5), against the co-dealer keys the user
+    pins and, for format 5's receipts, the log keys the user gives."""
+    from fairdeck.cli.audit_command import _verifiers, witness_policy
     from fairdeck.codeal.handfile import CodealHandProof  # loads libsodium: co-dealt proofs only
+    from fairdeck.codeal.logged_proof import LoggedCodealProof
 
     try:
         keys = [bytes.fromhex(k) for k in args.codealer_key]
@@ -187,16 +190,36 @@ def _verify_codeal_proof(args: argparse.Namespace, value: Any) -> int:
             file=sys.stderr,
         )
         return 2
+    logged = handproof.format_of(value) == handproof.LOGGED_CODEAL_FORMAT
+    if logged and not args.key:
+        print(
+            "fairdeck verify: a co-dealt hand proof of format 5 carries log receipts, checked against the "
+            "log's key: give --key (from the operator, `fairdeck key`), never the one written in the file",
+            file=sys.stderr,
+        )
+        return 2
+    if logged:
+        try:
+            log_keys, policy = _verifiers(args.key), witness_policy(args)
+        except (OSError, ValueError, NoteError) as e:  # NoteError: a bad --key or --witness
+            print(f"fairdeck verify: {e}", file=sys.stderr)
+            return 2
+    where = ""
     try:
-        proof = CodealHandProof.from_value(value)
-        proof.verify(keys)
+        if logged:
+            full = LoggedCodealProof.from_value(value)
+            proof = full.proof
+            where = f", in the log at tree size {full.verify(keys, log_keys, policy).size}"
+        else:
+            proof = CodealHandProof.from_value(value)
+            proof.verify(keys)
     except VerificationError as e:
         print(f"FAILED at step {e.step}: {e.detail}")
         return 1
     hand = proof.hand
     print(
         f"OK: co-dealt hand {hand.hand_id} verified ({hand.deck}, {len(hand.dealt)} cards dealt, "
-        f"{len(hand.keys)} key holders, seeds {'revealed' if hand.seeds else 'not yet revealed'})"
+        f"{len(hand.keys)} key holders, seeds {'revealed' if hand.seeds else 'not yet revealed'}{where})"
     )
     return 0
 

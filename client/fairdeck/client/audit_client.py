@@ -256,11 +256,14 @@ class AuditClient(_Verifying, SyncClient):
         hand_id: str | None = None,
         reveal: bool = False,
         tree_size: int = 0,
+        codealt: bool = False,
         timeout: Timeout = USE_CLIENT_DEFAULT,
         request_id: str | None = None,
     ) -> InclusionProof:
-        """A verified inclusion proof, by entry index or by hand (commit or reveal entry)."""
-        return self._inclusion_proof(index, hand_id, reveal, tree_size, timeout, request_id)
+        """A verified inclusion proof, by entry index or by hand (commit or reveal entry).
+        ``codealt``: the entry at ``index`` is a co-dealt one (types 3 to 7), which
+        ``fairdeck.codeal.entries`` reads: its signature and audit path are checked here, not its bytes."""
+        return self._inclusion_proof(index, hand_id, reveal, tree_size, timeout, request_id, codealt)
 
     def _inclusion_proof(
         self,
@@ -270,10 +273,13 @@ class AuditClient(_Verifying, SyncClient):
         tree_size: int,
         timeout: Timeout | Deadline,
         request_id: str | None,
+        codealt: bool = False,
     ) -> InclusionProof:
         request = _proof_request(index, hand_id, reveal, tree_size)
         proof = _proof(self._call("GetInclusionProof", request, timeout, request_id))
-        self._verified(lambda: proof.verify(self.verifiers, policy=self.witness_policy), timeout)
+        self._verified(
+            lambda: proof.verify(self.verifiers, policy=self.witness_policy, parse_entry=not codealt), timeout
+        )
         return _checked(proof, index, hand_id, reveal)
 
     def verify_hand(
@@ -414,11 +420,14 @@ class AsyncAuditClient(_Verifying, AsyncClient):
         hand_id: str | None = None,
         reveal: bool = False,
         tree_size: int = 0,
+        codealt: bool = False,
         timeout: Timeout = USE_CLIENT_DEFAULT,
         request_id: str | None = None,
     ) -> InclusionProof:
-        """A verified inclusion proof, by entry index or by hand (commit or reveal entry)."""
-        return await self._inclusion_proof(index, hand_id, reveal, tree_size, timeout, request_id)
+        """A verified inclusion proof, by entry index or by hand (commit or reveal entry).
+        ``codealt``: the entry at ``index`` is a co-dealt one (types 3 to 7), which
+        ``fairdeck.codeal.entries`` reads: its signature and audit path are checked here, not its bytes."""
+        return await self._inclusion_proof(index, hand_id, reveal, tree_size, timeout, request_id, codealt)
 
     async def _inclusion_proof(
         self,
@@ -428,10 +437,13 @@ class AsyncAuditClient(_Verifying, AsyncClient):
         tree_size: int,
         timeout: Timeout | Deadline,
         request_id: str | None,
+        codealt: bool = False,
     ) -> InclusionProof:
         request = _proof_request(index, hand_id, reveal, tree_size)
         proof = _proof(await self._call("GetInclusionProof", request, timeout, request_id))
-        await self._verified(lambda: proof.verify(self.verifiers, policy=self.witness_policy), timeout)
+        await self._verified(
+            lambda: proof.verify(self.verifiers, policy=self.witness_policy, parse_entry=not codealt), timeout
+        )
         return _checked(proof, index, hand_id, reveal)
 
     async def verify_hand(

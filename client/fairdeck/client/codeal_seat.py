@@ -8,9 +8,10 @@ passes ``seat.public_key`` as DrawCards' ``seat_public_key``. ``open_cards`` fir
 every co-dealer signed, under the identity key the player pinned, that it sealed the position to
 this seat's own key (spec 9.2), then opens each holder's sealed share with the seat's key,
 verifies each DLEQ share against the hand's public record and combines them into the card.
-``verify_codeal_hand`` checks a closed co-dealt Hand's whole record (spec section 10) and the
-co-dealers' identity signatures against the keys the caller pins. Loaded only for co-dealt
-hands (it needs libsodium).
+``verify_codeal_hand`` checks a closed co-dealt Hand (spec section 10, identities against pinned
+keys). ``hand_proof`` writes format 4; ``codeal_proof`` format 5, with the receipts
+``codeal_receipts`` fetches through an ``AuditClient``, when the Hand says where its entries are.
+Loaded only for co-dealt hands (it needs libsodium).
 """
 
 from __future__ import annotations
@@ -19,11 +20,15 @@ import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from fairdeck.client.audit_client import AuditClient
 from fairdeck.client.calls import USE_CLIENT_DEFAULT, Timeout
 from fairdeck.client.dealer_client import DealerClient
 from fairdeck.codeal.context import HandContext
+from fairdeck.codeal.entries import SEALS, decode_entry
+from fairdeck.codeal.errors import CodealError
 from fairdeck.codeal.handfile import CodealerSignatures, CodealHandProof
 from fairdeck.codeal.keys import KeyRecord
+from fairdeck.codeal.logged_proof import CodealerSeals, CodealReceipts, LoggedCodealProof
 from fairdeck.codeal.record import ShuffleRecord
 from fairdeck.codeal.seal import seat_public_key
 from fairdeck.codeal.seal_statement import SealStatement, open_seat_card
@@ -184,3 +189,62 @@ def verify_codeal_hand(hand: pb.Hand, identity_keys: Sequence[bytes]) -> None:
     """A co-dealt hand: every co-dealer's identity signatures under the pinned keys (holders 1..K-1
     in order), then spec section 10 whole. None, or CodealError naming the step."""
     hand_proof(hand).verify(identity_keys)
+
+
+def codeal_receipts(audit: AuditClient, hand: pb.Hand) -> CodealReceipts | None:
+    """The receipts of a closed co-dealt hand's setup, seals and seeds entries, all to the checkpoint
+    of the seeds entry's (the latest), each verified by ``audit`` against its log keys; None when the
+    Hand does not say where they are (not closed, or closed before the dealer noted it, or before
+    it logged seals entries: then there is no seals entry for each co-dealer)."""
+    at = hand.codeal.log_indexes
+    codealers = len(hand.codeal.key_records) - 1
+    if not (at.HasField("setup") and at.HasField("seeds")) or len(at.seals) != codealers:
+        return None
+    seeds = audit.inclusion_proof(at.seeds, codealt=True)
+    size = seeds.tree_size
+    return CodealReceipts(
+        audit.inclusion_proof(at.setup, tree_size=size, codealt=True),
+        tuple(audit.inclusion_proof(i, tree_size=size, codealt=True) for i in at.seals),
+        seeds,
+    )
+
+
+def logged_hand_proof(
+    hand: pb.Hand,
+    receipts: CodealReceipts,
+    *,
+    log_key: str,
+    key_rotations: Sequence[bytes] = (),
+    seat_public_key: bytes | None = None,
+) -> LoggedCodealProof:
+    """The one-file proof of format 5 (docs/hand-proof.md) of a closed co-dealt Hand: format 4's
+    (``hand_proof``), each position's seat key, and the co-dealers' seal statements read from the
+    seals entries the ``receipts`` prove. ValueError when a seals receipt is not of a seals entry."""
+    proof = hand_proof(hand, seat_public_key=seat_public_key)
+    seat_keys = tuple(
+        bytes(d.seat_public_key)
+        for d in hand.codeal.dealt
+        if seat_public_key is None or d.seat_public_key == seat_public_key
+    )
+    seals = []
+    for receipt in receipts.seals:
+        try:
+            entry = decode_entry(receipt.entry)
+        except CodealError as e:
+            raise ValueError(f"a seals receipt of hand {hand.hand_id}: {e.detail}") from None
+        if entry.kind != SEALS or entry.hand_id != hand.hand_id:
+            raise ValueError(f"a seals receipt of hand {hand.hand_id} is not of its seals entry")
+        seals.append(CodealerSeals(entry.position, tuple(entry.seals())))
+    return LoggedCodealProof(proof, seat_keys, tuple(seals), receipts, log_key, tuple(key_rotations))
+
+
+def codeal_proof(
+    audit: AuditClient, hand: pb.Hand, *, seat_public_key: bytes | None = None
+) -> LoggedCodealProof | CodealHandProof:
+    """A closed co-dealt hand's proof: format 5 with its receipts (fetched and verified through
+    ``audit``) when the dealer says where its entries are, else format 4."""
+    receipts = codeal_receipts(audit, hand)
+    if receipts is None:
+        return hand_proof(hand, seat_public_key=seat_public_key)
+    log_key = audit.verifiers[0].to_string()
+    return logged_hand_proof(hand, receipts, log_key=log_key, seat_public_key=seat_public_key)

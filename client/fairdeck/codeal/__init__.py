@@ -6,7 +6,8 @@ with their Terelius-Wikström proofs, decryption shares with DLEQ proofs, shares
 key with the co-dealers' signed seal statements the seat's device checks, and the verifier of a
 whole co-dealt hand. No I/O, no clock: randomness is passed in. It may
 import the standard library, ``cryptography``, ``pysodium`` (libsodium, the only source of group
-arithmetic) and ``fairdeck.core``; nothing in the ordinary mode imports it
+arithmetic), ``fairdeck.core`` and ``fairdeck.log`` (the receipts of format 5); nothing in the
+ordinary mode imports it
 (tests/test_boundaries.py checks both).
 """
 

@@ -48,37 +48,12 @@ class CodealHandProof:
     identities: tuple[CodealerSignatures, ...]
 
     def to_json(self) -> str:
-        spec = DeckSpec.parse(self.hand.deck)
-        shoe = spec.name.startswith("shoe")
-        codeal = {
-            "version": V,
-            "keys": [k.hex() for k in self.hand.keys],
-            "shuffles": [s.hex() for s in self.hand.shuffles],
-            "identities": [
-                {
-                    "holder": i.holder,
-                    "key": i.key.hex(),
-                    "key_signature": i.key_signature.hex(),
-                    "shuffle_signature": i.shuffle_signature.hex(),
-                }
-                for i in self.identities
-            ],
-            "dealt": [
-                {
-                    "position": d.position,
-                    "card": Card.from_id(d.card, shoe=shoe).code,
-                    "shares": [s.hex() for s in d.shares],
-                }
-                for d in self.hand.dealt
-            ],
-            "seeds": [s.hex() for s in self.hand.seeds or ()],
-        }
         top = {
             "type": TYPE,
             "format": FORMAT,
             "deck": self.hand.deck,
             "hand_id": self.hand.hand_id,
-            "codeal": codeal,
+            "codeal": self.codeal_value(),
         }
         return json.dumps(top, indent=1) + "\n"
 
@@ -94,8 +69,15 @@ class CodealHandProof:
     def from_value(cls, top: Any) -> CodealHandProof:
         """The proof from its strict JSON value (``fairdeck.log.handproof.read_value``), step encoding."""
         _names(top, {"type", "format", "deck", "hand_id", "codeal"}, "hand proof")
-        if top["type"] != TYPE or _int(top["format"], "format") != FORMAT:
-            raise CodealError("encoding", f"want a {TYPE!r} of format {FORMAT}")
+        return cls.read_record(top, FORMAT)[0]
+
+    @classmethod
+    def read_record(cls, top: Any, fmt: int) -> tuple[CodealHandProof, tuple[bytes, ...]]:
+        """``type``, ``format``, ``deck``, ``hand_id`` and ``codeal`` of a proof of format ``fmt`` (4,
+        or 5 whose dealt positions name their seat key: docs/hand-proof.md), step encoding; the
+        proof and, in format 5, each dealt position's seat key (empty: a public card)."""
+        if top["type"] != TYPE or _int(top["format"], "format") != fmt:
+            raise CodealError("encoding", f"want a {TYPE!r} of format {fmt}")
         deck, hand_id = _str(top["deck"], "deck"), _str(top["hand_id"], "hand_id")
         try:
             spec = DeckSpec.parse(deck)
@@ -116,9 +98,10 @@ class CodealHandProof:
                     _hex(item["shuffle_signature"], f"identities[{i}].shuffle_signature"),
                 )
             )
-        dealt, shoe = [], spec.name.startswith("shoe")
+        dealt, seat_keys, shoe = [], [], spec.name.startswith("shoe")
+        names = {"position", "card", "shares"} | ({"seat_key"} if fmt > FORMAT else set())
         for i, item in enumerate(_list(c["dealt"], "dealt")):
-            _names(item, {"position", "card", "shares"}, f"dealt[{i}]")
+            _names(item, names, f"dealt[{i}]")
             code = _str(item["card"], f"dealt[{i}].card")
             try:
                 card = Card.parse(code).id
@@ -129,6 +112,8 @@ class CodealHandProof:
                 raise CodealError("encoding", f"dealt[{i}].card: not a card of deck {deck!r}")
             shares = tuple(_hex(s, f"dealt[{i}].shares") for s in _list(item["shares"], f"dealt[{i}].shares"))
             dealt.append(DealtPosition(_int(item["position"], f"dealt[{i}].position"), card, shares))
+            if "seat_key" in names:
+                seat_keys.append(_seat_key(item["seat_key"], f"dealt[{i}].seat_key"))
         seeds = tuple(_hex(s, "seeds") for s in _list(c["seeds"], "seeds"))
         hand = CodealHand(
             deck,
@@ -138,7 +123,38 @@ class CodealHandProof:
             tuple(dealt),
             seeds or None,
         )
-        return cls(hand, tuple(identities))
+        return cls(hand, tuple(identities)), tuple(seat_keys)
+
+    def codeal_value(self, seat_keys: Sequence[bytes] | None = None) -> dict[str, Any]:
+        """The ``codeal`` object; with ``seat_keys`` (one per dealt position), format 5's."""
+        spec = DeckSpec.parse(self.hand.deck)
+        shoe = spec.name.startswith("shoe")
+        dealt = []
+        for i, d in enumerate(self.hand.dealt):
+            item: dict[str, Any] = {
+                "position": d.position,
+                "card": Card.from_id(d.card, shoe=shoe).code,
+                "shares": [s.hex() for s in d.shares],
+            }
+            if seat_keys is not None:
+                item["seat_key"] = seat_keys[i].hex()
+            dealt.append(item)
+        return {
+            "version": V,
+            "keys": [k.hex() for k in self.hand.keys],
+            "shuffles": [s.hex() for s in self.hand.shuffles],
+            "identities": [
+                {
+                    "holder": i.holder,
+                    "key": i.key.hex(),
+                    "key_signature": i.key_signature.hex(),
+                    "shuffle_signature": i.shuffle_signature.hex(),
+                }
+                for i in self.identities
+            ],
+            "dealt": dealt,
+            "seeds": [s.hex() for s in self.hand.seeds or ()],
+        }
 
     def verify(self, identity_keys: Sequence[bytes]) -> None:
         """Identities (pinned by the caller, one per co-dealer, holder order), then spec section 10."""
@@ -196,6 +212,14 @@ def _hex(value: Any, what: str) -> bytes:
     if not isinstance(value, str) or not _HEX.fullmatch(value):
         raise CodealError("encoding", f"{what}: want lower-case hex of whole bytes")
     return bytes.fromhex(value)
+
+
+def _seat_key(value: Any, what: str) -> bytes:
+    """A dealt position's seat key in format 5: 32 bytes, or empty for a public card."""
+    raw = b"" if value == "" else _hex(value, what)
+    if len(raw) not in (0, 32):
+        raise CodealError("encoding", f"{what}: a seat key is 32 bytes, or empty for a public card")
+    return raw
 
 
 def _int(value: Any, what: str) -> int:

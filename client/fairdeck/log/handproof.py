@@ -41,6 +41,10 @@ FORMAT = 1
 FORMATS = (1, 2, 3)
 CODEAL_FORMAT = 4
 """A co-dealt hand's proof (docs/hand-proof.md, "Format 4"), read by ``fairdeck.codeal.handfile``."""
+LOGGED_CODEAL_FORMAT = 5
+"""A co-dealt hand's proof with its log receipts and seal statements (docs/hand-proof.md, "Format
+5"), read by ``fairdeck.codeal.logged_proof``."""
+CODEAL_FORMATS = (CODEAL_FORMAT, LOGGED_CODEAL_FORMAT)
 ROTATED = 3
 """The format that carries key rotation statements (``key_rotations``): written when the checkpoint's
 key was rotated to, so that a player who holds an older key can follow the statements to it."""
@@ -54,6 +58,44 @@ _KEYS_3 = _KEYS | {"key_rotations"}
 
 def _fail(step: str, message: str) -> VerificationError:
     return VerificationError(step, message)
+
+
+def check_receipts(
+    receipts: Sequence[tuple[str, InclusionProof]],
+    key_rotations: Sequence[bytes],
+    verifier: Verifier | Sequence[Verifier],
+) -> Checkpoint:
+    """Steps ``rotations``, ``checkpoint`` and ``inclusion`` of a hand proof's named receipts (formats
+    1 to 3: commit and reveal; format 5: a co-dealt hand's setup, seals and seeds): the statements
+    lead to the last receipt's checkpoint, every receipt names that same signed checkpoint, it
+    verifies under a key given or one the statements lead to, and each entry is in its tree."""
+    note = receipts[-1][1].signed_checkpoint
+    try:
+        chain = check_chain(key_rotations, note)
+    except RotationError as e:
+        raise _fail("rotations", str(e)) from None
+    keys = followed_keys([verifier] if isinstance(verifier, Verifier) else verifier, chain)
+    if any(r.signed_checkpoint != note for _, r in receipts):
+        count = "two" if len(receipts) == 2 else str(len(receipts))
+        raise _fail("checkpoint", f"the {count} receipts lead to different checkpoints")
+    try:
+        checkpoint = open_signed_checkpoint(note, keys)
+    except VerificationError as e:
+        raise _fail("checkpoint", e.detail) from None
+    for name, receipt in receipts:
+        if receipt.tree_size != checkpoint.size:
+            raise _fail("inclusion", f"the {name} receipt is for tree size {receipt.tree_size}")
+        try:
+            merkle.verify_inclusion(
+                receipt.index,
+                checkpoint.size,
+                merkle.leaf_hash(receipt.entry),
+                receipt.hashes,
+                checkpoint.root,
+            )
+        except merkle.ProofError as e:
+            raise _fail("inclusion", f"the {name} entry is not in the signed tree: {e}") from None
+    return checkpoint
 
 
 def read_value(text: str | bytes) -> Any:
@@ -70,7 +112,7 @@ def read_value(text: str | bytes) -> Any:
 
 def format_of(value: Any) -> int | None:
     """The ``format`` of a hand proof's value when it is one (the type right, the format a plain
-    whole number), else None: what a verifier dispatches on (4: a co-dealt hand, format 4)."""
+    whole number), else None: what a verifier dispatches on (4 and 5: a co-dealt hand)."""
     if not isinstance(value, dict) or value.get("type") != TYPE:
         return None
     fmt = value.get("format")
@@ -133,7 +175,7 @@ class HandProof:
         fmt = d.get("format")
         if not isinstance(fmt, strictjson.Number) or fmt.text not in ("1", "2", "3"):
             shown = fmt.text if isinstance(fmt, strictjson.Number) else repr(fmt)[:20]
-            raise _fail("format", f"unknown hand proof format {shown}; this verifier reads 1 to 4")
+            raise _fail("format", f"unknown hand proof format {shown}; this verifier reads 1 to 5")
         names = _KEYS_3 if fmt.text == "3" else _KEYS
         if set(d) != names:
             raise _fail("format", f"a hand proof of format {fmt.text} has exactly the names {sorted(names)}")
@@ -186,30 +228,9 @@ class HandProof:
                     f"card {position + 1} dealt was {code[:8]!r}; the re-derived deck has {want} there",
                 )
         self._check_entries()
-        try:
-            chain = check_chain(self.key_rotations, self.reveal.signed_checkpoint)
-        except RotationError as e:
-            raise _fail("rotations", str(e)) from None
-        keys = followed_keys([verifier] if isinstance(verifier, Verifier) else verifier, chain)
-        if self.commit.signed_checkpoint != self.reveal.signed_checkpoint:
-            raise _fail("checkpoint", "the two receipts lead to different checkpoints")
-        try:
-            checkpoint = open_signed_checkpoint(self.reveal.signed_checkpoint, keys)
-        except VerificationError as e:
-            raise _fail("checkpoint", e.detail) from None
-        for name, receipt in (("commit", self.commit), ("reveal", self.reveal)):
-            if receipt.tree_size != checkpoint.size:
-                raise _fail("inclusion", f"the {name} receipt is for tree size {receipt.tree_size}")
-            try:
-                merkle.verify_inclusion(
-                    receipt.index,
-                    checkpoint.size,
-                    merkle.leaf_hash(receipt.entry),
-                    receipt.hashes,
-                    checkpoint.root,
-                )
-            except merkle.ProofError as e:
-                raise _fail("inclusion", f"the {name} entry is not in the signed tree: {e}") from None
+        checkpoint = check_receipts(
+            [("commit", self.commit), ("reveal", self.reveal)], self.key_rotations, verifier
+        )
         if policy is not None:
             try:
                 policy.require(self.reveal.signed_checkpoint)

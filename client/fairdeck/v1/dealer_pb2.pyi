@@ -179,6 +179,7 @@ class CodealRecord(_message.Message):
     IDENTITIES_FIELD_NUMBER: _builtins.int
     DEALT_FIELD_NUMBER: _builtins.int
     SEEDS_FIELD_NUMBER: _builtins.int
+    LOG_INDEXES_FIELD_NUMBER: _builtins.int
     version: _builtins.str
     """"fairdeck-codeal-v1"."""
     @_builtins.property
@@ -201,6 +202,13 @@ class CodealRecord(_message.Message):
     def seeds(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bytes]:
         """Closed hands only: every holder's revealed seed, holder order."""
 
+    @_builtins.property
+    def log_indexes(self) -> Global___CodealLogIndexes:
+        """Where the hand's entries are in the dealer's log (docs/codealing-spec.md
+        section 11.1): what the receipts of a format-5 hand proof are fetched by
+        (AuditService.GetInclusionProof with the index). Unset until logged.
+        """
+
     def __init__(
         self,
         *,
@@ -210,14 +218,56 @@ class CodealRecord(_message.Message):
         identities: _abc.Iterable[Global___CodealIdentity] | None = ...,
         dealt: _abc.Iterable[Global___CodealDealt] | None = ...,
         seeds: _abc.Iterable[_builtins.bytes] | None = ...,
+        log_indexes: Global___CodealLogIndexes | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["log_indexes", b"log_indexes"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["dealt", b"dealt", "identities", b"identities", "key_records", b"key_records", "seeds", b"seeds", "shuffle_records", b"shuffle_records", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["dealt", b"dealt", "identities", b"identities", "key_records", b"key_records", "log_indexes", b"log_indexes", "seeds", b"seeds", "shuffle_records", b"shuffle_records", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___CodealRecord: _TypeAlias = CodealRecord  # noqa: Y015
+
+@_typing.final
+class CodealLogIndexes(_message.Message):
+    """The log indexes of a co-dealt hand's setup, seals and seeds entries."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SETUP_FIELD_NUMBER: _builtins.int
+    SEALS_FIELD_NUMBER: _builtins.int
+    SEEDS_FIELD_NUMBER: _builtins.int
+    setup: _builtins.int
+    """The setup entry (logged at the open); set once the opening is logged."""
+    seeds: _builtins.int
+    """The seeds entry (logged at the close); set once the closing is logged."""
+    @_builtins.property
+    def seals(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """The seals entries, co-dealers 1 .. K-1 in order (logged at the close;
+        none for a hand closed before seals entries were logged).
+        """
+
+    def __init__(
+        self,
+        *,
+        setup: _builtins.int | None = ...,
+        seals: _abc.Iterable[_builtins.int] | None = ...,
+        seeds: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_seeds", b"_seeds", "_setup", b"_setup", "seeds", b"seeds", "setup", b"setup"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_seeds", b"_seeds", "_setup", b"_setup", "seals", b"seals", "seeds", b"seeds", "setup", b"setup"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__seeds: _TypeAlias = _typing.Literal["seeds"]  # noqa: Y015
+    _WhichOneofArgType__seeds: _TypeAlias = _typing.Literal["_seeds", b"_seeds"]  # noqa: Y015
+    _WhichOneofReturnType__setup: _TypeAlias = _typing.Literal["setup"]  # noqa: Y015
+    _WhichOneofArgType__setup: _TypeAlias = _typing.Literal["_setup", b"_setup"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__seeds) -> _WhichOneofReturnType__seeds | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__setup) -> _WhichOneofReturnType__setup | None: ...
+
+Global___CodealLogIndexes: _TypeAlias = CodealLogIndexes  # noqa: Y015
 
 @_typing.final
 class SealedCard(_message.Message):

@@ -37,6 +37,8 @@ const fail = (step, detail) => new VerificationError(step, detail);
 
 /** The format of a co-dealt hand's proof (docs/hand-proof.md, "Format 4"; codeal/handfile.js). */
 export const CODEAL_FORMAT = 4;
+/** A co-dealt hand's proof with its log receipts and seal statements ("Format 5"; codeal/logged.js). */
+export const LOGGED_CODEAL_FORMAT = 5;
 
 /**
  * A hand proof's bytes, read once under the strict rules (at most 1 MiB): its value, numbers as
@@ -68,7 +70,7 @@ export function handProofFromValue(d) {
   if (!isObject(d) || d.type !== HAND_PROOF_TYPE) throw fail("format", `not a hand proof: want an object with "type": "${HAND_PROOF_TYPE}"`);
   if (!(d.format instanceof JNumber) || !HAND_PROOF_FORMATS.includes(d.format.text)) {
     const shown = d.format instanceof JNumber ? d.format.text : head(pyreprValue(d.format ?? null), 20);
-    const e = fail("format", `unknown hand proof format ${shown}; this verifier reads 1 to 4`);
+    const e = fail("format", `unknown hand proof format ${shown}; this verifier reads 1 to 5`);
     // A format above those known may be a later one this copy of the page predates: the page says so.
     if (/^[1-9][0-9]{0,5}$/.test(shown) && Number(shown) > HAND_PROOF_FORMATS.length) e.newerFormat = Number(shown);
     throw e;
@@ -136,37 +138,8 @@ export function verifyHandProof(proof, verifiers, policy = null, onStep = () => 
   onStep("cards");
   checkEntries(proof);
   onStep("entries");
-  let chain;
-  try {
-    chain = checkChain(proof.keyRotations ?? [], proof.reveal.signedCheckpoint);
-  } catch (e) {
-    if (e instanceof LogError) throw fail("rotations", e.message);
-    throw e;
-  }
-  onStep("rotations", chain);
-  if (verifiers === null || (Array.isArray(verifiers) && !verifiers.length)) return null;
-  const keys = followedKeys(Array.isArray(verifiers) ? verifiers : [verifiers], chain);
-  if (!equalBytes(proof.commit.signedCheckpoint, proof.reveal.signedCheckpoint)) {
-    throw fail("checkpoint", "the two receipts lead to different checkpoints");
-  }
-  let cp;
-  try {
-    cp = openCheckpoint(proof.reveal.signedCheckpoint, keys);
-  } catch (e) {
-    if (e instanceof LogError) throw fail("checkpoint", `checkpoint does not verify under the log key: ${e.message}`);
-    throw e;
-  }
-  onStep("checkpoint", cp);
-  for (const [name, receipt] of [["commit", proof.commit], ["reveal", proof.reveal]]) {
-    if (receipt.treeSize !== cp.size) throw fail("inclusion", `the ${name} receipt is for tree size ${receipt.treeSize}`);
-    try {
-      verifyInclusion(receipt.index, cp.size, leafHash(receipt.entry), receipt.hashes, cp.root);
-    } catch (e) {
-      if (e instanceof LogError) throw fail("inclusion", `the ${name} entry is not in the signed tree: ${e.message}`);
-      throw e;
-    }
-  }
-  onStep("inclusion", cp);
+  const cp = checkReceipts([["commit", proof.commit], ["reveal", proof.reveal]], proof.keyRotations ?? [], verifiers, onStep);
+  if (cp === null) return null;
   if (policy) {
     let result;
     try {
@@ -178,6 +151,50 @@ export function verifyHandProof(proof, verifiers, policy = null, onStep = () => 
     if (!result.ok) throw fail("cosignatures", describePolicy(result));
     onStep("cosignatures", result);
   }
+  return cp;
+}
+
+/**
+ * Steps "rotations", "checkpoint" and "inclusion" of a hand proof's named receipts (formats 1 to 3:
+ * commit and reveal; format 5: a co-dealt hand's setup, seals and seeds), as the Python reference's
+ * check_receipts: the statements lead to the last receipt's checkpoint, every receipt names that
+ * checkpoint, it verifies under a key given or one the statements lead to, and each entry is in its
+ * tree. `onStep` is told of rotations (the chain), checkpoint and inclusion (the checkpoint). With no
+ * key, stops after "rotations" and returns null.
+ */
+export function checkReceipts(receipts, keyRotations, verifiers, onStep = () => {}) {
+  const note = receipts[receipts.length - 1][1].signedCheckpoint;
+  let chain;
+  try {
+    chain = checkChain(keyRotations, note);
+  } catch (e) {
+    if (e instanceof LogError) throw fail("rotations", e.message);
+    throw e;
+  }
+  onStep("rotations", chain);
+  if (verifiers === null || (Array.isArray(verifiers) && !verifiers.length)) return null;
+  const keys = followedKeys(Array.isArray(verifiers) ? verifiers : [verifiers], chain);
+  if (receipts.some(([, r]) => !equalBytes(r.signedCheckpoint, note))) {
+    throw fail("checkpoint", `the ${receipts.length === 2 ? "two" : receipts.length} receipts lead to different checkpoints`);
+  }
+  let cp;
+  try {
+    cp = openCheckpoint(note, keys);
+  } catch (e) {
+    if (e instanceof LogError) throw fail("checkpoint", `checkpoint does not verify under the log key: ${e.message}`);
+    throw e;
+  }
+  onStep("checkpoint", cp);
+  for (const [name, receipt] of receipts) {
+    if (receipt.treeSize !== cp.size) throw fail("inclusion", `the ${name} receipt is for tree size ${receipt.treeSize}`);
+    try {
+      verifyInclusion(receipt.index, cp.size, leafHash(receipt.entry), receipt.hashes, cp.root);
+    } catch (e) {
+      if (e instanceof LogError) throw fail("inclusion", `the ${name} entry is not in the signed tree: ${e.message}`);
+      throw e;
+    }
+  }
+  onStep("inclusion", cp);
   return cp;
 }
 

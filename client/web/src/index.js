@@ -9,7 +9,8 @@
 // what these read. verifyCodealHand checks a co-dealt hand (docs/codealing-spec.md) and
 // openSeatCard opens a seat's own card on its device. Types: index.d.ts. Nothing here touches the network, a clock or a file.
 import { LogError } from "./log.js";
-import { handProofFromBytes, readHandProofValue, verifyHandProof as verifyProof } from "./handproof.js";
+import { LOGGED_CODEAL_FORMAT, formatOf, handProofFromBytes, readHandProofValue, verifyHandProof as verifyProof } from "./handproof.js";
+import { loggedProofFromValue, loggedProofOkLine, verifyLoggedProof } from "./codeal/logged.js";
 import {
   CodealerKeyError,
   codealProofFromValue,
@@ -113,14 +114,15 @@ export function verifyHandProof(input, { key, witnesses = [], threshold = null, 
 }
 
 /**
- * Check a co-dealt hand's proof (docs/hand-proof.md, format 4) against the co-dealers' identity
+ * Check a co-dealt hand's proof (docs/hand-proof.md, format 4, or 5 with its receipts: then also
+ * against the log keys `key`, and a witness policy as verifyHandProof takes one) against the co-dealers' identity
  * keys the caller pins (`codealerKeys`: hex, holder order, from each co-dealer's operator; never
  * the keys written in the file), as `fairdeck verify --codealer-key` does: the identities, then
  * docs/codealing-spec.md section 10. Returns the hand, its cards and `line`, the OK line `fairdeck
  * verify` prints; raises VerificationError at the first step that fails (step "format" for a text
  * that is not JSON), TypeError without a key or with a key that is not 64 hex digits.
  */
-export function verifyCodealProof(input, { codealerKeys } = {}) {
+export function verifyCodealProof(input, { codealerKeys, key, witnesses = [], threshold = null, policy = null } = {}) {
   const given = Array.isArray(codealerKeys) ? codealerKeys : codealerKeys === undefined ? [] : [codealerKeys];
   let pinned;
   try {
@@ -131,16 +133,26 @@ export function verifyCodealProof(input, { codealerKeys } = {}) {
   }
   if (!pinned.length) throw new TypeError("verifyCodealProof needs each co-dealer's identity key: { codealerKeys: ['64 hex digits'] }");
   const value = readHandProofValue(asBytes(input, "a hand proof"));
+  if (formatOf(value) === LOGGED_CODEAL_FORMAT) {
+    // Format 5: the receipts too, against the log keys the caller gives (never the file's log_key).
+    const verifiers = keysOf(key);
+    if (!verifiers.length) throw new TypeError("a co-dealt hand proof of format 5 carries log receipts: give the log's key, { key: 'origin+id+base64' }");
+    const proof = loggedProofFromValue(value);
+    const r = verifyLoggedProof(proof, pinned, verifiers, policyOf(witnesses, threshold, policy));
+    return { ...codealResult(proof.hand, r.holders), inLogAt: r.checkpoint.size, line: loggedProofOkLine(proof.hand, r.holders, r.checkpoint) };
+  }
   const proof = codealProofFromValue(value);
   const r = verifyCodealProof_(proof, pinned);
-  const { hand } = proof;
+  return { ...codealResult(proof.hand, r.holders), line: codealProofOkLine(proof.hand, r.holders) };
+}
+
+function codealResult(hand, holders) {
   return {
     handId: hand.handId,
     deck: hand.deck,
-    holders: r.holders,
+    holders,
     dealt: hand.dealt.map((d) => ({ position: d.position, card: d.code })),
     seedsRevealed: hand.seeds !== null,
-    line: codealProofOkLine(hand, r.holders),
   };
 }
 

@@ -1,7 +1,7 @@
 // What the page checks, and how it says it: one entry point for a dropped or pasted file.
 import { VerificationError, deckSpec, toHex, transcriptFromBytes, verifyTranscript } from "./spec.js";
 import { LogError, b64encode, describePolicy, parseKeyList, parsePolicy } from "./log.js";
-import { CODEAL_FORMAT, HAND_PROOF_TYPE, formatOf, handProofFromValue, readHandProofValue, verifyHandProof } from "./handproof.js";
+import { CODEAL_FORMAT, HAND_PROOF_TYPE, LOGGED_CODEAL_FORMAT, formatOf, handProofFromValue, readHandProofValue, verifyHandProof } from "./handproof.js";
 import { parsePolicyFile, witnessPolicyOf } from "./policy.js";
 import { checkCodealProof } from "./codeal/report.js";
 
@@ -65,7 +65,22 @@ function checkAnyHandProof(bytes, options) {
     if (!(e instanceof VerificationError)) throw e;
     return checkHandProof(null, options, e);
   }
+  if (formatOf(value) === LOGGED_CODEAL_FORMAT) return checkCodealProof(value, options, logInputs(options));
   return formatOf(value) === CODEAL_FORMAT ? checkCodealProof(value, options) : checkHandProof(value, options);
+}
+
+/** The log keys and witness policy of `options`, as checkHandProof reads them, and an input error naming a bad one. */
+function logInputs(options) {
+  const out = { verifiers: [], policy: null, inputError: null };
+  try {
+    out.verifiers = keysOf(options.key);
+    const witnesses = (options.witnesses ?? []).filter((w) => w.trim());
+    out.policy = policyOf(witnesses.map((w) => w.trim()), options.threshold ?? null, options.policy ?? null);
+  } catch (e) {
+    if (!(e instanceof LogError)) throw e;
+    out.inputError = e.message;
+  }
+  return out;
 }
 
 function newReport(kind, table) {

@@ -116,4 +116,12 @@ def hand(row: CodealRow) -> pb.Hand:
             seat_public_key=bytes.fromhex(seats[d["position"]]),
         )
     record.seeds.extend(bytes.fromhex(s) for s in public["seeds"])
+    # Where its entries are (codeal_log: public["log"]); a hand closed before the seals and seeds
+    # indexes were noted has its setup's alone, and its proof is format 4.
+    steps = public.get("log", {})
+    if "open" in steps:
+        record.log_indexes.setup = steps["open"]
+    if "seeds" in steps:
+        record.log_indexes.seals.extend(steps["seals"])
+        record.log_indexes.seeds = steps["seeds"]
     return message

@@ -16,24 +16,24 @@ const INT = /^(0|[1-9][0-9]{0,9})$/;
 
 const bad = (detail) => fail("encoding", detail);
 
-function names(value, want, what) {
+export function names(value, want, what) {
   if (!isObject(value) || Object.keys(value).length !== want.length || !want.every((k) => Object.hasOwn(value, k))) {
     throw bad(`${what}: want an object with exactly ${pylist(want)}`);
   }
 }
-function list(value, what) {
+export function list(value, what) {
   if (!Array.isArray(value)) throw bad(`${what}: want an array`);
   return value;
 }
-function str(value, what) {
+export function str(value, what) {
   if (typeof value !== "string") throw bad(`${what}: want a string`);
   return value;
 }
-function hex(value, what) {
+export function hex(value, what) {
   if (typeof value !== "string" || !HEX.test(value)) throw bad(`${what}: want lower-case hex of whole bytes`);
   return fromHex(value);
 }
-function int(value, what) {
+export function int(value, what) {
   if (!(value instanceof JNumber) || !INT.test(value.text)) throw bad(`${what}: want a non-negative JSON integer`);
   return Number(value.text);
 }
@@ -63,7 +63,16 @@ function cardId(code) {
  */
 export function codealProofFromValue(top) {
   names(top, ["type", "format", "deck", "hand_id", "codeal"], "hand proof");
-  if (top.type !== TYPE || int(top.format, "format") !== FORMAT) throw bad(`want a ${pyrepr(TYPE)} of format ${FORMAT}`);
+  return codealRecordFromValue(top, FORMAT);
+}
+
+/**
+ * The "type", "format", "deck", "hand_id" and "codeal" of a proof of format `fmt` (4, or 5 whose
+ * dealt positions name their seat key, `seatKey`: a Uint8Array, empty for a public card), as the
+ * Python reference's read_record; step "encoding".
+ */
+export function codealRecordFromValue(top, fmt) {
+  if (top.type !== TYPE || int(top.format, "format") !== fmt) throw bad(`want a ${pyrepr(TYPE)} of format ${fmt}`);
   const deck = str(top.deck, "deck");
   const handId = str(top.hand_id, "hand_id");
   const spec = codealSpec(deck);
@@ -80,7 +89,7 @@ export function codealProofFromValue(top) {
     };
   });
   const dealt = list(c.dealt, "dealt").map((item, i) => {
-    names(item, ["position", "card", "shares"], `dealt[${i}]`);
+    names(item, fmt > FORMAT ? ["position", "card", "shares", "seat_key"] : ["position", "card", "shares"], `dealt[${i}]`);
     const code = str(item.card, `dealt[${i}].card`);
     let card;
     try {
@@ -91,7 +100,11 @@ export function codealProofFromValue(top) {
     // The deck's own code only ("As" in a standard deck, "As.1" in a shoe), as the dealer writes it.
     if (!spec.idSet.has(card) || codeForId(card, spec.shoe) !== code) throw bad(`dealt[${i}].card: not a card of deck ${pyrepr(deck)}`);
     const shares = list(item.shares, `dealt[${i}].shares`).map((s) => hex(s, `dealt[${i}].shares`));
-    return { position: int(item.position, `dealt[${i}].position`), card, code, shares };
+    const position = int(item.position, `dealt[${i}].position`);
+    if (fmt === FORMAT) return { position, card, code, shares };
+    const seatKey = item.seat_key === "" ? new Uint8Array(0) : hex(item.seat_key, `dealt[${i}].seat_key`);
+    if (seatKey.length !== 0 && seatKey.length !== 32) throw bad(`dealt[${i}].seat_key: a seat key is 32 bytes, or empty for a public card`);
+    return { position, card, code, shares, seatKey };
   });
   const seeds = list(c.seeds, "seeds").map((s) => hex(s, "seeds"));
   const keys = list(c.keys, "keys").map((k) => hex(k, "keys"));
