@@ -96,7 +96,7 @@ if os.environ.get("FAIRDECK_PROBE_DIR") and "serve" in sys.argv:
         named with the batch's size), so that a slow storage step splits into waiting for the
         thread, the batch itself, and the way back through the event loop."""
         from fairdeck_server import logging_setup
-        from fairdeck_server.storage import handoff
+        from fairdeck_server.storage.sqlite import handoff
         from fairdeck_server.storage.sqlite import reader, writer
 
         made = handoff.Op.__init__

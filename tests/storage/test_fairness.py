@@ -249,7 +249,7 @@ def test_a_worker_whose_batch_waited_for_another_processs_keeps_its_batches_to_o
     holding the writers' lock while the other worker's tenants waited (the abuse benchmark's
     stopped-worker row: the victim's median 3.3x idle). A batch that had to wait for the lock
     counts as another tenant's work for SHARED_WINDOW: one turn (QUANTUM) a batch."""
-    from fairdeck_server.storage.writer_lock import WriterLock
+    from fairdeck_server.storage.sqlite.writer_lock import WriterLock
 
     path, lock_path = tmp_path / "fairdeck.db", tmp_path / "fairdeck.writer.lock"
 

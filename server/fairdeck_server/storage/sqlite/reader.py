@@ -32,7 +32,7 @@ from fairdeck_server.fair import FairQueue, take_turns
 from fairdeck_server.log_causes import cause
 from fairdeck_server.refusals import RESTORE
 from fairdeck_server.storage.base import entries_in_order
-from fairdeck_server.storage.handoff import Op, OpQueue, settle
+from fairdeck_server.storage.sqlite.handoff import Op, OpQueue, settle
 from fairdeck_server.storage.sqlite.schema import error_name, explain, is_damage, kind
 
 PAGE = 5000

@@ -6,7 +6,7 @@ alone); one fsync covers the batch. No savepoint per operation: one that refuses
 nothing (REFUSED), any other failure runs the batch again one operation per transaction. Futures
 resolve only after COMMIT. The writer keeps the log's size, Merkle frontier and latest entry time,
 so an append reads nothing and no entry's time goes back; with ``writer_lock`` (``serve
---processes N``) it takes turns with other processes' writers (storage/writer_lock.py, waited for
+--processes N``) it takes turns with other processes' writers (storage/sqlite/writer_lock.py, waited for
 at most LOCK_TIMEOUT) and takes in their appends (``_catch_up``). docs/scaling.md has the design.
 """
 
@@ -41,9 +41,9 @@ from fairdeck_server.storage.base import (
     hand_record,
     same_request,
 )
-from fairdeck_server.storage.handoff import Op, OpQueue, settle
+from fairdeck_server.storage.sqlite.handoff import Op, OpQueue, settle
 from fairdeck_server.storage.sqlite.schema import error_name, explain, kind, last_entry_stamp, open_database
-from fairdeck_server.storage.writer_lock import WriterLock
+from fairdeck_server.storage.sqlite.writer_lock import WriterLock
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -127,7 +127,7 @@ class SqliteWriter(OpQueue):
         Each batch then first takes an exclusive flock on this file, and takes in what the
         others appended. SQLite's own wait for its write lock polls, sleeping up to 100 ms
         between tries; a blocked flock wakes as soon as the lock is free. ``writer_lock_fd``: that
-        file as the supervisor opened it (storage/writer_lock.py: the lock survives its path).
+        file as the supervisor opened it (storage/sqlite/writer_lock.py: the lock survives its path).
         """
         self._path = path
         self._create = create
