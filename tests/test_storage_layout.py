@@ -43,7 +43,8 @@ def test_both_engines_have_one_shape_schema_writer_engine_reader() -> None:
         engine: sorted(p.stem for p in (STORAGE / engine).glob("*.py") if p.stem != "__init__")
         for engine in ("sqlite", "postgres")
     }
-    assert shapes == {e: ["engine", "reader", "schema", "writer"] for e in shapes}
+    jobs = ["diagnosis", "engine", "reader", "schema", "writer"]
+    assert shapes == {"sqlite": sorted([*jobs, "handoff", "writer_lock"]), "postgres": jobs}
 
 
 def appended(size: int) -> tuple[dict[int, bytes], list[base._Frontier]]:
@@ -100,6 +101,7 @@ def test_postgres_is_split_by_job_and_keeps_its_imports() -> None:
     package = STORAGE / "postgres"
     assert sorted(p.name for p in package.glob("*.py")) == [
         "__init__.py",
+        "diagnosis.py",
         "engine.py",
         "reader.py",
         "schema.py",

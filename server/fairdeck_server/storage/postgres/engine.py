@@ -18,7 +18,6 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, TypeVar
 
 import psycopg
-from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool
 
@@ -41,8 +40,9 @@ from fairdeck_server.storage.base import (
     token_record,
     token_row,
 )
+from fairdeck_server.storage.postgres.diagnosis import describe, what
 from fairdeck_server.storage.postgres.schema import ensure_schema
-from fairdeck_server.storage.postgres.writer import Create, CreateBatch, Update, UpdateMany, Writer, what
+from fairdeck_server.storage.postgres.writer import Create, CreateBatch, Update, UpdateMany, Writer
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -75,7 +75,7 @@ class PostgresStorage:
         max_size: int = 8,
         connect_timeout: float = 10.0,
     ) -> None:
-        self._where = _describe(url)
+        self._where = describe(url)
         self._connect_timeout = connect_timeout
         if max_size < 2:
             raise ValueError("max_size must be at least 2: the writer's connection and one for reads")
@@ -404,15 +404,6 @@ class PostgresStorage:
         async with self._guard("read"), self._pool.connection() as conn:
             cur = await conn.execute(query, params, binary=True)
             return await cur.fetchall()
-
-
-def _describe(url: str) -> str:
-    """host:port/dbname of a URL, never its password."""
-    try:
-        info = conninfo_to_dict(url)
-    except psycopg.Error:
-        return "the configured URL"
-    return f"{info.get('host', 'localhost')}:{info.get('port', 5432)}/{info.get('dbname', '')}"
 
 
 async def _configure(conn: psycopg.AsyncConnection[TupleRow]) -> None:

@@ -42,6 +42,7 @@ from fairdeck_server.storage.base import (
     hand_record,
     same_request,
 )
+from fairdeck_server.storage.postgres.diagnosis import not_recorded, what
 
 log = logging.getLogger(__name__)
 
@@ -258,7 +259,7 @@ class Writer:
                     return
                 attempt += 1
                 if not retry.again or attempt > RETRIES:
-                    _settle([(batch[0], False, _not_recorded())])
+                    _settle([(batch[0], False, not_recorded())])
                     return
                 await asyncio.sleep(0.005 * attempt)
             except _Unavailable as e:
@@ -304,7 +305,7 @@ class Writer:
             raise _Retry(again) from None
         except psycopg.Error as e:
             log.error("storage batch of %d failed, rolled back: %s", len(batch), what(e))
-            raise _Unavailable(_not_recorded()) from None
+            raise _Unavailable(not_recorded()) from None
         base = 0 if row is None else int(row[0])
         stats = self.stats
         stats.batches += 1
@@ -588,13 +589,3 @@ class _Unavailable(Exception):
     def __init__(self, error: refusals.DealerError) -> None:
         super().__init__(str(error))
         self.error = error
-
-
-def _not_recorded() -> refusals.DealerError:
-    return refusals.storage_unavailable("storage failed; the request may not have been recorded")
-
-
-def what(e: BaseException) -> str:
-    """An exception named without its message (PostgreSQL's may quote values)."""
-    state = getattr(e, "sqlstate", None)
-    return f"{type(e).__name__}" + (f" (SQLSTATE {state})" if state else "")

@@ -34,8 +34,9 @@ from fairdeck_server.storage.base import (
     token_record,
     token_row,
 )
+from fairdeck_server.storage.sqlite.diagnosis import explain, kind
 from fairdeck_server.storage.sqlite.reader import SqliteReader
-from fairdeck_server.storage.sqlite.schema import explain, kind, probe_file, probe_write
+from fairdeck_server.storage.sqlite.schema import probe_file, probe_write
 from fairdeck_server.storage.sqlite.writer import CLOSE_TIMEOUT_S, REFUSED, Rows, SqliteWriter, hash_reader
 
 T = TypeVar("T")

@@ -30,10 +30,9 @@ from fairdeck.log.audit import LogUnreadable
 from fairdeck_server import refusals
 from fairdeck_server.fair import FairQueue, take_turns
 from fairdeck_server.log_causes import cause
-from fairdeck_server.refusals import RESTORE
 from fairdeck_server.storage.base import entries_in_order
+from fairdeck_server.storage.sqlite.diagnosis import error_name, kind, unreadable
 from fairdeck_server.storage.sqlite.handoff import Op, OpQueue, settle
-from fairdeck_server.storage.sqlite.schema import error_name, explain, is_damage, kind
 
 PAGE = 5000
 """Entries per read transaction."""
@@ -56,7 +55,7 @@ def read_log(path: Path) -> tuple[int, list[bytes], Iterator[bytes]]:
     try:
         conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     except sqlite3.Error as e:
-        raise _unreadable(path, e) from None
+        raise unreadable(path, e) from None
     try:
         count = conn.execute("SELECT COUNT(*) FROM log_entries").fetchone()[0]
         notes = [bytes(r[0]) for r in conn.execute("SELECT note FROM checkpoints ORDER BY size")]
@@ -68,7 +67,7 @@ def read_log(path: Path) -> tuple[int, list[bytes], Iterator[bytes]]:
         ]
     except sqlite3.Error as e:
         conn.close()
-        raise _unreadable(path, e) from None
+        raise unreadable(path, e) from None
 
     def pages() -> Iterator[tuple[int, bytes]]:
         start = 0
@@ -85,21 +84,11 @@ def read_log(path: Path) -> tuple[int, list[bytes], Iterator[bytes]]:
         try:
             yield from entries_in_order(pages())
         except sqlite3.Error as e:
-            raise _unreadable(path, e) from None
+            raise unreadable(path, e) from None
         finally:
             conn.close()
 
     return count, notes, entries()
-
-
-def _unreadable(path: Path, error: sqlite3.Error) -> LogUnreadable:
-    # sqlite's own words ("file is not a database", "database disk image is malformed",
-    # "no such table: log_entries") say which of corrupt or foreign it is.
-    if not is_damage(error):  # a lock, a mode, a mount: the file is fine, say what it is
-        return LogUnreadable(f"cannot read the dealer database: {explain(path, error)}")
-    return LogUnreadable(
-        f"cannot read the dealer database {path}: {error}; audit the live dealer with --target, or {RESTORE}"
-    )
 
 
 log = logging.getLogger(__name__)

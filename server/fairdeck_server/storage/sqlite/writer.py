@@ -41,8 +41,9 @@ from fairdeck_server.storage.base import (
     hand_record,
     same_request,
 )
+from fairdeck_server.storage.sqlite.diagnosis import error_name, explain, is_storage_fault, kind
 from fairdeck_server.storage.sqlite.handoff import Op, OpQueue, settle
-from fairdeck_server.storage.sqlite.schema import error_name, explain, kind, last_entry_stamp, open_database
+from fairdeck_server.storage.sqlite.schema import last_entry_stamp, open_database
 from fairdeck_server.storage.sqlite.writer_lock import WriterLock
 
 T = TypeVar("T")
@@ -417,7 +418,7 @@ class SqliteWriter(OpQueue):
             return e
         if not quiet:
             self._said("storage operation failed, rolled back", e)
-        if _is_storage_fault(e):
+        if is_storage_fault(e):
             self.last_fault = e
             return refusals.storage_unavailable(
                 f"storage failed ({kind(self._path, e)}); the request was not recorded"
@@ -539,13 +540,3 @@ def hash_reader(conn: sqlite3.Connection) -> Callable[[list[int]], list[bytes]]:
         return [bytes(rows[i]) for i in indexes]
 
     return read
-
-
-STORAGE_FAULTS = (sqlite3.OperationalError, sqlite3.InternalError)
-"""Driver errors that mean the database failed (locked, read-only, full, I/O, a table
-gone), not our code: with sqlite3.DatabaseError itself (a damaged file) they become
-STORAGE_UNAVAILABLE. ProgrammingError, IntegrityError and the like stay bugs (INTERNAL)."""
-
-
-def _is_storage_fault(e: BaseException) -> bool:
-    return isinstance(e, STORAGE_FAULTS) or type(e) is sqlite3.DatabaseError
