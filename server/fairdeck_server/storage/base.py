@@ -190,11 +190,16 @@ class WriterStats:
     hold is the entries' and hands' inserts and the COMMIT (WAL flush) that follow."""
 
 
-HAND_COLUMNS = (
-    "hand_id, tenant, request_id, deck, version, commitment, sealed_seed, client_seeds, state, dealt, "
-    "created_ms, commit_index, closed_ms, server_seed, reveal_index, request_fp"
-)
-"""The ``hands`` columns in the order ``hand_record`` reads them (both engines' schemas)."""
+HAND_FIELDS = (
+    "hand_id", "tenant", "request_id", "deck", "version", "commitment", "sealed_seed", "client_seeds",
+    "state", "dealt", "created_ms", "commit_index", "closed_ms", "server_seed", "reveal_index", "request_fp",
+)  # fmt: skip
+"""The ``hands`` columns (both engines' schemas), in the order of a hand row: what ``hand_row`` and
+``batch_hand_rows`` build and ``hand_record`` reads."""
+HAND_COLUMNS = ", ".join(HAND_FIELDS)
+"""``HAND_FIELDS`` as SQL's column list."""
+HandRow = tuple[Any, ...]
+"""The values of ``HAND_FIELDS`` for one hand, as a row of either engine holds them."""
 TOKEN_COLUMNS = "token_id, tenant, role, digest, created_ms, label, revoked_ms"  # noqa: S105 - column names
 """The ``tokens`` columns in the order ``token_record`` reads them."""
 
@@ -259,6 +264,47 @@ def _shown_id(value: Any) -> str:
     except (InvalidInput, TypeError, AttributeError):
         return "?"
     return str(value)
+
+
+def hand_row(r: HandRecord, commit_index: int, reveal_index: int | None) -> HandRow:
+    """The row of a new hand, at its log indexes (an engine may pass positions it offsets later):
+    what ``hand_record`` reads back."""
+    return (
+        r.hand_id, r.tenant, r.request_id, r.deck, r.version, r.commitment, r.sealed_seed,
+        encode_seeds(r.client_seeds), int(r.state), r.dealt, r.created_ms, commit_index, r.closed_ms,
+        r.server_seed, reveal_index, r.request_fingerprint,
+    )  # fmt: skip
+
+
+def batch_hand_rows(batch: HandBatch, first: int) -> list[HandRow]:
+    """The rows of a batch's hands, its first entry at log index ``first`` (hand ``i``'s commit at
+    ``first + i * batch.step``, its reveal next when created closed). What a batch's hands share is
+    read once; a hand costs one tuple."""
+    k, closed = batch.step, batch.closed
+    tenant, deck, version, dealt, created = (
+        batch.tenant,
+        batch.deck,
+        batch.version,
+        batch.dealt,
+        batch.created_ms,
+    )
+    seeds = encode_seeds(batch.client_seeds)
+    state, closed_ms = int(batch.state), created if closed else None
+    revealed: Sequence[bytes | None] = (
+        batch.server_seeds if batch.server_seeds is not None else [None] * len(batch)
+    )
+    commitments, sealed = batch.commitments, batch.sealed_seeds
+    rows = []
+    add = rows.append
+    for i, hand_id in enumerate(batch.hand_ids):
+        index = first + i * k
+        add(
+            (
+                hand_id, tenant, None, deck, version, commitments[i], sealed[i], seeds,
+                state, dealt, created, index, closed_ms, revealed[i], index + 1 if closed else None, None,
+            )
+        )  # fmt: skip
+    return rows
 
 
 def token_record(row: Sequence[Any]) -> TokenRecord:

@@ -38,8 +38,10 @@ from fairdeck_server.storage.base import (
     HandRecord,
     NewHand,
     WriterStats,
+    batch_hand_rows,
     encode_seeds,
     hand_record,
+    hand_row,
     same_request,
 )
 from fairdeck_server.storage.postgres.diagnosis import not_recorded, what
@@ -437,53 +439,20 @@ def _updates(plan: _Batch) -> list[dict[str, Any]]:
 
 
 def _append_doc(plan: _Batch) -> str:
-    """The batch as the one JSON document _APPEND reads (bytes in hex)."""
+    """The batch as the one JSON document _APPEND reads (bytes in hex): each hand row's values by
+    name (HAND_FIELDS, its log indexes as positions in the batch: commit_pos, reveal_pos)."""
+    rows = [hand_row(r, commit_pos, reveal_pos) for r, commit_pos, reveal_pos in plan.inserts]
+    for b, first in plan.batches:
+        rows += batch_hand_rows(b, first)
     hands = [
         {
-            "hand_id": r.hand_id,
-            "tenant": r.tenant,
-            "request_id": r.request_id,
-            "deck": r.deck,
-            "version": r.version,
-            "commitment": r.commitment.hex(),
-            "sealed_seed": r.sealed_seed.hex(),
-            "client_seeds": encode_seeds(r.client_seeds).hex(),
-            "state": int(r.state),
-            "dealt": r.dealt,
-            "created_ms": r.created_ms,
-            "commit_pos": commit_pos,
-            "closed_ms": r.closed_ms,
-            "server_seed": _hex(r.server_seed),
-            "reveal_pos": reveal_pos,
-            "request_fp": _hex(r.request_fingerprint),
+            "hand_id": h, "tenant": t, "request_id": q, "deck": d, "version": v, "commitment": c.hex(),
+            "sealed_seed": s.hex(), "client_seeds": cs.hex(), "state": st, "dealt": n, "created_ms": ms,
+            "commit_pos": ci, "closed_ms": cm, "server_seed": None if ss is None else ss.hex(),
+            "reveal_pos": ri, "request_fp": None if fp is None else fp.hex(),
         }
-        for r, commit_pos, reveal_pos in plan.inserts
-    ]
-    for b, first in plan.batches:
-        seeds = encode_seeds(b.client_seeds).hex()
-        k = b.step
-        revealed = b.server_seeds
-        hands += [
-            {
-                "hand_id": hand_id,
-                "tenant": b.tenant,
-                "request_id": None,
-                "deck": b.deck,
-                "version": b.version,
-                "commitment": b.commitments[i].hex(),
-                "sealed_seed": b.sealed_seeds[i].hex(),
-                "client_seeds": seeds,
-                "state": int(b.state),
-                "dealt": b.dealt,
-                "created_ms": b.created_ms,
-                "commit_pos": first + i * k,
-                "closed_ms": b.created_ms if b.closed else None,
-                "server_seed": None if revealed is None else revealed[i].hex(),
-                "reveal_pos": first + i * k + 1 if b.closed else None,
-                "request_fp": None,
-            }
-            for i, hand_id in enumerate(b.hand_ids)
-        ]
+        for h, t, q, d, v, c, s, cs, st, n, ms, ci, cm, ss, ri, fp in rows
+    ]  # fmt: skip
     return _json({"entries": [e.hex() for e in plan.entries], "hands": hands, "updates": _updates(plan)})
 
 

@@ -29,6 +29,7 @@ from fairdeck_server.storage.base import (
     NewHand,
     StoredCheckpoint,
     TokenRecord,
+    batch_hand_rows,
     encode_seeds,
     hand_record,
     token_record,
@@ -410,28 +411,7 @@ def batch_rows(writer: SqliteWriter, batch: HandBatch, rows: Rows) -> int:
     base = writer.log_size
     for entry in batch.entries:
         writer.append(entry, rows)
-    k, closed = batch.step, batch.closed
-    tenant, deck, version, dealt, created = (
-        batch.tenant,
-        batch.deck,
-        batch.version,
-        batch.dealt,
-        batch.created_ms,
-    )
-    seeds = encode_seeds(batch.client_seeds)
-    state, closed_ms = int(batch.state), created if closed else None
-    revealed: Sequence[bytes | None] = (
-        batch.server_seeds if batch.server_seeds is not None else [None] * len(batch)
-    )
-    add = rows.hands.append
-    for i, hand_id in enumerate(batch.hand_ids):
-        index = base + i * k
-        add(
-            (
-                hand_id, tenant, None, deck, version, batch.commitments[i], batch.sealed_seeds[i], seeds,
-                state, dealt, created, index, closed_ms, revealed[i], index + 1 if closed else None, None,
-            )
-        )  # fmt: skip
+    rows.hands.extend(batch_hand_rows(batch, base))
     return base
 
 

@@ -37,8 +37,8 @@ from fairdeck_server.storage.base import (
     NewHand,
     WriterStats,
     _Frontier,
-    encode_seeds,
     hand_record,
+    hand_row,
     same_request,
 )
 from fairdeck_server.storage.sqlite.diagnosis import error_name, explain, is_storage_fault, kind
@@ -197,26 +197,7 @@ class SqliteWriter(OpQueue):
                 continue
             index = self.append(new.log_entry, rows)
             reveal_index = None if new.reveal_entry is None else self.append(new.reveal_entry, rows)
-            rows.hands.append(
-                (
-                    r.hand_id,
-                    r.tenant,
-                    r.request_id,
-                    r.deck,
-                    r.version,
-                    r.commitment,
-                    r.sealed_seed,
-                    encode_seeds(r.client_seeds),
-                    int(r.state),
-                    r.dealt,
-                    r.created_ms,
-                    index,
-                    r.closed_ms,
-                    r.server_seed,
-                    reveal_index,
-                    r.request_fingerprint,
-                )
-            )
+            rows.hands.append(hand_row(r, index, reveal_index))
             out.append(Created(replace(r, commit_index=index, reveal_index=reveal_index)))
         return out
 
