@@ -125,3 +125,58 @@ def test_the_schema_text_did_not_change_by_a_byte() -> None:
 
     # Changed with log_head.last_ms and fairdeck_append's entries: entry times never go backwards.
     assert SCHEMA_VERSION == "0aeddaf29ab9c6c1"
+
+
+# -- one interface, implemented whole ----------------------------------------------------------
+
+
+def storage_classes() -> list[type[base.Storage]]:
+    from fairdeck_server.metrics import MeteredStorage
+    from fairdeck_server.storage.postgres import PostgresStorage
+    from fairdeck_server.storage.sqlite import SqliteStorage
+
+    return [SqliteStorage, PostgresStorage, MeteredStorage]
+
+
+def left_out(cls: type, interface: type) -> list[str]:
+    """The public members of ``interface`` that ``cls`` does not define itself (inherits, or lacks)."""
+    wanted = {name for name in dir(interface) if not name.startswith("_")}
+    return sorted(name for name in wanted if name not in vars(cls))
+
+
+def test_storage_lists_what_the_rest_of_the_server_uses_of_an_engine() -> None:
+    """Start-up's checks, the heartbeat and the metrics used to reach past the interface (a cast,
+    a getattr): what they call is on it now."""
+    assert {"sealed_seed_samples", "get_meta", "set_meta", "lock_held_for", "stats", "diagnose"} <= set(
+        base.Storage.__abstractmethods__
+    )
+
+
+@pytest.mark.parametrize("cls", storage_classes(), ids=lambda c: c.__name__)
+def test_each_engine_and_the_metrics_wrapper_implement_every_storage_method_themselves(cls: type) -> None:
+    """Explicitly, not through ``__getattr__``: a wrapper that passes unknown names on hides a
+    method it forgot to count, and its users had to ``cast`` it to Storage."""
+    assert issubclass(cls, base.Storage)
+    assert not getattr(cls, "__abstractmethods__", None)
+    assert left_out(cls, base.Storage) == []
+    assert "__getattr__" not in vars(cls)
+
+
+def test_a_method_new_to_storage_and_missing_from_the_wrapper_fails() -> None:
+    """What a newcomer who adds a method to Storage and forgets the wrapper meets: the wrapper
+    cannot be made, and the check above names the method."""
+    from abc import abstractmethod
+
+    from fairdeck_server.metrics import MeteredStorage
+
+    class Wider(base.Storage):
+        @abstractmethod
+        async def forget_me(self) -> None:
+            """A method the wrapper does not know."""
+
+    class Wrapper(MeteredStorage, Wider):
+        pass
+
+    with pytest.raises(TypeError, match="forget_me"):
+        Wrapper(None, None)  # type: ignore[abstract, arg-type]
+    assert left_out(MeteredStorage, Wider) == ["forget_me"]

@@ -14,9 +14,10 @@ from __future__ import annotations
 import enum
 import hashlib
 import hmac
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from fairdeck.core.commitment import COMMITMENT_BYTES
 from fairdeck.core.decks import SPEC_NAMES, DeckSpec
@@ -294,7 +295,7 @@ def batch_hand_rows(batch: HandBatch, first: int) -> list[HandRow]:
         batch.server_seeds if batch.server_seeds is not None else [None] * len(batch)
     )
     commitments, sealed = batch.commitments, batch.sealed_seeds
-    rows = []
+    rows: list[HandRow] = []
     add = rows.append
     for i, hand_id in enumerate(batch.hand_ids):
         index = first + i * k
@@ -418,10 +419,21 @@ class LogForkError(Exception):
     """An attempt to sign a second root for a tree size, or a root that is not the stored tree's."""
 
 
-class Storage(Protocol):
+class Storage(ABC):
+    """What the dealer, the log's publishers, the audit servicer, the tokens and the metrics use of
+    an engine, all of it: each engine and every wrapper (metrics.MeteredStorage) subclasses it and
+    implements every method, so one that is missing fails at construction, not at first use."""
+
+    @property
+    @abstractmethod
+    def stats(self) -> WriterStats:
+        """What the engine's group-commit writer did (the metrics export it)."""
+
+    @abstractmethod
     async def start(self) -> None:
         """Connect, create the schema if missing, and load what the engine keeps in memory."""
 
+    @abstractmethod
     async def create_hands(self, hands: Sequence[NewHand]) -> list[Created]:
         """Insert hands and append their commit entries, atomically and durably; one
         ``Created`` per hand, in order.
@@ -431,13 +443,16 @@ class Storage(Protocol):
         request fingerprints match, else REQUEST_ID_REUSED is raised.
         """
 
+    @abstractmethod
     async def create_batch(self, batch: HandBatch) -> int:
         """Insert a batch of hands with their entries, atomically and durably, as ``create_hands``
         does (no request ids: nothing to find again); the log index of its first entry."""
 
+    @abstractmethod
     async def get_hand(self, tenant: str, hand_id: str) -> HandRecord | None:
         """The hand, or None if it does not exist or belongs to another tenant."""
 
+    @abstractmethod
     async def update_hand(
         self, tenant: str, hand_id: str, decide: Callable[[HandRecord], tuple[Change, T]]
     ) -> tuple[HandRecord, T]:
@@ -446,6 +461,7 @@ class Storage(Protocol):
         ``decide`` may raise to abort without writing; an unknown hand raises
         ``refusals.hand_not_found()``."""
 
+    @abstractmethod
     async def update_hands(
         self, tenant: str, hand_ids: Sequence[str], decide: Callable[[HandRecord], tuple[Change, Any]]
     ) -> list[HandRecord | refusals.DealerError]:
@@ -455,71 +471,102 @@ class Storage(Protocol):
         raised a DealerError, the hand is unknown or its row unreadable); the others are stored
         all the same. Storage failing raises, and nothing of it is stored."""
 
+    @abstractmethod
     async def stale_hands(self, created_before_ms: int, limit: int) -> list[tuple[str, str, int]]:
         """(tenant, hand_id, created_ms) of hands not closed and created before the time, oldest
         first."""
 
+    @abstractmethod
     async def log_size(self) -> int:
         """The number of entries in the transparency log."""
 
+    @abstractmethod
     async def log_entries(self, start: int, end: int) -> list[bytes]:
         """Entries ``start`` to ``end - 1`` (fewer if the log is shorter)."""
 
+    @abstractmethod
     async def log_head(self) -> tuple[int, bytes]:
         """(size, root hash) of the durably stored log."""
 
+    @abstractmethod
     async def checkpoint(self, size: int | None = None) -> StoredCheckpoint | None:
         """The signed checkpoint at ``size`` (None: the latest), if there is one."""
 
+    @abstractmethod
     async def put_checkpoint(self, size: int, root: bytes, note: bytes, time_ms: int) -> StoredCheckpoint:
         """Compare-and-swap the head forward; never two roots for one size."""
 
+    @abstractmethod
     async def add_cosignatures(self, size: int, lines: Sequence[str]) -> StoredCheckpoint | None:
         """Append witness cosignature lines to the stored checkpoint of ``size`` (each line once);
         its text and root never change. None if no checkpoint of that size is stored."""
 
+    @abstractmethod
     async def inclusion_proof(self, index: int, size: int) -> list[bytes]:
         """RFC 9162 inclusion proof of leaf ``index`` in the tree of ``size``."""
 
+    @abstractmethod
     async def consistency_proof(self, size1: int, size2: int) -> list[bytes]:
         """RFC 9162 consistency proof between two sizes."""
 
+    @abstractmethod
     async def entry_index(self, hand_id: str, reveal: bool) -> int | None:
         """The log index of a hand's commit or reveal entry."""
 
+    @abstractmethod
     async def open_hands(self, tenant: str | None = None) -> int:
         """How many hands are not closed (of one tenant, or of all)."""
 
+    @abstractmethod
     async def put_token(self, token: TokenRecord) -> None:
         """Store a new token durably; an existing token_id raises ValueError."""
 
+    @abstractmethod
     async def get_token(self, token_id: str) -> TokenRecord | None:
         """The token with this id, revoked or not."""
 
+    @abstractmethod
     async def list_tokens(self, tenant: str | None = None) -> list[TokenRecord]:
         """Tokens (of one tenant, or all), oldest first."""
 
+    @abstractmethod
     async def revoke_token(self, token_id: str, when_ms: int) -> TokenRecord | None:
         """Mark a token revoked (idempotent: the first time is kept); None if unknown."""
 
+    @abstractmethod
     async def get_meta(self, name: str) -> str | None:
         """A ``fairdeck_meta`` value (the log key's record, the final checkpoint's size), or None."""
 
+    @abstractmethod
     async def set_meta(self, name: str, expected: str | None, value: str) -> bool:
         """Compare-and-swap a ``fairdeck_meta`` value, durably; False if it was not ``expected``."""
 
+    @abstractmethod
+    async def sealed_seed_samples(self) -> list[tuple[str, bytes]]:
+        """(hand id, sealed seed) of one unrevealed hand per seed key id (bytes 1..5 of the seal):
+        what start-up opens to check the seed key (startup.check_store)."""
+
+    @abstractmethod
+    def lock_held_for(self) -> float:
+        """Seconds this process has held a lock other processes' writers wait for, in the batch
+        under way (0: none held; SQLite's writers' lock of ``serve --processes N``)."""
+
+    @abstractmethod
     async def probe(self) -> None:
         """Make one small write durable, or raise STORAGE_UNAVAILABLE: whether storage
         takes writes now. Health calls it while storage is failing (app.py)."""
 
+    @abstractmethod
     def diagnose(self) -> str | None:
         """The last storage failure in one line, with its fix, when the engine can tell (a full
         disk, a read-only file or mount, a lock held outside, damage); None otherwise."""
 
+    @abstractmethod
     def serving(self) -> None:
         """Start-up is over: from now on a failure is logged as it happens. (During start-up the
         refusal says it, once, in one line.)"""
 
+    @abstractmethod
     async def close(self) -> None:
         """Flush and release everything; later calls fail."""
 

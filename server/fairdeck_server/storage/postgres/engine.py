@@ -33,8 +33,10 @@ from fairdeck_server.storage.base import (
     HandRecord,
     LogForkError,
     NewHand,
+    Storage,
     StoredCheckpoint,
     TokenRecord,
+    WriterStats,
     _Frontier,
     hand_record,
     token_record,
@@ -58,7 +60,7 @@ STATEMENT_TIMEOUT_MS = 60_000
 """A statement running this long (ms) is cancelled by the server."""
 
 
-class PostgresStorage:
+class PostgresStorage(Storage):
     """Storage on one PostgreSQL database, shareable by several dealer replicas.
 
     Each replica holds up to ``max_size`` connections: one the writer keeps for
@@ -102,7 +104,10 @@ class PostgresStorage:
         self._opened = asyncio.Event()
         """Set when start() is over, well or not: calls made before then wait for it."""
         self._start_error: refusals.DealerError | None = None
-        self.stats = self._writer.stats
+
+    @property
+    def stats(self) -> WriterStats:
+        return self._writer.stats
 
     async def start(self) -> None:
         try:
@@ -361,6 +366,9 @@ class PostgresStorage:
 
     def serving(self) -> None:
         return None
+
+    def lock_held_for(self) -> float:
+        return 0.0  # replicas take turns on the log_head row, in the database: nothing held here
 
     async def close(self) -> None:
         if self._closed:

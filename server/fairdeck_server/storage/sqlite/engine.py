@@ -27,8 +27,10 @@ from fairdeck_server.storage.base import (
     HandRecord,
     LogForkError,
     NewHand,
+    Storage,
     StoredCheckpoint,
     TokenRecord,
+    WriterStats,
     batch_hand_rows,
     encode_seeds,
     hand_record,
@@ -51,7 +53,7 @@ _UPDATE = (
 )
 
 
-class SqliteStorage:
+class SqliteStorage(Storage):
     """Storage on one SQLite file, written by one thread with group commit."""
 
     def __init__(
@@ -72,7 +74,10 @@ class SqliteStorage:
             path, create=create, writer_lock=writer_lock, writer_lock_fd=writer_lock_fd
         )
         self._reader = SqliteReader(path, REFUSED, on_fault=self._writer.fault)
-        self.stats = self._writer.stats
+
+    @property
+    def stats(self) -> WriterStats:
+        return self._writer.stats
 
     async def start(self) -> None:
         if self._create:
