@@ -44,7 +44,7 @@ def test_both_engines_have_one_shape_schema_writer_engine_reader() -> None:
         for engine in ("sqlite", "postgres")
     }
     jobs = ["diagnosis", "engine", "reader", "schema", "writer"]
-    assert shapes == {"sqlite": sorted([*jobs, "handoff", "writer_lock"]), "postgres": jobs}
+    assert shapes == {"sqlite": sorted([*jobs, "batches", "handoff", "writer_lock"]), "postgres": jobs}
 
 
 def appended(size: int) -> tuple[dict[int, bytes], list[base._Frontier]]:

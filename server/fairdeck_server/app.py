@@ -57,7 +57,7 @@ from fairdeck_server.reaper import Reaper
 from fairdeck_server.refusals import DealerError, StartupRefused
 from fairdeck_server.startup import Identity, check_store, prepare
 from fairdeck_server.storage import open_storage
-from fairdeck_server.storage.sqlite.writer import LOCK_TIMEOUT
+from fairdeck_server.storage.sqlite.batches import LOCK_TIMEOUT
 from fairdeck_server.storage_health import StorageHealth
 from fairdeck_server.tile_publishing import LiveTiles, Source, read_whole_log, tiles_refusal
 

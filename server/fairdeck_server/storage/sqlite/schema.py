@@ -17,12 +17,9 @@ import logging
 import os
 import sqlite3
 import stat
-import time
 from pathlib import Path
 from urllib.parse import quote
 
-from fairdeck.core.encoding import u64
-from fairdeck.log.logentry import time_of
 from fairdeck_server.refusals import RESTORE, StartupRefused
 from fairdeck_server.storage.sqlite.diagnosis import explain
 
@@ -116,37 +113,6 @@ def open_database(path: Path, *, create: bool) -> sqlite3.Connection:
         conn.close()
         raise
     return conn
-
-
-def last_entry_stamp(conn: sqlite3.Connection) -> bytes:
-    """The time of the log's last entry, as its 8 bytes (zeros for an empty log)."""
-    row = conn.execute("SELECT entry FROM log_entries ORDER BY idx DESC LIMIT 1").fetchone()
-    time_ms = None if row is None else time_of(bytes(row[0]))
-    return u64(time_ms or 0)
-
-
-def probe_file(path: Path) -> None:
-    """One write committed on a connection of its own, as a batch is (the database's write lock, a
-    WAL append, fsync): raises the sqlite3 error of a file or mount that is read-only, a lock held
-    outside, a full disk. Health's probe, and the dealer's last check before it serves."""
-    conn = sqlite3.connect(f"file:{quote(str(path.absolute()))}?mode=rw", uri=True, isolation_level=None)
-    try:
-        conn.execute("PRAGMA synchronous=FULL")
-        conn.execute("BEGIN IMMEDIATE")
-        probe_write(conn)
-        conn.execute("COMMIT")
-    finally:
-        conn.close()
-
-
-def probe_write(conn: sqlite3.Connection) -> None:
-    """Rewrite the one row of ``health_probe`` (the storage's probe: health checks call it too)."""
-    conn.execute(
-        "CREATE TABLE IF NOT EXISTS health_probe "
-        "(id INTEGER PRIMARY KEY CHECK (id = 1), at_ms INTEGER NOT NULL)"
-    )
-    now_ms = time.time_ns() // 1_000_000
-    conn.execute("INSERT OR REPLACE INTO health_probe (id, at_ms) VALUES (1, ?)", (now_ms,))
 
 
 def _check(conn: sqlite3.Connection, path: Path, create: bool) -> None:
