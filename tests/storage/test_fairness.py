@@ -196,7 +196,7 @@ def test_postgres_serves_a_single_hand_of_another_tenant_before_queued_bulk_chun
 
 def test_postgres_keeps_a_bulk_tenants_batches_to_one_turn_while_another_is_active(pg_url: str) -> None:
     from fairdeck_server.storage.postgres import PostgresStorage
-    from fairdeck_server.storage.postgres import writer as pg_writer
+    from fairdeck_server.storage.postgres import batches as pg_batches
 
     async def main() -> int:
         storage = PostgresStorage(pg_url)
@@ -207,7 +207,7 @@ def test_postgres_keeps_a_bulk_tenants_batches_to_one_turn_while_another_is_acti
             await storage.close()
 
     # The first slice may be in the batch that waits on the lock; the rest one turn a batch.
-    assert asyncio.run(main()) == 12 * 32 // pg_writer.QUANTUM
+    assert asyncio.run(main()) == 12 * 32 // pg_batches.QUANTUM
 
 
 def test_one_tenants_backlog_of_single_calls_does_not_sit_in_front_of_anothers(tmp_path: Path) -> None:
