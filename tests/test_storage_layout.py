@@ -1,8 +1,8 @@
 """The storage layout as a rule: both engines are packages of the same job modules (SQL only in
 schema, writer and reader; driver errors only in diagnosis; engine only glue), SQLite's own
-modules inside sqlite/; one ``_Frontier`` and one hand row, in ``storage/base.py``, used by both
-engines; one Storage interface that each engine and the metrics wrapper implement whole; and the
-frontier itself, against the Merkle module."""
+modules inside sqlite/; one ``_Frontier`` (storage/base.py) and one hand row (storage/rows.py),
+used by both engines; one Storage interface that each engine and the metrics wrapper implement
+whole; and the frontier itself, against the Merkle module."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from fairdeck.log import merkle
-from fairdeck_server.storage import base
+from fairdeck_server.storage import base, rows
 
 STORAGE = Path(__file__).resolve().parent.parent / "server" / "fairdeck_server" / "storage"
 
@@ -67,7 +67,7 @@ def test_each_engine_folder_has_the_same_job_modules(engine: str) -> None:
 
 def test_storage_itself_holds_only_what_both_engines_share() -> None:
     """handoff.py and writer_lock.py are SQLite's alone: they live in sqlite/."""
-    assert sorted(p.name for p in STORAGE.glob("*.py")) == ["__init__.py", "base.py"]
+    assert sorted(p.name for p in STORAGE.glob("*.py")) == ["__init__.py", "base.py", "rows.py"]
     assert sorted(p.name for p in STORAGE.iterdir() if p.is_dir() and p.name != "__pycache__") == [
         "postgres",
         "sqlite",
@@ -288,18 +288,18 @@ def test_a_method_new_to_storage_and_missing_from_the_wrapper_fails() -> None:
 # -- one hand row ------------------------------------------------------------------------------
 
 
-def test_a_hand_row_is_built_only_in_base() -> None:
-    """Both engines' rows come from ``base.hand_row`` and ``base.batch_hand_rows``: a tuple of
+def test_a_hand_row_is_built_only_in_rows() -> None:
+    """Both engines' rows come from ``rows.hand_row`` and ``rows.batch_hand_rows``: a tuple of
     the row's width built anywhere else in storage/ is a second spelling of the columns."""
-    width = len(base.HAND_FIELDS)
+    width = len(rows.HAND_FIELDS)
     built = [
         f"{path.relative_to(STORAGE)}:{node.lineno}"
         for path in sorted(STORAGE.rglob("*.py"))
         for node in ast.walk(ast.parse(path.read_text()))
         if isinstance(node, ast.Tuple) and isinstance(node.ctx, ast.Load) and len(node.elts) == width
     ]
-    assert built and all(b.startswith("base.py:") for b in built), built
-    assert ", ".join(base.HAND_FIELDS) == base.HAND_COLUMNS
+    assert built and all(b.startswith("rows.py:") for b in built), built
+    assert ", ".join(rows.HAND_FIELDS) == rows.HAND_COLUMNS
 
 
 def test_what_a_hand_row_holds_reads_back_as_the_hand() -> None:
@@ -310,14 +310,14 @@ def test_what_a_hand_row_holds_reads_back_as_the_hand() -> None:
         "t", "h1", "r1", "standard", CURRENT_VERSION, bytes(32), b"sealed", (b"a",),
         StoredHandState.CLOSED, 2, 10, 0, 11, b"seed", None, b"fp",
     )  # fmt: skip
-    assert base.hand_record(base.hand_row(record, 7, 8)) == replace(record, commit_index=7, reveal_index=8)
+    assert rows.hand_record(rows.hand_row(record, 7, 8)) == replace(record, commit_index=7, reveal_index=8)
     batch = HandBatch(
         "t", "standard", CURRENT_VERSION, (b"a",), True, 0, 10, ["b0", "b1"], [bytes(32)] * 2, [b""] * 2,
         [b"s0", b"s1"], [b"e"] * 4,
     )  # fmt: skip
-    rows = [base.hand_record(row) for row in base.batch_hand_rows(batch, 5)]
-    assert [(r.hand_id, r.commit_index, r.reveal_index, r.server_seed) for r in rows] == [
+    stored = [rows.hand_record(row) for row in rows.batch_hand_rows(batch, 5)]
+    assert [(r.hand_id, r.commit_index, r.reveal_index, r.server_seed) for r in stored] == [
         ("b0", 5, 6, b"s0"),
         ("b1", 7, 8, b"s1"),
     ]
-    assert all(r.state is StoredHandState.CLOSED and r.closed_ms == 10 for r in rows)
+    assert all(r.state is StoredHandState.CLOSED and r.closed_ms == 10 for r in stored)

@@ -32,12 +32,12 @@ from fairdeck_server.storage.base import (
     StoredCheckpoint,
     TokenRecord,
     WriterStats,
-    token_record,
 )
 from fairdeck_server.storage.postgres import reader, writer
 from fairdeck_server.storage.postgres.batches import Create, CreateBatch, Update, UpdateMany, Writer
 from fairdeck_server.storage.postgres.diagnosis import describe, what
 from fairdeck_server.storage.postgres.schema import ensure_schema
+from fairdeck_server.storage.rows import token_record
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)

@@ -16,13 +16,10 @@ from psycopg.rows import TupleRow
 
 from fairdeck.log import merkle
 from fairdeck_server import refusals
-from fairdeck_server.storage.base import (
+from fairdeck_server.storage.base import HandRecord, StoredCheckpoint, TokenRecord, _Frontier
+from fairdeck_server.storage.rows import (
     HAND_COLUMNS,
     TOKEN_COLUMNS,
-    HandRecord,
-    StoredCheckpoint,
-    TokenRecord,
-    _Frontier,
     entries_in_order,
     hand_record,
     token_record,

@@ -24,25 +24,21 @@ from psycopg.rows import TupleRow
 
 from fairdeck.log.cosignature import add_cosignatures as cosigned
 from fairdeck_server import refusals
-from fairdeck_server.storage.base import (
-    HAND_COLUMNS,
-    TOKEN_COLUMNS,
-    HandBatch,
-    HandRecord,
-    LogForkError,
-    StoredCheckpoint,
-    TokenRecord,
-    batch_hand_rows,
-    encode_seeds,
-    hand_record,
-    hand_row,
-    token_row,
-)
+from fairdeck_server.storage.base import HandBatch, HandRecord, LogForkError, StoredCheckpoint, TokenRecord
 from fairdeck_server.storage.postgres.reader import (
     CHECKPOINT_AT,
     LATEST_CHECKPOINT,
     stored_log_size,
     tree_hash,
+)
+from fairdeck_server.storage.rows import (
+    HAND_COLUMNS,
+    TOKEN_COLUMNS,
+    batch_hand_rows,
+    encode_seeds,
+    hand_record,
+    hand_row,
+    token_row,
 )
 
 Connection = psycopg.AsyncConnection[TupleRow]

@@ -19,12 +19,10 @@ from fairdeck.core.encoding import u64
 from fairdeck.log import merkle
 from fairdeck.log.audit import LogUnreadable
 from fairdeck.log.logentry import time_of
-from fairdeck_server.storage.base import (
+from fairdeck_server.storage.base import HandRecord, StoredCheckpoint, TokenRecord
+from fairdeck_server.storage.rows import (
     HAND_COLUMNS,
     TOKEN_COLUMNS,
-    HandRecord,
-    StoredCheckpoint,
-    TokenRecord,
     entries_in_order,
     hand_record,
     token_record,

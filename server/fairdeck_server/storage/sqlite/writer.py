@@ -24,23 +24,25 @@ from fairdeck.log.cosignature import add_cosignatures as cosigned
 from fairdeck.log.logentry import MAGIC, TIME_AT
 from fairdeck_server import refusals
 from fairdeck_server.storage.base import (
-    HAND_COLUMNS,
-    TOKEN_COLUMNS,
     Change,
     Created,
     HandBatch,
     HandRecord,
-    HandRow,
     LogForkError,
     NewHand,
     StoredCheckpoint,
     TokenRecord,
     _Frontier,
+    same_request,
+)
+from fairdeck_server.storage.rows import (
+    HAND_COLUMNS,
+    TOKEN_COLUMNS,
+    HandRow,
     batch_hand_rows,
     encode_seeds,
     hand_record,
     hand_row,
-    same_request,
     token_record,
     token_row,
 )
