@@ -38,8 +38,8 @@ from fairdeck_server.storage.base import (
 )
 from fairdeck_server.storage.postgres.diagnosis import not_recorded, what
 from fairdeck_server.storage.postgres.writer import (
+    BatchWrites,
     Readable,
-    Rows,
     read_and_lock,
     rollback,
     write_alone,
@@ -119,8 +119,8 @@ _Op = Create | Update | CreateBatch
 
 
 @dataclass
-class _Batch(Rows):
-    """What phase 1 decided: the rows to write (writer.Rows), and how to build each operation's
+class _Batch(BatchWrites):
+    """What phase 1 decided: the rows to write (writer.BatchWrites), and how to build each operation's
     result once the indexes are known."""
 
     results: list[tuple[_Op, Callable[[int], Any]]] = field(default_factory=list)

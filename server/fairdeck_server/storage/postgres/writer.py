@@ -99,7 +99,7 @@ Readable = HandRecord | refusals.DealerError
 
 
 @dataclass
-class Rows:
+class BatchWrites:
     """What a batch writes: entries to append (positions are offsets from the tree size the log
     lock will show), hands to insert and to update, batches of hands."""
 
@@ -149,7 +149,7 @@ def _record(row: TupleRow) -> Readable:
         return e
 
 
-async def write_alone(conn: psycopg.AsyncConnection[TupleRow], plan: Rows) -> TupleRow | None:
+async def write_alone(conn: psycopg.AsyncConnection[TupleRow], plan: BatchWrites) -> TupleRow | None:
     """Phase 2 of a batch that read nothing: the write is the whole transaction (autocommit)."""
     if not plan.entries:
         return None
@@ -157,7 +157,7 @@ async def write_alone(conn: psycopg.AsyncConnection[TupleRow], plan: Rows) -> Tu
     return await cur.fetchone()
 
 
-async def write_and_commit(cur: psycopg.AsyncClientCursor[TupleRow], plan: Rows) -> TupleRow | None:
+async def write_and_commit(cur: psycopg.AsyncClientCursor[TupleRow], plan: BatchWrites) -> TupleRow | None:
     """Phase 2 after reads: the write and COMMIT in one string, one round trip."""
     if plan.entries:
         await cur.execute(_APPEND + "; COMMIT", (_append_doc(plan),))
@@ -176,7 +176,7 @@ async def rollback(conn: psycopg.AsyncConnection[TupleRow]) -> None:
             await conn.execute("ROLLBACK")
 
 
-def _updates(plan: Rows) -> list[dict[str, Any]]:
+def _updates(plan: BatchWrites) -> list[dict[str, Any]]:
     return [
         {
             "hand_id": r.hand_id,
@@ -192,7 +192,7 @@ def _updates(plan: Rows) -> list[dict[str, Any]]:
     ]
 
 
-def _append_doc(plan: Rows) -> str:
+def _append_doc(plan: BatchWrites) -> str:
     """The batch as the one JSON document _APPEND reads (bytes in hex): each hand row's values by
     name (HAND_FIELDS, its log indexes as positions in the batch: commit_pos, reveal_pos)."""
     rows = [hand_row(r, commit_pos, reveal_pos) for r, commit_pos, reveal_pos in plan.inserts]
