@@ -12,7 +12,7 @@ One SQLite file (WAL), grown through the sizes in turn (1,000, 100,000 and
    hash count is ``stored_hash_count(n)`` and the roots agree with an
    independent left-to-right fold of every leaf).
 2. **Proofs at exactly that size**, on a read-only connection with the
-   server's own hash reader (``sqlite.writer.hash_reader``): for random leaves an
+   server's own hash reader (``sqlite.reader.hash_reader``): for random leaves an
    inclusion proof (``merkle.prove_inclusion``) and for random older sizes a
    consistency proof to this size (``merkle.prove_consistency``); time and
    hashes read per proof, every proof verified (outside the timing). The same
@@ -26,7 +26,7 @@ One SQLite file (WAL), grown through the sizes in turn (1,000, 100,000 and
    row (so only the log's cost is measured). Reported: wall and CPU time per
    appended entry (median of the transactions), and the hash rows written
    (row count of ``log_hashes`` before and after) and read (counted by
-   wrapping ``sqlite.writer.hash_reader``) per append.
+   wrapping ``sqlite.reader.hash_reader``) per append.
 
 The appends grow the log past the size, so they are reported with the range
 of sizes they covered; the next bulk build continues from there.
@@ -59,7 +59,7 @@ from fairdeck.core.versions import CURRENT_VERSION
 from fairdeck.log import merkle
 from fairdeck.log.logentry import CommitEntry
 from fairdeck_server.storage.sqlite import SqliteStorage
-from fairdeck_server.storage.sqlite import engine as sqlite_engine
+from fairdeck_server.storage.sqlite import reader as sqlite_reader
 from fairdeck_server.storage.sqlite import writer as sqlite_writer
 
 SIZES = (1_000, 100_000, 1_000_000)
@@ -75,13 +75,13 @@ BAR_PROOF_LOG = 2.0
 
 
 class ReadCounter:
-    """Wraps ``sqlite.writer.hash_reader`` so every batched read is counted (queries and hashes)."""
+    """Wraps ``sqlite.reader.hash_reader`` so every batched read is counted (queries and hashes)."""
 
     def __init__(self) -> None:
         self.queries = 0
         self.hashes = 0
         self.max_batch = 0
-        self._original = sqlite_writer.hash_reader
+        self._original = sqlite_reader.hash_reader
 
     def install(self) -> None:
         original = self._original
@@ -89,8 +89,8 @@ class ReadCounter:
         def counting_reader(conn: sqlite3.Connection) -> Callable[[list[int]], list[bytes]]:
             return self.wrap(original(conn))
 
-        sqlite_writer.hash_reader = counting_reader  # the writer's own reads (connect, catch-up)
-        sqlite_engine.hash_reader = counting_reader  # and the engine's (roots, proofs)
+        sqlite_writer.hash_reader = counting_reader  # the writer's own reads (catch-up, checkpoints)
+        sqlite_reader.hash_reader = counting_reader  # and the readers' (proofs; engine.log_head's roots)
 
     def wrap(self, read: Callable[[list[int]], list[bytes]]) -> Callable[[list[int]], list[bytes]]:
         def counted(indexes: list[int]) -> list[bytes]:
@@ -213,7 +213,7 @@ def measure_proofs(db: Path, n: int, log: Log, count: int, rng: random.Random) -
     counter = ReadCounter()
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
-        read = counter.wrap(sqlite_writer.hash_reader(conn))
+        read = counter.wrap(sqlite_reader.hash_reader(conn))
         root_times = []
         for _ in range(max(1, count // 10)):  # the first read also warms the connection up
             h0 = counter.snapshot()[1]
@@ -317,7 +317,7 @@ async def measure_storage(
 
             def op(conn: sqlite3.Connection, chunk: list[bytes] = chunk) -> list[int]:
                 rows = sqlite_writer.Rows()  # as create_hands does: queue, then one executemany per table
-                indexes = [storage._writer.append(e, rows) for e in chunk]
+                indexes = [storage._writer.tail.append(e, rows) for e in chunk]
                 rows.write(conn)
                 return indexes
 
@@ -336,7 +336,7 @@ async def measure_storage(
         size_after = await storage.log_size()
     finally:
         await storage.close()
-        sqlite_writer.hash_reader = sqlite_engine.hash_reader = counter._original
+        sqlite_writer.hash_reader = sqlite_reader.hash_reader = counter._original
     appended = batch * rounds
     return {
         "size_from": n,

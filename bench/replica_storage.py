@@ -166,7 +166,7 @@ def serial_section(url: str, sizes: list[int], reps: int = 15) -> list[dict[str,
         for k in sizes:
             execs, plans = [], []
             for rep in range(reps):
-                batch = engine._Batch()
+                batch = engine.BatchWrites()
                 for i in range(k):
                     hand = _bench_hand(f"serial{k}-{rep}-{i}")
                     batch.inserts.append((hand.record, batch.append(hand.log_entry), None))

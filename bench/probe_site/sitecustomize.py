@@ -96,8 +96,7 @@ if os.environ.get("FAIRDECK_PROBE_DIR") and "serve" in sys.argv:
         named with the batch's size), so that a slow storage step splits into waiting for the
         thread, the batch itself, and the way back through the event loop."""
         from fairdeck_server import logging_setup
-        from fairdeck_server.storage import handoff
-        from fairdeck_server.storage.sqlite import reader, writer
+        from fairdeck_server.storage.sqlite import batches, handoff
 
         made = handoff.Op.__init__
 
@@ -135,12 +134,12 @@ if os.environ.get("FAIRDECK_PROBE_DIR") and "serve" in sys.argv:
 
             setattr(cls, name, run)
 
-        batch_timer(writer.SqliteWriter, "_run_batch", "writer.batch")
+        batch_timer(batches.SqliteWriter, "_run_batch", "writer.batch")
         if os.environ.get("FAIRDECK_PROBE_PHASES"):  # the writer batch's phases, as steps too
             mark = threading.local()
 
             def phase(name: str, label: str) -> None:
-                inner = getattr(writer.SqliteWriter, name)
+                inner = getattr(batches.SqliteWriter, name)
 
                 def run(self: object, *args: object) -> object:
                     began, cpu = time.perf_counter(), time.thread_time()
@@ -152,11 +151,11 @@ if os.environ.get("FAIRDECK_PROBE_DIR") and "serve" in sys.argv:
                             used = round((time.thread_time() - cpu) * 1000, 2)
                             _steps.setdefault(rid, []).append((f"{label}(cpu {used})", round(began, 5), took))
 
-                setattr(writer.SqliteWriter, name, run)
+                setattr(batches.SqliteWriter, name, run)
 
             phase("_create_together", "w.inserts")
             phase("_count", "w.count(after COMMIT)")
-            inner_batch = writer.SqliteWriter._run_batch
+            inner_batch = batches.SqliteWriter._run_batch
 
             def run_batch(self: object, conn: object, batch: list) -> object:  # type: ignore[type-arg]
                 mark.rids = [_rid_of[id(op.fut)] for op in batch if id(op.fut) in _rid_of]
@@ -165,8 +164,8 @@ if os.environ.get("FAIRDECK_PROBE_DIR") and "serve" in sys.argv:
                 finally:
                     mark.rids = []
 
-            writer.SqliteWriter._run_batch = run_batch  # type: ignore[method-assign]
-        batch_timer(reader.SqliteReader, "_read", "reader.batch")
+            batches.SqliteWriter._run_batch = run_batch  # type: ignore[method-assign]
+        batch_timer(batches.SqliteReader, "_read", "reader.batch")
 
     threading.Thread(target=_patch, daemon=True).start()
 

@@ -10,7 +10,7 @@ import os
 import signal
 from dataclasses import replace
 from types import ModuleType
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 import grpc
 from google.protobuf.descriptor import ServiceDescriptor
@@ -55,10 +55,9 @@ from fairdeck_server.open_work import OpenStreams
 from fairdeck_server.option_ranges import HEARTBEAT_SECONDS
 from fairdeck_server.reaper import Reaper
 from fairdeck_server.refusals import DealerError, StartupRefused
-from fairdeck_server.startup import Identity, IdentityStore, check_store, prepare
+from fairdeck_server.startup import Identity, check_store, prepare
 from fairdeck_server.storage import open_storage
-from fairdeck_server.storage.base import Storage
-from fairdeck_server.storage.sqlite.writer import LOCK_TIMEOUT
+from fairdeck_server.storage.sqlite.batches import LOCK_TIMEOUT
 from fairdeck_server.storage_health import StorageHealth
 from fairdeck_server.tile_publishing import LiveTiles, Source, read_whole_log, tiles_refusal
 
@@ -136,7 +135,7 @@ class DealerServer:
         self._health_tasks: set[asyncio.Task[None]] = set()
         self._failures = Repeats(log)
         # What the dealer, the log and the limits use: counts hands and storage failures.
-        self.metered = cast(Storage, MeteredStorage(self.storage, self.metrics, self.storage_health))
+        self.metered = MeteredStorage(self.storage, self.metrics, self.storage_health)
         self.metrics_endpoint: MetricsEndpoint | None = None
         self.metrics_port = 0
         self.identity: Identity | None = None
@@ -223,7 +222,7 @@ class DealerServer:
         where = "the PostgreSQL database" if config.db else f"database {config.data_dir / 'fairdeck.db'}"
         try:
             await self.storage.start()
-            await check_store(cast(IdentityStore, self.storage), self.identity, where)
+            await check_store(self.storage, self.identity, where)
             await self._start_clock()
             # A store that cannot take the dealer's writes (a read-only file or mount, a full disk,
             # a lock held outside) is said now, in one line, not at the first client's write.
@@ -537,9 +536,9 @@ async def _heartbeat(fd: int, server: DealerServer) -> None:
     HEARTBEAT_SECONDS while its event loop runs, except while its storage writer has held the
     writers' lock longer than the others wait for it (then it is the one stuck, not them)."""
     os.set_blocking(fd, False)
-    held_for = getattr(server.storage, "lock_held_for", None)
+    held_for = server.storage.lock_held_for
     while True:
-        if held_for is None or held_for() < LOCK_TIMEOUT:
+        if held_for() < LOCK_TIMEOUT:
             try:
                 os.write(fd, b".")
             except BlockingIOError:  # the supervisor is behind in reading: it has beats enough

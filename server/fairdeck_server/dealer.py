@@ -38,15 +38,8 @@ from fairdeck.log.logentry import (
 )
 from fairdeck.wire import Reason
 from fairdeck_server import fair, principal, refusals, voids
-from fairdeck_server.storage.base import (
-    Change,
-    HandBatch,
-    HandRecord,
-    NewHand,
-    Storage,
-    StoredHandState,
-    encode_seeds,
-)
+from fairdeck_server.storage.base import Change, HandBatch, HandRecord, NewHand, Storage, StoredHandState
+from fairdeck_server.storage.rows import encode_seeds
 from fairdeck_server.vault import SeedVault, VaultError
 
 MAX_BATCH_HANDS = 100_000

@@ -11,7 +11,6 @@ database (take their max).
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 import platform
 import threading
@@ -39,7 +38,9 @@ from fairdeck_server.storage.base import (
     LogForkError,
     NewHand,
     Storage,
+    StoredCheckpoint,
     StoredHandState,
+    TokenRecord,
     WriterStats,
 )
 from fairdeck_server.storage_health import StorageHealth
@@ -283,8 +284,7 @@ class StorageGauges(Collector):
 
     def attach(self, storage: Storage, loop: asyncio.AbstractEventLoop) -> None:
         self._storage, self._loop = storage, loop
-        stats = getattr(storage, "stats", None)
-        self._writer = stats if isinstance(stats, WriterStats) else None
+        self._writer = storage.stats
 
     def detach(self) -> None:
         self._storage = self._loop = None
@@ -351,12 +351,14 @@ class StorageGauges(Collector):
         return []
 
 
-class MeteredStorage:
+class MeteredStorage(Storage):
     """A Storage that counts hands opened and closed and the storage's own
     failures, then passes everything through unchanged. Hands are counted
     from what storage returns after it is durable, so an idempotent retry
     (the stored hand returned again) or a rolled-back close counts nothing.
-    With ``health``, it also reports storage faults and successful writes."""
+    With ``health``, it also reports storage faults and successful writes. Every method of Storage
+    is here, each a call of the engine's, so a method new to Storage fails here until it is added
+    (tests/test_storage_layout.py)."""
 
     def __init__(self, inner: Storage, metrics: Metrics, health: StorageHealth | None = None) -> None:
         self._inner = inner
@@ -364,16 +366,6 @@ class MeteredStorage:
         self._health = health
         self._unreadable: set[str] = set()
         """Messages of damaged rows already logged: each is logged once per process."""
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._inner, name)
-        if not inspect.iscoroutinefunction(attr):
-            return attr
-
-        async def counted(*args: Any, **kwargs: Any) -> Any:
-            return await self._counted(name, attr(*args, **kwargs))
-
-        return counted
 
     async def _counted(
         self, operation: str, call: Awaitable[T], decided: list[BaseException] | None = None
@@ -472,6 +464,87 @@ class MeteredStorage:
                 outcome_name = OUTCOMES.get(change.outcome or logentry.CLOSED, "closed")
                 self._metrics.hands_closed.labels(outcome_name).inc()
         return out
+
+    # -- the rest of Storage: counted (failures, and writes for health), otherwise as they are ----
+
+    @property
+    def stats(self) -> WriterStats:
+        return self._inner.stats
+
+    async def start(self) -> None:
+        await self._counted("start", self._inner.start())
+
+    async def get_hand(self, tenant: str, hand_id: str) -> HandRecord | None:
+        return await self._counted("get_hand", self._inner.get_hand(tenant, hand_id))
+
+    async def stale_hands(self, created_before_ms: int, limit: int) -> list[tuple[str, str, int]]:
+        return await self._counted("stale_hands", self._inner.stale_hands(created_before_ms, limit))
+
+    async def log_size(self) -> int:
+        return await self._counted("log_size", self._inner.log_size())
+
+    async def log_entries(self, start: int, end: int) -> list[bytes]:
+        return await self._counted("log_entries", self._inner.log_entries(start, end))
+
+    async def log_head(self) -> tuple[int, bytes]:
+        return await self._counted("log_head", self._inner.log_head())
+
+    async def checkpoint(self, size: int | None = None) -> StoredCheckpoint | None:
+        return await self._counted("checkpoint", self._inner.checkpoint(size))
+
+    async def put_checkpoint(self, size: int, root: bytes, note: bytes, time_ms: int) -> StoredCheckpoint:
+        return await self._counted("put_checkpoint", self._inner.put_checkpoint(size, root, note, time_ms))
+
+    async def add_cosignatures(self, size: int, lines: Sequence[str]) -> StoredCheckpoint | None:
+        return await self._counted("add_cosignatures", self._inner.add_cosignatures(size, lines))
+
+    async def inclusion_proof(self, index: int, size: int) -> list[bytes]:
+        return await self._counted("inclusion_proof", self._inner.inclusion_proof(index, size))
+
+    async def consistency_proof(self, size1: int, size2: int) -> list[bytes]:
+        return await self._counted("consistency_proof", self._inner.consistency_proof(size1, size2))
+
+    async def entry_index(self, hand_id: str, reveal: bool) -> int | None:
+        return await self._counted("entry_index", self._inner.entry_index(hand_id, reveal))
+
+    async def open_hands(self, tenant: str | None = None) -> int:
+        return await self._counted("open_hands", self._inner.open_hands(tenant))
+
+    async def put_token(self, token: TokenRecord) -> None:
+        await self._counted("put_token", self._inner.put_token(token))
+
+    async def get_token(self, token_id: str) -> TokenRecord | None:
+        return await self._counted("get_token", self._inner.get_token(token_id))
+
+    async def list_tokens(self, tenant: str | None = None) -> list[TokenRecord]:
+        return await self._counted("list_tokens", self._inner.list_tokens(tenant))
+
+    async def revoke_token(self, token_id: str, when_ms: int) -> TokenRecord | None:
+        return await self._counted("revoke_token", self._inner.revoke_token(token_id, when_ms))
+
+    async def get_meta(self, name: str) -> str | None:
+        return await self._counted("get_meta", self._inner.get_meta(name))
+
+    async def set_meta(self, name: str, expected: str | None, value: str) -> bool:
+        return await self._counted("set_meta", self._inner.set_meta(name, expected, value))
+
+    async def sealed_seed_samples(self) -> list[tuple[str, bytes]]:
+        return await self._counted("sealed_seed_samples", self._inner.sealed_seed_samples())
+
+    async def probe(self) -> None:
+        await self._counted("probe", self._inner.probe())
+
+    async def close(self) -> None:
+        await self._counted("close", self._inner.close())
+
+    def diagnose(self) -> str | None:
+        return self._inner.diagnose()
+
+    def serving(self) -> None:
+        self._inner.serving()
+
+    def lock_held_for(self) -> float:
+        return self._inner.lock_held_for()
 
 
 class MetricsEndpoint:

@@ -52,7 +52,7 @@ COUNTS_ENV = "FAIRDECK_WORKER_COUNTS_FD"
 """The descriptor of the per-tenant counts the workers share (group_counts.py): caps per group."""
 WRITER_LOCK_ENV = "FAIRDECK_WORKER_WRITER_LOCK_FD"
 """The descriptor of the writers' lock file (SQLite), opened once here: a worker locks that file,
-whatever its path names by then (storage/writer_lock.py)."""
+whatever its path names by then (storage/sqlite/writer_lock.py)."""
 HEARTBEAT_ENV = "FAIRDECK_WORKER_HEARTBEAT_FD"
 """The write end of the pipe a worker beats on (its supervisor reads the other end)."""
 START_TIMEOUT = 60.0

@@ -23,7 +23,7 @@ import pytest
 from fairdeck_server import fair
 from fairdeck_server.storage.base import HandRecord
 from fairdeck_server.storage.sqlite import SqliteStorage
-from fairdeck_server.storage.sqlite.writer import BATCH_COST, QUANTUM
+from fairdeck_server.storage.sqlite.batches import BATCH_COST, QUANTUM
 from tests.storage.kit import handed_over, new_hand, records, writer_in_batch
 
 if TYPE_CHECKING:
@@ -196,7 +196,7 @@ def test_postgres_serves_a_single_hand_of_another_tenant_before_queued_bulk_chun
 
 def test_postgres_keeps_a_bulk_tenants_batches_to_one_turn_while_another_is_active(pg_url: str) -> None:
     from fairdeck_server.storage.postgres import PostgresStorage
-    from fairdeck_server.storage.postgres import writer as pg_writer
+    from fairdeck_server.storage.postgres import batches as pg_batches
 
     async def main() -> int:
         storage = PostgresStorage(pg_url)
@@ -207,7 +207,7 @@ def test_postgres_keeps_a_bulk_tenants_batches_to_one_turn_while_another_is_acti
             await storage.close()
 
     # The first slice may be in the batch that waits on the lock; the rest one turn a batch.
-    assert asyncio.run(main()) == 12 * 32 // pg_writer.QUANTUM
+    assert asyncio.run(main()) == 12 * 32 // pg_batches.QUANTUM
 
 
 def test_one_tenants_backlog_of_single_calls_does_not_sit_in_front_of_anothers(tmp_path: Path) -> None:
@@ -249,7 +249,7 @@ def test_a_worker_whose_batch_waited_for_another_processs_keeps_its_batches_to_o
     holding the writers' lock while the other worker's tenants waited (the abuse benchmark's
     stopped-worker row: the victim's median 3.3x idle). A batch that had to wait for the lock
     counts as another tenant's work for SHARED_WINDOW: one turn (QUANTUM) a batch."""
-    from fairdeck_server.storage.writer_lock import WriterLock
+    from fairdeck_server.storage.sqlite.writer_lock import WriterLock
 
     path, lock_path = tmp_path / "fairdeck.db", tmp_path / "fairdeck.writer.lock"
 

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from fairdeck_server import fair
-from fairdeck_server.storage.handoff import UNDER_WAY, give_way
 from fairdeck_server.storage.sqlite import SqliteStorage
+from fairdeck_server.storage.sqlite.handoff import UNDER_WAY, give_way
 from tests.storage.kit import new_hand
 
 

@@ -20,7 +20,7 @@ from fairdeck.wire import Reason
 from fairdeck_server import fair
 from fairdeck_server.refusals import DealerError
 from fairdeck_server.storage.sqlite import SqliteStorage
-from fairdeck_server.storage.sqlite.reader import MOST
+from fairdeck_server.storage.sqlite.batches import READ_MOST as MOST
 from tests.storage.kit import new_hand, records, writer_in_batch
 
 
@@ -141,7 +141,7 @@ def test_a_tenants_open_hands_are_counted_without_reading_anothers(tmp_path: Pat
     ones (PostgreSQL had it; SQLite counted by passing every tenant's open hands, so a tenant at a
     cap of 10,000 made every other tenant's count read 10,000 rows), and a database made before
     that index gets it when it is opened."""
-    from fairdeck_server.storage.sqlite.engine import OPEN_HANDS_OF_TENANT
+    from fairdeck_server.storage.sqlite.reader import OPEN_HANDS_OF_TENANT
 
     path = tmp_path / "fairdeck.db"
 

@@ -9,7 +9,7 @@ import threading
 import time
 from pathlib import Path
 
-from fairdeck_server.storage.writer_lock import WriterLock
+from fairdeck_server.storage.sqlite.writer_lock import WriterLock
 from tests.support.waits import hold_silent, pace, wait_for
 
 

@@ -43,7 +43,7 @@ from fairdeck_server.limits import MAX_TENANTS, OpenHandsCap, RateLimiter
 from fairdeck_server.metrics import Metrics
 from fairdeck_server.principal import Principal
 from fairdeck_server.refusals import DealerError
-from fairdeck_server.storage.handoff import give_way
+from fairdeck_server.storage.sqlite.handoff import give_way
 
 log = logging.getLogger(__name__)
 

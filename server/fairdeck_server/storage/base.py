@@ -1,12 +1,13 @@
 """The storage interface and the records it keeps.
 
-Engines implement ``Storage``; the dealer's logic stays out of them. An
+Engines (and the metrics wrapper) subclass ``Storage``, an ABC listing every method the server
+uses, and implement all of it; the dealer's logic stays out of them. An
 update runs a pure function of the current record inside the engine's
 transaction, so each engine provides atomicity its own way (one writer thread
 for SQLite, row locks for a server database) while the rules live in one
 place (dealer.py). Nothing an engine returns is acknowledged before it is
-durable. What both engines do alike is written once, here: the row codecs,
-the tree's frontier and the idempotent-open comparison.
+durable. What both engines do alike is written once: here the tree's frontier and the
+idempotent-open comparison, in rows.py the rows they store.
 """
 
 from __future__ import annotations
@@ -14,16 +15,11 @@ from __future__ import annotations
 import enum
 import hashlib
 import hmac
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
-from fairdeck.core.commitment import COMMITMENT_BYTES
-from fairdeck.core.decks import SPEC_NAMES, DeckSpec
-from fairdeck.core.encoding import lp, u32
-from fairdeck.core.errors import InvalidInput
-from fairdeck.core.seeds import MAX_CLIENT_SEEDS, check_hand_id
-from fairdeck.core.versions import check_version
 from fairdeck.log import merkle
 from fairdeck_server import refusals
 
@@ -190,108 +186,10 @@ class WriterStats:
     hold is the entries' and hands' inserts and the COMMIT (WAL flush) that follow."""
 
 
-HAND_COLUMNS = (
-    "hand_id, tenant, request_id, deck, version, commitment, sealed_seed, client_seeds, state, dealt, "
-    "created_ms, commit_index, closed_ms, server_seed, reveal_index, request_fp"
-)
-"""The ``hands`` columns in the order ``hand_record`` reads them (both engines' schemas)."""
-TOKEN_COLUMNS = "token_id, tenant, role, digest, created_ms, label, revoked_ms"  # noqa: S105 - column names
-"""The ``tokens`` columns in the order ``token_record`` reads them."""
-
-
-def _int(value: Any) -> int | None:
-    return None if value is None else int(value)
-
-
-def _bytes(value: Any) -> bytes | None:
-    return None if value is None else bytes(value)
-
-
-def hand_record(row: Sequence[Any]) -> HandRecord:
-    """A ``SELECT HAND_COLUMNS`` row of either engine, checked: a row that is not a hand this dealer
-    could have written (a bad sector, a bad restore, a migration's bug: nothing ``quick_check``
-    sees) raises HAND_UNREADABLE naming the hand and the column, never its content."""
-    hand_id = _shown_id(row[0])
-    column = "deck"
-    try:
-        if row[3] not in SPEC_NAMES:
-            raise ValueError
-        column = "version"
-        check_version(row[4])
-        column = "commitment"
-        if len(bytes(row[5])) != COMMITMENT_BYTES:
-            raise ValueError
-        column = "client_seeds"
-        seeds = decode_seeds(bytes(row[7]))
-        column = "state"
-        state = StoredHandState(row[8])
-        column = "dealt"
-        dealt = int(row[9])
-        if not 0 <= dealt <= DeckSpec.parse(row[3]).size:
-            raise ValueError
-        column = "created_ms, commit_index or closed_ms"
-        return HandRecord(
-            hand_id=row[0],
-            tenant=row[1],
-            request_id=row[2],
-            deck=row[3],
-            version=row[4],
-            commitment=bytes(row[5]),
-            sealed_seed=bytes(row[6]),
-            client_seeds=seeds,
-            state=state,
-            dealt=dealt,
-            created_ms=int(row[10]),
-            commit_index=int(row[11]),
-            closed_ms=_int(row[12]),
-            server_seed=_bytes(row[13]),
-            reveal_index=_int(row[14]),
-            request_fingerprint=_bytes(row[15]),
-        )
-    except (ValueError, TypeError, InvalidInput):
-        raise refusals.hand_unreadable(hand_id, column) from None
-
-
-def _shown_id(value: Any) -> str:
-    """A hand id fit for a log line: the id when it follows the hand-id rule, else ``?``."""
-    try:
-        check_hand_id(value)
-    except (InvalidInput, TypeError, AttributeError):
-        return "?"
-    return str(value)
-
-
-def token_record(row: Sequence[Any]) -> TokenRecord:
-    """A ``SELECT TOKEN_COLUMNS`` row of either engine."""
-    return TokenRecord(row[0], row[1], row[2], bytes(row[3]), int(row[4]), row[5], _int(row[6]))
-
-
-def token_row(token: TokenRecord) -> tuple[Any, ...]:
-    """The values of ``TOKEN_COLUMNS`` for an INSERT: what ``token_record`` reads back."""
-    return (
-        token.token_id,
-        token.tenant,
-        token.role,
-        token.digest,
-        token.created_ms,
-        token.label,
-        token.revoked_ms,
-    )
-
-
 def same_request(stored: HandRecord, asked: HandRecord) -> bool:
     """Whether a retried idempotent open asks for what ``stored`` was opened with: its
     request fingerprints (digests) are equal, compared in constant time."""
     return hmac.compare_digest(stored.request_fingerprint or b"", asked.request_fingerprint or b"")
-
-
-def entries_in_order(rows: Iterable[tuple[int, Any]]) -> Iterator[bytes]:
-    """The entries of ``SELECT idx, entry FROM log_entries ORDER BY idx``, for the
-    read-only audits; a gap raises (an auditor would see a missing entry as empty)."""
-    for expected, (idx, entry) in enumerate(rows):
-        if idx != expected:
-            raise ValueError(f"log entry {expected} is missing (next stored index is {idx})")
-        yield bytes(entry)
 
 
 class _Frontier:
@@ -372,10 +270,21 @@ class LogForkError(Exception):
     """An attempt to sign a second root for a tree size, or a root that is not the stored tree's."""
 
 
-class Storage(Protocol):
+class Storage(ABC):
+    """What the dealer, the log's publishers, the audit servicer, the tokens and the metrics use of
+    an engine, all of it: each engine and every wrapper (metrics.MeteredStorage) subclasses it and
+    implements every method, so one that is missing fails at construction, not at first use."""
+
+    @property
+    @abstractmethod
+    def stats(self) -> WriterStats:
+        """What the engine's group-commit writer did (the metrics export it)."""
+
+    @abstractmethod
     async def start(self) -> None:
         """Connect, create the schema if missing, and load what the engine keeps in memory."""
 
+    @abstractmethod
     async def create_hands(self, hands: Sequence[NewHand]) -> list[Created]:
         """Insert hands and append their commit entries, atomically and durably; one
         ``Created`` per hand, in order.
@@ -385,13 +294,16 @@ class Storage(Protocol):
         request fingerprints match, else REQUEST_ID_REUSED is raised.
         """
 
+    @abstractmethod
     async def create_batch(self, batch: HandBatch) -> int:
         """Insert a batch of hands with their entries, atomically and durably, as ``create_hands``
         does (no request ids: nothing to find again); the log index of its first entry."""
 
+    @abstractmethod
     async def get_hand(self, tenant: str, hand_id: str) -> HandRecord | None:
         """The hand, or None if it does not exist or belongs to another tenant."""
 
+    @abstractmethod
     async def update_hand(
         self, tenant: str, hand_id: str, decide: Callable[[HandRecord], tuple[Change, T]]
     ) -> tuple[HandRecord, T]:
@@ -400,6 +312,7 @@ class Storage(Protocol):
         ``decide`` may raise to abort without writing; an unknown hand raises
         ``refusals.hand_not_found()``."""
 
+    @abstractmethod
     async def update_hands(
         self, tenant: str, hand_ids: Sequence[str], decide: Callable[[HandRecord], tuple[Change, Any]]
     ) -> list[HandRecord | refusals.DealerError]:
@@ -409,96 +322,101 @@ class Storage(Protocol):
         raised a DealerError, the hand is unknown or its row unreadable); the others are stored
         all the same. Storage failing raises, and nothing of it is stored."""
 
+    @abstractmethod
     async def stale_hands(self, created_before_ms: int, limit: int) -> list[tuple[str, str, int]]:
         """(tenant, hand_id, created_ms) of hands not closed and created before the time, oldest
         first."""
 
+    @abstractmethod
     async def log_size(self) -> int:
         """The number of entries in the transparency log."""
 
+    @abstractmethod
     async def log_entries(self, start: int, end: int) -> list[bytes]:
         """Entries ``start`` to ``end - 1`` (fewer if the log is shorter)."""
 
+    @abstractmethod
     async def log_head(self) -> tuple[int, bytes]:
         """(size, root hash) of the durably stored log."""
 
+    @abstractmethod
     async def checkpoint(self, size: int | None = None) -> StoredCheckpoint | None:
         """The signed checkpoint at ``size`` (None: the latest), if there is one."""
 
+    @abstractmethod
     async def put_checkpoint(self, size: int, root: bytes, note: bytes, time_ms: int) -> StoredCheckpoint:
         """Compare-and-swap the head forward; never two roots for one size."""
 
+    @abstractmethod
     async def add_cosignatures(self, size: int, lines: Sequence[str]) -> StoredCheckpoint | None:
         """Append witness cosignature lines to the stored checkpoint of ``size`` (each line once);
         its text and root never change. None if no checkpoint of that size is stored."""
 
+    @abstractmethod
     async def inclusion_proof(self, index: int, size: int) -> list[bytes]:
         """RFC 9162 inclusion proof of leaf ``index`` in the tree of ``size``."""
 
+    @abstractmethod
     async def consistency_proof(self, size1: int, size2: int) -> list[bytes]:
         """RFC 9162 consistency proof between two sizes."""
 
+    @abstractmethod
     async def entry_index(self, hand_id: str, reveal: bool) -> int | None:
         """The log index of a hand's commit or reveal entry."""
 
+    @abstractmethod
     async def open_hands(self, tenant: str | None = None) -> int:
         """How many hands are not closed (of one tenant, or of all)."""
 
+    @abstractmethod
     async def put_token(self, token: TokenRecord) -> None:
         """Store a new token durably; an existing token_id raises ValueError."""
 
+    @abstractmethod
     async def get_token(self, token_id: str) -> TokenRecord | None:
         """The token with this id, revoked or not."""
 
+    @abstractmethod
     async def list_tokens(self, tenant: str | None = None) -> list[TokenRecord]:
         """Tokens (of one tenant, or all), oldest first."""
 
+    @abstractmethod
     async def revoke_token(self, token_id: str, when_ms: int) -> TokenRecord | None:
         """Mark a token revoked (idempotent: the first time is kept); None if unknown."""
 
+    @abstractmethod
     async def get_meta(self, name: str) -> str | None:
         """A ``fairdeck_meta`` value (the log key's record, the final checkpoint's size), or None."""
 
+    @abstractmethod
     async def set_meta(self, name: str, expected: str | None, value: str) -> bool:
         """Compare-and-swap a ``fairdeck_meta`` value, durably; False if it was not ``expected``."""
 
+    @abstractmethod
+    async def sealed_seed_samples(self) -> list[tuple[str, bytes]]:
+        """(hand id, sealed seed) of one unrevealed hand per seed key id (bytes 1..5 of the seal):
+        what start-up opens to check the seed key (startup.check_store)."""
+
+    @abstractmethod
+    def lock_held_for(self) -> float:
+        """Seconds this process has held a lock other processes' writers wait for, in the batch
+        under way (0: none held; SQLite's writers' lock of ``serve --processes N``)."""
+
+    @abstractmethod
     async def probe(self) -> None:
         """Make one small write durable, or raise STORAGE_UNAVAILABLE: whether storage
         takes writes now. Health calls it while storage is failing (app.py)."""
 
+    @abstractmethod
     def diagnose(self) -> str | None:
         """The last storage failure in one line, with its fix, when the engine can tell (a full
         disk, a read-only file or mount, a lock held outside, damage); None otherwise."""
 
+    @abstractmethod
     def serving(self) -> None:
         """Start-up is over: from now on a failure is logged as it happens. (During start-up the
         refusal says it, once, in one line.)"""
 
+    @abstractmethod
     async def close(self) -> None:
         """Flush and release everything; later calls fail."""
-
-
-def encode_seeds(seeds: Sequence[bytes]) -> bytes:
-    """Client seeds as one column: ``u32(k) || lp(s1) .. lp(sk)``."""
-    return u32(len(seeds)) + b"".join(lp(s) for s in seeds)
-
-
-def decode_seeds(data: bytes) -> tuple[bytes, ...]:
-    """The client seeds of ``encode_seeds``; ValueError for anything else. Bounded by the column's
-    own size before it loops: a count of 4 billion in a damaged row is refused, not iterated."""
-    if len(data) < 4:
-        raise ValueError("corrupt client seed column")
-    count, pos, out = int.from_bytes(data[:4], "big"), 4, []
-    if count > min(MAX_CLIENT_SEEDS, (len(data) - 4) // 4):
-        raise ValueError("corrupt client seed column")
-    for _ in range(count):
-        if pos + 4 > len(data):
-            raise ValueError("corrupt client seed column")
-        n = int.from_bytes(data[pos : pos + 4], "big")
-        if pos + 4 + n > len(data):
-            raise ValueError("corrupt client seed column")
-        out.append(data[pos + 4 : pos + 4 + n])
-        pos += 4 + n
-    if pos != len(data):
-        raise ValueError("corrupt client seed column")
-    return tuple(out)

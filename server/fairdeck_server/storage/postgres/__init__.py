@@ -1,11 +1,14 @@
-"""The server engine: PostgreSQL, shared by any number of dealer replicas, split by job.
+"""The server engine: PostgreSQL, shared by any number of dealer replicas, split by job as the
+SQLite engine is (tests/test_storage_layout.py pins the shape).
 
 - ``schema``: tables, indexes, the log's append function (PL/pgSQL), the schema version;
-- ``writer``: group commit, the batch planner, the one statement that appends a batch to the log
+- ``writer``: every statement that writes, among them the one that appends a batch to the log
   (docs/scaling.md, "The PostgreSQL writer");
-- ``engine``: ``PostgresStorage``, the Storage interface (connections, start-up checks, reads,
-  tokens, checkpoints); its writes go to the writer;
-- ``reader``: ``read_log``, the read-only view of the log for ``fairdeck audit --db``.
+- ``reader``: every statement that reads, the log's check at start, and ``read_log``, the
+  read-only view of the log for ``fairdeck audit --db``;
+- ``diagnosis``: driver errors named by SQLSTATE, never by PostgreSQL's text;
+- ``batches``: group commit and the batch planner (the writer's queue, in fair turns);
+- ``engine``: ``PostgresStorage``, the Storage interface, gluing them (connections, no SQL).
 
 Importing it imports psycopg (the ``postgres`` extra): the dealer does so only for a
 ``--db postgresql://`` URL (``fairdeck_server.storage.open_storage``).

@@ -1,60 +1,49 @@
-"""The PostgreSQL writer: group commit, the batch planner and the one statement that appends.
+"""Every statement that writes a PostgreSQL database, each a function of a connection: the group
+commit's (batches.py runs them, one transaction per batch) and those a pool connection runs alone
+(checkpoints, cosignatures, tokens, the log's facts, the health probe).
 
 Every append locks the one ``log_head`` row (tree size and frontier) in the transaction that
 writes its entries, hashes and hand rows, until COMMIT: one sequence across replicas, gap-free and
-never forked. A batch first reads and locks its hands (hand-id order); then one statement
-(``fairdeck_append``) takes the log lock last and writes it all. Futures resolve only after
-COMMIT; a batch that fails on a race runs again one operation at a time. PostgreSQL's messages
-are replaced by their SQLSTATE, so no secret leaks. The design: docs/scaling.md ("The PostgreSQL
-writer").
+never forked. A batch first reads and locks its hands (hand-id order, ``read_and_lock``); then one
+statement (``_APPEND``, through ``fairdeck_append``) takes the log lock last and writes it all.
+The design: docs/scaling.md ("The PostgreSQL writer").
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import functools
+import hmac
 import json
-import logging
-import operator
-import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
 from psycopg import pq
 from psycopg.rows import TupleRow
-from psycopg_pool import AsyncConnectionPool
 
-from fairdeck_server import fair, refusals
-from fairdeck_server.fair import FairQueue, Sharing, take_turns
-from fairdeck_server.log_causes import cause
-from fairdeck_server.storage.base import (
+from fairdeck.log.cosignature import add_cosignatures as cosigned
+from fairdeck_server import refusals
+from fairdeck_server.storage.base import HandBatch, HandRecord, LogForkError, StoredCheckpoint, TokenRecord
+from fairdeck_server.storage.postgres.reader import (
+    CHECKPOINT_AT,
+    LATEST_CHECKPOINT,
+    stored_log_size,
+    tree_hash,
+)
+from fairdeck_server.storage.rows import (
     HAND_COLUMNS,
-    Change,
-    Created,
-    HandBatch,
-    HandRecord,
-    NewHand,
-    WriterStats,
+    TOKEN_COLUMNS,
+    batch_hand_rows,
     encode_seeds,
     hand_record,
-    same_request,
+    hand_row,
+    token_row,
 )
 
-log = logging.getLogger(__name__)
-
-MAX_BATCH = 512
-"""Operations per group-commit transaction."""
-QUANTUM = 32
-"""A tenant's turn in a batch, in hands written (as the SQLite writer's: fair.py)."""
-BATCH_COST = 128
-"""Hands one tenant alone may have written in one transaction, while no other tenant has had work
-for SHARED_WINDOW seconds; while others have, one turn (QUANTUM), as on SQLite."""
-SHARED_WINDOW = 1.0
-RETRIES = 3
-"""Times an operation alone is retried after a deadlock, serialization failure or lost race."""
+Connection = psycopg.AsyncConnection[TupleRow]
+CHECKPOINT_LOCK = 0x6664_6B02
+"""pg_advisory_xact_lock key serialising checkpoint compare-and-swap (appends do not take it)."""
 
 _UPDATES = (
     "u (hand_id text, client_seeds text, state smallint, dealt integer, closed_ms bigint, server_seed text, "
@@ -108,69 +97,11 @@ _LOCK_HANDS = f"SELECT {HAND_COLUMNS} FROM hands WHERE hand_id = ANY(%s::text[])
 Readable = HandRecord | refusals.DealerError
 """A stored hand as phase 1 read it: its record, or the HAND_UNREADABLE refusal of a damaged row."""
 
-# -- the queued write operations ------------------------------------------------------------------
-
-
-@dataclass(eq=False)
-class Create:
-    """Insert ``hands`` with their entries (create_hands); ``fut`` gets the stored records."""
-
-    hands: Sequence[NewHand]
-    fut: asyncio.Future[Any]
-    whose: str = field(default_factory=fair.current)
-    """Whose work it is, for the writer's turns (fair.py)."""
-
-    @property
-    def cost(self) -> int:
-        return len(self.hands)
-
-
-@dataclass(eq=False)
-class Update:
-    """Run ``decide`` on a locked hand and store its Change (update_hand); ``fut`` gets the result."""
-
-    tenant: str
-    hand_id: str
-    decide: Callable[[HandRecord], tuple[Change, Any]]
-    fut: asyncio.Future[Any]
-    whose: str = field(default_factory=fair.current)
-    cost = 1
-
-
-@dataclass(eq=False)
-class CreateBatch:
-    """Insert a batch of hands with their entries (create_batch); ``fut`` gets its first index."""
-
-    batch: HandBatch
-    fut: asyncio.Future[Any]
-    whose: str = field(default_factory=fair.current)
-
-    @property
-    def cost(self) -> int:
-        return len(self.batch)
-
-
-@dataclass(eq=False)
-class UpdateMany:
-    """Updates of hands of one tenant that take one turn, at their cost, and then join a batch
-    as ``Update``s (update_hands: the reaper's voids)."""
-
-    parts: list[Update]
-    whose: str = field(default_factory=fair.current)
-
-    @property
-    def cost(self) -> int:
-        return len(self.parts)
-
-
-_Op = Create | Update | CreateBatch
-
 
 @dataclass
-class _Batch:
-    """What phase 1 decided: entries to append (positions are offsets from the
-    tree size the log lock will show), rows to write, and how to build each
-    operation's result once the indexes are known."""
+class BatchWrites:
+    """What a batch writes: entries to append (positions are offsets from the tree size the log
+    lock will show), hands to insert and to update, batches of hands."""
 
     entries: list[bytes] = field(default_factory=list)
     inserts: list[tuple[HandRecord, int, int | None]] = field(default_factory=list)
@@ -179,161 +110,13 @@ class _Batch:
     """(new record, reveal entry position)."""
     batches: list[tuple[HandBatch, int]] = field(default_factory=list)
     """(batch of hands, position of its first entry)."""
-    results: list[tuple[_Op, Callable[[int], Any]]] = field(default_factory=list)
-    """Each operation that succeeded, and its result as a function of the tree size before the batch."""
-    failed: list[tuple[_Op, BaseException]] = field(default_factory=list)
-    deferred: list[_Op] = field(default_factory=list)
 
     def append(self, entry: bytes) -> int:
         self.entries.append(entry)
         return len(self.entries) - 1
 
 
-class Writer:
-    """One replica's writer: the queue of write operations, and the task that commits them
-    in batches on a connection of its own (``pool``, of one). ``stats`` counts what it did."""
-
-    def __init__(self, pool: AsyncConnectionPool[psycopg.AsyncConnection[TupleRow]]) -> None:
-        self._write_pool = pool
-        self._queue: FairQueue[_Op | UpdateMany] = FairQueue(QUANTUM)
-        self._sharing = Sharing(SHARED_WINDOW)
-        self._wakeup = asyncio.Event()
-        self._closed = False
-        self._task: asyncio.Task[None] | None = None
-        self.stats = WriterStats(lock_wait_seconds=0.0, hashing_seconds=0.0)
-
-    def start(self) -> None:
-        """Start committing, what was queued before first."""
-        self._task = asyncio.create_task(self._writer(), name="fairdeck-pg-writer")
-
-    def enqueue(self, op: _Op | UpdateMany) -> None:
-        self._queue.push(op.whose, op, op.cost)
-        self._sharing.saw(op.whose, time.monotonic())
-        self._wakeup.set()
-
-    def fail_queued(self, error: BaseException) -> None:
-        """Storage did not start: what was queued meanwhile fails with its reason."""
-        queued: list[_Op] = []
-        while (op := self._queue.pop()) is not None:
-            queued += op.parts if isinstance(op, UpdateMany) else [op]
-        _settle([(op, False, error) for op in queued])
-
-    async def close(self) -> None:
-        """Stop once what is queued is committed."""
-        self._closed = True
-        self._wakeup.set()
-        if self._task is not None:  # it finishes what is queued first
-            await asyncio.gather(self._task, return_exceptions=True)
-
-    async def _writer(self) -> None:
-        while True:
-            while not self._queue:
-                if self._closed:
-                    return
-                self._wakeup.clear()
-                await self._wakeup.wait()
-            # What queued while the previous batch committed, in fair turns: one transaction, one
-            # WAL flush.
-            shared = self._sharing.shared(time.monotonic())  # then one turn each (fair.Sharing)
-            turns = take_turns(self._queue, alone=QUANTUM if shared else BATCH_COST, most=MAX_BATCH)
-            batch = [p for op in turns for p in (op.parts if isinstance(op, UpdateMany) else [op])]
-            try:
-                await self._run(batch)
-            except Exception as e:  # a bug: fail the batch, keep the writer alive
-                log.error("storage writer failed: %s", cause(e))
-                _settle([(op, False, refusals.storage_unavailable("storage failed")) for op in batch])
-
-    async def _run(self, batch: list[_Op]) -> None:
-        """Commit a batch. After a lost race or a deadlock, a batch runs again one
-        operation at a time, and a lone operation is retried a few times."""
-        attempt = 0
-        while True:
-            try:
-                plan = await self._commit(batch)
-                break
-            except _Retry as retry:
-                if len(batch) > 1:
-                    for op in batch:
-                        await self._run([op])
-                    return
-                attempt += 1
-                if not retry.again or attempt > RETRIES:
-                    _settle([(batch[0], False, _not_recorded())])
-                    return
-                await asyncio.sleep(0.005 * attempt)
-            except _Unavailable as e:
-                _settle([(op, False, e.error) for op in batch])
-                return
-        if plan.deferred:  # first in their tenants' next turns, in their order
-            for op in reversed(plan.deferred):
-                self._queue.push_front(op.whose, op, op.cost)
-            self._wakeup.set()
-
-    async def _commit(self, batch: list[_Op]) -> _Batch:
-        """One transaction for the whole batch; resolves futures only after COMMIT.
-
-        Round trips: a batch of plain opens is one statement, so one transaction
-        in autocommit mode: one round trip. A batch that must read first (request
-        ids, hands to lock) sends ``BEGIN`` with its reads, then its write with
-        ``COMMIT``: two. Several statements go as one simple-query string (client-
-        side binding), so nothing waits between the write and COMMIT.
-        """
-        began = time.perf_counter()
-        keys, ids = _reads(batch)
-        try:
-            async with self._write_pool.connection() as conn:
-                if not (keys or ids):
-                    plan = _decide(batch, {}, {})
-                    row = await _write_alone(conn, plan)
-                else:
-                    try:
-                        cur = psycopg.AsyncClientCursor(conn)
-                        existing, current = await _read_and_lock(cur, keys, ids)
-                        plan = _decide(batch, existing, current)
-                        row = await _write_and_commit(cur, plan)
-                    except BaseException:
-                        await _rollback(conn)
-                        raise
-        except (psycopg.errors.IntegrityError, psycopg.errors.TransactionRollback) as e:
-            # Worth running again: a deadlock or serialization failure, or another replica
-            # that stored the same request id first (the retry then finds its hand).
-            again = (
-                not isinstance(e, psycopg.errors.IntegrityError) or e.diag.constraint_name == "hands_request"
-            )
-            log.warning("storage batch of %d rolled back: %s", len(batch), what(e))
-            raise _Retry(again) from None
-        except psycopg.Error as e:
-            log.error("storage batch of %d failed, rolled back: %s", len(batch), what(e))
-            raise _Unavailable(_not_recorded()) from None
-        base = 0 if row is None else int(row[0])
-        stats = self.stats
-        stats.batches += 1
-        stats.operations += len(batch) - len(plan.deferred)
-        stats.appends += len(plan.entries)
-        stats.transaction_seconds += time.perf_counter() - began
-        if row is not None:
-            stats.lock_wait_seconds = (stats.lock_wait_seconds or 0.0) + int(row[1]) / 1e6
-            stats.hashing_seconds = (stats.hashing_seconds or 0.0) + int(row[2]) / 1e6
-        outcomes: list[tuple[_Op, bool, Any]] = [(op, False, error) for op, error in plan.failed]
-        outcomes += [(op, True, build(base)) for op, build in plan.results]
-        _settle(outcomes)
-        return plan
-
-
-def _reads(batch: list[_Op]) -> tuple[list[tuple[str, str]], list[str]]:
-    """What phase 1 must read: the (tenant, request id) of idempotent opens, the hands to update."""
-    keys = {
-        (n.record.tenant, n.record.request_id)
-        for op in batch
-        if isinstance(op, Create)
-        for n in op.hands
-        if n.record.request_id is not None
-    }
-    ids = {op.hand_id for op in batch if isinstance(op, Update)}
-    return sorted(keys), sorted(ids)
-
-
-async def _read_and_lock(
+async def read_and_lock(
     cur: psycopg.AsyncClientCursor[TupleRow], keys: list[tuple[str, str]], ids: list[str]
 ) -> tuple[dict[tuple[str, str], Readable], dict[str, Readable]]:
     """Phase 1's reads, with BEGIN, in one round trip: stored hands by request id,
@@ -366,33 +149,7 @@ def _record(row: TupleRow) -> Readable:
         return e
 
 
-def _decide(
-    batch: list[_Op],
-    existing: dict[tuple[str, str], Readable],
-    current: dict[str, Readable],
-) -> _Batch:
-    """Phase 1's decisions, from what was read: no I/O. A refused operation fails
-    alone; a second one on the same hand or request id waits for the next batch."""
-    plan = _Batch()
-    claimed: set[tuple[str, str]] = set()
-    touched: set[str] = set()
-    for op in batch:
-        if isinstance(op, CreateBatch):
-            first = len(plan.entries)
-            plan.entries.extend(op.batch.entries)
-            plan.batches.append((op.batch, first))
-            plan.results.append((op, functools.partial(operator.add, first)))
-        elif isinstance(op, Create):
-            _prepare_create(plan, op, existing, claimed)
-        elif op.hand_id in touched:
-            plan.deferred.append(op)  # decide must see the stored result of the first
-        else:
-            touched.add(op.hand_id)
-            _prepare_update(plan, op, current.get(op.hand_id))
-    return plan
-
-
-async def _write_alone(conn: psycopg.AsyncConnection[TupleRow], plan: _Batch) -> TupleRow | None:
+async def write_alone(conn: psycopg.AsyncConnection[TupleRow], plan: BatchWrites) -> TupleRow | None:
     """Phase 2 of a batch that read nothing: the write is the whole transaction (autocommit)."""
     if not plan.entries:
         return None
@@ -400,7 +157,7 @@ async def _write_alone(conn: psycopg.AsyncConnection[TupleRow], plan: _Batch) ->
     return await cur.fetchone()
 
 
-async def _write_and_commit(cur: psycopg.AsyncClientCursor[TupleRow], plan: _Batch) -> TupleRow | None:
+async def write_and_commit(cur: psycopg.AsyncClientCursor[TupleRow], plan: BatchWrites) -> TupleRow | None:
     """Phase 2 after reads: the write and COMMIT in one string, one round trip."""
     if plan.entries:
         await cur.execute(_APPEND + "; COMMIT", (_append_doc(plan),))
@@ -412,14 +169,14 @@ async def _write_and_commit(cur: psycopg.AsyncClientCursor[TupleRow], plan: _Bat
     return None
 
 
-async def _rollback(conn: psycopg.AsyncConnection[TupleRow]) -> None:
+async def rollback(conn: psycopg.AsyncConnection[TupleRow]) -> None:
     """End a failed transaction (the pool would too, with a warning); a broken connection is left to it."""
     if conn.info.transaction_status in (pq.TransactionStatus.INTRANS, pq.TransactionStatus.INERROR):
         with contextlib.suppress(psycopg.Error):
             await conn.execute("ROLLBACK")
 
 
-def _updates(plan: _Batch) -> list[dict[str, Any]]:
+def _updates(plan: BatchWrites) -> list[dict[str, Any]]:
     return [
         {
             "hand_id": r.hand_id,
@@ -435,127 +192,22 @@ def _updates(plan: _Batch) -> list[dict[str, Any]]:
     ]
 
 
-def _append_doc(plan: _Batch) -> str:
-    """The batch as the one JSON document _APPEND reads (bytes in hex)."""
+def _append_doc(plan: BatchWrites) -> str:
+    """The batch as the one JSON document _APPEND reads (bytes in hex): each hand row's values by
+    name (HAND_FIELDS, its log indexes as positions in the batch: commit_pos, reveal_pos)."""
+    rows = [hand_row(r, commit_pos, reveal_pos) for r, commit_pos, reveal_pos in plan.inserts]
+    for b, first in plan.batches:
+        rows += batch_hand_rows(b, first)
     hands = [
         {
-            "hand_id": r.hand_id,
-            "tenant": r.tenant,
-            "request_id": r.request_id,
-            "deck": r.deck,
-            "version": r.version,
-            "commitment": r.commitment.hex(),
-            "sealed_seed": r.sealed_seed.hex(),
-            "client_seeds": encode_seeds(r.client_seeds).hex(),
-            "state": int(r.state),
-            "dealt": r.dealt,
-            "created_ms": r.created_ms,
-            "commit_pos": commit_pos,
-            "closed_ms": r.closed_ms,
-            "server_seed": _hex(r.server_seed),
-            "reveal_pos": reveal_pos,
-            "request_fp": _hex(r.request_fingerprint),
+            "hand_id": h, "tenant": t, "request_id": q, "deck": d, "version": v, "commitment": c.hex(),
+            "sealed_seed": s.hex(), "client_seeds": cs.hex(), "state": st, "dealt": n, "created_ms": ms,
+            "commit_pos": ci, "closed_ms": cm, "server_seed": None if ss is None else ss.hex(),
+            "reveal_pos": ri, "request_fp": None if fp is None else fp.hex(),
         }
-        for r, commit_pos, reveal_pos in plan.inserts
-    ]
-    for b, first in plan.batches:
-        seeds = encode_seeds(b.client_seeds).hex()
-        k = b.step
-        revealed = b.server_seeds
-        hands += [
-            {
-                "hand_id": hand_id,
-                "tenant": b.tenant,
-                "request_id": None,
-                "deck": b.deck,
-                "version": b.version,
-                "commitment": b.commitments[i].hex(),
-                "sealed_seed": b.sealed_seeds[i].hex(),
-                "client_seeds": seeds,
-                "state": int(b.state),
-                "dealt": b.dealt,
-                "created_ms": b.created_ms,
-                "commit_pos": first + i * k,
-                "closed_ms": b.created_ms if b.closed else None,
-                "server_seed": None if revealed is None else revealed[i].hex(),
-                "reveal_pos": first + i * k + 1 if b.closed else None,
-                "request_fp": None,
-            }
-            for i, hand_id in enumerate(b.hand_ids)
-        ]
+        for h, t, q, d, v, c, s, cs, st, n, ms, ci, cm, ss, ri, fp in rows
+    ]  # fmt: skip
     return _json({"entries": [e.hex() for e in plan.entries], "hands": hands, "updates": _updates(plan)})
-
-
-def _prepare_create(
-    plan: _Batch,
-    op: Create,
-    existing: dict[tuple[str, str], Readable],
-    claimed: set[tuple[str, str]],
-) -> None:
-    keys = [(n.record.tenant, n.record.request_id) for n in op.hands if n.record.request_id is not None]
-    if any(k in claimed for k in keys):
-        plan.deferred.append(op)  # the same request id earlier in this batch: wait to see its stored hand
-        return
-    stored_for: list[HandRecord | None] = []
-    for n in op.hands:
-        r = n.record
-        stored = None if r.request_id is None else existing.get((r.tenant, r.request_id))
-        if isinstance(stored, refusals.DealerError):  # the earlier request's row is damaged
-            plan.failed.append((op, stored))
-            return
-        if stored is not None and not same_request(stored, r):
-            plan.failed.append((op, refusals.request_id_reused()))
-            return
-        stored_for.append(stored)
-    claimed.update(keys)
-    inserts = plan.inserts
-    made: list[HandRecord | int] = []  # the stored hand of a retry, or a position in inserts
-    for n, stored in zip(op.hands, stored_for, strict=True):
-        if stored is not None:
-            made.append(stored)
-            continue
-        commit_pos = plan.append(n.log_entry)
-        reveal_pos = None if n.reveal_entry is None else plan.append(n.reveal_entry)
-        inserts.append((n.record, commit_pos, reveal_pos))
-        made.append(len(inserts) - 1)
-
-    def build(base: int) -> list[Created]:
-        result = []
-        for m in made:
-            if isinstance(m, HandRecord):
-                result.append(Created(m, found=True))
-                continue
-            r, c, v = inserts[m]
-            stored = replace(r, commit_index=base + c, reveal_index=None if v is None else base + v)
-            result.append(Created(stored))
-        return result
-
-    plan.results.append((op, build))
-
-
-def _prepare_update(plan: _Batch, op: Update, current: Readable | None) -> None:
-    if isinstance(current, refusals.DealerError):  # its row is damaged: this operation alone fails
-        plan.failed.append((op, current))
-        return
-    if current is None or current.tenant != op.tenant:
-        plan.failed.append((op, refusals.hand_not_found()))
-        return
-    try:
-        change, value = op.decide(current)
-    except Exception as e:  # refused (DealerError), or a bug: this operation alone fails
-        if not isinstance(e, refusals.DealerError):
-            log.error("storage update failed: %s", cause(e))
-        plan.failed.append((op, e))
-        return
-    new = change.record
-    pos = None if change.log_entry is None else plan.append(change.log_entry)
-    if pos is not None or new != current:
-        plan.updates.append((new, pos))
-
-    def build(base: int) -> tuple[HandRecord, Any]:
-        return (new if pos is None else replace(new, reveal_index=base + pos)), value
-
-    plan.results.append((op, build))
 
 
 def _hex(data: bytes | None) -> str | None:
@@ -566,35 +218,92 @@ def _json(doc: dict[str, Any]) -> str:
     return json.dumps(doc, separators=(",", ":"))
 
 
-def _settle(outcomes: list[tuple[_Op, bool, Any]]) -> None:
-    for op, ok, value in outcomes:
-        if op.fut.done():  # cancelled by its caller: the write still happened (or not), nobody waits
-            continue
-        if ok:
-            op.fut.set_result(value)
-        else:
-            op.fut.set_exception(value)
+# -- statements a pool connection runs alone ------------------------------------------------------
 
 
-class _Retry(Exception):
-    """The batch rolled back on a constraint or a deadlock; ``again``: worth retrying alone."""
+async def put_checkpoint(
+    conn: Connection, size: int, root: bytes, note: bytes, time_ms: int
+) -> StoredCheckpoint:
+    """In the caller's transaction: store a signed checkpoint if it moves the head forward
+    (compare-and-swap); the head afterwards. A size already signed is never replaced; another root
+    there, or a root that is not the stored tree's, raises LogForkError. Publishers on several
+    replicas are serialised by an advisory lock (not the log lock, so appends go on), and the
+    primary key on size backs the rule up."""
+    await conn.execute("SELECT pg_advisory_xact_lock(%s)", (CHECKPOINT_LOCK,))
+    cur = await conn.execute(CHECKPOINT_AT, (size,), binary=True)
+    same = await cur.fetchone()
+    if same is not None:
+        if not hmac.compare_digest(bytes(same[1]), root):
+            raise LogForkError(f"a different root is already signed for tree size {size}")
+        return StoredCheckpoint(int(same[0]), bytes(same[1]), bytes(same[2]))
+    log_size = await stored_log_size(conn)
+    if size > log_size or not hmac.compare_digest(await tree_hash(conn, size), root):
+        raise LogForkError(f"checkpoint root for size {size} is not the stored tree's")
+    cur = await conn.execute(LATEST_CHECKPOINT, binary=True)
+    head = await cur.fetchone()
+    if head is not None and int(head[0]) > size:
+        return StoredCheckpoint(int(head[0]), bytes(head[1]), bytes(head[2]))
+    await conn.execute(
+        "INSERT INTO checkpoints (size, root, note, time_ms) VALUES (%s, %s, %s, %s)",
+        (size, root, note, time_ms),
+    )
+    return StoredCheckpoint(size, root, note)
 
-    def __init__(self, again: bool) -> None:
-        super().__init__()
-        self.again = again
+
+async def add_cosignatures(conn: Connection, size: int, lines: Sequence[str]) -> StoredCheckpoint | None:
+    """In the caller's transaction, under the checkpoints' advisory lock."""
+    await conn.execute("SELECT pg_advisory_xact_lock(%s)", (CHECKPOINT_LOCK,))
+    cur = await conn.execute("SELECT root, note FROM checkpoints WHERE size = %s", (size,), binary=True)
+    row = await cur.fetchone()
+    if row is None:
+        return None
+    note = cosigned(bytes(row[1]), lines)
+    if note != bytes(row[1]):
+        await conn.execute("UPDATE checkpoints SET note = %s WHERE size = %s", (note, size))
+    return StoredCheckpoint(size, bytes(row[0]), note)
 
 
-class _Unavailable(Exception):
-    def __init__(self, error: refusals.DealerError) -> None:
-        super().__init__(str(error))
-        self.error = error
+async def put_token(conn: Connection, token: TokenRecord) -> None:
+    try:
+        await conn.execute(
+            f"INSERT INTO tokens ({TOKEN_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s)",  # noqa: S608
+            token_row(token),
+        )
+    except psycopg.errors.UniqueViolation:
+        raise ValueError(f"token {token.token_id} already exists") from None
 
 
-def _not_recorded() -> refusals.DealerError:
-    return refusals.storage_unavailable("storage failed; the request may not have been recorded")
+async def revoke_token(conn: Connection, token_id: str, when_ms: int) -> TupleRow | None:
+    """In the caller's transaction: the token's row after (the caller reads it once committed)."""
+    await conn.execute(
+        "UPDATE tokens SET revoked_ms = %s WHERE token_id = %s AND revoked_ms IS NULL",
+        (when_ms, token_id),
+    )
+    cur = await conn.execute(
+        f"SELECT {TOKEN_COLUMNS} FROM tokens WHERE token_id = %s",  # noqa: S608
+        (token_id,),
+        binary=True,
+    )
+    return await cur.fetchone()
 
 
-def what(e: BaseException) -> str:
-    """An exception named without its message (PostgreSQL's may quote values)."""
-    state = getattr(e, "sqlstate", None)
-    return f"{type(e).__name__}" + (f" (SQLSTATE {state})" if state else "")
+async def set_meta(conn: Connection, name: str, expected: str | None, value: str) -> bool:
+    """Set ``name`` to ``value`` if it is still ``expected`` (None: unset); False if another
+    replica changed it first (compare-and-swap, so two replicas cannot both win)."""
+    if expected is None:
+        query = "INSERT INTO fairdeck_meta (name, value) VALUES (%s, %s) ON CONFLICT (name) DO NOTHING"
+        params: tuple[Any, ...] = (name, value)
+    else:
+        query = "UPDATE fairdeck_meta SET value = %s WHERE name = %s AND value = %s"
+        params = (value, name, expected)
+    cur = await conn.execute(query, params)
+    return cur.rowcount == 1
+
+
+async def probe(conn: Connection) -> None:
+    """In the caller's transaction: take a transaction id, so its COMMIT is a WAL record flushed
+    to disk (it fails when the server cannot write), with an UPDATE that matches no row, so it
+    is refused in a read-only transaction (a standby, default_transaction_read_only). No DDL, no
+    row locked: it never waits for the dealers' own writes."""
+    await conn.execute("UPDATE tokens SET revoked_ms = revoked_ms WHERE false")
+    await conn.execute("SELECT txid_current()")

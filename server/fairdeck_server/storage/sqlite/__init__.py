@@ -1,11 +1,15 @@
 """The embedded engine: SQLite in WAL mode with synchronous=FULL and group commit, split by job
-as the PostgreSQL engine is.
+as the PostgreSQL engine is (tests/test_storage_layout.py pins the shape).
 
 - ``schema``: the tables, and opening (or, only when told, creating) a database file;
-- ``writer``: the writer thread, group commit, and the log's size and frontier;
-- ``engine``: ``SqliteStorage``, the Storage interface: writes on the writer, reads on the reader;
-- ``reader``: the reader thread, and ``read_log``, the read-only view of the log for
-  ``fairdeck audit --data``.
+- ``writer``: every statement that writes, and the log's tail (size, frontier) appends go to;
+- ``reader``: every statement that reads, and ``read_log``, the read-only view of the log for
+  ``fairdeck audit --data``;
+- ``diagnosis``: what a driver error means, in one line with its fix;
+- ``batches``: the threads that run them in fair batches (the writer's group commit, the reader);
+- ``engine``: ``SqliteStorage``, the Storage interface, gluing them (no SQL);
+- SQLite's own: ``handoff`` (operations handed from event loops to those threads) and
+  ``writer_lock`` (the writers' flock of ``serve --processes N``).
 """
 
 from __future__ import annotations

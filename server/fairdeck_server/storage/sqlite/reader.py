@@ -1,13 +1,9 @@
-"""Reading the database without writing: the live dealer's reader thread (``SqliteReader``), and
-the read-only view of a data dir's log for ``fairdeck audit --data`` (``read_log``).
+"""Every statement that reads an SQLite database: the live dealer's reads, each a function of a
+connection that the reader thread (batches.SqliteReader) or the writer thread runs, and ``read_log``,
+the read-only view of a data dir's log for ``fairdeck audit --data``.
 
-``SqliteReader``: one thread with a query-only connection of its own, for every read that needs
-no state of the writer's (a hand, a token, a count, log entries, proofs, checkpoints). In WAL mode
-it never waits for the writer nor the writer for it, so a flood of reads takes no turns in the
-writer's batches, and reads go on while the writers' lock of ``--processes`` is stuck. Reads come
-in fair turns (fair.take_turns), several in one read transaction begun after every one of them was
-submitted: a read sees every write acknowledged before it was asked for.
-
+A read function writes nothing and holds no transaction of its own: the thread that runs it begins
+and ends one around a batch of reads (a read sees every write acknowledged before it was asked for).
 ``read_log`` opens the file read-only (never creates it), writes nothing and holds no snapshot
 long: entries are read in pages, each its own short read transaction, so a long audit never keeps
 the dealer's WAL from restarting (entries never change once written, so pages agree).
@@ -15,28 +11,144 @@ the dealer's WAL from restarting (entries never change once written, so pages ag
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import logging
-import queue
 import sqlite3
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
-from urllib.parse import quote
 
+from fairdeck.core.encoding import u64
+from fairdeck.log import merkle
 from fairdeck.log.audit import LogUnreadable
-from fairdeck_server import refusals
-from fairdeck_server.fair import FairQueue, take_turns
-from fairdeck_server.log_causes import cause
-from fairdeck_server.refusals import RESTORE
-from fairdeck_server.storage.base import entries_in_order
-from fairdeck_server.storage.handoff import Op, OpQueue, settle
-from fairdeck_server.storage.sqlite.schema import error_name, explain, is_damage, kind
+from fairdeck.log.logentry import time_of
+from fairdeck_server.storage.base import HandRecord, StoredCheckpoint, TokenRecord
+from fairdeck_server.storage.rows import (
+    HAND_COLUMNS,
+    TOKEN_COLUMNS,
+    entries_in_order,
+    hand_record,
+    token_record,
+)
+from fairdeck_server.storage.sqlite.diagnosis import unreadable
 
 PAGE = 5000
-"""Entries per read transaction."""
+"""Entries per read transaction of ``read_log``."""
+OPEN_HANDS_OF_TENANT = "SELECT COUNT(*) FROM hands WHERE state != 3 AND tenant = ?"
+"""A tenant's open hands (its cap): served by the partial index hands_open_tenant, so it reads
+that tenant's open hands only, however many other tenants hold."""
+CHECKPOINT_AT = "SELECT size, root, note FROM checkpoints WHERE size = ?"
+LATEST_CHECKPOINT = "SELECT size, root, note FROM checkpoints ORDER BY size DESC LIMIT 1"
+
+
+def select_hand(conn: sqlite3.Connection, tenant: str, hand_id: str) -> HandRecord | None:
+    row = conn.execute(f"SELECT {HAND_COLUMNS} FROM hands WHERE hand_id = ?", (hand_id,)).fetchone()  # noqa: S608
+    if row is None or row[1] != tenant:
+        return None
+    return hand_record(row)
+
+
+def stale_hands(conn: sqlite3.Connection, created_before_ms: int, limit: int) -> list[tuple[str, str, int]]:
+    rows = conn.execute(
+        # state != 3 spelled as in the partial index, so the index serves the query
+        "SELECT tenant, hand_id, created_ms FROM hands WHERE state != 3 AND created_ms < ? "
+        "ORDER BY created_ms LIMIT ?",
+        (created_before_ms, limit),
+    ).fetchall()
+    return [(r[0], r[1], int(r[2])) for r in rows]
+
+
+def log_entries(conn: sqlite3.Connection, start: int, end: int) -> list[bytes]:
+    rows = conn.execute(
+        "SELECT entry FROM log_entries WHERE idx >= ? AND idx < ? ORDER BY idx", (start, end)
+    ).fetchall()
+    return [bytes(r[0]) for r in rows]
+
+
+def stored_log_size(conn: sqlite3.Connection) -> int:
+    """The number of entries stored (the writer's count at start, and after others appended)."""
+    return int(conn.execute("SELECT COALESCE(MAX(idx) + 1, 0) FROM log_entries").fetchone()[0])
+
+
+def last_entry_stamp(conn: sqlite3.Connection) -> bytes:
+    """The time of the log's last entry, as its 8 bytes (zeros for an empty log)."""
+    row = conn.execute("SELECT entry FROM log_entries ORDER BY idx DESC LIMIT 1").fetchone()
+    time_ms = None if row is None else time_of(bytes(row[0]))
+    return u64(time_ms or 0)
+
+
+def hash_reader(conn: sqlite3.Connection) -> Callable[[list[int]], list[bytes]]:
+    def read(indexes: list[int]) -> list[bytes]:
+        marks = ",".join("?" * len(indexes))  # placeholders only; the values are bound
+        query = f"SELECT idx, hash FROM log_hashes WHERE idx IN ({marks})"  # noqa: S608
+        rows = dict(conn.execute(query, indexes).fetchall())
+        return [bytes(rows[i]) for i in indexes]
+
+    return read
+
+
+def inclusion_proof(conn: sqlite3.Connection, index: int, size: int) -> list[bytes]:
+    return merkle.prove_inclusion(index, size, hash_reader(conn))
+
+
+def consistency_proof(conn: sqlite3.Connection, size1: int, size2: int) -> list[bytes]:
+    return merkle.prove_consistency(size1, size2, hash_reader(conn))
+
+
+def checkpoint(conn: sqlite3.Connection, size: int | None) -> StoredCheckpoint | None:
+    """The signed checkpoint at ``size``, or the latest one; None if there is none."""
+    if size is None:
+        row = conn.execute(LATEST_CHECKPOINT).fetchone()
+    else:
+        row = conn.execute(CHECKPOINT_AT, (size,)).fetchone()
+    return None if row is None else StoredCheckpoint(row[0], bytes(row[1]), bytes(row[2]))
+
+
+def entry_index(conn: sqlite3.Connection, hand_id: str, reveal: bool) -> int | None:
+    """The log index of a hand's commit (or reveal) entry, whatever its tenant."""
+    column = "reveal_index" if reveal else "commit_index"
+    row = conn.execute(f"SELECT {column} FROM hands WHERE hand_id = ?", (hand_id,)).fetchone()  # noqa: S608
+    return None if row is None else row[0]
+
+
+def open_hands(conn: sqlite3.Connection, tenant: str | None) -> int:
+    if tenant is None:
+        row = conn.execute("SELECT COUNT(*) FROM hands WHERE state != 3").fetchone()
+    else:
+        row = conn.execute(OPEN_HANDS_OF_TENANT, (tenant,)).fetchone()
+    return int(row[0])
+
+
+def get_token(conn: sqlite3.Connection, token_id: str) -> TokenRecord | None:
+    row = conn.execute(
+        f"SELECT {TOKEN_COLUMNS} FROM tokens WHERE token_id = ?",  # noqa: S608
+        (token_id,),
+    ).fetchone()
+    return None if row is None else token_record(row)
+
+
+def list_tokens(conn: sqlite3.Connection, tenant: str | None) -> list[TokenRecord]:
+    query = f"SELECT {TOKEN_COLUMNS} FROM tokens"  # noqa: S608
+    if tenant is None:
+        rows = conn.execute(query + " ORDER BY created_ms, token_id").fetchall()
+    else:
+        rows = conn.execute(query + " WHERE tenant = ? ORDER BY created_ms, token_id", (tenant,)).fetchall()
+    return [token_record(r) for r in rows]
+
+
+def sealed_seed_samples(conn: sqlite3.Connection) -> list[tuple[str, bytes]]:
+    """(hand id, sealed seed) of one unrevealed hand per seed key id (bytes 1..5 of the seal)."""
+    rows = conn.execute(
+        "SELECT MIN(hand_id), substr(sealed_seed, 2, 4) FROM hands WHERE state != 3 "
+        "GROUP BY substr(sealed_seed, 2, 4)"
+    ).fetchall()
+    out = []
+    for hand_id, _ in rows:
+        sealed = conn.execute("SELECT sealed_seed FROM hands WHERE hand_id = ?", (hand_id,)).fetchone()
+        out.append((str(hand_id), bytes(sealed[0])))
+    return out
+
+
+def get_meta(conn: sqlite3.Connection, name: str) -> str | None:
+    row = conn.execute("SELECT value FROM fairdeck_meta WHERE name = ?", (name,)).fetchone()
+    return None if row is None else str(row[0])
 
 
 def read_log(path: Path) -> tuple[int, list[bytes], Iterator[bytes]]:
@@ -56,7 +168,7 @@ def read_log(path: Path) -> tuple[int, list[bytes], Iterator[bytes]]:
     try:
         conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     except sqlite3.Error as e:
-        raise _unreadable(path, e) from None
+        raise unreadable(path, e) from None
     try:
         count = conn.execute("SELECT COUNT(*) FROM log_entries").fetchone()[0]
         notes = [bytes(r[0]) for r in conn.execute("SELECT note FROM checkpoints ORDER BY size")]
@@ -68,7 +180,7 @@ def read_log(path: Path) -> tuple[int, list[bytes], Iterator[bytes]]:
         ]
     except sqlite3.Error as e:
         conn.close()
-        raise _unreadable(path, e) from None
+        raise unreadable(path, e) from None
 
     def pages() -> Iterator[tuple[int, bytes]]:
         start = 0
@@ -85,136 +197,8 @@ def read_log(path: Path) -> tuple[int, list[bytes], Iterator[bytes]]:
         try:
             yield from entries_in_order(pages())
         except sqlite3.Error as e:
-            raise _unreadable(path, e) from None
+            raise unreadable(path, e) from None
         finally:
             conn.close()
 
     return count, notes, entries()
-
-
-def _unreadable(path: Path, error: sqlite3.Error) -> LogUnreadable:
-    # sqlite's own words ("file is not a database", "database disk image is malformed",
-    # "no such table: log_entries") say which of corrupt or foreign it is.
-    if not is_damage(error):  # a lock, a mode, a mount: the file is fine, say what it is
-        return LogUnreadable(f"cannot read the dealer database: {explain(path, error)}")
-    return LogUnreadable(
-        f"cannot read the dealer database {path}: {error}; audit the live dealer with --target, or {RESTORE}"
-    )
-
-
-log = logging.getLogger(__name__)
-
-QUANTUM = 16
-"""A tenant's turn in a read transaction, in reads."""
-MOST = 64
-"""Reads per read transaction, at most: a newly arrived read waits for at most one of these."""
-
-
-class SqliteReader(OpQueue):
-    """The reader thread and its connection (opened once the writer has made the database)."""
-
-    def __init__(
-        self,
-        path: Path,
-        refused: tuple[type[BaseException], ...],
-        on_fault: Callable[[BaseException], None],
-    ) -> None:
-        """``refused``: what a read raises to refuse (passed on as it is); ``on_fault(e)``: a
-        database error, for the storage's diagnosis."""
-        super().__init__()
-        self._path = path
-        self._refused = refused
-        self._on_fault = on_fault
-        self._thread = threading.Thread(target=self._run, name="fairdeck-sqlite-reader", daemon=True)
-        self._ready = threading.Event()
-        self._startup_error: BaseException | None = None
-        self.quiet = True
-        """Until the dealer serves, failures are logged at DEBUG (the writer's rule)."""
-
-    async def start(self) -> None:
-        self._thread.start()
-        await asyncio.to_thread(self._ready.wait)
-        if self._startup_error is not None:
-            raise self._startup_error
-
-    async def close(self, timeout: float) -> None:
-        if self._closed:
-            return
-        self._flush(asyncio.get_running_loop())
-        self._closed = True
-        self._queue.put(None)
-        if self._thread.ident is not None:
-            await asyncio.to_thread(self._thread.join, timeout)
-
-    def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(
-            f"file:{quote(str(self._path.absolute()))}?mode=rw",
-            uri=True,
-            isolation_level=None,
-            check_same_thread=False,
-        )
-        conn.execute("PRAGMA query_only=1")
-        return conn
-
-    def _run(self) -> None:
-        try:
-            conn = self._connect()
-        except BaseException as e:  # reported to start(), in one line
-            self._startup_error = refusals.StartupRefused(f"cannot open database {self._path} to read: {e}")
-            self._ready.set()
-            return
-        self._ready.set()
-        turns: FairQueue[Op] = FairQueue(QUANTUM)
-        stop = False
-        while not (stop and not turns):
-            if not turns and not stop:
-                ops = self._queue.get()
-                stop = ops is None
-                for op in ops or ():
-                    turns.push(op.whose, op, 1)
-            while not stop:
-                try:
-                    ops = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                stop = ops is None
-                for op in ops or ():
-                    turns.push(op.whose, op, 1)
-            batch = take_turns(turns, alone=MOST, most=MOST)
-            if batch:
-                try:
-                    outcomes = self._read(conn, batch)
-                except Exception as e:  # a bug of this thread's own: fail the batch, stay alive
-                    log.error("storage reads failed: %s", cause(e))
-                    outcomes = [(False, e)] * len(batch)
-                settle(batch, outcomes)
-        conn.close()
-
-    def _read(self, conn: sqlite3.Connection, batch: list[Op]) -> list[tuple[bool, Any]]:
-        """``batch`` in one read transaction (one snapshot, begun now: after each was submitted)."""
-        outcomes: list[tuple[bool, Any]] = []
-        try:
-            conn.execute("BEGIN")
-            for op in batch:
-                try:
-                    outcomes.append((True, op.fn(conn)))
-                except self._refused as e:
-                    outcomes.append((False, e))
-                except sqlite3.Error as e:
-                    outcomes.append((False, self._failure(e, op.quiet)))
-                except Exception as e:  # a bug: that read fails as it is (INTERNAL), the others go on
-                    outcomes.append((False, e))
-        except sqlite3.Error as e:  # BEGIN failed: every read of the batch fails the same way
-            failure = self._failure(e, False)
-            outcomes += [(False, failure)] * (len(batch) - len(outcomes))
-        finally:
-            with contextlib.suppress(sqlite3.Error):
-                if conn.in_transaction:
-                    conn.execute("COMMIT")
-        return outcomes
-
-    def _failure(self, e: sqlite3.Error, quiet: bool) -> Exception:
-        self._on_fault(e)
-        if not quiet:
-            log.log(logging.DEBUG if self.quiet else logging.ERROR, "storage read failed: %s", error_name(e))
-        return refusals.storage_unavailable(f"storage failed ({kind(self._path, e)}); nothing was read")

@@ -3,8 +3,7 @@
 A database is an identity: ``create_database`` makes one only for ``fairdeck init`` or a fresh data
 dir, and ``open_database`` refuses (StartupRefused, one line naming the file) a file that is
 missing, not ours, truncated, damaged (quick_check) or whose log has gaps; a file it may not write,
-on a read-only mount, locked or on a full disk is refused in words of its own (``explain``: only
-damage is fixed by a backup, and that advice always carries ``RESTORE``'s fork warning).
+on a read-only mount, locked or on a full disk is refused in words of its own (diagnosis.py).
 
 The database holds sealed seeds, tokens' digests and tenants' hands: it is made 0600, and its
 -wal and -shm files get the same mode from SQLite; an older, more open file is tightened at start.
@@ -14,18 +13,15 @@ reader holding a snapshot (a backup tool) shrinks once the reader is gone (docs/
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
 import sqlite3
 import stat
-import time
 from pathlib import Path
 from urllib.parse import quote
 
-from fairdeck.core.encoding import u64
-from fairdeck.log.logentry import time_of
 from fairdeck_server.refusals import RESTORE, StartupRefused
+from fairdeck_server.storage.sqlite.diagnosis import explain
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS hands (
@@ -119,37 +115,6 @@ def open_database(path: Path, *, create: bool) -> sqlite3.Connection:
     return conn
 
 
-def last_entry_stamp(conn: sqlite3.Connection) -> bytes:
-    """The time of the log's last entry, as its 8 bytes (zeros for an empty log)."""
-    row = conn.execute("SELECT entry FROM log_entries ORDER BY idx DESC LIMIT 1").fetchone()
-    time_ms = None if row is None else time_of(bytes(row[0]))
-    return u64(time_ms or 0)
-
-
-def probe_file(path: Path) -> None:
-    """One write committed on a connection of its own, as a batch is (the database's write lock, a
-    WAL append, fsync): raises the sqlite3 error of a file or mount that is read-only, a lock held
-    outside, a full disk. Health's probe, and the dealer's last check before it serves."""
-    conn = sqlite3.connect(f"file:{quote(str(path.absolute()))}?mode=rw", uri=True, isolation_level=None)
-    try:
-        conn.execute("PRAGMA synchronous=FULL")
-        conn.execute("BEGIN IMMEDIATE")
-        probe_write(conn)
-        conn.execute("COMMIT")
-    finally:
-        conn.close()
-
-
-def probe_write(conn: sqlite3.Connection) -> None:
-    """Rewrite the one row of ``health_probe`` (the storage's probe: health checks call it too)."""
-    conn.execute(
-        "CREATE TABLE IF NOT EXISTS health_probe "
-        "(id INTEGER PRIMARY KEY CHECK (id = 1), at_ms INTEGER NOT NULL)"
-    )
-    now_ms = time.time_ns() // 1_000_000
-    conn.execute("INSERT OR REPLACE INTO health_probe (id, at_ms) VALUES (1, ?)", (now_ms,))
-
-
 def _check(conn: sqlite3.Connection, path: Path, create: bool) -> None:
     """Refuse a database that is not whole: no tables (truncated, or not ours) or damaged pages.
 
@@ -207,127 +172,3 @@ def private(path: Path) -> None:
                 )
         except FileNotFoundError:
             continue
-
-
-# -- what a failure means -----------------------------------------------------------------------
-
-DAMAGE = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
-
-
-def explain(path: Path, error: BaseException) -> str:
-    """One line: what ``error`` (raised using the database at ``path``) means, and the fix."""
-    name = str(getattr(error, "sqlite_errorname", "") or "")
-    words = str(error)
-    directory = path.parent
-    if name.startswith(DAMAGE) or "malformed" in words or "not a database" in words:
-        return f"database {path} is damaged ({words}); do not write to it; {RESTORE}"
-    if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "locked" in words:
-        return (
-            f"database {path} is locked by another process ({words}): a backup or an sqlite3 shell "
-            f"holding a write transaction? find it with `fuser {path}`, end it, and start again; "
-            "the file is not damaged"
-        )
-    if name.startswith("SQLITE_FULL") or _full(directory) or _errno(error) == errno.ENOSPC:
-        return (
-            f"the disk holding {directory} is full ({_free(directory)} free) ({words}): free some space "
-            "and start again; nothing acknowledged is lost, and the file is not damaged"
-        )
-    if _read_only_mount(directory):
-        return (
-            f"{directory} is on a read-only file system ({words}): remount it read-write (check the "
-            "disk first: a file system turns read-only after I/O errors); the file is not damaged"
-        )
-    files = (path, Path(f"{path}-wal"), Path(f"{path}-shm"))
-    unwritable = [p for p in files if _exists(p) and not _writable(p)]
-    if unwritable or not _writable(directory):
-        what = unwritable[0] if unwritable else directory
-        return (
-            f"{what} is not writable by this user (uid {os.getuid()}; {_mode(what)}) ({words}): the dealer "
-            f"needs to write the database and its -wal and -shm files in {directory}; fix the owner or "
-            "mode (chown, chmod u+w); the file is not damaged"
-        )
-    if name.startswith("SQLITE_IOERR") or name.startswith("SQLITE_CANTOPEN"):
-        return (
-            f"database {path}: the system refused an I/O ({name or words}): check the disk and the "
-            "kernel log (dmesg); do not restore a backup over a file that may be fine"
-        )
-    return f"database {path}: {name or type(error).__name__} ({words})"
-
-
-def kind(path: Path, error: BaseException) -> str:
-    """A few words for a client (no path): what kind of storage failure this is."""
-    line = explain(path, error)
-    for needle, words in (
-        ("is damaged", "the database is damaged"),
-        ("is locked", "the database is locked"),
-        ("is full", "the disk is full"),
-        ("read-only file system", "the file system is read-only"),
-        ("not writable", "the database is not writable"),
-    ):
-        if needle in line:
-            return words
-    return "an I/O error"
-
-
-def _errno(error: BaseException) -> int | None:
-    return getattr(error, "errno", None)
-
-
-def _writable(path: Path) -> bool:
-    return os.access(path, os.W_OK)
-
-
-def error_name(e: BaseException) -> str:
-    """An exception named without its message (which may quote a value): the class and SQLite's
-    error code name, for a log line."""
-    code = getattr(e, "sqlite_errorname", None)
-    return type(e).__name__ + (f" ({code})" if code else "")
-
-
-def _exists(path: Path) -> bool:
-    """Whether ``path`` is there; False when even that cannot be told (a dying disk answers stat
-    with EIO): explaining a failure must never raise, or it ends the storage thread explaining it."""
-    try:
-        return path.exists()
-    except OSError:
-        return False
-
-
-def _read_only_mount(directory: Path) -> bool:
-    try:
-        return bool(os.statvfs(directory).f_flag & os.ST_RDONLY)
-    except OSError:
-        return False
-
-
-def _full(directory: Path) -> bool:
-    """Less than a page free: SQLite cannot grow the WAL by one frame."""
-    try:
-        st = os.statvfs(directory)
-    except OSError:
-        return False
-    return st.f_bavail * st.f_frsize < 8192
-
-
-def _free(directory: Path) -> str:
-    try:
-        st = os.statvfs(directory)
-    except OSError:
-        return "unknown space"
-    return f"{st.f_bavail * st.f_frsize:,} bytes"
-
-
-def _mode(path: Path) -> str:
-    try:
-        st = path.stat()
-    except OSError as e:
-        return e.strerror or str(e)
-    return f"mode {stat.S_IMODE(st.st_mode):04o}, owner uid {st.st_uid}"
-
-
-def is_damage(error: BaseException) -> bool:
-    """Whether a sqlite3 error says the file itself is damaged (not a lock, a mode or the disk)."""
-    name = str(getattr(error, "sqlite_errorname", "") or "")
-    return isinstance(error, sqlite3.DatabaseError) and (
-        name.startswith(DAMAGE) or "malformed" in str(error) or "not a database" in str(error)
-    )

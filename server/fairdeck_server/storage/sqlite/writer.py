@@ -1,91 +1,71 @@
-"""The SQLite writer: one thread owns the connection and commits in groups.
+"""Every statement that writes an SQLite database, each a function of the writer thread's
+connection (batches.SqliteWriter runs them, in its transactions), and the log's tail they append
+to (``LogTail``: the size, Merkle frontier and latest entry time the writer keeps in memory, so an
+append reads nothing and no entry's time goes back).
 
-Operations queued while a transaction is made durable go into the next in fair turns
-(fair.take_turns: one turn of each tenant with work queued, up to BATCH_COST hands for a tenant
-alone); one fsync covers the batch. No savepoint per operation: one that refuses has written
-nothing (REFUSED), any other failure runs the batch again one operation per transaction. Futures
-resolve only after COMMIT. The writer keeps the log's size, Merkle frontier and latest entry time,
-so an append reads nothing and no entry's time goes back; with ``writer_lock`` (``serve
---processes N``) it takes turns with other processes' writers (storage/writer_lock.py, waited for
-at most LOCK_TIMEOUT) and takes in their appends (``_catch_up``). docs/scaling.md has the design.
+A write function queues its hands, entries and hashes in ``Rows``, written at its end with a few
+multi-row INSERTs; one that refuses (batches.REFUSED) raises before it has written anything.
+Nothing here begins, commits or rolls back: the writer thread does, around a batch.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import hashlib
-import logging
-import queue
 import sqlite3
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import quote
 
+from fairdeck.log import merkle
+from fairdeck.log.cosignature import add_cosignatures as cosigned
 from fairdeck.log.logentry import MAGIC, TIME_AT
 from fairdeck_server import refusals
-from fairdeck_server.fair import FairQueue, Sharing, take_turns
-from fairdeck_server.refusals import StartupRefused
 from fairdeck_server.storage.base import (
-    HAND_COLUMNS,
+    Change,
     Created,
+    HandBatch,
     HandRecord,
     LogForkError,
     NewHand,
-    WriterStats,
+    StoredCheckpoint,
+    TokenRecord,
     _Frontier,
-    encode_seeds,
-    hand_record,
     same_request,
 )
-from fairdeck_server.storage.handoff import Op, OpQueue, settle
-from fairdeck_server.storage.sqlite.schema import error_name, explain, kind, last_entry_stamp, open_database
-from fairdeck_server.storage.writer_lock import WriterLock
+from fairdeck_server.storage.rows import (
+    HAND_COLUMNS,
+    TOKEN_COLUMNS,
+    HandRow,
+    batch_hand_rows,
+    encode_seeds,
+    hand_record,
+    hand_row,
+    token_record,
+    token_row,
+)
+from fairdeck_server.storage.sqlite.reader import (
+    CHECKPOINT_AT,
+    LATEST_CHECKPOINT,
+    hash_reader,
+    last_entry_stamp,
+    select_hand,
+    stored_log_size,
+)
 
 T = TypeVar("T")
-log = logging.getLogger(__name__)
 _sha256 = hashlib.sha256
 
-MAX_BATCH = 512
-"""Operations per transaction, at most."""
-CLOSE_TIMEOUT_S = 10.0
-"""How long ``close`` waits for the writer thread to finish what is queued: SIGTERM always ends."""
-QUANTUM = 32
-"""A tenant's turn in a batch, in hands written (an ordinary operation counts one): a DealHands
-slice (dealer.SLICE) is one turn."""
-BATCH_COST = 128
-"""Hands one tenant alone may have written in one transaction, while no other tenant has had work
-for SHARED_WINDOW seconds; while others have, one turn (QUANTUM). A batch in progress is what a
-newly arrived call waits for: 128 hands made another tenant's median call wait 2x longer behind a
-bulk dealer, and 32 cost a bulk dealer alone 38% more CPU per deck (docs/scaling.md, "Sizes")."""
-SHARED_WINDOW = 1.0
-"""Seconds since another tenant's last work during which batches stay one turn of each."""
-OTHER_PROCESSES = "\0other processes"
-"""Sharing's key (no tenant's) for the other writers of ``serve --processes N``: a batch that
-waited for the writers' lock counts as another tenant's work, for SHARED_WINDOW. Their callers
-wait for this process's batch as its own do: a worker whose one tenant is a bulk dealer held the
-lock for 128-hand batches while the other worker's tenants waited."""
-LOCK_TIMEOUT = 2.0
-"""Seconds a batch waits for the writers' lock (``serve --processes N``) before it fails
-STORAGE_UNAVAILABLE: a batch holds it for milliseconds, so this long means its holder is stuck."""
-STALLED_WAIT = 0.1
-"""While the writers' lock is known to be stuck (a batch waited LOCK_TIMEOUT for it in vain), how
-long each later batch waits for it: one LOCK_TIMEOUT per queued batch put seconds in front of every
-call (a DealNewHand's reaper read, then its write). The helper's flock still wakes the moment the
-lock is free, and the next batch takes it."""
 ROW_GROUPS = (256, 128, 64, 32, 16, 8, 4, 2, 1)
 """Rows per multi-row INSERT: n rows (n < 512) go in as one statement per set bit of n,
 so the few SQL strings stay in sqlite3's statement cache. 256 x 16 hand columns is
 4,096 bound values, well under SQLite's 32,766."""
-
-
-REFUSED = (refusals.DealerError, ValueError, LookupError, LogForkError)
-"""What an operation raises to refuse, before it writes anything (a DealerError, a token that
-exists, a checkpoint that would fork): the batch goes on without it. Anything else (the database
-failing, a bug) may come after a write, so the batch is rolled back and run again one by one."""
+_UPDATE = (
+    "UPDATE hands SET client_seeds = ?, state = ?, dealt = ?, closed_ms = ?, server_seed = ?, "
+    "reveal_index = ? WHERE hand_id = ?"
+)
 
 
 def _insert_sql(table: str, columns: str, width: int, rows: int) -> str:
@@ -115,122 +95,56 @@ def _insert_rows(conn: sqlite3.Connection, table: str, rows: Sequence[tuple[Any,
             done += size
 
 
-class SqliteWriter(OpQueue):
-    """The thread that owns the database connection, its queue of operations and the log's state."""
+class Rows:
+    """Rows an operation writes, inserted together at its end."""
 
-    def __init__(
-        self, path: Path, *, create: bool, writer_lock: Path | None, writer_lock_fd: int | None = None
-    ) -> None:
-        """``create``: make the file and its tables if missing (schema.open_database).
+    __slots__ = ("entries", "hands", "hashes")
 
-        ``writer_lock``: other processes write this database too (``serve --processes N``).
-        Each batch then first takes an exclusive flock on this file, and takes in what the
-        others appended. SQLite's own wait for its write lock polls, sleeping up to 100 ms
-        between tries; a blocked flock wakes as soon as the lock is free. ``writer_lock_fd``: that
-        file as the supervisor opened it (storage/writer_lock.py: the lock survives its path).
-        """
-        self._path = path
-        self._create = create
-        self._lock = (
-            None if writer_lock is None else WriterLock(writer_lock, LOCK_TIMEOUT, shared_fd=writer_lock_fd)
-        )
-        self._stalled_since: float | None = None
-        """When the lock was first not had in time, in the stall going on (None: none)."""
-        super().__init__()
-        self._ready = threading.Event()
-        self._startup_error: BaseException | None = None
-        self.log_size = 0
+    def __init__(self) -> None:
+        self.entries: list[tuple[int, bytes]] = []
+        self.hashes: list[tuple[int, bytes]] = []
+        self.hands: list[HandRow] = []
+
+    def write(self, conn: sqlite3.Connection) -> None:
+        _insert_rows(conn, "log_entries", self.entries)
+        _insert_rows(conn, "log_hashes", self.hashes)
+        _insert_rows(conn, "hands", self.hands)
+
+
+Mark = tuple[int, _Frontier, bytes]
+"""What an append changes in a LogTail, to put back if its transaction rolls back."""
+
+
+class LogTail:
+    """The log as the writer keeps it in memory: its size, its frontier (the complete subtrees, so
+    an append reads nothing) and the time of its latest entry (the next one's is never earlier)."""
+
+    __slots__ = ("frontier", "last_stamp", "size")
+
+    def __init__(self) -> None:
+        self.size = 0
         self.frontier = _Frontier([])
         self.last_stamp = bytes(8)
-        """The time of the latest entry appended, as its 8 bytes (big-endian: compared as bytes, as
-        numbers): the next one's is never earlier."""
-        self._thread = threading.Thread(target=self._run, name="fairdeck-sqlite-writer", daemon=True)
-        self.stats = WriterStats()
-        """Written by the writer thread only; readers see whole numbers, possibly a batch behind."""
-        self.quiet = True
-        """Until the dealer serves (``SqliteStorage.serving``), failures are logged at DEBUG: the
-        start-up refusal says them once, in one line."""
-        self.last_fault: BaseException | None = None
-        """The last database error (storage failing, not a refusal): what ``explain`` says."""
+        """The latest entry's time as its 8 bytes (big-endian: compared as bytes, as numbers)."""
 
-    async def start(self) -> None:
-        """Open the database on the writer thread; raise what refused it."""
-        self._thread.start()
-        await asyncio.to_thread(self._ready.wait)
-        if self._startup_error is not None:
-            raise self._startup_error
+    def load(self, conn: sqlite3.Connection) -> None:
+        """Take the size, frontier and latest time from the database (at start)."""
+        self.size = stored_log_size(conn)
+        self.frontier = _Frontier.load(self.size, hash_reader(conn))
+        self.last_stamp = last_entry_stamp(conn)
 
-    async def close(self) -> None:
-        if self._closed:
-            return
-        self._flush(asyncio.get_running_loop())  # what this loop submitted before close runs
-        self._closed = True
-        self._queue.put(None)
-        if self._thread.ident is not None:  # never started (the dealer refused to start): nothing to join
-            await asyncio.to_thread(self._thread.join, CLOSE_TIMEOUT_S)
-            if self._thread.is_alive():  # stuck in SQLite (a lock, a dead disk): do not hang the exit
-                log.error(
-                    "the storage writer did not finish within %g s; stopping without it (what was "
-                    "acknowledged is on disk, what it held is not acknowledged)",
-                    CLOSE_TIMEOUT_S,
-                )
-
-    def create_many(self, conn: sqlite3.Connection, hands: Sequence[NewHand]) -> list[Created]:
-        """Insert hands with their log entries: a few multi-row INSERTs per table, not one per row."""
-        rows = Rows()
-        out = self.create_rows(conn, hands, rows)
-        rows.write(conn)
-        return out
-
-    def create_rows(
-        self, conn: sqlite3.Connection | None, hands: Sequence[NewHand], rows: Rows
-    ) -> list[Created]:
-        """Give ``hands`` their log indexes and queue their rows in ``rows`` (written by the caller).
-        ``conn`` None: a plain creation (no request id), which reads nothing."""
-        out = []
-        for new in hands:
-            r = new.record
-            existing = self._existing(conn, r) if r.request_id is not None and conn is not None else None
-            if existing is not None:
-                out.append(Created(existing, found=True))
-                continue
-            index = self.append(new.log_entry, rows)
-            reveal_index = None if new.reveal_entry is None else self.append(new.reveal_entry, rows)
-            rows.hands.append(
-                (
-                    r.hand_id,
-                    r.tenant,
-                    r.request_id,
-                    r.deck,
-                    r.version,
-                    r.commitment,
-                    r.sealed_seed,
-                    encode_seeds(r.client_seeds),
-                    int(r.state),
-                    r.dealt,
-                    r.created_ms,
-                    index,
-                    r.closed_ms,
-                    r.server_seed,
-                    reveal_index,
-                    r.request_fingerprint,
-                )
-            )
-            out.append(Created(replace(r, commit_index=index, reveal_index=reveal_index)))
-        return out
-
-    def _existing(self, conn: sqlite3.Connection, r: HandRecord) -> HandRecord | None:
-        """The hand an earlier request with this request id created, if the request was the same."""
-        row = conn.execute(
-            f"SELECT {HAND_COLUMNS} FROM hands WHERE tenant = ? AND request_id = ?",  # noqa: S608
-            (r.tenant, r.request_id),
-        ).fetchone()
-        if row is None:
-            return None
-        existing = hand_record(row)
-        if not same_request(existing, r):
-            raise refusals.request_id_reused()
-        return existing
+    def catch_up(self, conn: sqlite3.Connection) -> bool:
+        """Take in what other processes appended (``serve --processes N``, docs/scaling.md); whether
+        they had. Under BEGIN IMMEDIATE the writer holds the database's one write lock, so the size
+        cannot move until COMMIT. When it moved since this writer's last batch, the frontier is read
+        again from the stored hashes (O(log n) rows); otherwise this costs one lookup."""
+        size = stored_log_size(conn)
+        if size == self.size:
+            return False
+        self.size = size
+        self.frontier = _Frontier.load(size, hash_reader(conn))
+        self.last_stamp = max(self.last_stamp, last_entry_stamp(conn))
+        return True
 
     def append(self, entry: bytes, rows: Rows) -> int:
         """Give ``entry`` the next index and queue it with its stored hashes.
@@ -239,7 +153,7 @@ class SqliteWriter(OpQueue):
         complete subtrees of the current tree), kept in memory, so an append
         reads nothing from the database.
         """
-        index = self.log_size
+        index = self.size
         if entry.startswith(MAGIC) and len(entry) >= TIME_AT.stop:  # times never go backwards
             stamp = entry[TIME_AT]
             if stamp < self.last_stamp:
@@ -250,302 +164,230 @@ class SqliteWriter(OpQueue):
         start = 2 * index - index.bit_count()  # merkle.stored_hash_index(0, index)
         rows.entries.append((index, entry))
         rows.hashes.extend(zip(range(start, start + len(hashes)), hashes, strict=True))
-        self.log_size = index + 1
+        self.size = index + 1
         return index
 
-    def _run(self) -> None:
-        try:
-            conn = self.connect()
-        except StartupRefused as e:  # reported to start(), as it is
-            self._startup_error = e
-            self._ready.set()
-            return
-        except BaseException as e:  # reported to start()
-            what = f"cannot open database {self._path}: {e}"
-            if isinstance(e, sqlite3.Error):
-                what = explain(self._path, e)
-            self._startup_error = StartupRefused(what)
-            self._ready.set()
-            return
-        if self._lock is not None:
-            try:
-                self._lock.open()
-            except OSError as e:  # reported to start(), as one line
-                conn.close()
-                self._startup_error = StartupRefused(
-                    f"cannot open the writers' lock {self._lock.path}: {e.strerror or e}"
-                )
-                self._ready.set()
-                return
-        self._ready.set()
-        turns: FairQueue[Op] = FairQueue(QUANTUM)
-        sharing = Sharing(SHARED_WINDOW)
-        stop = False
-        while not (stop and not turns):
-            if not turns and not stop:
-                ops = self._queue.get()  # nothing to do until something arrives
-                stop = ops is None
-                now = time.monotonic()
-                for op in ops or ():
-                    turns.push(op.whose, op, op.cost)
-                    sharing.saw(op.whose, now)
-            while not stop:  # everything else submitted meanwhile joins the fair queue
-                try:
-                    ops = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                stop = ops is None
-                now = time.monotonic()
-                for op in ops or ():
-                    turns.push(op.whose, op, op.cost)
-                    sharing.saw(op.whose, now)
-            if self._lock is not None and self._lock.waited_at is not None:
-                # Another process's batch made this one wait: its callers wait for ours too.
-                sharing.saw(OTHER_PROCESSES, self._lock.waited_at)
-            alone = QUANTUM if sharing.shared(time.monotonic()) else BATCH_COST
-            batch = take_turns(turns, alone=alone, most=MAX_BATCH)
-            if batch:
-                self._run_batch(conn, batch)
-        conn.close()
-        if self._lock is not None:
-            self._lock.close()
+    def mark(self) -> Mark:
+        return self.size, self.frontier.copy(), self.last_stamp
 
-    def _run_batch(self, conn: sqlite3.Connection, batch: list[Op]) -> None:
-        """One transaction for ``batch``, resolved only after COMMIT returned. No savepoint per
-        operation: one that refuses (REFUSED) has written nothing, and its in-memory appends
-        are undone; one that fails otherwise sends the batch to ``_run_alone``."""
-        # Plain creations first, written together; the order of operations that were all
-        # in flight at once is free, and none of them can depend on another's outcome.
-        batch = [op for op in batch if op.rows is not None] + [op for op in batch if op.rows is None]
-        before = self._mark()
-        began = time.perf_counter()
-        lock = self._lock
-        if lock is not None and not self._take_lock(lock):
-            failure = refusals.storage_unavailable(
-                "another process holds the database's writer lock and makes no progress; "
-                "the request was not recorded"
-            )
-            settle(batch, [(False, failure)] * len(batch))
-            return
-        alone = False
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-            if lock is not None and self._catch_up(conn):  # others write too: take in theirs
-                before = self._mark()
-            try:
-                outcomes = self._create_together(conn, [op for op in batch if op.rows is not None])
-            except Exception as e:  # should not happen: nothing in them can be refused
-                raise _Again from e
-            for op in batch[len(outcomes) :]:
-                try:
-                    outcomes.append(self._run_op(conn, op))
-                except Exception as e:  # it may have written part of itself: undo the batch
-                    raise _Again from e
-            conn.execute("COMMIT")  # synchronous=FULL: returns once the WAL is on disk
-            self._count(len(batch), before[0], began)
-        except _Again:
-            self._rollback(conn, before)
-            alone = True
-        except Exception as e:  # disk full, I/O error, a bug: nothing of the batch is acknowledged
-            if not all(op.quiet for op in batch):
-                self._said("storage batch failed, rolled back", e)
-            self.last_fault = e
-            self._rollback(conn, before)
-            failure = refusals.storage_unavailable(
-                f"storage failed ({kind(self._path, e)}); the request was not recorded"
-            )
-            outcomes = [(False, failure)] * len(batch)
-        finally:
-            if lock is not None and not alone:
-                lock.release()
-        if alone:  # still holding the lock: each operation in a transaction of its own
-            try:
-                outcomes = [self._run_alone(conn, op) for op in batch]
-            finally:
-                if lock is not None:
-                    lock.release()
-        settle(batch, outcomes)
+    def restore(self, mark: Mark) -> None:
+        self.size, self.frontier, self.last_stamp = mark
 
-    def _run_op(self, conn: sqlite3.Connection, op: Op) -> tuple[bool, Any]:
-        """Run ``op`` in the transaction under way: its outcome. A refusal (REFUSED) has written
-        nothing, and its appends are undone here; any other exception is raised."""
-        mark = self._mark()
-        try:
-            return True, op.fn(conn)
-        except REFUSED as e:
-            self._restore(mark)
-            return False, e
 
-    def _run_alone(self, conn: sqlite3.Connection, op: Op) -> tuple[bool, Any]:
-        """``op`` in a transaction of its own (the writers' lock is held), so that a failure
-        stays with it."""
-        before = self._mark()
-        began = time.perf_counter()
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-            outcome = self._run_op(conn, op)
-            if not outcome[0]:
-                self._rollback(conn, before)
-                return outcome
-            conn.execute("COMMIT")
-            self._count(1, before[0], began)
-            return outcome
-        except Exception as e:
-            self._rollback(conn, before)
-            return False, self._op_failure(e, quiet=op.quiet)
+# -- hands ------------------------------------------------------------------------------------------
 
-    def _rollback(self, conn: sqlite3.Connection, before: tuple[int, _Frontier, bytes]) -> None:
-        # A ROLLBACK that fails too (the disk is gone) must not end the writer thread:
-        # every later call would then wait forever instead of failing.
-        with contextlib.suppress(sqlite3.Error):
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-        self._restore(before)
 
-    def _mark(self) -> tuple[int, _Frontier, bytes]:
-        """What an append changes, to put back if its transaction rolls back."""
-        return self.log_size, self.frontier.copy(), self.last_stamp
+def create_many(conn: sqlite3.Connection, tail: LogTail, hands: Sequence[NewHand]) -> list[Created]:
+    """Insert hands with their log entries: a few multi-row INSERTs per table, not one per row."""
+    rows = Rows()
+    out = create_rows(conn, tail, hands, rows)
+    rows.write(conn)
+    return out
 
-    def _restore(self, mark: tuple[int, _Frontier, bytes]) -> None:
-        self.log_size, self.frontier, self.last_stamp = mark
 
-    def _op_failure(self, e: Exception, *, quiet: bool = False) -> Exception:
-        """What the caller of a failed operation gets: a refusal as it is, a database
-        failure as STORAGE_UNAVAILABLE saying what kind (logged in one line, no traceback,
-        no request data), anything else (a bug) as it is, for the servicer to answer INTERNAL."""
-        if isinstance(e, refusals.DealerError):
-            return e
-        if not quiet:
-            self._said("storage operation failed, rolled back", e)
-        if _is_storage_fault(e):
-            self.last_fault = e
-            return refusals.storage_unavailable(
-                f"storage failed ({kind(self._path, e)}); the request was not recorded"
-            )
-        return e
+def create_rows(
+    conn: sqlite3.Connection | None, tail: LogTail, hands: Sequence[NewHand], rows: Rows
+) -> list[Created]:
+    """Give ``hands`` their log indexes and queue their rows in ``rows`` (written by the caller).
+    ``conn`` None: a plain creation (no request id), which reads nothing."""
+    out = []
+    for new in hands:
+        r = new.record
+        existing = _existing(conn, r) if r.request_id is not None and conn is not None else None
+        if existing is not None:
+            out.append(Created(existing, found=True))
+            continue
+        index = tail.append(new.log_entry, rows)
+        reveal_index = None if new.reveal_entry is None else tail.append(new.reveal_entry, rows)
+        rows.hands.append(hand_row(r, index, reveal_index))
+        out.append(Created(replace(r, commit_index=index, reveal_index=reveal_index)))
+    return out
 
-    def _said(self, what: str, e: BaseException) -> None:
-        """One log line for a failure: the class and SQLite's error name, never a value."""
-        log.log(logging.DEBUG if self.quiet else logging.ERROR, "%s: %s", what, error_name(e))
 
-    def _count(self, operations: int, size_before: int, began: float) -> None:
-        stats = self.stats
-        stats.batches += 1
-        stats.operations += operations
-        stats.appends += self.log_size - size_before
-        stats.transaction_seconds += time.perf_counter() - began
+def _existing(conn: sqlite3.Connection, r: HandRecord) -> HandRecord | None:
+    """The hand an earlier request with this request id created, if the request was the same."""
+    row = conn.execute(
+        f"SELECT {HAND_COLUMNS} FROM hands WHERE tenant = ? AND request_id = ?",  # noqa: S608
+        (r.tenant, r.request_id),
+    ).fetchone()
+    if row is None:
+        return None
+    existing = hand_record(row)
+    if not same_request(existing, r):
+        raise refusals.request_id_reused()
+    return existing
 
-    def _take_lock(self, lock: WriterLock) -> bool:
-        """The writers' lock within LOCK_TIMEOUT, saying once per stall (in one line each way)
-        that another process holds it and makes no progress, and when it moves again."""
-        if lock.acquire(None if self._stalled_since is None else STALLED_WAIT):
-            if self._stalled_since is not None:
-                log.warning(
-                    "took the writers' lock %s again after %.1f s; writes are recorded again",
-                    lock.path,
-                    time.monotonic() - self._stalled_since,
-                )
-                self._stalled_since = None
-            return True
-        if self._stalled_since is None:
-            self._stalled_since = time.monotonic() - lock.timeout
-            holder = lock.holder()
-            log.error(
-                "the writers' lock %s was not free within %.1f s (held by %s): writes fail "
-                "STORAGE_UNAVAILABLE until it is",
-                lock.path,
-                lock.timeout,
-                f"pid {holder}" if holder is not None else "another process",
-            )
-        return False
 
-    def fault(self, e: BaseException) -> None:
-        """A database error met elsewhere (the reader): what ``explain`` says next."""
-        self.last_fault = e
+def batch_rows(tail: LogTail, batch: HandBatch, rows: Rows) -> int:
+    """Give a batch of hands its log indexes and queue its rows; the index of its first entry."""
+    base = tail.size
+    for entry in batch.entries:
+        tail.append(entry, rows)
+    rows.hands.extend(batch_hand_rows(batch, base))
+    return base
 
-    @property
-    def shared(self) -> bool:
-        """Other processes write this database too (``serve --processes N``)."""
-        return self._lock is not None
 
-    def lock_held_for(self) -> float:
-        """Seconds this writer has held the writers' lock in the batch under way (0: not held)."""
-        return 0.0 if self._lock is None else self._lock.held_for()
-
-    def _catch_up(self, conn: sqlite3.Connection) -> bool:
-        """Take in what other processes appended (``serve --processes N``, docs/scaling.md).
-
-        Under BEGIN IMMEDIATE this writer holds the database's one write lock, so the log's size
-        cannot move until COMMIT. When another process has appended since this writer's last
-        batch, the frontier is read again from the stored hashes (O(log n) rows); otherwise this
-        costs one lookup of the largest index.
-        """
-        size = conn.execute("SELECT COALESCE(MAX(idx) + 1, 0) FROM log_entries").fetchone()[0]
-        if size == self.log_size:
-            return False
-        self.log_size = size
-        self.frontier = _Frontier.load(size, hash_reader(conn))
-        self.last_stamp = max(self.last_stamp, last_entry_stamp(conn))
-        return True
-
-    def _create_together(self, conn: sqlite3.Connection, creations: list[Op]) -> list[tuple[bool, Any]]:
-        """Write the hands of several plain creations with one set of INSERTs; their outcomes.
-        Nothing in them can be refused, so a failure here fails the batch (the caller's)."""
-        if not creations:
-            return []
+def update_hand(
+    conn: sqlite3.Connection,
+    tail: LogTail,
+    tenant: str,
+    hand_id: str,
+    decide: Callable[[HandRecord], tuple[Change, T]],
+) -> tuple[HandRecord, T]:
+    current = select_hand(conn, tenant, hand_id)
+    if current is None:
+        raise refusals.hand_not_found()
+    change, result = decide(current)
+    new = change.record
+    if change.log_entry is not None:
         rows = Rows()
-        out = [(True, op.rows(rows)) for op in creations if op.rows is not None]
+        new = replace(new, reveal_index=tail.append(change.log_entry, rows))
         rows.write(conn)
-        return out
+    if new == current:
+        return new, result
+    conn.execute(_UPDATE, _update_row(new))
+    return new, result
 
-    def connect(self) -> sqlite3.Connection:
-        """Open the database and load the log's size and frontier from it."""
-        conn = open_database(self._path, create=self._create)
+
+def update_hands(
+    conn: sqlite3.Connection,
+    tail: LogTail,
+    tenant: str,
+    ids: list[str],
+    decide: Callable[[HandRecord], tuple[Change, Any]],
+) -> list[HandRecord | refusals.DealerError]:
+    marks = ",".join("?" * len(ids))  # placeholders only; the values are bound
+    query = f"SELECT {HAND_COLUMNS} FROM hands WHERE hand_id IN ({marks})"  # noqa: S608
+    found = {row[0]: row for row in conn.execute(query, ids) if row[1] == tenant}
+    rows, updates = Rows(), []
+    out: list[HandRecord | refusals.DealerError] = []
+    for hand_id in ids:
+        row = found.get(hand_id)
         try:
-            self.log_size = conn.execute("SELECT COALESCE(MAX(idx) + 1, 0) FROM log_entries").fetchone()[0]
-            self.frontier = _Frontier.load(self.log_size, hash_reader(conn))
-            self.last_stamp = last_entry_stamp(conn)
-        except BaseException:
-            conn.close()
-            raise
-        return conn
+            if row is None:
+                raise refusals.hand_not_found()
+            current = hand_record(row)
+            change, _ = decide(current)
+        except refusals.DealerError as e:  # it wrote nothing: the others go on
+            out.append(e)
+            continue
+        new = change.record
+        if change.log_entry is not None:
+            new = replace(new, reveal_index=tail.append(change.log_entry, rows))
+        if new != current:
+            updates.append(_update_row(new))
+        out.append(new)
+    rows.write(conn)
+    conn.executemany(_UPDATE, updates)
+    return out
 
 
-class Rows:
-    """Rows an operation writes, inserted together at its end."""
-
-    __slots__ = ("entries", "hands", "hashes")
-
-    def __init__(self) -> None:
-        self.entries: list[tuple[int, bytes]] = []
-        self.hashes: list[tuple[int, bytes]] = []
-        self.hands: list[tuple[Any, ...]] = []
-
-    def write(self, conn: sqlite3.Connection) -> None:
-        _insert_rows(conn, "log_entries", self.entries)
-        _insert_rows(conn, "log_hashes", self.hashes)
-        _insert_rows(conn, "hands", self.hands)
+def _update_row(new: HandRecord) -> tuple[Any, ...]:
+    """The values of ``_UPDATE`` for a changed hand."""
+    return (
+        encode_seeds(new.client_seeds),
+        int(new.state),
+        new.dealt,
+        new.closed_ms,
+        new.server_seed,
+        new.reveal_index,
+        new.hand_id,
+    )
 
 
-class _Again(Exception):
-    """An operation failed after it may have written: run the batch again one by one."""
+# -- checkpoints, tokens, facts ---------------------------------------------------------------------
 
 
-def hash_reader(conn: sqlite3.Connection) -> Callable[[list[int]], list[bytes]]:
-    def read(indexes: list[int]) -> list[bytes]:
-        marks = ",".join("?" * len(indexes))  # placeholders only; the values are bound
-        query = f"SELECT idx, hash FROM log_hashes WHERE idx IN ({marks})"  # noqa: S608
-        rows = dict(conn.execute(query, indexes).fetchall())
-        return [bytes(rows[i]) for i in indexes]
+def put_checkpoint(
+    conn: sqlite3.Connection, tail: LogTail, size: int, root: bytes, note: bytes, time_ms: int
+) -> StoredCheckpoint:
+    """Store a signed checkpoint if it moves the head forward (compare-and-swap); the head after.
+    A size already signed is never replaced; another root there, or a root that is not the stored
+    tree's, raises LogForkError."""
+    same = conn.execute(CHECKPOINT_AT, (size,)).fetchone()
+    if same is not None:
+        if bytes(same[1]) != root:
+            raise LogForkError(f"a different root is already signed for tree size {size}")
+        return StoredCheckpoint(same[0], bytes(same[1]), bytes(same[2]))
+    if size > tail.size or merkle.tree_hash(size, hash_reader(conn)) != root:
+        raise LogForkError(f"checkpoint root for size {size} is not the stored tree's")
+    head = conn.execute(LATEST_CHECKPOINT).fetchone()
+    if head is not None and head[0] > size:
+        return StoredCheckpoint(head[0], bytes(head[1]), bytes(head[2]))
+    conn.execute(
+        "INSERT INTO checkpoints (size, root, note, time_ms) VALUES (?, ?, ?, ?)",
+        (size, root, note, time_ms),
+    )
+    return StoredCheckpoint(size, root, note)
 
-    return read
+
+def add_cosignatures(conn: sqlite3.Connection, size: int, lines: Sequence[str]) -> StoredCheckpoint | None:
+    row = conn.execute("SELECT root, note FROM checkpoints WHERE size = ?", (size,)).fetchone()
+    if row is None:
+        return None
+    note = cosigned(bytes(row[1]), lines)
+    if note != bytes(row[1]):
+        conn.execute("UPDATE checkpoints SET note = ? WHERE size = ?", (note, size))
+    return StoredCheckpoint(size, bytes(row[0]), note)
 
 
-STORAGE_FAULTS = (sqlite3.OperationalError, sqlite3.InternalError)
-"""Driver errors that mean the database failed (locked, read-only, full, I/O, a table
-gone), not our code: with sqlite3.DatabaseError itself (a damaged file) they become
-STORAGE_UNAVAILABLE. ProgrammingError, IntegrityError and the like stay bugs (INTERNAL)."""
+def put_token(conn: sqlite3.Connection, token: TokenRecord) -> None:
+    try:
+        conn.execute(
+            f"INSERT INTO tokens ({TOKEN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",  # noqa: S608
+            token_row(token),
+        )
+    except sqlite3.IntegrityError:
+        raise ValueError(f"token {token.token_id} already exists") from None
 
 
-def _is_storage_fault(e: BaseException) -> bool:
-    return isinstance(e, STORAGE_FAULTS) or type(e) is sqlite3.DatabaseError
+def revoke_token(conn: sqlite3.Connection, token_id: str, when_ms: int) -> TokenRecord | None:
+    conn.execute(
+        "UPDATE tokens SET revoked_ms = ? WHERE token_id = ? AND revoked_ms IS NULL",
+        (when_ms, token_id),
+    )
+    row = conn.execute(
+        f"SELECT {TOKEN_COLUMNS} FROM tokens WHERE token_id = ?",  # noqa: S608
+        (token_id,),
+    ).fetchone()
+    return None if row is None else token_record(row)
+
+
+def set_meta(conn: sqlite3.Connection, name: str, expected: str | None, value: str) -> bool:
+    """Set ``name`` to ``value`` if it is still ``expected`` (None: unset); False if it was not."""
+    row = conn.execute("SELECT value FROM fairdeck_meta WHERE name = ?", (name,)).fetchone()
+    if (None if row is None else str(row[0])) != expected:
+        return False
+    conn.execute(
+        "INSERT INTO fairdeck_meta (name, value) VALUES (?, ?) "
+        "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+        (name, value),
+    )
+    return True
+
+
+# -- the health probe -------------------------------------------------------------------------------
+
+
+def probe_file(path: Path) -> None:
+    """One write committed on a connection of its own, as a batch is (the database's write lock, a
+    WAL append, fsync): raises the sqlite3 error of a file or mount that is read-only, a lock held
+    outside, a full disk. Health's probe, and the dealer's last check before it serves."""
+    conn = sqlite3.connect(f"file:{quote(str(path.absolute()))}?mode=rw", uri=True, isolation_level=None)
+    try:
+        conn.execute("PRAGMA synchronous=FULL")
+        conn.execute("BEGIN IMMEDIATE")
+        probe_write(conn)
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+
+
+def probe_write(conn: sqlite3.Connection) -> None:
+    """Rewrite the one row of ``health_probe`` (the storage's probe: health checks call it too)."""
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS health_probe "
+        "(id INTEGER PRIMARY KEY CHECK (id = 1), at_ms INTEGER NOT NULL)"
+    )
+    now_ms = time.time_ns() // 1_000_000
+    conn.execute("INSERT OR REPLACE INTO health_probe (id, at_ms) VALUES (1, ?)", (now_ms,))
