@@ -19,6 +19,7 @@ NEEDS_LIBSODIUM = (
     "client/fairdeck/codeal",
     "tests/codeal",
     "tests/codealer",
+    "tests/support/codeal_hands.py",
     "tests/web/test_codeal_web.py",
     "tests/web/test_codeal_proofs_web.py",
     "tests/web/test_codeal_seal_web.py",

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from tests.storage.kit import Engine
 from tests.support.dealers import RunningDealer
+from tests.support.engines import Engine
 from tests.support.pgcluster import PgCluster, PgUnavailable
 
 REQUIRE_POSTGRES = "CI_REQUIRE_POSTGRES"

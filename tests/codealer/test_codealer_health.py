@@ -15,9 +15,9 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from fairdeck.v1 import dealer_pb2 as pb
 from fairdeck.v1 import dealer_pb2_grpc
-from tests.faults.kit import metric, wait_for
 from tests.support.codealers import CodealerProcess, init_codealer
 from tests.support.dealers import DealerProcess
+from tests.support.faults import metric, wait_for
 
 CODEAL = "fairdeck.v1.DealerService/codeal"
 SERVING = health_pb2.HealthCheckResponse.SERVING

@@ -305,7 +305,7 @@ def test_a_seats_own_hand_proof_gives_the_same_line_in_fairdeck_verify_and_the_v
     """The README's co-dealt hand end to end: a real co-dealer and dealer, the SDK's per-seat proof
     (format 4, only that seat's cards), and the player's verifier (@fairdeck/verifier, the page's
     code) saying what `fairdeck verify --codealer-key` says."""
-    from tests.web import browser
+    from tests.support import browser
 
     browser.require(browser.node_missing())
     codealer, dealer = table

@@ -30,10 +30,10 @@ from fairdeck_server.refusals import DealerError
 from fairdeck_server.storage.sqlite import SqliteStorage
 from fairdeck_server.vault import SeedVault
 from tests.codealer.test_pool import InProcessLink
-from tests.faults.kit import metric
-from tests.log.testkit import read_entries
 from tests.support.codealers import CodealerProcess, init_codealer
 from tests.support.dealers import DealerProcess
+from tests.support.faults import metric
+from tests.support.logs import read_entries
 from tests.support.waits import wait_for
 
 LIFETIME_S = 4

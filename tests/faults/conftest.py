@@ -1,5 +1,5 @@
 """The ``run`` fixture of every fault scenario (kit.py): a run, then both invariants checked."""
 
-from tests.faults.kit import run
+from tests.support.faults import run
 
 __all__ = ["run"]

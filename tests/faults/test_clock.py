@@ -11,7 +11,7 @@ from fairdeck.client import DealerClient
 from fairdeck.client.audit_client import AuditClient
 from fairdeck.client.models import HandState
 from fairdeck.log.logentry import decode
-from tests.faults.kit import FaultRun, lines, metric, wait_for
+from tests.support.faults import FaultRun, lines, metric, wait_for
 from tests.support.waits import outlast
 
 HOURS_2 = 2 * 3600

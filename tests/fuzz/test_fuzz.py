@@ -43,11 +43,11 @@ from fairdeck.client.models import HandState
 from fairdeck.log.checkpoint import Checkpoint
 from fairdeck.log.note import Signer
 from fairdeck.v1 import audit_pb2 as apb
-from tests.fuzz import wire
-from tests.fuzz.oracle import SHORT_DEADLINES, Fuzzer, Outgoing, Rpc, all_rpcs
-from tests.fuzz.plausible import World, plausible
-from tests.log.testkit import fairdeck
+from tests.support import fuzz_wire as wire
 from tests.support.dealers import DealerProcess
+from tests.support.fuzz_oracle import SHORT_DEADLINES, Fuzzer, Outgoing, Rpc, all_rpcs
+from tests.support.fuzz_plausible import World, plausible
+from tests.support.logs import fairdeck
 from tests.support.waits import wait_for
 
 PER_RPC = 10_000

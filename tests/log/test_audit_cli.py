@@ -16,7 +16,8 @@ from fairdeck.client.audit_client import AuditClient
 from fairdeck.log.checkpoint import open_checkpoint
 from fairdeck.log.note import Verifier
 from fairdeck_server.storage.sqlite import create_database
-from tests.log.testkit import (
+from tests.support.dealers import RunningDealer
+from tests.support.logs import (
     LONG_LIFETIME,
     CliResult,
     database,
@@ -25,7 +26,6 @@ from tests.log.testkit import (
     read_checkpoints,
     verifier_key,
 )
-from tests.support.dealers import RunningDealer
 from tests.support.waits import outlast, wait_for
 
 REPORT_KEYS = {

@@ -9,8 +9,8 @@ from pathlib import Path
 from fairdeck.log.checkpoint import open_checkpoint
 from fairdeck.log.note import Verifier
 from tests.log.test_audit_cli import audit, deal, dealer, settle  # noqa: F401 (dealer: a fixture)
-from tests.log.testkit import verifier_key
 from tests.support.dealers import RunningDealer
+from tests.support.logs import verifier_key
 
 
 def test_audit_since_writes_nothing_through_a_link_planted_at_its_temporary_name(

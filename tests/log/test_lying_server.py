@@ -25,10 +25,10 @@ from fairdeck.log.note import Verifier
 from fairdeck.log.receipts import open_signed_checkpoint
 from fairdeck.v1 import audit_pb2 as pb
 from fairdeck.v1 import audit_pb2_grpc
-from tests.log.lies import ALL_OPS, ENTRY_OF_ANOTHER_HAND, LIES, OPS, Scene
-from tests.log.lying_proxy import LyingProxy, honest
-from tests.log.testkit import signer_of
 from tests.support.dealers import RunningDealer
+from tests.support.lies import ALL_OPS, ENTRY_OF_ANOTHER_HAND, LIES, OPS, Scene
+from tests.support.logs import signer_of
+from tests.support.lying_proxy import LyingProxy, honest
 from tests.support.waits import wait_for
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.log.tampering import Expected, Layout, assert_altered_once, set_entry
-from tests.log.testkit import BuiltLog, audit_data, database, read_checkpoints
+from tests.support.logs import BuiltLog, audit_data, database, read_checkpoints
+from tests.support.tampering import Expected, Layout, assert_altered_once, set_entry
 
 # -- rows deleted, swapped, truncated -----------------------------------------------------------------
 

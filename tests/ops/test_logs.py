@@ -132,7 +132,7 @@ def test_streams_the_client_abandons_log_no_error(tmp_path: Path, caplog: pytest
     import grpc
 
     from fairdeck.v1 import dealer_pb2, dealer_pb2_grpc
-    from tests.ops.kit import sample, scrape, scrape_until
+    from tests.support.ops import sample, scrape, scrape_until
     from tests.support.waits import wait_for
 
     config = {"metrics_listen": "127.0.0.1:0", "rate_limit": 0, "max_open_hands": 0}

@@ -13,8 +13,8 @@ import grpc
 
 from fairdeck.client import DealerClient
 from fairdeck.core.versions import CURRENT_VERSION
-from tests.ops.kit import scrape
 from tests.support.dealers import RunningDealer
+from tests.support.ops import scrape
 
 
 def test_no_created_series_and_one_build_info(tmp_path: Path) -> None:

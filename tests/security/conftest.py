@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from fairdeck.cli import main
-from tests.security.pki import Pki
 from tests.support.dealers import RunningDealer
+from tests.support.pki import Pki
 
 MakeToken = Callable[[str, str], str]
 

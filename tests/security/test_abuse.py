@@ -22,9 +22,9 @@ from fairdeck.wire import Reason
 from fairdeck_server.auth import peer_address, split_token
 from fairdeck_server.edge.dealer_servicer import client_seeds
 from fairdeck_server.refusals import DealerError
-from tests.security import rawh2
 from tests.security.conftest import MakeToken
 from tests.security.test_serve_process import _cli
+from tests.support import rawh2
 from tests.support.dealers import DealerProcess, RunningDealer
 from tests.support.waits import hold_silent_async
 

@@ -20,8 +20,8 @@ from fairdeck_server.app import DealerServer
 from fairdeck_server.config import ServerConfig
 from fairdeck_server.edge.transport import TlsConfigError
 from tests.security.conftest import MakeToken
-from tests.security.pki import Pki
 from tests.support.dealers import RunningDealer
+from tests.support.pki import Pki
 
 
 @pytest.fixture

@@ -21,8 +21,8 @@ from grpc_reflection.v1alpha import reflection_pb2
 
 from fairdeck.client import DealerClient
 from fairdeck.client.exceptions import FairdeckError
-from tests.ops.kit import sample, scrape_until
 from tests.support.dealers import RunningDealer
+from tests.support.ops import sample, scrape_until
 from tests.support.waits import wait_for, wait_for_async
 
 SERVING = health_pb2.HealthCheckResponse.SERVING

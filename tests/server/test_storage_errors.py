@@ -22,8 +22,8 @@ from fairdeck.client import DealerClient
 from fairdeck.client.exceptions import FairdeckError
 from fairdeck.v1 import dealer_pb2, dealer_pb2_grpc
 from fairdeck_server.storage.sqlite import SqliteStorage
-from tests.ops.kit import sample, scrape_until
 from tests.support.dealers import RunningDealer
+from tests.support.ops import sample, scrape_until
 
 
 @pytest.fixture

@@ -19,8 +19,8 @@ from fairdeck.v1 import audit_pb2, audit_pb2_grpc
 from fairdeck_server.cli.audit_sources import data_log
 from fairdeck_server.refusals import StartupRefused
 from tests.support.dealers import RunningDealer
+from tests.support.tilecheck import checkpoint_of, missing, prove_from_tiles
 from tests.support.waits import outlast, wait_for
-from tests.tiles.tilecheck import checkpoint_of, missing, prove_from_tiles
 
 Start = Callable[..., RunningDealer]
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.codeal.test_seal_vectors import SEAL_VECTORS, device_line, flipped_seal_cases
-from tests.web import browser
+from tests.support import browser
 
 SEAL_FILE = browser.VECTORS / "fairdeck-codeal-seal-v1.json"
 

@@ -20,8 +20,8 @@ from fairdeck.codeal import CodealError, verify_hand
 from fairdeck.codeal.seal import open_sealed_share
 from fairdeck.core.decks import DeckSpec
 from tests.codeal.test_vectors import VECTORS, as_hand, edited
+from tests.support import browser
 from tests.support.env import clean_env
-from tests.web import browser
 from tests.web.test_page_vectors import PROOFS_V2
 
 CODEAL_VECTORS = browser.VECTORS / "fairdeck-codeal-v1.json"

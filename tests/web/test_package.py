@@ -17,7 +17,7 @@ from google.protobuf import any_pb2, duration_pb2
 from google.protobuf.message import DecodeError
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 
-from tests.web import browser
+from tests.support import browser
 from tests.web.test_page_vectors import PROOFS, PROOFS_V2, TRANSCRIPTS
 
 NAME = "@fairdeck/verifier"

@@ -22,8 +22,8 @@ from fairdeck.core.decks import SPEC_NAMES
 from fairdeck.log.cosignature import Cosigner, add_cosignatures
 from fairdeck.log.handproof import HandProof
 from fairdeck.log.note import Signer
+from tests.support import browser
 from tests.support.dealers import RunningDealer, deal_closed_hand
-from tests.web import browser
 
 CLI = [sys.executable, "-m", "fairdeck.cli"]
 W1, W2 = (

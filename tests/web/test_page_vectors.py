@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.web import browser
+from tests.support import browser
 
 VECTORS = browser.VECTORS
 TRANSCRIPTS: dict[str, Any] = json.loads((VECTORS / "fairdeck-v1.json").read_text())

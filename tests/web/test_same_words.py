@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from fairdeck.log.cosignature import Cosigner, add_cosignatures
-from tests.web import browser
+from tests.support import browser
 from tests.web.test_page_vectors import PROOFS, PROOFS_V2, PROOFS_V3, TRANSCRIPTS
 from tests.web.test_page_vectors import cases as vector_cases
 

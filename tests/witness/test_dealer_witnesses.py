@@ -26,7 +26,7 @@ from fairdeck.log.note import Verifier
 from fairdeck.log.policy import TlogPolicy
 from tests.support.dealers import RunningDealer
 from tests.support.waits import wait_for
-from tests.witness.witnesskit import WitnessProcess, init_witness
+from tests.support.witnesses import WitnessProcess, init_witness
 
 T = TypeVar("T")
 DEADLINE_S = 60.0  # generous: a wait for something that must happen, not a timing bar

@@ -17,7 +17,7 @@ from fairdeck.log.cosignature import Cosigner, WitnessPolicy, add_cosignatures, 
 from fairdeck.log.note import open_note
 from fairdeck_server.witness.protocol import MAX_BODY_BYTES, MAX_PROOF_LINES, Witness
 from fairdeck_server.witness.state import WitnessState
-from tests.witness.logkit import MemLog
+from tests.support.c2sp_log import MemLog
 
 COSIGNER = Cosigner.from_seed("witness.example/w1", bytes([1]) * 32)
 

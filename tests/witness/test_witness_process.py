@@ -14,9 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from fairdeck.log.cosignature import CosignatureVerifier, WitnessPolicy, add_cosignatures
-from tests.witness.logkit import MemLog
+from tests.support.c2sp_log import MemLog
+from tests.support.witnesses import WitnessProcess, init_witness, witness_cli
 from tests.witness.test_protocol import _mutations
-from tests.witness.witnesskit import WitnessProcess, init_witness, witness_cli
 
 
 @pytest.fixture
