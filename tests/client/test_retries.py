@@ -22,7 +22,7 @@ from fairdeck.client.exceptions import ResourceExhausted, Unavailable
 from fairdeck.v1 import dealer_pb2 as pb
 from fairdeck.wire import Reason
 from fairdeck_server.edge.status import status_metadata
-from tests.server.test_draw_retry import CuttingProxy
+from tests.support.cutting_proxy import CuttingProxy
 from tests.support.dealers import RunningDealer
 
 C = grpc.StatusCode

@@ -11,28 +11,12 @@ from pathlib import Path
 
 import grpc
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from fairdeck.v1 import dealer_pb2 as pb
 from fairdeck.v1 import dealer_pb2_grpc
-from tests.support.codealers import CodealerProcess, init_codealer
+from tests.support.codealers import CODEAL, NOT_SERVING, SERVING, CodealerProcess, init_codealer, status
 from tests.support.dealers import DealerProcess
 from tests.support.faults import metric, wait_for
-
-CODEAL = "fairdeck.v1.DealerService/codeal"
-SERVING = health_pb2.HealthCheckResponse.SERVING
-NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
-
-
-def status(target: str, service: str) -> int:
-    with grpc.insecure_channel(target) as channel:
-        try:
-            reply = health_pb2_grpc.HealthStub(channel).Check(
-                health_pb2.HealthCheckRequest(service=service), timeout=20
-            )
-        except grpc.RpcError as e:
-            return -1 if e.code() == grpc.StatusCode.NOT_FOUND else -2
-    return int(reply.status)
 
 
 @pytest.fixture

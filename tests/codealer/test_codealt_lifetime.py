@@ -29,7 +29,7 @@ from fairdeck_server.dealer import Dealer, _new_hand_id
 from fairdeck_server.refusals import DealerError
 from fairdeck_server.storage.sqlite import SqliteStorage
 from fairdeck_server.vault import SeedVault
-from tests.codealer.test_pool import InProcessLink
+from tests.support.codeal_pool import InProcessLink
 from tests.support.codealers import CodealerProcess, init_codealer
 from tests.support.dealers import DealerProcess
 from tests.support.faults import metric

@@ -5,65 +5,33 @@ checkpoint of another log; ``fairdeck key`` gives the key the audit needs."""
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from fairdeck.client import DealerClient
 from fairdeck.client.audit_client import AuditClient
 from fairdeck.log.checkpoint import open_checkpoint
 from fairdeck.log.note import Verifier
 from fairdeck_server.storage.sqlite import create_database
 from tests.support.dealers import RunningDealer
 from tests.support.logs import (
-    LONG_LIFETIME,
-    CliResult,
+    audit,
     database,
+    deal,
     fairdeck,
     fairdeck_process,
     read_checkpoints,
+    settle,
     verifier_key,
 )
-from tests.support.waits import outlast, wait_for
+from tests.support.waits import outlast
 
 REPORT_KEYS = {
     "ok", "tree_size", "root", "entries", "hands", "closed", "voided",
     "open_within_lifetime", "last_entry_index", "last_entry_ms", "consistency", "witnesses",
     "key_rotations", "keys_needed", "findings", "seconds", "codeal",
 }  # fmt: skip
-
-
-def deal(target: str, *, closed: int, still_open: int) -> int:
-    """Some closed hands and some left open; returns the log size afterwards."""
-    last = 0
-    with DealerClient(target, timeout=20) as c:
-        for dealt in c.deal_hands("standard", closed, close=True):
-            assert dealt.reveal_receipt is not None
-            last = dealt.reveal_receipt.index
-        for _ in range(still_open):
-            last = c.open_hand("short").commit_receipt.index
-    return last + 1
-
-
-def settle(dealer: RunningDealer, size: int) -> bytes:
-    """Wait until the dealer's signed head covers ``size`` entries; return its note."""
-    vkey = verifier_key(dealer.data_dir)
-    with AuditClient(dealer.target, verifier=vkey, timeout=10) as log:
-        wait_for("a checkpoint covering the log", lambda: log.checkpoint().size >= size, every=0.01)
-    return read_checkpoints(dealer.data_dir)[-1][2]
-
-
-def audit(*where: str, key: str, since: Path | None = None, lifetime: str = LONG_LIFETIME) -> CliResult:
-    extra = ["--since", str(since)] if since is not None else []
-    return fairdeck("audit", *where, "--key", key, "--max-hand-lifetime", lifetime, "--json", *extra)
-
-
-@pytest.fixture
-def dealer(tmp_path: Path) -> Iterator[RunningDealer]:
-    with RunningDealer(tmp_path / "data", checkpoint_interval=0.02) as d:
-        yield d
 
 
 def _same(report: dict[str, Any]) -> dict[str, Any]:

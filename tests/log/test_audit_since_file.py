@@ -8,13 +8,12 @@ from pathlib import Path
 
 from fairdeck.log.checkpoint import open_checkpoint
 from fairdeck.log.note import Verifier
-from tests.log.test_audit_cli import audit, deal, dealer, settle  # noqa: F401 (dealer: a fixture)
 from tests.support.dealers import RunningDealer
-from tests.support.logs import verifier_key
+from tests.support.logs import audit, deal, settle, verifier_key
 
 
 def test_audit_since_writes_nothing_through_a_link_planted_at_its_temporary_name(
-    dealer: RunningDealer,  # noqa: F811
+    dealer: RunningDealer,
     tmp_path: Path,
 ) -> None:
     key = verifier_key(dealer.data_dir)

@@ -11,22 +11,7 @@ import pytest
 from fairdeck.cli import main
 from tests.support.dealers import RunningDealer
 from tests.support.pki import Pki
-
-MakeToken = Callable[[str, str], str]
-
-
-def create_token(
-    data: Path, tenant: str, role: str, capsys: pytest.CaptureFixture[str], label: str = ""
-) -> str:
-    """`fairdeck token create` against the data dir; returns what it printed on stdout."""
-    capsys.readouterr()
-    assert (
-        main(["token", "create", "--data", str(data), "--tenant", tenant, "--role", role, "--label", label])
-        == 0
-    )
-    out = capsys.readouterr().out
-    assert out.count("\n") == 1, out
-    return out.strip()
+from tests.support.tokens import MakeToken, create_token
 
 
 @pytest.fixture

@@ -19,9 +19,9 @@ from fairdeck_server.addresses import ListenRefused
 from fairdeck_server.app import DealerServer
 from fairdeck_server.config import ServerConfig
 from fairdeck_server.edge.transport import TlsConfigError
-from tests.security.conftest import MakeToken
 from tests.support.dealers import RunningDealer
 from tests.support.pki import Pki
+from tests.support.tokens import MakeToken
 
 
 @pytest.fixture

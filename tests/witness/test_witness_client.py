@@ -32,8 +32,7 @@ from fairdeck_server.cosigning import MAX_RETRY_AFTER_S, retry_after_seconds
 from tests.support.dealers import RunningDealer
 from tests.support.waits import outlast
 from tests.support.witness_proxy import Answer, Proxy, Seen
-from tests.support.witnesses import WitnessProcess, init_witness
-from tests.witness.test_dealer_witnesses import init_log
+from tests.support.witnesses import WitnessProcess, init_log, init_witness
 
 OLD = re.compile(rb"old (0|[1-9][0-9]*)\n")
 FOREIGN = Cosigner.from_seed("stranger.example/w9", bytes([9]) * 32)
