@@ -13,16 +13,16 @@ from tests.support.logs import audit, deal, settle, verifier_key
 
 
 def test_audit_since_writes_nothing_through_a_link_planted_at_its_temporary_name(
-    dealer: RunningDealer,
+    served: RunningDealer,
     tmp_path: Path,
 ) -> None:
-    key = verifier_key(dealer.data_dir)
+    key = verifier_key(served.data_dir)
     saved = tmp_path / "audited.checkpoint"
     victim = tmp_path / "victim"
     victim.write_text("not the auditor's\n")
     (tmp_path / ".audited.checkpoint.tmp").symlink_to(victim)
-    settle(dealer, deal(dealer.target, closed=2, still_open=0))
-    done = audit("--target", dealer.target, key=key, since=saved)
+    settle(served, deal(served.target, closed=2, still_open=0))
+    done = audit("--target", served.target, key=key, since=saved)
     assert done.rc == 0, done.out
     assert victim.read_text() == "not the auditor's\n"
     verifier = Verifier.parse(key)

@@ -28,9 +28,9 @@ def token_for(data: Path, capsys: pytest.CaptureFixture[str]) -> MakeToken:
 
 
 @pytest.fixture
-def secured(data: Path, running_dealer: Callable[..., RunningDealer]) -> RunningDealer:
+def secured(data: Path, dealer_factory: Callable[..., RunningDealer]) -> RunningDealer:
     """A dealer on loopback that still requires credentials (as off loopback)."""
-    return running_dealer(data, require_auth=True)
+    return dealer_factory(data, require_auth=True)
 
 
 @pytest.fixture

@@ -290,9 +290,3 @@ def settle(dealer: RunningDealer, size: int) -> bytes:
 def audit(*where: str, key: str, since: Path | None = None, lifetime: str = LONG_LIFETIME) -> CliResult:
     extra = ["--since", str(since)] if since is not None else []
     return fairdeck("audit", *where, "--key", key, "--max-hand-lifetime", lifetime, "--json", *extra)
-
-
-@pytest.fixture
-def dealer(tmp_path: Path) -> Iterator[RunningDealer]:
-    with RunningDealer(tmp_path / "data", checkpoint_interval=0.02) as d:
-        yield d
