@@ -6,7 +6,6 @@ its ledger's writes. Real ``fairdeck codealer`` and ``fairdeck serve`` processes
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
@@ -17,23 +16,12 @@ from fairdeck.v1 import dealer_pb2_grpc
 from tests.support.codealers import CODEAL, NOT_SERVING, SERVING, CodealerProcess, init_codealer, status
 from tests.support.dealers import DealerProcess
 from tests.support.faults import metric, wait_for
+from tests.support.fixtures import TableFactory
 
 
 @pytest.fixture
-def codealer_dir(tmp_path: Path) -> Path:
-    init_codealer(tmp_path / "cd1")
-    return tmp_path / "cd1"
-
-
-@pytest.fixture
-def table(tmp_path: Path, codealer_dir: Path) -> Iterator[tuple[CodealerProcess, DealerProcess]]:
-    codealer = CodealerProcess(codealer_dir)
-    try:
-        flags = (*codealer.dealer_flags(), "--metrics-listen", "127.0.0.1:0")
-        with DealerProcess(tmp_path / "data", tmp_path / "dealer.log", *flags) as dealer:
-            yield codealer, dealer
-    finally:
-        codealer.stop()
+def table(codealt_table_factory: TableFactory) -> tuple[CodealerProcess, DealerProcess]:
+    return codealt_table_factory("--metrics-listen", "127.0.0.1:0")
 
 
 def test_codealt_health_was_serving_with_the_codealer_down_now_its_own_name_follows_it(

@@ -8,8 +8,6 @@ from memory, because two clients drawing from one hand would make that memory st
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import grpc
 import pytest
 
@@ -21,10 +19,8 @@ from tests.support.dealers import RunningDealer
 
 
 @pytest.fixture(scope="module")
-def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    dealer = RunningDealer(tmp_path_factory.mktemp("draws") / "data", rate_limit=0)
-    yield dealer.start()
-    dealer.close()
+def target(unlimited_dealer: RunningDealer) -> str:
+    return unlimited_dealer.target
 
 
 def test_the_same_draw_again_answers_the_same_cards_and_a_stale_one_is_refused(target: str) -> None:

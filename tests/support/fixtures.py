@@ -9,6 +9,7 @@ factory with its options, and names what it builds ``served``):
 - ``dealer``: the plain default, one per module; ``unlimited_dealer``: one with no rate limit.
 - ``dealer_process_factory(*args, **kw)`` and ``module_dealer_process_factory(name, *args, **kw)``:
   the real ``fairdeck serve`` as a child process (``DealerProcess``), terminated at teardown.
+- ``codealt_table_factory(*args)``: a co-dealer (``codealer_dir``) and a dealer pinned to it.
 
 Also: a throwaway PostgreSQL cluster (one per session, on first use), a fresh database per test,
 and the storage engines behind one fixture. Nothing here is module-level state: each xdist worker
@@ -24,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.codealers import CodealerProcess, init_codealer
 from tests.support.dealers import DealerProcess, RunningDealer
 from tests.support.engines import Engine
 from tests.support.pgcluster import PgCluster, PgUnavailable
@@ -33,6 +35,7 @@ REQUIRE_POSTGRES = "CI_REQUIRE_POSTGRES"
 
 DealerFactory = Callable[..., RunningDealer]
 ProcessFactory = Callable[..., DealerProcess]
+TableFactory = Callable[..., tuple[CodealerProcess, DealerProcess]]
 
 
 @pytest.fixture(scope="session")
@@ -158,3 +161,32 @@ def module_dealer_process_factory(tmp_path_factory: pytest.TempPathFactory) -> I
     yield start
     for process in reversed(made):
         process.terminate()
+
+
+@pytest.fixture
+def codealer_dir(tmp_path: Path) -> Path:
+    """A co-dealer's directory, made by `fairdeck codealer init` (``tmp_path/"cd1"``)."""
+    init_codealer(tmp_path / "cd1")
+    return tmp_path / "cd1"
+
+
+@pytest.fixture
+def codealt_table_factory(tmp_path: Path, codealer_dir: Path) -> Iterator[TableFactory]:
+    """``codealt_table_factory(*serve flags)``: a real co-dealer on ``codealer_dir`` and the real
+    ``fairdeck serve`` pinned to it (its flags, then these; data dir ``tmp_path/"data"``), as
+    (co-dealer, dealer); at teardown the dealer stops first, then the co-dealer."""
+    codealers: list[CodealerProcess] = []
+    dealers: list[DealerProcess] = []
+
+    def start(*args: str) -> tuple[CodealerProcess, DealerProcess]:
+        codealer = CodealerProcess(codealer_dir)
+        codealers.append(codealer)
+        dealer = DealerProcess(tmp_path / "data", tmp_path / "dealer.log", *codealer.dealer_flags(), *args)
+        dealers.append(dealer)
+        return codealer, dealer
+
+    yield start
+    for process in reversed(dealers):
+        process.terminate()
+    for codealer in reversed(codealers):
+        codealer.stop()
