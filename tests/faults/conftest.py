@@ -1,4 +1,5 @@
-"""The ``run`` fixture of every fault scenario (kit.py): a run, then both invariants checked."""
+"""The ``run`` fixture of every fault scenario (tests/support/faults.py): a run, then both
+invariants checked."""
 
 from tests.support.faults import run
 

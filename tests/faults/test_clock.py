@@ -1,7 +1,7 @@
 """Clock faults on a real dealer (libfaketime on the dealer alone, the monotonic clock untouched, as
 an NTP step leaves it): a slow clock, a step back, a step forward, a clock that runs fast, and a
 clock that was wrong at one start and right at the next. The auditor runs on the true clock.
-Each scenario ends with both invariants (kit.py)."""
+Each scenario ends with both invariants (tests/support/faults.py)."""
 
 from __future__ import annotations
 

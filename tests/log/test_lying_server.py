@@ -1,6 +1,6 @@
-"""A lying AuditService: a gRPC proxy (lying_proxy.py) between the SDK and a real dealer
-that alters what the dealer answers. AuditClient and AsyncAuditClient must raise
-VerificationError(step="log") for every lie they can detect (lies.py), and pass when the
+"""A lying AuditService: a gRPC proxy (tests/support/lying_proxy.py) between the SDK and a real
+dealer that alters what the dealer answers. AuditClient and AsyncAuditClient must raise
+VerificationError(step="log") for every lie they can detect (tests/support/lies.py), and pass when the
 proxy tells the truth.
 
 Some lies are made with the log's REAL signing key (a dishonest dealer rather than a man in

@@ -24,7 +24,7 @@ What the auditor can and cannot know is part of the contract:
   the limit rather than pretending otherwise.
 
 The rows deleted, swapped and truncated are in test_tamper_rows.py; what the key holder can
-re-sign is in test_tamper_resigned.py; shared parts in tampering.py.
+re-sign is in test_tamper_resigned.py; shared parts in tests/support/tampering.py.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ still catches: a rewrite re-signed (caught only by ``--since``), checkpoints re-
 replaced by another key's or removed, and forged entries appended under a valid checkpoint
 (caught by the content checks alone, except a well-formed hand, which is the limit of any
 audit). What the auditor can know is in test_tamper.py's docstring; shared parts in
-tampering.py."""
+tests/support/tampering.py."""
 
 from __future__ import annotations
 
