@@ -1,19 +1,16 @@
 """The fixtures every test package shares, registered once by tests/conftest.py (``pytest_plugins``).
 
 The dealer family, the one way a test gets a dealer (a module that needs a special one calls a
-factory with its options, and names what it builds ``served``):
-
+factory with its options and names what it builds ``served``):
 - ``dealer_factory(data_dir=None, **config)``: a real in-process dealer on 127.0.0.1:0 with any
   ServerConfig fields (data dir default ``tmp_path/"data"``), closed at teardown; per test.
 - ``module_dealer_factory(name="dealer", **config)``: the same, shared by a module's tests.
 - ``dealer``: the plain default, one per module; ``unlimited_dealer``: one with no rate limit.
-- ``dealer_process_factory(*args, **kw)`` and ``module_dealer_process_factory(name, *args, **kw)``:
-  the real ``fairdeck serve`` as a child process (``DealerProcess``), terminated at teardown.
-- ``codealt_table_factory(*args)``: a co-dealer (``codealer_dir``) and a dealer pinned to it.
-
+- ``dealer_process_factory`` and ``module_dealer_process_factory``: ``fairdeck serve`` as a child
+  process (``DealerProcess``), terminated at teardown; ``codealt_table_factory``: a co-dealer
+  (``codealer_dir``) and a dealer pinned to it.
 Also: a throwaway PostgreSQL cluster (one per session, on first use), a fresh database per test,
-and the storage engines behind one fixture. Nothing here is module-level state: each xdist worker
-builds its own.
+and the storage engines behind one fixture. No module-level state: each xdist worker builds its own.
 """
 
 from __future__ import annotations
