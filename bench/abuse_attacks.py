@@ -29,7 +29,7 @@ from typing import Any
 import grpc
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))  # tests/security/rawh2.py
+sys.path.insert(0, str(HERE.parent))  # tests/support/rawh2.py
 
 from loadgen import percentile  # noqa: E402
 
@@ -272,7 +272,7 @@ def idle_and_slowloris(opts: argparse.Namespace, tally: Tally) -> None:
     that send the preface a byte at a time, about one byte every 5 s; any the dealer closes, or
     leaves unanswered for 5 s, is opened again at once (so the dealer sees them churn at its
     bounds). Connections are opened without blocking, all at once, as a determined client does."""
-    from tests.security import rawh2
+    from tests.support import rawh2
 
     settings = rawh2._frame(rawh2.SETTINGS, 0, 0)
     host, port = opts.target.rsplit(":", 1)

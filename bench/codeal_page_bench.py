@@ -31,10 +31,10 @@ from fairdeck.codeal import verify_hand  # noqa: E402
 from fairdeck.codeal.elgamal import initial_deck  # noqa: E402
 from fairdeck.codeal.proof import verify_shuffle  # noqa: E402
 from fairdeck.codeal.record import ShuffleRecord  # noqa: E402
-from tests.codeal.test_vectors import VECTORS, as_hand  # noqa: E402
-from tests.web import browser  # noqa: E402
+from tests.support import browser  # noqa: E402
+from tests.support.codeal_vectors import VECTORS, as_hand  # noqa: E402
+from tests.support.page_vectors import PROOFS_V2  # noqa: E402
 from tests.web.test_codeal_web import codeal_proof  # noqa: E402
-from tests.web.test_page_vectors import PROOFS_V2  # noqa: E402
 
 NODE = """
 import { readFileSync } from "node:fs";

@@ -26,7 +26,7 @@ from fairdeck_server.codealer.ledger import Ledger
 from fairdeck_server.dealer import Dealer, _new_hand_id
 from fairdeck_server.storage.sqlite import SqliteStorage
 from fairdeck_server.vault import SeedVault
-from tests.codealer.test_pool import InProcessLink
+from tests.support.codeal_pool import InProcessLink
 
 
 async def run(hands: int, deck: str, tmp: Path) -> str:

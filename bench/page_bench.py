@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from fairdeck.log.handproof import HandProof  # noqa: E402
 from fairdeck.log.note import Verifier  # noqa: E402
-from tests.web import browser  # noqa: E402
+from tests.support import browser  # noqa: E402
 
 
 def main() -> int:

@@ -5,7 +5,6 @@ a different loop", because the grpc.aio channel was made, and bound, in the cons
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 
 import grpc
 import pytest
@@ -16,10 +15,8 @@ from tests.support.dealers import RunningDealer
 
 
 @pytest.fixture(scope="module")
-def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    dealer = RunningDealer(tmp_path_factory.mktemp("loops") / "data", rate_limit=0)
-    yield dealer.start()
-    dealer.close()
+def target(unlimited_dealer: RunningDealer) -> str:
+    return unlimited_dealer.target
 
 
 def test_a_client_made_outside_any_loop_works_under_two_asyncio_runs(target: str) -> None:

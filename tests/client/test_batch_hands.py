@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import unicodedata
-from collections.abc import Iterator
 
 import pytest
 
@@ -16,17 +15,15 @@ from fairdeck.client import AsyncDealerClient, DealerClient, DealtHand
 from fairdeck.core.decks import SPEC_NAMES
 from fairdeck.core.errors import VerificationError
 from fairdeck.core.transcript import Transcript
-from tests.support.dealers import RunningDealer
+from tests.support.fixtures import DealerFactory
 
 SEEDS = ["café", b"\x00table-7"]  # text not in NFC form: the dealer normalises it first
 CAFE_NFD = unicodedata.normalize("NFD", "café")
 
 
 @pytest.fixture(scope="module")
-def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    running = RunningDealer(tmp_path_factory.mktemp("batch") / "data", rate_limit=0, max_open_hands=0)
-    yield running.start()
-    running.close()
+def target(module_dealer_factory: DealerFactory) -> str:
+    return module_dealer_factory("batch", rate_limit=0, max_open_hands=0).target
 
 
 @pytest.mark.parametrize("deck", SPEC_NAMES)

@@ -35,18 +35,16 @@ Dealer = tuple[str, str, Path]
 
 
 @pytest.fixture(scope="module")
-def dealer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dealer]:
-    data = tmp_path_factory.mktemp("options") / "data"
-    running = RunningDealer(data, rate_limit=0)
-    target = running.start()
+def served(unlimited_dealer: RunningDealer) -> Dealer:
+    data = unlimited_dealer.data_dir
+    target = unlimited_dealer.target
     key = subprocess.run(
         [sys.executable, "-m", "fairdeck.cli", "key", "--data", str(data)],
         capture_output=True,
         text=True,
         check=True,
     )
-    yield target, key.stdout.strip(), data
-    running.close()
+    return target, key.stdout.strip(), data
 
 
 def logged(caplog: pytest.LogCaptureFixture) -> list[tuple[str, str, str]]:
@@ -91,8 +89,8 @@ def storage_held(data: Path, release_after: float | None = None) -> Iterator[Non
         blocker.close()
 
 
-def test_a_short_timeout_raises_deadline_exceeded(dealer: Dealer) -> None:
-    target, _, data = dealer
+def test_a_short_timeout_raises_deadline_exceeded(served: Dealer) -> None:
+    target, _, data = served
     with DealerClient(target) as c:
         with storage_held(data):
             with pytest.raises(DeadlineExceeded) as late:
@@ -103,8 +101,8 @@ def test_a_short_timeout_raises_deadline_exceeded(dealer: Dealer) -> None:
         assert c.open_hand().hand_id  # the client's default (10 s) was never in the way
 
 
-def test_a_call_timeout_overrides_the_clients_default(dealer: Dealer) -> None:
-    target, _, data = dealer
+def test_a_call_timeout_overrides_the_clients_default(served: Dealer) -> None:
+    target, _, data = served
     with DealerClient(target, timeout=0.3) as hasty:
         with storage_held(data), pytest.raises(DeadlineExceeded):
             hasty.open_hand()  # the client's default applies
@@ -114,8 +112,8 @@ def test_a_call_timeout_overrides_the_clients_default(dealer: Dealer) -> None:
             assert hasty.deal_new_hand(timeout=None).cards  # None: no deadline at all
 
 
-def test_the_asyncio_client_takes_a_timeout_per_call(dealer: Dealer) -> None:
-    target, _, data = dealer
+def test_the_asyncio_client_takes_a_timeout_per_call(served: Dealer) -> None:
+    target, _, data = served
 
     async def run() -> None:
         async with AsyncDealerClient(target, timeout=0.3) as c:
@@ -160,8 +158,8 @@ def slow_log() -> Iterator[str]:
         server.stop(None)
 
 
-def test_the_audit_clients_take_a_timeout_per_call(slow_log: str, dealer: Dealer) -> None:
-    _, vkey, _ = dealer
+def test_the_audit_clients_take_a_timeout_per_call(slow_log: str, served: Dealer) -> None:
+    _, vkey, _ = served
     with AuditClient(slow_log, verifier=vkey, timeout=0.2) as log:
         with pytest.raises(DeadlineExceeded):
             list(log.entries())
@@ -178,16 +176,16 @@ def test_the_audit_clients_take_a_timeout_per_call(slow_log: str, dealer: Dealer
     asyncio.run(run())
 
 
-def test_a_bad_timeout_is_refused_before_any_call(dealer: Dealer) -> None:
-    target, _, _ = dealer
+def test_a_bad_timeout_is_refused_before_any_call(served: Dealer) -> None:
+    target, _, _ = served
     with DealerClient(target) as c, pytest.raises(TypeError, match="timeout"):
         c.open_hand(timeout="10")  # type: ignore[arg-type]
 
 
 def test_the_request_id_is_on_the_dealers_access_line(
-    dealer: Dealer, caplog: pytest.LogCaptureFixture
+    served: Dealer, caplog: pytest.LogCaptureFixture
 ) -> None:
-    target, vkey, _ = dealer
+    target, vkey, _ = served
     caplog.handler.addFilter(CallFilter())
     caplog.set_level(logging.INFO, logger="fairdeck.access")
     with DealerClient(target) as c:
@@ -226,9 +224,9 @@ def test_the_request_id_is_on_the_dealers_access_line(
 
 
 def test_an_open_without_a_request_id_logs_the_key_the_sdk_made(
-    dealer: Dealer, caplog: pytest.LogCaptureFixture
+    served: Dealer, caplog: pytest.LogCaptureFixture
 ) -> None:
-    target, _, _ = dealer
+    target, _, _ = served
     caplog.handler.addFilter(CallFilter())
     caplog.set_level(logging.INFO, logger="fairdeck.access")
     with DealerClient(target) as c:
@@ -239,8 +237,8 @@ def test_an_open_without_a_request_id_logs_the_key_the_sdk_made(
     assert first[0] != second[0]
 
 
-def test_the_asyncio_client_sends_the_request_id(dealer: Dealer, caplog: pytest.LogCaptureFixture) -> None:
-    target, _, _ = dealer
+def test_the_asyncio_client_sends_the_request_id(served: Dealer, caplog: pytest.LogCaptureFixture) -> None:
+    target, _, _ = served
     caplog.handler.addFilter(CallFilter())
     caplog.set_level(logging.INFO, logger="fairdeck.access")
 
@@ -259,18 +257,18 @@ def test_the_asyncio_client_sends_the_request_id(dealer: Dealer, caplog: pytest.
 
 
 @pytest.mark.parametrize("bad", ["", "has space", "new\nline", "x" * 129, "é"])
-def test_a_request_id_the_dealer_would_not_log_is_refused_before_any_call(dealer: Dealer, bad: str) -> None:
-    target, _, _ = dealer
+def test_a_request_id_the_dealer_would_not_log_is_refused_before_any_call(served: Dealer, bad: str) -> None:
+    target, _, _ = served
     with DealerClient(target) as c, pytest.raises(ValueError, match="request_id"):
         c.get("some-hand", request_id=bad)
 
 
 def test_a_calls_request_id_replaces_the_clients_own(
-    dealer: Dealer, caplog: pytest.LogCaptureFixture
+    served: Dealer, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A client may send one id with every call (``metadata``, docs/operations.md); a call's
     ``request_id=`` replaces it for that call, and an open's made-up key never does."""
-    target, _, _ = dealer
+    target, _, _ = served
     caplog.handler.addFilter(CallFilter())
     caplog.set_level(logging.INFO, logger="fairdeck.access")
     with DealerClient(target, metadata=[("x-request-id", "game-7f3a")]) as c:
@@ -286,10 +284,10 @@ def test_a_calls_request_id_replaces_the_clients_own(
     ]
 
 
-def test_an_opens_bad_request_id_is_still_the_dealers_to_refuse(dealer: Dealer) -> None:
+def test_an_opens_bad_request_id_is_still_the_dealers_to_refuse(served: Dealer) -> None:
     """An open's request id is its idempotency key, checked by the dealer (the error contract:
     INVALID_REQUEST_ID naming the field); the SDK does not turn it into a ValueError."""
-    target, _, _ = dealer
+    target, _, _ = served
     with DealerClient(target) as c:
         for open_with in (c.open_hand, c.deal_new_hand):
             with pytest.raises(InvalidArgument) as e:

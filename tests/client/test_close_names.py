@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-from collections.abc import Iterator
 
 import pytest
 
@@ -17,18 +16,16 @@ from tests.support.dealers import RunningDealer
 
 
 @pytest.fixture(scope="module")
-def dealer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
-    data = tmp_path_factory.mktemp("close") / "data"
-    running = RunningDealer(data, rate_limit=0)
-    target = running.start()
+def served(unlimited_dealer: RunningDealer) -> tuple[str, str]:
+    data = unlimited_dealer.data_dir
+    target = unlimited_dealer.target
     key = subprocess.run(
         [sys.executable, "-m", "fairdeck.cli", "key", "--data", str(data)],
         capture_output=True,
         text=True,
         check=True,
     )
-    yield target, key.stdout.strip()
-    running.close()
+    return target, key.stdout.strip()
 
 
 def channel_is_closed(client: DealerClient | AuditClient) -> bool:
@@ -42,8 +39,8 @@ def channel_is_closed(client: DealerClient | AuditClient) -> bool:
     return False
 
 
-def test_close_hand_closes_a_hand_and_close_closes_the_channel(dealer: tuple[str, str]) -> None:
-    target, _ = dealer
+def test_close_hand_closes_a_hand_and_close_closes_the_channel(served: tuple[str, str]) -> None:
+    target, _ = served
     client = DealerClient(target)
     opened = client.open_hand()
     closed = client.close_hand(opened.hand_id)
@@ -56,8 +53,8 @@ def test_close_hand_closes_a_hand_and_close_closes_the_channel(dealer: tuple[str
     assert channel_is_closed(left)  # leaving the block closes it too
 
 
-def test_the_old_names_warn_and_still_work(dealer: tuple[str, str]) -> None:
-    target, vkey = dealer
+def test_the_old_names_warn_and_still_work(served: tuple[str, str]) -> None:
+    target, vkey = served
     client = DealerClient(target)
     opened = client.open_hand()
     with pytest.deprecated_call(match=r"close_hand\(hand_id\)"):
@@ -74,8 +71,8 @@ def test_the_old_names_warn_and_still_work(dealer: tuple[str, str]) -> None:
     assert channel_is_closed(log)
 
 
-def test_the_asyncio_client_closes_with_aclose_and_keeps_the_old_names(dealer: tuple[str, str]) -> None:
-    target, vkey = dealer
+def test_the_asyncio_client_closes_with_aclose_and_keeps_the_old_names(served: tuple[str, str]) -> None:
+    target, vkey = served
 
     async def run() -> None:
         client = AsyncDealerClient(target)
@@ -108,8 +105,8 @@ def test_the_asyncio_client_closes_with_aclose_and_keeps_the_old_names(dealer: t
     asyncio.run(run())
 
 
-def test_leaving_an_async_with_block_closes_the_channel(dealer: tuple[str, str]) -> None:
-    target, _ = dealer
+def test_leaving_an_async_with_block_closes_the_channel(served: tuple[str, str]) -> None:
+    target, _ = served
 
     async def run() -> AsyncDealerClient:
         async with AsyncDealerClient(target) as client:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,21 +23,19 @@ CLI = [sys.executable, "-m", "fairdeck.cli"]
 
 
 @pytest.fixture(scope="module")
-def dealer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
-    data = tmp_path_factory.mktemp("proofs") / "data"
-    running = RunningDealer(data, rate_limit=0)
-    target = running.start()
+def served(unlimited_dealer: RunningDealer) -> tuple[str, str]:
+    data = unlimited_dealer.data_dir
+    target = unlimited_dealer.target
     vkey = subprocess.run([*CLI, "key", "--data", str(data)], capture_output=True, text=True, check=True)
-    yield target, vkey.stdout.strip()
-    running.close()
+    return target, vkey.stdout.strip()
 
 
 deal_closed = deal_closed_hand
 
 
 @pytest.mark.parametrize("deck", SPEC_NAMES)
-def test_every_deck_gives_a_proof_that_verifies_offline(dealer: tuple[str, str], deck: str) -> None:
-    target, vkey = dealer
+def test_every_deck_gives_a_proof_that_verifies_offline(served: tuple[str, str], deck: str) -> None:
+    target, vkey = served
     hand_id = deal_closed(target, deck)
     with AuditClient(target, verifier=vkey) as log:
         proof = log.hand_proof(hand_id)
@@ -49,8 +46,8 @@ def test_every_deck_gives_a_proof_that_verifies_offline(dealer: tuple[str, str],
     assert len(proof.dealt) == 5 and proof.dealt == tuple(proof.transcript.codes()[:5])
 
 
-def test_hand_get_and_verify_on_the_command_line(dealer: tuple[str, str], tmp_path: Path) -> None:
-    target, vkey = dealer
+def test_hand_get_and_verify_on_the_command_line(served: tuple[str, str], tmp_path: Path) -> None:
+    target, vkey = served
     hand_id = deal_closed(target, "shoe-8", draws=20)
     out = tmp_path / "hand.json"
     got = subprocess.run([*CLI, "hand", "get", hand_id, "--target", target, "--key", vkey, "--out", str(out)],
@@ -75,8 +72,8 @@ def _tampered(proof: HandProof, change: Any) -> str:
     return json.dumps(d)
 
 
-def test_each_tampering_is_named_at_its_step(dealer: tuple[str, str]) -> None:
-    target, vkey = dealer
+def test_each_tampering_is_named_at_its_step(served: tuple[str, str]) -> None:
+    target, vkey = served
     with AuditClient(target, verifier=vkey) as log:
         proof = log.hand_proof(deal_closed(target, "standard"))
         other = log.hand_proof(deal_closed(target, "standard"))

@@ -22,17 +22,16 @@ from fairdeck.client.exceptions import ResourceExhausted, Unavailable
 from fairdeck.v1 import dealer_pb2 as pb
 from fairdeck.wire import Reason
 from fairdeck_server.edge.status import status_metadata
-from tests.server.test_draw_retry import CuttingProxy
+from tests.support.cutting_proxy import CuttingProxy
 from tests.support.dealers import RunningDealer
+from tests.support.fixtures import DealerFactory
 
 C = grpc.StatusCode
 
 
 @pytest.fixture
-def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    dealer = RunningDealer(tmp_path_factory.mktemp("retries") / "data", rate_limit=2.0, rate_burst=1)
-    yield dealer.start()
-    dealer.close()
+def target(dealer_factory: DealerFactory) -> str:
+    return dealer_factory(rate_limit=2.0, rate_burst=1).target
 
 
 def test_a_safe_call_is_retried_after_the_delay_the_dealer_asks(target: str) -> None:

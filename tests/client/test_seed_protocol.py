@@ -7,7 +7,6 @@ seen before every seat has committed, is one someone can grind the deck against.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,10 +18,8 @@ from tests.support.dealers import RunningDealer
 
 
 @pytest.fixture(scope="module")
-def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    dealer = RunningDealer(tmp_path_factory.mktemp("seeds") / "data", rate_limit=0)
-    yield dealer.start()
-    dealer.close()
+def target(unlimited_dealer: RunningDealer) -> str:
+    return unlimited_dealer.target
 
 
 def test_a_table_of_three_deals_with_the_players_seeds(target: str) -> None:

@@ -19,7 +19,7 @@ from fairdeck.codeal.keys import KeyRecord, holder_from, new_holder
 from fairdeck.codeal.proof import prove_shuffle, verify_shuffle
 from fairdeck.codeal.shares import Share, make_share, verify_share
 from fairdeck.codeal.shuffle import shuffle_deck
-from tests.codeal.support import Table, rng, table, with_shares
+from tests.support.codeal_hands import Table, rng, table, with_shares
 
 
 def rejected_at(step: str, hand: object) -> CodealError:

@@ -13,11 +13,7 @@ from typing import Any
 import pytest
 
 from fairdeck.cli.commands import main as fairdeck
-
-ROOT = Path(__file__).resolve().parents[2]
-VECTORS = ROOT / "docs" / "vectors"
-PROOFS = json.loads((VECTORS / "fairdeck-codeal-proofs-v1.json").read_text(encoding="utf-8"))
-CASES = [*PROOFS["valid"], *PROOFS["invalid"]]
+from tests.support.codeal_proof_vectors import CASES, PROOFS, VECTORS
 
 
 def verify(tmp_path: Path, text: str, *flags: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:

@@ -16,11 +16,11 @@ from fairdeck.cli.commands import main as fairdeck
 from fairdeck.codeal.logged_proof import LoggedCodealProof
 from fairdeck.log.handproof import read_value
 from fairdeck.log.note import Verifier
+from tests.support.codeal_proof_vectors import CASES_V2, PROOFS_V2
 
 ROOT = Path(__file__).resolve().parents[2]
 VECTORS = ROOT / "docs" / "vectors"
-PROOFS = json.loads((VECTORS / "fairdeck-codeal-proofs-v2.json").read_text(encoding="utf-8"))
-CASES = [*PROOFS["valid"], *PROOFS["invalid"]]
+PROOFS, CASES = PROOFS_V2, CASES_V2
 
 
 def flags(case: dict[str, Any]) -> list[str]:

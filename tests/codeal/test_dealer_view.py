@@ -14,7 +14,7 @@ from fairdeck.codeal.group import mul, sub
 from fairdeck.codeal.keys import new_holder
 from fairdeck.codeal.shuffle import permutation, randomness, shuffle_deck
 from fairdeck.core.decks import DeckSpec
-from tests.codeal.support import rng
+from tests.support.codeal_hands import rng
 
 HANDS = 300
 SPEC = DeckSpec.parse("short")

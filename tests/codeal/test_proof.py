@@ -12,7 +12,7 @@ from fairdeck.codeal.group import Scalar, reduce_wide
 from fairdeck.codeal.keys import HolderSecrets
 from fairdeck.codeal.proof import ShuffleProof, proof_bytes, prove_shuffle, verify_shuffle
 from fairdeck.codeal.shuffle import shuffle_deck
-from tests.codeal.support import rng, table
+from tests.support.codeal_hands import rng, table
 
 CTX = table(seed=11).ctx
 

@@ -16,7 +16,7 @@ from fairdeck.codeal.shuffle import permutation, randomness, shuffler_client_see
 from fairdeck.core.decks import SPEC_NAMES, DeckSpec
 from fairdeck.core.derivation import derive_deck
 from fairdeck.core.seeds import server_seed_length
-from tests.codeal.support import rng, table
+from tests.support.codeal_hands import rng, table
 
 
 @cache

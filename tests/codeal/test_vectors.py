@@ -7,68 +7,19 @@ The file must be what docs/vectors/generate_codeal.py writes.
 
 from __future__ import annotations
 
-import copy
-import json
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from fairdeck.codeal import CodealError, CodealHand, DealtPosition, verify_hand
+from fairdeck.codeal import CodealError, verify_hand
 from fairdeck.codeal.elgamal import card_point, generators
 from fairdeck.codeal.group import hash_to_point
 from fairdeck.codeal.seal import open_sealed_share
 from fairdeck.codeal.shuffle import permutation, randomness, seed_commitment, shuffler_client_seed
 from fairdeck.core.decks import DeckSpec
-
-ROOT = Path(__file__).resolve().parents[2]
-VECTORS = json.loads((ROOT / "docs" / "vectors" / "fairdeck-codeal-v1.json").read_text())
-
-
-def as_hand(v: dict[str, Any]) -> CodealHand:
-    return CodealHand(
-        v["deck"],
-        v["hand_id"],
-        tuple(bytes.fromhex(k) for k in v["keys"]),
-        tuple(bytes.fromhex(s) for s in v["shuffles"]),
-        tuple(
-            DealtPosition(d["position"], d["card"], tuple(bytes.fromhex(s) for s in d["shares"]))
-            for d in v["dealt"]
-        ),
-        None if v["seeds"] is None else tuple(bytes.fromhex(s) for s in v["seeds"]),
-    )
-
-
-def edited(case: dict[str, Any]) -> dict[str, Any]:
-    hand: dict[str, Any] = copy.deepcopy(VECTORS["hands"][case["base"]])
-    for e in case["edits"]:
-        op, field = e["op"], e.get("field")
-        if op == "set":
-            hand[field] = e["value"]
-        elif op == "take":
-            hand[field] = [hand[field][i] for i in e["indices"]]
-        elif op == "from":
-            hand[field] = VECTORS["hands"][e["hand"]][field]
-        elif op in ("overwrite", "cut"):
-            where = hand[field][e["index"]]["shares"] if field == "dealt" else hand[field]
-            key = e["share"] if field == "dealt" else e["index"]
-            data = bytearray.fromhex(where[key])
-            if op == "overwrite":
-                new = bytes.fromhex(e["hex"])
-                data[e["offset"] : e["offset"] + len(new)] = new
-            else:
-                del data[e["offset"] : e["offset"] + e["length"]]
-            where[key] = data.hex()
-        elif op == "shares":
-            d = hand["dealt"][e["index"]]
-            d["shares"] = [d["shares"][i] for i in e["indices"]]
-        elif op == "card":
-            hand["dealt"][e["index"]]["card"] = e["card"]
-        else:
-            raise AssertionError(f"unknown edit {op}")
-    return hand
+from tests.support.codeal_vectors import ROOT, VECTORS, as_hand, edited
 
 
 @pytest.mark.parametrize("name", sorted(VECTORS["hands"]))

@@ -6,50 +6,22 @@ its ledger's writes. Real ``fairdeck codealer`` and ``fairdeck serve`` processes
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from fairdeck.v1 import dealer_pb2 as pb
 from fairdeck.v1 import dealer_pb2_grpc
-from tests.faults.kit import metric, wait_for
-from tests.support.codealers import CodealerProcess, init_codealer
+from tests.support.codealers import CODEAL, NOT_SERVING, SERVING, CodealerProcess, init_codealer, status
 from tests.support.dealers import DealerProcess
-
-CODEAL = "fairdeck.v1.DealerService/codeal"
-SERVING = health_pb2.HealthCheckResponse.SERVING
-NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
-
-
-def status(target: str, service: str) -> int:
-    with grpc.insecure_channel(target) as channel:
-        try:
-            reply = health_pb2_grpc.HealthStub(channel).Check(
-                health_pb2.HealthCheckRequest(service=service), timeout=20
-            )
-        except grpc.RpcError as e:
-            return -1 if e.code() == grpc.StatusCode.NOT_FOUND else -2
-    return int(reply.status)
+from tests.support.faults import metric, wait_for
+from tests.support.fixtures import TableFactory
 
 
 @pytest.fixture
-def codealer_dir(tmp_path: Path) -> Path:
-    init_codealer(tmp_path / "cd1")
-    return tmp_path / "cd1"
-
-
-@pytest.fixture
-def table(tmp_path: Path, codealer_dir: Path) -> Iterator[tuple[CodealerProcess, DealerProcess]]:
-    codealer = CodealerProcess(codealer_dir)
-    try:
-        flags = (*codealer.dealer_flags(), "--metrics-listen", "127.0.0.1:0")
-        with DealerProcess(tmp_path / "data", tmp_path / "dealer.log", *flags) as dealer:
-            yield codealer, dealer
-    finally:
-        codealer.stop()
+def table(codealt_table_factory: TableFactory) -> tuple[CodealerProcess, DealerProcess]:
+    return codealt_table_factory("--metrics-listen", "127.0.0.1:0")
 
 
 def test_codealt_health_was_serving_with_the_codealer_down_now_its_own_name_follows_it(

@@ -17,7 +17,7 @@ import pytest
 
 from fairdeck.wire import Reason
 from fairdeck_server.refusals import DealerError
-from tests.codealer.test_pool import make_dealer
+from tests.support.codeal_pool import make_dealer
 from tests.support.codealers import init_codealer
 from tests.support.env import clean_env
 

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import grpc
 import pytest
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fairdeck.client.codeal_seat import SeatKey
 from fairdeck.client.exceptions import from_rpc_error
@@ -25,23 +24,15 @@ from fairdeck.codeal.entries import SEALS, SEEDS, SETUP, SHARES, SHUFFLE
 from fairdeck.v1 import codealer_pb2, dealer_pb2_grpc
 from fairdeck.v1 import dealer_pb2 as pb
 from fairdeck.wire import Reason
-from fairdeck_server.codeal_dealing import CodealDealer
-from fairdeck_server.codeal_log import CodealLog
-from fairdeck_server.codeal_store import CodealRow, CodealStore
+from fairdeck_server.codeal_store import CodealRow
 from fairdeck_server.codeal_voids import CodealReaper
-from fairdeck_server.codealer.holder import CoDealer
 from fairdeck_server.codealer.ledger import Ledger
-from fairdeck_server.dealer import Dealer, _new_hand_id
 from fairdeck_server.refusals import DealerError
-from fairdeck_server.storage.sqlite import SqliteStorage
-from fairdeck_server.vault import SeedVault
-from tests.codealer.test_codealer_health import CODEAL, NOT_SERVING, status
-from tests.codealer.test_codealt_lifetime import hand_of, logged
-from tests.codealer.test_pool import InProcessLink
-from tests.faults.kit import metric
-from tests.support.codealers import CodealerProcess, init_codealer
+from tests.support.codeal_pool import InProcessLink, hand_of, in_process, logged
+from tests.support.codealers import CODEAL, NOT_SERVING, CodealerProcess, init_codealer, status
 from tests.support.dealers import DealerProcess
 from tests.support.env import clean_env
+from tests.support.faults import metric
 from tests.support.waits import wait_for
 
 SERVE = (sys.executable, "-m", "fairdeck.cli", "codealer", "serve")
@@ -203,28 +194,6 @@ def test_codealer_max_hand_lifetime_out_of_range_is_one_line(tmp_path: Path, sec
         assert "from 1 to 63072000 seconds" in error
 
 
-def in_process(tmp_path: Path, now: list[int]) -> tuple[CoDealer, CodealDealer, SqliteStorage]:
-    codealer = CoDealer(
-        Ledger(tmp_path / "codealer.db"),
-        Ed25519PrivateKey.from_private_bytes(bytes(32)),
-        SeedVault(bytes(range(32))),
-        clock_ms=lambda: now[0],
-        lifetime_ms=CODEALER_LIFETIME_S * 1000,
-    )
-    storage = SqliteStorage(tmp_path / "fairdeck.db")
-    vault = SeedVault(bytes(range(1, 33)))
-    dealer = CodealDealer(
-        InProcessLink(codealer),
-        codealer.identity_key,
-        CodealStore(tmp_path / "codeal.db"),
-        vault,
-        log=CodealLog(Dealer(storage, vault)),
-        new_hand_id=_new_hand_id,
-        clock_ms=lambda: now[0],
-    )
-    return codealer, dealer, storage
-
-
 def test_a_close_racing_the_codealers_end_completes_and_a_sealed_share_racing_it_is_refused_whole(
     tmp_path: Path,
 ) -> None:
@@ -233,7 +202,7 @@ def test_a_close_racing_the_codealers_end_completes_and_a_sealed_share_racing_it
     lands between a sealed draw's two passes (the rules checked, the seals made): the draw is
     refused HAND_CLOSED and its positions are not recorded as given."""
     now = [1_700_000_000_000]
-    codealer, dealer, storage = in_process(tmp_path, now)
+    codealer, dealer, storage = in_process(tmp_path, now, CODEALER_LIFETIME_S * 1000)
     link = dealer.link
     assert isinstance(link, InProcessLink)
     reveal = link.reveal
@@ -288,7 +257,7 @@ def test_a_codealt_hand_the_codealer_ended_and_pruned_was_skipped_at_every_start
     it as closed. A co-dealer that says no lifetime (one that may have lost its ledger) still
     gets the hand skipped, never closed."""
     now = [1_700_000_000_000]
-    codealer, dealer, storage = in_process(tmp_path, now)
+    codealer, dealer, storage = in_process(tmp_path, now, CODEALER_LIFETIME_S * 1000)
     kinds: list[str] = []
 
     async def scene() -> tuple[str, set[str], CodealRow, int]:

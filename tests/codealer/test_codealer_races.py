@@ -24,7 +24,7 @@ from fairdeck.core.decks import DeckSpec
 from fairdeck.core.seeds import server_seed_length
 from fairdeck.v1 import codealer_pb2
 from fairdeck_server.codealer import holder
-from tests.codealer.test_pool import make_dealer
+from tests.support.codeal_pool import make_dealer
 from tests.support.codealers import CodealerProcess, init_codealer
 from tests.support.waits import pace
 

@@ -30,12 +30,11 @@ from fairdeck_server.dealer import Dealer, _new_hand_id
 from fairdeck_server.refusals import DealerError
 from fairdeck_server.storage.sqlite import SqliteStorage
 from fairdeck_server.vault import SeedVault
-from tests.codealer.test_codealer_health import CODEAL, SERVING, status
-from tests.codealer.test_pool import InProcessLink
-from tests.faults.kit import FakeClock, wait_for
-from tests.support.codealers import CodealerProcess, init_codealer
+from tests.support.codeal_pool import InProcessLink
+from tests.support.codealers import CODEAL, SERVING, CodealerProcess, init_codealer, status
 from tests.support.dealers import DealerProcess
 from tests.support.env import clean_env
+from tests.support.faults import FakeClock, wait_for
 
 DAY_MS = 86_400_000
 

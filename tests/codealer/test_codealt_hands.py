@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
@@ -19,26 +18,14 @@ from fairdeck.codeal.errors import CodealError
 from fairdeck.codeal.handfile import CodealHandProof
 from fairdeck.v1 import codealer_pb2, dealer_pb2_grpc
 from fairdeck.v1 import dealer_pb2 as pb
-from tests.support.codealers import CodealerProcess, init_codealer
+from tests.support.codealers import CodealerProcess
 from tests.support.dealers import DealerProcess
+from tests.support.fixtures import TableFactory
 
 
 @pytest.fixture
-def codealer_dir(tmp_path: Path) -> Path:
-    directory = tmp_path / "cd1"
-    init_codealer(directory)
-    return directory
-
-
-@pytest.fixture
-def table(tmp_path: Path, codealer_dir: Path) -> Iterator[tuple[CodealerProcess, DealerProcess]]:
-    codealer = CodealerProcess(codealer_dir)
-    try:
-        dealer = DealerProcess(tmp_path / "data", tmp_path / "dealer.log", *codealer.dealer_flags())
-        with dealer:
-            yield codealer, dealer
-    finally:
-        codealer.stop()
+def table(codealt_table_factory: TableFactory) -> tuple[CodealerProcess, DealerProcess]:
+    return codealt_table_factory()
 
 
 def stub(target: str) -> dealer_pb2_grpc.DealerServiceStub:
@@ -305,7 +292,7 @@ def test_a_seats_own_hand_proof_gives_the_same_line_in_fairdeck_verify_and_the_v
     """The README's co-dealt hand end to end: a real co-dealer and dealer, the SDK's per-seat proof
     (format 4, only that seat's cards), and the player's verifier (@fairdeck/verifier, the page's
     code) saying what `fairdeck verify --codealer-key` says."""
-    from tests.web import browser
+    from tests.support import browser
 
     browser.require(browser.node_missing())
     codealer, dealer = table

@@ -29,23 +29,14 @@ from fairdeck_server.dealer import Dealer, _new_hand_id
 from fairdeck_server.refusals import DealerError
 from fairdeck_server.storage.sqlite import SqliteStorage
 from fairdeck_server.vault import SeedVault
-from tests.codealer.test_pool import InProcessLink
-from tests.faults.kit import metric
-from tests.log.testkit import read_entries
+from tests.support.codeal_pool import InProcessLink, hand_of, logged
 from tests.support.codealers import CodealerProcess, init_codealer
 from tests.support.dealers import DealerProcess
+from tests.support.faults import metric
+from tests.support.logs import read_entries
 from tests.support.waits import wait_for
 
 LIFETIME_S = 4
-CODEALT = (SETUP, SHUFFLE, SHARES, SEALS, SEEDS)
-
-
-def hand_of(stub: dealer_pb2_grpc.DealerServiceStub, hand_id: str) -> pb.Hand:
-    return stub.GetHand(pb.GetHandRequest(hand_id=hand_id), timeout=60).hand
-
-
-def logged(data_dir: Path, hand_id: str) -> list[int]:
-    return [e[4] for e in read_entries(data_dir) if e[4] in CODEALT and decode_entry(e).hand_id == hand_id]
 
 
 def ledger_hands(directory: Path) -> dict[str, bool]:

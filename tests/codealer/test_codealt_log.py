@@ -18,7 +18,9 @@ from fairdeck.client.codeal_seat import CodealHands, SeatKey
 from fairdeck.codeal.entries import SEALS, SEEDS, SETUP, SHARES, SHUFFLE, CodealEntry, decode_entry
 from fairdeck.log.audit import AuditReport
 from fairdeck.log.note import Signer
-from tests.log.testkit import (
+from tests.support.codealers import CodealerProcess, init_codealer
+from tests.support.dealers import RunningDealer, deal_closed_hand
+from tests.support.logs import (
     LONG_LIFETIME,
     CliResult,
     database,
@@ -27,8 +29,6 @@ from tests.log.testkit import (
     resign_all,
     verifier_key,
 )
-from tests.support.codealers import CodealerProcess, init_codealer
-from tests.support.dealers import RunningDealer, deal_closed_hand
 from tests.support.waits import wait_for
 
 CODEALT = (SETUP, SHUFFLE, SHARES, SEEDS, SEALS)

@@ -17,12 +17,7 @@ from fairdeck.codeal.log_audit import CodealLogAudit
 from fairdeck.wire import Reason
 from fairdeck_server.codeal_dealing import CodealDealer
 from fairdeck_server.refusals import DealerError
-from tests.codealer.test_pool import close, fill, make_dealer, pooled
-
-
-def log_of(tmp_path: Path) -> list[bytes]:
-    with sqlite3.connect(tmp_path / "fairdeck.db") as db:
-        return [bytes(e) for (e,) in db.execute("SELECT entry FROM log_entries ORDER BY idx")]
+from tests.support.codeal_pool import close, fill, log_of, make_dealer, pooled
 
 
 async def refusing(dealer: CodealDealer) -> None:

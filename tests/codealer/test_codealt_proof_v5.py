@@ -17,9 +17,9 @@ from fairdeck.codeal.handfile import CodealHandProof
 from fairdeck.codeal.logged_proof import LoggedCodealProof
 from fairdeck.log.note import Verifier
 from fairdeck.v1 import dealer_pb2 as pb
-from tests.log.testkit import verifier_key
 from tests.support.codealers import CodealerProcess, init_codealer
 from tests.support.dealers import RunningDealer
+from tests.support.logs import verifier_key
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from fairdeck_server import fair
 from fairdeck_server.codeal_dealing import CodealDealer
 from fairdeck_server.codeal_store import CodealRow
 from fairdeck_server.codeal_voids import CodealReaper
-from tests.codealer.test_codealer_orphans import in_process
+from tests.support.codeal_pool import in_process
 
 LIFETIME_S = 4
 ABANDONED = 8
@@ -31,7 +31,7 @@ def test_codealt_voids_ran_outside_the_fair_admission_now_take_slots_in_their_te
     now each takes a slot in its tenant's turns. Every live call is admitted (none refused), none
     waits for more than one void, work at once never passes the slots, and every hand is voided."""
     now = [1_700_000_000_000]
-    _, dealer, storage = in_process(tmp_path, now)
+    _, dealer, storage = in_process(tmp_path, now, 8000)  # the orphan tests' co-dealer lifetime
     admission = fair.Admission(SLOTS, WORKERS)
     reaper = CodealReaper(dealer, LIFETIME_S, lambda: now[0], admission=admission)
     at_work, peak, voids_begun = [0], [0], [0]

@@ -17,8 +17,7 @@ from fairdeck.wire import Reason
 from fairdeck_server.codeal_dealing import CodealDealer
 from fairdeck_server.codealer.ledger import Ledger
 from fairdeck_server.refusals import DealerError
-from tests.codealer.test_codealt_log_failures import log_of
-from tests.codealer.test_pool import InProcessLink, make_dealer
+from tests.support.codeal_pool import InProcessLink, log_of, make_dealer
 
 P = 2**255 - 19
 LOW_ORDER = {

@@ -32,8 +32,8 @@ from fairdeck import (
 )
 from fairdeck.core import verify
 from fairdeck.core.shuffle import index_bits
-from tests.core import spec_reference as ref
-from tests.core.json_reader import MAX_TEXT_BYTES
+from tests.support import spec_reference as ref
+from tests.support.json_reader import MAX_TEXT_BYTES
 
 ROOT = Path(__file__).resolve().parents[2]
 VECTORS_PATH = ROOT / "docs" / "vectors" / "fairdeck-v1.json"

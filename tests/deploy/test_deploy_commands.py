@@ -27,13 +27,13 @@ import pytest
 
 from fairdeck.cli.health_command import check
 from fairdeck.client import DealerClient
-from tests.deploy import deployfiles as d
+from tests.support import deployfiles as d
 from tests.support.env import clean_env
 from tests.support.waits import wait_for
 
 FAIRDECK = Path(sys.executable).parent / "fairdeck"
 # `fairdeck` with only the image's modules importable (runtime_only.py): as in the container.
-IMAGE_FAIRDECK = [sys.executable, str(Path(__file__).with_name("runtime_only.py"))]
+IMAGE_FAIRDECK = [sys.executable, str(Path(__file__).resolve().parents[1] / "support" / "runtime_only.py")]
 
 
 def free_port() -> int:
@@ -190,7 +190,7 @@ def test_refusal_is_a_message_not_a_traceback(tmp_path: Path) -> None:
 
 
 def test_runtime_only_blocks_what_the_image_lacks() -> None:
-    from tests.deploy.runtime_only import OnlyImageModules, image_modules
+    from tests.support.runtime_only import OnlyImageModules, image_modules
 
     finder = OnlyImageModules(image_modules())
     for absent in ("numpy", "scipy", "matplotlib", "pokerkit", "pytest", "yaml", "trustme", "hypothesis"):

@@ -30,11 +30,11 @@ from packaging.requirements import Requirement
 from yamllint import linter
 from yamllint.config import YamlLintConfig
 
-from tests.deploy import deployfiles as d
-from tests.deploy.compose_checks import check_compose
-from tests.deploy.dockerfile_checks import check_dockerfile
-from tests.deploy.envoy_checks import check_envoy
-from tests.deploy.k8s_checks import check_k8s
+from tests.support import deployfiles as d
+from tests.support.compose_checks import check_compose
+from tests.support.dockerfile_checks import check_dockerfile
+from tests.support.envoy_checks import check_envoy
+from tests.support.k8s_checks import check_k8s
 
 HADOLINT = Path(sys.executable).parent / "hadolint"
 HADOLINT_CONFIG = d.DEPLOY / ".hadolint.yaml"

@@ -12,7 +12,6 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,20 +19,13 @@ import trustme
 
 from fairdeck.cli import main
 from tests.support.dealers import RunningDealer
+from tests.support.fixtures import DealerFactory
 
 FAIRDECK = Path(sys.executable).parent / "fairdeck"
 
 
 def health(*args: str) -> int:
     return main(["health", *args])
-
-
-@pytest.fixture(scope="module")
-def dealer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningDealer]:
-    running = RunningDealer(tmp_path_factory.mktemp("data"))
-    running.start()
-    yield running
-    running.close()
 
 
 def test_serving_dealer(dealer: RunningDealer, capsys: pytest.CaptureFixture[str]) -> None:
@@ -122,19 +114,16 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 @pytest.fixture
-def tls_dealer(tmp_path: Path, pki: dict[str, Path]) -> Iterator[RunningDealer]:
-    running = RunningDealer(tmp_path / "data", tls_cert=pki["server-chain"], tls_key=pki["server-key"])
-    running.start()
-    yield running
-    running.close()
+def served_tls(dealer_factory: DealerFactory, pki: dict[str, Path]) -> RunningDealer:
+    return dealer_factory(tls_cert=pki["server-chain"], tls_key=pki["server-key"])
 
 
-def test_tls(tls_dealer: RunningDealer, pki: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
-    assert health("--target", tls_dealer.target, "--ca", str(pki["ca"])) == 0
+def test_tls(served_tls: RunningDealer, pki: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    assert health("--target", served_tls.target, "--ca", str(pki["ca"])) == 0
     assert capsys.readouterr().out == "SERVING\n"
     # Plain text to a TLS port, and a CA that did not sign the server's certificate.
-    assert health("--target", tls_dealer.target, "--timeout", "2") == 1
-    assert health("--target", tls_dealer.target, "--ca", str(pki["other-ca"]), "--timeout", "2") == 1
+    assert health("--target", served_tls.target, "--timeout", "2") == 1
+    assert health("--target", served_tls.target, "--ca", str(pki["other-ca"]), "--timeout", "2") == 1
     assert "UNAVAILABLE" in capsys.readouterr().err
 
 

@@ -17,8 +17,8 @@ import pytest
 from fairdeck.cli import main
 from fairdeck.log.note import Signer
 from tests.examples import EXAMPLES
+from tests.support import browser
 from tests.support.dealers import RunningDealer
-from tests.web import browser
 
 NODE = EXAMPLES / "node"
 SCRIPT = NODE / "game_server.mjs"
@@ -131,7 +131,7 @@ def test_it_never_sends_a_token_in_plain_text_off_loopback(installed: None, key:
 
 def test_it_deals_over_tls_with_a_token(installed: None, tmp_path: Path) -> None:
     """A dealer that requires credentials, as one off loopback is: TLS with the operator's CA."""
-    from tests.security.pki import Pki
+    from tests.support.pki import Pki
 
     pki = Pki.make(tmp_path / "pki")
     data = tmp_path / "data"

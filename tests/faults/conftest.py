@@ -1,5 +1,6 @@
-"""The ``run`` fixture of every fault scenario (kit.py): a run, then both invariants checked."""
+"""The ``run`` fixture of every fault scenario (tests/support/faults.py): a run, then both
+invariants checked."""
 
-from tests.faults.kit import run
+from tests.support.faults import run
 
 __all__ = ["run"]

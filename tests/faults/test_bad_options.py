@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 
-from tests.faults.kit import FaultRun, lines
+from tests.support.faults import FaultRun, lines
 
 
 def test_values_past_what_they_feed_are_refused_in_one_line(run: FaultRun) -> None:

@@ -14,7 +14,7 @@ import pytest
 from fairdeck.client import DealerClient
 from fairdeck.client.exceptions import FairdeckError
 from fairdeck.client.models import HandState
-from tests.faults.kit import FaultRun, lines, metric, wait_for
+from tests.support.faults import FaultRun, lines, metric, wait_for
 from tests.support.waits import outlast
 
 DAMAGE = {

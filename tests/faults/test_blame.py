@@ -18,7 +18,7 @@ import time
 from fairdeck.client import DealerClient
 from fairdeck.client.exceptions import FairdeckError
 from fairdeck.log.logentry import decode
-from tests.faults.kit import FaultRun, fairdeck, lines, wait_for
+from tests.support.faults import FaultRun, fairdeck, lines, wait_for
 
 HOURS_2 = 2 * 3600
 

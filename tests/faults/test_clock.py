@@ -1,7 +1,7 @@
 """Clock faults on a real dealer (libfaketime on the dealer alone, the monotonic clock untouched, as
 an NTP step leaves it): a slow clock, a step back, a step forward, a clock that runs fast, and a
 clock that was wrong at one start and right at the next. The auditor runs on the true clock.
-Each scenario ends with both invariants (kit.py)."""
+Each scenario ends with both invariants (tests/support/faults.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from fairdeck.client import DealerClient
 from fairdeck.client.audit_client import AuditClient
 from fairdeck.client.models import HandState
 from fairdeck.log.logentry import decode
-from tests.faults.kit import FaultRun, lines, metric, wait_for
+from tests.support.faults import FaultRun, lines, metric, wait_for
 from tests.support.waits import outlast
 
 HOURS_2 = 2 * 3600

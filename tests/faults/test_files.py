@@ -12,7 +12,7 @@ import time
 
 from fairdeck.client import DealerClient
 from fairdeck_server.storage.sqlite.reader import read_log
-from tests.faults.kit import FaultRun, lines, wait_for
+from tests.support.faults import FaultRun, lines, wait_for
 
 MIB = 1024 * 1024
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fairdeck.client import DealerClient
-from tests.faults.kit import FaultRun
+from tests.support.faults import FaultRun
 
 
 def deal_closed(target: str, count: int) -> None:

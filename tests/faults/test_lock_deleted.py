@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from fairdeck_server.storage import WRITER_LOCK_NAME
-from tests.faults.kit import FaultRun, lines, wait_for, worker_pids
 from tests.support.env import clean_env
+from tests.support.faults import FaultRun, lines, wait_for, worker_pids
 
 
 def second_refused(run: FaultRun) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 
-from tests.faults.kit import FaultRun
+from tests.support.faults import FaultRun
 from tests.support.floods import check_latency, grpcurl_session, reflection_flood, watch_flood
 from tests.support.waits import wait_for_async
 

@@ -11,7 +11,7 @@ import threading
 import time
 
 from fairdeck.log.logentry import VOIDED, CommitEntry, RevealEntry, decode
-from tests.faults.kit import FaultRun, lines, wait_for, worker_pids
+from tests.support.faults import FaultRun, lines, wait_for, worker_pids
 from tests.support.waits import outlast
 
 

@@ -18,8 +18,8 @@ from fairdeck.core.decks import DeckSpec
 from fairdeck.core.local import open_local, reveal_local
 from fairdeck.core.shuffle import shuffler
 from fairdeck.lab import collection, formats
-from tests.faults.kit import FaultRun
 from tests.support.env import clean_env
+from tests.support.faults import FaultRun
 
 
 def fairdeck(*args: str) -> subprocess.CompletedProcess[str]:

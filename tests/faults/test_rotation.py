@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fairdeck.client.audit_client import AuditClient
-from tests.faults.kit import FaultRun, fairdeck
+from tests.support.faults import FaultRun, fairdeck
 
 
 def proof(run: FaultRun, target: str, hand_id: str, name: str, key: str) -> Path:

@@ -18,7 +18,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from fairdeck.client import DealerClient
 from fairdeck.client.exceptions import FairdeckError
-from tests.faults.kit import WITHOUT_DAC, FaultRun, lines, wait_for
+from tests.support.faults import WITHOUT_DAC, FaultRun, lines, wait_for
 
 SERVING = health_pb2.HealthCheckResponse.SERVING
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tests.faults.kit import WITHOUT_DAC, FaultRun
+from tests.support.faults import WITHOUT_DAC, FaultRun
 
 
 def refused_naming(stderr: str, tiles: Path) -> None:

@@ -9,7 +9,7 @@ import threading
 import pytest
 
 from fairdeck.log.logentry import decode
-from tests.faults.kit import FaultRun
+from tests.support.faults import FaultRun
 
 
 def deal_concurrently(run: FaultRun, target: str, threads: int = 8, hands: int = 25) -> None:

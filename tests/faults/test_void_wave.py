@@ -15,7 +15,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from fairdeck.client import DealerClient
 from fairdeck.client.exceptions import FairdeckError
-from tests.faults.kit import FaultRun, metric, wait_for
+from tests.support.faults import FaultRun, metric, wait_for
 
 ABANDONED = 3000
 DEADLINE = 1.5

@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 
 from fairdeck.client.audit_client import AuditClient
-from tests.faults.kit import FaultRun, lines
+from tests.support.faults import FaultRun, lines
 from tests.support.waits import wait_for
 
 

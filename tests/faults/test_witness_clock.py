@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import re
 
-from tests.faults.kit import FakeClock, FaultRun, fairdeck, lines, metric, wait_for
-from tests.witness.witnesskit import WitnessProcess, init_witness
+from tests.support.faults import FakeClock, FaultRun, fairdeck, lines, metric, wait_for
+from tests.support.witnesses import WitnessProcess, init_witness
 
 
 def test_a_witness_an_hour_off_is_said_once(run: FaultRun) -> None:

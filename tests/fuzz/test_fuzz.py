@@ -43,11 +43,12 @@ from fairdeck.client.models import HandState
 from fairdeck.log.checkpoint import Checkpoint
 from fairdeck.log.note import Signer
 from fairdeck.v1 import audit_pb2 as apb
-from tests.fuzz import wire
-from tests.fuzz.oracle import SHORT_DEADLINES, Fuzzer, Outgoing, Rpc, all_rpcs
-from tests.fuzz.plausible import World, plausible
-from tests.log.testkit import fairdeck
+from tests.support import fuzz_wire as wire
 from tests.support.dealers import DealerProcess
+from tests.support.fixtures import ProcessFactory
+from tests.support.fuzz_oracle import SHORT_DEADLINES, Fuzzer, Outgoing, Rpc, all_rpcs
+from tests.support.fuzz_plausible import World, plausible
+from tests.support.logs import fairdeck
 from tests.support.waits import wait_for
 
 PER_RPC = 10_000
@@ -71,11 +72,9 @@ FUZZ_SETTINGS = settings(
 
 
 @pytest.fixture(scope="module")
-def dealer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DealerProcess]:
-    base = tmp_path_factory.mktemp("fuzz")
-    process = DealerProcess(
-        base / "data",
-        base / "dealer.log",
+def served(module_dealer_process_factory: ProcessFactory) -> DealerProcess:
+    return module_dealer_process_factory(
+        "fuzz",
         "--rate-limit",
         "0",
         "--max-open-hands",
@@ -88,17 +87,15 @@ def dealer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DealerProcess]:
         "--log-level",
         "WARNING",
     )
-    yield process
-    process.terminate()
 
 
 @pytest.fixture(scope="module")
-def fuzzer(dealer: DealerProcess) -> Iterator[Fuzzer]:
+def fuzzer(served: DealerProcess) -> Iterator[Fuzzer]:
     world = World()
-    signer = Signer.parse((dealer.data_dir / "log.key").read_text().strip())
-    _prime(dealer.target, world, signer)
+    signer = Signer.parse((served.data_dir / "log.key").read_text().strip())
+    _prime(served.target, world, signer)
     options = [("grpc.max_receive_message_length", 64 * 1024 * 1024)]
-    with grpc.insecure_channel(dealer.target, options=options) as channel:
+    with grpc.insecure_channel(served.target, options=options) as channel:
         yield Fuzzer(channel, world, signer.verifier)
 
 
@@ -168,7 +165,7 @@ def test_every_rpc_is_fuzzed() -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", RPCS)
-def test_fuzz(name: str, fuzzer: Fuzzer, dealer: DealerProcess) -> None:
+def test_fuzz(name: str, fuzzer: Fuzzer, served: DealerProcess) -> None:
     rpc = fuzzer.rpcs[name]
     started = time.monotonic()
 
@@ -187,7 +184,7 @@ def test_fuzz(name: str, fuzzer: Fuzzer, dealer: DealerProcess) -> None:
         f"outcomes {dict(outcomes.most_common())}"
     )
     print(summary)
-    assert dealer.alive(), f"the dealer died: {dealer.stderr()[-3000:]}"
+    assert served.alive(), f"the dealer died: {served.stderr()[-3000:]}"
     assert fuzzer.sent[name] >= PER_RPC, summary
     problems = sorted(fuzzer.violations[name].values(), key=lambda v: -v.count)
     assert not problems, "\n".join(map(str, problems)) + "\n" + summary
@@ -230,14 +227,14 @@ def test_fuzz_finding(finding: str, fuzzer: Fuzzer) -> None:
     assert _problems(fuzzer, name, request.SerializeToString()) == []
 
 
-def test_fuzz_finding_a_page_of_big_entries(fuzzer: Fuzzer, dealer: DealerProcess) -> None:
+def test_fuzz_finding_a_page_of_big_entries(fuzzer: Fuzzer, served: DealerProcess) -> None:
     """A page of big entries (the reveals of hands with 64 client seeds of 256 bytes, 17 KB
     each) was answered with gRPC's own RESOURCE_EXHAUSTED "Sent message larger than max", so
     ``fairdeck audit --target`` could not read such a log past it. The dealer now ends a page
     early. 2,000 entries hold a whole page of the audit's (1,000 from a multiple of 1,000), so
     the audit test below reads across them too."""
     seeds = [bytes([i]) * 256 for i in range(64)]
-    with DealerClient(dealer.target, timeout=60) as c:
+    with DealerClient(served.target, timeout=60) as c:
         dealt = list(c.deal_hands("standard", 1000, client_seeds=seeds, close=True))
     first = dealt[0]
     request = apb.ListEntriesRequest(start_index=first.commit_receipt.index, page_size=1000)
@@ -253,15 +250,15 @@ def _problems(fuzzer: Fuzzer, name: str, body: bytes) -> list[str]:
 
 
 @pytest.mark.slow
-def test_after_the_fuzz_the_dealer_is_healthy_deals_and_audits(dealer: DealerProcess, fuzzer: Fuzzer) -> None:
-    assert dealer.alive(), dealer.stderr()[-3000:]
-    with grpc.insecure_channel(dealer.target) as channel:
+def test_after_the_fuzz_the_dealer_is_healthy_deals_and_audits(served: DealerProcess, fuzzer: Fuzzer) -> None:
+    assert served.alive(), served.stderr()[-3000:]
+    with grpc.insecure_channel(served.target) as channel:
         health = health_pb2_grpc.HealthStub(channel)
         for service in ("", "fairdeck.v1.DealerService"):
             answer = health.Check(health_pb2.HealthCheckRequest(service=service), timeout=10)
             assert answer.status == health_pb2.HealthCheckResponse.SERVING
 
-    with DealerClient(dealer.target, timeout=20) as c:  # a whole hand through the SDK
+    with DealerClient(served.target, timeout=20) as c:  # a whole hand through the SDK
         opened = c.open_hand("standard")
         c.add_client_seeds(opened.hand_id, ["after the fuzz"])
         c.shuffle(opened.hand_id, [b"\x00seat-2"])
@@ -271,13 +268,13 @@ def test_after_the_fuzz_the_dealer_is_healthy_deals_and_audits(dealer: DealerPro
     assert closed.state is HandState.CLOSED and len(first.cards + rest.cards) == 52
     closed.verify(commitment=opened.commitment, dealt=first.cards + rest.cards)
     assert closed.reveal_receipt is not None
-    with AuditClient(dealer.target, verifier=fuzzer.verifier, timeout=20) as log:
+    with AuditClient(served.target, verifier=fuzzer.verifier, timeout=20) as log:
         _settled(log, closed.reveal_receipt.index + 1)
         log.verify_hand(closed, commitment=opened.commitment)
 
     key = fuzzer.verifier.to_string()
     reports = {}
-    for where in (["--data", str(dealer.data_dir)], ["--target", dealer.target]):
+    for where in (["--data", str(served.data_dir)], ["--target", served.target]):
         result = fairdeck("audit", *where, "--key", key, "--json")
         reports[where[0]] = result.report
         print(f"fairdeck audit {where[0]}: {result.report}")
@@ -289,12 +286,12 @@ def test_after_the_fuzz_the_dealer_is_healthy_deals_and_audits(dealer: DealerPro
 
 
 @pytest.mark.slow
-def test_the_dealer_logged_nothing_unexpected_and_stops_cleanly(dealer: DealerProcess) -> None:
+def test_the_dealer_logged_nothing_unexpected_and_stops_cleanly(served: DealerProcess) -> None:
     """Last: stops the module's dealer. An INTERNAL answer or a failing background task logs an ERROR."""
-    print(f"dealer CPU {dealer.cpu_seconds()}s; this process {time.process_time():.1f}s")
-    code = dealer.terminate()
-    printed = dealer.rest_of_stdout()
-    log = dealer.stderr()
+    print(f"dealer CPU {served.cpu_seconds()}s; this process {time.process_time():.1f}s")
+    code = served.terminate()
+    printed = served.rest_of_stdout()
+    log = served.stderr()
     assert (code, printed[-1:]) == (0, ["fairdeck dealer stopped"]), log[-3000:]
     logged = Counter(log.splitlines())  # at --log-level WARNING, every line is a warning or worse
     assert not logged, f"{len(logged)} distinct lines logged:\n" + "\n".join(

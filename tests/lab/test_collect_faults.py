@@ -17,14 +17,7 @@ from fairdeck.cli import main
 from fairdeck.core.errors import VerificationError
 from fairdeck.lab import collection, formats
 from tests.support import waits
-
-FILE_SIZE_LIMIT = """
-import resource, signal, sys
-signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG, as on a full disk
-resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[1]), int(sys.argv[1])))
-from fairdeck.cli import main
-sys.exit(main(sys.argv[2:]))
-"""
+from tests.support.file_limits import FILE_SIZE_LIMIT
 
 
 def test_a_full_disk_is_one_line_naming_the_directory_and_the_collection_resumes(tmp_path: Path) -> None:

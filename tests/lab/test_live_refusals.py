@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import pytest
 from fairdeck.cli import main
 from fairdeck.log.note import Signer
 from tests.support.dealers import RunningDealer
+from tests.support.fixtures import DealerFactory
 
 
 @dataclass(frozen=True)
@@ -45,39 +45,35 @@ def _cli(*args: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def dealer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AuthDealer]:
+def served(tmp_path_factory: pytest.TempPathFactory, module_dealer_factory: DealerFactory) -> AuthDealer:
     data = tmp_path_factory.mktemp("lab-auth") / "data"
     _cli("init", "--data", str(data))
     tokens = {
         role: _cli("token", "create", "--data", str(data), "--tenant", "lab", "--role", role).split()[-1]
         for role in ("dealer", "auditor")
     }
-    running = RunningDealer(data, rate_limit=0, require_auth=True)
-    try:
-        target = running.start()
-        yield AuthDealer(target, _cli("key", "--data", str(data)), tokens["dealer"], tokens["auditor"], data)
-    finally:
-        running.close()
+    target = module_dealer_factory(data_dir=data, rate_limit=0, require_auth=True).target
+    return AuthDealer(target, _cli("key", "--data", str(data)), tokens["dealer"], tokens["auditor"], data)
 
 
-def _collect(out: Path, dealer: AuthDealer, *extra: str) -> int:
-    argv = ["lab", "collect", "--out", str(out), "--target", dealer.target, "--raw-bytes", "6000"]
+def _collect(out: Path, served: AuthDealer, *extra: str) -> int:
+    argv = ["lab", "collect", "--out", str(out), "--target", served.target, "--raw-bytes", "6000"]
     return main([*argv, "--batch", "40", "--no-progress", *extra])
 
 
 def test_the_token_never_reaches_a_file_of_the_collection(
-    dealer: AuthDealer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    served: AuthDealer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The manifest records the command, which a lab receives: the token's secret is not in it,
     however the option was spelled (argparse takes ``--token=X`` and abbreviations)."""
     # fdk_<id>_<secret>: the secret is base64url, which may itself hold "_" (split from the left)
-    secret = dealer.dealer_token.split("_", 2)[2]
-    assert len(secret) == 43, dealer.dealer_token
+    secret = served.dealer_token.split("_", 2)[2]
+    assert len(secret) == 43, served.dealer_token
     for k, spelling in enumerate(
-        (["--token", dealer.dealer_token], [f"--token={dealer.dealer_token}"], ["--tok", dealer.dealer_token])
+        (["--token", served.dealer_token], [f"--token={served.dealer_token}"], ["--tok", served.dealer_token])
     ):
         out = tmp_path / f"kit{k}"
-        assert _collect(out, dealer, "--key", dealer.key, *spelling) == 0
+        assert _collect(out, served, "--key", served.key, *spelling) == 0
         for path in out.rglob("*"):
             if path.is_file():
                 assert secret.encode() not in path.read_bytes(), path
@@ -88,33 +84,33 @@ def test_the_token_never_reaches_a_file_of_the_collection(
 
 @pytest.mark.parametrize("who", ["auditor", "nobody"])
 def test_collect_without_a_dealer_token_says_it_needs_one(
-    who: str, dealer: AuthDealer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    who: str, served: AuthDealer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """DealHands needs the dealer role. Running the same command again cannot help, so the
     message says what can, and nothing was dealt."""
-    token = ["--token", dealer.auditor_token] if who == "auditor" else []
-    before = dealer.log_size()
-    assert _collect(tmp_path / "kit", dealer, "--key", dealer.key, *token) == 2
+    token = ["--token", served.auditor_token] if who == "auditor" else []
+    before = served.log_size()
+    assert _collect(tmp_path / "kit", served, "--key", served.key, *token) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1, err
     assert "dealer token" in err[0] and "--token" in err[0] and "same command" not in err[0]
-    assert dealer.log_size() == before
+    assert served.log_size() == before
 
 
 def test_a_wrong_key_is_refused_before_any_hand_is_dealt(
-    dealer: AuthDealer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    served: AuthDealer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Every hand a live collection deals stays in the dealer's log for good: a --key that is not
     the dealer's is found before the first hand, not after the last."""
-    assert _collect(tmp_path / "first", dealer, "--key", dealer.key, "--token", dealer.dealer_token) == 0
+    assert _collect(tmp_path / "first", served, "--key", served.key, "--token", served.dealer_token) == 0
     capsys.readouterr()  # the log now has a signed checkpoint
     wrong = Signer.generate("another.example/log").verifier.to_string()
-    before = dealer.log_size()
-    assert _collect(tmp_path / "kit", dealer, "--key", wrong, "--token", dealer.dealer_token) == 1
+    before = served.log_size()
+    assert _collect(tmp_path / "kit", served, "--key", wrong, "--token", served.dealer_token) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--key" in err[0] and "fairdeck key" in err[0], err
     assert "nothing was dealt" in err[0]
-    assert dealer.log_size() == before
+    assert served.log_size() == before
 
 
 def test_a_wrong_key_for_a_log_with_no_checkpoint_yet_stops_after_the_first_batch(

@@ -107,7 +107,7 @@ def test_options_no_battery_can_run_with_are_refused_when_parsed(
 def test_a_full_disk_while_writing_the_report_is_one_line(kit: Path, tmp_path: Path) -> None:
     """The bad generators' streams are written next to the report, each the size of ours: a disk
     that fills there is named, with the fix, not a traceback."""
-    from tests.lab.test_collect_faults import FILE_SIZE_LIMIT
+    from tests.support.file_limits import FILE_SIZE_LIMIT
 
     report = tmp_path / "report"
     argv = ["lab", "test", str(kit), "--out", str(report), "--dieharder", "none", "--no-progress"]

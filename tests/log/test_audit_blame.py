@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from fairdeck.log.note import Signer
-from tests.log.testkit import (
+from tests.support.logs import (
     LONG_LIFETIME,
     BuiltLog,
     CliResult,

@@ -5,65 +5,33 @@ checkpoint of another log; ``fairdeck key`` gives the key the audit needs."""
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from fairdeck.client import DealerClient
 from fairdeck.client.audit_client import AuditClient
 from fairdeck.log.checkpoint import open_checkpoint
 from fairdeck.log.note import Verifier
 from fairdeck_server.storage.sqlite import create_database
-from tests.log.testkit import (
-    LONG_LIFETIME,
-    CliResult,
+from tests.support.dealers import RunningDealer
+from tests.support.logs import (
+    audit,
     database,
+    deal,
     fairdeck,
     fairdeck_process,
     read_checkpoints,
+    settle,
     verifier_key,
 )
-from tests.support.dealers import RunningDealer
-from tests.support.waits import outlast, wait_for
+from tests.support.waits import outlast
 
 REPORT_KEYS = {
     "ok", "tree_size", "root", "entries", "hands", "closed", "voided",
     "open_within_lifetime", "last_entry_index", "last_entry_ms", "consistency", "witnesses",
     "key_rotations", "keys_needed", "findings", "seconds", "codeal",
 }  # fmt: skip
-
-
-def deal(target: str, *, closed: int, still_open: int) -> int:
-    """Some closed hands and some left open; returns the log size afterwards."""
-    last = 0
-    with DealerClient(target, timeout=20) as c:
-        for dealt in c.deal_hands("standard", closed, close=True):
-            assert dealt.reveal_receipt is not None
-            last = dealt.reveal_receipt.index
-        for _ in range(still_open):
-            last = c.open_hand("short").commit_receipt.index
-    return last + 1
-
-
-def settle(dealer: RunningDealer, size: int) -> bytes:
-    """Wait until the dealer's signed head covers ``size`` entries; return its note."""
-    vkey = verifier_key(dealer.data_dir)
-    with AuditClient(dealer.target, verifier=vkey, timeout=10) as log:
-        wait_for("a checkpoint covering the log", lambda: log.checkpoint().size >= size, every=0.01)
-    return read_checkpoints(dealer.data_dir)[-1][2]
-
-
-def audit(*where: str, key: str, since: Path | None = None, lifetime: str = LONG_LIFETIME) -> CliResult:
-    extra = ["--since", str(since)] if since is not None else []
-    return fairdeck("audit", *where, "--key", key, "--max-hand-lifetime", lifetime, "--json", *extra)
-
-
-@pytest.fixture
-def dealer(tmp_path: Path) -> Iterator[RunningDealer]:
-    with RunningDealer(tmp_path / "data", checkpoint_interval=0.02) as d:
-        yield d
 
 
 def _same(report: dict[str, Any]) -> dict[str, Any]:
@@ -73,13 +41,13 @@ def _same(report: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def test_target_and_data_agree(dealer: RunningDealer) -> None:
-    size = deal(dealer.target, closed=40, still_open=3)
-    settle(dealer, size)
-    key = verifier_key(dealer.data_dir)
+def test_target_and_data_agree(served: RunningDealer) -> None:
+    size = deal(served.target, closed=40, still_open=3)
+    settle(served, size)
+    key = verifier_key(served.data_dir)
 
-    live = audit("--target", dealer.target, key=key)
-    at_rest = audit("--data", str(dealer.data_dir), key=key)  # read-only, while the dealer runs
+    live = audit("--target", served.target, key=key)
+    at_rest = audit("--data", str(served.data_dir), key=key)  # read-only, while the dealer runs
     assert live.rc == at_rest.rc == 0, live.out + at_rest.out
     assert set(live.report) == REPORT_KEYS
     assert _same(live.report) == _same(at_rest.report)
@@ -89,35 +57,35 @@ def test_target_and_data_agree(dealer: RunningDealer) -> None:
     # Long after, by this machine's clock, with a 0.5 s lifetime: the open hands are last in the
     # log, so they are pending, not overdue (the log's own time is judged, never the auditor's).
     outlast(0.6)
-    live = audit("--target", dealer.target, key=key, lifetime="0.5")
-    at_rest = audit("--data", str(dealer.data_dir), key=key, lifetime="0.5")
+    live = audit("--target", served.target, key=key, lifetime="0.5")
+    at_rest = audit("--data", str(served.data_dir), key=key, lifetime="0.5")
     assert live.rc == at_rest.rc == 0, live.out
     assert _same(live.report) == _same(at_rest.report)
     assert live.report["open_within_lifetime"] == 3
     assert live.report["last_entry_index"] == size - 1
     # The dealer deals on while they stay open: now the log itself shows them overdue.
-    size = deal(dealer.target, closed=2, still_open=0)
-    settle(dealer, size)
-    live = audit("--target", dealer.target, key=key, lifetime="0.5")
-    at_rest = audit("--data", str(dealer.data_dir), key=key, lifetime="0.5")
+    size = deal(served.target, closed=2, still_open=0)
+    settle(served, size)
+    live = audit("--target", served.target, key=key, lifetime="0.5")
+    at_rest = audit("--data", str(served.data_dir), key=key, lifetime="0.5")
     assert live.rc == at_rest.rc == 1
     assert _same(live.report) == _same(at_rest.report)
     assert len(live.findings) == 3 and all("deck shopping" in f["problem"] for f in live.findings)
 
 
-def test_the_console_script_and_fairdeck_key(dealer: RunningDealer, tmp_path: Path) -> None:
+def test_the_console_script_and_fairdeck_key(served: RunningDealer, tmp_path: Path) -> None:
     """The real ``fairdeck`` process: key, then audit --target and --data, text output."""
-    size = deal(dealer.target, closed=10, still_open=1)
-    settle(dealer, size)
-    printed = fairdeck_process("key", "--data", str(dealer.data_dir))
+    size = deal(served.target, closed=10, still_open=1)
+    settle(served, size)
+    printed = fairdeck_process("key", "--data", str(served.data_dir))
     assert printed.rc == 0
     key_file = tmp_path / "log.vkey"
     key_file.write_text(printed.out)
-    with AuditClient(dealer.target, verifier=printed.out.strip()) as log:
+    with AuditClient(served.target, verifier=printed.out.strip()) as log:
         head = log.checkpoint()  # the printed key verifies the dealer's checkpoints
 
     outputs = []
-    for where in (["--target", dealer.target], ["--data", str(dealer.data_dir)]):
+    for where in (["--target", served.target], ["--data", str(served.data_dir)]):
         result = fairdeck_process("audit", *where, "--key", f"@{key_file}")
         assert result.rc == 0, result.out + result.err
         assert result.out.startswith(f"audit OK: {size} entries, 11 hands in ")
@@ -127,11 +95,11 @@ def test_the_console_script_and_fairdeck_key(dealer: RunningDealer, tmp_path: Pa
     assert outputs[0][1] == "  closed and verified 10, voided 0, still open within their lifetime 1"
 
 
-def test_json_lists_the_findings_and_text_names_them(dealer: RunningDealer, tmp_path: Path) -> None:
-    size = deal(dealer.target, closed=12, still_open=0)
-    settle(dealer, size)
-    dealer.stop()
-    copy = shutil.copytree(dealer.data_dir, tmp_path / "tampered")
+def test_json_lists_the_findings_and_text_names_them(served: RunningDealer, tmp_path: Path) -> None:
+    size = deal(served.target, closed=12, still_open=0)
+    settle(served, size)
+    served.stop()
+    copy = shutil.copytree(served.data_dir, tmp_path / "tampered")
     with database(copy) as conn:  # reveal 3 now names a hand that was never committed
         entry = bytearray(conn.execute("SELECT entry FROM log_entries WHERE idx = 3").fetchone()[0])
         entry[17] = ord("z")
@@ -161,14 +129,14 @@ def test_json_lists_the_findings_and_text_names_them(dealer: RunningDealer, tmp_
     assert len(bad_lines) == 1 and bad_lines[0].startswith(f"  BAD {where}: "), bad_lines
 
 
-def test_since_saves_then_advances(dealer: RunningDealer, tmp_path: Path) -> None:
-    key = verifier_key(dealer.data_dir)
+def test_since_saves_then_advances(served: RunningDealer, tmp_path: Path) -> None:
+    key = verifier_key(served.data_dir)
     verifier = Verifier.parse(key)
     saved = tmp_path / "audited.checkpoint"
-    first_size = deal(dealer.target, closed=5, still_open=1)
-    settle(dealer, first_size)
+    first_size = deal(served.target, closed=5, still_open=1)
+    settle(served, first_size)
 
-    first = audit("--target", dealer.target, key=key, since=saved)  # no file yet: a first audit
+    first = audit("--target", served.target, key=key, since=saved)  # no file yet: a first audit
     assert first.rc == 0, first.out
     assert (
         first.report["consistency"]
@@ -177,9 +145,9 @@ def test_since_saves_then_advances(dealer: RunningDealer, tmp_path: Path) -> Non
     cp = open_checkpoint(saved.read_bytes(), verifier, verifier.name)
     assert (cp.size, cp.root.hex()) == (first_size, first.report["root"])
 
-    second_size = deal(dealer.target, closed=8, still_open=2)
-    settle(dealer, second_size)
-    second = audit("--target", dealer.target, key=key, since=saved)
+    second_size = deal(served.target, closed=8, still_open=2)
+    settle(served, second_size)
+    second = audit("--target", served.target, key=key, since=saved)
     assert second.rc == 0, second.out
     assert second.report["consistency"] == (
         f"consistent with the saved checkpoint (tree size {first_size}): the log only grew"
@@ -187,9 +155,9 @@ def test_since_saves_then_advances(dealer: RunningDealer, tmp_path: Path) -> Non
     cp = open_checkpoint(saved.read_bytes(), verifier, verifier.name)
     assert (cp.size, cp.root.hex()) == (second_size, second.report["root"])
 
-    third_size = deal(dealer.target, closed=1, still_open=0)
-    settle(dealer, third_size)
-    text = fairdeck("audit", "--data", str(dealer.data_dir), "--key", key, "--since", str(saved))
+    third_size = deal(served.target, closed=1, still_open=0)
+    settle(served, third_size)
+    text = fairdeck("audit", "--data", str(served.data_dir), "--key", key, "--since", str(saved))
     assert text.rc == 0, text.out
     assert text.out.splitlines()[3].startswith("  pending: the dealer has logged nothing since ")
     assert text.out.splitlines()[5:] == [
@@ -200,18 +168,18 @@ def test_since_saves_then_advances(dealer: RunningDealer, tmp_path: Path) -> Non
 
 
 @pytest.mark.parametrize("other_key", [True, False], ids=["another key", "the same key"])
-def test_since_from_another_log_fails(other_key: bool, dealer: RunningDealer, tmp_path: Path) -> None:
+def test_since_from_another_log_fails(other_key: bool, served: RunningDealer, tmp_path: Path) -> None:
     """A checkpoint saved from a different log is not a prefix of this one: under the same key
     its root is not this tree's, a finding; under another key it does not verify, which says
     nothing about this dealer (the auditor's own file, or the wrong --key): exit 2, naming it."""
-    size = deal(dealer.target, closed=20, still_open=0)
-    settle(dealer, size)
+    size = deal(served.target, closed=20, still_open=0)
+    settle(served, size)
     other_dir = tmp_path / "other"
     if not other_key:  # the same operator key signing two different logs
         # The dealer refuses to make this fork (keys without their database); build it by hand.
         other_dir.mkdir()
         for name in ("log.key", "seed.key"):
-            shutil.copy2(dealer.data_dir / name, other_dir / name)
+            shutil.copy2(served.data_dir / name, other_dir / name)
         create_database(other_dir / "fairdeck.db", {})
     with RunningDealer(other_dir, checkpoint_interval=0.02) as other:
         other_size = deal(other.target, closed=6, still_open=0)
@@ -219,9 +187,9 @@ def test_since_from_another_log_fails(other_key: bool, dealer: RunningDealer, tm
     assert other_size < size
     saved = tmp_path / "other.checkpoint"
     saved.write_bytes(other_note)
-    key = verifier_key(dealer.data_dir)
+    key = verifier_key(served.data_dir)
 
-    for where in (["--target", dealer.target], ["--data", str(dealer.data_dir)]):
+    for where in (["--target", served.target], ["--data", str(served.data_dir)]):
         result = audit(*where, key=key, since=saved)
         if other_key:
             assert result.rc == 2 and not result.out, result.out

@@ -2,14 +2,14 @@
 terminal only; never on a pipe, never beside ``--json``, never with ``--no-progress``.
 
 The real console script runs in a subprocess, its stderr on a pseudo-terminal (tests/support/ttys.py)
-or on a pipe, over the real log of tests/log/testkit.py.
+or on a pipe, over the real log of tests/support/logs.py.
 """
 
 from __future__ import annotations
 
 import re
 
-from tests.log.testkit import BuiltLog, verifier_key
+from tests.support.logs import BuiltLog, verifier_key
 from tests.support.ttys import fairdeck_on_pipes, fairdeck_on_pty
 
 # tqdm's "[elapsed<remaining, rate]": the time taken, the time left, and entries per second.

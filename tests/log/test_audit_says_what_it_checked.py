@@ -18,7 +18,8 @@ from pathlib import Path
 from fairdeck.client import DealerClient
 from fairdeck.log import merkle
 from fairdeck.log.note import Signer
-from tests.log.testkit import (
+from tests.support.dealers import RunningDealer
+from tests.support.logs import (
     DB_NAME,
     BuiltLog,
     CliResult,
@@ -33,7 +34,6 @@ from tests.log.testkit import (
     signer_of,
     verifier_key,
 )
-from tests.support.dealers import RunningDealer
 from tests.support.waits import wait_for
 
 EMPTY_TREE_ROOT = hashlib.sha256(b"").hexdigest()  # RFC 9162 2.1.1

@@ -8,22 +8,21 @@ from pathlib import Path
 
 from fairdeck.log.checkpoint import open_checkpoint
 from fairdeck.log.note import Verifier
-from tests.log.test_audit_cli import audit, deal, dealer, settle  # noqa: F401 (dealer: a fixture)
-from tests.log.testkit import verifier_key
 from tests.support.dealers import RunningDealer
+from tests.support.logs import audit, deal, settle, verifier_key
 
 
 def test_audit_since_writes_nothing_through_a_link_planted_at_its_temporary_name(
-    dealer: RunningDealer,  # noqa: F811
+    served: RunningDealer,
     tmp_path: Path,
 ) -> None:
-    key = verifier_key(dealer.data_dir)
+    key = verifier_key(served.data_dir)
     saved = tmp_path / "audited.checkpoint"
     victim = tmp_path / "victim"
     victim.write_text("not the auditor's\n")
     (tmp_path / ".audited.checkpoint.tmp").symlink_to(victim)
-    settle(dealer, deal(dealer.target, closed=2, still_open=0))
-    done = audit("--target", dealer.target, key=key, since=saved)
+    settle(served, deal(served.target, closed=2, still_open=0))
+    done = audit("--target", served.target, key=key, since=saved)
     assert done.rc == 0, done.out
     assert victim.read_text() == "not the auditor's\n"
     verifier = Verifier.parse(key)

@@ -40,14 +40,14 @@ from fairdeck.log import merkle
 from fairdeck.log.checkpoint import Checkpoint, open_checkpoint
 from fairdeck.log.logentry import CommitEntry, RevealEntry, decode
 from fairdeck.log.note import Verifier
-from tests.log.testkit import (
+from tests.support.dealers import DealerProcess
+from tests.support.logs import (
     DB_NAME,
     LONG_LIFETIME,
     audit_data,
     fairdeck_process,
     verifier_key,
 )
-from tests.support.dealers import DealerProcess
 from tests.support.waits import pace
 
 pytestmark = pytest.mark.slow

@@ -10,8 +10,8 @@ from fairdeck.client import DealerClient
 from fairdeck.client.models import HandState
 from fairdeck.core.versions import CURRENT_VERSION
 from fairdeck.log.logentry import VOIDED, CommitEntry, RevealEntry, decode
-from tests.log.tampering import Layout
-from tests.log.testkit import (
+from tests.support.dealers import RunningDealer
+from tests.support.logs import (
     LONG_LIFETIME,
     BuiltLog,
     audit_data,
@@ -20,7 +20,7 @@ from tests.log.testkit import (
     read_entries,
     resign_all,
 )
-from tests.support.dealers import RunningDealer
+from tests.support.tampering import Layout
 from tests.support.waits import outlast, wait_for
 
 # -- deck shopping ---------------------------------------------------------------------------------------

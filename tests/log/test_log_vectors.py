@@ -22,8 +22,8 @@ from fairdeck.log.checkpoint import CheckpointError, open_checkpoint
 from fairdeck.log.logentry import CommitEntry, EntryError, RevealEntry, decode
 from fairdeck.log.note import Verifier
 from fairdeck.log.receipts import InclusionProof
-from tests.core import log_reference as logref
-from tests.core import spec_reference as ref
+from tests.support import log_reference as logref
+from tests.support import spec_reference as ref
 
 ROOT = Path(__file__).resolve().parents[2]
 LOG: dict[str, Any] = json.loads(

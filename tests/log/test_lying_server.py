@@ -1,6 +1,6 @@
-"""A lying AuditService: a gRPC proxy (lying_proxy.py) between the SDK and a real dealer
-that alters what the dealer answers. AuditClient and AsyncAuditClient must raise
-VerificationError(step="log") for every lie they can detect (lies.py), and pass when the
+"""A lying AuditService: a gRPC proxy (tests/support/lying_proxy.py) between the SDK and a real
+dealer that alters what the dealer answers. AuditClient and AsyncAuditClient must raise
+VerificationError(step="log") for every lie they can detect (tests/support/lies.py), and pass when the
 proxy tells the truth.
 
 Some lies are made with the log's REAL signing key (a dishonest dealer rather than a man in
@@ -25,10 +25,10 @@ from fairdeck.log.note import Verifier
 from fairdeck.log.receipts import open_signed_checkpoint
 from fairdeck.v1 import audit_pb2 as pb
 from fairdeck.v1 import audit_pb2_grpc
-from tests.log.lies import ALL_OPS, ENTRY_OF_ANOTHER_HAND, LIES, OPS, Scene
-from tests.log.lying_proxy import LyingProxy, honest
-from tests.log.testkit import signer_of
 from tests.support.dealers import RunningDealer
+from tests.support.lies import ALL_OPS, ENTRY_OF_ANOTHER_HAND, LIES, OPS, Scene
+from tests.support.logs import signer_of
+from tests.support.lying_proxy import LyingProxy, honest
 from tests.support.waits import wait_for
 
 

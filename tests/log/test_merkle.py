@@ -31,7 +31,7 @@ from fairdeck.log.merkle import (
     verify_consistency,
     verify_inclusion,
 )
-from tests.log.merkle_reference import COUNTS, LEAVES, STORE, CountingReader, N, mth, sha256
+from tests.support.merkle_reference import COUNTS, LEAVES, STORE, CountingReader, N, mth, sha256
 
 VECTORS = Path(__file__).resolve().parent.parent / "vectors" / "merkle"
 

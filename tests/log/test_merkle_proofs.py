@@ -26,7 +26,7 @@ from fairdeck.log.merkle import (
     verify_consistency,
     verify_inclusion,
 )
-from tests.log.merkle_reference import (
+from tests.support.merkle_reference import (
     LEAVES,
     STORE,
     CountingReader,

@@ -17,7 +17,7 @@ from fairdeck.log.audit_pool import RevealChecks
 from fairdeck.log.checkpoint import Checkpoint, sign_checkpoint
 from fairdeck.log.logentry import CLOSED, VOIDED, CommitEntry, RevealEntry, deck_digest
 from fairdeck.log.note import Signer
-from tests.log.testkit import audit_data, database
+from tests.support.logs import audit_data, database
 
 SIGNER = Signer.from_seed("audit.test/parallel", bytes(32))
 DECKS = ("standard", "short", "jokers", "shoe-2")

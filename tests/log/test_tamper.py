@@ -24,7 +24,7 @@ What the auditor can and cannot know is part of the contract:
   the limit rather than pretending otherwise.
 
 The rows deleted, swapped and truncated are in test_tamper_rows.py; what the key holder can
-re-sign is in test_tamper_resigned.py; shared parts in tampering.py.
+re-sign is in test_tamper_resigned.py; shared parts in tests/support/tampering.py.
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ from pathlib import Path
 import pytest
 
 from fairdeck.log.logentry import CLOSED, VOIDED, RevealEntry, decode
-from tests.log.tampering import Expected, Layout, assert_altered_once, assert_fails_with, set_entry
-from tests.log.testkit import BuiltLog, audit_data, read_checkpoints, resign_all, tree_root
+from tests.support.logs import BuiltLog, audit_data, read_checkpoints, resign_all, tree_root
+from tests.support.tampering import Expected, Layout, assert_altered_once, assert_fails_with, set_entry
 
 
 def test_the_untouched_log_passes(built_log: BuiltLog, layout: Layout) -> None:

@@ -3,7 +3,7 @@ still catches: a rewrite re-signed (caught only by ``--since``), checkpoints re-
 replaced by another key's or removed, and forged entries appended under a valid checkpoint
 (caught by the content checks alone, except a well-formed hand, which is the limit of any
 audit). What the auditor can know is in test_tamper.py's docstring; shared parts in
-tampering.py."""
+tests/support/tampering.py."""
 
 from __future__ import annotations
 
@@ -18,8 +18,7 @@ from fairdeck.core.derivation import derive_deck, plan
 from fairdeck.core.versions import CURRENT_VERSION
 from fairdeck.log.logentry import CLOSED, VOIDED, CommitEntry, RevealEntry, deck_digest, decode
 from fairdeck.log.note import Signer
-from tests.log.tampering import Expected, Layout, set_entry
-from tests.log.testkit import (
+from tests.support.logs import (
     BuiltLog,
     append_signed,
     audit_data,
@@ -32,6 +31,7 @@ from tests.log.testkit import (
     signer_of,
     tree_root,
 )
+from tests.support.tampering import Expected, Layout, set_entry
 
 
 def test_invisible_rewrite_re_signed_is_caught_only_by_since(

@@ -1,7 +1,7 @@
 """Tampering with the rows of a real log at rest: one deleted, two swapped, the log
 truncated, and rolled back with its checkpoints; ``fairdeck audit --data`` must fail and say
 what it found, and a rollback with its checkpoints is caught only by ``--since``. What the
-auditor can know is in test_tamper.py's docstring; shared parts in tampering.py."""
+auditor can know is in test_tamper.py's docstring; shared parts in tests/support/tampering.py."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.log.tampering import Expected, Layout, assert_altered_once, set_entry
-from tests.log.testkit import BuiltLog, audit_data, database, read_checkpoints
+from tests.support.logs import BuiltLog, audit_data, database, read_checkpoints
+from tests.support.tampering import Expected, Layout, assert_altered_once, set_entry
 
 # -- rows deleted, swapped, truncated -----------------------------------------------------------------
 

@@ -13,8 +13,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from fairdeck.client import DealerClient
 from fairdeck_server.edge.chain import CallInterceptor
-from tests.ops.test_logs import captured
 from tests.support.dealers import RunningDealer
+from tests.support.ops import captured
 
 DEAL_NEW_HAND = "/fairdeck.v1.DealerService/DealNewHand"
 DEAL_HANDS = "/fairdeck.v1.DealerService/DealHands"

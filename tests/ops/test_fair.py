@@ -26,8 +26,8 @@ from fairdeck.client.exceptions import ResourceExhausted
 from fairdeck.v1 import dealer_pb2 as pb
 from fairdeck.v1 import dealer_pb2_grpc
 from fairdeck_server import fair
-from tests.ops.kit import dealer_tokens, retry_delay
 from tests.support.dealers import RunningDealer
+from tests.support.ops import dealer_tokens, retry_delay
 from tests.support.waits import wait_for
 
 # -- the queue ------------------------------------------------------------------------------------

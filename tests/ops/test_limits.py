@@ -26,8 +26,8 @@ from fairdeck.v1 import dealer_pb2_grpc
 from fairdeck_server.edge.interceptors import CAP_AGAIN, hands_requested
 from fairdeck_server.edge.methods import Malformed, call_cost
 from fairdeck_server.limits import OpenHandsCap, RateLimiter
-from tests.ops.kit import Clock, dealer_tokens, details, retry_delay
 from tests.support.dealers import RunningDealer
+from tests.support.ops import Clock, dealer_tokens, details, retry_delay
 from tests.support.waits import outlast, outlast_async, pace, wait_for_async
 
 DEALER = "/fairdeck.v1.DealerService/"
@@ -133,7 +133,7 @@ def test_a_call_that_ends_while_its_tenant_is_counted_is_not_lost(tmp_path: Path
     order, and the count was exact.) Here the reader is held, after the count's query, by a read
     of the same transaction until the call has ended."""
     from fairdeck_server.storage.sqlite import SqliteStorage
-    from tests.storage.kit import new_hand
+    from tests.support.engines import new_hand
 
     async def scenario() -> list[float | None]:
         storage = SqliteStorage(tmp_path / "fairdeck.db")

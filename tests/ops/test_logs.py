@@ -4,20 +4,17 @@ per line, each line logged inside a call carries that call's request id
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from fairdeck.client import DealerClient
 from fairdeck.client.exceptions import HandNotFound, ResourceExhausted
-from fairdeck_server.logging_setup import CallFilter, JsonFormatter
 from tests.support.dealers import DealerProcess, RunningDealer
+from tests.support.ops import captured
 
 GENERATED = re.compile(r"[0-9a-f]{27}")
 KEYS = {"time", "level", "logger", "message", "request_id", "method", "tenant"}
@@ -61,27 +58,6 @@ def test_json_access_lines_carry_the_clients_request_id(tmp_path: Path) -> None:
     # No request data and no secret: not the revealed seed, the hand id or the request id sent.
     for secret in (closed.transcript.server_seed.hex(), hand.hand_id, "ops-open-1", "not sane"):
         assert secret not in stderr
-
-
-@contextmanager
-def captured(*loggers: str) -> Iterator[io.StringIO]:
-    """JSON lines of these loggers (at INFO), as ``fairdeck serve --log-format json`` writes them."""
-    out = io.StringIO()
-    handler = logging.StreamHandler(out)
-    handler.addFilter(CallFilter())
-    handler.setFormatter(JsonFormatter())
-    saved = []
-    for name in loggers:
-        logger = logging.getLogger(name)
-        saved.append((logger, logger.level))
-        logger.setLevel(logging.INFO)
-        logger.addHandler(handler)
-    try:
-        yield out
-    finally:
-        for logger, level in saved:
-            logger.removeHandler(handler)
-            logger.setLevel(level)
 
 
 def test_every_line_inside_a_call_carries_its_request_id(tmp_path: Path) -> None:
@@ -132,7 +108,7 @@ def test_streams_the_client_abandons_log_no_error(tmp_path: Path, caplog: pytest
     import grpc
 
     from fairdeck.v1 import dealer_pb2, dealer_pb2_grpc
-    from tests.ops.kit import sample, scrape, scrape_until
+    from tests.support.ops import sample, scrape, scrape_until
     from tests.support.waits import wait_for
 
     config = {"metrics_listen": "127.0.0.1:0", "rate_limit": 0, "max_open_hands": 0}

@@ -28,8 +28,8 @@ from fairdeck.client.exceptions import (
 from fairdeck_server import startup
 from fairdeck_server.auth import new_token
 from fairdeck_server.principal import Role
-from tests.ops.kit import Samples, read_stalled, sample, scrape, scrape_until
 from tests.support.dealers import RunningDealer
+from tests.support.ops import Samples, read_stalled, sample, scrape, scrape_until
 from tests.support.waits import outlast, pace, wait_for
 
 DEALER = "fairdeck.v1.DealerService"

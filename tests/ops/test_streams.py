@@ -15,8 +15,8 @@ import pytest
 from fairdeck.client import AsyncDealerClient, DealerClient
 from fairdeck.client.exceptions import ResourceExhausted
 from fairdeck_server.dealer import BATCH_CHUNK, STREAM_IN_FLIGHT
-from tests.ops.kit import sample, scrape_until
 from tests.support.dealers import RunningDealer
+from tests.support.ops import sample, scrape_until
 from tests.support.waits import wait_for
 
 

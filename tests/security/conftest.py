@@ -9,24 +9,9 @@ from pathlib import Path
 import pytest
 
 from fairdeck.cli import main
-from tests.security.pki import Pki
 from tests.support.dealers import RunningDealer
-
-MakeToken = Callable[[str, str], str]
-
-
-def create_token(
-    data: Path, tenant: str, role: str, capsys: pytest.CaptureFixture[str], label: str = ""
-) -> str:
-    """`fairdeck token create` against the data dir; returns what it printed on stdout."""
-    capsys.readouterr()
-    assert (
-        main(["token", "create", "--data", str(data), "--tenant", tenant, "--role", role, "--label", label])
-        == 0
-    )
-    out = capsys.readouterr().out
-    assert out.count("\n") == 1, out
-    return out.strip()
+from tests.support.pki import Pki
+from tests.support.tokens import MakeToken, create_token
 
 
 @pytest.fixture
@@ -43,9 +28,9 @@ def token_for(data: Path, capsys: pytest.CaptureFixture[str]) -> MakeToken:
 
 
 @pytest.fixture
-def secured(data: Path, running_dealer: Callable[..., RunningDealer]) -> RunningDealer:
+def secured(data: Path, dealer_factory: Callable[..., RunningDealer]) -> RunningDealer:
     """A dealer on loopback that still requires credentials (as off loopback)."""
-    return running_dealer(data, require_auth=True)
+    return dealer_factory(data, require_auth=True)
 
 
 @pytest.fixture

@@ -22,10 +22,9 @@ from fairdeck.wire import Reason
 from fairdeck_server.auth import peer_address, split_token
 from fairdeck_server.edge.dealer_servicer import client_seeds
 from fairdeck_server.refusals import DealerError
-from tests.security import rawh2
-from tests.security.conftest import MakeToken
-from tests.security.test_serve_process import _cli
+from tests.support import rawh2
 from tests.support.dealers import DealerProcess, RunningDealer
+from tests.support.tokens import MakeToken, run_cli
 from tests.support.waits import hold_silent_async
 
 OPEN_HAND = "/fairdeck.v1.DealerService/OpenHand"
@@ -57,8 +56,8 @@ def test_a_token_that_is_not_utf8_never_reaches_the_log_and_is_refused(
     tmp_path: Path, log_format: str
 ) -> None:
     data = tmp_path / "data"
-    assert _cli("init", "--data", str(data)).returncode == 0  # token create never makes a data dir
-    made = _cli("token", "create", "--data", str(data), "--tenant", "acme", "--role", "dealer")
+    assert run_cli("init", "--data", str(data)).returncode == 0  # token create never makes a data dir
+    made = run_cli("token", "create", "--data", str(data), "--tenant", "acme", "--role", "dealer")
     assert made.returncode == 0, made.stderr
     token = made.stdout.strip()
     token_id, secret = split_token(token)  # type: ignore[misc]

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from fairdeck.client import DealerClient
-from tests.security import rawh2
+from tests.support import rawh2
 from tests.support.dealers import DealerProcess
 from tests.support.waits import outlast, pace, wait_for
 

@@ -10,8 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.security.conftest import MakeToken
 from tests.support.dealers import RunningDealer
+from tests.support.tokens import MakeToken
 
 CLI = [sys.executable, "-m", "fairdeck.cli"]
 

@@ -5,8 +5,6 @@ serve plain text off loopback."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,19 +13,9 @@ from fairdeck.client import DealerClient
 from fairdeck.client.calls import tls_credentials
 from fairdeck.client.exceptions import Unauthenticated
 from fairdeck_server.auth import split_token
-from tests.security.pki import Pki
 from tests.support.dealers import DealerProcess
-from tests.support.env import clean_env
-
-
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "fairdeck.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=clean_env(),
-    )
+from tests.support.pki import Pki
+from tests.support.tokens import run_cli
 
 
 def test_serve_with_tls_and_tokens(tmp_path: Path, pki: Pki) -> None:
@@ -38,7 +26,7 @@ def test_serve_with_tls_and_tokens(tmp_path: Path, pki: Pki) -> None:
         "--tls-cert", str(pki.server_cert), "--tls-key", str(pki.server_key), "--require-auth",
         "--log-format", "json", "--log-level", "DEBUG",
     ) as dealer:  # fmt: skip
-        made = _cli("token", "create", "--data", str(data), "--tenant", "acme", "--role", "dealer")
+        made = run_cli("token", "create", "--data", str(data), "--tenant", "acme", "--role", "dealer")
         assert made.returncode == 0, made.stderr
         token = made.stdout.strip()
         creds = tls_credentials(ca=pki.ca_pem)
@@ -58,7 +46,7 @@ def test_serve_with_tls_and_tokens(tmp_path: Path, pki: Pki) -> None:
 
 @pytest.mark.parametrize("listen", ["0.0.0.0:0", "[::]:0"])
 def test_serve_refuses_plain_text_off_loopback(tmp_path: Path, listen: str) -> None:
-    refused = _cli("serve", "--listen", listen, "--data", str(tmp_path / "data"))
+    refused = run_cli("serve", "--listen", listen, "--data", str(tmp_path / "data"))
     assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
     assert "refusing to listen on" in refused.stderr and "--insecure" in refused.stderr
     assert not (tmp_path / "data" / "seed.key").exists()

@@ -15,8 +15,8 @@ from fairdeck.client.exceptions import FairdeckError, HandNotFound, PermissionDe
 from fairdeck.v1 import audit_pb2, dealer_pb2
 from fairdeck_server import auth
 from fairdeck_server.principal import Role
-from tests.security.conftest import MakeToken
 from tests.support.dealers import RunningDealer
+from tests.support.tokens import MakeToken
 
 DEALER_METHODS = [m.name for m in dealer_pb2.DESCRIPTOR.services_by_name["DealerService"].methods]
 AUDIT_METHODS = [m.name for m in audit_pb2.DESCRIPTOR.services_by_name["AuditService"].methods]

@@ -4,7 +4,6 @@ here with trustme), and the refusal of plain text off loopback."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
@@ -19,43 +18,38 @@ from fairdeck_server.addresses import ListenRefused
 from fairdeck_server.app import DealerServer
 from fairdeck_server.config import ServerConfig
 from fairdeck_server.edge.transport import TlsConfigError
-from tests.security.conftest import MakeToken
-from tests.security.pki import Pki
 from tests.support.dealers import RunningDealer
+from tests.support.fixtures import DealerFactory
+from tests.support.pki import Pki
+from tests.support.tokens import MakeToken
 
 
 @pytest.fixture
-def tls_dealer(data: Path, pki: Pki) -> Iterator[RunningDealer]:
-    dealer = RunningDealer(data, tls_cert=pki.server_cert, tls_key=pki.server_key, require_auth=True)
-    dealer.start()
-    yield dealer
-    dealer.close()
+def served_tls(data: Path, pki: Pki, dealer_factory: DealerFactory) -> RunningDealer:
+    return dealer_factory(data, tls_cert=pki.server_cert, tls_key=pki.server_key, require_auth=True)
 
 
 @pytest.fixture
-def mtls_dealer(data: Path, pki: Pki) -> Iterator[RunningDealer]:
-    dealer = RunningDealer(
+def served_mtls(data: Path, pki: Pki, dealer_factory: DealerFactory) -> RunningDealer:
+    return dealer_factory(
         data, tls_cert=pki.server_cert, tls_key=pki.server_key, tls_client_ca=pki.ca_pem, require_auth=True
     )
-    dealer.start()
-    yield dealer
-    dealer.close()
 
 
-def test_sdk_over_tls_with_a_token(tls_dealer: RunningDealer, pki: Pki, token_for: MakeToken) -> None:
+def test_sdk_over_tls_with_a_token(served_tls: RunningDealer, pki: Pki, token_for: MakeToken) -> None:
     token = token_for("acme", "dealer")
     creds = tls_credentials(ca=pki.ca_pem)
-    with DealerClient(tls_dealer.target, credentials=creds, api_token=token, timeout=10) as client:
+    with DealerClient(served_tls.target, credentials=creds, api_token=token, timeout=10) as client:
         hand = client.open_hand()
         client.shuffle(hand.hand_id, ["alice", "bob"])
         closed = client.close_hand(hand.hand_id)
     closed.verify(commitment=hand.commitment)
-    vkey = tls_dealer.server.publisher.signer.verifier  # type: ignore[union-attr]
+    vkey = served_tls.server.publisher.signer.verifier  # type: ignore[union-attr]
 
     async def audited() -> int:
         async with (
-            AsyncDealerClient(tls_dealer.target, credentials=creds, api_token=token) as dealer,
-            AsyncAuditClient(tls_dealer.target, verifier=vkey, credentials=creds, api_token=token) as log,
+            AsyncDealerClient(served_tls.target, credentials=creds, api_token=token) as dealer,
+            AsyncAuditClient(served_tls.target, verifier=vkey, credentials=creds, api_token=token) as log,
         ):
             again = await dealer.get(hand.hand_id)
             streamed = [h async for h in dealer.deal_hands("standard", 3, close=True)]  # token on a stream
@@ -66,15 +60,15 @@ def test_sdk_over_tls_with_a_token(tls_dealer: RunningDealer, pki: Pki, token_fo
 
 
 def test_fairdeck_audit_over_tls(
-    tls_dealer: RunningDealer, pki: Pki, token_for: MakeToken, monkeypatch: pytest.MonkeyPatch
+    served_tls: RunningDealer, pki: Pki, token_for: MakeToken, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     token = token_for("acme", "auditor")
     with DealerClient(
-        tls_dealer.target, credentials=tls_credentials(ca=pki.ca_pem), api_token=token_for("acme", "dealer")
+        served_tls.target, credentials=tls_credentials(ca=pki.ca_pem), api_token=token_for("acme", "dealer")
     ) as client:
         client.close_hand(client.deal_new_hand().hand.hand_id)
-    vkey = tls_dealer.server.publisher.signer.verifier.to_string()  # type: ignore[union-attr]
-    base = ["audit", "--target", tls_dealer.target, "--key", vkey, "--json"]
+    vkey = served_tls.server.publisher.signer.verifier.to_string()  # type: ignore[union-attr]
+    base = ["audit", "--target", served_tls.target, "--key", vkey, "--json"]
     assert main([*base, "--ca", str(pki.ca_pem), "--token", token]) == 0
     monkeypatch.setenv("FAIRDECK_TOKEN", token)
     assert main([*base, "--ca", str(pki.ca_pem)]) == 0
@@ -83,23 +77,23 @@ def test_fairdeck_audit_over_tls(
     assert main([*base, "--ca", str(pki.ca_pem)]) == 2  # no token: refused
 
 
-def test_a_plaintext_client_cannot_talk_to_a_tls_dealer(tls_dealer: RunningDealer) -> None:
-    with DealerClient(tls_dealer.target, timeout=3) as client, pytest.raises(Unavailable):
+def test_a_plaintext_client_cannot_talk_to_a_tls_dealer(served_tls: RunningDealer) -> None:
+    with DealerClient(served_tls.target, timeout=3) as client, pytest.raises(Unavailable):
         client.open_hand()
 
 
 def test_a_client_that_does_not_trust_the_ca_refuses_the_dealer(
-    tls_dealer: RunningDealer, tmp_path: Path, token_for: MakeToken
+    served_tls: RunningDealer, tmp_path: Path, token_for: MakeToken
 ) -> None:
     stranger = Pki.make(tmp_path / "other")
     token = token_for("acme", "dealer")
     creds = tls_credentials(ca=stranger.ca_pem)
-    client = DealerClient(tls_dealer.target, credentials=creds, api_token=token, timeout=3)
+    client = DealerClient(served_tls.target, credentials=creds, api_token=token, timeout=3)
     with client, pytest.raises(Unavailable):
         client.open_hand()
 
 
-def test_mtls_maps_the_certificate_to_tenant_and_role(mtls_dealer: RunningDealer, pki: Pki) -> None:
+def test_mtls_maps_the_certificate_to_tenant_and_role(served_mtls: RunningDealer, pki: Pki) -> None:
     dealer_cert = pki.client("acme-dealer", "fairdeck://tenant/acme/role/dealer", "https://example.com/x")
     auditor_cert = pki.client("acme-auditor", "fairdeck://tenant/acme/role/auditor")
     other_cert = pki.client("beta-dealer", "fairdeck://tenant/beta/role/dealer")
@@ -107,15 +101,15 @@ def test_mtls_maps_the_certificate_to_tenant_and_role(mtls_dealer: RunningDealer
         name: tls_credentials(ca=pki.ca_pem, cert=cert, key=key)
         for name, (cert, key) in {"dealer": dealer_cert, "auditor": auditor_cert, "other": other_cert}.items()
     }
-    with DealerClient(mtls_dealer.target, credentials=creds["dealer"], timeout=10) as dealer:
+    with DealerClient(served_mtls.target, credentials=creds["dealer"], timeout=10) as dealer:
         hand = dealer.open_hand()
         closed = dealer.close_hand(dealer.deal_new_hand().hand.hand_id)
-    with DealerClient(mtls_dealer.target, credentials=creds["auditor"], timeout=10) as auditor:
+    with DealerClient(served_mtls.target, credentials=creds["auditor"], timeout=10) as auditor:
         assert auditor.get(closed.hand_id).transcript is not None
         with pytest.raises(PermissionDenied) as denied:
             auditor.draw(hand.hand_id)
         assert denied.value.reason == "ROLE_NOT_ALLOWED"
-    with DealerClient(mtls_dealer.target, credentials=creds["other"], timeout=10) as other:
+    with DealerClient(served_mtls.target, credentials=creds["other"], timeout=10) as other:
         with pytest.raises(FairdeckError) as missing:
             other.get(hand.hand_id)
         assert missing.value.reason == "HAND_NOT_FOUND"
@@ -133,11 +127,11 @@ def test_mtls_maps_the_certificate_to_tenant_and_role(mtls_dealer: RunningDealer
     ids=["no-san", "bad-role", "bad-tenant", "two-identities", "foreign-uri"],
 )
 def test_mtls_refuses_a_certificate_without_one_fairdeck_identity(
-    mtls_dealer: RunningDealer, pki: Pki, uris: tuple[str, ...]
+    served_mtls: RunningDealer, pki: Pki, uris: tuple[str, ...]
 ) -> None:
     cert, key = pki.client("unmapped", *uris)
     creds = tls_credentials(ca=pki.ca_pem, cert=cert, key=key)
-    client = DealerClient(mtls_dealer.target, credentials=creds, timeout=10)
+    client = DealerClient(served_mtls.target, credentials=creds, timeout=10)
     with client, pytest.raises(FairdeckError) as refused:
         client.open_hand()
     assert (refused.value.code, refused.value.reason) == (
@@ -147,25 +141,25 @@ def test_mtls_refuses_a_certificate_without_one_fairdeck_identity(
 
 
 def test_mtls_refuses_no_certificate_and_a_foreign_ca(
-    mtls_dealer: RunningDealer, pki: Pki, tmp_path: Path
+    served_mtls: RunningDealer, pki: Pki, tmp_path: Path
 ) -> None:
-    client = DealerClient(mtls_dealer.target, credentials=tls_credentials(ca=pki.ca_pem), timeout=3)
+    client = DealerClient(served_mtls.target, credentials=tls_credentials(ca=pki.ca_pem), timeout=3)
     with client, pytest.raises(Unavailable):  # the handshake fails: no call reaches the dealer
         client.open_hand()
     stranger = Pki.make(tmp_path / "other")
     cert, key = stranger.client("mallory", "fairdeck://tenant/acme/role/dealer")
     creds = tls_credentials(ca=pki.ca_pem, cert=cert, key=key)
-    with DealerClient(mtls_dealer.target, credentials=creds, timeout=3) as client, pytest.raises(Unavailable):
+    with DealerClient(served_mtls.target, credentials=creds, timeout=3) as client, pytest.raises(Unavailable):
         client.open_hand()
 
 
 def test_a_token_wins_over_the_certificate(
-    mtls_dealer: RunningDealer, pki: Pki, token_for: MakeToken
+    served_mtls: RunningDealer, pki: Pki, token_for: MakeToken
 ) -> None:
     cert, key = pki.client("acme-auditor", "fairdeck://tenant/acme/role/auditor")
     creds = tls_credentials(ca=pki.ca_pem, cert=cert, key=key)
     token = token_for("acme", "dealer")
-    with DealerClient(mtls_dealer.target, credentials=creds, api_token=token, timeout=10) as client:
+    with DealerClient(served_mtls.target, credentials=creds, api_token=token, timeout=10) as client:
         assert client.open_hand().hand_id  # the token's dealer role, not the certificate's auditor role
 
 

@@ -26,8 +26,8 @@ from fairdeck_server.principal import Role
 from fairdeck_server.refusals import DealerError
 from fairdeck_server.storage.base import TokenRecord
 from fairdeck_server.storage.sqlite import SqliteStorage
-from tests.security.conftest import MakeToken, create_token
 from tests.support.dealers import RunningDealer
+from tests.support.tokens import MakeToken, create_token
 from tests.support.waits import wait_for, wait_for_async
 
 

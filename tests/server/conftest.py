@@ -14,8 +14,8 @@ from tests.support.dealers import RunningDealer
 
 
 @pytest.fixture
-def running(running_dealer: Callable[..., RunningDealer]) -> RunningDealer:
-    return running_dealer()
+def running(dealer_factory: Callable[..., RunningDealer]) -> RunningDealer:
+    return dealer_factory()
 
 
 @pytest.fixture

@@ -21,9 +21,9 @@ from fairdeck.client import DealerClient
 from fairdeck.client.audit_client import AuditClient
 from fairdeck.v1 import audit_pb2 as apb
 from fairdeck.v1 import audit_pb2_grpc
-from tests.log.testkit import verifier_key
-from tests.server.test_errors import DOMAIN, assert_no_leak, error_info
 from tests.support.dealers import RunningDealer
+from tests.support.error_details import DOMAIN, assert_no_leak, error_info
+from tests.support.logs import verifier_key
 from tests.support.waits import wait_for
 
 INVALID = grpc.StatusCode.INVALID_ARGUMENT

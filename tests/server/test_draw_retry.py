@@ -8,25 +8,19 @@ from memory, because two clients drawing from one hand would make that memory st
 
 from __future__ import annotations
 
-import contextlib
-import socket
-import threading
-from collections.abc import Iterator
-
 import grpc
 import pytest
 
 from fairdeck.client import DealerClient
 from fairdeck.client.exceptions import Unavailable, WrongPosition
 from fairdeck.v1 import dealer_pb2, dealer_pb2_grpc
+from tests.support.cutting_proxy import CuttingProxy
 from tests.support.dealers import RunningDealer
 
 
 @pytest.fixture(scope="module")
-def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    dealer = RunningDealer(tmp_path_factory.mktemp("draws") / "data", rate_limit=0)
-    yield dealer.start()
-    dealer.close()
+def target(unlimited_dealer: RunningDealer) -> str:
+    return unlimited_dealer.target
 
 
 def test_the_same_draw_again_answers_the_same_cards_and_a_stale_one_is_refused(target: str) -> None:
@@ -58,59 +52,6 @@ def test_without_expected_position_a_draw_deals_the_next_cards(target: str) -> N
         a = stub.DrawCards(dealer_pb2.DrawCardsRequest(hand_id=hand.hand_id, count=2))
         b = stub.DrawCards(dealer_pb2.DrawCardsRequest(hand_id=hand.hand_id, count=2))
     assert (a.position, b.position) == (0, 2)
-
-
-class CuttingProxy:
-    """A TCP proxy on 127.0.0.1 that, when armed, cuts the connection as the dealer's answer
-    passes through (its first 40 bytes after arming: a unary answer's frames), so the client
-    never reads it while the dealer has already committed."""
-
-    def __init__(self, upstream: str) -> None:
-        host, port = upstream.rsplit(":", 1)
-        self.upstream = (host, int(port))
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.target = f"127.0.0.1:{self.listener.getsockname()[1]}"
-        self.armed = threading.Event()
-        self.cut = threading.Event()
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            server = socket.create_connection(self.upstream)
-            threading.Thread(target=self._pump, args=(client, server, False), daemon=True).start()
-            threading.Thread(target=self._pump, args=(server, client, True), daemon=True).start()
-
-    def _pump(self, src: socket.socket, dst: socket.socket, answers: bool) -> None:
-        seen = 0
-        try:
-            while data := src.recv(65536):
-                if answers and self.armed.is_set():
-                    seen += len(data)
-                    if seen >= 40:
-                        self.armed.clear()
-                        self.cut.set()
-                        for s in (src, dst):
-                            # shutdown, not just close: the other pump may be blocked in recv on
-                            # it, and a close alone then sends no FIN until that recv returns,
-                            # so the client waited out its deadline on a loaded machine.
-                            with contextlib.suppress(OSError):
-                                s.shutdown(socket.SHUT_RDWR)
-                            s.close()
-                        return
-                dst.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for s in (src, dst):
-                with contextlib.suppress(OSError):
-                    s.close()
-
-    def close(self) -> None:
-        self.listener.close()
 
 
 def test_a_draw_whose_answer_is_lost_is_retried_and_gets_the_same_cards(target: str) -> None:

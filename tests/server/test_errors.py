@@ -11,7 +11,6 @@ the dealer nor be answered UNKNOWN/INTERNAL.
 from __future__ import annotations
 
 import random
-import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -19,7 +18,6 @@ from typing import Any
 import grpc
 import pytest
 from google.protobuf.message import Message
-from google.rpc import error_details_pb2, status_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from fairdeck.client import DealerClient
@@ -34,8 +32,8 @@ from fairdeck.client.exceptions import (
 )
 from fairdeck.v1 import dealer_pb2 as pb
 from fairdeck.v1 import dealer_pb2_grpc
+from tests.support.error_details import DOMAIN, assert_no_leak, error_info
 
-DOMAIN = "fairdeck.dev"
 INVALID = grpc.StatusCode.INVALID_ARGUMENT
 NOT_FOUND = grpc.StatusCode.NOT_FOUND
 PRECONDITION = grpc.StatusCode.FAILED_PRECONDITION
@@ -45,8 +43,6 @@ HAND_METHODS = ("AddClientSeeds", "ShuffleHand", "DrawCards", "DealHand", "Close
 UNKNOWN_HAND = "no-such-hand-0123456789"
 TAKEN_REQUEST_ID = "taken:request-1"
 BIG = b"\xab" * 257  # one byte over the limit
-# Signs of a leaked stack trace or file path in a message.
-LEAKS = re.compile(r"Traceback|File \"|\.py\b|line \d+|(?:/[\w.-]+){2,}|[A-Za-z]:\\\\")
 
 
 def seed(value: str | bytes | None) -> pb.ClientSeed:
@@ -349,24 +345,6 @@ def test_table_covers_every_method_and_reason() -> None:
         "REQUEST_ID_REUSED", "MISSING_HAND_ID", "INVALID_HAND_ID", "INVALID_COUNT", "HAND_NOT_FOUND",
         "NOT_ENOUGH_CARDS", "HAND_CLOSED", "HAND_ALREADY_SHUFFLED", "INVALID_HAND_COUNT",
     }  # fmt: skip
-
-
-def assert_no_leak(message: str) -> None:
-    assert not LEAKS.search(message), f"message leaks a trace or a path: {message!r}"
-
-
-def error_info(error: grpc.RpcError) -> tuple[status_pb2.Status, error_details_pb2.ErrorInfo]:
-    """The google.rpc.Status in the trailer and its one ErrorInfo."""
-    trailers = [v for k, v in error.trailing_metadata() or () if k == "grpc-status-details-bin"]  # type: ignore[attr-defined]
-    assert len(trailers) == 1, "exactly one grpc-status-details-bin trailer"
-    status = status_pb2.Status.FromString(trailers[0])
-    infos = []
-    for detail in status.details:
-        info = error_details_pb2.ErrorInfo()
-        assert detail.Unpack(info), f"unexpected detail type {detail.type_url}"
-        infos.append(info)
-    assert len(infos) == 1
-    return status, infos[0]
 
 
 @pytest.fixture

@@ -21,8 +21,8 @@ from fairdeck.v1 import dealer_pb2 as pb
 from fairdeck.v1 import dealer_pb2_grpc
 from fairdeck_server.heap import FULL_COLLECTION_AFTER
 from fairdeck_server.processes import WORKER_ENV
-from tests.ops.kit import dealer_tokens, read_stalled
 from tests.support.dealers import DealerProcess, RunningDealer
+from tests.support.ops import dealer_tokens, read_stalled
 from tests.support.waits import wait_for
 
 REFUSED = {
@@ -66,12 +66,12 @@ def test_a_refused_call_is_freed_as_it_ends(client: DealerClient, collector_off:
 
 
 def test_a_call_cut_by_the_default_deadline_or_refused_by_auth_is_freed_as_it_ends(
-    running_dealer: Callable[..., RunningDealer], collector_off: None
+    dealer_factory: Callable[..., RunningDealer], collector_off: None
 ) -> None:
     """The other AbortErrors: the default deadline's, raised while handling the TimeoutError
     (whose context is the CancelledError of the stream's own frames: about 1,500 objects a call),
     and the auth layer's, before any servicer runs."""
-    running = running_dealer(default_deadline=0.3, require_auth=True, rate_limit=0)
+    running = dealer_factory(default_deadline=0.3, require_auth=True, rate_limit=0)
     token = dealer_tokens(running, "acme")["acme"]
     # No BDP probe: the stream's window stays small, so a reader that stops stops the writes.
     with grpc.insecure_channel(running.target, options=[("grpc.http2.bdp_probe", 0)]) as channel:

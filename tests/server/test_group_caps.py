@@ -16,7 +16,7 @@ from typing import Any
 
 from fairdeck.client import DealerClient
 from fairdeck.client.exceptions import FairdeckError
-from tests.server.test_processes import OWN, Group
+from tests.support.groups import OWN, Group
 
 CONNECTIONS = 16
 """Connections, each of its own: all on one of two workers with odds of 2 in 65,536."""

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
@@ -21,8 +20,9 @@ from grpc_reflection.v1alpha import reflection_pb2
 
 from fairdeck.client import DealerClient
 from fairdeck.client.exceptions import FairdeckError
-from tests.ops.kit import sample, scrape_until
 from tests.support.dealers import RunningDealer
+from tests.support.fixtures import DealerFactory
+from tests.support.ops import sample, scrape_until
 from tests.support.waits import wait_for, wait_for_async
 
 SERVING = health_pb2.HealthCheckResponse.SERVING
@@ -32,9 +32,8 @@ WAIT = 60  # seconds; SQLite's busy timeout (5 s) is paid twice before NOT_SERVI
 
 
 @pytest.fixture
-def running(tmp_path: Path) -> Iterator[RunningDealer]:
-    with RunningDealer(tmp_path / "d", metrics_listen="127.0.0.1:0") as d:
-        yield d
+def running(tmp_path: Path, dealer_factory: DealerFactory) -> RunningDealer:
+    return dealer_factory(tmp_path / "d", metrics_listen="127.0.0.1:0")
 
 
 def check(channel: grpc.Channel, service: str) -> int:

@@ -32,6 +32,7 @@ from fairdeck.client.exceptions import FairdeckError
 from fairdeck.log.cosignature import Cosigner
 from tests.support.dealers import DealerProcess
 from tests.support.env import clean_env
+from tests.support.groups import OWN, Group
 from tests.support.waits import wait_for
 
 _TICK = os.sysconf("SC_CLK_TCK")
@@ -54,25 +55,6 @@ def cpu_seconds(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / _TICK
-
-
-class Group(DealerProcess):
-    """`fairdeck serve --processes N` in a subprocess: its port, its workers' pids."""
-
-    def __init__(self, data: Path, processes: int, stderr: Path, *args: str) -> None:
-        super().__init__(
-            data, stderr, "--processes", str(processes), "--rate-limit", "0", "--max-open-hands", "0", *args
-        )
-        rest = self.listening.group(4) or ""
-        match = re.fullmatch(r"(\d+) processes, pids ([\d ]+)", rest)
-        assert match, f"unexpected listening line {self.listening.group(0)!r}"
-        assert self.listening.group(3) == str(data) and int(match.group(1)) == processes
-        self.pids = [int(p) for p in match.group(2).split()]
-        assert len(self.pids) == processes
-
-    def stop(self) -> tuple[int, str, str]:
-        code = self.terminate(timeout=60)
-        return code, "\n".join(self.rest_of_stdout()) + "\n", self.stderr()
 
 
 @pytest.fixture
@@ -223,9 +205,6 @@ def test_workers_do_not_outlive_a_killed_supervisor(group: tuple[Group, Path]) -
 
 
 # -- a worker that hangs cannot hold the others -------------------------------------------------------
-
-OWN = [("grpc.use_local_subchannel_pool", 1)]
-"""A connection of its own per channel: the kernel spreads connections over the workers."""
 
 
 def lock_holder(data: Path) -> int | None:

@@ -23,8 +23,8 @@ from fairdeck_server.dealer import Dealer
 from fairdeck_server.reaper import Reaper
 from fairdeck_server.storage.sqlite import SqliteStorage
 from fairdeck_server.vault import SeedVault
-from tests.ops.kit import sample, scrape_until
 from tests.support.dealers import RunningDealer
+from tests.support.ops import sample, scrape_until
 from tests.support.waits import wait_for
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import queue
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
@@ -20,6 +19,7 @@ from grpc_reflection.v1alpha import reflection_pb2 as rp
 from fairdeck.v1 import dealer_pb2, dealer_pb2_grpc
 from fairdeck.wire import STATUS_DETAILS_KEY
 from tests.support.dealers import RunningDealer
+from tests.support.fixtures import DealerFactory
 from tests.support.waits import outlast_async, wait_for_async
 
 PROTOCOLS = ("grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection")
@@ -71,12 +71,10 @@ class Reflection:
 
 
 @pytest.fixture(scope="module")
-def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def target(module_dealer_factory: DealerFactory) -> str:
     """A dealer that admits two calls, then refuses them for a long while (reflection is never
     limited)."""
-    dealer = RunningDealer(tmp_path_factory.mktemp("reflection") / "data", rate_limit=0.001, rate_burst=2)
-    yield dealer.start()
-    dealer.close()
+    return module_dealer_factory("reflection", rate_limit=0.001, rate_burst=2).target
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
@@ -22,14 +21,14 @@ from fairdeck.client import DealerClient
 from fairdeck.client.exceptions import FairdeckError
 from fairdeck.v1 import dealer_pb2, dealer_pb2_grpc
 from fairdeck_server.storage.sqlite import SqliteStorage
-from tests.ops.kit import sample, scrape_until
 from tests.support.dealers import RunningDealer
+from tests.support.fixtures import DealerFactory
+from tests.support.ops import sample, scrape_until
 
 
 @pytest.fixture
-def running(tmp_path: Path) -> Iterator[RunningDealer]:
-    with RunningDealer(tmp_path / "d", metrics_listen="127.0.0.1:0") as d:
-        yield d
+def running(tmp_path: Path, dealer_factory: DealerFactory) -> RunningDealer:
+    return dealer_factory(tmp_path / "d", metrics_listen="127.0.0.1:0")
 
 
 def test_a_storage_error_inside_an_operation_is_storage_unavailable_not_internal(

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from fairdeck.client import DealerClient
 from fairdeck.client.exceptions import FairdeckError
-from tests.ops.kit import dealer_tokens
 from tests.support.dealers import RunningDealer
+from tests.support.ops import dealer_tokens
 
 LIFETIME = 6.0
 BULK = ("t0", "t1", "t2", "t3", "t4")

@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 
 from fairdeck_server.storage.base import HandBatch, HandRecord, Storage, StoredHandState
-from tests.storage.kit import Engine, entry, naive_root, new_hand, run
+from tests.support.engines import Engine, entry, naive_root, new_hand, run
 
 
 def batch(

@@ -24,7 +24,7 @@ from fairdeck_server import fair
 from fairdeck_server.storage.base import HandRecord
 from fairdeck_server.storage.sqlite import SqliteStorage
 from fairdeck_server.storage.sqlite.batches import BATCH_COST, QUANTUM
-from tests.storage.kit import handed_over, new_hand, records, writer_in_batch
+from tests.support.engines import handed_over, new_hand, records, writer_in_batch
 
 if TYPE_CHECKING:
     from fairdeck_server.storage.postgres import PostgresStorage

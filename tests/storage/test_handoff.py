@@ -16,7 +16,7 @@ from typing import Any
 from fairdeck_server import fair
 from fairdeck_server.storage.sqlite import SqliteStorage
 from fairdeck_server.storage.sqlite.handoff import UNDER_WAY, give_way
-from tests.storage.kit import new_hand
+from tests.support.engines import new_hand
 
 
 class CountingQueue(queue.SimpleQueue):  # type: ignore[type-arg]

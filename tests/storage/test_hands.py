@@ -14,7 +14,7 @@ import pytest
 
 from fairdeck_server import refusals
 from fairdeck_server.storage.base import Change, HandRecord, NewHand, Storage, StoredHandState
-from tests.storage.kit import Engine, closing, dealing, entry, new_hand, record, records, run
+from tests.support.engines import Engine, closing, dealing, entry, new_hand, record, records, run
 from tests.support.waits import hold_silent_async
 
 

@@ -16,7 +16,7 @@ from fairdeck.log import merkle
 from fairdeck.log.logentry import CommitEntry
 from fairdeck_server import refusals
 from fairdeck_server.storage.base import HandBatch, LogForkError, NewHand, Storage
-from tests.storage.kit import Engine, closing, entry, naive_root, new_hand, record, records, run
+from tests.support.engines import Engine, closing, entry, naive_root, new_hand, record, records, run
 
 
 @pytest.mark.parametrize("batches", [[1] * 20, [3, 5, 8, 13, 1, 1, 64], [255, 2, 257]])

@@ -22,7 +22,7 @@ from fairdeck_server.dealer import Dealer
 from fairdeck_server.storage.base import LogForkError, Storage, StoredCheckpoint
 from fairdeck_server.storage.postgres import PostgresStorage
 from fairdeck_server.vault import SeedVault
-from tests.storage.kit import closing, entry, naive_root, new_hand, records
+from tests.support.engines import closing, entry, naive_root, new_hand, records
 from tests.support.waits import wait_for_async
 
 T = TypeVar("T")

@@ -21,7 +21,7 @@ from fairdeck_server import fair
 from fairdeck_server.refusals import DealerError
 from fairdeck_server.storage.sqlite import SqliteStorage
 from fairdeck_server.storage.sqlite.batches import READ_MOST as MOST
-from tests.storage.kit import new_hand, records, writer_in_batch
+from tests.support.engines import new_hand, records, writer_in_batch
 
 
 def test_a_read_is_answered_while_the_writer_waits_for_the_write_lock(tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fairdeck_server.storage.base import Storage, TokenRecord
-from tests.storage.kit import Engine, run
+from tests.support.engines import Engine, run
 
 
 def token(

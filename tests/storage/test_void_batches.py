@@ -18,7 +18,7 @@ from fairdeck_server.dealer import Dealer
 from fairdeck_server.refusals import DealerError
 from fairdeck_server.storage.base import Change, HandRecord, Storage, StoredHandState
 from fairdeck_server.vault import SeedVault
-from tests.storage.kit import Engine, run
+from tests.support.engines import Engine, run
 
 TENANTS = ("a", "b", "c")
 HANDS = 160

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from fairdeck_server.storage.sqlite import SqliteStorage
-from tests.storage.kit import new_hand
+from tests.support.engines import new_hand
 from tests.support.waits import outlast_async
 
 MIB = 1024 * 1024

@@ -20,7 +20,7 @@ from fairdeck.log import merkle
 from fairdeck_server import refusals
 from fairdeck_server.storage.base import HandRecord
 from fairdeck_server.storage.sqlite import SqliteStorage
-from tests.storage.kit import entry, handed_over, new_hand, record, writer_in_batch
+from tests.support.engines import entry, handed_over, new_hand, record, writer_in_batch
 
 HANDS = 40
 

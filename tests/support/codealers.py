@@ -1,5 +1,6 @@
 """``fairdeck codealer serve`` as a child process, for tests: init its dir once, start, stop; and
-the dealer's side of it (the flags that pin it, a stub that carries the dealer's token)."""
+the dealer's side of it (the flags that pin it, a stub that carries the dealer's token, its
+health as ``status`` reads it)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from fairdeck.v1 import codealer_pb2_grpc
 from tests.support.env import clean_env
@@ -138,3 +140,19 @@ def codealer_stub(target: str, token: str | None) -> codealer_pb2_grpc.CoDealerS
     if token is not None:
         channel = grpc.intercept_channel(channel, _Bearer(token))
     return codealer_pb2_grpc.CoDealerServiceStub(channel)
+
+
+CODEAL = "fairdeck.v1.DealerService/codeal"
+SERVING = health_pb2.HealthCheckResponse.SERVING
+NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
+
+
+def status(target: str, service: str) -> int:
+    with grpc.insecure_channel(target) as channel:
+        try:
+            reply = health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(service=service), timeout=20
+            )
+        except grpc.RpcError as e:
+            return -1 if e.code() == grpc.StatusCode.NOT_FOUND else -2
+    return int(reply.status)

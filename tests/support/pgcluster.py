@@ -14,7 +14,7 @@ PostgreSQL server itself; the durability tests kill dealer processes, and a
 committed transaction survives those whatever fsync says. The benchmark
 starts its cluster with ``fsync=True`` to measure the real cost of durability.
 
-Used by tests/conftest.py (fixtures ``pg_cluster``, ``pg_url``) and by
+Used by tests/support/fixtures.py (fixtures ``pg_cluster``, ``pg_url``) and by
 bench/replica_bench.py.
 """
 

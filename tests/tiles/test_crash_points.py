@@ -1,5 +1,5 @@
 """``serve --tiles`` killed at each step of publishing a checkpoint (as kill -9 would, at an exact
-point: tests/tiles/crashpoint/sitecustomize.py), then restarted: before it serves again, every
+point: tests/support/crashpoint/sitecustomize.py), then restarted: before it serves again, every
 checkpoint in storage has its tiles, the checkpoint file's tree is whole, and nothing of a killed
 write is left where a reader could take it for a tile."""
 
@@ -12,9 +12,9 @@ import pytest
 from fairdeck.client import DealerClient
 from fairdeck_server.cli.audit_sources import data_log
 from tests.support.dealers import DealerProcess
-from tests.tiles.tilecheck import checkpoint_of, missing, prove_from_tiles
+from tests.support.tilecheck import checkpoint_of, missing, prove_from_tiles
 
-CRASHPOINT = Path(__file__).parent / "crashpoint"
+CRASHPOINT = Path(__file__).resolve().parents[1] / "support" / "crashpoint"
 STEPS = {
     # a tile half written: its temporary file is there, the tile is not
     "tile-linked": "os:link:40",

@@ -19,8 +19,8 @@ from fairdeck.v1 import audit_pb2, audit_pb2_grpc
 from fairdeck_server.cli.audit_sources import data_log
 from fairdeck_server.refusals import StartupRefused
 from tests.support.dealers import RunningDealer
+from tests.support.tilecheck import checkpoint_of, missing, prove_from_tiles
 from tests.support.waits import outlast, wait_for
-from tests.tiles.tilecheck import checkpoint_of, missing, prove_from_tiles
 
 Start = Callable[..., RunningDealer]
 
@@ -48,9 +48,9 @@ def read(root: Path) -> Callable[[str], bytes]:
     return lambda rel: (root / rel).read_bytes()
 
 
-def test_every_checkpoint_has_its_tiles_before_it_is_stored(tmp_path: Path, running_dealer: Start) -> None:
+def test_every_checkpoint_has_its_tiles_before_it_is_stored(tmp_path: Path, dealer_factory: Start) -> None:
     tiles = tmp_path / "tiles"
-    dealer = running_dealer(tiles=tiles, checkpoint_interval=0.02, rate_limit=0)
+    dealer = dealer_factory(tiles=tiles, checkpoint_interval=0.02, rate_limit=0)
     assert dealer.server is not None
     engine: Any = dealer.server.storage
     put = engine.put_checkpoint
@@ -80,9 +80,9 @@ def test_every_checkpoint_has_its_tiles_before_it_is_stored(tmp_path: Path, runn
     assert not [p for p in tiles.rglob(".*") if p.is_file()], "temporary files left behind"
 
 
-def test_a_restart_completes_what_is_missing_before_it_serves(tmp_path: Path, running_dealer: Start) -> None:
+def test_a_restart_completes_what_is_missing_before_it_serves(tmp_path: Path, dealer_factory: Start) -> None:
     tiles = tmp_path / "tiles"
-    dealer = running_dealer(tiles=tiles, checkpoint_interval=0.05, rate_limit=0)
+    dealer = dealer_factory(tiles=tiles, checkpoint_interval=0.05, rate_limit=0)
     deal(dealer.target, 200)
     dealer.stop()
     sizes = stored_sizes(tmp_path / "data")
@@ -101,37 +101,37 @@ def test_a_restart_completes_what_is_missing_before_it_serves(tmp_path: Path, ru
     prove_from_tiles(read(tiles), note, samples=20)
 
 
-def test_tiles_of_an_existing_log_get_every_signed_size(tmp_path: Path, running_dealer: Start) -> None:
+def test_tiles_of_an_existing_log_get_every_signed_size(tmp_path: Path, dealer_factory: Start) -> None:
     """A dealer that ran without --tiles, started with it: the tiles are written before it serves,
     with the partial tiles of every checkpoint it signed before (tlog-tiles: "Logs MUST serve
     partial tiles corresponding to tree sizes for which a checkpoint was produced")."""
-    dealer = running_dealer(checkpoint_interval=0.05, rate_limit=0)
+    dealer = dealer_factory(checkpoint_interval=0.05, rate_limit=0)
     deal(dealer.target, 120)
     dealer.stop()
     sizes = stored_sizes(tmp_path / "data")
     assert len(sizes) > 2
     tiles = tmp_path / "tiles"
-    dealer = running_dealer(tiles=tiles, rate_limit=0)
+    dealer = dealer_factory(tiles=tiles, rate_limit=0)
     for size in sizes:
         assert missing(tiles, size) == [], size
     prove_from_tiles(read(tiles), latest_note(dealer.target), samples=20)
 
 
-def test_another_logs_directory_is_refused(tmp_path: Path, running_dealer: Start) -> None:
-    other = running_dealer(tmp_path / "other", tiles=tmp_path / "tiles", rate_limit=0)
+def test_another_logs_directory_is_refused(tmp_path: Path, dealer_factory: Start) -> None:
+    other = dealer_factory(tmp_path / "other", tiles=tmp_path / "tiles", rate_limit=0)
     deal(other.target, 2)
     other.stop()
     before = sorted(p.relative_to(tmp_path).as_posix() for p in (tmp_path / "tiles").rglob("*"))
     with pytest.raises(StartupRefused, match=r"^--tiles .*tiles: .* is not a checkpoint of .*another log"):
-        running_dealer(tiles=tmp_path / "tiles")
+        dealer_factory(tiles=tmp_path / "tiles")
     assert sorted(p.relative_to(tmp_path).as_posix() for p in (tmp_path / "tiles").rglob("*")) == before
 
 
-def test_a_database_behind_its_published_tiles_is_refused(tmp_path: Path, running_dealer: Start) -> None:
+def test_a_database_behind_its_published_tiles_is_refused(tmp_path: Path, dealer_factory: Start) -> None:
     """A database restored from a backup older than the tiles published: going on would sign a
     second tree for sizes the public already holds, so the dealer refuses to start."""
     tiles = tmp_path / "tiles"
-    dealer = running_dealer(tiles=tiles, rate_limit=0)
+    dealer = dealer_factory(tiles=tiles, rate_limit=0)
     deal(dealer.target, 3)
     dealer.stop()
     shutil.copytree(tmp_path / "data", tmp_path / "backup", ignore=shutil.ignore_patterns("fairdeck.lock"))
@@ -141,7 +141,7 @@ def test_a_database_behind_its_published_tiles_is_refused(tmp_path: Path, runnin
     shutil.rmtree(tmp_path / "data")
     shutil.copytree(tmp_path / "backup", tmp_path / "data")
     with pytest.raises(StartupRefused, match=r"database is behind what was published .* would fork"):
-        running_dealer(tiles=tiles)
+        dealer_factory(tiles=tiles)
 
 
 def test_a_publisher_without_tiles_signs_with_no_prepare(tmp_path: Path) -> None:
@@ -167,7 +167,7 @@ def test_a_publisher_without_tiles_signs_with_no_prepare(tmp_path: Path) -> None
 
 
 def test_a_full_disk_stops_signing_not_dealing_and_heals(
-    tmp_path: Path, running_dealer: Start, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, dealer_factory: Start, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """While the tiles cannot be written (ENOSPC), no checkpoint is signed, so none is handed out
     without its tiles; dealing goes on; the cause is logged once; no half-written file is left;
@@ -177,7 +177,7 @@ def test_a_full_disk_stops_signing_not_dealing_and_heals(
     import fairdeck.log.safefiles as safefiles
 
     tiles = tmp_path / "tiles"
-    dealer = running_dealer(tiles=tiles, checkpoint_interval=0.02, rate_limit=0)
+    dealer = dealer_factory(tiles=tiles, checkpoint_interval=0.02, rate_limit=0)
     deal(dealer.target, 5)
     full = [True]
     real = safefiles._write_all

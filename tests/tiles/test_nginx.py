@@ -19,10 +19,10 @@ from cryptography.x509.oid import NameOID
 
 from fairdeck.client import DealerClient
 from fairdeck.log.tile_writer import TileWriter
+from tests.support.c2sp_log import MemLog
 from tests.support.dealers import RunningDealer
 from tests.support.nginx import LOCATIONS, REPO, Nginx, require_nginx
-from tests.tiles.tilecheck import checkpoint_of, prove_from_tiles
-from tests.witness.logkit import MemLog
+from tests.support.tilecheck import checkpoint_of, prove_from_tiles
 
 EXAMPLE = REPO / "deploy" / "nginx" / "fairdeck-tiles.conf"
 

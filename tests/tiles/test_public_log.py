@@ -1,5 +1,5 @@
 """The log as the public holds it: a dealer deals continuously with ``serve --tiles`` behind a real
-nginx, with a real witness, while a second process (tests/tiles/collector.py) collects every
+nginx, with a real witness, while a second process (tests/support/tiles_collector.py) collects every
 checkpoint the dealer hands out (RPC, receipts, the witness's monitoring endpoint, the tiles'
 checkpoint) and proves each one from the tiles alone, fetched through nginx: tree hash, inclusion
 of random entries, consistency with the one before. In the middle the dealer is killed (SIGKILL)
@@ -21,7 +21,7 @@ from tests.support import waits
 from tests.support.dealers import DealerProcess
 from tests.support.env import clean_env
 from tests.support.nginx import REPO, Nginx
-from tests.witness.witnesskit import WitnessProcess, init_witness
+from tests.support.witnesses import WitnessProcess, init_witness
 
 pytestmark = pytest.mark.slow
 CLI = (sys.executable, "-m", "fairdeck.cli")
@@ -70,9 +70,9 @@ def test_every_checkpoint_handed_out_is_proved_from_tiles_through_nginx(tmp_path
     with collector_said.open("w") as said_to:  # the child keeps its own copy
         collector = subprocess.Popen(
             [
-                sys.executable, "-m", "tests.tiles.collector", "--vkey", vkey, "--tiles", f"{nginx.url}/log",
-                "--witness", witness.url, "--target-file", str(target_file), "--stop", str(stop),
-                "--out", str(out),
+                sys.executable, "-m", "tests.support.tiles_collector", "--vkey", vkey,
+                "--tiles", f"{nginx.url}/log", "--witness", witness.url,
+                "--target-file", str(target_file), "--stop", str(stop), "--out", str(out),
             ],
             cwd=REPO, env=clean_env(PYTHONPATH=str(REPO)), stderr=said_to,
         )  # fmt: skip

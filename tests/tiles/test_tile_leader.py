@@ -13,8 +13,8 @@ from fairdeck_server.cli.audit_sources import database_log
 from fairdeck_server.log_signing import load_log_keys, load_or_create_signer
 from fairdeck_server.vault import load_or_create_key
 from tests.support.dealers import DealerProcess
+from tests.support.tilecheck import checkpoint_of, missing, prove_from_tiles
 from tests.support.waits import wait_for
-from tests.tiles.tilecheck import checkpoint_of, missing, prove_from_tiles
 
 FAST = ("--checkpoint-interval", "0.05", "--rate-limit", "0")
 
@@ -90,8 +90,8 @@ def test_replicas_with_witnesses_ask_them_once_and_serve_one_final_checkpoint(
     replica), and the replica that does not lead serves the same final checkpoint, read from the
     size the leader records."""
     from fairdeck.log.cosignature import CosignatureVerifier, WitnessPolicy
-    from tests.witness.proxy import Proxy
-    from tests.witness.witnesskit import WitnessProcess, init_witness
+    from tests.support.witness_proxy import Proxy
+    from tests.support.witnesses import WitnessProcess, init_witness
 
     seed_key, log_key = tmp_path / "seed.key", tmp_path / "log.key"
     load_or_create_key(seed_key, environ={})

@@ -20,7 +20,7 @@ from fairdeck.log.tiles import (
     tile_path,
     tiles_for,
 )
-from tests.witness.logkit import MemLog
+from tests.support.c2sp_log import MemLog
 
 
 def entries(n: int, tag: bytes = b"e") -> list[bytes]:

@@ -10,7 +10,7 @@ from typing import Any
 
 from fairdeck.log.tile_writer import TileWriter
 from fairdeck.log.tiles import TileLog, tile_path, tiles_for
-from tests.witness.logkit import MemLog
+from tests.support.c2sp_log import MemLog
 
 ROOT = Path(__file__).resolve().parents[2]
 VECTORS: dict[str, Any] = json.loads((ROOT / "docs" / "vectors" / "fairdeck-tiles-v1.json").read_text())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.web import browser
+from tests.support import browser
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from tests.codeal.test_codeal_proof_vectors_v2 import CASES
-from tests.web import browser
+from tests.support import browser
+from tests.support.codeal_proof_vectors import CASES_V2 as CASES
 
 VECTORS_FILE = browser.VECTORS / "fairdeck-codeal-proofs-v2.json"
 

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from tests.codeal.test_codeal_proof_vectors import CASES, PROOFS
+from tests.support import browser
+from tests.support.codeal_proof_vectors import CASES, PROOFS
 from tests.support.env import clean_env
-from tests.web import browser
 
 VECTORS_FILE = browser.VECTORS / "fairdeck-codeal-proofs-v1.json"
 PHONE = {"width": 390, "height": 844}

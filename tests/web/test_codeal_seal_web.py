@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from tests.codeal.test_seal_vectors import SEAL_VECTORS, device_line, flipped_seal_cases
-from tests.web import browser
+from tests.support import browser
+from tests.support.codeal_seal_vectors import SEAL_VECTORS, device_line, flipped_seal_cases
 
 SEAL_FILE = browser.VECTORS / "fairdeck-codeal-seal-v1.json"
 

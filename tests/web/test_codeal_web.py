@@ -19,10 +19,10 @@ import pytest
 from fairdeck.codeal import CodealError, verify_hand
 from fairdeck.codeal.seal import open_sealed_share
 from fairdeck.core.decks import DeckSpec
-from tests.codeal.test_vectors import VECTORS, as_hand, edited
+from tests.support import browser
+from tests.support.codeal_vectors import VECTORS, as_hand, edited
 from tests.support.env import clean_env
-from tests.web import browser
-from tests.web.test_page_vectors import PROOFS_V2
+from tests.support.page_vectors import PROOFS_V2
 
 CODEAL_VECTORS = browser.VECTORS / "fairdeck-codeal-v1.json"
 CODEAL_STEPS = ["encoding", "key", "transcript", "shuffle", "share", "open", "seed"]

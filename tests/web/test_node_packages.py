@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.web import browser
+from tests.support import browser
 
 
 def copy_of_the_lock(tmp_path: Path) -> Path:

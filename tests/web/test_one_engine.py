@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from tests.web import browser
+from tests.support import browser
 
 
 def test_firefox_tests_run_where_chromium_is_missing() -> None:

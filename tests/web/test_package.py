@@ -17,8 +17,8 @@ from google.protobuf import any_pb2, duration_pb2
 from google.protobuf.message import DecodeError
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 
-from tests.web import browser
-from tests.web.test_page_vectors import PROOFS, PROOFS_V2, TRANSCRIPTS
+from tests.support import browser
+from tests.support.page_vectors import PROOFS, PROOFS_V2, TRANSCRIPTS
 
 NAME = "@fairdeck/verifier"
 MODULES = [
@@ -369,7 +369,7 @@ def test_witness_options_that_make_no_policy_are_refused(installed: tuple[Path, 
     threshold given as the string "1" said "threshold 1 must be between 1 and the 1 witnesses
     named"; witnesses given as one string were read letter by letter."""
     _, project = installed
-    from tests.web.test_same_words import POLICY
+    from tests.support.page_vectors import POLICY
 
     options = {
         "threshold, no witnesses": {"threshold": 2},
@@ -409,7 +409,7 @@ def test_a_list_of_keys_verifies_a_proof_signed_by_any_of_them(installed: tuple[
 def test_a_policy_file_is_an_option(installed: tuple[Path, Path]) -> None:
     """A game server holding the public witness network's tlog-policy file passes it as it is."""
     _, project = installed
-    from tests.web.test_same_words import POLICY
+    from tests.support.page_vectors import POLICY
 
     w1 = POLICY[0].split("=", 1)[1]
     options = {

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from tests.web import browser
-from tests.web.test_page_vectors import PROOFS, PROOFS_V2
+from tests.support import browser
+from tests.support.page_vectors import PROOFS, PROOFS_V2
 
 KEY: str = PROOFS["log_key"]
 PHONE = {"width": 390, "height": 844}

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.web import browser
+from tests.support import browser
 
 PAGE = browser.PAGE
 WEB = browser.WEB

@@ -11,7 +11,7 @@ import json
 import socket
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +22,8 @@ from fairdeck.core.decks import SPEC_NAMES
 from fairdeck.log.cosignature import Cosigner, add_cosignatures
 from fairdeck.log.handproof import HandProof
 from fairdeck.log.note import Signer
+from tests.support import browser
 from tests.support.dealers import RunningDealer, deal_closed_hand
-from tests.web import browser
 
 CLI = [sys.executable, "-m", "fairdeck.cli"]
 W1, W2 = (
@@ -37,14 +37,12 @@ engines = pytest.mark.parametrize("engine", browser.ENGINES)
 
 
 @pytest.fixture(scope="module")
-def dealer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+def served(unlimited_dealer: RunningDealer) -> tuple[str, str]:
     browser.require(browser.node_missing())  # each test requires its own engine
-    data = tmp_path_factory.mktemp("page-live") / "data"
-    running = RunningDealer(data, rate_limit=0)
-    target = running.start()
+    data = unlimited_dealer.data_dir
+    target = unlimited_dealer.target
     vkey = subprocess.run([*CLI, "key", "--data", str(data)], capture_output=True, text=True, check=True)
-    yield target, vkey.stdout.strip()
-    running.close()
+    return target, vkey.stdout.strip()
 
 
 def proof_of_a_closed_hand(target: str, vkey: str, deck: str, draws: int = 7) -> dict[str, Any]:
@@ -120,10 +118,10 @@ def tamperings(proof: dict[str, Any], other: dict[str, Any]) -> list[tuple[str, 
 
 @engines
 def test_every_deck_and_every_tampering_as_fairdeck_verify_says(
-    dealer: tuple[str, str], tmp_path: Path, engine: str
+    served: tuple[str, str], tmp_path: Path, engine: str
 ) -> None:
     browser.require_browser(engine)
-    target, vkey = dealer
+    target, vkey = served
     cases: list[tuple[str, bytes, str, tuple[str, ...], int | None]] = []
     proofs = {deck: proof_of_a_closed_hand(target, vkey, deck) for deck in SPEC_NAMES}
     for deck, proof in proofs.items():
@@ -183,14 +181,14 @@ def test_every_deck_and_every_tampering_as_fairdeck_verify_says(
 
 @engines
 def test_the_banner_names_the_failed_step_in_fairdeck_verify_words_on_a_phone(
-    dealer: tuple[str, str], tmp_path: Path, engine: str
+    served: tuple[str, str], tmp_path: Path, engine: str
 ) -> None:
     """One tampering per step, each loaded on a phone-sized page as a player loads it: the banner
     reads "✘ " and the very line `fairdeck verify` prints; the cards shown are marked as not
     verified; the verdict is within the first screen, nothing scrolls sideways, no word is split
     over two lines and the whole log key is in view."""
     browser.require_browser(engine)
-    target, vkey = dealer
+    target, vkey = served
     standard = proof_of_a_closed_hand(target, vkey, "standard")
     by_name = dict(tamperings(standard, proof_of_a_closed_hand(target, vkey, "standard")))
     one = cosigned(standard, lambda t: W1.cosign(t, 1_800_000_000))
@@ -253,11 +251,11 @@ def unused_port() -> int:
 
 
 @engines
-def test_check_your_own_hand_as_the_readme_says(dealer: tuple[str, str], tmp_path: Path, engine: str) -> None:
+def test_check_your_own_hand_as_the_readme_says(served: tuple[str, str], tmp_path: Path, engine: str) -> None:
     """`fairdeck deal --out hand.json`, open the page, drop the file: every check passes. Edit one
     character: the failed step is named, the same one `fairdeck verify` names."""
     browser.require_browser(engine)
-    target, vkey = dealer
+    target, vkey = served
     hand = tmp_path / "hand.json"
     dealt = subprocess.run(
         [*CLI, "deal", "--target", target, "--out", str(hand), "--key", vkey],
@@ -331,10 +329,10 @@ def test_check_your_own_hand_as_the_readme_says(dealer: tuple[str, str], tmp_pat
 
 @engines
 def test_a_page_written_with_a_pinned_key_opens_ready(
-    dealer: tuple[str, str], tmp_path: Path, engine: str
+    served: tuple[str, str], tmp_path: Path, engine: str
 ) -> None:
     browser.require_browser(engine)
-    target, vkey = dealer
+    target, vkey = served
     hand = tmp_path / "hand.json"
     hand.write_text(json.dumps(proof_of_a_closed_hand(target, vkey, "shoe-8", draws=20)), encoding="utf-8")
     done = subprocess.run(

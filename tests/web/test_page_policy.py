@@ -23,8 +23,8 @@ import pytest
 
 from fairdeck.log.cosignature import CosignatureError, Cosigner, add_cosignatures
 from fairdeck.log.policy import TlogPolicy
-from tests.web import browser
-from tests.web.test_page_vectors import LOG, PROOFS, WITNESS
+from tests.support import browser
+from tests.support.page_vectors import LOG, PROOFS, WITNESS
 
 VECTORS: dict[str, Any] = json.loads((browser.VECTORS / "fairdeck-tlog-policy-v1.json").read_text())
 KEY: str = PROOFS["log_key"]

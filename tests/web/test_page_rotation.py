@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from fairdeck.client import AuditClient
+from tests.support import browser
 from tests.support.dealers import RunningDealer, deal_closed_hand
-from tests.web import browser
 
 CLI = [sys.executable, "-m", "fairdeck.cli"]
 PHONE = {"width": 390, "height": 844}

@@ -19,19 +19,14 @@ from typing import Any
 
 import pytest
 
-from fairdeck.log.cosignature import Cosigner, add_cosignatures
-from tests.web import browser
-from tests.web.test_page_vectors import PROOFS, PROOFS_V2, PROOFS_V3, TRANSCRIPTS
-from tests.web.test_page_vectors import cases as vector_cases
+from fairdeck.log.cosignature import add_cosignatures
+from tests.support import browser
+from tests.support.page_vectors import POLICY, PROOFS, PROOFS_V2, PROOFS_V3, TRANSCRIPTS, W1, W2
+from tests.support.page_vectors import cases as vector_cases
 
 KEY: str = PROOFS["log_key"]
 assert PROOFS_V2["log_key"] == KEY  # the format-2 vectors are the format-1 proofs, rewritten
 assert PROOFS_V3["keys"]["key 1"] == KEY  # the format-3 log is theirs, rotated twice from it
-W1, W2 = (
-    Cosigner.from_seed("witness.test/w1", bytes([1]) * 32),
-    Cosigner.from_seed("witness.test/w2", bytes([2]) * 32),
-)
-POLICY = (f"w1={W1.verifier.to_string()}", f"w2={W2.verifier.to_string()}")
 Case = tuple[str, bytes, str | list[str] | None, tuple[str, ...], int | None]
 
 

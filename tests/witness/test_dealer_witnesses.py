@@ -26,7 +26,7 @@ from fairdeck.log.note import Verifier
 from fairdeck.log.policy import TlogPolicy
 from tests.support.dealers import RunningDealer
 from tests.support.waits import wait_for
-from tests.witness.witnesskit import WitnessProcess, init_witness
+from tests.support.witnesses import WitnessProcess, init_log, init_witness
 
 T = TypeVar("T")
 DEADLINE_S = 60.0  # generous: a wait for something that must happen, not a timing bar
@@ -43,17 +43,6 @@ def eventually(what: str, probe: Callable[[], T | None]) -> T:
 
     wait_for(what, ready, timeout=DEADLINE_S)
     return seen[-1]
-
-
-def init_log(data: Path) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "fairdeck.cli", "init", "--data", str(data)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    return done.stdout.strip()
 
 
 def free_port() -> int:

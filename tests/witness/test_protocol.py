@@ -10,14 +10,13 @@ from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from fairdeck.log.checkpoint import Checkpoint, sign_checkpoint
 from fairdeck.log.cosignature import Cosigner, WitnessPolicy, add_cosignatures, parse_line
 from fairdeck.log.note import open_note
 from fairdeck_server.witness.protocol import MAX_BODY_BYTES, MAX_PROOF_LINES, Witness
 from fairdeck_server.witness.state import WitnessState
-from tests.witness.logkit import MemLog
+from tests.support.c2sp_log import FUZZ_LOG, MemLog, body_mutations
 
 COSIGNER = Cosigner.from_seed("witness.example/w1", bytes([1]) * 32)
 
@@ -170,47 +169,22 @@ def test_the_monitor_checkpoint_carries_the_log_signature_and_ours(witness: Witn
 
 # --- fuzz ----------------------------------------------------------------------------------------
 
-_FUZZ_LOG = MemLog().grow(20)
-_VALID = [_FUZZ_LOG.body(0, size=n) for n in (0, 1, 5, 20)] + [_FUZZ_LOG.body(5, size=20)]
-
-
-def _mutations() -> st.SearchStrategy[bytes]:
-    line = st.one_of(
-        st.binary(max_size=60),
-        st.sampled_from([b"old 0", b"old 5", b"old 20", b"", b"example.com/log", b"20", b"\xe2\x80\x94 x"]),
-        st.builds(lambda b: base64.b64encode(b), st.binary(min_size=0, max_size=40)),
-    )
-    spliced = st.builds(lambda parts: b"\n".join(parts), st.lists(line, max_size=70))
-    flipped = st.builds(
-        lambda body, at, bit: (
-            body[: at % len(body)] + bytes([body[at % len(body)] ^ (1 << bit)]) + body[at % len(body) + 1 :]
-        ),
-        st.sampled_from(_VALID),
-        st.integers(0, 10_000),
-        st.integers(0, 7),
-    )
-    cut = st.builds(
-        lambda body, n: body[: n % (len(body) + 1)], st.sampled_from(_VALID), st.integers(0, 10_000)
-    )
-    joined = st.builds(lambda a, b: a + b, st.sampled_from(_VALID), st.binary(max_size=100))
-    return st.one_of(spliced, flipped, cut, joined, st.binary(max_size=400), st.sampled_from(_VALID))
-
 
 @settings(max_examples=10_000, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
-@given(body=_mutations())
+@given(body=body_mutations())
 def test_fuzz_add_checkpoint_never_5xx_and_never_rolls_back(
     tmp_path_factory: pytest.TempPathFactory, body: bytes
 ) -> None:
     witness = _fuzz_witness(tmp_path_factory)
-    before = witness.state.latest(_FUZZ_LOG.origin)
+    before = witness.state.latest(FUZZ_LOG.origin)
     answer = witness.add_checkpoint(body)
     assert answer.status in (200, 400, 403, 404, 409, 422), answer
-    after = witness.state.latest(_FUZZ_LOG.origin)
+    after = witness.state.latest(FUZZ_LOG.origin)
     if answer.status != 200:
         assert after == before
     else:
         assert after is not None and (before is None or after.size >= before.size)
-        assert after.root == _FUZZ_LOG.root(after.size)  # only the real tree is ever cosigned
+        assert after.root == FUZZ_LOG.root(after.size)  # only the real tree is ever cosigned
 
 
 _FUZZ_WITNESS: list[Witness] = []
@@ -222,7 +196,7 @@ def _fuzz_witness(factory: pytest.TempPathFactory) -> Witness:
         _FUZZ_WITNESS.append(
             Witness(
                 COSIGNER,
-                {_FUZZ_LOG.origin: [_FUZZ_LOG.signer.verifier]},
+                {FUZZ_LOG.origin: [FUZZ_LOG.signer.verifier]},
                 WitnessState(path),
                 clock=lambda: 1.0,
             )

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from fairdeck_server.cosigning import retry_after_seconds
-from tests.witness.logkit import MemLog
-from tests.witness.witnesskit import WitnessProcess, init_witness, witness_cli
+from tests.support.c2sp_log import MemLog
+from tests.support.witnesses import WitnessProcess, init_witness, witness_cli
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
 """The dealer as a tlog-witness client (fairdeck_server.cosigning), held to tlog-witness v1.0.0 and
-to the public witness network's budget, through a recording proxy (tests/witness/proxy.py) in
+to the public witness network's budget, through a recording proxy (tests/support/witness_proxy.py) in
 front of a real witness:
 
 - each request is a POST to <prefix>/add-checkpoint whose body is the text's (old size line with
@@ -31,9 +31,8 @@ from fairdeck.v1 import audit_pb2, audit_pb2_grpc
 from fairdeck_server.cosigning import MAX_RETRY_AFTER_S, retry_after_seconds
 from tests.support.dealers import RunningDealer
 from tests.support.waits import outlast
-from tests.witness.proxy import Answer, Proxy, Seen
-from tests.witness.test_dealer_witnesses import init_log
-from tests.witness.witnesskit import WitnessProcess, init_witness
+from tests.support.witness_proxy import Answer, Proxy, Seen
+from tests.support.witnesses import WitnessProcess, init_log, init_witness
 
 OLD = re.compile(rb"old (0|[1-9][0-9]*)\n")
 FOREIGN = Cosigner.from_seed("stranger.example/w9", bytes([9]) * 32)

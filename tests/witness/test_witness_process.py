@@ -14,9 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from fairdeck.log.cosignature import CosignatureVerifier, WitnessPolicy, add_cosignatures
-from tests.witness.logkit import MemLog
-from tests.witness.test_protocol import _mutations
-from tests.witness.witnesskit import WitnessProcess, init_witness, witness_cli
+from tests.support.c2sp_log import MemLog, body_mutations
+from tests.support.witnesses import WitnessProcess, init_witness, witness_cli
 
 
 @pytest.fixture
@@ -72,7 +71,7 @@ def test_hostile_http_requests_get_4xx_and_the_witness_lives(witness: WitnessPro
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
-@given(body=_mutations())
+@given(body=body_mutations())
 def test_fuzz_over_real_http_never_5xx(shared_witness: WitnessProcess, body: bytes) -> None:
     status, _ = shared_witness.add_checkpoint(body)
     assert status in (200, 400, 403, 404, 409, 422), status
@@ -80,10 +79,10 @@ def test_fuzz_over_real_http_never_5xx(shared_witness: WitnessProcess, body: byt
 
 @pytest.fixture(scope="module")
 def shared_witness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WitnessProcess]:
-    from tests.witness.test_protocol import _FUZZ_LOG
+    from tests.support.c2sp_log import FUZZ_LOG
 
     root = tmp_path_factory.mktemp("fuzz-http")
-    init_witness(root / "w", "witness.example/fuzz", _FUZZ_LOG.signer.verifier.to_string())
+    init_witness(root / "w", "witness.example/fuzz", FUZZ_LOG.signer.verifier.to_string())
     process = WitnessProcess(root / "w")
     yield process
     assert process.request("GET", "/healthz")[0] == 200

@@ -16,8 +16,8 @@ from typing import Any
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from tests.core.json_reader import Num, TextError, parse_text
-from tests.core.spec_reference import (
+from tests.support.json_reader import Num, TextError, parse_text
+from tests.support.spec_reference import (
     HAND_ID,
     MAX_CLIENT_SEED_BYTES,
     MAX_CLIENT_SEEDS,

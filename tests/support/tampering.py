@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from fairdeck.log.logentry import CommitEntry, decode
-from tests.log.testkit import BuiltLog, CliResult, database, finding_text, has_finding, read_entries
+from tests.support.logs import BuiltLog, CliResult, database, finding_text, has_finding, read_entries
 
 Expected = tuple[str, int | None, str | None]
 """(problem text, index, hand id) of a finding the audit must report."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from fairdeck_server.config import ServerConfig
-from tests.deploy.deployfiles import GRPC_PORT, METRICS_PORT, flags
+from tests.support.deployfiles import GRPC_PORT, METRICS_PORT, flags
 
 
 def _selects(selector: dict[str, str], labels: dict[str, str]) -> bool:

@@ -5,8 +5,11 @@ call, and a clock the tests move."""
 from __future__ import annotations
 
 import contextlib
+import io
+import logging
 import urllib.request
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from google.rpc import error_details_pb2, status_pb2
@@ -15,6 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from fairdeck.client.exceptions import FairdeckError
 from fairdeck.wire import STATUS_DETAILS_KEY
 from fairdeck_server.auth import new_token
+from fairdeck_server.logging_setup import CallFilter, JsonFormatter
 from fairdeck_server.principal import Role
 from tests.support.dealers import RunningDealer
 from tests.support.waits import hold_silent, wait_for
@@ -108,3 +112,24 @@ def read_stalled(stream: Iterator[T], seconds: float) -> list[T]:
     first = next(stream)
     hold_silent(seconds)
     return [first, *stream]
+
+
+@contextmanager
+def captured(*loggers: str) -> Iterator[io.StringIO]:
+    """JSON lines of these loggers (at INFO), as ``fairdeck serve --log-format json`` writes them."""
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    handler.addFilter(CallFilter())
+    handler.setFormatter(JsonFormatter())
+    saved = []
+    for name in loggers:
+        logger = logging.getLogger(name)
+        saved.append((logger, logger.level))
+        logger.setLevel(logging.INFO)
+        logger.addHandler(handler)
+    try:
+        yield out
+    finally:
+        for logger, level in saved:
+            logger.removeHandler(handler)
+            logger.setLevel(level)

@@ -43,8 +43,8 @@ from fairdeck.log.note import Verifier
 from fairdeck.log.receipts import InclusionProof, open_signed_checkpoint, verify_consistency
 from fairdeck.v1 import audit_pb2, dealer_pb2
 from fairdeck.v1 import dealer_pb2 as pb
-from tests.fuzz.plausible import World
-from tests.fuzz.wire import MAX_MESSAGE_BYTES
+from tests.support.fuzz_plausible import World
+from tests.support.fuzz_wire import MAX_MESSAGE_BYTES
 
 DOMAIN = "fairdeck.dev"
 DETAILS_KEY = "grpc-status-details-bin"

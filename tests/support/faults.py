@@ -25,7 +25,7 @@ The faults:
 - Signals (SIGSTOP, SIGCONT, SIGTERM) and rows changed in the database: through ``DealerProcess``
   and sqlite3 directly.
 
-A new kind of fault is one more test in this folder, using these pieces.
+A new kind of fault is one more test in tests/faults/, using these pieces.
 """
 
 from __future__ import annotations

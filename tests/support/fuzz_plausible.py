@@ -23,7 +23,7 @@ from fairdeck.core.decks import SPEC_NAMES, DeckSpec
 from fairdeck.log.checkpoint import Checkpoint
 from fairdeck.v1 import audit_pb2 as apb
 from fairdeck.v1 import dealer_pb2 as pb
-from tests.fuzz.wire import Genome
+from tests.support.fuzz_wire import Genome
 
 U64 = 2**64 - 1
 STATES = ("open", "shuffled", "dealt", "closed")

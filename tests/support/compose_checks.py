@@ -10,7 +10,7 @@ import re
 from typing import Any
 
 from fairdeck_server.config import ServerConfig
-from tests.deploy.deployfiles import DIGEST, GRPC_PORT, check_health_argv, compose_default, flags, seconds
+from tests.support.deployfiles import DIGEST, GRPC_PORT, check_health_argv, compose_default, flags, seconds
 
 # -- compose and Envoy --
 

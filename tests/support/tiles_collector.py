@@ -1,4 +1,4 @@
-"""A second process that holds the dealer to its tiles: ``python -m tests.tiles.collector ARGS``.
+"""A second process that holds the dealer to its tiles: ``python -m tests.support.tiles_collector ARGS``.
 
 Until ``--stop FILE`` exists, it collects every checkpoint it can get from four places: the
 AuditService (GetCheckpoint), receipts (GetInclusionProof of a random entry), the witness's
@@ -32,8 +32,8 @@ from fairdeck.log import merkle
 from fairdeck.log.checkpoint import Checkpoint, open_checkpoint
 from fairdeck.log.note import Verifier
 from fairdeck.v1 import audit_pb2, audit_pb2_grpc
+from tests.support.tilecheck import prove_from_tiles
 from tests.support.waits import pace
-from tests.tiles.tilecheck import prove_from_tiles
 
 
 class Web:

@@ -22,6 +22,7 @@ import pytest
 
 from fairdeck.cli import main as fairdeck_main
 from fairdeck.client import DealerClient
+from fairdeck.client.audit_client import AuditClient
 from fairdeck.log import merkle
 from fairdeck.log.checkpoint import Checkpoint, sign_checkpoint
 from fairdeck.log.note import Signer
@@ -264,3 +265,28 @@ def built_log(tmp_path_factory: pytest.TempPathFactory) -> BuiltLog:
 def log_copy(built_log: BuiltLog, tmp_path: Path) -> Path:
     """A private copy of the built log's data dir, to tamper with."""
     return built_log.copy(tmp_path / "data")
+
+
+def deal(target: str, *, closed: int, still_open: int) -> int:
+    """Some closed hands and some left open; returns the log size afterwards."""
+    last = 0
+    with DealerClient(target, timeout=20) as c:
+        for dealt in c.deal_hands("standard", closed, close=True):
+            assert dealt.reveal_receipt is not None
+            last = dealt.reveal_receipt.index
+        for _ in range(still_open):
+            last = c.open_hand("short").commit_receipt.index
+    return last + 1
+
+
+def settle(dealer: RunningDealer, size: int) -> bytes:
+    """Wait until the dealer's signed head covers ``size`` entries; return its note."""
+    vkey = verifier_key(dealer.data_dir)
+    with AuditClient(dealer.target, verifier=vkey, timeout=10) as log:
+        wait_for("a checkpoint covering the log", lambda: log.checkpoint().size >= size, every=0.01)
+    return read_checkpoints(dealer.data_dir)[-1][2]
+
+
+def audit(*where: str, key: str, since: Path | None = None, lifetime: str = LONG_LIFETIME) -> CliResult:
+    extra = ["--since", str(since)] if since is not None else []
+    return fairdeck("audit", *where, "--key", key, "--max-hand-lifetime", lifetime, "--json", *extra)

@@ -21,8 +21,8 @@ from fairdeck.log.checkpoint import Checkpoint
 from fairdeck.log.logentry import CommitEntry, RevealEntry, decode
 from fairdeck.log.note import Signer
 from fairdeck.v1 import audit_pb2 as pb
-from tests.log.lying_proxy import Forward, LieFn
-from tests.log.testkit import sign_tree
+from tests.support.logs import sign_tree
+from tests.support.lying_proxy import Forward, LieFn
 
 
 @dataclass

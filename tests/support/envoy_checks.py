@@ -9,7 +9,7 @@ import re
 from typing import Any
 
 from fairdeck.v1 import audit_pb2, dealer_pb2
-from tests.deploy.deployfiles import DEALER_SERVICE, seconds
+from tests.support.deployfiles import DEALER_SERVICE, seconds
 
 # Calls that are safe to repeat, so a proxy may retry them (docs/api.md):
 # reads, and CloseHand (closing a closed hand returns it unchanged).

@@ -18,7 +18,7 @@ import re
 import unicodedata
 from typing import Any
 
-from tests.core.json_reader import TextError, parse_text
+from tests.support.json_reader import TextError, parse_text
 
 VERSIONS = ("fairdeck-v1",)
 RANKS = "23456789TJQKA"

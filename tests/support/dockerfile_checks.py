@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from tests.deploy.deployfiles import (
+from tests.support.deployfiles import (
     DIGEST,
     GRPC_PORT,
     METRICS_PORT,

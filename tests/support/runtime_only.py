@@ -4,7 +4,7 @@ The image holds fairdeck plus the runtime dependencies pinned in
 deploy/constraints.txt, not the test, stats or examples extras. The test
 venv has all of them, so an import of, say, numpy on the serve path would pass
 every test and still crash the container. Run as
-``python tests/deploy/runtime_only.py ARGS...``: the same as ``fairdeck ARGS...``,
+``python tests/support/runtime_only.py ARGS...``: the same as ``fairdeck ARGS...``,
 except that importing any module outside the standard library, fairdeck and
 those distributions raises ImportError.
 """

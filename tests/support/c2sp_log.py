@@ -1,9 +1,12 @@
-"""A small in-memory C2SP log for witness tests: RFC 9162 tree, signed checkpoints, add-checkpoint bodies."""
+"""A small in-memory C2SP log for witness tests: RFC 9162 tree, signed checkpoints, add-checkpoint bodies,
+and hypothesis strategies of mangled add-checkpoint bodies of one log (``body_mutations``)."""
 
 from __future__ import annotations
 
 import base64
 from collections.abc import Sequence
+
+from hypothesis import strategies as st
 
 from fairdeck.log.checkpoint import Checkpoint, sign_checkpoint
 from fairdeck.log.merkle import (
@@ -55,3 +58,29 @@ class MemLog:
         lines = proof if proof is not None else self.proof(old, size)
         head = f"old {old}\n" + "".join(base64.b64encode(h).decode() + "\n" for h in lines) + "\n"
         return head.encode() + self.checkpoint(size)
+
+
+FUZZ_LOG = MemLog().grow(20)
+FUZZ_BODIES = [FUZZ_LOG.body(0, size=n) for n in (0, 1, 5, 20)] + [FUZZ_LOG.body(5, size=20)]
+
+
+def body_mutations() -> st.SearchStrategy[bytes]:
+    line = st.one_of(
+        st.binary(max_size=60),
+        st.sampled_from([b"old 0", b"old 5", b"old 20", b"", b"example.com/log", b"20", b"\xe2\x80\x94 x"]),
+        st.builds(lambda b: base64.b64encode(b), st.binary(min_size=0, max_size=40)),
+    )
+    spliced = st.builds(lambda parts: b"\n".join(parts), st.lists(line, max_size=70))
+    flipped = st.builds(
+        lambda body, at, bit: (
+            body[: at % len(body)] + bytes([body[at % len(body)] ^ (1 << bit)]) + body[at % len(body) + 1 :]
+        ),
+        st.sampled_from(FUZZ_BODIES),
+        st.integers(0, 10_000),
+        st.integers(0, 7),
+    )
+    cut = st.builds(
+        lambda body, n: body[: n % (len(body) + 1)], st.sampled_from(FUZZ_BODIES), st.integers(0, 10_000)
+    )
+    joined = st.builds(lambda a, b: a + b, st.sampled_from(FUZZ_BODIES), st.binary(max_size=100))
+    return st.one_of(spliced, flipped, cut, joined, st.binary(max_size=400), st.sampled_from(FUZZ_BODIES))

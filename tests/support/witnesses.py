@@ -80,3 +80,14 @@ class WitnessProcess:
             self.proc.wait(timeout=30)
         self._stderr.close()
         return self.proc.returncode
+
+
+def init_log(data: Path) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "fairdeck.cli", "init", "--data", str(data)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return done.stdout.strip()
