@@ -150,10 +150,57 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
+# -- the server's rooms ----------------------------------------------------------------------------
+
+SERVER = PACKAGES["fairdeck_server"]
+SHARED = ("refusals", "principal", "addresses", "fair", "log_causes")
+"""The only modules at the top of fairdeck_server: small, shared by every room, storage included
+(its writers take fair turns and log failures by cause), so none of them can live in a room."""
+ROOMS = ("storage", "observe", "policy", "dealing", "publishing", "codealer", "edge", "run", "witness", "cli")
+"""The server's rooms, bottom up: a room imports only the shared modules and the rooms before it."""
+
+
+def rank(module: str) -> int:
+    """0 for the package and its shared modules, else 1 + the room's place in ROOMS."""
+    parts = module.split(".")
+    if len(parts) == 1 or parts[1] in SHARED:
+        return 0
+    return 1 + ROOMS.index(parts[1])
+
+
+def test_no_flat_module_but_the_shared_ones() -> None:
+    flat = {p.stem for p in SERVER.glob("*.py")}
+    assert sorted(flat - {"__init__", *SHARED}) == [], "give it a room (see fairdeck_server/__init__.py)"
+
+
+def test_every_room_is_placed_and_says_what_it_owns_and_may_import() -> None:
+    rooms = {p.parent.name for p in SERVER.glob("*/__init__.py")}
+    assert {p.parent.name for p in SERVER.glob("*/*.py")} <= rooms  # no folder without an __init__
+    assert sorted(rooms) == sorted(ROOMS), "place a new room in ROOMS"
+    for name in ROOMS:
+        doc = ast.get_docstring(parse(SERVER / name / "__init__.py")) or ""
+        assert doc.startswith(f"fairdeck_server.{name}") or name == "storage", name
+        assert len(doc) > 40, name
+
+
+def test_no_import_runs_back_up_between_rooms() -> None:
+    edges = graph()
+    server = {n: ts for n, ts in edges.items() if n.startswith("fairdeck_server")}
+    assert "fairdeck_server.dealing.vault" in server["fairdeck_server.publishing.log_signing"]  # real edges
+    up = sorted(f"{n} -> {t}" for n, ts in server.items() for t in ts if t in server and rank(t) > rank(n))
+    assert up == [], "pass the collaborator in (or name what you read with a Protocol) instead"
+
+
+def test_the_room_order_catches_an_import_running_up() -> None:
+    assert rank("fairdeck_server.storage.base") < rank("fairdeck_server.dealing.dealer")
+    assert rank("fairdeck_server.refusals") == rank("fairdeck_server") == 0
+    assert rank("fairdeck_server.edge.status") < rank("fairdeck_server.run.app")
+
+
 # -- gRPC stays at the edge ------------------------------------------------------------------------
 
 GRPC = ("grpc", "grpc_health", "grpc_reflection", "grpc_status")
-EDGE = ("fairdeck_server.edge", "fairdeck_server.app")
+EDGE = ("fairdeck_server.edge", "fairdeck_server.run.app")
 
 
 def third_party_imports(path: Path) -> Iterator[tuple[int, str]]:
@@ -166,7 +213,11 @@ def third_party_imports(path: Path) -> Iterator[tuple[int, str]]:
 
 def test_only_the_edge_and_app_import_grpc() -> None:
     server = {n: p for n, p in MODULES.items() if n.startswith("fairdeck_server")}
-    assert {"fairdeck_server.dealer", "fairdeck_server.limits", "fairdeck_server.vault"} <= set(server)
+    assert {
+        "fairdeck_server.dealing.dealer",
+        "fairdeck_server.policy.limits",
+        "fairdeck_server.dealing.vault",
+    } <= set(server)
     bad = [
         f"{path.relative_to(ROOT)}:{line}: {m}"
         for name, path in server.items()
@@ -182,9 +233,11 @@ def test_the_rules_storage_and_signing_load_no_grpc() -> None:
     the vault, the limits, auth and metrics policies, and the log signer."""
     code = (
         "import sys, json\n"
-        "import fairdeck_server.dealer, fairdeck_server.storage.sqlite, fairdeck_server.vault\n"
-        "import fairdeck_server.limits, fairdeck_server.auth, fairdeck_server.metrics\n"
-        "import fairdeck_server.log_signing, fairdeck_server.cosigning, fairdeck_server.startup\n"
+        "import fairdeck_server.dealing.dealer, fairdeck_server.storage.sqlite\n"
+        "import fairdeck_server.dealing.vault, fairdeck_server.policy.limits\n"
+        "import fairdeck_server.policy.auth, fairdeck_server.observe.metrics\n"
+        "import fairdeck_server.publishing.log_signing, fairdeck_server.publishing.cosigning\n"
+        "import fairdeck_server.run.startup\n"
         "import fairdeck_server.storage.postgres\n"
         "print(json.dumps(sorted(sys.modules)))"
     )

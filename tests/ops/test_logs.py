@@ -16,7 +16,7 @@ import pytest
 
 from fairdeck.client import DealerClient
 from fairdeck.client.exceptions import HandNotFound, ResourceExhausted
-from fairdeck_server.logging_setup import CallFilter, JsonFormatter
+from fairdeck_server.observe.logging_setup import CallFilter, JsonFormatter
 from tests.support.dealers import DealerProcess, RunningDealer
 
 GENERATED = re.compile(r"[0-9a-f]{27}")

@@ -25,9 +25,9 @@ from fairdeck.client.exceptions import (
     Unauthenticated,
     Unavailable,
 )
-from fairdeck_server import startup
-from fairdeck_server.auth import new_token
+from fairdeck_server.policy.auth import new_token
 from fairdeck_server.principal import Role
+from fairdeck_server.run import startup
 from tests.ops.kit import Samples, read_stalled, sample, scrape, scrape_until
 from tests.support.dealers import RunningDealer
 from tests.support.waits import outlast, pace, wait_for

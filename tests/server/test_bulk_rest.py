@@ -13,10 +13,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from fairdeck_server import dealer as dealer_module
-from fairdeck_server.dealer import Dealer
+from fairdeck_server.dealing import dealer as dealer_module
+from fairdeck_server.dealing.dealer import Dealer
+from fairdeck_server.dealing.vault import SeedVault
 from fairdeck_server.storage.sqlite import SqliteStorage
-from fairdeck_server.vault import SeedVault
 from tests.support.waits import hold_silent_async
 
 

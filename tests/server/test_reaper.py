@@ -19,10 +19,10 @@ import pytest
 from fairdeck.client import DealerClient
 from fairdeck.client.models import HandState
 from fairdeck.log.logentry import VOIDED, RevealEntry, decode
-from fairdeck_server.dealer import Dealer
-from fairdeck_server.reaper import Reaper
+from fairdeck_server.dealing.dealer import Dealer
+from fairdeck_server.dealing.reaper import Reaper
+from fairdeck_server.dealing.vault import SeedVault
 from fairdeck_server.storage.sqlite import SqliteStorage
-from fairdeck_server.vault import SeedVault
 from tests.ops.kit import sample, scrape_until
 from tests.support.dealers import RunningDealer
 from tests.support.waits import wait_for

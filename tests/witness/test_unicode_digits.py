@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fairdeck_server.cosigning import retry_after_seconds
+from fairdeck_server.publishing.cosigning import retry_after_seconds
 from tests.witness.logkit import MemLog
 from tests.witness.witnesskit import WitnessProcess, init_witness, witness_cli
 

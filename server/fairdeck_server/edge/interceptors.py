@@ -24,9 +24,8 @@ from typing import Any
 
 import grpc
 
-from fairdeck_server import fair, logging_setup, principal, refusals
-from fairdeck_server.auth import Authenticator, check_role, is_open, peer_address
-from fairdeck_server.dealer import hands_held
+from fairdeck_server import fair, principal, refusals
+from fairdeck_server.dealing.dealer import hands_held
 from fairdeck_server.edge.chain import LayerInterceptor, ServerInterceptor
 from fairdeck_server.edge.methods import (
     UNLIMITED_SERVICES,
@@ -37,10 +36,13 @@ from fairdeck_server.edge.methods import (
     rewrap,
     service_of,
 )
+from fairdeck_server.edge.peers import peer_address
 from fairdeck_server.edge.status import abort, acyclic, status_of, translate
-from fairdeck_server.group_counts import CALLS, STREAMS, GroupCounts
-from fairdeck_server.limits import MAX_TENANTS, OpenHandsCap, RateLimiter
-from fairdeck_server.metrics import Metrics
+from fairdeck_server.observe import logging_setup
+from fairdeck_server.observe.metrics import Metrics
+from fairdeck_server.policy.auth import Authenticator, check_role, is_open
+from fairdeck_server.policy.group_counts import CALLS, STREAMS, GroupCounts
+from fairdeck_server.policy.limits import MAX_TENANTS, OpenHandsCap, RateLimiter
 from fairdeck_server.principal import Principal
 from fairdeck_server.refusals import DealerError
 from fairdeck_server.storage.handoff import give_way
@@ -484,11 +486,11 @@ class AuthInterceptor(LayerInterceptor):
     async def _admit(self, method: str, context: grpc.aio.ServicerContext[Any, Any]) -> Principal:
         """The call's principal, or the call ends here with the refusal's status. A token lookup
         before the tenant is known is the client address's work (fair.py)."""
-        peer = context.peer()
-        bound = fair.bind("@" + peer_address(peer))
+        address = peer_address(context.peer())
+        bound = fair.bind("@" + address)
         try:
             caller = await self.authenticator.principal(
-                tuple(context.invocation_metadata() or ()), context.auth_context(), peer
+                tuple(context.invocation_metadata() or ()), context.auth_context(), address
             )
             check_role(method, caller)
         except DealerError as e:

@@ -319,7 +319,7 @@ class PostgresStorage:
             row = await cur.fetchone()
         return None if row is None else token_record(row)
 
-    # -- start-up checks of the log's identity (fairdeck_server.startup) --------------------------
+    # -- start-up checks of the log's identity (fairdeck_server.run.startup) --------------------------
 
     async def sealed_seed_samples(self) -> list[tuple[str, bytes]]:
         """(hand id, sealed seed) of one unrevealed hand per seed key id (bytes 1..5 of the seal)."""

@@ -31,6 +31,7 @@ from fairdeck.wire import Reason
 from fairdeck_server import refusals
 from fairdeck_server.addresses import split_host_port
 from fairdeck_server.log_causes import Repeats, cause
+from fairdeck_server.observe.storage_health import StorageHealth
 from fairdeck_server.storage.base import (
     Change,
     Created,
@@ -42,7 +43,6 @@ from fairdeck_server.storage.base import (
     StoredHandState,
     WriterStats,
 )
-from fairdeck_server.storage_health import StorageHealth
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

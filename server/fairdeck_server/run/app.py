@@ -20,21 +20,20 @@ from fairdeck.log.logentry import time_of
 from fairdeck.log.tiles import TileError
 from fairdeck.v1 import audit_pb2, dealer_pb2
 from fairdeck.wire import Reason
-from fairdeck_server import fair, heap, logging_setup
+from fairdeck_server import fair
 from fairdeck_server.addresses import check_listen, is_loopback, probe_listen
-from fairdeck_server.auth import Authenticator, FailureLimiter, TokenVerifier, peer_address
-from fairdeck_server.clock import CHECK_INTERVAL_S, DealerClock, iso, start_after_log
-from fairdeck_server.config import ServerConfig
-from fairdeck_server.connections import SWEEP_SECONDS, ConnectionWarden, available, fit_descriptors
-from fairdeck_server.cosigning import WitnessPublisher
-from fairdeck_server.dealer import Dealer
-from fairdeck_server.dealer import _new_hand_id as new_hand_id
+from fairdeck_server.dealing.clock import CHECK_INTERVAL_S, DealerClock, iso, start_after_log
+from fairdeck_server.dealing.dealer import Dealer
+from fairdeck_server.dealing.dealer import _new_hand_id as new_hand_id
+from fairdeck_server.dealing.reaper import Reaper
 from fairdeck_server.edge import reflection
 from fairdeck_server.edge.audit_servicer import AuditServicer
 from fairdeck_server.edge.chain import CallInterceptor
 from fairdeck_server.edge.codealer_link import codeal_dealer
+from fairdeck_server.edge.connections import SWEEP_SECONDS, ConnectionWarden, available, fit_descriptors
 from fairdeck_server.edge.deadline import DeadlineInterceptor
 from fairdeck_server.edge.dealer_servicer import DealerServicer
+from fairdeck_server.edge.grpc_logs import redact_grpc_metadata
 from fairdeck_server.edge.health import HealthServicer
 from fairdeck_server.edge.interceptors import (
     AuthInterceptor,
@@ -43,28 +42,32 @@ from fairdeck_server.edge.interceptors import (
     StreamCap,
 )
 from fairdeck_server.edge.methods import UNKNOWN_METHOD, loggable_method, register, unknown_method_handler
+from fairdeck_server.edge.peers import peer_address
 from fairdeck_server.edge.transport import grpc_options, server_credentials
-from fairdeck_server.group_counts import GroupCounts
-from fairdeck_server.heap import TRIM_SECONDS
-from fairdeck_server.limits import OpenHandsCap, RateLimiter
 from fairdeck_server.log_causes import Repeats, cause
-from fairdeck_server.log_lease import FixedLease, Lease, PostgresLease
-from fairdeck_server.log_signing import RANDOM_ORIGIN, CheckpointPublisher
-from fairdeck_server.metrics import MeteredStorage, Metrics, MetricsEndpoint
-from fairdeck_server.open_work import OpenStreams
-from fairdeck_server.option_ranges import HEARTBEAT_SECONDS
-from fairdeck_server.reaper import Reaper
+from fairdeck_server.observe import heap, logging_setup
+from fairdeck_server.observe.heap import TRIM_SECONDS
+from fairdeck_server.observe.metrics import MeteredStorage, Metrics, MetricsEndpoint
+from fairdeck_server.observe.storage_health import StorageHealth
+from fairdeck_server.policy.auth import Authenticator, FailureLimiter, TokenVerifier
+from fairdeck_server.policy.group_counts import GroupCounts
+from fairdeck_server.policy.limits import OpenHandsCap, RateLimiter
+from fairdeck_server.policy.open_work import OpenStreams
+from fairdeck_server.publishing.cosigning import WitnessPublisher
+from fairdeck_server.publishing.log_lease import FixedLease, Lease, PostgresLease
+from fairdeck_server.publishing.log_signing import RANDOM_ORIGIN, CheckpointPublisher
+from fairdeck_server.publishing.tile_publishing import LiveTiles, Source, read_whole_log, tiles_refusal
 from fairdeck_server.refusals import DealerError, StartupRefused
-from fairdeck_server.startup import Identity, IdentityStore, check_store, prepare
+from fairdeck_server.run.config import ServerConfig
+from fairdeck_server.run.option_ranges import HEARTBEAT_SECONDS
+from fairdeck_server.run.startup import Identity, IdentityStore, check_store, prepare
 from fairdeck_server.storage import open_storage
 from fairdeck_server.storage.base import Storage
 from fairdeck_server.storage.sqlite.writer import LOCK_TIMEOUT
-from fairdeck_server.storage_health import StorageHealth
-from fairdeck_server.tile_publishing import LiveTiles, Source, read_whole_log, tiles_refusal
 
 if TYPE_CHECKING:
-    from fairdeck_server.codeal_dealing import CodealDealer
-    from fairdeck_server.processes import Worker
+    from fairdeck_server.dealing.codeal_dealing import CodealDealer
+    from fairdeck_server.run.processes import Worker
 
 ADMISSION_SLOTS = 64
 """Calls at work at once in one process, of all tenants; more wait for their tenant's turn
@@ -179,7 +182,7 @@ class DealerServer:
             # A method nobody serves: counted once under one label, refused, no traceback.
             unknown=lambda method: observing.wrap(loggable_method(method), unknown, label=UNKNOWN_METHOD),
         )
-        logging_setup.redact_grpc_metadata()  # before any call: grpcio would log a non-UTF-8 token whole
+        redact_grpc_metadata()  # before any call: grpcio would log a non-UTF-8 token whole
 
     async def start(self) -> int:
         """Start serving; on any failure, undo what was started (ports, lock, storage) and raise."""

@@ -37,7 +37,9 @@ from fairdeck.log.logentry import (
     reveal_entries,
 )
 from fairdeck.wire import Reason
-from fairdeck_server import fair, principal, refusals, voids
+from fairdeck_server import fair, principal, refusals
+from fairdeck_server.dealing import voids
+from fairdeck_server.dealing.vault import SeedVault, VaultError
 from fairdeck_server.storage.base import (
     Change,
     HandBatch,
@@ -47,7 +49,6 @@ from fairdeck_server.storage.base import (
     StoredHandState,
     encode_seeds,
 )
-from fairdeck_server.vault import SeedVault, VaultError
 
 MAX_BATCH_HANDS = 100_000
 """DealHands: at most this many hands per call."""

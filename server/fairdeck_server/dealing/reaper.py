@@ -19,7 +19,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from fairdeck_server.dealer import Dealer
+from fairdeck_server.dealing.dealer import Dealer
 
 log = logging.getLogger(__name__)
 

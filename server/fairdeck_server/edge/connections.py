@@ -4,7 +4,7 @@ grpcio's server has no hook on accept and no per-peer limit (its options bound c
 in total, ``grpc.max_allowed_incoming_connections``), and it cannot serve a socket accepted by
 someone else. So the warden looks from outside, once a ``interval``: the process's own socket
 descriptors (``/proc/self/fd``), each new one asked once for its addresses (a socket's never
-change), counted by client address (an IPv6 address as its /64, as ``auth.peer_address``). A sweep
+change), counted by client address (an IPv6 address as its /64, as ``edge.peers.peer_address``). A sweep
 costs in proportion to the dealer's own descriptors, never to the host's TCP table (closed
 connections in TIME_WAIT, other programs'). An address over the limit loses its newest
 connections: ``shutdown(2)`` on the socket, which gRPC then sees end and closes as any connection
