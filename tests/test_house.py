@@ -197,6 +197,52 @@ def test_the_room_order_catches_an_import_running_up() -> None:
     assert rank("fairdeck_server.edge.status") < rank("fairdeck_server.run.app")
 
 
+HOOKS = ("before_logging", "others_call")
+"""The Dealer's collaborators that were once set on it after it was built."""
+
+
+def hooks_set_later(source: str) -> list[int]:
+    """Lines of ``source`` that set an attribute of a built dealer (``x.dealer.a = ``,
+    ``dealer.a = ``), or one of HOOKS on anything but ``self``: collaborators go to the constructor."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+        for t in targets:
+            if not isinstance(t, ast.Attribute) or not isinstance(
+                node, ast.Assign | ast.AugAssign | ast.AnnAssign
+            ):
+                continue
+            owner = t.value
+            name = (
+                owner.id
+                if isinstance(owner, ast.Name)
+                else owner.attr
+                if isinstance(owner, ast.Attribute)
+                else ""
+            )
+            if name in ("dealer", "_dealer") or (t.attr in HOOKS and name != "self"):
+                lines.append(node.lineno)
+    return lines
+
+
+def test_hooks_set_later_are_found() -> None:
+    assert hooks_set_later("self.dealer.before_logging = f\n") == [1]
+    assert hooks_set_later("dealer.x = 1\nserver.dealer = Dealer()\n") == [1]
+    assert hooks_set_later("d.others_call = f\n") == [1]
+    assert hooks_set_later("self.before_logging = f\nself.dealer = Dealer(before_logging=f)\n") == []
+
+
+def test_no_collaborator_is_set_on_the_dealer_after_it_is_built() -> None:
+    """The app once built the Dealer, then set its ``before_logging`` (the reaper, which called
+    the dealer back) and ``others_call``; now the constructor takes them."""
+    found = {
+        str(path.relative_to(ROOT)): lines
+        for name, path in MODULES.items()
+        if name.startswith("fairdeck_server") and (lines := hooks_set_later(path.read_text()))
+    }
+    assert found == {}
+
+
 # -- gRPC stays at the edge ------------------------------------------------------------------------
 
 GRPC = ("grpc", "grpc_health", "grpc_reflection", "grpc_status")

@@ -27,8 +27,7 @@ async def _deal_watched(
     each write's number of hands goes in ``sizes``."""
     storage = SqliteStorage(tmp_path / "fairdeck.db")
     await storage.start()
-    dealer = Dealer(storage, SeedVault(secrets.token_bytes(32)))
-    dealer.others_call = lambda tenant: shared
+    dealer = Dealer(storage, SeedVault(secrets.token_bytes(32)), others_call=lambda tenant: shared)
     events: list[tuple[str, float, float]] = []
     build, create = dealer._build_slice, storage.create_batch
 

@@ -145,7 +145,7 @@ def test_an_entry_waits_only_for_the_hands_it_would_make_overdue_not_for_the_who
         now[0] += 1_500
         async for _ in await dealer_.deal_hands("young", "short", 6_000, [], False):
             pass  # created at 1,001,500: stale (lifetime - margin) at 1,009,500, not yet overdue
-        reaper = Reaper(dealer_, 10.0, lambda: now[0])  # margin 2 s
+        reaper = Reaper(dealer_.voider, 10.0, lambda: now[0])  # margin 2 s
         now[0] = 1_000_000 + 10_000 + 400  # an entry now needs every hand before 1,001,400 voided
         await reaper.ensure_fresh()
         assert await storage.open_hands("old") == 0

@@ -3,8 +3,9 @@
 No grpc here: the servicer turns requests into these calls and DealerError into status codes.
 Entropy, the clock and hand ids are injected so tests can pin them. Every state change goes through
 ``Storage.update_hand`` with a pure ``decide`` function, so the rules hold the same on every engine.
-Before it logs an entry (open, deal, close), an operation awaits ``before_logging``: the reaper
-(reaper.py) uses it to void overdue hands first, so the log never shows a hand left open past its
+Before it logs an entry (open, deal, close), an operation awaits ``before_logging``, given to the
+constructor: the reaper's (reaper.py), which voids overdue hands first (through the voids' own
+``Decks``, never back through the dealer), so the log never shows a hand left open past its
 lifetime while the dealer deals on.
 """
 
@@ -17,7 +18,6 @@ import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
-from functools import lru_cache
 
 from fairdeck.core.commitment import commit, committer
 from fairdeck.core.decks import SPEC_NAMES, DeckSpec
@@ -29,7 +29,6 @@ from fairdeck.core.transcript import Transcript
 from fairdeck.core.versions import CURRENT_VERSION
 from fairdeck.log.logentry import (
     CLOSED,
-    VOIDED,
     CommitEntry,
     RevealEntry,
     commit_entries,
@@ -39,7 +38,8 @@ from fairdeck.log.logentry import (
 from fairdeck.wire import Reason
 from fairdeck_server import fair, principal, refusals
 from fairdeck_server.dealing import voids
-from fairdeck_server.dealing.vault import SeedVault, VaultError
+from fairdeck_server.dealing.stored_decks import Decks
+from fairdeck_server.dealing.vault import SeedVault
 from fairdeck_server.storage.base import (
     Change,
     HandBatch,
@@ -132,24 +132,27 @@ class Dealer:
         clock_ms: Callable[[], int] = _now_ms,
         new_hand_id: Callable[[int], str] = _new_hand_id,
         version: str = CURRENT_VERSION,
+        before_logging: Callable[[], Awaitable[None]] | None = None,
+        others_call: Callable[[str], bool] | None = None,
+        voider: voids.Voider | None = None,
     ) -> None:
+        """``before_logging``: awaited before an operation logs an entry (the reaper's
+        ``ensure_fresh``). ``others_call``: whether tenants other than the one given call now (the
+        admission's ``others``): see REST. ``voider``: the voids of these hands, whose ``Decks``
+        the dealer shares (one of its own on ``storage`` and ``vault`` by default)."""
         self.storage = storage
         self.vault = vault
         self._entropy = entropy
         self._clock_ms = clock_ms
         self._new_hand_id = new_hand_id
         self._version = version
-        self._deck_cache = lru_cache(maxsize=4096)(self._derive)
+        self.voider = voider if voider is not None else voids.Voider(storage, Decks(vault), clock_ms)
+        self.decks = self.voider.decks
         self._committers: dict[str, Callable[[str, bytes], bytes]] = {}
         self.turns = fair.CpuTurns(SLICE)
         """Whose turn it is to use the CPU for bulk work (DealHands slices)."""
-        self._unvoidable: set[tuple[str, str]] = set()
-        """(tenant, hand_id) of stale hands void_before could not void (see there)."""
-        self.before_logging: Callable[[], Awaitable[None]] = _nothing
-        """Awaited before an operation logs an entry (the reaper's ``ensure_fresh``)."""
-        self.others_call: Callable[[str], bool] = lambda tenant: False
-        """Whether tenants other than the one given call now (the admission's ``others``): see
-        REST."""
+        self.before_logging: Callable[[], Awaitable[None]] = before_logging or _nothing
+        self.others_call: Callable[[str], bool] = others_call or _nobody_else
 
     # -- opening ----------------------------------------------------------------
 
@@ -172,7 +175,7 @@ class Dealer:
         new, _, cards = self._new_hand(tenant, p, rid, seeds, state=StoredHandState.SHUFFLED)
         (created,) = await self.storage.create_hands([new])
         if created.found:  # an idempotent retry: deal what was stored
-            cards = self._cards(created.record)
+            cards = self.decks.cards(created.record)
         return created.record, cards
 
     async def deal_hands(
@@ -369,7 +372,7 @@ class Dealer:
             if r.state is not StoredHandState.OPEN:
                 raise _not_open(r)
             new = replace(r, client_seeds=_combined(r.client_seeds, seeds), state=StoredHandState.SHUFFLED)
-            self._cards(new)  # derive now, so the first draw is a cache hit
+            self.decks.cards(new)  # derive now, so the first draw is a cache hit
             return Change(new), new
 
         return (await self.storage.update_hand(tenant, hand_id, decide))[0]
@@ -394,12 +397,12 @@ class Dealer:
             if expected_position is not None and r.dealt != expected_position:
                 if r.dealt == expected_position + count:
                     # The same draw, done already (its answer was lost): the same cards again.
-                    again = self._cards(r)[expected_position : r.dealt]
+                    again = self.decks.cards(r)[expected_position : r.dealt]
                     return Change(r), DrawnCards(r.deck, again, expected_position, size - r.dealt)
                 raise refusals.wrong_position(r.dealt, expected_position)
             if r.dealt + count > size:
                 raise refusals.not_enough_cards(size - r.dealt, count)
-            cards = self._cards(r)[r.dealt : r.dealt + count]
+            cards = self.decks.cards(r)[r.dealt : r.dealt + count]
             new = replace(r, dealt=r.dealt + count)
             return Change(new), DrawnCards(r.deck, cards, r.dealt, size - new.dealt)
 
@@ -411,7 +414,7 @@ class Dealer:
 
         def decide(r: HandRecord) -> tuple[Change, DrawnCards]:
             r = self._shuffled(r)
-            cards = self._cards(r)
+            cards = self.decks.cards(r)
             new = replace(r, dealt=len(cards))
             return Change(new), DrawnCards(r.deck, cards[r.dealt :], r.dealt, 0)
 
@@ -448,35 +451,14 @@ class Dealer:
 
         A hand that cannot be voided (its seed does not open, its row cannot be read) is
         skipped and reported once through ``on_skip(tenant, hand_id, reason)``, the others voided
-        all the same; skipped hands are remembered for the life of this Dealer (a restart, e.g.
+        all the same; skipped hands are remembered for the life of its ``voider`` (a restart, e.g.
         with the missing key loaded, tries them again). Storage failing raises.
         """
-        return await voids.void_before(
-            self.storage,
-            cutoff_ms,
-            lambda: self._revealing(VOIDED, self._clock_ms()),
-            limit=limit,
-            skipped=self._unvoidable,
-            on_skip=on_skip,
-        )
+        return await self.voider.void_before(cutoff_ms, limit, on_skip)
 
     async def _reveal(self, tenant: str, hand_id: str, outcome: int) -> HandRecord:
         now = self._clock_ms()  # when it was decided, after before_logging; storage never makes it earlier
-        return (await self.storage.update_hand(tenant, hand_id, self._revealing(outcome, now)))[0]
-
-    def _revealing(self, outcome: int, now: int) -> Callable[[HandRecord], tuple[Change, None]]:
-        """The decide function that reveals a hand at ``now`` (a closed one stays as it is)."""
-
-        def decide(r: HandRecord) -> tuple[Change, None]:
-            if r.state is StoredHandState.CLOSED:
-                return Change(r), None
-            seed = self._open_seed(r)
-            new = replace(r, state=StoredHandState.CLOSED, closed_ms=now, server_seed=seed)
-            digest = deck_digest(self._cards(r))
-            entry = RevealEntry(now, r.hand_id, outcome, seed, r.client_seeds, digest).encode()
-            return Change(new, entry, outcome), None
-
-        return decide
+        return (await self.storage.update_hand(tenant, hand_id, self.decks.revealing(outcome, now)))[0]
 
     async def get(self, tenant: str, hand_id: str) -> HandRecord:
         validate_hand_id(hand_id)
@@ -496,7 +478,7 @@ class Dealer:
             commitment=record.commitment,
             server_seed=record.server_seed,
             client_seeds=record.client_seeds,
-            cards=self._cards(record),
+            cards=self.decks.cards(record),
         )
 
     # -- helpers ---------------------------------------------------------------------------
@@ -512,33 +494,13 @@ class Dealer:
             raise refusals.hand_closed()
         return replace(r, state=StoredHandState.SHUFFLED) if r.state is StoredHandState.OPEN else r
 
-    def _cards(self, r: HandRecord) -> tuple[int, ...]:
-        try:
-            return self._deck_cache(r.hand_id, r.deck, r.version, r.sealed_seed, r.client_seeds)
-        except refusals.DealerError:
-            if r.server_seed is None:
-                raise
-            # Revealed: the seed is in the record, so a retired seed key is not needed (vault.py).
-            return plan(r.version, r.deck).derive(r.hand_id, r.server_seed, r.client_seeds)
-
-    def _derive(
-        self, hand_id: str, deck: str, version: str, sealed: bytes, client_seeds: tuple[bytes, ...]
-    ) -> tuple[int, ...]:
-        seed = self._open_sealed(hand_id, sealed)
-        return plan(version, deck).derive(hand_id, seed, client_seeds)
-
-    def _open_seed(self, r: HandRecord) -> bytes:
-        return self._open_sealed(r.hand_id, r.sealed_seed)
-
-    def _open_sealed(self, hand_id: str, sealed: bytes) -> bytes:
-        try:
-            return self.vault.open(hand_id, sealed)
-        except VaultError as e:
-            raise refusals.seed_unavailable(str(e)) from None
-
 
 async def _nothing() -> None:
     return None
+
+
+def _nobody_else(tenant: str) -> bool:
+    return False
 
 
 def _not_open(r: HandRecord) -> refusals.DealerError:

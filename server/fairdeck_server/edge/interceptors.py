@@ -45,7 +45,6 @@ from fairdeck_server.policy.group_counts import CALLS, STREAMS, GroupCounts
 from fairdeck_server.policy.limits import MAX_TENANTS, OpenHandsCap, RateLimiter
 from fairdeck_server.principal import Principal
 from fairdeck_server.refusals import DealerError
-from fairdeck_server.storage.handoff import give_way
 
 log = logging.getLogger(__name__)
 
@@ -190,6 +189,10 @@ Refusal = Callable[[str, str], None]
 """Told (tenant, reason) of every refused call: the metrics count them."""
 
 
+def _no_way(tenant: str) -> None:
+    return None
+
+
 class LimitsInterceptor(LayerInterceptor):
     """Refuses calls over a tenant's rate, open-hands cap, calls in flight or streams, paces a
     tenant's burst while tenants share (RateLimiter.pace), and admits the others in fair turns
@@ -216,9 +219,13 @@ class LimitsInterceptor(LayerInterceptor):
         on_tenant: Callable[[str], None] | None = None,
         default_deadline: float = 0.0,
         group: GroupCounts | None = None,
+        give_way: Callable[[str], None] | None = None,
     ) -> None:
         self.rate = rate
         self.cap = cap
+        self.give_way = give_way or _no_way
+        """Called with the tenant as each of its calls starts: a storage thread with another
+        tenant's work under way goes on first (storage.handoff.give_way, given by run.app)."""
         self.group = group
         """Counts shared by the processes of ``serve --processes N``: calls in flight count
         across them (group_counts.py); None in a dealer of one process."""
@@ -259,7 +266,7 @@ class LimitsInterceptor(LayerInterceptor):
     def _unary(self, method: str, inner: Callable[..., Any]) -> Callable[..., Any]:
         async def behavior(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
             tenant = principal.current().tenant
-            give_way(tenant)  # another tenant's storage work under way goes on first
+            self.give_way(tenant)  # another tenant's storage work under way goes on first
             hands = await self._admit(method, tenant, request, context)
             refused = False
             limit = self.admission.per_tenant
@@ -291,7 +298,7 @@ class LimitsInterceptor(LayerInterceptor):
     def _stream(self, method: str, inner: Callable[..., Any]) -> Callable[..., Any]:
         async def behavior(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
             tenant = principal.current().tenant
-            give_way(tenant)
+            self.give_way(tenant)
             hands = await self._admit(method, tenant, request, context)
             try:
                 # A body that does not parse makes no stream: its servicer refuses it as malformed.

@@ -26,11 +26,13 @@ from fairdeck_server.dealing.clock import CHECK_INTERVAL_S, DealerClock, iso, st
 from fairdeck_server.dealing.dealer import Dealer
 from fairdeck_server.dealing.dealer import _new_hand_id as new_hand_id
 from fairdeck_server.dealing.reaper import Reaper
-from fairdeck_server.edge import reflection
+from fairdeck_server.dealing.stored_decks import Decks
+from fairdeck_server.dealing.voids import Voider
+from fairdeck_server.edge import connections, reflection
 from fairdeck_server.edge.audit_servicer import AuditServicer
 from fairdeck_server.edge.chain import CallInterceptor
 from fairdeck_server.edge.codealer_link import codeal_dealer
-from fairdeck_server.edge.connections import SWEEP_SECONDS, ConnectionWarden, available, fit_descriptors
+from fairdeck_server.edge.connections import fit_descriptors
 from fairdeck_server.edge.deadline import DeadlineInterceptor
 from fairdeck_server.edge.dealer_servicer import DealerServicer
 from fairdeck_server.edge.grpc_logs import redact_grpc_metadata
@@ -44,7 +46,7 @@ from fairdeck_server.edge.interceptors import (
 from fairdeck_server.edge.methods import UNKNOWN_METHOD, loggable_method, register, unknown_method_handler
 from fairdeck_server.edge.peers import peer_address
 from fairdeck_server.edge.transport import grpc_options, server_credentials
-from fairdeck_server.log_causes import Repeats, cause
+from fairdeck_server.log_causes import cause
 from fairdeck_server.observe import heap, logging_setup
 from fairdeck_server.observe.heap import TRIM_SECONDS
 from fairdeck_server.observe.metrics import MeteredStorage, Metrics, MetricsEndpoint
@@ -63,6 +65,7 @@ from fairdeck_server.run.option_ranges import HEARTBEAT_SECONDS
 from fairdeck_server.run.startup import Identity, IdentityStore, check_store, prepare
 from fairdeck_server.storage import open_storage
 from fairdeck_server.storage.base import Storage
+from fairdeck_server.storage.handoff import give_way
 from fairdeck_server.storage.sqlite.writer import LOCK_TIMEOUT
 
 if TYPE_CHECKING:
@@ -137,7 +140,6 @@ class DealerServer:
             self._probe, self._storage_health_changed, on_probe=self.metrics.probed
         )
         self._health_tasks: set[asyncio.Task[None]] = set()
-        self._failures = Repeats(log)
         # What the dealer, the log and the limits use: counts hands and storage failures.
         self.metered = cast(Storage, MeteredStorage(self.storage, self.metrics, self.storage_health))
         self.metrics_endpoint: MetricsEndpoint | None = None
@@ -171,6 +173,7 @@ class DealerServer:
             on_refusal=self.metrics.refused,
             default_deadline=config.default_deadline,
             group=group,
+            give_way=give_way,
         )
         # Outermost first: observing (sees every outcome), the default deadline (covers
         # stream writes), authentication (tells the access log the tenant), then the limits
@@ -244,7 +247,13 @@ class DealerServer:
             raise StartupRefused(self._storage_refusal(e, where)) from None
         self.storage.serving()
         self.metrics.gauges.attach(self.metered, asyncio.get_running_loop())
-        self._warden = asyncio.create_task(self._watch_connections(), name="fairdeck-connections")
+        watching = connections.watch(
+            self.port,
+            self.config.max_connections_per_peer,
+            on_cut=self.metrics.cut_connections,
+            on_count=self.metrics.connections.set,
+        )
+        self._warden = asyncio.create_task(watching, name="fairdeck-connections")
         self._trimmer = asyncio.create_task(
             self._trim_heap() if self.trim_heap else asyncio.Event().wait(), name="fairdeck-heap"
         )
@@ -343,16 +352,24 @@ class DealerServer:
             on_final=None if tiles is None else tiles.show,
             shared=config.db is not None,
         )
-        self.dealer = Dealer(self.metered, identity.vault, clock_ms=self.clock.now_ms)
+        # The reaper voids through a Voider of its own, sharing the dealer's decks, so the dealer
+        # calls the reaper (before it logs) and the reaper never calls the dealer back.
+        voider = Voider(self.metered, Decks(identity.vault), self.clock.now_ms)
         self.reaper = Reaper(
-            self.dealer,
+            voider,
             config.max_hand_lifetime,
             self.clock.now_ms,
             on_skip=self._skipped_stale_hand,
             on_behind=self._reaper_behind,
         )
-        self.dealer.before_logging = self.reaper.ensure_fresh
-        self.dealer.others_call = self.limits.admission.others
+        self.dealer = Dealer(
+            self.metered,
+            identity.vault,
+            clock_ms=self.clock.now_ms,
+            before_logging=self.reaper.ensure_fresh,
+            others_call=self.limits.admission.others,
+            voider=voider,
+        )
         self.codeal = codeal_dealer(self.config, identity.vault, new_hand_id, self.clock.now_ms, self)
         servicer = DealerServicer(self.dealer, self.codeal, codeal_default=config.codeal_default)
         register(self.server, servicer, _service(dealer_pb2, "DealerService"), dealer_pb2)
@@ -460,23 +477,6 @@ class DealerServer:
                 iso(self.clock.wall_ms()),
                 iso(self.clock.now_ms()),
             )
-
-    async def _watch_connections(self) -> None:
-        """Once a second: the connections per client address (connections.py), and the gauge."""
-        warden = ConnectionWarden(
-            self.port, self.config.max_connections_per_peer, on_cut=self.metrics.cut_connections
-        )
-        if not available():
-            if warden.limit:
-                log.warning("max_connections_per_peer is not enforced: no /proc on this system")
-            return
-        while True:
-            try:
-                await asyncio.to_thread(warden.sweep)
-                self.metrics.connections.set(warden.open)
-            except Exception as e:  # a look that failed is tried again next time
-                self._failures.log(logging.ERROR, f"counting connections failed: {cause(e)}")
-            await asyncio.sleep(SWEEP_SECONDS)
 
     async def _trim_heap(self) -> None:
         """Every TRIM_SECONDS: what ended calls freed goes back to the system (heap.py)."""
