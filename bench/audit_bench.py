@@ -48,7 +48,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from fairdeck_server.dealing.dealer import MAX_BATCH_HANDS, Dealer
+from fairdeck_server.dealing.bulk import MAX_BATCH_HANDS
+from fairdeck_server.dealing.dealer import Dealer
 from fairdeck_server.dealing.vault import load_or_create_key
 from fairdeck_server.publishing.log_signing import CheckpointPublisher, load_or_create_signer
 from fairdeck_server.storage.sqlite import SqliteStorage

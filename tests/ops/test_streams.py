@@ -14,7 +14,7 @@ import pytest
 
 from fairdeck.client import AsyncDealerClient, DealerClient
 from fairdeck.client.exceptions import ResourceExhausted
-from fairdeck_server.dealing.dealer import BATCH_CHUNK, STREAM_IN_FLIGHT
+from fairdeck_server.dealing.bulk import BATCH_CHUNK, STREAM_IN_FLIGHT
 from tests.ops.kit import sample, scrape_until
 from tests.support.dealers import RunningDealer
 from tests.support.waits import wait_for

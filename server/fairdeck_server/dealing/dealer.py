@@ -6,20 +6,18 @@ Entropy, the clock and hand ids are injected so tests can pin them. Every state 
 Before it logs an entry (open, deal, close), an operation awaits ``before_logging``, given to the
 constructor: the reaper's (reaper.py), which voids overdue hands first (through the voids' own
 ``Decks``, never back through the dealer), so the log never shows a hand left open past its
-lifetime while the dealer deals on.
+lifetime while the dealer deals on. DealHands, many hands in one call, is bulk.py's pipeline.
 """
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import hashlib
 import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 
-from fairdeck.core.commitment import commit, committer
+from fairdeck.core.commitment import commit
 from fairdeck.core.decks import SPEC_NAMES, DeckSpec
 from fairdeck.core.derivation import Plan, plan
 from fairdeck.core.encoding import lp
@@ -31,18 +29,16 @@ from fairdeck.log.logentry import (
     CLOSED,
     CommitEntry,
     RevealEntry,
-    commit_entries,
     deck_digest,
-    reveal_entries,
 )
 from fairdeck.wire import Reason
-from fairdeck_server import fair, principal, refusals
+from fairdeck_server import principal, refusals
 from fairdeck_server.dealing import voids
+from fairdeck_server.dealing.bulk import MAX_BATCH_HANDS, BulkDealing, DealtSlice
 from fairdeck_server.dealing.stored_decks import Decks
 from fairdeck_server.dealing.vault import SeedVault
 from fairdeck_server.storage.base import (
     Change,
-    HandBatch,
     HandRecord,
     NewHand,
     Storage,
@@ -50,45 +46,9 @@ from fairdeck_server.storage.base import (
     encode_seeds,
 )
 
-MAX_BATCH_HANDS = 100_000
-"""DealHands: at most this many hands per call."""
-BATCH_CHUNK = 256
-"""DealHands: hands per streamed message, each sent once all its hands are durable."""
-SLICE, SHARED_SLICE = 32, 16
-"""DealHands: hands built in one turn of the CPU (fair.CpuTurns) and stored by one storage
-operation, which takes its tenant's turn at the writer; SHARED_SLICE while tenants share (the bulk
-batch another tenant's call waits for: docs/scaling.md, "Sizes")."""
-REST = 0.5
-"""While tenants share the dealer, a DealHands slice keeps the CPU's turn until it is written
-and then for this many times as long again, at most MAX_REST seconds (a write that stalled is no
-reason to wait longer): one slice of anyone's at a time, and the process's interpreter lock left
-free a third of the time (docs/scaling.md, "Bulk work while others call")."""
-MAX_REST = 0.05
 DEFAULT_TENANT = principal.DEFAULT_TENANT
-STREAM_IN_FLIGHT = 2 * BATCH_CHUNK
-"""Hands a DealHands call with ``close`` holds against the open-hands cap while it runs:
-the chunk being written and the next one being stored (``_deal_chunks``)."""
 UNKNOWN_DECK = f"unknown deck spec; known: {', '.join(SPEC_NAMES)}"
 """An unknown deck's refusal: the decks there are, not the caller's text echoed back."""
-
-
-def hands_held(hand_count: int | None = None, *, close: bool = False) -> int:
-    """How many hands an opening call holds against its tenant's open-hands cap while it runs:
-    one for OpenHand and DealNewHand (``hand_count`` None); ``hand_count`` for DealHands.
-
-    With ``close`` a DealHands call's hands are closed when stored, but while it runs they are
-    work in flight: it holds up to STREAM_IN_FLIGHT, so a tenant cannot run more such streams
-    at once than its cap allows (each makes the dealer produce hands until the client's
-    flow-control window is full, read or not). A count out of range, refused anyway, holds none.
-
-    >>> hands_held(), hands_held(100_000), hands_held(100_000, close=True), hands_held(0)
-    (1, 100000, 512, 0)
-    """
-    if hand_count is None:
-        return 1
-    if not 1 <= hand_count <= MAX_BATCH_HANDS:
-        return 0
-    return min(hand_count, STREAM_IN_FLIGHT) if close else hand_count
 
 
 def _now_ms() -> int:
@@ -100,16 +60,6 @@ def _new_hand_id(now_ms: int) -> str:
     times, not the wall clock), then 40 random bits. Ordered ids make every insert land on the right
     edge of the hands table's b-tree; random ones dirtied a page per hand and made COMMIT 8x dearer."""
     return f"{now_ms:011x}{secrets.token_hex(5)}"
-
-
-@dataclass(frozen=True)
-class DealtSlice:
-    """A slice of a DealHands call, stored: its hands, their decks, and the log index of its
-    first entry (hand ``i``'s commit entry is at ``first_index + i * batch.step``)."""
-
-    batch: HandBatch
-    cards: list[tuple[int, ...]]
-    first_index: int
 
 
 @dataclass(frozen=True)
@@ -138,7 +88,7 @@ class Dealer:
     ) -> None:
         """``before_logging``: awaited before an operation logs an entry (the reaper's
         ``ensure_fresh``). ``others_call``: whether tenants other than the one given call now (the
-        admission's ``others``): see REST. ``voider``: the voids of these hands, whose ``Decks``
+        admission's ``others``): see bulk.REST. ``voider``: the voids of these hands, whose ``Decks``
         the dealer shares (one of its own on ``storage`` and ``vault`` by default)."""
         self.storage = storage
         self.vault = vault
@@ -148,11 +98,19 @@ class Dealer:
         self._version = version
         self.voider = voider if voider is not None else voids.Voider(storage, Decks(vault), clock_ms)
         self.decks = self.voider.decks
-        self._committers: dict[str, Callable[[str, bytes], bytes]] = {}
-        self.turns = fair.CpuTurns(SLICE)
-        """Whose turn it is to use the CPU for bulk work (DealHands slices)."""
         self.before_logging: Callable[[], Awaitable[None]] = before_logging or _nothing
         self.others_call: Callable[[str], bool] = others_call or _nobody_else
+        self.bulk = BulkDealing(
+            storage,
+            vault,
+            entropy=entropy,
+            clock_ms=clock_ms,
+            new_hand_ids=self._new_hand_ids,
+            version=version,
+            before_logging=self.before_logging,
+            others_call=self.others_call,
+        )
+        """DealHands (bulk.py)."""
 
     # -- opening ----------------------------------------------------------------
 
@@ -186,111 +144,7 @@ class Dealer:
         if not 1 <= count <= MAX_BATCH_HANDS:
             raise refusals.invalid("hand_count", Reason.INVALID_HAND_COUNT, f"must be 1..{MAX_BATCH_HANDS}")
         seeds = _client_seeds(client_seeds)
-        return self._deal_chunks(tenant, p, count, seeds, close)
-
-    async def _deal_chunks(
-        self, tenant: str, p: Plan, count: int, seeds: tuple[bytes, ...], closed: bool
-    ) -> AsyncIterator[list[DealtSlice]]:
-        """Chunk k+1 is built, slice by slice in fair turns, while chunk k's slices are stored;
-        chunk k is yielded once all of its slices are durable."""
-        stores: list[asyncio.Future[int]] = []  # every slice handed to storage, in order
-        done = 0
-        in_flight: list[tuple[HandBatch, list[tuple[int, ...]], asyncio.Future[int]]] | None = None
-        try:
-            while done < count or in_flight is not None:
-                ahead = None
-                if done < count:
-                    await self.before_logging()
-                    n = min(BATCH_CHUNK, count - done)
-                    ahead = await self._build_chunk(tenant, p, n, seeds, closed, stores)
-                    done += n
-                if in_flight is not None:
-                    chunk, in_flight = in_flight, ahead
-                    yield [DealtSlice(batch, cards, await stored) for batch, cards, stored in chunk]
-                in_flight = ahead
-        finally:
-            # The caller went away or a slice failed: the slices already handed to storage still
-            # become durable (their hands are voided in time), so wait for them and keep their
-            # outcomes out of asyncio's "never retrieved" log.
-            waiting = [f for f in stores if not f.done()]
-            if waiting:
-                await asyncio.gather(*waiting, return_exceptions=True)
-            for f in stores:
-                if f.done() and not f.cancelled():
-                    f.exception()  # retrieved
-
-    async def _build_chunk(
-        self,
-        tenant: str,
-        p: Plan,
-        n: int,
-        seeds: tuple[bytes, ...],
-        closed: bool,
-        stores: list[asyncio.Future[int]],
-    ) -> list[tuple[HandBatch, list[tuple[int, ...]], asyncio.Future[int]]]:
-        """``n`` hands in slices, each built in its tenant's turn of the CPU and handed to storage
-        at once; one call for the whole chunk's seeds."""
-        size = p.seed_bytes
-        entropy = self._entropy(size * n)
-        out: list[tuple[HandBatch, list[tuple[int, ...]], asyncio.Future[int]]] = []
-        step = SHARED_SLICE if self.others_call(tenant) else SLICE  # sharing, as of this chunk
-        for start in range(0, n, step):
-            m = min(step, n - start)
-            raw = entropy[start * size : (start + m) * size]
-            batch, cards = await self.turns.run(
-                m,
-                functools.partial(self._build_slice, tenant, p, m, raw, seeds, closed),
-                then=functools.partial(self._store_slice, tenant, stores),
-            )
-            out.append((batch, cards, stores[-1]))
-        return out
-
-    async def _store_slice(
-        self, tenant: str, stores: list[asyncio.Future[int]], built: tuple[HandBatch, list[tuple[int, ...]]]
-    ) -> None:
-        """Hand a slice to storage (its future joins ``stores``); while tenants share, return only
-        once it is written and then after a rest (REST), the CPU's turn held all along."""
-        stored = asyncio.ensure_future(self.storage.create_batch(built[0]))
-        stores.append(stored)
-        if self.others_call(tenant):
-            await asyncio.wait([stored])
-            await asyncio.sleep(min(MAX_REST, (time.perf_counter() - self.turns.began) * REST))
-
-    def _build_slice(
-        self, tenant: str, p: Plan, n: int, raw: bytes, seeds: tuple[bytes, ...], closed: bool
-    ) -> tuple[HandBatch, list[tuple[int, ...]]]:
-        """``n`` new hands from ``raw`` (their seeds, end to end): ids, commitments, decks, log
-        entries and, for hands that stay open, sealed seeds; the shared fields once."""
-        size = p.seed_bytes
-        now = self._clock_ms()
-        ids = self._new_hand_ids(n)
-        server = [raw[i * size : (i + 1) * size] for i in range(n)]
-        commit_one = self._committer(p.spec.name)
-        commitments = [commit_one(h, s) for h, s in zip(ids, server, strict=True)]
-        derive = p.derive
-        cards = [derive(h, s, seeds) for h, s in zip(ids, server, strict=True)]
-        entries = commit_entries(now, ids, self._version, p.spec.name, commitments)
-        if closed:
-            reveals = reveal_entries(now, ids, CLOSED, server, seeds, [deck_digest(c) for c in cards])
-            entries = [e for pair in zip(entries, reveals, strict=True) for e in pair]
-            sealed = [b""] * n  # revealed at once: the seed is in the row and the log
-        else:
-            sealed = self.vault.seal_many(ids, server)
-        batch = HandBatch(
-            tenant=tenant,
-            deck=p.spec.name,
-            version=self._version,
-            client_seeds=seeds,
-            closed=closed,
-            dealt=p.spec.size,
-            created_ms=now,
-            hand_ids=ids,
-            commitments=commitments,
-            sealed_seeds=sealed,
-            server_seeds=server if closed else None,
-            entries=entries,
-        )
-        return batch, cards
+        return self.bulk.deal(tenant, p, count, seeds, close)
 
     def _new_hand_ids(self, n: int) -> list[str]:
         """``n`` new hand ids: with the default maker, one call for all their random parts."""
@@ -300,12 +154,6 @@ class Dealer:
         head = f"{now:011x}"
         tail = secrets.token_bytes(5 * n).hex()
         return [head + tail[10 * i : 10 * i + 10] for i in range(n)]
-
-    def _committer(self, deck: str) -> Callable[[str, bytes], bytes]:
-        found = self._committers.get(deck)
-        if found is None:
-            found = self._committers[deck] = committer(deck, version=self._version)
-        return found
 
     def _new_hand(
         self,

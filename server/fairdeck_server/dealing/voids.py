@@ -25,7 +25,7 @@ from fairdeck_server.dealing.stored_decks import Decks
 from fairdeck_server.storage.base import Change, HandRecord, Storage
 
 VOID_SLICE = 16
-"""Hands per storage operation, as a DealHands slice while tenants share (dealer.SHARED_SLICE):
+"""Hands per storage operation, as a DealHands slice while tenants share (bulk.SHARED_SLICE):
 one item of its tenant's turns, heavier than a call's one hand, so another tenant's call is not
 written behind it (fair.take_turns)."""
 

@@ -19,7 +19,8 @@ from fairdeck.v1 import dealer_pb2 as pb
 from fairdeck.v1 import dealer_pb2_grpc
 from fairdeck.wire import Reason
 from fairdeck_server import principal, refusals
-from fairdeck_server.dealing.dealer import Dealer, DealtSlice
+from fairdeck_server.dealing.bulk import DealtSlice
+from fairdeck_server.dealing.dealer import Dealer
 from fairdeck_server.edge.codeal_edge import CodealEdge
 from fairdeck_server.edge.methods import check_parsed
 from fairdeck_server.edge.status import fail, translated

@@ -25,7 +25,7 @@ from typing import Any
 import grpc
 
 from fairdeck_server import fair, principal, refusals
-from fairdeck_server.dealing.dealer import hands_held
+from fairdeck_server.dealing.bulk import hands_held
 from fairdeck_server.edge.chain import LayerInterceptor, ServerInterceptor
 from fairdeck_server.edge.methods import (
     UNLIMITED_SERVICES,
@@ -174,7 +174,7 @@ OPENING_METHODS = frozenset({DEALER + "OpenHand", DEALER + "DealNewHand", DEALER
 
 def hands_requested(method: str, request: object) -> int:
     """How many hands a call holds against the open-hands cap while it runs (the dealer's
-    rule, ``dealer.hands_held``, applied to the request); a request the servicer will refuse as
+    rule, ``bulk.hands_held``, applied to the request); a request the servicer will refuse as
     malformed counts as nothing."""
     if method not in OPENING_METHODS or isinstance(request, Malformed):
         return 0
