@@ -1,5 +1,6 @@
 """The shape of the house as tests: no import cycle in either package, at module or package
-level; gRPC only at the server's edge; no module name shared by the client and the server; no
+level; the server's rooms, in an order no import runs back up, with nothing set on a dealer after
+it is built; gRPC only at the server's edge; no module name shared by the client and the server; no
 hand-written Python module over 600 lines; module docstrings of at most 15 lines; and no issue
 numbers in the code, which a reader of it cannot follow.
 
