@@ -48,10 +48,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from fairdeck_server.dealer import MAX_BATCH_HANDS, Dealer
-from fairdeck_server.log_signing import CheckpointPublisher, load_or_create_signer
+from fairdeck_server.dealing.bulk import MAX_BATCH_HANDS
+from fairdeck_server.dealing.dealer import Dealer
+from fairdeck_server.dealing.vault import load_or_create_key
+from fairdeck_server.publishing.log_signing import CheckpointPublisher, load_or_create_signer
 from fairdeck_server.storage.sqlite import SqliteStorage
-from fairdeck_server.vault import load_or_create_key
 
 HANDS = 1_000_000
 QUICK_HANDS = 20_000

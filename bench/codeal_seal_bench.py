@@ -24,13 +24,13 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fairdeck.client.codeal_seat import SeatKey, open_cards
 from fairdeck.v1 import dealer_pb2 as pb
-from fairdeck_server.codeal_dealing import CodealDealer
-from fairdeck_server.codeal_store import CodealStore
 from fairdeck_server.codealer.holder import CoDealer, GivenShares
 from fairdeck_server.codealer.ledger import Ledger
-from fairdeck_server.dealer import _new_hand_id
+from fairdeck_server.dealing.codeal_dealing import CodealDealer
+from fairdeck_server.dealing.codeal_store import CodealStore
+from fairdeck_server.dealing.dealer import _new_hand_id
+from fairdeck_server.dealing.vault import SeedVault
 from fairdeck_server.edge.codeal_edge import hand as hand_message
-from fairdeck_server.vault import SeedVault
 
 SIGNED = "seal_signatures" in GivenShares.__dataclass_fields__
 

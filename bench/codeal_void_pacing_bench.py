@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 
 from fairdeck_server import fair
-from fairdeck_server.codeal_store import CodealRow
-from fairdeck_server.codeal_voids import CodealReaper
+from fairdeck_server.dealing.codeal_store import CodealRow
+from fairdeck_server.dealing.codeal_voids import CodealReaper
 from tests.codealer.test_codealer_orphans import in_process
 
 

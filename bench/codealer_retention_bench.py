@@ -21,12 +21,12 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from fairdeck_server.codeal_dealing import CodealDealer
-from fairdeck_server.codeal_store import CodealStore
 from fairdeck_server.codealer.holder import CoDealer
 from fairdeck_server.codealer.ledger import Ledger
-from fairdeck_server.dealer import _new_hand_id
-from fairdeck_server.vault import SeedVault
+from fairdeck_server.dealing.codeal_dealing import CodealDealer
+from fairdeck_server.dealing.codeal_store import CodealStore
+from fairdeck_server.dealing.dealer import _new_hand_id
+from fairdeck_server.dealing.vault import SeedVault
 
 DAY_MS = 86_400_000
 

@@ -175,8 +175,8 @@ def main() -> int:
         opts.rounds, opts.concurrency, opts.warmup, opts.duration = 1, [64], 1.0, 3.0
         opts.storage_concurrency, opts.storage_rounds = [1, 64], 1
 
-    from fairdeck_server.log_signing import load_or_create_signer
-    from fairdeck_server.vault import load_or_create_key
+    from fairdeck_server.dealing.vault import load_or_create_key
+    from fairdeck_server.publishing.log_signing import load_or_create_signer
     from tests.support.pgcluster import PgCluster
 
     started = time.time()

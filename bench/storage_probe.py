@@ -33,9 +33,9 @@ from pathlib import Path
 from typing import Any
 
 import fairdeck_server.storage.sqlite.schema as sqlite_schema
-from fairdeck_server.dealer import Dealer
+from fairdeck_server.dealing.dealer import Dealer
+from fairdeck_server.dealing.vault import SeedVault
 from fairdeck_server.storage.sqlite import SqliteStorage
-from fairdeck_server.vault import SeedVault
 
 STATS: collections.defaultdict[str, list[float]] = collections.defaultdict(lambda: [0, 0.0])
 

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from fairdeck.log.tile_writer import TileDir, read_file, write_tree
-from fairdeck_server.tile_publishing import _check_every_file
+from fairdeck_server.publishing.tile_publishing import _check_every_file
 
 
 def run(root: Path, n: int) -> None:

@@ -1,4 +1,4 @@
-"""What one sweep of the connection warden costs (server/fairdeck_server/connections.py), with
+"""What one sweep of the connection warden costs (server/fairdeck_server/edge/connections.py), with
 ``--open`` connections held on the port and ``--closed`` more that the server side closed first
 (TIME_WAIT, which the host's TCP table keeps for 60 s: the abuse table's connections row churns
 about 700 a second through the per-address bound). Wall and CPU time per sweep, over ``--sweeps``.
@@ -15,7 +15,7 @@ import socket
 import time
 from pathlib import Path
 
-from fairdeck_server import connections
+from fairdeck_server.edge import connections
 
 
 def main() -> None:

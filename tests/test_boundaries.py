@@ -118,7 +118,10 @@ def test_the_ordinary_mode_does_not_load_libsodium() -> None:
 def test_a_dealer_without_a_codealer_does_not_load_libsodium() -> None:
     """The dealer, its servicers and the whole command line (codealer included) start without the
     co-dealt code: a machine without libsodium still runs the ordinary mode."""
-    code = "import fairdeck_server.app, fairdeck_server.cli\nimport fairdeck.cli\nfairdeck.cli.build_parser()"
+    code = (
+        "import fairdeck_server.run.app, fairdeck_server.cli\nimport fairdeck.cli\n"
+        "fairdeck.cli.build_parser()"
+    )
     modules = loaded_after(code)
     assert "fairdeck_server.edge.codeal_edge" in modules
     assert sorted(m for m in modules if under(m, ("pysodium", "fairdeck.codeal"))) == []

@@ -1,5 +1,6 @@
 """The shape of the house as tests: no import cycle in either package, at module or package
-level; gRPC only at the server's edge; no module name shared by the client and the server; no
+level; the server's rooms, in an order no import runs back up, with nothing set on a dealer after
+it is built; gRPC only at the server's edge; no module name shared by the client and the server; no
 hand-written Python module over 600 lines; module docstrings of at most 15 lines; and no issue
 numbers in the code, which a reader of it cannot follow.
 
@@ -21,7 +22,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support.source_tree import ROOT, parse, python_files
+
 PACKAGES = {"fairdeck": ROOT / "client" / "fairdeck", "fairdeck_server": ROOT / "server" / "fairdeck_server"}
 GENERATED = ("fairdeck.v1",)
 MAX_LINES = 600
@@ -40,20 +42,6 @@ def module_files() -> dict[str, Path]:
 
 
 MODULES = module_files()
-
-
-def parse(path: Path) -> ast.Module:
-    """``path``'s syntax tree. CPython 3.11 keeps the AST builder's recursion count per
-    interpreter, not per thread: a traceback formatted in another thread at the same moment (3.11's
-    traceback module parses source lines for its carets) can make ``ast.parse`` raise SystemError
-    "AST constructor recursion depth mismatch" (seen once in a full CI run, beside a storage test's
-    leaked tasks logging tracebacks). That error says nothing of the file: parse it again."""
-    try:
-        return ast.parse(path.read_text(), filename=str(path))
-    except SystemError as e:
-        if "recursion depth mismatch" not in str(e):
-            raise
-        return ast.parse(path.read_text(), filename=str(path))
 
 
 def imported(name: str, path: Path) -> Iterator[str]:
@@ -150,10 +138,103 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
+# -- the server's rooms ----------------------------------------------------------------------------
+
+SERVER = PACKAGES["fairdeck_server"]
+SHARED = ("refusals", "principal", "addresses", "fair", "log_causes")
+"""The only modules at the top of fairdeck_server: small, shared by every room, storage included
+(its writers take fair turns and log failures by cause), so none of them can live in a room."""
+ROOMS = ("storage", "observe", "policy", "dealing", "publishing", "codealer", "edge", "run", "witness", "cli")
+"""The server's rooms, bottom up: a room imports only the shared modules and the rooms before it."""
+
+
+def rank(module: str) -> int:
+    """0 for the package and its shared modules, else 1 + the room's place in ROOMS."""
+    parts = module.split(".")
+    if len(parts) == 1 or parts[1] in SHARED:
+        return 0
+    return 1 + ROOMS.index(parts[1])
+
+
+def test_no_flat_module_but_the_shared_ones() -> None:
+    flat = {p.stem for p in SERVER.glob("*.py")}
+    assert sorted(flat - {"__init__", *SHARED}) == [], "give it a room (see fairdeck_server/__init__.py)"
+
+
+def test_every_room_is_placed_and_says_what_it_owns_and_may_import() -> None:
+    rooms = {p.parent.name for p in SERVER.glob("*/__init__.py")}
+    assert {p.parent.name for p in SERVER.glob("*/*.py")} <= rooms  # no folder without an __init__
+    assert sorted(rooms) == sorted(ROOMS), "place a new room in ROOMS"
+    for name in ROOMS:
+        doc = ast.get_docstring(parse(SERVER / name / "__init__.py")) or ""
+        assert doc.startswith(f"fairdeck_server.{name}") or name == "storage", name
+        assert len(doc) > 40, name
+
+
+def test_no_import_runs_back_up_between_rooms() -> None:
+    edges = graph()
+    server = {n: ts for n, ts in edges.items() if n.startswith("fairdeck_server")}
+    assert "fairdeck_server.dealing.vault" in server["fairdeck_server.publishing.log_signing"]  # real edges
+    up = sorted(f"{n} -> {t}" for n, ts in server.items() for t in ts if t in server and rank(t) > rank(n))
+    assert up == [], "pass the collaborator in (or name what you read with a Protocol) instead"
+
+
+def test_the_room_order_catches_an_import_running_up() -> None:
+    assert rank("fairdeck_server.storage.base") < rank("fairdeck_server.dealing.dealer")
+    assert rank("fairdeck_server.refusals") == rank("fairdeck_server") == 0
+    assert rank("fairdeck_server.edge.status") < rank("fairdeck_server.run.app")
+
+
+HOOKS = ("before_logging", "others_call")
+"""The Dealer's collaborators that were once set on it after it was built."""
+
+
+def hooks_set_later(source: str) -> list[int]:
+    """Lines of ``source`` that set an attribute of a built dealer (``x.dealer.a = ``,
+    ``dealer.a = ``), or one of HOOKS on anything but ``self``: collaborators go to the constructor."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+        for t in targets:
+            if not isinstance(t, ast.Attribute) or not isinstance(
+                node, ast.Assign | ast.AugAssign | ast.AnnAssign
+            ):
+                continue
+            owner = t.value
+            name = (
+                owner.id
+                if isinstance(owner, ast.Name)
+                else owner.attr
+                if isinstance(owner, ast.Attribute)
+                else ""
+            )
+            if name in ("dealer", "_dealer") or (t.attr in HOOKS and name != "self"):
+                lines.append(node.lineno)
+    return lines
+
+
+def test_hooks_set_later_are_found() -> None:
+    assert hooks_set_later("self.dealer.before_logging = f\n") == [1]
+    assert hooks_set_later("dealer.x = 1\nserver.dealer = Dealer()\n") == [1]
+    assert hooks_set_later("d.others_call = f\n") == [1]
+    assert hooks_set_later("self.before_logging = f\nself.dealer = Dealer(before_logging=f)\n") == []
+
+
+def test_no_collaborator_is_set_on_the_dealer_after_it_is_built() -> None:
+    """The app once built the Dealer, then set its ``before_logging`` (the reaper, which called
+    the dealer back) and ``others_call``; now the constructor takes them."""
+    found = {
+        str(path.relative_to(ROOT)): lines
+        for name, path in MODULES.items()
+        if name.startswith("fairdeck_server") and (lines := hooks_set_later(path.read_text()))
+    }
+    assert found == {}
+
+
 # -- gRPC stays at the edge ------------------------------------------------------------------------
 
 GRPC = ("grpc", "grpc_health", "grpc_reflection", "grpc_status")
-EDGE = ("fairdeck_server.edge", "fairdeck_server.app")
+EDGE = ("fairdeck_server.edge", "fairdeck_server.run.app")
 
 
 def third_party_imports(path: Path) -> Iterator[tuple[int, str]]:
@@ -166,7 +247,11 @@ def third_party_imports(path: Path) -> Iterator[tuple[int, str]]:
 
 def test_only_the_edge_and_app_import_grpc() -> None:
     server = {n: p for n, p in MODULES.items() if n.startswith("fairdeck_server")}
-    assert {"fairdeck_server.dealer", "fairdeck_server.limits", "fairdeck_server.vault"} <= set(server)
+    assert {
+        "fairdeck_server.dealing.dealer",
+        "fairdeck_server.policy.limits",
+        "fairdeck_server.dealing.vault",
+    } <= set(server)
     bad = [
         f"{path.relative_to(ROOT)}:{line}: {m}"
         for name, path in server.items()
@@ -182,9 +267,11 @@ def test_the_rules_storage_and_signing_load_no_grpc() -> None:
     the vault, the limits, auth and metrics policies, and the log signer."""
     code = (
         "import sys, json\n"
-        "import fairdeck_server.dealer, fairdeck_server.storage.sqlite, fairdeck_server.vault\n"
-        "import fairdeck_server.limits, fairdeck_server.auth, fairdeck_server.metrics\n"
-        "import fairdeck_server.log_signing, fairdeck_server.cosigning, fairdeck_server.startup\n"
+        "import fairdeck_server.dealing.dealer, fairdeck_server.storage.sqlite\n"
+        "import fairdeck_server.dealing.vault, fairdeck_server.policy.limits\n"
+        "import fairdeck_server.policy.auth, fairdeck_server.observe.metrics\n"
+        "import fairdeck_server.publishing.log_signing, fairdeck_server.publishing.cosigning\n"
+        "import fairdeck_server.run.startup\n"
         "import fairdeck_server.storage.postgres\n"
         "print(json.dumps(sorted(sys.modules)))"
     )
@@ -216,17 +303,6 @@ def test_no_tracked_file_is_ignored() -> None:
         check=True,
     ).stdout.split()
     assert both == []
-
-
-def python_files() -> list[Path]:
-    listed = subprocess.run(
-        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "*.py"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
-    return [ROOT / f for f in listed if not f.startswith("client/fairdeck/v1/") and (ROOT / f).is_file()]
 
 
 @pytest.mark.parametrize("limit", [MAX_LINES])
@@ -429,128 +505,3 @@ def test_every_module_that_imports_the_codealt_code_is_left_out_without_libsodiu
             if any(n == m or n.startswith(m + ".") for n in names for m in needs):
                 missed.append(relative)
     assert missed == [], "add them to NEEDS_LIBSODIUM in conftest.py"
-
-
-# -- the tests' own house: one support layer, one dealer fixture family ----------------------------
-
-SUPPORT = "tests/support/"
-PLAIN_TEST_FILES = ("conftest.py", "__init__.py")
-"""Besides test_*.py, the only Python files a test folder may hold (``__init__.py`` of
-tests/examples puts examples/ on the path, as the scripts expect)."""
-
-
-def imported_test_modules(source: str, module: str) -> list[str]:
-    """The test modules (``test_*`` or ``conftest``) that ``module``'s source imports, anywhere in
-    it (a lazy import inside a test counts), by dotted name."""
-    package = module.rsplit(".", 1)[0]
-    found = []
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                base = ".".join(
-                    [*package.split(".")[: len(package.split(".")) - node.level + 1], base]
-                ).strip(".")
-            names = [base, *(f"{base}.{a.name}" for a in node.names)]
-        else:
-            continue
-        for name in names:
-            leaf = name.rsplit(".", 1)[-1]
-            if name.startswith("tests.") and (leaf.startswith("test_") or leaf == "conftest"):
-                found.append(name)
-    return found
-
-
-DEALER_FIXTURE = re.compile(r"^(dealer|\w+_dealer)$")
-
-
-def dealer_fixtures(source: str) -> list[str]:
-    """The fixtures ``source`` defines whose name is ``dealer`` or ends in ``_dealer`` (the
-    function's name, or the ``name=`` it is registered under)."""
-    found = []
-    for node in ast.walk(ast.parse(source)):
-        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            continue
-        for decorator in node.decorator_list:
-            call = decorator if isinstance(decorator, ast.Call) else None
-            target = call.func if call else decorator
-            if not ast.unparse(target).endswith("fixture"):
-                continue
-            named = [k.value.value for k in (call.keywords if call else []) if k.arg == "name"]
-            name = str(named[0]) if named and isinstance(named[0], str) else node.name
-            if DEALER_FIXTURE.match(name):
-                found.append(name)
-    return found
-
-
-def files_under_tests() -> dict[str, Path]:
-    """Every Python file under tests/, by path from the root."""
-    return {
-        p.relative_to(ROOT).as_posix(): p for p in python_files() if p.relative_to(ROOT).parts[0] == "tests"
-    }
-
-
-def test_the_support_rules_find_what_they_forbid() -> None:
-    assert imported_test_modules("from tests.web.test_page import PROOFS\n", "tests.web.test_other") == [
-        "tests.web.test_page"
-    ]
-    assert imported_test_modules("def f():\n    from .test_pool import x\n", "tests.codealer.test_a") == [
-        "tests.codealer.test_pool"
-    ]
-    assert imported_test_modules("from tests.security import conftest\n", "tests.x.test_y") == [
-        "tests.security.conftest"
-    ]
-    assert imported_test_modules("from tests.support.logs import audit\n", "tests.log.test_a") == []
-    fixtures = (
-        "@pytest.fixture\ndef dealer(): ...\n"
-        "@pytest.fixture(scope='module')\ndef tls_dealer(): ...\n"
-        "@fixture(name='mtls_dealer')\ndef other(): ...\n"
-        "@pytest.fixture\ndef dealer_process(): ...\n"
-        "def make_dealer(): ...\n"
-    )
-    assert dealer_fixtures(fixtures) == ["dealer", "tls_dealer", "mtls_dealer"]
-
-
-def test_no_test_module_imports_another() -> None:
-    """What two test modules share lives in tests/support: importing a test module runs its
-    module-level code, collects nothing, and ties one test file's edits to another's imports."""
-    found = {}
-    for rel, path in files_under_tests().items():
-        module = rel.removesuffix(".py").replace("/", ".")
-        if imports := imported_test_modules(path.read_text(), module):
-            found[rel] = imports
-    assert found == {}, "move what they share into a tests/support module"
-
-
-def test_helpers_live_only_in_tests_support() -> None:
-    """A test folder holds test_*.py files, its conftest.py and __init__.py; every helper module is
-    in tests/support, one module per job, so there is one place to look for it."""
-    stray = [
-        rel
-        for rel in files_under_tests()
-        if not rel.startswith(SUPPORT)
-        and not Path(rel).name.startswith("test_")
-        and Path(rel).name not in PLAIN_TEST_FILES
-    ]
-    assert stray == [], "move helper modules into tests/support"
-
-
-def test_one_dealer_fixture_family() -> None:
-    """Every dealer fixture comes from tests/support/fixtures.py (``dealer_factory`` and its
-    family); a test module or folder conftest that needs a special dealer calls a factory with its
-    options and names the result for what it is, never ``dealer`` or ``*_dealer``. Only the
-    root conftest registers plugins (``pytest_plugins``)."""
-    found = {
-        rel: names
-        for rel, path in files_under_tests().items()
-        if not rel.startswith(SUPPORT) and (names := dealer_fixtures(path.read_text()))
-    }
-    assert found == {}, "use the dealer family of tests/support/fixtures.py"
-    plugins = [
-        rel
-        for rel, path in files_under_tests().items()
-        if rel != "tests/conftest.py" and re.search(r"^pytest_plugins\b", path.read_text(), re.M)
-    ]
-    assert plugins == []

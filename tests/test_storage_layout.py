@@ -234,7 +234,7 @@ def test_the_schema_text_did_not_change_by_a_byte() -> None:
 
 
 def storage_classes() -> list[type[base.Storage]]:
-    from fairdeck_server.metrics import MeteredStorage
+    from fairdeck_server.observe.metrics import MeteredStorage
     from fairdeck_server.storage.postgres import PostgresStorage
     from fairdeck_server.storage.sqlite import SqliteStorage
 
@@ -270,7 +270,7 @@ def test_a_method_new_to_storage_and_missing_from_the_wrapper_fails() -> None:
     cannot be made, and the check above names the method."""
     from abc import abstractmethod
 
-    from fairdeck_server.metrics import MeteredStorage
+    from fairdeck_server.observe.metrics import MeteredStorage
 
     class Wider(base.Storage):
         @abstractmethod

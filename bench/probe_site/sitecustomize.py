@@ -50,7 +50,7 @@ if os.environ.get("FAIRDECK_PROBE_DIR") and "serve" in sys.argv:
     gc.callbacks.append(_collected)
 
     def _timed(cls: type, name: str) -> None:
-        from fairdeck_server import logging_setup
+        from fairdeck_server.observe import logging_setup
 
         inner = getattr(cls, name)
 
@@ -70,11 +70,13 @@ if os.environ.get("FAIRDECK_PROBE_DIR") and "serve" in sys.argv:
         setattr(cls, name, step)
 
     def _patch() -> None:
-        while "fairdeck_server.app" not in sys.modules:
+        while "fairdeck_server.run.app" not in sys.modules:
             time.sleep(0.02)
         time.sleep(0.2)  # the app module's own imports done
-        from fairdeck_server import dealer, fair, limits
+        from fairdeck_server import fair
+        from fairdeck_server.dealing import dealer
         from fairdeck_server.edge import interceptors
+        from fairdeck_server.policy import limits
         from fairdeck_server.storage.sqlite import engine
 
         for cls, name in (
@@ -95,7 +97,7 @@ if os.environ.get("FAIRDECK_PROBE_DIR") and "serve" in sys.argv:
         began on its thread and how long it took (``writer.batch`` / ``reader.batch`` steps,
         named with the batch's size), so that a slow storage step splits into waiting for the
         thread, the batch itself, and the way back through the event loop."""
-        from fairdeck_server import logging_setup
+        from fairdeck_server.observe import logging_setup
         from fairdeck_server.storage.sqlite import batches, handoff
 
         made = handoff.Op.__init__

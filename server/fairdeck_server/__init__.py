@@ -1,15 +1,15 @@
-"""fairdeck_server: the dealer service. Where each part lives:
+"""fairdeck_server: the dealer service, in rooms, top down (each ``__init__`` says what it owns).
 
-- ``edge/``: everything that knows gRPC: the servicers, the interceptors, the one translation of
-  errors into statuses, reflection and the transport (nothing else imports grpc but ``app``);
-- ``dealer.py``: the rules of a hand (open, shuffle, draw, close, void) on top of a Storage;
-- ``storage/``: the engines behind one interface (``base.Storage``): ``sqlite/``, the embedded
-  default, and ``postgres/``, for replicas; each is ``schema``, ``writer``, ``engine``, ``reader``;
-- ``log_signing.py`` signs checkpoints; ``tile_publishing.py`` writes their tiles first
-  (``serve --tiles``); ``log_lease.py`` says which process leads the log; ``cosigning.py`` asks
-  witnesses to cosign them; ``witness/`` is ``fairdeck witness``, a C2SP witness for any log;
-- the policies the edge calls, without grpc: ``auth``, ``limits``, ``metrics``, ``principal``;
-  ``vault`` (seeds at rest), ``startup`` (keys and data are identities), ``refusals`` (every way
-  the dealer says no), ``storage_health``, ``clock`` and ``reaper`` (log time, stale hands);
-- ``app.py`` wires a dealer from ``config.py``; ``processes.py`` runs N; ``cli/`` has the commands.
+- ``cli/``: the commands; ``witness/``: ``fairdeck witness``;
+- ``run/``: ``app`` wires a dealer from ``config``, after ``startup``'s checks; ``processes``;
+- ``edge/``: all that knows gRPC (servicers, interceptors, statuses, transport, peers,
+  connections): only it and ``run.app`` import grpc; ``codealer/``: ``fairdeck codealer``;
+- ``publishing/``: the log's signing, live tiles, its lease and witness cosigning;
+- ``dealing/``: the rules of a hand (``dealer``), ``vault``, ``reaper``, ``clock``, ``codeal_*``;
+- ``policy/``: auth, limits, open work; ``observe/``: metrics, logs, storage health, the heap;
+- ``storage/``: the engines behind ``base.Storage`` (``sqlite/``, ``postgres/``);
+- shared by all, at the top of the package: ``refusals`` (every way the dealer says no),
+  ``principal`` (who calls), ``addresses``, ``fair`` (fair turns) and ``log_causes``.
+
+A room imports only the rooms listed below it and the shared modules (tests/test_house.py).
 """

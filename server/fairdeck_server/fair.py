@@ -151,7 +151,7 @@ class FairQueue(Generic[T]):
 
 LIGHT = 1
 """The most cost (hands written) of light work: a unary call's. A DealHands slice is heavier
-whatever its size: 16-hand slices (dealer.SHARED_SLICE) counted light against a 32-hand quantum
+whatever its size: 16-hand slices (bulk.SHARED_SLICE) counted light against a 32-hand quantum
 put a slice in the batch of every call that came after one (``take_turns``)."""
 
 

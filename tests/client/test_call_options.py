@@ -25,8 +25,8 @@ from fairdeck.client import AsyncAuditClient, AsyncDealerClient, AuditClient, De
 from fairdeck.client.calls import REQUEST_ID_KEY
 from fairdeck.client.exceptions import DeadlineExceeded, InvalidArgument
 from fairdeck.v1 import audit_pb2, audit_pb2_grpc
-from fairdeck_server import logging_setup
-from fairdeck_server.logging_setup import CallFilter
+from fairdeck_server.observe import logging_setup
+from fairdeck_server.observe.logging_setup import CallFilter
 from tests.support.dealers import RunningDealer
 from tests.support.waits import hold_silent
 

@@ -218,8 +218,8 @@ def test_the_codealers_work_is_capped_calls_beyond_are_refused_too_many_calls(tm
     from fairdeck_server.codealer.dealer_token import TokenCheck, new_token
     from fairdeck_server.codealer.holder import CoDealer
     from fairdeck_server.codealer.ledger import Ledger
+    from fairdeck_server.dealing.vault import SeedVault
     from fairdeck_server.edge.codealer_servicer import CoDealerServicer
-    from fairdeck_server.vault import SeedVault
 
     token = new_token()
     codealer = CoDealer(

@@ -24,9 +24,9 @@ from fairdeck.codeal.entries import SEALS, SEEDS, SETUP, SHARES, SHUFFLE
 from fairdeck.v1 import codealer_pb2, dealer_pb2_grpc
 from fairdeck.v1 import dealer_pb2 as pb
 from fairdeck.wire import Reason
-from fairdeck_server.codeal_store import CodealRow
-from fairdeck_server.codeal_voids import CodealReaper
 from fairdeck_server.codealer.ledger import Ledger
+from fairdeck_server.dealing.codeal_store import CodealRow
+from fairdeck_server.dealing.codeal_voids import CodealReaper
 from fairdeck_server.refusals import DealerError
 from tests.support.codeal_pool import InProcessLink, hand_of, in_process, logged
 from tests.support.codealers import CODEAL, NOT_SERVING, CodealerProcess, init_codealer, status

@@ -21,15 +21,15 @@ from fairdeck.client.exceptions import from_rpc_error
 from fairdeck.v1 import codealer_pb2, dealer_pb2_grpc
 from fairdeck.v1 import dealer_pb2 as pb
 from fairdeck.wire import Reason
-from fairdeck_server.codeal_dealing import CodealDealer
-from fairdeck_server.codeal_log import CodealLog
-from fairdeck_server.codeal_store import CodealStore
 from fairdeck_server.codealer.holder import CoDealer
 from fairdeck_server.codealer.ledger import Ledger
-from fairdeck_server.dealer import Dealer, _new_hand_id
+from fairdeck_server.dealing.codeal_dealing import CodealDealer
+from fairdeck_server.dealing.codeal_log import CodealLog
+from fairdeck_server.dealing.codeal_store import CodealStore
+from fairdeck_server.dealing.dealer import Dealer, _new_hand_id
+from fairdeck_server.dealing.vault import SeedVault
 from fairdeck_server.refusals import DealerError
 from fairdeck_server.storage.sqlite import SqliteStorage
-from fairdeck_server.vault import SeedVault
 from tests.support.codeal_pool import InProcessLink
 from tests.support.codealers import CODEAL, SERVING, CodealerProcess, init_codealer, status
 from tests.support.dealers import DealerProcess

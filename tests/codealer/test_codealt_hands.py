@@ -216,7 +216,7 @@ def test_everything_the_dealer_holds_during_a_hand_does_not_open_a_seats_card(
     from fairdeck.codeal.group import Scalar, mul, sub
     from fairdeck.codeal.record import ShuffleRecord
     from fairdeck.core.decks import DeckSpec
-    from fairdeck_server.vault import SeedVault, read_key_file
+    from fairdeck_server.dealing.vault import SeedVault, read_key_file
 
     _, dealer = table
     with DealerClient(dealer.target, timeout=30) as client:

@@ -19,16 +19,16 @@ from fairdeck.codeal.entries import SEALS, SEEDS, SETUP, SHARES, SHUFFLE, decode
 from fairdeck.v1 import dealer_pb2 as pb
 from fairdeck.v1 import dealer_pb2_grpc
 from fairdeck.wire import Reason
-from fairdeck_server.codeal_dealing import CodealDealer
-from fairdeck_server.codeal_log import CodealLog
-from fairdeck_server.codeal_store import CodealStore
-from fairdeck_server.codeal_voids import CodealReaper
 from fairdeck_server.codealer.holder import CoDealer
 from fairdeck_server.codealer.ledger import Ledger
-from fairdeck_server.dealer import Dealer, _new_hand_id
+from fairdeck_server.dealing.codeal_dealing import CodealDealer
+from fairdeck_server.dealing.codeal_log import CodealLog
+from fairdeck_server.dealing.codeal_store import CodealStore
+from fairdeck_server.dealing.codeal_voids import CodealReaper
+from fairdeck_server.dealing.dealer import Dealer, _new_hand_id
+from fairdeck_server.dealing.vault import SeedVault
 from fairdeck_server.refusals import DealerError
 from fairdeck_server.storage.sqlite import SqliteStorage
-from fairdeck_server.vault import SeedVault
 from tests.support.codeal_pool import InProcessLink, hand_of, logged
 from tests.support.codealers import CodealerProcess, init_codealer
 from tests.support.dealers import DealerProcess

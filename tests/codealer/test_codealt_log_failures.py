@@ -15,7 +15,7 @@ import pytest
 from fairdeck.codeal.entries import SEALS, SEEDS, SETUP, SHARES, SHUFFLE, decode_entry
 from fairdeck.codeal.log_audit import CodealLogAudit
 from fairdeck.wire import Reason
-from fairdeck_server.codeal_dealing import CodealDealer
+from fairdeck_server.dealing.codeal_dealing import CodealDealer
 from fairdeck_server.refusals import DealerError
 from tests.support.codeal_pool import close, fill, log_of, make_dealer, pooled
 

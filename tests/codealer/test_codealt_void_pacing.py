@@ -10,9 +10,9 @@ import hashlib
 from pathlib import Path
 
 from fairdeck_server import fair
-from fairdeck_server.codeal_dealing import CodealDealer
-from fairdeck_server.codeal_store import CodealRow
-from fairdeck_server.codeal_voids import CodealReaper
+from fairdeck_server.dealing.codeal_dealing import CodealDealer
+from fairdeck_server.dealing.codeal_store import CodealRow
+from fairdeck_server.dealing.codeal_voids import CodealReaper
 from tests.support.codeal_pool import in_process
 
 LIFETIME_S = 4

@@ -41,7 +41,7 @@ from fairdeck.codeal.record import ShuffleRecord
 from fairdeck.codeal.seal import _info, _key, open_sealed_share
 from fairdeck.codeal.shuffle import permutation, randomness, seed_commitment
 from fairdeck.core.decks import DeckSpec
-from fairdeck_server.vault import SeedVault, VaultError, read_key_file
+from fairdeck_server.dealing.vault import SeedVault, VaultError, read_key_file
 from tests.support.codealers import CodealerProcess, init_codealer
 from tests.support.dealers import DealerProcess
 from tests.support.dumps import Region, SecretIndex, memory_dump

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from fairdeck_server.codeal_dealing import DeckPool
+from fairdeck_server.dealing.codeal_dealing import DeckPool
 from tests.support.codeal_pool import close, fill, logged_setups, make_dealer, pooled
 
 

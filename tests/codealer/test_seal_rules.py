@@ -14,8 +14,8 @@ import pytest
 from fairdeck.client.codeal_seat import SeatKey
 from fairdeck.codeal.entries import SETUP, SHUFFLE
 from fairdeck.wire import Reason
-from fairdeck_server.codeal_dealing import CodealDealer
 from fairdeck_server.codealer.ledger import Ledger
+from fairdeck_server.dealing.codeal_dealing import CodealDealer
 from fairdeck_server.refusals import DealerError
 from tests.support.codeal_pool import InProcessLink, log_of, make_dealer
 

@@ -23,16 +23,16 @@ from fairdeck.codeal.seal_statement import seal_statement
 from fairdeck.codeal.shares import Share, make_share, open_card, verify_share
 from fairdeck.v1 import dealer_pb2 as pb
 from fairdeck.wire import Reason
-from fairdeck_server.codeal_dealing import CodealDealer
-from fairdeck_server.codeal_log import CodealLog
-from fairdeck_server.codeal_store import CodealStore
 from fairdeck_server.codealer.ledger import Ledger
-from fairdeck_server.dealer import Dealer, _new_hand_id
+from fairdeck_server.dealing.codeal_dealing import CodealDealer
+from fairdeck_server.dealing.codeal_log import CodealLog
+from fairdeck_server.dealing.codeal_store import CodealStore
+from fairdeck_server.dealing.dealer import Dealer, _new_hand_id
+from fairdeck_server.dealing.vault import SeedVault
 from fairdeck_server.edge.codeal_edge import hand as hand_message
 from fairdeck_server.edge.codealer_link import GrpcCoDealerLink
 from fairdeck_server.refusals import DealerError
 from fairdeck_server.storage.sqlite import SqliteStorage
-from fairdeck_server.vault import SeedVault
 from tests.support.codealers import CodealerProcess, init_codealer
 
 

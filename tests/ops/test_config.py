@@ -17,8 +17,8 @@ import pytest
 from fairdeck.cli import build_parser
 from fairdeck.cli import main as fairdeck_main
 from fairdeck.log.cosignature import Cosigner
-from fairdeck_server import config
-from fairdeck_server.config import ServerConfig
+from fairdeck_server.run import config
+from fairdeck_server.run.config import ServerConfig
 from tests.support.dealers import DealerProcess
 from tests.support.env import clean_env
 

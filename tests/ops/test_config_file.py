@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fairdeck_server import config
+from fairdeck_server.run import config
 
 
 def refusal(path: Path) -> str:

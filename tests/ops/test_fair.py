@@ -450,7 +450,7 @@ def _deal(target: str, token: str) -> str:
 
 
 def test_a_call_does_not_wait_for_a_shared_slice_smaller_than_a_turn() -> None:
-    # While tenants share, DealHands slices are 16 hands (dealer.SHARED_SLICE), half the writer's
+    # While tenants share, DealHands slices are 16 hands (bulk.SHARED_SLICE), half the writer's
     # 32-hand turn: still heavier than a call's one hand, so a batch begun by the call ends
     # before the slice. Counted light, the slice went into the call's batch, and the call waited
     # for 16 hands' rows and their WAL pages to be written with its own.

@@ -25,7 +25,7 @@ from fairdeck.v1 import dealer_pb2 as pb
 from fairdeck.v1 import dealer_pb2_grpc
 from fairdeck_server.edge.interceptors import CAP_AGAIN, hands_requested
 from fairdeck_server.edge.methods import Malformed, call_cost
-from fairdeck_server.limits import OpenHandsCap, RateLimiter
+from fairdeck_server.policy.limits import OpenHandsCap, RateLimiter
 from tests.support.dealers import RunningDealer
 from tests.support.ops import Clock, dealer_tokens, details, retry_delay
 from tests.support.waits import outlast, outlast_async, pace, wait_for_async

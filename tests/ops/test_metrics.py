@@ -25,9 +25,9 @@ from fairdeck.client.exceptions import (
     Unauthenticated,
     Unavailable,
 )
-from fairdeck_server import startup
-from fairdeck_server.auth import new_token
+from fairdeck_server.policy.auth import new_token
 from fairdeck_server.principal import Role
+from fairdeck_server.run import startup
 from tests.support.dealers import RunningDealer
 from tests.support.ops import Samples, read_stalled, sample, scrape, scrape_until
 from tests.support.waits import outlast, pace, wait_for
@@ -101,7 +101,7 @@ def test_a_known_session_moves_every_counter_by_its_exact_amount(tmp_path: Path)
 
 
 def test_codes_of_refusals_and_deadlines_are_the_ones_clients_received(tmp_path: Path) -> None:
-    # The cap fits what a DealHands with close holds while it runs (dealer.STREAM_IN_FLIGHT).
+    # The cap fits what a DealHands with close holds while it runs (bulk.STREAM_IN_FLIGHT).
     config = {
         "metrics_listen": "127.0.0.1:0",
         "rate_limit": 0,

@@ -16,10 +16,10 @@ import pytest
 
 from fairdeck.cli import build_parser
 from fairdeck.log.cosignature import Cosigner
-from fairdeck_server import config
 from fairdeck_server.edge.deadline import STREAM_RUNS
 from fairdeck_server.edge.transport import grpc_options
-from fairdeck_server.option_ranges import (
+from fairdeck_server.run import config
+from fairdeck_server.run.option_ranges import (
     GRPC_INT_MAX,
     HEARTBEAT_SECONDS,
     RANGES,

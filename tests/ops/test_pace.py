@@ -15,7 +15,7 @@ import pytest
 from fairdeck.client import AsyncDealerClient
 from fairdeck.client.exceptions import ResourceExhausted
 from fairdeck_server.fair import SHARED_WINDOW
-from fairdeck_server.limits import PACE_AT_ONCE, PACE_RATE, RateLimiter
+from fairdeck_server.policy.limits import PACE_AT_ONCE, PACE_RATE, RateLimiter
 from tests.support.dealers import RunningDealer
 from tests.support.ops import Clock, dealer_tokens, sample, scrape
 from tests.support.waits import hold_silent_async, outlast, outlast_async, pace_async, wait_for_async

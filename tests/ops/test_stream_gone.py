@@ -19,7 +19,7 @@ import pytest
 from grpc._cython.cygrpc import ExecuteBatchError
 
 from fairdeck_server.edge.interceptors import ObservingInterceptor
-from fairdeck_server.metrics import Metrics
+from fairdeck_server.observe.metrics import Metrics
 
 
 class EndedCall:

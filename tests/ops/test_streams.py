@@ -14,7 +14,7 @@ import pytest
 
 from fairdeck.client import AsyncDealerClient, DealerClient
 from fairdeck.client.exceptions import ResourceExhausted
-from fairdeck_server.dealer import BATCH_CHUNK, STREAM_IN_FLIGHT
+from fairdeck_server.dealing.bulk import BATCH_CHUNK, STREAM_IN_FLIGHT
 from tests.support.dealers import RunningDealer
 from tests.support.ops import sample, scrape_until
 from tests.support.waits import wait_for

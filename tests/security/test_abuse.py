@@ -19,8 +19,9 @@ from fairdeck.client.exceptions import FairdeckError, ResourceExhausted, Unauthe
 from fairdeck.core.seeds import MAX_CLIENT_SEED_CHARS
 from fairdeck.v1 import dealer_pb2, dealer_pb2_grpc
 from fairdeck.wire import Reason
-from fairdeck_server.auth import peer_address, split_token
 from fairdeck_server.edge.dealer_servicer import client_seeds
+from fairdeck_server.edge.peers import peer_address
+from fairdeck_server.policy.auth import split_token
 from fairdeck_server.refusals import DealerError
 from tests.support import rawh2
 from tests.support.dealers import DealerProcess, RunningDealer
@@ -180,7 +181,7 @@ def test_a_refusal_for_too_many_failures_is_held_before_it_is_answered(
 ) -> None:
     # The tarpit: a sprayer that waits for its answers gets a few a second. Held by an asyncio
     # sleep (recorded here, not timed), so the dealer spends nothing on it meanwhile.
-    from fairdeck_server import auth
+    from fairdeck_server.policy import auth
 
     slept: list[float] = []
 

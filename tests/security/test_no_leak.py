@@ -30,9 +30,9 @@ from fairdeck.cli import main
 from fairdeck.client import DealerClient
 from fairdeck.client.audit_client import AuditClient
 from fairdeck.client.exceptions import FairdeckError
-from fairdeck_server.auth import split_token, token_digest
-from fairdeck_server.log_signing import load_log_keys
-from fairdeck_server.vault import load_or_create_key, read_key_file
+from fairdeck_server.dealing.vault import load_or_create_key, read_key_file
+from fairdeck_server.policy.auth import split_token, token_digest
+from fairdeck_server.publishing.log_signing import load_log_keys
 from tests.support.dealers import RunningDealer
 from tests.support.secret_forms import forms
 
@@ -74,7 +74,7 @@ class Capture(logging.Handler):
         self.plain = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
         self.json: logging.Formatter | None = None
         with contextlib.suppress(ImportError):
-            from fairdeck_server.logging_setup import CallFilter, JsonFormatter
+            from fairdeck_server.observe.logging_setup import CallFilter, JsonFormatter
 
             self.addFilter(CallFilter())
             self.json = JsonFormatter()
@@ -329,7 +329,9 @@ def test_the_search_finds_planted_secrets() -> None:
             logging.getLogger("grpc._cython.cygrpc").debug("planted %d: value=%s;", i, encode(seed))
         assert find(planted, "\n".join(captured.lines)) != [], f"encoding {i} not found"
     with capture_everything() as captured:
-        logging.getLogger("fairdeck_server.auth").info("header %s", {"authorization": f"Bearer {token}"})
+        logging.getLogger("fairdeck_server.policy.auth").info(
+            "header %s", {"authorization": f"Bearer {token}"}
+        )
         logging.getLogger("tests").warning("extra", extra={"who": token.split("_", 2)[2]})
     found = find(planted, "\n".join(captured.lines))
     assert len(found) == 1 and found[0].startswith("token")

@@ -13,8 +13,8 @@ import grpc
 
 from fairdeck.client import AsyncDealerClient
 from fairdeck.v1 import dealer_pb2, dealer_pb2_grpc
-from fairdeck_server.config import ServerConfig
 from fairdeck_server.edge.transport import MAX_PENDING_CALLS
+from fairdeck_server.run.config import ServerConfig
 from tests.support.dealers import RunningDealer
 from tests.support.floods import channel
 

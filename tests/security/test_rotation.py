@@ -17,9 +17,16 @@ from fairdeck.client.audit_client import AuditClient
 from fairdeck.core.errors import VerificationError
 from fairdeck.log.checkpoint import Checkpoint, sign_checkpoint
 from fairdeck.log.note import Signer, Verifier
-from fairdeck_server.log_signing import LogKeyError, create_log_keys, load_log_keys
+from fairdeck_server.dealing.vault import (
+    KEY_ENV,
+    SeedVault,
+    VaultError,
+    key_id,
+    load_or_create_key,
+    read_key_file,
+)
+from fairdeck_server.publishing.log_signing import LogKeyError, create_log_keys, load_log_keys
 from fairdeck_server.refusals import StartupRefused
-from fairdeck_server.vault import KEY_ENV, SeedVault, VaultError, key_id, load_or_create_key, read_key_file
 from tests.support.dealers import RunningDealer
 from tests.support.waits import wait_for
 
@@ -193,7 +200,7 @@ def test_log_key_rotation_keeps_old_checkpoints_verifiable(
 def test_log_key_file_rules(tmp_path: Path) -> None:
     path = tmp_path / "log.key"
     with pytest.raises(LogKeyError):
-        from fairdeck_server.log_signing import rotate_log_key
+        from fairdeck_server.publishing.log_signing import rotate_log_key
 
         rotate_log_key(path)
     with pytest.raises(LogKeyError, match="no log key"):

@@ -12,7 +12,7 @@ import pytest
 from fairdeck.client import DealerClient
 from fairdeck.client.calls import tls_credentials
 from fairdeck.client.exceptions import Unauthenticated
-from fairdeck_server.auth import split_token
+from fairdeck_server.policy.auth import split_token
 from tests.support.dealers import DealerProcess
 from tests.support.pki import Pki
 from tests.support.tokens import run_cli

@@ -13,7 +13,7 @@ from fairdeck.client import DealerClient
 from fairdeck.client.audit_client import AuditClient
 from fairdeck.client.exceptions import FairdeckError, HandNotFound, PermissionDenied
 from fairdeck.v1 import audit_pb2, dealer_pb2
-from fairdeck_server import auth
+from fairdeck_server.policy import auth
 from fairdeck_server.principal import Role
 from tests.support.dealers import RunningDealer
 from tests.support.tokens import MakeToken

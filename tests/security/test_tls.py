@@ -15,9 +15,9 @@ from fairdeck.client.audit_client import AsyncAuditClient
 from fairdeck.client.calls import ClientConfig, is_loopback, tls_credentials
 from fairdeck.client.exceptions import FairdeckError, PermissionDenied, Unavailable
 from fairdeck_server.addresses import ListenRefused
-from fairdeck_server.app import DealerServer
-from fairdeck_server.config import ServerConfig
 from fairdeck_server.edge.transport import TlsConfigError
+from fairdeck_server.run.app import DealerServer
+from fairdeck_server.run.config import ServerConfig
 from tests.support.dealers import RunningDealer
 from tests.support.fixtures import DealerFactory
 from tests.support.pki import Pki

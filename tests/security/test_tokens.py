@@ -21,7 +21,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from fairdeck.cli import main
 from fairdeck.client import DealerClient
 from fairdeck.client.exceptions import FairdeckError, Unauthenticated
-from fairdeck_server import auth
+from fairdeck_server.policy import auth
 from fairdeck_server.principal import Role
 from fairdeck_server.refusals import DealerError
 from fairdeck_server.storage.base import TokenRecord

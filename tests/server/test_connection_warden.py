@@ -12,8 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from fairdeck_server import connections
-from fairdeck_server.connections import ConnectionWarden, available, connection_of, socket_fds
+from fairdeck_server.edge import connections
+from fairdeck_server.edge.connections import ConnectionWarden, available, connection_of, socket_fds
 
 pytestmark = pytest.mark.skipif(not available(), reason="the warden reads /proc/self/fd (Linux)")
 

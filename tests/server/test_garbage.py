@@ -19,8 +19,8 @@ from fairdeck.client import DealerClient
 from fairdeck.client.exceptions import FairdeckError
 from fairdeck.v1 import dealer_pb2 as pb
 from fairdeck.v1 import dealer_pb2_grpc
-from fairdeck_server.heap import FULL_COLLECTION_AFTER
-from fairdeck_server.processes import WORKER_ENV
+from fairdeck_server.observe.heap import FULL_COLLECTION_AFTER
+from fairdeck_server.run.processes import WORKER_ENV
 from tests.support.dealers import DealerProcess, RunningDealer
 from tests.support.ops import dealer_tokens, read_stalled
 from tests.support.waits import wait_for

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from fairdeck_server import group_counts
-from fairdeck_server.group_counts import CALLS, HANDS, OPENED, STREAMS, GroupCounts
+from fairdeck_server.policy import group_counts
+from fairdeck_server.policy.group_counts import CALLS, HANDS, OPENED, STREAMS, GroupCounts
 
 
 @pytest.fixture

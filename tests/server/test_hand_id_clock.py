@@ -9,9 +9,9 @@ import time
 from pathlib import Path
 
 from fairdeck.log.logentry import decode
-from fairdeck_server.dealer import Dealer
+from fairdeck_server.dealing.dealer import Dealer
+from fairdeck_server.dealing.vault import SeedVault
 from fairdeck_server.storage.sqlite import SqliteStorage
-from fairdeck_server.vault import SeedVault
 
 AHEAD_MS = 2 * 3600 * 1000
 """The log's time, two hours ahead of this machine's wall clock (a log written by a clock that was

@@ -152,8 +152,8 @@ def test_health_is_not_serving_until_storage_is_open(tmp_path: Path) -> None:
     """Health answers NOT_SERVING while start() waits for storage, then SERVING."""
     import asyncio
 
-    from fairdeck_server.app import DealerServer
-    from fairdeck_server.config import ServerConfig
+    from fairdeck_server.run.app import DealerServer
+    from fairdeck_server.run.config import ServerConfig
 
     async def scenario() -> None:
         server = DealerServer(ServerConfig(listen="127.0.0.1:0", data_dir=tmp_path / "d"), trim_heap=False)
@@ -230,7 +230,7 @@ def test_health_watch_streams_past_an_address_limit_are_refused_and_their_memory
         assert 100 <= held <= 100 + connections, (held, ended)
         assert ended == {"RESOURCE_EXHAUSTED": streams - held}
         assert check < 1.0
-        from fairdeck_server.heap import TRIM_ABOVE, TRIM_SECONDS
+        from fairdeck_server.observe.heap import TRIM_ABOVE, TRIM_SECONDS
 
         if peak - before >= 2 * TRIM_ABOVE / 2**20:  # worth a trim (heap.Trimmer)
             given_back = before + max(2.0, (peak - before) / 2)

@@ -9,7 +9,7 @@ import platform
 
 import pytest
 
-from fairdeck_server import heap
+from fairdeck_server.observe import heap
 
 
 def _glibc() -> bool:

@@ -10,10 +10,10 @@ import sqlite3
 
 import pytest
 
-from fairdeck_server import logging_setup
 from fairdeck_server.log_causes import Repeats, cause
+from fairdeck_server.observe import logging_setup
+from fairdeck_server.observe.storage_health import StorageHealth
 from fairdeck_server.refusals import storage_unavailable
-from fairdeck_server.storage_health import StorageHealth
 from tests.support.waits import wait_for_async
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 
-from fairdeck_server.open_work import OpenStreams, SharedPace
+from fairdeck_server.policy.open_work import OpenStreams, SharedPace
 from tests.support.waits import outlast_async, wait_for_async
 
 

@@ -26,7 +26,7 @@ from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
 from fairdeck.client import DealerClient
 from fairdeck.client.exceptions import FairdeckError
 from fairdeck.client.models import HandState
-from fairdeck_server.config import ServerConfig
+from fairdeck_server.run.config import ServerConfig
 from tests.support.dealers import DealerProcess
 from tests.support.env import clean_env
 

@@ -19,10 +19,10 @@ import pytest
 from fairdeck.client import DealerClient
 from fairdeck.client.models import HandState
 from fairdeck.log.logentry import VOIDED, RevealEntry, decode
-from fairdeck_server.dealer import Dealer
-from fairdeck_server.reaper import Reaper
+from fairdeck_server.dealing.dealer import Dealer
+from fairdeck_server.dealing.reaper import Reaper
+from fairdeck_server.dealing.vault import SeedVault
 from fairdeck_server.storage.sqlite import SqliteStorage
-from fairdeck_server.vault import SeedVault
 from tests.support.dealers import RunningDealer
 from tests.support.ops import sample, scrape_until
 from tests.support.waits import wait_for
@@ -145,7 +145,7 @@ def test_an_entry_waits_only_for_the_hands_it_would_make_overdue_not_for_the_who
         now[0] += 1_500
         async for _ in await dealer_.deal_hands("young", "short", 6_000, [], False):
             pass  # created at 1,001,500: stale (lifetime - margin) at 1,009,500, not yet overdue
-        reaper = Reaper(dealer_, 10.0, lambda: now[0])  # margin 2 s
+        reaper = Reaper(dealer_.voider, 10.0, lambda: now[0])  # margin 2 s
         now[0] = 1_000_000 + 10_000 + 400  # an entry now needs every hand before 1,001,400 voided
         await reaper.ensure_fresh()
         assert await storage.open_hands("old") == 0

@@ -24,8 +24,8 @@ from fairdeck.client.audit_client import AuditClient
 from fairdeck.client.exceptions import FairdeckError
 from fairdeck.client.models import HandState
 from fairdeck.log import logentry
-from fairdeck_server.log_signing import load_or_create_signer
-from fairdeck_server.vault import load_or_create_key
+from fairdeck_server.dealing.vault import load_or_create_key
+from fairdeck_server.publishing.log_signing import load_or_create_signer
 from tests.support.dealers import DealerProcess
 from tests.support.env import clean_env
 from tests.support.waits import wait_for

@@ -15,11 +15,11 @@ from fairdeck.core.decks import DeckSpec
 from fairdeck.core.transcript import Transcript
 from fairdeck.core.verify import verify
 from fairdeck.v1 import dealer_pb2 as pb
-from fairdeck_server.dealer import Dealer
+from fairdeck_server.dealing.dealer import Dealer
+from fairdeck_server.dealing.vault import SeedVault
 from fairdeck_server.edge.dealer_servicer import DealerServicer, deal_hands_response
 from fairdeck_server.storage.base import HandRecord, StoredHandState
 from fairdeck_server.storage.sqlite import SqliteStorage
-from fairdeck_server.vault import SeedVault
 
 
 async def _records(tmp_path: Path) -> tuple[DealerServicer, list[HandRecord], list[Any]]:

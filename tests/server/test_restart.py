@@ -18,8 +18,8 @@ from fairdeck.client import DealerClient
 from fairdeck.client.exceptions import HandAlreadyShuffled
 from fairdeck.client.models import HandState
 from fairdeck.core.cards import Card
+from fairdeck_server.dealing.vault import KEY_ENV
 from fairdeck_server.refusals import StartupRefused
-from fairdeck_server.vault import KEY_ENV
 
 
 @pytest.fixture(autouse=True)

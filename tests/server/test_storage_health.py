@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 
 from fairdeck_server import fair
-from fairdeck_server.storage_health import StorageHealth
+from fairdeck_server.observe.storage_health import StorageHealth
 from tests.support.waits import wait_for_async
 
 

@@ -17,8 +17,8 @@ import types
 
 import pytest
 
-from fairdeck_server import processes
-from fairdeck_server.processes import _Running, _watch
+from fairdeck_server.run import processes
+from fairdeck_server.run.processes import _Running, _watch
 from tests.support.waits import hold_silent, outlast, pace, wait_for
 
 STAND_IN = """

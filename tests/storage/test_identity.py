@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from fairdeck.client import DealerClient
-from fairdeck_server import startup
 from fairdeck_server.refusals import StartupRefused
+from fairdeck_server.run import startup
 from fairdeck_server.storage.sqlite import SqliteStorage
 from tests.support.dealers import RunningDealer
 

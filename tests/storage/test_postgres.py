@@ -18,10 +18,10 @@ import pytest
 
 from fairdeck.log import merkle
 from fairdeck_server import refusals
-from fairdeck_server.dealer import Dealer
+from fairdeck_server.dealing.dealer import Dealer
+from fairdeck_server.dealing.vault import SeedVault
 from fairdeck_server.storage.base import LogForkError, Storage, StoredCheckpoint
 from fairdeck_server.storage.postgres import PostgresStorage
-from fairdeck_server.vault import SeedVault
 from tests.support.engines import closing, entry, naive_root, new_hand, records
 from tests.support.waits import wait_for_async
 

@@ -14,10 +14,10 @@ from typing import Any
 
 from fairdeck.log.logentry import VOIDED, RevealEntry, decode
 from fairdeck_server import fair
-from fairdeck_server.dealer import Dealer
+from fairdeck_server.dealing.dealer import Dealer
+from fairdeck_server.dealing.vault import SeedVault
 from fairdeck_server.refusals import DealerError
 from fairdeck_server.storage.base import Change, HandRecord, Storage, StoredHandState
-from fairdeck_server.vault import SeedVault
 from tests.support.engines import Engine, run
 
 TENANTS = ("a", "b", "c")
@@ -54,7 +54,7 @@ def test_stale_hands_are_voided_many_per_transaction_on_every_engine(storage_eng
 def test_a_void_slice_is_work_of_the_tenant_that_opened_its_hands(storage_engine: Engine) -> None:
     """Each storage operation of a void carries its hand's tenant (its turns at the writer), and
     no more than VOID_SLICE hands."""
-    from fairdeck_server.voids import VOID_SLICE
+    from fairdeck_server.dealing.voids import VOID_SLICE
 
     async def scenario(s: Storage) -> None:
         now = [1_000_000]

@@ -15,14 +15,14 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from fairdeck.codeal.entries import SEALS, SEEDS, SETUP, SHARES, SHUFFLE, decode_entry
 from fairdeck.v1 import dealer_pb2 as pb
 from fairdeck.v1 import dealer_pb2_grpc
-from fairdeck_server.codeal_dealing import CodealDealer, DeckPool
-from fairdeck_server.codeal_log import CodealLog
-from fairdeck_server.codeal_store import CodealStore
 from fairdeck_server.codealer.holder import CoDealer
 from fairdeck_server.codealer.ledger import Ledger
-from fairdeck_server.dealer import Dealer, _new_hand_id
+from fairdeck_server.dealing.codeal_dealing import CodealDealer, DeckPool
+from fairdeck_server.dealing.codeal_log import CodealLog
+from fairdeck_server.dealing.codeal_store import CodealStore
+from fairdeck_server.dealing.dealer import Dealer, _new_hand_id
+from fairdeck_server.dealing.vault import SeedVault
 from fairdeck_server.storage.sqlite import SqliteStorage
-from fairdeck_server.vault import SeedVault
 from tests.support.logs import read_entries
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from fairdeck_server.config import ServerConfig
+from fairdeck_server.run.config import ServerConfig
 from tests.support.deployfiles import DIGEST, GRPC_PORT, check_health_argv, compose_default, flags, seconds
 
 # -- compose and Envoy --

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from fairdeck_server.app import DealerServer
-from fairdeck_server.config import ServerConfig
+from fairdeck_server.run.app import DealerServer
+from fairdeck_server.run.config import ServerConfig
 from tests.support.env import clean_env
 
 LISTENING = re.compile(r"^fairdeck dealer listening on ([^ ]+):(\d+) \(data: ([^;)]+)(?:; (.*))?\)$")

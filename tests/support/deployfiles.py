@@ -25,7 +25,7 @@ from typing import Any
 import yaml
 
 from fairdeck.cli import build_parser
-from fairdeck_server.config import ServerConfig
+from fairdeck_server.run.config import ServerConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"

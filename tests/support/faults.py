@@ -54,7 +54,7 @@ from fairdeck.cli import main as fairdeck_main
 from fairdeck.client import DealerClient
 from fairdeck.client.exceptions import FairdeckError
 from fairdeck.log.logentry import CommitEntry, RevealEntry, decode
-from fairdeck_server.log_signing import load_log_keys
+from fairdeck_server.publishing.log_signing import load_log_keys
 from tests.support.dealers import DealerProcess
 from tests.support.env import clean_env
 from tests.support.waits import wait_for as wait_for  # the scenarios poll with it

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fairdeck_server.config import ServerConfig
+from fairdeck_server.run.config import ServerConfig
 from tests.support.deployfiles import GRPC_PORT, METRICS_PORT, flags
 
 

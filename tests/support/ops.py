@@ -17,8 +17,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from fairdeck.client.exceptions import FairdeckError
 from fairdeck.wire import STATUS_DETAILS_KEY
-from fairdeck_server.auth import new_token
-from fairdeck_server.logging_setup import CallFilter, JsonFormatter
+from fairdeck_server.observe.logging_setup import CallFilter, JsonFormatter
+from fairdeck_server.policy.auth import new_token
 from fairdeck_server.principal import Role
 from tests.support.dealers import RunningDealer
 from tests.support.waits import hold_silent, wait_for

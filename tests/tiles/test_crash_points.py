@@ -23,7 +23,7 @@ STEPS = {
     # the tiles written, the checkpoint not yet stored
     "checkpoint-stored": "fairdeck_server.storage.sqlite.engine:SqliteStorage.put_checkpoint:6",
     # the checkpoint stored, the checkpoint file not yet written
-    "file-shown": "fairdeck_server.tile_publishing:LiveTiles.show:6",
+    "file-shown": "fairdeck_server.publishing.tile_publishing:LiveTiles.show:6",
     # the new checkpoint file written to its temporary name, not yet renamed into place
     "file-renamed": "os:replace:6",
 }

@@ -149,7 +149,7 @@ def test_a_publisher_without_tiles_signs_with_no_prepare(tmp_path: Path) -> None
     tiles or a lease it must sign at once (a version that waited for prepare() hung them)."""
     import asyncio
 
-    from fairdeck_server.log_signing import CheckpointPublisher, load_or_create_signer
+    from fairdeck_server.publishing.log_signing import CheckpointPublisher, load_or_create_signer
     from fairdeck_server.storage.sqlite import SqliteStorage
 
     async def run() -> int:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from fairdeck.client import AuditClient, DealerClient
 from fairdeck_server.cli.audit_sources import database_log
-from fairdeck_server.log_signing import load_log_keys, load_or_create_signer
-from fairdeck_server.vault import load_or_create_key
+from fairdeck_server.dealing.vault import load_or_create_key
+from fairdeck_server.publishing.log_signing import load_log_keys, load_or_create_signer
 from tests.support.dealers import DealerProcess
 from tests.support.tilecheck import checkpoint_of, missing, prove_from_tiles
 from tests.support.waits import wait_for

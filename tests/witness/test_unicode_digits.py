@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fairdeck_server.cosigning import retry_after_seconds
+from fairdeck_server.publishing.cosigning import retry_after_seconds
 from tests.support.c2sp_log import MemLog
 from tests.support.witnesses import WitnessProcess, init_witness, witness_cli
 

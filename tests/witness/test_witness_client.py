@@ -1,4 +1,4 @@
-"""The dealer as a tlog-witness client (fairdeck_server.cosigning), held to tlog-witness v1.0.0 and
+"""The dealer as a tlog-witness client (fairdeck_server.publishing.cosigning), held to tlog-witness v1.0.0 and
 to the public witness network's budget, through a recording proxy (tests/support/witness_proxy.py) in
 front of a real witness:
 
@@ -28,7 +28,7 @@ from fairdeck.log.checkpoint import Checkpoint, open_checkpoint
 from fairdeck.log.cosignature import Cosigner
 from fairdeck.log.note import Verifier
 from fairdeck.v1 import audit_pb2, audit_pb2_grpc
-from fairdeck_server.cosigning import MAX_RETRY_AFTER_S, retry_after_seconds
+from fairdeck_server.publishing.cosigning import MAX_RETRY_AFTER_S, retry_after_seconds
 from tests.support.dealers import RunningDealer
 from tests.support.waits import outlast
 from tests.support.witness_proxy import Answer, Proxy, Seen

@@ -59,7 +59,7 @@ could not store (UNAVAILABLE: its RetryInfo when it sends one, else a backoff)."
 
 REQUEST_ID_KEY = "x-request-id"
 """The metadata key of a call's request id, which the dealer puts on every log line of the call
-(fairdeck_server.logging_setup: 1 to 128 characters of ``A-Z a-z 0-9 . _ : -``)."""
+(fairdeck_server.observe.logging_setup: 1 to 128 characters of ``A-Z a-z 0-9 . _ : -``)."""
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 
 

@@ -5,7 +5,7 @@ by docs/vectors/fairdeck-codeal-log-v1.json (3 to 6) and fairdeck-codeal-seals-l
 ``decode_entry`` is strict: exact lengths, no trailing bytes, a hand id by the hand-id rule,
 ``2 <= K <= 16``, a seals entry's holder ``1..15``, fixed-size records of their exact size.
 It checks bytes, not cryptography: ``verify_hand`` does that. The dealer appends these entries to
-its log (fairdeck_server.codeal_log: setup and shuffles at the open, shares and seeds at the close)
+its log (fairdeck_server.dealing.codeal_log: setup and shuffles at the open, shares and seeds at the close)
 and ``fairdeck audit`` checks each hand's entries with them (fairdeck.codeal.log_audit).
 """
 

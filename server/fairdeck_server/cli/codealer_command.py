@@ -27,11 +27,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fairdeck_server.codealer.dealer_token import TOKEN_NAME, TokenCheck, new_token, parse_token
 from fairdeck_server.codealer.ledger import Ledger, LedgerError
-from fairdeck_server.config import ServerConfig
-from fairdeck_server.option_ranges import CODEALER_RANGES
-from fairdeck_server.refusals import StartupRefused
-from fairdeck_server.startup import DataDirLock
-from fairdeck_server.vault import (
+from fairdeck_server.dealing.vault import (
     SeedVault,
     VaultError,
     create_key_file,
@@ -39,6 +35,10 @@ from fairdeck_server.vault import (
     read_private_text,
     write_private_file,
 )
+from fairdeck_server.refusals import StartupRefused
+from fairdeck_server.run.config import ServerConfig
+from fairdeck_server.run.option_ranges import CODEALER_RANGES
+from fairdeck_server.run.startup import DataDirLock
 
 KEY_NAME = "codealer.key"
 SECRETS_NAME = "secrets.key"

@@ -18,13 +18,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from fairdeck_server import config, logging_setup, startup
-from fairdeck_server.app import serve
-from fairdeck_server.heap import tune_collector
-from fairdeck_server.log_signing import LogKeyError, load_log_keys
-from fairdeck_server.processes import Worker, supervise
+from fairdeck_server.dealing.vault import KEY_ENV
+from fairdeck_server.observe import logging_setup
+from fairdeck_server.observe.heap import tune_collector
+from fairdeck_server.publishing.log_signing import LogKeyError, load_log_keys
 from fairdeck_server.refusals import StartupRefused
-from fairdeck_server.vault import KEY_ENV
+from fairdeck_server.run import config, startup
+from fairdeck_server.run.app import serve
+from fairdeck_server.run.processes import Worker, supervise
 
 log = logging.getLogger(__name__)
 

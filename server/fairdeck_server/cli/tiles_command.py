@@ -5,7 +5,7 @@ signed checkpoint's tree with ``fairdeck.log.tile_writer.TileWriter``, with the 
 every stored checkpoint's size (tlog-tiles requires them). Run again later, it adds only what is
 new; tiles are immutable and every file is written atomically, the checkpoint last, so a static
 web server or CDN can serve the directory while the command runs. ``fairdeck serve --tiles``
-keeps such a directory up to date live (fairdeck_server.tile_publishing).
+keeps such a directory up to date live (fairdeck_server.publishing.tile_publishing).
 """
 
 from __future__ import annotations

@@ -22,13 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from fairdeck_server import principal, refusals
-from fairdeck_server.auth import new_token
-from fairdeck_server.log_signing import LogKeyError, rotate_log_key
+from fairdeck_server.dealing.vault import KEY_ENV, VaultError, rotate_key_file
+from fairdeck_server.policy.auth import new_token
 from fairdeck_server.principal import Role
+from fairdeck_server.publishing.log_signing import LogKeyError, rotate_log_key
 from fairdeck_server.refusals import StartupRefused
 from fairdeck_server.storage import open_storage
 from fairdeck_server.storage.base import Storage, TokenRecord
-from fairdeck_server.vault import KEY_ENV, VaultError, rotate_key_file
 
 MAX_LABEL = 100
 

@@ -43,7 +43,7 @@ from fairdeck.core.seeds import SeedError, check_hand_id
 from fairdeck.wire import Reason
 from fairdeck_server import refusals
 from fairdeck_server.codealer.ledger import HandRow, Ledger, read_hand, read_seals, read_shares
-from fairdeck_server.vault import SeedVault
+from fairdeck_server.dealing.vault import SeedVault
 
 
 @dataclass(frozen=True)

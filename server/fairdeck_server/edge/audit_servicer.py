@@ -15,9 +15,9 @@ from fairdeck.v1 import audit_pb2 as pb
 from fairdeck.v1 import audit_pb2_grpc
 from fairdeck.wire import Reason
 from fairdeck_server import refusals
-from fairdeck_server.dealer import validate_hand_id
+from fairdeck_server.dealing.dealer import validate_hand_id
 from fairdeck_server.edge.status import translated
-from fairdeck_server.log_signing import CheckpointPublisher
+from fairdeck_server.publishing.log_signing import CheckpointPublisher
 from fairdeck_server.storage.base import Storage, StoredCheckpoint
 
 MAX_PAGE = 1000

@@ -14,10 +14,10 @@ from fairdeck.core.decks import DeckSpec
 from fairdeck.v1 import dealer_pb2 as pb
 from fairdeck.wire import Reason
 from fairdeck_server import refusals
-from fairdeck_server.codeal_store import CodealRow, CodealStoreError
+from fairdeck_server.dealing.codeal_store import CodealRow, CodealStoreError
 
 if TYPE_CHECKING:  # the co-dealt code loads libsodium: only a dealer with --codealer loads it
-    from fairdeck_server.codeal_dealing import CodealDealer
+    from fairdeck_server.dealing.codeal_dealing import CodealDealer
 
 
 class CodealEdge:

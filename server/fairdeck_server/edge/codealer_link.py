@@ -24,19 +24,18 @@ from fairdeck.v1 import codealer_pb2 as pb
 from fairdeck.v1 import codealer_pb2_grpc
 from fairdeck.wire import AUTHORIZATION, Reason
 from fairdeck_server import refusals
-from fairdeck_server.codeal_health import CODEAL_HEALTH, CodealerWatch
-from fairdeck_server.codeal_store import CodealStore, CodealStoreError
 from fairdeck_server.codealer.dealer_token import parse_token
-from fairdeck_server.config import ServerConfig
+from fairdeck_server.dealing.codeal_health import CODEAL_HEALTH, CodealerWatch
+from fairdeck_server.dealing.codeal_store import CodealStore, CodealStoreError
+from fairdeck_server.dealing.vault import SeedVault, read_private_text
 from fairdeck_server.edge.health import NOT_SERVING, SERVING, HealthServicer
-from fairdeck_server.metrics import Metrics
+from fairdeck_server.observe.metrics import Metrics
 from fairdeck_server.refusals import StartupRefused
-from fairdeck_server.vault import SeedVault, read_private_text
 
 if TYPE_CHECKING:  # loaded only with --codealer: the co-dealt code needs libsodium
-    from fairdeck_server.codeal_dealing import CodealDealer
-    from fairdeck_server.codeal_voids import CodealReaper
-    from fairdeck_server.dealer import Dealer
+    from fairdeck_server.dealing.codeal_dealing import CodealDealer
+    from fairdeck_server.dealing.codeal_voids import CodealReaper
+    from fairdeck_server.dealing.dealer import Dealer
     from fairdeck_server.edge.interceptors import LimitsInterceptor
 
 log = logging.getLogger(__name__)
@@ -165,8 +164,28 @@ def codealer_token(value: str | None) -> str:
         raise StartupRefused(f"--codealer-token: token file {value[1:]}: {e}") from None
 
 
+class CodealSettings(Protocol):
+    """What ``codeal_dealer`` reads of the dealer's configuration (``run.config.ServerConfig``
+    has them all): named here, so the edge never imports the room that wires it."""
+
+    @property
+    def codealer(self) -> str | None: ...
+    @property
+    def codealer_key(self) -> str | None: ...
+    @property
+    def codealer_token(self) -> str | None: ...
+    @property
+    def codeal_default(self) -> bool: ...
+    @property
+    def processes(self) -> int: ...
+    @property
+    def data_dir(self) -> Path: ...
+    @property
+    def max_hand_lifetime(self) -> float: ...
+
+
 def codeal_dealer(
-    config: ServerConfig,
+    config: CodealSettings,
     vault: SeedVault,
     new_hand_id: Callable[[int], str],
     clock_ms: Callable[[], int],
@@ -177,8 +196,8 @@ def codeal_dealer(
     ``fairdeck_codealer_healthy`` kept in ``host``'s."""
     if config.codealer is None and config.codealer_key is None and not config.codeal_default:
         return None
-    from fairdeck_server.codeal_dealing import CodealDealer, codealer_identity
-    from fairdeck_server.codeal_log import CodealLog
+    from fairdeck_server.dealing.codeal_dealing import CodealDealer, codealer_identity
+    from fairdeck_server.dealing.codeal_log import CodealLog
 
     if config.codealer is None or config.codealer_key is None:
         raise StartupRefused("--codealer and --codealer-key go together (and --codeal-default needs them)")
@@ -213,7 +232,7 @@ def codeal_reaper(
 ) -> CodealReaper:
     """Co-dealt hands voided within the ordinary hands' lifetime (codeal_voids.py), said in
     ``host``'s metrics; not started (app.py starts it once storage is open)."""
-    from fairdeck_server.codeal_voids import CodealReaper
+    from fairdeck_server.dealing.codeal_voids import CodealReaper
 
     metrics = host.metrics
     reaper = CodealReaper(

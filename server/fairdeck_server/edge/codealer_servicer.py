@@ -26,14 +26,15 @@ from fairdeck.v1 import codealer_pb2 as pb
 from fairdeck.v1 import codealer_pb2_grpc
 from fairdeck.wire import AUTHORIZATION, Reason
 from fairdeck_server import refusals
-from fairdeck_server.auth import FailureLimiter, peer_address
 from fairdeck_server.codealer.dealer_token import TokenCheck, bearer
 from fairdeck_server.codealer.holder import CoDealer
 from fairdeck_server.codealer.ledger import LedgerError
+from fairdeck_server.dealing.vault import VaultError
 from fairdeck_server.edge.health import NOT_SERVING, SERVING, HealthServicer
+from fairdeck_server.edge.peers import peer_address
 from fairdeck_server.edge.status import translated
-from fairdeck_server.open_work import OpenStreams
-from fairdeck_server.vault import VaultError
+from fairdeck_server.policy.auth import FailureLimiter
+from fairdeck_server.policy.open_work import OpenStreams
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -19,7 +19,8 @@ from fairdeck.v1 import dealer_pb2 as pb
 from fairdeck.v1 import dealer_pb2_grpc
 from fairdeck.wire import Reason
 from fairdeck_server import principal, refusals
-from fairdeck_server.dealer import Dealer, DealtSlice
+from fairdeck_server.dealing.bulk import DealtSlice
+from fairdeck_server.dealing.dealer import Dealer
 from fairdeck_server.edge.codeal_edge import CodealEdge
 from fairdeck_server.edge.methods import check_parsed
 from fairdeck_server.edge.status import fail, translated
@@ -27,7 +28,7 @@ from fairdeck_server.principal import Role
 from fairdeck_server.storage.base import HandRecord, StoredHandState
 
 if TYPE_CHECKING:
-    from fairdeck_server.codeal_dealing import CodealDealer
+    from fairdeck_server.dealing.codeal_dealing import CodealDealer
 
 log = logging.getLogger(__name__)
 

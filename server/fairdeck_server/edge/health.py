@@ -18,9 +18,9 @@ from typing import Any
 from grpc_health.v1 import health, health_pb2
 
 from fairdeck_server import refusals
-from fairdeck_server.auth import peer_address
+from fairdeck_server.edge.peers import peer_address
 from fairdeck_server.edge.status import abort
-from fairdeck_server.open_work import OpenStreams
+from fairdeck_server.policy.open_work import OpenStreams
 
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING

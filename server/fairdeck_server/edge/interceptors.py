@@ -24,9 +24,8 @@ from typing import Any
 
 import grpc
 
-from fairdeck_server import fair, logging_setup, principal, refusals
-from fairdeck_server.auth import Authenticator, check_role, is_open, peer_address
-from fairdeck_server.dealer import hands_held
+from fairdeck_server import fair, principal, refusals
+from fairdeck_server.dealing.bulk import hands_held
 from fairdeck_server.edge.chain import LayerInterceptor, ServerInterceptor
 from fairdeck_server.edge.methods import (
     UNLIMITED_SERVICES,
@@ -37,13 +36,15 @@ from fairdeck_server.edge.methods import (
     rewrap,
     service_of,
 )
+from fairdeck_server.edge.peers import peer_address
 from fairdeck_server.edge.status import abort, acyclic, status_of, translate
-from fairdeck_server.group_counts import CALLS, STREAMS, GroupCounts
-from fairdeck_server.limits import MAX_TENANTS, OpenHandsCap, RateLimiter
-from fairdeck_server.metrics import Metrics
+from fairdeck_server.observe import logging_setup
+from fairdeck_server.observe.metrics import Metrics
+from fairdeck_server.policy.auth import Authenticator, check_role, is_open
+from fairdeck_server.policy.group_counts import CALLS, STREAMS, GroupCounts
+from fairdeck_server.policy.limits import MAX_TENANTS, OpenHandsCap, RateLimiter
 from fairdeck_server.principal import Principal
 from fairdeck_server.refusals import DealerError
-from fairdeck_server.storage.sqlite.handoff import give_way
 
 log = logging.getLogger(__name__)
 
@@ -173,7 +174,7 @@ OPENING_METHODS = frozenset({DEALER + "OpenHand", DEALER + "DealNewHand", DEALER
 
 def hands_requested(method: str, request: object) -> int:
     """How many hands a call holds against the open-hands cap while it runs (the dealer's
-    rule, ``dealer.hands_held``, applied to the request); a request the servicer will refuse as
+    rule, ``bulk.hands_held``, applied to the request); a request the servicer will refuse as
     malformed counts as nothing."""
     if method not in OPENING_METHODS or isinstance(request, Malformed):
         return 0
@@ -186,6 +187,10 @@ def hands_requested(method: str, request: object) -> int:
 
 Refusal = Callable[[str, str], None]
 """Told (tenant, reason) of every refused call: the metrics count them."""
+
+
+def _no_way(tenant: str) -> None:
+    return None
 
 
 class LimitsInterceptor(LayerInterceptor):
@@ -214,9 +219,13 @@ class LimitsInterceptor(LayerInterceptor):
         on_tenant: Callable[[str], None] | None = None,
         default_deadline: float = 0.0,
         group: GroupCounts | None = None,
+        give_way: Callable[[str], None] | None = None,
     ) -> None:
         self.rate = rate
         self.cap = cap
+        self.give_way = give_way or _no_way
+        """Called with the tenant as each of its calls starts: a storage thread with another
+        tenant's work under way goes on first (storage.sqlite.handoff.give_way, given by run.app)."""
         self.group = group
         """Counts shared by the processes of ``serve --processes N``: calls in flight count
         across them (group_counts.py); None in a dealer of one process."""
@@ -257,7 +266,7 @@ class LimitsInterceptor(LayerInterceptor):
     def _unary(self, method: str, inner: Callable[..., Any]) -> Callable[..., Any]:
         async def behavior(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
             tenant = principal.current().tenant
-            give_way(tenant)  # another tenant's storage work under way goes on first
+            self.give_way(tenant)  # another tenant's storage work under way goes on first
             hands = await self._admit(method, tenant, request, context)
             refused = False
             limit = self.admission.per_tenant
@@ -289,7 +298,7 @@ class LimitsInterceptor(LayerInterceptor):
     def _stream(self, method: str, inner: Callable[..., Any]) -> Callable[..., Any]:
         async def behavior(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
             tenant = principal.current().tenant
-            give_way(tenant)
+            self.give_way(tenant)
             hands = await self._admit(method, tenant, request, context)
             try:
                 # A body that does not parse makes no stream: its servicer refuses it as malformed.
@@ -484,11 +493,11 @@ class AuthInterceptor(LayerInterceptor):
     async def _admit(self, method: str, context: grpc.aio.ServicerContext[Any, Any]) -> Principal:
         """The call's principal, or the call ends here with the refusal's status. A token lookup
         before the tenant is known is the client address's work (fair.py)."""
-        peer = context.peer()
-        bound = fair.bind("@" + peer_address(peer))
+        address = peer_address(context.peer())
+        bound = fair.bind("@" + address)
         try:
             caller = await self.authenticator.principal(
-                tuple(context.invocation_metadata() or ()), context.auth_context(), peer
+                tuple(context.invocation_metadata() or ()), context.auth_context(), address
             )
             check_role(method, caller)
         except DealerError as e:

@@ -26,9 +26,9 @@ from google.rpc import error_details_pb2, status_pb2
 from grpc_reflection.v1alpha import reflection, reflection_pb2, reflection_pb2_grpc
 
 from fairdeck_server import refusals
-from fairdeck_server.auth import peer_address
+from fairdeck_server.edge.peers import peer_address
 from fairdeck_server.edge.status import abort
-from fairdeck_server.open_work import OpenStreams, SharedPace
+from fairdeck_server.policy.open_work import OpenStreams, SharedPace
 
 V1_SERVICE_NAME = "grpc.reflection.v1.ServerReflection"
 V1ALPHA_SERVICE_NAME: str = reflection.SERVICE_NAME

@@ -6,14 +6,34 @@ somewhere is addresses.check_listen's rule."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Protocol
 
 import grpc
 
-from fairdeck_server.config import ServerConfig
 from fairdeck_server.edge.deadline import STREAM_RUNS
 from fairdeck_server.refusals import StartupRefused
 
 __all__ = ["TlsConfigError", "grpc_options", "server_credentials"]
+
+
+class TransportSettings(Protocol):
+    """What ``grpc_options`` reads of the dealer's configuration (``run.config.ServerConfig``
+    has them all): named here, so the edge never imports the room that wires it."""
+
+    @property
+    def max_request_bytes(self) -> int: ...
+    @property
+    def max_message_bytes(self) -> int: ...
+    @property
+    def connection_idle_timeout(self) -> float: ...
+    @property
+    def handshake_timeout(self) -> float: ...
+    @property
+    def max_connection_age(self) -> float: ...
+    @property
+    def default_deadline(self) -> float: ...
+    @property
+    def max_streams_per_connection(self) -> int: ...
 
 
 class TlsConfigError(StartupRefused):
@@ -129,7 +149,9 @@ def connection_options(
     )
 
 
-def grpc_options(config: ServerConfig, *, reuseport: bool, max_connections: int) -> list[tuple[str, int]]:
+def grpc_options(
+    config: TransportSettings, *, reuseport: bool, max_connections: int
+) -> list[tuple[str, int]]:
     """gRPC's server options for ``config``: each value a C int, as option_ranges.py keeps them."""
     # A request is held to the lower of the two limits (0 is no limit).
     request_bytes = min((b for b in (config.max_request_bytes, config.max_message_bytes) if b), default=-1)

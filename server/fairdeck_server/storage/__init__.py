@@ -26,7 +26,7 @@ def open_storage(
     connections), or None for SQLite in ``data_dir``.
 
     ``create``: SQLite may make its database if missing. Off by default: only
-    a fresh data dir gets a new database (fairdeck_server.startup); otherwise a
+    a fresh data dir gets a new database (fairdeck_server.run.startup); otherwise a
     missing one is refused, never silently replaced by an empty one.
 
     ``processes``: how many processes write this database (``serve --processes N``). With more

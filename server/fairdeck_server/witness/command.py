@@ -20,9 +20,9 @@ from typing import Any
 
 from fairdeck.log.cosignature import CosignatureError, Cosigner
 from fairdeck.log.note import NoteError, Verifier
+from fairdeck_server.dealing.vault import read_private_text, write_private_file
 from fairdeck_server.refusals import StartupRefused
-from fairdeck_server.startup import DataDirLock
-from fairdeck_server.vault import read_private_text, write_private_file
+from fairdeck_server.run.startup import DataDirLock
 from fairdeck_server.witness.http import WitnessHTTPServer, WitnessMetrics
 from fairdeck_server.witness.protocol import Witness
 from fairdeck_server.witness.state import StateError, WitnessState

@@ -8,7 +8,8 @@ its turns. It says how far it got: every hand created before ``Progress.closed_b
 closed, voided or skipped (the reaper's watermark, reaper.py). A hand that cannot be voided (a
 DealerError other than STORAGE_UNAVAILABLE: its seed does not open, its row cannot be read) is
 skipped, remembered in ``skipped`` and reported once through ``on_skip``; the others are voided
-all the same. Storage failing raises, once every slice handed over has ended. No grpc.
+all the same. Storage failing raises, once every slice handed over has ended. ``Voider`` is
+that for one Storage and its hands' ``Decks``: what the reaper drives, apart from the dealer. No grpc.
 """
 
 from __future__ import annotations
@@ -18,11 +19,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from fairdeck.log.logentry import VOIDED
 from fairdeck_server import fair, refusals
+from fairdeck_server.dealing.stored_decks import Decks
 from fairdeck_server.storage.base import Change, HandRecord, Storage
 
 VOID_SLICE = 16
-"""Hands per storage operation, as a DealHands slice while tenants share (dealer.SHARED_SLICE):
+"""Hands per storage operation, as a DealHands slice while tenants share (bulk.SHARED_SLICE):
 one item of its tenant's turns, heavier than a call's one hand, so another tenant's call is not
 written behind it (fair.take_turns)."""
 
@@ -98,3 +101,34 @@ async def _void(
         return await storage.update_hands(tenant, hand_ids, revealing())
     finally:
         fair.unbind(token)
+
+
+def _no_skip(tenant: str, hand_id: str, reason: str) -> None:
+    return None
+
+
+class Voider:
+    """Voids the stale hands of ``storage``, whose decks ``decks`` opens, at ``clock_ms``'s time;
+    remembers the hands it could not void for its own life (a restart, e.g. with the missing key
+    loaded, tries them again)."""
+
+    def __init__(self, storage: Storage, decks: Decks, clock_ms: Callable[[], int]) -> None:
+        self.storage = storage
+        self.decks = decks
+        self._clock_ms = clock_ms
+        self.skipped: set[tuple[str, str]] = set()
+        """(tenant, hand_id) of stale hands that could not be voided (see ``void_before``)."""
+
+    async def void_before(
+        self, cutoff_ms: int, limit: int = 1000, on_skip: Callable[[str, str, str], None] = _no_skip
+    ) -> Progress:
+        """Void up to ``limit`` hands created before ``cutoff_ms``, in batches (``void_before``
+        above), each decided at the time of its slice."""
+        return await void_before(
+            self.storage,
+            cutoff_ms,
+            lambda: self.decks.revealing(VOIDED, self._clock_ms()),
+            limit=limit,
+            skipped=self.skipped,
+            on_skip=on_skip,
+        )

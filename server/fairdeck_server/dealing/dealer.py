@@ -3,23 +3,21 @@
 No grpc here: the servicer turns requests into these calls and DealerError into status codes.
 Entropy, the clock and hand ids are injected so tests can pin them. Every state change goes through
 ``Storage.update_hand`` with a pure ``decide`` function, so the rules hold the same on every engine.
-Before it logs an entry (open, deal, close), an operation awaits ``before_logging``: the reaper
-(reaper.py) uses it to void overdue hands first, so the log never shows a hand left open past its
-lifetime while the dealer deals on.
+Before it logs an entry (open, deal, close), an operation awaits ``before_logging``, given to the
+constructor: the reaper's (reaper.py), which voids overdue hands first (through the voids' own
+``Decks``, never back through the dealer), so the log never shows a hand left open past its
+lifetime while the dealer deals on. DealHands, many hands in one call, is bulk.py's pipeline.
 """
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import hashlib
 import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
-from functools import lru_cache
 
-from fairdeck.core.commitment import commit, committer
+from fairdeck.core.commitment import commit
 from fairdeck.core.decks import SPEC_NAMES, DeckSpec
 from fairdeck.core.derivation import Plan, plan
 from fairdeck.core.encoding import lp
@@ -29,58 +27,22 @@ from fairdeck.core.transcript import Transcript
 from fairdeck.core.versions import CURRENT_VERSION
 from fairdeck.log.logentry import (
     CLOSED,
-    VOIDED,
     CommitEntry,
     RevealEntry,
-    commit_entries,
     deck_digest,
-    reveal_entries,
 )
 from fairdeck.wire import Reason
-from fairdeck_server import fair, principal, refusals, voids
-from fairdeck_server.storage.base import Change, HandBatch, HandRecord, NewHand, Storage, StoredHandState
+from fairdeck_server import principal, refusals
+from fairdeck_server.dealing import voids
+from fairdeck_server.dealing.bulk import MAX_BATCH_HANDS, BulkDealing, DealtSlice
+from fairdeck_server.dealing.stored_decks import Decks
+from fairdeck_server.dealing.vault import SeedVault
+from fairdeck_server.storage.base import Change, HandRecord, NewHand, Storage, StoredHandState
 from fairdeck_server.storage.rows import encode_seeds
-from fairdeck_server.vault import SeedVault, VaultError
 
-MAX_BATCH_HANDS = 100_000
-"""DealHands: at most this many hands per call."""
-BATCH_CHUNK = 256
-"""DealHands: hands per streamed message, each sent once all its hands are durable."""
-SLICE, SHARED_SLICE = 32, 16
-"""DealHands: hands built in one turn of the CPU (fair.CpuTurns) and stored by one storage
-operation, which takes its tenant's turn at the writer; SHARED_SLICE while tenants share (the bulk
-batch another tenant's call waits for: docs/scaling.md, "Sizes")."""
-REST = 0.5
-"""While tenants share the dealer, a DealHands slice keeps the CPU's turn until it is written
-and then for this many times as long again, at most MAX_REST seconds (a write that stalled is no
-reason to wait longer): one slice of anyone's at a time, and the process's interpreter lock left
-free a third of the time (docs/scaling.md, "Bulk work while others call")."""
-MAX_REST = 0.05
 DEFAULT_TENANT = principal.DEFAULT_TENANT
-STREAM_IN_FLIGHT = 2 * BATCH_CHUNK
-"""Hands a DealHands call with ``close`` holds against the open-hands cap while it runs:
-the chunk being written and the next one being stored (``_deal_chunks``)."""
 UNKNOWN_DECK = f"unknown deck spec; known: {', '.join(SPEC_NAMES)}"
 """An unknown deck's refusal: the decks there are, not the caller's text echoed back."""
-
-
-def hands_held(hand_count: int | None = None, *, close: bool = False) -> int:
-    """How many hands an opening call holds against its tenant's open-hands cap while it runs:
-    one for OpenHand and DealNewHand (``hand_count`` None); ``hand_count`` for DealHands.
-
-    With ``close`` a DealHands call's hands are closed when stored, but while it runs they are
-    work in flight: it holds up to STREAM_IN_FLIGHT, so a tenant cannot run more such streams
-    at once than its cap allows (each makes the dealer produce hands until the client's
-    flow-control window is full, read or not). A count out of range, refused anyway, holds none.
-
-    >>> hands_held(), hands_held(100_000), hands_held(100_000, close=True), hands_held(0)
-    (1, 100000, 512, 0)
-    """
-    if hand_count is None:
-        return 1
-    if not 1 <= hand_count <= MAX_BATCH_HANDS:
-        return 0
-    return min(hand_count, STREAM_IN_FLIGHT) if close else hand_count
 
 
 def _now_ms() -> int:
@@ -92,16 +54,6 @@ def _new_hand_id(now_ms: int) -> str:
     times, not the wall clock), then 40 random bits. Ordered ids make every insert land on the right
     edge of the hands table's b-tree; random ones dirtied a page per hand and made COMMIT 8x dearer."""
     return f"{now_ms:011x}{secrets.token_hex(5)}"
-
-
-@dataclass(frozen=True)
-class DealtSlice:
-    """A slice of a DealHands call, stored: its hands, their decks, and the log index of its
-    first entry (hand ``i``'s commit entry is at ``first_index + i * batch.step``)."""
-
-    batch: HandBatch
-    cards: list[tuple[int, ...]]
-    first_index: int
 
 
 @dataclass(frozen=True)
@@ -124,24 +76,35 @@ class Dealer:
         clock_ms: Callable[[], int] = _now_ms,
         new_hand_id: Callable[[int], str] = _new_hand_id,
         version: str = CURRENT_VERSION,
+        before_logging: Callable[[], Awaitable[None]] | None = None,
+        others_call: Callable[[str], bool] | None = None,
+        voider: voids.Voider | None = None,
     ) -> None:
+        """``before_logging``: awaited before an operation logs an entry (the reaper's
+        ``ensure_fresh``). ``others_call``: whether tenants other than the one given call now (the
+        admission's ``others``): see bulk.REST. ``voider``: the voids of these hands, whose ``Decks``
+        the dealer shares (one of its own on ``storage`` and ``vault`` by default)."""
         self.storage = storage
         self.vault = vault
         self._entropy = entropy
         self._clock_ms = clock_ms
         self._new_hand_id = new_hand_id
         self._version = version
-        self._deck_cache = lru_cache(maxsize=4096)(self._derive)
-        self._committers: dict[str, Callable[[str, bytes], bytes]] = {}
-        self.turns = fair.CpuTurns(SLICE)
-        """Whose turn it is to use the CPU for bulk work (DealHands slices)."""
-        self._unvoidable: set[tuple[str, str]] = set()
-        """(tenant, hand_id) of stale hands void_before could not void (see there)."""
-        self.before_logging: Callable[[], Awaitable[None]] = _nothing
-        """Awaited before an operation logs an entry (the reaper's ``ensure_fresh``)."""
-        self.others_call: Callable[[str], bool] = lambda tenant: False
-        """Whether tenants other than the one given call now (the admission's ``others``): see
-        REST."""
+        self.voider = voider if voider is not None else voids.Voider(storage, Decks(vault), clock_ms)
+        self.decks = self.voider.decks
+        self.before_logging: Callable[[], Awaitable[None]] = before_logging or _nothing
+        self.others_call: Callable[[str], bool] = others_call or _nobody_else
+        self.bulk = BulkDealing(
+            storage,
+            vault,
+            entropy=entropy,
+            clock_ms=clock_ms,
+            new_hand_ids=self._new_hand_ids,
+            version=version,
+            before_logging=self.before_logging,
+            others_call=self.others_call,
+        )
+        """DealHands (bulk.py)."""
 
     # -- opening ----------------------------------------------------------------
 
@@ -164,7 +127,7 @@ class Dealer:
         new, _, cards = self._new_hand(tenant, p, rid, seeds, state=StoredHandState.SHUFFLED)
         (created,) = await self.storage.create_hands([new])
         if created.found:  # an idempotent retry: deal what was stored
-            cards = self._cards(created.record)
+            cards = self.decks.cards(created.record)
         return created.record, cards
 
     async def deal_hands(
@@ -175,111 +138,7 @@ class Dealer:
         if not 1 <= count <= MAX_BATCH_HANDS:
             raise refusals.invalid("hand_count", Reason.INVALID_HAND_COUNT, f"must be 1..{MAX_BATCH_HANDS}")
         seeds = _client_seeds(client_seeds)
-        return self._deal_chunks(tenant, p, count, seeds, close)
-
-    async def _deal_chunks(
-        self, tenant: str, p: Plan, count: int, seeds: tuple[bytes, ...], closed: bool
-    ) -> AsyncIterator[list[DealtSlice]]:
-        """Chunk k+1 is built, slice by slice in fair turns, while chunk k's slices are stored;
-        chunk k is yielded once all of its slices are durable."""
-        stores: list[asyncio.Future[int]] = []  # every slice handed to storage, in order
-        done = 0
-        in_flight: list[tuple[HandBatch, list[tuple[int, ...]], asyncio.Future[int]]] | None = None
-        try:
-            while done < count or in_flight is not None:
-                ahead = None
-                if done < count:
-                    await self.before_logging()
-                    n = min(BATCH_CHUNK, count - done)
-                    ahead = await self._build_chunk(tenant, p, n, seeds, closed, stores)
-                    done += n
-                if in_flight is not None:
-                    chunk, in_flight = in_flight, ahead
-                    yield [DealtSlice(batch, cards, await stored) for batch, cards, stored in chunk]
-                in_flight = ahead
-        finally:
-            # The caller went away or a slice failed: the slices already handed to storage still
-            # become durable (their hands are voided in time), so wait for them and keep their
-            # outcomes out of asyncio's "never retrieved" log.
-            waiting = [f for f in stores if not f.done()]
-            if waiting:
-                await asyncio.gather(*waiting, return_exceptions=True)
-            for f in stores:
-                if f.done() and not f.cancelled():
-                    f.exception()  # retrieved
-
-    async def _build_chunk(
-        self,
-        tenant: str,
-        p: Plan,
-        n: int,
-        seeds: tuple[bytes, ...],
-        closed: bool,
-        stores: list[asyncio.Future[int]],
-    ) -> list[tuple[HandBatch, list[tuple[int, ...]], asyncio.Future[int]]]:
-        """``n`` hands in slices, each built in its tenant's turn of the CPU and handed to storage
-        at once; one call for the whole chunk's seeds."""
-        size = p.seed_bytes
-        entropy = self._entropy(size * n)
-        out: list[tuple[HandBatch, list[tuple[int, ...]], asyncio.Future[int]]] = []
-        step = SHARED_SLICE if self.others_call(tenant) else SLICE  # sharing, as of this chunk
-        for start in range(0, n, step):
-            m = min(step, n - start)
-            raw = entropy[start * size : (start + m) * size]
-            batch, cards = await self.turns.run(
-                m,
-                functools.partial(self._build_slice, tenant, p, m, raw, seeds, closed),
-                then=functools.partial(self._store_slice, tenant, stores),
-            )
-            out.append((batch, cards, stores[-1]))
-        return out
-
-    async def _store_slice(
-        self, tenant: str, stores: list[asyncio.Future[int]], built: tuple[HandBatch, list[tuple[int, ...]]]
-    ) -> None:
-        """Hand a slice to storage (its future joins ``stores``); while tenants share, return only
-        once it is written and then after a rest (REST), the CPU's turn held all along."""
-        stored = asyncio.ensure_future(self.storage.create_batch(built[0]))
-        stores.append(stored)
-        if self.others_call(tenant):
-            await asyncio.wait([stored])
-            await asyncio.sleep(min(MAX_REST, (time.perf_counter() - self.turns.began) * REST))
-
-    def _build_slice(
-        self, tenant: str, p: Plan, n: int, raw: bytes, seeds: tuple[bytes, ...], closed: bool
-    ) -> tuple[HandBatch, list[tuple[int, ...]]]:
-        """``n`` new hands from ``raw`` (their seeds, end to end): ids, commitments, decks, log
-        entries and, for hands that stay open, sealed seeds; the shared fields once."""
-        size = p.seed_bytes
-        now = self._clock_ms()
-        ids = self._new_hand_ids(n)
-        server = [raw[i * size : (i + 1) * size] for i in range(n)]
-        commit_one = self._committer(p.spec.name)
-        commitments = [commit_one(h, s) for h, s in zip(ids, server, strict=True)]
-        derive = p.derive
-        cards = [derive(h, s, seeds) for h, s in zip(ids, server, strict=True)]
-        entries = commit_entries(now, ids, self._version, p.spec.name, commitments)
-        if closed:
-            reveals = reveal_entries(now, ids, CLOSED, server, seeds, [deck_digest(c) for c in cards])
-            entries = [e for pair in zip(entries, reveals, strict=True) for e in pair]
-            sealed = [b""] * n  # revealed at once: the seed is in the row and the log
-        else:
-            sealed = self.vault.seal_many(ids, server)
-        batch = HandBatch(
-            tenant=tenant,
-            deck=p.spec.name,
-            version=self._version,
-            client_seeds=seeds,
-            closed=closed,
-            dealt=p.spec.size,
-            created_ms=now,
-            hand_ids=ids,
-            commitments=commitments,
-            sealed_seeds=sealed,
-            server_seeds=server if closed else None,
-            entries=entries,
-        )
-        return batch, cards
+        return self.bulk.deal(tenant, p, count, seeds, close)
 
     def _new_hand_ids(self, n: int) -> list[str]:
         """``n`` new hand ids: with the default maker, one call for all their random parts."""
@@ -289,12 +148,6 @@ class Dealer:
         head = f"{now:011x}"
         tail = secrets.token_bytes(5 * n).hex()
         return [head + tail[10 * i : 10 * i + 10] for i in range(n)]
-
-    def _committer(self, deck: str) -> Callable[[str, bytes], bytes]:
-        found = self._committers.get(deck)
-        if found is None:
-            found = self._committers[deck] = committer(deck, version=self._version)
-        return found
 
     def _new_hand(
         self,
@@ -361,7 +214,7 @@ class Dealer:
             if r.state is not StoredHandState.OPEN:
                 raise _not_open(r)
             new = replace(r, client_seeds=_combined(r.client_seeds, seeds), state=StoredHandState.SHUFFLED)
-            self._cards(new)  # derive now, so the first draw is a cache hit
+            self.decks.cards(new)  # derive now, so the first draw is a cache hit
             return Change(new), new
 
         return (await self.storage.update_hand(tenant, hand_id, decide))[0]
@@ -386,12 +239,12 @@ class Dealer:
             if expected_position is not None and r.dealt != expected_position:
                 if r.dealt == expected_position + count:
                     # The same draw, done already (its answer was lost): the same cards again.
-                    again = self._cards(r)[expected_position : r.dealt]
+                    again = self.decks.cards(r)[expected_position : r.dealt]
                     return Change(r), DrawnCards(r.deck, again, expected_position, size - r.dealt)
                 raise refusals.wrong_position(r.dealt, expected_position)
             if r.dealt + count > size:
                 raise refusals.not_enough_cards(size - r.dealt, count)
-            cards = self._cards(r)[r.dealt : r.dealt + count]
+            cards = self.decks.cards(r)[r.dealt : r.dealt + count]
             new = replace(r, dealt=r.dealt + count)
             return Change(new), DrawnCards(r.deck, cards, r.dealt, size - new.dealt)
 
@@ -403,7 +256,7 @@ class Dealer:
 
         def decide(r: HandRecord) -> tuple[Change, DrawnCards]:
             r = self._shuffled(r)
-            cards = self._cards(r)
+            cards = self.decks.cards(r)
             new = replace(r, dealt=len(cards))
             return Change(new), DrawnCards(r.deck, cards[r.dealt :], r.dealt, 0)
 
@@ -440,35 +293,14 @@ class Dealer:
 
         A hand that cannot be voided (its seed does not open, its row cannot be read) is
         skipped and reported once through ``on_skip(tenant, hand_id, reason)``, the others voided
-        all the same; skipped hands are remembered for the life of this Dealer (a restart, e.g.
+        all the same; skipped hands are remembered for the life of its ``voider`` (a restart, e.g.
         with the missing key loaded, tries them again). Storage failing raises.
         """
-        return await voids.void_before(
-            self.storage,
-            cutoff_ms,
-            lambda: self._revealing(VOIDED, self._clock_ms()),
-            limit=limit,
-            skipped=self._unvoidable,
-            on_skip=on_skip,
-        )
+        return await self.voider.void_before(cutoff_ms, limit, on_skip)
 
     async def _reveal(self, tenant: str, hand_id: str, outcome: int) -> HandRecord:
         now = self._clock_ms()  # when it was decided, after before_logging; storage never makes it earlier
-        return (await self.storage.update_hand(tenant, hand_id, self._revealing(outcome, now)))[0]
-
-    def _revealing(self, outcome: int, now: int) -> Callable[[HandRecord], tuple[Change, None]]:
-        """The decide function that reveals a hand at ``now`` (a closed one stays as it is)."""
-
-        def decide(r: HandRecord) -> tuple[Change, None]:
-            if r.state is StoredHandState.CLOSED:
-                return Change(r), None
-            seed = self._open_seed(r)
-            new = replace(r, state=StoredHandState.CLOSED, closed_ms=now, server_seed=seed)
-            digest = deck_digest(self._cards(r))
-            entry = RevealEntry(now, r.hand_id, outcome, seed, r.client_seeds, digest).encode()
-            return Change(new, entry, outcome), None
-
-        return decide
+        return (await self.storage.update_hand(tenant, hand_id, self.decks.revealing(outcome, now)))[0]
 
     async def get(self, tenant: str, hand_id: str) -> HandRecord:
         validate_hand_id(hand_id)
@@ -488,7 +320,7 @@ class Dealer:
             commitment=record.commitment,
             server_seed=record.server_seed,
             client_seeds=record.client_seeds,
-            cards=self._cards(record),
+            cards=self.decks.cards(record),
         )
 
     # -- helpers ---------------------------------------------------------------------------
@@ -504,33 +336,13 @@ class Dealer:
             raise refusals.hand_closed()
         return replace(r, state=StoredHandState.SHUFFLED) if r.state is StoredHandState.OPEN else r
 
-    def _cards(self, r: HandRecord) -> tuple[int, ...]:
-        try:
-            return self._deck_cache(r.hand_id, r.deck, r.version, r.sealed_seed, r.client_seeds)
-        except refusals.DealerError:
-            if r.server_seed is None:
-                raise
-            # Revealed: the seed is in the record, so a retired seed key is not needed (vault.py).
-            return plan(r.version, r.deck).derive(r.hand_id, r.server_seed, r.client_seeds)
-
-    def _derive(
-        self, hand_id: str, deck: str, version: str, sealed: bytes, client_seeds: tuple[bytes, ...]
-    ) -> tuple[int, ...]:
-        seed = self._open_sealed(hand_id, sealed)
-        return plan(version, deck).derive(hand_id, seed, client_seeds)
-
-    def _open_seed(self, r: HandRecord) -> bytes:
-        return self._open_sealed(r.hand_id, r.sealed_seed)
-
-    def _open_sealed(self, hand_id: str, sealed: bytes) -> bytes:
-        try:
-            return self.vault.open(hand_id, sealed)
-        except VaultError as e:
-            raise refusals.seed_unavailable(str(e)) from None
-
 
 async def _nothing() -> None:
     return None
+
+
+def _nobody_else(tenant: str) -> bool:
+    return False
 
 
 def _not_open(r: HandRecord) -> refusals.DealerError:

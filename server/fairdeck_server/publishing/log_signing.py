@@ -25,12 +25,12 @@ from fairdeck.log.note import NoteError, Signer, Verifier, is_valid_key_name
 from fairdeck.log.rotation import RotationError, open_rotation, sign_rotation
 from fairdeck.log.tiles import TileError
 from fairdeck_server import refusals
+from fairdeck_server.dealing.vault import read_private_text, write_private_file
 from fairdeck_server.log_causes import Repeats, cause
-from fairdeck_server.log_lease import Lease
+from fairdeck_server.publishing.log_lease import Lease
+from fairdeck_server.publishing.tile_publishing import LiveTiles
 from fairdeck_server.refusals import StartupRefused
 from fairdeck_server.storage.base import Storage, StoredCheckpoint
-from fairdeck_server.tile_publishing import LiveTiles
-from fairdeck_server.vault import read_private_text, write_private_file
 
 log = logging.getLogger(__name__)
 DEFAULT_INTERVAL = 0.2
@@ -82,7 +82,7 @@ def load_or_create_signer(path: Path, origin: str | None = None) -> Signer:
     """The log signer from ``path``, created (0600) with ``origin`` as its name if missing.
 
     For tests and benchmarks that set up a log by hand; the dealer never creates a key
-    as a side effect (fairdeck_server.startup decides when one is made)."""
+    as a side effect (fairdeck_server.run.startup decides when one is made)."""
     if path.exists():
         return load_log_keys(path, origin).signer
     return create_log_keys(path, origin).signer

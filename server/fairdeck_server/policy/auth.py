@@ -16,7 +16,6 @@ import contextlib
 import functools
 import hashlib
 import hmac
-import ipaddress
 import logging
 import re
 import secrets
@@ -24,15 +23,14 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
-from urllib.parse import unquote
 
 from cryptography import x509
 
 from fairdeck.v1 import audit_pb2, dealer_pb2
 from fairdeck.wire import AUTHORIZATION
 from fairdeck_server import principal, refusals
-from fairdeck_server.ahead import AHEAD, ReadsAhead
 from fairdeck_server.log_causes import Repeats, cause
+from fairdeck_server.policy.ahead import AHEAD, ReadsAhead
 from fairdeck_server.principal import Principal, Role
 from fairdeck_server.refusals import DealerError
 from fairdeck_server.storage.base import Storage, TokenRecord
@@ -127,30 +125,6 @@ def split_token(token: str) -> tuple[str, str] | None:
 
 
 _NO_DIGEST = bytes(32)
-
-
-@functools.lru_cache(maxsize=4096)
-def peer_address(peer: str) -> str:
-    """The client address of a gRPC peer string, without the port: ``ipv4:10.0.0.7:5123``
-    -> ``10.0.0.7``. An IPv6 address counts as its /64, since one host commonly holds a
-    whole /64; anything else (a Unix socket) is kept as it is. Asked twice per call, for the
-    connection's string each time: the last 4,096 answers are kept (``ipaddress`` parsing
-    was 1.3% of the loop's busy time under a GetHand flood).
-
-    >>> peer_address("ipv4:127.0.0.1:50312"), peer_address("ipv6:%5B2001:db8::1%5D:443")
-    ('127.0.0.1', '2001:db8::/64')
-    """
-    kind, _, rest = peer.partition(":")
-    if kind not in ("ipv4", "ipv6"):
-        return peer
-    host = unquote(rest).rsplit(":", 1)[0].strip("[]")
-    try:
-        address = ipaddress.ip_address(host.split("%", 1)[0])
-    except ValueError:
-        return host
-    if address.version == 6:
-        return str(ipaddress.ip_network(f"{address}/64", strict=False))
-    return str(address)
 
 
 class FailureLimiter:
@@ -261,7 +235,7 @@ class TokenVerifier:
 
     async def verify(self, token: str, address: str = "") -> Principal:
         """The principal of a valid token; a DealerError otherwise. ``address`` is the
-        client's (``peer_address``): its failures are counted and limited."""
+        client's (``edge.peers.peer_address``): its failures are counted and limited."""
         parsed = split_token(token)
         if parsed is None:
             raise await self.failure(address)
@@ -374,13 +348,17 @@ class Authenticator:
     """Refuse calls without credentials (else they run as LOCAL)."""
 
     async def principal(
-        self, metadata: Sequence[tuple[str, Any]], auth_context: Mapping[str, Iterable[bytes]], peer: str = ""
+        self,
+        metadata: Sequence[tuple[str, Any]],
+        auth_context: Mapping[str, Iterable[bytes]],
+        address: str = "",
     ) -> Principal:
+        """``address`` is the caller's client address (``edge.peers.peer_address``), by which its
+        failures are counted."""
         headers = [v for k, v in metadata if k == AUTHORIZATION]
         peer_certs = list(auth_context.get("x509_pem_cert") or ())
         if headers:
             value = headers[0]
-            address = peer_address(peer)
             # Printable ASCII only: a value that was not UTF-8 reaches us Latin-1 decoded,
             # and str.strip() would remove a trailing 0xA0 or 0x85 from it as whitespace.
             if (

@@ -18,11 +18,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from fairdeck.codeal.entries import SEALS, SEEDS, SETUP, SHARES, SHUFFLE, CodealEntry
-from fairdeck_server.codeal_store import CodealRow
+from fairdeck_server.dealing.codeal_store import CodealRow
 from fairdeck_server.storage.base import HandBatch
 
 if TYPE_CHECKING:
-    from fairdeck_server.dealer import Dealer
+    from fairdeck_server.dealing.dealer import Dealer
 
 OPENED, CLOSED = "open", "close"
 """The steps ``public["log"]`` names: the log index of each one's first entry."""

@@ -23,8 +23,8 @@ from collections.abc import Callable
 
 from fairdeck.wire import Reason
 from fairdeck_server import fair, refusals
-from fairdeck_server.codeal_dealing import CodealDealer
-from fairdeck_server.reaper import MAX_MARGIN_MS
+from fairdeck_server.dealing.codeal_dealing import CodealDealer
+from fairdeck_server.dealing.reaper import MAX_MARGIN_MS
 
 log = logging.getLogger(__name__)
 

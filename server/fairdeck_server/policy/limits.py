@@ -20,8 +20,8 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from fairdeck_server.ahead import AHEAD, ReadsAhead
-from fairdeck_server.group_counts import HANDS, OPENED, GroupCounts
+from fairdeck_server.policy.ahead import AHEAD, ReadsAhead
+from fairdeck_server.policy.group_counts import HANDS, OPENED, GroupCounts
 
 log = logging.getLogger(__name__)
 

@@ -29,7 +29,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from fairdeck.log.cosignature import CosignatureError, CosignatureVerifier, WitnessPolicy, parse_line
 from fairdeck.log.note import Verifier, open_note
-from fairdeck_server.clock import WITNESS_SKEW_S
+from fairdeck_server.dealing.clock import WITNESS_SKEW_S
 from fairdeck_server.log_causes import Repeats, cause
 from fairdeck_server.storage.base import Storage, StoredCheckpoint
 

@@ -24,9 +24,7 @@ from typing import TYPE_CHECKING, Protocol
 from fairdeck.log import safefiles
 from fairdeck.log.checkpoint import CheckpointError, open_checkpoint
 from fairdeck.log.rotation import open_rotation
-from fairdeck_server.log_signing import LogKeys, load_log_keys, new_log_keys
-from fairdeck_server.refusals import RESTORE, StartupRefused
-from fairdeck_server.vault import (
+from fairdeck_server.dealing.vault import (
     KEY_ENV,
     SeedVault,
     VaultError,
@@ -34,9 +32,11 @@ from fairdeck_server.vault import (
     load_vault,
     write_private_file,
 )
+from fairdeck_server.publishing.log_signing import LogKeys, load_log_keys, new_log_keys
+from fairdeck_server.refusals import RESTORE, StartupRefused
 
 if TYPE_CHECKING:
-    from fairdeck_server.config import ServerConfig
+    from fairdeck_server.run.config import ServerConfig
     from fairdeck_server.storage.base import StoredCheckpoint
 
 DB_NAME = "fairdeck.db"

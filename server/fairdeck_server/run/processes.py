@@ -30,15 +30,15 @@ from typing import TYPE_CHECKING
 
 from fairdeck.log.audit import LogUnreadable
 from fairdeck.log.tiles import TileError
-from fairdeck_server import group_counts
 from fairdeck_server.addresses import probe_listen, split_host_port
+from fairdeck_server.policy import group_counts
+from fairdeck_server.publishing.tile_publishing import complete_before_start, tiles_refusal
 from fairdeck_server.refusals import StartupRefused
-from fairdeck_server.startup import prepare
+from fairdeck_server.run.startup import prepare
 from fairdeck_server.storage import WRITER_LOCK_NAME, open_writer_lock
-from fairdeck_server.tile_publishing import complete_before_start, tiles_refusal
 
 if TYPE_CHECKING:
-    from fairdeck_server.config import ServerConfig
+    from fairdeck_server.run.config import ServerConfig
 
 WORKER_ENV = "FAIRDECK_WORKER"
 """``INDEX/COUNT`` of a worker process; absent in the supervisor and in a plain dealer."""

@@ -30,6 +30,7 @@ from fairdeck.wire import Reason
 from fairdeck_server import refusals
 from fairdeck_server.addresses import split_host_port
 from fairdeck_server.log_causes import Repeats, cause
+from fairdeck_server.observe.storage_health import StorageHealth
 from fairdeck_server.storage.base import (
     Change,
     Created,
@@ -43,7 +44,6 @@ from fairdeck_server.storage.base import (
     TokenRecord,
     WriterStats,
 )
-from fairdeck_server.storage_health import StorageHealth
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -40,11 +40,11 @@ from fairdeck.codeal.verify import CodealHand, DealtPosition, verify_hand
 from fairdeck.core.decks import DeckSpec, DeckSpecError
 from fairdeck.wire import Reason
 from fairdeck_server import refusals
-from fairdeck_server.codeal_health import CodealerWatch
-from fairdeck_server.codeal_log import CLOSED, OPENED, CodealLog, logged
-from fairdeck_server.codeal_seals import checked_seals
-from fairdeck_server.codeal_store import CodealRow, CodealStore
-from fairdeck_server.vault import SeedVault
+from fairdeck_server.dealing.codeal_health import CodealerWatch
+from fairdeck_server.dealing.codeal_log import CLOSED, OPENED, CodealLog, logged
+from fairdeck_server.dealing.codeal_seals import checked_seals
+from fairdeck_server.dealing.codeal_store import CodealRow, CodealStore
+from fairdeck_server.dealing.vault import SeedVault
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

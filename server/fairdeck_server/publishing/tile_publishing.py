@@ -22,7 +22,7 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from fairdeck.log import safefiles
 from fairdeck.log.checkpoint import Checkpoint
@@ -30,9 +30,6 @@ from fairdeck.log.rotation import ROTATIONS_FILE, is_rotation, rotations_file
 from fairdeck.log.tile_writer import TileDir, TileEdge, read_file, write_tree
 from fairdeck.log.tiles import HEIGHT, WIDTH, TileError, TileLog, tile_path, tiles_for
 from fairdeck_server.storage.base import Storage, StoredCheckpoint
-
-if TYPE_CHECKING:
-    from fairdeck_server.config import ServerConfig
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +40,19 @@ Source = tuple[int, list[bytes], Iterator[bytes]]
 """What the read-only log readers return: entry count, every checkpoint note, the entries."""
 
 
-def read_whole_log(config: ServerConfig) -> Source:
+class TileSettings(Protocol):
+    """What the tiles read of the dealer's configuration (``run.config.ServerConfig`` has them
+    all): named here, so publishing never imports the room that wires it."""
+
+    @property
+    def db(self) -> str | None: ...
+    @property
+    def data_dir(self) -> Path: ...
+    @property
+    def tiles(self) -> Path | None: ...
+
+
+def read_whole_log(config: TileSettings) -> Source:
     """The dealer's whole log, read-only (the readers of ``fairdeck audit --data/--db``), its
     checkpoint notes alone: the key rotation statements the readers add are left out."""
     if config.db is not None:
@@ -70,7 +79,7 @@ def tiles_refusal(root: Path | None, error: Exception) -> str:
     return f"--tiles {root}: {error}"
 
 
-def complete_before_start(config: ServerConfig, origin: str, rotations: Sequence[bytes] = ()) -> str:
+def complete_before_start(config: TileSettings, origin: str, rotations: Sequence[bytes] = ()) -> str:
     """``open`` for the supervisor of ``serve --processes N``, before any worker serves: from the
     read-only log (no storage is open yet); what was done, in words."""
     assert config.tiles is not None

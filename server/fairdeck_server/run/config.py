@@ -32,10 +32,10 @@ from pathlib import Path
 from typing import Any
 
 from fairdeck.log.cosignature import CosignatureError, CosignatureVerifier
-from fairdeck_server import logging_setup
 from fairdeck_server.addresses import redact_url, split_host_port
-from fairdeck_server.option_ranges import RANGES
+from fairdeck_server.observe import logging_setup
 from fairdeck_server.refusals import StartupRefused
+from fairdeck_server.run.option_ranges import RANGES
 
 ENV_PREFIX = "FAIRDECK_"
 CONFIG_ENV = "FAIRDECK_CONFIG"

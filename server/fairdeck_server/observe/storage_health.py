@@ -14,8 +14,9 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
-from fairdeck_server import fair, logging_setup
+from fairdeck_server import fair
 from fairdeck_server.log_causes import Repeats, cause
+from fairdeck_server.observe import logging_setup
 
 log = logging.getLogger(__name__)
 RETRY_SECONDS = 1.0

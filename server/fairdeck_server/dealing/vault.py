@@ -101,7 +101,7 @@ def load_or_create_key(path: Path, *, environ: Mapping[str, str] | None = None) 
     """The vault from $FAIRDECK_SEED_KEY, else from ``path``, created 0600 if missing.
 
     For tests and benchmarks that set up keys by hand; the dealer uses ``load_vault``
-    and creates a key only through fairdeck_server.startup."""
+    and creates a key only through fairdeck_server.run.startup."""
     env = os.environ if environ is None else environ
     if KEY_ENV in env or path.exists():
         return load_vault(path, environ=env)

@@ -19,7 +19,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from fairdeck_server.dealer import Dealer
+from fairdeck_server.dealing.voids import Voider
 
 log = logging.getLogger(__name__)
 
@@ -35,17 +35,19 @@ BEHIND_MS = 1000
 
 
 class Reaper:
-    """Passes of ``Dealer.void_before``: on a schedule, and on demand before an entry is logged."""
+    """Passes of ``voider.void_before``: on a schedule, and on demand before an entry is logged
+    (the dealer's ``before_logging`` is ``ensure_fresh``; the voider is not the dealer, so a pass
+    never calls back into it)."""
 
     def __init__(
         self,
-        dealer: Dealer,
+        voider: Voider,
         lifetime_s: float,
         clock_ms: Callable[[], int],
         on_skip: Callable[[str, str, str], None] = lambda tenant, hand_id, reason: None,
         on_behind: Callable[[bool], None] = lambda behind: None,
     ) -> None:
-        self.dealer = dealer
+        self.voider = voider
         self.lifetime_ms = max(1, int(lifetime_s * 1000))
         self.margin_ms = max(1, min(MAX_MARGIN_MS, self.lifetime_ms // 4))
         self.period_s = max(MIN_PERIOD_S, self.margin_ms / 4000)
@@ -118,7 +120,7 @@ class Reaper:
     async def _pass(self, goal_ms: int) -> None:
         """Void every hand created before ``goal_ms``, oldest first, a step at a time."""
         while not self.covers(goal_ms):
-            progress = await self.dealer.void_before(goal_ms, CHUNK, on_skip=self.on_skip)
+            progress = await self.voider.void_before(goal_ms, CHUNK, on_skip=self.on_skip)
             self.steps += 1
             self.handled += progress.handled
             self._advance(min(progress.closed_before_ms, goal_ms))

@@ -4,7 +4,7 @@ grpcio's server has no hook on accept and no per-peer limit (its options bound c
 in total, ``grpc.max_allowed_incoming_connections``), and it cannot serve a socket accepted by
 someone else. So the warden looks from outside, once a ``interval``: the process's own socket
 descriptors (``/proc/self/fd``), each new one asked once for its addresses (a socket's never
-change), counted by client address (an IPv6 address as its /64, as ``auth.peer_address``). A sweep
+change), counted by client address (an IPv6 address as its /64, as ``edge.peers.peer_address``). A sweep
 costs in proportion to the dealer's own descriptors, never to the host's TCP table (closed
 connections in TIME_WAIT, other programs'). An address over the limit loses its newest
 connections: ``shutdown(2)`` on the socket, which gRPC then sees end and closes as any connection
@@ -16,6 +16,7 @@ the listening socket (``gate_program``) drops its SYNs until it holds fewer (doc
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ctypes
 import errno
@@ -30,6 +31,8 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from fairdeck_server.log_causes import Repeats, cause
 
 log = logging.getLogger(__name__)
 
@@ -442,6 +445,26 @@ def _cut(fd: int, conn: Connection, port: int) -> bool:
         return False
     finally:
         sock.detach()
+
+
+async def watch(
+    port: int, limit: int, *, on_cut: Callable[[str, int], None], on_count: Callable[[int], None]
+) -> None:
+    """Once a SWEEP_SECONDS: the connections per client address to ``port`` held to ``limit``, and
+    how many are open told to ``on_count`` (the dealer's gauge). Returns at once without /proc."""
+    warden = ConnectionWarden(port, limit, on_cut=on_cut)
+    if not available():
+        if warden.limit:
+            log.warning("max_connections_per_peer is not enforced: no /proc on this system")
+        return
+    failures = Repeats(log)
+    while True:
+        try:
+            await asyncio.to_thread(warden.sweep)
+            on_count(warden.open)
+        except Exception as e:  # a look that failed is tried again next time
+            failures.log(logging.ERROR, f"counting connections failed: {cause(e)}")
+        await asyncio.sleep(SWEEP_SECONDS)
 
 
 def _unmapped(host: str) -> str:

@@ -2,8 +2,8 @@
 
 A call's request id (the client's ``x-request-id`` if sane, else a new one) is bound in a
 contextvar for the call, so every line logged inside it carries it. Nothing here logs a request
-body, a token or a seed, and ``redact_grpc_metadata`` keeps grpcio from logging a token
-(docs/operations.md, "Logs").
+body, a token or a seed; grpcio's own logger is kept from logging a token by
+``edge.grpc_logs`` (docs/operations.md, "Logs").
 
 >>> request_id_from((("x-request-id", "req-1"),))
 'req-1'
@@ -133,40 +133,6 @@ class JsonFormatter(logging.Formatter):
         if record.exc_info:
             line["exception"] = self.formatException(record.exc_info)
         return json.dumps(line, ensure_ascii=False, default=str)
-
-
-GRPC_CYTHON_LOGGER = "grpc._cython.cygrpc"
-"""The logger of grpcio's Cython layer, which decodes the metadata of every call."""
-WITHHELD = "a call's metadata value is not valid UTF-8 (%d bytes, withheld: it may hold a credential)"
-
-
-class RedactMetadata(logging.Filter):
-    """grpcio decodes each metadata value as UTF-8, and when one is not, logs it whole
-    at ERROR with a traceback (``_LOGGER.exception('Invalid encoding on %s', value)`` in
-    grpc_string.pyx.pxi ``_decode``), twice per call, before any of our code runs. For
-    ``authorization`` that value is an API token, secret and all. This filter keeps
-    the fact and drops the value: any record of that logger with a bytes argument, or
-    carrying a UnicodeDecodeError (whose ``object`` holds the bytes), becomes one
-    WARNING line giving only the length."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        args = record.args if isinstance(record.args, tuple) else ()
-        raw = [a for a in args if isinstance(a, bytes | bytearray | memoryview)]
-        error = record.exc_info[1] if record.exc_info else None
-        if raw or isinstance(error, UnicodeDecodeError):
-            size = len(raw[0]) if raw else len(error.object) if isinstance(error, UnicodeDecodeError) else 0
-            record.msg, record.args = WITHHELD, (size,)
-            record.exc_info, record.exc_text, record.stack_info = None, None, None
-            record.levelno, record.levelname = logging.WARNING, "WARNING"
-        return True
-
-
-def redact_grpc_metadata() -> None:
-    """Install ``RedactMetadata`` on grpcio's logger (once). A logger's filters see its
-    records before any handler does, whatever the format or the handler."""
-    logger = logging.getLogger(GRPC_CYTHON_LOGGER)
-    if not any(isinstance(f, RedactMetadata) for f in logger.filters):
-        logger.addFilter(RedactMetadata())
 
 
 def configure(log_format: str = "text", level: str = "INFO", stream: IO[str] | None = None) -> None:

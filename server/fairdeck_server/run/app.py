@@ -20,21 +20,22 @@ from fairdeck.log.logentry import time_of
 from fairdeck.log.tiles import TileError
 from fairdeck.v1 import audit_pb2, dealer_pb2
 from fairdeck.wire import Reason
-from fairdeck_server import fair, heap, logging_setup
+from fairdeck_server import fair
 from fairdeck_server.addresses import check_listen, is_loopback, probe_listen
-from fairdeck_server.auth import Authenticator, FailureLimiter, TokenVerifier, peer_address
-from fairdeck_server.clock import CHECK_INTERVAL_S, DealerClock, iso, start_after_log
-from fairdeck_server.config import ServerConfig
-from fairdeck_server.connections import SWEEP_SECONDS, ConnectionWarden, available, fit_descriptors
-from fairdeck_server.cosigning import WitnessPublisher
-from fairdeck_server.dealer import Dealer
-from fairdeck_server.dealer import _new_hand_id as new_hand_id
-from fairdeck_server.edge import reflection
+from fairdeck_server.dealing.clock import CHECK_INTERVAL_S, DealerClock, iso, start_after_log
+from fairdeck_server.dealing.dealer import Dealer
+from fairdeck_server.dealing.dealer import _new_hand_id as new_hand_id
+from fairdeck_server.dealing.reaper import Reaper
+from fairdeck_server.dealing.stored_decks import Decks
+from fairdeck_server.dealing.voids import Voider
+from fairdeck_server.edge import connections, reflection
 from fairdeck_server.edge.audit_servicer import AuditServicer
 from fairdeck_server.edge.chain import CallInterceptor
 from fairdeck_server.edge.codealer_link import codeal_dealer
+from fairdeck_server.edge.connections import fit_descriptors
 from fairdeck_server.edge.deadline import DeadlineInterceptor
 from fairdeck_server.edge.dealer_servicer import DealerServicer
+from fairdeck_server.edge.grpc_logs import redact_grpc_metadata
 from fairdeck_server.edge.health import HealthServicer
 from fairdeck_server.edge.interceptors import (
     AuthInterceptor,
@@ -43,27 +44,32 @@ from fairdeck_server.edge.interceptors import (
     StreamCap,
 )
 from fairdeck_server.edge.methods import UNKNOWN_METHOD, loggable_method, register, unknown_method_handler
+from fairdeck_server.edge.peers import peer_address
 from fairdeck_server.edge.transport import grpc_options, server_credentials
-from fairdeck_server.group_counts import GroupCounts
-from fairdeck_server.heap import TRIM_SECONDS
-from fairdeck_server.limits import OpenHandsCap, RateLimiter
-from fairdeck_server.log_causes import Repeats, cause
-from fairdeck_server.log_lease import FixedLease, Lease, PostgresLease
-from fairdeck_server.log_signing import RANDOM_ORIGIN, CheckpointPublisher
-from fairdeck_server.metrics import MeteredStorage, Metrics, MetricsEndpoint
-from fairdeck_server.open_work import OpenStreams
-from fairdeck_server.option_ranges import HEARTBEAT_SECONDS
-from fairdeck_server.reaper import Reaper
+from fairdeck_server.log_causes import cause
+from fairdeck_server.observe import heap, logging_setup
+from fairdeck_server.observe.heap import TRIM_SECONDS
+from fairdeck_server.observe.metrics import MeteredStorage, Metrics, MetricsEndpoint
+from fairdeck_server.observe.storage_health import StorageHealth
+from fairdeck_server.policy.auth import Authenticator, FailureLimiter, TokenVerifier
+from fairdeck_server.policy.group_counts import GroupCounts
+from fairdeck_server.policy.limits import OpenHandsCap, RateLimiter
+from fairdeck_server.policy.open_work import OpenStreams
+from fairdeck_server.publishing.cosigning import WitnessPublisher
+from fairdeck_server.publishing.log_lease import FixedLease, Lease, PostgresLease
+from fairdeck_server.publishing.log_signing import RANDOM_ORIGIN, CheckpointPublisher
+from fairdeck_server.publishing.tile_publishing import LiveTiles, Source, read_whole_log, tiles_refusal
 from fairdeck_server.refusals import DealerError, StartupRefused
-from fairdeck_server.startup import Identity, check_store, prepare
+from fairdeck_server.run.config import ServerConfig
+from fairdeck_server.run.option_ranges import HEARTBEAT_SECONDS
+from fairdeck_server.run.startup import Identity, check_store, prepare
 from fairdeck_server.storage import open_storage
 from fairdeck_server.storage.sqlite.batches import LOCK_TIMEOUT
-from fairdeck_server.storage_health import StorageHealth
-from fairdeck_server.tile_publishing import LiveTiles, Source, read_whole_log, tiles_refusal
+from fairdeck_server.storage.sqlite.handoff import give_way
 
 if TYPE_CHECKING:
-    from fairdeck_server.codeal_dealing import CodealDealer
-    from fairdeck_server.processes import Worker
+    from fairdeck_server.dealing.codeal_dealing import CodealDealer
+    from fairdeck_server.run.processes import Worker
 
 ADMISSION_SLOTS = 64
 """Calls at work at once in one process, of all tenants; more wait for their tenant's turn
@@ -133,7 +139,6 @@ class DealerServer:
             self._probe, self._storage_health_changed, on_probe=self.metrics.probed
         )
         self._health_tasks: set[asyncio.Task[None]] = set()
-        self._failures = Repeats(log)
         # What the dealer, the log and the limits use: counts hands and storage failures.
         self.metered = MeteredStorage(self.storage, self.metrics, self.storage_health)
         self.metrics_endpoint: MetricsEndpoint | None = None
@@ -167,6 +172,7 @@ class DealerServer:
             on_refusal=self.metrics.refused,
             default_deadline=config.default_deadline,
             group=group,
+            give_way=give_way,
         )
         # Outermost first: observing (sees every outcome), the default deadline (covers
         # stream writes), authentication (tells the access log the tenant), then the limits
@@ -178,7 +184,7 @@ class DealerServer:
             # A method nobody serves: counted once under one label, refused, no traceback.
             unknown=lambda method: observing.wrap(loggable_method(method), unknown, label=UNKNOWN_METHOD),
         )
-        logging_setup.redact_grpc_metadata()  # before any call: grpcio would log a non-UTF-8 token whole
+        redact_grpc_metadata()  # before any call: grpcio would log a non-UTF-8 token whole
 
     async def start(self) -> int:
         """Start serving; on any failure, undo what was started (ports, lock, storage) and raise."""
@@ -240,7 +246,13 @@ class DealerServer:
             raise StartupRefused(self._storage_refusal(e, where)) from None
         self.storage.serving()
         self.metrics.gauges.attach(self.metered, asyncio.get_running_loop())
-        self._warden = asyncio.create_task(self._watch_connections(), name="fairdeck-connections")
+        watching = connections.watch(
+            self.port,
+            self.config.max_connections_per_peer,
+            on_cut=self.metrics.cut_connections,
+            on_count=self.metrics.connections.set,
+        )
+        self._warden = asyncio.create_task(watching, name="fairdeck-connections")
         self._trimmer = asyncio.create_task(
             self._trim_heap() if self.trim_heap else asyncio.Event().wait(), name="fairdeck-heap"
         )
@@ -339,16 +351,24 @@ class DealerServer:
             on_final=None if tiles is None else tiles.show,
             shared=config.db is not None,
         )
-        self.dealer = Dealer(self.metered, identity.vault, clock_ms=self.clock.now_ms)
+        # The reaper voids through a Voider of its own, sharing the dealer's decks, so the dealer
+        # calls the reaper (before it logs) and the reaper never calls the dealer back.
+        voider = Voider(self.metered, Decks(identity.vault), self.clock.now_ms)
         self.reaper = Reaper(
-            self.dealer,
+            voider,
             config.max_hand_lifetime,
             self.clock.now_ms,
             on_skip=self._skipped_stale_hand,
             on_behind=self._reaper_behind,
         )
-        self.dealer.before_logging = self.reaper.ensure_fresh
-        self.dealer.others_call = self.limits.admission.others
+        self.dealer = Dealer(
+            self.metered,
+            identity.vault,
+            clock_ms=self.clock.now_ms,
+            before_logging=self.reaper.ensure_fresh,
+            others_call=self.limits.admission.others,
+            voider=voider,
+        )
         self.codeal = codeal_dealer(self.config, identity.vault, new_hand_id, self.clock.now_ms, self)
         servicer = DealerServicer(self.dealer, self.codeal, codeal_default=config.codeal_default)
         register(self.server, servicer, _service(dealer_pb2, "DealerService"), dealer_pb2)
@@ -456,23 +476,6 @@ class DealerServer:
                 iso(self.clock.wall_ms()),
                 iso(self.clock.now_ms()),
             )
-
-    async def _watch_connections(self) -> None:
-        """Once a second: the connections per client address (connections.py), and the gauge."""
-        warden = ConnectionWarden(
-            self.port, self.config.max_connections_per_peer, on_cut=self.metrics.cut_connections
-        )
-        if not available():
-            if warden.limit:
-                log.warning("max_connections_per_peer is not enforced: no /proc on this system")
-            return
-        while True:
-            try:
-                await asyncio.to_thread(warden.sweep)
-                self.metrics.connections.set(warden.open)
-            except Exception as e:  # a look that failed is tried again next time
-                self._failures.log(logging.ERROR, f"counting connections failed: {cause(e)}")
-            await asyncio.sleep(SWEEP_SECONDS)
 
     async def _trim_heap(self) -> None:
         """Every TRIM_SECONDS: what ended calls freed goes back to the system (heap.py)."""
