@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fairdeck_server.private_db import make_private
+
 SCHEMA = """CREATE TABLE IF NOT EXISTS codeal_hands (
     hand_id TEXT PRIMARY KEY,
     tenant TEXT NOT NULL,
@@ -68,7 +70,8 @@ class CodealStore:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._lock = threading.Lock()
-        try:
+        try:  # 0600 before SQLite opens it: its -wal and -shm take the file's mode
+            make_private(path)
             self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
@@ -79,6 +82,8 @@ class CodealStore:
             self._db.execute(SEATS)
         except sqlite3.Error as e:
             raise CodealStoreError(f"co-dealt hands {path}: {e}") from None
+        except OSError as e:
+            raise CodealStoreError(f"co-dealt hands {path}: {e.strerror or e}") from None
 
     def close(self) -> None:
         with self._lock:

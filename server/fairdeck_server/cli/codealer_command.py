@@ -107,6 +107,45 @@ def _open_ledger(directory: Path) -> Ledger:
     return ledger
 
 
+def _check_owner(ledger: Ledger, identity: Ed25519PrivateKey, vault: SeedVault) -> None:
+    """Refuse a ledger of another co-dealer (its hands signed by another key, or sealed by another
+    secrets key): serving it would answer its hands with signatures that are not this identity's,
+    or not at all. A ledger made before its owner was kept is checked on its newest hand, then
+    claimed."""
+    from fairdeck.codeal.errors import CodealError
+    from fairdeck.codeal.identity import key_statement, verify_identity
+    from fairdeck.core.decks import DeckSpec, DeckSpecError
+
+    key = identity.public_key().public_bytes_raw()
+    path, fix = ledger.path, "put back this co-dealer's own files from one backup"
+    owner = ledger.owner()
+    if owner is not None and owner != key:
+        raise StartupRefused(
+            f"co-dealer ledger {path} belongs to co-dealer {owner.hex()}, not to the {KEY_NAME} "
+            f"beside it ({key.hex()}): {fix}"
+        )
+    hand = ledger.newest_hand()
+    if hand is not None:
+        if owner is None:
+            try:
+                spec = DeckSpec.parse(hand.deck)
+                statement = key_statement(spec, hand.hand_id, hand.holder, hand.holders, hand.key_record)
+                verify_identity(key, statement, hand.key_signature, "key", "key record")
+            except (CodealError, DeckSpecError):
+                raise StartupRefused(
+                    f"co-dealer ledger {path} holds hands another co-dealer signed, not the "
+                    f"{KEY_NAME} beside it ({key.hex()}): {fix}"
+                ) from None
+        try:
+            vault.open(hand.hand_id, hand.sealed_secrets)
+        except VaultError:
+            raise StartupRefused(
+                f"secrets key file {path.parent / SECRETS_NAME} does not open the hands of co-dealer "
+                f"ledger {path}: {fix}"
+            ) from None
+    ledger.claim(key)
+
+
 def load_token(directory: Path) -> TokenCheck:
     path = directory / TOKEN_NAME
     fix = f"make one with `fairdeck codealer token --dir {directory}` and give the file to the dealer"
@@ -131,7 +170,9 @@ def cmd_init(args: argparse.Namespace) -> int:
         directory.mkdir(parents=True, exist_ok=True)
         write_private_file(directory / KEY_NAME, identity.private_bytes_raw().hex() + "\n", create=True)
         create_key_file(directory / SECRETS_NAME)
-        Ledger(directory / LEDGER_NAME).close()
+        ledger = Ledger(directory / LEDGER_NAME)
+        ledger.claim(identity.public_key().public_bytes_raw())
+        ledger.close()
         write_private_file(directory / TOKEN_NAME, new_token() + "\n", create=True)
     except (OSError, LedgerError) as e:
         return _refuse("init", f"{directory}: {getattr(e, 'strerror', None) or e}")
@@ -195,8 +236,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
         vault = _load_vault(directory)
         token = load_token(directory)
         lock = DataDirLock.acquire(directory, holder="co-dealer", option="--dir")
+    except StartupRefused as e:
+        return _refuse("serve", str(e))
+    try:
         ledger = _open_ledger(directory)
     except StartupRefused as e:
+        lock.release()
+        return _refuse("serve", str(e))
+    try:
+        _check_owner(ledger, identity, vault)
+    except (StartupRefused, LedgerError) as e:
+        ledger.close()
+        lock.release()
         return _refuse("serve", str(e))
     from fairdeck_server.codealer.holder import CoDealer
 
