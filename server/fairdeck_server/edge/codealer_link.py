@@ -85,6 +85,12 @@ class GrpcCoDealerLink:
         try:
             return await method(request, timeout=self.timeout, metadata=self._metadata)
         except grpc.aio.AioRpcError as e:
+            if e.code() == grpc.StatusCode.UNAVAILABLE and _reason(e) == Reason.STORAGE_UNAVAILABLE:
+                raise refusals.codeal(
+                    Reason.CODEALER_UNAVAILABLE,
+                    f"the co-dealer at {self.target} cannot record shares (its ledger does not take "
+                    "writes); retry later",
+                ) from None
             if e.code() in _DOWN:
                 raise refusals.codeal(
                     Reason.CODEALER_UNAVAILABLE, f"the co-dealer at {self.target} is unreachable; retry later"

@@ -8,7 +8,8 @@ TOO_MANY_CALLS): the co-dealer's work always has an owner and a bound. Protobuf 
 calls (in a worker thread: shuffles and proofs take tens of milliseconds of CPU), protobuf out;
 refusals end through status.py with their stable reason. A ledger that cannot write answers
 UNAVAILABLE STORAGE_UNAVAILABLE (nothing was given) and health says NOT_SERVING until a probe
-write succeeds (``LedgerWatch``). Health (``grpc.health.v1.Health``) needs no credentials.
+write succeeds (``LedgerWatch``); GetIdentity, the dealer's health check, is refused the same
+way meanwhile. Health (``grpc.health.v1.Health``) needs no credentials.
 """
 
 from __future__ import annotations
@@ -190,6 +191,10 @@ class CoDealerServicer(codealer_pb2_grpc.CoDealerServiceServicer):
     @translated
     async def GetIdentity(self, request: pb.GetIdentityRequest, context: Any) -> pb.GetIdentityResponse:
         self._admit(context)
+        if self.watch is not None and self.watch.healthy is False:  # the dealer's health asks this
+            raise refusals.storage_unavailable(
+                "the co-dealer's ledger does not take writes: it can record no share now"
+            )
         return pb.GetIdentityResponse(identity_key=self.codealer.identity_key)
 
 
