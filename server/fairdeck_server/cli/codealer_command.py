@@ -7,6 +7,7 @@ A co-dealer's directory holds its identity: ``codealer.key`` (its long-term Ed25
 makes nothing and refuses, in one line (exit 2), to start without them, because a co-dealer that
 forgot what it shared could give a card to a second seat. ``serve --keep-closed-days`` prunes
 hands that ended that long ago (at start, then hourly); hands not ended are always kept.
+``restored`` ends every open hand of a ledger restored from backup (it forgot later shares).
 """
 
 from __future__ import annotations
@@ -213,6 +214,38 @@ def cmd_token(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_restored(args: argparse.Namespace) -> int:
+    """After ``codealer.db`` came back from a backup: end every hand it holds open. The backup
+    forgot the shares given after it, so such a hand could give a position again, to another
+    seat (the dealer's own key, say); ended, it gives none its record does not hold."""
+    directory = Path(args.dir)
+    try:
+        if not (directory / KEY_NAME).exists():
+            raise StartupRefused(
+                f"no co-dealer at {directory}: restore its whole directory (`{KEY_NAME}`, "
+                f"`{SECRETS_NAME}`, `{LEDGER_NAME}`, `{TOKEN_NAME}`) first"
+            )
+        lock = DataDirLock.acquire(directory, holder="co-dealer", option="--dir")
+    except StartupRefused as e:
+        return _refuse("restored", str(e))
+    try:
+        ledger = _open_ledger(directory)
+        try:
+            ended = ledger.end_open_hands(time.time_ns() // 1_000_000)
+        finally:
+            ledger.close()
+    except (StartupRefused, LedgerError) as e:
+        return _refuse("restored", str(e))
+    finally:
+        lock.release()
+    print(
+        f"ended {ended} co-dealt hands open in {directory / LEDGER_NAME}: they deal no more cards "
+        "(the dealer voids them); start the co-dealer with `fairdeck codealer serve`",
+        file=sys.stderr,
+    )
+    return 0
+
+
 def _days(text: str) -> float:
     try:
         value = float(text)
@@ -318,7 +351,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     actions = codealer.add_subparsers(
-        dest="codealer_command", metavar="{init,key,token,serve}", required=True
+        dest="codealer_command", metavar="{init,key,token,restored,serve}", required=True
     )
     init = actions.add_parser(
         "init", help="make a new co-dealer: identity key, secrets key, ledger, dealer token"
@@ -331,6 +364,12 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     token = actions.add_parser("token", help="make a new dealer token (DIR/dealer.token), replacing the old")
     token.add_argument("--dir", required=True, metavar="DIR", help="the co-dealer's directory")
     token.set_defaults(handler=cmd_token)
+    restored = actions.add_parser(
+        "restored",
+        help="after restoring codealer.db from a backup, before serve: end the hands it holds open",
+    )
+    restored.add_argument("--dir", required=True, metavar="DIR", help="the co-dealer's directory")
+    restored.set_defaults(handler=cmd_restored)
     serve = actions.add_parser("serve", help="serve CoDealerService over gRPC", epilog=EPILOG)
     serve.formatter_class = argparse.RawDescriptionHelpFormatter
     serve.add_argument("--dir", required=True, metavar="DIR", help="the co-dealer's directory")

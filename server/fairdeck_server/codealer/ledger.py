@@ -196,6 +196,17 @@ class Ledger:
             dropped += n
         return dropped
 
+    def end_open_hands(self, now_ms: int) -> int:
+        """End every hand not ended (after a restore from backup): how many. An ended hand gives no
+        share of a position its record does not hold, so none the backup forgot goes out again."""
+        return self.transaction(
+            lambda db: (
+                db.execute(
+                    "UPDATE hands SET revealed = 1, revealed_ms = ? WHERE revealed = 0", (now_ms,)
+                ).rowcount
+            )
+        )
+
     def owner(self) -> bytes | None:
         """The identity key of the co-dealer this ledger belongs to (None: made before it was kept)."""
         row = self.transaction(lambda db: db.execute("SELECT identity_key FROM owner").fetchone())
