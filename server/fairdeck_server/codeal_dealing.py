@@ -42,7 +42,7 @@ from fairdeck.wire import Reason
 from fairdeck_server import refusals
 from fairdeck_server.codeal_health import CodealerWatch
 from fairdeck_server.codeal_log import CLOSED, OPENED, CodealLog, logged
-from fairdeck_server.codeal_seals import checked_seals
+from fairdeck_server.codeal_seals import checked_seals, unrecorded
 from fairdeck_server.codeal_store import CodealRow, CodealStore
 from fairdeck_server.vault import SeedVault
 
@@ -313,7 +313,20 @@ class CodealDealer:
             x, seed = self._secrets(row)
             final = _final_deck(ctx, row)
             theirs_seed, seals = await self.link.reveal(hand_id)
-            statements = checked_seals(ctx, self.identity_key, row.public["seats"], seals)
+            lost = unrecorded(row.public["seats"], seals)
+            seats = [*row.public["seats"], *(k.hex() for k in lost)]
+            statements = checked_seals(ctx, self.identity_key, seats, seals)
+            if lost:  # sealed and signed by the co-dealer, never recorded here: recorded now
+                first = len(row.public["seats"])
+                await asyncio.to_thread(self.store.add_seats, hand_id, first, lost)
+                row.public["seats"] = seats
+                log.warning(
+                    "co-dealt hand %s: positions %d..%d were dealt but their draw's answer was lost; "
+                    "recorded now from the co-dealer's signed seal statements",
+                    hand_id,
+                    first,
+                    len(seats) - 1,
+                )
             dealt_count = len(row.public["seats"])
             public = (await self.link.share(hand_id, 0, b"", dealt_count))[0] if dealt_count else []
             if len(public) != dealt_count:

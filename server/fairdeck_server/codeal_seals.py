@@ -7,6 +7,8 @@ seat (ascending, each once), each naming the seat key the dealer's record gives 
 bytes and signed by the pinned identity key over the statement of section 9.1; otherwise the close
 fails with CODEALER_INVALID and nothing is logged. What it returns is kept in the hand's row
 (``public["seals"]``, one list per co-dealer) and becomes the hand's seals entry (codeal_log).
+``unrecorded`` finds the seat keys of positions right after the dealer's record that the
+co-dealer sealed (a draw whose answer the dealer lost): the close records them, then checks all.
 """
 
 from __future__ import annotations
@@ -20,6 +22,17 @@ from fairdeck_server import refusals
 
 HOLDER = 1
 """The one co-dealer of a dealer's co-dealt hand (codeal_dealing.HOLDERS - 1)."""
+
+
+def unrecorded(seats: Sequence[str], seals: Sequence[tuple[int, bytes, bytes, bytes]]) -> list[bytes]:
+    """The seat keys of the positions the co-dealer sealed right after the dealer's record
+    (``len(seats)``, ``len(seats) + 1``, ... with none missing): a draw the co-dealer recorded
+    first and whose answer the dealer never recorded (a write that failed, a cancelled call).
+    Anything else is left to ``checked_seals`` to refuse."""
+    extra = [(p, key) for p, key, _, _ in seals if p >= len(seats)]
+    if [p for p, _ in extra] != list(range(len(seats), len(seats) + len(extra))):
+        return []
+    return [key for _, key in extra if len(key) == 32]
 
 
 def checked_seals(
