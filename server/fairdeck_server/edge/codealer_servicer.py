@@ -33,6 +33,7 @@ from fairdeck_server.codealer.holder import CoDealer
 from fairdeck_server.codealer.ledger import LedgerError
 from fairdeck_server.edge.health import NOT_SERVING, SERVING, HealthServicer
 from fairdeck_server.edge.status import translated
+from fairdeck_server.edge.transport import TRANSPORT_OPTIONS, connection_options
 from fairdeck_server.open_work import OpenStreams
 from fairdeck_server.vault import VaultError
 
@@ -51,6 +52,18 @@ PROBE_RETRY = 1.0
 """Seconds between probe writes while it does not."""
 MAX_WATCH_STREAMS = 100
 """Health Watch streams one client address may hold open (as the dealer's default)."""
+MAX_REQUEST_BYTES = 2 * 1024 * 1024
+"""Largest request, in raw bytes, checked by gRPC before it is decoded (and before the token):
+the largest the contract allows, a ShuffleDeck of 16 holders' key records and 15 shuffle records
+of shoe-8 (416 cards), is 1.4 MB. gRPC's own default, 4 MiB, let strangers send twice as much."""
+HANDSHAKE_S = 10.0
+"""Seconds a connection has to finish the HTTP/2 preface and settings (gRPC's default: 120)."""
+IDLE_S = 60.0
+"""Seconds a connection with no call in flight is kept (gRPC's default: forever); the dealer's
+channel reconnects by itself."""
+AGE_S, AGE_GRACE_S = 3600.0, 30.0
+"""Any connection is sent GOAWAY after AGE_S and closed AGE_GRACE_S later: it bounds a request
+whose body never comes (the dealer's own calls take CALL_TIMEOUT, 10 s, at most)."""
 
 
 class LedgerWatch:
@@ -203,7 +216,18 @@ async def start_codealer_server(
 ) -> tuple[grpc.aio.Server, int, LedgerWatch]:
     """A started gRPC server for ``codealer`` on ``listen`` (plain text), its bound port (0 if
     it could not bind) and its ledger's health watch (its ``run`` is the caller's to start)."""
-    server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+    # The dealer's transport bounds (edge/transport.py), without a cap on connections in all:
+    # strangers filling it would lock the dealer out.
+    bounds = connection_options(
+        idle=IDLE_S, handshake=HANDSHAKE_S, age=AGE_S, age_grace=AGE_GRACE_S, max_connections=0
+    )
+    options = [
+        ("grpc.so_reuseport", 0),
+        ("grpc.max_receive_message_length", MAX_REQUEST_BYTES),
+        *TRANSPORT_OPTIONS,
+        *bounds,
+    ]
+    server = grpc.aio.server(options=options)
     health = HealthServicer(OpenStreams(MAX_WATCH_STREAMS))
     for name in HEALTH_NAMES:
         await health.set(name, NOT_SERVING)  # until the first probe write
