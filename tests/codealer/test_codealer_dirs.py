@@ -121,3 +121,39 @@ def test_a_ledger_made_before_its_owner_was_kept_is_checked_by_its_hands_signatu
     db = sqlite3.connect(mine / "codealer.db")
     assert db.execute("SELECT identity_key FROM owner").fetchone()[0].hex() == codealer.identity
     db.close()
+
+
+@pytest.mark.parametrize("name", ["codealer.key", "secrets.key", "dealer.token"])
+def test_a_directory_or_binary_file_in_place_of_a_codealer_key_file_was_a_traceback(
+    tmp_path: Path, name: str
+) -> None:
+    """os.fdopen raised IsADirectoryError before the regular-file check, so a directory in a key
+    file's place ended in a traceback; bytes that are not UTF-8 were quoted as a codec error."""
+    directory = tmp_path / "cd1"
+    init_codealer(directory)
+    (directory / name).unlink()
+    (directory / name).mkdir()
+    line = serve_refused(directory)
+    assert f"{directory / name} is not a regular file; put the key file itself there" in line, line
+    (directory / name).rmdir()
+    (directory / name).write_bytes(b"\xff\xfe\x00")
+    os.chmod(directory / name, 0o600)
+    line = serve_refused(directory)
+    assert f"{directory / name} is not text: put the key file itself there" in line, line
+
+
+def test_a_dealers_codealer_token_naming_a_directory_was_a_traceback(tmp_path: Path) -> None:
+    key = init_codealer(tmp_path / "cd1")
+    flags = ("--codealer", "127.0.0.1:1", "--codealer-key", key, "--codealer-token", f"@{tmp_path}")
+    out = subprocess.run(
+        [sys.executable, "-m", "fairdeck.cli", "serve", "--data", str(tmp_path / "data"), *LISTEN, *flags],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=clean_env(),
+    )
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    assert out.stderr.strip().splitlines()[-1] == (
+        f"fairdeck serve: --codealer-token: token file {tmp_path} is not a regular file; "
+        "put the key file itself there"
+    )
