@@ -32,7 +32,7 @@ from fairdeck.codeal.identity import key_statement, shuffle_statement, verify_id
 from fairdeck.codeal.keys import KeyRecord, new_holder, verify_key_record
 from fairdeck.codeal.proof import prove_shuffle, verify_shuffle
 from fairdeck.codeal.record import ShuffleRecord, sign_shuffle, verify_signature
-from fairdeck.codeal.seal import seal_share
+from fairdeck.codeal.seal import check_seat_key, seal_share
 from fairdeck.codeal.seal_statement import SealStatement, check_seals
 from fairdeck.codeal.shares import Share, make_share, open_card, verify_share
 from fairdeck.codeal.shuffle import check_fresh, permutation, randomness, shuffle_deck
@@ -247,6 +247,11 @@ class CodealDealer:
             raise refusals.invalid(
                 field, Reason.INVALID_SEAT_KEY, "two seats with one key: each seat makes its own"
             )
+        try:  # here, as a bad argument, not as the co-dealer's refusal relayed
+            for key in filter(None, keys):
+                check_seat_key(key)
+        except CodealError:
+            raise refusals.invalid(field, Reason.INVALID_SEAT_KEY, "a low-order X25519 key") from None
         if self.pool is not None:
             self.pool.busy()
         async with self._lock(hand_id):

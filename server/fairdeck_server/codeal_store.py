@@ -51,6 +51,11 @@ class CodealStoreError(Exception):
     """The co-dealt hands' file cannot be read or written."""
 
 
+class CodealStoreLost(CodealStoreError):
+    """The co-dealt hands' file is there but empty or another database: never given a fresh schema
+    (the open hands' sealed keys and seeds would be forgotten); its message says the fix."""
+
+
 @dataclass
 class CodealRow:
     """A co-dealt hand as the dealer recorded it; ``public`` is JSON-ready (hex strings)."""
@@ -70,6 +75,7 @@ class CodealStore:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._lock = threading.Lock()
+        _check_not_lost(path)
         try:  # 0600 before SQLite opens it: its -wal and -shm take the file's mode
             make_private(path)
             self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
@@ -244,3 +250,30 @@ def _row(row: Any) -> CodealRow:
     public = json.loads(row[6])
     public.setdefault("seats", [])
     return CodealRow(row[0], row[1], row[2], row[3], row[4], row[5], public, row[7])
+
+
+def _check_not_lost(path: Path) -> None:
+    """Refuse a codeal.db emptied (a failed restore, a full disk) or swapped for another SQLite
+    file; a missing one is made (the first start with --codealer)."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        raise CodealStoreError(f"co-dealt hands {path}: {e.strerror or e}") from None
+    fix = (
+        "restore it from backup: it holds the dealer's sealed key and seed of every co-dealt hand "
+        "(remove it only if this dealer never opened one)"
+    )
+    if size == 0:
+        raise CodealStoreLost(f"co-dealt hands {path} is empty: {fix}")
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            tables = {str(r[0]) for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        finally:
+            db.close()
+    except sqlite3.Error as e:
+        raise CodealStoreLost(f"co-dealt hands {path}: {e}: {fix}") from None
+    if "codeal_hands" not in tables:
+        raise CodealStoreLost(f"co-dealt hands {path} is not the dealer's co-dealt hands file: {fix}")

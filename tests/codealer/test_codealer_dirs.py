@@ -157,3 +157,54 @@ def test_a_dealers_codealer_token_naming_a_directory_was_a_traceback(tmp_path: P
         f"fairdeck serve: --codealer-token: token file {tmp_path} is not a regular file; "
         "put the key file itself there"
     )
+
+
+@pytest.mark.parametrize("damage", ["emptied", "another_database"])
+def test_an_emptied_or_foreign_codeal_db_was_given_a_fresh_schema_forgetting_open_hands(
+    tmp_path: Path, damage: str
+) -> None:
+    """The dealer's codeal.db holds its sealed key and seed of every co-dealt hand. Emptied (a
+    failed restore, a full disk) or swapped for another SQLite file, it was given a fresh schema at
+    start: every open co-dealt hand forgotten, never to be closed. As the co-dealer's ledger, it is
+    refused in one line."""
+    init_codealer(tmp_path / "cd1")
+    with CodealerProcess(tmp_path / "cd1") as codealer:
+        flags = codealer.dealer_flags()
+        dealer = DealerProcess(tmp_path / "data", tmp_path / "dealer.log", *flags)
+        with dealer, DealerClient(dealer.target, timeout=60) as client:
+            CodealHands(client).open_hand("standard")
+    db = tmp_path / "data" / "codeal.db"
+    for extra in ("codeal.db-wal", "codeal.db-shm"):
+        (tmp_path / "data" / extra).unlink(missing_ok=True)
+    db.unlink()
+    if damage == "emptied":
+        db.write_bytes(b"")
+    else:
+        other = sqlite3.connect(db)
+        other.execute("CREATE TABLE notes (x TEXT)")
+        other.commit()
+        other.close()
+    before = db.read_bytes()
+    try:
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "fairdeck.cli",
+                "serve",
+                "--data",
+                str(tmp_path / "data"),
+                *LISTEN,
+                *flags,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env=clean_env(),
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("the dealer served with a codeal.db that forgot its co-dealt hands")
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    last = out.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"fairdeck serve: co-dealt hands {db}") and "restore it from backup" in last, last
+    assert db.read_bytes() == before

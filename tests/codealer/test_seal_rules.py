@@ -139,3 +139,43 @@ def test_a_ledger_made_before_the_seals_table_gets_it_when_opened_to_serve(tmp_p
     with pytest.raises(DealerError) as e:
         codealer.share(row.hand_id, 0, SeatKey.generate().public_key, [], 1)
     assert e.value.reason == Reason.SHARE_GIVEN_TO_ANOTHER_SEAT
+
+
+def test_a_low_order_seat_key_at_the_dealer_was_the_codealers_refusal_relayed_not_a_bad_argument(
+    tmp_path: Path,
+) -> None:
+    """Through the real processes a low-order seat key came back FAILED_PRECONDITION
+    CODEALER_REFUSED (the co-dealer's refusal, relayed after a round trip): a bad argument of the
+    caller's must be INVALID_ARGUMENT INVALID_SEAT_KEY naming its field, found by the dealer."""
+    import grpc
+
+    from fairdeck.client.exceptions import from_rpc_error
+    from fairdeck.v1 import dealer_pb2, dealer_pb2_grpc
+    from tests.support.codealers import CodealerProcess, init_codealer
+    from tests.support.dealers import DealerProcess
+
+    init_codealer(tmp_path / "cd1")
+    with CodealerProcess(tmp_path / "cd1") as codealer:
+        dealer = DealerProcess(tmp_path / "data", tmp_path / "dealer.log", *codealer.dealer_flags())
+        with dealer, grpc.insecure_channel(dealer.target) as channel:
+            stub = dealer_pb2_grpc.DealerServiceStub(channel)
+            open_request = dealer_pb2.OpenHandRequest(deck="standard", mode=dealer_pb2.DEAL_MODE_CODEALT)
+            hand_id = stub.OpenHand(open_request, timeout=60).hand.hand_id
+            for key in LOW_ORDER.values():
+                for field, request in (
+                    (
+                        "seat_public_key",
+                        dealer_pb2.DrawCardsRequest(hand_id=hand_id, count=1, seat_public_key=key),
+                    ),
+                    (
+                        "seat_public_keys",
+                        dealer_pb2.DrawCardsRequest(
+                            hand_id=hand_id, count=1, seat_public_keys=[SeatKey.generate().public_key, key]
+                        ),
+                    ),
+                ):
+                    with pytest.raises(grpc.RpcError) as e:
+                        stub.DrawCards(request, timeout=60)
+                    error = from_rpc_error(e.value)
+                    assert (error.code.name, error.reason) == ("INVALID_ARGUMENT", "INVALID_SEAT_KEY"), error
+                    assert str(e.value.details()).startswith(f"{field}: a low-order X25519 key"), e.value

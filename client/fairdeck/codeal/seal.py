@@ -41,6 +41,12 @@ def _exchange(secret: X25519PrivateKey, public: bytes) -> bytes:
         raise CodealError("seal", "the X25519 exchange gives zero: a low-order key") from None
 
 
+def check_seat_key(seat_pk: bytes) -> None:
+    """CodealError("seal") if sealing to ``seat_pk`` would fail: a low-order key (section 9.1,
+    rule 2), found before anything is asked of a co-dealer."""
+    _exchange(X25519PrivateKey.generate(), seat_pk)
+
+
 def seat_public_key(seat_secret: bytes) -> bytes:
     """The 32-byte X25519 public key of a seat's 32-byte secret."""
     return X25519PrivateKey.from_private_bytes(seat_secret).public_key().public_bytes_raw()

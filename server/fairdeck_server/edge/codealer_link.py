@@ -25,7 +25,7 @@ from fairdeck.v1 import codealer_pb2_grpc
 from fairdeck.wire import AUTHORIZATION, Reason
 from fairdeck_server import refusals
 from fairdeck_server.codeal_health import CODEAL_HEALTH, CodealerWatch
-from fairdeck_server.codeal_store import CodealStore, CodealStoreError
+from fairdeck_server.codeal_store import CodealStore, CodealStoreError, CodealStoreLost
 from fairdeck_server.codealer.dealer_token import parse_token
 from fairdeck_server.config import ServerConfig
 from fairdeck_server.edge.health import NOT_SERVING, SERVING, HealthServicer
@@ -189,6 +189,8 @@ def codeal_dealer(
     token = codealer_token(config.codealer_token)
     try:
         store = CodealStore(config.data_dir / "codeal.db")
+    except CodealStoreLost as e:
+        raise StartupRefused(str(e)) from None
     except CodealStoreError as e:
         raise StartupRefused(f"{e}; check the data dir's permissions and free space") from None
     link = GrpcCoDealerLink(config.codealer, token)
