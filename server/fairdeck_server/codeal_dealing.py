@@ -250,8 +250,10 @@ class CodealDealer:
         try:  # here, as a bad argument, not as the co-dealer's refusal relayed
             for key in filter(None, keys):
                 check_seat_key(key)
-        except CodealError:
-            raise refusals.invalid(field, Reason.INVALID_SEAT_KEY, "a low-order X25519 key") from None
+        except CodealError as e:
+            low = "non-canonical" not in str(e)
+            what = "a low-order X25519 key" if low else "a non-canonical X25519 key"
+            raise refusals.invalid(field, Reason.INVALID_SEAT_KEY, what) from None
         if self.pool is not None:
             self.pool.busy()
         async with self._lock(hand_id):

@@ -179,3 +179,34 @@ def test_a_low_order_seat_key_at_the_dealer_was_the_codealers_refusal_relayed_no
                     error = from_rpc_error(e.value)
                     assert (error.code.name, error.reason) == ("INVALID_ARGUMENT", "INVALID_SEAT_KEY"), error
                     assert str(e.value.details()).startswith(f"{field}: a low-order X25519 key"), e.value
+
+
+def spellings(key: bytes) -> dict[str, bytes]:
+    """Other byte strings X25519 reads as ``key`` (RFC 7748 masks the top bit and reduces u)."""
+    u = int.from_bytes(key, "little")
+    out = {"top bit set": (u | 1 << 255).to_bytes(32, "little")}
+    if u < 2**255 - P:
+        out["u + p"] = (u + P).to_bytes(32, "little")
+    return out
+
+
+def test_another_spelling_of_a_seat_key_was_taken_as_another_seat(tmp_path: Path) -> None:
+    """A seat key with its top bit set (or u >= p) is the same X25519 key as the canonical one, so
+    one request could deal two "seats" to one device past rule 3, and a seal statement named bytes
+    the device does not hold as its key. Both the co-dealer and the dealer refuse it now."""
+    dealer = make_dealer(tmp_path)
+    row = asyncio.run(dealer.open_hand("t1", "short"))
+    codealer = dealer.link.codealer  # type: ignore[attr-defined]
+    seat = SeatKey.generate().public_key
+    for name, other in {
+        **spellings(seat),
+        **spellings(bytes([9]) + bytes(31)),
+        "all ff": b"\xff" * 32,
+    }.items():
+        with pytest.raises(DealerError) as e:
+            codealer.share(row.hand_id, 0, b"", [], 1, [seat, other])
+        assert e.value.reason == Reason.INVALID_SEAT_KEY and "non-canonical" in str(e.value), name
+        by_dealer = refused(dealer.draw("t1", row.hand_id, 1, other))
+        assert (by_dealer.reason, by_dealer.field) == (Reason.INVALID_SEAT_KEY, "seat_public_key"), name
+        assert "non-canonical" in str(by_dealer), name
+    assert codealer.ledger.shares(row.hand_id) == {}
