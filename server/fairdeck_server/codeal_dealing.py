@@ -247,13 +247,6 @@ class CodealDealer:
             raise refusals.invalid(
                 field, Reason.INVALID_SEAT_KEY, "two seats with one key: each seat makes its own"
             )
-        try:  # here, as a bad argument, not as the co-dealer's refusal relayed
-            for key in filter(None, keys):
-                check_seat_key(key)
-        except CodealError as e:
-            low = "non-canonical" not in str(e)
-            what = "a low-order X25519 key" if low else "a non-canonical X25519 key"
-            raise refusals.invalid(field, Reason.INVALID_SEAT_KEY, what) from None
         if self.pool is not None:
             self.pool.busy()
         async with self._lock(hand_id):
@@ -271,6 +264,7 @@ class CodealDealer:
             owners = [k for k in keys for _ in range(count)]
             if first + len(owners) > spec.size:
                 raise refusals.not_enough_cards(spec.size - first, len(owners))
+            _check_seat_keys(field, keys)  # bounded by the deck now: an X25519 exchange per key
             ctx, final, x = self._state(row)
             theirs, sealed, signatures = await self.link.share(
                 hand_id, first, seat_key, count, keys if seats else []
@@ -578,3 +572,14 @@ class DeckPool:
                     POOL_RETRY_S,
                 )
                 await asyncio.sleep(POOL_RETRY_S)
+
+
+def _check_seat_keys(field: str, keys: Sequence[bytes]) -> None:
+    """Refuse a low-order or non-canonical seat key here, as a bad argument, not as the
+    co-dealer's refusal relayed after a round trip."""
+    try:
+        for key in filter(None, keys):
+            check_seat_key(key)
+    except CodealError as e:
+        what = "a non-canonical X25519 key" if "non-canonical" in str(e) else "a low-order X25519 key"
+        raise refusals.invalid(field, Reason.INVALID_SEAT_KEY, what) from None

@@ -210,3 +210,13 @@ def test_another_spelling_of_a_seat_key_was_taken_as_another_seat(tmp_path: Path
         assert (by_dealer.reason, by_dealer.field) == (Reason.INVALID_SEAT_KEY, "seat_public_key"), name
         assert "non-canonical" in str(by_dealer), name
     assert codealer.ledger.shares(row.hand_id) == {}
+
+
+def test_seat_keys_are_checked_only_once_the_deck_bounds_their_number(tmp_path: Path) -> None:
+    """Each seat key costs an X25519 exchange to check: a request of thousands of keys (a 512 KiB
+    request holds 15,000) is refused on its size first, before any key is checked."""
+    dealer = make_dealer(tmp_path)
+    row = asyncio.run(dealer.open_hand("t1", "short"))
+    keys = [SeatKey.generate().public_key for _ in range(40)] + [LOW_ORDER["all zero"]]
+    e = refused(dealer.draw("t1", row.hand_id, 1, b"", keys))
+    assert e.reason == Reason.NOT_ENOUGH_CARDS, e
