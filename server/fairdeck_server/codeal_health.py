@@ -1,11 +1,12 @@
 """Whether this dealer can deal co-dealt hands now: the health name ``CODEAL_HEALTH``.
 
 Every ``EVERY`` seconds (``RETRY`` while failing) ``CodealerWatch`` asks the co-dealer for its
-identity with the dealer's token. Co-dealt dealing is able only while the co-dealer answers, takes
-the token and names the pinned ``--codealer-key``; ``publish(ok)`` turns that into the health
-status (with the dealer's own, "") and ``fairdeck_codealer_healthy`` (edge/codealer_link.py). The
-ordinary mode's health ("" and the services) does not depend on it. Each change is one log line,
-the cause said and never the token. No grpc here.
+identity with the dealer's token. Co-dealt dealing is able only while the dealer's own codeal.db
+takes a probe write and the co-dealer answers, takes the token and names the pinned
+``--codealer-key``; ``publish(ok)`` turns that into the health status (with the dealer's own,
+"") and ``fairdeck_codealer_healthy`` (edge/codealer_link.py). The ordinary mode's health ("" and
+the services) does not depend on it. Each change is one log line, the cause said and never the
+token. No grpc here.
 """
 
 from __future__ import annotations
@@ -35,7 +36,11 @@ class CodealerWatch:
         *,
         every: float = EVERY,
         retry: float = RETRY,
+        probe: Callable[[], bool] | None = None,
     ) -> None:
+        self.probe = probe
+        """A write to the dealer's own co-dealt hands file (codeal.db): False, no co-dealt draw
+        can be recorded either."""
         self.identity = identity
         self.pinned = pinned
         self.publish = publish
@@ -47,6 +52,8 @@ class CodealerWatch:
 
     async def check(self) -> str | None:
         """The reason the co-dealer cannot be used now, or None."""
+        if self.probe is not None and not await asyncio.to_thread(self.probe):
+            return "the dealer's codeal.db does not take writes: no co-dealt draw can be recorded"
         try:
             key = await self.identity()
         except DealerError as e:

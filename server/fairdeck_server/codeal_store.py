@@ -44,6 +44,9 @@ OPEN_INDEX = "CREATE INDEX IF NOT EXISTS codeal_open ON codeal_hands (created_ms
 _UNLOGGED = "tenant != '' AND json_extract(public, '$.log.close') IS NULL"
 """A hand whose closing entries are not noted as logged (codeal_log.CLOSED)."""
 UNLOGGED_INDEX = f"CREATE INDEX IF NOT EXISTS codeal_unlogged ON codeal_hands (closed_ms) WHERE {_UNLOGGED}"
+PROBE = (
+    "CREATE TABLE IF NOT EXISTS codeal_probe (id INTEGER PRIMARY KEY CHECK (id = 1), written INTEGER) STRICT"
+)
 _COLUMNS = "hand_id, tenant, deck, created_ms, closed_ms, sealed_secrets, public, pool_tenant"
 
 
@@ -86,6 +89,7 @@ class CodealStore:
             self._db.execute(OPEN_INDEX)
             self._db.execute(UNLOGGED_INDEX)
             self._db.execute(SEATS)
+            self._db.execute(PROBE)
         except sqlite3.Error as e:
             raise CodealStoreError(f"co-dealt hands {path}: {e}") from None
         except OSError as e:
@@ -94,6 +98,18 @@ class CodealStore:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+    def probe(self) -> bool:
+        """Whether the file takes a write: one row rewritten and committed (co-dealt health)."""
+        with self._lock:
+            try:
+                self._db.execute(
+                    "INSERT INTO codeal_probe (id, written) VALUES (1, 0) "
+                    "ON CONFLICT (id) DO UPDATE SET written = written + 1"
+                )
+            except sqlite3.Error:
+                return False
+        return True
 
     def get(self, hand_id: str) -> CodealRow | None:
         with self._lock:

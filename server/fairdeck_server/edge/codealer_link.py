@@ -197,7 +197,7 @@ def codeal_dealer(
     log = CodealLog(host.dealer)  # its entries go to the ordinary dealer's log
     codeal = CodealDealer(link, identity, store, vault, log=log, new_hand_id=new_hand_id, clock_ms=clock_ms)
     codeal.start_pool(POOL_PER_TENANT)
-    codeal.watch = CodealerWatch(link.identity, identity, _publisher(host))
+    codeal.watch = CodealerWatch(link.identity, identity, _publisher(host), probe=store.probe)
     codeal.watch.start()
     codeal.reaper = codeal_reaper(codeal, config.max_hand_lifetime, clock_ms, host)
     return codeal
