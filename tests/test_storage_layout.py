@@ -49,9 +49,10 @@ JOBS = {
     "engine": "the Storage class gluing them, with no SQL",
 }
 """The job modules every engine has, each with the same job under either engine."""
-OWN = {"sqlite": {"handoff", "writer_lock"}, "postgres": set()}
+OWN = {"sqlite": {"handoff", "writer_lock", "private_db"}, "postgres": set()}
 """Modules only one engine needs (SQLite's threads take operations from loops; its writers share
-a flock): they live in that engine's folder, never beside base.py."""
+a flock; the co-dealt SQLite files are made 0600 before SQLite opens them): they live in that
+engine's folder, never beside base.py."""
 SQL_MODULES = ("schema", "writer", "reader")
 
 

@@ -83,3 +83,45 @@ def test_the_codealers_health_follows_its_ledgers_writes(codealer_dir: Path) -> 
         wait_for("co-dealer SERVING again", lambda: status(codealer.target, "") == SERVING, timeout=60)
         log = codealer.stop()
     assert "does not take writes: health NOT_SERVING" in log and "takes writes: health SERVING" in log
+
+
+def test_codealt_health_said_serving_while_the_codealers_ledger_took_no_writes(
+    table: tuple[CodealerProcess, DealerProcess], codealer_dir: Path
+) -> None:
+    """The dealer's co-dealt health asked only for the co-dealer's identity, which needs no write:
+    with the co-dealer's ledger locked (every share refused STORAGE_UNAVAILABLE) it said SERVING.
+    Now the identity check is refused while the co-dealer's ledger takes no writes, so co-dealt
+    health follows it (and the ordinary mode's stays SERVING)."""
+    codealer, dealer = table
+    wait_for("co-dealt SERVING", lambda: status(dealer.target, CODEAL) == SERVING, timeout=60)
+    blocker = sqlite3.connect(codealer_dir / "codealer.db", isolation_level=None)
+    try:
+        blocker.execute("BEGIN IMMEDIATE")
+        wait_for("co-dealer NOT_SERVING", lambda: status(codealer.target, "") == NOT_SERVING, timeout=60)
+        wait_for("co-dealt NOT_SERVING", lambda: status(dealer.target, CODEAL) == NOT_SERVING, timeout=30)
+        assert status(dealer.target, "") == SERVING
+        blocker.execute("ROLLBACK")
+    finally:
+        blocker.close()
+    wait_for("co-dealt SERVING again", lambda: status(dealer.target, CODEAL) == SERVING, timeout=60)
+    assert "cannot record shares (its ledger does not take writes)" in dealer.stderr()
+
+
+def test_codealt_health_said_serving_while_the_dealers_own_codeal_db_took_no_writes(
+    table: tuple[CodealerProcess, DealerProcess], tmp_path: Path
+) -> None:
+    """With the dealer's codeal.db locked (a backup holding it, a full disk) every co-dealt draw
+    failed, and co-dealt health said SERVING: it followed the co-dealer and the dealer's main
+    database only. It now follows a probe write to codeal.db too."""
+    _, dealer = table
+    wait_for("co-dealt SERVING", lambda: status(dealer.target, CODEAL) == SERVING, timeout=60)
+    blocker = sqlite3.connect(tmp_path / "data" / "codeal.db", isolation_level=None)
+    try:
+        blocker.execute("BEGIN IMMEDIATE")
+        wait_for("co-dealt NOT_SERVING", lambda: status(dealer.target, CODEAL) == NOT_SERVING, timeout=60)
+        assert status(dealer.target, "") == SERVING
+        blocker.execute("ROLLBACK")
+    finally:
+        blocker.close()
+    wait_for("co-dealt SERVING again", lambda: status(dealer.target, CODEAL) == SERVING, timeout=60)
+    assert "the dealer's codeal.db does not take writes" in dealer.stderr()

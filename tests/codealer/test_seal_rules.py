@@ -138,3 +138,84 @@ def test_a_ledger_made_before_the_seals_table_gets_it_when_opened_to_serve(tmp_p
     with pytest.raises(DealerError) as e:
         codealer.share(row.hand_id, 0, SeatKey.generate().public_key, [], 1)
     assert e.value.reason == Reason.SHARE_GIVEN_TO_ANOTHER_SEAT
+
+
+def test_a_low_order_seat_key_at_the_dealer_was_the_codealers_refusal_relayed_not_a_bad_argument(
+    tmp_path: Path,
+) -> None:
+    """Through the real processes a low-order seat key came back FAILED_PRECONDITION
+    CODEALER_REFUSED (the co-dealer's refusal, relayed after a round trip): a bad argument of the
+    caller's must be INVALID_ARGUMENT INVALID_SEAT_KEY naming its field, found by the dealer."""
+    import grpc
+
+    from fairdeck.client.exceptions import from_rpc_error
+    from fairdeck.v1 import dealer_pb2, dealer_pb2_grpc
+    from tests.support.codealers import CodealerProcess, init_codealer
+    from tests.support.dealers import DealerProcess
+
+    init_codealer(tmp_path / "cd1")
+    with CodealerProcess(tmp_path / "cd1") as codealer:
+        dealer = DealerProcess(tmp_path / "data", tmp_path / "dealer.log", *codealer.dealer_flags())
+        with dealer, grpc.insecure_channel(dealer.target) as channel:
+            stub = dealer_pb2_grpc.DealerServiceStub(channel)
+            open_request = dealer_pb2.OpenHandRequest(deck="standard", mode=dealer_pb2.DEAL_MODE_CODEALT)
+            hand_id = stub.OpenHand(open_request, timeout=60).hand.hand_id
+            for key in LOW_ORDER.values():
+                for field, request in (
+                    (
+                        "seat_public_key",
+                        dealer_pb2.DrawCardsRequest(hand_id=hand_id, count=1, seat_public_key=key),
+                    ),
+                    (
+                        "seat_public_keys",
+                        dealer_pb2.DrawCardsRequest(
+                            hand_id=hand_id, count=1, seat_public_keys=[SeatKey.generate().public_key, key]
+                        ),
+                    ),
+                ):
+                    with pytest.raises(grpc.RpcError) as e:
+                        stub.DrawCards(request, timeout=60)
+                    error = from_rpc_error(e.value)
+                    assert (error.code.name, error.reason) == ("INVALID_ARGUMENT", "INVALID_SEAT_KEY"), error
+                    assert str(e.value.details()).startswith(f"{field}: a low-order X25519 key"), e.value
+
+
+def spellings(key: bytes) -> dict[str, bytes]:
+    """Other byte strings X25519 reads as ``key`` (RFC 7748 masks the top bit and reduces u)."""
+    u = int.from_bytes(key, "little")
+    out = {"top bit set": (u | 1 << 255).to_bytes(32, "little")}
+    if u < 2**255 - P:
+        out["u + p"] = (u + P).to_bytes(32, "little")
+    return out
+
+
+def test_another_spelling_of_a_seat_key_was_taken_as_another_seat(tmp_path: Path) -> None:
+    """A seat key with its top bit set (or u >= p) is the same X25519 key as the canonical one, so
+    one request could deal two "seats" to one device past rule 3, and a seal statement named bytes
+    the device does not hold as its key. Both the co-dealer and the dealer refuse it now."""
+    dealer = make_dealer(tmp_path)
+    row = asyncio.run(dealer.open_hand("t1", "short"))
+    codealer = dealer.link.codealer  # type: ignore[attr-defined]
+    seat = SeatKey.generate().public_key
+    for name, other in {
+        **spellings(seat),
+        **spellings(bytes([9]) + bytes(31)),
+        "all ff": b"\xff" * 32,
+    }.items():
+        with pytest.raises(DealerError) as e:
+            codealer.share(row.hand_id, 0, b"", [], 1, [seat, other])
+        assert e.value.reason == Reason.INVALID_SEAT_KEY and "non-canonical" in str(e.value), name
+        by_dealer = refused(dealer.draw("t1", row.hand_id, 1, other))
+        assert (by_dealer.reason, by_dealer.field) == (Reason.INVALID_SEAT_KEY, "seat_public_key"), name
+        assert "non-canonical" in str(by_dealer), name
+    assert codealer.ledger.shares(row.hand_id) == {}
+
+
+def test_seat_keys_are_checked_only_once_the_deck_bounds_their_number(tmp_path: Path) -> None:
+    """Each seat key costs an X25519 exchange to check: a request of thousands of keys (a 512 KiB
+    request holds 15,000) is refused on its size first, before any key is checked."""
+    dealer = make_dealer(tmp_path)
+    row = asyncio.run(dealer.open_hand("t1", "short"))
+    keys = [SeatKey.generate().public_key for _ in range(40)] + [LOW_ORDER["all zero"]]
+    e = refused(dealer.draw("t1", row.hand_id, 1, b"", keys))
+    assert e.reason == Reason.NOT_ENOUGH_CARDS, e

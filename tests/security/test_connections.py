@@ -7,14 +7,12 @@ SDK to show that an ordinary client does not notice."""
 from __future__ import annotations
 
 import socket
-import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 from fairdeck.client import DealerClient
 from tests.support import rawh2
 from tests.support.dealers import DealerProcess
+from tests.support.raw_connections import closed_after, in_threads
 from tests.support.waits import outlast, pace, wait_for
 
 SETTINGS = rawh2._frame(rawh2.SETTINGS, 0, 0)
@@ -29,34 +27,6 @@ HEADERS = b"".join(
         (b"te", b"trailers"),
     )
 )
-
-
-def closed_after(port: int, sends: list[bytes], limit: float) -> float | None:
-    """Seconds until the dealer closed a connection that sent ``sends`` and then nothing (the
-    dealer's SETTINGS and pings are read, never answered); None if still open after ``limit``."""
-    with socket.create_connection(("127.0.0.1", port), timeout=limit) as sock:
-        start = time.monotonic()
-        for data in sends:
-            sock.sendall(data)
-        try:
-            while sock.recv(65536):
-                if time.monotonic() - start > limit:
-                    return None
-        except TimeoutError:
-            return None
-        except OSError:  # reset
-            pass
-        return time.monotonic() - start
-
-
-def in_threads(cases: dict[str, Callable[[], float | None]]) -> dict[str, float | None]:
-    out: dict[str, float | None] = {}
-    threads = [threading.Thread(target=lambda k=k, f=f: out.__setitem__(k, f())) for k, f in cases.items()]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return out
 
 
 def test_slow_and_idle_connections_are_closed_after_their_bound(tmp_path: Path) -> None:

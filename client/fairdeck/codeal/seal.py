@@ -41,6 +41,23 @@ def _exchange(secret: X25519PrivateKey, public: bytes) -> bytes:
         raise CodealError("seal", "the X25519 exchange gives zero: a low-order key") from None
 
 
+P25519 = 2**255 - 19
+
+
+def canonical_seat_key(seat_pk: bytes) -> bool:
+    """Whether ``seat_pk`` is the one encoding of its X25519 key: u below 2^255 - 19, top bit
+    clear (RFC 7748 masks the bit and reduces u, so other byte strings name the same key)."""
+    return len(seat_pk) == 32 and int.from_bytes(seat_pk, "little") < P25519
+
+
+def check_seat_key(seat_pk: bytes) -> None:
+    """CodealError("seal") if ``seat_pk`` is refused as a seat key (section 9.1, rule 2): a
+    low-order key, or one that is not canonical; found before anything is asked of a co-dealer."""
+    if not canonical_seat_key(seat_pk):
+        raise CodealError("seal", "a non-canonical X25519 key")
+    _exchange(X25519PrivateKey.generate(), seat_pk)
+
+
 def seat_public_key(seat_secret: bytes) -> bytes:
     """The 32-byte X25519 public key of a seat's 32-byte secret."""
     return X25519PrivateKey.from_private_bytes(seat_secret).public_key().public_bytes_raw()

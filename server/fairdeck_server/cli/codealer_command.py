@@ -9,6 +9,7 @@ forgot what it shared could give a card to a second seat. ``serve --max-hand-lif
 hands its dealer never closed that long after their announce (checked every quarter of it, at
 most a minute apart), ``serve --keep-closed-days`` prunes hands that ended that long ago (at start,
 then hourly); hands not ended are kept until one of the two ends them.
+``restored`` ends every open hand of a ledger restored from backup (it forgot later shares).
 """
 
 from __future__ import annotations
@@ -116,6 +117,45 @@ def _open_ledger(directory: Path) -> Ledger:
     return ledger
 
 
+def _check_owner(ledger: Ledger, identity: Ed25519PrivateKey, vault: SeedVault) -> None:
+    """Refuse a ledger of another co-dealer (its hands signed by another key, or sealed by another
+    secrets key): serving it would answer its hands with signatures that are not this identity's,
+    or not at all. A ledger made before its owner was kept is checked on its newest hand, then
+    claimed."""
+    from fairdeck.codeal.errors import CodealError
+    from fairdeck.codeal.identity import key_statement, verify_identity
+    from fairdeck.core.decks import DeckSpec, DeckSpecError
+
+    key = identity.public_key().public_bytes_raw()
+    path, fix = ledger.path, "put back this co-dealer's own files from one backup"
+    owner = ledger.owner()
+    if owner is not None and owner != key:
+        raise StartupRefused(
+            f"co-dealer ledger {path} belongs to co-dealer {owner.hex()}, not to the {KEY_NAME} "
+            f"beside it ({key.hex()}): {fix}"
+        )
+    hand = ledger.newest_hand()
+    if hand is not None:
+        if owner is None:
+            try:
+                spec = DeckSpec.parse(hand.deck)
+                statement = key_statement(spec, hand.hand_id, hand.holder, hand.holders, hand.key_record)
+                verify_identity(key, statement, hand.key_signature, "key", "key record")
+            except (CodealError, DeckSpecError):
+                raise StartupRefused(
+                    f"co-dealer ledger {path} holds hands another co-dealer signed, not the "
+                    f"{KEY_NAME} beside it ({key.hex()}): {fix}"
+                ) from None
+        try:
+            vault.open(hand.hand_id, hand.sealed_secrets)
+        except VaultError:
+            raise StartupRefused(
+                f"secrets key file {path.parent / SECRETS_NAME} does not open the hands of co-dealer "
+                f"ledger {path}: {fix}"
+            ) from None
+    ledger.claim(key)
+
+
 def load_token(directory: Path) -> TokenCheck:
     path = directory / TOKEN_NAME
     fix = f"make one with `fairdeck codealer token --dir {directory}` and give the file to the dealer"
@@ -140,7 +180,9 @@ def cmd_init(args: argparse.Namespace) -> int:
         directory.mkdir(parents=True, exist_ok=True)
         write_private_file(directory / KEY_NAME, identity.private_bytes_raw().hex() + "\n", create=True)
         create_key_file(directory / SECRETS_NAME)
-        Ledger(directory / LEDGER_NAME).close()
+        ledger = Ledger(directory / LEDGER_NAME)
+        ledger.claim(identity.public_key().public_bytes_raw())
+        ledger.close()
         write_private_file(directory / TOKEN_NAME, new_token() + "\n", create=True)
     except (OSError, LedgerError) as e:
         return _refuse("init", f"{directory}: {getattr(e, 'strerror', None) or e}")
@@ -181,6 +223,38 @@ def cmd_token(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_restored(args: argparse.Namespace) -> int:
+    """After ``codealer.db`` came back from a backup: end every hand it holds open. The backup
+    forgot the shares given after it, so such a hand could give a position again, to another
+    seat (the dealer's own key, say); ended, it gives none its record does not hold."""
+    directory = Path(args.dir)
+    try:
+        if not (directory / KEY_NAME).exists():
+            raise StartupRefused(
+                f"no co-dealer at {directory}: restore its whole directory (`{KEY_NAME}`, "
+                f"`{SECRETS_NAME}`, `{LEDGER_NAME}`, `{TOKEN_NAME}`) first"
+            )
+        lock = DataDirLock.acquire(directory, holder="co-dealer", option="--dir")
+    except StartupRefused as e:
+        return _refuse("restored", str(e))
+    try:
+        ledger = _open_ledger(directory)
+        try:
+            ended = ledger.end_open_hands(time.time_ns() // 1_000_000)
+        finally:
+            ledger.close()
+    except (StartupRefused, LedgerError) as e:
+        return _refuse("restored", str(e))
+    finally:
+        lock.release()
+    print(
+        f"ended {ended} co-dealt hands open in {directory / LEDGER_NAME}: they deal no more cards "
+        "(the dealer voids them); start the co-dealer with `fairdeck codealer serve`",
+        file=sys.stderr,
+    )
+    return 0
+
+
 def _in_range(name: str) -> Callable[[str], float]:
     def parse(text: str) -> float:
         try:
@@ -210,8 +284,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
         vault = _load_vault(directory)
         token = load_token(directory)
         lock = DataDirLock.acquire(directory, holder="co-dealer", option="--dir")
+    except StartupRefused as e:
+        return _refuse("serve", str(e))
+    try:
         ledger = _open_ledger(directory)
     except StartupRefused as e:
+        lock.release()
+        return _refuse("serve", str(e))
+    try:
+        _check_owner(ledger, identity, vault)
+    except (StartupRefused, LedgerError) as e:
+        ledger.close()
+        lock.release()
         return _refuse("serve", str(e))
     from fairdeck_server.codealer.holder import CoDealer
 
@@ -315,7 +399,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     actions = codealer.add_subparsers(
-        dest="codealer_command", metavar="{init,key,token,serve}", required=True
+        dest="codealer_command", metavar="{init,key,token,restored,serve}", required=True
     )
     init = actions.add_parser(
         "init", help="make a new co-dealer: identity key, secrets key, ledger, dealer token"
@@ -328,6 +412,12 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     token = actions.add_parser("token", help="make a new dealer token (DIR/dealer.token), replacing the old")
     token.add_argument("--dir", required=True, metavar="DIR", help="the co-dealer's directory")
     token.set_defaults(handler=cmd_token)
+    restored = actions.add_parser(
+        "restored",
+        help="after restoring codealer.db from a backup, before serve: end the hands it holds open",
+    )
+    restored.add_argument("--dir", required=True, metavar="DIR", help="the co-dealer's directory")
+    restored.set_defaults(handler=cmd_restored)
     serve = actions.add_parser("serve", help="serve CoDealerService over gRPC", epilog=EPILOG)
     serve.formatter_class = argparse.RawDescriptionHelpFormatter
     serve.add_argument("--dir", required=True, metavar="DIR", help="the co-dealer's directory")

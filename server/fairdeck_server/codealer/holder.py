@@ -34,7 +34,7 @@ from fairdeck.codeal.identity import key_statement, shuffle_statement, sign
 from fairdeck.codeal.keys import KeyRecord, new_holder, verify_key_record
 from fairdeck.codeal.proof import prove_shuffle, verify_shuffle
 from fairdeck.codeal.record import ShuffleRecord, sign_shuffle, verify_signature
-from fairdeck.codeal.seal import seal_share
+from fairdeck.codeal.seal import canonical_seat_key, seal_share
 from fairdeck.codeal.seal_statement import sign_seal
 from fairdeck.codeal.shares import make_share
 from fairdeck.codeal.shuffle import check_fresh, permutation, randomness, shuffle_deck
@@ -242,6 +242,8 @@ class CoDealer:
         for key in keys:
             if key and len(key) != 32:
                 raise refusals.invalid(field, Reason.INVALID_SEAT_KEY, "an X25519 key is 32 bytes")
+            if key and not canonical_seat_key(key):  # another spelling of a key: another "seat"
+                raise refusals.invalid(field, Reason.INVALID_SEAT_KEY, "a non-canonical X25519 key")
             if key:
                 try:  # a low-order key is refused before the positions are recorded as its
                     seal_share(spec, hand_id, position, row.holder, bytes(128), key, self.random)

@@ -11,6 +11,7 @@ database) is refused, never given a fresh schema. ``prune`` drops only hands rev
 before a cutoff, with their shares and seals; a hand not ended is never dropped. ``expire`` ends
 the hands announced before a cutoff and not ended (``serve --max-hand-lifetime``) as a reveal
 does, marked ``expired``, one transaction a batch. ``probe`` is a write of its own (health).
+``owner`` is the identity key it belongs to; the file is 0600.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
+
+from fairdeck_server.storage.sqlite.private_db import make_private, tighten
 
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS hands (
@@ -60,6 +63,8 @@ SCHEMA = (
     "CREATE INDEX IF NOT EXISTS hands_not_ended ON hands (created_ms) WHERE revealed = 0",
     "CREATE TABLE IF NOT EXISTS health_probe "
     "(id INTEGER PRIMARY KEY CHECK (id = 1), written_ms INTEGER NOT NULL) STRICT",
+    "CREATE TABLE IF NOT EXISTS owner "
+    "(id INTEGER PRIMARY KEY CHECK (id = 1), identity_key BLOB NOT NULL) STRICT",
 )
 PRUNE_BATCH = 500
 """Hands dropped per transaction: calls wait for one batch at most, never for a whole prune."""
@@ -106,24 +111,29 @@ class Ledger:
     def __init__(self, path: Path, *, create: bool = True) -> None:
         self.path = path
         self._lock = threading.Lock()
-        try:
+        try:  # 0600 before SQLite opens it: its -wal and -shm take the file's mode
+            if create:
+                make_private(path)
             self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         except sqlite3.Error as e:
             raise LedgerError(f"co-dealer ledger {path}: {e}") from None
+        except OSError as e:
+            raise LedgerError(f"co-dealer ledger {path}: {e.strerror or e}") from None
         try:
             if not create:
                 _check_tables(self._db, path)
+                tighten(path)  # a ledger an older fairdeck made under the umask's mode
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
             for statement in SCHEMA:
                 self._db.execute(statement)
             _add_revealed_ms(self._db)
             _add_expired(self._db)
-        except (sqlite3.Error, LedgerError) as e:
+        except (sqlite3.Error, LedgerError, OSError) as e:
             self._db.close()
             if isinstance(e, LedgerError):
                 raise
-            raise LedgerError(f"co-dealer ledger {path}: {e}") from None
+            raise LedgerError(f"co-dealer ledger {path}: {getattr(e, 'strerror', None) or e}") from None
 
     def close(self) -> None:
         with self._lock:
@@ -211,6 +221,34 @@ class Ledger:
             ended += n
         return ended
 
+    def end_open_hands(self, now_ms: int) -> int:
+        """End every hand not ended (after a restore from backup): how many. An ended hand gives no
+        share of a position its record does not hold, so none the backup forgot goes out again."""
+        return self.transaction(
+            lambda db: (
+                db.execute(
+                    "UPDATE hands SET revealed = 1, revealed_ms = ? WHERE revealed = 0", (now_ms,)
+                ).rowcount
+            )
+        )
+
+    def owner(self) -> bytes | None:
+        """The identity key of the co-dealer this ledger belongs to (None: made before it was kept)."""
+        row = self.transaction(lambda db: db.execute("SELECT identity_key FROM owner").fetchone())
+        return None if row is None else bytes(row[0])
+
+    def claim(self, identity_key: bytes) -> None:
+        """Record the co-dealer this ledger belongs to; an owner already recorded is kept."""
+        self.transaction(
+            lambda db: db.execute(
+                "INSERT OR IGNORE INTO owner (id, identity_key) VALUES (1, ?)", (identity_key,)
+            )
+        )
+
+    def newest_hand(self) -> HandRow | None:
+        """The hand announced last, to check the identity and secrets key against at start."""
+        return self.transaction(lambda db: _hand_where(db, "rowid = (SELECT max(rowid) FROM hands)", ()))
+
     def counts(self) -> tuple[int, int]:
         """(hands, shares) the ledger holds."""
         return self.transaction(
@@ -251,7 +289,11 @@ def _add_expired(db: sqlite3.Connection) -> None:
 
 
 def _hand(db: sqlite3.Connection, hand_id: str) -> HandRow | None:
-    row = db.execute(_SELECT_HAND, (hand_id,)).fetchone()
+    return _hand_where(db, "hand_id = ?", (hand_id,))
+
+
+def _hand_where(db: sqlite3.Connection, where: str, args: tuple[str, ...]) -> HandRow | None:
+    row = db.execute(_SELECT_HAND.replace("hand_id = ?", where), args).fetchone()
     if row is None:
         return None
     values = list(row)

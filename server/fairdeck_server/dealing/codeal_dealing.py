@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
 import secrets
 import time
@@ -32,8 +31,8 @@ from fairdeck.codeal.identity import key_statement, shuffle_statement, verify_id
 from fairdeck.codeal.keys import KeyRecord, new_holder, verify_key_record
 from fairdeck.codeal.proof import prove_shuffle, verify_shuffle
 from fairdeck.codeal.record import ShuffleRecord, sign_shuffle, verify_signature
-from fairdeck.codeal.seal import seal_share
-from fairdeck.codeal.seal_statement import SealStatement, check_seals
+from fairdeck.codeal.seal import check_seat_key, seal_share
+from fairdeck.codeal.seal_statement import SealStatement
 from fairdeck.codeal.shares import Share, make_share, open_card, verify_share
 from fairdeck.codeal.shuffle import check_fresh, permutation, randomness, shuffle_deck
 from fairdeck.codeal.verify import CodealHand, DealtPosition, verify_hand
@@ -42,7 +41,8 @@ from fairdeck.wire import Reason
 from fairdeck_server import refusals
 from fairdeck_server.dealing.codeal_health import CodealerWatch
 from fairdeck_server.dealing.codeal_log import CLOSED, OPENED, CodealLog, logged
-from fairdeck_server.dealing.codeal_seals import checked_seals
+from fairdeck_server.dealing.codeal_seals import checked_seals, draw_seals, unrecorded
+from fairdeck_server.dealing.codeal_seals import invalid as _invalid
 from fairdeck_server.dealing.codeal_store import CodealRow, CodealStore
 from fairdeck_server.dealing.vault import SeedVault
 
@@ -101,11 +101,6 @@ class CodealDraw:
     seals: tuple[tuple[SealStatement, ...], ...] = ()
     """Sealed draws: per position, the co-dealer's signed seal statement (spec section 9.1), which
     the dealer relays for the seat's device to check."""
-
-
-def _invalid(what: str, error: CodealError | None = None) -> refusals.DealerError:
-    detail = f": {error}" if error else ""
-    return refusals.codeal(Reason.CODEALER_INVALID, f"the co-dealer's {what} does not verify{detail}")
 
 
 class CodealDealer:
@@ -275,13 +270,14 @@ class CodealDealer:
             owners = [k for k in keys for _ in range(count)]
             if first + len(owners) > spec.size:
                 raise refusals.not_enough_cards(spec.size - first, len(owners))
+            _check_seat_keys(field, keys)  # bounded by the deck now: an X25519 exchange per key
             ctx, final, x = self._state(row)
             theirs, sealed, signatures = await self.link.share(
                 hand_id, first, seat_key, count, keys if seats else []
             )
             if len(sealed if any(owners) else theirs) != len(owners):
                 raise _invalid("answer")
-            seals = _seals(ctx, self.identity_key, first, owners, sealed, signatures)
+            seals = draw_seals(ctx, self.identity_key, first, owners, sealed, signatures)
             shares, cards = [], []
             for i, owner in enumerate(owners):
                 p = first + i
@@ -324,7 +320,20 @@ class CodealDealer:
             x, seed = self._secrets(row)
             final = _final_deck(ctx, row)
             theirs_seed, seals = await self.link.reveal(hand_id)
-            statements = checked_seals(ctx, self.identity_key, row.public["seats"], seals)
+            lost = unrecorded(row.public["seats"], seals)
+            seats = [*row.public["seats"], *(k.hex() for k in lost)]
+            statements = checked_seals(ctx, self.identity_key, seats, seals)
+            if lost:  # sealed and signed by the co-dealer, never recorded here: recorded now
+                first = len(row.public["seats"])
+                await asyncio.to_thread(self.store.add_seats, hand_id, first, lost)
+                row.public["seats"] = seats
+                log.warning(
+                    "co-dealt hand %s: positions %d..%d were dealt but their draw's answer was lost; "
+                    "recorded now from the co-dealer's signed seal statements",
+                    hand_id,
+                    first,
+                    len(seats) - 1,
+                )
             dealt_count = len(row.public["seats"])
             public = (await self.link.share(hand_id, 0, b"", dealt_count))[0] if dealt_count else []
             if len(public) != dealt_count:
@@ -458,32 +467,6 @@ def _final_deck(ctx: HandContext, row: CodealRow) -> Deck:
     return ShuffleRecord.decode(bytes.fromhex(last), ctx.deck.size, len(row.public["shuffles"]) - 1).deck
 
 
-def _seals(
-    ctx: HandContext,
-    identity_key: bytes,
-    first: int,
-    owners: Sequence[bytes],
-    sealed: Sequence[bytes],
-    signatures: Sequence[bytes],
-) -> tuple[tuple[SealStatement, ...], ...]:
-    """The co-dealer's seal statements of a sealed draw, each checked as the seat's device will
-    (section 9.2): it sealed position ``first + i`` to the seat key the dealer asked for."""
-    if not any(owners):
-        return ()
-    if len(signatures) != len(owners):
-        raise _invalid("answer")
-    seals = []
-    for i, owner in enumerate(owners):
-        statement = SealStatement(1, owner, hashlib.sha256(sealed[i]).digest(), signatures[i])
-        pair = [b"", sealed[i]]  # holder 0's slot: the dealer's own seal is not in section 9.2
-        try:
-            check_seals(ctx, first + i, pair, [statement], owner, [identity_key])
-        except CodealError as e:
-            raise _invalid("seal statement", e) from None
-        seals.append((statement,))
-    return tuple(seals)
-
-
 def _check_shuffle(ctx: HandContext, own: bytes, theirs: bytes) -> None:
     """Step 10.4 for the co-dealer's shuffle, after the dealer's own."""
     n = ctx.deck.size
@@ -585,3 +568,14 @@ class DeckPool:
                     POOL_RETRY_S,
                 )
                 await asyncio.sleep(POOL_RETRY_S)
+
+
+def _check_seat_keys(field: str, keys: Sequence[bytes]) -> None:
+    """Refuse a low-order or non-canonical seat key here, as a bad argument, not as the
+    co-dealer's refusal relayed after a round trip."""
+    try:
+        for key in filter(None, keys):
+            check_seat_key(key)
+    except CodealError as e:
+        what = "a non-canonical X25519 key" if "non-canonical" in str(e) else "a low-order X25519 key"
+        raise refusals.invalid(field, Reason.INVALID_SEAT_KEY, what) from None

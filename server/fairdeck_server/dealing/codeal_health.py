@@ -1,12 +1,13 @@
 """Whether this dealer can deal co-dealt hands now: the health name ``CODEAL_HEALTH``.
 
 Every ``EVERY`` seconds (``RETRY`` while failing) ``CodealerWatch`` asks the co-dealer for its
-identity with the dealer's token. Co-dealt dealing is able only while the co-dealer answers, takes
-the token, names the pinned ``--codealer-key`` and passes ``also`` (its lifetime against the
-dealer's: edge/codealer_link.py); ``publish(ok)`` turns that into the health
-status (with the dealer's own, "") and ``fairdeck_codealer_healthy`` (edge/codealer_link.py). The
-ordinary mode's health ("" and the services) does not depend on it. Each change is one log line,
-the cause said and never the token. No grpc here.
+identity with the dealer's token. Co-dealt dealing is able only while the dealer's own codeal.db
+takes a probe write and the co-dealer answers, takes the token, names the pinned
+``--codealer-key`` and passes ``also`` (its lifetime against the dealer's: edge/codealer_link.py);
+``publish(ok)`` turns that into the health status (with the dealer's own, "") and
+``fairdeck_codealer_healthy`` (edge/codealer_link.py). The ordinary mode's health ("" and the
+services) does not depend on it. Each change is one log line, the cause said and never the token.
+No grpc here.
 """
 
 from __future__ import annotations
@@ -37,7 +38,11 @@ class CodealerWatch:
         every: float = EVERY,
         retry: float = RETRY,
         also: Callable[[], str | None] = lambda: None,
+        probe: Callable[[], bool] | None = None,
     ) -> None:
+        self.probe = probe
+        """A write to the dealer's own co-dealt hands file (codeal.db): False, no co-dealt draw
+        can be recorded either."""
         self.identity = identity
         self.also = also
         """Asked after the identity matched: another reason co-dealt dealing cannot go on, or None."""
@@ -51,6 +56,8 @@ class CodealerWatch:
 
     async def check(self) -> str | None:
         """The reason the co-dealer cannot be used now, or None."""
+        if self.probe is not None and not await asyncio.to_thread(self.probe):
+            return "the dealer's codeal.db does not take writes: no co-dealt draw can be recorded"
         try:
             key = await self.identity()
         except DealerError as e:

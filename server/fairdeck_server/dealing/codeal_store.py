@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fairdeck_server.storage.sqlite.private_db import make_private
+
 SCHEMA = """CREATE TABLE IF NOT EXISTS codeal_hands (
     hand_id TEXT PRIMARY KEY,
     tenant TEXT NOT NULL,
@@ -42,11 +44,19 @@ OPEN_INDEX = "CREATE INDEX IF NOT EXISTS codeal_open ON codeal_hands (created_ms
 _UNLOGGED = "tenant != '' AND json_extract(public, '$.log.close') IS NULL"
 """A hand whose closing entries are not noted as logged (codeal_log.CLOSED)."""
 UNLOGGED_INDEX = f"CREATE INDEX IF NOT EXISTS codeal_unlogged ON codeal_hands (closed_ms) WHERE {_UNLOGGED}"
+PROBE = (
+    "CREATE TABLE IF NOT EXISTS codeal_probe (id INTEGER PRIMARY KEY CHECK (id = 1), written INTEGER) STRICT"
+)
 _COLUMNS = "hand_id, tenant, deck, created_ms, closed_ms, sealed_secrets, public, pool_tenant"
 
 
 class CodealStoreError(Exception):
     """The co-dealt hands' file cannot be read or written."""
+
+
+class CodealStoreLost(CodealStoreError):
+    """The co-dealt hands' file is there but empty or another database: never given a fresh schema
+    (the open hands' sealed keys and seeds would be forgotten); its message says the fix."""
 
 
 @dataclass
@@ -68,7 +78,9 @@ class CodealStore:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._lock = threading.Lock()
-        try:
+        _check_not_lost(path)
+        try:  # 0600 before SQLite opens it: its -wal and -shm take the file's mode
+            make_private(path)
             self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
@@ -77,12 +89,27 @@ class CodealStore:
             self._db.execute(OPEN_INDEX)
             self._db.execute(UNLOGGED_INDEX)
             self._db.execute(SEATS)
+            self._db.execute(PROBE)
         except sqlite3.Error as e:
             raise CodealStoreError(f"co-dealt hands {path}: {e}") from None
+        except OSError as e:
+            raise CodealStoreError(f"co-dealt hands {path}: {e.strerror or e}") from None
 
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+    def probe(self) -> bool:
+        """Whether the file takes a write: one row rewritten and committed (co-dealt health)."""
+        with self._lock:
+            try:
+                self._db.execute(
+                    "INSERT INTO codeal_probe (id, written) VALUES (1, 0) "
+                    "ON CONFLICT (id) DO UPDATE SET written = written + 1"
+                )
+            except sqlite3.Error:
+                return False
+        return True
 
     def get(self, hand_id: str) -> CodealRow | None:
         with self._lock:
@@ -239,3 +266,30 @@ def _row(row: Any) -> CodealRow:
     public = json.loads(row[6])
     public.setdefault("seats", [])
     return CodealRow(row[0], row[1], row[2], row[3], row[4], row[5], public, row[7])
+
+
+def _check_not_lost(path: Path) -> None:
+    """Refuse a codeal.db emptied (a failed restore, a full disk) or swapped for another SQLite
+    file; a missing one is made (the first start with --codealer)."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        raise CodealStoreError(f"co-dealt hands {path}: {e.strerror or e}") from None
+    fix = (
+        "restore it from backup: it holds the dealer's sealed key and seed of every co-dealt hand "
+        "(remove it only if this dealer never opened one)"
+    )
+    if size == 0:
+        raise CodealStoreLost(f"co-dealt hands {path} is empty: {fix}")
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            tables = {str(r[0]) for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        finally:
+            db.close()
+    except sqlite3.Error as e:
+        raise CodealStoreLost(f"co-dealt hands {path}: {e}: {fix}") from None
+    if "codeal_hands" not in tables:
+        raise CodealStoreLost(f"co-dealt hands {path} is not the dealer's co-dealt hands file: {fix}")

@@ -137,17 +137,20 @@ def read_private_text(path: Path, what: str, error: type[Exception]) -> str:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as e:
         raise error(f"{what} {path} cannot be read: {e.strerror or e}") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):  # checked before fdopen, which raises on a directory
+        os.close(fd)
+        raise error(f"{what} {path} is not a regular file; put the key file itself there")
     with os.fdopen(fd, "rb") as f:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise error(f"{what} {path} is not a regular file; put the key file itself there")
         mode = st.st_mode & 0o777
         if mode & 0o077:
             raise error(f"{what} {path} is readable by others (mode {mode:o}); chmod 600 it")
         try:
             return f.read().decode()
-        except (OSError, UnicodeDecodeError) as e:
-            raise error(f"{what} {path} cannot be read: {getattr(e, 'strerror', None) or e}") from None
+        except UnicodeDecodeError:
+            raise error(f"{what} {path} is not text: put the key file itself there") from None
+        except OSError as e:
+            raise error(f"{what} {path} cannot be read: {e.strerror or e}") from None
 
 
 def write_key_file(path: Path, keys: Sequence[bytes], *, create: bool = False) -> None:

@@ -2,13 +2,15 @@
 
 A co-dealt hand is opened by OpenHand with DEAL_MODE_CODEALT (or the server's default); its
 DrawCards, CloseHand and GetHand are answered here. Its Hand carries the public ``codeal``
-record and no commitment of its own (each key holder commits in its key record).
+record and no commitment of its own (each key holder commits in its key record). codeal.db
+failing is UNAVAILABLE STORAGE_UNAVAILABLE, as the ordinary hands' storage.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, TypeVar
 
 from fairdeck.core.decks import DeckSpec
 from fairdeck.v1 import dealer_pb2 as pb
@@ -18,6 +20,8 @@ from fairdeck_server.dealing.codeal_store import CodealRow, CodealStoreError
 
 if TYPE_CHECKING:  # the co-dealt code loads libsodium: only a dealer with --codealer loads it
     from fairdeck_server.dealing.codeal_dealing import CodealDealer
+
+T = TypeVar("T")
 
 
 class CodealEdge:
@@ -54,17 +58,18 @@ class CodealEdge:
         return self.codeal
 
     async def open(self, tenant: str, deck: str) -> pb.Hand:
-        return hand(await self._dealer().open_hand(tenant, deck))
+        return hand(await _stored(self._dealer().open_hand(tenant, deck)))
 
     async def close(self, tenant: str, hand_id: str) -> pb.Hand:
-        return hand(await self._dealer().close(tenant, hand_id))
+        return hand(await _stored(self._dealer().close(tenant, hand_id)))
 
     async def get(self, tenant: str, hand_id: str) -> pb.Hand:
-        return hand(await self._dealer().get(tenant, hand_id))
+        return hand(await _stored(self._dealer().get(tenant, hand_id)))
 
     async def draw(self, tenant: str, request: pb.DrawCardsRequest) -> pb.DrawCardsResponse:
-        draw = await self._dealer().draw(
-            tenant, request.hand_id, request.count, request.seat_public_key, list(request.seat_public_keys)
+        seats = list(request.seat_public_keys)
+        draw = await _stored(
+            self._dealer().draw(tenant, request.hand_id, request.count, request.seat_public_key, seats)
         )
         response = pb.DrawCardsResponse(
             cards=draw.cards, position=draw.position, remaining_count=draw.remaining, deck=draw.deck
@@ -79,6 +84,15 @@ class CodealEdge:
                     signature=seal.signature,
                 )
         return response
+
+
+async def _stored(call: Awaitable[T]) -> T:
+    """``call``, with codeal.db failing a read or write refused UNAVAILABLE STORAGE_UNAVAILABLE
+    (as the ordinary hands' storage is), never INTERNAL with a traceback."""
+    try:
+        return await call
+    except CodealStoreError as e:
+        raise refusals.storage_unavailable(str(e)) from None
 
 
 def hand(row: CodealRow) -> pb.Hand:

@@ -26,7 +26,7 @@ from fairdeck.wire import AUTHORIZATION, Reason
 from fairdeck_server import refusals
 from fairdeck_server.codealer.dealer_token import parse_token
 from fairdeck_server.dealing.codeal_health import CODEAL_HEALTH, CodealerWatch
-from fairdeck_server.dealing.codeal_store import CodealStore, CodealStoreError
+from fairdeck_server.dealing.codeal_store import CodealStore, CodealStoreError, CodealStoreLost
 from fairdeck_server.dealing.vault import SeedVault, read_private_text
 from fairdeck_server.edge.health import NOT_SERVING, SERVING, HealthServicer
 from fairdeck_server.observe.metrics import Metrics
@@ -91,6 +91,12 @@ class GrpcCoDealerLink:
         try:
             return await method(request, timeout=self.timeout, metadata=self._metadata)
         except grpc.aio.AioRpcError as e:
+            if e.code() == grpc.StatusCode.UNAVAILABLE and _reason(e) == Reason.STORAGE_UNAVAILABLE:
+                raise refusals.codeal(
+                    Reason.CODEALER_UNAVAILABLE,
+                    f"the co-dealer at {self.target} cannot record shares (its ledger does not take "
+                    "writes); retry later",
+                ) from None
             if e.code() in _DOWN:
                 raise refusals.codeal(
                     Reason.CODEALER_UNAVAILABLE, f"the co-dealer at {self.target} is unreachable; retry later"
@@ -210,6 +216,8 @@ def codeal_dealer(
     token = codealer_token(config.codealer_token)
     try:
         store = CodealStore(config.data_dir / "codeal.db")
+    except CodealStoreLost as e:
+        raise StartupRefused(str(e)) from None
     except CodealStoreError as e:
         raise StartupRefused(f"{e}; check the data dir's permissions and free space") from None
     link = GrpcCoDealerLink(config.codealer, token)
@@ -220,6 +228,7 @@ def codeal_dealer(
         link.identity,
         identity,
         _publisher(host),
+        probe=store.probe,
         also=_lifetimes(link, config.max_hand_lifetime, codeal, host.metrics),
     )
     codeal.watch.start()

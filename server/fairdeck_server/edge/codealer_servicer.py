@@ -8,7 +8,8 @@ TOO_MANY_CALLS): the co-dealer's work always has an owner and a bound. Protobuf 
 calls (in a worker thread: shuffles and proofs take tens of milliseconds of CPU), protobuf out;
 refusals end through status.py with their stable reason. A ledger that cannot write answers
 UNAVAILABLE STORAGE_UNAVAILABLE (nothing was given) and health says NOT_SERVING until a probe
-write succeeds (``LedgerWatch``). Health (``grpc.health.v1.Health``) needs no credentials.
+write succeeds (``LedgerWatch``); GetIdentity, the dealer's health check, is refused the same
+way meanwhile. Health (``grpc.health.v1.Health``) needs no credentials.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from fairdeck_server.dealing.vault import VaultError
 from fairdeck_server.edge.health import NOT_SERVING, SERVING, HealthServicer
 from fairdeck_server.edge.peers import peer_address
 from fairdeck_server.edge.status import translated
+from fairdeck_server.edge.transport import TRANSPORT_OPTIONS, connection_options
 from fairdeck_server.policy.auth import FailureLimiter
 from fairdeck_server.policy.open_work import OpenStreams
 
@@ -51,6 +53,18 @@ PROBE_RETRY = 1.0
 """Seconds between probe writes while it does not."""
 MAX_WATCH_STREAMS = 100
 """Health Watch streams one client address may hold open (as the dealer's default)."""
+MAX_REQUEST_BYTES = 2 * 1024 * 1024
+"""Largest request, in raw bytes, checked by gRPC before it is decoded (and before the token):
+the largest the contract allows, a ShuffleDeck of 16 holders' key records and 15 shuffle records
+of shoe-8 (416 cards), is 1.4 MB. gRPC's own default, 4 MiB, let strangers send twice as much."""
+HANDSHAKE_S = 10.0
+"""Seconds a connection has to finish the HTTP/2 preface and settings (gRPC's default: 120)."""
+IDLE_S = 60.0
+"""Seconds a connection with no call in flight is kept (gRPC's default: forever); the dealer's
+channel reconnects by itself."""
+AGE_S, AGE_GRACE_S = 3600.0, 30.0
+"""Any connection is sent GOAWAY after AGE_S and closed AGE_GRACE_S later: it bounds a request
+whose body never comes (the dealer's own calls take CALL_TIMEOUT, 10 s, at most)."""
 
 
 class LedgerWatch:
@@ -191,6 +205,10 @@ class CoDealerServicer(codealer_pb2_grpc.CoDealerServiceServicer):
     @translated
     async def GetIdentity(self, request: pb.GetIdentityRequest, context: Any) -> pb.GetIdentityResponse:
         self._admit(context)
+        if self.watch is not None and self.watch.healthy is False:  # the dealer's health asks this
+            raise refusals.storage_unavailable(
+                "the co-dealer's ledger does not take writes: it can record no share now"
+            )
         return pb.GetIdentityResponse(
             identity_key=self.codealer.identity_key,
             max_hand_lifetime_ms=self.codealer.lifetime_ms,
@@ -203,7 +221,18 @@ async def start_codealer_server(
 ) -> tuple[grpc.aio.Server, int, LedgerWatch]:
     """A started gRPC server for ``codealer`` on ``listen`` (plain text), its bound port (0 if
     it could not bind) and its ledger's health watch (its ``run`` is the caller's to start)."""
-    server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+    # The dealer's transport bounds (edge/transport.py), without a cap on connections in all:
+    # strangers filling it would lock the dealer out.
+    bounds = connection_options(
+        idle=IDLE_S, handshake=HANDSHAKE_S, age=AGE_S, age_grace=AGE_GRACE_S, max_connections=0
+    )
+    options = [
+        ("grpc.so_reuseport", 0),
+        ("grpc.max_receive_message_length", MAX_REQUEST_BYTES),
+        *TRANSPORT_OPTIONS,
+        *bounds,
+    ]
+    server = grpc.aio.server(options=options)
     health = HealthServicer(OpenStreams(MAX_WATCH_STREAMS))
     for name in HEALTH_NAMES:
         await health.set(name, NOT_SERVING)  # until the first probe write

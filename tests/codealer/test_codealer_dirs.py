@@ -1,0 +1,210 @@
+"""Directories the co-dealer's and the dealer's operators did not make, or made under a loose umask:
+the files holding co-dealt hands are the owner's only, and a co-dealer's ledger is served only
+beside the identity key and secrets key it belongs to. Real processes, real SQLite files."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import stat
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from fairdeck.client import DealerClient
+from fairdeck.client.codeal_seat import CodealHands, SeatKey
+from fairdeck.v1 import codealer_pb2
+from tests.support.codealers import CodealerProcess, init_codealer
+from tests.support.dealers import DealerProcess
+from tests.support.env import clean_env
+
+LISTEN = ("--listen", "127.0.0.1:0")
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+@pytest.fixture
+def loose_umask() -> Iterator[None]:
+    """The umask most hosts run with: files SQLite makes are 0644 unless fairdeck says otherwise."""
+    old = os.umask(0o022)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+def serve_refused(directory: Path) -> str:
+    """``fairdeck codealer serve --dir DIR`` refused: its one line (exit 2, no traceback)."""
+    out = subprocess.run(
+        [sys.executable, "-m", "fairdeck.cli", "codealer", "serve", "--dir", str(directory), *LISTEN],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=clean_env(),
+    )
+    assert out.returncode == 2, (out.returncode, out.stdout, out.stderr)
+    assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    return out.stderr.strip()
+
+
+def announce(codealer: CodealerProcess, hand_id: str) -> None:
+    request = codealer_pb2.AnnounceHandRequest(hand_id=hand_id, deck="standard", holder=1, holder_count=2)
+    codealer.stub().AnnounceHand(request, timeout=60)
+
+
+def test_codealt_sqlite_files_were_world_readable_now_0600_on_both_sides(
+    tmp_path: Path, loose_umask: None
+) -> None:
+    """codealer.db (the co-dealer's sealed per-hand secrets, every seat key each position went to)
+    and the dealer's codeal.db (its sealed per-hand secrets, the seats) and their -wal and -shm
+    were made 0644 under the usual umask, while fairdeck.db beside them is 0600."""
+    init_codealer(tmp_path / "cd1")
+    with CodealerProcess(tmp_path / "cd1") as codealer:
+        dealer = DealerProcess(tmp_path / "data", tmp_path / "dealer.log", *codealer.dealer_flags())
+        with dealer, DealerClient(dealer.target, timeout=60) as client:
+            hands = CodealHands(client)
+            hand = hands.open_hand("standard")
+            hands.draw(hand.hand_id, 2, seat_public_key=SeatKey.generate().public_key)
+            for directory, name in ((tmp_path / "cd1", "codealer.db"), (tmp_path / "data", "codeal.db")):
+                for suffix in ("", "-wal", "-shm"):
+                    path = directory / f"{name}{suffix}"
+                    assert mode(path) == 0o600, f"{path} is {mode(path):04o}"
+            hands.close_hand(hand.hand_id)
+    os.chmod(tmp_path / "cd1" / "codealer.db", 0o644)  # a ledger made by an older fairdeck
+    with CodealerProcess(tmp_path / "cd1") as codealer:
+        assert mode(tmp_path / "cd1" / "codealer.db") == 0o600
+        log = codealer.stop()
+    assert "codealer.db was mode 0644: now 0600" in log
+
+
+def test_a_ledger_of_another_codealer_was_served_beside_this_ones_key_now_refused_naming_it(
+    tmp_path: Path,
+) -> None:
+    """A restore that mixed two co-dealers' files (codealer.db of one, codealer.key of another)
+    started and answered that ledger's hands with a key record signed by another identity than
+    the one it announced. Now the ledger names its owner and serve refuses the mix in one line."""
+    mine, theirs = tmp_path / "mine", tmp_path / "theirs"
+    mine_key, theirs_key = init_codealer(mine), init_codealer(theirs)
+    with CodealerProcess(theirs) as codealer:
+        announce(codealer, "hand-of-theirs")
+    shutil.copy(theirs / "codealer.db", mine / "codealer.db")
+    line = serve_refused(mine)
+    assert line.startswith("fairdeck codealer serve: co-dealer ledger ") and "codealer.db" in line, line
+    assert theirs_key in line and mine_key in line and "backup" in line, line
+
+
+def test_a_ledger_made_before_its_owner_was_kept_is_checked_by_its_hands_signatures(tmp_path: Path) -> None:
+    """An older ledger names no owner: its newest hand's signature says whose it is."""
+    mine, theirs = tmp_path / "mine", tmp_path / "theirs"
+    init_codealer(mine)
+    init_codealer(theirs)
+    with CodealerProcess(theirs) as codealer:
+        announce(codealer, "hand-of-theirs")
+    db = sqlite3.connect(theirs / "codealer.db", isolation_level=None)
+    db.execute("DROP TABLE IF EXISTS owner")  # as an older fairdeck made it
+    db.close()
+    shutil.copy(theirs / "codealer.db", mine / "codealer.db")
+    line = serve_refused(mine)
+    assert "holds hands another co-dealer signed" in line and "codealer.key" in line, line
+    shutil.copy(theirs / "codealer.key", mine / "codealer.key")  # the key matches; the secrets key does not
+    line = serve_refused(mine)
+    assert line.startswith(f"fairdeck codealer serve: secrets key file {mine / 'secrets.key'} "), line
+    shutil.copy(theirs / "secrets.key", mine / "secrets.key")  # all of one co-dealer: served, and claimed
+    with CodealerProcess(mine) as codealer:
+        announce(codealer, "hand-of-theirs")
+    db = sqlite3.connect(mine / "codealer.db")
+    assert db.execute("SELECT identity_key FROM owner").fetchone()[0].hex() == codealer.identity
+    db.close()
+
+
+@pytest.mark.parametrize("name", ["codealer.key", "secrets.key", "dealer.token"])
+def test_a_directory_or_binary_file_in_place_of_a_codealer_key_file_was_a_traceback(
+    tmp_path: Path, name: str
+) -> None:
+    """os.fdopen raised IsADirectoryError before the regular-file check, so a directory in a key
+    file's place ended in a traceback; bytes that are not UTF-8 were quoted as a codec error."""
+    directory = tmp_path / "cd1"
+    init_codealer(directory)
+    (directory / name).unlink()
+    (directory / name).mkdir()
+    line = serve_refused(directory)
+    assert f"{directory / name} is not a regular file; put the key file itself there" in line, line
+    (directory / name).rmdir()
+    (directory / name).write_bytes(b"\xff\xfe\x00")
+    os.chmod(directory / name, 0o600)
+    line = serve_refused(directory)
+    assert f"{directory / name} is not text: put the key file itself there" in line, line
+
+
+def test_a_dealers_codealer_token_naming_a_directory_was_a_traceback(tmp_path: Path) -> None:
+    key = init_codealer(tmp_path / "cd1")
+    flags = ("--codealer", "127.0.0.1:1", "--codealer-key", key, "--codealer-token", f"@{tmp_path}")
+    out = subprocess.run(
+        [sys.executable, "-m", "fairdeck.cli", "serve", "--data", str(tmp_path / "data"), *LISTEN, *flags],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=clean_env(),
+    )
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    assert out.stderr.strip().splitlines()[-1] == (
+        f"fairdeck serve: --codealer-token: token file {tmp_path} is not a regular file; "
+        "put the key file itself there"
+    )
+
+
+@pytest.mark.parametrize("damage", ["emptied", "another_database"])
+def test_an_emptied_or_foreign_codeal_db_was_given_a_fresh_schema_forgetting_open_hands(
+    tmp_path: Path, damage: str
+) -> None:
+    """The dealer's codeal.db holds its sealed key and seed of every co-dealt hand. Emptied (a
+    failed restore, a full disk) or swapped for another SQLite file, it was given a fresh schema at
+    start: every open co-dealt hand forgotten, never to be closed. As the co-dealer's ledger, it is
+    refused in one line."""
+    init_codealer(tmp_path / "cd1")
+    with CodealerProcess(tmp_path / "cd1") as codealer:
+        flags = codealer.dealer_flags()
+        dealer = DealerProcess(tmp_path / "data", tmp_path / "dealer.log", *flags)
+        with dealer, DealerClient(dealer.target, timeout=60) as client:
+            CodealHands(client).open_hand("standard")
+    db = tmp_path / "data" / "codeal.db"
+    for extra in ("codeal.db-wal", "codeal.db-shm"):
+        (tmp_path / "data" / extra).unlink(missing_ok=True)
+    db.unlink()
+    if damage == "emptied":
+        db.write_bytes(b"")
+    else:
+        other = sqlite3.connect(db)
+        other.execute("CREATE TABLE notes (x TEXT)")
+        other.commit()
+        other.close()
+    before = db.read_bytes()
+    try:
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "fairdeck.cli",
+                "serve",
+                "--data",
+                str(tmp_path / "data"),
+                *LISTEN,
+                *flags,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env=clean_env(),
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("the dealer served with a codeal.db that forgot its co-dealt hands")
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    last = out.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"fairdeck serve: co-dealt hands {db}") and "restore it from backup" in last, last
+    assert db.read_bytes() == before

@@ -1,0 +1,56 @@
+"""Strangers at the co-dealer's port, with no token: gRPC's own bounds hold before any call of
+ours runs. The co-dealer's server had none of the dealer's (edge/transport.py): a connection that
+never finished its HTTP/2 preface was kept for gRPC's default 120 s, and a request of up to 4 MiB
+was read and decoded before the token was checked. Now the handshake is bounded and a request
+larger than the largest the contract allows is refused on its raw size. A real ``fairdeck
+codealer serve`` and raw sockets (tests/security/rawh2.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import grpc
+import pytest
+
+from fairdeck.v1 import codealer_pb2
+from tests.security import rawh2
+from tests.support.codealers import CodealerProcess, init_codealer
+from tests.support.raw_connections import closed_after, in_threads
+
+HANDSHAKE_S = 10.0
+"""The co-dealer's handshake bound (codealer_servicer.HANDSHAKE_S)."""
+TOO_LARGE = 2 * 1024 * 1024 + 1
+"""Past codealer_servicer.MAX_REQUEST_BYTES, under gRPC's default 4 MiB."""
+
+
+@pytest.fixture
+def codealer(tmp_path: Path) -> CodealerProcess:
+    init_codealer(tmp_path / "cd1")
+    return CodealerProcess(tmp_path / "cd1")
+
+
+def test_a_connection_that_never_finishes_its_handshake_was_kept_two_minutes(
+    codealer: CodealerProcess,
+) -> None:
+    with codealer:
+        times = in_threads(
+            {
+                "nothing": lambda: closed_after(codealer.port, [], 3 * HANDSHAKE_S),
+                "half a preface": lambda: closed_after(codealer.port, [rawh2.PREFACE[:10]], 3 * HANDSHAKE_S),
+                "preface, no settings": lambda: closed_after(codealer.port, [rawh2.PREFACE], 3 * HANDSHAKE_S),
+            }
+        )
+    assert all(t is not None and t < 2 * HANDSHAKE_S for t in times.values()), times
+
+
+def test_a_request_past_the_largest_the_contract_allows_is_refused_on_its_raw_size(
+    codealer: CodealerProcess,
+) -> None:
+    huge = codealer_pb2.AnnounceHandRequest(hand_id="h" * TOO_LARGE, deck="standard")
+    with codealer:
+        for token in (None, "fdcd_" + "A" * 43, codealer.token):  # no token, a wrong one, the dealer's
+            with pytest.raises(grpc.RpcError) as refused:
+                codealer.stub(token).AnnounceHand(huge, timeout=30)
+            assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, (token is None, refused.value)
+        log = codealer.stop()
+    assert "Traceback" not in log
