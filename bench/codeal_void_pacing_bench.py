@@ -24,12 +24,12 @@ from pathlib import Path
 from fairdeck_server import fair
 from fairdeck_server.dealing.codeal_store import CodealRow
 from fairdeck_server.dealing.codeal_voids import CodealReaper
-from tests.codealer.test_codealer_orphans import in_process
+from tests.support.codeal_pool import in_process
 
 
 async def run(hands: int, deck: str, slots: int, workers: int, paced: bool, tmp: Path) -> str:
     now = [1_700_000_000_000]
-    _, dealer, storage = in_process(tmp, now)
+    _, dealer, storage = in_process(tmp, now, 8000)
     await storage.start()
     for _ in range(hands):
         hand_id = (await dealer.open_hand("gone", deck)).hand_id

@@ -13,7 +13,7 @@ import grpc
 import pytest
 
 from fairdeck.v1 import codealer_pb2
-from tests.security import rawh2
+from tests.support import rawh2
 from tests.support.codealers import CodealerProcess, init_codealer
 from tests.support.raw_connections import closed_after, in_threads
 
