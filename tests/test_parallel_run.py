@@ -11,7 +11,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-SUITE = '''
+SUITE = """
 import os
 import pytest
 
@@ -41,7 +41,7 @@ def test_alone(i):
 @pytest.mark.parametrize("i", range(20))
 def test_after(i):
     pass
-'''
+"""
 
 
 def test_a_plain_run_is_parallel_and_runs_its_serial_tests_last_and_alone(tmp_path: Path) -> None:

@@ -12,10 +12,14 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from fairdeck.client import DealerClient
 from tests.security import rawh2
 from tests.support.dealers import DealerProcess
 from tests.support.waits import outlast, pace, wait_for
+
+pytestmark = pytest.mark.serial  # holds time or CPU to a bar: runs alone in a parallel run
 
 SETTINGS = rawh2._frame(rawh2.SETTINGS, 0, 0)
 HEADERS = b"".join(
