@@ -40,6 +40,11 @@ _left_out: set[str] = set()
 pytest_plugins = ("tests.support.parallel",)
 
 
+def libsodium_left_out() -> bool:
+    """Whether the co-dealt mode's code is left out of this run (for tests that import it)."""
+    return _MISSING
+
+
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
     if not _MISSING:
         return None
