@@ -1,9 +1,12 @@
-"""Collection rules for the whole tree: the co-dealt mode's code and tests need the system's
-libsodium (docs/codealing-spec.md section 14), which a fresh machine with only Python may lack.
+"""Run rules for the whole tree: how many processes, and what is collected.
 
-There they are not collected, and one line at the end of the run says so and how to get it;
-with CI_REQUIRE_LIBSODIUM=1 (as .ci/run sets) they are collected all the same, so a missing
-libsodium fails the run instead of skipping a feature.
+A plain ``pytest`` runs in several processes, the tests marked ``serial`` last and alone
+(tests/support/parallel.py, a plugin loaded here); ``-n 0`` or ``-p no:xdist`` runs all in one.
+
+The co-dealt mode's code and tests need the system's libsodium (docs/codealing-spec.md section 14),
+which a fresh machine with only Python may lack. There they are not collected, and one line at the
+end of the run says so and how to get it; with CI_REQUIRE_LIBSODIUM=1 (as .ci/run sets) they are
+collected all the same, so a missing libsodium fails the run instead of skipping a feature.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ NEEDS_LIBSODIUM = (
 _ROOT = Path(__file__).resolve().parent
 _MISSING = ctypes.util.find_library("sodium") is None and os.environ.get(REQUIRE) != "1"
 _left_out: set[str] = set()
+pytest_plugins = ("tests.support.parallel",)
 
 
 def libsodium_left_out() -> bool:
@@ -57,6 +61,18 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
             _left_out.add(prefix)
             return True
     return None
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """A worker hands what it left out to the controller, which writes the line at the end."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["libsodium_left_out"] = sorted(_left_out)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: object, error: object) -> None:  # pytest-xdist's, on the controller
+    _left_out.update(getattr(node, "workeroutput", {}).get("libsodium_left_out", ()))
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -20,6 +20,7 @@ import base64
 import hashlib
 import itertools
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -180,7 +181,11 @@ def main() -> None:
         "invalid": invalid_cases(),
         "checkpoints": checkpoint_cases(),
     }
-    OUT.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+    # Written beside and renamed over: a test that reads the file while its check reruns this
+    # (pytest-xdist runs them at once) sees the old bytes or the new, never a half-written file.
+    part = OUT.with_name(OUT.name + ".part")
+    part.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+    os.replace(part, OUT)
 
 
 if __name__ == "__main__":

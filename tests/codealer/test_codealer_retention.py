@@ -181,7 +181,20 @@ def test_a_codealer_started_with_keep_closed_days_drops_ended_hands_past_the_win
             wait_for(
                 "the dealer sees its co-dealer", lambda: status(dealer.target, CODEAL) == SERVING, timeout=60
             )
-            stub.DrawCards(pb.DrawCardsRequest(hand_id=running, count=1), timeout=60)
+
+            def draws() -> bool:
+                """The health above may still be the one from before the restart, and the dealer's
+                channel may still be in its reconnect backoff: a draw refused UNAVAILABLE dealt
+                nothing (the co-dealer was not reached) and is retried, as the SDK retries it."""
+                try:
+                    stub.DrawCards(pb.DrawCardsRequest(hand_id=running, count=1), timeout=60)
+                except grpc.RpcError as e:
+                    if e.code() != grpc.StatusCode.UNAVAILABLE:
+                        raise
+                    return False
+                return True
+
+            wait_for("a draw after the co-dealer's restart", draws, timeout=60)
             closed = stub.CloseHand(pb.CloseHandRequest(hand_id=running), timeout=60).hand
             assert closed.state == pb.HAND_STATE_CLOSED
             with pytest.raises(grpc.RpcError) as e:

@@ -55,6 +55,7 @@ def pooled(data_dir: Path) -> int:
         db.close()
 
 
+@pytest.mark.serial
 def test_an_abandoned_codealt_hand_stayed_open_forever_now_voided_within_its_lifetime(tmp_path: Path) -> None:
     """A co-dealt hand whose game server went away stayed open for ever: in codeal.db, in the
     co-dealer's ledger (never pruned) and in the log (a setup and shuffles, no seeds). It is now

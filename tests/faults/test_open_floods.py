@@ -11,9 +11,13 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from tests.support.faults import FaultRun
 from tests.support.floods import check_latency, grpcurl_session, reflection_flood, watch_flood
 from tests.support.waits import wait_for_async
+
+pytestmark = pytest.mark.serial  # holds time or CPU to a bar: runs alone in a parallel run
 
 REFLECTION_STREAMS, REFLECTION_CONNECTIONS = 300, 6
 WATCH_STREAMS, WATCH_CONNECTIONS = 600, 12

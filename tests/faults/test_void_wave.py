@@ -11,11 +11,14 @@ from __future__ import annotations
 import time
 
 import grpc
+import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from fairdeck.client import DealerClient
 from fairdeck.client.exceptions import FairdeckError
 from tests.support.faults import FaultRun, metric, wait_for
+
+pytestmark = pytest.mark.serial  # holds time or CPU to a bar: runs alone in a parallel run
 
 ABANDONED = 3000
 DEADLINE = 1.5

@@ -16,6 +16,8 @@ from fairdeck_server.edge.deadline import STREAM_RUNS
 from tests.support.dealers import RunningDealer
 from tests.support.waits import hold_silent, pace, wait_for
 
+pytestmark = pytest.mark.serial  # holds time or CPU to a bar: runs alone in a parallel run
+
 
 def _settled(running: RunningDealer) -> tuple[int, int]:
     """(open hands, log size) once a cut call's last chunk has landed."""

@@ -349,6 +349,7 @@ def test_admission_never_leaks_nor_strands_a_call_whatever_enters_leaves_or_is_c
     asyncio.run(scenario())
 
 
+@pytest.mark.serial
 def test_cpu_turns_interleave_one_tenants_slices_with_anothers_single_piece() -> None:
     async def scenario() -> list[str]:
         turns = fair.CpuTurns(quantum=1)
@@ -405,6 +406,7 @@ def test_streams_over_the_tenants_cap_are_refused_with_a_retry_delay(tmp_path: P
                 assert len(list(c.deal_hands(hand_count=3))) == 3  # a stream ended: room again
 
 
+@pytest.mark.serial
 def test_calls_over_the_tenants_cap_in_flight_are_refused_and_others_are_not(tmp_path: Path) -> None:
     config = {"max_calls_in_flight": 2, "rate_limit": 0, "max_open_hands": 0, "require_auth": True}
     with RunningDealer(tmp_path / "d", **config) as running:

@@ -312,6 +312,7 @@ def test_one_tenant_exhausted_leaves_another_alone(tmp_path: Path) -> None:
                 zenith.open_hand()
 
 
+@pytest.mark.serial
 def test_a_tenant_with_hundreds_of_refusals_held_gets_them_answered_at_a_bounded_rate(
     tmp_path: Path,
 ) -> None:
@@ -352,6 +353,7 @@ def test_a_tenant_with_hundreds_of_refusals_held_gets_them_answered_at_a_bounded
         assert max(answered) > 3.0, max(answered)
 
 
+@pytest.mark.serial
 def test_a_held_refusal_is_answered_before_the_default_deadline_cuts_it(tmp_path: Path) -> None:
     """A client with no deadline of its own, 200 GetHand at once: the 100th held waits 1 s, the
     dealer's default deadline here. Each hold stays under half that deadline, so every call is
@@ -381,6 +383,7 @@ def test_a_held_refusal_is_answered_before_the_default_deadline_cuts_it(tmp_path
         assert set(codes) <= {"RESOURCE_EXHAUSTED", "NOT_FOUND"}, sorted(set(codes))
 
 
+@pytest.mark.serial
 def test_refusals_held_to_the_deadline_bound_are_answered_spread_out(tmp_path: Path) -> None:
     """800 GetHand at once with 8 s deadlines: every refusal past the 400th reaches the bound of
     half the deadline (4 s, at 100 held answers a second). They were all answered together, and a
@@ -468,6 +471,7 @@ def test_open_hands_cap(tmp_path: Path) -> None:
             again.open_hand()
 
 
+@pytest.mark.serial
 def test_asking_again_while_capped_is_held_like_a_flood(tmp_path: Path) -> None:
     """The first TOO_MANY_OPEN_HANDS is answered at once: the caller should close some. Asking
     again within CAP_AGAIN is a flood (the abuse benchmark's 8 threads asked 1,400 times a second,

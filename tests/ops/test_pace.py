@@ -20,6 +20,8 @@ from tests.support.dealers import RunningDealer
 from tests.support.ops import Clock, dealer_tokens, sample, scrape
 from tests.support.waits import hold_silent_async, outlast, outlast_async, pace_async, wait_for_async
 
+pytestmark = pytest.mark.serial  # holds time or CPU to a bar: runs alone in a parallel run
+
 
 def test_a_burst_starts_a_few_at_once_then_at_the_rate() -> None:
     clock = Clock()

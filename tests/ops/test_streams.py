@@ -19,6 +19,8 @@ from tests.support.dealers import RunningDealer
 from tests.support.ops import sample, scrape_until
 from tests.support.waits import wait_for
 
+pytestmark = pytest.mark.serial  # holds time or CPU to a bar: runs alone in a parallel run
+
 
 def _log_size_when_still(running: RunningDealer, timeout: float = 20) -> int:
     """The log's size once it has stopped growing for a second (or the timeout passed)."""

@@ -9,11 +9,15 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
+import pytest
+
 from fairdeck.client import DealerClient
 from tests.support import rawh2
 from tests.support.dealers import DealerProcess
 from tests.support.raw_connections import closed_after, in_threads
 from tests.support.waits import outlast, pace, wait_for
+
+pytestmark = pytest.mark.serial  # holds time or CPU to a bar: runs alone in a parallel run
 
 SETTINGS = rawh2._frame(rawh2.SETTINGS, 0, 0)
 HEADERS = b"".join(

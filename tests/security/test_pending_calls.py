@@ -10,6 +10,7 @@ import asyncio
 from pathlib import Path
 
 import grpc
+import pytest
 
 from fairdeck.client import AsyncDealerClient
 from fairdeck.v1 import dealer_pb2, dealer_pb2_grpc
@@ -17,6 +18,8 @@ from fairdeck_server.edge.transport import MAX_PENDING_CALLS
 from fairdeck_server.run.config import ServerConfig
 from tests.support.dealers import RunningDealer
 from tests.support.floods import channel
+
+pytestmark = pytest.mark.serial  # holds time or CPU to a bar: runs alone in a parallel run
 
 WATCH_BAR_MIB = 64
 """What 20,000 Health.Watch streams may cost, held or ending (bench/README.md, section 20)."""

@@ -194,6 +194,7 @@ def _rss_mib(pid: int) -> float:
     raise AssertionError("no VmRSS")
 
 
+@pytest.mark.serial
 def test_health_watch_streams_past_an_address_limit_are_refused_and_their_memory_given_back(
     tmp_path: Path,
 ) -> None:

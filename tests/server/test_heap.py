@@ -11,6 +11,8 @@ import pytest
 
 from fairdeck_server.observe import heap
 
+pytestmark = pytest.mark.serial  # holds time or CPU to a bar: runs alone in a parallel run
+
 
 def _glibc() -> bool:
     return platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"

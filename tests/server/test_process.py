@@ -81,6 +81,7 @@ def test_health_and_reflection(dealer_process: DealerProcess) -> None:
         client.close_hand(hand.hand_id).verify(commitment=hand.commitment)
 
 
+@pytest.mark.serial
 def test_sigterm_drains_calls_in_flight(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     process = DealerProcess(data_dir, tmp_path / "stderr.txt", *NO_LIMITS)

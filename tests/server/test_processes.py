@@ -83,6 +83,7 @@ def play(target: str, hands: int) -> list[tuple[str, bytes]]:
     return out
 
 
+@pytest.mark.serial
 def test_two_processes_serve_one_log(group: tuple[Group, Path]) -> None:
     g, data = group
     before = [cpu_seconds(pid) for pid in g.pids]
@@ -396,6 +397,7 @@ def test_the_writers_lock_held_outside_fails_writes_at_once_and_health_until_it_
     assert status == 0 and "Traceback" not in err, err
 
 
+@pytest.mark.serial
 @pytest.mark.slow
 @pytest.mark.parametrize("holding", [True, False], ids=["holding-the-lock", "idle"])
 def test_the_supervisor_replaces_a_stopped_worker_at_once(tmp_path: Path, holding: bool) -> None:

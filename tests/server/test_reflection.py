@@ -170,6 +170,7 @@ def test_reflection_serves_the_error_detail_files_from_a_fresh_process(tmp_path:
     assert done.stdout.split() == ["google/rpc/error_details.proto", "google/rpc/status.proto"]
 
 
+@pytest.mark.serial
 def test_a_flood_of_reflection_requests_is_paced(tmp_path: Path) -> None:
     """Reflection takes no credentials and no limit. One client sending reflection requests as
     fast as it could got some 10 000 answers a second, each made on the dealer's event loop: the
@@ -205,6 +206,7 @@ FLOOD_STREAMS = 600
 FLOOD_CONNECTIONS = 12  # 50 each: max_streams_per_connection, so all 600 reach the dealer
 
 
+@pytest.mark.serial
 def test_waiting_reflection_streams_cost_no_cpu_and_a_grpcurl_session_gets_its_turns(tmp_path: Path) -> None:
     """600 reflection streams over 12 connections, each asking again as soon as answered: past the
     burst they wait. Every waiting stream polled the shared bucket every 20 ms or less, so the

@@ -83,6 +83,7 @@ class Watching:
             w.close()
 
 
+@pytest.mark.serial
 def test_a_worker_running_but_silent_is_replaced_after_the_timeout(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -167,6 +168,7 @@ def test_a_worker_stopped_and_continued_over_and_over_still_runs_and_is_not_repl
     assert "stopped answering" not in said, said
 
 
+@pytest.mark.serial
 def test_a_worker_stopped_throughout_is_replaced_within_a_second(capsys: pytest.CaptureFixture[str]) -> None:
     """The other side of the test above: stopped once and left so, it is replaced well before the
     worker timeout (60 s here), the line saying the kernel shows it stopped."""
@@ -267,6 +269,7 @@ class _Unkillable(subprocess.Popen[bytes]):
         self.send_signal(signal.SIGSTOP)
 
 
+@pytest.mark.serial
 def test_a_worker_sigkill_does_not_end_holds_the_supervisor_for_a_bounded_time(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -391,6 +394,7 @@ def supervise(monkeypatch: pytest.MonkeyPatch, modes: str, kill_wait: float) -> 
     return code, [p.pid for p in spawned], took
 
 
+@pytest.mark.serial
 def test_workers_sigkill_does_not_end_are_waited_for_together_and_said_once(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -425,6 +429,7 @@ def test_a_worker_stuck_before_it_listens_is_not_said_to_have_an_exit_status(
     ), said
 
 
+@pytest.mark.serial
 def test_a_worker_that_does_not_act_on_sigterm_is_killed_after_the_grace(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -12,10 +12,14 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
+
 from fairdeck.client import DealerClient
 from fairdeck.client.exceptions import FairdeckError
 from tests.support.dealers import RunningDealer
 from tests.support.ops import dealer_tokens
+
+pytestmark = pytest.mark.serial  # holds time or CPU to a bar: runs alone in a parallel run
 
 LIFETIME = 6.0
 BULK = ("t0", "t1", "t2", "t3", "t4")

@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from fairdeck_server import fair
 from fairdeck_server.storage.sqlite import SqliteStorage
 from fairdeck_server.storage.sqlite.handoff import UNDER_WAY, give_way
@@ -61,6 +63,7 @@ def test_operations_submitted_just_before_close_are_still_done(tmp_path: Path) -
     assert [c.record.commit_index for (c,) in outcomes] == list(range(5))
 
 
+@pytest.mark.serial
 def test_the_loop_gives_a_storage_thread_with_work_under_way_the_interpreter_lock() -> None:
     """The writer needs the GIL back after every SQLite call; a loop that runs Python without
     pause (another tenant's flood of calls) holds it for the switch interval each time. Made a
@@ -123,6 +126,7 @@ def test_nothing_is_under_way_once_every_operation_is_settled(tmp_path: Path) ->
     assert asyncio.run(main()) == (0, 0)
 
 
+@pytest.mark.serial
 def test_a_bulk_slice_under_way_is_not_given_way_to(tmp_path: Path) -> None:
     """Only light operations (a call's one hand, a read) count: giving way to a DealHands slice
     would make every other call wait for the slice's Python, for a throughput nobody waits on

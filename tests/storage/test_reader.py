@@ -24,6 +24,7 @@ from fairdeck_server.storage.sqlite.batches import READ_MOST as MOST
 from tests.support.engines import new_hand, records, writer_in_batch
 
 
+@pytest.mark.serial
 def test_a_read_is_answered_while_the_writer_waits_for_the_write_lock(tmp_path: Path) -> None:
     path = tmp_path / "fairdeck.db"
 
@@ -72,6 +73,7 @@ def test_a_read_sees_every_write_acknowledged_before_it(tmp_path: Path) -> None:
     asyncio.run(main())
 
 
+@pytest.mark.serial
 def test_one_tenants_flood_of_reads_does_not_sit_in_front_of_anothers_read(tmp_path: Path) -> None:
     async def main() -> tuple[int, int]:
         storage = SqliteStorage(tmp_path / "fairdeck.db")

@@ -88,6 +88,7 @@ def test_plain_creations_in_one_transaction_take_a_few_statements_not_several_pe
     assert indexes == list(range(indexes[0], indexes[0] + HANDS))
 
 
+@pytest.mark.serial
 def test_a_failing_creation_among_plain_ones_fails_alone(tmp_path: Path) -> None:
     """When the creations written together fail (here a hand id already stored), they are
     undone and run again one by one: only the bad one fails, and the log has no hole."""

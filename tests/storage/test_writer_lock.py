@@ -9,6 +9,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from fairdeck_server.storage.sqlite.writer_lock import WriterLock
 from tests.support.waits import hold_silent, pace, wait_for
 
@@ -19,6 +21,7 @@ def make(path: Path, timeout: float) -> WriterLock:
     return lock
 
 
+@pytest.mark.serial
 def test_a_busy_lock_is_given_up_after_the_timeout_and_taken_when_free(tmp_path: Path) -> None:
     path = tmp_path / "writer.lock"
     holder, waiter = make(path, 5.0), make(path, 0.3)

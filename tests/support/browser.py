@@ -10,11 +10,14 @@ one line what to install, except under ``CI_REQUIRE_BROWSER=1`` (set by .ci/run)
 from __future__ import annotations
 
 import base64
+import fcntl
 import functools
+import hashlib
 import json
 import os
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -97,10 +100,19 @@ def npm_failure(stderr: str) -> str:
 @functools.cache
 def npm_ci(prefix: Path) -> str | None:
     """Install ``prefix``'s packages from its lock file when they are missing or stale (once per
-    session); why they cannot be, or None. npm ci deletes node_modules before it fetches: where it
-    fails (offline, say), the node_modules that was there is put back as it was."""
+    process); why they cannot be, or None. npm ci deletes node_modules before it fetches: where it
+    fails (offline, say), the node_modules that was there is put back as it was. The test processes
+    of one run (pytest-xdist's workers) take turns through a file lock: the first installs, the
+    others wait and then find the packages fresh, never half deleted."""
     if shutil.which("node") is None or shutil.which("npm") is None:
         return "Node.js is not installed (https://nodejs.org, or Debian's `nodejs` and `npm`)"
+    name = hashlib.sha256(str(prefix.resolve()).encode()).hexdigest()[:16]
+    with open(Path(tempfile.gettempdir()) / f"fairdeck-npm-ci-{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or when this process ends
+        return _npm_ci(prefix)
+
+
+def _npm_ci(prefix: Path) -> str | None:
     if stale(prefix) is None:
         return None
     where = prefix.relative_to(ROOT) if prefix.is_relative_to(ROOT) else prefix

@@ -15,7 +15,7 @@ def test_firefox_tests_run_where_chromium_is_missing() -> None:
     env = {k: v for k, v in os.environ.items() if k != "CI_REQUIRE_BROWSER"}
     env["FAIRDECK_CHROMIUM"] = "/nowhere/chromium"
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
          "tests/web/test_page_live.py", "-k", "pinned_key"],
         cwd=browser.ROOT, env=env, capture_output=True, text=True, timeout=280,
     )  # fmt: skip

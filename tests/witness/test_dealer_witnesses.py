@@ -232,6 +232,7 @@ def test_a_witness_that_is_down_does_not_stop_dealing_and_catches_up(
             w3.stop()
 
 
+@pytest.mark.serial
 def test_a_split_view_never_gets_its_second_tree_cosigned(
     tmp_path: Path, log_vkey: str, witnesses: list[WitnessProcess]
 ) -> None:

@@ -84,6 +84,7 @@ def run(
     return proxy, bytes(note.signed_checkpoint)
 
 
+@pytest.mark.serial
 def test_requests_are_the_texts_and_come_at_most_once_an_interval(
     setup: tuple[Path, str, WitnessProcess],
 ) -> None:

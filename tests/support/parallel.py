@@ -1,0 +1,135 @@
+"""How a run uses pytest-xdist (a plugin the root conftest.py loads): WORKERS processes where the
+command line names no count (``-n``); ``-n 0`` or ``-p no:xdist`` runs all in one process. Most
+tests wait on subprocesses, sockets and polls, so more processes than cores pay.
+
+Where it names no ``--dist`` either, tests marked ``serial`` (they hold time, CPU or memory to a bar,
+which busy neighbours would push them past) run last, alone. The workers write their ids to a folder
+the controller names in SERIAL_DIR (test ids carry no marks to it); ``SerialLastScheduling`` keeps
+them as one unit at the end of its queue, shuts every worker but one (the keeper) down once nothing
+else is left, and hands the keeper the unit when it is the last worker and idle.
+Invariant: no other test of the run runs while a ``serial`` test runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from xdist.scheduler import LoadScopeScheduling
+
+SERIAL = "serial"
+"""The scheduler's one work unit that holds every test marked ``serial``."""
+SERIAL_DIR = "FAIRDECK_SERIAL_DIR"
+"""The environment variable, set by the controller for its workers: where they write the ids."""
+
+
+def write_serial_ids(folder: Path, worker: str, ids: list[str]) -> None:
+    """A worker's list of collected ``serial`` test ids, written whole before it is seen."""
+    part = folder / f"{worker}.part"
+    part.write_text(json.dumps(ids), encoding="utf-8")
+    part.rename(folder / f"{worker}.json")
+
+
+class SerialLastScheduling(LoadScopeScheduling):  # type: ignore[misc]
+    """Each test is a unit of its own (as ``load`` hands them out), except the ``serial`` tests,
+    one unit handed out last. It stays in the work queue until then, so the base class never counts
+    the run as finished, nor shuts the keeper down, while it waits."""
+
+    def __init__(self, config: Any, log: Any = None) -> None:
+        super().__init__(config, log)
+        self.folder = Path(os.environ[SERIAL_DIR])
+        self.serial_ids: frozenset[str] = frozenset()
+        self.keeper: Any = None
+
+    def schedule(self) -> None:
+        if self.collection is None and self.collection_is_completed:
+            # Every worker wrote its file before it reported its collection.
+            self.serial_ids = frozenset(
+                test for path in self.folder.glob("*.json") for test in json.loads(path.read_text("utf-8"))
+            )
+        super().schedule()
+
+    def _split_scope(self, nodeid: str) -> str:
+        return SERIAL if nodeid in self.serial_ids else nodeid
+
+    def _assign_work_unit(self, node: Any) -> None:
+        if SERIAL not in self.workqueue:
+            super()._assign_work_unit(node)
+        elif len(self.workqueue) > 1:
+            self.workqueue.move_to_end(SERIAL)  # the base class hands out the queue's first unit
+            super()._assign_work_unit(node)
+        else:
+            self._serial_turn(node)
+
+    def _serial_turn(self, node: Any) -> None:
+        """Only the serial unit is left: every node but the keeper finishes what it has and stops;
+        the keeper gets the unit once it is the only node left and has run all but the one test a
+        worker holds back until it is told what comes next."""
+        if self.keeper not in self.assigned_work:
+            self.keeper = node
+        if node is not self.keeper:
+            node.shutdown()
+        elif len(self.assigned_work) == 1 and self._pending_of(self.assigned_work[node]) <= 1:
+            super()._assign_work_unit(node)
+            node.shutdown()  # it runs what it has, then stops, as the base class's last node does
+
+    def remove_node(self, node: Any) -> str | None:
+        crashed: str | None = super().remove_node(node)
+        for other in list(self.assigned_work):  # the keeper may have been waiting for this one
+            self._reschedule(other)
+        return crashed
+
+
+WORKERS = 4
+"""Processes of a plain ``pytest`` run (bench/README.md, "Test suite in parallel", has the measurements)."""
+_SERIAL_PHASE = pytest.StashKey[Path]()
+"""Where a run with a serial phase has its workers write the ids of their ``serial`` tests."""
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_cmdline_main(config: pytest.Config) -> object:
+    """Parallel by default: WORKERS processes where the command line names no count (-n), with the
+    serial phase where it names no ``--dist`` either."""
+    option = config.option
+    if (
+        getattr(option, "numprocesses", 0) is None  # xdist is loaded and -n was not given
+        and not hasattr(config, "workerinput")  # not inside a worker, which must not fork more
+        and not option.usepdb
+        and not option.collectonly
+    ):
+        option.numprocesses = WORKERS
+    if getattr(option, "numprocesses", None) and option.dist == "no" and not hasattr(config, "workerinput"):
+        option.dist = "load"  # what pytest-xdist picks for -n alone; SerialLastScheduling is load too
+        folder = Path(tempfile.mkdtemp(prefix="fairdeck-serial-"))
+        config.stash[_SERIAL_PHASE] = folder
+        os.environ[SERIAL_DIR] = str(folder)  # the workers, started later, inherit it
+    return (yield)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    folder = config.stash.get(_SERIAL_PHASE, None)
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """``load``, with the serial phase: the tests marked ``serial`` run last, alone."""
+    if _SERIAL_PHASE not in config.stash:
+        return None
+    return SerialLastScheduling(config, log)
+
+
+@pytest.hookimpl(trylast=True)  # the run's own selection (-k, -m) is made
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is None:
+        return
+    if SERIAL_DIR in os.environ:
+        ids = [item.nodeid for item in items if item.get_closest_marker("serial") is not None]
+        write_serial_ids(Path(os.environ[SERIAL_DIR]), workerinput["workerid"], ids)
