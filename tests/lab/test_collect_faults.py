@@ -126,6 +126,43 @@ def test_a_directory_that_is_not_a_collection_is_refused_untouched(
     assert main(["lab", "collect", "--out", str(empty), "--raw-bytes", "5000", "--no-progress"]) == 0
 
 
+def test_a_second_ctrl_c_after_the_stopped_batch_exits_130_without_a_traceback(tmp_path: Path) -> None:
+    """Seen in a parallel CI run: the first Ctrl-C's batch finished before the second arrived, the
+    command restored Python's SIGINT handler on its way out, and the second raised
+    KeyboardInterrupt in tqdm's exit hook: a traceback and exit 1. Once a stop was asked, a Ctrl-C
+    or SIGTERM while the command winds down exits 130 at once. Checked in process: a batch callback
+    sends the first SIGINT, and the handler left installed is the one that exits quietly."""
+    import signal
+
+    from fairdeck.cli import lab_command
+
+    sent = []
+
+    def first_ctrl_c(hands: int, raw: int) -> None:
+        if not sent:
+            sent.append(hands)
+            signal.raise_signal(signal.SIGINT)
+
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    real = collection.collect
+
+    def collect(*args: object, **kwargs: object) -> object:
+        kwargs["progress"] = first_ctrl_c
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    try:
+        collection.collect = collect  # type: ignore[assignment]
+        argv = ["lab", "collect", "--out", str(tmp_path / "kit"), "--raw-bytes", "1G", "--batch", "50"]
+        assert main([*argv, "--no-progress"]) == 1  # stopped after the batch, resumable
+        assert sent
+        assert signal.getsignal(signal.SIGINT) is lab_command._stop_now
+        assert signal.getsignal(signal.SIGTERM) is lab_command._stop_now
+    finally:
+        collection.collect = real  # type: ignore[assignment]
+        signal.signal(signal.SIGINT, before[0])
+        signal.signal(signal.SIGTERM, before[1])
+
+
 def test_a_second_ctrl_c_stops_at_once_in_one_line_and_the_collection_resumes(tmp_path: Path) -> None:
     """The first Ctrl-C asks to stop after the batch in flight; the second stops now. That is an
     operator's ordinary impatience, not a crash: one line, no traceback, and the batch it cut

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import re
 import signal
 import sys
@@ -73,6 +74,17 @@ class _Interrupt:
             raise KeyboardInterrupt
         self.asked = True
         print("\nfairdeck lab collect: stopping after this batch (again to stop now)", file=sys.stderr)
+
+
+def _stop_now(signum: int, frame: FrameType | None) -> None:
+    """A second Ctrl-C (or SIGTERM) that lands after the stopped batch, while the command winds
+    down (its return, tqdm's exit hooks): the stop was asked and everything kept is on disk, so
+    exit 130 at once. Python's own handler would raise KeyboardInterrupt wherever the interpreter
+    is, an exit hook included, and print a traceback there."""
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+        sys.stderr.flush()
+    os._exit(130)
 
 
 REDACTED = "<redacted>"
@@ -224,8 +236,9 @@ def cmd_collect(args: argparse.Namespace) -> int:
     finally:
         hold.close()
         bar.close()
-        signal.signal(signal.SIGINT, previous[0])
-        signal.signal(signal.SIGTERM, previous[1])
+        after = (_stop_now, _stop_now) if interrupt.asked else previous
+        signal.signal(signal.SIGINT, after[0])
+        signal.signal(signal.SIGTERM, after[1])
         if dealer is not None:
             dealer.close()
     raw = next(f for f in manifest["files"] if f["path"] == formats.RAW)
