@@ -210,8 +210,11 @@ def test_the_package_version_is_the_python_package_version() -> None:
     assert version and json.loads((browser.WEB / "package.json").read_text())["version"] == version.group(1)
 
 
-def test_an_installed_tarball_verifies_and_reads_error_details(installed: tuple[Path, Path]) -> None:
-    _, project = installed
+def consumer_job(project: Path) -> tuple[str, dict[str, Any]]:
+    """Write the consumer script and its job into ``project``. Each test
+    that runs the consumer writes them itself: under pytest-xdist a module's tests run on several
+    workers, each with its own ``installed`` project, so one test cannot rely on another's files
+    (the strict TypeScript test found the consumer missing in a parallel run)."""
     good = PROOFS["valid"][0]["text"]
     tampered = json.loads(good)
     seed = tampered["transcript"]["server_seed"]
@@ -237,6 +240,12 @@ def test_an_installed_tarball_verifies_and_reads_error_details(installed: tuple[
     }
     (project / "job.json").write_text(json.dumps(job))
     (project / "consumer.mjs").write_text(CONSUMER)
+    return good, tampered
+
+
+def test_an_installed_tarball_verifies_and_reads_error_details(installed: tuple[Path, Path]) -> None:
+    _, project = installed
+    good, tampered = consumer_job(project)
     done = node(project / "consumer.mjs", "job.json")
     assert done.returncode == 0, done.stderr
     got = json.loads(done.stdout)
@@ -291,7 +300,9 @@ def test_commonjs_programs_can_require_it(installed: tuple[Path, Path]) -> None:
 
 def test_strict_typescript_compiles_against_its_types(installed: tuple[Path, Path]) -> None:
     _, project = installed
+    consumer_job(project)
     listed = node(project / "consumer.mjs", "job.json")
+    assert listed.returncode == 0, listed.stderr
     exports: list[str] = json.loads(listed.stdout)["exports"]
     (project / "typed.ts").write_text(
         TYPED.replace("EXPORTS", "{" + ", ".join(f"{n}: true" for n in exports) + "}")
