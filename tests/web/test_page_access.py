@@ -91,9 +91,9 @@ def test_every_file_a_player_picks_gets_the_verdict_fairdeck_verify_gives(
     browser.require_browser(engine)
     empty, huge = tmp_path / "empty.json", tmp_path / "huge.json"
     empty.write_bytes(b"")
-    # Format 4 is the co-dealt hand proof, which the page reads: 5 is a later format.
-    later, v2 = tmp_path / "format-5.json", tmp_path / "format-2.json"
-    later.write_text(PROOFS["valid"][0]["text"].replace('"format": 1,', '"format": 5,', 1), encoding="utf-8")
+    # Formats 4 and 5 are the co-dealt hand proofs, which the page reads: 6 is a later format.
+    later, v2 = tmp_path / "format-6.json", tmp_path / "format-2.json"
+    later.write_text(PROOFS["valid"][0]["text"].replace('"format": 1,', '"format": 6,', 1), encoding="utf-8")
     v2.write_text(PROOFS_V2["valid"][0]["text"], encoding="utf-8")
     with huge.open("wb") as f:  # sparse: no disk is used
         f.truncate(3 << 30)
