@@ -14,54 +14,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import sys
 import tempfile
 import time
-from collections.abc import Sequence
 from pathlib import Path
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
-from fairdeck_server.codealer.holder import CoDealer
-from fairdeck_server.codealer.ledger import Ledger
-from fairdeck_server.dealing.codeal_dealing import CodealDealer
-from fairdeck_server.dealing.codeal_store import CodealStore
-from fairdeck_server.dealing.dealer import _new_hand_id
-from fairdeck_server.dealing.vault import SeedVault
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.support.codeal_pool import in_process
 
 DAY_MS = 86_400_000
-
-
-class Link:
-    """The co-dealer in this process (the gRPC link minus the transport)."""
-
-    def __init__(self, codealer: CoDealer) -> None:
-        self.codealer = codealer
-
-    async def announce(
-        self, hand_id: str, deck: str, holder: int, holders: int
-    ) -> tuple[bytes, bytes, bytes]:
-        record, signature = self.codealer.announce(hand_id, deck, holder, holders)
-        return record, signature, self.codealer.identity_key
-
-    async def shuffle(
-        self, hand_id: str, keys: Sequence[bytes], shuffles: Sequence[bytes]
-    ) -> tuple[bytes, bytes]:
-        return self.codealer.shuffle(hand_id, keys, shuffles)
-
-    async def share(
-        self, hand_id: str, position: int, seat_key: bytes, count: int, seats: Sequence[bytes] = ()
-    ) -> tuple[list[bytes], list[bytes]]:
-        given = self.codealer.share(hand_id, position, seat_key, [], count, seats)
-        return list(given.shares), list(given.sealed)
-
-    async def reveal(self, hand_id: str) -> bytes:
-        return self.codealer.reveal(hand_id)
-
-    async def identity(self) -> bytes:
-        return self.codealer.identity_key
-
-    async def close(self) -> None:
-        pass
 
 
 def main() -> None:
@@ -72,18 +33,9 @@ def main() -> None:
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp())
     now = [1_700_000_000_000]
-    ledger = Ledger(tmp / "codealer.db")
-    codealer = CoDealer(
-        ledger, Ed25519PrivateKey.generate(), SeedVault(os.urandom(32)), clock_ms=lambda: now[0]
-    )
-    dealer = CodealDealer(
-        Link(codealer),
-        codealer.identity_key,
-        CodealStore(tmp / "codeal.db"),
-        SeedVault(os.urandom(32)),
-        new_hand_id=_new_hand_id,
-        clock_ms=lambda: now[0],
-    )
+    codealer, dealer, storage = in_process(tmp, now)
+    asyncio.run(storage.start())
+    ledger = codealer.ledger
 
     async def day() -> None:
         for _ in range(args.per_day):

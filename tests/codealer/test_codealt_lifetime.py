@@ -29,7 +29,7 @@ from fairdeck_server.dealing.dealer import Dealer, _new_hand_id
 from fairdeck_server.dealing.vault import SeedVault
 from fairdeck_server.refusals import DealerError
 from fairdeck_server.storage.sqlite import SqliteStorage
-from tests.support.codeal_pool import InProcessLink, hand_of, logged
+from tests.support.codeal_pool import InProcessLink, hand_of, in_process, logged
 from tests.support.codealers import CodealerProcess, init_codealer
 from tests.support.dealers import DealerProcess
 from tests.support.faults import metric
@@ -170,24 +170,8 @@ def test_codealt_voids_take_tenants_in_turn_and_none_before_its_time(tmp_path: P
     tenant that abandoned many hands does not have the others' voids wait behind all of them (its
     hands and the other tenant's are voided in turns)."""
     now = [1_700_000_000_000]
-    codealer = CoDealer(
-        Ledger(tmp_path / "codealer.db"),
-        Ed25519PrivateKey.from_private_bytes(bytes(32)),
-        SeedVault(bytes(range(32))),
-        clock_ms=lambda: now[0],
-    )
-    storage = SqliteStorage(tmp_path / "fairdeck.db")
+    _, dealer, storage = in_process(tmp_path, now)
     asyncio.run(storage.start())
-    vault = SeedVault(bytes(range(1, 33)))
-    dealer = CodealDealer(
-        InProcessLink(codealer),
-        codealer.identity_key,
-        CodealStore(tmp_path / "codeal.db"),
-        vault,
-        log=CodealLog(Dealer(storage, vault)),
-        new_hand_id=_new_hand_id,
-        clock_ms=lambda: now[0],
-    )
     reaper = CodealReaper(dealer, LIFETIME_S, lambda: now[0])
 
     async def scene() -> tuple[str, list[int], list[str], str]:

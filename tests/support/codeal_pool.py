@@ -126,8 +126,11 @@ def logged(data_dir: Path, hand_id: str) -> list[int]:
 
 
 def in_process(
-    tmp_path: Path, now: list[int], lifetime_ms: int
+    tmp_path: Path, now: list[int], lifetime_ms: int = 0
 ) -> tuple[CoDealer, CodealDealer, SqliteStorage]:
+    """A co-dealer (its hand lifetime ``lifetime_ms``; 0: it never ends a hand) and a dealer's
+    co-dealt side in this process, on real SQLite files under ``tmp_path``, both on the clock
+    ``now[0]``; the dealer's storage is not started."""
     codealer = CoDealer(
         Ledger(tmp_path / "codealer.db"),
         Ed25519PrivateKey.from_private_bytes(bytes(32)),
