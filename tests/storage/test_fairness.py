@@ -25,6 +25,7 @@ from fairdeck_server.storage.base import HandRecord
 from fairdeck_server.storage.sqlite import SqliteStorage
 from fairdeck_server.storage.sqlite.batches import BATCH_COST, QUANTUM
 from tests.support.engines import handed_over, new_hand, records, writer_in_batch
+from tests.support.waits import wait_for_async
 
 if TYPE_CHECKING:
     from fairdeck_server.storage.postgres import PostgresStorage
@@ -264,6 +265,10 @@ def test_a_worker_whose_batch_waited_for_another_processs_keeps_its_batches_to_o
             assert other.acquire()
             slices = queue_slices(storage, "bulk", 12, 32, "b")
             await writer_in_batch(storage)  # the first batch (4 slices, alone) waits for the lock
+            # In its batch is not yet at the lock: released before its flock, it never waited
+            # (the flake of CI stop 41: 3 batches).
+            lock = storage._writer._lock
+            await wait_for_async("the writer waiting for the other's lock", lambda: lock.waited_at is not None)
             other.release()
             await asyncio.gather(*slices)
             return storage.stats.batches - before
