@@ -268,7 +268,7 @@ def test_a_worker_whose_batch_waited_for_another_processs_keeps_its_batches_to_o
             # In its batch is not yet at the lock: released before its flock, it never waited
             # (the flake of CI stop 41: 3 batches).
             lock = storage._writer._lock
-            await wait_for_async("the writer waiting for the other's lock", lambda: lock.waited_at is not None)
+            await wait_for_async("the writer at the lock", lambda: lock.waited_at is not None)
             other.release()
             await asyncio.gather(*slices)
             return storage.stats.batches - before

@@ -99,24 +99,30 @@ def dealing(n: int) -> Callable[[HandRecord], tuple[Change, int]]:
 
 
 def _writer_in_batch(storage: Storage) -> bool:
-    """Whether the storage's writer is inside a batch (in these tests: waiting for the lock),
-    with nothing handed over to it since it took the batch."""
+    """Whether the storage's writer is inside a batch (in these tests: waiting for the lock)
+    that holds work not answered yet, with nothing handed over to it since it took the batch.
+    Not answered: a writer still in the tail of the batch before (its callers answered, the
+    test's next calls not yet taken) is not inside the batch the test waits for."""
     writer: Any = getattr(storage, "_writer", None)
     if writer is None:
         raise TypeError(f"no writer to watch in {type(storage).__name__}")
-    names = set()
     thread = getattr(writer, "_thread", None)
     if thread is not None:  # SQLite: the writer's thread, in _run_batch, its queue drained
         frame = sys._current_frames().get(thread.ident or -1)
-        while frame is not None:
-            names.add(frame.f_code.co_name)
+        while frame is not None and frame.f_code.co_name != "_run_batch":
             frame = frame.f_back
-        return "_run_batch" in names and writer._queue.empty()
+        return frame is not None and _unanswered(frame.f_locals) and writer._queue.empty()
     coro = writer._task.get_coro()  # PostgreSQL: the writer's task, awaiting its commit
     while coro is not None and hasattr(coro, "cr_code"):
-        names.add(coro.cr_code.co_name)
+        if coro.cr_code.co_name == "_commit":
+            return _unanswered(coro.cr_frame.f_locals)
         coro = coro.cr_await
-    return "_commit" in names
+    return False
+
+
+def _unanswered(local: dict[str, Any]) -> bool:
+    """Whether the batch of a writer's frame holds an operation whose caller waits still."""
+    return any(not op.fut.done() for op in local.get("batch", ()))
 
 
 async def writer_in_batch(storage: Storage) -> None:
