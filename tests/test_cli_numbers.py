@@ -2,7 +2,7 @@
 parser), at 0, negative, huge, NaN and infinite: its argparse type refuses the value (argparse then
 exits 2 naming the option) or returns a finite number, never raising anything else and never
 passing NaN or infinity on. ``serve``'s own options go through config.py and are tried in
-tests/ops/test_option_ranges.py."""
+tests/run/test_option_ranges.py."""
 
 from __future__ import annotations
 

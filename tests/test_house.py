@@ -185,8 +185,9 @@ def test_the_room_order_catches_an_import_running_up() -> None:
     assert rank("fairdeck_server.edge.status") < rank("fairdeck_server.run.app")
 
 
-HOOKS = ("before_logging", "others_call")
-"""The Dealer's collaborators that were once set on it after it was built."""
+HOOKS = ("before_logging", "others_call", "watch", "reaper")
+"""The collaborators once set on a dealer after it was built: the Dealer's first two, the
+CodealDealer's last two (its health watch and its reaper, set by edge/codealer_link.py)."""
 
 
 def hooks_set_later(source: str) -> list[int]:
@@ -218,6 +219,9 @@ def test_hooks_set_later_are_found() -> None:
     assert hooks_set_later("dealer.x = 1\nserver.dealer = Dealer()\n") == [1]
     assert hooks_set_later("d.others_call = f\n") == [1]
     assert hooks_set_later("self.before_logging = f\nself.dealer = Dealer(before_logging=f)\n") == []
+    built = "codeal = CodealDealer(link)\ncodeal.watch = CodealerWatch()\ncodeal.reaper = reaper(codeal)\n"
+    assert hooks_set_later(built) == [2, 3]
+    assert hooks_set_later("self.watch = watch\nself.reaper = Reaper(voider)\n") == []
 
 
 def test_no_collaborator_is_set_on_the_dealer_after_it_is_built() -> None:
@@ -229,6 +233,15 @@ def test_no_collaborator_is_set_on_the_dealer_after_it_is_built() -> None:
         if name.startswith("fairdeck_server") and (lines := hooks_set_later(path.read_text()))
     }
     assert found == {}
+
+
+def test_the_wiring_sets_no_collaborator_on_what_it_built() -> None:
+    """The app and the co-dealer's link build the dealers; each collaborator goes to a
+    constructor (the CodealDealer's health watch and reaper were set on it once it was built)."""
+    for wiring in ("run/app.py", "edge/codealer_link.py"):
+        source = (SERVER / wiring).read_text()
+        assert "Dealer(" in source, wiring  # it does build one
+        assert hooks_set_later(source) == [], wiring
 
 
 # -- gRPC stays at the edge ------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """The tests' own house: one support layer (helpers live only in tests/support, and no test module
-imports another) and one dealer fixture family (no folder or test module defines its own
-``dealer``), each rule checked on sample sources first so that it can fail."""
+imports another), one dealer fixture family (no folder or test module defines its own ``dealer``),
+and test folders that follow the code (a server room, a client package, or a named cross-cutting
+folder), each rule checked on sample sources first so that it can fail."""
 
 from __future__ import annotations
 
@@ -133,3 +134,39 @@ def test_one_dealer_fixture_family() -> None:
         if rel != "tests/conftest.py" and re.search(r"^pytest_plugins\b", path.read_text(), re.M)
     ]
     assert plugins == []
+
+
+# -- test folders follow the code ------------------------------------------------------------------
+
+CROSS_CUTTING = ("deploy", "examples", "faults", "fuzz", "security", "support", "tiles", "vectors")
+"""Test folders that are no room nor package: they cut across the server and the client (faults,
+fuzz, security, vectors; tiles: the client's tile writer and auditor with the server's publishing,
+behind a real nginx), or test what ships beside the code (deploy, examples), or help (support)."""
+CATCH_ALL = ("server", "ops")
+"""The folders the server's tests once shared, whatever room they tested."""
+
+
+def stray_test_folders(folders: set[str], rooms: set[str], packages: set[str]) -> list[str]:
+    """The test folders that are neither a server room, a client package, nor CROSS_CUTTING, and
+    the catch-all folders, whatever else they are."""
+    known = rooms | packages | set(CROSS_CUTTING)
+    return sorted(f for f in folders if f not in known or f in CATCH_ALL)
+
+
+def test_the_folder_rule_finds_a_stray_folder() -> None:
+    rooms, packages = {"dealing", "edge", "server"}, {"core"}
+    assert stray_test_folders({"dealing", "core", "faults"}, rooms, packages) == []
+    found = stray_test_folders({"dealing", "misc", "ops", "server"}, rooms, packages)
+    assert found == ["misc", "ops", "server"]
+
+
+def test_test_folders_follow_the_server_rooms_and_the_client_packages() -> None:
+    """Each server test lives in the folder of the room it tests (tests/dealing for
+    fairdeck_server/dealing, ...), each client test in its package's, so the code's owner and its
+    tests are found by the same name; tests/server and tests/ops, which held any room's, are gone."""
+    rooms = {p.parent.name for p in (ROOT / "server" / "fairdeck_server").glob("*/__init__.py")}
+    packages = {p.name for p in (ROOT / "client" / "fairdeck").iterdir() if p.is_dir() and p.name[0] != "_"}
+    assert {"dealing", "edge", "storage"} <= rooms and {"core", "client", "web"} <= packages  # real names
+    folders = {Path(rel).parts[1] for rel in files_under_tests() if len(Path(rel).parts) > 2}
+    assert {"dealing", "core", "support"} <= folders
+    assert stray_test_folders(folders, rooms, packages) == [], "name it for the room or package it tests"

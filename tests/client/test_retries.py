@@ -265,7 +265,7 @@ def test_an_unreachable_dealer_is_retried_then_raised_as_unavailable() -> None:
 def test_a_draw_whose_answer_was_cut_is_retried_by_the_sdk_and_gets_the_same_cards(
     tmp_path: Path,
 ) -> None:
-    """The draw of tests/server/test_draw_retry.py, whose answer a proxy cuts after the dealer
+    """The draw of tests/dealing/test_draw_retry.py, whose answer a proxy cuts after the dealer
     committed it: with its position, the SDK retries it by itself, and the same cards come back."""
     running = RunningDealer(tmp_path / "data", rate_limit=0)
     proxy = CuttingProxy(running.start())

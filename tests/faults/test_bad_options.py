@@ -1,7 +1,7 @@
 """Bad options: a value past what it feeds (gRPC's 32-bit milliseconds, the workers' heartbeat) is
 refused before the dealer starts, in one line naming the option, its source and the range, exit 2,
 whichever way it came (flag, config file); at the least worker timeout allowed, a dealer under
-load kills no healthy worker. Every option at every bound is in tests/ops/test_option_ranges.py."""
+load kills no healthy worker. Every option at every bound is in tests/run/test_option_ranges.py."""
 
 from __future__ import annotations
 

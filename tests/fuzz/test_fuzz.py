@@ -81,7 +81,7 @@ def served(module_dealer_process_factory: ProcessFactory) -> DealerProcess:
         "0",
         # A batch sends its 8 requests at once: past 4 DealHands streams, the others' refusal
         # is held 1 s (a flood's refusal, docs/api.md), which was 50 s of DealHands' 60 s run.
-        # The cap and its hold have their own tests (tests/ops/test_fair.py, test_limits.py).
+        # The cap and its hold have their own tests (tests/policy/test_fair.py, test_limits.py).
         "--max-streams",
         "0",
         "--log-level",

@@ -60,7 +60,7 @@ def start_dealer(data: Path, stderr: Path) -> DealerProcess:
     return DealerProcess(
         data, stderr,
         "--max-hand-lifetime", LONG_LIFETIME, "--log-level", "WARNING",
-        "--rate-limit", "0", "--max-open-hands", "0",  # load, not limits (tests/ops)
+        "--rate-limit", "0", "--max-open-hands", "0",  # load, not limits (tests/policy)
     )  # fmt: skip
 
 

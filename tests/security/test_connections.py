@@ -158,7 +158,7 @@ def test_a_client_that_ignores_the_stream_limit_gets_the_streams_past_it_reset(t
     once, each of them held open by the dealer. With max_streams_per_connection 10, a client that
     ignores the dealer's SETTINGS has the 20 past it reset (REFUSED_STREAM). An ordinary gRPC
     client keeps its calls past the limit until one ends, and none fails (2,500 GetHand at once
-    on one channel: tests/ops/test_streams.py)."""
+    on one channel: tests/dealing/test_streams.py)."""
     with DealerProcess(
         tmp_path / "d",
         tmp_path / "stderr",

@@ -6,6 +6,7 @@ factory with its options and names what it builds ``served``):
   ServerConfig fields (data dir default ``tmp_path/"data"``), closed at teardown; per test.
 - ``module_dealer_factory(name="dealer", **config)``: the same, shared by a module's tests.
 - ``dealer``: the plain default, one per module; ``unlimited_dealer``: one with no rate limit.
+- ``running``: a per-test default dealer; ``client`` and ``run_async``: the SDK, sync and async, on it.
 - ``dealer_process_factory`` and ``module_dealer_process_factory``: ``fairdeck serve`` as a child
   process (``DealerProcess``), terminated at teardown; ``codealt_table_factory``: a co-dealer
   (``codealer_dir``) and a dealer pinned to it.
@@ -15,13 +16,15 @@ and the storage engines behind one fixture. No module-level state: each xdist wo
 
 from __future__ import annotations
 
+import asyncio
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from fairdeck.client import AsyncDealerClient, DealerClient
 from tests.support.codealers import CodealerProcess, init_codealer
 from tests.support.dealers import DealerProcess, RunningDealer
 from tests.support.engines import Engine
@@ -97,6 +100,38 @@ def dealer_factory(tmp_path: Path) -> Iterator[DealerFactory]:
 def running_dealer(dealer_factory: DealerFactory) -> DealerFactory:
     """``dealer_factory`` under its first name, for branches written before the family."""
     return dealer_factory
+
+
+@pytest.fixture
+def running(dealer_factory: DealerFactory) -> RunningDealer:
+    """A default dealer of this test's own (``dealer_factory()``), for tests that restart it."""
+    return dealer_factory()
+
+
+@pytest.fixture
+def client(running: RunningDealer) -> Iterator[DealerClient]:
+    """The SDK's DealerClient on ``running``."""
+    with DealerClient(running.target, timeout=20) as c:
+        yield c
+
+
+AsyncScenario = Callable[[AsyncDealerClient], Awaitable[Any]]
+
+
+@pytest.fixture
+def run_async(running: RunningDealer) -> Callable[[AsyncScenario], Any]:
+    """Run ``async def scenario(client)`` to completion with an AsyncDealerClient
+    made inside its own event loop (pytest-asyncio is not used). Reads
+    ``running.target`` at call time, so it follows a restart."""
+
+    def run(scenario: AsyncScenario) -> Any:
+        async def main() -> Any:
+            async with AsyncDealerClient(running.target, timeout=20) as c:
+                return await scenario(c)
+
+        return asyncio.run(main())
+
+    return run
 
 
 @pytest.fixture(scope="module")

@@ -115,7 +115,11 @@ class CodealDealer:
         new_hand_id: Callable[[int], str],
         clock_ms: Callable[[], int],
         random: Callable[[int], bytes] = secrets.token_bytes,
+        watch: Callable[[CodealDealer], CodealerWatch] | None = None,
+        reaper: Callable[[CodealDealer], VoidTask] | None = None,
     ) -> None:
+        """``watch`` and ``reaper`` build, from this dealer, its co-dealt health and what voids its
+        hands past their lifetime (edge/codealer_link.py); neither is set on it later."""
         self.link = link
         self.identity_key = identity_key
         self.store = store
@@ -126,11 +130,6 @@ class CodealDealer:
         self.random = random
         self._locks: dict[str, tuple[asyncio.Lock, list[int]]] = {}  # lock, users
         self.pool: DeckPool | None = None
-        self.watch: CodealerWatch | None = None
-        """Co-dealt health (codeal_health.py), when the edge started one."""
-        self.reaper: VoidTask | None = None
-        """What ends co-dealt hands past their lifetime (codeal_voids.py); the app starts it once
-        storage is open."""
         self.codealer_lifetime_ms = 0
         """The co-dealer's hand lifetime, as its identity answer said (0: not said)."""
         self.misconfigured: str | None = None
@@ -138,6 +137,11 @@ class CodealDealer:
         dealer's: edge/codealer_link.py), or None."""
         self._rows: dict[str, CodealRow] = {}
         self._states: dict[str, tuple[HandContext, Deck, Scalar]] = {}
+        self.watch: CodealerWatch | None = watch(self) if watch is not None else None
+        """Co-dealt health (codeal_health.py), when the edge gave one; it starts it."""
+        self.reaper: VoidTask | None = reaper(self) if reaper is not None else None
+        """What ends co-dealt hands past their lifetime (codeal_voids.py); the app starts it once
+        storage is open."""
 
     def start_pool(self, per_tenant: int) -> None:
         """Keep ``per_tenant`` decks shuffled ahead for each (tenant, deck) that opened a co-dealt

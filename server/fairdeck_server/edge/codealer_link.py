@@ -222,17 +222,25 @@ def codeal_dealer(
         raise StartupRefused(f"{e}; check the data dir's permissions and free space") from None
     link = GrpcCoDealerLink(config.codealer, token)
     log = CodealLog(host.dealer)  # its entries go to the ordinary dealer's log
-    codeal = CodealDealer(link, identity, store, vault, log=log, new_hand_id=new_hand_id, clock_ms=clock_ms)
-    codeal.start_pool(POOL_PER_TENANT)
-    codeal.watch = CodealerWatch(
-        link.identity,
+
+    def watched(codeal: CodealDealer) -> CodealerWatch:
+        also = _lifetimes(link, config.max_hand_lifetime, codeal, host.metrics)
+        return CodealerWatch(link.identity, identity, _publisher(host), probe=store.probe, also=also)
+
+    codeal = CodealDealer(
+        link,
         identity,
-        _publisher(host),
-        probe=store.probe,
-        also=_lifetimes(link, config.max_hand_lifetime, codeal, host.metrics),
+        store,
+        vault,
+        log=log,
+        new_hand_id=new_hand_id,
+        clock_ms=clock_ms,
+        watch=watched,
+        reaper=lambda codeal: codeal_reaper(codeal, config.max_hand_lifetime, clock_ms, host),
     )
-    codeal.watch.start()
-    codeal.reaper = codeal_reaper(codeal, config.max_hand_lifetime, clock_ms, host)
+    codeal.start_pool(POOL_PER_TENANT)
+    if codeal.watch is not None:
+        codeal.watch.start()
     return codeal
 
 

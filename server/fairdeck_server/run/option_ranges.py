@@ -5,7 +5,7 @@ burst into a float; the supervisor judges a worker by its heartbeat. A value out
 ``Range`` would crash in one of them (an OverflowError traceback) or run badly (a worker timeout
 below the heartbeat kills healthy workers), so config.load refuses it first, the same from a
 flag, the environment or the file. Invariant: every int and float option has a Range here
-(tests/ops/test_option_ranges.py); docs/operations.md ("Ranges") lists them.
+(tests/run/test_option_ranges.py); docs/operations.md ("Ranges") lists them.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 and infinite, from a flag, the environment and the config file: it is taken as it is, and gRPC
 accepts what it feeds, or it is refused in one line that names the option, where the value came
 from, and the allowed range. Never a traceback. Here through the config layer, in process; a real
-dealer at the values that reach gRPC is in tests/ops/test_option_bounds_serve.py."""
+dealer at the values that reach gRPC is in tests/run/test_option_bounds_serve.py."""
 
 from __future__ import annotations
 

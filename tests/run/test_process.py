@@ -45,7 +45,7 @@ def fairdeck_cli(*args: str, timeout: float = 30) -> subprocess.CompletedProcess
     )
 
 
-NO_LIMITS = ("--rate-limit", "0", "--max-open-hands", "0")  # these tests hammer it; limits: tests/ops
+NO_LIMITS = ("--rate-limit", "0", "--max-open-hands", "0")  # these tests hammer it; limits: tests/policy
 
 
 @pytest.fixture

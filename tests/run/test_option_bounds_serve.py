@@ -2,7 +2,7 @@
 OverflowError traceback (gRPC's 32-bit milliseconds and ints) or killed healthy workers are
 refused with exit 2 in one line, from a flag, the environment or the config file; a dealer with
 every option at its maximum, and one with every option at its minimum, starts, is SERVING and
-stops cleanly. Every other value is tried in process (tests/ops/test_option_ranges.py)."""
+stops cleanly. Every other value is tried in process (tests/run/test_option_ranges.py)."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ cards, so a game server could deal a card to two players without anyone seeing i
 
 The game server passes the position (it knows how many cards it dealt); the SDK does not guess it
 from memory, because two clients drawing from one hand would make that memory stale
-(tests/server/test_replicas.py draws one hand through two replicas)."""
+(tests/storage/test_replicas.py draws one hand through two replicas)."""
 
 from __future__ import annotations
 

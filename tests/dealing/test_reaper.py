@@ -89,7 +89,7 @@ def test_the_running_reaper_skips_a_hand_whose_seed_does_not_open_and_voids_the_
     data = tmp_path / "d"
     with RunningDealer(data) as running, DealerClient(running.target) as c:
         hands = [c.open_hand("standard").hand_id for _ in range(4)]
-    # A seed key that is not the store's is refused at start (tests/server/test_startup_refusals.py),
+    # A seed key that is not the store's is refused at start (tests/run/test_startup_refusals.py),
     # which checks one hand per key id: the first. A later hand's sealed seed can still fail to
     # open, its row altered (bit rot, a bad restore): flip one byte of its ciphertext.
     others, lost_id = hands[:3], hands[3]
