@@ -49,8 +49,10 @@ class InProcessLink:
         given = self.codealer.share(hand_id, position, seat_key, [], count, seats)
         return list(given.shares), list(given.sealed), list(given.seal_signatures)
 
-    async def reveal(self, hand_id: str) -> tuple[bytes, list[tuple[int, bytes, bytes, bytes]]]:
-        return self.codealer.reveal(hand_id), self.codealer.seal_statements(hand_id)
+    async def reveal(
+        self, hand_id: str, releases: Sequence[bytes] = ()
+    ) -> tuple[bytes, list[tuple[int, bytes, bytes, bytes]]]:
+        return self.codealer.reveal(hand_id, releases), self.codealer.seal_statements(hand_id)
 
     async def identity(self) -> bytes:
         return self.codealer.identity_key

@@ -245,15 +245,28 @@ class RevealSeedRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     HAND_ID_FIELD_NUMBER: _builtins.int
+    SEAT_RELEASES_FIELD_NUMBER: _builtins.int
     hand_id: _builtins.str
+    @_builtins.property
+    def seat_releases(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bytes]:
+        """The seats' release tokens (spec section 9.3), 32 bytes each, at most
+        4096: the seed is answered only with a valid release of every seat key
+        this co-dealer sealed a share of the hand to (any one of its seals' per
+        seat), or once the co-dealer's hold (`serve --reveal-hold`) has passed
+        since the hand's first share. Else FAILED_PRECONDITION
+        SEATS_NOT_RELEASED (field `seat_releases`), and the hand is not ended.
+        Secrets until used: never logged.
+        """
+
     def __init__(
         self,
         *,
         hand_id: _builtins.str = ...,
+        seat_releases: _abc.Iterable[_builtins.bytes] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["hand_id", b"hand_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["hand_id", b"hand_id", "seat_releases", b"seat_releases"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

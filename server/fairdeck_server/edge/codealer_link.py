@@ -4,7 +4,8 @@ Each call has a deadline and carries the dealer's token (``--codealer-token @FIL
 that is down, too slow, drops the call, is busy, or refuses the token becomes UNAVAILABLE
 CODEALER_UNAVAILABLE (ordinary hands are not touched; the message says which, never the token),
 and any other refusal of the co-dealer's becomes FAILED_PRECONDITION CODEALER_REFUSED carrying
-its own reason and message, so the game server sees why a co-dealt hand was not dealt.
+its own reason and message, so the game server sees why a co-dealt hand was not dealt; a
+RevealSeed refused SEATS_NOT_RELEASED is passed on as it is (the game server's releases are short).
 ``codeal_dealer`` also starts co-dealt health (codeal_health.py) on the dealer's health service,
 and the voids of co-dealt hands past their lifetime (codeal_voids.py).
 """
@@ -112,6 +113,8 @@ class GrpcCoDealerLink:
                     Reason.CODEALER_UNAVAILABLE,
                     f"the co-dealer at {self.target} is busy ({_reason(e)}); retry later",
                 ) from None
+            if _reason(e) == Reason.SEATS_NOT_RELEASED:  # the game server's to fix: passed on as is
+                raise refusals.codeal(Reason.SEATS_NOT_RELEASED, e.details() or "", "seat_releases") from None
             raise refusals.codeal(
                 Reason.CODEALER_REFUSED,
                 f"the co-dealer refused ({e.code().name} {_reason(e)}): {e.details()}",
@@ -140,8 +143,11 @@ class GrpcCoDealerLink:
         r = await self._call(self._stub.GetShare, request)
         return list(r.shares), list(r.sealed_shares), list(r.seal_signatures)
 
-    async def reveal(self, hand_id: str) -> tuple[bytes, list[tuple[int, bytes, bytes, bytes]]]:
-        r = await self._call(self._stub.RevealSeed, pb.RevealSeedRequest(hand_id=hand_id))
+    async def reveal(
+        self, hand_id: str, releases: Sequence[bytes] = ()
+    ) -> tuple[bytes, list[tuple[int, bytes, bytes, bytes]]]:
+        request = pb.RevealSeedRequest(hand_id=hand_id, seat_releases=releases)
+        r = await self._call(self._stub.RevealSeed, request)
         seals = [(s.position, s.seat_public_key, s.sealed_share_sha256, s.signature) for s in r.seals]
         return r.seed, seals
 
