@@ -15,7 +15,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from fairdeck.codeal.entries import SEALS, SEEDS, SETUP, SHARES, SHUFFLE, decode_entry
 from fairdeck.v1 import dealer_pb2 as pb
 from fairdeck.v1 import dealer_pb2_grpc
-from fairdeck_server.codealer.holder import CoDealer
+from fairdeck_server.codealer.holder import DEFAULT_REVEAL_HOLD_MS, CoDealer
 from fairdeck_server.codealer.ledger import Ledger
 from fairdeck_server.dealing.codeal_dealing import CodealDealer, DeckPool
 from fairdeck_server.dealing.codeal_log import CodealLog
@@ -128,17 +128,18 @@ def logged(data_dir: Path, hand_id: str) -> list[int]:
 
 
 def in_process(
-    tmp_path: Path, now: list[int], lifetime_ms: int = 0
+    tmp_path: Path, now: list[int], lifetime_ms: int = 0, reveal_hold_ms: int = DEFAULT_REVEAL_HOLD_MS
 ) -> tuple[CoDealer, CodealDealer, SqliteStorage]:
-    """A co-dealer (its hand lifetime ``lifetime_ms``; 0: it never ends a hand) and a dealer's
-    co-dealt side in this process, on real SQLite files under ``tmp_path``, both on the clock
-    ``now[0]``; the dealer's storage is not started."""
+    """A co-dealer (its hand lifetime ``lifetime_ms``; 0: it never ends a hand; its hold
+    ``reveal_hold_ms``) and a dealer's co-dealt side in this process, on real SQLite files under
+    ``tmp_path``, both on the clock ``now[0]``; the dealer's storage is not started."""
     codealer = CoDealer(
         Ledger(tmp_path / "codealer.db"),
         Ed25519PrivateKey.from_private_bytes(bytes(32)),
         SeedVault(bytes(range(32))),
         clock_ms=lambda: now[0],
         lifetime_ms=lifetime_ms,
+        reveal_hold_ms=reveal_hold_ms,
     )
     storage = SqliteStorage(tmp_path / "fairdeck.db")
     vault = SeedVault(bytes(range(1, 33)))
