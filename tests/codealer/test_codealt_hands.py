@@ -12,7 +12,14 @@ import grpc
 import pytest
 
 from fairdeck.client import DealerClient
-from fairdeck.client.codeal_seat import CodealHands, SeatKey, hand_proof, open_cards, verify_codeal_hand
+from fairdeck.client.codeal_seat import (
+    CodealHands,
+    SeatKey,
+    hand_proof,
+    open_cards,
+    seat_releases,
+    verify_codeal_hand,
+)
 from fairdeck.client.exceptions import FailedPrecondition, from_rpc_error
 from fairdeck.codeal.errors import CodealError
 from fairdeck.codeal.handfile import CodealHandProof
@@ -59,7 +66,16 @@ def test_each_seat_opens_only_its_own_cards_and_the_closed_hand_verifies(
         with pytest.raises(CodealError) as e:
             open_cards(hand, to_alice.sealed_cards, bob, pinned)
         assert e.value.step == "seal"
-        closed = hands.close_hand(hand.hand_id)
+        # The co-dealer keeps its seed (every hole card, with the dealer's) until both seats release
+        # the hand (spec 9.3); the refusal comes back through the dealer as it is, the hand open.
+        from_alice = seat_releases(hand, to_alice.sealed_cards, alice)
+        from_bob = seat_releases(hand, to_bob.sealed_cards, bob)
+        for partial in ([], from_alice):
+            with pytest.raises(FailedPrecondition) as refused:
+                hands.close_hand(hand.hand_id, seat_releases=partial)
+            assert (refused.value.reason, refused.value.field) == ("SEATS_NOT_RELEASED", "seat_releases")
+        assert hands.get_hand(hand.hand_id).state == pb.HAND_STATE_SHUFFLED
+        closed = hands.close_hand(hand.hand_id, seat_releases=[*from_alice, *from_bob])
     assert closed.state == pb.HAND_STATE_CLOSED
     assert [d.card for d in closed.codeal.dealt] == [*alice_cards, *bob_cards, *(c.id for c in board.cards)]
     seats = [d.seat_public_key for d in closed.codeal.dealt]
