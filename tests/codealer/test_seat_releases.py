@@ -14,15 +14,13 @@ from pathlib import Path
 import pytest
 
 from fairdeck.client.codeal_seat import SeatKey
-from fairdeck.codeal.seal import seat_release
-from fairdeck.core.decks import DeckSpec
 from fairdeck.wire import Reason
 from fairdeck_server.codealer.holder import CoDealer
 from fairdeck_server.codealer.ledger import Ledger
 from fairdeck_server.dealing.codeal_dealing import CodealDealer, CodealDraw
 from fairdeck_server.dealing.codeal_voids import CodealReaper
 from fairdeck_server.refusals import DealerError
-from tests.support.codeal_pool import InProcessLink, in_process
+from tests.support.codeal_pool import InProcessLink, in_process, seat_tokens
 
 T0 = 1_700_000_000_000
 HOLD_MS = 60_000
@@ -30,12 +28,7 @@ DECK = "short"
 
 
 def releases(hand_id: str, draw: CodealDraw, seat: SeatKey) -> list[bytes]:
-    """The seat device's release tokens of the co-dealer's sealed shares of ``draw``."""
-    spec = DeckSpec.parse(DECK)
-    return [
-        seat_release(spec, hand_id, draw.position + i, 1, shares[1], seat.secret)
-        for i, shares in enumerate(draw.shares)
-    ]
+    return seat_tokens(hand_id, DECK, draw, seat)
 
 
 def refused_reveal(codealer: CoDealer, hand_id: str, tokens: list[bytes] | None = None) -> DealerError:
@@ -47,7 +40,10 @@ def refused_reveal(codealer: CoDealer, hand_id: str, tokens: list[bytes] | None 
 
 async def refused_close(dealer: CodealDealer, hand_id: str, tokens: list[bytes] | None = None) -> None:
     with pytest.raises(DealerError) as e:
-        await dealer.close("t1", hand_id, **({"releases": tokens} if tokens is not None else {}))
+        if tokens is None:  # as the old signature was called
+            await dealer.close("t1", hand_id)
+        else:
+            await dealer.close("t1", hand_id, releases=tokens)
     assert (e.value.reason, e.value.field) == (Reason.SEATS_NOT_RELEASED, "seat_releases")
     assert (await dealer.get("t1", hand_id)).closed_ms is None
 
@@ -137,7 +133,7 @@ def test_past_the_hold_an_abandoned_hand_is_voided_and_a_refused_void_is_paced(t
     closed with both seeds once the hold passes."""
     now = [T0]
     lifetime_s = 4
-    codealer, dealer, storage = in_process(tmp_path, now, reveal_hold_ms=10_000)
+    _, dealer, storage = in_process(tmp_path, now, reveal_hold_ms=10_000)
     link = CountingLink(dealer.link)  # type: ignore[arg-type]
     dealer.link = link
     reaper = CodealReaper(dealer, lifetime_s, lambda: now[0], held_s=3.0)

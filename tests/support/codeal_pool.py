@@ -12,12 +12,15 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from fairdeck.client.codeal_seat import SeatKey
 from fairdeck.codeal.entries import SEALS, SEEDS, SETUP, SHARES, SHUFFLE, decode_entry
+from fairdeck.codeal.seal import seat_release
+from fairdeck.core.decks import DeckSpec
 from fairdeck.v1 import dealer_pb2 as pb
 from fairdeck.v1 import dealer_pb2_grpc
 from fairdeck_server.codealer.holder import DEFAULT_REVEAL_HOLD_MS, CoDealer
 from fairdeck_server.codealer.ledger import Ledger
-from fairdeck_server.dealing.codeal_dealing import CodealDealer, DeckPool
+from fairdeck_server.dealing.codeal_dealing import CodealDealer, CodealDraw, DeckPool
 from fairdeck_server.dealing.codeal_log import CodealLog
 from fairdeck_server.dealing.codeal_store import CodealStore
 from fairdeck_server.dealing.dealer import Dealer, _new_hand_id
@@ -59,6 +62,15 @@ class InProcessLink:
 
     async def close(self) -> None:
         pass
+
+
+def seat_tokens(hand_id: str, deck: str, draw: CodealDraw, seat: SeatKey) -> list[bytes]:
+    """The seat device's release tokens (spec 9.3) of the co-dealer's sealed shares of ``draw``."""
+    spec = DeckSpec.parse(deck)
+    return [
+        seat_release(spec, hand_id, draw.position + i, 1, shares[1], seat.secret)
+        for i, shares in enumerate(draw.shares)
+    ]
 
 
 def make_dealer(tmp_path: Path) -> CodealDealer:

@@ -1,19 +1,16 @@
 """Co-dealt hands in the SDK: the game server's calls, and a seat's device with its own key.
 
 ``CodealHands(client)`` opens, draws and closes co-dealt hands through a ``DealerClient`` (its
-channel, credentials, retries and exceptions).
-
-``SeatKey.generate()`` makes the key on the device (its secret never leaves it); the game server
-passes ``seat.public_key`` as DrawCards' ``seat_public_key``. ``open_cards`` first checks that
-every co-dealer signed, under the identity key the player pinned, that it sealed the position to
-this seat's own key (spec 9.2), then opens each holder's sealed share with the seat's key,
-verifies each DLEQ share against the hand's public record and combines them into the card.
-``seat_releases`` gives, once the seat's play is over, its release tokens (spec 9.3), which the
-game server passes to ``close_hand``: without every seat's, the co-dealer keeps its seed.
-``verify_codeal_hand`` checks a closed co-dealt Hand (spec section 10, identities against pinned
-keys). ``hand_proof`` writes format 4; ``codeal_proof`` format 5, with the receipts
-``codeal_receipts`` fetches through an ``AuditClient``, when the Hand says where its entries are.
-Loaded only for co-dealt hands (it needs libsodium).
+channel, credentials, retries and exceptions). ``SeatKey.generate()`` makes the key on the device
+(its secret never leaves it); the game server passes ``seat.public_key`` as DrawCards'
+``seat_public_key``. ``open_cards`` first checks that every co-dealer signed, under the identity
+key the player pinned, that it sealed the position to this seat's own key (spec 9.2), then opens
+each holder's sealed share with the seat's key, verifies each DLEQ share and combines them.
+``seat_releases`` gives, once the seat's play is over, its release tokens (spec 9.3) for
+``close_hand``: without every seat's, the co-dealer keeps its seed. ``verify_codeal_hand``
+checks a closed co-dealt Hand (spec section 10, identities against pinned keys). ``hand_proof``
+writes format 4; ``codeal_proof`` format 5, with the receipts ``codeal_receipts`` fetches through
+an ``AuditClient``, when the Hand says where its entries are. Needs libsodium.
 """
 
 from __future__ import annotations

@@ -388,7 +388,9 @@ class CoDealer:
         digests = [release_digest(t) for t in releases]
 
         def end(db: sqlite3.Connection) -> None:
-            self._check_released(db, hand_id, digests)
+            now_row = read_hand(db, hand_id)
+            if now_row is None or not now_row.released:  # answered once: again to a retry
+                self._check_released(db, hand_id, digests)
             now = self.clock_ms()
             db.execute(
                 "UPDATE hands SET revealed = 1, revealed_ms = coalesce(revealed_ms, ?), "

@@ -1,20 +1,17 @@
 """The co-dealer's durable record: every hand, its key record, its shuffle, every share it gave.
 
-One SQLite file (WAL, synchronous=FULL) in the co-dealer's own directory. A hand's secrets (its
-ElGamal key and seed) are stored sealed by the co-dealer's own AES key (vault.SeedVault), never in
-the clear. ``give_share`` checks the deal order and the seat and records the share in one
-``BEGIN IMMEDIATE`` transaction, so a share is on disk (position -> seat key) before it is made,
-and a restart can never give one position to two seats. ``seals`` keeps the one sealed share and
-signed seal statement made for each position (section 9.1), answered again on a retry. ``serve``
-opens it with ``create=False``: a file without the hands and shares tables (empty, another
-database) is refused, never given a fresh schema. ``prune`` drops only hands revealed (ended)
-before a cutoff, with their shares and seals; a hand not ended is never dropped. ``expire`` ends
-the hands announced before a cutoff and not ended (``serve --max-hand-lifetime``) as a reveal
-does, marked ``expired``, one transaction a batch. ``probe`` is a write of its own (health).
-``owner`` is the identity key it belongs to; the file is 0600. A seal's row keeps the SHA-256 of
-its seat's release token (section 9.3), written with the seal; ``released_ms`` marks a hand whose
-seed RevealSeed answered. An older ledger gets both columns at open (NULL: a seal made before
-releases can be released only by the hold).
+One SQLite file (WAL, synchronous=FULL, 0600) in the co-dealer's directory. A hand's secrets (its
+ElGamal key and seed) are stored sealed by the co-dealer's AES key (vault.SeedVault). A share is
+recorded (position -> seat key) in one ``BEGIN IMMEDIATE`` transaction before it is made, so a
+restart never gives one position to two seats. ``seals`` keeps each position's one sealed share,
+signed statement (9.1) and the SHA-256 of its seat's release token (9.3), written together.
+``serve`` opens it with ``create=False``: a file without the hands and shares tables is refused,
+never given a fresh schema; an older ledger gets its missing columns at open (a seal with no
+release digest is released only by the hold; ``released_ms``: the seed was answered). ``prune``
+drops only hands ended before a cutoff, with their shares and seals. ``expire`` ends the hands
+announced before a cutoff and not ended (``serve --max-hand-lifetime``) as a reveal does, marked
+``expired``, a transaction a batch. ``probe`` is a write of its own (health); ``owner`` the
+identity key it belongs to.
 """
 
 from __future__ import annotations

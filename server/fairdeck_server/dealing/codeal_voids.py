@@ -3,17 +3,14 @@
 ``CodealReaper`` reads, every ``period_s``, the rows of codeal.db not closed made (a hand: taken
 from the pool) over ``lifetime - margin`` ago (reaper.py's margin), oldest first, CHUNK at a time.
 A hand is voided: closed as CloseHand closes it, its row marked ``voided``, as work of the tenant
-that opened it (fair.bind, and a slot of the dealer's fair admission in its turns, never refused:
-``Admission.enter_work``; a backlog of voids waits behind live calls as its own calls would), one
-hand at a time, tenants in turn. A pooled deck never taken is retired (never taken again), its
-co-dealer told to end it (so its ledger may prune it), then dropped; its (tenant, deck) gets no
-refills until that tenant opens one again. A closed hand whose closing entries the log refused,
-with no CloseHand since for a margin, is logged here. A co-dealer that does not answer, or storage
-down, ends the pass: tried again after ``retry_s``; another refusal skips that hand (said once,
-``on_skip``); a SEATS_NOT_RELEASED (the co-dealer's hold has not passed: spec 9.3) holds that
-hand back ``held_s``, then it is tried again, never in a hot loop. While a hand is open past its
-whole lifetime the reaper is behind (``on_behind``).
-It never holds an ordinary entry back: a co-dealer down delays co-dealt hands only. No grpc.
+that opened it (fair.bind and a slot of the fair admission in its turn, never refused), one hand
+at a time, tenants in turn. A pooled deck never taken is retired, its co-dealer told to end it,
+then dropped; its (tenant, deck) gets no refills until that tenant opens one again. A closed hand
+whose closing entries the log refused, with no CloseHand since for a margin, is logged here. A
+co-dealer or storage down ends the pass (tried again after ``retry_s``); another refusal skips
+that hand (``on_skip``), but SEATS_NOT_RELEASED (the co-dealer's hold has not passed, spec 9.3)
+holds it back ``held_s``, then tries again: never a hot loop. A hand open past its whole lifetime
+puts the reaper behind (``on_behind``). A co-dealer down delays co-dealt hands only. No grpc.
 """
 
 from __future__ import annotations
