@@ -46,6 +46,7 @@ from fairdeck_server import refusals
 from fairdeck_server.codealer.ledger import (
     HandRow,
     Ledger,
+    Releases,
     read_hand,
     read_releases,
     read_seals,
@@ -280,7 +281,8 @@ class CoDealer:
             ended = now is not None and now.revealed
 
             def opened() -> bool:  # a seat's card made public: only once the seed could be
-                return now is not None and (now.released or self._held_past(db, hand_id))
+                first = read_releases(db, hand_id).first_given_ms
+                return now is not None and (now.released or self._hold_passed(first))
 
             write = fresh is not None or not any(owners)
             for p, owner in zip(positions, owners, strict=True):
@@ -386,11 +388,24 @@ class CoDealer:
                 f"want at most {MAX_RELEASES} release tokens of {RELEASE_BYTES} bytes each",
             )
         digests = [release_digest(t) for t in releases]
+        seen = self.ledger.transaction(lambda db: read_releases(db, hand_id))
+        missing = _unreleased(seen, digests)  # the comparisons outside the ledger's lock
 
         def end(db: sqlite3.Connection) -> None:
             now_row = read_hand(db, hand_id)
-            if now_row is None or not now_row.released:  # answered once: again to a retry
-                self._check_released(db, hand_id, digests)
+            state = read_releases(db, hand_id)
+            # Answered once: again to a retry. Else the check, on the state this transaction sees
+            # (a seal made since the first read is checked too: no seal slips in between).
+            if (now_row is None or not now_row.released) and not self._hold_passed(state.first_given_ms):
+                unreleased = missing if state == seen else _unreleased(state, digests)
+                if unreleased:
+                    raise refusals.codeal(
+                        Reason.SEATS_NOT_RELEASED,
+                        f"{unreleased} of the {len(state.digests)} seats dealt sealed cards have not "
+                        f"released the hand: its seed is answered with a release of each (or "
+                        f"{self.reveal_hold_ms / 1000:g} s after its first share)",
+                        "seat_releases",
+                    )
             now = self.clock_ms()
             db.execute(
                 "UPDATE hands SET revealed = 1, revealed_ms = coalesce(revealed_ms, ?), "
@@ -401,33 +416,9 @@ class CoDealer:
         self.ledger.transaction(end)
         return self._secrets(row)[1]
 
-    def _check_released(self, db: sqlite3.Connection, hand_id: str, digests: Sequence[bytes]) -> None:
-        """SEATS_NOT_RELEASED unless every seat key given a sealed share of the hand matches one of
-        ``digests`` (any one of its seals' release digests), or the hold has passed (9.3)."""
-        state = read_releases(db, hand_id)
-        if self._held_past(db, hand_id, state.first_given_ms):
-            return
-        missing = 0
-        for stored in state.digests.values():
-            found = False
-            for mine in stored:
-                for theirs in digests:  # every pair compared, in constant time each
-                    found |= mine is not None and hmac.compare_digest(mine, theirs)
-            missing += not found
-        if missing:
-            raise refusals.codeal(
-                Reason.SEATS_NOT_RELEASED,
-                f"{missing} of the {len(state.digests)} seats dealt sealed cards have not released the hand: "
-                f"its seed is answered with a release of each (or {self.reveal_hold_ms / 1000:g} s after "
-                "its first share)",
-                "seat_releases",
-            )
-
-    def _held_past(self, db: sqlite3.Connection, hand_id: str, first: int | None = -1) -> bool:
-        """Whether the hand needs no release: nothing dealt yet, or the hold passed since its first share."""
-        if first == -1:
-            first = read_releases(db, hand_id).first_given_ms
-        return first is None or self.clock_ms() - first >= self.reveal_hold_ms
+    def _hold_passed(self, first_given_ms: int | None) -> bool:
+        """Whether a hand needs no release: nothing dealt yet, or the hold passed since its first share."""
+        return first_given_ms is None or self.clock_ms() - first_given_ms >= self.reveal_hold_ms
 
     def expire(self) -> int:
         """End every hand announced over ``lifetime_ms`` ago and not ended (one durable write per
@@ -513,6 +504,19 @@ def _follow(ctx: HandContext, deck: Deck, records: Sequence[bytes], first: int) 
         verify_signature(ctx, deck, record)
         deck = record.deck
     return deck
+
+
+def _unreleased(state: Releases, digests: Sequence[bytes]) -> int:
+    """How many seat keys of ``state`` match none of ``digests`` (any one of their seals' release
+    digests will do); every pair compared, each in constant time (9.3)."""
+    missing = 0
+    for stored in state.digests.values():
+        found = False
+        for mine in stored:
+            for theirs in digests:
+                found |= mine is not None and hmac.compare_digest(mine, theirs)
+        missing += not found
+    return missing
 
 
 def _ended(row: HandRow) -> refusals.DealerError:
