@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from fairdeck.client.codeal_seat import SeatKey
+from fairdeck.v1 import codealer_pb2
 from fairdeck.wire import Reason
 from fairdeck_server.codealer.holder import CoDealer
 from fairdeck_server.codealer.ledger import Ledger
@@ -23,7 +24,10 @@ from fairdeck_server.dealing.codeal_dealing import CodealDealer, CodealDraw
 from fairdeck_server.dealing.codeal_voids import CodealReaper
 from fairdeck_server.refusals import DealerError
 from tests.support.codeal_pool import InProcessLink, in_process, seat_tokens
+from tests.support.codealers import CodealerProcess, init_codealer
+from tests.support.dealers import DealerProcess
 from tests.support.env import clean_env
+from tests.support.waits import wait_for
 
 T0 = 1_700_000_000_000
 SERVE = [sys.executable, "-m", "fairdeck.cli", "codealer", "serve"]
@@ -243,3 +247,20 @@ def test_codealer_reveal_hold_out_of_range_is_one_line(tmp_path: Path, seconds: 
     assert "--reveal-hold" in error
     if seconds != "x":
         assert "from 1 to 63072000 seconds" in error
+
+
+def test_a_dealer_whose_codealer_holds_seeds_past_its_lifetime_says_so_once(tmp_path: Path) -> None:
+    """Voids carry no releases, so a co-dealer hold longer than the dealer's lifetime (less the
+    void's margin) keeps abandoned hands open past it: the dealer reads the hold from GetIdentity
+    and warns once, naming both options and the fix."""
+    init_codealer(tmp_path / "cd1")
+    with CodealerProcess(tmp_path / "cd1", "127.0.0.1:0", "--reveal-hold", "120") as codealer:
+        identity = codealer.stub().GetIdentity(codealer_pb2.GetIdentityRequest(), timeout=60)
+        assert identity.reveal_hold_ms == 120_000
+        flags = (*codealer.dealer_flags(), "--max-hand-lifetime", "60")
+        with DealerProcess(tmp_path / "data", tmp_path / "dealer.log", *flags) as dealer:
+            line = "(its --reveal-hold), over this dealer's --max-hand-lifetime of 60 s"
+            wait_for("the hold said", lambda: line in dealer.stderr(), timeout=60)
+            log = dealer.stderr()
+    assert log.count(line) == 1, log
+    assert "give the co-dealer --reveal-hold 58 or less" in log

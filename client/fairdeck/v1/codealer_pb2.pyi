@@ -359,6 +359,7 @@ class GetIdentityResponse(_message.Message):
     IDENTITY_KEY_FIELD_NUMBER: _builtins.int
     MAX_HAND_LIFETIME_MS_FIELD_NUMBER: _builtins.int
     EXPIRED_HANDS_FIELD_NUMBER: _builtins.int
+    REVEAL_HOLD_MS_FIELD_NUMBER: _builtins.int
     identity_key: _builtins.bytes
     """Ed25519 public key, 32 bytes."""
     max_hand_lifetime_ms: _builtins.int
@@ -373,16 +374,24 @@ class GetIdentityResponse(_message.Message):
     """Hands the co-dealer ended at its lifetime since it started: hands its
     dealer opened and never closed.
     """
+    reveal_hold_ms: _builtins.int
+    """The co-dealer's hold (`fairdeck codealer serve --reveal-hold`), in
+    milliseconds: this long after a hand's first share its seed is answered
+    without its seats' releases (spec section 9.3). The dealer's voids send
+    no releases, so they wait for it; the dealer warns when it is longer
+    than its own lifetime. 0 from a co-dealer that predates releases.
+    """
     def __init__(
         self,
         *,
         identity_key: _builtins.bytes = ...,
         max_hand_lifetime_ms: _builtins.int = ...,
         expired_hands: _builtins.int = ...,
+        reveal_hold_ms: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["expired_hands", b"expired_hands", "identity_key", b"identity_key", "max_hand_lifetime_ms", b"max_hand_lifetime_ms"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["expired_hands", b"expired_hands", "identity_key", b"identity_key", "max_hand_lifetime_ms", b"max_hand_lifetime_ms", "reveal_hold_ms", b"reveal_hold_ms"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -84,6 +84,8 @@ class GrpcCoDealerLink:
         """The co-dealer's hand lifetime, as its last identity answer said (0: none said)."""
         self.expired_hands = 0
         """Hands it ended at its lifetime since it started, as its last identity answer said."""
+        self.reveal_hold_ms = 0
+        """Its hold (spec 9.3), as its last identity answer said (0: none said)."""
 
     async def close(self) -> None:
         await self._channel.close(None)
@@ -154,6 +156,7 @@ class GrpcCoDealerLink:
     async def identity(self) -> bytes:
         r = await self._call(self._stub.GetIdentity, pb.GetIdentityRequest())
         self.lifetime_ms, self.expired_hands = r.max_hand_lifetime_ms, r.expired_hands
+        self.reveal_hold_ms = r.reveal_hold_ms
         return r.identity_key
 
 
@@ -282,10 +285,24 @@ def _lifetimes(
     """After each identity answer: why the co-dealer's lifetime cannot serve this dealer's (it
     must be at least twice it: a pooled deck waits up to one lifetime, then lives one as a hand;
     else the co-dealer would end hands still played), kept in ``codeal.misconfigured`` so that
-    co-dealt opens are refused; and the hands it ended at its lifetime, in the metrics."""
+    co-dealt opens are refused; and the hands it ended at its lifetime, in the metrics. A hold
+    longer than this dealer's lifetime is said once (WARNING): voids wait for it (spec 9.3)."""
+    said: list[int] = []
 
     def check() -> str | None:
         metrics.codealer_expired_hands.set(link.expired_hands)
+        hold, void_at = link.reveal_hold_ms / 1000, lifetime_s - min(2.0, lifetime_s / 4)  # reaper's margin
+        if hold > void_at and link.reveal_hold_ms not in said:
+            said.append(link.reveal_hold_ms)
+            log.warning(
+                "the co-dealer answers an unreleased hand's seed only %g s after its first share "
+                "(its --reveal-hold), over this dealer's --max-hand-lifetime of %g s: voids of "
+                "abandoned co-dealt hands wait for its hold (the hands read open past their lifetime); "
+                "give the co-dealer --reveal-hold %g or less",
+                hold,
+                lifetime_s,
+                void_at,
+            )
         theirs = link.lifetime_ms / 1000
         codeal.codealer_lifetime_ms = link.lifetime_ms
         codeal.misconfigured = None

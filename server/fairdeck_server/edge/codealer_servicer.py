@@ -217,6 +217,7 @@ class CoDealerServicer(codealer_pb2_grpc.CoDealerServiceServicer):
             identity_key=self.codealer.identity_key,
             max_hand_lifetime_ms=self.codealer.lifetime_ms,
             expired_hands=self.codealer.expired,
+            reveal_hold_ms=self.codealer.reveal_hold_ms,
         )
 
 
