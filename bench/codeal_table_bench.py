@@ -27,7 +27,7 @@ from typing import Any
 from server_process import PYTHON, Server, serve_argv
 
 from fairdeck.client import DealerClient
-from fairdeck.client.codeal_seat import CodealHands, SeatKey, hand_proof, open_cards
+from fairdeck.client.codeal_seat import CodealHands, SeatKey, hand_proof, open_cards, seat_releases
 
 SEATS = 9
 TICK = os.sysconf("SC_CLK_TCK")
@@ -139,7 +139,9 @@ def main() -> None:
                 seat_ms.append(max(per_seat) * 1000)
                 board = hands.draw(hand.hand_id, 5)
                 assert len(board.cards) == 5
-                closed = hands.close_hand(hand.hand_id)
+                pairs = zip(seats, sealed, strict=True)
+                releases = [t for seat, cards in pairs for t in seat_releases(hand, cards, seat)]
+                closed = hands.close_hand(hand.hand_id, seat_releases=releases)
                 proof_bytes = len(hand_proof(closed).to_json())
             cpu1 = {p.name: cpu_seconds(p.pid) for p in (dealer, codealer)}
             c0 = cpu_seconds(dealer.pid)

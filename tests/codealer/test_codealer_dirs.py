@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from fairdeck.client import DealerClient
-from fairdeck.client.codeal_seat import CodealHands, SeatKey
+from fairdeck.client.codeal_seat import CodealHands, SeatKey, seat_releases
 from fairdeck.v1 import codealer_pb2
 from tests.support.codealers import CodealerProcess, init_codealer
 from tests.support.dealers import DealerProcess
@@ -70,12 +70,13 @@ def test_codealt_sqlite_files_were_world_readable_now_0600_on_both_sides(
         with dealer, DealerClient(dealer.target, timeout=60) as client:
             hands = CodealHands(client)
             hand = hands.open_hand("standard")
-            hands.draw(hand.hand_id, 2, seat_public_key=SeatKey.generate().public_key)
+            seat = SeatKey.generate()
+            got = hands.draw(hand.hand_id, 2, seat_public_key=seat.public_key)
             for directory, name in ((tmp_path / "cd1", "codealer.db"), (tmp_path / "data", "codeal.db")):
                 for suffix in ("", "-wal", "-shm"):
                     path = directory / f"{name}{suffix}"
                     assert mode(path) == 0o600, f"{path} is {mode(path):04o}"
-            hands.close_hand(hand.hand_id)
+            hands.close_hand(hand.hand_id, seat_releases=seat_releases(hand, got.sealed_cards, seat))
     os.chmod(tmp_path / "cd1" / "codealer.db", 0o644)  # a ledger made by an older fairdeck
     with CodealerProcess(tmp_path / "cd1") as codealer:
         assert mode(tmp_path / "cd1" / "codealer.db") == 0o600

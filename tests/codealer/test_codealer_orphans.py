@@ -13,6 +13,7 @@ import asyncio
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import grpc
@@ -57,7 +58,10 @@ def all_ended(directory: Path) -> dict[str, tuple[bool, bool]]:
 
 
 def codealer(directory: Path) -> CodealerProcess:
-    return CodealerProcess(directory, "127.0.0.1:0", "--max-hand-lifetime", str(CODEALER_LIFETIME_S))
+    # A 1 s hold (spec 9.3): the dealer's voids, which carry no seat releases, are answered.
+    return CodealerProcess(
+        directory, "127.0.0.1:0", "--max-hand-lifetime", str(CODEALER_LIFETIME_S), "--reveal-hold", "1"
+    )
 
 
 def dealer_flags(codealer: CodealerProcess, lifetime_s: float = DEALER_LIFETIME_S) -> tuple[str, ...]:
@@ -207,15 +211,17 @@ def test_a_close_racing_the_codealers_end_completes_and_a_sealed_share_racing_it
     assert isinstance(link, InProcessLink)
     reveal = link.reveal
 
-    async def reveal_then_end(hand_id: str) -> tuple[bytes, list[tuple[int, bytes, bytes, bytes]]]:
-        answer = await reveal(hand_id)
+    async def reveal_then_end(
+        hand_id: str, releases: Sequence[bytes] = ()
+    ) -> tuple[bytes, list[tuple[int, bytes, bytes, bytes]]]:
+        answer = await reveal(hand_id, releases)
         now[0] += CODEALER_LIFETIME_S * 1000 + 1
         assert codealer.expire() == 1  # the other hand; this one ended by the reveal
         return answer
 
     seal = codealer._seal
 
-    def seal_then_end(*args: object) -> tuple[bytes, bytes, bytes]:
+    def seal_then_end(*args: object) -> tuple[bytes, bytes, bytes, bytes]:
         made = seal(*args)  # type: ignore[arg-type]
         now[0] += CODEALER_LIFETIME_S * 1000 + 1
         codealer.expire()

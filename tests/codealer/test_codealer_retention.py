@@ -30,7 +30,7 @@ from fairdeck_server.dealing.dealer import Dealer, _new_hand_id
 from fairdeck_server.dealing.vault import SeedVault
 from fairdeck_server.refusals import DealerError
 from fairdeck_server.storage.sqlite import SqliteStorage
-from tests.support.codeal_pool import InProcessLink
+from tests.support.codeal_pool import InProcessLink, seat_tokens
 from tests.support.codealers import CODEAL, SERVING, CodealerProcess, init_codealer, status
 from tests.support.dealers import DealerProcess
 from tests.support.env import clean_env
@@ -76,10 +76,12 @@ def test_codealer_ledger_never_pruned_grew_forever_now_bounded_by_the_window_and
         closed = []
         for i in range(3):
             hand = await dealer.make_hand("t", "short")
-            seat = SeatKey.generate().public_key if i == 0 else b""  # sealed: the co-dealer keeps a seal
-            await dealer.draw("t", hand.hand_id, 2, seat)
+            seat = SeatKey.generate()
+            key = seat.public_key if i == 0 else b""  # sealed: the co-dealer keeps a seal
+            draw = await dealer.draw("t", hand.hand_id, 2, key)
             if i < 2:
-                await dealer.close("t", hand.hand_id)
+                tokens = seat_tokens(hand.hand_id, "short", draw, seat) if key else []
+                await dealer.close("t", hand.hand_id, releases=tokens)
                 closed.append(hand.hand_id)
             else:
                 left_open.append(hand.hand_id)

@@ -18,7 +18,7 @@ import grpc
 import pytest
 
 from fairdeck.client import DealerClient
-from fairdeck.client.codeal_seat import CodealHands, SeatKey, open_cards
+from fairdeck.client.codeal_seat import CodealHands, SeatKey, open_cards, seat_releases
 from fairdeck.client.exceptions import FairdeckError
 from fairdeck.v1 import codealer_pb2
 from tests.support.codealers import CodealerProcess, init_codealer
@@ -66,7 +66,9 @@ def run_a_month(tmp_path: Path) -> None:
                 hand = hands.open_hand("standard")
                 got = hands.draw(hand.hand_id, 2, seat_public_key=seat.public_key)
                 assert len(open_cards(hand, got.sealed_cards, seat, [bytes.fromhex(codealer.identity)])) == 2
-                hands.close_hand(hand.hand_id)
+                releases = seat_releases(hand, got.sealed_cards, seat)  # secrets until used: never logged
+                secret.update({f"seat release {i}": t for i, t in enumerate(releases)})
+                hands.close_hand(hand.hand_id, seat_releases=releases)
             for token in (None, "fdcd_" + "B" * 43, codealer.token):
                 with pytest.raises(grpc.RpcError) as e:  # no token, a wrong one; a malformed call
                     codealer.stub(token).ShuffleDeck(

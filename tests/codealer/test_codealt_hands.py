@@ -12,7 +12,14 @@ import grpc
 import pytest
 
 from fairdeck.client import DealerClient
-from fairdeck.client.codeal_seat import CodealHands, SeatKey, hand_proof, open_cards, verify_codeal_hand
+from fairdeck.client.codeal_seat import (
+    CodealHands,
+    SeatKey,
+    hand_proof,
+    open_cards,
+    seat_releases,
+    verify_codeal_hand,
+)
 from fairdeck.client.exceptions import FailedPrecondition, from_rpc_error
 from fairdeck.codeal.errors import CodealError
 from fairdeck.codeal.handfile import CodealHandProof
@@ -59,7 +66,16 @@ def test_each_seat_opens_only_its_own_cards_and_the_closed_hand_verifies(
         with pytest.raises(CodealError) as e:
             open_cards(hand, to_alice.sealed_cards, bob, pinned)
         assert e.value.step == "seal"
-        closed = hands.close_hand(hand.hand_id)
+        # The co-dealer keeps its seed (every hole card, with the dealer's) until both seats release
+        # the hand (spec 9.3); the refusal comes back through the dealer as it is, the hand open.
+        from_alice = seat_releases(hand, to_alice.sealed_cards, alice)
+        from_bob = seat_releases(hand, to_bob.sealed_cards, bob)
+        for partial in ([], from_alice):
+            with pytest.raises(FailedPrecondition) as refused:
+                hands.close_hand(hand.hand_id, seat_releases=partial)
+            assert (refused.value.reason, refused.value.field) == ("SEATS_NOT_RELEASED", "seat_releases")
+        assert hands.get_hand(hand.hand_id).state == pb.HAND_STATE_SHUFFLED
+        closed = hands.close_hand(hand.hand_id, seat_releases=[*from_alice, *from_bob])
     assert closed.state == pb.HAND_STATE_CLOSED
     assert [d.card for d in closed.codeal.dealt] == [*alice_cards, *bob_cards, *(c.id for c in board.cards)]
     seats = [d.seat_public_key for d in closed.codeal.dealt]
@@ -170,7 +186,9 @@ def test_a_whole_table_is_dealt_in_one_call_and_each_seat_opens_only_its_cards(
         opened = [open_cards(hand, cards, seat, pinned) for cards, seat in zip(dealt, seats, strict=True)]
         with pytest.raises(CodealError):
             open_cards(hand, dealt[1], seats[0], pinned)
-        closed = hands.close_hand(hand.hand_id)
+        pairs = zip(dealt, seats, strict=True)
+        releases = [t for cards, seat in pairs for t in seat_releases(hand, cards, seat)]
+        closed = hands.close_hand(hand.hand_id, seat_releases=releases)
     assert [d.card for d in closed.codeal.dealt] == [c for cards in opened for c in cards]
     verify_codeal_hand(closed, [bytes.fromhex(codealer.identity)])
 
@@ -223,7 +241,7 @@ def test_everything_the_dealer_holds_during_a_hand_does_not_open_a_seats_card(
         hands = CodealHands(client)
         hand = hands.open_hand("standard")
         alice = SeatKey.generate()
-        hands.draw(hand.hand_id, 2, seat_public_key=alice.public_key)
+        to_alice = hands.draw(hand.hand_id, 2, seat_public_key=alice.public_key)
         data = dealer.data_dir
         assert data is not None
         held = b"".join(p.read_bytes() for p in sorted(data.rglob("*")) if p.is_file())
@@ -234,7 +252,8 @@ def test_everything_the_dealer_holds_during_a_hand_does_not_open_a_seats_card(
                 "SELECT sealed_secrets FROM codeal_hands WHERE hand_id = ?", (hand.hand_id,)
             ).fetchone()
         x0 = SeedVault(keys[0], tuple(keys[1:])).open(hand.hand_id, sealed)[:32]
-        closed = hands.close_hand(hand.hand_id)
+        released = seat_releases(hand, to_alice.sealed_cards, alice)
+        closed = hands.close_hand(hand.hand_id, seat_releases=released)
     spec = DeckSpec.parse("standard")
     final = ShuffleRecord.decode(bytes(hand.codeal.shuffle_records[1]), spec.size, 1).deck
     cards = card_points(spec)
@@ -301,10 +320,14 @@ def test_a_seats_own_hand_proof_gives_the_same_line_in_fairdeck_verify_and_the_v
         hand = hands.open_hand("standard")
         alice, bob = SeatKey.generate(), SeatKey.generate()
         to_alice = hands.draw(hand.hand_id, 2, seat_public_key=alice.public_key)
-        hands.draw(hand.hand_id, 2, seat_public_key=bob.public_key)
+        to_bob = hands.draw(hand.hand_id, 2, seat_public_key=bob.public_key)
         hands.draw(hand.hand_id, 3)
         alice_cards = open_cards(hand, to_alice.sealed_cards, alice, [bytes.fromhex(codealer.identity)])
-        closed = hands.close_hand(hand.hand_id)
+        releases = [
+            *seat_releases(hand, to_alice.sealed_cards, alice),
+            *seat_releases(hand, to_bob.sealed_cards, bob),
+        ]
+        closed = hands.close_hand(hand.hand_id, seat_releases=releases)
     proof = hand_proof(closed, seat_public_key=alice.public_key)
     assert [d.card for d in proof.hand.dealt] == list(alice_cards), "only alice's cards"
     path = tmp_path / "alice.json"

@@ -64,7 +64,8 @@ def test_an_abandoned_codealt_hand_stayed_open_forever_now_voided_within_its_lif
     ahead for a tenant that never came back are retired and ended at the co-dealer too."""
     directory = tmp_path / "cd1"
     init_codealer(directory)
-    with CodealerProcess(directory) as codealer:
+    # The void sends no seat releases: the co-dealer's hold (spec 9.3) must pass before the void.
+    with CodealerProcess(directory, "127.0.0.1:0", "--reveal-hold", "1") as codealer:
         flags = (
             *codealer.dealer_flags(),
             "--max-hand-lifetime",

@@ -14,7 +14,7 @@ import psycopg
 import pytest
 
 from fairdeck.client import AuditClient, DealerClient
-from fairdeck.client.codeal_seat import CodealHands, SeatKey
+from fairdeck.client.codeal_seat import CodealHands, SeatKey, seat_releases
 from fairdeck.codeal.entries import SEALS, SEEDS, SETUP, SHARES, SHUFFLE, CodealEntry, decode_entry
 from fairdeck.log.audit import AuditReport
 from fairdeck.log.note import Signer
@@ -95,11 +95,12 @@ def codealt_log(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CodealtLog
                     SHUFFLE,
                     SHUFFLE,
                 ]
-                built.seat_keys.append(SeatKey.generate().public_key)
-                hands.draw(hand.hand_id, seat_cards, seat_public_key=built.seat_keys[-1])
+                seat = SeatKey.generate()
+                built.seat_keys.append(seat.public_key)
+                got = hands.draw(hand.hand_id, seat_cards, seat_public_key=built.seat_keys[-1])
                 if board:
                     hands.draw(hand.hand_id, board)
-                hands.close_hand(hand.hand_id)
+                hands.close_hand(hand.hand_id, seat_releases=seat_releases(hand, got.sealed_cards, seat))
                 built.closed.append(hand.hand_id)
             built.still_open.append(hands.open_hand("short").hand_id)
             deal_closed_hand(dealer.target, "standard")

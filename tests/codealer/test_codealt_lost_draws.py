@@ -16,16 +16,17 @@ import pytest
 
 from fairdeck.client import DealerClient
 from fairdeck.client.codeal_seat import CodealHands, SeatKey, verify_codeal_hand
-from fairdeck.client.exceptions import FairdeckError
+from fairdeck.client.exceptions import FailedPrecondition, FairdeckError
 from fairdeck.v1 import dealer_pb2 as pb
 from tests.support.codealers import CodealerProcess, init_codealer
 from tests.support.dealers import DealerProcess
+from tests.support.waits import wait_for
 
 
 @pytest.fixture
 def table(tmp_path: Path) -> Iterator[tuple[CodealerProcess, DealerProcess]]:
     init_codealer(tmp_path / "cd1")
-    codealer = CodealerProcess(tmp_path / "cd1")
+    codealer = CodealerProcess(tmp_path / "cd1", "127.0.0.1:0", "--reveal-hold", "1")
     try:
         with DealerProcess(tmp_path / "data", tmp_path / "dealer.log", *codealer.dealer_flags()) as dealer:
             yield codealer, dealer
@@ -70,7 +71,21 @@ def test_a_draw_the_codealer_sealed_but_the_dealer_failed_to_record_wedged_the_h
         hand = hands.open_hand("standard")
         board = hands.draw(hand.hand_id, 1)  # position 0, public
         lose_a_draw(hands, tmp_path / "data" / "codeal.db", hand.hand_id, alice)  # positions 1 and 2
-        closed = hands.close_hand(hand.hand_id)
+        # The seat never got positions 1 and 2 (the answer was lost), so it cannot release them
+        # (spec 9.3): the hand closes once the co-dealer's hold (1 s here) has passed.
+        done: list[pb.Hand] = []
+
+        def closes() -> bool:
+            try:
+                done.append(hands.close_hand(hand.hand_id))
+            except FailedPrecondition as e:
+                if e.reason != "SEATS_NOT_RELEASED":
+                    raise
+                return False
+            return True
+
+        wait_for("the close once the hold passed", closes, timeout=60)
+        closed = done[0]
     assert closed.state == pb.HAND_STATE_CLOSED
     dealt = [(d.position, d.seat_public_key) for d in closed.codeal.dealt]
     assert dealt == [(0, b""), (1, alice.public_key), (2, alice.public_key)]

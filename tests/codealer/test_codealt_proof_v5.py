@@ -12,7 +12,7 @@ import pytest
 
 from fairdeck.cli.commands import main as fairdeck
 from fairdeck.client import AuditClient, DealerClient
-from fairdeck.client.codeal_seat import CodealHands, SeatKey, codeal_proof
+from fairdeck.client.codeal_seat import CodealHands, SeatKey, codeal_proof, seat_releases
 from fairdeck.codeal.handfile import CodealHandProof
 from fairdeck.codeal.logged_proof import LoggedCodealProof
 from fairdeck.log.note import Verifier
@@ -38,10 +38,13 @@ def closed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[pb.Hand, 
         with RunningDealer(root / "data", **config) as dealer, DealerClient(dealer.target, timeout=30) as c:
             hands = CodealHands(c)
             hand = hands.open_hand("standard")
-            seats = [SeatKey.generate().public_key, SeatKey.generate().public_key]
-            hands.deal_seats(hand.hand_id, 2, seats)
+            keys = [SeatKey.generate(), SeatKey.generate()]
+            seats = [k.public_key for k in keys]
+            dealt = hands.deal_seats(hand.hand_id, 2, seats)
             hands.draw(hand.hand_id, 3)
-            done = hands.close_hand(hand.hand_id)
+            pairs = zip(dealt, keys, strict=True)
+            releases = [t for cards, seat in pairs for t in seat_releases(hand, cards, seat)]
+            done = hands.close_hand(hand.hand_id, seat_releases=releases)
             yield done, verifier_key(root / "data"), codealer.identity, seats, dealer.target
 
 

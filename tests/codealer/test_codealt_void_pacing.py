@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+from collections.abc import Sequence
 from pathlib import Path
 
 from fairdeck_server import fair
@@ -43,11 +44,13 @@ def test_codealt_voids_ran_outside_the_fair_admission_now_take_slots_in_their_te
         at_work[0] += 1
         peak[0] = max(peak[0], at_work[0])
 
-    async def close(tenant: str, hand_id: str, *, voided: bool = False) -> CodealRow:
+    async def close(
+        tenant: str, hand_id: str, *, voided: bool = False, releases: Sequence[bytes] = ()
+    ) -> CodealRow:
         voids_begun[0] += 1
         begin()
         try:
-            return await real_close(tenant, hand_id, voided=voided)
+            return await real_close(tenant, hand_id, voided=voided, releases=releases)
         finally:
             at_work[0] -= 1
 

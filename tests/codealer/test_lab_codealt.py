@@ -10,7 +10,7 @@ from pathlib import Path
 
 from fairdeck.cli import main
 from fairdeck.client import DealerClient
-from fairdeck.client.codeal_seat import CodealHands, SeatKey
+from fairdeck.client.codeal_seat import CodealHands, SeatKey, seat_releases
 from tests.support.codealers import CodealerProcess, init_codealer
 from tests.support.dealers import DealerProcess
 
@@ -27,8 +27,9 @@ def test_a_lab_collects_from_a_dealer_whose_log_holds_codealt_hands(tmp_path: Pa
             with DealerClient(dealer.target, timeout=30) as client:
                 hands = CodealHands(client)
                 hand = hands.open_hand("short")
-                hands.draw(hand.hand_id, 2, seat_public_key=SeatKey.generate().public_key)
-                hands.close_hand(hand.hand_id)
+                seat = SeatKey.generate()
+                got = hands.draw(hand.hand_id, 2, seat_public_key=seat.public_key)
+                hands.close_hand(hand.hand_id, seat_releases=seat_releases(hand, got.sealed_cards, seat))
             key = subprocess.run(
                 [sys.executable, "-m", "fairdeck.cli", "key", "--data", str(tmp_path / "data")],
                 capture_output=True,

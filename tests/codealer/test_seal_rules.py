@@ -17,7 +17,7 @@ from fairdeck.wire import Reason
 from fairdeck_server.codealer.ledger import Ledger
 from fairdeck_server.dealing.codeal_dealing import CodealDealer
 from fairdeck_server.refusals import DealerError
-from tests.support.codeal_pool import InProcessLink, log_of, make_dealer
+from tests.support.codeal_pool import InProcessLink, log_of, make_dealer, seat_tokens
 
 P = 2**255 - 19
 LOW_ORDER = {
@@ -104,14 +104,15 @@ def test_a_close_whose_seal_statement_does_not_verify_fails_and_logs_nothing(tmp
     of the close is stored or logged: the log never holds a statement the dealer did not check."""
     dealer = make_dealer(tmp_path)
     row = asyncio.run(dealer.open_hand("t1", "short"))
-    asyncio.run(dealer.draw("t1", row.hand_id, 2, SeatKey.generate().public_key))
+    seat = SeatKey.generate()
+    draw = asyncio.run(dealer.draw("t1", row.hand_id, 2, seat.public_key))
     codealer = dealer.link.codealer  # type: ignore[attr-defined]
     codealer.ledger.transaction(
         lambda db: db.execute(
             "UPDATE seals SET signature = ? WHERE hand_id = ? AND position = 1", (bytes(64), row.hand_id)
         )
     )
-    e = refused(dealer.close("t1", row.hand_id))
+    e = refused(dealer.close("t1", row.hand_id, releases=seat_tokens(row.hand_id, "short", draw, seat)))
     assert e.reason == Reason.CODEALER_INVALID
     assert str(e) == (
         "the co-dealer's seal statements do not verify: position 1: the statement does not verify under "

@@ -12,12 +12,15 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from fairdeck.client.codeal_seat import SeatKey
 from fairdeck.codeal.entries import SEALS, SEEDS, SETUP, SHARES, SHUFFLE, decode_entry
+from fairdeck.codeal.seal import seat_release
+from fairdeck.core.decks import DeckSpec
 from fairdeck.v1 import dealer_pb2 as pb
 from fairdeck.v1 import dealer_pb2_grpc
-from fairdeck_server.codealer.holder import CoDealer
+from fairdeck_server.codealer.holder import DEFAULT_REVEAL_HOLD_MS, CoDealer
 from fairdeck_server.codealer.ledger import Ledger
-from fairdeck_server.dealing.codeal_dealing import CodealDealer, DeckPool
+from fairdeck_server.dealing.codeal_dealing import CodealDealer, CodealDraw, DeckPool
 from fairdeck_server.dealing.codeal_log import CodealLog
 from fairdeck_server.dealing.codeal_store import CodealStore
 from fairdeck_server.dealing.dealer import Dealer, _new_hand_id
@@ -49,14 +52,25 @@ class InProcessLink:
         given = self.codealer.share(hand_id, position, seat_key, [], count, seats)
         return list(given.shares), list(given.sealed), list(given.seal_signatures)
 
-    async def reveal(self, hand_id: str) -> tuple[bytes, list[tuple[int, bytes, bytes, bytes]]]:
-        return self.codealer.reveal(hand_id), self.codealer.seal_statements(hand_id)
+    async def reveal(
+        self, hand_id: str, releases: Sequence[bytes] = ()
+    ) -> tuple[bytes, list[tuple[int, bytes, bytes, bytes]]]:
+        return self.codealer.reveal(hand_id, releases), self.codealer.seal_statements(hand_id)
 
     async def identity(self) -> bytes:
         return self.codealer.identity_key
 
     async def close(self) -> None:
         pass
+
+
+def seat_tokens(hand_id: str, deck: str, draw: CodealDraw, seat: SeatKey) -> list[bytes]:
+    """The seat device's release tokens (spec 9.3) of the co-dealer's sealed shares of ``draw``."""
+    spec = DeckSpec.parse(deck)
+    return [
+        seat_release(spec, hand_id, draw.position + i, 1, shares[1], seat.secret)
+        for i, shares in enumerate(draw.shares)
+    ]
 
 
 def make_dealer(tmp_path: Path) -> CodealDealer:
@@ -126,17 +140,18 @@ def logged(data_dir: Path, hand_id: str) -> list[int]:
 
 
 def in_process(
-    tmp_path: Path, now: list[int], lifetime_ms: int = 0
+    tmp_path: Path, now: list[int], lifetime_ms: int = 0, reveal_hold_ms: int = DEFAULT_REVEAL_HOLD_MS
 ) -> tuple[CoDealer, CodealDealer, SqliteStorage]:
-    """A co-dealer (its hand lifetime ``lifetime_ms``; 0: it never ends a hand) and a dealer's
-    co-dealt side in this process, on real SQLite files under ``tmp_path``, both on the clock
-    ``now[0]``; the dealer's storage is not started."""
+    """A co-dealer (its hand lifetime ``lifetime_ms``; 0: it never ends a hand; its hold
+    ``reveal_hold_ms``) and a dealer's co-dealt side in this process, on real SQLite files under
+    ``tmp_path``, both on the clock ``now[0]``; the dealer's storage is not started."""
     codealer = CoDealer(
         Ledger(tmp_path / "codealer.db"),
         Ed25519PrivateKey.from_private_bytes(bytes(32)),
         SeedVault(bytes(range(32))),
         clock_ms=lambda: now[0],
         lifetime_ms=lifetime_ms,
+        reveal_hold_ms=reveal_hold_ms,
     )
     storage = SqliteStorage(tmp_path / "fairdeck.db")
     vault = SeedVault(bytes(range(1, 33)))

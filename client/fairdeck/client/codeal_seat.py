@@ -1,17 +1,16 @@
 """Co-dealt hands in the SDK: the game server's calls, and a seat's device with its own key.
 
 ``CodealHands(client)`` opens, draws and closes co-dealt hands through a ``DealerClient`` (its
-channel, credentials, retries and exceptions).
-
-``SeatKey.generate()`` makes the key on the device (its secret never leaves it); the game server
-passes ``seat.public_key`` as DrawCards' ``seat_public_key``. ``open_cards`` first checks that
-every co-dealer signed, under the identity key the player pinned, that it sealed the position to
-this seat's own key (spec 9.2), then opens each holder's sealed share with the seat's key,
-verifies each DLEQ share against the hand's public record and combines them into the card.
-``verify_codeal_hand`` checks a closed co-dealt Hand (spec section 10, identities against pinned
-keys). ``hand_proof`` writes format 4; ``codeal_proof`` format 5, with the receipts
-``codeal_receipts`` fetches through an ``AuditClient``, when the Hand says where its entries are.
-Loaded only for co-dealt hands (it needs libsodium).
+channel, credentials, retries and exceptions). ``SeatKey.generate()`` makes the key on the device
+(its secret never leaves it); the game server passes ``seat.public_key`` as DrawCards'
+``seat_public_key``. ``open_cards`` first checks that every co-dealer signed, under the identity
+key the player pinned, that it sealed the position to this seat's own key (spec 9.2), then opens
+each holder's sealed share with the seat's key, verifies each DLEQ share and combines them.
+``seat_releases`` gives, once the seat's play is over, its release tokens (spec 9.3) for
+``close_hand``: without every seat's, the co-dealer keeps its seed. ``verify_codeal_hand``
+checks a closed co-dealt Hand (spec section 10, identities against pinned keys). ``hand_proof``
+writes format 4; ``codeal_proof`` format 5, with the receipts ``codeal_receipts`` fetches through
+an ``AuditClient``, when the Hand says where its entries are. Needs libsodium.
 """
 
 from __future__ import annotations
@@ -30,7 +29,7 @@ from fairdeck.codeal.handfile import CodealerSignatures, CodealHandProof
 from fairdeck.codeal.keys import KeyRecord
 from fairdeck.codeal.logged_proof import CodealerSeals, CodealReceipts, LoggedCodealProof
 from fairdeck.codeal.record import ShuffleRecord
-from fairdeck.codeal.seal import seat_public_key
+from fairdeck.codeal.seal import seat_public_key, seat_release
 from fairdeck.codeal.seal_statement import SealStatement, open_seat_card
 from fairdeck.codeal.verify import CodealHand, DealtPosition
 from fairdeck.core.cards import Card
@@ -108,11 +107,19 @@ class CodealHands:
         cards = tuple(r.sealed_cards)
         return [cards[i * count : (i + 1) * count] for i in range(len(seat_public_keys))]
 
-    def close_hand(self, hand_id: str, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> pb.Hand:
-        """Close: both seeds revealed, every dealt position's public shares, the hand checked."""
-        response: pb.CloseHandResponse = self.client._unary(
-            "CloseHand", pb.CloseHandRequest(hand_id=hand_id), timeout=timeout
-        )
+    def close_hand(
+        self,
+        hand_id: str,
+        *,
+        seat_releases: Sequence[bytes] = (),
+        timeout: Timeout = USE_CLIENT_DEFAULT,
+    ) -> pb.Hand:
+        """Close: both seeds revealed, every dealt position's public shares, the hand checked.
+        ``seat_releases``: every seat's tokens (``seat_releases()`` on each seat's device); with one
+        seat's missing the co-dealer refuses (FailedPrecondition SEATS_NOT_RELEASED, the hand stays
+        open) until its hold has passed."""
+        request = pb.CloseHandRequest(hand_id=hand_id, seat_releases=seat_releases)
+        response: pb.CloseHandResponse = self.client._unary("CloseHand", request, timeout=timeout)
         return response.hand
 
     def get_hand(self, hand_id: str, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> pb.Hand:
@@ -149,6 +156,19 @@ def open_cards(
         shares = [bytes(data) for data in sealed.shares]
         cards.append(open_seat_card(ctx, final, sealed.position, shares, seals, seat.secret, identity_keys))
     return cards
+
+
+def seat_releases(hand: pb.Hand, sealed_cards: Sequence[pb.SealedCard], seat: SeatKey) -> list[bytes]:
+    """On the seat's device, once its play is over: its release token (spec 9.3) of each co-dealer's
+    share of ``sealed_cards`` (holders 1..K-1), each checked to open with ``seat``'s key first
+    (CodealError otherwise). Secrets until the hand is closed: never log them."""
+    spec = DeckSpec.parse(hand.deck)
+    return [
+        seat_release(spec, hand.hand_id, card.position, k, bytes(data), seat.secret)
+        for card in sealed_cards
+        for k, data in enumerate(card.shares)
+        if k >= 1
+    ]
 
 
 def hand_proof(hand: pb.Hand, *, seat_public_key: bytes | None = None) -> CodealHandProof:

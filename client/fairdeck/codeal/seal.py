@@ -4,10 +4,15 @@
 with ``info`` binding the version, deck, hand id, position, holder, ``epk`` and the seat's key, so
 a sealed share cannot be moved to another hand, position, holder or seat. The ephemeral key is
 fresh per seal, so the fixed nonce is used once per key. Opening never returns an unverified
-share: the caller verifies it with ``shares.verify_share`` before combining.
+share: the caller verifies it with ``shares.verify_share`` before combining. The seat's release
+of a seal (section 9.3) is ``HKDF-SHA256(X25519(eph, seat_pk), release info)``, ``release info``
+the seal's info under the label "seal release": only the sealer (``eph``) and the seat
+(``seat_sk``) can compute it, never whoever sees the sealed bytes and the seat key.
 """
 
 from __future__ import annotations
+
+import hashlib
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes
@@ -28,6 +33,10 @@ _NONCE = bytes(12)
 
 def _info(spec: DeckSpec, hand_id: str, p: int, k: int, epk: bytes, seat_pk: bytes) -> bytes:
     return label("seal") + head(spec, hand_id) + u32(p) + u32(k) + epk + seat_pk
+
+
+def _release_info(spec: DeckSpec, hand_id: str, p: int, k: int, epk: bytes, seat_pk: bytes) -> bytes:
+    return label("seal release") + head(spec, hand_id) + u32(p) + u32(k) + epk + seat_pk
 
 
 def _key(shared: bytes, info: bytes) -> bytes:
@@ -67,13 +76,42 @@ def seal_share(
     spec: DeckSpec, hand_id: str, p: int, k: int, share: bytes, seat_pk: bytes, random: Random
 ) -> bytes:
     """Holder ``k``'s share for position ``p``, sealed to the seat whose X25519 key is ``seat_pk``."""
+    return seal_share_released(spec, hand_id, p, k, share, seat_pk, random)[0]
+
+
+def seal_share_released(
+    spec: DeckSpec, hand_id: str, p: int, k: int, share: bytes, seat_pk: bytes, random: Random
+) -> tuple[bytes, bytes]:
+    """(sealed share, the seat's release token of it): ``seal_share``, and the 32-byte token
+    (section 9.3) the seat's device derives again with ``seat_release``; a secret until used."""
     if len(share) != SHARE_BYTES or len(seat_pk) != 32:
         raise CodealError("encoding", "seal: a share is 128 bytes and a seat key 32")
     eph = X25519PrivateKey.from_private_bytes(random(32))
     epk = eph.public_key().public_bytes_raw()
     info = _info(spec, hand_id, p, k, epk, seat_pk)
-    key = _key(_exchange(eph, seat_pk), info)
-    return epk + ChaCha20Poly1305(key).encrypt(_NONCE, share, info)
+    shared = _exchange(eph, seat_pk)
+    sealed = epk + ChaCha20Poly1305(_key(shared, info)).encrypt(_NONCE, share, info)
+    return sealed, _key(shared, _release_info(spec, hand_id, p, k, epk, seat_pk))
+
+
+def seat_release(spec: DeckSpec, hand_id: str, p: int, k: int, sealed: bytes, seat_secret: bytes) -> bytes:
+    """The seat's release token of holder ``k``'s seal of position ``p`` (section 9.3), after
+    checking that ``sealed`` opens with this seat's key there (CodealError as ``open_sealed_share``)."""
+    open_sealed_share(spec, hand_id, p, k, sealed, seat_secret)
+    return derive_release(spec, hand_id, p, k, sealed[:32], seat_secret)
+
+
+def derive_release(spec: DeckSpec, hand_id: str, p: int, k: int, epk: bytes, seat_secret: bytes) -> bytes:
+    """Section 9.3's formula from the seat's side, for ``epk`` as given, with no check that a seal
+    opens (the vectors show that a wrong key, position, holder or hand gives another token)."""
+    secret = X25519PrivateKey.from_private_bytes(seat_secret)
+    info = _release_info(spec, hand_id, p, k, epk, secret.public_key().public_bytes_raw())
+    return _key(_exchange(secret, epk), info)
+
+
+def release_digest(token: bytes) -> bytes:
+    """SHA-256 of a release token: what the co-dealer keeps of it (section 9.3)."""
+    return hashlib.sha256(token).digest()
 
 
 def open_sealed_share(

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x66\x61irdeck/v1/codealer.proto\x12\x0b\x66\x61irdeck.v1\"Z\n\x13\x41nnounceHandRequest\x12\x0f\n\x07hand_id\x18\x01 \x01(\t\x12\x0c\n\x04\x64\x65\x63k\x18\x02 \x01(\t\x12\x0e\n\x06holder\x18\x03 \x01(\r\x12\x14\n\x0cholder_count\x18\x04 \x01(\r\"^\n\x14\x41nnounceHandResponse\x12\x12\n\nkey_record\x18\x01 \x01(\x0c\x12\x1c\n\x14key_record_signature\x18\x02 \x01(\x0c\x12\x14\n\x0cidentity_key\x18\x03 \x01(\x0c\"S\n\x12ShuffleDeckRequest\x12\x0f\n\x07hand_id\x18\x01 \x01(\t\x12\x13\n\x0bkey_records\x18\x02 \x03(\x0c\x12\x17\n\x0fshuffle_records\x18\x03 \x03(\x0c\"O\n\x13ShuffleDeckResponse\x12\x16\n\x0eshuffle_record\x18\x01 \x01(\x0c\x12 \n\x18shuffle_record_signature\x18\x02 \x01(\x0c\"\x95\x01\n\x0fGetShareRequest\x12\x0f\n\x07hand_id\x18\x01 \x01(\t\x12\x10\n\x08position\x18\x02 \x01(\r\x12\x17\n\x0fseat_public_key\x18\x03 \x01(\x0c\x12\x1d\n\x15later_shuffle_records\x18\x04 \x03(\x0c\x12\r\n\x05\x63ount\x18\x05 \x01(\r\x12\x18\n\x10seat_public_keys\x18\x06 \x03(\x0c\"R\n\x10GetShareResponse\x12\x0e\n\x06shares\x18\x01 \x03(\x0c\x12\x15\n\rsealed_shares\x18\x02 \x03(\x0c\x12\x17\n\x0fseal_signatures\x18\x03 \x03(\x0c\"$\n\x11RevealSeedRequest\x12\x0f\n\x07hand_id\x18\x01 \x01(\t\"L\n\x12RevealSeedResponse\x12\x0c\n\x04seed\x18\x01 \x01(\x0c\x12(\n\x05seals\x18\x02 \x03(\x0b\x32\x19.fairdeck.v1.PositionSeal\"i\n\x0cPositionSeal\x12\x10\n\x08position\x18\x01 \x01(\r\x12\x17\n\x0fseat_public_key\x18\x02 \x01(\x0c\x12\x1b\n\x13sealed_share_sha256\x18\x03 \x01(\x0c\x12\x11\n\tsignature\x18\x04 \x01(\x0c\"\x14\n\x12GetIdentityRequest\"`\n\x13GetIdentityResponse\x12\x14\n\x0cidentity_key\x18\x01 \x01(\x0c\x12\x1c\n\x14max_hand_lifetime_ms\x18\x02 \x01(\x04\x12\x15\n\rexpired_hands\x18\x03 \x01(\x04\x32\xa2\x03\n\x0f\x43oDealerService\x12S\n\x0c\x41nnounceHand\x12 .fairdeck.v1.AnnounceHandRequest\x1a!.fairdeck.v1.AnnounceHandResponse\x12P\n\x0bShuffleDeck\x12\x1f.fairdeck.v1.ShuffleDeckRequest\x1a .fairdeck.v1.ShuffleDeckResponse\x12G\n\x08GetShare\x12\x1c.fairdeck.v1.GetShareRequest\x1a\x1d.fairdeck.v1.GetShareResponse\x12M\n\nRevealSeed\x12\x1e.fairdeck.v1.RevealSeedRequest\x1a\x1f.fairdeck.v1.RevealSeedResponse\x12P\n\x0bGetIdentity\x12\x1f.fairdeck.v1.GetIdentityRequest\x1a .fairdeck.v1.GetIdentityResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x66\x61irdeck/v1/codealer.proto\x12\x0b\x66\x61irdeck.v1\"Z\n\x13\x41nnounceHandRequest\x12\x0f\n\x07hand_id\x18\x01 \x01(\t\x12\x0c\n\x04\x64\x65\x63k\x18\x02 \x01(\t\x12\x0e\n\x06holder\x18\x03 \x01(\r\x12\x14\n\x0cholder_count\x18\x04 \x01(\r\"^\n\x14\x41nnounceHandResponse\x12\x12\n\nkey_record\x18\x01 \x01(\x0c\x12\x1c\n\x14key_record_signature\x18\x02 \x01(\x0c\x12\x14\n\x0cidentity_key\x18\x03 \x01(\x0c\"S\n\x12ShuffleDeckRequest\x12\x0f\n\x07hand_id\x18\x01 \x01(\t\x12\x13\n\x0bkey_records\x18\x02 \x03(\x0c\x12\x17\n\x0fshuffle_records\x18\x03 \x03(\x0c\"O\n\x13ShuffleDeckResponse\x12\x16\n\x0eshuffle_record\x18\x01 \x01(\x0c\x12 \n\x18shuffle_record_signature\x18\x02 \x01(\x0c\"\x95\x01\n\x0fGetShareRequest\x12\x0f\n\x07hand_id\x18\x01 \x01(\t\x12\x10\n\x08position\x18\x02 \x01(\r\x12\x17\n\x0fseat_public_key\x18\x03 \x01(\x0c\x12\x1d\n\x15later_shuffle_records\x18\x04 \x03(\x0c\x12\r\n\x05\x63ount\x18\x05 \x01(\r\x12\x18\n\x10seat_public_keys\x18\x06 \x03(\x0c\"R\n\x10GetShareResponse\x12\x0e\n\x06shares\x18\x01 \x03(\x0c\x12\x15\n\rsealed_shares\x18\x02 \x03(\x0c\x12\x17\n\x0fseal_signatures\x18\x03 \x03(\x0c\";\n\x11RevealSeedRequest\x12\x0f\n\x07hand_id\x18\x01 \x01(\t\x12\x15\n\rseat_releases\x18\x02 \x03(\x0c\"L\n\x12RevealSeedResponse\x12\x0c\n\x04seed\x18\x01 \x01(\x0c\x12(\n\x05seals\x18\x02 \x03(\x0b\x32\x19.fairdeck.v1.PositionSeal\"i\n\x0cPositionSeal\x12\x10\n\x08position\x18\x01 \x01(\r\x12\x17\n\x0fseat_public_key\x18\x02 \x01(\x0c\x12\x1b\n\x13sealed_share_sha256\x18\x03 \x01(\x0c\x12\x11\n\tsignature\x18\x04 \x01(\x0c\"\x14\n\x12GetIdentityRequest\"x\n\x13GetIdentityResponse\x12\x14\n\x0cidentity_key\x18\x01 \x01(\x0c\x12\x1c\n\x14max_hand_lifetime_ms\x18\x02 \x01(\x04\x12\x15\n\rexpired_hands\x18\x03 \x01(\x04\x12\x16\n\x0ereveal_hold_ms\x18\x04 \x01(\x04\x32\xa2\x03\n\x0f\x43oDealerService\x12S\n\x0c\x41nnounceHand\x12 .fairdeck.v1.AnnounceHandRequest\x1a!.fairdeck.v1.AnnounceHandResponse\x12P\n\x0bShuffleDeck\x12\x1f.fairdeck.v1.ShuffleDeckRequest\x1a .fairdeck.v1.ShuffleDeckResponse\x12G\n\x08GetShare\x12\x1c.fairdeck.v1.GetShareRequest\x1a\x1d.fairdeck.v1.GetShareResponse\x12M\n\nRevealSeed\x12\x1e.fairdeck.v1.RevealSeedRequest\x1a\x1f.fairdeck.v1.RevealSeedResponse\x12P\n\x0bGetIdentity\x12\x1f.fairdeck.v1.GetIdentityRequest\x1a .fairdeck.v1.GetIdentityResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -44,15 +44,15 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETSHARERESPONSE']._serialized_start=549
   _globals['_GETSHARERESPONSE']._serialized_end=631
   _globals['_REVEALSEEDREQUEST']._serialized_start=633
-  _globals['_REVEALSEEDREQUEST']._serialized_end=669
-  _globals['_REVEALSEEDRESPONSE']._serialized_start=671
-  _globals['_REVEALSEEDRESPONSE']._serialized_end=747
-  _globals['_POSITIONSEAL']._serialized_start=749
-  _globals['_POSITIONSEAL']._serialized_end=854
-  _globals['_GETIDENTITYREQUEST']._serialized_start=856
-  _globals['_GETIDENTITYREQUEST']._serialized_end=876
-  _globals['_GETIDENTITYRESPONSE']._serialized_start=878
-  _globals['_GETIDENTITYRESPONSE']._serialized_end=974
-  _globals['_CODEALERSERVICE']._serialized_start=977
-  _globals['_CODEALERSERVICE']._serialized_end=1395
+  _globals['_REVEALSEEDREQUEST']._serialized_end=692
+  _globals['_REVEALSEEDRESPONSE']._serialized_start=694
+  _globals['_REVEALSEEDRESPONSE']._serialized_end=770
+  _globals['_POSITIONSEAL']._serialized_start=772
+  _globals['_POSITIONSEAL']._serialized_end=877
+  _globals['_GETIDENTITYREQUEST']._serialized_start=879
+  _globals['_GETIDENTITYREQUEST']._serialized_end=899
+  _globals['_GETIDENTITYRESPONSE']._serialized_start=901
+  _globals['_GETIDENTITYRESPONSE']._serialized_end=1021
+  _globals['_CODEALERSERVICE']._serialized_start=1024
+  _globals['_CODEALERSERVICE']._serialized_end=1442
 # @@protoc_insertion_point(module_scope)

@@ -245,15 +245,28 @@ class RevealSeedRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     HAND_ID_FIELD_NUMBER: _builtins.int
+    SEAT_RELEASES_FIELD_NUMBER: _builtins.int
     hand_id: _builtins.str
+    @_builtins.property
+    def seat_releases(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bytes]:
+        """The seats' release tokens (spec section 9.3), 32 bytes each, at most
+        4096: the seed is answered only with a valid release of every seat key
+        this co-dealer sealed a share of the hand to (any one of its seals' per
+        seat), or once the co-dealer's hold (`serve --reveal-hold`) has passed
+        since the hand's first share. Else FAILED_PRECONDITION
+        SEATS_NOT_RELEASED (field `seat_releases`), and the hand is not ended.
+        Secrets until used: never logged.
+        """
+
     def __init__(
         self,
         *,
         hand_id: _builtins.str = ...,
+        seat_releases: _abc.Iterable[_builtins.bytes] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["hand_id", b"hand_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["hand_id", b"hand_id", "seat_releases", b"seat_releases"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -346,6 +359,7 @@ class GetIdentityResponse(_message.Message):
     IDENTITY_KEY_FIELD_NUMBER: _builtins.int
     MAX_HAND_LIFETIME_MS_FIELD_NUMBER: _builtins.int
     EXPIRED_HANDS_FIELD_NUMBER: _builtins.int
+    REVEAL_HOLD_MS_FIELD_NUMBER: _builtins.int
     identity_key: _builtins.bytes
     """Ed25519 public key, 32 bytes."""
     max_hand_lifetime_ms: _builtins.int
@@ -360,16 +374,24 @@ class GetIdentityResponse(_message.Message):
     """Hands the co-dealer ended at its lifetime since it started: hands its
     dealer opened and never closed.
     """
+    reveal_hold_ms: _builtins.int
+    """The co-dealer's hold (`fairdeck codealer serve --reveal-hold`), in
+    milliseconds: this long after a hand's first share its seed is answered
+    without its seats' releases (spec section 9.3). The dealer's voids send
+    no releases, so they wait for it; the dealer warns when it is longer
+    than its own lifetime. 0 from a co-dealer that predates releases.
+    """
     def __init__(
         self,
         *,
         identity_key: _builtins.bytes = ...,
         max_hand_lifetime_ms: _builtins.int = ...,
         expired_hands: _builtins.int = ...,
+        reveal_hold_ms: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["expired_hands", b"expired_hands", "identity_key", b"identity_key", "max_hand_lifetime_ms", b"max_hand_lifetime_ms"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["expired_hands", b"expired_hands", "identity_key", b"identity_key", "max_hand_lifetime_ms", b"max_hand_lifetime_ms", "reveal_hold_ms", b"reveal_hold_ms"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

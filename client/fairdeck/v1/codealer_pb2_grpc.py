@@ -94,8 +94,9 @@ class CoDealerServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def RevealSeed(self, request, context):
-        """Ends the hand: reveals the seed; public shares of dealt positions may be
-        asked for from then on (the log and showdown).
+        """Ends the hand: reveals the seed, once every seat dealt a sealed share
+        released the hand or the hold passed; public shares of dealt positions
+        may be asked for from then on (the log and showdown).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -59,8 +59,9 @@ class CoDealerServiceStub:
     order, sealed to a seat key (section 9) or public.
     """
     RevealSeed: _grpc.UnaryUnaryMultiCallable[_codealer_pb2.RevealSeedRequest, _codealer_pb2.RevealSeedResponse]
-    """Ends the hand: reveals the seed; public shares of dealt positions may be
-    asked for from then on (the log and showdown).
+    """Ends the hand: reveals the seed, once every seat dealt a sealed share
+    released the hand or the hold passed; public shares of dealt positions
+    may be asked for from then on (the log and showdown).
     """
     GetIdentity: _grpc.UnaryUnaryMultiCallable[_codealer_pb2.GetIdentityRequest, _codealer_pb2.GetIdentityResponse]
     """The co-dealer's long-term identity key (Ed25519), to pin."""
@@ -86,8 +87,9 @@ class CoDealerServiceAsyncStub(CoDealerServiceStub):
     order, sealed to a seat key (section 9) or public.
     """
     RevealSeed: _aio.UnaryUnaryMultiCallable[_codealer_pb2.RevealSeedRequest, _codealer_pb2.RevealSeedResponse]  # type: ignore[assignment]
-    """Ends the hand: reveals the seed; public shares of dealt positions may be
-    asked for from then on (the log and showdown).
+    """Ends the hand: reveals the seed, once every seat dealt a sealed share
+    released the hand or the hold passed; public shares of dealt positions
+    may be asked for from then on (the log and showdown).
     """
     GetIdentity: _aio.UnaryUnaryMultiCallable[_codealer_pb2.GetIdentityRequest, _codealer_pb2.GetIdentityResponse]  # type: ignore[assignment]
     """The co-dealer's long-term identity key (Ed25519), to pin."""
@@ -134,8 +136,9 @@ class CoDealerServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _codealer_pb2.RevealSeedRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_codealer_pb2.RevealSeedResponse, _abc.Awaitable[_codealer_pb2.RevealSeedResponse]]:
-        """Ends the hand: reveals the seed; public shares of dealt positions may be
-        asked for from then on (the log and showdown).
+        """Ends the hand: reveals the seed, once every seat dealt a sealed share
+        released the hand or the hold passed; public shares of dealt positions
+        may be asked for from then on (the log and showdown).
         """
 
     @_abc_1.abstractmethod

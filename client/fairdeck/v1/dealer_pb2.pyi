@@ -962,15 +962,27 @@ class CloseHandRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     HAND_ID_FIELD_NUMBER: _builtins.int
+    SEAT_RELEASES_FIELD_NUMBER: _builtins.int
     hand_id: _builtins.str
+    @_builtins.property
+    def seat_releases(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bytes]:
+        """Co-dealt hands: the seats' release tokens (docs/codealing-spec.md section
+        9.3), 32 bytes each, at most 4096, from each seat's device once its play
+        is over; passed to the co-dealer, which reveals its seed only with every
+        sealed seat's release (or past its hold). Without them a co-dealt close
+        is refused FAILED_PRECONDITION SEATS_NOT_RELEASED (field
+        `seat_releases`) and the hand stays open. Ignored for ordinary hands.
+        """
+
     def __init__(
         self,
         *,
         hand_id: _builtins.str = ...,
+        seat_releases: _abc.Iterable[_builtins.bytes] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["hand_id", b"hand_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["hand_id", b"hand_id", "seat_releases", b"seat_releases"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -8,7 +8,8 @@ makes nothing and refuses, in one line (exit 2), to start without them, because 
 forgot what it shared could give a card to a second seat. ``serve --max-hand-lifetime`` ends the
 hands its dealer never closed that long after their announce (checked every quarter of it, at
 most a minute apart), ``serve --keep-closed-days`` prunes hands that ended that long ago (at start,
-then hourly); hands not ended are kept until one of the two ends them.
+then hourly); hands not ended are kept until one of the two ends them. ``serve --reveal-hold``:
+how long after a hand's first share its seed is answered without its seats' releases.
 ``restored`` ends every open hand of a ledger restored from backup (it forgot later shares).
 """
 
@@ -54,6 +55,9 @@ DAY_MS = 86_400_000
 DEFAULT_HAND_LIFETIME = 2 * ServerConfig.max_hand_lifetime
 """Twice the dealer's default ``--max-hand-lifetime``: the least a dealer with its default takes
 (a pooled deck waits up to one lifetime before it is taken, then lives one as a hand)."""
+DEFAULT_REVEAL_HOLD = ServerConfig.max_hand_lifetime / 2
+"""Half the dealer's default ``--max-hand-lifetime``: its void of an abandoned hand, at its
+lifetime, finds the hold passed (holder.DEFAULT_REVEAL_HOLD_MS)."""
 EXPIRE_EVERY_MAX = 60.0
 """Seconds between the lifetime's sweeps at most (a quarter of the lifetime when shorter)."""
 log = logging.getLogger("fairdeck_server.codealer")
@@ -300,10 +304,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from fairdeck_server.codealer.holder import CoDealer
 
     lifetime_ms = round(args.max_hand_lifetime * 1000)
+    hold_ms = round(args.reveal_hold * 1000)
     try:
         return asyncio.run(
             _serve(
-                CoDealer(ledger, identity, vault, lifetime_ms=lifetime_ms),
+                CoDealer(ledger, identity, vault, lifetime_ms=lifetime_ms, reveal_hold_ms=hold_ms),
                 args.listen,
                 token,
                 args.keep_closed_days,
@@ -438,5 +443,15 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         metavar="SECONDS",
         help="end a hand the dealer has not closed this long after its announce; at least twice the "
         f"dealer's --max-hand-lifetime; {lifetime.describe()}; default %(default)g (docs/operations.md)",
+    )
+    hold = CODEALER_RANGES["reveal_hold"]
+    serve.add_argument(
+        "--reveal-hold",
+        type=_in_range("reveal_hold"),
+        default=DEFAULT_REVEAL_HOLD,
+        metavar="SECONDS",
+        help="answer a hand's seed without its seats' releases only this long after its first share "
+        "(an abandoned hand's void); at most the dealer's --max-hand-lifetime; "
+        f"{hold.describe()}; default %(default)g (docs/operations.md)",
     )
     serve.set_defaults(handler=cmd_serve)

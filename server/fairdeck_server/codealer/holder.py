@@ -1,22 +1,23 @@
 """The co-dealer's rules over its ledger: announce, shuffle, share, reveal (docs/codealing-spec.md).
 
-It keeps one fresh key and seed per hand, verifies every key record and every shuffle before its
-own, signs its key and shuffle records with its long-term identity (section 5.5), and gives a
-share only (a) once it has shuffled, (b) for the next position of the deal order, or again to the
-seat that position went to, (c) for a final deck that descends from its own signed shuffle through
-verified records (section 6.5), (d) sealed to one seat while the hand runs, sealed once and signed
-in a statement naming the seat key (section 9.1); public shares of dealt positions only after the
-hand ended (a reveal, or ``expire``: not ended ``lifetime_ms`` after its announce, the state a
-reveal makes, so a close racing it completes either way). Every rule is checked before a share is
-made, and again in the one ledger transaction that records the position (and its seal) before
-anything is answered. Calls for one hand that read, work and then write (a shuffle) run one at a
-time (``HAND_LOCKS`` striped locks); the decoded-hand cache has its own lock, since calls run in
-worker threads. Refusals are ``DealerError``s; no grpc here.
+One fresh key and seed per hand; every key record and earlier shuffle verified before its own; key
+and shuffle records signed by its identity (5.5). A share only (a) once it shuffled, (b) for the
+next position of the deal order, or again to that position's seat, (c) of a final deck descending
+from its own signed shuffle (6.5), (d) sealed to one seat while the hand runs, once, with a signed
+statement and the digest of the seat's release token (9.1, 9.3); public shares of dealt positions
+after the hand ended (a reveal, or ``expire`` at ``lifetime_ms`` from its announce), those of
+sealed positions only once the seed could be answered. The seed only with a release of every seat
+given a sealed share, or ``reveal_hold_ms`` after the first share, checked in the transaction that
+ends the hand (9.3). Each rule is checked before a share is made and again in the one transaction
+that records the position (and seal) before any answer. Read-work-write calls for one hand (a
+shuffle) run one at a time (``HAND_LOCKS``); the decoded-hand cache has its own lock (worker
+threads). Refusals are ``DealerError``s; no grpc here.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import secrets
 import sqlite3
 import threading
@@ -34,7 +35,7 @@ from fairdeck.codeal.identity import key_statement, shuffle_statement, sign
 from fairdeck.codeal.keys import KeyRecord, new_holder, verify_key_record
 from fairdeck.codeal.proof import prove_shuffle, verify_shuffle
 from fairdeck.codeal.record import ShuffleRecord, sign_shuffle, verify_signature
-from fairdeck.codeal.seal import canonical_seat_key, seal_share
+from fairdeck.codeal.seal import canonical_seat_key, release_digest, seal_share, seal_share_released
 from fairdeck.codeal.seal_statement import sign_seal
 from fairdeck.codeal.shares import make_share
 from fairdeck.codeal.shuffle import check_fresh, permutation, randomness, shuffle_deck
@@ -42,7 +43,15 @@ from fairdeck.core.decks import DeckSpec, DeckSpecError
 from fairdeck.core.seeds import SeedError, check_hand_id
 from fairdeck.wire import Reason
 from fairdeck_server import refusals
-from fairdeck_server.codealer.ledger import HandRow, Ledger, read_hand, read_seals, read_shares
+from fairdeck_server.codealer.ledger import (
+    HandRow,
+    Ledger,
+    Releases,
+    read_hand,
+    read_releases,
+    read_seals,
+    read_shares,
+)
 from fairdeck_server.dealing.vault import SeedVault
 
 
@@ -60,6 +69,12 @@ CACHE_HANDS = 4096
 """Hands whose decoded context, final deck and key the co-dealer keeps in memory."""
 HAND_LOCKS = 64
 """Striped per-hand locks: bounded, whatever hand ids callers name."""
+RELEASE_BYTES = 32
+MAX_RELEASES = 4096
+"""Release tokens one RevealSeed may carry (a seat's every position of every co-dealer fits)."""
+DEFAULT_REVEAL_HOLD_MS = 1_800_000
+"""``codealer serve --reveal-hold``'s default: half the dealer's default hand lifetime, so its
+void of an abandoned hand (at its lifetime) finds the hold passed."""
 
 
 def _now_ms() -> int:
@@ -78,8 +93,11 @@ class CoDealer:
         random: Random = secrets.token_bytes,
         clock_ms: Callable[[], int] = _now_ms,
         lifetime_ms: int = 0,
+        reveal_hold_ms: int = DEFAULT_REVEAL_HOLD_MS,
     ) -> None:
         self.ledger = ledger
+        self.reveal_hold_ms = reveal_hold_ms
+        """After this long from a hand's first share, its seed needs no seat's release (9.3)."""
         self.lifetime_ms = lifetime_ms
         """A hand not ended this long after its announce is ended here (``expire``); 0: never."""
         self.expired = 0
@@ -253,7 +271,7 @@ class CoDealer:
         ctx, final, x = self._hand_state(row, spec, later)
         positions = range(position, position + len(owners))
 
-        Seals = dict[int, tuple[bytes, bytes, bytes]]
+        Seals = dict[int, tuple[bytes, bytes, bytes, bytes]]
 
         def record(db: sqlite3.Connection, fresh: Seals | None) -> Seals:
             """The rules, position by position; with ``fresh`` (sealed draws: the seals made after
@@ -261,11 +279,23 @@ class CoDealer:
             now = read_hand(db, hand_id)
             given = read_shares(db, hand_id)
             ended = now is not None and now.revealed
+
+            def opened() -> bool:  # a seat's card made public: only once the seed could be
+                first = read_releases(db, hand_id).first_given_ms
+                return now is not None and (now.released or self._hold_passed(first))
+
             write = fresh is not None or not any(owners)
             for p, owner in zip(positions, owners, strict=True):
                 if p in given:
-                    if given[p] == owner or (ended and not owner):
+                    if given[p] == owner or (ended and not owner and (not given[p] or opened())):
                         continue  # the same share again (a retry), or a dealt card made public after the hand
+                    if ended and not owner:
+                        raise refusals.codeal(
+                            Reason.SEATS_NOT_RELEASED,
+                            f"position {p} went to a seat that has not released the hand (its seed "
+                            "was not answered): it is not made public before the hold",
+                            "seat_releases",
+                        )
                     raise refusals.codeal(
                         Reason.SHARE_GIVEN_TO_ANOTHER_SEAT,
                         f"position {p}'s share went to another seat",
@@ -287,11 +317,12 @@ class CoDealer:
                 given[p] = owner
             if fresh:  # a twin that stored a position's seal first wins: both answer its bytes
                 db.executemany(
-                    "INSERT OR IGNORE INTO seals (hand_id, position, seat_key, sealed, signature) "
-                    "VALUES (?, ?, ?, ?, ?)",
+                    "INSERT OR IGNORE INTO seals (hand_id, position, seat_key, sealed, signature, "
+                    "release_sha256) VALUES (?, ?, ?, ?, ?, ?)",
                     [(hand_id, p, *seal) for p, seal in fresh.items()],
                 )
-            return read_seals(db, hand_id) if any(owners) else {}
+            made = read_seals(db, hand_id) if any(owners) else {}
+            return {p: (*m, b"") for p, m in made.items()}
 
         if not any(owners):
             self.ledger.transaction(lambda db: record(db, None))
@@ -315,11 +346,13 @@ class CoDealer:
 
     def _seal(
         self, row: HandRow, ctx: HandContext, x: Scalar, final: Deck, p: int, owner: bytes
-    ) -> tuple[bytes, bytes, bytes]:
-        """(seat key, sealed share, signature of its seal statement) for position ``p`` (9.1)."""
+    ) -> tuple[bytes, bytes, bytes, bytes]:
+        """(seat key, sealed share, signature of its seal statement, digest of the seat's release
+        token) for position ``p`` (9.1, 9.3); the token itself is dropped here."""
         share = make_share(ctx, p, row.holder, x, final[p], self.random).encode()
-        sealed = seal_share(ctx.deck, row.hand_id, p, row.holder, share, owner, self.random)
-        return owner, sealed, sign_seal(self.identity, ctx, p, row.holder, owner, sealed).signature
+        sealed, token = seal_share_released(ctx.deck, row.hand_id, p, row.holder, share, owner, self.random)
+        signature = sign_seal(self.identity, ctx, p, row.holder, owner, sealed).signature
+        return owner, sealed, signature, release_digest(token)
 
     def _hand_state(
         self, row: HandRow, spec: DeckSpec, later: Sequence[bytes]
@@ -341,18 +374,51 @@ class CoDealer:
 
     # -- reveal --------------------------------------------------------------------------------
 
-    def reveal(self, hand_id: str) -> bytes:
-        """End the hand and return the seed: no seat gets a share of it from now on."""
+    def reveal(self, hand_id: str, releases: Sequence[bytes] = ()) -> bytes:
+        """End the hand and return the seed: no seat gets a share of it from now on. Only with a
+        release of every seat given a sealed share, or past the hold (9.3); else SEATS_NOT_RELEASED,
+        nothing recorded. The check and the end are one transaction: no seal slips between."""
         row = self._row(hand_id)
         if row.shuffle_record is None:
             raise refusals.codeal(Reason.HAND_NOT_SHUFFLED, "this co-dealer has not shuffled this hand yet")
-        self.ledger.transaction(
-            lambda db: db.execute(
-                "UPDATE hands SET revealed = 1, revealed_ms = coalesce(revealed_ms, ?) WHERE hand_id = ?",
-                (self.clock_ms(), hand_id),
+        if len(releases) > MAX_RELEASES or any(len(t) != RELEASE_BYTES for t in releases):
+            raise refusals.invalid(
+                "seat_releases",
+                Reason.MALFORMED_REQUEST,
+                f"want at most {MAX_RELEASES} release tokens of {RELEASE_BYTES} bytes each",
             )
-        )
+        digests = [release_digest(t) for t in releases]
+        seen = self.ledger.transaction(lambda db: read_releases(db, hand_id))
+        missing = _unreleased(seen, digests)  # the comparisons outside the ledger's lock
+
+        def end(db: sqlite3.Connection) -> None:
+            now_row = read_hand(db, hand_id)
+            state = read_releases(db, hand_id)
+            # Answered once: again to a retry. Else the check, on the state this transaction sees
+            # (a seal made since the first read is checked too: no seal slips in between).
+            if (now_row is None or not now_row.released) and not self._hold_passed(state.first_given_ms):
+                unreleased = missing if state == seen else _unreleased(state, digests)
+                if unreleased:
+                    raise refusals.codeal(
+                        Reason.SEATS_NOT_RELEASED,
+                        f"{unreleased} of the {len(state.digests)} seats dealt sealed cards have not "
+                        f"released the hand: its seed is answered with a release of each (or "
+                        f"{self.reveal_hold_ms / 1000:g} s after its first share)",
+                        "seat_releases",
+                    )
+            now = self.clock_ms()
+            db.execute(
+                "UPDATE hands SET revealed = 1, revealed_ms = coalesce(revealed_ms, ?), "
+                "released_ms = coalesce(released_ms, ?) WHERE hand_id = ?",
+                (now, now, hand_id),
+            )
+
+        self.ledger.transaction(end)
         return self._secrets(row)[1]
+
+    def _hold_passed(self, first_given_ms: int | None) -> bool:
+        """Whether a hand needs no release: nothing dealt yet, or the hold passed since its first share."""
+        return first_given_ms is None or self.clock_ms() - first_given_ms >= self.reveal_hold_ms
 
     def expire(self) -> int:
         """End every hand announced over ``lifetime_ms`` ago and not ended (one durable write per
@@ -438,6 +504,19 @@ def _follow(ctx: HandContext, deck: Deck, records: Sequence[bytes], first: int) 
         verify_signature(ctx, deck, record)
         deck = record.deck
     return deck
+
+
+def _unreleased(state: Releases, digests: Sequence[bytes]) -> int:
+    """How many seat keys of ``state`` match none of ``digests`` (any one of their seals' release
+    digests will do); every pair compared, each in constant time (9.3)."""
+    missing = 0
+    for stored in state.digests.values():
+        found = False
+        for mine in stored:
+            for theirs in digests:
+                found |= mine is not None and hmac.compare_digest(mine, theirs)
+        missing += not found
+    return missing
 
 
 def _ended(row: HandRow) -> refusals.DealerError:

@@ -1,17 +1,17 @@
 """The co-dealer's durable record: every hand, its key record, its shuffle, every share it gave.
 
-One SQLite file (WAL, synchronous=FULL) in the co-dealer's own directory. A hand's secrets (its
-ElGamal key and seed) are stored sealed by the co-dealer's own AES key (vault.SeedVault), never in
-the clear. ``give_share`` checks the deal order and the seat and records the share in one
-``BEGIN IMMEDIATE`` transaction, so a share is on disk (position -> seat key) before it is made,
-and a restart can never give one position to two seats. ``seals`` keeps the one sealed share and
-signed seal statement made for each position (section 9.1), answered again on a retry. ``serve``
-opens it with ``create=False``: a file without the hands and shares tables (empty, another
-database) is refused, never given a fresh schema. ``prune`` drops only hands revealed (ended)
-before a cutoff, with their shares and seals; a hand not ended is never dropped. ``expire`` ends
-the hands announced before a cutoff and not ended (``serve --max-hand-lifetime``) as a reveal
-does, marked ``expired``, one transaction a batch. ``probe`` is a write of its own (health).
-``owner`` is the identity key it belongs to; the file is 0600.
+One SQLite file (WAL, synchronous=FULL, 0600) in the co-dealer's directory. A hand's secrets (its
+ElGamal key and seed) are stored sealed by the co-dealer's AES key (vault.SeedVault). A share is
+recorded (position -> seat key) in one ``BEGIN IMMEDIATE`` transaction before it is made, so a
+restart never gives one position to two seats. ``seals`` keeps each position's one sealed share,
+signed statement (9.1) and the SHA-256 of its seat's release token (9.3), written together.
+``serve`` opens it with ``create=False``: a file without the hands and shares tables is refused,
+never given a fresh schema; an older ledger gets its missing columns at open (a seal with no
+release digest is released only by the hold; ``released_ms``: the seed was answered). ``prune``
+drops only hands ended before a cutoff, with their shares and seals. ``expire`` ends the hands
+announced before a cutoff and not ended (``serve --max-hand-lifetime``) as a reveal does, marked
+``expired``, a transaction a batch. ``probe`` is a write of its own (health); ``owner`` the
+identity key it belongs to.
 """
 
 from __future__ import annotations
@@ -43,7 +43,8 @@ SCHEMA = (
     revealed INTEGER NOT NULL DEFAULT 0,
     created_ms INTEGER NOT NULL,
     revealed_ms INTEGER,
-    expired INTEGER NOT NULL DEFAULT 0
+    expired INTEGER NOT NULL DEFAULT 0,
+    released_ms INTEGER
 ) STRICT""",
     """CREATE TABLE IF NOT EXISTS shares (
     hand_id TEXT NOT NULL REFERENCES hands (hand_id),
@@ -58,6 +59,7 @@ SCHEMA = (
     seat_key BLOB NOT NULL,
     sealed BLOB NOT NULL,
     signature BLOB NOT NULL,
+    release_sha256 BLOB,
     PRIMARY KEY (hand_id, position)
 ) STRICT""",
     "CREATE INDEX IF NOT EXISTS hands_not_ended ON hands (created_ms) WHERE revealed = 0",
@@ -96,12 +98,14 @@ class HandRow:
     created_ms: int
     expired: bool = False
     """Ended by the co-dealer's lifetime (``Ledger.expire``), not by the dealer's RevealSeed."""
+    released: bool = False
+    """Its seed was answered (RevealSeed with its seats' releases, or past the hold)."""
 
 
 _SELECT_HAND = (
     "SELECT hand_id, deck, holder, holders, sealed_secrets, key_record, key_signature, key_records, "
-    "shuffle_inputs, shuffle_record, shuffle_signature, final_deck, revealed, created_ms, expired "
-    "FROM hands WHERE hand_id = ?"
+    "shuffle_inputs, shuffle_record, shuffle_signature, final_deck, revealed, created_ms, expired, "
+    "released_ms IS NOT NULL FROM hands WHERE hand_id = ?"
 )
 
 
@@ -129,6 +133,7 @@ class Ledger:
                 self._db.execute(statement)
             _add_revealed_ms(self._db)
             _add_expired(self._db)
+            _add_releases(self._db)
         except (sqlite3.Error, LedgerError, OSError) as e:
             self._db.close()
             if isinstance(e, LedgerError):
@@ -288,6 +293,15 @@ def _add_expired(db: sqlite3.Connection) -> None:
         db.execute("ALTER TABLE hands ADD COLUMN expired INTEGER NOT NULL DEFAULT 0")
 
 
+def _add_releases(db: sqlite3.Connection) -> None:
+    """A ledger made before seat releases gets ``seals.release_sha256`` (NULL: the seal was made
+    before releases; its seat can release the hand only through the hold) and ``released_ms``."""
+    if "release_sha256" not in {str(r[1]) for r in db.execute("PRAGMA table_info(seals)")}:
+        db.execute("ALTER TABLE seals ADD COLUMN release_sha256 BLOB")
+    if "released_ms" not in {str(r[1]) for r in db.execute("PRAGMA table_info(hands)")}:
+        db.execute("ALTER TABLE hands ADD COLUMN released_ms INTEGER")
+
+
 def _hand(db: sqlite3.Connection, hand_id: str) -> HandRow | None:
     return _hand_where(db, "hand_id = ?", (hand_id,))
 
@@ -299,6 +313,7 @@ def _hand_where(db: sqlite3.Connection, where: str, args: tuple[str, ...]) -> Ha
     values = list(row)
     values[12] = bool(values[12])
     values[14] = bool(values[14])
+    values[15] = bool(values[15])
     return HandRow(*values)
 
 
@@ -323,3 +338,26 @@ def read_seals(db: sqlite3.Connection, hand_id: str) -> dict[int, tuple[bytes, b
         "SELECT position, seat_key, sealed, signature FROM seals WHERE hand_id = ?", (hand_id,)
     ).fetchall()
     return {int(p): (bytes(k), bytes(s), bytes(g)) for p, k, s, g in rows}
+
+
+@dataclass(frozen=True)
+class Releases:
+    """What the seat releases of a hand are checked against (spec section 9.3)."""
+
+    first_given_ms: int | None
+    """When its first share (public or sealed) was recorded; None: none yet."""
+    digests: dict[bytes, list[bytes | None]]
+    """Seat key -> the release digest of each position sealed to it (None: sealed before releases)."""
+
+
+def read_releases(db: sqlite3.Connection, hand_id: str) -> Releases:
+    """The hand's release state, inside a transaction: every seat key given a sealed share."""
+    first = db.execute("SELECT min(given_ms) FROM shares WHERE hand_id = ?", (hand_id,)).fetchone()[0]
+    digests: dict[bytes, list[bytes | None]] = {}
+    for (key,) in db.execute(
+        "SELECT DISTINCT seat_key FROM shares WHERE hand_id = ? AND length(seat_key) > 0", (hand_id,)
+    ):
+        digests[bytes(key)] = []
+    for key, digest in db.execute("SELECT seat_key, release_sha256 FROM seals WHERE hand_id = ?", (hand_id,)):
+        digests.setdefault(bytes(key), []).append(None if digest is None else bytes(digest))
+    return Releases(None if first is None else int(first), digests)

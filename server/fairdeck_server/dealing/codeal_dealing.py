@@ -51,6 +51,8 @@ T = TypeVar("T")
 
 HOLDERS = 2
 """The dealer and one co-dealer (docs/codealing-spec.md section 13.3 on more)."""
+MAX_RELEASES = 4096
+"""Seat release tokens one CloseHand may carry (the co-dealer's own bound)."""
 
 
 def codealer_identity(value: str) -> bytes:
@@ -79,7 +81,9 @@ class CoDealerLink(Protocol):
     async def share(
         self, hand_id: str, position: int, seat_key: bytes, count: int, seats: Sequence[bytes] = ()
     ) -> tuple[list[bytes], list[bytes], list[bytes]]: ...
-    async def reveal(self, hand_id: str) -> tuple[bytes, list[tuple[int, bytes, bytes, bytes]]]: ...
+    async def reveal(
+        self, hand_id: str, releases: Sequence[bytes] = ()
+    ) -> tuple[bytes, list[tuple[int, bytes, bytes, bytes]]]: ...
     async def identity(self) -> bytes: ...
     async def close(self) -> None: ...
 
@@ -311,9 +315,16 @@ class CodealDealer:
 
     # -- close ---------------------------------------------------------------------------------
 
-    async def close(self, tenant: str, hand_id: str, *, voided: bool = False) -> CodealRow:
+    async def close(
+        self, tenant: str, hand_id: str, *, voided: bool = False, releases: Sequence[bytes] = ()
+    ) -> CodealRow:
         """CloseHand; ``voided``: the reaper ends a hand open past its lifetime (codeal_voids.py),
-        the same close, its row marked ``voided``."""
+        the same close, its row marked ``voided``. ``releases``: the seats' release tokens, passed
+        to the co-dealer (spec 9.3); refused there, the hand stays open (SEATS_NOT_RELEASED)."""
+        if len(releases) > MAX_RELEASES or any(len(t) != 32 for t in releases):
+            raise refusals.invalid(
+                "seat_releases", Reason.MALFORMED_REQUEST, f"want at most {MAX_RELEASES} tokens of 32 bytes"
+            )
         async with self._lock(hand_id):
             row = await self._row(tenant, hand_id)
             if row.closed_ms is not None:
@@ -323,7 +334,7 @@ class CodealDealer:
             ctx = _context(row)
             x, seed = self._secrets(row)
             final = _final_deck(ctx, row)
-            theirs_seed, seals = await self.link.reveal(hand_id)
+            theirs_seed, seals = await self.link.reveal(hand_id, releases)
             lost = unrecorded(row.public["seats"], seals)
             seats = [*row.public["seats"], *(k.hex() for k in lost)]
             statements = checked_seals(ctx, self.identity_key, seats, seals)

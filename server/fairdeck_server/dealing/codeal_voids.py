@@ -3,15 +3,14 @@
 ``CodealReaper`` reads, every ``period_s``, the rows of codeal.db not closed made (a hand: taken
 from the pool) over ``lifetime - margin`` ago (reaper.py's margin), oldest first, CHUNK at a time.
 A hand is voided: closed as CloseHand closes it, its row marked ``voided``, as work of the tenant
-that opened it (fair.bind, and a slot of the dealer's fair admission in its turns, never refused:
-``Admission.enter_work``; a backlog of voids waits behind live calls as its own calls would), one
-hand at a time, tenants in turn. A pooled deck never taken is retired (never taken again), its
-co-dealer told to end it (so its ledger may prune it), then dropped; its (tenant, deck) gets no
-refills until that tenant opens one again. A closed hand whose closing entries the log refused,
-with no CloseHand since for a margin, is logged here. A co-dealer that does not answer, or storage
-down, ends the pass: tried again after ``retry_s``; another refusal skips that hand (said once,
-``on_skip``). While a hand is open past its whole lifetime the reaper is behind (``on_behind``).
-It never holds an ordinary entry back: a co-dealer down delays co-dealt hands only. No grpc.
+that opened it (fair.bind and a slot of the fair admission in its turn, never refused), one hand
+at a time, tenants in turn. A pooled deck never taken is retired, its co-dealer told to end it,
+then dropped; its (tenant, deck) gets no refills until that tenant opens one again. A closed hand
+whose closing entries the log refused, with no CloseHand since for a margin, is logged here. A
+co-dealer or storage down ends the pass (tried again after ``retry_s``); another refusal skips
+that hand (``on_skip``), but SEATS_NOT_RELEASED (the co-dealer's hold has not passed, spec 9.3)
+holds it back ``held_s``, then tries again: never a hot loop. A hand open past its whole lifetime
+puts the reaper behind (``on_behind``). A co-dealer down delays co-dealt hands only. No grpc.
 """
 
 from __future__ import annotations
@@ -34,6 +33,8 @@ DAY_MS = 86_400_000
 """The co-dealer's least retention of an ended hand (``codealer serve --keep-closed-days``)."""
 RETRY_S = 1.0
 """After a pass the co-dealer (or storage) cut short, the next waits this long."""
+HELD_S = 30.0
+"""A hand whose void the co-dealer refused for its seats' releases is tried again this long after."""
 
 
 class CodealReaper:
@@ -47,6 +48,7 @@ class CodealReaper:
         on_skip: Callable[[str, str, str], None] = lambda tenant, hand_id, reason: None,
         on_behind: Callable[[bool], None] = lambda behind: None,
         retry_s: float = RETRY_S,
+        held_s: float = HELD_S,
         admission: fair.Admission | None = None,
     ) -> None:
         self.codeal = codeal
@@ -60,6 +62,9 @@ class CodealReaper:
         self.on_skip = on_skip
         self.on_behind = on_behind
         self.retry_s = retry_s
+        self.held_ms = max(1, int(held_s * 1000))
+        self.held: dict[str, int] = {}
+        """Hands whose void waits for the co-dealer's hold: hand id -> when to try it again (ms)."""
         self.skipped: set[str] = set()
         """Hands that cannot be voided (the co-dealer refused, a record does not verify)."""
         self.behind = False
@@ -73,11 +78,17 @@ class CodealReaper:
         store = self.codeal.store
         for hand_id in await asyncio.to_thread(store.retired, CHUNK):  # a retirement cut short
             await self._end_pooled(hand_id)
-        cutoff = self.clock_ms() - self.lifetime_ms + self.margin_ms
-        rows = await asyncio.to_thread(store.stale, cutoff, CHUNK + len(self.skipped))
+        now = self.clock_ms()
+        cutoff = now - self.lifetime_ms + self.margin_ms
+        self.held = {h: at for h, at in self.held.items() if at > now}
+        rows = await asyncio.to_thread(store.stale, cutoff, CHUNK + len(self.skipped) + len(self.held))
         hands: dict[str, list[str]] = {}
+        waiting = 0
         for tenant, pool_tenant, hand_id, deck in rows:
             if hand_id in self.skipped:
+                continue
+            if hand_id in self.held:  # its void waits for the co-dealer's hold: not in this pass
+                waiting += 1
                 continue
             if not tenant:
                 if await asyncio.to_thread(store.retire_pooled, hand_id, self.clock_ms()):
@@ -92,7 +103,7 @@ class CodealReaper:
         for tenant, hand_id in late:  # closed, its entries refused by the log: logged now
             if hand_id not in self.skipped:
                 await self._void(tenant, hand_id, "logged")
-        return len(rows) + len(late) - len(self.skipped)
+        return len(rows) + len(late) - len(self.skipped) - waiting
 
     async def _void(self, tenant: str, hand_id: str, kind: str = "hand") -> None:
         token = fair.bind(tenant)  # the tenant that opened it pays for its void
@@ -104,6 +115,17 @@ class CodealReaper:
         except refusals.DealerError as e:
             if e.reason == Reason.CODEALER_UNAVAILABLE or e.status is refusals.Status.UNAVAILABLE:
                 raise
+            if e.reason == Reason.SEATS_NOT_RELEASED:  # the co-dealer's hold has not passed yet
+                if hand_id not in self.held:
+                    log.info(
+                        "co-dealt hand %s of tenant %s: the co-dealer holds its seed until its hold "
+                        "passes (its seats did not release it); its void is tried again in %g s",
+                        hand_id,
+                        tenant,
+                        self.held_ms / 1000,
+                    )
+                self.held[hand_id] = self.clock_ms() + self.held_ms
+                return
             if await self._pruned_there(tenant, hand_id, e):
                 await self.codeal.void_alone(tenant, hand_id)
                 log.warning(

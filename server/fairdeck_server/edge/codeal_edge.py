@@ -9,7 +9,7 @@ failing is UNAVAILABLE STORAGE_UNAVAILABLE, as the ordinary hands' storage.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from fairdeck.core.decks import DeckSpec
@@ -60,8 +60,8 @@ class CodealEdge:
     async def open(self, tenant: str, deck: str) -> pb.Hand:
         return hand(await _stored(self._dealer().open_hand(tenant, deck)))
 
-    async def close(self, tenant: str, hand_id: str) -> pb.Hand:
-        return hand(await _stored(self._dealer().close(tenant, hand_id)))
+    async def close(self, tenant: str, hand_id: str, releases: Sequence[bytes] = ()) -> pb.Hand:
+        return hand(await _stored(self._dealer().close(tenant, hand_id, releases=releases)))
 
     async def get(self, tenant: str, hand_id: str) -> pb.Hand:
         return hand(await _stored(self._dealer().get(tenant, hand_id)))

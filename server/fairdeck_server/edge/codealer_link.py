@@ -4,7 +4,8 @@ Each call has a deadline and carries the dealer's token (``--codealer-token @FIL
 that is down, too slow, drops the call, is busy, or refuses the token becomes UNAVAILABLE
 CODEALER_UNAVAILABLE (ordinary hands are not touched; the message says which, never the token),
 and any other refusal of the co-dealer's becomes FAILED_PRECONDITION CODEALER_REFUSED carrying
-its own reason and message, so the game server sees why a co-dealt hand was not dealt.
+its own reason and message, so the game server sees why a co-dealt hand was not dealt; a
+RevealSeed refused SEATS_NOT_RELEASED is passed on as it is (the game server's releases are short).
 ``codeal_dealer`` also starts co-dealt health (codeal_health.py) on the dealer's health service,
 and the voids of co-dealt hands past their lifetime (codeal_voids.py).
 """
@@ -83,6 +84,8 @@ class GrpcCoDealerLink:
         """The co-dealer's hand lifetime, as its last identity answer said (0: none said)."""
         self.expired_hands = 0
         """Hands it ended at its lifetime since it started, as its last identity answer said."""
+        self.reveal_hold_ms = 0
+        """Its hold (spec 9.3), as its last identity answer said (0: none said)."""
 
     async def close(self) -> None:
         await self._channel.close(None)
@@ -112,6 +115,8 @@ class GrpcCoDealerLink:
                     Reason.CODEALER_UNAVAILABLE,
                     f"the co-dealer at {self.target} is busy ({_reason(e)}); retry later",
                 ) from None
+            if _reason(e) == Reason.SEATS_NOT_RELEASED:  # the game server's to fix: passed on as is
+                raise refusals.codeal(Reason.SEATS_NOT_RELEASED, e.details() or "", "seat_releases") from None
             raise refusals.codeal(
                 Reason.CODEALER_REFUSED,
                 f"the co-dealer refused ({e.code().name} {_reason(e)}): {e.details()}",
@@ -140,14 +145,18 @@ class GrpcCoDealerLink:
         r = await self._call(self._stub.GetShare, request)
         return list(r.shares), list(r.sealed_shares), list(r.seal_signatures)
 
-    async def reveal(self, hand_id: str) -> tuple[bytes, list[tuple[int, bytes, bytes, bytes]]]:
-        r = await self._call(self._stub.RevealSeed, pb.RevealSeedRequest(hand_id=hand_id))
+    async def reveal(
+        self, hand_id: str, releases: Sequence[bytes] = ()
+    ) -> tuple[bytes, list[tuple[int, bytes, bytes, bytes]]]:
+        request = pb.RevealSeedRequest(hand_id=hand_id, seat_releases=releases)
+        r = await self._call(self._stub.RevealSeed, request)
         seals = [(s.position, s.seat_public_key, s.sealed_share_sha256, s.signature) for s in r.seals]
         return r.seed, seals
 
     async def identity(self) -> bytes:
         r = await self._call(self._stub.GetIdentity, pb.GetIdentityRequest())
         self.lifetime_ms, self.expired_hands = r.max_hand_lifetime_ms, r.expired_hands
+        self.reveal_hold_ms = r.reveal_hold_ms
         return r.identity_key
 
 
@@ -284,10 +293,24 @@ def _lifetimes(
     """After each identity answer: why the co-dealer's lifetime cannot serve this dealer's (it
     must be at least twice it: a pooled deck waits up to one lifetime, then lives one as a hand;
     else the co-dealer would end hands still played), kept in ``codeal.misconfigured`` so that
-    co-dealt opens are refused; and the hands it ended at its lifetime, in the metrics."""
+    co-dealt opens are refused; and the hands it ended at its lifetime, in the metrics. A hold
+    longer than this dealer's lifetime is said once (WARNING): voids wait for it (spec 9.3)."""
+    said: list[int] = []
 
     def check() -> str | None:
         metrics.codealer_expired_hands.set(link.expired_hands)
+        hold, void_at = link.reveal_hold_ms / 1000, lifetime_s - min(2.0, lifetime_s / 4)  # reaper's margin
+        if hold > void_at and link.reveal_hold_ms not in said:
+            said.append(link.reveal_hold_ms)
+            log.warning(
+                "the co-dealer answers an unreleased hand's seed only %g s after its first share "
+                "(its --reveal-hold), over this dealer's --max-hand-lifetime of %g s: voids of "
+                "abandoned co-dealt hands wait for its hold (the hands read open past their lifetime); "
+                "give the co-dealer --reveal-hold %g or less",
+                hold,
+                lifetime_s,
+                void_at,
+            )
         theirs = link.lifetime_ms / 1000
         codeal.codealer_lifetime_ms = link.lifetime_ms
         codeal.misconfigured = None

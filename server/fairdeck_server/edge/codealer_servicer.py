@@ -194,7 +194,11 @@ class CoDealerServicer(codealer_pb2_grpc.CoDealerServiceServicer):
     async def RevealSeed(self, request: pb.RevealSeedRequest, context: Any) -> pb.RevealSeedResponse:
         hand_id = request.hand_id
         seed, made = await self._run(
-            context, lambda: (self.codealer.reveal(hand_id), self.codealer.seal_statements(hand_id))
+            context,
+            lambda: (
+                self.codealer.reveal(hand_id, list(request.seat_releases)),
+                self.codealer.seal_statements(hand_id),
+            ),
         )
         seals = [
             pb.PositionSeal(position=p, seat_public_key=k, sealed_share_sha256=d, signature=g)
@@ -213,6 +217,7 @@ class CoDealerServicer(codealer_pb2_grpc.CoDealerServiceServicer):
             identity_key=self.codealer.identity_key,
             max_hand_lifetime_ms=self.codealer.lifetime_ms,
             expired_hands=self.codealer.expired,
+            reveal_hold_ms=self.codealer.reveal_hold_ms,
         )
 
 

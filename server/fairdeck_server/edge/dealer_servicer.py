@@ -178,7 +178,9 @@ class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
     @translated
     async def CloseHand(self, request: pb.CloseHandRequest, context: Any) -> pb.CloseHandResponse:
         if await self.codeal.owns(request.hand_id):
-            return pb.CloseHandResponse(hand=await self.codeal.close(self._tenant(context), request.hand_id))
+            releases = list(request.seat_releases)
+            hand = await self.codeal.close(self._tenant(context), request.hand_id, releases)
+            return pb.CloseHandResponse(hand=hand)
         record = await self.dealer.close(self._tenant(context), request.hand_id)
         return pb.CloseHandResponse(hand=self.hand(record))
 

@@ -56,6 +56,24 @@ export function openSealedShare({ deck, handId, position, holder, sealed, secret
   }
 }
 
+function releaseInfo(spec, handId, p, k, epk, seatPk) {
+  return concat(label("seal release"), lp(ascii(spec.name)), lp(ascii(handId)), u32(p), u32(k), epk, seatPk);
+}
+
+/**
+ * Section 9.3: this seat's 32-byte release token of holder `holder`'s seal of position `position`,
+ * HKDF-SHA256(X25519(secretKey, epk), release info), once the sealed share opens with the seat's key
+ * there (openSealedShare's errors otherwise). A secret until the hand is closed: the game server
+ * sends every seat's tokens with CloseHand (seat_releases), and nothing logs them.
+ */
+export function sealRelease({ deck, handId, position, holder, sealed, secretKey }) {
+  openSealedShare({ deck, handId, position, holder, sealed, secretKey });
+  const spec = codealSpec(deck);
+  const epk = sealed.subarray(0, 32);
+  const info = releaseInfo(spec, handId, position, holder, epk, seatPublicKey(secretKey));
+  return hkdf(sha256, x25519.getSharedSecret(secretKey, epk), new Uint8Array(0), info, 32);
+}
+
 /**
  * What a seat needs to check shares: the hand context from the hand's key records (each proof of
  * possession checked, section 5.2) and the final deck (the last holder's shuffle record's deck,
