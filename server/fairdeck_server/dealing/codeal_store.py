@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -268,9 +269,33 @@ def _row(row: Any) -> CodealRow:
     return CodealRow(row[0], row[1], row[2], row[3], row[4], row[5], public, row[7])
 
 
+def check_record(path: Path, first_entry: Callable[[], tuple[int | None, str]]) -> None:
+    """Refuse a missing codeal.db when the dealer's log holds a co-dealt entry: the file was lost
+    (a first start has none). ``first_entry``: that entry's index or None, and how to name the log's
+    database; read only when the file is missing. Never made here: ``CodealStore`` makes it."""
+    if path.exists() or path.is_symlink():
+        return
+    index, where = first_entry()
+    if index is None:
+        return
+    raise CodealStoreLost(
+        f"co-dealt hands {path} is missing but the log of {where} holds co-dealt hands (entry {index}): "
+        "restore it from backup (the latest: it holds the dealer's sealed key and seed of every co-dealt "
+        "hand); to start a new record knowingly (this dealer's open co-dealt hands can then "
+        f"never be closed), run `fairdeck init --codeal-record --data {path.parent}`"
+    )
+
+
+def create_record(path: Path) -> None:
+    """``fairdeck init --codeal-record``: a new, empty codeal.db, knowingly; never over one."""
+    if path.exists() or path.is_symlink():
+        raise CodealStoreError(f"co-dealt hands {path} already exists; fairdeck init never replaces it")
+    CodealStore(path).close()
+
+
 def _check_not_lost(path: Path) -> None:
     """Refuse a codeal.db emptied (a failed restore, a full disk) or swapped for another SQLite
-    file; a missing one is made (the first start with --codealer)."""
+    file; a missing one is made (the first start with --codealer, after ``check_record``)."""
     try:
         size = path.stat().st_size
     except FileNotFoundError:

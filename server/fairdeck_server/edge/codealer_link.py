@@ -26,7 +26,7 @@ from fairdeck.wire import AUTHORIZATION, Reason
 from fairdeck_server import refusals
 from fairdeck_server.codealer.dealer_token import parse_token
 from fairdeck_server.dealing.codeal_health import CODEAL_HEALTH, CodealerWatch
-from fairdeck_server.dealing.codeal_store import CodealStore, CodealStoreError, CodealStoreLost
+from fairdeck_server.dealing.codeal_store import CodealStore, CodealStoreError, CodealStoreLost, check_record
 from fairdeck_server.dealing.vault import SeedVault, read_private_text
 from fairdeck_server.edge.health import NOT_SERVING, SERVING, HealthServicer
 from fairdeck_server.observe.metrics import Metrics
@@ -188,6 +188,8 @@ class CodealSettings(Protocol):
     def data_dir(self) -> Path: ...
     @property
     def max_hand_lifetime(self) -> float: ...
+    @property
+    def db(self) -> str | None: ...
 
 
 def codeal_dealer(
@@ -215,6 +217,7 @@ def codeal_dealer(
         raise StartupRefused(f"--codealer-key: {e}") from None
     token = codealer_token(config.codealer_token)
     try:
+        check_record(config.data_dir / "codeal.db", lambda: _first_codeal_entry(config))
         store = CodealStore(config.data_dir / "codeal.db")
     except CodealStoreLost as e:
         raise StartupRefused(str(e)) from None
@@ -234,6 +237,22 @@ def codeal_dealer(
     codeal.watch.start()
     codeal.reaper = codeal_reaper(codeal, config.max_hand_lifetime, clock_ms, host)
     return codeal
+
+
+def _first_codeal_entry(config: CodealSettings) -> tuple[int | None, str]:
+    """The log's first co-dealt entry (or None), and how to name the log's database."""
+    from fairdeck_server.storage import codeal_evidence as evidence
+
+    try:
+        if config.db is not None:
+            from fairdeck_server.storage.postgres.diagnosis import describe
+
+            where = f"the PostgreSQL database {describe(config.db)}"
+            return evidence.first_codeal_entry_postgres(config.db), where
+        db = config.data_dir / "fairdeck.db"
+        return evidence.first_codeal_entry_sqlite(db), f"database {db}"
+    except evidence.CodealEvidenceError as e:
+        raise StartupRefused(f"cannot read the log to check co-dealt hands: {e}") from None
 
 
 def codeal_reaper(
