@@ -44,6 +44,7 @@ from fairdeck_server.dealing.codeal_log import CLOSED, OPENED, CodealLog, logged
 from fairdeck_server.dealing.codeal_seals import checked_seals, draw_seals, unrecorded
 from fairdeck_server.dealing.codeal_seals import invalid as _invalid
 from fairdeck_server.dealing.codeal_store import CodealRow, CodealStore
+from fairdeck_server.dealing.codeal_take import take_live
 from fairdeck_server.dealing.vault import SeedVault
 
 log = logging.getLogger(__name__)
@@ -157,7 +158,7 @@ class CodealDealer:
         self._check_configured()
         if self.pool is not None:
             self.pool.busy()
-            row = await asyncio.to_thread(self.store.take, tenant, deck, self.clock_ms())
+            row = await take_live(self.link, self.store, tenant, deck, self.clock_ms, self.pool.per_tenant)
             self.pool.wanted(tenant, deck)
             if row is not None:  # taken, then logged: a deck is logged once, for the hand it became
                 await self.log.opened(row, self.clock_ms())

@@ -239,6 +239,18 @@ class CodealStore:
                 raise CodealStoreError(f"co-dealt hands {self.path}: {e}") from None
         return cursor.rowcount == 1
 
+    def drop_taken(self, hand_id: str) -> None:
+        """Forget a deck just taken whose co-dealer ended it: not logged, never answered (no hand)."""
+        with self._lock:
+            try:
+                self._db.execute(
+                    "DELETE FROM codeal_hands WHERE hand_id = ? AND closed_ms IS NULL "
+                    "AND json_extract(public, '$.log.open') IS NULL",
+                    (hand_id,),
+                )
+            except sqlite3.Error as e:
+                raise CodealStoreError(f"co-dealt hands {self.path}: {e}") from None
+
     def retired(self, limit: int) -> list[str]:
         """Pooled decks retired whose co-dealer has not been told yet (``drop_retired`` not done)."""
         with self._lock:
