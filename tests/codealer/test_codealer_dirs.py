@@ -227,9 +227,9 @@ def test_a_deleted_codeal_db_was_silently_recreated_forgetting_open_hands(tmp_pa
     init_codealer(tmp_path / "cd1")
     with CodealerProcess(tmp_path / "cd1") as codealer:
         flags = codealer.dealer_flags()
-        with DealerProcess(data, tmp_path / "dealer.log", *flags) as dealer:
-            with DealerClient(dealer.target, timeout=60) as client:
-                CodealHands(client).open_hand("standard")
+        dealer = DealerProcess(data, tmp_path / "dealer.log", *flags)
+        with dealer, DealerClient(dealer.target, timeout=60) as client:
+            CodealHands(client).open_hand("standard")
     db = data / "codeal.db"
     for name in ("codeal.db", "codeal.db-wal", "codeal.db-shm"):
         (data / name).unlink(missing_ok=True)
@@ -245,6 +245,6 @@ def test_a_deleted_codeal_db_was_silently_recreated_forgetting_open_hands(tmp_pa
     again = subprocess.run(init, capture_output=True, text=True, timeout=60, env=clean_env())
     assert again.returncode == 2 and "already exists" in again.stderr, again.stderr
     with CodealerProcess(tmp_path / "cd1") as codealer:
-        with DealerProcess(data, tmp_path / "dealer2.log", *codealer.dealer_flags()) as dealer:
-            with DealerClient(dealer.target, timeout=60) as client:
-                CodealHands(client).open_hand("standard")
+        dealer = DealerProcess(data, tmp_path / "dealer2.log", *codealer.dealer_flags())
+        with dealer, DealerClient(dealer.target, timeout=60) as client:
+            CodealHands(client).open_hand("standard")

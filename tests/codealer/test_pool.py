@@ -96,7 +96,7 @@ def test_codealer_restored_ended_the_pooled_decks_and_the_next_opens_failed_at_t
 def test_a_pooled_deck_ended_there_is_recognised_as_the_grpc_link_relays_the_refusal() -> None:
     from fairdeck.wire import Reason
     from fairdeck_server import refusals
-    from fairdeck_server.dealing.codeal_take import ended_there
+    from fairdeck_server.dealing.codeal_ended import ended_there
 
     def relayed(said: str) -> refusals.DealerError:  # as edge/codealer_link.py words it
         return refusals.codeal(Reason.CODEALER_REFUSED, f"the co-dealer refused ({said}): details")

@@ -39,6 +39,7 @@ from fairdeck.codeal.verify import CodealHand, DealtPosition, verify_hand
 from fairdeck.core.decks import DeckSpec, DeckSpecError
 from fairdeck.wire import Reason
 from fairdeck_server import refusals
+from fairdeck_server.dealing.codeal_ended import REVEAL_ASKED, pruned_after_reveal
 from fairdeck_server.dealing.codeal_health import CodealerWatch
 from fairdeck_server.dealing.codeal_log import CLOSED, OPENED, CodealLog, logged
 from fairdeck_server.dealing.codeal_seals import checked_seals, draw_seals, unrecorded
@@ -320,7 +321,20 @@ class CodealDealer:
             ctx = _context(row)
             x, seed = self._secrets(row)
             final = _final_deck(ctx, row)
-            theirs_seed, seals = await self.link.reveal(hand_id)
+            if REVEAL_ASKED not in row.public:  # a retry after the co-dealer's retention knows it
+                row.public[REVEAL_ASKED] = self.clock_ms()
+                await asyncio.to_thread(self.store.put, row)
+            try:
+                theirs_seed, seals = await self.link.reveal(hand_id)
+            except refusals.DealerError as e:
+                if not pruned_after_reveal(row.public, e, self.clock_ms()):
+                    raise
+                log.warning(
+                    "co-dealt hand %s: its close was cut off after the co-dealer ended it, which has "
+                    "since pruned it: closed on the dealer's side alone, no closing entries logged",
+                    hand_id,
+                )
+                return await self._close_alone(row)
             lost = unrecorded(row.public["seats"], seals)
             seats = [*row.public["seats"], *(k.hex() for k in lost)]
             statements = checked_seals(ctx, self.identity_key, seats, seals)
@@ -377,12 +391,14 @@ class CodealDealer:
         with no entries (never retried); its setup and shuffles stay its last word in the log."""
         async with self._lock(hand_id):
             row = await self._row(tenant, hand_id)
-            if row.closed_ms is None:
-                row.public.update(voided=True, codealer_gone=True)
-                row.public.setdefault("log", {})[CLOSED] = -1
-                row.closed_ms = self.clock_ms()
-                await asyncio.to_thread(self.store.put, row)
-            return row
+            return row if row.closed_ms is not None else await self._close_alone(row)
+
+    async def _close_alone(self, row: CodealRow) -> CodealRow:
+        row.public.update(voided=True, codealer_gone=True)
+        row.public.setdefault("log", {})[CLOSED] = -1
+        row.closed_ms = self.clock_ms()
+        await asyncio.to_thread(self.store.put, row)
+        return row
 
     async def _log_closed(self, row: CodealRow) -> None:
         await self.log.closed(row, self.clock_ms())

@@ -17,27 +17,17 @@ import logging
 from collections.abc import Callable
 from typing import Protocol
 
-from fairdeck.wire import STATUS, Reason
 from fairdeck_server import refusals
+from fairdeck_server.dealing.codeal_ended import ended_there
 from fairdeck_server.dealing.codeal_store import CodealRow, CodealStore
 
 log = logging.getLogger(__name__)
-_DEAD = (Reason.HAND_CLOSED, Reason.HAND_NOT_FOUND)
 
 
 class Announcer(Protocol):
     async def announce(
         self, hand_id: str, deck: str, holder: int, holders: int
     ) -> tuple[bytes, bytes, bytes]: ...
-
-
-def ended_there(error: refusals.DealerError) -> bool:
-    """Whether the co-dealer said it ended the hand or has none (as its link relays it, or as it is)."""
-    if error.reason in _DEAD:
-        return True
-    return error.reason == Reason.CODEALER_REFUSED and any(
-        f"({STATUS[reason]} {reason})" in str(error) for reason in _DEAD
-    )
 
 
 async def take_live(
