@@ -405,7 +405,7 @@ class CodealDealer:
         await asyncio.to_thread(self.store.put, row)
 
     async def get(self, tenant: str, hand_id: str) -> CodealRow:
-        return await self._row(tenant, hand_id)
+        return await self._row(tenant, hand_id, keep=False)
 
     def owns(self, hand_id: str) -> bool:
         """Whether ``hand_id`` is a co-dealt hand of this dealer."""
@@ -437,13 +437,15 @@ class CodealDealer:
             if not entry[1][0]:
                 del self._locks[hand_id]
 
-    async def _row(self, tenant: str, hand_id: str) -> CodealRow:
-        """The hand's row, read once and then kept (this process is the only writer of its
-        co-dealt hands: codealer_link refuses --processes with --codealer)."""
+    async def _row(self, tenant: str, hand_id: str, *, keep: bool = True) -> CodealRow:
+        """The hand's row, read once under the hand's lock and then kept (this process is the only
+        writer of its co-dealt hands: codealer_link refuses --processes with --codealer). A read
+        without the lock (``get``: keep False) is never kept: racing a close, it would pin the row
+        as it was before, and the hand would read open, and be dealt from, for ever."""
         row = self._rows.get(hand_id)
         if row is None:
             row = await asyncio.to_thread(self.store.get, hand_id)
-            if row is not None and row.tenant:
+            if row is not None and row.tenant and keep:
                 _remember(self._rows, hand_id, row)
         if row is None or row.tenant != tenant:
             raise refusals.hand_not_found()
