@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from fairdeck.codeal.entries import SETUP, CodealEntry
 from fairdeck_server.storage.base import HandBatch, Storage
 from fairdeck_server.storage.codeal_evidence import first_codeal_entry_postgres, first_codeal_entry_sqlite
 from fairdeck_server.storage.postgres import PostgresStorage
@@ -23,7 +22,7 @@ ORDINARY = b"FDL1\x01" + bytes(8) + b"an ordinary entry"
 def test_the_first_codeal_entry_of_the_log_is_found_on_each_engine(
     engine: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    setup = CodealEntry(SETUP, 1, "h" * 21, deck="short", records=(b"k" * 64, b"k" * 64)).encode()
+    setup = b"FDL1\x03" + bytes(8) + b"a co-dealt setup"  # type 3 (fairdeck.codeal.entries.SETUP)
     if engine == "sqlite":
         db = tmp_path / "fairdeck.db"
         make: Callable[[], Storage] = lambda: SqliteStorage(db)  # noqa: E731
