@@ -105,3 +105,33 @@ def test_a_pooled_deck_ended_there_is_recognised_as_the_grpc_link_relays_the_ref
     assert ended_there(relayed("NOT_FOUND HAND_NOT_FOUND"))
     assert not ended_there(relayed("FAILED_PRECONDITION HAND_ALREADY_SHUFFLED"))
     assert not ended_there(refusals.codeal(Reason.CODEALER_UNAVAILABLE, "down"))
+
+
+def test_a_pooled_open_with_the_codealer_down_fails_and_leaves_the_deck_pooled(tmp_path: Path) -> None:
+    """The check of a pooled deck needs its co-dealer: down, the open fails UNAVAILABLE (its first
+    draw would have failed too) and the deck stays pooled as it was, never taken half."""
+    import pytest
+
+    from fairdeck.wire import Reason
+    from fairdeck_server import refusals
+
+    async def down(*args: object) -> tuple[bytes, bytes, bytes]:
+        raise refusals.codeal(Reason.CODEALER_UNAVAILABLE, "the co-dealer is unreachable")
+
+    async def run() -> tuple[list[str], list[str], str]:
+        dealer = make_dealer(tmp_path)
+        await fill(dealer, [("t1", "short")], 2)
+        ready = pooled(tmp_path)
+        real = dealer.link.announce
+        dealer.link.announce = down  # type: ignore[method-assign,assignment]
+        with pytest.raises(refusals.DealerError) as refused:
+            await dealer.open_hand("t1", "short")
+        still = pooled(tmp_path)
+        dealer.link.announce = real  # type: ignore[method-assign]
+        taken = await dealer.open_hand("t1", "short")
+        await close(dealer)
+        assert refused.value.reason == Reason.CODEALER_UNAVAILABLE
+        return ready, still, taken.hand_id
+
+    ready, still, taken = asyncio.run(run())
+    assert sorted(still) == sorted(ready) and taken in ready

@@ -168,17 +168,17 @@ class CodealStore:
             except sqlite3.Error as e:
                 raise CodealStoreError(f"co-dealt hands {self.path}: {e}") from None
 
-    def take(self, tenant: str, deck: str, now_ms: int) -> CodealRow | None:
-        """The oldest deck pooled for ``tenant``, now its hand (one UPDATE: taken once); None if
-        the pool has none."""
+    def take(self, tenant: str, deck: str, now_ms: int, hand_id: str = "") -> CodealRow | None:
+        """The oldest deck pooled for ``tenant`` (or the pooled deck ``hand_id``), now its hand (one
+        UPDATE: taken once); None if the pool has none (or another open took it)."""
         with self._lock:
             try:
                 row = self._db.execute(
                     f"UPDATE codeal_hands SET tenant = pool_tenant, created_ms = ? WHERE hand_id = ("  # noqa: S608
                     "SELECT hand_id FROM codeal_hands WHERE tenant = '' AND closed_ms IS NULL "
-                    "AND pool_tenant = ? AND deck = ? "
+                    "AND pool_tenant = ? AND deck = ? AND (? = '' OR hand_id = ?) "
                     f"ORDER BY created_ms, hand_id LIMIT 1) RETURNING {_COLUMNS}",
-                    (now_ms, tenant, deck),
+                    (now_ms, tenant, deck, hand_id, hand_id),
                 ).fetchone()
             except sqlite3.Error as e:
                 raise CodealStoreError(f"co-dealt hands {self.path}: {e}") from None
@@ -239,13 +239,25 @@ class CodealStore:
                 raise CodealStoreError(f"co-dealt hands {self.path}: {e}") from None
         return cursor.rowcount == 1
 
-    def drop_taken(self, hand_id: str) -> None:
-        """Forget a deck just taken whose co-dealer ended it: not logged, never answered (no hand)."""
+    def oldest_pooled(self, tenant: str, deck: str) -> str | None:
+        """The hand id of the deck ``take`` would hand over now, not taken; None if none is pooled."""
+        with self._lock:
+            try:
+                row = self._db.execute(
+                    "SELECT hand_id FROM codeal_hands WHERE tenant = '' AND closed_ms IS NULL "
+                    "AND pool_tenant = ? AND deck = ? ORDER BY created_ms, hand_id LIMIT 1",
+                    (tenant, deck),
+                ).fetchone()
+            except sqlite3.Error as e:
+                raise CodealStoreError(f"co-dealt hands {self.path}: {e}") from None
+        return None if row is None else str(row[0])
+
+    def drop_pooled(self, hand_id: str) -> None:
+        """Forget a pooled deck, never taken, that its co-dealer ended (never a hand, never logged)."""
         with self._lock:
             try:
                 self._db.execute(
-                    "DELETE FROM codeal_hands WHERE hand_id = ? AND closed_ms IS NULL "
-                    "AND json_extract(public, '$.log.open') IS NULL",
+                    "DELETE FROM codeal_hands WHERE hand_id = ? AND tenant = '' AND closed_ms IS NULL",
                     (hand_id,),
                 )
             except sqlite3.Error as e:
