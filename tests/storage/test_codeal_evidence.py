@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from fairdeck_server.storage.base import HandBatch, Storage
-from fairdeck_server.storage.codeal_evidence import first_codeal_entry_postgres, first_codeal_entry_sqlite
 from fairdeck_server.storage.postgres import PostgresStorage
+from fairdeck_server.storage.postgres import first_codeal_entry as first_codeal_entry_postgres
 from fairdeck_server.storage.sqlite import SqliteStorage
+from fairdeck_server.storage.sqlite import first_codeal_entry as first_codeal_entry_sqlite
 
 ORDINARY = b"FDL1\x01" + bytes(8) + b"an ordinary entry"
 

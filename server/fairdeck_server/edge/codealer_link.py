@@ -241,18 +241,20 @@ def codeal_dealer(
 
 def _first_codeal_entry(config: CodealSettings) -> tuple[int | None, str]:
     """The log's first co-dealt entry (or None), and how to name the log's database."""
-    from fairdeck_server.storage import codeal_evidence as evidence
+    from fairdeck.log.audit import LogUnreadable
 
     try:
         if config.db is not None:
+            from fairdeck_server.storage.postgres import first_codeal_entry as postgres_entry
             from fairdeck_server.storage.postgres.diagnosis import describe
 
-            where = f"the PostgreSQL database {describe(config.db)}"
-            return evidence.first_codeal_entry_postgres(config.db), where
+            return postgres_entry(config.db), f"the PostgreSQL database {describe(config.db)}"
+        from fairdeck_server.storage.sqlite import first_codeal_entry
+
         db = config.data_dir / "fairdeck.db"
-        return evidence.first_codeal_entry_sqlite(db), f"database {db}"
-    except evidence.CodealEvidenceError as e:
-        raise StartupRefused(f"cannot read the log to check co-dealt hands: {e}") from None
+        return first_codeal_entry(db), f"database {db}"
+    except LogUnreadable as e:
+        raise StartupRefused(f"{e}: check it before the co-dealt hands' record is made") from None
 
 
 def codeal_reaper(
