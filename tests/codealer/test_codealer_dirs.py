@@ -209,3 +209,43 @@ def test_an_emptied_or_foreign_codeal_db_was_given_a_fresh_schema_forgetting_ope
     last = out.stderr.strip().splitlines()[-1]
     assert last.startswith(f"fairdeck serve: co-dealt hands {db}") and "restore it from backup" in last, last
     assert db.read_bytes() == before
+
+
+def serve_codealer(data: Path, flags: tuple[str, ...]) -> subprocess.CompletedProcess[str]:
+    """``fairdeck serve --data DATA`` with the co-dealer ``flags``, expected to refuse at once."""
+    command = [sys.executable, "-m", "fairdeck.cli", "serve", "--data", str(data), *LISTEN, *flags]
+    try:
+        return subprocess.run(command, capture_output=True, text=True, timeout=30, env=clean_env())
+    except subprocess.TimeoutExpired:
+        pytest.fail("the dealer served with a new codeal.db beside a log of co-dealt hands")
+
+
+def test_a_deleted_codeal_db_was_silently_recreated_forgetting_open_hands(tmp_path: Path) -> None:
+    """Deleted (not emptied), codeal.db was made afresh at start: every open co-dealt hand forgotten.
+    The log's co-dealt entries say hands were dealt: refused in one line naming the file and the
+    fixes, nothing made; ``fairdeck init --codeal-record`` makes a new one knowingly, once."""
+    data = tmp_path / "data"
+    init_codealer(tmp_path / "cd1")
+    with CodealerProcess(tmp_path / "cd1") as codealer:
+        flags = codealer.dealer_flags()
+        dealer = DealerProcess(data, tmp_path / "dealer.log", *flags)
+        with dealer, DealerClient(dealer.target, timeout=60) as client:
+            CodealHands(client).open_hand("standard")
+    db = data / "codeal.db"
+    for name in ("codeal.db", "codeal.db-wal", "codeal.db-shm"):
+        (data / name).unlink(missing_ok=True)
+    out = serve_codealer(data, flags)
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    last = out.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"fairdeck serve: co-dealt hands {db} is missing but the log of database "), last
+    assert "restore it from backup" in last and f"`fairdeck init --codeal-record --data {data}`" in last, last
+    assert not db.exists()
+    init = [sys.executable, "-m", "fairdeck.cli", "init", "--codeal-record", "--data", str(data)]
+    made = subprocess.run(init, capture_output=True, text=True, timeout=60, env=clean_env())
+    assert made.returncode == 0 and db.exists(), made.stderr
+    again = subprocess.run(init, capture_output=True, text=True, timeout=60, env=clean_env())
+    assert again.returncode == 2 and "already exists" in again.stderr, again.stderr
+    with CodealerProcess(tmp_path / "cd1") as codealer:
+        dealer = DealerProcess(data, tmp_path / "dealer2.log", *codealer.dealer_flags())
+        with dealer, DealerClient(dealer.target, timeout=60) as client:
+            CodealHands(client).open_hand("standard")

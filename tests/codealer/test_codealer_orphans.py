@@ -289,3 +289,47 @@ def test_a_codealt_hand_the_codealer_ended_and_pruned_was_skipped_at_every_start
     assert kinds == ["gone"] and handled == 1
     assert row.closed_ms is not None and row.public["voided"] and row.public["codealer_gone"]
     assert logged(tmp_path, hand_id) == [SETUP, SHUFFLE, SHUFFLE]
+
+
+def test_a_close_cut_off_after_the_reveal_and_pruned_there_was_refused_for_ever_now_ends_alone(
+    tmp_path: Path,
+) -> None:
+    """The dealer's close asked the co-dealer for its seed (the co-dealer ended the hand) and the
+    dealer went down before it stored the close. Back after ``--keep-closed-days``, the co-dealer
+    had pruned the hand: every retry of the close was refused HAND_NOT_FOUND, for ever (a co-dealer
+    with no lifetime of its own: the reaper skipped it too). The dealer stored that it asked, so the
+    retry now ends the hand on its side alone, once, with no closing entries; before the
+    retention's day, the same refusal is still the co-dealer's (never closed alone)."""
+    now = [1_700_000_000_000]
+    codealer, dealer, storage = in_process(tmp_path, now)  # a co-dealer that ends no hand itself
+    real_reveal = dealer.link.reveal
+
+    async def reveal_then_die(hand_id: str) -> tuple[bytes, list[tuple[int, bytes, bytes, bytes]]]:
+        await real_reveal(hand_id)
+        raise ConnectionError("the dealer went down before it stored the close")
+
+    async def scene() -> tuple[str, str, CodealRow, CodealRow]:
+        await storage.start()
+        hand_id = (await dealer.open_hand("t", "short")).hand_id
+        await dealer.draw("t", hand_id, 2, b"")
+        dealer.link.reveal = reveal_then_die  # type: ignore[method-assign]
+        with pytest.raises(ConnectionError):
+            await dealer.close("t", hand_id)
+        dealer.link.reveal = real_reveal  # type: ignore[method-assign]
+        dealer._rows.clear()  # a restart: the row as stored
+        now[0] += 3_600_000
+        assert codealer.ledger.prune(now[0]) == 1  # a retention shorter than a day: not the rule
+        with pytest.raises(DealerError) as early:
+            await dealer.close("t", hand_id)
+        now[0] += 86_400_000
+        closed = await dealer.close("t", hand_id)
+        again = await dealer.close("t", hand_id)
+        await dealer.aclose()
+        await storage.close()
+        return hand_id, str(early.value.reason), closed, again
+
+    hand_id, early, closed, again = asyncio.run(scene())
+    assert early in (Reason.HAND_NOT_FOUND, Reason.CODEALER_REFUSED)
+    assert closed.closed_ms is not None and closed.public["voided"] and closed.public["codealer_gone"]
+    assert again.closed_ms == closed.closed_ms
+    assert logged(tmp_path, hand_id) == [SETUP, SHUFFLE, SHUFFLE]

@@ -171,3 +171,45 @@ def test_cache_eviction_keyerror_worker_threads_evicting_at_once(
         t.join(timeout=300)
     assert not failures, failures[:3]
     assert len(codealer._cache) <= 1
+
+
+def test_a_get_racing_the_first_void_pinned_the_open_row_and_the_hand_never_read_closed(
+    tmp_path: Path,
+) -> None:
+    """The flake of the dealer back after the co-dealer ended its hand: its first reaper pass voided
+    the hand while a GetHand read the row. The GetHand's read (open) ended after the void had kept
+    and closed its own, and replaced it in the dealer's row cache: the hand read open for ever
+    (and the reaper, seeing it closed in codeal.db, had nothing left to do). Forced here: the
+    GetHand's read is held between reading and returning until the void is done."""
+    from tests.support.codeal_pool import close as close_dealer
+
+    dealer = make_dealer(tmp_path)
+    real_get = dealer.store.get
+    read, release = threading.Event(), threading.Event()
+    held = [True]
+
+    def slow_get(hand_id: str):  # type: ignore[no-untyped-def]
+        row = real_get(hand_id)
+        if held[0]:  # the first read (the GetHand's): read now, answered after the void
+            held[0] = False
+            read.set()
+            assert release.wait(30)
+        return row
+
+    async def run() -> tuple[object, object]:
+        hand_id = (await dealer.open_hand("t", "short")).hand_id
+        await dealer.draw("t", hand_id, 2, b"")
+        dealer._rows.clear()  # a dealer just started: nothing cached
+        dealer.store.get = slow_get  # type: ignore[method-assign]
+        reading = asyncio.create_task(dealer.get("t", hand_id))
+        await asyncio.to_thread(read.wait, 30)
+        voided = await dealer.close("t", hand_id, voided=True)
+        release.set()
+        await reading
+        after = await dealer.get("t", hand_id)
+        await close_dealer(dealer)
+        return voided.closed_ms, after.closed_ms
+
+    voided, after = asyncio.run(run())
+    assert voided is not None
+    assert after == voided  # the hand reads closed, as it is stored

@@ -64,3 +64,74 @@ def test_a_tenant_never_takes_another_tenants_pooled_deck(tmp_path: Path) -> Non
 
     ready, other = asyncio.run(run())
     assert other not in ready and len(ready) == 2
+
+
+def test_codealer_restored_ended_the_pooled_decks_and_the_next_opens_failed_at_their_first_draw(
+    tmp_path: Path,
+) -> None:
+    """``fairdeck codealer restored`` ends every hand its ledger holds open, the dealer's pooled
+    decks too; the dealer handed them over as they were, and each such hand failed its first draw
+    (HAND_CLOSED) until the pool drained. Now a dead deck is dropped at the open and a live one
+    taken (here, made fresh): the open's first draw deals."""
+
+    async def run() -> tuple[list[str], list[str], str, int, list[str]]:
+        dealer = make_dealer(tmp_path)
+        await fill(dealer, [("t1", "short")], 3)
+        ready = pooled(tmp_path)
+        codealer = dealer.link.codealer  # type: ignore[attr-defined]
+        assert codealer.ledger.end_open_hands(1_700_000_000_000) == 3  # what `restored` does
+        hands = [await dealer.open_hand("t1", "short") for _ in range(2)]
+        drawn = [await dealer.draw("t1", hand.hand_id, 1, b"") for hand in hands]
+        left = pooled(tmp_path)
+        await close(dealer)
+        return ready, [h.hand_id for h in hands], str(drawn[0].cards), len(drawn), left
+
+    ready, hands, cards, drawn, left = asyncio.run(run())
+    assert drawn == 2 and cards
+    assert not set(hands) & set(ready)  # every ended deck dropped, the hands made fresh
+    assert left == []  # and none of them is pooled any more
+    assert sorted(logged_setups(tmp_path)) == sorted(hands)  # a dropped deck was never logged
+
+
+def test_a_pooled_deck_ended_there_is_recognised_as_the_grpc_link_relays_the_refusal() -> None:
+    from fairdeck.wire import Reason
+    from fairdeck_server import refusals
+    from fairdeck_server.dealing.codeal_ended import ended_there
+
+    def relayed(said: str) -> refusals.DealerError:  # as edge/codealer_link.py words it
+        return refusals.codeal(Reason.CODEALER_REFUSED, f"the co-dealer refused ({said}): details")
+
+    assert ended_there(relayed("FAILED_PRECONDITION HAND_CLOSED"))
+    assert ended_there(relayed("NOT_FOUND HAND_NOT_FOUND"))
+    assert not ended_there(relayed("FAILED_PRECONDITION HAND_ALREADY_SHUFFLED"))
+    assert not ended_there(refusals.codeal(Reason.CODEALER_UNAVAILABLE, "down"))
+
+
+def test_a_pooled_open_with_the_codealer_down_fails_and_leaves_the_deck_pooled(tmp_path: Path) -> None:
+    """The check of a pooled deck needs its co-dealer: down, the open fails UNAVAILABLE (its first
+    draw would have failed too) and the deck stays pooled as it was, never taken half."""
+    import pytest
+
+    from fairdeck.wire import Reason
+    from fairdeck_server import refusals
+
+    async def down(*args: object) -> tuple[bytes, bytes, bytes]:
+        raise refusals.codeal(Reason.CODEALER_UNAVAILABLE, "the co-dealer is unreachable")
+
+    async def run() -> tuple[list[str], list[str], str]:
+        dealer = make_dealer(tmp_path)
+        await fill(dealer, [("t1", "short")], 2)
+        ready = pooled(tmp_path)
+        real = dealer.link.announce
+        dealer.link.announce = down  # type: ignore[method-assign,assignment]
+        with pytest.raises(refusals.DealerError) as refused:
+            await dealer.open_hand("t1", "short")
+        still = pooled(tmp_path)
+        dealer.link.announce = real  # type: ignore[method-assign]
+        taken = await dealer.open_hand("t1", "short")
+        await close(dealer)
+        assert refused.value.reason == Reason.CODEALER_UNAVAILABLE
+        return ready, still, taken.hand_id
+
+    ready, still, taken = asyncio.run(run())
+    assert sorted(still) == sorted(ready) and taken in ready

@@ -70,6 +70,8 @@ def cmd_init(args: argparse.Namespace) -> int:
     if args.log_origin is not None and (problem := origin_problem(args.log_origin)):
         print(f"fairdeck init: --log-origin {args.log_origin}: {problem}", file=sys.stderr)
         return 2
+    if args.codeal_record:
+        return _init_codeal_record(data)
     log_key = Path(args.log_key_file) if args.log_key_file else None
     seed_key = Path(args.seed_key_file) if args.seed_key_file else None
     try:
@@ -99,6 +101,32 @@ def cmd_init(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     print(keys.signer.verifier.to_string())
+    return 0
+
+
+def _init_codeal_record(data: Path) -> int:
+    """A new, empty DATA_DIR/codeal.db, made knowingly (serve refuses to make one beside a log that
+    holds co-dealt hands: the old one was lost)."""
+    from fairdeck_server.dealing.codeal_store import CodealStoreError, create_record
+
+    path = data / "codeal.db"
+    if not data.is_dir():
+        print(f"fairdeck init: --data {data} is not a directory; give the dealer's data dir", file=sys.stderr)
+        return 2
+    try:
+        lock = startup.DataDirLock.acquire(data)  # never beside a dealer that serves
+        try:
+            create_record(path)
+        finally:
+            lock.release()
+    except (CodealStoreError, StartupRefused) as e:
+        print(f"fairdeck init: {e}", file=sys.stderr)
+        return 2
+    print(
+        f"created co-dealt hands {path}, empty: co-dealt hands of the record it replaces stay open in the "
+        "log and are ended by their co-dealers at their lifetime",
+        file=sys.stderr,
+    )
     return 0
 
 
@@ -144,6 +172,12 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         "--keys-only",
         action="store_true",
         help="make only the keys (replicas on PostgreSQL, which make their database on first start)",
+    )
+    init.add_argument(
+        "--codeal-record",
+        action="store_true",
+        help="make only a new, empty DIR/codeal.db (the co-dealt hands' record), after it was lost "
+        "and cannot be restored: serve refuses to make one beside a log with co-dealt hands",
     )
     init.set_defaults(handler=cmd_init)
 

@@ -114,13 +114,17 @@ class CoDealer:
     # -- announce ------------------------------------------------------------------------------
 
     def announce(self, hand_id: str, deck: str, holder: int, holders: int) -> tuple[bytes, bytes]:
-        """(key record, identity signature) of a fresh key and seed for the hand; the same on a repeat."""
+        """(key record, identity signature) of a fresh key and seed for the hand; the same on a repeat,
+        unless the hand ended (refused HAND_CLOSED: how the dealer checks a pooled deck is live)."""
         _check_hand_id(hand_id)
         spec = _spec(deck)
         if not MIN_HOLDERS <= holders <= MAX_HOLDERS or not 1 <= holder < holders:
             raise refusals.invalid(
                 "holder", Reason.INVALID_TRANSCRIPT, f"want 1 <= holder < holder_count <= {MAX_HOLDERS}"
             )
+        known = self.ledger.transaction(lambda db: read_hand(db, hand_id))
+        if known is not None and known.revealed:  # a repeat needs no fresh key: none is made
+            raise _ended(known)
         secrets_ = new_holder(spec, hand_id, holder, self.random)
         record = secrets_.record.encode()
         signature = sign(self.identity, key_statement(spec, hand_id, holder, holders, record))
@@ -135,6 +139,8 @@ class CoDealer:
                         Reason.INVALID_TRANSCRIPT,
                         "this hand was announced with another deck or holder",
                     )
+                if row.revealed:
+                    raise _ended(row)
                 return row.key_record, row.key_signature
             db.execute(
                 "INSERT INTO hands (hand_id, deck, holder, holders, sealed_secrets, key_record, "

@@ -17,7 +17,6 @@ import asyncio
 import contextlib
 import logging
 import secrets
-import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,11 +38,14 @@ from fairdeck.codeal.verify import CodealHand, DealtPosition, verify_hand
 from fairdeck.core.decks import DeckSpec, DeckSpecError
 from fairdeck.wire import Reason
 from fairdeck_server import refusals
+from fairdeck_server.dealing.codeal_deckpool import DeckPool
+from fairdeck_server.dealing.codeal_ended import REVEAL_ASKED, pruned_after_reveal
 from fairdeck_server.dealing.codeal_health import CodealerWatch
 from fairdeck_server.dealing.codeal_log import CLOSED, OPENED, CodealLog, logged
 from fairdeck_server.dealing.codeal_seals import checked_seals, draw_seals, unrecorded
 from fairdeck_server.dealing.codeal_seals import invalid as _invalid
 from fairdeck_server.dealing.codeal_store import CodealRow, CodealStore
+from fairdeck_server.dealing.codeal_take import take_live
 from fairdeck_server.dealing.vault import SeedVault
 
 log = logging.getLogger(__name__)
@@ -165,7 +167,7 @@ class CodealDealer:
         self._check_configured()
         if self.pool is not None:
             self.pool.busy()
-            row = await asyncio.to_thread(self.store.take, tenant, deck, self.clock_ms())
+            row = await take_live(self.link, self.store, tenant, deck, self.clock_ms, self.pool.per_tenant)
             self.pool.wanted(tenant, deck)
             if row is not None:  # taken, then logged: a deck is logged once, for the hand it became
                 await self.log.opened(row, self.clock_ms())
@@ -334,7 +336,20 @@ class CodealDealer:
             ctx = _context(row)
             x, seed = self._secrets(row)
             final = _final_deck(ctx, row)
-            theirs_seed, seals = await self.link.reveal(hand_id, releases)
+            if REVEAL_ASKED not in row.public:  # a retry after the co-dealer's retention knows it
+                row.public[REVEAL_ASKED] = self.clock_ms()
+                await asyncio.to_thread(self.store.put, row)
+            try:
+                theirs_seed, seals = await self.link.reveal(hand_id, releases)
+            except refusals.DealerError as e:
+                if not pruned_after_reveal(row.public, e, self.clock_ms()):
+                    raise
+                log.warning(
+                    "co-dealt hand %s: its close was cut off after the co-dealer ended it, which has "
+                    "since pruned it: closed on the dealer's side alone, no closing entries logged",
+                    hand_id,
+                )
+                return await self._close_alone(row)
             lost = unrecorded(row.public["seats"], seals)
             seats = [*row.public["seats"], *(k.hex() for k in lost)]
             statements = checked_seals(ctx, self.identity_key, seats, seals)
@@ -391,19 +406,21 @@ class CodealDealer:
         with no entries (never retried); its setup and shuffles stay its last word in the log."""
         async with self._lock(hand_id):
             row = await self._row(tenant, hand_id)
-            if row.closed_ms is None:
-                row.public.update(voided=True, codealer_gone=True)
-                row.public.setdefault("log", {})[CLOSED] = -1
-                row.closed_ms = self.clock_ms()
-                await asyncio.to_thread(self.store.put, row)
-            return row
+            return row if row.closed_ms is not None else await self._close_alone(row)
+
+    async def _close_alone(self, row: CodealRow) -> CodealRow:
+        row.public.update(voided=True, codealer_gone=True)
+        row.public.setdefault("log", {})[CLOSED] = -1
+        row.closed_ms = self.clock_ms()
+        await asyncio.to_thread(self.store.put, row)
+        return row
 
     async def _log_closed(self, row: CodealRow) -> None:
         await self.log.closed(row, self.clock_ms())
         await asyncio.to_thread(self.store.put, row)
 
     async def get(self, tenant: str, hand_id: str) -> CodealRow:
-        return await self._row(tenant, hand_id)
+        return await self._row(tenant, hand_id, keep=False)
 
     def owns(self, hand_id: str) -> bool:
         """Whether ``hand_id`` is a co-dealt hand of this dealer."""
@@ -435,13 +452,15 @@ class CodealDealer:
             if not entry[1][0]:
                 del self._locks[hand_id]
 
-    async def _row(self, tenant: str, hand_id: str) -> CodealRow:
-        """The hand's row, read once and then kept (this process is the only writer of its
-        co-dealt hands: codealer_link refuses --processes with --codealer)."""
+    async def _row(self, tenant: str, hand_id: str, *, keep: bool = True) -> CodealRow:
+        """The hand's row, read once under the hand's lock and then kept (this process is the only
+        writer of its co-dealt hands: codealer_link refuses --processes with --codealer). A read
+        without the lock (``get``: keep False) is never kept: racing a close, it would pin the row
+        as it was before, and the hand would read open, and be dealt from, for ever."""
         row = self._rows.get(hand_id)
         if row is None:
             row = await asyncio.to_thread(self.store.get, hand_id)
-            if row is not None and row.tenant:
+            if row is not None and row.tenant and keep:
                 _remember(self._rows, hand_id, row)
         if row is None or row.tenant != tenant:
             raise refusals.hand_not_found()
@@ -492,97 +511,6 @@ def _check_shuffle(ctx: HandContext, own: bytes, theirs: bytes) -> None:
     check_fresh(before, record.deck, 1)
     verify_shuffle(ctx, 1, before, record.deck, record.proof)
     verify_signature(ctx, before, record)
-
-
-POOL_IDLE_S = 0.25
-"""A refill starts only after this long without a co-dealt call (so it does not take the CPU from a
-hand being dealt), unless the pool is below a quarter of its target."""
-POOL_RETRY_S = 1.0
-"""After a refill fails (the co-dealer down, say), the pool waits this long before the next."""
-
-
-class DeckPool:
-    """Pre-shuffled, pre-proved co-dealt decks, refilled in the background, fairly across tenants.
-
-    Each (tenant, deck) that opened a co-dealt hand gets ``per_tenant`` decks kept ready. Refills
-    take turns round robin over the pairs below their target (one deck per turn, as a deficit
-    round robin with a quantum of one deck), so one tenant's burst never keeps another's pool
-    empty. Decks are made one at a time, off the hands' path; a deck is taken by
-    ``CodealStore.take`` (one UPDATE), so it is never dealt twice, across restarts too.
-    """
-
-    def __init__(self, dealer: CodealDealer, per_tenant: int) -> None:
-        self.dealer = dealer
-        self.per_tenant = per_tenant
-        self._order: list[tuple[str, str]] = []
-        self._next = 0
-        self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-        self._last_call = 0.0
-        self.made = 0
-
-    def forget(self, tenant: str, deck: str) -> None:
-        """``tenant`` took no ``deck`` hand for a lifetime (its pooled decks were retired): no
-        more refills for it until it opens one again (``wanted``)."""
-        if (tenant, deck) in self._order:
-            self._order.remove((tenant, deck))
-            self._next = 0
-
-    def wanted(self, tenant: str, deck: str) -> None:
-        """``tenant`` opened a ``deck`` hand: keep its pool full."""
-        if (tenant, deck) not in self._order:
-            self._order.append((tenant, deck))
-        self._wake.set()
-
-    def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run())
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-
-    async def _next_short(self) -> tuple[str, str] | None:
-        """The next (tenant, deck) in turn whose pool is below its target, or None."""
-        for i in range(len(self._order)):
-            pair = self._order[(self._next + i) % len(self._order)]
-            if await asyncio.to_thread(self.dealer.store.pooled, *pair) < self.per_tenant:
-                self._next = (self._next + i + 1) % len(self._order)
-                return pair
-        return None
-
-    def busy(self) -> None:
-        """A co-dealt call ran: refills wait until the dealer is idle again."""
-        self._last_call = time.monotonic()
-
-    async def _idle(self, pair: tuple[str, str]) -> None:
-        while (wait := self._last_call + POOL_IDLE_S - time.monotonic()) > 0:
-            if await asyncio.to_thread(self.dealer.store.pooled, *pair) < self.per_tenant // 4:
-                return
-            await asyncio.sleep(wait)
-
-    async def _run(self) -> None:
-        while True:
-            pair = await self._next_short()
-            if pair is None:
-                self._wake.clear()
-                await self._wake.wait()
-                continue
-            await self._idle(pair)
-            if self.dealer.misconfigured is not None:  # said by co-dealt health: no refill to fail
-                await asyncio.sleep(POOL_RETRY_S)
-                continue
-            try:
-                await self.dealer.make_hand("", pair[1], pool_tenant=pair[0])
-                self.made += 1
-            except Exception as e:  # the co-dealer down or refusing: try again later
-                log.warning(
-                    "co-dealt deck pool: a refill failed (%s); retrying in %g s",
-                    type(e).__name__,
-                    POOL_RETRY_S,
-                )
-                await asyncio.sleep(POOL_RETRY_S)
 
 
 def _check_seat_keys(field: str, keys: Sequence[bytes]) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -167,17 +168,17 @@ class CodealStore:
             except sqlite3.Error as e:
                 raise CodealStoreError(f"co-dealt hands {self.path}: {e}") from None
 
-    def take(self, tenant: str, deck: str, now_ms: int) -> CodealRow | None:
-        """The oldest deck pooled for ``tenant``, now its hand (one UPDATE: taken once); None if
-        the pool has none."""
+    def take(self, tenant: str, deck: str, now_ms: int, hand_id: str = "") -> CodealRow | None:
+        """The oldest deck pooled for ``tenant`` (or the pooled deck ``hand_id``), now its hand (one
+        UPDATE: taken once); None if the pool has none (or another open took it)."""
         with self._lock:
             try:
                 row = self._db.execute(
                     f"UPDATE codeal_hands SET tenant = pool_tenant, created_ms = ? WHERE hand_id = ("  # noqa: S608
                     "SELECT hand_id FROM codeal_hands WHERE tenant = '' AND closed_ms IS NULL "
-                    "AND pool_tenant = ? AND deck = ? "
+                    "AND pool_tenant = ? AND deck = ? AND (? = '' OR hand_id = ?) "
                     f"ORDER BY created_ms, hand_id LIMIT 1) RETURNING {_COLUMNS}",
-                    (now_ms, tenant, deck),
+                    (now_ms, tenant, deck, hand_id, hand_id),
                 ).fetchone()
             except sqlite3.Error as e:
                 raise CodealStoreError(f"co-dealt hands {self.path}: {e}") from None
@@ -238,6 +239,30 @@ class CodealStore:
                 raise CodealStoreError(f"co-dealt hands {self.path}: {e}") from None
         return cursor.rowcount == 1
 
+    def oldest_pooled(self, tenant: str, deck: str) -> str | None:
+        """The hand id of the deck ``take`` would hand over now, not taken; None if none is pooled."""
+        with self._lock:
+            try:
+                row = self._db.execute(
+                    "SELECT hand_id FROM codeal_hands WHERE tenant = '' AND closed_ms IS NULL "
+                    "AND pool_tenant = ? AND deck = ? ORDER BY created_ms, hand_id LIMIT 1",
+                    (tenant, deck),
+                ).fetchone()
+            except sqlite3.Error as e:
+                raise CodealStoreError(f"co-dealt hands {self.path}: {e}") from None
+        return None if row is None else str(row[0])
+
+    def drop_pooled(self, hand_id: str) -> None:
+        """Forget a pooled deck, never taken, that its co-dealer ended (never a hand, never logged)."""
+        with self._lock:
+            try:
+                self._db.execute(
+                    "DELETE FROM codeal_hands WHERE hand_id = ? AND tenant = '' AND closed_ms IS NULL",
+                    (hand_id,),
+                )
+            except sqlite3.Error as e:
+                raise CodealStoreError(f"co-dealt hands {self.path}: {e}") from None
+
     def retired(self, limit: int) -> list[str]:
         """Pooled decks retired whose co-dealer has not been told yet (``drop_retired`` not done)."""
         with self._lock:
@@ -268,9 +293,33 @@ def _row(row: Any) -> CodealRow:
     return CodealRow(row[0], row[1], row[2], row[3], row[4], row[5], public, row[7])
 
 
+def check_record(path: Path, first_entry: Callable[[], tuple[int | None, str]]) -> None:
+    """Refuse a missing codeal.db when the dealer's log holds a co-dealt entry: the file was lost
+    (a first start has none). ``first_entry``: that entry's index or None, and how to name the log's
+    database; read only when the file is missing. Never made here: ``CodealStore`` makes it."""
+    if path.exists() or path.is_symlink():
+        return
+    index, where = first_entry()
+    if index is None:
+        return
+    raise CodealStoreLost(
+        f"co-dealt hands {path} is missing but the log of {where} holds co-dealt hands (entry {index}): "
+        "restore it from backup (the latest: it holds the dealer's sealed key and seed of every co-dealt "
+        "hand); to start a new record knowingly (this dealer's open co-dealt hands can then "
+        f"never be closed), run `fairdeck init --codeal-record --data {path.parent}`"
+    )
+
+
+def create_record(path: Path) -> None:
+    """``fairdeck init --codeal-record``: a new, empty codeal.db, knowingly; never over one."""
+    if path.exists() or path.is_symlink():
+        raise CodealStoreError(f"co-dealt hands {path} already exists; fairdeck init never replaces it")
+    CodealStore(path).close()
+
+
 def _check_not_lost(path: Path) -> None:
     """Refuse a codeal.db emptied (a failed restore, a full disk) or swapped for another SQLite
-    file; a missing one is made (the first start with --codealer)."""
+    file; a missing one is made (the first start with --codealer, after ``check_record``)."""
     try:
         size = path.stat().st_size
     except FileNotFoundError:

@@ -111,7 +111,7 @@ class CodealReaper:
         if admission is not None:  # in its turn at the admission, as its calls
             await admission.enter_work(tenant)
         try:
-            await self.codeal.close(tenant, hand_id, voided=True)
+            row = await self.codeal.close(tenant, hand_id, voided=True)
         except refusals.DealerError as e:
             if e.reason == Reason.CODEALER_UNAVAILABLE or e.status is refusals.Status.UNAVAILABLE:
                 raise
@@ -144,7 +144,9 @@ class CodealReaper:
             if admission is not None:
                 admission.leave_work(tenant)
             fair.unbind(token)
-        if kind == "hand":
+        if row.public.get("codealer_gone"):  # its close cut off, then pruned there: ended alone
+            kind = "gone"
+        elif kind == "hand":
             self.voided += 1
         self.on_voided(kind)
 

@@ -27,7 +27,7 @@ from fairdeck.wire import AUTHORIZATION, Reason
 from fairdeck_server import refusals
 from fairdeck_server.codealer.dealer_token import parse_token
 from fairdeck_server.dealing.codeal_health import CODEAL_HEALTH, CodealerWatch
-from fairdeck_server.dealing.codeal_store import CodealStore, CodealStoreError, CodealStoreLost
+from fairdeck_server.dealing.codeal_store import CodealStore, CodealStoreError, CodealStoreLost, check_record
 from fairdeck_server.dealing.vault import SeedVault, read_private_text
 from fairdeck_server.edge.health import NOT_SERVING, SERVING, HealthServicer
 from fairdeck_server.observe.metrics import Metrics
@@ -42,7 +42,7 @@ if TYPE_CHECKING:  # loaded only with --codealer: the co-dealt code needs libsod
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 POOL_PER_TENANT = 16
-"""Co-dealt decks kept shuffled ahead per tenant and deck spec (codeal_dealing.DeckPool)."""
+"""Co-dealt decks kept shuffled ahead per tenant and deck spec (dealing/codeal_deckpool.DeckPool)."""
 CALL_TIMEOUT = 10.0
 """Seconds a co-dealer call may take (a 52-card shuffle with its proof takes well under one)."""
 _DOWN = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED)
@@ -197,6 +197,8 @@ class CodealSettings(Protocol):
     def data_dir(self) -> Path: ...
     @property
     def max_hand_lifetime(self) -> float: ...
+    @property
+    def db(self) -> str | None: ...
 
 
 def codeal_dealer(
@@ -224,6 +226,7 @@ def codeal_dealer(
         raise StartupRefused(f"--codealer-key: {e}") from None
     token = codealer_token(config.codealer_token)
     try:
+        check_record(config.data_dir / "codeal.db", lambda: _first_codeal_entry(config))
         store = CodealStore(config.data_dir / "codeal.db")
     except CodealStoreLost as e:
         raise StartupRefused(str(e)) from None
@@ -251,6 +254,24 @@ def codeal_dealer(
     if codeal.watch is not None:
         codeal.watch.start()
     return codeal
+
+
+def _first_codeal_entry(config: CodealSettings) -> tuple[int | None, str]:
+    """The log's first co-dealt entry (or None), and how to name the log's database."""
+    from fairdeck.log.audit import LogUnreadable
+
+    try:
+        if config.db is not None:
+            from fairdeck_server.storage.postgres import first_codeal_entry as postgres_entry
+            from fairdeck_server.storage.postgres.diagnosis import describe
+
+            return postgres_entry(config.db), f"the PostgreSQL database {describe(config.db)}"
+        from fairdeck_server.storage.sqlite import first_codeal_entry
+
+        db = config.data_dir / "fairdeck.db"
+        return first_codeal_entry(db), f"database {db}"
+    except LogUnreadable as e:
+        raise StartupRefused(f"{e}: check it before the co-dealt hands' record is made") from None
 
 
 def codeal_reaper(

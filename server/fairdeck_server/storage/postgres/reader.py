@@ -241,3 +241,30 @@ def _rotations(conn: psycopg.Connection[tuple[object, ...]]) -> list[bytes]:
     except psycopg.errors.InsufficientPrivilege:
         return []
     return [str(r[0]).encode() for r in rows]
+
+
+CODEAL_KINDS = tuple(b"FDL1" + bytes([kind]) for kind in range(3, 8))
+"""The first five bytes of each co-dealt entry (fairdeck.codeal.entries: types 3 to 7)."""
+
+
+def first_codeal_entry(url: str) -> int | None:
+    """The index of the log's first co-dealt entry, or None (none, or no log yet), as the SQLite
+    reader's: one short read-only connection; ``LogUnreadable`` names the database, not its password."""
+    from fairdeck.log.audit import LogUnreadable
+    from fairdeck_server.storage.postgres.diagnosis import describe, what
+
+    try:
+        with psycopg.connect(url, autocommit=True, application_name="fairdeck-codeal-check") as conn:
+            made = conn.execute("SELECT to_regclass('log_entries') IS NOT NULL").fetchone()
+            if made is None or not made[0]:
+                return None
+            row = conn.execute(
+                "SELECT idx FROM log_entries WHERE substring(entry FROM 1 FOR 5) IN (%s, %s, %s, %s, %s) "
+                "ORDER BY idx LIMIT 1",
+                CODEAL_KINDS,
+            ).fetchone()
+    except psycopg.Error as e:
+        raise LogUnreadable(
+            f"cannot read the log of the PostgreSQL database {describe(url)}: {what(e)}"
+        ) from None
+    return None if row is None else int(row[0])

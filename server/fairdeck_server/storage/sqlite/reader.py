@@ -202,3 +202,30 @@ def read_log(path: Path) -> tuple[int, list[bytes], Iterator[bytes]]:
             conn.close()
 
     return count, notes, entries()
+
+
+CODEAL_KINDS = tuple(b"FDL1" + bytes([kind]) for kind in range(3, 8))
+"""The first five bytes of each co-dealt entry (fairdeck.codeal.entries: types 3 to 7)."""
+
+
+def first_codeal_entry(path: Path) -> int | None:
+    """The index of the log's first co-dealt entry, or None (none, or no log yet): the evidence that
+    co-dealt hands were dealt, read before a missing codeal.db is made (codeal_store.check_record).
+    Read-only, one scan in log order that stops at the first; ``LogUnreadable`` names the file."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return None
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            if conn.execute("SELECT name FROM sqlite_master WHERE name = 'log_entries'").fetchone() is None:
+                return None
+            row = conn.execute(
+                "SELECT idx FROM log_entries WHERE substr(entry, 1, 5) IN (?, ?, ?, ?, ?) "
+                "ORDER BY idx LIMIT 1",
+                CODEAL_KINDS,
+            ).fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error as e:
+        raise LogUnreadable(f"cannot read the log of database {path}: {e}") from None
+    return None if row is None else int(row[0])
