@@ -1,5 +1,6 @@
-"""A plain ``pytest`` runs in parallel, and its ``serial`` tests run last, alone, in one process
-(tests/support/parallel.py): checked on a small suite of its own, run as the README runs ours."""
+"""A plain ``pytest`` runs in parallel, its ``serial`` tests run last, alone, in one process, and the
+tests of one ``xdist_group`` in one process (tests/support/parallel.py): checked on a small suite of
+its own, run once as the README runs ours."""
 
 from __future__ import annotations
 
@@ -9,9 +10,12 @@ import sys
 import textwrap
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+import pytest
 
-SUITE = """
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.xdist_group("parallel_run")  # the tests share one run of the small suite
+
+CONFTEST = """
 import os
 import pytest
 
@@ -28,6 +32,10 @@ def span(request):
     log(f"start {request.node.name}")
     yield
     log(f"end {request.node.name}")
+"""
+
+SUITE = """
+import pytest
 
 @pytest.mark.parametrize("i", range(20))
 def test_before(i):
@@ -43,23 +51,63 @@ def test_after(i):
     pass
 """
 
+GROUPED = """
+import pytest
+from conftest import log
 
-def test_a_plain_run_is_parallel_and_runs_its_serial_tests_last_and_alone(tmp_path: Path) -> None:
-    (tmp_path / "test_suite.py").write_text(textwrap.dedent(SUITE))
-    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    serial: alone\n")
-    spans = tmp_path / "spans"
+pytestmark = pytest.mark.xdist_group("shared")
+
+@pytest.fixture(scope="module")
+def shared():
+    log("build shared")
+
+@pytest.mark.parametrize("i", range(8))
+def test_grouped(shared, i, worker_id):
+    assert worker_id.startswith("gw")
+
+@pytest.mark.serial
+def test_grouped_alone():
+    pass
+"""
+TESTS = 20 + 3 + 20 + 8 + 1
+SERIAL = ("test_alone", "test_grouped_alone")
+
+
+@pytest.fixture(scope="module")
+def spans(tmp_path_factory: pytest.TempPathFactory) -> list[list[str]]:
+    """The lines the small suite's tests wrote: ``start|end name worker pid`` and ``build ...``."""
+    tree = tmp_path_factory.mktemp("suite")
+    for name, text in (("conftest.py", CONFTEST), ("test_suite.py", SUITE), ("test_grouped.py", GROUPED)):
+        (tree / name).write_text(textwrap.dedent(text))
+    (tree / "pytest.ini").write_text("[pytest]\nmarkers =\n    serial: alone\n")
+    spans = tree / "spans"
     env = {**os.environ, "SPANS": str(spans), "PYTHONPATH": str(ROOT)}
     env.pop("PYTEST_XDIST_WORKER", None)
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "tests.support.parallel", "-p", "no:cacheprovider"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240,
+        cwd=tree, env=env, capture_output=True, text=True, timeout=240,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    lines = [line.split() for line in spans.read_text().splitlines()]
-    assert len(lines) == 2 * 43
+    assert f"{TESTS} passed" in done.stdout, done.stdout[-3000:]
+    return [line.split() for line in spans.read_text().splitlines()]
+
+
+def test_a_plain_run_is_parallel_and_runs_its_serial_tests_last_and_alone(spans: list[list[str]]) -> None:
+    lines = [line for line in spans if line[0] != "build"]
+    assert len(lines) == 2 * TESTS
     workers = {worker for _, _, worker, _ in lines}
     assert len(workers) > 1 and "-" not in workers, workers  # parallel, in pytest-xdist's workers
-    serial = [i for i, (_, name, _, _) in enumerate(lines) if name.startswith("test_alone")]
-    assert min(serial) == len(lines) - 6, lines  # every other test ended before the first began
+    serial = [i for i, (_, name, _, _) in enumerate(lines) if name.startswith(SERIAL)]
+    assert len(serial) == 2 * 4 and min(serial) == len(lines) - 8, lines  # all others ended first
     assert len({lines[i][2] for i in serial}) == 1, lines  # one worker ran them
-    assert [lines[i][0] for i in serial] == ["start", "end"] * 3, lines  # one after the other
+    assert [lines[i][0] for i in serial] == ["start", "end"] * 4, lines  # one after the other
+
+
+def test_the_tests_of_one_xdist_group_run_in_one_worker_that_builds_its_module_fixture_once(
+    spans: list[list[str]],
+) -> None:
+    builds = [line for line in spans if line[0] == "build"]
+    grouped = [line for line in spans if line[1].startswith("test_grouped[")]
+    assert len(grouped) == 2 * 8, spans  # none lost
+    assert len(builds) == 1, builds
+    assert {line[2] for line in grouped} == {builds[0][2]}, spans  # that one worker ran them all

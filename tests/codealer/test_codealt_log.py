@@ -31,6 +31,9 @@ from tests.support.logs import (
 )
 from tests.support.waits import wait_for
 
+pytestmark = pytest.mark.xdist_group("codealer_codealt_log")
+"""One worker runs the module, so the co-dealt log is dealt once a run."""
+
 CODEALT = (SETUP, SHUFFLE, SHARES, SEEDS, SEALS)
 
 

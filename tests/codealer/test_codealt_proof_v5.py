@@ -21,6 +21,9 @@ from tests.support.codealers import CodealerProcess, init_codealer
 from tests.support.dealers import RunningDealer
 from tests.support.logs import verifier_key
 
+pytestmark = pytest.mark.xdist_group("codealer_proof_v5")
+"""One worker runs the module, so its co-dealt hand is dealt once a run."""
+
 
 @pytest.fixture(scope="module")
 def closed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[pb.Hand, str, str, list[bytes], str]]:

@@ -47,6 +47,9 @@ from tests.support.dealers import DealerProcess
 from tests.support.dumps import Region, SecretIndex, memory_dump
 from tests.support.waits import wait_for
 
+pytestmark = pytest.mark.xdist_group("codealer_dealer_dump")
+"""One worker runs the module, so the dealer and co-dealer are run and dumped once a run."""
+
 HANDS = 12
 SEATS = 10
 HOLE = 2

@@ -1,7 +1,10 @@
 """A collection is handed to us: it is hostile. Whatever file of it is a link (to a file outside,
 to /dev/zero), a FIFO or a directory, ``lab test`` and a resumed ``lab collect`` write nothing
 outside it, do not hang, print no traceback, and refuse in one line naming the file. A manifest
-nested 100,000 deep is one line too. Each command runs in a process of its own, with a timeout."""
+nested 100,000 deep is one line too. A command that could hang or read without end (a FIFO, a link
+to /dev/zero, a deep manifest) runs in a process of its own, with a timeout; the others run through
+the CLI's ``main`` in this process (``Cli``), the same exit status and output without a process's
+start, most of a case's time."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -39,6 +43,37 @@ def fairdeck(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str
         timeout=timeout,  # a hang fails the test instead of stalling it
         env=clean_env(),
     )
+
+
+REAL_PROCESS = ("link to /dev/zero", "fifo")
+"""The kinds a command may hang on or read without end: run in a process with a timeout."""
+
+
+class Cli:
+    """``fairdeck`` run by the CLI's ``main`` in this process, with the environment a process of
+    ``fairdeck()`` gets (no FAIRDECK_* variable): its exit status and what it printed."""
+
+    def __init__(self, capsys: pytest.CaptureFixture[str]) -> None:
+        self.capsys = capsys
+
+    def __call__(self, *args: str) -> subprocess.CompletedProcess[str]:
+        self.capsys.readouterr()
+        try:
+            status = main(list(args))
+        except SystemExit as e:  # argparse's refusals
+            status = e.code if isinstance(e.code, int) else 1
+        out, err = self.capsys.readouterr()
+        return subprocess.CompletedProcess(["fairdeck", *args], status, out, err)
+
+    def of(self, kind: str) -> Callable[..., subprocess.CompletedProcess[str]]:
+        return fairdeck if kind in REAL_PROCESS else self
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Cli:
+    for name in [name for name in os.environ if name.startswith("FAIRDECK_")]:
+        monkeypatch.delenv(name)
+    return Cli(capsys)
 
 
 class Outside:
@@ -80,13 +115,13 @@ def one_line_refusal(done: subprocess.CompletedProcess[str], status: int, name: 
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("name", FILES)
 def test_lab_test_on_a_collection_with_any_file_replaced_refuses_in_one_line(
-    kit: Path, tmp_path: Path, name: str, kind: str
+    kit: Path, tmp_path: Path, name: str, kind: str, cli: Cli
 ) -> None:
     copy = tmp_path / "kit"
     shutil.copytree(kit, copy)
     outside = Outside(tmp_path)
     plant(copy / name, kind, outside)
-    done = fairdeck("lab", "test", str(copy), "--dieharder", "none", "--no-progress")
+    done = cli.of(kind)("lab", "test", str(copy), "--dieharder", "none", "--no-progress")
     one_line_refusal(done, 1, name)
     outside.untouched()
 
@@ -128,17 +163,27 @@ def test_a_manifest_nested_100000_deep_is_one_line(kit: Path, tmp_path: Path) ->
 RESUMED = (*formats.APPENDED, "state.json")
 
 
+@pytest.fixture(scope="module")
+def resumable(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A collection of 2000 raw bytes, to resume: each case resumes a copy of its own."""
+    out = tmp_path_factory.mktemp("resumable") / "kit"
+    argv = ["lab", "collect", "--out", str(out), "--raw-bytes", "2000", "--batch", "10", "--no-progress"]
+    assert main(argv) == 0
+    return out
+
+
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("name", RESUMED)
 def test_collect_resuming_a_collection_with_any_file_replaced_writes_nothing_outside(
-    tmp_path: Path, name: str, kind: str
+    resumable: Path, tmp_path: Path, name: str, kind: str, cli: Cli
 ) -> None:
     out = tmp_path / "kit"
-    argv = ["lab", "collect", "--out", str(out), "--raw-bytes", "2000", "--batch", "10", "--no-progress"]
-    assert main(argv) == 0
+    shutil.copytree(resumable, out, symlinks=True)
     outside = Outside(tmp_path)
     plant(out / name, kind, outside)
-    done = fairdeck(*argv[:-3], "--raw-bytes", "4000", "--batch", "10", "--no-progress")
+    done = cli.of(kind)(
+        "lab", "collect", "--out", str(out), "--raw-bytes", "4000", "--batch", "10", "--no-progress"
+    )
     one_line_refusal(done, 2, name)
     outside.untouched()
 

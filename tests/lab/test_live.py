@@ -21,6 +21,9 @@ from fairdeck.cli import main
 from fairdeck.lab import formats
 from tests.support.dealers import DealerProcess, RunningDealer
 
+pytestmark = pytest.mark.xdist_group("lab_live")
+"""One worker runs the module, so the live collection (over a minute) is made once a run."""
+
 RAW_BYTES = 7_200_000
 """Enough for one psample of most quick dieharder tests (each reads about 4.2 MB, measured) on the
 raw stream *and on the seed source*, about two thirds its size (45 seed bytes a hand against 68

@@ -35,6 +35,9 @@ from fairdeck.stats.remote import check_hand
 from fairdeck.stats.sampling import RunSpec, sample
 from tests.support.dealers import RunningDealer
 
+pytestmark = pytest.mark.xdist_group("stats_command")
+"""One worker runs the module, so the full statistics run is made once a run."""
+
 
 def stats(capsys: pytest.CaptureFixture[str], out: Path, *args: str) -> tuple[int, dict[str, Any]]:
     code = main(["stats", "--json", "--no-progress", "--out", str(out), *args])

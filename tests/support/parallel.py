@@ -3,11 +3,14 @@ command line names no count (``-n``); ``-n 0`` or ``-p no:xdist`` runs all in on
 tests wait on subprocesses, sockets and polls, so more processes than cores pay.
 
 Where it names no ``--dist`` either, tests marked ``serial`` (they hold time, CPU or memory to a bar,
-which busy neighbours would push them past) run last, alone. The workers write their ids to a folder
-the controller names in SERIAL_DIR (test ids carry no marks to it); ``SerialLastScheduling`` keeps
-them as one unit at the end of its queue, shuts every worker but one (the keeper) down once nothing
-else is left, and hands the keeper the unit when it is the last worker and idle.
-Invariant: no other test of the run runs while a ``serial`` test runs.
+which busy neighbours would push them past) run last, alone, and the tests of one
+``xdist_group(name)`` (as ``--dist loadgroup`` reads it) run in one worker, so that a module fixture
+is built once a run. The workers write the marked ids to a folder the controller names in SERIAL_DIR
+(test ids carry no marks to it); ``SerialLastScheduling`` hands each group out whole, keeps the
+serial tests as one unit at the end of its queue, shuts every worker but one (the keeper) down once
+nothing else is left, and hands the keeper that unit when it is the last worker and idle.
+Invariants: no other test of the run runs while a ``serial`` test runs (a serial test of a group
+is serial); all tests of a group run in one worker.
 """
 
 from __future__ import annotations
@@ -28,34 +31,52 @@ SERIAL_DIR = "FAIRDECK_SERIAL_DIR"
 """The environment variable, set by the controller for its workers: where they write the ids."""
 
 
-def write_serial_ids(folder: Path, worker: str, ids: list[str]) -> None:
-    """A worker's list of collected ``serial`` test ids, written whole before it is seen."""
+GROUP = "xdist_group"
+"""pytest-xdist's mark: the tests that share its name run in one worker."""
+
+
+def write_marked_ids(folder: Path, worker: str, serial: list[str], groups: dict[str, str]) -> None:
+    """A worker's collected ``serial`` test ids and its grouped ones (id: group), written whole
+    before it is seen."""
     part = folder / f"{worker}.part"
-    part.write_text(json.dumps(ids), encoding="utf-8")
+    part.write_text(json.dumps({"serial": serial, "groups": groups}), encoding="utf-8")
     part.rename(folder / f"{worker}.json")
 
 
+def group_of(item: pytest.Item) -> str | None:
+    """The group an item's ``xdist_group`` marks put it in, named as ``--dist loadgroup`` names it."""
+    names = sorted({str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+                    for mark in item.iter_markers(GROUP)})  # fmt: skip
+    return "_".join(names) or None
+
+
 class SerialLastScheduling(LoadScopeScheduling):  # type: ignore[misc]
-    """Each test is a unit of its own (as ``load`` hands them out), except the ``serial`` tests,
-    one unit handed out last. It stays in the work queue until then, so the base class never counts
-    the run as finished, nor shuts the keeper down, while it waits."""
+    """Each test is a unit of its own (as ``load`` hands them out), except the tests of one
+    ``xdist_group``, one unit a group (the base class queues the units by size, the largest first,
+    so the groups start before the single tests), and the ``serial`` tests, one unit handed out
+    last. That one stays in the work queue until then, so the base class never counts the run as
+    finished, nor shuts the keeper down, while it waits."""
 
     def __init__(self, config: Any, log: Any = None) -> None:
         super().__init__(config, log)
         self.folder = Path(os.environ[SERIAL_DIR])
         self.serial_ids: frozenset[str] = frozenset()
+        self.groups: dict[str, str] = {}
         self.keeper: Any = None
 
     def schedule(self) -> None:
         if self.collection is None and self.collection_is_completed:
             # Every worker wrote its file before it reported its collection.
-            self.serial_ids = frozenset(
-                test for path in self.folder.glob("*.json") for test in json.loads(path.read_text("utf-8"))
-            )
+            marked = [json.loads(path.read_text("utf-8")) for path in self.folder.glob("*.json")]
+            self.serial_ids = frozenset(test for ids in marked for test in ids["serial"])
+            self.groups = {test: group for ids in marked for test, group in ids["groups"].items()}
         super().schedule()
 
     def _split_scope(self, nodeid: str) -> str:
-        return SERIAL if nodeid in self.serial_ids else nodeid
+        if nodeid in self.serial_ids:
+            return SERIAL
+        group = self.groups.get(nodeid)
+        return nodeid if group is None else f"{GROUP}::{group}"
 
     def _assign_work_unit(self, node: Any) -> None:
         if SERIAL not in self.workqueue:
@@ -131,5 +152,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if workerinput is None:
         return
     if SERIAL_DIR in os.environ:
-        ids = [item.nodeid for item in items if item.get_closest_marker("serial") is not None]
-        write_serial_ids(Path(os.environ[SERIAL_DIR]), workerinput["workerid"], ids)
+        serial = [item.nodeid for item in items if item.get_closest_marker("serial") is not None]
+        groups = {item.nodeid: group for item in items if (group := group_of(item)) is not None}
+        write_marked_ids(Path(os.environ[SERIAL_DIR]), workerinput["workerid"], serial, groups)

@@ -16,6 +16,9 @@ from fairdeck.client import DealerClient
 from fairdeck.log.tiles import tiles_for
 from tests.support.dealers import RunningDealer
 
+pytestmark = pytest.mark.xdist_group("tiles_command")
+"""One worker runs the module, so its dealer of 150 hands is dealt once a run."""
+
 CLI = [sys.executable, "-m", "fairdeck.cli"]
 
 
