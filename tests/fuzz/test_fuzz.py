@@ -167,7 +167,7 @@ def test_every_rpc_is_fuzzed() -> None:
 @pytest.mark.parametrize("name", RPCS)
 def test_fuzz(name: str, fuzzer: Fuzzer, served: DealerProcess) -> None:
     rpc = fuzzer.rpcs[name]
-    started = time.monotonic()
+    started, cpu, dealer_cpu = time.monotonic(), time.process_time(), served.cpu_seconds() or 0.0
 
     @FUZZ_SETTINGS
     @seed(zlib.crc32(name.encode()))  # deterministic, but not the same draws for every RPC
@@ -178,9 +178,11 @@ def test_fuzz(name: str, fuzzer: Fuzzer, served: DealerProcess) -> None:
     run()
     fuzzer.drain()
     seconds = time.monotonic() - started
+    cpu, dealer_cpu = time.process_time() - cpu, (served.cpu_seconds() or 0.0) - dealer_cpu
     outcomes = fuzzer.outcomes[name]
     summary = (
-        f"{name}: {fuzzer.sent[name]} requests in {seconds:.1f}s; kinds {dict(fuzzer.kinds[name])}; "
+        f"{name}: {fuzzer.sent[name]} requests in {seconds:.1f}s (CPU: fuzzer {cpu:.1f}s, dealer "
+        f"{dealer_cpu:.1f}s); kinds {dict(fuzzer.kinds[name])}; "
         f"outcomes {dict(outcomes.most_common())}"
     )
     print(summary)
