@@ -91,12 +91,20 @@ def served(module_dealer_process_factory: ProcessFactory) -> DealerProcess:
 
 @pytest.fixture(scope="module")
 def fuzzer(served: DealerProcess) -> Iterator[Fuzzer]:
+    """The fuzzer of ``served``; once the module's tests that use it are done, the after checks
+    run on that dealer if any RPC was fuzzed on it. Under xdist each worker has its own dealer
+    and fuzzes a share of the RPCs, so checks in tests of their own could run on a dealer nobody
+    fuzzed; here they run after every fuzzed dealer's fuzz, and only then (a failure is an error
+    at the teardown of the module's last test on that worker)."""
     world = World()
     signer = Signer.parse((served.data_dir / "log.key").read_text().strip())
     _prime(served.target, world, signer)
     options = [("grpc.max_receive_message_length", 64 * 1024 * 1024)]
     with grpc.insecure_channel(served.target, options=options) as channel:
-        yield Fuzzer(channel, world, signer.verifier)
+        fuzzer = Fuzzer(channel, world, signer.verifier)
+        yield fuzzer
+    if fuzzer.sent:
+        _after_the_fuzz(served, fuzzer)
 
 
 def _prime(target: str, world: World, signer: Signer) -> None:
@@ -251,8 +259,23 @@ def _problems(fuzzer: Fuzzer, name: str, body: bytes) -> list[str]:
     return [str(v) for v in check.violations[name].values()]
 
 
-@pytest.mark.slow
-def test_after_the_fuzz_the_dealer_is_healthy_deals_and_audits(served: DealerProcess, fuzzer: Fuzzer) -> None:
+def test_the_after_checks_refuse_a_dealer_nobody_fuzzed(fuzzer: Fuzzer, served: DealerProcess) -> None:
+    """They would pass on a dealer nobody fuzzed and say nothing about the fuzz."""
+    with pytest.raises(AssertionError, match="nobody fuzzed"):
+        _after_the_fuzz(served, Fuzzer(fuzzer.channel, World(), fuzzer.verifier))
+    assert served.alive()
+
+
+def _after_the_fuzz(served: DealerProcess, fuzzer: Fuzzer) -> None:
+    """The dealer ``fuzzer`` fuzzed is healthy, deals and audits, logged nothing unexpected and
+    stops cleanly (it is stopped)."""
+    assert fuzzer.sent, "the after checks ran on a dealer nobody fuzzed: they would check nothing"
+    print(f"after the fuzz of {', '.join(sorted(fuzzer.sent))} ({sum(fuzzer.sent.values())} requests):")
+    _healthy_deals_and_audits(served, fuzzer)
+    _logged_nothing_unexpected_and_stops_cleanly(served)
+
+
+def _healthy_deals_and_audits(served: DealerProcess, fuzzer: Fuzzer) -> None:
     assert served.alive(), served.stderr()[-3000:]
     with grpc.insecure_channel(served.target) as channel:
         health = health_pb2_grpc.HealthStub(channel)
@@ -287,9 +310,8 @@ def test_after_the_fuzz_the_dealer_is_healthy_deals_and_audits(served: DealerPro
         assert report["hands"] == report["closed"] + report["open_within_lifetime"]  # nothing voided
 
 
-@pytest.mark.slow
-def test_the_dealer_logged_nothing_unexpected_and_stops_cleanly(served: DealerProcess) -> None:
-    """Last: stops the module's dealer. An INTERNAL answer or a failing background task logs an ERROR."""
+def _logged_nothing_unexpected_and_stops_cleanly(served: DealerProcess) -> None:
+    """Stops the dealer. An INTERNAL answer or a failing background task logs an ERROR."""
     print(f"dealer CPU {served.cpu_seconds()}s; this process {time.process_time():.1f}s")
     code = served.terminate()
     printed = served.rest_of_stdout()
