@@ -52,7 +52,8 @@ from tests.support.logs import fairdeck
 from tests.support.waits import wait_for
 
 PER_RPC = 10_000
-LAYOUT = ("structured", "plausible", "plausible", "raw") * 2
+GROUP = ("structured", "plausible", "plausible", "raw") * 2  # the dice roll once for each group
+LAYOUT = GROUP * 4
 BATCH = len(LAYOUT)
 EXAMPLES = -(-PER_RPC // BATCH)
 RPCS = [rpc.name for rpc in all_rpcs()]
@@ -139,28 +140,36 @@ def _encode(message: Message) -> bytes:
 
 
 def batch(rpc: Rpc, world: World) -> st.SearchStrategy[list[Outgoing]]:
-    """One example: requests of each kind as LAYOUT says, and the dice (one draw) that
-    rarely grow one past the message limit, give it a deadline of milliseconds or cancel it."""
+    """One example: requests of each kind as LAYOUT says, and for each GROUP of them the dice
+    (one draw) that rarely grow one past the message limit, give it a deadline of milliseconds
+    or cancel it. Big examples: hypothesis' fixed cost per example is paid once for BATCH."""
     kinds = {
         "structured": wire.message(rpc.request.DESCRIPTOR).map(_encode),
         "plausible": plausible(rpc.name, world).map(_encode),
         "raw": wire.raw(world.body(rpc.name)),
     }
-    return st.builds(_batch, st.tuples(*(kinds[k] for k in LAYOUT)), st.integers(0, 9999))
+    dice = st.tuples(*[st.integers(0, 9999)] * (BATCH // len(GROUP)))
+    return st.builds(_batch, st.tuples(*(kinds[k] for k in LAYOUT)), dice)
 
 
-def _batch(bodies: tuple[bytes, ...], dice: int) -> list[Outgoing]:
+def _batch(bodies: tuple[bytes, ...], dice: tuple[int, ...]) -> list[Outgoing]:
     out = [Outgoing(kind, body) for kind, body in zip(LAYOUT, bodies, strict=True)]
-    i = dice % BATCH
-    kind, body = out[i].kind, out[i].body
+    for group, roll in enumerate(dice):
+        i = group * len(GROUP) + roll % len(GROUP)
+        out[i] = _rolled(out[i], roll)
+    return out
+
+
+def _rolled(out: Outgoing, dice: int) -> Outgoing:
+    kind, body = out.kind, out.body
     if 5000 <= dice < 5040:  # 0.05% of requests: each costs 4 MiB on the wire
         k = dice - 5000
         grown = wire.oversized(body, (1, 2, 7)[k % 3], wire.OVERSIZE[k % 3], wire.PIECES[k % 8])
-        out[i] = Outgoing(f"{kind}+oversized", grown)
-    elif 6000 <= dice < 6200:
-        out[i] = Outgoing(kind, body, "deadline", SHORT_DEADLINES[dice % 3])
-    elif 7000 <= dice < 7200:
-        out[i] = Outgoing(kind, body, "cancel")
+        return Outgoing(f"{kind}+oversized", grown)
+    if 6000 <= dice < 6200:
+        return Outgoing(kind, body, "deadline", SHORT_DEADLINES[dice % 3])
+    if 7000 <= dice < 7200:
+        return Outgoing(kind, body, "cancel")
     return out
 
 
