@@ -1,26 +1,16 @@
-"""Fuzzing the live dealer: at least 10,000 hypothesis-made requests to every
-RPC of DealerService and AuditService, then the dealer must still be healthy,
-deal a hand end to end, pass the transparency-log audit, have logged nothing
-unexpected and shut down cleanly.
+"""Fuzzing the live dealer: at least PER_RPC (10,000) hypothesis-made requests to every RPC of
+DealerService and AuditService. Then, at the ``fuzzer`` fixture's teardown on every dealer that
+was fuzzed (under xdist each worker has its own), the dealer must be healthy, deal a hand end to
+end, pass the transparency-log audit, have logged nothing unexpected and stop cleanly.
 
-Each request is one of three kinds: ``structured`` (any well-typed message,
-from the descriptors: wire.py), ``plausible`` (near the valid ones, with real
-hand ids and sizes around the log's: plausible.py) or ``raw`` (random bytes,
-hand-encoded fields, valid encodings cut or corrupted). Rarely, a body is
-grown past the message limit, a call gets a deadline of milliseconds, or is
-cancelled. oracle.py says what a right answer is.
-
-Throughput is the design constraint: 140,000 calls in about three minutes on
-two shared cores. So the dealer runs in a child process (the real `fairdeck serve`:
-its own core, and a crash is seen as one); one hypothesis example is a batch
-of BATCH requests (hypothesis costs about 0.1 ms a draw plus a fixed cost per
-example), sent at once so calls on one hand race; the fuzzer judges answers
-some calls behind, so it generates while the dealer answers; and a problem
-is recorded, not raised, so one bug does not stop the run or hide the
-others. Hence no shrinking: the smallest body seen for each problem is
-reported instead, and the findings below are cut down by hand.
-``max_examples`` batches make PER_RPC requests, counted as they are sent.
-Marked slow, but it runs in the default suite.
+A request is ``structured`` (any well-typed message: fuzz_wire.py), ``plausible`` (near valid,
+real ids and sizes: fuzz_plausible.py) or ``raw`` (random bytes, hand-encoded fields, bodies cut
+or corrupted); rarely a body grows past the message limit, or a call gets a deadline of
+milliseconds or is cancelled. fuzz_oracle.py says what a right answer is. CPU is the budget,
+half of it the dealer's (`fairdeck serve`, a child process): an example is BATCH requests sent
+at once (calls on one hand race), one draw makes all its plausible bodies and one its raw ones
+(a draw costs about 0.1 ms); answers are judged some calls behind; a problem is recorded, not
+raised, with its smallest body (no shrinking; FINDINGS were cut down by hand). Marked slow.
 """
 
 from __future__ import annotations

@@ -8,11 +8,9 @@ with one cannot be encoded), bytes past every field limit, repeated fields of
 any length, oneofs with one member or none, enums with values they do not
 name, nested messages. ``raw`` makes bytes: random ones, fields encoded by
 hand with any number and wire type, and earlier bodies cut or corrupted.
-``oversized`` grows a body past the message limit.
-
-Every value costs hypothesis one or two draws, long ones included (a piece
-and a length, repeated), and a batch of raw bodies one draw in all: at
-140,000 requests a run, draws are the budget.
+``oversized`` grows a body past the message limit. Draws are the budget:
+a value costs hypothesis one or two (a piece and a length, repeated, for a
+long one), and a batch of raw bodies one in all.
 """
 
 from __future__ import annotations
