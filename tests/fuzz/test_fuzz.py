@@ -1,26 +1,16 @@
-"""Fuzzing the live dealer: at least 10,000 hypothesis-made requests to every
-RPC of DealerService and AuditService, then the dealer must still be healthy,
-deal a hand end to end, pass the transparency-log audit, have logged nothing
-unexpected and shut down cleanly.
+"""Fuzzing the live dealer: at least PER_RPC (10,000) hypothesis-made requests to every RPC of
+DealerService and AuditService. Then, at the ``fuzzer`` fixture's teardown on every dealer that
+was fuzzed (under xdist each worker has its own), the dealer must be healthy, deal a hand end to
+end, pass the transparency-log audit, have logged nothing unexpected and stop cleanly.
 
-Each request is one of three kinds: ``structured`` (any well-typed message,
-from the descriptors: wire.py), ``plausible`` (near the valid ones, with real
-hand ids and sizes around the log's: plausible.py) or ``raw`` (random bytes,
-hand-encoded fields, valid encodings cut or corrupted). Rarely, a body is
-grown past the message limit, a call gets a deadline of milliseconds, or is
-cancelled. oracle.py says what a right answer is.
-
-Throughput is the design constraint: 140,000 calls in about three minutes on
-two shared cores. So the dealer runs in a child process (the real `fairdeck serve`:
-its own core, and a crash is seen as one); one hypothesis example is a batch
-of BATCH requests (hypothesis costs about 0.1 ms a draw plus a fixed cost per
-example), sent at once so calls on one hand race; the fuzzer judges answers
-some calls behind, so it generates while the dealer answers; and a problem
-is recorded, not raised, so one bug does not stop the run or hide the
-others. Hence no shrinking: the smallest body seen for each problem is
-reported instead, and the findings below are cut down by hand.
-``max_examples`` batches make PER_RPC requests, counted as they are sent.
-Marked slow, but it runs in the default suite.
+A request is ``structured`` (any well-typed message: fuzz_wire.py), ``plausible`` (near valid,
+real ids and sizes: fuzz_plausible.py) or ``raw`` (random bytes, hand-encoded fields, bodies cut
+or corrupted); rarely a body grows past the message limit, or a call gets a deadline of
+milliseconds or is cancelled. fuzz_oracle.py says what a right answer is. CPU is the budget,
+half of it the dealer's (`fairdeck serve`, a child process): an example is BATCH requests sent
+at once (calls on one hand race), one draw makes all its plausible bodies and one its raw ones
+(a draw costs about 0.1 ms); answers are judged some calls behind; a problem is recorded, not
+raised, with its smallest body (no shrinking; FINDINGS were cut down by hand). Marked slow.
 """
 
 from __future__ import annotations
@@ -28,7 +18,7 @@ from __future__ import annotations
 import time
 import zlib
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import grpc
 import pytest
@@ -52,7 +42,8 @@ from tests.support.logs import fairdeck
 from tests.support.waits import wait_for
 
 PER_RPC = 10_000
-LAYOUT = ("structured", "plausible", "plausible", "raw") * 2
+GROUP = ("structured", "plausible", "plausible", "raw") * 2  # the dice roll once for each group
+LAYOUT = GROUP * 4
 BATCH = len(LAYOUT)
 EXAMPLES = -(-PER_RPC // BATCH)
 RPCS = [rpc.name for rpc in all_rpcs()]
@@ -91,12 +82,20 @@ def served(module_dealer_process_factory: ProcessFactory) -> DealerProcess:
 
 @pytest.fixture(scope="module")
 def fuzzer(served: DealerProcess) -> Iterator[Fuzzer]:
+    """The fuzzer of ``served``; once the module's tests that use it are done, the after checks
+    run on that dealer if any RPC was fuzzed on it. Under xdist each worker has its own dealer
+    and fuzzes a share of the RPCs, so checks in tests of their own could run on a dealer nobody
+    fuzzed; here they run after every fuzzed dealer's fuzz, and only then (a failure is an error
+    at the teardown of the module's last test on that worker)."""
     world = World()
     signer = Signer.parse((served.data_dir / "log.key").read_text().strip())
     _prime(served.target, world, signer)
     options = [("grpc.max_receive_message_length", 64 * 1024 * 1024)]
     with grpc.insecure_channel(served.target, options=options) as channel:
-        yield Fuzzer(channel, world, signer.verifier)
+        fuzzer = Fuzzer(channel, world, signer.verifier)
+        yield fuzzer
+    if fuzzer.sent:
+        _after_the_fuzz(served, fuzzer)
 
 
 def _prime(target: str, world: World, signer: Signer) -> None:
@@ -131,28 +130,38 @@ def _encode(message: Message) -> bytes:
 
 
 def batch(rpc: Rpc, world: World) -> st.SearchStrategy[list[Outgoing]]:
-    """One example: requests of each kind as LAYOUT says, and the dice (one draw) that
-    rarely grow one past the message limit, give it a deadline of milliseconds or cancel it."""
-    kinds = {
-        "structured": wire.message(rpc.request.DESCRIPTOR).map(_encode),
-        "plausible": plausible(rpc.name, world).map(_encode),
-        "raw": wire.raw(world.body(rpc.name)),
+    """One example: requests of each kind as LAYOUT says, and for each GROUP of them the dice
+    (one draw) that rarely grow one past the message limit, give it a deadline of milliseconds
+    or cancel it. Big examples: hypothesis' fixed cost per example is paid once for BATCH."""
+    structured = wire.message(rpc.request.DESCRIPTOR).map(_encode)
+    made = {  # one draw each for all the plausible and all the raw bodies (a draw costs 0.1 ms)
+        "structured": st.tuples(*[structured] * LAYOUT.count("structured")),
+        "plausible": plausible(rpc.name, world, LAYOUT.count("plausible")).map(lambda ms: map(_encode, ms)),
+        "raw": wire.raw(world.body(rpc.name), LAYOUT.count("raw")),
     }
-    return st.builds(_batch, st.tuples(*(kinds[k] for k in LAYOUT)), st.integers(0, 9999))
+    dice = st.tuples(*[st.integers(0, 9999)] * (BATCH // len(GROUP)))
+    return st.builds(_batch, st.fixed_dictionaries(made), dice)
 
 
-def _batch(bodies: tuple[bytes, ...], dice: int) -> list[Outgoing]:
-    out = [Outgoing(kind, body) for kind, body in zip(LAYOUT, bodies, strict=True)]
-    i = dice % BATCH
-    kind, body = out[i].kind, out[i].body
+def _batch(made: dict[str, Iterable[bytes]], dice: tuple[int, ...]) -> list[Outgoing]:
+    bodies = {kind: iter(made[kind]) for kind in made}
+    out = [Outgoing(kind, next(bodies[kind])) for kind in LAYOUT]
+    for group, roll in enumerate(dice):
+        i = group * len(GROUP) + roll % len(GROUP)
+        out[i] = _rolled(out[i], roll)
+    return out
+
+
+def _rolled(out: Outgoing, dice: int) -> Outgoing:
+    kind, body = out.kind, out.body
     if 5000 <= dice < 5040:  # 0.05% of requests: each costs 4 MiB on the wire
         k = dice - 5000
         grown = wire.oversized(body, (1, 2, 7)[k % 3], wire.OVERSIZE[k % 3], wire.PIECES[k % 8])
-        out[i] = Outgoing(f"{kind}+oversized", grown)
-    elif 6000 <= dice < 6200:
-        out[i] = Outgoing(kind, body, "deadline", SHORT_DEADLINES[dice % 3])
-    elif 7000 <= dice < 7200:
-        out[i] = Outgoing(kind, body, "cancel")
+        return Outgoing(f"{kind}+oversized", grown)
+    if 6000 <= dice < 6200:
+        return Outgoing(kind, body, "deadline", SHORT_DEADLINES[dice % 3])
+    if 7000 <= dice < 7200:
+        return Outgoing(kind, body, "cancel")
     return out
 
 
@@ -160,14 +169,14 @@ def test_every_rpc_is_fuzzed() -> None:
     """The RPCs come from the descriptors; a new one fails here until it has plausible requests."""
     assert set(RPCS) == EXPECTED_RPCS
     for name in RPCS:
-        assert plausible(name, World()) is not None
+        assert plausible(name, World(), 1) is not None
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", RPCS)
 def test_fuzz(name: str, fuzzer: Fuzzer, served: DealerProcess) -> None:
     rpc = fuzzer.rpcs[name]
-    started = time.monotonic()
+    started, cpu, dealer_cpu = time.monotonic(), time.process_time(), served.cpu_seconds() or 0.0
 
     @FUZZ_SETTINGS
     @seed(zlib.crc32(name.encode()))  # deterministic, but not the same draws for every RPC
@@ -178,9 +187,11 @@ def test_fuzz(name: str, fuzzer: Fuzzer, served: DealerProcess) -> None:
     run()
     fuzzer.drain()
     seconds = time.monotonic() - started
+    cpu, dealer_cpu = time.process_time() - cpu, (served.cpu_seconds() or 0.0) - dealer_cpu
     outcomes = fuzzer.outcomes[name]
     summary = (
-        f"{name}: {fuzzer.sent[name]} requests in {seconds:.1f}s; kinds {dict(fuzzer.kinds[name])}; "
+        f"{name}: {fuzzer.sent[name]} requests in {seconds:.1f}s (CPU: fuzzer {cpu:.1f}s, dealer "
+        f"{dealer_cpu:.1f}s); kinds {dict(fuzzer.kinds[name])}; "
         f"outcomes {dict(outcomes.most_common())}"
     )
     print(summary)
@@ -249,8 +260,23 @@ def _problems(fuzzer: Fuzzer, name: str, body: bytes) -> list[str]:
     return [str(v) for v in check.violations[name].values()]
 
 
-@pytest.mark.slow
-def test_after_the_fuzz_the_dealer_is_healthy_deals_and_audits(served: DealerProcess, fuzzer: Fuzzer) -> None:
+def test_the_after_checks_refuse_a_dealer_nobody_fuzzed(fuzzer: Fuzzer, served: DealerProcess) -> None:
+    """They would pass on a dealer nobody fuzzed and say nothing about the fuzz."""
+    with pytest.raises(AssertionError, match="nobody fuzzed"):
+        _after_the_fuzz(served, Fuzzer(fuzzer.channel, World(), fuzzer.verifier))
+    assert served.alive()
+
+
+def _after_the_fuzz(served: DealerProcess, fuzzer: Fuzzer) -> None:
+    """The dealer ``fuzzer`` fuzzed is healthy, deals and audits, logged nothing unexpected and
+    stops cleanly (it is stopped)."""
+    assert fuzzer.sent, "the after checks ran on a dealer nobody fuzzed: they would check nothing"
+    print(f"after the fuzz of {', '.join(sorted(fuzzer.sent))} ({sum(fuzzer.sent.values())} requests):")
+    _healthy_deals_and_audits(served, fuzzer)
+    _logged_nothing_unexpected_and_stops_cleanly(served)
+
+
+def _healthy_deals_and_audits(served: DealerProcess, fuzzer: Fuzzer) -> None:
     assert served.alive(), served.stderr()[-3000:]
     with grpc.insecure_channel(served.target) as channel:
         health = health_pb2_grpc.HealthStub(channel)
@@ -285,9 +311,8 @@ def test_after_the_fuzz_the_dealer_is_healthy_deals_and_audits(served: DealerPro
         assert report["hands"] == report["closed"] + report["open_within_lifetime"]  # nothing voided
 
 
-@pytest.mark.slow
-def test_the_dealer_logged_nothing_unexpected_and_stops_cleanly(served: DealerProcess) -> None:
-    """Last: stops the module's dealer. An INTERNAL answer or a failing background task logs an ERROR."""
+def _logged_nothing_unexpected_and_stops_cleanly(served: DealerProcess) -> None:
+    """Stops the dealer. An INTERNAL answer or a failing background task logs an ERROR."""
     print(f"dealer CPU {served.cpu_seconds()}s; this process {time.process_time():.1f}s")
     code = served.terminate()
     printed = served.rest_of_stdout()

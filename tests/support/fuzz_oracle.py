@@ -51,6 +51,7 @@ DETAILS_KEY = "grpc-status-details-bin"
 CALL_TIMEOUT = 20.0  # an answer later than this is a hang
 WINDOW = 16  # calls in flight at once
 SMALL_BATCH = 8  # DealHands: hands a call may always deal
+SUPPLY_EVERY = 8  # fuzzed calls that use up open hands, per hand opened for them
 CONSUME_OPEN_HANDS = frozenset({"AddClientSeeds", "ShuffleHand", "DrawCards", "DealHand", "CloseHand"})
 SHORT_DEADLINES = (0.001, 0.005, 0.02)
 # Codes the dealer may choose for a request it refuses (each with an ErrorInfo).
@@ -201,7 +202,8 @@ class Fuzzer:
             out = self._affordable(rpc, out)
             self.in_flight.append((rpc, out, self._start(rpc, out)))
         if rpc.name in CONSUME_OPEN_HANDS:
-            self._supply_open_hand()
+            for _ in range(max(1, len(batch) // SUPPLY_EVERY)):
+                self._supply_open_hand()
         while len(self.in_flight) > WINDOW:
             self._settle()
 

@@ -8,10 +8,9 @@ with one cannot be encoded), bytes past every field limit, repeated fields of
 any length, oneofs with one member or none, enums with values they do not
 name, nested messages. ``raw`` makes bytes: random ones, fields encoded by
 hand with any number and wire type, and earlier bodies cut or corrupted.
-``oversized`` grows a body past the message limit.
-
-Every value costs hypothesis one or two draws, long ones included (a piece
-and a length, repeated): at 140,000 requests a run, draws are the budget.
+``oversized`` grows a body past the message limit. Draws are the budget:
+a value costs hypothesis one or two (a piece and a length, repeated, for a
+long one), and a batch of raw bodies one in all.
 """
 
 from __future__ import annotations
@@ -287,18 +286,27 @@ def mutated(body: bytes, g: Genome) -> bytes:
     return MUTATIONS[g.pick(MUTATION_NAMES)](body, g.number(2**16), g.take(1 + g.number(8)))
 
 
-def raw(bodies: Callable[[int], bytes]) -> st.SearchStrategy[bytes]:
-    """Random bytes, fields encoded by hand, or an earlier body (``bodies(i)``) corrupted."""
+RAW = 1 + 48
+"""Bytes of a draw behind one raw body: how it is made (and how long, for random bytes), then
+its bytes (or the Genome of its choices)."""
 
-    def make(how: int, data: bytes) -> bytes:
-        g = Genome(data)
+
+def raw(bodies: Callable[[int], bytes], n: int) -> st.SearchStrategy[list[bytes]]:
+    """``n`` bodies, from one draw, each random bytes (0 to 48), fields encoded by hand, or an
+    earlier body (``bodies(i)``) corrupted."""
+
+    def make(piece: bytes) -> bytes:
+        how, data = piece[0] % 4, piece[1:]
         if how == 0:
-            return data
+            return data[: (piece[0] >> 2) % RAW]
+        g = Genome(data)
         if how == 1:
             return hand_encoded(g)
         return mutated(bodies(g.number(2**16)), g)
 
-    return st.builds(make, st.integers(0, 3), st.binary(max_size=48))
+    return st.binary(min_size=n * RAW, max_size=n * RAW).map(
+        lambda data: [make(data[i : i + RAW]) for i in range(0, n * RAW, RAW)]
+    )
 
 
 def oversized(body: bytes, number: int, size: int, piece: str) -> bytes:
