@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from fairdeck.client import DealerClient
+from fairdeck.client.exceptions import DeadlineExceeded
 from fairdeck_server.edge.deadline import STREAM_RUNS
 from tests.support import rawh2
 from tests.support.dealers import DealerProcess
@@ -52,11 +53,9 @@ def test_slow_and_idle_connections_are_closed_after_their_bound(tmp_path: Path) 
             """An ordinary client across the idle bound: its channel reconnects by itself. It runs
             beside the raw connections (its own connection), not after them."""
             with DealerClient(dealer.target) as client:
-                first = client.deal_new_hand()
+                ordinary.append(wait_for("a hand dealt", lambda: _dealt(client), timeout=30, every=0))
                 outlast(idle + 1)  # past the idle bound
-                second = client.deal_new_hand()
-                ordinary.append(first.hand.hand_id)
-                ordinary.append(second.hand.hand_id)
+                ordinary.append(wait_for("a hand dealt", lambda: _dealt(client), timeout=30, every=0))
             return 0.0
 
         times = in_threads(
@@ -81,6 +80,18 @@ def test_slow_and_idle_connections_are_closed_after_their_bound(tmp_path: Path) 
     # The age bound (gRPC jitters it by 10%), then STREAM_RUNS + 1 default deadlines of grace: a
     # stream that began before the GOAWAY ends by its own bound first (edge/deadline.py).
     assert 0.9 * age + grace - 0.5 < times["body never comes"] < 1.1 * age + grace + 4, times
+
+
+def _dealt(client: DealerClient) -> str | None:
+    """A hand dealt; None where the dealer cut the call at its short default deadline (a loaded
+    machine, not the connection bounds under test: a connection that failed would raise
+    Unavailable, which is not retried)."""
+    try:
+        return client.deal_new_hand().hand.hand_id
+    except DeadlineExceeded as e:
+        if "server's default deadline" not in str(e):
+            raise
+        return None
 
 
 def test_one_address_keeps_at_most_its_share_of_connections(tmp_path: Path) -> None:
