@@ -83,8 +83,7 @@ def play(target: str, hands: int) -> list[tuple[str, bytes]]:
     return out
 
 
-# Not serial: its bar is CPU seconds each worker used (how the kernel spread 16 connections),
-# not wall time; a loaded machine slows the calls but does not lower what they cost.
+@pytest.mark.serial
 def test_two_processes_serve_one_log(group: tuple[Group, Path]) -> None:
     g, data = group
     before = [cpu_seconds(pid) for pid in g.pids]
