@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.support.waits import hold_silent
+
 
 @dataclass
 class Seen:
@@ -36,6 +38,9 @@ class Proxy:
     upstream_port: int
     script: Script = field(default=lambda seen, forward: forward())
     seen: list[Seen] = field(default_factory=list)
+    first_late: float = 0.0
+    """Seconds the first request takes to arrive after its headers (a slow path to the witness:
+    its body is read, and it is seen, that much later)."""
 
     def __post_init__(self) -> None:
         proxy = self
@@ -47,6 +52,8 @@ class Proxy:
                 pass
 
             def do_POST(self) -> None:
+                if proxy.first_late and not proxy.seen:
+                    hold_silent(proxy.first_late)
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 seen = Seen(
                     self.command, self.path, dict(self.headers), body, time.monotonic(), id(self.connection)

@@ -246,10 +246,13 @@ class WitnessPublisher:
             await self.storage.set_meta(FINAL_META, recorded, str(size))
 
     async def _ask(self, target: WitnessTarget, head: StoredCheckpoint, text: str) -> str | None:
-        """One add-checkpoint request to ``target`` (its turn); its cosignature line, or None."""
-        target.next_at = time.monotonic() + self.cadence
+        """One add-checkpoint request to ``target`` (its turn); its cosignature line, or None. The
+        next turn counts from the answer, not from the start: a request slow to arrive (its
+        proof, a connect) would otherwise leave the witness less than an interval before the next."""
+        target.next_at = time.monotonic() + self.cadence  # no second turn while this one runs
         try:
             line = await self._cosign(target, head, text)
+            target.next_at = time.monotonic() + self.cadence
         except WitnessFailure as e:
             target.failures += 1
             pause = max(self.cadence, min(MAX_BACKOFF_S, 0.25 * 2**target.failures), e.retry_after)
