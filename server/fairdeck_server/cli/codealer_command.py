@@ -9,7 +9,7 @@ forgot what it shared could give a card to a second seat. ``serve --max-hand-lif
 hands its dealer never closed that long after their announce (checked every quarter of it, at
 most a minute apart), ``serve --keep-closed-days`` prunes hands that ended that long ago (at start,
 then hourly); hands not ended are kept until one of the two ends them. ``serve --reveal-hold``:
-how long after a hand's first share its seed is answered without its seats' releases.
+how long after a hand's last sealed share its seed is answered without its seats' releases.
 ``restored`` ends every open hand of a ledger restored from backup (it forgot later shares).
 """
 
@@ -450,7 +450,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         type=_in_range("reveal_hold"),
         default=DEFAULT_REVEAL_HOLD,
         metavar="SECONDS",
-        help="answer a hand's seed without its seats' releases only this long after its first share "
+        help="answer a hand's seed without its seats' releases only this long after its last sealed share "
         "(an abandoned hand's void); at most the dealer's --max-hand-lifetime; "
         f"{hold.describe()}; default %(default)g (docs/operations.md)",
     )

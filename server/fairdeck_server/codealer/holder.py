@@ -7,7 +7,7 @@ from its own signed shuffle (6.5), (d) sealed to one seat while the hand runs, o
 statement and the digest of the seat's release token (9.1, 9.3); public shares of dealt positions
 after the hand ended (a reveal, or ``expire`` at ``lifetime_ms`` from its announce), those of
 sealed positions only once the seed could be answered. The seed only with a release of every seat
-given a sealed share, or ``reveal_hold_ms`` after the first share, checked in the transaction that
+given a sealed share, or ``reveal_hold_ms`` after its last sealed share, checked in the transaction that
 ends the hand (9.3). Each rule is checked before a share is made and again in the one transaction
 that records the position (and seal) before any answer. Read-work-write calls for one hand (a
 shuffle) run one at a time (``HAND_LOCKS``); the decoded-hand cache has its own lock (worker
@@ -97,7 +97,7 @@ class CoDealer:
     ) -> None:
         self.ledger = ledger
         self.reveal_hold_ms = reveal_hold_ms
-        """After this long from a hand's first share, its seed needs no seat's release (9.3)."""
+        """After this long from a hand's last sealed share, its seed needs no seat's release (9.3)."""
         self.lifetime_ms = lifetime_ms
         """A hand not ended this long after its announce is ended here (``expire``); 0: never."""
         self.expired = 0
@@ -287,8 +287,8 @@ class CoDealer:
             ended = now is not None and now.revealed
 
             def opened() -> bool:  # a seat's card made public: only once the seed could be
-                first = read_releases(db, hand_id).first_given_ms
-                return now is not None and (now.released or self._hold_passed(first))
+                last = read_releases(db, hand_id).last_sealed_ms
+                return now is not None and (now.released or self._hold_passed(last))
 
             write = fresh is not None or not any(owners)
             for p, owner in zip(positions, owners, strict=True):
@@ -402,14 +402,22 @@ class CoDealer:
             state = read_releases(db, hand_id)
             # Answered once: again to a retry. Else the check, on the state this transaction sees
             # (a seal made since the first read is checked too: no seal slips in between).
-            if (now_row is None or not now_row.released) and not self._hold_passed(state.first_given_ms):
+            if (now_row is None or not now_row.released) and not self._hold_passed(state.last_sealed_ms):
                 unreleased = missing if state == seen else _unreleased(state, digests)
+                if state.restored:  # its seats are not all known: releases cannot stand for them
+                    raise refusals.codeal(
+                        Reason.SEATS_NOT_RELEASED,
+                        "the hand was ended by codealer restored (its ledger may lack seats it was "
+                        f"dealt to): its seed is answered {self.reveal_hold_ms / 1000:g} s after the "
+                        "restore, whatever releases come",
+                        "seat_releases",
+                    )
                 if unreleased:
                     raise refusals.codeal(
                         Reason.SEATS_NOT_RELEASED,
                         f"{unreleased} of the {len(state.digests)} seats dealt sealed cards have not "
                         f"released the hand: its seed is answered with a release of each (or "
-                        f"{self.reveal_hold_ms / 1000:g} s after its first share)",
+                        f"{self.reveal_hold_ms / 1000:g} s after its last sealed share)",
                         "seat_releases",
                     )
             now = self.clock_ms()
@@ -422,9 +430,9 @@ class CoDealer:
         self.ledger.transaction(end)
         return self._secrets(row)[1]
 
-    def _hold_passed(self, first_given_ms: int | None) -> bool:
-        """Whether a hand needs no release: nothing dealt yet, or the hold passed since its first share."""
-        return first_given_ms is None or self.clock_ms() - first_given_ms >= self.reveal_hold_ms
+    def _hold_passed(self, last_sealed_ms: int | None) -> bool:
+        """Whether a hand needs no release: nothing sealed, or the hold passed since its last seal."""
+        return last_sealed_ms is None or self.clock_ms() - last_sealed_ms >= self.reveal_hold_ms
 
     def expire(self) -> int:
         """End every hand announced over ``lifetime_ms`` ago and not ended (one durable write per

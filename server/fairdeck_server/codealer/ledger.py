@@ -44,7 +44,8 @@ SCHEMA = (
     created_ms INTEGER NOT NULL,
     revealed_ms INTEGER,
     expired INTEGER NOT NULL DEFAULT 0,
-    released_ms INTEGER
+    released_ms INTEGER,
+    restored_ms INTEGER
 ) STRICT""",
     """CREATE TABLE IF NOT EXISTS shares (
     hand_id TEXT NOT NULL REFERENCES hands (hand_id),
@@ -232,7 +233,8 @@ class Ledger:
         return self.transaction(
             lambda db: (
                 db.execute(
-                    "UPDATE hands SET revealed = 1, revealed_ms = ? WHERE revealed = 0", (now_ms,)
+                    "UPDATE hands SET revealed = 1, revealed_ms = ?, restored_ms = ? WHERE revealed = 0",
+                    (now_ms, now_ms),
                 ).rowcount
             )
         )
@@ -295,11 +297,15 @@ def _add_expired(db: sqlite3.Connection) -> None:
 
 def _add_releases(db: sqlite3.Connection) -> None:
     """A ledger made before seat releases gets ``seals.release_sha256`` (NULL: the seal was made
-    before releases; its seat can release the hand only through the hold) and ``released_ms``."""
+    before releases; its seat can release the hand only through the hold), ``released_ms`` and
+    ``restored_ms`` (NULL: not ended by ``codealer restored``)."""
     if "release_sha256" not in {str(r[1]) for r in db.execute("PRAGMA table_info(seals)")}:
         db.execute("ALTER TABLE seals ADD COLUMN release_sha256 BLOB")
-    if "released_ms" not in {str(r[1]) for r in db.execute("PRAGMA table_info(hands)")}:
+    columns = {str(r[1]) for r in db.execute("PRAGMA table_info(hands)")}
+    if "released_ms" not in columns:
         db.execute("ALTER TABLE hands ADD COLUMN released_ms INTEGER")
+    if "restored_ms" not in columns:
+        db.execute("ALTER TABLE hands ADD COLUMN restored_ms INTEGER")
 
 
 def _hand(db: sqlite3.Connection, hand_id: str) -> HandRow | None:
@@ -344,15 +350,25 @@ def read_seals(db: sqlite3.Connection, hand_id: str) -> dict[int, tuple[bytes, b
 class Releases:
     """What the seat releases of a hand are checked against (spec section 9.3)."""
 
-    first_given_ms: int | None
-    """When its first share (public or sealed) was recorded; None: none yet."""
+    last_sealed_ms: int | None
+    """When its last sealed share was recorded (the hold counts from it: a public share, or one
+    long before the seats' cards, must not age the hand past their hold); None: none yet."""
     digests: dict[bytes, list[bytes | None]]
     """Seat key -> the release digest of each position sealed to it (None: sealed before releases)."""
+    restored: bool = False
+    """Ended by ``codealer restored``: the backup may lack seats it sealed to, so only the hold
+    (counted from the restore at the earliest) answers its seed, whatever releases come."""
 
 
 def read_releases(db: sqlite3.Connection, hand_id: str) -> Releases:
     """The hand's release state, inside a transaction: every seat key given a sealed share."""
-    first = db.execute("SELECT min(given_ms) FROM shares WHERE hand_id = ?", (hand_id,)).fetchone()[0]
+    last = db.execute(
+        "SELECT max(given_ms) FROM shares WHERE hand_id = ? AND length(seat_key) > 0", (hand_id,)
+    ).fetchone()[0]
+    row = db.execute("SELECT restored_ms FROM hands WHERE hand_id = ?", (hand_id,)).fetchone()
+    restored = None if row is None else row[0]
+    if restored is not None:  # the restored ledger may have forgotten later seals: the hold from it
+        last = int(restored) if last is None else max(int(last), int(restored))
     digests: dict[bytes, list[bytes | None]] = {}
     for (key,) in db.execute(
         "SELECT DISTINCT seat_key FROM shares WHERE hand_id = ? AND length(seat_key) > 0", (hand_id,)
@@ -360,4 +376,4 @@ def read_releases(db: sqlite3.Connection, hand_id: str) -> Releases:
         digests[bytes(key)] = []
     for key, digest in db.execute("SELECT seat_key, release_sha256 FROM seals WHERE hand_id = ?", (hand_id,)):
         digests.setdefault(bytes(key), []).append(None if digest is None else bytes(digest))
-    return Releases(None if first is None else int(first), digests)
+    return Releases(None if last is None else int(last), digests, restored is not None)

@@ -324,7 +324,7 @@ def _lifetimes(
         if hold > void_at and link.reveal_hold_ms not in said:
             said.append(link.reveal_hold_ms)
             log.warning(
-                "the co-dealer answers an unreleased hand's seed only %g s after its first share "
+                "the co-dealer answers an unreleased hand's seed only %g s after its last sealed share "
                 "(its --reveal-hold), over this dealer's --max-hand-lifetime of %g s: voids of "
                 "abandoned co-dealt hands wait for its hold (the hands read open past their lifetime); "
                 "give the co-dealer --reveal-hold %g or less",

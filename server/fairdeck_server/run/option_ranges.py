@@ -134,7 +134,7 @@ CODEALER_RANGES: dict[str, Range] = {
     # co-dealer. At least twice the dealer's own lifetime (a pooled deck waits one lifetime, then
     # lives one as a hand), so at most twice the dealer's bound.
     "max_hand_lifetime": Range(1, 2 * YEAR, "seconds"),
-    # ``fairdeck codealer serve``: seconds after a hand's first share its seed is answered without
+    # ``fairdeck codealer serve``: seconds after a hand's last sealed share its seed is answered without
     # its seats' releases (spec 9.3). Never 0: an abandoned hand must still be voidable.
     "reveal_hold": Range(1, 2 * YEAR, "seconds"),
 }
