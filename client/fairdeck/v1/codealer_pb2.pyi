@@ -253,7 +253,8 @@ class RevealSeedRequest(_message.Message):
         4096: the seed is answered only with a valid release of every seat key
         this co-dealer sealed a share of the hand to (any one of its seals' per
         seat), or once the co-dealer's hold (`serve --reveal-hold`) has passed
-        since the hand's first share. Else FAILED_PRECONDITION
+        since the hand's last sealed share (or since `codealer restored` ended
+        it, whichever is later). Else FAILED_PRECONDITION
         SEATS_NOT_RELEASED (field `seat_releases`), and the hand is not ended.
         Secrets until used: never logged.
         """
@@ -376,7 +377,7 @@ class GetIdentityResponse(_message.Message):
     """
     reveal_hold_ms: _builtins.int
     """The co-dealer's hold (`fairdeck codealer serve --reveal-hold`), in
-    milliseconds: this long after a hand's first share its seed is answered
+    milliseconds: this long after a hand's last sealed share its seed is answered
     without its seats' releases (spec section 9.3). The dealer's voids send
     no releases, so they wait for it; the dealer warns when it is longer
     than its own lifetime. 0 from a co-dealer that predates releases.
