@@ -326,6 +326,51 @@ def run_once(
     return result
 
 
+PATHS = ("page", "file", "policy_file", "control")
+"""The job fields that name a file: a job's content is theirs, not where they lie."""
+
+
+def _content(value: object, field: str = "") -> object:
+    """``value`` with every file it names replaced by the SHA-256 of the file's bytes."""
+    if isinstance(value, dict):
+        return {k: _content(v, k) for k, v in sorted(value.items())}
+    if isinstance(value, list):
+        return [_content(v) for v in value]
+    if field in PATHS and isinstance(value, str):
+        return hashlib.sha256(Path(value).read_bytes()).hexdigest()
+    return value
+
+
+def run_shared(
+    job: dict[str, Any],
+    factory: pytest.TempPathFactory,
+    page: Path = PAGE,
+    timeout: float = 240,
+    engine: str = "chromium",
+) -> dict[str, Any]:
+    """As ``run``, once a test session for each job content (its fields, the bytes of the files it
+    names, the engine and its binary): for a module fixture, which pytest-xdist would build on every
+    worker that gets one of the module's tests. The first process to ask runs the job and writes its
+    result under the session's shared temporary folder; the others wait on the same file lock, then
+    read it. A job that failed wrote nothing: the next process to ask runs it again, and fails alike."""
+    whole = {"page": str(page), "engine": engine, "browser": executable(engine), **job}
+    key = hashlib.sha256(json.dumps(_content(whole), sort_keys=True).encode()).hexdigest()[:32]
+    base = factory.getbasetemp()
+    shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "page-runs"
+    shared.mkdir(exist_ok=True)
+    done = shared / f"{key}.json"
+    with open(shared / f"{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if done.is_file():
+            cached: dict[str, Any] = json.loads(done.read_text(encoding="utf-8"))
+            return cached
+        result = run(job, factory.mktemp(f"page-run-{engine}"), page=page, timeout=timeout, engine=engine)
+        part = shared / f"{key}.part"
+        part.write_text(json.dumps(result), encoding="utf-8")
+        part.rename(done)
+    return result
+
+
 def python_line(
     data: bytes,
     tmp: Path,
