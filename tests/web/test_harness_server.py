@@ -97,3 +97,20 @@ def test_the_one_shot_harness_answers_as_the_server(engine: str, tmp_path: Path)
     once = browser.run_once(job, tmp_path, engine=engine)
     assert once == browser.run(job, tmp_path, engine=engine)
     assert once["verify"]["empty"]["ok"] is False and once["control"] == ["http://store.invalid/none/0"]
+
+
+def test_a_shared_page_run_is_keyed_by_the_bytes_of_the_files_it_names(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+) -> None:
+    browser.require_browser("chromium")
+    page = tmp_path / "asks.html"
+    page.write_text('<script>fetch("http://asks.invalid/first").catch(() => {})</script>', encoding="utf-8")
+    job = {"control": str(page)}
+    first = browser.run_shared(job, tmp_path_factory)
+    assert browser.run_shared(job, tmp_path_factory) == first
+    page.write_text('<script>fetch("http://asks.invalid/second").catch(() => {})</script>', encoding="utf-8")
+    second = browser.run_shared(job, tmp_path_factory)
+    assert (first["control"], second["control"]) == (
+        ["http://asks.invalid/first"],
+        ["http://asks.invalid/second"],
+    )
