@@ -297,10 +297,14 @@ def run(
     server = _server(key)
     try:
         answer = server.ask(job, timeout)
-    except HarnessGone as e:
+    except BaseException as e:
+        # Ended, late, or interrupted (pytest-timeout, Ctrl-C): its answer, if one still comes, must
+        # not pass for the next job's.
         SERVERS.pop(key, None)
         said = server.said()
         server.close(wait=2)
+        if not isinstance(e, HarnessGone):
+            raise
         raise AssertionError(
             f"{e}; it is killed, and the next job starts a new one ({path}):\n{said}"
         ) from None
