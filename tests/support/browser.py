@@ -5,19 +5,27 @@ file) drives Debian's ``chromium`` over CDP and ``firefox-esr`` over WebDriver B
 ``pytest`` installs client/web's packages itself (``npm ci``, when node_modules is missing or does
 not match the lock file). Where Node.js or a browser is missing the browser tests skip, saying in
 one line what to install, except under ``CI_REQUIRE_BROWSER=1`` (set by .ci/run), where they fail.
+``run`` hands each job to a long-lived ``node harness.mjs --serve`` (one per process, engine and
+launch options; started on first use, closed at exit, restarted when it died or missed its deadline),
+which keeps its browser open between jobs and gives every job fresh browser contexts of its own.
 """
 
 from __future__ import annotations
 
+import atexit
 import base64
+import contextlib
 import fcntl
 import functools
 import hashlib
 import json
 import os
+import selectors
 import shutil
 import subprocess
 import tempfile
+import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -175,10 +183,142 @@ def b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
 
+class HarnessServer:
+    """One ``node harness.mjs --serve``: a JSON job a line in, a JSON answer a line out. Its stderr
+    goes to a file, whose end a failure quotes."""
+
+    def __init__(self) -> None:
+        self.stderr = tempfile.TemporaryFile()  # noqa: SIM115 (closed by close(), with the server)
+        self.process = subprocess.Popen(
+            ["node", str(HARNESS), "--serve"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, cwd=WEB, bufsize=0,
+        )  # fmt: skip
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.stdin, self.stdout = self.process.stdin.fileno(), self.process.stdout.fileno()
+        os.set_blocking(self.stdin, False)
+        self.buffer = bytearray()
+
+    def said(self) -> str:
+        """The end of what the server wrote on stderr."""
+        self.stderr.seek(0, os.SEEK_END)
+        self.stderr.seek(max(0, self.stderr.tell() - 4000))
+        return self.stderr.read().decode("utf-8", "replace")
+
+    def ask(self, job: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """The server's answer to ``job``; HarnessGone if it ended or gave none within ``timeout`` s."""
+        data = memoryview((json.dumps(job) + "\n").encode())
+        deadline = time.monotonic() + timeout
+        with selectors.DefaultSelector() as selector:
+            selector.register(self.stdin, selectors.EVENT_WRITE)
+            selector.register(self.stdout, selectors.EVENT_READ)
+            while b"\n" not in self.buffer:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise HarnessGone(f"the harness gave no answer in {timeout:g} s")
+                for key, _ in selector.select(left):
+                    if key.fd == self.stdin:
+                        try:
+                            data = data[os.write(self.stdin, data) :]
+                        except BrokenPipeError:
+                            raise HarnessGone(f"the harness ended (exit {self.process.wait()})") from None
+                        if not data:
+                            selector.unregister(self.stdin)
+                        continue
+                    chunk = os.read(self.stdout, 1 << 20)
+                    if not chunk:
+                        raise HarnessGone(f"the harness ended (exit {self.process.wait()})")
+                    self.buffer += chunk
+        line, _, rest = bytes(self.buffer).partition(b"\n")
+        self.buffer = bytearray(rest)
+        answer: dict[str, Any] = json.loads(line)
+        return answer
+
+    def close(self, wait: float = 10) -> None:
+        """Ask the server to end (it closes its browsers), then make sure: SIGTERM, which the drivers
+        answer by killing their browsers, and at last SIGKILL."""
+        for step in (self._eof, self.process.terminate, self.process.kill):
+            if self.process.poll() is not None:
+                break
+            step()
+            try:
+                self.process.wait(wait)
+            except subprocess.TimeoutExpired:
+                continue
+        self.stderr.close()
+
+    def _eof(self) -> None:
+        assert self.process.stdin is not None
+        with contextlib.suppress(OSError):  # a pipe already broken
+            self.process.stdin.close()
+
+
+class HarnessGone(Exception):
+    """The harness server ended, or missed a job's deadline (and is then killed)."""
+
+
+SERVERS: OrderedDict[tuple[object, ...], HarnessServer] = OrderedDict()
+"""This process's harness servers, by (pid, engine, binary, color scheme, font size), least recently
+used first."""
+MAX_SERVERS = 4
+"""How many servers (each with its browser) one process keeps; the least recently used one goes."""
+
+
+def _server(key: tuple[object, ...]) -> HarnessServer:
+    server = SERVERS.get(key)
+    if server is not None and server.process.poll() is None:
+        SERVERS.move_to_end(key)
+        return server
+    if server is not None:
+        SERVERS.pop(key).close()
+    while len(SERVERS) >= MAX_SERVERS:
+        SERVERS.popitem(last=False)[1].close()
+    SERVERS[key] = HarnessServer()
+    return SERVERS[key]
+
+
+@atexit.register
+def close_servers() -> None:
+    """Close this process's harness servers (and their browsers)."""
+    while SERVERS:
+        key, server = SERVERS.popitem()
+        if key[0] == os.getpid():
+            server.close()
+
+
 def run(
     job: dict[str, Any], tmp: Path, page: Path = PAGE, timeout: float = 240, engine: str = "chromium"
 ) -> dict[str, Any]:
-    """Run one harness job against ``page`` in ``engine``; the harness's JSON result."""
+    """Run one harness job against ``page`` in ``engine``; the harness's JSON result. The job is
+    written to ``tmp/job.json`` as well, for ``node client/web/test/harness.mjs tmp/job.json``."""
+    job = {"page": str(page), "engine": engine, "browser": executable(engine), **job}
+    path = tmp / "job.json"
+    path.write_text(json.dumps(job), encoding="utf-8")
+    key = (os.getpid(), engine, job["browser"], job.get("color_scheme"), job.get("font_size"))
+    server = _server(key)
+    try:
+        answer = server.ask(job, timeout)
+    except BaseException as e:
+        # Ended, late, or interrupted (pytest-timeout, Ctrl-C): its answer, if one still comes, must
+        # not pass for the next job's.
+        SERVERS.pop(key, None)
+        said = server.said()
+        server.close(wait=2)
+        if not isinstance(e, HarnessGone):
+            raise
+        raise AssertionError(
+            f"{e}; it is killed, and the next job starts a new one ({path}):\n{said}"
+        ) from None
+    if not answer["ok"]:
+        restarted = " (its browser died: the next job launches a new one)" if answer["restarted"] else ""
+        raise AssertionError(f"the harness failed{restarted} ({path}):\n{answer['error'][-4000:]}")
+    result: dict[str, Any] = answer["result"]
+    return result
+
+
+def run_once(
+    job: dict[str, Any], tmp: Path, page: Path = PAGE, timeout: float = 240, engine: str = "chromium"
+) -> dict[str, Any]:
+    """As ``run``, in the harness's one-shot mode: a node process and a browser for this job alone."""
     job = {"page": str(page), "engine": engine, "browser": executable(engine), **job}
     path = tmp / "job.json"
     path.write_text(json.dumps(job), encoding="utf-8")
@@ -187,6 +327,51 @@ def run(
     )
     assert done.returncode == 0, f"the harness failed:\n{done.stderr[-4000:]}"
     result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+PATHS = ("page", "file", "policy_file", "control")
+"""The job fields that name a file: a job's content is theirs, not where they lie."""
+
+
+def _content(value: object, field: str = "") -> object:
+    """``value`` with every file it names replaced by the SHA-256 of the file's bytes."""
+    if isinstance(value, dict):
+        return {k: _content(v, k) for k, v in sorted(value.items())}
+    if isinstance(value, list):
+        return [_content(v) for v in value]
+    if field in PATHS and isinstance(value, str):
+        return hashlib.sha256(Path(value).read_bytes()).hexdigest()
+    return value
+
+
+def run_shared(
+    job: dict[str, Any],
+    factory: pytest.TempPathFactory,
+    page: Path = PAGE,
+    timeout: float = 240,
+    engine: str = "chromium",
+) -> dict[str, Any]:
+    """As ``run``, once a test session for each job content (its fields, the bytes of the files it
+    names, the engine and its binary): for a module fixture, which pytest-xdist would build on every
+    worker that gets one of the module's tests. The first process to ask runs the job and writes its
+    result under the session's shared temporary folder; the others wait on the same file lock, then
+    read it. A job that failed wrote nothing: the next process to ask runs it again, and fails alike."""
+    whole = {"page": str(page), "engine": engine, "browser": executable(engine), **job}
+    key = hashlib.sha256(json.dumps(_content(whole), sort_keys=True).encode()).hexdigest()[:32]
+    base = factory.getbasetemp()
+    shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "page-runs"
+    shared.mkdir(exist_ok=True)
+    done = shared / f"{key}.json"
+    with open(shared / f"{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if done.is_file():
+            cached: dict[str, Any] = json.loads(done.read_text(encoding="utf-8"))
+            return cached
+        result = run(job, factory.mktemp(f"page-run-{engine}"), page=page, timeout=timeout, engine=engine)
+        part = shared / f"{key}.part"
+        part.write_text(json.dumps(result), encoding="utf-8")
+        part.rename(done)
     return result
 
 

@@ -1,7 +1,9 @@
-"""The co-dealt hand proof (docs/hand-proof.md, format 4) in the page and @fairdeck/verifier: on
-every vector of docs/vectors/fairdeck-codeal-proofs-v1.json, Node.js, Chromium and Firefox give the
-line ``fairdeck verify --codealer-key`` prints, word for word; and on a phone (390x844) a player sees
-their cards, then in plain words that no single party could have read them, or the failing step.
+"""The co-dealt hand proofs in the page and @fairdeck/verifier: format 4 (docs/hand-proof.md), on every
+vector of docs/vectors/fairdeck-codeal-proofs-v1.json, and format 5, with its log receipts and seal
+statements, on every vector of fairdeck-codeal-proofs-v2.json: Node.js, Chromium and Firefox give the
+line ``fairdeck verify --codealer-key K [--key L]`` prints, word for word; and on a phone (390x844) a
+player sees their cards, then in plain words that no single party could have read them, or the
+failing step.
 """
 
 from __future__ import annotations
@@ -15,10 +17,9 @@ from typing import Any
 import pytest
 
 from tests.support import browser
-from tests.support.codeal_proof_vectors import CASES, PROOFS
+from tests.support.codeal_proof_vectors import CASES, CASES_V2, PROOFS
 from tests.support.env import clean_env
 
-VECTORS_FILE = browser.VECTORS / "fairdeck-codeal-proofs-v1.json"
 PHONE = {"width": 390, "height": 844}
 SEAT = PROOFS["valid"][0]
 THREE = next(c for c in PROOFS["valid"] if c["name"].startswith("three key holders"))
@@ -27,10 +28,33 @@ BAD_SHARE = next(c for c in PROOFS["invalid"] if c["name"] == "a share's proof b
 NOT_PINNED = next(c for c in PROOFS["invalid"] if c["name"] == "a co-dealer the player did not pin")
 
 
-def test_node_gives_fairdeck_verifys_line_on_every_format_4_vector() -> None:
+def format_4(case: dict[str, Any]) -> dict[str, Any]:
+    """A format-4 vector as the page is asked about it: the co-dealers' keys, a list."""
+    return {"bytes_b64": browser.b64(case["text"].encode()), "codealer_key": case["codealer_keys"]}
+
+
+def format_5(case: dict[str, Any]) -> dict[str, Any]:
+    """A format-5 vector as the page is asked about it: the co-dealers' and the log's keys, texts."""
+    return {
+        "bytes_b64": browser.b64(case["text"].encode()),
+        "codealer_key": "\n".join(case["codealer_keys"]),
+        "key": "\n".join(case["log_keys"]),
+    }
+
+
+FORMATS = {
+    "format 4": (browser.VECTORS / "fairdeck-codeal-proofs-v1.json", CASES, format_4),
+    "format 5": (browser.VECTORS / "fairdeck-codeal-proofs-v2.json", CASES_V2, format_5),
+}
+"""Each format's vectors file, its cases, and how the page is asked about one."""
+
+
+@pytest.mark.parametrize("form", FORMATS)
+def test_node_gives_fairdeck_verifys_line_on_every_vector(form: str) -> None:
     browser.require(browser.node_missing())
+    vectors_file, cases, _ = FORMATS[form]
     done = subprocess.run(
-        ["node", "test/codeal-proofs.mjs", str(VECTORS_FILE)],
+        ["node", "test/codeal-proofs.mjs", str(vectors_file)],
         cwd=browser.WEB,
         capture_output=True,
         text=True,
@@ -38,7 +62,7 @@ def test_node_gives_fairdeck_verifys_line_on_every_format_4_vector() -> None:
     )
     assert done.returncode == 0, done.stderr[-3000:]
     got = json.loads(done.stdout)
-    for case in CASES:
+    for case in cases:
         assert got[case["name"]] == {"check": case["line"], "api": case["line"]}, case["name"]
 
 
@@ -63,15 +87,15 @@ def page_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
             job["codealer_key"] = "\n".join(keys)
         ui.append(job)
     verify = [
-        {"id": c["name"], "bytes_b64": browser.b64(c["text"].encode()), "codealer_key": c["codealer_keys"]}
-        for c in CASES
+        {"id": f"{form}: {c['name']}", **ask(c)} for form, (_, cases, ask) in FORMATS.items() for c in cases
     ]
-    return browser.run({"verify": verify, "ui": ui}, tmp, engine=engine, timeout=600)
+    return browser.run_shared({"verify": verify, "ui": ui}, tmp_path_factory, engine=engine, timeout=600)
 
 
-def test_the_page_gives_fairdeck_verifys_line_on_every_format_4_vector(page_run: dict[str, Any]) -> None:
-    for case in CASES:
-        got = page_run["verify"][case["name"]]
+@pytest.mark.parametrize("form", FORMATS)
+def test_the_page_gives_fairdeck_verifys_line_on_every_vector(page_run: dict[str, Any], form: str) -> None:
+    for case in FORMATS[form][1]:
+        got = page_run["verify"][f"{form}: {case['name']}"]
         assert got["line"] == case["line"], case["name"]
         assert got["kind"] == ("hand-proof" if case.get("step") == "format" else "codeal-proof"), case["name"]
         assert (got["ok"], got["step"]) == ("step" not in case, case.get("step")), case["name"]

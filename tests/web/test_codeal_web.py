@@ -24,6 +24,9 @@ from tests.support.codeal_vectors import VECTORS, as_hand, edited
 from tests.support.env import clean_env
 from tests.support.page_vectors import PROOFS_V2
 
+# One worker runs the module: its page runs (one per engine) and Python results are built once.
+pytestmark = pytest.mark.xdist_group("test_codeal_web")
+
 CODEAL_VECTORS = browser.VECTORS / "fairdeck-codeal-v1.json"
 CODEAL_STEPS = ["encoding", "key", "transcript", "shuffle", "share", "open", "seed"]
 
@@ -217,8 +220,8 @@ def test_a_codeal_object_in_a_hand_proof_of_format_1_to_3_is_refused_as_fairdeck
 def page_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     engine: str = request.param
     browser.require_browser(engine)
-    tmp = tmp_path_factory.mktemp(f"codeal-{engine}")
-    return browser.run({"codeal_vectors": {"vectors": VECTORS}}, tmp, engine=engine, timeout=600)
+    job = {"codeal_vectors": {"vectors": VECTORS}}
+    return browser.run_shared(job, tmp_path_factory, engine=engine, timeout=600)
 
 
 def test_the_page_gives_the_python_line_on_every_codeal_vector(

@@ -52,7 +52,7 @@ def themed(
     engine, scheme = request.param
     browser.require_browser(engine)
     ui = [{"id": name, "file": str(path), "key": KEY, "viewport": PHONE} for name, path in hands.items()]
-    got = browser.run({"ui": ui, "color_scheme": scheme}, tmp_path_factory.mktemp("themed"), engine=engine)
+    got = browser.run_shared({"ui": ui, "color_scheme": scheme}, tmp_path_factory, engine=engine)
     assert got["requests"] == [] and got["errors"] == []
     return got
 

@@ -182,7 +182,6 @@ PROOF_CASES = [(f"{p} / cosigned by {by or 'none'}", POLICIES[p], by)
 def page_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     engine: str = request.param
     browser.require_browser(engine)
-    tmp = tmp_path_factory.mktemp(f"page-policy-{engine}")
     job = {
         "log_vectors": {
             "log": LOG,
@@ -202,7 +201,7 @@ def page_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
             for n, p, by in PROOF_CASES
         ],
     }
-    return browser.run(job, tmp, engine=engine)
+    return browser.run_shared(job, tmp_path_factory, engine=engine)
 
 
 def test_the_page_reads_every_policy_as_the_python_reader(page_run: dict[str, Any]) -> None:

@@ -43,12 +43,11 @@ def tlog_proof_reading(text: str) -> dict[str, Any]:
 def page_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     engine: str = request.param
     browser.require_browser(engine)
-    tmp = tmp_path_factory.mktemp(f"page-vectors-{engine}")
     job = {
         "verify": [{"id": i, "bytes_b64": browser.b64(data), "key": key} for i, data, key, _ in cases()],
         "log_vectors": {"log": LOG, "witness": WITNESS, "tlog_proofs": PROOFS_V2["tlog_proofs"]},
     }
-    return browser.run(job, tmp, engine=engine)
+    return browser.run_shared(job, tmp_path_factory, engine=engine)
 
 
 @pytest.mark.parametrize("case", cases(), ids=lambda c: c[0])

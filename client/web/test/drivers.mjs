@@ -1,6 +1,7 @@
 // One small interface over the two engines the page is tested in, so that every job runs the same
 // steps in both: Chromium through Playwright (CDP), Firefox ESR through puppeteer-core over
-// WebDriver BiDi. A page handle has evaluate, fill, setFile, waitFor and close.
+// WebDriver BiDi. A browser handle has open (a page, in a browser context of its own), alive and
+// close; a page handle has evaluate, fill, setFile, waitFor and close.
 //
 // `onRequest(url)` is told of every request the page makes but its own file, and each one is
 // refused. (Firefox reports no event for a file:// page itself; Chromium does, and it is let through.)
@@ -52,6 +53,7 @@ async function launchChromium(executablePath, colorScheme, fontSize) {
         close: () => context.close(),
       };
     },
+    alive: () => browser.isConnected(),
     close: () => browser.close(),
   };
 }
@@ -106,6 +108,7 @@ async function launchFirefox(executablePath, colorScheme, fontSize) {
         close: () => context.close(),
       };
     },
+    alive: () => browser.connected,
     close: () => browser.close(),
   };
 }

@@ -1,6 +1,8 @@
 // Drive the verifier page in a real headless browser, for tests/web and bench/.
 //
-//   node harness.mjs JOB.json > RESULT.json
+//   node harness.mjs JOB.json > RESULT.json     one job, in a browser launched for it
+//   node harness.mjs --serve                    many jobs: one JSON job a line on stdin, one JSON
+//                                               line on stdout for each, in the order they came
 //
 // JOB: { page, engine: "chromium" | "firefox", browser: PATH, color_scheme: "light" | "dark" | null,
 //        font_size: the browser's default text size in CSS px | null,
@@ -12,172 +14,259 @@
 //        codeal_vectors: {vectors} | null, codeal_bench: {hand, rounds} | null,
 //        seal_vectors: {vectors} | null }
 // Every request the page makes (but its own file) is recorded in `requests` and refused.
+//
+// --serve keeps each browser it launched open between jobs, one per set of launch options (engine,
+// binary, color_scheme, font_size: what drivers.mjs gives at launch), and answers each job with
+// {ok: true, result} or {ok: false, error, restarted}. No state passes from one job to the next:
+// every page of a job opens in a fresh browser context (cookies, storage, permissions), its request
+// and error logs are the job's own, and its contexts are closed when it ends, failed or not. A job
+// that failed with its browser gone drops that browser (restarted: true); the next job launches one.
 import { readFileSync } from "node:fs";
+import { createInterface } from "node:readline";
 import { pathToFileURL } from "node:url";
 import { launch } from "./drivers.mjs";
 import { runCodealVectors } from "./codeal-cases.mjs";
 import { runSealVectors } from "./seal-cases.mjs";
 
-const job = JSON.parse(readFileSync(process.argv[2], "utf8"));
-const pageUrl = pathToFileURL(job.page).href;
-const browser = await launch(job.engine ?? "chromium", job.browser ?? job.chromium, {
-  colorScheme: job.color_scheme ?? undefined,
-  fontSize: job.font_size ?? undefined,
-});
-const out = { requests: [], errors: [], verify: {}, ui: {}, log_vectors: null, control: null, bench: null, codeal_vectors: null, codeal_bench: null, seal_vectors: null };
-const record = { onRequest: (u) => out.requests.push(u), onError: (e) => out.errors.push(e) };
+const launchOptions = (job) => ({ colorScheme: job.color_scheme ?? undefined, fontSize: job.font_size ?? undefined });
+const launchJob = (job) => launch(job.engine ?? "chromium", job.browser ?? job.chromium, launchOptions(job));
 
-let page = await browser.open(pageUrl, record);
+if (process.argv[2] === "--serve") {
+  await serve();
+} else {
+  const job = JSON.parse(readFileSync(process.argv[2], "utf8"));
+  const browser = await launchJob(job);
+  const out = await runJob(browser, job);
+  await browser.close();
+  process.stdout.write(JSON.stringify(out));
+}
 
-for (const c of job.verify ?? []) {
-  out.verify[c.id] = await page.evaluate((c) => {
-    const bytes = Uint8Array.from(atob(c.bytes_b64), (ch) => ch.charCodeAt(0));
-    const policy = c.policy_b64 ? Uint8Array.from(atob(c.policy_b64), (ch) => ch.charCodeAt(0)) : null;
-    const r = window.fairdeck.verifyBytes(bytes, { key: c.key, witnesses: c.witnesses ?? [], threshold: c.threshold ?? null, policy, codealerKey: c.codealer_key });
+async function serve() {
+  // A driver's late rejection (a request routed as its context closed) must not end the server:
+  // it is said on stderr; a job's own failures reach its answer through the awaits.
+  process.on("unhandledRejection", (e) => process.stderr.write(`unhandled: ${e?.stack ?? e}\n`));
+  const browsers = new Map(); // launch options, as JSON -> a promise of the browser
+  const lines = createInterface({ input: process.stdin, crlfDelay: Infinity });
+  for await (const line of lines) {
+    if (!line.trim()) continue;
+    let answer;
+    let key = null;
+    try {
+      const job = JSON.parse(line);
+      key = JSON.stringify([job.engine ?? "chromium", job.browser ?? job.chromium ?? null, launchOptions(job)]);
+      if (!browsers.has(key)) browsers.set(key, launchJob(job));
+      const browser = await browsers.get(key);
+      answer = { ok: true, result: await runJob(browser, job) };
+    } catch (e) {
+      let restarted = false;
+      const held = key === null ? undefined : browsers.get(key);
+      const browser = held && (await held.catch(() => null));
+      if (held && !(browser && (await healthy(browser)))) {
+        browsers.delete(key);
+        restarted = true;
+        if (browser) await browser.close().catch(() => {});
+      }
+      answer = { ok: false, error: String(e?.stack ?? e), restarted };
+    }
+    process.stdout.write(JSON.stringify(answer) + "\n");
+  }
+  for (const held of browsers.values()) await (await held.catch(() => null))?.close().catch(() => {});
+}
+
+// Whether `browser` still opens a page, after a job failed in it (a driver may learn late that its
+// browser is gone).
+async function healthy(browser) {
+  if (!browser.alive()) return false;
+  let timer;
+  const late = new Promise((_, reject) => (timer = setTimeout(() => reject(new Error("no page in 20 s")), 20000)));
+  try {
+    const page = await Promise.race([browser.open("about:blank", { onRequest: () => {}, onError: () => {} }), late]);
+    await page.close();
+    return true;
+  } catch {
+    return false;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+// One job in `browser`: every page it opens is closed when it ends, failed or not.
+async function runJob(browser, job) {
+  const opened = new Set();
+  const open = async (url, options) => {
+    const p = await browser.open(url, options);
+    opened.add(p);
     return {
-      kind: r.kind,
-      ok: r.ok,
-      step: r.step,
-      detail: r.detail,
-      line: window.fairdeck.verdictLine(r),
-      input_error: r.inputError,
-      signed_by: r.signedBy ?? [],
-      checks: Object.fromEntries(r.checks.map((x) => [x.step, x.status])),
-      details: Object.fromEntries(r.checks.map((x) => [x.step, x.detail])),
+      ...p,
+      close: () => {
+        opened.delete(p);
+        return p.close();
+      },
     };
-  }, c);
+  };
+  try {
+    return await runPages(open, job);
+  } finally {
+    for (const p of opened) await p.close().catch(() => {});
+  }
 }
 
-for (const c of job.ui ?? []) {
-  // A fresh page for each case, at its screen size: a reload would keep what a browser restores
-  // of a form (Firefox keeps the file chosen, and choosing it again is then no change).
-  await page.close();
-  page = await browser.open(pageUrl, { ...record, viewport: c.viewport });
-  if (c.key !== undefined) await page.fill("#key", c.key);
-  if (c.witnesses) {
-    await page.evaluate(() => (document.getElementById("witnesses").closest("details").open = true));
-    await page.fill("#witnesses", c.witnesses.join("\n"));
+async function runPages(open, job) {
+  const pageUrl = pathToFileURL(job.page).href;
+  const out = { requests: [], errors: [], verify: {}, ui: {}, log_vectors: null, control: null, bench: null, codeal_vectors: null, codeal_bench: null, seal_vectors: null };
+  const record = { onRequest: (u) => out.requests.push(u), onError: (e) => out.errors.push(e) };
+
+  let page = await open(pageUrl, record);
+
+  for (const c of job.verify ?? []) {
+    out.verify[c.id] = await page.evaluate((c) => {
+      const bytes = Uint8Array.from(atob(c.bytes_b64), (ch) => ch.charCodeAt(0));
+      const policy = c.policy_b64 ? Uint8Array.from(atob(c.policy_b64), (ch) => ch.charCodeAt(0)) : null;
+      const r = window.fairdeck.verifyBytes(bytes, { key: c.key, witnesses: c.witnesses ?? [], threshold: c.threshold ?? null, policy, codealerKey: c.codealer_key });
+      return {
+        kind: r.kind,
+        ok: r.ok,
+        step: r.step,
+        detail: r.detail,
+        line: window.fairdeck.verdictLine(r),
+        input_error: r.inputError,
+        signed_by: r.signedBy ?? [],
+        checks: Object.fromEntries(r.checks.map((x) => [x.step, x.status])),
+        details: Object.fromEntries(r.checks.map((x) => [x.step, x.detail])),
+      };
+    }, c);
   }
-  if (c.threshold !== undefined && c.threshold !== null) await page.fill("#threshold", String(c.threshold));
-  if (c.codealer_key !== undefined) {
-    await page.evaluate(() => (document.getElementById("codealer-key").closest("details").open = true));
-    await page.fill("#codealer-key", c.codealer_key);
-  }
-  if (c.policy !== undefined || c.policy_file) {
-    await page.evaluate(() => (document.getElementById("policy").closest("details").open = true));
-    if (c.policy !== undefined) await page.fill("#policy", c.policy);
-    if (c.policy_file) {
-      await page.setFile("#policy-file", c.policy_file);
-      await page.waitFor(() => document.getElementById("policy-file-label").textContent.includes("read as chosen"));
+
+  for (const c of job.ui ?? []) {
+    // A fresh page for each case, at its screen size: a reload would keep what a browser restores
+    // of a form (Firefox keeps the file chosen, and choosing it again is then no change).
+    await page.close();
+    page = await open(pageUrl, { ...record, viewport: c.viewport });
+    if (c.key !== undefined) await page.fill("#key", c.key);
+    if (c.witnesses) {
+      await page.evaluate(() => (document.getElementById("witnesses").closest("details").open = true));
+      await page.fill("#witnesses", c.witnesses.join("\n"));
     }
-  }
-  // The player is back at the top of the page, where the file is chosen or dropped.
-  await page.evaluate(() => window.scrollTo({ top: 0, behavior: "instant" }));
-  const initial = await page.evaluate(readAccess);
-  if (c.drop) {
-    // A real drop event with a real File, as a player's drag and drop makes one.
-    const b64 = readFileSync(c.file).toString("base64");
-    await page.evaluate(([b64, name, where]) => {
-      const bytes = Uint8Array.from(atob(b64), (ch) => ch.charCodeAt(0));
-      const dt = new DataTransfer();
-      dt.items.add(new File([bytes], name, { type: "application/json" }));
-      document.querySelector(where).dispatchEvent(new DragEvent("drop", { dataTransfer: dt, bubbles: true, cancelable: true }));
-    }, [b64, "hand.json", typeof c.drop === "string" ? c.drop : "#drop"]);
-  } else {
-    await page.setFile("#file", c.file);
-  }
-  await page.waitFor(() => !document.getElementById("result").hidden);
-  if (c.open_details) await page.evaluate(() => document.querySelectorAll("details").forEach((d) => (d.open = true)));
-  const result = { initial, before: await read(page) };
-  if (c.edit) {
-    const text = await page.evaluate(() => document.getElementById("text").value);
-    const at = text.indexOf(c.edit.find);
-    result.edit_found = at >= 0;
-    await page.fill("#text", text.slice(0, at) + c.edit.replace + text.slice(at + c.edit.find.length));
-    await page.waitFor(
-      (before) => document.getElementById("verdict").textContent !== before || document.getElementById("result").hidden,
-      result.before.verdict,
-    );
-    result.after = await read(page);
-  }
-  out.ui[c.id] = result;
-}
-
-if (job.log_vectors) {
-  out.log_vectors = await page.evaluate(runLogVectors, job.log_vectors);
-}
-
-if (job.codeal_vectors) {
-  // docs/vectors/fairdeck-codeal-v1.json through the page's own functions (codeal-cases.mjs's
-  // function, its source text run in the page as an expression: the page's policy allows no eval).
-  const { vectors } = job.codeal_vectors;
-  out.codeal_vectors = await page.evaluate(`(${runCodealVectors.toString()})(${JSON.stringify(vectors)}, window.fairdeck.codeal)`);
-}
-
-if (job.seal_vectors) {
-  // docs/vectors/fairdeck-codeal-seal-v1.json through the page's own seat functions (seal-cases.mjs).
-  const { vectors } = job.seal_vectors;
-  out.seal_vectors = await page.evaluate(`(${runSealVectors.toString()})(${JSON.stringify(vectors)}, window.fairdeck.codeal)`);
-}
-
-if (job.codeal_bench) {
-  // One co-dealt hand (as the vectors write it), verified `rounds` times after a warm-up: the time
-  // of each step of docs/codealing-spec.md section 10, in ms.
-  out.codeal_bench = await page.evaluate(({ hand, rounds }) => {
-    const api = window.fairdeck.codeal;
-    const h = api.codealHandFromVector(hand);
-    const run = () => {
-      const times = {};
-      let t = performance.now();
-      const start = t;
-      api.verifyCodealHand(h, (step) => {
-        const now = performance.now();
-        times[step] = now - t;
-        t = now;
-      });
-      times.total = performance.now() - start;
-      return times;
-    };
-    run();
-    return Array.from({ length: rounds }, run);
-  }, job.codeal_bench);
-}
-
-if (job.bench) {
-  out.bench = await page.evaluate(({ cases, rounds }) => {
-    const res = {};
-    const inputs = cases.map((c) => [c, Uint8Array.from(atob(c.bytes_b64), (ch) => ch.charCodeAt(0))]);
-    for (const [c, bytes] of inputs) {
-      window.fairdeck.verifyBytes(bytes, { key: c.key }); // warm-up
-      res[c.id] = { ok: true, times: [] };
+    if (c.threshold !== undefined && c.threshold !== null) await page.fill("#threshold", String(c.threshold));
+    if (c.codealer_key !== undefined) {
+      await page.evaluate(() => (document.getElementById("codealer-key").closest("details").open = true));
+      await page.fill("#codealer-key", c.codealer_key);
     }
-    for (let i = 0; i < rounds; i++) {
-      for (const [c, bytes] of inputs) {
-        // The cases take turns, so that a slow stretch of the machine falls on both.
-        const t0 = performance.now();
-        const ok = window.fairdeck.verifyBytes(bytes, { key: c.key }).ok;
-        res[c.id].times.push(performance.now() - t0);
-        res[c.id].ok = res[c.id].ok && ok;
+    if (c.policy !== undefined || c.policy_file) {
+      await page.evaluate(() => (document.getElementById("policy").closest("details").open = true));
+      if (c.policy !== undefined) await page.fill("#policy", c.policy);
+      if (c.policy_file) {
+        await page.setFile("#policy-file", c.policy_file);
+        await page.waitFor(() => document.getElementById("policy-file-label").textContent.includes("read as chosen"));
       }
     }
-    return res;
-  }, job.bench);
+    // The player is back at the top of the page, where the file is chosen or dropped.
+    await page.evaluate(() => window.scrollTo({ top: 0, behavior: "instant" }));
+    const initial = await page.evaluate(readAccess);
+    if (c.drop) {
+      // A real drop event with a real File, as a player's drag and drop makes one.
+      const b64 = readFileSync(c.file).toString("base64");
+      await page.evaluate(([b64, name, where]) => {
+        const bytes = Uint8Array.from(atob(b64), (ch) => ch.charCodeAt(0));
+        const dt = new DataTransfer();
+        dt.items.add(new File([bytes], name, { type: "application/json" }));
+        document.querySelector(where).dispatchEvent(new DragEvent("drop", { dataTransfer: dt, bubbles: true, cancelable: true }));
+      }, [b64, "hand.json", typeof c.drop === "string" ? c.drop : "#drop"]);
+    } else {
+      await page.setFile("#file", c.file);
+    }
+    await page.waitFor(() => !document.getElementById("result").hidden);
+    if (c.open_details) await page.evaluate(() => document.querySelectorAll("details").forEach((d) => (d.open = true)));
+    const result = { initial, before: await read(page) };
+    if (c.edit) {
+      const text = await page.evaluate(() => document.getElementById("text").value);
+      const at = text.indexOf(c.edit.find);
+      result.edit_found = at >= 0;
+      await page.fill("#text", text.slice(0, at) + c.edit.replace + text.slice(at + c.edit.find.length));
+      await page.waitFor(
+        (before) => document.getElementById("verdict").textContent !== before || document.getElementById("result").hidden,
+        result.before.verdict,
+      );
+      result.after = await read(page);
+    }
+    out.ui[c.id] = result;
+  }
+
+  if (job.log_vectors) {
+    out.log_vectors = await page.evaluate(runLogVectors, job.log_vectors);
+  }
+
+  if (job.codeal_vectors) {
+    // docs/vectors/fairdeck-codeal-v1.json through the page's own functions (codeal-cases.mjs's
+    // function, its source text run in the page as an expression: the page's policy allows no eval).
+    const { vectors } = job.codeal_vectors;
+    out.codeal_vectors = await page.evaluate(`(${runCodealVectors.toString()})(${JSON.stringify(vectors)}, window.fairdeck.codeal)`);
+  }
+
+  if (job.seal_vectors) {
+    // docs/vectors/fairdeck-codeal-seal-v1.json through the page's own seat functions (seal-cases.mjs).
+    const { vectors } = job.seal_vectors;
+    out.seal_vectors = await page.evaluate(`(${runSealVectors.toString()})(${JSON.stringify(vectors)}, window.fairdeck.codeal)`);
+  }
+
+  if (job.codeal_bench) {
+    // One co-dealt hand (as the vectors write it), verified `rounds` times after a warm-up: the time
+    // of each step of docs/codealing-spec.md section 10, in ms.
+    out.codeal_bench = await page.evaluate(({ hand, rounds }) => {
+      const api = window.fairdeck.codeal;
+      const h = api.codealHandFromVector(hand);
+      const run = () => {
+        const times = {};
+        let t = performance.now();
+        const start = t;
+        api.verifyCodealHand(h, (step) => {
+          const now = performance.now();
+          times[step] = now - t;
+          t = now;
+        });
+        times.total = performance.now() - start;
+        return times;
+      };
+      run();
+      return Array.from({ length: rounds }, run);
+    }, job.codeal_bench);
+  }
+
+  if (job.bench) {
+    out.bench = await page.evaluate(({ cases, rounds }) => {
+      const res = {};
+      const inputs = cases.map((c) => [c, Uint8Array.from(atob(c.bytes_b64), (ch) => ch.charCodeAt(0))]);
+      for (const [c, bytes] of inputs) {
+        window.fairdeck.verifyBytes(bytes, { key: c.key }); // warm-up
+        res[c.id] = { ok: true, times: [] };
+      }
+      for (let i = 0; i < rounds; i++) {
+        for (const [c, bytes] of inputs) {
+          // The cases take turns, so that a slow stretch of the machine falls on both.
+          const t0 = performance.now();
+          const ok = window.fairdeck.verifyBytes(bytes, { key: c.key }).ok;
+          res[c.id].times.push(performance.now() - t0);
+          res[c.id].ok = res[c.id].ok && ok;
+        }
+      }
+      return res;
+    }, job.bench);
+  }
+
+  await page.close();
+
+  if (job.control) {
+    // The recorder's own check: a page that does make requests must be seen making them.
+    const before = out.requests.length;
+    const c = await open(pathToFileURL(job.control).href, { ...record, onError: () => {} });
+    await c.evaluate(() => new Promise((resolve) => setTimeout(resolve, 500)));
+    out.control = out.requests.slice(before);
+    out.requests = out.requests.slice(0, before);
+    await c.close();
+  }
+
+  return out;
 }
-
-await page.close();
-
-if (job.control) {
-  // The recorder's own check: a page that does make requests must be seen making them.
-  const before = out.requests.length;
-  const c = await browser.open(pathToFileURL(job.control).href, { ...record, onError: () => {} });
-  await c.evaluate(() => new Promise((resolve) => setTimeout(resolve, 500)));
-  out.control = out.requests.slice(before);
-  out.requests = out.requests.slice(0, before);
-  await c.close();
-}
-
-await browser.close();
-process.stdout.write(JSON.stringify(out));
 
 // What a player sees and what assistive technology gets (each function runs in the page on its own).
 async function read(page) {

@@ -1,0 +1,116 @@
+"""The page harness's server (``node harness.mjs --serve``, through tests/support/browser.run): jobs in
+one browser share no state, a dead browser or a hung job costs that job alone, and the one-shot mode
+(``node harness.mjs JOB.json``, which bench/ and a person debugging a job use) still answers alike.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support import browser
+
+STORE = """<!doctype html><meta charset="utf-8"><script>
+// Says (as a refused request) what an earlier page left in this origin's storage, then leaves some.
+const left = localStorage.getItem("left") ?? "none";
+fetch(`http://store.invalid/${left}/${document.cookie.length}`).catch(() => {});
+localStorage.setItem("left", "by-an-earlier-page");
+document.cookie = "left=1; max-age=3600";
+</script>"""
+
+
+def store_job(tmp: Path) -> dict[str, Any]:
+    page = tmp / "store.html"
+    page.write_text(STORE, encoding="utf-8")
+    return {"control": str(page)}
+
+
+@pytest.mark.parametrize("engine", browser.ENGINES)
+def test_a_job_sees_nothing_an_earlier_job_left_in_the_same_browser(engine: str, tmp_path: Path) -> None:
+    browser.require_browser(engine)
+    job = store_job(tmp_path)
+    first = browser.run(job, tmp_path, engine=engine)
+    second = browser.run(job, tmp_path, engine=engine)
+    assert first["control"] == ["http://store.invalid/none/0"], first
+    assert second["control"] == first["control"], "the second job saw the first one's storage"
+    assert second["requests"] == [] and second["errors"] == []
+
+
+def served(engine: str) -> browser.HarnessServer:
+    """This process's server for ``engine`` with the default launch options."""
+    return browser.SERVERS[(os.getpid(), engine, browser.executable(engine), None, None)]
+
+
+def children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid``."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:  # it ended while we looked
+            continue
+        if int(stat.rpartition(")")[2].split()[1]) == pid:
+            out.append(int(entry.name))
+    return out
+
+
+@pytest.mark.parametrize("engine", browser.ENGINES)
+def test_a_job_whose_browser_died_fails_saying_so_and_the_next_job_gets_a_new_one(
+    engine: str, tmp_path: Path
+) -> None:
+    browser.require_browser(engine)
+    job = store_job(tmp_path)
+    browser.run(job, tmp_path, engine=engine)
+    server = served(engine)
+    launched = children(server.process.pid)
+    assert launched, "the server launched no browser"
+    for pid in launched:
+        os.kill(pid, signal.SIGKILL)
+    with pytest.raises(AssertionError, match="its browser died: the next job launches a new one"):
+        browser.run(job, tmp_path, engine=engine)
+    assert served(engine) is server, "the server itself lives on"
+    assert browser.run(job, tmp_path, engine=engine)["control"] == ["http://store.invalid/none/0"]
+
+
+def test_a_job_past_its_deadline_kills_the_server_and_the_next_job_starts_a_new_one(tmp_path: Path) -> None:
+    browser.require_browser("chromium")
+    job = store_job(tmp_path)  # the control page is watched for 500 ms: far past a 50 ms deadline
+    browser.run(job, tmp_path)
+    server = served("chromium")
+    with pytest.raises(AssertionError, match=r"the harness gave no answer in 0\.05 s; it is killed"):
+        browser.run(job, tmp_path, timeout=0.05)
+    assert server.process.poll() is not None
+    assert browser.run(job, tmp_path)["control"] == ["http://store.invalid/none/0"]
+    assert served("chromium") is not server
+
+
+@pytest.mark.parametrize("engine", browser.ENGINES)
+def test_the_one_shot_harness_answers_as_the_server(engine: str, tmp_path: Path) -> None:
+    browser.require_browser(engine)
+    job = {**store_job(tmp_path), "verify": [{"id": "empty", "bytes_b64": ""}]}
+    once = browser.run_once(job, tmp_path, engine=engine)
+    assert once == browser.run(job, tmp_path, engine=engine)
+    assert once["verify"]["empty"]["ok"] is False and once["control"] == ["http://store.invalid/none/0"]
+
+
+def test_a_shared_page_run_is_keyed_by_the_bytes_of_the_files_it_names(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+) -> None:
+    browser.require_browser("chromium")
+    page = tmp_path / "asks.html"
+    page.write_text('<script>fetch("http://asks.invalid/first").catch(() => {})</script>', encoding="utf-8")
+    job = {"control": str(page)}
+    first = browser.run_shared(job, tmp_path_factory)
+    assert browser.run_shared(job, tmp_path_factory) == first
+    page.write_text('<script>fetch("http://asks.invalid/second").catch(() => {})</script>', encoding="utf-8")
+    second = browser.run_shared(job, tmp_path_factory)
+    assert (first["control"], second["control"]) == (
+        ["http://asks.invalid/first"],
+        ["http://asks.invalid/second"],
+    )
