@@ -304,8 +304,10 @@ def test_a_close_cut_off_after_the_reveal_and_pruned_there_was_refused_for_ever_
     codealer, dealer, storage = in_process(tmp_path, now)  # a co-dealer that ends no hand itself
     real_reveal = dealer.link.reveal
 
-    async def reveal_then_die(hand_id: str) -> tuple[bytes, list[tuple[int, bytes, bytes, bytes]]]:
-        await real_reveal(hand_id)
+    async def reveal_then_die(
+        hand_id: str, releases: Sequence[bytes] = ()
+    ) -> tuple[bytes, list[tuple[int, bytes, bytes, bytes]]]:
+        await real_reveal(hand_id, releases)
         raise ConnectionError("the dealer went down before it stored the close")
 
     async def scene() -> tuple[str, str, CodealRow, CodealRow]:
