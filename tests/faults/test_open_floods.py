@@ -14,12 +14,14 @@ import asyncio
 import pytest
 
 from tests.support.faults import FaultRun
-from tests.support.floods import check_latency, grpcurl_session, reflection_flood, watch_flood
+from tests.support.floods import Flood, check_latency, grpcurl_session, reflection_flood, watch_flood
 from tests.support.waits import wait_for_async
 
 pytestmark = pytest.mark.serial  # holds time or CPU to a bar: runs alone in a parallel run
 
 REFLECTION_STREAMS, REFLECTION_CONNECTIONS = 300, 6
+BASELINE_STREAMS = 60
+"""The baseline's flood: as many connections, a fifth of the streams waiting."""
 WATCH_STREAMS, WATCH_CONNECTIONS = 600, 12
 """50 streams a connection: max_streams_per_connection, so that none waits in its client (a
 connection whose 50 are held open has its other calls wait there until one ends)."""
@@ -32,7 +34,22 @@ def test_floods_with_no_tenant_wait_behind_themselves(run: FaultRun) -> None:
     dealer = run.start()
     run.ledger.deal(dealer.target, 2)  # the tenant, before
 
+    async def answers_cost(flood: Flood) -> tuple[int, float]:
+        """The flood's next 100 answers or so, and the dealer's CPU milliseconds per answer."""
+        cpu, answers = dealer.cpu_seconds() or 0.0, flood.answers
+        await wait_for_async(  # about 2 s at 50 answers a second
+            "100 answers to the flood alone", lambda: flood.answers - answers >= 100, timeout=60
+        )
+        cpu, answers = (dealer.cpu_seconds() or 0.0) - cpu, flood.answers - answers
+        return answers, 1000 * cpu / max(answers, 1)
+
     async def scenario() -> dict[str, float]:
+        few = await reflection_flood(dealer.target, BASELINE_STREAMS, REFLECTION_CONNECTIONS)
+        try:  # the baseline, side by side: a fifth of the flood, paced as it is
+            await answers_cost(few)
+            _, alone = await answers_cost(few)
+        finally:
+            await few.close()
         reflection = await reflection_flood(dealer.target, REFLECTION_STREAMS, REFLECTION_CONNECTIONS)
         watches = await watch_flood(dealer.target, WATCH_STREAMS, WATCH_CONNECTIONS)
         try:
@@ -47,17 +64,15 @@ def test_floods_with_no_tenant_wait_behind_themselves(run: FaultRun) -> None:
             assert watches.answered <= HELD_WATCHES and set(watches.ended) == {"RESOURCE_EXHAUSTED"}
             # A refusal that crosses the client's own write is read INTERNAL by gRPC Python's client.
             assert set(reflection.ended) <= {"RESOURCE_EXHAUSTED", "INTERNAL"}, reflection.ended
-            cpu, answers = dealer.cpu_seconds() or 0.0, reflection.answers
-            await wait_for_async(  # about 2 s of the flood alone, at 50 answers a second
-                "100 answers to the flood alone", lambda: reflection.answers - answers >= 100, timeout=60
-            )
-            cpu, answers = (dealer.cpu_seconds() or 0.0) - cpu, reflection.answers - answers
+            await answers_cost(reflection)  # past the Watch flood's refusals, as the baseline's first
+            answers, per_answer = await answers_cost(reflection)
             await asyncio.to_thread(run.ledger.deal, dealer.target, 20)  # the tenant, during
             return {
                 "session": await grpcurl_session(dealer.target, 10, timeout=15),
                 "check": await check_latency(dealer.target, timeout=5),
                 "answers": answers,
-                "cpu_ms_per_answer": 1000 * cpu / max(answers, 1),
+                "cpu_ms_per_answer": per_answer,
+                "cpu_ms_per_answer_alone": alone,
             }
         finally:
             await reflection.close()
@@ -66,7 +81,10 @@ def test_floods_with_no_tenant_wait_behind_themselves(run: FaultRun) -> None:
     seen = asyncio.run(scenario())
     assert run.ledger.failures == 0 and len(run.ledger.closed) == 22
     assert seen["session"] < 15 and seen["check"] < 1.0, seen
-    # Waiting is free: the dealer's CPU goes to the answers, 0.8-1.7 ms each on a loaded 2-core VM
-    # (polling took 3-9 ms per answer with 300 waiting, and more with more).
-    assert seen["answers"] >= 100 and seen["cpu_ms_per_answer"] < 3, seen
+    # Waiting is free: as much dealer CPU an answer with 300 streams waiting as with 60. Polling
+    # costs in proportion to the streams waiting (it took 3-9 ms an answer with 300, where free
+    # waiting takes 0.8-1.7 on a loaded 2-core VM). Against the same dealer's baseline, not a
+    # figure: on an idle machine an answer costs 2.5-4.3 ms (fewer answers a wake-up), which
+    # failed a fixed 3 ms bar. The ratio was 0.9x-1.2x in runs alone on an idle machine.
+    assert seen["answers"] >= 100 and seen["cpu_ms_per_answer"] < 2.5 * seen["cpu_ms_per_answer_alone"], seen
     run.ledger.deal(dealer.target, 2)  # the tenant, after
