@@ -138,10 +138,11 @@ def test_one_dealer_fixture_family() -> None:
 
 # -- test folders follow the code ------------------------------------------------------------------
 
-CROSS_CUTTING = ("deploy", "examples", "faults", "fuzz", "security", "support", "tiles", "vectors")
+CROSS_CUTTING = ("deploy", "examples", "faults", "fuzz", "security", "support", "vectors")
 """Test folders that are no room nor package: they cut across the server and the client (faults,
-fuzz, security, vectors; tiles: the client's tile writer and auditor with the server's publishing,
-behind a real nginx), or test what ships beside the code (deploy, examples), or help (support)."""
+fuzz, security, vectors), or test what ships beside the code (deploy, examples: the nginx rules
+too), or help (support). The tiles' tests are no folder of their own: the server publishes them
+(tests/publishing), the client writes and reads them (tests/log)."""
 CATCH_ALL = ("server", "ops")
 """The folders the server's tests once shared, whatever room they tested."""
 

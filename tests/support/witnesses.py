@@ -1,13 +1,21 @@
-"""A real ``fairdeck witness serve`` process on 127.0.0.1:0, and an HTTP client for it."""
+"""A real ``fairdeck witness serve`` process on 127.0.0.1:0, and an HTTP client for it; a log's
+data dir and a witness's dir as ``fairdeck init`` and ``fairdeck witness init`` make them.
+
+The real commands run once a test process per witness name (and once for a log); later calls
+copy what they made (keys, empty state, config) into the test's own folder, so no two tests share
+a file that either changes. A test of ``init`` itself runs ``witness_cli("init", ...)``."""
 
 from __future__ import annotations
 
 import http.client
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 CLI = (sys.executable, "-m", "fairdeck.cli")
@@ -24,13 +32,40 @@ def witness_cli(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[
     )
 
 
-def init_witness(directory: Path, name: str, *log_vkeys: str) -> str:
-    """Make a witness that witnesses the given logs; returns its vkey."""
+_MADE = tempfile.TemporaryDirectory(prefix="fairdeck-inits-")
+"""What the real init commands made in this process, removed at its exit."""
+_made: dict[tuple[str, str], tuple[Path, str]] = {}
+
+
+def _made_by(kind: str, name: str, init: Callable[[Path], str]) -> tuple[Path, str]:
+    """The folder ``init`` made for ``(kind, name)`` in this process (run once) and its output."""
+    if (kind, name) not in _made:
+        folder = Path(_MADE.name) / f"{kind}-{len(_made)}"
+        _made[kind, name] = folder, init(folder)
+    return _made[kind, name]
+
+
+def _copy_of(template: Path, to: Path) -> None:
+    """``template`` at ``to`` (a new folder, as init makes it), modes kept: the keys stay 0600."""
+    to.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(template, to)
+
+
+def _witness_init(directory: Path, name: str) -> str:
     done = witness_cli("init", "--dir", str(directory), "--name", name)
     assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def init_witness(directory: Path, name: str, *log_vkeys: str) -> str:
+    """Make a witness that witnesses the given logs; returns its vkey. The witness is
+    ``fairdeck witness init``'s (run once a process per ``name``, then copied: same key, new
+    empty state)."""
+    template, vkey = _made_by("witness", name, lambda d: _witness_init(d, name))
+    _copy_of(template, directory)
     with (directory / "logs.conf").open("a") as f:
         f.writelines(f"log {vkey}\n" for vkey in log_vkeys)
-    return done.stdout.strip()
+    return vkey
 
 
 class WitnessProcess:
@@ -82,7 +117,7 @@ class WitnessProcess:
         return self.proc.returncode
 
 
-def init_log(data: Path) -> str:
+def _log_init(data: Path) -> str:
     done = subprocess.run(
         [sys.executable, "-m", "fairdeck.cli", "init", "--data", str(data)],
         capture_output=True,
@@ -91,3 +126,11 @@ def init_log(data: Path) -> str:
         check=True,
     )
     return done.stdout.strip()
+
+
+def init_log(data: Path) -> str:
+    """A new log's data dir as ``fairdeck init --data`` makes it; its verifier key. The command
+    runs once a process; each call copies what it made (same keys, an empty log of its own)."""
+    template, vkey = _made_by("log", "", _log_init)
+    _copy_of(template, data)
+    return vkey

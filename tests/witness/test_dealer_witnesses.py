@@ -81,9 +81,19 @@ def witnesses(tmp_path: Path, log_vkey: str) -> Iterator[list[WitnessProcess]]:
         w.stop()
 
 
+WITNESS_INTERVAL_S = 0.25
+"""How often the dealer asks its witnesses here: each test waits for a few rounds (cosigned, caught
+up, refused), so the default second a round made those waits seconds long for nothing they test."""
+
+
 def _dealer(data: Path, specs: list[str], k: int = 0) -> RunningDealer:
     dealer = RunningDealer(
-        data, witnesses=tuple(specs), witness_threshold=k, checkpoint_interval=0.05, rate_limit=0
+        data,
+        witnesses=tuple(specs),
+        witness_threshold=k,
+        witness_interval=WITNESS_INTERVAL_S,
+        checkpoint_interval=0.05,
+        rate_limit=0,
     )
     dealer.start()
     return dealer

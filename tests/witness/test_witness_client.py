@@ -30,7 +30,7 @@ from fairdeck.log.note import Verifier
 from fairdeck.v1 import audit_pb2, audit_pb2_grpc
 from fairdeck_server.publishing.cosigning import MAX_RETRY_AFTER_S, retry_after_seconds
 from tests.support.dealers import RunningDealer
-from tests.support.waits import outlast
+from tests.support.waits import outlast, pace
 from tests.support.witness_proxy import Answer, Proxy, Seen
 from tests.support.witnesses import WitnessProcess, init_log, init_witness
 
@@ -47,13 +47,20 @@ def setup(tmp_path: Path) -> Iterator[tuple[Path, str, WitnessProcess]]:
     witness.stop()
 
 
+HAND_EVERY_S = 0.01
+"""A hand every 10 ms or so: the log grows between any two checkpoints (one every 20 ms) and so
+between any two requests to the witness, without a client dealing flat out for seconds (the CPU
+that took was the slowest part of these tests on a shared machine, and tested nothing here)."""
+
+
 def dealing(target: str, seconds: float) -> int:
-    """Deal and close hands for ``seconds`` (a checkpoint every few ms); how many."""
+    """Deal and close hands for ``seconds``, one every ``HAND_EVERY_S``; how many."""
     end, n = time.monotonic() + seconds, 0
     with DealerClient(target) as dealer:
         while time.monotonic() < end:
             dealer.close_hand(dealer.deal_new_hand("standard", client_seeds=["x"]).hand.hand_id)
             n += 1
+            pace(HAND_EVERY_S)
     return n
 
 

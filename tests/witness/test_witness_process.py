@@ -184,7 +184,8 @@ def test_serve_refuses_a_bad_log_list(tmp_path: Path, log: MemLog) -> None:
 
 
 def test_init_never_replaces_a_witness(tmp_path: Path) -> None:
-    init_witness(tmp_path / "w", "witness.example/w")
+    made = witness_cli("init", "--dir", str(tmp_path / "w"), "--name", "witness.example/w")  # not a copy
+    assert made.returncode == 0, made.stderr
     key = (tmp_path / "w" / "witness.key").read_bytes()
     _one_line_refusal(witness_cli("init", "--dir", str(tmp_path / "w"), "--name", "x/y"), "never replaced")
     assert (tmp_path / "w" / "witness.key").read_bytes() == key

@@ -1,7 +1,7 @@
 """Loaded at interpreter start when this directory is on PYTHONPATH: kill the process (as kill -9
 would: ``os._exit``, nothing flushed, no cleanup) at the Nth call of one function, named in
-``FAIRDECK_TEST_CRASH`` as ``module:attribute.path:N``. tests/tiles/test_crash_points.py uses it to
-stop a dealer at each step of publishing a checkpoint with its tiles."""
+``FAIRDECK_TEST_CRASH`` as ``module:attribute.path:N``. tests/publishing/test_crash_points.py uses
+it to stop a dealer at each step of publishing a checkpoint with its tiles."""
 
 from __future__ import annotations
 
