@@ -117,10 +117,12 @@ def test_every_checkpoint_handed_out_is_proved_from_tiles_through_nginx(tmp_path
             seen,
         )
         before = max(int(r["size"]) for r in results(out) if "size" in r)  # type: ignore[call-overload]
+        dealt_before_kill = dealt[0]
         dealer.kill9()  # in the middle of dealing, of signing, of writing tiles
         waits.outlast(1.0)  # the tiles stay served (and proved) while the dealer is down
         dealer = DealerProcess(data, tmp_path / "dealer.log", *flags)
         point_at(target_file, dealer.target)
+        dealt_at_restart = dealt[0]
         waits.pace(PHASE_S)  # a phase of dealing
         wait_for(
             "checkpoints after the restart are proved from every source",
@@ -148,4 +150,7 @@ def test_every_checkpoint_handed_out_is_proved_from_tiles_through_nginx(tmp_path
     }
     assert all(by_source.values()), by_source
     assert any(r.get("down") for r in records), "the collector never saw the dealer down"
-    assert dealt[0] > 50
+    # Hands were dealt before the kill and after the restart: checkpoints handed out while the log
+    # grew. (A count of hands was a throughput bar: under load it fell short with every check met.)
+    assert dealt_before_kill > 0, dealt_before_kill
+    assert dealt[0] > dealt_at_restart, (dealt_at_restart, dealt[0])
