@@ -91,6 +91,14 @@ def test_go_keys_parse_and_print_back() -> None:
     assert v.key_id == int.from_bytes(digest[:4], "big")
 
 
+def test_a_signer_derives_its_verifier_once() -> None:
+    """The dealer answers every GetPublicKey from ``signer.verifier``: deriving the Ed25519
+    public key anew each time was a third of that call's CPU (bench/README.md, the fuzz)."""
+    s = Signer.parse(PETER_SKEY)
+    assert s.verifier is s.verifier
+    assert s.verifier == peter()
+
+
 def test_go_sign_known_answer() -> None:
     """Ed25519 is deterministic: our note is Go's, byte for byte."""
     assert sign_note(TEXT, Signer.parse(PETER_SKEY)) == msg(TEXT, "\n", PETER_SIG)

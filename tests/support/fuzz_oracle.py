@@ -23,6 +23,7 @@ showed it) so one bug does not hide the rest, and the test fails at the end.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import re
 from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Sequence
@@ -54,6 +55,10 @@ SMALL_BATCH = 8  # DealHands: hands a call may always deal
 SUPPLY_EVERY = 8  # fuzzed calls that use up open hands, per hand opened for them
 CONSUME_OPEN_HANDS = frozenset({"AddClientSeeds", "ShuffleHand", "DrawCards", "DealHand", "CloseHand"})
 SHORT_DEADLINES = (0.001, 0.005, 0.02)
+ONCE = frozenset({"structured", "raw"})
+"""Kinds made without the world: a body sent again, the same way, to the same RPC would be
+answered from the same checks, so it is not sent again (``Fuzzer.repeats`` counts them).
+Plausible bodies name hands whose state moves on, and two calls of one batch race."""
 # Codes the dealer may choose for a request it refuses (each with an ErrorInfo).
 DEALER_CODES = {
     grpc.StatusCode.INVALID_ARGUMENT,
@@ -171,6 +176,9 @@ class Fuzzer:
         self.in_flight: deque[tuple[Rpc, Outgoing, Any]] = deque()
         self._supply: deque[Any] = deque()
         self.sent: Counter[str] = Counter()
+        self.repeats: Counter[str] = Counter()
+        self.distinct: dict[str, dict[str, set[bytes]]] = defaultdict(lambda: defaultdict(set))
+        """Digests of the (behaviour, body) of the calls sent, by RPC and kind."""
         self.kinds: dict[str, Counter[str]] = defaultdict(Counter)
         self.outcomes: dict[str, Counter[str]] = defaultdict(Counter)
         self.violations: dict[str, dict[str, Violation]] = defaultdict(dict)
@@ -199,6 +207,8 @@ class Fuzzer:
         Judging lags sending, so hypothesis draws the next batch while the dealer
         answers this one; problems are recorded with their own bodies, not raised."""
         for out in batch:
+            if self._repeat(rpc, out):
+                continue
             out = self._affordable(rpc, out)
             self.in_flight.append((rpc, out, self._start(rpc, out)))
         if rpc.name in CONSUME_OPEN_HANDS:
@@ -206,6 +216,18 @@ class Fuzzer:
                 self._supply_open_hand()
         while len(self.in_flight) > WINDOW:
             self._settle()
+
+    def _repeat(self, rpc: Rpc, out: Outgoing) -> bool:
+        """Whether ``out`` is a body of a kind in ONCE already sent to ``rpc`` the same way;
+        else it is noted as sent."""
+        kind = out.kind.split("+")[0]
+        key = hashlib.blake2b(f"{out.behaviour} {out.deadline}".encode() + out.body, digest_size=16).digest()
+        seen = self.distinct[rpc.name][kind]
+        if kind in ONCE and key in seen:
+            self.repeats[rpc.name] += 1
+            return True
+        seen.add(key)
+        return False
 
     def drain(self) -> None:
         """Judge every call still in flight."""

@@ -23,7 +23,7 @@ from fairdeck.core.decks import SPEC_NAMES, DeckSpec
 from fairdeck.log.checkpoint import Checkpoint
 from fairdeck.v1 import audit_pb2 as apb
 from fairdeck.v1 import dealer_pb2 as pb
-from tests.support.fuzz_wire import Genome
+from tests.support.fuzz_wire import Genome, spread
 
 U64 = 2**64 - 1
 STATES = ("open", "shuffled", "dealt", "closed")
@@ -261,8 +261,9 @@ def plausible(rpc: str, world: World, n: int) -> st.SearchStrategy[list[Message]
     """``n`` near-valid requests of one RPC, from one draw (hypothesis' cost is per draw, about
     0.1 ms); a KeyError for an RPC not added here yet."""
     build = BUILDERS[rpc]
+    pieces = spread(GENOME)
 
     def make(data: bytes) -> list[Message]:
-        return [build(world, Genome(data[i : i + GENOME])) for i in range(0, n * GENOME, GENOME)]
+        return [build(world, Genome(piece)) for piece in pieces(data)]
 
     return st.binary(min_size=n * GENOME, max_size=n * GENOME).map(make)

@@ -175,15 +175,21 @@ class Signer:
     key_id: int
     seed: bytes = field(repr=False)
     _key: Ed25519PrivateKey = field(init=False, repr=False, compare=False)
+    _verifier: Verifier = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not is_valid_key_name(self.name):
             raise NoteError(f"invalid key name {self.name!r}")
         if not isinstance(self.seed, bytes) or len(self.seed) != ED25519_KEY_BYTES:
             raise NoteError(f"an Ed25519 seed is {ED25519_KEY_BYTES} bytes")
-        if self.key_id != key_id(self.name, _public_from_seed(self.seed)):
+        key = Ed25519PrivateKey.from_private_bytes(self.seed)
+        public = key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
+        if self.key_id != key_id(self.name, public):
             raise NoteError(f"key ID does not match the name and key of {self.name}")
-        object.__setattr__(self, "_key", Ed25519PrivateKey.from_private_bytes(self.seed))
+        object.__setattr__(self, "_key", key)
+        # Made once: the dealer answers GetPublicKey from it, and deriving the public key
+        # again on every call was a third of that call's CPU.
+        object.__setattr__(self, "_verifier", Verifier(self.name, self.key_id, public))
 
     @classmethod
     def from_seed(cls, name: str, seed: bytes) -> Signer:
@@ -219,7 +225,7 @@ class Signer:
     @property
     def verifier(self) -> Verifier:
         """The matching public key."""
-        return Verifier(self.name, self.key_id, _public_from_seed(self.seed))
+        return self._verifier
 
     def sign(self, message: bytes) -> bytes:
         """The 64-byte Ed25519 signature of ``message``."""
