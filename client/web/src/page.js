@@ -319,6 +319,8 @@ function renderSeat(s) {
       "revealed now; no further card of this hand is opened on this page."
     : "Not released: until you release your seat (or the co-dealer's hold passes), the co-dealer keeps its seed and the house cannot learn your cards.";
   $("seat-release").disabled = s.released;
+  // Said through the page's one live region (rendered from the start, so a change is announced).
+  $("announce").textContent = $("seat-status").textContent;
 }
 
 /**
