@@ -105,7 +105,12 @@ def main() -> int:
     codealt, codealer_key = codeal_proof()
     cases = [
         {"id": "ordinary", "bytes_b64": browser.b64(ordinary.encode()), "key": key},
-        {"id": "co-dealt", "bytes_b64": browser.b64(codealt.encode()), "key": key, "codealer_key": codealer_key},
+        {
+            "id": "co-dealt",
+            "bytes_b64": browser.b64(codealt.encode()),
+            "key": key,
+            "codealer_key": codealer_key,
+        },
     ]
     rows: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
