@@ -29,6 +29,7 @@ NEEDS_LIBSODIUM = (
     "tests/web/test_codeal_web.py",
     "tests/web/test_codeal_proofs_web.py",
     "tests/web/test_codeal_seal_web.py",
+    "tests/web/test_codeal_page_release.py",
     "client/fairdeck/client/codeal_seat.py",
     "server/fairdeck_server/dealing/codeal_dealing.py",
     "server/fairdeck_server/dealing/codeal_log.py",

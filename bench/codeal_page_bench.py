@@ -15,6 +15,7 @@ Each figure is the median of --rounds runs after one warm-up.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import statistics
 import subprocess
@@ -34,7 +35,8 @@ from fairdeck.codeal.record import ShuffleRecord  # noqa: E402
 from tests.support import browser  # noqa: E402
 from tests.support.codeal_vectors import VECTORS, as_hand  # noqa: E402
 from tests.support.page_vectors import PROOFS_V2  # noqa: E402
-from tests.web.test_codeal_web import codeal_proof  # noqa: E402
+
+GENERATOR = ROOT / "docs" / "vectors" / "generate_codeal_proofs.py"
 
 NODE = """
 import { readFileSync } from "node:fs";
@@ -52,6 +54,17 @@ const run = () => {
 run();
 process.stdout.write(JSON.stringify(Array.from({ length: rounds }, run)));
 """
+
+
+def codeal_proof() -> tuple[str, str]:
+    """The bench hand's whole co-dealt proof (format 4: every position, both seeds) and its
+    co-dealer's identity key (hex), made as docs/vectors/generate_codeal_proofs.py makes its cases."""
+    spec = importlib.util.spec_from_file_location("generate_codeal_proofs", GENERATOR)
+    assert spec is not None and spec.loader is not None
+    generator = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(generator)
+    text, keys = generator.proof("standard", "bench-holdem-9-seats", 2, range(23), "bench")
+    return text, keys[0]
 
 
 def median(runs: list[dict[str, float]], key: str) -> float:
@@ -89,10 +102,15 @@ def main() -> int:
     hand = VECTORS["hands"]["holdem-9-seats"]
     key = PROOFS_V2["log_key"]
     ordinary = next(v["text"] for v in PROOFS_V2["valid"] if v["name"] == "a standard hand")
-    codealt = codeal_proof()
+    codealt, codealer_key = codeal_proof()
     cases = [
         {"id": "ordinary", "bytes_b64": browser.b64(ordinary.encode()), "key": key},
-        {"id": "co-dealt", "bytes_b64": browser.b64(codealt.encode()), "key": key},
+        {
+            "id": "co-dealt",
+            "bytes_b64": browser.b64(codealt.encode()),
+            "key": key,
+            "codealer_key": codealer_key,
+        },
     ]
     rows: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory() as tmp:

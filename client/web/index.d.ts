@@ -482,3 +482,92 @@ export function openSeatCard(
   seals: SealStatement[],
   identityKeys: Uint8Array[],
 ): { id: number; code: string };
+
+/**
+ * Section 9.3: this seat's 32-byte release token of `holder`'s seal of `position`, once the sealed
+ * share opens with `secretKey` there (openSealedShare's VerificationError otherwise). A secret until
+ * the hand is closed.
+ */
+export function sealRelease(seal: {
+  deck: string;
+  handId: string;
+  position: number;
+  holder: number;
+  sealed: Uint8Array;
+  secretKey: Uint8Array;
+}): Uint8Array;
+
+/** One position DrawCards sealed to this seat: K sealed shares (holder order). */
+export interface SealedShares {
+  position: number;
+  shares: Uint8Array[];
+}
+
+/**
+ * Section 9.3 for a whole draw, byte for byte the Python SDK's `seat_releases`: the release token of
+ * every co-dealer's share (holders 1..K-1) of each sealed card, in order, each checked to open with
+ * `secretKey` first. For CloseHand's `seat_releases`, once the seat's play is over; never logged.
+ */
+export function seatReleases(seat: {
+  deck: string;
+  handId: string;
+  sealedCards: readonly SealedShares[];
+  secretKey: Uint8Array;
+}): Uint8Array[];
+
+/** What a HandSeat shows or may log of itself: no key, no token. */
+export interface HandSeatState {
+  handId: string;
+  /** Its X25519 public key, hex. */
+  publicKey: string;
+  /** The codes of the cards it opened, by position. */
+  cards: string[];
+  released: boolean;
+  /** How many release tokens it gave (0 before its release). */
+  tokens: number;
+}
+
+/** A HandSeat refused a card after its release. */
+export class SeatStateError extends Error {}
+
+/** A sealed card as DrawCards gives it (either field name a loader gives). */
+export interface SealedCardMessage {
+  position: number;
+  shares: Uint8Array[];
+  seals: Array<SealStatement | { holder: number; seat_public_key: Uint8Array; sealed_share_sha256: Uint8Array; signature: Uint8Array }>;
+}
+
+/**
+ * A seat's device through one co-dealt hand: its key (never readable from outside), the cards it
+ * opened (each checked against the pinned co-dealer keys), and its release of the hand once its play
+ * is over (docs/codealing-spec.md 9.3).
+ */
+export class HandSeat {
+  constructor(hand: {
+    deck: string;
+    handId: string;
+    keys: Uint8Array[];
+    /** The final deck's 64 n bytes, or else `shuffles`: the hand's shuffle records. */
+    finalDeck?: Uint8Array | null;
+    shuffles?: Uint8Array[] | null;
+    /** The co-dealers' Ed25519 identity keys the player pinned, holders 1..K-1. */
+    identityKeys: Uint8Array[];
+    /** A key this device kept for the hand; a fresh one otherwise. */
+    secretKey?: Uint8Array | null;
+    onchange?: ((state: HandSeatState) => void) | null;
+  });
+  /** For DrawCards' seat_public_key. */
+  readonly publicKey: Uint8Array;
+  readonly deck: string;
+  readonly handId: string;
+  /** Opens and remembers this seat's cards; SeatStateError after the release. */
+  open(sealedCards: readonly SealedCardMessage[]): Array<{ position: number; id: number; code: string }>;
+  readonly released: boolean;
+  /**
+   * The seat's play is over: its release tokens for CloseHand's seat_releases (the same ones if
+   * asked again); no card is opened after it. Send them in a request body, never in a URL or a log.
+   */
+  release(): Uint8Array[];
+  state(): HandSeatState;
+  toJSON(): HandSeatState;
+}

@@ -1,7 +1,7 @@
 """The JavaScript seat's release token (client/web/src/codeal/seat.js ``sealRelease``) against the
 Python reference on every case of docs/vectors/fairdeck-codeal-release-v1.json (docs/codealing-spec.md
 9.3), on Node: the same token for a seal that opens, the same refusal for a wrong seat key, position,
-hand, holder or deck. The package and the page do not export it yet (spec 13.4)."""
+hand, holder or deck. A whole draw's releases, and the page's seat: test_codeal_page_release.py."""
 
 from __future__ import annotations
 

@@ -25,6 +25,7 @@ MODULES = [
     "codeal/group",
     "codeal/hand",
     "codeal/handfile",
+    "codeal/handseat",
     "codeal/index",
     "codeal/logged",
     "codeal/proof",

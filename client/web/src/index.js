@@ -7,7 +7,8 @@
 // instead of raising. errorDetails() reads a refused call's google.rpc.Status, ErrorInfo and
 // RetryInfo. transcriptFromMessage() and handProofText() turn the dealer's gRPC messages into
 // what these read. verifyCodealHand checks a co-dealt hand (docs/codealing-spec.md) and
-// openSeatCard opens a seat's own card on its device. Types: index.d.ts. Nothing here touches the network, a clock or a file.
+// openSeatCard opens a seat's own card on its device; HandSeat keeps a seat's key and cards
+// through a hand and gives its release tokens (seatReleases) once its play is over. Types: index.d.ts. Nothing here touches the network, a clock or a file.
 import { LogError } from "./log.js";
 import { LOGGED_CODEAL_FORMAT, formatOf, handProofFromBytes, readHandProofValue, verifyHandProof as verifyProof } from "./handproof.js";
 import { loggedProofFromValue, loggedProofOkLine, verifyLoggedProof } from "./codeal/logged.js";
@@ -32,12 +33,16 @@ export {
   codealLine,
   checkSeals,
   combineShares,
+  HandSeat,
   newSeatKey,
   openSealedShare,
   openSeatCard,
+  SeatStateError,
+  sealRelease,
   sealStatement,
   seatContext,
   seatPublicKey,
+  seatReleases,
   verifyCodealHand,
 } from "./codeal/index.js";
 export { CODEAL_CHECKS } from "./codeal/report.js";

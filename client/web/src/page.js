@@ -8,6 +8,7 @@ import * as tlogproof from "./tlogproof.js";
 import * as policy from "./policy.js";
 import * as strictjson from "./strictjson.js";
 import { vectorApi as codeal } from "./codeal/index.js";
+import { HandSeat } from "./codeal/handseat.js";
 
 const $ = (id) => document.getElementById(id);
 const SUIT = { c: "\u2663", d: "\u2666", h: "\u2665", s: "\u2660" };
@@ -308,6 +309,40 @@ function init() {
   fitKey();
 }
 
+/** The seat's section: its hand, its cards, and whether it released the hand (no key, no token). */
+function renderSeat(s) {
+  $("seat").hidden = false;
+  $("seat-hand").textContent = `Hand ${s.handId}, co-dealt: only this device can open your cards.`;
+  $("seat-cards").replaceChildren(...s.cards.map(cardElement));
+  $("seat-status").textContent = s.released
+    ? `Released: your play is over. ${s.tokens} release token${s.tokens === 1 ? "" : "s"} went to the game, so the hand can be closed and ` +
+      "revealed now; no further card of this hand is opened on this page."
+    : "Not released: until you release your seat (or the co-dealer's hold passes), the co-dealer keeps its seed and the house cannot learn your cards.";
+  $("seat-release").disabled = s.released;
+  // Said through the page's one live region (rendered from the start, so a change is announced).
+  $("announce").textContent = $("seat-status").textContent;
+}
+
+/**
+ * A co-dealt hand's seat on this page, for a game's own page that embeds it (same origin): the
+ * options of HandSeat (deck, handId, keys, shuffles or finalDeck, identityKeys) and `onrelease(tokens)`,
+ * the game's function that sends the release tokens to its server (in a request body, for CloseHand's
+ * seat_releases). The page itself sends nothing: its policy allows no request. The tokens are made
+ * only when the player presses "My play is over" or the game calls release() at the seat's fold or
+ * showdown, and are never shown, logged or put in the address.
+ */
+function seat({ onrelease = null, ...hand }) {
+  const held = new HandSeat({ ...hand, onchange: renderSeat });
+  const release = () => {
+    const tokens = held.release();
+    if (onrelease) onrelease(tokens);
+    return tokens;
+  };
+  $("seat-release").onclick = () => release();
+  renderSeat(held.state());
+  return { publicKey: held.publicKey, open: (cards) => held.open(cards), release, state: () => held.state() };
+}
+
 // For tests, benchmarks and curious players: the same functions the page uses.
 window.fairdeck = {
   verifyBytes,
@@ -321,6 +356,7 @@ window.fairdeck = {
   policy,
   strictjson,
   codeal,
+  seat,
 };
 
 if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init);

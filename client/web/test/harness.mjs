@@ -12,7 +12,8 @@
 //         open_details: true opens every <details> once the verdict is shown)
 //        log_vectors: {log, witness} | null, control: PATH | null, bench: {cases, rounds} | null,
 //        codeal_vectors: {vectors} | null, codeal_bench: {hand, rounds} | null,
-//        seal_vectors: {vectors} | null }
+//        seal_vectors: {vectors} | null, seat_release_vectors: {vectors} | null,
+//        page_seats: [{deck, hand_id, keys, shuffles, identity_keys, secret, cards}] | null }
 // Every request the page makes (but its own file) is recorded in `requests` and refused.
 //
 // --serve keeps each browser it launched open between jobs, one per set of launch options (engine,
@@ -27,6 +28,7 @@ import { pathToFileURL } from "node:url";
 import { launch } from "./drivers.mjs";
 import { runCodealVectors } from "./codeal-cases.mjs";
 import { runSealVectors } from "./seal-cases.mjs";
+import { runPageSeats, runSeatReleases } from "./release-cases.mjs";
 
 const launchOptions = (job) => ({ colorScheme: job.color_scheme ?? undefined, fontSize: job.font_size ?? undefined });
 const launchJob = (job) => launch(job.engine ?? "chromium", job.browser ?? job.chromium, launchOptions(job));
@@ -113,7 +115,7 @@ async function runJob(browser, job) {
 
 async function runPages(open, job) {
   const pageUrl = pathToFileURL(job.page).href;
-  const out = { requests: [], errors: [], verify: {}, ui: {}, log_vectors: null, control: null, bench: null, codeal_vectors: null, codeal_bench: null, seal_vectors: null };
+  const out = { requests: [], errors: [], verify: {}, ui: {}, log_vectors: null, control: null, bench: null, codeal_vectors: null, codeal_bench: null, seal_vectors: null, seat_releases: null, page_seats: null };
   const record = { onRequest: (u) => out.requests.push(u), onError: (e) => out.errors.push(e) };
 
   let page = await open(pageUrl, record);
@@ -209,6 +211,17 @@ async function runPages(open, job) {
     out.seal_vectors = await page.evaluate(`(${runSealVectors.toString()})(${JSON.stringify(vectors)}, window.fairdeck.codeal)`);
   }
 
+  if (job.seat_release_vectors) {
+    // docs/vectors/fairdeck-codeal-seat-releases-v1.json through the page's seatReleases (release-cases.mjs).
+    const { vectors } = job.seat_release_vectors;
+    out.seat_releases = await page.evaluate(`(${runSeatReleases.toString()})(${JSON.stringify(vectors)}, window.fairdeck.codeal)`);
+  }
+
+  if (job.page_seats) {
+    // Co-dealt seats played through the page's window.fairdeck.seat, released by its button.
+    out.page_seats = await page.evaluate(`(${runPageSeats.toString()})(${JSON.stringify(job.page_seats)}, window)`);
+  }
+
   if (job.codeal_bench) {
     // One co-dealt hand (as the vectors write it), verified `rounds` times after a warm-up: the time
     // of each step of docs/codealing-spec.md section 10, in ms.
@@ -237,14 +250,14 @@ async function runPages(open, job) {
       const res = {};
       const inputs = cases.map((c) => [c, Uint8Array.from(atob(c.bytes_b64), (ch) => ch.charCodeAt(0))]);
       for (const [c, bytes] of inputs) {
-        window.fairdeck.verifyBytes(bytes, { key: c.key }); // warm-up
+        window.fairdeck.verifyBytes(bytes, { key: c.key, codealerKey: c.codealer_key }); // warm-up
         res[c.id] = { ok: true, times: [] };
       }
       for (let i = 0; i < rounds; i++) {
         for (const [c, bytes] of inputs) {
           // The cases take turns, so that a slow stretch of the machine falls on both.
           const t0 = performance.now();
-          const ok = window.fairdeck.verifyBytes(bytes, { key: c.key }).ok;
+          const ok = window.fairdeck.verifyBytes(bytes, { key: c.key, codealerKey: c.codealer_key }).ok;
           res[c.id].times.push(performance.now() - t0);
           res[c.id].ok = res[c.id].ok && ok;
         }

@@ -2,10 +2,12 @@
 import { VerificationError, fromHex } from "../spec.js";
 import { V, cardPoint, generators, hashToPoint, le32 } from "./group.js";
 import { CODEAL_STEPS, codealSpec, permutation, randomness, seedCommitment, shufflerClientSeed, verifyCodealHand } from "./hand.js";
-import { checkSeals, combineShares, newSeatKey, openSealedShare, openSeatCard, sealStatement, seatContext, seatPublicKey } from "./seat.js";
+import { checkSeals, combineShares, newSeatKey, openSealedShare, openSeatCard, sealRelease, sealStatement, seatContext, seatPublicKey, seatReleases } from "./seat.js";
+import { HandSeat, SeatStateError } from "./handseat.js";
 
 export { CODEAL_STEPS, verifyCodealHand };
-export { newSeatKey, seatPublicKey, openSealedShare, seatContext, combineShares, openSeatCard, checkSeals, sealStatement } from "./seat.js";
+export { newSeatKey, seatPublicKey, openSealedShare, seatContext, combineShares, openSeatCard, checkSeals, sealStatement, sealRelease, seatReleases } from "./seat.js";
+export { HandSeat, SeatStateError } from "./handseat.js";
 export const CODEAL_VERSION = V;
 
 const HEX = /^(?:[0-9a-f]{2})*$/;
@@ -56,6 +58,10 @@ export const vectorApi = {
   openSeatCard,
   checkSeals,
   sealStatement,
+  sealRelease,
+  seatReleases,
+  HandSeat,
+  SeatStateError,
   cardPoint,
   generators,
   hashToPoint,

@@ -75,6 +75,20 @@ export function sealRelease({ deck, handId, position, holder, sealed, secretKey 
 }
 
 /**
+ * Section 9.3 for a whole draw, as the Python SDK's `seat_releases`: this seat's release token of
+ * every co-dealer's share (holders 1..K-1; the dealer's, holder 0, needs none) of each of
+ * `sealedCards` ({ position, shares }, as DrawCards gave them to this seat), in that order, each
+ * checked to open with `secretKey` first (openSealedShare's errors otherwise). Call it only once
+ * the seat's play is over (HandSeat.release does): the tokens let the co-dealer reveal its seed.
+ */
+export function seatReleases({ deck, handId, sealedCards, secretKey }) {
+  if (!Array.isArray(sealedCards)) throw new TypeError("sealedCards is the list of this seat's sealed cards: [{ position, shares }]");
+  return sealedCards.flatMap(({ position, shares }) =>
+    shares.slice(1).map((sealed, i) => sealRelease({ deck, handId, position, holder: i + 1, sealed, secretKey })),
+  );
+}
+
+/**
  * What a seat needs to check shares: the hand context from the hand's key records (each proof of
  * possession checked, section 5.2) and the final deck (the last holder's shuffle record's deck,
  * or its 64 n bytes). The shuffles themselves are checked by verifyCodealHand.
