@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.support import browser
+from tests.support import browser, node_runs
 from tests.support.codeal_proof_vectors import CASES, CASES_V2, PROOFS
 from tests.support.env import clean_env
 
@@ -50,19 +50,12 @@ FORMATS = {
 
 
 @pytest.mark.parametrize("form", FORMATS)
-def test_node_gives_fairdeck_verifys_line_on_every_vector(form: str) -> None:
-    browser.require(browser.node_missing())
-    vectors_file, cases, _ = FORMATS[form]
-    done = subprocess.run(
-        ["node", "test/codeal-proofs.mjs", str(vectors_file)],
-        cwd=browser.WEB,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    got = json.loads(done.stdout)
-    for case in cases:
+def test_node_gives_fairdeck_verifys_line_on_every_vector(
+    form: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The lines of client/web's own test runner, which computes them once a session."""
+    got = node_runs.package_run(tmp_path_factory).lines("proofs")[form]
+    for case in FORMATS[form][1]:
         assert got[case["name"]] == {"check": case["line"], "api": case["line"]}, case["name"]
 
 
