@@ -1,6 +1,6 @@
 """client/web's own test runner (``node --test test/codeal.test.mjs``, its ``npm test``) once a test
 session, its lines shared. That runner computes the line of every co-dealt vector on Node (the
-section 10 records, the format 4 and 5 hand proofs through both doors, the seal cases) and, given
+section 10 records, the format 4 hand proofs through both doors, the seal cases) and, given
 FAIRDECK_NODE_RESULTS, writes them as JSON: the tests that hold them to the Python reference read
 them here instead of running the same checks in another node process. Invariants: one run for each
 content of client/web's src/ and test/ and of docs/vectors/ (a later run in the session, on any
