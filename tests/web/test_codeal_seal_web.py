@@ -12,41 +12,25 @@ from typing import Any
 
 import pytest
 
-from tests.support import browser
+from tests.support import browser, node_runs
 from tests.support.codeal_seal_vectors import SEAL_VECTORS, device_line, flipped_seal_cases
-
-SEAL_FILE = browser.VECTORS / "fairdeck-codeal-seal-v1.json"
 
 
 def python_lines() -> dict[str, str]:
     return {c["name"]: device_line(c) for c in SEAL_VECTORS["cases"]}
 
 
-def test_node_gives_the_python_line_on_every_seal_vector() -> None:
-    browser.require(browser.node_missing())
-    done = subprocess.run(
-        ["node", "test/seal-lines.mjs", str(SEAL_FILE)],
-        cwd=browser.WEB,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    got = json.loads(done.stdout)
+def test_node_gives_the_python_line_on_every_seal_vector(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The lines of client/web's own test runner, which computes them once a session."""
+    got = node_runs.package_run(tmp_path_factory).lines("seals")
     assert got == python_lines() == {c["name"]: c["line"] for c in SEAL_VECTORS["cases"]}
 
 
-def test_node_refuses_a_statement_naming_another_key_in_the_words_of_the_spec() -> None:
+def test_node_refuses_a_statement_naming_another_key_in_the_words_of_the_spec(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
     """The case the check exists for, each co-dealer of a three-holder hand in turn."""
-    browser.require(browser.node_missing())
-    done = subprocess.run(
-        ["node", "test/seal-lines.mjs", str(SEAL_FILE)],
-        cwd=browser.WEB,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    got = json.loads(done.stdout)
+    got = node_runs.package_run(tmp_path_factory).lines("seals")
     assert got["sealed to the house's key, the genuine statement relayed"] == (
         "FAILED at step seal: position 0 was sealed by co-dealer 1 to another key: "
         "the dealer may have read this card"

@@ -19,7 +19,7 @@ import pytest
 from fairdeck.codeal import CodealError, verify_hand
 from fairdeck.codeal.seal import open_sealed_share
 from fairdeck.core.decks import DeckSpec
-from tests.support import browser
+from tests.support import browser, node_runs
 from tests.support.codeal_vectors import VECTORS, as_hand, edited
 from tests.support.env import clean_env
 from tests.support.page_vectors import PROOFS_V2
@@ -27,7 +27,6 @@ from tests.support.page_vectors import PROOFS_V2
 # One worker runs the module: its page runs (one per engine) and Python results are built once.
 pytestmark = pytest.mark.xdist_group("test_codeal_web")
 
-CODEAL_VECTORS = browser.VECTORS / "fairdeck-codeal-v1.json"
 CODEAL_STEPS = ["encoding", "key", "transcript", "shuffle", "share", "open", "seed"]
 
 
@@ -86,17 +85,11 @@ def assert_same(got: dict[str, Any], python: dict[str, Any]) -> None:
     assert all(all(d.values()) for d in got["derivations"])
 
 
-def test_node_gives_the_python_line_on_every_codeal_vector(python: dict[str, Any]) -> None:
-    browser.require(browser.node_missing())
-    done = subprocess.run(
-        ["node", "test/codeal-lines.mjs", str(CODEAL_VECTORS)],
-        cwd=browser.WEB,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert_same(json.loads(done.stdout), python)
+def test_node_gives_the_python_line_on_every_codeal_vector(
+    python: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The lines of client/web's own test runner, which computes them once a session."""
+    assert_same(node_runs.package_run(tmp_path_factory).lines("codeal"), python)
 
 
 def flipped_bit_cases(count: int, seed: int) -> list[dict[str, Any]]:
@@ -171,16 +164,9 @@ def test_shares_and_opening_are_checked_position_by_position(tmp_path: Path) -> 
     assert line.startswith("FAILED at step open: position "), line
 
 
-def test_the_package_test_runner_passes_on_node() -> None:
-    browser.require(browser.node_missing())
-    done = subprocess.run(
-        ["node", "--test", "test/codeal.test.mjs"],
-        cwd=browser.WEB,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stdout[-3000:]
+def test_the_package_test_runner_passes_on_node(tmp_path_factory: pytest.TempPathFactory) -> None:
+    run = node_runs.package_run(tmp_path_factory)
+    assert run.returncode == 0, run.output[-3000:]
 
 
 def test_a_codeal_object_in_a_hand_proof_of_format_1_to_3_is_refused_as_fairdeck_verify_refuses_it(

@@ -5,23 +5,9 @@
 //   node codeal-proofs.mjs VECTORS.json > RESULT.json
 //
 // RESULT: {name: {check, api}}: the line each gives, "OK: ..." or "FAILED at step ...: ...", as
-// `fairdeck verify --codealer-key` prints it.
+// `fairdeck verify --codealer-key` prints it (proof-lines.mjs).
 import { readFileSync } from "node:fs";
-import { VerificationError, check, verdictLine, verifyCodealProof } from "../src/index.js";
+import * as api from "../src/index.js";
+import { proofLines } from "./proof-lines.mjs";
 
-const vectors = JSON.parse(readFileSync(process.argv[2], "utf8"));
-const out = {};
-for (const c of [...vectors.valid, ...vectors.invalid]) {
-  // Format-5 cases (fairdeck-codeal-proofs-v2.json) carry the log keys a player gives.
-  const key = c.log_keys === undefined ? undefined : c.log_keys.join("\n");
-  const report = check(c.text, { codealerKey: c.codealer_keys.join("\n"), key });
-  let api;
-  try {
-    api = verifyCodealProof(c.text, { codealerKeys: c.codealer_keys, key }).line;
-  } catch (e) {
-    if (!(e instanceof VerificationError)) throw e;
-    api = `FAILED at step ${e.step}: ${e.detail}`;
-  }
-  out[c.name] = { check: report.inputError ? `INPUT: ${report.inputError}` : verdictLine(report), api };
-}
-process.stdout.write(JSON.stringify(out));
+process.stdout.write(JSON.stringify(proofLines(JSON.parse(readFileSync(process.argv[2], "utf8")), api)));

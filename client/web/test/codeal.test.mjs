@@ -1,21 +1,34 @@
 // The co-dealt verifier on Node, with Node's own test runner (`npm test` in client/web):
-// every vector of docs/vectors/fairdeck-codeal-v1.json at the step it names, the seat side, and
-// every case of docs/vectors/fairdeck-codeal-seal-v1.json.
+// every vector of docs/vectors/fairdeck-codeal-v1.json at the step it names, the seat side, every
+// co-dealt hand proof of fairdeck-codeal-proofs-v1.json (format 4), and every case of
+// docs/vectors/fairdeck-codeal-seal-v1.json. Every line is computed once, before the tests: with
+// FAIRDECK_NODE_RESULTS=FILE set, they are also written to FILE as JSON ({codeal, proofs: {"format
+// 4"}, seals}), for the Python tests that hold them to the reference (tests/support/node_runs.py),
+// so that no other node process checks the same vectors again.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { vectorApi } from "../src/codeal/index.js";
+import * as api from "../src/index.js";
 import { combineShares, newSeatKey, openSealedShare, openSeatCard, seatContext, seatPublicKey, VerificationError } from "../src/index.js";
 import { runCodealVectors } from "./codeal-cases.mjs";
+import { proofLines } from "./proof-lines.mjs";
 import { runSealVectors } from "./seal-cases.mjs";
 
-const VECTORS = JSON.parse(readFileSync(fileURLToPath(new URL("../../../docs/vectors/fairdeck-codeal-v1.json", import.meta.url)), "utf8"));
+const vectorsFile = (name) => JSON.parse(readFileSync(fileURLToPath(new URL(`../../../docs/vectors/${name}`, import.meta.url)), "utf8"));
+const VECTORS = vectorsFile("fairdeck-codeal-v1.json");
 // docs/vectors/fairdeck-codeal-seal-v1.json: the seat's device checks the co-dealers' seal
 // statements (docs/codealing-spec.md 9.2) before it opens a share, in the reference's words.
-const SEAL_VECTORS = JSON.parse(readFileSync(fileURLToPath(new URL("../../../docs/vectors/fairdeck-codeal-seal-v1.json", import.meta.url)), "utf8"));
+const SEAL_VECTORS = vectorsFile("fairdeck-codeal-seal-v1.json");
+const PROOFS = { "format 4": vectorsFile("fairdeck-codeal-proofs-v1.json") };
 const fromHex = (h) => Uint8Array.from(h.match(/../g) ?? [], (x) => parseInt(x, 16));
 const result = runCodealVectors(VECTORS, vectorApi);
+const proofs = Object.fromEntries(Object.entries(PROOFS).map(([form, v]) => [form, proofLines(v, api)]));
+const seals = runSealVectors(SEAL_VECTORS, vectorApi);
+if (process.env.FAIRDECK_NODE_RESULTS) {
+  writeFileSync(process.env.FAIRDECK_NODE_RESULTS, JSON.stringify({ codeal: result, proofs, seals }));
+}
 const stepOf = (line) => (line.startsWith("OK: ") ? null : /^FAILED at step ([a-z]+): /.exec(line)[1]);
 
 test("every valid hand verifies", () => {
@@ -87,15 +100,16 @@ test("a codeal object inside a hand proof of format 1 to 3 is refused at step fo
   assert.match(line, /^FAILED at step format: a hand proof of format 2 has exactly the names \['commit', 'dealt', /);
 });
 
-test("every co-dealt hand proof (format 4) of the vectors gives fairdeck verify's line, through check and verifyCodealProof", async () => {
-  const { check, verdictLine, verifyCodealProof } = await import("../src/index.js");
-  const proofs = JSON.parse(readFileSync(fileURLToPath(new URL("../../../docs/vectors/fairdeck-codeal-proofs-v1.json", import.meta.url)), "utf8"));
-  for (const c of [...proofs.valid, ...proofs.invalid]) {
-    assert.equal(verdictLine(check(c.text, { codealerKey: c.codealer_keys })), c.line, c.name);
-    if (c.step) assert.throws(() => verifyCodealProof(c.text, { codealerKeys: c.codealer_keys }), (e) => e instanceof VerificationError && `FAILED at step ${e.step}: ${e.detail}` === c.line, c.name);
-    else assert.equal(verifyCodealProof(c.text, { codealerKeys: c.codealer_keys }).line, c.line, c.name);
-  }
-  const seat = proofs.valid[0];
+test("every co-dealt hand proof (format 4) of the vectors gives fairdeck verify's line, through check and verifyCodealProof", () => {
+  const v1 = PROOFS["format 4"];
+  for (const c of [...v1.valid, ...v1.invalid]) assert.deepEqual(proofs["format 4"][c.name], { check: c.line, api: c.line }, c.name);
+});
+
+test("the co-dealers' keys given to check as a list, and without them", () => {
+  const { check, verdictLine, verifyCodealProof } = api;
+  const v1 = PROOFS["format 4"];
+  for (const c of [...v1.valid, ...v1.invalid]) assert.equal(verdictLine(check(c.text, { codealerKey: c.codealer_keys })), c.line, c.name);
+  const seat = v1.valid[0];
   const unpinned = check(seat.text, {});
   assert.equal(unpinned.ok, false);
   assert.equal(unpinned.step, null);
@@ -105,6 +119,5 @@ test("every co-dealt hand proof (format 4) of the vectors gives fairdeck verify'
 });
 
 test("every seal vector gives its line on the seat's device", () => {
-  const lines = runSealVectors(SEAL_VECTORS, vectorApi);
-  for (const c of SEAL_VECTORS.cases) assert.equal(lines[c.name], c.line, c.name);
+  for (const c of SEAL_VECTORS.cases) assert.equal(seals[c.name], c.line, c.name);
 });
