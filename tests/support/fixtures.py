@@ -9,7 +9,7 @@ factory with its options and names what it builds ``served``):
 - ``running``: a per-test default dealer; ``client`` and ``run_async``: the SDK, sync and async, on it.
 - ``dealer_process_factory`` and ``module_dealer_process_factory``: ``fairdeck serve`` as a child
   process (``DealerProcess``), terminated at teardown; ``codealt_table_factory``: a co-dealer
-  (``codealer_dir``) and a dealer pinned to it.
+  (``codealer_dir``) and a dealer pinned to it; ``held_table(_factory)``: seat releases' in-process one.
 Also: a throwaway PostgreSQL cluster (one per session, on first use), a fresh database per test,
 and the storage engines behind one fixture. No module-level state: each xdist worker builds its own.
 """
@@ -28,6 +28,8 @@ from fairdeck.client import AsyncDealerClient, DealerClient
 from tests.support.codealers import CodealerProcess, init_codealer
 from tests.support.dealers import DealerProcess, RunningDealer
 from tests.support.engines import Engine
+from tests.support.held_hands import HeldTable
+from tests.support.held_hands import held_table as make_held_table
 from tests.support.pgcluster import PgCluster, PgUnavailable
 
 REQUIRE_POSTGRES = "CI_REQUIRE_POSTGRES"
@@ -36,6 +38,7 @@ REQUIRE_POSTGRES = "CI_REQUIRE_POSTGRES"
 DealerFactory = Callable[..., RunningDealer]
 ProcessFactory = Callable[..., DealerProcess]
 TableFactory = Callable[..., tuple[CodealerProcess, DealerProcess]]
+HeldFactory = Callable[..., HeldTable]
 
 
 @pytest.fixture(scope="session")
@@ -222,3 +225,20 @@ def codealt_table_factory(tmp_path: Path, codealer_dir: Path) -> Iterator[TableF
         process.terminate()
     for codealer in reversed(codealers):
         codealer.stop()
+
+
+@pytest.fixture
+def held_table_factory(tmp_path: Path) -> HeldFactory:
+    """``held_table_factory(lifetime_ms=0, reveal_hold_ms=HOLD_MS)``: the seat-release tests' table
+    (tests/support/held_hands.py) on real SQLite files under ``tmp_path``, its clock at T0."""
+
+    def make(**kw: int) -> HeldTable:
+        return make_held_table(tmp_path, **kw)
+
+    return make
+
+
+@pytest.fixture
+def held_table(held_table_factory: HeldFactory) -> HeldTable:
+    """The seat-release tests' table with its default hold (HOLD_MS) and no co-dealer lifetime."""
+    return held_table_factory()
