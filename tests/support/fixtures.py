@@ -21,7 +21,7 @@ import asyncio
 import os
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -29,9 +29,10 @@ from fairdeck.client import AsyncDealerClient, DealerClient
 from tests.support.codealers import CodealerProcess, init_codealer
 from tests.support.dealers import DealerProcess, RunningDealer
 from tests.support.engines import Engine
-from tests.support.held_hands import HeldTable
-from tests.support.held_hands import held_table as make_held_table
 from tests.support.pgcluster import PgCluster, PgUnavailable
+
+if TYPE_CHECKING:  # imported where used: it needs libsodium (the root conftest's NEEDS_LIBSODIUM)
+    from tests.support.held_hands import HeldTable
 
 REQUIRE_POSTGRES = "CI_REQUIRE_POSTGRES"
 """Set to 1 (as .ci/run does) to fail, not skip, the PostgreSQL tests where none is installed."""
@@ -39,7 +40,7 @@ REQUIRE_POSTGRES = "CI_REQUIRE_POSTGRES"
 DealerFactory = Callable[..., RunningDealer]
 ProcessFactory = Callable[..., DealerProcess]
 TableFactory = Callable[..., tuple[CodealerProcess, DealerProcess]]
-HeldFactory = Callable[..., HeldTable]
+HeldFactory = Callable[..., "HeldTable"]
 
 
 @pytest.fixture(scope="session")
@@ -258,6 +259,8 @@ def module_codealt_table(
 def held_table_factory(tmp_path: Path) -> HeldFactory:
     """``held_table_factory(lifetime_ms=0, reveal_hold_ms=HOLD_MS)``: the seat-release tests' table
     (tests/support/held_hands.py) on real SQLite files under ``tmp_path``, its clock at T0."""
+
+    from tests.support.held_hands import held_table as make_held_table
 
     def make(**kw: int) -> HeldTable:
         return make_held_table(tmp_path, **kw)
