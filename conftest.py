@@ -26,6 +26,7 @@ NEEDS_LIBSODIUM = (
     "tests/support/codeal_pool.py",
     "tests/support/codeal_seal_vectors.py",
     "tests/support/codeal_vectors.py",
+    "tests/support/held_hands.py",
     "tests/web/test_codeal_web.py",
     "tests/web/test_codeal_proofs_web.py",
     "tests/web/test_codeal_seal_web.py",

@@ -18,7 +18,7 @@ import pytest
 from fairdeck.client import DealerClient
 from fairdeck.client.codeal_seat import CodealHands, SeatKey, seat_releases
 from fairdeck.v1 import codealer_pb2
-from tests.support.codealers import CodealerProcess, init_codealer
+from tests.support.codealers import CodealerProcess, init_codealer, init_codealer_cli
 from tests.support.dealers import DealerProcess
 from tests.support.env import clean_env
 
@@ -122,6 +122,28 @@ def test_a_ledger_made_before_its_owner_was_kept_is_checked_by_its_hands_signatu
     db = sqlite3.connect(mine / "codealer.db")
     assert db.execute("SELECT identity_key FROM owner").fetchone()[0].hex() == codealer.identity
     db.close()
+
+
+def test_the_init_console_script_makes_the_owners_only_files_prints_the_key_and_never_replaces(
+    tmp_path: Path, loose_umask: None
+) -> None:
+    """The other tests make their co-dealers by init's own function in-process; this one runs the
+    console script: the identity key on stdout (the one serve announces), the four files 0600 under
+    the usual umask, and a second init in the same dir refused in one line, nothing replaced."""
+    directory = tmp_path / "cd1"
+    made = init_codealer_cli(directory)
+    assert made.returncode == 0, made.stderr
+    key = made.stdout.strip()
+    assert len(key) == 64 and "dealer.token" in made.stderr, (made.stdout, made.stderr)
+    for name in ("codealer.key", "secrets.key", "codealer.db", "dealer.token"):
+        assert mode(directory / name) == 0o600, f"{name} is {mode(directory / name):04o}"
+    before = {p.name: p.read_bytes() for p in directory.iterdir()}
+    again = init_codealer_cli(directory)
+    assert again.returncode == 2 and "Traceback" not in again.stderr, again.stderr
+    assert len(again.stderr.strip().splitlines()) == 1 and "never replaced" in again.stderr, again.stderr
+    assert {p.name: p.read_bytes() for p in directory.iterdir()} == before
+    with CodealerProcess(directory) as codealer:
+        assert codealer.identity == key
 
 
 @pytest.mark.parametrize("name", ["codealer.key", "secrets.key", "dealer.token"])

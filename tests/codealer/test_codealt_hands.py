@@ -31,8 +31,11 @@ from tests.support.fixtures import TableFactory
 
 
 @pytest.fixture
-def table(codealt_table_factory: TableFactory) -> tuple[CodealerProcess, DealerProcess]:
-    return codealt_table_factory()
+def table(
+    module_codealt_table: tuple[CodealerProcess, DealerProcess],
+) -> tuple[CodealerProcess, DealerProcess]:
+    """The module's co-dealer and dealer: each test deals hands of its own and stops neither."""
+    return module_codealt_table
 
 
 def stub(target: str) -> dealer_pb2_grpc.DealerServiceStub:
@@ -150,9 +153,9 @@ def test_the_codealer_refuses_another_seats_card_and_a_card_out_of_order_even_af
 
 
 def test_codealer_down_refuses_codealt_opens_unavailable_and_ordinary_hands_still_deal(
-    table: tuple[CodealerProcess, DealerProcess],
+    codealt_table_factory: TableFactory,
 ) -> None:
-    codealer, dealer = table
+    codealer, dealer = codealt_table_factory()  # its own: it stops the co-dealer
     codealer.stop()
     dealer_stub = stub(dealer.target)
     assert refusal(
@@ -245,7 +248,7 @@ def test_everything_the_dealer_holds_during_a_hand_does_not_open_a_seats_card(
         data = dealer.data_dir
         assert data is not None
         held = b"".join(p.read_bytes() for p in sorted(data.rglob("*")) if p.is_file())
-        held += (tmp_path / "dealer.log").read_bytes()
+        held += dealer.stderr_path.read_bytes()
         keys = read_key_file(data / "seed.key")
         with sqlite3.connect(data / "codeal.db") as db:
             (sealed,) = db.execute(

@@ -6,7 +6,6 @@ files and the real co-dealer, dealer and reaper, on an injected clock."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sqlite3
 from pathlib import Path
@@ -16,107 +15,74 @@ import pytest
 from fairdeck.client.codeal_seat import SeatKey
 from fairdeck.v1 import codealer_pb2
 from fairdeck.wire import Reason
-from fairdeck_server.codealer.holder import CoDealer
 from fairdeck_server.codealer.ledger import Ledger
-from fairdeck_server.dealing.codeal_dealing import CodealDealer, CodealDraw
 from fairdeck_server.dealing.codeal_voids import CodealReaper
 from fairdeck_server.refusals import DealerError
-from tests.support.codeal_pool import InProcessLink, in_process, seat_tokens
+from tests.support.codeal_pool import InProcessLink
 from tests.support.codealers import CodealerProcess, init_codealer
 from tests.support.dealers import DealerProcess
+from tests.support.fixtures import HeldFactory
+from tests.support.held_hands import TENANT, HeldTable, not_released, refused_close, refused_reveal
 from tests.support.waits import wait_for
 
-T0 = 1_700_000_000_000
-HOLD_MS = 60_000
-DECK = "short"
 
-
-def releases(hand_id: str, draw: CodealDraw, seat: SeatKey) -> list[bytes]:
-    return seat_tokens(hand_id, DECK, draw, seat)
-
-
-def refused_reveal(codealer: CoDealer, hand_id: str, tokens: list[bytes] | None = None) -> DealerError:
-    with pytest.raises(DealerError) as e:
-        codealer.reveal(hand_id, *([tokens] if tokens is not None else []))
-    assert (e.value.reason, e.value.field) == (Reason.SEATS_NOT_RELEASED, "seat_releases")
-    return e.value
-
-
-async def refused_close(dealer: CodealDealer, hand_id: str, tokens: list[bytes] | None = None) -> None:
-    with pytest.raises(DealerError) as e:
-        if tokens is None:  # as the old signature was called
-            await dealer.close("t1", hand_id)
-        else:
-            await dealer.close("t1", hand_id, releases=tokens)
-    assert (e.value.reason, e.value.field) == (Reason.SEATS_NOT_RELEASED, "seat_releases")
-    assert (await dealer.get("t1", hand_id)).closed_ms is None
-
-
-def test_early_reveal_mid_hand_is_refused_and_the_hand_deals_on(tmp_path: Path) -> None:
+def test_early_reveal_mid_hand_is_refused_and_the_hand_deals_on(held_table: HeldTable) -> None:
     """The attack: hole cards sealed to two seats, then RevealSeed (the co-dealer's, as the
     dealer's token holder calls it, and the dealer's own CloseHand) a millisecond before the hold
     and without releases: refused, no seed, nothing recorded as ended, and the co-dealer still
     deals the next positions, public and sealed. No public share of a seat's card either."""
-    now = [T0]
-    codealer, dealer, storage = in_process(tmp_path, now, reveal_hold_ms=HOLD_MS)
+    t, codealer = held_table, held_table.codealer
     alice, bob = SeatKey.generate(), SeatKey.generate()
 
     async def scene() -> None:
-        await storage.start()
-        hand_id = (await dealer.open_hand("t1", DECK)).hand_id
-        await dealer.draw("t1", hand_id, 2, alice.public_key)
-        await dealer.draw("t1", hand_id, 2, bob.public_key)
-        now[0] += HOLD_MS - 1
+        hand_id = await t.open_hand()
+        await t.draw(hand_id, 2, alice)
+        await t.draw(hand_id, 2, bob)
+        t.now[0] += t.hold_ms - 1
         error = refused_reveal(codealer, hand_id)
         assert "2 of the 2 seats" in str(error)
-        await refused_close(dealer, hand_id)
+        await refused_close(t.dealer, hand_id)
         row = codealer.ledger.hand(hand_id)
         assert row is not None and not row.revealed and not row.released
         with pytest.raises(DealerError) as e:  # a seat's card made public: the same secret
             codealer.share(hand_id, 0, b"", [], 1)
         assert e.value.reason == Reason.SHARE_GIVEN_TO_ANOTHER_SEAT
-        board = await dealer.draw("t1", hand_id, 3, b"")  # the hand goes on
+        board = await t.draw(hand_id, 3)  # the hand goes on
         assert len(board.cards) == 3
-        assert len((await dealer.draw("t1", hand_id, 1, alice.public_key)).shares) == 1
-        await dealer.aclose()
-        await storage.close()
+        assert len((await t.draw(hand_id, 1, alice)).shares) == 1
 
-    asyncio.run(scene())
+    t.play(scene)
 
 
 def test_every_seats_release_reveals_and_a_missing_forged_or_other_hands_one_does_not(
-    tmp_path: Path,
+    held_table: HeldTable,
 ) -> None:
-    now = [T0]
-    codealer, dealer, storage = in_process(tmp_path, now, reveal_hold_ms=HOLD_MS)
+    t, codealer = held_table, held_table.codealer
     alice, bob = SeatKey.generate(), SeatKey.generate()
 
     async def scene() -> None:
-        await storage.start()
-        hand_id = (await dealer.open_hand("t1", DECK)).hand_id
-        to_alice = releases(hand_id, await dealer.draw("t1", hand_id, 2, alice.public_key), alice)
-        to_bob = releases(hand_id, await dealer.draw("t1", hand_id, 2, bob.public_key), bob)
-        await dealer.draw("t1", hand_id, 1, b"")  # a community card needs no release
-        other_id = (await dealer.open_hand("t1", DECK)).hand_id
-        in_other = releases(other_id, await dealer.draw("t1", other_id, 2, alice.public_key), alice)
+        hand_id = await t.open_hand()
+        to_alice = t.releases(hand_id, await t.draw(hand_id, 2, alice), alice)
+        to_bob = t.releases(hand_id, await t.draw(hand_id, 2, bob), bob)
+        await t.draw(hand_id, 1)  # a community card needs no release
+        other_id = await t.open_hand()
+        in_other = t.releases(other_id, await t.draw(other_id, 2, alice), alice)
         refused_reveal(codealer, hand_id, to_alice)  # bob's missing
         refused_reveal(codealer, hand_id, [os.urandom(32), os.urandom(32)])  # forged
         refused_reveal(codealer, hand_id, [*in_other, *to_bob])  # alice's of another hand
-        await refused_close(dealer, hand_id, to_bob)
+        await refused_close(t.dealer, hand_id, to_bob)
         with pytest.raises(DealerError) as e:
-            await dealer.close("t1", hand_id, releases=[b"short"])
+            await t.dealer.close(TENANT, hand_id, releases=[b"short"])
         assert (e.value.reason, e.value.field) == (Reason.MALFORMED_REQUEST, "seat_releases")
         # One token per seat key is enough; the dealer passes them on; the hand closes and verifies.
-        closed = await dealer.close("t1", hand_id, releases=[to_alice[1], *in_other, to_bob[0]])
+        closed = await t.dealer.close(TENANT, hand_id, releases=[to_alice[1], *in_other, to_bob[0]])
         assert closed.closed_ms is not None and len(closed.public["seeds"]) == 2
         assert [d["position"] for d in closed.public["dealt"]] == [0, 1, 2, 3, 4]
         row = codealer.ledger.hand(hand_id)
         assert row is not None and row.revealed and row.released
         refused_reveal(codealer, other_id, to_alice)  # the other hand is untouched
-        await dealer.aclose()
-        await storage.close()
 
-    asyncio.run(scene())
+    t.play(scene)
 
 
 class CountingLink(InProcessLink):
@@ -131,98 +97,85 @@ class CountingLink(InProcessLink):
         return await super().reveal(hand_id, releases)  # type: ignore[arg-type]
 
 
-def test_past_the_hold_an_abandoned_hand_is_voided_and_a_refused_void_is_paced(tmp_path: Path) -> None:
+def test_past_the_hold_an_abandoned_hand_is_voided_and_a_refused_void_is_paced(
+    held_table_factory: HeldFactory,
+) -> None:
     """The dealer's void sends no releases: while the co-dealer's hold has not passed it is refused,
     held back ``held_s`` (never retried in a tight loop, never skipped for good), then voided and
     closed with both seeds once the hold passes."""
-    now = [T0]
+    t = held_table_factory(reveal_hold_ms=10_000)
     lifetime_s = 4
-    _, dealer, storage = in_process(tmp_path, now, reveal_hold_ms=10_000)
-    link = CountingLink(dealer.link)  # type: ignore[arg-type]
-    dealer.link = link
-    reaper = CodealReaper(dealer, lifetime_s, lambda: now[0], held_s=3.0)
+    link = CountingLink(t.dealer.link)  # type: ignore[arg-type]
+    t.dealer.link = link
+    reaper = CodealReaper(t.dealer, lifetime_s, lambda: t.now[0], held_s=3.0)
     seat = SeatKey.generate()
 
     async def scene() -> None:
-        await storage.start()
-        hand_id = (await dealer.open_hand("t1", DECK)).hand_id
-        await dealer.draw("t1", hand_id, 2, seat.public_key)
-        now[0] += lifetime_s * 1000  # past the dealer's void time, before the hold
+        hand_id = await t.open_hand()
+        await t.draw(hand_id, 2, seat)
+        t.now[0] += lifetime_s * 1000  # past the dealer's void time, before the hold
         await reaper.round()
         assert link.reveals == 1 and hand_id in reaper.held and hand_id not in reaper.skipped
         for _ in range(5):  # passes in a row do not ask again, nor count it (a full pass: no wait)
             assert await reaper.round() == 0
         assert link.reveals == 1
-        now[0] += 3000  # held_s later: asked again, still held (7 s of the 10 s hold)
+        t.now[0] += 3000  # held_s later: asked again, still held (7 s of the 10 s hold)
         await reaper.round()
-        assert link.reveals == 2 and (await dealer.get("t1", hand_id)).closed_ms is None
-        now[0] += 3000  # the hold has passed
+        assert link.reveals == 2 and (await t.dealer.get(TENANT, hand_id)).closed_ms is None
+        t.now[0] += 3000  # the hold has passed
         await reaper.round()
-        row = await dealer.get("t1", hand_id)
+        row = await t.dealer.get(TENANT, hand_id)
         assert row.closed_ms is not None and row.public.get("voided") is True
         assert len(row.public["seeds"]) == 2 and reaper.voided == 1
-        await dealer.aclose()
-        await storage.close()
 
-    asyncio.run(scene())
+    t.play(scene)
 
 
-def test_an_expired_hand_makes_no_seats_card_public_before_the_hold(tmp_path: Path) -> None:
+def test_an_expired_hand_makes_no_seats_card_public_before_the_hold(held_table_factory: HeldFactory) -> None:
     """A hand the co-dealer ended at its lifetime gave public shares of every dealt position:
     with the dealer's own share, the seats' cards. Now only once the hold has passed."""
-    now = [T0]
-    codealer, dealer, storage = in_process(tmp_path, now, lifetime_ms=1000, reveal_hold_ms=HOLD_MS)
-    seat = SeatKey.generate()
+    t = held_table_factory(lifetime_ms=1000)
+    codealer, seat = t.codealer, SeatKey.generate()
 
     async def scene() -> None:
-        await storage.start()
-        hand_id = (await dealer.open_hand("t1", DECK)).hand_id
-        await dealer.draw("t1", hand_id, 2, seat.public_key)
-        now[0] += 1001
+        hand_id = await t.open_hand()
+        await t.draw(hand_id, 2, seat)
+        t.now[0] += 1001
         assert codealer.expire() == 1
         with pytest.raises(DealerError) as e:
             codealer.share(hand_id, 0, b"", [], 2)
-        assert (e.value.reason, e.value.field) == (Reason.SEATS_NOT_RELEASED, "seat_releases")
+        not_released(e.value)
         refused_reveal(codealer, hand_id)
-        now[0] += HOLD_MS
+        t.now[0] += t.hold_ms
         assert len(codealer.share(hand_id, 0, b"", [], 2).shares) == 2
-        await dealer.aclose()
-        await storage.close()
 
-    asyncio.run(scene())
+    t.play(scene)
 
 
 def test_a_ledger_of_the_previous_schema_opens_and_its_seals_release_only_by_the_hold(
-    tmp_path: Path,
+    held_table: HeldTable,
 ) -> None:
     """A ledger the previous version made (no release digests, no released_ms) opens and gets both
     columns; a seal made then cannot be released by a token (no digest to check it against), so
     its hand's seed waits for the hold, and is answered after it."""
-    now = [T0]
-    codealer, dealer, storage = in_process(tmp_path, now, reveal_hold_ms=HOLD_MS)
+    t = held_table
     seat = SeatKey.generate()
 
     async def deal() -> tuple[str, list[bytes]]:
-        await storage.start()
-        hand_id = (await dealer.open_hand("t1", DECK)).hand_id
-        tokens = releases(hand_id, await dealer.draw("t1", hand_id, 2, seat.public_key), seat)
-        await dealer.aclose()
-        await storage.close()
-        return hand_id, tokens
+        hand_id = await t.open_hand()
+        return hand_id, t.releases(hand_id, await t.draw(hand_id, 2, seat), seat)
 
-    hand_id, tokens = asyncio.run(deal())
-    codealer.ledger.close()
-    with sqlite3.connect(tmp_path / "codealer.db") as db:  # back to the previous version's schema
+    hand_id, tokens = t.play(deal)
+    t.codealer.ledger.close()
+    with sqlite3.connect(t.directory / "codealer.db") as db:  # back to the previous version's schema
         db.execute("ALTER TABLE seals DROP COLUMN release_sha256")
         db.execute("ALTER TABLE hands DROP COLUMN released_ms")
-    ledger = Ledger(tmp_path / "codealer.db", create=False)
-    reopened = CoDealer(
-        ledger, codealer.identity, codealer.vault, clock_ms=lambda: now[0], reveal_hold_ms=HOLD_MS
-    )
-    with sqlite3.connect(tmp_path / "codealer.db") as db:
+    ledger = Ledger(t.directory / "codealer.db", create=False)
+    reopened = t.reopened(ledger)
+    with sqlite3.connect(t.directory / "codealer.db") as db:
         assert db.execute("SELECT release_sha256 FROM seals").fetchall() == [(None,), (None,)]
     refused_reveal(reopened, hand_id, tokens)
-    now[0] += HOLD_MS
+    t.now[0] += t.hold_ms
     assert reopened.reveal(hand_id) == reopened._secrets(reopened._row(hand_id))[1]
     ledger.close()
 

@@ -4,7 +4,10 @@ health as ``status`` reads it)."""
 
 from __future__ import annotations
 
+import argparse
 import collections
+import contextlib
+import io
 import re
 import subprocess
 import sys
@@ -22,16 +25,27 @@ LISTENING = re.compile(r"^fairdeck codealer listening on ([^ ]+):(\d+) \(identit
 
 
 def init_codealer(directory: Path) -> str:
-    """Make a co-dealer in ``directory``; its identity key (hex)."""
-    out = subprocess.run(
+    """Make a co-dealer in ``directory`` as ``fairdeck codealer init --dir`` does, by its own
+    function in this process (a child interpreter's start-up cost more than the keys); its identity
+    key (hex). ``init_codealer_cli`` runs the real console script."""
+    from fairdeck_server.cli.codealer_command import cmd_init
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = cmd_init(argparse.Namespace(dir=str(directory)))
+    assert rc == 0, err.getvalue()
+    return out.getvalue().strip()
+
+
+def init_codealer_cli(directory: Path) -> subprocess.CompletedProcess[str]:
+    """``fairdeck codealer init --dir DIR``, the console script in a child process."""
+    return subprocess.run(
         [sys.executable, "-m", "fairdeck.cli", "codealer", "init", "--dir", str(directory)],
         capture_output=True,
         text=True,
         timeout=60,
         env=clean_env(),
-        check=True,
     )
-    return out.stdout.strip()
 
 
 class CodealerProcess:

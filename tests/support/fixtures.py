@@ -9,9 +9,10 @@ factory with its options and names what it builds ``served``):
 - ``running``: a per-test default dealer; ``client`` and ``run_async``: the SDK, sync and async, on it.
 - ``dealer_process_factory`` and ``module_dealer_process_factory``: ``fairdeck serve`` as a child
   process (``DealerProcess``), terminated at teardown; ``codealt_table_factory``: a co-dealer
-  (``codealer_dir``) and a dealer pinned to it.
-Also: a throwaway PostgreSQL cluster (one per session, on first use), a fresh database per test,
-and the storage engines behind one fixture. No module-level state: each xdist worker builds its own.
+  (``codealer_dir``) and a dealer pinned to it (``module_codealt_table``: one a module).
+Also: ``held_table(_factory)``, seat releases' in-process table; a throwaway PostgreSQL cluster
+(one per session, on first use), a fresh database per test, and the storage engines behind one
+fixture. No module-level state: each xdist worker builds its own.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import asyncio
 import os
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -30,12 +31,16 @@ from tests.support.dealers import DealerProcess, RunningDealer
 from tests.support.engines import Engine
 from tests.support.pgcluster import PgCluster, PgUnavailable
 
+if TYPE_CHECKING:  # imported where used: it needs libsodium (the root conftest's NEEDS_LIBSODIUM)
+    from tests.support.held_hands import HeldTable
+
 REQUIRE_POSTGRES = "CI_REQUIRE_POSTGRES"
 """Set to 1 (as .ci/run does) to fail, not skip, the PostgreSQL tests where none is installed."""
 
 DealerFactory = Callable[..., RunningDealer]
 ProcessFactory = Callable[..., DealerProcess]
 TableFactory = Callable[..., tuple[CodealerProcess, DealerProcess]]
+HeldFactory = Callable[..., "HeldTable"]
 
 
 @pytest.fixture(scope="session")
@@ -202,6 +207,26 @@ def codealer_dir(tmp_path: Path) -> Path:
     return tmp_path / "cd1"
 
 
+def _table_starter(
+    codealer_dir: Path, data_dir: Path, codealers: list[CodealerProcess], dealers: list[DealerProcess]
+) -> TableFactory:
+    def start(*args: str) -> tuple[CodealerProcess, DealerProcess]:
+        codealer = CodealerProcess(codealer_dir)
+        codealers.append(codealer)
+        dealer = DealerProcess(data_dir, data_dir.parent / "dealer.log", *codealer.dealer_flags(), *args)
+        dealers.append(dealer)
+        return codealer, dealer
+
+    return start
+
+
+def _stop_tables(codealers: list[CodealerProcess], dealers: list[DealerProcess]) -> None:
+    for process in reversed(dealers):
+        process.terminate()
+    for codealer in reversed(codealers):
+        codealer.stop()
+
+
 @pytest.fixture
 def codealt_table_factory(tmp_path: Path, codealer_dir: Path) -> Iterator[TableFactory]:
     """``codealt_table_factory(*serve flags)``: a real co-dealer on ``codealer_dir`` and the real
@@ -209,16 +234,41 @@ def codealt_table_factory(tmp_path: Path, codealer_dir: Path) -> Iterator[TableF
     (co-dealer, dealer); at teardown the dealer stops first, then the co-dealer."""
     codealers: list[CodealerProcess] = []
     dealers: list[DealerProcess] = []
+    yield _table_starter(codealer_dir, tmp_path / "data", codealers, dealers)
+    _stop_tables(codealers, dealers)
 
-    def start(*args: str) -> tuple[CodealerProcess, DealerProcess]:
-        codealer = CodealerProcess(codealer_dir)
-        codealers.append(codealer)
-        dealer = DealerProcess(tmp_path / "data", tmp_path / "dealer.log", *codealer.dealer_flags(), *args)
-        dealers.append(dealer)
-        return codealer, dealer
 
-    yield start
-    for process in reversed(dealers):
-        process.terminate()
-    for codealer in reversed(codealers):
-        codealer.stop()
+@pytest.fixture(scope="module")
+def module_codealt_table(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[CodealerProcess, DealerProcess]]:
+    """One co-dealer and dealer pinned to it (``codealt_table_factory()``'s), shared by a module's
+    tests that each deal hands of their own and stop neither process: two interpreters' start-up
+    and the pool's decks shuffled ahead once a module, not once a test."""
+    base = tmp_path_factory.mktemp("codealt")
+    init_codealer(base / "cd1")
+    codealers: list[CodealerProcess] = []
+    dealers: list[DealerProcess] = []
+    try:
+        yield _table_starter(base / "cd1", base / "data", codealers, dealers)()
+    finally:
+        _stop_tables(codealers, dealers)
+
+
+@pytest.fixture
+def held_table_factory(tmp_path: Path) -> HeldFactory:
+    """``held_table_factory(lifetime_ms=0, reveal_hold_ms=HOLD_MS)``: the seat-release tests' table
+    (tests/support/held_hands.py) on real SQLite files under ``tmp_path``, its clock at T0."""
+
+    from tests.support.held_hands import held_table as make_held_table
+
+    def make(**kw: int) -> HeldTable:
+        return make_held_table(tmp_path, **kw)
+
+    return make
+
+
+@pytest.fixture
+def held_table(held_table_factory: HeldFactory) -> HeldTable:
+    """The seat-release tests' table with its default hold (HOLD_MS) and no co-dealer lifetime."""
+    return held_table_factory()
