@@ -50,11 +50,14 @@ class ForkedCli:
         """CPU seconds the calls' processes took, all together."""
         assert self._message(READY_S) == {"ready": True}
 
-    def __call__(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-        """``fairdeck ARGS`` in a process of its own, in this process's working directory."""
+    def __call__(
+        self, *args: str, timeout: float = 60, stderr: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """``fairdeck ARGS`` in a process of its own, in this process's working directory; its
+        stderr is ``stderr`` (a terminal's name, say) where given, else read back."""
         self._calls += 1
         out, err = self._dir / f"{self._calls}.out", self._dir / f"{self._calls}.err"
-        request = {"argv": list(args), "stdout": str(out), "stderr": str(err), "cwd": os.getcwd()}
+        request = {"argv": list(args), "stdout": str(out), "stderr": stderr or str(err), "cwd": os.getcwd()}
         assert self._proc.stdin is not None
         self._proc.stdin.write(json.dumps(request).encode() + b"\n")
         self._proc.stdin.flush()
