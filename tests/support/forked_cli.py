@@ -1,5 +1,5 @@
 """``python -m fairdeck.cli ARGS`` in a fresh process each call, without an interpreter's start:
-``ForkedCli`` keeps one child (this file run as a script) that imports the CLI once and forks a
+``ForkedCli`` keeps one child (this module run with -m) that imports the CLI once and forks a
 process per call, which runs the console script's ``__main__`` (runpy, as ``-m`` does) and exits as
 the interpreter does. A call returns a ``CompletedProcess`` as ``subprocess.run`` would; past its
 timeout the call's process is killed and ``TimeoutExpired`` raised, so a hang fails the test.
