@@ -2,9 +2,10 @@
 to /dev/zero), a FIFO or a directory, ``lab test`` and a resumed ``lab collect`` write nothing
 outside it, do not hang, print no traceback, and refuse in one line naming the file. A manifest
 nested 100,000 deep is one line too. A command that could hang or read without end (a FIFO, a link
-to /dev/zero, a deep manifest) runs in a process of its own, with a timeout; the others run through
-the CLI's ``main`` in this process (``Cli``), the same exit status and output without a process's
-start, most of a case's time."""
+to /dev/zero) runs in a process of its own, with a timeout, forked from one that imported the CLI
+once (``forked``: an interpreter's start and imports were most of a case's CPU); the others run
+through the CLI's ``main`` in this process (``Cli``), the same exit status and output. The single
+cases run in forked processes too, and three of them as ``python -m fairdeck.cli`` itself."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ import pytest
 from fairdeck.cli import main
 from fairdeck.lab import formats
 from tests.support.env import clean_env
+from tests.support.forked_cli import ForkedCli
 
 FILES = (*formats.BOUND, "manifest.json")
 KINDS = ("link outside", "link to /dev/zero", "fifo", "directory")
@@ -35,7 +37,16 @@ def kit(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.fixture(scope="module")
+def forked() -> Iterator[ForkedCli]:
+    """``fairdeck`` in a fresh process a call, forked from one process per module."""
+    runner = ForkedCli()
+    yield runner
+    runner.close()
+
+
 def fairdeck(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """``python -m fairdeck.cli``: a real interpreter's start, for the cases that keep it."""
     return subprocess.run(
         [sys.executable, "-m", "fairdeck.cli", *args],
         capture_output=True,
@@ -53,8 +64,9 @@ class Cli:
     """``fairdeck`` run by the CLI's ``main`` in this process, with the environment a process of
     ``fairdeck()`` gets (no FAIRDECK_* variable): its exit status and what it printed."""
 
-    def __init__(self, capsys: pytest.CaptureFixture[str]) -> None:
+    def __init__(self, capsys: pytest.CaptureFixture[str], forked: ForkedCli) -> None:
         self.capsys = capsys
+        self.forked = forked
 
     def __call__(self, *args: str) -> subprocess.CompletedProcess[str]:
         self.capsys.readouterr()
@@ -66,14 +78,14 @@ class Cli:
         return subprocess.CompletedProcess(["fairdeck", *args], status, out, err)
 
     def of(self, kind: str) -> Callable[..., subprocess.CompletedProcess[str]]:
-        return fairdeck if kind in REAL_PROCESS else self
+        return self.forked if kind in REAL_PROCESS else self
 
 
 @pytest.fixture
-def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Cli:
+def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, forked: ForkedCli) -> Cli:
     for name in [name for name in os.environ if name.startswith("FAIRDECK_")]:
         monkeypatch.delenv(name)
-    return Cli(capsys)
+    return Cli(capsys, forked)
 
 
 class Outside:
@@ -126,14 +138,16 @@ def test_lab_test_on_a_collection_with_any_file_replaced_refuses_in_one_line(
     outside.untouched()
 
 
-def test_lab_test_writes_no_report_through_a_planted_link(kit: Path, tmp_path: Path) -> None:
+def test_lab_test_writes_no_report_through_a_planted_link(
+    kit: Path, tmp_path: Path, forked: ForkedCli
+) -> None:
     copy = tmp_path / "kit"
     shutil.copytree(kit, copy)
     outside = Outside(tmp_path)
     (copy / "report").mkdir()
     (copy / "report" / "report.json").symlink_to(outside.victim)
     (copy / "report" / "report.html").symlink_to(outside.victim)
-    done = fairdeck("lab", "test", str(copy), "--dieharder", "none", "--no-progress", "--statistics-only")
+    done = forked("lab", "test", str(copy), "--dieharder", "none", "--no-progress", "--statistics-only")
     assert "Traceback" not in done.stderr and done.returncode in (0, 3), done
     outside.untouched()
     assert not (copy / "report" / "report.json").is_symlink()  # the link was replaced, not followed
@@ -188,10 +202,12 @@ def test_collect_resuming_a_collection_with_any_file_replaced_writes_nothing_out
     outside.untouched()
 
 
-def test_collect_resuming_with_a_planted_state_tmp_link_writes_nothing_outside(tmp_path: Path) -> None:
+def test_collect_resuming_with_a_planted_state_tmp_link_writes_nothing_outside(
+    resumable: Path, tmp_path: Path
+) -> None:
     out = tmp_path / "kit"
+    shutil.copytree(resumable, out, symlinks=True)  # collected by the same argv, with 2000
     argv = ["lab", "collect", "--out", str(out), "--batch", "10", "--no-progress", "--raw-bytes"]
-    assert main([*argv, "2000"]) == 0
     outside = Outside(tmp_path)
     (out / "state.json.tmp").symlink_to(outside.victim)
     done = fairdeck(*argv, "4000")
@@ -199,7 +215,9 @@ def test_collect_resuming_with_a_planted_state_tmp_link_writes_nothing_outside(t
     outside.untouched()
 
 
-def test_a_second_collector_is_refused_after_the_lock_file_is_deleted(tmp_path: Path) -> None:
+def test_a_second_collector_is_refused_after_the_lock_file_is_deleted(
+    tmp_path: Path, forked: ForkedCli
+) -> None:
     """The lock is the directory's own: deleting a file of it lets nobody in."""
     from fairdeck.lab import collection
 
@@ -207,7 +225,7 @@ def test_a_second_collector_is_refused_after_the_lock_file_is_deleted(tmp_path: 
     out.mkdir()
     with collection.locked(out):
         (out / collection.LOCK).unlink(missing_ok=True)
-        done = fairdeck("lab", "collect", "--out", str(out), "--raw-bytes", "2000", "--no-progress")
+        done = forked("lab", "collect", "--out", str(out), "--raw-bytes", "2000", "--no-progress")
         assert done.returncode == 2 and "another `fairdeck lab collect` is writing" in done.stderr, done
 
 
@@ -219,7 +237,9 @@ def _rehash(directory: Path) -> None:
     (directory / "manifest.json").write_text(json.dumps(manifest))
 
 
-def test_replaced_data_with_a_recomputed_manifest_is_not_ok(kit: Path, tmp_path: Path) -> None:
+def test_replaced_data_with_a_recomputed_manifest_is_not_ok(
+    kit: Path, tmp_path: Path, forked: ForkedCli
+) -> None:
     """The raw stream and the seeds replaced by os.urandom, the manifest's sizes and SHA-256
     recomputed (and the ASCII files made from the new bytes): no layer follows from the one below."""
     copy = tmp_path / "kit"
@@ -230,24 +250,24 @@ def test_replaced_data_with_a_recomputed_manifest_is_not_ok(kit: Path, tmp_path:
         bits = (copy / text).stat().st_size
         (copy / text).write_text("".join(format(b, "08b") for b in fresh)[:bits])
     _rehash(copy)
-    done = fairdeck("lab", "test", str(copy), "--dieharder", "none", "--no-progress")
+    done = forked("lab", "test", str(copy), "--dieharder", "none", "--no-progress")
     one_line_refusal(done, 1, "provenance FAILED")
     assert "OK" not in done.stdout
 
 
 def test_an_offline_collection_is_refused_unless_the_statistics_only_are_asked_for(
-    kit: Path, tmp_path: Path
+    kit: Path, tmp_path: Path, forked: ForkedCli
 ) -> None:
     """NOT BOUND exited 0 on statistics that passed: a pipeline reading the exit status took the
     statistics of anyone's bytes for a certified dealer. Refused now (exit 2, one line naming
     --statistics-only), before any battery; asked for, the statistics are tested and said so."""
     copy = tmp_path / "kit"
     shutil.copytree(kit, copy)
-    done = fairdeck("lab", "test", str(copy), "--dieharder", "none", "--no-progress", "--sample", "5")
+    done = forked("lab", "test", str(copy), "--dieharder", "none", "--no-progress", "--sample", "5")
     one_line_refusal(done, 2, "provenance NOT BOUND")
     assert "--statistics-only" in done.stderr and not done.stdout, done
     assert not (copy / "report" / "report.json").exists()
-    done = fairdeck(
+    done = forked(
         "lab", "test", str(copy), "--dieharder", "none", "--no-progress", "--sample", "5", "--statistics-only"
     )
     assert "Traceback" not in done.stderr and done.returncode in (0, 3), done
@@ -262,18 +282,18 @@ def test_an_offline_collection_is_refused_unless_the_statistics_only_are_asked_f
 
 @pytest.mark.parametrize("directory", ["raw", "seeds", "scaled", "final"])
 def test_a_directory_of_the_collection_as_a_link_outside_is_refused_and_nothing_written_there(
-    tmp_path: Path, directory: str
+    resumable: Path, tmp_path: Path, directory: str, forked: ForkedCli
 ) -> None:
     """The directory moved elsewhere and linked back: a collect that followed the link would cut
     its files back and append to them there."""
     out = tmp_path / "kit"
+    shutil.copytree(resumable, out, symlinks=True)  # collected by the same argv, with 2000
     argv = ["lab", "collect", "--out", str(out), "--batch", "10", "--no-progress", "--raw-bytes"]
-    assert main([*argv, "2000"]) == 0
     elsewhere = tmp_path / "elsewhere" / directory
     elsewhere.parent.mkdir()
     shutil.move(out / directory, elsewhere)
     (out / directory).symlink_to(elsewhere, target_is_directory=True)
     before = {p.name: p.read_bytes() for p in elsewhere.iterdir()}
-    one_line_refusal(fairdeck(*argv, "4000"), 2, directory)
-    one_line_refusal(fairdeck("lab", "test", str(out), "--dieharder", "none", "--no-progress"), 1, directory)
+    one_line_refusal(forked(*argv, "4000"), 2, directory)
+    one_line_refusal(forked("lab", "test", str(out), "--dieharder", "none", "--no-progress"), 1, directory)
     assert {p.name: p.read_bytes() for p in elsewhere.iterdir()} == before

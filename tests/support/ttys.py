@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 
 from tests.support.env import clean_env
+from tests.support.forked_cli import ForkedCli
 
 
 @dataclass
@@ -26,10 +27,13 @@ class Run:
     """Everything the command wrote to stderr, as the terminal received it."""
 
 
-def fairdeck_on_pty(*args: str, timeout: float = 120) -> Run:
-    """``python -m fairdeck.cli ARGS`` with stderr on a 100-column pty and stdout on a pipe."""
+def fairdeck_on_pty(*args: str, timeout: float = 120, forked: ForkedCli | None = None) -> Run:
+    """``python -m fairdeck.cli ARGS`` with stderr on a 100-column pty and stdout on a pipe; with
+    ``forked``, in a process it forks (stdout on a file), which opens the pty by its name."""
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
+    if forked is not None:
+        return _forked_on_pty(forked, master, slave, args, timeout)
     proc = subprocess.Popen(
         [sys.executable, "-m", "fairdeck.cli", *args],
         stdin=subprocess.DEVNULL,
@@ -69,8 +73,38 @@ def fairdeck_on_pty(*args: str, timeout: float = 120) -> Run:
     return Run(returncode, b"".join(stdout).decode(), seen.decode(errors="replace"))
 
 
-def fairdeck_on_pipes(*args: str, timeout: float = 120) -> Run:
-    """The same command with stdout and stderr on pipes (a script, a CI job, a log file)."""
+def _forked_on_pty(forked: ForkedCli, master: int, slave: int, args: tuple[str, ...], timeout: float) -> Run:
+    """The terminal is read on a thread while the call runs (a full pty would stop the command),
+    then drained; ``slave`` stays open until then, so a read never meets the hang-up."""
+    seen = bytearray()
+    done = threading.Event()
+
+    def read_terminal() -> None:
+        while True:
+            ready, _, _ = select.select([master], [], [], 0 if done.is_set() else 0.1)
+            if ready:
+                seen.extend(os.read(master, 65536))
+            elif done.is_set():
+                return
+
+    reader = threading.Thread(target=read_terminal)
+    reader.start()
+    try:
+        run = forked(*args, timeout=timeout, stderr=os.ttyname(slave))
+    finally:
+        done.set()
+        reader.join(timeout=10)
+        os.close(slave)
+        os.close(master)
+    return Run(run.returncode, run.stdout, seen.decode(errors="replace"))
+
+
+def fairdeck_on_pipes(*args: str, timeout: float = 120, forked: ForkedCli | None = None) -> Run:
+    """The same command with stdout and stderr on pipes (a script, a CI job, a log file); with
+    ``forked``, on files, in a process it forks."""
+    if forked is not None:
+        run = forked(*args, timeout=timeout)
+        return Run(run.returncode, run.stdout, run.stderr)
     done = subprocess.run(
         [sys.executable, "-m", "fairdeck.cli", *args],
         stdin=subprocess.DEVNULL,

@@ -343,9 +343,9 @@ class CollectionFiles:
             f[formats.RAW].write(t.blocks)
             f[formats.SEEDS].write(tr.server_seed)
             f[formats.INDEX].write(t.index.to_bytes(layout.index_bytes, "big"))
-            f[formats.CHOICES].write(b"".join(layout.card(j) for j in t.choices))
+            f[formats.CHOICES].write(layout.cards_of(t.choices))
             f[formats.ATTEMPTS].write(min(t.attempts, 255).to_bytes(1, "big"))
-            f[formats.DECKS].write(b"".join(layout.card(c) for c in tr.cards))
+            f[formats.DECKS].write(layout.cards_of(tr.cards))
             line: dict[str, Any] = {"transcript": transcript_dict(tr)}
             if dealt.commit_index is not None:
                 line["log"] = {"commit": dealt.commit_index, "reveal": dealt.reveal_index}

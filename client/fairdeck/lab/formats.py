@@ -13,6 +13,7 @@ The scaled and final files have fixed-width records, so record ``k`` of any file
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import BinaryIO
 
@@ -52,6 +53,12 @@ class Layout:
     def card(self, value: int) -> bytes:
         return value.to_bytes(self.card_bytes, "big")
 
+    def cards_of(self, values: Sequence[int]) -> bytes:
+        """``values`` (card ids, or choices) as records of ``card`` each, in one call."""
+        if self.card_bytes == 1:
+            return bytes(values)  # each below 256, as card() would check
+        return b"".join(self.card(v) for v in values)
+
 
 def record_sizes(layout: Layout, seed_bytes: int, hands: int) -> dict[str, int]:
     """The size of each fixed-record file for ``hands`` hands of this layout."""
@@ -84,14 +91,21 @@ def describe(layout: Layout) -> dict[str, str]:
     }
 
 
+def bits_of(chunk: bytes) -> bytes:
+    """``chunk``'s bits as ASCII 0/1, most significant bit of each byte first."""
+    if not chunk:
+        return b""
+    # The chunk as one big-endian number written in base 2, zeros in front kept: no loop per byte.
+    return format(int.from_bytes(chunk, "big"), f"0{8 * len(chunk)}b").encode()
+
+
 def ascii_bits(src: BinaryIO, out: BinaryIO, bits: int) -> int:
     """Write the first ``bits`` bits (whole bytes) of ``src`` as ASCII 0/1; returns bits written."""
-    table = [format(b, "08b").encode() for b in range(256)]
     written = 0
     while written < bits:
         chunk = src.read(min(1 << 20, (bits - written + 7) // 8))
         if not chunk:
             break
-        out.write(b"".join(table[b] for b in chunk))
+        out.write(bits_of(chunk))
         written += 8 * len(chunk)
     return written

@@ -131,6 +131,9 @@ class _Expected:
         self.indexes = array("q", (indexes[k] for k in order))
         self.records = array("q", (records[k] for k in order))
         self.next = 0
+        self._last: tuple[int, Transcript] | None = None
+        """The transcript read last, by its offset: a hand's commit and reveal entries are
+        usually next to each other, so its line is parsed once for both."""
 
     @property
     def last(self) -> int:
@@ -145,8 +148,10 @@ class _Expected:
         if self.next < len(self.indexes) and self.indexes[self.next] == index:
             offset, is_reveal = divmod(self.records[self.next], 2)
             self.next += 1
-            self.file.seek(offset)
-            return bool(is_reveal), transcript_from(_line(self.file.readline())["transcript"])
+            if self._last is None or self._last[0] != offset:
+                self.file.seek(offset)
+                self._last = offset, transcript_from(_line(self.file.readline())["transcript"])
+            return bool(is_reveal), self._last[1]
         return None
 
     def close(self) -> None:

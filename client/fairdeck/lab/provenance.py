@@ -210,8 +210,8 @@ def _rederive(
             formats.RAW: (raw_offset, traced.blocks),
             formats.ATTEMPTS: (k, bytes([min(traced.attempts, 255)])),
             formats.INDEX: (k * width, traced.index.to_bytes(width, "big")),
-            formats.CHOICES: (k * choice_bytes, b"".join(layout.card(j) for j in traced.choices)),
-            formats.DECKS: (k * spec.size * card_bytes, b"".join(layout.card(c) for c in traced.cards)),
+            formats.CHOICES: (k * choice_bytes, layout.cards_of(traced.choices)),
+            formats.DECKS: (k * spec.size * card_bytes, layout.cards_of(traced.cards)),
         }
         for file, (offset, data) in expected.items():
             if r.read(file, offset, len(data)) != data:
@@ -223,14 +223,13 @@ def _rederive(
 
 
 def _ascii(r: _Reader) -> None:
-    table = [format(b, "08b").encode() for b in range(256)]
     for binary, text in ((formats.RAW, formats.RAW_NIST), (formats.SEEDS, formats.SEEDS_NIST)):
         size = r.size(text)
         if size % 8 or size > 8 * r.size(binary):
             raise VerificationError("ascii", f"{text} is not the first bits of {binary}")
         for offset in range(0, size // 8, 1 << 20):
             chunk = r.read(binary, offset, min(1 << 20, size // 8 - offset))
-            if r.read(text, 8 * offset, 8 * len(chunk)) != b"".join(table[b] for b in chunk):
+            if r.read(text, 8 * offset, 8 * len(chunk)) != formats.bits_of(chunk):
                 raise VerificationError("ascii", f"{text} is not the first bits of {binary}")
 
 
