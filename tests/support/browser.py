@@ -256,9 +256,14 @@ class HarnessGone(Exception):
     """The harness server ended, or missed a job's deadline (and is then killed)."""
 
 
+OPTIONS = ("color_scheme", "font_size")
+"""The job fields a browser is set up with (drivers.mjs)."""
+LAUNCH_OPTIONS = {"chromium": (), "firefox": OPTIONS}
+"""Those an engine takes at launch only (drivers.mjs's PER_PAGE, the others): Chromium takes both for
+each page, so one Chromium (and its server) serves every color scheme and text size."""
 SERVERS: OrderedDict[tuple[object, ...], HarnessServer] = OrderedDict()
 """This process's harness servers, by (pid, engine, binary, color scheme, font size), least recently
-used first."""
+used first; an option the engine takes for each page is None in the key."""
 MAX_SERVERS = 4
 """How many servers (each with its browser) one process keeps; the least recently used one goes."""
 
@@ -293,7 +298,8 @@ def run(
     job = {"page": str(page), "engine": engine, "browser": executable(engine), **job}
     path = tmp / "job.json"
     path.write_text(json.dumps(job), encoding="utf-8")
-    key = (os.getpid(), engine, job["browser"], job.get("color_scheme"), job.get("font_size"))
+    at_launch = LAUNCH_OPTIONS.get(engine, ("color_scheme", "font_size"))
+    key = (os.getpid(), engine, job["browser"], *(job.get(o) if o in at_launch else None for o in OPTIONS))
     server = _server(key)
     try:
         answer = server.ask(job, timeout)
