@@ -12,6 +12,7 @@ which keeps its browser open between jobs and gives every job fresh browser cont
 
 from __future__ import annotations
 
+import argparse
 import atexit
 import base64
 import contextlib
@@ -256,9 +257,14 @@ class HarnessGone(Exception):
     """The harness server ended, or missed a job's deadline (and is then killed)."""
 
 
+OPTIONS = ("color_scheme", "font_size")
+"""The job fields a browser is set up with (drivers.mjs)."""
+LAUNCH_OPTIONS = {"chromium": (), "firefox": OPTIONS}
+"""Those an engine takes at launch only (drivers.mjs's PER_PAGE, the others): Chromium takes both for
+each page, so one Chromium (and its server) serves every color scheme and text size."""
 SERVERS: OrderedDict[tuple[object, ...], HarnessServer] = OrderedDict()
 """This process's harness servers, by (pid, engine, binary, color scheme, font size), least recently
-used first."""
+used first; an option the engine takes for each page is None in the key."""
 MAX_SERVERS = 4
 """How many servers (each with its browser) one process keeps; the least recently used one goes."""
 
@@ -293,7 +299,8 @@ def run(
     job = {"page": str(page), "engine": engine, "browser": executable(engine), **job}
     path = tmp / "job.json"
     path.write_text(json.dumps(job), encoding="utf-8")
-    key = (os.getpid(), engine, job["browser"], job.get("color_scheme"), job.get("font_size"))
+    at_launch = LAUNCH_OPTIONS.get(engine, ("color_scheme", "font_size"))
+    key = (os.getpid(), engine, job["browser"], *(job.get(o) if o in at_launch else None for o in OPTIONS))
     server = _server(key)
     try:
         answer = server.ask(job, timeout)
@@ -375,6 +382,16 @@ def run_shared(
     return result
 
 
+@functools.cache
+def _verify_parser() -> argparse.ArgumentParser:
+    """The parser ``fairdeck verify`` runs under: main's own, as main builds it for the client's
+    commands (without the server's)."""
+    from fairdeck.cli.commands import _client_command, build_parser
+
+    assert _client_command(["verify"])
+    return build_parser(server=False)
+
+
 def python_line(
     data: bytes,
     tmp: Path,
@@ -384,15 +401,16 @@ def python_line(
     policy: str | None = None,
 ) -> str:
     """The line ``fairdeck verify FILE [--key]... [--witness]... [--policy]`` prints for these bytes
-    ("OK: ..." or "FAILED at step ...: ..."): the command itself, run in-process on a real file.
-    ``key``: one ``--key`` value (a key, or ``@FILE``), or a list of them, each its own ``--key``;
-    ``policy``: the path of a tlog-policy file."""
+    ("OK: ..." or "FAILED at step ...: ..."): the command itself, run in-process on a real file,
+    through the command line ``fairdeck``'s main builds (built once: building it took two thirds of
+    a call). ``key``: one ``--key`` value (a key, or ``@FILE``), or a list of them, each its own
+    ``--key``; ``policy``: the path of a tlog-policy file."""
     import contextlib
     import io
 
-    from fairdeck.cli.commands import main
-
     path = tmp / "input.json"
+    # A new file each time: ext4 writes a truncated file's old blocks out first, a wait per case.
+    path.unlink(missing_ok=True)
     path.write_bytes(data)
     argv = ["verify", str(path)]
     for k in [key] if isinstance(key, str) else key or ():
@@ -405,7 +423,9 @@ def python_line(
         argv += ["--policy", policy]
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        status = main(argv)
+        args = _verify_parser().parse_args(argv)
+        args.argv = argv
+        status = args.handler(args)
     lines = out.getvalue().splitlines(keepends=True)
     assert lines, (status, err.getvalue())
     text, *more = lines

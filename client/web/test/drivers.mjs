@@ -12,17 +12,23 @@ import puppeteer from "puppeteer-core";
 
 // `colorScheme` ("light" or "dark", or left out for the engine's default) is what the page's
 // prefers-color-scheme reports, as a player's system setting would make it; `fontSize` (CSS px)
-// is the player's default text size, the browser's own setting (16 when left out).
+// is the player's default text size, the browser's own setting (16 when left out). Firefox takes
+// both at launch only; Chromium takes them for each page as well (open's own colorScheme and
+// fontSize, over the launch's), so one Chromium serves every scheme and size.
+export const PER_PAGE = { chromium: ["colorScheme", "fontSize"], firefox: [] };
+
 export async function launch(engine, executablePath, { colorScheme, fontSize } = {}) {
   if (engine === "chromium") return launchChromium(executablePath, colorScheme, fontSize);
   if (engine === "firefox") return launchFirefox(executablePath, colorScheme, fontSize);
   throw new Error(`unknown engine ${engine}`);
 }
 
-async function launchChromium(executablePath, colorScheme, fontSize) {
+async function launchChromium(executablePath, launchScheme, launchSize) {
   const browser = await chromium.launch({ executablePath, args: ["--no-sandbox", "--disable-dev-shm-usage"] });
   return {
-    async open(url, { viewport, onRequest, onError }) {
+    async open(url, { viewport, onRequest, onError, ...own }) {
+      const colorScheme = own.colorScheme ?? launchScheme;
+      const fontSize = own.fontSize ?? launchSize;
       const context = await browser.newContext({
         serviceWorkers: "block",
         ...(viewport ? { viewport } : {}),

@@ -17,7 +17,8 @@
 // Every request the page makes (but its own file) is recorded in `requests` and refused.
 //
 // --serve keeps each browser it launched open between jobs, one per set of launch options (engine,
-// binary, color_scheme, font_size: what drivers.mjs gives at launch), and answers each job with
+// binary, and what drivers.mjs takes at launch only: Firefox's color_scheme and font_size; Chromium
+// takes them for each page), and answers each job with
 // {ok: true, result} or {ok: false, error, restarted}. No state passes from one job to the next:
 // every page of a job opens in a fresh browser context (cookies, storage, permissions), its request
 // and error logs are the job's own, and its contexts are closed when it ends, failed or not. A job
@@ -25,12 +26,18 @@
 import { readFileSync } from "node:fs";
 import { createInterface } from "node:readline";
 import { pathToFileURL } from "node:url";
-import { launch } from "./drivers.mjs";
+import { launch, PER_PAGE } from "./drivers.mjs";
 import { runCodealVectors } from "./codeal-cases.mjs";
 import { runSealVectors } from "./seal-cases.mjs";
 import { runPageSeats, runSeatReleases } from "./release-cases.mjs";
 
-const launchOptions = (job) => ({ colorScheme: job.color_scheme ?? undefined, fontSize: job.font_size ?? undefined });
+const pageOptions = (job) => ({ colorScheme: job.color_scheme ?? undefined, fontSize: job.font_size ?? undefined });
+// What a browser must be launched with: the options its engine cannot take for each page.
+const launchOptions = (job) => {
+  const all = pageOptions(job);
+  for (const name of PER_PAGE[job.engine ?? "chromium"] ?? []) delete all[name];
+  return all;
+};
 const launchJob = (job) => launch(job.engine ?? "chromium", job.browser ?? job.chromium, launchOptions(job));
 
 if (process.argv[2] === "--serve") {
@@ -96,7 +103,7 @@ async function healthy(browser) {
 async function runJob(browser, job) {
   const opened = new Set();
   const open = async (url, options) => {
-    const p = await browser.open(url, options);
+    const p = await browser.open(url, { ...pageOptions(job), ...options });
     opened.add(p);
     return {
       ...p,
