@@ -101,7 +101,7 @@ PINNED = {
         "Reason",
         "is_loopback",
     ],
-    "fairdeck_server.cli": ["register"],
+    "fairdeck_server.cli": ["COMMANDS", "register"],
 }
 
 

@@ -2,6 +2,6 @@
 
 import sys
 
-from fairdeck.cli.commands import main
+from fairdeck.cli.dispatch import main
 
 sys.exit(main())

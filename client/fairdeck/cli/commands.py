@@ -1,5 +1,6 @@
-"""The ``fairdeck`` command line: replay and verify (and, from the server
-package, serve and the commands that talk to a running dealer).
+"""The ``fairdeck`` commands ``replay`` and ``verify``. The command line around them (``main``,
+``build_parser``, the table of every command) is ``dispatch``'s, named here too for the callers
+that import it from here.
 
 Exit status: 0 when the command did what it says, 1 when a verification
 failed, 2 for bad usage or input.
@@ -8,24 +9,11 @@ failed, 2 for bad usage or input.
 from __future__ import annotations
 
 import argparse
-import io
-import os
 import sys
-from collections.abc import Callable, Sequence
-from importlib.metadata import entry_points
 from typing import Any
 
-from fairdeck.cli import (
-    audit_command,
-    deal_command,
-    hand_command,
-    health_command,
-    lab_command,
-    numbers,
-    verifier_page_command,
-)
-from fairdeck.cli import stats_command as stats_command
-from fairdeck.client.local_files import LocalFileError, read_local_head
+from fairdeck.cli import numbers
+from fairdeck.cli.dispatch import build_parser, main
 from fairdeck.core.commitment import commit
 from fairdeck.core.decks import SPEC_NAMES, DeckSpec
 from fairdeck.core.derivation import derive_deck
@@ -39,9 +27,7 @@ from fairdeck.log import handproof
 from fairdeck.log.note import NoteError, Verifier, open_note
 from fairdeck.log.rotation import check_chain, followed_keys, reached_from
 
-Handler = Callable[[argparse.Namespace], int]
-CLIENT_COMMANDS = ("replay", "verify", "deal", "hand", "audit", "health", "stats", "lab")
-"""The commands this package registers itself; any other asks for the server's."""
+__all__ = ["build_parser", "main", "register"]  # main and build_parser: the dispatcher's, named here too
 
 
 def _hex_seed(text: str) -> bytes:
@@ -82,6 +68,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     """Verify a transcript or a hand proof: exit 0 when it holds, 1 with the failed step."""
+    from fairdeck.client.local_files import LocalFileError, read_local_head  # loads the SDK: grpc
+
     path: str = args.transcript
     try:
         # Bytes, not text: what the bytes are (UTF-8 or not, JSON or not) is the spec's
@@ -260,11 +248,8 @@ def _key_name(v: Verifier) -> str:
     return f"{v.name}+{v.key_id:08x}"
 
 
-def build_parser(*, server: bool = True) -> argparse.ArgumentParser:
-    """The whole command line; ``server=False`` leaves out the server's commands (and does not load it)."""
-    parser = argparse.ArgumentParser(prog="fairdeck", description="Provably fair card decks.")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add replay and verify to the ``fairdeck`` command line."""
     replay = sub.add_parser("replay", help="re-derive a deck from revealed seeds")
     replay.add_argument("--deck", default="standard", choices=SPEC_NAMES, help="deck spec (default standard)")
     replay.add_argument("--hand-id", required=True, help="the hand's id")
@@ -317,73 +302,6 @@ def build_parser(*, server: bool = True) -> argparse.ArgumentParser:
         help="a co-dealer's identity key (co-dealt hand proofs; repeat, holder order)",
     )
     check.set_defaults(handler=cmd_verify)
-
-    deal_command.register(sub)
-    hand_command.register(sub)
-    audit_command.register(sub)
-    health_command.register(sub)
-    stats_command.register(sub)
-    lab_command.register(sub)
-    verifier_page_command.register(sub)
-    if server:
-        _add_server_commands(sub)
-    return parser
-
-
-def _add_server_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Commands that live in the server package (absent from a client-only install).
-
-    Found through the ``fairdeck.commands`` entry point group rather than by
-    importing fairdeck_server: the client package never names the server.
-    """
-    for ep in entry_points(group="fairdeck.commands"):
-        try:
-            register: Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None] = ep.load()
-        except ImportError as e:  # installed but broken: say so, the client's commands still work
-            print(f"fairdeck: the commands of {ep.value} are unavailable: {e}", file=sys.stderr)
-            continue
-        register(sub)
-
-
-def _client_command(argv: Sequence[str]) -> bool:
-    """Whether argv asks for one of the client's own commands, which need nothing of the server."""
-    first = next((a for a in argv if not a.startswith("-")), None)
-    return first is not None and first in CLIENT_COMMANDS
-
-
-def _printable_stdout() -> None:
-    """A line that holds a character the terminal's encoding cannot write (a policy file's name is
-    opaque octets: one that is not UTF-8 is a lone surrogate) is written escaped, never a traceback.
-    Only a strict stream is changed: under the C locale Python writes such octets back as they were."""
-    stream = sys.stdout
-    if isinstance(stream, io.TextIOWrapper) and stream.errors == "strict":
-        stream.reconfigure(errors="backslashreplace")
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    _printable_stdout()
-    # verify, replay, audit --target...: the server (grpc reflection, prometheus, storage) is not loaded.
-    args = build_parser(server=not _client_command(argv)).parse_args(argv)
-    args.argv = argv  # what `serve --processes N` runs again in each of its processes
-    handler: Handler = args.handler
-    try:
-        status = handler(args)
-        sys.stdout.flush()  # here, not at exit, so a closed pipe is handled below
-        return status
-    except InvalidInput as e:
-        print(f"fairdeck {args.command}: {e}", file=sys.stderr)
-        return 2
-    except UnicodeEncodeError:
-        # An argument that is not UTF-8 (Python holds its bytes as lone surrogates) reached a text
-        # that must be UTF-8: a --target, a --token, a seed. File names may be any bytes; text not.
-        print(f"fairdeck {args.command}: an argument is not UTF-8 text; give it as UTF-8", file=sys.stderr)
-        return 2
-    except BrokenPipeError:
-        # The reader went away (`fairdeck deal | head -1`): stop quietly, as Unix tools do. Point
-        # stdout at /dev/null so the interpreter's last flush does not raise again.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 141  # 128 + SIGPIPE, what a shell reports for a tool killed by it
 
 
 if __name__ == "__main__":

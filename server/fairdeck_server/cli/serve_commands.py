@@ -24,8 +24,6 @@ from fairdeck_server.observe.heap import tune_collector
 from fairdeck_server.publishing.log_signing import LogKeyError, load_log_keys
 from fairdeck_server.refusals import StartupRefused
 from fairdeck_server.run import config, startup
-from fairdeck_server.run.app import serve
-from fairdeck_server.run.processes import Worker, supervise
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +36,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return 2
     logging_setup.configure(settings.log_format, settings.log_level)
     log.debug("configuration: %s", settings.describe())
+    # Here, not at the top: key and init (run often, by hand and by scripts) need none of the dealer.
+    from fairdeck_server.run.app import serve
+    from fairdeck_server.run.processes import Worker, supervise
+
     try:
         worker = Worker.from_environ()
         if worker is None and settings.server.processes > 1:
