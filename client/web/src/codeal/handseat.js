@@ -4,7 +4,10 @@
 // release tokens exist only once `release()` was called (the device's own word that its play is
 // over: folded, or the showdown came), and only for seals that opened with this seat's key; after
 // the release no card is opened (the co-dealer may answer its seed from then on, so a card sealed
-// later could be read by the house). Nothing here logs, stores or sends anything.
+// later could be read by the house), and none is made before a card is opened (a release of nothing
+// would bar every card after it). Bytes from any realm (a game's window) are copied into this
+// realm's own arrays on the way in. Its state names the hole cards: the player's to see, never a log's.
+// Nothing here logs, stores or sends anything.
 import { toHex } from "../spec.js";
 import { fail } from "./group.js";
 import { codealSpec } from "./hand.js";
