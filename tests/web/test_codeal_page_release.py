@@ -159,6 +159,10 @@ def test_a_page_seat_releases_only_on_its_players_word_and_never_shows_a_token(
         )
         assert seat["after"]["disabled"] and seat["after_release"] == "SeatStateError"
         assert seat["tokens"] == [t.hex() for t in seat_releases(hand, sealed, key)]
+    assert page_run["no_game"]["status"].startswith(
+        "Released on this page, but the 2 release tokens did not reach the game"
+    )
+    assert not page_run["no_game"]["disabled"]  # the player can send them again
     assert page_run["leaks"] == [] and page_run["logged"] == []
 
 

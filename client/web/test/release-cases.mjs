@@ -85,6 +85,19 @@ export function runPageSeats(seats, win) {
     secrets.push(s.secret, ...tokens, ...(given ?? []).map(b64), fromHex(s.secret).join(","), ...(given ?? []).map((t) => Array.from(t).join(",")));
     out.seats.push({ public_key: toHex(seat.publicKey), cards, fresh, early, before, failed, after, tokens, after_release: afterRelease, state: JSON.stringify(seat.state()) });
   }
+  // No game connected (no onrelease): the page must not say the tokens went anywhere.
+  const first = seats[0];
+  const alone = win.fairdeck.seat({
+    deck: first.deck,
+    handId: first.hand_id,
+    keys: first.keys.map(fromHex),
+    shuffles: first.shuffles.map(fromHex),
+    identityKeys: first.identity_keys.map(fromHex),
+    secretKey: fromHex(first.secret),
+  });
+  alone.open(first.cards.map(cardMessage));
+  doc.getElementById("seat-release").click();
+  out.no_game = { status: text("seat-status"), disabled: doc.getElementById("seat-release").disabled };
   let stored = "";
   try {
     for (const store of [win.localStorage, win.sessionStorage]) for (let i = 0; i < store.length; i++) stored += store.getItem(store.key(i));

@@ -9,7 +9,7 @@ import { inspect } from "node:util";
 import { fileURLToPath } from "node:url";
 import vm from "node:vm";
 import { x25519 } from "@noble/curves/ed25519.js";
-import { HandSeat, SeatStateError, VerificationError, seatReleases } from "../src/index.js";
+import { HandSeat, SeatStateError, VerificationError, combineShares, openSealedShare, seatContext, seatReleases } from "../src/index.js";
 import { runSeatReleases } from "./release-cases.mjs";
 
 const read = (name) => JSON.parse(readFileSync(fileURLToPath(new URL(`../../../docs/vectors/${name}`, import.meta.url)), "utf8"));
@@ -121,6 +121,13 @@ test("a HandSeat and seatReleases take byte arrays made in another realm (a game
     secretKey: foreignFromHex(RELEASES.seat_secret),
   });
   assert.equal(["OK: releases", ...direct.map(toHex)].join(" "), want.line);
+  // The lower-level calls a game page may use directly: the context and combining opened shares.
+  const ctx = seatContext({ deck: h.deck, handId: h.hand_id, keys: h.keys.map(foreignFromHex), finalDeck: foreignFromHex(h.final_deck) });
+  const card = SEALS.cases.find((x) => x.name === "valid, position 0");
+  const opened = card.sealed.map((s, holder) =>
+    foreignFromHex(toHex(openSealedShare({ deck: h.deck, handId: h.hand_id, position: card.position, holder, sealed: foreignFromHex(s), secretKey: foreignFromHex(SEALS.seat_secret) }))),
+  );
+  assert.equal(combineShares(ctx, card.position, opened).code, "8s");
 });
 
 test("a HandSeat takes a proto3-JSON seal (sealedShareSha256)", () => {

@@ -141,7 +141,9 @@ export function seatContext({ deck, handId, keys, finalDeck }) {
  */
 export function combineShares(ctx, position, shares) {
   if (!(Number.isInteger(position) && position >= 0 && position < ctx.final.length)) throw fail("transcript", `position ${position} is not in the deck`);
-  const decoded = shares.map((s, k) => decodeShare(s, `position ${position} share ${k}`));
+  if (!Array.isArray(shares)) throw fail("encoding", `position ${position} shares: want the list of its shares, holder order`);
+  const local = (s) => (ArrayBuffer.isView(s) && s.BYTES_PER_ELEMENT === 1 ? ownBytes(s, "share") : s); // any realm's bytes
+  const decoded = shares.map((s, k) => decodeShare(local(s), `position ${position} share ${k}`));
   const e = ctx.final[position];
   decoded.forEach((s, k) => verifyShare(ctx, position, k, e, s));
   const id = openCard(ctx, position, e, decoded);
