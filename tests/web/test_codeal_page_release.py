@@ -163,6 +163,13 @@ def test_a_page_seat_releases_only_on_its_players_word_and_never_shows_a_token(
         "Released on this page, but the 2 release tokens did not reach the game"
     )
     assert not page_run["no_game"]["disabled"]  # the player can send them again
+    sending, failed, resending, sent = page_run["later"]  # an onrelease that returns a promise
+    assert sending["disabled"] and sending["status"].startswith("Released: your play is over. Sending 2")
+    assert not failed["disabled"] and failed["status"] == page_run["no_game"]["status"]
+    assert resending["disabled"] and resending["status"] == sending["status"]
+    assert sent["disabled"] and sent["status"].startswith(
+        "Released: your play is over. 2 release tokens went to the game"
+    )
     assert page_run["leaks"] == [] and page_run["logged"] == []
 
 

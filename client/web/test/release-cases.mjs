@@ -30,7 +30,7 @@ export function runSeatReleases(vectors, api) {
 // whether a card is still opened after the release, and every place a token or the seat's key showed
 // up as hex, base64 or decimals (the document, the address, storage, anything written to the
 // console: all must stay empty).
-export function runPageSeats(seats, win) {
+export async function runPageSeats(seats, win) {
   const doc = win.document;
   const fromHex = (h) => Uint8Array.from(h.match(/../g) ?? [], (x) => parseInt(x, 16));
   const toHex = (b) => Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
@@ -87,17 +87,30 @@ export function runPageSeats(seats, win) {
   }
   // No game connected (no onrelease): the page must not say the tokens went anywhere.
   const first = seats[0];
-  const alone = win.fairdeck.seat({
+  const hand = {
     deck: first.deck,
     handId: first.hand_id,
     keys: first.keys.map(fromHex),
     shuffles: first.shuffles.map(fromHex),
     identityKeys: first.identity_keys.map(fromHex),
     secretKey: fromHex(first.secret),
-  });
-  alone.open(first.cards.map(cardMessage));
+  };
+  const section = () => ({ status: text("seat-status"), disabled: doc.getElementById("seat-release").disabled });
+  win.fairdeck.seat(hand).open(first.cards.map(cardMessage));
   doc.getElementById("seat-release").click();
-  out.no_game = { status: text("seat-status"), disabled: doc.getElementById("seat-release").disabled };
+  out.no_game = section();
+  // A game whose onrelease answers later (a promise): "Sending" until it settles, then what it said.
+  let answer = null;
+  let fails = true;
+  win.fairdeck.seat({ ...hand, onrelease: () => (answer = fails ? Promise.reject(new Error("offline")) : Promise.resolve()) }).open(first.cards.map(cardMessage));
+  out.later = [];
+  for (const failing of [true, false]) {
+    fails = failing;
+    doc.getElementById("seat-release").click();
+    out.later.push(section());
+    await answer.catch(() => {}); // the page's own handler was set first, so it has run by now
+    out.later.push(section());
+  }
   let stored = "";
   try {
     for (const store of [win.localStorage, win.sessionStorage]) for (let i = 0; i < store.length; i++) stored += store.getItem(store.key(i));
