@@ -515,7 +515,10 @@ export function seatReleases(seat: {
   secretKey: Uint8Array;
 }): Uint8Array[];
 
-/** What a HandSeat shows or may log of itself: no key, no token. */
+/**
+ * What a HandSeat shows of itself: no key, no token, but its hole cards. Show it to the seat's own
+ * player; never log, store or send it (to the game's server, another player) before the showdown.
+ */
 export interface HandSeatState {
   handId: string;
   /** Its X25519 public key, hex. */
@@ -527,14 +530,18 @@ export interface HandSeatState {
   tokens: number;
 }
 
-/** A HandSeat refused a card after its release. */
+/** A HandSeat refused a card after its release, or a release before it opened any card. */
 export class SeatStateError extends Error {}
 
 /** A sealed card as DrawCards gives it (either field name a loader gives). */
 export interface SealedCardMessage {
   position: number;
   shares: Uint8Array[];
-  seals: Array<SealStatement | { holder: number; seat_public_key: Uint8Array; sealed_share_sha256: Uint8Array; signature: Uint8Array }>;
+  seals: Array<
+    | SealStatement
+    | { holder: number; seatPublicKey: Uint8Array; sealedShareSha256: Uint8Array; signature: Uint8Array }
+    | { holder: number; seat_public_key: Uint8Array; sealed_share_sha256: Uint8Array; signature: Uint8Array }
+  >;
 }
 
 /**
@@ -556,18 +563,22 @@ export class HandSeat {
     secretKey?: Uint8Array | null;
     onchange?: ((state: HandSeatState) => void) | null;
   });
-  /** For DrawCards' seat_public_key. */
+  /** For DrawCards' seat_public_key (a copy; read-only, as deck and handId). */
   readonly publicKey: Uint8Array;
   readonly deck: string;
   readonly handId: string;
+  /** Whether it has opened a card (before that, release() refuses). */
+  readonly opened: boolean;
   /** Opens and remembers this seat's cards; SeatStateError after the release. */
   open(sealedCards: readonly SealedCardMessage[]): Array<{ position: number; id: number; code: string }>;
   readonly released: boolean;
   /**
    * The seat's play is over: its release tokens for CloseHand's seat_releases (the same ones if
-   * asked again); no card is opened after it. Send them in a request body, never in a URL or a log.
+   * asked again); no card is opened after it; SeatStateError while no card is open. Send them in a
+   * request body, never in a URL or a log.
    */
   release(): Uint8Array[];
+  /** Its hole cards among the rest: for its player's eyes, never a log before the showdown. */
   state(): HandSeatState;
   toJSON(): HandSeatState;
 }

@@ -136,20 +136,40 @@ def test_the_pages_seat_releases_give_the_python_line_on_every_vector(page_run: 
 def test_a_page_seat_releases_only_on_its_players_word_and_never_shows_a_token(
     page_run: dict[str, Any], deal: dict[str, Any]
 ) -> None:
-    """Before the press, no token and "Not released"; after it the game's callback got exactly the
-    SDK's seat_releases, the section says "Released", its button is off, and no card of the hand is
-    opened any more. No token or key in the document, address, storage, console or seat state."""
+    """With no card open the button is off and a release is refused; before the press, no token and
+    "Not released"; a press whose callback fails says the tokens did not reach the game and leaves
+    the button on; after the second press the game's callback got exactly the SDK's seat_releases,
+    the section says "Released", its button is off, and no card of the hand is opened any more. No
+    token or key (hex, base64 or decimals) in the document, address, storage, console or seat state."""
     assert page_run["errors"] == [] and page_run["requests"] == []
     for seat, (hand, sealed, key), codes in zip(page_run["seats"], deal["seats"], deal["codes"], strict=True):
         assert seat["public_key"] == key.public_key.hex()
         assert seat["cards"] == codes and seat["after"]["shown"] == shown(codes)
+        assert seat["fresh"]["disabled"] and seat["fresh"]["status"].startswith("Not released: no card")
+        assert seat["early"] == "SeatStateError"  # a release with no card open would bar every card
         assert not seat["before"]["given"] and not seat["before"]["disabled"]
         assert seat["before"]["status"].startswith("Not released")
+        # The game's onrelease failed: the page does not say the hand can be closed, and lets retry.
+        assert not seat["failed"]["given"] and not seat["failed"]["disabled"]
+        assert seat["failed"]["status"].startswith(
+            "Released on this page, but the 2 release tokens did not reach the game"
+        )
         assert seat["after"]["status"].startswith(
             "Released: your play is over. 2 release tokens went to the game"
         )
         assert seat["after"]["disabled"] and seat["after_release"] == "SeatStateError"
         assert seat["tokens"] == [t.hex() for t in seat_releases(hand, sealed, key)]
+    assert page_run["no_game"]["status"].startswith(
+        "Released on this page, but the 2 release tokens did not reach the game"
+    )
+    assert not page_run["no_game"]["disabled"]  # the player can send them again
+    sending, failed, resending, sent = page_run["later"]  # an onrelease that returns a promise
+    assert sending["disabled"] and sending["status"].startswith("Released: your play is over. Sending 2")
+    assert not failed["disabled"] and failed["status"] == page_run["no_game"]["status"]
+    assert resending["disabled"] and resending["status"] == sending["status"]
+    assert sent["disabled"] and sent["status"].startswith(
+        "Released: your play is over. 2 release tokens went to the game"
+    )
     assert page_run["leaks"] == [] and page_run["logged"] == []
 
 

@@ -309,16 +309,28 @@ function init() {
   fitKey();
 }
 
-/** The seat's section: its hand, its cards, and whether it released the hand (no key, no token). */
-function renderSeat(s) {
+/**
+ * The seat's section: its hand, its cards, and whether it released the hand (no key, no token).
+ * `sent` is where the tokens are: "none" (no release yet), "sending" (the game's onrelease is at
+ * work), "sent" (it took them), or "unsent" (no onrelease, or it failed: the button stays on, so the
+ * player can try again; the page says so rather than that the hand can be closed).
+ */
+function renderSeat(s, sent) {
+  const n = `${s.tokens} release token${s.tokens === 1 ? "" : "s"}`;
   $("seat").hidden = false;
   $("seat-hand").textContent = `Hand ${s.handId}, co-dealt: only this device can open your cards.`;
   $("seat-cards").replaceChildren(...s.cards.map(cardElement));
-  $("seat-status").textContent = s.released
-    ? `Released: your play is over. ${s.tokens} release token${s.tokens === 1 ? "" : "s"} went to the game, so the hand can be closed and ` +
-      "revealed now; no further card of this hand is opened on this page."
-    : "Not released: until you release your seat (or the co-dealer's hold passes), the co-dealer keeps its seed and the house cannot learn your cards.";
-  $("seat-release").disabled = s.released;
+  $("seat-status").textContent = !s.released
+    ? s.cards.length === 0
+      ? "Not released: no card of yours is open yet, so there is nothing to release. The co-dealer keeps its seed and the house cannot learn your cards."
+      : "Not released: until you release your seat (or the co-dealer's hold passes), the co-dealer keeps its seed and the house cannot learn your cards."
+    : sent === "sent"
+      ? `Released: your play is over. ${n} went to the game, so the hand can be closed and revealed now; no further card of this hand is opened on this page.`
+      : sent === "sending"
+        ? `Released: your play is over. Sending ${n} to the game; no further card of this hand is opened on this page.`
+        : `Released on this page, but the ${n} did not reach the game, so the hand cannot be closed yet: press the button to send them again. No further card of this hand is opened on this page.`;
+  $("seat-release").textContent = s.released && sent === "unsent" ? "Send my release to the game again" : "My play is over: release my seat";
+  $("seat-release").disabled = s.cards.length === 0 || (s.released && sent !== "unsent");
   // Said through the page's one live region (rendered from the start, so a change is announced).
   $("announce").textContent = $("seat-status").textContent;
 }
@@ -327,19 +339,54 @@ function renderSeat(s) {
  * A co-dealt hand's seat on this page, for a game's own page that embeds it (same origin): the
  * options of HandSeat (deck, handId, keys, shuffles or finalDeck, identityKeys) and `onrelease(tokens)`,
  * the game's function that sends the release tokens to its server (in a request body, for CloseHand's
- * seat_releases). The page itself sends nothing: its policy allows no request. The tokens are made
+ * seat_releases; it may return a promise). The page itself sends nothing: its policy allows no request. The tokens are made
  * only when the player presses "My play is over" or the game calls release() at the seat's fold or
- * showdown, and are never shown, logged or put in the address.
+ * showdown, and are never shown, logged or put in the address. The page says the hand can be closed
+ * only once onrelease took them; without one, or when it throws or its promise fails, it says they
+ * did not reach the game and the button sends them again. release() refuses (SeatStateError) while
+ * no card is open, and throws what onrelease threw.
  */
 function seat({ onrelease = null, ...hand }) {
-  const held = new HandSeat({ ...hand, onchange: renderSeat });
+  let sent = "none";
+  let held = null;
+  const render = (s) => renderSeat(s, sent);
+  const settle = (to) => {
+    sent = to;
+    render(held.state());
+  };
+  held = new HandSeat({ ...hand, onchange: render });
   const release = () => {
-    const tokens = held.release();
-    if (onrelease) onrelease(tokens);
+    const before = sent;
+    sent = "sending";
+    let tokens;
+    try {
+      tokens = held.release();
+    } catch (e) {
+      sent = before; // refused (no card open yet): nothing was made
+      throw e;
+    }
+    let result;
+    try {
+      if (!onrelease) throw new Error("no game is connected to take the release tokens (onrelease)");
+      result = onrelease(tokens.map((t) => t.slice()));
+    } catch (e) {
+      settle("unsent");
+      throw e;
+    }
+    if (result && typeof result.then === "function") {
+      render(held.state());
+      result.then(() => settle("sent"), () => settle("unsent"));
+    } else settle("sent");
     return tokens;
   };
-  $("seat-release").onclick = () => release();
-  renderSeat(held.state());
+  $("seat-release").onclick = () => {
+    try {
+      release();
+    } catch {
+      // The section says what happened; nothing of the tokens goes to the console.
+    }
+  };
+  render(held.state());
   return { publicKey: held.publicKey, open: (cards) => held.open(cards), release, state: () => held.state() };
 }
 

@@ -25,10 +25,12 @@ export function runSeatReleases(vectors, api) {
 
 // Inside the page (harness.mjs, as source text): each seat of `seats` played through the page's own
 // window.fairdeck.seat, as a game's page drives it. The seat opens its cards, then the player presses
-// "My play is over"; what the seat section said before and after, the tokens the game's onrelease got,
+// "My play is over"; what the seat section said with no card open, before and after, and after a first
+// press whose onrelease failed (then the player presses again), the tokens the game's onrelease got,
 // whether a card is still opened after the release, and every place a token or the seat's key showed
-// up (the document, the address, storage, anything written to the console: all must stay empty).
-export function runPageSeats(seats, win) {
+// up as hex, base64 or decimals (the document, the address, storage, anything written to the
+// console: all must stay empty).
+export async function runPageSeats(seats, win) {
   const doc = win.document;
   const fromHex = (h) => Uint8Array.from(h.match(/../g) ?? [], (x) => parseInt(x, 16));
   const toHex = (b) => Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
@@ -47,6 +49,7 @@ export function runPageSeats(seats, win) {
   const secrets = [];
   for (const s of seats) {
     let given = null;
+    let calls = 0;
     const seat = win.fairdeck.seat({
       deck: s.deck,
       handId: s.hand_id,
@@ -54,10 +57,22 @@ export function runPageSeats(seats, win) {
       shuffles: s.shuffles.map(fromHex),
       identityKeys: s.identity_keys.map(fromHex),
       secretKey: fromHex(s.secret),
-      onrelease: (tokens) => (given = tokens),
+      onrelease: (tokens) => {
+        if (++calls === 1) throw new Error("the game's server is offline");
+        given = tokens;
+      },
     });
+    const fresh = { status: text("seat-status"), disabled: doc.getElementById("seat-release").disabled };
+    let early = "released";
+    try {
+      seat.release();
+    } catch (e) {
+      early = e.name;
+    }
     const cards = seat.open(s.cards.map(cardMessage)).map((c) => c.code);
     const before = { status: text("seat-status"), disabled: doc.getElementById("seat-release").disabled, given: given !== null, shown: text("seat-cards") };
+    doc.getElementById("seat-release").click();
+    const failed = { status: text("seat-status"), disabled: doc.getElementById("seat-release").disabled, given: given !== null };
     doc.getElementById("seat-release").click();
     const after = { status: text("seat-status"), disabled: doc.getElementById("seat-release").disabled, shown: text("seat-cards") };
     let afterRelease = "opened";
@@ -67,8 +82,34 @@ export function runPageSeats(seats, win) {
       afterRelease = e.name;
     }
     const tokens = (given ?? []).map(toHex);
-    secrets.push(s.secret, ...tokens, ...(given ?? []).map(b64));
-    out.seats.push({ public_key: toHex(seat.publicKey), cards, before, after, tokens, after_release: afterRelease, state: JSON.stringify(seat.state()) });
+    secrets.push(s.secret, ...tokens, ...(given ?? []).map(b64), fromHex(s.secret).join(","), ...(given ?? []).map((t) => Array.from(t).join(",")));
+    out.seats.push({ public_key: toHex(seat.publicKey), cards, fresh, early, before, failed, after, tokens, after_release: afterRelease, state: JSON.stringify(seat.state()) });
+  }
+  // No game connected (no onrelease): the page must not say the tokens went anywhere.
+  const first = seats[0];
+  const hand = {
+    deck: first.deck,
+    handId: first.hand_id,
+    keys: first.keys.map(fromHex),
+    shuffles: first.shuffles.map(fromHex),
+    identityKeys: first.identity_keys.map(fromHex),
+    secretKey: fromHex(first.secret),
+  };
+  const section = () => ({ status: text("seat-status"), disabled: doc.getElementById("seat-release").disabled });
+  win.fairdeck.seat(hand).open(first.cards.map(cardMessage));
+  doc.getElementById("seat-release").click();
+  out.no_game = section();
+  // A game whose onrelease answers later (a promise): "Sending" until it settles, then what it said.
+  let answer = null;
+  let fails = true;
+  win.fairdeck.seat({ ...hand, onrelease: () => (answer = fails ? Promise.reject(new Error("offline")) : Promise.resolve()) }).open(first.cards.map(cardMessage));
+  out.later = [];
+  for (const failing of [true, false]) {
+    fails = failing;
+    doc.getElementById("seat-release").click();
+    out.later.push(section());
+    await answer.catch(() => {}); // the page's own handler was set first, so it has run by now
+    out.later.push(section());
   }
   let stored = "";
   try {
@@ -77,6 +118,9 @@ export function runPageSeats(seats, win) {
     stored = ""; // a file: page may have no storage at all
   }
   const places = { document: doc.documentElement.outerHTML, address: win.location.href, storage: stored, console: logged.join("\n"), states: out.seats.map((x) => x.state).join("\n") };
-  for (const [where, body] of Object.entries(places)) for (const secret of secrets) if (body.includes(secret)) out.leaks.push(where);
+  for (const [where, body] of Object.entries(places)) {
+    const decimals = body.replace(/"\d+":/g, "").replace(/\s+/g, ""); // {"0":171,...} and [ 171, ... ] as 171,...
+    for (const secret of secrets) if (body.includes(secret) || decimals.includes(secret)) out.leaks.push(where);
+  }
   return out;
 }

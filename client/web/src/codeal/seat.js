@@ -16,6 +16,28 @@ import { SHARE_BYTES, decodeShare, openCard, verifyShare } from "./shares.js";
 export const SEALED_BYTES = 32 + SHARE_BYTES + 16;
 const NONCE = new Uint8Array(12);
 
+/**
+ * `x` as this realm's own Uint8Array (a copy), or VerificationError ("encoding", naming `what`):
+ * bytes are any view of bytes, from any realm (a game's page hands this page its own Uint8Arrays,
+ * which `instanceof` here refuses), or a list of integers 0..255. A string or a number is refused,
+ * never read as zeros. `n`, when given, is the exact length.
+ */
+export function ownBytes(x, what, n = null) {
+  let out = null;
+  if (ArrayBuffer.isView(x) && x.BYTES_PER_ELEMENT === 1) out = new Uint8Array(x.buffer, x.byteOffset, x.byteLength).slice();
+  else if (Array.isArray(x) && x.every((b) => Number.isInteger(b) && b >= 0 && b <= 255)) out = Uint8Array.from(x);
+  if (out === null) throw fail("encoding", `${what}: want bytes (a Uint8Array), not ${x === null ? "null" : typeof x}`);
+  if (n !== null && out.length !== n) throw fail("encoding", `${what}: want ${n} bytes, not ${out.length}`);
+  return out;
+}
+
+/** A seal's position: an integer in 0..2^32-1 (u32), or VerificationError naming it. */
+function checkPosition(position) {
+  if (!(Number.isInteger(position) && position >= 0 && position <= 0xffffffff)) {
+    throw fail("encoding", `position ${String(position)}: want an integer in 0..4294967295`);
+  }
+}
+
 /** A fresh X25519 key pair for one hand: give `publicKey` to the dealer, keep `secretKey`. */
 export function newSeatKey() {
   const { secretKey, publicKey } = x25519.keygen();
@@ -38,7 +60,11 @@ function sealInfo(spec, handId, p, k, epk, seatPk) {
  */
 export function openSealedShare({ deck, handId, position, holder, sealed, secretKey }) {
   const spec = codealSpec(deck);
-  if (!(sealed instanceof Uint8Array) || sealed.length !== SEALED_BYTES) throw fail("encoding", `seal: a sealed share is ${SEALED_BYTES} bytes`);
+  checkPosition(position);
+  checkPosition(holder);
+  if (!((ArrayBuffer.isView(sealed) || Array.isArray(sealed)) && sealed.length === SEALED_BYTES)) throw fail("encoding", `seal: a sealed share is ${SEALED_BYTES} bytes`);
+  sealed = ownBytes(sealed, "seal");
+  secretKey = ownBytes(secretKey, "seat secret key", 32);
   const epk = sealed.subarray(0, 32);
   const info = sealInfo(spec, handId, position, holder, epk, seatPublicKey(secretKey));
   let shared;
@@ -68,6 +94,8 @@ function releaseInfo(spec, handId, p, k, epk, seatPk) {
  */
 export function sealRelease({ deck, handId, position, holder, sealed, secretKey }) {
   openSealedShare({ deck, handId, position, holder, sealed, secretKey });
+  sealed = ownBytes(sealed, "seal");
+  secretKey = ownBytes(secretKey, "seat secret key", 32);
   const spec = codealSpec(deck);
   const epk = sealed.subarray(0, 32);
   const info = releaseInfo(spec, handId, position, holder, epk, seatPublicKey(secretKey));
@@ -82,10 +110,14 @@ export function sealRelease({ deck, handId, position, holder, sealed, secretKey 
  * the seat's play is over (HandSeat.release does): the tokens let the co-dealer reveal its seed.
  */
 export function seatReleases({ deck, handId, sealedCards, secretKey }) {
-  if (!Array.isArray(sealedCards)) throw new TypeError("sealedCards is the list of this seat's sealed cards: [{ position, shares }]");
-  return sealedCards.flatMap(({ position, shares }) =>
-    shares.slice(1).map((sealed, i) => sealRelease({ deck, handId, position, holder: i + 1, sealed, secretKey })),
-  );
+  if (!Array.isArray(sealedCards)) throw fail("encoding", "sealedCards: want the list of this seat's sealed cards, [{ position, shares }]");
+  return sealedCards.flatMap((card, c) => {
+    if (card === null || typeof card !== "object") throw fail("encoding", `sealedCards[${c}]: want { position, shares }`);
+    const { position, shares } = card;
+    checkPosition(position);
+    if (!Array.isArray(shares)) throw fail("encoding", `position ${position} shares: want the list of its sealed shares, holder order`);
+    return shares.slice(1).map((sealed, i) => sealRelease({ deck, handId, position, holder: i + 1, sealed, secretKey }));
+  });
 }
 
 /**
@@ -95,8 +127,10 @@ export function seatReleases({ deck, handId, sealedCards, secretKey }) {
  */
 export function seatContext({ deck, handId, keys, finalDeck }) {
   const spec = codealSpec(deck);
-  const ctx = handContext(spec, handId, decodeKeyRecords(spec, handId, keys));
-  ctx.final = decodeDeck(finalDeck, spec.ids.length, "final deck").cts;
+  if (!Array.isArray(keys)) throw fail("encoding", "keys: want the hand's key records, holder order");
+  const records = keys.map((k, i) => ownBytes(k, `key record ${i}`));
+  const ctx = handContext(spec, handId, decodeKeyRecords(spec, handId, records));
+  ctx.final = decodeDeck(ownBytes(finalDeck, "final deck"), spec.ids.length, "final deck").cts;
   return ctx;
 }
 
@@ -107,7 +141,9 @@ export function seatContext({ deck, handId, keys, finalDeck }) {
  */
 export function combineShares(ctx, position, shares) {
   if (!(Number.isInteger(position) && position >= 0 && position < ctx.final.length)) throw fail("transcript", `position ${position} is not in the deck`);
-  const decoded = shares.map((s, k) => decodeShare(s, `position ${position} share ${k}`));
+  if (!Array.isArray(shares)) throw fail("encoding", `position ${position} shares: want the list of its shares, holder order`);
+  const local = (s) => (ArrayBuffer.isView(s) && s.BYTES_PER_ELEMENT === 1 ? ownBytes(s, "share") : s); // any realm's bytes
+  const decoded = shares.map((s, k) => decodeShare(local(s), `position ${position} share ${k}`));
   const e = ctx.final[position];
   decoded.forEach((s, k) => verifyShare(ctx, position, k, e, s));
   const id = openCard(ctx, position, e, decoded);
@@ -118,7 +154,7 @@ export function combineShares(ctx, position, shares) {
 export const sealStatement = (ctx, position, holder, seatPk, sealedSha256) =>
   concat(label("identity seal"), ctx.bytes, u32(position), u32(holder), seatPk, sealedSha256);
 
-const bytesOf = (b, n) => b instanceof Uint8Array && b.length === n;
+const bytesOf = (b, n) => ArrayBuffer.isView(b) && b.BYTES_PER_ELEMENT === 1 && b.length === n; // any realm's
 const same = (a, b) => a.length === b.length && a.every((x, i) => x === b[i]);
 function signedBy(key, message, signature) {
   try {
@@ -139,22 +175,25 @@ export function checkSeals(ctx, position, sealedShares, seals, seatPk, identityK
   if (!(Array.isArray(identityKeys) && identityKeys.length === K - 1 && identityKeys.every((k) => bytesOf(k, 32)))) {
     throw fail("encoding", `pinned identity keys: want ${K - 1} of 32 bytes, holders 1..${K - 1}`);
   }
+  identityKeys = identityKeys.map((k) => ownBytes(k, "pinned identity key"));
+  if (!Array.isArray(sealedShares)) throw fail("encoding", `position ${position} shares: want the list of its sealed shares, holder order`);
   if (sealedShares.length !== K) throw fail("transcript", `position ${position}: ${sealedShares.length} shares for ${K} holders`);
-  if (!(Array.isArray(seals) && seals.length === K - 1 && seals.every((s, i) => s.holder === i + 1))) {
+  if (!(Array.isArray(seals) && seals.length === K - 1 && seals.every((s, i) => s !== null && typeof s === "object" && s.holder === i + 1))) {
     throw fail("seal", `position ${position}: want one seal statement per co-dealer, holders 1..${K - 1} in order`);
   }
-  for (const s of seals) {
-    const k = s.holder;
-    if (!(bytesOf(s.seatPublicKey, 32) && bytesOf(s.sealedSha256, 32) && bytesOf(s.signature, 64))) {
+  for (const given of seals) {
+    const k = given.holder;
+    if (!(bytesOf(given.seatPublicKey, 32) && bytesOf(given.sealedSha256, 32) && bytesOf(given.signature, 64))) {
       throw fail("encoding", `position ${position} seal ${k}: a seat key is 32 bytes, a digest 32 and a signature 64`);
     }
+    const s = { seatPublicKey: ownBytes(given.seatPublicKey, "seal"), sealedSha256: ownBytes(given.sealedSha256, "seal"), signature: ownBytes(given.signature, "seal") };
     if (!signedBy(identityKeys[k - 1], sealStatement(ctx, position, k, s.seatPublicKey, s.sealedSha256), s.signature)) {
       throw fail("seal", `position ${position}: co-dealer ${k}'s seal statement does not verify under its pinned identity key`);
     }
     if (!same(s.seatPublicKey, seatPk)) {
       throw fail("seal", `position ${position} was sealed by co-dealer ${k} to another key: the dealer may have read this card`);
     }
-    if (!same(s.sealedSha256, sha256(sealedShares[k]))) {
+    if (!same(s.sealedSha256, sha256(ownBytes(sealedShares[k], `position ${position} share ${k}`)))) {
       throw fail("seal", `position ${position}: co-dealer ${k}'s sealed share is not the one it signed`);
     }
   }
@@ -167,6 +206,7 @@ export function checkSeals(ctx, position, sealedShares, seals, seatPk, identityK
  */
 export function openSeatCard(ctx, position, sealedShares, secretKey, seals, identityKeys) {
   if (!(Number.isInteger(position) && position >= 0 && position < ctx.final.length)) throw fail("transcript", "dealt positions must be distinct and in 0..n-1");
+  secretKey = ownBytes(secretKey, "seat secret key", 32);
   checkSeals(ctx, position, sealedShares, seals, seatPublicKey(secretKey), identityKeys);
   const shares = sealedShares.map((sealed, holder) =>
     openSealedShare({ deck: ctx.spec.name, handId: ctx.handId, position, holder, sealed, secretKey }),
