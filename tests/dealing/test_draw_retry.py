@@ -76,3 +76,34 @@ def test_a_draw_whose_answer_is_lost_is_retried_and_gets_the_same_cards(target: 
         assert [c.code for c in retried.cards] == closed.transcript.codes()[2:5]
     finally:
         proxy.close()
+
+
+def test_the_cut_falls_on_the_answer_not_on_the_connections_own_frames() -> None:
+    """Regression (a CI run: the lost draw had not happened, 2 cards dealt where 5 were expected):
+    the proxy cut the 40th byte after arming, and three of the connection's own frames (PING acks,
+    WINDOW_UPDATEs) came to 40 bytes before the answer did, so the client lost its call before the
+    dealer committed it. Raw frames from a stand-in upstream: three PING acks, then an answer."""
+    import socket
+
+    from tests.support.waits import wait_for
+
+    upstream = socket.create_server(("127.0.0.1", 0))
+    proxy = CuttingProxy(f"127.0.0.1:{upstream.getsockname()[1]}")
+    host, port = proxy.target.rsplit(":", 1)
+    client = socket.create_connection((host, int(port)), timeout=10)
+    try:
+        dealer_side, _ = upstream.accept()
+        proxy.armed.set()
+        ping_ack = (8).to_bytes(3, "big") + bytes([0x6, 0x1]) + (0).to_bytes(4, "big") + b"p" * 8
+        answer = (5).to_bytes(3, "big") + bytes([0x1, 0x4]) + (1).to_bytes(4, "big") + b"h" * 5
+        dealer_side.sendall(ping_ack * 3 + answer)
+        received = b""
+        while chunk := client.recv(65536):
+            received += chunk
+        wait_for("the proxy to cut", proxy.cut.is_set)
+        assert received == ping_ack * 3  # every frame of the connection's own, and no answer
+        dealer_side.close()
+    finally:
+        client.close()
+        proxy.close()
+        upstream.close()
