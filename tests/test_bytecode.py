@@ -51,3 +51,10 @@ def test_the_compiled_packages_are_where_the_interpreter_imports_them_from() -> 
         spec = importlib.util.find_spec(name)
         assert spec is not None and spec.origin is not None
         assert Path(spec.origin).parent in folders
+
+
+def test_a_folder_it_cannot_write_costs_nothing_but_time(tmp_path: Path, pytestconfig: pytest.Config) -> None:
+    source = tmp_path / "test_sample.py"
+    source.write_text("def test_one():\n    assert True\n", encoding="utf-8")
+    (tmp_path / "__pycache__").write_text("a file where the cache folder would be", encoding="utf-8")
+    assert bytecode.write_rewritten(pytestconfig, [source]) == 0  # no error: the run goes on

@@ -71,9 +71,11 @@ def write_rewritten(config: pytest.Config, sources: list[Path]) -> int:
         pyc = cache / (source.name[:-3] + PYC_TAIL)
         if _read_pyc(source, pyc) is not None:
             continue
-        cache.mkdir(exist_ok=True)
         try:
+            cache.mkdir(parents=True, exist_ok=True)  # parents: a PYTHONPYCACHEPREFIX tree
             source_hash, code = _rewrite_test(source, config)
+        except OSError:
+            return written  # a read-only tree: the workers rewrite as they always did
         except SyntaxError:
             continue  # the worker's own import reports it, with the test's name
         written += bool(_write_pyc(state, code, source_hash, pyc))
