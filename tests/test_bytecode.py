@@ -58,3 +58,14 @@ def test_a_folder_it_cannot_write_costs_nothing_but_time(tmp_path: Path, pytestc
     source.write_text("def test_one():\n    assert True\n", encoding="utf-8")
     (tmp_path / "__pycache__").write_text("a file where the cache folder would be", encoding="utf-8")
     assert bytecode.write_rewritten(pytestconfig, [source]) == 0  # no error: the run goes on
+
+
+def test_a_pytest_whose_private_calls_changed_shape_costs_nothing_but_time(
+    tmp_path: Path, pytestconfig: pytest.Config, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import _pytest.assertion.rewrite as rewrite
+
+    source = tmp_path / "test_sample.py"
+    source.write_text("def test_one():\n    assert True\n", encoding="utf-8")
+    monkeypatch.setattr(rewrite, "_rewrite_test", lambda fn: None)  # one argument, not two
+    assert bytecode.write_rewritten(pytestconfig, [source]) == 0  # no error: the run goes on
