@@ -21,7 +21,7 @@ import grpc
 from fairdeck_server import refusals
 from fairdeck_server.edge.chain import LayerInterceptor
 from fairdeck_server.edge.methods import UNLIMITED_SERVICES, drain, rewrap, service_of, wrote
-from fairdeck_server.edge.status import abort
+from fairdeck_server.edge.status import abort, abort_begun
 
 STREAM_RUNS = 10
 """A stream may run this many default deadlines in all, however it keeps writing (300 s at the
@@ -55,6 +55,7 @@ class DeadlineInterceptor(LayerInterceptor):
             except TimeoutError:
                 if not deadline.expired():
                     raise
+                _unless_aborting()
                 await abort(context, refusals.deadline_exceeded(self.default_deadline))
 
         return behavior
@@ -78,6 +79,7 @@ class DeadlineInterceptor(LayerInterceptor):
             except TimeoutError:
                 if not deadline.expired():
                     raise
+                _unless_aborting()
                 when = deadline.when()
                 if when is not None and when >= end:
                     await abort(context, refusals.stream_ran_too_long(seconds * STREAM_RUNS))
@@ -86,3 +88,11 @@ class DeadlineInterceptor(LayerInterceptor):
                 wrote.reset(token)
 
         return behavior
+
+
+def _unless_aborting() -> None:
+    """The deadline passed while the call was sending its own refusal (status.abort_begun): that
+    status stands (gRPC core sends what it was handed), and a second abort would be gRPC's
+    UsageError, logged with a traceback. The call ends as cancelled."""
+    if abort_begun():
+        raise asyncio.CancelledError from None

@@ -13,6 +13,7 @@ import asyncio
 import functools
 import logging
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
 import grpc
@@ -47,11 +48,25 @@ def status_metadata(
     return ((STATUS_DETAILS_KEY, status.SerializeToString()),)
 
 
+_aborting: ContextVar[bool] = ContextVar("fairdeck_aborting", default=False)
+"""Set in the call's own task once ``abort`` has begun sending its status (see abort_begun)."""
+
+
+def abort_begun() -> bool:
+    """Whether this call (its task) has begun sending a status through ``abort``. A call can be
+    cancelled while that send is awaited (its deadline passed meanwhile: a stopped or starved
+    process): gRPC core still sends the status already handed to it, and gRPC refuses a second
+    abort with a UsageError that it logs with a traceback. A layer that would end the call on
+    such a cancel (deadline.py) lets it end as cancelled instead."""
+    return _aborting.get()
+
+
 async def abort(context: grpc.aio.ServicerContext[Any, Any], error: refusals.DealerError) -> None:
     """End the call with ``error``'s status and details: the one way the servicers and
     the interceptors refuse a call."""
     code = grpc.StatusCode[error.status.name]
     message = str(error)
+    _aborting.set(True)
     try:
         await context.abort(
             code,
@@ -143,6 +158,8 @@ busy cores), when it was counted CANCELLED though the client saw DEADLINE_EXCEED
 def status_of(e: BaseException, context: grpc.aio.ServicerContext[Any, Any]) -> grpc.StatusCode:
     """The status the client receives when a handler ends by raising ``e``."""
     if isinstance(e, grpc.aio.AbortError):
+        return context.code() or grpc.StatusCode.UNKNOWN
+    if isinstance(e, asyncio.CancelledError) and abort_begun():  # cancelled while sending its status
         return context.code() or grpc.StatusCode.UNKNOWN
     if isinstance(e, asyncio.CancelledError):  # the client went away, or its deadline passed
         remaining = context.time_remaining()

@@ -1,0 +1,107 @@
+"""The default deadline (edge/deadline.py) against a refusal already being sent: a dealer stopped
+or starved past a call's deadline wakes with its timer due while an inner layer's ``status.abort``
+awaits its send. The deadline must not abort a second time (gRPC's UsageError, logged with a
+traceback, seen once in a SIGSTOPped worker); the client gets the first refusal, and the call is
+counted with it. A real grpc.aio server on loopback, the real layer, a handler of the test's own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import grpc
+import pytest
+
+from fairdeck_server import refusals
+from fairdeck_server.edge.deadline import DeadlineInterceptor
+from fairdeck_server.edge.status import abort, status_of
+
+DEADLINE = 0.2
+
+
+def _past_the_deadline(loop: asyncio.AbstractEventLoop) -> None:
+    """Hold the event loop, as SIGSTOP does, until the layer's deadline is due (its timer has not
+    run: the loop is held)."""
+    due = loop.time() + DEADLINE * 1.5
+    while loop.time() < due:
+        pass
+
+
+async def _refused_late(request: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> bytes:
+    _past_the_deadline(asyncio.get_running_loop())
+    await abort(context, refusals.invalid_token())
+    raise AssertionError("unreachable: abort raises")
+
+
+async def _stream_refused_late(
+    request: bytes, context: grpc.aio.ServicerContext[Any, Any]
+) -> AsyncIterator[bytes]:
+    await _refused_late(request, context)
+    yield b""
+
+
+def _counted(seen: list[grpc.StatusCode]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """An outermost layer that records what the metrics layer records (status_of)."""
+
+    def wrap(inner: Callable[..., Any]) -> Callable[..., Any]:
+        async def behavior(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+            try:
+                return await inner(request, context)
+            except BaseException as e:
+                seen.append(status_of(e, context))
+                raise
+
+        return behavior
+
+    return wrap
+
+
+async def _call(kind: str) -> tuple[grpc.aio.AioRpcError, list[grpc.StatusCode]]:
+    seen: list[grpc.StatusCode] = []
+    counted = _counted(seen)
+    deadline = DeadlineInterceptor(DEADLINE)
+
+    class Outermost(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
+        async def intercept_service(self, continuation: Any, details: Any) -> Any:
+            handler = deadline.wrap(details.method, await continuation(details))
+            if handler.unary_unary is not None:
+                return grpc.unary_unary_rpc_method_handler(counted(handler.unary_unary))
+            return grpc.unary_stream_rpc_method_handler(counted(handler.unary_stream))
+
+    handlers = {
+        "Unary": grpc.unary_unary_rpc_method_handler(_refused_late),
+        "Stream": grpc.unary_stream_rpc_method_handler(_stream_refused_late),
+    }
+    server = grpc.aio.server(interceptors=[Outermost()])
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("fairdeck.test.Late", handlers),))
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                if kind == "Unary":
+                    await channel.unary_unary(f"/fairdeck.test.Late/{kind}")(b"", timeout=30)
+                else:
+                    async for _ in channel.unary_stream(f"/fairdeck.test.Late/{kind}")(b"", timeout=30):
+                        pass
+    finally:
+        await server.stop(None)
+    return refused.value, seen
+
+
+@pytest.mark.parametrize("kind", ["Unary", "Stream"])
+def test_a_refusal_sent_as_the_deadline_passes_is_not_aborted_twice(
+    kind: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.DEBUG, logger="grpc"):
+        refused, seen = asyncio.run(_call(kind))
+    # The client got the first refusal, whole; the layer did not end the call a second time.
+    assert refused.code() == grpc.StatusCode.UNAUTHENTICATED
+    assert refused.details() == "invalid API token"
+    errors = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert errors == [], [r.getMessage() for r in errors]
+    # The call is counted as what the client received.
+    assert seen == [grpc.StatusCode.UNAUTHENTICATED]
