@@ -8,8 +8,8 @@
   (libsodium), ``fairdeck.core`` and ``fairdeck.log`` (which imports no more than core: the
   co-dealt proof's receipts are the log's own); nothing else loads it, so the ordinary mode
   and its verifier never need libsodium.
-- ``fairdeck verify`` and ``fairdeck replay`` do not load the dealer, its grpc
-  reflection service or prometheus_client.
+- ``fairdeck verify`` and ``fairdeck replay`` do not load the dealer, prometheus_client or
+  grpc.
 
 Each rule is checked twice: statically, on every import statement of the
 source (so a lazy import inside a function is caught too), and at run time, in
@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 
 from fairdeck import DeckSpec, deal_local, server_seed_length
+from tests.support.cli_modules import loaded_by
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "client" / "fairdeck"
@@ -152,23 +153,9 @@ def test_core_and_log_load_no_grpc_and_no_protobuf() -> None:
 
 
 def test_the_sdk_does_not_load_the_server() -> None:
-    modules = loaded_after("import fairdeck.client")
-    assert "fairdeck.client.dealer_client" in modules
+    modules = loaded_after("from fairdeck.client import *")  # every name of the SDK, loaded
+    assert {"fairdeck.client.dealer_client", "fairdeck.client.audit_client"} <= modules
     assert sorted(m for m in modules if under(m, SERVER_STACK)) == []
-
-
-# The console script's entry point, run the way the script runs it; what it
-# printed is discarded, only the modules it loaded are reported.
-RUN_CLI = """
-import contextlib, io, sys
-from fairdeck.cli import main
-with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-    try:
-        code = main(sys.argv[1:])
-    except SystemExit as e:
-        code = e.code
-assert code == 0, code
-"""
 
 
 @pytest.mark.parametrize(
@@ -176,6 +163,7 @@ assert code == 0, code
     [
         ["verify", "--help"],
         ["verify", "{transcript}"],
+        ["verify", "{proof}", "--key", "{key}"],
         [
             "replay",
             "--hand-id",
@@ -186,16 +174,23 @@ assert code == 0, code
             "a",
         ],
     ],
-    ids=["verify --help", "verify FILE", "replay"],
+    ids=["verify --help", "verify TRANSCRIPT", "verify PROOF", "replay"],
 )
-def test_verify_and_replay_do_not_load_the_dealer(argv: list[str], tmp_path: Path) -> None:
+def test_verify_and_replay_load_neither_the_dealer_nor_grpc(argv: list[str], tmp_path: Path) -> None:
     transcript = tmp_path / "hand.json"
     transcript.write_text(deal_local("standard", "boundary-1", ["alice"]).transcript.to_json())
-    modules = loaded_after(RUN_CLI, *(a.format(transcript=transcript) for a in argv))
+    vectors = json.loads((ROOT / "docs" / "vectors" / "fairdeck-hand-proofs-v3.json").read_text())
+    case = vectors["valid"][0]
+    proof = tmp_path / "proof.json"
+    proof.write_text(case["text"])
+    key = vectors["keys"][case["keys"][0]]
+    modules = loaded_by(*(a.format(transcript=transcript, proof=proof, key=key) for a in argv))
     assert "fairdeck.cli.commands" in modules
     # grpc's own __init__ imports the bare grpc_reflection package (an alias for
     # grpc.reflection); the reflection service is grpc_reflection.v1alpha.
     assert sorted(m for m in modules if under(m, SERVER_STACK)) == []
+    # A verifier needs no channel: the SDK's names load on first use (fairdeck.client).
+    assert sorted(m for m in modules if under(m, ("grpc", "grpc_status", "grpc_health"))) == []
 
 
 def test_the_server_commands_are_still_offered() -> None:
@@ -209,3 +204,15 @@ def test_the_server_commands_are_still_offered() -> None:
     )
     for command in ("serve", "key", "token", "rotate-key", "verify", "audit"):
         assert f"    {command} " in out.stdout or f"    {command}\n" in out.stdout, command
+
+
+def test_every_name_the_sdk_exports_loads_from_its_home() -> None:
+    """fairdeck.client's names load on first use: each one named in __all__ has a home module
+    that defines it, and nothing else is offered."""
+    import fairdeck.client as sdk
+
+    assert sorted(sdk._HOMES) == sorted(sdk.__all__)
+    for name in sdk.__all__:
+        assert getattr(sdk, name).__module__.startswith("fairdeck.client."), name
+    with pytest.raises(AttributeError, match="no attribute 'DealerServer'"):
+        sdk.DealerServer

@@ -5,28 +5,12 @@ table entry names a function that exists, with the help its module registers."""
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
-import sys
 
 import pytest
 
 from fairdeck.cli import build_parser
 from fairdeck.cli.dispatch import COMMANDS, parser_for, resolve, server_tables
-from tests.support.source_tree import ROOT
-
-# The console script's main in a fresh interpreter; what it printed is discarded, only the modules
-# it loaded are reported.
-RUN_CLI = """
-import contextlib, io, json, sys
-from fairdeck.cli import main
-with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-    try:
-        code = main(sys.argv[1:])
-    except SystemExit as e:
-        code = e.code
-print(json.dumps([code, sorted(sys.modules)]))
-"""
+from tests.support.cli_modules import loaded_by
 
 COMMAND_MODULES = (
     "fairdeck.cli.commands",
@@ -43,15 +27,6 @@ COMMAND_MODULES = (
     "fairdeck_server.witness.command",
     "fairdeck_server.cli.codealer_command",
 )
-
-
-def loaded_by(*argv: str) -> set[str]:
-    out = subprocess.run(
-        [sys.executable, "-c", RUN_CLI, *argv], cwd=ROOT, capture_output=True, text=True, timeout=60
-    )
-    code, modules = json.loads(out.stdout.splitlines()[-1])
-    assert code == 0, out.stderr
-    return set(modules)
 
 
 def table() -> list[tuple[str, str, str]]:

@@ -26,19 +26,19 @@ import grpc
 
 from fairdeck.cli import cli_credentials, numbers
 from fairdeck.cli import progress as progress_bar
+from fairdeck.cli.log_keys import add_witness_arguments, verifiers, witness_policy
 from fairdeck.cli.tile_source import Item, Source, tiles_log
 from fairdeck.client.audit_client import codeal_checks
 from fairdeck.client.calls import ClientConfig
 from fairdeck.client.channel import EntryPager
 from fairdeck.client.exceptions import from_rpc_error
-from fairdeck.client.local_files import MAX_BYTES, LocalFileError, read_local
+from fairdeck.client.local_files import read_local
 from fairdeck.core.errors import VerificationError
 from fairdeck.log import safefiles
 from fairdeck.log.audit import Auditor, AuditReport, Finding, LogUnreadable, SavedCheckpointUnreadable
 from fairdeck.log.audit_pool import PARALLEL_FROM, RevealChecks, default_workers
 from fairdeck.log.cosignature import CosignatureError, WitnessPolicy
 from fairdeck.log.note import NoteError, Verifier
-from fairdeck.log.policy import TlogPolicy
 from fairdeck.v1 import audit_pb2, audit_pb2_grpc
 from fairdeck.wire import Reason
 
@@ -170,85 +170,6 @@ def _server_source(kind: str, value: str) -> tuple[int, list[bytes], Iterator[by
     return reader(value)
 
 
-def _verifiers(values: Sequence[str]) -> list[Verifier]:
-    """Each --key: a verifier key, or @FILE with one key per line (blank lines and # comments
-    skipped). A file that cannot be read, or holds no key, is named in the NoteError."""
-    keys = []
-    for text in values:
-        if not text.startswith("@"):
-            keys.append(Verifier.parse(text.strip()))
-            continue
-        path = Path(text[1:])
-        try:
-            data = read_local(path, pipes=True)
-        except OSError as e:
-            raise NoteError(f"cannot read @{path}: {e.strerror or e}") from None
-        try:
-            lines = data.decode("utf-8").splitlines()
-        except UnicodeDecodeError:
-            raise NoteError(f"@{path} is not UTF-8 text: not a file of keys") from None
-        found = [(n, k) for n, k in enumerate(map(str.strip, lines), 1) if k and not k.startswith("#")]
-        if not found:
-            raise NoteError(f"@{path} holds no verifier key")
-        for number, key in found:
-            try:
-                keys.append(Verifier.parse(key))
-            except NoteError as e:
-                raise NoteError(f"@{path} line {number}: {e}") from None
-    if not keys:
-        raise NoteError("no verifier key given")
-    return keys
-
-
-def witness_policy(args: argparse.Namespace) -> WitnessPolicy | None:
-    """The policy of ``--policy FILE`` (C2SP tlog-policy), or of ``--witness NAME=KEY`` (repeated) and
-    ``--witness-threshold K``; None without any."""
-    if getattr(args, "policy", None):
-        if args.witness or args.witness_threshold is not None:
-            raise CosignatureError("give --policy or --witness, not both")
-        path = Path(args.policy)
-        try:
-            stdin = args.policy == "-"
-            text = sys.stdin.buffer.read(MAX_BYTES + 1) if stdin else read_local(path, pipes=True)
-            if len(text) > MAX_BYTES:
-                raise LocalFileError(f"it is larger than {MAX_BYTES} bytes")
-        except OSError as e:
-            raise CosignatureError(f"cannot read --policy {path}: {e.strerror or e}") from None
-        try:
-            return TlogPolicy.parse(text).witness_policy()
-        except CosignatureError as e:
-            raise CosignatureError(f"--policy {path}: {e}") from None
-    if not args.witness:
-        if args.witness_threshold is not None:
-            raise CosignatureError("--witness-threshold needs at least one --witness NAME=KEY")
-        return None
-    return WitnessPolicy.parse(args.witness, args.witness_threshold)
-
-
-def add_witness_arguments(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("witnesses (docs/witness.md)")
-    group.add_argument(
-        "--witness",
-        action="append",
-        default=[],
-        metavar="NAME=KEY",
-        help="a witness whose cosignatures count (repeat): its name in reports, then its vkey",
-    )
-    group.add_argument(
-        "--policy",
-        metavar="FILE",
-        help="a C2SP tlog-policy file (witness, group and quorum lines; - reads stdin): the witnesses "
-        "and the quorum a checkpoint needs, as the public witness network publishes them",
-    )
-    group.add_argument(
-        "--witness-threshold",
-        type=numbers.whole(0, 256),
-        default=None,
-        metavar="K",
-        help="cosignatures from distinct --witness keys a checkpoint needs (default: all of them)",
-    )
-
-
 def _workers(text: str) -> int:
     if not (text.isascii() and text.isdigit()) or int(text) > 256:
         raise argparse.ArgumentTypeError(f"--workers is a whole number 0 to 256, not {text!r}")
@@ -262,7 +183,7 @@ def _client_config(args: argparse.Namespace) -> ClientConfig:
 
 def cmd_audit(args: argparse.Namespace) -> int:
     try:
-        verifier = _verifiers(args.key)
+        verifier = verifiers(args.key)
     except (OSError, NoteError) as e:
         print(f"fairdeck audit: bad --key: {e}", file=sys.stderr)
         return 2

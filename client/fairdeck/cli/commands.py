@@ -115,11 +115,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def _unreadable_log_options(args: argparse.Namespace) -> str | None:
     """Why the --key, --witness or --policy given cannot be read (None: they can, or none was)."""
-    from fairdeck.cli.audit_command import _verifiers, witness_policy
+    from fairdeck.cli.log_keys import verifiers, witness_policy
 
     try:
         if args.key:
-            _verifiers(args.key)
+            verifiers(args.key)
         witness_policy(args)
     except (OSError, ValueError, NoteError) as e:
         return str(e)
@@ -128,7 +128,7 @@ def _unreadable_log_options(args: argparse.Namespace) -> str | None:
 
 def _verify_hand_proof(args: argparse.Namespace, value: Any) -> int:
     """A hand proof (docs/hand-proof.md): every step, against the key the user gives."""
-    from fairdeck.cli.audit_command import _verifiers, witness_policy
+    from fairdeck.cli.log_keys import verifiers, witness_policy
 
     if not args.key:
         print(
@@ -138,7 +138,7 @@ def _verify_hand_proof(args: argparse.Namespace, value: Any) -> int:
         )
         return 2
     try:
-        keys = _verifiers(args.key)
+        keys = verifiers(args.key)
         policy = witness_policy(args)
     except (OSError, ValueError, NoteError) as e:  # NoteError: a bad --key or --witness
         print(f"fairdeck verify: {e}", file=sys.stderr)
@@ -163,7 +163,7 @@ def _verify_hand_proof(args: argparse.Namespace, value: Any) -> int:
 def _verify_codeal_proof(args: argparse.Namespace, value: Any) -> int:
     """A co-dealt hand proof (docs/hand-proof.md, formats 4 and 5), against the co-dealer keys the user
     pins and, for format 5's receipts, the log keys the user gives."""
-    from fairdeck.cli.audit_command import _verifiers, witness_policy
+    from fairdeck.cli.log_keys import verifiers, witness_policy
     from fairdeck.codeal.handfile import CodealHandProof  # loads libsodium: co-dealt proofs only
     from fairdeck.codeal.logged_proof import LoggedCodealProof
 
@@ -188,7 +188,7 @@ def _verify_codeal_proof(args: argparse.Namespace, value: Any) -> int:
         return 2
     if logged:
         try:
-            log_keys, policy = _verifiers(args.key), witness_policy(args)
+            log_keys, policy = verifiers(args.key), witness_policy(args)
         except (OSError, ValueError, NoteError) as e:  # NoteError: a bad --key or --witness
             print(f"fairdeck verify: {e}", file=sys.stderr)
             return 2

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from fairdeck.cli import cli_credentials, numbers
-from fairdeck.cli.audit_command import _verifiers
+from fairdeck.cli.log_keys import verifiers
 from fairdeck.client import AuditClient, DealerClient, Hand
 from fairdeck.client.exceptions import FairdeckError
 from fairdeck.core.cards import Card
@@ -96,7 +96,7 @@ def cmd_deal(args: argparse.Namespace) -> int:
         return 2
     try:
         creds = cli_credentials.from_args(args)
-        keys = _verifiers(args.key) if args.key else None
+        keys = verifiers(args.key) if args.key else None
     except (OSError, ValueError, NoteError) as e:
         print(f"fairdeck deal: {e}", file=sys.stderr)
         return 2

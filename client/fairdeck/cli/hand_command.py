@@ -14,7 +14,7 @@ from pathlib import Path
 import grpc
 
 from fairdeck.cli import cli_credentials, numbers
-from fairdeck.cli.audit_command import _verifiers, add_witness_arguments, witness_policy
+from fairdeck.cli.log_keys import add_witness_arguments, verifiers, witness_policy
 from fairdeck.client.audit_client import AuditClient
 from fairdeck.client.exceptions import FairdeckError
 from fairdeck.core.errors import VerificationError
@@ -24,7 +24,7 @@ from fairdeck.log.note import NoteError
 
 def cmd_hand_get(args: argparse.Namespace) -> int:
     try:
-        keys = _verifiers(args.key)
+        keys = verifiers(args.key)
         policy = witness_policy(args)
         creds = cli_credentials.from_args(args)
     except (OSError, NoteError, CosignatureError, ValueError) as e:

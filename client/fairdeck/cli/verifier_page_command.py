@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 
-from fairdeck.cli.audit_command import _verifiers
+from fairdeck.cli.log_keys import verifiers
 from fairdeck.log.note import NoteError
 
 PAGE_NAME = "fairdeck-verifier.html"
@@ -62,7 +62,7 @@ def cmd_verifier_page(args: argparse.Namespace) -> int:
     keys: list[str] = []
     if args.key:
         try:
-            keys = list(dict.fromkeys(v.to_string() for v in _verifiers(args.key)))
+            keys = list(dict.fromkeys(v.to_string() for v in verifiers(args.key)))
         except (OSError, NoteError) as e:
             print(
                 f"fairdeck verifier-page: --key: {e} (give the log's verifier key, from `fairdeck key`)",

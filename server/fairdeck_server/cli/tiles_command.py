@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from fairdeck.cli.audit_command import add_witness_arguments, witness_policy
+from fairdeck.cli.log_keys import add_witness_arguments, witness_policy
 from fairdeck.log.audit import LogUnreadable
 from fairdeck.log.checkpoint import Checkpoint, CheckpointError
 from fairdeck.log.cosignature import CosignatureError, WitnessPolicy
