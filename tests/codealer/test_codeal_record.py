@@ -78,6 +78,7 @@ def test_a_copy_of_another_replicas_codeal_db_was_served_silently(
     fixes, while A runs and after it stopped; A restarted in its own dir is not refused."""
     flags = replica_flags(tmp_path, pg_url, codealer)
     a_dir, b_dir = tmp_path / "a", tmp_path / "b"
+    a_dir.mkdir()  # as a replica's operator makes it (before, serve did not on PostgreSQL)
     with DealerProcess(a_dir, tmp_path / "a.log", *flags) as a:
         opened = open_codeal(a.target)
         b_dir.mkdir()
@@ -105,6 +106,7 @@ def test_two_copies_of_one_older_codeal_db_got_two_record_ids_and_both_served(
     the second copy is refused, naming a hand both hold."""
     flags = replica_flags(tmp_path, pg_url, codealer)
     a_dir, b_dir = tmp_path / "a", tmp_path / "b"
+    a_dir.mkdir()  # as a replica's operator makes it (before, serve did not on PostgreSQL)
     with DealerProcess(a_dir, tmp_path / "a.log", *flags) as a:
         opened = open_codeal(a.target)
     make_older(a_dir / "codeal.db")
@@ -122,7 +124,7 @@ def make_older(path: Path) -> None:
     """The file as a fairdeck before record ids left it: no codeal_record table."""
     db = sqlite3.connect(path)
     try:
-        db.execute("DROP TABLE codeal_record")
+        db.execute("DROP TABLE IF EXISTS codeal_record")
         db.commit()
     finally:
         db.close()

@@ -45,6 +45,7 @@ def test_a_paused_replica_resumed_after_its_record_moved_dealt_on_beside_the_new
         flags = ("--db", pg_url, "--seed-key-file", str(seed_key), "--log-key-file", str(log_key))
         flags += (*codealer.dealer_flags(), "--log-level", "INFO")
         a_dir, b_dir = tmp_path / "a", tmp_path / "b"
+        a_dir.mkdir()  # as a replica's operator makes it (before, serve did not on PostgreSQL)
         with DealerProcess(a_dir, tmp_path / "a.log", *flags) as a:
             with DealerClient(a.target, timeout=60) as client:
                 opened = CodealHands(client).open_hand("standard").hand_id
