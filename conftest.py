@@ -22,6 +22,7 @@ NEEDS_LIBSODIUM = (
     "client/fairdeck/codeal",
     "tests/codeal",
     "tests/codealer",
+    "tests/faults/test_codeal_claims.py",
     "tests/support/codeal_hands.py",
     "tests/support/codeal_pool.py",
     "tests/support/codeal_seal_vectors.py",

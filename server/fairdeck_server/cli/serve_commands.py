@@ -73,7 +73,10 @@ def cmd_init(args: argparse.Namespace) -> int:
         print(f"fairdeck init: --log-origin {args.log_origin}: {problem}", file=sys.stderr)
         return 2
     if args.codeal_record:
-        return _init_codeal_record(data)
+        return _init_codeal_record(args, data)
+    if args.take_over:
+        print("fairdeck init: --take-over goes with --codeal-record (and --db)", file=sys.stderr)
+        return 2
     log_key = Path(args.log_key_file) if args.log_key_file else None
     seed_key = Path(args.seed_key_file) if args.seed_key_file else None
     try:
@@ -106,28 +109,73 @@ def cmd_init(args: argparse.Namespace) -> int:
     return 0
 
 
-def _init_codeal_record(data: Path) -> int:
-    """A new, empty DATA_DIR/codeal.db, made knowingly (serve refuses to make one beside a log that
-    holds co-dealt hands: the old one was lost)."""
+def _init_codeal_record(args: argparse.Namespace, data: Path) -> int:
+    """A new, empty DATA_DIR/codeal.db with a new record id, made knowingly (serve refuses to make
+    one beside a log that holds co-dealt hands: the old one was lost), bound to the log of the data
+    dir's key file; or, with --take-over, the record of the codeal.db there claimed for this replica
+    on the PostgreSQL database (a replica moved knowingly: dealing/codeal_claim.py)."""
     from fairdeck_server.dealing.codeal_store import CodealStoreError, create_record
 
     path = data / "codeal.db"
     if not data.is_dir():
         print(f"fairdeck init: --data {data} is not a directory; give the dealer's data dir", file=sys.stderr)
         return 2
+    if args.take_over and args.db is None:
+        print(
+            "fairdeck init: --take-over needs --db URL (the replicas' PostgreSQL database)", file=sys.stderr
+        )
+        return 2
+    try:
+        keys = load_log_keys(Path(args.log_key_file or data / "log.key"))
+        bound = [keys.signer.verifier.to_string(), *(v.to_string() for v in keys.retired)]
+    except LogKeyError:
+        bound = []  # no key here yet: serve binds the record to its log at its first start
     try:
         lock = startup.DataDirLock.acquire(data)  # never beside a dealer that serves
         try:
-            create_record(path)
+            if args.take_over:
+                return _take_over(args.db, data, path, bound)
+            record = create_record(path, bound)
         finally:
             lock.release()
     except (CodealStoreError, StartupRefused) as e:
         print(f"fairdeck init: {e}", file=sys.stderr)
         return 2
     print(
-        f"created co-dealt hands {path}, empty: co-dealt hands of the record it replaces stay open in the "
-        "log and are ended by their co-dealers at their lifetime",
+        f"created co-dealt hands {path} (record {record.record_id}), empty: co-dealt hands of the record "
+        "it replaces stay open in the log and are ended by their co-dealers at their lifetime",
         file=sys.stderr,
+    )
+    return 0
+
+
+def _take_over(url: str, data: Path, path: Path, bound: list[str]) -> int:
+    """The record of DATA_DIR/codeal.db claimed for this host and data dir, from a holder silent
+    for ``codeal_claim.STALE_S`` at least."""
+    import psycopg
+
+    from fairdeck_server.dealing.codeal_claim import ClaimRefused, CodealClaim, Holder
+    from fairdeck_server.dealing.codeal_store import CodealStore, CodealStoreError
+    from fairdeck_server.storage.postgres.diagnosis import describe, what
+
+    if not path.is_file():
+        raise CodealStoreError(
+            f"co-dealt hands {path} is missing: --take-over claims the record of one there"
+        )
+    store = CodealStore(path, bound)
+    try:
+        holder = Holder.here(data)
+        CodealClaim(url, path, store.record, holder).claim(store.hand_ids, take_over=True)
+    except ClaimRefused as e:
+        raise StartupRefused(str(e)) from None
+    except psycopg.Error as e:
+        raise StartupRefused(
+            f"cannot reach the PostgreSQL database {describe(url)} ({what(e)}); retry"
+        ) from None
+    finally:
+        store.close()
+    print(
+        f"co-dealt record {store.record.record_id} of {path} is now held by {holder.place()}", file=sys.stderr
     )
     return 0
 
@@ -181,6 +229,13 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         help="make only a new, empty DIR/codeal.db (the co-dealt hands' record), after it was lost "
         "and cannot be restored: serve refuses to make one beside a log with co-dealt hands",
     )
+    init.add_argument(
+        "--take-over",
+        action="store_true",
+        help="with --codeal-record and --db: keep DIR/codeal.db and claim its record for this host and "
+        "data dir (a replica moved knowingly; its old place must be stopped for good)",
+    )
+    init.add_argument("--db", default=None, metavar="URL", help="the replicas' PostgreSQL URL (--take-over)")
     init.set_defaults(handler=cmd_init)
 
     serve_parser = sub.add_parser(

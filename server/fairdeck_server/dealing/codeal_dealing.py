@@ -123,9 +123,12 @@ class CodealDealer:
         random: Callable[[int], bytes] = secrets.token_bytes,
         watch: Callable[[CodealDealer], CodealerWatch] | None = None,
         reaper: Callable[[CodealDealer], VoidTask] | None = None,
+        release: Callable[[], None] | None = None,
     ) -> None:
         """``watch`` and ``reaper`` build, from this dealer, its co-dealt health and what voids its
-        hands past their lifetime (edge/codealer_link.py); neither is set on it later."""
+        hands past their lifetime (edge/codealer_link.py); neither is set on it later. ``release``:
+        called at ``aclose`` (the claim's connection, on PostgreSQL)."""
+        self.release = release
         self.link = link
         self.identity_key = identity_key
         self.store = store
@@ -141,6 +144,9 @@ class CodealDealer:
         self.misconfigured: str | None = None
         """Why co-dealt hands are not opened now (the co-dealer's lifetime too short for this
         dealer's: edge/codealer_link.py), or None."""
+        self.not_held: str | None = None
+        """Why this process no longer holds its co-dealt record (on PostgreSQL another process took
+        its claim: dealing/codeal_claim.py), or None: it then opens, deals and closes none."""
         self._rows: dict[str, CodealRow] = {}
         self._states: dict[str, tuple[HandContext, Deck, Scalar]] = {}
         self.watch: CodealerWatch | None = watch(self) if watch is not None else None
@@ -234,7 +240,12 @@ class CodealDealer:
         await asyncio.to_thread(self.store.put, row, new=True)
         return row
 
+    def _check_held(self) -> None:
+        if self.not_held is not None:
+            raise refusals.storage_unavailable(self.not_held)
+
     def _check_configured(self) -> None:
+        self._check_held()
         if self.misconfigured is not None:
             raise refusals.codeal(Reason.CODEAL_NOT_CONFIGURED, self.misconfigured)
 
@@ -253,6 +264,7 @@ class CodealDealer:
     ) -> CodealDraw:
         """The next ``count`` positions, sealed to ``seat_key`` (empty: public), or ``count`` to
         each of ``seats`` in turn (the hole cards of a whole table in one call)."""
+        self._check_held()
         field = "seat_public_keys" if seats else "seat_public_key"
         if seats and seat_key:
             raise refusals.invalid(field, Reason.INVALID_SEAT_KEY, "give seat_public_key or seat_public_keys")
@@ -323,6 +335,7 @@ class CodealDealer:
         """CloseHand; ``voided``: the reaper ends a hand open past its lifetime (codeal_voids.py),
         the same close, its row marked ``voided``. ``releases``: the seats' release tokens, passed
         to the co-dealer (spec 9.3); refused there, the hand stays open (SEATS_NOT_RELEASED)."""
+        self._check_held()
         if len(releases) > MAX_RELEASES or any(len(t) != 32 for t in releases):
             raise refusals.invalid(
                 "seat_releases", Reason.MALFORMED_REQUEST, f"want at most {MAX_RELEASES} tokens of 32 bytes"
@@ -404,6 +417,7 @@ class CodealDealer:
         """Close a hand the co-dealer no longer has (it ended it at its lifetime and pruned it)
         without its seed or shares: nothing of its closing can be logged, so it is noted as done
         with no entries (never retried); its setup and shuffles stay its last word in the log."""
+        self._check_held()
         async with self._lock(hand_id):
             row = await self._row(tenant, hand_id)
             return row if row.closed_ms is not None else await self._close_alone(row)
@@ -434,6 +448,8 @@ class CodealDealer:
         if self.pool is not None:
             await self.pool.stop()
         await self.link.close()
+        if self.release is not None:
+            self.release()
         self.store.close()
 
     # -- helpers -------------------------------------------------------------------------------

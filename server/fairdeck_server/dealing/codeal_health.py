@@ -2,7 +2,8 @@
 
 Every ``EVERY`` seconds (``RETRY`` while failing) ``CodealerWatch`` asks the co-dealer for its
 identity with the dealer's token. Co-dealt dealing is able only while the dealer's own codeal.db
-takes a probe write and the co-dealer answers, takes the token, names the pinned
+takes a probe write, this process still holds its co-dealt record (``held``: on PostgreSQL, its
+claim, dealing/codeal_claim.py) and the co-dealer answers, takes the token, names the pinned
 ``--codealer-key`` and passes ``also`` (its lifetime against the dealer's: edge/codealer_link.py);
 ``publish(ok)`` turns that into the health status (with the dealer's own, "") and
 ``fairdeck_codealer_healthy`` (edge/codealer_link.py). The ordinary mode's health ("" and the
@@ -39,7 +40,10 @@ class CodealerWatch:
         retry: float = RETRY,
         also: Callable[[], str | None] = lambda: None,
         probe: Callable[[], bool] | None = None,
+        held: Callable[[], str | None] | None = None,
     ) -> None:
+        self.held = held
+        """Run in a thread each round: why this process no longer holds its co-dealt record, or None."""
         self.probe = probe
         """A write to the dealer's own co-dealt hands file (codeal.db): False, no co-dealt draw
         can be recorded either."""
@@ -58,6 +62,8 @@ class CodealerWatch:
         """The reason the co-dealer cannot be used now, or None."""
         if self.probe is not None and not await asyncio.to_thread(self.probe):
             return "the dealer's codeal.db does not take writes: no co-dealt draw can be recorded"
+        if self.held is not None and (lost := await asyncio.to_thread(self.held)) is not None:
+            return lost
         try:
             key = await self.identity()
         except DealerError as e:

@@ -9,7 +9,8 @@ A row holds the hand's public record (key records, shuffle records, the co-deale
 signatures, the dealt positions with the seat each went to, and after the close the shares and
 seeds) as JSON, and the dealer's own per-hand key and seed sealed by the dealer's seed vault,
 bound to the hand id. Nothing of the co-dealer's secrets is ever here. Writes are one
-transaction each, synchronous=FULL: on disk before the dealer answers.
+transaction each, synchronous=FULL: on disk before the dealer answers. The file's identity (its
+record id and the log it belongs to) is codeal_record.py's, made with the file.
 """
 
 from __future__ import annotations
@@ -17,11 +18,12 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fairdeck_server.dealing.codeal_record import Record, RecordForeign, open_record
 from fairdeck_server.storage.sqlite.private_db import make_private
 
 SCHEMA = """CREATE TABLE IF NOT EXISTS codeal_hands (
@@ -76,10 +78,12 @@ class CodealRow:
 
 
 class CodealStore:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, log_keys: Sequence[str] = ()) -> None:
+        """Open (or make) the file; ``log_keys``: the dealer's log's verifier keys, current first,
+        that its record may belong to (codeal_record.open_record; empty: not checked)."""
         self.path = path
         self._lock = threading.Lock()
-        _check_not_lost(path)
+        fresh = not _check_not_lost(path)
         try:  # 0600 before SQLite opens it: its -wal and -shm take the file's mode
             make_private(path)
             self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
@@ -91,6 +95,10 @@ class CodealStore:
             self._db.execute(UNLOGGED_INDEX)
             self._db.execute(SEATS)
             self._db.execute(PROBE)
+            self.record: Record = open_record(self._db, path, fresh=fresh, log_keys=log_keys)
+        except RecordForeign as e:
+            self._db.close()
+            raise CodealStoreLost(str(e)) from None
         except sqlite3.Error as e:
             raise CodealStoreError(f"co-dealt hands {path}: {e}") from None
         except OSError as e:
@@ -99,6 +107,15 @@ class CodealStore:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+    def hand_ids(self) -> list[str]:
+        """Every hand id the file holds (hands and pooled decks): what an upgraded record claims."""
+        with self._lock:
+            try:
+                rows = self._db.execute("SELECT hand_id FROM codeal_hands ORDER BY hand_id").fetchall()
+            except sqlite3.Error as e:
+                raise CodealStoreError(f"co-dealt hands {self.path}: {e}") from None
+        return [str(h) for (h,) in rows]
 
     def probe(self) -> bool:
         """Whether the file takes a write: one row rewritten and committed (co-dealt health)."""
@@ -310,20 +327,24 @@ def check_record(path: Path, first_entry: Callable[[], tuple[int | None, str]]) 
     )
 
 
-def create_record(path: Path) -> None:
-    """``fairdeck init --codeal-record``: a new, empty codeal.db, knowingly; never over one."""
+def create_record(path: Path, log_keys: Sequence[str] = ()) -> Record:
+    """``fairdeck init --codeal-record``: a new, empty codeal.db, knowingly, with a new record id
+    (bound to the log of ``log_keys``, if given); never over one."""
     if path.exists() or path.is_symlink():
         raise CodealStoreError(f"co-dealt hands {path} already exists; fairdeck init never replaces it")
-    CodealStore(path).close()
+    store = CodealStore(path, log_keys)
+    store.close()
+    return store.record
 
 
-def _check_not_lost(path: Path) -> None:
+def _check_not_lost(path: Path) -> bool:
     """Refuse a codeal.db emptied (a failed restore, a full disk) or swapped for another SQLite
-    file; a missing one is made (the first start with --codealer, after ``check_record``)."""
+    file; a missing one is made (the first start with --codealer, after ``check_record``). True if
+    the file is there (and ours)."""
     try:
         size = path.stat().st_size
     except FileNotFoundError:
-        return
+        return False
     except OSError as e:
         raise CodealStoreError(f"co-dealt hands {path}: {e.strerror or e}") from None
     fix = (
@@ -342,3 +363,4 @@ def _check_not_lost(path: Path) -> None:
         raise CodealStoreLost(f"co-dealt hands {path}: {e}: {fix}") from None
     if "codeal_hands" not in tables:
         raise CodealStoreLost(f"co-dealt hands {path} is not the dealer's co-dealt hands file: {fix}")
+    return True

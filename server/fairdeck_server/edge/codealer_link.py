@@ -7,7 +7,8 @@ and any other refusal of the co-dealer's becomes FAILED_PRECONDITION CODEALER_RE
 its own reason and message, so the game server sees why a co-dealt hand was not dealt; a
 RevealSeed refused SEATS_NOT_RELEASED is passed on as it is (the game server's releases are short).
 ``codeal_dealer`` also starts co-dealt health (codeal_health.py) on the dealer's health service,
-and the voids of co-dealt hands past their lifetime (codeal_voids.py).
+and the voids of co-dealt hands past their lifetime (codeal_voids.py); it opens codeal.db bound to
+the log's keys (codeal_record.py) and, on PostgreSQL, claims its record (codeal_claim.py).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from fairdeck_server.observe.metrics import Metrics
 from fairdeck_server.refusals import StartupRefused
 
 if TYPE_CHECKING:  # loaded only with --codealer: the co-dealt code needs libsodium
+    from fairdeck_server.dealing.codeal_claim import CodealClaim
     from fairdeck_server.dealing.codeal_dealing import CodealDealer
     from fairdeck_server.dealing.codeal_voids import CodealReaper
     from fairdeck_server.dealing.dealer import Dealer
@@ -207,10 +209,12 @@ def codeal_dealer(
     new_hand_id: Callable[[int], str],
     clock_ms: Callable[[], int],
     host: HealthHost,
+    log_keys: Sequence[str] = (),
 ) -> CodealDealer | None:
     """Co-dealt hands, with --codealer: their own file in the data dir, sealed by the dealer's vault,
     logged to ``host.dealer``'s log; their health (``CODEAL_HEALTH``) and
-    ``fairdeck_codealer_healthy`` kept in ``host``'s."""
+    ``fairdeck_codealer_healthy`` kept in ``host``'s. ``log_keys``: the log's verifier keys, current
+    first, that the file's record may belong to."""
     if config.codealer is None and config.codealer_key is None and not config.codeal_default:
         return None
     from fairdeck_server.dealing.codeal_dealing import CodealDealer, codealer_identity
@@ -227,17 +231,25 @@ def codeal_dealer(
     token = codealer_token(config.codealer_token)
     try:
         check_record(config.data_dir / "codeal.db", lambda: _first_codeal_entry(config))
-        store = CodealStore(config.data_dir / "codeal.db")
+        store = CodealStore(config.data_dir / "codeal.db", log_keys)
     except CodealStoreLost as e:
         raise StartupRefused(str(e)) from None
     except CodealStoreError as e:
         raise StartupRefused(f"{e}; check the data dir's permissions and free space") from None
+    claim = _claim(config, store)
     link = GrpcCoDealerLink(config.codealer, token)
     log = CodealLog(host.dealer)  # its entries go to the ordinary dealer's log
 
     def watched(codeal: CodealDealer) -> CodealerWatch:
         also = _lifetimes(link, config.max_hand_lifetime, codeal, host.metrics)
-        return CodealerWatch(link.identity, identity, _publisher(host), probe=store.probe, also=also)
+
+        def held() -> str | None:  # in a thread, each round: the claim renewed, or why it is lost
+            codeal.not_held = None if claim is None else claim.renew()
+            return codeal.not_held
+
+        return CodealerWatch(
+            link.identity, identity, _publisher(host), probe=store.probe, also=also, held=held
+        )
 
     codeal = CodealDealer(
         link,
@@ -249,11 +261,37 @@ def codeal_dealer(
         clock_ms=clock_ms,
         watch=watched,
         reaper=lambda codeal: codeal_reaper(codeal, config.max_hand_lifetime, clock_ms, host),
+        release=None if claim is None else claim.release,
     )
     codeal.start_pool(POOL_PER_TENANT)
     if codeal.watch is not None:
         codeal.watch.start()
     return codeal
+
+
+def _claim(config: CodealSettings, store: CodealStore) -> CodealClaim | None:
+    """On PostgreSQL: the store's record claimed for this replica (codeal_claim.py), or refused."""
+    if config.db is None:
+        return None
+    import psycopg
+
+    from fairdeck_server.dealing.codeal_claim import ClaimRefused, CodealClaim, Holder
+    from fairdeck_server.storage.postgres.diagnosis import describe, what
+
+    claim = CodealClaim(config.db, store.path, store.record, Holder.here(config.data_dir))
+    try:
+        claim.claim(store.hand_ids)
+    except ClaimRefused as e:
+        store.close()
+        raise StartupRefused(str(e)) from None
+    except (psycopg.Error, CodealStoreError) as e:
+        store.close()
+        raise StartupRefused(
+            f"co-dealt hands {store.path}: cannot claim its record {store.record.record_id} on the "
+            f"PostgreSQL database {describe(config.db)} ({what(e) if isinstance(e, psycopg.Error) else e}); "
+            "check that the database is up and retry"
+        ) from None
+    return claim
 
 
 def _first_codeal_entry(config: CodealSettings) -> tuple[int | None, str]:

@@ -369,7 +369,9 @@ class DealerServer:
             others_call=self.limits.admission.others,
             voider=voider,
         )
-        self.codeal = codeal_dealer(self.config, identity.vault, new_hand_id, self.clock.now_ms, self)
+        keys = identity.log_keys  # the log a co-dealt record may belong to: its key, or one rotated from
+        bound = [keys.signer.verifier.to_string(), *(v.to_string() for v in keys.retired)]
+        self.codeal = codeal_dealer(self.config, identity.vault, new_hand_id, self.clock.now_ms, self, bound)
         servicer = DealerServicer(self.dealer, self.codeal, codeal_default=config.codeal_default)
         register(self.server, servicer, _service(dealer_pb2, "DealerService"), dealer_pb2)
         audit = AuditServicer(

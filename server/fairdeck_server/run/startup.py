@@ -270,7 +270,8 @@ def os_refusal(e: OSError, filename: object) -> StartupRefused:
 def prepare(
     config: ServerConfig, environ: Mapping[str, str] | None = None, *, lock_fd: int | None = None
 ) -> Identity:
-    """Load (or, in a fresh SQLite data dir, make) the keys, and lock the data dir.
+    """Load (or, in a fresh SQLite data dir, make) the keys, and lock the data dir (on PostgreSQL
+    only with --codealer: its codeal.db belongs to one process; codeal_claim.py relies on it).
 
     Refuses, having written nothing, any state that is not whole. ``lock_fd``: a worker of
     ``serve --processes`` shares its supervisor's lock rather than taking one.
@@ -290,7 +291,16 @@ def _prepare(config: ServerConfig, environ: Mapping[str, str] | None, lock_fd: i
                     f"creates one; restore it from backup, or make new ones with "
                     f"`fairdeck init --keys-only --log-key-file PATH --seed-key-file PATH`"
                 )
-        return Identity(_load_seed(src, env), load_log_keys(src.log_key, config.log_origin), src)
+        lock = None
+        if config.codealer is not None:  # its codeal.db is one process's: one dealer per data dir
+            config.data_dir.mkdir(parents=True, exist_ok=True)
+            lock = _lock(config.data_dir, lock_fd)
+        try:
+            return Identity(_load_seed(src, env), load_log_keys(src.log_key, config.log_origin), src, lock)
+        except BaseException:
+            if lock is not None:
+                lock.release()
+            raise
     db = config.data_dir / DB_NAME
     has_db = db.is_file() and db.stat().st_size > 0
     present = [(where, path) for where, path in src.key_files() if path.exists()]

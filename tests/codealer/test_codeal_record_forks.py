@@ -1,0 +1,181 @@
+"""A co-dealt hands' file (codeal.db) is an identity: a copy served by a second dealer would make two
+dealers hold, and close, the same hands. A copy beside another log (SQLite) or presented by a second
+replica of one PostgreSQL database is refused at start in one line; a restart of the same replica is
+not; an older file without a record id gets one once, said in the log. Real ``fairdeck serve`` and
+``fairdeck codealer serve`` processes, real SQLite files, a real PostgreSQL database."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from fairdeck.client import DealerClient
+from fairdeck.client.codeal_seat import CodealHands
+from fairdeck_server.dealing.vault import load_or_create_key
+from fairdeck_server.publishing.log_signing import load_or_create_signer
+from tests.support.codealers import CodealerProcess, init_codealer
+from tests.support.dealers import DealerProcess
+from tests.support.env import clean_env
+
+LISTEN = ("--listen", "127.0.0.1:0")
+
+
+def copy_db(source: Path, target: Path) -> None:
+    """A whole copy of a live SQLite file (its WAL included), as ``sqlite3 FILE ".backup COPY"``."""
+    src, dst = sqlite3.connect(source), sqlite3.connect(target)
+    try:
+        src.backup(dst)
+    finally:
+        src.close()
+        dst.close()
+
+
+def serve_refused(data: Path, *flags: str) -> str:
+    """``fairdeck serve --data DATA FLAGS``, expected to refuse at once: its one refusal line."""
+    command = [sys.executable, "-m", "fairdeck.cli", "serve", "--data", str(data), *LISTEN, *flags]
+    try:
+        out = subprocess.run(command, capture_output=True, text=True, timeout=60, env=clean_env())
+    except subprocess.TimeoutExpired:
+        pytest.fail("the dealer served a copy of another dealer's codeal.db")
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    refusals = [line for line in out.stderr.splitlines() if line.startswith("fairdeck serve: ")]
+    assert len(refusals) == 1 and out.stderr.strip().splitlines()[-1] == refusals[0], out.stderr
+    return refusals[0]
+
+
+def open_codeal(target: str) -> str:
+    with DealerClient(target, timeout=60) as client:
+        return str(CodealHands(client).open_hand("standard").hand_id)
+
+
+@pytest.fixture
+def codealer(tmp_path: Path) -> Iterator[CodealerProcess]:
+    init_codealer(tmp_path / "cd")
+    with CodealerProcess(tmp_path / "cd") as process:
+        yield process
+
+
+def replica_flags(tmp_path: Path, url: str, codealer: CodealerProcess) -> tuple[str, ...]:
+    """Flags of a replica on ``url`` with the shared keys (made once) and the co-dealer."""
+    seed_key, log_key = tmp_path / "seed.key", tmp_path / "log.key"
+    if not seed_key.exists():
+        load_or_create_key(seed_key, environ={})
+        load_or_create_signer(log_key, "fairdeck.test/codeal-record")
+    keys = ("--seed-key-file", str(seed_key), "--log-key-file", str(log_key))
+    return ("--db", url, *keys, "--log-level", "INFO", *codealer.dealer_flags())
+
+
+def test_a_copy_of_another_replicas_codeal_db_was_served_silently(
+    tmp_path: Path, pg_url: str, codealer: CodealerProcess
+) -> None:
+    """Replica B started with a copy of replica A's codeal.db served A's co-dealt hands beside A: a
+    fork of the record nothing detected. Now B is refused in one line naming the file and the
+    fixes, while A runs and after it stopped; A restarted in its own dir is not refused."""
+    flags = replica_flags(tmp_path, pg_url, codealer)
+    a_dir, b_dir = tmp_path / "a", tmp_path / "b"
+    a_dir.mkdir()  # as a replica's operator makes it (before, serve did not on PostgreSQL)
+    with DealerProcess(a_dir, tmp_path / "a.log", *flags) as a:
+        opened = open_codeal(a.target)
+        b_dir.mkdir()
+        copy_db(a_dir / "codeal.db", b_dir / "codeal.db")
+        line = serve_refused(b_dir, *flags)
+        assert line.startswith(f"fairdeck serve: co-dealt hands {b_dir / 'codeal.db'} is record "), line
+        assert "which the replica at " in line and str(a_dir.resolve()) in line, line
+        assert "fairdeck init --codeal-record" in line and "--take-over" in line, line
+        assert pg_url not in line
+    line_down = serve_refused(b_dir, *flags)  # A stopped: still another replica's record
+    assert f"co-dealt hands {b_dir / 'codeal.db'} is record " in line_down, line_down
+    a = DealerProcess(a_dir, tmp_path / "a2.log", *flags)  # a restart of A: its own record
+    with a, DealerClient(a.target, timeout=60) as client:
+        hands = CodealHands(client)
+        hands.close_hand(opened)
+        hands.open_hand("standard")
+    assert "Traceback" not in (tmp_path / "a2.log").read_text()
+
+
+def test_two_copies_of_one_older_codeal_db_got_two_record_ids_and_both_served(
+    tmp_path: Path, pg_url: str, codealer: CodealerProcess
+) -> None:
+    """Two copies of a codeal.db made before record ids would each get a new id at their upgrade
+    and pass the claim of records: the first claim of an upgraded record claims its hands too, so
+    the second copy is refused, naming a hand both hold."""
+    flags = replica_flags(tmp_path, pg_url, codealer)
+    a_dir, b_dir = tmp_path / "a", tmp_path / "b"
+    a_dir.mkdir()  # as a replica's operator makes it (before, serve did not on PostgreSQL)
+    with DealerProcess(a_dir, tmp_path / "a.log", *flags) as a:
+        opened = open_codeal(a.target)
+    make_older(a_dir / "codeal.db")
+    b_dir.mkdir()
+    copy_db(a_dir / "codeal.db", b_dir / "codeal.db")
+    with DealerProcess(a_dir, tmp_path / "a2.log", *flags):
+        pass
+    line = serve_refused(b_dir, *flags)
+    assert f"co-dealt hands {b_dir / 'codeal.db'} (record " in line and "given at its upgrade" in line, line
+    assert "two copies of one older codeal.db" in line, line
+    assert f"holds hand {opened}, " in line, line
+
+
+def make_older(path: Path) -> None:
+    """The file as a fairdeck before record ids left it: no codeal_record table."""
+    db = sqlite3.connect(path)
+    try:
+        db.execute("DROP TABLE IF EXISTS codeal_record")
+        db.commit()
+    finally:
+        db.close()
+
+
+def test_codeal_db_copied_beside_another_log_was_served(tmp_path: Path, codealer: CodealerProcess) -> None:
+    """A codeal.db copied into another SQLite dealer's data dir (another log, another key) was
+    served as that dealer's own record. It is refused in one line naming the file and the fix."""
+    flags = (*codealer.dealer_flags(), "--log-level", "INFO")
+    a_dir, b_dir = tmp_path / "a", tmp_path / "b"
+    with DealerProcess(a_dir, tmp_path / "a.log", *flags) as a:
+        open_codeal(a.target)
+    with DealerProcess(b_dir, tmp_path / "b.log", *flags) as b:
+        open_codeal(b.target)
+    for name in ("codeal.db-wal", "codeal.db-shm"):
+        (b_dir / name).unlink(missing_ok=True)
+    copy_db(a_dir / "codeal.db", b_dir / "codeal.db")
+    line = serve_refused(b_dir, *flags)
+    assert line.startswith(f"fairdeck serve: co-dealt hands {b_dir / 'codeal.db'} (record "), line
+    assert "belongs to another log" in line and f"fairdeck init --codeal-record --data {b_dir}" in line, line
+
+
+def test_an_older_codeal_db_is_given_a_record_id_once_and_said(
+    tmp_path: Path, codealer: CodealerProcess
+) -> None:
+    """A codeal.db of a fairdeck before record ids is given one at its first start, in one WARNING
+    naming the file and the id, and keeps it: the next start says nothing and the id is the same."""
+    flags = (*codealer.dealer_flags(), "--log-level", "INFO")
+    data = tmp_path / "data"
+    with DealerProcess(data, tmp_path / "first.log", *flags) as dealer:
+        opened = open_codeal(dealer.target)
+    make_older(data / "codeal.db")
+    dealer = DealerProcess(data, tmp_path / "upgrade.log", *flags)
+    with dealer, DealerClient(dealer.target, timeout=60) as client:
+        CodealHands(client).close_hand(opened)
+    said = [
+        line for line in (tmp_path / "upgrade.log").read_text().splitlines() if "without a record id" in line
+    ]
+    record = record_id(data / "codeal.db")
+    assert len(said) == 1 and f"it is record {record}" in said[0] and str(data / "codeal.db") in said[0], said
+    with DealerProcess(data, tmp_path / "again.log", *flags):
+        pass
+    assert "without a record id" not in (tmp_path / "again.log").read_text()
+    assert record_id(data / "codeal.db") == record
+
+
+def record_id(path: Path) -> str:
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        (value,) = db.execute("SELECT record_id FROM codeal_record").fetchone()
+    finally:
+        db.close()
+    assert len(value) == 32
+    return str(value)
