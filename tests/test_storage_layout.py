@@ -82,6 +82,8 @@ SQL = re.compile(r"^\s*\(?\s*(SELECT|INSERT|UPDATE|DELETE|CREATE|ALTER|DROP|WITH
 """A string that is a statement (keywords in capitals, as every statement here is written)."""
 OTHER_STORES = {
     "codeal_store": "the co-dealt hands' own file, codeal.db",
+    "codeal_record": "codeal.db's identity row (its record id and its log)",
+    "codeal_claim": "PostgreSQL's table of which replica holds each co-dealt record, not the log's data",
     "codealer/ledger": "the co-dealer's own database",
     "codealer/holder": "the co-dealer's own database",
     "witness/state": "the witness's own state file",
