@@ -24,9 +24,10 @@ CODEAL = json.loads((browser.VECTORS / "fairdeck-codeal-v1.json").read_text(enco
 CARDS = [next(c for c in SEALS["cases"] if c["name"] == f"valid, position {p}") for p in (0, 1)]
 BOTH = next(c for c in RELEASES["cases"] if c["name"] == "valid: two holders, positions 0 and 1")
 VERIFIER_TITLE = "fairdeck: check your own hand"
+REFUSED_PROOFS = {"a share's proof broken", "a co-dealer the player did not pin"}
 PROOF_CASES = [
     *(c for c in PROOFS["valid"] if c["name"] != "the codeal object after 64 KiB of white space"),
-    *(c for c in PROOFS["invalid"] if c["name"] in {"a share's proof broken", "a co-dealer the player did not pin"}),
+    *(c for c in PROOFS["invalid"] if c["name"] in REFUSED_PROOFS),
 ]
 
 
@@ -117,7 +118,8 @@ def test_verify_codeal_hand_still_refuses_key_records_given_as_text_or_numbers(
     frame_run: dict[str, Any],
 ) -> None:
     refused = frame_run["frame_cases"]["codeal_refused"]
-    assert refused == dict.fromkeys(("as_hex", "as_numbers"), "FAILED at step encoding: key record 0: 128 bytes")
+    line = "FAILED at step encoding: key record 0: 128 bytes"
+    assert refused == {"as_hex": line, "as_numbers": line}
 
 
 def test_a_proof_file_in_the_games_bytes_gives_fairdeck_verifys_line(frame_run: dict[str, Any]) -> None:
