@@ -1,11 +1,12 @@
-"""client/web's own test runner (``node --test test/codeal.test.mjs``, its ``npm test``) once a test
-session, its lines shared. That runner computes the line of every co-dealt vector on Node (the
-section 10 records, the format 4 hand proofs through both doors, the seal cases) and, given
-FAIRDECK_NODE_RESULTS, writes them as JSON: the tests that hold them to the Python reference read
-them here instead of running the same checks in another node process. Invariants: one run for each
-content of client/web's src/ and test/ and of docs/vectors/ (a later run in the session, on any
-xdist worker, reads the first's answer through a file lock); a run that ended, failed or not, is
-kept as it ended; one that timed out keeps nothing, and the next asker runs it again.
+"""client/web's own test runner (``npm test``: ``node --test`` on the files its package.json names)
+once a test session, its lines shared. Its codeal.test.mjs computes the line of every co-dealt
+vector on Node (the section 10 records, the format 4 hand proofs through both doors, the seal
+cases) and, given FAIRDECK_NODE_RESULTS, writes them as JSON: the tests that hold them to the
+Python reference read them here instead of running the same checks in another node process.
+Invariants: one run for each content of client/web's package.json, src/ and test/ and of
+docs/vectors/ (a later run in the session, on any xdist worker, reads the first's answer through a
+file lock); a run that ended, failed or not, is kept as it ended; one that timed out keeps nothing,
+and the next asker runs it again.
 """
 
 from __future__ import annotations
@@ -39,8 +40,9 @@ class PackageRun:
 
 
 def _content_key() -> str:
-    """SHA-256 of every file the run reads: client/web's src/ and test/, and docs/vectors/."""
-    digest = hashlib.sha256()
+    """SHA-256 of every file the run reads: client/web's package.json (which names the test files),
+    src/ and test/, and docs/vectors/."""
+    digest = hashlib.sha256((browser.WEB / "package.json").read_bytes())
     for folder in (browser.WEB / "src", browser.WEB / "test", browser.VECTORS):
         for path in sorted(folder.rglob("*")):
             if path.is_file():
@@ -48,8 +50,17 @@ def _content_key() -> str:
     return digest.hexdigest()[:32]
 
 
+def npm_test_command() -> list[str]:
+    """``npm test``'s command, from client/web's package.json: ``node --test`` and its files (all of
+    them: a file added there is run here too, not only by hand)."""
+    script = json.loads((browser.WEB / "package.json").read_text(encoding="utf-8"))["scripts"]["test"]
+    command = script.split()
+    assert command[:2] == ["node", "--test"] and len(command) > 2, script
+    return command
+
+
 def package_run(factory: pytest.TempPathFactory) -> PackageRun:
-    """``node --test test/codeal.test.mjs`` in client/web, once a session (see the module's text)."""
+    """``npm test``'s ``node --test`` in client/web, once a session (see the module's text)."""
     browser.require(browser.node_missing())
     base = factory.getbasetemp()
     shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "node-runs"
@@ -62,7 +73,7 @@ def package_run(factory: pytest.TempPathFactory) -> PackageRun:
             lines = shared / f"{key}.lines.json"
             lines.unlink(missing_ok=True)
             ran = subprocess.run(
-                ["node", "--test", "test/codeal.test.mjs"],
+                npm_test_command(),
                 cwd=browser.WEB,
                 capture_output=True,
                 text=True,

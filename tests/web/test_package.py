@@ -22,6 +22,7 @@ from tests.support.page_vectors import PROOFS, PROOFS_V2, TRANSCRIPTS
 
 NAME = "@fairdeck/verifier"
 MODULES = [
+    "bytes",
     "codeal/group",
     "codeal/hand",
     "codeal/handfile",

@@ -9,6 +9,7 @@
 // what these read. verifyCodealHand checks a co-dealt hand (docs/codealing-spec.md) and
 // openSeatCard opens a seat's own card on its device; HandSeat keeps a seat's key and cards
 // through a hand and gives its release tokens (seatReleases) once its play is over. Types: index.d.ts. Nothing here touches the network, a clock or a file.
+import { isBytes } from "./bytes.js";
 import { LogError } from "./log.js";
 import { LOGGED_CODEAL_FORMAT, formatOf, handProofFromBytes, readHandProofValue, verifyHandProof as verifyProof } from "./handproof.js";
 import { loggedProofFromValue, loggedProofOkLine, verifyLoggedProof } from "./codeal/logged.js";
@@ -51,7 +52,7 @@ export { cardCode, handProofText, transcriptFromMessage } from "./messages.js";
 
 /** Text (a string, as UTF-8) or bytes (a Uint8Array or Buffer), exactly as written. */
 function asBytes(input, what) {
-  if (input instanceof Uint8Array) return input;
+  if (isBytes(input)) return input;
   if (typeof input === "string") return new TextEncoder().encode(input);
   throw new TypeError(`${what} is checked on its exact text: pass the file's bytes or its text, not a parsed object`);
 }
@@ -74,7 +75,7 @@ function summary(t) {
  * transcript; raises VerificationError at the first step that fails.
  */
 export function verifyTranscript(input) {
-  const t = input instanceof Uint8Array || typeof input === "string" ? transcriptFromBytes(asBytes(input, "a transcript")) : transcriptFromValue(input);
+  const t = isBytes(input) || typeof input === "string" ? transcriptFromBytes(asBytes(input, "a transcript")) : transcriptFromValue(input);
   verifyValue(t);
   return summary(t);
 }
@@ -100,7 +101,7 @@ export function verifyHandProof(input, { key, witnesses = [], threshold = null, 
   if (threshold !== null && !Number.isInteger(threshold)) throw new TypeError("threshold is a whole number, or null for all the witnesses");
   const verifiers = keysOf(key);
   if (!verifiers.length) throw new TypeError("verifyHandProof needs the log's key: { key: 'origin+hash+base64' }, or a list of keys");
-  if (policy !== null && typeof policy !== "string" && !(policy instanceof Uint8Array)) {
+  if (policy !== null && typeof policy !== "string" && !isBytes(policy)) {
     throw new TypeError("policy is a tlog-policy file's text or bytes");
   }
   const witnessPolicy = policyOf(witnesses, threshold, policy);

@@ -6,6 +6,7 @@
 // Fields are read under either name a loader gives them (`hand_id` with keepCase, `handId`
 // without). Bytes must be bytes (Uint8Array or Buffer: proto-loader's default, not its
 // `bytes: String` option), uint64 numbers a BigInt, a safe integer, a decimal string or a Long.
+import { isBytes } from "./bytes.js";
 import { HAND_PROOF_TYPE } from "./handproof.js";
 import { chainTo } from "./rotation.js";
 import { HEADER as TLOG_PROOF_HEADER } from "./tlogproof.js";
@@ -20,7 +21,7 @@ function field(message, name) {
 }
 
 function bytes(value, name) {
-  if (!(value instanceof Uint8Array)) {
+  if (!isBytes(value)) {
     throw new TypeError(`${name} must be bytes (a Buffer or Uint8Array); with proto-loader, leave its "bytes" option unset`);
   }
   return value;

@@ -9,6 +9,7 @@
 // - witnesses and groups share one namespace, `none` is reserved, a group names only what earlier
 //   lines defined, each member once, 1 <= k <= n; exactly one quorum line;
 // - no two logs, and no two witnesses, wrap one public key; an ML-DSA-44 witness key is refused.
+import { isBytes } from "./bytes.js";
 import { LogError, SPACE, b64valid, makePolicy, parseVerifierKey } from "./log.js";
 import { head, pyrepr } from "./words.js";
 
@@ -181,7 +182,7 @@ function equal(a, b) {
  */
 export function parsePolicyFile(input) {
   const data = typeof input === "string" ? new TextEncoder().encode(input) : input;
-  if (!(data instanceof Uint8Array)) throw new TypeError("a tlog-policy file is bytes or a string");
+  if (!isBytes(data)) throw new TypeError("a tlog-policy file is bytes or a string");
   if (data.length > MAX_BYTES) throw bad(`a policy file is at most ${MAX_BYTES} bytes`);
   return new Parser().parse(data);
 }

@@ -9,6 +9,7 @@
 // field, a length past the end, a varint of more than 10 bytes, a field number past 2^29 - 1, a
 // group that does not end with its own number) is a StatusDecodeError, never a guess.
 
+import { isBytes } from "./bytes.js";
 export class StatusDecodeError extends Error {}
 
 export const STATUS_DETAILS_KEY = "grpc-status-details-bin";
@@ -22,7 +23,7 @@ const MAX_GROUP_DEPTH = 100; // protobuf's own recursion limit
 
 /** Each field of a message: [number, wireType, value] (a BigInt for varints and fixed, bytes for LEN). */
 function* fields(bytes, what) {
-  if (!(bytes instanceof Uint8Array)) throw new TypeError(`${what} must be a Uint8Array (or a Buffer)`);
+  if (!isBytes(bytes)) throw new TypeError(`${what} must be a Uint8Array (or a Buffer)`);
   let at = 0;
   const varint = () => {
     let value = 0n;
@@ -135,7 +136,7 @@ const typeName = (url) => url.slice(url.lastIndexOf("/") + 1);
 
 /** The trailer's bytes from what a gRPC library gives: the bytes, Metadata, or an error with .metadata. */
 function trailer(source) {
-  if (source instanceof Uint8Array) return source;
+  if (isBytes(source)) return source;
   const metadata = source && typeof source.get === "function" ? source : source?.metadata;
   if (!metadata || typeof metadata.get !== "function") {
     throw new TypeError("errorDetails takes the trailer's bytes, a grpc Metadata, or an error that has .metadata");
@@ -143,7 +144,7 @@ function trailer(source) {
   const values = metadata.get(STATUS_DETAILS_KEY);
   const value = Array.isArray(values) ? values[values.length - 1] : values;
   if (value === undefined || value === null) return null;
-  if (!(value instanceof Uint8Array)) throw new StatusDecodeError(`${STATUS_DETAILS_KEY} is not binary`);
+  if (!isBytes(value)) throw new StatusDecodeError(`${STATUS_DETAILS_KEY} is not binary`);
   return value;
 }
 

@@ -13,7 +13,9 @@
 //        log_vectors: {log, witness} | null, control: PATH | null, bench: {cases, rounds} | null,
 //        codeal_vectors: {vectors} | null, codeal_bench: {hand, rounds} | null,
 //        seal_vectors: {vectors} | null, seat_release_vectors: {vectors} | null,
-//        page_seats: [{deck, hand_id, keys, shuffles, identity_keys, secret, cards}] | null }
+//        page_seats: [{deck, hand_id, keys, shuffles, identity_keys, secret, cards}] | null,
+//        frame_cases: {seat, seal_vectors, release_vectors, codeal_vectors, proofs} | null: `page`
+//        is then a game's page with the verifier page in <iframe id="verifier"> (frame-cases.mjs) }
 // Every request the page makes (but its own file) is recorded in `requests` and refused.
 //
 // --serve keeps each browser it launched open between jobs, one per set of launch options (engine,
@@ -30,6 +32,7 @@ import { launch, PER_PAGE } from "./drivers.mjs";
 import { runCodealVectors } from "./codeal-cases.mjs";
 import { runSealVectors } from "./seal-cases.mjs";
 import { runPageSeats, runSeatReleases } from "./release-cases.mjs";
+import { runFrameCases } from "./frame-cases.mjs";
 
 const pageOptions = (job) => ({ colorScheme: job.color_scheme ?? undefined, fontSize: job.font_size ?? undefined });
 // What a browser must be launched with: the options its engine cannot take for each page.
@@ -122,7 +125,7 @@ async function runJob(browser, job) {
 
 async function runPages(open, job) {
   const pageUrl = pathToFileURL(job.page).href;
-  const out = { requests: [], errors: [], verify: {}, ui: {}, log_vectors: null, control: null, bench: null, codeal_vectors: null, codeal_bench: null, seal_vectors: null, seat_releases: null, page_seats: null };
+  const out = { requests: [], errors: [], verify: {}, ui: {}, log_vectors: null, control: null, bench: null, codeal_vectors: null, codeal_bench: null, seal_vectors: null, seat_releases: null, page_seats: null, frame_cases: null };
   const record = { onRequest: (u) => out.requests.push(u), onError: (e) => out.errors.push(e) };
 
   let page = await open(pageUrl, record);
@@ -227,6 +230,12 @@ async function runPages(open, job) {
   if (job.page_seats) {
     // Co-dealt seats played through the page's window.fairdeck.seat, released by its button.
     out.page_seats = await page.evaluate(`(${runPageSeats.toString()})(${JSON.stringify(job.page_seats)}, window)`);
+  }
+
+  if (job.frame_cases) {
+    // The verifier page in a game page's frame, driven from the game's window with its own arrays.
+    const runners = [runSealVectors, runSeatReleases, runCodealVectors].map(String).join(", ");
+    out.frame_cases = await page.evaluate(`(${runFrameCases.toString()})(${JSON.stringify(job.frame_cases)}, window, [${runners}])`);
   }
 
   if (job.codeal_bench) {

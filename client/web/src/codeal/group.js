@@ -6,6 +6,7 @@
 import { ristretto255, ristretto255_hasher } from "@noble/curves/ed25519.js";
 import { mulAddUnsafe, pippenger } from "@noble/curves/abstract/curve.js";
 import { sha512 } from "@noble/hashes/sha2.js";
+import { isBytes } from "../bytes.js";
 import { VerificationError, ascii, concat, lp, u32 } from "../spec.js";
 
 export const Point = ristretto255.Point;
@@ -47,7 +48,7 @@ const isZero = (b) => b.every((x) => x === 0);
 
 /** Section 2.1: 32 bytes, RFC 9496 Decode accepts them, and not the identity. */
 export function decodePoint(bytes, what) {
-  if (!(bytes instanceof Uint8Array) || bytes.length !== 32) throw fail("encoding", `${what}: a point is 32 bytes`);
+  if (!isBytes(bytes) || bytes.length !== 32) throw fail("encoding", `${what}: a point is 32 bytes`);
   let p;
   try {
     p = Point.fromBytes(bytes);
@@ -60,7 +61,7 @@ export function decodePoint(bytes, what) {
 
 /** Section 2.2: 32 bytes little-endian, below L (zero allowed). */
 export function decodeScalar(bytes, what) {
-  if (!(bytes instanceof Uint8Array) || bytes.length !== 32) throw fail("encoding", `${what}: a scalar is 32 bytes`);
+  if (!isBytes(bytes) || bytes.length !== 32) throw fail("encoding", `${what}: a scalar is 32 bytes`);
   const s = le(bytes);
   if (s >= L) throw fail("encoding", `${what}: scalar not reduced below L`);
   return s;

@@ -5,6 +5,7 @@
 // number of the spec step it implements.
 import { shake256 } from "@noble/hashes/sha3.js";
 import { sha256 } from "@noble/hashes/sha2.js";
+import { isBytes } from "../bytes.js";
 import { ascii, concat, deckSpec, deriveDeck, equalBytes, lp, u32, validHandId, SPEC_NAMES } from "../spec.js";
 import { pyrepr } from "../words.js";
 import {
@@ -54,7 +55,7 @@ export function head(spec, handId) {
 
 /** key record = enc(Y_k) || enc(T_k) || le32(s_k) || C_k (section 5.2). */
 export function decodeKeyRecord(bytes, k) {
-  if (!(bytes instanceof Uint8Array) || bytes.length !== KEY_RECORD_BYTES) throw fail("encoding", `key record ${k}: ${KEY_RECORD_BYTES} bytes`);
+  if (!isBytes(bytes) || bytes.length !== KEY_RECORD_BYTES) throw fail("encoding", `key record ${k}: ${KEY_RECORD_BYTES} bytes`);
   return {
     key: decodePoint(bytes.subarray(0, 32), `key record ${k} Y`),
     t: decodePoint(bytes.subarray(32, 64), `key record ${k} T`),
@@ -67,7 +68,7 @@ export function decodeKeyRecord(bytes, k) {
 
 /** shuffle record = u32(k) || enc(D_{k+1}) || proof || enc(T) || le32(s) (section 6.5). */
 function decodeShuffleRecord(bytes, n, i) {
-  if (!(bytes instanceof Uint8Array) || bytes.length !== recordBytes(n)) throw fail("encoding", `shuffle record ${i}: ${recordBytes(n)} bytes for ${n} cards`);
+  if (!isBytes(bytes) || bytes.length !== recordBytes(n)) throw fail("encoding", `shuffle record ${i}: ${recordBytes(n)} bytes for ${n} cards`);
   const k = new DataView(bytes.buffer, bytes.byteOffset, 4).getUint32(0);
   const end = 4 + 64 * n + proofBytes(n);
   return {
@@ -156,7 +157,7 @@ function verifySeeds(ctx, hand, decks) {
   if (seeds.length !== ctx.keys.length) throw fail("seed", `${seeds.length} seeds for ${ctx.keys.length} holders`);
   const psis = [];
   seeds.forEach((seed, k) => {
-    if (!(seed instanceof Uint8Array) || seed.length !== spec.seedBytes) throw fail("seed", `holder ${k}: a seed for deck '${spec.name}' is ${spec.seedBytes} bytes`);
+    if (!isBytes(seed) || seed.length !== spec.seedBytes) throw fail("seed", `holder ${k}: a seed for deck '${spec.name}' is ${spec.seedBytes} bytes`);
     if (!equalBytes(seedCommitment(spec, hand.handId, k, seed), ctx.commitments[k])) throw fail("seed", `holder ${k}: the seed does not open its commitment`);
     const psi = permutation(spec, hand.handId, k, seed);
     const rs = randomness(spec, hand.handId, k, seed);

@@ -1,6 +1,7 @@
 // docs/codealing-spec.md section 8: a decryption share with its Chaum-Pedersen (DLEQ) proof, and
 // opening a card from one share per key holder. Used by the verifier of a whole hand and by a
 // seat's device, which verifies the shares it opened before combining them.
+import { isBytes } from "../bytes.js";
 import { concat, lp, toHex, u32 } from "../spec.js";
 import { Point, batchWeights, cardPoint, decodePoint, decodeScalar, fail, hs, label, mul, mulBase, sumIsZero } from "./group.js";
 
@@ -8,7 +9,7 @@ export const SHARE_BYTES = 128;
 
 /** share = enc(D_k) || enc(A) || enc(A') || le32(z). */
 export function decodeShare(bytes, what) {
-  if (!(bytes instanceof Uint8Array) || bytes.length !== SHARE_BYTES) throw fail("encoding", `${what}: a share is ${SHARE_BYTES} bytes`);
+  if (!isBytes(bytes) || bytes.length !== SHARE_BYTES) throw fail("encoding", `${what}: a share is ${SHARE_BYTES} bytes`);
   return {
     bytes,
     d: decodePoint(bytes.subarray(0, 32), `${what} D`),
