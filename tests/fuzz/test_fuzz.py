@@ -1,5 +1,5 @@
 """Fuzzing the live dealer: every RPC of DealerService and AuditService gets EXAMPLES hypothesis
-examples of BATCH requests (1,252 structured, 3,756 plausible and 1,252 raw bodies). Then, at
+examples of ROUNDS batches of BATCH requests (1,280 structured, 3,840 plausible, 1,280 raw). At
 the ``fuzzer`` fixture's teardown on every dealer that was fuzzed (under xdist each worker has its
 own), the dealer must be healthy, deal a hand end to end, pass the log audit, have logged nothing
 unexpected and stop cleanly.
@@ -26,7 +26,6 @@ import pytest
 from google.protobuf.message import Message
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from hypothesis import HealthCheck, Phase, given, seed, settings
-from hypothesis import strategies as st
 
 from fairdeck.client import DealerClient
 from fairdeck.client.audit_client import AuditClient
@@ -46,11 +45,13 @@ from tests.support.waits import wait_for
 GROUP = ("structured",) + ("plausible",) * 3 + ("raw",)  # the dice roll once for each group
 LAYOUT = GROUP * 4
 BATCH = len(LAYOUT)
-EXAMPLES = 313
-"""As many examples and dice rolls (4 each) as when every RPC was sent 10,016 requests, 32 an
-example. Hypothesis' own strategies made 3,756 structured bodies an RPC then, of which 155 to
-769 differed (its draws repeat); made from a Genome, 1,252 hold 251 to 1,151 distinct ones, at
-a tenth of the CPU (bench/README.md). Plausible and raw bodies are all new draws."""
+EXAMPLES, ROUNDS = 40, 8
+"""320 batches (hypothesis' fixed cost, 1 ms an example, is paid once for ROUNDS batches, each
+made just before it is sent, so its plausible bodies see the world of that moment): as many
+dice rolls, 4 a batch, as the 313 examples of one batch before, and a few more. Hypothesis' own
+strategies made 3,756 structured bodies an RPC then, 155 to 769 of them distinct (its draws
+repeat); made from a Genome, 1,280 hold 250 to 1,150 distinct ones, at a tenth of the CPU
+(bench/README.md). Plausible and raw bodies are all new draws."""
 DISTINCT = {"structured": 200, "raw": 700}
 """Distinct requests of the kinds made without the world, at least, for each RPC (structured
 ones of an RPC without fields are all the same empty body). Plausible ones are all sent; how
@@ -140,22 +141,20 @@ def _encode(message: Message) -> bytes:
     return message.SerializeToString(deterministic=True)
 
 
-def batch(rpc: Rpc, world: World) -> st.SearchStrategy[list[Outgoing]]:
-    """One example: requests of each kind as LAYOUT says, and for each GROUP of them the dice
-    that rarely grow one past the message limit, give it a deadline of milliseconds or cancel
-    it; all from one Genome, so hypothesis' cost (one draw, and its fixed cost per example) is
-    paid once for BATCH."""
+def makers(rpc: Rpc, world: World) -> dict[str, Callable[[wire.Genome], bytes]]:
+    """What makes a body of each kind from the choices of a Genome."""
     structured, near = wire.message(rpc.request.DESCRIPTOR), plausible(rpc.name, world)
     bodies = world.body(rpc.name)
-    made: dict[str, Callable[[wire.Genome], bytes]] = {
+    return {
         "structured": lambda g: _encode(structured(g)),
         "plausible": lambda g: _encode(near(g)),
         "raw": lambda g: wire.raw(bodies, g),
     }
-    return wire.genomes().map(lambda g: _batch(made, g))
 
 
-def _batch(made: dict[str, Callable[[wire.Genome], bytes]], g: wire.Genome) -> list[Outgoing]:
+def batch(made: dict[str, Callable[[wire.Genome], bytes]], g: wire.Genome) -> list[Outgoing]:
+    """Requests of each kind as LAYOUT says, and for each GROUP of them the dice that rarely
+    grow one past the message limit, give it a deadline of milliseconds or cancel it."""
     out = [Outgoing(kind, made[kind](g)) for kind in LAYOUT]
     for group in range(BATCH // len(GROUP)):
         roll = g.number(10_000)
@@ -188,13 +187,15 @@ def test_every_rpc_is_fuzzed() -> None:
 @pytest.mark.parametrize("name", RPCS)
 def test_fuzz(name: str, fuzzer: Fuzzer, served: DealerProcess) -> None:
     rpc = fuzzer.rpcs[name]
+    made = makers(rpc, fuzzer.world)
     started, cpu, dealer_cpu = time.monotonic(), time.process_time(), served.cpu_seconds() or 0.0
 
     @FUZZ_SETTINGS
     @seed(zlib.crc32(name.encode()))  # deterministic, but not the same draws for every RPC
-    @given(batch(rpc, fuzzer.world))
-    def run(requests: list[Outgoing]) -> None:
-        fuzzer.send(rpc, requests)
+    @given(wire.genomes())
+    def run(g: wire.Genome) -> None:
+        for _ in range(ROUNDS):
+            fuzzer.send(rpc, batch(made, g))
 
     run()
     fuzzer.drain()
@@ -210,7 +211,7 @@ def test_fuzz(name: str, fuzzer: Fuzzer, served: DealerProcess) -> None:
     )
     print(summary)
     assert served.alive(), f"the dealer died: {served.stderr()[-3000:]}"
-    assert fuzzer.kinds[name]["plausible"] >= EXAMPLES * LAYOUT.count("plausible"), summary
+    assert fuzzer.kinds[name]["plausible"] >= EXAMPLES * ROUNDS * LAYOUT.count("plausible"), summary
     problems = sorted(fuzzer.violations[name].values(), key=lambda v: -v.count)
     assert not problems, "\n".join(map(str, problems)) + "\n" + summary
     # The run reached past validation: every kind was sent, and real answers came back.
