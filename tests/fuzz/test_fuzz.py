@@ -165,7 +165,7 @@ def batch(made: dict[str, Callable[[wire.Genome], bytes]], g: wire.Genome) -> li
 
 def _rolled(out: Outgoing, dice: int) -> Outgoing:
     kind, body = out.kind, out.body
-    if 5000 <= dice < 5040:  # 0.05% of requests: each costs 4 MiB on the wire
+    if 5000 <= dice < 5040:  # 0.08% of requests (a roll per GROUP): each costs 4 MiB on the wire
         k = dice - 5000
         grown = wire.oversized(body, (1, 2, 7)[k % 3], wire.OVERSIZE[k % 3], wire.PIECES[k % 8])
         return Outgoing(f"{kind}+oversized", grown)

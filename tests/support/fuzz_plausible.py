@@ -3,11 +3,11 @@
 ``World`` is what the fuzzer has learnt from the dealer's answers so far:
 real hand ids by state, the log size, the signed checkpoints, and the bodies
 sent to each RPC (which ``wire.raw`` corrupts). A plausible request is built
-from the *choices* of a ``Genome`` (a
-real deck or a near miss, which hand and which edit of its id, a seed count
-around the limit, a size around the log's or a signed one), resolved against
-the world as it is when the example is drawn: a hand id drawn late in the run
-is one the dealer issued a moment ago.
+from the *choices* of a ``Genome`` (a real deck or a near miss, which hand and
+which edit of its id, a seed count around the limit, a size around the log's
+or a signed one), resolved against the world as it is when its batch is made,
+just before it is sent: a hand id chosen late in the run is one the dealer
+issued a moment ago.
 """
 
 from __future__ import annotations
