@@ -257,8 +257,9 @@ class Fuzzer:
 
     def _affordable(self, rpc: Rpc, out: Outgoing) -> Outgoing:
         """A DealHands call of more than SMALL_BATCH hands, once the run has dealt as many
-        as it can afford, gets a deadline of a millisecond (so the dealer stops at once)."""
-        if rpc.name != "DealHands" or out.behaviour != "wait":
+        as it can afford, gets a deadline of a millisecond (so the dealer stops at once). A body
+        over the message limit keeps its own: gRPC refuses it before the dealer reads it."""
+        if rpc.name != "DealHands" or out.behaviour != "wait" or len(out.body) > MAX_MESSAGE_BYTES:
             return out
         request = parse(rpc.request, out.body)
         if not isinstance(request, pb.DealHandsRequest) or request.deck not in SPEC_NAMES:

@@ -3,11 +3,11 @@
 ``World`` is what the fuzzer has learnt from the dealer's answers so far:
 real hand ids by state, the log size, the signed checkpoints, and the bodies
 sent to each RPC (which ``wire.raw`` corrupts). A plausible request is built
-from GENOME bytes of a hypothesis draw (a ``Genome``) whose bytes make the *choices* (a
-real deck or a near miss, which hand and which edit of its id, a seed count
-around the limit, a size around the log's or a signed one), resolved against
-the world as it is when the example is drawn: a hand id drawn late in the run
-is one the dealer issued a moment ago.
+from the *choices* of a ``Genome`` (a real deck or a near miss, which hand and
+which edit of its id, a seed count around the limit, a size around the log's
+or a signed one), resolved against the world as it is when its batch is made,
+just before it is sent: a hand id chosen late in the run is one the dealer
+issued a moment ago.
 """
 
 from __future__ import annotations
@@ -17,18 +17,16 @@ from collections import deque
 from collections.abc import Callable
 
 from google.protobuf.message import Message
-from hypothesis import strategies as st
 
 from fairdeck.core.decks import SPEC_NAMES, DeckSpec
 from fairdeck.log.checkpoint import Checkpoint
 from fairdeck.v1 import audit_pb2 as apb
 from fairdeck.v1 import dealer_pb2 as pb
-from tests.support.fuzz_wire import Genome, spread
+from tests.support.fuzz_wire import Genome
 
 U64 = 2**64 - 1
 STATES = ("open", "shuffled", "dealt", "closed")
 POOL = 512  # hands remembered per state, bodies per RPC
-GENOME = 32  # bytes behind one plausible request: at most 16 choices
 
 NEAR_DECKS = (
     "", "Standard", "STANDARD", "standard ", " standard", "standard\x00", "standard\n", "shoe-0",
@@ -257,13 +255,8 @@ BUILDERS: dict[str, Callable[[World, Genome], Message]] = {
 }
 
 
-def plausible(rpc: str, world: World, n: int) -> st.SearchStrategy[list[Message]]:
-    """``n`` near-valid requests of one RPC, from one draw (hypothesis' cost is per draw, about
-    0.1 ms); a KeyError for an RPC not added here yet."""
+def plausible(rpc: str, world: World) -> Callable[[Genome], Message]:
+    """Near-valid requests of one RPC, each from the choices of a Genome, resolved against the
+    world as it is then; a KeyError for an RPC not added here yet."""
     build = BUILDERS[rpc]
-    pieces = spread(GENOME)
-
-    def make(data: bytes) -> list[Message]:
-        return [build(world, Genome(piece)) for piece in pieces(data)]
-
-    return st.binary(min_size=n * GENOME, max_size=n * GENOME).map(make)
+    return lambda g: build(world, g)

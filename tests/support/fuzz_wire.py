@@ -8,15 +8,18 @@ with one cannot be encoded), bytes past every field limit, repeated fields of
 any length, oneofs with one member or none, enums with values they do not
 name, nested messages. ``raw`` makes bytes: random ones, fields encoded by
 hand with any number and wire type, and earlier bodies cut or corrupted.
-``oversized`` grows a body past the message limit. Draws are the budget:
-a value costs hypothesis one or two (a piece and a length, repeated, for a
-long one), and a batch of raw bodies one in all.
+``oversized`` grows a body past the message limit. Hypothesis draws are the
+budget (0.1 to 0.3 ms each): all of these make their choices from a ``Genome``,
+a stream seeded by one draw, so a whole batch of bodies costs one.
 """
 
 from __future__ import annotations
 
-import hashlib
+import functools
 import itertools
+import math
+import random
+import struct
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -82,55 +85,35 @@ PIECES = ("a", "0", "\x00", "\u00e9", "e\u0301", "\U0001f0a1", "\u202e", "ab\n")
 
 
 T = TypeVar("T")
+SEED = 16  # bytes of the hypothesis draw behind a Genome
 
 
 class Genome:
-    """Choices read off one hypothesis-drawn byte string, wrapping around at its end.
+    """Choices from one seeded stream (``random.Random``): many batches of bodies from one
+    hypothesis draw. Hypothesis' cost is per draw (0.1 to 0.3 ms, and a message of its own
+    strategies is a dozen draws or more) and per example (1 ms); a run makes 90,000 bodies."""
 
-    One draw for a whole request instead of one per choice: hypothesis' cost is
-    per draw (about 0.1 ms here), and a run makes 140,000 requests."""
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data or b"\x00"
-        self.at = 0
+    def __init__(self, seed: bytes) -> None:
+        self._random = random.Random(seed)
 
     def number(self, n: int) -> int:
-        """0 <= number < n, from the next two bytes."""
-        d, i = self.data, self.at
-        self.at += 2
-        return (d[i % len(d)] << 8 | d[(i + 1) % len(d)]) % n
+        """0 <= number < n."""
+        return self._random.randrange(n)
 
     def pick(self, options: Sequence[T]) -> T:
-        return options[self.number(len(options))]
+        return options[self._random.randrange(len(options))]
 
     def take(self, n: int) -> bytes:
-        out = bytes(self.data[(self.at + k) % len(self.data)] for k in range(n))
-        self.at += n
-        return out
+        return self._random.randbytes(n)
 
 
-def spread(size: int) -> Callable[[bytes], list[bytes]]:
-    """Cuts a draw into pieces of ``size`` bytes, each hashed with a count of the pieces made so
-    far. Hypothesis gives a long draw all zeros in about half of the examples and copies spans
-    between draws, so unhashed pieces were the same few genomes (a run's 5,008 plausible pieces
-    held 817 distinct, 2,480 of them all zeros); hashed, every piece is new."""
+def genomes() -> st.SearchStrategy[Genome]:
+    """A Genome an example, seeded with the draw and a count of the genomes made so far:
+    hypothesis gives a draw all zeros in about half of the examples and copies spans between
+    draws, so uncounted the streams would repeat (a run's 5,008 plausible pieces once held 817
+    distinct); counted, every one is new. Deterministic under ``derandomize`` and ``seed``."""
     made = itertools.count()
-
-    def pieces(data: bytes) -> list[bytes]:
-        return [
-            hashlib.shake_128(data[i : i + size] + next(made).to_bytes(8, "little")).digest(size)
-            for i in range(0, len(data), size)
-        ]
-
-    return pieces
-
-
-def weighted(*choices: tuple[int, st.SearchStrategy[Any]]) -> st.SearchStrategy[Any]:
-    """One of the strategies, each ``weight`` times as likely (roughly).
-
-    Not ``st.one_of`` with repeats: it picks among *distinct* branches evenly."""
-    table = [strategy for weight, strategy in choices for _ in range(weight)]
-    return st.integers(0, len(table) - 1).flatmap(table.__getitem__)
+    return st.binary(min_size=SEED, max_size=SEED).map(lambda d: Genome(d + next(made).to_bytes(8, "little")))
 
 
 def repeat(piece: str, size: int) -> str:
@@ -138,52 +121,97 @@ def repeat(piece: str, size: int) -> str:
     return piece * (size // len(piece.encode()) + 1)
 
 
-def long_bytes(sizes: Sequence[int] = LONG_SIZES) -> st.SearchStrategy[bytes]:
-    return st.builds(lambda p, n: repeat(p, n).encode()[:n], st.sampled_from(PIECES), st.sampled_from(sizes))
+def long_bytes(g: Genome, sizes: Sequence[int] = LONG_SIZES) -> bytes:
+    n = g.pick(sizes)
+    return repeat(g.pick(PIECES), n).encode()[:n]
 
 
-def text() -> st.SearchStrategy[str]:
-    return st.one_of(
-        st.text(max_size=40),  # hypothesis' default alphabet: no surrogates, NUL included
-        st.sampled_from(ODD_TEXT),
-        st.builds(repeat, st.sampled_from(PIECES), st.sampled_from(LONG_SIZES)),
-    )
+def _char(g: Genome) -> str:
+    """Any code point but a surrogate (a str with one cannot be encoded), mostly ASCII."""
+    how = g.number(4)
+    c = g.number(128) if how < 2 else g.number(0x10000) if how == 2 else g.number(0x110000)
+    return chr(c) if not 0xD800 <= c < 0xE000 else "\ufffd"
 
 
-def binary() -> st.SearchStrategy[bytes]:
-    return st.one_of(st.binary(max_size=40), st.sampled_from(ODD_BYTES), long_bytes())
+def text(g: Genome) -> str:
+    how = g.number(3)
+    if how == 0:  # short and random: 0 to 40 characters, NUL included
+        return "".join(_char(g) for _ in range(g.number(41) if g.number(2) else g.number(4)))
+    if how == 1:
+        return g.pick(ODD_TEXT)
+    return repeat(g.pick(PIECES), g.pick(LONG_SIZES))
 
 
-def integer(lo: int, hi: int) -> st.SearchStrategy[int]:
-    """Any integer of the range, or one of its edges (plain draws seldom reach them)."""
+def binary(g: Genome) -> bytes:
+    how = g.number(3)
+    if how == 0:
+        return g.take(g.number(41) if g.number(2) else g.number(4))
+    return g.pick(ODD_BYTES) if how == 1 else long_bytes(g)
+
+
+@functools.cache
+def _edges(lo: int, hi: int) -> tuple[int, ...]:
     edges = {lo, lo + 1, 0, 1, 2, hi - 1, hi}
     for bits in (7, 8, 15, 16, 31, 32, 53, 63, 64):
         edges |= {2**bits - 1, 2**bits, -(2**bits)}
-    return st.one_of(st.integers(lo, hi), st.sampled_from(sorted(e for e in edges if lo <= e <= hi)))
+    return tuple(sorted(e for e in edges if lo <= e <= hi))
 
 
-def scalar(field: FieldDescriptor) -> st.SearchStrategy[Any]:
-    if field.type == _F.TYPE_STRING:
-        return text()
-    if field.type == _F.TYPE_BYTES:
-        return binary()
-    if field.type == _F.TYPE_BOOL:
-        return st.booleans()
-    if field.type in (_F.TYPE_DOUBLE, _F.TYPE_FLOAT):
-        return st.floats(width=32 if field.type == _F.TYPE_FLOAT else 64)
-    if field.type == _F.TYPE_ENUM:
-        return st.one_of(
-            st.sampled_from([v.number for v in field.enum_type.values]), integer(-(2**31), 2**31 - 1)
-        )
-    if field.type == _F.TYPE_MESSAGE:
+def integer(g: Genome, lo: int, hi: int) -> int:
+    """Any integer of the range: one of its edges (plain draws seldom reach them), a small one,
+    or one of any bit length."""
+    how = g.number(4)
+    if how < 2:
+        return g.pick(_edges(lo, hi))
+    n = g.number(256) - 128 if how == 2 else g.number(2 ** (1 + g.number(64)))
+    if lo < 0 and how == 3 and g.number(2):
+        n = -n
+    return n if lo <= n <= hi else lo + n % (hi - lo + 1)
+
+
+FLOATS = (0.0, -0.0, 1.0, -1.0, math.inf, -math.inf, math.nan, 5e-324, 1.7976931348623157e308)
+
+
+def _float(g: Genome, width: int) -> float:
+    if g.number(2):
+        return g.pick(FLOATS)
+    raw = g.take(width // 8)
+    return float(struct.unpack("<f" if width == 32 else "<d", raw)[0])
+
+
+Maker = Callable[[Genome], Any]
+
+
+def scalar(field: FieldDescriptor) -> Maker:
+    t = field.type
+    if t == _F.TYPE_STRING:
+        return text
+    if t == _F.TYPE_BYTES:
+        return binary
+    if t == _F.TYPE_BOOL:
+        return lambda g: bool(g.number(2))
+    if t in (_F.TYPE_DOUBLE, _F.TYPE_FLOAT):
+        width = 32 if t == _F.TYPE_FLOAT else 64
+        return lambda g: _float(g, width)
+    if t == _F.TYPE_ENUM:
+        named = tuple(v.number for v in field.enum_type.values)
+        return lambda g: g.pick(named) if g.number(2) else integer(g, -(2**31), 2**31 - 1)
+    if t == _F.TYPE_MESSAGE:
         return message(field.message_type)
-    return integer(*_INT_RANGES[field.type])
+    lo, hi = _INT_RANGES[t]
+    return lambda g: integer(g, lo, hi)
 
 
-def repeated(field: FieldDescriptor) -> st.SearchStrategy[list[Any]]:
+def repeated(field: FieldDescriptor) -> Maker:
     one = scalar(field)
-    # a long list is copies of one value: the length of a long one for the price of a short one
-    return weighted((5, st.lists(one, max_size=3)), (1, st.builds(_copies, one, st.sampled_from(LONG_LISTS))))
+
+    def make(g: Genome) -> list[Any]:
+        # a long list is copies of one value: the length of a long one for the price of a short one
+        if g.number(6):
+            return [one(g) for _ in range(g.number(4))]
+        return _copies(one(g), g.pick(LONG_LISTS))
+
+    return make
 
 
 def _copies(value: Any, n: int) -> list[Any]:
@@ -196,35 +224,41 @@ def _copies(value: Any, n: int) -> list[Any]:
     return [value] * min(n, max(1, LONG_LIST_BYTES // max(size, 1)))
 
 
-_CACHE: dict[str, st.SearchStrategy[Message]] = {}
+_CACHE: dict[str, Maker] = {}
 
 
-def message(descriptor: Descriptor) -> st.SearchStrategy[Message]:
-    """Any message of this type, each field set or not."""
-    if descriptor.full_name not in _CACHE:
-        _CACHE[descriptor.full_name] = st.deferred(lambda: _message(descriptor))
-    return _CACHE[descriptor.full_name]
+def message(descriptor: Descriptor) -> Callable[[Genome], Message]:
+    """Any message of this type, each field set or not (half of the time), each oneof with
+    one member or none. The plan is made on the first call, so nested types may recur."""
+    name = descriptor.full_name
+    if name not in _CACHE:
+        plan: list[tuple[tuple[str, Maker], ...]] = []
+
+        def make(g: Genome) -> Message:
+            if not plan:
+                plan.extend(_plan(descriptor))
+            m = cls()
+            for choices in plan:
+                i = g.number(len(choices) + 1)
+                if i:
+                    field, value = choices[i - 1]
+                    assign(m, field, value(g))
+            return m
+
+        cls = message_factory.GetMessageClass(descriptor)
+        _CACHE[name] = make
+    return _CACHE[name]
 
 
-def _message(descriptor: Descriptor) -> st.SearchStrategy[Message]:
-    cls = message_factory.GetMessageClass(descriptor)
-    parts: list[st.SearchStrategy[tuple[str, Any] | None]] = []
-    for field in descriptor.fields:
-        if field.containing_oneof is None:
-            value = repeated(field) if field.is_repeated else scalar(field)
-            parts.append(st.one_of(st.none(), st.tuples(st.just(field.name), value)))
-    for oneof in descriptor.oneofs:
-        members = [st.tuples(st.just(f.name), scalar(f)) for f in oneof.fields]
-        parts.append(st.one_of(st.none(), *members))
-    return st.tuples(*parts).map(lambda values: build(cls, values))
-
-
-def build(cls: type[Message], values: Sequence[tuple[str, Any] | None]) -> Message:
-    m = cls()
-    for item in values:
-        if item is not None:
-            assign(m, *item)
-    return m
+def _plan(descriptor: Descriptor) -> list[tuple[tuple[str, Maker], ...]]:
+    """For each field outside a oneof, and each oneof: the (name, maker) to choose from."""
+    plan = [
+        ((f.name, repeated(f) if f.is_repeated else scalar(f)),)
+        for f in descriptor.fields
+        if f.containing_oneof is None
+    ]
+    plan += [tuple((f.name, scalar(f)) for f in oneof.fields) for oneof in descriptor.oneofs]
+    return plan or [()]
 
 
 def assign(m: Message, name: str, value: Any) -> None:
@@ -304,26 +338,18 @@ def mutated(body: bytes, g: Genome) -> bytes:
     return MUTATIONS[g.pick(MUTATION_NAMES)](body, g.number(2**16), g.take(1 + g.number(8)))
 
 
-RAW = 1 + 48
-"""Bytes of a draw behind one raw body: how it is made (and how long, for random bytes), then
-its bytes (or the Genome of its choices)."""
+RAW = 48
+"""The most bytes of a raw body of random bytes."""
 
 
-def raw(bodies: Callable[[int], bytes], n: int) -> st.SearchStrategy[list[bytes]]:
-    """``n`` bodies, from one draw, each random bytes (0 to 48), fields encoded by hand, or an
-    earlier body (``bodies(i)``) corrupted."""
-
-    def make(piece: bytes) -> bytes:
-        how, data = piece[0] % 4, piece[1:]
-        if how == 0:
-            return data[: (piece[0] >> 2) % RAW]
-        g = Genome(data)
-        if how == 1:
-            return hand_encoded(g)
-        return mutated(bodies(g.number(2**16)), g)
-
-    pieces = spread(RAW)
-    return st.binary(min_size=n * RAW, max_size=n * RAW).map(lambda data: [make(p) for p in pieces(data)])
+def raw(bodies: Callable[[int], bytes], g: Genome) -> bytes:
+    """Random bytes (0 to RAW), fields encoded by hand, or an earlier body (``bodies(i)``) corrupted."""
+    how = g.number(4)
+    if how == 0:
+        return g.take(g.number(RAW + 1))
+    if how == 1:
+        return hand_encoded(g)
+    return mutated(bodies(g.number(2**16)), g)
 
 
 def oversized(body: bytes, number: int, size: int, piece: str) -> bytes:
