@@ -7,7 +7,8 @@ not match the lock file). Where Node.js or a browser is missing the browser test
 one line what to install, except under ``CI_REQUIRE_BROWSER=1`` (set by .ci/run), where they fail.
 ``run`` hands each job to a long-lived ``node harness.mjs --serve`` (one per process, engine and
 launch options; started on first use, closed at exit, restarted when it died or missed its deadline),
-which keeps its browser open between jobs and gives every job fresh browser contexts of its own.
+which keeps its browser open between jobs and gives every job fresh browser contexts of its own. The
+server and its browsers end with the process however it ends (drivers.mjs's endWithParent, tied.sh).
 """
 
 from __future__ import annotations
