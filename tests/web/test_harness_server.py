@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -101,6 +102,29 @@ def test_the_one_shot_harness_answers_as_the_server(engine: str, tmp_path: Path)
     once = browser.run_once(job, tmp_path, engine=engine)
     assert once == browser.run(job, tmp_path, engine=engine)
     assert once["verify"]["empty"]["ok"] is False and once["control"] == ["http://store.invalid/none/0"]
+
+
+def test_the_plain_browser_stays_while_browsers_with_options_come_and_go(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A process past its MAX_SERVERS closes a server launched with options (a dark Firefox, a larger
+    text: a test or two use each), the least recently used first, and keeps the plain one that most
+    tests share, however long ago it was used: it was closed first, and its browser launched again.
+    (A server launches its browser at its first job: these, given none, launch none.)"""
+    browser.require(browser.node_missing())
+    monkeypatch.setattr(browser, "SERVERS", OrderedDict())
+    pid, binary = os.getpid(), browser.executable("firefox")
+    plain = (pid, "firefox", binary, None, None)
+    options = [("light", None), ("dark", None), (None, 32), ("dark", 32)]
+    dressed = [(pid, "firefox", binary, *o) for o in options]
+    try:
+        first = browser._server(plain)
+        for key in dressed:
+            browser._server(key)
+        assert list(browser.SERVERS) == [plain, *dressed[1:]]
+        assert browser._server(plain) is first and first.process.poll() is None
+    finally:
+        browser.close_servers()
 
 
 WORKER = """
