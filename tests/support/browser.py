@@ -7,7 +7,8 @@ not match the lock file). Where Node.js or a browser is missing the browser test
 one line what to install, except under ``CI_REQUIRE_BROWSER=1`` (set by .ci/run), where they fail.
 ``run`` hands each job to a long-lived ``node harness.mjs --serve`` (one per process, engine and
 launch options; started on first use, closed at exit, restarted when it died or missed its deadline),
-which keeps its browser open between jobs and gives every job fresh browser contexts of its own.
+which keeps its browser open between jobs and gives every job fresh browser contexts of its own. The
+server and its browsers end with the process however it ends (drivers.mjs's endWithParent, tied.sh).
 """
 
 from __future__ import annotations
@@ -266,7 +267,15 @@ SERVERS: OrderedDict[tuple[object, ...], HarnessServer] = OrderedDict()
 """This process's harness servers, by (pid, engine, binary, color scheme, font size), least recently
 used first; an option the engine takes for each page is None in the key."""
 MAX_SERVERS = 4
-"""How many servers (each with its browser) one process keeps; the least recently used one goes."""
+"""How many servers (each with its browser) one process keeps. The one that goes is the least
+recently used of those launched with options (a Firefox in dark mode, say: a test or two use each),
+so that an engine's plain browser, which most tests share, is launched once a process."""
+
+
+def _evict() -> None:
+    """Close the least recently used server with launch options, or else the least recently used."""
+    special = [key for key in SERVERS if any(option is not None for option in key[-len(OPTIONS) :])]
+    SERVERS.pop(special[0] if special else next(iter(SERVERS))).close()
 
 
 def _server(key: tuple[object, ...]) -> HarnessServer:
@@ -277,7 +286,7 @@ def _server(key: tuple[object, ...]) -> HarnessServer:
     if server is not None:
         SERVERS.pop(key).close()
     while len(SERVERS) >= MAX_SERVERS:
-        SERVERS.popitem(last=False)[1].close()
+        _evict()
     SERVERS[key] = HarnessServer()
     return SERVERS[key]
 

@@ -34,6 +34,8 @@ POLICY_BOTH = (f"w1={W1.verifier.to_string()}", f"w2={W2.verifier.to_string()}")
 PHONE = {"width": 390, "height": 844}
 """A phone's screen in CSS pixels (an iPhone 12 to 15)."""
 engines = pytest.mark.parametrize("engine", browser.ENGINES)
+# One worker runs the module: its dealer is started once.
+pytestmark = pytest.mark.xdist_group("test_page_live")
 
 
 @pytest.fixture(scope="module")

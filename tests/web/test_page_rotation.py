@@ -22,6 +22,8 @@ from tests.support.dealers import RunningDealer, deal_closed_hand
 
 CLI = [sys.executable, "-m", "fairdeck.cli"]
 PHONE = {"width": 390, "height": 844}
+# One worker runs the module: its rotation (two dealer starts, a rotate-key, three hands) is made once.
+pytestmark = pytest.mark.xdist_group("test_page_rotation")
 
 
 def short(vkey: str) -> str:

@@ -7,8 +7,35 @@
 // refused. (Firefox reports no event for a file:// page itself; Chromium does, and it is let through.)
 // A data: URL is no request to anywhere (its bytes are in the URL) and is not reported: Firefox
 // loads a font of its own that way when it leaves a page.
+//
+// Browsers die with the harness, and the harness with the test process that started it: puppeteer
+// and Playwright start a browser in a process group of its own and kill it from the harness's exit
+// handlers, which a SIGKILL skips (Firefox, reached over a port, then ran on for as long as the
+// machine did; Chromium ends when its pipe closes). So every browser starts through tied.sh (the
+// kernel kills it when the harness ends), and `endWithParent` ends a serving harness when its stdin
+// ends or its parent is gone, even with a job in flight.
+import { fileURLToPath } from "node:url";
 import { chromium } from "playwright-core";
 import puppeteer from "puppeteer-core";
+
+const TIED = fileURLToPath(new URL("./tied.sh", import.meta.url));
+// What a driver launches for `executablePath`: tied.sh, which runs it.
+const tied = (executablePath) => ({ executablePath: TIED, env: { ...process.env, FAIRDECK_TIED_BROWSER: executablePath } });
+
+// Close the browsers (`closeAll`) and exit when this process's stdin ends or its parent is gone
+// (it was re-parented: a child the parent forked may still hold the pipe open). A close that takes
+// over `graceMs` is cut short by the exit, whose handlers kill the browsers.
+export function endWithParent(closeAll, graceMs = 5000) {
+  const parent = process.ppid;
+  let ending = null;
+  const end = () => {
+    ending ??= Promise.race([closeAll().catch(() => {}), new Promise((done) => setTimeout(done, graceMs))]).then(() =>
+      process.exit(0),
+    );
+  };
+  process.stdin.on("end", end);
+  setInterval(() => process.ppid !== parent && end(), 250).unref();
+}
 
 // `colorScheme` ("light" or "dark", or left out for the engine's default) is what the page's
 // prefers-color-scheme reports, as a player's system setting would make it; `fontSize` (CSS px)
@@ -24,7 +51,7 @@ export async function launch(engine, executablePath, { colorScheme, fontSize } =
 }
 
 async function launchChromium(executablePath, launchScheme, launchSize) {
-  const browser = await chromium.launch({ executablePath, args: ["--no-sandbox", "--disable-dev-shm-usage"] });
+  const browser = await chromium.launch({ ...tied(executablePath), args: ["--no-sandbox", "--disable-dev-shm-usage"] });
   return {
     async open(url, { viewport, onRequest, onError, ...own }) {
       const colorScheme = own.colorScheme ?? launchScheme;
@@ -68,7 +95,7 @@ async function launchFirefox(executablePath, colorScheme, fontSize) {
   const browser = await puppeteer.launch({
     browser: "firefox",
     protocol: "webDriverBiDi",
-    executablePath,
+    ...tied(executablePath),
     headless: true,
     // Firefox's own switch for what pages see of the system's theme: 0 dark, 1 light.
     extraPrefsFirefox: {

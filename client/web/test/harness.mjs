@@ -25,10 +25,11 @@
 // every page of a job opens in a fresh browser context (cookies, storage, permissions), its request
 // and error logs are the job's own, and its contexts are closed when it ends, failed or not. A job
 // that failed with its browser gone drops that browser (restarted: true); the next job launches one.
+// It ends, closing its browsers, when its stdin ends or its parent is gone (drivers.mjs's endWithParent).
 import { readFileSync } from "node:fs";
 import { createInterface } from "node:readline";
 import { pathToFileURL } from "node:url";
-import { launch, PER_PAGE } from "./drivers.mjs";
+import { endWithParent, launch, PER_PAGE } from "./drivers.mjs";
 import { runCodealVectors } from "./codeal-cases.mjs";
 import { runSealVectors } from "./seal-cases.mjs";
 import { runPageSeats, runSeatReleases } from "./release-cases.mjs";
@@ -58,6 +59,9 @@ async function serve() {
   // it is said on stderr; a job's own failures reach its answer through the awaits.
   process.on("unhandledRejection", (e) => process.stderr.write(`unhandled: ${e?.stack ?? e}\n`));
   const browsers = new Map(); // launch options, as JSON -> a promise of the browser
+  endWithParent(async () => {
+    for (const held of browsers.values()) await (await held.catch(() => null))?.close().catch(() => {});
+  });
   const lines = createInterface({ input: process.stdin, crlfDelay: Infinity });
   for await (const line of lines) {
     if (!line.trim()) continue;
@@ -82,7 +86,6 @@ async function serve() {
     }
     process.stdout.write(JSON.stringify(answer) + "\n");
   }
-  for (const held of browsers.values()) await (await held.catch(() => null))?.close().catch(() => {});
 }
 
 // Whether `browser` still opens a page, after a job failed in it (a driver may learn late that its
