@@ -212,7 +212,21 @@ def test_every_name_the_sdk_exports_loads_from_its_home() -> None:
     import fairdeck.client as sdk
 
     assert sorted(sdk._HOMES) == sorted(sdk.__all__)
+    modules = {p.stem for p in (PACKAGE / "client").glob("*.py") if p.stem != "__init__"}
+    assert sorted(sdk._SUBMODULES) == sorted(modules)
     for name in sdk.__all__:
         assert getattr(sdk, name).__module__.startswith("fairdeck.client."), name
     with pytest.raises(AttributeError, match="no attribute 'DealerServer'"):
         sdk.DealerServer
+
+
+def test_the_sdks_modules_are_still_attributes_of_the_package() -> None:
+    """As after an eager import: ``fairdeck.client.exceptions.BY_REASON`` (the docs name it so),
+    in a fresh interpreter where nothing imported the module first."""
+    modules = loaded_after(
+        "import fairdeck.client\n"
+        "assert fairdeck.client.exceptions.BY_REASON\n"
+        "assert fairdeck.client.models.HandState\n"
+        "assert fairdeck.client.local_files.MAX_BYTES"
+    )
+    assert "fairdeck.client.exceptions" in modules

@@ -105,3 +105,42 @@ def test_a_refusal_sent_as_the_deadline_passes_is_not_aborted_twice(
     assert errors == [], [r.getMessage() for r in errors]
     # The call is counted as what the client received.
     assert seen == [grpc.StatusCode.UNAUTHENTICATED]
+
+
+async def _refused_after_the_client_left(
+    request: bytes, context: grpc.aio.ServicerContext[Any, Any]
+) -> bytes:
+    remaining = context.time_remaining()
+    assert remaining is not None
+    due = asyncio.get_running_loop().time() + remaining + 5 * DEADLINE
+    while asyncio.get_running_loop().time() < due:  # held past the client's own deadline
+        pass
+    await abort(context, refusals.invalid_token())
+    raise AssertionError("unreachable: abort raises")
+
+
+async def _call_past_the_clients_deadline() -> tuple[grpc.aio.AioRpcError, list[grpc.StatusCode]]:
+    seen: list[grpc.StatusCode] = []
+    handler = grpc.unary_unary_rpc_method_handler(_counted(seen)(_refused_after_the_client_left))
+    server = grpc.aio.server()
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler("fairdeck.test.Late", {"Gone": handler}),)
+    )
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            with pytest.raises(grpc.aio.AioRpcError) as ended:
+                await channel.unary_unary("/fairdeck.test.Late/Gone")(b"", timeout=DEADLINE)
+    finally:
+        await server.stop(None)
+    return ended.value, seen
+
+
+def test_a_refusal_that_could_not_be_sent_is_counted_as_the_call_s_end_not_as_the_refusal() -> None:
+    """The client's deadline passed before the refusal went out: gRPC could not send it, so the
+    client saw DEADLINE_EXCEEDED and the metrics say so too (it was counted UNAUTHENTICATED once
+    status.abort marked every abort as sent)."""
+    ended, seen = asyncio.run(_call_past_the_clients_deadline())
+    assert ended.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    assert seen == [grpc.StatusCode.DEADLINE_EXCEEDED]

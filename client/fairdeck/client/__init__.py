@@ -65,7 +65,25 @@ __all__ = [
 ]
 
 
+_SUBMODULES = frozenset(
+    {
+        "audit_client",
+        "calls",
+        "channel",
+        "codeal_seat",
+        "dealer_client",
+        "exceptions",
+        "local_files",
+        "models",
+        "player_seeds",
+    }
+)
+"""The package's modules, attributes of it as after an eager import (``fairdeck.client.exceptions``)."""
+
+
 def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        return importlib.import_module(f"{__name__}.{name}")  # the import sets it as an attribute
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -75,4 +93,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_HOMES})
+    return sorted({*globals(), *_HOMES, *_SUBMODULES})

@@ -81,6 +81,8 @@ async def abort(context: grpc.aio.ServicerContext[Any, Any], error: refusals.Dea
         # The status could not be sent: the call ended meanwhile (the client cancelled, or a
         # deadline passed as we answered). Nobody is left to tell; ended as gRPC ends a
         # cancelled call, where the batch error would reach gRPC and be logged as an ERROR.
+        # Nothing was sent: counted as cancelled, not as this refusal (status_of).
+        _aborting.set(False)
         raise asyncio.CancelledError from None
 
 
