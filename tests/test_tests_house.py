@@ -171,3 +171,40 @@ def test_test_folders_follow_the_server_rooms_and_the_client_packages() -> None:
     folders = {Path(rel).parts[1] for rel in files_under_tests() if len(Path(rel).parts) > 2}
     assert {"dealing", "core", "support"} <= folders
     assert stray_test_folders(folders, rooms, packages) == [], "name it for the room or package it tests"
+
+
+# -- a module's marks: one pytestmark ----------------------------------------------------------------
+
+
+def pytestmark_lines(source: str) -> list[int]:
+    """The lines where ``source`` binds ``pytestmark`` at module level (``=``, ``: T =``)."""
+    lines = []
+    for node in ast.parse(source).body:
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, ast.AnnAssign | ast.AugAssign):
+            targets = [node.target]
+        if any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in targets):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_the_mark_rule_finds_a_second_pytestmark() -> None:
+    source = 'pytestmark = pytest.mark.xdist_group("g")\nX = 1\npytestmark = [pytest.mark.slow]\n'
+    assert pytestmark_lines(source) == [1, 3]
+    inner = "pytestmark = [a, b]\ndef f():\n    pytestmark = 1\nS = 'pytestmark = 2'\n"
+    assert pytestmark_lines(inner) == [1]
+    assert pytestmark_lines("pytestmark: list[object] = []\npytestmark += [b]\n") == [1, 2]
+
+
+def test_a_test_module_binds_pytestmark_once() -> None:
+    """A second ``pytestmark =`` replaces the first's marks without a word: test_dealer_dump.py's
+    ``xdist_group`` was lost that way, so its module fixture (a dealer and a co-dealer run, dealt
+    and dumped) was built again on every worker that drew one of its tests. One list holds them all."""
+    found = {
+        rel: lines
+        for rel, path in files_under_tests().items()
+        if len(lines := pytestmark_lines(path.read_text())) > 1
+    }
+    assert found == {}, "put every mark of the module in one pytestmark list"

@@ -47,9 +47,6 @@ from tests.support.dealers import DealerProcess
 from tests.support.dumps import Region, SecretIndex, memory_dump
 from tests.support.waits import wait_for
 
-pytestmark = pytest.mark.xdist_group("codealer_dealer_dump")
-"""One worker runs the module, so the dealer and co-dealer are run and dumped once a run."""
-
 HANDS = 12
 SEATS = 10
 HOLE = 2
@@ -60,6 +57,7 @@ FALSE_ALARM = 1e-9
 """The test fails when the attacker's hits would come by chance with a probability below this."""
 
 pytestmark = [
+    pytest.mark.xdist_group("codealer_dealer_dump"),  # one worker: the hands are dealt and dumped once a run
     pytest.mark.slow,
     pytest.mark.skipif(
         sys.platform != "linux", reason="the memory dump reads /proc/PID/mem, which only Linux has"
@@ -307,11 +305,17 @@ def attack(directories: Sequence[Path], dealt: Sequence[Dealt]) -> Attack:
     with closing(sqlite3.connect(f"file:{directories[0] / 'codeal.db'}?mode=ro", uri=True)) as db:
         public = {h: p for h, p in db.execute("SELECT hand_id, public FROM codeal_hands")}
     result = Attack({}, 0, 0, 0)
+    decoded: dict[str, tuple[list[KeyRecord], ShuffleRecord]] = {}
     for d in dealt:
-        record = json.loads(public[d.hand_id])
-        keys = [KeyRecord.decode(bytes.fromhex(k), i) for i, k in enumerate(record["keys"])]
-        shuffles = record["shuffles"]
-        e = ShuffleRecord.decode(bytes.fromhex(shuffles[-1]), SPEC.size, len(shuffles) - 1).deck[d.position]
+        if d.hand_id not in decoded:  # each hand's records decoded once, not once a position
+            record = json.loads(public[d.hand_id])
+            shuffles = record["shuffles"]
+            decoded[d.hand_id] = (
+                [KeyRecord.decode(bytes.fromhex(k), i) for i, k in enumerate(record["keys"])],
+                ShuffleRecord.decode(bytes.fromhex(shuffles[-1]), SPEC.size, len(shuffles) - 1),
+            )
+        keys, last = decoded[d.hand_id]
+        e = last.deck[d.position]
         xs: dict[int, Scalar] = {}
         psis: dict[int, tuple[int, ...]] = {}
         for blob in opened[d.hand_id]:

@@ -194,14 +194,24 @@ def test_verifier_page_pins_the_codealers_keys_and_refuses_a_bad_one(tmp_path: P
     assert "Traceback" not in bad.stderr and not (tmp_path / "x").exists()
 
 
+@pytest.fixture(scope="module")
+def pinned_page(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`fairdeck verifier-page --codealer-key` (the seat vector's co-dealer), made once for both engines."""
+    site = tmp_path_factory.mktemp("pinned-site")
+    done = verifier_page(site, "--codealer-key", SEAT["codealer_keys"][0])
+    assert done.returncode == 0, done.stderr
+    return site / "fairdeck-verifier.html"
+
+
 @pytest.mark.parametrize("engine", browser.ENGINES)
-def test_a_page_with_the_codealer_pinned_checks_a_dropped_proof_at_once(engine: str, tmp_path: Path) -> None:
+def test_a_page_with_the_codealer_pinned_checks_a_dropped_proof_at_once(
+    engine: str, tmp_path: Path, pinned_page: Path
+) -> None:
     browser.require_browser(engine)
-    assert verifier_page(tmp_path / "site", "--codealer-key", SEAT["codealer_keys"][0]).returncode == 0
     path = tmp_path / "hand.json"
     path.write_text(SEAT["text"], encoding="utf-8")
     job = {"ui": [{"id": "pinned", "file": str(path), "viewport": PHONE, "drop": True}]}
-    shown = browser.run(job, tmp_path, page=tmp_path / "site" / "fairdeck-verifier.html", engine=engine)
+    shown = browser.run(job, tmp_path, page=pinned_page, engine=engine)
     before = shown["ui"]["pinned"]["before"]
     assert before["ok"] is True and before["verdict_help"] == SEAT["line"]
     assert before["codeal"]["summary"].startswith("No single party could have read your cards.")

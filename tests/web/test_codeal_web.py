@@ -111,36 +111,17 @@ def flipped_bit_cases(count: int, seed: int) -> list[dict[str, Any]]:
     return cases
 
 
-def test_node_gives_the_python_line_on_a_flipped_bit_anywhere(tmp_path: Path) -> None:
-    """Beyond the vectors: the batched checks of the JavaScript reject what the reference rejects,
-    at the same step and in the same words, wherever one bit of a hand is flipped."""
-    browser.require(browser.node_missing())
-    cases = flipped_bit_cases(40, seed=36)
-    path = tmp_path / "flips.json"
-    path.write_text(json.dumps({**VECTORS, "cases": cases}), encoding="utf-8")
-    done = subprocess.run(
-        ["node", "test/codeal-lines.mjs", str(path)],
-        cwd=browser.WEB,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    got = json.loads(done.stdout)["cases"]
-    want = {c["name"]: python_line(edited(c)) for c in cases}
-    assert got == want
-    assert not [name for name, line in want.items() if line.startswith("OK")], "a flipped bit was accepted"
+ORDER_CASE = "wrong card at 0, bad share at 1"
 
 
-def test_shares_and_opening_are_checked_position_by_position(tmp_path: Path) -> None:
-    """Spec section 10, steps 5 and 6: the first position's wrong card is found before the second
-    position's bad share (a verifier that checked every share first would say "share")."""
-    browser.require(browser.node_missing())
+def order_case() -> dict[str, Any]:
+    """Spec section 10, steps 5 and 6: the short-2 hand with a wrong card at its first position and
+    a bad share (one bit of its z) at its second."""
     hand = VECTORS["hands"]["short-2"]
     bad_z = bytes.fromhex(hand["dealt"][1]["shares"][0])[96:97].hex()
     flip = "%02x" % (int(bad_z, 16) ^ 1)
-    case = {
-        "name": "wrong card at 0, bad share at 1",
+    return {
+        "name": ORDER_CASE,
         "base": "short-2",
         "edits": [
             {"op": "card", "index": 0, "card": next(c for c in range(52) if c != hand["dealt"][0]["card"])},
@@ -149,8 +130,22 @@ def test_shares_and_opening_are_checked_position_by_position(tmp_path: Path) -> 
         "valid": False,
         "step": "open",
     }
-    path = tmp_path / "order.json"
-    path.write_text(json.dumps({**VECTORS, "cases": [case]}), encoding="utf-8")
+
+
+FLIPS = flipped_bit_cases(40, seed=36)
+
+
+@pytest.fixture(scope="module")
+def node_cases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The JavaScript's line on every flipped-bit case and on the order case, in one node run of
+    test/codeal-lines.mjs. The cases edit only short-2, so the file holds that hand and the one its
+    sealed vector names (the seat side needs it): the run does not verify the other hands again."""
+    browser.require(browser.node_missing())
+    sealed = {s["hand_id"] for s in VECTORS["seals"] if s["step"] is None}
+    hands = {n: h for n, h in VECTORS["hands"].items() if n == "short-2" or h["hand_id"] in sealed}
+    path = tmp_path_factory.mktemp("codeal-cases") / "cases.json"
+    job = {**VECTORS, "hands": hands, "cases": [*FLIPS, order_case()]}
+    path.write_text(json.dumps(job), encoding="utf-8")
     done = subprocess.run(
         ["node", "test/codeal-lines.mjs", str(path)],
         cwd=browser.WEB,
@@ -159,8 +154,23 @@ def test_shares_and_opening_are_checked_position_by_position(tmp_path: Path) -> 
         timeout=600,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    line = json.loads(done.stdout)["cases"][case["name"]]
-    assert line == python_line(edited(case))
+    cases: dict[str, str] = json.loads(done.stdout)["cases"]
+    return cases
+
+
+def test_node_gives_the_python_line_on_a_flipped_bit_anywhere(node_cases: dict[str, str]) -> None:
+    """Beyond the vectors: the batched checks of the JavaScript reject what the reference rejects,
+    at the same step and in the same words, wherever one bit of a hand is flipped."""
+    want = {c["name"]: python_line(edited(c)) for c in FLIPS}
+    assert {name: node_cases[name] for name in want} == want
+    assert not [name for name, line in want.items() if line.startswith("OK")], "a flipped bit was accepted"
+
+
+def test_shares_and_opening_are_checked_position_by_position(node_cases: dict[str, str]) -> None:
+    """Spec section 10, steps 5 and 6: the first position's wrong card is found before the second
+    position's bad share (a verifier that checked every share first would say "share")."""
+    line = node_cases[ORDER_CASE]
+    assert line == python_line(edited(order_case()))
     assert line.startswith("FAILED at step open: position "), line
 
 
