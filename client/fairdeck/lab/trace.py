@@ -79,14 +79,14 @@ def trace(
         if value < limit:  # spec 4 step 3
             break
     # Spec 5, Durstenfeld's loop as ``durstenfeld_reference`` writes it, each j kept: one pass.
-    deck = list(p.spec.card_ids)
+    order = list(p.spec.card_ids)
     choices = []
     r = value
-    for i in range(len(deck) - 1, 0, -1):
+    for i in range(len(order) - 1, 0, -1):
         r, j = divmod(r, i + 1)
         choices.append(j)
-        deck[i], deck[j] = deck[j], deck[i]
-    return HandTrace(bytes(blocks), attempts, width, value, tuple(choices), tuple(deck))
+        order[i], order[j] = order[j], order[i]
+    return HandTrace(bytes(blocks), attempts, width, value, tuple(choices), tuple(order))
 
 
 def check_trace(t: HandTrace, cards: Sequence[int], hand_id: str) -> None:
