@@ -99,3 +99,19 @@ def test_card_for_id(name: str, card_id: int, code: str) -> None:
 def test_card_for_id_rejects_cards_of_other_decks(name: str, card_id: int) -> None:
     with pytest.raises(DeckSpecError):
         DeckSpec.parse(name).card_for_id(card_id)
+
+
+@pytest.mark.parametrize("name", ["standard", "short", "jokers", "shoe-2"])
+def test_cards_for_ids_is_card_for_id_of_each(name: str) -> None:
+    spec = DeckSpec.parse(name)
+    ids = list(reversed(spec.card_ids))
+    assert spec.cards_for_ids(ids) == tuple(spec.card_for_id(i) for i in ids)
+
+
+@pytest.mark.parametrize(
+    ("name", "bad"), [("standard", 52), ("short", 0), ("standard", True), ("standard", 1.0)]
+)
+def test_cards_for_ids_refuses_as_card_for_id_and_names_the_id(name: str, bad: object) -> None:
+    spec = DeckSpec.parse(name)
+    with pytest.raises(DeckSpecError, match=f"card id {bad!r} is not"):
+        spec.cards_for_ids([spec.card_ids[0], bad])  # type: ignore[list-item]

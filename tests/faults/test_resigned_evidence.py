@@ -2,7 +2,10 @@
 and its manifest recomputed, or every layer made again from fresh seeds for the same hand ids and
 log indexes (a collection consistent in itself). ``lab test`` re-derives each layer from the one
 below it and checks each hand's entries in the dealer's signed log (kept as tiles in ``log/``):
-only the honest collection is BOUND; no forgery gets an OK."""
+only the honest collection is BOUND; no forgery gets an OK.
+
+Each ``fairdeck`` runs in a process of its own, forked from one that imported the CLI once
+(tests/support/forked_cli.py): seven interpreters' start and imports were most of its CPU."""
 
 from __future__ import annotations
 
@@ -11,29 +14,31 @@ import json
 import os
 import shutil
 import subprocess
-import sys
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from fairdeck.core.decks import DeckSpec
 from fairdeck.core.local import open_local, reveal_local
 from fairdeck.core.shuffle import shuffler
 from fairdeck.lab import collection, formats
-from tests.support.env import clean_env
 from tests.support.faults import FaultRun
+from tests.support.forked_cli import ForkedCli
 
 
-def fairdeck(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "fairdeck.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=clean_env(),
+@pytest.fixture
+def fairdeck() -> Iterator[ForkedCli]:
+    """``python -m fairdeck.cli ARGS``, a fresh process a call (``ForkedCli``)."""
+    runner = ForkedCli()
+    yield runner
+    runner.close()
+
+
+def lab_test(fairdeck: ForkedCli, kit: Path, key: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    return fairdeck(
+        "lab", "test", str(kit), "--dieharder", "none", "--no-progress", "--key", key, *extra, timeout=120
     )
-
-
-def lab_test(kit: Path, key: str, *extra: str) -> subprocess.CompletedProcess[str]:
-    return fairdeck("lab", "test", str(kit), "--dieharder", "none", "--no-progress", "--key", key, *extra)
 
 
 def remanifest(kit: Path) -> None:
@@ -73,16 +78,16 @@ def forge(kit: Path, out: Path) -> None:
     collection.finish(out, state, argv=["forged"], source=Source(), log_check=manifest["log_check"])  # type: ignore[arg-type]
 
 
-def test_only_the_collection_the_dealer_signed_is_bound(run: FaultRun) -> None:
+def test_only_the_collection_the_dealer_signed_is_bound(run: FaultRun, fairdeck: ForkedCli) -> None:
     dealer = run.start()
     key = run.key()
     kit = run.tmp / "kit"
     argv = ["lab", "collect", "--out", str(kit), "--target", dealer.target, "--key", key]
-    done = fairdeck(*argv, "--raw-bytes", "3000", "--batch", "10", "--no-progress")
+    done = fairdeck(*argv, "--raw-bytes", "3000", "--batch", "10", "--no-progress", timeout=120)
     assert done.returncode == 0, done
     run.ledger.deal(dealer.target, 1)
 
-    honest = lab_test(kit, key)
+    honest = lab_test(fairdeck, kit, key)
     assert "provenance: BOUND: every layer re-derived from the one below it for all" in honest.stdout, honest
     assert honest.stdout.strip().splitlines()[-1] in ("OK", "INCONCLUSIVE"), honest.stdout
 
@@ -91,14 +96,14 @@ def test_only_the_collection_the_dealer_signed_is_bound(run: FaultRun) -> None:
     for binary in (formats.RAW, formats.SEEDS):
         (replaced / binary).write_bytes(os.urandom((replaced / binary).stat().st_size))
     remanifest(replaced)
-    done = lab_test(replaced, key)
+    done = lab_test(fairdeck, replaced, key)
     assert done.returncode == 1 and "provenance FAILED" in done.stderr and "Traceback" not in done.stderr, (
         done
     )
 
     forged = run.tmp / "forged"
     forge(kit, forged)
-    done = lab_test(forged, key)
+    done = lab_test(fairdeck, forged, key)
     assert done.returncode == 1 and "provenance FAILED" in done.stderr and "Traceback" not in done.stderr, (
         done
     )
@@ -109,9 +114,9 @@ def test_only_the_collection_the_dealer_signed_is_bound(run: FaultRun) -> None:
     shutil.rmtree(unbound / "log")
     manifest = json.loads((unbound / "manifest.json").read_text())
     (unbound / "manifest.json").write_text(json.dumps({**manifest, "log_check": None}))
-    done = lab_test(unbound, key)  # no exit status that a pipeline could take for a certified one
+    done = lab_test(fairdeck, unbound, key)  # no exit status that a pipeline could take for a certified one
     assert done.returncode == 2 and "provenance NOT BOUND" in done.stderr and not done.stdout, done
-    done = lab_test(unbound, key, "--statistics-only")
+    done = lab_test(fairdeck, unbound, key, "--statistics-only")
     assert "provenance: NOT BOUND" in done.stdout and "Traceback" not in done.stderr, done
     assert done.stdout.strip().splitlines()[-1].endswith("(the statistics only: provenance NOT BOUND)")
 
@@ -119,5 +124,5 @@ def test_only_the_collection_the_dealer_signed_is_bound(run: FaultRun) -> None:
     flipped = bytearray(tile.read_bytes())
     flipped[-1] ^= 1
     tile.write_bytes(bytes(flipped))
-    done = lab_test(kit, key)
+    done = lab_test(fairdeck, kit, key)
     assert done.returncode == 1 and "provenance FAILED" in done.stderr, done

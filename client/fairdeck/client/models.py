@@ -144,8 +144,7 @@ class DealtHand:
 
 
 def cards(deck: str, ids: Iterable[int]) -> tuple[Card, ...]:
-    spec = DeckSpec.parse(deck)
-    return tuple(spec.card_for_id(i) for i in ids)
+    return DeckSpec.parse(deck).cards_for_ids(ids)
 
 
 def transcript_from_proto(m: pb.Transcript) -> Transcript:

@@ -22,7 +22,6 @@ from fairdeck.core.derivation import BLOCK_BYTES, plan
 from fairdeck.core.encoding import lp, u32
 from fairdeck.core.errors import VerificationError
 from fairdeck.core.seeds import normalize_client_seeds
-from fairdeck.core.shuffle import durstenfeld_reference
 from fairdeck.core.versions import CURRENT_VERSION
 
 
@@ -79,13 +78,15 @@ def trace(
         position += width
         if value < limit:  # spec 4 step 3
             break
+    # Spec 5, Durstenfeld's loop as ``durstenfeld_reference`` writes it, each j kept: one pass.
+    order = list(p.spec.card_ids)
     choices = []
     r = value
-    for i in range(p.spec.size - 1, 0, -1):  # spec 5
+    for i in range(len(order) - 1, 0, -1):
         r, j = divmod(r, i + 1)
         choices.append(j)
-    cards = durstenfeld_reference(p.spec.card_ids, value)
-    return HandTrace(bytes(blocks), attempts, width, value, tuple(choices), cards)
+        order[i], order[j] = order[j], order[i]
+    return HandTrace(bytes(blocks), attempts, width, value, tuple(choices), tuple(order))
 
 
 def check_trace(t: HandTrace, cards: Sequence[int], hand_id: str) -> None:
