@@ -19,7 +19,9 @@ from tests.support.dealers import RunningDealer
 from tests.support.ops import sample, scrape_until
 from tests.support.waits import wait_for
 
-pytestmark = pytest.mark.serial  # holds time or CPU to a bar: runs alone in a parallel run
+# The burst and the cap are held to counts (calls dropped, hands open), which a busy machine does
+# not change: they run beside others. The unread stream is serial: it takes a log that has not
+# grown for a second as the dealer waiting on its reader, which a starved dealer could also show.
 
 
 def _log_size_when_still(running: RunningDealer, timeout: float = 20) -> int:
@@ -86,9 +88,10 @@ def test_deal_hands_with_close_holds_hands_against_the_cap_while_it_runs(tmp_pat
                 except ResourceExhausted:
                     return False
 
-            wait_for("the ended call's hands to be released", dealt, timeout=10, every=0.2)
+            wait_for("the ended call's hands to be released", dealt, every=0.2)
 
 
+@pytest.mark.serial
 def test_an_unread_stream_stops_producing_and_resumes_when_read(tmp_path: Path) -> None:
     """The handler awaits each write, and the dealer builds at most one chunk ahead, so
     a stream nobody reads makes no more hands than the transport's window holds.

@@ -10,7 +10,6 @@ import asyncio
 from pathlib import Path
 
 import grpc
-import pytest
 
 from fairdeck.client import AsyncDealerClient
 from fairdeck.v1 import dealer_pb2, dealer_pb2_grpc
@@ -19,7 +18,8 @@ from fairdeck_server.run.config import ServerConfig
 from tests.support.dealers import RunningDealer
 from tests.support.floods import channel
 
-pytestmark = pytest.mark.serial  # holds time or CPU to a bar: runs alone in a parallel run
+# Not serial: what is held to a bar is a count (calls lost unseen, a queue's size), which a busy
+# machine does not change; it only makes the burst slower, well inside its 120 s deadlines.
 
 WATCH_BAR_MIB = 64
 """What 20,000 Health.Watch streams may cost, held or ending (bench/README.md, section 20)."""
