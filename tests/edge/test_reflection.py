@@ -170,12 +170,12 @@ def test_reflection_serves_the_error_detail_files_from_a_fresh_process(tmp_path:
     assert done.stdout.split() == ["google/rpc/error_details.proto", "google/rpc/status.proto"]
 
 
-@pytest.mark.serial
 def test_a_flood_of_reflection_requests_is_paced(tmp_path: Path) -> None:
     """Reflection takes no credentials and no limit. One client sending reflection requests as
     fast as it could got some 10 000 answers a second, each made on the dealer's event loop: the
     tenants' deals were 8 times slower meanwhile. Answers are paced now, all callers together;
-    a grpcurl session (tens of requests) fits in the burst."""
+    a grpcurl session (tens of requests) fits in the burst. Not serial: its bar is a lower bound
+    on the time taken, which load only lengthens."""
 
     from fairdeck_server.edge.reflection import BURST, RATE
 

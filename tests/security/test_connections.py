@@ -19,8 +19,6 @@ from tests.support.dealers import DealerProcess
 from tests.support.raw_connections import closed_after, in_threads
 from tests.support.waits import outlast, pace, wait_for
 
-pytestmark = pytest.mark.serial  # holds time or CPU to a bar: runs alone in a parallel run
-
 SETTINGS = rawh2._frame(rawh2.SETTINGS, 0, 0)
 HEADERS = b"".join(
     rawh2._literal(name, value)
@@ -35,6 +33,7 @@ HEADERS = b"".join(
 )
 
 
+@pytest.mark.serial
 def test_slow_and_idle_connections_are_closed_after_their_bound(tmp_path: Path) -> None:
     # A 0.4 s default deadline makes the age's grace (STREAM_RUNS + 1 deadlines) 4.4 s, not 11 s.
     handshake, idle, age, deadline = 1.0, 2.0, 4.0, 0.4
@@ -94,6 +93,7 @@ def _dealt(client: DealerClient) -> str | None:
         return None
 
 
+@pytest.mark.serial
 def test_one_address_keeps_at_most_its_share_of_connections(tmp_path: Path) -> None:
     with DealerProcess(
         tmp_path / "d",
@@ -182,7 +182,7 @@ def test_a_client_that_ignores_the_stream_limit_gets_the_streams_past_it_reset(t
     once, each of them held open by the dealer. With max_streams_per_connection 10, a client that
     ignores the dealer's SETTINGS has the 20 past it reset (REFUSED_STREAM). An ordinary gRPC
     client keeps its calls past the limit until one ends, and none fails (2,500 GetHand at once
-    on one channel: tests/dealing/test_streams.py)."""
+    on one channel: tests/dealing/test_streams.py). Not serial: the bar is a count of streams."""
     with DealerProcess(
         tmp_path / "d",
         tmp_path / "stderr",
