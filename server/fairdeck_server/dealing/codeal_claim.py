@@ -1,21 +1,22 @@
 """Which replica holds each co-dealt record, on PostgreSQL: a claim row per record id in the shared database.
 
 Replicas share the log but each has its own codeal.db (codeal_record.py gives it a random record
-id, kept by any copy). ``claim`` runs at start: a record claimed by another holder (another host,
-or another data dir's real path) is refused in one line naming the file and the fixes, so a
-replica started with a copy of another's codeal.db never serves it; the same holder (a restart of
-the same replica: its data dir's lock makes it the only process there) takes its claim again. A
-knowing move (``fairdeck init --codeal-record --take-over``) takes the claim for a new holder,
-only once the old one has not renewed it for ``STALE_S``. ``renew``, every co-dealt health round,
-keeps the claim alive under this process's random instance id and says, once another process took
-it, why this one must stop co-dealing. An upgraded record (older file: its hands predate its id)
-also claims each of its hands at its first claim, so two copies of one older file are refused too.
-Times are the database's clock, never a replica's.
+id, kept by any copy). ``claim`` runs at start: a record claimed by another holder (another replica
+name, --replica-name or else the host name, or another data dir's real path) is refused in one line
+naming the file and the fixes; the same holder (a restart: its data dir's lock makes it the only
+process there) takes its claim again. A knowing move (``fairdeck init --codeal-record
+--take-over``) takes it for a new holder once the old one has not renewed it for ``STALE_S``.
+``renew``, every co-dealt health round, keeps the claim alive under this process's random instance
+id (once more on a fresh connection if it fails) and says why this one must stop co-dealing once
+another holds it; a claim row gone (a restore, a failover) is made again under the claim lock. An
+upgraded record (older file: its hands predate its id) also claims each of its hands at its first
+claim, so two copies of one older file are refused too. Times: the database's clock, never ours.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import secrets
 import socket
 from collections.abc import Callable
@@ -26,11 +27,21 @@ from typing import Any
 from fairdeck_server.dealing.codeal_record import Record
 from fairdeck_server.log_causes import cause
 
+log = logging.getLogger(__name__)
+
 CLAIM_LOCK = 0x6664_6B04
 """pg_advisory_xact_lock key of claims (beside the schema, checkpoint and lead locks)."""
 STALE_S = 6.0
 """Seconds without a renewal after which a claim may be taken over knowingly (3 health rounds)."""
 CONNECT_TIMEOUT_S = 10
+LINK: dict[str, Any] = {  # a dead or blackholed link ends a renewal in seconds, never hangs it
+    "keepalives": 1,
+    "keepalives_idle": 5,
+    "keepalives_interval": 2,
+    "keepalives_count": 2,
+    "tcp_user_timeout": 10_000,
+    "options": "-c statement_timeout=5000",
+}
 CLAIMS = """CREATE TABLE IF NOT EXISTS codeal_claims (
     record_id  text PRIMARY KEY,
     host       text NOT NULL,
@@ -41,13 +52,28 @@ CLAIMS = """CREATE TABLE IF NOT EXISTS codeal_claims (
 )"""
 HANDS = "CREATE TABLE IF NOT EXISTS codeal_claimed_hands (hand_id text PRIMARY KEY, record_id text NOT NULL)"
 NOW = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
-UPSERT = (  # the times: NOW's, the database's clock
+INSERT = (  # the times: NOW's, the database's clock
     "INSERT INTO codeal_claims (record_id, host, data_dir, instance, claimed_ms, seen_ms) "
     "VALUES (%s, %s, %s, %s, (extract(epoch FROM clock_timestamp()) * 1000)::bigint, "
-    "(extract(epoch FROM clock_timestamp()) * 1000)::bigint) ON CONFLICT (record_id) DO UPDATE SET "
+    "(extract(epoch FROM clock_timestamp()) * 1000)::bigint)"
+)
+UPSERT = (
+    INSERT + " ON CONFLICT (record_id) DO UPDATE SET "
     "host = excluded.host, data_dir = excluded.data_dir, instance = excluded.instance, "
     "claimed_ms = excluded.claimed_ms, seen_ms = excluded.seen_ms"
 )
+
+
+NAME_MAX = 64
+
+
+def check_replica_name(name: str) -> None:
+    """--replica-name: printable, at most NAME_MAX characters, else ValueError saying so."""
+    if not name or len(name) > NAME_MAX or not name.isprintable() or name != name.strip():
+        raise ValueError(
+            f"want a stable name of this replica (1 to {NAME_MAX} printable characters, no spaces at "
+            f"either end), not {name[: NAME_MAX + 1]!r}"
+        )
 
 
 class ClaimRefused(Exception):
@@ -56,15 +82,16 @@ class ClaimRefused(Exception):
 
 @dataclass(frozen=True)
 class Holder:
-    """Who holds a record: the host, the data dir's real path, and a random id per process."""
+    """Who holds a record: the replica's name (--replica-name, else the host name), the data dir's
+    real path, and a random id per process."""
 
     host: str
     data_dir: str
     instance: str
 
     @classmethod
-    def here(cls, data_dir: Path) -> Holder:
-        return cls(socket.gethostname(), str(data_dir.resolve()), secrets.token_hex(8))
+    def here(cls, data_dir: Path, name: str | None = None) -> Holder:
+        return cls(name or socket.gethostname(), str(data_dir.resolve()), secrets.token_hex(8))
 
     def place(self) -> str:
         return f"{self.host}:{self.data_dir}"
@@ -99,7 +126,7 @@ class CodealClaim:
 
         record_id, me = self.record.record_id, self.holder
         with psycopg.connect(
-            self.url, connect_timeout=CONNECT_TIMEOUT_S, application_name="fairdeck-codeal"
+            self.url, connect_timeout=CONNECT_TIMEOUT_S, application_name="fairdeck-codeal", **LINK
         ) as conn:
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (CLAIM_LOCK,))
             conn.execute(CLAIMS)
@@ -111,6 +138,14 @@ class CodealClaim:
             ).fetchone()
             if row is not None and (row[0], row[1]) != (me.host, me.data_dir):
                 where, ago = f"{row[0]}:{row[1]}", float(row[2])
+                if not take_over and row[1] == me.data_dir:
+                    raise ClaimRefused(
+                        f"co-dealt hands {self.path}: record {record_id} is held on this database by this "
+                        f"data dir under another replica name (seen {ago:.0f} s ago): the host name changed "
+                        f"({row[0]} -> {me.host}), as in a re-created container; if the old one is stopped, "
+                        f"run `fairdeck init --codeal-record --take-over --db URL --data {self.path.parent}` "
+                        "once, and give this replica a stable --replica-name (FAIRDECK_REPLICA_NAME)"
+                    )
                 if not take_over:
                     raise ClaimRefused(
                         f"co-dealt hands {self.path} is record {record_id}, which the replica at {where} "
@@ -151,38 +186,67 @@ class CodealClaim:
 
     def renew(self) -> str | None:
         """Keep the claim alive; None while this process holds it, else why it must stop co-dealing
-        (another process took it, or the database cannot say)."""
+        (another process took it, or the database cannot say). A failed renewal is tried once more
+        on a fresh connection (the kept one dies with a database restart)."""
         import psycopg
 
-        try:
-            if self._conn is None or self._conn.closed:
-                self._conn = psycopg.connect(
-                    self.url,
-                    autocommit=True,
-                    connect_timeout=CONNECT_TIMEOUT_S,
-                    application_name="fairdeck-codeal",
-                )
-            mine = self._conn.execute(
-                f"UPDATE codeal_claims SET seen_ms = {NOW} WHERE record_id = %s AND instance = %s "  # noqa: S608
-                "RETURNING 1",
-                (self.record.record_id, self.holder.instance),
-            ).fetchone()
-            if mine is not None:
-                return None
-            row = self._conn.execute(
-                "SELECT host, data_dir FROM codeal_claims WHERE record_id = %s", (self.record.record_id,)
-            ).fetchone()
-        except psycopg.Error as e:
-            self.release()
-            return (
-                f"cannot confirm that this replica holds co-dealt record {self.record.record_id}: {cause(e)}"
-            )
-        where = "no replica" if row is None else f"the replica at {row[0]}:{row[1]}"
+        for attempt in (1, 2):
+            try:
+                row = self._renew_once()
+                break
+            except psycopg.Error as e:
+                self.release()
+                if attempt == 2:
+                    return (
+                        f"cannot confirm that this replica holds co-dealt record {self.record.record_id}: "
+                        f"{cause(e)}"
+                    )
+        if row is None:
+            return None
         return (
-            f"co-dealt hands {self.path}: record {self.record.record_id} is now held by {where}, not this "
-            "process: two dealers would hold the same hands; stop this one (it opens, deals and closes no "
-            "co-dealt hand)"
+            f"co-dealt hands {self.path}: record {self.record.record_id} is now held by the replica at "
+            f"{row[0]}:{row[1]}, not this process: two dealers would hold the same hands; stop this one "
+            "(it opens, deals and closes no co-dealt hand)"
         )
+
+    def _renew_once(self) -> tuple[str, str] | None:
+        """None while this process holds the claim (made again if its row is gone), else its holder."""
+        import psycopg
+
+        if self._conn is None or self._conn.closed:
+            self._conn = psycopg.connect(
+                self.url,
+                autocommit=True,
+                connect_timeout=CONNECT_TIMEOUT_S,
+                application_name="fairdeck-codeal",
+                **LINK,
+            )
+        conn, me, record_id = self._conn, self.holder, self.record.record_id
+        mine = conn.execute(
+            f"UPDATE codeal_claims SET seen_ms = {NOW} WHERE record_id = %s AND instance = %s "  # noqa: S608
+            "RETURNING 1",
+            (record_id, me.instance),
+        ).fetchone()
+        if mine is not None:
+            return None
+        with conn.transaction():  # the row gone (a restore, a failover, a delete): this holder's again
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (CLAIM_LOCK,))
+            made = conn.execute(
+                INSERT + " ON CONFLICT (record_id) DO NOTHING RETURNING 1",
+                (record_id, me.host, me.data_dir, me.instance),
+            ).fetchone()
+            row = conn.execute(
+                "SELECT host, data_dir FROM codeal_claims WHERE record_id = %s", (record_id,)
+            ).fetchone()
+        if made is not None:
+            log.warning(
+                "co-dealt hands %s: the claim of record %s was gone from the database (a restore or a "
+                "failover): this replica holds it again",
+                self.path,
+                record_id,
+            )
+            return None
+        return (str(row[0]), str(row[1])) if row is not None else ("?", "?")
 
     def release(self) -> None:
         """Close the renewals' connection (the claim row stays: a restart takes it again)."""

@@ -1,0 +1,127 @@
+"""A co-dealt record's claim on PostgreSQL (dealing/codeal_claim.py) through what an honest replica
+meets: a restart in a re-created container (a new host name), a claim row gone (a restore, a
+failover), a connection the database dropped, a renewal that hangs, and a replica that lost its
+claim still retiring pooled decks. The claim functions in process on a real PostgreSQL cluster
+(one per session), real SQLite files for the in-process dealer."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from fairdeck_server.dealing.codeal_claim import ClaimRefused, CodealClaim, Holder
+from fairdeck_server.dealing.codeal_health import CodealerWatch
+from fairdeck_server.dealing.codeal_record import Record
+from fairdeck_server.dealing.codeal_voids import CodealReaper
+from fairdeck_server.refusals import DealerError
+from fairdeck_server.run.config import ConfigError, load
+from tests.support.codeal_pool import in_process, pooled
+
+PATH = Path("/data/codeal.db")
+
+
+def claimed(url: str, holder: Holder, record_id: str = "a" * 32) -> CodealClaim:
+    claim = CodealClaim(url, PATH, Record(record_id, "k+1", False), holder)
+    claim.claim(list)
+    return claim
+
+
+def test_a_restart_in_a_recreated_container_is_told_its_host_name_changed_not_that_it_is_a_copy(
+    pg_url: str,
+) -> None:
+    claimed(pg_url, Holder("7f3a9c0d1e2b", "/data", "i1"))
+    with pytest.raises(ClaimRefused) as refused:
+        claimed(pg_url, Holder("b81e44f0a9c2", "/data", "i2"))
+    said = str(refused.value)
+    assert "the host name changed (7f3a9c0d1e2b -> b81e44f0a9c2)" in said and "\n" not in said
+    assert "--take-over" in said and "--replica-name" in said and "a copy" not in said
+    first = Holder.here(Path("/data"), "dealer-1")  # a stable name: the new container is the same holder
+    claimed(pg_url, first, "b" * 32)
+    claimed(pg_url, Holder.here(Path("/data"), "dealer-1"), "b" * 32)
+    assert first.host == "dealer-1"
+
+
+def test_replica_name_is_an_option_checked_as_one_printable_line() -> None:
+    env = {"FAIRDECK_LISTEN": "127.0.0.1:0", "FAIRDECK_REPLICA_NAME": "dealer-1"}
+    assert load({}, env).server.replica_name == "dealer-1"
+    for bad in ("a\nb", "x" * 65, " pad"):
+        with pytest.raises(ConfigError) as refused:
+            load({"replica_name": bad}, {"FAIRDECK_LISTEN": "127.0.0.1:0"})
+        assert "replica" in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_a_claim_row_gone_is_claimed_again_not_reported_held_by_no_replica_forever(pg_url: str) -> None:
+    claim = claimed(pg_url, Holder("h", "/d", "i-C"))
+    assert claim.renew() is None
+    with psycopg.connect(pg_url, autocommit=True) as db:
+        db.execute("DELETE FROM codeal_claims")
+    assert claim.renew() is None and claim.renew() is None
+    with psycopg.connect(pg_url, autocommit=True) as db:
+        assert db.execute("SELECT instance FROM codeal_claims").fetchall() == [("i-C",)]
+        db.execute("DELETE FROM codeal_claims")
+    claimed(pg_url, Holder("other", "/elsewhere", "i-X"))  # another took it while the row was gone
+    lost = claim.renew()
+    assert lost is not None and "other:/elsewhere" in lost
+    claim.release()
+
+
+def test_a_renewal_after_the_database_dropped_its_connection_tries_a_fresh_one(pg_url: str) -> None:
+    claim = claimed(pg_url, Holder("h", "/d", "i-D"))
+    assert claim.renew() is None
+    with psycopg.connect(pg_url, autocommit=True) as db:  # as a database restart drops it
+        db.execute("SELECT pg_terminate_backend(%s)", (claim._conn.info.backend_pid,))
+    assert claim.renew() is None
+    assert claim._conn.execute("SHOW statement_timeout").fetchone() == ("5s",)  # never hangs there
+    claim.release()
+
+
+def test_a_hung_renewal_makes_codealt_health_say_it_cannot_confirm(tmp_path: Path) -> None:
+    gate = threading.Event()
+    key = b"k" * 32
+
+    async def identity() -> bytes:
+        return key
+
+    async def publish(ok: bool) -> None:
+        return None
+
+    def hung() -> str | None:
+        gate.wait(60)
+        return None
+
+    async def scene() -> tuple[str | None, str | None]:
+        watch = CodealerWatch(identity, key, publish, held=hung, held_timeout=0.2)
+        await asyncio.wait_for(watch.round(), 30)
+        hanging = watch.cause
+        gate.set()
+        await asyncio.wait_for(watch.round(), 30)
+        return hanging, watch.cause
+
+    try:
+        hanging, after = asyncio.run(scene())
+    finally:
+        gate.set()
+    assert hanging is not None and "cannot confirm" in hanging
+    assert after is None
+
+
+def test_a_replica_that_lost_its_claim_retires_no_pooled_deck(tmp_path: Path) -> None:
+    now = [1_700_000_000_000]
+    _codealer, dealer, storage = in_process(tmp_path, now)
+
+    async def scene() -> None:
+        await storage.start()
+        await dealer.make_hand("", "short", pool_tenant="t")
+        now[0] += 3_600_000
+        dealer.not_held = "co-dealt hands codeal.db: record R is now held by the replica at h:/d"
+        with pytest.raises(DealerError):
+            await CodealReaper(dealer, 4, lambda: now[0]).round()
+        await dealer.aclose()
+        await storage.close()
+
+    asyncio.run(scene())
+    assert len(pooled(tmp_path)) == 1
