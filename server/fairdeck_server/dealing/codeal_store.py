@@ -16,6 +16,7 @@ record id and the log it belongs to) is codeal_record.py's, made with the file.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 from collections.abc import Callable, Sequence
@@ -89,6 +90,7 @@ class CodealStore:
             self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
+            self._db.execute("BEGIN IMMEDIATE")  # a new file: its schema and its record, at once
             self._db.execute(SCHEMA)
             self._db.execute(POOL_INDEX)
             self._db.execute(OPEN_INDEX)
@@ -96,6 +98,7 @@ class CodealStore:
             self._db.execute(SEATS)
             self._db.execute(PROBE)
             self.record: Record = open_record(self._db, path, fresh=fresh, log_keys=log_keys)
+            self._db.execute("COMMIT")
         except RecordForeign as e:
             self._db.close()
             raise CodealStoreLost(str(e)) from None
@@ -314,7 +317,8 @@ def check_record(path: Path, first_entry: Callable[[], tuple[int | None, str]]) 
     """Refuse a missing codeal.db when the dealer's log holds a co-dealt entry: the file was lost
     (a first start has none). ``first_entry``: that entry's index or None, and how to name the log's
     database; read only when the file is missing. Never made here: ``CodealStore`` makes it."""
-    if path.exists() or path.is_symlink():
+    _not_dangling(path)
+    if path.exists():
         return
     index, where = first_entry()
     if index is None:
@@ -341,6 +345,7 @@ def _check_not_lost(path: Path) -> bool:
     """Refuse a codeal.db emptied (a failed restore, a full disk) or swapped for another SQLite
     file; a missing one is made (the first start with --codealer, after ``check_record``). True if
     the file is there (and ours)."""
+    _not_dangling(path)
     try:
         size = path.stat().st_size
     except FileNotFoundError:
@@ -364,3 +369,13 @@ def _check_not_lost(path: Path) -> bool:
     if "codeal_hands" not in tables:
         raise CodealStoreLost(f"co-dealt hands {path} is not the dealer's co-dealt hands file: {fix}")
     return True
+
+
+def _not_dangling(path: Path) -> None:
+    """A codeal.db that is a symlink to nothing is refused: never read as missing, never made
+    through (the file it named may be on a disk not mounted)."""
+    if path.is_symlink() and not path.exists():
+        raise CodealStoreLost(
+            f"co-dealt hands {path} is a symbolic link to {os.readlink(path)!r}, which is missing: mount "
+            "or restore the file it points to (never make a new one through the link)"
+        )
