@@ -90,12 +90,13 @@ def test_a_hung_renewal_makes_codealt_health_say_it_cannot_confirm(tmp_path: Pat
         return None
 
     def hung() -> str | None:
-        gate.wait(60)
+        gate.wait(10)
         return None
 
     async def scene() -> tuple[str | None, str | None]:
-        watch = CodealerWatch(identity, key, publish, held=hung, held_timeout=0.2)
-        await asyncio.wait_for(watch.round(), 30)
+        watch = CodealerWatch(identity, key, publish, held=hung)
+        watch.held_timeout = 0.2
+        await asyncio.wait_for(watch.round(), 5)
         hanging = watch.cause
         gate.set()
         await asyncio.wait_for(watch.round(), 30)

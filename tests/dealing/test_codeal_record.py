@@ -4,6 +4,7 @@ beside another log's key, and given once, knowingly, to a file of an older faird
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 
@@ -111,3 +112,24 @@ def test_a_dangling_codeal_db_link_is_refused_naming_its_target_and_nothing_is_m
     for message in (str(at_start.value), str(at_open.value)):
         assert str(path) in message and str(target) in message and "\n" not in message, message
     assert not target.exists()
+
+
+def test_a_fifo_named_codeal_db_is_said_not_a_regular_file_not_missing_or_empty(tmp_path: Path) -> None:
+    path = tmp_path / "codeal.db"
+    os.mkfifo(path)
+    with pytest.raises(CodealStoreLost) as refused:
+        CodealStore(path, [OLD_KEY])
+    assert f"co-dealt hands {path} is not a regular file (a FIFO)" in str(refused.value)
+
+
+def test_a_codeal_db_moved_without_its_wal_is_refused_not_made_anew(tmp_path: Path) -> None:
+    path = tmp_path / "codeal.db"
+    create_record(path, [OLD_KEY])
+    Path(f"{path}-wal").write_bytes(b"")  # as a file moved away while its -wal stayed
+    path.rename(tmp_path / "moved.db")
+    with pytest.raises(CodealStoreLost) as refused:
+        check_record(path, lambda: (None, "fairdeck.db"))  # even as a first start
+    assert f"{path}-wal" in str(refused.value) and "-shm" in str(refused.value)
+    with pytest.raises(CodealStoreLost):
+        create_record(path, [OLD_KEY])
+    assert not path.exists()

@@ -109,7 +109,7 @@ class CodealClaim:
         data = self.path.parent
         fixes = (
             "put back this replica's own codeal.db from its backup (or, if it never had one, move this "
-            f"one away and run `fairdeck init --codeal-record --data {data}`)"
+            f"one away with its -wal and -shm and run `fairdeck init --codeal-record --data {data}`)"
         )
         if take_over:
             fixes += (

@@ -126,7 +126,8 @@ def open_record(db: sqlite3.Connection, path: Path, *, fresh: bool, log_keys: Se
             f"co-dealt hands {path} (record {record.record_id}) belongs to another log (key "
             f"{_short(record.log_key)}, not this data dir's {_short(current)}): it was copied from another "
             "dealer's data dir; put back this dealer's own codeal.db from its backup (or, if it has none, "
-            f"move this one away and run `fairdeck init --codeal-record --data {path.parent}`)"
+            "move this one away with its -wal and -shm and run "
+            f"`fairdeck init --codeal-record --data {path.parent}`)"
         )
     return record
 

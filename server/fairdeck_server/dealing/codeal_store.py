@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import stat
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -372,10 +373,35 @@ def _check_not_lost(path: Path) -> bool:
 
 
 def _not_dangling(path: Path) -> None:
-    """A codeal.db that is a symlink to nothing is refused: never read as missing, never made
-    through (the file it named may be on a disk not mounted)."""
+    """Refuse a codeal.db that is a symlink to nothing (never read as missing, never made through:
+    the file it named may be on a disk not mounted), one that is not a regular file (a FIFO, a
+    directory), and a missing one whose -wal or -shm is there (moved without them)."""
     if path.is_symlink() and not path.exists():
         raise CodealStoreLost(
             f"co-dealt hands {path} is a symbolic link to {os.readlink(path)!r}, which is missing: mount "
             "or restore the file it points to (never make a new one through the link)"
         )
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        left = [f"{path}{end}" for end in ("-wal", "-shm") if Path(f"{path}{end}").exists()]
+        if left:
+            raise CodealStoreLost(
+                f"co-dealt hands {path} is missing but {' and '.join(left)} is there: the file was moved "
+                "without its -wal and -shm (its latest hands are in them); put codeal.db back beside "
+                "them, and move the three only together"
+            ) from None
+        return
+    except OSError:
+        return  # said by the caller's own stat
+    if not stat.S_ISREG(mode):
+        raise CodealStoreLost(
+            f"co-dealt hands {path} is not a regular file ({_kind(mode)}): put back this dealer's "
+            "codeal.db from its backup in its place"
+        )
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    return "a directory" if stat.S_ISDIR(mode) else "a device or socket"
