@@ -13,6 +13,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from fairdeck_server.dealing import codeal_claim
 from fairdeck_server.dealing.codeal_claim import ClaimRefused, CodealClaim, Holder
 from fairdeck_server.dealing.codeal_health import CodealerWatch
 from fairdeck_server.dealing.codeal_record import Record
@@ -126,3 +127,28 @@ def test_a_replica_that_lost_its_claim_retires_no_pooled_deck(tmp_path: Path) ->
 
     asyncio.run(scene())
     assert len(pooled(tmp_path)) == 1
+
+
+def test_a_live_twin_under_the_same_name_and_data_dir_is_refused_a_dead_one_is_not(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(codeal_claim, "STALE_S", 1.0)
+    first = claimed(pg_url, Holder("dealer", "/data", "i-A"))
+    stop = threading.Event()
+
+    def renewing() -> None:
+        while not stop.wait(0.2):
+            first.renew()
+
+    renewer = threading.Thread(target=renewing, daemon=True)
+    renewer.start()
+    try:
+        with pytest.raises(ClaimRefused) as refused:
+            claimed(pg_url, Holder("dealer", "/data", "i-B"))
+    finally:
+        stop.set()
+        renewer.join(10)
+    assert "another live process" in str(refused.value) and "--replica-name" in str(refused.value)
+    claimed(pg_url, Holder("dealer", "/data", "i-C"))  # the first no longer renews: a restart
+    assert first.renew() is not None
+    first.release()

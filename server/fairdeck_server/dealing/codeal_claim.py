@@ -19,6 +19,7 @@ import contextlib
 import logging
 import secrets
 import socket
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -128,6 +129,8 @@ class CodealClaim:
         with psycopg.connect(
             self.url, connect_timeout=CONNECT_TIMEOUT_S, application_name="fairdeck-codeal", **LINK
         ) as conn:
+            if not take_over:
+                self._wait_out_twin(conn)
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (CLAIM_LOCK,))
             conn.execute(CLAIMS)
             conn.execute(HANDS)
@@ -160,6 +163,34 @@ class CodealClaim:
             if row is None and self.record.upgraded:
                 self._claim_hands(conn, hands())
             conn.execute(UPSERT, (record_id, me.host, me.data_dir, me.instance))
+
+    def _wait_out_twin(self, conn: Any) -> None:
+        """This holder's claim renewed under another instance less than ``STALE_S`` ago: a restart
+        just after a crash, or a twin (two containers under one name and data dir path, each with
+        its own copy). Wait until it is ``STALE_S`` old, then refuse if it was renewed meanwhile."""
+        me, record_id = self.holder, self.record.record_id
+        if conn.execute("SELECT to_regclass('codeal_claims') IS NULL").fetchone()[0]:
+            return
+        query = (
+            f"SELECT host, data_dir, instance, seen_ms, ({NOW} - seen_ms) / 1000.0 "  # noqa: S608
+            "FROM codeal_claims WHERE record_id = %s"
+        )
+        row = conn.execute(query, (record_id,)).fetchone()
+        conn.commit()
+        if row is None or (row[0], row[1]) != (me.host, me.data_dir) or row[2] == me.instance:
+            return
+        if (ago := float(row[4])) >= STALE_S:
+            return
+        time.sleep(STALE_S - ago)
+        again = conn.execute(query, (record_id,)).fetchone()
+        conn.commit()
+        if again is not None and (again[2], again[3]) != (row[2], row[3]):
+            raise ClaimRefused(
+                f"co-dealt hands {self.path}: record {record_id} is held by another live process under "
+                f"this same replica name and data dir ({me.place()}), renewed while this one waited "
+                f"{STALE_S:g} s: two replicas share one name and data dir path; give each its own "
+                "--replica-name (FAIRDECK_REPLICA_NAME) and its own codeal.db"
+            )
 
     def _claim_hands(self, conn: Any, hand_ids: list[str]) -> None:
         """Each hand of an upgraded record, claimed for it: a hand another record claimed is the
