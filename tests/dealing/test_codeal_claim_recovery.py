@@ -152,3 +152,23 @@ def test_a_live_twin_under_the_same_name_and_data_dir_is_refused_a_dead_one_is_n
     claimed(pg_url, Holder("dealer", "/data", "i-C"))  # the first no longer renews: a restart
     assert first.renew() is not None
     first.release()
+
+
+def test_a_restore_of_a_replicas_own_pre_upgrade_backup_is_said_so_and_taken_over_knowingly(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(codeal_claim, "STALE_S", 0.5)
+    place = Holder("h", "/d4", "i-1")
+    CodealClaim(pg_url, PATH, Record("1" * 32, "k+1", True), place).claim(lambda: ["h1", "h2"])
+    restored = Record("3" * 32, "k+1", True)  # the same older file, upgraded again after a restore
+    with pytest.raises(ClaimRefused) as refused:
+        CodealClaim(pg_url, PATH, restored, Holder("h", "/d4", "i-3")).claim(lambda: ["h1"])
+    said = str(refused.value)
+    assert "this same replica" in said and "--take-over" in said and "two copies" not in said, said
+    with psycopg.connect(pg_url, autocommit=True) as db:  # its old process silent past STALE_S
+        db.execute("UPDATE codeal_claims SET seen_ms = seen_ms - 60000")
+    CodealClaim(pg_url, PATH, restored, Holder("h", "/d4", "i-4")).claim(lambda: ["h1"], take_over=True)
+    with pytest.raises(ClaimRefused):  # the file it replaced, back: refused now
+        CodealClaim(pg_url, PATH, Record("1" * 32, "k+1", True), Holder("x", "/e", "i-5")).claim(
+            lambda: ["h1"]
+        )

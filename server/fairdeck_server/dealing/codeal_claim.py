@@ -161,7 +161,7 @@ class CodealClaim:
                         f"alive {ago:.1f} s ago: stop it first (a take-over waits {STALE_S:g} s of silence)"
                     )
             if row is None and self.record.upgraded:
-                self._claim_hands(conn, hands())
+                self._claim_hands(conn, hands(), take_over)
             conn.execute(UPSERT, (record_id, me.host, me.data_dir, me.instance))
 
     def _wait_out_twin(self, conn: Any) -> None:
@@ -192,10 +192,12 @@ class CodealClaim:
                 "--replica-name (FAIRDECK_REPLICA_NAME) and its own codeal.db"
             )
 
-    def _claim_hands(self, conn: Any, hand_ids: list[str]) -> None:
+    def _claim_hands(self, conn: Any, hand_ids: list[str], take_over: bool) -> None:
         """Each hand of an upgraded record, claimed for it: a hand another record claimed is the
-        trace of two copies of one older file."""
-        record_id = self.record.record_id
+        trace of two copies of one older file, or, that record held by this same place, of this
+        replica's own backup from before its upgrade restored (taken over knowingly: its hands and
+        claim move to this record, so the file it replaced is refused if it comes back)."""
+        record_id, me = self.record.record_id, self.holder
         with conn.cursor() as cursor:
             cursor.executemany(
                 "INSERT INTO codeal_claimed_hands (hand_id, record_id) VALUES (%s, %s) "
@@ -203,17 +205,37 @@ class CodealClaim:
                 [(h, record_id) for h in hand_ids],
             )
         other = conn.execute(
-            "SELECT h.hand_id, h.record_id, c.host, c.data_dir FROM codeal_claimed_hands h "
-            "LEFT JOIN codeal_claims c ON c.record_id = h.record_id "
+            f"SELECT h.hand_id, h.record_id, c.host, c.data_dir, ({NOW} - c.seen_ms) / 1000.0 "  # noqa: S608
+            "FROM codeal_claimed_hands h LEFT JOIN codeal_claims c ON c.record_id = h.record_id "
             "WHERE h.hand_id = ANY(%s) AND h.record_id != %s LIMIT 1",
             (hand_ids, record_id),
         ).fetchone()
-        if other is not None:
+        if other is None:
+            return
+        if (other[2], other[3]) != (me.host, me.data_dir):
             raise ClaimRefused(
                 f"co-dealt hands {self.path} (record {record_id}, given at its upgrade) holds hand "
                 f"{other[0]}, which record {other[1]} of the replica at {other[2]}:{other[3]} holds too: "
                 "two copies of one older codeal.db; " + self._fixes(False)
             )
+        if not take_over:
+            raise ClaimRefused(
+                f"co-dealt hands {self.path} (record {record_id}, given at its upgrade) holds hand "
+                f"{other[0]}, which record {other[1]} of this same replica holds: a restore of this "
+                "replica's own codeal.db from before its upgrade, over the file it had since; put back "
+                f"its latest codeal.db (record {other[1]}), or, to serve this older one knowingly (with "
+                f"the replica stopped), run `fairdeck init --codeal-record --take-over --db URL --data "
+                f"{self.path.parent}`"
+            )
+        if other[4] is not None and float(other[4]) < STALE_S:
+            raise ClaimRefused(
+                f"co-dealt hands {self.path}: record {other[1]} is renewed by a live process of this "
+                f"replica ({me.place()}): stop it first (a take-over waits {STALE_S:g} s of silence)"
+            )
+        conn.execute(
+            "UPDATE codeal_claimed_hands SET record_id = %s WHERE record_id = %s", (record_id, other[1])
+        )
+        conn.execute("DELETE FROM codeal_claims WHERE record_id = %s", (other[1],))
 
     def renew(self) -> str | None:
         """Keep the claim alive; None while this process holds it, else why it must stop co-dealing
