@@ -87,6 +87,9 @@ class CodealStore:
         self._lock = threading.Lock()
         fresh = not _check_not_lost(path)
         try:  # 0600 before SQLite opens it: its -wal and -shm take the file's mode
+            if fresh:  # made here, never through a link (nor over a file made meanwhile)
+                flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+                os.close(os.open(path, flags, 0o600))
             make_private(path)
             self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
             self._db.execute("PRAGMA journal_mode=WAL")
