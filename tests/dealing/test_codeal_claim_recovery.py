@@ -1,8 +1,8 @@
 """A co-dealt record's claim on PostgreSQL (dealing/codeal_claim.py) through what an honest replica
 meets: a restart in a re-created container (a new host name), a claim row gone (a restore, a
-failover), a connection the database dropped, a renewal that hangs, and a replica that lost its
-claim still retiring pooled decks. The claim functions in process on a real PostgreSQL cluster
-(one per session), real SQLite files for the in-process dealer."""
+failover), a connection the database dropped, a renewal that hangs, a twin under one name and data
+dir, and a restore of its own pre-upgrade backup. The claim functions in process on a real
+PostgreSQL cluster (one per session)."""
 
 from __future__ import annotations
 
@@ -17,10 +17,7 @@ from fairdeck_server.dealing import codeal_claim
 from fairdeck_server.dealing.codeal_claim import ClaimRefused, CodealClaim, Holder
 from fairdeck_server.dealing.codeal_health import CodealerWatch
 from fairdeck_server.dealing.codeal_record import Record
-from fairdeck_server.dealing.codeal_voids import CodealReaper
-from fairdeck_server.refusals import DealerError
 from fairdeck_server.run.config import ConfigError, load
-from tests.support.codeal_pool import in_process, pooled
 
 PATH = Path("/data/codeal.db")
 
@@ -109,24 +106,6 @@ def test_a_hung_renewal_makes_codealt_health_say_it_cannot_confirm(tmp_path: Pat
         gate.set()
     assert hanging is not None and "cannot confirm" in hanging
     assert after is None
-
-
-def test_a_replica_that_lost_its_claim_retires_no_pooled_deck(tmp_path: Path) -> None:
-    now = [1_700_000_000_000]
-    _codealer, dealer, storage = in_process(tmp_path, now)
-
-    async def scene() -> None:
-        await storage.start()
-        await dealer.make_hand("", "short", pool_tenant="t")
-        now[0] += 3_600_000
-        dealer.not_held = "co-dealt hands codeal.db: record R is now held by the replica at h:/d"
-        with pytest.raises(DealerError):
-            await CodealReaper(dealer, 4, lambda: now[0]).round()
-        await dealer.aclose()
-        await storage.close()
-
-    asyncio.run(scene())
-    assert len(pooled(tmp_path)) == 1
 
 
 def test_a_live_twin_under_the_same_name_and_data_dir_is_refused_a_dead_one_is_not(
