@@ -7,6 +7,8 @@ PostgreSQL cluster (one per session)."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -18,6 +20,7 @@ from fairdeck_server.dealing.codeal_claim import ClaimRefused, CodealClaim, Hold
 from fairdeck_server.dealing.codeal_health import CodealerWatch
 from fairdeck_server.dealing.codeal_record import Record
 from fairdeck_server.run.config import ConfigError, load
+from tests.support.env import clean_env
 
 PATH = Path("/data/codeal.db")
 
@@ -151,3 +154,11 @@ def test_a_restore_of_a_replicas_own_pre_upgrade_backup_is_said_so_and_taken_ove
         CodealClaim(pg_url, PATH, Record("1" * 32, "k+1", True), Holder("x", "/e", "i-5")).claim(
             lambda: ["h1"]
         )
+
+
+def test_init_take_over_checks_its_replica_name_in_one_line(tmp_path: Path) -> None:
+    command = [sys.executable, "-m", "fairdeck.cli", "init", "--codeal-record", "--take-over"]
+    command += ["--db", "postgresql://127.0.0.1:1/x", "--data", str(tmp_path), "--replica-name", "a\tb"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, env=clean_env())
+    assert done.returncode == 2 and done.stderr.startswith("fairdeck init: --replica-name: "), done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
