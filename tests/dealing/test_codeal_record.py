@@ -4,12 +4,13 @@ beside another log's key, and given once, knowingly, to a file of an older faird
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 
 import pytest
 
-from fairdeck_server.dealing.codeal_store import CodealStore, CodealStoreLost, create_record
+from fairdeck_server.dealing.codeal_store import CodealStore, CodealStoreLost, check_record, create_record
 
 OLD_KEY, NEW_KEY, OTHER_KEY = "log.test+0a0a0a0a+AAAA", "log.test+0b0b0b0b+BBBB", "other.test+0c0c0c0c+CCCC"
 
@@ -60,3 +61,75 @@ def test_an_older_file_is_given_one_id_said_once(tmp_path: Path, caplog: pytest.
     said = [r.getMessage() for r in caplog.records if "without a record id" in r.getMessage()]
     assert len(said) == 1 and first.record.record_id in said[0] and str(path) in said[0], said
     assert first.record.upgraded and again.record == first.record
+
+
+def rewrite(path: Path, sql: str, *args: object) -> None:
+    db = sqlite3.connect(path)
+    db.execute(sql, args)
+    db.commit()
+    db.close()
+
+
+@pytest.mark.parametrize(
+    ("column", "value"),
+    [("record_id", "x\ny" + "z" * 5000), ("record_id", "A" * 32), ("log_key", "no key\nat all")],
+)
+def test_a_forged_record_row_is_refused_in_one_short_line(tmp_path: Path, column: str, value: str) -> None:
+    path = tmp_path / "codeal.db"
+    create_record(path, [OLD_KEY])
+    rewrite(path, f"UPDATE codeal_record SET {column} = ?", value)
+    with pytest.raises(CodealStoreLost) as refused:
+        CodealStore(path, [OLD_KEY])
+    message = str(refused.value)
+    assert "\n" not in message and len(message) < 400 and str(path) in message, message
+
+
+def test_a_record_table_without_its_row_is_refused_not_given_a_new_identity(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "codeal.db"
+    create_record(path, [OLD_KEY])
+    rewrite(path, "DELETE FROM codeal_record")
+    with caplog.at_level("WARNING"), pytest.raises(CodealStoreLost) as refused:
+        CodealStore(path, [OLD_KEY])
+    assert str(path) in str(refused.value) and "backup" in str(refused.value)
+    assert not [r for r in caplog.records if "older fairdeck" in r.getMessage()]
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT count(*) FROM codeal_record").fetchone() == (0,)
+    db.close()
+
+
+def test_a_dangling_codeal_db_link_is_refused_naming_its_target_and_nothing_is_made_through_it(
+    tmp_path: Path,
+) -> None:
+    path, target = tmp_path / "codeal.db", tmp_path / "volume" / "codeal.db"
+    target.parent.mkdir()
+    path.symlink_to(target)
+    with pytest.raises(CodealStoreLost) as at_start:  # the log holds co-dealt hands: never "missing"
+        check_record(path, lambda: (7, "fairdeck.db"))
+    with pytest.raises(CodealStoreLost) as at_open:
+        CodealStore(path, [OLD_KEY])
+    for message in (str(at_start.value), str(at_open.value)):
+        assert str(path) in message and str(target) in message and "\n" not in message, message
+    assert not target.exists()
+
+
+def test_a_fifo_named_codeal_db_is_said_not_a_regular_file_not_missing_or_empty(tmp_path: Path) -> None:
+    path = tmp_path / "codeal.db"
+    os.mkfifo(path)
+    with pytest.raises(CodealStoreLost) as refused:
+        CodealStore(path, [OLD_KEY])
+    assert f"co-dealt hands {path} is not a regular file (a FIFO)" in str(refused.value)
+
+
+def test_a_codeal_db_moved_without_its_wal_is_refused_not_made_anew(tmp_path: Path) -> None:
+    path = tmp_path / "codeal.db"
+    create_record(path, [OLD_KEY])
+    Path(f"{path}-wal").write_bytes(b"")  # as a file moved away while its -wal stayed
+    path.rename(tmp_path / "moved.db")
+    with pytest.raises(CodealStoreLost) as refused:
+        check_record(path, lambda: (None, "fairdeck.db"))  # even as a first start
+    assert f"{path}-wal" in str(refused.value) and "-shm" in str(refused.value)
+    with pytest.raises(CodealStoreLost):
+        create_record(path, [OLD_KEY])
+    assert not path.exists()

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from fairdeck_server.dealing.codeal_claim import check_replica_name
 from fairdeck_server.dealing.vault import KEY_ENV
 from fairdeck_server.observe import logging_setup
 from fairdeck_server.observe.heap import tune_collector
@@ -125,6 +126,12 @@ def _init_codeal_record(args: argparse.Namespace, data: Path) -> int:
             "fairdeck init: --take-over needs --db URL (the replicas' PostgreSQL database)", file=sys.stderr
         )
         return 2
+    if args.replica_name is not None:
+        try:
+            check_replica_name(args.replica_name)
+        except ValueError as e:
+            print(f"fairdeck init: --replica-name: {e}", file=sys.stderr)
+            return 2
     try:
         keys = load_log_keys(Path(args.log_key_file or data / "log.key"))
         bound = [keys.signer.verifier.to_string(), *(v.to_string() for v in keys.retired)]
@@ -134,7 +141,7 @@ def _init_codeal_record(args: argparse.Namespace, data: Path) -> int:
         lock = startup.DataDirLock.acquire(data)  # never beside a dealer that serves
         try:
             if args.take_over:
-                return _take_over(args.db, data, path, bound)
+                return _take_over(args.db, data, path, bound, args.replica_name)
             record = create_record(path, bound)
         finally:
             lock.release()
@@ -149,7 +156,7 @@ def _init_codeal_record(args: argparse.Namespace, data: Path) -> int:
     return 0
 
 
-def _take_over(url: str, data: Path, path: Path, bound: list[str]) -> int:
+def _take_over(url: str, data: Path, path: Path, bound: list[str], name: str | None) -> int:
     """The record of DATA_DIR/codeal.db claimed for this host and data dir, from a holder silent
     for ``codeal_claim.STALE_S`` at least."""
     import psycopg
@@ -164,7 +171,7 @@ def _take_over(url: str, data: Path, path: Path, bound: list[str]) -> int:
         )
     store = CodealStore(path, bound)
     try:
-        holder = Holder.here(data)
+        holder = Holder.here(data, name)
         CodealClaim(url, path, store.record, holder).claim(store.hand_ids, take_over=True)
     except ClaimRefused as e:
         raise StartupRefused(str(e)) from None
@@ -236,6 +243,13 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         "data dir (a replica moved knowingly; its old place must be stopped for good)",
     )
     init.add_argument("--db", default=None, metavar="URL", help="the replicas' PostgreSQL URL (--take-over)")
+    init.add_argument(
+        "--replica-name",
+        default=os.environ.get("FAIRDECK_REPLICA_NAME") or None,
+        metavar="NAME",
+        help="with --take-over: the name the replica serves under (serve --replica-name, "
+        "$FAIRDECK_REPLICA_NAME; default the host name)",
+    )
     init.set_defaults(handler=cmd_init)
 
     serve_parser = sub.add_parser(

@@ -1,23 +1,25 @@
 """Which replica holds each co-dealt record, on PostgreSQL: a claim row per record id in the shared database.
 
 Replicas share the log but each has its own codeal.db (codeal_record.py gives it a random record
-id, kept by any copy). ``claim`` runs at start: a record claimed by another holder (another host,
-or another data dir's real path) is refused in one line naming the file and the fixes, so a
-replica started with a copy of another's codeal.db never serves it; the same holder (a restart of
-the same replica: its data dir's lock makes it the only process there) takes its claim again. A
-knowing move (``fairdeck init --codeal-record --take-over``) takes the claim for a new holder,
-only once the old one has not renewed it for ``STALE_S``. ``renew``, every co-dealt health round,
-keeps the claim alive under this process's random instance id and says, once another process took
-it, why this one must stop co-dealing. An upgraded record (older file: its hands predate its id)
-also claims each of its hands at its first claim, so two copies of one older file are refused too.
-Times are the database's clock, never a replica's.
+id, kept by any copy). ``claim`` runs at start: a record claimed by another holder (another replica
+name, --replica-name or else the host name, or another data dir's real path) is refused in one line
+naming the file and the fixes; the same holder (a restart: its data dir's lock makes it the only
+process there) takes its claim again. A knowing move (``fairdeck init --codeal-record
+--take-over``) takes it for a new holder once the old one has not renewed it for ``STALE_S``.
+``renew``, every co-dealt health round, keeps the claim alive under this process's random instance
+id (once more on a fresh connection if it fails) and says why this one must stop co-dealing once
+another holds it; a claim row gone (a restore, a failover) is made again under the claim lock. An
+upgraded record (older file: its hands predate its id) also claims each of its hands at its first
+claim, so two copies of one older file are refused too. Times: the database's clock, never ours.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import secrets
 import socket
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,11 +28,21 @@ from typing import Any
 from fairdeck_server.dealing.codeal_record import Record
 from fairdeck_server.log_causes import cause
 
+log = logging.getLogger(__name__)
+
 CLAIM_LOCK = 0x6664_6B04
 """pg_advisory_xact_lock key of claims (beside the schema, checkpoint and lead locks)."""
 STALE_S = 6.0
 """Seconds without a renewal after which a claim may be taken over knowingly (3 health rounds)."""
 CONNECT_TIMEOUT_S = 10
+LINK: dict[str, Any] = {  # a dead or blackholed link ends a renewal in seconds, never hangs it
+    "keepalives": 1,
+    "keepalives_idle": 5,
+    "keepalives_interval": 2,
+    "keepalives_count": 2,
+    "tcp_user_timeout": 10_000,
+    "options": "-c statement_timeout=5000",
+}
 CLAIMS = """CREATE TABLE IF NOT EXISTS codeal_claims (
     record_id  text PRIMARY KEY,
     host       text NOT NULL,
@@ -41,13 +53,28 @@ CLAIMS = """CREATE TABLE IF NOT EXISTS codeal_claims (
 )"""
 HANDS = "CREATE TABLE IF NOT EXISTS codeal_claimed_hands (hand_id text PRIMARY KEY, record_id text NOT NULL)"
 NOW = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
-UPSERT = (  # the times: NOW's, the database's clock
+INSERT = (  # the times: NOW's, the database's clock
     "INSERT INTO codeal_claims (record_id, host, data_dir, instance, claimed_ms, seen_ms) "
     "VALUES (%s, %s, %s, %s, (extract(epoch FROM clock_timestamp()) * 1000)::bigint, "
-    "(extract(epoch FROM clock_timestamp()) * 1000)::bigint) ON CONFLICT (record_id) DO UPDATE SET "
+    "(extract(epoch FROM clock_timestamp()) * 1000)::bigint)"
+)
+UPSERT = (
+    INSERT + " ON CONFLICT (record_id) DO UPDATE SET "
     "host = excluded.host, data_dir = excluded.data_dir, instance = excluded.instance, "
     "claimed_ms = excluded.claimed_ms, seen_ms = excluded.seen_ms"
 )
+
+
+NAME_MAX = 64
+
+
+def check_replica_name(name: str) -> None:
+    """--replica-name: printable, at most NAME_MAX characters, else ValueError saying so."""
+    if not name or len(name) > NAME_MAX or not name.isprintable() or name != name.strip():
+        raise ValueError(
+            f"want a stable name of this replica (1 to {NAME_MAX} printable characters, no spaces at "
+            f"either end), not {name[: NAME_MAX + 1]!r}"
+        )
 
 
 class ClaimRefused(Exception):
@@ -56,15 +83,16 @@ class ClaimRefused(Exception):
 
 @dataclass(frozen=True)
 class Holder:
-    """Who holds a record: the host, the data dir's real path, and a random id per process."""
+    """Who holds a record: the replica's name (--replica-name, else the host name), the data dir's
+    real path, and a random id per process."""
 
     host: str
     data_dir: str
     instance: str
 
     @classmethod
-    def here(cls, data_dir: Path) -> Holder:
-        return cls(socket.gethostname(), str(data_dir.resolve()), secrets.token_hex(8))
+    def here(cls, data_dir: Path, name: str | None = None) -> Holder:
+        return cls(name or socket.gethostname(), str(data_dir.resolve()), secrets.token_hex(8))
 
     def place(self) -> str:
         return f"{self.host}:{self.data_dir}"
@@ -82,7 +110,7 @@ class CodealClaim:
         data = self.path.parent
         fixes = (
             "put back this replica's own codeal.db from its backup (or, if it never had one, move this "
-            f"one away and run `fairdeck init --codeal-record --data {data}`)"
+            f"one away with its -wal and -shm and run `fairdeck init --codeal-record --data {data}`)"
         )
         if take_over:
             fixes += (
@@ -99,8 +127,10 @@ class CodealClaim:
 
         record_id, me = self.record.record_id, self.holder
         with psycopg.connect(
-            self.url, connect_timeout=CONNECT_TIMEOUT_S, application_name="fairdeck-codeal"
+            self.url, connect_timeout=CONNECT_TIMEOUT_S, application_name="fairdeck-codeal", **LINK
         ) as conn:
+            if not take_over:
+                self._wait_out_twin(conn)
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (CLAIM_LOCK,))
             conn.execute(CLAIMS)
             conn.execute(HANDS)
@@ -111,6 +141,14 @@ class CodealClaim:
             ).fetchone()
             if row is not None and (row[0], row[1]) != (me.host, me.data_dir):
                 where, ago = f"{row[0]}:{row[1]}", float(row[2])
+                if not take_over and row[1] == me.data_dir:
+                    raise ClaimRefused(
+                        f"co-dealt hands {self.path}: record {record_id} is held on this database by this "
+                        f"data dir under another replica name (seen {ago:.0f} s ago): the host name changed "
+                        f"({row[0]} -> {me.host}), as in a re-created container; if the old one is stopped, "
+                        f"run `fairdeck init --codeal-record --take-over --db URL --data {self.path.parent}` "
+                        "once, and give this replica a stable --replica-name (FAIRDECK_REPLICA_NAME)"
+                    )
                 if not take_over:
                     raise ClaimRefused(
                         f"co-dealt hands {self.path} is record {record_id}, which the replica at {where} "
@@ -123,13 +161,43 @@ class CodealClaim:
                         f"alive {ago:.1f} s ago: stop it first (a take-over waits {STALE_S:g} s of silence)"
                     )
             if row is None and self.record.upgraded:
-                self._claim_hands(conn, hands())
+                self._claim_hands(conn, hands(), take_over)
             conn.execute(UPSERT, (record_id, me.host, me.data_dir, me.instance))
 
-    def _claim_hands(self, conn: Any, hand_ids: list[str]) -> None:
+    def _wait_out_twin(self, conn: Any) -> None:
+        """This holder's claim renewed under another instance less than ``STALE_S`` ago: a restart
+        just after a crash, or a twin (two containers under one name and data dir path, each with
+        its own copy). Wait until it is ``STALE_S`` old, then refuse if it was renewed meanwhile."""
+        me, record_id = self.holder, self.record.record_id
+        if conn.execute("SELECT to_regclass('codeal_claims') IS NULL").fetchone()[0]:
+            return
+        query = (
+            f"SELECT host, data_dir, instance, seen_ms, ({NOW} - seen_ms) / 1000.0 "  # noqa: S608
+            "FROM codeal_claims WHERE record_id = %s"
+        )
+        row = conn.execute(query, (record_id,)).fetchone()
+        conn.commit()
+        if row is None or (row[0], row[1]) != (me.host, me.data_dir) or row[2] == me.instance:
+            return
+        if (ago := float(row[4])) >= STALE_S:
+            return
+        time.sleep(STALE_S - ago)
+        again = conn.execute(query, (record_id,)).fetchone()
+        conn.commit()
+        if again is not None and (again[2], again[3]) != (row[2], row[3]):
+            raise ClaimRefused(
+                f"co-dealt hands {self.path}: record {record_id} is held by another live process under "
+                f"this same replica name and data dir ({me.place()}), renewed while this one waited "
+                f"{STALE_S:g} s: two replicas share one name and data dir path; give each its own "
+                "--replica-name (FAIRDECK_REPLICA_NAME) and its own codeal.db"
+            )
+
+    def _claim_hands(self, conn: Any, hand_ids: list[str], take_over: bool) -> None:
         """Each hand of an upgraded record, claimed for it: a hand another record claimed is the
-        trace of two copies of one older file."""
-        record_id = self.record.record_id
+        trace of two copies of one older file, or, that record held by this same place, of this
+        replica's own backup from before its upgrade restored (taken over knowingly: its hands and
+        claim move to this record, so the file it replaced is refused if it comes back)."""
+        record_id, me = self.record.record_id, self.holder
         with conn.cursor() as cursor:
             cursor.executemany(
                 "INSERT INTO codeal_claimed_hands (hand_id, record_id) VALUES (%s, %s) "
@@ -137,52 +205,101 @@ class CodealClaim:
                 [(h, record_id) for h in hand_ids],
             )
         other = conn.execute(
-            "SELECT h.hand_id, h.record_id, c.host, c.data_dir FROM codeal_claimed_hands h "
-            "LEFT JOIN codeal_claims c ON c.record_id = h.record_id "
+            f"SELECT h.hand_id, h.record_id, c.host, c.data_dir, ({NOW} - c.seen_ms) / 1000.0 "  # noqa: S608
+            "FROM codeal_claimed_hands h LEFT JOIN codeal_claims c ON c.record_id = h.record_id "
             "WHERE h.hand_id = ANY(%s) AND h.record_id != %s LIMIT 1",
             (hand_ids, record_id),
         ).fetchone()
-        if other is not None:
+        if other is None:
+            return
+        if (other[2], other[3]) != (me.host, me.data_dir):
             raise ClaimRefused(
                 f"co-dealt hands {self.path} (record {record_id}, given at its upgrade) holds hand "
                 f"{other[0]}, which record {other[1]} of the replica at {other[2]}:{other[3]} holds too: "
                 "two copies of one older codeal.db; " + self._fixes(False)
             )
+        if not take_over:
+            raise ClaimRefused(
+                f"co-dealt hands {self.path} (record {record_id}, given at its upgrade) holds hand "
+                f"{other[0]}, which record {other[1]} of this same replica holds: a restore of this "
+                "replica's own codeal.db from before its upgrade, over the file it had since; put back "
+                f"its latest codeal.db (record {other[1]}), or, to serve this older one knowingly (with "
+                f"the replica stopped), run `fairdeck init --codeal-record --take-over --db URL --data "
+                f"{self.path.parent}`"
+            )
+        if other[4] is not None and float(other[4]) < STALE_S:
+            raise ClaimRefused(
+                f"co-dealt hands {self.path}: record {other[1]} is renewed by a live process of this "
+                f"replica ({me.place()}): stop it first (a take-over waits {STALE_S:g} s of silence)"
+            )
+        conn.execute(
+            "UPDATE codeal_claimed_hands SET record_id = %s WHERE record_id = %s", (record_id, other[1])
+        )
+        conn.execute("DELETE FROM codeal_claims WHERE record_id = %s", (other[1],))
 
     def renew(self) -> str | None:
         """Keep the claim alive; None while this process holds it, else why it must stop co-dealing
-        (another process took it, or the database cannot say)."""
+        (another process took it, or the database cannot say). A failed renewal is tried once more
+        on a fresh connection (the kept one dies with a database restart)."""
         import psycopg
 
-        try:
-            if self._conn is None or self._conn.closed:
-                self._conn = psycopg.connect(
-                    self.url,
-                    autocommit=True,
-                    connect_timeout=CONNECT_TIMEOUT_S,
-                    application_name="fairdeck-codeal",
-                )
-            mine = self._conn.execute(
-                f"UPDATE codeal_claims SET seen_ms = {NOW} WHERE record_id = %s AND instance = %s "  # noqa: S608
-                "RETURNING 1",
-                (self.record.record_id, self.holder.instance),
-            ).fetchone()
-            if mine is not None:
-                return None
-            row = self._conn.execute(
-                "SELECT host, data_dir FROM codeal_claims WHERE record_id = %s", (self.record.record_id,)
-            ).fetchone()
-        except psycopg.Error as e:
-            self.release()
-            return (
-                f"cannot confirm that this replica holds co-dealt record {self.record.record_id}: {cause(e)}"
-            )
-        where = "no replica" if row is None else f"the replica at {row[0]}:{row[1]}"
+        for attempt in (1, 2):
+            try:
+                row = self._renew_once()
+                break
+            except psycopg.Error as e:
+                self.release()
+                if attempt == 2:
+                    return (
+                        f"cannot confirm that this replica holds co-dealt record {self.record.record_id}: "
+                        f"{cause(e)}"
+                    )
+        if row is None:
+            return None
         return (
-            f"co-dealt hands {self.path}: record {self.record.record_id} is now held by {where}, not this "
-            "process: two dealers would hold the same hands; stop this one (it opens, deals and closes no "
-            "co-dealt hand)"
+            f"co-dealt hands {self.path}: record {self.record.record_id} is now held by the replica at "
+            f"{row[0]}:{row[1]}, not this process: two dealers would hold the same hands; stop this one "
+            "(it opens, deals and closes no co-dealt hand)"
         )
+
+    def _renew_once(self) -> tuple[str, str] | None:
+        """None while this process holds the claim (made again if its row is gone), else its holder."""
+        import psycopg
+
+        if self._conn is None or self._conn.closed:
+            self._conn = psycopg.connect(
+                self.url,
+                autocommit=True,
+                connect_timeout=CONNECT_TIMEOUT_S,
+                application_name="fairdeck-codeal",
+                **LINK,
+            )
+        conn, me, record_id = self._conn, self.holder, self.record.record_id
+        mine = conn.execute(
+            f"UPDATE codeal_claims SET seen_ms = {NOW} WHERE record_id = %s AND instance = %s "  # noqa: S608
+            "RETURNING 1",
+            (record_id, me.instance),
+        ).fetchone()
+        if mine is not None:
+            return None
+        with conn.transaction():  # the row gone (a restore, a failover, a delete): this holder's again
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (CLAIM_LOCK,))
+            made = conn.execute(
+                INSERT + " ON CONFLICT (record_id) DO NOTHING RETURNING 1",
+                (record_id, me.host, me.data_dir, me.instance),
+            ).fetchone()
+            row = conn.execute(
+                "SELECT host, data_dir FROM codeal_claims WHERE record_id = %s", (record_id,)
+            ).fetchone()
+        if made is not None:
+            log.warning(
+                "co-dealt hands %s: the claim of record %s was gone from the database (a restore or a "
+                "failover): this replica holds it again",
+                self.path,
+                record_id,
+            )
+            return None
+        return (str(row[0]), str(row[1])) if row is not None else ("?", "?")
 
     def release(self) -> None:
         """Close the renewals' connection (the claim row stays: a restart takes it again)."""

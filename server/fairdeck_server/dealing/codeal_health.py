@@ -27,6 +27,8 @@ EVERY = 2.0
 """Seconds between identity checks while the co-dealer is fine."""
 RETRY = 1.0
 """Seconds between them while it is not."""
+HELD_TIMEOUT = 5.0
+"""Seconds a round waits for ``held`` (a renewal on a hung link) before it says it cannot confirm."""
 
 
 class CodealerWatch:
@@ -41,8 +43,12 @@ class CodealerWatch:
         also: Callable[[], str | None] = lambda: None,
         probe: Callable[[], bool] | None = None,
         held: Callable[[], str | None] | None = None,
+        held_timeout: float = HELD_TIMEOUT,
     ) -> None:
         self.held = held
+        self.held_timeout = held_timeout
+        self._held: asyncio.Future[str | None] | None = None
+        """A ``held`` still running past its round's wait: the next round waits for it, none is doubled."""
         """Run in a thread each round: why this process no longer holds its co-dealt record, or None."""
         self.probe = probe
         """A write to the dealer's own co-dealt hands file (codeal.db): False, no co-dealt draw
@@ -62,7 +68,7 @@ class CodealerWatch:
         """The reason the co-dealer cannot be used now, or None."""
         if self.probe is not None and not await asyncio.to_thread(self.probe):
             return "the dealer's codeal.db does not take writes: no co-dealt draw can be recorded"
-        if self.held is not None and (lost := await asyncio.to_thread(self.held)) is not None:
+        if self.held is not None and (lost := await self._holds(self.held)) is not None:
             return lost
         try:
             key = await self.identity()
@@ -71,6 +77,18 @@ class CodealerWatch:
         if key != self.pinned:
             return "the co-dealer answered with another identity key than --codealer-key"
         return self.also()
+
+    async def _holds(self, held: Callable[[], str | None]) -> str | None:
+        if self._held is None:
+            self._held = asyncio.ensure_future(asyncio.to_thread(held))
+        done, _ = await asyncio.wait({self._held}, timeout=self.held_timeout)
+        if not done:
+            return (
+                "cannot confirm that this process holds its co-dealt record: the database has not "
+                f"answered its renewal for {self.held_timeout:g} s"
+            )
+        future, self._held = self._held, None
+        return future.result()
 
     async def round(self) -> None:
         cause = await self.check()

@@ -1,7 +1,8 @@
 """The identity of a co-dealt hands' file (codeal.db): a random 128-bit record id and the log it belongs to.
 
 Made once, with the file (``serve``'s first start with --codealer, or ``fairdeck init
---codeal-record``), in a one-row table of the file itself, and never changed: a copy of the file
+--codeal-record``), in a one-row table of the file itself, in the transaction that makes the file's
+schema (a table without its row is refused), read back checked, and never changed: a copy of the file
 keeps the id, so two dealers holding copies present the same id (on PostgreSQL, codeal_claim.py
 refuses the second). ``log_key`` is the log's verifier key when the record was made: a record
 beside the key file of another log (its current key or one it rotated from) is refused. A file of
@@ -13,6 +14,7 @@ claims each of its hands (two copies of one older file would otherwise get two i
 from __future__ import annotations
 
 import logging
+import re
 import secrets
 import sqlite3
 import time
@@ -30,8 +32,14 @@ RECORD = """CREATE TABLE IF NOT EXISTS codeal_record (
 ) STRICT"""
 
 
+RECORD_ID = re.compile(r"[0-9a-f]{32}")
+LOG_KEY = re.compile(r"[^\s+]{1,255}\+[0-9a-f]{8}\+[A-Za-z0-9+/]{4,512}={0,2}")
+"""A verifier key's shape (name+hash+base64), or '' (not bound yet)."""
+
+
 class RecordForeign(Exception):
-    """The file belongs to another log; the message names the file and the fix."""
+    """The file belongs to another log, or its record is unreadable; the message (one line) names
+    the file and the fix."""
 
 
 @dataclass(frozen=True)
@@ -56,9 +64,30 @@ def make_record(db: sqlite3.Connection, log_key: str, *, upgraded: bool) -> Reco
     return record
 
 
-def read_record(db: sqlite3.Connection) -> Record | None:
+def read_record(db: sqlite3.Connection, path: Path) -> Record | None:
+    """The file's record, None if it has none, or ``RecordForeign`` for a row not of its shape."""
     row = db.execute("SELECT record_id, log_key, upgraded FROM codeal_record WHERE id = 1").fetchone()
-    return None if row is None else Record(str(row[0]), str(row[1]), bool(row[2]))
+    if row is None:
+        return None
+    record_id, log_key = row[0], row[1]
+    if not isinstance(record_id, str) or not RECORD_ID.fullmatch(record_id):
+        raise RecordForeign(
+            f"co-dealt hands {path}: its record id {_shown(record_id)} is not 32 hex digits: {_FIX}"
+        )
+    if not isinstance(log_key, str) or (log_key and not LOG_KEY.fullmatch(log_key)):
+        raise RecordForeign(
+            f"co-dealt hands {path}: its record's log key {_shown(log_key)} is not a verifier key: {_FIX}"
+        )
+    return Record(record_id, log_key, bool(row[2]))
+
+
+_FIX = "the file was edited or damaged; put back this dealer's own codeal.db from its backup"
+
+
+def _shown(value: object) -> str:
+    """A value read from the file, repr'd (one line) and cut short."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def open_record(db: sqlite3.Connection, path: Path, *, fresh: bool, log_keys: Sequence[str]) -> Record:
@@ -66,9 +95,15 @@ def open_record(db: sqlite3.Connection, path: Path, *, fresh: bool, log_keys: Se
     ``log_keys[0]`` if it was not bound yet, and refused (``RecordForeign``) if bound to a log
     whose key is none of ``log_keys`` (the log's current key, then those it rotated from).
     ``log_keys`` empty: no log to bind to (a file used outside ``serve``)."""
+    had = db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'codeal_record'").fetchone()
     db.execute(RECORD)
-    record = read_record(db)
+    record = read_record(db, path)
     current = log_keys[0] if log_keys else ""
+    if record is None and had is not None:  # made with its row, in one transaction: never without it
+        raise RecordForeign(
+            f"co-dealt hands {path} has a record table but no record (the file was edited or damaged): "
+            "put back this dealer's own codeal.db from its backup; never give it a new identity"
+        )
     if record is None:
         record = make_record(db, current, upgraded=not fresh)
         if not fresh:
@@ -91,7 +126,8 @@ def open_record(db: sqlite3.Connection, path: Path, *, fresh: bool, log_keys: Se
             f"co-dealt hands {path} (record {record.record_id}) belongs to another log (key "
             f"{_short(record.log_key)}, not this data dir's {_short(current)}): it was copied from another "
             "dealer's data dir; put back this dealer's own codeal.db from its backup (or, if it has none, "
-            f"move this one away and run `fairdeck init --codeal-record --data {path.parent}`)"
+            "move this one away with its -wal and -shm and run "
+            f"`fairdeck init --codeal-record --data {path.parent}`)"
         )
     return record
 

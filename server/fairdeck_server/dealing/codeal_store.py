@@ -16,7 +16,9 @@ record id and the log it belongs to) is codeal_record.py's, made with the file.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import stat
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -85,10 +87,14 @@ class CodealStore:
         self._lock = threading.Lock()
         fresh = not _check_not_lost(path)
         try:  # 0600 before SQLite opens it: its -wal and -shm take the file's mode
+            if fresh:  # made here, never through a link (nor over a file made meanwhile)
+                flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+                os.close(os.open(path, flags, 0o600))
             make_private(path)
             self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
+            self._db.execute("BEGIN IMMEDIATE")  # a new file: its schema and its record, at once
             self._db.execute(SCHEMA)
             self._db.execute(POOL_INDEX)
             self._db.execute(OPEN_INDEX)
@@ -96,6 +102,7 @@ class CodealStore:
             self._db.execute(SEATS)
             self._db.execute(PROBE)
             self.record: Record = open_record(self._db, path, fresh=fresh, log_keys=log_keys)
+            self._db.execute("COMMIT")
         except RecordForeign as e:
             self._db.close()
             raise CodealStoreLost(str(e)) from None
@@ -314,7 +321,8 @@ def check_record(path: Path, first_entry: Callable[[], tuple[int | None, str]]) 
     """Refuse a missing codeal.db when the dealer's log holds a co-dealt entry: the file was lost
     (a first start has none). ``first_entry``: that entry's index or None, and how to name the log's
     database; read only when the file is missing. Never made here: ``CodealStore`` makes it."""
-    if path.exists() or path.is_symlink():
+    _not_dangling(path)
+    if path.exists():
         return
     index, where = first_entry()
     if index is None:
@@ -341,6 +349,7 @@ def _check_not_lost(path: Path) -> bool:
     """Refuse a codeal.db emptied (a failed restore, a full disk) or swapped for another SQLite
     file; a missing one is made (the first start with --codealer, after ``check_record``). True if
     the file is there (and ours)."""
+    _not_dangling(path)
     try:
         size = path.stat().st_size
     except FileNotFoundError:
@@ -364,3 +373,38 @@ def _check_not_lost(path: Path) -> bool:
     if "codeal_hands" not in tables:
         raise CodealStoreLost(f"co-dealt hands {path} is not the dealer's co-dealt hands file: {fix}")
     return True
+
+
+def _not_dangling(path: Path) -> None:
+    """Refuse a codeal.db that is a symlink to nothing (never read as missing, never made through:
+    the file it named may be on a disk not mounted), one that is not a regular file (a FIFO, a
+    directory), and a missing one whose -wal or -shm is there (moved without them)."""
+    if path.is_symlink() and not path.exists():
+        raise CodealStoreLost(
+            f"co-dealt hands {path} is a symbolic link to {os.readlink(path)!r}, which is missing: mount "
+            "or restore the file it points to (never make a new one through the link)"
+        )
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        left = [f"{path}{end}" for end in ("-wal", "-shm") if Path(f"{path}{end}").exists()]
+        if left:
+            raise CodealStoreLost(
+                f"co-dealt hands {path} is missing but {' and '.join(left)} is there: the file was moved "
+                "without its -wal and -shm (its latest hands are in them); put codeal.db back beside "
+                "them, and move the three only together"
+            ) from None
+        return
+    except OSError:
+        return  # said by the caller's own stat
+    if not stat.S_ISREG(mode):
+        raise CodealStoreLost(
+            f"co-dealt hands {path} is not a regular file ({_kind(mode)}): put back this dealer's "
+            "codeal.db from its backup in its place"
+        )
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    return "a directory" if stat.S_ISDIR(mode) else "a device or socket"

@@ -74,7 +74,10 @@ class CodealReaper:
 
     async def round(self) -> int:
         """One pass: void the hands (retire the decks) made over ``lifetime - margin`` ago, up to
-        CHUNK; how many rows it read. A co-dealer or storage down raises (DealerError)."""
+        CHUNK; how many rows it read. A co-dealer or storage down raises (DealerError), and so
+        does a record this process no longer holds (it retires no pooled deck either)."""
+        if self.codeal.not_held is not None:
+            raise refusals.storage_unavailable(self.codeal.not_held)
         store = self.codeal.store
         for hand_id in await asyncio.to_thread(store.retired, CHUNK):  # a retirement cut short
             await self._end_pooled(hand_id)

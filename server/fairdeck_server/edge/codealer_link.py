@@ -198,6 +198,8 @@ class CodealSettings(Protocol):
     @property
     def data_dir(self) -> Path: ...
     @property
+    def replica_name(self) -> str | None: ...
+    @property
     def max_hand_lifetime(self) -> float: ...
     @property
     def db(self) -> str | None: ...
@@ -278,7 +280,8 @@ def _claim(config: CodealSettings, store: CodealStore) -> CodealClaim | None:
     from fairdeck_server.dealing.codeal_claim import ClaimRefused, CodealClaim, Holder
     from fairdeck_server.storage.postgres.diagnosis import describe, what
 
-    claim = CodealClaim(config.db, store.path, store.record, Holder.here(config.data_dir))
+    holder = Holder.here(config.data_dir, config.replica_name)
+    claim = CodealClaim(config.db, store.path, store.record, holder)
     try:
         claim.claim(store.hand_ids)
     except ClaimRefused as e:

@@ -33,6 +33,7 @@ from typing import Any
 
 from fairdeck.log.cosignature import CosignatureError, CosignatureVerifier
 from fairdeck_server.addresses import redact_url, split_host_port
+from fairdeck_server.dealing.codeal_claim import check_replica_name
 from fairdeck_server.observe import logging_setup
 from fairdeck_server.refusals import StartupRefused
 from fairdeck_server.run.option_ranges import RANGES
@@ -177,6 +178,8 @@ class ServerConfig:
     """@FILE holding the dealer's token at the co-dealer (its DIR/dealer.token, mode 0600)."""
     codeal_default: bool = False
     """OpenHand with no mode opens a co-dealt hand (needs --codealer)."""
+    replica_name: str | None = None
+    """This replica's stable name on PostgreSQL (its co-dealt record's holder); None: the host name."""
 
 
 @dataclass(frozen=True)
@@ -339,6 +342,7 @@ CHECKS: dict[str, Callable[[Any], None]] = {
     "db": _postgres_url,
     "witnesses": _each(_witness),
     "codealer": _host_port,
+    "replica_name": check_replica_name,
     **{name: r.check for name, r in RANGES.items()},
 }
 

@@ -1,0 +1,164 @@
+"""A co-dealt record's claim on PostgreSQL (dealing/codeal_claim.py) through what an honest replica
+meets: a restart in a re-created container (a new host name), a claim row gone (a restore, a
+failover), a connection the database dropped, a renewal that hangs, a twin under one name and data
+dir, and a restore of its own pre-upgrade backup. The claim functions in process on a real
+PostgreSQL cluster (one per session)."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from fairdeck_server.dealing import codeal_claim
+from fairdeck_server.dealing.codeal_claim import ClaimRefused, CodealClaim, Holder
+from fairdeck_server.dealing.codeal_health import CodealerWatch
+from fairdeck_server.dealing.codeal_record import Record
+from fairdeck_server.run.config import ConfigError, load
+from tests.support.env import clean_env
+
+PATH = Path("/data/codeal.db")
+
+
+def claimed(url: str, holder: Holder, record_id: str = "a" * 32) -> CodealClaim:
+    claim = CodealClaim(url, PATH, Record(record_id, "k+1", False), holder)
+    claim.claim(list)
+    return claim
+
+
+def test_a_restart_in_a_recreated_container_is_told_its_host_name_changed_not_that_it_is_a_copy(
+    pg_url: str,
+) -> None:
+    claimed(pg_url, Holder("7f3a9c0d1e2b", "/data", "i1"))
+    with pytest.raises(ClaimRefused) as refused:
+        claimed(pg_url, Holder("b81e44f0a9c2", "/data", "i2"))
+    said = str(refused.value)
+    assert "the host name changed (7f3a9c0d1e2b -> b81e44f0a9c2)" in said and "\n" not in said
+    assert "--take-over" in said and "--replica-name" in said and "a copy" not in said
+    first = Holder.here(Path("/data"), "dealer-1")  # a stable name: the new container is the same holder
+    claimed(pg_url, first, "b" * 32)
+    claimed(pg_url, Holder.here(Path("/data"), "dealer-1"), "b" * 32)
+    assert first.host == "dealer-1"
+
+
+def test_replica_name_is_an_option_checked_as_one_printable_line() -> None:
+    env = {"FAIRDECK_LISTEN": "127.0.0.1:0", "FAIRDECK_REPLICA_NAME": "dealer-1"}
+    assert load({}, env).server.replica_name == "dealer-1"
+    for bad in ("a\nb", "x" * 65, " pad"):
+        with pytest.raises(ConfigError) as refused:
+            load({"replica_name": bad}, {"FAIRDECK_LISTEN": "127.0.0.1:0"})
+        assert "replica" in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_a_claim_row_gone_is_claimed_again_not_reported_held_by_no_replica_forever(pg_url: str) -> None:
+    claim = claimed(pg_url, Holder("h", "/d", "i-C"))
+    assert claim.renew() is None
+    with psycopg.connect(pg_url, autocommit=True) as db:
+        db.execute("DELETE FROM codeal_claims")
+    assert claim.renew() is None and claim.renew() is None
+    with psycopg.connect(pg_url, autocommit=True) as db:
+        assert db.execute("SELECT instance FROM codeal_claims").fetchall() == [("i-C",)]
+        db.execute("DELETE FROM codeal_claims")
+    claimed(pg_url, Holder("other", "/elsewhere", "i-X"))  # another took it while the row was gone
+    lost = claim.renew()
+    assert lost is not None and "other:/elsewhere" in lost
+    claim.release()
+
+
+def test_a_renewal_after_the_database_dropped_its_connection_tries_a_fresh_one(pg_url: str) -> None:
+    claim = claimed(pg_url, Holder("h", "/d", "i-D"))
+    assert claim.renew() is None
+    with psycopg.connect(pg_url, autocommit=True) as db:  # as a database restart drops it
+        db.execute("SELECT pg_terminate_backend(%s)", (claim._conn.info.backend_pid,))
+    assert claim.renew() is None
+    assert claim._conn.execute("SHOW statement_timeout").fetchone() == ("5s",)  # never hangs there
+    claim.release()
+
+
+def test_a_hung_renewal_makes_codealt_health_say_it_cannot_confirm(tmp_path: Path) -> None:
+    gate = threading.Event()
+    key = b"k" * 32
+
+    async def identity() -> bytes:
+        return key
+
+    async def publish(ok: bool) -> None:
+        return None
+
+    def hung() -> str | None:
+        gate.wait(10)
+        return None
+
+    async def scene() -> tuple[str | None, str | None]:
+        watch = CodealerWatch(identity, key, publish, held=hung)
+        watch.held_timeout = 0.2
+        await asyncio.wait_for(watch.round(), 5)
+        hanging = watch.cause
+        gate.set()
+        await asyncio.wait_for(watch.round(), 30)
+        return hanging, watch.cause
+
+    try:
+        hanging, after = asyncio.run(scene())
+    finally:
+        gate.set()
+    assert hanging is not None and "cannot confirm" in hanging
+    assert after is None
+
+
+def test_a_live_twin_under_the_same_name_and_data_dir_is_refused_a_dead_one_is_not(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(codeal_claim, "STALE_S", 1.0)
+    first = claimed(pg_url, Holder("dealer", "/data", "i-A"))
+    stop = threading.Event()
+
+    def renewing() -> None:
+        while not stop.wait(0.2):
+            first.renew()
+
+    renewer = threading.Thread(target=renewing, daemon=True)
+    renewer.start()
+    try:
+        with pytest.raises(ClaimRefused) as refused:
+            claimed(pg_url, Holder("dealer", "/data", "i-B"))
+    finally:
+        stop.set()
+        renewer.join(10)
+    assert "another live process" in str(refused.value) and "--replica-name" in str(refused.value)
+    claimed(pg_url, Holder("dealer", "/data", "i-C"))  # the first no longer renews: a restart
+    assert first.renew() is not None
+    first.release()
+
+
+def test_a_restore_of_a_replicas_own_pre_upgrade_backup_is_said_so_and_taken_over_knowingly(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(codeal_claim, "STALE_S", 0.5)
+    place = Holder("h", "/d4", "i-1")
+    CodealClaim(pg_url, PATH, Record("1" * 32, "k+1", True), place).claim(lambda: ["h1", "h2"])
+    restored = Record("3" * 32, "k+1", True)  # the same older file, upgraded again after a restore
+    with pytest.raises(ClaimRefused) as refused:
+        CodealClaim(pg_url, PATH, restored, Holder("h", "/d4", "i-3")).claim(lambda: ["h1"])
+    said = str(refused.value)
+    assert "this same replica" in said and "--take-over" in said and "two copies" not in said, said
+    with psycopg.connect(pg_url, autocommit=True) as db:  # its old process silent past STALE_S
+        db.execute("UPDATE codeal_claims SET seen_ms = seen_ms - 60000")
+    CodealClaim(pg_url, PATH, restored, Holder("h", "/d4", "i-4")).claim(lambda: ["h1"], take_over=True)
+    with pytest.raises(ClaimRefused):  # the file it replaced, back: refused now
+        CodealClaim(pg_url, PATH, Record("1" * 32, "k+1", True), Holder("x", "/e", "i-5")).claim(
+            lambda: ["h1"]
+        )
+
+
+def test_init_take_over_checks_its_replica_name_in_one_line(tmp_path: Path) -> None:
+    command = [sys.executable, "-m", "fairdeck.cli", "init", "--codeal-record", "--take-over"]
+    command += ["--db", "postgresql://127.0.0.1:1/x", "--data", str(tmp_path), "--replica-name", "a\tb"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, env=clean_env())
+    assert done.returncode == 2 and done.stderr.startswith("fairdeck init: --replica-name: "), done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
