@@ -44,7 +44,7 @@ NEEDS_LIBSODIUM = (
 _ROOT = Path(__file__).resolve().parent
 _MISSING = ctypes.util.find_library("sodium") is None and os.environ.get(REQUIRE) != "1"
 _left_out: set[str] = set()
-pytest_plugins = ("tests.support.parallel", "tests.support.bytecode")
+pytest_plugins = ("tests.support.parallel", "tests.support.bytecode", "tests.support.lineless")
 
 
 def libsodium_left_out() -> bool:
