@@ -76,9 +76,10 @@ def test_a_stream_that_keeps_writing_runs_past_the_default_deadline(tmp_path: Pa
     """A bulk DealHands shares the dealer with other tenants and takes longer than the default
     deadline; it is not cut while its responses keep going out (it was, at 30 s, in half the
     benchmark's bulk readers' calls). Each response here comes within 0.1 s, the whole stream
-    takes several deadlines."""
-    count = 20_000
-    config = {"default_deadline": 1.0, "max_open_hands": 0, "rate_limit": 0}
+    takes several deadlines. (With a 1 s deadline a slow run of the whole suite's serial phase
+    went 1 s without a write: the deadline is 2 s, and the reader's pauses alone take 6 s.)"""
+    count = 40_000
+    config = {"default_deadline": 2.0, "max_open_hands": 0, "rate_limit": 0}
     with (
         RunningDealer(tmp_path / "d", **config) as running,
         DealerClient(running.target, retries=0, options=[("grpc.http2.bdp_probe", 0)]) as c,

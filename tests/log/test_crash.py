@@ -26,7 +26,6 @@ import random
 import shutil
 import sqlite3
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -259,7 +258,6 @@ def test_kill_9_under_load(tmp_path: Path) -> None:
     stderr = tmp_path / "dealer-stderr.txt"
     acks = Acks()
     crashed = Crashed()
-    started = time.monotonic()
     dealer: DealerProcess | None = None
     try:
         for cycle in range(CYCLES):
@@ -305,5 +303,3 @@ def test_kill_9_under_load(tmp_path: Path) -> None:
     assert report["hands"] >= len(acks.commits)
     assert report["closed"] >= len(acks.reveals)
     assert report["tree_size"] == report["entries"] == len(final_check.entries)
-    elapsed = time.monotonic() - started
-    assert elapsed < 120, f"{CYCLES} crash cycles took {elapsed:.0f}s"

@@ -424,8 +424,9 @@ def test_refusals_held_to_the_deadline_bound_are_answered_spread_out(tmp_path: P
         held = took[400:]  # the 400 held to the bound
         spread = held[300] - held[100]  # their interquartile range
         # Held to the bound (4 s deadlines): 0.05 s quiet, 0.13 s under two busy loops; spread
-        # then 0.38-0.44 s quiet, 0.27 s on two busy cores. Here about 1 s.
-        assert spread >= 0.4, f"the 400 slowest were answered within {spread:.2f} s of each other"
+        # then 0.38-0.44 s quiet, 0.27 s on two busy cores. Here about 1 s, but 0.38 s was seen in
+        # a slow run of the whole suite: the bar sits between the two, at 0.2 s.
+        assert spread >= 0.2, f"the 400 slowest were answered within {spread:.2f} s of each other"
         assert max(took) < 7.6, max(took)  # every one answered before the client's deadline
 
 
