@@ -24,7 +24,7 @@ def pytest_runtest_makereport(
     try:
         return (yield)
     except TypeError:
-        if call.excinfo is None:
+        if call.excinfo is None or not _lineless(call.excinfo.value):
             raise
         text = _plain(call.excinfo.value)
         return TestReport(
@@ -40,6 +40,16 @@ def pytest_runtest_makereport(
             call.stop,
             user_properties=item.user_properties,
         )
+
+
+def _lineless(error: BaseException) -> bool:
+    """Whether a frame of ``error``'s traceback has no line number (what pytest cannot format)."""
+    tb = error.__traceback__
+    while tb is not None:
+        if tb.tb_lineno is None:
+            return True
+        tb = tb.tb_next
+    return False
 
 
 def _plain(error: BaseException) -> str:
