@@ -18,21 +18,11 @@ from fairdeck.client import DealerClient
 from fairdeck.client.codeal_seat import CodealHands
 from fairdeck_server.dealing.vault import load_or_create_key
 from fairdeck_server.publishing.log_signing import load_or_create_signer
-from tests.support.codealers import CodealerProcess, init_codealer
+from tests.support.codealers import CodealerProcess, init_codealer, online_copy
 from tests.support.dealers import DealerProcess
 from tests.support.env import clean_env
 
 LISTEN = ("--listen", "127.0.0.1:0")
-
-
-def copy_db(source: Path, target: Path) -> None:
-    """A whole copy of a live SQLite file (its WAL included), as ``sqlite3 FILE ".backup COPY"``."""
-    src, dst = sqlite3.connect(source), sqlite3.connect(target)
-    try:
-        src.backup(dst)
-    finally:
-        src.close()
-        dst.close()
 
 
 def serve_refused(data: Path, *flags: str) -> str:
@@ -82,7 +72,7 @@ def test_a_copy_of_another_replicas_codeal_db_was_served_silently(
     with DealerProcess(a_dir, tmp_path / "a.log", *flags) as a:
         opened = open_codeal(a.target)
         b_dir.mkdir()
-        copy_db(a_dir / "codeal.db", b_dir / "codeal.db")
+        online_copy(a_dir / "codeal.db", b_dir / "codeal.db")
         line = serve_refused(b_dir, *flags)
         assert line.startswith(f"fairdeck serve: co-dealt hands {b_dir / 'codeal.db'} is record "), line
         assert "which the replica at " in line and str(a_dir.resolve()) in line, line
@@ -111,7 +101,7 @@ def test_two_copies_of_one_older_codeal_db_got_two_record_ids_and_both_served(
         opened = open_codeal(a.target)
     make_older(a_dir / "codeal.db")
     b_dir.mkdir()
-    copy_db(a_dir / "codeal.db", b_dir / "codeal.db")
+    online_copy(a_dir / "codeal.db", b_dir / "codeal.db")
     with DealerProcess(a_dir, tmp_path / "a2.log", *flags):
         pass
     line = serve_refused(b_dir, *flags)
@@ -141,7 +131,7 @@ def test_codeal_db_copied_beside_another_log_was_served(tmp_path: Path, codealer
         open_codeal(b.target)
     for name in ("codeal.db-wal", "codeal.db-shm"):
         (b_dir / name).unlink(missing_ok=True)
-    copy_db(a_dir / "codeal.db", b_dir / "codeal.db")
+    online_copy(a_dir / "codeal.db", b_dir / "codeal.db")
     line = serve_refused(b_dir, *flags)
     assert line.startswith(f"fairdeck serve: co-dealt hands {b_dir / 'codeal.db'} (record "), line
     assert "belongs to another log" in line and f"fairdeck init --codeal-record --data {b_dir}" in line, line

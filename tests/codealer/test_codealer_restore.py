@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -19,19 +18,9 @@ from fairdeck.client import DealerClient
 from fairdeck.client.codeal_seat import CodealHands, SeatKey
 from fairdeck.client.exceptions import from_rpc_error
 from fairdeck.v1 import codealer_pb2
-from tests.support.codealers import CodealerProcess, init_codealer
+from tests.support.codealers import CodealerProcess, init_codealer, online_copy
 from tests.support.dealers import DealerProcess
 from tests.support.env import clean_env
-
-
-def backup(db: Path, to: Path) -> None:
-    """An online backup, as docs/operations.md says to take one (sqlite3 ".backup")."""
-    src, dst = sqlite3.connect(db), sqlite3.connect(to)
-    try:
-        src.backup(dst)
-    finally:
-        src.close()
-        dst.close()
 
 
 def restore(directory: Path, copy: Path) -> None:
@@ -57,7 +46,7 @@ def test_a_codealer_restored_from_an_older_backup_sealed_a_dealt_position_again_
         with dealer, DealerClient(dealer.target, timeout=60) as client:
             hands = CodealHands(client)
             hand = hands.open_hand("standard")
-            backup(directory / "codealer.db", tmp_path / "nightly.db")  # the hand open, nothing dealt
+            online_copy(directory / "codealer.db", tmp_path / "nightly.db")  # the hand open, nothing dealt
             hands.draw(hand.hand_id, 2, seat_public_key=alice.public_key)  # positions 0 and 1
         with pytest.raises(grpc.RpcError) as refused:  # the live co-dealer refuses, as it should
             seal_again(codealer, hand.hand_id, mallory.public_key)

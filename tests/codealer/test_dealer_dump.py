@@ -42,7 +42,7 @@ from fairdeck.codeal.seal import _info, _key, open_sealed_share
 from fairdeck.codeal.shuffle import permutation, randomness, seed_commitment
 from fairdeck.core.decks import DeckSpec
 from fairdeck_server.dealing.vault import SeedVault, VaultError, read_key_file
-from tests.support.codealers import CodealerProcess, init_codealer
+from tests.support.codealers import CodealerProcess, init_codealer, online_copy
 from tests.support.dealers import DealerProcess
 from tests.support.dumps import Region, SecretIndex, memory_dump
 from tests.support.waits import wait_for
@@ -102,12 +102,6 @@ def _metrics_port(dealer: DealerProcess) -> int:
     return int(found.group(1))
 
 
-def _copy_db(source: Path, target: Path) -> None:
-    """A consistent copy of a live SQLite database (WAL included), as ``sqlite3 .backup`` makes."""
-    with closing(sqlite3.connect(source)) as src, closing(sqlite3.connect(target)) as dst:
-        src.backup(dst)
-
-
 @pytest.fixture(scope="module")
 def taken(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Taken]:
     tmp = tmp_path_factory.mktemp("dump")
@@ -156,7 +150,7 @@ def taken(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Taken]:
         codealer_copy.mkdir()
         for name in ("secrets.key", "codealer.key"):
             shutil.copy(codealer_dir / name, codealer_copy / name)
-        _copy_db(codealer_dir / "codealer.db", codealer_copy / "codealer.db")
+        online_copy(codealer_dir / "codealer.db", codealer_copy / "codealer.db")
         codealer_memory = memory_dump(codealer.proc.pid)
         # No hand was closed: every hole card is still in a seat's hand, none revealed.
         assert all(not hands.get_hand(h).codeal.seeds for h in {d.hand_id for d in dealt})

@@ -8,7 +8,6 @@ is refused. Real processes, a real PostgreSQL database."""
 from __future__ import annotations
 
 import signal
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -22,7 +21,7 @@ from fairdeck.client.exceptions import FairdeckError
 from fairdeck_server.dealing.codeal_health import CODEAL_HEALTH
 from fairdeck_server.dealing.vault import load_or_create_key
 from fairdeck_server.publishing.log_signing import load_or_create_signer
-from tests.support.codealers import NOT_SERVING, SERVING, CodealerProcess, init_codealer, status
+from tests.support.codealers import NOT_SERVING, SERVING, CodealerProcess, init_codealer, online_copy, status
 from tests.support.dealers import DealerProcess
 from tests.support.env import clean_env
 from tests.support.waits import wait_for
@@ -50,10 +49,7 @@ def test_a_paused_replica_resumed_after_its_record_moved_dealt_on_beside_the_new
             with DealerClient(a.target, timeout=60) as client:
                 opened = CodealHands(client).open_hand("standard").hand_id
             b_dir.mkdir()
-            src, dst = sqlite3.connect(a_dir / "codeal.db"), sqlite3.connect(b_dir / "codeal.db")
-            src.backup(dst)
-            src.close()
-            dst.close()
+            online_copy(a_dir / "codeal.db", b_dir / "codeal.db")
             alive = take_over(b_dir, pg_url, log_key)
             assert alive.returncode == 2 and "Traceback" not in alive.stderr, alive.stderr
             assert "stop it first" in alive.stderr and str(a_dir.resolve()) in alive.stderr, alive.stderr

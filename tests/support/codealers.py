@@ -9,6 +9,7 @@ import collections
 import contextlib
 import io
 import re
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable
@@ -170,3 +171,13 @@ def status(target: str, service: str) -> int:
         except grpc.RpcError as e:
             return -1 if e.code() == grpc.StatusCode.NOT_FOUND else -2
     return int(reply.status)
+
+
+def online_copy(source: Path, target: Path) -> None:
+    """A consistent copy of a live SQLite file (its WAL included), as an operator's backup takes it
+    (``sqlite3 FILE ".backup COPY"``): a co-dealer's ledger, or a dealer's codeal.db."""
+    with (
+        contextlib.closing(sqlite3.connect(source)) as src,
+        contextlib.closing(sqlite3.connect(target)) as dst,
+    ):
+        src.backup(dst)
