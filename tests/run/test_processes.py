@@ -277,7 +277,7 @@ def answers(target: str, attempts: int, call: Callable[[DealerClient, grpc.Chann
     """``call`` on fresh connections, each given 3 s; the answers of those that answered (a
     connection the kernel gave the stopped worker gets none), in the order of the attempts. The
     attempts run at once: one after another, each that met the stopped worker waited its whole
-    deadline before the next began (five of a test's 32 s a round of 8 writes)."""
+    deadline (5 s a write, 1 s a health check) before the next began."""
 
     def attempt(_: int) -> tuple[T] | None:
         with (

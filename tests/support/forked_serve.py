@@ -5,7 +5,7 @@ handed (SCM_RIGHTS) and exits as the interpreter does. ``start`` returns a ``For
 answers as ``subprocess.Popen`` does (pid, stdout, poll, wait, send_signal, kill, returncode): it is
 what ``DealerProcess(..., forker=...)`` runs, for tests that start a dealer many times.
 
-Why: a dealer's start costs 0.5-0.7 s of CPU, most of it the interpreter and the dealer's imports;
+Why: a dealer's start costs 0.45-0.7 s of CPU, most of it the interpreter and the dealer's imports;
 test_crash starts 21. Invariants: the forking process is single-threaded and runs only its loop;
 each start's process comes from it, so starts share no state; its environment is ``clean_env()``;
 stdin is /dev/null. Exit statuses are read through a pidfd, signals sent through one, so a pid the
