@@ -1,8 +1,9 @@
 """kill -9 under load: nothing acknowledged is lost from the log, and no
 signed checkpoint is ever contradicted.
 
-The real console script (``python -m fairdeck.cli serve``) runs as a child
-process. Threads drive OpenHand+DrawCards+CloseHand cycles, DealNewHand (some
+The real console script (``fairdeck serve``, its ``__main__`` forked from a
+process that imported it once: tests/support/forked_serve.py) runs as a
+process of its own. Threads drive OpenHand+DrawCards+CloseHand cycles, DealNewHand (some
 closed) and small DealHands batches, and record every open and close whose
 response arrived. At a moment drawn from a seeded random.Random the dealer is
 killed with SIGKILL. The data dir is copied as the crash left it and checked:
@@ -40,6 +41,7 @@ from fairdeck.log.checkpoint import Checkpoint, open_checkpoint
 from fairdeck.log.logentry import CommitEntry, RevealEntry, decode
 from fairdeck.log.note import Verifier
 from tests.support.dealers import DealerProcess
+from tests.support.forked_serve import ServeForker
 from tests.support.logs import (
     DB_NAME,
     LONG_LIFETIME,
@@ -55,11 +57,14 @@ CYCLES = 20
 SEED = 0xFA1D_DEC4
 
 
-def start_dealer(data: Path, stderr: Path) -> DealerProcess:
+def start_dealer(data: Path, stderr: Path, forker: ServeForker) -> DealerProcess:
+    """The console script's ``serve``, forked from ``forker``: 21 starts of a new interpreter and
+    the dealer's imports were a third of this test's time."""
     return DealerProcess(
         data, stderr,
         "--max-hand-lifetime", LONG_LIFETIME, "--log-level", "WARNING",
         "--rate-limit", "0", "--max-open-hands", "0",  # load, not limits (tests/policy)
+        forker=forker,
     )  # fmt: skip
 
 
@@ -259,9 +264,10 @@ def test_kill_9_under_load(tmp_path: Path) -> None:
     acks = Acks()
     crashed = Crashed()
     dealer: DealerProcess | None = None
+    forker = ServeForker()
     try:
         for cycle in range(CYCLES):
-            dealer = start_dealer(data, stderr)
+            dealer = start_dealer(data, stderr, forker)
             vkey = verifier_key(data)
             check_restarted(dealer.target, vkey, acks, crashed.head, sample_rng)
             killed = threading.Event()
@@ -280,13 +286,14 @@ def test_kill_9_under_load(tmp_path: Path) -> None:
             assert crashed.head is not None or cycle == 0
         assert len(acks.commits) > 20 * CYCLES and len(acks.reveals) > 10 * CYCLES, "the load did run"
 
-        dealer = start_dealer(data, stderr)
+        dealer = start_dealer(data, stderr, forker)
         check_restarted(dealer.target, verifier_key(data), acks, crashed.head, sample_rng)
         assert dealer.terminate() == 0
     finally:
         if dealer is not None and dealer.proc.poll() is None:
             dealer.proc.kill()
             dealer.proc.wait()
+        forker.close()
 
     snap = snapshot(data, tmp_path / "snap")
     final_check = check_crashed_log(snap, Verifier.parse(verifier_key(data)), acks, crashed, audit=False)

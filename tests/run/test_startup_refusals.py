@@ -13,6 +13,7 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ import pytest
 from fairdeck.client import DealerClient
 from tests.support.dealers import RunningDealer
 from tests.support.env import clean_env
+from tests.support.forked_serve import ForkedProcess, ServeForker
 
 LISTENING = "fairdeck dealer listening on "
 BLOCK_PSYCOPG = (
@@ -55,25 +57,48 @@ class Outcome:
         return line
 
 
+FORKER: list[ServeForker] = []
+"""The module's forking process, while its tests run (``forked``)."""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def forked() -> Iterator[None]:
+    """Every ``fairdeck ARGS`` of the module is forked from one process that imported the console
+    script and the dealer (tests/support/forked_serve.py): a new interpreter and the dealer's
+    imports, about 0.7 s of CPU, were most of each case's time."""
+    FORKER.append(ServeForker())
+    yield
+    FORKER.pop().close()
+
+
 def run(*args: str, code: str | None = None, within: float = 60) -> Outcome:
     """``fairdeck ARGS`` (or ``python -c CODE ARGS``); a dealer that starts is stopped and reported."""
-    head = [sys.executable, "-c", code] if code else [sys.executable, "-m", "fairdeck.cli"]
-    proc = subprocess.Popen(
-        [*head, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_env()
-    )
-    assert proc.stdout is not None
-    first: list[str] = []
-    reader = threading.Thread(target=lambda: first.append(proc.stdout.readline()), daemon=True)  # type: ignore[union-attr]
-    reader.start()
-    reader.join(within)
-    started = bool(first) and first[0].startswith(LISTENING)
-    if not started:
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(within)
-    if proc.poll() is None:
-        proc.terminate()
-    out, err = proc.communicate(timeout=within)
-    return Outcome(proc.returncode, "".join(first) + out, err, started)
+    with tempfile.TemporaryFile("w+", encoding="utf-8") as err_file:
+        proc: subprocess.Popen[str] | ForkedProcess
+        if code is None and FORKER:
+            proc = FORKER[0].start(args, err_file)
+        else:
+            head = [sys.executable, "-c", code] if code else [sys.executable, "-m", "fairdeck.cli"]
+            proc = subprocess.Popen(
+                [*head, *args], stdout=subprocess.PIPE, stderr=err_file, text=True, env=clean_env()
+            )
+        stdout = proc.stdout
+        assert stdout is not None
+        first: list[str] = []
+        reader = threading.Thread(target=lambda: first.append(stdout.readline()), daemon=True)
+        reader.start()
+        reader.join(within)
+        started = bool(first) and first[0].startswith(LISTENING)
+        if not started:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(within)
+        if proc.poll() is None:
+            proc.terminate()
+        rc = proc.wait(within)
+        out = stdout.read()
+        stdout.close()
+        err_file.seek(0)
+        return Outcome(rc, "".join(first) + out, err_file.read(), started)
 
 
 def serve(*args: str, code: str | None = None) -> Outcome:

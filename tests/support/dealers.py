@@ -1,7 +1,7 @@
 """A real dealer for tests, two ways: in this process (``RunningDealer``: DealerServer on
 127.0.0.1:0 in its own event-loop thread, any ServerConfig, restartable) or as the real console
 script in a child process (``DealerProcess``: ``fairdeck serve``, to be signalled, killed,
-paused or run under a faked clock)."""
+paused or run under a faked clock; ``forker``: forked from a process that imported it once)."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from typing import IO, Any
 from fairdeck_server.run.app import DealerServer
 from fairdeck_server.run.config import ServerConfig
 from tests.support.env import clean_env
+from tests.support.forked_serve import ForkedProcess, ServeForker
 
 LISTENING = re.compile(r"^fairdeck dealer listening on ([^ ]+):(\d+) \(data: ([^;)]+)(?:; (.*))?\)$")
 """The line ``fairdeck serve`` prints once it serves: host, port, data dir and, for a worker or a
@@ -110,21 +111,27 @@ class DealerProcess:
         cwd: Path | None = None,
         start_timeout: float = 60,
         wrap: Sequence[str] = (),
+        forker: ServeForker | None = None,
     ) -> None:
         """``data_dir`` and ``listen`` None: no ``--data`` or ``--listen`` flag (the environment or a
-        config file gives them)."""
+        config file gives them). ``forker``: forked from it (forked_serve.py) rather than a new
+        interpreter, where neither ``env`` nor ``wrap`` is given."""
         self.data_dir = data_dir
         self.stderr_path = stderr_path
         self._stderr: IO[str] = stderr_path.open("a")
         flags = [*(("--listen", listen) if listen else ()), *(("--data", str(data_dir)) if data_dir else ())]
-        self.proc = subprocess.Popen(
-            [*wrap, sys.executable, "-m", "fairdeck.cli", "serve", *flags, *args],
-            stdout=subprocess.PIPE,
-            stderr=self._stderr,
-            text=True,
-            env=clean_env(**(env or {})),
-            cwd=cwd,
-        )
+        self.proc: subprocess.Popen[str] | ForkedProcess
+        if forker is not None and env is None and not wrap:
+            self.proc = forker.start(["serve", *flags, *args], self._stderr, cwd)
+        else:
+            self.proc = subprocess.Popen(
+                [*wrap, sys.executable, "-m", "fairdeck.cli", "serve", *flags, *args],
+                stdout=subprocess.PIPE,
+                stderr=self._stderr,
+                text=True,
+                env=clean_env(**(env or {})),
+                cwd=cwd,
+            )
         self.lines: queue.Queue[str | None] = queue.Queue()
         assert self.proc.stdout is not None
         self._reader = threading.Thread(target=self._read, args=(self.proc.stdout,), daemon=True)

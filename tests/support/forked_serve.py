@@ -1,0 +1,224 @@
+"""``fairdeck serve`` started without an interpreter's start: ``ServeForker`` keeps one child (this
+module run with -m) that imported the dealer once and forks a process per start, which runs the
+console script's ``__main__`` (runpy, as ``-m`` does) with the stdout pipe and stderr file it is
+handed (SCM_RIGHTS) and exits as the interpreter does. ``start`` returns a ``ForkedProcess``, which
+answers as ``subprocess.Popen`` does (pid, stdout, poll, wait, send_signal, kill, returncode): it is
+what ``DealerProcess(..., forker=...)`` runs, for tests that start a dealer many times.
+
+Why: a dealer's start costs 0.45-0.7 s of CPU, most of it the interpreter and the dealer's imports;
+test_crash starts 21. Invariants: the forking process is single-threaded and runs only its loop;
+each start's process comes from it, so starts share no state; its environment is ``clean_env()``;
+stdin is /dev/null. Exit statuses are read through a pidfd, signals sent through one, so a pid the
+kernel reuses is never signalled. Only for a plain start (no ``env`` or ``wrap`` of DealerProcess).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO
+
+PRELOAD = ("fairdeck.cli.dispatch", "fairdeck_server.cli.serve_commands", "fairdeck_server.run.app")
+"""What the forking process imports once: the console script's entry and the dealer."""
+READY_S = 120.0
+"""How long the forking process may take to import them, or to answer a start: never a timing bar."""
+
+
+class ForkedProcess:
+    """One forked ``fairdeck serve``, as far as a test uses a ``subprocess.Popen``."""
+
+    def __init__(self, pid: int, stdout: IO[str], forker: ServeForker) -> None:
+        self.pid = pid
+        self.stdout = stdout
+        self.returncode: int | None = None
+        self._forker = forker
+        try:
+            self._pidfd = os.pidfd_open(pid)
+        except ProcessLookupError:  # it has already ended and been reaped
+            self._pidfd = -1
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self.returncode = self._forker.status(self.pid)
+            if self.returncode is not None and self._pidfd >= 0:
+                os.close(self._pidfd)
+                self._pidfd = -1
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise subprocess.TimeoutExpired(["fairdeck", "serve"], timeout or 0.0)
+            self._forker.ended(self.pid, left)
+        assert self.returncode is not None
+        return self.returncode
+
+    def send_signal(self, signum: int) -> None:
+        if self.poll() is None and self._pidfd >= 0:
+            with contextlib.suppress(ProcessLookupError):  # ended, its status not read yet
+                signal.pidfd_send_signal(self._pidfd, signum)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+
+class ServeForker:
+    def __init__(self, preload: Sequence[str] = PRELOAD) -> None:
+        from tests.support.env import clean_env
+
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self._log_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"serve-forker-{os.getpid()}-{id(self)}.log"
+        self._log = self._log_path.open("ab")
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", __name__, *preload],
+            stdin=theirs.fileno(),
+            stdout=subprocess.DEVNULL,
+            stderr=self._log,
+            env=clean_env(),
+            cwd=Path(__file__).parents[2],  # where ``tests`` is a package; each start changes to its own
+        )
+        theirs.close()
+        self._sock = ours
+        self._lock = threading.Lock()  # one start at a time: its pid is the next answer
+        self._changed = threading.Condition()
+        self._pids: list[int] = []
+        self._ended: dict[int, int] = {}
+        self._gone: str | None = None
+        self._sock.settimeout(READY_S)
+        assert json.loads(self._sock.recv(4096)) == {"ready": True}, self._forker_log()
+        self._sock.settimeout(None)
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _forker_log(self) -> str:
+        self._log.flush()
+        return self._log_path.read_text(errors="replace")
+
+    def _read(self) -> None:
+        while message := self._sock.recv(4096):
+            got = json.loads(message)
+            with self._changed:
+                if "pid" in got:
+                    self._pids.append(got["pid"])
+                else:
+                    self._ended[got["exit"]] = got["status"]
+                self._changed.notify_all()
+        with self._changed:
+            self._gone = f"the forking process exited ({self._proc.wait()}): {self._forker_log()}"
+            self._changed.notify_all()
+
+    def start(self, argv: Sequence[str], stderr: IO[str], cwd: Path | None = None) -> ForkedProcess:
+        """``fairdeck ARGV`` forked: its stdout a pipe read as text, its stderr ``stderr``."""
+        from tests.support.env import clean_env
+
+        read, write = os.pipe()
+        request = {"argv": list(argv), "cwd": str(cwd or os.getcwd()), "env": clean_env()}
+        with self._lock:
+            try:
+                socket.send_fds(self._sock, [json.dumps(request).encode()], [write, stderr.fileno()])
+            finally:
+                os.close(write)
+            with self._changed:
+                assert self._changed.wait_for(lambda: self._pids or self._gone, READY_S), "no pid"
+                assert self._gone is None, self._gone
+                pid = self._pids.pop(0)
+        return ForkedProcess(pid, os.fdopen(read, "r", encoding="utf-8", errors="strict"), self)
+
+    def status(self, pid: int) -> int | None:
+        """The exit status of ``pid`` (negative: the signal that ended it), once it has ended."""
+        with self._changed:
+            return self._ended.get(pid)
+
+    def ended(self, pid: int, timeout: float | None) -> None:
+        """Wait until ``pid`` has ended or ``timeout`` s have passed."""
+        with self._changed:
+            self._changed.wait_for(lambda: pid in self._ended or self._gone, timeout)
+            assert pid in self._ended or self._gone is None, self._gone
+
+    def close(self) -> None:
+        self._sock.shutdown(socket.SHUT_WR)  # its loop ends at end of input
+        try:
+            self._proc.wait(timeout=READY_S)
+        finally:
+            self._reader.join(timeout=10)
+            self._sock.close()
+            self._log.close()
+            self._log_path.unlink(missing_ok=True)
+
+
+def _serve(preload: Sequence[str]) -> None:
+    """The forking process: import, then per request fork a process that runs the console script,
+    and say each one's pid and, once it ended, its status. A start's process leaves through the
+    interpreter's exit (its SystemExit or exception unwinds out of this loop)."""
+    import gc
+    import importlib
+    import runpy
+
+    # As the gc module's documentation advises before forking without exec (forked_cli.py).
+    gc.disable()
+    for name in preload:
+        importlib.import_module(name)
+    gc.freeze()
+    sock = socket.socket(fileno=os.dup(0))
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.close(null)
+    os.dup2(2, 1)  # a stray print of this loop goes to its log, never to a start's pipe
+
+    def answer(**message: object) -> None:
+        sock.send(json.dumps(message).encode())
+
+    answer(ready=True)
+    children: dict[int, int] = {}  # pidfd -> pid
+    while True:
+        ready, _, _ = select.select([sock.fileno(), *children], [], [])
+        for fd in ready:
+            if fd in children:
+                pid = children.pop(fd)
+                os.close(fd)
+                _, status = os.waitpid(pid, 0)
+                answer(exit=pid, status=os.waitstatus_to_exitcode(status))
+                continue
+            message, fds, _, _ = socket.recv_fds(sock, 1 << 20, 2)
+            if not message:
+                return
+            request = json.loads(message)
+            pid = os.fork()
+            if pid == 0:
+                gc.enable()  # as in any interpreter
+                sock.close()
+                for other in children:
+                    os.close(other)
+                os.dup2(fds[0], 1)
+                os.dup2(fds[1], 2)
+                for received in fds:
+                    os.close(received)
+                os.chdir(request["cwd"])
+                os.environ.clear()
+                os.environ.update(request["env"])
+                sys.argv = ["fairdeck", *request["argv"]]  # run_module puts the module's path first
+                runpy.run_module("fairdeck.cli", run_name="__main__", alter_sys=True)
+                raise SystemExit(0)  # __main__ ends in sys.exit; a module that returned exits 0
+            for received in fds:
+                os.close(received)
+            children[os.pidfd_open(pid)] = pid
+            answer(pid=pid)
+
+
+if __name__ == "__main__":
+    _serve(sys.argv[1:])
