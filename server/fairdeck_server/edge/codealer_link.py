@@ -263,7 +263,8 @@ def codeal_dealer(
         clock_ms=clock_ms,
         watch=watched,
         reaper=lambda codeal: codeal_reaper(codeal, config.max_hand_lifetime, clock_ms, host),
-        release=None if claim is None else claim.release,
+        release=None if claim is None else claim.let_go,
+        unconfirmed=(lambda: None) if claim is None else claim.unconfirmed,
     )
     codeal.start_pool(POOL_PER_TENANT)
     if codeal.watch is not None:
