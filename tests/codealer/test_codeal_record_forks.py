@@ -1,7 +1,8 @@
 """A co-dealt hands' file (codeal.db) is an identity: a copy served by a second dealer would make two
 dealers hold, and close, the same hands. A copy beside another log (SQLite) or presented by a second
 replica of one PostgreSQL database is refused at start in one line; a restart of the same replica is
-not; an older file without a record id gets one once, said in the log. Real ``fairdeck serve`` and
+not; an older file without a record id gets one once, said in the log, unless its hands were
+logged to another log than the one beside it. Real ``fairdeck serve`` and
 ``fairdeck codealer serve`` processes, real SQLite files, a real PostgreSQL database."""
 
 from __future__ import annotations
@@ -135,6 +136,35 @@ def test_codeal_db_copied_beside_another_log_was_served(tmp_path: Path, codealer
     line = serve_refused(b_dir, *flags)
     assert line.startswith(f"fairdeck serve: co-dealt hands {b_dir / 'codeal.db'} (record "), line
     assert "belongs to another log" in line and f"fairdeck init --codeal-record --data {b_dir}" in line, line
+
+
+def test_two_copies_of_one_older_codeal_db_beside_two_logs_were_each_bound_to_their_own(
+    tmp_path: Path, codealer: CodealerProcess
+) -> None:
+    """SQLite: a codeal.db of a fairdeck before record ids names no log, so a copy put beside
+    another dealer's log was given an id and bound to that log at its upgrade, as the original was
+    to its own: two dealers holding the same hands. Its hands name the log index their opening
+    was logged at; beside another log that entry is not theirs, and the copy is refused in one
+    line naming the file, a hand and the fix, while the original upgrades and serves."""
+    flags = (*codealer.dealer_flags(), "--log-level", "INFO")
+    a_dir, b_dir = tmp_path / "a", tmp_path / "b"
+    with DealerProcess(a_dir, tmp_path / "a.log", *flags) as a:
+        opened = open_codeal(a.target)
+    with DealerProcess(b_dir, tmp_path / "b.log", *flags) as b:
+        open_codeal(b.target)
+    make_older(a_dir / "codeal.db")
+    for name in ("codeal.db", "codeal.db-wal", "codeal.db-shm"):
+        (b_dir / name).unlink(missing_ok=True)
+    online_copy(a_dir / "codeal.db", b_dir / "codeal.db")
+    line = serve_refused(b_dir, *flags)
+    head = f"fairdeck serve: co-dealt hands {b_dir / 'codeal.db'}, made by an older fairdeck (no record id"
+    assert line.startswith(head), line
+    assert f"holds hand {opened}, logged at entry " in line and "another dealer's data dir" in line, line
+    assert f"fairdeck init --codeal-record --data {b_dir}`" in line, line
+    a = DealerProcess(a_dir, tmp_path / "a2.log", *flags)  # the original, beside its own log
+    with a, DealerClient(a.target, timeout=60) as client:
+        CodealHands(client).close_hand(opened)
+    assert "without a record id" in (tmp_path / "a2.log").read_text()
 
 
 def test_an_older_codeal_db_is_given_a_record_id_once_and_said(

@@ -10,6 +10,7 @@ import asyncio
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import psycopg
@@ -162,3 +163,80 @@ def test_init_take_over_checks_its_replica_name_in_one_line(tmp_path: Path) -> N
     done = subprocess.run(command, capture_output=True, text=True, timeout=60, env=clean_env())
     assert done.returncode == 2 and done.stderr.startswith("fairdeck init: --replica-name: "), done.stderr
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+
+
+def test_a_clean_restart_waited_6_s_at_its_own_claim_a_crashed_one_still_waits(pg_url: str) -> None:
+    """A clean stop (``let_go``) left the claim as a crash does, so the next start of the same
+    replica waited out STALE_S (its process before renewed it just now). Released now, it is taken
+    at once; unreleased (a kill -9), the start still waits, and a live twin is still refused
+    (test_a_live_twin_under_the_same_name_and_data_dir_is_refused_a_dead_one_is_not)."""
+    first = claimed(pg_url, Holder("dealer", "/data5", "i-A"), "5" * 32)
+    assert first.renew() is None
+    first.let_go()
+    started = time.monotonic()
+    second = claimed(pg_url, Holder("dealer", "/data5", "i-B"), "5" * 32)
+    assert time.monotonic() - started < codeal_claim.STALE_S / 2
+    assert second.renew() is None  # then it dies without letting go
+    second.release()
+    started = time.monotonic()
+    claimed(pg_url, Holder("dealer", "/data5", "i-C"), "5" * 32)
+    assert time.monotonic() - started >= codeal_claim.STALE_S - 1.0
+
+
+def test_a_released_claim_is_renewed_by_no_one_and_taken_over_at_once(pg_url: str) -> None:
+    claim = claimed(pg_url, Holder("h", "/d6", "i-1"), "6" * 32)
+    claim.let_go()
+    lost = claim.renew()  # a stopped process's renewal (a thread still in flight) takes nothing back
+    assert lost is not None and "h:/d6" in lost
+    moved = CodealClaim(pg_url, PATH, Record("6" * 32, "k+1", False), Holder("h2", "/e6", "i-2"))
+    moved.claim(list, take_over=True)  # its holder stopped cleanly: no 6 s of silence to wait
+    assert moved.renew() is None and moved.unconfirmed() is None
+
+
+def test_a_claim_made_again_after_a_restore_forgot_an_upgraded_records_hands(pg_url: str) -> None:
+    """A database restored to before an upgraded record's first claim loses its claim row and its
+    hand rows (codeal_claimed_hands). Its holder's renewal made the claim again but not the hands,
+    and so did a take-over: a second copy of the older file then passed. Both make them again."""
+    upgraded = Record("7" * 32, "k+1", True)
+    held = ["u1", "u2"]
+    claim = CodealClaim(pg_url, PATH, upgraded, Holder("h", "/d7", "i-1"))
+    claim.claim(lambda: held)
+
+    def restore(*tables: str) -> None:
+        with psycopg.connect(pg_url, autocommit=True) as db:
+            for table in tables:
+                db.execute(f"DELETE FROM {table}")
+
+    def hand_rows() -> list[tuple[str, str]]:
+        with psycopg.connect(pg_url, autocommit=True) as db:
+            rows = db.execute("SELECT hand_id, record_id FROM codeal_claimed_hands ORDER BY hand_id")
+            return [(str(h), str(r)) for h, r in rows.fetchall()]
+
+    restore("codeal_claims", "codeal_claimed_hands")
+    assert claim.renew() is None
+    assert hand_rows() == [("u1", "7" * 32), ("u2", "7" * 32)]
+    copy = CodealClaim(pg_url, PATH, Record("8" * 32, "k+1", True), Holder("x", "/e7", "i-2"))
+    with pytest.raises(ClaimRefused) as refused:
+        copy.claim(lambda: ["u2"])
+    assert "two copies of one older codeal.db" in str(refused.value)
+    restore("codeal_claimed_hands")  # the claim row there without them (made again by an older renewal)
+    claim.release()
+    CodealClaim(pg_url, PATH, upgraded, Holder("h", "/d7", "i-3")).claim(lambda: held, take_over=True)
+    assert hand_rows() == [("u1", "7" * 32), ("u2", "7" * 32)]
+
+
+def test_a_claim_is_unconfirmed_once_no_renewal_was_confirmed_for_a_round_and_a_margin(
+    pg_url: str,
+) -> None:
+    now = [100.0]
+    claim = CodealClaim(pg_url, PATH, Record("9" * 32, "k+1", False), Holder("h", "/d9", "i-1"))
+    claim.clock = lambda: now[0]
+    assert claim.unconfirmed() is not None  # never claimed
+    claim.claim(list)
+    assert claim.unconfirmed() is None
+    now[0] += codeal_claim.VOUCH_S
+    said = claim.unconfirmed()
+    assert said is not None and "cannot confirm" in said and "9" * 32 in said and "\n" not in said
+    assert codeal_claim.VOUCH_S < codeal_claim.STALE_S
+    assert claim.renew() is None and claim.unconfirmed() is None
+    claim.release()

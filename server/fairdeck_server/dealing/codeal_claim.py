@@ -4,13 +4,14 @@ Replicas share the log but each has its own codeal.db (codeal_record.py gives it
 id, kept by any copy). ``claim`` runs at start: a record claimed by another holder (another replica
 name, --replica-name or else the host name, or another data dir's real path) is refused in one line
 naming the file and the fixes; the same holder (a restart: its data dir's lock makes it the only
-process there) takes its claim again. A knowing move (``fairdeck init --codeal-record
---take-over``) takes it for a new holder once the old one has not renewed it for ``STALE_S``.
-``renew``, every co-dealt health round, keeps the claim alive under this process's random instance
-id (once more on a fresh connection if it fails) and says why this one must stop co-dealing once
-another holds it; a claim row gone (a restore, a failover) is made again under the claim lock. An
-upgraded record (older file: its hands predate its id) also claims each of its hands at its first
-claim, so two copies of one older file are refused too. Times: the database's clock, never ours.
+process there) takes its claim again, at once if ``let_go`` released it at a clean stop. A knowing
+move (``init --codeal-record --take-over``) takes it for a new holder once the old one let it go or
+has not renewed it for ``STALE_S``. ``renew``, every co-dealt health round, keeps the claim alive
+under this process's random instance id (once more on a fresh connection if it fails), makes a row
+gone (a restore, a failover) again, and says why this one must stop co-dealing once another holds
+it; ``unconfirmed`` says so while no renewal was confirmed for ``VOUCH_S`` (one hangs). An upgraded
+record (older file: its hands predate its id) claims each of its hands whenever its claim is made,
+so two copies of one older file are refused too. Times: the database's clock, never ours.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fairdeck_server.dealing.codeal_health import EVERY
 from fairdeck_server.dealing.codeal_record import Record
 from fairdeck_server.log_causes import cause
 
@@ -34,6 +36,11 @@ CLAIM_LOCK = 0x6664_6B04
 """pg_advisory_xact_lock key of claims (beside the schema, checkpoint and lead locks)."""
 STALE_S = 6.0
 """Seconds without a renewal after which a claim may be taken over knowingly (3 health rounds)."""
+VOUCH_S = EVERY + 2.0
+"""Seconds a confirmed renewal vouches for the claim: a health round's period and a margin, 2 s short
+of ``STALE_S`` (an open already past its check finishes within them)."""
+RELEASED = ""
+"""The instance of a claim its holder let go at a clean stop."""
 CONNECT_TIMEOUT_S = 10
 LINK: dict[str, Any] = {  # a dead or blackholed link ends a renewal in seconds, never hangs it
     "keepalives": 1,
@@ -105,6 +112,11 @@ class CodealClaim:
         self.record = record
         self.holder = holder
         self._conn: Any = None
+        self._hands: Callable[[], list[str]] = list
+        self.clock: Callable[[], float] = time.monotonic
+        self.confirmed: float | None = None
+        """When (``clock``) the last confirmed claim or renewal was sent: the database's ``seen_ms``
+        is no older."""
 
     def _fixes(self, take_over: bool) -> str:
         data = self.path.parent
@@ -121,11 +133,12 @@ class CodealClaim:
 
     def claim(self, hands: Callable[[], list[str]], *, take_over: bool = False) -> None:
         """Hold the record for this process, or ``ClaimRefused``. ``hands``: the file's hand ids,
-        read only for an upgraded record's first claim. ``take_over``: a knowing move, from a
-        holder silent for ``STALE_S`` at least."""
+        read only for an upgraded record (here, and by a renewal that makes its row again).
+        ``take_over``: a knowing move, from a holder silent for ``STALE_S`` at least (or released)."""
         import psycopg
 
         record_id, me = self.record.record_id, self.holder
+        self._hands = hands
         with psycopg.connect(
             self.url, connect_timeout=CONNECT_TIMEOUT_S, application_name="fairdeck-codeal", **LINK
         ) as conn:
@@ -135,8 +148,8 @@ class CodealClaim:
             conn.execute(CLAIMS)
             conn.execute(HANDS)
             row = conn.execute(
-                f"SELECT host, data_dir, ({NOW} - seen_ms) / 1000.0 FROM codeal_claims "  # noqa: S608
-                "WHERE record_id = %s FOR UPDATE",
+                f"SELECT host, data_dir, ({NOW} - seen_ms) / 1000.0, instance "  # noqa: S608
+                "FROM codeal_claims WHERE record_id = %s FOR UPDATE",
                 (record_id,),
             ).fetchone()
             if row is not None and (row[0], row[1]) != (me.host, me.data_dir):
@@ -155,14 +168,16 @@ class CodealClaim:
                         f"holds on this database (seen {ago:.0f} s ago): a copy of another replica's "
                         "codeal.db (two dealers would hold, and close, the same hands); " + self._fixes(True)
                     )
-                if ago < STALE_S:
+                if ago < STALE_S and row[3] != RELEASED:
                     raise ClaimRefused(
                         f"co-dealt hands {self.path}: record {record_id} is held by the replica at {where}, "
                         f"alive {ago:.1f} s ago: stop it first (a take-over waits {STALE_S:g} s of silence)"
                     )
-            if row is None and self.record.upgraded:
+            if self.record.upgraded:  # each time: a restored database may have lost them
                 self._claim_hands(conn, hands(), take_over)
+            sent = self.clock()
             conn.execute(UPSERT, (record_id, me.host, me.data_dir, me.instance))
+        self.confirmed = sent
 
     def _wait_out_twin(self, conn: Any) -> None:
         """This holder's claim renewed under another instance less than ``STALE_S`` ago: a restart
@@ -177,14 +192,22 @@ class CodealClaim:
         )
         row = conn.execute(query, (record_id,)).fetchone()
         conn.commit()
-        if row is None or (row[0], row[1]) != (me.host, me.data_dir) or row[2] == me.instance:
+        if row is None or (row[0], row[1]) != (me.host, me.data_dir) or row[2] in (me.instance, RELEASED):
             return
         if (ago := float(row[4])) >= STALE_S:
             return
+        log.info(
+            "co-dealt hands %s: record %s was renewed %.1f s ago by another process of this replica and "
+            "not released (a crash, or a twin): waiting %.1f s to tell them apart",
+            self.path,
+            record_id,
+            ago,
+            STALE_S - ago,
+        )
         time.sleep(STALE_S - ago)
         again = conn.execute(query, (record_id,)).fetchone()
         conn.commit()
-        if again is not None and (again[2], again[3]) != (row[2], row[3]):
+        if again is not None and again[2] != RELEASED and (again[2], again[3]) != (row[2], row[3]):
             raise ClaimRefused(
                 f"co-dealt hands {self.path}: record {record_id} is held by another live process under "
                 f"this same replica name and data dir ({me.place()}), renewed while this one waited "
@@ -205,8 +228,8 @@ class CodealClaim:
                 [(h, record_id) for h in hand_ids],
             )
         other = conn.execute(
-            f"SELECT h.hand_id, h.record_id, c.host, c.data_dir, ({NOW} - c.seen_ms) / 1000.0 "  # noqa: S608
-            "FROM codeal_claimed_hands h LEFT JOIN codeal_claims c ON c.record_id = h.record_id "
+            f"SELECT h.hand_id, h.record_id, c.host, c.data_dir, ({NOW} - c.seen_ms) / 1000.0, "  # noqa: S608
+            "c.instance FROM codeal_claimed_hands h LEFT JOIN codeal_claims c ON c.record_id = h.record_id "
             "WHERE h.hand_id = ANY(%s) AND h.record_id != %s LIMIT 1",
             (hand_ids, record_id),
         ).fetchone()
@@ -227,7 +250,7 @@ class CodealClaim:
                 f"the replica stopped), run `fairdeck init --codeal-record --take-over --db URL --data "
                 f"{self.path.parent}`"
             )
-        if other[4] is not None and float(other[4]) < STALE_S:
+        if other[4] is not None and float(other[4]) < STALE_S and other[5] != RELEASED:
             raise ClaimRefused(
                 f"co-dealt hands {self.path}: record {other[1]} is renewed by a live process of this "
                 f"replica ({me.place()}): stop it first (a take-over waits {STALE_S:g} s of silence)"
@@ -244,9 +267,12 @@ class CodealClaim:
         import psycopg
 
         for attempt in (1, 2):
+            sent = self.clock()
             try:
                 row = self._renew_once()
                 break
+            except ClaimRefused as e:  # its row made again, but a hand of it is another record's
+                return str(e)
             except psycopg.Error as e:
                 self.release()
                 if attempt == 2:
@@ -255,6 +281,7 @@ class CodealClaim:
                         f"{cause(e)}"
                     )
         if row is None:
+            self.confirmed = sent
             return None
         return (
             f"co-dealt hands {self.path}: record {self.record.record_id} is now held by the replica at "
@@ -288,6 +315,9 @@ class CodealClaim:
                 INSERT + " ON CONFLICT (record_id) DO NOTHING RETURNING 1",
                 (record_id, me.host, me.data_dir, me.instance),
             ).fetchone()
+            if made is not None and self.record.upgraded:  # and its hands, lost with it
+                conn.execute(HANDS)
+                self._claim_hands(conn, self._hands(), False)
             row = conn.execute(
                 "SELECT host, data_dir FROM codeal_claims WHERE record_id = %s", (record_id,)
             ).fetchone()
@@ -301,9 +331,57 @@ class CodealClaim:
             return None
         return (str(row[0]), str(row[1])) if row is not None else ("?", "?")
 
+    def unconfirmed(self) -> str | None:
+        """Why this process cannot count on its claim now (no renewal confirmed for ``VOUCH_S``:
+        one hangs, or fails), or None."""
+        confirmed = self.confirmed
+        ago = None if confirmed is None else self.clock() - confirmed
+        if ago is not None and ago < VOUCH_S:
+            return None
+        since = "" if ago is None else f" for {ago:.1f} s"
+        return (
+            f"cannot confirm that this replica holds co-dealt record {self.record.record_id}: no renewal "
+            f"of its claim confirmed{since} (renewed every {EVERY:g} s; the database has not answered): "
+            "co-dealt calls wait until one is"
+        )
+
     def release(self) -> None:
         """Close the renewals' connection (the claim row stays: a restart takes it again)."""
         if self._conn is not None:
             with contextlib.suppress(Exception):
                 self._conn.close()
             self._conn = None
+
+    def let_go(self) -> None:
+        """A clean stop: the renewals' connection closed and the claim, if still this process's,
+        marked released, so this replica's next start takes it at once (a crash leaves it unmarked:
+        that start waits out ``STALE_S``). A database that does not answer is said, never raised."""
+        import psycopg
+
+        self.release()
+        self.confirmed = None
+        try:
+            with psycopg.connect(
+                self.url,
+                autocommit=True,
+                connect_timeout=2,
+                application_name="fairdeck-codeal",
+                **{**LINK, "options": "-c statement_timeout=2000"},
+            ) as conn:
+                done = conn.execute(
+                    f"UPDATE codeal_claims SET instance = %s, seen_ms = {NOW} "  # noqa: S608
+                    "WHERE record_id = %s AND instance = %s RETURNING 1",
+                    (RELEASED, self.record.record_id, self.holder.instance),
+                ).fetchone()
+        except psycopg.Error as e:
+            log.warning(
+                "co-dealt hands %s: cannot mark the claim of record %s released (%s): this replica's "
+                "next start waits up to %g s",
+                self.path,
+                self.record.record_id,
+                cause(e),
+                STALE_S,
+            )
+            return
+        if done is not None:
+            log.info("co-dealt hands %s: its claim of record %s released", self.path, self.record.record_id)

@@ -124,11 +124,14 @@ class CodealDealer:
         watch: Callable[[CodealDealer], CodealerWatch] | None = None,
         reaper: Callable[[CodealDealer], VoidTask] | None = None,
         release: Callable[[], None] | None = None,
+        unconfirmed: Callable[[], str | None] = lambda: None,
     ) -> None:
         """``watch`` and ``reaper`` build, from this dealer, its co-dealt health and what voids its
         hands past their lifetime (edge/codealer_link.py); neither is set on it later. ``release``:
-        called at ``aclose`` (the claim's connection, on PostgreSQL)."""
+        called at ``aclose`` (the claim let go, on PostgreSQL). ``unconfirmed``: why this process
+        cannot count on its claim now (no renewal confirmed lately: codeal_claim.py), or None."""
         self.release = release
+        self.unconfirmed = unconfirmed
         self.link = link
         self.identity_key = identity_key
         self.store = store
@@ -173,7 +176,9 @@ class CodealDealer:
         self._check_configured()
         if self.pool is not None:
             self.pool.busy()
-            row = await take_live(self.link, self.store, tenant, deck, self.clock_ms, self.pool.per_tenant)
+            row = await take_live(
+                self.link, self.store, tenant, deck, self.clock_ms, self.pool.per_tenant, self._check_held
+            )
             self.pool.wanted(tenant, deck)
             if row is not None:  # taken, then logged: a deck is logged once, for the hand it became
                 await self.log.opened(row, self.clock_ms())
@@ -235,14 +240,20 @@ class CodealDealer:
             },
             pool_tenant,
         )
+        self._check_held()  # again before its first write: the claim may have lapsed meanwhile
         if tenant:  # a pooled deck is logged when it is taken for a hand (open_hand)
             await self.log.opened(row, self.clock_ms())
         await asyncio.to_thread(self.store.put, row, new=True)
         return row
 
+    def held_now(self) -> str | None:
+        """Why this process may not open, deal, close or void co-dealt hands now (its record held
+        by another, or its claim not confirmed lately), or None."""
+        return self.not_held if self.not_held is not None else self.unconfirmed()
+
     def _check_held(self) -> None:
-        if self.not_held is not None:
-            raise refusals.storage_unavailable(self.not_held)
+        if (why := self.held_now()) is not None:
+            raise refusals.storage_unavailable(why)
 
     def _check_configured(self) -> None:
         self._check_held()

@@ -21,6 +21,7 @@ class PoolDealer(Protocol):
     store: Any
     misconfigured: str | None
 
+    def held_now(self) -> str | None: ...
     async def make_hand(self, tenant: str, deck: str, *, pool_tenant: str = "") -> Any: ...
 
 
@@ -100,7 +101,8 @@ class DeckPool:
                 await self._wake.wait()
                 continue
             await self._idle(pair)
-            if self.dealer.misconfigured is not None:  # said by co-dealt health: no refill to fail
+            if self.dealer.misconfigured is not None or self.dealer.held_now() is not None:  # said by
+                # co-dealt health: no refill to fail
                 await asyncio.sleep(POOL_RETRY_S)
                 continue
             try:

@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 
 from fairdeck_server.refusals import DealerError
 
@@ -46,10 +47,12 @@ class CodealerWatch:
         held_timeout: float = HELD_TIMEOUT,
     ) -> None:
         self.held = held
+        """Run in a thread each round: why this process no longer holds its co-dealt record, or None."""
         self.held_timeout = held_timeout
         self._held: asyncio.Future[str | None] | None = None
         """A ``held`` still running past its round's wait: the next round waits for it, none is doubled."""
-        """Run in a thread each round: why this process no longer holds its co-dealt record, or None."""
+        self._claims: ThreadPoolExecutor | None = None
+        """``held``'s own thread, first in each round: a renewal never queues behind shuffles."""
         self.probe = probe
         """A write to the dealer's own co-dealt hands file (codeal.db): False, no co-dealt draw
         can be recorded either."""
@@ -66,10 +69,10 @@ class CodealerWatch:
 
     async def check(self) -> str | None:
         """The reason the co-dealer cannot be used now, or None."""
-        if self.probe is not None and not await asyncio.to_thread(self.probe):
-            return "the dealer's codeal.db does not take writes: no co-dealt draw can be recorded"
         if self.held is not None and (lost := await self._holds(self.held)) is not None:
             return lost
+        if self.probe is not None and not await asyncio.to_thread(self.probe):
+            return "the dealer's codeal.db does not take writes: no co-dealt draw can be recorded"
         try:
             key = await self.identity()
         except DealerError as e:
@@ -79,8 +82,10 @@ class CodealerWatch:
         return self.also()
 
     async def _holds(self, held: Callable[[], str | None]) -> str | None:
+        if self._claims is None:
+            self._claims = ThreadPoolExecutor(1, thread_name_prefix="fairdeck-codeal-claim")
         if self._held is None:
-            self._held = asyncio.ensure_future(asyncio.to_thread(held))
+            self._held = asyncio.get_running_loop().run_in_executor(self._claims, held)
         done, _ = await asyncio.wait({self._held}, timeout=self.held_timeout)
         if not done:
             return (
@@ -113,3 +118,5 @@ class CodealerWatch:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        if self._claims is not None:
+            self._claims.shutdown(wait=False)

@@ -7,8 +7,10 @@ keeps the id, so two dealers holding copies present the same id (on PostgreSQL, 
 refuses the second). ``log_key`` is the log's verifier key when the record was made: a record
 beside the key file of another log (its current key or one it rotated from) is refused. A file of
 an older fairdeck, without the table, is given an id once, at its first start, said in a WARNING,
-and marked ``upgraded``: its hands were there before the id, so on PostgreSQL its first claim also
-claims each of its hands (two copies of one older file would otherwise get two ids).
+and marked ``upgraded``: its hands were there before the id, so on PostgreSQL its claim also
+claims each of its hands (two copies of one older file would otherwise get two ids). Before that,
+its latest hands logged (``public["log"]``) are looked up in the log beside it (``logged_at``): a
+hand whose setup is not at its index there was logged to another log, and the file is refused.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import re
 import secrets
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -90,11 +92,20 @@ def _shown(value: object) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def open_record(db: sqlite3.Connection, path: Path, *, fresh: bool, log_keys: Sequence[str]) -> Record:
+def open_record(
+    db: sqlite3.Connection,
+    path: Path,
+    *,
+    fresh: bool,
+    log_keys: Sequence[str],
+    logged_at: Callable[[int], bytes | None] | None = None,
+) -> Record:
     """The file's record: made for a ``fresh`` file, made once (logged) for an older one, bound to
     ``log_keys[0]`` if it was not bound yet, and refused (``RecordForeign``) if bound to a log
     whose key is none of ``log_keys`` (the log's current key, then those it rotated from).
-    ``log_keys`` empty: no log to bind to (a file used outside ``serve``)."""
+    ``log_keys`` empty: no log to bind to (a file used outside ``serve``). ``logged_at``: the
+    entry at an index of the log beside the file (None: none there), which an older file's hands
+    must match before it is given an id (None: not checked)."""
     had = db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'codeal_record'").fetchone()
     db.execute(RECORD)
     record = read_record(db, path)
@@ -105,6 +116,8 @@ def open_record(db: sqlite3.Connection, path: Path, *, fresh: bool, log_keys: Se
             "put back this dealer's own codeal.db from its backup; never give it a new identity"
         )
     if record is None:
+        if not fresh and logged_at is not None:
+            _check_logged_here(db, path, logged_at)
         record = make_record(db, current, upgraded=not fresh)
         if not fresh:
             log.warning(
@@ -130,6 +143,43 @@ def open_record(db: sqlite3.Connection, path: Path, *, fresh: bool, log_keys: Se
             f"`fairdeck init --codeal-record --data {path.parent}`)"
         )
     return record
+
+
+CHECKED = 8
+"""An older file's hands (the latest logged) looked up in the log beside it at its upgrade."""
+
+
+def _check_logged_here(db: sqlite3.Connection, path: Path, logged_at: Callable[[int], bytes | None]) -> None:
+    """``RecordForeign`` unless each of the older file's latest hands noted as logged has its
+    setup entry at the index noted, in the log beside it: else the file came from another log."""
+    from fairdeck.codeal.entries import SETUP, decode_entry
+    from fairdeck.codeal.errors import CodealError
+
+    rows = db.execute(
+        "SELECT hand_id, json_extract(public, '$.log.open') FROM codeal_hands WHERE tenant != '' "
+        "AND json_type(public, '$.log.open') = 'integer' ORDER BY created_ms DESC LIMIT ?",
+        (CHECKED,),
+    ).fetchall()
+    for hand_id, index in rows:
+        entry = logged_at(int(index))
+        try:
+            setup = None if entry is None else decode_entry(entry)
+        except CodealError:
+            setup = None
+        if setup is not None and setup.kind == SETUP and setup.hand_id == hand_id:
+            continue
+        there = (
+            f"has no entry {index} (or it is an older backup than the file)"
+            if entry is None
+            else f"holds another entry at {index}"
+        )
+        raise RecordForeign(
+            f"co-dealt hands {path}, made by an older fairdeck (no record id yet), holds hand {hand_id}, "
+            f"logged at entry {index} of its log, but the log of this data dir {there}: the file was "
+            "copied from another dealer's data dir (two dealers would hold, and close, the same hands); "
+            "put back this dealer's own codeal.db from its backup (or, if it has none, move this one "
+            f"away with its -wal and -shm and run `fairdeck init --codeal-record --data {path.parent}`)"
+        )
 
 
 def _short(key: str) -> str:

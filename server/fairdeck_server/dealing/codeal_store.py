@@ -80,9 +80,15 @@ class CodealRow:
 
 
 class CodealStore:
-    def __init__(self, path: Path, log_keys: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        path: Path,
+        log_keys: Sequence[str] = (),
+        logged_at: Callable[[int], bytes | None] | None = None,
+    ) -> None:
         """Open (or make) the file; ``log_keys``: the dealer's log's verifier keys, current first,
-        that its record may belong to (codeal_record.open_record; empty: not checked)."""
+        that its record may belong to, and ``logged_at`` its entries, which an older file's hands
+        must match (codeal_record.open_record; empty, None: not checked)."""
         self.path = path
         self._lock = threading.Lock()
         fresh = not _check_not_lost(path)
@@ -101,7 +107,9 @@ class CodealStore:
             self._db.execute(UNLOGGED_INDEX)
             self._db.execute(SEATS)
             self._db.execute(PROBE)
-            self.record: Record = open_record(self._db, path, fresh=fresh, log_keys=log_keys)
+            self.record: Record = open_record(
+                self._db, path, fresh=fresh, log_keys=log_keys, logged_at=logged_at
+            )
             self._db.execute("COMMIT")
         except RecordForeign as e:
             self._db.close()

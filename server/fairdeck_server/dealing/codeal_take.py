@@ -8,7 +8,8 @@ repeat, answered from its ledger, no key made; refused HAND_CLOSED for an ended 
 for one it does not know), then taken (``CodealStore.take`` of that deck: one UPDATE, so an open
 racing this one may take it first, and the next is tried). A deck refused so was never a hand and
 is dropped; up to the pool's size are tried, then the caller makes one fresh. Any other refusal
-(the co-dealer down) is the open's, and the deck stays pooled as it was.
+(the co-dealer down, or ``held`` refusing just before the take: the record's claim not confirmed) is
+the open's, and the deck stays pooled as it was.
 """
 
 from __future__ import annotations
@@ -34,7 +35,13 @@ class Announcer(Protocol):
 
 
 async def take_live(
-    link: Announcer, store: CodealStore, tenant: str, deck: str, now_ms: Callable[[], int], tries: int
+    link: Announcer,
+    store: CodealStore,
+    tenant: str,
+    deck: str,
+    now_ms: Callable[[], int],
+    tries: int,
+    held: Callable[[], None] = lambda: None,
 ) -> CodealRow | None:
     """The oldest pooled deck for ``tenant`` its co-dealer still deals, now the tenant's hand (not
     yet logged); None when the pool has none left (after ``tries`` decks tried)."""
@@ -55,6 +62,7 @@ async def take_live(
                 tenant,
             )
             continue
+        held()  # raises while this process may not deal: nothing taken
         row = await asyncio.to_thread(store.take, tenant, deck, now_ms(), hand_id)
         if row is not None:
             return row

@@ -76,8 +76,8 @@ class CodealReaper:
         """One pass: void the hands (retire the decks) made over ``lifetime - margin`` ago, up to
         CHUNK; how many rows it read. A co-dealer or storage down raises (DealerError), and so
         does a record this process no longer holds (it retires no pooled deck either)."""
-        if self.codeal.not_held is not None:
-            raise refusals.storage_unavailable(self.codeal.not_held)
+        if (why := self.codeal.held_now()) is not None:
+            raise refusals.storage_unavailable(why)
         store = self.codeal.store
         for hand_id in await asyncio.to_thread(store.retired, CHUNK):  # a retirement cut short
             await self._end_pooled(hand_id)

@@ -28,6 +28,7 @@ from fairdeck.wire import AUTHORIZATION, Reason
 from fairdeck_server import refusals
 from fairdeck_server.codealer.dealer_token import parse_token
 from fairdeck_server.dealing.codeal_health import CODEAL_HEALTH, CodealerWatch
+from fairdeck_server.dealing.codeal_record import RecordForeign
 from fairdeck_server.dealing.codeal_store import CodealStore, CodealStoreError, CodealStoreLost, check_record
 from fairdeck_server.dealing.vault import SeedVault, read_private_text
 from fairdeck_server.edge.health import NOT_SERVING, SERVING, HealthServicer
@@ -233,7 +234,7 @@ def codeal_dealer(
     token = codealer_token(config.codealer_token)
     try:
         check_record(config.data_dir / "codeal.db", lambda: _first_codeal_entry(config))
-        store = CodealStore(config.data_dir / "codeal.db", log_keys)
+        store = CodealStore(config.data_dir / "codeal.db", log_keys, lambda i: _log_entry_at(config, i))
     except CodealStoreLost as e:
         raise StartupRefused(str(e)) from None
     except CodealStoreError as e:
@@ -263,7 +264,8 @@ def codeal_dealer(
         clock_ms=clock_ms,
         watch=watched,
         reaper=lambda codeal: codeal_reaper(codeal, config.max_hand_lifetime, clock_ms, host),
-        release=None if claim is None else claim.release,
+        release=None if claim is None else claim.let_go,
+        unconfirmed=(lambda: None) if claim is None else claim.unconfirmed,
     )
     codeal.start_pool(POOL_PER_TENANT)
     if codeal.watch is not None:
@@ -313,6 +315,22 @@ def _first_codeal_entry(config: CodealSettings) -> tuple[int | None, str]:
         return first_codeal_entry(db), f"database {db}"
     except LogUnreadable as e:
         raise StartupRefused(f"{e}: check it before the co-dealt hands' record is made") from None
+
+
+def _log_entry_at(config: CodealSettings, index: int) -> bytes | None:
+    """The log's entry at ``index`` (None: none), for an older codeal.db's hands (codeal_record.py)."""
+    from fairdeck.log.audit import LogUnreadable
+
+    try:
+        if config.db is not None:
+            from fairdeck_server.storage.postgres import log_entry_at as postgres_entry
+
+            return postgres_entry(config.db, index)
+        from fairdeck_server.storage.sqlite import log_entry_at
+
+        return log_entry_at(config.data_dir / "fairdeck.db", index)
+    except LogUnreadable as e:
+        raise RecordForeign(f"{e}: check it before the older co-dealt hands' file is upgraded") from None
 
 
 def codeal_reaper(

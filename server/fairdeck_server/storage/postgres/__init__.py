@@ -17,7 +17,7 @@ Importing it imports psycopg (the ``postgres`` extra): the dealer does so only f
 from __future__ import annotations
 
 from fairdeck_server.storage.postgres.engine import PostgresStorage
-from fairdeck_server.storage.postgres.reader import first_codeal_entry, read_log
+from fairdeck_server.storage.postgres.reader import first_codeal_entry, log_entry_at, read_log
 from fairdeck_server.storage.postgres.schema import SCHEMA, SCHEMA_VERSION
 
-__all__ = ["SCHEMA", "SCHEMA_VERSION", "PostgresStorage", "first_codeal_entry", "read_log"]
+__all__ = ["SCHEMA", "SCHEMA_VERSION", "PostgresStorage", "first_codeal_entry", "log_entry_at", "read_log"]

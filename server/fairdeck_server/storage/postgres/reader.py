@@ -268,3 +268,21 @@ def first_codeal_entry(url: str) -> int | None:
             f"cannot read the log of the PostgreSQL database {describe(url)}: {what(e)}"
         ) from None
     return None if row is None else int(row[0])
+
+
+def log_entry_at(url: str, index: int) -> bytes | None:
+    """The log's entry at ``index``, or None (none, or no log yet), as the SQLite reader's."""
+    from fairdeck.log.audit import LogUnreadable
+    from fairdeck_server.storage.postgres.diagnosis import describe, what
+
+    try:
+        with psycopg.connect(url, autocommit=True, application_name="fairdeck-codeal-check") as conn:
+            made = conn.execute("SELECT to_regclass('log_entries') IS NOT NULL").fetchone()
+            if made is None or not made[0]:
+                return None
+            row = conn.execute("SELECT entry FROM log_entries WHERE idx = %s", (index,)).fetchone()
+    except psycopg.Error as e:
+        raise LogUnreadable(
+            f"cannot read the log of the PostgreSQL database {describe(url)}: {what(e)}"
+        ) from None
+    return None if row is None else bytes(row[0])

@@ -15,7 +15,7 @@ as the PostgreSQL engine is (tests/test_storage_layout.py pins the shape).
 from __future__ import annotations
 
 from fairdeck_server.storage.sqlite.engine import SqliteStorage
-from fairdeck_server.storage.sqlite.reader import first_codeal_entry, read_log
+from fairdeck_server.storage.sqlite.reader import first_codeal_entry, log_entry_at, read_log
 from fairdeck_server.storage.sqlite.schema import SCHEMA, create_database
 
-__all__ = ["SCHEMA", "SqliteStorage", "create_database", "first_codeal_entry", "read_log"]
+__all__ = ["SCHEMA", "SqliteStorage", "create_database", "first_codeal_entry", "log_entry_at", "read_log"]

@@ -229,3 +229,22 @@ def first_codeal_entry(path: Path) -> int | None:
     except sqlite3.Error as e:
         raise LogUnreadable(f"cannot read the log of database {path}: {e}") from None
     return None if row is None else int(row[0])
+
+
+def log_entry_at(path: Path, index: int) -> bytes | None:
+    """The log's entry at ``index``, or None (no such entry, or no log yet): read-only, one row,
+    for an older codeal.db's hands checked against the log they name (codeal_record.py);
+    ``LogUnreadable`` names the file."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return None
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            if conn.execute("SELECT name FROM sqlite_master WHERE name = 'log_entries'").fetchone() is None:
+                return None
+            row = conn.execute("SELECT entry FROM log_entries WHERE idx = ?", (index,)).fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error as e:
+        raise LogUnreadable(f"cannot read the log of database {path}: {e}") from None
+    return None if row is None else bytes(row[0])
