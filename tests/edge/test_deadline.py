@@ -8,12 +8,15 @@ import sqlite3
 import time
 from pathlib import Path
 
+import grpc
 import pytest
 
 from fairdeck.client import DealerClient
 from fairdeck.client.exceptions import DeadlineExceeded
+from fairdeck.v1 import dealer_pb2, dealer_pb2_grpc
 from fairdeck_server.edge.deadline import STREAM_RUNS
 from tests.support.dealers import RunningDealer
+from tests.support.error_details import error_info
 from tests.support.waits import hold_silent, pace, wait_for
 
 pytestmark = pytest.mark.serial  # holds time or CPU to a bar: runs alone in a parallel run
@@ -60,6 +63,35 @@ def test_default_deadline_ends_a_stream_whose_reader_stopped_and_keeps_what_was_
         assert opened == entries >= received
         after = c.open_hand()  # the dealer goes on
         assert after.commit_receipt.index == entries
+
+
+def test_a_deal_hands_cut_before_its_first_big_batch_was_read_still_ends_with_a_status(
+    tmp_path: Path,
+) -> None:
+    """A batch of 256 `shoe-8` hands (300 KB closed, 200 KB open) is larger than a client's 64 KiB
+    window (so is one of `shoe-4`, and of `shoe-2` closed: 67 KB). Cut by the default
+    deadline while that first batch waited on the window, the deadline's status carried the
+    response headers a second time, gRPC refused it, and the call had no status: its client,
+    reading again, got the batch and then waited for ever (the SDK sets no deadline on DealHands;
+    here the call's own 30 s ended it). A raw stub: the SDK's generator calls only when read."""
+    config = {"default_deadline": 2.0, "max_open_hands": 0, "rate_limit": 0}
+    request = dealer_pb2.DealHandsRequest(deck="shoe-8", hand_count=256, close=True)  # 300 KB
+    with (
+        RunningDealer(tmp_path / "d", **config) as running,
+        grpc.insecure_channel(running.target, options=[("grpc.http2.bdp_probe", 0)]) as channel,
+    ):
+        started = time.monotonic()
+        hands = dealer_pb2_grpc.DealerServiceStub(channel).DealHands(request, timeout=30)
+        hold_silent(4.0)  # the reader has not started: the batch waits, and the deadline passes
+        received = 0
+        with pytest.raises(grpc.RpcError) as cut:
+            for response in hands:
+                received += len(response.hands)
+        assert time.monotonic() - started < 15
+        assert cut.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED  # type: ignore[attr-defined]
+        assert "wrote nothing" in cut.value.details()  # type: ignore[attr-defined]
+        assert error_info(cut.value)[1].reason == "DEADLINE_EXCEEDED"
+        assert received == 256  # the batch was written (waiting) when the deadline passed
 
 
 def _read_keeping_up(client: DealerClient, count: int) -> int:

@@ -1,8 +1,10 @@
-"""The default deadline (edge/deadline.py) against a refusal already being sent: a dealer stopped
-or starved past a call's deadline wakes with its timer due while an inner layer's ``status.abort``
-awaits its send. The deadline must not abort a second time (gRPC's UsageError, logged with a
-traceback, seen once in a SIGSTOPped worker); the client gets the first refusal, and the call is
-counted with it. A real grpc.aio server on loopback, the real layer, a handler of the test's own.
+"""The default deadline (edge/deadline.py) against a send already begun. A dealer stopped or starved
+past a call's deadline wakes with its timer due while an inner layer's ``status.abort`` awaits its
+send: the deadline must not abort a second time (gRPC's UsageError, logged with a traceback, seen
+once in a SIGSTOPped worker); the client gets the first refusal, counted with it. A stream's first
+response that waits on the client's flow-control window when the deadline cuts it: the client still
+gets the deadline's status. A real grpc.aio server on loopback, the real layer, handlers of the
+test's own.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ import pytest
 from fairdeck_server import refusals
 from fairdeck_server.edge.deadline import DeadlineInterceptor
 from fairdeck_server.edge.status import abort, status_of
+from tests.support.error_details import error_info
+from tests.support.waits import wait_for_async
 
 DEADLINE = 0.2
 
@@ -144,3 +148,79 @@ def test_a_refusal_that_could_not_be_sent_is_counted_as_the_call_s_end_not_as_th
     ended, seen = asyncio.run(_call_past_the_clients_deadline())
     assert ended.code() == grpc.StatusCode.DEADLINE_EXCEEDED
     assert seen == [grpc.StatusCode.DEADLINE_EXCEEDED]
+
+
+BIG = 70_000
+"""A first response larger than the client's HTTP/2 flow-control window (64 KiB with gRPC's
+bandwidth probing off, and nothing read): its write waits until the client reads."""
+STATUS_WITHIN = 10.0
+"""Seconds a client that reads again may wait for the status: generous, never a timing bar."""
+
+
+async def _cut_while_the_first_response_waits() -> tuple[
+    grpc.aio.AioRpcError, list[int], list[grpc.StatusCode], list[bool]
+]:
+    seen: list[grpc.StatusCode] = []
+    written: list[bool] = []
+    closed: list[bool] = []
+    counted = _counted(seen)
+    deadline = DeadlineInterceptor(DEADLINE)
+
+    class Outermost(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
+        async def intercept_service(self, continuation: Any, details: Any) -> Any:
+            handler = deadline.wrap(details.method, await continuation(details))
+            return grpc.unary_stream_rpc_method_handler(counted(handler.unary_stream))
+
+    async def big(request: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[bytes]:
+        try:
+            yield b"x" * BIG
+            written.append(True)  # the write completed: the client read it before the deadline
+            await asyncio.Event().wait()
+        finally:
+            closed.append(True)  # the deadline passed: the layer closed the handler
+
+    handlers = {"Big": grpc.unary_stream_rpc_method_handler(big)}
+    server = grpc.aio.server(interceptors=[Outermost()])
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("fairdeck.test.Window", handlers),))
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    received: list[int] = []
+    try:
+        options = [("grpc.http2.bdp_probe", 0)]  # the window stays 64 KiB
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=options) as channel:
+            call = channel.unary_stream("/fairdeck.test.Window/Big")(b"", timeout=60)
+            # The client reads nothing until the layer has cut the stream.
+            await wait_for_async("the default deadline to cut the stream", lambda: closed)
+
+            async def read() -> None:
+                async for response in call:
+                    received.append(len(response))
+
+            with pytest.raises(grpc.aio.AioRpcError) as cut:
+                # Before the fix: the response, then no status, ever (TimeoutError here).
+                await asyncio.wait_for(read(), STATUS_WITHIN)
+            await wait_for_async("the call to be counted", lambda: seen)
+    finally:
+        await server.stop(None)
+    return cut.value, received, seen, written
+
+
+def test_a_stream_cut_while_its_first_response_waits_on_the_window_still_ends_with_a_status(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The first write hands gRPC core the response headers with the message, and grpc.aio notes
+    them sent only when the write completes. Cut by the deadline while it waited on the client's
+    window, the deadline's status carried the headers a second time; core refused that batch
+    (ExecuteBatchError, read as a cancel) and the call had no status at all: its client, once it
+    read, got the response and then waited for ever (a DealHands of big decks whose reader was slow
+    to start, with no deadline of its own, as the SDK sets none)."""
+    with caplog.at_level(logging.DEBUG, logger="grpc"):
+        cut, received, seen, written = asyncio.run(_cut_while_the_first_response_waits())
+    assert written == []  # the write was still waiting when the deadline passed
+    assert received == [BIG]
+    assert cut.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    assert "wrote nothing" in (cut.details() or "")
+    assert error_info(cut)[1].reason == "DEADLINE_EXCEEDED"
+    assert seen == [grpc.StatusCode.DEADLINE_EXCEEDED]
+    errors = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert errors == [], [r.getMessage() for r in errors]

@@ -23,10 +23,14 @@ from fairdeck_server.observe.metrics import Metrics
 
 
 class EndedCall:
-    """What a handler sees of a call whose stream closed: every write fails."""
+    """What a handler sees of a call whose stream closed after its headers went (methods.drain
+    sends them alone, before the first response): every write fails."""
 
     def __init__(self, remaining: float | None) -> None:
         self.remaining = remaining
+
+    async def send_initial_metadata(self, metadata: Any) -> None:
+        return None
 
     async def write(self, message: Any) -> None:
         raise ExecuteBatchError('Failed "execute_batch"')  # what grpc's write raises then
@@ -78,6 +82,34 @@ def test_a_cancel_a_moment_before_the_deadline_is_counted_as_the_clients_deadlin
     such calls on two busy cores, and the call was counted CANCELLED while its client saw
     DEADLINE_EXCEEDED. A cancel well before the deadline is still the client's own."""
     test_a_write_to_an_ended_stream_is_counted_not_raised(remaining, code)
+
+
+def test_headers_sent_to_an_ended_stream_are_counted_not_raised() -> None:
+    """The stream closed before its headers went: that send fails as a write does, and the call
+    ends the same way (counted, its generator closed, nothing for gRPC to log)."""
+
+    class EndedEarlier(EndedCall):
+        async def send_initial_metadata(self, metadata: Any) -> None:
+            raise ExecuteBatchError('Failed "execute_batch"')
+
+    metrics = Metrics()
+    closed: list[bool] = []
+
+    async def handler(request: Any, context: Any) -> AsyncIterator[str]:
+        try:
+            yield "chunk 0"
+        finally:
+            closed.append(True)
+
+    behavior = ObservingInterceptor(metrics)._stream("/fairdeck.v1.DealerService/DealHands", (), handler)
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(behavior(None, EndedEarlier(5.0)))
+    assert closed == [True]
+    value = metrics.registry.get_sample_value(
+        "fairdeck_rpcs_total",
+        {"service": "fairdeck.v1.DealerService", "method": "DealHands", "code": "CANCELLED"},
+    )
+    assert value == 1
 
 
 def test_a_write_that_fails_on_a_live_call_is_not_hidden() -> None:

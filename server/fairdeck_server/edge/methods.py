@@ -4,11 +4,14 @@ method belongs to).
 
 A body that does not parse reaches its servicer as ``Malformed``, so every bad request gets the
 same INVALID_ARGUMENT and ErrorInfo rather than gRPC's UNKNOWN. A response that cannot be written
-because the call already ended raises ``StreamGone``, which the outermost layer records.
+because the call already ended raises ``StreamGone``, which the outermost layer records. A stream
+sends its headers alone before its first response (``drain``), so that any status after it can be
+sent whatever that response's write is waiting on.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from types import ModuleType
@@ -181,9 +184,13 @@ async def drain(
     if not hasattr(result, "__aiter__"):
         await result
         return
+    headers_sent = False
     try:
         async for response in result:
             try:
+                if not headers_sent:
+                    await _send_headers(context)
+                    headers_sent = True
                 await context.write(response)
             except Exception as e:
                 if not _call_ended(e, context):
@@ -193,6 +200,30 @@ async def drain(
                 progressed()
     finally:
         await result.aclose()
+
+
+async def _send_headers(context: grpc.aio.ServicerContext[Any, Any]) -> None:
+    """The response headers (initial metadata), sent alone before a stream's first response.
+
+    A write hands gRPC core the headers with its message, and grpc.aio notes them sent only once
+    the write completes. A first response larger than the client's flow-control window (a client
+    that does not read) waits; cut by the default deadline, it leaves core holding headers that
+    grpc.aio thinks unsent: the deadline's status carries them a second time, core refuses that
+    batch, and the call ends with no status at all, its client waiting for ever. Headers alone
+    wait on no window. A cancel while they are on their way waits for them, for the same reason:
+    the call's end then finds them sent."""
+    sending = asyncio.ensure_future(context.send_initial_metadata(()))
+    try:
+        await asyncio.shield(sending)
+    except asyncio.CancelledError:
+        sending.add_done_callback(_retrieved)  # its failure, if any: how the call ended says it
+        await asyncio.wait((sending,))
+        raise
+
+
+def _retrieved(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
 
 
 def _call_ended(error: Exception, context: grpc.aio.ServicerContext[Any, Any]) -> bool:

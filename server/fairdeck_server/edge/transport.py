@@ -1,6 +1,6 @@
 """The transport's settings: TLS server credentials from PEM files, gRPC's own queue of new
-calls, how long a connection may stay (``connection_options``), and all of gRPC's server options
-for a config (``grpc_options``). Whether plain text may listen
+calls (none dropped for its age), how long a connection may stay (``connection_options``), and
+all of gRPC's server options for a config (``grpc_options``). Whether plain text may listen
 somewhere is addresses.check_listen's rule."""
 
 from __future__ import annotations
@@ -78,6 +78,10 @@ call waits here until taken, no longer counted against its connection): 10,000 l
 streams cancelled at once spike the dealer's RSS by 145 MiB (bench/README.md, section 20)."""
 
 
+UNREQUESTED_NEVER_S = 2**31 - 1
+"""gRPC's "never" for the seconds a queued call may wait before it is dropped (a C int: 68 years)."""
+
+
 TRANSPORT_OPTIONS: tuple[tuple[str, int], ...] = (
     # gRPC core queues each new call until grpc.aio's accept loop takes it, one per turn
     # of the event loop. Past grpc.server.max_pending_requests (default 1,000, then
@@ -92,6 +96,13 @@ TRANSPORT_OPTIONS: tuple[tuple[str, int], ...] = (
     # is not larger than that memory allows.
     ("grpc.server.max_pending_requests", MAX_PENDING_CALLS),
     ("grpc.server.max_pending_requests_hard_limit", MAX_PENDING_CALLS),
+    # A call queued longer than grpc.server_max_unrequested_time_in_server (default 30 s) is
+    # dropped when the server next takes one up: CANCELLED, unseen. Only a starved event loop
+    # queues a call that long, and then the call is as much the dealer's as one in its own
+    # queues (fair.py): it is taken up and answered, served or refused with a reason. What
+    # bounds its wait is what bounds any call's: its deadline, its client's cancel, its
+    # connection's age, and the queue's size above.
+    ("grpc.server_max_unrequested_time_in_server", UNREQUESTED_NEVER_S),
 )
 """gRPC server options for the transport's own queue of new calls."""
 
