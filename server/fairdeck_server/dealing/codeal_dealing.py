@@ -20,12 +20,12 @@ import secrets
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from fairdeck.codeal.context import HandContext
 from fairdeck.codeal.elgamal import Deck, V, initial_deck
 from fairdeck.codeal.errors import CodealError
-from fairdeck.codeal.group import Scalar
+from fairdeck.codeal.group import Random, Scalar
 from fairdeck.codeal.identity import key_statement, shuffle_statement, verify_identity
 from fairdeck.codeal.keys import KeyRecord, new_holder, verify_key_record
 from fairdeck.codeal.proof import prove_shuffle, verify_shuffle
@@ -305,32 +305,35 @@ class CodealDealer:
                 raise refusals.not_enough_cards(spec.size - first, len(owners))
             _check_seat_keys(field, keys)  # bounded by the deck now: an X25519 exchange per key
             ctx, final, x = self._state(row)
-            theirs, sealed, signatures = await self.link.share(
-                hand_id, first, seat_key, count, keys if seats else []
+            # The dealer's own shares (and their seals) need nothing from the co-dealer: made on
+            # another thread while the co-dealer makes its own, and answered only after it did.
+            own_work = asyncio.ensure_future(
+                asyncio.to_thread(_own_shares, ctx, first, owners, x, final, self.random, field)
             )
+            try:
+                theirs, sealed, signatures = await self.link.share(
+                    hand_id, first, seat_key, count, keys if seats else []
+                )
+            except BaseException:
+                own_work.add_done_callback(_forget)
+                raise
+            own = await own_work
             if len(sealed if any(owners) else theirs) != len(owners):
                 raise _invalid("answer")
             seals = draw_seals(ctx, self.identity_key, first, owners, sealed, signatures)
             shares, cards = [], []
-            for i, owner in enumerate(owners):
+            for i, (owner, (share0, mine)) in enumerate(zip(owners, own, strict=True)):
                 p = first + i
-                own = make_share(ctx, p, 0, x, final[p], self.random)
                 if owner:
-                    try:
-                        mine = seal_share(spec, hand_id, p, 0, own.encode(), owner, self.random)
-                    except CodealError:
-                        raise refusals.invalid(
-                            field, Reason.INVALID_SEAT_KEY, "a low-order X25519 key"
-                        ) from None
                     shares.append((mine, sealed[i]))
-                else:
-                    try:
-                        share = Share.decode(theirs[i], f"position {p} share 1")
-                        verify_share(ctx, p, 1, final[p], share)
-                        cards.append(open_card(ctx, p, final[p], [own, share]))
-                    except CodealError as e:
-                        raise _invalid("share", e) from None
-                    shares.append((own.encode(), theirs[i]))
+                    continue
+                try:
+                    share = Share.decode(theirs[i], f"position {p} share 1")
+                    verify_share(ctx, p, 1, final[p], share)
+                    cards.append(open_card(ctx, p, final[p], [share0, share]))
+                except CodealError as e:
+                    raise _invalid("share", e) from None
+                shares.append((share0.encode(), theirs[i]))
             # The co-dealer recorded each position's seat before answering (its ledger is the
             # guard); the dealer's record follows, so the next draw starts after these.
             await asyncio.to_thread(self.store.add_seats, hand_id, first, owners)
@@ -538,6 +541,29 @@ def _check_shuffle(ctx: HandContext, own: bytes, theirs: bytes) -> None:
     check_fresh(before, record.deck, 1)
     verify_shuffle(ctx, 1, before, record.deck, record.proof)
     verify_signature(ctx, before, record)
+
+
+def _own_shares(
+    ctx: HandContext, first: int, owners: Sequence[bytes], x: Scalar, final: Deck, random: Random, field: str
+) -> list[tuple[Share, bytes]]:
+    """The dealer's share of each position from ``first``, sealed to its seat's key (empty: public,
+    not sealed), as (share, sealed share or b""); a low-order key refused as ``field``."""
+    made = []
+    for i, owner in enumerate(owners):
+        p = first + i
+        own = make_share(ctx, p, 0, x, final[p], random)
+        try:
+            mine = seal_share(ctx.deck, ctx.hand_id, p, 0, own.encode(), owner, random) if owner else b""
+        except CodealError:
+            raise refusals.invalid(field, Reason.INVALID_SEAT_KEY, "a low-order X25519 key") from None
+        made.append((own, mine))
+    return made
+
+
+def _forget(task: asyncio.Future[Any]) -> None:
+    """A done callback: the task's outcome is not wanted (its caller failed first), and not logged."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _check_seat_keys(field: str, keys: Sequence[bytes]) -> None:
