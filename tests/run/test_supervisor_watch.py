@@ -88,18 +88,20 @@ class Watching:
 def test_a_worker_running_but_silent_is_replaced_after_the_timeout(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
+    # A 3 s timeout: the one that beats (every 0.1 s) never goes that long without, however
+    # loaded the machine (with 1 s, at 13 times the usual slowness both were replaced).
     workers = [stand_in(0, "beat"), stand_in(1, "silent")]
     silent, beating = workers[1].proc, workers[0].proc
     began = time.monotonic()
-    with Watching(workers, 1.0):
+    with Watching(workers, 3.0):
         wait_for("the silent worker replaced", lambda: workers[1].proc is not silent, timeout=30)
         took = time.monotonic() - began
     assert workers[1].proc is not silent, "the silent worker was never replaced"
-    assert 1.0 <= took < 1.0 + scaled(2.0), took  # the timeout, then a look and a kill: scaled
+    assert 3.0 <= took < 3.0 + scaled(2.0), took  # the timeout, then a look and a kill: scaled
     assert silent.returncode == -signal.SIGKILL and workers[0].proc is beating
     said = capsys.readouterr().err.strip().splitlines()
     assert len(said) == 1 and re.fullmatch(
-        rf"fairdeck serve: process 2 of 2 \(pid {silent.pid}\) stopped answering for 1\.\d s; "
+        rf"fairdeck serve: process 2 of 2 \(pid {silent.pid}\) stopped answering for [3-9]\.\d s; "
         rf"killed it and started pid {workers[1].proc.pid} in its place",
         said[0],
     ), said
@@ -347,12 +349,14 @@ sys.exit(3)
 """
 
 
-def supervise(monkeypatch: pytest.MonkeyPatch, modes: str, kill_wait: float) -> tuple[int, list[int], float]:
+def supervise(
+    monkeypatch: pytest.MonkeyPatch, modes: str, kill_wait: float, start_timeout: float = 1.0
+) -> tuple[int, list[int], float]:
     """``supervise`` over stand-ins, one per comma-separated mode (``serve``, ``dies``, ``stuck``:
     SIGTERM and SIGKILL do not end it, ``mute``: stuck before it listens); grace 0.5 s. What it
     returned, the stand-ins' pids, and how long it took."""
     monkeypatch.setattr(processes, "KILL_WAIT_S", kill_wait)
-    monkeypatch.setattr(processes, "START_TIMEOUT", 1.0)
+    monkeypatch.setattr(processes, "START_TIMEOUT", start_timeout)
     monkeypatch.setattr(
         processes, "prepare", lambda _config: types.SimpleNamespace(lock=None, release=lambda: None)
     )
@@ -403,8 +407,9 @@ def test_workers_sigkill_does_not_end_are_waited_for_together_and_said_once(
     ``finally`` of ``supervise`` killed and waited for each again, saying each line twice: 4 x 5 s
     for two workers, past a service manager's stop timeout with a few more. Here KILL_WAIT_S is
     3 s: together 4 s, in turn 13 s, so the bar (4 s and the work, scaled) stays below the bug's
-    time however slow the machine (the factor's largest, 5: 11.5 s)."""
-    code, pids, took = supervise(monkeypatch, "dies,stuck,stuck", 3.0)
+    time however slow the machine (the factor's largest, 5: 11.5 s). All three must have started
+    (a 10 s START_TIMEOUT: with 1 s, a machine 13 times slower than usual started them too late)."""
+    code, pids, took = supervise(monkeypatch, "dies,stuck,stuck", 3.0, start_timeout=10.0)
     said = capsys.readouterr().err.strip().splitlines()
     assert code == 1
     assert said[0].startswith(f"fairdeck serve: process 1 of 3 (pid {pids[0]}) exited with status 3"), said
