@@ -23,6 +23,7 @@ from fairdeck.client.exceptions import FairdeckError
 from tests.support.dealers import RunningDealer
 from tests.support.fixtures import DealerFactory
 from tests.support.ops import sample, scrape_until
+from tests.support.speed import scaled
 from tests.support.waits import wait_for, wait_for_async
 
 SERVING = health_pb2.HealthCheckResponse.SERVING
@@ -230,7 +231,7 @@ def test_health_watch_streams_past_an_address_limit_are_refused_and_their_memory
         ended, held, check, peak = asyncio.run(flood(dealer.target, dealer.pid, streams))
         assert 100 <= held <= 100 + connections, (held, ended)
         assert ended == {"RESOURCE_EXHAUSTED": streams - held}
-        assert check < 1.0
+        assert check < scaled(1.0, under=4.0)  # its own timeout is 5 s
         from fairdeck_server.observe.heap import TRIM_ABOVE, TRIM_SECONDS
 
         if peak - before >= 2 * TRIM_ABOVE / 2**20:  # worth a trim (heap.Trimmer)

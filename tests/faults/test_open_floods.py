@@ -15,6 +15,7 @@ import pytest
 
 from tests.support.faults import FaultRun
 from tests.support.floods import Flood, check_latency, grpcurl_session, reflection_flood, watch_flood
+from tests.support.speed import scaled
 from tests.support.waits import wait_for_async
 
 pytestmark = pytest.mark.serial  # holds time or CPU to a bar: runs alone in a parallel run
@@ -83,7 +84,7 @@ def test_floods_with_no_tenant_wait_behind_themselves(run: FaultRun) -> None:
 
     seen = asyncio.run(scenario())
     assert run.ledger.failures == 0 and len(run.ledger.closed) == 22
-    assert seen["session"] < 15 and seen["check"] < 1.0, seen
+    assert seen["session"] < 15 and seen["check"] < scaled(1.0, under=4.0), seen  # its timeout: 5 s
     # Waiting is free: as much dealer CPU an answer with 300 streams waiting as with 60. Polling
     # costs in proportion to the streams waiting (it took 3-9 ms an answer with 300, where free
     # waiting takes 0.8-1.7 on a loaded 2-core VM). Against the same dealer's baseline, not a

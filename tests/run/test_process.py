@@ -29,6 +29,7 @@ from fairdeck.client.models import HandState
 from fairdeck_server.run.config import ServerConfig
 from tests.support.dealers import DealerProcess
 from tests.support.env import clean_env
+from tests.support.speed import scaled
 
 GRACE_SECONDS = ServerConfig().grace_seconds  # what `fairdeck serve` drains with
 DEALER = "fairdeck.v1.DealerService"
@@ -149,7 +150,7 @@ def test_sigterm_drains_calls_in_flight(tmp_path: Path) -> None:
             assert dealt and closed and not failures and not unexpected, (failures, unexpected)
         sent = time.monotonic()
         process.signal(signal.SIGTERM)
-        rc = process.proc.wait(timeout=GRACE_SECONDS + 10)
+        rc = process.proc.wait(timeout=GRACE_SECONDS + 30)  # a bound on the wait, not the bar
         took = time.monotonic() - sent
     finally:
         process.terminate()
@@ -158,7 +159,7 @@ def test_sigterm_drains_calls_in_flight(tmp_path: Path) -> None:
     assert not any(w.is_alive() for w in workers)
 
     assert rc == 0, process.stderr()
-    assert took < GRACE_SECONDS + 2, f"drain took {took:.1f}s"
+    assert took < GRACE_SECONDS + scaled(2.0), f"drain took {took:.1f}s"  # the grace, then the exit's work
     out = process.rest_of_stdout()
     assert out[-1:] == ["fairdeck dealer stopped"], out
     stderr = process.stderr()

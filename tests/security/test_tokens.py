@@ -27,6 +27,7 @@ from fairdeck_server.refusals import DealerError
 from fairdeck_server.storage.base import TokenRecord
 from fairdeck_server.storage.sqlite import SqliteStorage
 from tests.support.dealers import RunningDealer
+from tests.support.speed import scaled
 from tests.support.tokens import MakeToken, create_token
 from tests.support.waits import wait_for, wait_for_async
 
@@ -133,9 +134,9 @@ def test_missing_unknown_garbled_and_revoked_tokens(
                 return True
             return False
 
-        wait_for("the revocation to be seen", refused, timeout=auth.CACHE_TTL + 1.5)
+        wait_for("the revocation to be seen", refused, timeout=auth.CACHE_TTL + 30)
         refused_after = time.monotonic() - revoked_at
-    assert refused_after <= auth.CACHE_TTL + 1.5
+    assert refused_after <= auth.CACHE_TTL + scaled(1.5)  # the TTL, then a call's work: scaled
     # Unknown, wrong secret, garbled and revoked: one indistinguishable answer.
     assert answers == {
         (grpc.StatusCode.UNAUTHENTICATED, "INVALID_TOKEN", "invalid API token", "authorization")
