@@ -1,7 +1,8 @@
 """Run rules for the whole tree: how many processes, and what is collected.
 
-A plain ``pytest`` runs in several processes, the tests marked ``serial`` last and alone
-(tests/support/parallel.py, a plugin loaded here); ``-n 0`` or ``-p no:xdist`` runs all in one.
+A plain ``pytest`` runs in several processes, the longest tests first and the tests marked
+``serial`` last and alone (tests/support/parallel.py, a plugin loaded here); ``-n 0`` or
+``-p no:xdist`` runs all in one. ``npm ci`` begins before collection (tests/support/head_start.py).
 
 The co-dealt mode's code and tests need the system's libsodium (docs/codealing-spec.md section 14),
 which a fresh machine with only Python may lack. There they are not collected, and one line at the
@@ -44,7 +45,12 @@ NEEDS_LIBSODIUM = (
 _ROOT = Path(__file__).resolve().parent
 _MISSING = ctypes.util.find_library("sodium") is None and os.environ.get(REQUIRE) != "1"
 _left_out: set[str] = set()
-pytest_plugins = ("tests.support.parallel", "tests.support.bytecode", "tests.support.lineless")
+pytest_plugins = (
+    "tests.support.parallel",
+    "tests.support.bytecode",
+    "tests.support.lineless",
+    "tests.support.head_start",
+)
 
 
 def libsodium_left_out() -> bool:

@@ -1,9 +1,10 @@
-"""A plain ``pytest`` runs in parallel, its ``serial`` tests run last, alone, in one process, and the
-tests of one ``xdist_group`` in one process (tests/support/parallel.py): checked on a small suite of
-its own, run once as the README runs ours."""
+"""A plain ``pytest`` runs in parallel, its ``serial`` tests run last, alone, in one process, the
+tests of one ``xdist_group`` in one process, and the longest expected first (tests/support/
+parallel.py): checked on small suites of their own, each run once as the README runs ours."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -11,6 +12,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
+
+from tests.support.parallel import DURATIONS
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.xdist_group("parallel_run")  # the tests share one run of the small suite
@@ -111,3 +114,74 @@ def test_the_tests_of_one_xdist_group_run_in_one_worker_that_builds_its_module_f
     assert len(grouped) == 2 * 8, spans  # none lost
     assert len(builds) == 1, builds
     assert {line[2] for line in grouped} == {builds[0][2]}, spans  # that one worker ran them all
+
+
+TIMED = """
+import pytest
+
+@pytest.mark.parametrize("i", range(12))
+def test_timed(i):
+    pass
+"""
+
+MARKED = """
+import pytest
+
+@pytest.mark.parametrize("i", range(4))
+def test_plain(i):
+    pass
+
+@pytest.mark.slow
+def test_slow():
+    pass
+"""
+LAST_TIMES = {f"test_timed.py::test_timed[{i}]": {7: 60.0, 3: 50.0}.get(i, 0.01) for i in range(12)}
+"""What a run before took, as its controller left it in pytest's cache: two long tests, late in the
+collection; test_marked.py's tests never ran (its ``slow`` one is expected to be long)."""
+
+
+@pytest.fixture(scope="module")
+def ordered(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[list[str]], dict[str, float]]:
+    """A plain run of a small suite whose cache holds LAST_TIMES: the lines its tests wrote, and the
+    times its own run left in the cache."""
+    tree = tmp_path_factory.mktemp("ordered")
+    for name, text in (("conftest.py", CONFTEST), ("test_timed.py", TIMED), ("test_marked.py", MARKED)):
+        (tree / name).write_text(textwrap.dedent(text))
+    (tree / "pytest.ini").write_text("[pytest]\nmarkers =\n    serial: alone\n    slow: long\n")
+    durations = tree / ".pytest_cache" / "v" / DURATIONS
+    durations.parent.mkdir(parents=True)
+    durations.write_text(json.dumps(LAST_TIMES))
+    spans = tree / "spans"
+    env = {**os.environ, "SPANS": str(spans), "PYTHONPATH": str(ROOT)}
+    env.pop("PYTEST_XDIST_WORKER", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "tests.support.parallel"],
+        cwd=tree, env=env, capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    assert done.returncode == 0 and "17 passed" in done.stdout, done.stdout[-3000:] + done.stderr[-3000:]
+    return [line.split() for line in spans.read_text().splitlines()], json.loads(durations.read_text())
+
+
+def test_the_longest_tests_go_out_first_so_none_starts_while_the_other_workers_run_dry(
+    ordered: tuple[list[list[str]], dict[str, float]],
+) -> None:
+    """The units went out most tests first, then as collected: a run's longest tests (a live
+    collection, the fuzz, the browser modules, late in the collection) started near its end, while
+    the other workers ran out of work and waited for them before the serial phase."""
+    spans, _ = ordered
+    first: dict[str, str] = {}
+    for what, name, worker, _ in spans:
+        if what == "start":
+            first.setdefault(worker, name)
+    assert len(first) == 4, spans  # one test each, to begin with: the four longest expected
+    assert set(first.values()) == {"test_timed[7]", "test_timed[3]", "test_slow", "test_plain[0]"}, spans
+
+
+def test_a_run_leaves_each_tests_time_for_the_next_runs_order(
+    ordered: tuple[list[list[str]], dict[str, float]],
+) -> None:
+    _, timed = ordered
+    names = [f"test_timed.py::test_timed[{i}]" for i in range(12)]
+    names += [f"test_marked.py::test_plain[{i}]" for i in range(4)] + ["test_marked.py::test_slow"]
+    assert set(timed) == set(names), timed
+    assert all(0 <= timed[name] < 50 for name in names), timed  # this run's own times, not the last

@@ -3,7 +3,8 @@
 The harness (Node.js, with Playwright's playwright-core and puppeteer-core from client/web's lock
 file) drives Debian's ``chromium`` over CDP and ``firefox-esr`` over WebDriver BiDi. The README's
 ``pytest`` installs client/web's packages itself (``npm ci``, when node_modules is missing or does
-not match the lock file). Where Node.js or a browser is missing the browser tests skip, saying in
+not match the lock file), begun in the background before collection where the run covers the tests
+that need it (``HeadStart``). Where Node.js or a browser is missing the browser tests skip, saying in
 one line what to install, except under ``CI_REQUIRE_BROWSER=1`` (set by .ci/run), where they fail.
 ``run`` hands each job to a long-lived ``node harness.mjs --serve`` (one per process, engine and
 launch options; started on first use, closed at exit, restarted when it died or missed its deadline),
@@ -26,11 +27,12 @@ import selectors
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import pytest
 
@@ -107,22 +109,103 @@ def npm_failure(stderr: str) -> str:
     return f"{code}: {message}{hint}" if code else message
 
 
+def _lock_name(prefix: Path) -> str:
+    return "fairdeck-npm-ci-" + hashlib.sha256(str(prefix.resolve()).encode()).hexdigest()[:16]
+
+
+def _lock_file(prefix: Path) -> TextIO:
+    return open(Path(tempfile.gettempdir()) / f"{_lock_name(prefix)}.lock", "w")
+
+
 @functools.cache
 def npm_ci(prefix: Path) -> str | None:
     """Install ``prefix``'s packages from its lock file when they are missing or stale (once per
     process); why they cannot be, or None. npm ci deletes node_modules before it fetches: where it
     fails (offline, say), the node_modules that was there is put back as it was. The test processes
     of one run (pytest-xdist's workers) take turns through a file lock: the first installs, the
-    others wait and then find the packages fresh, never half deleted."""
+    others wait and then find the packages fresh, never half deleted. Where the run's controller
+    began the install (``head_start``), they wait for it and take its outcome, not trying again."""
     if shutil.which("node") is None or shutil.which("npm") is None:
         return "Node.js is not installed (https://nodejs.org, or Debian's `nodejs` and `npm`)"
-    name = hashlib.sha256(str(prefix.resolve()).encode()).hexdigest()[:16]
-    with open(Path(tempfile.gettempdir()) / f"fairdeck-npm-ci-{name}.lock", "w") as lock:
+    with _lock_file(prefix) as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or when this process ends
-        return _npm_ci(prefix)
+        said = _head_start_said(prefix)
+        return _npm_ci(prefix) if said is None else said or None
 
 
-def _npm_ci(prefix: Path) -> str | None:
+HEAD_START = "FAIRDECK_NPM_CI_DONE"
+"""Set by a run whose controller began ``npm ci`` itself (``HeadStart``), for all its processes
+(pytest-xdist's workers inherit it): the folder where the outcome for each prefix is written, an
+empty file for installed, else why not, under the prefix's lock."""
+
+
+def _head_start_said(prefix: Path) -> str | None:
+    """The outcome the run's head start wrote for ``prefix``, or None where it wrote none."""
+    folder = os.environ.get(HEAD_START)
+    if not folder:
+        return None
+    try:
+        return (Path(folder) / _lock_name(prefix)).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+
+
+class HeadStart:
+    """Installs ``prefixes`` (in turn, each as ``npm_ci`` would) in a thread of this process, so that
+    the install runs while the workers start and collect, rather than in the first test that needs
+    it. Each prefix's lock is taken at once where it is free, so no process of this run can begin
+    an install of its own; the outcomes go where ``HEAD_START`` says."""
+
+    def __init__(self, prefixes: Sequence[Path]) -> None:
+        self.folder = Path(tempfile.mkdtemp(prefix="fairdeck-npm-ci-"))
+        os.environ[HEAD_START] = str(self.folder)
+        self.stopping = threading.Event()
+        self.running: list[subprocess.Popen[str]] = []
+        """The ``npm ci`` under way, if any."""
+        self.held: list[tuple[Path, TextIO]] = []
+        for prefix in prefixes:
+            lock = _lock_file(prefix)
+            with contextlib.suppress(BlockingIOError):  # another run installs it now: the thread waits
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            self.held.append((prefix, lock))
+        self.thread = threading.Thread(target=self._install, name="npm ci", daemon=True)
+        self.thread.start()
+
+    def _install(self) -> None:
+        for prefix, lock in self.held:
+            with lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)  # held already, or waited for
+                if self.stopping.is_set():
+                    continue
+                why = _npm_ci(prefix, self.running)
+                part = self.folder / f"{_lock_name(prefix)}.part"
+                part.write_text(why or "", encoding="utf-8")
+                part.rename(self.folder / _lock_name(prefix))
+
+    def stop(self) -> None:
+        """At the end of the run: an install still under way (a run that ended early) is stopped,
+        and a node_modules that was there put back as it was, before this returns."""
+        self.stopping.set()
+        while self.thread.is_alive():
+            for process in list(self.running):
+                process.terminate()
+            self.thread.join(0.2)
+        if os.environ.get(HEAD_START) == str(self.folder):
+            del os.environ[HEAD_START]
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def head_start(prefixes: Sequence[Path]) -> HeadStart | None:
+    """A ``HeadStart`` of ``prefixes``, or None where Node.js is missing (each test says so)."""
+    if not prefixes or shutil.which("node") is None or shutil.which("npm") is None:
+        return None
+    return HeadStart(prefixes)
+
+
+def _npm_ci(prefix: Path, running: list[subprocess.Popen[str]] | None = None) -> str | None:
+    """``npm ci`` of ``prefix`` where it is stale; why it failed, or None. The npm process is in
+    ``running`` while it runs."""
+    running = [] if running is None else running
     if stale(prefix) is None:
         return None
     where = prefix.relative_to(ROOT) if prefix.is_relative_to(ROOT) else prefix
@@ -132,11 +215,17 @@ def _npm_ci(prefix: Path) -> str | None:
         modules.rename(kept)
     command = ["npm", "ci", "--prefix", str(prefix), "--no-audit", "--no-fund", "--loglevel=error"]
     npm = f"`npm ci --prefix {where}`"
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=NPM_CI_SECONDS)
-        why = None if done.returncode == 0 else f"{npm} failed: {npm_failure(done.stderr)}"
-    except subprocess.TimeoutExpired:
-        why = f"{npm} did not finish in {NPM_CI_SECONDS:g} s; is the npm registry reachable?"
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as process:
+        running.append(process)
+        try:
+            _, stderr = process.communicate(timeout=NPM_CI_SECONDS)
+            why = None if process.returncode == 0 else f"{npm} failed: {npm_failure(stderr)}"
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.communicate()
+            why = f"{npm} did not finish in {NPM_CI_SECONDS:g} s; is the npm registry reachable?"
+        finally:
+            running.remove(process)
     why = why or stale(prefix)
     if why is not None and kept.exists():
         shutil.rmtree(modules, ignore_errors=True)

@@ -5,11 +5,13 @@ but never writes them, so every worker and every dealer, co-dealer, witness and 
 subprocess compiled the project's modules from source again, and every worker rewrote the same
 test modules' asserts. The controller now compiles the installed packages (``compileall``, whose
 ``.pyc`` the interpreter checks against the source's mtime and size) and writes pytest's rewritten
-test modules (checked-hash ``.pyc``, the format pytest itself writes and checks) before any worker
-starts. bench/README.md ("Bytecode made once a run") has the figures.
-Invariants: only a cache is written (in ``__pycache__`` folders, which git ignores); a stale or
-missing entry is compiled again from source by whoever imports it, so a failure here costs time,
-never a wrong result; a run inside a worker, or ``--collect-only``, writes nothing.
+test modules and plugins (checked-hash ``.pyc``, the format pytest itself writes and checks; the
+plugins include every module of the installed ones' packages, hypothesis and pytest-xdist, which
+pytest rewrites too) before any worker starts. bench/README.md ("Bytecode made once a run").
+Invariants: only a cache is written (``__pycache__`` folders: the tree's, which git ignores, and
+the installed plugins'); a stale or missing entry is compiled again from source by whoever imports
+it, so a failure here costs time, never a wrong result; a worker, or ``--collect-only``, writes
+nothing.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import compileall
 import fnmatch
 import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
@@ -46,6 +49,35 @@ def rewritten_sources(config: pytest.Config) -> list[Path]:
         if path.name == "conftest.py" or any(fnmatch.fnmatch(path.name, p) for p in patterns):
             found.append(path)
     return [path for path in found if path.is_file()]
+
+
+def marked_sources(config: pytest.Config) -> list[Path]:
+    """The files of the modules pytest marked for rewriting on import (``mark_rewrite``): the
+    plugins named by the conftests, and every module of an installed plugin's distribution (all of
+    hypothesis, all of pytest-xdist), a package with all its modules. A name whose parent package is
+    not imported yet is left out, so that looking for it imports nothing."""
+    try:
+        from _pytest.assertion.rewrite import assertstate_key
+    except ImportError:
+        return []
+    state = config.stash.get(assertstate_key, None)
+    found: list[Path] = []
+    for name in sorted(getattr(getattr(state, "hook", None), "_must_rewrite", ())):
+        parent = name.rpartition(".")[0]
+        if parent and parent not in sys.modules:
+            continue
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            continue
+        if spec is None:
+            continue
+        if spec.submodule_search_locations:
+            for folder in spec.submodule_search_locations:
+                found.extend(sorted(Path(folder).rglob("*.py")))
+        elif spec.origin and spec.origin.endswith(".py"):
+            found.append(Path(spec.origin))
+    return found
 
 
 def write_rewritten(config: pytest.Config, sources: list[Path]) -> int:
@@ -94,4 +126,5 @@ def pytest_configure(config: pytest.Config) -> None:
     for folder in [*package_dirs(), _ROOT / "tests" / "support"]:
         compileall.compile_dir(folder, quiet=2, workers=1)
     if getattr(config.option, "numprocesses", 0):
-        write_rewritten(config, rewritten_sources(config))
+        sources = rewritten_sources(config)
+        write_rewritten(config, sources + [path for path in marked_sources(config) if path not in sources])

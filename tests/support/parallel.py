@@ -8,9 +8,11 @@ which busy neighbours would push them past) run last, alone, and the tests of on
 is built once a run. The workers write the marked ids to a folder the controller names in SERIAL_DIR
 (test ids carry no marks to it); ``SerialLastScheduling`` hands each group out whole, keeps the
 serial tests as one unit at the end of its queue, shuts every worker but one (the keeper) down once
-nothing else is left, and hands the keeper that unit when it is the last worker and idle.
+nothing else is left, and hands the keeper that unit when it is the last worker and idle. It hands
+out the longest units first (``expected_seconds``: what each test took last time, in pytest's cache),
+so that no long test starts late while the other workers run dry before the serial phase.
 Invariants: no other test of the run runs while a ``serial`` test runs (a serial test of a group
-is serial); all tests of a group run in one worker.
+is serial); all tests of a group run in one worker; the order never changes which tests run.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -35,11 +38,13 @@ GROUP = "xdist_group"
 """pytest-xdist's mark: the tests that share its name run in one worker."""
 
 
-def write_marked_ids(folder: Path, worker: str, serial: list[str], groups: dict[str, str]) -> None:
-    """A worker's collected ``serial`` test ids and its grouped ones (id: group), written whole
-    before it is seen."""
+def write_marked_ids(
+    folder: Path, worker: str, serial: list[str], groups: dict[str, str], slow: list[str]
+) -> None:
+    """A worker's collected ``serial`` test ids, its grouped ones (id: group) and its ``slow`` ones,
+    written whole before it is seen."""
     part = folder / f"{worker}.part"
-    part.write_text(json.dumps({"serial": serial, "groups": groups}), encoding="utf-8")
+    part.write_text(json.dumps({"serial": serial, "groups": groups, "slow": slow}), encoding="utf-8")
     part.rename(folder / f"{worker}.json")
 
 
@@ -50,18 +55,49 @@ def group_of(item: pytest.Item) -> str | None:
     return "_".join(names) or None
 
 
+DURATIONS = "fairdeck/durations"
+"""pytest's cache key (``.pytest_cache``) of the seconds each test took when it last ran (setup,
+call and teardown), by test id: written by each run's controller, read by the next one's scheduler."""
+SLOW_GUESS = 10.0
+"""Seconds expected of a test marked ``slow`` that no run has timed (the mark says "more than a few
+seconds"; in an idle whole run the slow-marked tests took 2 to 68 s)."""
+PLAIN_GUESS = 0.5
+"""Seconds expected of any other test that no run has timed (an idle whole run's mean per test)."""
+
+
+def expected_seconds(tests: list[str], timed: dict[str, float], slow: frozenset[str]) -> dict[str, float]:
+    """How long each test is expected to take: its time when it last ran, else the mean of its
+    module's timed tests, else a guess from its ``slow`` mark."""
+    modules: dict[str, list[float]] = {}
+    for test, seconds in timed.items():
+        modules.setdefault(test.split("::", 1)[0], []).append(seconds)
+    expected: dict[str, float] = {}
+    for test in tests:
+        same = modules.get(test.split("::", 1)[0])
+        if test in timed:
+            expected[test] = timed[test]
+        elif same:
+            expected[test] = sum(same) / len(same)
+        else:
+            expected[test] = SLOW_GUESS if test in slow else PLAIN_GUESS
+    return expected
+
+
 class SerialLastScheduling(LoadScopeScheduling):  # type: ignore[misc]
     """Each test is a unit of its own (as ``load`` hands them out), except the tests of one
-    ``xdist_group``, one unit a group (the base class queues the units by size, the largest first,
-    so the groups start before the single tests), and the ``serial`` tests, one unit handed out
-    last. That one stays in the work queue until then, so the base class never counts the run as
-    finished, nor shuts the keeper down, while it waits."""
+    ``xdist_group``, one unit a group, and the ``serial`` tests, one unit handed out last. The
+    others go out longest first (``expected_seconds`` of their tests, summed). The serial unit stays
+    in the work queue until its turn, so the base class never counts the run as finished, nor shuts
+    the keeper down, while it waits."""
 
     def __init__(self, config: Any, log: Any = None) -> None:
         super().__init__(config, log)
         self.folder = Path(os.environ[SERIAL_DIR])
         self.serial_ids: frozenset[str] = frozenset()
         self.groups: dict[str, str] = {}
+        self.slow_ids: frozenset[str] = frozenset()
+        self.timed = timed_before(config)
+        self.ordered = False
         self.keeper: Any = None
 
     def schedule(self) -> None:
@@ -70,7 +106,16 @@ class SerialLastScheduling(LoadScopeScheduling):  # type: ignore[misc]
             marked = [json.loads(path.read_text("utf-8")) for path in self.folder.glob("*.json")]
             self.serial_ids = frozenset(test for ids in marked for test in ids["serial"])
             self.groups = {test: group for ids in marked for test, group in ids["groups"].items()}
+            self.slow_ids = frozenset(test for ids in marked for test in ids["slow"])
         super().schedule()
+
+    def _longest_first(self) -> None:
+        """The work queue, its longest units first; a stable sort, so units expected alike keep the
+        base class's order (the most tests first, then as collected)."""
+        tests = [test for unit in self.workqueue.values() for test in unit]
+        expected = expected_seconds(tests, self.timed, self.slow_ids)
+        units = sorted(self.workqueue.items(), key=lambda unit: -sum(expected[test] for test in unit[1]))
+        self.workqueue = OrderedDict(units)
 
     def _split_scope(self, nodeid: str) -> str:
         if nodeid in self.serial_ids:
@@ -79,6 +124,9 @@ class SerialLastScheduling(LoadScopeScheduling):  # type: ignore[misc]
         return nodeid if group is None else f"{GROUP}::{group}"
 
     def _assign_work_unit(self, node: Any) -> None:
+        if not self.ordered:  # the base class's schedule() has queued every unit, assigned none
+            self.ordered = True
+            self._longest_first()
         if SERIAL not in self.workqueue:
             super()._assign_work_unit(node)
         elif len(self.workqueue) > 1:
@@ -104,6 +152,34 @@ class SerialLastScheduling(LoadScopeScheduling):  # type: ignore[misc]
         for other in list(self.assigned_work):  # the keeper may have been waiting for this one
             self._reschedule(other)
         return crashed
+
+
+def timed_before(config: pytest.Config) -> dict[str, float]:
+    """The seconds each test took when it last ran, from pytest's cache (none without the cache)."""
+    cache = getattr(config, "cache", None)
+    timed = cache.get(DURATIONS, {}) if cache is not None else {}
+    if not isinstance(timed, dict):
+        return {}
+    return {test: float(s) for test, s in timed.items() if isinstance(s, int | float) and s >= 0}
+
+
+class Timing:
+    """A run's own record of each test's seconds (setup, call and teardown, as its controller sees
+    the reports), merged into pytest's cache at its end for the next run's order."""
+
+    def __init__(self, cache: pytest.Cache) -> None:
+        self.cache = cache
+        self.seconds: dict[str, float] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.seconds[report.nodeid] = self.seconds.get(report.nodeid, 0.0) + report.duration
+
+    def pytest_sessionfinish(self) -> None:
+        if self.seconds:
+            timed = self.cache.get(DURATIONS, {})
+            timed = timed if isinstance(timed, dict) else {}
+            timed.update({test: round(seconds, 3) for test, seconds in self.seconds.items()})
+            self.cache.set(DURATIONS, timed)
 
 
 WORKERS = 4
@@ -132,6 +208,13 @@ def pytest_cmdline_main(config: pytest.Config) -> object:
     return (yield)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Every run but a worker's times its tests, where pytest's cache is on."""
+    cache = getattr(config, "cache", None)
+    if cache is not None and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(Timing(cache), "fairdeck-timing")
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     folder = config.stash.get(_SERIAL_PHASE, None)
     if folder is not None:
@@ -154,4 +237,5 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if SERIAL_DIR in os.environ:
         serial = [item.nodeid for item in items if item.get_closest_marker("serial") is not None]
         groups = {item.nodeid: group for item in items if (group := group_of(item)) is not None}
-        write_marked_ids(Path(os.environ[SERIAL_DIR]), workerinput["workerid"], serial, groups)
+        slow = [item.nodeid for item in items if item.get_closest_marker("slow") is not None]
+        write_marked_ids(Path(os.environ[SERIAL_DIR]), workerinput["workerid"], serial, groups, slow)

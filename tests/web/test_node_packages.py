@@ -1,17 +1,24 @@
 """The README's `pytest` installs client/web's packages itself: when its node_modules does not hold
-what the lock file pins, `npm ci` runs once; when it does, nothing runs."""
+what the lock file pins, `npm ci` runs once, begun before collection where the run covers the
+tests that need it; when it does, nothing runs."""
 
 from __future__ import annotations
 
+import http.server
 import json
+import os
 import shutil
 import socket
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.support import browser
+from tests.support import browser, head_start
+from tests.support.waits import wait_for
+
+ROOT = browser.ROOT
 
 
 def copy_of_the_lock(tmp_path: Path) -> Path:
@@ -127,3 +134,89 @@ def test_a_browser_variable_naming_no_program_is_said_as_such(monkeypatch: pytes
     monkeypatch.setenv("FAIRDECK_CHROMIUM", "/nowhere/chromium")
     why = browser._missing("chromium")
     assert why is not None and "FAIRDECK_CHROMIUM=/nowhere/chromium" in why and "not installed" not in why
+
+
+class Registry:
+    """A registry that answers every request 404 and counts them: npm fails at once, and a test can
+    tell whether npm asked again."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+        counting = threading.Lock()
+        registry = self
+
+        class Answer(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                with counting:
+                    registry.asked += 1
+                self.send_error(404)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Answer)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_run_begins_npm_ci_early_only_where_it_covers_the_tests_that_need_it() -> None:
+    """`npm ci` ran in the first browser test, minutes into a fresh checkout's run, while that
+    worker (and the others, their first tests in a browser too) waited on it."""
+    node = ROOT / "examples" / "node"
+    assert head_start.prefixes_for(["tests", "client/fairdeck"], ROOT) == [browser.WEB, node]
+    assert head_start.prefixes_for(["."], ROOT) == [browser.WEB, node]
+    assert head_start.prefixes_for(["tests/web/test_page_build.py::test_x"], ROOT) == [browser.WEB]
+    assert head_start.prefixes_for(["web"], ROOT / "tests") == [browser.WEB]
+    assert head_start.prefixes_for(["tests/core", "tests/log/test_merkle.py"], ROOT) == []
+
+
+def test_the_runs_processes_take_the_head_starts_outcome_and_do_not_install_again(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    browser.require(browser.node_missing())
+    monkeypatch.delenv(browser.HEAD_START, raising=False)  # put back as it was at the end
+    registry = Registry()
+    try:
+        offline(monkeypatch, tmp_path, registry.url)
+        prefix = stale_copy(tmp_path / "project")
+        started = browser.head_start([prefix])
+        assert started is not None
+        try:
+            wait_for("the head start's install to end", lambda: not started.thread.is_alive(), timeout=120)
+            asked = registry.asked
+            why = browser.npm_ci.__wrapped__(prefix)  # as a worker's first test that needs the packages
+        finally:
+            started.stop()
+    finally:
+        registry.close()
+    assert asked > 0 and registry.asked == asked, (asked, registry.asked)
+    assert why is not None and "failed" in why and "\n" not in why, why
+    assert (prefix / "node_modules" / "mine.txt").read_text() == "kept"
+    assert browser.HEAD_START not in os.environ
+
+
+def test_an_install_under_way_when_the_run_ends_is_stopped_and_node_modules_put_back(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A run that ends before its head start's install (Ctrl-C, or a run with nothing that needs
+    it) must not leave npm deleting node_modules behind it, nor the next run a half-made one."""
+    browser.require(browser.node_missing())
+    monkeypatch.delenv(browser.HEAD_START, raising=False)
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(64)  # connections are accepted by the kernel, and never answered
+        offline(monkeypatch, tmp_path, f"http://127.0.0.1:{silent.getsockname()[1]}/")
+        prefix = stale_copy(tmp_path / "project")
+        started = browser.head_start([prefix])
+        assert started is not None
+        process = wait_for("npm ci to start", lambda: started.running[:1])[0]
+        begun = time.monotonic()
+        started.stop()
+        assert time.monotonic() - begun < 60  # not npm's own timeout, nor NPM_CI_SECONDS
+    assert process.poll() is not None and not started.thread.is_alive()
+    assert (prefix / "node_modules" / "mine.txt").read_text() == "kept"
+    assert browser.stale(prefix) == "node_modules/typescript 7.0.2 is not installed"
