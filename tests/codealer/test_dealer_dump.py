@@ -249,10 +249,16 @@ class Found:
 
 
 @pytest.fixture(scope="module")
-def found(taken: Taken) -> Found:
+def codealers(taken: Taken) -> dict[str, bytes]:
+    """codealer_secrets, made once a run (every seat position's seal opened and re-keyed)."""
+    return codealer_secrets(taken)
+
+
+@pytest.fixture(scope="module")
+def found(taken: Taken, codealers: dict[str, bytes]) -> Found:
     """Every secret of the co-dealer's, the seats' and the dealer's, searched for in everything
     taken from the dealer, in one pass over each."""
-    codealers, dealers = codealer_secrets(taken), dealer_secrets(taken) | dealer_keys(taken)
+    dealers = dealer_secrets(taken) | dealer_keys(taken)
     index = SecretIndex(codealers | dealers)
     where: dict[str, set[str]] = defaultdict(set)
     detail = []
@@ -418,11 +424,11 @@ def test_the_memory_dump_is_real_it_holds_the_dealers_own_key_of_every_live_hand
 
 
 def test_the_same_search_finds_the_codealers_key_of_every_live_hand_in_the_codealers_memory(
-    taken: Taken,
+    taken: Taken, codealers: dict[str, bytes]
 ) -> None:
     """The control of the search below: where the co-dealer's secrets are (its own process), the
     same search, over a dump taken the same way, finds each live hand's x_1."""
-    x1 = {name: value for name, value in codealer_secrets(taken).items() if name.endswith("x_1")}
+    x1 = {name: value for name, value in codealers.items() if name.endswith("x_1")}
     index = SecretIndex(x1)
     assert _names(set().union(*(index.search(r.data) for r in taken.codealer_memory))) == set(x1)
 

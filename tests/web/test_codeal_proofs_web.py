@@ -20,6 +20,11 @@ from tests.support import browser, node_runs
 from tests.support.codeal_proof_vectors import CASES, CASES_V2, PROOFS
 from tests.support.env import clean_env
 
+# One worker runs the module: its page runs (one per engine, ~20 tests each read) would otherwise
+# hold every worker that drew one of those tests on the run's file lock while another builds it,
+# and each worker would launch its own Chromium and Firefox for the pinned-page tests.
+pytestmark = pytest.mark.xdist_group("test_codeal_proofs_web")
+
 PHONE = {"width": 390, "height": 844}
 SEAT = PROOFS["valid"][0]
 THREE = next(c for c in PROOFS["valid"] if c["name"].startswith("three key holders"))

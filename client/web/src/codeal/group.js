@@ -73,6 +73,8 @@ export const mul = (s, p) => p.multiplyUnsafe(s);
 export const mulBase = (s) => Point.BASE.multiplyUnsafe(s);
 /** The sum of scalars[i] * points[i]. */
 export const msm = (scalars, points) => pippenger(Point, points, scalars);
+/** The same for a few terms (scalars below L): one walk of doublings for all of them. */
+export const mulAdd = (scalars, points) => mulAddUnsafe(Point, points, scalars);
 
 /** H2P(msg, DST): RFC 9380 hash_to_ristretto255 (section 3). */
 export const hashToPoint = (msg, dst) => ristretto255_hasher.hashToCurve(msg, { DST: dst });
@@ -164,6 +166,43 @@ export function sumIsZero(scalars, points) {
       long.ps.push(points[i]);
     }
   });
+  if (short.ss.length >= FEW) {
+    // Many: noble's pippenger costs a short term what it costs a long one, and one pippenger
+    // over both sums its buckets and doubles once.
+    long.ss.push(...short.ss);
+    long.ps.push(...short.ps);
+    short.ss = [];
+    short.ps = [];
+  }
   const sum = (t) => (t.ss.length < FEW ? mulAddUnsafe(Point, t.ps, t.ss) : msm(t.ss, t.ps));
   return sum(short).add(sum(long)).is0();
+}
+
+/**
+ * The terms of one equation in a batch, sum s_i * P_i = 0 (section 10, "Checking equations in a
+ * batch"): terms on the same point (the same object: a deck's ciphertext that two shuffles and a
+ * seed hold, B, a holder's key) are merged, so that each point is multiplied once.
+ */
+export class Sum {
+  constructor() {
+    this.at = new Map();
+    this.scalars = [];
+    this.points = [];
+  }
+
+  add(s, p) {
+    const i = this.at.get(p);
+    if (i !== undefined) {
+      this.scalars[i] += s;
+      return;
+    }
+    this.at.set(p, this.points.length);
+    this.points.push(p);
+    this.scalars.push(s);
+  }
+
+  /** Whether the sum is the identity. */
+  isZero() {
+    return sumIsZero(this.scalars, this.points);
+  }
 }

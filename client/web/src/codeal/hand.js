@@ -6,13 +6,14 @@
 import { shake256 } from "@noble/hashes/sha3.js";
 import { sha256 } from "@noble/hashes/sha2.js";
 import { isBytes } from "../bytes.js";
-import { ascii, concat, deckSpec, deriveDeck, equalBytes, lp, u32, validHandId, SPEC_NAMES } from "../spec.js";
+import { VerificationError, ascii, concat, deckSpec, deriveDeck, equalBytes, lp, u32, validHandId, SPEC_NAMES } from "../spec.js";
 import { pyrepr } from "../words.js";
 import {
   L,
   MAX_HOLDERS,
   MIN_HOLDERS,
   Point,
+  Sum,
   V,
   batchWeights,
   decodeDeck,
@@ -25,10 +26,9 @@ import {
   le,
   mul,
   mulBase,
-  sumIsZero,
 } from "./group.js";
-import { decodeProof, proofBytes, verifyShuffle } from "./proof.js";
-import { decodeShare, openCard, sharesHold, verifyShare } from "./shares.js";
+import { decodeProof, proofBytes, shuffleChallenges, shuffleTerms, shuffleWeights, verifyShuffle } from "./proof.js";
+import { decodeShare, openCard, shareTerms, shareWeights, sharesHold, verifyShare } from "./shares.js";
 
 export const KEY_RECORD_BYTES = 128;
 /** 4 + 64 n + 32 (5 n + 9) + 64: a shuffle record's length (section 6.5). */
@@ -150,38 +150,61 @@ export function randomness(spec, handId, k, seed) {
   return spec.ids.map((_, i) => le(shake256(concat(prefix, u32(i)), { dkLen: 64 })) % L);
 }
 
-function verifySeeds(ctx, hand, decks) {
+/** Step 10.7's checks of holder k's seed that come before its re-encryption, in order: its psi_k and r_k,i. */
+function seedDerivation(ctx, handId, k, seed) {
+  const { spec } = ctx;
+  if (!isBytes(seed) || seed.length !== spec.seedBytes) throw fail("seed", `holder ${k}: a seed for deck '${spec.name}' is ${spec.seedBytes} bytes`);
+  if (!equalBytes(seedCommitment(spec, handId, k, seed), ctx.commitments[k])) throw fail("seed", `holder ${k}: the seed does not open its commitment`);
+  const psi = permutation(spec, handId, k, seed);
+  const rs = randomness(spec, handId, k, seed);
+  if (rs.some((r) => r === 0n)) throw fail("seed", `holder ${k}: the seed derives a zero randomness`);
+  return { psi, rs };
+}
+
+/** How many weights seedTerms takes for a deck of n cards. */
+const seedWeights = (n) => 2 * n;
+
+/**
+ * 10.7: re-doing the shuffle of 6.4 from `before` with psi and r gives exactly `after`, as terms
+ * of one equation in a batch (section 10) added to `sum`: after[i] - before[psi(i)] = (r_i B, r_i Y)
+ * for every i, with weights w_2i and w_2i+1.
+ */
+function seedTerms(sum, w, ctx, before, after, { psi, rs }) {
+  let baseCoef = 0n;
+  let keyCoef = 0n;
+  psi.forEach((j, i) => {
+    const [rho, sigma] = [w[2 * i], w[2 * i + 1]];
+    baseCoef -= rho * rs[i];
+    keyCoef -= sigma * rs[i];
+    sum.add(rho, after[i].c1);
+    sum.add(-rho, before[j].c1);
+    sum.add(sigma, after[i].c2);
+    sum.add(-sigma, before[j].c2);
+  });
+  sum.add(baseCoef, Point.BASE);
+  sum.add(keyCoef, ctx.jointKey);
+}
+
+/**
+ * Step 10.7. `held`: holder k -> its seed's derivation, for the seeds whose re-encryption was
+ * found to hold in verifyCodealHand's batch (derivedSeeds ran their checks before it, which held).
+ */
+function verifySeeds(ctx, hand, decks, held) {
   const { spec } = ctx;
   const seeds = hand.seeds;
   // 10.7 seed: one seed per holder, each of the length of 6.1, opening C_k, deriving no zero r.
   if (seeds.length !== ctx.keys.length) throw fail("seed", `${seeds.length} seeds for ${ctx.keys.length} holders`);
   const psis = [];
   seeds.forEach((seed, k) => {
-    if (!isBytes(seed) || seed.length !== spec.seedBytes) throw fail("seed", `holder ${k}: a seed for deck '${spec.name}' is ${spec.seedBytes} bytes`);
-    if (!equalBytes(seedCommitment(spec, hand.handId, k, seed), ctx.commitments[k])) throw fail("seed", `holder ${k}: the seed does not open its commitment`);
-    const psi = permutation(spec, hand.handId, k, seed);
-    const rs = randomness(spec, hand.handId, k, seed);
-    if (rs.some((r) => r === 0n)) throw fail("seed", `holder ${k}: the seed derives a zero randomness`);
-    // 10.7: re-doing the shuffle of 6.4 gives exactly the published D_{k+1}: checked as one
-    // equation in a batch (section 10), after[i] - before[psi(i)] = (r_i B, r_i Y) for every i.
-    const before = decks[k].cts;
-    const after = decks[k + 1].cts;
-    const w = batchWeights("seed", [ctx.bytes, u32(k), seed, decks[k].bytes, decks[k + 1].bytes], 2 * psi.length);
-    let baseCoef = 0n;
-    let keyCoef = 0n;
-    const scalars = [];
-    const points = [];
-    psi.forEach((j, i) => {
-      const [rho, sigma] = [w[2 * i], w[2 * i + 1]];
-      baseCoef -= rho * rs[i];
-      keyCoef -= sigma * rs[i];
-      scalars.push(rho, -rho, sigma, -sigma);
-      points.push(after[i].c1, before[j].c1, after[i].c2, before[j].c2);
-    });
-    if (!sumIsZero([baseCoef, keyCoef, ...scalars], [Point.BASE, ctx.jointKey, ...points])) {
-      throw fail("seed", `holder ${k}: the seed does not re-derive its published shuffle`);
+    const derived = held.get(k) ?? seedDerivation(ctx, hand.handId, k, seed);
+    if (!held.has(k)) {
+      // 10.7: re-doing the shuffle of 6.4 gives exactly the published D_{k+1}: one equation in a batch.
+      const w = batchWeights("seed", [ctx.bytes, u32(k), seed, decks[k].bytes, decks[k + 1].bytes], seedWeights(derived.psi.length));
+      const sum = new Sum();
+      seedTerms(sum, w, ctx, decks[k].cts, decks[k + 1].cts, derived);
+      if (!sum.isZero()) throw fail("seed", `holder ${k}: the seed does not re-derive its published shuffle`);
     }
-    psis.push(psi);
+    psis.push(derived.psi);
   });
   // 10.7: each dealt card is the card the composed permutations put at its position.
   const order = finalOrder(spec, psis);
@@ -189,6 +212,50 @@ function verifySeeds(ctx, hand, decks) {
     if (order[d.position] !== d.card) throw fail("seed", `position ${d.position}: the seeds put card ${order[d.position]} there`);
   }
   return order;
+}
+
+/** The seeds that pass 10.7's checks before their re-encryption: holder k -> its derivation. */
+function derivedSeeds(ctx, hand) {
+  const out = new Map();
+  const seeds = hand.seeds;
+  if (!Array.isArray(seeds) || seeds.length !== ctx.keys.length) return out;
+  seeds.forEach((seed, k) => {
+    try {
+      out.set(k, seedDerivation(ctx, hand.handId, k, seed));
+    } catch (e) {
+      if (!(e instanceof VerificationError)) throw e;
+    }
+  });
+  return out;
+}
+
+/**
+ * Whether every equation of 10.4 (each proof of shuffle), 10.5 (each share) and 10.7 (the
+ * re-encryption of each seed in `seeded`) holds, as one equation in a batch (section 10) with
+ * weights from every byte they are computed from. A point that several of them hold (the decks
+ * between shuffles, B, the keys) is multiplied once. When it holds, those steps skip their own
+ * checks of these equations; when it does not, they check them, to name the first that fails.
+ */
+function handHolds(ctx, hand, decks, shuffles, dealt, seeded) {
+  const n = decks[0].cts.length;
+  const parts = [
+    ctx.bytes,
+    ...hand.shuffles,
+    ...dealt.flatMap((d) => d.shares.map((share) => concat(u32(d.position), d.e.bytes, share.bytes))),
+    ...[...seeded.keys()].map((k) => concat(u32(k), hand.seeds[k])),
+  ];
+  const count = shuffles.length * shuffleWeights(n) + shareWeights(dealt) + seeded.size * seedWeights(n);
+  const w = batchWeights("hand", parts, count);
+  let at = 0;
+  const next = (m) => w.slice(at, (at += m));
+  const sum = new Sum();
+  shuffles.forEach((r, k) => {
+    const challenges = shuffleChallenges(ctx, k, decks[k], r.deck, r.proof);
+    shuffleTerms(sum, next(shuffleWeights(n)), ctx, decks[k], r.deck, r.proof, challenges);
+  });
+  shareTerms(sum, next(shareWeights(dealt)), ctx, dealt);
+  for (const [k, derived] of seeded) seedTerms(sum, next(seedWeights(n)), ctx, decks[k].cts, decks[k + 1].cts, derived);
+  return sum.isZero();
 }
 
 /** Card ids of the final deck: position i holds canonical psi_0(psi_1(...psi_{K-1}(i))). */
@@ -225,19 +292,21 @@ export function verifyCodealHand(hand, onStep = () => {}) {
   }
   for (const d of dealt) if (d.decoded.length !== holders) throw fail("transcript", `position ${d.position}: ${d.decoded.length} shares for ${holders} holders`);
   onStep("transcript");
+  // Every equation of 10.4, 10.5 and 10.7 at once; each step below checks its own only where these fail.
+  const decks = [initialDeck(spec), ...shuffles.map((r) => r.deck)];
+  const final = decks[holders].cts;
+  const batch = dealt.map((d) => ({ position: d.position, e: final[d.position], shares: d.decoded }));
+  const seeded = derivedSeeds(ctx, hand);
+  const held = handHolds(ctx, hand, decks, shuffles, batch, seeded);
   // 10.4 shuffle: for k in order, freshness (6.4), the proof of shuffle (7.4), the signature (6.5).
-  const decks = [initialDeck(spec)];
   shuffles.forEach((r, k) => {
     checkFresh(decks[k], r.deck, k);
-    verifyShuffle(ctx, k, decks[k], r.deck, r.proof);
+    verifyShuffle(ctx, k, decks[k], r.deck, r.proof, held);
     verifySignature(ctx, decks[k], r, hand.shuffles[k]);
-    decks.push(r.deck);
   });
   onStep("shuffle");
   // 10.5 share and 10.6 open, position by position in the order given.
-  const final = decks[holders].cts;
-  const batch = dealt.map((d) => ({ position: d.position, e: final[d.position], shares: d.decoded }));
-  const allHold = sharesHold(ctx, batch);
+  const allHold = held || sharesHold(ctx, batch);
   const opened = [];
   for (const d of dealt) {
     if (!allHold) d.decoded.forEach((s, k) => verifyShare(ctx, d.position, k, final[d.position], s));
@@ -249,7 +318,7 @@ export function verifyCodealHand(hand, onStep = () => {}) {
   onStep("share");
   onStep("open");
   if (hand.seeds === null || hand.seeds === undefined) return { holders, final: null, opened };
-  const order = verifySeeds(ctx, hand, decks);
+  const order = verifySeeds(ctx, hand, decks, held ? seeded : new Map());
   onStep("seed");
   return { holders, final: order, opened };
 }

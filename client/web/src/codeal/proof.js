@@ -4,7 +4,7 @@
 // and hash the whole statement (section 5.4).
 import { sha512 } from "@noble/hashes/sha2.js";
 import { concat, lp, u32 } from "../spec.js";
-import { L, Point, batchWeights, decodePoint, decodeScalar, fail, generators, hs, label, msm, mul, mulBase, sumIsZero } from "./group.js";
+import { L, Point, Sum, batchWeights, decodePoint, decodeScalar, fail, generators, hs, label, msm, mul, mulAdd, mulBase } from "./group.js";
 
 /** 32 (5N + 9): the length of the proof of a deck of N cards. */
 export const proofBytes = (n) => 32 * (5 * n + 9);
@@ -32,16 +32,12 @@ export function decodeProof(bytes, n, k) {
 const T_NAMES = ["t1", "t2", "t3", "t4,1", "t4,2"];
 
 /**
- * CheckProof (section 7.4) of step k: `after` is a re-encryption of a permutation of `before`
- * under the joint key. `ctx` is the hand context (section 5.3): {bytes, jointKey}. Raises
- * VerificationError("shuffle") naming the first equation that fails.
+ * The challenges of step k's proof of shuffle (section 7.4), recomputed from the bytes received:
+ * u_1..u_N and c, with the generators h = G_0 and h_1..h_N.
  */
-export function verifyShuffle(ctx, k, before, after, proof) {
+export function shuffleChallenges(ctx, k, before, after, proof) {
   const n = before.cts.length;
   const g = generators(n);
-  const h = g[0];
-  const hs1 = g.slice(1);
-  const Y = ctx.jointKey;
   const statement = concat(ctx.bytes, u32(k), lp(before.bytes), lp(after.bytes));
   // u_i = Hs(U || u32(i)), U = SHA-512(lp(V " shuffle u") || ctx || u32(k) || lp(e) || lp(e') || lp(c_1..c_N)).
   const U = sha512(concat(label("shuffle u"), statement, lp(proof.bytes.subarray(0, 32 * n))));
@@ -58,7 +54,24 @@ export function verifyShuffle(ctx, k, before, after, proof) {
       lp(proof.bytes.subarray(32 * (2 * n + 5), 32 * (3 * n + 5))),
     ),
   );
-  if (proofHolds(ctx, k, before, after, proof, u, c, h, hs1)) return;
+  return { u, c, h: g[0], hs1: g.slice(1) };
+}
+
+/**
+ * CheckProof (section 7.4) of step k: `after` is a re-encryption of a permutation of `before`
+ * under the joint key. `ctx` is the hand context (section 5.3): {bytes, jointKey}. Raises
+ * VerificationError("shuffle") naming the first equation that fails. `held`: the caller already
+ * found every equation of this proof holding, in a batch of its own (verifyCodealHand's).
+ */
+export function verifyShuffle(ctx, k, before, after, proof, held = false) {
+  if (held) return;
+  const n = before.cts.length;
+  const Y = ctx.jointKey;
+  const { u, c, h, hs1 } = shuffleChallenges(ctx, k, before, after, proof);
+  const w = batchWeights("shuffle", [ctx.bytes, u32(k), lp(before.bytes), lp(after.bytes), lp(proof.bytes)], shuffleWeights(n));
+  const batch = new Sum();
+  shuffleTerms(batch, w, ctx, before, after, proof, { u, c, h, hs1 });
+  if (batch.isZero()) return;
   // Some equation fails: check each in the spec's order, to name it.
   const negC = (L - c) % L;
   const sum = (points) => points.reduce((a, p) => a.add(p), Point.ZERO);
@@ -78,31 +91,28 @@ export function verifyShuffle(ctx, k, before, after, proof) {
   }
   let previous = h;
   for (let i = 0; i < n; i++) {
-    const want = mulBase(proof.sHat[i]).add(mul(proof.sPrime[i], previous)).add(mul(negC, proof.chain[i]));
+    const want = mulBase(proof.sHat[i]).add(mulAdd([proof.sPrime[i], negC], [previous, proof.chain[i]]));
     if (!proof.tHat[i].equals(want)) throw fail("shuffle", `step ${k}: the proof of shuffle fails at t^_${i + 1}`);
     previous = proof.chain[i];
   }
   throw fail("shuffle", `step ${k}: the proof of shuffle fails`);
 }
 
+/** How many weights shuffleTerms takes for a deck of n cards. */
+export const shuffleWeights = (n) => 5 + n;
+
 /**
- * Whether every equation of section 7.4 holds, as one equation in a batch (docs/codealing-spec.md
- * section 10): the five with weights w_1..w_5 and each t^_i with weight w_{5+i}, summed into one
- * multi-scalar multiplication over every point of the statement and the proof.
+ * Every equation of section 7.4, as terms of one equation in a batch (docs/codealing-spec.md
+ * section 10) added to `sum`: the five with weights w_1..w_5 and each t^_i with weight w_{5+i},
+ * over every point of the statement and the proof; the last argument is shuffleChallenges' result.
  */
-function proofHolds(ctx, k, before, after, proof, u, c, h, hs1) {
+export function shuffleTerms(sum, w, ctx, before, after, proof, { u, c, h, hs1 }) {
   const n = u.length;
-  const w = batchWeights("shuffle", [ctx.bytes, u32(k), lp(before.bytes), lp(after.bytes), lp(proof.bytes)], 5 + n);
   const [w1, w2, w3, w4, w5] = w;
-  const rho = w.slice(5);
+  const rho = w.slice(5, 5 + n);
   const [s1, s2, s3, s4] = proof.s;
   const uProduct = u.reduce((a, x) => (a * x) % L, 1n);
-  const scalars = [];
-  const points = [];
-  const term = (s, p) => {
-    scalars.push(s);
-    points.push(p);
-  };
+  const term = (s, p) => sum.add(s, p);
   // B and Y.
   term(w1 * s1 + w2 * s2 + w3 * s3 - w5 * s4 + rho.reduce((a, r, i) => a + r * proof.sHat[i], 0n), Point.BASE);
   term(-w4 * s4, ctx.jointKey);
@@ -122,5 +132,4 @@ function proofHolds(ctx, k, before, after, proof, u, c, h, hs1) {
     term(-c * rho[j - 1] + (j < n ? rho[j] * proof.sPrime[j] : -w2 * c), proof.chain[j - 1]);
   }
   for (let j = 0; j < 5; j++) term(-w[j], proof.t[j]);
-  return sumIsZero(scalars, points);
 }

@@ -3,7 +3,7 @@
 // seat's device, which verifies the shares it opened before combining them.
 import { isBytes } from "../bytes.js";
 import { concat, lp, toHex, u32 } from "../spec.js";
-import { Point, batchWeights, cardPoint, decodePoint, decodeScalar, fail, hs, label, mul, mulBase, sumIsZero } from "./group.js";
+import { Point, Sum, batchWeights, cardPoint, decodePoint, decodeScalar, fail, hs, label, mul, mulBase } from "./group.js";
 
 export const SHARE_BYTES = 128;
 
@@ -46,24 +46,32 @@ export function verifyShare(ctx, p, k, e, share) {
  * least one fails (the caller then checks them one by one, to name it).
  */
 export function sharesHold(ctx, dealt) {
-  const items = [];
-  for (const d of dealt) d.shares.forEach((share, k) => items.push({ d, k, share, c: challenge(ctx, d.position, k, d.e, share) }));
-  if (!items.length) return true;
-  const parts = [ctx.bytes, ...items.map((it) => concat(u32(it.d.position), it.d.e.bytes, it.share.bytes))];
-  const w = batchWeights("shares", parts, 2 * items.length);
-  const keyCoef = ctx.keys.map(() => 0n);
-  let baseCoef = 0n;
-  const scalars = [];
-  const points = [];
-  items.forEach((it, j) => {
-    const [rho, sigma] = [w[2 * j], w[2 * j + 1]];
-    // rho (z B - A - c Y_k) + sigma (z c1 - A' - c D) = 0
-    baseCoef += rho * it.share.z;
-    keyCoef[it.k] -= rho * it.c;
-    scalars.push(-rho, -sigma, sigma * it.share.z, -sigma * it.c);
-    points.push(it.share.a, it.share.aPrime, it.d.e.c1, it.share.d);
-  });
-  return sumIsZero([baseCoef, ...keyCoef, ...scalars], [Point.BASE, ...ctx.keys, ...points]);
+  const parts = [ctx.bytes, ...dealt.flatMap((d) => d.shares.map((share) => concat(u32(d.position), d.e.bytes, share.bytes)))];
+  const sum = new Sum();
+  shareTerms(sum, batchWeights("shares", parts, shareWeights(dealt)), ctx, dealt);
+  return sum.isZero();
+}
+
+/** How many weights shareTerms takes for `dealt`. */
+export const shareWeights = (dealt) => 2 * dealt.reduce((a, d) => a + d.shares.length, 0);
+
+/** The equations of step 10.5 for every share of `dealt`, with weights `w`, added to `sum`. */
+export function shareTerms(sum, w, ctx, dealt) {
+  let j = 0;
+  for (const d of dealt) {
+    d.shares.forEach((share, k) => {
+      const c = challenge(ctx, d.position, k, d.e, share);
+      const [rho, sigma] = [w[2 * j], w[2 * j + 1]];
+      j++;
+      // rho (z B - A - c Y_k) + sigma (z c1 - A' - c D) = 0
+      sum.add(rho * share.z, Point.BASE);
+      sum.add(-rho * c, ctx.keys[k]);
+      sum.add(-rho, share.a);
+      sum.add(-sigma, share.aPrime);
+      sum.add(sigma * share.z, d.e.c1);
+      sum.add(-sigma * c, share.d);
+    });
+  }
 }
 
 /** Step 10.6: M = c2 - (D_0 + ... + D_{K-1}), and the card id whose point M is, of this deck spec. */
