@@ -71,11 +71,12 @@ def forked() -> Iterator[None]:
     FORKER.pop().close()
 
 
-def run(*args: str, code: str | None = None, within: float = 60) -> Outcome:
-    """``fairdeck ARGS`` (or ``python -c CODE ARGS``); a dealer that starts is stopped and reported."""
+def run(*args: str, code: str | None = None, within: float = 60, fresh: bool = False) -> Outcome:
+    """``fairdeck ARGS`` (or ``python -c CODE ARGS``); a dealer that starts is stopped and reported.
+    Forked from the module's ServeForker, or ``fresh``: a new interpreter, as a user runs it."""
     with tempfile.TemporaryFile("w+", encoding="utf-8") as err_file:
         proc: subprocess.Popen[str] | ForkedProcess
-        if code is None and FORKER:
+        if code is None and FORKER and not fresh:
             proc = FORKER[0].start(args, err_file)
         else:
             head = [sys.executable, "-c", code] if code else [sys.executable, "-m", "fairdeck.cli"]
@@ -101,8 +102,8 @@ def run(*args: str, code: str | None = None, within: float = 60) -> Outcome:
         return Outcome(rc, "".join(first) + out, err_file.read(), started)
 
 
-def serve(*args: str, code: str | None = None) -> Outcome:
-    return run("serve", "--listen", "127.0.0.1:0", *args, code=code)
+def serve(*args: str, code: str | None = None, fresh: bool = False) -> Outcome:
+    return run("serve", "--listen", "127.0.0.1:0", *args, code=code, fresh=fresh)
 
 
 SQLITE_AND_LOCK = {"fairdeck.lock", "fairdeck.db-wal", "fairdeck.db-shm"}
@@ -255,6 +256,24 @@ def test_a_fresh_data_dir_with_a_bad_option_is_refused_and_left_fresh(
     data = tmp_path / "fresh"
     serve("--data", str(data), *[f.format(tmp=tmp_path) for f in flags]).refused(*names)
     assert not data.exists() and not (tmp_path / "nowhere").exists()
+
+
+@pytest.mark.parametrize("kind", ["a bad option", "a started dealer"])
+def test_the_console_script_in_a_fresh_interpreter_as_a_user_runs_it(
+    kind: str, tmp_path: Path, data: Path
+) -> None:
+    """The cases above run forked from one process that imported the dealer once: what a fresh
+    `fairdeck` prints while it imports (a dependency's warning), or a refusal that needs a module
+    only the forker had imported, would not show there. A refusal and a start, fresh."""
+    if kind == "a bad option":
+        new = tmp_path / "fresh"
+        serve("--data", str(new), "--max-hand-lifetime", "-1", fresh=True).refused("--max-hand-lifetime")
+        assert not new.exists()
+    else:
+        outcome = serve("--data", str(data), fresh=True)
+        assert outcome.started and not [
+            line for line in outcome.lines if "WARNING" in line or "Warning:" in line
+        ], outcome.err[-2000:]
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, NoReturn
 
 PRELOAD = ("fairdeck.cli.dispatch", "fairdeck_server.cli.serve_commands", "fairdeck_server.run.app")
 """What the forking process imports once: the console script's entry and the dealer."""
@@ -100,10 +100,25 @@ class ServeForker:
         self._ended: dict[int, int] = {}
         self._gone: str | None = None
         self._sock.settimeout(READY_S)
-        assert json.loads(self._sock.recv(4096)) == {"ready": True}, self._forker_log()
+        try:
+            ready = self._sock.recv(4096)
+        except TimeoutError:
+            ready = b""
+        if ready != b'{"ready": true}':  # an import failed, or hung: its reason is in the log
+            self._fail(f"the forking process did not start ({ready!r}): {self._forker_log()}")
+        if said := self._forker_log():  # a warning at import: a fresh `fairdeck` would print it
+            self._fail(f"the forking process printed at import (each fresh `fairdeck` would too): {said}")
         self._sock.settimeout(None)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
+
+    def _fail(self, why: str) -> NoReturn:
+        """Stop the forking process, remove its log, and fail with ``why``."""
+        self._proc.kill()
+        self._proc.wait()
+        self._log.close()
+        self._log_path.unlink(missing_ok=True)
+        raise AssertionError(why)
 
     def _forker_log(self) -> str:
         self._log.flush()
