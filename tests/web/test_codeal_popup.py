@@ -116,6 +116,14 @@ def test_the_seal_and_release_vectors_give_the_reference_line_in_the_opened_wind
     assert popup_run["frame_cases"]["seat_releases"] == {c["name"]: c["line"] for c in RELEASES["cases"]}
 
 
+def test_the_page_refuses_to_frame_the_game(popup_run: dict[str, Any]) -> None:
+    """The other way round is not an embedding: a frame of a game put into the page is refused by
+    the page's Content-Security-Policy (default-src 'none', so frame-src 'none'). The game is a
+    data: address: Firefox lets a file: page frame a file: address despite the policy, a case of
+    this test's file: pages only."""
+    assert popup_run["frame_cases"]["game_framed"] == ["frame-src"]
+
+
 def test_the_game_and_the_window_it_opened_made_no_request_and_raised_no_error(
     popup_run: dict[str, Any],
 ) -> None:

@@ -179,6 +179,18 @@ export async function runPopupCases(data, win, runners) {
   };
   out.seal_vectors = runSeal(data.seal_vectors, fd.codeal);
   out.seat_releases = runRelease(data.release_vectors, fd.codeal);
+  // The other way round, the game in a frame of the page: the page's policy loads no frame. The
+  // directive each refusal names, once one came (or 10 s passed). The game is a data: address here:
+  // Firefox lets a file: page frame a file: address whatever the policy says (a file: game would
+  // load), which an http(s) game is not.
+  const refusals = [];
+  doc.addEventListener("securitypolicyviolation", (e) => refusals.push(e.effectiveDirective));
+  const frame = doc.createElement("iframe");
+  frame.src = "data:text/html,<title>A card game</title><h1>A card game</h1>";
+  doc.body.append(frame);
+  const until = Date.now() + 10000;
+  while (!refusals.length && Date.now() < until) await new Promise((resolve) => win.setTimeout(resolve, 20));
+  out.game_framed = refusals;
   out.errors = errors;
   pw.close();
   return out;
