@@ -3,7 +3,7 @@
 // integers 0..255 and any one-byte typed array (an Int8Array, a Uint8ClampedArray), of this realm
 // or another: the one corner of the package where a caller's list became bytes. Each such input is
 // now refused at step encoding, in words that name the argument; the same call with the same bytes
-// as a Uint8Array, this realm's or another's, still gives its answer (so each refusal is about the
+// as another realm's Uint8Array still gives its answer (so each refusal is about the
 // input's form, never its content). `npm test` in client/web; tests/web/test_codeal_popup.py and
 // test_codeal_iframe.py check the page's seat so from a game's window in Chromium and Firefox.
 import { test } from "node:test";
@@ -31,7 +31,8 @@ const LENIENT = {
 };
 /** What the refusal says each form is ("array" for both realms' lists). */
 const KIND = { "another realm's array": "array", "another realm's Int8Array": "Int8Array", "another realm's Uint8ClampedArray": "Uint8ClampedArray" };
-const HONEST = { Uint8Array: (b) => Uint8Array.from(b), "another realm's Uint8Array": (b) => foreign.Uint8Array.from(b) };
+// (This realm's Uint8Array is what every vector test of the package gives these calls.)
+const HONEST = { "another realm's Uint8Array": (b) => foreign.Uint8Array.from(b) };
 
 const h = SEALS.hands["short-2"];
 const card = SEALS.cases.find((c) => c.name === "valid, position 0");
@@ -92,7 +93,7 @@ function outcome(fn) {
   }
 }
 
-test("the seat's calls answer for a Uint8Array of this realm or another", () => {
+test("the seat's calls answer for another realm's Uint8Array", () => {
   for (const [name, [put]] of Object.entries(CASES)) {
     for (const [form, as] of Object.entries(HONEST)) assert.equal(outcome(() => put(as)), "answered", `${name}, ${form}`);
   }
