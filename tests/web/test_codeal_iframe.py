@@ -90,7 +90,7 @@ def test_the_pages_seat_still_refuses_text_where_bytes_are_expected(frame_run: d
     refused = frame_run["frame_cases"]["seat"]["refused"]
     assert refused == {
         "secret_as_hex": "FAILED at step encoding: secretKey: want bytes (a Uint8Array), not string",
-        "secret_as_numbers": "FAILED at step encoding: secretKey: want bytes (a Uint8Array), not object",
+        "secret_as_numbers": "FAILED at step encoding: secretKey: want bytes (a Uint8Array), not array",
         "share_as_hex": "FAILED at step encoding: position 0 share 0: want bytes (a Uint8Array), not string",
     }
 

@@ -336,7 +336,8 @@ function renderSeat(s, sent) {
 }
 
 /**
- * A co-dealt hand's seat on this page, for a game's own page that embeds it (same origin): the
+ * A co-dealt hand's seat on this page, for a game's own page (same origin) that embeds it in a
+ * frame or opened it as a window of its own (the page frames nothing: its policy loads no frame): the
  * options of HandSeat (deck, handId, keys, shuffles or finalDeck, identityKeys) and `onrelease(tokens)`,
  * the game's function that sends the release tokens to its server (in a request body, for CloseHand's
  * seat_releases; it may return a promise). The page itself sends nothing: its policy allows no request. The tokens are made

@@ -14,8 +14,8 @@
 //        codeal_vectors: {vectors} | null, codeal_bench: {hand, rounds} | null,
 //        seal_vectors: {vectors} | null, seat_release_vectors: {vectors} | null,
 //        page_seats: [{deck, hand_id, keys, shuffles, identity_keys, secret, cards}] | null,
-//        frame_cases: {seat, seal_vectors, release_vectors, codeal_vectors, proofs} | null: `page`
-//        is then a game's page with the verifier page in <iframe id="verifier"> (frame-cases.mjs) }
+//        frame_cases: {seat, seal_vectors, release_vectors, codeal_vectors, proofs, popup} | null: `page` is then a game's
+//        page with the verifier page in <iframe id="verifier"> or, popup: true, a window it opens (frame-cases.mjs) }
 // Every request the page makes (but its own file) is recorded in `requests` and refused.
 //
 // --serve keeps each browser it launched open between jobs, one per set of launch options (engine,
@@ -33,7 +33,7 @@ import { endWithParent, launch, PER_PAGE } from "./drivers.mjs";
 import { runCodealVectors } from "./codeal-cases.mjs";
 import { runSealVectors } from "./seal-cases.mjs";
 import { runPageSeats, runSeatReleases } from "./release-cases.mjs";
-import { runFrameCases } from "./frame-cases.mjs";
+import { runFrameCases, runPopupCases } from "./frame-cases.mjs";
 
 const pageOptions = (job) => ({ colorScheme: job.color_scheme ?? undefined, fontSize: job.font_size ?? undefined });
 // What a browser must be launched with: the options its engine cannot take for each page.
@@ -236,9 +236,9 @@ async function runPages(open, job) {
   }
 
   if (job.frame_cases) {
-    // The verifier page in a game page's frame, driven from the game's window with its own arrays.
+    // The verifier page in a game page's frame, or in a window the game opened, driven from the game's window with its own arrays.
     const runners = [runSealVectors, runSeatReleases, runCodealVectors].map(String).join(", ");
-    out.frame_cases = await page.evaluate(`(${runFrameCases.toString()})(${JSON.stringify(job.frame_cases)}, window, [${runners}])`);
+    out.frame_cases = await page.evaluate(`(${job.frame_cases.popup ? runPopupCases : runFrameCases})(${JSON.stringify(job.frame_cases)}, window, [${runners}])`);
   }
 
   if (job.codeal_bench) {

@@ -5,9 +5,9 @@
 // over: folded, or the showdown came), and only for seals that opened with this seat's key; after
 // the release no card is opened (the co-dealer may answer its seed from then on, so a card sealed
 // later could be read by the house), and none is made before a card is opened (a release of nothing
-// would bar every card after it). Bytes from any realm (a game's window) are copied into this
-// realm's own arrays on the way in. Its state names the hole cards: the player's to see, never a log's.
-// Nothing here logs, stores or sends anything.
+// would bar every card after it). Bytes are a Uint8Array of any realm (a game's window), copied into
+// this realm's own arrays on the way in; nothing else is read as bytes. Its state names the hole
+// cards: the player's to see, never a log's. Nothing here logs, stores or sends anything.
 import { toHex } from "../spec.js";
 import { fail } from "./group.js";
 import { codealSpec } from "./hand.js";
@@ -48,7 +48,9 @@ export class HandSeat {
    * as seatContext reads them) or `shuffles` (the hand's shuffle records: the last one's deck); `identityKeys`: the co-dealers' Ed25519 keys the player
    * pinned (holders 1..K-1). A fresh key is made unless `secretKey` (one this device kept) is
    * given. `onchange(state)` hears { handId, cards, released, tokens } (no secret) after each change.
-   * Every byte array (from this realm or another window's) is copied in; VerificationError names a malformed field.
+   * Every byte array (a Uint8Array of this realm or another window's) is copied in; anything else where
+   * bytes are expected (text, a list of numbers, another typed array), or a malformed field, is a
+   * VerificationError naming it.
    */
   constructor({ deck, handId, keys, finalDeck = null, shuffles = null, identityKeys, secretKey = null, onchange = null }) {
     let final = finalDeck;

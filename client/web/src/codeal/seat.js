@@ -8,6 +8,7 @@ import { ed25519, x25519 } from "@noble/curves/ed25519.js";
 import { hkdf } from "@noble/hashes/hkdf.js";
 import { sha256 } from "@noble/hashes/sha2.js";
 import { chacha20poly1305 } from "@noble/ciphers/chacha.js";
+import { isBytes } from "../bytes.js";
 import { ascii, codeForId, concat, lp, u32, validHandId } from "../spec.js";
 import { decodeDeck, fail, label } from "./group.js";
 import { codealSpec, decodeKeyRecords, handContext } from "./hand.js";
@@ -16,17 +17,24 @@ import { SHARE_BYTES, decodeShare, openCard, verifyShare } from "./shares.js";
 export const SEALED_BYTES = 32 + SHARE_BYTES + 16;
 const NONCE = new Uint8Array(12);
 
+/** What `x` is, for a refusal: "array", a typed array's or a buffer's own type name, else its typeof. */
+function kindOf(x) {
+  if (x === null) return "null";
+  if (Array.isArray(x)) return "array";
+  const tag = Object.prototype.toString.call(x).slice(8, -1);
+  return ArrayBuffer.isView(x) || tag === "ArrayBuffer" || tag === "SharedArrayBuffer" ? tag : typeof x;
+}
+
 /**
  * `x` as this realm's own Uint8Array (a copy), or VerificationError ("encoding", naming `what`):
- * bytes are any view of bytes, from any realm (a game's page hands this page its own Uint8Arrays,
- * which `instanceof` here refuses), or a list of integers 0..255. A string or a number is refused,
- * never read as zeros. `n`, when given, is the exact length.
+ * bytes are a Uint8Array (or a Buffer) of any realm (isBytes: a game's page hands this page its own
+ * window's arrays), as every function of the package takes them. A list of numbers, another typed
+ * array, an ArrayBuffer, a string or a number is refused, never converted. `n`, when given, is the
+ * exact length.
  */
 export function ownBytes(x, what, n = null) {
-  let out = null;
-  if (ArrayBuffer.isView(x) && x.BYTES_PER_ELEMENT === 1) out = new Uint8Array(x.buffer, x.byteOffset, x.byteLength).slice();
-  else if (Array.isArray(x) && x.every((b) => Number.isInteger(b) && b >= 0 && b <= 255)) out = Uint8Array.from(x);
-  if (out === null) throw fail("encoding", `${what}: want bytes (a Uint8Array), not ${x === null ? "null" : typeof x}`);
+  if (!isBytes(x)) throw fail("encoding", `${what}: want bytes (a Uint8Array), not ${kindOf(x)}`);
+  const out = new Uint8Array(x.buffer, x.byteOffset, x.byteLength).slice();
   if (n !== null && out.length !== n) throw fail("encoding", `${what}: want ${n} bytes, not ${out.length}`);
   return out;
 }
@@ -44,8 +52,8 @@ export function newSeatKey() {
   return { secretKey, publicKey };
 }
 
-/** The X25519 public key of a seat's 32-byte secret key. */
-export const seatPublicKey = (secretKey) => x25519.getPublicKey(secretKey);
+/** The X25519 public key of a seat's 32-byte secret key (VerificationError naming it otherwise). */
+export const seatPublicKey = (secretKey) => x25519.getPublicKey(ownBytes(secretKey, "seat secret key", 32));
 
 function sealInfo(spec, handId, p, k, epk, seatPk) {
   if (!validHandId(handId)) throw fail("encoding", "hand id: hand id must be 1..64 characters of A-Z a-z 0-9 . _ : -");
@@ -62,7 +70,7 @@ export function openSealedShare({ deck, handId, position, holder, sealed, secret
   const spec = codealSpec(deck);
   checkPosition(position);
   checkPosition(holder);
-  if (!((ArrayBuffer.isView(sealed) || Array.isArray(sealed)) && sealed.length === SEALED_BYTES)) throw fail("encoding", `seal: a sealed share is ${SEALED_BYTES} bytes`);
+  if (!(isBytes(sealed) && sealed.length === SEALED_BYTES)) throw fail("encoding", `seal: a sealed share is ${SEALED_BYTES} bytes`);
   sealed = ownBytes(sealed, "seal");
   secretKey = ownBytes(secretKey, "seat secret key", 32);
   const epk = sealed.subarray(0, 32);
@@ -142,7 +150,7 @@ export function seatContext({ deck, handId, keys, finalDeck }) {
 export function combineShares(ctx, position, shares) {
   if (!(Number.isInteger(position) && position >= 0 && position < ctx.final.length)) throw fail("transcript", `position ${position} is not in the deck`);
   if (!Array.isArray(shares)) throw fail("encoding", `position ${position} shares: want the list of its shares, holder order`);
-  const local = (s) => (ArrayBuffer.isView(s) && s.BYTES_PER_ELEMENT === 1 ? ownBytes(s, "share") : s); // any realm's bytes
+  const local = (s) => (isBytes(s) ? ownBytes(s, "share") : s); // any realm's bytes, copied; decodeShare refuses the rest
   const decoded = shares.map((s, k) => decodeShare(local(s), `position ${position} share ${k}`));
   const e = ctx.final[position];
   decoded.forEach((s, k) => verifyShare(ctx, position, k, e, s));
@@ -152,9 +160,9 @@ export function combineShares(ctx, position, shares) {
 
 /** Section 9.1: lp(V " identity seal") || ctx || u32(p) || u32(k) || seat_pk || SHA-256(sealed). */
 export const sealStatement = (ctx, position, holder, seatPk, sealedSha256) =>
-  concat(label("identity seal"), ctx.bytes, u32(position), u32(holder), seatPk, sealedSha256);
+  concat(label("identity seal"), ctx.bytes, u32(position), u32(holder), ownBytes(seatPk, "seal statement seat public key"), ownBytes(sealedSha256, "seal statement sealed share SHA-256"));
 
-const bytesOf = (b, n) => ArrayBuffer.isView(b) && b.BYTES_PER_ELEMENT === 1 && b.length === n; // any realm's
+const bytesOf = (b, n) => isBytes(b) && b.length === n; // any realm's
 const same = (a, b) => a.length === b.length && a.every((x, i) => x === b[i]);
 function signedBy(key, message, signature) {
   try {
@@ -176,6 +184,7 @@ export function checkSeals(ctx, position, sealedShares, seals, seatPk, identityK
     throw fail("encoding", `pinned identity keys: want ${K - 1} of 32 bytes, holders 1..${K - 1}`);
   }
   identityKeys = identityKeys.map((k) => ownBytes(k, "pinned identity key"));
+  seatPk = ownBytes(seatPk, "seat public key", 32);
   if (!Array.isArray(sealedShares)) throw fail("encoding", `position ${position} shares: want the list of its sealed shares, holder order`);
   if (sealedShares.length !== K) throw fail("transcript", `position ${position}: ${sealedShares.length} shares for ${K} holders`);
   if (!(Array.isArray(seals) && seals.length === K - 1 && seals.every((s, i) => s !== null && typeof s === "object" && s.holder === i + 1))) {
