@@ -1,7 +1,9 @@
 // One small interface over the two engines the page is tested in, so that every job runs the same
 // steps in both: Chromium through Playwright (CDP), Firefox ESR through puppeteer-core over
 // WebDriver BiDi. A browser handle has open (a page, in a browser context of its own), alive and
-// close; a page handle has evaluate, fill, setFile, waitFor and close.
+// close; a page handle has evaluate, fill, setFile, waitFor, reopen and close. `reopen` navigates the
+// same tab to a page afresh (a new document, at another screen size): a new tab or context cost a
+// renderer process each, two thirds of a UI case's CPU in Chromium and half in Firefox.
 //
 // `onRequest(url)` is told of every request the page makes but its own file, and each one is
 // refused. (Firefox reports no event for a file:// page itself; Chromium does, and it is let through.)
@@ -43,6 +45,10 @@ export function endWithParent(closeAll, graceMs = 5000) {
 // both at launch only; Chromium takes them for each page as well (open's own colorScheme and
 // fontSize, over the launch's), so one Chromium serves every scheme and size.
 export const PER_PAGE = { chromium: ["colorScheme", "fontSize"], firefox: [] };
+// The color scheme a page gets when none is named: Playwright's default, and what Firefox is
+// launched with unless told "dark". A job that names it runs in the plain browser (one Firefox
+// launch less a run).
+export const DEFAULT_SCHEME = "light";
 
 export async function launch(engine, executablePath, { colorScheme, fontSize } = {}) {
   if (engine === "chromium") return launchChromium(executablePath, colorScheme, fontSize);
@@ -56,18 +62,17 @@ async function launchChromium(executablePath, launchScheme, launchSize) {
     async open(url, { viewport, onRequest, onError, ...own }) {
       const colorScheme = own.colorScheme ?? launchScheme;
       const fontSize = own.fontSize ?? launchSize;
-      const context = await browser.newContext({
-        serviceWorkers: "block",
-        ...(viewport ? { viewport } : {}),
-        ...(colorScheme ? { colorScheme } : {}),
-      });
+      const context = await browser.newContext({ serviceWorkers: "block", ...(colorScheme ? { colorScheme } : {}) });
+      let at = url; // the page's own file, let through
       await context.route("**/*", (route) => {
         const u = route.request().url();
-        if (u === url || u.startsWith("data:")) return route.continue();
+        if (u === at || u.startsWith("data:")) return route.continue();
         onRequest(u);
         return route.abort("blockedbyclient");
       });
       const page = await context.newPage();
+      const plain = page.viewportSize(); // the context's own, for a reopen without a viewport
+      if (viewport) await page.setViewportSize(viewport);
       if (fontSize) {
         const cdp = await context.newCDPSession(page);
         await cdp.send("Page.enable");
@@ -78,20 +83,27 @@ async function launchChromium(executablePath, launchScheme, launchSize) {
         if (m.type() === "error") onError(`console: ${m.text()}`);
       });
       await page.goto(url);
-      return {
+      const handle = {
         evaluate: (fn, arg) => page.evaluate(fn, arg),
         fill: (selector, value) => page.fill(selector, value),
         setFile: (selector, path) => page.setInputFiles(selector, path),
         waitFor: (fn, arg) => page.waitForFunction(fn, arg),
+        async reopen(next, { viewport } = {}) {
+          if (viewport ?? plain) await page.setViewportSize(viewport ?? plain);
+          at = next;
+          await page.goto(next);
+          return handle;
+        },
         close: () => context.close(),
       };
+      return handle;
     },
     alive: () => browser.isConnected(),
     close: () => browser.close(),
   };
 }
 
-async function launchFirefox(executablePath, colorScheme, fontSize) {
+async function launchFirefox(executablePath, colorScheme = DEFAULT_SCHEME, fontSize) {
   const browser = await puppeteer.launch({
     browser: "firefox",
     protocol: "webDriverBiDi",
@@ -99,7 +111,7 @@ async function launchFirefox(executablePath, colorScheme, fontSize) {
     headless: true,
     // Firefox's own switch for what pages see of the system's theme: 0 dark, 1 light.
     extraPrefsFirefox: {
-      ...(colorScheme ? { "layout.css.prefers-color-scheme.content-override": colorScheme === "dark" ? 0 : 1 } : {}),
+      "layout.css.prefers-color-scheme.content-override": colorScheme === "dark" ? 0 : 1,
       ...(fontSize ? { "font.size.variable.x-western": fontSize, "font.size.monospace.x-western": Math.round((fontSize * 13) / 16) } : {}),
     },
   });
@@ -107,11 +119,13 @@ async function launchFirefox(executablePath, colorScheme, fontSize) {
     async open(url, { viewport, onRequest, onError }) {
       const context = await browser.createBrowserContext();
       const page = await context.newPage();
+      const plain = page.viewport(); // puppeteer's default, for a reopen without a viewport
       if (viewport) await page.setViewport(viewport);
+      let at = url; // the page's own file, let through
       await page.setRequestInterception(true);
       page.on("request", (request) => {
         const u = request.url();
-        if (u === url || u.startsWith("data:")) return request.continue();
+        if (u === at || u.startsWith("data:")) return request.continue();
         onRequest(u);
         return request.abort("blockedbyclient");
       });
@@ -120,7 +134,7 @@ async function launchFirefox(executablePath, colorScheme, fontSize) {
         if (m.type() === "error") onError(`console: ${m.text()}`);
       });
       await page.goto(url);
-      return {
+      const handle = {
         evaluate: (fn, arg) => page.evaluate(fn, arg),
         // As Playwright's fill: the value set, then one input event, as a paste makes.
         fill: (selector, value) =>
@@ -138,8 +152,15 @@ async function launchFirefox(executablePath, colorScheme, fontSize) {
           await input.uploadFile(path);
         },
         waitFor: (fn, arg) => page.waitForFunction(fn, {}, arg),
+        async reopen(next, { viewport } = {}) {
+          if (viewport ?? plain) await page.setViewport(viewport ?? plain);
+          at = next;
+          await page.goto(next);
+          return handle;
+        },
         close: () => context.close(),
       };
+      return handle;
     },
     alive: () => browser.connected,
     close: () => browser.close(),
