@@ -1,9 +1,7 @@
 // One small interface over the two engines the page is tested in, so that every job runs the same
 // steps in both: Chromium through Playwright (CDP), Firefox ESR through puppeteer-core over
 // WebDriver BiDi. A browser handle has open (a page, in a browser context of its own), alive and
-// close; a page handle has evaluate, fill, setFile, waitFor, reopen and close. `reopen` navigates the
-// same tab to a page afresh (a new document, at another screen size): a new tab or context cost a
-// renderer process each, two thirds of a UI case's CPU in Chromium and half in Firefox.
+// close; a page handle has evaluate, fill, setFile, waitFor and close.
 //
 // `onRequest(url)` is told of every request the page makes but its own file, and each one is
 // refused. (Firefox reports no event for a file:// page itself; Chromium does, and it is let through.)
@@ -62,17 +60,18 @@ async function launchChromium(executablePath, launchScheme, launchSize) {
     async open(url, { viewport, onRequest, onError, ...own }) {
       const colorScheme = own.colorScheme ?? launchScheme;
       const fontSize = own.fontSize ?? launchSize;
-      const context = await browser.newContext({ serviceWorkers: "block", ...(colorScheme ? { colorScheme } : {}) });
-      let at = url; // the page's own file, let through
+      const context = await browser.newContext({
+        serviceWorkers: "block",
+        ...(viewport ? { viewport } : {}),
+        ...(colorScheme ? { colorScheme } : {}),
+      });
       await context.route("**/*", (route) => {
         const u = route.request().url();
-        if (u === at || u.startsWith("data:")) return route.continue();
+        if (u === url || u.startsWith("data:")) return route.continue();
         onRequest(u);
         return route.abort("blockedbyclient");
       });
       const page = await context.newPage();
-      const plain = page.viewportSize(); // the context's own, for a reopen without a viewport
-      if (viewport) await page.setViewportSize(viewport);
       if (fontSize) {
         const cdp = await context.newCDPSession(page);
         await cdp.send("Page.enable");
@@ -83,20 +82,13 @@ async function launchChromium(executablePath, launchScheme, launchSize) {
         if (m.type() === "error") onError(`console: ${m.text()}`);
       });
       await page.goto(url);
-      const handle = {
+      return {
         evaluate: (fn, arg) => page.evaluate(fn, arg),
         fill: (selector, value) => page.fill(selector, value),
         setFile: (selector, path) => page.setInputFiles(selector, path),
         waitFor: (fn, arg) => page.waitForFunction(fn, arg),
-        async reopen(next, { viewport } = {}) {
-          if (viewport ?? plain) await page.setViewportSize(viewport ?? plain);
-          at = next;
-          await page.goto(next);
-          return handle;
-        },
         close: () => context.close(),
       };
-      return handle;
     },
     alive: () => browser.isConnected(),
     close: () => browser.close(),
@@ -119,13 +111,11 @@ async function launchFirefox(executablePath, colorScheme = DEFAULT_SCHEME, fontS
     async open(url, { viewport, onRequest, onError }) {
       const context = await browser.createBrowserContext();
       const page = await context.newPage();
-      const plain = page.viewport(); // puppeteer's default, for a reopen without a viewport
       if (viewport) await page.setViewport(viewport);
-      let at = url; // the page's own file, let through
       await page.setRequestInterception(true);
       page.on("request", (request) => {
         const u = request.url();
-        if (u === at || u.startsWith("data:")) return request.continue();
+        if (u === url || u.startsWith("data:")) return request.continue();
         onRequest(u);
         return request.abort("blockedbyclient");
       });
@@ -134,7 +124,7 @@ async function launchFirefox(executablePath, colorScheme = DEFAULT_SCHEME, fontS
         if (m.type() === "error") onError(`console: ${m.text()}`);
       });
       await page.goto(url);
-      const handle = {
+      return {
         evaluate: (fn, arg) => page.evaluate(fn, arg),
         // As Playwright's fill: the value set, then one input event, as a paste makes.
         fill: (selector, value) =>
@@ -152,15 +142,8 @@ async function launchFirefox(executablePath, colorScheme = DEFAULT_SCHEME, fontS
           await input.uploadFile(path);
         },
         waitFor: (fn, arg) => page.waitForFunction(fn, {}, arg),
-        async reopen(next, { viewport } = {}) {
-          if (viewport ?? plain) await page.setViewport(viewport ?? plain);
-          at = next;
-          await page.goto(next);
-          return handle;
-        },
         close: () => context.close(),
       };
-      return handle;
     },
     alive: () => browser.connected,
     close: () => browser.close(),
