@@ -352,6 +352,9 @@ OPTIONS = ("color_scheme", "font_size")
 LAUNCH_OPTIONS = {"chromium": (), "firefox": OPTIONS}
 """Those an engine takes at launch only (drivers.mjs's PER_PAGE, the others): Chromium takes both for
 each page, so one Chromium (and its server) serves every color scheme and text size."""
+LAUNCH_DEFAULTS = {"color_scheme": "light"}
+"""What every browser is launched with when a job names nothing (drivers.mjs's DEFAULT_SCHEME): a
+job that names it runs in the plain browser."""
 SERVERS: OrderedDict[tuple[object, ...], HarnessServer] = OrderedDict()
 """This process's harness servers, by (pid, engine, binary, color scheme, font size), least recently
 used first; an option the engine takes for each page is None in the key."""
@@ -398,7 +401,9 @@ def run(
     path = tmp / "job.json"
     path.write_text(json.dumps(job), encoding="utf-8")
     at_launch = LAUNCH_OPTIONS.get(engine, ("color_scheme", "font_size"))
-    key = (os.getpid(), engine, job["browser"], *(job.get(o) if o in at_launch else None for o in OPTIONS))
+    launched = [job.get(o) if o in at_launch and job.get(o) != LAUNCH_DEFAULTS.get(o) else None
+                for o in OPTIONS]  # fmt: skip
+    key = (os.getpid(), engine, job["browser"], *launched)
     server = _server(key)
     try:
         answer = server.ask(job, timeout)

@@ -127,6 +127,31 @@ def test_the_plain_browser_stays_while_browsers_with_options_come_and_go(
         browser.close_servers()
 
 
+SCHEME = """<!doctype html><meta charset="utf-8"><script>
+// Says (as a refused request) which color scheme the page sees.
+const dark = matchMedia("(prefers-color-scheme: dark)").matches;
+fetch(`http://scheme.invalid/${dark ? "dark" : "light"}`).catch(() => {});
+</script>"""
+
+
+@pytest.mark.parametrize("engine", browser.ENGINES)
+def test_a_job_that_asks_for_the_light_scheme_runs_in_the_plain_browser(engine: str, tmp_path: Path) -> None:
+    """Firefox takes its color scheme at launch only, and a job that named the light scheme (the one
+    a page gets when none is named) launched a Firefox of its own: one launch more a run, for the
+    page that the plain browser shows alike."""
+    browser.require_browser(engine)
+    page = tmp_path / "scheme.html"
+    page.write_text(SCHEME, encoding="utf-8")
+    # Dark in Chromium alone, which takes it for each page: in Firefox it is one more launch (the
+    # dark test of test_page_access.py shows it there).
+    schemes = (None, "light", "dark") if engine == "chromium" else (None, "light")
+    seen = [browser.run({"control": str(page), "color_scheme": s}, tmp_path, engine=engine)["control"]
+            for s in schemes]  # fmt: skip
+    assert seen == [[f"http://scheme.invalid/{s or 'light'}"] for s in schemes]
+    assert [k for k in browser.SERVERS if k[1] == engine and k[3] == "light"] == []
+    assert len(children(served(engine).process.pid)) == 1, "the light job launched a browser of its own"
+
+
 WORKER = """
 import os, sys
 from pathlib import Path

@@ -8,8 +8,6 @@ error naming that key; a page pinned by `verifier-page --key @FILE` opens with e
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,8 +17,8 @@ import pytest
 from fairdeck.client import AuditClient
 from tests.support import browser
 from tests.support.dealers import RunningDealer, deal_closed_hand
+from tests.support.logs import fairdeck
 
-CLI = [sys.executable, "-m", "fairdeck.cli"]
 PHONE = {"width": 390, "height": 844}
 # One worker runs the module: its rotation (two dealer starts, a rotate-key, three hands) is made once.
 pytestmark = pytest.mark.xdist_group("test_page_rotation")
@@ -32,8 +30,9 @@ def short(vkey: str) -> str:
 
 
 def key_of(data: Path) -> str:
-    done = subprocess.run([*CLI, "key", "--data", str(data)], capture_output=True, text=True, check=True)
-    return done.stdout.strip()
+    done = fairdeck("key", "--data", str(data))  # the command in this process: no Python start-up
+    assert done.rc == 0, done.err
+    return done.out.strip()
 
 
 def proof(target: str, vkey: str, fmt: int | None = None) -> bytes:
@@ -58,11 +57,9 @@ def rotated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
         old = key_of(data)
         before = proof(target, old)
         dealer.stop()
-        done = subprocess.run(
-            [*CLI, "rotate-key", "log", "--data", str(data)], capture_output=True, text=True
-        )
-        assert done.returncode == 0, done.stderr
-        printed = [line for line in done.stdout.splitlines() if "+" in line]
+        done = fairdeck("rotate-key", "log", "--data", str(data))
+        assert done.rc == 0, done.err
+        printed = [line for line in done.out.splitlines() if "+" in line]
         target = dealer.start()
         new = key_of(data)
         assert printed == [new, old] and new != old
@@ -201,11 +198,8 @@ def test_a_page_pinned_with_the_key_file_opens_with_every_key(
     failed every proof from before the rotation."""
     engine = "firefox" if browser.executable("chromium") is None else "chromium"
     browser.require_browser(engine)
-    done = subprocess.run(
-        [*CLI, "verifier-page", "--out", str(tmp_path / "site"), "--key", f"@{rotated['keyring']}"],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    done = fairdeck("verifier-page", "--out", str(tmp_path / "site"), "--key", f"@{rotated['keyring']}")
+    assert done.rc == 0, done.err
     page = tmp_path / "site" / "fairdeck-verifier.html"
     ui = []
     for name, data in rotated["proofs"].items():

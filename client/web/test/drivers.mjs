@@ -43,6 +43,10 @@ export function endWithParent(closeAll, graceMs = 5000) {
 // both at launch only; Chromium takes them for each page as well (open's own colorScheme and
 // fontSize, over the launch's), so one Chromium serves every scheme and size.
 export const PER_PAGE = { chromium: ["colorScheme", "fontSize"], firefox: [] };
+// The color scheme a page gets when none is named: Playwright's default, and what Firefox is
+// launched with unless told "dark". A job that names it runs in the plain browser (one Firefox
+// launch less a run).
+export const DEFAULT_SCHEME = "light";
 
 export async function launch(engine, executablePath, { colorScheme, fontSize } = {}) {
   if (engine === "chromium") return launchChromium(executablePath, colorScheme, fontSize);
@@ -91,7 +95,7 @@ async function launchChromium(executablePath, launchScheme, launchSize) {
   };
 }
 
-async function launchFirefox(executablePath, colorScheme, fontSize) {
+async function launchFirefox(executablePath, colorScheme = DEFAULT_SCHEME, fontSize) {
   const browser = await puppeteer.launch({
     browser: "firefox",
     protocol: "webDriverBiDi",
@@ -99,7 +103,7 @@ async function launchFirefox(executablePath, colorScheme, fontSize) {
     headless: true,
     // Firefox's own switch for what pages see of the system's theme: 0 dark, 1 light.
     extraPrefsFirefox: {
-      ...(colorScheme ? { "layout.css.prefers-color-scheme.content-override": colorScheme === "dark" ? 0 : 1 } : {}),
+      "layout.css.prefers-color-scheme.content-override": colorScheme === "dark" ? 0 : 1,
       ...(fontSize ? { "font.size.variable.x-western": fontSize, "font.size.monospace.x-western": Math.round((fontSize * 13) / 16) } : {}),
     },
   });

@@ -29,17 +29,19 @@
 import { readFileSync } from "node:fs";
 import { createInterface } from "node:readline";
 import { pathToFileURL } from "node:url";
-import { endWithParent, launch, PER_PAGE } from "./drivers.mjs";
+import { DEFAULT_SCHEME, endWithParent, launch, PER_PAGE } from "./drivers.mjs";
 import { runCodealVectors } from "./codeal-cases.mjs";
 import { runSealVectors } from "./seal-cases.mjs";
 import { runPageSeats, runSeatReleases } from "./release-cases.mjs";
 import { runFrameCases, runPopupCases } from "./frame-cases.mjs";
 
 const pageOptions = (job) => ({ colorScheme: job.color_scheme ?? undefined, fontSize: job.font_size ?? undefined });
-// What a browser must be launched with: the options its engine cannot take for each page.
+// What a browser must be launched with: the options its engine cannot take for each page, but the
+// default scheme, which every browser is launched with (browser.py's LAUNCH_DEFAULTS).
 const launchOptions = (job) => {
   const all = pageOptions(job);
   for (const name of PER_PAGE[job.engine ?? "chromium"] ?? []) delete all[name];
+  if (all.colorScheme === DEFAULT_SCHEME) delete all.colorScheme;
   return all;
 };
 const launchJob = (job) => launch(job.engine ?? "chromium", job.browser ?? job.chromium, launchOptions(job));
@@ -131,31 +133,23 @@ async function runPages(open, job) {
   const out = { requests: [], errors: [], verify: {}, ui: {}, log_vectors: null, control: null, bench: null, codeal_vectors: null, codeal_bench: null, seal_vectors: null, seat_releases: null, page_seats: null, frame_cases: null };
   const record = { onRequest: (u) => out.requests.push(u), onError: (e) => out.errors.push(e) };
 
-  let page = await open(pageUrl, record);
+  // The page the job's other parts run in: opened when first needed (a job of UI cases alone opens
+  // one page per case, not one more that no case uses), and at least once a job.
+  let page = null;
+  const mainPage = async () => (page ??= await open(pageUrl, record));
 
-  for (const c of job.verify ?? []) {
-    out.verify[c.id] = await page.evaluate((c) => {
-      const bytes = Uint8Array.from(atob(c.bytes_b64), (ch) => ch.charCodeAt(0));
-      const policy = c.policy_b64 ? Uint8Array.from(atob(c.policy_b64), (ch) => ch.charCodeAt(0)) : null;
-      const r = window.fairdeck.verifyBytes(bytes, { key: c.key, witnesses: c.witnesses ?? [], threshold: c.threshold ?? null, policy, codealerKey: c.codealer_key });
-      return {
-        kind: r.kind,
-        ok: r.ok,
-        step: r.step,
-        detail: r.detail,
-        line: window.fairdeck.verdictLine(r),
-        input_error: r.inputError,
-        signed_by: r.signedBy ?? [],
-        checks: Object.fromEntries(r.checks.map((x) => [x.step, x.status])),
-        details: Object.fromEntries(r.checks.map((x) => [x.step, x.detail])),
-      };
-    }, c);
+  // The verify cases many to a round trip, not one each: the page takes a batch's cases in order
+  // until a second has passed (a slow case is never held up behind many), and the rest go next.
+  const pending = [...(job.verify ?? [])];
+  while (pending.length) {
+    const answers = await (await mainPage()).evaluate(verifyCases, batch(pending));
+    pending.splice(0, answers.length).forEach((c, i) => (out.verify[c.id] = answers[i]));
   }
 
   for (const c of job.ui ?? []) {
     // A fresh page for each case, at its screen size: a reload would keep what a browser restores
     // of a form (Firefox keeps the file chosen, and choosing it again is then no change).
-    await page.close();
+    await page?.close();
     page = await open(pageUrl, { ...record, viewport: c.viewport });
     if (c.key !== undefined) await page.fill("#key", c.key);
     if (c.witnesses) {
@@ -206,6 +200,8 @@ async function runPages(open, job) {
     }
     out.ui[c.id] = result;
   }
+
+  page = await mainPage();
 
   if (job.log_vectors) {
     out.log_vectors = await page.evaluate(runLogVectors, job.log_vectors);
@@ -300,14 +296,42 @@ async function runPages(open, job) {
   return out;
 }
 
-// What a player sees and what assistive technology gets (each function runs in the page on its own).
-async function read(page) {
-  return {
-    ...(await page.evaluate(readPage)),
-    access: await page.evaluate(readAccess),
-    contrast: await page.evaluate(readContrast),
-    text_sizes: await page.evaluate(readTextSizes),
-  };
+// The first of `cases` up to 1 MiB characters of input (at least one, however long).
+function batch(cases) {
+  let size = 0;
+  const n = cases.findIndex((c) => (size += (c.bytes_b64?.length ?? 0) + (c.policy_b64?.length ?? 0)) > 1 << 20);
+  return cases.slice(0, Math.max(1, n < 0 ? cases.length : n));
+}
+
+// Runs inside the page: each case's bytes through verifyBytes, in order, until a second has passed
+// (the first case always).
+function verifyCases(cases) {
+  const start = performance.now();
+  const out = [];
+  for (const c of cases) {
+    if (out.length && performance.now() - start > 1000) break;
+    const bytes = Uint8Array.from(atob(c.bytes_b64), (ch) => ch.charCodeAt(0));
+    const policy = c.policy_b64 ? Uint8Array.from(atob(c.policy_b64), (ch) => ch.charCodeAt(0)) : null;
+    const r = window.fairdeck.verifyBytes(bytes, { key: c.key, witnesses: c.witnesses ?? [], threshold: c.threshold ?? null, policy, codealerKey: c.codealer_key });
+    out.push({
+      kind: r.kind,
+      ok: r.ok,
+      step: r.step,
+      detail: r.detail,
+      line: window.fairdeck.verdictLine(r),
+      input_error: r.inputError,
+      signed_by: r.signedBy ?? [],
+      checks: Object.fromEntries(r.checks.map((x) => [x.step, x.status])),
+      details: Object.fromEntries(r.checks.map((x) => [x.step, x.detail])),
+    });
+  }
+  return out;
+}
+
+// What a player sees and what assistive technology gets: each function runs in the page on its own,
+// one after the other in one round trip.
+function read(page) {
+  return page.evaluate(`({ ...(${readPage})(), access: (${readAccess})(), contrast: (${readContrast})(), text_sizes: (${readTextSizes})() })`);
 }
 
 // Runs inside the page: the log and witness vectors through the page's own functions.
