@@ -109,6 +109,7 @@ def test_streams_the_client_abandons_log_no_error(tmp_path: Path, caplog: pytest
 
     from fairdeck.v1 import dealer_pb2, dealer_pb2_grpc
     from tests.support.ops import sample, scrape, scrape_until
+    from tests.support.speed import slowdown
     from tests.support.waits import wait_for
 
     config = {"metrics_listen": "127.0.0.1:0", "rate_limit": 0, "max_open_hands": 0}
@@ -127,9 +128,11 @@ def test_streams_the_client_abandons_log_no_error(tmp_path: Path, caplog: pytest
         with grpc.insecure_channel(running.target) as channel:
             stub = dealer_pb2_grpc.DealerServiceStub(channel)
             # Long enough for the first chunk (a transaction) on a loaded machine (0.5 s was not,
-            # once in 5 runs on two busy cores), short of the 100,000 hands (4 s or more).
+            # once in 5 runs on two busy cores; 0.8 s was not once in 3 at load 40), short of the
+            # 100,000 hands (4 s or more, and as much slower as the machine is).
+            speed = slowdown()
             for n, timeout in enumerate((0.8, 0.9, 1.0, 1.1, 1.2) * 2, 1):
-                stream = stub.DealHands(request, timeout=timeout)
+                stream = stub.DealHands(request, timeout=timeout * speed)
                 next(stream)  # begun: the deadline passes mid-stream
                 with pytest.raises(grpc.RpcError) as late:
                     for _ in stream:
