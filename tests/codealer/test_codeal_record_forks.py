@@ -216,7 +216,8 @@ def test_an_older_codeal_db_noting_an_index_past_any_log_crashed_serve(
     db = sqlite3.connect(data / "codeal.db")
     try:
         db.execute(
-            f"UPDATE codeal_hands SET public = json_set(public, '$.log.open', json('{index}')) WHERE hand_id = ?",
+            f"UPDATE codeal_hands SET public = json_set(public, '$.log.open', json('{index}')) "
+            "WHERE hand_id = ?",
             (opened,),
         )
         db.commit()

@@ -305,7 +305,8 @@ def test_a_restore_to_a_moment_its_claim_was_released_made_the_live_holder_stop_
         row = db.execute("SELECT instance FROM codeal_claims WHERE record_id = %s", ("d" * 32,)).fetchone()
     assert row == ("i-live",)
     with psycopg.connect(pg_url, autocommit=True) as db:  # released by another place: not taken
-        db.execute("UPDATE codeal_claims SET instance = '', data_dir = '/other' WHERE record_id = %s", ("d" * 32,))
+        moved = "UPDATE codeal_claims SET instance = '', data_dir = '/other' WHERE record_id = %s"
+        db.execute(moved, ("d" * 32,))
     lost = claim.renew()
     assert lost is not None and "h:/other" in lost
     claim.release()

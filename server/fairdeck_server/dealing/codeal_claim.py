@@ -292,7 +292,8 @@ class CodealClaim:
         import psycopg
 
         if self._stopping.is_set():
-            return f"co-dealt hands {self.path}: this process let go its claim of record {self.record.record_id}"
+            record_id = self.record.record_id
+            return f"co-dealt hands {self.path}: this process let go its claim of record {record_id}"
         for attempt in (1, 2):
             sent = self.sending = self.clock()
             try:
