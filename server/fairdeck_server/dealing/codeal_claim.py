@@ -5,14 +5,13 @@ id, kept by any copy). ``claim`` runs at start: a record claimed by another hold
 name, --replica-name or else the host name, or another data dir's real path) is refused in one line
 naming the file and the fixes; the same holder (a restart: its data dir's lock makes it the only
 process there) takes its claim again, at once if ``let_go`` released it at a clean stop. A knowing
-move (``init --codeal-record --take-over``) takes it for a new holder once the old one let it go or
-has not renewed it for ``STALE_S``. ``renew``, every ``RENEW_EVERY`` on its own thread (never behind
-the co-dealt health round), keeps the claim alive under this process's random instance id, makes a
-row gone or marked released at this place (a restore, a failover) its own again, and says why this
-one must stop co-dealing once another holds it; ``unconfirmed`` says so while no renewal was
-confirmed for ``VOUCH_S`` (one hangs). No renewal connects or vouches once ``let_go`` began. An upgraded
-record (older file: its hands predate its id) claims each of its hands whenever its claim is made,
-so two copies of one older file are refused too. Times: the database's clock, never ours.
+move (``init --codeal-record --take-over``) takes it once the old holder let it go or was silent for
+``STALE_S``. ``renew``, every ``RENEW_EVERY`` on its own thread (never behind the health round),
+keeps the claim alive under this process's random instance id, takes back a row gone or released at
+this place (a restore, a failover), and says why to stop once another holds it; ``unconfirmed``
+says so while none was confirmed for ``VOUCH_S``. None connects or vouches once ``let_go`` began.
+An upgraded record (older file) claims each of its hands whenever its claim is made, so two copies
+of one older file are refused too. Times: the database's clock, never ours.
 """
 
 from __future__ import annotations
