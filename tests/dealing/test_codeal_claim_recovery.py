@@ -310,3 +310,27 @@ def test_a_restore_to_a_moment_its_claim_was_released_made_the_live_holder_stop_
     lost = claim.renew()
     assert lost is not None and "h:/other" in lost
     claim.release()
+
+
+def test_two_starts_of_one_replica_both_took_its_released_claim(pg_url: str) -> None:
+    """Two processes under one replica name and data dir path (twins) starting together both saw
+    the claim released, and both took it, the second overwriting the first. The claim is now a
+    compare-and-set under its lock: the row changed since this start looked at it is a twin's."""
+    record = Record("e" * 32, "k+1", False)
+    claimed(pg_url, Holder("h", "/dt", "i-0"), "e" * 32).let_go()
+    first = CodealClaim(pg_url, PATH, record, Holder("h", "/dt", "i-1"))
+    second = CodealClaim(pg_url, PATH, record, Holder("h", "/dt", "i-2"))
+    look = second._wait_out_twin
+
+    def looked_then_first_starts(conn: psycopg.Connection) -> object:
+        seen = look(conn)
+        first.claim(list)  # between the second's look and its locked claim
+        return seen
+
+    second._wait_out_twin = looked_then_first_starts  # type: ignore[method-assign]
+    with pytest.raises(ClaimRefused) as refused:
+        second.claim(list)
+    said = str(refused.value)
+    assert "another live process under this same replica name" in said and "\n" not in said, said
+    assert first.renew() is None
+    first.let_go()

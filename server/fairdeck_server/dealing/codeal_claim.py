@@ -152,16 +152,23 @@ class CodealClaim:
         with psycopg.connect(
             self.url, connect_timeout=CONNECT_TIMEOUT_S, application_name="fairdeck-codeal", **LINK
         ) as conn:
-            if not take_over:
-                self._wait_out_twin(conn)
+            seen = None if take_over else self._wait_out_twin(conn)
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (CLAIM_LOCK,))
             conn.execute(CLAIMS)
             conn.execute(HANDS)
             row = conn.execute(
-                f"SELECT host, data_dir, ({NOW} - seen_ms) / 1000.0, instance "  # noqa: S608
+                f"SELECT host, data_dir, ({NOW} - seen_ms) / 1000.0, instance, seen_ms "  # noqa: S608
                 "FROM codeal_claims WHERE record_id = %s FOR UPDATE",
                 (record_id,),
             ).fetchone()
+            if (  # compare-and-set: this place's row changed since looked at, by a twin's start
+                not take_over
+                and row is not None
+                and (row[0], row[1]) == (me.host, me.data_dir)
+                and row[3] != RELEASED
+                and (row[3], row[4]) != seen
+            ):
+                raise self._twin("claimed while this one started")
             if row is not None and (row[0], row[1]) != (me.host, me.data_dir):
                 where, ago = f"{row[0]}:{row[1]}", float(row[2])
                 if not take_over and row[1] == me.data_dir:
@@ -189,23 +196,35 @@ class CodealClaim:
             conn.execute(UPSERT, (record_id, me.host, me.data_dir, me.instance))
         self.confirmed = sent
 
-    def _wait_out_twin(self, conn: Any) -> None:
+    def _twin(self, meanwhile: str) -> ClaimRefused:
+        me, record_id = self.holder, self.record.record_id
+        return ClaimRefused(
+            f"co-dealt hands {self.path}: record {record_id} is held by another live process under "
+            f"this same replica name and data dir ({me.place()}), {meanwhile}: two replicas share "
+            "one name and data dir path; give each its own "
+            "--replica-name (FAIRDECK_REPLICA_NAME) and its own codeal.db"
+        )
+
+    def _wait_out_twin(self, conn: Any) -> tuple[str, int] | None:
         """This holder's claim renewed under another instance less than ``STALE_S`` ago: a restart
         just after a crash, or a twin (two containers under one name and data dir path, each with
-        its own copy). Wait until it is ``STALE_S`` old, then refuse if it was renewed meanwhile."""
+        its own copy). Wait until it is ``STALE_S`` old, then refuse if it was renewed meanwhile.
+        The row's instance and ``seen_ms`` as last read, which ``claim`` compares under its lock."""
         me, record_id = self.holder, self.record.record_id
         if conn.execute("SELECT to_regclass('codeal_claims') IS NULL").fetchone()[0]:
-            return
+            return None
         query = (
             f"SELECT host, data_dir, instance, seen_ms, ({NOW} - seen_ms) / 1000.0 "  # noqa: S608
             "FROM codeal_claims WHERE record_id = %s"
         )
         row = conn.execute(query, (record_id,)).fetchone()
         conn.commit()
-        if row is None or (row[0], row[1]) != (me.host, me.data_dir) or row[2] in (me.instance, RELEASED):
-            return
+        if row is None:
+            return None
+        if (row[0], row[1]) != (me.host, me.data_dir) or row[2] in (me.instance, RELEASED):
+            return (str(row[2]), int(row[3]))
         if (ago := float(row[4])) >= STALE_S:
-            return
+            return (str(row[2]), int(row[3]))
         log.info(
             "co-dealt hands %s: record %s was renewed %.1f s ago by another process of this replica and "
             "not released (a crash, or a twin): waiting %.1f s to tell them apart",
@@ -218,12 +237,8 @@ class CodealClaim:
         again = conn.execute(query, (record_id,)).fetchone()
         conn.commit()
         if again is not None and again[2] != RELEASED and (again[2], again[3]) != (row[2], row[3]):
-            raise ClaimRefused(
-                f"co-dealt hands {self.path}: record {record_id} is held by another live process under "
-                f"this same replica name and data dir ({me.place()}), renewed while this one waited "
-                f"{STALE_S:g} s: two replicas share one name and data dir path; give each its own "
-                "--replica-name (FAIRDECK_REPLICA_NAME) and its own codeal.db"
-            )
+            raise self._twin(f"renewed while this one waited {STALE_S:g} s")
+        return None if again is None else (str(again[2]), int(again[3]))
 
     def _claim_hands(self, conn: Any, hand_ids: list[str], take_over: bool) -> None:
         """Each hand of an upgraded record, claimed for it: a hand another record claimed is the
