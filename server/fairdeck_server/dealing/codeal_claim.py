@@ -40,8 +40,8 @@ RENEW_EVERY = 1.0
 """Seconds between renewals, on their own thread: a slow co-dealer or probe never delays them."""
 VOUCH_S = 4.0
 """Seconds a confirmed renewal vouches for the claim: 4 renewal periods, 2 s short of ``STALE_S``.
-An open or a close checks it again after the co-dealer's answers (each up to its call timeout), just
-before its first write; a draw's only log append (of a hand not logged yet) precedes its call."""
+An open checks it again after the co-dealer's answer, just before its first write; a draw or a close
+checks it as it begins only, and may finish after it lapsed (its co-dealer calls wait up to 10 s)."""
 RELEASED = ""
 """The instance of a claim its holder let go at a clean stop."""
 CONNECT_TIMEOUT_S = 10
@@ -291,10 +291,12 @@ class CodealClaim:
 
         def run() -> None:
             while not self._stopping.is_set():
+                began = time.monotonic()
                 why = self.renew()
                 if not self._stopping.is_set():
                     lost(why)
-                self._stopping.wait(every)
+                # from send to send: one answered late (it vouches from its send) is followed at once
+                self._stopping.wait(max(0.0, every - (time.monotonic() - began)))
 
         self._thread = threading.Thread(target=run, name="fairdeck-codeal-claim", daemon=True)
         self._thread.start()
@@ -408,7 +410,7 @@ class CodealClaim:
         elif failed is not None:
             why = f"the last renewal failed: {failed}"
         else:
-            why = "no renewal was attempted since (renewals stopped or late)"
+            why = "no renewal was attempted since the last one confirmed (answered late, or renewals late)"
         return (
             f"cannot confirm that this replica holds co-dealt record {self.record.record_id}: no renewal "
             f"of its claim confirmed{since} (renewed every {RENEW_EVERY:g} s; {why}): co-dealt calls are "

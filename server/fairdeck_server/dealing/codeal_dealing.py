@@ -422,7 +422,6 @@ class CodealDealer:
             row.public["seals"] = [statements]
             if voided:
                 row.public["voided"] = True
-            self._check_held()  # again after the co-dealer's answers: refused, a retry closes it
             row.closed_ms = self.clock_ms()
             await asyncio.to_thread(self.store.put, row)  # closed first: never closed and logged twice
             await self._log_closed(row)
