@@ -199,3 +199,30 @@ def record_id(path: Path) -> str:
         db.close()
     assert len(value) == 32
     return str(value)
+
+
+@pytest.mark.parametrize("index", ["99999999999999999999", "9223372036854775808", "-1"])
+def test_an_older_codeal_db_noting_an_index_past_any_log_crashed_serve(
+    tmp_path: Path, codealer: CodealerProcess, index: str
+) -> None:
+    """An older codeal.db (damaged, or hostile) whose hand notes its opening logged at an index no
+    log holds (past an int64: an OverflowError binding it) crashed `fairdeck serve` with a
+    traceback at its upgrade. It is refused in one line naming the file, the hand and the fix."""
+    flags = (*codealer.dealer_flags(), "--log-level", "INFO")
+    data = tmp_path / "data"
+    with DealerProcess(data, tmp_path / "first.log", *flags) as dealer:
+        opened = open_codeal(dealer.target)
+    make_older(data / "codeal.db")
+    db = sqlite3.connect(data / "codeal.db")
+    try:
+        db.execute(
+            f"UPDATE codeal_hands SET public = json_set(public, '$.log.open', json('{index}')) "
+            "WHERE hand_id = ?",
+            (opened,),
+        )
+        db.commit()
+    finally:
+        db.close()
+    line = serve_refused(data, *flags)
+    assert line.startswith(f"fairdeck serve: co-dealt hands {data / 'codeal.db'}, made by an older"), line
+    assert f"holds hand {opened}, noted as logged at entry " in line and "which no log holds" in line, line

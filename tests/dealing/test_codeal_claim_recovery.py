@@ -22,6 +22,7 @@ from fairdeck_server.dealing.codeal_health import CodealerWatch
 from fairdeck_server.dealing.codeal_record import Record
 from fairdeck_server.run.config import ConfigError, load
 from tests.support.env import clean_env
+from tests.support.waits import wait_for
 
 PATH = Path("/data/codeal.db")
 
@@ -187,7 +188,11 @@ def test_a_released_claim_is_renewed_by_no_one_and_taken_over_at_once(pg_url: st
     claim = claimed(pg_url, Holder("h", "/d6", "i-1"), "6" * 32)
     claim.let_go()
     lost = claim.renew()  # a stopped process's renewal (a thread still in flight) takes nothing back
-    assert lost is not None and "h:/d6" in lost
+    assert lost is not None and "let go its claim" in lost
+    assert claim._conn is None and claim.unconfirmed() is not None  # nor reconnects, nor vouches
+    with psycopg.connect(pg_url, autocommit=True) as db:
+        row = db.execute("SELECT instance FROM codeal_claims WHERE record_id = %s", ("6" * 32,)).fetchone()
+        assert row == ("",)
     moved = CodealClaim(pg_url, PATH, Record("6" * 32, "k+1", False), Holder("h2", "/e6", "i-2"))
     moved.claim(list, take_over=True)  # its holder stopped cleanly: no 6 s of silence to wait
     assert moved.renew() is None and moved.unconfirmed() is None
@@ -237,6 +242,95 @@ def test_a_claim_is_unconfirmed_once_no_renewal_was_confirmed_for_a_round_and_a_
     now[0] += codeal_claim.VOUCH_S
     said = claim.unconfirmed()
     assert said is not None and "cannot confirm" in said and "9" * 32 in said and "\n" not in said
+    assert "refused" in said and "no renewal was attempted" in said, said  # none sent: not "unanswered"
+    assert "the database has not answered" not in said and "wait" not in said, said
     assert codeal_claim.VOUCH_S < codeal_claim.STALE_S
     assert claim.renew() is None and claim.unconfirmed() is None
     claim.release()
+
+
+def test_a_slow_codealer_identity_delayed_renewals_until_codealt_calls_were_refused(pg_url: str) -> None:
+    """Renewals ran inside the co-dealt health round, after the probe and the co-dealer's identity
+    call: an identity answer over ~2 s left the claim unconfirmed for ``VOUCH_S`` and honest calls
+    refused "the database has not answered" while PostgreSQL was fine. Renewals run on their own
+    thread now: a round stuck on the identity call (never answering here) delays none of them."""
+    now = [100.0]
+    claim = CodealClaim(pg_url, PATH, Record("c" * 32, "k+1", False), Holder("h", "/dc", "i-1"))
+    claim.clock = lambda: now[0]
+    claim.claim(list)
+    answers: list[str | None] = []
+    stuck = threading.Event()
+    key = b"k" * 32
+
+    async def identity() -> bytes:
+        stuck.set()
+        await asyncio.Event().wait()  # the co-dealer never answers
+        return key
+
+    async def publish(ok: bool) -> None:
+        return None
+
+    async def scene() -> None:
+        watch = CodealerWatch(identity, key, publish, held=claim.unconfirmed)
+        claim.start_renewals(answers.append, every=0.01)
+        round_ = asyncio.ensure_future(watch.round())
+        await asyncio.to_thread(wait_for, "the round waiting on the co-dealer", stuck.is_set)
+        for _ in range(3):  # each step under VOUCH_S; the round still waits on the identity
+            now[0] += codeal_claim.VOUCH_S - 0.5
+            await asyncio.to_thread(wait_for, "a renewal on its own", lambda: claim.confirmed == now[0])
+            assert claim.unconfirmed() is None
+        assert not round_.done()
+        round_.cancel()
+
+    try:
+        asyncio.run(scene())
+    finally:
+        claim.let_go()
+    assert answers and set(answers) == {None}
+    assert codeal_claim.RENEW_EVERY * 3 < codeal_claim.VOUCH_S < codeal_claim.STALE_S
+
+
+def test_a_restore_to_a_moment_its_claim_was_released_made_the_live_holder_stop_codealing(
+    pg_url: str,
+) -> None:
+    """A database restored (or failed over) to a moment this replica's claim was marked released
+    (a clean stop before this start) left the live holder's renewals saying it was "now held by the
+    replica at" itself, and co-dealt calls refused until a restart. Its renewal takes it back."""
+    claim = claimed(pg_url, Holder("h", "/dr", "i-live"), "d" * 32)
+    assert claim.renew() is None
+    with psycopg.connect(pg_url, autocommit=True) as db:
+        db.execute("UPDATE codeal_claims SET instance = '' WHERE record_id = %s", ("d" * 32,))
+    assert claim.renew() is None
+    with psycopg.connect(pg_url, autocommit=True) as db:
+        row = db.execute("SELECT instance FROM codeal_claims WHERE record_id = %s", ("d" * 32,)).fetchone()
+    assert row == ("i-live",)
+    with psycopg.connect(pg_url, autocommit=True) as db:  # released by another place: not taken
+        moved = "UPDATE codeal_claims SET instance = '', data_dir = '/other' WHERE record_id = %s"
+        db.execute(moved, ("d" * 32,))
+    lost = claim.renew()
+    assert lost is not None and "h:/other" in lost
+    claim.release()
+
+
+def test_two_starts_of_one_replica_both_took_its_released_claim(pg_url: str) -> None:
+    """Two processes under one replica name and data dir path (twins) starting together both saw
+    the claim released, and both took it, the second overwriting the first. The claim is now a
+    compare-and-set under its lock: the row changed since this start looked at it is a twin's."""
+    record = Record("e" * 32, "k+1", False)
+    claimed(pg_url, Holder("h", "/dt", "i-0"), "e" * 32).let_go()
+    first = CodealClaim(pg_url, PATH, record, Holder("h", "/dt", "i-1"))
+    second = CodealClaim(pg_url, PATH, record, Holder("h", "/dt", "i-2"))
+    look = second._wait_out_twin
+
+    def looked_then_first_starts(conn: psycopg.Connection) -> object:
+        seen = look(conn)
+        first.claim(list)  # between the second's look and its locked claim
+        return seen
+
+    second._wait_out_twin = looked_then_first_starts  # type: ignore[method-assign]
+    with pytest.raises(ClaimRefused) as refused:
+        second.claim(list)
+    said = str(refused.value)
+    assert "another live process under this same replica name" in said and "\n" not in said, said
+    assert first.renew() is None
+    first.let_go()

@@ -133,3 +133,34 @@ def test_a_codeal_db_moved_without_its_wal_is_refused_not_made_anew(tmp_path: Pa
     with pytest.raises(CodealStoreLost):
         create_record(path, [OLD_KEY])
     assert not path.exists()
+
+
+def test_an_older_files_log_check_parsed_every_row_at_its_upgrade(tmp_path: Path) -> None:
+    """The look-up of an older file's latest logged hands sorted every row by created_ms and parsed
+    each row's JSON (no index): 17 s per GB inside the start's write transaction. It walks from the
+    newest row and stops at the 8th logged hand: rows older than those are never read (here: a
+    damaged JSON that any read of it would fail on)."""
+    from fairdeck_server.dealing.codeal_record import CHECKED, _check_logged_here
+    from fairdeck_server.dealing.codeal_store import SCHEMA
+
+    db = sqlite3.connect(tmp_path / "codeal.db")
+    db.execute(SCHEMA)
+    add = (
+        "INSERT INTO codeal_hands (hand_id, tenant, deck, created_ms, sealed_secrets, public) "
+        "VALUES (?, 't', 'standard', ?, x'', ?)"
+    )
+    db.executemany(add, [(f"old{i}", 10_000 - i, "{not json") for i in range(50)])  # older rows
+    db.executemany(add, [(f"new{i}", i, f'{{"log": {{"open": {i}}}}}') for i in range(CHECKED + 2)])
+    asked: list[int] = []
+
+    class Seen(Exception):
+        pass
+
+    def logged_at(index: int) -> bytes | None:
+        asked.append(index)
+        raise Seen
+
+    with pytest.raises(Seen):  # not sqlite3.OperationalError "malformed JSON": the old rows unread
+        _check_logged_here(db, tmp_path / "codeal.db", logged_at)
+    assert asked == [CHECKED + 1]  # the newest logged hand first
+    db.close()

@@ -5,13 +5,13 @@ id, kept by any copy). ``claim`` runs at start: a record claimed by another hold
 name, --replica-name or else the host name, or another data dir's real path) is refused in one line
 naming the file and the fixes; the same holder (a restart: its data dir's lock makes it the only
 process there) takes its claim again, at once if ``let_go`` released it at a clean stop. A knowing
-move (``init --codeal-record --take-over``) takes it for a new holder once the old one let it go or
-has not renewed it for ``STALE_S``. ``renew``, every co-dealt health round, keeps the claim alive
-under this process's random instance id (once more on a fresh connection if it fails), makes a row
-gone (a restore, a failover) again, and says why this one must stop co-dealing once another holds
-it; ``unconfirmed`` says so while no renewal was confirmed for ``VOUCH_S`` (one hangs). An upgraded
-record (older file: its hands predate its id) claims each of its hands whenever its claim is made,
-so two copies of one older file are refused too. Times: the database's clock, never ours.
+move (``init --codeal-record --take-over``) takes it once the old holder let it go or was silent for
+``STALE_S``. ``renew``, every ``RENEW_EVERY`` on its own thread (never behind the health round),
+keeps the claim alive under this process's random instance id, takes back a row gone or released at
+this place (a restore, a failover), and says why to stop once another holds it; ``unconfirmed``
+says so while none was confirmed for ``VOUCH_S``. None connects or vouches once ``let_go`` began.
+An upgraded record (older file) claims each of its hands whenever its claim is made, so two copies
+of one older file are refused too. Times: the database's clock, never ours.
 """
 
 from __future__ import annotations
@@ -20,13 +20,13 @@ import contextlib
 import logging
 import secrets
 import socket
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fairdeck_server.dealing.codeal_health import EVERY
 from fairdeck_server.dealing.codeal_record import Record
 from fairdeck_server.log_causes import cause
 
@@ -36,9 +36,12 @@ CLAIM_LOCK = 0x6664_6B04
 """pg_advisory_xact_lock key of claims (beside the schema, checkpoint and lead locks)."""
 STALE_S = 6.0
 """Seconds without a renewal after which a claim may be taken over knowingly (3 health rounds)."""
-VOUCH_S = EVERY + 2.0
-"""Seconds a confirmed renewal vouches for the claim: a health round's period and a margin, 2 s short
-of ``STALE_S`` (an open already past its check finishes within them)."""
+RENEW_EVERY = 1.0
+"""Seconds between renewals, on their own thread: a slow co-dealer or probe never delays them."""
+VOUCH_S = 4.0
+"""Seconds a confirmed renewal vouches for the claim: 4 renewal periods, 2 s short of ``STALE_S``.
+An open checks it again after the co-dealer's answer, just before its first write; a draw or a close
+checks it as it begins only, and may finish after it lapsed (its co-dealer calls wait up to 10 s)."""
 RELEASED = ""
 """The instance of a claim its holder let go at a clean stop."""
 CONNECT_TIMEOUT_S = 10
@@ -117,6 +120,13 @@ class CodealClaim:
         self.confirmed: float | None = None
         """When (``clock``) the last confirmed claim or renewal was sent: the database's ``seen_ms``
         is no older."""
+        self.sending: float | None = None
+        """When (``clock``) the renewal now in flight was sent, or None."""
+        self.failed: str | None = None
+        """Why the last renewal failed, or None."""
+        self._stopping = threading.Event()
+        self._lock = threading.Lock()  # around ``_conn``: the renewals' thread and ``let_go``
+        self._thread: threading.Thread | None = None
 
     def _fixes(self, take_over: bool) -> str:
         data = self.path.parent
@@ -142,16 +152,23 @@ class CodealClaim:
         with psycopg.connect(
             self.url, connect_timeout=CONNECT_TIMEOUT_S, application_name="fairdeck-codeal", **LINK
         ) as conn:
-            if not take_over:
-                self._wait_out_twin(conn)
+            seen = None if take_over else self._wait_out_twin(conn)
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (CLAIM_LOCK,))
             conn.execute(CLAIMS)
             conn.execute(HANDS)
             row = conn.execute(
-                f"SELECT host, data_dir, ({NOW} - seen_ms) / 1000.0, instance "  # noqa: S608
+                f"SELECT host, data_dir, ({NOW} - seen_ms) / 1000.0, instance, seen_ms "  # noqa: S608
                 "FROM codeal_claims WHERE record_id = %s FOR UPDATE",
                 (record_id,),
             ).fetchone()
+            if (  # compare-and-set: this place's row changed since looked at, by a twin's start
+                not take_over
+                and row is not None
+                and (row[0], row[1]) == (me.host, me.data_dir)
+                and row[3] != RELEASED
+                and (row[3], row[4]) != seen
+            ):
+                raise self._twin("claimed while this one started")
             if row is not None and (row[0], row[1]) != (me.host, me.data_dir):
                 where, ago = f"{row[0]}:{row[1]}", float(row[2])
                 if not take_over and row[1] == me.data_dir:
@@ -179,23 +196,35 @@ class CodealClaim:
             conn.execute(UPSERT, (record_id, me.host, me.data_dir, me.instance))
         self.confirmed = sent
 
-    def _wait_out_twin(self, conn: Any) -> None:
+    def _twin(self, meanwhile: str) -> ClaimRefused:
+        me, record_id = self.holder, self.record.record_id
+        return ClaimRefused(
+            f"co-dealt hands {self.path}: record {record_id} is held by another live process under "
+            f"this same replica name and data dir ({me.place()}), {meanwhile}: two replicas share "
+            "one name and data dir path; give each its own "
+            "--replica-name (FAIRDECK_REPLICA_NAME) and its own codeal.db"
+        )
+
+    def _wait_out_twin(self, conn: Any) -> tuple[str, int] | None:
         """This holder's claim renewed under another instance less than ``STALE_S`` ago: a restart
         just after a crash, or a twin (two containers under one name and data dir path, each with
-        its own copy). Wait until it is ``STALE_S`` old, then refuse if it was renewed meanwhile."""
+        its own copy). Wait until it is ``STALE_S`` old, then refuse if it was renewed meanwhile.
+        The row's instance and ``seen_ms`` as last read, which ``claim`` compares under its lock."""
         me, record_id = self.holder, self.record.record_id
         if conn.execute("SELECT to_regclass('codeal_claims') IS NULL").fetchone()[0]:
-            return
+            return None
         query = (
             f"SELECT host, data_dir, instance, seen_ms, ({NOW} - seen_ms) / 1000.0 "  # noqa: S608
             "FROM codeal_claims WHERE record_id = %s"
         )
         row = conn.execute(query, (record_id,)).fetchone()
         conn.commit()
-        if row is None or (row[0], row[1]) != (me.host, me.data_dir) or row[2] in (me.instance, RELEASED):
-            return
+        if row is None:
+            return None
+        if (row[0], row[1]) != (me.host, me.data_dir) or row[2] in (me.instance, RELEASED):
+            return (str(row[2]), int(row[3]))
         if (ago := float(row[4])) >= STALE_S:
-            return
+            return (str(row[2]), int(row[3]))
         log.info(
             "co-dealt hands %s: record %s was renewed %.1f s ago by another process of this replica and "
             "not released (a crash, or a twin): waiting %.1f s to tell them apart",
@@ -208,12 +237,8 @@ class CodealClaim:
         again = conn.execute(query, (record_id,)).fetchone()
         conn.commit()
         if again is not None and again[2] != RELEASED and (again[2], again[3]) != (row[2], row[3]):
-            raise ClaimRefused(
-                f"co-dealt hands {self.path}: record {record_id} is held by another live process under "
-                f"this same replica name and data dir ({me.place()}), renewed while this one waited "
-                f"{STALE_S:g} s: two replicas share one name and data dir path; give each its own "
-                "--replica-name (FAIRDECK_REPLICA_NAME) and its own codeal.db"
-            )
+            raise self._twin(f"renewed while this one waited {STALE_S:g} s")
+        return None if again is None else (str(again[2]), int(again[3]))
 
     def _claim_hands(self, conn: Any, hand_ids: list[str], take_over: bool) -> None:
         """Each hand of an upgraded record, claimed for it: a hand another record claimed is the
@@ -260,29 +285,55 @@ class CodealClaim:
         )
         conn.execute("DELETE FROM codeal_claims WHERE record_id = %s", (other[1],))
 
+    def start_renewals(self, lost: Callable[[str | None], None], every: float = RENEW_EVERY) -> None:
+        """Renew every ``every`` seconds on a thread of its own until ``let_go``; ``lost`` gets each
+        renewal's answer (None: held)."""
+
+        def run() -> None:
+            while not self._stopping.is_set():
+                began = time.monotonic()
+                why = self.renew()
+                if not self._stopping.is_set():
+                    lost(why)
+                # from send to send: one answered late (it vouches from its send) is followed at once
+                self._stopping.wait(max(0.0, every - (time.monotonic() - began)))
+
+        self._thread = threading.Thread(target=run, name="fairdeck-codeal-claim", daemon=True)
+        self._thread.start()
+
     def renew(self) -> str | None:
         """Keep the claim alive; None while this process holds it, else why it must stop co-dealing
         (another process took it, or the database cannot say). A failed renewal is tried once more
         on a fresh connection (the kept one dies with a database restart)."""
         import psycopg
 
+        if self._stopping.is_set():
+            record_id = self.record.record_id
+            return f"co-dealt hands {self.path}: this process let go its claim of record {record_id}"
         for attempt in (1, 2):
-            sent = self.clock()
+            sent = self.sending = self.clock()
             try:
                 row = self._renew_once()
                 break
             except ClaimRefused as e:  # its row made again, but a hand of it is another record's
+                self.failed = str(e)
                 return str(e)
             except psycopg.Error as e:
                 self.release()
                 if attempt == 2:
+                    self.failed = cause(e)
                     return (
                         f"cannot confirm that this replica holds co-dealt record {self.record.record_id}: "
                         f"{cause(e)}"
                     )
+            finally:
+                self.sending = None
         if row is None:
-            self.confirmed = sent
+            self.failed = None
+            if not self._stopping.is_set():  # a renewal ending after let_go vouches for nothing
+                self.confirmed = sent
             return None
+        self.failed = f"held by the replica at {row[0]}:{row[1]}"
         return (
             f"co-dealt hands {self.path}: record {self.record.record_id} is now held by the replica at "
             f"{row[0]}:{row[1]}, not this process: two dealers would hold the same hands; stop this one "
@@ -293,15 +344,24 @@ class CodealClaim:
         """None while this process holds the claim (made again if its row is gone), else its holder."""
         import psycopg
 
-        if self._conn is None or self._conn.closed:
-            self._conn = psycopg.connect(
+        with self._lock:
+            conn = self._conn
+        if conn is None or conn.closed:
+            if self._stopping.is_set():
+                raise psycopg.OperationalError("the claim is being let go")
+            conn = psycopg.connect(
                 self.url,
                 autocommit=True,
                 connect_timeout=CONNECT_TIMEOUT_S,
                 application_name="fairdeck-codeal",
                 **LINK,
             )
-        conn, me, record_id = self._conn, self.holder, self.record.record_id
+            with self._lock:
+                stopping, self._conn = self._stopping.is_set(), conn
+            if stopping:  # let_go began while it connected: never renew after it
+                self.release()
+                raise psycopg.OperationalError("the claim is being let go")
+        me, record_id = self.holder, self.record.record_id
         mine = conn.execute(
             f"UPDATE codeal_claims SET seen_ms = {NOW} WHERE record_id = %s AND instance = %s "  # noqa: S608
             "RETURNING 1",
@@ -315,6 +375,12 @@ class CodealClaim:
                 INSERT + " ON CONFLICT (record_id) DO NOTHING RETURNING 1",
                 (record_id, me.host, me.data_dir, me.instance),
             ).fetchone()
+            if made is None and not self._stopping.is_set():  # released at this place (a restore): ours
+                made = conn.execute(
+                    f"UPDATE codeal_claims SET instance = %s, seen_ms = {NOW} "  # noqa: S608
+                    "WHERE record_id = %s AND instance = %s AND host = %s AND data_dir = %s RETURNING 1",
+                    (me.instance, record_id, RELEASED, me.host, me.data_dir),
+                ).fetchone()
             if made is not None and self.record.upgraded:  # and its hands, lost with it
                 conn.execute(HANDS)
                 self._claim_hands(conn, self._hands(), False)
@@ -323,8 +389,8 @@ class CodealClaim:
             ).fetchone()
         if made is not None:
             log.warning(
-                "co-dealt hands %s: the claim of record %s was gone from the database (a restore or a "
-                "failover): this replica holds it again",
+                "co-dealt hands %s: the claim of record %s was gone from the database or marked released "
+                "(a restore or a failover): this replica holds it again",
                 self.path,
                 record_id,
             )
@@ -334,23 +400,30 @@ class CodealClaim:
     def unconfirmed(self) -> str | None:
         """Why this process cannot count on its claim now (no renewal confirmed for ``VOUCH_S``:
         one hangs, or fails), or None."""
-        confirmed = self.confirmed
-        ago = None if confirmed is None else self.clock() - confirmed
+        confirmed, sending, failed, now = self.confirmed, self.sending, self.failed, self.clock()
+        ago = None if confirmed is None else now - confirmed
         if ago is not None and ago < VOUCH_S:
             return None
         since = "" if ago is None else f" for {ago:.1f} s"
+        if sending is not None:
+            why = f"the database has not answered the renewal sent {now - sending:.1f} s ago"
+        elif failed is not None:
+            why = f"the last renewal failed: {failed}"
+        else:
+            why = "no renewal was attempted since the last one confirmed (answered late, or renewals late)"
         return (
             f"cannot confirm that this replica holds co-dealt record {self.record.record_id}: no renewal "
-            f"of its claim confirmed{since} (renewed every {EVERY:g} s; the database has not answered): "
-            "co-dealt calls wait until one is"
+            f"of its claim confirmed{since} (renewed every {RENEW_EVERY:g} s; {why}): co-dealt calls are "
+            "refused until one is"
         )
 
     def release(self) -> None:
         """Close the renewals' connection (the claim row stays: a restart takes it again)."""
-        if self._conn is not None:
+        with self._lock:
+            conn, self._conn = self._conn, None
+        if conn is not None:
             with contextlib.suppress(Exception):
-                self._conn.close()
-            self._conn = None
+                conn.close()
 
     def let_go(self) -> None:
         """A clean stop: the renewals' connection closed and the claim, if still this process's,
@@ -358,6 +431,7 @@ class CodealClaim:
         that start waits out ``STALE_S``). A database that does not answer is said, never raised."""
         import psycopg
 
+        self._stopping.set()
         self.release()
         self.confirmed = None
         try:

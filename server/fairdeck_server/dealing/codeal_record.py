@@ -151,34 +151,45 @@ CHECKED = 8
 
 def _check_logged_here(db: sqlite3.Connection, path: Path, logged_at: Callable[[int], bytes | None]) -> None:
     """``RecordForeign`` unless each of the older file's latest hands noted as logged has its
-    setup entry at the index noted, in the log beside it: else the file came from another log."""
+    setup entry at the index noted, in the log beside it: else the file came from another log. An
+    index noted as a JSON integer outside 0..2**63-1 is refused (damaged); one not an integer at
+    all ("1e3", "x") is not a logged index and is skipped, as a hand never logged."""
     from fairdeck.codeal.entries import SETUP, decode_entry
     from fairdeck.codeal.errors import CodealError
 
-    rows = db.execute(
+    rows = db.execute(  # newest first by rowid: stops after CHECKED hits, no sort, no full scan
         "SELECT hand_id, json_extract(public, '$.log.open') FROM codeal_hands WHERE tenant != '' "
-        "AND json_type(public, '$.log.open') = 'integer' ORDER BY created_ms DESC LIMIT ?",
+        "AND json_type(public, '$.log.open') = 'integer' ORDER BY rowid DESC LIMIT ?",
         (CHECKED,),
     ).fetchall()
     for hand_id, index in rows:
-        entry = logged_at(int(index))
+        if not isinstance(index, int) or not 0 <= index < 2**63:  # past an int64: SQLite gives a float
+            raise RecordForeign(
+                f"co-dealt hands {path}, made by an older fairdeck (no record id yet), holds hand "
+                f"{hand_id}, noted as logged at entry {index!r}, which no log holds: the file is damaged "
+                "or was edited; put back this dealer's own codeal.db from its backup"
+            )
+        entry = logged_at(index)
         try:
             setup = None if entry is None else decode_entry(entry)
         except CodealError:
             setup = None
         if setup is not None and setup.kind == SETUP and setup.hand_id == hand_id:
             continue
-        there = (
-            f"has no entry {index} (or it is an older backup than the file)"
-            if entry is None
-            else f"holds another entry at {index}"
-        )
+        if entry is None:  # never suggest a new record: the hands open in the file would be stranded
+            raise RecordForeign(
+                f"co-dealt hands {path}, made by an older fairdeck (no record id yet), holds hand {hand_id}, "
+                f"logged at entry {index} of its log, but the log of this data dir has no entry {index}: "
+                "the log is an older backup than the file, or the file was copied from another dealer's "
+                "data dir; put back this data dir's latest log (or this dealer's own codeal.db)"
+            )
         raise RecordForeign(
             f"co-dealt hands {path}, made by an older fairdeck (no record id yet), holds hand {hand_id}, "
-            f"logged at entry {index} of its log, but the log of this data dir {there}: the file was "
-            "copied from another dealer's data dir (two dealers would hold, and close, the same hands); "
-            "put back this dealer's own codeal.db from its backup (or, if it has none, move this one "
-            f"away with its -wal and -shm and run `fairdeck init --codeal-record --data {path.parent}`)"
+            f"logged at entry {index} of its log, but the log of this data dir holds another entry at "
+            f"{index}: the file was copied from another dealer's data dir (two dealers would hold, and "
+            "close, the same hands); put back this dealer's own codeal.db from its backup (or, if it has "
+            f"none, move this one away with its -wal and -shm and run `fairdeck init --codeal-record "
+            f"--data {path.parent}`)"
         )
 
 

@@ -246,9 +246,8 @@ def codeal_dealer(
     def watched(codeal: CodealDealer) -> CodealerWatch:
         also = _lifetimes(link, config.max_hand_lifetime, codeal, host.metrics)
 
-        def held() -> str | None:  # in a thread, each round: the claim renewed, or why it is lost
-            codeal.not_held = None if claim is None else claim.renew()
-            return codeal.not_held
+        def held() -> str | None:  # each round: why the claim is lost or unconfirmed (renewed apart)
+            return codeal.held_now()
 
         return CodealerWatch(
             link.identity, identity, _publisher(host), probe=store.probe, also=also, held=held
@@ -267,6 +266,8 @@ def codeal_dealer(
         release=None if claim is None else claim.let_go,
         unconfirmed=(lambda: None) if claim is None else claim.unconfirmed,
     )
+    if claim is not None:  # on their own thread: a slow co-dealer never delays them
+        claim.start_renewals(lambda why: setattr(codeal, "not_held", why))
     codeal.start_pool(POOL_PER_TENANT)
     if codeal.watch is not None:
         codeal.watch.start()

@@ -254,7 +254,13 @@ def first_codeal_entry(url: str) -> int | None:
     from fairdeck_server.storage.postgres.diagnosis import describe, what
 
     try:
-        with psycopg.connect(url, autocommit=True, application_name="fairdeck-codeal-check") as conn:
+        with psycopg.connect(  # a start never hangs on it: bounded connect and statements
+            url,
+            autocommit=True,
+            application_name="fairdeck-codeal-check",
+            connect_timeout=10,
+            options="-c statement_timeout=10000",
+        ) as conn:
             made = conn.execute("SELECT to_regclass('log_entries') IS NOT NULL").fetchone()
             if made is None or not made[0]:
                 return None
@@ -263,7 +269,7 @@ def first_codeal_entry(url: str) -> int | None:
                 "ORDER BY idx LIMIT 1",
                 CODEAL_KINDS,
             ).fetchone()
-    except psycopg.Error as e:
+    except (psycopg.Error, OverflowError, ValueError) as e:
         raise LogUnreadable(
             f"cannot read the log of the PostgreSQL database {describe(url)}: {what(e)}"
         ) from None
@@ -276,12 +282,18 @@ def log_entry_at(url: str, index: int) -> bytes | None:
     from fairdeck_server.storage.postgres.diagnosis import describe, what
 
     try:
-        with psycopg.connect(url, autocommit=True, application_name="fairdeck-codeal-check") as conn:
+        with psycopg.connect(  # a start never hangs on it: bounded connect and statements
+            url,
+            autocommit=True,
+            application_name="fairdeck-codeal-check",
+            connect_timeout=10,
+            options="-c statement_timeout=10000",
+        ) as conn:
             made = conn.execute("SELECT to_regclass('log_entries') IS NOT NULL").fetchone()
             if made is None or not made[0]:
                 return None
             row = conn.execute("SELECT entry FROM log_entries WHERE idx = %s", (index,)).fetchone()
-    except psycopg.Error as e:
+    except (psycopg.Error, OverflowError, ValueError) as e:
         raise LogUnreadable(
             f"cannot read the log of the PostgreSQL database {describe(url)}: {what(e)}"
         ) from None

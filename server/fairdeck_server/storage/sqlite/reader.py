@@ -245,6 +245,6 @@ def log_entry_at(path: Path, index: int) -> bytes | None:
             row = conn.execute("SELECT entry FROM log_entries WHERE idx = ?", (index,)).fetchone()
         finally:
             conn.close()
-    except sqlite3.Error as e:
+    except (sqlite3.Error, OverflowError, ValueError) as e:
         raise LogUnreadable(f"cannot read the log of database {path}: {e}") from None
     return None if row is None else bytes(row[0])
