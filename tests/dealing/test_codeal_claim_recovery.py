@@ -7,6 +7,7 @@ PostgreSQL cluster (one per session)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import subprocess
 import sys
 import threading
@@ -334,3 +335,30 @@ def test_two_starts_of_one_replica_both_took_its_released_claim(pg_url: str) -> 
     assert "another live process under this same replica name" in said and "\n" not in said, said
     assert first.renew() is None
     first.let_go()
+
+
+def test_an_unforeseen_error_in_a_renewal_ended_the_renewals_for_good(
+    pg_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An error no renewal foresees (here from the code told each answer) ended the renewal
+    thread with a thread traceback, and co-dealt calls were refused until a restart. It is one
+    ERROR line, the claim counts as unconfirmed meanwhile, and the renewals go on."""
+    claim = claimed(pg_url, Holder("h", "/du", "i-u"), "e" * 32)
+    answers: list[str | None] = []
+
+    def told(why: str | None) -> None:
+        if not answers:
+            answers.append("raised")
+            raise RuntimeError("the code told each answer failed once")
+        answers.append(why)
+
+    try:
+        with caplog.at_level(logging.ERROR):
+            claim.start_renewals(told, every=0.01)
+            wait_for("a renewal after the error", lambda: len(answers) >= 3)
+    finally:
+        claim.let_go()
+    assert answers[1:3] == [None, None]
+    said = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(said) == 1 and "a claim renewal failed: RuntimeError" in said[0], said
+    assert not any(r.exc_info for r in caplog.records)

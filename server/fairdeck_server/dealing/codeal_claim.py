@@ -292,9 +292,13 @@ class CodealClaim:
         def run() -> None:
             while not self._stopping.is_set():
                 began = time.monotonic()
-                why = self.renew()
-                if not self._stopping.is_set():
-                    lost(why)
+                try:  # nothing ends the renewals but let_go: an unforeseen error is one line, refused
+                    why = self.renew()
+                    if not self._stopping.is_set():
+                        lost(why)
+                except Exception as e:  # said, and the claim counts as unconfirmed meanwhile
+                    self.failed = cause(e)
+                    log.error("co-dealt hands %s: a claim renewal failed: %s", self.path, cause(e))
                 # from send to send: one answered late (it vouches from its send) is followed at once
                 self._stopping.wait(max(0.0, every - (time.monotonic() - began)))
 
