@@ -1,6 +1,8 @@
-"""grpcio's own log lines: ``redact_grpc_metadata`` keeps its Cython layer from logging a
-metadata value (an API token, secret and all) that is not valid UTF-8 (docs/security.md,
-"API tokens"). Imports only logging: installed by ``run.app`` before any call.
+"""grpcio's own log lines, filtered by ``tame_grpc_logs``: its Cython layer never logs a metadata
+value (an API token, secret and all) that is not valid UTF-8 (docs/security.md, "API tokens"), and
+an answer core could not send because its call had just ended (the client's cancel or deadline, a
+race inside grpc.aio) is one DEBUG line, not an ERROR with a traceback. Imports only logging:
+installed by ``run.app`` before any call.
 """
 
 from __future__ import annotations
@@ -33,9 +35,40 @@ class RedactMetadata(logging.Filter):
         return True
 
 
-def redact_grpc_metadata() -> None:
-    """Install ``RedactMetadata`` on grpcio's logger (once). A logger's filters see its
-    records before any handler does, whatever the format or the handler."""
+ENDED = "a %s call ended (its client's cancel or deadline) as its answer was being sent"
+UNARY_FINISH = ("SendInitialMetadataOperation", "SendMessageOperation", "SendStatusFromServerOperation")
+
+
+class EndedAsAnswered(logging.Filter):
+    """grpc.aio sends a unary call's answer as one batch (headers, message, status). When the
+    call ends in core first (its client cancelled, or its deadline passed, just as the handler
+    returned), core fails that batch, and grpc.aio logs ``ExecuteBatchError raised in core by
+    servicer method`` at ERROR with a traceback unless its own cancel notice came first: a race
+    (server.pyx.pxi ``_handle_exceptions``). A failed batch reads ``Failed "execute_batch": (ops)``;
+    a batch core refused to start (a misuse, our bug) reads ``Failed grpc_call_start_batch`` and is
+    left as it is. Only the first kind, with exactly the unary answer's operations, becomes DEBUG."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        text = str(error) if error is not None else ""
+        if (
+            type(error).__name__ == "ExecuteBatchError"  # grpc's private class, matched by name
+            and str(record.msg).startswith("ExecuteBatchError raised in core by servicer method")
+            and text.startswith('Failed "execute_batch"')
+            and [op for op in UNARY_FINISH if op in text] == list(UNARY_FINISH)
+        ):
+            method = record.args[0] if isinstance(record.args, tuple) and record.args else "?"
+            record.msg, record.args = ENDED, (method,)
+            record.exc_info, record.exc_text, record.stack_info = None, None, None
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+            return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+        return True
+
+
+def tame_grpc_logs() -> None:
+    """Install ``RedactMetadata`` and ``EndedAsAnswered`` on grpcio's logger (once each). A
+    logger's filters see its records before any handler does, whatever the format or handler."""
     logger = logging.getLogger(GRPC_CYTHON_LOGGER)
-    if not any(isinstance(f, RedactMetadata) for f in logger.filters):
-        logger.addFilter(RedactMetadata())
+    for kind in (RedactMetadata, EndedAsAnswered):
+        if not any(isinstance(f, kind) for f in logger.filters):
+            logger.addFilter(kind())

@@ -35,7 +35,7 @@ from fairdeck_server.edge.codealer_link import codeal_dealer
 from fairdeck_server.edge.connections import fit_descriptors
 from fairdeck_server.edge.deadline import DeadlineInterceptor
 from fairdeck_server.edge.dealer_servicer import DealerServicer
-from fairdeck_server.edge.grpc_logs import redact_grpc_metadata
+from fairdeck_server.edge.grpc_logs import tame_grpc_logs
 from fairdeck_server.edge.health import HealthServicer
 from fairdeck_server.edge.interceptors import (
     AuthInterceptor,
@@ -184,7 +184,7 @@ class DealerServer:
             # A method nobody serves: counted once under one label, refused, no traceback.
             unknown=lambda method: observing.wrap(loggable_method(method), unknown, label=UNKNOWN_METHOD),
         )
-        redact_grpc_metadata()  # before any call: grpcio would log a non-UTF-8 token whole
+        tame_grpc_logs()  # before any call: grpcio would log a non-UTF-8 token whole
 
     async def start(self) -> int:
         """Start serving; on any failure, undo what was started (ports, lock, storage) and raise."""
