@@ -85,6 +85,10 @@ class FairQueue(Generic[T]):
         """Tenants with work queued."""
         return sum(1 for f in self._flows.values() if f.items)
 
+    def queued(self) -> list[str]:
+        """The tenants with work queued: each is present now, however long ago it was queued."""
+        return [key for key, f in self._flows.items() if f.items]
+
     def push(self, key: str, item: T, cost: int = 1) -> None:
         flow = self._flows.get(key)
         if flow is None:

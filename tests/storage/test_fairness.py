@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
@@ -278,4 +279,44 @@ def test_a_worker_whose_batch_waited_for_another_processs_keeps_its_batches_to_o
 
     # The first batch was made before it waited; the 8 slices left then go one a batch (alone,
     # they went 4 to a batch: 3 batches in all).
+    assert asyncio.run(main()) == 1 + 8
+
+
+def test_a_worker_that_waited_for_the_lock_past_the_window_counted_the_other_process_from_its_wait(
+    tmp_path: Path,
+) -> None:
+    """The other process's batch was counted from when the writer began to wait for the lock, not
+    from when it got it: a wait longer than SHARED_WINDOW (a long batch there, or a slow machine:
+    the flake of dry run 2, 3 batches) left the window already passed at the grant, and the
+    slices left went 4 to a batch again. The other process held the lock until the grant."""
+    from fairdeck_server.storage.sqlite.batches import SHARED_WINDOW
+    from fairdeck_server.storage.sqlite.writer_lock import WriterLock
+
+    path, lock_path = tmp_path / "fairdeck.db", tmp_path / "fairdeck.writer.lock"
+
+    async def main() -> int:
+        storage = SqliteStorage(path, writer_lock=lock_path)
+        other = WriterLock(lock_path, 30.0)
+        other.open()
+        await storage.start()
+        try:
+            await storage.create_hands([new_hand("warm")])
+            before = storage.stats.batches
+            assert other.acquire()
+            slices = queue_slices(storage, "bulk", 12, 32, "b")
+            await writer_in_batch(storage)
+            lock = storage._writer._lock
+            began = await wait_for_async("the writer at the lock", lambda: lock.waited_at)
+            await wait_for_async(  # the other process's batch runs on past the window
+                "a wait longer than the window",
+                lambda: time.monotonic() - began > SHARED_WINDOW * 1.5,
+                timeout=30,
+            )
+            other.release()
+            await asyncio.gather(*slices)
+            return storage.stats.batches - before
+        finally:
+            await storage.close()
+            other.close()
+
     assert asyncio.run(main()) == 1 + 8

@@ -174,7 +174,10 @@ class Writer:
                 await self._wakeup.wait()
             # What queued while the previous batch committed, in fair turns: one transaction, one
             # WAL flush.
-            shared = self._sharing.shared(time.monotonic())  # then one turn each (fair.Sharing)
+            now = time.monotonic()
+            for whose in self._queue.queued():  # work still queued: its tenant is here now
+                self._sharing.saw(whose, now)
+            shared = self._sharing.shared(now)  # then one turn each (fair.Sharing)
             turns = take_turns(self._queue, alone=QUANTUM if shared else BATCH_COST, most=MAX_BATCH)
             batch = [p for op in turns for p in (op.parts if isinstance(op, UpdateMany) else [op])]
             try:

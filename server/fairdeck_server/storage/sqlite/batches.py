@@ -182,7 +182,10 @@ class SqliteWriter(OpQueue):
             if self._lock is not None and self._lock.waited_at is not None:
                 # Another process's batch made this one wait: its callers wait for ours too.
                 sharing.saw(OTHER_PROCESSES, self._lock.waited_at)
-            alone = QUANTUM if sharing.shared(time.monotonic()) else BATCH_COST
+            now = time.monotonic()
+            for whose in turns.queued():  # work still queued: its tenant is here now
+                sharing.saw(whose, now)
+            alone = QUANTUM if sharing.shared(now) else BATCH_COST
             batch = take_turns(turns, alone=alone, most=MAX_BATCH)
             if batch:
                 self._run_batch(conn, batch)

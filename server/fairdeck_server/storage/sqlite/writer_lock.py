@@ -47,7 +47,8 @@ class WriterLock:
         self._closing = False
         self._held_since: float | None = None
         self.waited_at: float | None = None
-        """When an ``acquire`` last found the lock held by another process (monotonic)."""
+        """When an ``acquire`` last found the lock held by another process, or, once it got the
+        lock after that wait, when it got it: the other process held it until then (monotonic)."""
 
     def open(self) -> None:
         """Open (create) the lock file; raises OSError. An open file of its own even on a shared
@@ -80,7 +81,7 @@ class WriterLock:
                 return False
             self._granted = False
             self._cond.notify_all()
-            self._held_since = time.monotonic()
+            self._held_since = self.waited_at = time.monotonic()  # the other held it until now
             return True
 
     def release(self) -> None:
