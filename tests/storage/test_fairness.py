@@ -245,14 +245,16 @@ def test_one_tenants_backlog_of_single_calls_does_not_sit_in_front_of_anothers(t
 
 
 def test_a_worker_whose_batch_waited_for_another_processs_keeps_its_batches_to_one_turn(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``serve --processes N``: a worker alone with a bulk tenant used 128-hand batches, each
     holding the writers' lock while the other worker's tenants waited (the abuse benchmark's
     stopped-worker row: the victim's median 3.3x idle). A batch that had to wait for the lock
     counts as another tenant's work for SHARED_WINDOW: one turn (QUANTUM) a batch."""
+    from fairdeck_server.storage.sqlite import batches
     from fairdeck_server.storage.sqlite.writer_lock import WriterLock
 
+    monkeypatch.setattr(batches, "SHARED_WINDOW", 3.0)  # the 9 batches within it, however slow
     path, lock_path = tmp_path / "fairdeck.db", tmp_path / "fairdeck.writer.lock"
 
     async def main() -> int:
@@ -283,15 +285,20 @@ def test_a_worker_whose_batch_waited_for_another_processs_keeps_its_batches_to_o
 
 
 def test_a_worker_that_waited_for_the_lock_past_the_window_counted_the_other_process_from_its_wait(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The other process's batch was counted from when the writer began to wait for the lock, not
     from when it got it: a wait longer than SHARED_WINDOW (a long batch there, or a slow machine:
     the flake of dry run 2, 3 batches) left the window already passed at the grant, and the
     slices left went 4 to a batch again. The other process held the lock until the grant."""
-    from fairdeck_server.storage.sqlite.batches import SHARED_WINDOW
+    from fairdeck_server.storage.sqlite import batches
     from fairdeck_server.storage.sqlite.writer_lock import WriterLock
 
+    # A 3 s window (the writer reads it as it starts): the 8 batches after the grant fall within
+    # it on a machine many times slower than usual; the wait runs past it, 4.5 s, under a lock
+    # timeout made longer for it (read as the storage is made; 2 s by default).
+    monkeypatch.setattr(batches, "SHARED_WINDOW", 3.0)
+    monkeypatch.setattr(batches, "LOCK_TIMEOUT", 30.0)
     path, lock_path = tmp_path / "fairdeck.db", tmp_path / "fairdeck.writer.lock"
 
     async def main() -> int:
@@ -309,7 +316,7 @@ def test_a_worker_that_waited_for_the_lock_past_the_window_counted_the_other_pro
             began = await wait_for_async("the writer at the lock", lambda: lock.waited_at)
             await wait_for_async(  # the other process's batch runs on past the window
                 "a wait longer than the window",
-                lambda: time.monotonic() - began > SHARED_WINDOW * 1.5,
+                lambda: time.monotonic() - began > batches.SHARED_WINDOW * 1.5,
                 timeout=30,
             )
             other.release()

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from fairdeck_server.dealing.codeal_record import Record
-from fairdeck_server.log_causes import cause
+from fairdeck_server.log_causes import Repeats, cause
 
 log = logging.getLogger(__name__)
 
@@ -289,16 +289,22 @@ class CodealClaim:
         """Renew every ``every`` seconds on a thread of its own until ``let_go``; ``lost`` gets each
         renewal's answer (None: held)."""
 
+        repeats = Repeats(log)  # one line, then once per 10 s while it recurs
+
         def run() -> None:
             while not self._stopping.is_set():
                 began = time.monotonic()
-                try:  # nothing ends the renewals but let_go: an unforeseen error is one line, refused
+                try:  # nothing ends the renewals but let_go: an unforeseen error is said, refused
                     why = self.renew()
                     if not self._stopping.is_set():
                         lost(why)
-                except Exception as e:  # said, and the claim counts as unconfirmed meanwhile
+                    repeats.clear()
+                except Exception as e:  # the claim counts as unconfirmed meanwhile
                     self.failed = cause(e)
-                    log.error("co-dealt hands %s: a claim renewal failed: %s", self.path, cause(e))
+                    if not self._stopping.is_set():
+                        repeats.log(
+                            logging.ERROR, f"co-dealt hands {self.path}: a claim renewal failed: {cause(e)}"
+                        )
                 # from send to send: one answered late (it vouches from its send) is followed at once
                 self._stopping.wait(max(0.0, every - (time.monotonic() - began)))
 

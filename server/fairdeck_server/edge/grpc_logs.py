@@ -35,7 +35,10 @@ class RedactMetadata(logging.Filter):
         return True
 
 
-ENDED = "a %s call ended (its client's cancel or deadline) as its answer was being sent"
+ENDED = (
+    "a %s call ended before its answer went out (its client's cancel or deadline, its connection "
+    "closed, or a send limit)"
+)
 UNARY_FINISH = ("SendInitialMetadataOperation", "SendMessageOperation", "SendStatusFromServerOperation")
 
 
