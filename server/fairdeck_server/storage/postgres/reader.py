@@ -9,7 +9,7 @@ the schema module nor the writer, only psycopg and the row order both engines sh
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg.rows import TupleRow
@@ -250,39 +250,29 @@ CODEAL_KINDS = tuple(b"FDL1" + bytes([kind]) for kind in range(3, 8))
 def first_codeal_entry(url: str) -> int | None:
     """The index of the log's first co-dealt entry, or None (none, or no log yet), as the SQLite
     reader's: one short read-only connection; ``LogUnreadable`` names the database, not its password."""
-    from fairdeck.log.audit import LogUnreadable
-    from fairdeck_server.storage.postgres.diagnosis import describe, what
-
-    try:
-        with psycopg.connect(  # a start never hangs on it: bounded connect and statements
-            url,
-            autocommit=True,
-            application_name="fairdeck-codeal-check",
-            connect_timeout=10,
-            options="-c statement_timeout=10000",
-        ) as conn:
-            made = conn.execute("SELECT to_regclass('log_entries') IS NOT NULL").fetchone()
-            if made is None or not made[0]:
-                return None
-            row = conn.execute(
-                "SELECT idx FROM log_entries WHERE substring(entry FROM 1 FOR 5) IN (%s, %s, %s, %s, %s) "
-                "ORDER BY idx LIMIT 1",
-                CODEAL_KINDS,
-            ).fetchone()
-    except (psycopg.Error, OverflowError, ValueError) as e:
-        raise LogUnreadable(
-            f"cannot read the log of the PostgreSQL database {describe(url)}: {what(e)}"
-        ) from None
+    row = _log_row(
+        url,
+        "SELECT idx FROM log_entries WHERE substring(entry FROM 1 FOR 5) IN (%s, %s, %s, %s, %s) "
+        "ORDER BY idx LIMIT 1",
+        CODEAL_KINDS,
+    )
     return None if row is None else int(row[0])
 
 
 def log_entry_at(url: str, index: int) -> bytes | None:
     """The log's entry at ``index``, or None (none, or no log yet), as the SQLite reader's."""
+    row = _log_row(url, "SELECT entry FROM log_entries WHERE idx = %s", (index,))
+    return None if row is None else bytes(row[0])
+
+
+def _log_row(url: str, query: str, params: tuple[object, ...]) -> tuple[Any, ...] | None:
+    """The first row of ``query`` on one short connection with bounded connect and statements (a
+    start never hangs on it); None when there is no log table yet."""
     from fairdeck.log.audit import LogUnreadable
     from fairdeck_server.storage.postgres.diagnosis import describe, what
 
     try:
-        with psycopg.connect(  # a start never hangs on it: bounded connect and statements
+        with psycopg.connect(
             url,
             autocommit=True,
             application_name="fairdeck-codeal-check",
@@ -292,9 +282,9 @@ def log_entry_at(url: str, index: int) -> bytes | None:
             made = conn.execute("SELECT to_regclass('log_entries') IS NOT NULL").fetchone()
             if made is None or not made[0]:
                 return None
-            row = conn.execute("SELECT entry FROM log_entries WHERE idx = %s", (index,)).fetchone()
+            row: tuple[Any, ...] | None = conn.execute(query, params).fetchone()
+            return row
     except (psycopg.Error, OverflowError, ValueError) as e:
         raise LogUnreadable(
             f"cannot read the log of the PostgreSQL database {describe(url)}: {what(e)}"
         ) from None
-    return None if row is None else bytes(row[0])

@@ -14,6 +14,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from fairdeck.core.encoding import u64
 from fairdeck.log import merkle
@@ -212,22 +213,11 @@ def first_codeal_entry(path: Path) -> int | None:
     """The index of the log's first co-dealt entry, or None (none, or no log yet): the evidence that
     co-dealt hands were dealt, read before a missing codeal.db is made (codeal_store.check_record).
     Read-only, one scan in log order that stops at the first; ``LogUnreadable`` names the file."""
-    if not path.is_file() or path.stat().st_size == 0:
-        return None
-    try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-        try:
-            if conn.execute("SELECT name FROM sqlite_master WHERE name = 'log_entries'").fetchone() is None:
-                return None
-            row = conn.execute(
-                "SELECT idx FROM log_entries WHERE substr(entry, 1, 5) IN (?, ?, ?, ?, ?) "
-                "ORDER BY idx LIMIT 1",
-                CODEAL_KINDS,
-            ).fetchone()
-        finally:
-            conn.close()
-    except sqlite3.Error as e:
-        raise LogUnreadable(f"cannot read the log of database {path}: {e}") from None
+    row = _log_row(
+        path,
+        "SELECT idx FROM log_entries WHERE substr(entry, 1, 5) IN (?, ?, ?, ?, ?) ORDER BY idx LIMIT 1",
+        CODEAL_KINDS,
+    )
     return None if row is None else int(row[0])
 
 
@@ -235,6 +225,13 @@ def log_entry_at(path: Path, index: int) -> bytes | None:
     """The log's entry at ``index``, or None (no such entry, or no log yet): read-only, one row,
     for an older codeal.db's hands checked against the log they name (codeal_record.py);
     ``LogUnreadable`` names the file."""
+    row = _log_row(path, "SELECT entry FROM log_entries WHERE idx = ?", (index,))
+    return None if row is None else bytes(row[0])
+
+
+def _log_row(path: Path, query: str, params: tuple[object, ...]) -> tuple[Any, ...] | None:
+    """The first row of ``query`` on the log's database, opened read-only; None when there is no
+    log yet (no file, an empty one, no log table); ``LogUnreadable`` names the file."""
     if not path.is_file() or path.stat().st_size == 0:
         return None
     try:
@@ -242,9 +239,9 @@ def log_entry_at(path: Path, index: int) -> bytes | None:
         try:
             if conn.execute("SELECT name FROM sqlite_master WHERE name = 'log_entries'").fetchone() is None:
                 return None
-            row = conn.execute("SELECT entry FROM log_entries WHERE idx = ?", (index,)).fetchone()
+            row: tuple[Any, ...] | None = conn.execute(query, params).fetchone()
+            return row
         finally:
             conn.close()
     except (sqlite3.Error, OverflowError, ValueError) as e:
         raise LogUnreadable(f"cannot read the log of database {path}: {e}") from None
-    return None if row is None else bytes(row[0])
