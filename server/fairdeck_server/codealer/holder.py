@@ -16,6 +16,7 @@ threads). Refusals are ``DealerError``s; no grpc here.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import secrets
@@ -286,6 +287,7 @@ class CoDealer:
             given = read_shares(db, hand_id)
             ended = now is not None and now.revealed
 
+            @functools.cache  # read once a pass: the loop writes no sealed share it would read
             def opened() -> bool:  # a seat's card made public: only once the seed could be
                 last = read_releases(db, hand_id).last_sealed_ms
                 return now is not None and (now.released or self._hold_passed(last))
