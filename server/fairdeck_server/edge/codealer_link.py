@@ -249,8 +249,15 @@ def codeal_dealer(
         def held() -> str | None:  # each round: why the claim is lost or unconfirmed (renewed apart)
             return codeal.held_now()
 
+        host.health.gate(CODEAL_HEALTH, lambda: codeal.held_now() is None)  # as calls check it
         return CodealerWatch(
-            link.identity, identity, _publisher(host), probe=store.probe, also=also, held=held
+            link.identity,
+            identity,
+            _publisher(host),
+            probe=store.probe,
+            also=also,
+            held=held,
+            lapses=(lambda: None) if claim is None else claim.vouched_for,
         )
 
     codeal = CodealDealer(
