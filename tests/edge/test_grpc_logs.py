@@ -8,6 +8,7 @@ exception class; the race itself is too narrow to produce on demand."""
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import pytest
 from grpc._cython.cygrpc import ExecuteBatchError
@@ -69,3 +70,15 @@ def test_installed_once_however_often_asked() -> None:
     tame_grpc_logs()
     filters = logging.getLogger(GRPC_CYTHON_LOGGER).filters
     assert sum(isinstance(f, EndedAsAnswered) for f in filters) == 1
+
+
+def test_the_codealers_server_was_made_without_the_filters_every_server_is_now_made_in_one_place() -> None:
+    """``fairdeck codealer serve`` made its grpc.aio server itself and never installed the filters
+    (a token that was not UTF-8 logged whole: tests/codealer/test_codealer_transport.py). Every
+    server is now made by edge/transport.aio_server, which installs them: no other module of the
+    server calls ``grpc.aio.server``."""
+    server = Path(__file__).resolve().parents[2] / "server" / "fairdeck_server"
+    makers = sorted(
+        str(p.relative_to(server)) for p in server.rglob("*.py") if "grpc.aio.server(" in p.read_text()
+    )
+    assert makers == ["edge/transport.py"], makers

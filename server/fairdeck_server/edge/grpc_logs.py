@@ -2,7 +2,7 @@
 value (an API token, secret and all) that is not valid UTF-8 (docs/security.md, "API tokens"), and
 an answer core could not send because its call had just ended (the client's cancel or deadline, a
 race inside grpc.aio) is one DEBUG line, not an ERROR with a traceback. Imports only logging:
-installed by ``run.app`` before any call.
+installed by ``edge.transport.aio_server``, which makes every server (dealer's and co-dealer's).
 """
 
 from __future__ import annotations
