@@ -127,6 +127,52 @@ def test_codealt_calls_were_accepted_while_the_claims_renewal_hung(
     assert "Traceback" not in said
 
 
+def test_codealt_health_said_serving_for_seconds_after_codealt_calls_were_refused_as_the_claim_lapsed(
+    tmp_path: Path, pg_url: str, codealer: CodealerProcess
+) -> None:
+    """Calls were refused from 4 s after the last confirmed renewal, but co-dealt health said
+    NOT_SERVING only at the next health round, up to 3 s later: a balancer kept routing co-dealt
+    tables to a dealer that refused them. Health and calls now share the claim's one deadline
+    (Check asks the calls' own check): polled against each other while the renewal hangs, no
+    health check after the first refused call says SERVING. The call is a draw with a bad seat
+    key: the claim is checked first, and it changes nothing, so each poll takes milliseconds."""
+    data = tmp_path / "a"
+    data.mkdir()
+    dealer = DealerProcess(data, tmp_path / "a.log", *replica_flags(tmp_path, pg_url, codealer))
+    with dealer, DealerClient(dealer.target, timeout=60, retries=0) as client:
+        hands = CodealHands(client)
+        opened = hands.open_hand("standard").hand_id
+        wait_for("co-dealt health SERVING", lambda: status(dealer.target, CODEAL_HEALTH) == SERVING)
+        backend = wait_for("the claim's renewal connection", lambda: renewal_backend(pg_url))
+        seen: list[tuple[int, str | None]] = []  # (health, the call's refusal) in the order asked
+
+        def polled() -> bool:
+            health = status(dealer.target, CODEAL_HEALTH)
+            with pytest.raises(FairdeckError) as call:
+                hands.draw(opened, 1, seat_public_key=b"k" * 31)
+            if call.value.reason == "INVALID_SEAT_KEY":  # taken: the claim held
+                seen.append((health, None))
+            else:
+                assert call.value.reason == "STORAGE_UNAVAILABLE" and "cannot confirm" in str(call.value)
+                seen.append((health, str(call.value)))
+            refused = [i for i, (_, why) in enumerate(seen) if why is not None]
+            return bool(refused) and len(seen) - refused[0] > 20  # and 20 rounds more
+
+        os.kill(backend, signal.SIGSTOP)
+        try:
+            wait_for("co-dealt calls refused while the renewal hangs", polled, timeout=60, every=0)
+        finally:
+            os.kill(backend, signal.SIGCONT)
+        first = next(i for i, (_, why) in enumerate(seen) if why is not None)
+        late = [i - first for i, (health, _) in enumerate(seen) if i > first and health == SERVING]
+        assert late == [], f"health said SERVING at these polls after the first refused call: {late}"
+        assert all(why is not None for _, why in seen[first:]), seen[first:]
+        wait_for("co-dealt health SERVING again", lambda: status(dealer.target, CODEAL_HEALTH) == SERVING)
+        hands.draw(opened, 2)
+        hands.close_hand(opened)
+    assert "Traceback" not in (tmp_path / "a.log").read_text()
+
+
 def test_a_clean_restart_waited_out_its_own_claim_a_crashed_one_still_does(
     tmp_path: Path, pg_url: str, codealer: CodealerProcess
 ) -> None:

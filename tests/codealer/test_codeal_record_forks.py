@@ -111,6 +111,48 @@ def test_two_copies_of_one_older_codeal_db_got_two_record_ids_and_both_served(
     assert f"holds hand {opened}, " in line, line
 
 
+def test_a_take_over_upgraded_an_older_codeal_db_without_the_log_check_serve_makes(
+    tmp_path: Path, pg_url: str, codealer: CodealerProcess
+) -> None:
+    """``init --codeal-record --take-over`` opened the file without the log look-up ``serve`` makes
+    at an older file's upgrade: an older codeal.db whose hands the log does not hold (the log an
+    older backup than the file, or another log's file) was given a record id and claimed, and the
+    runbook said to let serve upgrade it first. The take-over now opens it as serve does and is
+    refused in one line naming the file, the hand and the fix (exit 2); the file keeps no id."""
+    flags = replica_flags(tmp_path, pg_url, codealer)
+    data = tmp_path / "a"
+    data.mkdir()
+    with DealerProcess(data, tmp_path / "a.log", *flags) as a:
+        opened = open_codeal(a.target)
+    make_older(data / "codeal.db")
+    db = sqlite3.connect(data / "codeal.db")
+    try:  # its opening noted at an entry the log does not reach: the log is behind the file
+        db.execute(
+            "UPDATE codeal_hands SET public = json_set(public, '$.log.open', 999999) WHERE hand_id = ?",
+            (opened,),
+        )
+        db.commit()
+    finally:
+        db.close()
+    command = [sys.executable, "-m", "fairdeck.cli", "init", "--codeal-record", "--take-over", "--db", pg_url]
+    command += ["--data", str(data), "--log-key-file", str(tmp_path / "log.key")]
+    out = subprocess.run(command, capture_output=True, text=True, timeout=60, env=clean_env())
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    (line,) = out.stderr.strip().splitlines()
+    head = f"fairdeck init: co-dealt hands {data / 'codeal.db'}, made by an older fairdeck (no record id"
+    assert line.startswith(head), line
+    assert (
+        f"holds hand {opened}, logged at entry 999999 of its log, but the log of this data dir has no entry"
+        in line
+    )
+    assert "put back this data dir's latest log" in line and pg_url not in line, line
+    db = sqlite3.connect(f"file:{data / 'codeal.db'}?mode=ro", uri=True)
+    try:
+        assert db.execute("SELECT name FROM sqlite_master WHERE name = 'codeal_record'").fetchone() is None
+    finally:
+        db.close()
+
+
 def make_older(path: Path) -> None:
     """The file as a fairdeck before record ids left it: no codeal_record table."""
     db = sqlite3.connect(path)

@@ -2,8 +2,9 @@
 ours runs. The co-dealer's server had none of the dealer's (edge/transport.py): a connection that
 never finished its HTTP/2 preface was kept for gRPC's default 120 s, and a request of up to 4 MiB
 was read and decoded before the token was checked. Now the handshake is bounded and a request
-larger than the largest the contract allows is refused on its raw size. A real ``fairdeck
-codealer serve`` and raw sockets (tests/security/rawh2.py)."""
+larger than the largest the contract allows is refused on its raw size; grpcio's own log lines
+are filtered as the dealer's are (edge/grpc_logs.py). A real ``fairdeck codealer serve`` and raw
+sockets (tests/security/rawh2.py)."""
 
 from __future__ import annotations
 
@@ -54,3 +55,27 @@ def test_a_request_past_the_largest_the_contract_allows_is_refused_on_its_raw_si
             assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, (token is None, refused.value)
         log = codealer.stop()
     assert "Traceback" not in log
+
+
+def test_the_codealers_grpc_logged_a_token_that_is_not_utf8_whole_at_error(
+    codealer: CodealerProcess,
+) -> None:
+    """The co-dealer's server had none of the dealer's grpcio log filters: a metadata value that
+    is not valid UTF-8 was logged whole by grpcio at ERROR with a traceback, twice per call, before
+    any of its code ran: a token, secret and all (here the dealer's own, one byte appended). Every
+    server is now made by edge/transport.aio_server, which installs them: one WARNING giving the
+    length, no ERROR line, no token; the call refused UNAUTHENTICATED as any wrong token."""
+    with codealer:
+        token = codealer.token.encode()
+        answer = rawh2.call(
+            codealer.target,
+            "/fairdeck.v1.CoDealerService/GetIdentity",
+            b"",
+            [(b"authorization", b"Bearer " + token + b"\xff")],
+        )
+        assert int(answer["grpc-status"]) == grpc.StatusCode.UNAUTHENTICATED.value[0], answer
+        log = codealer.stop()
+    errors = [line for line in log.splitlines() if " ERROR " in line]
+    assert errors == [] and "Traceback" not in log, log[-3000:]
+    assert token.decode() not in log and token.decode()[-16:] not in log, log[-3000:]
+    assert "withheld: it may hold a credential" in log, log[-3000:]  # grpcio did try to log it

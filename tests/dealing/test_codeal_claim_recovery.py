@@ -23,7 +23,7 @@ from fairdeck_server.dealing.codeal_health import CodealerWatch
 from fairdeck_server.dealing.codeal_record import Record
 from fairdeck_server.run.config import ConfigError, load
 from tests.support.env import clean_env
-from tests.support.waits import wait_for
+from tests.support.waits import wait_for, wait_for_async
 
 PATH = Path("/data/codeal.db")
 
@@ -362,3 +362,36 @@ def test_an_unforeseen_error_in_a_renewal_ended_the_renewals_for_good(
     said = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
     assert len(said) == 1 and "a claim renewal failed: RuntimeError" in said[0], said
     assert not any(r.exc_info for r in caplog.records)
+
+
+def test_codealt_health_watchers_heard_of_a_lapsed_claim_only_at_the_next_round() -> None:
+    """A lapsed claim was found by the next health round, up to 2 s after co-dealt calls were
+    refused: Watch streams, the log line and ``fairdeck_codealer_healthy`` said SERVING meanwhile.
+    A round is now due the moment the claim lapses (``vouched_for``, the deadline ``unconfirmed``
+    reads), however long its rounds' period: here a minute, and it says so within a second."""
+    claim = CodealClaim("postgresql://unused", PATH, Record("e" * 32, "k+1", False), Holder("h", "/dw", "i"))
+    claim.confirmed = time.monotonic() - codeal_claim.VOUCH_S + 0.3  # lapses 0.3 s from now
+    lapses_at = claim.confirmed + codeal_claim.VOUCH_S
+    said: list[tuple[bool, float]] = []
+    key = b"k" * 32
+
+    async def identity() -> bytes:
+        return key
+
+    async def publish(ok: bool) -> None:
+        said.append((ok, time.monotonic()))
+
+    async def scene() -> None:
+        watch = CodealerWatch(
+            identity, key, publish, every=60, held=claim.unconfirmed, lapses=claim.vouched_for
+        )
+        watch.start()
+        try:
+            await wait_for_async("co-dealt health NOT_SERVING", lambda: said and not said[-1][0], timeout=10)
+        finally:
+            await watch.stop()
+
+    asyncio.run(scene())
+    assert said[0][0] is True and said[-1][0] is False
+    assert lapses_at <= said[-1][1] < lapses_at + 1.0, (said, lapses_at)
+    assert "no renewal of its claim confirmed" in (claim.unconfirmed() or "")

@@ -162,14 +162,12 @@ def _take_over(url: str, data: Path, path: Path, bound: list[str], name: str | N
     import psycopg
 
     from fairdeck_server.dealing.codeal_claim import ClaimRefused, CodealClaim, Holder
-    from fairdeck_server.dealing.codeal_store import CodealStore, CodealStoreError
+    from fairdeck_server.dealing.codeal_open import open_codeal_store
     from fairdeck_server.storage.postgres.diagnosis import describe, what
 
-    if not path.is_file():
-        raise CodealStoreError(
-            f"co-dealt hands {path} is missing: --take-over claims the record of one there"
-        )
-    store = CodealStore(path, bound)
+    # as serve opens it: a lost file, another log's, or an older fairdeck's file whose hands are
+    # not at their logged index in this log (a restored backup, a copy) is refused, never claimed
+    store = open_codeal_store(data, url, bound, missing="--take-over claims the record of one there")
     try:
         holder = Holder.here(data, name)
         CodealClaim(url, path, store.record, holder).claim(store.hand_ids, take_over=True)

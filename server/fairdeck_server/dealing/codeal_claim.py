@@ -87,6 +87,11 @@ def check_replica_name(name: str) -> None:
         )
 
 
+def _left(confirmed: float | None, now: float) -> float | None:
+    """Seconds from ``now`` until a claim last confirmed at ``confirmed`` lapses (None: never was)."""
+    return None if confirmed is None else confirmed + VOUCH_S - now
+
+
 class ClaimRefused(Exception):
     """The record is another holder's; the message names the file, the holder and the fixes."""
 
@@ -407,13 +412,20 @@ class CodealClaim:
             return None
         return (str(row[0]), str(row[1])) if row is not None else ("?", "?")
 
+    def vouched_for(self) -> float | None:
+        """Seconds (``clock``) until the claim lapses, ``VOUCH_S`` after the last confirmed renewal
+        was sent (0 or less: lapsed); None while none was confirmed. The one deadline of
+        ``unconfirmed``: co-dealt health wakes at it (codeal_health.py)."""
+        return _left(self.confirmed, self.clock())
+
     def unconfirmed(self) -> str | None:
         """Why this process cannot count on its claim now (no renewal confirmed for ``VOUCH_S``:
-        one hangs, or fails), or None."""
+        one hangs, or fails), or None. Co-dealt calls and co-dealt health both ask this."""
         confirmed, sending, failed, now = self.confirmed, self.sending, self.failed, self.clock()
-        ago = None if confirmed is None else now - confirmed
-        if ago is not None and ago < VOUCH_S:
+        left = _left(confirmed, now)
+        if left is not None and left > 0:
             return None
+        ago = None if confirmed is None else now - confirmed
         since = "" if ago is None else f" for {ago:.1f} s"
         if sending is not None:
             why = f"the database has not answered the renewal sent {now - sending:.1f} s ago"

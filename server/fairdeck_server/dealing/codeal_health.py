@@ -6,9 +6,11 @@ takes a probe write, this process still holds its co-dealt record (``held``: on 
 claim, dealing/codeal_claim.py) and the co-dealer answers, takes the token, names the pinned
 ``--codealer-key`` and passes ``also`` (its lifetime against the dealer's: edge/codealer_link.py);
 ``publish(ok)`` turns that into the health status (with the dealer's own, "") and
-``fairdeck_codealer_healthy`` (edge/codealer_link.py). The ordinary mode's health ("" and the
-services) does not depend on it. Each change is one log line, the cause said and never the token.
-No grpc here.
+``fairdeck_codealer_healthy`` (edge/codealer_link.py). ``held`` is the very check co-dealt calls
+make; a round is also due the moment the claim lapses (``lapses``), and Check reads ``held`` live
+(the health gate, edge/codealer_link.py), so health is never SERVING while those calls are refused.
+The ordinary mode's health does not depend on it. Each change is one log line, the cause said and
+never the token. No grpc here.
 """
 
 from __future__ import annotations
@@ -45,8 +47,12 @@ class CodealerWatch:
         probe: Callable[[], bool] | None = None,
         held: Callable[[], str | None] | None = None,
         held_timeout: float = HELD_TIMEOUT,
+        lapses: Callable[[], float | None] = lambda: None,
     ) -> None:
         self.held = held
+        self.lapses = lapses
+        """Seconds until ``held`` says the claim lapsed unless renewed meanwhile (None: no such
+        deadline now): a round is due then, not up to ``every`` later."""
         """Run in a thread each round: why this process no longer holds its co-dealt record, or None."""
         self.held_timeout = held_timeout
         self._held: asyncio.Future[str | None] | None = None
@@ -108,7 +114,10 @@ class CodealerWatch:
     async def _run(self) -> None:
         while True:
             await self.round()
-            await asyncio.sleep(self.every if self.cause is None else self.retry)
+            pause, left = (self.every if self.cause is None else self.retry), self.lapses()
+            if self.cause is None and left is not None:  # as the claim lapses, said at once
+                pause = min(pause, max(0.0, left))
+            await asyncio.sleep(pause)
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="fairdeck-codealer-health")

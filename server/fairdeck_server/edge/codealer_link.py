@@ -28,8 +28,8 @@ from fairdeck.wire import AUTHORIZATION, Reason
 from fairdeck_server import refusals
 from fairdeck_server.codealer.dealer_token import parse_token
 from fairdeck_server.dealing.codeal_health import CODEAL_HEALTH, CodealerWatch
-from fairdeck_server.dealing.codeal_record import RecordForeign
-from fairdeck_server.dealing.codeal_store import CodealStore, CodealStoreError, CodealStoreLost, check_record
+from fairdeck_server.dealing.codeal_open import open_codeal_store
+from fairdeck_server.dealing.codeal_store import CodealStore, CodealStoreError, CodealStoreLost
 from fairdeck_server.dealing.vault import SeedVault, read_private_text
 from fairdeck_server.edge.health import NOT_SERVING, SERVING, HealthServicer
 from fairdeck_server.observe.metrics import Metrics
@@ -233,8 +233,7 @@ def codeal_dealer(
         raise StartupRefused(f"--codealer-key: {e}") from None
     token = codealer_token(config.codealer_token)
     try:
-        check_record(config.data_dir / "codeal.db", lambda: _first_codeal_entry(config))
-        store = CodealStore(config.data_dir / "codeal.db", log_keys, lambda i: _log_entry_at(config, i))
+        store = open_codeal_store(config.data_dir, config.db, log_keys)  # as a take-over opens it
     except CodealStoreLost as e:
         raise StartupRefused(str(e)) from None
     except CodealStoreError as e:
@@ -249,8 +248,15 @@ def codeal_dealer(
         def held() -> str | None:  # each round: why the claim is lost or unconfirmed (renewed apart)
             return codeal.held_now()
 
+        host.health.gate(CODEAL_HEALTH, lambda: codeal.held_now() is None)  # as calls check it
         return CodealerWatch(
-            link.identity, identity, _publisher(host), probe=store.probe, also=also, held=held
+            link.identity,
+            identity,
+            _publisher(host),
+            probe=store.probe,
+            also=also,
+            held=held,
+            lapses=(lambda: None) if claim is None else claim.vouched_for,
         )
 
     codeal = CodealDealer(
@@ -298,40 +304,6 @@ def _claim(config: CodealSettings, store: CodealStore) -> CodealClaim | None:
             "check that the database is up and retry"
         ) from None
     return claim
-
-
-def _first_codeal_entry(config: CodealSettings) -> tuple[int | None, str]:
-    """The log's first co-dealt entry (or None), and how to name the log's database."""
-    from fairdeck.log.audit import LogUnreadable
-
-    try:
-        if config.db is not None:
-            from fairdeck_server.storage.postgres import first_codeal_entry as postgres_entry
-            from fairdeck_server.storage.postgres.diagnosis import describe
-
-            return postgres_entry(config.db), f"the PostgreSQL database {describe(config.db)}"
-        from fairdeck_server.storage.sqlite import first_codeal_entry
-
-        db = config.data_dir / "fairdeck.db"
-        return first_codeal_entry(db), f"database {db}"
-    except LogUnreadable as e:
-        raise StartupRefused(f"{e}: check it before the co-dealt hands' record is made") from None
-
-
-def _log_entry_at(config: CodealSettings, index: int) -> bytes | None:
-    """The log's entry at ``index`` (None: none), for an older codeal.db's hands (codeal_record.py)."""
-    from fairdeck.log.audit import LogUnreadable
-
-    try:
-        if config.db is not None:
-            from fairdeck_server.storage.postgres import log_entry_at as postgres_entry
-
-            return postgres_entry(config.db, index)
-        from fairdeck_server.storage.sqlite import log_entry_at
-
-        return log_entry_at(config.data_dir / "fairdeck.db", index)
-    except LogUnreadable as e:
-        raise RecordForeign(f"{e}: check it before the older co-dealt hands' file is upgraded") from None
 
 
 def codeal_reaper(

@@ -34,7 +34,7 @@ from fairdeck_server.dealing.vault import VaultError
 from fairdeck_server.edge.health import NOT_SERVING, SERVING, HealthServicer
 from fairdeck_server.edge.peers import peer_address
 from fairdeck_server.edge.status import translated
-from fairdeck_server.edge.transport import TRANSPORT_OPTIONS, connection_options
+from fairdeck_server.edge.transport import TRANSPORT_OPTIONS, aio_server, connection_options
 from fairdeck_server.policy.auth import FailureLimiter
 from fairdeck_server.policy.open_work import OpenStreams
 
@@ -237,7 +237,7 @@ async def start_codealer_server(
         *TRANSPORT_OPTIONS,
         *bounds,
     ]
-    server = grpc.aio.server(options=options)
+    server = aio_server(options)  # grpcio's log filters, as the dealer's (edge/grpc_logs.py)
     health = HealthServicer(OpenStreams(MAX_WATCH_STREAMS))
     for name in HEALTH_NAMES:
         await health.set(name, NOT_SERVING)  # until the first probe write

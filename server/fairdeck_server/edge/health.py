@@ -7,12 +7,15 @@ client address holds open are counted with reflection's (``open_work.OpenStreams
 limit a new one is refused TOO_MANY_STREAMS at once, so an idle stream costs a bounded, small
 amount. The library leaves List to the generated base (NotImplementedError, a traceback per
 call); ours answers Check's status for every name. Check and List never wait. Once draining
-(``enter_graceful_shutdown``) every status is NOT_SERVING for good.
+(``enter_graceful_shutdown``) every status is NOT_SERVING for good. A name may have a gate
+(``gate``), asked at each Check and List: NOT_SERVING while it says no, whatever was set, so a
+status bound to a deadline (a co-dealt claim's) is never read late; its setter publishes the change.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from grpc_health.v1 import health, health_pb2
@@ -39,6 +42,12 @@ class HealthServicer(health.aio.HealthServicer):  # type: ignore[misc,name-defin
         self._draining = False
         self._changed = asyncio.Event()
         """Set, and replaced, when any status changes: every Watch waits on this one."""
+        self._gates: dict[str, Callable[[], bool]] = {}
+
+    def gate(self, service: str, able: Callable[[], bool]) -> None:
+        """``service`` reads NOT_SERVING at any Check or List while ``able()`` is False (asked then,
+        on the loop: cheap, never waiting). Watch streams see it when the status is next set."""
+        self._gates[service] = able
 
     async def set(self, service: str, status: int) -> None:
         """``service``'s status from now on (ignored once draining)."""
@@ -48,8 +57,17 @@ class HealthServicer(health.aio.HealthServicer):  # type: ignore[misc,name-defin
         self._publish(service, status)
 
     def status(self, service: str) -> int:
-        """``service``'s status now (SERVICE_UNKNOWN for a name never set)."""
-        return int(self._statuses.get(service, SERVICE_UNKNOWN))
+        """``service``'s status now (SERVICE_UNKNOWN for a name never set), its gate asked."""
+        status = int(self._statuses.get(service, SERVICE_UNKNOWN))
+        able = self._gates.get(service)
+        return NOT_SERVING if status == SERVING and able is not None and not able() else status
+
+    async def Check(
+        self, request: health_pb2.HealthCheckRequest, context: Any
+    ) -> health_pb2.HealthCheckResponse:
+        if request.service in self._gates and request.service in self._statuses:
+            return health_pb2.HealthCheckResponse(status=self.status(request.service))
+        return await super().Check(request, context)  # NOT_FOUND for a name it does not know
 
     async def enter_graceful_shutdown(self) -> None:
         if self._draining:
@@ -75,7 +93,7 @@ class HealthServicer(health.aio.HealthServicer):  # type: ignore[misc,name-defin
             last = None
             while True:
                 changed = self._changed
-                status = self._statuses.get(request.service, SERVICE_UNKNOWN)
+                status = self.status(request.service)
                 if status != last:  # statuses in between may be missed: the latest is what counts
                     await context.write(health_pb2.HealthCheckResponse(status=status))
                     last = status
@@ -87,6 +105,6 @@ class HealthServicer(health.aio.HealthServicer):  # type: ignore[misc,name-defin
         self, request: health_pb2.HealthListRequest, context: Any
     ) -> health_pb2.HealthListResponse:
         response = health_pb2.HealthListResponse()
-        for name, status in sorted(self._statuses.items()):
-            response.statuses[name].status = status
+        for name in sorted(self._statuses):
+            response.statuses[name].status = self.status(name)
         return response

@@ -1,19 +1,30 @@
 """The transport's settings: TLS server credentials from PEM files, gRPC's own queue of new
 calls (none dropped for its age), how long a connection may stay (``connection_options``), and
 all of gRPC's server options for a config (``grpc_options``). Whether plain text may listen
-somewhere is addresses.check_listen's rule."""
+somewhere is addresses.check_listen's rule. ``aio_server`` makes every gRPC server of fairdeck's
+(the dealer's and the co-dealer's), grpcio's own log lines tamed first (grpc_logs.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import grpc
 
 from fairdeck_server.edge.deadline import STREAM_RUNS
+from fairdeck_server.edge.grpc_logs import tame_grpc_logs
 from fairdeck_server.refusals import StartupRefused
 
-__all__ = ["TlsConfigError", "grpc_options", "server_credentials"]
+__all__ = ["TlsConfigError", "aio_server", "grpc_options", "server_credentials"]
+
+
+def aio_server(options: Sequence[tuple[str, Any]], interceptors: Sequence[Any] = ()) -> grpc.aio.Server:
+    """A grpc.aio server, made only here: grpcio's log filters are installed first, before it
+    can take a call (a metadata value that is not UTF-8, a token, is never logged whole; an
+    answer unsent as its call ended is no ERROR), whichever process serves."""
+    tame_grpc_logs()
+    return grpc.aio.server(interceptors=list(interceptors), options=list(options))
 
 
 class TransportSettings(Protocol):

@@ -35,7 +35,6 @@ from fairdeck_server.edge.codealer_link import codeal_dealer
 from fairdeck_server.edge.connections import fit_descriptors
 from fairdeck_server.edge.deadline import DeadlineInterceptor
 from fairdeck_server.edge.dealer_servicer import DealerServicer
-from fairdeck_server.edge.grpc_logs import tame_grpc_logs
 from fairdeck_server.edge.health import HealthServicer
 from fairdeck_server.edge.interceptors import (
     AuthInterceptor,
@@ -45,7 +44,7 @@ from fairdeck_server.edge.interceptors import (
 )
 from fairdeck_server.edge.methods import UNKNOWN_METHOD, loggable_method, register, unknown_method_handler
 from fairdeck_server.edge.peers import peer_address
-from fairdeck_server.edge.transport import grpc_options, server_credentials
+from fairdeck_server.edge.transport import aio_server, grpc_options, server_credentials
 from fairdeck_server.log_causes import cause
 from fairdeck_server.observe import heap, logging_setup
 from fairdeck_server.observe.heap import TRIM_SECONDS
@@ -184,7 +183,6 @@ class DealerServer:
             # A method nobody serves: counted once under one label, refused, no traceback.
             unknown=lambda method: observing.wrap(loggable_method(method), unknown, label=UNKNOWN_METHOD),
         )
-        tame_grpc_logs()  # before any call: grpcio would log a non-UTF-8 token whole
 
     async def start(self) -> int:
         """Start serving; on any failure, undo what was started (ports, lock, storage) and raise."""
@@ -269,7 +267,7 @@ class DealerServer:
     def _make_server(self) -> None:
         """The gRPC server with health and reflection (made here, not in __init__: grpc.aio binds
         them to the running loop)."""
-        self.server = grpc.aio.server(
+        self.server = aio_server(  # grpcio's log filters first: it logs a non-UTF-8 token whole
             interceptors=[self.interceptor],
             options=grpc_options(
                 self.config,
