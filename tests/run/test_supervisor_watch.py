@@ -51,9 +51,12 @@ def stand_in(index: int, mode: str) -> _Running:
 class Watching:
     """``_watch`` over ``workers`` (stand-ins) in a thread, as ``supervise`` runs it, for the
     ``with`` block; replacements beat. ``stop`` is its SIGTERM handler: every worker is sent
-    SIGTERM (and first SIGCONT with ``cont``, for a test that stops one itself)."""
+    SIGTERM (and first SIGCONT with ``cont``, for a test that stops one itself); ``grace``: the
+    seconds a stopping worker has to drain before it is killed."""
 
-    def __init__(self, workers: list[_Running], timeout: float, *, cont: bool = False) -> None:
+    def __init__(
+        self, workers: list[_Running], timeout: float, *, cont: bool = False, grace: float = 5
+    ) -> None:
         self.workers = workers
         self.cont = cont
         for w in workers:
@@ -62,7 +65,9 @@ class Watching:
         self.result: list[int] = []
         self.thread = threading.Thread(
             target=lambda: self.result.append(
-                _watch(workers, lambda i: stand_in(i, "beat"), self.stopping.is_set, self.stop, 5, timeout)
+                _watch(
+                    workers, lambda i: stand_in(i, "beat"), self.stopping.is_set, self.stop, grace, timeout
+                )
             )
         )
 
@@ -406,10 +411,10 @@ def test_workers_sigkill_does_not_end_are_waited_for_together_and_said_once(
     """A dead disk holds every worker. ``_reap`` waited KILL_WAIT_S for each in turn, and the
     ``finally`` of ``supervise`` killed and waited for each again, saying each line twice: 4 x 5 s
     for two workers, past a service manager's stop timeout with a few more. Here KILL_WAIT_S is
-    3 s: together 4 s, in turn 7 s at least (13 s with the second wait); the bar is 4 s and the
+    2 s: together 3 s, in turn 5 s at least (9 s with the second wait); the bar is 3 s and the
     work, scaled but under 0.9 KILL_WAIT_S, so in turn fails at any factor. All three must have started
     (a 10 s START_TIMEOUT: with 1 s, a machine 13 times slower than usual started them too late)."""
-    code, pids, took = supervise(monkeypatch, "dies,stuck,stuck", 3.0, start_timeout=10.0)
+    code, pids, took = supervise(monkeypatch, "dies,stuck,stuck", 2.0, start_timeout=10.0)
     said = capsys.readouterr().err.strip().splitlines()
     assert code == 1
     assert said[0].startswith(f"fairdeck serve: process 1 of 3 (pid {pids[0]}) exited with status 3"), said
@@ -417,7 +422,7 @@ def test_workers_sigkill_does_not_end_are_waited_for_together_and_said_once(
         f"fairdeck serve: process 2 of 3 (pid {pids[1]})",
         f"fairdeck serve: process 3 of 3 (pid {pids[2]})",
     ], said
-    assert took < 4.0 + scaled(1.5, under=0.9 * 3.0), took  # 0.5 s to die, 0.5 s of grace, 3 s for both
+    assert took < 3.0 + scaled(1.5, under=0.9 * 2.0), took  # 0.5 s to die, 0.5 s of grace, 2 s for both
 
 
 def test_a_worker_stuck_before_it_listens_is_not_said_to_have_an_exit_status(
@@ -437,17 +442,23 @@ def test_a_worker_stuck_before_it_listens_is_not_said_to_have_an_exit_status(
     ), said
 
 
+GRACE = 1.0
+"""The drain's grace the watch gives the next test's workers (``serve`` gives grace_seconds + 5)."""
+
+
 @pytest.mark.serial
 def test_a_worker_that_does_not_act_on_sigterm_is_killed_after_the_grace(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Told to stop, the supervisor waited for every worker without a bound: one whose loop is
     blocked (or in a dead disk) never drains, and the group's stop never ended. After the grace
-    (5 s here, and no time for storage) it is killed, in one line, and the group exits 1."""
+    (1 s here, and no time for storage) it is killed, in one line, and the group exits 1. The
+    grace is a product timer: 1 s tells a kill after it from one at once (no grace) as 5 s did,
+    and the old code's endless wait from either."""
     monkeypatch.setattr(processes, "STOP_STORAGE_S", 0.0, raising=False)
     workers = [stand_in(0, "beat"), stand_in(1, "stuck")]
     deaf = workers[1].proc
-    watching = Watching(workers, 0)  # no heartbeat timeout: only the stop's bound can end it
+    watching = Watching(workers, 0, grace=GRACE)  # no heartbeat timeout: only the stop's bound can end it
     try:
         with watching:
             wait_for("the deaf worker to ignore SIGTERM", lambda: _ignores(deaf.pid, signal.SIGTERM))
@@ -462,9 +473,9 @@ def test_a_worker_that_does_not_act_on_sigterm_is_killed_after_the_grace(
         deaf.wait()
         watching.thread.join(timeout=15)
     assert ended, "the supervisor still waited for a worker that ignored SIGTERM"
-    assert 5 <= took < 5 + scaled(7.0), took  # the grace, then the kill and the exit: scaled
+    assert GRACE <= took < GRACE + scaled(7.0), took  # the grace, then the kill and the exit: scaled
     assert watching.result == [1] and deaf.returncode == -signal.SIGKILL
     said = capsys.readouterr().err.strip().splitlines()
     assert said == [
-        f"fairdeck serve: process 2 of 2 (pid {deaf.pid}) did not drain within 5 s of SIGTERM; killed it"
+        f"fairdeck serve: process 2 of 2 (pid {deaf.pid}) did not drain within 1 s of SIGTERM; killed it"
     ]
