@@ -1,7 +1,8 @@
 // One small interface over the two engines the page is tested in, so that every job runs the same
 // steps in both: Chromium through Playwright (CDP), Firefox ESR through puppeteer-core over
 // WebDriver BiDi. A browser handle has open (a page, in a browser context of its own), alive and
-// close; a page handle has evaluate, fill, setFile, waitFor and close.
+// close; a page handle has evaluate, fill, setFile, waitFor, renew (a new load of its page, at a
+// viewport: the one it opened with where none is given) and close.
 //
 // `onRequest(url)` is told of every request the page makes but its own file, and each one is
 // refused. (Firefox reports no event for a file:// page itself; Chromium does, and it is let through.)
@@ -82,7 +83,13 @@ async function launchChromium(executablePath, launchScheme, launchSize) {
         if (m.type() === "error") onError(`console: ${m.text()}`);
       });
       await page.goto(url);
+      const firstViewport = page.viewportSize();
       return {
+        renew: async (size) => {
+          await page.setViewportSize(size ?? firstViewport);
+          await page.goto("about:blank");
+          await page.goto(url);
+        },
         evaluate: (fn, arg) => page.evaluate(fn, arg),
         fill: (selector, value) => page.fill(selector, value),
         setFile: (selector, path) => page.setInputFiles(selector, path),
@@ -124,7 +131,13 @@ async function launchFirefox(executablePath, colorScheme = DEFAULT_SCHEME, fontS
         if (m.type() === "error") onError(`console: ${m.text()}`);
       });
       await page.goto(url);
+      const firstViewport = page.viewport();
       return {
+        renew: async (size) => {
+          await page.setViewport(size ?? firstViewport);
+          await page.goto("about:blank");
+          await page.goto(url);
+        },
         evaluate: (fn, arg) => page.evaluate(fn, arg),
         // As Playwright's fill: the value set, then one input event, as a paste makes.
         fill: (selector, value) =>

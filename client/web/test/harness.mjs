@@ -10,6 +10,7 @@
 //        ui: [{id, file, key, witnesses, threshold, policy (text), policy_file, drop, viewport, edit: {find, replace}}],
 //        (drop: true drops the file on the drop zone, a selector on that element instead;
 //         open_details: true opens every <details> once the verdict is shown)
+//        one_tab: true | null (the ui cases in one tab, each a new load of the page there),
 //        log_vectors: {log, witness} | null, control: PATH | null, bench: {cases, rounds} | null,
 //        codeal_vectors: {vectors} | null, codeal_bench: {hand, rounds} | null,
 //        seal_vectors: {vectors} | null, seat_release_vectors: {vectors} | null,
@@ -148,9 +149,15 @@ async function runPages(open, job) {
 
   for (const c of job.ui ?? []) {
     // A fresh page for each case, at its screen size: a reload would keep what a browser restores
-    // of a form (Firefox keeps the file chosen, and choosing it again is then no change).
-    await page?.close();
-    page = await open(pageUrl, { ...record, viewport: c.viewport });
+    // of a form (Firefox keeps the file chosen, and choosing it again is then no change). With
+    // one_tab, the cases take turns in one tab instead, each a fresh document all the same (a new
+    // load, by way of about:blank, not a reload): a Chromium tab is a renderer process, and
+    // starting one took about half of a case's time.
+    if (job.one_tab && page) await page.renew(c.viewport);
+    else {
+      await page?.close();
+      page = await open(pageUrl, { ...record, viewport: c.viewport });
+    }
     if (c.key !== undefined) await page.fill("#key", c.key);
     if (c.witnesses) {
       await page.evaluate(() => (document.getElementById("witnesses").closest("details").open = true));
