@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator
 import grpc
 import pytest
 from google.protobuf.message import Message
+from google.rpc import error_details_pb2, status_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from hypothesis import HealthCheck, Phase, given, seed, settings
 
@@ -37,7 +38,7 @@ from fairdeck.v1 import dealer_pb2 as dpb
 from tests.support import fuzz_wire as wire
 from tests.support.dealers import DealerProcess
 from tests.support.fixtures import ProcessFactory
-from tests.support.fuzz_oracle import SHORT_DEADLINES, Fuzzer, Outgoing, Rpc, all_rpcs
+from tests.support.fuzz_oracle import DETAILS_KEY, SHORT_DEADLINES, Fuzzer, Outcome, Outgoing, Rpc, all_rpcs
 from tests.support.fuzz_plausible import World, plausible
 from tests.support.logs import fairdeck
 from tests.support.waits import wait_for
@@ -283,6 +284,38 @@ def _problems(fuzzer: Fuzzer, name: str, body: bytes) -> list[str]:
     check.send(check.rpcs[name], [Outgoing("finding", body)])
     check.drain()
     return [str(v) for v in check.violations[name].values()]
+
+
+def test_the_oracle_judges_again_what_differs_from_an_answer_it_passed(fuzzer: Fuzzer) -> None:
+    """The oracle keeps the verdicts of its pure checks (a closed hand, a signed checkpoint, an
+    error's trailer) by their whole input: a closed hand it verified, changed in one field, and a
+    trailer it passed, with another domain, are each found wrong every time they come back."""
+    check = Fuzzer(fuzzer.channel, World(), fuzzer.verifier)
+    rpc = check.rpcs["GetHand"]
+    body = dpb.GetHandRequest(hand_id=fuzzer.world.hands["closed"][0]).SerializeToString()
+    answer = dpb.GetHandResponse.FromString(fuzzer.calls["GetHand"](body, timeout=20))
+    tampered = dpb.GetHandResponse()
+    tampered.CopyFrom(answer)
+    tampered.hand.commitment = bytes(32)
+    refused = fuzzer.calls["GetHand"].future(dpb.GetHandRequest(hand_id="x" * 65).SerializeToString())
+    assert refused.code() == grpc.StatusCode.INVALID_ARGUMENT
+    trailer = status_pb2.Status.FromString(dict(refused.trailing_metadata())[DETAILS_KEY])
+    info = error_details_pb2.ErrorInfo()
+    trailer.details[0].Unpack(info)
+    info.domain = "elsewhere.dev"
+    trailer.details[0].Pack(info)
+    elsewhere = ((DETAILS_KEY, trailer.SerializeToString()),)
+    message = refused.details() or ""
+    outcomes = (
+        Outcome(grpc.StatusCode.OK, "", (), [answer.SerializeToString()]),
+        Outcome(grpc.StatusCode.OK, "", (), [tampered.SerializeToString()]),
+        Outcome(refused.code(), message, tuple(refused.trailing_metadata()), []),
+        Outcome(refused.code(), message, elsewhere, []),
+    )
+    for outcome in outcomes * 2:
+        check._judge(rpc, Outgoing("plausible", body), outcome)
+    found = {v.problem.split(":")[0]: v.count for v in check.violations["GetHand"].values()}
+    assert found == {"wrong OK answer": 2, "ErrorInfo without the fairdeck.dev domain or a stable reason": 2}
 
 
 def test_the_after_checks_refuse_a_dealer_nobody_fuzzed(fuzzer: Fuzzer, served: DealerProcess) -> None:
