@@ -1,9 +1,9 @@
-"""``fairdeck serve`` started without an interpreter's start: ``ServeForker`` keeps one child (this
-module run with -m) that imported the dealer once and forks a process per start, which runs the
-console script's ``__main__`` (runpy, as ``-m`` does) with the stdout pipe and stderr file it is
-handed (SCM_RIGHTS) and exits as the interpreter does. ``start`` returns a ``ForkedProcess``, which
-answers as ``subprocess.Popen`` does (pid, stdout, poll, wait, send_signal, kill, returncode): it is
-what ``DealerProcess(..., forker=...)`` runs, for tests that start a dealer many times.
+"""``fairdeck serve`` and ``fairdeck codealer serve`` started without an interpreter's start:
+``ServeForker`` keeps one child (this module run with -m) that imported them once and forks a
+process per start, which runs the console script's ``__main__`` (runpy, as ``-m`` does) with the
+stdout pipe and stderr file it is handed (SCM_RIGHTS) and exits as the interpreter does. ``start``
+returns a ``ForkedProcess``, which answers as ``subprocess.Popen`` does (pid, stdout, poll, wait,
+send_signal, kill, returncode): what ``DealerProcess`` and ``CodealerProcess`` run given a forker.
 
 Why: a dealer's start costs 0.45-0.7 s of CPU, most of it the interpreter and the dealer's imports;
 test_crash starts 21. Invariants: the forking process is single-threaded and runs only its loop;
@@ -22,6 +22,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -30,6 +31,13 @@ from typing import IO, NoReturn
 
 PRELOAD = ("fairdeck.cli.dispatch", "fairdeck_server.cli.serve_commands", "fairdeck_server.run.app")
 """What the forking process imports once: the console script's entry and the dealer."""
+WITH_CODEALER = (
+    *PRELOAD,
+    "fairdeck_server.cli.codealer_command",
+    "fairdeck_server.codealer.holder",
+    "fairdeck_server.edge.codealer_servicer",
+)
+"""The same and the co-dealer's serve: what the ``serve_forker`` fixture (fixtures.py) imports."""
 READY_S = 120.0
 """How long the forking process may take to import them, or to answer a start: never a timing bar."""
 
@@ -153,6 +161,26 @@ class ServeForker:
                 assert self._gone is None, self._gone
                 pid = self._pids.pop(0)
         return ForkedProcess(pid, os.fdopen(read, "r", encoding="utf-8", errors="strict"), self)
+
+    def run(self, argv: Sequence[str], timeout: float) -> subprocess.CompletedProcess[str]:
+        """``fairdeck ARGV`` forked and waited for, as ``subprocess.run(capture_output=True,
+        text=True, timeout=...)`` would: past ``timeout`` s it is killed and TimeoutExpired raised."""
+        with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as err:
+            proc = self.start(argv, err)
+            out: list[str] = []
+            reader = threading.Thread(target=lambda: out.append(proc.stdout.read()), daemon=True)
+            reader.start()
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                raise
+            finally:
+                reader.join(timeout=10)
+                proc.stdout.close()
+            err.seek(0)
+            return subprocess.CompletedProcess(["fairdeck", *argv], proc.wait(), "".join(out), err.read())
 
     def status(self, pid: int) -> int | None:
         """The exit status of ``pid`` (negative: the signal that ended it), once it has ended."""
