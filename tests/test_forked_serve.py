@@ -1,6 +1,7 @@
 """tests/support/forked_serve: a forking process that cannot start, or that printed anything while
 it imported, fails the test that made it, with the reason and no log left behind; a fresh
-`fairdeck` would have printed the same lines, which the one-line refusal checks count."""
+`fairdeck` would have printed the same lines, which the one-line refusal checks count. A forked
+start has the caller's umask, as a fresh one would."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.forked_serve import ServeForker
+from tests.support.codealers import CodealerProcess, init_codealer
+from tests.support.forked_serve import WITH_CODEALER, ServeForker
 
 
 def logs() -> set[Path]:
@@ -36,3 +38,26 @@ def test_a_warning_printed_at_import_fails_the_forker_as_it_would_a_one_line_ref
     with pytest.raises(AssertionError, match=r"(?s)printed at import.*a dependency warned at import"):
         ServeForker(("warns_at_import",))
     assert logs() == before
+
+
+def test_a_forked_start_has_the_callers_umask_not_the_forking_processs(tmp_path: Path) -> None:
+    """A forked start inherited the forking process's umask, set when it was made: a test that
+    loosens the umask (files a fresh `fairdeck` would make 0644) saw the forker's instead."""
+    old = os.umask(0o077)  # the forker is made under one umask; the caller's changes after
+    forker = ServeForker(WITH_CODEALER)
+    try:
+        os.umask(0o022)
+        init_codealer(tmp_path / "cd")
+        with CodealerProcess(tmp_path / "cd", forker=forker) as codealer:
+            assert umask_of(codealer.proc.pid) == 0o022
+        os.umask(0o027)
+        with CodealerProcess(tmp_path / "cd", forker=forker) as codealer:
+            assert umask_of(codealer.proc.pid) == 0o027
+    finally:
+        os.umask(old)
+        forker.close()
+
+
+def umask_of(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line for line in status.splitlines() if line.startswith("Umask:")).split()[1], 8)

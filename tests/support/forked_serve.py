@@ -7,9 +7,10 @@ send_signal, kill, returncode): what ``DealerProcess`` and ``CodealerProcess`` r
 
 Why: a dealer's start costs 0.45-0.7 s of CPU, most of it the interpreter and the dealer's imports;
 test_crash starts 21. Invariants: the forking process is single-threaded and runs only its loop;
-each start's process comes from it, so starts share no state; its environment is ``clean_env()``;
-stdin is /dev/null. Exit statuses are read through a pidfd, signals sent through one, so a pid the
-kernel reuses is never signalled. Only for a plain start (no ``env`` or ``wrap`` of DealerProcess).
+each start's process comes from it, so starts share no state; its environment is ``clean_env()``,
+its cwd and umask the caller's; stdin is /dev/null. Exit statuses are read through a pidfd, signals
+sent through one, so a reused pid is never signalled. Only for a plain start (no ``env`` or ``wrap``
+of DealerProcess, no ``env`` of CodealerProcess). ``run`` is ``subprocess.run`` of a forked start.
 """
 
 from __future__ import annotations
@@ -150,7 +151,7 @@ class ServeForker:
         from tests.support.env import clean_env
 
         read, write = os.pipe()
-        request = {"argv": list(argv), "cwd": str(cwd or os.getcwd()), "env": clean_env()}
+        request = {"argv": list(argv), "cwd": str(cwd or os.getcwd()), "env": clean_env(), "umask": umask()}
         with self._lock:
             try:
                 socket.send_fds(self._sock, [json.dumps(request).encode()], [write, stderr.fileno()])
@@ -204,6 +205,14 @@ class ServeForker:
             self._log_path.unlink(missing_ok=True)
 
 
+def umask() -> int:
+    """This process's umask, read without setting it (os.umask would, for every thread)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("Umask:"):
+            return int(line.split()[1], 8)
+    raise AssertionError("no Umask line in /proc/self/status")
+
+
 def _serve(preload: Sequence[str]) -> None:
     """The forking process: import, then per request fork a process that runs the console script,
     and say each one's pid and, once it ended, its status. A start's process leaves through the
@@ -252,6 +261,7 @@ def _serve(preload: Sequence[str]) -> None:
                 for received in fds:
                     os.close(received)
                 os.chdir(request["cwd"])
+                os.umask(request["umask"])  # a child inherits its parent's: the test's, not ours
                 os.environ.clear()
                 os.environ.update(request["env"])
                 sys.argv = ["fairdeck", *request["argv"]]  # run_module puts the module's path first
