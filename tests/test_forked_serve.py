@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.codealers import CodealerProcess, init_codealer
-from tests.support.forked_serve import WITH_CODEALER, ServeForker
+from tests.support.dealers import DealerProcess
+from tests.support.forked_serve import ServeForker
 
 
 def logs() -> set[Path]:
@@ -44,15 +44,13 @@ def test_a_forked_start_has_the_callers_umask_not_the_forking_processs(tmp_path:
     """A forked start inherited the forking process's umask, set when it was made: a test that
     loosens the umask (files a fresh `fairdeck` would make 0644) saw the forker's instead."""
     old = os.umask(0o077)  # the forker is made under one umask; the caller's changes after
-    forker = ServeForker(WITH_CODEALER)
+    forker = ServeForker()
     try:
-        os.umask(0o022)
-        init_codealer(tmp_path / "cd")
-        with CodealerProcess(tmp_path / "cd", forker=forker) as codealer:
-            assert umask_of(codealer.proc.pid) == 0o022
-        os.umask(0o027)
-        with CodealerProcess(tmp_path / "cd", forker=forker) as codealer:
-            assert umask_of(codealer.proc.pid) == 0o027
+        for umask in (0o022, 0o027):
+            os.umask(umask)
+            log = tmp_path / f"dealer-{umask:o}.log"
+            with DealerProcess(tmp_path / "data", log, forker=forker) as dealer:
+                assert umask_of(dealer.pid) == umask
     finally:
         os.umask(old)
         forker.close()
