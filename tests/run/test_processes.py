@@ -35,14 +35,12 @@ from tests.support.dealers import DealerProcess
 from tests.support.env import clean_env
 from tests.support.groups import OWN, Group
 from tests.support.speed import scaled
-from tests.support.waits import pace, wait_for
+from tests.support.waits import wait_for
 
 _TICK = os.sysconf("SC_CLK_TCK")
 T = TypeVar("T")
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
-HEALTH_EVERY_S = 0.2
-"""Between two rounds of health checks while waiting for the workers' health to change."""
 
 
 def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -302,18 +300,6 @@ def health(client: DealerClient, channel: grpc.Channel) -> int:
     return stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=1).status  # type: ignore[no-any-return]
 
 
-def health_until(target: str, attempts: int, done: Callable[[list[int]], bool], seconds: float) -> list[int]:
-    """The workers' health on ``attempts`` fresh connections (``answers``), asked every
-    ``HEALTH_EVERY_S`` until ``done`` holds of the answers or ``seconds`` passed: the last answers,
-    for the caller's assertion. Asked back to back, each wait spun new connections on both sides."""
-    deadline = time.monotonic() + seconds
-    while True:
-        statuses = answers(target, attempts, health)
-        if done(statuses) or time.monotonic() >= deadline:
-            return statuses
-        pace(HEALTH_EVERY_S)
-
-
 @pytest.mark.slow
 def test_a_worker_stopped_holding_the_lock_turns_the_others_not_serving_until_it_moves(
     tmp_path: Path,
@@ -345,7 +331,10 @@ def test_a_worker_stopped_holding_the_lock_turns_the_others_not_serving_until_it
             failures = [e for e in answers(g.target, 8, write) if e is not None]
         assert failures, "no write through the running worker ended"
         assert (failures[0].code, failures[0].reason) == (grpc.StatusCode.UNAVAILABLE, "STORAGE_UNAVAILABLE")
-        statuses = health_until(g.target, 4, lambda said: NOT_SERVING in said, 20)
+        statuses: list[int] = []
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and NOT_SERVING not in statuses:
+            statuses = answers(g.target, 4, health)
         assert NOT_SERVING in statuses, f"the running worker's health said {statuses}"
         os.kill(stopped, signal.SIGCONT)
 
@@ -395,12 +384,16 @@ def test_the_writers_lock_held_outside_fails_writes_at_once_and_health_until_it_
         # LOCK_TIMEOUT however slow the machine: the bug waited it again for each (4-6 s a call).
         assert took[0] < LOCK_TIMEOUT + scaled(1.0), took
         assert max(took[1:]) < scaled(1.0, under=0.75 * LOCK_TIMEOUT), took
-        # Every worker: the idle one's reaper finds it out.
-        statuses = health_until(g.target, 6, lambda said: set(said) == {NOT_SERVING}, 15)
+        statuses: list[int] = []
+        deadline = time.monotonic() + 15  # every worker: the idle one's reaper finds it out
+        while time.monotonic() < deadline and set(statuses) != {NOT_SERVING}:
+            statuses = answers(g.target, 6, health)
         assert set(statuses) == {NOT_SERVING}, statuses
         os.close(fd)  # the lock goes with it
         fd = -1
-        statuses = health_until(g.target, 6, lambda said: set(said) == {SERVING}, 15)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and set(statuses) != {SERVING}:
+            statuses = answers(g.target, 6, health)
         assert set(statuses) == {SERVING}, statuses
         assert len(answers(g.target, 6, lambda c, _: c.deal_new_hand(timeout=10))) == 6
         err = g.stderr()
