@@ -32,13 +32,14 @@ from fairdeck_server.refusals import DealerError
 from tests.support.codeal_pool import close, fill, logged_setups, make_dealer, pooled
 from tests.support.codealers import SERVING, CodealerProcess, init_codealer, status
 from tests.support.dealers import DealerProcess
+from tests.support.forked_serve import ServeForker
 from tests.support.waits import wait_for
 
 
 @pytest.fixture
-def codealer(tmp_path: Path) -> Iterator[CodealerProcess]:
+def codealer(tmp_path: Path, serve_forker: ServeForker) -> Iterator[CodealerProcess]:
     init_codealer(tmp_path / "cd")
-    with CodealerProcess(tmp_path / "cd") as process:
+    with CodealerProcess(tmp_path / "cd", forker=serve_forker) as process:
         yield process
 
 
@@ -77,7 +78,7 @@ def logged_setups_pg(url: str) -> int:
 
 
 def test_codealt_calls_were_accepted_while_the_claims_renewal_hung(
-    tmp_path: Path, pg_url: str, codealer: CodealerProcess
+    tmp_path: Path, pg_url: str, codealer: CodealerProcess, serve_forker: ServeForker
 ) -> None:
     """Health said NOT_SERVING while the renewal hung, yet opens and draws went on until it came
     back (never, on a blackholed link): now they are refused UNAVAILABLE STORAGE_UNAVAILABLE once
@@ -86,7 +87,7 @@ def test_codealt_calls_were_accepted_while_the_claims_renewal_hung(
     data = tmp_path / "a"
     data.mkdir()
     flags = replica_flags(tmp_path, pg_url, codealer)
-    dealer = DealerProcess(data, tmp_path / "a.log", *flags)
+    dealer = DealerProcess(data, tmp_path / "a.log", *flags, forker=serve_forker)
     with dealer, DealerClient(dealer.target, timeout=60, retries=0) as client:
         hands = CodealHands(client)
         opened = hands.open_hand("standard").hand_id
@@ -174,7 +175,7 @@ def test_codealt_health_said_serving_for_seconds_after_codealt_calls_were_refuse
 
 
 def test_a_clean_restart_waited_out_its_own_claim_a_crashed_one_still_does(
-    tmp_path: Path, pg_url: str, codealer: CodealerProcess
+    tmp_path: Path, pg_url: str, codealer: CodealerProcess, serve_forker: ServeForker
 ) -> None:
     """A replica stopped cleanly and started again waited up to 6 s at its claim, as after a
     crash (its process before renewed it under 6 s ago). A clean stop now marks the claim released
@@ -183,12 +184,12 @@ def test_a_clean_restart_waited_out_its_own_claim_a_crashed_one_still_does(
     data = tmp_path / "a"
     data.mkdir()
     flags = replica_flags(tmp_path, pg_url, codealer)
-    with DealerProcess(data, tmp_path / "first.log", *flags) as dealer:
+    with DealerProcess(data, tmp_path / "first.log", *flags, forker=serve_forker) as dealer:
         wait_for("co-dealt health SERVING", lambda: status(dealer.target, CODEAL_HEALTH) == SERVING)
     first = (tmp_path / "first.log").read_text()
     assert "its claim of record" in first and "released" in first, first
     assert claim_instances(pg_url) == [""]
-    with DealerProcess(data, tmp_path / "second.log", *flags) as dealer:
+    with DealerProcess(data, tmp_path / "second.log", *flags, forker=serve_forker) as dealer:
         with DealerClient(dealer.target, timeout=60) as client:
             CodealHands(client).open_hand("standard")
         wait_for("co-dealt health SERVING", lambda: status(dealer.target, CODEAL_HEALTH) == SERVING)
@@ -196,7 +197,7 @@ def test_a_clean_restart_waited_out_its_own_claim_a_crashed_one_still_does(
     assert "to tell them apart" not in (tmp_path / "second.log").read_text()
     (crashed,) = claim_instances(pg_url)
     assert crashed != "", "a killed process released its claim"
-    third = DealerProcess(data, tmp_path / "third.log", *flags)
+    third = DealerProcess(data, tmp_path / "third.log", *flags, forker=serve_forker)
     with third, DealerClient(third.target, timeout=60) as client:
         CodealHands(client).open_hand("standard")
     assert "Traceback" not in (tmp_path / "third.log").read_text()

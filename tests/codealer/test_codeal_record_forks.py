@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import sqlite3
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,16 +20,16 @@ from fairdeck_server.dealing.vault import load_or_create_key
 from fairdeck_server.publishing.log_signing import load_or_create_signer
 from tests.support.codealers import CodealerProcess, init_codealer, online_copy
 from tests.support.dealers import DealerProcess
-from tests.support.env import clean_env
+from tests.support.forked_serve import ServeForker
 
 LISTEN = ("--listen", "127.0.0.1:0")
 
 
-def serve_refused(data: Path, *flags: str) -> str:
-    """``fairdeck serve --data DATA FLAGS``, expected to refuse at once: its one refusal line."""
-    command = [sys.executable, "-m", "fairdeck.cli", "serve", "--data", str(data), *LISTEN, *flags]
+def serve_refused(forker: ServeForker, data: Path, *flags: str) -> str:
+    """``fairdeck serve --data DATA FLAGS`` (forked: a fresh process, its whole output), expected
+    to refuse at once: its one refusal line."""
     try:
-        out = subprocess.run(command, capture_output=True, text=True, timeout=60, env=clean_env())
+        out = forker.run(["serve", "--data", str(data), *LISTEN, *flags], timeout=60)
     except subprocess.TimeoutExpired:
         pytest.fail("the dealer served a copy of another dealer's codeal.db")
     assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
@@ -45,9 +44,9 @@ def open_codeal(target: str) -> str:
 
 
 @pytest.fixture
-def codealer(tmp_path: Path) -> Iterator[CodealerProcess]:
+def codealer(tmp_path: Path, serve_forker: ServeForker) -> Iterator[CodealerProcess]:
     init_codealer(tmp_path / "cd")
-    with CodealerProcess(tmp_path / "cd") as process:
+    with CodealerProcess(tmp_path / "cd", forker=serve_forker) as process:
         yield process
 
 
@@ -62,7 +61,7 @@ def replica_flags(tmp_path: Path, url: str, codealer: CodealerProcess) -> tuple[
 
 
 def test_a_copy_of_another_replicas_codeal_db_was_served_silently(
-    tmp_path: Path, pg_url: str, codealer: CodealerProcess
+    tmp_path: Path, pg_url: str, codealer: CodealerProcess, serve_forker: ServeForker
 ) -> None:
     """Replica B started with a copy of replica A's codeal.db served A's co-dealt hands beside A: a
     fork of the record nothing detected. Now B is refused in one line naming the file and the
@@ -70,18 +69,19 @@ def test_a_copy_of_another_replicas_codeal_db_was_served_silently(
     flags = replica_flags(tmp_path, pg_url, codealer)
     a_dir, b_dir = tmp_path / "a", tmp_path / "b"
     a_dir.mkdir()  # as a replica's operator makes it (before, serve did not on PostgreSQL)
-    with DealerProcess(a_dir, tmp_path / "a.log", *flags) as a:
+    with DealerProcess(a_dir, tmp_path / "a.log", *flags, forker=serve_forker) as a:
         opened = open_codeal(a.target)
         b_dir.mkdir()
         online_copy(a_dir / "codeal.db", b_dir / "codeal.db")
-        line = serve_refused(b_dir, *flags)
+        line = serve_refused(serve_forker, b_dir, *flags)
         assert line.startswith(f"fairdeck serve: co-dealt hands {b_dir / 'codeal.db'} is record "), line
         assert "which the replica at " in line and str(a_dir.resolve()) in line, line
         assert "fairdeck init --codeal-record" in line and "--take-over" in line, line
         assert pg_url not in line
-    line_down = serve_refused(b_dir, *flags)  # A stopped: still another replica's record
+    line_down = serve_refused(serve_forker, b_dir, *flags)  # A stopped: still another replica's record
     assert f"co-dealt hands {b_dir / 'codeal.db'} is record " in line_down, line_down
-    a = DealerProcess(a_dir, tmp_path / "a2.log", *flags)  # a restart of A: its own record
+    # A restart of A: its own record.
+    a = DealerProcess(a_dir, tmp_path / "a2.log", *flags, forker=serve_forker)
     with a, DealerClient(a.target, timeout=60) as client:
         hands = CodealHands(client)
         hands.close_hand(opened)
@@ -90,7 +90,7 @@ def test_a_copy_of_another_replicas_codeal_db_was_served_silently(
 
 
 def test_two_copies_of_one_older_codeal_db_got_two_record_ids_and_both_served(
-    tmp_path: Path, pg_url: str, codealer: CodealerProcess
+    tmp_path: Path, pg_url: str, codealer: CodealerProcess, serve_forker: ServeForker
 ) -> None:
     """Two copies of a codeal.db made before record ids would each get a new id at their upgrade
     and pass the claim of records: the first claim of an upgraded record claims its hands too, so
@@ -98,14 +98,14 @@ def test_two_copies_of_one_older_codeal_db_got_two_record_ids_and_both_served(
     flags = replica_flags(tmp_path, pg_url, codealer)
     a_dir, b_dir = tmp_path / "a", tmp_path / "b"
     a_dir.mkdir()  # as a replica's operator makes it (before, serve did not on PostgreSQL)
-    with DealerProcess(a_dir, tmp_path / "a.log", *flags) as a:
+    with DealerProcess(a_dir, tmp_path / "a.log", *flags, forker=serve_forker) as a:
         opened = open_codeal(a.target)
     make_older(a_dir / "codeal.db")
     b_dir.mkdir()
     online_copy(a_dir / "codeal.db", b_dir / "codeal.db")
-    with DealerProcess(a_dir, tmp_path / "a2.log", *flags):
+    with DealerProcess(a_dir, tmp_path / "a2.log", *flags, forker=serve_forker):
         pass
-    line = serve_refused(b_dir, *flags)
+    line = serve_refused(serve_forker, b_dir, *flags)
     assert f"co-dealt hands {b_dir / 'codeal.db'} (record " in line and "given at its upgrade" in line, line
     assert "two copies of one older codeal.db" in line, line
     assert f"holds hand {opened}, " in line, line
@@ -163,25 +163,27 @@ def make_older(path: Path) -> None:
         db.close()
 
 
-def test_codeal_db_copied_beside_another_log_was_served(tmp_path: Path, codealer: CodealerProcess) -> None:
+def test_codeal_db_copied_beside_another_log_was_served(
+    tmp_path: Path, codealer: CodealerProcess, serve_forker: ServeForker
+) -> None:
     """A codeal.db copied into another SQLite dealer's data dir (another log, another key) was
     served as that dealer's own record. It is refused in one line naming the file and the fix."""
     flags = (*codealer.dealer_flags(), "--log-level", "INFO")
     a_dir, b_dir = tmp_path / "a", tmp_path / "b"
-    with DealerProcess(a_dir, tmp_path / "a.log", *flags) as a:
+    with DealerProcess(a_dir, tmp_path / "a.log", *flags, forker=serve_forker) as a:
         open_codeal(a.target)
-    with DealerProcess(b_dir, tmp_path / "b.log", *flags) as b:
+    with DealerProcess(b_dir, tmp_path / "b.log", *flags, forker=serve_forker) as b:
         open_codeal(b.target)
     for name in ("codeal.db-wal", "codeal.db-shm"):
         (b_dir / name).unlink(missing_ok=True)
     online_copy(a_dir / "codeal.db", b_dir / "codeal.db")
-    line = serve_refused(b_dir, *flags)
+    line = serve_refused(serve_forker, b_dir, *flags)
     assert line.startswith(f"fairdeck serve: co-dealt hands {b_dir / 'codeal.db'} (record "), line
     assert "belongs to another log" in line and f"fairdeck init --codeal-record --data {b_dir}" in line, line
 
 
 def test_two_copies_of_one_older_codeal_db_beside_two_logs_were_each_bound_to_their_own(
-    tmp_path: Path, codealer: CodealerProcess
+    tmp_path: Path, codealer: CodealerProcess, serve_forker: ServeForker
 ) -> None:
     """SQLite: a codeal.db of a fairdeck before record ids names no log, so a copy put beside
     another dealer's log was given an id and bound to that log at its upgrade, as the original was
@@ -190,36 +192,37 @@ def test_two_copies_of_one_older_codeal_db_beside_two_logs_were_each_bound_to_th
     line naming the file, a hand and the fix, while the original upgrades and serves."""
     flags = (*codealer.dealer_flags(), "--log-level", "INFO")
     a_dir, b_dir = tmp_path / "a", tmp_path / "b"
-    with DealerProcess(a_dir, tmp_path / "a.log", *flags) as a:
+    with DealerProcess(a_dir, tmp_path / "a.log", *flags, forker=serve_forker) as a:
         opened = open_codeal(a.target)
-    with DealerProcess(b_dir, tmp_path / "b.log", *flags) as b:
+    with DealerProcess(b_dir, tmp_path / "b.log", *flags, forker=serve_forker) as b:
         open_codeal(b.target)
     make_older(a_dir / "codeal.db")
     for name in ("codeal.db", "codeal.db-wal", "codeal.db-shm"):
         (b_dir / name).unlink(missing_ok=True)
     online_copy(a_dir / "codeal.db", b_dir / "codeal.db")
-    line = serve_refused(b_dir, *flags)
+    line = serve_refused(serve_forker, b_dir, *flags)
     head = f"fairdeck serve: co-dealt hands {b_dir / 'codeal.db'}, made by an older fairdeck (no record id"
     assert line.startswith(head), line
     assert f"holds hand {opened}, logged at entry " in line and "another dealer's data dir" in line, line
     assert f"fairdeck init --codeal-record --data {b_dir}`" in line, line
-    a = DealerProcess(a_dir, tmp_path / "a2.log", *flags)  # the original, beside its own log
+    # The original, beside its own log.
+    a = DealerProcess(a_dir, tmp_path / "a2.log", *flags, forker=serve_forker)
     with a, DealerClient(a.target, timeout=60) as client:
         CodealHands(client).close_hand(opened)
     assert "without a record id" in (tmp_path / "a2.log").read_text()
 
 
 def test_an_older_codeal_db_is_given_a_record_id_once_and_said(
-    tmp_path: Path, codealer: CodealerProcess
+    tmp_path: Path, codealer: CodealerProcess, serve_forker: ServeForker
 ) -> None:
     """A codeal.db of a fairdeck before record ids is given one at its first start, in one WARNING
     naming the file and the id, and keeps it: the next start says nothing and the id is the same."""
     flags = (*codealer.dealer_flags(), "--log-level", "INFO")
     data = tmp_path / "data"
-    with DealerProcess(data, tmp_path / "first.log", *flags) as dealer:
+    with DealerProcess(data, tmp_path / "first.log", *flags, forker=serve_forker) as dealer:
         opened = open_codeal(dealer.target)
     make_older(data / "codeal.db")
-    dealer = DealerProcess(data, tmp_path / "upgrade.log", *flags)
+    dealer = DealerProcess(data, tmp_path / "upgrade.log", *flags, forker=serve_forker)
     with dealer, DealerClient(dealer.target, timeout=60) as client:
         CodealHands(client).close_hand(opened)
     said = [
@@ -227,7 +230,7 @@ def test_an_older_codeal_db_is_given_a_record_id_once_and_said(
     ]
     record = record_id(data / "codeal.db")
     assert len(said) == 1 and f"it is record {record}" in said[0] and str(data / "codeal.db") in said[0], said
-    with DealerProcess(data, tmp_path / "again.log", *flags):
+    with DealerProcess(data, tmp_path / "again.log", *flags, forker=serve_forker):
         pass
     assert "without a record id" not in (tmp_path / "again.log").read_text()
     assert record_id(data / "codeal.db") == record
@@ -245,14 +248,14 @@ def record_id(path: Path) -> str:
 
 @pytest.mark.parametrize("index", ["99999999999999999999", "9223372036854775808", "-1"])
 def test_an_older_codeal_db_noting_an_index_past_any_log_crashed_serve(
-    tmp_path: Path, codealer: CodealerProcess, index: str
+    tmp_path: Path, codealer: CodealerProcess, serve_forker: ServeForker, index: str
 ) -> None:
     """An older codeal.db (damaged, or hostile) whose hand notes its opening logged at an index no
     log holds (past an int64: an OverflowError binding it) crashed `fairdeck serve` with a
     traceback at its upgrade. It is refused in one line naming the file, the hand and the fix."""
     flags = (*codealer.dealer_flags(), "--log-level", "INFO")
     data = tmp_path / "data"
-    with DealerProcess(data, tmp_path / "first.log", *flags) as dealer:
+    with DealerProcess(data, tmp_path / "first.log", *flags, forker=serve_forker) as dealer:
         opened = open_codeal(dealer.target)
     make_older(data / "codeal.db")
     db = sqlite3.connect(data / "codeal.db")
@@ -265,6 +268,6 @@ def test_an_older_codeal_db_noting_an_index_past_any_log_crashed_serve(
         db.commit()
     finally:
         db.close()
-    line = serve_refused(data, *flags)
+    line = serve_refused(serve_forker, data, *flags)
     assert line.startswith(f"fairdeck serve: co-dealt hands {data / 'codeal.db'}, made by an older"), line
     assert f"holds hand {opened}, noted as logged at entry " in line and "which no log holds" in line, line

@@ -17,6 +17,7 @@ from tests.support.codealers import CODEAL, NOT_SERVING, SERVING, CodealerProces
 from tests.support.dealers import DealerProcess
 from tests.support.faults import metric, wait_for
 from tests.support.fixtures import TableFactory
+from tests.support.forked_serve import ServeForker
 
 
 @pytest.fixture
@@ -25,7 +26,7 @@ def table(codealt_table_factory: TableFactory) -> tuple[CodealerProcess, DealerP
 
 
 def test_codealt_health_was_serving_with_the_codealer_down_now_its_own_name_follows_it(
-    table: tuple[CodealerProcess, DealerProcess], codealer_dir: Path
+    table: tuple[CodealerProcess, DealerProcess], codealer_dir: Path, serve_forker: ServeForker
 ) -> None:
     """The dealer's health said SERVING for everything with its co-dealer down: a balancer sent
     co-dealt tables to a dealer that refused them all. Co-dealt dealing has its own name, NOT_SERVING
@@ -43,19 +44,22 @@ def test_codealt_health_was_serving_with_the_codealer_down_now_its_own_name_foll
     hand = stub.OpenHand(pb.OpenHandRequest(deck="standard")).hand
     assert len(stub.DrawCards(pb.DrawCardsRequest(hand_id=hand.hand_id, count=5)).cards) == 5
     assert "co-dealt health NOT_SERVING: the co-dealer at" in (dealer.stderr_path.read_text())
-    with CodealerProcess(codealer_dir, f"127.0.0.1:{port}"):  # back on its address
+    with CodealerProcess(codealer_dir, f"127.0.0.1:{port}", forker=serve_forker):  # back on its address
         wait_for(
             "co-dealt health SERVING again", lambda: status(dealer.target, CODEAL) == SERVING, timeout=60
         )
         assert metric(dealer, "fairdeck_codealer_healthy") == 1
 
 
-def test_codealt_health_is_not_serving_for_a_codealer_with_another_identity(tmp_path: Path) -> None:
+def test_codealt_health_is_not_serving_for_a_codealer_with_another_identity(
+    tmp_path: Path, serve_forker: ServeForker
+) -> None:
     init_codealer(tmp_path / "cd1")
     other = init_codealer(tmp_path / "cd2")
-    with CodealerProcess(tmp_path / "cd1") as codealer:
+    with CodealerProcess(tmp_path / "cd1", forker=serve_forker) as codealer:
         flags = [other if f == codealer.identity else f for f in codealer.dealer_flags()]
-        with DealerProcess(tmp_path / "data", tmp_path / "dealer.log", *flags) as dealer:
+        log = tmp_path / "dealer.log"
+        with DealerProcess(tmp_path / "data", log, *flags, forker=serve_forker) as dealer:
             wait_for(
                 "the identity check",
                 lambda: "another identity key" in dealer.stderr_path.read_text(),
@@ -65,11 +69,13 @@ def test_codealt_health_is_not_serving_for_a_codealer_with_another_identity(tmp_
             assert status(dealer.target, "") == SERVING
 
 
-def test_the_codealers_health_follows_its_ledgers_writes(codealer_dir: Path) -> None:
+def test_the_codealers_health_follows_its_ledgers_writes(
+    codealer_dir: Path, serve_forker: ServeForker
+) -> None:
     """The co-dealer served no health at all. It says SERVING while its ledger takes writes: with
     the ledger's write lock held elsewhere (a second process, a stuck backup) it cannot record a
     share, so NOT_SERVING until a probe write succeeds again."""
-    with CodealerProcess(codealer_dir) as codealer:
+    with CodealerProcess(codealer_dir, forker=serve_forker) as codealer:
         wait_for("co-dealer SERVING", lambda: status(codealer.target, "") == SERVING)
         assert status(codealer.target, "fairdeck.v1.CoDealerService") == SERVING
         blocker = sqlite3.connect(codealer_dir / "codealer.db", isolation_level=None)

@@ -31,6 +31,7 @@ from tests.support.codeal_pool import InProcessLink, hand_of, in_process, logged
 from tests.support.codealers import CODEAL, NOT_SERVING, CodealerProcess, init_codealer, status
 from tests.support.dealers import DealerProcess
 from tests.support.faults import metric
+from tests.support.forked_serve import ServeForker
 from tests.support.waits import wait_for
 
 CODEALER_LIFETIME_S = 8
@@ -53,11 +54,10 @@ def all_ended(directory: Path) -> dict[str, tuple[bool, bool]]:
     return hands if all(ended for ended, _ in hands.values()) else {}
 
 
-def codealer(directory: Path) -> CodealerProcess:
+def codealer(directory: Path, forker: ServeForker) -> CodealerProcess:
     # A 1 s hold (spec 9.3): the dealer's voids, which carry no seat releases, are answered.
-    return CodealerProcess(
-        directory, "127.0.0.1:0", "--max-hand-lifetime", str(CODEALER_LIFETIME_S), "--reveal-hold", "1"
-    )
+    lifetime = ("--max-hand-lifetime", str(CODEALER_LIFETIME_S))
+    return CodealerProcess(directory, "127.0.0.1:0", *lifetime, "--reveal-hold", "1", forker=forker)
 
 
 def dealer_flags(codealer: CodealerProcess, lifetime_s: float = DEALER_LIFETIME_S) -> tuple[str, ...]:
@@ -83,7 +83,7 @@ def open_and_deal(target: str) -> str:
 
 
 def test_an_orphan_codealt_hand_stayed_open_at_the_codealer_forever_now_ended_at_its_lifetime(
-    tmp_path: Path,
+    tmp_path: Path, serve_forker: ServeForker
 ) -> None:
     """The dealer dies and its codeal.db is lost: nobody will ever close its hand or the decks its
     pool shuffled ahead. They stayed open in the co-dealer's ledger for ever, their shares still
@@ -92,8 +92,10 @@ def test_an_orphan_codealt_hand_stayed_open_at_the_codealer_forever_now_ended_at
     answer counts them, and retention drops them."""
     directory = tmp_path / "cd1"
     init_codealer(directory)
-    with codealer(directory) as running:
-        dealer = DealerProcess(tmp_path / "data", tmp_path / "dealer.log", *dealer_flags(running))
+    with codealer(directory, serve_forker) as running:
+        dealer = DealerProcess(
+            tmp_path / "data", tmp_path / "dealer.log", *dealer_flags(running), forker=serve_forker
+        )
         hand_id = open_and_deal(dealer.target)
         dealer.kill9()
         for lost in (tmp_path / "data").glob("codeal.db*"):
@@ -121,7 +123,7 @@ def test_an_orphan_codealt_hand_stayed_open_at_the_codealer_forever_now_ended_at
 
 
 def test_a_dealer_back_after_the_codealer_ended_its_hand_voids_it_with_its_whole_record(
-    tmp_path: Path,
+    tmp_path: Path, serve_forker: ServeForker
 ) -> None:
     """A dealer down longer than the co-dealer's lifetime comes back to hands the co-dealer ended
     meanwhile: its reaper voids them as closes, with every entry logged (the co-dealer's end keeps
@@ -129,14 +131,16 @@ def test_a_dealer_back_after_the_codealer_ended_its_hand_voids_it_with_its_whole
     directory = tmp_path / "cd1"
     init_codealer(directory)
     data_dir = tmp_path / "data"
-    with codealer(directory) as running:
-        first = DealerProcess(data_dir, tmp_path / "dealer.log", *dealer_flags(running))
+    with codealer(directory, serve_forker) as running:
+        first = DealerProcess(data_dir, tmp_path / "dealer.log", *dealer_flags(running), forker=serve_forker)
         hand_id = open_and_deal(first.target)
         first.kill9()
         wait_for(
             "the co-dealer ends the hand", lambda: ended_here(directory)[hand_id] == (True, True), timeout=120
         )
-        with DealerProcess(data_dir, tmp_path / "back.log", *dealer_flags(running)) as dealer:
+        with DealerProcess(
+            data_dir, tmp_path / "back.log", *dealer_flags(running), forker=serve_forker
+        ) as dealer:
             stub = dealer_pb2_grpc.DealerServiceStub(grpc.insecure_channel(dealer.target))
             wait_for(
                 "the hand voided", lambda: hand_of(stub, hand_id).state == pb.HAND_STATE_CLOSED, timeout=120
@@ -156,15 +160,17 @@ def test_a_dealer_back_after_the_codealer_ended_its_hand_voids_it_with_its_whole
     assert "cannot be voided" not in log and "Traceback" not in log, log
 
 
-def test_a_dealer_outliving_its_codealers_lifetime_is_refused_codealt_opens(tmp_path: Path) -> None:
+def test_a_dealer_outliving_its_codealers_lifetime_is_refused_codealt_opens(
+    tmp_path: Path, serve_forker: ServeForker
+) -> None:
     """A dealer whose lifetime is over half the co-dealer's would have hands ended by the co-dealer
     while they are played: co-dealt opens are refused FAILED_PRECONDITION CODEAL_NOT_CONFIGURED
     naming both options, its co-dealt health says why, ordinary hands deal on."""
     directory = tmp_path / "cd1"
     init_codealer(directory)
-    with codealer(directory) as running:
+    with codealer(directory, serve_forker) as running:
         flags = dealer_flags(running, lifetime_s=CODEALER_LIFETIME_S / 2 + 1)
-        with DealerProcess(tmp_path / "data", tmp_path / "dealer.log", *flags) as dealer:
+        with DealerProcess(tmp_path / "data", tmp_path / "dealer.log", *flags, forker=serve_forker) as dealer:
             line = "co-dealt health NOT_SERVING: the co-dealer ends hands 8 s after they open"
             wait_for("the lifetimes refused", lambda: line in dealer.stderr(), timeout=60)
             assert status(dealer.target, CODEAL) == NOT_SERVING

@@ -28,6 +28,7 @@ from fairdeck.v1 import dealer_pb2 as pb
 from tests.support.codealers import CodealerProcess
 from tests.support.dealers import DealerProcess
 from tests.support.fixtures import TableFactory
+from tests.support.forked_serve import ServeForker
 
 
 @pytest.fixture
@@ -108,14 +109,15 @@ def test_a_dealer_that_skips_the_codealers_shuffle_is_caught(
 
 
 def test_the_codealer_refuses_another_seats_card_and_a_card_out_of_order_even_after_a_restart(
-    tmp_path: Path, codealer_dir: Path
+    tmp_path: Path, codealer_dir: Path, serve_forker: ServeForker
 ) -> None:
-    codealer = CodealerProcess(codealer_dir)
+    codealer = CodealerProcess(codealer_dir, forker=serve_forker)
     try:
         with DealerProcess(
             tmp_path / "data",
             tmp_path / "dealer.log",
             *codealer.dealer_flags(),
+            forker=serve_forker,
         ) as dealer:
             dealer_stub = stub(dealer.target)
             hand = dealer_stub.OpenHand(pb.OpenHandRequest(deck="standard", mode=pb.DEAL_MODE_CODEALT)).hand
@@ -124,7 +126,7 @@ def test_the_codealer_refuses_another_seats_card_and_a_card_out_of_order_even_af
                 pb.DrawCardsRequest(hand_id=hand.hand_id, count=2, seat_public_key=alice.public_key)
             )
         codealer.stop()
-        codealer = CodealerProcess(codealer_dir)  # a restart: the ledger remembers
+        codealer = CodealerProcess(codealer_dir, forker=serve_forker)  # a restart: the ledger remembers
         direct = codealer.stub()  # the dealer's operator, asking the co-dealer itself
         assert refusal(
             lambda: direct.GetShare(
@@ -166,8 +168,10 @@ def test_codealer_down_refuses_codealt_opens_unavailable_and_ordinary_hands_stil
     assert len(dealer_stub.DrawCards(pb.DrawCardsRequest(hand_id=hand.hand_id, count=5)).cards) == 5
 
 
-def test_a_codealt_open_on_a_dealer_without_a_codealer_is_refused(tmp_path: Path) -> None:
-    with DealerProcess(tmp_path / "data", tmp_path / "dealer.log") as dealer:
+def test_a_codealt_open_on_a_dealer_without_a_codealer_is_refused(
+    tmp_path: Path, serve_forker: ServeForker
+) -> None:
+    with DealerProcess(tmp_path / "data", tmp_path / "dealer.log", forker=serve_forker) as dealer:
         assert refusal(
             lambda: stub(dealer.target).OpenHand(
                 pb.OpenHandRequest(deck="standard", mode=pb.DEAL_MODE_CODEALT)
@@ -196,7 +200,9 @@ def test_a_whole_table_is_dealt_in_one_call_and_each_seat_opens_only_its_cards(
     verify_codeal_hand(closed, [bytes.fromhex(codealer.identity)])
 
 
-def test_the_codealer_verifies_the_dealers_shuffle_before_its_own(codealer_dir: Path) -> None:
+def test_the_codealer_verifies_the_dealers_shuffle_before_its_own(
+    codealer_dir: Path, serve_forker: ServeForker
+) -> None:
     """A dealer that skips its own shuffle, or hands over one it did not make for this hand, gets no
     shuffle from the co-dealer: refused INVALID_ARGUMENT INVALID_TRANSCRIPT naming the step."""
     import random
@@ -205,7 +211,7 @@ def test_the_codealer_verifies_the_dealers_shuffle_before_its_own(codealer_dir: 
     from fairdeck.codeal.local import codeal_local
     from fairdeck.core.decks import DeckSpec
 
-    with CodealerProcess(codealer_dir) as codealer:
+    with CodealerProcess(codealer_dir, forker=serve_forker) as codealer:
         direct = codealer.stub()
         announced = direct.AnnounceHand(
             codealer_pb2.AnnounceHandRequest(hand_id="h-skip", deck="short", holder=1, holder_count=2)

@@ -36,6 +36,7 @@ from tests.support.codeal_pool import InProcessLink, hand_of, in_process, logged
 from tests.support.codealers import CodealerProcess, init_codealer
 from tests.support.dealers import DealerProcess
 from tests.support.faults import metric
+from tests.support.forked_serve import ServeForker
 from tests.support.logs import read_entries
 from tests.support.waits import wait_for
 
@@ -128,7 +129,7 @@ def test_an_abandoned_codealt_hand_stayed_open_forever_now_voided_within_its_lif
 
 
 def test_decks_pooled_for_a_tenant_that_never_comes_back_are_retired_and_ended_at_the_codealer(
-    tmp_path: Path,
+    tmp_path: Path, serve_forker: ServeForker
 ) -> None:
     """The decks the pool shuffled ahead for a tenant (one co-dealt hand opened its pool), never
     taken because it never came back, are retired within their lifetime and ended at the
@@ -136,10 +137,10 @@ def test_decks_pooled_for_a_tenant_that_never_comes_back_are_retired_and_ended_a
     only for what must happen, so it runs beside others."""
     directory = tmp_path / "cd1"
     init_codealer(directory)
-    with CodealerProcess(directory, "127.0.0.1:0", "--reveal-hold", "1") as codealer:
+    with CodealerProcess(directory, "127.0.0.1:0", "--reveal-hold", "1", forker=serve_forker) as codealer:
         flags = (*codealer.dealer_flags(), "--max-hand-lifetime", str(LIFETIME_S))
         data_dir = tmp_path / "data"
-        with DealerProcess(data_dir, tmp_path / "dealer.log", *flags) as dealer:
+        with DealerProcess(data_dir, tmp_path / "dealer.log", *flags, forker=serve_forker) as dealer:
             with DealerClient(dealer.target, timeout=60) as client:
                 hands, seat_key = CodealHands(client), SeatKey.generate()
                 hand = hands.open_hand("short")
@@ -160,13 +161,15 @@ def test_decks_pooled_for_a_tenant_that_never_comes_back_are_retired_and_ended_a
         ledger.close()
 
 
-def test_a_codealer_down_delays_the_codealt_void_and_nothing_else(tmp_path: Path) -> None:
+def test_a_codealer_down_delays_the_codealt_void_and_nothing_else(
+    tmp_path: Path, serve_forker: ServeForker
+) -> None:
     """With its co-dealer down the void of a co-dealt hand cannot be done: it waits (the metric
     says the voids are behind), ordinary hands deal, close and are voided as ever, and the co-dealt
     hand is voided once the co-dealer is back."""
     directory = tmp_path / "cd1"
     init_codealer(directory)
-    codealer = CodealerProcess(directory)
+    codealer = CodealerProcess(directory, forker=serve_forker)
     try:
         flags = (
             *codealer.dealer_flags(),
@@ -176,7 +179,7 @@ def test_a_codealer_down_delays_the_codealt_void_and_nothing_else(tmp_path: Path
             "127.0.0.1:0",
         )
         data_dir = tmp_path / "data"
-        with DealerProcess(data_dir, tmp_path / "dealer.log", *flags) as dealer:
+        with DealerProcess(data_dir, tmp_path / "dealer.log", *flags, forker=serve_forker) as dealer:
             stub = dealer_pb2_grpc.DealerServiceStub(grpc.insecure_channel(dealer.target))
             codealt = pb.OpenHandRequest(deck="short", mode=pb.DEAL_MODE_CODEALT)
             hand_id = stub.OpenHand(codealt, timeout=60).hand.hand_id
@@ -202,7 +205,8 @@ def test_a_codealer_down_delays_the_codealt_void_and_nothing_else(tmp_path: Path
                 timeout=60,
             )
             assert metric(dealer, "fairdeck_reaper_behind") == 0
-            codealer = CodealerProcess(directory, f"127.0.0.1:{port}")  # back on its address
+            # Back on its address.
+            codealer = CodealerProcess(directory, f"127.0.0.1:{port}", forker=serve_forker)
             wait_for(
                 "the co-dealt hand voided",
                 lambda: hand_of(stub, hand_id).state == pb.HAND_STATE_CLOSED,

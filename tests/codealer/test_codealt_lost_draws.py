@@ -20,15 +20,17 @@ from fairdeck.client.exceptions import FailedPrecondition, FairdeckError
 from fairdeck.v1 import dealer_pb2 as pb
 from tests.support.codealers import CodealerProcess, init_codealer
 from tests.support.dealers import DealerProcess
+from tests.support.forked_serve import ServeForker
 from tests.support.waits import wait_for
 
 
 @pytest.fixture
-def table(tmp_path: Path) -> Iterator[tuple[CodealerProcess, DealerProcess]]:
+def table(tmp_path: Path, serve_forker: ServeForker) -> Iterator[tuple[CodealerProcess, DealerProcess]]:
     init_codealer(tmp_path / "cd1")
-    codealer = CodealerProcess(tmp_path / "cd1", "127.0.0.1:0", "--reveal-hold", "1")
+    codealer = CodealerProcess(tmp_path / "cd1", "127.0.0.1:0", "--reveal-hold", "1", forker=serve_forker)
     try:
-        with DealerProcess(tmp_path / "data", tmp_path / "dealer.log", *codealer.dealer_flags()) as dealer:
+        flags = codealer.dealer_flags()
+        with DealerProcess(tmp_path / "data", tmp_path / "dealer.log", *flags, forker=serve_forker) as dealer:
             yield codealer, dealer
     finally:
         codealer.stop()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import grpc
@@ -23,48 +22,49 @@ from fairdeck_server.dealing.vault import load_or_create_key
 from fairdeck_server.publishing.log_signing import load_or_create_signer
 from tests.support.codealers import NOT_SERVING, SERVING, CodealerProcess, init_codealer, online_copy, status
 from tests.support.dealers import DealerProcess
-from tests.support.env import clean_env
+from tests.support.forked_serve import ServeForker
 from tests.support.waits import wait_for
 
 
-def take_over(data: Path, url: str, log_key: Path) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "fairdeck.cli", "init", "--codeal-record", "--take-over", "--db", url]
+def take_over(forker: ServeForker, data: Path, url: str, log_key: Path) -> subprocess.CompletedProcess[str]:
+    """``fairdeck init --codeal-record --take-over``, forked (a fresh process: polled below)."""
+    command = ["init", "--codeal-record", "--take-over", "--db", url]
     command += ["--data", str(data), "--log-key-file", str(log_key)]
-    return subprocess.run(command, capture_output=True, text=True, timeout=60, env=clean_env())
+    return forker.run(command, timeout=60)
 
 
 def test_a_paused_replica_resumed_after_its_record_moved_dealt_on_beside_the_new_holder(
-    tmp_path: Path, pg_url: str
+    tmp_path: Path, pg_url: str, serve_forker: ServeForker
 ) -> None:
     seed_key, log_key = tmp_path / "seed.key", tmp_path / "log.key"
     load_or_create_key(seed_key, environ={})
     load_or_create_signer(log_key, "fairdeck.test/codeal-claims")
     init_codealer(tmp_path / "cd")
-    with CodealerProcess(tmp_path / "cd") as codealer:
+    with CodealerProcess(tmp_path / "cd", forker=serve_forker) as codealer:
         flags = ("--db", pg_url, "--seed-key-file", str(seed_key), "--log-key-file", str(log_key))
         flags += (*codealer.dealer_flags(), "--log-level", "INFO")
         a_dir, b_dir = tmp_path / "a", tmp_path / "b"
         a_dir.mkdir()  # as a replica's operator makes it (before, serve did not on PostgreSQL)
-        with DealerProcess(a_dir, tmp_path / "a.log", *flags) as a:
+        with DealerProcess(a_dir, tmp_path / "a.log", *flags, forker=serve_forker) as a:
             with DealerClient(a.target, timeout=60) as client:
                 opened = CodealHands(client).open_hand("standard").hand_id
             b_dir.mkdir()
             online_copy(a_dir / "codeal.db", b_dir / "codeal.db")
-            alive = take_over(b_dir, pg_url, log_key)
+            alive = take_over(serve_forker, b_dir, pg_url, log_key)
             assert alive.returncode == 2 and "Traceback" not in alive.stderr, alive.stderr
             assert "stop it first" in alive.stderr and str(a_dir.resolve()) in alive.stderr, alive.stderr
             a.signal(signal.SIGSTOP)
             try:
                 moved = wait_for(
                     "the take-over, once A is silent",
-                    lambda: _done(take_over(b_dir, pg_url, log_key)),
+                    lambda: _done(take_over(serve_forker, b_dir, pg_url, log_key)),
                     timeout=60,
                     every=0.5,
                 )
                 assert "is now held by " in moved.stderr and str(b_dir.resolve()) in moved.stderr, (
                     moved.stderr
                 )
-                b = DealerProcess(b_dir, tmp_path / "b.log", *flags)
+                b = DealerProcess(b_dir, tmp_path / "b.log", *flags, forker=serve_forker)
             finally:
                 a.signal(signal.SIGCONT)
             with b:

@@ -12,15 +12,17 @@ import re
 import sqlite3
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from fairdeck.v1 import codealer_pb2_grpc
 from tests.support.env import clean_env
+from tests.support.forked_serve import ForkedProcess, ServeForker
 
 LISTENING = re.compile(r"^fairdeck codealer listening on ([^ ]+):(\d+) \(identity ([0-9a-f]{64})\)$")
 
@@ -51,30 +53,33 @@ def init_codealer_cli(directory: Path) -> subprocess.CompletedProcess[str]:
 
 class CodealerProcess:
     """A running co-dealer on 127.0.0.1:0 (or ``listen``); ``target`` is host:port. ``args`` go
-    after ``serve``'s own; ``env`` replaces the clean environment's variables it names."""
+    after ``serve``'s own; ``env`` replaces the clean environment's variables it names. ``forker``:
+    forked from it (forked_serve.py) rather than a new interpreter, where no ``env`` is given. Its
+    stderr (the log ``stop`` returns) goes to an unnamed file."""
 
     def __init__(
-        self, directory: Path, listen: str = "127.0.0.1:0", *args: str, env: dict[str, str] | None = None
+        self,
+        directory: Path,
+        listen: str = "127.0.0.1:0",
+        *args: str,
+        env: dict[str, str] | None = None,
+        forker: ServeForker | None = None,
     ) -> None:
         self.directory = directory
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "fairdeck.cli",
-                "codealer",
-                "serve",
-                "--dir",
-                str(directory),
-                "--listen",
-                listen,
-                *args,
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env={**clean_env(), **(env or {})},
-        )
+        # Closed by ``stop``, which reads it: the process's whole life, not a block's.
+        self._log: IO[str] = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115
+        argv = ["codealer", "serve", "--dir", str(directory), "--listen", listen, *args]
+        self.proc: subprocess.Popen[str] | ForkedProcess
+        if forker is not None and env is None:
+            self.proc = forker.start(argv, self._log)
+        else:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "fairdeck.cli", *argv],
+                stdout=subprocess.PIPE,
+                stderr=self._log,
+                text=True,
+                env={**clean_env(), **(env or {})},
+            )
         assert self.proc.stdout is not None
         first = self.proc.stdout.readline()  # blocks until the line or the process's end
         match = LISTENING.match(first.strip())
@@ -118,11 +123,12 @@ class CodealerProcess:
                 self.proc.kill()
                 self.proc.wait()
         log = ""
-        if self.proc.stderr is not None and not self.proc.stderr.closed:
-            log = self.proc.stderr.read()
-        for stream in (self.proc.stdout, self.proc.stderr):
-            if stream is not None:
-                stream.close()
+        if not self._log.closed:
+            self._log.seek(0)
+            log = self._log.read()
+            self._log.close()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
         return log
 
     def __enter__(self) -> CodealerProcess:

@@ -9,7 +9,8 @@ factory with its options and names what it builds ``served``):
 - ``running``: a per-test default dealer; ``client`` and ``run_async``: the SDK, sync and async, on it.
 - ``dealer_process_factory`` and ``module_dealer_process_factory``: ``fairdeck serve`` as a child
   process (``DealerProcess``), terminated at teardown; ``codealt_table_factory``: a co-dealer
-  (``codealer_dir``) and a dealer pinned to it (``module_codealt_table``: one a module).
+  (``codealer_dir``) and a dealer pinned to it (``module_codealt_table``: one a module), both
+  forked from ``serve_forker``: one forking process per worker (forked_serve.py).
 Also: ``held_table(_factory)``, seat releases' in-process table; a throwaway PostgreSQL cluster
 (one per session, on first use), a fresh database per test, and the storage engines behind one
 fixture. No module-level state: each xdist worker builds its own.
@@ -29,6 +30,7 @@ from fairdeck.client import AsyncDealerClient, DealerClient
 from tests.support.codealers import CodealerProcess, init_codealer
 from tests.support.dealers import DealerProcess, RunningDealer
 from tests.support.engines import Engine
+from tests.support.forked_serve import WITH_CODEALER, ServeForker
 from tests.support.pgcluster import PgCluster, PgUnavailable
 
 if TYPE_CHECKING:  # imported where used: it needs libsodium (the root conftest's NEEDS_LIBSODIUM)
@@ -200,6 +202,15 @@ def module_dealer_process_factory(tmp_path_factory: pytest.TempPathFactory) -> I
         process.terminate()
 
 
+@pytest.fixture(scope="session")
+def serve_forker() -> Iterator[ServeForker]:
+    """One forking process a worker (made at first use) that starts ``fairdeck serve`` and
+    ``fairdeck codealer serve`` as fresh processes without an interpreter's start each."""
+    forker = ServeForker(WITH_CODEALER)
+    yield forker
+    forker.close()
+
+
 @pytest.fixture
 def codealer_dir(tmp_path: Path) -> Path:
     """A co-dealer's directory, made by `fairdeck codealer init` (``tmp_path/"cd1"``)."""
@@ -208,12 +219,17 @@ def codealer_dir(tmp_path: Path) -> Path:
 
 
 def _table_starter(
-    codealer_dir: Path, data_dir: Path, codealers: list[CodealerProcess], dealers: list[DealerProcess]
+    codealer_dir: Path,
+    data_dir: Path,
+    codealers: list[CodealerProcess],
+    dealers: list[DealerProcess],
+    forker: ServeForker,
 ) -> TableFactory:
     def start(*args: str) -> tuple[CodealerProcess, DealerProcess]:
-        codealer = CodealerProcess(codealer_dir)
+        codealer = CodealerProcess(codealer_dir, forker=forker)
         codealers.append(codealer)
-        dealer = DealerProcess(data_dir, data_dir.parent / "dealer.log", *codealer.dealer_flags(), *args)
+        log = data_dir.parent / "dealer.log"
+        dealer = DealerProcess(data_dir, log, *codealer.dealer_flags(), *args, forker=forker)
         dealers.append(dealer)
         return codealer, dealer
 
@@ -228,19 +244,21 @@ def _stop_tables(codealers: list[CodealerProcess], dealers: list[DealerProcess])
 
 
 @pytest.fixture
-def codealt_table_factory(tmp_path: Path, codealer_dir: Path) -> Iterator[TableFactory]:
+def codealt_table_factory(
+    tmp_path: Path, codealer_dir: Path, serve_forker: ServeForker
+) -> Iterator[TableFactory]:
     """``codealt_table_factory(*serve flags)``: a real co-dealer on ``codealer_dir`` and the real
     ``fairdeck serve`` pinned to it (its flags, then these; data dir ``tmp_path/"data"``), as
     (co-dealer, dealer); at teardown the dealer stops first, then the co-dealer."""
     codealers: list[CodealerProcess] = []
     dealers: list[DealerProcess] = []
-    yield _table_starter(codealer_dir, tmp_path / "data", codealers, dealers)
+    yield _table_starter(codealer_dir, tmp_path / "data", codealers, dealers, serve_forker)
     _stop_tables(codealers, dealers)
 
 
 @pytest.fixture(scope="module")
 def module_codealt_table(
-    tmp_path_factory: pytest.TempPathFactory,
+    tmp_path_factory: pytest.TempPathFactory, serve_forker: ServeForker
 ) -> Iterator[tuple[CodealerProcess, DealerProcess]]:
     """One co-dealer and dealer pinned to it (``codealt_table_factory()``'s), shared by a module's
     tests that each deal hands of their own and stop neither process: two interpreters' start-up
@@ -250,7 +268,7 @@ def module_codealt_table(
     codealers: list[CodealerProcess] = []
     dealers: list[DealerProcess] = []
     try:
-        yield _table_starter(base / "cd1", base / "data", codealers, dealers)()
+        yield _table_starter(base / "cd1", base / "data", codealers, dealers, serve_forker)()
     finally:
         _stop_tables(codealers, dealers)
 

@@ -1,15 +1,16 @@
-"""``fairdeck serve`` started without an interpreter's start: ``ServeForker`` keeps one child (this
-module run with -m) that imported the dealer once and forks a process per start, which runs the
-console script's ``__main__`` (runpy, as ``-m`` does) with the stdout pipe and stderr file it is
-handed (SCM_RIGHTS) and exits as the interpreter does. ``start`` returns a ``ForkedProcess``, which
-answers as ``subprocess.Popen`` does (pid, stdout, poll, wait, send_signal, kill, returncode): it is
-what ``DealerProcess(..., forker=...)`` runs, for tests that start a dealer many times.
+"""``fairdeck serve`` and ``fairdeck codealer serve`` started without an interpreter's start:
+``ServeForker`` keeps one child (this module run with -m) that imported them once and forks a
+process per start, which runs the console script's ``__main__`` (runpy, as ``-m`` does) with the
+stdout pipe and stderr file it is handed (SCM_RIGHTS) and exits as the interpreter does. ``start``
+returns a ``ForkedProcess``, which answers as ``subprocess.Popen`` does (pid, stdout, poll, wait,
+send_signal, kill, returncode): what ``DealerProcess`` and ``CodealerProcess`` run given a forker.
 
 Why: a dealer's start costs 0.45-0.7 s of CPU, most of it the interpreter and the dealer's imports;
 test_crash starts 21. Invariants: the forking process is single-threaded and runs only its loop;
-each start's process comes from it, so starts share no state; its environment is ``clean_env()``;
-stdin is /dev/null. Exit statuses are read through a pidfd, signals sent through one, so a pid the
-kernel reuses is never signalled. Only for a plain start (no ``env`` or ``wrap`` of DealerProcess).
+each start's process comes from it, so starts share no state; its environment is ``clean_env()``,
+its cwd and umask the caller's; stdin is /dev/null. Exit statuses are read through a pidfd, signals
+sent through one, so a reused pid is never signalled. Only for a plain start (no ``env`` or ``wrap``
+of DealerProcess, no ``env`` of CodealerProcess). ``run`` is ``subprocess.run`` of a forked start.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -30,6 +32,13 @@ from typing import IO, NoReturn
 
 PRELOAD = ("fairdeck.cli.dispatch", "fairdeck_server.cli.serve_commands", "fairdeck_server.run.app")
 """What the forking process imports once: the console script's entry and the dealer."""
+WITH_CODEALER = (
+    *PRELOAD,
+    "fairdeck_server.cli.codealer_command",
+    "fairdeck_server.codealer.holder",
+    "fairdeck_server.edge.codealer_servicer",
+)
+"""The same and the co-dealer's serve: what the ``serve_forker`` fixture (fixtures.py) imports."""
 READY_S = 120.0
 """How long the forking process may take to import them, or to answer a start: never a timing bar."""
 
@@ -142,7 +151,7 @@ class ServeForker:
         from tests.support.env import clean_env
 
         read, write = os.pipe()
-        request = {"argv": list(argv), "cwd": str(cwd or os.getcwd()), "env": clean_env()}
+        request = {"argv": list(argv), "cwd": str(cwd or os.getcwd()), "env": clean_env(), "umask": umask()}
         with self._lock:
             try:
                 socket.send_fds(self._sock, [json.dumps(request).encode()], [write, stderr.fileno()])
@@ -153,6 +162,26 @@ class ServeForker:
                 assert self._gone is None, self._gone
                 pid = self._pids.pop(0)
         return ForkedProcess(pid, os.fdopen(read, "r", encoding="utf-8", errors="strict"), self)
+
+    def run(self, argv: Sequence[str], timeout: float) -> subprocess.CompletedProcess[str]:
+        """``fairdeck ARGV`` forked and waited for, as ``subprocess.run(capture_output=True,
+        text=True, timeout=...)`` would: past ``timeout`` s it is killed and TimeoutExpired raised."""
+        with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as err:
+            proc = self.start(argv, err)
+            out: list[str] = []
+            reader = threading.Thread(target=lambda: out.append(proc.stdout.read()), daemon=True)
+            reader.start()
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                raise
+            finally:
+                reader.join(timeout=10)
+                proc.stdout.close()
+            err.seek(0)
+            return subprocess.CompletedProcess(["fairdeck", *argv], proc.wait(), "".join(out), err.read())
 
     def status(self, pid: int) -> int | None:
         """The exit status of ``pid`` (negative: the signal that ended it), once it has ended."""
@@ -174,6 +203,14 @@ class ServeForker:
             self._sock.close()
             self._log.close()
             self._log_path.unlink(missing_ok=True)
+
+
+def umask() -> int:
+    """This process's umask, read without setting it (os.umask would, for every thread)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("Umask:"):
+            return int(line.split()[1], 8)
+    raise AssertionError("no Umask line in /proc/self/status")
 
 
 def _serve(preload: Sequence[str]) -> None:
@@ -224,6 +261,7 @@ def _serve(preload: Sequence[str]) -> None:
                 for received in fds:
                     os.close(received)
                 os.chdir(request["cwd"])
+                os.umask(request["umask"])  # a child inherits its parent's: the test's, not ours
                 os.environ.clear()
                 os.environ.update(request["env"])
                 sys.argv = ["fairdeck", *request["argv"]]  # run_module puts the module's path first
