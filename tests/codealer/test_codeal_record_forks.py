@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from fairdeck_server.dealing.vault import load_or_create_key
 from fairdeck_server.publishing.log_signing import load_or_create_signer
 from tests.support.codealers import CodealerProcess, init_codealer, online_copy
 from tests.support.dealers import DealerProcess
+from tests.support.env import clean_env
 from tests.support.forked_serve import ServeForker
 
 LISTEN = ("--listen", "127.0.0.1:0")
