@@ -90,7 +90,7 @@ def run_a_month(tmp_path: Path) -> None:
         secret["new token"] = (cd_dir / "dealer.token").read_text().strip().encode()
         logs = [codealer.stop()]
         codealer = CodealerProcess(cd_dir)  # takes the new token; the dealer still has the old
-        flags = (*codealer.dealer_flags()[:-1], f"@{copy}")
+        flags = (*codealer.dealer_flags(), "--codealer-token", f"@{copy}")  # the last token given counts
         with DealerProcess(data, tmp_path / "dealer.log", *flags) as dealer:
             with DealerClient(dealer.target, timeout=60) as client, pytest.raises(FairdeckError) as refused:
                 stale = CodealHands(client)  # a pooled deck opens; its first card needs the co-dealer

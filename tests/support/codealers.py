@@ -24,6 +24,9 @@ from fairdeck.v1 import codealer_pb2_grpc
 from tests.support.env import clean_env
 from tests.support.forked_serve import ForkedProcess, ServeForker
 
+TEST_POOL = 2
+"""Co-dealt decks a test dealer keeps ahead (the product's default is 16): a test opens a few hands,
+and every pooled deck is two shuffles with proofs, about 0.1 s of the dealer's and co-dealer's CPU."""
 LISTENING = re.compile(r"^fairdeck codealer listening on ([^ ]+):(\d+) \(identity ([0-9a-f]{64})\)$")
 
 
@@ -98,8 +101,9 @@ class CodealerProcess:
     def token(self) -> str:
         return self.token_file.read_text().strip()
 
-    def dealer_flags(self) -> tuple[str, ...]:
-        """The dealer's flags that pin this co-dealer and give it the dealer's token."""
+    def dealer_flags(self, pool: int = TEST_POOL) -> tuple[str, ...]:
+        """The dealer's flags that pin this co-dealer and give it the dealer's token, with a
+        pool of ``pool`` decks a tenant and spec (``--codeal-pool``)."""
         return (
             "--codealer",
             self.target,
@@ -107,6 +111,8 @@ class CodealerProcess:
             self.identity,
             "--codealer-token",
             f"@{self.token_file}",
+            "--codeal-pool",
+            str(pool),
         )
 
     def stub(self, token: str | None = "") -> codealer_pb2_grpc.CoDealerServiceStub:

@@ -44,8 +44,6 @@ if TYPE_CHECKING:  # loaded only with --codealer: the co-dealt code needs libsod
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-POOL_PER_TENANT = 16
-"""Co-dealt decks kept shuffled ahead per tenant and deck spec (dealing/codeal_deckpool.DeckPool)."""
 CALL_TIMEOUT = 10.0
 """Seconds a co-dealer call may take (a 52-card shuffle with its proof takes well under one)."""
 _DOWN = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED)
@@ -195,6 +193,8 @@ class CodealSettings(Protocol):
     @property
     def codeal_default(self) -> bool: ...
     @property
+    def codeal_pool(self) -> int: ...
+    @property
     def processes(self) -> int: ...
     @property
     def data_dir(self) -> Path: ...
@@ -274,7 +274,7 @@ def codeal_dealer(
     )
     if claim is not None:  # on their own thread: a slow co-dealer never delays them
         claim.start_renewals(lambda why: setattr(codeal, "not_held", why))
-    codeal.start_pool(POOL_PER_TENANT)
+    codeal.start_pool(config.codeal_pool)  # decks per tenant and spec (codeal_deckpool.DeckPool)
     if codeal.watch is not None:
         codeal.watch.start()
     return codeal

@@ -178,6 +178,8 @@ class ServerConfig:
     """@FILE holding the dealer's token at the co-dealer (its DIR/dealer.token, mode 0600)."""
     codeal_default: bool = False
     """OpenHand with no mode opens a co-dealt hand (needs --codealer)."""
+    codeal_pool: int = 16
+    """Co-dealt decks kept shuffled ahead per tenant and deck spec; 0: each open shuffles its own."""
     replica_name: str | None = None
     """This replica's stable name on PostgreSQL (its co-dealt record's holder); None: the host name."""
 

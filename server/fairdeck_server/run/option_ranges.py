@@ -119,6 +119,8 @@ RANGES: dict[str, Range] = {
     "db_pool_size": Range(2, 1000),  # PostgreSQL's own max_connections is rarely above a few hundred
     "witness_threshold": Range(0, 256),
     "processes": Range(1, 256),  # a typo (100000) would fork until the machine stops
+    # Each pooled deck is two shuffles with proofs (tens of ms of CPU) and rows at both parties.
+    "codeal_pool": Range(1, 1024, "decks", off="no pool: each co-dealt open shuffles its deck then"),
 }
 
 CODEALER_RANGES: dict[str, Range] = {
