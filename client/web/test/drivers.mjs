@@ -1,7 +1,12 @@
 // One small interface over the two engines the page is tested in, so that every job runs the same
 // steps in both: Chromium through Playwright (CDP), Firefox ESR through puppeteer-core over
 // WebDriver BiDi. A browser handle has open (a page, in a browser context of its own), alive and
-// close; a page handle has evaluate, fill, setFile, waitFor and close.
+// close; a page handle has evaluate, fill, edit, setFile, waitFor, reopen and close. `reopen` navigates
+// the same tab to a page afresh (a new document, at another screen size): a new tab or context cost a
+// renderer process each, about half a UI case's CPU. `edit` replaces a range of a text box's value as
+// a player's edit does, with one input event: Playwright's fill of a text of N lines makes 2N input
+// events in Chromium, each seeing the whole text (the page verified a hand 200 times for one edit).
+// Each engine's driver is imported by its launch alone (a harness serving one engine loads one).
 //
 // `onRequest(url)` is told of every request the page makes but its own file, and each one is
 // refused. (Firefox reports no event for a file:// page itself; Chromium does, and it is let through.)
@@ -15,8 +20,6 @@
 // kernel kills it when the harness ends), and `endWithParent` ends a serving harness when its stdin
 // ends or its parent is gone, even with a job in flight.
 import { fileURLToPath } from "node:url";
-import { chromium } from "playwright-core";
-import puppeteer from "puppeteer-core";
 
 const TIED = fileURLToPath(new URL("./tied.sh", import.meta.url));
 // What a driver launches for `executablePath`: tied.sh, which runs it.
@@ -55,23 +58,23 @@ export async function launch(engine, executablePath, { colorScheme, fontSize } =
 }
 
 async function launchChromium(executablePath, launchScheme, launchSize) {
+  const { chromium } = await import("playwright-core");
   const browser = await chromium.launch({ ...tied(executablePath), args: ["--no-sandbox", "--disable-dev-shm-usage"] });
   return {
     async open(url, { viewport, onRequest, onError, ...own }) {
       const colorScheme = own.colorScheme ?? launchScheme;
       const fontSize = own.fontSize ?? launchSize;
-      const context = await browser.newContext({
-        serviceWorkers: "block",
-        ...(viewport ? { viewport } : {}),
-        ...(colorScheme ? { colorScheme } : {}),
-      });
+      const context = await browser.newContext({ serviceWorkers: "block", ...(colorScheme ? { colorScheme } : {}) });
+      let at = url; // the page's own file, let through
       await context.route("**/*", (route) => {
         const u = route.request().url();
-        if (u === url || u.startsWith("data:")) return route.continue();
+        if (u === at || u.startsWith("data:")) return route.continue();
         onRequest(u);
         return route.abort("blockedbyclient");
       });
       const page = await context.newPage();
+      const plain = page.viewportSize(); // the context's own, for a reopen without a viewport
+      if (viewport) await page.setViewportSize(viewport);
       if (fontSize) {
         const cdp = await context.newCDPSession(page);
         await cdp.send("Page.enable");
@@ -82,13 +85,24 @@ async function launchChromium(executablePath, launchScheme, launchSize) {
         if (m.type() === "error") onError(`console: ${m.text()}`);
       });
       await page.goto(url);
-      return {
+      const handle = {
         evaluate: (fn, arg) => page.evaluate(fn, arg),
         fill: (selector, value) => page.fill(selector, value),
+        async edit(selector, from, to, text) {
+          await page.locator(selector).evaluate((el, [a, b]) => (el.focus(), el.setSelectionRange(a, b)), [from, to]);
+          await (text ? page.keyboard.insertText(text) : page.keyboard.press("Delete"));
+        },
         setFile: (selector, path) => page.setInputFiles(selector, path),
         waitFor: (fn, arg) => page.waitForFunction(fn, arg),
+        async reopen(next, { viewport } = {}) {
+          if (viewport ?? plain) await page.setViewportSize(viewport ?? plain);
+          at = next;
+          await page.goto(next);
+          return handle;
+        },
         close: () => context.close(),
       };
+      return handle;
     },
     alive: () => browser.isConnected(),
     close: () => browser.close(),
@@ -96,6 +110,7 @@ async function launchChromium(executablePath, launchScheme, launchSize) {
 }
 
 async function launchFirefox(executablePath, colorScheme = DEFAULT_SCHEME, fontSize) {
+  const { default: puppeteer } = await import("puppeteer-core");
   const browser = await puppeteer.launch({
     browser: "firefox",
     protocol: "webDriverBiDi",
@@ -111,11 +126,13 @@ async function launchFirefox(executablePath, colorScheme = DEFAULT_SCHEME, fontS
     async open(url, { viewport, onRequest, onError }) {
       const context = await browser.createBrowserContext();
       const page = await context.newPage();
+      const plain = page.viewport(); // puppeteer's default, for a reopen without a viewport
       if (viewport) await page.setViewport(viewport);
+      let at = url; // the page's own file, let through
       await page.setRequestInterception(true);
       page.on("request", (request) => {
         const u = request.url();
-        if (u === url || u.startsWith("data:")) return request.continue();
+        if (u === at || u.startsWith("data:")) return request.continue();
         onRequest(u);
         return request.abort("blockedbyclient");
       });
@@ -124,7 +141,7 @@ async function launchFirefox(executablePath, colorScheme = DEFAULT_SCHEME, fontS
         if (m.type() === "error") onError(`console: ${m.text()}`);
       });
       await page.goto(url);
-      return {
+      const handle = {
         evaluate: (fn, arg) => page.evaluate(fn, arg),
         // As Playwright's fill: the value set, then one input event, as a paste makes.
         fill: (selector, value) =>
@@ -137,13 +154,33 @@ async function launchFirefox(executablePath, colorScheme = DEFAULT_SCHEME, fontS
             },
             value,
           ),
+        // As its fill, on the range: the value set, then one input event.
+        edit: (selector, from, to, text) =>
+          page.$eval(
+            selector,
+            (el, a, b, t) => {
+              el.focus();
+              el.value = el.value.slice(0, a) + t + el.value.slice(b);
+              el.dispatchEvent(new Event("input", { bubbles: true }));
+            },
+            from,
+            to,
+            text,
+          ),
         setFile: async (selector, path) => {
           const input = await page.$(selector);
           await input.uploadFile(path);
         },
         waitFor: (fn, arg) => page.waitForFunction(fn, {}, arg),
+        async reopen(next, { viewport } = {}) {
+          if (viewport ?? plain) await page.setViewport(viewport ?? plain);
+          at = next;
+          await page.goto(next);
+          return handle;
+        },
         close: () => context.close(),
       };
+      return handle;
     },
     alive: () => browser.connected,
     close: () => browser.close(),

@@ -136,7 +136,12 @@ async function runPages(open, job) {
   // The page the job's other parts run in: opened when first needed (a job of UI cases alone opens
   // one page per case, not one more that no case uses), and at least once a job.
   let page = null;
-  const mainPage = async () => (page ??= await open(pageUrl, record));
+  let fresh = null; // what the job's first document of the page held, before any step
+  const openPage = async (viewport) => {
+    page = await open(pageUrl, { ...record, viewport });
+    fresh = JSON.stringify(await page.evaluate(formState));
+  };
+  const mainPage = async () => (page ?? (await openPage(undefined), page));
 
   // The verify cases many to a round trip, not one each: the page takes a batch's cases in order
   // until a second has passed (a slow case is never held up behind many), and the rest go next.
@@ -147,10 +152,16 @@ async function runPages(open, job) {
   }
 
   for (const c of job.ui ?? []) {
-    // A fresh page for each case, at its screen size: a reload would keep what a browser restores
-    // of a form (Firefox keeps the file chosen, and choosing it again is then no change).
-    await page?.close();
-    page = await open(pageUrl, { ...record, viewport: c.viewport });
+    // A fresh document for each case, at its screen size: the job's tab navigated to the page again
+    // (a new tab costs a renderer process). A reload would keep what a browser restores of a form
+    // (Firefox keeps the file chosen, and choosing it again is then no change); a navigation keeps
+    // nothing, which `formState` makes sure of.
+    if (!page) await openPage(c.viewport);
+    else {
+      await page.reopen(pageUrl, { viewport: c.viewport });
+      const now = JSON.stringify(await page.evaluate(formState));
+      if (now !== fresh) throw new Error(`case ${JSON.stringify(c.id)}: the page kept some of the case before: ${now}, not ${fresh}`);
+    }
     if (c.key !== undefined) await page.fill("#key", c.key);
     if (c.witnesses) {
       await page.evaluate(() => (document.getElementById("witnesses").closest("details").open = true));
@@ -191,7 +202,11 @@ async function runPages(open, job) {
       const text = await page.evaluate(() => document.getElementById("text").value);
       const at = text.indexOf(c.edit.find);
       result.edit_found = at >= 0;
-      await page.fill("#text", text.slice(0, at) + c.edit.replace + text.slice(at + c.edit.find.length));
+      const from = Math.max(at, 0);
+      await page.edit("#text", from, from + c.edit.find.length, c.edit.replace);
+      const want = text.slice(0, from) + c.edit.replace + text.slice(from + c.edit.find.length);
+      const now = await page.evaluate(() => document.getElementById("text").value);
+      if (now !== want) throw new Error(`case ${JSON.stringify(c.id)}: the edit left the text box holding ${JSON.stringify(now.slice(0, 200))}...`);
       await page.waitFor(
         (before) => document.getElementById("verdict").textContent !== before || document.getElementById("result").hidden,
         result.before.verdict,
@@ -294,6 +309,17 @@ async function runPages(open, job) {
   }
 
   return out;
+}
+
+// Runs inside the page: what a document's form holds (every control's value, file count or check,
+// which <details> are open), where its window is scrolled, and whether a verdict is shown.
+function formState() {
+  return {
+    controls: [...document.querySelectorAll("input, textarea, select")].map((el) => [el.id, el.type === "file" ? el.files.length : el.type === "checkbox" ? el.checked : el.value]),
+    open: [...document.querySelectorAll("details")].map((d) => d.open),
+    scroll: [window.scrollX, window.scrollY],
+    result: document.getElementById("result")?.hidden ?? null,
+  };
 }
 
 // The first of `cases` up to 1 MiB characters of input (at least one, however long).
