@@ -19,6 +19,11 @@
 // machine did; Chromium ends when its pipe closes). So every browser starts through tied.sh (the
 // kernel kills it when the harness ends), and `endWithParent` ends a serving harness when its stdin
 // ends or its parent is gone, even with a job in flight.
+import { createHash } from "node:crypto";
+import { closeSync, existsSync, openSync, realpathSync, statSync } from "node:fs";
+import { cp, mkdtemp, readdir, rename, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const TIED = fileURLToPath(new URL("./tied.sh", import.meta.url));
@@ -109,19 +114,68 @@ async function launchChromium(executablePath, launchScheme, launchSize) {
   };
 }
 
+// What a Firefox builds at the first start of a profile and reuses at the next: its compiled scripts
+// and its built-in add-ons' registry, about 1.5 s of a launch's 4 s CPU. One Firefox a machine (per
+// binary and build: the first to take the lock) starts once with an empty profile to make them; every
+// launch then gets a new profile holding a copy of these files alone (no prefs, no storage), and a
+// launch that finds none yet starts cold. Firefox checks compatibility.ini and rebuilds its caches
+// where they are another build's.
+const WARM = ["startupCache", "compatibility.ini", "addonStartup.json.lz4", "extensions.json", "extension-preferences.json"];
+
+async function firefoxProfile(launchFirefoxWith, executablePath) {
+  const real = realpathSync(executablePath);
+  const { size, mtimeMs } = statSync(real);
+  const key = createHash("sha256").update(`${real}\0${size}\0${mtimeMs}`).digest("hex").slice(0, 16);
+  const template = join(tmpdir(), `fairdeck-firefox-warm-${key}`);
+  if (!existsSync(template)) {
+    const lock = `${template}.lock`;
+    // A lock left by a process killed while it made the files is taken over after two minutes.
+    if (existsSync(lock) && Date.now() - statSync(lock).mtimeMs > 120000) await rm(lock, { force: true });
+    try {
+      closeSync(openSync(lock, "wx")); // the first launch to get here makes it
+    } catch {
+      return undefined; // another is making it: this one starts cold
+    }
+    const part = await mkdtemp(`${template}.part-`);
+    try {
+      await (await launchFirefoxWith(part)).close();
+      for (const name of await readdir(part)) if (!WARM.includes(name)) await rm(join(part, name), { recursive: true, force: true });
+      await rename(part, template);
+    } finally {
+      await rm(part, { recursive: true, force: true });
+      await rm(lock, { force: true });
+    }
+  }
+  const profile = await mkdtemp(join(tmpdir(), "fairdeck-firefox-"));
+  for (const name of WARM) await cp(join(template, name), join(profile, name), { recursive: true }).catch(() => {});
+  return profile;
+}
+
 async function launchFirefox(executablePath, colorScheme = DEFAULT_SCHEME, fontSize) {
   const { default: puppeteer } = await import("puppeteer-core");
-  const browser = await puppeteer.launch({
-    browser: "firefox",
-    protocol: "webDriverBiDi",
-    ...tied(executablePath),
-    headless: true,
-    // Firefox's own switch for what pages see of the system's theme: 0 dark, 1 light.
-    extraPrefsFirefox: {
-      "layout.css.prefers-color-scheme.content-override": colorScheme === "dark" ? 0 : 1,
-      ...(fontSize ? { "font.size.variable.x-western": fontSize, "font.size.monospace.x-western": Math.round((fontSize * 13) / 16) } : {}),
-    },
-  });
+  const launchWith = (userDataDir) =>
+    puppeteer.launch({
+      browser: "firefox",
+      protocol: "webDriverBiDi",
+      ...tied(executablePath),
+      headless: true,
+      ...(userDataDir ? { userDataDir } : {}),
+      // Firefox's own switch for what pages see of the system's theme: 0 dark, 1 light.
+      extraPrefsFirefox: {
+        "layout.css.prefers-color-scheme.content-override": colorScheme === "dark" ? 0 : 1,
+        ...(fontSize ? { "font.size.variable.x-western": fontSize, "font.size.monospace.x-western": Math.round((fontSize * 13) / 16) } : {}),
+      },
+    });
+  const profile = await firefoxProfile(launchWith, executablePath).catch(() => undefined);
+  let browser;
+  try {
+    browser = await launchWith(profile);
+  } catch (e) {
+    if (profile) await rm(profile, { recursive: true, force: true });
+    throw e;
+  }
+  // The profile goes with the browser, however it ends (closed, or died).
+  if (profile) browser.once("disconnected", () => rm(profile, { recursive: true, force: true }).catch(() => {}));
   return {
     async open(url, { viewport, onRequest, onError }) {
       const context = await browser.createBrowserContext();
@@ -183,6 +237,9 @@ async function launchFirefox(executablePath, colorScheme = DEFAULT_SCHEME, fontS
       return handle;
     },
     alive: () => browser.connected,
-    close: () => browser.close(),
+    async close() {
+      await browser.close();
+      if (profile) await rm(profile, { recursive: true, force: true });
+    },
   };
 }
