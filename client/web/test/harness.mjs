@@ -8,6 +8,7 @@
 //        font_size: the browser's default text size in CSS px | null,
 //        verify: [{id, bytes_b64, key (a key, a text of keys, or a list), witnesses, threshold, policy_b64}],
 //        ui: [{id, file, key, witnesses, threshold, policy (text), policy_file, drop, viewport, edit: {find, replace}}],
+//        (edit: the first `find` in the text box replaced by `replace`, as a player edits: one input event)
 //        (drop: true drops the file on the drop zone, a selector on that element instead;
 //         open_details: true opens every <details> once the verdict is shown)
 //        log_vectors: {log, witness} | null, control: PATH | null, bench: {cases, rounds} | null,
@@ -203,9 +204,15 @@ async function runPages(open, job) {
       const at = text.indexOf(c.edit.find);
       result.edit_found = at >= 0;
       const from = Math.max(at, 0);
+      // The input events the edit makes, counted (edit_inputs): a player's edit makes one.
+      await page.evaluate(() => {
+        window.harnessInputs = 0;
+        document.getElementById("text").addEventListener("input", () => window.harnessInputs++);
+      });
       await page.edit("#text", from, from + c.edit.find.length, c.edit.replace);
       const want = text.slice(0, from) + c.edit.replace + text.slice(from + c.edit.find.length);
-      const now = await page.evaluate(() => document.getElementById("text").value);
+      const [now, inputs] = await page.evaluate(() => [document.getElementById("text").value, window.harnessInputs]);
+      result.edit_inputs = inputs;
       if (now !== want) throw new Error(`case ${JSON.stringify(c.id)}: the edit left the text box holding ${JSON.stringify(now.slice(0, 200))}...`);
       await page.waitFor(
         (before) => document.getElementById("verdict").textContent !== before || document.getElementById("result").hidden,
