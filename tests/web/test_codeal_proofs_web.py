@@ -101,9 +101,7 @@ def page_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     verify = [
         {"id": f"{form}: {c['name']}", **ask(c)} for form, (_, cases, ask) in FORMATS.items() for c in cases
     ]
-    # one_tab: the cases' pages load in turn in one tab (in Chromium a new tab, a renderer process,
-    # cost as much as the case it served).
-    job = {"verify": verify, "ui": ui, "one_tab": True}
+    job = {"verify": verify, "ui": ui}  # the cases' pages load in turn in the job's tab (harness.mjs)
     return browser.run_shared(job, tmp_path_factory, engine=engine, timeout=600)
 
 

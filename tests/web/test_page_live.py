@@ -314,6 +314,9 @@ def test_check_your_own_hand_as_the_readme_says(served: tuple[str, str], tmp_pat
     for case in ("drop", "input"):
         edit = ui[0 if case == "drop" else 1]["edit"]
         assert got["ui"][case]["edit_found"]
+        # One input event, as a player's edit makes: Playwright's fill of the whole text made one for
+        # each line and line break (202), and the page verified the hand at each.
+        assert got["ui"][case]["edit_inputs"] == 1, got["ui"][case]["edit_inputs"]
         edited = text.replace(edit["find"], edit["replace"], 1).encode("utf-8")
         want = browser.python_verdict(edited, tmp_path, vkey)
         after = got["ui"][case]["after"]

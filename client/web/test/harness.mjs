@@ -8,9 +8,9 @@
 //        font_size: the browser's default text size in CSS px | null,
 //        verify: [{id, bytes_b64, key (a key, a text of keys, or a list), witnesses, threshold, policy_b64}],
 //        ui: [{id, file, key, witnesses, threshold, policy (text), policy_file, drop, viewport, edit: {find, replace}}],
+//        (edit: the first `find` in the text box replaced by `replace`, as a player edits: one input event)
 //        (drop: true drops the file on the drop zone, a selector on that element instead;
 //         open_details: true opens every <details> once the verdict is shown)
-//        one_tab: true | null (the ui cases in one tab, each a new load of the page there),
 //        log_vectors: {log, witness} | null, control: PATH | null, bench: {cases, rounds} | null,
 //        codeal_vectors: {vectors} | null, codeal_bench: {hand, rounds} | null,
 //        seal_vectors: {vectors} | null, seat_release_vectors: {vectors} | null,
@@ -137,7 +137,12 @@ async function runPages(open, job) {
   // The page the job's other parts run in: opened when first needed (a job of UI cases alone opens
   // one page per case, not one more that no case uses), and at least once a job.
   let page = null;
-  const mainPage = async () => (page ??= await open(pageUrl, record));
+  let fresh = null; // what the job's first document of the page held, before any step
+  const openPage = async (viewport) => {
+    page = await open(pageUrl, { ...record, viewport });
+    fresh = JSON.stringify(await page.evaluate(formState));
+  };
+  const mainPage = async () => (page ?? (await openPage(undefined), page));
 
   // The verify cases many to a round trip, not one each: the page takes a batch's cases in order
   // until a second has passed (a slow case is never held up behind many), and the rest go next.
@@ -148,15 +153,15 @@ async function runPages(open, job) {
   }
 
   for (const c of job.ui ?? []) {
-    // A fresh page for each case, at its screen size: a reload would keep what a browser restores
-    // of a form (Firefox keeps the file chosen, and choosing it again is then no change). With
-    // one_tab, the cases take turns in one tab instead, each a fresh document all the same (a new
-    // load, by way of about:blank, not a reload): a Chromium tab is a renderer process, and
-    // starting one took about half of a case's time.
-    if (job.one_tab && page) await page.renew(c.viewport);
+    // A fresh document for each case, at its screen size: the job's tab navigated to the page again
+    // (a new tab costs a renderer process). A reload would keep what a browser restores of a form
+    // (Firefox keeps the file chosen, and choosing it again is then no change); a navigation keeps
+    // nothing, which `formState` makes sure of.
+    if (!page) await openPage(c.viewport);
     else {
-      await page?.close();
-      page = await open(pageUrl, { ...record, viewport: c.viewport });
+      await page.reopen(pageUrl, { viewport: c.viewport });
+      const now = JSON.stringify(await page.evaluate(formState));
+      if (now !== fresh) throw new Error(`case ${JSON.stringify(c.id)}: the page kept some of the case before: ${now}, not ${fresh}`);
     }
     if (c.key !== undefined) await page.fill("#key", c.key);
     if (c.witnesses) {
@@ -198,7 +203,17 @@ async function runPages(open, job) {
       const text = await page.evaluate(() => document.getElementById("text").value);
       const at = text.indexOf(c.edit.find);
       result.edit_found = at >= 0;
-      await page.fill("#text", text.slice(0, at) + c.edit.replace + text.slice(at + c.edit.find.length));
+      const from = Math.max(at, 0);
+      // The input events the edit makes, counted (edit_inputs): a player's edit makes one.
+      await page.evaluate(() => {
+        window.harnessInputs = 0;
+        document.getElementById("text").addEventListener("input", () => window.harnessInputs++);
+      });
+      await page.edit("#text", from, from + c.edit.find.length, c.edit.replace);
+      const want = text.slice(0, from) + c.edit.replace + text.slice(from + c.edit.find.length);
+      const [now, inputs] = await page.evaluate(() => [document.getElementById("text").value, window.harnessInputs]);
+      result.edit_inputs = inputs;
+      if (now !== want) throw new Error(`case ${JSON.stringify(c.id)}: the edit left the text box holding ${JSON.stringify(now.slice(0, 200))}...`);
       await page.waitFor(
         (before) => document.getElementById("verdict").textContent !== before || document.getElementById("result").hidden,
         result.before.verdict,
@@ -301,6 +316,17 @@ async function runPages(open, job) {
   }
 
   return out;
+}
+
+// Runs inside the page: what a document's form holds (every control's value, file count or check,
+// which <details> are open), where its window is scrolled, and whether a verdict is shown.
+function formState() {
+  return {
+    controls: [...document.querySelectorAll("input, textarea, select")].map((el) => [el.id, el.type === "file" ? el.files.length : el.type === "checkbox" ? el.checked : el.value]),
+    open: [...document.querySelectorAll("details")].map((d) => d.open),
+    scroll: [window.scrollX, window.scrollY],
+    result: document.getElementById("result")?.hidden ?? null,
+  };
 }
 
 // The first of `cases` up to 1 MiB characters of input (at least one, however long).
