@@ -8,9 +8,9 @@ and the collection each get a core.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,12 @@ RAW_BYTES = 7_200_000
 raw stream *and on the seed source*, about two thirds its size (45 seed bytes a hand against 68
 raw): about 106,000 hands. At 4.4 MB the seed source ran no dieharder test at all."""
 
+BATCH = 10_600
+"""Ten batches of hands hold RAW_BYTES: a hand's raw output is 68.3 bytes on average (64 a SHAKE-256
+block; a second one for one hand in 16, whose first two attempts are rejected), so 106,000 hands
+hold 7.24 MB, 44,000 bytes over, 8 standard deviations of that length (5,600 bytes); were it short,
+an eleventh batch is dealt. Batches of 8,000 made 112,000 hands, 6% more to deal, check and re-derive."""
+
 ALPHA = "1e-5"
 """Our streams come from a live dealer's CSPRNG, so whether ours passes is random: at the default
 alpha of 0.01 per battery this test would fail about once in 30 runs with nothing wrong. At 1e-5
@@ -36,17 +42,21 @@ it fails about once in 30,000; the bad generators are seeded, so their rejection
 (the closest, one_biased_bit by diehard_count_1s_str at p = 1e-8, is below alpha / m = 2e-7)."""
 
 
+def log_key(data: Path) -> str:
+    """``fairdeck key --data DIR`` through the CLI's ``main`` in this process (an interpreter's
+    start and imports cost more CPU than the command)."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["key", "--data", str(data)]) == 0
+    return out.getvalue().strip()
+
+
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[DealerProcess, str]]:
     root = tmp_path_factory.mktemp("lab-live")
     dealer = DealerProcess(root / "data", root / "dealer.log", "--rate-limit", "0")
     try:
-        key = subprocess.run(
-            [sys.executable, "-m", "fairdeck.cli", "key", "--data", str(root / "data")],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
+        key = log_key(root / "data")
         yield dealer, key
     finally:
         dealer.terminate()
@@ -58,7 +68,7 @@ def collected(live: tuple[DealerProcess, str], tmp_path_factory: pytest.TempPath
     out = tmp_path_factory.mktemp("lab-collection") / "kit"
     argv = [
         "lab", "collect", "--out", str(out), "--target", dealer.target, "--key", key,
-        "--raw-bytes", str(RAW_BYTES), "--batch", "8000", "--no-progress",
+        "--raw-bytes", str(RAW_BYTES), "--batch", str(BATCH), "--no-progress",
     ]  # fmt: skip
     assert main(argv) == 0
     return out, key
@@ -90,7 +100,7 @@ def test_reduced_battery_ours_passes_and_every_bad_generator_is_rejected(
     out, _ = collected
     argv = [
         "lab", "test", str(out), "--dieharder", "quick", "--nist-bits", "1000000", "--nist-sequences", "1",
-        "--seed-bits", "16", "--alpha", ALPHA, "--json", "--no-progress",
+        "--seed-bits", "16", "--alpha", ALPHA, "--json", "--no-progress", "--workers", "1",
     ]  # fmt: skip
     status = main(argv)
     report: dict[str, Any] = json.loads(capsys.readouterr().out)
@@ -119,12 +129,7 @@ def test_a_hand_whose_log_entries_are_anothers_is_named(
     running = RunningDealer(tmp_path / "data", rate_limit=0)
     try:
         target = running.start()
-        key = subprocess.run(
-            [sys.executable, "-m", "fairdeck.cli", "key", "--data", str(tmp_path / "data")],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
+        key = log_key(tmp_path / "data")
         out = tmp_path / "kit"
         argv = ["lab", "collect", "--out", str(out), "--target", target, "--key", key, "--raw-bytes", "2000"]
         assert main([*argv, "--batch", "20", "--no-progress"]) == 0

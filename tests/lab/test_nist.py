@@ -16,6 +16,11 @@ import pytest
 
 from fairdeck.lab import nist
 
+pytestmark = pytest.mark.xdist_group("lab_nist")
+"""One worker runs the module: 10^6 bits of e, sqrt 2 and sqrt 3 take 1 to 3 s of CPU each (a
+million-bit division, an isqrt), cached per process; spread over four workers they were made up
+to eight times a run, in one they are made three times."""
+
 N = 1_000_000
 EPS100 = (
     "1100100100001111110110101010001000100001011010001100001000110100110001001100011001100010100010111000"
