@@ -174,6 +174,16 @@ def test_on_a_phone_the_verdict_is_in_the_first_screen_and_no_text_is_below_12_p
     assert layout["broken_words"] == []
 
 
+@pytest.mark.parametrize("name", ["seat", "three", "not over", "bad share", "not pinned", "no key"])
+def test_the_file_is_chosen_with_no_key_box_focused_so_no_focus_scroll_takes_the_window_past_the_verdict(
+    page_run: dict[str, Any], name: str
+) -> None:
+    """The harness types the keys in, as a player does, then chooses the file from the chooser: the
+    focus is there, not left in the co-dealer key box (Firefox, under load, once scrolled that box
+    into view after the verdict was shown: scroll_y 1589, the verdict at -1176)."""
+    assert page_run["ui"][name]["focused"] == "file"
+
+
 def test_the_page_made_no_request_and_raised_no_error(page_run: dict[str, Any]) -> None:
     assert page_run["requests"] == [] and page_run["errors"] == []
 
