@@ -7,8 +7,14 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
+
+from fairdeck.client import DealerClient
+from fairdeck.client.codeal_seat import CodealHands
 from fairdeck_server.dealing.codeal_dealing import DeckPool
 from tests.support.codeal_pool import close, fill, logged_setups, make_dealer, pooled
+from tests.support.fixtures import TableFactory
+from tests.support.waits import wait_for
 
 
 def test_pooled_decks_are_taken_once_even_by_concurrent_opens_and_after_a_restart(tmp_path: Path) -> None:
@@ -135,3 +141,30 @@ def test_a_pooled_open_with_the_codealer_down_fails_and_leaves_the_deck_pooled(t
 
     ready, still, taken = asyncio.run(run())
     assert sorted(still) == sorted(ready) and taken in ready
+
+
+def ready(data: Path, size: int) -> tuple[list[str]] | None:
+    """The pooled decks' ids, once there are ``size`` or more (in a tuple: none pooled is an answer)."""
+    ids = pooled(data)
+    return (ids,) if len(ids) >= size else None
+
+
+@pytest.mark.parametrize("size", [0, 3])
+def test_serve_codeal_pool_sets_how_many_decks_are_kept_ahead(
+    codealt_table_factory: TableFactory, tmp_path: Path, size: int
+) -> None:
+    """``--codeal-pool`` feeds the pool through a real ``fairdeck serve`` (the flag given last wins
+    over the test tables' own): 0 pools nothing, each open shuffles its deck on its path (with the
+    flag not wired, a deck is pooled after the first open); 3 fills after the first open, a later
+    open takes one of them, and it is refilled (the pool's own rules: test_pooled_decks_...)."""
+    _, dealer = codealt_table_factory("--codeal-pool", str(size))
+    data = tmp_path / "data"
+    with DealerClient(dealer.target, timeout=60) as client:
+        hands = CodealHands(client)
+        first = hands.open_hand("standard").hand_id
+        seen = [wait_for(f"{size} decks pooled", lambda: ready(data, size))[0]]
+        second = hands.open_hand("standard").hand_id
+        seen.append(wait_for(f"{size} decks pooled again", lambda: ready(data, size))[0])
+    assert [len(ids) for ids in seen] == [size, size], seen
+    assert first not in seen[0] and (second in seen[0]) == (size > 0)  # taken from the pool when there is one
+    assert len(pooled(data)) == size
