@@ -5,6 +5,7 @@ robin across tenants. The dealer's side runs in process against a real in-proces
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from fairdeck.client.codeal_seat import CodealHands
 from fairdeck_server.dealing.codeal_dealing import DeckPool
 from tests.support.codeal_pool import close, fill, logged_setups, make_dealer, pooled
 from tests.support.fixtures import TableFactory
-from tests.support.waits import wait_for
+from tests.support.waits import WAIT_S, wait_for
 
 
 def test_pooled_decks_are_taken_once_even_by_concurrent_opens_and_after_a_restart(tmp_path: Path) -> None:
@@ -141,6 +142,23 @@ def test_a_pooled_open_with_the_codealer_down_fails_and_leaves_the_deck_pooled(t
 
     ready, still, taken = asyncio.run(run())
     assert sorted(still) == sorted(ready) and taken in ready
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 16])
+def test_an_empty_small_pool_refilled_only_once_calls_stopped(tmp_path: Path, size: int) -> None:
+    """A refill waits for the dealer to be idle unless the pool is below a quarter of its target;
+    a quarter of 1 to 3 is 0, so an empty pool of that size waited while calls kept coming and every
+    open shuffled on its path. Calls that never stop here (the last one an hour ahead): an empty
+    pool of any size refills at once."""
+
+    async def run() -> None:
+        dealer = make_dealer(tmp_path)
+        pool = DeckPool(dealer, size)
+        pool._last_call = time.monotonic() + 3600  # a co-dealt call, again and again
+        await asyncio.wait_for(pool._idle(("t1", "short")), timeout=WAIT_S)  # not an hour
+        await close(dealer)
+
+    asyncio.run(run())
 
 
 def ready(data: Path, size: int) -> tuple[list[str]] | None:

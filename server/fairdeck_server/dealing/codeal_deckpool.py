@@ -27,7 +27,7 @@ class PoolDealer(Protocol):
 
 POOL_IDLE_S = 0.25
 """A refill starts only after this long without a co-dealt call (so it does not take the CPU from a
-hand being dealt), unless the pool is below a quarter of its target."""
+hand being dealt), unless the pool is below a quarter of its target, or empty (``urgent``)."""
 POOL_RETRY_S = 1.0
 """After a refill fails (the co-dealer down, say), the pool waits this long before the next."""
 
@@ -51,6 +51,9 @@ class DeckPool:
         self._task: asyncio.Task[None] | None = None
         self._last_call = 0.0
         self.made = 0
+        self.urgent = max(1, per_tenant // 4)
+        """Below this many decks a refill does not wait for the dealer to be idle: a quarter of the
+        target, and at least 1 (a pool of 1 to 3 that emptied under steady calls stayed empty)."""
 
     def forget(self, tenant: str, deck: str) -> None:
         """``tenant`` took no ``deck`` hand for a lifetime (its pooled decks were retired): no
@@ -89,7 +92,7 @@ class DeckPool:
 
     async def _idle(self, pair: tuple[str, str]) -> None:
         while (wait := self._last_call + POOL_IDLE_S - time.monotonic()) > 0:
-            if await asyncio.to_thread(self.dealer.store.pooled, *pair) < self.per_tenant // 4:
+            if await asyncio.to_thread(self.dealer.store.pooled, *pair) < self.urgent:
                 return
             await asyncio.sleep(wait)
 

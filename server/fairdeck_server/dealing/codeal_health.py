@@ -50,10 +50,10 @@ class CodealerWatch:
         lapses: Callable[[], float | None] = lambda: None,
     ) -> None:
         self.held = held
+        """Run in a thread each round: why this process no longer holds its co-dealt record, or None."""
         self.lapses = lapses
         """Seconds until ``held`` says the claim lapsed unless renewed meanwhile (None: no such
         deadline now): a round is due then, not up to ``every`` later."""
-        """Run in a thread each round: why this process no longer holds its co-dealt record, or None."""
         self.held_timeout = held_timeout
         self._held: asyncio.Future[str | None] | None = None
         """A ``held`` still running past its round's wait: the next round waits for it, none is doubled."""
