@@ -5,6 +5,7 @@ robin across tenants. The dealer's side runs in process against a real in-proces
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import time
 from pathlib import Path
 
@@ -186,3 +187,6 @@ def test_serve_codeal_pool_sets_how_many_decks_are_kept_ahead(
     assert [len(ids) for ids in seen] == [size, size], seen
     assert first not in seen[0] and (second in seen[0]) == (size > 0)  # taken from the pool when there is one
     assert len(pooled(data)) == size
+    with sqlite3.connect(data / "codeal.db") as db:  # a deck ever pooled keeps its pool_tenant, taken or not
+        (ever,) = db.execute("SELECT count(*) FROM codeal_hands WHERE pool_tenant != ''").fetchone()
+    assert (ever == 0) == (size == 0), ever
