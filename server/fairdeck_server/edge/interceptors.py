@@ -98,6 +98,7 @@ class ObservingInterceptor(ServerInterceptor):
             call, token = logging_setup.begin_call(
                 method, metadata if metadata is not None else context.invocation_metadata()
             )
+            self.metrics.started_rpc(label or call.method)
             start = time.perf_counter()
             code = grpc.StatusCode.OK
             try:
@@ -133,6 +134,7 @@ class ObservingInterceptor(ServerInterceptor):
             call, token = logging_setup.begin_call(
                 method, metadata if metadata is not None else context.invocation_metadata()
             )
+            self.metrics.started_rpc(label or call.method)
             start = time.perf_counter()
             code = grpc.StatusCode.OK
             try:

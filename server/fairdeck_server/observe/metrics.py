@@ -86,6 +86,12 @@ class Metrics:
         self.registry = CollectorRegistry()
         r = self.registry
         prometheus_client.Info("fairdeck_build", "What this dealer runs", registry=r).info(build_info())
+        self.rpcs_started = Counter(
+            "fairdeck_rpcs_started",
+            "RPCs begun, by method: less those finished, the calls in flight",
+            ["service", "method"],
+            registry=r,
+        )
         self.rpcs = Counter(
             "fairdeck_rpcs",
             "RPCs finished, by method and status code",
@@ -222,6 +228,10 @@ class Metrics:
             self.refusals.labels(reason)
         self.gauges = StorageGauges()
         r.register(self.gauges)
+
+    def started_rpc(self, method: str) -> None:
+        service, _, name = method.lstrip("/").partition("/")
+        self.rpcs_started.labels(service, name).inc()
 
     def observe_rpc(self, method: str, code: str, seconds: float) -> None:
         service, _, name = method.lstrip("/").partition("/")
