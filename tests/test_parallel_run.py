@@ -72,17 +72,42 @@ def test_grouped(shared, i, worker_id):
 def test_grouped_alone():
     pass
 """
-TESTS = 20 + 3 + 20 + 8 + 1
-SERIAL = ("test_alone", "test_grouped_alone")
+PAIRED = """
+import os
+import pytest
+from tests.support.waits import wait_for
+
+def started_elsewhere():
+    # Whether a paired test has started in another worker.
+    with open(os.environ["SPANS"]) as spans:
+        lines = [line.split() for line in spans]
+    mine = os.environ["PYTEST_XDIST_WORKER"]
+    return any(what == "start" and name.startswith("test_paired") and worker != mine
+               for what, name, worker, _ in lines)
+
+@pytest.mark.paired
+@pytest.mark.parametrize("i", range(6))
+def test_paired(i):
+    # Two lanes at once: each lane's first test waits until the other lane has begun.
+    wait_for("a paired test in another worker", started_elsewhere, timeout=120)
+
+@pytest.mark.paired
+@pytest.mark.serial
+def test_paired_and_serial():
+    pass
+"""
+TESTS = 20 + 3 + 20 + 8 + 1 + 6 + 1
+SERIAL = ("test_alone", "test_grouped_alone", "test_paired_and_serial")
 
 
 @pytest.fixture(scope="module")
 def spans(tmp_path_factory: pytest.TempPathFactory) -> list[list[str]]:
     """The lines the small suite's tests wrote: ``start|end name worker pid`` and ``build ...``."""
     tree = tmp_path_factory.mktemp("suite")
-    for name, text in (("conftest.py", CONFTEST), ("test_suite.py", SUITE), ("test_grouped.py", GROUPED)):
+    files = (("conftest.py", CONFTEST), ("test_suite.py", SUITE), ("test_grouped.py", GROUPED))
+    for name, text in (*files, ("test_paired.py", PAIRED)):
         (tree / name).write_text(textwrap.dedent(text))
-    (tree / "pytest.ini").write_text("[pytest]\nmarkers =\n    serial: alone\n")
+    (tree / "pytest.ini").write_text("[pytest]\nmarkers =\n    serial: alone\n    paired: two at once\n")
     spans = tree / "spans"
     env = {**os.environ, "SPANS": str(spans), "PYTHONPATH": str(ROOT)}
     env.pop("PYTEST_XDIST_WORKER", None)
@@ -101,9 +126,24 @@ def test_a_plain_run_is_parallel_and_runs_its_serial_tests_last_and_alone(spans:
     workers = {worker for _, _, worker, _ in lines}
     assert len(workers) > 1 and "-" not in workers, workers  # parallel, in pytest-xdist's workers
     serial = [i for i, (_, name, _, _) in enumerate(lines) if name.startswith(SERIAL)]
-    assert len(serial) == 2 * 4 and min(serial) == len(lines) - 8, lines  # all others ended first
+    assert len(serial) == 2 * 5 and min(serial) == len(lines) - 10, lines  # all others ended first
     assert len({lines[i][2] for i in serial}) == 1, lines  # one worker ran them
-    assert [lines[i][0] for i in serial] == ["start", "end"] * 4, lines  # one after the other
+    assert [lines[i][0] for i in serial] == ["start", "end"] * 5, lines  # one after the other
+
+
+def test_paired_tests_run_after_the_others_two_at_a_time_and_beside_no_other(spans: list[list[str]]) -> None:
+    """The paired tests ran in two workers at once (each lane's first test waited for the other
+    lane to begin), after every test but the serial ones, and beside no test but one paired."""
+    lines = [line for line in spans if line[0] != "build"]
+    paired = [i for i, (_, name, _, _) in enumerate(lines) if name.startswith("test_paired[")]
+    others = [i for i, (_, name, _, _) in enumerate(lines) if not name.startswith(("test_paired[", *SERIAL))]
+    assert len(paired) == 2 * 6 and min(paired) > max(others), lines  # after the others ended
+    assert len({lines[i][2] for i in paired}) == 2, lines  # two lanes
+    running: set[str] = set()
+    for what, name, _, _ in lines:
+        running.symmetric_difference_update({name})
+        if what == "start" and name.startswith("test_paired["):
+            assert len(running) <= 2 and all(n.startswith("test_paired[") for n in running), (name, running)
 
 
 def test_the_tests_of_one_xdist_group_run_in_one_worker_that_builds_its_module_fixture_once(

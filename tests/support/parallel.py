@@ -2,17 +2,15 @@
 command line names no count (``-n``); ``-n 0`` or ``-p no:xdist`` runs all in one process. Most
 tests wait on subprocesses, sockets and polls, so more processes than cores pay.
 
-Where it names no ``--dist`` either, tests marked ``serial`` (they hold time, CPU or memory to a bar,
-which busy neighbours would push them past) run last, alone, and the tests of one
-``xdist_group(name)`` (as ``--dist loadgroup`` reads it) run in one worker, so that a module fixture
-is built once a run. The workers write the marked ids to a folder the controller names in SERIAL_DIR
-(test ids carry no marks to it); ``SerialLastScheduling`` hands each group out whole, keeps the
-serial tests as one unit at the end of its queue, shuts every worker but one (the keeper) down once
-nothing else is left, and hands the keeper that unit when it is the last worker and idle. It hands
-out the longest units first (``expected_seconds``: what each test took last time, in pytest's cache),
-so that no long test starts late while the other workers run dry before the serial phase.
-Invariants: no other test of the run runs while a ``serial`` test runs (a serial test of a group
-is serial); all tests of a group run in one worker; the order never changes which tests run.
+Where it names no ``--dist`` either, the tests marked ``paired`` (they wait out the dealer's own
+timers to a bar, light on CPU) and then those marked ``serial`` (they hold time, CPU or memory to a
+bar, which busy neighbours would push them past) run last: the paired ones in two lanes, the serial
+ones alone. The tests of one ``xdist_group(name)`` run in one worker. ``SerialLastScheduling``
+(workers write the marked ids to SERIAL_DIR) hands out the longest units first (``expected_seconds``)
+and keeps the end units at the back; see ``EndPhase`` for the end. Invariants: no other test runs
+while a ``serial`` test runs; a ``paired`` test runs beside at most one other test, itself
+``paired`` (serial wins where a test has both marks); all tests of a group run in one worker; the
+order never changes which tests run.
 """
 
 from __future__ import annotations
@@ -30,6 +28,13 @@ from xdist.scheduler import LoadScopeScheduling
 
 SERIAL = "serial"
 """The scheduler's one work unit that holds every test marked ``serial``."""
+PAIRED = "paired"
+"""The mark of the tests that run two at a time after the others (``EndPhase``)."""
+HEADS = ("paired::a::head", "paired::b::head")
+LANES = ("paired::a", "paired::b")
+"""The paired tests' units: each lane's first test (its head), then the rest of the lane."""
+END = (*HEADS, *LANES, SERIAL)
+"""The units handed out after every other, in this order."""
 SERIAL_DIR = "FAIRDECK_SERIAL_DIR"
 """The environment variable, set by the controller for its workers: where they write the ids."""
 
@@ -39,12 +44,13 @@ GROUP = "xdist_group"
 
 
 def write_marked_ids(
-    folder: Path, worker: str, serial: list[str], groups: dict[str, str], slow: list[str]
+    folder: Path, worker: str, serial: list[str], groups: dict[str, str], slow: list[str], paired: list[str]
 ) -> None:
-    """A worker's collected ``serial`` test ids, its grouped ones (id: group) and its ``slow`` ones,
-    written whole before it is seen."""
+    """A worker's collected ``serial`` test ids, its grouped ones (id: group), its ``slow`` ones and
+    its ``paired`` ones, written whole before it is seen."""
     part = folder / f"{worker}.part"
-    part.write_text(json.dumps({"serial": serial, "groups": groups, "slow": slow}), encoding="utf-8")
+    marked = {"serial": serial, "groups": groups, "slow": slow, "paired": paired}
+    part.write_text(json.dumps(marked), encoding="utf-8")
     part.rename(folder / f"{worker}.json")
 
 
@@ -83,12 +89,34 @@ def expected_seconds(tests: list[str], timed: dict[str, float], slow: frozenset[
     return expected
 
 
+def lanes(paired: list[str], expected: dict[str, float]) -> dict[str, str]:
+    """The unit of each paired test (in collection order): two lanes about equally long (the
+    longest test first into the shorter lane), each in collection order, its first test its head."""
+    lane_of: dict[str, int] = {}
+    load = [0.0, 0.0]
+    for test in sorted(paired, key=lambda t: -expected[t]):
+        lane = 0 if load[0] <= load[1] else 1
+        lane_of[test] = lane
+        load[lane] += expected[test]
+    units: dict[str, str] = {}
+    for test in paired:
+        lane = lane_of[test]
+        units[test] = LANES[lane] if HEADS[lane] in units.values() else HEADS[lane]
+    return units
+
+
 class SerialLastScheduling(LoadScopeScheduling):  # type: ignore[misc]
     """Each test is a unit of its own (as ``load`` hands them out), except the tests of one
-    ``xdist_group``, one unit a group, and the ``serial`` tests, one unit handed out last. The
-    others go out longest first (``expected_seconds`` of their tests, summed). The serial unit stays
-    in the work queue until its turn, so the base class never counts the run as finished, nor shuts
-    the keeper down, while it waits."""
+    ``xdist_group``, one unit a group, and the END units, handed out last. The others go out
+    longest first (``expected_seconds`` of their tests, summed). The END units stay in the work
+    queue until their turn, so the base class never counts the run as finished, nor shuts the
+    keeper down, while they wait.
+
+    The end (``_end_turn``): once only END units are left, every worker but two (the keeper and its
+    partner) finishes and stops; when both are idle, each gets its lane's head, and when both hold
+    only that head (a worker runs its last test once told what follows), the rest of its lane. The
+    partner stops once its lane is done; the keeper, idle and alone, gets the serial unit. A worker
+    that is left alone (one worker, or its partner crashed) gets what is left, one after another."""
 
     def __init__(self, config: Any, log: Any = None) -> None:
         super().__init__(config, log)
@@ -96,9 +124,11 @@ class SerialLastScheduling(LoadScopeScheduling):  # type: ignore[misc]
         self.serial_ids: frozenset[str] = frozenset()
         self.groups: dict[str, str] = {}
         self.slow_ids: frozenset[str] = frozenset()
+        self.lane_of: dict[str, str] = {}
         self.timed = timed_before(config)
         self.ordered = False
         self.keeper: Any = None
+        self.partner: Any = None
 
     def schedule(self) -> None:
         if self.collection is None and self.collection_is_completed:
@@ -107,6 +137,10 @@ class SerialLastScheduling(LoadScopeScheduling):  # type: ignore[misc]
             self.serial_ids = frozenset(test for ids in marked for test in ids["serial"])
             self.groups = {test: group for ids in marked for test, group in ids["groups"].items()}
             self.slow_ids = frozenset(test for ids in marked for test in ids["slow"])
+            paired_ids = {test for ids in marked for test in ids["paired"]} - self.serial_ids
+            collected = next(iter(self.registered_collections.values()), [])
+            paired = [test for test in collected if test in paired_ids]
+            self.lane_of = lanes(paired, expected_seconds(paired, self.timed, self.slow_ids))
         super().schedule()
 
     def _longest_first(self) -> None:
@@ -120,6 +154,8 @@ class SerialLastScheduling(LoadScopeScheduling):  # type: ignore[misc]
     def _split_scope(self, nodeid: str) -> str:
         if nodeid in self.serial_ids:
             return SERIAL
+        if nodeid in self.lane_of:
+            return self.lane_of[nodeid]
         group = self.groups.get(nodeid)
         return nodeid if group is None else f"{GROUP}::{group}"
 
@@ -127,25 +163,50 @@ class SerialLastScheduling(LoadScopeScheduling):  # type: ignore[misc]
         if not self.ordered:  # the base class's schedule() has queued every unit, assigned none
             self.ordered = True
             self._longest_first()
-        if SERIAL not in self.workqueue:
-            super()._assign_work_unit(node)
-        elif len(self.workqueue) > 1:
-            self.workqueue.move_to_end(SERIAL)  # the base class hands out the queue's first unit
+        if any(unit not in END for unit in self.workqueue):
+            for unit in END:  # the base class hands out the queue's first unit
+                if unit in self.workqueue:
+                    self.workqueue.move_to_end(unit)
             super()._assign_work_unit(node)
         else:
-            self._serial_turn(node)
+            self._end_turn(node)
 
-    def _serial_turn(self, node: Any) -> None:
-        """Only the serial unit is left: every node but the keeper finishes what it has and stops;
-        the keeper gets the unit once it is the only node left and has run all but the one test a
-        worker holds back until it is told what comes next."""
-        if self.keeper not in self.assigned_work:
-            self.keeper = node
-        if node is not self.keeper:
+    def _idle(self, node: Any) -> bool:
+        """Whether ``node`` runs nothing: at most the one test a worker holds back until it is
+        told what comes next."""
+        return self._pending_of(self.assigned_work[node]) <= 1
+
+    def _give(self, node: Any, unit: str) -> None:
+        self.workqueue.move_to_end(unit, last=False)
+        super()._assign_work_unit(node)
+
+    def _end_turn(self, node: Any) -> None:
+        """Only END units are left: the next step of the end, as the class says, for both workers
+        of the pair at once (each is asked only when one of them ends a test)."""
+        live = self.assigned_work
+        if self.keeper not in live:
+            self.keeper, self.partner = node, None if node is self.partner else self.partner
+        elif self.partner is None and node is not self.keeper and HEADS[1] in self.workqueue:
+            self.partner = node
+        if node not in (self.keeper, self.partner):
             node.shutdown()
-        elif len(self.assigned_work) == 1 and self._pending_of(self.assigned_work[node]) <= 1:
-            super()._assign_work_unit(node)
-            node.shutdown()  # it runs what it has, then stops, as the base class's last node does
+            return
+        if self.partner in live and not self.partner.shutting_down:
+            if len(live) > 2:
+                return  # the others are still finishing
+            for step in (HEADS, LANES):  # the heads, then the rest of each lane
+                if any(unit in self.workqueue for unit in step):
+                    if self._idle(self.keeper) and self._idle(self.partner):
+                        for worker, unit in zip((self.keeper, self.partner), step, strict=True):
+                            if unit in self.workqueue:
+                                self._give(worker, unit)
+                    return
+            if self._idle(self.partner):
+                self.partner.shutdown()  # its lane is done: it runs what it holds, then stops
+        elif len(live) == 1 and self._idle(self.keeper):
+            for unit in [unit for unit in END if unit in self.workqueue]:
+                self._give(self.keeper, unit)  # alone: one after another
+            self.keeper.shutdown()  # it runs what it has, then stops, as the base class's last node does
 
     def remove_node(self, node: Any) -> str | None:
         crashed: str | None = super().remove_node(node)
@@ -238,4 +299,5 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         serial = [item.nodeid for item in items if item.get_closest_marker("serial") is not None]
         groups = {item.nodeid: group for item in items if (group := group_of(item)) is not None}
         slow = [item.nodeid for item in items if item.get_closest_marker("slow") is not None]
-        write_marked_ids(Path(os.environ[SERIAL_DIR]), workerinput["workerid"], serial, groups, slow)
+        paired = [item.nodeid for item in items if item.get_closest_marker(PAIRED) is not None]
+        write_marked_ids(Path(os.environ[SERIAL_DIR]), workerinput["workerid"], serial, groups, slow, paired)
