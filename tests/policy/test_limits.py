@@ -26,6 +26,7 @@ from fairdeck.v1 import dealer_pb2_grpc
 from fairdeck_server.edge.interceptors import CAP_AGAIN, hands_requested
 from fairdeck_server.edge.methods import Malformed, call_cost
 from fairdeck_server.policy.limits import OpenHandsCap, RateLimiter
+from tests.support.connections import OWN_CONNECTION, connections_for
 from tests.support.dealers import RunningDealer
 from tests.support.ops import Clock, dealer_tokens, details, retry_delay
 from tests.support.speed import scaled
@@ -358,17 +359,25 @@ def test_a_tenant_with_hundreds_of_refusals_held_gets_them_answered_at_a_bounded
 def test_a_held_refusal_is_answered_before_the_default_deadline_cuts_it(tmp_path: Path) -> None:
     """A client with no deadline of its own, 200 GetHand at once: the 100th held waits 1 s, the
     dealer's default deadline here. Each hold stays under half that deadline, so every call is
-    answered RESOURCE_EXHAUSTED (with its RetryInfo), none DEADLINE_EXCEEDED as if it had run."""
+    answered RESOURCE_EXHAUSTED (with its RetryInfo), none DEADLINE_EXCEEDED as if it had run.
+    Over 4 connections of their own: on one, the dealer saw 50 at once (its streams per
+    connection), held none past 0.5 s, and the test passed with the bound removed."""
     with RunningDealer(
         tmp_path / "d", rate_limit=2, rate_burst=1, require_auth=True, default_deadline=1.0
     ) as running:
         token = dealer_tokens(running, "acme")["acme"]
 
         async def flood() -> list[str]:
-            async with grpc.aio.insecure_channel(running.target) as channel:
-                stub = dealer_pb2_grpc.DealerServiceStub(channel)
+            calls = 200
+            channels = [
+                grpc.aio.insecure_channel(running.target, options=OWN_CONNECTION)
+                for _ in range(connections_for(calls))
+            ]
+            try:
+                await asyncio.gather(*(c.channel_ready() for c in channels))
 
-                async def one() -> str:
+                async def one(i: int) -> str:
+                    stub = dealer_pb2_grpc.DealerServiceStub(channels[i % len(channels)])
                     try:
                         await stub.GetHand(
                             pb.GetHandRequest(hand_id="h" * 26),
@@ -378,7 +387,9 @@ def test_a_held_refusal_is_answered_before_the_default_deadline_cuts_it(tmp_path
                         return e.code().name
                     return "OK"
 
-                return await asyncio.gather(*(one() for _ in range(200)))
+                return await asyncio.gather(*(one(i) for i in range(calls)))
+            finally:
+                await asyncio.gather(*(c.close() for c in channels))
 
         codes = asyncio.run(flood())
         assert set(codes) <= {"RESOURCE_EXHAUSTED", "NOT_FOUND"}, sorted(set(codes))
