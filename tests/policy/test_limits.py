@@ -328,10 +328,9 @@ def test_a_tenant_with_hundreds_of_refusals_held_gets_them_answered_at_a_bounded
         tokens = dealer_tokens(running, "acme", "zenith")
 
         async def flood() -> tuple[list[float], float]:
-            own = (("grpc.use_local_subchannel_pool", 1),)
             async with (
-                grpc.aio.insecure_channel(running.target, options=own) as channel,
-                grpc.aio.insecure_channel(running.target, options=own) as other_channel,
+                grpc.aio.insecure_channel(running.target, options=OWN_CONNECTION) as channel,
+                grpc.aio.insecure_channel(running.target, options=OWN_CONNECTION) as other_channel,
             ):
                 began = time.monotonic()
 
@@ -411,8 +410,7 @@ def test_refusals_held_to_the_deadline_bound_are_answered_spread_out(tmp_path: P
         token = dealer_tokens(running, "acme")["acme"]
 
         async def flood() -> list[float]:
-            own = (("grpc.use_local_subchannel_pool", 1),)
-            channels = [grpc.aio.insecure_channel(running.target, options=own) for _ in range(20)]
+            channels = [grpc.aio.insecure_channel(running.target, options=OWN_CONNECTION) for _ in range(20)]
             try:
                 await asyncio.gather(*(c.channel_ready() for c in channels))
 
