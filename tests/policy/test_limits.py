@@ -28,11 +28,12 @@ from fairdeck_server.edge.methods import Malformed, call_cost
 from fairdeck_server.policy.limits import OpenHandsCap, RateLimiter
 from tests.support.connections import OWN_CONNECTION, connections_for
 from tests.support.dealers import RunningDealer
-from tests.support.ops import Clock, dealer_tokens, details, retry_delay
+from tests.support.ops import Clock, dealer_tokens, details, retry_delay, scrape
 from tests.support.speed import scaled
-from tests.support.waits import outlast, outlast_async, pace, wait_for_async
+from tests.support.waits import outlast, pace, wait_for_async
 
 DEALER = "/fairdeck.v1.DealerService/"
+GET = ("method", "GetHand")
 
 
 # -- the pieces, with a clock we move ------------------------------------------------------
@@ -323,18 +324,32 @@ def test_a_tenant_with_hundreds_of_refusals_held_gets_them_answered_at_a_bounded
     other tenants waiting behind. Now the n-th refusal a tenant has held at once waits
     n / HELD_ANSWERS_PER_S: 400 in flight are answered over about 4 s, not all within the first
     (the old code answered all of them by 0.6 s). Another tenant is not held at all (on its own
-    connection: one connection's calls past max_streams_per_connection wait in its client)."""
-    with RunningDealer(tmp_path / "d", rate_limit=2, rate_burst=1, require_auth=True) as running:
+    connection: one connection's calls past max_streams_per_connection wait in its client). The
+    flood goes over 8 connections of its own, so that all 400 are at the dealer at once: on one,
+    the dealer saw 50 at a time, each held at most 0.5 s, and the test passed on the old code.
+    Zenith calls once the dealer has seen every call of the flood begin."""
+    calls = 400
+    with RunningDealer(
+        tmp_path / "d", rate_limit=2, rate_burst=1, require_auth=True, metrics_listen="127.0.0.1:0"
+    ) as running:
         tokens = dealer_tokens(running, "acme", "zenith")
 
+        def begun() -> float:
+            samples = scrape(running).items()
+            started = "fairdeck_rpcs_started_total"
+            return sum(v for (name, ls), v in samples if name == started and GET in ls)
+
         async def flood() -> tuple[list[float], float]:
-            async with (
-                grpc.aio.insecure_channel(running.target, options=OWN_CONNECTION) as channel,
-                grpc.aio.insecure_channel(running.target, options=OWN_CONNECTION) as other_channel,
-            ):
+            channels = [
+                grpc.aio.insecure_channel(running.target, options=OWN_CONNECTION)
+                for _ in range(connections_for(calls) + 1)
+            ]
+            *flooders, other_channel = channels
+            try:
+                await asyncio.gather(*(c.channel_ready() for c in channels))
                 began = time.monotonic()
 
-                async def one(token: str, on: grpc.aio.Channel = channel) -> float:
+                async def one(token: str, on: grpc.aio.Channel) -> float:
                     request = pb.GetHandRequest(hand_id="h" * 26)
                     with pytest.raises(grpc.aio.AioRpcError) as e:
                         await dealer_pb2_grpc.DealerServiceStub(on).GetHand(
@@ -343,10 +358,17 @@ def test_a_tenant_with_hundreds_of_refusals_held_gets_them_answered_at_a_bounded
                     assert e.value.code() in (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.NOT_FOUND)
                     return time.monotonic() - began
 
-                flooding = [asyncio.ensure_future(one(tokens["acme"])) for _ in range(400)]
-                await outlast_async(0.5)  # the flood is held meanwhile
-                other = await one(tokens["zenith"], other_channel) - 0.5  # its own bucket: not held
+                flooding = [
+                    asyncio.ensure_future(one(tokens["acme"], flooders[i % len(flooders)]))
+                    for i in range(calls)
+                ]
+                # Held meanwhile: the last of them about 4 s.
+                await wait_for_async("every call of the flood began at the dealer", lambda: begun() >= calls)
+                asked = time.monotonic() - began
+                other = await one(tokens["zenith"], other_channel) - asked  # its own bucket: not held
                 return await asyncio.gather(*flooding), other
+            finally:
+                await asyncio.gather(*(c.close() for c in channels))
 
         answered, other = asyncio.run(flood())
         assert other < 0.5, other
