@@ -368,7 +368,7 @@ def test_a_tenant_with_hundreds_of_refusals_held_gets_them_answered_at_a_bounded
                 other = await one(tokens["zenith"], other_channel) - asked  # its own bucket: not held
                 return await asyncio.gather(*flooding), other
             finally:
-                await asyncio.gather(*(c.close() for c in channels))
+                await asyncio.gather(*(c.close(None) for c in channels))
 
         answered, other = asyncio.run(flood())
         assert other < 0.5, other
@@ -410,7 +410,7 @@ def test_a_held_refusal_is_answered_before_the_default_deadline_cuts_it(tmp_path
 
                 return await asyncio.gather(*(one(i) for i in range(calls)))
             finally:
-                await asyncio.gather(*(c.close() for c in channels))
+                await asyncio.gather(*(c.close(None) for c in channels))
 
         codes = asyncio.run(flood())
         assert set(codes) <= {"RESOURCE_EXHAUSTED", "NOT_FOUND"}, sorted(set(codes))
