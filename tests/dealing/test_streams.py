@@ -15,6 +15,7 @@ import pytest
 from fairdeck.client import AsyncDealerClient, DealerClient
 from fairdeck.client.exceptions import ResourceExhausted
 from fairdeck_server.dealing.bulk import BATCH_CHUNK, STREAM_IN_FLIGHT
+from tests.support.connections import OWN_CONNECTION, connections_for
 from tests.support.dealers import RunningDealer
 from tests.support.ops import sample, scrape_until
 from tests.support.waits import wait_for
@@ -49,13 +50,22 @@ def _log_size_when_still(running: RunningDealer, timeout: float = 20) -> int:
 @pytest.mark.serial
 def test_cancelled_without_reason_under_2500_concurrent_gets(tmp_path: Path) -> None:
     """gRPC core dropped calls queued past its pending-request limit (1,000 to 3,000)
-    before any handler saw them: CANCELLED, no reason, in no metric."""
+    before any handler saw them: CANCELLED, no reason, in no metric. Over 50 connections of
+    their own: on one, the dealer saw 50 at a time (its streams per connection), the client
+    queued the rest, and the test passed with gRPC's default limit back."""
     calls = 2_500
 
     async def many_gets(target: str) -> list[object]:
-        async with AsyncDealerClient(target, timeout=60) as c:
-            hand = await c.open_hand()
-            return await asyncio.gather(*(c.get(hand.hand_id) for _ in range(calls)), return_exceptions=True)
+        clients = [
+            AsyncDealerClient(target, timeout=60, options=OWN_CONNECTION)
+            for _ in range(connections_for(calls))
+        ]
+        try:
+            hand = await clients[0].open_hand()
+            gets = (clients[i % len(clients)].get(hand.hand_id) for i in range(calls))
+            return await asyncio.gather(*gets, return_exceptions=True)
+        finally:
+            await asyncio.gather(*(c.aclose() for c in clients))
 
     with RunningDealer(tmp_path / "d", rate_limit=0, metrics_listen="127.0.0.1:0") as running:
         results = asyncio.run(many_gets(running.target))

@@ -26,12 +26,14 @@ from fairdeck.v1 import dealer_pb2_grpc
 from fairdeck_server.edge.interceptors import CAP_AGAIN, hands_requested
 from fairdeck_server.edge.methods import Malformed, call_cost
 from fairdeck_server.policy.limits import OpenHandsCap, RateLimiter
+from tests.support.connections import OWN_CONNECTION, connections_for
 from tests.support.dealers import RunningDealer
-from tests.support.ops import Clock, dealer_tokens, details, retry_delay
+from tests.support.ops import Clock, dealer_tokens, details, retry_delay, scrape
 from tests.support.speed import scaled
-from tests.support.waits import outlast, outlast_async, pace, wait_for_async
+from tests.support.waits import outlast, pace, wait_for_async
 
 DEALER = "/fairdeck.v1.DealerService/"
+GET = ("method", "GetHand")
 
 
 # -- the pieces, with a clock we move ------------------------------------------------------
@@ -322,19 +324,32 @@ def test_a_tenant_with_hundreds_of_refusals_held_gets_them_answered_at_a_bounded
     other tenants waiting behind. Now the n-th refusal a tenant has held at once waits
     n / HELD_ANSWERS_PER_S: 400 in flight are answered over about 4 s, not all within the first
     (the old code answered all of them by 0.6 s). Another tenant is not held at all (on its own
-    connection: one connection's calls past max_streams_per_connection wait in its client)."""
-    with RunningDealer(tmp_path / "d", rate_limit=2, rate_burst=1, require_auth=True) as running:
+    connection: one connection's calls past max_streams_per_connection wait in its client). The
+    flood goes over 8 connections of its own, so that all 400 are at the dealer at once: on one,
+    the dealer saw 50 at a time, each held at most 0.5 s, and the test passed on the old code.
+    Zenith calls once the dealer has seen every call of the flood begin."""
+    calls = 400
+    with RunningDealer(
+        tmp_path / "d", rate_limit=2, rate_burst=1, require_auth=True, metrics_listen="127.0.0.1:0"
+    ) as running:
         tokens = dealer_tokens(running, "acme", "zenith")
 
+        def begun() -> float:
+            samples = scrape(running).items()
+            started = "fairdeck_rpcs_started_total"
+            return sum(v for (name, ls), v in samples if name == started and GET in ls)
+
         async def flood() -> tuple[list[float], float]:
-            own = (("grpc.use_local_subchannel_pool", 1),)
-            async with (
-                grpc.aio.insecure_channel(running.target, options=own) as channel,
-                grpc.aio.insecure_channel(running.target, options=own) as other_channel,
-            ):
+            channels = [
+                grpc.aio.insecure_channel(running.target, options=OWN_CONNECTION)
+                for _ in range(connections_for(calls) + 1)
+            ]
+            *flooders, other_channel = channels
+            try:
+                await asyncio.gather(*(c.channel_ready() for c in channels))
                 began = time.monotonic()
 
-                async def one(token: str, on: grpc.aio.Channel = channel) -> float:
+                async def one(token: str, on: grpc.aio.Channel) -> float:
                     request = pb.GetHandRequest(hand_id="h" * 26)
                     with pytest.raises(grpc.aio.AioRpcError) as e:
                         await dealer_pb2_grpc.DealerServiceStub(on).GetHand(
@@ -343,10 +358,17 @@ def test_a_tenant_with_hundreds_of_refusals_held_gets_them_answered_at_a_bounded
                     assert e.value.code() in (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.NOT_FOUND)
                     return time.monotonic() - began
 
-                flooding = [asyncio.ensure_future(one(tokens["acme"])) for _ in range(400)]
-                await outlast_async(0.5)  # the flood is held meanwhile
-                other = await one(tokens["zenith"], other_channel) - 0.5  # its own bucket: not held
+                flooding = [
+                    asyncio.ensure_future(one(tokens["acme"], flooders[i % len(flooders)]))
+                    for i in range(calls)
+                ]
+                # Held meanwhile: the last of them about 4 s.
+                await wait_for_async("every call of the flood began at the dealer", lambda: begun() >= calls)
+                asked = time.monotonic() - began
+                other = await one(tokens["zenith"], other_channel) - asked  # its own bucket: not held
                 return await asyncio.gather(*flooding), other
+            finally:
+                await asyncio.gather(*(c.close(None) for c in channels))
 
         answered, other = asyncio.run(flood())
         assert other < 0.5, other
@@ -358,17 +380,25 @@ def test_a_tenant_with_hundreds_of_refusals_held_gets_them_answered_at_a_bounded
 def test_a_held_refusal_is_answered_before_the_default_deadline_cuts_it(tmp_path: Path) -> None:
     """A client with no deadline of its own, 200 GetHand at once: the 100th held waits 1 s, the
     dealer's default deadline here. Each hold stays under half that deadline, so every call is
-    answered RESOURCE_EXHAUSTED (with its RetryInfo), none DEADLINE_EXCEEDED as if it had run."""
+    answered RESOURCE_EXHAUSTED (with its RetryInfo), none DEADLINE_EXCEEDED as if it had run.
+    Over 4 connections of their own: on one, the dealer saw 50 at once (its streams per
+    connection), held none past 0.5 s, and the test passed with the bound removed."""
     with RunningDealer(
         tmp_path / "d", rate_limit=2, rate_burst=1, require_auth=True, default_deadline=1.0
     ) as running:
         token = dealer_tokens(running, "acme")["acme"]
 
         async def flood() -> list[str]:
-            async with grpc.aio.insecure_channel(running.target) as channel:
-                stub = dealer_pb2_grpc.DealerServiceStub(channel)
+            calls = 200
+            channels = [
+                grpc.aio.insecure_channel(running.target, options=OWN_CONNECTION)
+                for _ in range(connections_for(calls))
+            ]
+            try:
+                await asyncio.gather(*(c.channel_ready() for c in channels))
 
-                async def one() -> str:
+                async def one(i: int) -> str:
+                    stub = dealer_pb2_grpc.DealerServiceStub(channels[i % len(channels)])
                     try:
                         await stub.GetHand(
                             pb.GetHandRequest(hand_id="h" * 26),
@@ -378,7 +408,9 @@ def test_a_held_refusal_is_answered_before_the_default_deadline_cuts_it(tmp_path
                         return e.code().name
                     return "OK"
 
-                return await asyncio.gather(*(one() for _ in range(200)))
+                return await asyncio.gather(*(one(i) for i in range(calls)))
+            finally:
+                await asyncio.gather(*(c.close(None) for c in channels))
 
         codes = asyncio.run(flood())
         assert set(codes) <= {"RESOURCE_EXHAUSTED", "NOT_FOUND"}, sorted(set(codes))
@@ -400,8 +432,7 @@ def test_refusals_held_to_the_deadline_bound_are_answered_spread_out(tmp_path: P
         token = dealer_tokens(running, "acme")["acme"]
 
         async def flood() -> list[float]:
-            own = (("grpc.use_local_subchannel_pool", 1),)
-            channels = [grpc.aio.insecure_channel(running.target, options=own) for _ in range(20)]
+            channels = [grpc.aio.insecure_channel(running.target, options=OWN_CONNECTION) for _ in range(20)]
             try:
                 await asyncio.gather(*(c.channel_ready() for c in channels))
 

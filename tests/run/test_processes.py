@@ -73,8 +73,7 @@ def play(target: str, hands: int) -> list[tuple[str, bytes]]:
     out = []
     # A connection of its own for each client: gRPC shares one between channels to one target
     # otherwise, and the kernel spreads connections, not calls.
-    own = [("grpc.use_local_subchannel_pool", 1)]
-    with DealerClient(target, options=own) as a, DealerClient(target, options=own) as b:
+    with DealerClient(target, options=OWN) as a, DealerClient(target, options=OWN) as b:
         for _ in range(hands):
             opened = a.open_hand("standard")
             b.shuffle(opened.hand_id, [os.urandom(16)])

@@ -186,8 +186,9 @@ def test_a_client_that_ignores_the_stream_limit_gets_the_streams_past_it_reset(t
     """A client may open as many calls on one connection as it likes: 30 health Watch streams at
     once, each of them held open by the dealer. With max_streams_per_connection 10, a client that
     ignores the dealer's SETTINGS has the 20 past it reset (REFUSED_STREAM). An ordinary gRPC
-    client keeps its calls past the limit until one ends, and none fails (2,500 GetHand at once
-    on one channel: tests/dealing/test_streams.py). Not serial: the bar is a count of streams."""
+    client keeps its calls past the limit until one ends, and none fails (60 GetHand at once on
+    each of 63 connections: tests/security/test_pending_calls.py). Not serial: the bar is a count
+    of streams."""
     with DealerProcess(
         tmp_path / "d",
         tmp_path / "stderr",

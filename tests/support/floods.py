@@ -15,9 +15,9 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2 as rp
 
+from tests.support.connections import OWN_CONNECTION
+
 REFLECTION = "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"
-OWN_CONNECTION = (("grpc.use_local_subchannel_pool", 1),)
-"""Channel options for a connection of its own (grpc shares subchannels between channels)."""
 ASK = rp.ServerReflectionRequest(file_containing_symbol="fairdeck.v1.DealerService")
 
 

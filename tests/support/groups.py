@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from tests.support.connections import OWN_CONNECTION
 from tests.support.dealers import DealerProcess
 
 
@@ -28,5 +29,5 @@ class Group(DealerProcess):
         return code, "\n".join(self.rest_of_stdout()) + "\n", self.stderr()
 
 
-OWN = [("grpc.use_local_subchannel_pool", 1)]
+OWN = list(OWN_CONNECTION)
 """A connection of its own per channel: the kernel spreads connections over the workers."""
