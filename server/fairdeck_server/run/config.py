@@ -180,7 +180,8 @@ class ServerConfig:
     codeal_default: bool = False
     """OpenHand with no mode opens a co-dealt hand (needs --codealer)."""
     codeal_pool: int = 16
-    """Co-dealt decks kept shuffled ahead per tenant and deck spec; 0: each open shuffles its own."""
+    """Co-dealt decks kept shuffled ahead per tenant and deck spec (needs --codealer); 0: each open
+    shuffles its own."""
     replica_name: str | None = None
     """This replica's stable name on PostgreSQL (its co-dealt record's holder); None: the host name."""
 
