@@ -50,11 +50,15 @@ def test_a_restart_in_a_recreated_container_is_told_its_host_name_changed_not_th
 
 
 def test_replica_name_is_an_option_checked_as_one_printable_line() -> None:
-    env = {"FAIRDECK_LISTEN": "127.0.0.1:0", "FAIRDECK_REPLICA_NAME": "dealer-1"}
-    assert load({}, env).server.replica_name == "dealer-1"
+    env = {
+        "FAIRDECK_LISTEN": "127.0.0.1:0",
+        "FAIRDECK_CODEALER": "127.0.0.1:1",
+        "FAIRDECK_DB": "postgresql://x/y",
+    }
+    assert load({}, {**env, "FAIRDECK_REPLICA_NAME": "dealer-1"}).server.replica_name == "dealer-1"
     for bad in ("a\nb", "x" * 65, " pad"):
         with pytest.raises(ConfigError) as refused:
-            load({"replica_name": bad}, {"FAIRDECK_LISTEN": "127.0.0.1:0"})
+            load({"replica_name": bad}, env)
         assert "replica" in str(refused.value) and "\n" not in str(refused.value)
 
 

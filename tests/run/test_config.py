@@ -17,7 +17,7 @@ import pytest
 from fairdeck.cli import build_parser
 from fairdeck.cli import main as fairdeck_main
 from fairdeck.log.cosignature import Cosigner
-from fairdeck_server.run import config
+from fairdeck_server.run import config, option_needs
 from fairdeck_server.run.config import ServerConfig
 from tests.support.dealers import DealerProcess
 from tests.support.env import clean_env
@@ -55,7 +55,11 @@ BY_KIND: dict[type, tuple[Any, Any, Any]] = {
 
 
 # Other file keys an option's values need: a threshold of 3 needs 3 witnesses.
-FILE_CONTEXT: dict[str, dict[str, Any]] = {"witness_threshold": {"witnesses": _WITNESSES}}
+FILE_CONTEXT: dict[str, dict[str, Any]] = {
+    "witness_threshold": {"witnesses": _WITNESSES},
+    **{name: {"codealer": "127.0.0.1:3000"} for name in option_needs.CODEALT},  # co-dealt: --codealer
+    "replica_name": {"codealer": "127.0.0.1:3000", "db": "postgresql://file/db"},  # its claim: --db
+}
 
 
 def values(option: config.Option) -> tuple[Any, Any, Any]:
@@ -281,3 +285,55 @@ def test_the_operations_guide_lists_every_option() -> None:
         row = next((r for r in rows if r.startswith(f"| `{option.flag}`")), None)
         assert row is not None, f"docs/operations.md has no row for {option.flag}"
         assert f"`{option.env}`" in row and f"`{option.name}`" in row
+
+
+CODEALT_GIVEN = {"codealer_key": "ab" * 32, "codealer_token": "@dealer.token", "codeal_pool": 16}
+"""A value of each co-dealt option (the pool's is its default, given explicitly)."""
+
+
+@pytest.mark.parametrize("source", ["flag", "env", "file"])
+@pytest.mark.parametrize("name", option_needs.CODEALT)
+def test_a_codealt_option_given_without_codealer_is_refused_from_every_source(
+    name: str, source: str, tmp_path: Path
+) -> None:
+    """--codeal-pool (and the other co-dealt options) without --codealer started a dealer that
+    ignored it, silently; a default never trips this, a value given does, even the default's."""
+    option = config.OPTIONS_BY_NAME[name]
+    value = CODEALT_GIVEN.get(name, False if option.kind is bool else "dealer-1")
+    path = tmp_path / "fairdeck.toml"
+    path.write_text(toml({name: value} if source == "file" else {}))
+    argv, env = ["--config", str(path)], {}
+    if source == "flag":
+        argv += flag_argv(option, value)
+    elif source == "env":
+        env[option.env] = env_text(value)
+    with pytest.raises(config.ConfigError) as refused:
+        resolve(argv, env)
+    said = str(refused.value)
+    assert said.startswith(
+        option.where(source, path) + ": is for co-dealt hands, which are off without --codealer"
+    )
+    assert "give --codealer HOST:PORT" in said and "\n" not in said
+    given = resolve([*argv, "--codealer=127.0.0.1:3000", "--db=postgresql://x/y"], env)
+    assert given.sources[name] == source and given.server.codealer == "127.0.0.1:3000"
+
+
+def test_a_replica_name_without_a_database_is_refused_as_sqlite_has_no_claim() -> None:
+    with pytest.raises(config.ConfigError) as refused:
+        resolve(["--codealer=127.0.0.1:3000"], {"FAIRDECK_REPLICA_NAME": "dealer-1"})
+    assert str(refused.value).startswith("FAIRDECK_REPLICA_NAME (environment): names this replica's claim")
+    assert "give --db URL too, or drop it" in str(refused.value)
+
+
+def test_codeal_pool_without_codealer_exits_2_in_one_line_from_each_source(tmp_path: Path) -> None:
+    (tmp_path / "fairdeck.toml").write_text("codeal_pool = 4\n")
+    for argv, env, where in [
+        (["--codeal-pool", "4"], {}, "--codeal-pool (flag)"),
+        ([], {"FAIRDECK_CODEAL_POOL": "0"}, "FAIRDECK_CODEAL_POOL (environment)"),
+        (["--config", "fairdeck.toml"], {}, "codeal_pool (config file fairdeck.toml)"),
+    ]:
+        result = run_cli("--data", str(tmp_path / "data"), *argv, env=env, cwd=tmp_path)
+        assert result.returncode == 2 and result.stdout == "", result.stderr
+        assert result.stderr.startswith(f"fairdeck serve: {where}: is for co-dealt hands"), result.stderr
+        assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "data").exists()  # refused before anything was made

@@ -35,6 +35,7 @@ CONTEXT: dict[str, dict[str, Any]] = {
     # needs the rate limit off.
     "witness_threshold": {"witnesses": WITNESSES},
     "rate_burst": {"rate_limit": 0},
+    "codeal_pool": {"codealer": "127.0.0.1:3000"},  # refused without it, whatever its value
 }
 NAN, INF = math.nan, math.inf
 
@@ -65,6 +66,8 @@ def text(value: Any) -> str:
 def toml_literal(key: str, value: Any) -> str:
     if isinstance(value, list):
         return f"{key} = [" + ", ".join(f'"{v}"' for v in value) + "]\n"
+    if isinstance(value, str):
+        return f'{key} = "{value}"\n'
     return f"{key} = {text(value)}\n"
 
 

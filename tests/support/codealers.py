@@ -73,18 +73,26 @@ class CodealerProcess:
         self._log: IO[str] = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115
         argv = ["codealer", "serve", "--dir", str(directory), "--listen", listen, *args]
         self.proc: subprocess.Popen[str] | ForkedProcess
-        if forker is not None and env is None:
-            self.proc = forker.start(argv, self._log)
-        else:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "fairdeck.cli", *argv],
-                stdout=subprocess.PIPE,
-                stderr=self._log,
-                text=True,
-                env={**clean_env(), **(env or {})},
-            )
+        try:
+            if forker is not None and env is None:
+                self.proc = forker.start(argv, self._log)
+            else:
+                self.proc = subprocess.Popen(
+                    [sys.executable, "-m", "fairdeck.cli", *argv],
+                    stdout=subprocess.PIPE,
+                    stderr=self._log,
+                    text=True,
+                    env={**clean_env(), **(env or {})},
+                )
+        except BaseException:  # no process: its log is closed here, never by ``stop``
+            self._log.close()
+            raise
         assert self.proc.stdout is not None
-        first = self.proc.stdout.readline()  # blocks until the line or the process's end
+        try:
+            first = self.proc.stdout.readline()  # blocks until the line or the process's end
+        except BaseException:  # not UTF-8, or interrupted: the process stopped and its files closed
+            self.stop()
+            raise
         match = LISTENING.match(first.strip())
         if match is None:
             self.stop()

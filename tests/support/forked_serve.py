@@ -10,12 +10,14 @@ test_crash starts 21. Invariants: the forking process is single-threaded and run
 each start's process comes from it, so starts share no state; its environment is ``clean_env()``,
 its cwd and umask the caller's; stdin is /dev/null. Exit statuses are read through a pidfd, signals
 sent through one, so a reused pid is never signalled. Only for a plain start (no ``env`` or ``wrap``
-of DealerProcess, no ``env`` of CodealerProcess). ``run`` is ``subprocess.run`` of a forked start.
+of DealerProcess, no ``env`` of CodealerProcess). ``run`` is ``subprocess.run`` of a forked start,
+its stdout read with a deadline. A failure closes every descriptor it had opened.
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import select
@@ -41,6 +43,9 @@ WITH_CODEALER = (
 """The same and the co-dealer's serve: what the ``serve_forker`` fixture (fixtures.py) imports."""
 READY_S = 120.0
 """How long the forking process may take to import them, or to answer a start: never a timing bar."""
+STDOUT_AFTER_EXIT_S = 10.0
+"""How long ``run`` waits for the end of a start's stdout once the start ended: its own writes are
+all in the pipe by then, so a pipe still open is held by a process it left behind."""
 
 
 class ForkedProcess:
@@ -91,18 +96,23 @@ class ServeForker:
         from tests.support.env import clean_env
 
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self._sock = ours
         self._log_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"serve-forker-{os.getpid()}-{id(self)}.log"
         self._log = self._log_path.open("ab")
-        self._proc = subprocess.Popen(
-            [sys.executable, "-m", __name__, *preload],
-            stdin=theirs.fileno(),
-            stdout=subprocess.DEVNULL,
-            stderr=self._log,
-            env=clean_env(),
-            cwd=Path(__file__).parents[2],  # where ``tests`` is a package; each start changes to its own
-        )
-        theirs.close()
-        self._sock = ours
+        try:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", __name__, *preload],
+                stdin=theirs.fileno(),
+                stdout=subprocess.DEVNULL,
+                stderr=self._log,
+                env=clean_env(),
+                cwd=Path(__file__).parents[2],  # where ``tests`` is a package; each start changes to its own
+            )
+        except BaseException:
+            self._close_files()
+            raise
+        finally:
+            theirs.close()
         self._lock = threading.Lock()  # one start at a time: its pid is the next answer
         self._changed = threading.Condition()
         self._pids: list[int] = []
@@ -122,12 +132,16 @@ class ServeForker:
         self._reader.start()
 
     def _fail(self, why: str) -> NoReturn:
-        """Stop the forking process, remove its log, and fail with ``why``."""
+        """Stop the forking process, close its socket, remove its log, and fail with ``why``."""
         self._proc.kill()
         self._proc.wait()
+        self._close_files()
+        raise AssertionError(why)
+
+    def _close_files(self) -> None:
+        self._sock.close()
         self._log.close()
         self._log_path.unlink(missing_ok=True)
-        raise AssertionError(why)
 
     def _forker_log(self) -> str:
         self._log.flush()
@@ -150,38 +164,42 @@ class ServeForker:
         """``fairdeck ARGV`` forked: its stdout a pipe read as text, its stderr ``stderr``."""
         from tests.support.env import clean_env
 
-        read, write = os.pipe()
         request = {"argv": list(argv), "cwd": str(cwd or os.getcwd()), "env": clean_env(), "umask": umask()}
-        with self._lock:
-            try:
-                socket.send_fds(self._sock, [json.dumps(request).encode()], [write, stderr.fileno()])
-            finally:
-                os.close(write)
-            with self._changed:
-                assert self._changed.wait_for(lambda: self._pids or self._gone, READY_S), "no pid"
-                assert self._gone is None, self._gone
-                pid = self._pids.pop(0)
+        read, write = os.pipe()
+        try:
+            with self._lock:
+                try:
+                    socket.send_fds(self._sock, [json.dumps(request).encode()], [write, stderr.fileno()])
+                finally:
+                    os.close(write)
+                with self._changed:
+                    assert self._changed.wait_for(lambda: self._pids or self._gone, READY_S), "no pid"
+                    assert self._gone is None, self._gone
+                    pid = self._pids.pop(0)
+        except BaseException:  # the start never was: nothing will read its pipe
+            os.close(read)
+            raise
         return ForkedProcess(pid, os.fdopen(read, "r", encoding="utf-8", errors="strict"), self)
 
     def run(self, argv: Sequence[str], timeout: float) -> subprocess.CompletedProcess[str]:
         """``fairdeck ARGV`` forked and waited for, as ``subprocess.run(capture_output=True,
-        text=True, timeout=...)`` would: past ``timeout`` s it is killed and TimeoutExpired raised."""
+        text=True, timeout=...)`` would: past ``timeout`` s it is killed and TimeoutExpired raised.
+        Its stdout must end within STDOUT_AFTER_EXIT_S of its exit, else AssertionError: a read
+        without a deadline hung for ever on a pipe a process it left behind held open."""
         with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as err:
             proc = self.start(argv, err)
-            out: list[str] = []
-            reader = threading.Thread(target=lambda: out.append(proc.stdout.read()), daemon=True)
-            reader.start()
             try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
+                out = _read_to_end(proc, time.monotonic() + timeout)
+            except subprocess.TimeoutExpired as e:
                 proc.kill()
                 proc.wait()
-                raise
+                raise subprocess.TimeoutExpired(["fairdeck", *argv], timeout, e.output) from None
+            except AssertionError as e:
+                raise AssertionError(f"fairdeck {' '.join(argv)} exited ({proc.wait()}) {e}") from None
             finally:
-                reader.join(timeout=10)
                 proc.stdout.close()
             err.seek(0)
-            return subprocess.CompletedProcess(["fairdeck", *argv], proc.wait(), "".join(out), err.read())
+            return subprocess.CompletedProcess(["fairdeck", *argv], proc.wait(), out, err.read())
 
     def status(self, pid: int) -> int | None:
         """The exit status of ``pid`` (negative: the signal that ended it), once it has ended."""
@@ -203,6 +221,33 @@ class ServeForker:
             self._sock.close()
             self._log.close()
             self._log_path.unlink(missing_ok=True)
+
+
+def _read_to_end(proc: ForkedProcess, deadline: float) -> str:
+    """``proc``'s stdout to its end, as text: TimeoutExpired if ``proc`` runs past ``deadline``,
+    AssertionError if the pipe is still open STDOUT_AFTER_EXIT_S after it ended."""
+    fd, chunks = proc.stdout.fileno(), bytearray()
+    ended = None if proc._pidfd >= 0 else time.monotonic()  # -1: it had ended when it was made
+
+    def text() -> str:  # as a text-mode pipe reads it (universal newlines)
+        return io.TextIOWrapper(io.BytesIO(bytes(chunks)), encoding="utf-8", errors="strict").read()
+
+    while True:
+        left = (deadline if ended is None else ended + STDOUT_AFTER_EXIT_S) - time.monotonic()
+        if left <= 0 and ended is None:
+            raise subprocess.TimeoutExpired(["fairdeck"], 0, text())
+        if left <= 0:
+            raise AssertionError(
+                f"but its stdout was still open {STDOUT_AFTER_EXIT_S:g} s later: a process it left "
+                f"behind holds it (read so far: {text()[-200:]!r})"
+            )
+        ready, _, _ = select.select([fd] if ended is not None else [fd, proc._pidfd], [], [], left)
+        if ended is None and proc._pidfd in ready:  # a pidfd is readable once its process ended
+            ended = time.monotonic()
+        if fd in ready:
+            if not (chunk := os.read(fd, 1 << 16)):
+                return text()
+            chunks += chunk
 
 
 def umask() -> int:

@@ -31,7 +31,8 @@ EVERY = 2.0
 RETRY = 1.0
 """Seconds between them while it is not."""
 HELD_TIMEOUT = 5.0
-"""Seconds a round waits for ``held`` (a renewal on a hung link) before it says it cannot confirm."""
+"""Seconds a round waits for ``held`` before it says it cannot confirm: the bound on one that blocks.
+The dealer's (``CodealDealer.held_now``) only reads what the renewals' own thread left, so never does."""
 
 
 class CodealerWatch:

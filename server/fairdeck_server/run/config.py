@@ -36,6 +36,7 @@ from fairdeck_server.addresses import redact_url, split_host_port
 from fairdeck_server.dealing.codeal_claim import check_replica_name
 from fairdeck_server.observe import logging_setup
 from fairdeck_server.refusals import StartupRefused
+from fairdeck_server.run import option_needs
 from fairdeck_server.run.option_ranges import RANGES
 
 ENV_PREFIX = "FAIRDECK_"
@@ -179,7 +180,8 @@ class ServerConfig:
     codeal_default: bool = False
     """OpenHand with no mode opens a co-dealt hand (needs --codealer)."""
     codeal_pool: int = 16
-    """Co-dealt decks kept shuffled ahead per tenant and deck spec; 0: each open shuffles its own."""
+    """Co-dealt decks kept shuffled ahead per tenant and deck spec (needs --codealer); 0: each open
+    shuffles its own."""
     replica_name: str | None = None
     """This replica's stable name on PostgreSQL (its co-dealt record's holder); None: the host name."""
 
@@ -498,14 +500,8 @@ def load(flags: Mapping[str, Any], environ: Mapping[str, str], config_file: str 
         except ValueError as e:
             raise ConfigError(f"{option.where(source, path)}: {e}") from None
         values[option.name], sources[option.name] = value, source
-    if values["rate_limit"] > 0 and values["rate_burst"] < 1:
-        where = OPTIONS_BY_NAME["rate_burst"].where(sources["rate_burst"], path)
-        raise ConfigError(f"{where}: must be >= 1 while rate_limit is on (rate_limit 0 turns it off)")
-    if values["witness_threshold"] > len(values["witnesses"]):
-        where = OPTIONS_BY_NAME["witness_threshold"].where(sources["witness_threshold"], path)
-        raise ConfigError(
-            f"{where}: must be at most the {len(values['witnesses'])} witnesses named with --witness"
-        )
+    if wrong := option_needs.problem(values, sources, lambda n: OPTIONS_BY_NAME[n].where(sources[n], path)):
+        raise ConfigError(wrong)  # options that make no sense together (option_needs.py)
     log_level = values.pop("log_level")
     return Settings(ServerConfig(**values), log_level, sources, path)
 
