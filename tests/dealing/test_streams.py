@@ -103,7 +103,7 @@ def test_deal_hands_with_close_holds_hands_against_the_cap_while_it_runs(tmp_pat
             wait_for("the ended call's hands to be released", dealt, every=0.2)
 
 
-@pytest.mark.serial
+@pytest.mark.paired  # a bound in chunks, over waits of the reader
 def test_an_unread_stream_stops_producing_and_resumes_when_read(tmp_path: Path) -> None:
     """The handler awaits each write, and the dealer builds at most one chunk ahead, so
     a stream nobody reads makes no more hands than the transport's window holds.

@@ -20,7 +20,7 @@ from tests.support.error_details import error_info
 from tests.support.speed import scaled
 from tests.support.waits import hold_silent, pace, wait_for
 
-pytestmark = pytest.mark.serial  # holds time or CPU to a bar: runs alone in a parallel run
+pytestmark = pytest.mark.paired  # waits out the dealer's deadlines to a bar: two at a time, after the others
 
 
 def _settled(running: RunningDealer) -> tuple[int, int]:

@@ -504,7 +504,7 @@ def test_open_hands_cap(tmp_path: Path) -> None:
             again.open_hand()
 
 
-@pytest.mark.serial
+@pytest.mark.paired  # a hold of the retry delay, at least
 def test_asking_again_while_capped_is_held_like_a_flood(tmp_path: Path) -> None:
     """The first TOO_MANY_OPEN_HANDS is answered at once: the caller should close some. Asking
     again within CAP_AGAIN is a flood (the abuse benchmark's 8 threads asked 1,400 times a second,

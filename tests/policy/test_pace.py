@@ -16,18 +16,15 @@ from fairdeck.client import AsyncDealerClient
 from fairdeck.client.exceptions import ResourceExhausted
 from fairdeck_server.fair import SHARED_WINDOW
 from fairdeck_server.policy.limits import PACE_AT_ONCE, PACE_RATE, RateLimiter
+from tests.support.connections import OWN_CONNECTION
 from tests.support.dealers import RunningDealer
 from tests.support.ops import Clock, dealer_tokens, sample, scrape
 from tests.support.speed import scaled
 from tests.support.waits import outlast, outlast_async, pace_async, wait_for_async
 
-pytestmark = pytest.mark.serial  # holds time or CPU to a bar: runs alone in a parallel run
-
-OWN = (("grpc.use_local_subchannel_pool", 1),)
-"""Zenith's client options: a connection of its own, as another game server has. Two clients of
-one process share one (gRPC's global subchannel pool, docs/scaling.md), and with it its 50
-streams: behind acme's burst, queued in the client, zenith's calls reached the dealer a second
-late on a slow machine, so acme counted as alone and its burst went unpaced (1.09 s for 2)."""
+# Zenith has a connection of its own, as another game server has: sharing acme's (gRPC's global
+# subchannel pool), its calls queued in the client behind acme's burst and its 50 streams, reached
+# the dealer a second late on a slow machine, and acme, counted alone, went unpaced (1.09 s for 2).
 
 
 def test_a_burst_starts_a_few_at_once_then_at_the_rate() -> None:
@@ -68,7 +65,9 @@ async def _gets(
     and its later calls were rightly served unpaced (1.2 s for a 2 s pace)."""
     async with (
         AsyncDealerClient(running.target, api_token=tokens["acme"], retries=0) as acme,
-        AsyncDealerClient(running.target, api_token=tokens["zenith"], retries=0, options=OWN) as zenith,
+        AsyncDealerClient(
+            running.target, api_token=tokens["zenith"], retries=0, options=OWN_CONNECTION
+        ) as zenith,
     ):
         hand = await acme.open_hand()
         caller = None
@@ -92,6 +91,7 @@ async def _gets(
         return took, got
 
 
+@pytest.mark.serial  # alone, the burst is held to the pace less 1 s
 def test_a_burst_is_served_at_the_rate_while_another_tenant_calls_and_at_once_alone(tmp_path: Path) -> None:
     """40 calls past PACE_AT_ONCE at 20 a second take 2 s while zenith calls; alone, a fraction
     of that. None is refused either way. The metrics count the calls that waited (the first
@@ -119,6 +119,7 @@ def test_a_burst_is_served_at_the_rate_while_another_tenant_calls_and_at_once_al
     assert 0 < waited <= step * past * (past - 1) / 2, waited
 
 
+@pytest.mark.paired  # due times are absolute: a late arrival changes nothing
 def test_a_call_that_would_wait_past_half_its_deadline_is_refused_instead(tmp_path: Path) -> None:
     """At 2 a second and a 2.5 s deadline a call may wait 1.25 s: the 65th to 67th of a burst
     start (after 0, 0.5 and 1 s), the rest are refused RATE_LIMITED, none ends
@@ -167,7 +168,9 @@ async def _gave_up(running: RunningDealer, tokens: dict[str, str], n: int) -> ob
     client behind the connection's 50 streams: the dealer never saw them end, nor begin."""
     async with (
         AsyncDealerClient(running.target, api_token=tokens["acme"], retries=0) as acme,
-        AsyncDealerClient(running.target, api_token=tokens["zenith"], retries=0, options=OWN) as zenith,
+        AsyncDealerClient(
+            running.target, api_token=tokens["zenith"], retries=0, options=OWN_CONNECTION
+        ) as zenith,
     ):
         hand = await acme.open_hand()
         await zenith.open_hand()
@@ -188,6 +191,7 @@ async def _gave_up(running: RunningDealer, tokens: dict[str, str], n: int) -> ob
             return e
 
 
+@pytest.mark.paired  # a 1 s deadline against a wait of up to 4 s
 def test_calls_given_up_while_paced_do_not_hold_back_the_tenants_next_call(tmp_path: Path) -> None:
     """At 10 a second 40 calls past PACE_AT_ONCE are spread over 4 s; the client gives up on
     them once they have reached the dealer. Its next call (its bucket has 900 tokens) starts at
@@ -207,7 +211,9 @@ async def _burst_beside_a_stream(running: RunningDealer, tokens: dict[str, str],
     over a window before: how long they took."""
     async with (
         AsyncDealerClient(running.target, api_token=tokens["acme"], retries=0) as acme,
-        AsyncDealerClient(running.target, api_token=tokens["zenith"], retries=0, options=OWN) as zenith,
+        AsyncDealerClient(
+            running.target, api_token=tokens["zenith"], retries=0, options=OWN_CONNECTION
+        ) as zenith,
     ):
         hand = await acme.open_hand()
 
@@ -228,6 +234,7 @@ async def _burst_beside_a_stream(running: RunningDealer, tokens: dict[str, str],
         return took
 
 
+@pytest.mark.serial  # a stream beside the burst: CPU
 def test_a_burst_is_paced_while_another_tenants_stream_runs(tmp_path: Path) -> None:
     """A DealHands stream takes no admission slot, so it was never seen: a tenant whose only
     call is a long stream did not count as another tenant calling, and acme's burst was served

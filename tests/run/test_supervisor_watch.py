@@ -89,7 +89,7 @@ class Watching:
             w.close()
 
 
-@pytest.mark.serial
+@pytest.mark.paired  # waits out the supervisor's own timers
 def test_a_worker_running_but_silent_is_replaced_after_the_timeout(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -277,7 +277,7 @@ class _Unkillable(subprocess.Popen[bytes]):
         self.send_signal(signal.SIGSTOP)
 
 
-@pytest.mark.serial
+@pytest.mark.paired  # waits out the supervisor's own timers
 def test_a_worker_sigkill_does_not_end_holds_the_supervisor_for_a_bounded_time(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -404,7 +404,7 @@ def supervise(
     return code, [p.pid for p in spawned], took
 
 
-@pytest.mark.serial
+@pytest.mark.paired  # waits out the supervisor's own timers
 def test_workers_sigkill_does_not_end_are_waited_for_together_and_said_once(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -446,7 +446,7 @@ GRACE = 1.0
 """The drain's grace the watch gives the next test's workers (``serve`` gives grace_seconds + 5)."""
 
 
-@pytest.mark.serial
+@pytest.mark.paired  # waits out the supervisor's own timers
 def test_a_worker_that_does_not_act_on_sigterm_is_killed_after_the_grace(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -34,7 +34,7 @@ HEADERS = b"".join(
 )
 
 
-@pytest.mark.serial
+@pytest.mark.paired  # waits out the connection bounds
 def test_slow_and_idle_connections_are_closed_after_their_bound(tmp_path: Path) -> None:
     # A 0.3 s default deadline makes the age's grace (STREAM_RUNS + 1 deadlines) 3.3 s, not 11 s:
     # still 2.7 s past a grace of one deadline (the bug), and the ordinary client deals again
@@ -98,7 +98,7 @@ def _dealt(client: DealerClient) -> str | None:
         return None
 
 
-@pytest.mark.serial
+@pytest.mark.paired  # waits out the connection bounds
 def test_one_address_keeps_at_most_its_share_of_connections(tmp_path: Path) -> None:
     with DealerProcess(
         tmp_path / "d",
