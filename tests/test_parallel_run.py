@@ -13,7 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.parallel import DURATIONS
+from tests.support.parallel import (
+    DURATIONS,
+    LONG,
+    PLAIN_GUESS,
+    expected_seconds,
+    read_snapshot,
+    snapshot_of,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.xdist_group("parallel_run")  # the tests share one run of the small suite
@@ -225,3 +232,22 @@ def test_a_run_leaves_each_tests_time_for_the_next_runs_order(
     names += [f"test_marked.py::test_plain[{i}]" for i in range(4)] + ["test_marked.py::test_slow"]
     assert set(timed) == set(names), timed
     assert all(0 <= timed[name] < 50 for name in names), timed  # this run's own times, not the last
+
+
+def test_a_checkout_with_no_times_of_its_own_orders_by_the_committed_snapshot(tmp_path: Path) -> None:
+    """A fresh clone (CI's) has no pytest cache: its order came from the ``slow`` marks alone, and
+    its paired lanes were split by count. SNAPSHOT gives it an idle whole run's times: a long test
+    by its id, any other by its module's mean, a module it lacks by the guesses."""
+    timed = {"a.py::long": 30.0, "a.py::short": 0.2, "a.py::shorter": 0.1, "b.py::x": 0.4}
+    path = tmp_path / "durations.json"
+    path.write_text(json.dumps(snapshot_of(timed)))
+    tests, modules = read_snapshot(path)
+    assert tests == {"a.py::long": 30.0} and modules == {"a.py": 0.15, "b.py": 0.4}
+    expected = expected_seconds(
+        ["a.py::long", "a.py::new", "b.py::x", "c.py::y"], tests, frozenset(), modules
+    )
+    assert expected == {"a.py::long": 30.0, "a.py::new": 0.15, "b.py::x": 0.4, "c.py::y": PLAIN_GUESS}
+    path.write_text('{"tests": {"a.py::long": -1}, "modules": {}}')  # not as written: ignored
+    assert read_snapshot(path) == ({}, {})
+    tests, modules = read_snapshot()  # the committed one
+    assert tests and modules and all(seconds >= LONG for seconds in tests.values())

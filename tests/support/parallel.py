@@ -71,22 +71,62 @@ PLAIN_GUESS = 0.5
 """Seconds expected of any other test that no run has timed (an idle whole run's mean per test)."""
 
 
-def expected_seconds(tests: list[str], timed: dict[str, float], slow: frozenset[str]) -> dict[str, float]:
-    """How long each test is expected to take: its time when it last ran, else the mean of its
-    module's timed tests, else a guess from its ``slow`` mark."""
-    modules: dict[str, list[float]] = {}
+def expected_seconds(
+    tests: list[str], timed: dict[str, float], slow: frozenset[str], modules: dict[str, float] | None = None
+) -> dict[str, float]:
+    """How long each test is expected to take: its time when it last ran, else its module's mean
+    in the SNAPSHOT (``modules``), else the mean of its module's timed tests, else a guess from its
+    ``slow`` mark."""
+    means: dict[str, list[float]] = {}
     for test, seconds in timed.items():
-        modules.setdefault(test.split("::", 1)[0], []).append(seconds)
+        means.setdefault(test.split("::", 1)[0], []).append(seconds)
+    modules = modules or {}
     expected: dict[str, float] = {}
     for test in tests:
-        same = modules.get(test.split("::", 1)[0])
+        module = test.split("::", 1)[0]
+        same = means.get(module)
         if test in timed:
             expected[test] = timed[test]
+        elif module in modules:
+            expected[test] = modules[module]
         elif same:
             expected[test] = sum(same) / len(same)
         else:
             expected[test] = SLOW_GUESS if test in slow else PLAIN_GUESS
     return expected
+
+
+SNAPSHOT = Path(__file__).with_name("durations.json")
+"""An idle whole run's seconds, for a checkout whose pytest cache has none (a fresh clone, as CI's):
+``{"tests": {id: s}}`` for the tests of LONG seconds or more, ``{"modules": {path: s}}`` the mean of
+each module's others. ``python -m tests.support.parallel`` rewrites it from this checkout's cache
+after a whole run; a stale one only orders worse, and never changes which tests run."""
+LONG = 1.0
+
+
+def read_snapshot(path: Path = SNAPSHOT) -> tuple[dict[str, float], dict[str, float]]:
+    """The SNAPSHOT's tests and module means; empty where it is missing or not as written."""
+    try:
+        data = json.loads(path.read_text("utf-8"))
+        tests, modules = dict(data["tests"]), dict(data["modules"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}, {}
+    seconds = [v for v in (*tests.values(), *modules.values())]
+    if not all(isinstance(v, int | float) and v >= 0 for v in seconds):
+        return {}, {}
+    return {k: float(v) for k, v in tests.items()}, {k: float(v) for k, v in modules.items()}
+
+
+def snapshot_of(timed: dict[str, float]) -> dict[str, dict[str, float]]:
+    """What SNAPSHOT holds for the times of a whole run."""
+    short: dict[str, list[float]] = {}
+    for test, seconds in timed.items():
+        if seconds < LONG:
+            short.setdefault(test.split("::", 1)[0], []).append(seconds)
+    return {
+        "tests": {test: round(seconds, 1) for test, seconds in sorted(timed.items()) if seconds >= LONG},
+        "modules": {module: round(sum(v) / len(v), 3) for module, v in sorted(short.items())},
+    }
 
 
 def lanes(paired: list[str], expected: dict[str, float]) -> dict[str, str]:
@@ -126,6 +166,10 @@ class SerialLastScheduling(LoadScopeScheduling):  # type: ignore[misc]
         self.slow_ids: frozenset[str] = frozenset()
         self.lane_of: dict[str, str] = {}
         self.timed = timed_before(config)
+        if not self.timed:  # a checkout that never ran its tests: an idle whole run's, committed
+            self.timed, self.module_means = read_snapshot()
+        else:
+            self.module_means = {}
         self.ordered = False
         self.keeper: Any = None
         self.partner: Any = None
@@ -140,14 +184,16 @@ class SerialLastScheduling(LoadScopeScheduling):  # type: ignore[misc]
             paired_ids = {test for ids in marked for test in ids["paired"]} - self.serial_ids
             collected = next(iter(self.registered_collections.values()), [])
             paired = [test for test in collected if test in paired_ids]
-            self.lane_of = lanes(paired, expected_seconds(paired, self.timed, self.slow_ids))
+            self.lane_of = lanes(
+                paired, expected_seconds(paired, self.timed, self.slow_ids, self.module_means)
+            )
         super().schedule()
 
     def _longest_first(self) -> None:
         """The work queue, its longest units first; a stable sort, so units expected alike keep the
         base class's order (the most tests first, then as collected)."""
         tests = [test for unit in self.workqueue.values() for test in unit]
-        expected = expected_seconds(tests, self.timed, self.slow_ids)
+        expected = expected_seconds(tests, self.timed, self.slow_ids, self.module_means)
         units = sorted(self.workqueue.items(), key=lambda unit: -sum(expected[test] for test in unit[1]))
         self.workqueue = OrderedDict(units)
 
@@ -301,3 +347,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         slow = [item.nodeid for item in items if item.get_closest_marker("slow") is not None]
         paired = [item.nodeid for item in items if item.get_closest_marker(PAIRED) is not None]
         write_marked_ids(Path(os.environ[SERIAL_DIR]), workerinput["workerid"], serial, groups, slow, paired)
+
+
+if __name__ == "__main__":  # python -m tests.support.parallel: SNAPSHOT from this checkout's cache
+    cache = Path(".pytest_cache/v") / DURATIONS
+    runs = json.loads(cache.read_text("utf-8"))
+    SNAPSHOT.write_text(json.dumps(snapshot_of(runs), indent=0) + "\n", encoding="utf-8")
+    print(f"{SNAPSHOT}: {len(runs)} tests' times from {cache}")
