@@ -148,7 +148,10 @@ def test_lab_test_writes_no_report_through_a_planted_link(
     (copy / "report" / "report.json").symlink_to(outside.victim)
     (copy / "report" / "report.html").symlink_to(outside.victim)
     done = forked("lab", "test", str(copy), "--dieharder", "none", "--no-progress", "--statistics-only")
-    assert "Traceback" not in done.stderr and done.returncode in (0, 3), done
+    # The batteries' own verdict on a fresh collection's random bytes: passed (0), inconclusive at
+    # this size (3), or, by chance at the tests' levels, failed (1: a CI run saw it). This test is
+    # about the refusal and the label, which the last line carries whatever the verdict.
+    assert "Traceback" not in done.stderr and done.returncode in (0, 1, 3), done
     outside.untouched()
     assert not (copy / "report" / "report.json").is_symlink()  # the link was replaced, not followed
     assert json.loads((copy / "report" / "report.json").read_text())["verdict"]
@@ -270,12 +273,17 @@ def test_an_offline_collection_is_refused_unless_the_statistics_only_are_asked_f
     done = forked(
         "lab", "test", str(copy), "--dieharder", "none", "--no-progress", "--sample", "5", "--statistics-only"
     )
-    assert "Traceback" not in done.stderr and done.returncode in (0, 3), done
+    # The batteries' own verdict on a fresh collection's random bytes: passed (0), inconclusive at
+    # this size (3), or, by chance at the tests' levels, failed (1: a CI run saw it). This test is
+    # about the refusal and the label, which the last line carries whatever the verdict.
+    assert "Traceback" not in done.stderr and done.returncode in (0, 1, 3), done
     lines = done.stdout.strip().splitlines()
     assert any(line.startswith("provenance: NOT BOUND: every layer re-derived") for line in lines), (
         done.stdout
     )
-    assert "5 of" in done.stdout and lines[-1].endswith("(the statistics only: provenance NOT BOUND)"), lines
+    verdict = {0: "OK", 1: "FAILED", 3: "INCONCLUSIVE"}[done.returncode]
+    assert lines[-1] == f"{verdict} (the statistics only: provenance NOT BOUND)", lines
+    assert "5 of" in done.stdout, lines
     report = json.loads((copy / "report" / "report.json").read_text())
     assert report["parameters"]["provenance"]["verdict"] == "NOT BOUND"
 
