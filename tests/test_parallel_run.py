@@ -251,3 +251,51 @@ def test_a_checkout_with_no_times_of_its_own_orders_by_the_committed_snapshot(tm
     assert read_snapshot(path) == ({}, {})
     tests, modules = read_snapshot()  # the committed one
     assert tests and modules and all(seconds >= LONG for seconds in tests.values())
+
+
+CRASHING = """
+import os
+import pytest
+
+@pytest.mark.parametrize("i", range(6))
+def test_before(i):
+    pass
+
+{mark}
+def test_crash():
+    os._exit(3)  # the worker dies, as on a segfault
+
+@pytest.mark.parametrize("i", range(6))
+def test_after(i):
+    pass
+
+@pytest.mark.paired
+@pytest.mark.parametrize("i", range(4))
+def test_paired(i):
+    pass
+
+@pytest.mark.serial
+@pytest.mark.parametrize("i", range(2))
+def test_alone(i):
+    pass
+"""
+
+
+@pytest.mark.parametrize("mark", ["", "@pytest.mark.paired", "@pytest.mark.serial"])
+def test_a_worker_that_crashes_in_any_phase_fails_its_test_once_and_the_run_ends(
+    tmp_path: Path, mark: str
+) -> None:
+    """pytest-xdist 3.8 put a crashed worker's finished units back as empty lists nothing answers,
+    ran the test it crashed on again in each replacement, and left a replacement holding its one
+    test for ever: the run hung after a crash (tests/support/parallel.py, remove_node)."""
+    (tmp_path / "test_crash.py").write_text(textwrap.dedent(CRASHING.format(mark=mark)))
+    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    serial: alone\n    paired: two at once\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("PYTEST_XDIST_WORKER", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "tests.support.parallel", "-p", "no:cacheprovider", "-n", "2"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "1 failed, 18 passed" in done.stdout, done.stdout[-3000:]
+    assert done.stdout.count("crashed while running 'test_crash.py::test_crash'") == 1, done.stdout[-3000:]

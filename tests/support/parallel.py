@@ -187,7 +187,11 @@ class SerialLastScheduling(LoadScopeScheduling):  # type: ignore[misc]
             self.lane_of = lanes(
                 paired, expected_seconds(paired, self.timed, self.slow_ids, self.module_means)
             )
+            super().schedule()
+            return
         super().schedule()
+        for node in self.nodes:  # a replacement: two units, as at the start, or it holds its one
+            self._reschedule(node)  # test for ever, waiting to be told what follows (#1327)
 
     def _longest_first(self) -> None:
         """The work queue, its longest units first; a stable sort, so units expected alike keep the
@@ -255,7 +259,20 @@ class SerialLastScheduling(LoadScopeScheduling):  # type: ignore[misc]
             self.keeper.shutdown()  # it runs what it has, then stops, as the base class's last node does
 
     def remove_node(self, node: Any) -> str | None:
+        """A worker gone. One that crashed had its whole workload put back by the base class of
+        pytest-xdist 3.8: its finished units too, sent again as empty lists nothing answers (the
+        run hung: pytest-xdist#1378), and the test it crashed on, run again by each replacement
+        until the restarts ran out (#1371). Its finished units are dropped first, and the test
+        it crashed on (failed, said the controller) counted done."""
+        workload = self.assigned_work.get(node, {})
+        for scope in [scope for scope, unit in workload.items() if all(unit.values())]:
+            del workload[scope]
         crashed: str | None = super().remove_node(node)
+        unit = self.workqueue.get(self._split_scope(crashed)) if crashed is not None else None
+        if unit is not None:
+            unit[crashed] = True
+            if all(unit.values()):
+                del self.workqueue[self._split_scope(crashed)]
         for other in list(self.assigned_work):  # the keeper may have been waiting for this one
             self._reschedule(other)
         return crashed
