@@ -297,5 +297,7 @@ def test_a_worker_that_crashes_in_any_phase_fails_its_test_once_and_the_run_ends
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    # Failed once, not again in each replacement (which made it "5 failed" with the rest unrun).
     assert "1 failed, 18 passed" in done.stdout, done.stdout[-3000:]
-    assert done.stdout.count("crashed while running 'test_crash.py::test_crash'") == 1, done.stdout[-3000:]
+    assert "crashed while running 'test_crash.py::test_crash'" in done.stdout, done.stdout[-3000:]
+    assert done.stdout.count("node down") == 1, done.stdout[-3000:]
