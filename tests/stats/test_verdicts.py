@@ -140,3 +140,17 @@ def test_a_large_biased_sample_still_fails() -> None:
     analysis = _ours_only(decks)
     assert not any(r.approximate for r in analysis.results)
     assert "pairs" in analysis.ours_failed and analysis.verdict == "failed"
+
+
+def test_a_fair_run_whose_pairs_test_is_too_small_is_inconclusive_end_to_end(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """At 20 decks (0.008 a pairs cell) seed 2's pairs scores adjusted p = 0.004: it exited 1, FAILED."""
+    argv = ["stats", "-n", "20", "--small-decks", "2000", "--controls", "none", "--seed", "2"]
+    code = main([*argv, "--workers", "1", "--no-progress", "--out", str(tmp_path)])
+    lines = capsys.readouterr().out.splitlines()
+    assert code == 3, lines
+    assert "ours: not rejected; too few decks to trust pairs" in lines
+    assert lines[-1].startswith("INCONCLUSIVE at this N: ours passes every test, but pairs would have")
+    page = (tmp_path / "report.html").read_text(encoding="utf-8")
+    assert "not rejected (too few decks)" in page and "FAILED" not in page

@@ -144,11 +144,16 @@ def summary(analysis: Analysis, spec: RunSpec, sources: list[str], out: TextIO) 
             text = (
                 ""
                 if r is None
-                else ("✗ " if r.rejected else "") + report.format_p(report.adjusted_log10(r, m), r.p_adjusted)
+                else ("✗ " if r.rejected else "~ " if r.approximate else "")
+                + report.format_p(report.adjusted_log10(r, m), r.p_adjusted)
             )
             row += " " + f"{text:>11}"  # a space even when a p-value is wider than its column
         print(row, file=out)
-    print(f"(Holm-adjusted p over all {m} tests; ✗: rejected at alpha = {analysis.alpha:g})", file=out)
+    print(
+        f"(Holm-adjusted p over all {m} tests; ✗: rejected at alpha = {analysis.alpha:g}; "
+        f"~: under {MIN_EXPECTED:g} decks expected per cell, too few to reject)",
+        file=out,
+    )
     if analysis.ours_passes and analysis.too_small(OURS):
         print(f"ours: not rejected; too few decks to trust {', '.join(analysis.too_small(OURS))}", file=out)
     elif analysis.ours_passes:
