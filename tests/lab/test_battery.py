@@ -104,3 +104,22 @@ def test_a_source_of_ours_that_no_test_could_run_on_is_not_ok() -> None:
 
     page = report.render([b], {}, {})
     assert "untested: seeds" in page and "no test could run on it" in page
+
+
+def test_a_test_too_small_to_trust_is_inconclusive_and_catches_nothing() -> None:
+    """Bug: a 50-deck battery FAILED ours on a pairs test expecting 0.02 decks a cell."""
+    sparse = [battery._result("ours", "pairs", 1e-10), battery._result("bad", "pairs", 1e-12)]
+    for r in sparse:
+        r.approximate = True
+    results = [*sparse, battery._result("ours", "t", 0.5), battery._result("bad", "t", 0.3)]
+    checks.holm(results, 0.01)
+    b = battery.Battery("b", ["ours"], ["bad"], results, 0.01, "holm")
+    assert b.rejected_by("ours") == [] and b.rejected_by("bad") == []
+    assert b.too_small("ours") == ["pairs"] and b.as_dict()["too_small"] == {
+        "ours": ["pairs"],
+        "bad": ["pairs"],
+    }
+    assert b.verdict == battery.INCONCLUSIVE
+    results[3] = battery._result("bad", "t", 1e-12)  # a trusted test catches the control: still not OK
+    checks.holm(results, 0.01)
+    assert battery.Battery("b", ["ours"], ["bad"], results, 0.01, "holm").verdict == battery.INCONCLUSIVE

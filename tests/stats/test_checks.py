@@ -99,3 +99,49 @@ def test_holm_adjusts_like_the_textbook() -> None:
     # sorted 0.005, 0.01, 0.03, 0.04 -> 4*0.005=0.02, 3*0.01=0.03, 2*0.03=0.06, max(0.06, 0.04)=0.06
     assert [r.p_adjusted for r in results] == pytest.approx([0.03, 0.06, 0.06, 0.02])
     assert [r.rejected for r in results] == [True, False, False, True]
+
+
+def test_a_sparse_table_never_rejects_and_a_dense_one_still_does() -> None:
+    """Bug: a pairs test expecting 0.02 decks a cell (50 fair decks) rejected at p = 1e-10.
+
+    The chi-square tail is wildly optimistic there, so fair sources were FAILED in 2% of small
+    runs; now such a result is computed, marked approximate and kept in Holm's family, but never
+    rejects. A dense table with the same kind of bias is still rejected (power kept).
+    """
+    n = 52
+    sparse = np.zeros((n, n), dtype=np.int64)
+    sparse[7, 3] = 50  # 50 decks with the same first two cards: p far below 1e-100
+    r = checks.pair_test("ours", sparse)
+    assert r.approximate and r.log10_p < -100 and "cannot reject" in r.note
+    rng = np.random.default_rng(5)
+    dense = rng.multinomial(20_000, np.full(n * n, 1 / (n * (n - 1))) * (1 - np.eye(n).ravel()))
+    dense = dense.reshape(n, n)
+    dense[7, 3] += 60  # 7.5 expected per cell: a cell of 68 is a bias, not chance
+    d = checks.pair_test("ours", dense)
+    assert not d.approximate and d.log10_p < -10
+    checks.holm([r, d], 0.01)
+    assert (r.rejected, d.rejected) == (False, True)
+    assert r.p_adjusted <= 0.01  # it stays in the family and shows its (untrusted) adjusted p
+    assert checks.too_small([r, d], "ours", 0.01) == ["pairs"]
+
+
+def test_holm_keeps_approximate_results_in_its_family() -> None:
+    """m counts them, so the trusted results are corrected as if they had rejected (conservative)."""
+    results = [
+        checks.Result("s", f"t{i}", 0.0, 1.0, p, math.log10(p), approximate=i == 0)
+        for i, p in enumerate([1e-9, 0.004, 0.5])
+    ]
+    checks.holm(results, 0.01)
+    assert [r.p_adjusted for r in results] == pytest.approx([3e-9, 0.008, 0.5])
+    assert [r.rejected for r in results] == [False, True, False]
+
+
+def test_a_histogram_with_a_sparse_middle_cell_is_approximate() -> None:
+    # 30 decks of rising sequences: the tails merge to 5 expected, a cell between stays under it
+    fair = exact.rising_sequence_probabilities(52)
+    _, e, _ = checks.merge_tails(np.zeros(52, dtype=np.int64), fair, 30)
+    assert e.min() < checks.MIN_EXPECTED
+    observed = np.round(np.array(fair) * 30).astype(np.int64)
+    assert checks.histogram_test("x", "rising", observed, fair, 1).approximate
+    dense = np.round(np.array(fair) * 100_000).astype(np.int64)
+    assert not checks.histogram_test("x", "rising", dense, fair, 1).approximate

@@ -6,7 +6,9 @@ Each test is named after a bug it pins:
   was headed "FAILED" with exit 1, like a run where ours was rejected;
 - the radar chart scaled each panel on its own, so ours' noise filled its
   panel as the broken shuffle's bias filled the other;
-- ``--target`` did not say that every sampled hand is added to the live log.
+- ``--target`` did not say that every sampled hand is added to the live log;
+- a pairs test expecting 0.02 decks a cell (about 50 decks) rejected a fair source, FAILED,
+  in about 2% of runs: its chi-square tail is far too optimistic there.
 """
 
 from __future__ import annotations
@@ -21,12 +23,15 @@ pytest.importorskip("numpy")
 pytest.importorskip("scipy")
 pytest.importorskip("matplotlib")
 
+import numpy as np
 from matplotlib.figure import Figure
 
 from fairdeck.cli import main
+from fairdeck.cli.stats_run import verdict_line
 from fairdeck.stats import report
 from fairdeck.stats.analysis import Analysis, analyse
-from fairdeck.stats.sampling import OURS, RunSpec, sample
+from fairdeck.stats.sampling import OURS, RunSpec, Sample, sample
+from fairdeck.stats.tally import DeckTally, hash_keys
 
 ESCAPES = ["-n", "3000", "--controls", "seeded_32bit", "--workers", "1", "--no-progress"]
 """At 3,000 decks a 32-bit seed expects C(3000, 2) / 2^32 = 0.001 repeated decks: nothing can see it."""
@@ -97,3 +102,55 @@ def test_target_help_says_it_writes_to_the_live_log(capsys: pytest.CaptureFixtur
     text = " ".join(capsys.readouterr().out.split())
     assert "each adds a commit and a reveal to the dealer's live transparency log, for good" in text
     assert "3 INCONCLUSIVE at this N" in text
+
+
+def _ours_only(decks: np.ndarray) -> Analysis:
+    """``fairdeck stats``' analysis of ours alone, from decks given as card ranks."""
+    spec = RunSpec("standard", len(decks), 1, "small", controls=(), small_sizes=())
+    tally = DeckTally.empty(52)
+    tally.add(decks, hash_keys("small", 52))
+    return analyse({OURS: Sample(OURS, main=tally)}, spec, 0.01)
+
+
+def test_a_test_too_small_to_trust_is_inconclusive_never_failed() -> None:
+    """50 decks sharing their first two cards: pairs scores p < 1e-100 with 0.02 decks a cell."""
+    rng = np.random.default_rng(36)
+    decks = np.argsort(rng.random((50, 52)), axis=1)
+    for deck in decks:  # cards 7 then 3 on top, the rest still shuffled
+        rest = deck[(deck != 7) & (deck != 3)]
+        deck[:] = np.concatenate(([7, 3], rest))
+    analysis = _ours_only(decks)
+    pairs = next(r for r in analysis.results if r.test == "pairs")
+    assert pairs.approximate and pairs.log10_p < -100 and not pairs.rejected
+    assert analysis.ours_failed == [] and "pairs" in analysis.too_small(OURS)
+    assert analysis.verdict == "inconclusive"
+    line = verdict_line(analysis)
+    assert line.startswith("INCONCLUSIVE at this N: ours passes every test, but ") and "pairs" in line
+    assert "too few to trust" in line
+
+
+def test_a_large_biased_sample_still_fails() -> None:
+    """The same bias in 20,000 decks (7.5 a pairs cell, 385 a position cell): FAILED, as before."""
+    rng = np.random.default_rng(36)
+    decks = np.argsort(rng.random((20_000, 52)), axis=1)
+    biased = decks[:300]  # 300 decks with 7 then 3 on top: 68 times the chance share
+    for deck in biased:
+        rest = deck[(deck != 7) & (deck != 3)]
+        deck[:] = np.concatenate(([7, 3], rest))
+    analysis = _ours_only(decks)
+    assert not any(r.approximate for r in analysis.results)
+    assert "pairs" in analysis.ours_failed and analysis.verdict == "failed"
+
+
+def test_a_fair_run_whose_pairs_test_is_too_small_is_inconclusive_end_to_end(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """At 20 decks (0.008 a pairs cell) seed 2's pairs scores adjusted p = 0.004: it exited 1, FAILED."""
+    argv = ["stats", "-n", "20", "--small-decks", "2000", "--controls", "none", "--seed", "2"]
+    code = main([*argv, "--workers", "1", "--no-progress", "--out", str(tmp_path)])
+    lines = capsys.readouterr().out.splitlines()
+    assert code == 3, lines
+    assert "ours: not rejected; too few decks to trust pairs" in lines
+    assert lines[-1].startswith("INCONCLUSIVE at this N: ours passes every test, but pairs would have")
+    page = (tmp_path / "report.html").read_text(encoding="utf-8")
+    assert "not rejected (too few decks)" in page and "FAILED" not in page

@@ -332,7 +332,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "biased bit), "
         "and write report.html and report.json. Exit status: 0 OK (ours passes, every bad generator "
         "rejected); 1 FAILED (ours rejected, or provenance FAILED); 3 INCONCLUSIVE (a bad generator "
-        "escaped); 2 bad usage, a missing tool, or provenance NOT BOUND to a dealer's signed log "
+        "escaped, or a test too small to trust would have rejected ours); "
+        "2 bad usage, a missing tool, or provenance NOT BOUND to a dealer's signed log "
         "without --statistics-only.",
     )
     test.add_argument("dir", metavar="DIR", help="a collection written by `fairdeck lab collect`")

@@ -81,7 +81,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "charts. Exit status: 0 OK (ours passes every test and every broken shuffle is caught); 1 FAILED "
         "(ours is rejected by a test, or with --target a dealt hand did not verify); "
         "3 INCONCLUSIVE at this N (ours passes, but a broken shuffle went uncaught, so a larger -n "
-        "is needed to show the tests can see its defect); 2 bad arguments or the stats extra missing.",
+        "is needed to show the tests can see its defect, or a test with under 5 decks expected per "
+        "cell, too few to trust, would have rejected ours); 2 bad arguments or the stats extra missing.",
     )
     stats.add_argument(
         "-n",

@@ -25,9 +25,9 @@ from fairdeck.cli import cli_credentials, progress
 from fairdeck.client.exceptions import FairdeckError
 from fairdeck.core.versions import CURRENT_VERSION
 from fairdeck.stats import report
-from fairdeck.stats.analysis import EXIT_STATUS, INCONCLUSIVE, Analysis, analyse, why_not_caught
+from fairdeck.stats.analysis import EXIT_STATUS, INCONCLUSIVE, Analysis, analyse
 from fairdeck.stats.batch import BatchControl, controls
-from fairdeck.stats.checks import Result
+from fairdeck.stats.checks import MIN_EXPECTED, Result
 from fairdeck.stats.remote import DealerSample, sample_dealer
 from fairdeck.stats.sampling import OURS, RunSpec, Sample, sample
 
@@ -117,6 +117,9 @@ def as_json(analysis: Analysis, info: Mapping[str, Any], path: Path) -> dict[str
         "verdict": analysis.verdict,
         "ours_passes": analysis.ours_passes,
         "ours_rejected_by": analysis.ours_failed,
+        "too_small": {
+            s: t for s in dict.fromkeys(r.source for r in analysis.results) if (t := analysis.too_small(s))
+        },
         "caught": analysis.caught,
         "problems": analysis.problems,
         "alpha": analysis.alpha,
@@ -141,12 +144,19 @@ def summary(analysis: Analysis, spec: RunSpec, sources: list[str], out: TextIO) 
             text = (
                 ""
                 if r is None
-                else ("✗ " if r.rejected else "") + report.format_p(report.adjusted_log10(r, m), r.p_adjusted)
+                else ("✗ " if r.rejected else "~ " if r.approximate else "")
+                + report.format_p(report.adjusted_log10(r, m), r.p_adjusted)
             )
             row += " " + f"{text:>11}"  # a space even when a p-value is wider than its column
         print(row, file=out)
-    print(f"(Holm-adjusted p over all {m} tests; ✗: rejected at alpha = {analysis.alpha:g})", file=out)
-    if analysis.ours_passes:
+    print(
+        f"(Holm-adjusted p over all {m} tests; ✗: rejected at alpha = {analysis.alpha:g}; "
+        f"~: under {MIN_EXPECTED:g} decks expected per cell, too few to reject)",
+        file=out,
+    )
+    if analysis.ours_passes and analysis.too_small(OURS):
+        print(f"ours: not rejected; too few decks to trust {', '.join(analysis.too_small(OURS))}", file=out)
+    elif analysis.ours_passes:
         print("ours: passes every test", file=out)
     else:
         print(f"ours: REJECTED by {', '.join(analysis.ours_failed)}", file=out)
@@ -154,7 +164,7 @@ def summary(analysis: Analysis, spec: RunSpec, sources: list[str], out: TextIO) 
         if caught:
             print(f"{control}: caught by {', '.join(caught)}", file=out)
         else:
-            hint = why_not_caught(control, spec)
+            hint = analysis.hint(control, spec)
             print(f"{control}: NOT CAUGHT" + (f" ({hint})" if hint else ""), file=out)
     for problem in analysis.problems:
         print(f"FAILED: {problem}", file=out)
@@ -210,7 +220,7 @@ def run(args: argparse.Namespace) -> int:
     info = _info(args, spec, samples, started, load_before, targets, dealer)
     info["seconds: dealing and counting"] = round(sampled - began, 2)
     info["seconds: tests"] = round(analysed - sampled, 2)
-    hints = {c: why_not_caught(c, spec) for c, caught in analysis.caught.items() if not caught}
+    hints = {c: analysis.hint(c, spec) for c, caught in analysis.caught.items() if not caught}
     document = report.render(analysis, pictures, info, descriptions(spec, targets, found), hints)
     out = Path(args.out)
     path = report.write(out, pictures, document)
@@ -238,9 +248,19 @@ def run(args: argparse.Namespace) -> int:
 def verdict_line(analysis: Analysis) -> str:
     """The last line printed: OK, FAILED, or why the run is inconclusive at this N."""
     if analysis.verdict == INCONCLUSIVE:
+        reasons = []
+        if analysis.uncaught:
+            reasons.append(
+                f"{', '.join(analysis.uncaught)} went uncaught, so these tests are not shown able to see "
+                "that defect"
+            )
+        if analysis.too_small(OURS):
+            reasons.append(
+                f"{', '.join(analysis.too_small(OURS))} would have rejected ours with under "
+                f"{MIN_EXPECTED:g} decks expected per cell, too few to trust either way"
+            )
         return (
-            f"INCONCLUSIVE at this N: ours passes every test, but {', '.join(analysis.uncaught)} "
-            "went uncaught, so these tests are not shown able to see that defect; run a larger -n"
+            f"INCONCLUSIVE at this N: ours passes every test, but {'; and '.join(reasons)}; run a larger -n"
         )
     return analysis.verdict.upper()
 

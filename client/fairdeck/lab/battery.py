@@ -55,11 +55,17 @@ class Battery:
         """Sources of ours with no result at all (too short for every test): not shown to pass."""
         return [s for s in self.ours if not any(r.source == s for r in self.results)]
 
+    def too_small(self, source: str) -> list[str]:
+        """Tests that would have rejected ``source`` but whose cells are too small to trust."""
+        return checks.too_small(self.results, source, self.alpha)
+
     @property
     def verdict(self) -> str:
         if any(self.rejected_by(s) for s in self.ours):
             return FAILED
-        if self.untested() or any(not self.rejected_by(c) for c in self.controls):
+        if self.untested() or any(self.too_small(s) for s in self.ours):
+            return INCONCLUSIVE
+        if any(not self.rejected_by(c) for c in self.controls):
             return INCONCLUSIVE
         return OK
 
@@ -71,6 +77,7 @@ class Battery:
             "correction": self.correction,
             "ours": {s: self.rejected_by(s) for s in self.ours},
             "untested": self.untested(),
+            "too_small": {s: t for s in [*self.ours, *self.controls] if (t := self.too_small(s))},
             "controls": {c: self.rejected_by(c) for c in self.controls},
             "notes": self.notes,
             "seconds": round(self.seconds, 2),
@@ -223,7 +230,7 @@ def _holm_with_m(results: Sequence[Result], alpha: float, m: int) -> None:
         scaled = min(0.0, result.log10_p + math.log10(m - rank))
         running = max(running, 10**scaled) if scaled > -300 else max(running, 0.0)
         result.p_adjusted = running
-        result.rejected = running <= alpha
+        result.rejected = running <= alpha and not result.approximate  # as checks.holm, for its reason
 
 
 # --- final outcomes: fairdeck stats ---------------------------------------------------------------
@@ -267,11 +274,12 @@ def run_decks(
     result = stats_analysis.analyse(samples, spec, alpha)
     if progress is not None:
         progress("decks: fairdeck stats")
-    hints = [
-        f"{c}: {stats_analysis.why_not_caught(c, spec)}"
-        for c in result.uncaught
-        if stats_analysis.why_not_caught(c, spec)
-    ]
+    hints = [f"{c}: {result.hint(c, spec)}" for c in result.uncaught if result.hint(c, spec)]
+    if small := result.too_small(OURS):
+        hints.append(
+            f"ours: {', '.join(small)} would have rejected it with under {checks.MIN_EXPECTED:g} decks "
+            f"expected per cell, too few to trust either way: INCONCLUSIVE at {count:,} decks; collect more"
+        )
     battery = Battery(
         "final outcomes (fairdeck stats)",
         [OURS],

@@ -20,7 +20,8 @@ VERDICT_TEXT = {
     OK: "OK: ours passes every test, and every bad generator is rejected",
     FAILED: "FAILED: a test rejected ours",
     INCONCLUSIVE: "INCONCLUSIVE: ours passes, but a bad generator escaped, so this battery is not shown "
-    "able to see that defect at this volume, or a source of ours was too short for every test",
+    "able to see that defect at this volume, or a source of ours was too short for every test, or a test "
+    "whose cells expect under 5 decks (too few to trust) would have rejected ours",
 }
 _COLOUR = {OK: "#1a7f37", FAILED: "#cf222e", INCONCLUSIVE: "#9a6700"}
 
@@ -93,8 +94,13 @@ def _battery(b: Battery, sources: Mapping[str, str]) -> str:
 def _ours(b: Battery) -> str:
     rejected = ", ".join(html.escape(s) for s in b.ours if b.rejected_by(s))
     untested = ", ".join(html.escape(s) for s in b.untested())
+    small = "; ".join(
+        f"{html.escape(s)}: {html.escape(', '.join(t))}" for s in b.ours if (t := b.too_small(s))
+    )
     if rejected:
         return f"rejected: {rejected}"
+    if small:
+        return f"not rejected; too few decks to trust {small}"
     return f"untested: {untested}" if untested else "passes"
 
 

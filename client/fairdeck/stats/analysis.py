@@ -3,9 +3,9 @@
 Ours must pass every test and each control must be rejected by at least one, "rejected" meaning a
 Holm-Bonferroni adjusted p-value at most ``alpha`` over the whole table. A run is OK when ours
 passes, every control is caught and (with ``--target``) every dealt hand verified; FAILED when
-ours is rejected or a hand did not verify; otherwise INCONCLUSIVE at this N. Each verdict has its
-exit status. Why an escaped control is not a failure: docs/stats/README.md, "From counts to
-verdicts".
+ours is rejected or a hand did not verify; otherwise INCONCLUSIVE at this N (a control escaped,
+or a test too small to trust, cells under 5 expected decks, would have rejected ours). Each
+verdict has its exit status. Why: docs/stats/README.md, "From counts to verdicts".
 """
 
 from __future__ import annotations
@@ -83,12 +83,30 @@ class Analysis:
         """The controls no test rejected."""
         return [control for control, tests in self.caught.items() if not tests]
 
+    def too_small(self, source: str) -> list[str]:
+        """Tests of ``source`` that would have rejected it but are approximate at this N."""
+        return checks.too_small(self.results, source, self.alpha)
+
+    def hint(self, control: str, spec: RunSpec) -> str:
+        """Why a control escaped: the known reason at this N, and tests too small to count (else empty)."""
+        small = self.too_small(control)
+        found = [why_not_caught(control, spec)]
+        if small:
+            found.append(
+                f"{', '.join(small)} would catch it, with under {checks.MIN_EXPECTED:g} decks expected per "
+                "cell: too few to count"
+            )
+        return "; ".join(h for h in found if h)
+
     @property
     def verdict(self) -> str:
-        """FAILED beats INCONCLUSIVE: a rejected or unverified deal is a failure at any N."""
+        """FAILED beats INCONCLUSIVE: a rejected or unverified deal is a failure at any N.
+
+        A test too small to trust that would have rejected ours is neither a pass nor a failure.
+        """
         if not self.ours_passes or self.problems:
             return FAILED
-        return INCONCLUSIVE if self.uncaught else OK
+        return INCONCLUSIVE if self.uncaught or self.too_small(OURS) else OK
 
 
 def analyse(samples: dict[str, Sample], spec: RunSpec, alpha: float) -> Analysis:

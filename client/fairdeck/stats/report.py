@@ -382,7 +382,14 @@ def render(
     }[analysis.verdict]
     escaped = "warn" if analysis.verdict == INCONCLUSIVE else "bad"  # ours passed: a larger N decides
     lines = []
-    if analysis.ours_passes:
+    small = analysis.too_small(OURS)
+    if analysis.ours_passes and small:
+        lines.append(
+            f"<li class='warn'>fairdeck (ours) is not rejected, but {html.escape(', '.join(small))} "
+            f"would have rejected it with under {checks.MIN_EXPECTED:g} decks expected per cell: too few "
+            "to trust either way, so this N cannot decide; deal more decks.</li>"
+        )
+    elif analysis.ours_passes:
         lines.append(
             f"<li class='ok'>fairdeck (ours) passes all {sum(r.source == OURS for r in analysis.results)} "
             "tests.</li>"
@@ -413,7 +420,11 @@ def render(
                 f"{r.dof:,.0f}" if r.dof is not None else "—",
                 format_p(r.log10_p, r.p),
                 format_p(adjusted_log10(r, m), r.p_adjusted),
-                "rejected" if r.rejected else "not rejected",
+                "rejected"
+                if r.rejected
+                else "not rejected (too few decks)"
+                if r.approximate
+                else "not rejected",
                 html.escape(r.note),
             ]
         )
@@ -436,7 +447,9 @@ from each known-broken shuffle, run through the same tests. The rule: ours must 
 broken shuffle must be caught by at least one. When ours passes but a broken shuffle escapes, the run is
 inconclusive at this N (the tests were not shown able to see that defect at this many decks), not failed.
 A test is <i>rejected</i> when its Holm-Bonferroni adjusted
-p-value, over all {m} tests in the table, is at most α = {analysis.alpha:g}.</p>
+p-value, over all {m} tests in the table, is at most α = {analysis.alpha:g}, and its cells expect at
+least {checks.MIN_EXPECTED:g} decks each: below that its p-value is shown but too rough to reject anything
+(and if it would have rejected ours, the run is inconclusive at this N).</p>
 <ul>{"".join(lines)}</ul>
 <h2>Sources</h2>{sources}
 <h2>Charts</h2>{figures}
