@@ -281,14 +281,18 @@ def test_alone(i):
 """
 
 
-@pytest.mark.parametrize("mark", ["", "@pytest.mark.paired", "@pytest.mark.serial"])
+@pytest.mark.parametrize("mark", ["", "@pytest.mark.paired", "@pytest.mark.serial", "last"])
 def test_a_worker_that_crashes_in_any_phase_fails_its_test_once_and_the_run_ends(
     tmp_path: Path, mark: str
 ) -> None:
     """pytest-xdist 3.8 put a crashed worker's finished units back as empty lists nothing answers,
     ran the test it crashed on again in each replacement, and left a replacement holding its one
     test for ever: the run hung after a crash (tests/support/parallel.py, remove_node)."""
-    (tmp_path / "test_crash.py").write_text(textwrap.dedent(CRASHING.format(mark=mark)))
+    text = CRASHING.format(mark="" if mark == "last" else mark)
+    if mark == "last":  # the last unit of the others: the pair waits, and took it up again at once
+        text = text.replace("def test_crash", "def test_zz_crash")
+        text = text.replace("def test_after", "def test_aa_after")
+    (tmp_path / "test_crash.py").write_text(textwrap.dedent(text))
     (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    serial: alone\n    paired: two at once\n")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("PYTEST_XDIST_WORKER", None)
@@ -299,5 +303,45 @@ def test_a_worker_that_crashes_in_any_phase_fails_its_test_once_and_the_run_ends
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
     # Failed once, not again in each replacement (which made it "5 failed" with the rest unrun).
     assert "1 failed, 18 passed" in done.stdout, done.stdout[-3000:]
-    assert "crashed while running 'test_crash.py::test_crash'" in done.stdout, done.stdout[-3000:]
+    assert "crashed while running 'test_crash.py::test_" in done.stdout, done.stdout[-3000:]
     assert done.stdout.count("node down") == 1, done.stdout[-3000:]
+
+
+TWO_PAIRED = """
+import pytest
+from tests.support.waits import wait_for
+
+def paired_started():
+    import os
+    with open(os.environ["SPANS"]) as spans:
+        return any(line.startswith("start test_paired") for line in spans)
+
+def test_long():
+    # Runs while the other worker ends its short test: no paired test may start meanwhile.
+    with pytest.raises(AssertionError, match="waited"):
+        wait_for("a paired test", paired_started, timeout=3)
+
+def test_short():
+    pass
+
+@pytest.mark.paired
+@pytest.mark.parametrize("i", range(2))
+def test_paired(i):
+    pass
+"""
+
+
+def test_two_paired_tests_and_no_serial_one_never_run_beside_another_test(tmp_path: Path) -> None:
+    """Two paired tests are two lane heads and no lane: the scheduler's first hand-out gave both
+    heads and emptied the queue, so the base class stopped both workers and a head ran beside the
+    other worker's long test (a review's simulation; ``pytest -n 2`` of one small file)."""
+    (tmp_path / "conftest.py").write_text(textwrap.dedent(CONFTEST))
+    (tmp_path / "test_two.py").write_text(textwrap.dedent(TWO_PAIRED))
+    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    serial: alone\n    paired: two at once\n")
+    env = {**os.environ, "SPANS": str(tmp_path / "spans"), "PYTHONPATH": str(ROOT)}
+    env.pop("PYTEST_XDIST_WORKER", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "tests.support.parallel", "-p", "no:cacheprovider", "-n", "2"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0 and "4 passed" in done.stdout, done.stdout[-3000:] + done.stderr[-3000:]

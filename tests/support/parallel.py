@@ -7,10 +7,10 @@ timers to a bar, light on CPU) and then those marked ``serial`` (they hold time,
 bar, which busy neighbours would push them past) run last: the paired ones in two lanes, the serial
 ones alone. The tests of one ``xdist_group(name)`` run in one worker. ``SerialLastScheduling``
 (workers write the marked ids to SERIAL_DIR) hands out the longest units first (``expected_seconds``)
-and keeps the end units at the back; see ``EndPhase`` for the end. Invariants: no other test runs
-while a ``serial`` test runs; a ``paired`` test runs beside at most one other test, itself
-``paired`` (serial wins where a test has both marks); all tests of a group run in one worker; the
-order never changes which tests run.
+and keeps the end units at the back (``SerialLastScheduling`` says how the end goes). Invariants: no
+other test runs while a ``serial`` test runs; a ``paired`` test runs beside at most one other test,
+itself ``paired`` (serial wins where a test has both marks); all tests of a group run in one worker,
+but a serial or paired one, which leaves it; the order never changes which tests run.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from xdist.scheduler import LoadScopeScheduling
 SERIAL = "serial"
 """The scheduler's one work unit that holds every test marked ``serial``."""
 PAIRED = "paired"
-"""The mark of the tests that run two at a time after the others (``EndPhase``)."""
+"""The mark of the tests that run two at a time after the others (``SerialLastScheduling``)."""
 HEADS = ("paired::a::head", "paired::b::head")
 LANES = ("paired::a", "paired::b")
 """The paired tests' units: each lane's first test (its head), then the rest of the lane."""
@@ -97,10 +97,11 @@ def expected_seconds(
 
 
 SNAPSHOT = Path(__file__).with_name("durations.json")
-"""An idle whole run's seconds, for a checkout whose pytest cache has none (a fresh clone, as CI's):
-``{"tests": {id: s}}`` for the tests of LONG seconds or more, ``{"modules": {path: s}}`` the mean of
-each module's others. ``python -m tests.support.parallel`` rewrites it from this checkout's cache
-after a whole run; a stale one only orders worse, and never changes which tests run."""
+"""An idle whole run's seconds, for the tests a checkout never ran itself (pytest's cache wins; all,
+in a fresh clone, as CI's): ``{"tests": {id: s}}`` for the tests of LONG seconds or more,
+``{"modules": {path: s}}`` the mean of each module's others. ``python -m tests.support.parallel``
+rewrites it from this checkout's cache after a whole run; a stale one only orders worse, and never
+changes which tests run."""
 LONG = 1.0
 
 
@@ -152,11 +153,12 @@ class SerialLastScheduling(LoadScopeScheduling):  # type: ignore[misc]
     queue until their turn, so the base class never counts the run as finished, nor shuts the
     keeper down, while they wait.
 
-    The end (``_end_turn``): once only END units are left, every worker but two (the keeper and its
-    partner) finishes and stops; when both are idle, each gets its lane's head, and when both hold
-    only that head (a worker runs its last test once told what follows), the rest of its lane. The
-    partner stops once its lane is done; the keeper, idle and alone, gets the serial unit. A worker
-    that is left alone (one worker, or its partner crashed) gets what is left, one after another."""
+    The end (``_end_turn``, in stages): once only END units are left, every worker but two (the
+    keeper and its partner) finishes and stops; when both are idle, each gets its lane's head, and
+    when both hold only that head (a worker runs its last test once told what follows), the rest of
+    its lane (or, with no rest, the partner is stopped and runs its head). The partner stops once its
+    lane is done; the keeper, idle and alone, gets the serial unit. Where no pair forms or it breaks
+    (one worker, a crash), the one worker left gets what is left, one after another, alone."""
 
     def __init__(self, config: Any, log: Any = None) -> None:
         super().__init__(config, log)
@@ -165,14 +167,12 @@ class SerialLastScheduling(LoadScopeScheduling):  # type: ignore[misc]
         self.groups: dict[str, str] = {}
         self.slow_ids: frozenset[str] = frozenset()
         self.lane_of: dict[str, str] = {}
-        self.timed = timed_before(config)
-        if not self.timed:  # a checkout that never ran its tests: an idle whole run's, committed
-            self.timed, self.module_means = read_snapshot()
-        else:
-            self.module_means = {}
+        snapshot, self.module_means = read_snapshot()  # an idle whole run's, committed
+        self.timed = {**snapshot, **timed_before(config)}  # this checkout's own runs win
         self.ordered = False
         self.keeper: Any = None
         self.partner: Any = None
+        self.stage = GATHER
 
     def schedule(self) -> None:
         if self.collection is None and self.collection_is_completed:
@@ -187,7 +187,11 @@ class SerialLastScheduling(LoadScopeScheduling):  # type: ignore[misc]
             self.lane_of = lanes(
                 paired, expected_seconds(paired, self.timed, self.slow_ids, self.module_means)
             )
+            self.stage = FIRST  # the base class shuts every worker down if this empties the queue
             super().schedule()
+            self.stage = GATHER
+            for node in self.nodes:  # a run of END units alone begins its end now
+                self._reschedule(node)
             return
         super().schedule()
         for node in self.nodes:  # a replacement: two units, as at the start, or it holds its one
@@ -230,52 +234,96 @@ class SerialLastScheduling(LoadScopeScheduling):  # type: ignore[misc]
         self.workqueue.move_to_end(unit, last=False)
         super()._assign_work_unit(node)
 
+    def _reschedule(self, node: Any) -> None:
+        """The base class's, but a worker still collecting (a replacement) gets nothing yet, and
+        at the end only ``_end_turn`` decides: the base class would stop a worker that holds a
+        lane's head once the queue is empty, and it would run beside a test of the others."""
+        if node.shutting_down or node not in self.registered_collections:
+            return
+        if self.stage not in (FIRST, GATHER) or (self.workqueue and all(u in END for u in self.workqueue)):
+            if self._pending_of(self.assigned_work[node]) <= 2:
+                self._end_turn(node)
+            return
+        super()._reschedule(node)
+
     def _end_turn(self, node: Any) -> None:
-        """Only END units are left: the next step of the end, as the class says, for both workers
-        of the pair at once (each is asked only when one of them ends a test)."""
-        live = self.assigned_work
+        """Only END units are left (or were): the next step of the end for both workers of the
+        pair at once (each is asked only when one of them ends a test, or a worker goes)."""
+        if self.stage == FIRST:
+            return
+        live = [n for n in self.assigned_work if not n.shutting_down]
         if self.keeper not in live:
+            self.keeper = None
+        if self.partner not in live:
+            self.partner = None
+        if self.stage in (HEADS_OUT, LANES_OUT) and (self.keeper is None or self.partner is None):
+            self.stage = ALONE  # the pair broke (a crash): what is left goes to one worker
+        if self.keeper is None:
             self.keeper, self.partner = node, None if node is self.partner else self.partner
-        elif self.partner is None and node is not self.keeper and HEADS[1] in self.workqueue:
+        if self.stage == ALONE and self.partner is not None:
+            self.partner.shutdown()  # it runs what it holds, beside nothing: the keeper waits
+            self.partner = None
+        if (
+            self.stage == GATHER
+            and self.partner is None
+            and node is not self.keeper
+            and HEADS[1] in self.workqueue
+        ):
             self.partner = node
         if node not in (self.keeper, self.partner):
             node.shutdown()
             return
-        if self.partner in live and not self.partner.shutting_down:
-            if len(live) > 2:
-                return  # the others are still finishing
-            for step in (HEADS, LANES):  # the heads, then the rest of each lane
-                if any(unit in self.workqueue for unit in step):
-                    if self._idle(self.keeper) and self._idle(self.partner):
-                        for worker, unit in zip((self.keeper, self.partner), step, strict=True):
-                            if unit in self.workqueue:
-                                self._give(worker, unit)
-                    return
-            if self._idle(self.partner):
-                self.partner.shutdown()  # its lane is done: it runs what it holds, then stops
-        elif len(live) == 1 and self._idle(self.keeper):
-            for unit in [unit for unit in END if unit in self.workqueue]:
+        pair = (self.keeper, self.partner)
+        both_idle = self.partner is not None and all(self._idle(worker) for worker in pair)
+        if self.stage == GATHER and self.partner is not None:
+            if len(self.assigned_work) == 2 and both_idle:  # the others are gone
+                self._give_both(HEADS)
+                self.stage = HEADS_OUT
+        elif self.stage == HEADS_OUT:
+            if both_idle:  # each holds its head
+                self._give_both(LANES)
+                self.stage = LANES_OUT
+                if not any(unit in self.assigned_work[self.partner] for unit in LANES):
+                    self.partner.shutdown()  # a lane of its head alone: run it now
+        elif self.stage == LANES_OUT and self.partner is not None and self._idle(self.partner):
+            self.partner.shutdown()  # its lane is done: it runs what it holds, then stops
+        if self.stage != HEADS_OUT and len(self.assigned_work) == 1 and self._idle(self.keeper):
+            left = [unit for unit in self.workqueue if unit not in END]  # a crashed worker's
+            for unit in [*left, *(unit for unit in END if unit in self.workqueue)]:
                 self._give(self.keeper, unit)  # alone: one after another
             self.keeper.shutdown()  # it runs what it has, then stops, as the base class's last node does
+            self.stage = DONE
+
+    def _give_both(self, step: tuple[str, str]) -> None:
+        for worker, unit in zip((self.keeper, self.partner), step, strict=True):
+            if unit in self.workqueue:
+                self._give(worker, unit)
 
     def remove_node(self, node: Any) -> str | None:
         """A worker gone. One that crashed had its whole workload put back by the base class of
         pytest-xdist 3.8: its finished units too, sent again as empty lists nothing answers (the
         run hung: pytest-xdist#1378), and the test it crashed on, run again by each replacement
-        until the restarts ran out (#1371). Its finished units are dropped first, and the test
-        it crashed on (failed, said the controller) counted done."""
-        workload = self.assigned_work.get(node, {})
-        for scope in [scope for scope, unit in workload.items() if all(unit.values())]:
-            del workload[scope]
-        crashed: str | None = super().remove_node(node)
-        unit = self.workqueue.get(self._split_scope(crashed)) if crashed is not None else None
-        if unit is not None:
-            unit[crashed] = True
-            if all(unit.values()):
-                del self.workqueue[self._split_scope(crashed)]
+        until the restarts ran out (#1371). Here only its unfinished units go back, the test it
+        crashed on (failed, said the controller) counted done before any worker is given work."""
+        workload = self.assigned_work.pop(node)
+        crashed = next((test for unit in workload.values() for test, done in unit.items() if not done), None)
+        if crashed is not None:
+            workload[self._split_scope(crashed)][crashed] = True
+            self.workqueue.update((scope, unit) for scope, unit in workload.items() if not all(unit.values()))
         for other in list(self.assigned_work):  # the keeper may have been waiting for this one
             self._reschedule(other)
         return crashed
+
+
+FIRST, GATHER, HEADS_OUT, LANES_OUT, ALONE, DONE = (
+    "first",
+    "gather",
+    "heads out",
+    "lanes out",
+    "alone",
+    "done",
+)
+"""The end's stages (``SerialLastScheduling._end_turn``)."""
 
 
 def timed_before(config: pytest.Config) -> dict[str, float]:
