@@ -12,7 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
+import inspect
 import sqlite3
+import sys
+import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
@@ -25,7 +29,7 @@ from fairdeck_server import fair
 from fairdeck_server.storage.base import HandRecord
 from fairdeck_server.storage.sqlite import SqliteStorage
 from fairdeck_server.storage.sqlite.batches import BATCH_COST, QUANTUM
-from tests.support.engines import handed_over, new_hand, records, writer_in_batch
+from tests.support.engines import handed_over, new_hand, records, thread_frame, writer_in_batch
 from tests.support.waits import wait_for_async
 
 if TYPE_CHECKING:
@@ -327,3 +331,34 @@ def test_a_worker_that_waited_for_the_lock_past_the_window_counted_the_other_pro
             other.close()
 
     assert asyncio.run(main()) == 1 + 8
+
+
+def test_reading_a_threads_frame_collects_no_garbage_meanwhile() -> None:
+    """``writer_in_batch`` polls the writer thread's frame. ``sys._current_frames`` ran a
+    collection under CPython's lock of thread states, and a grpc finalizer in it deadlocked a
+    worker of a whole run with a thread that was ending (``engines.thread_frame``). Here every
+    allocation may collect, and cyclic garbage whose finalizer notes where it ran is made
+    before each read: none ran inside the read."""
+    source, first = inspect.getsourcelines(thread_frame)
+    inside = first + next(i for i, line in enumerate(source) if "sys._current_frames()" in line)
+    ran: list[tuple[str, int]] = []
+
+    class Garbage:
+        def __del__(self) -> None:
+            caller = sys._getframe(1)
+            ran.append((caller.f_code.co_name, caller.f_lineno))
+
+    threshold = gc.get_threshold()
+    gc.collect()
+    gc.set_threshold(1)
+    try:
+        for _ in range(200):
+            garbage = Garbage()
+            garbage.cycle = garbage  # type: ignore[attr-defined]  # only a collection frees it
+            del garbage
+            thread_frame(threading.get_ident())
+    finally:
+        gc.set_threshold(*threshold)
+        gc.collect()
+    assert len(ran) == 200  # the garbage was collected, somewhere
+    assert ("thread_frame", inside) not in ran, ran

@@ -4,6 +4,7 @@ scenario against a started engine, and RFC 9162 roots computed naively."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
@@ -108,7 +109,7 @@ def _writer_in_batch(storage: Storage) -> bool:
         raise TypeError(f"no writer to watch in {type(storage).__name__}")
     thread = getattr(writer, "_thread", None)
     if thread is not None:  # SQLite: the writer's thread, in _run_batch, its queue drained
-        frame = sys._current_frames().get(thread.ident or -1)
+        frame = thread_frame(thread.ident or -1)
         while frame is not None and frame.f_code.co_name != "_run_batch":
             frame = frame.f_back
         return frame is not None and _unanswered(frame.f_locals) and writer._queue.empty()
@@ -118,6 +119,22 @@ def _writer_in_batch(storage: Storage) -> bool:
             return _unanswered(coro.cr_frame.f_locals)
         coro = coro.cr_await
     return False
+
+
+def thread_frame(ident: int) -> Any:
+    """The frame thread ``ident`` runs now, read with the collector off. CPython 3.11's
+    ``sys._current_frames`` holds the runtime's lock of thread states while it makes frame
+    objects; a collection run then (a grpc object's finalizer closing a socket, which lets the
+    interpreter lock go) waited for the lock a thread that was ending held while it waited for
+    that lock of thread states: a worker of a whole run hung in a storage test, where
+    pytest-timeout's signal could not reach it."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return sys._current_frames().get(ident)
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _unanswered(local: dict[str, Any]) -> bool:
