@@ -107,6 +107,17 @@ TESTS = 20 + 3 + 20 + 8 + 1 + 6 + 1
 SERIAL = ("test_alone", "test_grouped_alone", "test_paired_and_serial")
 
 
+def run_suite(tree: Path, *args: str, spans: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """A small suite in ``tree`` run as the README runs ours, with this plugin (``spans``: where its
+    tests write their lines); a hang fails the test after 240 s instead of stalling it."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **({"SPANS": str(spans)} if spans else {})}
+    env.pop("PYTEST_XDIST_WORKER", None)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "tests.support.parallel", *args],
+        cwd=tree, env=env, capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+
+
 @pytest.fixture(scope="module")
 def spans(tmp_path_factory: pytest.TempPathFactory) -> list[list[str]]:
     """The lines the small suite's tests wrote: ``start|end name worker pid`` and ``build ...``."""
@@ -116,12 +127,7 @@ def spans(tmp_path_factory: pytest.TempPathFactory) -> list[list[str]]:
         (tree / name).write_text(textwrap.dedent(text))
     (tree / "pytest.ini").write_text("[pytest]\nmarkers =\n    serial: alone\n    paired: two at once\n")
     spans = tree / "spans"
-    env = {**os.environ, "SPANS": str(spans), "PYTHONPATH": str(ROOT)}
-    env.pop("PYTEST_XDIST_WORKER", None)
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "tests.support.parallel", "-p", "no:cacheprovider"],
-        cwd=tree, env=env, capture_output=True, text=True, timeout=240,
-    )  # fmt: skip
+    done = run_suite(tree, "-p", "no:cacheprovider", spans=spans)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert f"{TESTS} passed" in done.stdout, done.stdout[-3000:]
     return [line.split() for line in spans.read_text().splitlines()]
@@ -199,12 +205,7 @@ def ordered(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[list[str]], 
     durations.parent.mkdir(parents=True)
     durations.write_text(json.dumps(LAST_TIMES))
     spans = tree / "spans"
-    env = {**os.environ, "SPANS": str(spans), "PYTHONPATH": str(ROOT)}
-    env.pop("PYTEST_XDIST_WORKER", None)
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "tests.support.parallel"],
-        cwd=tree, env=env, capture_output=True, text=True, timeout=240,
-    )  # fmt: skip
+    done = run_suite(tree, spans=spans)
     assert done.returncode == 0 and "17 passed" in done.stdout, done.stdout[-3000:] + done.stderr[-3000:]
     return [line.split() for line in spans.read_text().splitlines()], json.loads(durations.read_text())
 
@@ -294,12 +295,7 @@ def test_a_worker_that_crashes_in_any_phase_fails_its_test_once_and_the_run_ends
         text = text.replace("def test_after", "def test_aa_after")
     (tmp_path / "test_crash.py").write_text(textwrap.dedent(text))
     (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    serial: alone\n    paired: two at once\n")
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env.pop("PYTEST_XDIST_WORKER", None)
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "tests.support.parallel", "-p", "no:cacheprovider", "-n", "2"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    done = run_suite(tmp_path, "-p", "no:cacheprovider", "-n", "2")
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
     # Failed once, not again in each replacement (which made it "5 failed" with the rest unrun).
     assert "1 failed, 18 passed" in done.stdout, done.stdout[-3000:]
@@ -338,10 +334,5 @@ def test_two_paired_tests_and_no_serial_one_never_run_beside_another_test(tmp_pa
     (tmp_path / "conftest.py").write_text(textwrap.dedent(CONFTEST))
     (tmp_path / "test_two.py").write_text(textwrap.dedent(TWO_PAIRED))
     (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    serial: alone\n    paired: two at once\n")
-    env = {**os.environ, "SPANS": str(tmp_path / "spans"), "PYTHONPATH": str(ROOT)}
-    env.pop("PYTEST_XDIST_WORKER", None)
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "tests.support.parallel", "-p", "no:cacheprovider", "-n", "2"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    done = run_suite(tmp_path, "-p", "no:cacheprovider", "-n", "2", spans=tmp_path / "spans")
     assert done.returncode == 0 and "4 passed" in done.stdout, done.stdout[-3000:] + done.stderr[-3000:]
