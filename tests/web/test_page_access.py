@@ -18,6 +18,7 @@ from tests.support.page_vectors import PROOFS, PROOFS_V2
 
 KEY: str = PROOFS["log_key"]
 PHONE = {"width": 390, "height": 844}
+SIDEWAYS = {"width": 844, "height": 390}
 SCHEMES = ("light", "dark")
 
 
@@ -121,6 +122,37 @@ def test_every_file_a_player_picks_gets_the_verdict_fairdeck_verify_gives(
     assert cleared["after"]["hidden"] and cleared["after"]["verdict"] == "", cleared["after"]["verdict"]
     # The text box, the largest target, is where a player drops a file too: it was ignored there.
     assert got["ui"]["dropped on the text box"]["before"]["ok"] is True
+    assert got["requests"] == [] and got["errors"] == []
+
+
+@pytest.mark.parametrize("engine", browser.ENGINES)
+def test_a_file_given_brings_the_verdict_into_view_and_the_window_stays_until_the_player_moves_it(
+    engine: str, hands: dict[str, Path], tmp_path: Path
+) -> None:
+    """A file dropped on the text box, the window scrolled down to it: the window goes up until the
+    verdict's top is at its top. On a phone held sideways the verdict starts below the window: it
+    goes down until the verdict's bottom is at its bottom. Then the window stays there until the
+    player moves it: a scroll the browser made by itself just after (Firefox did, under load, to
+    1449-1589 on a phone) is undone, and a scroll after the player's own wheel is kept."""
+    browser.require_browser(engine)
+    valid, tampered = str(hands["valid"]), str(hands["tampered"])
+    ui = [
+        {"id": "dropped down the page", "file": valid, "key": KEY, "viewport": SIDEWAYS,
+         "drop": "#text", "scroll_to": "#text"},
+        {"id": "sideways", "file": tampered, "key": KEY, "viewport": SIDEWAYS},
+        {"id": "moved by the browser", "file": valid, "key": KEY, "viewport": PHONE,
+         "moved": {"to": 1200, "by_player": False}},
+        {"id": "moved by the player", "file": valid, "key": KEY, "viewport": PHONE,
+         "moved": {"to": 1200, "by_player": True}},
+    ]  # fmt: skip
+    got = browser.run({"ui": ui}, tmp_path, engine=engine)
+    layout = {name: case["before"]["layout"] for name, case in got["ui"].items()}
+    down, sideways = layout["dropped down the page"], layout["sideways"]
+    assert down["scroll_y"] > 0 and abs(down["verdict_top"]) < 1, down
+    assert sideways["scroll_y"] > 0 and sideways["verdict_top"] >= 0, sideways
+    assert abs(sideways["verdict_bottom"] - sideways["client_height"]) < 1, sideways
+    assert layout["moved by the browser"]["scroll_y"] == 0, layout["moved by the browser"]
+    assert layout["moved by the player"]["scroll_y"] == 1200, layout["moved by the player"]
     assert got["requests"] == [] and got["errors"] == []
 
 

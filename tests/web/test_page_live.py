@@ -233,7 +233,7 @@ def test_the_banner_names_the_failed_step_in_fairdeck_verify_words_on_a_phone(
                 assert shown["card_style"] != valid_style, (name, shown["card_style"])
         layout = shown["layout"]
         assert layout["scroll_width"] <= layout["client_width"], (name, "scrolls sideways", layout)
-        assert layout["scroll_y"] == 0 and layout["verdict_top"] >= 0, (name, layout)
+        assert layout["scroll_y"] == 0 and layout["verdict_top"] >= 0, f"{name}: {json.dumps(layout)}"
         assert layout["verdict_bottom"] <= layout["client_height"], (
             name,
             "verdict below the first screen",

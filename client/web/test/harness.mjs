@@ -7,9 +7,12 @@
 // JOB: { page, engine: "chromium" | "firefox", browser: PATH, color_scheme: "light" | "dark" | null,
 //        font_size: the browser's default text size in CSS px | null,
 //        verify: [{id, bytes_b64, key (a key, a text of keys, or a list), witnesses, threshold, policy_b64}],
-//        ui: [{id, file, key, witnesses, threshold, policy (text), policy_file, drop, viewport, edit: {find, replace}}],
+//        ui: [{id, file, key, witnesses, threshold, policy (text), policy_file, drop, scroll_to, moved, viewport, edit: {find, replace}}],
 //        (edit: the first `find` in the text box replaced by `replace`, as a player edits: one input event)
 //        (drop: true drops the file on the drop zone, a selector on that element instead;
+//         scroll_to: a selector, the window scrolled to that element before the file comes;
+//         moved: {to, by_player}, the window scrolled to `to` once the verdict is shown, after a
+//         wheel event where by_player (a player's scroll), else as a browser's own scroll;
 //         open_details: true opens every <details> once the verdict is shown)
 //        log_vectors: {log, witness} | null, control: PATH | null, bench: {cases, rounds} | null,
 //        codeal_vectors: {vectors} | null, codeal_bench: {hand, rounds} | null,
@@ -182,17 +185,17 @@ async function runPages(open, job) {
       }
     }
     // The player is back at the top of the page, where the file is chosen or dropped, by a tap on
-    // the chooser: the focus leaves the key box fill typed in for it. Left in the box, a focus
-    // scroll Firefox still held pending (its reflow interrupted, under load) could bring the box
-    // into view once the verdict was shown: the window at 1589, past the verdict. `focused`: where
-    // the focus is as the file comes (a drop's: nowhere, after the chooser had it).
-    const focused = await page.evaluate((drop) => {
+    // the chooser: the focus leaves the key box fill typed in for it. `focused`: where the focus
+    // is as the file comes (a drop's: nowhere, after the chooser had it). With `scroll_to`, the
+    // player has scrolled on until that element is at the top of the window.
+    const focused = await page.evaluate(([drop, to]) => {
       document.activeElement?.blur();
       window.scrollTo({ top: 0, behavior: "instant" });
       document.getElementById("file").focus();
       if (drop) document.activeElement.blur();
+      if (to) window.scrollTo({ top: document.querySelector(to).getBoundingClientRect().top, behavior: "instant" });
       return document.activeElement?.id || null;
-    }, Boolean(c.drop));
+    }, [Boolean(c.drop), c.scroll_to ?? null]);
     const initial = await page.evaluate(readAccess);
     if (c.drop) {
       // A real drop event with a real File, as a player's drag and drop makes one.
@@ -207,6 +210,15 @@ async function runPages(open, job) {
       await page.setFile("#file", c.file);
     }
     await page.waitFor(() => !document.getElementById("result").hidden);
+    if (c.moved) {
+      await page.evaluate(({ to, by_player }) => {
+        if (by_player) window.dispatchEvent(new WheelEvent("wheel", { deltaY: to }));
+        window.scrollTo({ top: to, behavior: "instant" });
+      }, c.moved);
+    }
+    // What a player sees once the page has painted: two frames on, after any scroll the browser
+    // made by itself and the page's answer to it.
+    await page.evaluate(() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done))));
     if (c.open_details) await page.evaluate(() => document.querySelectorAll("details").forEach((d) => (d.open = true)));
     const result = { initial, focused, before: await read(page) };
     if (c.edit) {
