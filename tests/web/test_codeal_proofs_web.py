@@ -180,8 +180,8 @@ def test_the_file_is_chosen_with_no_key_box_focused_so_no_focus_scroll_takes_the
 ) -> None:
     """The harness types the keys in, as a player does, then chooses the file from the chooser: the
     focus is there, not left in the co-dealer key box. (The window once found at 1589 after the
-    verdict was shown, the verdict at -1176, was Firefox's scrollIntoView under load, not a focus
-    scroll: page.js's bringIntoView, tests/web/test_page_access.py.)"""
+    verdict was shown, the verdict at -1176, was put down to that box's focus scroll; it may have
+    been the stray scroll page.js's holdWindow now undoes, tests/web/test_page_access.py.)"""
     assert page_run["ui"][name]["focused"] == "file"
 
 

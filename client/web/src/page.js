@@ -244,10 +244,11 @@ async function loadFile(file) {
 
 /**
  * After a file is checked the window stays where the page put it, the verdict in view, until the
- * player moves it: for HOLD_MS a scroll that no input of theirs made is undone. Firefox, under
- * load, moved the window by itself 15-40 ms after the verdict was shown (to 1449-1589 on a phone,
- * the verdict far above), with no call of the page's and no change of focus: about 1 in 30 loaded
- * runs of the phone test (tests/web/test_page_live.py); its cause in Firefox is not known.
+ * player moves it: for HOLD_MS a scroll that no input of theirs made is undone. In headless
+ * Firefox under load the window moved 15-40 ms after the verdict was shown (to 1449-1589 on a
+ * phone, the verdict far above), with no call of the page's and no focus event: about 1 in 30
+ * loaded runs of the phone test (tests/web/test_page_live.py). Whether Firefox or the driver
+ * (WebDriver BiDi's setFiles) made it is not known. A scrollbar drag is held back too, a second.
  */
 const HOLD_MS = 1000;
 const PLAYERS_INPUT = ["wheel", "touchstart", "keydown", "pointerdown"];

@@ -216,8 +216,8 @@ async function runPages(open, job) {
         window.scrollTo({ top: to, behavior: "instant" });
       }, c.moved);
     }
-    // What a player sees once the page has painted: two frames on, after any scroll the browser
-    // made by itself and the page's answer to it.
+    // What a player sees once the page has painted: two frames on, after a scroll made before
+    // the first of them and the page's answer to it.
     await page.evaluate(() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done))));
     if (c.open_details) await page.evaluate(() => document.querySelectorAll("details").forEach((d) => (d.open = true)));
     const result = { initial, focused, before: await read(page) };
