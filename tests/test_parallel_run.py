@@ -303,6 +303,69 @@ def test_a_worker_that_crashes_in_any_phase_fails_its_test_once_and_the_run_ends
     assert done.stdout.count("node down") == 1, done.stdout[-3000:]
 
 
+LATE_REPORT = """
+import os
+import pytest
+
+TOLD = os.path.join(os.path.dirname(__file__), "crash-next")
+
+@pytest.fixture(autouse=True)
+def crash_after_one_test(request):
+    # The only worker runs one test, then dies as its next test starts, as on a segfault.
+    if os.environ["PYTEST_XDIST_WORKER"] == "gw0":
+        if os.path.exists(TOLD):
+            with open(TOLD + ".pid", "w") as pid:
+                pid.write(str(os.getpid()))
+            os._exit(3)
+        with open(TOLD, "w") as told:
+            told.write(request.node.nodeid)
+    yield
+
+@pytest.mark.parametrize("i", range(8))
+def test_one(i):
+    pass
+"""
+LATE_CONFTEST = """
+import os
+from tests.support.waits import wait_for
+
+def dead(path):
+    # The crashed worker: gone, or a zombie its parent has not reaped yet.
+    try:
+        with open(path) as pid, open(f"/proc/{pid.read()}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return os.path.exists(path)
+
+def pytest_runtest_logreport(report):
+    # In the controller, the last report of gw0's test before its crash is read only once gw0 is
+    # dead and its pipe closed: its "test done" then reaches a worker that is gone, as under load.
+    node = getattr(report, "node", None)
+    if node is None or report.when != "teardown" or node.gateway.id != "gw0":
+        return
+    told = os.path.join(str(node.config.rootpath), "crash-next")
+    with open(told) as name:
+        if name.read() == report.nodeid:
+            wait_for("gw0 dead", lambda: dead(told + ".pid"), timeout=60)
+            node.gateway._io.close_write()  # what execnet does once it reads the end of gw0's output
+"""
+
+
+def test_a_worker_gone_before_its_last_test_done_is_read_gets_no_more_work_and_the_run_ends(
+    tmp_path: Path,
+) -> None:
+    """A worker crashed just after a test whose "done" the controller had not yet read; read then,
+    it made the scheduler give that worker more work, sent on a closed channel: INTERNALERROR
+    (OSError, cannot send), exit 3, seen once in a whole run under load."""
+    (tmp_path / "test_late.py").write_text(textwrap.dedent(LATE_REPORT))
+    (tmp_path / "conftest.py").write_text(textwrap.dedent(LATE_CONFTEST))
+    done = run_suite(tmp_path, "-p", "no:cacheprovider", "-n", "1")
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "INTERNALERROR" not in done.stdout + done.stderr, done.stdout[-3000:]
+    assert "1 failed, 7 passed" in done.stdout, done.stdout[-3000:]
+    assert "worker 'gw0' crashed while running 'test_late.py::test_one[" in done.stdout, done.stdout[-3000:]
+
+
 TWO_PAIRED = """
 import pytest
 from tests.support.waits import wait_for

@@ -221,9 +221,21 @@ class SerialLastScheduling(LoadScopeScheduling):  # type: ignore[misc]
             for unit in END:  # the base class hands out the queue's first unit
                 if unit in self.workqueue:
                     self.workqueue.move_to_end(unit)
-            super()._assign_work_unit(node)
+            self._send_first(node)
         else:
             self._end_turn(node)
+
+    def _send_first(self, node: Any) -> None:
+        """The base class's hand-out of the queue's first unit. A worker that died while the
+        controller still had its last "test done" to read cannot be sent to (execnet's OSError,
+        "cannot send"): the base class ended the run there in an INTERNALERROR. The unit goes
+        back to the front of the queue, and ``remove_node`` follows for the worker."""
+        scope = next(iter(self.workqueue))
+        try:
+            super()._assign_work_unit(node)
+        except OSError:
+            self.workqueue[scope] = self.assigned_work[node].pop(scope)
+            self.workqueue.move_to_end(scope, last=False)
 
     def _idle(self, node: Any) -> bool:
         """Whether ``node`` runs nothing: at most the one test a worker holds back until it is
@@ -232,7 +244,7 @@ class SerialLastScheduling(LoadScopeScheduling):  # type: ignore[misc]
 
     def _give(self, node: Any, unit: str) -> None:
         self.workqueue.move_to_end(unit, last=False)
-        super()._assign_work_unit(node)
+        self._send_first(node)
 
     def _reschedule(self, node: Any) -> None:
         """The base class's, but a worker still collecting (a replacement) gets nothing yet, and
