@@ -132,8 +132,8 @@ def test_a_file_given_brings_the_verdict_into_view_and_the_window_stays_until_th
     """A file dropped on the text box, the window scrolled down to it: the window goes up until the
     verdict's top is at its top. On a phone held sideways the verdict starts below the window: it
     goes down until the verdict's bottom is at its bottom. Then the window stays there until the
-    player moves it: a scroll the browser made by itself just after (Firefox did, under load, to
-    1449-1589 on a phone) is undone, and a scroll after the player's own wheel is kept."""
+    player moves it: a scroll no input of the player's made, just after (headless Firefox or its
+    driver made one under load, to 1449-1589 on a phone), is undone; one after a wheel is kept."""
     browser.require_browser(engine)
     valid, tampered = str(hands["valid"]), str(hands["tampered"])
     ui = [
