@@ -332,7 +332,11 @@ from tests.support.waits import wait_for
 def dead(path):
     # The crashed worker: gone, or a zombie its parent has not reaped yet.
     try:
-        with open(path) as pid, open(f"/proc/{pid.read()}/stat") as stat:
+        with open(path) as pid:
+            number = pid.read()
+        if not number:  # made, not yet written
+            return False
+        with open(f"/proc/{number}/stat") as stat:
             return stat.read().rsplit(")", 1)[1].split()[0] == "Z"
     except FileNotFoundError:
         return os.path.exists(path)
