@@ -327,6 +327,7 @@ def test_one(i):
 """
 LATE_CONFTEST = """
 import os
+import threading
 from tests.support.waits import wait_for
 
 def dead(path):
@@ -341,9 +342,34 @@ def dead(path):
     except FileNotFoundError:
         return os.path.exists(path)
 
+def pytest_configure(config):
+    # The controller's order, made certain: gw0's first "test done" is read once gw0 is dead and
+    # its pipe closed (below), and the end of gw0's channel, which marks it down, only after that.
+    # Between the two the scheduler sees a worker not yet down that cannot be sent to, as under load
+    # (execnet's receiver closes the pipe, then delivers the end from another thread).
+    if hasattr(config, "workerinput"):
+        return
+    from xdist import dsession, workermanage
+    read = threading.Event()
+    complete = dsession.DSession.worker_runtest_protocol_complete
+    remote = workermanage.WorkerController.process_from_remote
+
+    def worker_runtest_protocol_complete(self, **kwargs):
+        try:
+            complete(self, **kwargs)
+        finally:
+            if kwargs["node"].gateway.id == "gw0":
+                read.set()
+
+    def process_from_remote(self, eventcall):
+        if eventcall is workermanage.Marker.END and self.gateway.id == "gw0":
+            read.wait(timeout=60)
+        return remote(self, eventcall)
+
+    dsession.DSession.worker_runtest_protocol_complete = worker_runtest_protocol_complete
+    workermanage.WorkerController.process_from_remote = process_from_remote
+
 def pytest_runtest_logreport(report):
-    # In the controller, the last report of gw0's test before its crash is read only once gw0 is
-    # dead and its pipe closed: its "test done" then reaches a worker that is gone, as under load.
     node = getattr(report, "node", None)
     if node is None or report.when != "teardown" or node.gateway.id != "gw0":
         return
@@ -351,7 +377,7 @@ def pytest_runtest_logreport(report):
     with open(told) as name:
         if name.read() == report.nodeid:
             wait_for("gw0 dead", lambda: dead(told + ".pid"), timeout=60)
-            node.gateway._io.close_write()  # what execnet does once it reads the end of gw0's output
+            node.gateway._io.close_write()  # what execnet's receiver does once gw0's output ends
 """
 
 
