@@ -20,6 +20,7 @@ from tests.support.parallel import (
     expected_seconds,
     read_snapshot,
     snapshot_of,
+    spread_light,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -252,6 +253,67 @@ def test_a_checkout_with_no_times_of_its_own_orders_by_the_committed_snapshot(tm
     assert read_snapshot(path) == ({}, {})
     tests, modules = read_snapshot()  # the committed one
     assert tests and modules and all(seconds >= LONG for seconds in tests.values())
+
+
+LIGHT = """
+import pytest
+
+@pytest.mark.light
+@pytest.mark.parametrize("i", range(4))
+def test_waits(i):
+    pass
+
+@pytest.mark.parametrize("i", range(4))
+def test_works(i):
+    pass
+
+def test_short():
+    pass
+"""
+LIGHT_TIMES = {
+    **{f"test_light.py::test_waits[{i}]": 50.0 - i for i in range(4)},
+    **{f"test_light.py::test_works[{i}]": 40.0 - i for i in range(4)},
+    "test_light.py::test_short": 0.01,
+}
+
+
+def test_long_light_tests_go_out_spread_among_the_others_not_together(tmp_path: Path) -> None:
+    """Longest first alone gave the four workers four 10 s timer-bound tests at once, and two cores
+    idled (bench/README.md); ``light`` ones now go out at most two in any four. One worker, so
+    the order the tests start in is the order the scheduler handed them out."""
+    (tmp_path / "conftest.py").write_text(textwrap.dedent(CONFTEST))
+    (tmp_path / "test_light.py").write_text(textwrap.dedent(LIGHT))
+    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    light: waits\n")
+    durations = tmp_path / ".pytest_cache" / "v" / DURATIONS
+    durations.parent.mkdir(parents=True)
+    durations.write_text(json.dumps(LIGHT_TIMES))
+    spans = tmp_path / "spans"
+    done = run_suite(tmp_path, "-n", "1", spans=spans)
+    assert done.returncode == 0 and "9 passed" in done.stdout, done.stdout[-3000:] + done.stderr[-3000:]
+    started = [
+        line[1] for line in (line.split() for line in spans.read_text().splitlines()) if line[0] == "start"
+    ]
+    waits, works = [f"test_waits[{i}]" for i in range(4)], [f"test_works[{i}]" for i in range(4)]
+    assert started == [*waits[:2], *works[:2], *waits[2:], *works[2:], "test_short"], started
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_spread_light_keeps_each_kind_in_order_and_at_most_two_light_in_four(seed: int) -> None:
+    import random
+
+    draw = random.Random(seed)
+    units = [f"u{i}" for i in range(draw.randrange(0, 30))]
+    light = frozenset(u for u in units if draw.random() < draw.choice((0.2, 0.5, 0.8)))
+    spread = spread_light(units, light)
+    assert sorted(spread) == sorted(units)
+    assert [u for u in spread if u in light] == [u for u in units if u in light]
+    assert [u for u in spread if u not in light] == [u for u in units if u not in light]
+    last_other = max((k for k, u in enumerate(spread) if u not in light), default=-1)
+    for k in range(max(0, last_other - 2)):  # while others are left to go between them
+        assert sum(u in light for u in spread[k : k + 4]) <= 2, (k, spread, sorted(light))
+    # and held back only as far as that needs: a light unit goes out as soon as the rule allows
+    assert spread_light(["a", "b", "c"], frozenset("abc")) == ["a", "b", "c"]
+    assert spread_light(["a", "b", "c", "x", "y"], frozenset("abc")) == ["a", "b", "x", "y", "c"]
 
 
 CRASHING = """

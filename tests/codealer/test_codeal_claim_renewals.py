@@ -77,6 +77,7 @@ def logged_setups_pg(url: str) -> int:
     return int(row[0]) if row else 0
 
 
+@pytest.mark.light
 def test_codealt_calls_were_accepted_while_the_claims_renewal_hung(
     tmp_path: Path, pg_url: str, codealer: CodealerProcess, serve_forker: ServeForker
 ) -> None:
@@ -174,6 +175,7 @@ def test_codealt_health_said_serving_for_seconds_after_codealt_calls_were_refuse
     assert "Traceback" not in (tmp_path / "a.log").read_text()
 
 
+@pytest.mark.light
 def test_a_clean_restart_waited_out_its_own_claim_a_crashed_one_still_does(
     tmp_path: Path, pg_url: str, codealer: CodealerProcess, serve_forker: ServeForker
 ) -> None:

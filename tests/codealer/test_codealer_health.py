@@ -25,6 +25,7 @@ def table(codealt_table_factory: TableFactory) -> tuple[CodealerProcess, DealerP
     return codealt_table_factory("--metrics-listen", "127.0.0.1:0")
 
 
+@pytest.mark.light
 def test_codealt_health_was_serving_with_the_codealer_down_now_its_own_name_follows_it(
     table: tuple[CodealerProcess, DealerProcess], codealer_dir: Path, serve_forker: ServeForker
 ) -> None:
@@ -69,6 +70,7 @@ def test_codealt_health_is_not_serving_for_a_codealer_with_another_identity(
             assert status(dealer.target, "") == SERVING
 
 
+@pytest.mark.light
 def test_the_codealers_health_follows_its_ledgers_writes(
     codealer_dir: Path, serve_forker: ServeForker
 ) -> None:
@@ -91,6 +93,7 @@ def test_the_codealers_health_follows_its_ledgers_writes(
     assert "does not take writes: health NOT_SERVING" in log and "takes writes: health SERVING" in log
 
 
+@pytest.mark.light
 def test_codealt_health_said_serving_while_the_codealers_ledger_took_no_writes(
     table: tuple[CodealerProcess, DealerProcess], codealer_dir: Path
 ) -> None:
@@ -113,6 +116,7 @@ def test_codealt_health_said_serving_while_the_codealers_ledger_took_no_writes(
     assert "cannot record shares (its ledger does not take writes)" in dealer.stderr()
 
 
+@pytest.mark.light
 def test_codealt_health_said_serving_while_the_dealers_own_codeal_db_took_no_writes(
     table: tuple[CodealerProcess, DealerProcess], tmp_path: Path
 ) -> None:

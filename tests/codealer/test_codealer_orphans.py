@@ -82,6 +82,7 @@ def open_and_deal(target: str) -> str:
     return hand_id
 
 
+@pytest.mark.light
 def test_an_orphan_codealt_hand_stayed_open_at_the_codealer_forever_now_ended_at_its_lifetime(
     tmp_path: Path, serve_forker: ServeForker
 ) -> None:
@@ -122,6 +123,7 @@ def test_an_orphan_codealt_hand_stayed_open_at_the_codealer_forever_now_ended_at
         ledger.close()
 
 
+@pytest.mark.light
 def test_a_dealer_back_after_the_codealer_ended_its_hand_voids_it_with_its_whole_record(
     tmp_path: Path, serve_forker: ServeForker
 ) -> None:

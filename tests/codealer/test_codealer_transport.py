@@ -30,6 +30,7 @@ def codealer(tmp_path: Path) -> CodealerProcess:
     return CodealerProcess(tmp_path / "cd1")
 
 
+@pytest.mark.light
 def test_a_connection_that_never_finishes_its_handshake_was_kept_two_minutes(
     codealer: CodealerProcess,
 ) -> None:

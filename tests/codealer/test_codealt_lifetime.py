@@ -128,6 +128,7 @@ def test_an_abandoned_codealt_hand_stayed_open_forever_now_voided_within_its_lif
         ledger.close()
 
 
+@pytest.mark.light
 def test_decks_pooled_for_a_tenant_that_never_comes_back_are_retired_and_ended_at_the_codealer(
     tmp_path: Path, serve_forker: ServeForker
 ) -> None:
@@ -161,6 +162,7 @@ def test_decks_pooled_for_a_tenant_that_never_comes_back_are_retired_and_ended_a
         ledger.close()
 
 
+@pytest.mark.light
 def test_a_codealer_down_delays_the_codealt_void_and_nothing_else(
     tmp_path: Path, serve_forker: ServeForker
 ) -> None:

@@ -50,6 +50,7 @@ def lose_a_draw(hands: CodealHands, codeal_db: Path, hand_id: str, seat: SeatKey
     return refused.value
 
 
+@pytest.mark.light
 def test_a_codealt_draw_whose_codeal_db_write_failed_was_internal_with_a_traceback(
     tmp_path: Path, table: tuple[CodealerProcess, DealerProcess]
 ) -> None:
@@ -63,6 +64,7 @@ def test_a_codealt_draw_whose_codeal_db_write_failed_was_internal_with_a_traceba
     assert "Traceback" not in dealer.stderr()
 
 
+@pytest.mark.light
 def test_a_draw_the_codealer_sealed_but_the_dealer_failed_to_record_wedged_the_hands_close(
     tmp_path: Path, table: tuple[CodealerProcess, DealerProcess]
 ) -> None:

@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from fairdeck_server.dealing import bulk
 from fairdeck_server.dealing.dealer import Dealer
 from fairdeck_server.dealing.vault import SeedVault
@@ -87,6 +89,7 @@ def test_a_tenant_alone_keeps_building_while_its_slices_are_written(tmp_path: Pa
     assert overlapping >= 1
 
 
+@pytest.mark.light
 def test_a_stalled_write_is_not_followed_by_a_rest_as_long(tmp_path: Path) -> None:
     events = asyncio.run(_deal_watched(tmp_path, shared=True, stall=0.4))
     builds = [e for e in events if e[0] == "build"]

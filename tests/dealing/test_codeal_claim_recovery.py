@@ -34,6 +34,7 @@ def claimed(url: str, holder: Holder, record_id: str = "a" * 32) -> CodealClaim:
     return claim
 
 
+@pytest.mark.light
 def test_a_restart_in_a_recreated_container_is_told_its_host_name_changed_not_that_it_is_a_copy(
     pg_url: str,
 ) -> None:
@@ -171,6 +172,7 @@ def test_init_take_over_checks_its_replica_name_in_one_line(tmp_path: Path) -> N
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
 
 
+@pytest.mark.light
 def test_a_clean_restart_waited_6_s_at_its_own_claim_a_crashed_one_still_waits(pg_url: str) -> None:
     """A clean stop (``let_go``) left the claim as a crash does, so the next start of the same
     replica waited out STALE_S (its process before renewed it just now). Released now, it is taken

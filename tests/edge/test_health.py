@@ -104,6 +104,7 @@ def test_reflection_is_served_as_v1_and_v1alpha(running: RunningDealer, version:
             assert any(f"{f.package}.{s.name}" == symbol for f in files for s in f.service), symbol
 
 
+@pytest.mark.light
 def test_health_goes_not_serving_while_storage_takes_no_writes_and_comes_back(
     running: RunningDealer, tmp_path: Path
 ) -> None:

@@ -68,6 +68,7 @@ def test_a_storage_error_inside_an_operation_is_storage_unavailable_not_internal
     assert hand.hand_id not in "\n".join(r.getMessage() for r in records if r.levelno >= logging.ERROR)
 
 
+@pytest.mark.light
 def test_a_storage_error_before_the_handler_runs_is_storage_unavailable_not_unknown(
     running: RunningDealer, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -13,6 +13,7 @@ import urllib.request
 from pathlib import Path
 
 import grpc
+import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -42,6 +43,7 @@ def metrics_port(dealer: DealerProcess) -> int:
     return int(found.group(1))
 
 
+@pytest.mark.light
 def test_health_list_and_unknown_methods(tmp_path: Path) -> None:
     with DealerProcess(
         tmp_path / "d",

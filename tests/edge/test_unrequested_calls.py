@@ -64,6 +64,7 @@ def test_grpc_drops_a_call_kept_past_its_unrequested_time_unseen() -> None:
     assert {details for code, details in ends if code is grpc.StatusCode.CANCELLED} == {"CANCELLED"}
 
 
+@pytest.mark.light
 @pytest.mark.slow
 def test_a_call_kept_past_grpcs_default_unrequested_time_is_taken_up_and_answered() -> None:
     """The dealer's loop starved for longer than gRPC's default 30 s (a process stopped, or two

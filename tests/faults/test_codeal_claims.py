@@ -33,6 +33,7 @@ def take_over(forker: ServeForker, data: Path, url: str, log_key: Path) -> subpr
     return forker.run(command, timeout=60)
 
 
+@pytest.mark.light
 def test_a_paused_replica_resumed_after_its_record_moved_dealt_on_beside_the_new_holder(
     tmp_path: Path, pg_url: str, serve_forker: ServeForker
 ) -> None:

@@ -67,6 +67,7 @@ def test_a_read_only_database_file_is_refused_at_start_never_serving(run: FaultR
         os.chmod(db, 0o600)
 
 
+@pytest.mark.light
 def test_a_database_locked_by_another_process_is_said_so(run: FaultRun) -> None:
     made(run)
     outsider = sqlite3.connect(run.data_dir / "fairdeck.db", isolation_level=None)
@@ -120,6 +121,7 @@ def test_a_full_disk_at_start_while_running_and_at_sigterm(run: FaultRun) -> Non
     run.ledger.deal(dealer.target, 1)
 
 
+@pytest.mark.light
 def test_the_write_lock_taken_by_another_process_while_dealing(run: FaultRun) -> None:
     """An sqlite3 shell (or a backup tool) takes the database's write lock while a table deals.
     Held a moment, the table's calls wait for it and are written; held past SQLite's busy wait

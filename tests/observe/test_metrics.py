@@ -100,6 +100,7 @@ def test_a_known_session_moves_every_counter_by_its_exact_amount(tmp_path: Path)
         assert "default" not in labels
 
 
+@pytest.mark.light
 def test_codes_of_refusals_and_deadlines_are_the_ones_clients_received(tmp_path: Path) -> None:
     # The cap fits what a DealHands with close holds while it runs (bulk.STREAM_IN_FLIGHT).
     config = {

@@ -472,6 +472,7 @@ def test_a_rate_of_zero_turns_the_limit_off(tmp_path: Path) -> None:
             c.get(hand.hand_id)
 
 
+@pytest.mark.light
 def test_open_hands_cap(tmp_path: Path) -> None:
     config = {"max_open_hands": 3, "rate_limit": 0}
     with RunningDealer(tmp_path / "d", **config) as running, DealerClient(running.target, retries=0) as c:

@@ -299,6 +299,7 @@ def health(client: DealerClient, channel: grpc.Channel) -> int:
     return stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=1).status  # type: ignore[no-any-return]
 
 
+@pytest.mark.light
 @pytest.mark.slow
 def test_a_worker_stopped_holding_the_lock_turns_the_others_not_serving_until_it_moves(
     tmp_path: Path,

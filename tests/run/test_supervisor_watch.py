@@ -112,6 +112,7 @@ def test_a_worker_running_but_silent_is_replaced_after_the_timeout(
     ), said
 
 
+@pytest.mark.light
 def test_a_supervisor_that_stalls_at_every_look_still_replaces_a_silent_worker(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

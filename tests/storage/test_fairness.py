@@ -288,6 +288,7 @@ def test_a_worker_whose_batch_waited_for_another_processs_keeps_its_batches_to_o
     assert asyncio.run(main()) == 1 + 8
 
 
+@pytest.mark.light
 def test_a_worker_that_waited_for_the_lock_past_the_window_counted_the_other_process_from_its_wait(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -5,12 +5,12 @@ tests wait on subprocesses, sockets and polls, so more processes than cores pay.
 Where it names no ``--dist`` either, the tests marked ``paired`` (they wait out the dealer's own
 timers to a bar, light on CPU) and then those marked ``serial`` (they hold time, CPU or memory to a
 bar, which busy neighbours would push them past) run last: the paired ones in two lanes, the serial
-ones alone. The tests of one ``xdist_group(name)`` run in one worker. ``SerialLastScheduling``
-(workers write the marked ids to SERIAL_DIR) hands out the longest units first (``expected_seconds``)
-and keeps the end units at the back (``SerialLastScheduling`` says how the end goes). Invariants: no
-other test runs while a ``serial`` test runs; a ``paired`` test runs beside at most one other test,
-itself ``paired`` (serial wins where a test has both marks); all tests of a group run in one worker,
-but a serial or paired one, which leaves it; the order never changes which tests run.
+ones alone. A group (``xdist_group(name)``) runs in one worker. ``SerialLastScheduling`` (workers
+write the marked ids to SERIAL_DIR) hands out the longest units first (``expected_seconds``), those
+marked ``light`` spread among them, and the end units last (it says how the end goes). Invariants:
+no other test runs while a ``serial`` test runs; a ``paired`` test runs beside at most one other
+test, itself ``paired`` (serial wins where a test has both marks); all tests of a group run in one
+worker, but a serial or paired one, which leaves it; the order never changes which tests run.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,9 @@ LANES = ("paired::a", "paired::b")
 """The paired tests' units: each lane's first test (its head), then the rest of the lane."""
 END = (*HEADS, *LANES, SERIAL)
 """The units handed out after every other, in this order."""
+LIGHT = "light"
+"""The mark of a long test that mostly waits on timers or other processes, light on CPU: a run
+spreads those among the others (``spread_light``)."""
 SERIAL_DIR = "FAIRDECK_SERIAL_DIR"
 """The environment variable, set by the controller for its workers: where they write the ids."""
 
@@ -44,12 +47,18 @@ GROUP = "xdist_group"
 
 
 def write_marked_ids(
-    folder: Path, worker: str, serial: list[str], groups: dict[str, str], slow: list[str], paired: list[str]
+    folder: Path,
+    worker: str,
+    serial: list[str],
+    groups: dict[str, str],
+    slow: list[str],
+    paired: list[str],
+    light: list[str],
 ) -> None:
-    """A worker's collected ``serial`` test ids, its grouped ones (id: group), its ``slow`` ones and
-    its ``paired`` ones, written whole before it is seen."""
+    """A worker's collected ``serial`` test ids, its grouped ones (id: group), its ``slow``, its
+    ``paired`` and its ``light`` ones, written whole before it is seen."""
     part = folder / f"{worker}.part"
-    marked = {"serial": serial, "groups": groups, "slow": slow, "paired": paired}
+    marked = {"serial": serial, "groups": groups, "slow": slow, "paired": paired, "light": light}
     part.write_text(json.dumps(marked), encoding="utf-8")
     part.rename(folder / f"{worker}.json")
 
@@ -130,6 +139,23 @@ def snapshot_of(timed: dict[str, float]) -> dict[str, dict[str, float]]:
     }
 
 
+def spread_light(units: list[str], light: frozenset[str], most: int = 2, of: int = 4) -> list[str]:
+    """``units`` (longest first) with the ``light`` ones held back just enough that no ``of``
+    units in a row hold more than ``most`` of them, while others are left: longest first alone
+    handed out the 10 s tests together, mostly timer-bound ones, and two cores idled while four
+    workers waited (bench/README.md). Each kind keeps its own order."""
+    spread: list[str] = []
+    held: deque[str] = deque()
+    for unit in units:
+        if unit in light:
+            held.append(unit)
+        else:
+            spread.append(unit)
+        while held and sum(u in light for u in spread[max(0, len(spread) - of + 1) :]) < most:
+            spread.append(held.popleft())
+    return [*spread, *held]
+
+
 def lanes(paired: list[str], expected: dict[str, float]) -> dict[str, str]:
     """The unit of each paired test (in collection order): two lanes about equally long (the
     longest test first into the shorter lane), each in collection order, its first test its head."""
@@ -149,9 +175,9 @@ def lanes(paired: list[str], expected: dict[str, float]) -> dict[str, str]:
 class SerialLastScheduling(LoadScopeScheduling):  # type: ignore[misc]
     """Each test is a unit of its own (as ``load`` hands them out), except the tests of one
     ``xdist_group``, one unit a group, and the END units, handed out last. The others go out
-    longest first (``expected_seconds`` of their tests, summed). The END units stay in the work
-    queue until their turn, so the base class never counts the run as finished, nor shuts the
-    keeper down, while they wait.
+    longest first (``expected_seconds`` of their tests, summed), the light ones spread among them.
+    The END units stay in the work queue until their turn, so the base class never counts the run
+    as finished, nor shuts the keeper down, while they wait.
 
     The end (``_end_turn``, in stages): once only END units are left, every worker but two (the
     keeper and its partner) finishes and stops; when both are idle, each gets its lane's head, and
@@ -166,6 +192,7 @@ class SerialLastScheduling(LoadScopeScheduling):  # type: ignore[misc]
         self.serial_ids: frozenset[str] = frozenset()
         self.groups: dict[str, str] = {}
         self.slow_ids: frozenset[str] = frozenset()
+        self.light_ids: frozenset[str] = frozenset()
         self.lane_of: dict[str, str] = {}
         snapshot, self.module_means = read_snapshot()  # an idle whole run's, committed
         self.timed = {**snapshot, **timed_before(config)}  # this checkout's own runs win
@@ -181,6 +208,7 @@ class SerialLastScheduling(LoadScopeScheduling):  # type: ignore[misc]
             self.serial_ids = frozenset(test for ids in marked for test in ids["serial"])
             self.groups = {test: group for ids in marked for test, group in ids["groups"].items()}
             self.slow_ids = frozenset(test for ids in marked for test in ids["slow"])
+            self.light_ids = frozenset(test for ids in marked for test in ids["light"])
             paired_ids = {test for ids in marked for test in ids["paired"]} - self.serial_ids
             collected = next(iter(self.registered_collections.values()), [])
             paired = [test for test in collected if test in paired_ids]
@@ -198,12 +226,18 @@ class SerialLastScheduling(LoadScopeScheduling):  # type: ignore[misc]
             self._reschedule(node)  # test for ever, waiting to be told what follows (#1327)
 
     def _longest_first(self) -> None:
-        """The work queue, its longest units first; a stable sort, so units expected alike keep the
-        base class's order (the most tests first, then as collected)."""
+        """The work queue, its longest units first, the ``light`` ones spread among the others
+        (``spread_light``); a stable sort, so units expected alike keep the base class's order (the
+        most tests first, then as collected)."""
         tests = [test for unit in self.workqueue.values() for test in unit]
         expected = expected_seconds(tests, self.timed, self.slow_ids, self.module_means)
-        units = sorted(self.workqueue.items(), key=lambda unit: -sum(expected[test] for test in unit[1]))
-        self.workqueue = OrderedDict(units)
+        units = sorted(
+            self.workqueue, key=lambda scope: -sum(expected[test] for test in self.workqueue[scope])
+        )
+        light = frozenset(
+            scope for scope in units if all(test in self.light_ids for test in self.workqueue[scope])
+        )
+        self.workqueue = OrderedDict((scope, self.workqueue[scope]) for scope in spread_light(units, light))
 
     def _split_scope(self, nodeid: str) -> str:
         if nodeid in self.serial_ids:
@@ -423,7 +457,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         groups = {item.nodeid: group for item in items if (group := group_of(item)) is not None}
         slow = [item.nodeid for item in items if item.get_closest_marker("slow") is not None]
         paired = [item.nodeid for item in items if item.get_closest_marker(PAIRED) is not None]
-        write_marked_ids(Path(os.environ[SERIAL_DIR]), workerinput["workerid"], serial, groups, slow, paired)
+        light = [item.nodeid for item in items if item.get_closest_marker(LIGHT) is not None]
+        folder = Path(os.environ[SERIAL_DIR])
+        write_marked_ids(folder, workerinput["workerid"], serial, groups, slow, paired, light)
 
 
 if __name__ == "__main__":  # python -m tests.support.parallel: SNAPSHOT from this checkout's cache
