@@ -72,8 +72,12 @@ def test_a_paused_replica_resumed_after_its_record_moved_dealt_on_beside_the_new
                 wait_for(
                     "A's co-dealt health NOT_SERVING", lambda: status(a.target, CODEAL_HEALTH) == NOT_SERVING
                 )
-                with DealerClient(a.target, timeout=60) as client, pytest.raises(FairdeckError) as refused:
-                    CodealHands(client).close_hand(opened)
+                with DealerClient(a.target, timeout=60) as client:
+                    wait_for(  # health says so at resume already; that B holds it, one renewal later
+                        "A's renewal to find its record held by B", lambda: _knows_it_lost(client, opened)
+                    )
+                    with pytest.raises(FairdeckError) as refused:
+                        CodealHands(client).close_hand(opened)
                 error = refused.value
                 assert error.code == grpc.StatusCode.UNAVAILABLE and error.reason == "STORAGE_UNAVAILABLE"
                 assert str(a_dir / "codeal.db") in str(error) and "now held by the replica at" in str(error)
@@ -93,3 +97,18 @@ def _done(out: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[
         return out
     assert "stop it first" in out.stderr, out.stderr
     return None
+
+
+def _knows_it_lost(client: DealerClient, hand_id: str) -> bool:
+    """Whether A's co-dealt calls are refused as its record now held by another replica. Resumed,
+    A refuses them at once as its claim unconfirmed (it lapsed during the pause), and health says
+    NOT_SERVING; who holds it, only once its renewal, woken at resume, has read the claim's row.
+    Asked by a draw that does nothing either way (a seat key a byte short), always refused here."""
+    with pytest.raises(FairdeckError) as draw:
+        CodealHands(client).draw(hand_id, 1, seat_public_key=b"k" * 31)
+    error = draw.value
+    assert error.code == grpc.StatusCode.UNAVAILABLE and error.reason == "STORAGE_UNAVAILABLE", error
+    if "now held by the replica at" in str(error):
+        return True
+    assert "cannot confirm that this replica holds co-dealt record" in str(error), error
+    return False
