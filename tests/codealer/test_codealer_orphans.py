@@ -14,7 +14,7 @@ import contextlib
 import logging
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import grpc
@@ -27,7 +27,7 @@ from fairdeck.v1 import codealer_pb2, dealer_pb2_grpc
 from fairdeck.v1 import dealer_pb2 as pb
 from fairdeck.wire import Reason
 from fairdeck_server.cli.codealer_command import _expire
-from fairdeck_server.codealer.ledger import Ledger
+from fairdeck_server.codealer.ledger import Ledger, LedgerError
 from fairdeck_server.dealing.codeal_store import CodealRow
 from fairdeck_server.dealing.codeal_voids import CodealReaper
 from fairdeck_server.refusals import DealerError
@@ -146,8 +146,8 @@ def test_a_stop_after_the_codealers_end_was_committed_lost_its_warning_for_good_
     committed, release = threading.Event(), threading.Event()
     real_expire = codealer.ledger.expire
 
-    def expire_then_hold(created_before_ms: int, now_ms: int) -> int:
-        ended = real_expire(created_before_ms, now_ms)
+    def expire_then_hold(created_before_ms: int, now_ms: int, *counted: Callable[[int], object]) -> int:
+        ended = real_expire(created_before_ms, now_ms, *counted)
         committed.set()
         assert release.wait(60)  # the stop comes here, the end on disk
         return ended
@@ -156,7 +156,7 @@ def test_a_stop_after_the_codealers_end_was_committed_lost_its_warning_for_good_
         await storage.start()
         await dealer.open_hand("t", "short")
         now[0] += CODEALER_LIFETIME_S * 1000 + 1
-        codealer.ledger.expire = expire_then_hold  # type: ignore[method-assign]
+        codealer.ledger.expire = expire_then_hold  # type: ignore[method-assign,assignment]
         sweeping = asyncio.create_task(_expire(codealer))
         await wait_for_async("the sweep's end committed", committed.is_set)
         sweeping.cancel()  # what `serve` does at SIGTERM
@@ -173,6 +173,46 @@ def test_a_stop_after_the_codealers_end_was_committed_lost_its_warning_for_good_
     said = [r.getMessage() for r in caplog.records if "after their announce" in r.getMessage()]
     told = f"ended {ended} hands not closed {CODEALER_LIFETIME_S} s after their announce"
     assert any(told in line for line in said), said
+
+
+def test_a_sweep_failing_after_a_committed_batch_counted_and_told_nothing_now_counts_those_ended(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A sweep commits each batch of ends, then tries the next. A LedgerError after a commit (the
+    disk, a lock held too long) lost the count of the hands ended before it: not in GetIdentity's
+    count, no WARNING, only the failure's; for good, as no later sweep finds them (they are
+    ended). They are now counted as each batch commits and the sweep's WARNING names them."""
+    now = [1_700_000_000_000]
+    codealer, dealer, storage = in_process(tmp_path, now, CODEALER_LIFETIME_S * 1000)
+    real_transaction = codealer.ledger.transaction
+    batches: list[object] = []
+
+    def fail_after_a_commit(work: Callable[[sqlite3.Connection], object]) -> object:
+        if batches:
+            raise LedgerError("co-dealer ledger codealer.db: database is locked")
+        batches.append(real_transaction(work))
+        return batches[-1]
+
+    async def scene() -> None:
+        await storage.start()
+        await dealer.open_hand("t", "short")
+        now[0] += CODEALER_LIFETIME_S * 1000 + 1
+        codealer.ledger.transaction = fail_after_a_commit  # type: ignore[method-assign,assignment]
+        sweeping = asyncio.create_task(_expire(codealer))
+        await wait_for_async("the sweep's failure", lambda: "failed (co-dealer ledger" in caplog.text)
+        sweeping.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await sweeping
+        codealer.ledger.transaction = real_transaction  # type: ignore[method-assign]
+        await dealer.aclose()
+        await storage.close()
+
+    caplog.set_level(logging.WARNING)
+    asyncio.run(scene())
+    ended = sum(by_lifetime for _, by_lifetime in ended_here(tmp_path).values())
+    assert ended >= 1 and batches == [ended] and codealer.expired == ended
+    said = [r.getMessage() for r in caplog.records if "after their announce" in r.getMessage()]
+    assert [line.split(" hands not closed")[0] for line in said] == [f"ended {ended}"], said
 
 
 def test_a_dealer_back_after_the_codealer_ended_its_hand_voids_it_with_its_whole_record(

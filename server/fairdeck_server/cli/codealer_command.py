@@ -358,11 +358,15 @@ async def _expire(codealer: CoDealer) -> None:
 
 
 def _expire_pass(codealer: CoDealer, every: float) -> None:
+    """One sweep; its WARNING counts the hands ended before a failure too (no later sweep finds
+    them: they are ended), then the failure's."""
+    before = codealer.expired
+    failed: LedgerError | None = None
     try:
-        ended = codealer.expire()
+        codealer.expire()
     except LedgerError as e:
-        log.warning("ending hands past --max-hand-lifetime failed (%s); trying again in %g s", e, every)
-        return
+        failed = e
+    ended = codealer.expired - before
     if ended:
         log.warning(
             "ended %d hands not closed %g s after their announce (--max-hand-lifetime; %d since "
@@ -372,6 +376,8 @@ def _expire_pass(codealer: CoDealer, every: float) -> None:
             codealer.lifetime_ms / 1000,
             codealer.expired,
         )
+    if failed is not None:
+        log.warning("ending hands past --max-hand-lifetime failed (%s); trying again in %g s", failed, every)
 
 
 async def _serve(codealer: CoDealer, listen: str, token: TokenCheck, keep_days: float) -> int:
