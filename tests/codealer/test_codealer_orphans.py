@@ -10,8 +10,11 @@ and the real code in process on an injected clock for the races."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import sqlite3
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import grpc
@@ -23,7 +26,8 @@ from fairdeck.codeal.entries import SEALS, SEEDS, SETUP, SHARES, SHUFFLE
 from fairdeck.v1 import codealer_pb2, dealer_pb2_grpc
 from fairdeck.v1 import dealer_pb2 as pb
 from fairdeck.wire import Reason
-from fairdeck_server.codealer.ledger import Ledger
+from fairdeck_server.cli.codealer_command import _expire
+from fairdeck_server.codealer.ledger import Ledger, LedgerError
 from fairdeck_server.dealing.codeal_store import CodealRow
 from fairdeck_server.dealing.codeal_voids import CodealReaper
 from fairdeck_server.refusals import DealerError
@@ -32,7 +36,7 @@ from tests.support.codealers import CODEAL, NOT_SERVING, CodealerProcess, init_c
 from tests.support.dealers import DealerProcess
 from tests.support.faults import metric
 from tests.support.forked_serve import ServeForker
-from tests.support.waits import wait_for
+from tests.support.waits import wait_for, wait_for_async
 
 CODEALER_LIFETIME_S = 8
 DEALER_LIFETIME_S = 4  # the most a co-dealer of 8 s serves: a pooled deck waits one, lives one
@@ -110,17 +114,106 @@ def test_an_orphan_codealt_hand_stayed_open_at_the_codealer_forever_now_ended_at
         error = from_rpc_error(refused.value)
         assert (refused.value.code(), error.reason) == (grpc.StatusCode.FAILED_PRECONDITION, "HAND_CLOSED")
         assert "--max-hand-lifetime" in str(refused.value.details())
+        # The rows are ended at the batch's commit; the sweep counts them and tells the operator
+        # after it (and its last, empty batch): its WARNING, written after its count, is the end.
+        told = (
+            f"hands not closed {CODEALER_LIFETIME_S} s after their announce "
+            f"(--max-hand-lifetime; {len(hands)} since start)"
+        )
+        wait_for("the operator told of every hand", lambda: told in running.log_so_far(), timeout=60)
         identity = running.stub().GetIdentity(codealer_pb2.GetIdentityRequest())
         assert identity.max_hand_lifetime_ms == CODEALER_LIFETIME_S * 1000
         assert identity.expired_hands == len(hands)
         log = running.stop()
-    assert f"hands not closed {CODEALER_LIFETIME_S} s after their announce" in log, log
+    assert told in log, log
     assert "Traceback" not in log
     ledger = Ledger(directory / "codealer.db", create=False)
     try:
         assert ledger.prune(2**62) == len(hands) and ledger.counts() == (0, 0)
     finally:
         ledger.close()
+
+
+def test_a_stop_after_the_codealers_end_was_committed_lost_its_warning_for_good_now_written(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A stop (SIGTERM) cancels the co-dealer's sweep. One landing after the sweep committed its
+    end, while its thread finished (its last, empty batch, its count), lost the count and the
+    WARNING, written after the awaited thread: for good, as no later sweep finds the hands ended,
+    and the WARNING is its operator's only word that the dealer left hands. The sweep's thread now
+    counts and writes the WARNING, and ``serve``'s ``asyncio.run`` waits for it, as here."""
+    now = [1_700_000_000_000]
+    codealer, dealer, storage = in_process(tmp_path, now, CODEALER_LIFETIME_S * 1000)
+    committed, release = threading.Event(), threading.Event()
+    real_expire = codealer.ledger.expire
+
+    def expire_then_hold(created_before_ms: int, now_ms: int, *counted: Callable[[int], object]) -> int:
+        ended = real_expire(created_before_ms, now_ms, *counted)
+        committed.set()
+        assert release.wait(60)  # the stop comes here, the end on disk
+        return ended
+
+    async def scene() -> None:
+        await storage.start()
+        await dealer.open_hand("t", "short")
+        now[0] += CODEALER_LIFETIME_S * 1000 + 1
+        codealer.ledger.expire = expire_then_hold  # type: ignore[method-assign,assignment]
+        sweeping = asyncio.create_task(_expire(codealer))
+        await wait_for_async("the sweep's end committed", committed.is_set)
+        sweeping.cancel()  # what `serve` does at SIGTERM
+        with contextlib.suppress(asyncio.CancelledError):
+            await sweeping
+        release.set()
+        await dealer.aclose()
+        await storage.close()
+
+    caplog.set_level(logging.WARNING)
+    asyncio.run(scene())
+    ended = sum(by_lifetime for _, by_lifetime in ended_here(tmp_path).values())
+    assert ended >= 1 and codealer.expired == ended
+    said = [r.getMessage() for r in caplog.records if "after their announce" in r.getMessage()]
+    told = f"ended {ended} hands not closed {CODEALER_LIFETIME_S} s after their announce"
+    assert any(told in line for line in said), said
+
+
+def test_a_sweep_failing_after_a_committed_batch_counted_and_told_nothing_now_counts_those_ended(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A sweep commits each batch of ends, then tries the next. A LedgerError after a commit (the
+    disk, a lock held too long) lost the count of the hands ended before it: not in GetIdentity's
+    count, no WARNING, only the failure's; for good, as no later sweep finds them (they are
+    ended). They are now counted as each batch commits and the sweep's WARNING names them."""
+    now = [1_700_000_000_000]
+    codealer, dealer, storage = in_process(tmp_path, now, CODEALER_LIFETIME_S * 1000)
+    real_transaction = codealer.ledger.transaction
+    batches: list[object] = []
+
+    def fail_after_a_commit(work: Callable[[sqlite3.Connection], object]) -> object:
+        if batches:
+            raise LedgerError("co-dealer ledger codealer.db: database is locked")
+        batches.append(real_transaction(work))
+        return batches[-1]
+
+    async def scene() -> None:
+        await storage.start()
+        await dealer.open_hand("t", "short")
+        now[0] += CODEALER_LIFETIME_S * 1000 + 1
+        codealer.ledger.transaction = fail_after_a_commit  # type: ignore[method-assign,assignment]
+        sweeping = asyncio.create_task(_expire(codealer))
+        await wait_for_async("the sweep's failure", lambda: "failed (co-dealer ledger" in caplog.text)
+        sweeping.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await sweeping
+        codealer.ledger.transaction = real_transaction  # type: ignore[method-assign]
+        await dealer.aclose()
+        await storage.close()
+
+    caplog.set_level(logging.WARNING)
+    asyncio.run(scene())
+    ended = sum(by_lifetime for _, by_lifetime in ended_here(tmp_path).values())
+    assert ended >= 1 and batches == [ended] and codealer.expired == ended
+    said = [r.getMessage() for r in caplog.records if "after their announce" in r.getMessage()]
+    assert [line.split(" hands not closed")[0] for line in said] == [f"ended {ended}"], said
 
 
 @pytest.mark.light

@@ -8,6 +8,7 @@ import argparse
 import collections
 import contextlib
 import io
+import os
 import re
 import sqlite3
 import subprocess
@@ -126,6 +127,17 @@ class CodealerProcess:
     def stub(self, token: str | None = "") -> codealer_pb2_grpc.CoDealerServiceStub:
         """A stub whose calls carry ``token`` (by default the dealer's; None: no credentials)."""
         return codealer_stub(self.target, self.token if token == "" else token)
+
+    def log_so_far(self) -> str:
+        """Its log (stderr) as written so far, the process running: read at offsets (``pread``),
+        since the process writes at the file position it shares with ``self._log``."""
+        if self._log.closed:
+            return ""
+        chunks, offset = [], 0
+        while chunk := os.pread(self._log.fileno(), 1 << 16, offset):
+            chunks.append(chunk)
+            offset += len(chunk)
+        return b"".join(chunks).decode("utf-8", errors="replace")
 
     def stop(self) -> str:
         """Stop it; its log (stderr)."""

@@ -320,47 +320,64 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 async def _prune(codealer: CoDealer, keep_days: float) -> None:
-    """Drop hands that ended over ``keep_days`` ago, at start and then every PRUNE_EVERY seconds."""
+    """Drop hands that ended over ``keep_days`` ago, at start and then every PRUNE_EVERY seconds.
+    Each pass runs whole in a worker thread, its log line too (see ``_expire``)."""
     while True:
-        cutoff = codealer.clock_ms() - int(keep_days * DAY_MS)
-        started = time.monotonic()
-        try:
-            dropped = await asyncio.to_thread(codealer.ledger.prune, cutoff)
-        except LedgerError as e:
-            log.warning("pruning the ledger failed (%s); trying again in %g s", e, PRUNE_EVERY)
-        else:
-            if dropped:
-                log.info(
-                    "pruned %d hands that ended over %g days ago from the ledger (%.1f s)",
-                    dropped,
-                    keep_days,
-                    time.monotonic() - started,
-                )
+        await asyncio.to_thread(_prune_pass, codealer, keep_days)
         await asyncio.sleep(PRUNE_EVERY)
+
+
+def _prune_pass(codealer: CoDealer, keep_days: float) -> None:
+    cutoff = codealer.clock_ms() - int(keep_days * DAY_MS)
+    started = time.monotonic()
+    try:
+        dropped = codealer.ledger.prune(cutoff)
+    except LedgerError as e:
+        log.warning("pruning the ledger failed (%s); trying again in %g s", e, PRUNE_EVERY)
+        return
+    if dropped:
+        log.info(
+            "pruned %d hands that ended over %g days ago from the ledger (%.1f s)",
+            dropped,
+            keep_days,
+            time.monotonic() - started,
+        )
 
 
 async def _expire(codealer: CoDealer) -> None:
     """End the hands not ended ``lifetime`` after their announce, every quarter of it (a minute at
     most), at start first: the dealer lost them (its codeal.db) or is gone; each sweep that ended
-    some says so (WARNING): the co-dealer's operator learns its dealer leaves hands behind."""
-    lifetime_s = codealer.lifetime_ms / 1000
-    every = min(EXPIRE_EVERY_MAX, lifetime_s / 4)
+    some says so (WARNING): the co-dealer's operator learns its dealer leaves hands behind. A sweep
+    runs whole in a worker thread, its count and WARNING too: a stop cancels this task, not the
+    thread, and ``asyncio.run`` waits for it (a WARNING written after the cancellable await was lost
+    for good to a SIGTERM after the commit: the hands, ended, are never swept again)."""
+    every = min(EXPIRE_EVERY_MAX, codealer.lifetime_ms / 4000)
     while True:
-        try:
-            ended = await asyncio.to_thread(codealer.expire)
-        except LedgerError as e:
-            log.warning("ending hands past --max-hand-lifetime failed (%s); trying again in %g s", e, every)
-        else:
-            if ended:
-                log.warning(
-                    "ended %d hands not closed %g s after their announce (--max-hand-lifetime; %d since "
-                    "start): the dealer lost them or is gone; they take no more shares, and "
-                    "--keep-closed-days prunes them",
-                    ended,
-                    lifetime_s,
-                    codealer.expired,
-                )
+        await asyncio.to_thread(_expire_pass, codealer, every)
         await asyncio.sleep(every)
+
+
+def _expire_pass(codealer: CoDealer, every: float) -> None:
+    """One sweep; its WARNING counts the hands ended before a failure too (no later sweep finds
+    them: they are ended), then the failure's."""
+    before = codealer.expired
+    failed: LedgerError | None = None
+    try:
+        codealer.expire()
+    except LedgerError as e:
+        failed = e
+    ended = codealer.expired - before
+    if ended:
+        log.warning(
+            "ended %d hands not closed %g s after their announce (--max-hand-lifetime; %d since "
+            "start): the dealer lost them or is gone; they take no more shares, and "
+            "--keep-closed-days prunes them",
+            ended,
+            codealer.lifetime_ms / 1000,
+            codealer.expired,
+        )
+    if failed is not None:
+        log.warning("ending hands past --max-hand-lifetime failed (%s); trying again in %g s", failed, every)
 
 
 async def _serve(codealer: CoDealer, listen: str, token: TokenCheck, keep_days: float) -> int:

@@ -438,13 +438,15 @@ class CoDealer:
 
     def expire(self) -> int:
         """End every hand announced over ``lifetime_ms`` ago and not ended (one durable write per
-        batch, before anything about it is answered); how many."""
+        batch, before anything about it is answered); how many. ``expired`` counts each batch as
+        it commits: a LedgerError of a later one (raised) leaves it counting those ended before."""
         if self.lifetime_ms <= 0:
             return 0
         now = self.clock_ms()
-        ended = self.ledger.expire(now - self.lifetime_ms, now)
+        return self.ledger.expire(now - self.lifetime_ms, now, self._count_expired)
+
+    def _count_expired(self, ended: int) -> None:
         self.expired += ended
-        return ended
 
     def seal_statements(self, hand_id: str) -> list[tuple[int, bytes, bytes, bytes]]:
         """(position, seat key, SHA-256 of the sealed share, signature) of every position sealed for

@@ -209,11 +209,14 @@ class Ledger:
             dropped += n
         return dropped
 
-    def expire(self, created_before_ms: int, now_ms: int) -> int:
+    def expire(
+        self, created_before_ms: int, now_ms: int, committed: Callable[[int], object] = lambda n: None
+    ) -> int:
         """End the hands announced before ``created_before_ms`` and not ended, in batches of
         ``PRUNE_BATCH``: revealed (no position is given from then on; the seed and the public
         shares of dealt positions still answer the dealer's close), ``expired``, ``revealed_ms``
-        now (retention counts from the end); how many were ended."""
+        now (retention counts from the end); how many were ended. ``committed(n)`` after each
+        batch's commit: a later batch's LedgerError does not undo those ended before it."""
 
         def batch(db: sqlite3.Connection) -> int:
             return db.execute(
@@ -225,6 +228,7 @@ class Ledger:
         ended = 0
         while (n := self.transaction(batch)) > 0:
             ended += n
+            committed(n)
         return ended
 
     def end_open_hands(self, now_ms: int) -> int:
