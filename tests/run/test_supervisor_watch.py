@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 import types
+from collections.abc import Callable
 
 import pytest
 
@@ -34,10 +35,14 @@ while True:
 """
 
 
-def _ignores(pid: int, signum: int) -> bool:
-    """Whether ``pid`` has set ``signum`` to be ignored (/proc/PID/status SigIgn)."""
+def _ignores(pid: int, signum: int, masks: tuple[str, ...] = ("SigIgn",)) -> bool:
+    """Whether ``pid`` has set ``signum`` to be ignored (/proc/PID/status SigIgn), or, with
+    ``masks`` ("SigIgn", "SigCgt"), either ignored or caught by a handler of its own."""
     with open(f"/proc/{pid}/status") as f:
-        mask = next(int(line.split()[1], 16) for line in f if line.startswith("SigIgn:"))
+        mask = 0
+        for line in f:
+            if line.partition(":")[0] in masks:
+                mask |= int(line.split()[1], 16)
     return bool(mask & (1 << (signum - 1)))
 
 
@@ -358,8 +363,9 @@ def supervise(
     monkeypatch: pytest.MonkeyPatch, modes: str, kill_wait: float, start_timeout: float = 1.0
 ) -> tuple[int, list[int], float]:
     """``supervise`` over stand-ins, one per comma-separated mode (``serve``, ``dies``, ``stuck``:
-    SIGTERM and SIGKILL do not end it, ``mute``: stuck before it listens); grace 0.5 s. What it
-    returned, the stand-ins' pids, and how long it took."""
+    SIGTERM and SIGKILL do not end it, ``mute``: stuck before it listens); grace 0.5 s. START_TIMEOUT
+    runs once every stand-in is at its SIGTERM line. What it returned, the stand-ins' pids, and how
+    long it took."""
     monkeypatch.setattr(processes, "KILL_WAIT_S", kill_wait)
     monkeypatch.setattr(processes, "START_TIMEOUT", start_timeout)
     monkeypatch.setattr(
@@ -382,6 +388,23 @@ def supervise(
         return running
 
     monkeypatch.setattr(_Running, "spawn", classmethod(spawn))
+    listening = processes._wait_listening
+
+    def settled(workers: list[subprocess.Popen[bytes]], stopping: Callable[[], bool]) -> list[int] | None:
+        # START_TIMEOUT runs from here: only once every stand-in is at its SIGTERM line, so that
+        # it measures a stand-in's silence, not how long a loaded machine took to start Python
+        # (one not there yet died of the SIGTERM sent at START_TIMEOUT: "exit status -15"). One
+        # already exited ("dies") is past it: Python's exit put SIGTERM back to its default.
+        wait_for(
+            "every stand-in at its SIGTERM line",
+            lambda: all(
+                processes._state(p.pid) == "Z" or _ignores(p.pid, signal.SIGTERM, ("SigIgn", "SigCgt"))
+                for p in workers
+            ),
+        )
+        return listening(workers, stopping)
+
+    monkeypatch.setattr(processes, "_wait_listening", settled)
     config = types.SimpleNamespace(
         processes=modes.count(",") + 1,
         witnesses=(),
