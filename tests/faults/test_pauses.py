@@ -41,12 +41,18 @@ def test_downtime_longer_than_the_lifetime_is_pending_not_deck_shopping(run: Fau
 
 def test_a_paused_dealer_voids_before_it_logs_again(run: FaultRun) -> None:
     """SIGSTOP for longer than the lifetime, with calls arriving meanwhile: when it resumes, the
-    overdue hands are voided before any of those calls logs an entry."""
+    overdue hands are voided before any of those calls logs an entry. The log is read once the
+    dealer is stopped: the hands must still be open then (the reaper voids a hand open 1.5 s, the
+    lifetime less its margin), or the run set nothing up, and says so rather than pass."""
     dealer = run.start(lifetime=2)
     opened = run.ledger.open(dealer.target, 3)
-    size = len(run.entries())
     dealer.signal(signal.SIGSTOP)
     try:
+        wait_for("every thread of the dealer stopped", lambda: _stopped(dealer.pid), every=0.01)
+        before = [decode(e) for e in run.entries()]  # all it logged before the pause
+        early = {e.hand_id for e in before if isinstance(e, RevealEntry)} & set(opened)
+        assert not early, f"{len(early)} of the hands voided before the pause: the test stalled 1.5 s"
+        size = len(before)
         outlast(0.5)
         callers = [threading.Thread(target=run.ledger.deal, args=(dealer.target, 1)) for _ in range(3)]
         for t in callers:
@@ -139,6 +145,15 @@ def test_the_whole_group_paused_replaces_no_one(run: FaultRun) -> None:
     before = len(run.ledger.closed)
     run.ledger.deal(dealer.target, 4)
     assert len(run.ledger.closed) == before + 4
+
+
+def _stopped(pid: int) -> bool:
+    """Whether the kernel shows every thread of ``pid`` stopped (state T): it logs nothing more."""
+    states = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with contextlib.suppress(FileNotFoundError), open(f"/proc/{pid}/task/{task}/stat", "rb") as f:
+            states.append(f.read().rpartition(b")")[2].split()[0])
+    return bool(states) and set(states) == {b"T"}
 
 
 def _alive(pid: int) -> bool:
