@@ -41,12 +41,18 @@ def test_downtime_longer_than_the_lifetime_is_pending_not_deck_shopping(run: Fau
 
 def test_a_paused_dealer_voids_before_it_logs_again(run: FaultRun) -> None:
     """SIGSTOP for longer than the lifetime, with calls arriving meanwhile: when it resumes, the
-    overdue hands are voided before any of those calls logs an entry."""
+    overdue hands are voided before any of those calls logs an entry. The log is read once the
+    dealer is stopped: the hands must still be open then (the reaper voids a hand open 1.5 s, the
+    lifetime less its margin), or the run set nothing up, and says so rather than pass."""
     dealer = run.start(lifetime=2)
     opened = run.ledger.open(dealer.target, 3)
-    size = len(run.entries())
     dealer.signal(signal.SIGSTOP)
     try:
+        wait_for("every thread of the dealer stopped", lambda: _stopped(dealer.pid), every=0.01)
+        before = [decode(e) for e in run.entries()]  # all it logged before the pause
+        early = {e.hand_id for e in before if isinstance(e, RevealEntry)} & set(opened)
+        assert not early, f"{len(early)} of the hands voided before the pause: the test stalled 1.5 s"
+        size = len(before)
         outlast(0.5)
         callers = [threading.Thread(target=run.ledger.deal, args=(dealer.target, 1)) for _ in range(3)]
         for t in callers:
@@ -117,25 +123,22 @@ def test_one_worker_paused_is_replaced_and_nothing_is_lost(run: FaultRun) -> Non
 
 def test_the_whole_group_paused_replaces_no_one(run: FaultRun) -> None:
     """``serve --processes 2`` paused whole for longer than ``--worker-timeout`` (a container
-    pause, Ctrl-Z of the group, a stalled host), the supervisor continued a moment before its
-    workers: their silence was the supervisor's own pause, so it replaces no one (it killed every
-    worker, each "stopped answering for 3.x s"), and the group deals on."""
-    dealer = run.start("--processes", "2", "--worker-timeout", "2", lifetime=30)
+    pause, Ctrl-Z of the group, a stalled host) and continued whole, as ``fg`` does it (one
+    SIGCONT to the process group): their silence was the supervisor's own pause, so it replaces no
+    one (it killed every worker, each "stopped answering for 3.x s"), and the group deals on.
+    Continued one by one, a test's stall of 0.3 s between the supervisor and its workers made
+    them workers stopped alone, rightly replaced; that order, with the supervisor's looks held,
+    is test_the_supervisors_pause_with_its_workers_is_not_their_silence (tests/run)."""
+    # setsid: the group in a process group of its own, as a shell's job is
+    dealer = run.start("--processes", "2", "--worker-timeout", "2", wrap=["setsid"], lifetime=30)
     run.ledger.deal(dealer.target, 4)
     workers = worker_pids(dealer)
-    for pid in (dealer.pid, *workers):
-        os.kill(pid, signal.SIGSTOP)
+    assert [os.getpgid(pid) for pid in (dealer.pid, *workers)] == [dealer.pid] * 3
+    os.killpg(dealer.pid, signal.SIGSTOP)
     try:
         outlast(3.0)  # past the worker timeout
-        switches = _sleeps(dealer.pid)
     finally:
-        os.kill(dealer.pid, signal.SIGCONT)
-    try:  # the supervisor looks first (and sleeps again): nothing has beaten since before the pause
-        wait_for("the supervisor to look once", lambda: _sleeps(dealer.pid) > switches)
-    finally:
-        for pid in workers:
-            with contextlib.suppress(ProcessLookupError):  # replaced already
-                os.kill(pid, signal.SIGCONT)
+        os.killpg(dealer.pid, signal.SIGCONT)
     outlast(3.0)  # longer than the worker timeout: a replacement would have happened
     assert lines(dealer, "stopped answering") == [], dealer.stderr()
     assert worker_pids(dealer) == workers and all(_alive(pid) for pid in workers)
@@ -144,10 +147,13 @@ def test_the_whole_group_paused_replaces_no_one(run: FaultRun) -> None:
     assert len(run.ledger.closed) == before + 4
 
 
-def _sleeps(pid: int) -> int:
-    """How many times ``pid`` has gone to sleep of itself (its voluntary context switches)."""
-    with open(f"/proc/{pid}/status") as f:
-        return next(int(line.split()[1]) for line in f if line.startswith("voluntary_ctxt_switches:"))
+def _stopped(pid: int) -> bool:
+    """Whether the kernel shows every thread of ``pid`` stopped (state T): it logs nothing more."""
+    states = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with contextlib.suppress(FileNotFoundError), open(f"/proc/{pid}/task/{task}/stat", "rb") as f:
+            states.append(f.read().rpartition(b")")[2].split()[0])
+    return bool(states) and set(states) == {b"T"}
 
 
 def _alive(pid: int) -> bool:

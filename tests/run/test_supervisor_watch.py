@@ -14,13 +14,14 @@ import sys
 import threading
 import time
 import types
+from collections.abc import Callable
 
 import pytest
 
 from fairdeck_server.run import processes
 from fairdeck_server.run.processes import _Running, _watch
 from tests.support.speed import scaled
-from tests.support.waits import hold_silent, outlast, pace, wait_for
+from tests.support.waits import WAIT_S, hold_silent, outlast, pace, wait_for
 
 STAND_IN = """
 import os, signal, sys, time
@@ -34,10 +35,14 @@ while True:
 """
 
 
-def _ignores(pid: int, signum: int) -> bool:
-    """Whether ``pid`` has set ``signum`` to be ignored (/proc/PID/status SigIgn)."""
+def _ignores(pid: int, signum: int, masks: tuple[str, ...] = ("SigIgn",)) -> bool:
+    """Whether ``pid`` has set ``signum`` to be ignored (/proc/PID/status SigIgn), or, with
+    ``masks`` ("SigIgn", "SigCgt"), either ignored or caught by a handler of its own."""
     with open(f"/proc/{pid}/status") as f:
-        mask = next(int(line.split()[1], 16) for line in f if line.startswith("SigIgn:"))
+        mask = 0
+        for line in f:
+            if line.partition(":")[0] in masks:
+                mask |= int(line.split()[1], 16)
     return bool(mask & (1 << (signum - 1)))
 
 
@@ -174,6 +179,72 @@ def test_a_worker_stopped_and_continued_over_and_over_still_runs_and_is_not_repl
             cycler.join()
     said = capsys.readouterr().err
     assert workers[1].proc is cycled, said
+    assert "stopped answering" not in said, said
+
+
+class _HeldLooks:
+    """``processes.time`` with each of the watch's sleeps held until the test lets it go
+    (``look``): its looks come when the test says, however loaded the machine."""
+
+    monotonic = staticmethod(time.monotonic)
+
+    def __init__(self) -> None:
+        self.asleep = threading.Semaphore(0)
+        self.go = threading.Semaphore(0)
+        self.free = False
+
+    def sleep(self, seconds: float) -> None:
+        if self.free:  # let go: a plain sleep (a release left over may shorten one)
+            self.go.acquire(timeout=seconds)
+            return
+        self.asleep.release()
+        self.go.acquire()
+
+    def slept(self) -> None:
+        assert self.asleep.acquire(timeout=WAIT_S), "the watch did not come to its sleep"
+
+    def look(self) -> None:
+        """Let the watch make one look, and wait until it sleeps again."""
+        self.go.release()
+        self.slept()
+
+    def let_go(self) -> None:
+        self.free = True
+        self.go.release()
+
+
+def test_the_supervisors_pause_with_its_workers_is_not_their_silence(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The whole group paused past the worker timeout (a container pause, Ctrl-Z) and the
+    supervisor continued a moment before its workers: its first look finds no beat since before
+    the pause and the workers still stopped. That silence was its own pause: it replaces no one
+    (it replaced each, "stopped answering for 3.x s"), nor, once they run, for the stop it saw.
+    The looks are held (tests/faults/test_pauses.py left the supervisor free, and a stall of the
+    test of 0.3 s after its first look let it see the workers stopped 3 looks in a row)."""
+    held = _HeldLooks()
+    monkeypatch.setattr(processes, "time", held)
+    workers = [stand_in(0, "beat"), stand_in(1, "beat")]
+    procs = [w.proc for w in workers]
+    with Watching(workers, 2.0):
+        try:
+            held.slept()
+            for proc in procs:
+                os.kill(proc.pid, signal.SIGSTOP)
+            wait_for("the workers stopped", lambda: {processes._state(p.pid) for p in procs} == {"T"})
+            held.look()  # its last look before the pause reads the beats sent before the stop
+            outlast(3.0)  # the supervisor paused too (its sleep held), past the worker timeout
+            held.look()  # its first look after the pause: silent for 3 s, and still stopped
+            for proc in procs:
+                with contextlib.suppress(ProcessLookupError):  # replaced already
+                    os.kill(proc.pid, signal.SIGCONT)
+            wait_for("the workers running", lambda: "T" not in {processes._state(p.pid) for p in procs})
+            for _ in range(processes.STOPPED_LOOKS + 1):
+                held.look()
+        finally:
+            held.let_go()
+    said = capsys.readouterr().err
+    assert [w.proc for w in workers] == procs, said
     assert "stopped answering" not in said, said
 
 
@@ -359,8 +430,9 @@ def supervise(
     monkeypatch: pytest.MonkeyPatch, modes: str, kill_wait: float, start_timeout: float = 1.0
 ) -> tuple[int, list[int], float]:
     """``supervise`` over stand-ins, one per comma-separated mode (``serve``, ``dies``, ``stuck``:
-    SIGTERM and SIGKILL do not end it, ``mute``: stuck before it listens); grace 0.5 s. What it
-    returned, the stand-ins' pids, and how long it took."""
+    SIGTERM and SIGKILL do not end it, ``mute``: stuck before it listens); grace 0.5 s. START_TIMEOUT
+    runs once every stand-in is at its SIGTERM line. What it returned, the stand-ins' pids, and how
+    long it took."""
     monkeypatch.setattr(processes, "KILL_WAIT_S", kill_wait)
     monkeypatch.setattr(processes, "START_TIMEOUT", start_timeout)
     monkeypatch.setattr(
@@ -383,6 +455,23 @@ def supervise(
         return running
 
     monkeypatch.setattr(_Running, "spawn", classmethod(spawn))
+    listening = processes._wait_listening
+
+    def settled(workers: list[subprocess.Popen[bytes]], stopping: Callable[[], bool]) -> list[int] | None:
+        # START_TIMEOUT runs from here: only once every stand-in is at its SIGTERM line, so that
+        # it measures a stand-in's silence, not how long a loaded machine took to start Python
+        # (one not there yet died of the SIGTERM sent at START_TIMEOUT: "exit status -15"). One
+        # already exited ("dies") is past it: Python's exit put SIGTERM back to its default.
+        wait_for(
+            "every stand-in at its SIGTERM line",
+            lambda: all(
+                processes._state(p.pid) == "Z" or _ignores(p.pid, signal.SIGTERM, ("SigIgn", "SigCgt"))
+                for p in workers
+            ),
+        )
+        return listening(workers, stopping)
+
+    monkeypatch.setattr(processes, "_wait_listening", settled)
     config = types.SimpleNamespace(
         processes=modes.count(",") + 1,
         witnesses=(),
