@@ -269,32 +269,38 @@ def test_works(i):
 
 def test_short():
     pass
+
+@pytest.mark.paired
+def test_paired():
+    pass
 """
 LIGHT_TIMES = {
     **{f"test_light.py::test_waits[{i}]": 50.0 - i for i in range(4)},
     **{f"test_light.py::test_works[{i}]": 40.0 - i for i in range(4)},
     "test_light.py::test_short": 0.01,
+    "test_light.py::test_paired": 48.5,  # among the light ones by length, yet handed out last
 }
 
 
 def test_long_light_tests_go_out_spread_among_the_others_not_together(tmp_path: Path) -> None:
     """Longest first alone gave the four workers four 10 s timer-bound tests at once, and two cores
-    idled (bench/README.md); ``light`` ones now go out at most two in any four. One worker, so
-    the order the tests start in is the order the scheduler handed them out."""
+    idled (bench/README.md); ``light`` ones now go out at most two in any four, counted among
+    the units handed out then (a paired lane's head, as long as they, goes out last: counted, it
+    let three in four through). One worker, so the tests start in the order handed out."""
     (tmp_path / "conftest.py").write_text(textwrap.dedent(CONFTEST))
     (tmp_path / "test_light.py").write_text(textwrap.dedent(LIGHT))
-    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    light: waits\n")
+    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    light: waits\n    paired: two at once\n")
     durations = tmp_path / ".pytest_cache" / "v" / DURATIONS
     durations.parent.mkdir(parents=True)
     durations.write_text(json.dumps(LIGHT_TIMES))
     spans = tmp_path / "spans"
     done = run_suite(tmp_path, "-n", "1", spans=spans)
-    assert done.returncode == 0 and "9 passed" in done.stdout, done.stdout[-3000:] + done.stderr[-3000:]
+    assert done.returncode == 0 and "10 passed" in done.stdout, done.stdout[-3000:] + done.stderr[-3000:]
     started = [
         line[1] for line in (line.split() for line in spans.read_text().splitlines()) if line[0] == "start"
     ]
     waits, works = [f"test_waits[{i}]" for i in range(4)], [f"test_works[{i}]" for i in range(4)]
-    assert started == [*waits[:2], *works[:2], *waits[2:], *works[2:], "test_short"], started
+    assert started == [*waits[:2], *works[:2], *waits[2:], *works[2:], "test_short", "test_paired"], started
 
 
 @pytest.mark.parametrize("seed", range(200))

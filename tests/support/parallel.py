@@ -237,7 +237,10 @@ class SerialLastScheduling(LoadScopeScheduling):  # type: ignore[misc]
         light = frozenset(
             scope for scope in units if all(test in self.light_ids for test in self.workqueue[scope])
         )
-        self.workqueue = OrderedDict((scope, self.workqueue[scope]) for scope in spread_light(units, light))
+        # Spread among the units handed out now: the END units go out last, whatever their length.
+        others = spread_light([scope for scope in units if scope not in END], light)
+        ordered = [*others, *(scope for scope in units if scope in END)]
+        self.workqueue = OrderedDict((scope, self.workqueue[scope]) for scope in ordered)
 
     def _split_scope(self, nodeid: str) -> str:
         if nodeid in self.serial_ids:
