@@ -26,7 +26,8 @@ from fairdeck.codeal.entries import SEALS, SEEDS, SETUP, SHARES, SHUFFLE
 from fairdeck.v1 import codealer_pb2, dealer_pb2_grpc
 from fairdeck.v1 import dealer_pb2 as pb
 from fairdeck.wire import Reason
-from fairdeck_server.cli.codealer_command import _expire
+from fairdeck_server.cli.codealer_command import _expire, _expire_pass, _prune_pass
+from fairdeck_server.codealer import ledger as ledger_module
 from fairdeck_server.codealer.ledger import Ledger, LedgerError
 from fairdeck_server.dealing.codeal_store import CodealRow
 from fairdeck_server.dealing.codeal_voids import CodealReaper
@@ -141,7 +142,8 @@ def test_a_stop_after_the_codealers_end_was_committed_lost_its_warning_for_good_
     end, while its thread finished (its last, empty batch, its count), lost the count and the
     WARNING, written after the awaited thread: for good, as no later sweep finds the hands ended,
     and the WARNING is its operator's only word that the dealer left hands. The sweep's thread now
-    counts and writes the WARNING, and ``serve``'s ``asyncio.run`` waits for it, as here."""
+    counts and writes the WARNING after the cancel, as here (``serve``'s ``asyncio.run`` waits for
+    the thread at its end: Python's, not shown here)."""
     now = [1_700_000_000_000]
     codealer, dealer, storage = in_process(tmp_path, now, CODEALER_LIFETIME_S * 1000)
     committed, release = threading.Event(), threading.Event()
@@ -158,7 +160,7 @@ def test_a_stop_after_the_codealers_end_was_committed_lost_its_warning_for_good_
         await dealer.open_hand("t", "short")
         now[0] += CODEALER_LIFETIME_S * 1000 + 1
         codealer.ledger.expire = expire_then_hold  # type: ignore[method-assign,assignment]
-        sweeping = asyncio.create_task(_expire(codealer))
+        sweeping = asyncio.create_task(_expire(codealer, threading.Event()))
         await wait_for_async("the sweep's end committed", committed.is_set)
         sweeping.cancel()  # what `serve` does at SIGTERM
         with contextlib.suppress(asyncio.CancelledError):
@@ -199,7 +201,7 @@ def test_a_sweep_failing_after_a_committed_batch_counted_and_told_nothing_now_co
         await dealer.open_hand("t", "short")
         now[0] += CODEALER_LIFETIME_S * 1000 + 1
         codealer.ledger.transaction = fail_after_a_commit  # type: ignore[method-assign,assignment]
-        sweeping = asyncio.create_task(_expire(codealer))
+        sweeping = asyncio.create_task(_expire(codealer, threading.Event()))
         await wait_for_async("the sweep's failure", lambda: "failed (co-dealer ledger" in caplog.text)
         sweeping.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -415,3 +417,79 @@ def test_a_close_cut_off_after_the_reveal_and_pruned_there_was_refused_for_ever_
     assert closed.closed_ms is not None and closed.public["voided"] and closed.public["codealer_gone"]
     assert again.closed_ms == closed.closed_ms
     assert logged(tmp_path, hand_id) == [SETUP, SHUFFLE, SHUFFLE]
+
+
+def test_a_stop_during_a_long_sweep_ends_it_after_the_batch_under_way_and_says_what_it_ended(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stop waited for the whole sweep, every batch of PRUNE_BATCH a durable write: a backlog
+    held SIGTERM until docker or systemd killed the co-dealer, its WARNING with it (a read-only
+    review). The sweep now ends after the batch under way once the co-dealer is stopping, and
+    its WARNING names the hands it ended; the next start's sweep ends the rest."""
+    monkeypatch.setattr(ledger_module, "PRUNE_BATCH", 1)
+    now = [1_700_000_000_000]
+    codealer, dealer, storage = in_process(tmp_path, now, CODEALER_LIFETIME_S * 1000)
+    stopping = threading.Event()
+    real_transaction = codealer.ledger.transaction
+
+    def stop_in_the_first_batch(work: Callable[[sqlite3.Connection], object]) -> object:
+        done = real_transaction(work)
+        stopping.set()  # the SIGTERM, while the first batch commits
+        return done
+
+    async def scene() -> None:
+        await storage.start()
+        for _ in range(3):
+            await dealer.open_hand("t", "short")
+        now[0] += CODEALER_LIFETIME_S * 1000 + 1
+        codealer.ledger.transaction = stop_in_the_first_batch  # type: ignore[method-assign,assignment]
+        await asyncio.to_thread(_expire_pass, codealer, 1.0, stopping)
+        codealer.ledger.transaction = real_transaction  # type: ignore[method-assign]
+        await dealer.aclose()
+        await storage.close()
+
+    caplog.set_level(logging.WARNING)
+    asyncio.run(scene())
+    hands = ended_here(tmp_path)
+    assert len(hands) >= 3 and sum(by_lifetime for _, by_lifetime in hands.values()) == 1, hands
+    assert codealer.expired == 1
+    said = [r.getMessage() for r in caplog.records if "after their announce" in r.getMessage()]
+    assert [line.split(" hands not closed")[0] for line in said] == ["ended 1"], said
+
+
+def test_a_prune_failing_after_a_committed_batch_says_how_many_it_dropped(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Prune drops ended hands in batches; a LedgerError after a commit logged only the failure,
+    not the hands already dropped (a read-only review: the expiry's fix, not made for prune)."""
+    monkeypatch.setattr(ledger_module, "PRUNE_BATCH", 1)
+    now = [1_700_000_000_000]
+    codealer, dealer, storage = in_process(tmp_path, now, CODEALER_LIFETIME_S * 1000)
+    real_transaction = codealer.ledger.transaction
+    batches: list[object] = []
+
+    def fail_after_a_commit(work: Callable[[sqlite3.Connection], object]) -> object:
+        if batches:
+            raise LedgerError("co-dealer ledger codealer.db: database is locked")
+        batches.append(real_transaction(work))
+        return batches[-1]
+
+    async def scene() -> None:
+        await storage.start()
+        for _ in range(2):
+            await dealer.open_hand("t", "short")
+        now[0] += CODEALER_LIFETIME_S * 1000 + 1
+        await asyncio.to_thread(_expire_pass, codealer, 1.0, threading.Event())
+        now[0] += 1
+        codealer.ledger.transaction = fail_after_a_commit  # type: ignore[method-assign,assignment]
+        await asyncio.to_thread(_prune_pass, codealer, 0.0, threading.Event())
+        codealer.ledger.transaction = real_transaction  # type: ignore[method-assign]
+        await dealer.aclose()
+        await storage.close()
+
+    caplog.set_level(logging.INFO)
+    asyncio.run(scene())
+    assert batches == [1]
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith(("pruned", "pruning"))]
+    assert said[0].startswith("pruned 1 hands that ended over 0 days ago"), said
+    assert "pruning the ledger failed (co-dealer ledger codealer.db: database is locked)" in said[1], said

@@ -20,6 +20,7 @@ import asyncio
 import logging
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -319,63 +320,76 @@ def cmd_serve(args: argparse.Namespace) -> int:
         lock.release()
 
 
-async def _prune(codealer: CoDealer, keep_days: float) -> None:
+async def _prune(codealer: CoDealer, keep_days: float, stopping: threading.Event) -> None:
     """Drop hands that ended over ``keep_days`` ago, at start and then every PRUNE_EVERY seconds.
     Each pass runs whole in a worker thread, its log line too (see ``_expire``)."""
     while True:
-        await asyncio.to_thread(_prune_pass, codealer, keep_days)
+        await asyncio.to_thread(_prune_pass, codealer, keep_days, stopping)
         await asyncio.sleep(PRUNE_EVERY)
 
 
-def _prune_pass(codealer: CoDealer, keep_days: float) -> None:
+def _prune_pass(codealer: CoDealer, keep_days: float, stopping: threading.Event) -> None:
+    """One pass; its line counts the hands dropped before a failure or a stop too."""
     cutoff = codealer.clock_ms() - int(keep_days * DAY_MS)
     started = time.monotonic()
+    dropped = 0
+
+    def committed(n: int) -> bool:
+        nonlocal dropped
+        dropped += n
+        return not stopping.is_set()
+
+    failed: LedgerError | None = None
     try:
-        dropped = codealer.ledger.prune(cutoff)
+        codealer.ledger.prune(cutoff, committed)
     except LedgerError as e:
-        log.warning("pruning the ledger failed (%s); trying again in %g s", e, PRUNE_EVERY)
-        return
-    if dropped:
-        log.info(
-            "pruned %d hands that ended over %g days ago from the ledger (%.1f s)",
-            dropped,
-            keep_days,
-            time.monotonic() - started,
-        )
+        failed = e
+    finally:
+        if dropped:
+            log.info(
+                "pruned %d hands that ended over %g days ago from the ledger (%.1f s)",
+                dropped,
+                keep_days,
+                time.monotonic() - started,
+            )
+    if failed is not None:
+        log.warning("pruning the ledger failed (%s); trying again in %g s", failed, PRUNE_EVERY)
 
 
-async def _expire(codealer: CoDealer) -> None:
+async def _expire(codealer: CoDealer, stopping: threading.Event) -> None:
     """End the hands not ended ``lifetime`` after their announce, every quarter of it (a minute at
     most), at start first: the dealer lost them (its codeal.db) or is gone; each sweep that ended
     some says so (WARNING): the co-dealer's operator learns its dealer leaves hands behind. A sweep
     runs whole in a worker thread, its count and WARNING too: a stop cancels this task, not the
-    thread, and ``asyncio.run`` waits for it (a WARNING written after the cancellable await was lost
-    for good to a SIGTERM after the commit: the hands, ended, are never swept again)."""
+    thread, which ends after the batch under way (``stopping``) and writes its WARNING, and
+    ``asyncio.run`` waits for it (written after the cancellable await, the WARNING was lost for
+    good to a SIGTERM after the commit: the hands, ended, are never swept again)."""
     every = min(EXPIRE_EVERY_MAX, codealer.lifetime_ms / 4000)
     while True:
-        await asyncio.to_thread(_expire_pass, codealer, every)
+        await asyncio.to_thread(_expire_pass, codealer, every, stopping)
         await asyncio.sleep(every)
 
 
-def _expire_pass(codealer: CoDealer, every: float) -> None:
-    """One sweep; its WARNING counts the hands ended before a failure too (no later sweep finds
-    them: they are ended), then the failure's."""
+def _expire_pass(codealer: CoDealer, every: float, stopping: threading.Event) -> None:
+    """One sweep; its WARNING counts the hands ended before a failure or a stop too (no later
+    sweep finds them: they are ended), then the failure's."""
     before = codealer.expired
     failed: LedgerError | None = None
     try:
-        codealer.expire()
+        codealer.expire(go_on=lambda: not stopping.is_set())
     except LedgerError as e:
         failed = e
-    ended = codealer.expired - before
-    if ended:
-        log.warning(
-            "ended %d hands not closed %g s after their announce (--max-hand-lifetime; %d since "
-            "start): the dealer lost them or is gone; they take no more shares, and "
-            "--keep-closed-days prunes them",
-            ended,
-            codealer.lifetime_ms / 1000,
-            codealer.expired,
-        )
+    finally:
+        ended = codealer.expired - before
+        if ended:
+            log.warning(
+                "ended %d hands not closed %g s after their announce (--max-hand-lifetime; %d since "
+                "start): the dealer lost them or is gone; they take no more shares, and "
+                "--keep-closed-days prunes them",
+                ended,
+                codealer.lifetime_ms / 1000,
+                codealer.expired,
+            )
     if failed is not None:
         log.warning("ending hands past --max-hand-lifetime failed (%s); trying again in %g s", failed, every)
 
@@ -389,12 +403,13 @@ async def _serve(codealer: CoDealer, listen: str, token: TokenCheck, keep_days: 
         port = 0
     if not port:
         return _refuse("serve", f"--listen {listen}: cannot listen there; pick another --listen (HOST:PORT)")
+    stopping = threading.Event()  # the sweeps' threads end after their batch under way
     tasks = [
         asyncio.create_task(watch.run(), name="codealer-health"),
-        asyncio.create_task(_expire(codealer), name="codealer-expire"),
+        asyncio.create_task(_expire(codealer, stopping), name="codealer-expire"),
     ]
     if keep_days:
-        tasks.append(asyncio.create_task(_prune(codealer, keep_days), name="codealer-prune"))
+        tasks.append(asyncio.create_task(_prune(codealer, keep_days, stopping), name="codealer-prune"))
     stopped = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -404,6 +419,7 @@ async def _serve(codealer: CoDealer, listen: str, token: TokenCheck, keep_days: 
         f"fairdeck codealer listening on {host}:{port} (identity {codealer.identity_key.hex()})", flush=True
     )
     await stopped.wait()
+    stopping.set()
     for task in tasks:
         task.cancel()
     await server.stop(5)

@@ -436,17 +436,20 @@ class CoDealer:
         """Whether a hand needs no release: nothing sealed, or the hold passed since its last seal."""
         return last_sealed_ms is None or self.clock_ms() - last_sealed_ms >= self.reveal_hold_ms
 
-    def expire(self) -> int:
+    def expire(self, go_on: Callable[[], bool] = lambda: True) -> int:
         """End every hand announced over ``lifetime_ms`` ago and not ended (one durable write per
         batch, before anything about it is answered); how many. ``expired`` counts each batch as
-        it commits: a LedgerError of a later one (raised) leaves it counting those ended before."""
+        it commits: a LedgerError of a later one (raised) leaves it counting those ended before.
+        Between batches it stops once ``go_on()`` is False (the co-dealer stopping)."""
         if self.lifetime_ms <= 0:
             return 0
         now = self.clock_ms()
-        return self.ledger.expire(now - self.lifetime_ms, now, self._count_expired)
 
-    def _count_expired(self, ended: int) -> None:
-        self.expired += ended
+        def committed(ended: int) -> bool:
+            self.expired += ended
+            return go_on()
+
+        return self.ledger.expire(now - self.lifetime_ms, now, committed)
 
     def seal_statements(self, hand_id: str) -> list[tuple[int, bytes, bytes, bytes]]:
         """(position, seat key, SHA-256 of the sealed share, signature) of every position sealed for

@@ -186,9 +186,10 @@ class Ledger:
             return False
         return True
 
-    def prune(self, revealed_before_ms: int) -> int:
+    def prune(self, revealed_before_ms: int, committed: Callable[[int], bool] = lambda n: True) -> int:
         """Drop the hands revealed before ``revealed_before_ms``, their shares and seals, in batches of
-        ``PRUNE_BATCH``; how many were dropped. A hand not revealed (not ended) is never dropped."""
+        ``PRUNE_BATCH``; how many were dropped. A hand not revealed (not ended) is never dropped.
+        ``committed(n)`` after each batch's commit; the pass goes on while it returns True."""
 
         def batch(db: sqlite3.Connection) -> int:
             ids = [
@@ -207,16 +208,19 @@ class Ledger:
         dropped = 0
         while (n := self.transaction(batch)) > 0:
             dropped += n
+            if not committed(n):
+                break
         return dropped
 
     def expire(
-        self, created_before_ms: int, now_ms: int, committed: Callable[[int], object] = lambda n: None
+        self, created_before_ms: int, now_ms: int, committed: Callable[[int], bool] = lambda n: True
     ) -> int:
         """End the hands announced before ``created_before_ms`` and not ended, in batches of
         ``PRUNE_BATCH``: revealed (no position is given from then on; the seed and the public
         shares of dealt positions still answer the dealer's close), ``expired``, ``revealed_ms``
         now (retention counts from the end); how many were ended. ``committed(n)`` after each
-        batch's commit: a later batch's LedgerError does not undo those ended before it."""
+        batch's commit (a later batch's LedgerError does not undo those ended before it); the
+        sweep goes on while it returns True."""
 
         def batch(db: sqlite3.Connection) -> int:
             return db.execute(
@@ -228,7 +232,8 @@ class Ledger:
         ended = 0
         while (n := self.transaction(batch)) > 0:
             ended += n
-            committed(n)
+            if not committed(n):
+                break
         return ended
 
     def end_open_hands(self, now_ms: int) -> int:
