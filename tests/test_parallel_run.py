@@ -419,6 +419,7 @@ def pytest_configure(config):
         return
     from xdist import dsession, workermanage
     read = threading.Event()
+    held = os.path.join(str(config.rootpath), "end-held")
     complete = dsession.DSession.worker_runtest_protocol_complete
     remote = workermanage.WorkerController.process_from_remote
 
@@ -431,7 +432,8 @@ def pytest_configure(config):
 
     def process_from_remote(self, eventcall):
         if eventcall is workermanage.Marker.END and self.gateway.id == "gw0":
-            read.wait(timeout=60)
+            if read.wait(timeout=60) and not os.path.exists(held):  # the order was made, not timed out
+                open(held, "w").close()
         return remote(self, eventcall)
 
     dsession.DSession.worker_runtest_protocol_complete = worker_runtest_protocol_complete
@@ -462,6 +464,7 @@ def test_a_worker_gone_before_its_last_test_done_is_read_gets_no_more_work_and_t
     assert "INTERNALERROR" not in done.stdout + done.stderr, done.stdout[-3000:]
     assert "1 failed, 7 passed" in done.stdout, done.stdout[-3000:]
     assert "worker 'gw0' crashed while running 'test_late.py::test_one[" in done.stdout, done.stdout[-3000:]
+    assert (tmp_path / "end-held").exists()  # the end of gw0's channel came after its "test done"
 
 
 TWO_PAIRED = """

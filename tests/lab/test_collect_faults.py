@@ -237,7 +237,7 @@ def test_a_second_ctrl_c_stops_at_once_in_one_line_and_the_collection_resumes(tm
     )
     state = json.loads((out / "state.json").read_text())
     assert state["hands"] == 50
-    assert (out / formats.DECKS).stat().st_size == 52 * 75  # the half batch reached the disk
+    assert (out / formats.DECKS).stat().st_size == 52 * 75  # the half batch reached the file
     smaller = ["lab", "collect", "--out", str(out), "--raw-bytes", "1", "--no-progress"]
     assert main(smaller) == 0  # resumes (nothing more to deal), cutting the stopped batch off
     hands = json.loads((out / "manifest.json").read_text())["hands"]
