@@ -493,3 +493,40 @@ def test_a_prune_failing_after_a_committed_batch_says_how_many_it_dropped(
     said = [r.getMessage() for r in caplog.records if r.getMessage().startswith(("pruned", "pruning"))]
     assert said[0].startswith("pruned 1 hands that ended over 0 days ago"), said
     assert "pruning the ledger failed (co-dealer ledger codealer.db: database is locked)" in said[1], said
+
+
+def test_an_unexpected_error_in_a_sweep_is_logged_and_the_next_sweep_still_comes(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An error of ours that is not a LedgerError ended the sweep's task with nothing said until
+    the task was collected, and no hand was ever ended again (a read-only review): it is now
+    logged, with its trace, and the next sweep ends the hands."""
+    now = [1_700_000_000_000]
+    codealer, dealer, storage = in_process(tmp_path, now, 400)  # a sweep every 0.1 s
+    real_transaction = codealer.ledger.transaction
+    calls: list[int] = []
+
+    def fail_once(work: Callable[[sqlite3.Connection], object]) -> object:
+        calls.append(1)
+        if len(calls) == 1:
+            raise sqlite3.Warning("not a LedgerError")  # sqlite3.Warning is no sqlite3.Error
+        return real_transaction(work)
+
+    async def scene() -> None:
+        await storage.start()
+        await dealer.open_hand("t", "short")
+        now[0] += 401
+        codealer.ledger.transaction = fail_once  # type: ignore[method-assign,assignment]
+        sweeping = asyncio.create_task(_expire(codealer, threading.Event()))
+        await wait_for_async("a sweep after the failed one", lambda: codealer.expired >= 1)
+        sweeping.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await sweeping
+        codealer.ledger.transaction = real_transaction  # type: ignore[method-assign]
+        await dealer.aclose()
+        await storage.close()
+
+    caplog.set_level(logging.WARNING)
+    asyncio.run(scene())
+    failed = [r for r in caplog.records if "failed unexpectedly" in r.getMessage()]
+    assert len(failed) == 1 and failed[0].exc_info is not None, caplog.text

@@ -324,7 +324,10 @@ async def _prune(codealer: CoDealer, keep_days: float, stopping: threading.Event
     """Drop hands that ended over ``keep_days`` ago, at start and then every PRUNE_EVERY seconds.
     Each pass runs whole in a worker thread, its log line too (see ``_expire``)."""
     while True:
-        await asyncio.to_thread(_prune_pass, codealer, keep_days, stopping)
+        try:
+            await asyncio.to_thread(_prune_pass, codealer, keep_days, stopping)
+        except Exception:  # a defect of ours: said with its trace, and the next pass still comes
+            log.exception("pruning the ledger failed unexpectedly; trying again in %g s", PRUNE_EVERY)
         await asyncio.sleep(PRUNE_EVERY)
 
 
@@ -366,7 +369,12 @@ async def _expire(codealer: CoDealer, stopping: threading.Event) -> None:
     good to a SIGTERM after the commit: the hands, ended, are never swept again)."""
     every = min(EXPIRE_EVERY_MAX, codealer.lifetime_ms / 4000)
     while True:
-        await asyncio.to_thread(_expire_pass, codealer, every, stopping)
+        try:
+            await asyncio.to_thread(_expire_pass, codealer, every, stopping)
+        except Exception:  # a defect of ours: said with its trace, and the next sweep still comes
+            log.exception(
+                "ending hands past --max-hand-lifetime failed unexpectedly; trying again in %g s", every
+            )
         await asyncio.sleep(every)
 
 
