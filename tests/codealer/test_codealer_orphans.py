@@ -14,7 +14,7 @@ import contextlib
 import logging
 import sqlite3
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import grpc
@@ -57,6 +57,26 @@ def all_ended(directory: Path) -> dict[str, tuple[bool, bool]]:
     """The ledger's hands once every one has ended, else {}."""
     hands = ended_here(directory)
     return hands if all(ended for ended, _ in hands.values()) else {}
+
+
+@contextlib.contextmanager
+def locked_after_one_commit(ledger: Ledger) -> Iterator[list[object]]:
+    """While held, ``ledger``'s first transaction commits (its result in the list yielded) and
+    every later one raises LedgerError, as a disk or a lock held too long would."""
+    real = ledger.transaction
+    batches: list[object] = []
+
+    def transaction(work: Callable[[sqlite3.Connection], object]) -> object:
+        if batches:
+            raise LedgerError("co-dealer ledger codealer.db: database is locked")
+        batches.append(real(work))
+        return batches[-1]
+
+    ledger.transaction = transaction  # type: ignore[method-assign,assignment]
+    try:
+        yield batches
+    finally:
+        ledger.transaction = real  # type: ignore[method-assign]
 
 
 def codealer(directory: Path, forker: ServeForker) -> CodealerProcess:
@@ -187,26 +207,19 @@ def test_a_sweep_failing_after_a_committed_batch_counted_and_told_nothing_now_co
     ended). They are now counted as each batch commits and the sweep's WARNING names them."""
     now = [1_700_000_000_000]
     codealer, dealer, storage = in_process(tmp_path, now, CODEALER_LIFETIME_S * 1000)
-    real_transaction = codealer.ledger.transaction
     batches: list[object] = []
-
-    def fail_after_a_commit(work: Callable[[sqlite3.Connection], object]) -> object:
-        if batches:
-            raise LedgerError("co-dealer ledger codealer.db: database is locked")
-        batches.append(real_transaction(work))
-        return batches[-1]
 
     async def scene() -> None:
         await storage.start()
         await dealer.open_hand("t", "short")
         now[0] += CODEALER_LIFETIME_S * 1000 + 1
-        codealer.ledger.transaction = fail_after_a_commit  # type: ignore[method-assign,assignment]
-        sweeping = asyncio.create_task(_expire(codealer, threading.Event()))
-        await wait_for_async("the sweep's failure", lambda: "failed (co-dealer ledger" in caplog.text)
-        sweeping.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await sweeping
-        codealer.ledger.transaction = real_transaction  # type: ignore[method-assign]
+        with locked_after_one_commit(codealer.ledger) as committed:
+            sweeping = asyncio.create_task(_expire(codealer, threading.Event()))
+            await wait_for_async("the sweep's failure", lambda: "failed (co-dealer ledger" in caplog.text)
+            sweeping.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sweeping
+        batches.extend(committed)
         await dealer.aclose()
         await storage.close()
 
@@ -465,14 +478,7 @@ def test_a_prune_failing_after_a_committed_batch_says_how_many_it_dropped(
     monkeypatch.setattr(ledger_module, "PRUNE_BATCH", 1)
     now = [1_700_000_000_000]
     codealer, dealer, storage = in_process(tmp_path, now, CODEALER_LIFETIME_S * 1000)
-    real_transaction = codealer.ledger.transaction
     batches: list[object] = []
-
-    def fail_after_a_commit(work: Callable[[sqlite3.Connection], object]) -> object:
-        if batches:
-            raise LedgerError("co-dealer ledger codealer.db: database is locked")
-        batches.append(real_transaction(work))
-        return batches[-1]
 
     async def scene() -> None:
         await storage.start()
@@ -481,9 +487,9 @@ def test_a_prune_failing_after_a_committed_batch_says_how_many_it_dropped(
         now[0] += CODEALER_LIFETIME_S * 1000 + 1
         await asyncio.to_thread(_expire_pass, codealer, 1.0, threading.Event())
         now[0] += 1
-        codealer.ledger.transaction = fail_after_a_commit  # type: ignore[method-assign,assignment]
-        await asyncio.to_thread(_prune_pass, codealer, 0.0, threading.Event())
-        codealer.ledger.transaction = real_transaction  # type: ignore[method-assign]
+        with locked_after_one_commit(codealer.ledger) as committed:
+            await asyncio.to_thread(_prune_pass, codealer, 0.0, threading.Event())
+        batches.extend(committed)
         await dealer.aclose()
         await storage.close()
 
