@@ -172,6 +172,29 @@ def test_init_take_over_checks_its_replica_name_in_one_line(tmp_path: Path) -> N
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
 
 
+def test_a_take_over_with_no_log_key_is_refused_not_claimed_unchecked(tmp_path: Path, pg_url: str) -> None:
+    """``init --codeal-record --take-over`` in a data dir with no log key (the replicas' key given
+    by --log-key-file elsewhere, the option left out) skipped the check that the record belongs to
+    this log, and claimed a file of another log on the database. Refused now in one line naming the
+    key file and the option; nothing is claimed."""
+    from fairdeck_server.dealing.codeal_store import create_record
+
+    data = tmp_path / "data"
+    data.mkdir()
+    record = create_record(data / "codeal.db", ["another.example/log+0badc0de+AAAA"])
+    command = [sys.executable, "-m", "fairdeck.cli", "init", "--codeal-record", "--take-over"]
+    command += ["--db", pg_url, "--data", str(data)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, env=clean_env())
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("fairdeck init: --take-over checks the record against its log's key"), line
+    assert f"no log key at {data / 'log.key'}" in line and "give --log-key-file PATH" in line, line
+    with psycopg.connect(pg_url, autocommit=True) as db:
+        if db.execute("SELECT to_regclass('codeal_claims')").fetchone() != (None,):
+            claims = db.execute("SELECT 1 FROM codeal_claims WHERE record_id = %s", (record.record_id,))
+            assert claims.fetchone() is None
+
+
 @pytest.mark.light
 def test_a_clean_restart_waited_6_s_at_its_own_claim_a_crashed_one_still_waits(pg_url: str) -> None:
     """A clean stop (``let_go``) left the claim as a crash does, so the next start of the same

@@ -135,7 +135,14 @@ def _init_codeal_record(args: argparse.Namespace, data: Path) -> int:
     try:
         keys = load_log_keys(Path(args.log_key_file or data / "log.key"))
         bound = [keys.signer.verifier.to_string(), *(v.to_string() for v in keys.retired)]
-    except LogKeyError:
+    except LogKeyError as e:
+        if args.take_over:  # the record's log is checked before it is claimed: never skipped
+            print(
+                f"fairdeck init: --take-over checks the record against its log's key, and {e}; "
+                "give --log-key-file PATH (the log key the replicas serve with)",
+                file=sys.stderr,
+            )
+            return 2
         bound = []  # no key here yet: serve binds the record to its log at its first start
     try:
         lock = startup.DataDirLock.acquire(data)  # never beside a dealer that serves
