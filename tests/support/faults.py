@@ -57,6 +57,7 @@ from fairdeck.log.logentry import CommitEntry, RevealEntry, decode
 from fairdeck_server.publishing.log_signing import load_log_keys
 from tests.support.dealers import DealerProcess
 from tests.support.env import clean_env
+from tests.support.forked_serve import ServeForker
 from tests.support.waits import wait_for as wait_for  # the scenarios poll with it
 
 FAKETIME_LIBS = sorted(glob.glob("/usr/lib/*/faketime/libfaketime.so.1"))
@@ -257,8 +258,11 @@ def fairdeck(*args: str) -> Audit:
 class FaultRun:
     """One scenario: its data dir, its faked clock, the dealers it started and its ledger."""
 
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, forker: ServeForker | None = None) -> None:
         self.tmp = tmp
+        self.forker = forker
+        """Where a start on the true clock, with no sandbox and no wrap, is forked from (a fresh
+        interpreter and the dealer's imports each time cost 0.3-0.5 s of CPU)."""
         self.data_dir = tmp / "data"
         self.clock = FakeClock(tmp / "faketime")
         self.ledger = Ledger()
@@ -288,7 +292,7 @@ class FaultRun:
         """``fairdeck serve`` with this run's data dir and lifetime (and the faked clock)."""
         if lifetime is not None:
             self.lifetime = lifetime
-        env = self.clock.env() if fake_clock else {}
+        env = self.clock.env() if fake_clock else None
         self.faked = self.faked or fake_clock
         outer = self.sandbox.wrap if self.sandbox is not None else ()
         dealer = DealerProcess(
@@ -300,6 +304,7 @@ class FaultRun:
             *args,
             env=env,
             wrap=[*outer, *wrap],
+            forker=self.forker,  # used only where neither env nor wrap is given
         )
         self.dealers.append(dealer)
         return dealer
@@ -308,14 +313,17 @@ class FaultRun:
         """``fairdeck serve`` that must refuse to start: exit 2 and nothing on stdout; its stderr."""
         env = clean_env(**(self.clock.env() if fake_clock else {}))
         outer = self.sandbox.wrap if self.sandbox is not None else ()
-        serve = [sys.executable, "-m", "fairdeck.cli", "serve", "--listen", "127.0.0.1:0"]
-        done = subprocess.run(
-            [*outer, *wrap, *serve, "--data", str(self.data_dir), *args],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env=env,
-        )
+        argv = ["serve", "--listen", "127.0.0.1:0", "--data", str(self.data_dir), *args]
+        if self.forker is not None and not fake_clock and not outer and not wrap:
+            done = self.forker.run(argv, timeout=60)
+        else:
+            done = subprocess.run(
+                [*outer, *wrap, sys.executable, "-m", "fairdeck.cli", *argv],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                env=env,
+            )
         assert done.returncode == 2 and not done.stdout, f"it started, or failed otherwise: {done}"
         return done.stderr
 
@@ -400,10 +408,10 @@ def lines(dealer: DealerProcess, needle: str) -> list[str]:
 
 
 @pytest.fixture
-def run(tmp_path: Path) -> Iterator[FaultRun]:
+def run(tmp_path: Path, serve_forker: ServeForker) -> Iterator[FaultRun]:
     """A scenario's run; when the scenario returns, its dealers are stopped and both invariants
-    are checked on what they wrote."""
-    fault_run = FaultRun(tmp_path)
+    are checked on what they wrote. Its plain starts are forked from the worker's ``serve_forker``."""
+    fault_run = FaultRun(tmp_path, serve_forker)
     try:
         yield fault_run
         fault_run.check()

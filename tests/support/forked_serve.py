@@ -181,13 +181,15 @@ class ServeForker:
             raise
         return ForkedProcess(pid, os.fdopen(read, "r", encoding="utf-8", errors="strict"), self)
 
-    def run(self, argv: Sequence[str], timeout: float) -> subprocess.CompletedProcess[str]:
-        """``fairdeck ARGV`` forked and waited for, as ``subprocess.run(capture_output=True,
+    def run(
+        self, argv: Sequence[str], timeout: float, cwd: Path | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """``fairdeck ARGV`` forked (in ``cwd``) and waited for, as ``subprocess.run(capture_output=True,
         text=True, timeout=...)`` would: past ``timeout`` s it is killed and TimeoutExpired raised.
         Its stdout must end within STDOUT_AFTER_EXIT_S of its exit, else AssertionError: a read
         without a deadline hung for ever on a pipe a process it left behind held open."""
         with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as err:
-            proc = self.start(argv, err)
+            proc = self.start(argv, err, cwd)
             try:
                 out = _read_to_end(proc, time.monotonic() + timeout)
             except subprocess.TimeoutExpired as e:
