@@ -130,7 +130,7 @@ def test_codealt_calls_were_accepted_while_the_claims_renewal_hung(
 
 
 def test_codealt_health_said_serving_for_seconds_after_codealt_calls_were_refused_as_the_claim_lapsed(
-    tmp_path: Path, pg_url: str, codealer: CodealerProcess
+    tmp_path: Path, pg_url: str, codealer: CodealerProcess, serve_forker: ServeForker
 ) -> None:
     """Calls were refused from 4 s after the last confirmed renewal, but co-dealt health said
     NOT_SERVING only at the next health round, up to 3 s later: a balancer kept routing co-dealt
@@ -140,7 +140,9 @@ def test_codealt_health_said_serving_for_seconds_after_codealt_calls_were_refuse
     key: the claim is checked first, and it changes nothing, so each poll takes milliseconds."""
     data = tmp_path / "a"
     data.mkdir()
-    dealer = DealerProcess(data, tmp_path / "a.log", *replica_flags(tmp_path, pg_url, codealer))
+    dealer = DealerProcess(
+        data, tmp_path / "a.log", *replica_flags(tmp_path, pg_url, codealer), forker=serve_forker
+    )
     with dealer, DealerClient(dealer.target, timeout=60, retries=0) as client:
         hands = CodealHands(client)
         opened = hands.open_hand("standard").hand_id

@@ -114,7 +114,7 @@ def test_two_copies_of_one_older_codeal_db_got_two_record_ids_and_both_served(
 
 
 def test_a_take_over_upgraded_an_older_codeal_db_without_the_log_check_serve_makes(
-    tmp_path: Path, pg_url: str, codealer: CodealerProcess
+    tmp_path: Path, pg_url: str, codealer: CodealerProcess, serve_forker: ServeForker
 ) -> None:
     """``init --codeal-record --take-over`` opened the file without the log look-up ``serve`` makes
     at an older file's upgrade: an older codeal.db whose hands the log does not hold (the log an
@@ -124,7 +124,7 @@ def test_a_take_over_upgraded_an_older_codeal_db_without_the_log_check_serve_mak
     flags = replica_flags(tmp_path, pg_url, codealer)
     data = tmp_path / "a"
     data.mkdir()
-    with DealerProcess(data, tmp_path / "a.log", *flags) as a:
+    with DealerProcess(data, tmp_path / "a.log", *flags, forker=serve_forker) as a:
         opened = open_codeal(a.target)
     make_older(data / "codeal.db")
     db = sqlite3.connect(data / "codeal.db")

@@ -20,15 +20,16 @@ from fairdeck.v1 import dealer_pb2 as pb
 from tests.support.codealers import CodealerProcess, init_codealer
 from tests.support.dealers import DealerProcess
 from tests.support.env import clean_env
+from tests.support.forked_serve import ServeForker
 
 WRONG = "fdcd_" + "A" * 43
 """A token of the right shape that is not the co-dealer's."""
 
 
 @pytest.fixture
-def codealer(tmp_path: Path) -> Iterator[CodealerProcess]:
+def codealer(tmp_path: Path, serve_forker: ServeForker) -> Iterator[CodealerProcess]:
     init_codealer(tmp_path / "cd1")
-    with CodealerProcess(tmp_path / "cd1") as process:
+    with CodealerProcess(tmp_path / "cd1", forker=serve_forker) as process:
         yield process
 
 
@@ -93,7 +94,9 @@ def test_failed_authentications_are_limited_per_address(codealer: CodealerProces
     )
 
 
-def test_a_new_token_replaces_the_old_at_the_codealers_restart(tmp_path: Path) -> None:
+def test_a_new_token_replaces_the_old_at_the_codealers_restart(
+    tmp_path: Path, serve_forker: ServeForker
+) -> None:
     directory = tmp_path / "cd1"
     init_codealer(directory)
     old = (directory / "dealer.token").read_text().strip()
@@ -109,7 +112,7 @@ def test_a_new_token_replaces_the_old_at_the_codealers_restart(tmp_path: Path) -
     new = (directory / "dealer.token").read_text().strip()
     assert new != old and old not in out.stderr and new not in out.stderr
     assert (directory / "dealer.token").stat().st_mode & 0o777 == 0o600
-    with CodealerProcess(directory) as codealer:
+    with CodealerProcess(directory, forker=serve_forker) as codealer:
         assert refusal(every_call(codealer.stub(token=old))[-1]) == ("UNAUTHENTICATED", "INVALID_TOKEN")
         assert codealer.stub(token=new).GetIdentity(codealer_pb2.GetIdentityRequest()).identity_key
 
@@ -185,7 +188,7 @@ def test_a_dealer_without_a_usable_codealer_token_refuses_to_start_naming_the_op
 
 
 def test_a_dealer_with_a_wrong_token_refuses_codealt_opens_unavailable_and_deals_ordinary_hands(
-    codealer: CodealerProcess, tmp_path: Path
+    codealer: CodealerProcess, tmp_path: Path, serve_forker: ServeForker
 ) -> None:
     """Consistent with a co-dealer that is down: the dealer starts (it cannot know the token is
     wrong until the co-dealer answers), co-dealt calls are UNAVAILABLE CODEALER_UNAVAILABLE saying
@@ -194,7 +197,7 @@ def test_a_dealer_with_a_wrong_token_refuses_codealt_opens_unavailable_and_deals
     wrong.write_text(WRONG + "\n")
     os.chmod(wrong, 0o600)
     flags = [f"@{wrong}" if f.startswith("@") else f for f in codealer.dealer_flags()]
-    with DealerProcess(tmp_path / "data", tmp_path / "dealer.log", *flags) as dealer:
+    with DealerProcess(tmp_path / "data", tmp_path / "dealer.log", *flags, forker=serve_forker) as dealer:
         stub = dealer_pb2_grpc.DealerServiceStub(grpc.insecure_channel(dealer.target))
         with pytest.raises(grpc.RpcError) as e:
             stub.OpenHand(pb.OpenHandRequest(deck="standard", mode=pb.DEAL_MODE_CODEALT), timeout=60)

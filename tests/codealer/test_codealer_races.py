@@ -26,13 +26,14 @@ from fairdeck.v1 import codealer_pb2
 from fairdeck_server.codealer import holder
 from tests.support.codeal_pool import make_dealer
 from tests.support.codealers import CodealerProcess, init_codealer
+from tests.support.forked_serve import ServeForker
 from tests.support.waits import pace
 
 
 @pytest.fixture
-def codealer(tmp_path: Path) -> Iterator[CodealerProcess]:
+def codealer(tmp_path: Path, serve_forker: ServeForker) -> Iterator[CodealerProcess]:
     init_codealer(tmp_path / "cd1")
-    with CodealerProcess(tmp_path / "cd1") as process:
+    with CodealerProcess(tmp_path / "cd1", forker=serve_forker) as process:
         yield process
 
 

@@ -21,6 +21,7 @@ from fairdeck.v1 import codealer_pb2
 from tests.support.codealers import CodealerProcess, init_codealer, online_copy
 from tests.support.dealers import DealerProcess
 from tests.support.env import clean_env
+from tests.support.forked_serve import ServeForker
 
 
 def restore(directory: Path, copy: Path) -> None:
@@ -37,12 +38,15 @@ def seal_again(codealer: CodealerProcess, hand_id: str, key: bytes) -> codealer_
 
 def test_a_codealer_restored_from_an_older_backup_sealed_a_dealt_position_again_to_another_key(
     tmp_path: Path,
+    serve_forker: ServeForker,
 ) -> None:
     directory = tmp_path / "cd1"
     init_codealer(directory)
     alice, mallory = SeatKey.generate(), SeatKey.generate()
-    with CodealerProcess(directory) as codealer:
-        dealer = DealerProcess(tmp_path / "data", tmp_path / "dealer.log", *codealer.dealer_flags())
+    with CodealerProcess(directory, forker=serve_forker) as codealer:
+        dealer = DealerProcess(
+            tmp_path / "data", tmp_path / "dealer.log", *codealer.dealer_flags(), forker=serve_forker
+        )
         with dealer, DealerClient(dealer.target, timeout=60) as client:
             hands = CodealHands(client)
             hand = hands.open_hand("standard")
@@ -56,7 +60,7 @@ def test_a_codealer_restored_from_an_older_backup_sealed_a_dealt_position_again_
     control = tmp_path / "control"  # the hazard, without the command: position 0 sealed again
     shutil.copytree(directory, control)
     (control / "fairdeck.lock").unlink(missing_ok=True)
-    with CodealerProcess(control) as forgetful:
+    with CodealerProcess(control, forker=serve_forker) as forgetful:
         assert len(seal_again(forgetful, hand.hand_id, mallory.public_key).sealed_shares) == 1
 
     out = subprocess.run(
@@ -68,14 +72,16 @@ def test_a_codealer_restored_from_an_older_backup_sealed_a_dealt_position_again_
     )
     assert out.returncode == 0, out.stderr
     assert re.match(r"ended \d+ co-dealt hands open in ", out.stderr.splitlines()[-1]), out.stderr
-    with CodealerProcess(directory) as codealer:
+    with CodealerProcess(directory, forker=serve_forker) as codealer:
         with pytest.raises(grpc.RpcError) as refused:
             seal_again(codealer, hand.hand_id, mallory.public_key)
         error = from_rpc_error(refused.value)
         assert (error.code.name, error.reason) == ("FAILED_PRECONDITION", "HAND_CLOSED")
 
 
-def test_restored_refuses_a_running_codealer_and_a_dir_without_one_in_one_line(tmp_path: Path) -> None:
+def test_restored_refuses_a_running_codealer_and_a_dir_without_one_in_one_line(
+    tmp_path: Path, serve_forker: ServeForker
+) -> None:
     def restored(directory: Path) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [sys.executable, "-m", "fairdeck.cli", "codealer", "restored", "--dir", str(directory)],
@@ -89,7 +95,7 @@ def test_restored_refuses_a_running_codealer_and_a_dir_without_one_in_one_line(t
     assert out.returncode == 2 and "Traceback" not in out.stderr and len(out.stderr.splitlines()) == 1
     assert "no co-dealer at" in out.stderr and "restore its whole directory" in out.stderr
     init_codealer(tmp_path / "cd1")
-    with CodealerProcess(tmp_path / "cd1"):
+    with CodealerProcess(tmp_path / "cd1", forker=serve_forker):
         out = restored(tmp_path / "cd1")
     assert out.returncode == 2 and "Traceback" not in out.stderr and len(out.stderr.splitlines()) == 1
     assert "in use by another co-dealer" in out.stderr, out.stderr

@@ -16,6 +16,7 @@ import pytest
 from fairdeck.v1 import codealer_pb2
 from tests.support import rawh2
 from tests.support.codealers import CodealerProcess, init_codealer
+from tests.support.forked_serve import ServeForker
 from tests.support.raw_connections import closed_after, in_threads
 
 HANDSHAKE_S = 10.0
@@ -25,9 +26,9 @@ TOO_LARGE = 2 * 1024 * 1024 + 1
 
 
 @pytest.fixture
-def codealer(tmp_path: Path) -> CodealerProcess:
+def codealer(tmp_path: Path, serve_forker: ServeForker) -> CodealerProcess:
     init_codealer(tmp_path / "cd1")
-    return CodealerProcess(tmp_path / "cd1")
+    return CodealerProcess(tmp_path / "cd1", forker=serve_forker)
 
 
 @pytest.mark.light

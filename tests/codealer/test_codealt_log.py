@@ -20,6 +20,7 @@ from fairdeck.log.audit import AuditReport
 from fairdeck.log.note import Signer
 from tests.support.codealers import CodealerProcess, init_codealer
 from tests.support.dealers import RunningDealer, deal_closed_hand
+from tests.support.forked_serve import ServeForker
 from tests.support.logs import (
     LONG_LIFETIME,
     CliResult,
@@ -76,11 +77,11 @@ def wait_signed(dealer: RunningDealer) -> None:
 
 
 @pytest.fixture(scope="module")
-def codealt_log(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CodealtLog]:
+def codealt_log(tmp_path_factory: pytest.TempPathFactory, serve_forker: ServeForker) -> Iterator[CodealtLog]:
     root = tmp_path_factory.mktemp("codealt-log")
     init_codealer(root / "cd1")
     built = CodealtLog(root / "data")
-    with CodealerProcess(root / "cd1") as codealer:
+    with CodealerProcess(root / "cd1", forker=serve_forker) as codealer:
         built.codealer_key = codealer.identity
         config = {
             "codealer": codealer.target,
@@ -358,7 +359,9 @@ def test_a_hand_logged_again_by_a_retry_is_no_finding(codealt_log: CodealtLog, t
     assert (result.report["codeal"]["hands"], result.report["codeal"]["verified"]) == (3, 2)
 
 
-def test_on_postgresql_the_entries_are_logged_durably_and_audited(pg_url: str, tmp_path: Path) -> None:
+def test_on_postgresql_the_entries_are_logged_durably_and_audited(
+    pg_url: str, tmp_path: Path, serve_forker: ServeForker
+) -> None:
     """The same path on the PostgreSQL engine: the opening is in the database when OpenHand has
     answered, and ``fairdeck audit --db`` verifies the closed hand."""
     keys = ["--seed-key-file", str(tmp_path / "seed.key"), "--log-key-file", str(tmp_path / "log.key")]
@@ -367,7 +370,7 @@ def test_on_postgresql_the_entries_are_logged_durably_and_audited(pg_url: str, t
     init_codealer(tmp_path / "cd1")
     (tmp_path / "data").mkdir()  # the co-dealt hands' own file (codeal.db) is local even on --db
     vkey = Signer.parse((tmp_path / "log.key").read_text().strip()).verifier.to_string()
-    with CodealerProcess(tmp_path / "cd1") as codealer:
+    with CodealerProcess(tmp_path / "cd1", forker=serve_forker) as codealer:
         config = {
             "db": pg_url,
             "seed_key_file": tmp_path / "seed.key",

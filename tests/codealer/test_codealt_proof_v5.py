@@ -19,6 +19,7 @@ from fairdeck.log.note import Verifier
 from fairdeck.v1 import dealer_pb2 as pb
 from tests.support.codealers import CodealerProcess, init_codealer
 from tests.support.dealers import RunningDealer
+from tests.support.forked_serve import ServeForker
 from tests.support.logs import verifier_key
 
 pytestmark = pytest.mark.xdist_group("codealer_proof_v5")
@@ -26,12 +27,14 @@ pytestmark = pytest.mark.xdist_group("codealer_proof_v5")
 
 
 @pytest.fixture(scope="module")
-def closed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[pb.Hand, str, str, list[bytes], str]]:
+def closed(
+    tmp_path_factory: pytest.TempPathFactory, serve_forker: ServeForker
+) -> Iterator[tuple[pb.Hand, str, str, list[bytes], str]]:
     """A closed co-dealt hand (two cards to each of two seats, three public), the log key, the
     co-dealer's identity key, the seats' keys and the dealer's target (still running)."""
     root = tmp_path_factory.mktemp("codealt-v5")
     init_codealer(root / "cd1")
-    with CodealerProcess(root / "cd1") as codealer:
+    with CodealerProcess(root / "cd1", forker=serve_forker) as codealer:
         config = {
             "codealer": codealer.target,
             "codealer_key": codealer.identity,

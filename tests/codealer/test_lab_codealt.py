@@ -13,15 +13,23 @@ from fairdeck.client import DealerClient
 from fairdeck.client.codeal_seat import CodealHands, SeatKey, seat_releases
 from tests.support.codealers import CodealerProcess, init_codealer
 from tests.support.dealers import DealerProcess
+from tests.support.forked_serve import ServeForker
 
 
-def test_a_lab_collects_from_a_dealer_whose_log_holds_codealt_hands(tmp_path: Path) -> None:
+def test_a_lab_collects_from_a_dealer_whose_log_holds_codealt_hands(
+    tmp_path: Path, serve_forker: ServeForker
+) -> None:
     """The bug: ``lab collect --target`` checked the dealer's log with an auditor given no co-dealt
     checks, so every co-dealt entry became a finding against an honest dealer."""
     init_codealer(tmp_path / "cd1")
-    with CodealerProcess(tmp_path / "cd1") as codealer:
+    with CodealerProcess(tmp_path / "cd1", forker=serve_forker) as codealer:
         dealer = DealerProcess(
-            tmp_path / "data", tmp_path / "dealer.log", "--rate-limit", "0", *codealer.dealer_flags()
+            tmp_path / "data",
+            tmp_path / "dealer.log",
+            "--rate-limit",
+            "0",
+            *codealer.dealer_flags(),
+            forker=serve_forker,
         )
         try:
             with DealerClient(dealer.target, timeout=30) as client:

@@ -18,6 +18,7 @@ from fairdeck_server.codealer.ledger import Ledger
 from fairdeck_server.dealing.codeal_dealing import CodealDealer
 from fairdeck_server.refusals import DealerError
 from tests.support.codeal_pool import InProcessLink, log_of, make_dealer, seat_tokens
+from tests.support.forked_serve import ServeForker
 
 P = 2**255 - 19
 LOW_ORDER = {
@@ -143,6 +144,7 @@ def test_a_ledger_made_before_the_seals_table_gets_it_when_opened_to_serve(tmp_p
 
 def test_a_low_order_seat_key_at_the_dealer_was_the_codealers_refusal_relayed_not_a_bad_argument(
     tmp_path: Path,
+    serve_forker: ServeForker,
 ) -> None:
     """Through the real processes a low-order seat key came back FAILED_PRECONDITION
     CODEALER_REFUSED (the co-dealer's refusal, relayed after a round trip): a bad argument of the
@@ -155,8 +157,10 @@ def test_a_low_order_seat_key_at_the_dealer_was_the_codealers_refusal_relayed_no
     from tests.support.dealers import DealerProcess
 
     init_codealer(tmp_path / "cd1")
-    with CodealerProcess(tmp_path / "cd1") as codealer:
-        dealer = DealerProcess(tmp_path / "data", tmp_path / "dealer.log", *codealer.dealer_flags())
+    with CodealerProcess(tmp_path / "cd1", forker=serve_forker) as codealer:
+        dealer = DealerProcess(
+            tmp_path / "data", tmp_path / "dealer.log", *codealer.dealer_flags(), forker=serve_forker
+        )
         with dealer, grpc.insecure_channel(dealer.target) as channel:
             stub = dealer_pb2_grpc.DealerServiceStub(channel)
             open_request = dealer_pb2.OpenHandRequest(deck="standard", mode=dealer_pb2.DEAL_MODE_CODEALT)

@@ -34,6 +34,7 @@ from fairdeck_server.edge.codealer_link import GrpcCoDealerLink
 from fairdeck_server.refusals import DealerError
 from fairdeck_server.storage.sqlite import SqliteStorage
 from tests.support.codealers import CodealerProcess, init_codealer
+from tests.support.forked_serve import ServeForker
 
 
 async def dealer_for(tmp_path: Path, codealer: CodealerProcess) -> CodealDealer:
@@ -60,10 +61,11 @@ async def close(dealer: CodealDealer) -> None:
 
 def test_a_dealer_that_substitutes_its_own_seat_key_reads_the_card_and_the_victim_refuses_it(
     tmp_path: Path,
+    serve_forker: ServeForker,
 ) -> None:
     init_codealer(tmp_path / "cd1")
     victim, house = SeatKey.generate(), SeatKey.generate()
-    with CodealerProcess(tmp_path / "cd1") as codealer:
+    with CodealerProcess(tmp_path / "cd1", forker=serve_forker) as codealer:
         pinned = [bytes.fromhex(codealer.identity)]
 
         async def attack() -> tuple[
@@ -154,7 +156,9 @@ def test_a_dealer_that_substitutes_its_own_seat_key_reads_the_card_and_the_victi
     assert refused.value.detail == "position 0: want one seal statement per co-dealer, holders 1..1 in order"
 
 
-def test_the_codealer_seals_a_position_once_even_after_a_restart(tmp_path: Path) -> None:
+def test_the_codealer_seals_a_position_once_even_after_a_restart(
+    tmp_path: Path, serve_forker: ServeForker
+) -> None:
     """Before, a retry to the same seat was sealed afresh (a new ephemeral key): every retry made
     another sealed share, and a statement for each would be another piece of paper per position.
     Now the co-dealer keeps the one it made and answers it again, across a restart too."""
@@ -180,10 +184,10 @@ def test_the_codealer_seals_a_position_once_even_after_a_restart(tmp_path: Path)
         finally:
             await link.close()
 
-    with CodealerProcess(tmp_path / "cd1") as codealer:
+    with CodealerProcess(tmp_path / "cd1", forker=serve_forker) as codealer:
         hand_id, sealed, signatures = asyncio.run(deal(codealer, None))
         _, again, again_signatures = asyncio.run(deal(codealer, hand_id))  # a retry, same process
-    with CodealerProcess(tmp_path / "cd1") as codealer:  # a restart on the same ledger
+    with CodealerProcess(tmp_path / "cd1", forker=serve_forker) as codealer:  # a restart on the same ledger
         _, restarted, restarted_signatures = asyncio.run(deal(codealer, hand_id))
         refused = asyncio.run(other_seat(codealer, hand_id))
     assert again == restarted == sealed and again_signatures == restarted_signatures == signatures

@@ -22,6 +22,7 @@ from tests.support.codeal_pool import InProcessLink
 from tests.support.codealers import CodealerProcess, init_codealer
 from tests.support.dealers import DealerProcess
 from tests.support.fixtures import HeldFactory
+from tests.support.forked_serve import ServeForker
 from tests.support.held_hands import TENANT, HeldTable, not_released, refused_close, refused_reveal
 from tests.support.waits import wait_for
 
@@ -180,16 +181,20 @@ def test_a_ledger_of_the_previous_schema_opens_and_its_seals_release_only_by_the
     ledger.close()
 
 
-def test_a_dealer_whose_codealer_holds_seeds_past_its_lifetime_says_so_once(tmp_path: Path) -> None:
+def test_a_dealer_whose_codealer_holds_seeds_past_its_lifetime_says_so_once(
+    tmp_path: Path, serve_forker: ServeForker
+) -> None:
     """Voids carry no releases, so a co-dealer hold longer than the dealer's lifetime (less the
     void's margin) keeps abandoned hands open past it: the dealer reads the hold from GetIdentity
     and warns once, naming both options and the fix."""
     init_codealer(tmp_path / "cd1")
-    with CodealerProcess(tmp_path / "cd1", "127.0.0.1:0", "--reveal-hold", "120") as codealer:
+    with CodealerProcess(
+        tmp_path / "cd1", "127.0.0.1:0", "--reveal-hold", "120", forker=serve_forker
+    ) as codealer:
         identity = codealer.stub().GetIdentity(codealer_pb2.GetIdentityRequest(), timeout=60)
         assert identity.reveal_hold_ms == 120_000
         flags = (*codealer.dealer_flags(), "--max-hand-lifetime", "60")
-        with DealerProcess(tmp_path / "data", tmp_path / "dealer.log", *flags) as dealer:
+        with DealerProcess(tmp_path / "data", tmp_path / "dealer.log", *flags, forker=serve_forker) as dealer:
             line = "(its --reveal-hold), over this dealer's --max-hand-lifetime of 60 s"
             wait_for("the hold said", lambda: line in dealer.stderr(), timeout=60)
             log = dealer.stderr()

@@ -20,6 +20,7 @@ from fairdeck.v1 import dealer_pb2, dealer_pb2_grpc
 from fairdeck.wire import STATUS_DETAILS_KEY
 from tests.support.dealers import RunningDealer
 from tests.support.fixtures import DealerFactory
+from tests.support.forked_serve import ServeForker
 from tests.support.speed import scaled
 from tests.support.waits import outlast_async, wait_for, wait_for_async
 
@@ -246,7 +247,9 @@ def test_waiting_reflection_streams_cost_no_cpu_and_a_grpcurl_session_gets_its_t
     assert session < 15 and check < scaled(1.0, under=4.0)  # the check's own timeout is 5 s
 
 
-def test_reflection_streams_past_an_address_limit_are_refused(tmp_path: Path) -> None:
+def test_reflection_streams_past_an_address_limit_are_refused(
+    tmp_path: Path, serve_forker: ServeForker
+) -> None:
     """A client address holds at most max_open_streams_per_peer reflection and Watch streams;
     past it a new one (not its connection's first) is refused TOO_MANY_STREAMS once its first
     request came (refused while the client still wrote it, gRPC Python's client read INTERNAL:
@@ -265,7 +268,9 @@ def test_reflection_streams_past_an_address_limit_are_refused(tmp_path: Path) ->
         await f.close()
         return ended, held
 
-    with DealerProcess(tmp_path / "d", tmp_path / "stderr", "--max-open-streams-per-peer", "10") as dealer:
+    with DealerProcess(
+        tmp_path / "d", tmp_path / "stderr", "--max-open-streams-per-peer", "10", forker=serve_forker
+    ) as dealer:
         ended, held = asyncio.run(flood(dealer.target, 30))
         # 10, and maybe a connection's first that came once the address held 10
         assert set(ended) <= {"RESOURCE_EXHAUSTED", "INTERNAL"} and 10 <= held <= 12, (ended, held)

@@ -19,6 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from fairdeck.client.exceptions import from_rpc_error
 from tests.support.dealers import DealerProcess
+from tests.support.forked_serve import ServeForker
 from tests.support.waits import wait_for
 
 SERVING = health_pb2.HealthCheckResponse.SERVING
@@ -44,7 +45,7 @@ def metrics_port(dealer: DealerProcess) -> int:
 
 
 @pytest.mark.light
-def test_health_list_and_unknown_methods(tmp_path: Path) -> None:
+def test_health_list_and_unknown_methods(tmp_path: Path, serve_forker: ServeForker) -> None:
     with DealerProcess(
         tmp_path / "d",
         tmp_path / "stderr",
@@ -54,6 +55,7 @@ def test_health_list_and_unknown_methods(tmp_path: Path) -> None:
         "5",
         "--auth-failure-rate",
         "0.01",
+        forker=serve_forker,
     ) as dealer:
         port = metrics_port(dealer)
         with grpc.insecure_channel(dealer.target) as channel:

@@ -20,6 +20,7 @@ import pytest
 from fairdeck.cli import main
 from fairdeck.lab import formats
 from tests.support.dealers import DealerProcess, RunningDealer
+from tests.support.forked_serve import ServeForker
 
 pytestmark = pytest.mark.xdist_group("lab_live")
 """One worker runs the module, so the live collection (over a minute) is made once a run."""
@@ -46,9 +47,11 @@ def log_key(data: Path) -> str:
 
 
 @pytest.fixture(scope="module")
-def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[DealerProcess, str]]:
+def live(
+    tmp_path_factory: pytest.TempPathFactory, serve_forker: ServeForker
+) -> Iterator[tuple[DealerProcess, str]]:
     root = tmp_path_factory.mktemp("lab-live")
-    dealer = DealerProcess(root / "data", root / "dealer.log", "--rate-limit", "0")
+    dealer = DealerProcess(root / "data", root / "dealer.log", "--rate-limit", "0", forker=serve_forker)
     try:
         key = log_key(root / "data")
         yield dealer, key

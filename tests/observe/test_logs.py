@@ -14,14 +14,17 @@ import pytest
 from fairdeck.client import DealerClient
 from fairdeck.client.exceptions import HandNotFound, ResourceExhausted
 from tests.support.dealers import DealerProcess, RunningDealer
+from tests.support.forked_serve import ServeForker
 from tests.support.ops import captured
 
 GENERATED = re.compile(r"[0-9a-f]{27}")
 KEYS = {"time", "level", "logger", "message", "request_id", "method", "tenant"}
 
 
-def test_json_access_lines_carry_the_clients_request_id(tmp_path: Path) -> None:
-    dealer = DealerProcess(tmp_path / "data", tmp_path / "stderr", "--log-format", "json", cwd=tmp_path)
+def test_json_access_lines_carry_the_clients_request_id(tmp_path: Path, serve_forker: ServeForker) -> None:
+    dealer = DealerProcess(
+        tmp_path / "data", tmp_path / "stderr", "--log-format", "json", cwd=tmp_path, forker=serve_forker
+    )
     try:
         target = dealer.target
         with DealerClient(target, metadata=(("x-request-id", "ops-test-42"),)) as c:
@@ -82,9 +85,9 @@ def test_every_line_inside_a_call_carries_its_request_id(tmp_path: Path) -> None
     ]
 
 
-def test_text_is_the_default_format(tmp_path: Path) -> None:
+def test_text_is_the_default_format(tmp_path: Path, serve_forker: ServeForker) -> None:
     with (
-        DealerProcess(tmp_path / "data", tmp_path / "stderr", cwd=tmp_path) as dealer,
+        DealerProcess(tmp_path / "data", tmp_path / "stderr", cwd=tmp_path, forker=serve_forker) as dealer,
         DealerClient(dealer.target, metadata=(("x-request-id", "plain-1"),)) as c,
     ):
         c.open_hand()

@@ -12,6 +12,7 @@ import pytest
 
 from tests.support.dealers import DealerProcess
 from tests.support.env import clean_env
+from tests.support.forked_serve import ServeForker
 
 
 def init(data: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -42,12 +43,16 @@ def test_init_without_an_origin_says_how_to_name_the_log(tmp_path: Path) -> None
     assert done.stdout.startswith("fairdeck.log/")
 
 
-def test_serve_tiles_warns_about_a_random_origin(tmp_path: Path) -> None:
+def test_serve_tiles_warns_about_a_random_origin(tmp_path: Path, serve_forker: ServeForker) -> None:
     assert init(tmp_path / "data").returncode == 0
-    with DealerProcess(tmp_path / "data", tmp_path / "serve.log", "--tiles", str(tmp_path / "tiles")):
+    with DealerProcess(
+        tmp_path / "data", tmp_path / "serve.log", "--tiles", str(tmp_path / "tiles"), forker=serve_forker
+    ):
         pass
     assert "is a random name; tlog-tiles asks for the URL prefix" in (tmp_path / "serve.log").read_text()
     assert init(tmp_path / "named", "--log-origin", "example.com/fairdeck/log").returncode == 0
-    with DealerProcess(tmp_path / "named", tmp_path / "named.log", "--tiles", str(tmp_path / "t2")):
+    with DealerProcess(
+        tmp_path / "named", tmp_path / "named.log", "--tiles", str(tmp_path / "t2"), forker=serve_forker
+    ):
         pass
     assert "random name" not in (tmp_path / "named.log").read_text()

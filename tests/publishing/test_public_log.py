@@ -20,6 +20,7 @@ from fairdeck.client import DealerClient
 from tests.support import waits
 from tests.support.dealers import DealerProcess
 from tests.support.env import clean_env
+from tests.support.forked_serve import ServeForker
 from tests.support.nginx import REPO, Nginx
 from tests.support.witnesses import WitnessProcess, init_witness
 
@@ -47,7 +48,9 @@ def point_at(target_file: Path, target: str) -> None:
     part.replace(target_file)
 
 
-def test_every_checkpoint_handed_out_is_proved_from_tiles_through_nginx(tmp_path: Path) -> None:
+def test_every_checkpoint_handed_out_is_proved_from_tiles_through_nginx(
+    tmp_path: Path, serve_forker: ServeForker
+) -> None:
     data, root = tmp_path / "data", tmp_path / "www"
     vkey = subprocess.run(
         [*CLI, "init", "--data", str(data), "--log-origin", "log.test/fairdeck"],
@@ -62,7 +65,7 @@ def test_every_checkpoint_handed_out_is_proved_from_tiles_through_nginx(tmp_path
     target_file, stop, out = tmp_path / "target", tmp_path / "stop", tmp_path / "collected.jsonl"
     out.touch()
     nginx = Nginx(root)
-    dealer = DealerProcess(data, tmp_path / "dealer.log", *flags)
+    dealer = DealerProcess(data, tmp_path / "dealer.log", *flags, forker=serve_forker)
     point_at(target_file, dealer.target)
     # Its stderr goes to a file: a pipe nobody reads fills (gRPC's own lines while the dealer is
     # down) and blocks the collector, which then proves nothing more.
@@ -120,7 +123,7 @@ def test_every_checkpoint_handed_out_is_proved_from_tiles_through_nginx(tmp_path
         dealt_before_kill = dealt[0]
         dealer.kill9()  # in the middle of dealing, of signing, of writing tiles
         waits.outlast(1.0)  # the tiles stay served (and proved) while the dealer is down
-        dealer = DealerProcess(data, tmp_path / "dealer.log", *flags)
+        dealer = DealerProcess(data, tmp_path / "dealer.log", *flags, forker=serve_forker)
         point_at(target_file, dealer.target)
         dealt_at_restart = dealt[0]
         waits.pace(PHASE_S)  # a phase of dealing

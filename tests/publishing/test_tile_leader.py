@@ -13,6 +13,7 @@ from fairdeck_server.cli.audit_sources import database_log
 from fairdeck_server.dealing.vault import load_or_create_key
 from fairdeck_server.publishing.log_signing import load_log_keys, load_or_create_signer
 from tests.support.dealers import DealerProcess
+from tests.support.forked_serve import ServeForker
 from tests.support.tilecheck import checkpoint_of, missing, prove_from_tiles
 from tests.support.waits import pace, wait_for
 
@@ -44,7 +45,9 @@ def test_processes_share_one_writer_of_the_tiles(tmp_path: Path) -> None:
     prove_from_tiles(lambda rel: (tiles / rel).read_bytes(), (tiles / "checkpoint").read_bytes(), samples=10)
 
 
-def test_replicas_elect_one_writer_and_the_survivor_takes_over(tmp_path: Path, pg_url: str) -> None:
+def test_replicas_elect_one_writer_and_the_survivor_takes_over(
+    tmp_path: Path, pg_url: str, serve_forker: ServeForker
+) -> None:
     seed_key, log_key = tmp_path / "seed.key", tmp_path / "log.key"
     load_or_create_key(seed_key, environ={})
     vkey = load_or_create_signer(log_key, "fairdeck.test/tiles").verifier.to_string()
@@ -54,7 +57,7 @@ def test_replicas_elect_one_writer_and_the_survivor_takes_over(tmp_path: Path, p
         return DealerProcess(
             tmp_path / name, tmp_path / f"{name}.log",
             "--db", pg_url, "--seed-key-file", str(seed_key), "--log-key-file", str(log_key),
-            "--tiles", str(tiles), *FAST,
+            "--tiles", str(tiles), *FAST, forker=serve_forker,
         )  # fmt: skip
 
     a = replica("a")
@@ -84,7 +87,7 @@ def test_replicas_elect_one_writer_and_the_survivor_takes_over(tmp_path: Path, p
 
 
 def test_replicas_with_witnesses_ask_them_once_and_serve_one_final_checkpoint(
-    tmp_path: Path, pg_url: str
+    tmp_path: Path, pg_url: str, serve_forker: ServeForker
 ) -> None:
     """Two replicas, one witness: only the leader asks it (one request per interval, not one per
     replica), and the replica that does not lead serves the same final checkpoint, read from the
@@ -104,8 +107,8 @@ def test_replicas_with_witnesses_ask_them_once_and_serve_one_final_checkpoint(
         "--db", pg_url, "--seed-key-file", str(seed_key), "--log-key-file", str(log_key),
         "--witness", f"{proxy.url}={witness_vkey}", "--witness-interval", "0.5", *FAST,
     )  # fmt: skip
-    a = DealerProcess(tmp_path / "a", tmp_path / "a.log", *flags)
-    b = DealerProcess(tmp_path / "b", tmp_path / "b.log", *flags)
+    a = DealerProcess(tmp_path / "a", tmp_path / "a.log", *flags, forker=serve_forker)
+    b = DealerProcess(tmp_path / "b", tmp_path / "b.log", *flags, forker=serve_forker)
     try:
         started = time.monotonic()
         end = started + 4

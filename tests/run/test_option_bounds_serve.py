@@ -16,6 +16,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from tests.support.dealers import DealerProcess, deal_closed_hand
 from tests.support.env import clean_env
+from tests.support.forked_serve import ServeForker
 
 MAXIMA = {
     "--handshake-timeout": "2147483.647",
@@ -65,7 +66,12 @@ MINIMA = {
 }
 
 
-def serve(*argv: str, env: dict[str, str] | None = None, cwd: Path) -> subprocess.CompletedProcess[str]:
+def serve(
+    forker: ServeForker, *argv: str, env: dict[str, str] | None = None, cwd: Path
+) -> subprocess.CompletedProcess[str]:
+    """``fairdeck serve ARGV``: forked where no variable is set, else in a fresh interpreter."""
+    if not env:
+        return forker.run(["serve", "--listen", "127.0.0.1:0", *argv], timeout=60, cwd=cwd)
     return subprocess.run(
         [sys.executable, "-m", "fairdeck.cli", "serve", "--listen", "127.0.0.1:0", *argv],
         capture_output=True,
@@ -105,12 +111,12 @@ def serve(*argv: str, env: dict[str, str] | None = None, cwd: Path) -> subproces
     ],
 )
 def test_overflowing_option_values_exit_2_in_one_line_not_a_traceback(
-    argv: list[str], env: dict[str, str], file: str, names: str, tmp_path: Path
+    argv: list[str], env: dict[str, str], file: str, names: str, tmp_path: Path, serve_forker: ServeForker
 ) -> None:
     if file:
         (tmp_path / "fairdeck.toml").write_text(file)
         argv = [*argv, "--config", str(tmp_path / "fairdeck.toml")]
-    result = serve("--data", str(tmp_path / "data"), *argv, env=env, cwd=tmp_path)
+    result = serve(serve_forker, "--data", str(tmp_path / "data"), *argv, env=env, cwd=tmp_path)
     assert result.returncode == 2, result.stderr
     assert "Traceback" not in result.stderr and "OverflowError" not in result.stderr
     lines = result.stderr.strip().splitlines()
@@ -128,18 +134,26 @@ def _flags(values: dict[str, str]) -> list[str]:
     return [part for flag, value in values.items() for part in (flag, value)]
 
 
-def test_a_dealer_with_every_option_at_its_maximum_serves_and_stops(tmp_path: Path) -> None:
-    with DealerProcess(tmp_path / "data", tmp_path / "stderr", *_flags(MAXIMA)) as dealer:
+def test_a_dealer_with_every_option_at_its_maximum_serves_and_stops(
+    tmp_path: Path, serve_forker: ServeForker
+) -> None:
+    with DealerProcess(
+        tmp_path / "data", tmp_path / "stderr", *_flags(MAXIMA), forker=serve_forker
+    ) as dealer:
         assert _serving(dealer.target)
         deal_closed_hand(dealer.target, "standard")
         assert dealer.terminate() == 0, dealer.stderr()
     assert "Traceback" not in dealer.stderr()
 
 
-def test_a_dealer_with_every_option_at_its_minimum_serves_and_stops(tmp_path: Path) -> None:
+def test_a_dealer_with_every_option_at_its_minimum_serves_and_stops(
+    tmp_path: Path, serve_forker: ServeForker
+) -> None:
     """At the minimum a deal is cut by its 1 ms default deadline, with that reason: the dealer
     still runs as configured; the health check is not held to the deadline."""
-    with DealerProcess(tmp_path / "data", tmp_path / "stderr", *_flags(MINIMA)) as dealer:
+    with DealerProcess(
+        tmp_path / "data", tmp_path / "stderr", *_flags(MINIMA), forker=serve_forker
+    ) as dealer:
         assert _serving(dealer.target)
         assert dealer.terminate() == 0, dealer.stderr()
     assert "Traceback" not in dealer.stderr()

@@ -29,6 +29,7 @@ from fairdeck.client.models import HandState
 from fairdeck_server.run.config import ServerConfig
 from tests.support.dealers import DealerProcess
 from tests.support.env import clean_env
+from tests.support.forked_serve import ServeForker
 from tests.support.speed import scaled
 
 GRACE_SECONDS = ServerConfig().grace_seconds  # what `fairdeck serve` drains with
@@ -50,8 +51,8 @@ NO_LIMITS = ("--rate-limit", "0", "--max-open-hands", "0")  # these tests hammer
 
 
 @pytest.fixture
-def dealer_process(tmp_path: Path) -> Iterator[DealerProcess]:
-    process = DealerProcess(tmp_path / "data", tmp_path / "stderr.txt", *NO_LIMITS)
+def dealer_process(tmp_path: Path, serve_forker: ServeForker) -> Iterator[DealerProcess]:
+    process = DealerProcess(tmp_path / "data", tmp_path / "stderr.txt", *NO_LIMITS, forker=serve_forker)
     yield process
     process.terminate()
 
@@ -83,9 +84,9 @@ def test_health_and_reflection(dealer_process: DealerProcess) -> None:
 
 
 @pytest.mark.serial
-def test_sigterm_drains_calls_in_flight(tmp_path: Path) -> None:
+def test_sigterm_drains_calls_in_flight(tmp_path: Path, serve_forker: ServeForker) -> None:
     data_dir = tmp_path / "data"
-    process = DealerProcess(data_dir, tmp_path / "stderr.txt", *NO_LIMITS)
+    process = DealerProcess(data_dir, tmp_path / "stderr.txt", *NO_LIMITS, forker=serve_forker)
     lock = threading.Lock()
     dealt: dict[str, bytes] = {}  # hand_id -> commitment, every acknowledged DealNewHand / DealHands hand
     closed: dict[str, bytes] = {}  # hand_id -> commitment, every acknowledged CloseHand
@@ -172,7 +173,7 @@ def test_sigterm_drains_calls_in_flight(tmp_path: Path) -> None:
         assert "Traceback" not in str(e) and ".py" not in str(e)
 
     # Everything acknowledged is durable: a fresh dealer over the same data dir has it.
-    again = DealerProcess(data_dir, tmp_path / "stderr-again.txt", *NO_LIMITS)
+    again = DealerProcess(data_dir, tmp_path / "stderr-again.txt", *NO_LIMITS, forker=serve_forker)
     try:
         with DealerClient(again.target, timeout=30) as c:
             for hid, commitment in dealt.items():

@@ -33,6 +33,7 @@ from fairdeck.log.cosignature import Cosigner
 from fairdeck_server.storage.sqlite.batches import LOCK_TIMEOUT
 from tests.support.dealers import DealerProcess
 from tests.support.env import clean_env
+from tests.support.forked_serve import ServeForker
 from tests.support.groups import OWN, Group
 from tests.support.speed import scaled
 from tests.support.waits import wait_for
@@ -112,7 +113,9 @@ def test_the_group_holds_the_data_dir(group: tuple[Group, Path]) -> None:
     assert "in use by another dealer" in other.stderr and str(g.proc.pid) in other.stderr
 
 
-def test_a_dead_worker_stops_the_dealer_and_loses_nothing(group: tuple[Group, Path]) -> None:
+def test_a_dead_worker_stops_the_dealer_and_loses_nothing(
+    group: tuple[Group, Path], serve_forker: ServeForker
+) -> None:
     g, data = group
     acknowledged = play(g.target, 10)
     os.kill(g.pids[1], signal.SIGKILL)
@@ -129,7 +132,10 @@ def test_a_dead_worker_stops_the_dealer_and_loses_nothing(group: tuple[Group, Pa
     again = cli("serve", "--listen", "127.0.0.1:0", "--data", str(data), "--processes", "0")
     assert again.returncode == 2 and "--processes" in again.stderr and again.stderr.count("\n") == 1
     # The lock went with the group: one dealer takes the data dir.
-    with DealerProcess(data, data.parent / "one.stderr") as one, DealerClient(one.target) as client:
+    with (
+        DealerProcess(data, data.parent / "one.stderr", forker=serve_forker) as one,
+        DealerClient(one.target) as client,
+    ):
         for hand_id, commitment in acknowledged:
             assert client.get(hand_id).commitment == commitment
 
@@ -188,7 +194,9 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def test_workers_do_not_outlive_a_killed_supervisor(group: tuple[Group, Path]) -> None:
+def test_workers_do_not_outlive_a_killed_supervisor(
+    group: tuple[Group, Path], serve_forker: ServeForker
+) -> None:
     """SIGKILL leaves the supervisor no chance to stop its workers: they see their lifeline pipe
     end, drain and exit, and the data dir is free again."""
     g, data = group
@@ -201,7 +209,10 @@ def test_workers_do_not_outlive_a_killed_supervisor(group: tuple[Group, Path]) -
         timeout=30,
         every=0.1,
     )
-    with DealerProcess(data, data.parent / "one.stderr") as one, DealerClient(one.target) as client:
+    with (
+        DealerProcess(data, data.parent / "one.stderr", forker=serve_forker) as one,
+        DealerClient(one.target) as client,
+    ):
         for hand_id, commitment in acknowledged:
             assert client.get(hand_id).commitment == commitment
 
@@ -409,7 +420,9 @@ def test_the_writers_lock_held_outside_fails_writes_at_once_and_health_until_it_
 @pytest.mark.serial
 @pytest.mark.slow
 @pytest.mark.parametrize("holding", [True, False], ids=["holding-the-lock", "idle"])
-def test_the_supervisor_replaces_a_stopped_worker_at_once(tmp_path: Path, holding: bool) -> None:
+def test_the_supervisor_replaces_a_stopped_worker_at_once(
+    tmp_path: Path, holding: bool, serve_forker: ServeForker
+) -> None:
     """A worker the kernel shows stopped (SIGSTOP) is replaced within a second, not after the
     worker timeout (60 s here; it was the only rule, and every write of the group waited for it
     while the stopped one held the writers' lock)."""
@@ -456,6 +469,9 @@ def test_the_supervisor_replaces_a_stopped_worker_at_once(tmp_path: Path, holdin
     key = cli("key", "--data", str(data)).stdout.strip()
     audit = cli("audit", "--data", str(data), "--key", key)
     assert audit.returncode == 0, audit.stdout + audit.stderr
-    with DealerProcess(data, data.parent / "one.stderr") as one, DealerClient(one.target) as client:
+    with (
+        DealerProcess(data, data.parent / "one.stderr", forker=serve_forker) as one,
+        DealerClient(one.target) as client,
+    ):
         for hand_id, commitment in acknowledged:
             assert client.get(hand_id).commitment == commitment

@@ -25,6 +25,7 @@ from fairdeck_server.policy.auth import split_token
 from fairdeck_server.refusals import DealerError
 from tests.support import rawh2
 from tests.support.dealers import DealerProcess, RunningDealer
+from tests.support.forked_serve import ServeForker
 from tests.support.tokens import MakeToken, run_cli
 from tests.support.waits import hold_silent_async
 
@@ -54,7 +55,7 @@ def _status(trailers: dict[str, bytes]) -> tuple[int, str, float | None]:
 
 @pytest.mark.parametrize("log_format", ["text", "json"])
 def test_a_token_that_is_not_utf8_never_reaches_the_log_and_is_refused(
-    tmp_path: Path, log_format: str
+    tmp_path: Path, log_format: str, serve_forker: ServeForker
 ) -> None:
     data = tmp_path / "data"
     assert run_cli("init", "--data", str(data)).returncode == 0  # token create never makes a data dir
@@ -73,7 +74,14 @@ def test_a_token_that_is_not_utf8_never_reaches_the_log_and_is_refused(
     }
     log_path = tmp_path / "serve.log"
     with DealerProcess(
-        data, log_path, "--require-auth", "--log-format", log_format, "--log-level", "DEBUG"
+        data,
+        log_path,
+        "--require-auth",
+        "--log-format",
+        log_format,
+        "--log-level",
+        "DEBUG",
+        forker=serve_forker,
     ) as dealer:
         answers = {
             name: _status(rawh2.call(dealer.target, OPEN_HAND, BODY, [(b"authorization", value)]))

@@ -16,6 +16,7 @@ from fairdeck.client.exceptions import DeadlineExceeded
 from fairdeck_server.edge.deadline import STREAM_RUNS
 from tests.support import rawh2
 from tests.support.dealers import DealerProcess
+from tests.support.forked_serve import ServeForker
 from tests.support.raw_connections import closed_after, in_threads
 from tests.support.speed import scaled
 from tests.support.waits import outlast, pace, wait_for
@@ -35,7 +36,9 @@ HEADERS = b"".join(
 
 
 @pytest.mark.paired  # waits out the connection bounds
-def test_slow_and_idle_connections_are_closed_after_their_bound(tmp_path: Path) -> None:
+def test_slow_and_idle_connections_are_closed_after_their_bound(
+    tmp_path: Path, serve_forker: ServeForker
+) -> None:
     # A 0.3 s default deadline makes the age's grace (STREAM_RUNS + 1 deadlines) 3.3 s, not 11 s:
     # still 2.7 s past a grace of one deadline (the bug), and the ordinary client deals again
     # where the deadline cuts it.
@@ -48,6 +51,7 @@ def test_slow_and_idle_connections_are_closed_after_their_bound(tmp_path: Path) 
         tmp_path / "stderr",
         "--handshake-timeout", str(handshake), "--connection-idle-timeout", str(idle),
         "--max-connection-age", str(age), "--default-deadline", str(deadline),
+        forker=serve_forker,
     ) as dealer:  # fmt: skip
         port = dealer.port
         body_never = [rawh2.PREFACE, SETTINGS, rawh2._frame(rawh2.HEADERS, rawh2.END_HEADERS, 1, HEADERS)]
@@ -99,7 +103,9 @@ def _dealt(client: DealerClient) -> str | None:
 
 
 @pytest.mark.serial  # its readings are 2 s connect timeouts, once missed beside load
-def test_one_address_keeps_at_most_its_share_of_connections(tmp_path: Path) -> None:
+def test_one_address_keeps_at_most_its_share_of_connections(
+    tmp_path: Path, serve_forker: ServeForker
+) -> None:
     with DealerProcess(
         tmp_path / "d",
         tmp_path / "stderr",
@@ -107,6 +113,7 @@ def test_one_address_keeps_at_most_its_share_of_connections(tmp_path: Path) -> N
         "4",
         "--connection-idle-timeout",
         "60",
+        forker=serve_forker,
     ) as dealer:
         socks = []
         unanswered = 0

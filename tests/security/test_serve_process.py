@@ -14,17 +14,18 @@ from fairdeck.client.calls import tls_credentials
 from fairdeck.client.exceptions import Unauthenticated
 from fairdeck_server.policy.auth import split_token
 from tests.support.dealers import DealerProcess
+from tests.support.forked_serve import ServeForker
 from tests.support.pki import Pki
 from tests.support.tokens import run_cli
 
 
-def test_serve_with_tls_and_tokens(tmp_path: Path, pki: Pki) -> None:
+def test_serve_with_tls_and_tokens(tmp_path: Path, pki: Pki, serve_forker: ServeForker) -> None:
     data = tmp_path / "data"
     stderr_path = tmp_path / "serve.log"
     with DealerProcess(
         data, stderr_path,
         "--tls-cert", str(pki.server_cert), "--tls-key", str(pki.server_key), "--require-auth",
-        "--log-format", "json", "--log-level", "DEBUG",
+        "--log-format", "json", "--log-level", "DEBUG", forker=serve_forker,
     ) as dealer:  # fmt: skip
         made = run_cli("token", "create", "--data", str(data), "--tenant", "acme", "--role", "dealer")
         assert made.returncode == 0, made.stderr

@@ -23,6 +23,7 @@ from fairdeck.v1 import dealer_pb2 as pb
 from tests.support import browser
 from tests.support.codealers import CodealerProcess, init_codealer
 from tests.support.dealers import DealerProcess
+from tests.support.forked_serve import ServeForker
 
 pytestmark = pytest.mark.xdist_group("test_codeal_page_release")
 
@@ -32,12 +33,16 @@ HOLD_S = 1800  # the co-dealer's default --reveal-hold
 
 
 @pytest.fixture(scope="module")
-def table(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[CodealerProcess, DealerProcess]]:
+def table(
+    tmp_path_factory: pytest.TempPathFactory, serve_forker: ServeForker
+) -> Iterator[tuple[CodealerProcess, DealerProcess]]:
     tmp = tmp_path_factory.mktemp("page-release")
     init_codealer(tmp / "cd1")
     with (
-        CodealerProcess(tmp / "cd1") as codealer,
-        DealerProcess(tmp / "data", tmp / "dealer.log", *codealer.dealer_flags()) as dealer,
+        CodealerProcess(tmp / "cd1", forker=serve_forker) as codealer,
+        DealerProcess(
+            tmp / "data", tmp / "dealer.log", *codealer.dealer_flags(), forker=serve_forker
+        ) as dealer,
     ):
         yield codealer, dealer
 
