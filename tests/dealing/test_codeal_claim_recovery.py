@@ -176,23 +176,37 @@ def test_a_take_over_with_no_log_key_is_refused_not_claimed_unchecked(tmp_path: 
     """``init --codeal-record --take-over`` in a data dir with no log key (the replicas' key given
     by --log-key-file elsewhere, the option left out) skipped the check that the record belongs to
     this log, and claimed a file of another log on the database. Refused now in one line naming the
-    key file and the option; nothing is claimed."""
+    key file and the option; a key file there that cannot be used is refused with its own fix, the
+    option not named. Nothing is claimed either way."""
     from fairdeck_server.dealing.codeal_store import create_record
+    from fairdeck_server.publishing.log_signing import load_or_create_signer
 
+    claimed(pg_url, Holder("other", "/elsewhere", "i-0"), "e" * 32)  # the claims' table, with a row
     data = tmp_path / "data"
     data.mkdir()
     record = create_record(data / "codeal.db", ["another.example/log+0badc0de+AAAA"])
     command = [sys.executable, "-m", "fairdeck.cli", "init", "--codeal-record", "--take-over"]
     command += ["--db", pg_url, "--data", str(data)]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=60, env=clean_env())
-    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
-    (line,) = done.stderr.splitlines()
-    assert line.startswith("fairdeck init: --take-over checks the record against its log's key"), line
-    assert f"no log key at {data / 'log.key'}" in line and "give --log-key-file PATH" in line, line
-    with psycopg.connect(pg_url, autocommit=True) as db:
-        if db.execute("SELECT to_regclass('codeal_claims')").fetchone() != (None,):
-            claims = db.execute("SELECT 1 FROM codeal_claims WHERE record_id = %s", (record.record_id,))
-            assert claims.fetchone() is None
+
+    def refused() -> str:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60, env=clean_env())
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+        (line,) = done.stderr.splitlines()
+        assert line.startswith("fairdeck init: --take-over checks the record against its log's key, and "), (
+            line
+        )
+        with psycopg.connect(pg_url, autocommit=True) as db:
+            claims = db.execute("SELECT record_id FROM codeal_claims").fetchall()
+        assert claims == [("e" * 32,)], claims
+        return line
+
+    line = refused()
+    assert f"no log key at {data / 'log.key'}; give --log-key-file PATH" in line, line
+    load_or_create_signer(data / "log.key", "fairdeck.test/take-over")
+    (data / "log.key").chmod(0o644)
+    line = refused()
+    assert "readable by others" in line and "chmod 600" in line and "--log-key-file" not in line, line
+    assert record.record_id not in line
 
 
 @pytest.mark.light

@@ -137,9 +137,11 @@ def _init_codeal_record(args: argparse.Namespace, data: Path) -> int:
         bound = [keys.signer.verifier.to_string(), *(v.to_string() for v in keys.retired)]
     except LogKeyError as e:
         if args.take_over:  # the record's log is checked before it is claimed: never skipped
+            fix = ""
+            if args.log_key_file is None and not (data / "log.key").exists():  # no key here: name the option
+                fix = "; give --log-key-file PATH (the log key the replicas serve with)"
             print(
-                f"fairdeck init: --take-over checks the record against its log's key, and {e}; "
-                "give --log-key-file PATH (the log key the replicas serve with)",
+                f"fairdeck init: --take-over checks the record against its log's key, and {e}{fix}",
                 file=sys.stderr,
             )
             return 2
